@@ -1,0 +1,275 @@
+"""Data model. Business logic lives in services.py (writes) and selectors.py (reads), not here.
+
+Stored history is never destroyed: optimization chooses what to send at request time. Messages are
+ordered by primary key within a conversation (ids grow with time), so "the window from message X"
+is `id >= X` and served by the (conversation, id) index.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Preference(models.TextChoices):
+    FAST = "fast", "Fast"
+    BALANCED = "balanced", "Balanced"
+    QUALITY = "quality", "Quality"
+
+
+class LLMConfig(models.Model):
+    class WindowSource(models.TextChoices):
+        REGISTRY = "registry", "Model registry"
+        USER = "user", "Set by you"
+        DEFAULT = "default", "Default (model unknown)"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="llm_configs")
+    name = models.CharField(max_length=100)
+    base_url = models.URLField(max_length=500)
+    model = models.CharField(max_length=200)
+    # Fernet token of the API key (chatapp.chat.crypto); never returned by any page or API.
+    api_key_encrypted = models.TextField(blank=True, default="")
+    api_key_last4 = models.CharField(max_length=4, blank=True, default="")
+    context_window = models.PositiveIntegerField()
+    context_window_source = models.CharField(
+        max_length=16, choices=WindowSource.choices, default=WindowSource.DEFAULT
+    )
+    max_output_tokens = models.PositiveIntegerField(default=2000)
+    temperature = models.FloatField(default=0.7)
+    is_default = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner"], condition=Q(is_default=True), name="llmconfig_one_default_per_owner"
+            ),
+            models.UniqueConstraint(fields=["owner", "name"], name="llmconfig_unique_name_per_owner"),
+            models.CheckConstraint(
+                condition=Q(context_window__gt=models.F("max_output_tokens")),
+                name="llmconfig_window_exceeds_output",
+            ),
+            models.CheckConstraint(
+                condition=Q(temperature__gte=0) & Q(temperature__lte=2), name="llmconfig_temperature_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.model})"
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+
+class UserSettings(models.Model):
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_settings")
+    preference = models.CharField(max_length=16, choices=Preference.choices, default=Preference.BALANCED)
+    auto_optimize = models.BooleanField(default=True)
+    # Issue 4: ask before an automatic compaction instead of enqueuing it.
+    confirm_compaction = models.BooleanField(default=False)
+    # Issue 4: a separate (cheaper) model for summaries; null = the conversation's own config.
+    summary_config = models.ForeignKey(
+        LLMConfig, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class Conversation(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200, default="New chat")
+    title_is_custom = models.BooleanField(default=False)
+    llm_config = models.ForeignKey(LLMConfig, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Optimizer window state: id of the first message of the verbatim window. It moves only when the
+    # trigger fires, so consecutive requests share a stable prefix (provider prompt caches).
+    window_start_id = models.BigIntegerField(null=True, blank=True)
+    # Running totals over the live (sendable) chat messages, kept by services on every write so the
+    # request path never aggregates or loads the whole history.
+    live_message_count = models.PositiveIntegerField(default=0)
+    live_char_count = models.PositiveBigIntegerField(default=0)
+    live_token_count = models.PositiveBigIntegerField(default=0)
+    truncation_count = models.PositiveIntegerField(default=0)
+    summary_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            # Sidebar: a user's conversations, newest first.
+            models.Index(fields=["owner", "-updated_at"], name="conv_owner_updated_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        SYSTEM = "system", "System"
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+
+    class Kind(models.TextChoices):
+        CHAT = "chat", "Chat"
+        SUMMARY = "summary", "Summary"
+
+    class Status(models.TextChoices):
+        COMPLETE = "complete", "Complete"
+        STREAMING = "streaming", "Streaming"
+        STOPPED = "stopped", "Stopped"
+        ERROR = "error", "Error"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CHAT)
+    content = models.TextField()
+    # Full chat-format token count (OpenAI per-message overhead included), computed once at write.
+    token_count = models.PositiveIntegerField(default=0)
+    char_count = models.PositiveIntegerField(default=0)
+    pinned = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
+    # A reply replaced by Regenerate stays visible but is never sent again.
+    superseded = models.BooleanField(default=False)
+    # For an assistant reply: the user message it answers.
+    reply_to = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replies")
+    model = models.CharField(max_length=200, blank=True, default="")
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    # Summary messages (kind=summary): the range of message ids they cover, inclusive.
+    covers_from_id = models.BigIntegerField(null=True, blank=True)
+    covers_through_id = models.BigIntegerField(null=True, blank=True)
+    covered_message_count = models.PositiveIntegerField(null=True, blank=True)
+    source_chars = models.PositiveIntegerField(null=True, blank=True)
+    extractive = models.BooleanField(default=False)
+    discarded = models.BooleanField(default=False)
+    edited = models.BooleanField(default=False)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            # Request path: the verbatim window (conversation, id >= window_start) and timeline pages.
+            models.Index(fields=["conversation", "id"], name="msg_conv_id_idx"),
+            # Request path: the static layer (pins) without scanning history.
+            models.Index(
+                fields=["conversation", "id"], condition=Q(pinned=True), name="msg_conv_pinned_idx"
+            ),
+            # Request path: the newest live summary of a conversation.
+            models.Index(
+                fields=["conversation", "-id"],
+                condition=Q(kind="summary", discarded=False),
+                name="msg_conv_summary_idx",
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(kind="summary") | Q(role="system"), name="msg_summary_is_system"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role}#{self.pk}"
+
+
+class OptimizationRecord(models.Model):
+    """What the optimizer decided for one model request: enough to rebuild what the model saw."""
+
+    class Strategy(models.TextChoices):
+        NONE = "none", "None"
+        TRUNCATE = "truncate", "Truncate"
+        SUMMARIZE = "summarize", "Summarize"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="optimization_records")
+    reply = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    preference = models.CharField(max_length=16, choices=Preference.choices)
+    model = models.CharField(max_length=200)
+    context_window = models.PositiveIntegerField()
+    budget = models.PositiveIntegerField()
+    triggered = models.BooleanField(default=False)
+    window_start_id = models.BigIntegerField(null=True, blank=True)
+    strategy = models.CharField(max_length=16, choices=Strategy.choices)
+    reason = models.TextField(blank=True, default="")
+    scores = models.JSONField(default=dict)
+    tokens_full = models.PositiveIntegerField()
+    tokens_sent = models.PositiveIntegerField()
+    provider_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    estimated = models.BooleanField(default=False)
+    # [{"source_ids": [...], "origin": "verbatim|pinned|compressed|summary", "tokens": n}, ...] in send order.
+    sent = models.JSONField(default=list)
+    # Message ids not sent and not covered by the summary used, as [first, last] id ranges.
+    dropped_ranges = models.JSONField(default=list)
+    summary = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    messages_before = models.PositiveIntegerField(default=0)
+    messages_after = models.PositiveIntegerField(default=0)
+    pack_ms = models.FloatField(default=0)
+    cost_sent_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_full_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    stats = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            # Dashboard: a conversation's records in turn order.
+            models.Index(fields=["conversation", "id"], name="optrec_conv_id_idx"),
+        ]
+
+
+class SummaryJob(models.Model):
+    """A background summary of one span of a conversation (issue 4)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending (broker unreachable, will be enqueued)"
+        AWAITING_CONFIRMATION = "awaiting", "Waiting for your confirmation"
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    class Trigger(models.TextChoices):
+        AUTO = "auto", "Automatic"
+        AHEAD = "ahead", "Ahead of need"
+        MANUAL = "manual", "Compact now"
+
+    ACTIVE_STATUSES = (Status.PENDING, Status.AWAITING_CONFIRMATION, Status.QUEUED, Status.RUNNING)
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="summary_jobs")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.AUTO)
+    instructions = models.TextField(blank=True, default="")
+    # Planned span (inclusive message ids); the task re-reads and re-plans if the conversation moved.
+    span_from_id = models.BigIntegerField(null=True, blank=True)
+    span_through_id = models.BigIntegerField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+    summary = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    model = models.CharField(max_length=200, blank=True, default="")
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # Chat and API: the latest job of a conversation; sweep: pending jobs.
+            models.Index(fields=["conversation", "-id"], name="sumjob_conv_idx"),
+            models.Index(fields=["status", "id"], name="sumjob_status_idx"),
+        ]
+        constraints = [
+            # One summary job per conversation at a time, enforced by the database.
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status__in=["pending", "awaiting", "queued", "running"]),
+                name="sumjob_one_active_per_conversation",
+            ),
+        ]

@@ -1,0 +1,228 @@
+"""Settings, read from the environment. A bad value stops start-up with a message naming the variable.
+
+Embedded defaults (no variables set): SQLite file under var/, a filesystem Celery broker under var/,
+a generated secret key and encryption key kept in var/ — a single-machine install that needs no
+server. DATABASE_URL and REDIS_URL switch to PostgreSQL and Redis.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("CHATAPP_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false/1/0), got {raw!r}")
+
+
+def _env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _persistent_secret(name: str, filename: str, factory) -> str:
+    """Env value, else a value generated once and kept in var/ so restarts keep sessions and keys."""
+    raw = os.environ.get(name)
+    if raw:
+        return raw
+    path = VAR_DIR / filename
+    if not path.exists():
+        path.write_text(factory())
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _fernet_key() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+
+
+SECRET_KEY = _persistent_secret("SECRET_KEY", "secret_key", lambda: secrets.token_urlsafe(50))
+# Fernet key(s) for API keys at rest; a comma-separated list rotates (first encrypts, all decrypt).
+FIELD_ENCRYPTION_KEYS = [
+    k.strip()
+    for k in _persistent_secret("FIELD_ENCRYPTION_KEY", "field_encryption_key", _fernet_key).split(",")
+    if k.strip()
+]
+try:
+    from cryptography.fernet import Fernet
+
+    for _k in FIELD_ENCRYPTION_KEYS:
+        Fernet(_k.encode())
+except ValueError as exc:
+    raise ImproperlyConfigured(f"FIELD_ENCRYPTION_KEY is not a valid Fernet key: {exc}") from None
+
+DEBUG = _env_bool("DEBUG", False)
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+]
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if urlparse(_origin).scheme not in {"http", "https"}:
+        raise ImproperlyConfigured(f"CSRF_TRUSTED_ORIGINS entries need a scheme, got {_origin!r}")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "chatapp.chat",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "chatapp.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+ASGI_APPLICATION = "chatapp.asgi.application"
+
+# --- Database -------------------------------------------------------------------------------
+DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'chatapp.sqlite3'}"
+try:
+    import dj_database_url
+
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL is not a database URL this app supports: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web server read while the worker writes a summary.
+    DATABASES["default"].setdefault("OPTIONS", {})
+    DATABASES["default"]["OPTIONS"].update(
+        {"transaction_mode": "IMMEDIATE", "timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
+    )
+EMBEDDED_MODE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Celery -----------------------------------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL and urlparse(REDIS_URL).scheme not in {"redis", "rediss"}:
+    raise ImproperlyConfigured(f"REDIS_URL must start with redis:// or rediss://, got {REDIS_URL!r}")
+CELERY_BROKER_DIR = VAR_DIR / "celery-broker"
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 3600}
+else:
+    # A broker that needs no server: kombu's filesystem transport, shared by web and worker on one machine.
+    for _sub in ("out", "processed"):
+        (CELERY_BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_BROKER_DIR / "out"),
+        "data_folder_out": str(CELERY_BROKER_DIR / "out"),
+        "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_WORKER_CONCURRENCY = _env_int("CELERY_CONCURRENCY", 2, minimum=1)
+CELERY_SUMMARY_QUEUE = os.environ.get("CELERY_SUMMARY_QUEUE", "summaries")
+
+# --- Auth -------------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat-home"
+LOGOUT_REDIRECT_URL = "login"
+
+# --- REST framework ---------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Long-context chat API",
+    "DESCRIPTION": "Conversations, streamed replies, pins, model configs, settings and optimization records.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Chat limits and model access -------------------------------------------------------------
+MAX_MESSAGE_CHARS = _env_int("MAX_MESSAGE_CHARS", 200_000, minimum=1)
+SEND_RATE_LIMIT_PER_MINUTE = _env_int("SEND_RATE_LIMIT_PER_MINUTE", 20, minimum=1)
+LLM_TIMEOUT_SECONDS = _env_int("LLM_TIMEOUT_SECONDS", 120, minimum=1)
+# User-supplied base URLs are an SSRF vector in a shared deployment: private, loopback and
+# link-local targets are refused unless allowed. The embedded single-machine mode allows them so a
+# local Ollama works.
+ALLOW_PRIVATE_LLM_URLS = _env_bool("ALLOW_PRIVATE_LLM_URLS", EMBEDDED_MODE)
+SUMMARIES_PER_DAY = _env_int("SUMMARIES_PER_DAY", 3, minimum=0)
+
+# --- i18n / static ----------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+}

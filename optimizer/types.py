@@ -1,0 +1,137 @@
+"""Plain data types of the optimizer's public API. Pure Python: no Django, no Celery.
+
+Ids are opaque strings chosen by the caller (the web app uses str(Message.pk)); order is the order of
+the sequence the caller passes, oldest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+PreferenceName = Literal["fast", "balanced", "quality"]
+StrategyName = Literal["none", "truncate", "summarize"]
+Origin = Literal["verbatim", "pinned", "compressed", "summary"]
+
+
+@dataclass(frozen=True, slots=True)
+class Msg:
+    """One stored message as the optimizer sees it.
+
+    `tokens` is the message's full chat-format count (3 per message + role + content [+1 for a name]),
+    as returned by `optimizer.tokens.count_message`. Callers store it at write time and hand it back,
+    so a request never re-tokenizes history; None means "count it now".
+    """
+
+    id: str
+    role: Role
+    content: str | list[dict[str, Any]]
+    pinned: bool = False
+    tokens: int | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The newest rolling summary: covers every non-static message from the start through `through_id`."""
+
+    id: str
+    content: str  # the summary text, header included, exactly as it will be sent
+    through_id: str  # id of the last message it covers
+    covered_ids: tuple[str, ...] = ()  # when known (the CLI knows; the app may pass only through_id)
+    tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryTotals:
+    """Totals over the whole live history, for callers that pass only part of it.
+
+    The web app passes the static layer and the messages from `window_start` on, not the whole
+    history; these totals (kept as running sums on the conversation) stand in for the rest.
+    """
+
+    messages: int
+    chars: int
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    summaries_so_far: int = 0
+    truncations_so_far: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PackConfig:
+    reserved_output: int = 2000  # only used when the budget is derived from a context window
+    safety_margin: int = 0
+    trigger_ratio: float = 0.8
+    target_ratio: float = 0.5
+    keep_first_user: bool = True
+    oversize_share: float = 0.25  # one message above this share of the budget is sent as head + tail
+    summary_share: float = 0.15  # summary length target, share of the span's tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    choice: Literal["truncate", "summarize"]
+    truncate_score: float
+    summarize_score: float
+    weighted_truncate: float
+    weighted_summarize: float
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "truncate": self.truncate_score,
+            "summarize": self.summarize_score,
+            "weighted_truncate": self.weighted_truncate,
+            "weighted_summarize": self.weighted_summarize,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PackedMessage:
+    role: Role
+    content: str | list[dict[str, Any]]
+    source_ids: tuple[str, ...]
+    origin: Origin
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class SummarySpan:
+    """Evicted messages not yet covered by a summary: what the next (rolling) summary must fold in.
+
+    `after_id` is the last id the current summary covers (None: from the start); `through_id` the last
+    evicted id. `ids` lists the span's ids among the messages the caller passed.
+    """
+
+    after_id: str | None
+    through_id: str
+    ids: tuple[str, ...] = ()
+    tokens: int = 0
+    chars: int = 0
+
+
+@dataclass(slots=True)
+class PackResult:
+    messages: list[PackedMessage]
+    stats: dict[str, Any]
+    window_start: str | None  # new window state to store (id of the first verbatim-window message)
+    summary_span: SummarySpan | None
+    decision: Decision | None = None
+    removed_ids: list[str] = field(default_factory=list)
+
+
+class ContextTooLargeError(ValueError):
+    """The must-keep messages alone do not fit the budget, even after compressing oversized ones."""
+
+    def __init__(self, *, needed: int, budget: int, detail: str = "") -> None:
+        self.needed = needed
+        self.budget = budget
+        super().__init__(
+            f"the messages that must be kept need {needed:,} tokens but the budget is {budget:,}"
+            + (f" ({detail})" if detail else "")
+        )

@@ -1,0 +1,1 @@
+"""Shared fixtures. Area-specific fixtures live in each test package's own conftest.py."""
