@@ -1,4 +1,8 @@
-"""Celery application. Broker from settings: Redis when REDIS_URL is set, else the filesystem transport."""
+"""Celery application. Broker from settings: Redis when REDIS_URL is set, else the filesystem transport.
+
+Run a worker with `celery -A chatapp worker -Q summaries,celery --concurrency N` (add `-B` on one
+worker, or run `celery -A chatapp beat`, for the periodic sweep of summary jobs).
+"""
 
 import os
 
@@ -10,3 +14,19 @@ app = Celery("chatapp")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # The optimizer core stays free of Celery; its task adapters live in optimizer.tasks.
 app.conf.include = ["optimizer.tasks"]
+
+
+@app.on_after_configure.connect
+def _configure_summaries(sender: Celery, **kwargs) -> None:
+    from django.conf import settings
+
+    # Summary jobs go to their own queue so a backlog of them never delays other work.
+    sender.conf.task_routes = {
+        "optimizer.tasks.summarize_conversation": {"queue": settings.CELERY_SUMMARY_QUEUE},
+    }
+    # Publishes jobs left pending while the broker was unreachable, and ones whose worker died.
+    sender.add_periodic_task(
+        float(settings.SUMMARY_SWEEP_INTERVAL_SECONDS),
+        sender.signature("optimizer.tasks.sweep_pending_summary_jobs"),
+        name="sweep pending summary jobs",
+    )

@@ -141,7 +141,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web server read while the worker writes a summary.
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update(
-        {"transaction_mode": "IMMEDIATE", "timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
+        # synchronous=NORMAL: in WAL mode a commit no longer waits for an fsync (the database stays
+        # consistent; only the last commits can be lost on power failure) — a chat turn commits twice
+        # before its first byte, and an fsync each took longer than the rest of the request.
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
     )
 EMBEDDED_MODE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
 
@@ -154,21 +161,52 @@ if REDIS_URL and urlparse(REDIS_URL).scheme not in {"redis", "rediss"}:
 CELERY_BROKER_DIR = VAR_DIR / "celery-broker"
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 3600}
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {
+        # A message whose worker died unacked is redelivered after this many seconds (acks_late);
+        # tests shorten it. It must exceed the longest retry countdown (SUMMARY_RETRY_BACKOFF_MAX_MS).
+        "visibility_timeout": _env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
+        "unacked_restore_interval": _env_int("CELERY_UNACKED_RESTORE_INTERVAL", 10, minimum=1),
+        "unacked_restore_throttle": _env_int("CELERY_UNACKED_RESTORE_THROTTLE", 10, minimum=1),
+        # An unreachable broker must fail an enqueue fast: the chat answers and the job stays pending.
+        "socket_connect_timeout": _env_int("CELERY_BROKER_CONNECT_TIMEOUT", 3, minimum=1),
+    }
 else:
     # A broker that needs no server: kombu's filesystem transport, shared by web and worker on one machine.
-    for _sub in ("out", "processed"):
+    for _sub in ("out", "processed", "control"):
         (CELERY_BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "out"),
         "data_folder_out": str(CELERY_BROKER_DIR / "out"),
         "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        # Fanout (worker control) exchanges; kombu's default is a "control" folder in the cwd.
+        "control_folder": str(CELERY_BROKER_DIR / "control"),
         "store_processed": False,
+        # How often an idle worker looks for new messages in the folder.
+        "polling_interval": _env_int("CELERY_POLLING_INTERVAL_MS", 1000, minimum=10) / 1000,
     }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_CONCURRENCY = _env_int("CELERY_CONCURRENCY", 2, minimum=1)
 CELERY_SUMMARY_QUEUE = os.environ.get("CELERY_SUMMARY_QUEUE", "summaries")
+# Summary jobs run minutes, not milliseconds: take one message at a time so a busy worker does not
+# hold messages another worker could run.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Issue 4 (summary jobs). Retries on 429/5xx/timeouts: exponential backoff with full jitter.
+SUMMARY_MAX_RETRIES = _env_int("SUMMARY_MAX_RETRIES", 3)
+SUMMARY_RETRY_BACKOFF_MS = _env_int("SUMMARY_RETRY_BACKOFF_MS", 2000, minimum=1)
+SUMMARY_RETRY_BACKOFF_MAX_MS = _env_int("SUMMARY_RETRY_BACKOFF_MAX_MS", 60_000, minimum=1)
+# A running job whose worker has not finished within the lease may be taken over (worker died).
+SUMMARY_JOB_LEASE_SECONDS = _env_int("SUMMARY_JOB_LEASE_SECONDS", 900, minimum=1)
+# A queued job still unclaimed after this long has its message published again (it may be lost).
+SUMMARY_QUEUED_STALE_SECONDS = _env_int("SUMMARY_QUEUED_STALE_SECONDS", 900, minimum=1)
+# The periodic sweep publishes pending jobs (broker was down) and stale ones.
+SUMMARY_SWEEP_INTERVAL_SECONDS = _env_int("SUMMARY_SWEEP_INTERVAL_SECONDS", 60, minimum=1)
+# A "compact now?" question left unanswered this long is dropped so automatic jobs can ask again.
+SUMMARY_AWAITING_EXPIRY_SECONDS = _env_int("SUMMARY_AWAITING_EXPIRY_SECONDS", 86_400, minimum=1)
+# Manual compaction keeps this many newest rounds verbatim and summarizes the rest.
+SUMMARY_MANUAL_KEEP_ROUNDS = _env_int("SUMMARY_MANUAL_KEEP_ROUNDS", 2, minimum=1)
 
 # --- Auth -------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
@@ -188,9 +226,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's, naming each view's nested Input/OutputSerializer after the view.
+    "DEFAULT_SCHEMA_CLASS": "chatapp.chat.api.schema.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
+    # Services raise Django ValidationError; this answers it as a DRF 400 with field errors.
+    "EXCEPTION_HANDLER": "chatapp.chat.api.errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Long-context chat API",
@@ -218,6 +259,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+# Serve static/ from the source tree as well, so a fresh checkout works without collectstatic.
+WHITENOISE_USE_FINDERS = True
 
 LOGGING = {
     "version": 1,
@@ -225,4 +268,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # httpx logs every model request at INFO; URLs only, but noise on every chat turn.
+    "loggers": {"httpx": {"level": "WARNING"}},
 }

@@ -21,7 +21,9 @@ class Msg:
 
     `tokens` is the message's full chat-format count (3 per message + role + content [+1 for a name]),
     as returned by `optimizer.tokens.count_message`. Callers store it at write time and hand it back,
-    so a request never re-tokenizes history; None means "count it now".
+    so a request never re-tokenizes history; None means "count it now". `chars` likewise is the
+    content's character count (`optimizer.tokens.content_chars`), handed back so that a long history's
+    contents need not be read on the request path; None means "measure it now".
     """
 
     id: str
@@ -30,6 +32,7 @@ class Msg:
     pinned: bool = False
     tokens: int | None = None
     name: str | None = None
+    chars: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,13 @@ class PackConfig:
     keep_first_user: bool = True
     oversize_share: float = 0.25  # one message above this share of the budget is sent as head + tail
     summary_share: float = 0.15  # summary length target, share of the span's tokens
+    summary_min_tokens: int = 64  # clamp of that target (design notes' dynamic length)
+    summary_max_tokens: int = 1500
+    summary_max_share: float = 0.35  # a summary takes at most this share of the target when packing
+
+
+DEFAULT_CONFIG = PackConfig()
+DEFAULT_COUNTERS = Counters()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +108,7 @@ class PackedMessage:
     source_ids: tuple[str, ...]
     origin: Origin
     tokens: int
+    name: str | None = None  # the input message's `name`, when it had one
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +134,7 @@ class PackResult:
     summary_span: SummarySpan | None
     decision: Decision | None = None
     removed_ids: list[str] = field(default_factory=list)
+    new_summary: Summary | None = None  # set when pack(summarize_now=...) wrote a summary in this call
 
 
 class ContextTooLargeError(ValueError):

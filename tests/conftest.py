@@ -1,1 +1,51 @@
 """Shared fixtures. Area-specific fixtures live in each test package's own conftest.py."""
+
+# --- Fake OpenAI-compatible endpoint (APP-A; see tests/support/fake_openai.py) -------------------
+import socket
+
+import pytest
+
+from tests.support.fake_openai import FakeOpenAI
+
+# What the SSRF guard's resolver answers in tests (hermetic: CI machines may have no DNS).
+TEST_PUBLIC_ADDRESS = "93.184.215.14"
+
+
+@pytest.fixture(scope="session")
+def fake_openai():
+    """A real local Chat Completions server for the whole session: `.base_url` (ends in /v1),
+    `.requests`, `.completions`, `.reset()`; the model name picks the behaviour (see its module)."""
+    server = FakeOpenAI().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _allow_private_llm_urls(settings):
+    """The fake endpoint listens on 127.0.0.1, which the SSRF guard refuses when DATABASE_URL selects
+    the multi-user mode; tests that check the guard set ALLOW_PRIVATE_LLM_URLS = False themselves."""
+    settings.ALLOW_PRIVATE_LLM_URLS = True
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_dns(monkeypatch):
+    """The base-URL guard resolves host names; tests must not depend on real DNS. "localhost" is
+    loopback, names under .invalid do not resolve, every other name is one public address."""
+
+    def resolve(host: str, port: int) -> list[str]:
+        name = host.lower().rstrip(".")
+        if name == "localhost":
+            return ["127.0.0.1"]
+        if name.endswith(".invalid"):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [TEST_PUBLIC_ADDRESS]
+
+    monkeypatch.setattr("chatapp.chat.netguard._resolve", resolve)
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """PBKDF2 at production strength costs about a second per user created on these machines."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

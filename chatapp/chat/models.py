@@ -162,6 +162,12 @@ class Message(models.Model):
             models.Index(
                 fields=["conversation", "id"], condition=Q(pinned=True), name="msg_conv_pinned_idx"
             ),
+            # Request path: system messages of the static layer, same reason.
+            models.Index(
+                fields=["conversation", "id"],
+                condition=Q(role="system", kind="chat"),
+                name="msg_conv_system_idx",
+            ),
             # Request path: the newest live summary of a conversation.
             models.Index(
                 fields=["conversation", "-id"],
@@ -258,6 +264,9 @@ class SummaryJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Until when the current holder (a queued broker message or a running worker) is trusted; past it
+    # the sweep publishes the job again and a redelivery may take it over (the worker or message died).
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [

@@ -1,3 +1,44 @@
-from django.urls import path
+from importlib.util import find_spec
 
-urlpatterns: list = []
+from django.contrib.auth import views as auth_views
+from django.urls import include, path, reverse_lazy
+
+from chatapp.chat import views
+
+urlpatterns = [
+    path("", views.chat_home, name="chat-home"),
+    path("c/new/", views.chat_new, name="chat-new"),
+    path("c/<int:pk>/", views.chat_detail, name="chat-detail"),
+    path("c/<int:pk>/messages/", views.chat_messages_before, name="chat-messages-before"),
+    path("c/sidebar/", views.chat_sidebar, name="chat-sidebar"),
+    path("settings/", views.settings_page, name="settings"),
+    path("settings/configs/new/", views.config_create, name="config-create"),
+    path("settings/configs/<int:pk>/", views.config_update, name="config-update"),
+    path("settings/configs/<int:pk>/delete/", views.config_delete, name="config-delete"),
+    path("settings/configs/<int:pk>/default/", views.config_make_default, name="config-default"),
+    path("assets/code.css", views.code_css, name="code-css"),
+    path("accounts/signup/", views.signup, name="signup"),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(redirect_authenticated_user=True),
+        name="login",
+    ),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path(
+        "accounts/password/",
+        auth_views.PasswordChangeView.as_view(
+            template_name="registration/password_change.html",
+            success_url=reverse_lazy("password-changed"),
+        ),
+        name="password_change",
+    ),
+    path(
+        "accounts/password/done/",
+        auth_views.PasswordChangeDoneView.as_view(template_name="registration/password_changed.html"),
+        name="password-changed",
+    ),
+]
+
+# The dashboard pages (/c/<pk>/dashboard/, /dashboard/) live in their own module, written separately.
+if find_spec("chatapp.chat.dashboard_urls") is not None:
+    urlpatterns.append(path("", include("chatapp.chat.dashboard_urls")))

@@ -1,3 +1,31 @@
-from django.urls import path
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authtoken.views import obtain_auth_token
 
-urlpatterns: list = []
+from chatapp.chat.api import stream_views, summary_views, views
+
+urlpatterns = [
+    path("auth/token/", obtain_auth_token, name="api-token"),
+    path("conversations/", views.ConversationListApi.as_view(), name="api-conversations"),
+    path("conversations/<int:pk>/", views.ConversationDetailApi.as_view(), name="api-conversation"),
+    # GET: timeline (views.MessageListApi); POST: send, streamed (APP-B's stream_views).
+    path("conversations/<int:pk>/messages/", stream_views.ConversationMessagesApi.as_view(), name="api-messages"),
+    path("conversations/<int:pk>/context/", views.ConversationContextApi.as_view(), name="api-context"),
+    path("conversations/<int:pk>/records/", views.OptimizationRecordListApi.as_view(), name="api-records"),
+    path("conversations/<int:pk>/compact/", summary_views.ConversationCompactApi.as_view(), name="api-compact"),
+    path("conversations/<int:pk>/summary-jobs/", summary_views.SummaryJobListApi.as_view(), name="api-summary-jobs"),
+    path("summaries/<int:pk>/", summary_views.SummaryDetailApi.as_view(), name="api-summary"),
+    path("messages/<int:pk>/pin/", views.MessagePinApi.as_view(), name="api-message-pin"),
+    path("messages/<int:pk>/stop/", stream_views.message_stop_api, name="api-message-stop"),
+    path("messages/<int:pk>/regenerate/", stream_views.message_regenerate_api, name="api-message-regenerate"),
+    path("messages/<int:pk>/retry/", stream_views.message_retry_api, name="api-message-retry"),
+    path("configs/", views.LLMConfigListApi.as_view(), name="api-configs"),
+    path("configs/model-info/", views.ModelInfoApi.as_view(), name="api-model-info"),
+    path("configs/<int:pk>/", views.LLMConfigDetailApi.as_view(), name="api-config"),
+    path("configs/<int:pk>/default/", views.LLMConfigMakeDefaultApi.as_view(), name="api-config-default"),
+    path("configs/<int:pk>/test/", views.LLMConfigTestApi.as_view(), name="api-config-test"),
+    path("settings/", views.UserSettingsApi.as_view(), name="api-settings"),
+    path("dashboard/", include("chatapp.chat.dashboard_api_urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]

@@ -1,0 +1,137 @@
+"""Output serializers shared by several API views (and by the streaming views' event payloads).
+
+Input serializers live nested in the view that uses them. Nothing here writes: writes go through
+services. The API key is deliberately absent from every output: only whether one is set and its
+last four characters.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord, UserSettings
+from chatapp.chat.rendering import markdown_render
+
+
+class ConversationOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Conversation
+        fields = [
+            "id",
+            "title",
+            "title_is_custom",
+            "llm_config",
+            "window_start_id",
+            "live_message_count",
+            "live_token_count",
+            "summary_count",
+            "truncation_count",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class MessageOutputSerializer(serializers.ModelSerializer):
+    # Sanitized HTML, so API clients (and the page when it loads older history) show exactly what the
+    # server-rendered timeline shows, and never have to sanitize model output themselves.
+    html = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Message
+        fields = [
+            "id",
+            "conversation",
+            "role",
+            "kind",
+            "content",
+            "html",
+            "token_count",
+            "char_count",
+            "pinned",
+            "status",
+            "superseded",
+            "reply_to",
+            "model",
+            "prompt_tokens",
+            "completion_tokens",
+            "latency_ms",
+            "error",
+            "covers_from_id",
+            "covers_through_id",
+            "covered_message_count",
+            "extractive",
+            "discarded",
+            "edited",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    def get_html(self, obj: Message) -> str:
+        return markdown_render(obj.content)
+
+
+class LLMConfigOutputSerializer(serializers.ModelSerializer):
+    has_api_key = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = LLMConfig
+        # Never api_key_encrypted: not even the ciphertext leaves the server.
+        fields = [
+            "id",
+            "name",
+            "base_url",
+            "model",
+            "has_api_key",
+            "api_key_last4",
+            "context_window",
+            "context_window_source",
+            "max_output_tokens",
+            "temperature",
+            "is_default",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class UserSettingsOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = UserSettings
+        fields = ["preference", "auto_optimize", "confirm_compaction", "summary_config", "updated_at"]
+        read_only_fields = fields
+
+
+class OptimizationRecordOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = OptimizationRecord
+        fields = [
+            "id",
+            "conversation",
+            "reply",
+            "preference",
+            "model",
+            "context_window",
+            "budget",
+            "triggered",
+            "window_start_id",
+            "strategy",
+            "reason",
+            "scores",
+            "tokens_full",
+            "tokens_sent",
+            "provider_prompt_tokens",
+            "estimated",
+            "sent",
+            "dropped_ranges",
+            "summary",
+            "messages_before",
+            "messages_after",
+            "pack_ms",
+            "cost_sent_usd",
+            "cost_full_usd",
+            "stats",
+            "created_at",
+        ]
+        read_only_fields = fields

@@ -1,0 +1,166 @@
+"""Send / regenerate / retry (Server-Sent Events) and stop.
+
+The views are thin sync DRF views (authentication, ownership, input) that return a
+StreamingHttpResponse over an async iterator: under ASGI the reply streams on the event loop, so a
+chat waiting on its model ties up no worker thread. Anything rejected before streaming answers a
+plain JSON error and stores nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chatapp.chat.api.views import MessageListApi
+from chatapp.chat.chat_services import (
+    ChatTurn,
+    MessageTooLarge,
+    RateLimited,
+    chat_regenerate_start,
+    chat_retry_start,
+    chat_turn_start,
+    chat_turn_stream,
+    message_content_validate,
+    message_stop,
+    send_rate_check,
+)
+from chatapp.chat.models import Conversation, Message
+
+_SSE_RESPONSES = {
+    200: OpenApiResponse(
+        description="text/event-stream: `start`, `delta`…, then `done` or `error` (JSON data per event)."
+    ),
+    400: OpenApiResponse(description="Empty message, malformed JSON, or not the latest exchange."),
+    404: OpenApiResponse(description="No such object of yours."),
+    413: OpenApiResponse(description="Message longer than the configured limit (stated in the answer)."),
+    429: OpenApiResponse(description="Too many requests; `Retry-After` says when to try again."),
+}
+
+
+def _sse_encode(event: dict[str, Any]) -> bytes:
+    data = json.dumps(event["data"], cls=DjangoJSONEncoder, ensure_ascii=False)
+    return f"event: {event['event']}\ndata: {data}\n\n".encode()
+
+
+async def _sse_body(turn: ChatTurn) -> AsyncIterator[bytes]:
+    async for event in chat_turn_stream(turn=turn):
+        yield _sse_encode(event)
+
+
+def _sse_response(turn: ChatTurn) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(_sse_body(turn), content_type="text/event-stream; charset=utf-8")
+    response["Cache-Control"] = "no-cache"
+    # Proxies (nginx) must pass each event on at once instead of buffering the reply.
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+def _error(message: str, code: int, **extra: Any) -> Response:
+    return Response({"detail": message, **extra}, status=code)
+
+
+def _validation_response(exc: DjangoValidationError) -> Response:
+    if isinstance(exc, MessageTooLarge):
+        return _error(str(exc.messages[0]), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, limit=exc.limit)
+    if hasattr(exc, "error_dict"):
+        fields = {name: [str(m) for m in errs[0].messages] for name, errs in exc.error_dict.items()}
+        first = next(iter(fields.values()))[0]
+        return _error(first, status.HTTP_400_BAD_REQUEST, **fields)
+    return _error(" ".join(exc.messages), status.HTTP_400_BAD_REQUEST)
+
+
+def _rate_limited(exc: RateLimited) -> Response:
+    response = _error(str(exc), status.HTTP_429_TOO_MANY_REQUESTS, retry_after=exc.retry_after)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def _start(request: Request, start: Any) -> Response | StreamingHttpResponse:
+    """Run a turn starter with the rate limit and the pre-stream error answers."""
+    try:
+        send_rate_check(user=request.user)
+    except RateLimited as exc:
+        return _rate_limited(exc)
+    try:
+        turn = start()
+    except DjangoValidationError as exc:
+        return _validation_response(exc)
+    return _sse_response(turn)
+
+
+def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse:
+    conversation = get_object_or_404(Conversation.objects.select_related("llm_config"), pk=pk, owner=request.user)
+    data = request.data  # parses now: malformed JSON answers 400 before anything happens
+    if not hasattr(data, "get") or "content" not in data:
+        return _error('Send a JSON object with the message text in "content".', status.HTTP_400_BAD_REQUEST)
+    content = data.get("content")
+    try:
+        # Bad input is answered before the rate limiter so it does not use up the user's quota.
+        message_content_validate(content=content)
+    except DjangoValidationError as exc:
+        return _validation_response(exc)
+    return _start(request, lambda: chat_turn_start(user=request.user, conversation=conversation, content=content))
+
+
+class ConversationMessagesApi(MessageListApi):
+    """`conversations/<pk>/messages/`: GET is the timeline page (MessageListApi), POST sends."""
+
+    @extend_schema(
+        operation_id="conversations_messages_send",
+        summary="Send a message; the reply streams back as Server-Sent Events",
+        request=inline_serializer("MessageSendInput", {"content": serializers.CharField()}),
+        responses=_SSE_RESPONSES,
+    )
+    def post(self, request: Request, pk: int) -> Response | StreamingHttpResponse:
+        return _message_send(request, pk)
+
+
+@extend_schema(
+    operation_id="messages_regenerate",
+    summary="Answer the same user message again (the old reply stays visible, superseded)",
+    request=None,
+    responses=_SSE_RESPONSES,
+)
+@api_view(["POST"])
+def message_regenerate_api(request: Request, pk: int) -> Response | StreamingHttpResponse:
+    reply = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
+    return _start(request, lambda: chat_regenerate_start(user=request.user, reply=reply))
+
+
+@extend_schema(
+    operation_id="messages_retry",
+    summary="Retry a user message whose reply failed or was stopped",
+    request=None,
+    responses=_SSE_RESPONSES,
+)
+@api_view(["POST"])
+def message_retry_api(request: Request, pk: int) -> Response | StreamingHttpResponse:
+    message = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
+    return _start(request, lambda: chat_retry_start(user=request.user, message=message))
+
+
+@extend_schema(
+    operation_id="messages_stop",
+    summary="Stop a streaming reply; the partial text is kept, marked stopped",
+    request=None,
+    responses={200: inline_serializer("MessageStopOutput", {"id": serializers.IntegerField(),
+                                                             "status": serializers.CharField()}),
+               404: OpenApiResponse(description="No such message of yours.")},
+)
+@api_view(["POST"])
+def message_stop_api(request: Request, pk: int) -> Response:
+    message = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
+    message_stop(message=message)
+    message.refresh_from_db(fields=["status"])
+    return Response({"id": message.pk, "status": message.status})

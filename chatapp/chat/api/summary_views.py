@@ -1,0 +1,136 @@
+"""JSON API for background summaries (issue 4): compact now, job state, edit / discard a summary.
+
+Thin views: lookups through selectors (another user's ids are 404), writes through summary_services.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chatapp.chat.api.pagination import DefaultPagination, paginated_response
+from chatapp.chat.api.serializers import MessageOutputSerializer
+from chatapp.chat.models import SummaryJob
+from chatapp.chat.selectors import conversation_get
+from chatapp.chat.summary_selectors import summary_get, summary_job_list, summary_quota_remaining
+from chatapp.chat.summary_services import (
+    MAX_INSTRUCTIONS_CHARS,
+    compact_command_parse,
+    conversation_compact,
+    summary_discard,
+    summary_edit,
+)
+
+
+class SummaryJobOutputSerializer(serializers.ModelSerializer):
+    status_label = serializers.CharField(source="get_status_display")
+    duration_ms = serializers.SerializerMethodField(help_text="From first start to finish (retries included).")
+    summary_id = serializers.IntegerField(allow_null=True)
+    extractive = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SummaryJob
+        fields = [
+            "id",
+            "conversation",
+            "status",
+            "status_label",
+            "trigger",
+            "instructions",
+            "span_from_id",
+            "span_through_id",
+            "attempts",
+            "error",
+            "summary_id",
+            "extractive",
+            "model",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost_usd",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+        ]
+        read_only_fields = fields
+
+    def get_duration_ms(self, job: SummaryJob) -> int | None:
+        if job.started_at is None or job.finished_at is None:
+            return None
+        return int((job.finished_at - job.started_at).total_seconds() * 1000)
+
+    def get_extractive(self, job: SummaryJob) -> bool | None:
+        return job.summary.extractive if job.summary_id and job.summary is not None else None
+
+
+class ConversationCompactApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        instructions = serializers.CharField(
+            required=False, allow_blank=True, max_length=MAX_INSTRUCTIONS_CHARS, default=""
+        )
+        content = serializers.CharField(
+            required=False, help_text="Composer text starting with /compact; the rest becomes the instructions."
+        )
+
+        def validate(self, attrs: dict) -> dict:
+            if "content" in attrs:
+                parsed = compact_command_parse(text=attrs["content"])
+                if parsed is None:
+                    raise serializers.ValidationError({"content": ["Not a /compact command."]})
+                attrs["instructions"] = parsed
+            return attrs
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={202: SummaryJobOutputSerializer},
+        summary="Compact now: start a summary (optionally with instructions)",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        conversation = conversation_get(owner=request.user, pk=pk)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        job = conversation_compact(conversation=conversation, instructions=serializer.validated_data["instructions"])
+        job.refresh_from_db()
+        return Response(SummaryJobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class SummaryJobListApi(APIView):
+    pagination_class = DefaultPagination
+
+    @extend_schema(responses=SummaryJobOutputSerializer(many=True), summary="A conversation's summary jobs")
+    def get(self, request: Request, pk: int) -> Response:
+        conversation = conversation_get(owner=request.user, pk=pk)
+        response = paginated_response(
+            pagination_class=self.pagination_class,
+            serializer_class=SummaryJobOutputSerializer,
+            queryset=summary_job_list(conversation=conversation),
+            request=request,
+            view=self,
+        )
+        response.data["quota_remaining"] = summary_quota_remaining(conversation=conversation)
+        return response
+
+
+class SummaryDetailApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        content = serializers.CharField()
+
+    @extend_schema(request=InputSerializer, responses=MessageOutputSerializer, summary="Edit a summary's text")
+    def patch(self, request: Request, pk: int) -> Response:
+        summary = summary_get(owner=request.user, pk=pk)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        summary = summary_edit(summary=summary, content=serializer.validated_data["content"])
+        return Response(MessageOutputSerializer(summary).data)
+
+    @extend_schema(
+        responses=MessageOutputSerializer,
+        summary="Discard a summary (kept in the history; the conversation falls back to truncation)",
+    )
+    def delete(self, request: Request, pk: int) -> Response:
+        summary = summary_get(owner=request.user, pk=pk)
+        summary = summary_discard(summary=summary)
+        return Response(MessageOutputSerializer(summary).data)

@@ -1,0 +1,335 @@
+"""JSON API: thin views. Reads go through selectors, writes through services.
+
+Every object lookup is scoped to the requesting user by a selector that raises Http404, so another
+user's ids answer exactly like ids that do not exist. Services raise Django ValidationError; the
+exception handler in api/errors.py answers it as a 400 with field errors.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chatapp.chat.api.pagination import BeforeIdPagination, DefaultPagination, paginated_response
+from chatapp.chat.api.serializers import (
+    ConversationOutputSerializer,
+    LLMConfigOutputSerializer,
+    MessageOutputSerializer,
+    OptimizationRecordOutputSerializer,
+    UserSettingsOutputSerializer,
+)
+from chatapp.chat.chat_services import message_pin_set
+from chatapp.chat.context import context_gauge
+from chatapp.chat.llm import llm_target_for, llm_test_connection
+from chatapp.chat.models import LLMConfig, Preference
+from chatapp.chat.selectors import (
+    conversation_get,
+    conversation_list,
+    llm_config_get,
+    llm_config_list,
+    message_get,
+    message_list,
+    optimization_record_list,
+    user_settings_get,
+)
+from chatapp.chat.services import (
+    conversation_create,
+    conversation_delete,
+    conversation_rename,
+    llm_config_create,
+    llm_config_delete,
+    llm_config_make_default,
+    llm_config_update,
+    model_window_lookup,
+    user_settings_update,
+)
+
+
+def _owned_config_or_field_error(*, user, pk: int | None, field: str) -> LLMConfig | None:
+    """A config id in a request body: someone else's is a bad value (400), not a missing page (404)."""
+    if pk is None:
+        return None
+    try:
+        return llm_config_get(owner=user, pk=pk)
+    except Http404:
+        raise serializers.ValidationError({field: ["No such model configuration."]}) from None
+
+
+# --- Conversations ------------------------------------------------------------------------------
+
+
+class ConversationListApi(APIView):
+    pagination_class = DefaultPagination
+
+    class InputSerializer(serializers.Serializer):
+        title = serializers.CharField(max_length=200, required=False)
+        llm_config = serializers.IntegerField(required=False, allow_null=True)
+
+    @extend_schema(
+        operation_id="conversations_list",
+        parameters=[OpenApiParameter("q", str, description="Search titles and message content.")],
+        responses=ConversationOutputSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        query = request.query_params.get("q", "").strip() or None
+        conversations = conversation_list(owner=request.user, query=query)
+        return paginated_response(
+            pagination_class=self.pagination_class,
+            serializer_class=ConversationOutputSerializer,
+            queryset=conversations,
+            request=request,
+            view=self,
+        )
+
+    @extend_schema(request=InputSerializer, responses={201: ConversationOutputSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        config = _owned_config_or_field_error(user=request.user, pk=data.get("llm_config"), field="llm_config")
+        conversation = conversation_create(owner=request.user, title=data.get("title"), llm_config=config)
+        return Response(ConversationOutputSerializer(conversation).data, status=status.HTTP_201_CREATED)
+
+
+class ConversationDetailApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        title = serializers.CharField(max_length=200)
+
+    @extend_schema(responses=ConversationOutputSerializer)
+    def get(self, request: Request, pk: int) -> Response:
+        conversation = conversation_get(owner=request.user, pk=pk)
+        return Response(ConversationOutputSerializer(conversation).data)
+
+    @extend_schema(request=InputSerializer, responses=ConversationOutputSerializer)
+    def patch(self, request: Request, pk: int) -> Response:
+        conversation = conversation_get(owner=request.user, pk=pk)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        conversation = conversation_rename(conversation=conversation, title=serializer.validated_data["title"])
+        return Response(ConversationOutputSerializer(conversation).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk: int) -> Response:
+        conversation = conversation_get(owner=request.user, pk=pk)
+        conversation_delete(conversation=conversation)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MessageListApi(APIView):
+    pagination_class = BeforeIdPagination
+
+    @extend_schema(
+        operation_id="conversations_messages_list",
+        summary="Timeline page: newest first by page, each page oldest → newest",
+        responses=MessageOutputSerializer(many=True),
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        conversation = conversation_get(owner=request.user, pk=pk)
+        paginator = self.pagination_class()
+        page = paginator.paginate(
+            fetch=lambda before_id, limit: message_list(conversation=conversation, before_id=before_id, limit=limit),
+            request=request,
+        )
+        return paginator.get_paginated_response(MessageOutputSerializer(page, many=True).data)
+
+
+class MessagePinApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        pinned = serializers.BooleanField()
+
+    @extend_schema(request=InputSerializer, responses=MessageOutputSerializer)
+    def post(self, request: Request, pk: int) -> Response:
+        message = message_get(owner=request.user, pk=pk)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        message = message_pin_set(message=message, pinned=serializer.validated_data["pinned"])
+        return Response(MessageOutputSerializer(message).data)
+
+
+class ConversationContextApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        tokens = serializers.IntegerField(help_text="Tokens the next request will send.")
+        budget = serializers.IntegerField(help_text="Context window minus the reserved output.")
+        ratio = serializers.FloatField(allow_null=True)
+        window_start_id = serializers.IntegerField(allow_null=True)
+        strategy = serializers.CharField()
+        estimated = serializers.BooleanField(help_text="Counts are estimates (model unknown to tiktoken).")
+
+    @extend_schema(responses=OutputSerializer, summary="Context gauge for the next request")
+    def get(self, request: Request, pk: int) -> Response:
+        conversation = conversation_get(owner=request.user, pk=pk)
+        gauge = context_gauge(conversation=conversation, user=request.user)
+        return Response(self.OutputSerializer(gauge).data)
+
+
+class OptimizationRecordListApi(APIView):
+    pagination_class = DefaultPagination
+
+    @extend_schema(
+        operation_id="conversations_records_list",
+        summary="What the optimizer decided for each request, in turn order",
+        responses=OptimizationRecordOutputSerializer(many=True),
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        conversation = conversation_get(owner=request.user, pk=pk)
+        return paginated_response(
+            pagination_class=self.pagination_class,
+            serializer_class=OptimizationRecordOutputSerializer,
+            queryset=optimization_record_list(conversation=conversation),
+            request=request,
+            view=self,
+        )
+
+
+# --- Model configurations -----------------------------------------------------------------------
+
+
+class LLMConfigInputSerializer(serializers.Serializer):
+    """Shape only; the rules (window > output, URL safety, unique name) live in the services."""
+
+    name = serializers.CharField(max_length=100)
+    base_url = serializers.CharField(max_length=500)
+    model = serializers.CharField(max_length=200)
+    api_key = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=1000,
+        style={"input_type": "password"},
+        help_text="Write-only. Never returned: responses carry has_api_key and api_key_last4.",
+    )
+    context_window = serializers.IntegerField(
+        min_value=1, required=False, allow_null=True, help_text="Leave empty to fill it from the model registry."
+    )
+    max_output_tokens = serializers.IntegerField(min_value=1, required=False)
+    temperature = serializers.FloatField(min_value=0, max_value=2, required=False)
+    is_default = serializers.BooleanField(required=False)
+
+
+class LLMConfigListApi(APIView):
+    class InputSerializer(LLMConfigInputSerializer):
+        pass
+
+    @extend_schema(responses=LLMConfigOutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        configs = llm_config_list(owner=request.user)
+        return Response(LLMConfigOutputSerializer(configs, many=True).data)
+
+    @extend_schema(request=InputSerializer, responses={201: LLMConfigOutputSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        config = llm_config_create(owner=request.user, **serializer.validated_data)
+        return Response(LLMConfigOutputSerializer(config).data, status=status.HTTP_201_CREATED)
+
+
+class LLMConfigDetailApi(APIView):
+    class InputSerializer(LLMConfigInputSerializer):
+        # The key is write-only, so an empty api_key means "unchanged"; removing it is explicit.
+        clear_api_key = serializers.BooleanField(required=False, help_text="Remove the stored API key.")
+
+    @extend_schema(responses=LLMConfigOutputSerializer)
+    def get(self, request: Request, pk: int) -> Response:
+        config = llm_config_get(owner=request.user, pk=pk)
+        return Response(LLMConfigOutputSerializer(config).data)
+
+    @extend_schema(request=InputSerializer(partial=True), responses=LLMConfigOutputSerializer)
+    def patch(self, request: Request, pk: int) -> Response:
+        config = llm_config_get(owner=request.user, pk=pk)
+        serializer = self.InputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        config = llm_config_update(config=config, **serializer.validated_data)
+        return Response(LLMConfigOutputSerializer(config).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk: int) -> Response:
+        config = llm_config_get(owner=request.user, pk=pk)
+        llm_config_delete(config=config)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class LLMConfigMakeDefaultApi(APIView):
+    @extend_schema(request=None, responses=LLMConfigOutputSerializer)
+    def post(self, request: Request, pk: int) -> Response:
+        config = llm_config_get(owner=request.user, pk=pk)
+        config = llm_config_make_default(config=config)
+        return Response(LLMConfigOutputSerializer(config).data)
+
+
+class LLMConfigTestApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        ok = serializers.BooleanField()
+        message = serializers.CharField(help_text="The result in plain words (never contains the key).")
+
+    @extend_schema(
+        request=None,
+        responses=OutputSerializer,
+        summary="Test the connection: lists the endpoint's models or makes a one-token request",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        config = llm_config_get(owner=request.user, pk=pk)
+        ok, message = llm_test_connection(target=llm_target_for(config=config))
+        return Response(self.OutputSerializer({"ok": ok, "message": message}).data)
+
+
+class ModelInfoApi(APIView):
+    class FilterSerializer(serializers.Serializer):
+        model = serializers.CharField(max_length=200)
+
+    class OutputSerializer(serializers.Serializer):
+        model = serializers.CharField()
+        context_window = serializers.IntegerField()
+        # Same name as on a config, so clients (and the schema) see one field and one enum.
+        context_window_source = serializers.ChoiceField(choices=LLMConfig.WindowSource.choices)
+        context_window_source_label = serializers.CharField()
+
+    @extend_schema(
+        parameters=[OpenApiParameter("model", str, required=True, description="Model name, e.g. gpt-4o-mini")],
+        responses=OutputSerializer,
+        summary="Context window for a model name, and where the value comes from",
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        model = filters.validated_data["model"]
+        window, source = model_window_lookup(model=model)
+        data = {
+            "model": model,
+            "context_window": window,
+            "context_window_source": source,
+            "context_window_source_label": LLMConfig.WindowSource(source).label,
+        }
+        return Response(self.OutputSerializer(data).data)
+
+
+# --- User settings ------------------------------------------------------------------------------
+
+
+class UserSettingsApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        preference = serializers.ChoiceField(choices=Preference.choices, required=False)
+        auto_optimize = serializers.BooleanField(required=False)
+        confirm_compaction = serializers.BooleanField(required=False)
+        summary_config = serializers.IntegerField(
+            required=False, allow_null=True, help_text="Config used for summaries; null = the conversation's own."
+        )
+
+    @extend_schema(responses=UserSettingsOutputSerializer)
+    def get(self, request: Request) -> Response:
+        return Response(UserSettingsOutputSerializer(user_settings_get(user=request.user)).data)
+
+    @extend_schema(request=InputSerializer, responses=UserSettingsOutputSerializer)
+    def patch(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        changes = dict(serializer.validated_data)
+        if "summary_config" in changes:
+            changes["summary_config"] = _owned_config_or_field_error(
+                user=request.user, pk=changes["summary_config"], field="summary_config"
+            )
+        user_settings = user_settings_update(user=request.user, **changes)
+        return Response(UserSettingsOutputSerializer(user_settings).data)

@@ -1,0 +1,816 @@
+"""The chat request path: storing messages, starting a turn, streaming the reply, stopping it.
+
+A turn is split in two so the server answers fast and never holds a transaction during a model call:
+`chat_turn_start` (sync, short transactions) validates, stores the user message, packs the context
+with the optimizer and writes the optimization record and a streaming placeholder; the async
+`chat_turn_stream` then calls the model and persists the reply once, at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import importlib.util
+import json
+import logging
+import math
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.cache import cache
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+import optimizer
+from chatapp.chat import llm
+from chatapp.chat.context import (
+    ContextInput,
+    context_budget,
+    context_build,
+    context_gauge,
+    conversation_config,
+    user_preferences,
+)
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from optimizer.types import ContextTooLargeError, PackResult
+
+logger = logging.getLogger(__name__)
+
+# How often a streaming reply looks for a stop request (Stop button, another tab, the API).
+STOP_POLL_SECONDS = 0.2
+TITLE_MAX_CHARS = 60
+_DEFAULT_TITLE = Conversation._meta.get_field("title").default
+# A placeholder still "streaming" this long after the model timeout belongs to a request that died
+# (server restart): Retry may replace it.
+_STALE_STREAM_GRACE = timedelta(seconds=60)
+
+
+class MessageTooLarge(ValidationError):
+    """The message is longer than settings.MAX_MESSAGE_CHARS; nothing was stored."""
+
+    def __init__(self, *, limit: int, size: int) -> None:
+        self.limit = limit
+        self.size = size
+        super().__init__(
+            f"Your message is {size:,} characters long; the limit is {limit:,} characters. "
+            "Shorten it or split it into several messages.",
+            code="too_large",
+        )
+
+
+class RateLimited(Exception):
+    def __init__(self, *, limit: int, retry_after: int) -> None:
+        self.limit = limit
+        self.retry_after = retry_after
+        super().__init__(
+            f"You are sending messages too quickly (limit: {limit} per minute). "
+            f"Try again in {retry_after} second{'s' if retry_after != 1 else ''}."
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFailure:
+    """A turn that cannot reach the model at all (the kept messages alone exceed the budget)."""
+
+    error: str
+    kind: str
+    retryable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTurn:
+    conversation_id: int
+    user_message_id: int
+    reply_id: int
+    record_id: int | None
+    target: llm.LLMTarget
+    messages: list[dict[str, Any]]
+    user_message: dict[str, Any]
+    context: dict[str, Any]
+    title: str
+    user_id: int
+    failure: TurnFailure | None = None
+    # What the optimizer did, in a sentence: read only by the offline model, which describes it.
+    context_note: str = ""
+    started: float = field(default_factory=time.monotonic)
+
+
+# --- messages ------------------------------------------------------------------------------------
+
+
+def _is_live(*, kind: str, status: str, superseded: bool) -> bool:
+    return kind == Message.Kind.CHAT and status == Message.Status.COMPLETE and not superseded
+
+
+def _live_totals_add(*, conversation_id: int, messages: int, chars: int, tokens: int) -> None:
+    """Adjust the conversation's running totals over sendable messages (F(): concurrent turns add up)."""
+    Conversation.objects.filter(pk=conversation_id).update(
+        live_message_count=F("live_message_count") + messages,
+        live_char_count=F("live_char_count") + chars,
+        live_token_count=F("live_token_count") + tokens,
+        updated_at=timezone.now(),
+    )
+
+
+def message_append(
+    *,
+    conversation: Conversation,
+    role: str,
+    content: str,
+    kind: str = Message.Kind.CHAT,
+    token_model: str | None = None,
+    **fields: Any,
+) -> Message:
+    """Store a message with its token and character counts and keep the live totals in step.
+
+    `token_model` is the model to count for (the caller usually has the target already); by default
+    the conversation's config model, else the offline model.
+    """
+    if token_model is None:
+        token_model = llm.llm_target_for(config=conversation_config(conversation=conversation)).model
+    tokens = optimizer.count_message({"role": role, "content": content}, model=token_model)
+    with transaction.atomic():
+        message = Message.objects.create(
+            conversation=conversation,
+            role=role,
+            kind=kind,
+            content=content,
+            token_count=tokens,
+            char_count=len(content),
+            **fields,
+        )
+        if _is_live(kind=message.kind, status=message.status, superseded=message.superseded):
+            _live_totals_add(conversation_id=conversation.pk, messages=1, chars=len(content), tokens=tokens)
+            # The caller's instance follows along (the database row was updated with F() above).
+            conversation.live_message_count += 1
+            conversation.live_char_count += len(content)
+            conversation.live_token_count += tokens
+    return message
+
+
+def message_pin_set(*, message: Message, pinned: bool) -> Message:
+    """Pin or unpin a chat message: pinned messages are always sent, whatever the window."""
+    if message.kind != Message.Kind.CHAT:
+        raise ValidationError({"pinned": "Only chat messages can be pinned."})
+    if message.pinned != pinned:
+        Message.objects.filter(pk=message.pk).update(pinned=pinned, updated_at=timezone.now())
+        message.pinned = pinned
+    return message
+
+
+def message_stop(*, message: Message) -> None:
+    """Mark a streaming reply stopped; its stream loop sees the flag and keeps the partial text."""
+    Message.objects.filter(pk=message.pk, status=Message.Status.STREAMING).update(
+        status=Message.Status.STOPPED, updated_at=timezone.now()
+    )
+
+
+# --- rate limit ----------------------------------------------------------------------------------
+
+
+def send_rate_check(*, user: Any) -> None:
+    """Allow settings.SEND_RATE_LIMIT_PER_MINUTE model requests per user per sliding minute.
+
+    Sliding-window counter in the cache: the previous minute's count weighted by how much of it still
+    overlaps the window, plus this minute's. Raises RateLimited with the seconds to wait.
+    """
+    limit = settings.SEND_RATE_LIMIT_PER_MINUTE
+    now = time.time()
+    bucket = int(now // 60)
+    key = f"chat:send-rate:{user.pk}:{bucket}"
+    previous = cache.get(f"chat:send-rate:{user.pk}:{bucket - 1}", 0)
+    current = cache.get(key, 0)
+    elapsed = now - bucket * 60
+    estimate = previous * (60 - elapsed) / 60 + current
+    if estimate + 1 > limit:
+        if previous and current + 1 <= limit:
+            # The old minute's share decays linearly: wait until it has decayed enough.
+            wait = 60 - elapsed - (limit - 1 - current) * 60 / previous
+        else:
+            wait = 60 - elapsed
+        raise RateLimited(limit=limit, retry_after=max(1, math.ceil(wait)))
+    if not cache.add(key, 1, timeout=130):
+        try:
+            cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.add(key, 1, timeout=130)
+
+
+# --- starting a turn -----------------------------------------------------------------------------
+
+
+def message_content_validate(*, content: Any) -> str:
+    """The message text, or ValidationError (not text, empty) / MessageTooLarge."""
+    if not isinstance(content, str):
+        raise ValidationError({"content": "The message must be text."}, code="invalid")
+    if not content.strip():
+        raise ValidationError({"content": "Type a message before sending."}, code="blank")
+    limit = settings.MAX_MESSAGE_CHARS
+    if len(content) > limit:
+        raise MessageTooLarge(limit=limit, size=len(content))
+    return content
+
+
+def title_from_text(text: str) -> str:
+    """A short title from the first user message: its first line, cut at a word boundary."""
+    line = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
+    line = re.sub(r"\s+", " ", line).strip().strip("#>*`_ ").strip()
+    if len(line) <= TITLE_MAX_CHARS:
+        return line or "New chat"
+    cut = line[: TITLE_MAX_CHARS - 1]
+    if " " in cut[TITLE_MAX_CHARS // 2 :]:
+        cut = cut[: cut.rfind(" ")]
+    return cut.rstrip(" ,.;:-") + "…"
+
+
+def message_serialize(message: Message) -> dict[str, Any]:
+    return {
+        "id": message.pk,
+        "role": message.role,
+        "kind": message.kind,
+        "content": message.content,
+        "status": message.status,
+        "pinned": message.pinned,
+        "superseded": message.superseded,
+        "reply_to": message.reply_to_id,
+        "token_count": message.token_count,
+        "created_at": message.created_at.isoformat() if message.created_at else None,
+    }
+
+
+def _int_id(value: str) -> int | str:
+    return int(value) if value.isdigit() else value
+
+
+def _dropped_ranges(*, ctx: ContextInput, result: PackResult) -> list[list[int]]:
+    """Live message ids neither sent nor covered by the summary used, as inclusive [first, last] ranges.
+
+    Loaded messages are judged one by one; the history below the loaded window (never read, by
+    design) is described by id bounds between the static messages that were read.
+    """
+    sent: set[int] = set()
+    covered_through: int | None = None
+    for packed in result.messages:
+        if packed.origin == "summary" and ctx.summary is not None:
+            covered_through = int(ctx.summary.through_id)
+            continue
+        sent.update(int(i) for i in packed.source_ids if str(i).isdigit())
+    floor = covered_through + 1 if covered_through is not None else None
+
+    def uncovered(pk: int) -> bool:
+        return floor is None or pk >= floor
+
+    ranges: list[list[int]] = [[pk, pk] for pk in ctx.loaded_ids if pk not in sent and uncovered(pk)]
+    if ctx.window_start is not None and ctx.loaded_ids:
+        window_start = int(ctx.window_start)
+        bounds = sorted(pk for pk in ctx.static_ids if pk < window_start)
+        low = max(min(ctx.loaded_ids) + 1, floor or 0)
+        for pk in [*bounds, window_start]:
+            if low <= pk - 1:
+                ranges.append([low, pk - 1])
+            low = max(low, pk + 1)
+    ranges.sort()
+    kept = sorted(pk for pk in ctx.loaded_ids if pk in sent or not uncovered(pk))
+    merged: list[list[int]] = []
+    for first, last in ranges:
+        if merged and not any(merged[-1][1] < k < first for k in kept):
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    return merged
+
+
+def _money(value: float | None) -> Decimal | None:
+    return None if value is None else Decimal(str(round(value, 6)))
+
+
+def _json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=lambda o: list(o) if isinstance(o, (set, frozenset)) else str(o)))
+
+
+def _summary_job_hook() -> Callable[..., Any] | None:
+    """summary_services.summary_job_request when the summaries module is installed (issue 4)."""
+    if importlib.util.find_spec("chatapp.chat.summary_services") is None:
+        return None
+    from chatapp.chat import summary_services
+
+    return getattr(summary_services, "summary_job_request", None)
+
+
+def _context_event(*, result: PackResult, budget: int, window_start_id: int | None) -> dict[str, Any]:
+    stats = result.stats
+    return {
+        "tokens": int(stats.get("tokens_after", 0)),
+        "budget": budget,
+        "strategy": stats.get("strategy_chosen", "none"),
+        "reason": stats.get("strategy_reason", ""),
+        "triggered": bool(stats.get("triggered", False)),
+        "window_start_id": window_start_id,
+        "estimated": bool(stats.get("estimated", False)),
+    }
+
+
+def _context_note(*, result: PackResult, budget: int) -> str:
+    stats = result.stats
+    sent = int(stats.get("tokens_after", 0))
+    full = int(stats.get("tokens_before", sent))
+    if not stats.get("optimization_applied") or not stats.get("messages_removed"):
+        return f"everything was sent — {sent:,} of {budget:,} tokens."
+    removed = int(stats.get("messages_removed", 0))
+    how = "a summary stands in for the older part" if stats.get("summary_used") else "older messages were left out"
+    note = (
+        f"{stats.get('strategy_chosen', 'truncate')} — {how} ({removed:,} message{'s' if removed != 1 else ''} "
+        f"not sent verbatim); {sent:,} of {budget:,} tokens sent, against {full:,} for the full history."
+    )
+    if result.summary_span is not None:
+        note += " A summary of the left-out part is being written in the background."
+    return note
+
+
+def _turn_prepare(
+    *,
+    user: Any,
+    conversation: Conversation,
+    user_message: Message,
+    target: llm.LLMTarget,
+    through_id: int | None,
+) -> ChatTurn:
+    prefs = user_preferences(user=user)
+    budget = context_budget(target=target)
+    common = {
+        "conversation_id": conversation.pk,
+        "user_message_id": user_message.pk,
+        "target": target,
+        "user_message": message_serialize(user_message),
+        "title": conversation.title,
+        "user_id": user.pk,
+    }
+    try:
+        result, ctx = context_build(
+            conversation=conversation,
+            preference=prefs.preference,
+            target=target,
+            auto_optimize=prefs.auto_optimize,
+            through_id=through_id,
+        )
+    except ContextTooLargeError as exc:
+        error = (
+            f"This conversation can't be sent to {target.label}: the messages that must always be sent "
+            f"(system messages, pinned messages and your first message) need {exc.needed:,} tokens, "
+            f"but the model's budget is {exc.budget:,}. Unpin some messages or choose a model with a "
+            "larger context window, then retry."
+        )
+        reply = Message.objects.create(
+            conversation=conversation,
+            role=Message.Role.ASSISTANT,
+            content="",
+            status=Message.Status.ERROR,
+            error=error,
+            reply_to=user_message,
+            model=target.model,
+        )
+        return ChatTurn(
+            **common,
+            reply_id=reply.pk,
+            record_id=None,
+            messages=[],
+            context={"tokens": exc.needed, "budget": exc.budget, "strategy": "none", "reason": "",
+                     "triggered": False, "window_start_id": conversation.window_start_id,
+                     "estimated": optimizer.is_estimated(target.model)},
+            failure=TurnFailure(error=error, kind="context_too_large", retryable=False),
+        )
+
+    stats = result.stats
+    strategy = stats.get("strategy_chosen", "none")
+    applied = bool(stats.get("optimization_applied", False))
+    triggered = bool(stats.get("triggered", False))
+    tokens_sent = int(stats.get("tokens_after", sum(m.tokens for m in result.messages)))
+    tokens_full = int(stats.get("tokens_before", conversation.live_token_count))
+    summary_used = any(m.origin == "summary" for m in result.messages)
+    window_start_id = conversation.window_start_id
+    decision = result.decision
+    scores = stats.get("scores") or (decision.as_dict() if decision is not None else {})
+    with transaction.atomic():
+        reply = Message.objects.create(
+            conversation=conversation,
+            role=Message.Role.ASSISTANT,
+            content="",
+            status=Message.Status.STREAMING,
+            reply_to=user_message,
+            model=target.model,
+        )
+        record = OptimizationRecord.objects.create(
+            conversation=conversation,
+            reply=reply,
+            preference=prefs.preference,
+            model=target.model,
+            context_window=target.context_window,
+            budget=budget,
+            triggered=triggered,
+            window_start_id=window_start_id,
+            strategy=strategy,
+            reason=stats.get("strategy_reason", "") or "",
+            scores=_json_safe(scores),
+            tokens_full=tokens_full,
+            tokens_sent=tokens_sent,
+            estimated=bool(stats.get("estimated", optimizer.is_estimated(target.model))),
+            sent=[
+                {
+                    "source_ids": [_int_id(str(i)) for i in m.source_ids],
+                    "origin": m.origin,
+                    "tokens": m.tokens,
+                    "role": m.role,
+                }
+                for m in result.messages
+            ],
+            dropped_ranges=_dropped_ranges(ctx=ctx, result=result),
+            summary_id=ctx.summary_message_id if summary_used else None,
+            messages_before=int(stats.get("messages_before", conversation.live_message_count)),
+            messages_after=int(stats.get("messages_after", len(result.messages))),
+            pack_ms=float(stats.get("pack_ms", 0.0)),
+            cost_sent_usd=_money(optimizer.cost_usd(target.model, prompt_tokens=tokens_sent)),
+            cost_full_usd=_money(optimizer.cost_usd(target.model, prompt_tokens=tokens_full)),
+            stats=_json_safe(stats),
+        )
+        # Counted when the window actually moved (the trigger fired), not on every request after.
+        if applied and triggered and strategy in ("truncate", "summarize"):
+            counter = "truncation_count" if strategy == "truncate" else "summary_count"
+            Conversation.objects.filter(pk=conversation.pk).update(**{counter: F(counter) + 1})
+        span = result.summary_span
+        hook = _summary_job_hook() if strategy == "summarize" and span is not None else None
+        if hook is not None:
+            conversation_id = conversation.pk
+
+            def enqueue() -> None:
+                # Re-read: the hook runs after commit, outside this request's objects.
+                hook(conversation=Conversation.objects.get(pk=conversation_id), span=span, trigger="auto")
+
+            transaction.on_commit(enqueue)
+    return ChatTurn(
+        **common,
+        reply_id=reply.pk,
+        record_id=record.pk,
+        messages=[{"role": m.role, "content": m.content} for m in result.messages],
+        context=_context_event(result=result, budget=budget, window_start_id=window_start_id),
+        context_note=_context_note(result=result, budget=budget) if target.offline else "",
+    )
+
+
+def _target_for(*, conversation: Conversation) -> llm.LLMTarget:
+    return llm.llm_target_for(config=conversation_config(conversation=conversation))
+
+
+def chat_turn_start(*, user: Any, conversation: Conversation, content: Any) -> ChatTurn:
+    """Validate and store the user's message, pack the context and prepare the reply.
+
+    Raises ValidationError (empty / not text) or MessageTooLarge before anything is stored.
+    """
+    text = message_content_validate(content=content)
+    target = _target_for(conversation=conversation)
+    with transaction.atomic():
+        # Only a conversation still carrying the default title can be on its first exchange.
+        first = (
+            not conversation.title_is_custom
+            and conversation.title == _DEFAULT_TITLE
+            and not Message.objects.filter(
+                conversation=conversation, role=Message.Role.USER, kind=Message.Kind.CHAT
+            ).exists()
+        )
+        user_message = message_append(
+            conversation=conversation, role=Message.Role.USER, content=text, token_model=target.model
+        )
+        if first:
+            conversation.title = title_from_text(text)
+            Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
+    return _turn_prepare(
+        user=user, conversation=conversation, user_message=user_message, target=target, through_id=None
+    )
+
+
+def _latest_exchange_check(*, user_message: Message) -> None:
+    later = Message.objects.filter(
+        conversation_id=user_message.conversation_id,
+        role=Message.Role.USER,
+        kind=Message.Kind.CHAT,
+        id__gt=user_message.pk,
+    ).exists()
+    if later:
+        raise ValidationError("Only the latest exchange can be regenerated or retried.", code="not_latest")
+
+
+def chat_regenerate_start(*, user: Any, reply: Message) -> ChatTurn:
+    """Answer the same user message again; the old reply stays visible, marked superseded, never sent."""
+    if reply.role != Message.Role.ASSISTANT or reply.kind != Message.Kind.CHAT or reply.reply_to_id is None:
+        raise ValidationError("Only a model reply can be regenerated.", code="not_a_reply")
+    if reply.status == Message.Status.STREAMING:
+        raise ValidationError("This reply is still streaming; stop it first.", code="streaming")
+    if reply.superseded:
+        raise ValidationError("This reply was already replaced.", code="superseded")
+    user_message = Message.objects.get(pk=reply.reply_to_id)
+    _latest_exchange_check(user_message=user_message)
+    conversation = Conversation.objects.select_related("llm_config").get(pk=reply.conversation_id)
+    with transaction.atomic():
+        updated = Message.objects.filter(pk=reply.pk, superseded=False).update(
+            superseded=True, updated_at=timezone.now()
+        )
+        if updated and _is_live(kind=reply.kind, status=reply.status, superseded=False):
+            _live_totals_add(
+                conversation_id=conversation.pk,
+                messages=-1,
+                chars=-reply.char_count,
+                tokens=-reply.token_count,
+            )
+        conversation.refresh_from_db()
+    return _turn_prepare(
+        user=user,
+        conversation=conversation,
+        user_message=user_message,
+        target=_target_for(conversation=conversation),
+        through_id=user_message.pk,
+    )
+
+
+def chat_retry_start(*, user: Any, message: Message) -> ChatTurn:
+    """Send a user message again after its reply failed or was stopped (or never came).
+
+    The failed reply stays visible (marked superseded: a newer attempt replaced it); being stopped or
+    failed it was never part of the context anyway.
+    """
+    if message.role != Message.Role.USER or message.kind != Message.Kind.CHAT:
+        raise ValidationError("Only your own message can be retried.", code="not_user_message")
+    _latest_exchange_check(user_message=message)
+    last = Message.objects.filter(reply_to=message, superseded=False).order_by("-id").first()
+    if last is not None:
+        stale = last.status == Message.Status.STREAMING and last.updated_at < timezone.now() - (
+            timedelta(seconds=settings.LLM_TIMEOUT_SECONDS) + _STALE_STREAM_GRACE
+        )
+        if last.status == Message.Status.COMPLETE:
+            raise ValidationError("This message already has a reply; use Regenerate instead.", code="answered")
+        if last.status == Message.Status.STREAMING and not stale:
+            raise ValidationError("A reply is still streaming; stop it first.", code="streaming")
+        Message.objects.filter(reply_to=message, superseded=False).exclude(
+            status=Message.Status.COMPLETE
+        ).update(superseded=True, updated_at=timezone.now())
+    conversation = Conversation.objects.select_related("llm_config").get(pk=message.conversation_id)
+    return _turn_prepare(
+        user=user,
+        conversation=conversation,
+        user_message=message,
+        target=_target_for(conversation=conversation),
+        through_id=message.pk,
+    )
+
+
+# --- streaming the reply -------------------------------------------------------------------------
+
+
+def render_html(text: str) -> str:
+    """Sanitized HTML for a reply: the app's markdown renderer when installed, else escaped text."""
+    if importlib.util.find_spec("chatapp.chat.rendering") is not None:
+        from chatapp.chat import rendering
+
+        render = getattr(rendering, "markdown_render", None)
+        if render is not None:
+            return render(text)
+    return "<p>" + html.escape(text).replace("\n", "<br>") + "</p>" if text else ""
+
+
+def _event(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"event": name, "data": data}
+
+
+def _reply_status(reply_id: int) -> str | None:
+    return Message.objects.filter(pk=reply_id).values_list("status", flat=True).first()
+
+
+def _turn_finish(
+    *,
+    turn: ChatTurn,
+    content: str,
+    status: str,
+    usage: Any,
+    latency_ms: int,
+    error: str = "",
+) -> dict[str, Any]:
+    """Persist the reply once, at the end of the stream; returns the stored reply as an event dict.
+
+    A stop request that lands after the last chunk still wins: the reply is then kept as stopped.
+    """
+    tokens = optimizer.count_message({"role": "assistant", "content": content}, model=turn.target.model)
+    values: dict[str, Any] = {
+        "content": content,
+        "token_count": tokens,
+        "char_count": len(content),
+        "latency_ms": latency_ms,
+        "model": turn.target.model,
+        "prompt_tokens": getattr(usage, "prompt_tokens", None),
+        "completion_tokens": getattr(usage, "completion_tokens", None),
+        "error": error,
+        "updated_at": timezone.now(),
+    }
+    with transaction.atomic():
+        reply_qs = Message.objects.filter(pk=turn.reply_id)
+        if status == Message.Status.COMPLETE:
+            done = reply_qs.filter(status=Message.Status.STREAMING).update(status=status, **values)
+            if done:
+                _live_totals_add(
+                    conversation_id=turn.conversation_id, messages=1, chars=len(content), tokens=tokens
+                )
+            else:
+                status = Message.Status.STOPPED
+                reply_qs.update(status=status, **values)
+        else:
+            reply_qs.update(status=status, **values)
+            Conversation.objects.filter(pk=turn.conversation_id).update(updated_at=timezone.now())
+        if turn.record_id is not None and values["prompt_tokens"] is not None:
+            OptimizationRecord.objects.filter(pk=turn.record_id).update(
+                provider_prompt_tokens=values["prompt_tokens"]
+            )
+    return {
+        "id": turn.reply_id,
+        "status": status,
+        "content": content,
+        "html": render_html(content),
+        "prompt_tokens": values["prompt_tokens"],
+        "completion_tokens": values["completion_tokens"],
+        "latency_ms": latency_ms,
+        "model": turn.target.model,
+    }
+
+
+def _after_turn(*, turn: ChatTurn) -> tuple[dict[str, Any] | None, str]:
+    conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=turn.conversation_id)
+    try:
+        gauge = context_gauge(conversation=conversation, user=conversation.owner, target=turn.target)
+    except Exception:
+        # The reply is stored; a gauge that cannot be computed must not turn success into an error.
+        logger.exception("context gauge failed for conversation %s", turn.conversation_id)
+        gauge = None
+    return gauge, conversation.title
+
+
+_END = object()
+
+
+async def _pump(*, turn: ChatTurn, queue: asyncio.Queue) -> None:
+    """Move model events into the queue, so the reader can look for a stop request between them."""
+    try:
+        async with contextlib.aclosing(llm.llm_stream(
+                target=turn.target, messages=turn.messages, context_note=turn.context_note or None
+            )) as events:
+            async for item in events:
+                await queue.put(item)
+        await queue.put(_END)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # handed to the reader, which reports it as an error event
+        await queue.put(exc)
+
+
+def _failure_words(exc: BaseException) -> tuple[str, str, bool]:
+    if isinstance(exc, llm.LLMError):
+        return exc.user_message, exc.kind, exc.retryable
+    logger.error("unexpected failure while streaming a reply", exc_info=exc)
+    return (
+        "Something went wrong while the reply was streaming. Your message is saved; try again.",
+        "server",
+        True,
+    )
+
+
+async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
+    """Stream one reply as SSE event dicts: start, delta…, then done or error.
+
+    The reply is persisted exactly once — also when the client goes away mid-stream (then it is
+    kept as stopped) — and the user's message is never removed.
+    """
+    yield _event(
+        "start",
+        {
+            "user_message": turn.user_message,
+            "assistant_message": {"id": turn.reply_id, "status": Message.Status.STREAMING},
+            "context": turn.context,
+        },
+    )
+    if turn.failure is not None:
+        yield _event(
+            "error",
+            {
+                "message": {"id": turn.reply_id, "status": Message.Status.ERROR, "content": "", "html": ""},
+                "error": turn.failure.error,
+                "kind": turn.failure.kind,
+                "retryable": turn.failure.retryable,
+            },
+        )
+        return
+
+    started = time.monotonic()
+    parts: list[str] = []
+    usage: Any = None
+    failure: BaseException | None = None
+    stopped = False
+    finished = False
+    queue: asyncio.Queue = asyncio.Queue()
+    pump = asyncio.create_task(_pump(turn=turn, queue=queue))
+
+    async def finish(status: str, error: str = "") -> dict[str, Any]:
+        nonlocal finished
+        finished = True
+        work = sync_to_async(_turn_finish)(
+            turn=turn,
+            content="".join(parts),
+            status=status,
+            usage=usage,
+            latency_ms=int((time.monotonic() - started) * 1000),
+            error=error,
+        )
+        # Shielded: a client that disconnects right now must not cost the stored reply.
+        return await asyncio.shield(asyncio.ensure_future(work))
+
+    try:
+        next_check = time.monotonic() + STOP_POLL_SECONDS
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), timeout=max(0.0, next_check - time.monotonic()))
+            except TimeoutError:
+                item = None
+            if time.monotonic() >= next_check:
+                if await sync_to_async(_reply_status)(turn.reply_id) == Message.Status.STOPPED:
+                    stopped = True
+                    break
+                next_check = time.monotonic() + STOP_POLL_SECONDS
+            if item is None:
+                continue
+            if item is _END:
+                break
+            if isinstance(item, BaseException):
+                failure = item
+                break
+            if isinstance(item, llm.Delta):
+                if item.text:
+                    parts.append(item.text)
+                    yield _event("delta", {"text": item.text})
+            elif isinstance(item, llm.Usage):
+                usage = item
+    except (GeneratorExit, asyncio.CancelledError):
+        # The client went away mid-stream: keep what arrived, as a stopped reply.
+        if not finished:
+            await _cancel(pump)
+            try:
+                await finish(Message.Status.STOPPED)
+            except Exception:
+                logger.exception("could not store the partial reply %s", turn.reply_id)
+        raise
+    finally:
+        await _cancel(pump)
+
+    if stopped:
+        message = await finish(Message.Status.STOPPED)
+        yield _event(
+            "error",
+            {
+                "message": message,
+                "error": "You stopped this reply; the text received so far is kept.",
+                "kind": "stopped",
+                "retryable": True,
+            },
+        )
+        return
+    if failure is not None:
+        words, kind, retryable = _failure_words(failure)
+        message = await finish(Message.Status.ERROR, error=words)
+        yield _event(
+            "error", {"message": message, "error": words, "kind": kind, "retryable": retryable}
+        )
+        return
+    message = await finish(Message.Status.COMPLETE)
+    gauge, title = await sync_to_async(_after_turn)(turn=turn)
+    if message["status"] == Message.Status.STOPPED:
+        yield _event(
+            "error",
+            {
+                "message": message,
+                "error": "You stopped this reply; the text received so far is kept.",
+                "kind": "stopped",
+                "retryable": True,
+            },
+        )
+        return
+    yield _event("done", {"message": message, "context": gauge, "title": title})
+
+
+async def _cancel(task: asyncio.Task) -> None:
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

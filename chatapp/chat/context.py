@@ -1,0 +1,330 @@
+"""ORM adapter for the optimizer: what one chat request loads, how it is packed, and the gauge.
+
+A request never reads the whole history of a long conversation. It loads the static layer (system
+messages, pins, the first user message), the newest live summary, and the verbatim window
+(`id >= conversation.window_start_id`), each through an index, with stored token counts; the
+conversation's running `live_*` totals stand in for everything else.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q
+
+import optimizer
+from chatapp.chat.models import Conversation, LLMConfig, Message, Preference, UserSettings
+from optimizer.types import ContextTooLargeError, Counters, HistoryTotals, Msg, PackConfig, PackResult, Summary
+
+# Columns the optimizer needs; content is the bulk of a row, everything else stays in the database.
+_MSG_FIELDS = ("id", "role", "content", "pinned", "token_count")
+# Rows fetched per step when walking a conversation backwards by stored counts only.
+_TAIL_BATCH = 512
+# Reply priming the chat format adds once per request (optimizer.count_messages does the same).
+_REPLY_PRIMING = 3
+
+
+def _live_chat() -> Q:
+    """Messages that may be sent to a model: chat messages whose exchange survived.
+
+    Stopped, failed or still-streaming replies and replies replaced by Regenerate stay visible in the
+    chat but are never sent again.
+    """
+    return Q(kind=Message.Kind.CHAT, status=Message.Status.COMPLETE, superseded=False)
+
+
+@dataclass(slots=True)
+class ContextInput:
+    """What context_load read for one request, in the optimizer's terms plus the ids the app needs."""
+
+    msgs: list[Msg]
+    summary: Summary | None
+    history: HistoryTotals
+    counters: Counters
+    # Window start handed to the optimizer (str id) — the stored one, or one derived from the tail.
+    window_start: str | None = None
+    summary_message_id: int | None = None
+    first_user_id: int | None = None
+    static_ids: frozenset[int] = field(default_factory=frozenset)
+    loaded_ids: tuple[int, ...] = ()
+
+
+Row = tuple[int, str, str, bool, int]  # the _MSG_FIELDS columns, as values_list returns them
+
+
+def _to_msg(row: Row) -> Msg:
+    pk, role, content, pinned, tokens = row
+    # A stored count of 0 means "never counted" (a row written by hand); the optimizer then counts it.
+    return Msg(id=str(pk), role=role, content=content, pinned=pinned, tokens=tokens or None)
+
+
+def _tail_start_id(*, conversation: Conversation, tokens: int, through_id: int | None) -> int | None:
+    """Id of the oldest live message among the newest ones whose stored counts reach `tokens`.
+
+    Walks backwards over (id, token_count) pairs only, in small batches, so a conversation with no
+    window state yet still does not bring its whole history into memory.
+    """
+    qs = Message.objects.filter(_live_chat(), conversation=conversation)
+    if through_id is not None:
+        qs = qs.filter(id__lte=through_id)
+    total = 0
+    start: int | None = None
+    upper: int | None = None
+    while True:
+        batch_qs = qs if upper is None else qs.filter(id__lt=upper)
+        batch = list(batch_qs.order_by("-id").values_list("id", "token_count")[:_TAIL_BATCH])
+        for pk, count in batch:
+            total += count
+            start = pk
+            if total >= tokens:
+                return start
+        if len(batch) < _TAIL_BATCH:
+            return None  # the whole live history is within `tokens`: no window needed
+        upper = batch[-1][0]
+
+
+def context_load(
+    *,
+    conversation: Conversation,
+    window_start_id: int | None = None,
+    through_id: int | None = None,
+    load_all: bool = False,
+) -> ContextInput:
+    """Load only what the optimizer needs for the next request of `conversation`.
+
+    `window_start_id` overrides the stored window (used when the stored one is empty and the history
+    is long); `through_id` bounds the history (Regenerate / Retry answer an earlier user message);
+    `load_all` loads every live message — only used when the caller knows the history fits.
+    """
+    # Plain tuples, not model instances: building instances was the larger part of a request's cost.
+    base = Message.objects.filter(_live_chat(), conversation=conversation)
+    if through_id is not None:
+        base = base.filter(id__lte=through_id)
+    start = window_start_id if window_start_id is not None else conversation.window_start_id
+
+    def fetch(qs) -> list[Row]:
+        return list(qs.values_list(*_MSG_FIELDS))
+
+    rows: dict[int, Row] = {}
+    static_ids: set[int] = set()
+    first_user = next(iter(fetch(base.filter(role=Message.Role.USER).order_by("id")[:1])), None)
+    if load_all or start is None:
+        rows = {row[0]: row for row in fetch(base.order_by("id"))}
+        start = None
+    else:
+        # Index-served reads (window range, partial indexes for pins and system messages) instead
+        # of one OR that would scan the conversation.
+        rows = {row[0]: row for row in fetch(base.filter(id__gte=start).order_by("id"))}
+        for row in fetch(base.filter(pinned=True, id__lt=start)) + fetch(
+            base.filter(role=Message.Role.SYSTEM, id__lt=start)
+        ):
+            rows[row[0]] = row
+            static_ids.add(row[0])
+    if first_user is not None:
+        rows.setdefault(first_user[0], first_user)
+        if start is not None and first_user[0] < start:
+            static_ids.add(first_user[0])
+
+    summary_row = (
+        Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False)
+        .only("id", "content", "token_count", "covers_through_id")
+        .order_by("-id")
+        .first()
+    )
+    summary = None
+    if summary_row is not None and summary_row.covers_through_id is not None:
+        if through_id is None or summary_row.covers_through_id < through_id:
+            summary = Summary(
+                id=str(summary_row.pk),
+                content=summary_row.content,
+                through_id=str(summary_row.covers_through_id),
+                tokens=summary_row.token_count or None,
+            )
+        else:
+            summary_row = None
+    else:
+        summary_row = None
+
+    ordered = [rows[pk] for pk in sorted(rows)]
+    window_start = None
+    if start is not None:
+        # The stored id may belong to a reply that was later superseded: the window begins at the
+        # first live message at or after it.
+        window_start = next((str(r[0]) for r in ordered if r[0] >= start), None)
+    return ContextInput(
+        msgs=[_to_msg(r) for r in ordered],
+        summary=summary,
+        history=HistoryTotals(
+            messages=conversation.live_message_count,
+            chars=conversation.live_char_count,
+            tokens=conversation.live_token_count,
+        ),
+        counters=Counters(
+            summaries_so_far=conversation.summary_count,
+            truncations_so_far=conversation.truncation_count,
+        ),
+        window_start=window_start,
+        summary_message_id=summary_row.pk if summary_row is not None else None,
+        first_user_id=first_user[0] if first_user is not None else None,
+        static_ids=frozenset(static_ids),
+        loaded_ids=tuple(r[0] for r in ordered),
+    )
+
+
+def context_budget(*, target: Any) -> int:
+    return optimizer.compute_budget(
+        context_window=target.context_window, max_output_tokens=target.max_output_tokens
+    )
+
+
+def user_preferences(*, user: Any) -> UserSettings:
+    prefs, _ = UserSettings.objects.get_or_create(user=user)
+    return prefs
+
+
+def conversation_config(*, conversation: Conversation) -> LLMConfig | None:
+    """The conversation's model config, else the owner's default (a deleted config leaves null)."""
+    if conversation.llm_config_id is not None:
+        return conversation.llm_config
+    return LLMConfig.objects.filter(owner_id=conversation.owner_id, is_default=True).first()
+
+
+def _pack_plan(
+    *, conversation: Conversation, budget: int, auto_optimize: bool, through_id: int | None
+) -> tuple[dict[str, Any], PackConfig, bool]:
+    """How to load and pack under the user's automatic-optimization switch.
+
+    On: the optimizer's default trigger (80% of the budget) and target, with background summaries.
+    Off: "send everything that fits" — the trigger moves to 100% of the budget so nothing is removed
+    while the history fits, the window is ignored then, and when it no longer fits only what is
+    needed is truncated (target 90%: the smallest cut that leaves room for a few more turns). No
+    background summary is started, since that would be automatic optimization too; a summary the
+    user asked for (/compact) is still used.
+    """
+    history = conversation.live_token_count
+    if auto_optimize:
+        config = PackConfig()
+        summarizer = True
+    else:
+        config = PackConfig(trigger_ratio=1.0, target_ratio=0.9)
+        summarizer = False
+        if history + _REPLY_PRIMING <= budget:
+            return {"load_all": True, "through_id": through_id}, config, summarizer
+    load: dict[str, Any] = {"through_id": through_id}
+    if conversation.window_start_id is None and history > budget * config.trigger_ratio:
+        # No window yet but the history is past the trigger (an imported or long conversation):
+        # hand the optimizer the newest budget's worth of messages as the candidate window.
+        load["window_start_id"] = _tail_start_id(conversation=conversation, tokens=budget, through_id=through_id)
+    return load, config, summarizer
+
+
+def context_build(
+    *,
+    conversation: Conversation,
+    preference: str,
+    target: Any,
+    auto_optimize: bool = True,
+    through_id: int | None = None,
+    store_window: bool = True,
+) -> tuple[PackResult, ContextInput]:
+    """Load the context and pack it for `target`; store the new window start.
+
+    Raises ContextTooLargeError when the must-keep messages alone exceed the budget.
+    `result.stats["pack_ms"]` is the packing time.
+    """
+    budget = context_budget(target=target)
+    load, config, summarizer = _pack_plan(
+        conversation=conversation, budget=budget, auto_optimize=auto_optimize, through_id=through_id
+    )
+    ctx = context_load(conversation=conversation, **load)
+    started = time.perf_counter()
+    result = optimizer.pack(
+        ctx.msgs,
+        budget=budget,
+        preference=preference if preference in Preference.values else Preference.BALANCED,
+        model=target.model,
+        window_start=ctx.window_start,
+        summary=ctx.summary,
+        history=ctx.history,
+        counters=ctx.counters,
+        summarizer_available=summarizer,
+        config=config,
+    )
+    result.stats["pack_ms"] = (time.perf_counter() - started) * 1000
+    new_start = int(result.window_start) if result.window_start is not None else None
+    if store_window and not load.get("load_all") and new_start != conversation.window_start_id:
+        Conversation.objects.filter(pk=conversation.pk).update(window_start_id=new_start)
+        conversation.window_start_id = new_start
+    return result, ctx
+
+
+def context_gauge(*, conversation: Conversation, user: Any, target: Any | None = None) -> dict[str, Any]:
+    """Tokens the next request will send (before the new message is typed) against the budget.
+
+    Packs exactly as the next request would, without storing anything.
+    """
+    from chatapp.chat import llm
+
+    if target is None:
+        target = llm.llm_target_for(config=conversation_config(conversation=conversation))
+    prefs = user_preferences(user=user)
+    budget = context_budget(target=target)
+    snapshot = replace_conversation(conversation)
+    try:
+        result, _ = context_build(
+            conversation=snapshot,
+            preference=prefs.preference,
+            target=target,
+            auto_optimize=prefs.auto_optimize,
+            store_window=False,
+        )
+    except ContextTooLargeError as exc:
+        return {
+            "tokens": exc.needed,
+            "budget": budget,
+            "ratio": round(exc.needed / budget, 4) if budget else None,
+            "window_start_id": conversation.window_start_id,
+            "strategy": "none",
+            "estimated": optimizer.is_estimated(target.model),
+        }
+    tokens = int(result.stats.get("tokens_after", sum(m.tokens for m in result.messages)))
+    new_start = int(result.window_start) if result.window_start is not None else None
+    return {
+        "tokens": tokens,
+        "budget": budget,
+        "ratio": round(tokens / budget, 4) if budget else None,
+        "window_start_id": new_start,
+        "strategy": result.stats.get("strategy_chosen", "none"),
+        "estimated": bool(result.stats.get("estimated", optimizer.is_estimated(target.model))),
+    }
+
+
+def replace_conversation(conversation: Conversation) -> Conversation:
+    """A detached copy, so a dry run cannot write the caller's instance back by accident."""
+    copy = Conversation(pk=conversation.pk)
+    for name in (
+        "owner_id",
+        "llm_config_id",
+        "window_start_id",
+        "live_message_count",
+        "live_char_count",
+        "live_token_count",
+        "truncation_count",
+        "summary_count",
+    ):
+        setattr(copy, name, getattr(conversation, name))
+    return copy
+
+
+__all__ = [
+    "ContextInput",
+    "context_budget",
+    "context_build",
+    "context_gauge",
+    "context_load",
+    "conversation_config",
+    "replace_conversation",
+    "user_preferences",
+]

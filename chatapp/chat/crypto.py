@@ -1,0 +1,60 @@
+"""API keys at rest: Fernet tokens under settings.FIELD_ENCRYPTION_KEYS.
+
+The first key encrypts; every key decrypts, so a key is rotated by putting the new one first, running
+`secret_rotate` over stored tokens, then removing the old one.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+
+
+class SecretDecryptError(Exception):
+    """A stored token does not decrypt with any configured key (the key was removed or the token is damaged)."""
+
+
+_cache: tuple[tuple[str, ...], MultiFernet] | None = None
+_lock = threading.Lock()
+
+
+def _fernet() -> MultiFernet:
+    global _cache
+    keys = tuple(settings.FIELD_ENCRYPTION_KEYS)
+    with _lock:
+        # Keyed by the key list so a settings override (tests, rotation) takes effect at once.
+        if _cache is None or _cache[0] != keys:
+            if not keys:
+                raise SecretDecryptError("no FIELD_ENCRYPTION_KEY is configured")
+            _cache = (keys, MultiFernet([Fernet(k.encode()) for k in keys]))
+        return _cache[1]
+
+
+def secret_encrypt(plain: str) -> str:
+    """Encrypt a secret; the empty string stays empty (it means "no secret stored")."""
+    if plain == "":
+        return ""
+    return _fernet().encrypt(plain.encode()).decode()
+
+
+def secret_decrypt(token: str) -> str:
+    """Decrypt a token made by secret_encrypt; "" gives "". Raises SecretDecryptError."""
+    if token == "":
+        return ""
+    try:
+        return _fernet().decrypt(token.encode()).decode()
+    except (InvalidToken, ValueError):
+        # Never include the token or plaintext in the message.
+        raise SecretDecryptError("the stored secret cannot be decrypted with the configured keys") from None
+
+
+def secret_rotate(token: str) -> str:
+    """Re-encrypt a token under the current first key (for key rotation)."""
+    if token == "":
+        return ""
+    try:
+        return _fernet().rotate(token.encode()).decode()
+    except (InvalidToken, ValueError):
+        raise SecretDecryptError("the stored secret cannot be decrypted with the configured keys") from None

@@ -1,0 +1,701 @@
+"""Reads for the optimization dashboard (issue 5).
+
+Everything here is sized for long conversations (10,000 messages, 5,000 records): totals are
+aggregated by the database, per-turn series are read as plain tuples of the few columns a chart
+needs, and the message map is run-length encoded so a page never carries one row per message.
+Only the record being inspected ("what the model saw") has its `sent` list and message texts read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from itertools import groupby
+from typing import Any
+
+from django.db.models import Case, Count, F, IntegerField, Max, Min, Q, QuerySet, Sum, Value, When
+from django.db.models.fields.json import KT
+from django.db.models.functions import Abs, Cast
+from django.shortcuts import get_object_or_404
+
+from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
+
+# Message map statuses, in legend order; the map sends the index, not the name.
+MAP_STATUSES: tuple[str, ...] = (
+    "verbatim",  # sent as is
+    "pinned",  # sent because pinned (or the first user message kept by the static layer)
+    "compressed",  # sent as head + tail
+    "summarized",  # not sent, covered by the summary that was sent
+    "dropped",  # not sent and not covered
+    "summary",  # a summary message itself
+    "excluded",  # never sendable: a regenerated-away, stopped or failed reply, or a discarded summary
+    "new",  # written after the latest request (its reply, or later)
+    "unsent",  # older than the window and not accounted for by the record (old records)
+)
+MAP_STATUS_LABELS: dict[str, str] = {
+    "verbatim": "Sent verbatim",
+    "pinned": "Pinned / kept",
+    "compressed": "Sent compressed",
+    "summarized": "Summarized",
+    "dropped": "Dropped",
+    "summary": "Summary message",
+    "excluded": "Never sent (regenerated, stopped, failed)",
+    "new": "After the latest request",
+    "unsent": "Not sent",
+}
+_STATUS_INDEX = {name: i for i, name in enumerate(MAP_STATUSES)}
+_ROLE_CHARS = {"user": "u", "assistant": "a", "system": "s"}
+
+# Per-turn strategy codes of the series; "window" = no new decision, the earlier window still applies.
+STRATEGY_CODES: tuple[str, ...] = ("none", "window", "truncate", "summarize")
+
+DEFAULT_TRIGGER_RATIO = 0.8  # optimizer.PackConfig.trigger_ratio, for records without stats
+
+
+def _f(value: Decimal | float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _model_prices(model: str) -> dict[str, float | None] | None:
+    """Registry prices (USD per token) via the optimizer, which reads litellm's bundled table."""
+    try:
+        import optimizer
+
+        info = optimizer.model_info(model)
+    except (ImportError, AttributeError):
+        return None
+    if info is None:
+        return None
+    return {
+        "input": info.input_cost_per_token,
+        "cached_input": info.cached_input_cost_per_token,
+        "output": info.output_cost_per_token,
+    }
+
+
+def _cost(model: str, *, prompt_tokens: int) -> float | None:
+    try:
+        import optimizer
+
+        return optimizer.cost_usd(model, prompt_tokens=prompt_tokens)
+    except (ImportError, AttributeError):
+        return None
+
+
+def dashboard_conversation_get(*, user, pk: int) -> Conversation:
+    """The user's conversation or Http404: someone else's answers exactly like a missing one."""
+    return get_object_or_404(
+        Conversation.objects.only(
+            "id", "owner_id", "title", "window_start_id", "live_message_count", "live_token_count",
+            "summary_count", "truncation_count", "updated_at",
+        ),
+        pk=pk,
+        owner=user,
+    )
+
+
+# --- Headline cards ------------------------------------------------------------------------------
+
+
+def _unpriced_costs(records: QuerySet) -> tuple[float, float, int]:
+    """Full/sent costs of records stored without cost figures, priced per model from the registry.
+
+    Prices are linear in tokens, so one grouped sum per model is exact.
+    """
+    full = sent = 0.0
+    unknown = 0
+    rows = (
+        records.filter(Q(cost_full_usd__isnull=True) | Q(cost_sent_usd__isnull=True))
+        .values("model")
+        .annotate(n=Count("id"), full=Sum("tokens_full"), sent=Sum("tokens_sent"))
+        .order_by()
+    )
+    for row in rows:
+        cost_full = _cost(row["model"], prompt_tokens=row["full"] or 0)
+        cost_sent = _cost(row["model"], prompt_tokens=row["sent"] or 0)
+        if cost_full is None or cost_sent is None:
+            unknown += row["n"]
+            continue
+        full += cost_full
+        sent += cost_sent
+    return full, sent, unknown
+
+
+def _record_totals(records: QuerySet) -> dict[str, Any]:
+    priced = Q(cost_full_usd__isnull=False, cost_sent_usd__isnull=False)
+    provider = Q(provider_prompt_tokens__isnull=False)
+    agg = records.aggregate(
+        turns=Count("id"),
+        sum_full=Sum("tokens_full"),
+        sum_sent=Sum("tokens_sent"),
+        cost_full=Sum("cost_full_usd", filter=priced),
+        cost_sent=Sum("cost_sent_usd", filter=priced),
+        unpriced=Count("id", filter=~priced),
+        optimized=Count("id", filter=Q(tokens_sent__lt=F("tokens_full"))),
+        n_triggered=Count("id", filter=Q(triggered=True)),
+        truncate=Count("id", filter=Q(strategy="truncate")),
+        summarize=Count("id", filter=Q(strategy="summarize")),
+        n_estimated=Count("id", filter=Q(estimated=True)),
+        provider_n=Count("id", filter=provider),
+        provider_ours=Sum("tokens_sent", filter=provider),
+        provider_theirs=Sum("provider_prompt_tokens", filter=provider),
+        provider_abs_error=Sum(
+            Abs(Cast("tokens_sent", IntegerField()) - Cast("provider_prompt_tokens", IntegerField())),
+            filter=provider,
+        ),
+        first_optimized_id=Min("id", filter=Q(tokens_sent__lt=F("tokens_full")) | Q(triggered=True)),
+        last_id=Max("id"),
+    )
+    agg["tokens_full"] = agg.pop("sum_full")
+    agg["tokens_sent"] = agg.pop("sum_sent")
+    for key in ("tokens_full", "tokens_sent", "provider_ours", "provider_theirs", "provider_abs_error"):
+        agg[key] = agg[key] or 0
+    cost_full = _f(agg.pop("cost_full")) or 0.0
+    cost_sent = _f(agg.pop("cost_sent")) or 0.0
+    unpriced_models = 0
+    if agg["unpriced"]:
+        extra_full, extra_sent, unpriced_models = _unpriced_costs(records)
+        cost_full += extra_full
+        cost_sent += extra_sent
+    agg["cost_full_usd"] = cost_full
+    agg["cost_sent_usd"] = cost_sent
+    agg["unpriced_records"] = unpriced_models
+    agg["tokens_saved"] = agg["tokens_full"] - agg["tokens_sent"]
+    return agg
+
+
+def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
+    """The numbers of the headline cards, from three aggregate queries and two single-row reads."""
+    records = OptimizationRecord.objects.filter(conversation=conversation)
+    totals = _record_totals(records)
+    jobs = SummaryJob.objects.filter(conversation=conversation).aggregate(
+        jobs=Count("id"),
+        done=Count("id", filter=Q(status=SummaryJob.Status.DONE)),
+        failed=Count("id", filter=Q(status=SummaryJob.Status.FAILED)),
+        cost=Sum("cost_usd"),
+    )
+    summaries = Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY).aggregate(
+        made=Count("id"),
+        live=Count("id", filter=Q(discarded=False)),
+        extractive=Count("id", filter=Q(extractive=True)),
+        edited=Count("id", filter=Q(edited=True)),
+    )
+    latest = (
+        records.order_by("-id")
+        .values("id", "model", "budget", "context_window", "tokens_sent", "tokens_full", "strategy",
+                "provider_prompt_tokens", "estimated", "created_at")
+        .first()
+    )
+    first_turn = None
+    if totals["first_optimized_id"] is not None:
+        first_turn = records.filter(id__lte=totals["first_optimized_id"]).count()
+
+    summary_cost = _f(jobs["cost"]) or 0.0
+    gross_saved = totals["cost_full_usd"] - totals["cost_sent_usd"]
+    accuracy = None
+    if totals["provider_n"] and totals["provider_theirs"]:
+        accuracy = {
+            "requests": totals["provider_n"],
+            "ours": totals["provider_ours"],
+            "provider": totals["provider_theirs"],
+            # Mean absolute error relative to the provider's own count, over all reported requests.
+            "error_share": totals["provider_abs_error"] / totals["provider_theirs"],
+            "bias_share": (totals["provider_ours"] - totals["provider_theirs"]) / totals["provider_theirs"],
+        }
+    return {
+        "conversation": {"id": conversation.pk, "title": conversation.title},
+        "turns": totals["turns"],
+        "tokens": {
+            "full": totals["tokens_full"],
+            "sent": totals["tokens_sent"],
+            "saved": totals["tokens_saved"],
+            "saved_share": (totals["tokens_saved"] / totals["tokens_full"]) if totals["tokens_full"] else 0.0,
+        },
+        "money": {
+            "full_usd": totals["cost_full_usd"],
+            "sent_usd": totals["cost_sent_usd"],
+            "gross_saved_usd": gross_saved,
+            "summary_cost_usd": summary_cost,
+            "net_saved_usd": gross_saved - summary_cost,
+            "unpriced_records": totals["unpriced_records"],
+            "prices": _model_prices(latest["model"]) if latest else None,
+        },
+        "strategies": {
+            "optimized_turns": totals["optimized"],
+            "triggered_turns": totals["n_triggered"],
+            "truncate": totals["truncate"],
+            "summarize": totals["summarize"],
+            "first_optimized_turn": first_turn,
+        },
+        "summaries": {
+            "made": summaries["made"],
+            "live": summaries["live"],
+            "extractive": summaries["extractive"],
+            "edited": summaries["edited"],
+            "jobs": jobs["jobs"],
+            "jobs_done": jobs["done"],
+            "jobs_failed": jobs["failed"],
+        },
+        "usage": None if latest is None else {
+            "record_id": latest["id"],
+            "model": latest["model"],
+            "tokens": latest["tokens_sent"],
+            "budget": latest["budget"],
+            "context_window": latest["context_window"],
+            "ratio": (latest["tokens_sent"] / latest["budget"]) if latest["budget"] else None,
+            "full": latest["tokens_full"],
+            "estimated": latest["estimated"],
+            "at": latest["created_at"].isoformat(),
+        },
+        "accuracy": accuracy,
+        "estimated_turns": totals["n_estimated"],
+    }
+
+
+# --- Per-turn series -------------------------------------------------------------------------------
+
+
+def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
+    """Columnar per-turn data for the charts: one array per field, one entry per record in turn order."""
+    rows = (
+        OptimizationRecord.objects.filter(conversation=conversation)
+        .order_by("id")
+        .values_list(
+            "id", "tokens_full", "tokens_sent", "budget", "strategy", "triggered", "provider_prompt_tokens",
+            KT("stats__trigger_tokens"),
+        )
+    )
+    ids: list[int] = []
+    full: list[int] = []
+    sent: list[int] = []
+    budget: list[int] = []
+    trigger: list[int] = []
+    provider: list[int | None] = []
+    strategy: list[int] = []
+    saved_cumulative: list[int] = []
+    running = 0
+    first_optimized: int | None = None
+    code = {name: i for i, name in enumerate(STRATEGY_CODES)}
+    for rid, t_full, t_sent, t_budget, strat, triggered, t_provider, t_trigger in rows:
+        ids.append(rid)
+        full.append(t_full)
+        sent.append(t_sent)
+        budget.append(t_budget)
+        try:
+            trigger.append(int(float(t_trigger)))
+        except (TypeError, ValueError):
+            # Records written without stats: the optimizer's default trigger share of the budget.
+            trigger.append(int(t_budget * DEFAULT_TRIGGER_RATIO))
+        provider.append(t_provider)
+        optimized = t_sent < t_full
+        if first_optimized is None and (optimized or triggered):
+            first_optimized = len(ids) - 1
+        if strat in ("truncate", "summarize"):
+            strategy.append(code[strat])
+        else:
+            strategy.append(code["window"] if optimized else code["none"])
+        running += t_full - t_sent
+        saved_cumulative.append(running)
+    return {
+        "count": len(ids),
+        "strategy_codes": list(STRATEGY_CODES),
+        "first_optimized_index": first_optimized,
+        "ids": ids,
+        "tokens_full": full,
+        "tokens_sent": sent,
+        "budget": budget,
+        "trigger": trigger,
+        "provider_prompt_tokens": provider,
+        "strategy": strategy,
+        "saved_cumulative": saved_cumulative,
+    }
+
+
+# --- Message map -------------------------------------------------------------------------------------
+
+
+def _map_status_expression(*, origin_ids: dict[str, list[int]], horizon: int | None,
+                           covered: tuple[int, int] | None, dropped: list[tuple[int, int]]) -> Case:
+    """Each message's status index, computed by the database (first matching rule wins)."""
+    code = _STATUS_INDEX
+    whens = [
+        When(kind=Message.Kind.SUMMARY, discarded=True, then=Value(code["excluded"])),
+        When(kind=Message.Kind.SUMMARY, then=Value(code["summary"])),
+    ]
+    for origin in ("pinned", "compressed", "verbatim"):
+        if origin_ids.get(origin):
+            whens.append(When(id__in=origin_ids[origin], then=Value(code[origin])))
+    whens.append(When(
+        Q(superseded=True) | Q(status__in=[Message.Status.STOPPED, Message.Status.ERROR]),
+        then=Value(code["excluded"]),
+    ))
+    if horizon is None:
+        return Case(*whens, default=Value(code["new"]), output_field=IntegerField())
+    whens.append(When(id__gt=horizon, then=Value(code["new"])))
+    if covered is not None:
+        whens.append(When(id__gte=covered[0], id__lte=covered[1], then=Value(code["summarized"])))
+    if dropped:
+        in_dropped = Q()
+        for lo, hi in dropped:
+            in_dropped |= Q(id__gte=lo, id__lte=hi)
+        whens.append(When(in_dropped, then=Value(code["dropped"])))
+    return Case(*whens, default=Value(code["unsent"]), output_field=IntegerField())
+
+
+def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
+    """Every message's status in the latest request, run-length encoded.
+
+    `id_runs` = [[first_id, length], ...] over consecutive ids; `roles` = one character per message
+    (u/a/s); `status_runs` = [[status_index, length], ...]. Together they address every message in
+    chronological order at a few bytes per run instead of a row per message. The database classifies
+    the messages; Python only reads (id, role, status) tuples and counts runs.
+    """
+    latest = (
+        OptimizationRecord.objects.filter(conversation=conversation)
+        .order_by("-id")
+        .only("id", "sent", "dropped_ranges", "summary_id", "window_start_id")
+        .first()
+    )
+    origin_ids: dict[str, list[int]] = {"verbatim": [], "pinned": [], "compressed": []}
+    horizon = None
+    dropped: list[tuple[int, int]] = []
+    covered: tuple[int, int] | None = None
+    if latest is not None:
+        for entry in latest.sent or []:
+            origin = entry.get("origin", "verbatim")
+            if origin == "summary":
+                continue
+            bucket = origin_ids.get(origin, origin_ids["verbatim"])
+            for sid in entry.get("source_ids", []):
+                try:
+                    bucket.append(int(sid))
+                except (TypeError, ValueError):
+                    continue
+        for pair in latest.dropped_ranges or []:
+            try:
+                dropped.append((int(pair[0]), int(pair[1])))
+            except (TypeError, ValueError, IndexError):
+                continue
+        if latest.summary_id is not None:
+            cover = (
+                Message.objects.filter(pk=latest.summary_id)
+                .values_list("covers_from_id", "covers_through_id")
+                .first()
+            )
+            if cover and cover[0] is not None and cover[1] is not None:
+                covered = (cover[0], cover[1])
+        # The latest request saw everything up to its newest message; its reply and later come after.
+        sent_ids = [i for ids in origin_ids.values() for i in ids]
+        horizon = max([*sent_ids, *(hi for _, hi in dropped), latest.window_start_id or 0, *(covered or ())])
+
+    status = _map_status_expression(origin_ids=origin_ids, horizon=horizon, covered=covered, dropped=dropped)
+    rows = list(
+        Message.objects.filter(conversation=conversation)
+        .order_by("id")
+        .annotate(map_status=status)
+        .values_list("id", "role", "map_status")
+    )
+    id_runs: list[list[int]] = []
+    prev_id = None
+    for mid, _, _ in rows:
+        if prev_id is not None and mid == prev_id + 1:
+            id_runs[-1][1] += 1
+        else:
+            id_runs.append([mid, 1])
+        prev_id = mid
+    status_runs = [[code, sum(1 for _ in group)] for code, group in groupby(row[2] for row in rows)]
+    counts = [0] * len(MAP_STATUSES)
+    for code, length in status_runs:
+        counts[code] += length
+    return {
+        "count": len(rows),
+        "record_id": latest.pk if latest else None,
+        "summary_id": latest.summary_id if latest else None,
+        "statuses": list(MAP_STATUSES),
+        "status_labels": [MAP_STATUS_LABELS[s] for s in MAP_STATUSES],
+        "status_counts": dict(zip(MAP_STATUSES, counts, strict=True)),
+        "id_runs": id_runs,
+        "roles": "".join(_ROLE_CHARS.get(row[1], "s") for row in rows),
+        "status_runs": status_runs,
+    }
+
+
+# --- Records, summaries, "what the model saw" ------------------------------------------------------
+
+
+RECORD_LIST_FIELDS = (
+    "id", "created_at", "reply_id", "preference", "model", "context_window", "budget", "triggered",
+    "window_start_id", "strategy", "reason", "tokens_full", "tokens_sent", "provider_prompt_tokens",
+    "estimated", "summary_id", "messages_before", "messages_after", "pack_ms", "cost_sent_usd",
+    "cost_full_usd",
+)
+
+
+def dashboard_record_list(*, conversation: Conversation) -> QuerySet:
+    """A conversation's records in turn order, without the heavy JSON columns (paginate it)."""
+    return OptimizationRecord.objects.filter(conversation=conversation).order_by("id").values(*RECORD_LIST_FIELDS)
+
+
+def dashboard_summary_list(*, conversation: Conversation) -> QuerySet:
+    """Summary messages, newest first (paginate it, then decorate the page with dashboard_summary_details)."""
+    return (
+        Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY)
+        .order_by("-id")
+        .values(
+            "id", "content", "token_count", "char_count", "covers_from_id", "covers_through_id",
+            "covered_message_count", "source_chars", "extractive", "discarded", "edited", "model", "cost_usd",
+            "created_at",
+        )
+    )
+
+
+def dashboard_summary_details(*, conversation: Conversation, summaries: list[dict]) -> list[dict]:
+    """Attach each summary's job (duration, cost, model) and how many requests used it: two queries per page."""
+    ids = [s["id"] for s in summaries]
+    jobs = {
+        j["summary_id"]: j
+        for j in SummaryJob.objects.filter(conversation=conversation, summary_id__in=ids).values(
+            "id", "summary_id", "model", "cost_usd", "prompt_tokens", "completion_tokens", "trigger",
+            "started_at", "finished_at",
+        )
+    }
+    used = dict(
+        OptimizationRecord.objects.filter(conversation=conversation, summary_id__in=ids)
+        .values("summary_id")
+        .annotate(n=Count("id"))
+        .values_list("summary_id", "n")
+    )
+    out = []
+    for s in summaries:
+        job = jobs.get(s["id"])
+        duration = None
+        if job and job["started_at"] and job["finished_at"]:
+            duration = (job["finished_at"] - job["started_at"]).total_seconds()
+        cost = job["cost_usd"] if job and job["cost_usd"] is not None else s["cost_usd"]
+        model = (job["model"] if job else "") or s["model"]
+        out.append({
+            **s,
+            "cost_usd": _f(cost),
+            "method": "extractive" if s["extractive"] else (model or "model"),
+            "model": model,
+            "job_id": job["id"] if job else None,
+            "trigger": job["trigger"] if job else None,
+            "duration_s": duration,
+            "prompt_tokens": job["prompt_tokens"] if job else None,
+            "completion_tokens": job["completion_tokens"] if job else None,
+            "used_by_requests": used.get(s["id"], 0),
+        })
+    return out
+
+
+def dashboard_turn_number(*, conversation: Conversation, record_id: int) -> int:
+    return OptimizationRecord.objects.filter(conversation=conversation, id__lte=record_id).count()
+
+
+def dashboard_record_context(*, conversation: Conversation, record_id: int) -> dict[str, Any]:
+    """What the model saw on one turn: the sent messages in order with their tokens and origin.
+
+    Rebuilt from the record's `sent` list and the stored messages (the summary is a message too).
+    A compressed entry is shown with its original text and both token counts: the record keeps what
+    was sent for it, not the head + tail text.
+    """
+    record = get_object_or_404(OptimizationRecord, conversation=conversation, pk=record_id)
+    sent = record.sent or []
+    wanted: set[int] = set()
+    for entry in sent:
+        for sid in entry.get("source_ids", []):
+            try:
+                wanted.add(int(sid))
+            except (TypeError, ValueError):
+                continue
+    if record.summary_id:
+        wanted.add(record.summary_id)
+    messages = {
+        m["id"]: m
+        for m in Message.objects.filter(conversation=conversation, pk__in=wanted).values(
+            "id", "role", "kind", "content", "token_count", "pinned", "created_at", "covers_from_id",
+            "covers_through_id", "covered_message_count",
+        )
+    }
+    entries = []
+    for position, entry in enumerate(sent, start=1):
+        source_ids = []
+        for sid in entry.get("source_ids", []):
+            try:
+                source_ids.append(int(sid))
+            except (TypeError, ValueError):
+                continue
+        found = [messages[i] for i in source_ids if i in messages]
+        origin = entry.get("origin", "verbatim")
+        original_tokens = sum(m["token_count"] for m in found)
+        first = found[0] if found else None
+        entries.append({
+            "position": position,
+            "origin": origin,
+            "tokens": entry.get("tokens"),
+            "source_ids": source_ids,
+            "role": first["role"] if first else entry.get("role", "system"),
+            "content": "\n\n".join(m["content"] for m in found),
+            "original_tokens": original_tokens,
+            "compressed": origin == "compressed",
+            "missing": len(found) < len(source_ids),
+            "covers": (
+                [first["covers_from_id"], first["covers_through_id"], first["covered_message_count"]]
+                if first and first["kind"] == Message.Kind.SUMMARY else None
+            ),
+        })
+    summary = messages.get(record.summary_id) if record.summary_id else None
+    entry_tokens = sum(e["tokens"] or 0 for e in entries)
+    return {
+        "record": {
+            "id": record.pk,
+            "turn": dashboard_turn_number(conversation=conversation, record_id=record.pk),
+            "created_at": record.created_at.isoformat(),
+            "reply_id": record.reply_id,
+            "preference": record.preference,
+            "model": record.model,
+            "context_window": record.context_window,
+            "budget": record.budget,
+            "triggered": record.triggered,
+            "window_start_id": record.window_start_id,
+            "strategy": record.strategy,
+            "reason": record.reason,
+            "scores": record.scores,
+            "tokens_full": record.tokens_full,
+            "tokens_sent": record.tokens_sent,
+            "provider_prompt_tokens": record.provider_prompt_tokens,
+            "estimated": record.estimated,
+            "messages_before": record.messages_before,
+            "messages_after": record.messages_after,
+            "pack_ms": record.pack_ms,
+            "cost_sent_usd": _f(record.cost_sent_usd),
+            "cost_full_usd": _f(record.cost_full_usd),
+        },
+        "entries": entries,
+        # The chat format adds a fixed reply priming to the per-message counts.
+        "entry_tokens": entry_tokens,
+        "dropped_ranges": record.dropped_ranges or [],
+        "summary": None if summary is None else {
+            "id": summary["id"],
+            "covers_from_id": summary["covers_from_id"],
+            "covers_through_id": summary["covers_through_id"],
+            "covered_message_count": summary["covered_message_count"],
+        },
+    }
+
+
+# --- Overview across conversations ---------------------------------------------------------------
+
+
+def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
+    """Totals over the user's conversations and the conversations that saved most (tokens)."""
+    records = OptimizationRecord.objects.filter(conversation__owner=user)
+    totals = _record_totals(records)
+    jobs = SummaryJob.objects.filter(conversation__owner=user).aggregate(n=Count("id"), cost=Sum("cost_usd"))
+    summaries_made = Message.objects.filter(conversation__owner=user, kind=Message.Kind.SUMMARY).count()
+    conversations = Conversation.objects.filter(owner=user).count()
+    summary_cost = _f(jobs["cost"]) or 0.0
+    return {
+        "conversations": conversations,
+        "conversations_with_records": records.values("conversation_id").distinct().count(),
+        "turns": totals["turns"],
+        "tokens": {
+            "full": totals["tokens_full"],
+            "sent": totals["tokens_sent"],
+            "saved": totals["tokens_saved"],
+            "saved_share": (totals["tokens_saved"] / totals["tokens_full"]) if totals["tokens_full"] else 0.0,
+        },
+        "money": {
+            "full_usd": totals["cost_full_usd"],
+            "sent_usd": totals["cost_sent_usd"],
+            "summary_cost_usd": summary_cost,
+            "net_saved_usd": totals["cost_full_usd"] - totals["cost_sent_usd"] - summary_cost,
+            "unpriced_records": totals["unpriced_records"],
+        },
+        "summaries": {"made": summaries_made, "jobs": jobs["n"]},
+        "optimized_turns": totals["optimized"],
+        "top": dashboard_conversation_savings(user=user)[:top],
+    }
+
+
+def dashboard_conversation_savings(*, user) -> list[dict[str, Any]]:
+    """Per-conversation savings, most tokens saved first (three grouped queries, no per-row queries)."""
+    per = {
+        row["conversation_id"]: row
+        for row in OptimizationRecord.objects.filter(conversation__owner=user)
+        .values("conversation_id")
+        .annotate(
+            turns=Count("id"),
+            full=Sum("tokens_full"),
+            sent=Sum("tokens_sent"),
+            cost_full=Sum("cost_full_usd"),
+            cost_sent=Sum("cost_sent_usd"),
+            optimized=Count("id", filter=Q(tokens_sent__lt=F("tokens_full"))),
+        )
+        .order_by()
+    }
+    job_cost = dict(
+        SummaryJob.objects.filter(conversation__owner=user, conversation_id__in=list(per))
+        .values("conversation_id")
+        .annotate(c=Sum("cost_usd"))
+        .values_list("conversation_id", "c")
+        .order_by()
+    )
+    titles = dict(Conversation.objects.filter(owner=user, pk__in=list(per)).values_list("id", "title"))
+    out = []
+    for cid, row in per.items():
+        full, sent = row["full"] or 0, row["sent"] or 0
+        cost_full, cost_sent = _f(row["cost_full"]), _f(row["cost_sent"])
+        summary_cost = _f(job_cost.get(cid)) or 0.0
+        out.append({
+            "id": cid,
+            "title": titles.get(cid, ""),
+            "turns": row["turns"],
+            "optimized_turns": row["optimized"],
+            "tokens_full": full,
+            "tokens_sent": sent,
+            "tokens_saved": full - sent,
+            "saved_share": (full - sent) / full if full else 0.0,
+            "net_saved_usd": (
+                None if cost_full is None or cost_sent is None else cost_full - cost_sent - summary_cost
+            ),
+        })
+    out.sort(key=lambda r: (-r["tokens_saved"], r["id"]))
+    return out
+
+
+# --- Export ---------------------------------------------------------------------------------------
+
+
+EXPORT_FIELDS: tuple[str, ...] = (
+    *RECORD_LIST_FIELDS, "scores", "sent", "dropped_ranges", "stats",
+)
+
+
+@dataclass(frozen=True)
+class ExportRow:
+    turn: int
+    data: dict[str, Any]
+
+
+def dashboard_record_export(*, conversation: Conversation, chunk_size: int = 500) -> Iterator[ExportRow]:
+    """Every record with every field, streamed in turn order (server-side cursor where supported)."""
+    rows = (
+        OptimizationRecord.objects.filter(conversation=conversation)
+        .order_by("id")
+        .values(*EXPORT_FIELDS)
+        .iterator(chunk_size=chunk_size)
+    )
+    for turn, row in enumerate(rows, start=1):
+        for key in ("cost_sent_usd", "cost_full_usd"):
+            row[key] = _f(row[key])
+        row["created_at"] = row["created_at"].isoformat()
+        row["tokens_saved"] = row["tokens_full"] - row["tokens_sent"]
+        yield ExportRow(turn=turn, data=row)
+
+
+def export_json_value(value: Any) -> str:
+    """A JSON column as compact text for a CSV cell."""
+    return json.dumps(value, separators=(",", ":"), default=str)

@@ -1,0 +1,101 @@
+"""Page forms. They validate input shape only; writes go through services.py."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth.forms import UserCreationForm
+
+from chatapp.chat.models import LLMConfig, Preference
+
+PREFERENCE_HELP = {
+    Preference.FAST: "Smallest context: trims early and drops old turns first. Cheapest and quickest replies.",
+    Preference.BALANCED: "Keeps recent turns verbatim and summarizes older ones when the context fills up.",
+    Preference.QUALITY: "Sends as much as fits and summarizes carefully, so the model remembers the most.",
+}
+
+
+class SignupForm(UserCreationForm):
+    class Meta(UserCreationForm.Meta):
+        fields = ("username",)
+
+
+class LLMConfigForm(forms.Form):
+    name = forms.CharField(max_length=100, widget=forms.TextInput(attrs={"placeholder": "e.g. OpenAI GPT-4o mini"}))
+    base_url = forms.URLField(
+        label="Base URL",
+        max_length=500,
+        assume_scheme="https",
+        widget=forms.URLInput(attrs={"placeholder": "https://api.openai.com/v1"}),
+        help_text=(
+            "Any OpenAI-compatible endpoint, e.g. https://api.openai.com/v1 or http://localhost:11434/v1 (Ollama)."
+        ),
+    )
+    model = forms.CharField(max_length=200, widget=forms.TextInput(attrs={"placeholder": "gpt-4o-mini"}))
+    api_key = forms.CharField(
+        label="API key",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+    )
+    clear_api_key = forms.BooleanField(label="Remove the stored key", required=False)
+    context_window = forms.IntegerField(
+        label="Context window (tokens)",
+        required=False,
+        min_value=1,
+        help_text="Leave empty to use the model's known window.",
+    )
+    max_output_tokens = forms.IntegerField(label="Max output tokens", min_value=1, initial=2000)
+    temperature = forms.FloatField(
+        min_value=0, max_value=2, initial=0.7, widget=forms.NumberInput(attrs={"step": "0.1"})
+    )
+    is_default = forms.BooleanField(label="Use for new chats (default)", required=False)
+
+    def __init__(self, *args, instance: LLMConfig | None = None, **kwargs) -> None:
+        self.instance = instance
+        if instance is not None and "initial" not in kwargs:
+            kwargs["initial"] = {
+                "name": instance.name,
+                "base_url": instance.base_url,
+                "model": instance.model,
+                # Empty means "the model's known window", so only a user override is prefilled.
+                "context_window": (
+                    instance.context_window
+                    if instance.context_window_source == LLMConfig.WindowSource.USER
+                    else None
+                ),
+                "max_output_tokens": instance.max_output_tokens,
+                "temperature": instance.temperature,
+                "is_default": instance.is_default,
+            }
+        super().__init__(*args, **kwargs)
+        self.prefix = f"cfg{instance.pk}" if instance is not None else "new"
+        if instance is None:
+            del self.fields["clear_api_key"]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        window = data.get("context_window")
+        max_out = data.get("max_output_tokens")
+        if window is not None and max_out is not None and window <= max_out:
+            self.add_error(
+                "context_window",
+                f"The context window must be larger than the max output tokens ({max_out:,}).",
+            )
+        return data
+
+
+class PreferencesForm(forms.Form):
+    preference = forms.ChoiceField(choices=Preference.choices, widget=forms.RadioSelect)
+    auto_optimize = forms.BooleanField(label="Automatic optimization", required=False)
+    confirm_compaction = forms.BooleanField(label="Ask before compacting", required=False)
+    summary_config = forms.ModelChoiceField(
+        queryset=LLMConfig.objects.none(),
+        required=False,
+        empty_label="Same model as the chat",
+        label="Model for summaries",
+    )
+
+    def __init__(self, *args, configs=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if configs is not None:
+            self.fields["summary_config"].queryset = configs

@@ -1,0 +1,643 @@
+"""The only place that talks to models: any OpenAI-compatible endpoint, or the built-in offline model.
+
+Every failure leaves this module as an `LLMError` whose `user_message` is plain words for the chat
+and whose text can never contain the API key: provider messages are scrubbed, and errors are raised
+outside the handler of the SDK exception so no traceback chains back to a raw provider message.
+
+The chat path uses `max_retries=0`: a failed reply is shown with a Retry button and the user decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import httpx
+import openai
+from django.conf import settings
+
+import optimizer
+
+from .crypto import SecretDecryptError, secret_decrypt
+
+if TYPE_CHECKING:
+    from .models import LLMConfig
+
+logger = logging.getLogger(__name__)
+
+OFFLINE_MODEL = "offline-demo"
+OFFLINE_LABEL = "Offline demo model"
+OFFLINE_CONTEXT_WINDOW = 16384
+OFFLINE_MAX_OUTPUT = 1024
+SUMMARY_PREFIX = "[Conversation summary"
+# A placeholder keeps the SDK from falling back to the server's OPENAI_API_KEY environment variable
+# (which must never be sent to a user-supplied URL); keyless local servers ignore it.
+NO_KEY = "no-key"
+_CLIENT_CACHE_SIZE = 32
+_CONNECTION_TEST_TIMEOUT = 20.0
+
+
+# --- public types ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LLMTarget:
+    base_url: str
+    model: str
+    api_key: str = field(repr=False)
+    temperature: float
+    max_output_tokens: int
+    context_window: int
+    offline: bool
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+
+
+LLMEvent = Delta | Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    model: str
+    finish_reason: str | None = None
+
+
+ERROR_KINDS = frozenset(
+    {"auth", "not_found", "rate_limit", "server", "timeout", "connection", "bad_request", "stream_cut"}
+)
+_RETRYABLE = {"rate_limit", "server", "timeout", "connection", "stream_cut"}
+
+
+class LLMError(Exception):
+    """A model call failed. `str(error)` is the plain-words `user_message`; `detail` is the scrubbed
+    provider text for logs."""
+
+    def __init__(
+        self,
+        kind: str,
+        user_message: str,
+        *,
+        status: int | None = None,
+        retryable: bool | None = None,
+        detail: str = "",
+    ) -> None:
+        if kind not in ERROR_KINDS:
+            raise ValueError(f"unknown LLMError kind {kind!r}")
+        super().__init__(user_message)
+        self.kind = kind
+        self.user_message = user_message
+        self.status = status
+        self.retryable = kind in _RETRYABLE if retryable is None else retryable
+        self.detail = detail
+
+    def __repr__(self) -> str:
+        return f"LLMError(kind={self.kind!r}, status={self.status!r}, user_message={self.user_message!r})"
+
+
+# --- targets -----------------------------------------------------------------------------------
+
+
+def offline_target() -> LLMTarget:
+    return LLMTarget(
+        base_url="",
+        model=OFFLINE_MODEL,
+        api_key="",
+        temperature=0.0,
+        max_output_tokens=OFFLINE_MAX_OUTPUT,
+        context_window=OFFLINE_CONTEXT_WINDOW,
+        offline=True,
+        label=OFFLINE_LABEL,
+    )
+
+
+def llm_target_for(*, config: LLMConfig | None) -> LLMTarget:
+    """What a request should call: the config's endpoint, or the built-in offline model for None."""
+    if config is None:
+        return offline_target()
+    try:
+        api_key = secret_decrypt(config.api_key_encrypted)
+    except SecretDecryptError:
+        # The key was encrypted with a key no longer configured; the endpoint will answer 401 and the
+        # user is told to re-enter it, which is the only fix anyway.
+        logger.warning("LLM config %s: stored API key cannot be decrypted with the configured keys", config.pk)
+        api_key = ""
+    return LLMTarget(
+        base_url=config.base_url,
+        model=config.model,
+        api_key=api_key,
+        temperature=config.temperature,
+        max_output_tokens=config.max_output_tokens,
+        context_window=config.context_window,
+        offline=False,
+        label=config.name,
+    )
+
+
+# --- clients -------------------------------------------------------------------------------------
+
+_sync_clients: OrderedDict[tuple, openai.OpenAI] = OrderedDict()
+_sync_lock = threading.Lock()
+# httpx async pools belong to the event loop that opened them, so async clients are cached per loop.
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, OrderedDict[tuple, openai.AsyncOpenAI]] = (
+    weakref.WeakKeyDictionary()
+)
+_closing: set[asyncio.Task] = set()
+
+
+def _timeout(seconds: float) -> httpx.Timeout:
+    # The read timeout applies between chunks, so a long streamed reply is fine while a silent
+    # endpoint is not.
+    return httpx.Timeout(seconds, connect=min(seconds, 10.0))
+
+
+def _client_key(target: LLMTarget, timeout: float, max_retries: int) -> tuple:
+    # The key is hashed so client caches never hold it as a dict key that could end up in a dump.
+    key_hash = hashlib.sha256(target.api_key.encode()).hexdigest()
+    return (target.base_url, key_hash, float(timeout), max_retries)
+
+
+def _client_kwargs(target: LLMTarget, timeout: float, max_retries: int) -> dict[str, Any]:
+    return {
+        "base_url": target.base_url,
+        "api_key": target.api_key or NO_KEY,
+        "timeout": _timeout(timeout),
+        "max_retries": max_retries,
+        # Never forward the server operator's OpenAI organization/project to a user's endpoint.
+        "default_headers": {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()},
+    }
+
+
+def _sync_client(target: LLMTarget, *, timeout: float | None = None, max_retries: int = 0) -> openai.OpenAI:
+    timeout = float(settings.LLM_TIMEOUT_SECONDS if timeout is None else timeout)
+    key = _client_key(target, timeout, max_retries)
+    with _sync_lock:
+        client = _sync_clients.get(key)
+        if client is not None:
+            _sync_clients.move_to_end(key)
+            return client
+        client = openai.OpenAI(**_client_kwargs(target, timeout, max_retries))
+        _sync_clients[key] = client
+        while len(_sync_clients) > _CLIENT_CACHE_SIZE:
+            _, old = _sync_clients.popitem(last=False)
+            old.close()
+        return client
+
+
+def _async_client(target: LLMTarget) -> openai.AsyncOpenAI:
+    timeout = float(settings.LLM_TIMEOUT_SECONDS)
+    key = _client_key(target, timeout, 0)
+    loop = asyncio.get_running_loop()
+    # Clients of a closed loop can never be used again (and may keep it alive through their pools).
+    for old_loop in [other for other in list(_async_clients) if other.is_closed()]:
+        _async_clients.pop(old_loop, None)
+    clients = _async_clients.setdefault(loop, OrderedDict())
+    client = clients.get(key)
+    if client is not None:
+        clients.move_to_end(key)
+        return client
+    client = openai.AsyncOpenAI(**_client_kwargs(target, timeout, 0))
+    clients[key] = client
+    while len(clients) > _CLIENT_CACHE_SIZE:
+        _, old = clients.popitem(last=False)
+        task = loop.create_task(old.close())
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
+    return client
+
+
+# --- endpoint quirks -------------------------------------------------------------------------------
+# Some endpoints reject parameters others require: OpenAI reasoning models want max_completion_tokens
+# and no temperature; some proxies reject stream_options. A 400 naming the parameter is answered by
+# retrying once without it, and the finding is remembered per (base_url, model).
+
+_quirks: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
+_quirks_lock = threading.Lock()
+
+
+def _known_quirks(target: LLMTarget) -> frozenset[str]:
+    with _quirks_lock:
+        return _quirks.get((target.base_url, target.model), frozenset())
+
+
+def _learn_quirk(target: LLMTarget, quirk: str) -> None:
+    with _quirks_lock:
+        key = (target.base_url, target.model)
+        _quirks[key] = _quirks.get(key, frozenset()) | {quirk}
+        _quirks.move_to_end(key)
+        while len(_quirks) > 256:
+            _quirks.popitem(last=False)
+
+
+def _quirk_for(exc: Exception, quirks: frozenset[str]) -> str | None:
+    if not isinstance(exc, openai.BadRequestError):
+        return None
+    text = _provider_message(exc).lower()
+    if "max_completion_tokens" in text and "max_completion_tokens" not in quirks:
+        return "max_completion_tokens"
+    if "stream_options" in text and "no_stream_options" not in quirks:
+        return "no_stream_options"
+    unsupported = re.search(r"unsupported|not support|only the default", text)
+    if "temperature" in text and "no_temperature" not in quirks and unsupported:
+        return "no_temperature"
+    return None
+
+
+def _request_params(
+    target: LLMTarget, messages: list[dict], *, stream: bool, max_tokens: int | None, quirks: frozenset[str]
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"model": target.model, "messages": messages}
+    if "no_temperature" not in quirks:
+        params["temperature"] = target.temperature
+    limit = max_tokens if max_tokens is not None else target.max_output_tokens
+    params["max_completion_tokens" if "max_completion_tokens" in quirks else "max_tokens"] = limit
+    if stream:
+        params["stream"] = True
+        if "no_stream_options" not in quirks:
+            params["stream_options"] = {"include_usage": True}
+    return params
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+_KEY_LIKE = re.compile(r"\b(sk|pk|rk|key|gsk|xai)-[A-Za-z0-9_\-]{6,}")
+
+
+def _scrub(text: str, api_key: str) -> str:
+    if api_key and len(api_key) >= 4:
+        text = text.replace(api_key, "[redacted]")
+    text = _KEY_LIKE.sub(lambda m: f"{m.group(1)}-[redacted]", text)
+    return re.sub(r"(?i)(bearer\s+)\S+", r"\1[redacted]", text)
+
+
+def _provider_message(exc: Exception) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else None
+        if isinstance(message, str) and message:
+            return message
+    return getattr(exc, "message", None) or str(exc)
+
+
+def _endpoint_name(target: LLMTarget) -> str:
+    parts = urlsplit(target.base_url)
+    host = parts.hostname or target.base_url
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def _retry_after(exc: openai.APIStatusError) -> str | None:
+    value = exc.response.headers.get("retry-after") if exc.response is not None else None
+    if value and value.strip().isdigit():
+        return value.strip()
+    return None
+
+
+def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool) -> LLMError:
+    """Map an SDK/transport exception to an LLMError with plain words and no secret in it."""
+    if isinstance(exc, LLMError):
+        return exc
+    seconds = settings.LLM_TIMEOUT_SECONDS
+    timeout = f"{seconds} second" if seconds == 1 else f"{seconds} seconds"
+    endpoint = _endpoint_name(target)
+    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        if started:
+            message = (f"The model stopped sending mid-reply and nothing came for {timeout}. "
+                       "Retry to get a full reply.")
+        else:
+            message = (f"The model endpoint did not answer within {timeout}. "
+                       "Retry, or check that the endpoint is not overloaded.")
+        return LLMError("timeout", message)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        detail = _scrub(_provider_message(exc), target.api_key)[:300]
+        code = str(getattr(exc, "code", None) or "")
+        if status == 401:
+            return LLMError("auth", "The model endpoint rejected the API key (401). Check the key in Settings.",
+                            status=status, detail=detail)
+        if status == 403:
+            return LLMError("auth", f"The model endpoint refused access to “{target.model}” (403). "
+                            "Check that the API key may use this model.", status=status, detail=detail)
+        if status == 404:
+            return LLMError("not_found", f"The model endpoint does not know the model “{target.model}” (404). "
+                            "Check the model name and the base URL in Settings.", status=status, detail=detail)
+        if status == 429:
+            if "insufficient_quota" in code or "quota" in detail.lower():
+                return LLMError("rate_limit", "The account behind this API key has run out of credit or quota (429). "
+                                "Check billing with your provider.", status=status, retryable=False, detail=detail)
+            wait = _retry_after(exc)
+            when = f"Wait {wait} seconds and retry." if wait else "Wait a moment and retry."
+            return LLMError("rate_limit", f"The model endpoint is rate-limiting requests (429). {when}",
+                            status=status, detail=detail)
+        if status == 408:
+            return LLMError("timeout", "The model endpoint gave up on the request (408). Retry.", status=status,
+                            detail=detail)
+        if status >= 500:
+            return LLMError("server", f"The model endpoint had an internal error ({status}). Retry in a moment.",
+                            status=status, detail=detail)
+        return LLMError("bad_request", f"The model endpoint rejected the request ({status}): {detail}",
+                        status=status, detail=detail)
+    if isinstance(exc, openai.APIResponseValidationError):
+        content_type = exc.response.headers.get("content-type", "") if exc.response is not None else ""
+        return _not_chat_completions_error(target, content_type)
+    if isinstance(exc, openai.APIConnectionError):
+        return LLMError("connection", f"Could not connect to the model endpoint at {endpoint}. Check the base URL "
+                        "in Settings and that the server is running.")
+    if isinstance(exc, openai.APIError):  # an error event inside an otherwise good stream
+        detail = _scrub(_provider_message(exc), target.api_key)[:300]
+        return LLMError("server", f"The model endpoint reported an error mid-reply: {detail} Retry in a moment.",
+                        detail=detail)
+    if isinstance(exc, httpx.TransportError):
+        if started:
+            return _stream_cut_error()
+        return LLMError("connection", f"The connection to the model endpoint at {endpoint} failed. Retry in a moment.")
+    return LLMError("server", "The model call failed unexpectedly. Retry in a moment.")
+
+
+def _not_chat_completions_error(target: LLMTarget, content_type: str) -> LLMError:
+    shown = content_type.split(";")[0].strip() or "unknown"
+    return LLMError(
+        "bad_request",
+        f"The endpoint at {_endpoint_name(target)} answered, but not with a chat completion (content type {shown}). "
+        "Check the base URL: OpenAI-compatible servers usually end in /v1.",
+        retryable=False,
+    )
+
+
+def _stream_cut_error() -> LLMError:
+    return LLMError("stream_cut", "The reply was cut off before it finished: the connection to the model endpoint "
+                    "closed mid-stream. Retry to get a full reply.")
+
+
+_CALL_ERRORS = (openai.OpenAIError, httpx.HTTPError)
+
+
+# --- streaming -------------------------------------------------------------------------------------
+
+
+async def llm_stream(
+    *, target: LLMTarget, messages: list[dict], context_note: str | None = None
+) -> AsyncIterator[LLMEvent]:
+    """Stream a reply as Delta events, then one Usage event when the endpoint reports usage.
+
+    `context_note` is read only by the offline model (a sentence from the caller on what the
+    optimizer did, e.g. that older messages were left out); real endpoints never see it.
+    Raises LLMError; a stream that ends without a finish_reason raises kind "stream_cut".
+    """
+    if target.offline:
+        async for event in _offline_stream(target=target, messages=messages, context_note=context_note):
+            yield event
+        return
+
+    client = _async_client(target)
+    stream = None
+    error: LLMError | None = None
+    quirks = _known_quirks(target)
+    for _attempt in range(4):
+        try:
+            stream = await client.chat.completions.create(
+                **_request_params(target, messages, stream=True, max_tokens=None, quirks=quirks)
+            )
+            break
+        except _CALL_ERRORS as exc:
+            quirk = _quirk_for(exc, quirks)
+            if quirk is None:
+                error = _llm_error(exc, target, started=False)
+                break
+            quirks = quirks | {quirk}
+            _learn_quirk(target, quirk)
+    if error is not None:
+        raise error
+    assert stream is not None
+
+    finished = False
+    started = False
+    chunks = 0
+    usage: Usage | None = None
+    try:
+        try:
+            async for chunk in stream:
+                chunks += 1
+                if chunk.usage is not None:
+                    usage = _usage_from(chunk.usage)
+                for choice in chunk.choices:
+                    text = choice.delta.content if choice.delta is not None else None
+                    if text:
+                        started = True
+                        yield Delta(text)
+                    if choice.finish_reason:
+                        finished = True
+        except _CALL_ERRORS as exc:
+            error = _llm_error(exc, target, started=started)
+    finally:
+        # Also runs when the consumer stops early (Stop button, client gone): frees the connection.
+        await stream.close()
+    if error is not None:
+        raise error
+    if not finished:
+        content_type = stream.response.headers.get("content-type", "")
+        if chunks == 0 and "event-stream" not in content_type:
+            raise _not_chat_completions_error(target, content_type)
+        raise _stream_cut_error()
+    if usage is not None:
+        yield usage
+
+
+def _usage_from(usage: Any) -> Usage:
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    return Usage(
+        prompt_tokens=int(usage.prompt_tokens or 0),
+        completion_tokens=int(usage.completion_tokens or 0),
+        cached_tokens=int(cached or 0),
+    )
+
+
+# --- one-shot completion (workers) --------------------------------------------------------------
+
+
+def llm_complete(
+    *, target: LLMTarget, messages: list[dict], max_tokens: int | None = None, max_retries: int = 0
+) -> Completion:
+    """A whole reply at once (summary workers). `max_retries` lets a worker use the SDK's backoff."""
+    if target.offline:
+        text = offline_reply(messages=messages, model=target.model)
+        return Completion(
+            text=text,
+            prompt_tokens=optimizer.count_messages(messages, model=target.model),
+            completion_tokens=optimizer.count_text(text, model=target.model),
+            cached_tokens=0,
+            model=target.model,
+            finish_reason="stop",
+        )
+    client = _sync_client(target, max_retries=max_retries)
+    return _complete_with(client.chat.completions.create, target, messages, max_tokens=max_tokens)
+
+
+def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list[dict], *, max_tokens: int | None
+                   ) -> Completion:
+    error: LLMError | None = None
+    response = None
+    quirks = _known_quirks(target)
+    for _attempt in range(4):
+        try:
+            response = create(**_request_params(target, messages, stream=False, max_tokens=max_tokens, quirks=quirks))
+            break
+        except _CALL_ERRORS as exc:
+            quirk = _quirk_for(exc, quirks)
+            if quirk is None:
+                error = _llm_error(exc, target, started=False)
+                break
+            quirks = quirks | {quirk}
+            _learn_quirk(target, quirk)
+    if error is not None:
+        raise error
+    if not hasattr(response, "choices"):  # the SDK hands back raw text when the body is not JSON
+        raise _not_chat_completions_error(target, "text/html or other non-JSON")
+    choice = response.choices[0] if response.choices else None
+    usage = _usage_from(response.usage) if response.usage is not None else Usage(0, 0, 0)
+    return Completion(
+        text=(choice.message.content or "") if choice is not None else "",
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cached_tokens=usage.cached_tokens,
+        model=response.model or target.model,
+        finish_reason=choice.finish_reason if choice is not None else None,
+    )
+
+
+# --- connection test -------------------------------------------------------------------------------
+
+
+def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
+    """List the endpoint's models (or, where there is no list, make a one-token request); plain words."""
+    if target.offline:
+        return True, "The offline demo model is built in: there is nothing to connect to."
+    endpoint = _endpoint_name(target)
+    timeout = min(float(settings.LLM_TIMEOUT_SECONDS), _CONNECTION_TEST_TIMEOUT)
+    client = _sync_client(target, timeout=timeout)
+    error: LLMError | None = None
+    model_ids: list[str] = []
+    try:
+        model_ids = [m.id for m in client.models.list()]
+    except openai.APIStatusError as exc:
+        if exc.status_code in {404, 405}:
+            return _one_token_test(client, target, prefix=f"Connected to {endpoint} (it has no model list). ")
+        error = _llm_error(exc, target, started=False)
+    except _CALL_ERRORS as exc:
+        error = _llm_error(exc, target, started=False)
+    except (AttributeError, TypeError, ValueError):
+        # The SDK fails this way when the body is not a model list at all (e.g. an HTML page).
+        error = _not_chat_completions_error(target, "not an OpenAI-compatible model list")
+    if error is not None:
+        return False, error.user_message
+    if target.model in model_ids:
+        return True, f"Connected to {endpoint}. It lists {len(model_ids)} models, including “{target.model}”."
+    ok, message = _one_token_test(client, target, prefix="")
+    if ok:
+        return True, (f"Connected to {endpoint}. “{target.model}” is not among the {len(model_ids)} models it lists, "
+                      "but it answered a one-token test request.")
+    shown = ", ".join(model_ids[:8]) + (f" and {len(model_ids) - 8} more" if len(model_ids) > 8 else "")
+    listed = f" It lists: {shown}." if model_ids else " It lists no models."
+    return False, f"Connected to {endpoint}, but the test request failed: {message}{listed}"
+
+
+def _one_token_test(client: openai.OpenAI, target: LLMTarget, *, prefix: str) -> tuple[bool, str]:
+    try:
+        _complete_with(client.chat.completions.create, target, [{"role": "user", "content": "Reply with OK."}],
+                       max_tokens=1)
+    except LLMError as exc:
+        return False, prefix + exc.user_message
+    return True, prefix + f"“{target.model}” answered a one-token test request."
+
+
+# --- the built-in offline model ----------------------------------------------------------------
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def offline_reply(*, messages: Sequence[dict], model: str = OFFLINE_MODEL, context_note: str | None = None) -> str:
+    """The offline model's answer: a description of the context it was sent."""
+    roles: dict[str, int] = {}
+    for m in messages:
+        roles[str(m.get("role"))] = roles.get(str(m.get("role")), 0) + 1
+    tokens = optimizer.count_messages(list(messages), model=model)
+    estimated = " (estimated with a generic tokenizer)" if optimizer.is_estimated(model) else ""
+    summary = next(
+        (_text_of(m.get("content")) for m in messages
+         if m.get("role") == "system" and _text_of(m.get("content")).startswith(SUMMARY_PREFIX)),
+        None,
+    )
+    last_user = next((_text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+    snippet = " ".join(last_user.split()[:24])
+    if len(last_user.split()) > 24:
+        snippet += " …"
+
+    role_text = ", ".join(f"{n} {role}" for role, n in sorted(roles.items()))
+    if summary is not None:
+        summary_line = f"- **Summary:** yes — {summary.splitlines()[0].strip()}"
+    else:
+        summary_line = "- **Summary:** none in this context."
+    trim_line = (
+        f"- **Optimizer:** {context_note.strip()}"
+        if context_note and context_note.strip()
+        else "- **Optimizer:** no note from the app; the context gauge shows whether older messages were left out."
+    )
+    lines = [
+        f"**{OFFLINE_LABEL}** — a built-in stand-in that answers without any network call. It describes the "
+        "context the optimizer sent it, so you can explore the app before adding a model in Settings.",
+        "",
+        f"- **Messages received:** {len(messages)} ({role_text or 'none'})",
+        f"- **Context size:** {tokens:,} tokens{estimated}",
+        summary_line,
+        trim_line,
+        f"- **Your last message:** {len(last_user):,} characters" + (f", starting “{snippet}”" if snippet else ""),
+        "",
+        "Add an OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, …) in Settings to get real answers.",
+    ]
+    return "\n".join(lines)
+
+
+async def _offline_stream(
+    *, target: LLMTarget, messages: list[dict], context_note: str | None
+) -> AsyncIterator[LLMEvent]:
+    text = offline_reply(messages=messages, model=target.model, context_note=context_note)
+    delay = max(0, int(getattr(settings, "OFFLINE_MODEL_DELAY_MS", 12))) / 1000
+    for piece in re.findall(r"\S+\s*|\s+", text):
+        # Even with no delay, yield control so the stream behaves like a network one (Stop works).
+        await asyncio.sleep(delay)
+        yield Delta(piece)
+    yield Usage(
+        prompt_tokens=optimizer.count_messages(messages, model=target.model),
+        completion_tokens=optimizer.count_text(text, model=target.model),
+        cached_tokens=0,
+    )

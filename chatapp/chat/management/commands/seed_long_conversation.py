@@ -1,0 +1,396 @@
+"""Seed a long conversation with realistic optimization records (dashboard development, bench, tests).
+
+The records are simulated the way the request path produces them: the history grows turn by turn,
+nothing is optimized until the sent context crosses the trigger, then the verbatim window jumps
+forward to the target and the evicted messages are dropped (truncate) or folded into a rolling
+summary that a background job writes after the turn (summarize). Oversized messages in the window
+are sent compressed; pinned messages and the first user message always travel.
+
+    python manage.py seed_long_conversation --username demo --messages 10000
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+from django.utils import timezone
+
+from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
+
+# Used only when the optimizer's price lookup is unavailable: gpt-4o-mini list prices.
+_FALLBACK_INPUT_PRICE = 0.15 / 1_000_000
+_FALLBACK_OUTPUT_PRICE = 0.60 / 1_000_000
+
+_WORDS = [
+    "context", "window", "budget", "token", "summary", "message", "history", "model", "request", "reply",
+    "optimizer", "cache", "prefix", "verbatim", "pinned", "compressed", "dropped", "trigger", "target",
+    "rolling", "span", "latency", "provider", "database", "index", "query", "chart", "turn", "savings",
+    "cost", "the", "a", "of", "to", "and", "in", "that", "it", "with", "for", "as", "on",
+]
+
+
+def _price_per_token(model: str) -> tuple[float, float]:
+    try:
+        import optimizer
+
+        info = optimizer.model_info(model)
+    except (ImportError, AttributeError):
+        info = None
+    if info is None or getattr(info, "input_cost_per_token", None) is None:
+        return _FALLBACK_INPUT_PRICE, _FALLBACK_OUTPUT_PRICE
+    return float(info.input_cost_per_token), float(info.output_cost_per_token or 0)
+
+
+def _money(value: float) -> Decimal:
+    return Decimal(f"{value:.6f}")
+
+
+@dataclass
+class _Row:
+    role: str
+    tokens: int
+    kind: str = "chat"
+    pinned: bool = False
+    content: str = ""
+    summary_meta: dict = field(default_factory=dict)
+
+
+def _text(rng: random.Random, *, chars: int, prefix: str) -> str:
+    words: list[str] = [prefix]
+    size = len(prefix)
+    while size < chars:
+        word = rng.choice(_WORDS)
+        words.append(word)
+        size += len(word) + 1
+    return " ".join(words)[:chars]
+
+
+def conversation_seed_long(
+    *,
+    owner,
+    messages: int = 10_000,
+    model: str = "gpt-4o-mini",
+    context_window: int = 16_384,
+    max_output_tokens: int = 1_024,
+    preference: str = "balanced",
+    title: str | None = None,
+    seed: int = 7,
+    provider_share: float = 0.8,
+) -> Conversation:
+    """Create a conversation of `messages` chat messages with one OptimizationRecord per user turn."""
+    rng = random.Random(seed)
+    in_price, out_price = _price_per_token(model)
+    budget = context_window - max_output_tokens
+    trigger = int(budget * 0.8)
+    target = int(budget * 0.5)
+    oversize = int(budget * 0.25)
+    compressed_to = int(budget * 0.08)
+
+    rows: list[_Row] = []
+    chat: list[int] = []  # positions in `rows` of chat messages, chronological ("chat order" k)
+    static: list[int] = []  # chat-order indices of the first user message and pinned messages
+    static_set: set[int] = set()
+    win_k: int | None = None  # chat-order index of the first verbatim-window message; None = all
+    win_tokens = 0  # effective tokens of the non-static window messages
+    summary: dict | None = None  # {"pos", "through_k", "tokens"} of the newest finished summary
+    pending_summary: dict | None = None  # a job requested this turn, written after the reply
+    truncations = summaries = triggers = 0
+    full_tokens = 0
+    record_plans: list[dict] = []
+    turns = max(1, messages // 2)
+
+    def eff(k: int) -> int:
+        tokens = rows[chat[k]].tokens
+        return compressed_to if tokens > oversize else tokens
+
+    def static_tokens() -> int:
+        return sum(rows[chat[k]].tokens for k in static)
+
+    def request_tokens() -> int:
+        with_summary = summary["tokens"] if (summary is not None and win_k is not None) else 0
+        return 3 + static_tokens() + with_summary + win_tokens
+
+    def append(row: _Row, *, keep: bool) -> int:
+        nonlocal win_tokens, full_tokens
+        rows.append(row)
+        chat.append(len(rows) - 1)
+        k = len(chat) - 1
+        full_tokens += row.tokens
+        if keep:
+            static.append(k)
+            static_set.add(k)
+        else:
+            win_tokens += eff(k)
+        return k
+
+    for turn in range(turns):
+        big = turn > 0 and turn % 97 == 41
+        pinned = turn in {2, turns // 3}
+        user_k = append(
+            _Row(role="user", tokens=rng.randint(4000, 5200) if big else rng.randint(25, 260), pinned=pinned),
+            keep=turn == 0 or pinned,
+        )
+
+        strategy = "none"
+        triggered = False
+        reason = (
+            "Under the trigger: everything is sent verbatim." if win_k is None
+            else "Under the trigger: the current window is kept, so the prompt prefix stays cacheable."
+        )
+        scores: dict = {}
+        if request_tokens() > trigger:
+            triggered = True
+            triggers += 1
+            strategy = "summarize" if (preference != "fast" and triggers % 4 == 1) else "truncate"
+            scores = {
+                "truncate": round(rng.uniform(0.3, 0.7), 3),
+                "summarize": round(rng.uniform(0.3, 0.7), 3),
+            }
+            reason = (
+                "Long history with earlier decisions worth keeping: summarize the evicted span."
+                if strategy == "summarize"
+                else "Recent turns carry the thread: drop the oldest span and keep the window verbatim."
+            )
+            # Move the window forward until the request fits the target (never past this message).
+            k = win_k or 0
+            win_k = k
+            while k < user_k and request_tokens() > target:
+                if k not in static_set:
+                    win_tokens -= eff(k)
+                k += 1
+                win_k = k
+            evicted_through = max(j for j in range(win_k) if j not in static_set)
+            if strategy == "summarize":
+                summaries += 1
+                pending_summary = {"through_k": evicted_through}
+            else:
+                truncations += 1
+
+        entries: list[dict] = [
+            {"pos": [chat[k]], "origin": "pinned" if rows[chat[k]].pinned else "verbatim",
+             "tokens": rows[chat[k]].tokens}
+            for k in static
+        ]
+        used_summary = summary if win_k is not None else None
+        if used_summary is not None:
+            entries.append({"pos": [used_summary["pos"]], "origin": "summary", "tokens": used_summary["tokens"]})
+        for k in range(win_k or 0, user_k + 1):
+            if k in static_set:
+                continue
+            origin = "compressed" if rows[chat[k]].tokens > oversize else "verbatim"
+            entries.append({"pos": [chat[k]], "origin": origin, "tokens": eff(k)})
+        tokens_sent = 3 + sum(e["tokens"] for e in entries)
+        dropped_runs: list[list[int]] = []
+        if win_k is not None:
+            covered_k = used_summary["through_k"] if used_summary else -1
+            for k in range(covered_k + 1, win_k):
+                if k in static_set:
+                    continue
+                if dropped_runs and dropped_runs[-1][2] == k - 1:
+                    dropped_runs[-1][1] = chat[k]
+                    dropped_runs[-1][2] = k
+                else:
+                    dropped_runs.append([chat[k], chat[k], k])
+        tokens_full = full_tokens + 3
+
+        reply_k = append(
+            _Row(role="assistant", tokens=rng.randint(3800, 5000) if turn % 89 == 57 else rng.randint(40, 420)),
+            keep=False,
+        )
+        record_plans.append({
+            "reply": chat[reply_k],
+            "strategy": strategy,
+            "triggered": triggered,
+            "reason": reason,
+            "scores": scores,
+            "window_start": chat[win_k] if win_k is not None else None,
+            "summary": used_summary["pos"] if used_summary else None,
+            "entries": entries,
+            "dropped_runs": [r[:2] for r in dropped_runs],
+            "tokens_full": tokens_full,
+            "tokens_sent": tokens_sent,
+            "messages_before": user_k + 1,
+            "messages_after": sum(1 for e in entries if e["origin"] != "summary"),
+        })
+
+        # The background job finishes after the reply: the summary is there from the next turn on.
+        if pending_summary is not None:
+            covered = [chat[k] for k in range(pending_summary["through_k"] + 1) if k not in static_set]
+            source_tokens = sum(rows[p].tokens for p in covered)
+            summary_tokens = min(900, 180 + source_tokens // 400)
+            extractive = summaries % 5 == 0
+            rows.append(_Row(role="system", kind="summary", tokens=summary_tokens, summary_meta={
+                "covered": covered,
+                "extractive": extractive,
+                "source_tokens": source_tokens,
+                "prompt_tokens": source_tokens + (summary["tokens"] if summary else 0) + 120,
+                "completion_tokens": summary_tokens,
+                "duration_s": round(rng.uniform(1.2, 6.5), 2),
+            }))
+            summary = {"pos": len(rows) - 1, "through_k": pending_summary["through_k"], "tokens": summary_tokens}
+            pending_summary = None
+
+    with transaction.atomic():
+        conversation = Conversation.objects.create(
+            owner=owner,
+            title=title or f"Long conversation ({messages:,} messages)",
+            title_is_custom=True,
+        )
+        objs = []
+        for n, row in enumerate(rows):
+            if row.kind == "summary":
+                meta = row.summary_meta
+                chars = row.tokens * 4
+                content = _text(rng, chars=chars, prefix=(
+                    f"[Conversation summary — covers {len(meta['covered']):,} messages, "
+                    f"{meta['source_tokens'] * 4:,} → {chars:,} characters]\n"
+                ))
+                objs.append(Message(
+                    conversation=conversation, role="system", kind="summary", content=content,
+                    token_count=row.tokens, char_count=len(content), model="" if meta["extractive"] else model,
+                    covered_message_count=len(meta["covered"]), source_chars=meta["source_tokens"] * 4,
+                    extractive=meta["extractive"],
+                    cost_usd=None if meta["extractive"] else _money(
+                        meta["prompt_tokens"] * in_price + meta["completion_tokens"] * out_price),
+                ))
+            else:
+                chars = max(4, row.tokens * 4 - 16)
+                content = _text(rng, chars=chars, prefix=f"#{n} {row.role}:")
+                objs.append(Message(
+                    conversation=conversation, role=row.role, content=content, token_count=row.tokens,
+                    char_count=len(content), pinned=row.pinned,
+                    model=model if row.role == "assistant" else "",
+                ))
+        created = Message.objects.bulk_create(objs, batch_size=1000)
+        ids = [m.pk for m in created]
+
+        # Summary coverage, now that ids exist.
+        now = timezone.now()
+        jobs = []
+        summary_updates = []
+        for pos, row in enumerate(rows):
+            if row.kind != "summary":
+                continue
+            meta = row.summary_meta
+            msg = created[pos]
+            msg.covers_from_id = ids[meta["covered"][0]]
+            msg.covers_through_id = ids[meta["covered"][-1]]
+            summary_updates.append(msg)
+            finished = now - timedelta(minutes=len(rows) - pos)
+            jobs.append(SummaryJob(
+                conversation=conversation, status=SummaryJob.Status.DONE, trigger=SummaryJob.Trigger.AUTO,
+                span_from_id=msg.covers_from_id, span_through_id=msg.covers_through_id, attempts=1,
+                summary=msg, model="" if meta["extractive"] else model,
+                prompt_tokens=None if meta["extractive"] else meta["prompt_tokens"],
+                completion_tokens=None if meta["extractive"] else meta["completion_tokens"],
+                cost_usd=msg.cost_usd,
+                started_at=finished - timedelta(seconds=meta["duration_s"]), finished_at=finished,
+            ))
+        Message.objects.bulk_update(summary_updates, ["covers_from_id", "covers_through_id"], batch_size=500)
+        SummaryJob.objects.bulk_create(jobs, batch_size=500)
+
+        records = []
+        for plan in record_plans:
+            sent = [
+                {"source_ids": [str(ids[p]) for p in e["pos"]], "origin": e["origin"], "tokens": e["tokens"]}
+                for e in plan["entries"]
+            ]
+            tokens_sent = plan["tokens_sent"]
+            provider = (
+                tokens_sent + rng.randint(-max(1, tokens_sent // 80), max(1, tokens_sent // 60))
+                if rng.random() < provider_share else None
+            )
+            records.append(OptimizationRecord(
+                conversation=conversation,
+                reply_id=ids[plan["reply"]],
+                preference=preference,
+                model=model,
+                context_window=context_window,
+                budget=budget,
+                triggered=plan["triggered"],
+                window_start_id=ids[plan["window_start"]] if plan["window_start"] is not None else None,
+                strategy=plan["strategy"],
+                reason=plan["reason"],
+                scores=plan["scores"],
+                tokens_full=plan["tokens_full"],
+                tokens_sent=tokens_sent,
+                provider_prompt_tokens=provider,
+                estimated=False,
+                sent=sent,
+                dropped_ranges=[[ids[a], ids[b]] for a, b in plan["dropped_runs"]],
+                summary_id=ids[plan["summary"]] if plan["summary"] is not None else None,
+                messages_before=plan["messages_before"],
+                messages_after=plan["messages_after"],
+                pack_ms=round(rng.uniform(0.2, 2.5), 3),
+                cost_sent_usd=_money(tokens_sent * in_price),
+                cost_full_usd=_money(plan["tokens_full"] * in_price),
+                stats={
+                    "optimization_applied": plan["tokens_sent"] < plan["tokens_full"],
+                    "strategy_chosen": plan["strategy"],
+                    "budget": budget,
+                    "trigger_tokens": trigger,
+                    "target_tokens": target,
+                    "tokens_before": plan["tokens_full"],
+                    "tokens_after": tokens_sent,
+                    "tokens_saved": plan["tokens_full"] - tokens_sent,
+                },
+            ))
+        OptimizationRecord.objects.bulk_create(records, batch_size=250)
+
+        chat_rows = [rows[p] for p in chat]
+        conversation.window_start_id = ids[chat[win_k]] if win_k is not None else None
+        conversation.live_message_count = len(chat_rows)
+        conversation.live_token_count = sum(r.tokens for r in chat_rows)
+        conversation.live_char_count = sum(objs[p].char_count for p in chat)
+        conversation.truncation_count = truncations
+        conversation.summary_count = summaries
+        conversation.save(update_fields=[
+            "window_start_id", "live_message_count", "live_token_count", "live_char_count",
+            "truncation_count", "summary_count",
+        ])
+    return conversation
+
+
+class Command(BaseCommand):
+    help = "Create a long conversation with simulated optimization records (for the dashboard)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--username", default="demo")
+        parser.add_argument("--password", default="", help="set when the user is created (default: unusable)")
+        parser.add_argument("--messages", type=int, default=10_000)
+        parser.add_argument("--model", default="gpt-4o-mini")
+        parser.add_argument("--context-window", type=int, default=16_384)
+        parser.add_argument("--max-output-tokens", type=int, default=1_024)
+        parser.add_argument("--preference", default="balanced", choices=["fast", "balanced", "quality"])
+        parser.add_argument("--seed", type=int, default=7)
+
+    def handle(self, *args, **opts):
+        user_model = get_user_model()
+        user, created = user_model.objects.get_or_create(username=opts["username"])
+        if created:
+            if opts["password"]:
+                user.set_password(opts["password"])
+            else:
+                user.set_unusable_password()
+            user.save()
+        conversation = conversation_seed_long(
+            owner=user,
+            messages=opts["messages"],
+            model=opts["model"],
+            context_window=opts["context_window"],
+            max_output_tokens=opts["max_output_tokens"],
+            preference=opts["preference"],
+            seed=opts["seed"],
+        )
+        self.stdout.write(
+            f"Conversation {conversation.pk} for {user.username}: "
+            f"{conversation.live_message_count:,} messages, "
+            f"{OptimizationRecord.objects.filter(conversation=conversation).count():,} records. "
+            f"Dashboard: /c/{conversation.pk}/dashboard/"
+        )

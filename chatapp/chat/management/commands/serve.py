@@ -1,0 +1,72 @@
+"""`manage.py serve`: migrate, collect static files, then run the ASGI web server and a Celery worker
+together until Ctrl-C. One command for a single-machine install; in production run the two
+processes under your supervisor of choice (the README shows both command lines).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management import BaseCommand, CommandError, call_command
+
+
+class Command(BaseCommand):
+    help = "Migrate, then run the web server (uvicorn, ASGI) and a Celery worker together."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--no-worker", action="store_true", help="run the web server only")
+        parser.add_argument(
+            "--concurrency", type=int, default=settings.CELERY_WORKER_CONCURRENCY, help="worker processes"
+        )
+
+    def handle(self, *args, host: str, port: int, no_worker: bool, concurrency: int, **options) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        python = sys.executable
+        env = os.environ.copy()
+        children: list[subprocess.Popen] = []
+        web = [python, "-m", "uvicorn", "chatapp.asgi:application", "--host", host, "--port", str(port)]
+        children.append(subprocess.Popen(web, env=env))
+        if not no_worker:
+            worker = [
+                python, "-m", "celery", "-A", "chatapp", "worker",
+                "-Q", f"{settings.CELERY_SUMMARY_QUEUE},celery",
+                "--concurrency", str(concurrency),
+                # Embedded beat runs the periodic sweep that enqueues jobs recorded while the broker was down.
+                "--beat", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule"),
+                "--loglevel", "INFO",
+            ]  # fmt: skip
+            children.append(subprocess.Popen(worker, env=env))
+        shown_host = "localhost" if host in {"127.0.0.1", "0.0.0.0"} else host  # noqa: S104
+        broker = "Redis" if settings.REDIS_URL else "embedded filesystem broker"
+        database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+        self.stdout.write(
+            self.style.SUCCESS(f"\n  Chat is running at http://{shown_host}:{port}/\n")
+            + f"  Create the first account at http://{shown_host}:{port}/accounts/signup/\n"
+            + f"  Database: {database}; summaries: {'off' if no_worker else f'Celery worker on {broker}'}\n"
+            + "  Ctrl-C stops everything.\n"
+        )
+        try:
+            while all(child.poll() is None for child in children):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+            for child in children:
+                try:
+                    child.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+        failed = [c for c in children if c.returncode not in (0, -signal.SIGTERM, None)]
+        if failed:
+            raise CommandError(f"a process exited with code {failed[0].returncode}")

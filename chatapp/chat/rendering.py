@@ -1,0 +1,93 @@
+"""Markdown → sanitized HTML for messages, rendered on the server.
+
+Everything shown in the chat comes from users or models, so it is untrusted: markdown-it runs with raw
+HTML disabled, and its output still goes through nh3 with a strict allow-list, so a bug or an unusual
+construct in the markdown layer cannot smuggle a script, an event handler or a `javascript:` URL.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+
+import nh3
+from markdown_it import MarkdownIt
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+CODE_CSS_CLASS = "hl"
+LIGHT_STYLE = "default"
+DARK_STYLE = "github-dark"
+
+_ALLOWED_TAGS = {
+    "a", "b", "blockquote", "br", "code", "del", "div", "em", "h1", "h2", "h3", "h4", "h5", "h6",
+    "hr", "i", "img", "li", "ol", "p", "pre", "s", "span", "strong", "sub", "sup", "table", "tbody",
+    "td", "th", "thead", "tr", "ul",
+}
+_ALLOWED_ATTRIBUTES = {
+    "a": {"href", "title"},
+    "img": {"src", "alt", "title"},
+    "code": {"class"},
+    "pre": {"class", "data-lang"},
+    "span": {"class"},
+    "ol": {"start"},
+    "th": {"style"},
+    "td": {"style"},
+}
+_URL_SCHEMES = {"http", "https", "mailto"}
+# Tables use inline `text-align`; nothing else is allowed in a style attribute.
+_STYLE_PROPERTIES = {"text-align"}
+
+_formatter = HtmlFormatter(nowrap=True, classprefix="")
+
+
+def _highlight(code: str, lang: str, _attrs: str) -> str:
+    lang = (lang or "").strip().split()[0] if lang else ""
+    try:
+        lexer = get_lexer_by_name(lang, stripnl=False, ensurenl=False) if lang else None
+    except ClassNotFound:
+        lexer = None
+    body = highlight(code, lexer, _formatter) if lexer is not None else html.escape(code)
+    label = html.escape(lang, quote=True)
+    return f'<pre class="{CODE_CSS_CLASS}" data-lang="{label}"><code>{body}</code></pre>\n'
+
+
+_md = (
+    MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "highlight": _highlight})
+    .enable("table")
+    .enable("strikethrough")
+)
+
+
+def _sanitize(fragment: str) -> str:
+    return nh3.clean(
+        fragment,
+        tags=_ALLOWED_TAGS,
+        clean_content_tags={"script", "style"},
+        attributes=_ALLOWED_ATTRIBUTES,
+        url_schemes=_URL_SCHEMES,
+        link_rel="noopener noreferrer",
+        set_tag_attribute_values={"a": {"target": "_blank"}},
+        filter_style_properties=_STYLE_PROPERTIES,
+        strip_comments=True,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def markdown_render(text: str) -> str:
+    """Render a message's markdown to HTML that is safe to insert into the page as is."""
+    if not text:
+        return ""
+    return _sanitize(_md.render(text))
+
+
+@functools.cache
+def code_style_css() -> str:
+    """Pygments token colours for code blocks, light by default and dark under prefers-color-scheme."""
+    selector = f".{CODE_CSS_CLASS}"
+    light = "\n".join(HtmlFormatter(style=LIGHT_STYLE, classprefix="").get_token_style_defs(selector))
+    dark = HtmlFormatter(style=DARK_STYLE, classprefix="").get_token_style_defs(selector)
+    dark_block = "\n".join(f"  {line}" for line in dark)
+    return f"{light}\n@media (prefers-color-scheme: dark) {{\n{dark_block}\n}}\n"

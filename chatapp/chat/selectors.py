@@ -1,0 +1,103 @@
+"""Reads. Every lookup of a user's object is scoped to its owner and answers Http404 otherwise, so
+another user's ids look exactly like ids that do not exist."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+
+from .models import Conversation, LLMConfig, Message, OptimizationRecord, UserSettings
+
+MESSAGE_PAGE_MAX = 500
+
+
+# --- conversations ---------------------------------------------------------------------------------
+
+
+def conversation_list(*, owner: AbstractBaseUser, query: str | None = None) -> QuerySet[Conversation]:
+    """The owner's conversations, newest first; `query` matches titles or any chat message's text."""
+    conversations = Conversation.objects.filter(owner=owner)
+    query = (query or "").strip()
+    if query:
+        # EXISTS stops at the first matching message and needs no DISTINCT over a join.
+        content_match = Message.objects.filter(
+            conversation=OuterRef("pk"), kind=Message.Kind.CHAT, content__icontains=query
+        )
+        conversations = conversations.filter(Q(title__icontains=query) | Exists(content_match))
+    return conversations.order_by("-updated_at", "-id")
+
+
+def conversation_get(*, owner: AbstractBaseUser, pk: int) -> Conversation:
+    return get_object_or_404(Conversation, owner=owner, pk=pk)
+
+
+# --- messages ------------------------------------------------------------------------------------------
+
+
+def message_list(*, conversation: Conversation, before_id: int | None = None, limit: int = 100) -> list[Message]:
+    """Up to `limit` newest messages older than `before_id` (all when None), oldest first.
+
+    A keyset page on the (conversation, id) index: the cost does not grow with the history's length.
+    """
+    limit = max(1, min(int(limit), MESSAGE_PAGE_MAX))
+    messages = Message.objects.filter(conversation=conversation)
+    if before_id is not None:
+        messages = messages.filter(id__lt=before_id)
+    page = list(messages.order_by("-id")[:limit])
+    page.reverse()
+    return page
+
+
+def message_get(*, owner: AbstractBaseUser, pk: int) -> Message:
+    return get_object_or_404(Message.objects.select_related("conversation"), pk=pk, conversation__owner=owner)
+
+
+def optimization_record_list(*, conversation: Conversation) -> QuerySet[OptimizationRecord]:
+    """A conversation's optimization records in turn order."""
+    return OptimizationRecord.objects.filter(conversation=conversation).order_by("id")
+
+
+# --- model configs -------------------------------------------------------------------------------------
+
+
+def llm_config_list(*, owner: AbstractBaseUser) -> QuerySet[LLMConfig]:
+    return LLMConfig.objects.filter(owner=owner).order_by("name", "id")
+
+
+def llm_config_get(*, owner: AbstractBaseUser, pk: int) -> LLMConfig:
+    return get_object_or_404(LLMConfig, owner=owner, pk=pk)
+
+
+def llm_config_default(*, owner: AbstractBaseUser) -> LLMConfig | None:
+    return LLMConfig.objects.filter(owner=owner, is_default=True).first()
+
+
+def llm_config_get_or_none(*, owner: AbstractBaseUser, pk: int | None) -> LLMConfig | None:
+    """For ids in request bodies, where someone else's id is a bad value rather than a missing page."""
+    if pk is None:
+        return None
+    try:
+        return llm_config_get(owner=owner, pk=pk)
+    except Http404:
+        return None
+
+
+# --- user settings -------------------------------------------------------------------------------
+
+
+def user_settings_get(*, user: AbstractBaseUser) -> UserSettings:
+    # get_or_create retries the read when a concurrent first request created the row first.
+    settings, _ = UserSettings.objects.get_or_create(user=user)
+    return settings
+
+
+def conversation_first_user_message_id(*, conversation: Conversation) -> int | None:
+    """The first user message is always sent to the model, so the timeline never marks it as left out."""
+    return (
+        Message.objects.filter(conversation=conversation, role=Message.Role.USER, kind=Message.Kind.CHAT)
+        .order_by("id")
+        .values_list("id", flat=True)
+        .first()
+    )

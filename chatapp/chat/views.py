@@ -1,0 +1,379 @@
+"""Pages: accounts, the chat, settings. Thin function views — reads via selectors, writes via services.
+
+The chat page is rendered on the server (messages as sanitized markdown); the browser then talks to
+the JSON/SSE API for sending, streaming, pins, renames and the context gauge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib import messages as flash
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from chatapp.chat import selectors, services
+from chatapp.chat.forms import PREFERENCE_HELP, LLMConfigForm, PreferencesForm, SignupForm
+from chatapp.chat.models import Conversation, LLMConfig, Message
+from chatapp.chat.rendering import code_style_css, markdown_render
+
+TIMELINE_PAGE = 100
+SIDEBAR_LIMIT = 200
+OFFLINE_LABEL = "Offline demo model"
+
+
+@dataclass(frozen=True)
+class MessageView:
+    """What the timeline template needs for one message."""
+
+    message: Message
+    html: str
+    before_window: bool
+    is_last_reply: bool
+    is_first_user: bool
+
+    @property
+    def is_summary(self) -> bool:
+        return self.message.kind == Message.Kind.SUMMARY
+
+
+# --- accounts ------------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+def signup(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        return redirect("chat-home")
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect("chat-home")
+    return render(request, "registration/signup.html", {"form": form})
+
+
+# --- chat ----------------------------------------------------------------------------------------
+
+
+def _configs(user) -> list[LLMConfig]:
+    return list(selectors.llm_config_list(owner=user))
+
+
+def _effective_config(*, conversation: Conversation | None, configs: list[LLMConfig]) -> LLMConfig | None:
+    # A conversation without its own config follows the user's default at request time.
+    if conversation is not None and conversation.llm_config_id:
+        for config in configs:
+            if config.pk == conversation.llm_config_id:
+                return config
+    return next((c for c in configs if c.is_default), None)
+
+
+def _conversation_groups(conversations) -> list[dict]:
+    """Sidebar sections by last activity: Today, Yesterday, Previous 7 days, Older."""
+    today = timezone.localdate()
+    groups: dict[str, list[Conversation]] = {}
+    for c in list(conversations[:SIDEBAR_LIMIT]):
+        age = (today - timezone.localdate(c.updated_at)).days
+        if age <= 0:
+            label = "Today"
+        elif age == 1:
+            label = "Yesterday"
+        elif age < 8:
+            label = "Previous 7 days"
+        elif age < 31:
+            label = "Previous 30 days"
+        else:
+            label = "Older"
+        groups.setdefault(label, []).append(c)
+    return [{"label": label, "items": items} for label, items in groups.items()]
+
+
+def _message_views(*, conversation: Conversation, items: list[Message], newest_page: bool) -> list[MessageView]:
+    window_start = conversation.window_start_id
+    last_reply_id = None
+    if newest_page:
+        for m in reversed(items):
+            if m.role == Message.Role.ASSISTANT and not m.superseded:
+                last_reply_id = m.pk
+                break
+            if m.role == Message.Role.USER:
+                break
+    first_user_id = selectors.conversation_first_user_message_id(conversation=conversation)
+    views = []
+    for m in items:
+        # User text is shown as typed (escaped by the template); model and summary text is markdown.
+        html = "" if m.role == Message.Role.USER else markdown_render(m.content)
+        views.append(
+            MessageView(
+                message=m,
+                html=html,
+                # Pins and the first user message are always sent, whatever the window.
+                before_window=bool(
+                    window_start
+                    and m.pk < window_start
+                    and m.kind == Message.Kind.CHAT
+                    and not m.pinned
+                    and not m.superseded
+                    and m.pk != first_user_id
+                ),
+                is_last_reply=m.pk == last_reply_id,
+                is_first_user=m.pk == first_user_id,
+            )
+        )
+    return views
+
+
+def _chat_context(request: HttpRequest, *, conversation: Conversation | None) -> dict:
+    query = request.GET.get("q", "").strip()
+    configs = _configs(request.user)
+    config = _effective_config(conversation=conversation, configs=configs)
+    ctx = {
+        "conversation": conversation,
+        "conversation_groups": _conversation_groups(
+            selectors.conversation_list(owner=request.user, query=query or None)
+        ),
+        "query": query,
+        "config": config,
+        "offline": config is None,
+        "model_label": OFFLINE_LABEL if config is None else config.name,
+        "max_message_chars": settings.MAX_MESSAGE_CHARS,
+        "message_views": [],
+        "has_earlier": False,
+    }
+    if conversation is not None:
+        items = list(selectors.message_list(conversation=conversation, limit=TIMELINE_PAGE + 1))
+        has_earlier = len(items) > TIMELINE_PAGE
+        items = items[-TIMELINE_PAGE:]
+        ctx["message_views"] = _message_views(conversation=conversation, items=items, newest_page=True)
+        ctx["has_earlier"] = has_earlier
+        ctx["oldest_id"] = items[0].pk if items else None
+    return ctx
+
+
+@login_required
+@require_GET
+def chat_home(request: HttpRequest) -> HttpResponse:
+    conversations = selectors.conversation_list(owner=request.user)
+    newest = conversations.first() if hasattr(conversations, "first") else next(iter(conversations), None)
+    if newest is not None and not request.GET.get("q"):
+        return redirect("chat-detail", pk=newest.pk)
+    return render(request, "chat/chat.html", _chat_context(request, conversation=None))
+
+
+@login_required
+@require_GET
+def chat_new(request: HttpRequest) -> HttpResponse:
+    return render(request, "chat/chat.html", _chat_context(request, conversation=None))
+
+
+@login_required
+@require_GET
+def chat_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    conversation = selectors.conversation_get(owner=request.user, pk=pk)
+    return render(request, "chat/chat.html", _chat_context(request, conversation=conversation))
+
+
+@login_required
+@require_GET
+def chat_messages_before(request: HttpRequest, pk: int) -> HttpResponse:
+    """An HTML fragment of older messages, for "Load earlier messages"."""
+    conversation = selectors.conversation_get(owner=request.user, pk=pk)
+    try:
+        before = int(request.GET["before"])
+    except (KeyError, ValueError):
+        raise Http404("before=<message id> is required") from None
+    items = list(selectors.message_list(conversation=conversation, before_id=before, limit=TIMELINE_PAGE + 1))
+    has_earlier = len(items) > TIMELINE_PAGE
+    items = items[-TIMELINE_PAGE:]
+    response = render(
+        request,
+        "chat/_messages.html",
+        {
+            "conversation": conversation,
+            "message_views": _message_views(conversation=conversation, items=items, newest_page=False),
+        },
+    )
+    response["X-Has-Earlier"] = "1" if has_earlier else "0"
+    response["X-Oldest-Id"] = str(items[0].pk) if items else ""
+    return response
+
+
+@login_required
+@require_GET
+def chat_sidebar(request: HttpRequest) -> HttpResponse:
+    """The conversation list as an HTML fragment (search as you type)."""
+    query = request.GET.get("q", "").strip()
+    current = request.GET.get("current", "")
+    return render(
+        request,
+        "chat/_conversation_list.html",
+        {
+            "conversation_groups": _conversation_groups(
+                selectors.conversation_list(owner=request.user, query=query or None)
+            ),
+            "query": query,
+            "current_id": int(current) if current.isdigit() else None,
+        },
+    )
+
+
+@require_GET
+@cache_control(max_age=86400, public=True)
+def code_css(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(code_style_css(), content_type="text/css; charset=utf-8")
+
+
+# --- settings ------------------------------------------------------------------------------------
+
+
+def _validation_to_form(form, exc: ValidationError) -> None:
+    if hasattr(exc, "error_dict"):
+        for field, errors in exc.error_dict.items():
+            target = field if field in form.fields else None
+            for error in errors:
+                form.add_error(target, error)
+    else:
+        for error in exc.messages:
+            form.add_error(None, error)
+
+
+def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dict:
+    """Everything the settings page shows; `bound` replaces the blank forms with submitted ones."""
+    bound = bound or {}
+    configs = _configs(request.user)
+    user_settings = selectors.user_settings_get(user=request.user)
+    prefs_form = bound.get("prefs") or PreferencesForm(
+        initial={
+            "preference": user_settings.preference,
+            "auto_optimize": user_settings.auto_optimize,
+            "confirm_compaction": user_settings.confirm_compaction,
+            "summary_config": user_settings.summary_config_id,
+        },
+        configs=LLMConfig.objects.filter(pk__in=[c.pk for c in configs]),
+    )
+    config_forms = [
+        (config, bound.get(config.pk) or LLMConfigForm(instance=config)) for config in configs
+    ]
+    new_form = bound.get("new") or LLMConfigForm(initial={"max_output_tokens": 2000, "temperature": 0.7})
+    preference_cards = [
+        {"value": value, "label": label, "help": PREFERENCE_HELP[value]}
+        for value, label in prefs_form.fields["preference"].choices
+    ]
+    return {
+        "configs": configs,
+        "config_forms": config_forms,
+        "new_form": new_form,
+        "new_open": "new" in bound,
+        "open_config_id": next((k for k in bound if isinstance(k, int)), None),
+        "prefs_form": prefs_form,
+        "preference_cards": preference_cards,
+        "current_preference": prefs_form["preference"].value(),
+        "user_settings": user_settings,
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def settings_page(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        configs = LLMConfig.objects.filter(pk__in=[c.pk for c in _configs(request.user)])
+        form = PreferencesForm(request.POST, configs=configs)
+        if form.is_valid():
+            try:
+                services.user_settings_update(
+                    user=request.user,
+                    preference=form.cleaned_data["preference"],
+                    auto_optimize=form.cleaned_data["auto_optimize"],
+                    confirm_compaction=form.cleaned_data["confirm_compaction"],
+                    summary_config=form.cleaned_data["summary_config"],
+                )
+            except ValidationError as exc:
+                _validation_to_form(form, exc)
+            else:
+                flash.success(request, "Preferences saved. They apply to your next message.")
+                return redirect("settings")
+        return render(request, "chat/settings.html", _settings_context(request, bound={"prefs": form}), status=400)
+    return render(request, "chat/settings.html", _settings_context(request))
+
+
+def _config_fields(form: LLMConfigForm) -> dict:
+    data = form.cleaned_data
+    return {
+        "name": data["name"],
+        "base_url": data["base_url"],
+        "model": data["model"],
+        "context_window": data.get("context_window"),
+        "max_output_tokens": data["max_output_tokens"],
+        "temperature": data["temperature"],
+    }
+
+
+@login_required
+@require_POST
+def config_create(request: HttpRequest) -> HttpResponse:
+    form = LLMConfigForm(request.POST)
+    if form.is_valid():
+        try:
+            config = services.llm_config_create(
+                owner=request.user,
+                api_key=form.cleaned_data["api_key"],
+                is_default=form.cleaned_data["is_default"],
+                **_config_fields(form),
+            )
+        except ValidationError as exc:
+            _validation_to_form(form, exc)
+        else:
+            flash.success(request, f"Added “{config.name}”.")
+            return redirect(reverse("settings") + f"#config-{config.pk}")
+    return render(request, "chat/settings.html", _settings_context(request, bound={"new": form}), status=400)
+
+
+@login_required
+@require_POST
+def config_update(request: HttpRequest, pk: int) -> HttpResponse:
+    config = selectors.llm_config_get(owner=request.user, pk=pk)
+    form = LLMConfigForm(request.POST, instance=config)
+    if form.is_valid():
+        try:
+            # An empty key field keeps the stored key (never sent back to the page); an empty window
+            # returns to the model's known window.
+            config = services.llm_config_update(
+                config=config,
+                api_key=form.cleaned_data["api_key"],
+                clear_api_key=form.cleaned_data.get("clear_api_key", False),
+                is_default=form.cleaned_data["is_default"],
+                **_config_fields(form),
+            )
+        except ValidationError as exc:
+            _validation_to_form(form, exc)
+        else:
+            flash.success(request, f"Saved “{config.name}”.")
+            return redirect(reverse("settings") + f"#config-{config.pk}")
+    return render(request, "chat/settings.html", _settings_context(request, bound={config.pk: form}), status=400)
+
+
+@login_required
+@require_POST
+def config_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    config = selectors.llm_config_get(owner=request.user, pk=pk)
+    name = config.name
+    services.llm_config_delete(config=config)
+    flash.success(request, f"Deleted “{name}”.")
+    return redirect("settings")
+
+
+@login_required
+@require_POST
+def config_make_default(request: HttpRequest, pk: int) -> HttpResponse:
+    config = selectors.llm_config_get(owner=request.user, pk=pk)
+    services.llm_config_make_default(config=config)
+    flash.success(request, f"“{config.name}” is now used for new chats.")
+    return redirect("settings")

@@ -1,0 +1,60 @@
+"""Budget, trigger and target arithmetic.
+
+Budget = context window - tokens reserved for the reply - a safety margin. Optimization triggers at
+``trigger_ratio`` of the budget and then cuts down to ``target_ratio`` of it (defaults 0.8 / 0.5),
+well below the trigger, so that the next several requests append to an unchanged prefix instead of
+shifting the window on every turn: providers cache a stable prompt prefix and bill it at a fraction
+of the price.
+
+How each preference uses them: all three preferences share the configured trigger and target (the
+window's stability is a property of the conversation, not of the strategy). The preference only
+weighs truncation against summarization (see `selector`); under "summarize" the summary's tokens
+are counted inside the same target, so a summarized context is never larger than a truncated one.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .registry import model_info
+from .types import DEFAULT_CONFIG, PackConfig
+
+DEFAULT_CONTEXT_WINDOW = 8192  # for a model the registry does not know
+
+
+def compute_budget(*, context_window: int, max_output_tokens: int, safety_margin: int = 0) -> int:
+    """Prompt budget: window - reserved output - margin, never below 0 (0 means nothing fits)."""
+    return max(0, int(context_window) - max(0, int(max_output_tokens)) - max(0, int(safety_margin)))
+
+
+def budget_for_model(model: str, *, config: PackConfig = DEFAULT_CONFIG) -> int:
+    """Budget for `model` from the registry's context window and the config's reserve and margin."""
+    info = model_info(model)
+    window = info.context_window if info else DEFAULT_CONTEXT_WINDOW
+    return compute_budget(
+        context_window=window, max_output_tokens=config.reserved_output, safety_margin=config.safety_margin
+    )
+
+
+def trigger_tokens(budget: int, config: PackConfig) -> int:
+    """History at or above this many tokens triggers optimization."""
+    return math.ceil(budget * config.trigger_ratio)
+
+
+def target_tokens(budget: int, config: PackConfig) -> int:
+    """When optimization triggers, the context is cut down to at most this many tokens (when possible)."""
+    return max(1, math.floor(budget * config.target_ratio))
+
+
+def min_recent_rounds(message_count: int) -> int | None:
+    """The minimum recent window in rounds, from the design notes; None means "keep all".
+
+    More than 50 messages: 4 rounds; 30-50: 6; 15-29: 8; under 15: everything.
+    """
+    if message_count > 50:
+        return 4
+    if message_count >= 30:
+        return 6
+    if message_count >= 15:
+        return 8
+    return None

@@ -1,0 +1,198 @@
+"""Command line: ``python -m optimizer pack`` (a stable contract; external evaluation depends on it).
+
+    python -m optimizer pack [--input FILE] [--budget N] [--preference fast|balanced|quality]
+                             [--model NAME] [--summarizer none|extractive]
+
+Input (``--input`` or standard input): one JSON request, or JSON lines (one request per line, blank
+lines ignored). JSON lines are read and answered one line at a time, so a long input is never held
+whole in memory. A request:
+
+    {"id", "budget", "preference", "model", "summarizer", "window_start",
+     "messages": [{"id", "role", "content", "pinned", "name"}]}
+
+Fields present in a request override the flags. Without a budget anywhere, the budget is the model's
+context window (litellm's registry; 8,192 if unknown) minus 2,000 reserved for the reply.
+Output: one JSON line per request, in order:
+
+    {"id", "messages": [{"role", "content", "source_ids": [...]}], "stats": {...}}
+
+``--summarizer extractive`` behaves as if the summary workers had caught up: evicted history is
+covered by an extractive summary written on the spot. With ``none`` (the default) the summarize
+strategy still packs by truncation and reports the span to summarize in ``stats.summary_span``.
+
+Errors: malformed JSON, a request that is not an object, a missing/unknown role, missing content,
+duplicate message ids, a budget <= 0, an unknown preference/summarizer, or must-keep messages that
+cannot fit the budget -> one line on standard error naming the request id (or the input line when
+the id is unknown) and exit code 2. Processing stops at the first bad request; the results of the
+requests before it have already been written, and nothing of the bad one is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+from .budget import budget_for_model
+from .packing import pack
+from .selector import PREFERENCES
+from .summaries import extractive_summary
+from .types import ContextTooLargeError, Msg
+
+ROLES = ("system", "user", "assistant", "tool")
+SUMMARIZERS = ("none", "extractive")
+EXIT_BAD_INPUT = 2
+
+
+class BadRequest(Exception):
+    """A request the CLI refuses; `where` names it for the error line."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where}: {problem}")
+
+
+def _requests(stream: IO[str]) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, decoded request). A first line that is not JSON by itself is taken as the
+    start of one (pretty-printed) JSON document spanning the whole input."""
+    first_line_no, first = 0, None
+    for no, line in enumerate(stream, 1):
+        if line.strip():
+            first_line_no, first = no, line
+            break
+    if first is None:
+        return
+    try:
+        yield first_line_no, json.loads(first)
+    except json.JSONDecodeError:
+        rest = stream.read()
+        try:
+            doc = json.loads(first + rest)
+        except json.JSONDecodeError as exc:
+            raise BadRequest(f"line {first_line_no}", f"malformed JSON ({exc.msg})") from None
+        if isinstance(doc, list):
+            for item in doc:
+                yield first_line_no, item
+        else:
+            yield first_line_no, doc
+        return
+    for no, line in enumerate(stream, first_line_no + 1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BadRequest(f"line {no}", f"malformed JSON ({exc.msg})") from None
+        yield no, doc
+
+
+def _where(line_no: int, req: Any) -> str:
+    rid = req.get("id") if isinstance(req, dict) else None
+    return f"request {rid!r} (line {line_no})" if rid is not None else f"line {line_no}"
+
+
+def _parse_messages(raw: Any, where: str) -> list[Msg]:
+    if not isinstance(raw, list) or not raw:
+        raise BadRequest(where, "'messages' must be a non-empty list")
+    msgs: list[Msg] = []
+    seen: set[str] = set()
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict):
+            raise BadRequest(where, f"message {i} is not an object")
+        mid = str(m["id"]) if m.get("id") is not None else str(i)
+        label = f"message {mid!r}"
+        if mid in seen:
+            raise BadRequest(where, f"{label}: duplicate id")
+        seen.add(mid)
+        role = m.get("role")
+        if role not in ROLES:
+            raise BadRequest(where, f"{label}: unknown role {role!r} (expected one of {', '.join(ROLES)})")
+        content = m.get("content")
+        if not isinstance(content, (str, list)):
+            raise BadRequest(where, f"{label}: missing content")
+        name = m.get("name")
+        msgs.append(Msg(id=mid, role=role, content=content, pinned=bool(m.get("pinned", False)),
+                        name=str(name) if name else None))
+    return msgs
+
+
+def _handle(req: Any, where: str, args: argparse.Namespace) -> dict[str, Any]:
+    if not isinstance(req, dict):
+        raise BadRequest(where, "a request must be a JSON object")
+    model = req.get("model") or args.model
+    if not isinstance(model, str):
+        raise BadRequest(where, "'model' must be a string")
+    budget = req.get("budget", args.budget)
+    if budget is None:
+        budget = budget_for_model(model)
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+        raise BadRequest(where, f"budget must be a positive integer, got {budget!r}")
+    preference = req.get("preference") or args.preference
+    if preference not in PREFERENCES:
+        raise BadRequest(where, f"unknown preference {preference!r} (expected one of {', '.join(PREFERENCES)})")
+    summarizer = req.get("summarizer") or args.summarizer
+    if summarizer not in SUMMARIZERS:
+        raise BadRequest(where, f"unknown summarizer {summarizer!r} (expected one of {', '.join(SUMMARIZERS)})")
+    window_start = req.get("window_start")
+    if window_start is not None and not isinstance(window_start, (str, int)):
+        raise BadRequest(where, "'window_start' must be a message id")
+    msgs = _parse_messages(req.get("messages"), where)
+    try:
+        result = pack(
+            msgs,
+            budget=budget,
+            preference=preference,
+            model=model,
+            window_start=None if window_start is None else str(window_start),
+            summarize_now=extractive_summary if summarizer == "extractive" else None,
+        )
+    except ContextTooLargeError as exc:
+        raise BadRequest(where, f"context too large: {exc}") from None
+    stats = dict(result.stats)
+    span = result.summary_span
+    stats["summary_span"] = (
+        None if span is None else {"after_id": span.after_id, "through_id": span.through_id,
+                                   "messages": len(span.ids), "tokens": span.tokens}
+    )
+    out_msgs = []
+    for p in result.messages:
+        item: dict[str, Any] = {"role": p.role, "content": p.content, "source_ids": list(p.source_ids)}
+        if p.name:
+            item["name"] = p.name
+        out_msgs.append(item)
+    return {"id": req.get("id"), "messages": out_msgs, "stats": stats}
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m optimizer", description="Context optimizer tools.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pack", help="pack chat requests (JSON or JSON lines) into a token budget",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--input", default="-", help="input file (default: standard input)")
+    p.add_argument("--budget", type=int, default=None, help="prompt budget in tokens")
+    p.add_argument("--preference", default="balanced", help="fast | balanced | quality (default balanced)")
+    p.add_argument("--model", default="gpt-4o-mini", help="model name, for the tokenizer and the registry")
+    p.add_argument("--summarizer", default="none", help="none | extractive (default none)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m optimizer``; returns the exit code."""
+    args = _parser().parse_args(argv)
+    stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
+    out = sys.stdout
+    try:
+        for line_no, req in _requests(stream):
+            where = _where(line_no, req)
+            line = json.dumps(_handle(req, where, args), ensure_ascii=False, separators=(",", ":"))
+            out.write(line + "\n")
+            out.flush()
+    except BadRequest as exc:
+        out.flush()
+        print(f"optimizer pack: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    return 0

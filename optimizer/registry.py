@@ -1,0 +1,109 @@
+"""Model facts (context window, output limit, prices) from litellm's bundled registry.
+
+The litellm wheel ships ``model_prices_and_context_window_backup.json``, a maintained table of
+thousands of models. We read it as a plain JSON file located with ``importlib.util.find_spec``:
+importing litellm itself costs seconds and pulls in half of PyPI, which neither the request path
+nor the CLI can afford. The file is parsed once per process, on first use.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+REGISTRY_FILE = "model_prices_and_context_window_backup.json"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What the registry says about one model. Costs are USD per token."""
+
+    key: str  # the registry entry that matched
+    context_window: int
+    max_output_tokens: int | None
+    input_cost_per_token: float | None
+    output_cost_per_token: float | None
+    cached_input_cost_per_token: float | None
+    provider: str | None = None
+
+
+@lru_cache(maxsize=1)
+def _registry() -> dict[str, Any]:
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    path = os.path.join(next(iter(spec.submodule_search_locations)), REGISTRY_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    data.pop("sample_spec", None)
+    return {k.lower(): (k, v) for k, v in data.items() if isinstance(v, dict)}
+
+
+def _candidates(model: str) -> list[str]:
+    name = model.strip().lower()
+    out = [name]
+    # "openai/gpt-4o" -> "gpt-4o"; "openrouter/meta-llama/x" -> "meta-llama/x" -> "x"
+    rest = name
+    while "/" in rest:
+        rest = rest.split("/", 1)[1]
+        out.append(rest)
+    return out
+
+
+def _as_int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _as_float(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+@lru_cache(maxsize=512)
+def model_info(model: str) -> ModelInfo | None:
+    """Registry facts for `model` (exact name first, then without provider prefixes), or None if unknown."""
+    table = _registry()
+    for cand in _candidates(model):
+        hit = table.get(cand)
+        if hit is None:
+            continue
+        key, entry = hit
+        window = _as_int(entry.get("max_input_tokens")) or _as_int(entry.get("max_tokens"))
+        if window is None:
+            continue
+        return ModelInfo(
+            key=key,
+            context_window=window,
+            max_output_tokens=_as_int(entry.get("max_output_tokens")),
+            input_cost_per_token=_as_float(entry.get("input_cost_per_token")),
+            output_cost_per_token=_as_float(entry.get("output_cost_per_token")),
+            cached_input_cost_per_token=_as_float(entry.get("cache_read_input_token_cost")),
+            provider=entry.get("litellm_provider"),
+        )
+    return None
+
+
+def cost_usd(model: str, *, prompt_tokens: int, completion_tokens: int = 0, cached_tokens: int = 0) -> float | None:
+    """Price of one call in USD, or None when the model or its prices are unknown.
+
+    `cached_tokens` is the part of `prompt_tokens` served from the provider's prompt cache (OpenAI's
+    usage convention); it is billed at the cached-input price when the registry has one.
+    """
+    info = model_info(model)
+    if info is None or info.input_cost_per_token is None or info.output_cost_per_token is None:
+        return None
+    cached = max(0, min(cached_tokens, prompt_tokens))
+    cached_price = info.cached_input_cost_per_token
+    if cached_price is None:
+        cached_price = info.input_cost_per_token
+    return (
+        (prompt_tokens - cached) * info.input_cost_per_token
+        + cached * cached_price
+        + completion_tokens * info.output_cost_per_token
+    )

@@ -1,0 +1,270 @@
+"""Summaries: the header, the prompt for a model-written summary, and an extractive summarizer.
+
+Summaries roll: each one folds the previous summary plus the newly evicted span, so the cost of
+summarizing does not grow with the length of the history.
+
+The prompt's length target follows the design notes: a share of the span (15 % by default), clamped
+to a minimum and a maximum, with instructions tiered by span size (brief gist / key points / topics,
+decisions and details). It asks for the sections whose loss users notice most after a compaction:
+facts about the user, decisions, open tasks, identifiers and numbers.
+
+The extractive summarizer needs no model. It is used offline, by the CLI, and as the fallback when a
+model summary fails. It scores sentences (and the lines a user flagged inside pasted logs) by the
+signals of a statement of fact: a first-person or named subject, a naming verb, a concrete value
+(numbers, names, code, quoted strings), an explicit correction or reminder; questions and generic
+advice score low. Within the token target it keeps the best sentences, newest first among equals
+(so a correction beats the value it corrects), and prints them in conversation order.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .tokens import content_chars, content_text, count_text, message_tokens
+from .truncation import FLAGGED_LINE
+from .types import DEFAULT_CONFIG, Msg, PackConfig
+
+HEADER_PREFIX = "[Conversation summary"
+_SHORT_SPAN = 1_500  # span tokens below which a brief gist is enough
+_LONG_SPAN = 8_000  # span tokens above which the summary is organised by topic
+
+
+def summary_header(
+    *,
+    covered_messages: int,
+    source_chars: int,
+    summary_chars: int,
+    first_label: str | None = None,
+    last_label: str | None = None,
+) -> str:
+    """First line of a summary message, e.g. ``[Conversation summary — covers 48 messages, 21,300 → 1,050 characters]``.
+
+    With labels: ``[Conversation summary — covers messages 1\u201348, ...]``.
+    """
+    if first_label is not None and last_label is not None:
+        what = f"covers messages {first_label}\u2013{last_label}"
+    else:
+        what = f"covers {covered_messages:,} message{'s' if covered_messages != 1 else ''}"
+    return f"{HEADER_PREFIX} — {what}, {source_chars:,} → {summary_chars:,} characters]"
+
+
+def summary_body(content: str) -> str:
+    """A summary message's text without its header line."""
+    if content.startswith(HEADER_PREFIX):
+        _, _, rest = content.partition("\n")
+        return rest
+    return content
+
+
+def summary_target_tokens(span_tokens: int, config: PackConfig = DEFAULT_CONFIG) -> int:
+    """Length target of a summary of `span_tokens`: summary_share of it, clamped to [min, max]."""
+    raw = math.ceil(span_tokens * config.summary_share)
+    return max(config.summary_min_tokens, min(config.summary_max_tokens, raw))
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryPrompt:
+    """An OpenAI-style request for a model-written summary."""
+
+    messages: list[dict[str, str]]
+    target_tokens: int
+    max_tokens: int
+    tier: str  # "brief" | "key_points" | "detailed"
+
+
+_TIER_INSTRUCTIONS = {
+    "brief": "Write a brief gist of this part of the conversation in a few sentences.",
+    "key_points": "Write the key points of this part of the conversation as short bullet points.",
+    "detailed": (
+        "Organise the summary by topic. For each topic give the decisions taken, the important details "
+        "and anything still open, as short bullet points."
+    ),
+}
+
+_SECTIONS = (
+    "Use these sections, leaving out any that would be empty:\n"
+    "## Facts about the user (names, people, places, preferences, constraints; latest value when corrected)\n"
+    "## Decisions\n"
+    "## Open tasks and questions\n"
+    "## Identifiers and numbers (exact: ids, names, ports, dates, amounts, commands, passwords the user shared)\n"
+    "## Other context"
+)
+
+
+def _transcript(span: Sequence[Msg]) -> str:
+    return "\n\n".join(f"{m.role.upper()}: {content_text(m.content)}" for m in span)
+
+
+def build_summary_prompt(
+    span: Sequence[Msg],
+    *,
+    previous_summary: str | None,
+    instructions: str = "",
+    model: str,
+    config: PackConfig = DEFAULT_CONFIG,
+) -> SummaryPrompt:
+    """Build the summarizing request for `span` (rolling: the previous summary is folded in).
+
+    The target is `summary_share` of the span's tokens (plus the previous summary's), clamped to
+    [summary_min_tokens, summary_max_tokens]; `max_tokens` leaves the model some slack above it.
+    `instructions` are the user's own wishes (e.g. from a manual "compact" request).
+    """
+    span_tokens = sum(message_tokens(m, model=model) for m in span)
+    if previous_summary:
+        span_tokens += count_text(summary_body(previous_summary), model=model)
+    target = summary_target_tokens(span_tokens, config)
+    tier = "brief" if span_tokens < _SHORT_SPAN else "key_points" if span_tokens < _LONG_SPAN else "detailed"
+    system = (
+        "You compress chat history so that an assistant can continue the conversation without the "
+        "original messages. Keep every concrete fact exactly as stated: names, numbers, dates, "
+        "identifiers, commands. When a fact was corrected later, keep only the corrected value. "
+        f"{_TIER_INSTRUCTIONS[tier]}\n{_SECTIONS}\n"
+        f"Aim for about {target} tokens. Write the summary only, no preamble."
+    )
+    if instructions.strip():
+        system += f"\nThe user asked: {instructions.strip()}"
+    parts = []
+    if previous_summary:
+        parts.append(
+            "Summary of the conversation so far (fold it into the new summary):\n" + summary_body(previous_summary)
+        )
+    parts.append("Messages to summarize:\n" + _transcript(span))
+    return SummaryPrompt(
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}],
+        target_tokens=target,
+        max_tokens=int(target * 1.5) + 64,
+        tier=tier,
+    )
+
+
+# --- extractive summarizer -------------------------------------------------------------------------
+
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[`A-Z0-9])|\n+")
+_FENCE = "```"
+_FIRST_PERSON = re.compile(r"\b(?:my|our|mine|ours|I|I'm|I've|I'd|me|we|we're|we've|us)\b", re.I)
+_NAMING = re.compile(r"\b(?:is|are|was|were|called|named|name's|means|equals|listens|set to|runs? on)\b", re.I)
+_CORRECTION = re.compile(
+    r"\b(?:correction|actually|update[ds]?|changed|renamed|revised|moved|slipped|misspoke|instead|"
+    r"no longer|not the|now|new)\b",
+    re.I,
+)
+_REMINDER = re.compile(r"\b(?:remember|note|by the way|heads up|fyi|important|don't forget|keep in mind)\b", re.I)
+_NUMBER = re.compile(r"\d")
+_CODE = re.compile(r"`[^`]+`|\"[^\"]{2,40}\"|\b[\w]+[-_][\w-]+\b")
+_PROPER = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}\b")
+_RECOMMEND = re.compile(r"\b(?:you want|I'd (?:set|use|pick|go)|I recommend|we decided|decided|agreed|use)\b", re.I)
+_ACK = re.compile(r"^(?:noted|thanks|thank you|ok|okay|sure|great|good question)\b", re.I)
+_WS = re.compile(r"\s+")
+
+
+def _units(msg: Msg) -> list[str]:
+    """Sentences of a message; for pasted blocks only the lines a person flagged."""
+    text = content_text(msg.content)
+    out: list[str] = []
+    in_fence = False
+    for block in text.split("\n"):
+        if block.strip().startswith(_FENCE):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            if FLAGGED_LINE.search(block):
+                out.append(block.strip())
+            continue
+        out.extend(s.strip() for s in _SENTENCE_SPLIT.split(block) if s and s.strip())
+    return out
+
+
+def _score(sentence: str, role: str) -> float:
+    if _ACK.match(sentence) and len(sentence) < 40:
+        return -5.0
+    score = 0.0
+    question = sentence.rstrip().endswith("?")
+    if question:
+        score -= 4
+    if FLAGGED_LINE.search(sentence):
+        score += 4
+    if _FIRST_PERSON.search(sentence):
+        score += 2
+    if _NAMING.search(sentence):
+        score += 1.5
+    if _CORRECTION.search(sentence):
+        score += 2.5
+    if _REMINDER.search(sentence):
+        score += 2
+    if _NUMBER.search(sentence):
+        score += 1.5
+    if _CODE.search(sentence):
+        score += 1.5
+    if _RECOMMEND.search(sentence):
+        score += 1
+    score += min(2, len(_PROPER.findall(sentence)))
+    if role == "user":
+        score += 1
+    words = sentence.count(" ") + 1
+    if words > 30:
+        score -= (words - 30) / 10
+    return score
+
+
+def _norm(sentence: str) -> str:
+    return _WS.sub(" ", sentence.lower()).strip()
+
+
+def extractive_summary(
+    span: Sequence[Msg], *, previous_summary: str | None, target_tokens: int, model: str
+) -> str:
+    """Summarize `span` (plus the previous summary's lines) without a model, in at most `target_tokens`.
+
+    Returns the body only (no header); each kept sentence on its own line, prefixed by who said it.
+    Deterministic; runs in time linear in the span's length.
+    """
+    candidates: list[tuple[float, int, str]] = []  # (score, position, line)
+    seen: set[str] = set()
+    pos = 0
+    if previous_summary:
+        for line in summary_body(previous_summary).split("\n"):
+            line = line.strip()
+            if line and _norm(line) not in seen:
+                seen.add(_norm(line))
+                # lines that survived an earlier round were already chosen once: a small bonus keeps them stable
+                candidates.append((_score(line, "user") + 1, pos, line))
+                pos += 1
+    for msg in span:
+        who = "User" if msg.role == "user" else "Assistant" if msg.role == "assistant" else msg.role.capitalize()
+        for sentence in _units(msg):
+            key = _norm(sentence)
+            if len(key) < 12 or key in seen:
+                continue
+            seen.add(key)
+            candidates.append((_score(sentence, msg.role), pos, f"{who}: {sentence}"))
+            pos += 1
+    if not candidates or target_tokens <= 0:
+        return ""
+    # best first; among equals the newer one (a correction beats the value it corrects)
+    ranked = sorted(candidates, key=lambda c: (-c[0], -c[1]))
+    chosen: list[tuple[int, str]] = []
+    used = 0
+    for score, position, line in ranked:
+        if score <= 0 and chosen:
+            break
+        cost = count_text(line, model=model) + 1
+        if used + cost > target_tokens:
+            continue
+        chosen.append((position, line))
+        used += cost
+        if target_tokens - used < 8:
+            break
+    chosen.sort()
+    text = "\n".join(line for _, line in chosen)
+    while text and count_text(text, model=model) > target_tokens:  # joins can merge tokens differently
+        chosen.pop()
+        text = "\n".join(line for _, line in chosen)
+    return text
+
+
+def span_chars(span: Sequence[Msg]) -> int:
+    """Characters of a span's message contents."""
+    return sum(content_chars(m.content) for m in span)

@@ -1,0 +1,74 @@
+"""Celery task adapters for background summaries (issue 4). Thin: the work is in summary_services.
+
+The optimizer core never imports Django or Celery; this module is the adapter beside it and is only
+imported by the Celery app (worker, beat) and by summary_services when it publishes a job.
+
+Delivery guarantees: acks_late + reject_on_worker_lost, so a message whose worker dies is delivered
+again; running it twice is safe because summary_job_run claims the job with a conditional update and
+saves under a fencing token. Retries on 429/5xx/timeouts re-publish the job with a backoff countdown;
+their number is bounded by the job's own attempt counter (settings.SUMMARY_MAX_RETRIES), which also
+survives redeliveries and sweeps (Celery's per-message retry counter does not).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery.signals import worker_init, worker_ready
+
+from chatapp.celery import app
+from chatapp.chat.summary_services import summary_job_fail, summary_job_run, summary_jobs_sweep
+
+logger = logging.getLogger(__name__)
+
+
+@app.task(
+    name="optimizer.tasks.summarize_conversation",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    # The job's attempt counter is the real bound; Celery's is per message chain.
+    max_retries=None,
+)
+def summarize_conversation(self, job_id: int) -> str:
+    try:
+        outcome = summary_job_run(job_id=job_id)
+    except Exception as exc:
+        # A bug or a database error: fail the job with a reason instead of redelivering it forever.
+        logger.exception("summary job %s crashed", job_id)
+        summary_job_fail(job_id=job_id, reason=f"Internal error while summarizing ({type(exc).__name__}).")
+        raise
+    if outcome.status == "retry":
+        logger.info("summary job %s: retrying in %.1f s (%s)", job_id, outcome.retry_in, outcome.detail)
+        raise self.retry(countdown=outcome.retry_in)
+    logger.info("summary job %s: %s %s", job_id, outcome.status, outcome.detail)
+    return outcome.status
+
+
+@app.task(name="optimizer.tasks.sweep_pending_summary_jobs", ignore_result=True)
+def sweep_pending_summary_jobs() -> dict[str, int]:
+    return summary_jobs_sweep()
+
+
+@worker_init.connect
+def _warm_up(sender=None, **kwargs) -> None:
+    """Load the tokenizer encodings, the model registry and the openai SDK's resource modules (which
+    it imports lazily on first use) once in the parent process, before the pool forks, instead of in
+    every child's first job (one to three seconds)."""
+    import openai.resources  # noqa: F401
+
+    import optimizer
+
+    for model in ("gpt-4o-mini", "gpt-4"):
+        optimizer.count_text("warm up", model=model)
+    optimizer.cost_usd("gpt-4o-mini", prompt_tokens=1)
+
+
+@worker_ready.connect
+def _sweep_on_worker_start(sender=None, **kwargs) -> None:
+    """A worker coming up publishes what was missed while no worker (or no broker) was there."""
+    try:
+        summary_jobs_sweep()
+    except Exception:  # the worker must start even if the database is momentarily unreachable
+        logger.exception("summary sweep at worker start failed")

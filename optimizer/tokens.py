@@ -1,0 +1,182 @@
+"""Exact token accounting with tiktoken, offline.
+
+Why this module looks the way it does:
+
+* tiktoken downloads its BPE files on first use, which fails on a machine without internet. The
+  `litellm` wheel ships copies of them (``litellm/litellm_core_utils/tokenizers/``), named the way
+  tiktoken's own cache names them (sha1 of the download URL), so pointing ``TIKTOKEN_CACHE_DIR`` there
+  makes tiktoken load them through its normal path, including its sha256 hash check. We locate the
+  directory with ``importlib.util.find_spec`` so that litellm (a heavy import) is never imported, and
+  we leave a ``TIKTOKEN_CACHE_DIR`` (or tiktoken's older ``DATA_GYM_CACHE_DIR``) the user set alone.
+* Chat overhead follows OpenAI's cookbook ("How to count tokens with tiktoken"): every message costs
+  3 tokens of framing plus its role and content, a ``name`` costs 1 token plus its text, and the
+  reply is primed with 3 more tokens. The same formula is used by ``../shared/bench/score.py``.
+* Content in the list-of-parts form is counted part by part, by a documented rule (see
+  `count_content`), because the provider's real figure for images depends on detail/size we do not
+  know at write time.
+* A message's count is computed once (callers store it in ``Msg.tokens``) and handed back in, so
+  the request path never re-tokenizes history.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from .types import Msg
+
+TOKENS_PER_MESSAGE = 3  # <|start|>{role}<|message|>{content}<|end|> framing
+TOKENS_PER_NAME = 1
+REPLY_PRIMING = 3  # every reply is primed with <|start|>assistant<|message|>
+IMAGE_PART_TOKENS = 85  # OpenAI's base cost of one image at "low" detail; a documented flat estimate
+FALLBACK_ENCODING = "o200k_base"
+
+_PROVIDER_PREFIXES = ("openai/", "azure/", "openrouter/openai/", "litellm_proxy/", "text-completion-openai/")
+
+
+def _bundled_cache_dir() -> str | None:
+    """Directory of the tiktoken files shipped inside the litellm wheel, found without importing it."""
+    try:
+        spec = importlib.util.find_spec("litellm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(next(iter(spec.submodule_search_locations)), "litellm_core_utils", "tokenizers")
+    return path if os.path.isdir(path) else None
+
+
+def ensure_offline_cache() -> None:
+    """Point tiktoken at litellm's bundled encodings unless the user chose a cache directory."""
+    if "TIKTOKEN_CACHE_DIR" in os.environ or "DATA_GYM_CACHE_DIR" in os.environ:
+        return
+    path = _bundled_cache_dir()
+    if path:
+        os.environ["TIKTOKEN_CACHE_DIR"] = path
+
+
+def _strip_provider(model: str) -> str:
+    name = model.strip()
+    lowered = name.lower()
+    for prefix in _PROVIDER_PREFIXES:
+        if lowered.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+@lru_cache(maxsize=256)
+def _encoding_name(model: str) -> tuple[str, bool]:
+    """(encoding name, estimated) for a model name, by tiktoken's own model table."""
+    import tiktoken.model
+
+    try:
+        return tiktoken.model.encoding_name_for_model(_strip_provider(model)), False
+    except KeyError:
+        return FALLBACK_ENCODING, True
+
+
+@lru_cache(maxsize=8)
+def _load_encoding(name: str) -> Any:
+    ensure_offline_cache()
+    import tiktoken
+
+    return tiktoken.get_encoding(name)
+
+
+@lru_cache(maxsize=256)
+def _resolve(model: str) -> tuple[Any, bool]:
+    name, estimated = _encoding_name(model)
+    try:
+        return _load_encoding(name), estimated
+    except Exception:  # an encoding we have no offline copy of (e.g. o200k_harmony): fall back, flagged
+        if name == FALLBACK_ENCODING:
+            raise
+        return _load_encoding(FALLBACK_ENCODING), True
+
+
+def encoding_for(model: str) -> Any:
+    """The tiktoken Encoding used for `model` (cached; o200k_base when the model is unknown)."""
+    return _resolve(model)[0]
+
+
+def is_estimated(model: str) -> bool:
+    """True when tiktoken does not know `model`, so counts use the o200k_base fallback and are estimates."""
+    return _resolve(model)[1]
+
+
+def count_text(text: str, *, model: str) -> int:
+    """Tokens of a plain string. Special-token text such as ``<|endoftext|>`` is counted as ordinary text."""
+    if not text:
+        return 0
+    return len(encoding_for(model).encode_ordinary(text))
+
+
+def count_content(content: str | list[dict[str, Any]] | None, *, model: str) -> int:
+    """Tokens of a message's content, string or OpenAI list-of-parts.
+
+    Rule for parts: ``{"type": "text"}`` parts count their text; ``image_url`` (and ``image``) parts
+    count a flat 85 tokens, OpenAI's base cost of one low-detail image (higher-detail images cost
+    more at the provider; this is an estimate); any other part counts the tokens of its compact JSON.
+    """
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return count_text(content, model=model)
+    total = 0
+    for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            total += count_text(str(part.get("text", "")), model=model)
+        elif kind in ("image_url", "image"):
+            total += IMAGE_PART_TOKENS
+        else:
+            as_json = json.dumps(part, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+            total += count_text(as_json, model=model)
+    return total
+
+
+def content_chars(content: str | list[dict[str, Any]] | None) -> int:
+    """Characters of a message's content (text parts only for list content)."""
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return len(content)
+    return sum(len(str(p.get("text", ""))) for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+
+
+def content_text(content: str | list[dict[str, Any]] | None) -> str:
+    """The text of a message's content (text parts joined by newlines for list content)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+
+
+def count_message(msg: Msg | Mapping[str, Any], *, model: str) -> int:
+    """Full chat-format count of one message: 3 + role + content (+1 + name tokens if it has a name).
+
+    This is the figure callers store (``Msg.tokens``); it always counts, ignoring a stored count.
+    """
+    if isinstance(msg, Msg):
+        role, content, name = msg.role, msg.content, msg.name
+    else:
+        role, content, name = msg.get("role", ""), msg.get("content"), msg.get("name")
+    total = TOKENS_PER_MESSAGE + count_text(str(role), model=model) + count_content(content, model=model)
+    if name:
+        total += TOKENS_PER_NAME + count_text(str(name), model=model)
+    return total
+
+
+def count_messages(msgs: Iterable[Msg | Mapping[str, Any]], *, model: str) -> int:
+    """Tokens of a whole chat request: the sum of `count_message` plus 3 for reply priming."""
+    return REPLY_PRIMING + sum(count_message(m, model=model) for m in msgs)
+
+
+def message_tokens(msg: Msg, *, model: str) -> int:
+    """A message's stored count when it has one, else its count now."""
+    return msg.tokens if msg.tokens is not None else count_message(msg, model=model)

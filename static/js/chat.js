@@ -1,0 +1,1016 @@
+/* The chat page: streaming replies over SSE, sidebar, pins, gauge, summaries. Plain JS, no framework.
+ *
+ * Safety rule: model text is only ever inserted as text (textContent) while it streams. The only HTML
+ * inserted comes from the server, already rendered and sanitized (SSE `html`, page fragments).
+ */
+"use strict";
+
+(() => {
+  const { api, errorText, toast, confirmAction, copyText, formatTokens, csrfToken } = Longchat;
+
+  const app = document.getElementById("app");
+  if (!app) return;
+  const messagesEl = document.getElementById("messages");
+  const timeline = document.getElementById("timeline");
+  const form = document.getElementById("composer");
+  const input = document.getElementById("composer-input");
+  const sendBtn = document.getElementById("send-btn");
+  const stopBtn = document.getElementById("stop-btn");
+  const statusEl = document.getElementById("stream-status");
+  const emptyState = document.getElementById("empty-state");
+  const jobBanner = document.getElementById("job-banner");
+  const maxChars = Number(app.dataset.maxChars || 0);
+
+  let conversationId = app.dataset.conversationId ? Number(app.dataset.conversationId) : null;
+  let streaming = null; // {assistantId, controller, stopRequested}
+  let lastGauge = null;
+  let summaryApi = true; // false once the summary endpoints answer 404 (not deployed)
+  let jobPoll = null;
+  let jobSeenActive = false;
+  const pageLoadedAt = Date.now();
+
+  /* ---------------- helpers ---------------- */
+
+  const el = (tag, cls, text) => {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  };
+  const icon = (name) => {
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("class", "i");
+    const use = document.createElementNS("http://www.w3.org/2000/svg", "use");
+    use.setAttribute("href", `#i-${name}`);
+    svg.append(use);
+    return svg;
+  };
+  const announce = (text) => { statusEl.textContent = text; };
+
+  function nearBottom() {
+    return timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 160;
+  }
+  function scrollToBottom(force = false) {
+    if (force || nearBottom()) {
+      timeline.style.scrollBehavior = "auto";
+      timeline.scrollTop = timeline.scrollHeight;
+      timeline.style.scrollBehavior = "";
+    }
+  }
+
+  /* ---------------- code blocks ---------------- */
+
+  function enhance(root) {
+    root.querySelectorAll(".md pre").forEach((pre) => {
+      if (pre.parentElement.classList.contains("code-block")) return;
+      const wrap = el("div", "code-block");
+      const head = el("div", "code-head");
+      head.append(el("span", "code-lang", pre.dataset.lang || "text"));
+      const btn = el("button", "copy-btn");
+      btn.type = "button";
+      btn.dataset.action = "copy-code";
+      btn.setAttribute("aria-label", "Copy code");
+      btn.append(icon("copy"), el("span", "", "Copy"));
+      head.append(btn);
+      pre.replaceWith(wrap);
+      wrap.append(head, pre);
+    });
+  }
+
+  /* ---------------- message DOM ---------------- */
+
+  function metaRow(role) {
+    const meta = el("div", "msg-meta");
+    meta.append(el("span", "msg-author", role === "user" ? "You" : "Assistant"));
+    const pin = el("span", "badge badge--pin");
+    pin.hidden = true;
+    pin.append(icon("pin"), document.createTextNode("Pinned · always sent"));
+    meta.append(pin);
+    meta.append(el("span", "badge badge--muted badge--outside", "Not sent verbatim"));
+    return meta;
+  }
+
+  function actionsRow(isAssistant) {
+    const actions = el("div", "msg-actions");
+    const copy = el("button", "icon-btn icon-btn--sm");
+    copy.type = "button";
+    copy.dataset.action = "copy-message";
+    copy.title = "Copy";
+    copy.setAttribute("aria-label", "Copy message");
+    copy.append(icon("copy"));
+    actions.append(copy);
+    if (isAssistant) {
+      const regen = el("button", "icon-btn icon-btn--sm");
+      regen.type = "button";
+      regen.dataset.action = "regenerate";
+      regen.title = "Regenerate";
+      regen.setAttribute("aria-label", "Regenerate reply");
+      regen.hidden = true;
+      regen.append(icon("refresh"));
+      actions.append(regen);
+    }
+    const wrap = el("div", "menu-wrap");
+    const more = el("button", "icon-btn icon-btn--sm");
+    more.type = "button";
+    more.dataset.action = "message-menu";
+    more.setAttribute("aria-haspopup", "menu");
+    more.setAttribute("aria-expanded", "false");
+    more.setAttribute("aria-label", "More actions");
+    more.title = "More";
+    more.append(icon("more"));
+    const menu = el("div", "menu");
+    menu.setAttribute("role", "menu");
+    menu.hidden = true;
+    const pinItem = el("button");
+    pinItem.type = "button";
+    pinItem.setAttribute("role", "menuitem");
+    pinItem.dataset.action = "toggle-pin";
+    pinItem.append(icon("pin"), el("span", "", "Pin — always send to the model"));
+    menu.append(pinItem);
+    wrap.append(more, menu);
+    actions.append(wrap);
+    return actions;
+  }
+
+  function buildMessage(role, content) {
+    const article = el("article", `msg msg--${role}`);
+    article.dataset.role = role;
+    article.dataset.pinned = "0";
+    if (role === "assistant") {
+      const avatar = el("div", "msg-avatar");
+      avatar.setAttribute("aria-hidden", "true");
+      avatar.append(icon("bolt"));
+      article.append(avatar);
+    }
+    const body = el("div", "msg-body");
+    body.append(metaRow(role));
+    const contentEl = el("div", role === "user" ? "msg-content msg-content--plain" : "msg-content md is-plain");
+    if (role === "user") contentEl.textContent = content;
+    body.append(contentEl);
+    body.append(actionsRow(role === "assistant"));
+    const source = el("textarea", "msg-source");
+    source.hidden = true;
+    source.value = content || "";
+    body.append(source);
+    article.append(body);
+    return article;
+  }
+
+  function setMessageId(article, id) {
+    if (!id) return;
+    article.dataset.id = String(id);
+    article.id = `m-${id}`;
+  }
+
+  function addBadge(article, cls, text, title) {
+    const meta = article.querySelector(".msg-meta");
+    const badge = el("span", `badge ${cls}`, text);
+    if (title) badge.title = title;
+    const model = meta.querySelector(".msg-model, .msg-time");
+    meta.insertBefore(badge, model);
+    return badge;
+  }
+
+  function setStatus(article, status) {
+    article.dataset.status = status;
+    article.classList.toggle("is-stopped", status === "stopped");
+    article.classList.toggle("is-error", status === "error");
+    article.classList.remove("is-streaming");
+    article.querySelectorAll(".badge--warn, .badge--danger, .badge--info").forEach((b) => b.remove());
+    if (status === "stopped") addBadge(article, "badge--warn", "Stopped", "Stopped replies are not sent to the model again.");
+    if (status === "error") addBadge(article, "badge--danger", "Failed");
+  }
+
+  function setModel(article, model) {
+    if (!model) return;
+    const meta = article.querySelector(".msg-meta");
+    let m = meta.querySelector(".msg-model");
+    if (!m) { m = el("span", "msg-model"); meta.append(m); }
+    m.textContent = model;
+  }
+
+  function markLastReply(article) {
+    messagesEl.querySelectorAll('[data-action="regenerate"]').forEach((b) => { b.hidden = true; });
+    messagesEl.querySelectorAll(".msg.is-last").forEach((m) => m.classList.remove("is-last"));
+    if (!article) return;
+    article.classList.add("is-last");
+    const regen = article.querySelector('[data-action="regenerate"]');
+    if (regen) regen.hidden = false;
+  }
+
+  function markSuperseded(article) {
+    article.classList.add("is-superseded");
+    article.classList.remove("is-last");
+    if (!article.querySelector(".badge--superseded")) {
+      addBadge(article, "badge--muted badge--superseded", "Regenerated · not sent to the model",
+        "This reply was regenerated; it stays here for reference but is not sent to the model.");
+    }
+    const err = article.querySelector(".msg-error .btn");
+    if (err) err.remove();
+  }
+
+  function showError(article, text, { retry = true, userId = null } = {}) {
+    let box = article.querySelector(".msg-error");
+    if (!box) {
+      box = el("div", "msg-error");
+      box.setAttribute("role", "alert");
+      box.append(icon("alert"), el("span", "msg-error-text"));
+      article.querySelector(".msg-body").insertBefore(box, article.querySelector(".msg-actions"));
+    }
+    box.querySelector(".msg-error-text").textContent = text;
+    box.querySelectorAll(".btn").forEach((b) => b.remove());
+    if (retry) {
+      const btn = el("button", "btn btn--sm", "Retry");
+      btn.type = "button";
+      btn.dataset.action = "retry";
+      if (userId) article.dataset.replyTo = String(userId);
+      box.append(btn);
+    }
+  }
+
+  function typingDots() {
+    const dots = el("span", "typing");
+    dots.setAttribute("aria-hidden", "true");
+    dots.append(el("span"), el("span"), el("span"));
+    return dots;
+  }
+
+  /* ---------------- streaming ---------------- */
+
+  function setStreaming(on) {
+    input.disabled = on;
+    sendBtn.hidden = on;
+    stopBtn.hidden = !on;
+    app.classList.toggle("is-streaming", on);
+    if (!on) {
+      streaming = null;
+      if (window.matchMedia("(hover: hover)").matches) input.focus();
+    }
+  }
+
+  function parseEvent(raw) {
+    let name = "message";
+    const data = [];
+    for (const line of raw.split("\n")) {
+      if (line.startsWith("event:")) name = line.slice(6).trim();
+      else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+    }
+    if (!data.length) return null;
+    try {
+      return { name, data: JSON.parse(data.join("\n")) };
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * POST to an SSE endpoint and drive one assistant bubble.
+   * ctx: {userEl?: element of an optimistic user message, asstEl: assistant bubble, onRejected?}
+   */
+  async function runStream(url, body, ctx) {
+    const controller = new AbortController();
+    streaming = { assistantId: null, controller, stopRequested: false };
+    setStreaming(true);
+    announce("The assistant is replying…");
+    const { asstEl } = ctx;
+    const contentEl = asstEl.querySelector(".msg-content");
+    contentEl.replaceChildren(typingDots());
+    asstEl.classList.add("is-streaming");
+    let text = "";
+    let finished = false;
+    let userId = ctx.userId || null;
+
+    const handlers = {
+      start(data) {
+        if (data.user_message && data.user_message.id) {
+          userId = data.user_message.id;
+          if (ctx.userEl) setMessageId(ctx.userEl, data.user_message.id);
+        }
+        if (data.assistant_message) {
+          setMessageId(asstEl, data.assistant_message.id);
+          asstEl.dataset.replyTo = String(userId || "");
+          streaming.assistantId = data.assistant_message.id;
+        }
+        if (data.context) showDecision(data.context);
+      },
+      delta(data) {
+        if (!text) contentEl.replaceChildren();
+        text += data.text || "";
+        // Text only: never interpret model output as HTML while it streams.
+        contentEl.append(document.createTextNode(data.text || ""));
+        scrollToBottom();
+      },
+      done(data) {
+        finished = true;
+        const m = data.message || {};
+        contentEl.classList.remove("is-plain");
+        contentEl.innerHTML = m.html || ""; // server-rendered and sanitized
+        asstEl.querySelector(".msg-source").value = m.content ?? text;
+        setMessageId(asstEl, m.id);
+        setStatus(asstEl, m.status || "complete");
+        setModel(asstEl, m.model);
+        enhance(asstEl);
+        markLastReply(asstEl);
+        if (data.context) updateGauge(data.context);
+        if (data.title) setTitle(data.title);
+        announce(m.status === "stopped" ? "Reply stopped." : "Reply finished.");
+      },
+      error(data) {
+        finished = true;
+        const m = data.message || {};
+        contentEl.classList.remove("is-plain");
+        if (m.html !== undefined) contentEl.innerHTML = m.html || "";
+        else contentEl.textContent = text;
+        asstEl.querySelector(".msg-source").value = m.content ?? text;
+        setMessageId(asstEl, m.id);
+        const status = m.status || "error";
+        setStatus(asstEl, status);
+        enhance(asstEl);
+        markLastReply(asstEl);
+        if (status === "error" || data.error) {
+          showError(asstEl, data.error || "The model request failed.", { retry: true, userId });
+        }
+        if (data.context) updateGauge(data.context);
+        announce(status === "stopped" ? "Reply stopped." : `Reply failed: ${data.error || ""}`);
+      },
+    };
+
+    let response;
+    try {
+      response = await fetch(url, {
+        method: "POST",
+        credentials: "same-origin",
+        // JSON is listed too: errors before streaming come back as JSON.
+        headers: { "Content-Type": "application/json", Accept: "text/event-stream, application/json", "X-CSRFToken": csrfToken() },
+        body: JSON.stringify(body || {}),
+        signal: controller.signal,
+      });
+    } catch (err) {
+      asstEl.classList.remove("is-streaming");
+      contentEl.replaceChildren();
+      setStatus(asstEl, "error");
+      showError(asstEl, "Could not reach the server. Check your connection and try again.", { userId });
+      setStreaming(false);
+      return;
+    }
+
+    const type = response.headers.get("Content-Type") || "";
+    if (!response.ok || !type.includes("text/event-stream")) {
+      const data = type.includes("json") ? await response.json().catch(() => null) : null;
+      let msg = errorText(data, response.status);
+      if (response.status === 429 && !/wait|slow|too many/i.test(msg)) msg = `You are sending messages too quickly. ${msg}`;
+      setStreaming(false);
+      if (ctx.onRejected) ctx.onRejected(msg, response.status);
+      return;
+    }
+
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true }).replace(/\r\n/g, "\n");
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const raw = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          const ev = parseEvent(raw);
+          if (ev && handlers[ev.name]) handlers[ev.name](ev.data);
+        }
+      }
+    } catch (err) {
+      if (!(err && err.name === "AbortError")) console.warn("stream read failed", err);
+    }
+
+    if (!finished) {
+      // The connection closed without a final event: keep what arrived and say so.
+      asstEl.classList.remove("is-streaming");
+      contentEl.classList.remove("is-plain");
+      if (!text) contentEl.replaceChildren();
+      if (streaming && streaming.stopRequested) {
+        setStatus(asstEl, "stopped");
+      } else {
+        setStatus(asstEl, "error");
+        showError(asstEl, "The connection closed before the reply finished. What arrived is kept; reload to see the saved state.", { userId });
+      }
+      markLastReply(asstEl);
+    }
+    setStreaming(false);
+    refreshGauge();
+    refreshJobs();
+    // The conversation moved to the top of the list (and may have a new title).
+    if (!document.querySelector(".conv-rename")) refreshSidebar();
+  }
+
+  async function ensureConversation() {
+    if (conversationId) return conversationId;
+    const res = await api("/api/conversations/", { method: "POST", body: {} });
+    if (!res.ok || !res.data || !res.data.id) {
+      throw new Error(errorText(res.data, res.status));
+    }
+    conversationId = res.data.id;
+    app.dataset.conversationId = String(conversationId);
+    history.replaceState(null, "", `/c/${conversationId}/`);
+    document.getElementById("conv-tools").hidden = false;
+    document.querySelectorAll("[data-dashboard-link]").forEach((a) => { a.href = `/c/${conversationId}/dashboard/`; });
+    const renameBtn = document.querySelector('[data-action="rename-current"]');
+    if (renameBtn) renameBtn.hidden = false;
+    refreshSidebar();
+    return conversationId;
+  }
+
+  function showComposerError(text) {
+    clearComposerError();
+    const box = el("div", "inline-error");
+    box.id = "composer-error";
+    box.setAttribute("role", "alert");
+    box.append(icon("alert"), el("span", "", text));
+    messagesEl.after(box);
+    scrollToBottom(true);
+  }
+  function clearComposerError() {
+    const old = document.getElementById("composer-error");
+    if (old) old.remove();
+  }
+
+  async function sendMessage(content) {
+    clearComposerError();
+    const compact = content.match(/^\/compact(?:\s+([\s\S]*))?$/);
+    if (compact) {
+      input.value = "";
+      autosize();
+      await compactNow((compact[1] || "").trim());
+      return;
+    }
+    if (maxChars && content.length > maxChars) {
+      showComposerError(`This message is ${content.length.toLocaleString()} characters; the limit is ${maxChars.toLocaleString()}.`);
+      return;
+    }
+    let pk;
+    try {
+      pk = await ensureConversation();
+    } catch (err) {
+      showComposerError(`Could not start a new chat: ${err.message}`);
+      return;
+    }
+    emptyState.hidden = true;
+    const userEl = buildMessage("user", content);
+    const asstEl = buildMessage("assistant", "");
+    messagesEl.append(userEl, asstEl);
+    scrollToBottom(true);
+    input.value = "";
+    autosize();
+    await runStream(`/api/conversations/${pk}/messages/`, { content }, {
+      userEl,
+      asstEl,
+      onRejected(msg) {
+        // Rejected before streaming: nothing was stored, so take the bubbles back and restore the text.
+        userEl.remove();
+        asstEl.remove();
+        input.value = content;
+        autosize();
+        showComposerError(msg);
+        if (!messagesEl.querySelector(".msg")) emptyState.hidden = false;
+      },
+    });
+  }
+
+  async function regenerate(article) {
+    if (streaming) return;
+    const id = article.dataset.id;
+    const asstEl = buildMessage("assistant", "");
+    messagesEl.append(asstEl);
+    scrollToBottom(true);
+    const previous = article;
+    await runStream(`/api/messages/${id}/regenerate/`, {}, {
+      asstEl,
+      userId: article.dataset.replyTo ? Number(article.dataset.replyTo) : null,
+      onRejected(msg) {
+        asstEl.remove();
+        markLastReply(previous);
+        toast(msg, "error", 5000);
+      },
+    });
+    if (asstEl.isConnected && asstEl.dataset.id && asstEl.dataset.id !== id) markSuperseded(previous);
+  }
+
+  function userIdFor(article) {
+    if (article.dataset.replyTo) return Number(article.dataset.replyTo);
+    let prev = article.previousElementSibling;
+    while (prev && !(prev.classList.contains("msg--user") && prev.dataset.id)) prev = prev.previousElementSibling;
+    return prev ? Number(prev.dataset.id) : null;
+  }
+
+  async function retry(article) {
+    if (streaming) return;
+    const userId = userIdFor(article);
+    if (!userId) { toast("Nothing to retry.", "error"); return; }
+    const box = article.querySelector(".msg-error .btn");
+    if (box) box.remove();
+    const asstEl = buildMessage("assistant", "");
+    messagesEl.append(asstEl);
+    scrollToBottom(true);
+    await runStream(`/api/messages/${userId}/retry/`, {}, {
+      asstEl,
+      userId,
+      onRejected(msg) {
+        asstEl.remove();
+        showError(article, msg, { userId });
+      },
+    });
+  }
+
+  async function stop() {
+    if (!streaming) return;
+    streaming.stopRequested = true;
+    stopBtn.disabled = true;
+    const current = streaming;
+    if (current.assistantId) {
+      await api(`/api/messages/${current.assistantId}/stop/`, { method: "POST", body: {} });
+    }
+    // The server ends the stream with the partial reply marked stopped; if it does not, cut it here.
+    setTimeout(() => { if (streaming === current) current.controller.abort(); }, 4000);
+    stopBtn.disabled = false;
+  }
+
+  /* ---------------- title & sidebar ---------------- */
+
+  function setTitle(title) {
+    const h1 = document.getElementById("chat-title");
+    if (h1) { h1.textContent = title; h1.title = title; }
+    document.title = `${title} · Longchat`;
+    const item = document.querySelector(`.conv-item[data-id="${conversationId}"] .conv-title`);
+    if (item) item.textContent = title;
+    else refreshSidebar();
+  }
+
+  const nav = document.getElementById("conv-nav");
+  const searchInput = document.getElementById("chat-search");
+  let searchTimer = null;
+  let searchSeq = 0;
+
+  async function refreshSidebar() {
+    const seq = ++searchSeq;
+    const params = new URLSearchParams({ q: searchInput.value.trim(), current: conversationId || "" });
+    const url = `${searchInput.form.dataset.sidebarUrl}?${params}`;
+    try {
+      const res = await fetch(url, { credentials: "same-origin" });
+      if (!res.ok || seq !== searchSeq) return;
+      nav.innerHTML = await res.text(); // server-rendered, autoescaped fragment
+    } catch { /* keep the current list */ }
+  }
+
+  searchInput.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(refreshSidebar, 220);
+  });
+  searchInput.form.addEventListener("submit", (e) => { e.preventDefault(); refreshSidebar(); });
+
+  function inlineRename(target, current, onSave) {
+    const field = el("input", target.classList.contains("chat-title") ? "title-input" : "conv-rename");
+    field.type = "text";
+    field.value = current;
+    field.maxLength = 200;
+    field.setAttribute("aria-label", "Chat title");
+    target.hidden = true;
+    target.after(field);
+    field.focus();
+    field.select();
+    let done = false;
+    const finish = async (save) => {
+      if (done) return;
+      done = true;
+      const value = field.value.trim();
+      field.remove();
+      target.hidden = false;
+      if (save && value && value !== current) await onSave(value);
+    };
+    field.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") { e.preventDefault(); finish(true); }
+      if (e.key === "Escape") { e.preventDefault(); finish(false); }
+    });
+    field.addEventListener("blur", () => finish(true));
+  }
+
+  async function renameConversation(id, title) {
+    const res = await api(`/api/conversations/${id}/`, { method: "PATCH", body: { title } });
+    if (!res.ok) { toast(errorText(res.data, res.status), "error"); return false; }
+    const saved = (res.data && res.data.title) || title;
+    document.querySelectorAll(`.conv-item[data-id="${id}"] .conv-title`).forEach((t) => { t.textContent = saved; });
+    if (Number(id) === conversationId) setTitle(saved);
+    return true;
+  }
+
+  async function deleteConversation(id, title) {
+    const ok = await confirmAction(`Delete “${title}”? Its messages and records are removed for good.`);
+    if (!ok) return;
+    const res = await api(`/api/conversations/${id}/`, { method: "DELETE" });
+    if (!res.ok && res.status !== 404) { toast(errorText(res.data, res.status), "error"); return; }
+    if (Number(id) === conversationId) { window.location.href = "/"; return; }
+    document.querySelector(`.conv-item[data-id="${id}"]`)?.remove();
+    toast("Chat deleted.");
+  }
+
+  /* ---------------- gauge & window marker ---------------- */
+
+  const gaugeBtn = document.getElementById("gauge");
+  const gaugePop = document.getElementById("gauge-pop");
+  const STRATEGY_WORDS = {
+    none: "Everything fits: sent verbatim",
+    truncate: "Oldest turns dropped to fit",
+    summarize: "Older turns summarized",
+  };
+
+  function updateGauge(g) {
+    if (!gaugeBtn || !g) return;
+    lastGauge = { ...(lastGauge || {}), ...g };
+    const tokens = Number(g.tokens || 0);
+    const budget = Number(g.budget || 0);
+    const ratio = g.ratio !== undefined && g.ratio !== null ? Number(g.ratio) : budget ? tokens / budget : 0;
+    const pct = Math.max(0, Math.min(100, Math.round(ratio * 100)));
+    document.getElementById("gauge-fill").style.width = `${Math.max(pct, tokens ? 2 : 0)}%`;
+    document.getElementById("gauge-text").textContent =
+      `${g.estimated ? "≈" : ""}${formatTokens(tokens)} / ${formatTokens(budget)}`;
+    gaugeBtn.classList.toggle("is-warn", ratio >= 0.7 && ratio < 0.9);
+    gaugeBtn.classList.toggle("is-danger", ratio >= 0.9);
+    gaugeBtn.setAttribute("aria-label",
+      `Context: the next request uses ${tokens.toLocaleString()} of ${budget.toLocaleString()} tokens (${pct}%)`);
+    gaugeBtn.title = `Next request: ${tokens.toLocaleString()} of ${budget.toLocaleString()} tokens (${pct}%)`;
+    const dl = document.getElementById("gauge-details");
+    dl.replaceChildren();
+    const row = (k, v) => { dl.append(el("dt", "", k), el("dd", "", v)); };
+    row("Next request", `${tokens.toLocaleString()} tokens`);
+    row("Budget", `${budget.toLocaleString()} tokens`);
+    row("Used", `${pct}%`);
+    if (lastGauge.strategy) row("Strategy", STRATEGY_WORDS[lastGauge.strategy] || lastGauge.strategy);
+    row("Counting", lastGauge.estimated ? "estimated (model unknown to the tokenizer)" : "exact");
+    if (lastGauge.reason) {
+      const reason = el("dd", "gauge-reason", lastGauge.reason);
+      dl.append(reason);
+    }
+    if ("window_start_id" in g) placeWindowMarker(g.window_start_id, lastGauge.strategy);
+  }
+
+  function showDecision(ctx) {
+    lastGauge = { ...(lastGauge || {}), strategy: ctx.strategy, reason: ctx.reason };
+  }
+
+  async function refreshGauge() {
+    if (!conversationId || !gaugeBtn) return;
+    const res = await api(`/api/conversations/${conversationId}/context/`);
+    if (res.ok && res.data) updateGauge(res.data);
+    else if (!lastGauge) document.getElementById("gauge-text").textContent = "–";
+  }
+
+  function placeWindowMarker(windowStart, strategy) {
+    messagesEl.querySelectorAll(".window-marker").forEach((m) => m.remove());
+    messagesEl.querySelectorAll(".msg.is-outside").forEach((m) => m.classList.remove("is-outside"));
+    const ws = Number(windowStart || 0);
+    if (!ws) return;
+    const items = [...messagesEl.querySelectorAll(":scope > .msg[data-id], :scope > .summary-marker[data-id]")];
+    let anchor = null;
+    let outside = 0;
+    for (const item of items) {
+      const id = Number(item.dataset.id);
+      if (id >= ws) { anchor = item; break; }
+      if (item.classList.contains("msg") && item.dataset.pinned !== "1" && !item.dataset.firstUser
+          && !item.classList.contains("is-superseded")) {
+        item.classList.add("is-outside");
+        outside += 1;
+      }
+    }
+    const hasEarlier = !!document.querySelector('[data-action="load-earlier"]');
+    if (!anchor || (!outside && !hasEarlier)) return;
+    const liveSummary = messagesEl.querySelector(".summary-marker:not(.is-discarded)");
+    const how = strategy === "summarize" || liveSummary
+      ? "a summary stands in for them"
+      : strategy === "truncate" ? "they were truncated to fit the window" : "summarized or truncated";
+    const marker = el("div", "window-marker");
+    marker.setAttribute("role", "separator");
+    marker.append(el("span", "", `Earlier messages are not sent verbatim — ${how}`));
+    anchor.before(marker);
+  }
+
+  /* ---------------- summaries (issue 4) ---------------- */
+
+  function jobDuration(job) {
+    if (job.duration_ms) return job.duration_ms / 1000;
+    if (job.duration_s) return Number(job.duration_s);
+    if (job.started_at && job.finished_at) return (Date.parse(job.finished_at) - Date.parse(job.started_at)) / 1000;
+    return null;
+  }
+
+  function renderJob(job) {
+    jobBanner.replaceChildren();
+    jobBanner.className = "job-banner";
+    if (!job) { jobBanner.hidden = true; return; }
+    const status = job.status;
+    const finishedAt = job.finished_at ? Date.parse(job.finished_at) : 0;
+    const recent = jobSeenActive || finishedAt > pageLoadedAt - 60000;
+    if (["queued", "running", "pending"].includes(status)) {
+      jobSeenActive = true;
+      jobBanner.append(el("span", "spinner"));
+      const words = status === "running" ? "Summarizing earlier messages in the background…"
+        : status === "pending" ? "Summary waiting for the job queue; it will start automatically."
+        : "Summary queued; the chat keeps working meanwhile.";
+      jobBanner.append(el("span", "", words));
+    } else if (status === "awaiting") {
+      jobBanner.classList.add("is-ask");
+      const pct = lastGauge && lastGauge.budget ? Math.round((lastGauge.tokens / lastGauge.budget) * 100) : null;
+      jobBanner.append(icon("compress"), el("span", "", pct ? `Context is ${pct}% full — compact now?` : "The context is nearly full — compact now?"));
+      const btn = el("button", "btn btn--sm", "Compact now");
+      btn.type = "button";
+      btn.dataset.action = "compact";
+      jobBanner.append(btn);
+    } else if (status === "done" && recent) {
+      jobBanner.classList.add("is-done");
+      const secs = jobDuration(job);
+      jobBanner.append(icon("check"), el("span", "",
+        `Summary ready${secs !== null ? ` (took ${secs.toFixed(1)} s)` : ""} — the model uses it from your next message.`));
+      const link = el("button", "btn btn--sm btn--ghost", "Show it");
+      link.type = "button";
+      link.dataset.action = "reload";
+      jobBanner.append(link);
+    } else if (status === "failed" && recent) {
+      jobBanner.classList.add("is-failed");
+      jobBanner.append(icon("alert"), el("span", "", `Summary failed: ${job.error || "unknown reason"}. The chat falls back to truncation.`));
+    } else {
+      jobBanner.hidden = true;
+      return;
+    }
+    if (status === "done" || status === "failed") {
+      const close = el("button", "icon-btn icon-btn--sm");
+      close.type = "button";
+      close.dataset.action = "dismiss-job";
+      close.setAttribute("aria-label", "Dismiss");
+      close.append(icon("close"));
+      jobBanner.append(close);
+    }
+    jobBanner.hidden = false;
+  }
+
+  async function refreshJobs() {
+    if (!conversationId || !summaryApi) return;
+    const res = await api(`/api/conversations/${conversationId}/summary-jobs/`);
+    if (res.status === 404) { summaryApi = false; return; }
+    if (!res.ok || !res.data) return;
+    const jobs = Array.isArray(res.data) ? res.data : res.data.results || [];
+    const job = jobs.length ? jobs.reduce((a, b) => (Number(b.id) > Number(a.id) ? b : a)) : null;
+    renderJob(job);
+    clearTimeout(jobPoll);
+    if (job && ["queued", "running", "pending"].includes(job.status)) jobPoll = setTimeout(refreshJobs, 2000);
+  }
+
+  async function compactNow(instructions) {
+    if (!conversationId) { toast("Start a chat first: there is nothing to compact yet."); return; }
+    const res = await api(`/api/conversations/${conversationId}/compact/`, { method: "POST", body: { instructions } });
+    if (res.status === 404) {
+      toast("Compaction is not available on this server yet.", "error");
+      return;
+    }
+    if (!res.ok) { toast(errorText(res.data, res.status), "error", 6000); return; }
+    toast(instructions ? "Compacting with your instructions…" : "Compacting earlier messages…");
+    summaryApi = true;
+    jobSeenActive = true;
+    if (res.data && res.data.status) renderJob(res.data);
+    refreshJobs();
+  }
+
+  /* ---------------- pins, copy, summaries edit ---------------- */
+
+  async function togglePin(article) {
+    const pinned = article.dataset.pinned !== "1";
+    const res = await api(`/api/messages/${article.dataset.id}/pin/`, { method: "POST", body: { pinned } });
+    if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
+    article.dataset.pinned = pinned ? "1" : "0";
+    article.classList.toggle("is-pinned", pinned);
+    article.querySelector(".badge--pin").hidden = !pinned;
+    article.querySelector('[data-action="toggle-pin"] span').textContent = pinned ? "Unpin" : "Pin — always send to the model";
+    toast(pinned ? "Pinned: this message is always sent to the model." : "Unpinned.");
+    refreshGauge();
+  }
+
+  async function editSummary(marker) {
+    const dialog = document.getElementById("summary-dialog");
+    const area = document.getElementById("summary-edit");
+    area.value = marker.querySelector(".summary-source").value;
+    dialog.returnValue = "";
+    dialog.showModal();
+    dialog.addEventListener("close", async () => {
+      if (dialog.returnValue !== "ok") return;
+      const res = await api(`/api/summaries/${marker.dataset.id}/`, { method: "PATCH", body: { content: area.value } });
+      if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
+      window.location.reload();
+    }, { once: true });
+  }
+
+  async function discardSummary(marker) {
+    const ok = await confirmAction("Discard this summary? The chat falls back to truncation; no message is deleted.", "Discard");
+    if (!ok) return;
+    const res = await api(`/api/summaries/${marker.dataset.id}/`, { method: "DELETE" });
+    if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
+    window.location.reload();
+  }
+
+  async function loadEarlier(btn) {
+    btn.disabled = true;
+    const res = await fetch(`/c/${conversationId}/messages/?before=${btn.dataset.before}`, { credentials: "same-origin" });
+    if (!res.ok) { btn.disabled = false; toast("Could not load earlier messages.", "error"); return false; }
+    const html = await res.text();
+    const before = timeline.scrollHeight;
+    const holder = document.createElement("div");
+    holder.innerHTML = html; // server-rendered, sanitized fragment
+    enhance(holder);
+    messagesEl.prepend(...holder.childNodes);
+    timeline.scrollTop += timeline.scrollHeight - before;
+    if (res.headers.get("X-Has-Earlier") === "1" && res.headers.get("X-Oldest-Id")) {
+      btn.dataset.before = res.headers.get("X-Oldest-Id");
+      btn.disabled = false;
+    } else {
+      btn.parentElement.remove();
+    }
+    placeWindowMarker(lastGauge ? lastGauge.window_start_id : app.dataset.windowStart, lastGauge && lastGauge.strategy);
+    return true;
+  }
+
+  async function revealHash() {
+    const match = window.location.hash.match(/^#m-(\d+)$/);
+    if (!match) return;
+    for (let i = 0; i < 100 && !document.getElementById(`m-${match[1]}`); i += 1) {
+      const btn = document.querySelector('[data-action="load-earlier"]');
+      if (!btn || !(await loadEarlier(btn))) break;
+    }
+    const target = document.getElementById(`m-${match[1]}`);
+    if (target) {
+      target.scrollIntoView({ block: "center" });
+      target.classList.add("is-flash");
+      target.animate([{ background: "var(--accent-soft)" }, { background: "transparent" }], { duration: 2000 });
+    }
+  }
+
+  /* ---------------- composer ---------------- */
+
+  function autosize() {
+    input.style.height = "auto";
+    input.style.height = `${Math.min(input.scrollHeight, window.innerHeight * 0.4)}px`;
+  }
+  input.addEventListener("input", autosize);
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  let sending = false;
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    if (streaming || sending) return;
+    const content = input.value;
+    if (!content.trim()) { input.focus(); return; }
+    // Guards the gap before the stream starts (creating the conversation) against a double send.
+    sending = true;
+    try {
+      await sendMessage(content.replace(/\s+$/, ""));
+    } finally {
+      sending = false;
+    }
+  });
+
+  /* ---------------- event delegation ---------------- */
+
+  function closeMenus(except) {
+    document.querySelectorAll(".menu:not([hidden])").forEach((menu) => {
+      if (menu === except) return;
+      menu.hidden = true;
+      menu.previousElementSibling?.setAttribute("aria-expanded", "false");
+    });
+    if (gaugePop && gaugePop !== except && !gaugePop.hidden) {
+      gaugePop.hidden = true;
+      gaugeBtn.setAttribute("aria-expanded", "false");
+    }
+  }
+
+  document.addEventListener("click", async (e) => {
+    const target = e.target.closest("[data-action]");
+    if (!target) {
+      if (!e.target.closest(".menu, .gauge-pop")) closeMenus();
+      return;
+    }
+    const action = target.dataset.action;
+    const article = target.closest(".msg");
+    switch (action) {
+      case "toggle-sidebar":
+      case "close-sidebar": {
+        const open = action === "toggle-sidebar" && !app.classList.contains("sidebar-open");
+        app.classList.toggle("sidebar-open", open);
+        document.querySelector(".sidebar-toggle").setAttribute("aria-expanded", String(open));
+        document.querySelector(".scrim").hidden = !open;
+        break;
+      }
+      case "copy-code": {
+        const pre = target.closest(".code-block").querySelector("pre");
+        const ok = await copyText(pre.innerText.replace(/\n$/, ""));
+        const label = target.querySelector("span");
+        label.textContent = ok ? "Copied" : "Copy failed";
+        setTimeout(() => { label.textContent = "Copy"; }, 1500);
+        break;
+      }
+      case "copy-message": {
+        const ok = await copyText(article.querySelector(".msg-source").value);
+        toast(ok ? "Copied to the clipboard." : "Could not copy.", ok ? "info" : "error", 1800);
+        break;
+      }
+      case "message-menu": {
+        const menu = target.nextElementSibling;
+        const open = menu.hidden;
+        closeMenus(menu);
+        menu.hidden = !open;
+        target.setAttribute("aria-expanded", String(open));
+        if (open) menu.querySelector("button")?.focus();
+        break;
+      }
+      case "toggle-pin":
+        closeMenus();
+        if (article && article.dataset.id) await togglePin(article);
+        break;
+      case "regenerate":
+        if (article && article.dataset.id) await regenerate(article);
+        break;
+      case "retry":
+        if (article) await retry(article);
+        break;
+      case "stop":
+        await stop();
+        break;
+      case "toggle-gauge": {
+        const open = gaugePop.hidden;
+        closeMenus(gaugePop);
+        gaugePop.hidden = !open;
+        gaugeBtn.setAttribute("aria-expanded", String(open));
+        break;
+      }
+      case "compact":
+        closeMenus();
+        await compactNow("");
+        break;
+      case "dismiss-job":
+        jobBanner.hidden = true;
+        jobSeenActive = false;
+        break;
+      case "reload":
+        window.location.reload();
+        break;
+      case "rename-current": {
+        const h1 = document.getElementById("chat-title");
+        inlineRename(h1, h1.textContent, (title) => renameConversation(conversationId, title));
+        break;
+      }
+      case "rename-conversation": {
+        const item = target.closest(".conv-item");
+        const titleEl = item.querySelector(".conv-link");
+        inlineRename(titleEl, titleEl.textContent.trim(), (title) => renameConversation(item.dataset.id, title));
+        break;
+      }
+      case "delete-conversation": {
+        const item = target.closest(".conv-item");
+        await deleteConversation(item.dataset.id, item.querySelector(".conv-title").textContent.trim());
+        break;
+      }
+      case "load-earlier":
+        await loadEarlier(target);
+        break;
+      case "edit-summary":
+        await editSummary(target.closest(".summary-marker"));
+        break;
+      case "discard-summary":
+        await discardSummary(target.closest(".summary-marker"));
+        break;
+      default:
+        break;
+    }
+  });
+
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") {
+      closeMenus();
+      if (app.classList.contains("sidebar-open")) document.querySelector('[data-action="close-sidebar"]').click();
+    }
+  });
+
+  /* ---------------- start ---------------- */
+
+  enhance(messagesEl);
+  const lastReply = messagesEl.querySelector(".msg:has([data-action='regenerate'])");
+  if (lastReply) lastReply.classList.add("is-last");
+  placeWindowMarker(app.dataset.windowStart, null);
+  scrollToBottom(true);
+  autosize();
+  if (conversationId) {
+    refreshGauge();
+    refreshJobs();
+    revealHash();
+  }
+  if (window.matchMedia("(hover: hover)").matches) input.focus();
+})();

@@ -1,0 +1,106 @@
+/* Shared helpers for every page: CSRF-aware fetch, toasts, a confirm dialog. No framework. */
+"use strict";
+
+const Longchat = (() => {
+  function csrfToken() {
+    const meta = document.querySelector('meta[name="csrf-token"]');
+    if (meta && meta.content) return meta.content;
+    const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    return match ? decodeURIComponent(match[1]) : "";
+  }
+
+  /** Plain-words message from a DRF-style error body. */
+  function errorText(data, status) {
+    if (!data || typeof data !== "object") return `The server answered with an error (${status}).`;
+    if (typeof data.detail === "string") return data.detail;
+    if (typeof data.error === "string") return data.error;
+    if (typeof data.message === "string") return data.message;
+    const parts = [];
+    for (const [field, value] of Object.entries(data)) {
+      const text = Array.isArray(value) ? value.join(" ") : typeof value === "string" ? value : "";
+      if (text) parts.push(field === "non_field_errors" ? text : `${field}: ${text}`);
+    }
+    return parts.length ? parts.join(" ") : `The server answered with an error (${status}).`;
+  }
+
+  /** fetch() with the CSRF header and JSON in/out. Resolves to {ok, status, data}; never throws on HTTP errors. */
+  async function api(url, { method = "GET", body, signal } = {}) {
+    const headers = { Accept: "application/json" };
+    if (method !== "GET") headers["X-CSRFToken"] = csrfToken();
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let response;
+    try {
+      response = await fetch(url, {
+        method, headers, signal, credentials: "same-origin",
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      if (err && err.name === "AbortError") throw err;
+      return { ok: false, status: 0, data: { detail: "Could not reach the server. Check your connection and try again." } };
+    }
+    let data = null;
+    if (response.status !== 204) {
+      const type = response.headers.get("Content-Type") || "";
+      data = type.includes("json") ? await response.json().catch(() => null) : null;
+    }
+    return { ok: response.ok, status: response.status, data };
+  }
+
+  function toast(text, kind = "info", ms = 3500) {
+    const box = document.getElementById("toasts");
+    if (!box) return;
+    const el = document.createElement("div");
+    el.className = `toast toast--${kind}`;
+    el.textContent = text;
+    box.append(el);
+    setTimeout(() => el.remove(), ms);
+  }
+
+  /** Resolves true when the user confirms in the page's <dialog id="confirm-dialog">. */
+  function confirmAction(text, okLabel = "Delete") {
+    const dialog = document.getElementById("confirm-dialog");
+    if (!dialog || typeof dialog.showModal !== "function") return Promise.resolve(window.confirm(text));
+    dialog.querySelector("#confirm-text").textContent = text;
+    dialog.querySelector("#confirm-ok").textContent = okLabel;
+    dialog.returnValue = "";
+    dialog.showModal();
+    return new Promise((resolve) => {
+      dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    });
+  }
+
+  async function copyText(text) {
+    try {
+      await navigator.clipboard.writeText(text);
+      return true;
+    } catch {
+      // Clipboard API needs a secure context; fall back to a hidden textarea.
+      const area = document.createElement("textarea");
+      area.value = text;
+      area.setAttribute("readonly", "");
+      area.style.position = "fixed";
+      area.style.opacity = "0";
+      document.body.append(area);
+      area.select();
+      let ok = false;
+      try { ok = document.execCommand("copy"); } catch { ok = false; }
+      area.remove();
+      return ok;
+    }
+  }
+
+  function formatTokens(n) {
+    if (n === null || n === undefined || Number.isNaN(Number(n))) return "–";
+    n = Number(n);
+    if (n >= 100000) return `${Math.round(n / 1000)}k`;
+    if (n >= 1000) return `${(n / 1000).toFixed(1).replace(/\.0$/, "")}k`;
+    return String(n);
+  }
+
+  // Flash messages fade after a while.
+  document.addEventListener("DOMContentLoaded", () => {
+    document.querySelectorAll("#toasts .toast").forEach((el) => setTimeout(() => el.remove(), 4500));
+  });
+
+  return { csrfToken, api, errorText, toast, confirmAction, copyText, formatTokens };
+})();

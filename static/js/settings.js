@@ -1,0 +1,74 @@
+/* Settings page: test a model config, look up a model's context window, confirm deletes. */
+"use strict";
+
+(() => {
+  const { api, errorText, confirmAction } = Longchat;
+
+  /* Test connection: report the endpoint's answer in plain words. */
+  document.addEventListener("click", async (e) => {
+    const btn = e.target.closest('[data-action="test-config"]');
+    if (!btn) return;
+    const id = btn.dataset.id;
+    const out = document.getElementById(`test-result-${id}`);
+    out.hidden = false;
+    out.className = "test-result is-pending";
+    out.textContent = "Testing the connection…";
+    btn.disabled = true;
+    const res = await api(`/api/configs/${id}/test/`, { method: "POST", body: {} });
+    btn.disabled = false;
+    const data = res.data || {};
+    const ok = res.ok && data.ok !== false;
+    const text = data.message || data.detail || data.result || (ok ? "The endpoint answered." : errorText(data, res.status));
+    out.className = `test-result ${ok ? "is-ok" : "is-fail"}`;
+    out.textContent = `${ok ? "✓ Connected. " : "✗ Failed. "}${text}`;
+  });
+
+  /* Deletes ask first. */
+  document.querySelectorAll("form[data-confirm]").forEach((formEl) => {
+    formEl.addEventListener("submit", async (e) => {
+      if (formEl.dataset.confirmed === "1") return;
+      e.preventDefault();
+      if (await confirmAction(formEl.dataset.confirm)) {
+        formEl.dataset.confirmed = "1";
+        formEl.requestSubmit();
+      }
+    });
+  });
+
+  /* Context window: show what the model registry knows for the typed model name. */
+  document.querySelectorAll("form[data-model-info]").forEach((formEl) => {
+    const model = formEl.querySelector('input[name$="model"]');
+    const windowInput = formEl.querySelector('input[name$="context_window"]');
+    const note = formEl.querySelector(".window-source");
+    if (!model || !windowInput || !note) return;
+    const original = note.textContent;
+    let timer = null;
+    let seq = 0;
+
+    async function lookup() {
+      const name = model.value.trim();
+      if (!name) { note.textContent = original; windowInput.placeholder = ""; return; }
+      const mine = ++seq;
+      const res = await api(`/api/configs/model-info/?model=${encodeURIComponent(name)}`);
+      if (mine !== seq) return;
+      const data = res.data || {};
+      const size = data.context_window;
+      if (res.ok && size && data.source === "registry") {
+        windowInput.placeholder = String(size);
+        const source = "from the model registry";
+        note.textContent = windowInput.value
+          ? `Your value overrides the known ${Number(size).toLocaleString()} tokens (${source}). Clear it to use the known window.`
+          : `Auto: ${Number(size).toLocaleString()} tokens — ${source}. Type a number to override.`;
+      } else {
+        windowInput.placeholder = size ? String(size) : "";
+        note.textContent = windowInput.value
+          ? "Set by you."
+          : `This model is not in the registry: enter its context window${size ? `, or the default of ${Number(size).toLocaleString()} tokens is used` : ""}.`;
+      }
+    }
+
+    model.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(lookup, 300); });
+    windowInput.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(lookup, 150); });
+    if (model.value.trim() && !formEl.closest(".config-edit")) lookup();
+  });
+})();

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from chatapp.chat.models import Conversation, LLMConfig, Message
+
+PLAIN_KEY = "sk-test-PLAINKEY-never-shown-9z7Q"
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # Users are created in almost every test; the production hasher's cost is not what is tested here.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_send_rate_limit():
+    # The per-user send counter lives in the cache, which outlives a test's database rollback.
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def user(db):
+    return get_user_model().objects.create_user(username="alice", password="correct horse battery")
+
+
+@pytest.fixture
+def other_user(db):
+    return get_user_model().objects.create_user(username="mallory", password="another long password")
+
+
+def _drain(response) -> bytes:
+    if not response.is_async:
+        return b"".join(response.streaming_content)
+
+    async def read() -> bytes:
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    # The SSE views stream from an async iterator (ASGI); the sync test client hands it over as is.
+    return async_to_sync(read)()
+
+
+class RecordingClient(APIClient):
+    """APIClient that keeps every response body, so a test can assert what never appears in any."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.bodies: list[bytes] = []
+
+    def request(self, **kwargs):
+        response = super().request(**kwargs)
+        if getattr(response, "streaming", False):
+            # Read the whole stream now; the test reads it back from .recorded_body.
+            response.recorded_body = _drain(response)
+        else:
+            response.recorded_body = response.content
+        self.bodies.append(response.recorded_body)
+        return response
+
+
+@pytest.fixture
+def api(user) -> RecordingClient:
+    """Token-authenticated client (no CSRF involved)."""
+    client = RecordingClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def other_api(other_user) -> RecordingClient:
+    client = RecordingClient()
+    token, _ = Token.objects.get_or_create(user=other_user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+def _make_conversation(owner, *, title: str = "Chat", messages: int = 0) -> Conversation:
+    conversation = Conversation.objects.create(owner=owner, title=title)
+    Message.objects.bulk_create(
+        [
+            Message(
+                conversation=conversation,
+                role=Message.Role.USER if i % 2 == 0 else Message.Role.ASSISTANT,
+                content=f"message number {i}",
+                token_count=8,
+                char_count=len(f"message number {i}"),
+            )
+            for i in range(messages)
+        ]
+    )
+    return conversation
+
+
+def _make_config(owner, *, name: str = "Local", api_key: str = "") -> LLMConfig:
+    from chatapp.chat.services import llm_config_create
+
+    return llm_config_create(
+        owner=owner,
+        name=name,
+        base_url="https://api.openai.com/v1",
+        model="gpt-4o-mini",
+        api_key=api_key,
+    )
+
+
+@pytest.fixture
+def make_conversation(db):
+    return _make_conversation
+
+
+@pytest.fixture
+def make_config(db):
+    return _make_config
+
+
+@pytest.fixture
+def plain_key() -> str:
+    return PLAIN_KEY

@@ -1,0 +1,78 @@
+"""Authentication: token and session (with CSRF)."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from chatapp.chat.models import Conversation
+
+pytestmark = pytest.mark.django_db
+
+
+def test_token_obtain_and_use(user):
+    client = APIClient()
+    response = client.post(
+        "/api/auth/token/", {"username": "alice", "password": "correct horse battery"}, format="json"
+    )
+    assert response.status_code == 200
+    token = response.json()["token"]
+
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    response = client.post("/api/conversations/", {"title": "via token"}, format="json")
+    assert response.status_code == 201
+    assert Conversation.objects.get(pk=response.json()["id"]).owner == user
+
+
+def test_token_obtain_wrong_password(user):
+    response = APIClient().post("/api/auth/token/", {"username": "alice", "password": "nope"}, format="json")
+    assert response.status_code == 400
+    assert "token" not in response.json()
+
+
+def test_bad_token_rejected(user):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token 0123456789abcdef0123456789abcdef01234567")
+    response = client.get("/api/conversations/")
+    # DRF answers with the first authenticator's scheme: session has no WWW-Authenticate, so 403.
+    assert response.status_code in (401, 403)
+    assert response.json()["detail"] == "Invalid token."
+
+
+@pytest.mark.parametrize(
+    "url", ["/api/conversations/", "/api/configs/", "/api/settings/", "/api/configs/model-info/?model=gpt-4o"]
+)
+def test_anonymous_refused(url):
+    assert APIClient().get(url).status_code in (401, 403)
+
+
+def test_session_auth_enforces_csrf(user):
+    client = APIClient(enforce_csrf_checks=True)
+    assert client.login(username="alice", password="correct horse battery")
+
+    # Reads need no token.
+    assert client.get("/api/conversations/").status_code == 200
+
+    refused = client.post("/api/conversations/", {"title": "no token"}, format="json")
+    assert refused.status_code == 403
+    assert "CSRF" in refused.json()["detail"]
+    assert not Conversation.objects.filter(title="no token").exists()
+
+    # A page load (or any GET with get_token) gives the browser its csrftoken cookie.
+    from django.middleware.csrf import _get_new_csrf_string
+
+    secret = _get_new_csrf_string()
+    client.cookies["csrftoken"] = secret
+    accepted = client.post("/api/conversations/", {"title": "with token"}, format="json", HTTP_X_CSRFTOKEN=secret)
+    assert accepted.status_code == 201
+
+
+def test_session_csrf_also_guards_patch_and_delete(user, make_conversation):
+    conversation = make_conversation(user)
+    client = APIClient(enforce_csrf_checks=True)
+    client.login(username="alice", password="correct horse battery")
+    assert client.patch(f"/api/conversations/{conversation.pk}/", {"title": "x"}, format="json").status_code == 403
+    assert client.delete(f"/api/conversations/{conversation.pk}/").status_code == 403
+    assert client.patch("/api/settings/", {"preference": "fast"}, format="json").status_code == 403
+    conversation.refresh_from_db()
+    assert conversation.title == "Chat"

@@ -1,0 +1,243 @@
+"""Model configurations and user settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatapp.chat.models import LLMConfig, UserSettings
+
+pytestmark = pytest.mark.django_db
+
+OUTPUT_FIELDS = {
+    "id",
+    "name",
+    "base_url",
+    "model",
+    "has_api_key",
+    "api_key_last4",
+    "context_window",
+    "context_window_source",
+    "max_output_tokens",
+    "temperature",
+    "is_default",
+    "created_at",
+    "updated_at",
+}
+
+
+def _create(api, **overrides):
+    payload = {"name": "OpenAI", "base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini"}
+    payload.update(overrides)
+    return api.post("/api/configs/", payload, format="json")
+
+
+def test_config_crud(api, user, plain_key):
+    created = _create(api, api_key=plain_key)
+    assert created.status_code == 201, created.content
+    data = created.json()
+    assert set(data) == OUTPUT_FIELDS
+    assert data["has_api_key"] is True
+    assert data["api_key_last4"] == plain_key[-4:]
+    # Known model: the window comes from the registry, and says so.
+    assert data["context_window"] > 100_000
+    assert data["context_window_source"] == "registry"
+    pk = data["id"]
+
+    assert [c["id"] for c in api.get("/api/configs/").json()] == [pk]
+    assert api.get(f"/api/configs/{pk}/").json()["name"] == "OpenAI"
+
+    patched = api.patch(f"/api/configs/{pk}/", {"context_window": 50_000, "temperature": 0.2}, format="json")
+    assert patched.status_code == 200, patched.content
+    assert patched.json()["context_window"] == 50_000
+    assert patched.json()["context_window_source"] == "user"
+    assert patched.json()["temperature"] == 0.2
+    # A patch that does not mention the key keeps it.
+    assert patched.json()["has_api_key"] is True
+
+    # null returns the window to the registry's value.
+    auto = api.patch(f"/api/configs/{pk}/", {"context_window": None}, format="json").json()
+    assert auto["context_window"] == data["context_window"]
+    assert auto["context_window_source"] == "registry"
+
+    cleared = api.patch(f"/api/configs/{pk}/", {"clear_api_key": True}, format="json").json()
+    assert cleared["has_api_key"] is False and cleared["api_key_last4"] == ""
+    assert LLMConfig.objects.get(pk=pk).api_key_encrypted == ""
+
+    assert api.delete(f"/api/configs/{pk}/").status_code == 204
+    assert not LLMConfig.objects.filter(pk=pk).exists()
+
+
+def test_api_key_with_spaces_is_a_field_error(api, user):
+    response = _create(api, api_key="sk-has a space-1234567")
+    assert response.status_code == 400
+    assert "api_key" in response.json()
+    assert "sk-has a space" not in response.content.decode()
+
+
+def test_unknown_model_window_source_default(api, user):
+    data = _create(api, model="my-own-finetune-xyz").json()
+    assert data["context_window_source"] == "default"
+    assert data["context_window"] > data["max_output_tokens"]
+
+
+def test_make_default(api, user):
+    first = _create(api, name="A").json()
+    second = _create(api, name="B").json()
+    response = api.post(f"/api/configs/{second['id']}/default/")
+    assert response.status_code == 200
+    assert response.json()["is_default"] is True
+    response = api.post(f"/api/configs/{first['id']}/default/")
+    assert response.json()["is_default"] is True
+    defaults = {c["id"]: c["is_default"] for c in api.get("/api/configs/").json()}
+    assert defaults == {first["id"]: True, second["id"]: False}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"name": ""}, "name"),
+        ({"model": ""}, "model"),
+        ({"base_url": "not a url"}, "base_url"),
+        ({"temperature": 5}, "temperature"),
+        ({"max_output_tokens": 0}, "max_output_tokens"),
+        ({"context_window": -3}, "context_window"),
+        ({"context_window": "lots"}, "context_window"),
+    ],
+)
+def test_invalid_config_fields(api, user, overrides, field):
+    response = _create(api, **overrides)
+    assert response.status_code == 400
+    assert field in response.json(), response.json()
+    assert not LLMConfig.objects.exists()
+
+
+def test_window_must_exceed_max_output(api, user):
+    response = _create(api, context_window=1000, max_output_tokens=2000)
+    assert response.status_code == 400
+    errors = response.json()
+    assert set(errors) & {"context_window", "max_output_tokens", "non_field_errors"}
+    assert not LLMConfig.objects.exists()
+
+
+def test_duplicate_name_is_a_field_error(api, user):
+    assert _create(api).status_code == 201
+    response = _create(api)
+    assert response.status_code == 400
+    assert "name" in response.json()
+    assert LLMConfig.objects.count() == 1
+
+
+def test_model_info(api, user):
+    known = api.get("/api/configs/model-info/", {"model": "gpt-4o-mini"})
+    assert known.status_code == 200
+    assert known.json()["context_window_source"] == "registry"
+    assert known.json()["context_window_source_label"] == "Model registry"
+    assert known.json()["context_window"] > 100_000
+    assert known.json()["model"] == "gpt-4o-mini"
+
+    unknown = api.get("/api/configs/model-info/", {"model": "totally-unknown-model-123"}).json()
+    assert unknown["context_window_source"] == "default"
+    assert unknown["context_window"] > 0
+
+    assert api.get("/api/configs/model-info/").status_code == 400
+
+
+def test_test_connection(api, user, fake_openai):
+    ok = _create(api, name="fake", base_url=fake_openai.base_url, model="fake-echo", api_key="good-key-1234").json()
+    response = api.post(f"/api/configs/{ok['id']}/test/")
+    assert response.status_code == 200
+    assert response.json()["ok"] is True
+    assert response.json()["message"]
+
+    bad = _create(api, name="bad", base_url=fake_openai.base_url, model="fake-echo", api_key="bad-key-5678").json()
+    response = api.post(f"/api/configs/{bad['id']}/test/")
+    assert response.status_code == 200
+    assert response.json()["ok"] is False
+    assert "bad-key-5678" not in response.content.decode()
+
+
+def test_other_users_configs_answer_404(api, other_user, make_config):
+    make_config(other_user, name="Their default")
+    theirs = make_config(other_user)
+    assert api.get(f"/api/configs/{theirs.pk}/").status_code == 404
+    assert api.patch(f"/api/configs/{theirs.pk}/", {"name": "x"}, format="json").status_code == 404
+    assert api.delete(f"/api/configs/{theirs.pk}/").status_code == 404
+    assert api.post(f"/api/configs/{theirs.pk}/default/").status_code == 404
+    assert api.post(f"/api/configs/{theirs.pk}/test/").status_code == 404
+    assert api.get("/api/configs/").json() == []
+    theirs.refresh_from_db()
+    assert theirs.name == "Local" and theirs.is_default is False
+
+
+# --- Settings -----------------------------------------------------------------------------------------
+
+
+def test_settings_get_and_patch(api, user, make_config):
+    response = api.get("/api/settings/")
+    assert response.status_code == 200
+    assert response.json()["preference"] == "balanced"
+    assert response.json()["auto_optimize"] is True
+
+    response = api.patch("/api/settings/", {"preference": "quality", "auto_optimize": False}, format="json")
+    assert response.status_code == 200
+    assert response.json()["preference"] == "quality"
+    assert response.json()["auto_optimize"] is False
+    stored = UserSettings.objects.get(user=user)
+    assert (stored.preference, stored.auto_optimize) == ("quality", False)
+
+    # Fields not sent stay as they were.
+    response = api.patch("/api/settings/", {"confirm_compaction": True}, format="json")
+    assert response.json()["preference"] == "quality"
+    assert response.json()["confirm_compaction"] is True
+
+    config = make_config(user)
+    response = api.patch("/api/settings/", {"summary_config": config.pk}, format="json")
+    assert response.status_code == 200
+    assert response.json()["summary_config"] == config.pk
+    response = api.patch("/api/settings/", {"summary_config": None}, format="json")
+    assert response.json()["summary_config"] is None
+
+
+def test_settings_unknown_preference_is_a_field_error(api, user):
+    response = api.patch("/api/settings/", {"preference": "turbo"}, format="json")
+    assert response.status_code == 400
+    assert "preference" in response.json()
+    assert api.get("/api/settings/").json()["preference"] == "balanced"
+
+
+def test_settings_someone_elses_summary_config_is_a_field_error(api, other_user, make_config):
+    theirs = make_config(other_user)
+    response = api.patch("/api/settings/", {"summary_config": theirs.pk}, format="json")
+    assert response.status_code == 400
+    assert "summary_config" in response.json()
+
+
+# --- The key never leaves the server ----------------------------------------------------------------
+
+
+def test_api_key_never_in_any_response(api, user, plain_key, fake_openai):
+    created = _create(api, api_key=plain_key).json()
+    pk = created["id"]
+    fake = _create(api, name="fake", base_url=fake_openai.base_url, model="fail-401", api_key=plain_key).json()
+    api.get("/api/configs/")
+    api.get(f"/api/configs/{pk}/")
+    api.patch(f"/api/configs/{pk}/", {"name": "Renamed"}, format="json")
+    api.patch(f"/api/configs/{pk}/", {"api_key": plain_key}, format="json")
+    api.post(f"/api/configs/{pk}/default/")
+    # The fake endpoint echoes the received key in its 401 message, as a careless proxy would.
+    api.post(f"/api/configs/{fake['id']}/test/")
+    api.patch("/api/settings/", {"summary_config": pk}, format="json")
+    api.get("/api/settings/")
+    conversation = api.post("/api/conversations/", {"llm_config": pk}, format="json").json()
+    api.get(f"/api/conversations/{conversation['id']}/")
+    api.get(f"/api/conversations/{conversation['id']}/context/")
+    api.get("/api/schema/", {"format": "json"})
+
+    assert len(api.bodies) >= 14
+    encrypted = LLMConfig.objects.get(pk=pk).api_key_encrypted
+    assert encrypted
+    for content in api.bodies:
+        text = content.decode()
+        assert plain_key not in text
+        assert encrypted not in text
+        assert "api_key_encrypted" not in text

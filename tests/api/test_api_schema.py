@@ -1,0 +1,83 @@
+"""OpenAPI schema and docs."""
+
+from __future__ import annotations
+
+import pytest
+from drf_spectacular.validation import validate_schema
+
+pytestmark = pytest.mark.django_db
+
+EXPECTED_PATHS = {
+    "/api/auth/token/": {"post"},
+    "/api/conversations/": {"get", "post"},
+    "/api/conversations/{id}/": {"get", "patch", "delete"},
+    "/api/conversations/{id}/messages/": {"get"},
+    "/api/conversations/{id}/context/": {"get"},
+    "/api/conversations/{id}/records/": {"get"},
+    "/api/messages/{id}/pin/": {"post"},
+    "/api/configs/": {"get", "post"},
+    "/api/configs/{id}/": {"get", "patch", "delete"},
+    "/api/configs/{id}/default/": {"post"},
+    "/api/configs/{id}/test/": {"post"},
+    "/api/configs/model-info/": {"get"},
+    "/api/settings/": {"get", "patch"},
+    # Served by the streaming, summary and dashboard views, documented in the same schema.
+    "/api/messages/{id}/stop/": {"post"},
+    "/api/messages/{id}/regenerate/": {"post"},
+    "/api/messages/{id}/retry/": {"post"},
+    "/api/conversations/{id}/compact/": {"post"},
+    "/api/conversations/{id}/summary-jobs/": {"get"},
+    "/api/summaries/{id}/": {"patch", "delete"},
+    "/api/dashboard/overview/": {"get"},
+}
+
+
+@pytest.fixture
+def schema(api) -> dict:
+    response = api.get("/api/schema/", {"format": "json"})
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_schema_is_valid_openapi_with_every_path(schema):
+    validate_schema(schema)
+    assert schema["openapi"].startswith("3.")
+    for path, methods in EXPECTED_PATHS.items():
+        assert path in schema["paths"], path
+        assert methods <= set(schema["paths"][path]), (path, set(schema["paths"][path]))
+
+
+def test_schema_documents_write_only_key_and_pagination(schema):
+    components = schema["components"]["schemas"]
+    config_out = components["LLMConfigOutput"]["properties"]
+    assert "api_key" not in config_out and "has_api_key" in config_out
+    request_body = schema["paths"]["/api/configs/"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    request_props = components[request_body["$ref"].rsplit("/", 1)[1]]["properties"]
+    assert request_props["api_key"]["writeOnly"] is True
+
+    messages = schema["paths"]["/api/conversations/{id}/messages/"]["get"]
+    assert {p["name"] for p in messages["parameters"]} >= {"id", "before", "limit"}
+    page_ref = messages["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    page = components[page_ref.rsplit("/", 1)[1]]
+    assert {"results", "has_more", "next_before"} <= set(page["properties"])
+
+    conversations = schema["paths"]["/api/conversations/"]["get"]
+    assert {p["name"] for p in conversations["parameters"]} >= {"q", "limit", "offset"}
+
+
+def test_nested_serializers_get_distinct_component_names(schema):
+    names = set(schema["components"]["schemas"])
+    assert {"ConversationListInput", "LLMConfigListInput", "PatchedLLMConfigDetailInput", "MessagePinInput"} <= names
+    assert not names & {"Input", "Output", "PatchedInput"}
+
+
+def test_docs_page(api):
+    response = api.get("/api/docs/")
+    assert response.status_code == 200
+    assert b"swagger" in response.content.lower()
+
+
+def test_schema_yaml_default(api):
+    response = api.get("/api/schema/")
+    assert response.status_code == 200
+    assert b"openapi:" in response.content

@@ -1,0 +1,254 @@
+"""Model config, user settings and conversation services."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from chatapp.chat import llm, services
+from chatapp.chat.crypto import secret_decrypt
+from chatapp.chat.models import Conversation, LLMConfig, UserSettings
+
+KEY = "sk-proj-SECRETVALUE-abcdefgh9876"
+pytestmark = pytest.mark.django_db
+
+
+def _create(owner, **overrides) -> LLMConfig:
+    fields = {"name": "OpenAI", "base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini"}
+    return services.llm_config_create(owner=owner, **{**fields, **overrides})
+
+
+def _field_errors(info) -> dict:
+    return info.value.message_dict
+
+
+# --- context window ------------------------------------------------------------------------------
+
+
+def test_window_from_registry_for_a_known_model(user):
+    config = _create(user, model="gpt-4o-mini")
+    assert (config.context_window, config.context_window_source) == (128000, "registry")
+
+
+def test_window_default_for_an_unknown_model(user):
+    config = _create(user, model="my-local-finetune")
+    assert (config.context_window, config.context_window_source) == (8192, "default")
+
+
+def test_window_override_is_recorded_as_the_users(user):
+    config = _create(user, model="gpt-4o-mini", context_window=32000)
+    assert (config.context_window, config.context_window_source) == (32000, "user")
+
+
+def test_model_window_lookup():
+    assert services.model_window_lookup(model="gpt-4o-mini") == (128000, "registry")
+    assert services.model_window_lookup(model="nobody-knows-me") == (8192, "default")
+
+
+def test_update_window_follows_the_model_unless_overridden(user):
+    config = _create(user, model="my-local-finetune")
+    config = services.llm_config_update(config=config, model="gpt-4o-mini")
+    assert (config.context_window, config.context_window_source) == (128000, "registry")
+
+    # A form re-submitting the automatic value it was shown is not an override.
+    config = services.llm_config_update(config=config, context_window=128000, name="Renamed")
+    assert config.context_window_source == "registry"
+
+    config = services.llm_config_update(config=config, context_window=64000)
+    assert (config.context_window, config.context_window_source) == (64000, "user")
+    config = services.llm_config_update(config=config, model="my-local-finetune")
+    assert (config.context_window, config.context_window_source) == (64000, "user")
+
+    config = services.llm_config_update(config=config, context_window=None)  # back to automatic
+    assert (config.context_window, config.context_window_source) == (8192, "default")
+
+
+# --- validation ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "words"),
+    [
+        ({"context_window": 1000, "max_output_tokens": 1000}, "context_window", "must be larger than max output"),
+        ({"model": "my-local-finetune", "max_output_tokens": 9000}, "max_output_tokens", "smaller than the model's"),
+        ({"max_output_tokens": 0}, "max_output_tokens", "positive"),
+        ({"context_window": -5}, "context_window", "positive"),
+        ({"context_window": "lots"}, "context_window", "whole number"),
+        ({"temperature": 2.5}, "temperature", "from 0 to 2"),
+        ({"temperature": -0.1}, "temperature", "from 0 to 2"),
+        ({"temperature": float("nan")}, "temperature", "from 0 to 2"),
+        ({"base_url": "not a url"}, "base_url", "http:// or https://"),
+        ({"base_url": ""}, "base_url", "required"),
+        ({"name": "   "}, "name", "required"),
+        ({"model": ""}, "model", "required"),
+        ({"api_key": "sk bad key"}, "api_key", "spaces"),
+    ],
+)
+def test_invalid_fields_are_reported_by_name(user, overrides, field, words):
+    with pytest.raises(ValidationError) as info:
+        _create(user, **overrides)
+    assert any(words in m for m in _field_errors(info)[field])
+    assert not LLMConfig.objects.exists()
+
+
+def test_names_are_unique_per_owner(user, other_user):
+    _create(user, name="Work")
+    _create(other_user, name="Work")
+    with pytest.raises(ValidationError) as info:
+        _create(user, name="Work")
+    assert "name" in _field_errors(info)
+
+
+def test_private_base_url_follows_the_setting(user, settings):
+    settings.ALLOW_PRIVATE_LLM_URLS = False
+    with pytest.raises(ValidationError) as info:
+        _create(user, base_url="http://127.0.0.1:11434/v1")
+    assert "loopback" in _field_errors(info)["base_url"][0]
+
+    settings.ALLOW_PRIVATE_LLM_URLS = True
+    assert _create(user, base_url="http://127.0.0.1:11434/v1").base_url == "http://127.0.0.1:11434/v1"
+
+
+# --- default handling ----------------------------------------------------------------------------
+
+
+def _defaults(owner) -> list[str]:
+    return list(LLMConfig.objects.filter(owner=owner, is_default=True).values_list("name", flat=True))
+
+
+def test_first_config_becomes_default_and_explicit_default_swaps(user):
+    _create(user, name="A")
+    _create(user, name="B")
+    assert _defaults(user) == ["A"]
+    _create(user, name="C", is_default=True)
+    assert _defaults(user) == ["C"]
+
+
+def test_make_default_and_delete_promotes_another(user):
+    a = _create(user, name="A")
+    b = _create(user, name="B")
+    _create(user, name="C")
+    b = services.llm_config_make_default(config=b)
+    assert b.is_default and _defaults(user) == ["B"]
+
+    services.llm_config_delete(config=b)
+    assert _defaults(user) == ["A"]
+    services.llm_config_delete(config=a)
+    assert _defaults(user) == ["C"]
+    services.llm_config_delete(config=LLMConfig.objects.get(name="C"))
+    assert not LLMConfig.objects.filter(owner=user).exists()
+
+
+def test_default_cannot_be_unset_directly(user):
+    config = _create(user)
+    with pytest.raises(ValidationError) as info:
+        services.llm_config_update(config=config, is_default=False)
+    assert "is_default" in _field_errors(info)
+
+
+def test_update_with_is_default_true_swaps(user):
+    _create(user, name="A")
+    b = _create(user, name="B")
+    services.llm_config_update(config=b, is_default=True)
+    assert _defaults(user) == ["B"]
+
+
+def test_unknown_update_field_is_a_programming_error(user):
+    with pytest.raises(TypeError):
+        services.llm_config_update(config=_create(user), owner=None)
+
+
+# --- API key -------------------------------------------------------------------------------------
+
+
+def test_api_key_is_encrypted_write_only_and_never_shown(user, caplog):
+    caplog.set_level(logging.DEBUG)
+    config = _create(user, api_key=f"  {KEY}\n")
+
+    config.refresh_from_db()
+    assert KEY not in config.api_key_encrypted
+    assert secret_decrypt(config.api_key_encrypted) == KEY
+    assert config.api_key_last4 == KEY[-4:] and config.has_api_key
+    target = llm.llm_target_for(config=config)
+    assert target.api_key == KEY
+    for text in (repr(config), str(config), repr(target), str(target), caplog.text):
+        assert KEY not in text
+
+
+def test_short_keys_show_no_last_four(user):
+    assert _create(user, api_key="abc123").api_key_last4 == ""
+
+
+def test_empty_key_on_update_keeps_clear_flag_removes(user):
+    config = _create(user, api_key=KEY)
+    config = services.llm_config_update(config=config, api_key="", temperature=0.2)
+    assert secret_decrypt(config.api_key_encrypted) == KEY and config.temperature == 0.2
+
+    config = services.llm_config_update(config=config, api_key="sk-replacement-key-0000")
+    assert secret_decrypt(config.api_key_encrypted) == "sk-replacement-key-0000"
+    assert config.api_key_last4 == "0000"
+
+    config = services.llm_config_update(config=config, clear_api_key=True)
+    config.refresh_from_db()
+    assert (config.api_key_encrypted, config.api_key_last4, config.has_api_key) == ("", "", False)
+
+
+def test_undecryptable_key_gives_an_empty_key_not_a_crash(user, settings):
+    import base64
+
+    config = _create(user, api_key=KEY)
+    settings.FIELD_ENCRYPTION_KEYS = [base64.urlsafe_b64encode(b"9" * 32).decode()]
+    assert llm.llm_target_for(config=config).api_key == ""
+
+
+# --- user settings -------------------------------------------------------------------------------
+
+
+def test_user_settings_update(user, other_user):
+    mine = _create(user)
+    theirs = _create(other_user)
+
+    result = services.user_settings_update(user=user, preference="quality", auto_optimize=False)
+    assert (result.preference, result.auto_optimize) == ("quality", False)
+    result = services.user_settings_update(user=user, summary_config=mine)
+    assert result.summary_config == mine and result.preference == "quality"
+    result = services.user_settings_update(user=user, confirm_compaction=True)
+    assert result.summary_config == mine  # omitted: unchanged
+    result = services.user_settings_update(user=user, summary_config=None)
+    assert result.summary_config is None
+    assert UserSettings.objects.filter(user=user).count() == 1
+
+    with pytest.raises(ValidationError) as info:
+        services.user_settings_update(user=user, preference="turbo", summary_config=theirs)
+    assert set(_field_errors(info)) == {"preference", "summary_config"}
+
+
+# --- conversations ---------------------------------------------------------------------------------
+
+
+def test_conversation_create_rename_delete(user, other_user):
+    conversation = services.conversation_create(owner=user)
+    assert (conversation.title, conversation.title_is_custom, conversation.llm_config) == ("New chat", False, None)
+
+    renamed = services.conversation_rename(conversation=conversation, title="  Trip\nplans  ")
+    assert (renamed.title, renamed.title_is_custom) == ("Trip plans", True)
+    with pytest.raises(ValidationError) as info:
+        services.conversation_rename(conversation=conversation, title="   ")
+    assert "title" in _field_errors(info)
+    with pytest.raises(ValidationError):
+        services.conversation_rename(conversation=conversation, title="x" * 201)
+
+    with pytest.raises(ValidationError) as info:
+        services.conversation_create(owner=user, llm_config=_create(other_user))
+    assert "llm_config" in _field_errors(info)
+
+    services.conversation_delete(conversation=conversation)
+    assert not Conversation.objects.filter(pk=conversation.pk).exists()
+
+
+def test_conversation_with_a_config_and_title(user):
+    config = _create(user)
+    conversation = services.conversation_create(owner=user, title="Named", llm_config=config)
+    assert (conversation.title, conversation.title_is_custom, conversation.llm_config) == ("Named", True, config)

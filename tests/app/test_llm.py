@@ -1,0 +1,201 @@
+"""llm.py against the fake OpenAI endpoint: the real openai client path, every failure kind."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from chatapp.chat import llm
+from tests.support.fake_openai import echo_reply
+
+from .conftest import SECRET_KEY_VALUE, make_target, run_stream
+
+MESSAGES = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "What is a context window?"},
+]
+
+
+def _text(events) -> str:
+    return "".join(e.text for e in events if isinstance(e, llm.Delta))
+
+
+def test_stream_yields_deltas_then_usage_and_sends_the_expected_request(fake):
+    events, error = run_stream(make_target(fake.base_url, "fake-echo"), MESSAGES)
+
+    assert error is None
+    assert _text(events) == echo_reply(MESSAGES)
+    assert sum(isinstance(e, llm.Delta) for e in events) > 5  # streamed in pieces, not one block
+    assert isinstance(events[-1], llm.Usage)
+    assert events[-1].prompt_tokens > 0 and events[-1].completion_tokens > 0
+    [request] = fake.completions
+    assert request.body["messages"] == MESSAGES
+    assert request.body["stream"] is True
+    assert request.body["stream_options"] == {"include_usage": True}
+    assert request.body["temperature"] == 0.7
+    assert request.body["max_tokens"] == 256
+    assert request.api_key == SECRET_KEY_VALUE
+
+
+def test_usage_reports_provider_cached_tokens(fake):
+    target = make_target(fake.base_url, "fake-echo")
+    run_stream(target, MESSAGES)
+    events, _ = run_stream(target, [*MESSAGES, {"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}])
+
+    usage = events[-1]
+    assert isinstance(usage, llm.Usage)
+    assert 0 < usage.cached_tokens < usage.prompt_tokens
+
+
+@pytest.mark.parametrize(
+    ("model", "kind", "status", "retryable", "words"),
+    [
+        ("fail-400", "bad_request", 400, False, "maximum context length"),
+        ("fail-401", "auth", 401, False, "rejected the API key (401). Check the key in Settings."),
+        ("fail-403", "auth", 403, False, "refused access"),
+        ("fail-404", "not_found", 404, False, "does not know the model “fail-404” (404)"),
+        ("fail-429", "rate_limit", 429, True, "Wait 2 seconds and retry."),
+        ("fail-500", "server", 500, True, "internal error (500)"),
+    ],
+)
+def test_http_failures_map_to_kinds_in_plain_words(fake, model, kind, status, retryable, words):
+    events, error = run_stream(make_target(fake.base_url, model), MESSAGES)
+
+    assert events == []
+    assert error is not None
+    assert (error.kind, error.status, error.retryable) == (kind, status, retryable)
+    assert words in error.user_message
+    assert str(error) == error.user_message
+    # No retries on the chat path: the user decides (Retry button).
+    assert len(fake.completions) == 1
+
+
+def test_errors_never_carry_the_api_key(fake, caplog):
+    # fail-401 echoes the received key in its error body, as a careless proxy would.
+    caplog.set_level(logging.DEBUG)
+    _, error = run_stream(make_target(fake.base_url, "fail-401"), MESSAGES)
+    _, error_complete = None, None
+    with pytest.raises(llm.LLMError) as info:
+        llm.llm_complete(target=make_target(fake.base_url, "fail-401"), messages=MESSAGES)
+    error_complete = info.value
+
+    assert SECRET_KEY_VALUE in fake.completions[0].headers["authorization"]  # the key was really sent
+    for err in (error, error_complete):
+        assert err.kind == "auth"
+        for text in (str(err), repr(err), err.user_message, err.detail):
+            assert SECRET_KEY_VALUE not in text
+        assert "[redacted]" in err.detail
+        # Raised outside the SDK exception's handler: no chained provider exception in tracebacks.
+        assert err.__cause__ is None and err.__context__ is None
+    assert SECRET_KEY_VALUE not in caplog.text
+    assert SECRET_KEY_VALUE not in repr(make_target(fake.base_url, "x"))
+
+
+def test_flaky_endpoint_fails_then_succeeds_on_retry(fake):
+    target = make_target(fake.base_url, "flaky-500-then-200")
+    _, first = run_stream(target, MESSAGES)
+    events, second = run_stream(target, MESSAGES)
+
+    assert first is not None and first.kind == "server" and first.retryable
+    assert second is None and _text(events) == echo_reply(MESSAGES)
+
+
+@pytest.mark.parametrize(("model", "kind"), [("cut-stream", "stream_cut"), ("early-end", "stream_cut"),
+                                             ("stream-error", "server")])
+def test_stream_broken_midway_keeps_partial_deltas_and_raises(fake, model, kind):
+    events, error = run_stream(make_target(fake.base_url, model), MESSAGES)
+
+    assert error is not None and error.kind == kind and error.retryable
+    assert _text(events)  # the partial reply reached the caller before the failure
+    assert not any(isinstance(e, llm.Usage) for e in events)
+
+
+def test_silent_endpoint_times_out(fake, settings):
+    settings.LLM_TIMEOUT_SECONDS = 1
+    events, error = run_stream(make_target(fake.base_url, "fail-timeout"), MESSAGES)
+
+    assert events == []
+    assert error is not None and error.kind == "timeout" and error.retryable
+    assert "within 1 second" in error.user_message
+
+
+def test_connection_refused(fake):
+    from tests.support.fake_openai import closed_port_url
+
+    _, error = run_stream(make_target(closed_port_url(), "fake-echo"), MESSAGES)
+
+    assert error is not None and error.kind == "connection"
+    assert "Could not connect to the model endpoint at 127.0.0.1:" in error.user_message
+
+
+def test_slow_stream_still_completes(fake):
+    events, error = run_stream(make_target(fake.base_url, "slow-5"), MESSAGES)
+    assert error is None and _text(events) == echo_reply(MESSAGES)
+
+
+def test_reasoning_model_quirks_are_learned_and_reused(fake):
+    target = make_target(fake.base_url, "reasoning-mini")
+    events, error = run_stream(target, MESSAGES)
+    assert error is None and _text(events)
+    final = fake.completions[-1].body
+    assert "max_tokens" not in final and final["max_completion_tokens"] == 256
+    assert "temperature" not in final
+
+    fake.reset()
+    completion = llm.llm_complete(target=target, messages=MESSAGES)
+    assert completion.text and len(fake.completions) == 1  # went straight to the accepted parameters
+
+
+def test_llm_complete_returns_text_and_usage(fake):
+    completion = llm.llm_complete(target=make_target(fake.base_url, "fake-echo"), messages=MESSAGES)
+
+    assert completion.text == echo_reply(MESSAGES)
+    assert completion.prompt_tokens > 0 and completion.completion_tokens > 0
+    assert completion.model == "fake-echo" and completion.finish_reason == "stop"
+    assert fake.completions[0].stream is False
+
+
+def test_llm_complete_honours_max_tokens(fake):
+    completion = llm.llm_complete(target=make_target(fake.base_url, "fake-echo"), messages=MESSAGES, max_tokens=2)
+    assert completion.finish_reason == "length"
+    assert fake.completions[0].body["max_tokens"] == 2
+
+
+@pytest.mark.parametrize(
+    ("base", "model", "api_key", "ok", "words"),
+    [
+        ("base", "fake-echo", SECRET_KEY_VALUE, True, "including “fake-echo”"),
+        ("base", "my-unlisted-model", SECRET_KEY_VALUE, True, "answered a one-token test request"),
+        ("no-models", "fake-echo", SECRET_KEY_VALUE, True, "has no model list"),
+        ("base", "fail-404", SECRET_KEY_VALUE, False, "does not know the model “fail-404”"),
+        ("base", "fake-echo", "bad-key-0123456789", False, "rejected the API key (401)"),
+    ],
+)
+def test_connection_test_reports_in_plain_words(fake, base, model, api_key, ok, words):
+    base_url = fake.base_url if base == "base" else fake.base_url_without_models
+    result, message = llm.llm_test_connection(target=make_target(base_url, model, api_key=api_key))
+
+    assert result is ok
+    assert words in message
+    assert api_key not in message
+
+
+def test_connection_test_refused():
+    from tests.support.fake_openai import closed_port_url
+
+    ok, message = llm.llm_test_connection(target=make_target(closed_port_url(), "fake-echo"))
+    assert ok is False and "Could not connect" in message
+
+
+def test_a_website_instead_of_an_api_is_explained(fake):
+    target = make_target(fake.base_url_html, "fake-echo")
+    _, error = run_stream(target, MESSAGES)
+    assert error is not None and error.kind == "bad_request" and not error.retryable
+    assert "not with a chat completion (content type text/html)" in error.user_message
+
+    with pytest.raises(llm.LLMError) as info:
+        llm.llm_complete(target=target, messages=MESSAGES)
+    assert info.value.kind == "bad_request" and "not with a chat completion" in info.value.user_message
+    ok, message = llm.llm_test_connection(target=target)
+    assert ok is False and message

@@ -1,0 +1,74 @@
+"""Reads: owner scoping (404 for others' objects), search, timeline pages."""
+
+from __future__ import annotations
+
+import pytest
+from django.http import Http404
+
+from chatapp.chat import selectors, services
+from chatapp.chat.models import Message, UserSettings
+
+pytestmark = pytest.mark.django_db
+
+
+def _conversation(owner, title, *contents):
+    conversation = services.conversation_create(owner=owner, title=title)
+    Message.objects.bulk_create(
+        [Message(conversation=conversation, role="user", content=c) for c in contents]
+    )
+    return conversation
+
+
+def test_other_users_objects_answer_404(user, other_user):
+    theirs = _conversation(other_user, "Secret plans", "hidden")
+    config = services.llm_config_create(
+        owner=other_user, name="Theirs", base_url="https://api.openai.com/v1", model="gpt-4o-mini"
+    )
+    message = Message.objects.get(conversation=theirs)
+
+    with pytest.raises(Http404):
+        selectors.conversation_get(owner=user, pk=theirs.pk)
+    with pytest.raises(Http404):
+        selectors.llm_config_get(owner=user, pk=config.pk)
+    with pytest.raises(Http404):
+        selectors.message_get(owner=user, pk=message.pk)
+    assert selectors.llm_config_get_or_none(owner=user, pk=config.pk) is None
+    assert selectors.conversation_get(owner=other_user, pk=theirs.pk) == theirs
+    assert list(selectors.conversation_list(owner=user)) == []
+    assert list(selectors.llm_config_list(owner=user)) == []
+
+
+def test_search_by_title_and_content_without_duplicates(user, other_user):
+    by_title = _conversation(user, "Kubernetes notes", "nothing here")
+    by_content = _conversation(user, "Misc", "how do I scale kubernetes?", "more KUBERNETES", "and again kubernetes")
+    _conversation(user, "Cooking", "pasta")
+    _conversation(other_user, "Kubernetes too", "kubernetes")
+
+    found = list(selectors.conversation_list(owner=user, query="  kubernetes "))
+    assert sorted(c.pk for c in found) == sorted([by_title.pk, by_content.pk])
+    assert len(list(selectors.conversation_list(owner=user, query=""))) == 3
+
+
+def test_list_is_newest_first(user):
+    old = _conversation(user, "Old")
+    new = _conversation(user, "New")
+    assert [c.pk for c in selectors.conversation_list(owner=user)] == [new.pk, old.pk]
+
+
+def test_message_pages_by_before_id(user):
+    conversation = _conversation(user, "Long", *[f"m{i}" for i in range(10)])
+    ids = list(Message.objects.filter(conversation=conversation).order_by("id").values_list("id", flat=True))
+
+    newest = selectors.message_list(conversation=conversation, limit=4)
+    assert [m.pk for m in newest] == ids[-4:]
+    older = selectors.message_list(conversation=conversation, before_id=newest[0].pk, limit=4)
+    assert [m.pk for m in older] == ids[2:6]
+    oldest = selectors.message_list(conversation=conversation, before_id=older[0].pk, limit=4)
+    assert [m.pk for m in oldest] == ids[:2]
+
+
+def test_user_settings_get_creates_once(user):
+    first = selectors.user_settings_get(user=user)
+    assert first.preference == "balanced" and first.auto_optimize is True
+    assert selectors.user_settings_get(user=user).pk == first.pk
+    assert UserSettings.objects.filter(user=user).count() == 1

@@ -1,0 +1,156 @@
+"""Writes of the request path that need no model call: messages, pins, validation, titles, limits."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+
+import optimizer
+from chatapp.chat.chat_services import (
+    MessageTooLarge,
+    RateLimited,
+    chat_regenerate_start,
+    chat_retry_start,
+    chat_turn_start,
+    message_append,
+    message_pin_set,
+    send_rate_check,
+    title_from_text,
+)
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
+
+pytestmark = pytest.mark.django_db
+
+
+def test_message_append_stores_counts_and_running_totals(conversation):
+    first = message_append(conversation=conversation, role="user", content="How do I index a JSON field?")
+    second = message_append(conversation=conversation, role="assistant", content="Use a GIN index.")
+    message_append(conversation=conversation, role="assistant", content="partial", status="stopped")
+
+    assert first.token_count == optimizer.count_message(
+        {"role": "user", "content": "How do I index a JSON field?"}, model="fake-echo"
+    )
+    assert first.char_count == len("How do I index a JSON field?")
+    conversation.refresh_from_db()
+    assert conversation.live_message_count == 2
+    assert conversation.live_char_count == first.char_count + second.char_count
+    assert conversation.live_token_count == first.token_count + second.token_count
+
+
+def test_pin_and_unpin(conversation):
+    message = message_append(conversation=conversation, role="user", content="remember: port 5433")
+    message_pin_set(message=message, pinned=True)
+    assert Message.objects.get(pk=message.pk).pinned
+    message_pin_set(message=message, pinned=False)
+    assert not Message.objects.get(pk=message.pk).pinned
+    summary = message_append(conversation=conversation, role="system", kind="summary", content="[s]")
+    with pytest.raises(ValidationError):
+        message_pin_set(message=summary, pinned=True)
+
+
+@pytest.mark.parametrize("content", ["", "   \n\t ", None, 42])
+def test_empty_or_non_text_is_refused_and_nothing_stored(chat_user, conversation, content):
+    with pytest.raises(ValidationError):
+        chat_turn_start(user=chat_user, conversation=conversation, content=content)
+    assert not Message.objects.filter(conversation=conversation).exists()
+
+
+def test_too_long_is_refused_with_the_limit(chat_user, conversation, settings):
+    settings.MAX_MESSAGE_CHARS = 100
+    with pytest.raises(MessageTooLarge) as info:
+        chat_turn_start(user=chat_user, conversation=conversation, content="x" * 101)
+    assert info.value.limit == 100
+    assert "100" in info.value.messages[0]
+    assert not Message.objects.filter(conversation=conversation).exists()
+
+
+def test_title_from_first_message_unless_custom(chat_user, conversation, echo_config):
+    chat_turn_start(user=chat_user, conversation=conversation, content="## Deploying Django behind nginx\nmore")
+    conversation.refresh_from_db()
+    assert conversation.title == "Deploying Django behind nginx"
+    custom = Conversation.objects.create(owner=chat_user, llm_config=echo_config, title="Mine", title_is_custom=True)
+    chat_turn_start(user=chat_user, conversation=custom, content="something else entirely")
+    custom.refresh_from_db()
+    assert custom.title == "Mine"
+
+
+def test_title_is_short():
+    title = title_from_text("word " * 50)
+    assert len(title) <= 60 and title.endswith("…")
+
+
+def test_turn_start_records_decision_and_placeholder(chat_user, conversation):
+    turn = chat_turn_start(user=chat_user, conversation=conversation, content="hello")
+    reply = Message.objects.get(pk=turn.reply_id)
+    assert (reply.role, reply.status, reply.reply_to_id) == ("assistant", "streaming", turn.user_message_id)
+    record = OptimizationRecord.objects.get(pk=turn.record_id)
+    assert record.reply_id == reply.pk
+    assert record.strategy == "none" and not record.triggered
+    assert record.sent == [
+        {"source_ids": [turn.user_message_id], "origin": "verbatim", "tokens": record.sent[0]["tokens"],
+         "role": "user"}
+    ]
+    assert turn.messages == [{"role": "user", "content": "hello"}]
+    assert record.tokens_sent == turn.context["tokens"]
+    assert record.dropped_ranges == []
+    assert record.budget == optimizer.compute_budget(context_window=16_000, max_output_tokens=500)
+
+
+def test_context_too_large_keeps_the_user_message(chat_user, fake_openai):
+    from tests.chat.conftest import make_config
+
+    config = make_config(chat_user, fake_openai.base_url, window=1_200, max_output=200)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    for i in range(8):
+        message = message_append(conversation=conversation, role="user", content=f"fact {i} " + "alpha beta " * 90)
+        message_pin_set(message=message, pinned=True)
+    turn = chat_turn_start(user=chat_user, conversation=conversation, content="and now?")
+    assert turn.failure is not None and turn.failure.kind == "context_too_large"
+    assert "budget" in turn.failure.error and "Unpin" in turn.failure.error
+    assert Message.objects.filter(pk=turn.user_message_id, content="and now?").exists()
+    assert Message.objects.get(pk=turn.reply_id).status == "error"
+
+
+def test_regenerate_supersedes_the_old_reply(chat_user, conversation):
+    user_message = message_append(conversation=conversation, role="user", content="q")
+    old = message_append(conversation=conversation, role="assistant", content="old answer", reply_to=user_message)
+    conversation.refresh_from_db()
+    before = conversation.live_token_count
+    turn = chat_regenerate_start(user=chat_user, reply=old)
+    old.refresh_from_db()
+    conversation.refresh_from_db()
+    assert old.superseded and old.status == "complete"
+    assert conversation.live_token_count == before - old.token_count
+    assert turn.user_message_id == user_message.pk
+    assert Message.objects.get(pk=turn.reply_id).reply_to_id == user_message.pk
+    assert turn.messages == [{"role": "user", "content": "q"}]
+    with pytest.raises(ValidationError):
+        chat_regenerate_start(user=chat_user, reply=old)
+
+
+def test_only_the_latest_exchange_can_be_regenerated_or_retried(chat_user, conversation):
+    q1 = message_append(conversation=conversation, role="user", content="q1")
+    a1 = message_append(conversation=conversation, role="assistant", content="a1", reply_to=q1)
+    message_append(conversation=conversation, role="user", content="q2")
+    with pytest.raises(ValidationError):
+        chat_regenerate_start(user=chat_user, reply=a1)
+    with pytest.raises(ValidationError):
+        chat_retry_start(user=chat_user, message=q1)
+
+
+def test_retry_refuses_an_answered_message(chat_user, conversation):
+    q = message_append(conversation=conversation, role="user", content="q")
+    message_append(conversation=conversation, role="assistant", content="a", reply_to=q)
+    with pytest.raises(ValidationError):
+        chat_retry_start(user=chat_user, message=q)
+
+
+def test_send_rate_limit_counts_per_user(chat_user, intruder, settings):
+    settings.SEND_RATE_LIMIT_PER_MINUTE = 3
+    for _ in range(3):
+        send_rate_check(user=chat_user)
+    with pytest.raises(RateLimited) as info:
+        send_rate_check(user=chat_user)
+    assert 1 <= info.value.retry_after <= 60
+    assert "3 per minute" in str(info.value)
+    send_rate_check(user=intruder)  # another user's quota is untouched

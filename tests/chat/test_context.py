@@ -1,0 +1,183 @@
+"""context_load / context_build: only what the optimizer needs, from stored counts, under bounded queries."""
+
+from __future__ import annotations
+
+import pytest
+
+import optimizer
+from chatapp.chat import llm
+from chatapp.chat.chat_services import chat_turn_start, message_append
+from chatapp.chat.context import context_build, context_gauge, context_load
+from chatapp.chat.models import Conversation, Message, OptimizationRecord, UserSettings
+from tests.chat.conftest import make_config, seed_messages
+
+pytestmark = pytest.mark.django_db
+
+
+def _ids(ctx) -> list[int]:
+    return [int(m.id) for m in ctx.msgs]
+
+
+def test_load_sends_only_live_chat_messages(conversation):
+    u1 = message_append(conversation=conversation, role="user", content="first question")
+    a1 = message_append(conversation=conversation, role="assistant", content="first answer")
+    u2 = message_append(conversation=conversation, role="user", content="second question")
+    superseded = message_append(conversation=conversation, role="assistant", content="old", superseded=True)
+    stopped = message_append(conversation=conversation, role="assistant", content="half", status="stopped")
+    failed = message_append(conversation=conversation, role="assistant", content="broken", status="error")
+    streaming = message_append(conversation=conversation, role="assistant", content="", status="streaming")
+    a2 = message_append(conversation=conversation, role="assistant", content="second answer")
+    summary = message_append(
+        conversation=conversation, role="system", kind="summary", content="[Conversation summary] s",
+        covers_from_id=u1.pk, covers_through_id=a1.pk,
+    )
+
+    ctx = context_load(conversation=conversation)
+
+    assert _ids(ctx) == [u1.pk, a1.pk, u2.pk, a2.pk]
+    assert not {superseded.pk, stopped.pk, failed.pk, streaming.pk, summary.pk} & set(_ids(ctx))
+    assert ctx.summary is not None and ctx.summary.id == str(summary.pk)
+    assert ctx.summary.through_id == str(a1.pk)
+    # Running totals count only the four live chat messages.
+    conversation.refresh_from_db()
+    assert ctx.history.messages == conversation.live_message_count == 4
+    assert ctx.history.tokens == sum(m.token_count for m in (u1, a1, u2, a2))
+    assert [m.tokens for m in ctx.msgs] == [u1.token_count, a1.token_count, u2.token_count, a2.token_count]
+
+
+def test_newest_live_summary_is_used_and_discarded_ones_ignored(conversation):
+    ids = seed_messages(conversation, 10)
+    kept = message_append(conversation=conversation, role="system", kind="summary", content="[Conversation summary] A",
+                          covers_from_id=ids[0], covers_through_id=ids[3])
+    message_append(conversation=conversation, role="system", kind="summary", content="[Conversation summary] B",
+                   covers_from_id=ids[0], covers_through_id=ids[5], discarded=True)
+    ctx = context_load(conversation=conversation)
+    assert ctx.summary is not None
+    assert (ctx.summary.id, ctx.summary.content, ctx.summary.through_id) == (
+        str(kept.pk), kept.content, str(ids[3]))
+
+
+def test_load_reads_static_layer_and_window_not_the_history(conversation, django_assert_max_num_queries):
+    system = message_append(conversation=conversation, role="system", content="You are terse.")
+    ids = seed_messages(conversation, 400)
+    Message.objects.filter(pk=ids[101]).update(pinned=True)
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[380])
+    conversation.refresh_from_db()
+
+    with django_assert_max_num_queries(5):
+        ctx = context_load(conversation=conversation)
+
+    assert _ids(ctx) == [system.pk, ids[0], ids[101], *ids[380:]]
+    assert ctx.static_ids == {system.pk, ids[0], ids[101]}
+    assert ctx.window_start == str(ids[380])
+    assert ctx.msgs[2].pinned
+
+
+def test_window_start_on_a_replaced_reply_begins_at_the_next_live_message(conversation):
+    ids = seed_messages(conversation, 20)
+    Message.objects.filter(pk=ids[10]).update(superseded=True)
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[10])
+    conversation.refresh_from_db()
+    ctx = context_load(conversation=conversation)
+    assert ctx.window_start == str(ids[11])
+    assert _ids(ctx) == [ids[0], *ids[11:]]
+
+
+def test_long_conversation_triggers_optimization_without_loading_history(
+    chat_user, fake_openai, django_assert_max_num_queries
+):
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    ids = seed_messages(conversation, 3_000, model="gpt-4o-mini")
+    budget = optimizer.compute_budget(context_window=6_000, max_output_tokens=1_000)
+    assert conversation.live_token_count > budget * 5
+
+    with django_assert_max_num_queries(30):
+        turn = chat_turn_start(user=chat_user, conversation=conversation, content="What did we decide?")
+
+    record = OptimizationRecord.objects.get(pk=turn.record_id)
+    assert record.triggered
+    assert record.strategy in {"truncate", "summarize"}
+    assert record.tokens_sent <= budget < record.tokens_full
+    assert record.messages_before >= 3_000
+    assert record.dropped_ranges, "the middle of the history must be recorded as dropped"
+    conversation.refresh_from_db()
+    assert conversation.window_start_id is not None and conversation.window_start_id > ids[2_000]
+    assert record.window_start_id == conversation.window_start_id
+    sent_ids = {i for entry in record.sent for i in entry["source_ids"]}
+    assert ids[0] in sent_ids  # the first user message is always kept
+    assert ids[1_500] not in sent_ids
+
+    with django_assert_max_num_queries(5):
+        ctx = context_load(conversation=conversation)
+    loaded = _ids(ctx)
+    assert len(loaded) < 300
+    assert loaded[0] == ids[0] and loaded[-1] == turn.user_message_id
+    assert not [pk for pk in loaded if ids[1] <= pk < conversation.window_start_id]
+
+
+def test_context_build_without_window_reads_only_the_tail(chat_user, fake_openai):
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    seed_messages(conversation, 3_000, model="gpt-4o-mini")
+    target = llm.llm_target_for(config=config)
+    _, ctx = context_build(conversation=conversation, preference="balanced", target=target)
+    assert len(ctx.loaded_ids) < 400
+
+
+def test_auto_optimize_off_sends_everything_that_fits(chat_user, fake_openai):
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=16_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    ids = seed_messages(conversation, 300, model="gpt-4o-mini")
+    # Window sized so the history is 90% of the budget: past the 80% trigger, but it fits.
+    config.context_window = int(conversation.live_token_count / 0.9) + config.max_output_tokens
+    config.save()
+    UserSettings.objects.update_or_create(user=chat_user, defaults={"auto_optimize": False})
+    target = llm.llm_target_for(config=config)
+    result, _ = context_build(conversation=conversation, preference="balanced", target=target, auto_optimize=False)
+    assert [int(i) for m in result.messages for i in m.source_ids] == ids
+    assert conversation.window_start_id is None
+    on, _ = context_build(conversation=conversation, preference="balanced", target=target, store_window=False)
+    assert len({i for m in on.messages for i in m.source_ids}) < len(ids)
+
+
+def test_gauge_reports_next_request_tokens_against_budget(conversation, chat_user):
+    message_append(conversation=conversation, role="user", content="hello there")
+    message_append(conversation=conversation, role="assistant", content="hi, how can I help?")
+    gauge = context_gauge(conversation=conversation, user=chat_user)
+    budget = optimizer.compute_budget(context_window=16_000, max_output_tokens=500)
+    assert gauge["budget"] == budget
+    assert gauge["tokens"] == conversation.live_token_count + 3
+    assert gauge["ratio"] == pytest.approx(gauge["tokens"] / budget, abs=1e-3)
+    assert gauge["strategy"] == "none"
+
+
+def test_summarize_decision_requests_a_summary_job_after_commit(
+    chat_user, fake_openai, monkeypatch, django_capture_on_commit_callbacks
+):
+    from chatapp.chat import summary_services
+
+    calls: list[dict] = []
+    monkeypatch.setattr(summary_services, "summary_job_request", lambda **kw: calls.append(kw))
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    UserSettings.objects.update_or_create(user=chat_user, defaults={"preference": "quality"})
+    ids = seed_messages(conversation, 600, model="gpt-4o-mini")
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        turn = chat_turn_start(user=chat_user, conversation=conversation, content="and the plan?")
+    assert not calls, "the job is requested only once the turn is committed"
+    for callback in callbacks:
+        callback()
+
+    record = OptimizationRecord.objects.get(pk=turn.record_id)
+    assert record.strategy == "summarize"
+    assert len(calls) == 1
+    call = calls[0]
+    assert call["trigger"] == "auto" and call["conversation"].pk == conversation.pk
+    span = call["span"]
+    assert span.after_id is None and int(span.through_id) < conversation.window_start_id
+    # Bounds by id: with no summary yet the span runs from the start (the job re-reads by id).
+    assert all(ids[1] <= int(i) < conversation.window_start_id for i in span.ids)
+    conversation.refresh_from_db()
+    assert conversation.summary_count == 1 and conversation.truncation_count == 0

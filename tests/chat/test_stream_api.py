@@ -1,0 +1,263 @@
+"""Send / regenerate / retry / stop through Django's ASGI path against the real fake endpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord
+from tests.chat.conftest import TEST_KEY, make_config, post_stream, seed_messages, send
+from tests.support.fake_openai import closed_port_url
+
+pytestmark = pytest.mark.django_db
+
+
+def _use_model(config: LLMConfig, model: str, base_url: str | None = None) -> None:
+    config.model = model
+    if base_url is not None:
+        config.base_url = base_url
+    config.save()
+
+
+def test_send_streams_the_reply_and_stores_it_with_usage(chat_user, conversation, fake_openai):
+    fake_openai.reset()
+    result = send(chat_user, conversation, "Tell me about **indexes**")
+
+    assert result.status == 200
+    assert result.headers["content-type"].startswith("text/event-stream")
+    assert result.headers["cache-control"] == "no-cache"
+    assert result.headers["x-accel-buffering"] == "no"
+    assert result.names[0] == "start" and result.names[-1] == "done"
+    assert result.names.count("delta") > 1
+
+    start = result.named("start")[0]
+    done = result.named("done")[0]
+    user_message = Message.objects.get(pk=start["user_message"]["id"])
+    reply = Message.objects.get(pk=start["assistant_message"]["id"])
+    assert user_message.content == "Tell me about **indexes**"
+    assert reply.status == "complete" and reply.reply_to_id == user_message.pk
+    assert reply.content == result.text == done["message"]["content"]
+    assert reply.content.startswith("Echo: received 1 messages")
+
+    request = fake_openai.completions[-1]
+    assert request.stream and request.messages == [{"role": "user", "content": "Tell me about **indexes**"}]
+    assert request.api_key == TEST_KEY
+    assert reply.prompt_tokens == done["message"]["prompt_tokens"] and reply.prompt_tokens > 0
+    assert reply.completion_tokens == done["message"]["completion_tokens"] and reply.completion_tokens > 0
+    assert reply.latency_ms is not None and reply.model == "fake-echo"
+    assert done["message"]["html"] and "<script" not in done["message"]["html"]
+    assert done["title"] == "Tell me about **indexes**".replace("*", "") or done["title"]
+
+    record = OptimizationRecord.objects.get(reply=reply)
+    assert record.provider_prompt_tokens == reply.prompt_tokens
+    assert record.tokens_sent == start["context"]["tokens"]
+    assert done["context"]["budget"] == record.budget
+    conversation.refresh_from_db()
+    assert conversation.live_message_count == 2
+    assert conversation.live_token_count == user_message.token_count + reply.token_count
+
+
+def test_record_has_costs_origins_and_counts(chat_user, fake_openai):
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    ids = seed_messages(conversation, 600, model="gpt-4o-mini")
+    Message.objects.filter(pk=ids[200]).update(pinned=True)
+    result = send(chat_user, conversation, "Summarize where we are")
+    assert result.names[-1] == "done"
+
+    record = OptimizationRecord.objects.get(reply_id=result.named("start")[0]["assistant_message"]["id"])
+    assert record.triggered and record.strategy in {"truncate", "summarize"}
+    assert record.reason and set(record.scores) >= {"truncate", "summarize"}
+    assert not record.estimated and record.model == "gpt-4o-mini"
+    assert record.cost_sent_usd is not None and record.cost_full_usd is not None
+    assert record.cost_sent_usd < record.cost_full_usd
+    assert record.tokens_sent < record.tokens_full
+    origins = {entry["origin"] for entry in record.sent}
+    assert "pinned" in origins and "verbatim" in origins
+    sent_ids = {i for entry in record.sent for i in entry["source_ids"]}
+    assert ids[200] in sent_ids
+    assert sum(entry["tokens"] for entry in record.sent) <= record.tokens_sent
+    # Every dropped id is neither sent nor covered, and the ranges are ordered and disjoint.
+    flat = [bound for pair in record.dropped_ranges for bound in pair]
+    assert flat == sorted(flat)
+    for first, last in record.dropped_ranges:
+        assert not [i for i in sent_ids if first <= i <= last]
+    assert record.pack_ms >= 0
+    request = fake_openai.completions[-1]
+    assert len(request.messages) == len(record.sent)
+
+
+FAILURES = [
+    # model, kind, retryable
+    ("fail-401", "auth", False),
+    ("fail-404", "not_found", False),
+    ("fail-429", "rate_limit", True),
+    ("fail-500", "server", True),
+    ("fail-timeout", "timeout", True),
+    ("cut-stream", "stream_cut", True),
+    ("refused", "connection", True),
+]
+
+
+@pytest.mark.parametrize(("model", "kind", "retryable"), FAILURES)
+def test_model_failure_keeps_the_message_and_marks_the_reply(
+    chat_user, conversation, echo_config, fake_openai, settings, model, kind, retryable
+):
+    settings.LLM_TIMEOUT_SECONDS = 1
+    if model == "refused":
+        _use_model(echo_config, "fake-echo", closed_port_url())
+    else:
+        _use_model(echo_config, model)
+    result = send(chat_user, conversation, "Is anyone there?")
+
+    assert result.status == 200
+    assert result.names[0] == "start" and result.names[-1] == "error"
+    error = result.named("error")[0]
+    assert error["kind"] == kind and error["retryable"] is retryable
+    assert error["error"] and "Traceback" not in error["error"] and TEST_KEY not in error["error"]
+    assert TEST_KEY[-12:] not in json.dumps(result.events)
+
+    user_message = Message.objects.get(conversation=conversation, role="user")
+    assert user_message.content == "Is anyone there?" and user_message.status == "complete"
+    reply = Message.objects.get(pk=error["message"]["id"])
+    assert reply.status == "error" and error["message"]["status"] == "error"
+    assert reply.error == error["error"]
+    assert reply.content == result.text == error["message"]["content"]
+    if model == "cut-stream":
+        assert reply.content, "the partial reply is kept"
+
+    # The failed reply is never sent again: the next request carries only the surviving exchange.
+    _use_model(echo_config, "fake-echo", fake_openai.base_url)
+    fake_openai.reset()
+    retry = post_stream(chat_user, f"/api/messages/{user_message.pk}/retry/")
+    assert retry.names[-1] == "done"
+    assert fake_openai.completions[-1].messages == [{"role": "user", "content": "Is anyone there?"}]
+    reply.refresh_from_db()
+    assert reply.status == "error" and reply.superseded  # still visible, marked
+    new_reply = Message.objects.get(pk=retry.named("start")[0]["assistant_message"]["id"])
+    assert new_reply.reply_to_id == user_message.pk and new_reply.status == "complete"
+
+
+def test_flaky_endpoint_then_retry(chat_user, conversation, echo_config, fake_openai):
+    _use_model(echo_config, "flaky-500-then-200")
+    fake_openai.reset()
+    first = send(chat_user, conversation, "ping")
+    assert first.names[-1] == "error" and first.named("error")[0]["retryable"]
+    user_id = first.named("start")[0]["user_message"]["id"]
+    retried = post_stream(chat_user, f"/api/messages/{user_id}/retry/")
+    assert retried.names[-1] == "done"
+    assert Message.objects.filter(conversation=conversation, role="user").count() == 1
+
+
+def test_replaced_stopped_and_failed_replies_are_not_sent_again(chat_user, conversation, echo_config, fake_openai):
+    first = send(chat_user, conversation, "one")
+    old_reply = first.named("done")[0]["message"]
+    regenerated = post_stream(chat_user, f"/api/messages/{old_reply['id']}/regenerate/")
+    assert regenerated.names[-1] == "done"
+    new_reply = regenerated.named("done")[0]["message"]
+    assert Message.objects.get(pk=old_reply["id"]).superseded
+
+    _use_model(echo_config, "cut-stream")
+    broken = send(chat_user, conversation, "two")
+    assert broken.names[-1] == "error"
+    _use_model(echo_config, "fake-echo")
+
+    fake_openai.reset()
+    third = send(chat_user, conversation, "three")
+    assert third.names[-1] == "done"
+    sent = fake_openai.completions[-1].messages
+    assert sent == [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": new_reply["content"]},
+        {"role": "user", "content": "two"},
+        {"role": "user", "content": "three"},
+    ]
+    assert old_reply["content"] not in [m["content"] for m in sent[2:]]
+
+
+def test_stop_keeps_the_partial_reply_marked_stopped(chat_user, conversation, echo_config, fake_openai):
+    _use_model(echo_config, "slow-150")
+    state: dict = {}
+
+    async def stop_after_first_delta(client, name, data):
+        if name == "start":
+            state["reply"] = data["assistant_message"]["id"]
+        elif name == "delta" and "stopped" not in state:
+            response = await client.post(f"/api/messages/{state['reply']}/stop/")
+            state["stopped"] = response.status_code
+
+    result = send(chat_user, conversation, "write a long story " * 5, on_event=stop_after_first_delta)
+    assert state["stopped"] == 200
+    assert result.names[-1] == "error"
+    error = result.named("error")[0]
+    assert error["kind"] == "stopped" and error["message"]["status"] == "stopped"
+    reply = Message.objects.get(pk=state["reply"])
+    assert reply.status == "stopped" and reply.content == result.text and reply.content
+    full = fake_openai.completions[-1]
+    assert len(reply.content) < len("Echo: received 1 messages (1 user); summary absent. Last user message: ")\
+        + len(full.messages[-1]["content"])
+
+    _use_model(echo_config, "fake-echo")
+    fake_openai.reset()
+    follow = send(chat_user, conversation, "next")
+    assert reply.content not in [m["content"] for m in fake_openai.completions[-1].messages]
+    assert follow.names[-1] == "done"
+
+
+def test_other_users_objects_answer_404(chat_user, intruder, conversation):
+    done = send(chat_user, conversation, "mine").named("done")[0]["message"]
+    user_id = Message.objects.get(conversation=conversation, role="user").pk
+    for path, payload in [
+        (f"/api/conversations/{conversation.pk}/messages/", {"content": "hi"}),
+        (f"/api/messages/{done['id']}/regenerate/", None),
+        (f"/api/messages/{user_id}/retry/", None),
+        (f"/api/messages/{done['id']}/stop/", None),
+    ]:
+        assert post_stream(intruder, path, payload).status == 404, path
+    assert Message.objects.filter(conversation=conversation).count() == 2
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        ('{"content": ""}', 400),
+        ('{"content": "   \\n  "}', 400),
+        ('{"content": 5}', 400),
+        ("{}", 400),
+        ("[1, 2]", 400),
+        ('{"content": "unterminated', 400),
+    ],
+)
+def test_bad_input_is_refused_and_nothing_stored(chat_user, conversation, raw, status):
+    result = post_stream(chat_user, f"/api/conversations/{conversation.pk}/messages/", raw=raw)
+    assert result.status == status
+    assert result.body["detail"]
+    assert not Message.objects.filter(conversation=conversation).exists()
+
+
+def test_too_large_answers_413_with_the_limit(chat_user, conversation, settings):
+    settings.MAX_MESSAGE_CHARS = 50
+    result = send(chat_user, conversation, "y" * 51)
+    assert result.status == 413
+    assert result.body["limit"] == 50 and "50" in result.body["detail"]
+    assert not Message.objects.filter(conversation=conversation).exists()
+
+
+def test_repeated_sends_are_rate_limited(chat_user, conversation, settings):
+    settings.SEND_RATE_LIMIT_PER_MINUTE = 2
+    assert send(chat_user, conversation, "a").status == 200
+    assert send(chat_user, conversation, "b").status == 200
+    limited = send(chat_user, conversation, "c")
+    assert limited.status == 429
+    assert int(limited.headers["retry-after"]) >= 1
+    assert "per minute" in limited.body["detail"] and limited.body["retry_after"] >= 1
+    assert Message.objects.filter(conversation=conversation, role="user").count() == 2
+
+
+def test_offline_model_when_no_config(chat_user):
+    conversation = Conversation.objects.create(owner=chat_user)
+    result = send(chat_user, conversation, "hello offline")
+    assert result.names[-1] == "done"
+    reply = result.named("done")[0]["message"]
+    assert reply["model"] == "offline-demo" and reply["content"]

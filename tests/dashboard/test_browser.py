@@ -1,0 +1,229 @@
+"""The dashboard in headless Chromium: charts and message map drawn from the API's data; screenshots."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
+from chatapp.chat.models import Message, OptimizationRecord
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
+
+pytestmark = [pytest.mark.browser]
+
+
+@pytest.fixture
+def driver():
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail("Chromium is missing: apt-get install -y chromium chromium-driver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="dash-chromium-")
+    options = webdriver.ChromeOptions()
+    for flag in (
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+        f"--user-data-dir={profile}", "--window-size=1366,900",
+    ):
+        options.add_argument(flag)
+    options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    drv = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    drv.set_page_load_timeout(30)
+    try:
+        yield drv
+    finally:
+        drv.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _login(driver, live_server, user) -> Client:
+    client = Client()
+    client.force_login(user)
+    driver.get(live_server.url + "/accounts/login/")
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    driver.add_cookie({"name": settings.SESSION_COOKIE_NAME, "value": session, "path": "/"})
+    return client
+
+
+def _wait_ready(driver, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready = driver.execute_script("return document.getElementById('dash').dataset.ready || ''")
+        if ready == "1":
+            return
+        assert ready != "error", driver.find_element("css selector", "#main").text[:500]
+        time.sleep(0.1)
+    raise AssertionError("the dashboard did not finish drawing")
+
+
+def _points(driver, series: str) -> int:
+    return driver.execute_script(
+        "const p = document.querySelector(`#dash polyline[data-series='${arguments[0]}']`);"
+        "return p ? p.getAttribute('points').trim().split(/\\s+/).length : -1;",
+        series,
+    )
+
+
+def _full_page_screenshot(driver, width: int, path: Path) -> None:
+    driver.set_window_size(width, 900)
+    time.sleep(0.4)  # the charts redraw on resize (debounced)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(width, min(height + 140, 7000))
+    time.sleep(0.4)
+    driver.save_screenshot(str(path))
+
+
+def _wait_text(element, text: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in element.text:
+        assert time.monotonic() < deadline, f"{text!r} not shown; got {element.text[-300:]!r}"
+        time.sleep(0.05)
+
+
+def _hex_rgb(value: str) -> tuple[int, int, int]:
+    value = value.strip().lstrip("#")
+    return int(value[0:2], 16), int(value[2:4], 16), int(value[4:6], 16)
+
+
+def test_dashboard_draws_charts_and_map_from_the_data(live_server, transactional_db, driver):
+    user = get_user_model().objects.create_user(username="viewer")
+    conversation = conversation_seed_long(owner=user, messages=4000, seed=9)
+    client = _login(driver, live_server, user)
+    base = f"/api/dashboard/conversations/{conversation.pk}/"
+    series = client.get(base + "series/").json()
+    mp = client.get(base + "map/").json()
+    assert series["count"] == 2000
+
+    driver.get(f"{live_server.url}/c/{conversation.pk}/dashboard/")
+    _wait_ready(driver)
+
+    # Chart 1: one point per turn for the full history and the sent tokens; the start marker.
+    assert _points(driver, "tokens_full") == series["count"]
+    assert _points(driver, "tokens_sent") == series["count"]
+    start = driver.execute_script("return document.querySelector('#chart-tokens .opt-start').dataset.turn")
+    assert int(start) == series["first_optimized_index"] + 1
+    label = driver.find_element("css selector", "#chart-tokens .opt-label").text
+    assert label == f"Optimization starts · turn {series['first_optimized_index'] + 1}"
+
+    # Chart 2: one mark per truncate/summarize turn, and the cumulative savings line.
+    decisions = sum(1 for code in series["strategy"] if series["strategy_codes"][code] in ("truncate", "summarize"))
+    assert decisions > 0
+    assert driver.execute_script("return document.querySelectorAll('#chart-strategy rect[data-strategy]').length") \
+        == decisions
+    assert _points(driver, "saved_cumulative") == series["count"]
+
+    # Message map: one cell per message, and each run's first cell painted in its status colour.
+    canvas = driver.find_element("id", "message-map")
+    assert int(canvas.get_attribute("data-cells")) == mp["count"]
+    assert int(canvas.get_attribute("data-runs")) == len(mp["status_runs"])
+    samples = []
+    index = 0
+    for code, length in mp["status_runs"]:
+        samples.append((index, mp["statuses"][code]))
+        index += length
+    probes = driver.execute_script(
+        """
+        const c = document.getElementById('message-map');
+        const size = +c.dataset.cellSize, gap = +c.dataset.gap, perRow = +c.dataset.perRow;
+        const ctx = c.getContext('2d'), dpr = c.width / c.clientWidth;
+        const css = getComputedStyle(document.getElementById('dash'));
+        return arguments[0].map(([i, status]) => {
+          const x = (i % perRow) * (size + gap) + size / 2, y = Math.floor(i / perRow) * (size + gap) + size / 2;
+          const px = ctx.getImageData(Math.floor(x * dpr), Math.floor(y * dpr), 1, 1).data;
+          return [status, css.getPropertyValue('--st-' + status).trim(), [px[0], px[1], px[2]]];
+        });
+        """,
+        samples[:40],
+    )
+    assert len(probes) >= 3
+    for status, color, pixel in probes:
+        assert tuple(pixel) == _hex_rgb(color), status
+    legend_counts = driver.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#map-legend li')]"
+        ".map(li => [li.dataset.status, li.querySelector('[data-count]').textContent.replace(/\\D/g, '')]));"
+    )
+    for status, count in mp["status_counts"].items():
+        if count:
+            assert int(legend_counts[status]) == count
+
+    # What the model saw: the latest turn's messages, in the record's order.
+    latest = OptimizationRecord.objects.filter(conversation=conversation).order_by("-id").first()
+    origins = driver.execute_script(
+        "return [...document.querySelectorAll('#sent-list > li')].map(li => li.dataset.origin)"
+    )
+    assert origins == [e["origin"] for e in latest.sent]
+
+    # Picking another turn from the requests table loads that record.
+    rows = driver.find_elements("css selector", "#records-table tbody tr")
+    assert len(rows) == 15
+    target_turn = int(rows[3].get_attribute("data-turn"))
+    target_record = int(rows[3].get_attribute("data-record"))
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", rows[3])
+    rows[3].click()
+    deadline = time.monotonic() + 10
+    while driver.execute_script("return +document.getElementById('sent-list')?.dataset.record") != target_record:
+        assert time.monotonic() < deadline, "the picked turn did not load"
+        time.sleep(0.05)
+    assert int(driver.find_element("id", "turn-input").get_attribute("value")) == target_turn
+    picked = OptimizationRecord.objects.get(pk=target_record)
+    assert driver.execute_script("return +document.getElementById('sent-list').dataset.count") == len(picked.sent)
+
+    # Zooming to the start of optimization redraws the charts over that range only.
+    button = driver.find_element("css selector", "[data-range=start]")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+    button.click()
+    first = series["first_optimized_index"]
+    span = max(60, first * 2)
+    lo = max(0, first - span // 2)
+    assert _points(driver, "tokens_sent") == min(series["count"], lo + span + 1) - lo
+    driver.find_element("css selector", "[data-range=all]").click()
+    assert _points(driver, "tokens_sent") == series["count"]
+
+    # Summaries: edit the newest one's text, then discard it, through the summaries API.
+    newest = Message.objects.filter(conversation=conversation, kind="summary").order_by("-id").first()
+    item = driver.find_element("css selector", f"[data-summary='{newest.pk}']")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", item)
+    item.find_element("xpath", ".//button[text()='Edit']").click()
+    area = item.find_element("css selector", "textarea")
+    area.clear()
+    area.send_keys("Edited in the browser test: decisions so far.")
+    item.find_element("xpath", ".//button[text()='Save']").click()
+    _wait_text(item, "Saved.")
+    newest.refresh_from_db()
+    assert "Edited in the browser test" in newest.content
+    item.find_element("xpath", ".//button[text()='Discard']").click()
+    driver.switch_to.alert.accept()
+    _wait_text(item, "Discarded.")
+    newest.refresh_from_db()
+    assert newest.discarded
+
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    _full_page_screenshot(driver, 1366, SCREENSHOTS / "dashboard-laptop.png")
+    _full_page_screenshot(driver, 390, SCREENSHOTS / "dashboard-phone.png")
+    # The map redraws for the phone width: still one cell per message.
+    assert int(driver.find_element("id", "message-map").get_attribute("data-cells")) == mp["count"]
+    dark = {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", dark)
+    driver.get(f"{live_server.url}/c/{conversation.pk}/dashboard/")
+    _wait_ready(driver)
+    _full_page_screenshot(driver, 1366, SCREENSHOTS / "dashboard-laptop-dark.png")
+    driver.get(f"{live_server.url}/dashboard/")
+    assert conversation.title in driver.find_element("id", "top-list").text
+    _full_page_screenshot(driver, 1366, SCREENSHOTS / "dashboard-overview-dark.png")
+    for name in ("dashboard-laptop.png", "dashboard-phone.png", "dashboard-laptop-dark.png"):
+        assert (SCREENSHOTS / name).stat().st_size > 10_000

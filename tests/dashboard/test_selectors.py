@@ -1,0 +1,190 @@
+"""Dashboard selectors on small hand-checkable data (see the `small` fixture in conftest.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+import optimizer
+from chatapp.chat.dashboard_selectors import (
+    MAP_STATUSES,
+    dashboard_conversation_get,
+    dashboard_headline,
+    dashboard_message_map,
+    dashboard_overview,
+    dashboard_record_context,
+    dashboard_series,
+    dashboard_summary_details,
+    dashboard_summary_list,
+)
+from tests.dashboard.factories import make_conversation, make_job, make_record
+
+pytestmark = pytest.mark.django_db
+
+
+def decode_map(data: dict) -> tuple[list[int], list[str]]:
+    ids = [start + k for start, length in data["id_runs"] for k in range(length)]
+    statuses = [data["statuses"][code] for code, length in data["status_runs"] for _ in range(length)]
+    return ids, statuses
+
+
+def test_headline_totals(small):
+    h = dashboard_headline(conversation=small.conversation)
+    assert h["turns"] == 3
+    assert h["tokens"] == {"full": 900, "sent": 450, "saved": 450, "saved_share": 0.5}
+    money = h["money"]
+    assert money["full_usd"] == pytest.approx(0.009)
+    assert money["sent_usd"] == pytest.approx(0.0045)
+    assert money["gross_saved_usd"] == pytest.approx(0.0045)
+    assert money["summary_cost_usd"] == pytest.approx(0.0005)
+    assert money["net_saved_usd"] == pytest.approx(0.004)
+    assert money["unpriced_records"] == 0
+    assert money["prices"]["input"] == pytest.approx(optimizer.model_info("gpt-4o-mini").input_cost_per_token)
+    assert h["strategies"] == {
+        "optimized_turns": 2, "triggered_turns": 2, "truncate": 1, "summarize": 1, "first_optimized_turn": 2,
+    }
+    assert h["summaries"]["made"] == 1
+    assert h["summaries"]["jobs_done"] == 1
+    assert h["usage"]["tokens"] == 200
+    assert h["usage"]["budget"] == 1000
+    assert h["usage"]["ratio"] == pytest.approx(0.2)
+    acc = h["accuracy"]
+    # |150 - 152| + |200 - 198| = 4 tokens off, over 350 counted by the provider.
+    assert acc["requests"] == 2
+    assert acc["ours"] == 350
+    assert acc["provider"] == 350
+    assert acc["error_share"] == pytest.approx(4 / 350)
+    assert acc["bias_share"] == pytest.approx(0.0)
+
+
+def test_headline_without_records(user):
+    c = make_conversation(owner=user)
+    h = dashboard_headline(conversation=c)
+    assert h["turns"] == 0
+    assert h["tokens"]["saved"] == 0
+    assert h["usage"] is None
+    assert h["accuracy"] is None
+
+
+def test_unpriced_records_are_priced_from_the_registry(user):
+    c = make_conversation(owner=user)
+    make_record(conversation=c, tokens_full=1_000_000, tokens_sent=200_000)
+    make_record(conversation=c, tokens_full=50, tokens_sent=50, model="no-such-model-xyz")
+    money = dashboard_headline(conversation=c)["money"]
+    full = optimizer.cost_usd("gpt-4o-mini", prompt_tokens=1_000_000)
+    sent = optimizer.cost_usd("gpt-4o-mini", prompt_tokens=200_000)
+    assert full is not None and full > sent > 0
+    assert money["full_usd"] == pytest.approx(full)
+    assert money["sent_usd"] == pytest.approx(sent)
+    assert money["net_saved_usd"] == pytest.approx(full - sent)
+    assert money["unpriced_records"] == 1
+
+
+def test_series_is_columnar_per_turn(small):
+    s = dashboard_series(conversation=small.conversation)
+    assert s["count"] == 3
+    assert s["ids"] == [r.pk for r in small.records]
+    assert s["tokens_full"] == [100, 300, 500]
+    assert s["tokens_sent"] == [100, 150, 200]
+    assert s["saved_cumulative"] == [0, 150, 450]
+    assert [s["strategy_codes"][c] for c in s["strategy"]] == ["none", "truncate", "summarize"]
+    assert s["first_optimized_index"] == 1
+    # From the record's stats where present, else the optimizer's default share of the budget.
+    assert s["trigger"] == [700, 800, 800]
+    assert s["provider_prompt_tokens"] == [None, 152, 198]
+
+
+def test_message_map_statuses_in_latest_request(small):
+    data = dashboard_message_map(conversation=small.conversation)
+    m = small.m
+    ids, statuses = decode_map(data)
+    expected = [
+        (m[0], "verbatim"), (m[1], "summarized"), (m[2], "pinned"), (m[3], "summarized"), (m[4], "dropped"),
+        (m[5], "compressed"), (m[6], "verbatim"), (m[7], "verbatim"), (small.superseded, "excluded"),
+        (small.summary, "summary"), (m[8], "new"),
+    ]
+    assert ids == [msg.pk for msg, _ in expected]
+    assert statuses == [status for _, status in expected]
+    assert data["roles"] == "uauauauaasa"
+    assert data["count"] == 11
+    assert data["record_id"] == small.records[-1].pk
+    assert sum(length for _, length in data["status_runs"]) == 11
+    assert len(data["status_runs"]) == 10  # m6, m7 share a run
+    assert data["status_counts"]["verbatim"] == 3
+    assert set(data["status_counts"]) == set(MAP_STATUSES)
+
+
+def test_message_map_without_records_marks_everything_new(user):
+    c = make_conversation(owner=user)
+    from tests.dashboard.factories import make_message
+
+    for _ in range(3):
+        make_message(conversation=c)
+    data = dashboard_message_map(conversation=c)
+    assert data["status_runs"] == [[MAP_STATUSES.index("new"), 3]]
+
+
+def test_record_context_rebuilds_what_the_model_saw(small):
+    m = small.m
+    ctx = dashboard_record_context(conversation=small.conversation, record_id=small.records[-1].pk)
+    assert ctx["record"]["turn"] == 3
+    assert ctx["record"]["strategy"] == "summarize"
+    entries = ctx["entries"]
+    assert [e["origin"] for e in entries] == ["verbatim", "pinned", "summary", "compressed", "verbatim", "verbatim"]
+    assert [e["source_ids"] for e in entries] == [
+        [m[0].pk], [m[2].pk], [small.summary.pk], [m[5].pk], [m[6].pk], [m[7].pk],
+    ]
+    assert entries[0]["content"] == "message 0"
+    assert entries[2]["content"] == "[Summary] m1..m3"
+    assert entries[2]["covers"] == [m[1].pk, m[3].pk, 3]
+    assert entries[3]["compressed"] is True
+    assert entries[3]["tokens"] == 7
+    assert entries[3]["original_tokens"] == 15
+    assert ctx["entry_tokens"] == 10 + 12 + 40 + 7 + 16 + 17
+    assert ctx["dropped_ranges"] == [[m[4].pk, m[4].pk]]
+    assert ctx["summary"]["covers_through_id"] == m[3].pk
+
+
+def test_record_context_of_another_conversation_is_404(small, user):
+    from django.http import Http404
+
+    other = make_conversation(owner=user)
+    with pytest.raises(Http404):
+        dashboard_record_context(conversation=other, record_id=small.records[0].pk)
+
+
+def test_summary_details(small):
+    rows = dashboard_summary_details(
+        conversation=small.conversation, summaries=list(dashboard_summary_list(conversation=small.conversation))
+    )
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["duration_s"] == pytest.approx(3.0)
+    assert row["cost_usd"] == pytest.approx(0.0005)  # the job's cost wins over the message's
+    assert row["method"] == "gpt-4o-mini"
+    assert row["used_by_requests"] == 1
+    assert row["covered_message_count"] == 3
+
+
+def test_overview_totals_and_top_savers(small, user, other_user):
+    bigger = make_conversation(owner=user, title="Bigger")
+    make_record(conversation=bigger, tokens_full=2000, tokens_sent=1000, cost_full="0.02", cost_sent="0.01")
+    make_job(conversation=bigger, summary=None, cost="0.001")
+    make_conversation(owner=user, title="Empty")
+    theirs = make_conversation(owner=other_user, title="Not mine")
+    make_record(conversation=theirs, tokens_full=90_000, tokens_sent=1_000, cost_full="1", cost_sent="0.01")
+
+    o = dashboard_overview(user=user)
+    assert o["conversations"] == 3
+    assert o["conversations_with_records"] == 2
+    assert o["turns"] == 4
+    assert o["tokens"]["saved"] == 450 + 1000
+    assert o["money"]["net_saved_usd"] == pytest.approx(0.0045 + 0.01 - 0.0005 - 0.001)
+    assert [row["title"] for row in o["top"]] == ["Bigger", "Small one"]
+    assert o["top"][0]["net_saved_usd"] == pytest.approx(0.009)
+
+
+def test_conversation_get_is_owner_only(small, other_user):
+    from django.http import Http404
+
+    with pytest.raises(Http404):
+        dashboard_conversation_get(user=other_user, pk=small.conversation.pk)

@@ -1,0 +1,169 @@
+"""Dashboard pages, JSON API and exports: owner-only, paginated, and the exports carry every record."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from chatapp.chat.models import Message, OptimizationRecord
+from tests.dashboard.factories import make_conversation, make_record
+
+pytestmark = pytest.mark.django_db
+
+
+def api(pk: int, suffix: str = "") -> str:
+    return f"/api/dashboard/conversations/{pk}/{suffix}"
+
+
+def all_urls(pk: int, record_pk: int) -> list[str]:
+    return [
+        f"/c/{pk}/dashboard/",
+        f"/c/{pk}/dashboard/export.csv",
+        f"/c/{pk}/dashboard/export.json",
+        api(pk),
+        api(pk, "series/"),
+        api(pk, "map/"),
+        api(pk, "records/"),
+        api(pk, f"records/{record_pk}/"),
+        api(pk, "summaries/"),
+    ]
+
+
+def test_page_renders_cards_for_the_owner(owner_client, small):
+    response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Tokens saved" in html
+    assert 'data-card="tokens"' in html
+    assert ">450<" in html  # tokens saved, shown in full below 10k
+    assert "50% of 900 full-history tokens" in html
+    assert 'id="message-map"' in html
+    assert f'href="/c/{small.conversation.pk}/dashboard/export.csv"' in html
+
+
+def test_every_url_answers_the_owner(owner_client, small):
+    for url in all_urls(small.conversation.pk, small.records[0].pk):
+        assert owner_client.get(url).status_code == 200, url
+
+
+def test_other_users_get_404_everywhere(client, small, other_user):
+    client.force_login(other_user)
+    for url in all_urls(small.conversation.pk, small.records[0].pk):
+        assert client.get(url).status_code == 404, url
+
+
+def test_record_of_another_conversation_is_404(owner_client, small, user):
+    mine = make_conversation(owner=user, title="Mine too")
+    assert owner_client.get(api(mine.pk, f"records/{small.records[0].pk}/")).status_code == 404
+
+
+def test_anonymous_is_sent_to_login_or_refused(client, small):
+    response = client.get(f"/c/{small.conversation.pk}/dashboard/")
+    assert response.status_code == 302
+    assert "/accounts/login/" in response["Location"]
+    assert client.get(f"/c/{small.conversation.pk}/dashboard/export.csv").status_code == 302
+    assert client.get(api(small.conversation.pk)).status_code in (401, 403)
+    assert client.get("/api/dashboard/overview/").status_code in (401, 403)
+
+
+def test_headline_api_matches_selectors(owner_client, small):
+    data = owner_client.get(api(small.conversation.pk)).json()
+    assert data["tokens"]["saved"] == 450
+    assert data["money"]["net_saved_usd"] == pytest.approx(0.004)
+
+
+def test_records_are_paginated_in_turn_order(owner_client, small):
+    first = owner_client.get(api(small.conversation.pk, "records/?limit=2")).json()
+    assert first["count"] == 3
+    assert [r["turn"] for r in first["results"]] == [1, 2]
+    assert [r["id"] for r in first["results"]] == [small.records[0].pk, small.records[1].pk]
+    assert first["results"][1]["tokens_saved"] == 150
+    assert first["next"] is not None
+    assert "sent" not in first["results"][0]  # the heavy JSON stays out of list pages
+    second = owner_client.get(api(small.conversation.pk, "records/?limit=2&offset=2")).json()
+    assert [r["turn"] for r in second["results"]] == [3]
+    assert second["next"] is None
+
+
+def test_summaries_are_paginated(owner_client, small):
+    data = owner_client.get(api(small.conversation.pk, "summaries/?limit=1")).json()
+    assert data["count"] == 1
+    assert data["results"][0]["id"] == small.summary.pk
+    assert data["results"][0]["duration_s"] == pytest.approx(3.0)
+
+
+def test_csv_export(owner_client, small):
+    response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.csv")
+    assert response["Content-Type"].startswith("text/csv")
+    assert "attachment" in response["Content-Disposition"]
+    text = b"".join(response.streaming_content).decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [int(r["turn"]) for r in rows] == [1, 2, 3]
+    assert [int(r["id"]) for r in rows] == [r.pk for r in small.records]
+    last = rows[2]
+    assert last["strategy"] == "summarize"
+    assert int(last["tokens_saved"]) == 300
+    assert int(last["provider_prompt_tokens"]) == 198
+    assert float(last["cost_full_usd"]) == pytest.approx(0.005)
+    assert json.loads(last["sent"]) == small.records[2].sent
+    assert json.loads(last["dropped_ranges"]) == [[small.m[4].pk, small.m[4].pk]]
+    assert rows[0]["provider_prompt_tokens"] == ""
+
+
+def test_json_export(owner_client, small):
+    response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.json")
+    assert response["Content-Type"] == "application/json"
+    data = json.loads(b"".join(response.streaming_content))
+    assert data["conversation"] == {"id": small.conversation.pk, "title": "Small one"}
+    records = data["records"]
+    assert [r["turn"] for r in records] == [1, 2, 3]
+    assert records[2]["sent"] == small.records[2].sent
+    assert records[2]["summary_id"] == small.summary.pk
+    assert records[1]["tokens_saved"] == 150
+    assert records[0]["stats"] == {"trigger_tokens": 700}
+
+
+def test_json_export_of_an_empty_conversation(owner_client, user):
+    c = make_conversation(owner=user)
+    data = json.loads(b"".join(owner_client.get(f"/c/{c.pk}/dashboard/export.json").streaming_content))
+    assert data["records"] == []
+
+
+def test_overview_page_and_api_show_only_own_conversations(owner_client, small, other_user):
+    theirs = make_conversation(owner=other_user, title="Someone else's chat")
+    make_record(conversation=theirs, tokens_full=10_000, tokens_sent=100)
+    html = owner_client.get("/dashboard/").content.decode()
+    assert "Small one" in html
+    assert "Someone else" not in html
+    data = owner_client.get("/api/dashboard/overview/").json()
+    assert data["tokens"]["saved"] == 450
+    listing = owner_client.get("/api/dashboard/conversations/?limit=10").json()
+    assert [row["id"] for row in listing["results"]] == [small.conversation.pk]
+
+
+def test_empty_conversation_page(owner_client, user):
+    c = make_conversation(owner=user)
+    response = owner_client.get(f"/c/{c.pk}/dashboard/")
+    assert response.status_code == 200
+    assert "No requests yet" in response.content.decode()
+
+
+def test_map_of_a_seeded_conversation_is_run_length_encoded(owner_client, user):
+    call_command("seed_long_conversation", "--username", user.username, "--messages", "600", "--seed", "11")
+    conversation = user.conversations.get()
+    response = owner_client.get(api(conversation.pk, "map/"))
+    data = response.json()
+    total = Message.objects.filter(conversation=conversation).count()
+    assert data["count"] == total
+    assert sum(length for _, length in data["status_runs"]) == total
+    assert sum(length for _, length in data["id_runs"]) == total
+    assert len(data["roles"]) == total
+    # A handful of runs, not a row per message.
+    assert len(data["status_runs"]) < total / 5
+    assert len(response.content) < total * 4
+    series = owner_client.get(api(conversation.pk, "series/")).json()
+    assert series["count"] == OptimizationRecord.objects.filter(conversation=conversation).count() == 300

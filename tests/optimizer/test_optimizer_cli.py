@@ -1,0 +1,139 @@
+"""`python -m optimizer pack` through a real subprocess: the stable CLI contract."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(args, stdin=""):
+    return subprocess.run([sys.executable, "-m", "optimizer", "pack", *args], input=stdin, capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+
+
+def request(rid="r1", rounds=30, **extra):
+    msgs = [{"id": "sys", "role": "system", "content": "You are helpful.", "pinned": False}]
+    for r in range(rounds):
+        msgs.append({"id": f"u{r}", "role": "user", "content": f"Question {r}: " + "words " * 30, "pinned": r == 3})
+        msgs.append({"id": f"a{r}", "role": "assistant", "content": f"Answer {r}: " + "text " * 60})
+    msgs.append({"id": "q", "role": "user", "content": "What now?"})
+    return {"id": rid, "budget": 1500, "preference": "fast", "messages": msgs, **extra}
+
+
+def test_json_lines_one_result_per_request_in_order():
+    reqs = [request("a"), request("b", preference="quality", summarizer="extractive"), request("c", rounds=2)]
+    proc = run([], "".join(json.dumps(r) + "\n" for r in reqs))
+    assert proc.returncode == 0, proc.stderr
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [o["id"] for o in out] == ["a", "b", "c"]
+    a, b, c = out
+    assert a["stats"]["strategy_chosen"] == "truncate" and a["stats"]["tokens_after"] <= 1500
+    assert a["messages"][0] == {"role": "system", "content": "You are helpful.", "source_ids": ["sys"]}
+    assert ["u3"] in [m["source_ids"] for m in a["messages"]]  # pinned
+    assert a["messages"][-1]["source_ids"] == ["q"]
+    summary = [m for m in b["messages"] if len(m["source_ids"]) > 1]
+    assert summary and summary[0]["content"].startswith("[Conversation summary")
+    assert b["stats"]["summary_generated"] is True
+    assert c["stats"]["optimization_applied"] is False and len(c["messages"]) == 6
+
+
+def test_flags_apply_and_request_fields_override(tmp_path):
+    req = request("x")
+    del req["budget"], req["preference"]
+    path = tmp_path / "in.json"
+    path.write_text(json.dumps(req, indent=2))  # one pretty-printed JSON document
+    proc = run(["--input", str(path), "--budget", "1200", "--preference", "quality", "--summarizer", "none"])
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["stats"]["budget"] == 1200 and out["stats"]["strategy_chosen"] == "summarize"
+    assert out["stats"]["summary_span"]["messages"] > 0
+    req["budget"] = 2000
+    path.write_text(json.dumps(req))
+    assert json.loads(run(["--input", str(path), "--budget", "1200"]).stdout)["stats"]["budget"] == 2000
+
+
+def test_budget_from_model_window_when_none_given():
+    req = request("w")
+    del req["budget"]
+    out = json.loads(run(["--model", "gpt-4o-mini"], json.dumps(req)).stdout)
+    assert out["stats"]["budget"] == 128_000 - 2_000
+
+
+def test_window_start_is_honoured():
+    req = request("s", window_start="u25")
+    req["budget"] = 100_000
+    out = json.loads(run([], json.dumps(req)).stdout)
+    assert out["stats"]["window_start"] == "u25"
+    assert [m["source_ids"][0] for m in out["messages"]][:4] == ["sys", "u0", "u3", "u25"]
+
+
+def test_streams_line_by_line():
+    """The first result arrives before the input is finished."""
+    proc = subprocess.Popen([sys.executable, "-m", "optimizer", "pack"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        proc.stdin.write(json.dumps(request("first")) + "\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+        assert json.loads(line)["id"] == "first"
+        proc.stdin.write(json.dumps(request("second")) + "\n")
+        proc.stdin.close()
+        assert json.loads(proc.stdout.readline())["id"] == "second"
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def bad(mutate):
+    req = request("bad-1")
+    mutate(req)
+    return req
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ('{"id": "broken", "messages": [', "line 2"),
+        (json.dumps(bad(lambda r: r["messages"][5].update(role="robot"))), "unknown role"),
+        (json.dumps(bad(lambda r: r["messages"][5].pop("content"))), "missing content"),
+        (json.dumps(bad(lambda r: r.update(budget=0))), "budget"),
+        (json.dumps(bad(lambda r: r.update(budget=-5))), "budget"),
+        (json.dumps(bad(lambda r: r.update(preference="turbo"))), "unknown preference"),
+        (json.dumps(bad(lambda r: r.update(summarizer="gpt"))), "unknown summarizer"),
+        (json.dumps(bad(lambda r: r.update(messages=[]))), "messages"),
+        (json.dumps(bad(lambda r: r["messages"].append(dict(r["messages"][1])))), "duplicate id"),
+        ("[1, 2]", "line 2"),
+    ],
+)
+def test_bad_input_exit_2_names_the_request_and_keeps_earlier_results(line, needle):
+    good = json.dumps(request("good")) + "\n"
+    after = json.dumps(request("after")) + "\n"
+    proc = run([], good + line + "\n" + after)
+    assert proc.returncode == 2
+    err = proc.stderr.strip()
+    assert "\n" not in err and needle in err
+    if "bad-1" in line:
+        assert "'bad-1'" in err and "line 2" in err
+    out = proc.stdout.splitlines()
+    assert [json.loads(x)["id"] for x in out] == ["good"]  # nothing of the bad one, nothing after it
+
+
+def test_context_too_large_is_reported():
+    req = request("big")
+    req["messages"] += [{"id": f"p{i}", "role": "user", "content": "note " * 300, "pinned": True} for i in range(8)]
+    proc = run([], json.dumps(req))
+    assert proc.returncode == 2
+    assert "'big'" in proc.stderr and "1,500" in proc.stderr
+
+
+def test_malformed_single_document():
+    proc = run([], '{"id": "x",\n "messages": [}\n')
+    assert proc.returncode == 2 and "line 1" in proc.stderr and "malformed JSON" in proc.stderr
+    assert proc.stdout == ""

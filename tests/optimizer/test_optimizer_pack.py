@@ -1,0 +1,278 @@
+"""pack(): layout, trigger/target/window state, compression, summaries, partial views."""
+
+import dataclasses
+
+import pytest
+from optkit import MODEL, conversation, msg, refeed, shape
+
+from optimizer import (
+    ContextTooLargeError,
+    HistoryTotals,
+    Msg,
+    PackConfig,
+    Summary,
+    count_message,
+    count_messages,
+    extractive_summary,
+    pack,
+)
+
+
+def sent_tokens(result):
+    return count_messages([{"role": p.role, "content": p.content} for p in result.messages], model=MODEL)
+
+
+def ids(result):
+    return [p.source_ids[0] for p in result.messages if p.origin != "summary"]
+
+
+def test_below_trigger_everything_unchanged():
+    msgs = conversation(3)
+    r = pack(msgs, budget=4000, preference="quality", model=MODEL)
+    assert shape(r.messages) == [(m.role, m.content) for m in msgs]
+    assert r.stats["optimization_applied"] is False
+    assert r.stats["strategy_chosen"] == "none"
+    assert r.window_start is None and r.summary_span is None
+    assert r.stats["tokens_before"] == r.stats["tokens_after"] == count_messages(msgs, model=MODEL)
+    assert r.stats["messages_removed"] == 0 and r.stats["removed_ids"] == []
+
+
+def test_over_trigger_without_state_cuts_to_target():
+    msgs = conversation(40)
+    budget = 3000
+    r = pack(msgs, budget=budget, preference="fast", model=MODEL)
+    assert r.stats["triggered"] and r.stats["optimization_applied"]
+    assert r.stats["strategy_chosen"] == "truncate"
+    assert sent_tokens(r) == r.stats["tokens_after"] <= budget // 2
+    kept = ids(r)
+    assert kept[:2] == ["sys", "u0"]  # system + original request
+    assert kept[-1] == "q"
+    assert kept[2].startswith("u") and r.window_start == kept[2]
+    assert r.stats["messages_removed"] == len(msgs) - len(kept)
+    assert set(r.removed_ids) == {m.id for m in msgs} - set(kept)
+
+
+def test_window_state_gives_a_stable_prefix_until_the_trigger_fires():
+    msgs = conversation(40)
+    budget = 3000
+    first = pack(msgs, budget=budget, preference="fast", model=MODEL)
+    state, previous = first.window_start, first
+    moved_at = None
+    for turn in range(40):
+        msgs = [*msgs, msg(f"x{turn}", "assistant", "Reply text " * 20), msg(f"y{turn}", "user", f"Next {turn}?")]
+        r = pack(msgs, budget=budget, preference="fast", model=MODEL, window_start=state)
+        assert r.stats["tokens_after"] <= budget
+        if not r.stats["triggered"]:
+            assert r.window_start == state
+            prev = shape(previous.messages)
+            assert shape(r.messages)[: len(prev)] == prev  # the previous prompt is an exact prefix
+        else:
+            moved_at = turn
+            assert r.stats["tokens_after"] <= r.stats["target_tokens"]
+            ids_now = [m.id for m in msgs]
+            assert ids_now.index(r.window_start) > ids_now.index(state)
+            break
+        previous = r
+    assert moved_at is not None and moved_at > 3  # several turns reuse the prefix before it moves
+
+
+def test_minimum_recent_window_may_exceed_target():
+    msgs = conversation(60, words=200)  # 122 messages: at least 4 rounds when the budget allows
+    r = pack(msgs, budget=6000, preference="fast", model=MODEL)
+    kept = ids(r)
+    rounds = [i for i in kept if i.startswith("u") and i != "u0"] + ["q"]
+    assert len(rounds) >= 4
+    assert r.stats["tokens_after"] <= 6000
+
+
+def test_stale_window_start_on_a_reply_is_moved_to_the_next_round():
+    msgs = conversation(40)
+    r = pack(msgs, budget=100_000, preference="fast", model=MODEL, window_start="a30")
+    assert r.window_start == "u31"
+    assert ids(r)[2] == "u31"
+
+
+def test_oversized_message_sent_as_head_and_tail():
+    lines = [f"2026-03-01 12:00:{i % 60:02d} worker-1 nginx: timeout after 30s (request {i:08x})" for i in range(400)]
+    lines[200] = "NOTE The staging server listens on port 7715."
+    log = "Here's the log:\n```\n" + "\n".join(lines) + "\n```\nAnything odd?"
+    msgs = [*conversation(10), msg("log", "user", log), msg("ack", "assistant", "Let me look."),
+            msg("q2", "user", "Well?")]
+    budget = 4000
+    original = msgs[-3]
+    r = pack(msgs, budget=budget, preference="fast", model=MODEL)
+    packed = next(p for p in r.messages if p.source_ids == ("log",))
+    assert packed.origin == "compressed"
+    assert packed.tokens <= budget * 0.25
+    assert packed.content.startswith("Here's the log:")
+    assert packed.content.endswith("Anything odd?")
+    assert "NOTE The staging server listens on port 7715." in packed.content
+    assert "lines," in packed.content and "tokens omitted ...]" in packed.content
+    assert msgs[-3] is original and original.content == log
+    assert r.stats["compressed_ids"] == ["log"]
+    assert sent_tokens(r) == r.stats["tokens_after"] <= budget
+
+
+def test_must_keeps_that_cannot_fit_raise_with_numbers():
+    # ten pinned notes of ~200 tokens: none is oversized (250 = 25 % of 1,000), together they cannot fit
+    msgs = [msg("sys", "system", "Be brief.")]
+    msgs += [msg(f"p{i}", "user", "note " * 200, pinned=True) for i in range(10)]
+    msgs += [msg("q", "user", "hi")]
+    with pytest.raises(ContextTooLargeError) as info:
+        pack(msgs, budget=1000, model=MODEL)
+    assert info.value.budget == 1000 and info.value.needed > 1000
+    assert "1,000" in str(info.value)
+
+
+def test_oversized_system_prompt_is_compressed_only_when_nothing_else_helps():
+    msgs = [msg("sys", "system", "\n".join(f"rule {i}: be nice" for i in range(600))), msg("q", "user", "hi")]
+    r = pack(msgs, budget=1000, model=MODEL)
+    assert r.messages[0].origin == "compressed" and r.stats["tokens_after"] <= 1000
+
+
+def test_oversized_must_keep_is_compressed_only_when_needed():
+    big = "\n".join(f"line {i} of the original request with some words" for i in range(300))
+    msgs = [msg("sys", "system", "Be brief."), msg("u0", "user", big), msg("a0", "assistant", "ok"),
+            msg("q", "user", "go on")]
+    r = pack(msgs, budget=1000, model=MODEL)
+    assert [p.origin for p in r.messages][1] == "compressed"
+    assert r.stats["tokens_after"] <= 1000
+    roomy = pack(msgs, budget=6000, model=MODEL)
+    assert roomy.messages[1].content == big
+
+
+def test_summarize_layout_with_existing_summary_and_span():
+    msgs = conversation(60)
+    text = "[Conversation summary — covers 40 messages, 9,000 → 300 characters]\nUser: my cat is called Pixel."
+    summary = Summary(id="s1", content=text, through_id="a19")
+    r = pack(msgs, budget=4000, preference="quality", model=MODEL, summary=summary)
+    assert r.stats["strategy_chosen"] == "summarize"
+    origins = [p.origin for p in r.messages]
+    assert origins[:3] == ["verbatim", "verbatim", "summary"]
+    assert r.messages[2].role == "system" and r.messages[2].content == text
+    assert r.messages[3].source_ids[0] == r.window_start
+    span = r.summary_span
+    assert span.after_id == "a19"
+    assert span.ids[0] == "u20" and span.through_id == span.ids[-1]
+    assert span.ids[-1] == msgs[[m.id for m in msgs].index(r.window_start) - 1].id
+    assert span.tokens == sum(m.tokens for m in msgs if m.id in span.ids)
+    assert r.stats["summary_needed"] and r.stats["summary_used"]
+    assert sent_tokens(r) == r.stats["tokens_after"] <= 4000
+
+
+def test_summarize_without_summary_truncates_and_asks_for_one():
+    msgs = conversation(60)
+    r = pack(msgs, budget=4000, preference="quality", model=MODEL)
+    assert r.stats["strategy_chosen"] == "summarize"
+    assert all(p.origin != "summary" for p in r.messages)
+    assert r.summary_span.after_id is None and r.summary_span.ids[0] == "a0"
+    assert r.stats["summary_needed"] and not r.stats["summary_generated"]
+
+
+def test_summarize_now_covers_the_evicted_history():
+    msgs = conversation(60)
+    msgs[11] = msg("u5", "user", "By the way, my cat is called Pixel. " + msgs[11].content)
+    r = pack(msgs, budget=4000, preference="quality", model=MODEL, summarize_now=extractive_summary)
+    summary = next(p for p in r.messages if p.origin == "summary")
+    assert summary.content.startswith("[Conversation summary — covers ")
+    assert "my cat is called Pixel" in summary.content
+    assert "u5" in summary.source_ids and "u0" not in summary.source_ids
+    assert r.summary_span is None and r.stats["summary_generated"]
+    assert r.new_summary is not None and r.new_summary.through_id == summary.source_ids[-1]
+    assert sent_tokens(r) == r.stats["tokens_after"] <= 4000 // 2
+
+
+def test_partial_view_with_history_totals():
+    full = conversation(60)
+    first = pack(full, budget=4000, preference="fast", model=MODEL)
+    start = [m.id for m in full].index(first.window_start)
+    view = [full[0], full[1], *full[start:]]
+    totals = HistoryTotals(messages=len(full), chars=sum(len(m.content) for m in full),
+                           tokens=sum(m.tokens for m in full))
+    r = pack(view, budget=4000, preference="fast", model=MODEL, window_start=first.window_start, history=totals)
+    assert shape(r.messages) == shape(first.messages)
+    assert r.stats["messages_before"] == len(full)
+    assert r.stats["messages_removed"] == len(full) - len(r.messages)
+
+
+def test_partial_view_span_is_identified_by_ids():
+    full = conversation(60)
+    summary = Summary(id="s", content="[Conversation summary — covers 2 messages, 10 → 5 characters]\nx",
+                      through_id="a1")
+    state = pack(full, budget=5000, preference="quality", model=MODEL, summary=summary).window_start
+    start = [m.id for m in full].index(state)
+    grown = [*full, *(msg(f"n{i}", "user" if i % 2 == 0 else "assistant", "more words " * 60) for i in range(30))]
+    view = [grown[0], grown[1], *grown[start:]]
+    totals = HistoryTotals(messages=len(grown), chars=10**6, tokens=sum(m.tokens for m in grown))
+    r = pack(view, budget=5000, preference="quality", model=MODEL, window_start=state, summary=summary,
+             history=totals)
+    assert r.stats["triggered"]
+    assert r.summary_span.after_id == "a1"
+    assert r.summary_span.ids[0] == state  # the evicted messages in view start at the old window
+
+
+def test_counts_are_used_when_handed_in_and_computed_otherwise():
+    counted = conversation(30)
+    uncounted = [Msg(id=m.id, role=m.role, content=m.content, pinned=m.pinned) for m in counted]
+    a = pack(counted, budget=3000, model=MODEL)
+    b = pack(uncounted, budget=3000, model=MODEL)
+    assert shape(a.messages) == shape(b.messages) and a.stats == b.stats
+    fake = [dataclasses.replace(m, tokens=1) for m in counted]  # stored counts are trusted, not recounted
+    assert pack(fake, budget=3000, model=MODEL).stats["optimization_applied"] is False
+
+
+def test_pinned_messages_kept_verbatim_anywhere():
+    msgs = conversation(60)
+    msgs[21] = msg("u10", "user", msgs[21].content, pinned=True)
+    r = pack(msgs, budget=3000, preference="fast", model=MODEL)
+    pinned = [p for p in r.messages if p.source_ids == ("u10",)]
+    assert pinned and pinned[0].origin == "pinned" and pinned[0].content == msgs[21].content
+    assert "a10" not in ids(r)
+
+
+def test_trigger_and_target_are_configurable():
+    msgs = conversation(20)
+    total = count_messages(msgs, model=MODEL)
+    cfg = PackConfig(trigger_ratio=0.95, target_ratio=0.3)
+    assert pack(msgs, budget=int(total / 0.9), model=MODEL, config=cfg).stats["optimization_applied"] is False
+    r = pack(msgs, budget=int(total / 0.96), model=MODEL, config=cfg)
+    assert r.stats["triggered"] and r.stats["target_tokens"] == int(int(total / 0.96) * 0.3)
+
+
+def test_keep_first_user_is_configurable():
+    msgs = conversation(40)
+    r = pack(msgs, budget=3000, model=MODEL, config=PackConfig(keep_first_user=False))
+    assert "u0" not in ids(r)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="budget"):
+        pack(conversation(2), budget=0)
+    with pytest.raises(ValueError, match="preference"):
+        pack(conversation(2), budget=100, preference="turbo")
+
+
+def test_stats_keys():
+    r = pack(conversation(40), budget=3000, model=MODEL)
+    for key in ("optimization_applied", "strategy_chosen", "strategy_reason", "scores", "tokens_before",
+                "tokens_after", "tokens_saved", "messages_before", "messages_after", "messages_removed",
+                "removed_ids", "summary_needed", "summary_generated", "budget", "estimated", "triggered",
+                "window_start", "trigger_tokens", "target_tokens"):
+        assert key in r.stats
+    assert r.stats["tokens_saved"] == r.stats["tokens_before"] - r.stats["tokens_after"]
+
+
+def test_name_is_carried_and_counted():
+    named = Msg(id="n", role="user", content="hello", name="alice")
+    named = dataclasses.replace(named, tokens=count_message(named, model=MODEL))
+    msgs = [*conversation(30), named]
+    r = pack(msgs, budget=2500, model=MODEL)
+    assert r.messages[-1].name == "alice" and r.messages[-1].tokens == named.tokens
+
+
+def test_repacking_output_changes_nothing():
+    for pref in ("fast", "quality"):
+        for now in (None, extractive_summary):
+            r = pack(conversation(60), budget=3000, preference=pref, model=MODEL, summarize_now=now)
+            again = pack(refeed(r.messages), budget=3000, preference=pref, model=MODEL, summarize_now=now)
+            assert shape(again.messages) == shape(r.messages)

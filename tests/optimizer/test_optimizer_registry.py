@@ -1,0 +1,41 @@
+"""Model registry read from litellm's bundled JSON, and prices."""
+
+import pytest
+
+from optimizer import compute_budget, cost_usd, model_info
+from optimizer.budget import budget_for_model, min_recent_rounds
+
+
+def test_known_model():
+    info = model_info("gpt-4o-mini")
+    assert info is not None
+    assert info.context_window == 128_000
+    assert info.max_output_tokens == 16_384
+    assert info.input_cost_per_token == pytest.approx(1.5e-07)
+    assert info.output_cost_per_token == pytest.approx(6e-07)
+    assert info.cached_input_cost_per_token == pytest.approx(7.5e-08)
+
+
+def test_provider_prefix_and_case():
+    assert model_info("openai/GPT-4o-mini").context_window == 128_000
+
+
+def test_unknown_model():
+    assert model_info("my-local-llama-q4") is None
+    assert cost_usd("my-local-llama-q4", prompt_tokens=1000) is None
+
+
+def test_cost_with_cached_tokens():
+    cost = cost_usd("gpt-4o-mini", prompt_tokens=1_000_000, completion_tokens=1_000_000, cached_tokens=500_000)
+    assert cost == pytest.approx(0.5 * 0.15 + 0.5 * 0.075 + 0.60)
+
+
+def test_budget():
+    assert compute_budget(context_window=16_384, max_output_tokens=2_000, safety_margin=384) == 14_000
+    assert compute_budget(context_window=1_000, max_output_tokens=2_000) == 0
+    assert budget_for_model("gpt-4o-mini") == 128_000 - 2_000
+
+
+@pytest.mark.parametrize(("count", "rounds"), [(5, None), (14, None), (15, 8), (29, 8), (30, 6), (50, 6), (51, 4)])
+def test_min_recent_rounds(count, rounds):
+    assert min_recent_rounds(count) == rounds

@@ -1,0 +1,114 @@
+"""Token accounting: the cookbook's published counts, the parts rule, offline loading."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import optimizer
+from optimizer import Msg, count_content, count_message, count_messages, count_text, is_estimated
+from optimizer.tokens import IMAGE_PART_TOKENS, encoding_for
+
+# OpenAI cookbook, "How to count tokens with tiktoken": its example conversation and the counts the
+# notebook prints: 129 for gpt-3.5-turbo / gpt-4 (cl100k_base), 124 for gpt-4o / gpt-4o-mini (o200k_base).
+COOKBOOK_MESSAGES = [
+    {"role": "system", "content": "You are a helpful, pattern-following assistant that translates corporate "
+     "jargon into plain English."},
+    {"role": "system", "name": "example_user", "content": "New synergies will help drive top-line growth."},
+    {"role": "system", "name": "example_assistant", "content": "Things working well together will increase revenue."},
+    {"role": "system", "name": "example_user", "content": "Let's circle back when we have more bandwidth to touch "
+     "base on opportunities for increased leverage."},
+    {"role": "system", "name": "example_assistant", "content": "Let's talk later when we're less busy about how to "
+     "do better."},
+    {"role": "user", "content": "This late pivot means we don't have time to boil the ocean for the client "
+     "deliverable."},
+]
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [("gpt-3.5-turbo-0125", 129), ("gpt-4-0613", 129), ("gpt-4", 129), ("gpt-4o", 124), ("gpt-4o-mini", 124),
+     ("gpt-4o-2024-08-06", 124)],
+)
+def test_cookbook_published_counts(model, expected):
+    assert count_messages(COOKBOOK_MESSAGES, model=model) == expected
+
+
+def test_msg_and_dict_count_the_same():
+    d = COOKBOOK_MESSAGES[1]
+    m = Msg(id="1", role="system", content=d["content"], name=d["name"])
+    assert count_message(m, model="gpt-4o") == count_message(d, model="gpt-4o")
+
+
+def test_name_costs_one_plus_its_tokens():
+    plain = count_message({"role": "user", "content": "hi"}, model="gpt-4o")
+    named = count_message({"role": "user", "content": "hi", "name": "bob"}, model="gpt-4o")
+    assert named == plain + 1 + count_text("bob", model="gpt-4o")
+
+
+def test_same_formula_as_score_py():
+    """score.py's chat_tokens: 3 + sum(3 + role + content) over messages without names."""
+    enc = encoding_for("gpt-4o-mini")
+    msgs = [{"role": "user", "content": "Hello there, how are you?"}, {"role": "assistant", "content": "Fine."}]
+    expected = 3 + sum(3 + len(enc.encode(m["role"])) + len(enc.encode(m["content"])) for m in msgs)
+    assert count_messages(msgs, model="gpt-4o-mini") == expected
+
+
+def test_encodings_follow_tiktoken_mapping():
+    assert encoding_for("gpt-4o").name == "o200k_base"
+    assert encoding_for("gpt-4.1-mini").name == "o200k_base"
+    assert encoding_for("gpt-4").name == "cl100k_base"
+    assert encoding_for("openai/gpt-4o-mini").name == "o200k_base"
+    assert not is_estimated("gpt-4o-mini")
+
+
+def test_unknown_model_falls_back_to_o200k_and_is_flagged():
+    assert is_estimated("llama-3.1-8b-instruct")
+    assert encoding_for("llama-3.1-8b-instruct").name == "o200k_base"
+    assert count_text("hello world", model="llama-3.1-8b-instruct") == count_text("hello world", model="gpt-4o")
+
+
+def test_special_token_text_is_counted_as_text():
+    assert count_text("<|endoftext|>", model="gpt-4o") > 1
+
+
+def test_list_of_parts_rule():
+    text = "Describe this picture please."
+    parts = [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]
+    assert count_content(parts, model="gpt-4o") == count_text(text, model="gpt-4o") + IMAGE_PART_TOKENS
+    other = {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}
+    as_json = json.dumps(other, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    assert count_content([other], model="gpt-4o") == count_text(as_json, model="gpt-4o")
+    assert count_message({"role": "user", "content": parts}, model="gpt-4o") == (
+        3 + count_text("user", model="gpt-4o") + count_content(parts, model="gpt-4o"))
+
+
+def _run(code: str, env: dict) -> str:
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                          cwd=os.path.dirname(os.path.dirname(optimizer.__file__))).stdout
+
+
+def test_offline_cache_dir_is_litellm_copy_without_importing_litellm():
+    env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR")}
+    out = _run(
+        "import os, sys, optimizer\n"
+        "n = optimizer.count_text('hello world', model='gpt-4o')\n"
+        "print(n, 'litellm' in sys.modules, os.environ['TIKTOKEN_CACHE_DIR'])",
+        env,
+    )
+    n, imported, cache = out.split()
+    spec = importlib.util.find_spec("litellm")
+    assert int(n) == 2
+    assert imported == "False"
+    assert cache == os.path.join(spec.submodule_search_locations[0], "litellm_core_utils", "tokenizers")
+
+
+def test_user_cache_dir_is_respected(tmp_path):
+    env = dict(os.environ, TIKTOKEN_CACHE_DIR=str(tmp_path))
+    out = _run(
+        "import os, optimizer.tokens as t\nt.ensure_offline_cache()\nprint(os.environ['TIKTOKEN_CACHE_DIR'])", env
+    )
+    assert out.strip() == str(tmp_path)

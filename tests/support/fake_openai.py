@@ -1,0 +1,510 @@
+"""A real local HTTP server speaking the OpenAI Chat Completions protocol, for tests and benchmarks.
+
+The app's model path (the `openai` SDK over httpx) is exercised end to end against it: JSON and SSE
+responses, `stream_options.include_usage`, and each failure a real endpoint produces.
+
+Behaviour is chosen by the request's model name (anything not listed behaves like `fake-echo`, so a
+config can use a registry name such as `gpt-4o-mini` and still get answers):
+
+- `fake-echo`            a deterministic reply describing what was received.
+- `fail-400`             400 context_length_exceeded (a bad request).
+- `fail-401`             401 invalid_api_key; the message echoes the received key verbatim (as a careless
+                         proxy would) so tests can prove the app never passes it on.
+- `fail-403`             403 permission denied.
+- `fail-404`             404 model_not_found.
+- `fail-429`             429 rate_limit_exceeded with `Retry-After: 2`.
+- `fail-500`             500 server_error.
+- `fail-timeout`         accepts the request and answers nothing until HANG_SECONDS (or server stop).
+- `cut-stream`           streams a few chunks, then drops the connection mid-body (no finish_reason).
+- `early-end`            streams a few chunks, then ends the body cleanly without finish_reason or [DONE].
+- `stream-error`         streams a few chunks, then an in-band `data: {"error": ...}` event.
+- `flaky-500-then-200`   odd-numbered requests (1st, 3rd, ...) since the last reset() get a 500, the others succeed.
+- `reasoning-<name>`     like fake-echo, but (as OpenAI's reasoning models do) answers 400 to `max_tokens`
+                         (wants `max_completion_tokens`) and to a temperature other than 1.
+- `slow-<ms>`            like fake-echo with <ms> milliseconds before each chunk (and before a JSON reply).
+
+An API key starting with `bad-` is refused with 401 on every endpoint. A base URL whose path contains
+`/no-models/` answers 404 to GET /models (some OpenAI-compatible servers have no models endpoint); one
+containing `/html/` answers everything with a 200 HTML page (a base URL pointing at a website).
+
+Token figures in `usage` use `optimizer.count_messages` when the optimizer is importable (so they
+match what the app counted), else a words-based estimate. `cached_tokens` imitates a provider prompt
+cache: the tokens of the longest run of leading messages shared with an earlier request since reset().
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import select
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+HANG_SECONDS = 30.0
+CUT_AFTER_CHUNKS = 3
+# What GET /models lists; other names still work (they behave like fake-echo or as named above).
+FAKE_MODELS = ("fake-echo", "gpt-4o-mini", "flaky-500-then-200")
+_SLOW = re.compile(r"^slow-(\d{1,6})$")
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any  # parsed JSON body, or None
+
+    @property
+    def model(self) -> str | None:
+        return self.body.get("model") if isinstance(self.body, dict) else None
+
+    @property
+    def messages(self) -> list[dict]:
+        return list(self.body.get("messages") or []) if isinstance(self.body, dict) else []
+
+    @property
+    def stream(self) -> bool:
+        return bool(isinstance(self.body, dict) and self.body.get("stream"))
+
+    @property
+    def api_key(self) -> str:
+        auth = self.headers.get("authorization", "")
+        return auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _count_prompt(messages: list[dict], model: str) -> list[int]:
+    """Per-message token counts (the last entry is the 3-token reply priming)."""
+    try:
+        import optimizer
+
+        counts = [optimizer.count_message(m, model=model) for m in messages]
+    except Exception:  # optimizer missing or model unknown to it: a deterministic estimate is enough here
+        counts = [3 + 1 + len(_message_text(m.get("content")).split()) for m in messages]
+    return [*counts, 3]
+
+
+def _count_text(text: str, model: str) -> int:
+    try:
+        import optimizer
+
+        return optimizer.count_text(text, model=model)
+    except Exception:
+        return len(text.split())
+
+
+def echo_reply(messages: list[dict]) -> str:
+    """The deterministic reply of `fake-echo`: what was received, in words."""
+    roles: dict[str, int] = {}
+    for m in messages:
+        roles[str(m.get("role"))] = roles.get(str(m.get("role")), 0) + 1
+    role_text = ", ".join(f"{n} {r}" for r, n in roles.items())
+    last_user = next((_message_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+    summary = any(
+        m.get("role") == "system" and _message_text(m.get("content")).startswith("[Conversation summary")
+        for m in messages
+    )
+    snippet = " ".join(last_user.split()[:40])
+    return (
+        f"Echo: received {len(messages)} messages ({role_text}); "
+        f"summary {'present' if summary else 'absent'}. Last user message: {snippet}"
+    )
+
+
+def _chunks(text: str) -> list[str]:
+    """Split into word-sized pieces that concatenate back to `text` exactly."""
+    return re.findall(r"\S+\s*|\s+", text) or [""]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # small SSE writes must leave at once, not wait for a delayed ACK
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # tests read requests, not access logs
+        pass
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _read_body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return {"_raw": raw.decode("utf-8", "replace")}
+
+    def _record(self, body: Any) -> int:
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        return self.server.fake.record(RecordedRequest(self.command, self.path, headers, body))
+
+    def _send_json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, status: int, message: str, type_: str, code: str | None, **headers: str) -> None:
+        self._send_json(status, {"error": {"message": message, "type": type_, "param": None, "code": code}}, headers)
+
+    def _start_sse(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _sse(self, payload: dict | str) -> None:
+        line = payload if isinstance(payload, str) else json.dumps(payload)
+        data = f"data: {line}\n\n".encode()
+        self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _end_chunked(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _drop_connection(self) -> None:
+        self.wfile.flush()
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _hang(self) -> None:
+        """Answer nothing until the client gives up (closes), the server stops, or HANG_SECONDS pass."""
+        deadline = time.monotonic() + HANG_SECONDS
+        while time.monotonic() < deadline and not self.server.fake.stopping.is_set():
+            readable, _, _ = select.select([self.connection], [], [], 0.05)
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                break
+        self._drop_connection()
+
+    def _api_key_refused(self) -> bool:
+        auth = self.headers.get("Authorization", "")
+        key = auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
+        if key.startswith("bad-"):
+            self._send_error(401, f"Incorrect API key provided: {key}.", "invalid_request_error", "invalid_api_key")
+            return True
+        return False
+
+    # -- endpoints ------------------------------------------------------------------------------
+    def _html_page(self) -> bool:
+        if "/html/" not in self.path:
+            return False
+        data = b"<!doctype html><title>Welcome</title><p>This is a website, not an API.</p>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return True
+
+    def do_GET(self) -> None:
+        self._record(None)
+        if self._html_page() or self._api_key_refused():
+            return
+        if self.path.rstrip("/").endswith("/models") and "/no-models/" not in self.path:
+            data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in FAKE_MODELS]
+            self._send_json(200, {"object": "list", "data": data})
+            return
+        self._send_error(404, f"Unknown path {self.path}", "invalid_request_error", "unknown_url")
+
+    def do_POST(self) -> None:
+        body = self._read_body()
+        number = self._record(body)
+        if self._html_page() or self._api_key_refused():
+            return
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send_error(404, f"Unknown path {self.path}", "invalid_request_error", "unknown_url")
+            return
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body.get("model"):
+            self._send_error(400, "'messages' and 'model' are required.", "invalid_request_error", None)
+            return
+        self._complete(body, number)
+
+    def _complete(self, body: dict, number: int) -> None:
+        model = str(body["model"])
+        fake = self.server.fake
+        if model == "fail-400":
+            self._send_error(
+                400,
+                "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+                "invalid_request_error",
+                "context_length_exceeded",
+            )
+            return
+        if model == "fail-401":
+            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            self._send_error(401, f"Incorrect API key provided: {key}.", "invalid_request_error", "invalid_api_key")
+            return
+        if model == "fail-403":
+            self._send_error(403, "You are not allowed to use this model.", "invalid_request_error", "model_forbidden")
+            return
+        if model == "fail-404":
+            self._send_error(
+                404,
+                f"The model `{model}` does not exist or you do not have access to it.",
+                "invalid_request_error",
+                "model_not_found",
+            )
+            return
+        if model == "fail-429":
+            self._send_error(
+                429, "Rate limit reached for requests. Please try again in 2s.", "requests", "rate_limit_exceeded",
+                **{"Retry-After": "2"},
+            )
+            return
+        if model == "fail-500" or (model == "flaky-500-then-200" and fake.flaky_count(model) % 2 == 1):
+            self._send_error(500, "The server had an error while processing your request.", "server_error", None)
+            return
+        if model == "fail-timeout":
+            self._hang()
+            return
+        if model.startswith("reasoning-"):
+            if "max_tokens" in body:
+                self._send_error(
+                    400,
+                    "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                    "Use 'max_completion_tokens' instead.",
+                    "invalid_request_error",
+                    "unsupported_parameter",
+                )
+                return
+            if body.get("temperature", 1) != 1:
+                self._send_error(
+                    400,
+                    f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
+                    "Only the default (1) value is supported.",
+                    "invalid_request_error",
+                    "unsupported_value",
+                )
+                return
+        delay = int(m.group(1)) / 1000 if (m := _SLOW.match(model)) else 0.0
+
+        messages = body["messages"]
+        reply = echo_reply(messages)
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+        finish = "stop"
+        pieces = _chunks(reply)
+        if isinstance(max_tokens, int) and 0 < max_tokens < len(pieces):
+            pieces, finish = pieces[:max_tokens], "length"
+            reply = "".join(pieces)
+        usage = fake.usage_for(messages, model=model, reply=reply)
+        completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        created = int(time.time())
+
+        if not body.get("stream"):
+            if delay:
+                fake.stopping.wait(delay)
+            self._send_json(
+                200,
+                {
+                    "id": completion_id,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": reply},
+                            "finish_reason": finish,
+                            "logprobs": None,
+                        }
+                    ],
+                    "usage": usage,
+                },
+            )
+            return
+
+        def chunk(delta: dict, finish_reason: str | None = None) -> dict:
+            return {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+            }
+
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        self._start_sse()
+        self._sse(chunk({"role": "assistant", "content": ""}))
+        for i, piece in enumerate(pieces):
+            if model in {"cut-stream", "early-end", "stream-error"} and i == CUT_AFTER_CHUNKS:
+                if model == "cut-stream":
+                    self._drop_connection()
+                elif model == "early-end":
+                    self._end_chunked()
+                else:
+                    self._sse({"error": {"message": "The server had an error while streaming.", "type": "server_error",
+                                         "param": None, "code": None}})
+                    self._end_chunked()
+                return
+            if delay and fake.stopping.wait(delay):
+                self._drop_connection()
+                return
+            self._sse(chunk({"content": piece}))
+        self._sse(chunk({}, finish))
+        if include_usage:
+            self._sse({**chunk({}), "choices": [], "usage": usage})
+        self._sse("[DONE]")
+        self._end_chunked()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    fake: FakeOpenAI
+
+
+@dataclass
+class FakeOpenAI:
+    """The server plus what it has received. Use as a context manager or call start()/stop()."""
+
+    host: str = "127.0.0.1"
+    _requests: list[RecordedRequest] = field(default_factory=list)
+    _flaky: dict[str, int] = field(default_factory=dict)
+    _prompts: list[list[str]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    _server: _Server | None = None
+    _thread: threading.Thread | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def start(self) -> FakeOpenAI:
+        self._server = _Server((self.host, 0), _Handler)
+        self._server.fake = self
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()  # wakes hanging and slow handlers so they finish at once
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "server not started"
+        return self._server.server_address[1]
+
+    @property
+    def root_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    @property
+    def base_url_html(self) -> str:
+        """A base URL that answers everything with a 200 HTML page (a website, not an API)."""
+        return f"{self.root_url}/html/v1"
+
+    @property
+    def base_url_without_models(self) -> str:
+        """A base URL whose GET /models answers 404 (chat completions still work)."""
+        return f"{self.root_url}/no-models/v1"
+
+    # -- what was received --------------------------------------------------------------------------
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def completions(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.method == "POST" and r.path.endswith("/chat/completions")]
+
+    def reset(self) -> None:
+        with self._lock:
+            self._requests.clear()
+            self._flaky.clear()
+            self._prompts.clear()
+
+    def wait_for_requests(self, count: int, *, timeout: float = 10.0) -> list[RecordedRequest]:
+        """Block until at least `count` requests arrived (for requests made by another process)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            requests = self.requests
+            if len(requests) >= count:
+                return requests
+            time.sleep(0.02)
+        raise AssertionError(f"expected {count} requests, got {len(self.requests)}")
+
+    def record(self, request: RecordedRequest) -> int:
+        with self._lock:
+            self._requests.append(request)
+            return len(self._requests)
+
+    def flaky_count(self, model: str) -> int:
+        with self._lock:
+            self._flaky[model] = self._flaky.get(model, 0) + 1
+            return self._flaky[model]
+
+    def usage_for(self, messages: list[dict], *, model: str, reply: str) -> dict:
+        counts = _count_prompt(messages, model)
+        prompt_tokens = sum(counts)
+        keys = [json.dumps(m, sort_keys=True) for m in messages]
+        with self._lock:
+            shared = max((_common_prefix(keys, earlier) for earlier in self._prompts), default=0)
+            self._prompts.append(keys)
+        cached = sum(counts[:shared])
+        completion_tokens = _count_text(reply, model)
+        return {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+        }
+
+
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def closed_port_url() -> str:
+    """A base URL on 127.0.0.1 where nothing listens (connection refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+if __name__ == "__main__":  # manual runs and benchmarks: python tests/support/fake_openai.py
+    with FakeOpenAI() as server:
+        print(f"Fake OpenAI endpoint at {server.base_url} (Ctrl+C to stop)", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()

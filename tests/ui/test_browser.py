@@ -1,0 +1,243 @@
+"""The product in a real browser: headless Chromium against the ASGI app under uvicorn."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+from chatapp.chat.models import LLMConfig, Message, UserSettings
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+XSS = '<script>window.__xss=1</script> and <img src=x onerror="window.__xss=1"> and [x](javascript:window.__xss=1)'
+
+# Records every distinct text the newest reply shows while it streams, to see it arrive in pieces.
+WATCH_STREAM = """
+window.__seen = [];
+const target = document.getElementById('messages');
+new MutationObserver(() => {
+  const replies = target.querySelectorAll('.msg--assistant.is-streaming .msg-content');
+  const last = replies[replies.length - 1];
+  if (last && last.textContent && window.__seen[window.__seen.length - 1] !== last.textContent) {
+    window.__seen.push(last.textContent);
+  }
+}).observe(target, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def _wait(driver, condition, timeout=30):
+    # The timeline re-renders replies in place; a lookup racing such an update is simply retried.
+    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,)).until(condition)
+
+
+def _send(driver, text):
+    _wait(driver, lambda d: d.find_element(By.ID, "composer-input").is_enabled())
+    box = driver.find_element(By.ID, "composer-input")
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        box.send_keys(line)
+        if i < len(lines) - 1:
+            box.send_keys(Keys.SHIFT, Keys.ENTER)
+    before = len(driver.find_elements(By.CSS_SELECTOR, ".msg--assistant"))
+    box.send_keys(Keys.ENTER)
+    _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg--assistant")) > before)
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
+          in {"complete", "stopped", "error"})
+    return driver.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1]
+
+
+def _sign_up(driver, base, username):
+    driver.get(f"{base}/accounts/signup/")
+    driver.find_element(By.NAME, "username").send_keys(username)
+    driver.find_element(By.NAME, "password1").send_keys("Browser-test-pass-42")
+    driver.find_element(By.NAME, "password2").send_keys("Browser-test-pass-42")
+    driver.find_element(By.CSS_SELECTOR, ".auth-form button[type=submit]").click()
+    _wait(driver, lambda d: d.find_elements(By.ID, "composer-input"))
+
+
+def test_sign_up_chat_stream_settings_and_no_xss(asgi_server, browser, fake_openai, screenshot_dir):
+    base = asgi_server.url
+    _sign_up(browser, base, "browser-ada")
+    assert "Offline demo model" in browser.find_element(By.CSS_SELECTOR, ".model-chip").text
+
+    # 1. The offline model streams a reply token by token; markdown arrives rendered.
+    browser.execute_script(WATCH_STREAM)
+    reply = _send(browser, "Hello there!\nTell me about the context you received.")
+    assert reply.get_attribute("data-status") == "complete"
+    text = reply.find_element(By.CSS_SELECTOR, ".msg-content").text
+    assert "Offline demo model" in text
+    assert len(browser.execute_script("return window.__seen")) > 1, "the reply did not arrive in pieces"
+    assert reply.find_elements(By.CSS_SELECTOR, ".msg-content strong, .msg-content li")
+    assert browser.current_url.rstrip("/").split("/")[-2] == "c"
+    _wait(browser, lambda d: "/" in d.find_element(By.ID, "gauge-text").text)
+    user = get_user_model().objects.get(username="browser-ada")
+    assert Message.objects.filter(conversation__owner=user, role="assistant", status="complete").count() == 1
+
+    # 2. Hostile markup in a message never runs: not in the user bubble, not in the reply.
+    reply = _send(browser, f"Please repeat: {XSS}")
+    assert reply.get_attribute("data-status") == "complete"
+    assert browser.execute_script("return window.__xss") is None
+    bubble = browser.find_elements(By.CSS_SELECTOR, ".msg--user .msg-content")[-1]
+    assert "<script>window.__xss=1</script>" in bubble.text
+
+    # 3. Add a real (fake) OpenAI-compatible model in settings; the window comes from the model name.
+    browser.get(f"{base}/settings/")
+    browser.find_element(By.ID, "id_new-name").send_keys("Echo")
+    browser.find_element(By.ID, "id_new-base_url").send_keys(fake_openai.base_url)
+    browser.find_element(By.ID, "id_new-model").send_keys("fake-echo")
+    browser.find_element(By.ID, "id_new-api_key").send_keys("sk-browser-test-key-5678")
+    window = browser.find_element(By.ID, "id_new-context_window")
+    window.send_keys("16000")
+    browser.find_element(By.CSS_SELECTOR, "#add-config button[type=submit]").click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".config-card"))
+    card = browser.find_element(By.CSS_SELECTOR, ".config-card")
+    assert "••••5678" in card.text
+    assert "sk-browser-test-key-5678" not in browser.page_source
+    card.find_element(By.CSS_SELECTOR, '[data-action="test-config"]').click()
+    result = browser.find_element(By.CSS_SELECTOR, ".test-result")
+    _wait(browser, lambda d: "Testing" not in result.text and result.text)
+    assert "Connected" in result.text, result.text
+    config = LLMConfig.objects.get(owner=user)
+    assert (config.model, config.context_window, config.is_default) == ("fake-echo", 16000, True)
+
+    # 4. Switch to quality; it is kept.
+    browser.find_element(By.CSS_SELECTOR, 'label[for="pref-quality"]').click()
+    browser.find_element(By.ID, "prefs-save").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "pref-quality").is_selected())
+    browser.refresh()
+    assert browser.find_element(By.ID, "pref-quality").is_selected()
+    assert not browser.find_element(By.ID, "pref-balanced").is_selected()
+    assert UserSettings.objects.get(user=user).preference == "quality"
+    browser.set_window_size(1366, 1500)
+    browser.save_screenshot(str(screenshot_dir / "settings.png"))
+    browser.set_window_size(1366, 900)
+
+    # 5. Back to the chat: the model echoes the hostile text back, and it still does not run.
+    browser.find_element(By.CSS_SELECTOR, ".back-link").click()
+    _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))
+    assert "Echo" in browser.find_element(By.CSS_SELECTOR, ".model-chip").text
+    reply = _send(browser, f"Code time:\n```python\nprint('hi')\n```\n{XSS}")
+    assert reply.get_attribute("data-status") == "complete"
+    assert "window.__xss=1" in reply.text
+    assert browser.execute_script("return window.__xss") is None
+    sent = fake_openai.completions[-1]
+    assert sent.model == "fake-echo"
+    assert "<script>window.__xss=1</script>" in sent.messages[-1]["content"]
+    browser.save_screenshot(str(screenshot_dir / "chat.png"))
+
+    # After a reload the server-rendered timeline is just as inert; code blocks get a copy button.
+    conversation = Message.objects.filter(conversation__owner=user).last().conversation
+    Message.objects.create(conversation=conversation, role="assistant", content="```python\nprint('hi')\n```")
+    browser.refresh()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant"))
+    assert browser.execute_script("return window.__xss") is None
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-status=complete]")) == 4
+    copy = browser.find_element(By.CSS_SELECTOR, ".code-block .copy-btn")
+    assert browser.find_element(By.CSS_SELECTOR, ".code-block .code-lang").text == "python"
+    copy.click()
+    _wait(browser, lambda d: copy.text != "Copy")
+    browser.execute_script("document.getElementById('timeline').scrollTop = 1e9")
+
+    # Phone width: the sidebar collapses behind a toggle.
+    browser.set_window_size(390, 844)
+    sidebar = browser.find_element(By.ID, "sidebar")
+    _wait(browser, lambda d: sidebar.location["x"] < 0)
+    browser.execute_script("document.getElementById('timeline').scrollTop = 1e9")
+    browser.save_screenshot(str(screenshot_dir / "chat-phone.png"))
+    browser.find_element(By.CSS_SELECTOR, ".sidebar-toggle").click()
+    _wait(browser, lambda d: sidebar.location["x"] >= 0)
+    browser.save_screenshot(str(screenshot_dir / "chat-phone-sidebar.png"))
+    assert (screenshot_dir / "chat.png").stat().st_size > 10_000
+
+
+def test_stop_keeps_the_partial_reply_marked_stopped(asgi_server, browser, fake_openai, screenshot_dir):
+    base = asgi_server.url
+    _sign_up(browser, base, "browser-stop")
+    user = get_user_model().objects.get(username="browser-stop")
+    LLMConfig.objects.create(
+        owner=user, name="Slow", base_url=fake_openai.base_url, model="slow-150", context_window=16000,
+        max_output_tokens=500, is_default=True,
+    )
+    browser.refresh()
+    _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("Write a long story please")
+    box.send_keys(Keys.ENTER)
+    stop = browser.find_element(By.ID, "stop-btn")
+    _wait(browser, lambda d: stop.is_displayed())
+    assert not browser.find_element(By.ID, "composer-input").is_enabled()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming .msg-content")
+          and d.find_elements(By.CSS_SELECTOR, ".msg--assistant .msg-content")[-1].text.strip())
+    stop.click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
+          == "stopped")
+    reply = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1]
+    assert "Stopped" in reply.find_element(By.CSS_SELECTOR, ".msg-meta").text
+    assert reply.find_element(By.CSS_SELECTOR, ".msg-content").text.strip()
+    _wait(browser, lambda d: d.find_element(By.ID, "composer-input").is_enabled())
+    stored = Message.objects.get(conversation__owner=user, role="assistant")
+    assert stored.status == Message.Status.STOPPED
+    assert stored.content
+    browser.refresh()
+    reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-stopped"))[0]
+    assert "Stopped" in reply.text
+
+
+def test_retry_after_a_failure_then_regenerate_and_pin(asgi_server, browser, fake_openai, screenshot_dir):
+    base = asgi_server.url
+    _sign_up(browser, base, "browser-retry")
+    user = get_user_model().objects.get(username="browser-retry")
+    LLMConfig.objects.create(
+        owner=user, name="Flaky", base_url=fake_openai.base_url, model="flaky-500-then-200",
+        context_window=16000, max_output_tokens=500, is_default=True,
+    )
+    fake_openai.reset()
+    browser.refresh()
+    _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))
+
+    # The endpoint fails: the user's message stays, the error is inline in plain words with Retry.
+    failed = _send(browser, "What is a token bucket?")
+    assert failed.get_attribute("data-status") == "error"
+    error = failed.find_element(By.CSS_SELECTOR, ".msg-error")
+    assert error.text.strip()
+    assert "Traceback" not in error.text
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")) == 1
+
+    # Retry answers.
+    error.find_element(By.CSS_SELECTOR, '[data-action="retry"]').click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
+          == "complete")
+    first_answer = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1]
+    assert "Echo:" in first_answer.text
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--user")) == 1
+
+    # Regenerate (after a reset the next request fails again, so it is retried): the replaced reply
+    # stays, dimmed and labelled.
+    fake_openai.reset()
+    first_answer.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]').click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
+          in {"complete", "error"})
+    latest = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1]
+    if latest.get_attribute("data-status") == "error":
+        latest.find_element(By.CSS_SELECTOR, '[data-action="retry"]').click()
+        _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute(
+            "data-status") == "complete")
+    first_id = int(first_answer.get_attribute("data-id"))
+    assert Message.objects.get(pk=first_id).superseded
+    browser.refresh()
+    old = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f"#m-{first_id}"))[0]
+    assert "is-superseded" in old.get_attribute("class")
+    assert "not sent to the model" in old.find_element(By.CSS_SELECTOR, ".msg-meta").text
+
+    # Pin the question from its menu.
+    question = browser.find_element(By.CSS_SELECTOR, ".msg--user")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", question)
+    question.find_element(By.CSS_SELECTOR, '[data-action="message-menu"]').click()
+    question.find_element(By.CSS_SELECTOR, '[data-action="toggle-pin"]').click()
+    _wait(browser, lambda d: question.get_attribute("data-pinned") == "1")
+    assert Message.objects.get(pk=int(question.get_attribute("data-id"))).pinned
+    browser.save_screenshot(str(screenshot_dir / "chat-regenerated.png"))

@@ -1,0 +1,356 @@
+"""Server-rendered pages: access control, the chat timeline, the settings forms."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from chatapp.chat import services
+from chatapp.chat.models import Conversation, LLMConfig, Message, UserSettings
+
+KEY = "sk-live-THIS-IS-SECRET-wxyz"
+
+
+def _conversation(owner, title="Chat", **fields) -> Conversation:
+    return Conversation.objects.create(owner=owner, title=title, **fields)
+
+
+def _message(conversation, role, content, **fields) -> Message:
+    return Message.objects.create(conversation=conversation, role=role, content=content, **fields)
+
+
+def _config(owner, **overrides) -> LLMConfig:
+    fields = {
+        "owner": owner, "name": "Work", "base_url": "https://api.example.com/v1", "model": "gpt-4o-mini",
+        "api_key": KEY,
+    }
+    fields.update(overrides)
+    return services.llm_config_create(**fields)
+
+
+# --- access -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/", "/c/new/", "/c/1/", "/c/1/messages/?before=5", "/c/sidebar/", "/settings/"])
+def test_pages_require_login(client, db, path):
+    response = client.get(path)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_another_users_conversation_is_404(page, other_user):
+    theirs = _conversation(other_user, title="Private plans")
+    _message(theirs, "user", "secret content")
+    assert page.get(f"/c/{theirs.pk}/").status_code == 404
+    assert page.get(f"/c/{theirs.pk}/messages/?before=999999").status_code == 404
+
+
+def test_another_users_config_cannot_be_edited_deleted_or_made_default(page, other_user):
+    theirs = _config(other_user)
+    data = {f"cfg{theirs.pk}-name": "Mine now", f"cfg{theirs.pk}-base_url": "https://x.example.com/v1",
+            f"cfg{theirs.pk}-model": "gpt-4o", f"cfg{theirs.pk}-max_output_tokens": "100",
+            f"cfg{theirs.pk}-temperature": "0.5"}
+    assert page.post(f"/settings/configs/{theirs.pk}/", data).status_code == 404
+    assert page.post(f"/settings/configs/{theirs.pk}/delete/").status_code == 404
+    assert page.post(f"/settings/configs/{theirs.pk}/default/").status_code == 404
+    theirs.refresh_from_db()
+    assert theirs.name == "Work"
+
+
+def test_others_conversations_are_not_listed(page, user, other_user):
+    _conversation(other_user, title="Their secret chat")
+    _conversation(user, title="My chat")
+    body = page.get("/c/new/").content.decode()
+    assert "My chat" in body
+    assert "Their secret chat" not in body
+
+
+# --- accounts -----------------------------------------------------------------------------------
+
+
+def test_signup_creates_the_account_and_logs_in(client, db):
+    response = client.post(
+        "/accounts/signup/",
+        {"username": "grace", "password1": "Compilers-are-fun-1952", "password2": "Compilers-are-fun-1952"},
+    )
+    assert response.status_code == 302
+    assert get_user_model().objects.filter(username="grace").exists()
+    home = client.get("/")
+    assert home.status_code == 200
+    assert "Offline demo model" in home.content.decode()
+
+
+def test_signup_shows_field_errors(client, db):
+    response = client.post("/accounts/signup/", {"username": "grace", "password1": "abc", "password2": "abd"})
+    assert response.status_code == 200
+    assert "field-error" in response.content.decode()
+    assert not get_user_model().objects.filter(username="grace").exists()
+
+
+def test_login_logout_and_password_change(client, user):
+    assert client.get("/accounts/login/").status_code == 200
+    response = client.post("/accounts/login/", {"username": "ada", "password": "a long test password 1"})
+    assert response.status_code == 302
+    assert client.get("/settings/").status_code == 200
+    response = client.post(
+        "/accounts/password/",
+        {"old_password": "a long test password 1", "new_password1": "Another-long-pass-77",
+         "new_password2": "Another-long-pass-77"},
+    )
+    assert response.status_code == 302
+    user.refresh_from_db()
+    assert user.check_password("Another-long-pass-77")
+    assert client.post("/accounts/logout/").status_code == 302
+    assert client.get("/settings/").status_code == 302
+
+
+def test_logout_requires_post(page):
+    assert page.get("/accounts/logout/").status_code == 405
+
+
+# --- chat pages ---------------------------------------------------------------------------------
+
+
+def test_home_without_conversations_shows_the_empty_state(page):
+    response = page.get("/")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert 'id="composer-input"' in body
+    assert "What can I help with?" in body
+
+
+def test_home_redirects_to_the_newest_conversation(page, user):
+    _conversation(user, title="old")
+    newest = _conversation(user, title="new")
+    Conversation.objects.filter(pk=newest.pk).update(updated_at=newest.updated_at)  # newest by updated_at
+    response = page.get("/")
+    assert response.status_code == 302
+    assert response["Location"] == f"/c/{newest.pk}/"
+
+
+def test_chat_page_renders_the_timeline(page, user):
+    conv = _conversation(user, title="Rendering")
+    asked = _message(conv, "user", "what is <script>window.__xss=1</script>?")
+    _message(conv, "assistant", "**Bold** answer\n\n```python\nx = 1\n```", reply_to=asked, model="m-1",
+             superseded=True)
+    _message(conv, "assistant", "partial repl", reply_to=asked, status=Message.Status.STOPPED)
+    body = page.get(f"/c/{conv.pk}/").content.decode()
+    # User text is escaped, never interpreted.
+    assert "what is &lt;script&gt;window.__xss=1&lt;/script&gt;?" in body
+    assert "<script>window.__xss" not in body
+    # Model text is rendered markdown with highlighted code.
+    assert "<strong>Bold</strong>" in body
+    assert '<pre class="hl" data-lang="python">' in body
+    assert "Regenerated · not sent to the model" in body
+    assert ">Stopped<" in body
+    assert 'data-action="regenerate"' in body  # on the last reply only
+    assert body.count('data-action="regenerate"') == 1
+
+
+def test_failed_reply_shows_the_error_and_a_retry_button(page, user):
+    conv = _conversation(user)
+    asked = _message(conv, "user", "hello")
+    _message(conv, "assistant", "", reply_to=asked, status=Message.Status.ERROR,
+             error="The model endpoint rejected the API key.")
+    body = page.get(f"/c/{conv.pk}/").content.decode()
+    assert "The model endpoint rejected the API key." in body
+    assert 'data-action="retry"' in body
+
+
+def test_window_start_is_exposed_for_the_timeline_marker(page, user):
+    conv = _conversation(user)
+    first = _message(conv, "user", "one")
+    _message(conv, "assistant", "two")
+    third = _message(conv, "user", "three")
+    Conversation.objects.filter(pk=conv.pk).update(window_start_id=third.pk)
+    body = page.get(f"/c/{conv.pk}/").content.decode()
+    assert f'data-window-start="{third.pk}"' in body
+    # Server-side: messages before the window are marked (the first user message is always sent).
+    assert f'id="m-{first.pk}" data-id="{first.pk}"' in body
+    assert body.count("is-outside") == 1
+
+
+def test_offline_label_without_config_and_model_name_with_one(page, user):
+    conv = _conversation(user)
+    assert "Offline demo model" in page.get(f"/c/{conv.pk}/").content.decode()
+    _config(user, name="My OpenAI")
+    body = page.get(f"/c/{conv.pk}/").content.decode()
+    assert "Offline demo model" not in body
+    assert "My OpenAI" in body
+
+
+def test_dashboard_is_linked_from_the_chat_header(page, user):
+    conv = _conversation(user)
+    assert f'href="/c/{conv.pk}/dashboard/"' in page.get(f"/c/{conv.pk}/").content.decode()
+
+
+def test_sidebar_search_matches_titles_and_message_content(page, user):
+    fruit = _conversation(user, title="Groceries")
+    _message(fruit, "user", "remember the pineapple")
+    _conversation(user, title="Pineapple recipes")
+    _conversation(user, title="Taxes")
+    body = page.get("/c/sidebar/?q=pineapple").content.decode()
+    assert "Groceries" in body and "Pineapple recipes" in body
+    assert "Taxes" not in body
+    assert "No chats match" in page.get("/c/sidebar/?q=zzzz").content.decode()
+
+
+def test_long_conversation_shows_the_newest_page_and_loads_earlier(page, user):
+    conv = _conversation(user)
+    ids = [_message(conv, "user" if i % 2 == 0 else "assistant", f"msg-{i:03d}").pk for i in range(130)]
+    body = page.get(f"/c/{conv.pk}/").content.decode()
+    assert "msg-129" in body and "msg-030" in body
+    assert "msg-029" not in body
+    assert f'data-before="{ids[30]}"' in body
+    older = page.get(f"/c/{conv.pk}/messages/?before={ids[30]}")
+    assert older.status_code == 200
+    text = older.content.decode()
+    assert "msg-000" in text and "msg-029" in text and "msg-030" not in text
+    assert older["X-Has-Earlier"] == "0"
+
+
+def test_code_css_is_served(client, db):
+    response = client.get("/assets/code.css")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/css")
+    assert b".hl .k" in response.content
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+
+def test_settings_page_never_shows_the_stored_key(page, user):
+    _config(user)
+    body = page.get("/settings/").content.decode()
+    assert KEY not in body
+    assert KEY[:-4] not in body
+    assert "••••wxyz" in body
+
+
+def test_preferences_are_saved(page, user):
+    response = page.post("/settings/", {"preference": "quality", "auto_optimize": "on"})
+    assert response.status_code == 302
+    prefs = UserSettings.objects.get(user=user)
+    assert prefs.preference == "quality"
+    assert prefs.auto_optimize is True
+    assert prefs.confirm_compaction is False
+    assert 'value="quality" id="pref-quality" checked' in page.get("/settings/").content.decode()
+
+
+def test_unknown_preference_is_a_field_error(page, user):
+    response = page.post("/settings/", {"preference": "turbo"})
+    assert response.status_code == 400
+    assert "Select a valid choice" in response.content.decode()
+
+
+def test_summary_model_must_be_ones_own(page, user, other_user):
+    theirs = _config(other_user)
+    response = page.post("/settings/", {"preference": "fast", "summary_config": str(theirs.pk)})
+    assert response.status_code == 400
+    assert UserSettings.objects.filter(user=user, summary_config=theirs).count() == 0
+
+
+def test_add_config_fills_the_window_from_the_model_name(page, user):
+    response = page.post(
+        "/settings/configs/new/",
+        {"new-name": "Mini", "new-base_url": "https://api.openai.com/v1", "new-model": "gpt-4o-mini",
+         "new-api_key": KEY, "new-max_output_tokens": "1000", "new-temperature": "0.3"},
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    config = LLMConfig.objects.get(owner=user)
+    assert config.context_window == 128_000
+    assert config.context_window_source == LLMConfig.WindowSource.REGISTRY
+    assert config.is_default  # the first config becomes the default
+    assert config.api_key_last4 == "wxyz"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "words"),
+    [
+        ({"new-context_window": "1000", "new-max_output_tokens": "2000"}, "context_window", "must be larger"),
+        ({"new-base_url": "not a url"}, "base_url", "Enter a valid URL"),
+        ({"new-max_output_tokens": "-5"}, "max_output_tokens", "greater than or equal to 1"),
+        ({"new-temperature": "3"}, "temperature", "less than or equal to 2"),
+        ({"new-name": ""}, "name", "required"),
+    ],
+)
+def test_config_validation_errors_are_shown_per_field(page, user, fields, field, words):
+    data = {"new-name": "Mini", "new-base_url": "https://api.openai.com/v1", "new-model": "gpt-4o-mini",
+            "new-max_output_tokens": "1000", "new-temperature": "0.3"}
+    data.update(fields)
+    response = page.post("/settings/configs/new/", data)
+    assert response.status_code == 400
+    body = response.content.decode()
+    block = body.split(f'id="id_new-{field}_error"', 1)
+    assert len(block) == 2, f"no error rendered for {field}"
+    assert words in block[1][:300]
+    assert not LLMConfig.objects.filter(owner=user).exists()
+
+
+def test_private_base_url_is_refused_when_not_allowed(page, user, settings):
+    settings.ALLOW_PRIVATE_LLM_URLS = False
+    response = page.post(
+        "/settings/configs/new/",
+        {"new-name": "Local", "new-base_url": "http://127.0.0.1:11434/v1", "new-model": "llama3",
+         "new-max_output_tokens": "100", "new-temperature": "0.3"},
+    )
+    assert response.status_code == 400
+    assert 'id="id_new-base_url_error"' in response.content.decode()
+    assert not LLMConfig.objects.filter(owner=user).exists()
+
+
+def test_edit_keeps_the_key_when_the_field_is_empty_and_replaces_it_otherwise(page, user):
+    config = _config(user)
+    prefix = f"cfg{config.pk}"
+    data = {f"{prefix}-name": "Renamed", f"{prefix}-base_url": config.base_url, f"{prefix}-model": config.model,
+            f"{prefix}-max_output_tokens": "500", f"{prefix}-temperature": "0.2", f"{prefix}-is_default": "on"}
+    assert page.post(f"/settings/configs/{config.pk}/", data).status_code == 302
+    config.refresh_from_db()
+    assert (config.name, config.api_key_last4, config.max_output_tokens) == ("Renamed", "wxyz", 500)
+    data[f"{prefix}-api_key"] = "sk-new-key-abcdefgh-9876"
+    assert page.post(f"/settings/configs/{config.pk}/", data).status_code == 302
+    config.refresh_from_db()
+    assert config.api_key_last4 == "9876"
+
+
+def test_edit_with_an_override_window_then_back_to_auto(page, user):
+    config = _config(user)
+    prefix = f"cfg{config.pk}"
+    data = {f"{prefix}-name": "Work", f"{prefix}-base_url": config.base_url, f"{prefix}-model": config.model,
+            f"{prefix}-context_window": "32000", f"{prefix}-max_output_tokens": "500",
+            f"{prefix}-temperature": "0.2", f"{prefix}-is_default": "on"}
+    assert page.post(f"/settings/configs/{config.pk}/", data).status_code == 302
+    config.refresh_from_db()
+    assert (config.context_window, config.context_window_source) == (32000, "user")
+    data[f"{prefix}-context_window"] = ""
+    assert page.post(f"/settings/configs/{config.pk}/", data).status_code == 302
+    config.refresh_from_db()
+    assert (config.context_window, config.context_window_source) == (128_000, "registry")
+
+
+def test_make_default_and_delete(page, user):
+    first = _config(user, name="First")
+    second = _config(user, name="Second")
+    assert page.post(f"/settings/configs/{second.pk}/default/").status_code == 302
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert second.is_default and not first.is_default
+    assert page.post(f"/settings/configs/{second.pk}/delete/").status_code == 302
+    assert not LLMConfig.objects.filter(pk=second.pk).exists()
+    first.refresh_from_db()
+    assert first.is_default
+
+
+def test_config_forms_require_post(page, user):
+    config = _config(user)
+    assert page.get(f"/settings/configs/{config.pk}/delete/").status_code == 405
+    assert LLMConfig.objects.filter(pk=config.pk).exists()
+
+
+def test_settings_forms_enforce_csrf(user):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    assert client.post("/settings/", {"preference": "fast"}).status_code == 403

@@ -1,0 +1,97 @@
+"""markdown_render: markdown features survive, anything executable does not."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from chatapp.chat.rendering import code_style_css, markdown_render
+
+
+def test_script_tag_is_not_rendered_as_html():
+    html = markdown_render("hello <script>window.__xss=1</script> world")
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;" in html
+
+
+def test_img_onerror_is_neutralized():
+    html = markdown_render('look: <img src=x onerror="window.__xss=1">')
+    assert "<img" not in html.lower()
+    assert not re.search(r"<[^>]+\bonerror\s*=", html, re.IGNORECASE)
+
+
+def test_markdown_image_keeps_no_event_handler_attributes():
+    html = markdown_render('![cat](https://example.com/cat.png "a cat")')
+    assert '<img src="https://example.com/cat.png" alt="cat" title="a cat">' in html
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "[click](javascript:alert(1))",
+        "[click](JAVASCRIPT:alert(1))",
+        "[click](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+        "[click](vbscript:msgbox(1))",
+        "![x](javascript:alert(1))",
+    ],
+)
+def test_unsafe_url_schemes_never_reach_an_attribute(source):
+    html = markdown_render(source)
+    assert not re.search(r"(href|src)\s*=\s*\"?\s*(javascript|data|vbscript):", html, re.IGNORECASE)
+
+
+def test_links_open_safely():
+    html = markdown_render("[docs](https://example.com/docs)")
+    assert 'href="https://example.com/docs"' in html
+    assert 'rel="noopener noreferrer"' in html
+    assert 'target="_blank"' in html
+
+
+def test_raw_html_blocks_are_escaped_not_interpreted():
+    html = markdown_render('<div onclick="steal()">hi</div>\n\n<iframe src="https://evil.example"></iframe>')
+    assert "<div" not in html and "<iframe" not in html
+    assert "&lt;div onclick=" in html and "&lt;iframe" in html
+
+
+def test_code_block_is_highlighted_with_classes_and_escaped():
+    html = markdown_render('```python\ndef f():\n    return "<b>"\n```')
+    assert '<pre class="hl" data-lang="python"><code>' in html
+    assert '<span class="k">def</span>' in html
+    assert "&lt;b&gt;" in html and "<b>" not in html
+
+
+def test_unknown_language_falls_back_to_escaped_text():
+    html = markdown_render("```nosuchlang\n<script>x</script>\n```")
+    assert 'data-lang="nosuchlang"' in html
+    assert "&lt;script&gt;x&lt;/script&gt;" in html
+    assert "<script" not in html
+
+
+def test_hostile_fence_language_cannot_break_out_of_the_attribute():
+    html = markdown_render('```"><img src=x onerror=alert(1)>\ncode\n```')
+    assert "<img" not in html
+    assert 'data-lang="&quot;&gt;&lt;img"' in html
+
+
+def test_common_markdown_features_render():
+    html = markdown_render("# Title\n\n**bold** _it_ ~~gone~~ `x`\n\n- a\n- b\n\n| h |\n|:-:|\n| c |\n\n> quote")
+    for fragment in ("<h1>Title</h1>", "<strong>bold</strong>", "<em>it</em>", "<s>gone</s>", "<code>x</code>",
+                     "<li>a</li>", "<th style=\"text-align:center\">h</th>", "<blockquote>"):
+        assert fragment in html
+
+
+def test_style_attributes_other_than_alignment_are_dropped():
+    # Only markdown-it's own table alignment may produce a style; nothing can inject other CSS.
+    html = markdown_render("| a |\n|--:|\n| b |")
+    assert 'style="text-align:right"' in html
+
+
+def test_empty_text_renders_empty():
+    assert markdown_render("") == ""
+
+
+def test_code_css_has_light_and_dark_token_colours():
+    css = code_style_css()
+    assert ".hl .k {" in css
+    assert "@media (prefers-color-scheme: dark)" in css

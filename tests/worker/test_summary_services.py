@@ -1,0 +1,268 @@
+"""Summary services, selectors and API in-process (no worker): quota, confirmation, one active job,
+claim and fencing, span planning, extractive fallback, edit / discard, sweep, ownership."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from chatapp.chat import summary_services
+from chatapp.chat.context import context_load
+from chatapp.chat.models import Message, SummaryJob, UserSettings
+from chatapp.chat.summary_selectors import summary_current, summary_quota_remaining
+from chatapp.chat.summary_services import (
+    compact_command_parse,
+    conversation_compact,
+    summary_discard,
+    summary_edit,
+    summary_job_request,
+    summary_job_run,
+    summary_jobs_sweep,
+)
+from tests.worker.conftest import summaries_of
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def published(monkeypatch) -> list[int]:
+    """Record publishes instead of talking to a broker (the worker tests cover the broker)."""
+    ids: list[int] = []
+
+    def fake_publish(*, job_ids: list[int]) -> list[int]:
+        ids.extend(job_ids)
+        return list(job_ids)
+
+    monkeypatch.setattr(summary_services, "_publish", fake_publish)
+    return ids
+
+
+def _finish(job: SummaryJob) -> None:
+    SummaryJob.objects.filter(pk=job.pk).update(status=SummaryJob.Status.DONE, finished_at=timezone.now())
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/compact", ""),
+        ("  /compact keep all the SQL we wrote ", "keep all the SQL we wrote"),
+        ("/COMPACT\nkeep names", "keep names"),
+        ("/compacted", None),
+        ("please /compact", None),
+        ("hello", None),
+    ],
+)
+def test_compact_command_parse(text, expected):
+    assert compact_command_parse(text=text) == expected
+
+
+def test_one_active_job_per_conversation_is_enforced_by_the_database(owner, long_conversation, published):
+    conversation = long_conversation(config=None)
+    first = summary_job_request(conversation=conversation, trigger="auto")
+    again = summary_job_request(conversation=conversation, trigger="auto")
+    assert again.pk == first.pk and published == [first.pk]
+    with pytest.raises(IntegrityError), transaction.atomic():
+        SummaryJob.objects.create(conversation=conversation, status=SummaryJob.Status.RUNNING)
+
+
+def test_daily_quota_limits_automatic_jobs_but_not_manual_ones(owner, long_conversation, published, settings):
+    settings.SUMMARIES_PER_DAY = 2
+    conversation = long_conversation(config=None)
+    for _ in range(2):
+        job = summary_job_request(conversation=conversation, trigger="auto")
+        assert job is not None
+        _finish(job)
+    assert summary_quota_remaining(conversation=conversation) == 0
+    assert summary_job_request(conversation=conversation, trigger="ahead") is None
+    manual = conversation_compact(conversation=conversation, instructions="keep ids")
+    assert manual.trigger == "manual" and manual.instructions == "keep ids"
+    # A day later the quota is back.
+    SummaryJob.objects.update(created_at=timezone.now() - timedelta(days=1, minutes=1))
+    assert summary_quota_remaining(conversation=conversation) == 2
+
+
+def test_confirm_before_compaction_waits_then_compact_now_confirms(owner, long_conversation, published):
+    UserSettings.objects.update_or_create(user=owner, defaults={"confirm_compaction": True})
+    conversation = long_conversation(config=None)
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    assert job.status == SummaryJob.Status.AWAITING_CONFIRMATION and published == []
+    confirmed = conversation_compact(conversation=conversation, instructions="keep all the SQL")
+    assert confirmed.pk == job.pk and published == [job.pk]
+    job.refresh_from_db()
+    assert job.status == SummaryJob.Status.QUEUED and job.instructions == "keep all the SQL"
+
+
+def test_instructions_reach_a_job_that_has_not_started(owner, long_conversation, published):
+    conversation = long_conversation(config=None)
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    clicked = conversation_compact(conversation=conversation, instructions="keep the invoice numbers")
+    assert clicked.pk == job.pk
+    job.refresh_from_db()
+    assert job.instructions == "keep the invoice numbers"
+
+
+def test_offline_run_writes_extractive_summary_of_the_evicted_span_only(owner, long_conversation, published):
+    conversation = long_conversation(config=None, rounds=10, window_rounds=3)
+    replies = list(conversation.messages.filter(role="assistant").order_by("id"))
+    Message.objects.filter(pk=replies[1].pk).update(role="system")  # message 4: a system message
+    Message.objects.filter(pk=replies[2].pk).update(pinned=True)  # message 6: pinned
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    outcome = summary_job_run(job_id=job.pk)
+    assert outcome.status == "done"
+    job.refresh_from_db()
+    summary = job.summary
+    assert summary.kind == "summary" and summary.role == "system" and summary.extractive
+    assert summary.model == "extractive" and summary.token_count > 0
+    assert summary.content.startswith("[Conversation summary \u2014 covers messages 2\u201314, ")
+    assert summary.covers_through_id < conversation.window_start_id
+    # 14 evicted, minus the static layer: the first user message, the system message, the pinned reply.
+    assert summary.covered_message_count == 11
+    assert job.started_at and job.finished_at and job.attempts == 1
+    assert Message.objects.filter(conversation=conversation, kind="chat").count() == 20  # originals kept
+    # A second delivery of the same message does nothing.
+    assert summary_job_run(job_id=job.pk).status == "skipped"
+    assert len(summaries_of(conversation)) == 1
+    # The request path now uses it.
+    ctx = context_load(conversation=conversation)
+    assert ctx.summary is not None and ctx.summary.id == str(summary.pk)
+
+
+def test_model_summary_records_usage_and_the_instructions(
+    owner, make_config, long_conversation, fake_openai, published
+):
+    fake_openai.reset()
+    conversation = long_conversation(config=make_config("fake-echo"))
+    job = conversation_compact(conversation=conversation, instructions="keep all the SQL")
+    assert summary_job_run(job_id=job.pk).status == "done"
+    job.refresh_from_db()
+    assert job.model == "fake-echo" and job.prompt_tokens and job.completion_tokens
+    assert not job.summary.extractive
+    sent = fake_openai.requests[-1].messages
+    assert "keep all the SQL" in sent[0]["content"]
+    # A manual compaction moves the verbatim window past what it covered.
+    conversation.refresh_from_db()
+    assert conversation.window_start_id > job.summary.covers_through_id
+
+
+def test_a_running_job_is_not_claimed_twice_until_its_lease_expires(owner, long_conversation, published):
+    conversation = long_conversation(config=None)
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    SummaryJob.objects.filter(pk=job.pk).update(
+        status=SummaryJob.Status.RUNNING, attempts=1, lease_expires_at=timezone.now() + timedelta(minutes=5)
+    )
+    assert summary_job_run(job_id=job.pk).status == "skipped"
+    SummaryJob.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert summary_job_run(job_id=job.pk).status == "done"
+    job.refresh_from_db()
+    assert job.attempts == 2 and len(summaries_of(conversation)) == 1
+
+
+def test_retryable_model_error_releases_the_job_for_a_retry(
+    owner, make_config, long_conversation, fake_openai, published
+):
+    conversation = long_conversation(config=make_config("fail-500"))
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    outcome = summary_job_run(job_id=job.pk)
+    assert outcome.status == "retry" and outcome.retry_in > 0
+    job.refresh_from_db()
+    assert job.status == SummaryJob.Status.QUEUED and "Attempt 1 failed" in job.error
+    assert summaries_of(conversation) == []
+
+
+def test_edit_and_discard(owner, long_conversation, published):
+    conversation = long_conversation(config=None)
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    summary_job_run(job_id=job.pk)
+    summary = summary_current(conversation=conversation)
+    before = summary.token_count
+    edited = summary_edit(summary=summary, content="[Conversation summary — edited]\n\nOnly INV-1003 matters. " * 5)
+    assert edited.edited and edited.token_count != before
+    assert context_load(conversation=conversation).summary.content == edited.content
+    with pytest.raises(Exception, match="empty"):
+        summary_edit(summary=summary, content="   ")
+    summary_discard(summary=summary)
+    assert summary_current(conversation=conversation) is None
+    assert context_load(conversation=conversation).summary is None
+    assert Message.objects.filter(pk=summary.pk, discarded=True).exists()  # kept, not deleted
+
+
+def test_sweep_publishes_pending_and_stale_jobs_and_expires_questions(owner, long_conversation, published, settings):
+    a = long_conversation(config=None)
+    b = long_conversation(config=None)
+    c = long_conversation(config=None)
+    pending = SummaryJob.objects.create(conversation=a, status=SummaryJob.Status.PENDING)
+    stale = SummaryJob.objects.create(
+        conversation=b, status=SummaryJob.Status.RUNNING, lease_expires_at=timezone.now() - timedelta(seconds=5)
+    )
+    question = SummaryJob.objects.create(conversation=c, status=SummaryJob.Status.AWAITING_CONFIRMATION)
+    SummaryJob.objects.filter(pk=question.pk).update(created_at=timezone.now() - timedelta(days=2))
+    result = summary_jobs_sweep()
+    assert sorted(published) == sorted([pending.pk, stale.pk])
+    assert result["expired"] == 1
+    question.refresh_from_db()
+    assert question.status == SummaryJob.Status.CANCELLED
+
+
+def test_unreachable_broker_leaves_the_job_pending(owner, long_conversation, settings):
+    from chatapp.celery import app
+    from tests.worker.conftest import celery_use_broker
+
+    conversation = long_conversation(config=None)
+    saved = (app.conf.broker_url, dict(app.conf.broker_transport_options or {}))
+    celery_use_broker(url="redis://127.0.0.1:9/0", options={"socket_connect_timeout": 1})
+    try:
+        job = summary_job_request(conversation=conversation, trigger="auto")
+        job.refresh_from_db()
+        assert job.status == SummaryJob.Status.PENDING
+        assert summary_jobs_sweep()["published"] == 0
+    finally:
+        celery_use_broker(url=saved[0], options=saved[1])
+
+
+# --- API -----------------------------------------------------------------------------------------
+
+
+def _client(user) -> APIClient:
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+def test_api_compact_jobs_edit_discard_and_ownership(owner, long_conversation, published):
+    conversation = long_conversation(config=None)
+    api = _client(owner)
+    compact_url = f"/api/conversations/{conversation.pk}/compact/"
+    response = api.post(compact_url, {"content": "/compact keep SQL"}, format="json")
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert body["status"] == "queued" and body["instructions"] == "keep SQL" and body["trigger"] == "manual"
+    summary_job_run(job_id=body["id"])
+
+    jobs = api.get(f"/api/conversations/{conversation.pk}/summary-jobs/").json()
+    [job] = jobs["results"]
+    assert job["status"] == "done" and job["duration_ms"] is not None and job["extractive"] is True
+    assert jobs["quota_remaining"] >= 0
+    summary_id = job["summary_id"]
+
+    edited = api.patch(f"/api/summaries/{summary_id}/", {"content": "Short summary."}, format="json")
+    assert edited.status_code == 200 and edited.json()["edited"] is True
+    assert api.patch(f"/api/summaries/{summary_id}/", {"content": ""}, format="json").status_code == 400
+
+    mallory = _client(get_user_model().objects.create_user(username="mallory", password="x-long-password-1"))
+    assert mallory.post(f"/api/conversations/{conversation.pk}/compact/", {}, format="json").status_code == 404
+    assert mallory.get(f"/api/conversations/{conversation.pk}/summary-jobs/").status_code == 404
+    assert mallory.patch(f"/api/summaries/{summary_id}/", {"content": "x"}, format="json").status_code == 404
+    assert mallory.delete(f"/api/summaries/{summary_id}/").status_code == 404
+    plain = conversation.messages.filter(kind="chat").first()
+    assert api.delete(f"/api/summaries/{plain.pk}/").status_code == 404  # not a summary
+
+    discarded = api.delete(f"/api/summaries/{summary_id}/")
+    assert discarded.status_code == 200 and discarded.json()["discarded"] is True
+    assert api.post(compact_url, {"content": "hi"}, format="json").status_code == 400

@@ -1,0 +1,159 @@
+"""Summary jobs run by a real Celery worker subprocess (filesystem broker, and Redis when REDIS_URL is set).
+
+Fault tests: a worker killed with SIGKILL mid model call, a broker unreachable when the job is created,
+a model answering 500 then 200, duplicate deliveries and double clicks.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import connection
+
+from chatapp.chat.models import LLMConfig, SummaryJob
+from chatapp.chat.summary_services import conversation_compact, summary_job_enqueue, summary_job_request
+from tests.worker.conftest import celery_use_broker, job_finished, job_state, summaries_of, wait_for
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def _completion_requests(fake_openai) -> list:
+    return [r for r in fake_openai.requests if r.method == "POST" and r.path.rstrip("/").endswith("/chat/completions")]
+
+
+def test_worker_writes_a_rolling_summary_with_instructions(worker, make_config, long_conversation, fake_openai):
+    fake_openai.reset()
+    conversation = long_conversation(config=make_config("fake-echo"), rounds=12, window_rounds=3)
+    w = worker()
+
+    first = conversation_compact(conversation=conversation, instructions="keep all the SQL we wrote")
+    job = wait_for(lambda: job_finished(first.pk), what="the first job")
+    assert job.status == SummaryJob.Status.DONE, job.error
+    [summary] = summaries_of(conversation)
+    assert summary.role == "system" and not summary.extractive
+    assert summary.content.startswith("[Conversation summary \u2014 covers messages 2\u2013")
+    assert summary.model == "fake-echo" and summary.prompt_tokens and summary.completion_tokens
+    assert job.summary_id == summary.pk and job.started_at and job.finished_at
+    prompt = " ".join(str(m.get("content")) for m in _completion_requests(fake_openai)[-1].messages)
+    assert "keep all the SQL we wrote" in prompt and "INV-1001" in prompt
+
+    # More history is evicted: the next (automatic) summary folds the previous one and the new span.
+    for i in range(4):
+        conversation.messages.create(role="user", content=f"Later question {i} about INV-77{i}")
+        conversation.messages.create(role="assistant", content=f"Later answer {i}")
+    newest_user = conversation.messages.filter(role="user").order_by("-id").values_list("id", flat=True)[1]
+    conversation.window_start_id = newest_user
+    conversation.save(update_fields=["window_start_id"])
+    second = summary_job_request(conversation=conversation, trigger="auto")
+    job = wait_for(lambda: job_finished(second.pk), what="the rolling job")
+    assert job.status == SummaryJob.Status.DONE, job.error
+    older, newer = summaries_of(conversation)
+    assert newer.covers_from_id == older.covers_from_id and newer.covers_through_id > older.covers_through_id
+    assert newer.covered_message_count > older.covered_message_count
+    rolled_prompt = " ".join(str(m.get("content")) for m in _completion_requests(fake_openai)[-1].messages)
+    assert "INV-770" in rolled_prompt
+    assert older.content.partition("\n\n")[2][:60] in rolled_prompt  # the previous summary is folded in
+    w.stop()
+
+
+def test_500_then_200_gives_one_summary_after_a_retry(worker, make_config, long_conversation, fake_openai):
+    fake_openai.reset()
+    conversation = long_conversation(config=make_config("flaky-500-then-200"))
+    worker()
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    job = wait_for(lambda: job_finished(job.pk), what="the flaky job")
+    assert job.status == SummaryJob.Status.DONE, job.error
+    assert job.attempts == 2
+    [summary] = summaries_of(conversation)
+    assert not summary.extractive and summary.model == "flaky-500-then-200"
+    assert len(_completion_requests(fake_openai)) == 2
+
+
+def test_model_failing_every_retry_falls_back_to_extractive(worker, make_config, long_conversation, fake_openai):
+    fake_openai.reset()
+    conversation = long_conversation(config=make_config("fail-500"))
+    worker()
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    job = wait_for(lambda: job_finished(job.pk), what="the failing job")
+    assert job.status == SummaryJob.Status.DONE
+    assert job.attempts == 3  # SUMMARY_MAX_RETRIES=2 in the worker: 1 try + 2 retries
+    assert "extractive" in job.error
+    [summary] = summaries_of(conversation)
+    assert summary.extractive and summary.model == "extractive"
+    assert len(_completion_requests(fake_openai)) == 3
+
+
+def test_bad_key_is_not_retried_and_fails_the_job_with_its_reason(worker, make_config, long_conversation, fake_openai):
+    fake_openai.reset()
+    conversation = long_conversation(config=make_config("fail-401"))
+    worker()
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    job = wait_for(lambda: job_finished(job.pk), what="the 401 job")
+    assert job.status == SummaryJob.Status.FAILED
+    assert job.attempts == 1 and len(_completion_requests(fake_openai)) == 1
+    assert "sk-test-worker-key" not in job.error and job.error
+    [summary] = summaries_of(conversation)  # the conversation still gets a (extractive) summary
+    assert summary.extractive and job.summary_id == summary.pk
+
+
+def test_duplicate_deliveries_and_double_clicks_give_one_summary(worker, make_config, long_conversation, fake_openai):
+    conversation = long_conversation(config=make_config("slow-300"))
+    first = conversation_compact(conversation=conversation)
+    second = conversation_compact(conversation=conversation)  # double click
+    assert second.pk == first.pk
+    for _ in range(3):  # the same message delivered again (a sweep, a redelivery)
+        assert summary_job_enqueue(job_id=first.pk)
+    worker()
+    job = wait_for(lambda: job_finished(first.pk), what="the job")
+    assert job.status == SummaryJob.Status.DONE
+    time.sleep(1.5)  # let the duplicate messages reach the worker too
+    assert len(summaries_of(conversation)) == 1
+    assert job_state(first.pk).attempts == 1
+    assert SummaryJob.objects.filter(conversation=conversation).count() == 1
+
+
+def test_worker_killed_mid_call_job_completes_once(worker, make_config, long_conversation, fake_openai):
+    fake_openai.reset()
+    config = make_config("slow-20000")
+    conversation = long_conversation(config=config)
+    w = worker()
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    wait_for(lambda: job_state(job.pk).status == SummaryJob.Status.RUNNING, what="the job to start")
+    wait_for(lambda: _completion_requests(fake_openai), what="the model call")
+    w.kill9()
+    assert job_state(job.pk).status == SummaryJob.Status.RUNNING  # the dead worker left it running
+    LLMConfig.objects.filter(pk=config.pk).update(model="fake-echo")  # the retried call answers at once
+
+    w.start()  # restarted: the redelivered message (Redis) or the sweep (lease expired) runs it again
+    done = wait_for(lambda: job_finished(job.pk), timeout=45, what="the job after the restart")
+    assert done.status == SummaryJob.Status.DONE, done.error
+    assert done.attempts == 2
+    time.sleep(2)  # a late duplicate (redelivery + sweep) must not write a second summary
+    [summary] = summaries_of(conversation)
+    assert summary.model == "fake-echo" and done.summary_id == summary.pk
+
+
+def test_broker_down_at_enqueue_job_runs_once_broker_is_back(broker, worker, make_config, long_conversation):
+    conversation = long_conversation(config=make_config("fake-echo"))
+    unreachable = "redis://127.0.0.1:9/0"  # discard port: connection refused at once
+    celery_use_broker(url=unreachable, options={"socket_connect_timeout": 1})
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    assert job is not None
+    assert job_state(job.pk).status == SummaryJob.Status.PENDING
+
+    celery_use_broker(url=broker.url, options=broker.options)
+    worker()  # worker start-up sweeps pending jobs
+    done = wait_for(lambda: job_finished(job.pk), what="the pending job")
+    assert done.status == SummaryJob.Status.DONE, done.error
+    assert len(summaries_of(conversation)) == 1
+
+
+def test_worker_uses_the_test_database(worker, owner):
+    """Guard for the fixtures: the worker must see this test's rows (same database)."""
+    assert connection.settings_dict["NAME"]
+    conversation = owner.conversations.create(title="tiny")
+    job = SummaryJob.objects.create(conversation=conversation, status=SummaryJob.Status.PENDING)
+    worker()
+    done = wait_for(lambda: job_finished(job.pk), what="the empty job")
+    assert done.status == SummaryJob.Status.CANCELLED and "Nothing" in done.error
