@@ -138,6 +138,12 @@ def percentile(values: list[float], p: float) -> float:
     return s[k]
 
 
+def load_note() -> str:
+    """Load average and core count, printed beside timings: other jobs on the machine inflate wall time."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return f"load average {load:.1f} on {os.cpu_count()} CPUs"
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 

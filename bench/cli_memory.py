@@ -24,7 +24,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from _common import OUT, PYTHON, ROOT, make_conversation, offline_tiktoken
+from _common import OUT, PYTHON, ROOT, load_note, make_conversation, offline_tiktoken
 
 TIME = shutil.which("time", path="/usr/bin:/bin")
 
@@ -83,7 +83,7 @@ def main() -> None:
     offline_tiktoken()  # children inherit TIKTOKEN_CACHE_DIR
     OUT.mkdir(parents=True, exist_ok=True)
 
-    print(f"peak RSS (MiB, median of {a.repeats}) of child processes; python {PYTHON}")
+    print(f"peak RSS (MiB, median of {a.repeats}) of child processes; python {PYTHON}; {load_note()}")
     print(f"{'what':<58} {'MiB':>8} {'wall s':>8}  exit")
     for label, code in [("bare interpreter (python -c pass)", "pass"),
                         ("import optimizer", "import optimizer"),

@@ -5,7 +5,10 @@ For each size (messages, system prompt included) the same deterministic conversa
   ours+counts   optimizer.pack with Msg.tokens handed in (counted once, outside the timing), no window
                 state, i.e. packed as if the trigger fired (the expensive case)
   ours+window   the same, passing back the window_start the first call returned (a steady-state request)
-  ours count    optimizer.pack with Msg.tokens=None: the optimizer tokenizes every message
+  app view      what the web app sends on that steady-state request: only the static layer (system,
+                first user message) and the messages from window_start on, with HistoryTotals for the rest
+  ours count    optimizer.pack with Msg.tokens=None: the optimizer tokenizes every message (its text
+                caches are cleared before each run; the warm-cache figure is printed below the row)
   lc tiktoken   trim_messages(strategy="last", include_system=True, start_on="human") with a tiktoken
                 counter using the same chat formula (3 + role + content per message, +3 priming)
   lc lookup     trim_messages with a counter that looks each message object up in a precomputed
@@ -18,7 +21,7 @@ messages and >= 50x faster than trim_messages there.
 Note: with include_system, trim_messages counts the system message as its own list (+3 priming) and
 the rest as another (+3 again), so it effectively keeps 3 tokens of slack; irrelevant for timing.
 
-  .venv/bin/python bench/pack_latency.py            # sizes 100,1000,10000,100000 (~2-3 min on 2 cores)
+  .venv/bin/python bench/pack_latency.py            # sizes 100,1000,10000,100000 (~1.5 min on 2 cores)
   .venv/bin/python bench/pack_latency.py --quick    # sizes 100,1000,10000, few runs
 """
 
@@ -28,6 +31,7 @@ import argparse
 import dataclasses
 import gc
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,11 +41,25 @@ from _common import encoding, fmt_ms, make_conversation, median, offline_tiktoke
 offline_tiktoken()
 
 import optimizer  # noqa: E402
-from optimizer.types import Msg  # noqa: E402
+from optimizer.types import HistoryTotals, Msg  # noqa: E402
+
+# Caches of the optimizer keyed by message text. "ours count" clears them before every run so that it
+# measures counting, not cache hits (a repeated identical request would hit them; printed separately).
+CONTENT_CACHES = [("optimizer.tokens", "_count_cached"), ("optimizer.truncation", "compress_text")]
+
+
+def clear_content_caches() -> list[str]:
+    cleared = []
+    for module, name in CONTENT_CACHES:
+        fn = getattr(sys.modules.get(module), name, None)
+        if hasattr(fn, "cache_clear"):
+            fn.cache_clear()
+            cleared.append(f"{module}.{name}")
+    return cleared
 
 
 def measure(fn: Callable[[], Any], *, max_runs: int, time_limit: float, warmup: bool = True,
-            cpu: list[float] | None = None) -> list[float]:
+            cpu: list[float] | None = None, setup: Callable[[], Any] | None = None) -> list[float]:
     """Run fn until max_runs runs or time_limit seconds (at least 3 runs); return per-run wall seconds.
 
     Per-run CPU seconds of this process go to `cpu`: on a busy machine they show what the code costs
@@ -53,6 +71,8 @@ def measure(fn: Callable[[], Any], *, max_runs: int, time_limit: float, warmup: 
     spent = 0.0
     gc.collect()
     while len(times) < max_runs and (spent < time_limit or len(times) < 3):
+        if setup is not None:
+            setup()
         gc.disable()  # as timeit does: a collection landing in one run would be charged to it alone
         try:
             c0, t0 = time.process_time(), time.perf_counter()
@@ -97,8 +117,10 @@ def main() -> None:
           f"times in ms (median / p95), x = theirs / ours; load average {load:.1f} on {os.cpu_count()} CPUs")
     if has_chars:
         print("counts handed in: Msg.tokens and Msg.chars")
-    head = (f"{'messages':>9} {'tokens':>10} {'ours+counts':>17} {'ours+window':>17} {'ours count':>17} "
-            f"{'lc tiktoken':>17} {'lc lookup':>17} {'x tikt':>7} {'x lookup':>8} {'x count':>7}")
+    print("'ours count' clears the optimizer's text caches before each run: "
+          + (", ".join(clear_content_caches()) or "none found"))
+    head = (f"{'messages':>9} {'tokens':>10} {'ours+counts':>17} {'ours+window':>17} {'app view':>17} "
+            f"{'ours count':>17} {'lc tiktoken':>17} {'lc lookup':>17} {'x tikt':>7} {'x lookup':>8} {'x count':>7}")
     print(head)
     rows: dict[int, dict[str, float]] = {}
     rows_cpu: dict[int, dict[str, float]] = {}
@@ -134,8 +156,8 @@ def main() -> None:
 
         uncounted = fresh_uncounted()
         t: dict[str, list[float]] = {}
-        cpu: dict[str, list[float]] = {k: [] for k in
-                                       ("ours+counts", "ours+window", "ours count", "lc tiktoken", "lc lookup")}
+        cpu: dict[str, list[float]] = {k: [] for k in ("ours+counts", "ours+window", "app view", "ours count",
+                                                       "lc tiktoken", "lc lookup")}
         t["ours+counts"] = measure(
             lambda wc=with_counts: optimizer.pack(wc, budget=a.budget, preference=a.preference, model=a.model),
             max_runs=runs, cpu=cpu["ours+counts"], time_limit=a.time_limit)
@@ -143,9 +165,25 @@ def main() -> None:
             lambda wc=with_counts, w=window: optimizer.pack(wc, budget=a.budget, preference=a.preference,
                                                             model=a.model, window_start=w),
             max_runs=runs, cpu=cpu["ours+window"], time_limit=a.time_limit)
+        if window is None:
+            view, history = with_counts, None
+        else:
+            w_idx = next(i for i, m in enumerate(with_counts) if m.id == window)
+            first_user = next(i for i, m in enumerate(with_counts) if m.role == "user")
+            view = [m for i, m in enumerate(with_counts[:w_idx]) if m.role == "system" or m.pinned or i == first_user]
+            view += with_counts[w_idx:]
+            history = HistoryTotals(messages=n, chars=sum(len(m["content"]) for m in conv), tokens=sum(counts))
+        t["app view"] = measure(
+            lambda v=view, h=history, w=window: optimizer.pack(v, budget=a.budget, preference=a.preference,
+                                                               model=a.model, window_start=w, history=h),
+            max_runs=runs, cpu=cpu["app view"], time_limit=a.time_limit)
         t["ours count"] = measure(
             lambda u=uncounted: optimizer.pack(u, budget=a.budget, preference=a.preference, model=a.model),
-            max_runs=heavy_runs, cpu=cpu["ours count"], time_limit=a.time_limit, warmup=n <= 10000)
+            max_runs=heavy_runs, cpu=cpu["ours count"], time_limit=a.time_limit, warmup=False,
+            setup=clear_content_caches)
+        warm = measure(
+            lambda u=uncounted: optimizer.pack(u, budget=a.budget, preference=a.preference, model=a.model),
+            max_runs=heavy_runs, time_limit=a.time_limit)
         t["lc tiktoken"] = measure(
             lambda lm=lc_msgs: trim_messages(lm, max_tokens=a.budget, token_counter=lc_count_tiktoken,
                                              strategy="last", include_system=True, start_on="human"),
@@ -168,7 +206,22 @@ def main() -> None:
         lc_tokens = 3 + sum(by_obj[id(m)] for m in lc_out)
         print(f"{'':>9} runs {len(t['ours+counts'])}/{len(t['ours count'])}/{len(t['lc tiktoken'])}; kept: ours "
               f"{first.stats.get('messages_after')} msgs {first.stats.get('tokens_after'):,} tok "
-              f"(strategy {first.stats.get('strategy_chosen')}), trim_messages {len(lc_out)} msgs {lc_tokens:,} tok")
+              f"(strategy {first.stats.get('strategy_chosen')}), trim_messages {len(lc_out)} msgs {lc_tokens:,} tok; "
+              f"ours count with a warm token cache {fmt_ms(median(warm))} ms")
+        # cross-checks: our result recounted independently with tiktoken; the app's partial view and the
+        # uncounted input must give the same context as the full, counted one
+        recount = 3 + sum(3 + role_tokens[p.role] + len(enc.encode_ordinary(p.content)) for p in first.messages)
+        steady = optimizer.pack(with_counts, budget=a.budget, preference=a.preference, model=a.model,
+                                window_start=window)
+        app = optimizer.pack(view, budget=a.budget, preference=a.preference, model=a.model, window_start=window,
+                             history=history)
+        bare = optimizer.pack(uncounted, budget=a.budget, preference=a.preference, model=a.model)
+        same_app = [(p.role, p.content) for p in app.messages] == [(p.role, p.content) for p in steady.messages]
+        same_bare = [(p.role, p.content) for p in bare.messages] == [(p.role, p.content) for p in first.messages]
+        same_stats = "=" if recount == first.stats.get("tokens_after") else "!="
+        print(f"{'':>9} checks: tiktoken recount of ours {recount:,} tok ({same_stats} stats), <= budget: "
+              f"{recount <= a.budget}; app view == full view: {same_app}; "
+              f"uncounted == counted: {same_bare}")
 
     if 10000 in rows:
         for clock, r in (("wall", rows[10000]), ("cpu", rows_cpu[10000])):

@@ -9,9 +9,12 @@ budget by:
   ours/<pref>   optimizer.pack with the window state carried over (PackResult.window_start passed back
                 as window_start), counters updated (truncations/summaries so far)
     -trunc      summarizer_available=False: truncation only
-    -extr       summaries on: whenever a turn asks for one (strategy summarize with a summary_span),
-                a "worker" folds the span into a rolling extractive summary (optimizer.extractive_summary,
-                length from build_summary_prompt, header from summary_header) before the next turn
+    -worker     the web app's way: whenever a turn asks for a summary (strategy summarize with a
+                summary_span), a "worker" folds the span into the rolling summary with
+                optimizer.extractive_summary (length from build_summary_prompt, header from
+                summary_header) before the next turn; the Summary is passed to the next pack
+    -inline     the CLI's way: pack(summarize_now=optimizer.extractive_summary) writes the summary in
+                the same call; PackResult.new_summary is passed to the next pack
 
 Metric. A prompt is rendered as the token sequence of its messages in send order, each message being
 [start] + role tokens + [sep] + content tokens + [end] (3 + role + content tokens: the chat formula
@@ -21,20 +24,24 @@ i.e. the share of all prompt tokens sent that are an exact prefix of the previou
 "cacheable" applies OpenAI's rule on top (a hit needs >= 1,024 prefix tokens and counts in 128-token
 blocks). "uncached/turn" = mean prompt tokens minus cacheable tokens: what is billed at full price.
 "moves" counts turns where the window start changed (recency: first kept message after the system
-prompt changed), "sum" how many summaries the worker produced. Target (issue 2): prefix share >= 70%.
+prompt changed), "sum" how many summaries were written, "over" prompts above the budget, "err"
+ContextTooLargeError raised, "ms/turn" time inside pack (inline: includes writing the summary; the
+worker's summarizing is not counted). Worker mode breaks the prefix twice per compaction (window move,
+then the summary's arrival on the next turn); inline mode once. Target (issue 2): prefix share >= 70%.
 
-  .venv/bin/python bench/prefix_stability.py           # 600 turns, budgets 4096,8192,16384
+  .venv/bin/python bench/prefix_stability.py           # 600 turns, budgets 4096,8192,16384 (~15 s)
   .venv/bin/python bench/prefix_stability.py --quick   # 150 turns, budget 4096
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from _common import encoding, make_conversation, offline_tiktoken
+from _common import encoding, load_note, make_conversation, offline_tiktoken
 
 offline_tiktoken()
 
@@ -135,7 +142,7 @@ def run_recency(msgs: list[Msg], budget: int, r: Renderer) -> Tally:
     return t
 
 
-def run_ours(msgs: list[Msg], budget: int, r: Renderer, *, preference: str, summaries: bool, model: str) -> Tally:
+def run_ours(msgs: list[Msg], budget: int, r: Renderer, *, preference: str, mode: str, model: str) -> Tally:
     t = Tally()
     by_id = {m.id: m for m in msgs}
     window: str | None = None
@@ -149,7 +156,8 @@ def run_ours(msgs: list[Msg], budget: int, r: Renderer, *, preference: str, summ
             res = optimizer.pack(req, budget=budget, preference=preference, model=model, window_start=window,
                                  summary=summary, counters=Counters(summaries_so_far=t.summaries,
                                                                     truncations_so_far=truncations),
-                                 summarizer_available=summaries)
+                                 summarizer_available=mode != "trunc",
+                                 summarize_now=optimizer.extractive_summary if mode == "inline" else None)
         except optimizer.ContextTooLargeError:
             t.errors += 1
             continue
@@ -163,7 +171,10 @@ def run_ours(msgs: list[Msg], budget: int, r: Renderer, *, preference: str, summ
             truncations += 1
         record(t, r, [(m.role, text_of(m.content)) for m in res.messages], budget)
         span = res.summary_span
-        if summaries and span is not None and st.get("strategy_chosen") == "summarize":
+        if mode == "inline" and res.new_summary is not None:
+            summary = res.new_summary  # written inside pack (as the CLI does); carried to the next turn
+            t.summaries += 1
+        if mode == "worker" and span is not None and st.get("strategy_chosen") == "summarize":
             # The worker catches up before the next turn: fold the span into the rolling summary.
             span_msgs = [by_id[i] for i in span.ids if i in by_id]
             prev = optimizer.summary_body(summary.content) if summary else None
@@ -188,6 +199,7 @@ def main() -> None:
     ap.add_argument("--preferences", default="fast,balanced,quality")
     ap.add_argument("--model", default="gpt-4o-mini")
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--modes", default="trunc,worker,inline", help="summary modes for ours (see above)")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     if a.quick:
@@ -195,20 +207,23 @@ def main() -> None:
 
     r = Renderer(a.model)
     conv = make_conversation(2 * a.turns + 1, seed=a.seed)
+    # as the app does: stored counts handed in (tokens, and chars when Msg has that field)
+    has_chars = "chars" in {f.name for f in dataclasses.fields(Msg)}
     msgs = [Msg(id=m["id"], role=m["role"], content=m["content"], pinned=m["pinned"],
-                tokens=optimizer.count_message(Msg(id=m["id"], role=m["role"], content=m["content"]), model=a.model))
+                tokens=optimizer.count_message(Msg(id=m["id"], role=m["role"], content=m["content"]), model=a.model),
+                **({"chars": len(m["content"])} if has_chars else {}))
             for m in conv]
     total = sum(m.tokens for m in msgs)
     print(f"prefix stability: {a.turns} turns ({len(msgs):,} messages, {total:,} tokens in the end), "
-          f"model {a.model}; shares over turns 2..{a.turns}")
+          f"model {a.model}; shares over turns 2..{a.turns}; {load_note()}")
     print(f"{'budget':>6} {'packer':<20} {'prefix%':>7} {'cacheable%':>10} {'prompt/turn':>11} {'uncached/turn':>13} "
           f"{'moves':>5} {'sum':>4} {'over':>4} {'err':>4} {'ms/turn':>7}  target>=70%")
     for budget in [int(b) for b in a.budgets.split(",")]:
         runs: list[tuple[str, Tally]] = [("recency", run_recency(msgs, budget, r))]
         for pref in a.preferences.split(","):
-            for summ in (False, True):
-                label = f"ours/{pref}-{'extr' if summ else 'trunc'}"
-                runs.append((label, run_ours(msgs, budget, r, preference=pref, summaries=summ, model=a.model)))
+            for mode in a.modes.split(","):
+                runs.append((f"ours/{pref}-{mode}",
+                             run_ours(msgs, budget, r, preference=pref, mode=mode, model=a.model)))
         for label, t in runs:
             share = t.reused / max(1, t.tokens)
             target = "" if label == "recency" else ("MET" if share >= 0.7 else "MISSED")

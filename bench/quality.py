@@ -14,7 +14,7 @@ Compact table (figures pooled over seeds, weighted by questions):
   util      tokens used / budget
   >=eq      "ok" when evid >= eq evid and ans >= eq ans on every seed, else the shortfall
 
-  .venv/bin/python bench/quality.py          # ~ a few minutes on 2 cores
+  .venv/bin/python bench/quality.py          # ~1.5 min on 2 cores
   .venv/bin/python bench/quality.py --quick  # 3 conversations, 5 questions each, one seed
 """
 
@@ -27,7 +27,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import OUT, PYTHON, ROOT, offline_tiktoken
+from _common import OUT, PYTHON, ROOT, load_note, offline_tiktoken
 
 SHARED = ROOT.parent / "shared" / "bench"
 
@@ -120,7 +120,7 @@ def main() -> None:
             b = f"{base[0]:>6.1f} {base[1]:>6.1f}" if base else f"{'':>13}"
             print(f"{budget:>6} {pref:>8} {b}{line}")
     ms = {summ: [r["ms_per_request"] for seed in seeds for r in results[(seed, summ)][2]] for summ in summarizers}
-    print("ms/request (CLI, incl. process start amortized): "
+    print(f"ms/request (CLI, incl. process start amortized; {load_note()}): "
           + ", ".join(f"{s} {sum(v) / len(v):.1f}" for s, v in ms.items() if v))
     print(f"raw outputs: {OUT}/quality_s<seed>_<summarizer>.txt / .json")
     sys.exit(1 if failed else 0)

@@ -20,9 +20,11 @@ app.conf.include = ["optimizer.tasks"]
 def _configure_summaries(sender: Celery, **kwargs) -> None:
     from django.conf import settings
 
-    # Summary jobs go to their own queue so a backlog of them never delays other work.
+    # Summary jobs go to their own queue so a backlog of them never delays other work. The sweep goes
+    # with them: every worker that runs summaries can run it, whatever other queues it consumes.
     sender.conf.task_routes = {
         "optimizer.tasks.summarize_conversation": {"queue": settings.CELERY_SUMMARY_QUEUE},
+        "optimizer.tasks.sweep_pending_summary_jobs": {"queue": settings.CELERY_SUMMARY_QUEUE},
     }
     # Publishes jobs left pending while the broker was unreachable, and ones whose worker died.
     sender.add_periodic_task(

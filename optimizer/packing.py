@@ -26,7 +26,12 @@ Design choices, and why:
   (attribute maps, `sum`, `list.index`) plus Python work proportional to the window only; nothing
   re-tokenizes history. Only an oversized message is tokenized, and its compression is cached.
 * Callers may pass a partial view (static layer + messages from `window_start` on) with
-  `HistoryTotals` standing in for the rest; span bounds are then given by id (`after_id`/`through_id`).
+  `HistoryTotals` standing in for the rest. The summary span is then read by id: everything
+  non-static after `after_id` (None: from the start) through `through_id`; `ids` lists only the
+  span's messages that were in view. A span is reported when its messages are in view, i.e. on the
+  request whose trigger evicts them (a caller queues the job then).
+* `removed_ids` (and `stats["removed_ids"]`) are the messages in view not sent as themselves,
+  including those a summary stands for; `messages_removed` counts against the whole history.
 * Idempotence: packing an already packed context with the same budget returns it unchanged: the
   summary becomes part of the static layer, a compressed message is already below the oversize line,
   and the window that fitted the first time fits again.
@@ -34,6 +39,7 @@ Design choices, and why:
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -48,7 +54,6 @@ from .types import (
     DEFAULT_COUNTERS,
     ContextTooLargeError,
     Counters,
-    Decision,
     HistoryTotals,
     Msg,
     PackConfig,
@@ -78,7 +83,17 @@ def _indices(values: list[Any], value: Any) -> list[int]:
 
 def _chars(msgs: Sequence[Msg]) -> int:
     """Characters of the messages' contents (stored `Msg.chars` when present)."""
-    return sum([m.chars if m.chars is not None else content_chars(m.content) for m in msgs])
+    return sum([
+        m.chars if m.chars is not None else len(m.content) if m.content.__class__ is str else content_chars(m.content)
+        for m in msgs
+    ])
+
+
+def _segment_chars(msgs: list[Msg], stored: list[int | None] | None, a: int, b: int) -> int:
+    if stored is not None:
+        with contextlib.suppress(TypeError):  # some counts missing: measure instead
+            return sum(stored[a:b])  # type: ignore[arg-type]
+    return _chars(msgs[a:b])
 
 
 def _decision_chars(msgs: list[Msg], stored: list[int | None]) -> tuple[int, bool]:
@@ -88,7 +103,7 @@ def _decision_chars(msgs: list[Msg], stored: list[int | None]) -> tuple[int, boo
     largest threshold in the scores): reading every message's content is the one pass that would not
     be cheap on a long history. Callers with running totals pass `HistoryTotals.chars` instead.
     """
-    if None not in stored:
+    with contextlib.suppress(TypeError):  # a TypeError: some counts are missing
         return sum(stored), False  # type: ignore[arg-type]
     total = 0
     for i in range(len(msgs) - 1, -1, -1):
@@ -188,12 +203,14 @@ def pack(
     msgs = messages if isinstance(messages, list) else list(messages)
     n = len(msgs)
     toks = [m.tokens for m in msgs]
-    if None in toks:
+    try:
+        given_tokens = sum(toks)  # a TypeError here is cheaper than scanning for None first
+    except TypeError:
         toks = [t if t is not None else count_message(m, model=model) for t, m in zip(toks, msgs, strict=True)]
+        given_tokens = sum(toks)
     estimated = _encoding_name(model)[1]
     trigger = trigger_tokens(budget, config)
     target = target_tokens(budget, config)
-    given_tokens = sum(toks)
     total_tokens = history.tokens if history is not None else given_tokens
     msg_count = history.messages if history is not None else n
     base_stats: dict[str, Any] = {
@@ -206,27 +223,23 @@ def pack(
     }
 
     # fast path: no window state and the whole history is under the trigger -> send it unchanged
-    if window_start is None and total_tokens + REPLY_PRIMING < trigger:
+    if n == 0 or (window_start is None and total_tokens + REPLY_PRIMING < trigger):
         return _unchanged(msgs, toks, base_stats)
 
-    roles = [m.role for m in msgs]
+    # a couple of passes that run in C find the system and pinned messages; the rest walks from an end
+    static = _indices([m.role for m in msgs], "system")
     pins = [m.pinned for m in msgs]
-    static = _indices(roles, "system")
-    if True in pins:
-        static = sorted(set(static) | {i for i in _indices(pins, True)})
-    first_user = roles.index("user") if "user" in roles else -1
+    if any(pins):
+        static = sorted({*static, *_indices(pins, True)})
+    first_user = next((i for i in range(n) if msgs[i].role == "user"), -1)
     if config.keep_first_user and first_user >= 0 and first_user not in static:
         static = sorted([*static, first_user])
     static_set = set(static)
-    last_user = -1
-    for i in range(n - 1, -1, -1):
-        if roles[i] == "user":
-            last_user = i
-            break
+    last_user = next((i for i in range(n - 1, -1, -1) if msgs[i].role == "user"), -1)
     must = static_set | ({last_user} if last_user >= 0 else set())
 
-    stored_chars = [m.chars for m in msgs]
-    chars, chars_at_least = (history.chars, False) if history is not None else _decision_chars(msgs, stored_chars)
+    stored_chars = [m.chars for m in msgs] if history is None else None
+    chars, chars_at_least = (history.chars, False) if stored_chars is None else _decision_chars(msgs, stored_chars)
     decision = select_strategy(
         message_count=msg_count,
         char_count=chars,
@@ -245,7 +258,7 @@ def pack(
     ws_state = -1
     if window_start is not None:
         ws_state = _find(msgs, window_start)
-        while 0 < ws_state < n and roles[ws_state] != "user":
+        while 0 < ws_state < n and msgs[ws_state].role != "user":
             ws_state += 1
         if ws_state >= n:
             ws_state = max(last_user, 0)
@@ -258,7 +271,7 @@ def pack(
     if summarizing and summary is not None:
         cover_end = _find(msgs, summary.through_id)
         if cover_end >= lo:
-            lo = next((i for i in range(cover_end + 1, n) if roles[i] == "user"), -1)
+            lo = next((i for i in range(cover_end + 1, n) if msgs[i].role == "user"), -1)
         if lo < 0:  # the summary claims to cover the newest request: ignore it
             lo, cover_end, summary_ok = max(ws_state, 0), -1, False
         else:
@@ -275,7 +288,7 @@ def pack(
         for i in range(n - 1, lo - 1, -1):
             if i not in static_set:
                 acc += pk.eff(i)
-            if roles[i] == "user" or i == 0:
+            if i == 0 or msgs[i].role == "user":
                 limit = budget if (min_rounds is None or rounds < min_rounds) else target
                 if rounds and used + acc > limit:
                     break
@@ -303,9 +316,7 @@ def pack(
         summary_tokens = 0
         ws, used = choose(lo, fixed)
         if used > budget:
-            raise ContextTooLargeError(
-                needed=used, budget=budget, detail=MUST_KEEP_DETAIL
-            )
+            raise ContextTooLargeError(needed=used, budget=budget, detail=MUST_KEEP_DETAIL)
     use_summary = summary_tokens > 0
 
     # room for a summary written now (the CLI): set aside before the window is final
@@ -366,13 +377,12 @@ def pack(
 
     span: SummarySpan | None = None
     if span_ids:
-        chars_known = None not in stored_chars
         span = SummarySpan(
             after_id=summary.through_id if summary_ok and summary is not None else None,
             through_id=span_ids[-1],
             ids=tuple(span_ids),
             tokens=sum(sum(toks[a:b]) for a, b in evicted),
-            chars=sum(sum(stored_chars[a:b]) if chars_known else _chars(msgs[a:b]) for a, b in evicted),
+            chars=sum(_segment_chars(msgs, stored_chars, a, b) for a, b in evicted),
         )
 
     tokens_after = sum(p.tokens for p in out) + REPLY_PRIMING
@@ -479,16 +489,3 @@ def _unchanged(msgs: list[Msg], toks: list[int], base_stats: dict[str, Any]) -> 
         compressed_ids=[],
     )
     return PackResult(messages=out, stats=stats, window_start=None, summary_span=None, decision=None, removed_ids=[])
-
-
-def decision_for(messages: Sequence[Msg], *, preference: str, counters: Counters = DEFAULT_COUNTERS,
-                 summarizer_available: bool = True, history: HistoryTotals | None = None) -> Decision:
-    """The strategy decision `pack` would make for these messages (no packing)."""
-    msgs = list(messages)
-    count = history.messages if history is not None else len(msgs)
-    chars = history.chars if history is not None else _chars(msgs)
-    return select_strategy(
-        message_count=count, char_count=chars, preference=preference,
-        summaries_so_far=counters.summaries_so_far, truncations_so_far=counters.truncations_so_far,
-        summarizer_available=summarizer_available,
-    )

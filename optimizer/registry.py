@@ -16,6 +16,8 @@ from functools import lru_cache
 from typing import Any
 
 REGISTRY_FILE = "model_prices_and_context_window_backup.json"
+_FIELDS = ("max_input_tokens", "max_tokens", "max_output_tokens", "input_cost_per_token", "output_cost_per_token",
+           "cache_read_input_token_cost", "litellm_provider")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +45,10 @@ def _registry() -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     data.pop("sample_spec", None)
-    return {k.lower(): (k, v) for k, v in data.items() if isinstance(v, dict)}
+    # keep only the fields we read: the whole table is megabytes of objects a process would carry for life
+    return {
+        k.lower(): (k, {f: v[f] for f in _FIELDS if f in v}) for k, v in data.items() if isinstance(v, dict)
+    }
 
 
 def _candidates(model: str) -> list[str]:

@@ -22,8 +22,9 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
-from .tokens import content_chars, content_text, count_text, message_tokens
+from .tokens import content_text, count_text, message_tokens
 from .truncation import FLAGGED_LINE
 from .types import DEFAULT_CONFIG, Msg, PackConfig
 
@@ -160,9 +161,14 @@ _ACK = re.compile(r"^(?:noted|thanks|thank you|ok|okay|sure|great|good question)
 _WS = re.compile(r"\s+")
 
 
-def _units(msg: Msg) -> list[str]:
+def _units(msg: Msg) -> tuple[str, ...]:
     """Sentences of a message; for pasted blocks only the lines a person flagged."""
-    text = content_text(msg.content)
+    return _text_units(content_text(msg.content))
+
+
+@lru_cache(maxsize=1024)
+def _text_units(text: str) -> tuple[str, ...]:
+    # cached: the CLI and rolling summaries see the same messages again and again
     out: list[str] = []
     in_fence = False
     for block in text.split("\n"):
@@ -174,9 +180,10 @@ def _units(msg: Msg) -> list[str]:
                 out.append(block.strip())
             continue
         out.extend(s.strip() for s in _SENTENCE_SPLIT.split(block) if s and s.strip())
-    return out
+    return tuple(out)
 
 
+@lru_cache(maxsize=16384)
 def _score(sentence: str, role: str) -> float:
     if _ACK.match(sentence) and len(sentence) < 40:
         return -5.0
@@ -245,7 +252,7 @@ def extractive_summary(
         return ""
     # best first; among equals the newer one (a correction beats the value it corrects)
     ranked = sorted(candidates, key=lambda c: (-c[0], -c[1]))
-    chosen: list[tuple[int, str]] = []
+    chosen: list[tuple[float, int, str]] = []  # in rank order, best first
     used = 0
     for score, position, line in ranked:
         if score <= 0 and chosen:
@@ -253,18 +260,13 @@ def extractive_summary(
         cost = count_text(line, model=model) + 1
         if used + cost > target_tokens:
             continue
-        chosen.append((position, line))
+        chosen.append((score, position, line))
         used += cost
         if target_tokens - used < 8:
             break
-    chosen.sort()
-    text = "\n".join(line for _, line in chosen)
-    while text and count_text(text, model=model) > target_tokens:  # joins can merge tokens differently
-        chosen.pop()
-        text = "\n".join(line for _, line in chosen)
-    return text
-
-
-def span_chars(span: Sequence[Msg]) -> int:
-    """Characters of a span's message contents."""
-    return sum(content_chars(m.content) for m in span)
+    while chosen:
+        text = "\n".join(line for _, _, line in sorted(chosen, key=lambda c: c[1]))
+        if count_text(text, model=model) <= target_tokens:  # joins can merge tokens differently
+            return text
+        chosen.pop()  # the weakest line goes first
+    return ""

@@ -112,6 +112,18 @@ def count_text(text: str, *, model: str) -> int:
     """Tokens of a plain string. Special-token text such as ``<|endoftext|>`` is counted as ordinary text."""
     if not text:
         return 0
+    if len(text) > _CACHED_TEXT_MAX_CHARS:
+        return len(encoding_for(model).encode_ordinary(text))
+    return _count_cached(text, model)
+
+
+# The CLI sees the same contents in request after request, and hashing a string is far cheaper than
+# encoding it. Bounded twice (entries and size of one text) so that a long-lived process stays small.
+_CACHED_TEXT_MAX_CHARS = 50_000
+
+
+@lru_cache(maxsize=2048)
+def _count_cached(text: str, model: str) -> int:
     return len(encoding_for(model).encode_ordinary(text))
 
 

@@ -92,7 +92,7 @@ def _by_lines(lines: list[str], line_tokens: list[int], limit: int, model: str) 
     return None
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=64)
 def compress_text(text: str, *, limit: int, model: str) -> str:
     """Shorten `text` to at most `limit` tokens (content only), keeping head, flagged lines and tail."""
     if count_text(text, model=model) <= limit:

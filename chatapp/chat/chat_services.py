@@ -1,8 +1,8 @@
 """The chat request path: storing messages, starting a turn, streaming the reply, stopping it.
 
 A turn is split in two so the server answers fast and never holds a transaction during a model call:
-`chat_turn_start` (sync, short transactions) validates, stores the user message, packs the context
-with the optimizer and writes the optimization record and a streaming placeholder; the async
+`chat_turn_start` (sync, one short transaction) validates, stores the user message, packs the
+context with the optimizer and writes the optimization record and a streaming placeholder; the async
 `chat_turn_stream` then calls the model and persists the reply once, at the end.
 """
 
@@ -18,7 +18,7 @@ import math
 import re
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -49,7 +49,6 @@ logger = logging.getLogger(__name__)
 # How often a streaming reply looks for a stop request (Stop button, another tab, the API).
 STOP_POLL_SECONDS = 0.2
 TITLE_MAX_CHARS = 60
-_DEFAULT_TITLE = Conversation._meta.get_field("title").default
 # A placeholder still "streaming" this long after the model timeout belongs to a request that died
 # (server restart): Retry may replace it.
 _STALE_STREAM_GRACE = timedelta(seconds=60)
@@ -102,7 +101,8 @@ class ChatTurn:
     failure: TurnFailure | None = None
     # What the optimizer did, in a sentence: read only by the offline model, which describes it.
     context_note: str = ""
-    started: float = field(default_factory=time.monotonic)
+    # The trigger of this turn's packing: below it, the next request sends this context plus the reply.
+    trigger_tokens: int | None = None
 
 
 # --- messages ------------------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def message_append(
     if token_model is None:
         token_model = llm.llm_target_for(config=conversation_config(conversation=conversation)).model
     tokens = optimizer.count_message({"role": role, "content": content}, model=token_model)
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # nested in a turn: no savepoint round trips
         message = Message.objects.create(
             conversation=conversation,
             role=role,
@@ -366,7 +366,7 @@ def _turn_prepare(
     except ContextTooLargeError as exc:
         error = (
             f"This conversation can't be sent to {target.label}: the messages that must always be sent "
-            f"(system messages, pinned messages and your first message) need {exc.needed:,} tokens, "
+            f"(system and pinned messages, your first and your latest message) need {exc.needed:,} tokens, "
             f"but the model's budget is {exc.budget:,}. Unpin some messages or choose a model with a "
             "larger context window, then retry."
         )
@@ -397,10 +397,11 @@ def _turn_prepare(
     tokens_sent = int(stats.get("tokens_after", sum(m.tokens for m in result.messages)))
     tokens_full = int(stats.get("tokens_before", conversation.live_token_count))
     summary_used = any(m.origin == "summary" for m in result.messages)
-    window_start_id = conversation.window_start_id
+    # The window this request used (None: everything was sent), as the gauge reports it too.
+    window_start_id = int(result.window_start) if result.window_start is not None else None
     decision = result.decision
     scores = stats.get("scores") or (decision.as_dict() if decision is not None else {})
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # nested in a turn: no savepoint round trips
         reply = Message.objects.create(
             conversation=conversation,
             role=Message.Role.ASSISTANT,
@@ -455,7 +456,8 @@ def _turn_prepare(
                 # Re-read: the hook runs after commit, outside this request's objects.
                 hook(conversation=Conversation.objects.get(pk=conversation_id), span=span, trigger="auto")
 
-            transaction.on_commit(enqueue)
+            # robust: a failure to start the summary is logged and must not fail the chat turn.
+            transaction.on_commit(enqueue, robust=True)
     return ChatTurn(
         **common,
         reply_id=reply.pk,
@@ -463,6 +465,7 @@ def _turn_prepare(
         messages=[{"role": m.role, "content": m.content} for m in result.messages],
         context=_context_event(result=result, budget=budget, window_start_id=window_start_id),
         context_note=_context_note(result=result, budget=budget) if target.offline else "",
+        trigger_tokens=stats.get("trigger_tokens"),
     )
 
 
@@ -478,23 +481,20 @@ def chat_turn_start(*, user: Any, conversation: Conversation, content: Any) -> C
     text = message_content_validate(content=content)
     target = _target_for(conversation=conversation)
     with transaction.atomic():
-        # Only a conversation still carrying the default title can be on its first exchange.
-        first = (
-            not conversation.title_is_custom
-            and conversation.title == _DEFAULT_TITLE
-            and not Message.objects.filter(
-                conversation=conversation, role=Message.Role.USER, kind=Message.Kind.CHAT
-            ).exists()
-        )
+        # Nothing sendable yet means no user message yet (they always count): the first exchange.
+        first = not conversation.title_is_custom and conversation.live_message_count == 0
         user_message = message_append(
             conversation=conversation, role=Message.Role.USER, content=text, token_model=target.model
         )
         if first:
             conversation.title = title_from_text(text)
             Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
-    return _turn_prepare(
-        user=user, conversation=conversation, user_message=user_message, target=target, through_id=None
-    )
+        # One transaction for the whole start: each commit costs an fsync on PostgreSQL, and the
+        # first byte of the reply waits for it. A turn the context cannot hold still commits the
+        # user message (with an error reply), since _turn_prepare handles that case itself.
+        return _turn_prepare(
+            user=user, conversation=conversation, user_message=user_message, target=target, through_id=None
+        )
 
 
 def _latest_exchange_check(*, user_message: Message) -> None:
@@ -531,13 +531,13 @@ def chat_regenerate_start(*, user: Any, reply: Message) -> ChatTurn:
                 tokens=-reply.token_count,
             )
         conversation.refresh_from_db()
-    return _turn_prepare(
-        user=user,
-        conversation=conversation,
-        user_message=user_message,
-        target=_target_for(conversation=conversation),
-        through_id=user_message.pk,
-    )
+        return _turn_prepare(
+            user=user,
+            conversation=conversation,
+            user_message=user_message,
+            target=_target_for(conversation=conversation),
+            through_id=user_message.pk,
+        )
 
 
 def chat_retry_start(*, user: Any, message: Message) -> ChatTurn:
@@ -558,17 +558,19 @@ def chat_retry_start(*, user: Any, message: Message) -> ChatTurn:
             raise ValidationError("This message already has a reply; use Regenerate instead.", code="answered")
         if last.status == Message.Status.STREAMING and not stale:
             raise ValidationError("A reply is still streaming; stop it first.", code="streaming")
-        Message.objects.filter(reply_to=message, superseded=False).exclude(
-            status=Message.Status.COMPLETE
-        ).update(superseded=True, updated_at=timezone.now())
     conversation = Conversation.objects.select_related("llm_config").get(pk=message.conversation_id)
-    return _turn_prepare(
-        user=user,
-        conversation=conversation,
-        user_message=message,
-        target=_target_for(conversation=conversation),
-        through_id=message.pk,
-    )
+    with transaction.atomic():
+        if last is not None:
+            Message.objects.filter(reply_to=message, superseded=False).exclude(
+                status=Message.Status.COMPLETE
+            ).update(superseded=True, updated_at=timezone.now())
+        return _turn_prepare(
+            user=user,
+            conversation=conversation,
+            user_message=message,
+            target=_target_for(conversation=conversation),
+            through_id=message.pk,
+        )
 
 
 # --- streaming the reply -------------------------------------------------------------------------
@@ -591,6 +593,21 @@ def _event(name: str, data: dict[str, Any]) -> dict[str, Any]:
 
 def _reply_status(reply_id: int) -> str | None:
     return Message.objects.filter(pk=reply_id).values_list("status", flat=True).first()
+
+
+def _record_usage(*, record_id: int, model: str, usage: Any) -> None:
+    """The provider's prompt figure on the record; a provider prompt-cache hit lowers the sent cost
+    (priced on our own count, like the full-history cost, so the two stay comparable)."""
+    record = OptimizationRecord.objects.only("id", "tokens_sent", "stats").get(pk=record_id)
+    cached = min(int(getattr(usage, "cached_tokens", 0) or 0), record.tokens_sent)
+    fields: dict[str, Any] = {"provider_prompt_tokens": usage.prompt_tokens}
+    if cached:
+        record.stats["provider_cached_tokens"] = cached
+        fields["stats"] = record.stats
+        cost = optimizer.cost_usd(model, prompt_tokens=record.tokens_sent, cached_tokens=cached)
+        if cost is not None:
+            fields["cost_sent_usd"] = _money(cost)
+    OptimizationRecord.objects.filter(pk=record_id).update(**fields)
 
 
 def _turn_finish(
@@ -633,9 +650,7 @@ def _turn_finish(
             reply_qs.update(status=status, **values)
             Conversation.objects.filter(pk=turn.conversation_id).update(updated_at=timezone.now())
         if turn.record_id is not None and values["prompt_tokens"] is not None:
-            OptimizationRecord.objects.filter(pk=turn.record_id).update(
-                provider_prompt_tokens=values["prompt_tokens"]
-            )
+            _record_usage(record_id=turn.record_id, model=turn.target.model, usage=usage)
     return {
         "id": turn.reply_id,
         "status": status,
@@ -645,6 +660,30 @@ def _turn_finish(
         "completion_tokens": values["completion_tokens"],
         "latency_ms": latency_ms,
         "model": turn.target.model,
+        "token_count": tokens,
+    }
+
+
+def _gauge_without_repacking(*, turn: ChatTurn, reply_tokens: int) -> dict[str, Any] | None:
+    """The gauge after a complete reply, when it can be known without packing again.
+
+    Below the trigger nothing moves: the next request sends exactly this turn's context plus the
+    reply (before the next message is typed) — the figure context_gauge would compute. At or above
+    the trigger the next request repacks, so the caller asks context_gauge.
+    """
+    if turn.trigger_tokens is None:
+        return None
+    tokens = int(turn.context["tokens"]) + reply_tokens
+    if tokens >= turn.trigger_tokens:
+        return None
+    budget = int(turn.context["budget"])
+    return {
+        "tokens": tokens,
+        "budget": budget,
+        "ratio": round(tokens / budget, 4) if budget else None,
+        "window_start_id": turn.context["window_start_id"],
+        "strategy": turn.context["strategy"],
+        "estimated": turn.context["estimated"],
     }
 
 
@@ -694,15 +733,19 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     The reply is persisted exactly once — also when the client goes away mid-stream (then it is
     kept as stopped) — and the user's message is never removed.
     """
-    yield _event(
+    start = _event(
         "start",
         {
             "user_message": turn.user_message,
-            "assistant_message": {"id": turn.reply_id, "status": Message.Status.STREAMING},
+            "assistant_message": {
+                "id": turn.reply_id,
+                "status": Message.Status.ERROR if turn.failure is not None else Message.Status.STREAMING,
+            },
             "context": turn.context,
         },
     )
     if turn.failure is not None:
+        yield start
         yield _event(
             "error",
             {
@@ -721,6 +764,7 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     stopped = False
     finished = False
     queue: asyncio.Queue = asyncio.Queue()
+    # The model call starts while the first event goes out.
     pump = asyncio.create_task(_pump(turn=turn, queue=queue))
 
     async def finish(status: str, error: str = "") -> dict[str, Any]:
@@ -738,30 +782,31 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
         return await asyncio.shield(asyncio.ensure_future(work))
 
     try:
+        yield start
         next_check = time.monotonic() + STOP_POLL_SECONDS
         while True:
             try:
-                item = await asyncio.wait_for(queue.get(), timeout=max(0.0, next_check - time.monotonic()))
-            except TimeoutError:
-                item = None
-            if time.monotonic() >= next_check:
-                if await sync_to_async(_reply_status)(turn.reply_id) == Message.Status.STOPPED:
-                    stopped = True
-                    break
-                next_check = time.monotonic() + STOP_POLL_SECONDS
-            if item is None:
-                continue
+                item = queue.get_nowait()  # a burst of chunks needs no timer each
+            except asyncio.QueueEmpty:
+                try:
+                    item = await asyncio.wait_for(queue.get(), timeout=max(0.0, next_check - time.monotonic()))
+                except TimeoutError:
+                    item = None
             if item is _END:
                 break
             if isinstance(item, BaseException):
                 failure = item
                 break
-            if isinstance(item, llm.Delta):
-                if item.text:
-                    parts.append(item.text)
-                    yield _event("delta", {"text": item.text})
+            if isinstance(item, llm.Delta) and item.text:
+                parts.append(item.text)
+                yield _event("delta", {"text": item.text})
             elif isinstance(item, llm.Usage):
                 usage = item
+            if time.monotonic() >= next_check:
+                if await sync_to_async(_reply_status)(turn.reply_id) == Message.Status.STOPPED:
+                    stopped = True
+                    break
+                next_check = time.monotonic() + STOP_POLL_SECONDS
     except (GeneratorExit, asyncio.CancelledError):
         # The client went away mid-stream: keep what arrived, as a stopped reply.
         if not finished:
@@ -774,38 +819,24 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     finally:
         await _cancel(pump)
 
+    stopped_words = "You stopped this reply; the text received so far is kept."
     if stopped:
         message = await finish(Message.Status.STOPPED)
-        yield _event(
-            "error",
-            {
-                "message": message,
-                "error": "You stopped this reply; the text received so far is kept.",
-                "kind": "stopped",
-                "retryable": True,
-            },
-        )
+        yield _event("error", {"message": message, "error": stopped_words, "kind": "stopped", "retryable": True})
         return
     if failure is not None:
         words, kind, retryable = _failure_words(failure)
         message = await finish(Message.Status.ERROR, error=words)
-        yield _event(
-            "error", {"message": message, "error": words, "kind": kind, "retryable": retryable}
-        )
+        yield _event("error", {"message": message, "error": words, "kind": kind, "retryable": retryable})
         return
     message = await finish(Message.Status.COMPLETE)
-    gauge, title = await sync_to_async(_after_turn)(turn=turn)
-    if message["status"] == Message.Status.STOPPED:
-        yield _event(
-            "error",
-            {
-                "message": message,
-                "error": "You stopped this reply; the text received so far is kept.",
-                "kind": "stopped",
-                "retryable": True,
-            },
-        )
+    if message["status"] == Message.Status.STOPPED:  # the stop request landed after the last chunk
+        yield _event("error", {"message": message, "error": stopped_words, "kind": "stopped", "retryable": True})
         return
+    gauge = _gauge_without_repacking(turn=turn, reply_tokens=message["token_count"])
+    title = turn.title
+    if gauge is None:
+        gauge, title = await sync_to_async(_after_turn)(turn=turn)
     yield _event("done", {"message": message, "context": gauge, "title": title})
 
 

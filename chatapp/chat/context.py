@@ -20,6 +20,8 @@ from optimizer.types import ContextTooLargeError, Counters, HistoryTotals, Msg, 
 
 # Columns the optimizer needs; content is the bulk of a row, everything else stays in the database.
 _MSG_FIELDS = ("id", "role", "content", "pinned", "token_count")
+# Messages read from the start of a conversation to find its first user message.
+_HEAD_PEEK = 8
 # Rows fetched per step when walking a conversation backwards by stored counts only.
 _TAIL_BATCH = 512
 # Reply priming the chat format adds once per request (optimizer.count_messages does the same).
@@ -85,6 +87,28 @@ def _tail_start_id(*, conversation: Conversation, tokens: int, through_id: int |
         upper = batch[-1][0]
 
 
+def _first_user_id(*, conversation: Conversation, through_id: int | None) -> int | None:
+    """Id of the first live user message, read from the head of the conversation's (conversation, id)
+    index: filtering on role/status first lets a planner with stale statistics sort the whole history."""
+    qs = Message.objects.filter(conversation=conversation)
+    if through_id is not None:
+        qs = qs.filter(id__lte=through_id)
+    head = list(qs.order_by("id").values_list("id", "role", "kind", "status", "superseded")[:_HEAD_PEEK])
+    for pk, role, kind, status, superseded in head:
+        if role == Message.Role.USER and _is_live_row(kind=kind, status=status, superseded=superseded):
+            return pk
+    if len(head) < _HEAD_PEEK:
+        return None
+    # A conversation opening with many non-user messages: the plain query, rare.
+    return (
+        qs.filter(_live_chat(), role=Message.Role.USER).order_by("id").values_list("id", flat=True).first()
+    )
+
+
+def _is_live_row(*, kind: str, status: str, superseded: bool) -> bool:
+    return kind == Message.Kind.CHAT and status == Message.Status.COMPLETE and not superseded
+
+
 def context_load(
     *,
     conversation: Conversation,
@@ -99,33 +123,37 @@ def context_load(
     `load_all` loads every live message — only used when the caller knows the history fits.
     """
     # Plain tuples, not model instances: building instances was the larger part of a request's cost.
-    base = Message.objects.filter(_live_chat(), conversation=conversation)
+    live = Message.objects.filter(_live_chat())
     if through_id is not None:
-        base = base.filter(id__lte=through_id)
+        live = live.filter(id__lte=through_id)
+    base = live.filter(conversation=conversation)
     start = window_start_id if window_start_id is not None else conversation.window_start_id
 
     def fetch(qs) -> list[Row]:
         return list(qs.values_list(*_MSG_FIELDS))
 
-    rows: dict[int, Row] = {}
     static_ids: set[int] = set()
-    first_user = next(iter(fetch(base.filter(role=Message.Role.USER).order_by("id")[:1])), None)
+    first_user_id: int | None
     if load_all or start is None:
         rows = {row[0]: row for row in fetch(base.order_by("id"))}
+        first_user_id = next((pk for pk, role, *_ in rows.values() if role == Message.Role.USER), None)
         start = None
     else:
-        # Index-served reads (window range, partial indexes for pins and system messages) instead
-        # of one OR that would scan the conversation.
-        rows = {row[0]: row for row in fetch(base.filter(id__gte=start).order_by("id"))}
-        for row in fetch(base.filter(pinned=True, id__lt=start)) + fetch(
-            base.filter(role=Message.Role.SYSTEM, id__lt=start)
-        ):
-            rows[row[0]] = row
-            static_ids.add(row[0])
-    if first_user is not None:
-        rows.setdefault(first_user[0], first_user)
-        if start is not None and first_user[0] < start:
-            static_ids.add(first_user[0])
+        first_user_id = _first_user_id(conversation=conversation, through_id=through_id)
+        # One read for the window and the static layer below it. Every side of the OR carries its
+        # own conversation condition so each is one index range (the window on (conversation, id),
+        # pins and system messages on their partial indexes, the first user message by primary key);
+        # SQLite then runs a multi-index OR and PostgreSQL a BitmapOr instead of scanning.
+        below = {"conversation": conversation, "id__lt": start}
+        layer = (
+            Q(conversation=conversation, id__gte=start)
+            | Q(pinned=True, **below)
+            | Q(role=Message.Role.SYSTEM, kind=Message.Kind.CHAT, **below)
+        )
+        if first_user_id is not None:
+            layer |= Q(id=first_user_id)
+        rows = {row[0]: row for row in fetch(live.filter(layer).order_by())}
+        static_ids.update(pk for pk in rows if pk < start)
 
     summary_row = (
         Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False)
@@ -167,7 +195,7 @@ def context_load(
         ),
         window_start=window_start,
         summary_message_id=summary_row.pk if summary_row is not None else None,
-        first_user_id=first_user[0] if first_user is not None else None,
+        first_user_id=first_user_id,
         static_ids=frozenset(static_ids),
         loaded_ids=tuple(r[0] for r in ordered),
     )
@@ -271,7 +299,7 @@ def context_gauge(*, conversation: Conversation, user: Any, target: Any | None =
         target = llm.llm_target_for(config=conversation_config(conversation=conversation))
     prefs = user_preferences(user=user)
     budget = context_budget(target=target)
-    snapshot = replace_conversation(conversation)
+    snapshot = _conversation_snapshot(conversation)
     try:
         result, _ = context_build(
             conversation=snapshot,
@@ -301,7 +329,7 @@ def context_gauge(*, conversation: Conversation, user: Any, target: Any | None =
     }
 
 
-def replace_conversation(conversation: Conversation) -> Conversation:
+def _conversation_snapshot(conversation: Conversation) -> Conversation:
     """A detached copy, so a dry run cannot write the caller's instance back by accident."""
     copy = Conversation(pk=conversation.pk)
     for name in (
@@ -325,6 +353,5 @@ __all__ = [
     "context_gauge",
     "context_load",
     "conversation_config",
-    "replace_conversation",
     "user_preferences",
 ]

@@ -15,7 +15,7 @@ from decimal import Decimal
 from itertools import groupby
 from typing import Any
 
-from django.db.models import Case, Count, F, IntegerField, Max, Min, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, F, IntegerField, Min, Q, QuerySet, Sum, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Abs, Cast
 from django.shortcuts import get_object_or_404
@@ -146,7 +146,6 @@ def _record_totals(records: QuerySet) -> dict[str, Any]:
             filter=provider,
         ),
         first_optimized_id=Min("id", filter=Q(tokens_sent__lt=F("tokens_full")) | Q(triggered=True)),
-        last_id=Max("id"),
     )
     agg["tokens_full"] = agg.pop("sum_full")
     agg["tokens_sent"] = agg.pop("sum_sent")
@@ -257,6 +256,40 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
 # --- Per-turn series -------------------------------------------------------------------------------
 
 
+# OpenAI caches prompt prefixes from this length on; shorter prompts are never served from cache.
+PROMPT_CACHE_MIN_TOKENS = 1024
+
+
+@dataclass
+class _CacheEstimate:
+    """Cost of what was sent if the provider's prompt cache served the stable prefix.
+
+    Between two triggers the request path keeps the window, so each request starts with the whole
+    previous request (same model, same summary): that prefix is billed at the cached-input price
+    where the model has one. An estimate — the cache also expires when the conversation idles.
+    """
+
+    cached_tokens: int = 0
+    sent_usd: float = 0.0
+    sent_usd_with_cache: float = 0.0
+    priced: bool = True
+
+    def add(self, *, model: str, tokens: int, cached: int, prices: dict[str, Any]) -> None:
+        price = prices.get(model)
+        if price is None:
+            price = _model_prices(model) or {}
+            prices[model] = price
+        if price.get("input") is None:
+            self.priced = False
+            return
+        cached_price = price.get("cached_input")
+        if cached_price is None:
+            cached_price = price["input"]
+        self.cached_tokens += cached
+        self.sent_usd += tokens * price["input"]
+        self.sent_usd_with_cache += (tokens - cached) * price["input"] + cached * cached_price
+
+
 def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
     """Columnar per-turn data for the charts: one array per field, one entry per record in turn order."""
     rows = (
@@ -264,7 +297,7 @@ def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
         .order_by("id")
         .values_list(
             "id", "tokens_full", "tokens_sent", "budget", "strategy", "triggered", "provider_prompt_tokens",
-            KT("stats__trigger_tokens"),
+            KT("stats__trigger_tokens"), "model", "summary_id",
         )
     )
     ids: list[int] = []
@@ -278,7 +311,10 @@ def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
     running = 0
     first_optimized: int | None = None
     code = {name: i for i, name in enumerate(STRATEGY_CODES)}
-    for rid, t_full, t_sent, t_budget, strat, triggered, t_provider, t_trigger in rows:
+    cache = _CacheEstimate()
+    prices: dict[str, Any] = {}
+    previous: tuple[str, int | None, int] | None = None
+    for rid, t_full, t_sent, t_budget, strat, triggered, t_provider, t_trigger, model, summary_id in rows:
         ids.append(rid)
         full.append(t_full)
         sent.append(t_sent)
@@ -298,6 +334,14 @@ def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
             strategy.append(code["window"] if optimized else code["none"])
         running += t_full - t_sent
         saved_cumulative.append(running)
+        cached = 0
+        if (
+            previous is not None and not triggered and previous[0] == model and previous[1] == summary_id
+            and previous[2] >= PROMPT_CACHE_MIN_TOKENS
+        ):
+            cached = min(previous[2], t_sent)
+        cache.add(model=model, tokens=t_sent, cached=cached, prices=prices)
+        previous = (model, summary_id, t_sent)
     return {
         "count": len(ids),
         "strategy_codes": list(STRATEGY_CODES),
@@ -310,6 +354,12 @@ def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
         "provider_prompt_tokens": provider,
         "strategy": strategy,
         "saved_cumulative": saved_cumulative,
+        "prompt_cache_estimate": {
+            "cached_tokens": cache.cached_tokens,
+            "cached_share": cache.cached_tokens / sum(sent) if sent else 0.0,
+            "sent_usd": cache.sent_usd if cache.priced else None,
+            "sent_usd_with_cache": cache.sent_usd_with_cache if cache.priced else None,
+        },
     }
 
 
@@ -515,8 +565,8 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
     messages = {
         m["id"]: m
         for m in Message.objects.filter(conversation=conversation, pk__in=wanted).values(
-            "id", "role", "kind", "content", "token_count", "pinned", "created_at", "covers_from_id",
-            "covers_through_id", "covered_message_count",
+            "id", "role", "kind", "content", "token_count", "pinned", "created_at", "updated_at", "edited",
+            "covers_from_id", "covers_through_id", "covered_message_count",
         )
     }
     entries = []
@@ -541,6 +591,8 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
             "original_tokens": original_tokens,
             "compressed": origin == "compressed",
             "missing": len(found) < len(source_ids),
+            # Summaries are edited in place: the text shown is today's, not necessarily what was sent.
+            "edited_after": any(m["edited"] and m["updated_at"] > record.created_at for m in found),
             "covers": (
                 [first["covers_from_id"], first["covers_through_id"], first["covered_message_count"]]
                 if first and first["kind"] == Message.Kind.SUMMARY else None

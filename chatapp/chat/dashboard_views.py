@@ -194,8 +194,12 @@ def dashboard_conversation_page(request: HttpRequest, pk: int) -> HttpResponse:
     })
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def _subtitle(*, turns: int, messages: int, first: int | None) -> str:
-    parts = [f"{turns:,} request{'s' if turns != 1 else ''}", f"{messages:,} message{'s' if messages != 1 else ''}"]
+    parts = [_plural(turns, "request"), _plural(messages, "message")]
     if first:
         parts.append(f"optimized from turn {first:,}")
     return " · ".join(parts)
@@ -213,6 +217,7 @@ def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
         row["full_label"] = _tokens(row["tokens_full"])
         row["share_label"] = _pct(row["saved_share"])
         row["money_label"] = _usd(row["net_saved_usd"])
+        row["turns_label"] = _plural(row["turns"], "request")
     money = overview["money"]
     cards = [
         {"key": "tokens", "label": "Tokens saved", "value": _tokens(overview["tokens"]["saved"]),
@@ -225,10 +230,10 @@ def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
         {"key": "summaries", "label": "Summaries made", "value": f"{overview['summaries']['made']:,}",
          "detail": f"{overview['summaries']['jobs']:,} summary jobs"},
         {"key": "turns", "label": "Requests", "value": f"{overview['turns']:,}",
-         "detail": f"{overview['optimized_turns']:,} optimized · {overview['conversations']:,} conversations"},
+         "detail": f"{overview['optimized_turns']:,} optimized · "
+                   f"{_plural(overview['conversations_with_records'], 'conversation')} with requests"},
     ]
-    subtitle = (f"{overview['conversations']:,} conversation{'s' if overview['conversations'] != 1 else ''}"
-                f" · {overview['turns']:,} request{'s' if overview['turns'] != 1 else ''}")
+    subtitle = f"{_plural(overview['conversations'], 'conversation')} · {_plural(overview['turns'], 'request')}"
     return render(request, "dashboard/overview.html", {
         "overview": overview, "cards": _with_meters(cards), "top": top, "subtitle": subtitle,
     })

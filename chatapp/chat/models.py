@@ -78,6 +78,9 @@ class UserSettings(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    def __str__(self) -> str:
+        return f"settings of user {self.user_id}"
+
 
 class Conversation(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
@@ -227,6 +230,9 @@ class OptimizationRecord(models.Model):
             models.Index(fields=["conversation", "id"], name="optrec_conv_id_idx"),
         ]
 
+    def __str__(self) -> str:
+        return f"record #{self.pk} ({self.strategy})"
+
 
 class SummaryJob(models.Model):
     """A background summary of one span of a conversation (issue 4)."""
@@ -282,3 +288,6 @@ class SummaryJob(models.Model):
                 name="sumjob_one_active_per_conversation",
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"summary job #{self.pk} ({self.status})"

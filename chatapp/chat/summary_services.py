@@ -375,9 +375,7 @@ class _ModelSummary:
     cost_usd: float | None = None
 
 
-def _model_summarize(
-    *, target, msgs: list[Msg], previous: str | None, instructions: str, chat_model: str
-) -> _ModelSummary:
+def _model_summarize(*, target, msgs: list[Msg], previous: str | None, instructions: str) -> _ModelSummary:
     """Fold the span into the previous summary with the model, one call per window-sized chunk."""
     prev_tokens = optimizer.count_text(previous, model=target.model) if previous else 0
     limit = max(1024, int(target.context_window * _CHUNK_SHARE) - prev_tokens)
@@ -424,7 +422,7 @@ def summary_job_run(*, job_id: int) -> SummaryRunOutcome:
     """Run one delivery of a summary job (the Celery task's whole body)."""
     job = _job_claim(job_id=job_id)
     if job is None:
-        return SummaryRunOutcome(job_id=job_id, status="skipped", detail="not claimable")
+        return _held_elsewhere(job_id=job_id)
     conversation = job.conversation
     plan = _span_plan(job=job, conversation=conversation)
     if plan is None or not plan.rows:
@@ -451,7 +449,6 @@ def summary_job_run(*, job_id: int) -> SummaryRunOutcome:
                 msgs=msgs,
                 previous=previous_text,
                 instructions=job.instructions,
-                chat_model=chat_target.model,
             )
         except (LLMError, _EmptySummaryError) as exc:
             reason = getattr(exc, "user_message", "") or str(exc)
@@ -489,6 +486,19 @@ def summary_job_run(*, job_id: int) -> SummaryRunOutcome:
     if summary is None:
         return SummaryRunOutcome(job_id=job_id, status="skipped", detail="another attempt took over")
     return SummaryRunOutcome(job_id=job_id, status=final_status, detail=note, summary_id=summary.pk)
+
+
+def _held_elsewhere(*, job_id: int) -> SummaryRunOutcome:
+    """Not claimed. If another delivery holds the job, come back when its lease ends: a message
+    redelivered because its worker process died (reject_on_worker_lost) then takes the job over
+    without waiting for a sweep; if the holder finishes first, the check finds the job done."""
+    held = (
+        SummaryJob.objects.filter(pk=job_id, status=Status.RUNNING).values_list("lease_expires_at", flat=True).first()
+    )
+    if held is None:
+        return SummaryRunOutcome(job_id=job_id, status="skipped", detail="finished or unknown")
+    wait = max(0.0, (held - timezone.now()).total_seconds()) + 1.0
+    return SummaryRunOutcome(job_id=job_id, status="retry", detail="held by another delivery", retry_in=wait)
 
 
 def _job_release_for_retry(*, job: SummaryJob, reason: str) -> SummaryRunOutcome:

@@ -20,21 +20,23 @@ urlpatterns = [
     path("accounts/signup/", views.signup, name="signup"),
     path(
         "accounts/login/",
-        auth_views.LoginView.as_view(redirect_authenticated_user=True),
+        views.page_csp(auth_views.LoginView.as_view(redirect_authenticated_user=True)),
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path(
         "accounts/password/",
-        auth_views.PasswordChangeView.as_view(
-            template_name="registration/password_change.html",
-            success_url=reverse_lazy("password-changed"),
+        views.page_csp(
+            auth_views.PasswordChangeView.as_view(
+                template_name="registration/password_change.html",
+                success_url=reverse_lazy("password-changed"),
+            )
         ),
         name="password_change",
     ),
     path(
         "accounts/password/done/",
-        auth_views.PasswordChangeDoneView.as_view(template_name="registration/password_changed.html"),
+        views.page_csp(auth_views.PasswordChangeDoneView.as_view(template_name="registration/password_changed.html")),
         name="password-changed",
     ),
 ]

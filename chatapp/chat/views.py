@@ -6,6 +6,8 @@ the JSON/SSE API for sending, streaming, pins, renames and the context gauge.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -25,9 +27,27 @@ from chatapp.chat.forms import PREFERENCE_HELP, LLMConfigForm, PreferencesForm, 
 from chatapp.chat.models import Conversation, LLMConfig, Message
 from chatapp.chat.rendering import code_style_css, markdown_render
 
+# Defence in depth behind the sanitizer: pages run only the app's own script files (no inline script,
+# no event-handler attributes), so even markup that slipped through could not execute.
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' https: data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 TIMELINE_PAGE = 100
 SIDEBAR_LIMIT = 200
 OFFLINE_LABEL = "Offline demo model"
+
+
+def page_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Adds the pages' Content-Security-Policy header (see PAGE_CSP)."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        response.setdefault("Content-Security-Policy", PAGE_CSP)
+        return response
+
+    return wrapped
 
 
 @dataclass(frozen=True)
@@ -48,6 +68,7 @@ class MessageView:
 # --- accounts ------------------------------------------------------------------------------------
 
 
+@page_csp
 @require_http_methods(["GET", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
@@ -77,7 +98,7 @@ def _effective_config(*, conversation: Conversation | None, configs: list[LLMCon
 
 
 def _conversation_groups(conversations) -> list[dict]:
-    """Sidebar sections by last activity: Today, Yesterday, Previous 7 days, Older."""
+    """Sidebar sections by last activity: Today, Yesterday, Previous 7 and 30 days, Older."""
     today = timezone.localdate()
     groups: dict[str, list[Conversation]] = {}
     for c in list(conversations[:SIDEBAR_LIMIT]):
@@ -142,6 +163,7 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
         ),
         "query": query,
         "config": config,
+        "configs": configs,
         "offline": config is None,
         "model_label": OFFLINE_LABEL if config is None else config.name,
         "max_message_chars": settings.MAX_MESSAGE_CHARS,
@@ -158,22 +180,24 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
     return ctx
 
 
+@page_csp
 @login_required
 @require_GET
 def chat_home(request: HttpRequest) -> HttpResponse:
-    conversations = selectors.conversation_list(owner=request.user)
-    newest = conversations.first() if hasattr(conversations, "first") else next(iter(conversations), None)
+    newest = selectors.conversation_list(owner=request.user).first()
     if newest is not None and not request.GET.get("q"):
         return redirect("chat-detail", pk=newest.pk)
     return render(request, "chat/chat.html", _chat_context(request, conversation=None))
 
 
+@page_csp
 @login_required
 @require_GET
 def chat_new(request: HttpRequest) -> HttpResponse:
     return render(request, "chat/chat.html", _chat_context(request, conversation=None))
 
 
+@page_csp
 @login_required
 @require_GET
 def chat_detail(request: HttpRequest, pk: int) -> HttpResponse:
@@ -257,7 +281,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
             "confirm_compaction": user_settings.confirm_compaction,
             "summary_config": user_settings.summary_config_id,
         },
-        configs=LLMConfig.objects.filter(pk__in=[c.pk for c in configs]),
+        configs=selectors.llm_config_list(owner=request.user),
     )
     config_forms = [
         (config, bound.get(config.pk) or LLMConfigForm(instance=config)) for config in configs
@@ -280,12 +304,12 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
     }
 
 
+@page_csp
 @login_required
 @require_http_methods(["GET", "POST"])
 def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        configs = LLMConfig.objects.filter(pk__in=[c.pk for c in _configs(request.user)])
-        form = PreferencesForm(request.POST, configs=configs)
+        form = PreferencesForm(request.POST, configs=selectors.llm_config_list(owner=request.user))
         if form.is_valid():
             try:
                 services.user_settings_update(
@@ -316,6 +340,7 @@ def _config_fields(form: LLMConfigForm) -> dict:
     }
 
 
+@page_csp
 @login_required
 @require_POST
 def config_create(request: HttpRequest) -> HttpResponse:
@@ -336,6 +361,7 @@ def config_create(request: HttpRequest) -> HttpResponse:
     return render(request, "chat/settings.html", _settings_context(request, bound={"new": form}), status=400)
 
 
+@page_csp
 @login_required
 @require_POST
 def config_update(request: HttpRequest, pk: int) -> HttpResponse:

@@ -131,11 +131,11 @@
     if (log) {
       const minV = Math.max(1, Math.min(...s.tokens_sent.filter((v) => v > 0), maxBudget));
       const lo = Math.pow(10, Math.floor(Math.log10(minV)));
-      const hi = Math.pow(10, Math.ceil(Math.log10(maxFull * 1.05)));
+      const hi = maxFull * 1.3;
       const L0 = Math.log10(lo), L1 = Math.log10(hi);
       y = (v) => m.t + ph - ((Math.log10(Math.max(v, lo)) - L0) / (L1 - L0)) * ph;
       ticks = [];
-      for (let p = lo; p <= hi; p *= 10) {
+      for (let p = lo; p <= hi * 1.0001; p *= 10) {
         ticks.push(p);
         if (L1 - L0 <= 3) { if (p * 2 < hi) ticks.push(p * 2); if (p * 5 < hi) ticks.push(p * 5); }
       }
@@ -159,10 +159,8 @@
     xLabels(axis, n, off, x, W, H);
     const axisLabel = svg("text", { x: m.l, y: H - 8, "text-anchor": "start" }, axis);
     axisLabel.textContent = n > 1 ? "turn" : "";
-    if (log) {
-      const sc = svg("text", { x: W - m.r, y: m.t + 10, "text-anchor": "end" }, axis);
-      sc.textContent = "log scale";
-    }
+    const note = document.getElementById("scale-note");
+    if (note) note.textContent = log ? " Logarithmic scale: the full history grows far past the budget." : "";
 
     // Shaded region from the first optimized turn: the moment optimization starts.
     const first = s.first_optimized_index;
@@ -283,18 +281,28 @@
         runStart = i;
       }
     }
+    // Decisions in two lanes (summaries above, truncations below) so dense runs stay readable.
     let marks = 0;
+    const lane = bandH / 2;
+    const w = Math.max(n > 400 ? 1 : 2, cell);
     for (let i = 0; i < n; i++) {
       const code = s.strategy[i];
       if (code < 2) continue;
-      const w = Math.max(2, cell);
-      svg("rect", { class: "s-" + names[code], x: x(i) - w / 2, y: m.t, width: w, height: bandH, "data-strategy": names[code], "data-turn": off + i + 1 }, band);
+      const top = names[code] === "summarize" ? m.t : m.t + lane;
+      svg("rect", { class: "s-" + names[code], x: x(i) - w / 2, y: top, width: w, height: lane, "data-strategy": names[code], "data-turn": off + i + 1 }, band);
       marks++;
     }
     band.setAttribute("data-marks", marks);
 
     // Cumulative savings area.
-    const maxSaved = Math.max(1, s.saved_cumulative[n - 1] || 0, ...s.saved_cumulative.slice(-1));
+    const totalSaved = s.saved_cumulative[n - 1] || 0;
+    if (totalSaved <= 0) {
+      const note = svg("text", { class: "band-label", x: m.l + pw / 2, y: areaTop + ah / 2, "text-anchor": "middle" }, el);
+      note.textContent = "Nothing saved in these turns: everything fit under the trigger.";
+      xLabels(svg("g", { class: "axis" }, el), n, off, x, W, H);
+      return;
+    }
+    const maxSaved = Math.max(1, ...s.saved_cumulative);
     const step = niceStep(maxSaved, 3);
     const top = Math.ceil(maxSaved / step) * step || 1;
     const y = (v) => areaTop + ah - (v / top) * ah;
@@ -343,6 +351,8 @@
     const buttons = document.querySelectorAll("[data-range]");
     if (state.series.first_optimized_index === null) document.querySelector("[data-range=start]").hidden = true;
     if (state.series.count <= 200) document.querySelector("[data-range=latest]").hidden = true;
+    const group = document.querySelector(".dash-seg");
+    if (group && [...buttons].filter((b) => !b.hidden).length < 2) group.hidden = true;
     for (const b of buttons) {
       b.addEventListener("click", () => {
         state.range = b.dataset.range;
@@ -495,6 +505,7 @@
       const li = h("li", { class: "o-" + e.origin, "data-origin": e.origin, "data-tokens": e.tokens }, head);
       if (e.compressed) li.append(h("p", { class: "dash-sent-note", text: `Compressed: sent as head + tail, ${nf.format(e.tokens)} of its ${nf.format(e.original_tokens)} tokens. The original is shown.` }));
       if (e.covers) li.append(h("p", { class: "dash-sent-note", text: `Summary of messages #${e.covers[0]}–#${e.covers[1]}` + (e.covers[2] ? ` (${nf.format(e.covers[2])} messages)` : "") }));
+      if (e.edited_after) li.append(h("p", { class: "dash-sent-note", text: "Edited after this request: the text below is the current version, not the one sent." }));
       li.append(body, more);
       list.append(li);
     }
@@ -512,6 +523,13 @@
     document.querySelector("[data-turn=prev]").addEventListener("click", () => selectTurn((state.turn || 1) - 1));
     document.querySelector("[data-turn=next]").addEventListener("click", () => selectTurn((state.turn || 0) + 1));
     document.querySelector("[data-turn=latest]").addEventListener("click", () => selectTurn(state.series.count));
+  }
+
+  function percent(part, whole) {
+    if (!whole) return "—";
+    const p = (100 * part) / whole;
+    // 99.6% is not 100%: keep a decimal near the ends.
+    return (p > 99 && p < 100) || (p > 0 && p < 1) ? p.toFixed(1) + "%" : Math.round(p) + "%";
   }
 
   // "none" after the trigger fired once still sends only the window: say so.
@@ -534,7 +552,7 @@
         h("td", { class: "l" }, strategyBadge(r.strategy, r.tokens_saved > 0)),
         h("td", { text: fmt(r.tokens_full) }),
         h("td", { text: fmt(r.tokens_sent) }),
-        h("td", { text: r.tokens_full ? Math.round((100 * r.tokens_saved) / r.tokens_full) + "%" : "—" }),
+        h("td", { text: percent(r.tokens_saved, r.tokens_full) }),
         h("td", { class: "hide-sm", text: r.provider_prompt_tokens === null ? "—" : fmt(r.provider_prompt_tokens) }),
         h("td", { class: "hide-sm", text: r.pack_ms.toFixed(1) + " ms" }));
       tr.classList.toggle("is-selected", r.turn === state.turn);
@@ -590,9 +608,18 @@
         });
       });
       discard.addEventListener("click", async () => {
-        if (!window.confirm("Discard this summary? The next request will no longer use it.")) return;
+        if (!window.confirm("Discard this summary (and the older ones folded into it)? The next request falls back to truncation.")) return;
         const ok = await summaryCall(sm.id, "DELETE", null, status);
-        if (ok) { li.classList.add("is-discarded"); edit.remove(); discard.remove(); status.textContent = "Discarded."; }
+        if (ok) {
+          // Older summaries were folded into this one and are discarded with it.
+          for (const other of document.querySelectorAll("#summaries [data-summary]")) {
+            if (Number(other.dataset.summary) <= sm.id) {
+              other.classList.add("is-discarded");
+              for (const b of other.querySelectorAll(".btn")) b.remove();
+            }
+          }
+          status.textContent = "Discarded.";
+        }
       });
       actions.append(edit, discard);
     }
@@ -629,11 +656,36 @@
     btn.hidden = !data.next;
   }
 
+  // The money card gains the prompt-cache estimate computed with the series.
+  function showCacheEstimate(est) {
+    const card = document.querySelector("[data-card=money]");
+    if (!card || !est || est.sent_usd_with_cache === null || !est.cached_tokens) return;
+    card.append(h("p", { class: "dash-card-detail", "data-cache-estimate": est.cached_tokens,
+      title: "Estimate: between triggers each request starts with the previous one, which the provider's prompt cache bills at the cached-input price.",
+      text: `Sent ${usd(est.sent_usd)}, ≈ ${usd(est.sent_usd_with_cache)} with prompt caching (${Math.round(est.cached_share * 100)}% cached, est.)` }));
+  }
+
+  // The usage card also shows what the next request will send (the chat's context gauge), when available.
+  async function showNextRequest() {
+    const card = document.querySelector("[data-card=usage]");
+    if (!card) return;
+    let gauge;
+    try {
+      gauge = await getJSON(`/api/conversations/${root.dataset.conversation}/context/`);
+    } catch (e) {
+      return; // the numbers of the latest request stay
+    }
+    if (typeof gauge.tokens !== "number" || !gauge.budget) return;
+    card.append(h("p", { class: "dash-card-detail", "data-next-tokens": gauge.tokens,
+      text: `Next request: ${nf.format(gauge.tokens)} tokens (${Math.round(100 * gauge.tokens / gauge.budget)}% of ${nf.format(gauge.budget)})` }));
+  }
+
   // ---------- boot ----------
   async function boot() {
     const [series, map] = await Promise.all([getJSON(`${api}series/`), getJSON(`${api}map/`)]);
     state.series = series;
     state.map = map;
+    showCacheEstimate(series.prompt_cache_estimate);
     state.range = "all";
     setupRange();
     drawTokens();
@@ -641,7 +693,7 @@
     setupMap();
     setupTurnPicker();
     document.getElementById("summaries-more").addEventListener("click", loadSummaries);
-    await Promise.all([setupRecords(), loadSummaries(), selectTurn(series.count)]);
+    await Promise.all([setupRecords(), loadSummaries(), selectTurn(series.count), showNextRequest()]);
     root.dataset.ready = "1";
     let lastW = window.innerWidth;
     window.addEventListener("resize", debounce(() => {

@@ -58,6 +58,11 @@
     }
   }
 
+  const jumpBtn = document.getElementById("jump-btn");
+  const hint = document.getElementById("composer-hint");
+  const busyHint = document.getElementById("composer-hint-busy");
+  timeline.addEventListener("scroll", () => { jumpBtn.hidden = nearBottom(); }, { passive: true });
+
   /* ---------------- code blocks ---------------- */
 
   function enhance(root) {
@@ -239,6 +244,8 @@
 
   function setStreaming(on) {
     input.disabled = on;
+    hint.hidden = on;
+    busyHint.hidden = !on;
     sendBtn.hidden = on;
     stopBtn.hidden = !on;
     app.classList.toggle("is-streaming", on);
@@ -290,6 +297,8 @@
           setMessageId(asstEl, data.assistant_message.id);
           asstEl.dataset.replyTo = String(userId || "");
           streaming.assistantId = data.assistant_message.id;
+          // Stop was pressed before the reply had an id: send it now.
+          if (streaming.stopRequested) stop(true);
         }
         if (data.context) showDecision(data.context);
       },
@@ -406,7 +415,8 @@
 
   async function ensureConversation() {
     if (conversationId) return conversationId;
-    const res = await api("/api/conversations/", { method: "POST", body: {} });
+    const body = picker && picker.value ? { llm_config: Number(picker.value) } : {};
+    const res = await api("/api/conversations/", { method: "POST", body });
     if (!res.ok || !res.data || !res.data.id) {
       throw new Error(errorText(res.data, res.status));
     }
@@ -414,6 +424,7 @@
     app.dataset.conversationId = String(conversationId);
     history.replaceState(null, "", `/c/${conversationId}/`);
     document.getElementById("conv-tools").hidden = false;
+    if (picker) picker.disabled = true; // a chat keeps the model it started with
     document.querySelectorAll("[data-dashboard-link]").forEach((a) => { a.href = `/c/${conversationId}/dashboard/`; });
     const renameBtn = document.querySelector('[data-action="rename-current"]');
     if (renameBtn) renameBtn.hidden = false;
@@ -522,8 +533,8 @@
     });
   }
 
-  async function stop() {
-    if (!streaming) return;
+  async function stop(again = false) {
+    if (!streaming || (streaming.stopRequested && !again)) return;
     streaming.stopRequested = true;
     stopBtn.disabled = true;
     const current = streaming;
@@ -643,7 +654,7 @@
     const row = (k, v) => { dl.append(el("dt", "", k), el("dd", "", v)); };
     row("Next request", `${tokens.toLocaleString()} tokens`);
     row("Budget", `${budget.toLocaleString()} tokens`);
-    row("Used", `${pct}%`);
+    row("Used", pct === 0 && tokens > 0 ? "under 1%" : `${pct}%`);
     if (lastGauge.strategy) row("Strategy", STRATEGY_WORDS[lastGauge.strategy] || lastGauge.strategy);
     row("Counting", lastGauge.estimated ? "estimated (model unknown to the tokenizer)" : "exact");
     if (lastGauge.reason) {
@@ -664,12 +675,21 @@
     else if (!lastGauge) document.getElementById("gauge-text").textContent = "–";
   }
 
+  /** Summaries are stored when they finish; show each right after the last message it covers. */
+  function placeSummaries() {
+    messagesEl.querySelectorAll(".summary-marker[data-covers-through]").forEach((marker) => {
+      const last = document.getElementById(`m-${marker.dataset.coversThrough}`);
+      if (last && last.parentElement === messagesEl && last.nextElementSibling !== marker) last.after(marker);
+    });
+  }
+
   function placeWindowMarker(windowStart, strategy) {
+    placeSummaries();
     messagesEl.querySelectorAll(".window-marker").forEach((m) => m.remove());
     messagesEl.querySelectorAll(".msg.is-outside").forEach((m) => m.classList.remove("is-outside"));
     const ws = Number(windowStart || 0);
     if (!ws) return;
-    const items = [...messagesEl.querySelectorAll(":scope > .msg[data-id], :scope > .summary-marker[data-id]")];
+    const items = [...messagesEl.querySelectorAll(":scope > .msg[data-id]")];
     let anchor = null;
     let outside = 0;
     for (const item of items) {
@@ -850,6 +870,13 @@
     }
   }
 
+  const picker = document.getElementById("model-select");
+  if (picker) {
+    picker.addEventListener("change", () => {
+      input.placeholder = `Message ${picker.selectedOptions[0].textContent}…`;
+    });
+  }
+
   /* ---------------- composer ---------------- */
 
   function autosize() {
@@ -907,6 +934,8 @@
         app.classList.toggle("sidebar-open", open);
         document.querySelector(".sidebar-toggle").setAttribute("aria-expanded", String(open));
         document.querySelector(".scrim").hidden = !open;
+        if (open) setTimeout(() => document.getElementById("new-chat").focus(), 50);
+        else if (window.matchMedia("(max-width: 760px)").matches) document.querySelector(".sidebar-toggle").focus();
         break;
       }
       case "copy-code": {
@@ -959,6 +988,10 @@
         jobBanner.hidden = true;
         jobSeenActive = false;
         break;
+      case "jump-bottom":
+        scrollToBottom(true);
+        jumpBtn.hidden = true;
+        break;
       case "reload":
         window.location.reload();
         break;
@@ -992,8 +1025,17 @@
     }
   });
 
+  const titleEl = document.getElementById("chat-title");
+  titleEl.addEventListener("dblclick", () => {
+    if (conversationId) document.querySelector('[data-action="rename-current"]')?.click();
+  });
+
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape") {
+      // Escape stops a streaming reply unless it is closing a menu or dialog first.
+      const menuOpen = document.querySelector(".menu:not([hidden])") || (gaugePop && !gaugePop.hidden)
+        || document.querySelector("dialog[open]") || document.querySelector(".conv-rename, .title-input");
+      if (streaming && !menuOpen) stop();
       closeMenus();
       if (app.classList.contains("sidebar-open")) document.querySelector('[data-action="close-sidebar"]').click();
     }
@@ -1011,6 +1053,7 @@
     refreshGauge();
     refreshJobs();
     revealHash();
+    window.addEventListener("hashchange", revealHash);
   }
   if (window.matchMedia("(hover: hover)").matches) input.focus();
 })();

@@ -53,7 +53,8 @@
       if (mine !== seq) return;
       const data = res.data || {};
       const size = data.context_window;
-      if (res.ok && size && data.source === "registry") {
+      const origin = data.context_window_source || data.source;
+      if (res.ok && size && origin === "registry") {
         windowInput.placeholder = String(size);
         const source = "from the model registry";
         note.textContent = windowInput.value

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.test import AsyncClient
@@ -21,6 +24,14 @@ from chatapp.chat.crypto import secret_encrypt
 from chatapp.chat.models import Conversation, LLMConfig, Message
 
 TEST_KEY = "sk-test-chat-KEY-1234"
+
+# The uvicorn tests serve requests from other threads. An in-memory SQLite test database is shared
+# between connections with table-level locks that fail at once instead of waiting (a write racing a
+# read gets "database table is locked"), so on SQLite the test database is a file, as in production
+# (WAL). tests/worker does the same; whichever conftest loads first decides the path.
+_default_db = settings.DATABASES["default"]
+if _default_db["ENGINE"].endswith("sqlite3") and not _default_db.get("TEST", {}).get("NAME"):
+    _default_db.setdefault("TEST", {})["NAME"] = str(Path(tempfile.mkdtemp(prefix="chat-tests-")) / "test.sqlite3")
 
 
 @pytest.fixture(autouse=True)

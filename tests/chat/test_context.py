@@ -64,7 +64,7 @@ def test_load_reads_static_layer_and_window_not_the_history(conversation, django
     Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[380])
     conversation.refresh_from_db()
 
-    with django_assert_max_num_queries(5):
+    with django_assert_max_num_queries(3):
         ctx = context_load(conversation=conversation)
 
     assert _ids(ctx) == [system.pk, ids[0], ids[101], *ids[380:]]
@@ -108,7 +108,7 @@ def test_long_conversation_triggers_optimization_without_loading_history(
     assert ids[0] in sent_ids  # the first user message is always kept
     assert ids[1_500] not in sent_ids
 
-    with django_assert_max_num_queries(5):
+    with django_assert_max_num_queries(3):
         ctx = context_load(conversation=conversation)
     loaded = _ids(ctx)
     assert len(loaded) < 300

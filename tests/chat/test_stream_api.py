@@ -261,3 +261,52 @@ def test_offline_model_when_no_config(chat_user):
     assert result.names[-1] == "done"
     reply = result.named("done")[0]["message"]
     assert reply["model"] == "offline-demo" and reply["content"]
+
+
+def test_offline_model_is_told_what_the_optimizer_did(chat_user):
+    conversation = Conversation.objects.create(owner=chat_user)
+    seed_messages(conversation, 1_000, model="offline-demo")
+    result = send(chat_user, conversation, "what do you see?")
+    reply = result.named("done")[0]["message"]["content"]
+    assert "not sent verbatim" in reply
+    assert result.named("start")[0]["context"]["triggered"]
+
+
+def test_provider_prompt_cache_lowers_the_sent_cost(chat_user, fake_openai):
+    import optimizer
+
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=128_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    seed_messages(conversation, 100, model="gpt-4o-mini")
+    fake_openai.reset()
+    assert send(chat_user, conversation, "first").names[-1] == "done"
+    assert send(chat_user, conversation, "second").names[-1] == "done"
+    record = OptimizationRecord.objects.filter(conversation=conversation).latest("id")
+    cached = record.stats["provider_cached_tokens"]
+    assert 0 < cached <= record.tokens_sent
+    uncached = optimizer.cost_usd("gpt-4o-mini", prompt_tokens=record.tokens_sent)
+    assert float(record.cost_sent_usd) == pytest.approx(
+        optimizer.cost_usd("gpt-4o-mini", prompt_tokens=record.tokens_sent, cached_tokens=cached), abs=1e-6
+    )
+    assert float(record.cost_sent_usd) < uncached
+
+
+@pytest.mark.parametrize("history", [0, 40, 600])
+def test_done_gauge_is_what_the_next_request_will_send(chat_user, fake_openai, history):
+    from chatapp.chat.context import context_gauge
+
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    seed_messages(conversation, history, model="gpt-4o-mini")
+    for text in ("first question", "second question"):
+        done = send(chat_user, conversation, text).named("done")[0]
+        conversation.refresh_from_db()
+        assert done["context"] == context_gauge(conversation=conversation, user=chat_user)
+
+    # And it is what the next request then sends (before its own new message).
+    gauge = done["context"]
+    result = send(chat_user, conversation, "third")
+    start = result.named("start")[0]
+    user_tokens = Message.objects.get(pk=start["user_message"]["id"]).token_count
+    if not start["context"]["triggered"]:
+        assert start["context"]["tokens"] == gauge["tokens"] + user_tokens

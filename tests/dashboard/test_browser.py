@@ -124,6 +124,15 @@ def test_dashboard_draws_charts_and_map_from_the_data(live_server, transactional
         == decisions
     assert _points(driver, "saved_cumulative") == series["count"]
 
+    # The money card adds the prompt-cache estimate computed with the series.
+    cached = driver.find_element("css selector", "[data-card=money] [data-cache-estimate]")
+    assert int(cached.get_attribute("data-cache-estimate")) == series["prompt_cache_estimate"]["cached_tokens"] > 0
+
+    # The usage card adds the chat's gauge for the next request.
+    gauge = client.get(f"/api/conversations/{conversation.pk}/context/").json()
+    nxt = driver.find_element("css selector", "[data-card=usage] [data-next-tokens]")
+    assert int(nxt.get_attribute("data-next-tokens")) == gauge["tokens"]
+
     # Message map: one cell per message, and each run's first cell painted in its status colour.
     canvas = driver.find_element("id", "message-map")
     assert int(canvas.get_attribute("data-cells")) == mp["count"]

@@ -188,3 +188,33 @@ def test_conversation_get_is_owner_only(small, other_user):
 
     with pytest.raises(Http404):
         dashboard_conversation_get(user=other_user, pk=small.conversation.pk)
+
+
+def test_prompt_cache_estimate_follows_the_stable_prefix(user):
+    c = make_conversation(owner=user)
+    make_record(conversation=c, tokens_full=2000, tokens_sent=2000)
+    make_record(conversation=c, tokens_full=2500, tokens_sent=2500)  # starts with the 2000 above
+    make_record(conversation=c, tokens_full=3000, tokens_sent=1500, strategy="truncate", triggered=True)  # moved
+    make_record(conversation=c, tokens_full=3400, tokens_sent=1900)  # starts with the 1500 above
+    make_record(conversation=c, tokens_full=3800, tokens_sent=2300, model="gpt-4o")  # another model: no cache
+    est = dashboard_series(conversation=c)["prompt_cache_estimate"]
+    assert est["cached_tokens"] == 2000 + 1500
+    mini = optimizer.model_info("gpt-4o-mini")
+    big = optimizer.model_info("gpt-4o")
+    assert mini.cached_input_cost_per_token < mini.input_cost_per_token
+    full_price = (2000 + 2500 + 1500 + 1900) * mini.input_cost_per_token + 2300 * big.input_cost_per_token
+    assert est["sent_usd"] == pytest.approx(full_price)
+    saving = 3500 * (mini.input_cost_per_token - mini.cached_input_cost_per_token)
+    assert est["sent_usd_with_cache"] == pytest.approx(full_price - saving)
+    assert est["cached_share"] == pytest.approx(3500 / (2000 + 2500 + 1500 + 1900 + 2300))
+
+
+def test_record_context_flags_a_summary_edited_after_the_request(small):
+    small.summary.content = "[Summary] rewritten"
+    small.summary.edited = True
+    small.summary.save()
+    ctx = dashboard_record_context(conversation=small.conversation, record_id=small.records[-1].pk)
+    summary_entry = ctx["entries"][2]
+    assert summary_entry["content"] == "[Summary] rewritten"
+    assert summary_entry["edited_after"] is True
+    assert not any(e["edited_after"] for i, e in enumerate(ctx["entries"]) if i != 2)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import select
 import subprocess
 import sys
 
@@ -78,6 +79,8 @@ def test_streams_line_by_line():
     try:
         proc.stdin.write(json.dumps(request("first")) + "\n")
         proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 60)  # a CLI that waits for EOF fails, not hangs
+        assert ready, "no result before the input was closed"
         line = proc.stdout.readline()
         assert json.loads(line)["id"] == "first"
         proc.stdin.write(json.dumps(request("second")) + "\n")

@@ -276,3 +276,18 @@ def test_repacking_output_changes_nothing():
             r = pack(conversation(60), budget=3000, preference=pref, model=MODEL, summarize_now=now)
             again = pack(refeed(r.messages), budget=3000, preference=pref, model=MODEL, summarize_now=now)
             assert shape(again.messages) == shape(r.messages)
+
+
+def test_oversized_list_content_is_compressed_to_text_with_a_note():
+    parts = [{"type": "text", "text": "\n".join(f"row {i} of the pasted table" for i in range(600))},
+             {"type": "image_url", "image_url": {"url": "https://example.invalid/chart.png"}}]
+    big = Msg(id="big", role="user", content=parts)
+    big = dataclasses.replace(big, tokens=count_message(big, model=MODEL))
+    msgs = [*conversation(10), big, msg("ok", "assistant", "Seen it."), msg("q2", "user", "Thoughts?")]
+    r = pack(msgs, budget=3000, model=MODEL)
+    packed = next(p for p in r.messages if p.source_ids == ("big",))
+    assert packed.origin == "compressed" and isinstance(packed.content, str)
+    assert packed.content.startswith("row 0 of the pasted table")
+    assert packed.content.endswith("[1 non-text part omitted]")
+    assert packed.tokens <= 750 and r.stats["tokens_after"] <= 3000
+    assert msgs[-3].content is parts

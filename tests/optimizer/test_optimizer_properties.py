@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from optkit import MODEL, msg, refeed, shape
 
-from optimizer import ContextTooLargeError, count_messages, extractive_summary, pack
+from optimizer import ContextTooLargeError, HistoryTotals, count_messages, extractive_summary, pack
 
 # shrinking these inputs is slow and the failing example is readable enough without it
 SHRINK_LIMITED = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
@@ -107,3 +107,12 @@ def test_window_state_properties(msgs, budget, pref, data):
     check(msgs, budget, result)
     pos = {m.id: i for i, m in enumerate(msgs)}
     assert pos[result.window_start] >= pos[start]
+    # the web app's partial view (static layer + messages from the window on + totals) packs the same
+    first_user = next(i for i, m in enumerate(msgs) if m.role == "user")
+    view = [m for i, m in enumerate(msgs)
+            if i >= pos[start] or i == first_user or m.role == "system" or m.pinned]
+    totals = HistoryTotals(messages=len(msgs), chars=sum(len(m.content) for m in msgs),
+                           tokens=sum(m.tokens for m in msgs))
+    partial = pack(view, budget=budget, preference=pref, model=MODEL, window_start=start, history=totals)
+    assert shape(partial.messages) == shape(result.messages)
+    assert partial.window_start == result.window_start

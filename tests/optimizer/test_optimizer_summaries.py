@@ -16,8 +16,9 @@ from optimizer import (
 def test_header_forms():
     assert summary_header(covered_messages=48, source_chars=21_300, summary_chars=1_050) == (
         "[Conversation summary — covers 48 messages, 21,300 → 1,050 characters]")
-    assert summary_header(covered_messages=48, source_chars=21_300, summary_chars=1_050, first_label="1",
-                          last_label="48") == "[Conversation summary — covers messages 1\u201348, 21,300 → 1,050 characters]"
+    labelled = summary_header(covered_messages=48, source_chars=21_300, summary_chars=1_050, first_label="1",
+                              last_label="48")
+    assert labelled == "[Conversation summary — covers messages 1\u201348, 21,300 → 1,050 characters]"
 
 
 def span_of(n_words):
@@ -36,7 +37,9 @@ def test_prompt_target_is_a_clamped_share_with_tiers():
     assert long.tier == "detailed" and long.target_tokens == 1500  # clamped down to the maximum
     assert long.max_tokens > long.target_tokens
     cfg = PackConfig(summary_share=0.05, summary_min_tokens=10, summary_max_tokens=5000)
-    assert build_summary_prompt(span_of(30_000), previous_summary=None, model=MODEL, config=cfg).target_tokens < 1500
+    big = span_of(30_000)
+    expected = -(-sum(m.tokens for m in big) * 5 // 100)
+    assert build_summary_prompt(big, previous_summary=None, model=MODEL, config=cfg).target_tokens == expected
 
 
 def test_prompt_content_asks_for_the_sections_and_rolls():

@@ -88,7 +88,14 @@ def test_sign_up_chat_stream_settings_and_no_xss(asgi_server, browser, fake_open
     browser.get(f"{base}/settings/")
     browser.find_element(By.ID, "id_new-name").send_keys("Echo")
     browser.find_element(By.ID, "id_new-base_url").send_keys(fake_openai.base_url)
-    browser.find_element(By.ID, "id_new-model").send_keys("fake-echo")
+    model = browser.find_element(By.ID, "id_new-model")
+    note = browser.find_element(By.CSS_SELECTOR, "#add-config .window-source")
+    model.send_keys("gpt-4o-mini")
+    _wait(browser, lambda d: "128,000" in note.text)
+    assert "model registry" in note.text
+    model.clear()
+    model.send_keys("fake-echo")
+    _wait(browser, lambda d: "not in the registry" in note.text)
     browser.find_element(By.ID, "id_new-api_key").send_keys("sk-browser-test-key-5678")
     window = browser.find_element(By.ID, "id_new-context_window")
     window.send_keys("16000")
@@ -114,6 +121,8 @@ def test_sign_up_chat_stream_settings_and_no_xss(asgi_server, browser, fake_open
     assert UserSettings.objects.get(user=user).preference == "quality"
     browser.set_window_size(1366, 1500)
     browser.save_screenshot(str(screenshot_dir / "settings.png"))
+    browser.set_window_size(390, 844)
+    browser.save_screenshot(str(screenshot_dir / "settings-phone.png"))
     browser.set_window_size(1366, 900)
 
     # 5. Back to the chat: the model echoes the hostile text back, and it still does not run.
@@ -151,7 +160,17 @@ def test_sign_up_chat_stream_settings_and_no_xss(asgi_server, browser, fake_open
     browser.find_element(By.CSS_SELECTOR, ".sidebar-toggle").click()
     _wait(browser, lambda d: sidebar.location["x"] >= 0)
     browser.save_screenshot(str(screenshot_dir / "chat-phone-sidebar.png"))
+    browser.set_window_size(1366, 900)
+    browser.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+    )
+    browser.refresh()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".code-block"))
+    browser.save_screenshot(str(screenshot_dir / "chat-dark.png"))
     assert (screenshot_dir / "chat.png").stat().st_size > 10_000
+    # No script errors anywhere along the way.
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
 
 
 def test_stop_keeps_the_partial_reply_marked_stopped(asgi_server, browser, fake_openai, screenshot_dir):
@@ -185,6 +204,21 @@ def test_stop_keeps_the_partial_reply_marked_stopped(asgi_server, browser, fake_
     browser.refresh()
     reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-stopped"))[0]
     assert "Stopped" in reply.text
+
+
+def test_rejected_send_is_reported_inline_and_the_text_is_kept(asgi_server, browser, settings):
+    settings.SEND_RATE_LIMIT_PER_MINUTE = 1
+    _sign_up(browser, asgi_server.url, "browser-limit")
+    assert _send(browser, "first").get_attribute("data-status") == "complete"
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("second, too soon")
+    box.send_keys(Keys.ENTER)
+    error = _wait(browser, lambda d: d.find_elements(By.ID, "composer-error"))[0]
+    assert error.text.strip()
+    assert browser.find_element(By.ID, "composer-input").get_attribute("value") == "second, too soon"
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--user")) == 1
+    user = get_user_model().objects.get(username="browser-limit")
+    assert Message.objects.filter(conversation__owner=user, role="user").count() == 1
 
 
 def test_retry_after_a_failure_then_regenerate_and_pin(asgi_server, browser, fake_openai, screenshot_dir):
@@ -235,7 +269,7 @@ def test_retry_after_a_failure_then_regenerate_and_pin(asgi_server, browser, fak
 
     # Pin the question from its menu.
     question = browser.find_element(By.CSS_SELECTOR, ".msg--user")
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", question)
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center', behavior: 'instant'})", question)
     question.find_element(By.CSS_SELECTOR, '[data-action="message-menu"]').click()
     question.find_element(By.CSS_SELECTOR, '[data-action="toggle-pin"]').click()
     _wait(browser, lambda d: question.get_attribute("data-pinned") == "1")

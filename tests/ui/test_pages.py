@@ -354,3 +354,42 @@ def test_settings_forms_enforce_csrf(user):
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
     assert client.post("/settings/", {"preference": "fast"}).status_code == 403
+
+
+def test_new_chat_offers_a_model_picker_when_there_are_several_configs(page, user):
+    _config(user, name="First")
+    assert 'id="model-select"' not in page.get("/c/new/").content.decode()
+    second = _config(user, name="Second", is_default=True)
+    body = page.get("/c/new/").content.decode()
+    assert 'id="model-select"' in body
+    assert f'<option value="{second.pk}" selected>Second</option>' in body
+
+
+def test_summaries_show_as_expandable_markers_with_their_actions(page, user):
+    conv = _conversation(user)
+    first = _message(conv, "user", "one")
+    last = _message(conv, "assistant", "two")
+    summary = _message(conv, "system", "[Conversation summary — covers messages 1-2]\n\n**Facts:** one, two",
+                       kind="summary", covers_from_id=first.pk, covers_through_id=last.pk, covered_message_count=2)
+    old = _message(conv, "system", "older summary", kind="summary", discarded=True)
+    body = page.get(f"/c/{conv.pk}/").content.decode()
+    marker = body.split(f'id="m-{summary.pk}"', 1)[1].split("</details>", 1)[0]
+    assert f'data-covers-through="{last.pk}"' in marker
+    assert "Summary takes over here" in marker and "covers 2 messages" in marker
+    assert "<strong>Facts:</strong>" in marker
+    assert 'data-action="edit-summary"' in marker and 'data-action="discard-summary"' in marker
+    discarded = body.split(f'id="m-{old.pk}"', 1)[1].split("</details>", 1)[0]
+    assert "Discarded summary" in discarded
+    assert 'data-action="edit-summary"' not in discarded
+
+
+@pytest.mark.parametrize("path", ["/c/new/", "/settings/"])
+def test_pages_forbid_inline_script_with_a_content_security_policy(page, path):
+    policy = page.get(path)["Content-Security-Policy"]
+    assert "script-src 'self'" in policy
+    assert "unsafe-inline" not in policy.split("script-src", 1)[1].split(";", 1)[0]
+    assert "object-src 'none'" in policy
+
+
+def test_login_page_has_the_policy_too(client, db):
+    assert "script-src 'self'" in client.get("/accounts/login/")["Content-Security-Policy"]

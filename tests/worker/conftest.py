@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parents[2]
 _default_db = settings.DATABASES["default"]
 if _default_db["ENGINE"].endswith("sqlite3"):
     _default_db.setdefault("TEST", {})["NAME"] = str(Path(tempfile.mkdtemp(prefix="worker-tests-")) / "test.sqlite3")
+elif not _default_db.get("TEST", {}).get("NAME"):
+    # A name of its own, so a concurrent test run on the same server cannot drop it under the worker.
+    _default_db.setdefault("TEST", {})["NAME"] = f"test_{_default_db['NAME']}_{os.getpid()}"
 
 BROKERS = ["filesystem"] + (["redis"] if os.environ.get("REDIS_URL") else [])
 
@@ -164,12 +167,13 @@ class Broker:
         else:
             self.url = "filesystem://"
             folder = tmp / "broker"
-            for sub in ("out", "processed"):
+            for sub in ("out", "processed", "control"):
                 (folder / sub).mkdir(parents=True, exist_ok=True)
             self.options = {
                 "data_folder_in": str(folder / "out"),
                 "data_folder_out": str(folder / "out"),
                 "processed_folder": str(folder / "processed"),
+                "control_folder": str(folder / "control"),
                 "store_processed": False,
                 "polling_interval": 0.1,
             }
@@ -285,11 +289,8 @@ def _redis_forget_queue(broker: Broker) -> None:
 
     client = redis.Redis.from_url(broker.url)
     try:
-        client.delete(broker.queue)
-        for key in client.scan_iter("_kombu.binding.*"):
-            for member in client.smembers(key):
-                if member.endswith(broker.queue.encode()):
-                    client.srem(key, member)
+        client.delete(broker.queue, f"_kombu.binding.{broker.queue}", f"_kombu.binding_permanent.{broker.queue}")
+        client.zrem("_kombu.binding_deadlines", broker.queue)
     finally:
         client.close()
 

@@ -156,7 +156,8 @@ def test_a_running_job_is_not_claimed_twice_until_its_lease_expires(owner, long_
     SummaryJob.objects.filter(pk=job.pk).update(
         status=SummaryJob.Status.RUNNING, attempts=1, lease_expires_at=timezone.now() + timedelta(minutes=5)
     )
-    assert summary_job_run(job_id=job.pk).status == "skipped"
+    held = summary_job_run(job_id=job.pk)
+    assert held.status == "retry" and 290 < held.retry_in < 302  # comes back when the holder's lease ends
     SummaryJob.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     assert summary_job_run(job_id=job.pk).status == "done"
     job.refresh_from_db()
@@ -266,3 +267,16 @@ def test_api_compact_jobs_edit_discard_and_ownership(owner, long_conversation, p
     discarded = api.delete(f"/api/summaries/{summary_id}/")
     assert discarded.status_code == 200 and discarded.json()["discarded"] is True
     assert api.post(compact_url, {"content": "hi"}, format="json").status_code == 400
+
+
+def test_sweep_command(owner, long_conversation, published):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    pending = SummaryJob.objects.create(conversation=long_conversation(config=None), status=SummaryJob.Status.PENDING)
+    out = StringIO()
+    call_command("summary_sweep", stdout=out)
+    assert published == [pending.pk] and "1 of 1 summary jobs published" in out.getvalue()
+    pending.refresh_from_db()
+    assert pending.status == SummaryJob.Status.QUEUED

@@ -7,6 +7,7 @@ exception handler in api/errors.py answers it as a 400 with field errors.
 
 from __future__ import annotations
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -49,7 +50,7 @@ from chatapp.chat.services import (
 )
 
 
-def _owned_config_or_field_error(*, user, pk: int | None, field: str) -> LLMConfig | None:
+def _owned_config_or_field_error(*, user: AbstractBaseUser, pk: int | None, field: str) -> LLMConfig | None:
     """A config id in a request body: someone else's is a bad value (400), not a missing page (404)."""
     if pk is None:
         return None
@@ -211,6 +212,7 @@ class LLMConfigInputSerializer(serializers.Serializer):
 
 
 class LLMConfigListApi(APIView):
+    # A subclass of its own so the schema names it after this view (see api/schema.py).
     class InputSerializer(LLMConfigInputSerializer):
         pass
 

@@ -1,0 +1,279 @@
+"""Background summaries (issue 4): chat latency under summary load, worker throughput, trigger-to-use delay.
+
+Real processes, as deployed: one uvicorn process serves the app, Celery workers (`celery -A chatapp
+worker`) run the summary jobs, the broker is the embedded filesystem transport or Redis when REDIS_URL
+is set (a private queue name per run), the model is the local fake OpenAI endpoint
+(tests/support/fake_openai.py).
+
+(a) Time to first byte of chat replies (1,000-message conversation, `fake-echo`) idle, then while 20
+    summary jobs are queued and running (their model is `slow-<ms>`, so they stay in flight for the
+    whole measurement), then idle again. Target: busy median / idle median <= 1.1.
+(b) Summary jobs per second of one worker process (`--concurrency 1`) with an instantly answering
+    model (`fake-echo`): N jobs on N conversations, from publishing the first to finishing the last.
+(c) Delay from trigger to summary in use: a chat request whose optimizer decision is summarize
+    (quality preference, history past the trigger) enqueues the job; the delay runs from sending that
+    request to the summary message being stored (the next request sends it; checked once).
+
+    .venv/bin/python bench/summary_throughput.py [--quick] [--requests 30] [--jobs 60] [--slow-ms 1500]
+
+The database is a fresh SQLite file in a temporary directory, or, when DATABASE_URL names PostgreSQL, a
+fresh database created beside it for the run and dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+for _path in (ROOT, BENCH):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from web_ttfb import (  # noqa: E402 - bench scripts are run by path
+    PYTHON,
+    bench_environment,
+    django_setup,
+    percentile,
+    seed_conversation,
+    seed_user,
+    timed_send,
+    uvicorn_process,
+)
+
+
+@contextmanager
+def private_database():
+    """With a PostgreSQL DATABASE_URL: a fresh database beside it for this run (dropped afterwards), so
+    the bench never depends on, or writes into, the schema of a shared development database."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        yield None
+        return
+    import psycopg
+
+    base, _, _name = url.rpartition("/")
+    name = f"summary_bench_{secrets.token_hex(4)}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def celery_worker(env: dict[str, str], tmp: Path, *, queue: str, concurrency: int, name: str):
+    log_path = tmp / f"worker-{name}.log"
+    log = log_path.open("wb")
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "celery", "-A", "chatapp", "worker", "-Q", queue, "--concurrency", str(concurrency),
+         "--loglevel", "INFO", "-n", f"bench-{name}-{secrets.token_hex(3)}@%h", "--without-gossip",
+         "--without-mingle"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        wait_until(lambda: proc.poll() is not None or " ready." in log_path.read_text(errors="replace"),
+                   timeout=120, interval=0.1)
+        if proc.poll() is not None:
+            raise RuntimeError(f"worker exited: {log_path.read_text()[-2000:]}")
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def wait_until(predicate, *, timeout: float, interval: float = 0.02) -> float:
+    """Seconds until predicate() was true; raises after `timeout`."""
+    started = time.perf_counter()
+    while not predicate():
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError(f"timed out after {timeout} s")
+        time.sleep(interval)
+    return time.perf_counter() - started
+
+
+def summarizable(*, owner, config, messages: int = 60):
+    """A conversation whose evicted span (all but the last 3 rounds) is waiting to be summarized."""
+    from chatapp.chat.models import Conversation
+
+    conversation = seed_conversation(owner=owner, config=config, messages=messages)
+    ids = list(conversation.messages.order_by("id").values_list("id", flat=True))
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[-6])
+    conversation.refresh_from_db()
+    return conversation
+
+
+def ttfb_samples(client, conversation_id: int, count: int, label: str) -> list[float]:
+    samples = []
+    for i in range(count):
+        ttfb, body = timed_send(client, conversation_id, f"{label} question {i} about the plan")
+        if "event: done" not in body:
+            raise RuntimeError(f"reply did not complete: {body[-300:]}")
+        samples.append(ttfb)
+    return samples
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small run (smoke test)")
+    parser.add_argument("--requests", type=int, default=30, help="timed chat requests per phase in (a)")
+    parser.add_argument("--jobs", type=int, default=60, help="jobs for the throughput run (b)")
+    parser.add_argument("--delays", type=int, default=8, help="trigger-to-use samples (c)")
+    parser.add_argument("--slow-ms", type=int, default=4000, help="model delay of the 20 background jobs in (a)")
+    parser.add_argument("--workers", type=int, default=2, help="worker concurrency during (a)")
+    args = parser.parse_args()
+    if args.quick:
+        args.requests, args.jobs, args.delays = 10, 15, 3
+
+    import httpx
+
+    from tests.support.fake_openai import FakeOpenAI
+
+    with tempfile.TemporaryDirectory(prefix="summary-bench-") as tmpdir, FakeOpenAI() as fake, \
+            private_database() as database_url:
+        tmp = Path(tmpdir)
+        queue = f"bench-summaries-{secrets.token_hex(4)}"
+        env = bench_environment(tmp)
+        if database_url:
+            env["DATABASE_URL"] = database_url
+        env.update({"CELERY_SUMMARY_QUEUE": queue, "SUMMARIES_PER_DAY": "1000", "LOG_LEVEL": "WARNING"})
+        django_setup(env)
+        from chatapp.chat.models import LLMConfig, Message, OptimizationRecord, SummaryJob, UserSettings
+        from chatapp.chat.summary_services import summary_job_request
+
+        broker = "Redis" if os.environ.get("REDIS_URL") else "filesystem (polling every "
+        if not os.environ.get("REDIS_URL"):
+            from django.conf import settings
+
+            broker += f"{settings.CELERY_BROKER_TRANSPORT_OPTIONS['polling_interval'] * 1000:.0f} ms)"
+        db = "PostgreSQL (a private database, dropped afterwards)" if database_url else "SQLite (temp dir)"
+        print(f"broker: {broker}; database: {db}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        users = []
+        try:
+            user, token, config = seed_user(username=f"bench-sum-{secrets.token_hex(4)}", base_url=fake.base_url,
+                                            model="fake-echo")
+            users.append(user)
+            slow = LLMConfig.objects.create(
+                owner=user, name="slow", base_url=fake.base_url, model=f"slow-{args.slow_ms}",
+                api_key_encrypted=config.api_key_encrypted, api_key_last4="0000", context_window=16_384,
+                max_output_tokens=1_024,
+            )
+            chat = seed_conversation(owner=user, config=config, messages=1_000)
+            busy_conversations = [summarizable(owner=user, config=slow) for _ in range(20)]
+            echo_conversations = [summarizable(owner=user, config=config) for _ in range(args.jobs)]
+
+            with uvicorn_process(env, tmp) as (url, _pid), httpx.Client(
+                base_url=url, headers={"Authorization": f"Token {token}"}, timeout=60
+            ) as client:
+                # (a) TTFB idle / busy / idle ------------------------------------------------------------
+                # "fast" keeps the measured chat on truncation, so the idle phases start no summary of their own.
+                UserSettings.objects.update_or_create(user=user, defaults={"preference": "fast"})
+                with celery_worker(env, tmp, queue=queue, concurrency=args.workers, name="a"):
+                    ttfb_samples(client, chat.pk, 3, "warm-up")
+                    idle_before = ttfb_samples(client, chat.pk, args.requests, "idle")
+                    jobs = [summary_job_request(conversation=c, trigger="auto") for c in busy_conversations]
+                    job_ids = [j.pk for j in jobs]
+                    wait_until(lambda: SummaryJob.objects.filter(pk__in=job_ids, status="running").exists(),
+                               timeout=60)
+                    time.sleep(1)  # measure while the running jobs wait on their model, as real ones do
+                    active_at_start = SummaryJob.objects.filter(pk__in=[j.pk for j in jobs],
+                                                                status__in=["queued", "running"]).count()
+                    busy = ttfb_samples(client, chat.pk, args.requests, "busy")
+                    active_at_end = SummaryJob.objects.filter(pk__in=[j.pk for j in jobs],
+                                                              status__in=["queued", "running"]).count()
+                    wait_until(lambda: not SummaryJob.objects.filter(pk__in=job_ids,
+                                                                     status__in=["queued", "running"]).exists(),
+                               timeout=20 * args.slow_ms / 1000 + 120)
+                    idle_after = ttfb_samples(client, chat.pk, args.requests, "idle")
+                idle_median = statistics.median(idle_before + idle_after)
+                busy_median = statistics.median(busy)
+                ratio = busy_median / idle_median
+                print(f"\n(a) chat time to first byte, {args.requests} requests per phase, 1,000-message chat, "
+                      f"worker concurrency {args.workers}, background model slow-{args.slow_ms}:")
+                print(f"    idle before  median {statistics.median(idle_before):6.1f} ms  p95 "
+                      f"{percentile(idle_before, 0.95):6.1f} ms")
+                print(f"    20 jobs      median {busy_median:6.1f} ms  p95 {percentile(busy, 0.95):6.1f} ms  "
+                      f"(jobs queued or running: {active_at_start} at start, {active_at_end} at end)")
+                print(f"    idle after   median {statistics.median(idle_after):6.1f} ms  p95 "
+                      f"{percentile(idle_after, 0.95):6.1f} ms")
+                print(f"    ratio busy / idle (both idle phases) = {ratio:.2f}  (target <= 1.1: "
+                      f"{'PASS' if ratio <= 1.1 else 'FAIL'}); busy / idle before only = "
+                      f"{busy_median / statistics.median(idle_before):.2f}")
+
+                # (b) throughput of one worker process ------------------------------------------------------
+                with celery_worker(env, tmp, queue=queue, concurrency=1, name="b"):
+                    started = time.perf_counter()
+                    ids = [summary_job_request(conversation=c, trigger="auto").pk for c in echo_conversations]
+                    wait_until(lambda: SummaryJob.objects.filter(pk__in=ids, status="done").count() == len(ids),
+                               timeout=600, interval=0.05)
+                    elapsed = time.perf_counter() - started
+                    durations = [
+                        (j.finished_at - j.started_at).total_seconds() * 1000
+                        for j in SummaryJob.objects.filter(pk__in=ids)
+                    ]
+                print(f"\n(b) one worker process (--concurrency 1), model fake-echo (instant), {len(ids)} jobs of "
+                      f"~54 messages each:")
+                print(f"    {len(ids) / elapsed:.1f} jobs/s ({elapsed:.1f} s for {len(ids)}); per job: median "
+                      f"{statistics.median(durations):.0f} ms, p95 {percentile(durations, 0.95):.0f} ms "
+                      "(claim to done)")
+
+                # (c) trigger to summary in use -------------------------------------------------------------
+                UserSettings.objects.update_or_create(user=user, defaults={"preference": "quality"})
+                small = LLMConfig.objects.create(
+                    owner=user, name="small window", base_url=fake.base_url, model="fake-echo",
+                    api_key_encrypted=config.api_key_encrypted, api_key_last4="0000", context_window=4_000,
+                    max_output_tokens=500,
+                )
+                delays = []
+                used = None
+                with celery_worker(env, tmp, queue=queue, concurrency=1, name="c"):
+                    for _ in range(args.delays):
+                        conversation = seed_conversation(owner=user, config=small, messages=40)
+                        started = time.perf_counter()
+                        _, body = timed_send(client, conversation.pk, "What did we decide?")
+                        if not re.search(r'"strategy":\s*"summarize"', body):
+                            raise RuntimeError("the trigger request did not choose summarize")
+                        wait_until(lambda c=conversation: Message.objects.filter(conversation=c,
+                                                                                 kind="summary").exists(),
+                                   timeout=60, interval=0.005)
+                        delays.append((time.perf_counter() - started) * 1000)
+                    timed_send(client, conversation.pk, "And next?")
+                    record = OptimizationRecord.objects.filter(conversation=conversation).order_by("-id").first()
+                    used = record.summary_id is not None
+                print(f"\n(c) trigger to summary stored (next request uses it), {len(delays)} samples: median "
+                      f"{statistics.median(delays):.0f} ms, max {max(delays):.0f} ms; next request sent the summary: "
+                      f"{'yes' if used else 'NO'}")
+                print(f"\n(load average at the end: {os.getloadavg()[0]:.1f})")
+                return 0 if ratio <= 1.1 and used else 1
+        finally:
+            for u in users:
+                u.delete()
+            if os.environ.get("REDIS_URL"):
+                import redis
+
+                client = redis.Redis.from_url(os.environ["REDIS_URL"])
+                client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+                client.zrem("_kombu.binding_deadlines", queue)
+                client.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
