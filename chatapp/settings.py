@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -50,10 +51,22 @@ def _persistent_secret(name: str, filename: str, factory) -> str:
     if raw:
         return raw
     path = VAR_DIR / filename
-    if not path.exists():
-        path.write_text(factory())
-        path.chmod(0o600)
-    return path.read_text().strip()
+    try:
+        # O_EXCL: when the web server and the worker start together on a fresh machine, exactly one
+        # of them writes the value and the other reads it (two different encryption keys would make
+        # stored API keys unreadable). 0o600 from the start: the secret is never world-readable.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(factory())
+    for _ in range(50):  # the writer may not have flushed yet
+        value = path.read_text().strip()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise ImproperlyConfigured(f"{path} is empty; delete it or set {name}")
 
 
 def _fernet_key() -> str:
@@ -220,6 +233,15 @@ SUMMARY_AWAITING_EXPIRY_SECONDS = _env_int("SUMMARY_AWAITING_EXPIRY_SECONDS", 86
 # Manual compaction keeps this many newest rounds verbatim and summarizes the rest.
 SUMMARY_MANUAL_KEEP_ROUNDS = _env_int("SUMMARY_MANUAL_KEEP_ROUNDS", 2, minimum=1)
 
+# --- Cache ---------------------------------------------------------------------------------------
+# The per-user send rate limit counts in the cache. The default is per process; a deployment with
+# several web processes points CACHE_URL at Redis so they share one count.
+CACHE_URL = os.environ.get("CACHE_URL", "")
+if CACHE_URL:
+    if urlparse(CACHE_URL).scheme not in {"redis", "rediss"}:
+        raise ImproperlyConfigured(f"CACHE_URL must start with redis:// or rediss://, got {CACHE_URL!r}")
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
+
 # --- Auth -------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -261,6 +283,9 @@ SPECTACULAR_SETTINGS = {
 MAX_MESSAGE_CHARS = _env_int("MAX_MESSAGE_CHARS", 200_000, minimum=1)
 SEND_RATE_LIMIT_PER_MINUTE = _env_int("SEND_RATE_LIMIT_PER_MINUTE", 20, minimum=1)
 LLM_TIMEOUT_SECONDS = _env_int("LLM_TIMEOUT_SECONDS", 120, minimum=1)
+# A streamed reply sends an SSE comment after this many silent seconds (a model thinking), so
+# proxies and load balancers with idle timeouts do not cut the stream.
+SSE_KEEPALIVE_SECONDS = _env_int("SSE_KEEPALIVE_SECONDS", 15, minimum=1)
 # User-supplied base URLs are an SSRF vector in a shared deployment: private, loopback and
 # link-local targets are refused unless allowed. The embedded single-machine mode allows them so a
 # local Ollama works.
@@ -276,6 +301,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns on every start until collectstatic has run
 # Serve static/ from the source tree as well, so a fresh checkout works without collectstatic.
 WHITENOISE_USE_FINDERS = True
 

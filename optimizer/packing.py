@@ -3,7 +3,7 @@
 Layout of a packed context, in send order:
 
     static layer   system messages, pinned messages, the first user message (the original request)
-    summary        the newest rolling summary, as one system message (summarize strategy only)
+    summary        the newest rolling summary, as one system message (whenever one is passed and fits)
     recent window  whole rounds (a user message and the replies after it) from `window_start` to the end
 
 Design choices, and why:
@@ -19,9 +19,12 @@ Design choices, and why:
   oversized message (above `oversize_share` of the budget) elsewhere is sent as head + tail with a
   marker; must-keeps are compressed the same way only when they would not fit otherwise, and if even
   that fails `ContextTooLargeError` reports the numbers.
-* Summaries: the evicted messages not yet covered by the newest summary are returned as
-  `summary_span` for a worker; until a summary exists the request is simply truncated (nothing
-  waits). `summarize_now` lets a caller (the CLI) write the summary inline instead.
+* Summaries: a summary passed in is sent whenever it fits, whatever the strategy: the caller's
+  window may already have moved past what it covers (a manual compaction does so at once), so
+  leaving it out would lose that history. The strategy decides only what happens to messages
+  evicted now: summarize returns those not yet covered as `summary_span` for a worker (until a
+  summary exists the request is simply truncated; nothing waits); truncate just leaves them out.
+  `summarize_now` lets a caller (the CLI) write the summary inline instead.
 * Speed: with counts handed in, a request costs a few passes over the message list that run in C
   (attribute maps, `sum`, `list.index`) plus Python work proportional to the window only; nothing
   re-tokenizes history. Only an oversized message is tokenized, and its compression is cached.
@@ -263,12 +266,15 @@ def pack(
         if ws_state >= n:
             ws_state = max(last_user, 0)
 
-    # the newest summary, if this request uses one; the window must start after what it covers
+    # The newest summary is sent whenever it fits, whatever the selector chose: once the window has
+    # moved past what it covers (a manual compaction moves it at once), it is the only trace of those
+    # messages. The selector only decides whether messages evicted now are summarized next (the span)
+    # or just left out. The window must start after what the summary covers.
     summary_tokens = 0
     cover_end = -1  # last position (in view) that the summary covers
     lo = max(ws_state, 0)
-    summary_ok = summarizing and summary is not None
-    if summarizing and summary is not None:
+    summary_ok = summary is not None
+    if summary is not None:
         cover_end = _find(msgs, summary.through_id)
         if cover_end >= lo:
             lo = next((i for i in range(cover_end + 1, n) if msgs[i].role == "user"), -1)
@@ -306,14 +312,16 @@ def pack(
         triggered = used >= trigger
     if triggered:
         ws, used = choose(lo, fixed + summary_tokens)
-        if summary_tokens and used > budget:  # a summary that crowds out the newest round is dropped
-            summary_tokens = 0
+        if summary_tokens and used > budget:
+            # a summary that crowds out the newest round is dropped; without it, what it covered may
+            # be sent verbatim again (from the stored window start on)
+            summary_tokens, lo = 0, max(ws_state, 0)
             ws, used = choose(lo, fixed)
     if used > budget:
         # emergency: compress oversized must-keeps too; if even that fails, report the numbers
         pk.must_compressed.update(i for i in must if toks[i] > oversize)
         fixed = fixed_tokens()
-        summary_tokens = 0
+        summary_tokens, lo = 0, max(ws_state, 0)
         ws, used = choose(lo, fixed)
         if used > budget:
             raise ContextTooLargeError(needed=used, budget=budget, detail=MUST_KEEP_DETAIL)

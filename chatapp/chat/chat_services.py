@@ -16,8 +16,11 @@ import json
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -27,7 +30,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import close_old_connections, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -35,6 +38,7 @@ import optimizer
 from chatapp.chat import llm
 from chatapp.chat.context import (
     ContextInput,
+    context_ahead_span,
     context_budget,
     context_build,
     context_gauge,
@@ -42,7 +46,7 @@ from chatapp.chat.context import (
     user_preferences,
 )
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
-from optimizer.types import ContextTooLargeError, PackResult
+from optimizer.types import ContextTooLargeError, PackResult, SummarySpan
 
 logger = logging.getLogger(__name__)
 
@@ -307,6 +311,91 @@ def _summary_job_hook() -> Callable[..., Any] | None:
     return getattr(summary_services, "summary_job_request", None)
 
 
+# Summary jobs are requested off the response's critical path, on a thread of their own: creating
+# the job and publishing it to the broker can take a broker's whole connect timeout when the broker
+# is unreachable without refusing (a black-holed host), and the chat must not wait for that. If the
+# process dies before the thread runs, nothing is lost for long: the next turn asks again (the span
+# is still uncovered), and a job left pending by a failed publish is published by the sweep. One
+# thread: requests are rare, and a dead broker then ties up one thread, not one per chat.
+_summary_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="summary-request")
+_summary_futures: set[Future] = set()
+_summary_futures_lock = threading.Lock()
+
+
+def summary_request_submit(*, conversation_id: int, span: SummarySpan | None, trigger: str) -> None:
+    """Request a summary job of the conversation in the background; returns at once."""
+    hook = _summary_job_hook()
+    if hook is None:
+        return
+    _track(_summary_executor.submit(
+        _summary_request_run, hook=hook, conversation_id=conversation_id, span=span, trigger=trigger
+    ))
+
+
+def _track(future: Future) -> None:
+    with _summary_futures_lock:
+        _summary_futures.add(future)
+    future.add_done_callback(_summary_future_done)
+
+
+def _summary_future_done(future: Future) -> None:
+    with _summary_futures_lock:
+        _summary_futures.discard(future)
+
+
+def summary_requests_wait(*, timeout: float) -> bool:
+    """Wait for the summary requests submitted so far (graceful shutdown, tests); True when all ran."""
+    with _summary_futures_lock:
+        pending = list(_summary_futures)
+    _, not_done = futures_wait(pending, timeout=timeout)
+    return not not_done
+
+
+def _summary_request_run(
+    *, hook: Callable[..., Any], conversation_id: int, span: SummarySpan | None, trigger: str
+) -> None:
+    close_old_connections()
+    try:
+        conversation = Conversation.objects.filter(pk=conversation_id).first()
+        if conversation is not None:  # deleted in the meantime: nothing to summarize
+            hook(conversation=conversation, span=span, trigger=trigger)
+    except Exception:
+        # A summary that cannot be requested now is requested again by a later turn.
+        logger.exception("could not request a summary of conversation %s", conversation_id)
+    finally:
+        # This thread outlives requests: give its database connection back like a request would.
+        connection.close()
+
+
+def summary_ahead_submit(*, conversation_id: int, target: llm.LLMTarget, margin_tokens: int) -> None:
+    """Plan and request a summary ahead of need, in the background (see context_ahead_span)."""
+    hook = _summary_job_hook()
+    if hook is None:
+        return
+    _track(_summary_executor.submit(
+        _summary_ahead_run, hook=hook, conversation_id=conversation_id, target=target, margin_tokens=margin_tokens
+    ))
+
+
+def _summary_ahead_run(
+    *, hook: Callable[..., Any], conversation_id: int, target: llm.LLMTarget, margin_tokens: int
+) -> None:
+    close_old_connections()
+    try:
+        conversation = Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
+        if conversation is None:
+            return
+        span = context_ahead_span(
+            conversation=conversation, user=conversation.owner, target=target, margin_tokens=margin_tokens
+        )
+        if span is not None:
+            hook(conversation=conversation, span=span, trigger="ahead")
+    except Exception:
+        logger.exception("could not plan a summary ahead of need for conversation %s", conversation_id)
+    finally:
+        connection.close()
+
+
 def _context_event(*, result: PackResult, budget: int, window_start_id: int | None) -> dict[str, Any]:
     stats = result.stats
     return {
@@ -448,16 +537,13 @@ def _turn_prepare(
             counter = "truncation_count" if strategy == "truncate" else "summary_count"
             Conversation.objects.filter(pk=conversation.pk).update(**{counter: F(counter) + 1})
         span = result.summary_span
-        hook = _summary_job_hook() if strategy == "summarize" and span is not None else None
-        if hook is not None:
+        if strategy == "summarize" and span is not None:
             conversation_id = conversation.pk
-
-            def enqueue() -> None:
-                # Re-read: the hook runs after commit, outside this request's objects.
-                hook(conversation=Conversation.objects.get(pk=conversation_id), span=span, trigger="auto")
-
-            # robust: a failure to start the summary is logged and must not fail the chat turn.
-            transaction.on_commit(enqueue, robust=True)
+            # After commit (the worker must see this turn) and in the background: see summary_request_submit.
+            transaction.on_commit(
+                lambda: summary_request_submit(conversation_id=conversation_id, span=span, trigger="auto"),
+                robust=True,
+            )
     return ChatTurn(
         **common,
         reply_id=reply.pk,
@@ -591,20 +677,24 @@ def _event(name: str, data: dict[str, Any]) -> dict[str, Any]:
     return {"event": name, "data": data}
 
 
+# Not an event: the transport sends it as an SSE comment line, which clients ignore.
+KEEPALIVE: dict[str, Any] = {"comment": "keep-alive"}
+
+
 def _reply_status(reply_id: int) -> str | None:
     return Message.objects.filter(pk=reply_id).values_list("status", flat=True).first()
 
 
-def _record_usage(*, record_id: int, model: str, usage: Any) -> None:
-    """The provider's prompt figure on the record; a provider prompt-cache hit lowers the sent cost
+def _record_usage(*, record_id: int, tokens_sent: int, model: str, usage: Any) -> None:
+    """The provider's prompt figures on the record; a provider prompt-cache hit lowers the sent cost
     (priced on our own count, like the full-history cost, so the two stay comparable)."""
-    record = OptimizationRecord.objects.only("id", "tokens_sent", "stats").get(pk=record_id)
-    cached = min(int(getattr(usage, "cached_tokens", 0) or 0), record.tokens_sent)
+    reported = getattr(usage, "cached_tokens", None)
     fields: dict[str, Any] = {"provider_prompt_tokens": usage.prompt_tokens}
+    if reported is not None:
+        fields["provider_cached_tokens"] = int(reported)
+    cached = min(int(reported or 0), tokens_sent)
     if cached:
-        record.stats["provider_cached_tokens"] = cached
-        fields["stats"] = record.stats
-        cost = optimizer.cost_usd(model, prompt_tokens=record.tokens_sent, cached_tokens=cached)
+        cost = optimizer.cost_usd(model, prompt_tokens=tokens_sent, cached_tokens=cached)
         if cost is not None:
             fields["cost_sent_usd"] = _money(cost)
     OptimizationRecord.objects.filter(pk=record_id).update(**fields)
@@ -650,7 +740,12 @@ def _turn_finish(
             reply_qs.update(status=status, **values)
             Conversation.objects.filter(pk=turn.conversation_id).update(updated_at=timezone.now())
         if turn.record_id is not None and values["prompt_tokens"] is not None:
-            _record_usage(record_id=turn.record_id, model=turn.target.model, usage=usage)
+            _record_usage(
+                record_id=turn.record_id,
+                tokens_sent=int(turn.context["tokens"]),
+                model=turn.target.model,
+                usage=usage,
+            )
     return {
         "id": turn.reply_id,
         "status": status,
@@ -698,6 +793,21 @@ def _after_turn(*, turn: ChatTurn) -> tuple[dict[str, Any] | None, str]:
     return gauge, conversation.title
 
 
+def _summary_ahead_due(*, turn: ChatTurn, reply_tokens: int) -> int | None:
+    """The expected size of the next exchange when it would take the next request past the trigger
+    (so a summary should be started now, ahead of need); None when it would not.
+
+    The next exchange is assumed to be like this one. Below the trigger the next request starts from
+    this turn's context plus the reply (see _gauge_without_repacking).
+    """
+    if turn.trigger_tokens is None or turn.failure is not None:
+        return None
+    margin = int(turn.user_message.get("token_count") or 0) + reply_tokens
+    if int(turn.context["tokens"]) + reply_tokens + margin < turn.trigger_tokens:
+        return None
+    return margin
+
+
 _END = object()
 
 
@@ -729,6 +839,9 @@ def _failure_words(exc: BaseException) -> tuple[str, str, bool]:
 
 async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     """Stream one reply as SSE event dicts: start, delta…, then done or error.
+
+    While the model is silent for settings.SSE_KEEPALIVE_SECONDS, `KEEPALIVE` (a comment, no event)
+    is yielded in between.
 
     The reply is persisted exactly once — also when the client goes away mid-stream (then it is
     kept as stopped) — and the user's message is never removed.
@@ -781,9 +894,11 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
         # Shielded: a client that disconnects right now must not cost the stored reply.
         return await asyncio.shield(asyncio.ensure_future(work))
 
+    keepalive = float(settings.SSE_KEEPALIVE_SECONDS)
     try:
         yield start
         next_check = time.monotonic() + STOP_POLL_SECONDS
+        last_sent = time.monotonic()
         while True:
             try:
                 item = queue.get_nowait()  # a burst of chunks needs no timer each
@@ -800,8 +915,13 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
             if isinstance(item, llm.Delta) and item.text:
                 parts.append(item.text)
                 yield _event("delta", {"text": item.text})
+                last_sent = time.monotonic()
             elif isinstance(item, llm.Usage):
                 usage = item
+            if time.monotonic() - last_sent >= keepalive:
+                # A model that thinks in silence must not look like a dead connection to proxies.
+                yield KEEPALIVE
+                last_sent = time.monotonic()
             if time.monotonic() >= next_check:
                 if await sync_to_async(_reply_status)(turn.reply_id) == Message.Status.STOPPED:
                     stopped = True
@@ -837,6 +957,10 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     title = turn.title
     if gauge is None:
         gauge, title = await sync_to_async(_after_turn)(turn=turn)
+    margin = _summary_ahead_due(turn=turn, reply_tokens=message["token_count"])
+    if margin is not None:
+        # Planned and requested in the background: nothing here waits for it.
+        summary_ahead_submit(conversation_id=turn.conversation_id, target=turn.target, margin_tokens=margin)
     yield _event("done", {"message": message, "context": gauge, "title": title})
 
 

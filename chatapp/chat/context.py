@@ -16,7 +16,17 @@ from django.db.models import Q
 
 import optimizer
 from chatapp.chat.models import Conversation, LLMConfig, Message, Preference, UserSettings
-from optimizer.types import ContextTooLargeError, Counters, HistoryTotals, Msg, PackConfig, PackResult, Summary
+from chatapp.chat.summary_selectors import summary_quota_reason, summary_quota_remaining
+from optimizer.types import (
+    ContextTooLargeError,
+    Counters,
+    HistoryTotals,
+    Msg,
+    PackConfig,
+    PackResult,
+    Summary,
+    SummarySpan,
+)
 
 # Columns the optimizer needs; content is the bulk of a row, everything else stays in the database.
 _MSG_FIELDS = ("id", "role", "content", "pinned", "token_count")
@@ -26,6 +36,8 @@ _HEAD_PEEK = 8
 _TAIL_BATCH = 512
 # Reply priming the chat format adds once per request (optimizer.count_messages does the same).
 _REPLY_PRIMING = 3
+# The selector's words when it may not summarize (optimizer.selector); replaced by the actual cause.
+_NO_SUMMARIZER = "no summarizer available"
 
 
 def _live_chat() -> Q:
@@ -219,8 +231,39 @@ def conversation_config(*, conversation: Conversation) -> LLMConfig | None:
     return LLMConfig.objects.filter(owner_id=conversation.owner_id, is_default=True).first()
 
 
+def _quota_allows_summaries(*, conversation: Conversation, budget: int, config: PackConfig) -> bool:
+    """False when the conversation used its daily automatic summaries (settings.SUMMARIES_PER_DAY).
+
+    Asked only when the optimizer may choose at all (a window exists or the history is past the
+    trigger): below that everything is sent and the quota cannot matter, so short chats skip the query.
+    """
+    if conversation.window_start_id is None and (
+        conversation.live_token_count + _REPLY_PRIMING < budget * config.trigger_ratio
+    ):
+        return True
+    return summary_quota_remaining(conversation=conversation) > 0
+
+
+def _quota_reason(stats: dict[str, Any]) -> None:
+    """Say in the record and the gauge why the selector truncates: the daily limit, not the scores."""
+    stats["summary_quota_exhausted"] = True
+    if not stats.get("optimization_applied"):
+        return
+    reason = str(stats.get("strategy_reason") or "")
+    quota = summary_quota_reason()
+    if _NO_SUMMARIZER in reason:
+        stats["strategy_reason"] = reason.replace(_NO_SUMMARIZER, quota)
+    else:
+        stats["strategy_reason"] = f"{reason} ({quota})" if reason else quota
+
+
 def _pack_plan(
-    *, conversation: Conversation, budget: int, auto_optimize: bool, through_id: int | None
+    *,
+    conversation: Conversation,
+    budget: int,
+    auto_optimize: bool,
+    through_id: int | None,
+    trigger_ratio: float | None = None,
 ) -> tuple[dict[str, Any], PackConfig, bool]:
     """How to load and pack under the user's automatic-optimization switch.
 
@@ -233,7 +276,7 @@ def _pack_plan(
     """
     history = conversation.live_token_count
     if auto_optimize:
-        config = PackConfig()
+        config = PackConfig() if trigger_ratio is None else PackConfig(trigger_ratio=trigger_ratio)
         summarizer = True
     else:
         config = PackConfig(trigger_ratio=1.0, target_ratio=0.9)
@@ -256,16 +299,27 @@ def context_build(
     auto_optimize: bool = True,
     through_id: int | None = None,
     store_window: bool = True,
+    trigger_ratio: float | None = None,
 ) -> tuple[PackResult, ContextInput]:
     """Load the context and pack it for `target`; store the new window start.
 
     Raises ContextTooLargeError when the must-keep messages alone exceed the budget.
-    `result.stats["pack_ms"]` is the packing time.
+    `result.stats["pack_ms"]` is the packing time. `trigger_ratio` overrides the optimizer's trigger
+    under automatic optimization (dry runs ahead of need only).
     """
     budget = context_budget(target=target)
     load, config, summarizer = _pack_plan(
-        conversation=conversation, budget=budget, auto_optimize=auto_optimize, through_id=through_id
+        conversation=conversation,
+        budget=budget,
+        auto_optimize=auto_optimize,
+        through_id=through_id,
+        trigger_ratio=trigger_ratio,
     )
+    quota_exhausted = summarizer and not _quota_allows_summaries(
+        conversation=conversation, budget=budget, config=config
+    )
+    if quota_exhausted:
+        summarizer = False
     ctx = context_load(conversation=conversation, **load)
     started = time.perf_counter()
     result = optimizer.pack(
@@ -281,6 +335,8 @@ def context_build(
         config=config,
     )
     result.stats["pack_ms"] = (time.perf_counter() - started) * 1000
+    if quota_exhausted:
+        _quota_reason(result.stats)
     new_start = int(result.window_start) if result.window_start is not None else None
     if store_window and not load.get("load_all") and new_start != conversation.window_start_id:
         Conversation.objects.filter(pk=conversation.pk).update(window_start_id=new_start)
@@ -329,6 +385,39 @@ def context_gauge(*, conversation: Conversation, user: Any, target: Any | None =
     }
 
 
+def context_ahead_span(
+    *, conversation: Conversation, user: Any, target: Any, margin_tokens: int
+) -> SummarySpan | None:
+    """What to summarize ahead of need: the span the next request will evict if it crosses the
+    trigger, when that request will choose to summarize; None otherwise.
+
+    `margin_tokens` is how much the next exchange is expected to add (the caller passes the size of
+    the last one). The dry run packs as the next request would, with the trigger lowered by that
+    margin, so it moves the window the way that request will. Nothing is stored. Automatic
+    optimization off, or the daily summary quota used up, means no summarizer: None.
+    """
+    prefs = user_preferences(user=user)
+    if not prefs.auto_optimize:
+        return None
+    budget = context_budget(target=target)
+    default = PackConfig()
+    ratio = (budget * default.trigger_ratio - max(0, margin_tokens)) / budget if budget else default.trigger_ratio
+    ratio = min(default.trigger_ratio, max(default.target_ratio, ratio))
+    try:
+        result, _ = context_build(
+            conversation=_conversation_snapshot(conversation),
+            preference=prefs.preference,
+            target=target,
+            store_window=False,
+            trigger_ratio=ratio,
+        )
+    except ContextTooLargeError:
+        return None
+    if result.stats.get("triggered") and result.stats.get("strategy_chosen") == "summarize":
+        return result.summary_span
+    return None
+
+
 def _conversation_snapshot(conversation: Conversation) -> Conversation:
     """A detached copy, so a dry run cannot write the caller's instance back by accident."""
     copy = Conversation(pk=conversation.pk)
@@ -348,6 +437,7 @@ def _conversation_snapshot(conversation: Conversation) -> Conversation:
 
 __all__ = [
     "ContextInput",
+    "context_ahead_span",
     "context_budget",
     "context_build",
     "context_gauge",

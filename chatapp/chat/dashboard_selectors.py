@@ -266,13 +266,16 @@ class _CacheEstimate:
 
     Between two triggers the request path keeps the window, so each request starts with the whole
     previous request (same model, same summary): that prefix is billed at the cached-input price
-    where the model has one. An estimate — the cache also expires when the conversation idles.
+    where the model has one. An estimate — the cache also expires when the conversation idles — used
+    only for turns whose endpoint did not report its cached prompt tokens.
     """
 
     cached_tokens: int = 0
     sent_usd: float = 0.0
     sent_usd_with_cache: float = 0.0
     priced: bool = True
+    # Turns whose cached figure is the provider's (OptimizationRecord.provider_cached_tokens).
+    reported_turns: int = 0
 
     def add(self, *, model: str, tokens: int, cached: int, prices: dict[str, Any]) -> None:
         price = prices.get(model)
@@ -297,7 +300,7 @@ def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
         .order_by("id")
         .values_list(
             "id", "tokens_full", "tokens_sent", "budget", "strategy", "triggered", "provider_prompt_tokens",
-            KT("stats__trigger_tokens"), "model", "summary_id",
+            KT("stats__trigger_tokens"), "model", "summary_id", "provider_cached_tokens",
         )
     )
     ids: list[int] = []
@@ -314,7 +317,7 @@ def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
     cache = _CacheEstimate()
     prices: dict[str, Any] = {}
     previous: tuple[str, int | None, int] | None = None
-    for rid, t_full, t_sent, t_budget, strat, triggered, t_provider, t_trigger, model, summary_id in rows:
+    for rid, t_full, t_sent, t_budget, strat, triggered, t_provider, t_trigger, model, summary_id, t_cached in rows:
         ids.append(rid)
         full.append(t_full)
         sent.append(t_sent)
@@ -335,7 +338,11 @@ def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
         running += t_full - t_sent
         saved_cumulative.append(running)
         cached = 0
-        if (
+        if t_cached is not None:
+            # The provider said how much of this prompt its cache served: a measurement beats the estimate.
+            cached = min(t_cached, t_sent)
+            cache.reported_turns += 1
+        elif (
             previous is not None and not triggered and previous[0] == model and previous[1] == summary_id
             and previous[2] >= PROMPT_CACHE_MIN_TOKENS
         ):
@@ -359,6 +366,7 @@ def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
             "cached_share": cache.cached_tokens / sum(sent) if sent else 0.0,
             "sent_usd": cache.sent_usd if cache.priced else None,
             "sent_usd_with_cache": cache.sent_usd_with_cache if cache.priced else None,
+            "provider_reported_turns": cache.reported_turns,
         },
     }
 

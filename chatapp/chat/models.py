@@ -152,6 +152,11 @@ class Message(models.Model):
     extractive = models.BooleanField(default=False)
     discarded = models.BooleanField(default=False)
     edited = models.BooleanField(default=False)
+    # An edited summary is a new message (records keep pointing at the exact text they sent); this is
+    # the summary it replaced, which is kept, discarded.
+    edited_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -210,6 +215,9 @@ class OptimizationRecord(models.Model):
     tokens_full = models.PositiveIntegerField()
     tokens_sent = models.PositiveIntegerField()
     provider_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Prompt tokens the provider served from its prompt cache (usage.prompt_tokens_details); null when
+    # the endpoint does not report it.
+    provider_cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     estimated = models.BooleanField(default=False)
     # [{"source_ids": [...], "origin": "verbatim|pinned|compressed|summary", "tokens": n}, ...] in send order.
     sent = models.JSONField(default=list)

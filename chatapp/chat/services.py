@@ -14,11 +14,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 import optimizer
 
 from .crypto import secret_encrypt
-from .models import Conversation, LLMConfig, Preference, UserSettings
+from .models import Conversation, LLMConfig, Preference, SummaryJob, UserSettings
 from .netguard import base_url_validate
 from .selectors import user_settings_get
 
@@ -396,3 +397,43 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
 
 def conversation_delete(*, conversation: Conversation) -> None:
     conversation.delete()
+
+
+def conversation_set_config(*, conversation: Conversation, llm_config: LLMConfig | None) -> Conversation:
+    """Switch the model of an existing conversation; None makes it follow the owner's default again.
+
+    The stored history, summaries and window are kept: the next request packs them against the new
+    config's budget, and the optimizer moves the window forward if the new budget is smaller. Stored
+    per-message token counts are not recomputed for the new model's tokenizer (that would mean reading
+    the whole history); the gauge marks counts for models unknown to the tokenizer as estimated.
+    """
+    if llm_config is not None and llm_config.owner_id != conversation.owner_id:
+        raise ValidationError({"llm_config": ["No such model configuration."]})
+    if conversation.llm_config_id == (llm_config.pk if llm_config is not None else None):
+        return conversation
+    conversation.llm_config = llm_config
+    # updated_at is left alone, as for a rename: the sidebar orders by activity, not by settings.
+    conversation.save(update_fields=["llm_config"])
+    return conversation
+
+
+# --- summary jobs: "Not now" ------------------------------------------------------------------------
+
+
+def summary_job_dismiss(*, job: SummaryJob) -> SummaryJob:
+    """Answer "Not now" to a "Context is NN% full — compact now?" question: the waiting job is cancelled.
+
+    Conditional on the job still waiting, so a dismissal racing "Compact now" (or the expiry sweep)
+    cannot cancel a job that has started. Cancelled jobs do not count against the daily quota, so a
+    later turn that still needs a summary asks again. Dismissing twice is harmless.
+    """
+    now = timezone.now()
+    dismissed = SummaryJob.objects.filter(pk=job.pk, status=SummaryJob.Status.AWAITING_CONFIRMATION).update(
+        status=SummaryJob.Status.CANCELLED, error="Not now: dismissed by the user.", finished_at=now
+    )
+    job.refresh_from_db()
+    if not dismissed and job.status != SummaryJob.Status.CANCELLED:
+        raise ValidationError(
+            {"status": [f"This summary is {job.get_status_display().lower()}; only a waiting one can be dismissed."]}
+        )
+    return job

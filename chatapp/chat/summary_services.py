@@ -91,15 +91,29 @@ def compact_command_parse(*, text: str) -> str | None:
     return (match.group("instructions") or "").strip()
 
 
-def _span_bounds(span: SummarySpan | None) -> tuple[int | None, int | None]:
+def _span_bounds(*, conversation: Conversation, span: SummarySpan | None) -> tuple[int | None, int | None]:
+    """Inclusive ids of the first and last message of the span the optimizer planned.
+
+    A span is every non-static message after `after_id` (exclusive; None: from the start) through
+    `through_id`. `span.ids` lists only the messages the request had in view (the web app passes a
+    partial view), and ids are global across conversations, so the first one is looked up: the first
+    live message of this conversation after `after_id` that is not in the static layer.
+    """
     if span is None:
         return None, None
-    first = None
-    if span.ids:
-        first = int(span.ids[0])
-    elif span.after_id is not None:
-        first = int(span.after_id) + 1
-    return first, int(span.through_id)
+    through = int(span.through_id)
+    live = Message.objects.filter(_live_chat(), conversation=conversation)
+    first_user_id = live.filter(role=Message.Role.USER).order_by("id").values_list("id", flat=True).first()
+    first = (
+        live.filter(id__gt=int(span.after_id) if span.after_id is not None else 0, id__lte=through)
+        .exclude(role=Message.Role.SYSTEM)
+        .exclude(pinned=True)
+        .exclude(id=first_user_id or 0)
+        .order_by("id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    return first, through
 
 
 def _clean_instructions(instructions: str) -> str:
@@ -133,7 +147,7 @@ def summary_job_request(
         confirm = UserSettings.objects.filter(user_id=conversation.owner_id, confirm_compaction=True).exists()
         if confirm:
             status = Status.AWAITING_CONFIRMATION
-    span_from_id, span_through_id = _span_bounds(span)
+    span_from_id, span_through_id = _span_bounds(conversation=conversation, span=span)
     try:
         with transaction.atomic():
             job = SummaryJob.objects.create(
@@ -320,6 +334,9 @@ def _span_plan(*, job: SummaryJob, conversation: Conversation) -> _Plan | None:
     upper = conversation.window_start_id
     if upper is None and job.span_through_id is not None:
         upper = job.span_through_id + 1
+    if job.trigger == Trigger.AHEAD and job.span_through_id is not None:
+        # Ahead of need: the span the next request will evict is still inside today's window.
+        upper = max(upper or 0, job.span_through_id + 1)
     if job.trigger == Trigger.MANUAL:
         recent_users = list(
             live.filter(role=Message.Role.USER)
@@ -375,14 +392,40 @@ class _ModelSummary:
     cost_usd: float | None = None
 
 
-def _model_summarize(*, target, msgs: list[Msg], previous: str | None, instructions: str) -> _ModelSummary:
-    """Fold the span into the previous summary with the model, one call per window-sized chunk."""
+def _lease_renew(*, job: SummaryJob) -> bool:
+    """Extend this delivery's lease before a long step (a model call may take LLM_TIMEOUT_SECONDS).
+
+    Conditional on the fencing token: False when another delivery has taken the job over (or it was
+    finished elsewhere), and then this one must stop instead of spending model calls for nothing.
+    """
+    lease = timezone.now() + timedelta(seconds=settings.SUMMARY_JOB_LEASE_SECONDS)
+    return bool(
+        SummaryJob.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts).update(
+            lease_expires_at=lease
+        )
+    )
+
+
+class _LeaseLostError(Exception):
+    """Another delivery owns the job now; this one stops without writing anything."""
+
+
+def _model_summarize(
+    *, job: SummaryJob, target, msgs: list[Msg], previous: str | None, instructions: str
+) -> _ModelSummary:
+    """Fold the span into the previous summary with the model, one call per window-sized chunk.
+
+    The job's lease is renewed before every call, so a long span on a slow model is not taken for a
+    dead worker by the sweep; raises _LeaseLostError if the job was taken over meanwhile.
+    """
     prev_tokens = optimizer.count_text(previous, model=target.model) if previous else 0
     limit = max(1024, int(target.context_window * _CHUNK_SHARE) - prev_tokens)
     result = _ModelSummary(text=previous or "", model=target.model)
     cost = 0.0
     priced = True
     for chunk in _chunks(msgs, limit=limit):
+        if not _lease_renew(job=job):
+            raise _LeaseLostError
         prompt = optimizer.build_summary_prompt(
             chunk, previous_summary=result.text or None, instructions=instructions, model=target.model
         )
@@ -445,11 +488,14 @@ def summary_job_run(*, job_id: int) -> SummaryRunOutcome:
     if not target.offline:
         try:
             model_result = _model_summarize(
+                job=job,
                 target=target,
                 msgs=msgs,
                 previous=previous_text,
                 instructions=job.instructions,
             )
+        except _LeaseLostError:
+            return SummaryRunOutcome(job_id=job_id, status="skipped", detail="another attempt took over")
         except (LLMError, _EmptySummaryError) as exc:
             reason = getattr(exc, "user_message", "") or str(exc)
             retryable = isinstance(exc, _EmptySummaryError) or bool(getattr(exc, "retryable", False))
@@ -573,6 +619,8 @@ def _summary_save(
             Conversation.objects.filter(
                 Q(window_start_id__isnull=True) | Q(window_start_id__lt=plan.upper_exclusive), pk=conversation.pk
             ).update(window_start_id=plan.upper_exclusive)
+        # Summaries actually written (model or extractive): what the selector's "N summaries so far" means.
+        Conversation.objects.filter(pk=conversation.pk).update(summary_count=F("summary_count") + 1)
         SummaryJob.objects.filter(pk=job.pk).update(
             summary=summary,
             status=status,
@@ -598,29 +646,75 @@ def summary_job_fail(*, job_id: int, reason: str) -> None:
 
 
 def summary_edit(*, summary: Message, content: str) -> Message:
-    """Replace a summary's text; the edited text is what the model sees next."""
+    """Replace the summary in use with an edited text; the edited text is what the model sees next.
+
+    The edit is a new summary message (same coverage, `edited`, `edited_from` the old one) and the
+    old one is discarded, never changed: optimization records point at the summary they sent, so
+    each record keeps rebuilding exactly what the model saw. Only the summary in use (the newest
+    one not discarded) can be edited — an older one no longer reaches the model.
+    """
     content = (content or "").strip()
     if not content:
         raise ValidationError({"content": ["A summary cannot be empty; discard it instead."]})
     if len(content) > settings.MAX_MESSAGE_CHARS:
         raise ValidationError({"content": [f"At most {settings.MAX_MESSAGE_CHARS:,} characters."]})
-    chat_target = llm_target_for(config=conversation_config(conversation=summary.conversation))
-    summary.content = content
-    summary.char_count = len(content)
-    summary.token_count = optimizer.count_message({"role": "system", "content": content}, model=chat_target.model)
-    summary.edited = True
-    summary.save(update_fields=["content", "char_count", "token_count", "edited", "updated_at"])
-    return summary
+    conversation = summary.conversation
+    chat_target = llm_target_for(config=conversation_config(conversation=conversation))
+    token_count = optimizer.count_message({"role": "system", "content": content}, model=chat_target.model)
+    with transaction.atomic():
+        # Locks the old summary so two edits at once cannot both replace it (the loser gets the error).
+        current = (
+            Message.objects.select_for_update()
+            .filter(pk=summary.pk, kind=Message.Kind.SUMMARY, discarded=False)
+            .first()
+        )
+        newer = Message.objects.filter(
+            conversation_id=summary.conversation_id, kind=Message.Kind.SUMMARY, discarded=False, id__gt=summary.pk
+        ).exists()
+        if current is None or newer:
+            raise ValidationError(
+                "Only the summary in use can be edited; this one was discarded or replaced by a newer one.",
+                code="not_current",
+            )
+        if current.content == content:
+            return current
+        edited = Message.objects.create(
+            conversation_id=current.conversation_id,
+            role=Message.Role.SYSTEM,
+            kind=Message.Kind.SUMMARY,
+            content=content,
+            token_count=token_count,
+            char_count=len(content),
+            model=current.model,
+            covers_from_id=current.covers_from_id,
+            covers_through_id=current.covers_through_id,
+            covered_message_count=current.covered_message_count,
+            source_chars=current.source_chars,
+            extractive=current.extractive,
+            edited=True,
+            edited_from=current,
+        )
+        Message.objects.filter(pk=current.pk).update(discarded=True, updated_at=timezone.now())
+    return edited
 
 
 def summary_discard(*, summary: Message) -> Message:
     """Stop using a summary: the conversation falls back to truncation; every message stays stored.
 
     Older summaries are discarded with it: they were folded into this one, and letting an older one
-    take over again would bring back what the user just rejected.
+    take over again would bring back what the user just rejected. So are its edits (an edit is a
+    newer message): discarding the text the user saw before editing discards the edited text too.
     """
+    ids = [summary.pk]
+    frontier = [summary.pk]
+    while frontier:
+        frontier = list(Message.objects.filter(edited_from_id__in=frontier).values_list("id", flat=True))
+        ids.extend(frontier)
     Message.objects.filter(
-        conversation_id=summary.conversation_id, kind=Message.Kind.SUMMARY, id__lte=summary.pk, discarded=False
+        Q(id__lte=summary.pk) | Q(id__in=ids),
+        conversation_id=summary.conversation_id,
+        kind=Message.Kind.SUMMARY,
+        discarded=False,
     ).update(discarded=True, updated_at=timezone.now())
     summary.refresh_from_db()
     return summary

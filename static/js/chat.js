@@ -26,7 +26,6 @@
   let lastGauge = null;
   let summaryApi = true; // false once the summary endpoints answer 404 (not deployed)
   let jobPoll = null;
-  let jobSeenActive = false;
   const pageLoadedAt = Date.now();
 
   /* ---------------- helpers ---------------- */
@@ -407,8 +406,9 @@
       markLastReply(asstEl);
     }
     setStreaming(false);
-    refreshGauge();
-    refreshJobs();
+    // The gauge first: a "compact now?" question quotes its percentage.
+    await refreshGauge();
+    refreshJobs({ restart: true });
     // The conversation moved to the top of the list (and may have a new title).
     if (!document.querySelector(".conv-rename")) refreshSidebar();
   }
@@ -424,7 +424,7 @@
     app.dataset.conversationId = String(conversationId);
     history.replaceState(null, "", `/c/${conversationId}/`);
     document.getElementById("conv-tools").hidden = false;
-    if (picker) picker.disabled = true; // a chat keeps the model it started with
+    if (picker) picker.dataset.current = picker.value;
     document.querySelectorAll("[data-dashboard-link]").forEach((a) => { a.href = `/c/${conversationId}/dashboard/`; });
     const renameBtn = document.querySelector('[data-action="rename-current"]');
     if (renameBtn) renameBtn.hidden = false;
@@ -662,6 +662,8 @@
       dl.append(reason);
     }
     if ("window_start_id" in g) placeWindowMarker(g.window_start_id, lastGauge.strategy);
+    // A pending "compact now?" question quotes the gauge: keep the two in step.
+    if (currentJob && currentJob.status === "awaiting" && !jobBanner.hidden) renderJob(currentJob);
   }
 
   function showDecision(ctx) {
@@ -715,72 +717,214 @@
 
   /* ---------------- summaries (issue 4) ---------------- */
 
+  const ACTIVE_JOB = ["pending", "queued", "running"];
+  const POLL_FIRST_MS = 1000;
+  const POLL_MAX_MS = 15000;
+  let pollDelay = POLL_FIRST_MS;
+  let currentJob = null; // newest job of this conversation, as last rendered
+  let watchedJobId = null; // a job seen active on this page: its end refreshes the chat in place
+  let jobsSeq = 0;
+
   function jobDuration(job) {
-    if (job.duration_ms) return job.duration_ms / 1000;
-    if (job.duration_s) return Number(job.duration_s);
+    if (job.duration_ms !== null && job.duration_ms !== undefined) return job.duration_ms / 1000;
     if (job.started_at && job.finished_at) return (Date.parse(job.finished_at) - Date.parse(job.started_at)) / 1000;
     return null;
   }
 
+  function formatSeconds(secs) {
+    if (secs < 10) return `${secs.toFixed(1)} s`;
+    if (secs < 90) return `${Math.round(secs)} s`;
+    return `${Math.floor(secs / 60)} min ${Math.round(secs % 60)} s`;
+  }
+
+  function gaugePercent() {
+    if (!lastGauge || !lastGauge.budget) return null;
+    const ratio = lastGauge.ratio !== undefined && lastGauge.ratio !== null
+      ? Number(lastGauge.ratio) : Number(lastGauge.tokens || 0) / Number(lastGauge.budget);
+    return Math.round(ratio * 100);
+  }
+
+  function bannerButton(label, action, cls = "btn btn--sm") {
+    const btn = el("button", cls, label);
+    btn.type = "button";
+    btn.dataset.action = action;
+    return btn;
+  }
+
+  function stateChip(text) {
+    return el("span", "job-state", text);
+  }
+
   function renderJob(job) {
+    currentJob = job;
     jobBanner.replaceChildren();
     jobBanner.className = "job-banner";
-    if (!job) { jobBanner.hidden = true; return; }
+    if (!job) { jobBanner.hidden = true; delete jobBanner.dataset.status; return; }
     const status = job.status;
+    // Finished jobs are news only if this page saw them run, or they ended moments before it loaded.
     const finishedAt = job.finished_at ? Date.parse(job.finished_at) : 0;
-    const recent = jobSeenActive || finishedAt > pageLoadedAt - 60000;
-    if (["queued", "running", "pending"].includes(status)) {
-      jobSeenActive = true;
+    const fresh = job.id === watchedJobId || finishedAt > pageLoadedAt - 60000;
+    const text = el("span", "job-text");
+    const actions = el("span", "job-actions");
+    if (ACTIVE_JOB.includes(status)) {
+      jobBanner.classList.add("is-active");
       jobBanner.append(el("span", "spinner"));
-      const words = status === "running" ? "Summarizing earlier messages in the background…"
-        : status === "pending" ? "Summary waiting for the job queue; it will start automatically."
-        : "Summary queued; the chat keeps working meanwhile.";
-      jobBanner.append(el("span", "", words));
+      const label = { pending: "Pending", queued: "Queued", running: "Running" }[status];
+      text.append(stateChip(label), document.createTextNode(
+        status === "running" ? "Summarizing earlier messages in the background…"
+          : status === "pending" ? "The job queue is unreachable; the summary starts as soon as it is back."
+            : "Summary queued — the chat keeps working meanwhile."));
+      if (job.instructions) text.append(el("span", "job-note", `Instructions: “${job.instructions}”`));
     } else if (status === "awaiting") {
       jobBanner.classList.add("is-ask");
-      const pct = lastGauge && lastGauge.budget ? Math.round((lastGauge.tokens / lastGauge.budget) * 100) : null;
-      jobBanner.append(icon("compress"), el("span", "", pct ? `Context is ${pct}% full — compact now?` : "The context is nearly full — compact now?"));
-      const btn = el("button", "btn btn--sm", "Compact now");
-      btn.type = "button";
-      btn.dataset.action = "compact";
-      jobBanner.append(btn);
-    } else if (status === "done" && recent) {
+      jobBanner.append(icon("compress"));
+      const pct = gaugePercent();
+      text.append(el("strong", "", pct !== null ? `Context is ${pct}% full — compact now?` : "The context is nearly full — compact now?"));
+      text.append(el("span", "job-note", "A summary of the earlier messages would replace them; until then the oldest turns are truncated."));
+      actions.append(bannerButton("Not now", "not-now", "btn btn--sm btn--ghost"), bannerButton("Compact now", "compact", "btn btn--sm btn--primary"));
+    } else if (status === "done" && fresh) {
       jobBanner.classList.add("is-done");
+      jobBanner.append(icon("check"));
       const secs = jobDuration(job);
-      jobBanner.append(icon("check"), el("span", "",
-        `Summary ready${secs !== null ? ` (took ${secs.toFixed(1)} s)` : ""} — the model uses it from your next message.`));
-      const link = el("button", "btn btn--sm btn--ghost", "Show it");
-      link.type = "button";
-      link.dataset.action = "reload";
-      jobBanner.append(link);
-    } else if (status === "failed" && recent) {
+      text.append(stateChip("Done"), document.createTextNode(
+        `Summary ready${secs !== null ? ` in ${formatSeconds(secs)}` : ""}${job.extractive ? " (extractive)" : ""} — the model uses it from your next message.`));
+      if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
+    } else if (status === "failed" && fresh) {
       jobBanner.classList.add("is-failed");
-      jobBanner.append(icon("alert"), el("span", "", `Summary failed: ${job.error || "unknown reason"}. The chat falls back to truncation.`));
+      jobBanner.append(icon("alert"));
+      text.append(stateChip("Failed"), document.createTextNode(`Summary failed: ${job.error || "unknown reason"}. `));
+      text.append(el("span", "job-note", job.summary_id
+        ? "An extractive summary stands in meanwhile."
+        : "The chat falls back to truncation; nothing is lost."));
+      if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
+    } else if (status === "cancelled" && job.id === watchedJobId) {
+      jobBanner.classList.add("is-muted");
+      jobBanner.append(icon("compress"));
+      text.append(stateChip("Cancelled"), document.createTextNode(job.error || "Nothing to summarize yet."));
     } else {
       jobBanner.hidden = true;
+      delete jobBanner.dataset.status;
       return;
     }
-    if (status === "done" || status === "failed") {
+    jobBanner.dataset.status = status;
+    jobBanner.dataset.jobId = String(job.id);
+    jobBanner.append(text);
+    if (!["awaiting", ...ACTIVE_JOB].includes(status)) {
       const close = el("button", "icon-btn icon-btn--sm");
       close.type = "button";
       close.dataset.action = "dismiss-job";
-      close.setAttribute("aria-label", "Dismiss");
+      close.setAttribute("aria-label", "Close");
+      close.title = "Close";
       close.append(icon("close"));
-      jobBanner.append(close);
+      actions.append(close);
     }
+    if (actions.childNodes.length) jobBanner.append(actions);
     jobBanner.hidden = false;
   }
 
-  async function refreshJobs() {
+  /** Polls the job list while a job is active, backing off (1 s → 15 s); stops when nothing runs. */
+  async function refreshJobs({ restart = false } = {}) {
     if (!conversationId || !summaryApi) return;
-    const res = await api(`/api/conversations/${conversationId}/summary-jobs/`);
+    if (restart) pollDelay = POLL_FIRST_MS;
+    clearTimeout(jobPoll);
+    jobPoll = null;
+    const seq = ++jobsSeq;
+    const res = await api(`/api/conversations/${conversationId}/summary-jobs/?limit=1`);
+    if (seq !== jobsSeq) return; // a newer refresh is under way
     if (res.status === 404) { summaryApi = false; return; }
-    if (!res.ok || !res.data) return;
+    if (!res.ok || !res.data) {
+      // A failed poll (server restarting, network blip) is retried later, never given up silently.
+      if (watchedJobId) jobPoll = setTimeout(refreshJobs, pollDelay);
+      pollDelay = Math.min(pollDelay * 2, POLL_MAX_MS);
+      return;
+    }
     const jobs = Array.isArray(res.data) ? res.data : res.data.results || [];
     const job = jobs.length ? jobs.reduce((a, b) => (Number(b.id) > Number(a.id) ? b : a)) : null;
+    const finished = job && job.id === watchedJobId && !ACTIVE_JOB.includes(job.status);
+    if (job && ACTIVE_JOB.includes(job.status)) watchedJobId = job.id;
     renderJob(job);
-    clearTimeout(jobPoll);
-    if (job && ["queued", "running", "pending"].includes(job.status)) jobPoll = setTimeout(refreshJobs, 2000);
+    if (job && ACTIVE_JOB.includes(job.status)) {
+      jobPoll = setTimeout(refreshJobs, pollDelay);
+      pollDelay = Math.min(Math.round(pollDelay * 1.6), POLL_MAX_MS);
+    } else {
+      pollDelay = POLL_FIRST_MS;
+    }
+    if (finished) await jobFinished(job);
+  }
+
+  /** A job this page watched has ended: show its summary and the new gauge without reloading. */
+  async function jobFinished(job) {
+    if (job.summary_id) {
+      const res = await api(`/api/summaries/${job.summary_id}/`);
+      if (res.ok && res.data) showSummary(res.data);
+    }
+    await refreshGauge();
+    if (job.status === "done") announce("The summary is ready.");
+    else if (job.status === "failed") announce(`The summary failed: ${job.error || ""}`);
+  }
+
+  function summaryMeta(m) {
+    const parts = [];
+    if (m.covered_message_count) parts.push(`covers ${m.covered_message_count} message${m.covered_message_count === 1 ? "" : "s"}`);
+    if (m.extractive) parts.push("extractive");
+    else if (m.model) parts.push(m.model);
+    if (m.edited) parts.push("edited");
+    return parts.join(" · ");
+  }
+
+  /** The timeline marker of a summary, built from the API's message (its html is sanitized by the server). */
+  function buildSummaryMarker(m) {
+    const marker = el("details", `summary-marker${m.discarded ? " is-discarded" : ""}`);
+    marker.id = `m-${m.id}`;
+    marker.dataset.id = String(m.id);
+    marker.dataset.kind = "summary";
+    if (m.covers_through_id) marker.dataset.coversThrough = String(m.covers_through_id);
+    const head = el("summary");
+    const chevron = icon("chevron");
+    chevron.classList.add("chevron");
+    head.append(icon("compress"),
+      el("span", "summary-marker-title", m.discarded ? "Discarded summary" : "Summary takes over here"),
+      el("span", "summary-marker-meta", summaryMeta(m)), chevron);
+    const body = el("div", "summary-body");
+    const content = el("div", "md summary-content");
+    content.innerHTML = m.html || ""; // server-rendered and sanitized
+    body.append(content);
+    if (!m.discarded) {
+      const tools = el("div", "summary-tools");
+      const edit = bannerButton("", "edit-summary", "btn btn--ghost btn--sm");
+      edit.append(icon("edit"), document.createTextNode("Edit"));
+      const discard = bannerButton("", "discard-summary", "btn btn--ghost btn--sm btn--danger-text");
+      discard.append(icon("trash"), document.createTextNode("Discard"));
+      tools.append(edit, discard);
+      const source = el("textarea", "summary-source");
+      source.hidden = true;
+      source.value = m.content || "";
+      body.append(tools, source);
+    }
+    marker.append(head, body);
+    enhance(marker);
+    return marker;
+  }
+
+  function showSummary(m) {
+    const marker = buildSummaryMarker(m);
+    const existing = document.getElementById(`m-${m.id}`);
+    if (existing) {
+      marker.open = existing.open;
+      existing.replaceWith(marker);
+    } else {
+      messagesEl.append(marker);
+    }
+    placeWindowMarker(lastGauge ? lastGauge.window_start_id : app.dataset.windowStart, lastGauge && lastGauge.strategy);
+    return marker;
+  }
+
+  function revealSummary(id) {
+    const marker = document.getElementById(`m-${id}`);
+    if (!marker) return false;
+    marker.open = true;
+    marker.scrollIntoView({ block: "center", behavior: "smooth" });
+    return true;
   }
 
   async function compactNow(instructions) {
@@ -791,11 +935,28 @@
       return;
     }
     if (!res.ok) { toast(errorText(res.data, res.status), "error", 6000); return; }
-    toast(instructions ? "Compacting with your instructions…" : "Compacting earlier messages…");
+    // The status line below says what happens next; no toast on top of it.
+    announce(instructions ? "Compacting with your instructions." : "Compacting earlier messages.");
     summaryApi = true;
-    jobSeenActive = true;
-    if (res.data && res.data.status) renderJob(res.data);
-    refreshJobs();
+    if (res.data && res.data.id) {
+      watchedJobId = res.data.id;
+      renderJob(res.data);
+    }
+    refreshJobs({ restart: true });
+  }
+
+  async function dismissAwaiting() {
+    const jobId = jobBanner.dataset.jobId;
+    if (!conversationId || !jobId) return;
+    const res = await api(`/api/conversations/${conversationId}/summary-jobs/${jobId}/dismiss/`, { method: "POST" });
+    if (!res.ok) {
+      // It started meanwhile (another tab said yes): show what it is doing instead.
+      toast(errorText(res.data, res.status), "error", 5000);
+      refreshJobs({ restart: true });
+      return;
+    }
+    renderJob(null);
+    toast("Not now: older turns keep being truncated. Compact any time with /compact or from the gauge.", "info", 5000);
   }
 
   /* ---------------- pins, copy, summaries edit ---------------- */
@@ -822,16 +983,33 @@
       if (dialog.returnValue !== "ok") return;
       const res = await api(`/api/summaries/${marker.dataset.id}/`, { method: "PATCH", body: { content: area.value } });
       if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
-      window.location.reload();
+      // An edit may be stored as a new summary that replaces (and discards) the one edited.
+      if (res.data && Number(res.data.id) !== Number(marker.dataset.id)) markSummaryDiscarded(marker);
+      showSummary(res.data).open = true;
+      toast("Summary saved: the model sees your text from the next message.");
+      refreshGauge();
     }, { once: true });
+  }
+
+  function markSummaryDiscarded(marker) {
+    marker.classList.add("is-discarded");
+    marker.querySelector(".summary-marker-title").textContent = "Discarded summary";
+    marker.querySelectorAll(".summary-tools, .summary-source").forEach((n) => n.remove());
   }
 
   async function discardSummary(marker) {
     const ok = await confirmAction("Discard this summary? The chat falls back to truncation; no message is deleted.", "Discard");
     if (!ok) return;
-    const res = await api(`/api/summaries/${marker.dataset.id}/`, { method: "DELETE" });
+    const id = Number(marker.dataset.id);
+    const res = await api(`/api/summaries/${id}/`, { method: "DELETE" });
     if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
-    window.location.reload();
+    showSummary(res.data);
+    // Older summaries were folded into this one and are discarded with it (see summary_discard).
+    messagesEl.querySelectorAll(".summary-marker:not(.is-discarded)").forEach((older) => {
+      if (Number(older.dataset.id) <= id) markSummaryDiscarded(older);
+    });
+    toast("Summary discarded: the chat falls back to truncation.");
+    refreshGauge();
   }
 
   async function loadEarlier(btn) {
@@ -871,11 +1049,31 @@
   }
 
   const picker = document.getElementById("model-select");
-  if (picker) {
-    picker.addEventListener("change", () => {
-      input.placeholder = `Message ${picker.selectedOptions[0].textContent}…`;
-    });
+
+  /** The header's model selector: picks the model of a new chat, or switches an existing one. */
+  async function switchModel() {
+    const option = picker.selectedOptions[0];
+    const previous = picker.dataset.current;
+    if (!conversationId) {
+      input.placeholder = `Message ${option.textContent}…`;
+      return;
+    }
+    picker.disabled = true;
+    const res = await api(`/api/conversations/${conversationId}/`, { method: "PATCH", body: { llm_config: Number(picker.value) } });
+    picker.disabled = false;
+    if (!res.ok) {
+      picker.value = previous;
+      toast(errorText(res.data, res.status), "error", 5000);
+      return;
+    }
+    picker.dataset.current = picker.value;
+    input.placeholder = `Message ${option.textContent}…`;
+    toast(`Switched to ${option.textContent}: your next message goes to it.`);
+    // The budget follows the new model's window.
+    await refreshGauge();
+    if (currentJob && currentJob.status === "awaiting") renderJob(currentJob);
   }
+  if (picker) picker.addEventListener("change", switchModel);
 
   /* ---------------- composer ---------------- */
 
@@ -986,7 +1184,16 @@
         break;
       case "dismiss-job":
         jobBanner.hidden = true;
-        jobSeenActive = false;
+        watchedJobId = null;
+        break;
+      case "not-now":
+        target.disabled = true;
+        await dismissAwaiting();
+        break;
+      case "show-summary":
+        if (currentJob && currentJob.summary_id && !revealSummary(currentJob.summary_id)) {
+          window.location.href = `/c/${conversationId}/#m-${currentJob.summary_id}`;
+        }
         break;
       case "jump-bottom":
         scrollToBottom(true);
@@ -1050,8 +1257,7 @@
   scrollToBottom(true);
   autosize();
   if (conversationId) {
-    refreshGauge();
-    refreshJobs();
+    refreshGauge().then(() => refreshJobs());
     revealHash();
     window.addEventListener("hashchange", revealHash);
   }

@@ -199,3 +199,37 @@ def test_a_website_instead_of_an_api_is_explained(fake):
     assert info.value.kind == "bad_request" and "not with a chat completion" in info.value.user_message
     ok, message = llm.llm_test_connection(target=target)
     assert ok is False and message
+
+
+def test_model_calls_skip_the_sdks_request_body_transform(fake, monkeypatch):
+    """The request path posts plain JSON: the SDK's typed transform of every message (create())
+    costs ~7x the CPU of the rest of the call on long contexts, on the event loop all chats share."""
+    from openai.resources.chat.completions import completions as sdk
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("chat.completions.create() transform used")
+
+    monkeypatch.setattr(sdk, "maybe_transform", forbidden)
+    monkeypatch.setattr(sdk, "async_maybe_transform", forbidden)
+    target = make_target(fake.base_url, "fake-echo")
+
+    events, error = run_stream(target, MESSAGES)
+    assert error is None and _text(events) == echo_reply(MESSAGES)
+    assert isinstance(events[-1], llm.Usage) and events[-1].prompt_tokens > 0
+    completion = llm.llm_complete(target=target, messages=MESSAGES)
+    assert completion.text == echo_reply(MESSAGES) and completion.prompt_tokens > 0
+    ok, _ = llm.llm_test_connection(target=make_target(fake.base_url_without_models, "fake-echo"))
+    assert ok
+    # Same wire format as create(): the key in the Authorization header, the body as built.
+    assert all(r.api_key == SECRET_KEY_VALUE for r in fake.completions)
+    assert fake.completions[0].body["stream_options"] == {"include_usage": True}
+
+
+def test_usage_without_cache_details_reports_no_cached_figure():
+    from types import SimpleNamespace
+
+    bare = llm._usage_from(SimpleNamespace(prompt_tokens=50, completion_tokens=5, prompt_tokens_details=None))
+    assert bare.cached_tokens is None  # unknown, not "nothing cached": the dashboard then estimates
+    detailed = SimpleNamespace(prompt_tokens=50, completion_tokens=5,
+                               prompt_tokens_details=SimpleNamespace(cached_tokens=0))
+    assert llm._usage_from(detailed).cached_tokens == 0

@@ -124,6 +124,8 @@ class StreamResult:
     headers: dict[str, str]
     events: list[tuple[str, dict]] = field(default_factory=list)
     body: Any = None
+    # SSE comment lines (keep-alives), with the number of events received before each one.
+    comments: list[tuple[int, str]] = field(default_factory=list)
 
     def named(self, name: str) -> list[dict]:
         return [data for event, data in self.events if event == name]
@@ -141,14 +143,15 @@ OnEvent = Callable[[AsyncClient, str, dict], Awaitable[None]]
 
 
 def post_stream(user, path: str, payload: Any = None, *, raw: str | None = None,
-                on_event: OnEvent | None = None) -> StreamResult:
+                on_event: OnEvent | None = None, accept: str | None = None) -> StreamResult:
     """POST through Django's ASGI request path (AsyncClient) and read the SSE body as it streams."""
 
     async def run() -> StreamResult:
         client = AsyncClient()
         await client.aforce_login(user)
         body = raw if raw is not None else json.dumps(payload if payload is not None else {})
-        response = await client.post(path, data=body, content_type="application/json")
+        headers = {"Accept": accept} if accept is not None else None
+        response = await client.post(path, data=body, content_type="application/json", headers=headers)
         headers = {k.lower(): v for k, v in response.headers.items()}
         if not response.streaming:
             return StreamResult(response.status_code, headers, body=json.loads(response.content or b"null"))
@@ -158,6 +161,9 @@ def post_stream(user, path: str, payload: Any = None, *, raw: str | None = None,
             buffer += chunk
             while b"\n\n" in buffer:
                 block, buffer = buffer.split(b"\n\n", 1)
+                if block.startswith(b":"):
+                    result.comments.append((len(result.events), block[1:].decode().strip()))
+                    continue
                 event = parse_sse_block(block)
                 result.events.append(event)
                 if on_event is not None:

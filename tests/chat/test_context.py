@@ -150,34 +150,3 @@ def test_gauge_reports_next_request_tokens_against_budget(conversation, chat_use
     assert gauge["tokens"] == conversation.live_token_count + 3
     assert gauge["ratio"] == pytest.approx(gauge["tokens"] / budget, abs=1e-3)
     assert gauge["strategy"] == "none"
-
-
-def test_summarize_decision_requests_a_summary_job_after_commit(
-    chat_user, fake_openai, monkeypatch, django_capture_on_commit_callbacks
-):
-    from chatapp.chat import summary_services
-
-    calls: list[dict] = []
-    monkeypatch.setattr(summary_services, "summary_job_request", lambda **kw: calls.append(kw))
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
-    UserSettings.objects.update_or_create(user=chat_user, defaults={"preference": "quality"})
-    ids = seed_messages(conversation, 600, model="gpt-4o-mini")
-
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        turn = chat_turn_start(user=chat_user, conversation=conversation, content="and the plan?")
-    assert not calls, "the job is requested only once the turn is committed"
-    for callback in callbacks:
-        callback()
-
-    record = OptimizationRecord.objects.get(pk=turn.record_id)
-    assert record.strategy == "summarize"
-    assert len(calls) == 1
-    call = calls[0]
-    assert call["trigger"] == "auto" and call["conversation"].pk == conversation.pk
-    span = call["span"]
-    assert span.after_id is None and int(span.through_id) < conversation.window_start_id
-    # Bounds by id: with no summary yet the span runs from the start (the job re-reads by id).
-    assert all(ids[1] <= int(i) < conversation.window_start_id for i in span.ids)
-    conversation.refresh_from_db()
-    assert conversation.summary_count == 1 and conversation.truncation_count == 0

@@ -281,8 +281,9 @@ def test_provider_prompt_cache_lowers_the_sent_cost(chat_user, fake_openai):
     fake_openai.reset()
     assert send(chat_user, conversation, "first").names[-1] == "done"
     assert send(chat_user, conversation, "second").names[-1] == "done"
-    record = OptimizationRecord.objects.filter(conversation=conversation).latest("id")
-    cached = record.stats["provider_cached_tokens"]
+    first, record = OptimizationRecord.objects.filter(conversation=conversation).order_by("id")
+    assert first.provider_cached_tokens == 0  # reported by the endpoint: nothing cached yet
+    cached = record.provider_cached_tokens
     assert 0 < cached <= record.tokens_sent
     uncached = optimizer.cost_usd("gpt-4o-mini", prompt_tokens=record.tokens_sent)
     assert float(record.cost_sent_usd) == pytest.approx(
@@ -310,3 +311,49 @@ def test_done_gauge_is_what_the_next_request_will_send(chat_user, fake_openai, h
     user_tokens = Message.objects.get(pk=start["user_message"]["id"]).token_count
     if not start["context"]["triggered"]:
         assert start["context"]["tokens"] == gauge["tokens"] + user_tokens
+
+
+def test_silent_model_gets_keep_alive_comments_between_events(chat_user, conversation, echo_config, settings):
+    # The model waits 300 ms before each chunk; keep-alives are due after 50 ms of silence.
+    settings.SSE_KEEPALIVE_SECONDS = 0.05
+    _use_model(echo_config, "slow-300")
+    state: dict = {}
+
+    async def stop_after_two_deltas(client, name, data):
+        if name == "start":
+            state["reply"] = data["assistant_message"]["id"]
+        elif name == "delta" and not state.get("stopped"):
+            state["deltas"] = state.get("deltas", 0) + 1
+            if state["deltas"] == 2:
+                state["stopped"] = (await client.post(f"/api/messages/{state['reply']}/stop/")).status_code
+
+    result = send(chat_user, conversation, "think before you answer", on_event=stop_after_two_deltas)
+    assert result.names[0] == "start" and result.names[-1] == "error"  # stopped: the stream stayed parseable
+    assert result.comments and {text for _, text in result.comments} == {"keep-alive"}
+    # Sent while the model was silent: after `start`, before the reply ended.
+    assert all(1 <= position < len(result.events) for position, _ in result.comments)
+
+
+def test_fast_model_gets_no_keep_alive(chat_user, conversation):
+    assert send(chat_user, conversation, "hello").comments == []
+
+
+def test_event_stream_accept_header_is_accepted_and_errors_stay_json(chat_user, intruder, conversation):
+    stream = "text/event-stream"
+    sent = send(chat_user, conversation, "hello", accept=stream)
+    assert sent.status == 200 and sent.names[-1] == "done"
+    assert sent.headers["content-type"].startswith("text/event-stream")
+    reply_id = sent.named("done")[0]["message"]["id"]
+    regenerated = post_stream(chat_user, f"/api/messages/{reply_id}/regenerate/", accept=stream)
+    assert regenerated.status == 200 and regenerated.names[-1] == "done"
+    user_id = sent.named("start")[0]["user_message"]["id"]
+    retried = post_stream(chat_user, f"/api/messages/{user_id}/retry/", accept=stream)
+    assert retried.status == 400 and retried.headers["content-type"] == "application/json"
+    assert "Regenerate" in retried.body["detail"]
+
+    empty = send(chat_user, conversation, "  ", accept=stream)
+    assert empty.status == 400 and empty.headers["content-type"] == "application/json" and empty.body["detail"]
+    assert post_stream(intruder, f"/api/conversations/{conversation.pk}/messages/", {"content": "x"},
+                       accept=stream).status == 404
+    # Clients that accept neither are still refused.
+    assert send(chat_user, conversation, "hello", accept="image/png").status == 406

@@ -182,6 +182,50 @@ def test_summarize_now_covers_the_evicted_history():
     assert sent_tokens(r) == r.stats["tokens_after"] <= 4000 // 2
 
 
+@pytest.mark.parametrize("preference", ["fast", "balanced", "quality"])
+def test_a_summary_is_sent_whatever_the_strategy(preference):
+    # The app after a manual compaction: the stored window has moved past what the summary covers,
+    # and the request is packed from a partial view (static layer + window) with history totals.
+    full = conversation(6)  # system, 6 rounds, the final question: 14 messages
+    text = "[Conversation summary \u2014 covers messages 2\u20138]\nUser: my cat is called Pixel."
+    summary = Summary(id="s", content=text, through_id="a3")
+    view = [full[0], full[1], *full[[m.id for m in full].index("u4"):]]
+    totals = HistoryTotals(messages=len(full), chars=sum(len(m.content) for m in full),
+                           tokens=sum(m.tokens for m in full))
+    r = pack(view, budget=8000, preference=preference, model=MODEL, window_start="u4", summary=summary,
+             history=totals)
+    assert [p.origin for p in r.messages].count("summary") == 1
+    assert r.messages[2].content == text and r.stats["summary_used"]
+    assert ids(r) == ["sys", "u0", "u4", "a4", "u5", "a5", "q"]
+    assert sent_tokens(r) == r.stats["tokens_after"] <= 8000
+    if r.stats["strategy_chosen"] == "truncate":  # truncation never asks for another summary
+        assert r.summary_span is None and not r.stats["summary_needed"]
+
+
+def test_truncate_uses_a_summary_that_fits_and_only_summarize_asks_for_more():
+    msgs = conversation(60)
+    text = "[Conversation summary \u2014 covers 40 messages, 9,000 \u2192 300 characters]\nUser: cat Pixel."
+    summary = Summary(id="s1", content=text, through_id="a19")
+    fast = pack(msgs, budget=4000, preference="fast", model=MODEL, summary=summary)
+    assert fast.stats["strategy_chosen"] == "truncate"
+    assert [p.origin for p in fast.messages][:3] == ["verbatim", "verbatim", "summary"]
+    assert fast.summary_span is None and fast.stats["summary_used"]
+    quality = pack(msgs, budget=4000, preference="quality", model=MODEL, summary=summary)
+    assert quality.summary_span is not None and quality.summary_span.after_id == "a19"
+    assert sent_tokens(fast) == fast.stats["tokens_after"] <= 4000
+
+
+def test_a_summary_too_large_to_fit_gives_its_messages_back_to_the_window():
+    msgs = conversation(60)
+    text = "[Conversation summary \u2014 covers 110 messages]\n" + "a very long summary " * 1200
+    summary = Summary(id="s1", content=text, through_id="a55")
+    r = pack(msgs, budget=4000, preference="fast", model=MODEL, summary=summary)
+    assert not r.stats["summary_used"] and all(p.origin != "summary" for p in r.messages)
+    pos = [m.id for m in msgs]
+    assert pos.index(r.window_start) < pos.index("u56")  # the window is chosen as if no summary existed
+    assert sent_tokens(r) == r.stats["tokens_after"] <= 4000
+
+
 def test_partial_view_with_history_totals():
     full = conversation(60)
     first = pack(full, budget=4000, preference="fast", model=MODEL)

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from optkit import MODEL, msg, refeed, shape
 
-from optimizer import ContextTooLargeError, HistoryTotals, count_messages, extractive_summary, pack
+from optimizer import ContextTooLargeError, HistoryTotals, Summary, count_messages, extractive_summary, pack
 
 # shrinking these inputs is slow and the failing example is readable enough without it
 SHRINK_LIMITED = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
@@ -116,3 +116,28 @@ def test_window_state_properties(msgs, budget, pref, data):
     partial = pack(view, budget=budget, preference=pref, model=MODEL, window_start=start, history=totals)
     assert shape(partial.messages) == shape(result.messages)
     assert partial.window_start == result.window_start
+
+
+@settings(max_examples=100, deadline=None, phases=SHRINK_LIMITED, suppress_health_check=[HealthCheck.too_slow])
+@given(msgs=conversations(), budget=st.integers(150, 6000), pref=st.sampled_from(["fast", "balanced", "quality"]),
+       data=st.data())
+def test_summary_properties(msgs, budget, pref, data):
+    """With a summary passed (any coverage, any length), every rule still holds whatever the strategy;
+    the summary is sent as one system message or not at all, and only summarize asks for another."""
+    through = data.draw(st.sampled_from([m.id for m in msgs]))
+    words = data.draw(st.integers(1, 600))
+    summary = Summary(id="s", content="[Conversation summary \u2014 covers some messages]\n" + "gist " * words,
+                      through_id=through)
+    try:
+        result = pack(msgs, budget=budget, preference=pref, model=MODEL, summary=summary)
+    except ContextTooLargeError as exc:
+        assert exc.needed > budget
+        return
+    check(msgs, budget, result)
+    sent = [p for p in result.messages if p.origin == "summary"]
+    assert len(sent) <= 1 and all(p.role == "system" and p.content == summary.content for p in sent)
+    assert result.stats["summary_used"] == bool(sent)
+    if result.stats["strategy_chosen"] != "summarize":
+        assert result.summary_span is None
+    again = pack(msgs, budget=budget, preference=pref, model=MODEL, summary=summary)
+    assert shape(again.messages) == shape(result.messages) and again.stats == result.stats

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +43,10 @@ elif not _default_db.get("TEST", {}).get("NAME"):
     _default_db.setdefault("TEST", {})["NAME"] = f"test_{_default_db['NAME']}_{os.getpid()}"
 
 BROKERS = ["filesystem"] + (["redis"] if os.environ.get("REDIS_URL") else [])
+# A redis-server of the test's own, for tests that stop and restart the broker (never the shared one).
+PRIVATE_REDIS = pytest.param(
+    "private-redis", marks=pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")
+)
 
 
 def wait_for(
@@ -151,12 +157,67 @@ def celery_use_broker(*, url: str, options: dict) -> None:
     celery_app.amqp._producer_pool = None
 
 
+class PrivateRedis:
+    """`redis-server` on a free port in its own process group, without persistence, which a test may
+    stop and start again on the same port. Fault tests stop this one, never the machine's Redis."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self) -> PrivateRedis:
+        self.starts += 1
+        log = (self.folder / f"redis-{self.starts}.log").open("wb")
+        self.proc = subprocess.Popen(
+            [
+                "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--daemonize", "no", "--dir", str(self.folder),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        wait_for(self._answers, timeout=15, what=f"redis-server on port {self.port}")
+        return self
+
+    def _answers(self) -> bool:
+        import redis
+
+        if self.proc is not None and self.proc.poll() is not None:
+            pytest.fail(f"redis-server exited with {self.proc.returncode}")
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
+        try:
+            return bool(client.ping())
+        except redis.ConnectionError:
+            return False
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
 class Broker:
-    def __init__(self, kind: str, tmp: Path) -> None:
-        self.kind = kind
+    def __init__(self, kind: str, tmp: Path, *, private_redis: PrivateRedis | None = None) -> None:
+        self.kind = "redis" if kind == "private-redis" else kind
+        self.private_redis = private_redis
         self.queue = f"summaries-test-{uuid.uuid4().hex[:10]}"
-        if kind == "redis":
-            self.url = os.environ["REDIS_URL"]
+        if self.kind == "redis":
+            self.url = private_redis.url if private_redis is not None else os.environ["REDIS_URL"]
             # Short visibility timeout: a message whose worker was killed comes back within seconds.
             self.options = {
                 "visibility_timeout": 3,
@@ -179,7 +240,7 @@ class Broker:
             }
         self.var_dir = tmp / "var"
         self.var_dir.mkdir(exist_ok=True)
-        if kind == "filesystem":
+        if self.kind == "filesystem":
             # The worker's settings derive the broker folder from its var dir.
             (self.var_dir / "celery-broker").symlink_to(tmp / "broker")
 
@@ -273,13 +334,18 @@ class Worker:
 
 @pytest.fixture(params=BROKERS)
 def broker(request, tmp_path, settings) -> Iterator[Broker]:
-    broker = Broker(request.param, tmp_path)
+    """The broker of one test: the filesystem one, the shared Redis (REDIS_URL, a private queue), or
+    with `@pytest.mark.parametrize("broker", [PRIVATE_REDIS], indirect=True)` a private redis-server."""
+    private = PrivateRedis(tmp_path / "redis").start() if request.param == "private-redis" else None
+    broker = Broker(request.param, tmp_path, private_redis=private)
     settings.CELERY_SUMMARY_QUEUE = broker.queue
     saved = (celery_app.conf.broker_url, dict(celery_app.conf.broker_transport_options or {}))
     celery_use_broker(url=broker.url, options=broker.options)
     yield broker
     celery_use_broker(url=saved[0], options=saved[1])
-    if broker.kind == "redis":
+    if private is not None:
+        private.stop()
+    elif broker.kind == "redis":
         _redis_forget_queue(broker)
 
 

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from chatapp.chat import summary_services
 from chatapp.chat.context import context_load
-from chatapp.chat.models import Message, SummaryJob, UserSettings
+from chatapp.chat.models import LLMConfig, Message, SummaryJob, UserSettings
 from chatapp.chat.summary_selectors import summary_current, summary_quota_remaining
 from chatapp.chat.summary_services import (
     compact_command_parse,
@@ -181,16 +181,33 @@ def test_edit_and_discard(owner, long_conversation, published):
     job = summary_job_request(conversation=conversation, trigger="auto")
     summary_job_run(job_id=job.pk)
     summary = summary_current(conversation=conversation)
-    before = summary.token_count
-    edited = summary_edit(summary=summary, content="[Conversation summary — edited]\n\nOnly INV-1003 matters. " * 5)
-    assert edited.edited and edited.token_count != before
+    original = summary.content
+    text = "[Conversation summary — edited]\n\nOnly INV-1003 matters. " * 5
+    edited = summary_edit(summary=summary, content=text)
+    # A new summary with the same coverage replaces the old one, which is kept unchanged (discarded),
+    # so a record that sent the old text still points at exactly that text.
+    assert edited.pk != summary.pk and edited.edited and edited.edited_from_id == summary.pk
+    assert edited.content == text.strip() and edited.token_count != summary.token_count
+    assert (edited.covers_from_id, edited.covers_through_id, edited.covered_message_count) == (
+        summary.covers_from_id, summary.covers_through_id, summary.covered_message_count
+    )
+    old = Message.objects.get(pk=summary.pk)
+    assert old.content == original and old.discarded and not old.edited
+    assert summary_current(conversation=conversation).pk == edited.pk
     assert context_load(conversation=conversation).summary.content == edited.content
     with pytest.raises(Exception, match="empty"):
-        summary_edit(summary=summary, content="   ")
-    summary_discard(summary=summary)
+        summary_edit(summary=edited, content="   ")
+    with pytest.raises(Exception, match="Only the summary in use"):
+        summary_edit(summary=old, content="resurrect the old one")
+    # Editing again replaces the edit; the rolling summarizer folds the newest text.
+    again = summary_edit(summary=edited, content="Only INV-1004 matters.")
+    assert summary_current(conversation=conversation).pk == again.pk
+    assert Message.objects.get(pk=edited.pk).discarded
+    summary_discard(summary=again)
     assert summary_current(conversation=conversation) is None
     assert context_load(conversation=conversation).summary is None
-    assert Message.objects.filter(pk=summary.pk, discarded=True).exists()  # kept, not deleted
+    assert Message.objects.filter(pk=again.pk, discarded=True).exists()  # kept, not deleted
+    assert Message.objects.filter(conversation=conversation, kind="summary").count() == 3
 
 
 def test_sweep_publishes_pending_and_stale_jobs_and_expires_questions(owner, long_conversation, published, settings):
@@ -254,6 +271,9 @@ def test_api_compact_jobs_edit_discard_and_ownership(owner, long_conversation, p
 
     edited = api.patch(f"/api/summaries/{summary_id}/", {"content": "Short summary."}, format="json")
     assert edited.status_code == 200 and edited.json()["edited"] is True
+    assert edited.json()["id"] != summary_id == Message.objects.get(pk=edited.json()["id"]).edited_from_id
+    stale = api.patch(f"/api/summaries/{summary_id}/", {"content": "Again."}, format="json")
+    assert stale.status_code == 400 and "in use" in str(stale.json())
     assert api.patch(f"/api/summaries/{summary_id}/", {"content": ""}, format="json").status_code == 400
 
     mallory = _client(get_user_model().objects.create_user(username="mallory", password="x-long-password-1"))
@@ -264,8 +284,10 @@ def test_api_compact_jobs_edit_discard_and_ownership(owner, long_conversation, p
     plain = conversation.messages.filter(kind="chat").first()
     assert api.delete(f"/api/summaries/{plain.pk}/").status_code == 404  # not a summary
 
+    # Discarding by the id the page showed before the edit discards the edited text as well.
     discarded = api.delete(f"/api/summaries/{summary_id}/")
     assert discarded.status_code == 200 and discarded.json()["discarded"] is True
+    assert summary_current(conversation=conversation) is None
     assert api.post(compact_url, {"content": "hi"}, format="json").status_code == 400
 
 
@@ -280,3 +302,140 @@ def test_sweep_command(owner, long_conversation, published):
     assert published == [pending.pk] and "1 of 1 summary jobs published" in out.getvalue()
     pending.refresh_from_db()
     assert pending.status == SummaryJob.Status.QUEUED
+
+
+# --- span bounds, lease renewal, summary count ---------------------------------------------------
+
+
+def _chat_ids(conversation) -> list[int]:
+    return list(conversation.messages.filter(kind="chat").order_by("id").values_list("id", flat=True))
+
+
+def test_planned_span_starts_at_the_first_message_after_the_exclusive_lower_bound(owner, long_conversation, published):
+    from optimizer import SummarySpan
+
+    conversation = long_conversation(config=None, rounds=12, window_rounds=3)
+    ids = _chat_ids(conversation)  # ids[0] is the first user message: static, never in a span
+    # The request saw only a partial view: `ids` starts well after the span's real start.
+    in_view = tuple(str(i) for i in ids[6:10])
+    job = summary_job_request(
+        conversation=conversation, span=SummarySpan(after_id=None, through_id=str(ids[9]), ids=in_view)
+    )
+    assert (job.span_from_id, job.span_through_id) == (ids[1], ids[9])
+    _finish(job)
+    job = summary_job_request(
+        conversation=conversation, span=SummarySpan(after_id=str(ids[3]), through_id=str(ids[9]), ids=in_view)
+    )
+    assert (job.span_from_id, job.span_through_id) == (ids[4], ids[9])
+    _finish(job)
+
+
+def test_planned_span_bounds_do_not_assume_contiguous_ids(owner, long_conversation, published):
+    from chatapp.chat.chat_services import message_append
+    from optimizer import SummarySpan
+
+    conversation = long_conversation(config=None, rounds=3, window_rounds=1)
+    last = _chat_ids(conversation)[-1]
+    long_conversation(config=None, rounds=3)  # another conversation takes the next ids
+    later = [
+        message_append(conversation=conversation, role=role, content=f"later {role}", token_model="gpt-4o-mini").pk
+        for role in ("user", "assistant", "user", "assistant")
+    ]
+    assert later[0] > last + 1
+    span = SummarySpan(after_id=str(last), through_id=str(later[1]), ids=(str(later[1]),))
+    job = summary_job_request(conversation=conversation, span=span)
+    assert (job.span_from_id, job.span_through_id) == (later[0], later[1])
+
+
+def _multi_chunk_conversation(make_config, long_conversation):
+    config = make_config("fake-echo")
+    # A small window makes the span several chunks, i.e. several model calls in one delivery.
+    LLMConfig.objects.filter(pk=config.pk).update(context_window=1000, max_output_tokens=200)
+    return long_conversation(config=LLMConfig.objects.get(pk=config.pk), rounds=40, window_rounds=3)
+
+
+def test_the_lease_is_renewed_before_every_model_call(
+    owner, make_config, long_conversation, fake_openai, published, monkeypatch
+):
+    from chatapp.chat.summary_selectors import summary_jobs_to_sweep
+
+    conversation = _multi_chunk_conversation(make_config, long_conversation)
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    real_call = summary_services.llm_complete
+    held: list[bool] = []
+
+    def slow_call(**kwargs):
+        lease = SummaryJob.objects.get(pk=job.pk).lease_expires_at
+        held.append(lease > timezone.now() and job.pk not in summary_jobs_to_sweep())
+        done = real_call(**kwargs)
+        # The call outlasted the lease: unless it is renewed, the sweep hands the job to another delivery.
+        SummaryJob.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+        return done
+
+    monkeypatch.setattr(summary_services, "llm_complete", slow_call)
+    outcome = summary_job_run(job_id=job.pk)
+    assert outcome.status == "done", outcome.detail
+    assert len(held) >= 2 and all(held), held
+    assert len(summaries_of(conversation)) == 1
+
+
+def test_a_delivery_that_lost_its_job_stops_calling_the_model(
+    owner, make_config, long_conversation, fake_openai, published, monkeypatch
+):
+    from django.db.models import F
+
+    conversation = _multi_chunk_conversation(make_config, long_conversation)
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    real_call = summary_services.llm_complete
+    calls: list[int] = []
+
+    def call(**kwargs):
+        calls.append(1)
+        if len(calls) == 1:  # meanwhile the lease ran out and another delivery claimed the job
+            SummaryJob.objects.filter(pk=job.pk).update(attempts=F("attempts") + 1)
+        return real_call(**kwargs)
+
+    monkeypatch.setattr(summary_services, "llm_complete", call)
+    outcome = summary_job_run(job_id=job.pk)
+    assert outcome.status == "skipped"
+    assert len(calls) == 1  # no further chunk was sent for a result that would be thrown away
+    assert summaries_of(conversation) == []
+
+
+def test_summary_count_counts_summaries_written_not_requested(owner, long_conversation, published):
+    conversation = long_conversation(config=None)
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    conversation.refresh_from_db()
+    assert conversation.summary_count == 0  # requested, not written yet
+    assert summary_job_run(job_id=job.pk).status == "done"
+    conversation.refresh_from_db()
+    assert conversation.summary_count == 1
+    assert summary_job_run(job_id=job.pk).status == "skipped"  # a duplicate delivery writes nothing
+    cancelled = summary_job_request(conversation=conversation, trigger="auto")  # nothing new to cover
+    assert summary_job_run(job_id=cancelled.pk).status == "cancelled"
+    conversation.refresh_from_db()
+    assert conversation.summary_count == 1
+
+
+@pytest.mark.parametrize("preference", ["fast", "balanced", "quality"])
+def test_after_compact_now_the_next_turn_sends_the_summary_whatever_the_preference(
+    owner, fake_openai, published, settings, preference
+):
+    from chatapp.chat.models import Conversation, OptimizationRecord
+    from tests.chat.conftest import make_config as chat_config
+    from tests.chat.conftest import seed_messages, send
+
+    settings.SEND_RATE_LIMIT_PER_MINUTE = 1000
+    UserSettings.objects.update_or_create(user=owner, defaults={"preference": preference})
+    conversation = Conversation.objects.create(owner=owner, llm_config=chat_config(owner, fake_openai.base_url))
+    seed_messages(conversation, 12)
+    job = conversation_compact(conversation=conversation)
+    assert summary_job_run(job_id=job.pk).status == "done"
+    summary = summary_current(conversation=conversation)
+
+    reply = send(owner, conversation, "And the next step?")
+    assert reply.status == 200 and reply.named("done"), reply.events
+    sent = fake_openai.requests[-1].messages
+    assert [m["content"] for m in sent if m["role"] == "system"] == [summary.content]
+    record = OptimizationRecord.objects.filter(conversation=conversation).order_by("-id").first()
+    assert record.summary_id == summary.pk

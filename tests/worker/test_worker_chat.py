@@ -44,3 +44,48 @@ def test_chat_answers_with_broker_down_and_next_turn_uses_the_summary(broker, wo
     assert record.summary_id == summary.pk
     sent = fake_openai.requests[-1].messages
     assert any(m["role"] == "system" and m["content"].startswith("[Conversation summary") for m in sent)
+
+
+def test_confirm_before_compaction_waits_for_the_user_then_a_worker_runs_it(broker, worker, owner, fake_openai):
+    from rest_framework.test import APIClient
+
+    UserSettings.objects.update_or_create(user=owner, defaults={"preference": "quality", "confirm_compaction": True})
+    config = chat_config(owner, fake_openai.base_url, window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=owner, llm_config=config)
+    seed_messages(conversation, 60, words=40)
+    worker()
+    api = APIClient()
+    api.force_authenticate(owner)
+    jobs_url = f"/api/conversations/{conversation.pk}/summary-jobs/"
+
+    # The turn is answered at once; the summary it needs waits for the user's answer.
+    first = send(owner, conversation, "What did we decide about the invoices?")
+    assert first.status == 200 and first.named("done"), first.events
+    asked = SummaryJob.objects.get(conversation=conversation)
+    assert asked.status == SummaryJob.Status.AWAITING_CONFIRMATION
+
+    # "Not now": cancelled, and the worker that is running never summarizes it.
+    dismissed = api.post(f"{jobs_url}{asked.pk}/dismiss/", format="json")
+    assert dismissed.status_code == 200 and dismissed.json()["status"] == "cancelled"
+    second = send(owner, conversation, "And the next step?")
+    assert second.status == 200 and second.named("done")
+    asked.refresh_from_db()
+    assert asked.status == SummaryJob.Status.CANCELLED and asked.summary_id is None
+
+    # Later the user compacts after all (here typed as /compact with instructions): the worker writes it.
+    compact = api.post(
+        f"/api/conversations/{conversation.pk}/compact/", {"content": "/compact keep the invoice numbers"},
+        format="json",
+    )
+    assert compact.status_code == 202
+    job_id = compact.json()["id"]
+    done = wait_for(lambda: job_finished(job_id), what="the summary job")
+    assert done.status == SummaryJob.Status.DONE, done.error
+    assert (done.trigger, done.instructions) == ("manual", "keep the invoice numbers")
+    [summary] = summaries_of(conversation)
+    assert done.summary_id == summary.pk
+    latest = api.get(jobs_url).json()["results"][0]
+    assert (latest["id"], latest["status"], latest["summary_id"]) == (job_id, "done", summary.pk)
+    assert latest["duration_ms"] is not None and latest["duration_ms"] >= 0
+    prompts = [m["content"] for r in fake_openai.requests for m in r.messages if m["role"] == "system"]
+    assert any("keep the invoice numbers" in p for p in prompts)

@@ -1,7 +1,8 @@
 """Summary jobs run by a real Celery worker subprocess (filesystem broker, and Redis when REDIS_URL is set).
 
-Fault tests: a worker killed with SIGKILL mid model call, a broker unreachable when the job is created,
-a model answering 500 then 200, duplicate deliveries and double clicks.
+Fault tests: a worker killed with SIGKILL mid model call, a private redis-server stopped at enqueue time and
+started again (and the filesystem broker's folders missing), a model answering 500 then 200, duplicate
+deliveries and double clicks.
 """
 
 from __future__ import annotations
@@ -11,9 +12,24 @@ import time
 import pytest
 from django.db import connection
 
-from chatapp.chat.models import LLMConfig, SummaryJob
-from chatapp.chat.summary_services import conversation_compact, summary_job_enqueue, summary_job_request
-from tests.worker.conftest import celery_use_broker, job_finished, job_state, summaries_of, wait_for
+from chatapp.chat.chat_services import summary_requests_wait
+from chatapp.chat.models import Conversation, LLMConfig, SummaryJob, UserSettings
+from chatapp.chat.summary_services import (
+    conversation_compact,
+    summary_job_enqueue,
+    summary_job_request,
+    summary_jobs_sweep,
+)
+from tests.chat.conftest import make_config as chat_config
+from tests.chat.conftest import seed_messages, send
+from tests.worker.conftest import (
+    PRIVATE_REDIS,
+    celery_use_broker,
+    job_finished,
+    job_state,
+    summaries_of,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -134,15 +150,55 @@ def test_worker_killed_mid_call_job_completes_once(worker, make_config, long_con
     assert summary.model == "fake-echo" and done.summary_id == summary.pk
 
 
-def test_broker_down_at_enqueue_job_runs_once_broker_is_back(broker, worker, make_config, long_conversation):
+@pytest.mark.parametrize("broker", [PRIVATE_REDIS], indirect=True)
+def test_redis_stopped_at_enqueue_chat_answers_and_job_runs_once_redis_is_back(
+    broker, worker, owner, fake_openai, settings
+):
+    settings.SEND_RATE_LIMIT_PER_MINUTE = 1000
+    UserSettings.objects.update_or_create(user=owner, defaults={"preference": "quality"})
+    config = chat_config(owner, fake_openai.base_url, window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=owner, llm_config=config)
+    seed_messages(conversation, 60, words=40)  # well past the trigger: the optimizer chooses summarize
+    worker()  # a worker is up when Redis goes away
+
+    broker.private_redis.stop()
+    reply = send(owner, conversation, "What did we decide about the invoices?")
+    assert reply.status == 200 and reply.named("done"), reply.events
+    assert reply.named("start")[0]["context"]["strategy"] == "summarize"
+    assert summary_requests_wait(timeout=30)
+    job = SummaryJob.objects.get(conversation=conversation)
+    assert job.status == SummaryJob.Status.PENDING and job.trigger == "auto"
+    assert summaries_of(conversation) == []
+
+    broker.private_redis.start()  # back on the same port, empty (no persistence)
+    # The sweep (cron / beat / worker start-up) publishes what the broker missed; the worker reconnects.
+    wait_for(
+        lambda: job_state(job.pk).status != SummaryJob.Status.PENDING or summary_jobs_sweep()["published"],
+        what="the sweep to publish the pending job",
+    )
+    done = wait_for(lambda: job_finished(job.pk), timeout=90, what="the pending job after Redis is back")
+    assert done.status == SummaryJob.Status.DONE, done.error
+    time.sleep(1.5)  # a late duplicate (the beat's sweep) must not write a second summary
+    assert len(summaries_of(conversation)) == 1
+
+
+@pytest.mark.parametrize("broker", ["filesystem"], indirect=True)
+def test_filesystem_broker_unreachable_at_enqueue_job_runs_once_it_is_back(
+    broker, worker, make_config, long_conversation, tmp_path
+):
     conversation = long_conversation(config=make_config("fake-echo"))
-    unreachable = "redis://127.0.0.1:9/0"  # discard port: connection refused at once
-    celery_use_broker(url=unreachable, options={"socket_connect_timeout": 1})
+    # The web side's broker folders are gone (an unmounted volume): publishing fails.
+    gone = tmp_path / "unmounted"
+    folders = ("data_folder_in", "data_folder_out", "processed_folder", "control_folder")
+    celery_use_broker(url=broker.url, options={**broker.options, **{k: str(gone / k) for k in folders}})
     job = summary_job_request(conversation=conversation, trigger="auto")
     assert job is not None
     assert job_state(job.pk).status == SummaryJob.Status.PENDING
+    assert summary_jobs_sweep()["published"] == 0  # still unreachable: the job stays pending
+    assert job_state(job.pk).status == SummaryJob.Status.PENDING
+    assert not gone.exists()
 
-    celery_use_broker(url=broker.url, options=broker.options)
+    celery_use_broker(url=broker.url, options=broker.options)  # the folders are back
     worker()  # worker start-up sweeps pending jobs
     done = wait_for(lambda: job_finished(job.pk), what="the pending job")
     assert done.status == SummaryJob.Status.DONE, done.error

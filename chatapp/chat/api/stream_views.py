@@ -19,6 +19,9 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
+from rest_framework.exceptions import NotAcceptable
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -48,7 +51,29 @@ _SSE_RESPONSES = {
 }
 
 
+class EventStreamNegotiation(DefaultContentNegotiation):
+    """Lets `Accept: text/event-stream` (EventSource-style clients) through to the streaming views.
+
+    DRF's negotiation would answer 406, since no renderer produces event streams: the stream is a
+    StreamingHttpResponse that no renderer touches. Whatever is answered before streaming starts
+    (400 / 404 / 413 / 429) is rendered as JSON, as for every other client.
+    """
+
+    def select_renderer(self, request: Request, renderers: list, format_suffix: str | None = None) -> tuple:
+        try:
+            return super().select_renderer(request, renderers, format_suffix)
+        except NotAcceptable:
+            if "text/event-stream" not in request.META.get("HTTP_ACCEPT", ""):
+                raise
+            renderer = next((r for r in renderers if isinstance(r, JSONRenderer)), None)
+            if renderer is None:
+                raise
+            return renderer, renderer.media_type
+
+
 def _sse_encode(event: dict[str, Any]) -> bytes:
+    if "comment" in event:
+        return f": {event['comment']}\n\n".encode()
     data = json.dumps(event["data"], cls=DjangoJSONEncoder, ensure_ascii=False)
     return f"event: {event['event']}\ndata: {data}\n\n".encode()
 
@@ -64,6 +89,12 @@ def _sse_response(turn: ChatTurn) -> StreamingHttpResponse:
     # Proxies (nginx) must pass each event on at once instead of buffering the reply.
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+def _event_stream_accepted(view: Any) -> Any:
+    """For @api_view functions (which have no decorator for it): use EventStreamNegotiation."""
+    view.content_negotiation_class = EventStreamNegotiation
+    return view
 
 
 def _error(message: str, code: int, **extra: Any) -> Response:
@@ -116,6 +147,8 @@ def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse
 class ConversationMessagesApi(MessageListApi):
     """`conversations/<pk>/messages/`: GET is the timeline page (MessageListApi), POST sends."""
 
+    content_negotiation_class = EventStreamNegotiation
+
     @extend_schema(
         operation_id="conversations_messages_send",
         summary="Send a message; the reply streams back as Server-Sent Events",
@@ -133,6 +166,7 @@ class ConversationMessagesApi(MessageListApi):
     responses=_SSE_RESPONSES,
 )
 @api_view(["POST"])
+@_event_stream_accepted
 def message_regenerate_api(request: Request, pk: int) -> Response | StreamingHttpResponse:
     reply = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
     return _start(request, lambda: chat_regenerate_start(user=request.user, reply=reply))
@@ -145,6 +179,7 @@ def message_regenerate_api(request: Request, pk: int) -> Response | StreamingHtt
     responses=_SSE_RESPONSES,
 )
 @api_view(["POST"])
+@_event_stream_accepted
 def message_retry_api(request: Request, pk: int) -> Response | StreamingHttpResponse:
     message = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
     return _start(request, lambda: chat_retry_start(user=request.user, message=message))

@@ -1,10 +1,11 @@
-"""JSON API for background summaries (issue 4): compact now, job state, edit / discard a summary.
+"""JSON API for background summaries (issue 4): compact now, "not now", job state, read / edit / discard a summary.
 
 Thin views: lookups through selectors (another user's ids are 404), writes through summary_services.
 """
 
 from __future__ import annotations
 
+from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -15,6 +16,7 @@ from chatapp.chat.api.pagination import DefaultPagination, paginated_response
 from chatapp.chat.api.serializers import MessageOutputSerializer
 from chatapp.chat.models import SummaryJob
 from chatapp.chat.selectors import conversation_get
+from chatapp.chat.services import summary_job_dismiss
 from chatapp.chat.summary_selectors import summary_get, summary_job_list, summary_quota_remaining
 from chatapp.chat.summary_services import (
     MAX_INSTRUCTIONS_CHARS,
@@ -114,9 +116,29 @@ class SummaryJobListApi(APIView):
         return response
 
 
+class SummaryJobDismissApi(APIView):
+    @extend_schema(
+        request=None,
+        responses=SummaryJobOutputSerializer,
+        summary='"Not now": cancel a job waiting for confirmation ("Context is NN% full — compact now?")',
+    )
+    def post(self, request: Request, pk: int, job_pk: int) -> Response:
+        conversation = conversation_get(owner=request.user, pk=pk)
+        # Scoped to the owner's conversation: another user's job, or one of another chat, is a 404.
+        job = conversation.summary_jobs.filter(pk=job_pk).first()
+        if job is None:
+            raise Http404("No such summary job.")
+        job = summary_job_dismiss(job=job)
+        return Response(SummaryJobOutputSerializer(job).data)
+
+
 class SummaryDetailApi(APIView):
     class InputSerializer(serializers.Serializer):
         content = serializers.CharField()
+
+    @extend_schema(responses=MessageOutputSerializer, summary="A summary (its text and sanitized HTML)")
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(MessageOutputSerializer(summary_get(owner=request.user, pk=pk)).data)
 
     @extend_schema(request=InputSerializer, responses=MessageOutputSerializer, summary="Edit a summary's text")
     def patch(self, request: Request, pk: int) -> Response:

@@ -14,6 +14,11 @@ urlpatterns = [
     path("conversations/<int:pk>/records/", views.OptimizationRecordListApi.as_view(), name="api-records"),
     path("conversations/<int:pk>/compact/", summary_views.ConversationCompactApi.as_view(), name="api-compact"),
     path("conversations/<int:pk>/summary-jobs/", summary_views.SummaryJobListApi.as_view(), name="api-summary-jobs"),
+    path(
+        "conversations/<int:pk>/summary-jobs/<int:job_pk>/dismiss/",
+        summary_views.SummaryJobDismissApi.as_view(),
+        name="api-summary-job-dismiss",
+    ),
     path("summaries/<int:pk>/", summary_views.SummaryDetailApi.as_view(), name="api-summary"),
     path("messages/<int:pk>/pin/", views.MessagePinApi.as_view(), name="api-message-pin"),
     path("messages/<int:pk>/stop/", stream_views.message_stop_api, name="api-message-stop"),

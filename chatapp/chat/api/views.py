@@ -41,6 +41,7 @@ from chatapp.chat.services import (
     conversation_create,
     conversation_delete,
     conversation_rename,
+    conversation_set_config,
     llm_config_create,
     llm_config_delete,
     llm_config_make_default,
@@ -98,7 +99,17 @@ class ConversationListApi(APIView):
 
 class ConversationDetailApi(APIView):
     class InputSerializer(serializers.Serializer):
-        title = serializers.CharField(max_length=200)
+        title = serializers.CharField(max_length=200, required=False)
+        llm_config = serializers.IntegerField(
+            required=False,
+            allow_null=True,
+            help_text="Switch the conversation's model: one of your config ids; null = follow your default.",
+        )
+
+        def validate(self, attrs: dict) -> dict:
+            if not attrs:
+                raise serializers.ValidationError("Send a title, an llm_config, or both.")
+            return attrs
 
     @extend_schema(responses=ConversationOutputSerializer)
     def get(self, request: Request, pk: int) -> Response:
@@ -110,7 +121,13 @@ class ConversationDetailApi(APIView):
         conversation = conversation_get(owner=request.user, pk=pk)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        conversation = conversation_rename(conversation=conversation, title=serializer.validated_data["title"])
+        data = serializer.validated_data
+        # Every check that can refuse the request runs before the first write, so a 400 changes nothing.
+        config = _owned_config_or_field_error(user=request.user, pk=data.get("llm_config"), field="llm_config")
+        if "title" in data:
+            conversation = conversation_rename(conversation=conversation, title=data["title"])
+        if "llm_config" in data:
+            conversation = conversation_set_config(conversation=conversation, llm_config=config)
         return Response(ConversationOutputSerializer(conversation).data)
 
     @extend_schema(responses={204: None})

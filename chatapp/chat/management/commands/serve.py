@@ -15,6 +15,10 @@ from django.conf import settings
 from django.core.management import BaseCommand, CommandError, call_command
 
 
+def _raise_keyboard_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 class Command(BaseCommand):
     help = "Migrate, then run the web server (uvicorn, ASGI) and a Celery worker together."
 
@@ -32,7 +36,10 @@ class Command(BaseCommand):
         python = sys.executable
         env = os.environ.copy()
         children: list[subprocess.Popen] = []
-        web = [python, "-m", "uvicorn", "chatapp.asgi:application", "--host", host, "--port", str(port)]
+        web = [
+            python, "-m", "uvicorn", "chatapp.asgi:application",
+            "--host", host, "--port", str(port), "--lifespan", "off",
+        ]  # fmt: skip
         children.append(subprocess.Popen(web, env=env))
         if not no_worker:
             worker = [
@@ -53,6 +60,9 @@ class Command(BaseCommand):
             + f"  Database: {database}; summaries: {'off' if no_worker else f'Celery worker on {broker}'}\n"
             + "  Ctrl-C stops everything.\n"
         )
+        # A supervisor (or `timeout`) stops us with SIGTERM: treat it like Ctrl-C so the children
+        # are stopped too instead of being orphaned.
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         try:
             while all(child.poll() is None for child in children):
                 time.sleep(0.5)

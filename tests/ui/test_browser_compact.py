@@ -1,0 +1,214 @@
+"""Compaction controls in a real browser (issue 4): `/compact` with instructions and the job's state,
+the "Context is NN% full — compact now?" question, and switching the model of a chat."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
+
+import optimizer
+from chatapp.chat.models import Conversation, LLMConfig, Message, SummaryJob
+from chatapp.chat.services import user_settings_update
+from chatapp.chat.summary_services import summary_job_request
+from tests.ui.test_browser import _send, _sign_up, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# Records the page's API calls, to see what the composer actually sent.
+SPY_FETCH = """
+window.__calls = [];
+const original = window.fetch;
+window.fetch = function (url, options) {
+  const opts = options || {};
+  window.__calls.push({url: String(url), method: opts.method || 'GET', body: opts.body || null});
+  return original.apply(this, arguments);
+};
+window.__sameDocument = true;
+"""
+
+
+def _config(owner, base_url, *, name, window, default=False):
+    return LLMConfig.objects.create(
+        owner=owner, name=name, base_url=base_url, model="fake-echo", context_window=window,
+        max_output_tokens=500, temperature=0.0, is_default=default,
+    )
+
+
+def _seed(conversation: Conversation, count: int, *, words: int = 40) -> None:
+    """Alternating user / assistant messages with stored counts and running totals, as the request path keeps them."""
+    rows = []
+    for i in range(count):
+        role = "user" if i % 2 == 0 else "assistant"
+        content = f"message {i} " + " ".join(f"word{(i * 7 + j) % 97}" for j in range(words))
+        tokens = optimizer.count_message({"role": role, "content": content}, model="fake-echo")
+        rows.append(Message(conversation=conversation, role=role, content=content, token_count=tokens,
+                            char_count=len(content)))
+    Message.objects.bulk_create(rows)
+    Conversation.objects.filter(pk=conversation.pk).update(
+        live_message_count=count,
+        live_char_count=sum(r.char_count for r in rows),
+        live_token_count=sum(r.token_count for r in rows),
+    )
+
+
+def _banner(driver):
+    return driver.find_element(By.ID, "job-banner")
+
+
+def _banner_status(driver) -> str | None:
+    banner = _banner(driver)
+    return banner.get_attribute("data-status") if banner.is_displayed() else None
+
+
+def test_compact_command_shows_the_job_state_then_the_summary_without_a_reload(
+    asgi_server, browser, fake_openai, screenshot_dir
+):
+    base = asgi_server.url
+    _sign_up(browser, base, "browser-compact")
+    user = get_user_model().objects.get(username="browser-compact")
+    big = _config(user, fake_openai.base_url, name="Echo 16k", window=16_000, default=True)
+    small = _config(user, fake_openai.base_url, name="Echo 4k", window=4_000)
+    browser.refresh()
+    _send(browser, "Here is the query: SELECT id FROM invoices WHERE paid;")
+    _send(browser, "And the index: CREATE INDEX invoices_paid ON invoices (paid);")
+    conversation = Conversation.objects.get(owner=user)
+    _wait(browser, lambda d: d.find_element(By.ID, "gauge-text").text.endswith("/ 15.5k"))
+
+    # `/compact <instructions>` in the composer starts a summary instead of sending a message.
+    browser.execute_script(SPY_FETCH)
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("/compact keep the SQL")
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: _banner_status(d) in {"pending", "queued", "running"})
+    banner = _banner(browser)
+    assert "keep the SQL" in banner.text
+    browser.save_screenshot(str(screenshot_dir / "chat-compact-queued.png"))
+    assert re.search(r"PENDING|QUEUED|RUNNING", banner.find_element(By.CSS_SELECTOR, ".job-state").text)
+    calls = browser.execute_script("return window.__calls")
+    compact = [c for c in calls if c["url"].endswith(f"/api/conversations/{conversation.pk}/compact/")]
+    assert [c["method"] for c in compact] == ["POST"]
+    assert json.loads(compact[0]["body"]) == {"instructions": "keep the SQL"}
+    job = SummaryJob.objects.get(conversation=conversation)
+    assert (job.trigger, job.instructions) == (SummaryJob.Trigger.MANUAL, "keep the SQL")
+    # The command is not a chat message: nothing went to the model, the box is empty again.
+    assert Message.objects.filter(conversation=conversation, role="user").count() == 2
+    assert browser.find_element(By.ID, "composer-input").get_attribute("value") == ""
+    # While the job is active the page keeps asking for its state.
+    _wait(browser, lambda d: len([c for c in d.execute_script("return window.__calls")
+                                  if "/summary-jobs/" in c["url"]]) >= 2)
+
+    # A worker finishes it (done here by hand, so the test needs no worker): the page notices on its
+    # next poll, says how long it took and shows the summary marker, without reloading.
+    chat = list(Message.objects.filter(conversation=conversation, kind="chat").order_by("id"))
+    summary = Message.objects.create(
+        conversation=conversation, role="system", kind="summary", model="fake-echo",
+        content="[Conversation summary — covers messages 1-2]\n\n**SQL kept:**\n\n```sql\n"
+                "SELECT id FROM invoices WHERE paid;\n```",
+        covers_from_id=chat[0].pk, covers_through_id=chat[1].pk, covered_message_count=2,
+    )
+    now = timezone.now()
+    SummaryJob.objects.filter(pk=job.pk).update(
+        status=SummaryJob.Status.DONE, summary=summary, started_at=now - timedelta(milliseconds=2400),
+        finished_at=now,
+    )
+    _wait(browser, lambda d: _banner_status(d) == "done")
+    assert "2.4 s" in _banner(browser).text
+    marker = _wait(browser, lambda d: d.find_elements(By.ID, f"m-{summary.pk}"))[0]
+    assert "Summary takes over here" in marker.text
+    assert browser.execute_script("return window.__sameDocument") is True
+    _banner(browser).find_element(By.CSS_SELECTOR, '[data-action="show-summary"]').click()
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{summary.pk}").get_attribute("open") is not None)
+    assert "SELECT id FROM invoices" in marker.find_element(By.CSS_SELECTOR, ".summary-content").text
+    browser.save_screenshot(str(screenshot_dir / "chat-compact-done.png"))
+
+    # Discarding it updates the marker in place too.
+    marker.find_element(By.CSS_SELECTOR, '[data-action="discard-summary"]').click()
+    _wait(browser, lambda d: d.find_element(By.ID, "confirm-ok").is_displayed())
+    browser.find_element(By.ID, "confirm-ok").click()
+    _wait(browser, lambda d: "is-discarded" in d.find_element(By.ID, f"m-{summary.pk}").get_attribute("class"))
+    assert "Discarded summary" in browser.find_element(By.ID, f"m-{summary.pk}").text
+    assert Message.objects.get(pk=summary.pk).discarded
+    assert browser.execute_script("return window.__sameDocument") is True
+
+    # Switch this chat's model from the header: the gauge's budget follows the new window.
+    Select(browser.find_element(By.ID, "model-select")).select_by_visible_text("Echo 4k")
+    _wait(browser, lambda d: d.find_element(By.ID, "gauge-text").text.endswith("/ 3.5k"))
+    conversation.refresh_from_db()
+    assert conversation.llm_config_id == small.pk != big.pk
+    reply = _send(browser, "Which model answers now?")
+    assert reply.get_attribute("data-status") == "complete"
+    assert browser.execute_script("return window.__sameDocument") is True
+    browser.refresh()
+    _wait(browser, lambda d: d.find_elements(By.ID, "model-select"))
+    assert Select(browser.find_element(By.ID, "model-select")).first_selected_option.text == "Echo 4k"
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+
+
+def test_confirm_before_compaction_asks_and_not_now_dismisses(asgi_server, browser, fake_openai, screenshot_dir):
+    base = asgi_server.url
+    _sign_up(browser, base, "browser-confirm")
+    user = get_user_model().objects.get(username="browser-confirm")
+    config = _config(user, fake_openai.base_url, name="Echo 4k", window=4_000, default=True)
+    user_settings_update(user=user, preference="quality", confirm_compaction=True)
+    conversation = Conversation.objects.create(owner=user, title="Invoices and SQL", llm_config=config)
+    _seed(conversation, 60)
+    job = summary_job_request(conversation=conversation, trigger=SummaryJob.Trigger.AUTO)
+    assert job.status == SummaryJob.Status.AWAITING_CONFIRMATION
+
+    # On page load: the question, with the gauge's percentage, and both answers.
+    browser.get(f"{base}/c/{conversation.pk}/")
+    _wait(browser, lambda d: _banner_status(d) == "awaiting")
+    banner = _banner(browser)
+    question = re.search(r"Context is (\d+)% full — compact now\?", banner.text)
+    assert question, banner.text
+    gauge = browser.find_element(By.ID, "gauge").get_attribute("aria-label")
+    assert f"({question.group(1)}%)" in gauge
+    now_btn = banner.find_element(By.CSS_SELECTOR, '[data-action="compact"]')
+    not_now = banner.find_element(By.CSS_SELECTOR, '[data-action="not-now"]')
+    assert (now_btn.text, not_now.text) == ("Compact now", "Not now")
+    browser.execute_script("document.getElementById('timeline').scrollTop = 1e9")
+    browser.save_screenshot(str(screenshot_dir / "chat-compact.png"))
+    browser.set_window_size(390, 844)
+    _wait(browser, lambda d: not d.find_element(By.ID, "sidebar").is_displayed())
+    browser.save_screenshot(str(screenshot_dir / "chat-compact-phone.png"))
+    browser.set_window_size(1366, 900)
+    browser.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+    )
+    browser.save_screenshot(str(screenshot_dir / "chat-compact-dark.png"))
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    assert SummaryJob.objects.get(pk=job.pk).status == SummaryJob.Status.AWAITING_CONFIRMATION
+
+    # "Not now": the question goes away and the job is cancelled, nothing was enqueued.
+    not_now.click()
+    _wait(browser, lambda d: not _banner(d).is_displayed())
+    job.refresh_from_db()
+    assert job.status == SummaryJob.Status.CANCELLED
+    browser.refresh()
+    _wait(browser, lambda d: "/" in d.find_element(By.ID, "gauge-text").text)
+    assert not _banner(browser).is_displayed()
+
+    # After a turn that needs a summary, the question comes back (after the reply's `done`), and
+    # "Compact now" starts it.
+    reply = _send(browser, "What did we decide about the invoices?")
+    assert reply.get_attribute("data-status") == "complete"
+    _wait(browser, lambda d: _banner_status(d) == "awaiting")
+    asked = SummaryJob.objects.filter(conversation=conversation).order_by("-id").first()
+    assert asked.pk != job.pk and asked.status == SummaryJob.Status.AWAITING_CONFIRMATION
+    assert re.search(r"Context is \d+% full — compact now\?", _banner(browser).text)
+    _banner(browser).find_element(By.CSS_SELECTOR, '[data-action="compact"]').click()
+    _wait(browser, lambda d: _banner_status(d) in {"pending", "queued", "running", "done"})
+    asked.refresh_from_db()
+    assert asked.trigger == SummaryJob.Trigger.MANUAL
+    assert asked.status != SummaryJob.Status.AWAITING_CONFIRMATION
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
