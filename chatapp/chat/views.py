@@ -28,9 +28,10 @@ from chatapp.chat.models import Conversation, LLMConfig, Message
 from chatapp.chat.rendering import code_style_css, markdown_render
 
 # Defence in depth behind the sanitizer: pages run only the app's own script files (no inline script,
-# no event-handler attributes), so even markup that slipped through could not execute.
+# no event-handler attributes), so even markup that slipped through could not execute; and they load
+# no remote image, whose URL could carry chat text away (markdown images render as links).
 PAGE_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' https: data:; "
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 TIMELINE_PAGE = 100

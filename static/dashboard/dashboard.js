@@ -9,7 +9,8 @@
   const SVGNS = "http://www.w3.org/2000/svg";
   const api = root.dataset.api; // /api/dashboard/conversations/<pk>/
   const chatUrl = root.dataset.chatUrl;
-  const summaryApi = root.dataset.summaryApi === "1";
+  // Shared page helpers (static/js/common.js): CSRF-aware JSON fetch, error wording, the confirm dialog.
+  const { api: request, getJSON, errorText, confirmAction } = Longchat;
   const state = { series: null, map: null, turn: null, recordsOffset: null, summariesOffset: 0 };
 
   // ---------- helpers ----------
@@ -45,15 +46,6 @@
     for (const c of children) if (c !== null && c !== undefined) node.append(c);
     return node;
   }
-  async function getJSON(url) {
-    const r = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
-    if (!r.ok) throw new Error("HTTP " + r.status);
-    return r.json();
-  }
-  function csrf() {
-    const input = document.querySelector("input[name=csrfmiddlewaretoken]");
-    return input ? input.value : "";
-  }
   function messageLink(id) { return chatUrl + "#m-" + id; }
   function niceStep(range, target) {
     const raw = range / Math.max(1, target);
@@ -66,13 +58,13 @@
     return function () { clearTimeout(t); t = setTimeout(fn, ms); };
   }
 
-  // Tooltip shared by a chart container.
+  // Tooltip shared by a chart container; its content is built as nodes (no HTML strings).
   function tooltip(container) {
     const tip = h("div", { class: "dash-tip", hidden: "" });
     container.appendChild(tip);
     return {
-      show(html, x, y) {
-        tip.innerHTML = html;
+      show(parts, x, y) {
+        tip.replaceChildren(...parts.filter((part) => part !== null && part !== undefined));
         tip.hidden = false;
         const cw = container.clientWidth;
         const tw = tip.offsetWidth;
@@ -83,9 +75,6 @@
       },
       hide() { tip.hidden = true; },
     };
-  }
-  function esc(s) {
-    return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
   }
 
   // The charts draw the turns of the chosen range ("all", around the start, or the latest turns).
@@ -213,11 +202,7 @@
     const overlay = svg("rect", { class: "overlay", x: m.l, y: m.t, width: pw, height: ph }, el);
     const tip = tooltip(box);
     const names = s.strategy_codes;
-    function indexAt(evt) {
-      const r = el.getBoundingClientRect();
-      const px = ((evt.clientX - r.left) / r.width) * W;
-      return Math.max(0, Math.min(n - 1, Math.round(((px - m.l) / pw) * (n - 1))));
-    }
+    const indexAt = (evt) => turnIndexAt(evt, el, { W, left: m.l, pw, n });
     function showAt(evt) {
       const i = indexAt(evt);
       const xi = x(i);
@@ -228,14 +213,13 @@
       const saved = s.tokens_full[i] - s.tokens_sent[i];
       const prov = s.provider_prompt_tokens[i];
       const r = el.getBoundingClientRect();
-      tip.show(
-        `<b>Turn ${nf.format(off + i + 1)}</b> <span class="muted">· ${esc(names[s.strategy[i]])}</span><br>` +
-        `Full history <b>${nf.format(s.tokens_full[i])}</b><br>` +
-        `Sent <b>${nf.format(s.tokens_sent[i])}</b>` + (saved > 0 ? ` <span class="muted">(−${fmt(saved)})</span>` : "") + "<br>" +
-        `Budget ${nf.format(s.budget[i])} · trigger ${nf.format(s.trigger[i])}` +
-        (prov !== null ? `<br><span class="muted">Provider counted ${nf.format(prov)}</span>` : ""),
-        (xi / W) * r.width, ((evt.clientY - r.top)),
-      );
+      tip.show([
+        h("b", { text: `Turn ${nf.format(off + i + 1)}` }), " ", h("span", { class: "muted", text: "· " + names[s.strategy[i]] }), h("br"),
+        "Full history ", h("b", { text: nf.format(s.tokens_full[i]) }), h("br"),
+        "Sent ", h("b", { text: nf.format(s.tokens_sent[i]) }), saved > 0 ? h("span", { class: "muted", text: ` (−${fmt(saved)})` }) : null, h("br"),
+        `Budget ${nf.format(s.budget[i])} · trigger ${nf.format(s.trigger[i])}`,
+        prov !== null ? h("br") : null, prov !== null ? h("span", { class: "muted", text: `Provider counted ${nf.format(prov)}` }) : null,
+      ], (xi / W) * r.width, evt.clientY - r.top);
     }
     overlay.addEventListener("pointermove", showAt);
     overlay.addEventListener("pointerleave", () => {
@@ -324,20 +308,24 @@
     const hover = svg("line", { class: "hover-line", y1: m.t, y2: areaTop + ah, visibility: "hidden" }, el);
     const overlay = svg("rect", { class: "overlay", x: m.l, y: m.t, width: pw, height: H - m.t - m.b }, el);
     const tip = tooltip(box);
-    function indexAt(evt) {
-      const r = el.getBoundingClientRect();
-      const px = ((evt.clientX - r.left) / r.width) * W;
-      return Math.max(0, Math.min(n - 1, Math.round(((px - m.l) / pw) * (n - 1))));
-    }
+    const indexAt = (evt) => turnIndexAt(evt, el, { W, left: m.l, pw, n });
     overlay.addEventListener("pointermove", (evt) => {
       const i = indexAt(evt);
       hover.setAttribute("x1", x(i)); hover.setAttribute("x2", x(i)); hover.setAttribute("visibility", "visible");
       const r = el.getBoundingClientRect();
-      tip.show(`<b>Turn ${nf.format(off + i + 1)}</b> · ${esc(names[s.strategy[i]])}<br>Saved so far <b>${fmt(s.saved_cumulative[i])}</b> tokens`,
-        (x(i) / W) * r.width, evt.clientY - r.top);
+      tip.show([
+        h("b", { text: `Turn ${nf.format(off + i + 1)}` }), " · " + names[s.strategy[i]], h("br"),
+        "Saved so far ", h("b", { text: fmt(s.saved_cumulative[i]) }), " tokens",
+      ], (x(i) / W) * r.width, evt.clientY - r.top);
     });
     overlay.addEventListener("pointerleave", () => { hover.setAttribute("visibility", "hidden"); tip.hide(); });
     overlay.addEventListener("click", (evt) => selectTurn(off + indexAt(evt) + 1));
+  }
+  // The turn (index in the drawn range) under the pointer, from a chart's geometry.
+  function turnIndexAt(evt, el, { W, left, pw, n }) {
+    const r = el.getBoundingClientRect();
+    const px = ((evt.clientX - r.left) / r.width) * W;
+    return Math.max(0, Math.min(n - 1, Math.round(((px - left) / pw) * (n - 1))));
   }
   function xLabels(axis, n, off, x, W, H) {
     const xstep = Math.max(1, niceStep(n, W < 600 ? 4 : 8));
@@ -434,8 +422,11 @@
       if (i < 0) { tip.hide(); return; }
       const d = state.mapDecoded;
       const r = canvas.getBoundingClientRect();
-      tip.show(`<b>#${d.ids[i]}</b> · ${roleName[d.roles[i]] || "?"}<br>${esc(mp.status_labels[d.statuses[i]])}<br><span class="muted">message ${nf.format(i + 1)} of ${nf.format(mp.count)} · click to open</span>`,
-        evt.clientX - r.left, evt.clientY - r.top);
+      tip.show([
+        h("b", { text: "#" + d.ids[i] }), " · " + (roleName[d.roles[i]] || "?"), h("br"),
+        mp.status_labels[d.statuses[i]], h("br"),
+        h("span", { class: "muted", text: `message ${nf.format(i + 1)} of ${nf.format(mp.count)} · click to open` }),
+      ], evt.clientX - r.left, evt.clientY - r.top);
     });
     canvas.addEventListener("pointerleave", () => tip.hide());
     canvas.addEventListener("click", (evt) => {
@@ -503,9 +494,14 @@
         ids.length ? h("a", { href: messageLink(ids[0]), text: ids.length === 1 ? `msg ${ids[0]}` : `msgs ${ids[0]}–${ids[ids.length - 1]}` }) : null,
         h("span", { class: "tok", text: nf.format(e.tokens || 0) + " tok" }));
       const li = h("li", { class: "o-" + e.origin, "data-origin": e.origin, "data-tokens": e.tokens }, head);
-      if (e.compressed) li.append(h("p", { class: "dash-sent-note", text: `Compressed: sent as head + tail, ${nf.format(e.tokens)} of its ${nf.format(e.original_tokens)} tokens. The original is shown.` }));
-      if (e.covers) li.append(h("p", { class: "dash-sent-note", text: `Summary of messages #${e.covers[0]}–#${e.covers[1]}` + (e.covers[2] ? ` (${nf.format(e.covers[2])} messages)` : "") }));
-      if (e.edited_after) li.append(h("p", { class: "dash-sent-note", text: "Edited after this request: the text below is the current version, not the one sent." }));
+      const note = (text) => li.append(h("p", { class: "dash-sent-note", text }));
+      if (e.compressed) {
+        note(`Compressed: sent as head + tail, ${nf.format(e.tokens)} of its ${nf.format(e.original_tokens)} tokens.` +
+          (e.content_is_sent_text ? " The text sent is shown." : " The original is shown."));
+      }
+      if (e.covers) note(`Summary of messages #${e.covers[0]}–#${e.covers[1]}` + (e.covers[2] ? ` (${nf.format(e.covers[2])} messages)` : "") + (e.edited ? ", as edited by you" : ""));
+      if (e.replaced_by_id) note(`Edited after this request (now #${e.replaced_by_id}); the text below is the one sent.`);
+      if (e.edited_after) note("Edited after this request: the text below is the current version, not the one sent.");
       li.append(body, more);
       list.append(li);
     }
@@ -573,13 +569,14 @@
   }
 
   // ---------- summaries ----------
-  function summaryItem(sm) {
+  function summaryItem(sm, inUse) {
     const text = h("div", { class: "dash-summary-text", text: sm.content });
     const status = h("span", { class: "dash-error", role: "status" });
     const li = h("li", { class: "dash-summary" + (sm.discarded ? " is-discarded" : ""), "data-summary": sm.id });
     const duration = sm.duration_s !== null ? sm.duration_s.toFixed(1) + " s" : "—";
     const meta = h("div", { class: "dash-summary-meta" },
-      h("span", null, h("b", { text: "#" + sm.id }), sm.discarded ? " · discarded" : sm.edited ? " · edited" : ""),
+      h("span", null, h("b", { text: "#" + sm.id }), sm.edited_from_id ? ` · edit of #${sm.edited_from_id}` : "",
+        h("span", { "data-state": "", text: sm.discarded ? " · discarded" : inUse ? " · in use" : "" })),
       h("span", null, "Covers ", h("a", { href: messageLink(sm.covers_from_id), text: `#${sm.covers_from_id}–#${sm.covers_through_id}` }),
         sm.covered_message_count ? ` (${nf.format(sm.covered_message_count)} messages)` : ""),
       sm.source_chars ? h("span", { text: `${fmt(sm.source_chars)} → ${fmt(sm.char_count)} chars` }) : null,
@@ -590,79 +587,88 @@
       onclick: () => { text.classList.toggle("is-open"); more.textContent = text.classList.contains("is-open") ? "Show less" : "Show all"; } });
     const actions = h("div", { class: "dash-summary-actions" }, more);
     if (!sm.discarded) {
-      const title = summaryApi ? null : "Not available on this server yet";
-      const edit = h("button", { type: "button", class: "btn btn--sm btn--ghost", text: "Edit", disabled: summaryApi ? null : "", title });
-      const discard = h("button", { type: "button", class: "btn btn--sm btn--ghost btn--danger-text", text: "Discard", disabled: summaryApi ? null : "", title });
-      edit.addEventListener("click", () => {
-        const area = h("textarea", { "aria-label": "Summary text" });
-        area.value = sm.content;
-        const save = h("button", { type: "button", class: "btn btn--sm btn--primary", text: "Save" });
-        const cancel = h("button", { type: "button", class: "btn btn--sm", text: "Cancel" });
-        const editor = h("div", null, area, h("div", { class: "dash-summary-actions" }, save, cancel));
-        li.append(editor);
-        edit.disabled = true;
-        cancel.addEventListener("click", () => { editor.remove(); edit.disabled = false; });
-        save.addEventListener("click", async () => {
-          const ok = await summaryCall(sm.id, "PATCH", { content: area.value }, status);
-          if (ok) { sm.content = area.value; text.textContent = area.value; editor.remove(); edit.disabled = false; status.textContent = "Saved."; }
-        });
-      });
+      const discard = h("button", { type: "button", class: "btn btn--sm btn--ghost btn--danger-text", text: "Discard" });
       discard.addEventListener("click", async () => {
-        if (!window.confirm("Discard this summary (and the older ones folded into it)? The next request falls back to truncation.")) return;
-        const ok = await summaryCall(sm.id, "DELETE", null, status);
-        if (ok) {
-          // Older summaries were folded into this one and are discarded with it.
-          for (const other of document.querySelectorAll("#summaries [data-summary]")) {
-            if (Number(other.dataset.summary) <= sm.id) {
-              other.classList.add("is-discarded");
-              for (const b of other.querySelectorAll(".btn")) b.remove();
-            }
+        const ok = await confirmAction("Discard this summary (and the older ones folded into it)? The next request falls back to truncation.", "Discard");
+        if (!ok || !(await summaryCall(sm.id, "DELETE", undefined, status))) return;
+        // Older summaries were folded into this one and are discarded with it.
+        for (const other of document.querySelectorAll("#summaries [data-summary]")) {
+          if (Number(other.dataset.summary) <= sm.id) {
+            other.classList.add("is-discarded");
+            for (const b of other.querySelectorAll(".btn")) b.remove();
+            other.querySelector("[data-state]").textContent = " · discarded";
           }
-          status.textContent = "Discarded.";
         }
+        status.textContent = "Discarded.";
       });
-      actions.append(edit, discard);
+      // Only the summary in use (the newest live one) reaches the model, so only it can be edited.
+      if (inUse) actions.append(summaryEditButton(sm, li, status));
+      actions.append(discard);
     }
     actions.append(status);
     li.append(meta, text, actions);
     return li;
   }
+  function summaryEditButton(sm, li, status) {
+    const edit = h("button", { type: "button", class: "btn btn--sm btn--ghost", text: "Edit" });
+    edit.addEventListener("click", () => {
+      const area = h("textarea", { "aria-label": "Summary text" });
+      area.value = sm.content;
+      const save = h("button", { type: "button", class: "btn btn--sm btn--primary", text: "Save" });
+      const cancel = h("button", { type: "button", class: "btn btn--sm", text: "Cancel" });
+      const editor = h("div", null, area, h("div", { class: "dash-summary-actions" }, save, cancel));
+      li.append(editor);
+      edit.disabled = true;
+      cancel.addEventListener("click", () => { editor.remove(); edit.disabled = false; });
+      save.addEventListener("click", async () => {
+        const saved = await summaryCall(sm.id, "PATCH", { content: area.value }, status);
+        if (!saved) return;
+        // The edit is a new summary version and this one is now discarded: list them afresh.
+        await reloadSummaries();
+        const item = document.querySelector(`#summaries [data-summary="${saved.id}"] [role=status]`);
+        if (item) item.textContent = "Saved.";
+      });
+    });
+    return edit;
+  }
   async function summaryCall(id, method, body, status) {
     status.textContent = "";
-    try {
-      const r = await fetch(`/api/summaries/${id}/`, {
-        method,
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrf() },
-        body: body ? JSON.stringify(body) : undefined,
-      });
-      if (r.ok) return true;
-      let msg = "HTTP " + r.status;
-      try { const j = await r.json(); msg = j.detail || j.error || Object.values(j).flat().join(" ") || msg; } catch (e) { /* not JSON */ }
-      status.textContent = r.status === 404 || r.status === 405 ? "Summary editing is not available." : "Could not save: " + msg;
-    } catch (e) {
-      status.textContent = "Network error: " + e.message;
-    }
-    return false;
+    const r = await request(`/api/summaries/${id}/`, { method, body });
+    if (r.ok) return r.data || {};
+    status.textContent = `Could not ${method === "DELETE" ? "discard" : "save"}: ${errorText(r.data, r.status)}`;
+    return null;
   }
   async function loadSummaries() {
     const ul = document.getElementById("summaries");
     const btn = document.getElementById("summaries-more");
     const data = await getJSON(`${api}summaries/?limit=5&offset=${state.summariesOffset}`);
     if (state.summariesOffset === 0 && !data.results.length) ul.replaceChildren(h("li", { class: "dash-empty", text: "No summaries yet." }));
-    for (const sm of data.results) ul.append(summaryItem(sm));
+    for (const sm of data.results) {
+      // Newest first: the first live summary listed is the one in use.
+      const inUse = !sm.discarded && !state.summaryInUseShown;
+      if (inUse) state.summaryInUseShown = true;
+      ul.append(summaryItem(sm, inUse));
+    }
     state.summariesOffset += data.results.length;
     ul.dataset.count = data.count;
     btn.hidden = !data.next;
+  }
+  function reloadSummaries() {
+    document.getElementById("summaries").replaceChildren();
+    state.summariesOffset = 0;
+    state.summaryInUseShown = false;
+    return loadSummaries();
   }
 
   // The money card gains the prompt-cache estimate computed with the series.
   function showCacheEstimate(est) {
     const card = document.querySelector("[data-card=money]");
     if (!card || !est || est.sent_usd_with_cache === null || !est.cached_tokens) return;
+    const reported = est.provider_reported_turns || 0;
+    const source = !reported ? "est." : reported >= state.series.count ? "reported by the endpoint" : "partly estimated";
     card.append(h("p", { class: "dash-card-detail", "data-cache-estimate": est.cached_tokens,
-      title: "Estimate: between triggers each request starts with the previous one, which the provider's prompt cache bills at the cached-input price.",
-      text: `Sent ${usd(est.sent_usd)}, ≈ ${usd(est.sent_usd_with_cache)} with prompt caching (${Math.round(est.cached_share * 100)}% cached, est.)` }));
+      title: "Turns whose endpoint reported its cached prompt tokens use that figure; for the others, between triggers each request starts with the previous one, which the provider's prompt cache bills at the cached-input price.",
+      text: `Sent ${usd(est.sent_usd)}, ≈ ${usd(est.sent_usd_with_cache)} with prompt caching (${Math.round(est.cached_share * 100)}% cached, ${source})` }));
   }
 
   // The usage card also shows what the next request will send (the chat's context gauge), when available.

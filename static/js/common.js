@@ -46,6 +46,13 @@ const Longchat = (() => {
     return { ok: response.ok, status: response.status, data };
   }
 
+  /** GET a JSON resource; rejects with the server's error in plain words. */
+  async function getJSON(url, { signal } = {}) {
+    const res = await api(url, { signal });
+    if (!res.ok) throw new Error(errorText(res.data, res.status));
+    return res.data;
+  }
+
   function toast(text, kind = "info", ms = 3500) {
     const box = document.getElementById("toasts");
     if (!box) return;
@@ -102,5 +109,5 @@ const Longchat = (() => {
     document.querySelectorAll("#toasts .toast").forEach((el) => setTimeout(() => el.remove(), 4500));
   });
 
-  return { csrfToken, api, errorText, toast, confirmAction, copyText, formatTokens };
+  return { csrfToken, api, getJSON, errorText, toast, confirmAction, copyText, formatTokens };
 })();

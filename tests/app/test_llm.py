@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from chatapp.chat import llm
+from chatapp.chat import llm, netguard
 from tests.support.fake_openai import echo_reply
 
 from .conftest import SECRET_KEY_VALUE, make_target, run_stream
@@ -233,3 +237,109 @@ def test_usage_without_cache_details_reports_no_cached_figure():
     detailed = SimpleNamespace(prompt_tokens=50, completion_tokens=5,
                                prompt_tokens_details=SimpleNamespace(cached_tokens=0))
     assert llm._usage_from(detailed).cached_tokens == 0
+
+
+# --- SSRF: redirects and the connect-time address check -------------------------------------------
+
+METADATA_BODY = "iam-role-credentials: AKIA-SECRET-FROM-METADATA"
+
+
+@contextlib.contextmanager
+def redirecting_endpoint(location: str) -> Iterator[str]:
+    """A public-looking endpoint that answers every request with 307 to `location` (and a body that
+    must never reach the user); yields its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _redirect(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            self.rfile.read(length)
+            body = METADATA_BODY.encode()
+            self.send_response(307)
+            self.send_header("Location", location)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _redirect
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_redirects_are_not_followed_and_are_explained(fake):
+    # The redirect points at a server that would answer (the fake endpoint): following it would succeed.
+    location = f"{fake.base_url}/chat/completions"
+    with redirecting_endpoint(location) as base_url:
+        target = make_target(base_url, "fake-echo")
+        events, error = run_stream(target, MESSAGES)
+        with pytest.raises(llm.LLMError) as complete_error:
+            llm.llm_complete(target=target, messages=MESSAGES)
+        ok, test_message = llm.llm_test_connection(target=target)
+
+    assert events == []
+    for failure in (error, complete_error.value):
+        assert failure is not None and failure.kind == "bad_request" and not failure.retryable
+        assert failure.status == 307
+        assert f"redirected the request (307) to {location}" in failure.user_message
+        assert "use the final URL" in failure.user_message
+        assert METADATA_BODY not in failure.user_message and METADATA_BODY not in failure.detail
+    assert ok is False and "redirected the request (307)" in test_message and METADATA_BODY not in test_message
+    assert fake.requests == []  # nothing reached the redirect's target
+
+
+@pytest.fixture
+def private_urls_refused(settings):
+    settings.ALLOW_PRIVATE_LLM_URLS = False
+    llm._address_checks.clear()
+    yield
+    llm._address_checks.clear()
+
+
+def test_private_address_is_refused_at_connect_time(fake, private_urls_refused):
+    # A base URL that reached the database without the save-time check (or before the rule changed).
+    target = make_target(fake.base_url, "fake-echo")
+    events, error = run_stream(target, MESSAGES)
+    with pytest.raises(llm.LLMError) as complete_error:
+        llm.llm_complete(target=target, messages=MESSAGES)
+
+    assert events == []
+    for failure in (error, complete_error.value):
+        assert failure is not None and failure.kind == "connection" and not failure.retryable
+        assert "loopback address" in failure.user_message
+    assert fake.requests == []
+
+
+def test_dns_rebinding_after_the_save_time_check_is_refused(fake, private_urls_refused, monkeypatch):
+    port = fake.base_url.split(":")[2].split("/")[0]
+    base_url = f"http://rebinding.example:{port}/v1"
+    answers = {"rebinding.example": ["93.184.215.14"]}
+    lookups: list[str] = []
+
+    def resolve(host: str, port: int) -> list[str]:
+        lookups.append(host)
+        return answers[host]
+
+    monkeypatch.setattr(netguard, "_resolve", resolve)
+    netguard.base_url_validate(base_url, allow_private=False)  # saved while it pointed somewhere public
+    answers["rebinding.example"] = ["127.0.0.1"]  # then the record changed
+
+    target = make_target(base_url, "fake-echo")
+    _, error = run_stream(target, MESSAGES)
+    with pytest.raises(llm.LLMError) as complete_error:
+        llm.llm_complete(target=target, messages=MESSAGES)
+
+    assert error is not None and "rebinding.example (127.0.0.1)" in error.user_message
+    assert complete_error.value.kind == "connection"
+    assert fake.requests == []
+    # The verdict is cached per host for a short while: one lookup at save time, one at connect time.
+    assert lookups == ["rebinding.example", "rebinding.example"]

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import socket
 import tempfile
-import threading
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +19,10 @@ from django.test import AsyncClient
 import optimizer
 from chatapp.chat.crypto import secret_encrypt
 from chatapp.chat.models import Conversation, LLMConfig, Message
+from tests.support.asgi_server import LiveASGI, asgi_server
 
 TEST_KEY = "sk-test-chat-KEY-1234"
+__all__ = ["asgi_server"]  # the shared fixture, used through uvicorn_server below
 
 # The uvicorn tests serve requests from other threads. An in-memory SQLite test database is shared
 # between connections with table-level locks that fail at once instead of waiting (a write racing a
@@ -177,39 +176,9 @@ def send(user, conversation: Conversation, content: str, **kwargs: Any) -> Strea
     return post_stream(user, f"/api/conversations/{conversation.pk}/messages/", {"content": content}, **kwargs)
 
 
-# --- a real uvicorn server over the test database -------------------------------------------------
-
-
-@dataclass
-class LiveASGI:
-    url: str
-    server: Any
+# --- a real uvicorn server over the test database (shared: tests/support/asgi_server.py) -----------
 
 
 @pytest.fixture
-def uvicorn_server(transactional_db):
-    """The project's ASGI app served by a real uvicorn on a free port, in a thread of this process so
-    it sees the test database (committed data: transactional_db)."""
-    import uvicorn
-
-    from chatapp.asgi import application
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(application, log_level="warning", lifespan="off", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield LiveASGI(url=f"http://127.0.0.1:{port}", server=server)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-        sock.close()
+def uvicorn_server(asgi_server: LiveASGI) -> LiveASGI:
+    return asgi_server

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from asgiref.sync import async_to_sync, sync_to_async
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
 import optimizer
+from chatapp.chat import chat_services
 from chatapp.chat.chat_services import (
     MessageTooLarge,
     RateLimited,
     chat_regenerate_start,
     chat_retry_start,
     chat_turn_start,
+    chat_turn_stream,
     message_append,
     message_pin_set,
     send_rate_check,
@@ -75,7 +81,7 @@ def test_title_from_first_message_unless_custom(chat_user, conversation, echo_co
 
 
 def test_title_is_short():
-    title = title_from_text("word " * 50)
+    title = title_from_text(text="word " * 50)
     assert len(title) <= 60 and title.endswith("…")
 
 
@@ -154,3 +160,106 @@ def test_send_rate_limit_counts_per_user(chat_user, intruder, settings):
     assert 1 <= info.value.retry_after <= 60
     assert "3 per minute" in str(info.value)
     send_rate_check(user=intruder)  # another user's quota is untouched
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("Tell me about **indexes**", "Tell me about indexes"),
+        ("## Deploying `nginx` _quickly_ with __care__", "Deploying nginx quickly with care"),
+        ("> *Why* does ~~this~~ fail?", "Why does this fail?"),
+        ("- [Django docs](https://docs.djangoproject.com) on **select_related**", "Django docs on select_related"),
+        ("What does my_var_name or 2 * 3 * 4 do?", "What does my_var_name or 2 * 3 * 4 do?"),
+    ],
+)
+def test_title_is_plain_text(text, title):
+    assert title_from_text(text=text) == title
+
+
+def _stream(turn, on_event) -> list[dict]:
+    """Run chat_turn_stream to the end; `on_event(event)` (sync, may use the ORM) sees each event first."""
+
+    async def run() -> list[dict]:
+        events = []
+        async for event in chat_turn_stream(turn=turn):
+            await sync_to_async(on_event)(event)
+            events.append(event)
+        return events
+
+    return async_to_sync(run)()
+
+
+def test_a_reply_superseded_while_streaming_is_not_counted(chat_user, conversation):
+    turn = chat_turn_start(user=chat_user, conversation=conversation, content="hello")
+    conversation.refresh_from_db()
+    totals = (conversation.live_message_count, conversation.live_char_count, conversation.live_token_count)
+
+    def supersede_at_start(event):
+        # What a Retry does to a reply it takes for dead.
+        if event.get("event") == "start":
+            Message.objects.filter(pk=turn.reply_id).update(superseded=True)
+
+    _stream(turn, supersede_at_start)
+
+    conversation.refresh_from_db()
+    assert (conversation.live_message_count, conversation.live_char_count, conversation.live_token_count) == totals
+    reply = Message.objects.get(pk=turn.reply_id)
+    assert reply.superseded and reply.status != "complete" and reply.content  # kept, never counted
+
+
+def test_a_long_stream_stays_alive_for_retry(chat_user, conversation, monkeypatch, settings):
+    # Every stop-flag check is also a heartbeat here; in production the heartbeat is every few seconds.
+    monkeypatch.setattr(chat_services, "STOP_POLL_SECONDS", 0.0)
+    monkeypatch.setattr(chat_services, "STREAM_HEARTBEAT_SECONDS", 0.0)
+    user_message_turn = chat_turn_start(user=chat_user, conversation=conversation, content="write a long essay")
+    long_ago = timezone.now() - timedelta(seconds=settings.LLM_TIMEOUT_SECONDS) - timedelta(hours=1)
+    seen: dict = {"deltas": 0}
+
+    def retry_mid_stream(event):
+        if event.get("event") == "start":
+            # As if the reply had been streaming for longer than the model timeout.
+            Message.objects.filter(pk=user_message_turn.reply_id).update(updated_at=long_ago)
+        elif event.get("event") == "delta":
+            seen["deltas"] += 1
+            if seen["deltas"] == 2:
+                user_message = Message.objects.get(pk=user_message_turn.user_message_id)
+                with pytest.raises(ValidationError) as info:
+                    chat_retry_start(user=chat_user, message=user_message)
+                seen["code"] = info.value.code
+
+    events = _stream(user_message_turn, retry_mid_stream)
+
+    assert seen["code"] == "streaming"
+    assert events[-1]["event"] == "done"
+    assert Message.objects.filter(reply_to_id=user_message_turn.user_message_id).count() == 1
+
+
+def test_regenerate_claims_the_reply_once(chat_user, conversation):
+    user_message = message_append(conversation=conversation, role="user", content="q")
+    old = message_append(conversation=conversation, role="assistant", content="old answer", reply_to=user_message)
+    stale = Message.objects.get(pk=old.pk)  # what a second tab loaded before the first regenerate
+    chat_regenerate_start(user=chat_user, reply=old)
+
+    with pytest.raises(ValidationError) as info:
+        chat_regenerate_start(user=chat_user, reply=stale)
+
+    assert info.value.code == "conflict"
+    assert Message.objects.filter(reply_to=user_message, status="streaming").count() == 1
+
+
+def test_retry_claims_the_failed_reply_once(chat_user, conversation, monkeypatch):
+    user_message = message_append(conversation=conversation, role="user", content="q")
+    failed = message_append(
+        conversation=conversation, role="assistant", content="", status="error", reply_to=user_message
+    )
+    stale = Message.objects.get(pk=failed.pk)
+    chat_retry_start(user=chat_user, message=user_message)
+    # A concurrent retry that read the failed reply before the first one claimed it.
+    monkeypatch.setattr(chat_services, "_retry_last_reply", lambda *, message: stale)
+
+    with pytest.raises(ValidationError) as info:
+        chat_retry_start(user=chat_user, message=user_message)
+
+    assert info.value.code == "conflict"
+    live = Message.objects.filter(reply_to=user_message, superseded=False)
+    assert [m.status for m in live] == ["streaming"]

@@ -150,3 +150,47 @@ def test_gauge_reports_next_request_tokens_against_budget(conversation, chat_use
     assert gauge["tokens"] == conversation.live_token_count + 3
     assert gauge["ratio"] == pytest.approx(gauge["tokens"] / budget, abs=1e-3)
     assert gauge["strategy"] == "none"
+
+
+def test_a_turn_packed_before_a_compaction_does_not_move_the_window_back(chat_user, fake_openai):
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    ids = seed_messages(conversation, 600, model="gpt-4o-mini")
+    assert conversation.window_start_id is None  # this request read the conversation before...
+    # ...a manual compaction committed a window further on.
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[590])
+    target = llm.llm_target_for(config=config)
+
+    result, _ = context_build(conversation=conversation, preference="balanced", target=target)
+
+    assert result.window_start is not None and int(result.window_start) < ids[590]
+    assert Conversation.objects.get(pk=conversation.pk).window_start_id == ids[590]
+
+
+def test_auto_optimize_off_clears_the_window_when_everything_is_sent(chat_user, conversation):
+    ids = seed_messages(conversation, 10)
+    # A window left from earlier (automatic optimization on, or a smaller model).
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[6])
+    conversation.refresh_from_db()
+    UserSettings.objects.update_or_create(user=chat_user, defaults={"auto_optimize": False})
+
+    turn = chat_turn_start(user=chat_user, conversation=conversation, content="and now?")
+
+    record = OptimizationRecord.objects.get(pk=turn.record_id)
+    assert [i for entry in record.sent for i in entry["source_ids"]] == [*ids, turn.user_message_id]
+    assert record.window_start_id is None
+    assert Conversation.objects.get(pk=conversation.pk).window_start_id is None
+    assert turn.context["window_start_id"] is None
+
+
+def test_clearing_the_window_yields_to_a_concurrent_compaction(chat_user, conversation):
+    ids = seed_messages(conversation, 10)
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[4])
+    conversation.refresh_from_db()
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[8])  # committed meanwhile
+    target = llm.llm_target_for(config=conversation.llm_config)
+
+    result, _ = context_build(conversation=conversation, preference="balanced", target=target, auto_optimize=False)
+
+    assert result.window_start is None
+    assert Conversation.objects.get(pk=conversation.pk).window_start_id == ids[8]

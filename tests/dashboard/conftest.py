@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from tests.dashboard.factories import (
@@ -16,16 +15,9 @@ from tests.dashboard.factories import (
     make_summary,
     sent_entry,
 )
+from tests.support.accounts import no_rate_limit, other_user, user
 
-
-@pytest.fixture
-def user(db):
-    return get_user_model().objects.create_user(username="ada", password="a long test password 1")
-
-
-@pytest.fixture
-def other_user(db):
-    return get_user_model().objects.create_user(username="eve", password="a long test password 2")
+__all__ = ["no_rate_limit", "other_user", "user"]
 
 
 @pytest.fixture

@@ -7,26 +7,17 @@ import json
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import AsyncClient
 
 from chatapp.chat.crypto import secret_encrypt
 from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_rate_limit")]
 
 WORDS = [
     "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
     "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa",
 ]
-
-
-@pytest.fixture(autouse=True)
-def _no_rate_limit(settings):
-    cache.clear()
-    settings.SEND_RATE_LIMIT_PER_MINUTE = 1000
-    yield
-    cache.clear()
 
 
 def _send(user, conversation: Conversation, content: str) -> list[str]:
@@ -55,6 +46,16 @@ def test_dashboard_rebuilds_what_the_request_path_sent(client, fake_openai):
     )
     conversation = Conversation.objects.create(owner=user, llm_config=config)
     for turn in range(10):
+        if turn == 6:
+            # What a finished summary job leaves (covering all but the first user message and the last
+            # two exchanges): the next requests send it in place of what it covers.
+            chat = Message.objects.filter(conversation=conversation).order_by("id")
+            covered = list(chat.values_list("id", flat=True))[1:-4]
+            Message.objects.create(
+                conversation=conversation, role="system", kind="summary", content="[Summary] turns so far.",
+                token_count=12, char_count=23, covers_from_id=covered[0], covers_through_id=covered[-1],
+                covered_message_count=len(covered),
+            )
         text = f"Turn {turn}: " + " ".join(WORDS[(turn + k) % len(WORDS)] for k in range(110))
         assert _send(user, conversation, text)[-1] == "done"
 
@@ -70,17 +71,25 @@ def test_dashboard_rebuilds_what_the_request_path_sent(client, fake_openai):
     assert series["tokens_sent"] == [r.tokens_sent for r in records]
     assert series["first_optimized_index"] is not None
 
+    origins = set()
     for record in records:
         ctx = client.get(base + f"records/{record.pk}/").json()
         entries = ctx["entries"]
         assert [e["origin"] for e in entries] == [s["origin"] for s in record.sent]
         assert [e["tokens"] for e in entries] == [s["tokens"] for s in record.sent]
         assert not any(e["missing"] for e in entries), entries
-        for entry in entries:
+        for entry, sent in zip(entries, record.sent, strict=True):
+            origins.add(entry["origin"])
             if entry["origin"] in ("verbatim", "pinned"):
                 stored = Message.objects.get(pk=entry["source_ids"][0])
                 assert entry["content"] == stored.content
                 assert entry["role"] == stored.role
+            elif entry["origin"] == "summary":
+                # The request path names the summary message it sent.
+                assert entry["content"] == Message.objects.get(pk=sent["summary_id"], kind="summary").content
+            elif entry["origin"] == "compressed":
+                assert entry["content"] == sent["content"]
+    assert "summary" in origins
 
     mp = client.get(base + "map/").json()
     assert mp["count"] == Message.objects.filter(conversation=conversation).count()

@@ -16,7 +16,7 @@ from chatapp.chat.dashboard_selectors import (
     dashboard_summary_details,
     dashboard_summary_list,
 )
-from tests.dashboard.factories import make_conversation, make_job, make_record
+from tests.dashboard.factories import make_conversation, make_job, make_record, make_summary, sent_entry
 
 pytestmark = pytest.mark.django_db
 
@@ -218,3 +218,89 @@ def test_record_context_flags_a_summary_edited_after_the_request(small):
     assert summary_entry["content"] == "[Summary] rewritten"
     assert summary_entry["edited_after"] is True
     assert not any(e["edited_after"] for i, e in enumerate(ctx["entries"]) if i != 2)
+
+
+def _edit_of(summary, *, content: str):
+    """What summary_services.summary_edit stores: a new summary message; the old one is discarded."""
+    from chatapp.chat.models import Message
+
+    edit = make_summary(
+        conversation=summary.conversation,
+        covers=(Message(pk=summary.covers_from_id), Message(pk=summary.covers_through_id)),
+        covered=summary.covered_message_count, content=content, edited=True, edited_from=summary,
+    )
+    Message.objects.filter(pk=summary.pk).update(discarded=True)
+    return edit
+
+
+def test_an_edit_is_not_counted_as_another_summary_made(small, user):
+    _edit_of(small.summary, content="[Summary] edited by hand")
+    summaries = dashboard_headline(conversation=small.conversation)["summaries"]
+    assert summaries["made"] == 1
+    assert summaries["live"] == 1  # the edit is the summary in use: nothing was discarded
+    assert summaries["edited"] == 1
+    assert dashboard_overview(user=user)["summaries"]["made"] == 1
+
+
+def test_a_sent_edit_discarded_later_is_not_flagged_as_edited_after(small):
+    from django.utils import timezone
+
+    from chatapp.chat.models import Message
+
+    edit = _edit_of(small.summary, content="[Summary] edited by hand")
+    record = make_record(conversation=small.conversation, tokens_full=600, tokens_sent=250, summary=edit,
+                         sent=[sent_entry("verbatim", small.m[0]), sent_entry("summary", edit)])
+    Message.objects.filter(pk=edit.pk).update(discarded=True, updated_at=timezone.now())
+    entry = dashboard_record_context(conversation=small.conversation, record_id=record.pk)["entries"][1]
+    assert entry["content"] == "[Summary] edited by hand"
+    assert entry["edited"] is True
+    assert entry["edited_after"] is False
+    assert entry["replaced_by_id"] is None
+
+
+def test_a_summary_replaced_by_an_edit_still_shows_the_text_sent(small):
+    edit = _edit_of(small.summary, content="[Summary] edited by hand")
+    entry = dashboard_record_context(conversation=small.conversation, record_id=small.records[-1].pk)["entries"][2]
+    assert entry["content"] == "[Summary] m1..m3"
+    assert entry["replaced_by_id"] == edit.pk
+    assert entry["edited_after"] is False
+
+
+def test_old_summary_entries_fall_back_to_the_record_summary(small):
+    # Before `summary_id`, a summary entry's source_ids held the optimizer's last covered message id.
+    m = small.m
+    record = make_record(conversation=small.conversation, tokens_full=600, tokens_sent=250, summary=small.summary,
+                         sent=[sent_entry("verbatim", m[0]), {**sent_entry("summary", m[3]), "tokens": 40}])
+    entry = dashboard_record_context(conversation=small.conversation, record_id=record.pk)["entries"][1]
+    assert entry["source_ids"] == [small.summary.pk]
+    assert entry["content"] == "[Summary] m1..m3"
+    assert entry["covers"] == [m[1].pk, m[3].pk, 3]
+
+
+def test_record_context_uses_the_request_paths_summary_id_and_compressed_text(small):
+    m = small.m
+    newer = make_summary(conversation=small.conversation, covers=(m[1], m[4]), covered=4, content="[Summary] m1..m4")
+    record = make_record(
+        conversation=small.conversation, tokens_full=600, tokens_sent=80, summary=small.summary,
+        sent=[
+            {"source_ids": [newer.pk], "summary_id": newer.pk, "origin": "summary", "tokens": 40, "role": "system"},
+            {"source_ids": [m[5].pk], "origin": "compressed", "tokens": 7, "role": "assistant",
+             "content": "message … 5"},
+        ],
+    )
+    entries = dashboard_record_context(conversation=small.conversation, record_id=record.pk)["entries"]
+    assert entries[0]["content"] == "[Summary] m1..m4"
+    assert entries[0]["covers"] == [m[1].pk, m[4].pk, 4]
+    assert entries[1]["content"] == "message … 5"
+    assert entries[1]["content_is_sent_text"] is True
+    assert entries[1]["original_tokens"] == m[5].token_count
+
+
+def test_money_saved_bills_provider_cached_tokens_at_the_cached_price(user):
+    c = make_conversation(owner=user)
+    # Stored without cost figures (priced by the dashboard from the registry).
+    make_record(conversation=c, tokens_full=5000, tokens_sent=2000, provider=2010, provider_cached_tokens=1536)
+    money = dashboard_headline(conversation=c)["money"]
+    assert money["sent_usd"] == pytest.approx(optimizer.cost_usd("gpt-4o-mini", prompt_tokens=2000, cached_tokens=1536))
+    assert money["full_usd"] == pytest.approx(optimizer.cost_usd("gpt-4o-mini", prompt_tokens=5000))
+    assert money["sent_usd"] < optimizer.cost_usd("gpt-4o-mini", prompt_tokens=2000)

@@ -167,3 +167,12 @@ def test_map_of_a_seeded_conversation_is_run_length_encoded(owner_client, user):
     assert len(response.content) < total * 4
     series = owner_client.get(api(conversation.pk, "series/")).json()
     assert series["count"] == OptimizationRecord.objects.filter(conversation=conversation).count() == 300
+
+
+@pytest.mark.parametrize("path", ["/c/{pk}/dashboard/", "/dashboard/"])
+def test_dashboard_pages_send_the_page_csp(owner_client, small, path):
+    policy = owner_client.get(path.format(pk=small.conversation.pk))["Content-Security-Policy"]
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+    assert directives["script-src"] == "'self'"
+    assert directives["img-src"] == "'self' data:"
+    assert directives["object-src"] == "'none'"

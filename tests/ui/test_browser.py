@@ -10,6 +10,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 from chatapp.chat.models import LLMConfig, Message, UserSettings
+from tests.support.browser import console_errors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -139,12 +140,18 @@ def test_sign_up_chat_stream_settings_and_no_xss(asgi_server, browser, fake_open
     browser.save_screenshot(str(screenshot_dir / "chat.png"))
 
     # After a reload the server-rendered timeline is just as inert; code blocks get a copy button.
+    # A markdown image is a link: loading it would send whatever its URL carries to another server.
     conversation = Message.objects.filter(conversation__owner=user).last().conversation
+    leak = fake_openai.base_url.rsplit("/v1", 1)[0] + "/leak?d=SECRET"
+    Message.objects.create(conversation=conversation, role="assistant", content=f"![chart]({leak})")
     Message.objects.create(conversation=conversation, role="assistant", content="```python\nprint('hi')\n```")
     browser.refresh()
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant"))
     assert browser.execute_script("return window.__xss") is None
-    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-status=complete]")) == 4
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-status=complete]")) == 5
+    assert not browser.find_elements(By.CSS_SELECTOR, ".msg-content img")
+    assert browser.find_element(By.CSS_SELECTOR, f'.msg-content a[href="{leak}"]').text == "chart"
+    assert not [r for r in fake_openai.requests if "/leak" in r.path]
     copy = browser.find_element(By.CSS_SELECTOR, ".code-block .copy-btn")
     assert browser.find_element(By.CSS_SELECTOR, ".code-block .code-lang").text == "python"
     copy.click()
@@ -169,8 +176,7 @@ def test_sign_up_chat_stream_settings_and_no_xss(asgi_server, browser, fake_open
     browser.save_screenshot(str(screenshot_dir / "chat-dark.png"))
     assert (screenshot_dir / "chat.png").stat().st_size > 10_000
     # No script errors anywhere along the way.
-    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    assert errors == [], errors
+    assert console_errors(browser) == []
 
 
 def test_stop_keeps_the_partial_reply_marked_stopped(asgi_server, browser, fake_openai, screenshot_dir):

@@ -18,6 +18,7 @@ import optimizer
 from chatapp.chat.models import Conversation, LLMConfig, Message, SummaryJob
 from chatapp.chat.services import user_settings_update
 from chatapp.chat.summary_services import summary_job_request
+from tests.support.browser import console_errors
 from tests.ui.test_browser import _send, _sign_up, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -149,8 +150,7 @@ def test_compact_command_shows_the_job_state_then_the_summary_without_a_reload(
     browser.refresh()
     _wait(browser, lambda d: d.find_elements(By.ID, "model-select"))
     assert Select(browser.find_element(By.ID, "model-select")).first_selected_option.text == "Echo 4k"
-    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    assert errors == [], errors
+    assert console_errors(browser) == []
 
 
 def test_confirm_before_compaction_asks_and_not_now_dismisses(asgi_server, browser, fake_openai, screenshot_dir):
@@ -210,5 +210,4 @@ def test_confirm_before_compaction_asks_and_not_now_dismisses(asgi_server, brows
     asked.refresh_from_db()
     assert asked.trigger == SummaryJob.Trigger.MANUAL
     assert asked.status != SummaryJob.Status.AWAITING_CONFIRMATION
-    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    assert errors == [], errors
+    assert console_errors(browser) == []

