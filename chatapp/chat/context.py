@@ -388,16 +388,22 @@ def context_gauge(
             "tokens": exc.needed,
             "budget": budget,
             "ratio": round(exc.needed / budget, 4) if budget else None,
+            "history_tokens": exc.needed,
+            "history_ratio": round(exc.needed / budget, 4) if budget else None,
             "window_start_id": conversation.window_start_id,
             "strategy": "none",
             "estimated": optimizer.is_estimated(target.model),
         }
     tokens = int(result.stats.get("tokens_after", sum(m.tokens for m in result.messages)))
+    # What the whole live history would take: the figure the trigger and "compact now?" speak of.
+    history_tokens = int(result.stats.get("tokens_before", tokens))
     new_start = int(result.window_start) if result.window_start is not None else None
     return {
         "tokens": tokens,
         "budget": budget,
         "ratio": round(tokens / budget, 4) if budget else None,
+        "history_tokens": history_tokens,
+        "history_ratio": round(history_tokens / budget, 4) if budget else None,
         "window_start_id": new_start,
         "strategy": result.stats.get("strategy_chosen", "none"),
         "estimated": bool(result.stats.get("estimated", optimizer.is_estimated(target.model))),

@@ -654,6 +654,9 @@
     const row = (k, v) => { dl.append(el("dt", "", k), el("dd", "", v)); };
     row("Next request", `${tokens.toLocaleString()} tokens`);
     row("Budget", `${budget.toLocaleString()} tokens`);
+    if (g.history_tokens !== undefined && g.history_tokens !== tokens) {
+      row("Whole history", `${Number(g.history_tokens).toLocaleString()} tokens`);
+    }
     row("Used", pct === 0 && tokens > 0 ? "under 1%" : `${pct}%`);
     if (lastGauge.strategy) row("Strategy", STRATEGY_WORDS[lastGauge.strategy] || lastGauge.strategy);
     row("Counting", lastGauge.estimated ? "estimated (model unknown to the tokenizer)" : "exact");
@@ -737,10 +740,12 @@
     return `${Math.floor(secs / 60)} min ${Math.round(secs % 60)} s`;
   }
 
+  // "Compact now?" speaks of the whole history against the budget (what the trigger measures),
+  // not of the already-optimized next request.
   function gaugePercent() {
     if (!lastGauge || !lastGauge.budget) return null;
-    const ratio = lastGauge.ratio !== undefined && lastGauge.ratio !== null
-      ? Number(lastGauge.ratio) : Number(lastGauge.tokens || 0) / Number(lastGauge.budget);
+    const ratio = lastGauge.history_ratio !== undefined && lastGauge.history_ratio !== null
+      ? Number(lastGauge.history_ratio) : Number(lastGauge.tokens || 0) / Number(lastGauge.budget);
     return Math.round(ratio * 100);
   }
 

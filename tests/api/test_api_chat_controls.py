@@ -210,3 +210,20 @@ def test_conversation_set_config_service(user, other_user, make_conversation):
     assert stored.llm_config_id == mine.pk
     # A settings change does not move the chat to the top of the sidebar.
     assert stored.updated_at == updated_at
+
+
+def test_gauge_reports_the_whole_history_beside_the_optimized_next_request(api, user, make_conversation):
+    """"Compact now?" quotes the whole history against the budget (what the trigger measures); the
+    gauge's own figure is the already-optimized next request."""
+    small = _small_config(user)  # budget 8,000 - 1,000 = 7,000; trigger at 5,600
+    conversation = make_conversation(user, messages=1000)  # 8 tokens each: 8,000 stored
+    Conversation.objects.filter(pk=conversation.pk).update(
+        llm_config=small, live_message_count=1000, live_token_count=8000, live_char_count=17_000
+    )
+
+    gauge = api.get(f"/api/conversations/{conversation.pk}/context/").json()
+
+    assert gauge["budget"] == 7000
+    assert gauge["history_tokens"] >= 8000 > 0.8 * gauge["budget"]
+    assert gauge["tokens"] <= 0.5 * gauge["budget"] < gauge["history_tokens"]
+    assert gauge["history_ratio"] == round(gauge["history_tokens"] / 7000, 4)

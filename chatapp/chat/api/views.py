@@ -173,6 +173,8 @@ class ConversationContextApi(APIView):
         tokens = serializers.IntegerField(help_text="Tokens the next request will send.")
         budget = serializers.IntegerField(help_text="Context window minus the reserved output.")
         ratio = serializers.FloatField(allow_null=True)
+        history_tokens = serializers.IntegerField(help_text="What the whole live history would take.")
+        history_ratio = serializers.FloatField(allow_null=True)
         window_start_id = serializers.IntegerField(allow_null=True)
         strategy = serializers.CharField()
         estimated = serializers.BooleanField(help_text="Counts are estimates (model unknown to tiktoken).")
