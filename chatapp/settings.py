@@ -218,7 +218,7 @@ CELERY_SUMMARY_QUEUE = os.environ.get("CELERY_SUMMARY_QUEUE", "summaries")
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-# Issue 4 (summary jobs). Retries on 429/5xx/timeouts: exponential backoff with full jitter.
+# Issue 4 (summary jobs). Retries on 429/5xx/timeouts: exponential backoff with jitter (half fixed, half random).
 SUMMARY_MAX_RETRIES = _env_int("SUMMARY_MAX_RETRIES", 3)
 SUMMARY_RETRY_BACKOFF_MS = _env_int("SUMMARY_RETRY_BACKOFF_MS", 2000, minimum=1)
 SUMMARY_RETRY_BACKOFF_MAX_MS = _env_int("SUMMARY_RETRY_BACKOFF_MAX_MS", 60_000, minimum=1)

@@ -8,10 +8,11 @@ truncation, which costs nothing; without a summarizer the choice is always trunc
 
 One adjustment to the literal formula, to keep the documented outcomes: with 5 short messages and
 the "quality" preference the literal scores are truncate 100 x 0.2 = 20 against summarize
-(20 + 30 + 20) x 0.8 = 56, i.e. "summarize", but the documented outcome is "truncate for every
-preference". The smallest change that restores it reuses the formula's own threshold: summarizing is
-not eligible below 10 messages. Nothing is lost by this: under 15 messages the minimum recent window
-keeps every message, so there would be nothing to summarize anyway.
+(20 + 20) x 0.8 = 32 (under 2,000 characters) or (20 + 30 + 20) x 0.8 = 56 (over), i.e. "summarize"
+either way, but the documented outcome is "truncate for every preference". The smallest change
+that restores it reuses the formula's own threshold: summarizing is not eligible below 10 messages.
+Nothing is lost by this: under 15 messages the minimum recent window keeps every message, so there
+would be nothing to summarize anyway.
 """
 
 from __future__ import annotations

@@ -404,6 +404,7 @@ def _context_event(*, result: PackResult, budget: int, window_start_id: int | No
     return {
         "tokens": int(stats.get("tokens_after", 0)),
         "budget": budget,
+        "history_tokens": int(stats.get("tokens_before", 0)),
         "strategy": stats.get("strategy_chosen", "none"),
         "reason": stats.get("strategy_reason", ""),
         "triggered": bool(stats.get("triggered", False)),
@@ -501,7 +502,8 @@ def _turn_prepare(
             reply_id=reply.pk,
             record_id=None,
             messages=[],
-            context={"tokens": exc.needed, "budget": exc.budget, "strategy": "none", "reason": "",
+            context={"tokens": exc.needed, "budget": exc.budget, "history_tokens": exc.needed,
+                     "strategy": "none", "reason": "",
                      "triggered": False, "window_start_id": conversation.window_start_id,
                      "estimated": optimizer.is_estimated(target.model)},
             failure=TurnFailure(error=error, kind="context_too_large", retryable=False),
@@ -820,10 +822,13 @@ def _gauge_without_repacking(*, turn: ChatTurn, reply_tokens: int) -> dict[str, 
     if tokens >= turn.trigger_tokens:
         return None
     budget = int(turn.context["budget"])
+    history_tokens = int(turn.context["history_tokens"]) + reply_tokens
     return {
         "tokens": tokens,
         "budget": budget,
         "ratio": round(tokens / budget, 4) if budget else None,
+        "history_tokens": history_tokens,
+        "history_ratio": round(history_tokens / budget, 4) if budget else None,
         "window_start_id": turn.context["window_start_id"],
         "strategy": turn.context["strategy"],
         "estimated": turn.context["estimated"],
