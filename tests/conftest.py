@@ -49,3 +49,18 @@ def _hermetic_dns(monkeypatch):
 def _fast_password_hashing(settings):
     """PBKDF2 at production strength costs about a second per user created on these machines."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def published(monkeypatch) -> list[int]:
+    """Summary job ids published, recorded instead of sent to a broker (tests/worker runs the real one)."""
+    from chatapp.chat import summary_services
+
+    ids: list[int] = []
+
+    def fake_publish(*, job_ids: list[int]) -> list[int]:
+        ids.extend(job_ids)
+        return list(job_ids)
+
+    monkeypatch.setattr(summary_services, "_publish", fake_publish)
+    return ids

@@ -42,6 +42,7 @@ from chatapp.chat.context import (
     context_build,
     context_gauge,
     conversation_config,
+    gauge_payload,
     message_is_live,
 )
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
@@ -821,18 +822,14 @@ def _gauge_without_repacking(*, turn: ChatTurn, reply_tokens: int) -> dict[str, 
     tokens = int(turn.context["tokens"]) + reply_tokens
     if tokens >= turn.trigger_tokens:
         return None
-    budget = int(turn.context["budget"])
-    history_tokens = int(turn.context["history_tokens"]) + reply_tokens
-    return {
-        "tokens": tokens,
-        "budget": budget,
-        "ratio": round(tokens / budget, 4) if budget else None,
-        "history_tokens": history_tokens,
-        "history_ratio": round(history_tokens / budget, 4) if budget else None,
-        "window_start_id": turn.context["window_start_id"],
-        "strategy": turn.context["strategy"],
-        "estimated": turn.context["estimated"],
-    }
+    return gauge_payload(
+        tokens=tokens,
+        budget=int(turn.context["budget"]),
+        history_tokens=int(turn.context["history_tokens"]) + reply_tokens,
+        window_start_id=turn.context["window_start_id"],
+        strategy=turn.context["strategy"],
+        estimated=turn.context["estimated"],
+    )
 
 
 def _after_turn(*, turn: ChatTurn) -> tuple[dict[str, Any] | None, str]:

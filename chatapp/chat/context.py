@@ -363,6 +363,26 @@ def _window_store(*, conversation: Conversation, new_start: int | None) -> None:
         conversation.window_start_id = new_start
 
 
+def gauge_payload(
+    *, tokens: int, budget: int, history_tokens: int, window_start_id: int | None, strategy: str, estimated: bool
+) -> dict[str, Any]:
+    """The gauge as the chat, the API and the SSE `done` event show it (one shape everywhere).
+
+    `tokens` is what the next request sends; `history_tokens` what the whole live history would take
+    — the figure the trigger and the "compact now?" question speak of.
+    """
+    return {
+        "tokens": tokens,
+        "budget": budget,
+        "ratio": round(tokens / budget, 4) if budget else None,
+        "history_tokens": history_tokens,
+        "history_ratio": round(history_tokens / budget, 4) if budget else None,
+        "window_start_id": window_start_id,
+        "strategy": strategy,
+        "estimated": estimated,
+    }
+
+
 def context_gauge(
     *, conversation: Conversation, user: AbstractBaseUser, target: LLMTarget | None = None
 ) -> dict[str, Any]:
@@ -384,30 +404,23 @@ def context_gauge(
             store_window=False,
         )
     except ContextTooLargeError as exc:
-        return {
-            "tokens": exc.needed,
-            "budget": budget,
-            "ratio": round(exc.needed / budget, 4) if budget else None,
-            "history_tokens": exc.needed,
-            "history_ratio": round(exc.needed / budget, 4) if budget else None,
-            "window_start_id": conversation.window_start_id,
-            "strategy": "none",
-            "estimated": optimizer.is_estimated(target.model),
-        }
+        return gauge_payload(
+            tokens=exc.needed,
+            budget=budget,
+            history_tokens=exc.needed,
+            window_start_id=conversation.window_start_id,
+            strategy="none",
+            estimated=optimizer.is_estimated(target.model),
+        )
     tokens = int(result.stats.get("tokens_after", sum(m.tokens for m in result.messages)))
-    # What the whole live history would take: the figure the trigger and "compact now?" speak of.
-    history_tokens = int(result.stats.get("tokens_before", tokens))
-    new_start = int(result.window_start) if result.window_start is not None else None
-    return {
-        "tokens": tokens,
-        "budget": budget,
-        "ratio": round(tokens / budget, 4) if budget else None,
-        "history_tokens": history_tokens,
-        "history_ratio": round(history_tokens / budget, 4) if budget else None,
-        "window_start_id": new_start,
-        "strategy": result.stats.get("strategy_chosen", "none"),
-        "estimated": bool(result.stats.get("estimated", optimizer.is_estimated(target.model))),
-    }
+    return gauge_payload(
+        tokens=tokens,
+        budget=budget,
+        history_tokens=int(result.stats.get("tokens_before", tokens)),
+        window_start_id=int(result.window_start) if result.window_start is not None else None,
+        strategy=result.stats.get("strategy_chosen", "none"),
+        estimated=bool(result.stats.get("estimated", optimizer.is_estimated(target.model))),
+    )
 
 
 def context_ahead_span(

@@ -24,19 +24,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def published(monkeypatch) -> list[int]:
-    """Job ids published, instead of a broker (tests/worker runs the real one)."""
-    ids: list[int] = []
-
-    def fake_publish(*, job_ids: list[int]) -> list[int]:
-        ids.extend(job_ids)
-        return list(job_ids)
-
-    monkeypatch.setattr(summary_services, "_publish", fake_publish)
-    return ids
-
-
-@pytest.fixture
 def quality_user(chat_user):
     UserSettings.objects.update_or_create(user=chat_user, defaults={"preference": "quality"})
     return chat_user

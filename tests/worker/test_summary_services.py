@@ -30,19 +30,6 @@ from tests.worker.conftest import summaries_of
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def published(monkeypatch) -> list[int]:
-    """Record publishes instead of talking to a broker (the worker tests cover the broker)."""
-    ids: list[int] = []
-
-    def fake_publish(*, job_ids: list[int]) -> list[int]:
-        ids.extend(job_ids)
-        return list(job_ids)
-
-    monkeypatch.setattr(summary_services, "_publish", fake_publish)
-    return ids
-
-
 def _finish(job: SummaryJob) -> None:
     SummaryJob.objects.filter(pk=job.pk).update(status=SummaryJob.Status.DONE, finished_at=timezone.now())
 
