@@ -30,6 +30,7 @@ requests before it have already been written, and nothing of the bad one is.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
 from collections.abc import Iterator
@@ -37,8 +38,10 @@ from typing import IO, Any
 
 from .budget import budget_for_model
 from .packing import pack
+from .recall import MemorySource, RecallItem
 from .selector import PREFERENCES
 from .summaries import extractive_summary
+from .tokens import content_text
 from .types import ContextTooLargeError, Msg
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -112,9 +115,25 @@ def _parse_messages(raw: Any, where: str) -> list[Msg]:
         if not isinstance(content, (str, list)):
             raise BadRequest(where, f"{label}: missing content")
         name = m.get("name")
+        created = m.get("created_at")
+        when = None
+        if created is not None:
+            try:
+                when = dt.datetime.fromisoformat(str(created))
+            except ValueError:
+                raise BadRequest(where, f"{label}: created_at {created!r} is not an ISO 8601 date") from None
         msgs.append(Msg(id=mid, role=role, content=content, pinned=bool(m.get("pinned", False)),
-                        name=str(name) if name else None))
+                        name=str(name) if name else None, created_at=when))
     return msgs
+
+
+def memory_source(msgs: list[Msg]) -> MemorySource:
+    """Recall over the request's own messages (the CLI holds the whole conversation)."""
+    return MemorySource([
+        RecallItem(id=m.id, role=m.role, content=content_text(m.content), position=k, created_at=m.created_at,
+                   name=m.name)
+        for k, m in enumerate(msgs)
+    ])
 
 
 def _handle(req: Any, where: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -146,6 +165,7 @@ def _handle(req: Any, where: str, args: argparse.Namespace) -> dict[str, Any]:
             model=model,
             window_start=None if window_start is None else str(window_start),
             summarize_now=extractive_summary if summarizer == "extractive" else None,
+            recall_source=memory_source(msgs),
         )
     except ContextTooLargeError as exc:
         raise BadRequest(where, f"context too large: {exc}") from None

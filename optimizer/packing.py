@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .budget import min_recent_rounds, target_tokens, trigger_tokens
+from .recall import RECALL_CAP, Recall, RecallSource, recall
 from .selector import WEIGHTS, select_strategy
 from .summaries import summary_body, summary_header, summary_target_tokens
 from .tokens import REPLY_PRIMING, _encoding_name, content_chars, content_text, count_message, count_text
@@ -192,6 +193,8 @@ def pack(
     summarizer_available: bool = True,
     config: PackConfig = DEFAULT_CONFIG,
     summarize_now: SummarizeNow | None = None,
+    recall_source: RecallSource | None = None,
+    recall_drop_terms: Sequence[str] = (),
 ) -> PackResult:
     """Pack a conversation into `budget` tokens; see the module docstring for the layout and rules.
 
@@ -382,6 +385,10 @@ def pack(
     if summary_msg is not None:
         out.append(summary_msg)
     out.extend(_packed(pk, i) for i in range(ws, n))
+    recalled = None
+    if recall_source is not None and config.recall:
+        recalled = _recall_into(out, recall_source, budget=budget, preference=preference, model=model,
+                                drop_terms=recall_drop_terms)
 
     span: SummarySpan | None = None
     if span_ids:
@@ -394,7 +401,7 @@ def pack(
         )
 
     tokens_after = sum(p.tokens for p in out) + REPLY_PRIMING
-    sent = len(out) - (1 if summary_msg is not None else 0)
+    sent = len(out) - (1 if summary_msg is not None else 0) - (1 if recalled is not None else 0)
     stats = dict(base_stats)
     stats.update(
         optimization_applied=True,
@@ -412,6 +419,10 @@ def pack(
         triggered=triggered,
         window_start=msgs[ws].id,
         compressed_ids=[p.source_ids[0] for p in out if p.origin == "compressed"],
+        recall_ids=list(recalled.source_ids) if recalled else [],
+        recall_hit_ids=list(recalled.hit_ids) if recalled else [],
+        recall_terms=list(recalled.terms) if recalled else [],
+        recall_tokens=recalled.tokens if recalled else 0,
     )
     return PackResult(
         messages=out,
@@ -422,6 +433,36 @@ def pack(
         removed_ids=removed,
         new_summary=new_summary,
     )
+
+
+def _recall_into(
+    out: list[PackedMessage],
+    source: RecallSource,
+    *,
+    budget: int,
+    preference: str,
+    model: str,
+    drop_terms: Sequence[str],
+) -> Recall | None:
+    """Insert a recall block right before the newest user message, in the room the budget leaves."""
+    newest = next((k for k in range(len(out) - 1, -1, -1) if out[k].role == "user"), -1)
+    if newest < 0:
+        return None
+    room = min(RECALL_CAP[preference], budget - sum(p.tokens for p in out) - REPLY_PRIMING)
+    context = next((out[k] for k in range(newest - 1, -1, -1) if out[k].role == "assistant"), None)
+    shown = frozenset(i for p in out if p.origin != "summary" for i in p.source_ids)
+    block = recall(
+        text=content_text(out[newest].content),
+        context=content_text(context.content) if context is not None else None,
+        source=source,
+        room=room,
+        exclude_ids=shown,
+        model=model,
+        drop_terms=drop_terms,
+    )
+    if block is not None:
+        out.insert(newest, PackedMessage("system", block.content, block.source_ids, "recall", block.tokens))
+    return block
 
 
 _SUMMARY_OVERHEAD = 40  # header line + system-message framing, set aside from a summary's room
@@ -495,5 +536,9 @@ def _unchanged(msgs: list[Msg], toks: list[int], base_stats: dict[str, Any]) -> 
         triggered=False,
         window_start=None,
         compressed_ids=[],
+        recall_ids=[],
+        recall_hit_ids=[],
+        recall_terms=[],
+        recall_tokens=0,
     )
     return PackResult(messages=out, stats=stats, window_start=None, summary_span=None, decision=None, removed_ids=[])

@@ -6,13 +6,14 @@ the sequence the caller passes, oldest first.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 PreferenceName = Literal["fast", "balanced", "quality"]
 StrategyName = Literal["none", "truncate", "summarize"]
-Origin = Literal["verbatim", "pinned", "compressed", "summary"]
+Origin = Literal["verbatim", "pinned", "compressed", "summary", "recall"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,7 @@ class Msg:
     tokens: int | None = None
     name: str | None = None
     chars: int | None = None
+    created_at: dt.datetime | None = None  # when it was said: recall quotes carry the date
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,7 @@ class PackConfig:
     summary_min_tokens: int = 64  # clamp of that target (design notes' dynamic length)
     summary_max_tokens: int = 1500
     summary_max_share: float = 0.35  # a summary takes at most this share of the target when packing
+    recall: bool = True  # quote relevant old messages in the room the window leaves (optimizer.recall)
 
 
 DEFAULT_CONFIG = PackConfig()

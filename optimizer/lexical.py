@@ -1,0 +1,176 @@
+"""Lexical analysis and BM25 ranking for recall: one analyzer for every path.
+
+The same `analyze` turns a message into index terms in the core's in-memory index, in the web app's
+full-text indexes (which store `index_text` and tokenize it on white space only, so SQLite FTS5 and
+PostgreSQL index exactly these terms) and in queries. Ranking is Okapi BM25 (k1 = 1.2, b = 0.75),
+the formula SQLite FTS5's `bm25()` computes, so a database that ranks natively and the in-memory
+index agree.
+
+Why these choices:
+
+* Snowball English stemming, so "adopting", "adoption" and "adopted" meet; numbers are kept as
+  written (a year or an amount is a strong signal and stemming would mangle nothing useful).
+* Stop words: English function words plus chat filler ("thanks", "ok", "hey"): a message made only
+  of them ("thanks!") has no query and recalls nothing.
+* The query is the newest user message, plus the turn it answers at a lower weight (a follow-up
+  such as "why did she pick that one?" names its subject only in the previous reply).
+* A second, pseudo-relevance pass for multi-hop questions: the rarest terms of the best first-pass
+  hits join the query at a low weight, which reaches messages that share no word with the question
+  but share one with its answer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import snowballstemmer
+
+K1 = 1.2
+B = 0.75
+
+_RSQUO = "\u2019"  # the typographic apostrophe, folded into "'"
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*", re.UNICODE)
+
+# English function words and chat filler. Written for this project: common closed-class words,
+# question words (the question's shape, not its subject) and words that carry no topic in chat.
+_STOP_TEXT = """
+    a about above after again against all also am an and any are aren't as at be because been before being
+    below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down
+    during each else even ever every few for from further had hadn't has hasn't have haven't having he he'd
+    he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if in into is isn't
+    it it's its itself just let's like me might more most much must mustn't my myself no nor not now of off
+    on once only or other ought our ours ourselves out over own really same shall shan't she she'd she'll
+    she's should shouldn't so some still such than that that's the their theirs them themselves then there
+    there's these they they'd they'll they're they've this those though through to too under until up upon
+    us very was wasn't we we'd we'll we're we've were weren't what what's whatever when when's where where's
+    whether which while who who's whom whose why why's will with won't would wouldn't yet you you'd you'll
+    you're you've your yours yourself yourselves
+    yes yeah yep no nope ok okay oh ah hey hi hello bye thanks thank thx please sure cool great nice wow
+    awesome lol haha hmm well got get gets getting go goes going gone went one ones thing things stuff lot
+    lots kind sort maybe anyway actually definitely totally absolutely pretty quite way something anything
+    everything nothing someone anyone everyone tell told say said says know knew think thought want wanted
+    make made take took see saw look looks looking feel feels felt good bad really many much new old time
+"""
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+_stemmer = snowballstemmer.stemmer("english")
+_stem_cache: dict[str, str] = {}
+
+
+def _stem(word: str) -> str:
+    hit = _stem_cache.get(word)
+    if hit is None:
+        hit = word if word.isdigit() else _stemmer.stemWord(word)
+        if len(_stem_cache) < 200_000:  # bounded: a long-running worker must not grow without limit
+            _stem_cache[word] = hit
+    return hit
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens of `text`, apostrophes kept inside words ("don't")."""
+    return _WORD.findall(text.lower().replace(_RSQUO, "'"))
+
+
+def analyze(text: str) -> list[str]:
+    """Index terms of `text`, in order: stop words and one-letter words out, the rest stemmed."""
+    out = []
+    for w in words(text):
+        if w in STOP_WORDS or (len(w) < 2 and not w.isdigit()):
+            continue
+        out.append(_stem(w.replace("'", "")))
+    return out
+
+
+def index_text(text: str) -> str:
+    """What a full-text index stores for a message: its terms joined by spaces."""
+    return " ".join(analyze(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """Weighted query terms. `weights` maps a term to how much a match on it counts."""
+
+    weights: Mapping[str, float]
+
+    def __bool__(self) -> bool:
+        return bool(self.weights)
+
+    @property
+    def terms(self) -> tuple[str, ...]:
+        return tuple(self.weights)
+
+
+_CAPITALIZED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'\u2019-]+)")
+_NUMBER = re.compile(r"\d")
+
+
+def build_query(text: str, *, context: str | None = None, context_weight: float = 0.35,
+                drop: Iterable[str] = ()) -> Query:
+    """The query for a newest message `text`, with the turn it answers (`context`) at a lower weight.
+
+    Names and numbers (capitalized words inside a sentence, tokens with digits) weigh 1.5: they are
+    what a question about a past event is most specific about. Terms in `drop` (the participants'
+    own names, which would match every greeting) are left out.
+    """
+    dropped = {_stem(w) for d in drop for w in words(d)}
+    weights: dict[str, float] = {}
+    emphasized = {t for m in _CAPITALIZED.finditer(text) for t in analyze(m.group(1))}
+    for term in analyze(text):
+        if term in dropped:
+            continue
+        w = 1.5 if (term in emphasized or _NUMBER.search(term)) else 1.0
+        weights[term] = max(weights.get(term, 0.0), w)
+    if context:
+        for term in analyze(context):
+            if term not in dropped and term not in weights:
+                weights[term] = context_weight
+    return Query(weights=weights)
+
+
+def idf(df: int, n_docs: int) -> float:
+    """BM25's inverse document frequency, floored just above zero as FTS5 does for very common terms."""
+    value = math.log((n_docs - df + 0.5) / (df + 0.5))
+    return value if value > 1e-6 else 1e-6
+
+
+def bm25(tf: int, doc_len: int, avg_len: float, term_idf: float) -> float:
+    return term_idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * doc_len / max(avg_len, 1e-9)))
+
+
+class LexicalIndex:
+    """An in-memory inverted index over documents given as term lists; BM25 search.
+
+    Built once per conversation (the CLI builds it per request; a long-running caller keeps it).
+    """
+
+    def __init__(self, docs: Sequence[Sequence[str]]) -> None:
+        self.n = len(docs)
+        self.lengths = [len(d) for d in docs]
+        self.avg_len = (sum(self.lengths) / self.n) if self.n else 0.0
+        self.postings: dict[str, list[tuple[int, int]]] = {}
+        for i, d in enumerate(docs):
+            for term, tf in Counter(d).items():
+                self.postings.setdefault(term, []).append((i, tf))
+
+    def df(self, term: str) -> int:
+        return len(self.postings.get(term, ()))
+
+    def search(self, query: Query, *, limit: int, exclude: Iterable[int] = ()) -> list[tuple[int, float]]:
+        """Best `limit` (document, score) pairs, highest first; documents in `exclude` are skipped."""
+        skip = set(exclude)
+        scores: dict[int, float] = {}
+        for term, weight in query.weights.items():
+            plist = self.postings.get(term)
+            if not plist:
+                continue
+            term_idf = idf(len(plist), self.n) * weight
+            for doc, tf in plist:
+                if doc in skip:
+                    continue
+                scores[doc] = scores.get(doc, 0.0) + bm25(tf, self.lengths[doc], self.avg_len, term_idf)
+        best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        return best[:limit]

@@ -1,0 +1,235 @@
+"""Recall: quote old messages that the newest one is about, with their dates, after the stable window.
+
+Truncation and summaries decide what stays in the conversation's flow; recall brings back, for one
+request, the few old messages (outside the window: evicted, or covered by a lossy summary) that the
+newest user message is about. The block goes right before the newest message, so the cacheable
+prefix (static layer, summary, window) does not move; it changes every turn and is paid uncached.
+
+Rules, and why:
+
+* Quotes are whole messages, verbatim, each under its date and speaker, in time order; a quote never
+  repeats a message the request already carries, and `source_ids` names every quoted message.
+* A hit that is a reply brings the message it answers, and a hit that is a question brings its
+  answer: in conversation the fact a question asks for is often in the adjacent turn.
+* Relevance floor: a newest message with no content word ("thanks!") recalls nothing, and hits far
+  below the best one are not quoted to fill space.
+* Sources: the ranking comes from a `RecallSource`. `MemorySource` is the core's in-memory BM25 over
+  the messages passed in (the CLI); the web app implements the same protocol over its database's
+  full-text index, with the same analyzer (`optimizer.lexical`), so both paths quote the same way.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .lexical import LexicalIndex, Query, analyze, build_query
+from .tokens import content_text, count_message
+
+HEADER = (
+    "[Recalled from earlier in this conversation: older messages that may bear on the newest one, "
+    "quoted verbatim with their dates. They are not part of the current exchange.]"
+)
+GAP = "…"
+# How many ranked hits are considered; quotes are taken from them best first until the room is used.
+SEARCH_LIMIT = 60
+# A hit scoring below this share of the best hit is noise, not evidence: it is not quoted.
+RELATIVE_FLOOR = 0.15
+# Tokens a recall block may use at most, per preference, however much room the budget leaves: the
+# block changes every turn, so all of it is billed as uncached prompt tokens. See README (Recall).
+RECALL_CAP = {"fast": 3000, "balanced": 6000, "quality": 12000}
+MIN_ROOM = 48  # below this a block could not hold the header and one short quote
+
+
+@dataclass(frozen=True, slots=True)
+class RecallItem:
+    """One message a source returns: its text for quoting and its place in the conversation."""
+
+    id: str
+    role: str
+    content: str
+    position: int  # orders messages in time (list index in the CLI, primary key in the app)
+    created_at: dt.datetime | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbourhood:
+    hit: RecallItem
+    before: RecallItem | None
+    after: RecallItem | None
+
+
+class RecallSource(Protocol):
+    """Ranks old messages against a query and returns them with their neighbours."""
+
+    def search(self, query: Query, *, limit: int, exclude_ids: frozenset[str]) -> list[tuple[str, float]]:
+        """Best (id, score) pairs, highest first, BM25 over `optimizer.lexical` terms."""
+        ...
+
+    def around(self, ids: Sequence[str]) -> dict[str, Neighbourhood]:
+        """Each id's message with the messages just before and after it in the conversation."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """A recall block: the text to send, what it quotes and why."""
+
+    content: str
+    source_ids: tuple[str, ...]  # in time order
+    hit_ids: tuple[str, ...]  # the ranked hits among them (the rest are neighbours), best first
+    terms: tuple[str, ...]  # the query's terms, strongest first
+    tokens: int
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+def format_date(when: dt.datetime | None) -> str:
+    if when is None:
+        return "undated"
+    return f"{when:%a} {when.day} {when:%B %Y}"
+
+
+def _speaker(item: RecallItem) -> str:
+    return item.name or item.role
+
+
+def render(items: Sequence[RecallItem]) -> str:
+    """The block's text: a header, then the quotes in time order under a line per date."""
+    lines = [HEADER]
+    last_day: str | None = None
+    last_pos: int | None = None
+    for it in items:
+        day = format_date(it.created_at)
+        if day != last_day:
+            lines.append(day)
+            last_day = day
+        elif last_pos is not None and it.position != last_pos + 1:
+            lines.append(GAP)
+        lines.append(f"{_speaker(it)}: {it.content}")
+        last_pos = it.position
+    return "\n".join(lines)
+
+
+def block_tokens(content: str, model: str) -> int:
+    return count_message({"role": "system", "content": content}, model=model)
+
+
+def _is_question(item: RecallItem) -> bool:
+    return "?" in item.content
+
+
+def _unit(nb: Neighbourhood) -> list[RecallItem]:
+    """A hit with the turn it answers and, when it asks something, the turn that answers it."""
+    out = []
+    if nb.before is not None and nb.before.role != nb.hit.role:
+        out.append(nb.before)
+    out.append(nb.hit)
+    if nb.after is not None and nb.after.role != nb.hit.role and _is_question(nb.hit):
+        out.append(nb.after)
+    return out
+
+
+def recall(
+    *,
+    text: str,
+    source: RecallSource,
+    room: int,
+    exclude_ids: frozenset[str],
+    model: str,
+    context: str | None = None,
+    drop_terms: Sequence[str] = (),
+) -> Recall | None:
+    """The recall block for a newest message `text` within `room` tokens, or None.
+
+    `context` is the turn the newest message answers (the assistant's previous reply); `exclude_ids`
+    the messages the request already carries; `drop_terms` words never to search for (participants'
+    names). None when the message has no content word, nothing relevant is found, or no quote fits.
+    """
+    if room < MIN_ROOM:
+        return None
+    query = build_query(text, context=context, drop=drop_terms)
+    if not query:
+        return None
+    hits = source.search(query, limit=SEARCH_LIMIT, exclude_ids=exclude_ids)
+    if not hits:
+        return None
+    floor = hits[0][1] * RELATIVE_FLOOR
+    hits = [(i, s) for i, s in hits if s >= floor]
+    around = source.around([i for i, _ in hits])
+    header_cost = block_tokens(HEADER, model)
+    chosen: dict[str, RecallItem] = {}
+    hit_ids: list[str] = []
+    cost = header_cost
+    for hit_id, _score in hits:
+        nb = around.get(hit_id)
+        if nb is None:
+            continue
+        new = [it for it in _unit(nb) if it.id not in chosen and it.id not in exclude_ids]
+        if not new:
+            continue
+        # a quote costs its text plus a few tokens of speaker, date line and separator
+        add = sum(count_message({"role": "user", "content": content_text(it.content)}, model=model) + 6 for it in new)
+        if cost + add > room:
+            continue
+        cost += add
+        for it in new:
+            chosen[it.id] = it
+        hit_ids.append(hit_id)
+    if not chosen:
+        return None
+    # the estimate is close; trim the weakest hits until the exact count fits
+    while chosen:
+        items = sorted(chosen.values(), key=lambda it: it.position)
+        content = render(items)
+        tokens = block_tokens(content, model)
+        if tokens <= room:
+            scores = dict(hits)
+            return Recall(
+                content=content,
+                source_ids=tuple(it.id for it in items),
+                hit_ids=tuple(hit_ids),
+                terms=tuple(sorted(query.weights, key=lambda t: -query.weights[t])),
+                tokens=tokens,
+                scores={i: round(scores[i], 4) for i in hit_ids},
+            )
+        weakest = hit_ids.pop()
+        keep = {i for h in hit_ids for i in _unit_ids(around[h])}
+        chosen = {i: it for i, it in chosen.items() if i in keep}
+        del weakest
+    return None
+
+
+def _unit_ids(nb: Neighbourhood) -> list[str]:
+    return [it.id for it in _unit(nb)]
+
+
+class MemorySource:
+    """`RecallSource` over messages held in memory (the CLI, tests, benchmarks).
+
+    Indexes user and assistant messages; positions are list indices.
+    """
+
+    def __init__(self, items: Sequence[RecallItem]) -> None:
+        self.items = [it for it in items if it.role in ("user", "assistant")]
+        self.by_id = {it.id: k for k, it in enumerate(self.items)}
+        self.index = LexicalIndex([analyze(it.content) for it in self.items])
+
+    def search(self, query: Query, *, limit: int, exclude_ids: frozenset[str]) -> list[tuple[str, float]]:
+        skip = [self.by_id[i] for i in exclude_ids if i in self.by_id]
+        return [(self.items[k].id, s) for k, s in self.index.search(query, limit=limit, exclude=skip)]
+
+    def around(self, ids: Sequence[str]) -> dict[str, Neighbourhood]:
+        out = {}
+        for i in ids:
+            k = self.by_id.get(i)
+            if k is None:
+                continue
+            out[i] = Neighbourhood(
+                hit=self.items[k],
+                before=self.items[k - 1] if k > 0 else None,
+                after=self.items[k + 1] if k + 1 < len(self.items) else None,
+            )
+        return out
