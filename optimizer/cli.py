@@ -33,7 +33,8 @@ import argparse
 import datetime as dt
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any
 
 from .budget import budget_for_model
@@ -42,7 +43,7 @@ from .recall import MemorySource, RecallItem
 from .selector import PREFERENCES
 from .summaries import extractive_summary
 from .tokens import content_text
-from .types import ContextTooLargeError, Msg
+from .types import ContextTooLargeError, Msg, PackResult
 
 ROLES = ("system", "user", "assistant", "tool")
 SUMMARIZERS = ("none", "extractive")
@@ -56,7 +57,7 @@ class BadRequest(Exception):
         super().__init__(f"{where}: {problem}")
 
 
-def _requests(stream: IO[str]) -> Iterator[tuple[int, Any]]:
+def read_requests(stream: IO[str]) -> Iterator[tuple[int, Any]]:
     """Yield (line number, decoded request). A first line that is not JSON by itself is taken as the
     start of one (pretty-printed) JSON document spanning the whole input."""
     first_line_no, first = 0, None
@@ -90,7 +91,7 @@ def _requests(stream: IO[str]) -> Iterator[tuple[int, Any]]:
         yield no, doc
 
 
-def _where(line_no: int, req: Any) -> str:
+def request_label(line_no: int, req: Any) -> str:
     rid = req.get("id") if isinstance(req, dict) else None
     return f"request {rid!r} (line {line_no})" if rid is not None else f"line {line_no}"
 
@@ -136,7 +137,24 @@ def memory_source(msgs: list[Msg]) -> MemorySource:
     ])
 
 
-def _handle(req: Any, where: str, args: argparse.Namespace) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class PackRequest:
+    """One validated request: flags applied, messages parsed. Shared by `manage.py pack`."""
+
+    id: Any
+    model: str
+    budget: int
+    preference: str
+    summarizer: str
+    window_start: str | None
+    messages: list[Msg]
+
+
+def parse_request(req: Any, where: str, args: argparse.Namespace) -> PackRequest:
+    """Validate one decoded request against the contract; fields present override the flags in `args`.
+
+    Raises BadRequest naming `where` for anything the contract refuses.
+    """
     if not isinstance(req, dict):
         raise BadRequest(where, "a request must be a JSON object")
     model = req.get("model") or args.model
@@ -157,18 +175,14 @@ def _handle(req: Any, where: str, args: argparse.Namespace) -> dict[str, Any]:
     if window_start is not None and not isinstance(window_start, (str, int)):
         raise BadRequest(where, "'window_start' must be a message id")
     msgs = _parse_messages(req.get("messages"), where)
-    try:
-        result = pack(
-            msgs,
-            budget=budget,
-            preference=preference,
-            model=model,
-            window_start=None if window_start is None else str(window_start),
-            summarize_now=extractive_summary if summarizer == "extractive" else None,
-            recall_source=memory_source(msgs),
-        )
-    except ContextTooLargeError as exc:
-        raise BadRequest(where, f"context too large: {exc}") from None
+    return PackRequest(
+        id=req.get("id"), model=model, budget=budget, preference=preference, summarizer=summarizer,
+        window_start=None if window_start is None else str(window_start), messages=msgs,
+    )
+
+
+def result_dict(request_id: Any, result: PackResult) -> dict[str, Any]:
+    """The output object for one packed request (ids as `result` carries them)."""
     stats = dict(result.stats)
     span = result.summary_span
     stats["summary_span"] = (
@@ -181,7 +195,53 @@ def _handle(req: Any, where: str, args: argparse.Namespace) -> dict[str, Any]:
         if p.name:
             item["name"] = p.name
         out_msgs.append(item)
-    return {"id": req.get("id"), "messages": out_msgs, "stats": stats}
+    return {"id": request_id, "messages": out_msgs, "stats": stats}
+
+
+def _handle(req: Any, where: str, args: argparse.Namespace) -> dict[str, Any]:
+    r = parse_request(req, where, args)
+    try:
+        result = pack(
+            r.messages,
+            budget=r.budget,
+            preference=r.preference,
+            model=r.model,
+            window_start=r.window_start,
+            summarize_now=extractive_summary if r.summarizer == "extractive" else None,
+            recall_source=memory_source(r.messages),
+        )
+    except ContextTooLargeError as exc:
+        raise BadRequest(where, f"context too large: {exc}") from None
+    return result_dict(r.id, result)
+
+
+def add_pack_arguments(p: argparse.ArgumentParser) -> None:
+    """The pack flags, shared with `manage.py pack` so both commands take the same ones."""
+    p.add_argument("--input", default="-", help="input file (default: standard input)")
+    p.add_argument("--budget", type=int, default=None, help="prompt budget in tokens")
+    p.add_argument("--preference", default="balanced", help="fast | balanced | quality (default balanced)")
+    p.add_argument("--model", default="gpt-4o-mini", help="model name, for the tokenizer and the registry")
+    p.add_argument("--summarizer", default="none", help="none | extractive (default none)")
+
+
+def run_pack(args: argparse.Namespace, handle: Callable[[Any, str], dict[str, Any]], *, prog: str) -> int:
+    """Read requests from `args.input`, answer each with `handle(request, where)` as one JSON line on
+    standard output; on BadRequest print `<prog>: error: ...` on standard error and return 2."""
+    stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
+    out = sys.stdout
+    try:
+        for line_no, req in read_requests(stream):
+            line = json.dumps(handle(req, request_label(line_no, req)), ensure_ascii=False, separators=(",", ":"))
+            out.write(line + "\n")
+            out.flush()
+    except BadRequest as exc:
+        out.flush()
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    return 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -189,30 +249,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pack", help="pack chat requests (JSON or JSON lines) into a token budget",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--input", default="-", help="input file (default: standard input)")
-    p.add_argument("--budget", type=int, default=None, help="prompt budget in tokens")
-    p.add_argument("--preference", default="balanced", help="fast | balanced | quality (default balanced)")
-    p.add_argument("--model", default="gpt-4o-mini", help="model name, for the tokenizer and the registry")
-    p.add_argument("--summarizer", default="none", help="none | extractive (default none)")
+    add_pack_arguments(p)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m optimizer``; returns the exit code."""
     args = _parser().parse_args(argv)
-    stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
-    out = sys.stdout
-    try:
-        for line_no, req in _requests(stream):
-            where = _where(line_no, req)
-            line = json.dumps(_handle(req, where, args), ensure_ascii=False, separators=(",", ":"))
-            out.write(line + "\n")
-            out.flush()
-    except BadRequest as exc:
-        out.flush()
-        print(f"optimizer pack: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    finally:
-        if stream is not sys.stdin:
-            stream.close()
-    return 0
+    return run_pack(args, lambda req, at: _handle(req, at, args), prog="optimizer pack")

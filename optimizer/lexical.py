@@ -54,6 +54,7 @@ _STOP_TEXT = """
     lots kind sort maybe anyway actually definitely totally absolutely pretty quite way something anything
     everything nothing someone anyone everyone tell told say said says know knew think thought want wanted
     make made take took see saw look looks looking feel feels felt good bad really many much new old time
+    sounds glad appreciate
 """
 STOP_WORDS = frozenset(_STOP_TEXT.split())
 
@@ -104,13 +105,18 @@ class Query:
         return tuple(self.weights)
 
 
+# A newest message with fewer content terms than this is a follow-up ("and why did she?"): its
+# subject is in the turn it answers, whose terms then join the query. A longer one stands alone,
+# and the previous turn's words would only pull the ranking towards the recent topic.
+FOLLOW_UP_TERMS = 3
+
 _CAPITALIZED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'\u2019-]+)")
 _NUMBER = re.compile(r"\d")
 
 
 def build_query(text: str, *, context: str | None = None, context_weight: float = 0.35,
                 drop: Iterable[str] = ()) -> Query:
-    """The query for a newest message `text`, with the turn it answers (`context`) at a lower weight.
+    """The query for a newest message `text`; for a follow-up, the turn it answers (`context`) at a lower weight.
 
     Names and numbers (capitalized words inside a sentence, tokens with digits) weigh 1.5: they are
     what a question about a past event is most specific about. Terms in `drop` (the participants'
@@ -124,7 +130,9 @@ def build_query(text: str, *, context: str | None = None, context_weight: float 
             continue
         w = 1.5 if (term in emphasized or _NUMBER.search(term)) else 1.0
         weights[term] = max(weights.get(term, 0.0), w)
-    if context:
+    # no content word and no question ("thanks!", "ok"): an acknowledgement, about nothing to recall
+    follow_up = bool(weights) or "?" in text
+    if context and follow_up and len(weights) < FOLLOW_UP_TERMS:
         for term in analyze(context):
             if term not in dropped and term not in weights:
                 weights[term] = context_weight

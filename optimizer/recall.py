@@ -9,8 +9,8 @@ Rules, and why:
 
 * Quotes are whole messages, verbatim, each under its date and speaker, in time order; a quote never
   repeats a message the request already carries, and `source_ids` names every quoted message.
-* A hit that is a reply brings the message it answers, and a hit that is a question brings its
-  answer: in conversation the fact a question asks for is often in the adjacent turn.
+* A hit comes with its neighbours: the message it answers and the one answering it, since in
+  conversation the fact a question asks for is often in the adjacent turn.
 * Relevance floor: a newest message with no content word ("thanks!") recalls nothing, and hits far
   below the best one are not quoted to fill space.
 * Sources: the ranking comes from a `RecallSource`. `MemorySource` is the core's in-memory BM25 over
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .lexical import LexicalIndex, Query, analyze, build_query
-from .tokens import content_text, count_message
+from .tokens import count_message, count_text
 
 HEADER = (
     "[Recalled from earlier in this conversation: older messages that may bear on the newest one, "
@@ -34,12 +34,12 @@ HEADER = (
 )
 GAP = "…"
 # How many ranked hits are considered; quotes are taken from them best first until the room is used.
-SEARCH_LIMIT = 60
+SEARCH_LIMIT = 120
 # A hit scoring below this share of the best hit is noise, not evidence: it is not quoted.
-RELATIVE_FLOOR = 0.15
+RELATIVE_FLOOR = 0.1
 # Tokens a recall block may use at most, per preference, however much room the budget leaves: the
 # block changes every turn, so all of it is billed as uncached prompt tokens. See README (Recall).
-RECALL_CAP = {"fast": 3000, "balanced": 6000, "quality": 12000}
+RECALL_CAP = {"fast": 4096, "balanced": 8192, "quality": 16384}
 MIN_ROOM = 48  # below this a block could not hold the header and one short quote
 
 
@@ -117,19 +117,14 @@ def block_tokens(content: str, model: str) -> int:
     return count_message({"role": "system", "content": content}, model=model)
 
 
-def _is_question(item: RecallItem) -> bool:
-    return "?" in item.content
-
-
 def _unit(nb: Neighbourhood) -> list[RecallItem]:
-    """A hit with the turn it answers and, when it asks something, the turn that answers it."""
-    out = []
-    if nb.before is not None and nb.before.role != nb.hit.role:
-        out.append(nb.before)
-    out.append(nb.hit)
-    if nb.after is not None and nb.after.role != nb.hit.role and _is_question(nb.hit):
-        out.append(nb.after)
-    return out
+    """A hit with the message before it (what it answers) and after it (the answer to it).
+
+    In conversation the fact a question asks for sits as often in the turn next to the matching
+    one as in the match itself ("Where did you go?" / "Paris!"); on the dev set quoting both
+    neighbours found 13 points more evidence than quoting the hit alone in the same room.
+    """
+    return [it for it in (nb.before, nb.hit, nb.after) if it is not None]
 
 
 def recall(
@@ -159,47 +154,62 @@ def recall(
     floor = hits[0][1] * RELATIVE_FLOOR
     hits = [(i, s) for i, s in hits if s >= floor]
     around = source.around([i for i, _ in hits])
-    header_cost = block_tokens(HEADER, model)
     chosen: dict[str, RecallItem] = {}
     hit_ids: list[str] = []
-    cost = header_cost
-    for hit_id, _score in hits:
-        nb = around.get(hit_id)
-        if nb is None:
-            continue
-        new = [it for it in _unit(nb) if it.id not in chosen and it.id not in exclude_ids]
-        if not new:
-            continue
-        # a quote costs its text plus a few tokens of speaker, date line and separator
-        add = sum(count_message({"role": "user", "content": content_text(it.content)}, model=model) + 6 for it in new)
-        if cost + add > room:
-            continue
-        cost += add
-        for it in new:
-            chosen[it.id] = it
-        hit_ids.append(hit_id)
-    if not chosen:
+    pending = list(hits)
+    used = block_tokens(HEADER, model)
+    # the last block that fitted: (content, tokens, quoted items in time order, hit ids)
+    best: tuple[str, int, tuple[RecallItem, ...], list[str]] | None = None
+    while pending:
+        # fill by estimate, then count the block exactly and fill again with what is left
+        left, added, rest = room - used, False, []
+        for hit_id, score in pending:
+            nb = around.get(hit_id)
+            new = [] if nb is None else [it for it in _unit(nb) if it.id not in chosen and it.id not in exclude_ids]
+            if not new:
+                continue
+            cost = sum(_quote_estimate(it, model) for it in new)
+            if cost > left:
+                rest.append((hit_id, score))
+                continue
+            left -= cost
+            added = True
+            chosen.update((it.id, it) for it in new)
+            hit_ids.append(hit_id)
+        if not added:
+            break
+        content, used = _render_counted(chosen, model)
+        while used > room and hit_ids:  # the estimate was short: drop the weakest hits until it fits
+            hit_ids.pop()
+            keep = {i for h in hit_ids for i in _unit_ids(around[h])}
+            chosen = {i: it for i, it in chosen.items() if i in keep}
+            content, used = _render_counted(chosen, model)
+        if used > room or not hit_ids:
+            break
+        best = (content, used, tuple(sorted(chosen.values(), key=lambda it: it.position)), list(hit_ids))
+        pending = rest
+    if best is None:
         return None
-    # the estimate is close; trim the weakest hits until the exact count fits
-    while chosen:
-        items = sorted(chosen.values(), key=lambda it: it.position)
-        content = render(items)
-        tokens = block_tokens(content, model)
-        if tokens <= room:
-            scores = dict(hits)
-            return Recall(
-                content=content,
-                source_ids=tuple(it.id for it in items),
-                hit_ids=tuple(hit_ids),
-                terms=tuple(sorted(query.weights, key=lambda t: -query.weights[t])),
-                tokens=tokens,
-                scores={i: round(scores[i], 4) for i in hit_ids},
-            )
-        weakest = hit_ids.pop()
-        keep = {i for h in hit_ids for i in _unit_ids(around[h])}
-        chosen = {i: it for i, it in chosen.items() if i in keep}
-        del weakest
-    return None
+    content, tokens, quoted, kept = best
+    scores = dict(hits)
+    return Recall(
+        content=content,
+        source_ids=tuple(it.id for it in quoted),
+        hit_ids=tuple(kept),
+        terms=tuple(sorted(query.weights, key=lambda t: -query.weights[t])),
+        tokens=tokens,
+        scores={i: round(scores[i], 4) for i in kept},
+    )
+
+
+def _render_counted(chosen: dict[str, RecallItem], model: str) -> tuple[str, int]:
+    content = render(sorted(chosen.values(), key=lambda it: it.position))
+    return content, block_tokens(content, model)
+
+
+def _quote_estimate(item: RecallItem, model: str) -> int:
+    """Tokens a quote adds: its line, plus a share for a date line or a gap marker."""
+    return count_text(f"{_speaker(item)}: {item.content}\n", model=model) + 3
 
 
 def _unit_ids(nb: Neighbourhood) -> list[str]:

@@ -1,0 +1,212 @@
+"""Recall: lexical analysis, BM25 ranking, the recall block's rules, and recall inside pack()."""
+
+import datetime as dt
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from optkit import MODEL, msg
+
+from optimizer import Msg, count_message, pack
+from optimizer.lexical import LexicalIndex, analyze, build_query, index_text
+from optimizer.recall import HEADER, RECALL_CAP, MemorySource, RecallItem, recall
+
+DAY0 = dt.datetime(2024, 3, 4, 10, 30)
+FILLER = ["we", "talked", "about", "weather", "coffee", "music", "weekend", "plans", "movies", "books", "lunch",
+          "traffic", "garden", "football", "holiday", "cooking", "podcast", "running", "painting", "jazz"]
+
+
+def dated(m: Msg, day: int) -> Msg:
+    return Msg(id=m.id, role=m.role, content=m.content, pinned=m.pinned, tokens=m.tokens,
+               created_at=DAY0 + dt.timedelta(days=day))
+
+
+def chat(rounds: int, *, fact_at: int | None = None, seed: int = 1) -> list[Msg]:
+    """system + `rounds` rounds of small talk, one day apart, with a fact planted in round `fact_at`."""
+    rng = random.Random(seed)
+    out = [msg("sys", "system", "You are a helpful assistant.")]
+    for r in range(rounds):
+        user = " ".join(rng.choices(FILLER, k=25))
+        reply = " ".join(rng.choices(FILLER, k=35))
+        if r == fact_at:
+            user = "Which bike should I pick for the commute?"
+            reply = "Take the Brompton folding bike; its serial number is QX-7741 and it fits on the train."
+        out.append(dated(msg(f"u{r}", "user", user), r))
+        out.append(dated(msg(f"a{r}", "assistant", reply), r))
+    return out
+
+
+def source_of(msgs: list[Msg]) -> MemorySource:
+    return MemorySource([RecallItem(id=m.id, role=m.role, content=m.content, position=k, created_at=m.created_at)
+                         for k, m in enumerate(msgs)])
+
+
+def packed_with_recall(msgs: list[Msg], *, budget: int, preference: str = "fast"):
+    return pack(msgs, budget=budget, preference=preference, model=MODEL, recall_source=source_of(msgs))
+
+
+# --- analysis and ranking ----------------------------------------------------------------------------
+
+def test_analyze_stems_and_drops_stop_words():
+    assert analyze("Thanks! We were adopting; the adoption went well") == ["adopt", "adopt"]
+    assert analyze("Room 8443, in 2023") == ["room", "8443", "2023"]
+    assert index_text("Don't forget the painting") == "forget paint"
+
+
+def test_filler_message_has_no_query():
+    assert not build_query("thanks!")
+    assert not build_query("Ok, cool. Sounds good to me.")
+
+
+def test_follow_up_borrows_the_turn_it_answers():
+    q = build_query("why?", context="The Brompton bike folds small")
+    assert q.weights["brompton"] < 1
+    standalone = build_query("Which bike did I pick for the daily commute?", context="The Brompton bike folds")
+    assert "brompton" not in standalone.weights
+
+
+def test_bm25_prefers_the_rare_term_and_saturates_repeats():
+    idx = LexicalIndex([["bike", "train"], ["bike"] * 8, ["train"], ["brompton", "bike"]])
+    ranked = idx.search(build_query("brompton bike"), limit=4)
+    assert ranked[0][0] == 3
+    assert [d for d, _ in ranked].index(1) > 0  # eight repeats of a common term do not win
+
+
+# --- the block ---------------------------------------------------------------------------------------
+
+def test_recall_quotes_the_fact_whole_with_date_speaker_and_neighbours():
+    msgs = chat(60, fact_at=5)
+    msgs.append(dated(msg("q", "user", "What was the serial number of my folding bike?"), 70))
+    result = packed_with_recall(msgs, budget=2048)
+    block = next(p for p in result.messages if p.origin == "recall")
+    assert result.messages[-1].source_ids == ("q",)
+    assert result.messages[-2] is block  # right before the newest message: the prefix stays put
+    assert block.role == "system"
+    assert block.content.startswith(HEADER)
+    fact = msgs[12]  # a5
+    assert fact.id == "a5" and "a5" in block.source_ids
+    assert f"assistant: {fact.content}" in block.content
+    assert "Sat 9 March 2024" in block.content  # the date line of day 5
+    assert "u5" in block.source_ids  # the question it answered comes along
+    assert result.stats["recall_ids"] == list(block.source_ids)
+    assert result.stats["recall_hit_ids"][0] == "a5"
+    assert "serial" in result.stats["recall_terms"]
+    assert sum(p.tokens for p in result.messages) + 3 <= 2048
+
+
+def test_thanks_recalls_nothing_and_unknown_words_recall_nothing():
+    msgs = chat(60, fact_at=5)
+    for text in ("thanks!", "zebra quantum xylophone?"):
+        result = packed_with_recall([*msgs, msg("q", "user", text)], budget=2048)
+        assert all(p.origin != "recall" for p in result.messages)
+        assert result.stats["recall_ids"] == []
+
+
+def test_nothing_is_recalled_while_everything_fits():
+    msgs = [*chat(3, fact_at=1), msg("q", "user", "What was the serial number of my bike?")]
+    result = packed_with_recall(msgs, budget=8192)
+    assert not result.stats["optimization_applied"]
+    assert all(p.origin != "recall" for p in result.messages)
+
+
+def test_stateless_request_fills_the_budget_when_history_is_relevant():
+    msgs = chat(120, fact_at=5)
+    msgs.append(msg("q", "user", "Remind me about the podcast and jazz and the garden plans"))
+    for budget in (2048, 4096, 8192):
+        result = packed_with_recall(msgs, budget=budget)
+        assert result.stats["tokens_after"] <= budget
+        assert result.stats["tokens_after"] >= 0.9 * budget
+
+
+def test_cap_per_preference_bounds_the_block():
+    msgs = chat(400, fact_at=5)
+    msgs.append(msg("q", "user", "Remind me about the podcast and jazz and the garden plans"))
+    result = packed_with_recall(msgs, budget=20_000, preference="fast")
+    assert 0 < result.stats["recall_tokens"] <= RECALL_CAP["fast"]
+
+
+def test_recall_never_quotes_what_the_request_shows():
+    items = [RecallItem(id=str(k), role="user" if k % 2 == 0 else "assistant", content=f"bike {k}", position=k)
+             for k in range(10)]
+    block = recall(text="bike", source=MemorySource(items), room=2000, exclude_ids=frozenset({"3", "4"}), model=MODEL)
+    assert block is not None
+    assert not {"3", "4"} & set(block.source_ids)
+
+
+# --- properties --------------------------------------------------------------------------------------
+
+@st.composite
+def dated_chats(draw):
+    rng = random.Random(draw(st.integers(0, 2**16)))
+    vocab = [*FILLER, "Brompton", "QX-7741", "Lisbon", "2023", "deadline"]
+    out = [msg("sys", "system", "Be brief.")]
+    for r in range(draw(st.integers(1, 80))):
+        for role in ("user", "assistant"):
+            words = rng.choices(vocab, k=rng.randint(1, 80 if role == "assistant" else 40))
+            out.append(dated(msg(f"{role[0]}{r}", role, " ".join(words), pinned=rng.random() < 0.03), r // 3))
+    out.append(msg("q", "user", " ".join(rng.choices(vocab, k=draw(st.integers(1, 12))))))
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(dated_chats(), st.sampled_from([300, 700, 1500, 4000]), st.sampled_from(["fast", "balanced", "quality"]))
+def test_recall_rules_hold(msgs, budget, preference):
+    try:
+        result = packed_with_recall(msgs, budget=budget, preference=preference)
+    except ValueError:  # must-keeps that cannot fit: pack() reports it; nothing to check here
+        return
+    total = sum(p.tokens for p in result.messages) + 3
+    assert total <= budget
+    blocks = [k for k, p in enumerate(result.messages) if p.origin == "recall"]
+    assert len(blocks) <= 1
+    if not blocks:
+        return
+    k = blocks[0]
+    block = result.messages[k]
+    assert result.messages[k + 1].source_ids == ("q",)  # right before the newest message
+    assert block.tokens == count_message({"role": "system", "content": block.content}, model=MODEL)
+    assert block.tokens <= RECALL_CAP[preference]
+    by_id = {m.id: (i, m) for i, m in enumerate(msgs)}
+    positions = [by_id[i][0] for i in block.source_ids]
+    assert positions == sorted(positions)  # time order
+    shown = {i for p in result.messages if p.origin in ("verbatim", "pinned", "compressed") for i in p.source_ids}
+    assert not shown & set(block.source_ids)  # never repeats what the request carries
+    for i in block.source_ids:  # quotes are whole messages, verbatim
+        m = by_id[i][1]
+        assert f"{m.role}: {m.content}" in block.content
+
+
+# --- the command line --------------------------------------------------------------------------------
+
+def _cli(capsys, monkeypatch, request: dict) -> tuple[int, str, str]:
+    import io
+    import json
+
+    from optimizer.cli import main
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(request) + "\n"))
+    code = main(["pack"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_reads_dates_and_quotes_them(capsys, monkeypatch):
+    import json
+
+    msgs = chat(60, fact_at=5)
+    raw = [{"id": m.id, "role": m.role, "content": m.content,
+            **({"created_at": m.created_at.isoformat()} if m.created_at else {})} for m in msgs]
+    raw.append({"id": "q", "role": "user", "content": "What was the serial number of my folding bike?"})
+    code, out, _ = _cli(capsys, monkeypatch, {"id": "r1", "budget": 2048, "messages": raw})
+    assert code == 0
+    packed = json.loads(out)["messages"]
+    block = packed[-2]
+    assert "a5" in block["source_ids"] and "Sat 9 March 2024" in block["content"]
+
+
+def test_cli_refuses_a_bad_date(capsys, monkeypatch):
+    request = {"id": "r2", "budget": 2048,
+               "messages": [{"id": "u", "role": "user", "content": "hi", "created_at": "last Tuesday"}]}
+    code, out, err = _cli(capsys, monkeypatch, request)
+    assert code == 2 and out == ""
+    assert "r2" in err and "created_at 'last Tuesday' is not an ISO 8601 date" in err
