@@ -15,6 +15,11 @@ budget by:
                 summary_header) before the next turn; the Summary is passed to the next pack
     -inline     the CLI's way: pack(summarize_now=optimizer.extractive_summary) writes the summary in
                 the same call; PackResult.new_summary is passed to the next pack
+    +recall     the same with recall on (PackConfig.recall, the default once a recall_source is
+                passed): each turn gets a `MemorySource` over the request's messages, as the CLI does,
+                and a block quoting old messages the newest one is about goes right before it.
+                Without +recall no source is passed (recall off). Recall runs for the preferences in
+                --recall-preferences only (rebuilding the in-memory index every turn is slow).
 
 Metric. A prompt is rendered as the token sequence of its messages in send order, each message being
 [start] + role tokens + [sep] + content tokens + [end] (3 + role + content tokens: the chat formula
@@ -23,14 +28,18 @@ and prompt k-1. prefix share = sum of reuse over turns 2..T / sum of prompt toke
 i.e. the share of all prompt tokens sent that are an exact prefix of the previous request's prompt.
 "cacheable" applies OpenAI's rule on top (a hit needs >= 1,024 prefix tokens and counts in 128-token
 blocks). "uncached/turn" = mean prompt tokens minus cacheable tokens: what is billed at full price.
+"$/turn" prices the uncached tokens per turn at the model's input price (optimizer.cost_usd,
+litellm's registry); "$/turn cached" prices the whole prompt with the cacheable part at the
+provider's cached-input price (what the bill would be). "recall/turn" = mean recall-block tokens.
 "moves" counts turns where the window start changed (recency: first kept message after the system
 prompt changed), "sum" how many summaries were written, "over" prompts above the budget, "err"
 ContextTooLargeError raised, "ms/turn" time inside pack (inline: includes writing the summary; the
 worker's summarizing is not counted). Worker mode breaks the prefix twice per compaction (window move,
 then the summary's arrival on the next turn); inline mode once. Target (issue 2): prefix share >= 70%.
 
-  .venv/bin/python bench/prefix_stability.py           # 600 turns, budgets 4096,8192,16384 (~15 s)
+  .venv/bin/python bench/prefix_stability.py           # 600 turns, budgets 4096,8192,16384 (~3 min)
   .venv/bin/python bench/prefix_stability.py --quick   # 150 turns, budget 4096
+  .venv/bin/python bench/prefix_stability.py --recall off   # the old table only (~15 s)
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from _common import encoding, load_note, make_conversation, offline_tiktoken
 offline_tiktoken()
 
 import optimizer  # noqa: E402
+from optimizer.cli import memory_source  # noqa: E402
 from optimizer.types import Counters, Msg, Summary  # noqa: E402
 
 START, SEP, END = -1, -2, -3
@@ -63,6 +73,10 @@ class Tally:
     over_budget: int = 0
     errors: int = 0
     seconds: float = 0.0  # time spent choosing the messages (packing), rendering excluded
+    uncached_usd: float = 0.0  # uncached prompt tokens at the input price, turns 2..T
+    billed_usd: float = 0.0  # whole prompts, the cacheable part at the cached-input price
+    recall_tokens: int = 0
+    model: str = "gpt-4o-mini"
 
 
 class Renderer:
@@ -116,11 +130,13 @@ def record(t: Tally, r: Renderer, prompt: list[tuple[str, str]], budget: int) ->
         t.reused += pre
         t.cacheable += cacheable(pre)
         t.turns += 1
+        t.uncached_usd += optimizer.cost_usd(t.model, prompt_tokens=n - cacheable(pre)) or 0.0
+        t.billed_usd += optimizer.cost_usd(t.model, prompt_tokens=n, cached_tokens=cacheable(pre)) or 0.0
     t.prompts[-1:] = [prompt]  # only the previous prompt is needed
 
 
-def run_recency(msgs: list[Msg], budget: int, r: Renderer) -> Tally:
-    t = Tally()
+def run_recency(msgs: list[Msg], budget: int, r: Renderer, model: str) -> Tally:
+    t = Tally(model=model)
     last_first = None
     for k in range(1, (len(msgs) - 1) // 2 + 1):
         t0 = time.perf_counter()
@@ -142,8 +158,9 @@ def run_recency(msgs: list[Msg], budget: int, r: Renderer) -> Tally:
     return t
 
 
-def run_ours(msgs: list[Msg], budget: int, r: Renderer, *, preference: str, mode: str, model: str) -> Tally:
-    t = Tally()
+def run_ours(msgs: list[Msg], budget: int, r: Renderer, *, preference: str, mode: str, model: str,
+             with_recall: bool = False) -> Tally:
+    t = Tally(model=model)
     by_id = {m.id: m for m in msgs}
     window: str | None = None
     summary: Summary | None = None
@@ -157,7 +174,8 @@ def run_ours(msgs: list[Msg], budget: int, r: Renderer, *, preference: str, mode
                                  summary=summary, counters=Counters(summaries_so_far=t.summaries,
                                                                     truncations_so_far=truncations),
                                  summarizer_available=mode != "trunc",
-                                 summarize_now=optimizer.extractive_summary if mode == "inline" else None)
+                                 summarize_now=optimizer.extractive_summary if mode == "inline" else None,
+                                 recall_source=memory_source(req) if with_recall else None)
         except optimizer.ContextTooLargeError:
             t.errors += 1
             continue
@@ -167,6 +185,7 @@ def run_ours(msgs: list[Msg], budget: int, r: Renderer, *, preference: str, mode
         if window is not None and res.window_start != window:
             t.moves += 1
         window = res.window_start
+        t.recall_tokens += int(st.get("recall_tokens") or 0)
         if st.get("triggered") and st.get("strategy_chosen") == "truncate":
             truncations += 1
         record(t, r, [(m.role, text_of(m.content)) for m in res.messages], budget)
@@ -200,6 +219,8 @@ def main() -> None:
     ap.add_argument("--model", default="gpt-4o-mini")
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--modes", default="trunc,worker,inline", help="summary modes for ours (see above)")
+    ap.add_argument("--recall", default="off,on", help="recall off, on, or both (see +recall above)")
+    ap.add_argument("--recall-preferences", default="balanced", help="preferences run with recall on")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     if a.quick:
@@ -209,6 +230,7 @@ def main() -> None:
     conv = make_conversation(2 * a.turns + 1, seed=a.seed)
     # as the app does: stored counts handed in (tokens, and chars when Msg has that field)
     has_chars = "chars" in {f.name for f in dataclasses.fields(Msg)}
+    recall_modes = [x == "on" for x in a.recall.split(",")]
     msgs = [Msg(id=m["id"], role=m["role"], content=m["content"], pinned=m["pinned"],
                 tokens=optimizer.count_message(Msg(id=m["id"], role=m["role"], content=m["content"]), model=a.model),
                 **({"chars": len(m["content"])} if has_chars else {}))
@@ -216,19 +238,28 @@ def main() -> None:
     total = sum(m.tokens for m in msgs)
     print(f"prefix stability: {a.turns} turns ({len(msgs):,} messages, {total:,} tokens in the end), "
           f"model {a.model}; shares over turns 2..{a.turns}; {load_note()}")
-    print(f"{'budget':>6} {'packer':<20} {'prefix%':>7} {'cacheable%':>10} {'prompt/turn':>11} {'uncached/turn':>13} "
+    print(f"{'budget':>6} {'packer':<27} {'prefix%':>7} {'cacheable%':>10} {'prompt/turn':>11} "
+          f"{'uncached/turn':>13} {'$/turn':>9} {'$/turn cached':>13} {'recall/turn':>11} "
           f"{'moves':>5} {'sum':>4} {'over':>4} {'err':>4} {'ms/turn':>7}  target>=70%")
+    recall_prefs = set(a.recall_preferences.split(","))
     for budget in [int(b) for b in a.budgets.split(",")]:
-        runs: list[tuple[str, Tally]] = [("recency", run_recency(msgs, budget, r))]
+        runs: list[tuple[str, Tally]] = [("recency (sliding window)", run_recency(msgs, budget, r, a.model))]
         for pref in a.preferences.split(","):
             for mode in a.modes.split(","):
-                runs.append((f"ours/{pref}-{mode}",
-                             run_ours(msgs, budget, r, preference=pref, mode=mode, model=a.model)))
+                for with_recall in recall_modes:
+                    if with_recall and pref not in recall_prefs:
+                        continue
+                    runs.append((f"ours/{pref}-{mode}{'+recall' if with_recall else ''}",
+                                 run_ours(msgs, budget, r, preference=pref, mode=mode, model=a.model,
+                                          with_recall=with_recall)))
         for label, t in runs:
             share = t.reused / max(1, t.tokens)
-            target = "" if label == "recency" else ("MET" if share >= 0.7 else "MISSED")
-            print(f"{budget:>6} {label:<20} {100 * share:>7.1f} {100 * t.cacheable / max(1, t.tokens):>10.1f} "
-                  f"{t.tokens / max(1, t.turns):>11,.0f} {(t.tokens - t.cacheable) / max(1, t.turns):>13,.0f} "
+            target = "" if label.startswith("recency") else ("MET" if share >= 0.7 else "MISSED")
+            turns = max(1, t.turns)
+            print(f"{budget:>6} {label:<27} {100 * share:>7.1f} {100 * t.cacheable / max(1, t.tokens):>10.1f} "
+                  f"{t.tokens / turns:>11,.0f} {(t.tokens - t.cacheable) / turns:>13,.0f} "
+                  f"{t.uncached_usd / turns:>9.6f} {t.billed_usd / turns:>13.6f} "
+                  f"{t.recall_tokens / a.turns:>11,.0f} "
                   f"{t.moves:>5} {t.summaries:>4} {t.over_budget:>4} {t.errors:>4} "
                   f"{1000 * t.seconds / a.turns:>7.2f}  {target}")
 

@@ -224,11 +224,20 @@ def add_pack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--summarizer", default="none", help="none | extractive (default none)")
 
 
-def run_pack(args: argparse.Namespace, handle: Callable[[Any, str], dict[str, Any]], *, prog: str) -> int:
-    """Read requests from `args.input`, answer each with `handle(request, where)` as one JSON line on
-    standard output; on BadRequest print `<prog>: error: ...` on standard error and return 2."""
+def run_pack(
+    args: argparse.Namespace,
+    handle: Callable[[Any, str], dict[str, Any]],
+    *,
+    prog: str,
+    out: IO[str] | None = None,
+    err: IO[str] | None = None,
+) -> int:
+    """Read requests from `args.input` and answer each with `handle(request, label)` as one JSON line
+    on `out` (standard output); on BadRequest write `<prog>: error: ...` on `err` (standard error) and
+    return 2. Shared by `python -m optimizer pack` and `manage.py pack`."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
-    out = sys.stdout
     try:
         for line_no, req in read_requests(stream):
             line = json.dumps(handle(req, request_label(line_no, req)), ensure_ascii=False, separators=(",", ":"))
@@ -236,7 +245,8 @@ def run_pack(args: argparse.Namespace, handle: Callable[[Any, str], dict[str, An
             out.flush()
     except BadRequest as exc:
         out.flush()
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        err.write(f"{prog}: error: {exc}\n")
+        err.flush()
         return EXIT_BAD_INPUT
     finally:
         if stream is not sys.stdin:

@@ -21,6 +21,7 @@ Rules, and why:
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -40,6 +41,11 @@ RELATIVE_FLOOR = 0.1
 # Tokens a recall block may use at most, per preference, however much room the budget leaves: the
 # block changes every turn, so all of it is billed as uncached prompt tokens. See README (Recall).
 RECALL_CAP = {"fast": 4096, "balanced": 8192, "quality": 16384}
+# On a turn of a running conversation (window state carried), at most this share of the budget: the
+# block is paid uncached on every turn while the rest of the prompt is a cached prefix, so each
+# preference buys evidence at its own price (README, "Recall"). A request without window state (the
+# CLI, a first cut, an imported conversation) has no cached prefix to protect and fills the budget.
+RECALL_TURN_SHARE = {"fast": 0.10, "balanced": 0.20, "quality": 0.35}
 MIN_ROOM = 48  # below this a block could not hold the header and one short quote
 
 
@@ -84,6 +90,14 @@ class Recall:
     terms: tuple[str, ...]  # the query's terms, strongest first
     tokens: int
     scores: dict[str, float] = field(default_factory=dict)
+
+
+def recall_cap(preference: str, *, budget: int, stateful: bool) -> int:
+    """Most tokens a recall block may take for `preference` (see RECALL_CAP, RECALL_TURN_SHARE)."""
+    cap = RECALL_CAP[preference]
+    if stateful:
+        cap = min(cap, math.floor(budget * RECALL_TURN_SHARE[preference]))
+    return cap
 
 
 def format_date(when: dt.datetime | None) -> str:
@@ -225,7 +239,14 @@ class MemorySource:
     def __init__(self, items: Sequence[RecallItem]) -> None:
         self.items = [it for it in items if it.role in ("user", "assistant")]
         self.by_id = {it.id: k for k, it in enumerate(self.items)}
-        self.index = LexicalIndex([analyze(it.content) for it in self.items])
+        self._index: LexicalIndex | None = None
+
+    @property
+    def index(self) -> LexicalIndex:
+        # built on first use: a request that fits its budget never searches, and should not pay for it
+        if self._index is None:
+            self._index = LexicalIndex([analyze(it.content) for it in self.items])
+        return self._index
 
     def search(self, query: Query, *, limit: int, exclude_ids: frozenset[str]) -> list[tuple[str, float]]:
         skip = [self.by_id[i] for i in exclude_ids if i in self.by_id]

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .budget import target_tokens
 from .tokens import content_text, count_text, message_tokens
 from .truncation import FLAGGED_LINE
 from .types import DEFAULT_CONFIG, Msg, PackConfig
@@ -58,6 +59,16 @@ def summary_body(content: str) -> str:
         _, _, rest = content.partition("\n")
         return rest
     return content
+
+
+SUMMARY_HEADER_TOKENS = 40  # header line + system-message framing around a summary body
+
+
+def summary_room(budget: int, config: PackConfig = DEFAULT_CONFIG) -> int:
+    """Most tokens a summary body may take under a chat `budget`: `summary_max_share` of the target,
+    less the header line, and never below `summary_min_tokens`."""
+    share = math.floor(target_tokens(budget, config) * config.summary_max_share)
+    return max(config.summary_min_tokens, share - SUMMARY_HEADER_TOKENS)
 
 
 def summary_target_tokens(span_tokens: int, config: PackConfig = DEFAULT_CONFIG) -> int:
@@ -106,17 +117,22 @@ def build_summary_prompt(
     instructions: str = "",
     model: str,
     config: PackConfig = DEFAULT_CONFIG,
+    budget: int | None = None,
 ) -> SummaryPrompt:
     """Build the summarizing request for `span` (rolling: the previous summary is folded in).
 
     The target is `summary_share` of the span's tokens (plus the previous summary's), clamped to
     [summary_min_tokens, summary_max_tokens]; `max_tokens` leaves the model some slack above it.
-    `instructions` are the user's own wishes (e.g. from a manual "compact" request).
+    `instructions` are the user's own wishes (e.g. from a manual "compact" request). With the chat's
+    `budget`, the target is also capped at the summary's share of the packing target (`summary_room`).
     """
     span_tokens = sum(message_tokens(m, model=model) for m in span)
     if previous_summary:
         span_tokens += count_text(summary_body(previous_summary), model=model)
     target = summary_target_tokens(span_tokens, config)
+    if budget is not None:
+        # the summary is sent inside the window's target: never let it crowd out the recent window
+        target = min(target, summary_room(budget, config))
     tier = "brief" if span_tokens < _SHORT_SPAN else "key_points" if span_tokens < _LONG_SPAN else "detailed"
     system = (
         "You compress chat history so that an assistant can continue the conversation without the "

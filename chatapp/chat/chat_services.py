@@ -16,7 +16,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
@@ -47,6 +47,7 @@ from chatapp.chat.context import (
 )
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.rendering import markdown_render
+from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_services import summary_job_request
 from optimizer.types import ContextTooLargeError, PackedMessage, PackResult, SummarySpan
@@ -154,6 +155,7 @@ def message_append(
             char_count=len(content),
             **fields,
         )
+        message_index_add(message=message)  # recall and search find it from this commit on
         if message_is_live(kind=message.kind, status=message.status, superseded=message.superseded):
             _live_totals_add(conversation_id=conversation.pk, messages=1, chars=len(content), tokens=tokens)
             # The caller's instance follows along (the database row was updated with F() above).
@@ -175,9 +177,14 @@ def message_pin_set(*, message: Message, pinned: bool) -> Message:
 
 def message_stop(*, message: Message) -> None:
     """Mark a streaming reply stopped; its stream loop sees the flag and keeps the partial text."""
-    Message.objects.filter(pk=message.pk, status=Message.Status.STREAMING).update(
-        status=Message.Status.STOPPED, updated_at=timezone.now()
-    )
+    with transaction.atomic():
+        stopped = Message.objects.filter(pk=message.pk, status=Message.Status.STREAMING).update(
+            status=Message.Status.STOPPED, updated_at=timezone.now()
+        )
+        if stopped:
+            # A stopped reply is never recalled; the index follows the status even if the stream
+            # loop that would store the partial text (and sync again) is gone.
+            message_index_sync(message_ids=[message.pk])
 
 
 # --- rate limit ----------------------------------------------------------------------------------
@@ -288,12 +295,16 @@ def _dropped_ranges(*, ctx: ContextInput, result: PackResult) -> list[list[int]]
     design) is described by id bounds between the static messages that were read.
     """
     sent: set[int] = set()
+    recalled: set[int] = set()
     covered_through: int | None = None
     for packed in result.messages:
         if packed.origin == "summary" and ctx.summary is not None:
             covered_through = int(ctx.summary.through_id)
             continue
-        sent.update(int(i) for i in packed.source_ids if str(i).isdigit())
+        ids = {int(i) for i in packed.source_ids if str(i).isdigit()}
+        sent.update(ids)
+        if packed.origin == "recall":
+            recalled.update(ids)
     floor = covered_through + 1 if covered_through is not None else None
 
     def uncovered(pk: int) -> bool:
@@ -316,7 +327,25 @@ def _dropped_ranges(*, ctx: ContextInput, result: PackResult) -> list[list[int]]
             merged[-1][1] = max(merged[-1][1], last)
         else:
             merged.append([first, last])
-    return merged
+    # Quoted messages usually lie in the history below the window, described above by id bounds
+    # only: cut them out, since a recall block sent them (as quotes) for this request.
+    return _ranges_without(merged, recalled)
+
+
+def _ranges_without(ranges: list[list[int]], ids: set[int]) -> list[list[int]]:
+    """Inclusive [first, last] `ranges` with `ids` cut out, splitting a range around each one inside it."""
+    if not ids:
+        return ranges
+    out: list[list[int]] = []
+    for first, last in ranges:
+        low = first
+        for pk in sorted(i for i in ids if first <= i <= last):
+            if low <= pk - 1:
+                out.append([low, pk - 1])
+            low = pk + 1
+        if low <= last:
+            out.append([low, last])
+    return out
 
 
 def _money(value: float | None) -> Decimal | None:
@@ -400,6 +429,33 @@ def _summary_ahead_run(*, conversation_id: int, target: llm.LLMTarget, margin_to
         connection.close()
 
 
+# Query terms the chat is told about (the record keeps them all).
+RECALL_TERMS_SHOWN = 8
+
+
+def _recall_summary(*, stats: Mapping[str, Any]) -> dict[str, Any] | None:
+    """This turn's recall block as the chat shows it (gauge popover, timeline marks); None without one.
+
+    `ids` are the quoted messages in time order, `hits` how many of them matched the newest message
+    (the others are their neighbours), `terms` the strongest query terms (stemmed, as searched).
+    """
+    ids = [_int_id(str(i)) for i in stats.get("recall_ids") or ()]
+    if not ids:
+        return None
+    return {
+        "messages": len(ids),
+        "hits": len(stats.get("recall_hit_ids") or ()),
+        "tokens": int(stats.get("recall_tokens") or 0),
+        "terms": [str(t) for t in (stats.get("recall_terms") or ())][:RECALL_TERMS_SHOWN],
+        "ids": ids,
+    }
+
+
+def _recall_words(*, messages: int, tokens: int) -> str:
+    """The recall sentence, e.g. "recalled 4 earlier messages (312 tokens)" (the chat's words too)."""
+    return f"recalled {messages:,} earlier message{'s' if messages != 1 else ''} ({tokens:,} tokens)"
+
+
 def _context_event(*, result: PackResult, budget: int, window_start_id: int | None) -> dict[str, Any]:
     stats = result.stats
     return {
@@ -411,6 +467,8 @@ def _context_event(*, result: PackResult, budget: int, window_start_id: int | No
         "triggered": bool(stats.get("triggered", False)),
         "window_start_id": window_start_id,
         "estimated": bool(stats.get("estimated", False)),
+        # This request only: the next one recalls afresh for its own newest message.
+        "recall": _recall_summary(stats=stats),
     }
 
 
@@ -418,20 +476,32 @@ def _context_note(*, result: PackResult, budget: int) -> str:
     stats = result.stats
     sent = int(stats.get("tokens_after", 0))
     full = int(stats.get("tokens_before", sent))
+    recall = _recall_summary(stats=stats)
+    recalled = ""
+    if recall is not None:
+        words = _recall_words(messages=recall["messages"], tokens=recall["tokens"])
+        recalled = f" It {words}, quoted before the newest message because they bear on it."
     if not stats.get("optimization_applied") or not stats.get("messages_removed"):
-        return f"everything was sent — {sent:,} of {budget:,} tokens."
+        return f"everything was sent — {sent:,} of {budget:,} tokens.{recalled}"
     removed = int(stats.get("messages_removed", 0))
     how = "a summary stands in for the older part" if stats.get("summary_used") else "older messages were left out"
     note = (
         f"{stats.get('strategy_chosen', 'truncate')} — {how} ({removed:,} message{'s' if removed != 1 else ''} "
         f"not sent verbatim); {sent:,} of {budget:,} tokens sent, against {full:,} for the full history."
     )
+    note += recalled
     if result.summary_span is not None:
         note += " A summary of the left-out part is being written in the background."
     return note
 
 
-def _sent_entry(*, packed: PackedMessage, summary_message_id: int | None) -> dict[str, Any]:
+def _sent_entry(
+    *,
+    packed: PackedMessage,
+    summary_message_id: int | None,
+    stats: Mapping[str, Any] | None = None,
+    quoted: Mapping[int, str] | None = None,
+) -> dict[str, Any]:
     """One entry of a record's `sent` list: enough, with the stored messages, to rebuild exactly
     what was sent in its place.
 
@@ -441,6 +511,11 @@ def _sent_entry(*, packed: PackedMessage, summary_message_id: int | None) -> dic
       never edited in place (an edit is a new message), so its stored content is what was sent.
     - compressed: `source_ids` = [the message's id] and `content` = the head + tail text actually
       sent, which no row stores (compression is rare, so this costs little).
+    - recall: `source_ids` = the quoted messages in time order; `hit_ids` = those the search
+      matched, best first (the others are their neighbours); `terms` = the query terms, strongest
+      first (why they were recalled); and `layout` (see _recall_layout), or `content` = the block's
+      text when a quote could not be located in it. `quoted` maps the quoted ids to their stored
+      contents, `stats` is the pack's stats (the hits and terms are reported there).
     """
     entry: dict[str, Any] = {
         "source_ids": [_int_id(str(i)) for i in packed.source_ids],
@@ -453,7 +528,62 @@ def _sent_entry(*, packed: PackedMessage, summary_message_id: int | None) -> dic
         entry["summary_id"] = summary_message_id
     elif packed.origin == "compressed":
         entry["content"] = packed.content
+    elif packed.origin == "recall":
+        stats = stats or {}
+        entry["hit_ids"] = [_int_id(str(i)) for i in stats.get("recall_hit_ids") or ()]
+        entry["terms"] = [str(t) for t in stats.get("recall_terms") or ()]
+        layout = _recall_layout(content=packed.content, source_ids=entry["source_ids"], quoted=quoted or {})
+        if layout is None:
+            entry["content"] = packed.content
+        else:
+            entry["layout"] = layout
     return entry
+
+
+def _recall_layout(
+    *, content: str, source_ids: Sequence[int | str], quoted: Mapping[int, str]
+) -> list[str | int] | None:
+    """A recall block's text as the pieces around its quotes, with each quote's message id in its place.
+
+    Joining the pieces, each id replaced by that message's stored content, gives `content` exactly
+    (checked here before it is trusted). The block quotes whole messages verbatim, each after
+    "speaker: " and up to the end of a line, so beyond its header and date lines it repeats stored
+    text: keeping only the glue keeps a record small where the block can run to thousands of tokens
+    on every turn. Chat messages are never edited in place, so the rebuild stays exact. None when a
+    quote is not found where expected (the caller then stores the text itself).
+    """
+    layout: list[str | int] = []
+    cursor = 0
+    for sid in source_ids:
+        text = quoted.get(sid) if isinstance(sid, int) else None
+        if text is None:
+            return None
+        needle = ": " + text
+        at = content.find(needle, cursor)
+        # The quote runs to the end of its line: a shorter text can also occur inside another line.
+        while at >= 0 and not _line_ends(content, at + len(needle)):
+            at = content.find(needle, at + 1)
+        if at < 0:
+            return None
+        layout.append(content[cursor : at + 2])
+        layout.append(sid)
+        cursor = at + len(needle)
+    layout.append(content[cursor:])
+    rebuilt = "".join(part if isinstance(part, str) else quoted[part] for part in layout)
+    return layout if rebuilt == content else None
+
+
+def _line_ends(text: str, at: int) -> bool:
+    return at == len(text) or text[at] == "\n"
+
+
+def _recall_quotes(*, conversation: Conversation, packed: PackedMessage | None) -> dict[int, str]:
+    """The stored contents of the messages a recall block quotes (one primary-key read, only when a
+    block was sent): what _recall_layout checks the block against."""
+    if packed is None:
+        return {}
+    ids = [int(i) for i in packed.source_ids if str(i).isdigit()]
+    return dict(Message.objects.filter(conversation=conversation, pk__in=ids).values_list("id", "content"))
 
 
 def _turn_prepare(
@@ -498,6 +628,7 @@ def _turn_prepare(
             reply_to=user_message,
             model=target.model,
         )
+        message_index_add(message=reply)  # no text, so a no-op: kept so every create has its index call
         return ChatTurn(
             **common,
             reply_id=reply.pk,
@@ -521,6 +652,8 @@ def _turn_prepare(
     window_start_id = int(result.window_start) if result.window_start is not None else None
     decision = result.decision
     scores = stats.get("scores") or (decision.as_dict() if decision is not None else {})
+    recall_packed = next((m for m in result.messages if m.origin == "recall"), None)
+    quoted = _recall_quotes(conversation=conversation, packed=recall_packed)
     with transaction.atomic(savepoint=False):  # nested in a turn: no savepoint round trips
         reply = Message.objects.create(
             conversation=conversation,
@@ -530,6 +663,7 @@ def _turn_prepare(
             reply_to=user_message,
             model=target.model,
         )
+        message_index_add(message=reply)  # empty while streaming; _turn_finish indexes its text
         record = OptimizationRecord.objects.create(
             conversation=conversation,
             reply=reply,
@@ -546,9 +680,12 @@ def _turn_prepare(
             tokens_sent=tokens_sent,
             estimated=bool(stats.get("estimated", optimizer.is_estimated(target.model))),
             sent=[
-                _sent_entry(packed=m, summary_message_id=ctx.summary_message_id) for m in result.messages
+                _sent_entry(packed=m, summary_message_id=ctx.summary_message_id, stats=stats, quoted=quoted)
+                for m in result.messages
             ],
             dropped_ranges=_dropped_ranges(ctx=ctx, result=result),
+            recall_tokens=recall_packed.tokens if recall_packed is not None else 0,
+            recall_message_count=len(recall_packed.source_ids) if recall_packed is not None else 0,
             summary_id=ctx.summary_message_id if summary_used else None,
             messages_before=int(stats.get("messages_before", conversation.live_message_count)),
             messages_after=int(stats.get("messages_after", len(result.messages))),
@@ -643,6 +780,7 @@ def chat_regenerate_start(*, user: AbstractBaseUser, reply: Message) -> ChatTurn
                 "Reload the conversation to see the newest reply.",
                 code="conflict",
             )
+        message_index_sync(message_ids=[reply.pk])  # a superseded reply is no longer recalled
         if message_is_live(kind=reply.kind, status=reply.status, superseded=False):
             _live_totals_add(
                 conversation_id=conversation.pk,
@@ -692,6 +830,7 @@ def chat_retry_start(*, user: AbstractBaseUser, message: Message) -> ChatTurn:
             claim = Message.objects.filter(
                 pk=last.pk, superseded=False, status=last.status, updated_at=last.updated_at
             ).update(superseded=True, updated_at=now)
+            message_index_sync(message_ids=[last.pk])
         else:
             claim = Message.objects.filter(pk=message.pk, updated_at=message.updated_at).update(updated_at=now)
             if claim and Message.objects.filter(reply_to=message, superseded=False).exists():
@@ -790,6 +929,7 @@ def _turn_finish(
         else:
             reply_qs.update(status=status, **values)
             Conversation.objects.filter(pk=turn.conversation_id).update(updated_at=timezone.now())
+        message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
         if turn.record_id is not None and values["prompt_tokens"] is not None:
             _record_usage(
                 record_id=turn.record_id,

@@ -8,6 +8,7 @@ conversation's running `live_*` totals stand in for everything else.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from django.db.models import Q
 import optimizer
 from chatapp.chat.llm import LLMTarget, llm_target_for
 from chatapp.chat.models import Conversation, LLMConfig, Message, Preference
+from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.selectors import llm_config_default, user_settings_get
 from chatapp.chat.summary_selectors import summary_quota_reason, summary_quota_remaining
 from optimizer.tokens import REPLY_PRIMING
@@ -33,7 +35,7 @@ from optimizer.types import (
 )
 
 # Columns the optimizer needs; content is the bulk of a row, everything else stays in the database.
-_MSG_FIELDS = ("id", "role", "content", "pinned", "token_count")
+_MSG_FIELDS = ("id", "role", "content", "pinned", "token_count", "created_at")
 # Messages read from the start of a conversation to find its first user message.
 _HEAD_PEEK = 8
 # Rows fetched per step when walking a conversation backwards by stored counts only.
@@ -72,13 +74,13 @@ class ContextInput:
     loaded_ids: tuple[int, ...] = ()
 
 
-Row = tuple[int, str, str, bool, int]  # the _MSG_FIELDS columns, as values_list returns them
+Row = tuple[int, str, str, bool, int, dt.datetime]  # the _MSG_FIELDS columns, as values_list returns them
 
 
 def _to_msg(row: Row) -> Msg:
-    pk, role, content, pinned, tokens = row
+    pk, role, content, pinned, tokens, created_at = row
     # A stored count of 0 means "never counted" (a row written by hand); the optimizer then counts it.
-    return Msg(id=str(pk), role=role, content=content, pinned=pinned, tokens=tokens or None)
+    return Msg(id=str(pk), role=role, content=content, pinned=pinned, tokens=tokens or None, created_at=created_at)
 
 
 def _tail_start_id(*, conversation: Conversation, tokens: int, through_id: int | None) -> int | None:
@@ -320,6 +322,9 @@ def context_build(
     if quota_exhausted:
         summarizer = False
     ctx = context_load(conversation=conversation, **load)
+    # Recall quotes old messages the window left out; when the whole history is loaded it is all
+    # sent, so there is nothing to recall. The source runs no query until pack asks it to search.
+    source = None if load.get("load_all") else DatabaseRecallSource(conversation=conversation, through_id=through_id)
     started = time.perf_counter()
     result = optimizer.pack(
         ctx.msgs,
@@ -332,6 +337,7 @@ def context_build(
         counters=ctx.counters,
         summarizer_available=summarizer,
         config=config,
+        recall_source=source,
     )
     result.stats["pack_ms"] = (time.perf_counter() - started) * 1000
     if quota_exhausted:

@@ -27,6 +27,7 @@ MAP_STATUSES: tuple[str, ...] = (
     "verbatim",  # sent as is
     "pinned",  # sent because pinned (or the first user message kept by the static layer)
     "compressed",  # sent as head + tail
+    "recalled",  # outside the window, quoted by the recall block for the newest message
     "summarized",  # not sent, covered by the summary that was sent
     "dropped",  # not sent and not covered
     "summary",  # a summary message itself
@@ -38,6 +39,7 @@ MAP_STATUS_LABELS: dict[str, str] = {
     "verbatim": "Sent verbatim",
     "pinned": "Pinned / kept",
     "compressed": "Sent compressed",
+    "recalled": "Recalled (quoted for the newest message)",
     "summarized": "Summarized",
     "dropped": "Dropped",
     "summary": "Summary message",
@@ -153,10 +155,14 @@ def _record_totals(records: QuerySet) -> dict[str, Any]:
             filter=provider,
         ),
         first_optimized_id=Min("id", filter=Q(tokens_sent__lt=F("tokens_full")) | Q(triggered=True)),
+        recall_turns=Count("id", filter=Q(recall_message_count__gt=0)),
+        recall_messages=Sum("recall_message_count"),
+        recall_tokens=Sum("recall_tokens"),
     )
     agg["tokens_full"] = agg.pop("sum_full")
     agg["tokens_sent"] = agg.pop("sum_sent")
-    for key in ("tokens_full", "tokens_sent", "provider_ours", "provider_theirs", "provider_abs_error"):
+    for key in ("tokens_full", "tokens_sent", "provider_ours", "provider_theirs", "provider_abs_error",
+                "recall_messages", "recall_tokens"):
         agg[key] = agg[key] or 0
     cost_full = _f(agg.pop("cost_full")) or 0.0
     cost_sent = _f(agg.pop("cost_sent")) or 0.0
@@ -259,6 +265,13 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
         },
         "accuracy": accuracy,
         "estimated_turns": totals["n_estimated"],
+        # Old messages quoted back by recall blocks: sent (as quotes) on those turns, so not "dropped".
+        # Their tokens are part of `tokens.sent`.
+        "recall": {
+            "turns": totals["recall_turns"],
+            "messages": totals["recall_messages"],
+            "tokens": totals["recall_tokens"],
+        },
     }
 
 
@@ -309,7 +322,7 @@ def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
         .order_by("id")
         .values_list(
             "id", "tokens_full", "tokens_sent", "budget", "strategy", "triggered", "provider_prompt_tokens",
-            KT("stats__trigger_tokens"), "model", "summary_id", "provider_cached_tokens",
+            KT("stats__trigger_tokens"), "model", "summary_id", "provider_cached_tokens", "recall_tokens",
         )
     )
     ids: list[int] = []
@@ -320,14 +333,17 @@ def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
     provider: list[int | None] = []
     strategy: list[int] = []
     saved_cumulative: list[int] = []
+    recall: list[int] = []
     running = 0
     first_optimized: int | None = None
     code = {name: i for i, name in enumerate(STRATEGY_CODES)}
     cache = _CacheEstimate()
     prices: dict[str, Any] = {}
     previous: tuple[str, int | None, int] | None = None
-    for rid, t_full, t_sent, t_budget, strat, triggered, t_provider, t_trigger, model, summary_id, t_cached in rows:
+    for (rid, t_full, t_sent, t_budget, strat, triggered, t_provider, t_trigger, model, summary_id, t_cached,
+         t_recall) in rows:
         ids.append(rid)
+        recall.append(t_recall)
         full.append(t_full)
         sent.append(t_sent)
         budget.append(t_budget)
@@ -370,6 +386,8 @@ def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
         "provider_prompt_tokens": provider,
         "strategy": strategy,
         "saved_cumulative": saved_cumulative,
+        # Tokens of the recall block inside `tokens_sent` (0: none sent that turn).
+        "recall_tokens": recall,
         "prompt_cache_estimate": {
             "cached_tokens": cache.cached_tokens,
             "cached_share": cache.cached_tokens / sum(sent) if sent else 0.0,
@@ -391,9 +409,10 @@ def _map_status_expression(*, origin_ids: dict[str, list[int]], horizon: int | N
         When(kind=Message.Kind.SUMMARY, discarded=True, then=Value(code["excluded"])),
         When(kind=Message.Kind.SUMMARY, then=Value(code["summary"])),
     ]
-    for origin in ("pinned", "compressed", "verbatim"):
+    for origin, status in (("pinned", "pinned"), ("compressed", "compressed"), ("verbatim", "verbatim"),
+                           ("recall", "recalled")):
         if origin_ids.get(origin):
-            whens.append(When(id__in=origin_ids[origin], then=Value(code[origin])))
+            whens.append(When(id__in=origin_ids[origin], then=Value(code[status])))
     whens.append(When(
         Q(superseded=True) | Q(status__in=[Message.Status.STOPPED, Message.Status.ERROR]),
         then=Value(code["excluded"]),
@@ -425,7 +444,8 @@ def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
         .only("id", "sent", "dropped_ranges", "summary_id", "window_start_id")
         .first()
     )
-    origin_ids: dict[str, list[int]] = {"verbatim": [], "pinned": [], "compressed": []}
+    # Recalled messages have their own status, ahead of "summarized" and "dropped": a quote was sent.
+    origin_ids: dict[str, list[int]] = {"verbatim": [], "pinned": [], "compressed": [], "recall": []}
     horizon = None
     dropped: list[tuple[int, int]] = []
     covered: tuple[int, int] | None = None
@@ -496,7 +516,7 @@ RECORD_LIST_FIELDS = (
     "id", "created_at", "reply_id", "preference", "model", "context_window", "budget", "triggered",
     "window_start_id", "strategy", "reason", "tokens_full", "tokens_sent", "provider_prompt_tokens",
     "estimated", "summary_id", "messages_before", "messages_after", "pack_ms", "cost_sent_usd",
-    "cost_full_usd",
+    "cost_full_usd", "recall_tokens", "recall_message_count",
 )
 
 
@@ -585,12 +605,56 @@ def _entry_source_ids(entry: dict[str, Any], *, record: OptimizationRecord) -> l
     return _int_ids(entry.get("source_ids"))
 
 
+def _recall_text(entry: dict[str, Any], messages: dict[int, dict[str, Any]]) -> tuple[str, bool]:
+    """A recall entry's text as sent, and whether that is exact (False: a quoted message is gone).
+
+    The record keeps either the text itself or its `layout`: the pieces around the quotes with each
+    quoted message's id in its place (chat_services._recall_layout), which the stored contents fill.
+    """
+    if isinstance(entry.get("content"), str):
+        return entry["content"], True
+    parts: list[str] = []
+    exact = True
+    for part in entry.get("layout") or []:
+        if isinstance(part, str):
+            parts.append(part)
+        elif part in messages:
+            parts.append(messages[part]["content"])
+        else:
+            exact = False
+            parts.append(f"[message #{part} is no longer stored]")
+    return "".join(parts), exact
+
+
+def _recall_details(entry: dict[str, Any], source_ids: list[int],
+                    messages: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Why a recall block quoted what it did: the query terms and, per quoted message, whether the
+    search matched it (a hit) or it came along as a hit's neighbour."""
+    hit_ids = _int_ids(entry.get("hit_ids"))
+    rank = {pk: k for k, pk in enumerate(hit_ids, start=1)}
+    quotes = []
+    for pk in source_ids:
+        m = messages.get(pk)
+        quotes.append({
+            "id": pk,
+            "role": m["role"] if m else None,
+            "created_at": m["created_at"].isoformat() if m and m["created_at"] else None,
+            "tokens": m["token_count"] if m else None,
+            "hit": pk in rank,
+            # 1 = the best match.
+            "rank": rank.get(pk),
+        })
+    return {"terms": [str(t) for t in entry.get("terms") or []], "hit_ids": hit_ids, "quotes": quotes}
+
+
 def dashboard_record_context(*, conversation: Conversation, record_id: int) -> dict[str, Any]:
     """What the model saw on one turn: the sent messages in order with their tokens and origin.
 
     Rebuilt from the record's `sent` list and the stored messages (the summary is a message too,
     and an edit never changes it: it makes a new one). A compressed entry shows the head + tail text
     the record kept; records written before it kept that show the original, with both token counts.
+    A recall entry is rebuilt from its layout and the quoted messages, exactly as sent, and says why
+    (`recall`: the query terms and which quotes were hits).
     """
     record = get_object_or_404(OptimizationRecord, conversation=conversation, pk=record_id)
     sent = record.sent or []
@@ -616,18 +680,26 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
         origin = entry.get("origin", "verbatim")
         first = found[0] if found else None
         sent_text = entry.get("content") if origin == "compressed" else None
+        exact = sent_text is not None or origin != "compressed"
+        recall = None
+        if origin == "recall":
+            sent_text, exact = _recall_text(entry, messages)
+            recall = _recall_details(entry, source_ids, messages)
         is_summary = first is not None and first["kind"] == Message.Kind.SUMMARY
         entries.append({
             "position": position,
             "origin": origin,
             "tokens": entry.get("tokens"),
             "source_ids": source_ids,
-            "role": first["role"] if first else entry.get("role", "system"),
+            # A recall block is one system message whatever its quotes' roles.
+            "role": entry.get("role", "system") if recall else first["role"] if first else entry.get("role", "system"),
             "content": sent_text if sent_text is not None else "\n\n".join(m["content"] for m in found),
             "original_tokens": sum(m["token_count"] for m in found),
             "compressed": origin == "compressed",
-            # Whether `content` is the compressed text itself (False: the original is shown).
-            "content_is_sent_text": sent_text is not None or origin != "compressed",
+            # Whether `content` is exactly the text sent (False: a compressed message's original is
+            # shown, or a recalled message is no longer stored).
+            "content_is_sent_text": exact,
+            "recall": recall,
             "missing": len(found) < len(source_ids),
             # Summaries once were edited in place, so the text shown may be newer than the one sent.
             # Today an edit is a new message, and discarding touches updated_at without changing text.
@@ -645,6 +717,7 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
         })
     summary = messages.get(record.summary_id) if record.summary_id else None
     entry_tokens = sum(e["tokens"] or 0 for e in entries)
+    recalled_ids = sorted({i for e in entries if e["recall"] for i in e["source_ids"]})
     return {
         "record": {
             "id": record.pk,
@@ -669,8 +742,12 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
             "pack_ms": record.pack_ms,
             "cost_sent_usd": _f(record.cost_sent_usd),
             "cost_full_usd": _f(record.cost_full_usd),
+            "recall_tokens": record.recall_tokens,
+            "recall_message_count": record.recall_message_count,
         },
         "entries": entries,
+        # Old messages quoted on this turn: sent as quotes, so never among `dropped_ranges`.
+        "recalled_ids": recalled_ids,
         # The chat format adds a fixed reply priming to the per-message counts.
         "entry_tokens": entry_tokens,
         "dropped_ranges": record.dropped_ranges or [],

@@ -115,7 +115,7 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
             "value": f"{summaries['made']:,}",
             "detail": (
                 f"{summaries['extractive']} extractive · {summaries['made'] - summaries['live']} discarded"
-                f" · {strat['truncate']} truncations"
+                f" · {strat['truncate']} truncations" + _recall_detail(h["recall"])
             ),
         },
     ]
@@ -150,6 +150,16 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
             "detail": "The endpoint has not reported usage yet",
         })
     return cards
+
+
+def _recall_detail(recall: dict[str, Any]) -> str:
+    """Recall next to the summaries: both bring old history back, and quoted messages are not lost."""
+    if not recall["turns"]:
+        return ""
+    return (
+        f" · {_plural(recall['messages'], 'message')} recalled on {_plural(recall['turns'], 'turn')}"
+        f" ({_tokens(recall['tokens'])} tokens)"
+    )
 
 
 def _with_meters(cards: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -346,6 +356,8 @@ class DashboardRecordListApi(APIView):
         pack_ms = serializers.FloatField()
         cost_sent_usd = serializers.FloatField(allow_null=True)
         cost_full_usd = serializers.FloatField(allow_null=True)
+        recall_tokens = serializers.IntegerField()
+        recall_message_count = serializers.IntegerField()
 
     pagination_class = DashboardPagination
 

@@ -4,11 +4,12 @@ another user's ids look exactly like ids that do not exist."""
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from .models import Conversation, LLMConfig, Message, OptimizationRecord, UserSettings
+from .recall_source import conversation_ids_matching
 
 MESSAGE_PAGE_MAX = 500
 
@@ -17,15 +18,17 @@ MESSAGE_PAGE_MAX = 500
 
 
 def conversation_list(*, owner: AbstractBaseUser, query: str | None = None) -> QuerySet[Conversation]:
-    """The owner's conversations, newest first; `query` matches titles or any chat message's text."""
+    """The owner's conversations, newest first; `query` matches titles (as a substring) or chat
+    message text (every content word, the last as a prefix, through the full-text index: a substring
+    scan of every message would read the owner's whole history on each keystroke)."""
     conversations = Conversation.objects.filter(owner=owner)
     query = (query or "").strip()
     if query:
-        # EXISTS stops at the first matching message and needs no DISTINCT over a join.
-        content_match = Message.objects.filter(
-            conversation=OuterRef("pk"), kind=Message.Kind.CHAT, content__icontains=query
-        )
-        conversations = conversations.filter(Q(title__icontains=query) | Exists(content_match))
+        matches = Q(title__icontains=query)
+        in_messages = conversation_ids_matching(owner=owner, text=query)
+        if in_messages is not None:
+            matches |= Q(pk__in=in_messages)
+        conversations = conversations.filter(matches)
     return conversations.order_by("-updated_at", "-id")
 
 

@@ -42,8 +42,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat.context import conversation_config
-from chatapp.chat.llm import LLMError, llm_complete, llm_target_for
+from chatapp.chat.context import context_budget, conversation_config
+from chatapp.chat.llm import LLMError, LLMTarget, llm_complete, llm_target_for
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
 from chatapp.chat.summary_selectors import (
     summary_current,
@@ -129,6 +129,7 @@ def summary_job_request(
     span: SummarySpan | None = None,
     trigger: str = Trigger.AUTO,
     instructions: str = "",
+    publish: bool = True,
 ) -> SummaryJob | None:
     """Start a summary of `conversation` in the background; returns the job, or None when not allowed.
 
@@ -136,7 +137,8 @@ def summary_job_request(
     usage crossed the trigger (`trigger="ahead"`), and by `conversation_compact` for manual ones.
     Automatic jobs respect the daily quota (None beyond it) and the user's "confirm before automatic
     compaction" setting (the job then waits as `awaiting`). If a job is already active, that job is
-    returned and no second one is created.
+    returned and no second one is created. `publish=False` leaves a new job `pending` without sending
+    it to the broker, for a caller that runs it itself with `summary_job_run` (`manage.py pack`).
     """
     instructions = _clean_instructions(instructions)
     status = Status.PENDING
@@ -166,7 +168,7 @@ def summary_job_request(
         if trigger == Trigger.MANUAL and instructions:
             _instructions_merge(job=existing, instructions=instructions)
         return existing
-    if status == Status.PENDING:
+    if status == Status.PENDING and publish:
         job_id = job.pk
         transaction.on_commit(lambda: summary_job_enqueue(job_id=job_id))
     return job
@@ -411,7 +413,7 @@ class _LeaseLostError(Exception):
 
 
 def _model_summarize(
-    *, job: SummaryJob, target, msgs: list[Msg], previous: str | None, instructions: str
+    *, job: SummaryJob, target, msgs: list[Msg], previous: str | None, instructions: str, chat_budget: int
 ) -> _ModelSummary:
     """Fold the span into the previous summary with the model, one call per window-sized chunk.
 
@@ -427,7 +429,11 @@ def _model_summarize(
         if not _lease_renew(job=job):
             raise _LeaseLostError
         prompt = optimizer.build_summary_prompt(
-            chunk, previous_summary=result.text or None, instructions=instructions, model=target.model
+            chunk,
+            previous_summary=result.text or None,
+            instructions=instructions,
+            model=target.model,
+            budget=chat_budget,
         )
         completion = llm_complete(target=target, messages=prompt.messages, max_tokens=prompt.max_tokens)
         text = (completion.text or "").strip()
@@ -461,8 +467,13 @@ def _label(*, conversation: Conversation, message_id: int) -> str:
     return str(position)
 
 
-def summary_job_run(*, job_id: int) -> SummaryRunOutcome:
-    """Run one delivery of a summary job (the Celery task's whole body)."""
+def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> SummaryRunOutcome:
+    """Run one delivery of a summary job (the Celery task's whole body).
+
+    `chat_target` stands in for the conversation's own model when the caller packed its turn for
+    another one (`manage.py pack` packs for the request's budget): the summary's length is capped by
+    the budget of the turns that will send it.
+    """
     job = _job_claim(job_id=job_id)
     if job is None:
         return _held_elsewhere(job_id=job_id)
@@ -473,7 +484,10 @@ def summary_job_run(*, job_id: int) -> SummaryRunOutcome:
         return SummaryRunOutcome(job_id=job_id, status="cancelled", detail="nothing to summarize")
 
     chat_config = conversation_config(conversation=conversation)
-    chat_target = llm_target_for(config=chat_config)
+    if chat_target is None:
+        chat_target = llm_target_for(config=chat_config)
+    # the summary is sent inside the chat's budget: its length is capped by that budget's share
+    chat_budget = context_budget(target=chat_target)
     prefs = UserSettings.objects.filter(user_id=conversation.owner_id).select_related("summary_config").first()
     summary_config = prefs.summary_config if prefs is not None and prefs.summary_config_id else chat_config
     target = llm_target_for(config=summary_config)
@@ -493,6 +507,7 @@ def summary_job_run(*, job_id: int) -> SummaryRunOutcome:
                 msgs=msgs,
                 previous=previous_text,
                 instructions=job.instructions,
+                chat_budget=chat_budget,
             )
         except _LeaseLostError:
             return SummaryRunOutcome(job_id=job_id, status="skipped", detail="another attempt took over")
@@ -510,7 +525,11 @@ def summary_job_run(*, job_id: int) -> SummaryRunOutcome:
 
     if model_result is None:
         target_tokens = optimizer.build_summary_prompt(
-            msgs, previous_summary=previous_text, instructions=job.instructions, model=chat_target.model
+            msgs,
+            previous_summary=previous_text,
+            instructions=job.instructions,
+            model=chat_target.model,
+            budget=chat_budget,
         ).target_tokens
         text = optimizer.extractive_summary(
             msgs, previous_summary=previous_text, target_tokens=target_tokens, model=chat_target.model
@@ -596,6 +615,7 @@ def _summary_save(
         )
         if owner is None:
             return None
+        # Not indexed (search_services): a summary is neither a recall candidate nor a search hit.
         summary = Message.objects.create(
             conversation=conversation,
             role=Message.Role.SYSTEM,
@@ -678,6 +698,7 @@ def summary_edit(*, summary: Message, content: str) -> Message:
             )
         if current.content == content:
             return current
+        # Not indexed, like every summary (search_services).
         edited = Message.objects.create(
             conversation_id=current.conversation_id,
             role=Message.Role.SYSTEM,

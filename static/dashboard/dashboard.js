@@ -96,6 +96,9 @@
     for (const k of ["ids", "tokens_full", "tokens_sent", "budget", "trigger", "provider_prompt_tokens", "strategy", "saved_cumulative"]) {
       v[k] = s[k].slice(lo, hi);
     }
+    // Recall tokens (part of what was sent); absent from an older API, then none.
+    v.recall_tokens = (s.recall_tokens || []).slice(lo, hi);
+    if (v.recall_tokens.length !== v.count) v.recall_tokens = new Array(v.count).fill(0);
     const f = s.first_optimized_index;
     v.first_optimized_index = f !== null && f >= lo && f < hi ? f - lo : null;
     return v;
@@ -181,6 +184,13 @@
     svg("polyline", { class: "line line-trigger", points: steps(s.trigger), "data-series": "trigger" }, el);
     svg("polyline", { class: "line line-budget", points: steps(s.budget), "data-series": "budget" }, el);
     svg("polyline", { class: "line line-sent", points: sentPts, "data-series": "tokens_sent", "data-points": n }, el);
+    // The recall block's share of what was sent: drawn only when some turn in the range recalled.
+    const anyRecall = s.recall_tokens.some((v) => v > 0);
+    const recallLegend = document.querySelector("[data-legend=recall_tokens]");
+    if (recallLegend) recallLegend.hidden = !anyRecall;
+    if (anyRecall) {
+      svg("polyline", { class: "line line-recall", points: pts(s.recall_tokens), "data-series": "recall_tokens", "data-points": n }, el);
+    }
 
     if (first !== null && first !== undefined) {
       const xs = x(first);
@@ -217,6 +227,7 @@
         h("b", { text: `Turn ${nf.format(off + i + 1)}` }), " ", h("span", { class: "muted", text: "· " + names[s.strategy[i]] }), h("br"),
         "Full history ", h("b", { text: nf.format(s.tokens_full[i]) }), h("br"),
         "Sent ", h("b", { text: nf.format(s.tokens_sent[i]) }), saved > 0 ? h("span", { class: "muted", text: ` (−${fmt(saved)})` }) : null, h("br"),
+        s.recall_tokens[i] > 0 ? h("span", null, "of which recalled ", h("b", { text: nf.format(s.recall_tokens[i]) }), h("br")) : null,
         `Budget ${nf.format(s.budget[i])} · trigger ${nf.format(s.trigger[i])}`,
         prov !== null ? h("br") : null, prov !== null ? h("span", { class: "muted", text: `Provider counted ${nf.format(prov)}` }) : null,
       ], (xi / W) * r.width, evt.clientY - r.top);
@@ -475,6 +486,9 @@
       h("span", null, "Sent ", h("b", { text: nf.format(r.tokens_sent) }), " / budget " + nf.format(r.budget)),
       h("span", null, "Full history ", h("b", { text: nf.format(r.tokens_full) })),
       h("span", null, "Messages ", h("b", { text: `${nf.format(r.messages_after)} of ${nf.format(r.messages_before)}` })),
+      r.recall_message_count ? h("span", { "data-recall": r.recall_message_count }, "Recalled ",
+        h("b", { text: `${nf.format(r.recall_message_count)} earlier message${r.recall_message_count === 1 ? "" : "s"}` }),
+        ` (${nf.format(r.recall_tokens)} tokens)`) : null,
       r.provider_prompt_tokens !== null ? h("span", null, "Provider counted ", h("b", { text: nf.format(r.provider_prompt_tokens) })) : null,
       h("span", null, "Packed in ", h("b", { text: r.pack_ms.toFixed(1) + " ms" })),
       r.cost_sent_usd !== null ? h("span", null, "Cost ", h("b", { text: usd(r.cost_sent_usd) }), r.cost_full_usd !== null ? ` (full ${usd(r.cost_full_usd)})` : "") : null,
@@ -487,11 +501,14 @@
       const more = h("button", { type: "button", class: "dash-more", text: "Show all", hidden: (e.content || "").length < 400 ? "" : null,
         onclick: () => { body.classList.toggle("is-open"); more.textContent = body.classList.contains("is-open") ? "Show less" : "Show all"; } });
       const ids = e.source_ids;
+      const recall = e.recall;
       const head = h("div", { class: "dash-sent-head" },
         h("span", { class: "pos", text: "#" + e.position }),
-        h("span", { class: "dash-badge o-" + e.origin, text: e.origin }),
+        h("span", { class: "dash-badge o-" + e.origin, text: recall ? "recalled" : e.origin }),
         h("span", { text: e.role }),
-        ids.length ? h("a", { href: messageLink(ids[0]), text: ids.length === 1 ? `msg ${ids[0]}` : `msgs ${ids[0]}–${ids[ids.length - 1]}` }) : null,
+        // A recall block's quotes are listed one by one below.
+        ids.length && !recall ? h("a", { href: messageLink(ids[0]), text: ids.length === 1 ? `msg ${ids[0]}` : `msgs ${ids[0]}–${ids[ids.length - 1]}` }) : null,
+        recall ? h("span", { text: `${ids.length} quoted message${ids.length === 1 ? "" : "s"}` }) : null,
         h("span", { class: "tok", text: nf.format(e.tokens || 0) + " tok" }));
       const li = h("li", { class: "o-" + e.origin, "data-origin": e.origin, "data-tokens": e.tokens }, head);
       const note = (text) => li.append(h("p", { class: "dash-sent-note", text }));
@@ -502,16 +519,40 @@
       if (e.covers) note(`Summary of messages #${e.covers[0]}–#${e.covers[1]}` + (e.covers[2] ? ` (${nf.format(e.covers[2])} messages)` : "") + (e.edited ? ", as edited by you" : ""));
       if (e.replaced_by_id) note(`Edited after this request (now #${e.replaced_by_id}); the text below is the one sent.`);
       if (e.edited_after) note("Edited after this request: the text below is the current version, not the one sent.");
+      if (recall) {
+        li.append(recallWhy(recall));
+        if (!e.content_is_sent_text) note("A quoted message is no longer stored: the text below is incomplete.");
+      }
       li.append(body, more);
       list.append(li);
     }
     parts.push(list);
     const dropped = (data.dropped_ranges || []).map(([a, b]) => (a === b ? `#${a}` : `#${a}–#${b}`));
+    const recalled = data.recalled_ids || [];
     parts.push(h("p", { class: "dash-sent-foot", text:
       `${data.entries.length} messages, ${nf.format(data.entry_tokens)} tokens + reply priming = ${nf.format(r.tokens_sent)} sent.` +
       (data.summary ? ` Summarized: #${data.summary.covers_from_id}–#${data.summary.covers_through_id}.` : "") +
+      (recalled.length ? ` Recalled (quoted, not dropped): ${recalled.slice(0, 8).map((i) => "#" + i).join(", ")}${recalled.length > 8 ? ` and ${recalled.length - 8} more` : ""}.` : "") +
       (dropped.length ? ` Dropped: ${dropped.slice(0, 8).join(", ")}${dropped.length > 8 ? ` and ${dropped.length - 8} more ranges` : ""}.` : "") }));
     view.replaceChildren(...parts);
+  }
+  // Why a recall block was sent: the query terms, then each quoted message linked to its place in
+  // the chat, the search's hits in bold (ranked) and the neighbours they brought along plain.
+  function recallWhy(recall) {
+    const terms = h("p", { class: "dash-recall-why", "data-recall-terms": recall.terms.length },
+      h("span", { text: "Matched terms:" }),
+      ...(recall.terms.length ? recall.terms.map((t) => h("span", { class: "term", text: t })) : [h("span", { text: "—" })]));
+    const quotes = h("p", { class: "dash-recall-why", "data-recall-quotes": recall.quotes.length },
+      h("span", { text: "Quoted:" }),
+      ...recall.quotes.map((q) => h("a", {
+        href: messageLink(q.id),
+        class: q.hit ? "is-hit" : null,
+        "data-quote": q.id,
+        title: (q.hit ? `Hit #${q.rank} of the search` : "Neighbour of a hit") + (q.role ? ` · ${q.role}` : "") +
+          (q.created_at ? ` · ${new Date(q.created_at).toLocaleString()}` : ""),
+        text: `#${q.id}${q.hit ? " (hit)" : ""}`,
+      })));
+    return h("div", null, terms, quotes);
   }
   function setupTurnPicker() {
     const input = document.getElementById("turn-input");

@@ -91,6 +91,7 @@
     pin.append(icon("pin"), document.createTextNode("Pinned · always sent"));
     meta.append(pin);
     meta.append(el("span", "badge badge--muted badge--outside", "Not sent verbatim"));
+    meta.append(el("span", "badge badge--info badge--recalled", "Recalled for the latest message"));
     return meta;
   }
 
@@ -660,6 +661,7 @@
     row("Used", pct === 0 && tokens > 0 ? "under 1%" : `${pct}%`);
     if (lastGauge.strategy) row("Strategy", STRATEGY_WORDS[lastGauge.strategy] || lastGauge.strategy);
     row("Counting", lastGauge.estimated ? "estimated (model unknown to the tokenizer)" : "exact");
+    if (lastGauge.recall) row("Recalled", recallWords(lastGauge.recall) + " for your last message");
     if (lastGauge.reason) {
       const reason = el("dd", "gauge-reason", lastGauge.reason);
       dl.append(reason);
@@ -669,8 +671,28 @@
     if (currentJob && currentJob.status === "awaiting" && !jobBanner.hidden) renderJob(currentJob);
   }
 
+  // The start event's context is this request's decision; its recall (or null) holds until the next one.
   function showDecision(ctx) {
-    lastGauge = { ...(lastGauge || {}), strategy: ctx.strategy, reason: ctx.reason };
+    lastGauge = { ...(lastGauge || {}), strategy: ctx.strategy, reason: ctx.reason, recall: ctx.recall || null };
+  }
+
+  // "4 earlier messages (312 tokens)": the old messages the recall block quoted for one request.
+  function recallWords(recall) {
+    const n = Number(recall.messages || 0);
+    return `${n.toLocaleString()} earlier message${n === 1 ? "" : "s"} (${Number(recall.tokens || 0).toLocaleString()} tokens)`;
+  }
+
+  // Messages the latest request quoted are marked where they stand in the timeline.
+  function markRecalled() {
+    messagesEl.querySelectorAll(".msg.is-recalled").forEach((m) => m.classList.remove("is-recalled"));
+    const recall = lastGauge && lastGauge.recall;
+    if (!recall || !recall.ids) return 0;
+    let shown = 0;
+    for (const id of recall.ids) {
+      const item = document.getElementById(`m-${id}`);
+      if (item && item.classList.contains("msg")) { item.classList.add("is-recalled"); shown += 1; }
+    }
+    return shown;
   }
 
   async function refreshGauge() {
@@ -692,6 +714,7 @@
     placeSummaries();
     messagesEl.querySelectorAll(".window-marker").forEach((m) => m.remove());
     messagesEl.querySelectorAll(".msg.is-outside").forEach((m) => m.classList.remove("is-outside"));
+    markRecalled();
     const ws = Number(windowStart || 0);
     if (!ws) return;
     const items = [...messagesEl.querySelectorAll(":scope > .msg[data-id]")];
@@ -714,7 +737,10 @@
       : strategy === "truncate" ? "they were truncated to fit the window" : "summarized or truncated";
     const marker = el("div", "window-marker");
     marker.setAttribute("role", "separator");
-    marker.append(el("span", "", `Earlier messages are not sent verbatim — ${how}`));
+    const recall = lastGauge && lastGauge.recall;
+    const recalled = recall && recall.messages
+      ? `; ${recallWords(recall)} ${recall.messages === 1 ? "was" : "were"} recalled for the latest one` : "";
+    marker.append(el("span", "", `Earlier messages are not sent verbatim — ${how}${recalled}`));
     anchor.before(marker);
   }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chatapp.chat.chat_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +41,8 @@ def test_conversation_create_list_detail_rename_delete(api, user):
 def test_conversation_list_only_own_and_search(api, user, other_user, make_conversation):
     make_conversation(user, title="Holiday plans")
     mine = make_conversation(user, title="Work", messages=2)
-    Message.objects.create(conversation=mine, role="user", content="the quarterly zebra report")
+    # Stored as the app stores messages (message_append indexes it; a raw create is not searchable).
+    message_append(conversation=mine, role="user", content="the quarterly zebra report")
     make_conversation(other_user, title="Holiday secrets")
 
     titles = {c["title"] for c in api.get("/api/conversations/").json()["results"]}

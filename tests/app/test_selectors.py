@@ -7,6 +7,7 @@ from django.http import Http404
 
 from chatapp.chat import selectors, services
 from chatapp.chat.models import Message, UserSettings
+from chatapp.chat.search_services import conversation_index_rebuild
 
 pytestmark = pytest.mark.django_db
 
@@ -16,6 +17,7 @@ def _conversation(owner, title, *contents):
     Message.objects.bulk_create(
         [Message(conversation=conversation, role="user", content=c) for c in contents]
     )
+    conversation_index_rebuild(conversation=conversation)  # bulk_create bypasses message_append
     return conversation
 
 

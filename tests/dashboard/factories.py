@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -63,3 +64,47 @@ def make_job(*, conversation: Conversation, summary: Message | None, cost: str |
         cost_usd=Decimal(cost) if cost is not None else None,
         started_at=finished - timedelta(seconds=seconds), finished_at=finished, **fields,
     )
+
+
+@dataclass
+class RecallTurns:
+    conversation: Conversation
+    m: list[Message]
+    record: OptimizationRecord  # the latest request, which sent a recall block
+    block: str  # the recall block's text as sent
+
+
+def make_recall_turns(*, owner) -> RecallTurns:
+    """Two requests on messages m0..m11; the second, with the window from m8, sent m0 (the first user
+    message), m8..m10, a recall block quoting m2, m3 and m5 (hits m3 then m5; m2 is m3's neighbour,
+    and the gap before m5 shows as "…"), then m11. m1, m4, m6 and m7 were dropped."""
+    from optimizer.recall import HEADER
+
+    c = make_conversation(owner=owner, title="Recall")
+    m = []
+    for i in range(12):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = {3: "We chose a GIN index.", 5: "The GIN index build took 40 minutes."}.get(i, f"message {i}")
+        m.append(make_message(conversation=c, role=role, content=text, tokens=10 + i))
+    day = "Mon 1 January 2024"
+    block = f"{HEADER}\n{day}\nuser: {m[2].content}\nassistant: {m[3].content}\n…\nassistant: {m[5].content}"
+    recall = {
+        **sent_entry("recall", m[2], m[3], m[5], tokens=61), "role": "system", "hit_ids": [m[3].pk, m[5].pk],
+        "terms": ["gin", "index", "build"],
+        "layout": [f"{HEADER}\n{day}\nuser: ", m[2].pk, "\nassistant: ", m[3].pk, "\n…\nassistant: ", m[5].pk, ""],
+    }
+    make_record(conversation=c, tokens_full=200, tokens_sent=200, sent=[sent_entry("verbatim", m[0])])
+    record = make_record(
+        conversation=c, tokens_full=400, tokens_sent=250, strategy="truncate", triggered=True,
+        window_start_id=m[8].pk, recall_tokens=61, recall_message_count=3,
+        sent=[
+            {**sent_entry("verbatim", m[0]), "role": "user"},
+            *({**sent_entry("verbatim", x), "role": x.role} for x in m[8:11]),
+            recall,
+            {**sent_entry("verbatim", m[11]), "role": "user"},
+        ],
+        # As the request path writes them: the quoted messages cut out of what was dropped.
+        dropped_ranges=[[m[1].pk, m[1].pk], [m[4].pk, m[4].pk], [m[6].pk, m[7].pk]],
+        stats={"trigger_tokens": 800, "recall_tokens": 61},
+    )
+    return RecallTurns(conversation=c, m=m, record=record, block=block)

@@ -13,6 +13,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
 from chatapp.chat.models import Message, OptimizationRecord
+from tests.dashboard.factories import make_recall_turns
 from tests.support.browser import SCREENSHOT_DIR as SCREENSHOTS
 from tests.support.browser import browser, console_errors
 
@@ -227,3 +228,40 @@ def test_dashboard_draws_charts_and_map_from_the_data(live_server, transactional
     assert console_errors(driver) == []
     for name in ("dashboard-laptop.png", "dashboard-phone.png", "dashboard-laptop-dark.png"):
         assert (SCREENSHOTS / name).stat().st_size > 10_000
+
+
+def test_dashboard_shows_a_recall_block_apart(live_server, transactional_db, browser):
+    """The latest turn sent a recall block: its own badge, its terms, its quotes linked into the chat;
+    the map legend counts the quoted messages as recalled; the tokens chart draws the recall line."""
+    driver = browser
+    user = get_user_model().objects.create_user(username="recaller")
+    turns = make_recall_turns(owner=user)
+    _login(driver, live_server, user)
+
+    driver.get(f"{live_server.url}/c/{turns.conversation.pk}/dashboard/")
+    _wait_ready(driver)
+
+    item = driver.find_element("css selector", "#sent-list li[data-origin=recall]")
+    assert item.find_element("css selector", ".dash-badge").text == "recalled"
+    terms = [t.text for t in item.find_elements("css selector", ".term")]
+    assert terms == ["gin", "index", "build"]
+    links = item.find_elements("css selector", "a[data-quote]")
+    m = turns.m
+    assert [int(a.get_attribute("data-quote")) for a in links] == [m[2].pk, m[3].pk, m[5].pk]
+    assert [("is-hit" in (a.get_attribute("class") or "")) for a in links] == [False, True, True]
+    assert links[1].get_attribute("href").endswith(f"/c/{turns.conversation.pk}/#m-{m[3].pk}")
+    assert driver.execute_script("return arguments[0].querySelector('.dash-sent-body').textContent", item) \
+        == turns.block
+    assert "Recalled 3 earlier messages (61 tokens)" in driver.find_element("id", "turn-view").text
+    foot = driver.find_element("css selector", ".dash-sent-foot").text
+    assert f"Recalled (quoted, not dropped): #{m[2].pk}, #{m[3].pk}, #{m[5].pk}." in foot
+
+    legend = driver.find_element("css selector", "#map-legend li[data-status=recalled]")
+    assert legend.is_displayed() and legend.find_element("css selector", "[data-count]").text == "3"
+    assert _points(driver, "recall_tokens") == 2
+    assert driver.find_element("css selector", "[data-legend=recall_tokens]").is_displayed()
+    assert console_errors(driver) == []
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.execute_script("document.getElementById('saw').scrollIntoView()")
+    driver.save_screenshot(str(SCREENSHOTS / "dashboard-recall.png"))

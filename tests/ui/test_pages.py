@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from chatapp.chat import services
 from chatapp.chat.models import Conversation, LLMConfig, Message, UserSettings
+from chatapp.chat.search_services import message_index_add
 
 KEY = "sk-live-THIS-IS-SECRET-wxyz"
 
@@ -17,7 +18,10 @@ def _conversation(owner, title="Chat", **fields) -> Conversation:
 
 
 def _message(conversation, role, content, **fields) -> Message:
-    return Message.objects.create(conversation=conversation, role=role, content=content, **fields)
+    # written past the services, so indexed here as the services would (sidebar search reads the index)
+    message = Message.objects.create(conversation=conversation, role=role, content=content, **fields)
+    message_index_add(message=message)
+    return message
 
 
 def _config(owner, **overrides) -> LLMConfig:

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
+from chatapp.chat.search_services import conversation_index_rebuild
 
 # Used only when the optimizer's price lookup is unavailable: gpt-4o-mini list prices.
 _FALLBACK_INPUT_PRICE = 0.15 / 1_000_000
@@ -293,6 +294,9 @@ def conversation_seed_long(
                 started_at=finished - timedelta(seconds=meta["duration_s"]), finished_at=finished,
             ))
         Message.objects.bulk_update(summary_updates, ["covers_from_id", "covers_through_id"], batch_size=500)
+        # bulk_create bypasses message_append and its index call: index the chat messages in one pass,
+        # so recall and the sidebar search work on the seeded conversation (summaries are not indexed).
+        conversation_index_rebuild(conversation=conversation)
         SummaryJob.objects.bulk_create(jobs, batch_size=500)
 
         records = []

@@ -1,0 +1,351 @@
+"""The message full-text index: kept in step with writes, ranked like the core's MemorySource,
+owner-scoped, and used by the real chat request path (recall block) and the conversation search.
+
+Runs on SQLite (FTS5) by default and on PostgreSQL (tsvector + GIN) with DATABASE_URL set.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from chatapp.chat.chat_services import chat_regenerate_start, chat_retry_start, message_append, message_stop
+from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
+from chatapp.chat.models import Conversation, Message, MessageSearch, OptimizationRecord, RecallCorpus, RecallTerm
+from chatapp.chat.recall_source import DatabaseRecallSource
+from chatapp.chat.search_services import conversation_index_rebuild, message_index_sync
+from chatapp.chat.selectors import conversation_list
+from chatapp.chat.services import conversation_delete
+from chatapp.chat.summary_services import summary_edit
+from optimizer.lexical import build_query, index_text
+from optimizer.recall import HEADER, MemorySource, RecallItem
+from tests.chat.conftest import make_config, seed_messages, send
+
+pytestmark = pytest.mark.django_db
+
+FACTS = [
+    ("user", "We adopted a grey cat from the shelter on Saturday and named her Pumpernickel."),
+    ("assistant", "Pumpernickel is a lovely name! Grey cats from shelters are often very calm."),
+    ("user", "My sister Rosalind is moving to Lisbon in March for a job at the aquarium."),
+    ("assistant", "Lisbon's aquarium is one of the largest in Europe; Rosalind will enjoy it."),
+    ("user", "The database migration failed because the PostgreSQL server ran out of disk space."),
+    ("assistant", "Free disk space on the server, then rerun the migration; check the WAL directory too."),
+    ("user", "For dinner on Friday I am cooking a mushroom risotto with parmesan."),
+    ("assistant", "Risotto needs patience: add the stock slowly and stir the rice often."),
+    ("user", "Our cat knocked the risotto off the table while we watched a film about Lisbon."),
+    ("assistant", "Cats and risotto: a classic Friday disaster."),
+]
+QUERIES = [
+    "What did we name the cat?",
+    "Where is Rosalind moving?",
+    "why did the migration on the server fail",
+    "risotto recipe for Friday",
+    "Lisbon cat",
+]
+
+
+def _append(conversation: Conversation, rows=FACTS) -> list[Message]:
+    return [message_append(conversation=conversation, role=role, content=text) for role, text in rows]
+
+
+def _fts_rows(message_ids: list[int]) -> int:
+    """Rows the vendor's full-text structure holds for these messages."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            marks = ",".join("%s" for _ in message_ids)
+            cursor.execute(f"SELECT count(*) FROM chat_message_fts WHERE rowid IN ({marks})", message_ids)  # noqa: S608
+        else:
+            cursor.execute(
+                "SELECT count(*) FROM chat_messagesearch WHERE message_id = ANY(%s) AND tsv IS NOT NULL",
+                [message_ids],
+            )
+        return cursor.fetchone()[0]
+
+
+def _fts_match(conversation: Conversation, term: str) -> list[int]:
+    """Message ids the vendor's full-text index finds for one term in `conversation`."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                "SELECT rowid FROM chat_message_fts WHERE chat_message_fts MATCH %s ORDER BY rowid",
+                [f'"_c{conversation.pk}" AND "{term}"'],
+            )
+        else:
+            cursor.execute(
+                "SELECT message_id FROM chat_messagesearch WHERE tsv @@ %s::tsquery ORDER BY message_id",
+                [f"'_c{conversation.pk}' & '{term}'"],
+            )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _stats(conversation: Conversation) -> tuple[tuple[int, int] | None, dict[str, int]]:
+    corpus = RecallCorpus.objects.filter(conversation=conversation).values_list("docs", "length").first()
+    return corpus, dict(RecallTerm.objects.filter(conversation=conversation).values_list("term", "df"))
+
+
+def _expected_stats(conversation: Conversation) -> tuple[tuple[int, int] | None, dict[str, int]]:
+    """The statistics recomputed from scratch over the live user/assistant messages."""
+    docs = length = 0
+    df: dict[str, int] = {}
+    for text in Message.objects.filter(
+        conversation=conversation, kind="chat", status="complete", superseded=False, role__in=["user", "assistant"]
+    ).values_list("content", flat=True):
+        terms = index_text(text).split()
+        docs += 1
+        length += len(terms)
+        for term in set(terms):
+            df[term] = df.get(term, 0) + 1
+    return ((docs, length) if docs else None), df
+
+
+# --- kept in step ---------------------------------------------------------------------------------
+
+
+def test_a_new_message_is_indexed_with_the_core_terms(chat_user, conversation):
+    msgs = _append(conversation)
+    row = MessageSearch.objects.get(message=msgs[0])
+    assert row.terms == index_text(FACTS[0][1])
+    assert row.recallable and row.conversation_id == conversation.pk
+    assert _fts_rows([m.pk for m in msgs]) == len(msgs)
+    assert _fts_match(conversation, "pumpernickel") == [msgs[0].pk, msgs[1].pk]
+    assert _stats(conversation) == _expected_stats(conversation)
+
+
+def test_a_reply_is_indexed_when_it_completes_and_leaves_when_superseded(chat_user, conversation, fake_openai):
+    _append(conversation)
+    result = send(chat_user, conversation, "Tell me about the aquarium in Lisbon")
+    reply_id = result.named("start")[0]["assistant_message"]["id"]
+    reply = Message.objects.get(pk=reply_id)
+    assert reply.status == "complete"
+    assert MessageSearch.objects.get(message=reply).terms == index_text(reply.content)
+    assert MessageSearch.objects.get(message=reply).recallable
+    assert _stats(conversation) == _expected_stats(conversation)
+
+    chat_regenerate_start(user=chat_user, reply=reply)
+    row = MessageSearch.objects.get(message=reply)
+    assert not row.recallable  # superseded: stays searchable, never recalled
+    assert _stats(conversation) == _expected_stats(conversation)
+
+
+def test_a_summary_edit_leaves_the_index_unchanged(chat_user, conversation):
+    msgs = _append(conversation)
+    summary = Message.objects.create(
+        conversation=conversation, role="system", kind="summary", content="The user adopted a cat.",
+        covers_from_id=msgs[0].pk, covers_through_id=msgs[3].pk,
+    )
+    message_index_sync(message_ids=[summary.pk])
+    before = (_stats(conversation), list(MessageSearch.objects.order_by("pk").values_list("pk", "terms")))
+    edited = summary_edit(summary=summary, content="The user adopted a grey cat called Pumpernickel.")
+    message_index_sync(message_ids=[summary.pk, edited.pk])
+    after = (_stats(conversation), list(MessageSearch.objects.order_by("pk").values_list("pk", "terms")))
+    assert before == after
+    assert not MessageSearch.objects.filter(message__in=[summary, edited]).exists()
+
+
+def test_an_edited_message_text_is_reindexed(chat_user, conversation):
+    msgs = _append(conversation)
+    Message.objects.filter(pk=msgs[0].pk).update(content="We adopted a tortoise named Archibald.")
+    message_index_sync(message_ids=[msgs[0].pk])
+    assert _fts_match(conversation, "archibald") == [msgs[0].pk]
+    assert _fts_match(conversation, "pumpernickel") == [msgs[1].pk]
+    assert _stats(conversation) == _expected_stats(conversation)
+    message_index_sync(message_ids=[msgs[0].pk])  # idempotent
+    assert _stats(conversation) == _expected_stats(conversation)
+
+
+def test_deleting_a_conversation_removes_its_index(chat_user, conversation):
+    msgs = _append(conversation)
+    other = Conversation.objects.create(owner=chat_user)
+    kept = _append(other, FACTS[:2])
+    conversation_delete(conversation=conversation)
+    assert _fts_rows([m.pk for m in msgs]) == 0
+    assert not MessageSearch.objects.filter(message_id__in=[m.pk for m in msgs]).exists()
+    assert not RecallTerm.objects.filter(conversation_id=msgs[0].conversation_id).exists()
+    assert not RecallCorpus.objects.filter(conversation_id=msgs[0].conversation_id).exists()
+    assert _fts_rows([m.pk for m in kept]) == 2
+    assert _fts_match(other, "pumpernickel") == [m.pk for m in kept]
+
+
+def test_rebuild_matches_the_write_path(chat_user, conversation):
+    _append(conversation)
+    incremental = (_stats(conversation), list(MessageSearch.objects.order_by("pk").values_list("pk", "terms")))
+    conversation_index_rebuild(conversation=conversation)
+    assert incremental == (_stats(conversation), list(MessageSearch.objects.order_by("pk").values_list("pk", "terms")))
+
+
+# --- ranking --------------------------------------------------------------------------------------
+
+
+def _memory(conversation: Conversation) -> MemorySource:
+    return MemorySource([
+        RecallItem(id=str(pk), role=role, content=content, position=pk)
+        for pk, role, content in Message.objects.filter(conversation=conversation).order_by("id").values_list(
+            "id", "role", "content"
+        )
+    ])
+
+
+def test_database_source_ranks_like_memory_source(chat_user, conversation):
+    msgs = _append(conversation)
+    _append(conversation, [(r, f"{t} (again, day {k})") for k, (r, t) in enumerate(FACTS[::3])])
+    memory = _memory(conversation)
+    exact = DatabaseRecallSource(conversation=conversation, floor_ratio=0)
+    default = DatabaseRecallSource(conversation=conversation)
+    exclude = frozenset({str(msgs[-1].pk)})
+    for text in QUERIES:
+        query = build_query(text)
+        expected = memory.search(query, limit=120, exclude_ids=exclude)
+        got = exact.search(query, limit=120, exclude_ids=exclude)
+        assert expected, text
+        assert [i for i, _ in got] == [i for i, _ in expected], text
+        assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12), text
+        # the default source returns the same head, down to the share of the best recall keeps
+        head = default.search(query, limit=120, exclude_ids=exclude)
+        assert [i for i, _ in head] == [i for i, _ in expected[: len(head)]]
+        assert str(msgs[-1].pk) not in {i for i, _ in got}
+
+
+def test_around_gives_live_neighbours_with_dates(chat_user, conversation, fake_openai):
+    msgs = _append(conversation)
+    # a stopped reply between two messages is skipped by `around`
+    stopped = message_append(conversation=conversation, role="assistant", content="half a risotto", status="stopped")
+    later = message_append(conversation=conversation, role="user", content="Anyway, back to the cat.")
+    source = DatabaseRecallSource(conversation=conversation)
+    got = source.around([str(msgs[-1].pk), str(msgs[0].pk), str(stopped.pk)])
+    assert set(got) == {str(msgs[-1].pk), str(msgs[0].pk)}
+    last = got[str(msgs[-1].pk)]
+    assert last.before.id == str(msgs[-2].pk) and last.after.id == str(later.pk)
+    assert last.hit.content == FACTS[-1][1] and last.hit.position == msgs[-1].pk
+    assert last.hit.created_at is not None and last.hit.created_at.tzinfo is not None
+    first = got[str(msgs[0].pk)]
+    assert first.before is None and first.after.id == str(msgs[1].pk)
+
+
+def test_another_users_messages_never_come_back(chat_user, intruder, conversation):
+    mine = _append(conversation)
+    theirs_conversation = Conversation.objects.create(owner=intruder)
+    doubled = [(r, t.replace("Pumpernickel", "Pumpernickel Pumpernickel")) for r, t in FACTS]
+    theirs = _append(theirs_conversation, doubled)
+    their_ids = {str(m.pk) for m in theirs}
+    source = DatabaseRecallSource(conversation=conversation, floor_ratio=0)
+    for text in QUERIES:
+        hits = source.search(build_query(text), limit=120, exclude_ids=frozenset())
+        assert hits and not their_ids & {i for i, _ in hits}
+    assert not set(source.around(sorted(their_ids))) & their_ids
+    assert {str(m.pk) for m in mine} >= set(source.around([str(m.pk) for m in mine]))
+
+
+# --- conversation search --------------------------------------------------------------------------
+
+
+def test_sidebar_search_finds_message_text_through_the_index(chat_user, intruder, conversation):
+    _append(conversation)
+    conversation.title = "Weekend plans"
+    conversation.save(update_fields=["title"])
+    other = Conversation.objects.create(owner=chat_user, title="Cooking")
+    _append(other, [("user", "How long should I knead bread dough?")])
+    foreign = Conversation.objects.create(owner=intruder, title="Pumpernickel bakery")
+    _append(foreign, [("user", "Pumpernickel bread and Lisbon aquariums")])
+
+    def found(query: str) -> list[int]:
+        return list(conversation_list(owner=chat_user, query=query).values_list("pk", flat=True))
+
+    assert found("pumpernickel") == [conversation.pk]
+    assert found("adopting cats") == [conversation.pk]  # stemmed: adopted/adopting, cat/cats
+    assert found("aquar") == [conversation.pk]  # the last word as a prefix: search as you type
+    assert found("kneading") == [other.pk]
+    assert found("weekend") == [conversation.pk]  # titles still match as substrings
+    assert found("lisbon bread") == []  # every word must be in one message
+    assert found("the") == []  # stop words alone look nothing up
+    assert found("bakery") == []  # another user's conversation never shows
+
+
+def test_api_list_search_uses_the_index(chat_user, conversation, client):
+    _append(conversation)
+    client.force_login(chat_user)
+    response = client.get("/api/conversations/", {"q": "Rosalind"})
+    assert response.status_code == 200
+    body = response.json()
+    items = body["results"] if isinstance(body, dict) else body
+    assert [item["id"] for item in items] == [conversation.pk]
+
+
+# --- the request path -----------------------------------------------------------------------------
+
+
+def test_a_chat_turn_in_a_long_conversation_sends_a_recall_block(chat_user, fake_openai):
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    # the first user message is always sent (static layer), so the fact comes after it
+    _append(conversation, [("user", "Hello! A few things happened this week."), ("assistant", "Tell me.")])
+    facts = _append(conversation, FACTS[:2])
+    seed_messages(conversation, 400, model="gpt-4o-mini")
+    conversation_index_rebuild(conversation=conversation)  # the seed bulk-creates past the services
+    fake_openai.reset()
+
+    result = send(chat_user, conversation, "What name did we give the grey cat from the shelter?")
+    assert result.names[-1] == "done"
+    sent = fake_openai.completions[-1].messages
+    blocks = [m for m in sent if m["role"] == "system" and m["content"].startswith(HEADER)]
+    assert len(blocks) == 1
+    assert "Pumpernickel" in blocks[0]["content"]
+    assert sent.index(blocks[0]) == len(sent) - 2  # right before the newest message
+    assert sent[-1]["content"] == "What name did we give the grey cat from the shelter?"
+    record = OptimizationRecord.objects.get(reply_id=result.named("start")[0]["assistant_message"]["id"])
+    recalled = {str(i) for i in record.stats["recall_ids"]}
+    assert {str(facts[0].pk), str(facts[1].pk)} <= recalled
+
+
+def test_a_short_conversation_sends_no_recall_block(chat_user, conversation, fake_openai):
+    _append(conversation, FACTS[:4])
+    fake_openai.reset()
+    send(chat_user, conversation, "What did we name the cat?")
+    assert not [m for m in fake_openai.completions[-1].messages if m["content"].startswith(HEADER)]
+
+
+# --- every service path indexes explicitly (no signal) --------------------------------------------
+
+
+def test_the_index_has_no_signal_receiver():
+    from django.db.models.signals import post_save
+
+    assert not post_save.has_listeners(Message)
+
+
+def test_each_write_path_keeps_the_index(chat_user, conversation, fake_openai):
+    # message_append: a chat message is indexed and recallable at once; a stopped one is indexed, not recalled
+    user_msg = message_append(conversation=conversation, role="user", content="Pumpernickel sleeps on the sofa.")
+    assert MessageSearch.objects.get(message=user_msg).recallable
+    stopped = message_append(conversation=conversation, role="assistant", content="half a reply", status="stopped")
+    assert not MessageSearch.objects.get(message=stopped).recallable
+    # a summary is never indexed
+    summary = message_append(conversation=conversation, role="system", kind="summary", content="The cat sleeps.")
+    assert not MessageSearch.objects.filter(message=summary).exists()
+
+    # a turn: the streaming reply is not indexed until _turn_finish stores its text
+    result = send(chat_user, conversation, "Where does the cat sleep?")
+    reply = Message.objects.get(pk=result.named("start")[0]["assistant_message"]["id"])
+    assert MessageSearch.objects.get(message=reply).terms == index_text(reply.content)
+    assert MessageSearch.objects.get(message=reply).recallable
+
+    # Stop: a streaming reply's status leaves streaming and the index follows
+    streaming = message_append(conversation=conversation, role="assistant", content="partial", status="streaming")
+    assert not MessageSearch.objects.get(message=streaming).recallable
+    message_stop(message=streaming)
+    assert Message.objects.get(pk=streaming.pk).status == "stopped"
+    assert not MessageSearch.objects.get(message=streaming).recallable
+
+    # Retry: the stopped reply is superseded, the new reply indexed when it finishes
+    question = message_append(conversation=conversation, role="user", content="Tell me about Lisbon")
+    failed = message_append(conversation=conversation, role="assistant", content="Lisbon is", status="stopped",
+                            reply_to=question)
+    chat_retry_start(user=chat_user, message=question)
+    assert not MessageSearch.objects.get(message=failed).recallable
+    assert _stats(conversation) == _expected_stats(conversation)
+
+
+def test_the_seed_command_indexes_its_conversation(chat_user):
+    conversation = conversation_seed_long(owner=chat_user, messages=120)
+    assert _stats(conversation) == _expected_stats(conversation)
+    assert MessageSearch.objects.filter(conversation=conversation, recallable=True).exists()
+    assert not MessageSearch.objects.filter(conversation=conversation, message__kind="summary").exists()
