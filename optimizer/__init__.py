@@ -2,11 +2,14 @@
 
 Pure Python (no Django, no Celery, no litellm import). Public API per the team contract; see the
 modules' docstrings for the design: `tokens` (exact offline counting), `registry` (model windows and
-prices), `budget` (budget/trigger/target), `selector` (truncate vs summarize), `packing` (`pack`),
-`summaries` (header, prompt builder, extractive summarizer), `safety` (recommendation helpers).
+prices), `budget` (budget/trigger/target), `selector` (truncate vs summarize), `layout` (the static
+layer / window / newest message rule), `packing` (`pack`, an orchestration of `strategies`: summary,
+truncate, summarize, recall), `summaries` (header, prompt builder, extractive summarizer), `safety`
+(recommendation helpers).
 """
 
 from .budget import budget_for_model, compute_budget, min_recent_rounds, target_tokens, trigger_tokens
+from .layout import is_static, message_place
 from .packing import pack
 from .registry import ModelInfo, cost_usd, model_info
 from .safety import check_context_safety, get_optimization_recommendation, optimize_chat_context
@@ -23,6 +26,7 @@ from .types import (
     PackConfig,
     PackedMessage,
     PackResult,
+    PackStats,
     Summary,
     SummarySpan,
 )
@@ -37,6 +41,7 @@ __all__ = [
     "Msg",
     "PackConfig",
     "PackResult",
+    "PackStats",
     "PackedMessage",
     "Summary",
     "SummaryPrompt",
@@ -54,6 +59,8 @@ __all__ = [
     "extractive_summary",
     "get_optimization_recommendation",
     "is_estimated",
+    "is_static",
+    "message_place",
     "min_recent_rounds",
     "model_info",
     "omitted_marker",

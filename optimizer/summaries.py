@@ -199,6 +199,19 @@ def _text_units(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+# (signal, weight) of a statement of fact, in the order they are added up
+_SIGNALS: tuple[tuple[re.Pattern[str], float], ...] = (
+    (FLAGGED_LINE, 4),
+    (_FIRST_PERSON, 2),
+    (_NAMING, 1.5),
+    (_CORRECTION, 2.5),
+    (_REMINDER, 2),
+    (_NUMBER, 1.5),
+    (_CODE, 1.5),
+    (_RECOMMEND, 1),
+)
+
+
 @lru_cache(maxsize=16384)
 def _score(sentence: str, role: str) -> float:
     if _ACK.match(sentence) and len(sentence) < 40:
@@ -207,22 +220,9 @@ def _score(sentence: str, role: str) -> float:
     question = sentence.rstrip().endswith("?")
     if question:
         score -= 4
-    if FLAGGED_LINE.search(sentence):
-        score += 4
-    if _FIRST_PERSON.search(sentence):
-        score += 2
-    if _NAMING.search(sentence):
-        score += 1.5
-    if _CORRECTION.search(sentence):
-        score += 2.5
-    if _REMINDER.search(sentence):
-        score += 2
-    if _NUMBER.search(sentence):
-        score += 1.5
-    if _CODE.search(sentence):
-        score += 1.5
-    if _RECOMMEND.search(sentence):
-        score += 1
+    for pattern, weight in _SIGNALS:
+        if pattern.search(sentence):
+            score += weight
     score += min(2, len(_PROPER.findall(sentence)))
     if role == "user":
         score += 1
@@ -244,7 +244,24 @@ def extractive_summary(
     Returns the body only (no header); each kept sentence on its own line, prefixed by who said it.
     Deterministic; runs in time linear in the span's length.
     """
-    candidates: list[tuple[float, int, str]] = []  # (score, position, line)
+    candidates = _candidates(span, previous_summary)
+    if not candidates or target_tokens <= 0:
+        return ""
+    chosen = _best_lines(candidates, target_tokens, model)
+    while chosen:
+        text = "\n".join(line for _, _, line in sorted(chosen, key=lambda c: c[1]))
+        if count_text(text, model=model) <= target_tokens:  # joins can merge tokens differently
+            return text
+        chosen.pop()  # the weakest line goes first
+    return ""
+
+
+_Line = tuple[float, int, str]  # (score, position, text) of a candidate summary line
+
+
+def _candidates(span: Sequence[Msg], previous_summary: str | None) -> list[_Line]:
+    """(score, position, line) of every distinct sentence: the previous summary's lines, then the span's."""
+    candidates: list[_Line] = []
     seen: set[str] = set()
     pos = 0
     if previous_summary:
@@ -264,11 +281,14 @@ def extractive_summary(
             seen.add(key)
             candidates.append((_score(sentence, msg.role), pos, f"{who}: {sentence}"))
             pos += 1
-    if not candidates or target_tokens <= 0:
-        return ""
+    return candidates
+
+
+def _best_lines(candidates: list[_Line], target_tokens: int, model: str) -> list[_Line]:
+    """The lines that fit `target_tokens`, in rank order (best first)."""
     # best first; among equals the newer one (a correction beats the value it corrects)
     ranked = sorted(candidates, key=lambda c: (-c[0], -c[1]))
-    chosen: list[tuple[float, int, str]] = []  # in rank order, best first
+    chosen: list[_Line] = []
     used = 0
     for score, position, line in ranked:
         if score <= 0 and chosen:
@@ -280,9 +300,4 @@ def extractive_summary(
         used += cost
         if target_tokens - used < 8:
             break
-    while chosen:
-        text = "\n".join(line for _, _, line in sorted(chosen, key=lambda c: c[1]))
-        if count_text(text, model=model) <= target_tokens:  # joins can merge tokens differently
-            return text
-        chosen.pop()  # the weakest line goes first
-    return ""
+    return chosen

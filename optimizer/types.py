@@ -7,7 +7,8 @@ the sequence the caller passes, oldest first.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -129,15 +130,59 @@ class SummarySpan:
     chars: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class PackStats:
+    """What one `pack` call did, for records, gauges and the CLI's `stats` (see `as_dict`)."""
+
+    budget: int
+    estimated: bool  # token figures come from a fallback encoding (unknown model)
+    trigger_tokens: int
+    target_tokens: int
+    tokens_before: int  # the whole history as one request, reply priming included
+    messages_before: int
+    optimization_applied: bool
+    strategy_chosen: StrategyName
+    strategy_reason: str
+    scores: Mapping[str, float]  # `Decision.as_dict()`; empty when nothing was optimized
+    tokens_after: int
+    tokens_saved: int
+    messages_after: int
+    messages_removed: int  # against the whole history, not just the messages in view
+    removed_ids: tuple[str, ...]
+    summary_needed: bool
+    summary_generated: bool
+    summary_used: bool
+    triggered: bool
+    window_start: str | None
+    compressed_ids: tuple[str, ...]
+    recall_ids: tuple[str, ...]
+    recall_hit_ids: tuple[str, ...]
+    recall_terms: tuple[str, ...]
+    recall_tokens: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """The `stats` dict of the JSON contract: field order, lists for sequences, a fresh copy each call."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+
 @dataclass(slots=True)
 class PackResult:
     messages: list[PackedMessage]
-    stats: dict[str, Any]
+    stats: dict[str, Any]  # `info.as_dict()`, kept while callers move to `info`; callers may add keys
     window_start: str | None  # new window state to store (id of the first verbatim-window message)
     summary_span: SummarySpan | None
     decision: Decision | None = None
     removed_ids: list[str] = field(default_factory=list)
     new_summary: Summary | None = None  # set when pack(summarize_now=...) wrote a summary in this call
+    info: PackStats = field(kw_only=True)
 
 
 class ContextTooLargeError(ValueError):

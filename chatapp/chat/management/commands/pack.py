@@ -266,7 +266,15 @@ def _with_request_ids(result: PackResult, stored: _Stored) -> PackResult:
         else:
             source = tuple(one(i) for i in p.source_ids)
         messages.append(dataclasses.replace(p, source_ids=source))
-    stats = dict(result.stats)
+    changes = {}
+    for f in dataclasses.fields(result.info):
+        value = getattr(result.info, f.name)
+        if f.name.endswith(_ID_LIST_SUFFIX) and isinstance(value, tuple):
+            changes[f.name] = tuple(one(i) for i in value)
+        elif f.name in _ID_SCALARS and value is not None:
+            changes[f.name] = one(value)
+    info = dataclasses.replace(result.info, **changes)
+    stats = dict(result.stats)  # may hold keys and wording the app added: remap its ids in place
     for key, value in result.stats.items():
         if key.endswith(_ID_LIST_SUFFIX) and isinstance(value, list):
             stats[key] = [one(i) for i in value]
@@ -280,7 +288,7 @@ def _with_request_ids(result: PackResult, stored: _Stored) -> PackResult:
             through_id=one(span.through_id),
             ids=tuple(one(i) for i in span.ids),
         )
-    return dataclasses.replace(result, messages=messages, stats=stats, summary_span=span,
+    return dataclasses.replace(result, messages=messages, stats=stats, info=info, summary_span=span,
                                window_start=None if result.window_start is None else one(result.window_start),
                                removed_ids=[one(i) for i in result.removed_ids])
 

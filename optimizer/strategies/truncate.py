@@ -1,0 +1,77 @@
+"""Truncate: choose the recent window, cutting whole rounds from the front.
+
+Nothing moves until the history reaches the trigger (0.8 of the budget); then the window is cut to
+the target (0.5), not just under the line, so the next requests append to an unchanged prefix that
+provider prompt caches reuse. The window start the caller stores comes back as `state.ws_state`
+and stays put while the context is under the trigger.
+
+The minimum recent window (4 / 6 / 8 rounds / everything, by conversation length) may use the
+whole budget; further rounds are added only up to the target. A passed summary that crowds out
+the newest round is dropped. If the must-keeps still do not fit, oversized ones are compressed
+too (an emergency), and if even that fails `ContextTooLargeError` reports the numbers.
+"""
+
+from __future__ import annotations
+
+from ..budget import min_recent_rounds
+from ..layout import starts_round
+from ..types import ContextTooLargeError
+from .base import PackState
+
+MUST_KEEP_DETAIL = "system, pinned, first and newest messages; oversized ones compressed"
+
+
+def choose_window(state: PackState, lo: int, base: int) -> tuple[int, int]:
+    """Walk whole rounds back from the end: (window start, tokens used including `base`).
+
+    The newest round is always taken; the minimum recent window may use the whole budget;
+    further rounds are added while they fit the target. The window starts at or after `lo`.
+    """
+    msgs, static = state.msgs, state.layout.static_set
+    min_rounds = min_recent_rounds(state.msg_count)
+    used, ws, rounds, acc = base, state.n, 0, 0
+    for i in range(state.n - 1, lo - 1, -1):
+        if i not in static:
+            acc += state.eff(i)
+        if starts_round(msgs, i):
+            limit = state.budget if (min_rounds is None or rounds < min_rounds) else state.target
+            if rounds and used + acc > limit:
+                break
+            used, ws, rounds, acc = used + acc, i, rounds + 1, 0
+    return ws, used
+
+
+class TruncateStrategy:
+    """Sets `ws` / `used` / `triggered`; may drop the passed summary or compress must-keeps."""
+
+    name = "truncate"
+
+    def apply(self, state: PackState) -> None:
+        state.fixed = state.fixed_tokens()
+        state.triggered = True
+        if state.ws_state >= 0 and state.lo == state.ws_state:
+            # the stored window, unchanged, while it stays under the trigger
+            static = state.layout.static_set
+            window = sum(state.eff(i) for i in range(state.lo, state.n) if i not in static)
+            state.ws, state.used = state.lo, state.fixed + state.summary_tokens + window
+            state.triggered = state.used >= state.trigger
+        if state.triggered:
+            state.ws, state.used = choose_window(state, state.lo, state.fixed + state.summary_tokens)
+            if state.summary_tokens and state.used > state.budget:
+                # without the summary, what it covered may be sent verbatim again (from the stored start)
+                self._without_summary(state)
+        if state.used > state.budget:
+            self._emergency(state)
+
+    @staticmethod
+    def _without_summary(state: PackState) -> None:
+        state.summary_tokens, state.lo = 0, max(state.ws_state, 0)
+        state.ws, state.used = choose_window(state, state.lo, state.fixed)
+
+    def _emergency(self, state: PackState) -> None:
+        """Compress oversized must-keeps too; if even that does not fit, report the numbers."""
+        state.must_compressed.update(i for i in state.layout.must_keep if state.toks[i] > state.oversize)
+        state.fixed = state.fixed_tokens()
+        self._without_summary(state)
+        if state.used > state.budget:
+            raise ContextTooLargeError(needed=state.used, budget=state.budget, detail=MUST_KEEP_DETAIL)
