@@ -87,6 +87,7 @@ def pack(
     summarize_now: SummarizeNow | None = None,
     recall_source: RecallSource | None = None,
     recall_drop_terms: Sequence[str] = (),
+    recall_fill: bool | None = None,
 ) -> PackResult:
     """Pack a conversation into `budget` tokens; see the module docstring for the layout and rules.
 
@@ -94,6 +95,8 @@ def pack(
     message and every message from `window_start` on (others may be omitted; pass `history` totals
     then). `Msg.tokens` is used when set. `summarize_now(span, previous_summary=, target_tokens=,
     model=) -> str` writes a summary body inline (e.g. `extractive_summary`).
+    `recall_fill`: no prompt prefix is cached from an earlier turn, so recall may fill the budget
+    (default: when no `window_start` is passed); otherwise it is held to `recall.recall_cap`.
     Raises ValueError on a bad budget/preference and ContextTooLargeError when the must-keep
     messages cannot fit even compressed.
     """
@@ -110,7 +113,7 @@ def pack(
         msgs, toks, budget=budget, preference=preference, model=model, config=config, trigger=trigger,
         target=target, window_start=window_start, history=history, counters=counters,
         summarizer_available=summarizer_available, summary=summary, summarize_now=summarize_now,
-        recall_source=recall_source, recall_drop_terms=recall_drop_terms,
+        recall_source=recall_source, recall_drop_terms=recall_drop_terms, recall_fill=recall_fill,
     )
     for strategy in PLAN:
         strategy.apply(state)

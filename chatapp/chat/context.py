@@ -301,14 +301,18 @@ def context_build(
     through_id: int | None = None,
     store_window: bool = True,
     trigger_ratio: float | None = None,
+    recall_fill: bool | None = None,
 ) -> tuple[PackResult, ContextInput]:
     """Load the context and pack it for `target`; store the window it used (see _window_store).
 
     Raises ContextTooLargeError when the must-keep messages alone exceed the budget.
     `result.stats["pack_ms"]` is the packing time. `trigger_ratio` overrides the optimizer's trigger
-    under automatic optimization (dry runs ahead of need only).
+    under automatic optimization (dry runs ahead of need only). `recall_fill` (default: the
+    conversation has no stored window yet, so no prompt prefix is cached) lets recall fill the budget.
     """
     budget = context_budget(target=target)
+    if recall_fill is None:
+        recall_fill = conversation.window_start_id is None
     load, config, summarizer = _pack_plan(
         conversation=conversation,
         budget=budget,
@@ -338,6 +342,7 @@ def context_build(
         summarizer_available=summarizer,
         config=config,
         recall_source=source,
+        recall_fill=recall_fill,
     )
     result.stats["pack_ms"] = (time.perf_counter() - started) * 1000
     if quota_exhausted:

@@ -64,6 +64,7 @@ class PackState:
     summarize_now: SummarizeNow | None = None
     recall_source: RecallSource | None = None
     recall_drop_terms: Sequence[str] = ()
+    recall_fill: bool = False  # recall may take all the room left (see `recall.recall_cap`)
 
     # the passed summary's place (strategy "summary"; truncate may drop it)
     lo: int = 0  # the window starts at or after this position
@@ -180,6 +181,7 @@ def begin(
     summarize_now: SummarizeNow | None,
     recall_source: RecallSource | None,
     recall_drop_terms: Sequence[str],
+    recall_fill: bool | None = None,
 ) -> PackState:
     """The working state before any strategy ran: layout, selector decision, stored window start."""
     layout = plan_layout(msgs, keep_first_user=config.keep_first_user)
@@ -198,7 +200,8 @@ def begin(
     ws_state = -1 if window_start is None else snap_to_round(msgs, find(msgs, window_start), layout.newest_user)
     return PackState(
         msgs, toks, budget, preference, model, config, trigger, target, msg_count, stored_chars, layout, decision,
-        ws_state, summary, summarize_now, recall_source, recall_drop_terms, lo=max(ws_state, 0),
+        ws_state, summary, summarize_now, recall_source, recall_drop_terms,
+        recall_fill=window_start is None if recall_fill is None else recall_fill, lo=max(ws_state, 0),
         oversize=max(1, math.floor(budget * config.oversize_share)),
     )
 

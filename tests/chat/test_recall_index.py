@@ -14,11 +14,11 @@ from chatapp.chat.management.commands.seed_long_conversation import conversation
 from chatapp.chat.models import Conversation, Message, MessageSearch, OptimizationRecord, RecallCorpus, RecallTerm
 from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.search_services import conversation_index_rebuild, message_index_sync
-from chatapp.chat.selectors import conversation_list
+from chatapp.chat.selectors import conversation_list, user_settings_get
 from chatapp.chat.services import conversation_delete
 from chatapp.chat.summary_services import summary_edit
 from optimizer.lexical import build_query, index_text
-from optimizer.recall import HEADER, MemorySource, RecallItem
+from optimizer.recall import HEADER, MemorySource, RecallItem, recall_cap
 from tests.chat.conftest import make_config, seed_messages, send
 
 pytestmark = pytest.mark.django_db
@@ -294,6 +294,27 @@ def test_a_chat_turn_in_a_long_conversation_sends_a_recall_block(chat_user, fake
     record = OptimizationRecord.objects.get(reply_id=result.named("start")[0]["assistant_message"]["id"])
     recalled = {str(i) for i in record.stats["recall_ids"]}
     assert {str(facts[0].pk), str(facts[1].pk)} <= recalled
+
+
+def test_a_running_conversation_holds_the_block_to_its_share_of_the_budget(chat_user, fake_openai):
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    _append(conversation, [("user", "Hello! A few things happened this week."), ("assistant", "Tell me.")])
+    for _ in range(16):  # the fact, told again and again, so the block could take far more than its share
+        _append(conversation, FACTS[:2])
+        seed_messages(conversation, 24, model="gpt-4o-mini")
+    conversation_index_rebuild(conversation=conversation)
+    question = "What name did we give the grey cat from the shelter?"
+
+    first = send(chat_user, conversation, question)  # no stored window yet: recall may fill the budget
+    second = send(chat_user, conversation, question)  # the window is stored now: the prefix is cached
+
+    records = [
+        OptimizationRecord.objects.get(reply_id=r.named("start")[0]["assistant_message"]["id"]) for r in (first, second)
+    ]
+    cap = recall_cap(user_settings_get(user=chat_user).preference, budget=3_500, stateful=True)
+    assert records[0].stats["recall_tokens"] > cap
+    assert 0 < records[1].stats["recall_tokens"] <= cap
 
 
 def test_a_short_conversation_sends_no_recall_block(chat_user, conversation, fake_openai):

@@ -9,7 +9,7 @@ from optkit import MODEL, msg
 
 from optimizer import Msg, count_message, pack
 from optimizer.lexical import LexicalIndex, analyze, build_query, index_text
-from optimizer.recall import HEADER, RECALL_CAP, MemorySource, RecallItem, recall
+from optimizer.recall import HEADER, RECALL_CAP, MemorySource, RecallItem, recall, recall_cap
 
 DAY0 = dt.datetime(2024, 3, 4, 10, 30)
 FILLER = ["we", "talked", "about", "weather", "coffee", "music", "weekend", "plans", "movies", "books", "lunch",
@@ -123,6 +123,17 @@ def test_cap_per_preference_bounds_the_block():
     msgs.append(msg("q", "user", "Remind me about the podcast and jazz and the garden plans"))
     result = packed_with_recall(msgs, budget=20_000, preference="fast")
     assert 0 < result.stats["recall_tokens"] <= RECALL_CAP["fast"]
+
+
+def test_turn_with_window_state_holds_the_block_to_its_share_of_the_budget():
+    msgs = chat(400, fact_at=5)
+    msgs.append(msg("q", "user", "Remind me about the podcast and jazz and the garden plans"))
+    first = pack(msgs, budget=8192, preference="balanced", model=MODEL, recall_source=source_of(msgs))
+    assert first.stats["recall_tokens"] > 0.2 * 8192  # no window state: recall fills the budget
+    turn = pack(msgs, budget=8192, preference="balanced", model=MODEL, recall_source=source_of(msgs),
+                window_start=first.window_start)
+    assert 0 < turn.stats["recall_tokens"] <= recall_cap("balanced", budget=8192, stateful=True)
+    assert recall_cap("balanced", budget=8192, stateful=True) == int(8192 * 0.2)
 
 
 def test_recall_never_quotes_what_the_request_shows():

@@ -151,6 +151,8 @@ class _Turns:
             preference=prefs.preference,
             target=target_for_budget(model=r.model, budget=r.budget),
             auto_optimize=prefs.auto_optimize,
+            # a request without window state is a first cut, whatever the summary rounds stored since
+            recall_fill=r.window_start is None,
         )
         stored.summary_message_id = ctx.summary_message_id
         return result
