@@ -172,7 +172,7 @@ def app_child(sizes: list[int], n_queries: int, room: int, seed: int) -> dict[st
                 sec, (result, _) = timed(lambda conv=conv: context_build(conversation=conv, preference="balanced",
                                                                          target=target))
                 turn_times.append(sec)
-                recalled += bool(result.stats.get("recall_ids"))
+                recalled += bool(result.info.recall_ids)
                 # the reply, so the next turn is a new round (not timed)
                 message_append(conversation=conv, role="assistant", content="Noted.", token_model=MODEL)
             out[str(n)] = {"load_s": load_s, "recall": stats(rec_times), "hits": hits,

@@ -185,8 +185,8 @@ def _result(state: PackState, before: _Before) -> PackResult:
         recall_tokens=recalled.tokens if recalled else 0,
     )
     return PackResult(
-        messages=out, stats=info.as_dict(), window_start=window_start, summary_span=state.span,
-        decision=decision, removed_ids=state.removed, new_summary=state.new_summary, info=info,
+        messages=out, info=info, window_start=window_start, summary_span=state.span,
+        decision=decision, removed_ids=state.removed, new_summary=state.new_summary,
     )
 
 
@@ -223,5 +223,4 @@ def _unchanged(msgs: list[Msg], toks: list[int], before: _Before) -> PackResult:
         recall_terms=(),
         recall_tokens=0,
     )
-    return PackResult(messages=out, stats=info.as_dict(), window_start=None, summary_span=None, decision=None,
-                      removed_ids=[], info=info)
+    return PackResult(messages=out, info=info, window_start=None, summary_span=None, decision=None, removed_ids=[])

@@ -176,13 +176,17 @@ class PackStats:
 @dataclass(slots=True)
 class PackResult:
     messages: list[PackedMessage]
-    stats: dict[str, Any]  # `info.as_dict()`, kept while callers move to `info`; callers may add keys
+    info: PackStats
     window_start: str | None  # new window state to store (id of the first verbatim-window message)
     summary_span: SummarySpan | None
     decision: Decision | None = None
     removed_ids: list[str] = field(default_factory=list)
     new_summary: Summary | None = None  # set when pack(summarize_now=...) wrote a summary in this call
-    info: PackStats = field(kw_only=True)
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """`info` as the JSON contract's `stats` (a fresh copy on every read)."""
+        return self.info.as_dict()
 
 
 class ContextTooLargeError(ValueError):

@@ -42,15 +42,17 @@ from chatapp.chat.context import (
     context_build,
     context_gauge,
     conversation_config,
+    first_user_message_id,
     gauge_payload,
     message_is_live,
 )
+from chatapp.chat.layout import Place, message_place_get, new_message_place
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.rendering import markdown_render
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_services import summary_job_request
-from optimizer.types import ContextTooLargeError, PackedMessage, PackResult, SummarySpan
+from optimizer.types import ContextTooLargeError, PackedMessage, PackResult, PackStats, SummarySpan
 
 logger = logging.getLogger(__name__)
 
@@ -269,7 +271,8 @@ def title_from_text(*, text: str) -> str:
     return cut.rstrip(" ,.;:-") + "…"
 
 
-def message_serialize(*, message: Message) -> dict[str, Any]:
+def message_serialize(*, message: Message, place: Place | None) -> dict[str, Any]:
+    """A message for the stream's events; `place` as message_place_get gives it (the API's field)."""
     return {
         "id": message.pk,
         "role": message.role,
@@ -277,6 +280,7 @@ def message_serialize(*, message: Message) -> dict[str, Any]:
         "content": message.content,
         "status": message.status,
         "pinned": message.pinned,
+        "place": place,
         "superseded": message.superseded,
         "reply_to": message.reply_to_id,
         "token_count": message.token_count,
@@ -433,20 +437,20 @@ def _summary_ahead_run(*, conversation_id: int, target: llm.LLMTarget, margin_to
 RECALL_TERMS_SHOWN = 8
 
 
-def _recall_summary(*, stats: Mapping[str, Any]) -> dict[str, Any] | None:
+def _recall_summary(*, info: PackStats) -> dict[str, Any] | None:
     """This turn's recall block as the chat shows it (gauge popover, timeline marks); None without one.
 
     `ids` are the quoted messages in time order, `hits` how many of them matched the newest message
     (the others are their neighbours), `terms` the strongest query terms (stemmed, as searched).
     """
-    ids = [_int_id(str(i)) for i in stats.get("recall_ids") or ()]
+    ids = [_int_id(str(i)) for i in info.recall_ids]
     if not ids:
         return None
     return {
         "messages": len(ids),
-        "hits": len(stats.get("recall_hit_ids") or ()),
-        "tokens": int(stats.get("recall_tokens") or 0),
-        "terms": [str(t) for t in (stats.get("recall_terms") or ())][:RECALL_TERMS_SHOWN],
+        "hits": len(info.recall_hit_ids),
+        "tokens": info.recall_tokens,
+        "terms": list(info.recall_terms[:RECALL_TERMS_SHOWN]),
         "ids": ids,
     }
 
@@ -457,36 +461,35 @@ def _recall_words(*, messages: int, tokens: int) -> str:
 
 
 def _context_event(*, result: PackResult, budget: int, window_start_id: int | None) -> dict[str, Any]:
-    stats = result.stats
+    info = result.info
     return {
-        "tokens": int(stats.get("tokens_after", 0)),
+        "tokens": info.tokens_after,
         "budget": budget,
-        "history_tokens": int(stats.get("tokens_before", 0)),
-        "strategy": stats.get("strategy_chosen", "none"),
-        "reason": stats.get("strategy_reason", ""),
-        "triggered": bool(stats.get("triggered", False)),
+        "history_tokens": info.tokens_before,
+        "strategy": info.strategy_chosen,
+        "reason": info.strategy_reason,
+        "triggered": info.triggered,
         "window_start_id": window_start_id,
-        "estimated": bool(stats.get("estimated", False)),
+        "estimated": info.estimated,
         # This request only: the next one recalls afresh for its own newest message.
-        "recall": _recall_summary(stats=stats),
+        "recall": _recall_summary(info=info),
     }
 
 
 def _context_note(*, result: PackResult, budget: int) -> str:
-    stats = result.stats
-    sent = int(stats.get("tokens_after", 0))
-    full = int(stats.get("tokens_before", sent))
-    recall = _recall_summary(stats=stats)
+    info = result.info
+    sent, full = info.tokens_after, info.tokens_before
+    recall = _recall_summary(info=info)
     recalled = ""
     if recall is not None:
         words = _recall_words(messages=recall["messages"], tokens=recall["tokens"])
         recalled = f" It {words}, quoted before the newest message because they bear on it."
-    if not stats.get("optimization_applied") or not stats.get("messages_removed"):
+    if not info.optimization_applied or not info.messages_removed:
         return f"everything was sent — {sent:,} of {budget:,} tokens.{recalled}"
-    removed = int(stats.get("messages_removed", 0))
-    how = "a summary stands in for the older part" if stats.get("summary_used") else "older messages were left out"
+    removed = info.messages_removed
+    how = "a summary stands in for the older part" if info.summary_used else "older messages were left out"
     note = (
-        f"{stats.get('strategy_chosen', 'truncate')} — {how} ({removed:,} message{'s' if removed != 1 else ''} "
+        f"{info.strategy_chosen} — {how} ({removed:,} message{'s' if removed != 1 else ''} "
         f"not sent verbatim); {sent:,} of {budget:,} tokens sent, against {full:,} for the full history."
     )
     note += recalled
@@ -495,11 +498,20 @@ def _context_note(*, result: PackResult, budget: int) -> str:
     return note
 
 
+def _record_stats(*, info: PackStats, ctx: ContextInput) -> dict[str, Any]:
+    """The record's `stats`: the pack's statistics plus what the request path measured around it."""
+    stats = info.as_dict()
+    stats["pack_ms"] = ctx.pack_ms
+    if ctx.quota_exhausted:
+        stats["summary_quota_exhausted"] = True
+    return stats
+
+
 def _sent_entry(
     *,
     packed: PackedMessage,
     summary_message_id: int | None,
-    stats: Mapping[str, Any] | None = None,
+    info: PackStats | None = None,
     quoted: Mapping[int, str] | None = None,
 ) -> dict[str, Any]:
     """One entry of a record's `sent` list: enough, with the stored messages, to rebuild exactly
@@ -515,7 +527,7 @@ def _sent_entry(
       matched, best first (the others are their neighbours); `terms` = the query terms, strongest
       first (why they were recalled); and `layout` (see _recall_layout), or `content` = the block's
       text when a quote could not be located in it. `quoted` maps the quoted ids to their stored
-      contents, `stats` is the pack's stats (the hits and terms are reported there).
+      contents, `info` is the pack's statistics (the hits and terms are reported there).
     """
     entry: dict[str, Any] = {
         "source_ids": [_int_id(str(i)) for i in packed.source_ids],
@@ -529,9 +541,8 @@ def _sent_entry(
     elif packed.origin == "compressed":
         entry["content"] = packed.content
     elif packed.origin == "recall":
-        stats = stats or {}
-        entry["hit_ids"] = [_int_id(str(i)) for i in stats.get("recall_hit_ids") or ()]
-        entry["terms"] = [str(t) for t in stats.get("recall_terms") or ()]
+        entry["hit_ids"] = [_int_id(str(i)) for i in info.recall_hit_ids] if info is not None else []
+        entry["terms"] = list(info.recall_terms) if info is not None else []
         layout = _recall_layout(content=packed.content, source_ids=entry["source_ids"], quoted=quoted or {})
         if layout is None:
             entry["content"] = packed.content
@@ -586,6 +597,14 @@ def _recall_quotes(*, conversation: Conversation, packed: PackedMessage | None) 
     return dict(Message.objects.filter(conversation=conversation, pk__in=ids).values_list("id", "content"))
 
 
+def _user_message_payload(
+    *, message: Message, first_user_id: int | None, window_start_id: int | None
+) -> dict[str, Any]:
+    """The user's message for the start event, with its place so the browser need not derive it."""
+    place = message_place_get(message=message, first_user_id=first_user_id, window_start_id=window_start_id)
+    return message_serialize(message=message, place=place)
+
+
 def _turn_prepare(
     *,
     user: AbstractBaseUser,
@@ -600,7 +619,6 @@ def _turn_prepare(
         "conversation_id": conversation.pk,
         "user_message_id": user_message.pk,
         "target": target,
-        "user_message": message_serialize(message=user_message),
         "title": conversation.title,
         "user_id": user.pk,
     }
@@ -631,6 +649,11 @@ def _turn_prepare(
         message_index_add(message=reply)  # no text, so a no-op: kept so every create has its index call
         return ChatTurn(
             **common,
+            user_message=_user_message_payload(
+                message=user_message,
+                first_user_id=first_user_message_id(conversation=conversation),
+                window_start_id=conversation.window_start_id,
+            ),
             reply_id=reply.pk,
             record_id=None,
             messages=[],
@@ -641,17 +664,14 @@ def _turn_prepare(
             failure=TurnFailure(error=error, kind="context_too_large", retryable=False),
         )
 
-    stats = result.stats
-    strategy = stats.get("strategy_chosen", "none")
-    applied = bool(stats.get("optimization_applied", False))
-    triggered = bool(stats.get("triggered", False))
-    tokens_sent = int(stats.get("tokens_after", sum(m.tokens for m in result.messages)))
-    tokens_full = int(stats.get("tokens_before", conversation.live_token_count))
+    info = result.info
+    strategy, applied, triggered = info.strategy_chosen, info.optimization_applied, info.triggered
+    tokens_sent, tokens_full = info.tokens_after, info.tokens_before
     summary_used = any(m.origin == "summary" for m in result.messages)
     # The window this request used (None: everything was sent), as the gauge reports it too.
     window_start_id = int(result.window_start) if result.window_start is not None else None
     decision = result.decision
-    scores = stats.get("scores") or (decision.as_dict() if decision is not None else {})
+    scores = info.scores or (decision.as_dict() if decision is not None else {})
     recall_packed = next((m for m in result.messages if m.origin == "recall"), None)
     quoted = _recall_quotes(conversation=conversation, packed=recall_packed)
     with transaction.atomic(savepoint=False):  # nested in a turn: no savepoint round trips
@@ -674,25 +694,25 @@ def _turn_prepare(
             triggered=triggered,
             window_start_id=window_start_id,
             strategy=strategy,
-            reason=stats.get("strategy_reason", "") or "",
+            reason=info.strategy_reason,
             scores=_json_safe(scores),
             tokens_full=tokens_full,
             tokens_sent=tokens_sent,
-            estimated=bool(stats.get("estimated", optimizer.is_estimated(target.model))),
+            estimated=info.estimated,
             sent=[
-                _sent_entry(packed=m, summary_message_id=ctx.summary_message_id, stats=stats, quoted=quoted)
+                _sent_entry(packed=m, summary_message_id=ctx.summary_message_id, info=info, quoted=quoted)
                 for m in result.messages
             ],
             dropped_ranges=_dropped_ranges(ctx=ctx, result=result),
             recall_tokens=recall_packed.tokens if recall_packed is not None else 0,
             recall_message_count=len(recall_packed.source_ids) if recall_packed is not None else 0,
             summary_id=ctx.summary_message_id if summary_used else None,
-            messages_before=int(stats.get("messages_before", conversation.live_message_count)),
-            messages_after=int(stats.get("messages_after", len(result.messages))),
-            pack_ms=float(stats.get("pack_ms", 0.0)),
+            messages_before=info.messages_before,
+            messages_after=info.messages_after,
+            pack_ms=ctx.pack_ms,
             cost_sent_usd=_money(optimizer.cost_usd(target.model, prompt_tokens=tokens_sent)),
             cost_full_usd=_money(optimizer.cost_usd(target.model, prompt_tokens=tokens_full)),
-            stats=_json_safe(stats),
+            stats=_json_safe(_record_stats(info=info, ctx=ctx)),
         )
         # Counted when the window actually moved (the trigger fired), not on every request after.
         # Summaries are counted by the worker when one is saved (summary_services._summary_save):
@@ -709,12 +729,15 @@ def _turn_prepare(
             )
     return ChatTurn(
         **common,
+        user_message=_user_message_payload(
+            message=user_message, first_user_id=ctx.first_user_id, window_start_id=window_start_id
+        ),
         reply_id=reply.pk,
         record_id=record.pk,
         messages=[{"role": m.role, "content": m.content} for m in result.messages],
         context=_context_event(result=result, budget=budget, window_start_id=window_start_id),
         context_note=_context_note(result=result, budget=budget) if target.offline else "",
-        trigger_tokens=stats.get("trigger_tokens"),
+        trigger_tokens=info.trigger_tokens,
     )
 
 
@@ -1043,6 +1066,7 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
             "assistant_message": {
                 "id": turn.reply_id,
                 "status": Message.Status.ERROR if turn.failure is not None else Message.Status.STREAMING,
+                "place": new_message_place(role=Message.Role.ASSISTANT, is_first_user=False),
             },
             "context": turn.context,
         },

@@ -8,6 +8,7 @@ conversation's running `live_*` totals stand in for everything else.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q
 
 import optimizer
+from chatapp.chat.layout import row_is_static, static_layer_q
 from chatapp.chat.llm import LLMTarget, llm_target_for
 from chatapp.chat.models import Conversation, LLMConfig, Message, Preference
 from chatapp.chat.recall_source import DatabaseRecallSource
@@ -72,6 +74,9 @@ class ContextInput:
     first_user_id: int | None = None
     static_ids: frozenset[int] = field(default_factory=frozenset)
     loaded_ids: tuple[int, ...] = ()
+    # set by context_build: how long packing took, and whether the daily summary quota ruled it
+    pack_ms: float = 0.0
+    quota_exhausted: bool = False
 
 
 Row = tuple[int, str, str, bool, int, dt.datetime]  # the _MSG_FIELDS columns, as values_list returns them
@@ -108,9 +113,10 @@ def _tail_start_id(*, conversation: Conversation, tokens: int, through_id: int |
         upper = batch[-1][0]
 
 
-def _first_user_id(*, conversation: Conversation, through_id: int | None) -> int | None:
-    """Id of the first live user message, read from the head of the conversation's (conversation, id)
-    index: filtering on role/status first lets a planner with stale statistics sort the whole history."""
+def first_user_message_id(*, conversation: Conversation, through_id: int | None = None) -> int | None:
+    """Id of the first live user message (the one the static layer keeps), read from the head of the
+    conversation's (conversation, id) index: filtering on role/status first lets a planner with stale
+    statistics sort the whole history."""
     qs = Message.objects.filter(conversation=conversation)
     if through_id is not None:
         qs = qs.filter(id__lte=through_id)
@@ -156,21 +162,21 @@ def context_load(
         first_user_id = next((pk for pk, role, *_ in rows.values() if role == Message.Role.USER), None)
         start = None
     else:
-        first_user_id = _first_user_id(conversation=conversation, through_id=through_id)
+        first_user_id = first_user_message_id(conversation=conversation, through_id=through_id)
         # One read for the window and the static layer below it. Every side of the OR carries its
         # own conversation condition so each is one index range (the window on (conversation, id),
-        # pins and system messages on their partial indexes, the first user message by primary key);
-        # SQLite then runs a multi-index OR and PostgreSQL a BitmapOr instead of scanning.
-        below = {"conversation": conversation, "id__lt": start}
-        layer = (
-            Q(conversation=conversation, id__gte=start)
-            | Q(pinned=True, **below)
-            | Q(role=Message.Role.SYSTEM, kind=Message.Kind.CHAT, **below)
+        # the static layer as static_layer_q reads it); SQLite then runs a multi-index OR and
+        # PostgreSQL a BitmapOr instead of scanning.
+        layer = Q(conversation=conversation, id__gte=start) | static_layer_q(
+            first_user_id=first_user_id, conversation=conversation, id__lt=start
         )
-        if first_user_id is not None:
-            layer |= Q(id=first_user_id)
         rows = {row[0]: row for row in fetch(live.filter(layer).order_by())}
-        static_ids.update(pk for pk in rows if pk < start)
+        # Judged by the core's rule, not by "read from below the window", so _dropped_ranges and the
+        # records agree with what pack keeps.
+        static_ids.update(
+            pk for pk, role, _, pinned, *_ in rows.values()
+            if pk < start and row_is_static(pk=pk, role=role, pinned=pinned, first_user_id=first_user_id)
+        )
 
     summary_row = (
         Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False)
@@ -244,17 +250,18 @@ def _quota_allows_summaries(*, conversation: Conversation, budget: int, config: 
     return summary_quota_remaining(conversation=conversation) > 0
 
 
-def _quota_reason(stats: dict[str, Any]) -> None:
+def _quota_reason(result: PackResult) -> PackResult:
     """Say in the record and the gauge why the selector truncates: the daily limit, not the scores."""
-    stats["summary_quota_exhausted"] = True
-    if not stats.get("optimization_applied"):
-        return
-    reason = str(stats.get("strategy_reason") or "")
+    info = result.info
+    if not info.optimization_applied:
+        return result
+    reason = info.strategy_reason
     quota = summary_quota_reason()
     if _NO_SUMMARIZER in reason:
-        stats["strategy_reason"] = reason.replace(_NO_SUMMARIZER, quota)
+        reason = reason.replace(_NO_SUMMARIZER, quota)
     else:
-        stats["strategy_reason"] = f"{reason} ({quota})" if reason else quota
+        reason = f"{reason} ({quota})" if reason else quota
+    return dataclasses.replace(result, info=dataclasses.replace(info, strategy_reason=reason))
 
 
 def _pack_plan(
@@ -306,7 +313,7 @@ def context_build(
     """Load the context and pack it for `target`; store the window it used (see _window_store).
 
     Raises ContextTooLargeError when the must-keep messages alone exceed the budget.
-    `result.stats["pack_ms"]` is the packing time. `trigger_ratio` overrides the optimizer's trigger
+    `ctx.pack_ms` is the packing time. `trigger_ratio` overrides the optimizer's trigger
     under automatic optimization (dry runs ahead of need only). `recall_fill` (default: the
     conversation has no stored window yet, so no prompt prefix is cached) lets recall fill the budget.
     """
@@ -344,9 +351,10 @@ def context_build(
         recall_source=source,
         recall_fill=recall_fill,
     )
-    result.stats["pack_ms"] = (time.perf_counter() - started) * 1000
+    ctx.pack_ms = (time.perf_counter() - started) * 1000
     if quota_exhausted:
-        _quota_reason(result.stats)
+        ctx.quota_exhausted = True
+        result = _quota_reason(result)
     if store_window:
         _window_store(
             conversation=conversation,
@@ -423,14 +431,14 @@ def context_gauge(
             strategy="none",
             estimated=optimizer.is_estimated(target.model),
         )
-    tokens = int(result.stats.get("tokens_after", sum(m.tokens for m in result.messages)))
+    info = result.info
     return gauge_payload(
-        tokens=tokens,
+        tokens=info.tokens_after,
         budget=budget,
-        history_tokens=int(result.stats.get("tokens_before", tokens)),
+        history_tokens=info.tokens_before,
         window_start_id=int(result.window_start) if result.window_start is not None else None,
-        strategy=result.stats.get("strategy_chosen", "none"),
-        estimated=bool(result.stats.get("estimated", optimizer.is_estimated(target.model))),
+        strategy=info.strategy_chosen,
+        estimated=info.estimated,
     )
 
 
@@ -462,7 +470,7 @@ def context_ahead_span(
         )
     except ContextTooLargeError:
         return None
-    if result.stats.get("triggered") and result.stats.get("strategy_chosen") == "summarize":
+    if result.info.triggered and result.info.strategy_chosen == "summarize":
         return result.summary_span
     return None
 
@@ -492,5 +500,6 @@ __all__ = [
     "context_gauge",
     "context_load",
     "conversation_config",
+    "first_user_message_id",
     "message_is_live",
 ]

@@ -25,7 +25,7 @@ from chatapp.chat.models import Conversation, Message, OptimizationRecord, Summa
 # Message map statuses, in legend order; the map sends the index, not the name.
 MAP_STATUSES: tuple[str, ...] = (
     "verbatim",  # sent as is
-    "pinned",  # sent because pinned (or the first user message kept by the static layer)
+    "pinned",  # sent with origin "pinned" (an unpinned static message, e.g. the first user one, is "verbatim")
     "compressed",  # sent as head + tail
     "recalled",  # outside the window, quoted by the recall block for the newest message
     "summarized",  # not sent, covered by the summary that was sent

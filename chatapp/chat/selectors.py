@@ -96,11 +96,3 @@ def user_settings_get(*, user: AbstractBaseUser) -> UserSettings:
     return settings
 
 
-def conversation_first_user_message_id(*, conversation: Conversation) -> int | None:
-    """The first user message is always sent to the model, so the timeline never marks it as left out."""
-    return (
-        Message.objects.filter(conversation=conversation, role=Message.Role.USER, kind=Message.Kind.CHAT)
-        .order_by("id")
-        .values_list("id", flat=True)
-        .first()
-    )

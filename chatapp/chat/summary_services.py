@@ -42,7 +42,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat.context import context_budget, conversation_config
+from chatapp.chat.context import context_budget, conversation_config, first_user_message_id
+from chatapp.chat.layout import static_layer_q
 from chatapp.chat.llm import LLMError, LLMTarget, llm_complete, llm_target_for
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
 from chatapp.chat.summary_selectors import (
@@ -103,12 +104,10 @@ def _span_bounds(*, conversation: Conversation, span: SummarySpan | None) -> tup
         return None, None
     through = int(span.through_id)
     live = Message.objects.filter(_live_chat(), conversation=conversation)
-    first_user_id = live.filter(role=Message.Role.USER).order_by("id").values_list("id", flat=True).first()
+    first_user_id = first_user_message_id(conversation=conversation)
     first = (
         live.filter(id__gt=int(span.after_id) if span.after_id is not None else 0, id__lte=through)
-        .exclude(role=Message.Role.SYSTEM)
-        .exclude(pinned=True)
-        .exclude(id=first_user_id or 0)
+        .exclude(static_layer_q(first_user_id=first_user_id))
         .order_by("id")
         .values_list("id", flat=True)
         .first()
@@ -351,12 +350,10 @@ def _span_plan(*, job: SummaryJob, conversation: Conversation) -> _Plan | None:
         return None
     previous = summary_current(conversation=conversation)
     lower = previous.covers_through_id if previous is not None and previous.covers_through_id else 0
-    first_user_id = live.filter(role=Message.Role.USER).order_by("id").values_list("id", flat=True).first()
+    first_user_id = first_user_message_id(conversation=conversation)
     rows = list(
         live.filter(id__gt=lower, id__lt=upper)
-        .exclude(role=Message.Role.SYSTEM)
-        .exclude(pinned=True)
-        .exclude(id=first_user_id or 0)
+        .exclude(static_layer_q(first_user_id=first_user_id))
         .order_by("id")
         .only("id", "role", "content", "token_count", "char_count")
     )

@@ -23,7 +23,9 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chatapp.chat import selectors, services
+from chatapp.chat.context import first_user_message_id
 from chatapp.chat.forms import PREFERENCE_HELP, LLMConfigForm, PreferencesForm, SignupForm
+from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, LLMConfig, Message
 from chatapp.chat.rendering import code_style_css, markdown_render
 
@@ -57,9 +59,9 @@ class MessageView:
 
     message: Message
     html: str
-    before_window: bool
+    # The message's place in the context (optimizer.layout.message_place); None: never sent as itself.
+    place: Place | None
     is_last_reply: bool
-    is_first_user: bool
 
     @property
     def is_summary(self) -> bool:
@@ -128,7 +130,7 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
                 break
             if m.role == Message.Role.USER:
                 break
-    first_user_id = selectors.conversation_first_user_message_id(conversation=conversation)
+    first_user_id = first_user_message_id(conversation=conversation)
     views = []
     for m in items:
         # User text is shown as typed (escaped by the template); model and summary text is markdown.
@@ -137,17 +139,8 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
             MessageView(
                 message=m,
                 html=html,
-                # Pins and the first user message are always sent, whatever the window.
-                before_window=bool(
-                    window_start
-                    and m.pk < window_start
-                    and m.kind == Message.Kind.CHAT
-                    and not m.pinned
-                    and not m.superseded
-                    and m.pk != first_user_id
-                ),
+                place=message_place_get(message=m, first_user_id=first_user_id, window_start_id=window_start),
                 is_last_reply=m.pk == last_reply_id,
-                is_first_user=m.pk == first_user_id,
             )
         )
     return views

@@ -167,6 +167,13 @@
     article.id = `m-${id}`;
   }
 
+  // A message's place in the context ("static", "window", "evicted"; none: never sent as itself),
+  // as the server computes it with the optimizer's layout rule. The page never derives it.
+  function setPlace(article, place) {
+    if (place) article.dataset.place = place;
+    else delete article.dataset.place;
+  }
+
   function addBadge(article, cls, text, title) {
     const meta = article.querySelector(".msg-meta");
     const badge = el("span", `badge ${cls}`, text);
@@ -205,6 +212,7 @@
 
   function markSuperseded(article) {
     article.classList.add("is-superseded");
+    setPlace(article, null); // a regenerated-away reply is never sent again, whatever the window
     article.classList.remove("is-last");
     if (!article.querySelector(".badge--superseded")) {
       addBadge(article, "badge--muted badge--superseded", "Regenerated · not sent to the model",
@@ -291,10 +299,14 @@
       start(data) {
         if (data.user_message && data.user_message.id) {
           userId = data.user_message.id;
-          if (ctx.userEl) setMessageId(ctx.userEl, data.user_message.id);
+          if (ctx.userEl) {
+            setMessageId(ctx.userEl, data.user_message.id);
+            setPlace(ctx.userEl, data.user_message.place);
+          }
         }
         if (data.assistant_message) {
           setMessageId(asstEl, data.assistant_message.id);
+          setPlace(asstEl, data.assistant_message.place);
           asstEl.dataset.replyTo = String(userId || "");
           streaming.assistantId = data.assistant_message.id;
           // Stop was pressed before the reply had an id: send it now.
@@ -723,8 +735,10 @@
     for (const item of items) {
       const id = Number(item.dataset.id);
       if (id >= ws) { anchor = item; break; }
-      if (item.classList.contains("msg") && item.dataset.pinned !== "1" && !item.dataset.firstUser
-          && !item.classList.contains("is-superseded")) {
+      // The static layer stays whatever the window; the server said which messages belong to it.
+      // The window start moves with every gauge update, so the rest is placed against it here.
+      const place = item.dataset.place;
+      if (place === "window" || place === "evicted") {
         item.classList.add("is-outside");
         outside += 1;
       }
@@ -997,6 +1011,7 @@
     const res = await api(`/api/messages/${article.dataset.id}/pin/`, { method: "POST", body: { pinned } });
     if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
     article.dataset.pinned = pinned ? "1" : "0";
+    setPlace(article, res.data && res.data.place);
     article.classList.toggle("is-pinned", pinned);
     article.querySelector(".badge--pin").hidden = !pinned;
     article.querySelector('[data-action="toggle-pin"] span').textContent = pinned ? "Unpin" : "Pin — always send to the model";

@@ -139,13 +139,13 @@ def test_recall_entry_keeps_the_text_when_a_quote_is_not_verbatim():
     packed = next(m for m in result.messages if m.origin == "recall")
     quoted = {int(m.id): m.content for m in msgs if m.id in packed.source_ids}
 
-    entry = _sent_entry(packed=packed, summary_message_id=None, stats=result.stats, quoted=quoted)
+    entry = _sent_entry(packed=packed, summary_message_id=None, info=result.info, quoted=quoted)
     assert "layout" in entry and "content" not in entry
     assert entry["hit_ids"] == [int(i) for i in result.stats["recall_hit_ids"]]
 
     # A stored text that no longer matches the quote: the record keeps the block's text instead.
     changed = {**quoted, int(packed.source_ids[0]): "something else entirely"}
-    entry = _sent_entry(packed=packed, summary_message_id=None, stats=result.stats, quoted=changed)
+    entry = _sent_entry(packed=packed, summary_message_id=None, info=result.info, quoted=changed)
     assert entry["content"] == packed.content and "layout" not in entry
 
 

@@ -7,8 +7,13 @@ last four characters.
 
 from __future__ import annotations
 
+from typing import get_args
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from chatapp.chat.context import first_user_message_id
+from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord, UserSettings
 from chatapp.chat.rendering import markdown_render
 
@@ -36,6 +41,10 @@ class MessageOutputSerializer(serializers.ModelSerializer):
     # Sanitized HTML, so API clients (and the page when it loads older history) show exactly what the
     # server-rendered timeline shows, and never have to sanitize model output themselves.
     html = serializers.SerializerMethodField()
+    # Where the message stands in the context (optimizer.layout.message_place against the stored
+    # window start), so the browser never re-derives the static layer; null for summaries and
+    # regenerated-away replies. Pass the conversation in the context to read it once per page.
+    place = serializers.SerializerMethodField()
 
     class Meta:
         model = Message
@@ -49,6 +58,7 @@ class MessageOutputSerializer(serializers.ModelSerializer):
             "token_count",
             "char_count",
             "pinned",
+            "place",
             "status",
             "superseded",
             "reply_to",
@@ -70,6 +80,24 @@ class MessageOutputSerializer(serializers.ModelSerializer):
 
     def get_html(self, obj: Message) -> str:
         return markdown_render(obj.content)
+
+    @extend_schema_field(serializers.ChoiceField(choices=get_args(Place), allow_null=True))
+    def get_place(self, obj: Message) -> Place | None:
+        first_user_id, window_start_id = self._layout(obj)
+        return message_place_get(message=obj, first_user_id=first_user_id, window_start_id=window_start_id)
+
+    def _layout(self, obj: Message) -> tuple[int | None, int | None]:
+        """The conversation's first user message and window start, read once per response."""
+        known = self.context.setdefault("layout", {})
+        if obj.conversation_id not in known:
+            conversation = self.context.get("conversation")
+            if conversation is None or conversation.pk != obj.conversation_id:
+                conversation = obj.conversation
+            known[obj.conversation_id] = (
+                first_user_message_id(conversation=conversation),
+                conversation.window_start_id,
+            )
+        return known[obj.conversation_id]
 
 
 class LLMConfigOutputSerializer(serializers.ModelSerializer):

@@ -152,7 +152,8 @@ class MessageListApi(APIView):
             fetch=lambda before_id, limit: message_list(conversation=conversation, before_id=before_id, limit=limit),
             request=request,
         )
-        return paginator.get_paginated_response(MessageOutputSerializer(page, many=True).data)
+        data = MessageOutputSerializer(page, many=True, context={"conversation": conversation}).data
+        return paginator.get_paginated_response(data)
 
 
 class MessagePinApi(APIView):

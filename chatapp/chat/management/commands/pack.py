@@ -46,6 +46,7 @@ from django.db import transaction
 
 import optimizer
 from chatapp.chat.context import context_build
+from chatapp.chat.layout import row_is_static
 from chatapp.chat.llm import LLMTarget, offline_target
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.search_services import conversation_index_rebuild
@@ -179,7 +180,8 @@ class _Turns:
                 break
             conversation.refresh_from_db()  # the job counted the summary; the turn reads stored state
             result = self._build(stored, r)
-            result.stats["summary_generated"] = True  # written for this request, as the CLI reports it
+            # written for this request, as the CLI reports it
+            result = dataclasses.replace(result, info=dataclasses.replace(result.info, summary_generated=True))
         return result
 
 
@@ -230,7 +232,7 @@ def _store(*, owner: Any, r: PackRequest) -> _Stored:
 
 def _wants_summary(result: PackResult) -> bool:
     """The request path's condition for requesting a summary job (chat_services._turn_prepare)."""
-    return result.stats.get("strategy_chosen") == "summarize" and result.summary_span is not None
+    return result.info.strategy_chosen == "summarize" and result.summary_span is not None
 
 
 def _summary_covers(stored: _Stored) -> list[str]:
@@ -247,7 +249,8 @@ def _summary_covers(stored: _Stored) -> list[str]:
     first_user = next((m.pk for m in stored.rows if m.role == Message.Role.USER), None)
     return [
         stored.to_request_id[str(m.pk)] for m in stored.rows
-        if row[0] <= m.pk <= row[1] and m.role != Message.Role.SYSTEM and not m.pinned and m.pk != first_user
+        if row[0] <= m.pk <= row[1]
+        and not row_is_static(pk=m.pk, role=m.role, pinned=m.pinned, first_user_id=first_user)
     ]
 
 
@@ -276,12 +279,6 @@ def _with_request_ids(result: PackResult, stored: _Stored) -> PackResult:
         elif f.name in _ID_SCALARS and value is not None:
             changes[f.name] = one(value)
     info = dataclasses.replace(result.info, **changes)
-    stats = dict(result.stats)  # may hold keys and wording the app added: remap its ids in place
-    for key, value in result.stats.items():
-        if key.endswith(_ID_LIST_SUFFIX) and isinstance(value, list):
-            stats[key] = [one(i) for i in value]
-        elif key in _ID_SCALARS and value is not None:
-            stats[key] = one(value)
     span = result.summary_span
     if span is not None:
         span = dataclasses.replace(
@@ -290,7 +287,7 @@ def _with_request_ids(result: PackResult, stored: _Stored) -> PackResult:
             through_id=one(span.through_id),
             ids=tuple(one(i) for i in span.ids),
         )
-    return dataclasses.replace(result, messages=messages, stats=stats, info=info, summary_span=span,
+    return dataclasses.replace(result, messages=messages, info=info, summary_span=span,
                                window_start=None if result.window_start is None else one(result.window_start),
                                removed_ids=[one(i) for i in result.removed_ids])
 

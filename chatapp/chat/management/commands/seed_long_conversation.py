@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
 from chatapp.chat.search_services import conversation_index_rebuild
+from optimizer.layout import is_static
 
 # Used only when the optimizer's price lookup is unavailable: gpt-4o-mini list prices.
 _FALLBACK_INPUT_PRICE = 0.15 / 1_000_000
@@ -135,7 +136,7 @@ def conversation_seed_long(
         pinned = turn in {2, turns // 3}
         user_k = append(
             _Row(role="user", tokens=rng.randint(4000, 5200) if big else rng.randint(25, 260), pinned=pinned),
-            keep=turn == 0 or pinned,
+            keep=is_static(role="user", pinned=pinned, is_first_user=turn == 0),
         )
 
         strategy = "none"
