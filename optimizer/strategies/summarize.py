@@ -22,7 +22,6 @@ from ..summaries import SUMMARY_HEADER_TOKENS, summary_body, summary_header, sum
 from ..tokens import content_chars
 from ..types import Msg, PackedMessage, Summary, SummarySpan
 from .base import PackState, SummarizeNow, find, system_tokens
-from .truncate import choose_window
 
 MIN_BODY = 16  # a summary with less room than this for its body is not worth writing
 
@@ -87,13 +86,10 @@ def _make_room(state: PackState) -> None:
         math.floor(state.target * state.config.summary_max_share),
     )
     want = max(want, state.summary_tokens)
-    room = 0
-    if state.triggered:
-        ws, used = choose_window(state, state.lo, state.fixed + want)
-        if used <= state.budget:
-            state.ws, state.used, room = ws, used - want + state.summary_tokens, want
-    else:  # the window stays; the summary may only use what is left under the trigger
-        room = min(want, state.trigger - 1 - state.used + state.summary_tokens)
+    # The window stays as truncate cut it (to the target, or the stored one under the trigger): the
+    # summary takes room above it, up to the trigger, as one written later by a worker would. So an
+    # inline summary never shrinks the recent window, and both paths send the same window.
+    room = min(want, state.trigger - 1 - state.used + state.summary_tokens)
     state.room = room if room >= SUMMARY_HEADER_TOKENS + MIN_BODY else 0
 
 
