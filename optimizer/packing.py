@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from .budget import target_tokens, trigger_tokens
 from .recall import RecallSource
@@ -152,24 +152,33 @@ class _Before:
     messages: int
 
 
-def _result(state: PackState, before: _Before) -> PackResult:
-    out, decision, recalled = state.out, state.decision, state.recalled
-    tokens_after = sum(p.tokens for p in out) + REPLY_PRIMING
-    sent = len(out) - (state.summary_msg is not None) - (recalled is not None)
-    window_start = state.msgs[state.ws].id
-    info = PackStats(
+def _stats(before: _Before, *, tokens_after: int, **rest: Any) -> PackStats:
+    """PackStats with the figures every outcome shares filled in from `before`."""
+    return PackStats(
         budget=before.budget,
         estimated=before.estimated,
         trigger_tokens=before.trigger,
         target_tokens=before.target,
         tokens_before=before.tokens,
         messages_before=before.messages,
+        tokens_after=tokens_after,
+        tokens_saved=before.tokens - tokens_after,
+        **rest,
+    )
+
+
+def _result(state: PackState, before: _Before) -> PackResult:
+    out, decision, recalled = state.out, state.decision, state.recalled
+    tokens_after = sum(p.tokens for p in out) + REPLY_PRIMING
+    sent = len(out) - (state.summary_msg is not None) - (recalled is not None)
+    window_start = state.msgs[state.ws].id
+    info = _stats(
+        before,
         optimization_applied=True,
         strategy_chosen=decision.choice,
         strategy_reason=decision.reason,
         scores=decision.as_dict(),
         tokens_after=tokens_after,
-        tokens_saved=before.tokens - tokens_after,
         messages_after=len(out),
         messages_removed=max(0, before.messages - sent),
         removed_ids=tuple(state.removed),
@@ -196,19 +205,13 @@ def _unchanged(msgs: list[Msg], toks: list[int], before: _Before) -> PackResult:
         for m, t in zip(msgs, toks, strict=True)
     ]
     tokens_after = sum(toks) + REPLY_PRIMING
-    info = PackStats(
-        budget=before.budget,
-        estimated=before.estimated,
-        trigger_tokens=before.trigger,
-        target_tokens=before.target,
-        tokens_before=before.tokens,
-        messages_before=before.messages,
+    info = _stats(
+        before,
         optimization_applied=False,
         strategy_chosen="none",
         strategy_reason="history is below the trigger; everything is sent unchanged",
         scores={},
         tokens_after=tokens_after,
-        tokens_saved=before.tokens - tokens_after,
         messages_after=len(out),
         messages_removed=0,
         removed_ids=(),

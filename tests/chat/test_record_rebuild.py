@@ -7,22 +7,11 @@ import pytest
 import optimizer
 from chatapp.chat.chat_services import message_append
 from chatapp.chat.dashboard_selectors import dashboard_record_context
-from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.chat.models import Conversation, OptimizationRecord
 from tests.chat.conftest import make_config, seed_messages, send
+from tests.support.records import record_rebuild
 
 pytestmark = pytest.mark.django_db
-
-
-def _rebuild(record: OptimizationRecord) -> list[dict]:
-    """The messages a record says were sent, from its `sent` entries and the stored messages only."""
-    ids = {i for entry in record.sent for i in entry["source_ids"]}
-    contents = dict(Message.objects.filter(pk__in=ids).values_list("id", "content"))
-    rebuilt = []
-    for entry in record.sent:
-        # Only a compressed entry carries its text; the others name the stored messages sent.
-        text = entry.get("content") or "\n\n".join(contents[i] for i in entry["source_ids"])
-        rebuilt.append({"role": entry["role"], "content": text})
-    return rebuilt
 
 
 def _record_of(result) -> OptimizationRecord:
@@ -47,7 +36,7 @@ def test_turn_with_a_summary_rebuilds_exactly_and_names_the_summary(chat_user, c
     record = _record_of(send(chat_user, conversation, "Which index did we pick?"))
 
     received = fake_openai.completions[-1].messages
-    assert _rebuild(record) == received
+    assert record_rebuild(record) == received
     [entry] = [e for e in record.sent if e["origin"] == "summary"]
     assert entry["summary_id"] == summary.pk == record.summary_id
     assert entry["source_ids"] == [summary.pk]
@@ -78,6 +67,6 @@ def test_turn_with_a_compressed_message_rebuilds_exactly(chat_user, fake_openai)
     [entry] = [e for e in record.sent if e["origin"] == "compressed"]
     assert entry["source_ids"] == [huge.pk]
     assert entry["content"] != huge.content and len(entry["content"]) < len(huge.content)
-    assert _rebuild(record) == received
+    assert record_rebuild(record) == received
     # Only compressed entries carry their text: the others are rebuilt from the stored messages.
     assert all("content" not in e for e in record.sent if e["origin"] != "compressed")

@@ -16,30 +16,17 @@ from django.utils import timezone
 import optimizer
 from chatapp.chat.chat_services import _context_note, _ranges_without, _recall_layout, _sent_entry
 from chatapp.chat.dashboard_selectors import dashboard_record_context
-from chatapp.chat.models import Message, OptimizationRecord
+from chatapp.chat.models import OptimizationRecord
 from optimizer.recall import HEADER, MemorySource, RecallItem
 from optimizer.types import Msg, PackedMessage
 from tests.chat.conftest import send
 from tests.support.recall import FACT_ANSWER, QUESTION, memory_recall
 from tests.support.recall import seed_with_fact as _seed_with_fact
+from tests.support.records import record_rebuild
 
 __all__ = ["memory_recall"]  # the fixture, used through usefixtures below
 
 pytestmark = pytest.mark.django_db
-
-def _rebuild(record: OptimizationRecord) -> list[dict]:
-    """The messages a record says were sent, from its `sent` entries and the stored messages only."""
-    ids = {i for entry in record.sent for i in entry["source_ids"]}
-    contents = dict(Message.objects.filter(pk__in=ids).values_list("id", "content"))
-    rebuilt = []
-    for entry in record.sent:
-        if "layout" in entry:
-            text = "".join(p if isinstance(p, str) else contents[p] for p in entry["layout"])
-        else:
-            text = entry.get("content") or "\n\n".join(contents[i] for i in entry["source_ids"])
-        rebuilt.append({"role": entry["role"], "content": text})
-    return rebuilt
-
 
 def _turn(chat_user, conversation, fake_openai, text: str = QUESTION):
     fake_openai.reset()
@@ -63,7 +50,7 @@ def test_recall_block_is_recorded_and_rebuilds_exactly(chat_user, conversation, 
     # Right before the newest message, which is the question.
     assert received[position + 1] == {"role": "user", "content": QUESTION}
     # The record rebuilds every message exactly, the recall block included, from ids and glue only.
-    assert _rebuild(record) == received
+    assert record_rebuild(record) == received
     assert "content" not in entry and any(isinstance(p, int) for p in entry["layout"])
     assert sum(len(p) for p in entry["layout"] if isinstance(p, str)) < len(received[position]["content"]) / 2
     # What was quoted, which of those matched, and why.
