@@ -12,8 +12,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatapp.settings")
 
 app = Celery("chatapp")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-# The optimizer core stays free of Celery; its task adapters live in optimizer.tasks.
-app.conf.include = ["optimizer.tasks"]
+# The optimizer core stays free of Celery and of the app: the tasks live in the chat app.
+app.conf.include = ["chatapp.chat.tasks"]
 
 
 @app.on_after_configure.connect

@@ -210,7 +210,7 @@ compact_now = conversation_compact
 
 def _publish(*, job_ids: list[int]) -> list[int]:
     """Publish job ids to the summary queue; returns the ids that reached the broker."""
-    from optimizer.tasks import summarize_conversation  # the task module imports this one
+    from chatapp.chat.tasks import summarize_conversation  # the task module imports this one
 
     published: list[int] = []
     try:

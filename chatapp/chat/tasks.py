@@ -1,7 +1,8 @@
-"""Celery task adapters for background summaries (issue 4). Thin: the work is in summary_services.
+"""Celery tasks for background summaries. Thin: the work is in summary_services.
 
-The optimizer core never imports Django or Celery; this module is the adapter beside it and is only
-imported by the Celery app (worker, beat) and by summary_services when it publishes a job.
+Imported by the Celery app (worker, beat) and by summary_services when it publishes a job. The task
+names keep the `optimizer.tasks.` prefix of the release in which this module lived in the optimizer
+package: messages already queued under those names still find their task after an upgrade.
 
 Delivery guarantees: acks_late + reject_on_worker_lost, so a message whose worker dies is delivered
 again; running it twice is safe because summary_job_run claims the job with a conditional update and
