@@ -7,7 +7,9 @@ Layout of a packed context, in send order:
 
     static layer   system messages, pinned messages, the first user message (the original request)
     summary        the newest rolling summary, as one system message (whenever one is passed and fits)
-    recent window  whole rounds (a user message and the replies after it) from `window_start` to the end
+    recent window  whole rounds (a user message and the replies after it) from `window_start` on
+    recall         quotes of old messages the newest one is about (with a recall source)
+    newest         the newest user message
 
 Design choices, and why:
 
@@ -27,7 +29,10 @@ Design choices, and why:
   leaving it out would lose that history. The strategy decides only what happens to messages
   evicted now: summarize returns those not yet covered as `summary_span` for a worker (until a
   summary exists the request is simply truncated; nothing waits); truncate just leaves them out.
-  `summarize_now` lets a caller (the CLI) write the summary inline instead.
+  `summarize_now` lets a caller (the CLI) write the summary inline instead, above the window (which
+  is cut to the target either way), under the trigger.
+* Recall (`recall_source`): a block quoting old messages the newest one is about, right before it, in
+  the room the budget leaves (capped per preference; see `recall.recall_cap` and `recall_fill`).
 * Speed: with counts handed in, a request costs a few passes over the message list that run in C
   (attribute maps, `sum`, `list.index`) plus Python work proportional to the window only; nothing
   re-tokenizes history. Only an oversized message is tokenized, and its compression is cached.

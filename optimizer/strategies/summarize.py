@@ -9,8 +9,8 @@ Two steps, one on each side of the window choice:
 * `SummarizeStrategy` ("summarize") runs after truncation and acts only when the selector chose
   summarize: the messages evicted now that no summary covers yet become the `SummarySpan` a
   worker folds into the next rolling summary (until it exists the request is simply truncated;
-  nothing waits), or, with `summarize_now` (the CLI), a summary written inline, in room set aside
-  before the window is final.
+  nothing waits), or, with `summarize_now` (the CLI), a summary written inline, in the room between
+  the window and the trigger, where a worker's summary would land on the next turn.
 """
 
 from __future__ import annotations
