@@ -8,7 +8,7 @@ truncate, summarize, recall), `summaries` (header, prompt builder, extractive su
 (recommendation helpers).
 """
 
-from .budget import budget_for_model, compute_budget, min_recent_rounds, target_tokens, trigger_tokens
+from .budget import budget_for_model, compute_budget, target_tokens, trigger_tokens
 from .layout import is_static, message_place
 from .packing import pack
 from .registry import ModelInfo, cost_usd, model_info
@@ -61,7 +61,6 @@ __all__ = [
     "is_estimated",
     "is_static",
     "message_place",
-    "min_recent_rounds",
     "model_info",
     "omitted_marker",
     "optimize_chat_context",

@@ -8,8 +8,8 @@ of the price.
 
 How each preference uses them: all three preferences share the configured trigger and target (the
 window's stability is a property of the conversation, not of the strategy). The preference only
-weighs truncation against summarization (see `selector`); under "summarize" the summary's tokens
-are counted inside the same target, so a summarized context is never larger than a truncated one.
+weighs truncation against summarization (see `selector`). The window is cut to the target either
+way; a summary sits above it, under the trigger, so fast (truncation) sends the smallest context.
 """
 
 from __future__ import annotations
@@ -44,17 +44,3 @@ def trigger_tokens(budget: int, config: PackConfig) -> int:
 def target_tokens(budget: int, config: PackConfig) -> int:
     """When optimization triggers, the context is cut down to at most this many tokens (when possible)."""
     return max(1, math.floor(budget * config.target_ratio))
-
-
-def min_recent_rounds(message_count: int) -> int | None:
-    """The minimum recent window in rounds, from the design notes; None means "keep all".
-
-    More than 50 messages: 4 rounds; 30-50: 6; 15-29: 8; under 15: everything.
-    """
-    if message_count > 50:
-        return 4
-    if message_count >= 30:
-        return 6
-    if message_count >= 15:
-        return 8
-    return None

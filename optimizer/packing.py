@@ -18,8 +18,8 @@ Design choices, and why:
   the caller stores and passes back. While the context stays under the trigger the window start does
   not move, so consecutive requests share an exact prefix that provider prompt caches reuse.
 * The window is a suffix of whole rounds, so it never starts with an orphaned assistant reply and
-  never splits a round. The design notes' minimum recent window (4 / 6 / 8 rounds / everything, by
-  conversation length) may use the whole budget; further rounds are added only up to the target.
+  never splits a round: the newest whole rounds that fit the target, the newest round always (see
+  `strategies.truncate` for why the design notes' minimum recent window yields to the target).
 * Must-keep messages (system, pinned, first and newest user message) are sent verbatim. A single
   oversized message (above `oversize_share` of the budget) elsewhere is sent as head + tail with a
   marker; must-keeps are compressed the same way only when they would not fit otherwise, and if even

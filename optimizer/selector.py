@@ -11,8 +11,8 @@ the "quality" preference the literal scores are truncate 100 x 0.2 = 20 against 
 (20 + 20) x 0.8 = 32 (under 2,000 characters) or (20 + 30 + 20) x 0.8 = 56 (over), i.e. "summarize"
 either way, but the documented outcome is "truncate for every preference". The smallest change
 that restores it reuses the formula's own threshold: summarizing is not eligible below 10 messages.
-Nothing is lost by this: under 15 messages the minimum recent window keeps every message, so there
-would be nothing to summarize anyway.
+The price: a conversation of fewer than 10 (long) messages that outgrows its window is truncated,
+not summarized (recall can still quote what it evicted).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A strategy has a `name` and one method, `apply(state)`, which reads and updates 
 `pack` runs them in a fixed order (see `optimizer.packing`); each one owns one decision:
 
     summary     the passed summary takes its place in the layout (whatever the selector chose)
-    truncate    the window: trigger, target, minimum recent window, emergency compression
+    truncate    the window: trigger, target, whole rounds, emergency compression
     summarize   what happens to messages evicted now: a span for a worker, or a summary written inline
     recall      quotes of old messages the newest one is about, in the room left
 

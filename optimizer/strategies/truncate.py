@@ -5,15 +5,17 @@ the target (0.5), not just under the line, so the next requests append to an unc
 provider prompt caches reuse. The window start the caller stores comes back as `state.ws_state`
 and stays put while the context is under the trigger.
 
-The minimum recent window (4 / 6 / 8 rounds / everything, by conversation length) may use the
-whole budget; further rounds are added only up to the target. A passed summary that crowds out
-the newest round is dropped. If the must-keeps still do not fit, oversized ones are compressed
+The window is the newest whole rounds that fit the target; the newest round is always taken (its
+oversized messages compressed). The design notes' minimum recent window (4 / 6 / 8 rounds by
+conversation length) yields to the target: when those rounds were allowed past it, a small context
+window (4k tokens, long messages) ended every cut above the trigger again, so the window moved on
+nearly every turn and no prompt prefix was ever reused. A passed summary that crowds out the newest
+round is dropped. If the must-keeps still do not fit, oversized ones are compressed
 too (an emergency), and if even that fails `ContextTooLargeError` reports the numbers.
 """
 
 from __future__ import annotations
 
-from ..budget import min_recent_rounds
 from ..layout import starts_round
 from ..types import ContextTooLargeError
 from .base import PackState
@@ -24,18 +26,16 @@ MUST_KEEP_DETAIL = "system, pinned, first and newest messages; oversized ones co
 def choose_window(state: PackState, lo: int, base: int) -> tuple[int, int]:
     """Walk whole rounds back from the end: (window start, tokens used including `base`).
 
-    The newest round is always taken; the minimum recent window may use the whole budget;
-    further rounds are added while they fit the target. The window starts at or after `lo`.
+    The newest round is always taken; further rounds while they fit the target. The window starts
+    at or after `lo`.
     """
     msgs, static = state.msgs, state.layout.static_set
-    min_rounds = min_recent_rounds(state.msg_count)
     used, ws, rounds, acc = base, state.n, 0, 0
     for i in range(state.n - 1, lo - 1, -1):
         if i not in static:
             acc += state.eff(i)
         if starts_round(msgs, i):
-            limit = state.budget if (min_rounds is None or rounds < min_rounds) else state.target
-            if rounds and used + acc > limit:
+            if rounds and used + acc > state.target:
                 break
             used, ws, rounds, acc = used + acc, i, rounds + 1, 0
     return ws, used
@@ -56,7 +56,11 @@ class TruncateStrategy:
             state.ws, state.used = state.lo, state.fixed + state.summary_tokens + window
             state.triggered = state.used >= state.trigger
         if state.triggered:
-            state.ws, state.used = choose_window(state, state.lo, state.fixed + state.summary_tokens)
+            # the window is cut to the target; a summary sits above it, under the trigger (what does
+            # not fit there comes out of the window, or the next turn would cut again)
+            over = max(0, state.summary_tokens - (state.trigger - 1 - state.target))
+            state.ws, state.used = choose_window(state, state.lo, state.fixed + over)
+            state.used += state.summary_tokens - over
             if state.summary_tokens and state.used > state.budget:
                 # without the summary, what it covered may be sent verbatim again (from the stored start)
                 self._without_summary(state)

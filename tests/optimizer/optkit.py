@@ -25,13 +25,17 @@ def conversation(rounds: int, *, words: int = 40, system: str = "You are a helpf
     return out
 
 
-def refeed(packed: list[PackedMessage]) -> list[Msg]:
-    """Turn a packed context back into input messages (what a second pack would see)."""
+def refeed(packed: list[PackedMessage], *, pinned_ids: frozenset[str] = frozenset()) -> list[Msg]:
+    """Turn a packed context back into input messages (what a second pack would see).
+
+    `pinned_ids`: the caller's pins; a pinned message sent compressed (an emergency) says only
+    "compressed", and its caller, who knows its pins, would still pass it as pinned.
+    """
     out = []
     for p in packed:
         mid = "+".join(p.source_ids) if p.origin == "summary" else p.source_ids[0]
-        out.append(Msg(id=mid, role=p.role, content=p.content, pinned=p.origin == "pinned", tokens=p.tokens,
-                       name=p.name))
+        pinned = p.origin == "pinned" or (p.origin == "compressed" and mid in pinned_ids)
+        out.append(Msg(id=mid, role=p.role, content=p.content, pinned=pinned, tokens=p.tokens, name=p.name))
     return out
 
 

@@ -90,7 +90,9 @@ def test_pack_properties(msgs, budget, pref, inline):
     again = pack(msgs, budget=budget, preference=pref, model=MODEL, summarize_now=now)
     assert shape(again.messages) == shape(result.messages) and again.stats == result.stats
     # packing the packed context again with the same budget changes nothing
-    repacked = pack(refeed(result.messages), budget=budget, preference=pref, model=MODEL, summarize_now=now)
+    pins = frozenset(m.id for m in msgs if m.pinned)
+    repacked = pack(refeed(result.messages, pinned_ids=pins), budget=budget, preference=pref, model=MODEL,
+                    summarize_now=now)
     assert shape(repacked.messages) == shape(result.messages)
 
 

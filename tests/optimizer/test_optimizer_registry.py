@@ -3,7 +3,7 @@
 import pytest
 
 from optimizer import compute_budget, cost_usd, model_info
-from optimizer.budget import budget_for_model, min_recent_rounds
+from optimizer.budget import budget_for_model
 
 
 def test_known_model():
@@ -34,8 +34,3 @@ def test_budget():
     assert compute_budget(context_window=16_384, max_output_tokens=2_000, safety_margin=384) == 14_000
     assert compute_budget(context_window=1_000, max_output_tokens=2_000) == 0
     assert budget_for_model("gpt-4o-mini") == 128_000 - 2_000
-
-
-@pytest.mark.parametrize(("count", "rounds"), [(5, None), (14, None), (15, 8), (29, 8), (30, 6), (50, 6), (51, 4)])
-def test_min_recent_rounds(count, rounds):
-    assert min_recent_rounds(count) == rounds

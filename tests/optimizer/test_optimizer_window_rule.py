@@ -1,0 +1,86 @@
+"""The window rule turn by turn, at every window size: a cut ends at the target (plus the newest round
+when it alone is larger), so several turns append before the next cut. Conversations are replayed as
+a chat does: the window start each pack returns is passed back."""
+
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from optkit import MODEL, msg
+
+from optimizer import ContextTooLargeError, pack
+from optimizer.budget import target_tokens, trigger_tokens
+from optimizer.tokens import REPLY_PRIMING
+from optimizer.types import DEFAULT_CONFIG
+
+
+def text_of(tokens: int) -> str:
+    return " ".join(["word"] * max(1, tokens))  # "word" and " word" are one token each
+
+
+def replay(budget: int, sizes: list[tuple[int, int]], preference: str):
+    """Each turn: append the user message, pack with the stored window, yield (turn, result), append
+    the reply of the given size."""
+    msgs = [msg("sys", "system", "You are a helpful assistant.")]
+    window_start = None
+    for turn, (user, reply) in enumerate(sizes):
+        msgs.append(msg(f"u{turn}", "user", text_of(user)))
+        try:
+            result = pack(msgs, budget=budget, preference=preference, model=MODEL, window_start=window_start,
+                          summarizer_available=False)
+        except ContextTooLargeError:
+            return
+        yield turn, result
+        window_start = result.window_start
+        msgs.append(msg(f"a{turn}", "assistant", text_of(reply)))
+
+
+@st.composite
+def chats(draw):
+    budget = draw(st.integers(2_000, 200_000))
+    rng = random.Random(draw(st.integers(0, 2**16)))
+    # message sizes from 10 to 5,000 tokens, scaled so that the conversation outgrows the window
+    turns = draw(st.integers(4, 40))
+    scale = draw(st.sampled_from([0.02, 0.1, 0.5, 1.0]))
+    sizes = [(max(10, min(5_000, int(rng.randint(10, 5_000) * scale))),
+              max(10, min(5_000, int(rng.randint(10, 5_000) * scale)))) for _ in range(turns)]
+    return budget, sizes
+
+
+SLOW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                        HealthCheck.data_too_large])
+
+
+@SLOW
+@given(chats(), st.sampled_from(["fast", "balanced", "quality"]))
+def test_a_cut_ends_at_the_target_plus_at_most_the_newest_round(chat, preference):
+    budget, sizes = chat
+    target = target_tokens(budget, DEFAULT_CONFIG)
+    for _, result in replay(budget, sizes, preference):
+        info = result.info
+        if not (info.optimization_applied and info.triggered):
+            continue
+        newest = result.messages[-1].tokens
+        static = sum(p.tokens for p in result.messages[:-1] if p.source_ids[0] in ("sys", "u0"))
+        # the newest round always; older rounds only while they fit the target
+        assert info.tokens_after <= max(target, static + REPLY_PRIMING) + newest
+
+
+@SLOW
+@given(chats())
+def test_the_window_moves_only_when_growth_reaches_the_trigger(chat):
+    budget, sizes = chat
+    trigger = trigger_tokens(budget, DEFAULT_CONFIG)
+    previous = None
+    for turn, result in replay(budget, sizes, "fast"):
+        info = result.info
+        # must-keeps compressed in an emergency are counted whole again on the next turn: not this rule
+        emergency = previous is not None and {"sys", "u0", f"u{turn - 1}"} & set(previous.info.compressed_ids)
+        moved = previous is not None and previous.window_start not in (None, info.window_start)
+        if moved and not emergency:
+            # a re-cut: the stored window plus what this turn added (as stored: sent compressed it is
+            # smaller still) reached the trigger
+            reply, user = sizes[turn - 1][1], sizes[turn][0]
+            added = msg("r", "assistant", text_of(reply)).tokens + msg("u", "user", text_of(user)).tokens
+            assert previous.info.tokens_after + added >= trigger
+        previous = result
