@@ -32,7 +32,8 @@ blocks). "uncached/turn" = mean prompt tokens minus cacheable tokens: what is bi
 litellm's registry); "$/turn cached" prices the whole prompt with the cacheable part at the
 provider's cached-input price (what the bill would be). "recall/turn" = mean recall-block tokens.
 "moves" counts turns where the window start changed (recency: first kept message after the system
-prompt changed), "sum" how many summaries were written, "over" prompts above the budget, "err"
+prompt changed), "turns/move" how many turns append between them on average, "sum" how many
+summaries were written, "over" prompts above the budget, "err"
 ContextTooLargeError raised, "ms/turn" time inside pack (inline: includes writing the summary; the
 worker's summarizing is not counted). Worker mode breaks the prefix twice per compaction (window move,
 then the summary's arrival on the next turn); inline mode once. Target (issue 2): prefix share >= 70%.
@@ -40,12 +41,20 @@ then the summary's arrival on the next turn); inline mode once. Target (issue 2)
   .venv/bin/python bench/prefix_stability.py           # 600 turns, budgets 4096,8192,16384 (~3 min)
   .venv/bin/python bench/prefix_stability.py --quick   # 150 turns, budget 4096
   .venv/bin/python bench/prefix_stability.py --recall off   # the old table only (~15 s)
+
+Small context windows (issue 14): `--sizes realistic` resizes every message to a drawn length (user
+50-400 tokens, replies 100-600, the help-desk text repeated or cut), the sizes at which a 2k-8k window
+holds only a few rounds:
+
+  .venv/bin/python bench/prefix_stability.py --sizes realistic --budgets 2048,4096,8192 --turns 200 \
+      --recall off --modes trunc,worker
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -211,6 +220,21 @@ def run_ours(msgs: list[Msg], budget: int, r: Renderer, *, preference: str, mode
     return t
 
 
+def resized(conv: list[dict[str, Any]], *, model: str, seed: int) -> list[dict[str, Any]]:
+    """`conv` with every user / assistant message cut or repeated to a drawn token length."""
+    enc, rng = encoding(model), random.Random(f"sizes-{seed}")
+    out = []
+    for m in conv:
+        if m["role"] == "system":
+            out.append(m)
+            continue
+        n = rng.randint(50, 400) if m["role"] == "user" else rng.randint(100, 600)
+        tokens = enc.encode_ordinary(m["content"])
+        tokens = (tokens * (n // max(1, len(tokens)) + 1))[:n]
+        out.append({**m, "content": enc.decode(tokens)})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=600)
@@ -221,6 +245,8 @@ def main() -> None:
     ap.add_argument("--modes", default="trunc,worker,inline", help="summary modes for ours (see above)")
     ap.add_argument("--recall", default="off,on", help="recall off, on, or both (see +recall above)")
     ap.add_argument("--recall-preferences", default="balanced", help="preferences run with recall on")
+    ap.add_argument("--sizes", default="helpdesk", choices=("helpdesk", "realistic"),
+                    help="message sizes: the help-desk generator's, or realistic (see above)")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     if a.quick:
@@ -228,6 +254,8 @@ def main() -> None:
 
     r = Renderer(a.model)
     conv = make_conversation(2 * a.turns + 1, seed=a.seed)
+    if a.sizes == "realistic":
+        conv = resized(conv, model=a.model, seed=a.seed)
     # as the app does: stored counts handed in (tokens, and chars when Msg has that field)
     has_chars = "chars" in {f.name for f in dataclasses.fields(Msg)}
     recall_modes = [x == "on" for x in a.recall.split(",")]
@@ -240,7 +268,7 @@ def main() -> None:
           f"model {a.model}; shares over turns 2..{a.turns}; {load_note()}")
     print(f"{'budget':>6} {'packer':<27} {'prefix%':>7} {'cacheable%':>10} {'prompt/turn':>11} "
           f"{'uncached/turn':>13} {'$/turn':>9} {'$/turn cached':>13} {'recall/turn':>11} "
-          f"{'moves':>5} {'sum':>4} {'over':>4} {'err':>4} {'ms/turn':>7}  target>=70%")
+          f"{'moves':>5} {'turns/move':>10} {'sum':>4} {'over':>4} {'err':>4} {'ms/turn':>7}  target>=70%")
     recall_prefs = set(a.recall_preferences.split(","))
     for budget in [int(b) for b in a.budgets.split(",")]:
         runs: list[tuple[str, Tally]] = [("recency (sliding window)", run_recency(msgs, budget, r, a.model))]
@@ -260,7 +288,7 @@ def main() -> None:
                   f"{t.tokens / turns:>11,.0f} {(t.tokens - t.cacheable) / turns:>13,.0f} "
                   f"{t.uncached_usd / turns:>9.6f} {t.billed_usd / turns:>13.6f} "
                   f"{t.recall_tokens / a.turns:>11,.0f} "
-                  f"{t.moves:>5} {t.summaries:>4} {t.over_budget:>4} {t.errors:>4} "
+                  f"{t.moves:>5} {a.turns / max(1, t.moves):>10.1f} {t.summaries:>4} {t.over_budget:>4} {t.errors:>4} "
                   f"{1000 * t.seconds / a.turns:>7.2f}  {target}")
 
 
