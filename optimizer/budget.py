@@ -8,8 +8,9 @@ of the price.
 
 How each preference uses them: all three preferences share the configured trigger and target (the
 window's stability is a property of the conversation, not of the strategy). The preference only
-weighs truncation against summarization (see `selector`). The window is cut to the target either
-way; a summary sits above it, under the trigger, so fast (truncation) sends the smallest context.
+weighs truncation against summarization (see `selector`). At a cut the summary in use shares the
+target with the window; a summary written at that moment (inline, or by a worker for the next turn)
+lands above the window, under the trigger, until the next cut.
 """
 
 from __future__ import annotations

@@ -56,11 +56,9 @@ class TruncateStrategy:
             state.ws, state.used = state.lo, state.fixed + state.summary_tokens + window
             state.triggered = state.used >= state.trigger
         if state.triggered:
-            # the window is cut to the target; a summary sits above it, under the trigger (what does
-            # not fit there comes out of the window, or the next turn would cut again)
-            over = max(0, state.summary_tokens - (state.trigger - 1 - state.target))
-            state.ws, state.used = choose_window(state, state.lo, state.fixed + over)
-            state.used += state.summary_tokens - over
+            # at a cut the summary in use shares the target with the window: the whole of the gap up
+            # to the trigger is left for the conversation to grow into before the next cut
+            state.ws, state.used = choose_window(state, state.lo, state.fixed + state.summary_tokens)
             if state.summary_tokens and state.used > state.budget:
                 # without the summary, what it covered may be sent verbatim again (from the stored start)
                 self._without_summary(state)
