@@ -4,8 +4,8 @@ Pure Python (no Django, no Celery, no litellm import). Public API per the team c
 modules' docstrings for the design: `tokens` (exact offline counting), `registry` (model windows and
 prices), `budget` (budget/trigger/target), `selector` (truncate vs summarize), `layout` (the static
 layer / window / newest message rule), `packing` (`pack`, an orchestration of `strategies`: summary,
-truncate, summarize, recall), `summaries` (header, prompt builder, extractive summarizer), `safety`
-(recommendation helpers).
+truncate, summarize, recall), `summaries` (header, prompt builder, extractive summarizer), `lexical`
+and `recall` (query analysis, BM25, the recall block), `safety` (recommendation helpers).
 """
 
 from .budget import budget_for_model, compute_budget, target_tokens, trigger_tokens

@@ -14,9 +14,9 @@ Why these choices:
   of them ("thanks!") has no query and recalls nothing.
 * The query is the newest user message, plus the turn it answers at a lower weight (a follow-up
   such as "why did she pick that one?" names its subject only in the previous reply).
-* A second, pseudo-relevance pass for multi-hop questions: the rarest terms of the best first-pass
-  hits join the query at a low weight, which reaches messages that share no word with the question
-  but share one with its answer.
+* No second pass: a pseudo-relevance pass (the rarest terms of the best hits joining the query at a
+  low weight, for multi-hop questions) was measured on the dev set and gained nothing; dropping the
+  participants' names from the query was mixed. Neither is used.
 """
 
 from __future__ import annotations
@@ -114,27 +114,22 @@ _CAPITALIZED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'\u2019-]+)")
 _NUMBER = re.compile(r"\d")
 
 
-def build_query(text: str, *, context: str | None = None, context_weight: float = 0.35,
-                drop: Iterable[str] = ()) -> Query:
+def build_query(text: str, *, context: str | None = None, context_weight: float = 0.35) -> Query:
     """The query for a newest message `text`; for a follow-up, the turn it answers (`context`) at a lower weight.
 
     Names and numbers (capitalized words inside a sentence, tokens with digits) weigh 1.5: they are
-    what a question about a past event is most specific about. Terms in `drop` (the participants'
-    own names, which would match every greeting) are left out.
+    what a question about a past event is most specific about.
     """
-    dropped = {_stem(w) for d in drop for w in words(d)}
     weights: dict[str, float] = {}
     emphasized = {t for m in _CAPITALIZED.finditer(text) for t in analyze(m.group(1))}
     for term in analyze(text):
-        if term in dropped:
-            continue
         w = 1.5 if (term in emphasized or _NUMBER.search(term)) else 1.0
         weights[term] = max(weights.get(term, 0.0), w)
     # no content word and no question ("thanks!", "ok"): an acknowledgement, about nothing to recall
     follow_up = bool(weights) or "?" in text
     if context and follow_up and len(weights) < FOLLOW_UP_TERMS:
         for term in analyze(context):
-            if term not in dropped and term not in weights:
+            if term not in weights:
                 weights[term] = context_weight
     return Query(weights=weights)
 

@@ -59,7 +59,6 @@ from .recall import RecallSource
 from .selector import WEIGHTS
 from .strategies import PLAN, RECALL, PackState, SummarizeNow
 from .strategies.base import begin
-from .strategies.truncate import MUST_KEEP_DETAIL
 from .tokens import REPLY_PRIMING, _encoding_name, count_message
 from .types import (
     DEFAULT_CONFIG,
@@ -74,7 +73,7 @@ from .types import (
     Summary,
 )
 
-__all__ = ["MUST_KEEP_DETAIL", "SummarizeNow", "pack"]
+__all__ = ["SummarizeNow", "pack"]
 
 
 def pack(
@@ -91,7 +90,6 @@ def pack(
     config: PackConfig = DEFAULT_CONFIG,
     summarize_now: SummarizeNow | None = None,
     recall_source: RecallSource | None = None,
-    recall_drop_terms: Sequence[str] = (),
     recall_fill: bool | None = None,
 ) -> PackResult:
     """Pack a conversation into `budget` tokens; see the module docstring for the layout and rules.
@@ -118,7 +116,7 @@ def pack(
         msgs, toks, budget=budget, preference=preference, model=model, config=config, trigger=trigger,
         target=target, window_start=window_start, history=history, counters=counters,
         summarizer_available=summarizer_available, summary=summary, summarize_now=summarize_now,
-        recall_source=recall_source, recall_drop_terms=recall_drop_terms, recall_fill=recall_fill,
+        recall_source=recall_source, recall_fill=recall_fill,
     )
     for strategy in PLAN:
         strategy.apply(state)

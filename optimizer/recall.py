@@ -149,17 +149,16 @@ def recall(
     exclude_ids: frozenset[str],
     model: str,
     context: str | None = None,
-    drop_terms: Sequence[str] = (),
 ) -> Recall | None:
     """The recall block for a newest message `text` within `room` tokens, or None.
 
     `context` is the turn the newest message answers (the assistant's previous reply); `exclude_ids`
-    the messages the request already carries; `drop_terms` words never to search for (participants'
-    names). None when the message has no content word, nothing relevant is found, or no quote fits.
+    the messages the request already carries. None when the message has no content word, nothing
+    relevant is found, or no quote fits.
     """
     if room < MIN_ROOM:
         return None
-    query = build_query(text, context=context, drop=drop_terms)
+    query = build_query(text, context=context)
     if not query:
         return None
     hits = source.search(query, limit=SEARCH_LIMIT, exclude_ids=exclude_ids)

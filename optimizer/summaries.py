@@ -131,7 +131,7 @@ def build_summary_prompt(
         span_tokens += count_text(summary_body(previous_summary), model=model)
     target = summary_target_tokens(span_tokens, config)
     if budget is not None:
-        # the summary is sent inside the window's target: never let it crowd out the recent window
+        # capped to its share of the budget, so that at a cut it never crowds out the recent window
         target = min(target, summary_room(budget, config))
     tier = "brief" if span_tokens < _SHORT_SPAN else "key_points" if span_tokens < _LONG_SPAN else "detailed"
     system = (

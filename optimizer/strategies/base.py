@@ -63,7 +63,6 @@ class PackState:
     summary: Summary | None = None
     summarize_now: SummarizeNow | None = None
     recall_source: RecallSource | None = None
-    recall_drop_terms: Sequence[str] = ()
     recall_fill: bool = False  # recall may take all the room left (see `recall.recall_cap`)
 
     # the passed summary's place (strategy "summary"; truncate may drop it)
@@ -180,7 +179,6 @@ def begin(
     summary: Summary | None,
     summarize_now: SummarizeNow | None,
     recall_source: RecallSource | None,
-    recall_drop_terms: Sequence[str],
     recall_fill: bool | None = None,
 ) -> PackState:
     """The working state before any strategy ran: layout, selector decision, stored window start."""
@@ -200,7 +198,7 @@ def begin(
     ws_state = -1 if window_start is None else snap_to_round(msgs, find(msgs, window_start), layout.newest_user)
     return PackState(
         msgs, toks, budget, preference, model, config, trigger, target, msg_count, stored_chars, layout, decision,
-        ws_state, summary, summarize_now, recall_source, recall_drop_terms,
+        ws_state, summary, summarize_now, recall_source,
         recall_fill=window_start is None if recall_fill is None else recall_fill, lo=max(ws_state, 0),
         oversize=max(1, math.floor(budget * config.oversize_share)),
     )

@@ -40,7 +40,6 @@ class RecallStrategy:
             room=room,
             exclude_ids=shown,
             model=state.model,
-            drop_terms=state.recall_drop_terms,
         )
         if block is not None:
             out.insert(newest, PackedMessage("system", block.content, block.source_ids, "recall", block.tokens))

@@ -540,7 +540,7 @@
   // the chat, the search's hits in bold (ranked) and the neighbours they brought along plain.
   function recallWhy(recall) {
     const terms = h("p", { class: "dash-recall-why", "data-recall-terms": recall.terms.length },
-      h("span", { text: "Matched terms:" }),
+      h("span", { text: "Query terms:" }),
       ...(recall.terms.length ? recall.terms.map((t) => h("span", { class: "term", text: t })) : [h("span", { text: "—" })]));
     const quotes = h("p", { class: "dash-recall-why", "data-recall-quotes": recall.quotes.length },
       h("span", { text: "Quoted:" }),

@@ -12,7 +12,7 @@ import optimizer
 optimizer.count_text("hello", model="gpt-4o")
 optimizer.model_info("gpt-4o-mini")
 optimizer.pack([optimizer.Msg(id="1", role="user", content="hi")], budget=100)
-print(",".join(sorted(m for m in ("django", "celery", "litellm") if m in sys.modules)) or "clean")
+print(",".join(sorted(m for m in ("django", "celery", "litellm", "chatapp") if m in sys.modules)) or "clean")
 """
 
 
@@ -34,7 +34,7 @@ names = [m.name for m in pkgutil.walk_packages(optimizer.__path__, "optimizer.")
 for name in names:
     importlib.import_module(name)
 print(len(names))
-print(",".join(sorted(m for m in ("django", "celery", "litellm") if m in sys.modules)) or "clean")
+print(",".join(sorted(m for m in ("django", "celery", "litellm", "chatapp") if m in sys.modules)) or "clean")
 """
 
 

@@ -42,7 +42,7 @@ def state_for(msgs, *, budget, preference="balanced", window_start=None, summary
         msgs, [m.tokens for m in msgs], budget=budget, preference=preference, model=MODEL, config=DEFAULT_CONFIG,
         trigger=trigger_tokens(budget, DEFAULT_CONFIG), target=target_tokens(budget, DEFAULT_CONFIG),
         window_start=window_start, history=None, counters=Counters(), summarizer_available=True, summary=summary,
-        summarize_now=summarize_now, recall_source=recall_source, recall_drop_terms=(),
+        summarize_now=summarize_now, recall_source=recall_source,
     )
 
 
