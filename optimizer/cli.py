@@ -183,7 +183,7 @@ def parse_request(req: Any, where: str, args: argparse.Namespace) -> PackRequest
 
 def result_dict(request_id: Any, result: PackResult) -> dict[str, Any]:
     """The output object for one packed request (ids as `result` carries them)."""
-    stats = dict(result.stats)
+    stats = result.stats  # a fresh copy each read
     span = result.summary_span
     stats["summary_span"] = (
         None if span is None else {"after_id": span.after_id, "through_id": span.through_id,

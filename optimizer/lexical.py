@@ -100,10 +100,6 @@ class Query:
     def __bool__(self) -> bool:
         return bool(self.weights)
 
-    @property
-    def terms(self) -> tuple[str, ...]:
-        return tuple(self.weights)
-
 
 # A newest message with fewer content terms than this is a follow-up ("and why did she?"): its
 # subject is in the turn it answers, whose terms then join the query. A longer one stands alone,
@@ -158,9 +154,6 @@ class LexicalIndex:
         for i, d in enumerate(docs):
             for term, tf in Counter(d).items():
                 self.postings.setdefault(term, []).append((i, tf))
-
-    def df(self, term: str) -> int:
-        return len(self.postings.get(term, ()))
 
     def search(self, query: Query, *, limit: int, exclude: Iterable[int] = ()) -> list[tuple[int, float]]:
         """Best `limit` (document, score) pairs, highest first; documents in `exclude` are skipped."""

@@ -23,11 +23,11 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from .lexical import LexicalIndex, Query, analyze, build_query
-from .tokens import count_message, count_text
+from .tokens import count_system, count_text
 
 HEADER = (
     "[Recalled from earlier in this conversation: older messages that may bear on the newest one, "
@@ -89,7 +89,6 @@ class Recall:
     hit_ids: tuple[str, ...]  # the ranked hits among them (the rest are neighbours), best first
     terms: tuple[str, ...]  # the query's terms, strongest first
     tokens: int
-    scores: dict[str, float] = field(default_factory=dict)
 
 
 def recall_cap(preference: str, *, budget: int, stateful: bool) -> int:
@@ -125,10 +124,6 @@ def render(items: Sequence[RecallItem]) -> str:
         lines.append(f"{_speaker(it)}: {it.content}")
         last_pos = it.position
     return "\n".join(lines)
-
-
-def block_tokens(content: str, model: str) -> int:
-    return count_message({"role": "system", "content": content}, model=model)
 
 
 def _unit(nb: Neighbourhood) -> list[RecallItem]:
@@ -170,7 +165,7 @@ def recall(
     chosen: dict[str, RecallItem] = {}
     hit_ids: list[str] = []
     pending = list(hits)
-    used = block_tokens(HEADER, model)
+    used = count_system(HEADER, model=model)
     # the last block that fitted: (content, tokens, quoted items in time order, hit ids)
     best: tuple[str, int, tuple[RecallItem, ...], list[str]] | None = None
     while pending:
@@ -204,20 +199,18 @@ def recall(
     if best is None:
         return None
     content, tokens, quoted, kept = best
-    scores = dict(hits)
     return Recall(
         content=content,
         source_ids=tuple(it.id for it in quoted),
         hit_ids=tuple(kept),
         terms=tuple(sorted(query.weights, key=lambda t: -query.weights[t])),
         tokens=tokens,
-        scores={i: round(scores[i], 4) for i in kept},
     )
 
 
 def _render_counted(chosen: dict[str, RecallItem], model: str) -> tuple[str, int]:
     content = render(sorted(chosen.values(), key=lambda it: it.position))
-    return content, block_tokens(content, model)
+    return content, count_system(content, model=model)
 
 
 def _quote_estimate(item: RecallItem, model: str) -> int:

@@ -184,6 +184,11 @@ def count_message(msg: Msg | Mapping[str, Any], *, model: str) -> int:
     return total
 
 
+def count_system(content: str, *, model: str) -> int:
+    """Full count of a system message with `content` (a summary or a recall block as sent)."""
+    return count_message({"role": "system", "content": content}, model=model)
+
+
 def count_messages(msgs: Iterable[Msg | Mapping[str, Any]], *, model: str) -> int:
     """Tokens of a whole chat request: the sum of `count_message` plus 3 for reply priming."""
     return REPLY_PRIMING + sum(count_message(m, model=model) for m in msgs)

@@ -55,7 +55,6 @@ class PackState:
     config: PackConfig
     trigger: int
     target: int
-    msg_count: int  # over the whole history, not just the messages in view
     stored_chars: list[int | None] | None  # None when `history` totals stand in for the rest
     layout: Layout
     decision: Decision
@@ -197,7 +196,7 @@ def begin(
     )
     ws_state = -1 if window_start is None else snap_to_round(msgs, find(msgs, window_start), layout.newest_user)
     return PackState(
-        msgs, toks, budget, preference, model, config, trigger, target, msg_count, stored_chars, layout, decision,
+        msgs, toks, budget, preference, model, config, trigger, target, stored_chars, layout, decision,
         ws_state, summary, summarize_now, recall_source,
         recall_fill=window_start is None if recall_fill is None else recall_fill, lo=max(ws_state, 0),
         oversize=max(1, math.floor(budget * config.oversize_share)),
@@ -210,10 +209,6 @@ def find(msgs: list[Msg], msg_id: str) -> int:
         if msgs[i].id == msg_id:
             return i
     return -1
-
-
-def system_tokens(content: str, model: str) -> int:
-    return count_message({"role": "system", "content": content}, model=model)
 
 
 def _chars(msgs: Sequence[Msg]) -> int:

@@ -19,9 +19,9 @@ import math
 
 from ..layout import next_round_after, segments
 from ..summaries import SUMMARY_HEADER_TOKENS, summary_body, summary_header, summary_target_tokens
-from ..tokens import content_chars
+from ..tokens import content_chars, count_system
 from ..types import Msg, PackedMessage, Summary, SummarySpan
-from .base import PackState, SummarizeNow, find, system_tokens
+from .base import PackState, SummarizeNow, find
 
 MIN_BODY = 16  # a summary with less room than this for its body is not worth writing
 
@@ -43,7 +43,7 @@ class PassedSummaryStrategy:
             state.lo, state.cover_end, state.summary_ok = max(state.ws_state, 0), -1, False
         else:
             state.summary_tokens = (
-                summary.tokens if summary.tokens is not None else system_tokens(summary.content, state.model)
+                summary.tokens if summary.tokens is not None else count_system(summary.content, model=state.model)
             )
 
 
@@ -127,7 +127,7 @@ def write_summary(
         text = "\n".join(lines)
         header = summary_header(covered_messages=len(covered), source_chars=source_chars, summary_chars=len(text))
         content = f"{header}\n{text}"
-        tokens = system_tokens(content, model)
+        tokens = count_system(content, model=model)
         if tokens <= room:
             return Summary(id="inline", content=content, through_id=span[-1].id, covered_ids=covered, tokens=tokens)
         lines.pop()

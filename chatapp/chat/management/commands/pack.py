@@ -292,6 +292,4 @@ def _with_request_ids(result: PackResult, stored: _Stored) -> PackResult:
                                removed_ids=[one(i) for i in result.removed_ids])
 
 
-
-
 __all__ = ["Command", "target_for_budget"]
