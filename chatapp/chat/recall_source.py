@@ -18,25 +18,39 @@ inside the candidates already found.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
-from django.db.models import OuterRef, Subquery
 from django.db.models.expressions import RawSQL
 
 from optimizer.lexical import K1, Query, analyze, bm25, idf
 from optimizer.recall import RELATIVE_FLOOR, Neighbourhood, RecallItem
 
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
-from .search_services import MAX_TERM_CHARS
+from .search_services import MAX_TERM_CHARS, conversation_scope, recall_lexeme
 
 _SEARCH_TABLE = MessageSearch._meta.db_table
+_MESSAGE_TABLE = Message._meta.db_table
+_CORPUS_TABLE = RecallCorpus._meta.db_table
+_TERM_TABLE = RecallTerm._meta.db_table
 _FTS_TABLE = "chat_message_fts"  # SQLite only: created by migration 0002
-# A term in more recallable messages than this is read newest-first up to this many: reading all of
-# a very common term's postings is what would make a query slow on a long conversation. See
-# DatabaseRecallSource.
+# A term in more recallable messages than MAX_POSTINGS is looked up only among the newest
+# RECENT_MESSAGES of them: reading all of a very common term's postings is what would make a query
+# slow on a long conversation. See DatabaseRecallSource.
 MAX_POSTINGS = 1000
+RECENT_MESSAGES = 5000
+
+
+def _aware(value: dt.datetime | str | None) -> dt.datetime | None:
+    """A `created_at` read by plain SQL as the ORM would give it: SQLite hands back the stored text
+    (UTC, as Django writes it with USE_TZ), PostgreSQL an aware datetime."""
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if value is not None and value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value
 
 
 def _fts_phrase(token: str) -> str:
@@ -48,29 +62,40 @@ def _ts_lexeme(token: str) -> str:
     return "'" + token.replace("'", "''").replace("\\", "\\\\") + "'"
 
 
-def _match_sql(*, scope: str, term: str, seen: Sequence[str], newest: int | None = None) -> tuple[str, list]:
-    """SQL for the (id, length, terms) of the recallable messages in `scope` containing `term` but
-    none of `seen` (those were fetched already), served by the vendor's full-text index; only the
-    `newest` ones when given."""
-    tail = "" if newest is None else f" ORDER BY message_id DESC LIMIT {int(newest)}"
+def _match_sql(*, conversation_id: int, term: str, seen: Sequence[str], since: int | None) -> tuple[str, list]:
+    """SQL for the (id, length, terms) of the recallable messages of a conversation containing `term`
+    but none of `seen` (those were fetched already), served by the vendor's full-text index; only
+    messages from id `since` on when given."""
     if connection.vendor == "postgresql":
-        query = f"{_ts_lexeme(scope)} & {_ts_lexeme(term)}"
+        # conversation-scoped lexemes (migration 0004): one GIN entry per (conversation, term)
+        def lexeme(t: str) -> str:
+            return _ts_lexeme(recall_lexeme(conversation_id=conversation_id, term=t))
+
+        query = lexeme(term)
         if seen:
-            query += " & !(" + " | ".join(_ts_lexeme(t) for t in seen) + ")"
+            query += " & !(" + " | ".join(map(lexeme, seen)) + ")"
         sql = (
             f"SELECT message_id, length, terms FROM {_SEARCH_TABLE} "  # noqa: S608 (names are ours)
-            "WHERE tsv @@ %s::tsquery AND recallable" + tail
+            "WHERE rtsv @@ %s::tsquery AND recallable"
         )
-        return sql, [query]
-    query = f"{_fts_phrase(scope)} AND {_fts_phrase(term)}"
+        params: list = [query]
+        if since is not None:
+            sql += " AND message_id >= %s"
+            params.append(since)
+        return sql, params
+    scope = _fts_phrase(conversation_scope(conversation_id=conversation_id))
+    query = f"{scope} AND {_fts_phrase(term)}"
     if seen:
-        query = f"{_fts_phrase(scope)} AND ({_fts_phrase(term)} NOT (" + " OR ".join(map(_fts_phrase, seen)) + "))"
+        query = f"{scope} AND ({_fts_phrase(term)} NOT (" + " OR ".join(map(_fts_phrase, seen)) + "))"
     sql = (
         f"SELECT s.message_id, s.length, s.terms FROM {_FTS_TABLE} f "  # noqa: S608
         f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {_FTS_TABLE} MATCH %s AND s.recallable"
-        + tail.replace("message_id", "f.rowid")
     )
-    return sql, [query]
+    params = [query]
+    if since is not None:
+        sql += " AND f.rowid >= %s"  # FTS5 seeks its doclists to the rowid: the cost is the range's
+        params.append(since)
+    return sql, params
 
 
 class DatabaseRecallSource:
@@ -82,12 +107,13 @@ class DatabaseRecallSource:
     having to rank them exactly is what lets common terms be skipped); 0 returns the exact top
     `limit`, as MemorySource does.
 
-    `max_postings`: a term in more messages than this (a word in a sizeable share of a long
-    conversation, so of low weight) is still scored in every candidate the other terms find, but
-    messages that contain only such terms are looked for among the newest `max_postings` of them.
-    The result equals MemorySource's whenever pruning stops before such a term, which it does when
-    the query has a distinctive word; a query made only of very common words ranks its hits among
-    the newest messages.
+    `max_postings`, `recent`: a term in more messages than `max_postings` (a word in a sizeable
+    share of a long conversation, so of low weight) is still scored in every candidate the other
+    terms find, but messages that contain only such terms are looked for among the newest `recent`
+    recallable messages: reading all of its postings is what would make a query's cost grow with
+    the conversation. The result equals MemorySource's whenever pruning stops before such a term,
+    which it does when the query has a distinctive word, and always on conversations of at most
+    `recent` messages; a query made only of very common words ranks its hits among the newest messages.
     """
 
     def __init__(
@@ -97,28 +123,23 @@ class DatabaseRecallSource:
         through_id: int | None = None,
         floor_ratio: float = RELATIVE_FLOOR,
         max_postings: int = MAX_POSTINGS,
+        recent: int = RECENT_MESSAGES,
     ) -> None:
         self.conversation_id = conversation.pk
-        self.scope = f"_c{conversation.pk}"
         self.through_id = through_id
         self.floor_ratio = floor_ratio
         self.max_postings = max_postings
+        self.recent = recent
 
     # --- search -----------------------------------------------------------------------------------
 
     def search(self, query: Query, *, limit: int, exclude_ids: frozenset[str]) -> list[tuple[str, float]]:
         if not query or limit <= 0:
             return []
-        corpus = RecallCorpus.objects.filter(conversation_id=self.conversation_id).values_list("docs", "length").first()
-        if not corpus or corpus[0] <= 0:
+        n_docs, total, df = self._statistics([t for t in query.weights if len(t) <= MAX_TERM_CHARS])
+        if n_docs <= 0:
             return []
-        n_docs, total = corpus
         avg_len = total / n_docs
-        wanted = [t for t in query.weights if len(t) <= MAX_TERM_CHARS]
-        df = dict(
-            RecallTerm.objects.filter(conversation_id=self.conversation_id, term__in=wanted, df__gt=0)
-            .values_list("term", "df")
-        )
         # Query order is kept for summing (the same float sums as MemorySource).
         weighted = {t: idf(df[t], n_docs) * query.weights[t] for t in query.weights if t in df}
         if not weighted:
@@ -131,31 +152,67 @@ class DatabaseRecallSource:
         scores: dict[int, float] = {}
         left = sum(bound.values())
         seen: list[str] = []
+        since: int | None = None
         for term in order:
             if left < self._threshold(scores, limit):
                 break  # no message without the terms seen so far can reach the result
-            newest = self.max_postings if df[term] > self.max_postings else None
-            sql, params = _match_sql(scope=self.scope, term=term, seen=seen, newest=newest)
+            if df[term] > self.max_postings and since is None:
+                since = self._recent_start()
+            sql, params = _match_sql(
+                conversation_id=self.conversation_id, term=term, seen=seen,
+                since=since if df[term] > self.max_postings else None,
+            )
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 rows = cursor.fetchall()
+            seen.append(term)
+            # The rows contain none of the terms seen before this one, so only the others are counted.
+            # Counting " t " in the terms with every separator doubled counts whole terms, repeats
+            # included, without splitting the row into a list (most of a query's time otherwise).
+            needles = [(f" {t} ", w) for t, w in scored if t == term or t not in seen]
             for pk, length, terms in rows:
                 if pk in skip or (self.through_id is not None and pk > self.through_id):
                     continue
-                tokens = terms.split()
+                spaced = f"  {terms.replace(' ', '  ')}  "
                 score = 0.0
-                for t, w in scored:
-                    tf = tokens.count(t)
+                for needle, w in needles:
+                    tf = spaced.count(needle)
                     if tf:
                         score += bm25(tf, length, avg_len, w)
                 scores[pk] = score
-            seen.append(term)
             left -= bound[term]
         best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
         if best and self.floor_ratio > 0:
             floor = best[0][1] * self.floor_ratio
             best = [(pk, s) for pk, s in best if s >= floor]
         return [(str(pk), s) for pk, s in best]
+
+    def _statistics(self, terms: list[str]) -> tuple[int, int, dict[str, int]]:
+        """(recallable messages, their total length, document frequency of each of `terms` found).
+
+        One round trip for the corpus row and the terms' rows (a query's fixed cost is mostly trips)."""
+        marks = ", ".join(["%s"] * len(terms)) or "NULL"
+        sql = (
+            f"SELECT NULL, docs, length FROM {_CORPUS_TABLE} WHERE conversation_id = %s "  # noqa: S608
+            f"UNION ALL SELECT term, df, 0 FROM {_TERM_TABLE} "
+            f"WHERE conversation_id = %s AND df > 0 AND term IN ({marks})"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [self.conversation_id, self.conversation_id, *terms])
+            rows = cursor.fetchall()
+        corpus = next(((docs, length) for term, docs, length in rows if term is None), (0, 0))
+        return corpus[0], corpus[1], {term: df for term, df, _ in rows if term is not None}
+
+    def _recent_start(self) -> int:
+        """Id of the oldest of the newest `recent` recallable messages (0: the conversation is shorter).
+
+        An index-only walk of `recent` entries of (conversation, message) WHERE recallable."""
+        row = (
+            MessageSearch.objects.filter(conversation_id=self.conversation_id, recallable=True)
+            .order_by("-message_id")
+            .values_list("message_id", flat=True)[self.recent - 1 : self.recent]
+        )
+        return next(iter(row), 0)
 
     def _threshold(self, scores: dict[int, float], limit: int) -> float:
         """The score an unseen message must beat to be returned."""
@@ -171,23 +228,34 @@ class DatabaseRecallSource:
         wanted = [int(i) for i in ids if str(i).isdigit()]
         if not wanted:
             return {}
-        live = MessageSearch.objects.filter(conversation_id=self.conversation_id, recallable=True)
-        if self.through_id is not None:
-            live = live.filter(message_id__lte=self.through_id)
-        # One index seek each on (conversation, message) WHERE recallable, however long the conversation.
-        before = live.filter(message_id__lt=OuterRef("message_id")).order_by("-message_id").values("message_id")[:1]
-        after = live.filter(message_id__gt=OuterRef("message_id")).order_by("message_id").values("message_id")[:1]
-        links = list(
-            live.filter(message_id__in=wanted)
-            .annotate(before=Subquery(before), after=Subquery(after))
-            .values_list("message_id", "before", "after")
+        # One round trip: each hit's previous and next live message (one index seek each on
+        # (conversation, message) WHERE recallable, however long the conversation), then the rows of
+        # all of them. Plain SQL: building these correlated subqueries through the ORM cost more than
+        # running them.
+        cid, through = self.conversation_id, self.through_id
+        bound = "" if through is None else " AND n.message_id <= %s"
+        extra = [] if through is None else [through]
+        near = f"SELECT n.message_id FROM {_SEARCH_TABLE} n WHERE n.conversation_id = %s AND n.recallable{bound}"  # noqa: S608
+        sql = (
+            f"WITH l AS (SELECT s.message_id AS hit, "  # noqa: S608 (names are ours, values are parameters)
+            f"({near} AND n.message_id < s.message_id ORDER BY n.message_id DESC LIMIT 1) AS prev, "
+            f"({near} AND n.message_id > s.message_id ORDER BY n.message_id LIMIT 1) AS next "
+            f"FROM {_SEARCH_TABLE} s WHERE s.conversation_id = %s AND s.recallable "
+            f"AND s.message_id IN ({', '.join(['%s'] * len(wanted))}){bound.replace('n.', 's.')}) "
+            "SELECT 0, hit, prev, next, NULL, NULL, NULL, NULL FROM l UNION ALL "
+            f"SELECT 1, m.id, NULL, NULL, m.role, m.content, m.created_at, m.token_count FROM {_MESSAGE_TABLE} m "
+            "WHERE m.conversation_id = %s "
+            "AND m.id IN (SELECT hit FROM l UNION SELECT prev FROM l UNION SELECT next FROM l)"
         )
-        needed = {pk for row in links for pk in row if pk is not None}
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [cid, *extra, cid, *extra, cid, *wanted, *extra, cid])
+            rows = cursor.fetchall()
+        links = [(pk, prev_pk, next_pk) for kind, pk, prev_pk, next_pk, *_ in rows if kind == 0]
         items = {
-            pk: RecallItem(id=str(pk), role=role, content=content, position=pk, created_at=created_at)
-            for pk, role, content, created_at in Message.objects.filter(
-                conversation_id=self.conversation_id, pk__in=needed
-            ).values_list("id", "role", "content", "created_at")
+            pk: RecallItem(id=str(pk), role=role, content=content, position=pk, created_at=_aware(created_at),
+                           tokens=tokens)
+            for kind, pk, _, _, role, content, created_at, tokens in rows
+            if kind == 1
         }
         out: dict[str, Neighbourhood] = {}
         for pk, prev_pk, next_pk in links:

@@ -3,7 +3,8 @@ search may find.
 
 One row per chat message in `MessageSearch` (its `optimizer.lexical` terms); the vendor full-text
 structure follows those rows by itself (SQLite: triggers into an FTS5 table; PostgreSQL: a generated
-tsvector column under a GIN index; see migration 0002). Next to it, BM25's statistics per
+tsvector column under a GIN index, and one of conversation-scoped lexemes for recall; see
+migrations 0002 and 0004). Next to it, BM25's statistics per
 conversation — document frequency per term (`RecallTerm`) and corpus size (`RecallCorpus`) — are
 kept at write time, over recallable messages only (live user and assistant chat messages, as
 `context._live_chat()` defines live), so a query reads a handful of rows instead of counting
@@ -43,7 +44,17 @@ _ROLES = (Message.Role.USER, Message.Role.ASSISTANT)
 
 def index_scope(*, conversation_id: int, owner_id: int) -> str:
     """Tokens that scope a full-text lookup to a conversation or an owner; `analyze` never yields "_"."""
-    return f"_c{conversation_id} _u{owner_id}"
+    return f"{conversation_scope(conversation_id=conversation_id)} _u{owner_id}"
+
+
+def conversation_scope(*, conversation_id: int) -> str:
+    """The scope token of a conversation's messages in the full-text index (see `index_scope`)."""
+    return f"_c{conversation_id}"
+
+
+def recall_lexeme(*, conversation_id: int, term: str) -> str:
+    """A term scoped by its conversation, as PostgreSQL's recall column stores it (migration 0004)."""
+    return f"c{conversation_id}_{term}"
 
 
 def index_terms(*, content: str) -> tuple[str, int]:

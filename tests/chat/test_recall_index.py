@@ -205,6 +205,30 @@ def test_database_source_ranks_like_memory_source(chat_user, conversation):
         assert str(msgs[-1].pk) not in {i for i, _ in got}
 
 
+def test_a_very_common_term_is_looked_up_among_the_newest_messages(chat_user, conversation):
+    rows = [("user" if k % 2 == 0 else "assistant", f"The bike needed a new chain, day {k}.") for k in range(12)]
+    rows[1] = ("assistant", "Your Brompton bike folds in ten seconds.")
+    msgs = _append(conversation, rows)
+    ids = [str(m.pk) for m in msgs]
+    memory = _memory(conversation)
+    none = frozenset()
+    # "bike" is in all 12 messages: above max_postings, so only the newest `recent` are looked up
+    bounded = DatabaseRecallSource(conversation=conversation, floor_ratio=0, max_postings=3, recent=4)
+    got = bounded.search(build_query("bike"), limit=120, exclude_ids=none)
+    assert {i for i, _ in got} == set(ids[-4:])
+    # a rarer term is looked up everywhere; its message is scored with the common term counted too
+    got = dict(bounded.search(build_query("Brompton bike"), limit=120, exclude_ids=none))
+    expected = dict(memory.search(build_query("Brompton bike"), limit=120, exclude_ids=none))
+    assert set(got) == {ids[1], *ids[-4:]}
+    assert all(got[i] == pytest.approx(expected[i], rel=1e-12) for i in got)
+    # a conversation no longer than `recent` is searched whole: the ranking is MemorySource's
+    whole = DatabaseRecallSource(conversation=conversation, floor_ratio=0, max_postings=3, recent=12)
+    got = whole.search(build_query("bike chain"), limit=120, exclude_ids=none)
+    expected = memory.search(build_query("bike chain"), limit=120, exclude_ids=none)
+    assert [i for i, _ in got] == [i for i, _ in expected] and len(got) == 12
+    assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12)
+
+
 def test_around_gives_live_neighbours_with_dates(chat_user, conversation, fake_openai):
     msgs = _append(conversation)
     # a stopped reply between two messages is skipped by `around`

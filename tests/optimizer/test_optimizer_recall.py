@@ -9,7 +9,17 @@ from optkit import MODEL, msg
 
 from optimizer import Msg, count_message, pack
 from optimizer.lexical import LexicalIndex, analyze, build_query, index_text
-from optimizer.recall import HEADER, RECALL_CAP, MemorySource, RecallItem, recall, recall_cap
+from optimizer.recall import (
+    HEADER,
+    NEIGHBOUR_WEIGHT,
+    RECALL_CAP,
+    MemorySource,
+    Neighbourhood,
+    RecallItem,
+    rank_passages,
+    recall,
+    recall_cap,
+)
 
 DAY0 = dt.datetime(2024, 3, 4, 10, 30)
 FILLER = ["we", "talked", "about", "weather", "coffee", "music", "weekend", "plans", "movies", "books", "lunch",
@@ -142,6 +152,43 @@ def test_recall_never_quotes_what_the_request_shows():
     block = recall(text="bike", source=MemorySource(items), room=2000, exclude_ids=frozenset({"3", "4"}), model=MODEL)
     assert block is not None
     assert not {"3", "4"} & set(block.source_ids)
+
+
+def test_an_exchange_that_matches_outranks_a_lone_match():
+    """The answer whose question and follow-up match too comes first, though alone it scores lower
+    than an exclamation that only repeats the name and the place."""
+    texts = ["Lena! Lena, the lake!", "Ha, hello to you too.", "Which kayak should I buy?",
+             "Buy the red kayak for the lake trip.", "Lena says the trip was great.", "Sounds like a plan.",
+             "We talked about the weather and coffee.", "Music and books, mostly."]
+    items = [RecallItem(id=str(k), role="user" if k % 2 == 0 else "assistant", content=t, position=k)
+             for k, t in enumerate(texts)]
+    source = MemorySource(items)
+    hits = source.search(build_query("Which kayak did Lena buy for the lake trip?"), limit=10, exclude_ids=frozenset())
+    assert hits[0][0] == "0"  # by itself the exclamation scores highest
+    ranked = rank_passages(hits, source.around([i for i, _ in hits]))
+    assert sorted(i for i, _ in ranked) == sorted(i for i, _ in hits)  # the same hits
+    assert ranked[0][0] == "3" and ranked[-1][0] == "0"
+
+
+@given(st.lists(st.floats(0.1, 10), min_size=1, max_size=30), st.randoms(use_true_random=False))
+def test_rank_passages_orders_by_the_exchange_score(scores, rng):
+    items = [RecallItem(id=str(k), role="user", content="x", position=k) for k in range(len(scores))]
+    around = {
+        str(k): Neighbourhood(hit=items[k], before=items[k - 1] if k else None,
+                              after=items[k + 1] if k + 1 < len(items) else None)
+        for k in range(len(items))
+    }
+    hits = [(str(k), s) for k, s in enumerate(scores) if rng.random() < 0.7] or [("0", scores[0])]
+    by_id = dict(hits)
+    ranked = rank_passages(hits, around)
+    assert sorted(i for i, _ in ranked) == sorted(by_id)
+
+    def exchange(i: str) -> float:
+        k = int(i)
+        return by_id[i] + NEIGHBOUR_WEIGHT * (by_id.get(str(k - 1), 0.0) + by_id.get(str(k + 1), 0.0))
+
+    assert [s for _, s in ranked] == [exchange(i) for i, _ in ranked]
+    assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
 
 
 # --- properties --------------------------------------------------------------------------------------
