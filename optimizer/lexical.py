@@ -21,6 +21,7 @@ Why these choices:
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter
@@ -150,23 +151,42 @@ class LexicalIndex:
         self.n = len(docs)
         self.lengths = [len(d) for d in docs]
         self.avg_len = (sum(self.lengths) / self.n) if self.n else 0.0
-        self.postings: dict[str, list[tuple[int, int]]] = {}
+        self.postings: dict[str, dict[int, int]] = {}  # term -> {document: term frequency}
         for i, d in enumerate(docs):
             for term, tf in Counter(d).items():
-                self.postings.setdefault(term, []).append((i, tf))
+                self.postings.setdefault(term, {})[i] = tf
 
     def search(self, query: Query, *, limit: int, exclude: Iterable[int] = ()) -> list[tuple[int, float]]:
-        """Best `limit` (document, score) pairs, highest first; documents in `exclude` are skipped."""
+        """Best `limit` (document, score) pairs, highest first; documents in `exclude` are skipped.
+
+        Exact, and cheap when the query has a distinctive word (MaxScore): terms are read in order of
+        the most they can add to a score; once the terms left could not lift a document that has none
+        of the terms read so far above the `limit`-th best partial score, their postings are read
+        only for the documents already found. Scores are then summed in query order, as a plain
+        term-at-a-time pass would.
+        """
+        if limit <= 0:
+            return []
         skip = set(exclude)
-        scores: dict[int, float] = {}
-        for term, weight in query.weights.items():
-            plist = self.postings.get(term)
-            if not plist:
-                continue
-            term_idf = idf(len(plist), self.n) * weight
-            for doc, tf in plist:
-                if doc in skip:
-                    continue
-                scores[doc] = scores.get(doc, 0.0) + bm25(tf, self.lengths[doc], self.avg_len, term_idf)
-        best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        return best[:limit]
+        weighted = {t: idf(len(p), self.n) * w for t, w in query.weights.items() if (p := self.postings.get(t))}
+        # a term adds at most idf * weight * (k1 + 1) to a score (tf -> infinity)
+        order = sorted(weighted, key=lambda t: -weighted[t])
+        left = sum(weighted.values()) * (K1 + 1)
+        partial: dict[int, float] = {}
+        for term in order:
+            if len(partial) >= limit and left < heapq.nlargest(limit, partial.values())[-1]:
+                break  # no document outside `partial` can reach the result
+            w = weighted[term]
+            for doc, tf in self.postings[term].items():
+                if doc not in skip:
+                    partial[doc] = partial.get(doc, 0.0) + bm25(tf, self.lengths[doc], self.avg_len, w)
+            left -= w * (K1 + 1)
+        scores = {}
+        for doc in partial:
+            score = 0.0
+            for term, w in weighted.items():
+                tf = self.postings[term].get(doc)
+                if tf:
+                    score += bm25(tf, self.lengths[doc], self.avg_len, w)
+            scores[doc] = score
+        return heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))

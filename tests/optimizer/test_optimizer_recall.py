@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from optkit import MODEL, msg
 
 from optimizer import Msg, count_message, pack
-from optimizer.lexical import LexicalIndex, analyze, build_query, index_text
+from optimizer.lexical import LexicalIndex, Query, analyze, bm25, build_query, idf, index_text
 from optimizer.recall import (
     HEADER,
     NEIGHBOUR_WEIGHT,
@@ -152,6 +152,35 @@ def test_recall_never_quotes_what_the_request_shows():
     block = recall(text="bike", source=MemorySource(items), room=2000, exclude_ids=frozenset({"3", "4"}), model=MODEL)
     assert block is not None
     assert not {"3", "4"} & set(block.source_ids)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    # skewed term frequencies (t0 commonest), so that rarer terms prune commoner ones
+    st.lists(st.lists(st.builds(lambda a, b: f"t{min(a, b)}", st.integers(0, 7), st.integers(0, 7)), max_size=12),
+             min_size=1, max_size=40),
+    st.dictionaries(st.sampled_from([f"t{k}" for k in range(9)]), st.sampled_from([0.35, 1.0, 1.5]),
+                    min_size=1),
+    st.integers(1, 12),
+    st.sets(st.integers(0, 39), max_size=5),
+)
+def test_pruned_search_equals_scoring_every_document(docs, weights, limit, exclude):
+    """MaxScore pruning returns exactly the top `limit` of a plain pass that scores every document."""
+    idx = LexicalIndex(docs)
+    full = {}
+    for doc in range(len(docs)):
+        if doc in exclude:
+            continue
+        score = 0.0
+        for term, weight in weights.items():
+            df = sum(term in d for d in docs)
+            tf = docs[doc].count(term)
+            if tf:
+                score += bm25(tf, len(docs[doc]), idx.avg_len, idf(df, len(docs)) * weight)
+        if score:
+            full[doc] = score
+    expected = sorted(full.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    assert idx.search(Query(weights=weights), limit=limit, exclude=exclude) == expected
 
 
 def test_an_exchange_that_matches_outranks_a_lone_match():
