@@ -56,6 +56,10 @@ MIN_ROOM = 48  # below this a block could not hold the header and one short quot
 # ranking over the same hits, same room) it found 1-4 points more evidence at 2,048-4,096 tokens;
 # 0.25-1.0 all gained, so the value is not a fine-tuned one.
 NEIGHBOUR_WEIGHT = 0.5
+# Hits whose neighbourhoods are read at a time, best first: a block holds far fewer exchanges than
+# the search returns (about 15 in 3,000 tokens of chat), and reading every hit's neighbours fetched
+# mostly messages that were never quoted. More are read while the room left holds a typical exchange.
+AROUND_CHUNK = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,31 +177,46 @@ def recall(
         return None
     floor = hits[0][1] * RELATIVE_FLOOR
     hits = [(i, s) for i, s in hits if s >= floor]
-    around = source.around([i for i, _ in hits])
-    hits = rank_passages(hits, around)
+    scores = dict(hits)
+    unread = list(hits)  # in search order; their neighbourhoods are read a chunk at a time
+    around: dict[str, Neighbourhood] = {}
     chosen: dict[str, RecallItem] = {}
     hit_ids: list[str] = []
-    pending = list(hits)
+    pending: list[tuple[str, float]] = []
+    unit_costs: dict[str, int] = {}  # estimated cost of each exchange when first considered
     used = count_system(HEADER, model=model)
     # the last block that fitted: (content, tokens, quoted items in time order, hit ids)
     best: tuple[str, int, tuple[RecallItem, ...], list[str]] | None = None
-    while pending:
+    read_more = True
+    while True:
+        if unread and (read_more or not pending):
+            batch, unread = unread[:AROUND_CHUNK], unread[AROUND_CHUNK:]
+            around.update(source.around([i for i, _ in batch]))
+            pending = sorted(pending + batch, key=lambda h: -scores[h[0]])
+        if not pending:
+            break
         # fill by estimate, then count the block exactly and fill again with what is left
         left, added, rest = room - used, False, []
-        for hit_id, score in pending:
+        for hit_id, _ in rank_passages(pending, around, scores=scores):
             nb = around.get(hit_id)
             new = [] if nb is None else [it for it in _unit(nb) if it.id not in chosen and it.id not in exclude_ids]
             if not new:
                 continue
             cost = sum(_quote_estimate(it, model) for it in new)
+            unit_costs.setdefault(hit_id, cost)
             if cost > left:
-                rest.append((hit_id, score))
+                rest.append((hit_id, scores[hit_id]))
                 continue
             left -= cost
             added = True
             chosen.update((it.id, it) for it in new)
             hit_ids.append(hit_id)
+        pending = rest
+        # read further hits only when those read so far cannot use the room left
+        read_more = not added and bool(unread) and _worth_reading_more(left, unit_costs)
         if not added:
+            if read_more:
+                continue
             break
         content, used = _render_counted(chosen, model)
         while used > room and hit_ids:  # the estimate was short: drop the weakest hits until it fits
@@ -208,7 +227,6 @@ def recall(
         if used > room or not hit_ids:
             break
         best = (content, used, tuple(sorted(chosen.values(), key=lambda it: it.position)), list(hit_ids))
-        pending = rest
     if best is None:
         return None
     content, tokens, quoted, kept = best
@@ -221,11 +239,16 @@ def recall(
     )
 
 
-def rank_passages(hits: Sequence[tuple[str, float]], around: dict[str, Neighbourhood]) -> list[tuple[str, float]]:
+def rank_passages(
+    hits: Sequence[tuple[str, float]],
+    around: dict[str, Neighbourhood],
+    *,
+    scores: dict[str, float] | None = None,
+) -> list[tuple[str, float]]:
     """`hits` with the score of the exchange each one quotes: its own plus `NEIGHBOUR_WEIGHT` times
-    its neighbours' (a neighbour that is not among the hits scores 0). Best first, ties in the
-    search's order."""
-    score = dict(hits)
+    its neighbours' (`scores`, default `hits` itself; a neighbour without a score counts 0). Best
+    first, ties in the order of `hits`."""
+    score = dict(hits) if scores is None else scores
     ranked = []
     for k, (hit_id, s) in enumerate(hits):
         nb = around.get(hit_id)
@@ -233,6 +256,14 @@ def rank_passages(hits: Sequence[tuple[str, float]], around: dict[str, Neighbour
         ranked.append((s + NEIGHBOUR_WEIGHT * near, k, hit_id))
     ranked.sort(key=lambda r: (-r[0], r[1]))
     return [(hit_id, s) for s, _, hit_id in ranked]
+
+
+def _worth_reading_more(left: int, unit_costs: dict[str, int]) -> bool:
+    """Whether the room left is worth the neighbourhoods of another chunk of hits: it holds at least
+    a typical exchange of those seen so far (the median estimate; any room before the first)."""
+    if not unit_costs:
+        return True
+    return left >= sorted(unit_costs.values())[len(unit_costs) // 2]
 
 
 def _render_counted(chosen: dict[str, RecallItem], model: str) -> tuple[str, int]:

@@ -10,9 +10,11 @@ from optkit import MODEL, msg
 from optimizer import Msg, count_message, pack
 from optimizer.lexical import LexicalIndex, Query, analyze, bm25, build_query, idf, index_text
 from optimizer.recall import (
+    AROUND_CHUNK,
     HEADER,
     NEIGHBOUR_WEIGHT,
     RECALL_CAP,
+    SEARCH_LIMIT,
     MemorySource,
     Neighbourhood,
     RecallItem,
@@ -218,6 +220,34 @@ def test_rank_passages_orders_by_the_exchange_score(scores, rng):
 
     assert [s for _, s in ranked] == [exchange(i) for i, _ in ranked]
     assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
+
+
+class CountingSource(MemorySource):
+    """MemorySource that records which hits' neighbourhoods recall asked for."""
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.asked: list[str] = []
+
+    def around(self, ids):
+        self.asked.extend(ids)
+        return super().around(ids)
+
+
+def test_neighbourhoods_are_read_only_as_far_as_the_room_needs():
+    # every third message is a hit, so exchanges do not overlap
+    items = [RecallItem(id=str(k), role="user" if k % 2 == 0 else "assistant", position=k,
+                        content=f"The bike trip number {k} went along the river" if k % 3 == 0 else "Sounds good.")
+             for k in range(600)]
+    small = CountingSource(items)
+    block = recall(text="bike trip river", source=small, room=400, exclude_ids=frozenset(), model=MODEL)
+    hits = small.search(build_query("bike trip river"), limit=SEARCH_LIMIT, exclude_ids=frozenset())
+    assert block is not None and len(hits) == SEARCH_LIMIT
+    assert len(small.asked) == AROUND_CHUNK  # one chunk fills 400 tokens
+    large = CountingSource(items)
+    block = recall(text="bike trip river", source=large, room=20_000, exclude_ids=frozenset(), model=MODEL)
+    assert sorted(large.asked) == sorted(i for i, _ in hits)  # a large room reads every hit, once
+    assert len(block.hit_ids) > AROUND_CHUNK
 
 
 # --- properties --------------------------------------------------------------------------------------
