@@ -502,6 +502,8 @@ def _record_stats(*, info: PackStats, ctx: ContextInput) -> dict[str, Any]:
     """The record's `stats`: the pack's statistics plus what the request path measured around it."""
     stats = info.as_dict()
     stats["pack_ms"] = ctx.pack_ms
+    if ctx.request is not None and ctx.request.notes:
+        stats["request_shape"] = list(ctx.request.notes)  # how the request was made template-safe
     if ctx.quota_exhausted:
         stats["summary_quota_exhausted"] = True
     return stats
@@ -734,7 +736,7 @@ def _turn_prepare(
         ),
         reply_id=reply.pk,
         record_id=record.pk,
-        messages=[{"role": m.role, "content": m.content} for m in result.messages],
+        messages=ctx.request.messages if ctx.request is not None else [],
         context=_context_event(result=result, budget=budget, window_start_id=window_start_id),
         context_note=_context_note(result=result, budget=budget) if target.offline else "",
         trigger_tokens=info.trigger_tokens,

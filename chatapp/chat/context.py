@@ -24,6 +24,7 @@ from chatapp.chat.models import Conversation, LLMConfig, Message, Preference
 from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.selectors import llm_config_default, user_settings_get
 from chatapp.chat.summary_selectors import summary_quota_reason, summary_quota_remaining
+from optimizer.shape import ShapedRequest, shape_request
 from optimizer.tokens import REPLY_PRIMING
 from optimizer.types import (
     ContextTooLargeError,
@@ -74,9 +75,11 @@ class ContextInput:
     first_user_id: int | None = None
     static_ids: frozenset[int] = field(default_factory=frozenset)
     loaded_ids: tuple[int, ...] = ()
-    # set by context_build: how long packing took, and whether the daily summary quota ruled it
+    # set by context_build: how long packing took, whether the daily summary quota ruled it, and the
+    # request as the model API receives it (optimizer.shape: one leading system message, alternating roles)
     pack_ms: float = 0.0
     quota_exhausted: bool = False
+    request: ShapedRequest | None = None
 
 
 Row = tuple[int, str, str, bool, int, dt.datetime]  # the _MSG_FIELDS columns, as values_list returns them
@@ -352,6 +355,14 @@ def context_build(
         recall_fill=recall_fill,
     )
     ctx.pack_ms = (time.perf_counter() - started) * 1000
+    # What goes on the wire is the shaped request; every figure (record, gauge, note) reports its tokens.
+    ctx.request = shape_request(result.messages, model=target.model)
+    if ctx.request.tokens != result.info.tokens_after:
+        sent = ctx.request.tokens
+        result = dataclasses.replace(
+            result,
+            info=dataclasses.replace(result.info, tokens_after=sent, tokens_saved=result.info.tokens_before - sent),
+        )
     if quota_exhausted:
         ctx.quota_exhausted = True
         result = _quota_reason(result)

@@ -750,6 +750,9 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
         "recalled_ids": recalled_ids,
         # The chat format adds a fixed reply priming to the per-message counts.
         "entry_tokens": entry_tokens,
+        # How these entries were joined into a request every chat template accepts (optimizer.shape);
+        # `record.tokens_sent` counts that request.
+        "request_shape": list((record.stats or {}).get("request_shape") or []),
         "dropped_ranges": record.dropped_ranges or [],
         "summary": None if summary is None else {
             "id": summary["id"],

@@ -760,9 +760,10 @@ def offline_reply(*, messages: Sequence[dict], model: str = OFFLINE_MODEL, conte
         roles[str(m.get("role"))] = roles.get(str(m.get("role")), 0) + 1
     tokens = optimizer.count_messages(list(messages), model=model)
     estimated = " (estimated with a generic tokenizer)" if optimizer.is_estimated(model) else ""
+    # the summary rides in the leading system message (optimizer.shape), after the system prompt
     summary = next(
-        (_text_of(m.get("content")) for m in messages
-         if m.get("role") == "system" and _text_of(m.get("content")).startswith(SUMMARY_PREFIX)),
+        (_text_of(m.get("content"))[k:] for m in messages
+         if m.get("role") == "system" and (k := _text_of(m.get("content")).find(SUMMARY_PREFIX)) >= 0),
         None,
     )
     last_user = next((_text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")

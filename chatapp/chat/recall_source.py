@@ -21,7 +21,7 @@ Fast on long conversations:
   0004), where `_c<id> & term` made GIN walk every posting of the conversation.
 * A very common term (`MAX_POSTINGS`) is looked up among the newest `RECENT_MESSAGES` only.
 * Few round trips: the statistics in one statement, each term's lookup in one, the neighbourhoods
-  of all hits (links and rows) in one.
+  of a chunk of hits (links and rows; recall asks for a chunk at a time) in one.
 """
 
 from __future__ import annotations

@@ -530,7 +530,10 @@
     const dropped = (data.dropped_ranges || []).map(([a, b]) => (a === b ? `#${a}` : `#${a}–#${b}`));
     const recalled = data.recalled_ids || [];
     parts.push(h("p", { class: "dash-sent-foot", text:
-      `${data.entries.length} messages, ${nf.format(data.entry_tokens)} tokens + reply priming = ${nf.format(r.tokens_sent)} sent.` +
+      (data.request_shape && data.request_shape.length
+        ? `${data.entries.length} messages, ${nf.format(data.entry_tokens)} tokens, sent as one template-safe request ` +
+          `(${data.request_shape.join("; ")}) of ${nf.format(r.tokens_sent)} tokens with reply priming.`
+        : `${data.entries.length} messages, ${nf.format(data.entry_tokens)} tokens + reply priming = ${nf.format(r.tokens_sent)} sent.`) +
       (data.summary ? ` Summarized: #${data.summary.covers_from_id}–#${data.summary.covers_through_id}.` : "") +
       (recalled.length ? ` Recalled (quoted, not dropped): ${recalled.slice(0, 8).map((i) => "#" + i).join(", ")}${recalled.length > 8 ? ` and ${recalled.length - 8} more` : ""}.` : "") +
       (dropped.length ? ` Dropped: ${dropped.slice(0, 8).join(", ")}${dropped.length > 8 ? ` and ${dropped.length - 8} more ranges` : ""}.` : "") }));

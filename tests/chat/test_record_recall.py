@@ -22,7 +22,7 @@ from optimizer.types import Msg, PackedMessage
 from tests.chat.conftest import send
 from tests.support.recall import FACT_ANSWER, QUESTION, memory_recall
 from tests.support.recall import seed_with_fact as _seed_with_fact
-from tests.support.records import record_rebuild
+from tests.support.records import entries_shaped, record_rebuild
 
 __all__ = ["memory_recall"]  # the fixture, used through usefixtures below
 
@@ -44,15 +44,15 @@ def test_recall_block_is_recorded_and_rebuilds_exactly(chat_user, conversation, 
 
     received = fake_openai.completions[-1].messages
     [entry] = [e for e in record.sent if e["origin"] == "recall"]
-    position = record.sent.index(entry)
-    assert received[position]["content"].startswith(HEADER)
-    assert FACT_ANSWER in received[position]["content"]
-    # Right before the newest message, which is the question.
-    assert received[position + 1] == {"role": "user", "content": QUESTION}
+    # Right before the newest message, which is the question: on the wire the block opens it.
+    assert record.sent.index(entry) == len(record.sent) - 2
+    block, question = received[-1]["content"].rsplit("\n\n", 1)
+    assert received[-1]["role"] == "user" and question == QUESTION
+    assert block.startswith(HEADER) and FACT_ANSWER in block
     # The record rebuilds every message exactly, the recall block included, from ids and glue only.
     assert record_rebuild(record) == received
     assert "content" not in entry and any(isinstance(p, int) for p in entry["layout"])
-    assert sum(len(p) for p in entry["layout"] if isinstance(p, str)) < len(received[position]["content"]) / 2
+    assert sum(len(p) for p in entry["layout"] if isinstance(p, str)) < len(block) / 2
     # What was quoted, which of those matched, and why.
     assert entry["source_ids"] == sorted(entry["source_ids"]) and ids[7] in entry["source_ids"]
     assert entry["hit_ids"] and set(entry["hit_ids"]) <= set(entry["source_ids"])
@@ -68,8 +68,10 @@ def test_recall_block_is_recorded_and_rebuilds_exactly(chat_user, conversation, 
 
     # "What the model saw" shows the same text, and says why it was recalled.
     shown = dashboard_record_context(conversation=conversation, record_id=record.pk)
-    assert [{"role": e["role"], "content": e["content"]} for e in shown["entries"]] == received
-    recall_shown = shown["entries"][position]
+    assert entries_shaped(shown["entries"], model=record.model) == received
+    assert shown["request_shape"] == record.stats["request_shape"]
+    assert "the recall block opens the newest message" in shown["request_shape"]
+    recall_shown = shown["entries"][-2]
     assert recall_shown["origin"] == "recall" and recall_shown["content_is_sent_text"]
     assert [q["id"] for q in recall_shown["recall"]["quotes"]] == entry["source_ids"]
     assert {q["id"] for q in recall_shown["recall"]["quotes"] if q["hit"]} == set(entry["hit_ids"])

@@ -22,6 +22,9 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
 - `reasoning-<name>`     like fake-echo, but (as OpenAI's reasoning models do) answers 400 to `max_tokens`
                          (wants `max_completion_tokens`) and to a temperature other than 1.
 - `slow-<ms>`            like fake-echo with <ms> milliseconds before each chunk (and before a JSON reply).
+- `strict-<name>`        like fake-echo, but refuses (400) what strict chat templates of local models refuse
+                         (Llama, Mistral... under vLLM or llama.cpp): a system message anywhere but first,
+                         roles not alternating user/assistant, or a first or last turn that is not the user's.
 
 An API key starting with `bad-` is refused with 401 on every endpoint. A base URL whose path contains
 `/no-models/` answers 404 to GET /models (some OpenAI-compatible servers have no models endpoint); one
@@ -51,6 +54,18 @@ CUT_AFTER_CHUNKS = 3
 # What GET /models lists; other names still work (they behave like fake-echo or as named above).
 FAKE_MODELS = ("fake-echo", "gpt-4o-mini", "flaky-500-then-200")
 _SLOW = re.compile(r"^slow-(\d{1,6})$")
+
+
+def strict_template_problem(messages: list[dict[str, Any]]) -> str | None:
+    """What a strict chat template says of these messages (as a vLLM server answers), or None."""
+    roles = [m.get("role") for m in messages]
+    if "system" in roles[1:]:
+        return "System role only supported at the beginning of the conversation."
+    talk = roles[1:] if roles and roles[0] == "system" else roles
+    expected = ["user" if k % 2 == 0 else "assistant" for k in range(len(talk))]
+    if not talk or talk != expected or talk[-1] != "user":
+        return "Conversation roles must alternate user/assistant/user/assistant/..."
+    return None
 
 
 @dataclass(frozen=True)
@@ -297,6 +312,9 @@ class _Handler(BaseHTTPRequestHandler):
                     "unsupported_value",
                 )
                 return
+        if model.startswith("strict-") and (problem := strict_template_problem(body["messages"])):
+            self._send_error(400, problem, "invalid_request_error", None)
+            return
         delay = int(m.group(1)) / 1000 if (m := _SLOW.match(model)) else 0.0
 
         messages = body["messages"]
