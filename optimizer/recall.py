@@ -56,10 +56,11 @@ MIN_ROOM = 48  # below this a block could not hold the header and one short quot
 # ranking over the same hits, same room) it found 1-4 points more evidence at 2,048-4,096 tokens;
 # 0.25-1.0 all gained, so the value is not a fine-tuned one.
 NEIGHBOUR_WEIGHT = 0.5
-# Hits whose neighbourhoods are read at a time, best first: a block holds far fewer exchanges than
-# the search returns (about 15 in 3,000 tokens of chat), and reading every hit's neighbours fetched
-# mostly messages that were never quoted. More are read while the room left holds a typical exchange.
-AROUND_CHUNK = 40
+# Exchanges whose messages are read at a time, best first: a block holds far fewer than the search
+# returns (about 15 in 3,000 tokens of chat), and reading every hit's messages fetched mostly text
+# that was never quoted. More are read while the room left holds a typical exchange. The ranking
+# itself needs only the neighbours' ids, read for every hit.
+READ_CHUNK = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,22 +78,22 @@ class RecallItem:
     tokens: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Neighbourhood:
-    hit: RecallItem
-    before: RecallItem | None
-    after: RecallItem | None
+Links = tuple[str | None, str | None]  # the ids of the messages just before and after one (None: none)
 
 
 class RecallSource(Protocol):
-    """Ranks old messages against a query and returns them with their neighbours."""
+    """Ranks old messages against a query; gives their neighbours' ids, and messages by id."""
 
     def search(self, query: Query, *, limit: int, exclude_ids: frozenset[str]) -> list[tuple[str, float]]:
         """Best (id, score) pairs, highest first, BM25 over `optimizer.lexical` terms."""
         ...
 
-    def around(self, ids: Sequence[str]) -> dict[str, Neighbourhood]:
-        """Each id's message with the messages just before and after it in the conversation."""
+    def neighbours(self, ids: Sequence[str]) -> dict[str, Links]:
+        """For each id of a recallable message, the ids of the recallable messages before and after it."""
+        ...
+
+    def messages(self, ids: Sequence[str]) -> dict[str, RecallItem]:
+        """The recallable messages with these ids (others are left out)."""
         ...
 
 
@@ -142,14 +143,16 @@ def render(items: Sequence[RecallItem]) -> str:
     return "\n".join(lines)
 
 
-def _unit(nb: Neighbourhood) -> list[RecallItem]:
-    """A hit with the message before it (what it answers) and after it (the answer to it).
+def _unit_ids(hit_id: str, links: dict[str, Links]) -> list[str]:
+    """A hit's exchange: the message before it (what it answers), the hit, the message after it (the
+    answer to it), in time order.
 
     In conversation the fact a question asks for sits as often in the turn next to the matching
     one as in the match itself ("Where did you go?" / "Paris!"); on the dev set quoting both
     neighbours found 13 points more evidence than quoting the hit alone in the same room.
     """
-    return [it for it in (nb.before, nb.hit, nb.after) if it is not None]
+    before, after = links.get(hit_id, (None, None))
+    return [i for i in (before, hit_id, after) if i is not None]
 
 
 def recall(
@@ -177,43 +180,48 @@ def recall(
         return None
     floor = hits[0][1] * RELATIVE_FLOOR
     hits = [(i, s) for i, s in hits if s >= floor]
-    scores = dict(hits)
-    unread = list(hits)  # in search order; their neighbourhoods are read a chunk at a time
-    around: dict[str, Neighbourhood] = {}
+    links = source.neighbours([i for i, _ in hits])
+    ranked = [h for h in rank_passages(hits, links) if h[0] in links]
+    items: dict[str, RecallItem] = {}
+    read = 0  # ranked hits whose exchanges' messages have been read
     chosen: dict[str, RecallItem] = {}
     hit_ids: list[str] = []
-    pending: list[tuple[str, float]] = []
+    pending: list[str] = []
     unit_costs: dict[str, int] = {}  # estimated cost of each exchange when first considered
     used = count_system(HEADER, model=model)
     # the last block that fitted: (content, tokens, quoted items in time order, hit ids)
     best: tuple[str, int, tuple[RecallItem, ...], list[str]] | None = None
     read_more = True
     while True:
-        if unread and (read_more or not pending):
-            batch, unread = unread[:AROUND_CHUNK], unread[AROUND_CHUNK:]
-            around.update(source.around([i for i, _ in batch]))
-            pending = sorted(pending + batch, key=lambda h: -scores[h[0]])
+        if read < len(ranked) and (read_more or not pending):
+            # the messages of the next chunk of exchanges, best first (a block quotes far fewer than the hits)
+            batch = [hit_id for hit_id, _ in ranked[read : read + READ_CHUNK]]
+            read += len(batch)
+            wanted = {i for h in batch for i in _unit_ids(h, links)} - items.keys() - exclude_ids
+            items.update(source.messages(sorted(wanted)))
+            pending += batch
         if not pending:
             break
         # fill by estimate, then count the block exactly and fill again with what is left
         left, added, rest = room - used, False, []
-        for hit_id, _ in rank_passages(pending, around, scores=scores):
-            nb = around.get(hit_id)
-            new = [] if nb is None else [it for it in _unit(nb) if it.id not in chosen and it.id not in exclude_ids]
+        for hit_id in pending:
+            if hit_id not in items:  # gone since the search (deleted, superseded)
+                continue
+            new = [items[i] for i in _unit_ids(hit_id, links) if i in items and i not in chosen]
             if not new:
                 continue
             cost = sum(_quote_estimate(it, model) for it in new)
             unit_costs.setdefault(hit_id, cost)
             if cost > left:
-                rest.append((hit_id, scores[hit_id]))
+                rest.append(hit_id)
                 continue
             left -= cost
             added = True
             chosen.update((it.id, it) for it in new)
             hit_ids.append(hit_id)
         pending = rest
-        # read further hits only when those read so far cannot use the room left
-        read_more = not added and bool(unread) and _worth_reading_more(left, unit_costs)
+        # read further exchanges only when those read so far cannot use the room left
+        read_more = not added and read < len(ranked) and _worth_reading_more(left, unit_costs)
         if not added:
             if read_more:
                 continue
@@ -221,7 +229,7 @@ def recall(
         content, used = _render_counted(chosen, model)
         while used > room and hit_ids:  # the estimate was short: drop the weakest hits until it fits
             hit_ids.pop()
-            keep = {i for h in hit_ids for i in _unit_ids(around[h])}
+            keep = {i for h in hit_ids for i in _unit_ids(h, links)}
             chosen = {i: it for i, it in chosen.items() if i in keep}
             content, used = _render_counted(chosen, model)
         if used > room or not hit_ids:
@@ -239,20 +247,14 @@ def recall(
     )
 
 
-def rank_passages(
-    hits: Sequence[tuple[str, float]],
-    around: dict[str, Neighbourhood],
-    *,
-    scores: dict[str, float] | None = None,
-) -> list[tuple[str, float]]:
+def rank_passages(hits: Sequence[tuple[str, float]], links: dict[str, Links]) -> list[tuple[str, float]]:
     """`hits` with the score of the exchange each one quotes: its own plus `NEIGHBOUR_WEIGHT` times
-    its neighbours' (`scores`, default `hits` itself; a neighbour without a score counts 0). Best
-    first, ties in the order of `hits`."""
-    score = dict(hits) if scores is None else scores
+    its neighbours' (a neighbour that is not among the hits scores 0). Best first, ties in the
+    order of `hits`."""
+    score = dict(hits)
     ranked = []
     for k, (hit_id, s) in enumerate(hits):
-        nb = around.get(hit_id)
-        near = 0.0 if nb is None else sum(score.get(it.id, 0.0) for it in (nb.before, nb.after) if it is not None)
+        near = sum(score.get(i, 0.0) for i in links.get(hit_id, (None, None)) if i is not None)
         ranked.append((s + NEIGHBOUR_WEIGHT * near, k, hit_id))
     ranked.sort(key=lambda r: (-r[0], r[1]))
     return [(hit_id, s) for s, _, hit_id in ranked]
@@ -282,10 +284,6 @@ def _quote_estimate(item: RecallItem, model: str) -> int:
     return count_text(f"{_speaker(item)}: {item.content}\n", model=model) + 3
 
 
-def _unit_ids(nb: Neighbourhood) -> list[str]:
-    return [it.id for it in _unit(nb)]
-
-
 class MemorySource:
     """`RecallSource` over messages held in memory (the CLI, tests, benchmarks).
 
@@ -308,15 +306,14 @@ class MemorySource:
         skip = [self.by_id[i] for i in exclude_ids if i in self.by_id]
         return [(self.items[k].id, s) for k, s in self.index.search(query, limit=limit, exclude=skip)]
 
-    def around(self, ids: Sequence[str]) -> dict[str, Neighbourhood]:
-        out = {}
+    def neighbours(self, ids: Sequence[str]) -> dict[str, Links]:
+        out: dict[str, Links] = {}
+        last = len(self.items) - 1
         for i in ids:
             k = self.by_id.get(i)
-            if k is None:
-                continue
-            out[i] = Neighbourhood(
-                hit=self.items[k],
-                before=self.items[k - 1] if k > 0 else None,
-                after=self.items[k + 1] if k + 1 < len(self.items) else None,
-            )
+            if k is not None:
+                out[i] = (self.items[k - 1].id if k > 0 else None, self.items[k + 1].id if k < last else None)
         return out
+
+    def messages(self, ids: Sequence[str]) -> dict[str, RecallItem]:
+        return {i: self.items[k] for i in ids if (k := self.by_id.get(i)) is not None}

@@ -20,8 +20,8 @@ Fast on long conversations:
   (`_c<id> AND term`); PostgreSQL looks up a conversation-scoped lexeme (`c<id>_term`, migration
   0004), where `_c<id> & term` made GIN walk every posting of the conversation.
 * A very common term (`MAX_POSTINGS`) is looked up among the newest `RECENT_MESSAGES` only.
-* Few round trips: the statistics in one statement, each term's lookup in one, the neighbourhoods
-  of a chunk of hits (links and rows; recall asks for a chunk at a time) in one.
+* Few round trips: the statistics in one statement, each term's lookup in one, the neighbours' ids
+  of all hits in one, and the rows of each chunk of exchanges recall may quote in one.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from django.db import connection
 from django.db.models.expressions import RawSQL
 
 from optimizer.lexical import K1, Query, analyze, bm25, idf
-from optimizer.recall import RELATIVE_FLOOR, Neighbourhood, RecallItem
+from optimizer.recall import RELATIVE_FLOOR, Links, RecallItem
 
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
 from .search_services import MAX_TERM_CHARS, conversation_scope, recall_lexeme
@@ -232,54 +232,54 @@ class DatabaseRecallSource:
         kth = sorted(scores.values(), reverse=True)[limit - 1] if len(scores) >= limit else 0.0
         return max(kth, top * self.floor_ratio)
 
-    # --- around -----------------------------------------------------------------------------------
+    # --- neighbours and messages -------------------------------------------------------------------
 
-    def around(self, ids: Sequence[str]) -> dict[str, Neighbourhood]:
+    def neighbours(self, ids: Sequence[str]) -> dict[str, Links]:
         wanted = [int(i) for i in ids if str(i).isdigit()]
         if not wanted:
             return {}
-        # One round trip: each hit's previous and next live message (one index seek each on
-        # (conversation, message) WHERE recallable, however long the conversation), then the rows of
-        # all of them. Plain SQL: building these correlated subqueries through the ORM cost more than
-        # running them.
+        # One statement: each message's previous and next live message, one index seek each on
+        # (conversation, message) WHERE recallable, however long the conversation. Plain SQL: building
+        # these correlated subqueries through the ORM cost more than running them.
         cid, through = self.conversation_id, self.through_id
         bound = "" if through is None else " AND n.message_id <= %s"
         extra = [] if through is None else [through]
         near = f"SELECT n.message_id FROM {_SEARCH_TABLE} n WHERE n.conversation_id = %s AND n.recallable{bound}"  # noqa: S608
         sql = (
-            f"WITH l AS (SELECT s.message_id AS hit, "  # noqa: S608 (names are ours, values are parameters)
-            f"({near} AND n.message_id < s.message_id ORDER BY n.message_id DESC LIMIT 1) AS prev, "
-            f"({near} AND n.message_id > s.message_id ORDER BY n.message_id LIMIT 1) AS next "
+            f"SELECT s.message_id, "  # noqa: S608 (names are ours, values are parameters)
+            f"({near} AND n.message_id < s.message_id ORDER BY n.message_id DESC LIMIT 1), "
+            f"({near} AND n.message_id > s.message_id ORDER BY n.message_id LIMIT 1) "
             f"FROM {_SEARCH_TABLE} s WHERE s.conversation_id = %s AND s.recallable "
-            f"AND s.message_id IN ({', '.join(['%s'] * len(wanted))}){bound.replace('n.', 's.')}) "
-            "SELECT 0, hit, prev, next, NULL, NULL, NULL, NULL FROM l UNION ALL "
-            # the date as text: a C-speed fromisoformat per row instead of the driver's date loader
-            "SELECT 1, m.id, NULL, NULL, m.role, m.content, CAST(m.created_at AS TEXT), m.token_count "
-            f"FROM {_MESSAGE_TABLE} m "
-            "WHERE m.conversation_id = %s "
-            "AND m.id IN (SELECT hit FROM l UNION SELECT prev FROM l UNION SELECT next FROM l)"
+            f"AND s.message_id IN ({', '.join(['%s'] * len(wanted))}){bound.replace('n.', 's.')}"
         )
         with connection.cursor() as cursor:
-            cursor.execute(sql, [cid, *extra, cid, *extra, cid, *wanted, *extra, cid])
+            cursor.execute(sql, [cid, *extra, cid, *extra, cid, *wanted, *extra])
             rows = cursor.fetchall()
-        links = [(pk, prev_pk, next_pk) for kind, pk, prev_pk, next_pk, *_ in rows if kind == 0]
-        items = {
-            pk: RecallItem(id=str(pk), role=role, content=content, position=pk, created_at=_aware(created_at),
-                           tokens=tokens)
-            for kind, pk, _, _, role, content, created_at, tokens in rows
-            if kind == 1
+        return {
+            str(pk): (None if before is None else str(before), None if after is None else str(after))
+            for pk, before, after in rows
         }
-        out: dict[str, Neighbourhood] = {}
-        for pk, prev_pk, next_pk in links:
-            hit = items.get(pk)
-            if hit is None:
-                continue
-            out[str(pk)] = Neighbourhood(
-                hit=hit,
-                before=items.get(prev_pk) if prev_pk is not None else None,
-                after=items.get(next_pk) if next_pk is not None else None,
-            )
-        return out
+
+    def messages(self, ids: Sequence[str]) -> dict[str, RecallItem]:
+        wanted = [int(i) for i in ids if str(i).isdigit()]
+        if not wanted:
+            return {}
+        bound = "" if self.through_id is None else " AND m.id <= %s"
+        extra = [] if self.through_id is None else [self.through_id]
+        sql = (
+            # the date as text: a C-speed fromisoformat per row instead of the driver's date loader
+            "SELECT m.id, m.role, m.content, CAST(m.created_at AS TEXT), m.token_count "  # noqa: S608
+            f"FROM {_MESSAGE_TABLE} m JOIN {_SEARCH_TABLE} s ON s.message_id = m.id "
+            f"WHERE m.conversation_id = %s AND s.recallable AND m.id IN ({', '.join(['%s'] * len(wanted))}){bound}"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [self.conversation_id, *wanted, *extra])
+            rows = cursor.fetchall()
+        return {
+            str(pk): RecallItem(id=str(pk), role=role, content=content, position=pk, created_at=_aware(created_at),
+                                tokens=tokens)
+            for pk, role, content, created_at, tokens in rows
+        }
 
 
 # --- conversation search --------------------------------------------------------------------------

@@ -229,20 +229,27 @@ def test_a_very_common_term_is_looked_up_among_the_newest_messages(chat_user, co
     assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12)
 
 
-def test_around_gives_live_neighbours_with_dates(chat_user, conversation, fake_openai):
+def test_neighbours_and_messages_are_live_ones_with_dates(chat_user, conversation, fake_openai):
     msgs = _append(conversation)
-    # a stopped reply between two messages is skipped by `around`
+    # a stopped reply between two messages is skipped
     stopped = message_append(conversation=conversation, role="assistant", content="half a risotto", status="stopped")
     later = message_append(conversation=conversation, role="user", content="Anyway, back to the cat.")
     source = DatabaseRecallSource(conversation=conversation)
-    got = source.around([str(msgs[-1].pk), str(msgs[0].pk), str(stopped.pk)])
-    assert set(got) == {str(msgs[-1].pk), str(msgs[0].pk)}
+    links = source.neighbours([str(msgs[-1].pk), str(msgs[0].pk), str(stopped.pk)])
+    assert links == {
+        str(msgs[-1].pk): (str(msgs[-2].pk), str(later.pk)),
+        str(msgs[0].pk): (None, str(msgs[1].pk)),
+    }
+    got = source.messages([str(msgs[-1].pk), str(stopped.pk)])
+    assert set(got) == {str(msgs[-1].pk)}
     last = got[str(msgs[-1].pk)]
-    assert last.before.id == str(msgs[-2].pk) and last.after.id == str(later.pk)
-    assert last.hit.content == FACTS[-1][1] and last.hit.position == msgs[-1].pk
-    assert last.hit.created_at is not None and last.hit.created_at.tzinfo is not None
-    first = got[str(msgs[0].pk)]
-    assert first.before is None and first.after.id == str(msgs[1].pk)
+    assert last.content == FACTS[-1][1] and last.position == msgs[-1].pk and last.role == "assistant"
+    assert last.created_at == Message.objects.get(pk=msgs[-1].pk).created_at  # aware, to the microsecond
+    assert last.tokens == msgs[-1].token_count
+    # a regenerate or retry bounds the conversation: nothing after `through_id`
+    bounded = DatabaseRecallSource(conversation=conversation, through_id=msgs[-1].pk)
+    assert bounded.neighbours([str(msgs[-1].pk)]) == {str(msgs[-1].pk): (str(msgs[-2].pk), None)}
+    assert bounded.messages([str(later.pk)]) == {}
 
 
 def test_another_users_messages_never_come_back(chat_user, intruder, conversation):
@@ -255,8 +262,8 @@ def test_another_users_messages_never_come_back(chat_user, intruder, conversatio
     for text in QUERIES:
         hits = source.search(build_query(text), limit=120, exclude_ids=frozenset())
         assert hits and not their_ids & {i for i, _ in hits}
-    assert not set(source.around(sorted(their_ids))) & their_ids
-    assert {str(m.pk) for m in mine} >= set(source.around([str(m.pk) for m in mine]))
+    assert not source.neighbours(sorted(their_ids)) and not source.messages(sorted(their_ids))
+    assert set(source.messages([str(m.pk) for m in mine])) == {str(m.pk) for m in mine}
 
 
 # --- conversation search --------------------------------------------------------------------------

@@ -10,13 +10,12 @@ from optkit import MODEL, msg
 from optimizer import Msg, count_message, pack
 from optimizer.lexical import LexicalIndex, Query, analyze, bm25, build_query, idf, index_text
 from optimizer.recall import (
-    AROUND_CHUNK,
     HEADER,
     NEIGHBOUR_WEIGHT,
+    READ_CHUNK,
     RECALL_CAP,
     SEARCH_LIMIT,
     MemorySource,
-    Neighbourhood,
     RecallItem,
     rank_passages,
     recall,
@@ -196,22 +195,18 @@ def test_an_exchange_that_matches_outranks_a_lone_match():
     source = MemorySource(items)
     hits = source.search(build_query("Which kayak did Lena buy for the lake trip?"), limit=10, exclude_ids=frozenset())
     assert hits[0][0] == "0"  # by itself the exclamation scores highest
-    ranked = rank_passages(hits, source.around([i for i, _ in hits]))
+    ranked = rank_passages(hits, source.neighbours([i for i, _ in hits]))
     assert sorted(i for i, _ in ranked) == sorted(i for i, _ in hits)  # the same hits
     assert ranked[0][0] == "3" and ranked[-1][0] == "0"
 
 
 @given(st.lists(st.floats(0.1, 10), min_size=1, max_size=30), st.randoms(use_true_random=False))
 def test_rank_passages_orders_by_the_exchange_score(scores, rng):
-    items = [RecallItem(id=str(k), role="user", content="x", position=k) for k in range(len(scores))]
-    around = {
-        str(k): Neighbourhood(hit=items[k], before=items[k - 1] if k else None,
-                              after=items[k + 1] if k + 1 < len(items) else None)
-        for k in range(len(items))
-    }
+    n = len(scores)
+    links = {str(k): (str(k - 1) if k else None, str(k + 1) if k + 1 < n else None) for k in range(n)}
     hits = [(str(k), s) for k, s in enumerate(scores) if rng.random() < 0.7] or [("0", scores[0])]
     by_id = dict(hits)
-    ranked = rank_passages(hits, around)
+    ranked = rank_passages(hits, links)
     assert sorted(i for i, _ in ranked) == sorted(by_id)
 
     def exchange(i: str) -> float:
@@ -223,31 +218,35 @@ def test_rank_passages_orders_by_the_exchange_score(scores, rng):
 
 
 class CountingSource(MemorySource):
-    """MemorySource that records which hits' neighbourhoods recall asked for."""
+    """MemorySource that records which messages recall read."""
 
     def __init__(self, items):
         super().__init__(items)
         self.asked: list[str] = []
 
-    def around(self, ids):
+    def messages(self, ids):
         self.asked.extend(ids)
-        return super().around(ids)
+        return super().messages(ids)
 
 
-def test_neighbourhoods_are_read_only_as_far_as_the_room_needs():
+def test_messages_are_read_only_as_far_as_the_room_needs():
     # every third message is a hit, so exchanges do not overlap
     items = [RecallItem(id=str(k), role="user" if k % 2 == 0 else "assistant", position=k,
                         content=f"The bike trip number {k} went along the river" if k % 3 == 0 else "Sounds good.")
              for k in range(600)]
+    query = build_query("bike trip river")
+    hits = MemorySource(items).search(query, limit=SEARCH_LIMIT, exclude_ids=frozenset())
+    assert len(hits) == SEARCH_LIMIT
     small = CountingSource(items)
     block = recall(text="bike trip river", source=small, room=400, exclude_ids=frozenset(), model=MODEL)
-    hits = small.search(build_query("bike trip river"), limit=SEARCH_LIMIT, exclude_ids=frozenset())
-    assert block is not None and len(hits) == SEARCH_LIMIT
-    assert len(small.asked) == AROUND_CHUNK  # one chunk fills 400 tokens
+    assert block is not None
+    # one chunk of exchanges fills 400 tokens: the hits of one chunk and their neighbours are read
+    assert len({i for i, _ in hits} & set(small.asked)) == READ_CHUNK and len(small.asked) <= 3 * READ_CHUNK
+    assert len(set(small.asked)) == len(small.asked)  # and no message is read twice
     large = CountingSource(items)
     block = recall(text="bike trip river", source=large, room=20_000, exclude_ids=frozenset(), model=MODEL)
-    assert sorted(large.asked) == sorted(i for i, _ in hits)  # a large room reads every hit, once
-    assert len(block.hit_ids) > AROUND_CHUNK
+    assert len(block.hit_ids) == SEARCH_LIMIT  # a large room reads every exchange, once each
+    assert sorted(large.asked) == sorted(set(large.asked)) and {i for i, _ in hits} <= set(large.asked)
 
 
 # --- properties --------------------------------------------------------------------------------------
