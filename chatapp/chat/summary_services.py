@@ -717,22 +717,28 @@ def summary_edit(*, summary: Message, content: str) -> Message:
 
 
 def summary_discard(*, summary: Message) -> Message:
-    """Stop using a summary: the conversation falls back to truncation; every message stays stored.
+    """Stop using a summary: this one and its edit chain (the versions it was edited from and into).
+    Every message stays stored, and other summaries are untouched.
 
-    Older summaries are discarded with it: they were folded into this one, and letting an older one
-    take over again would bring back what the user just rejected. So are its edits (an edit is a
-    newer message): discarding the text the user saw before editing discards the edited text too.
+    When it was the summary in use, the window had been placed after what it covered, so those
+    messages would be neither sent nor summarized: the stored window is cleared and the next request
+    refits the history to the budget (window recomputed, the previous summary where it fits, recall
+    over the rest), sending at least what truncation would.
     """
-    ids = [summary.pk]
+    chain = {summary.pk}
     frontier = [summary.pk]
-    while frontier:
+    while frontier:  # the edits of it, and theirs
         frontier = list(Message.objects.filter(edited_from_id__in=frontier).values_list("id", flat=True))
-        ids.extend(frontier)
-    Message.objects.filter(
-        Q(id__lte=summary.pk) | Q(id__in=ids),
-        conversation_id=summary.conversation_id,
-        kind=Message.Kind.SUMMARY,
-        discarded=False,
-    ).update(discarded=True, updated_at=timezone.now())
+        chain.update(frontier)
+    older = summary.edited_from_id
+    while older is not None and older not in chain:  # what it was edited from
+        chain.add(older)
+        older = Message.objects.filter(pk=older).values_list("edited_from_id", flat=True).first()
+    live = Message.objects.filter(conversation_id=summary.conversation_id, kind=Message.Kind.SUMMARY, discarded=False)
+    with transaction.atomic():
+        in_use = live.select_for_update().order_by("-id").values_list("id", flat=True).first()
+        live.filter(id__in=chain).update(discarded=True, updated_at=timezone.now())
+        if in_use in chain:
+            Conversation.objects.filter(pk=summary.conversation_id).update(window_start_id=None)
     summary.refresh_from_db()
     return summary

@@ -1,0 +1,72 @@
+"""Discarding a summary discards that one only (with its edit chain), and the next request refits the
+history instead of leaving what it covered neither sent nor summarized (issue 14, finding 3)."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+import optimizer
+from chatapp.chat.chat_services import message_append
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from tests.chat.conftest import make_config, seed_messages, send
+
+pytestmark = pytest.mark.django_db
+
+
+def _summary(conversation: Conversation, *, through: int, first: int, text: str, **extra) -> Message:
+    return message_append(
+        conversation=conversation, role="system", kind="summary", content=f"[Conversation summary]\n\n{text}",
+        covers_from_id=first, covers_through_id=through, **extra,
+    )
+
+
+def test_discarding_the_summary_in_use_keeps_the_older_one_and_refits_the_window(chat_user, fake_openai):
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    ids = seed_messages(conversation, 300, model="gpt-4o-mini")
+    older = _summary(conversation, first=ids[1], through=ids[99], text="We chose PostgreSQL.")
+    newer = _summary(conversation, first=ids[1], through=ids[199], text="We chose PostgreSQL and GIN.")
+    edited = _summary(conversation, first=ids[1], through=ids[199], text="GIN, edited.",
+                      edited=True, edited_from=newer)
+    Message.objects.filter(pk=newer.pk).update(discarded=True)  # as an edit leaves the version it replaced
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[200])
+    client = APIClient()
+    client.force_authenticate(chat_user)
+
+    # discarding by the id shown before the edit: that summary's whole edit chain, nothing else
+    response = client.delete(f"/api/summaries/{newer.pk}/")
+
+    assert response.status_code == 200 and response.json()["discarded"] is True
+    assert set(Message.objects.filter(kind="summary", discarded=True).values_list("id", flat=True)) == {
+        newer.pk, edited.pk
+    }
+    conversation.refresh_from_db()
+    assert conversation.window_start_id is None  # the next request refits the history
+    fake_openai.reset()
+    result = send(chat_user, conversation, "Which database did we choose?")
+    assert result.names[-1] == "done", result.events
+    record = OptimizationRecord.objects.get(reply_id=result.named("start")[0]["assistant_message"]["id"])
+    assert record.summary_id == older.pk  # the older summary takes its place again
+    budget = optimizer.compute_budget(context_window=4_000, max_output_tokens=500)
+    # the window is cut afresh to the target; what lies between the older summary and it is reported
+    # dropped and queued for the next rolling summary, not silently skipped
+    assert record.window_start_id > ids[200] and record.tokens_sent >= 0.45 * budget
+    assert record.dropped_ranges == [[ids[100], record.window_start_id - 1]]
+    assert record.stats["summary_needed"]
+    assert "We chose PostgreSQL." in fake_openai.completions[-1].messages[0]["content"]
+
+
+def test_discarding_a_replaced_summary_changes_nothing_sent(chat_user, conversation):
+    ids = seed_messages(conversation, 40)
+    older = _summary(conversation, first=ids[1], through=ids[9], text="Old.")
+    newer = _summary(conversation, first=ids[1], through=ids[19], text="New.")
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[20])
+    client = APIClient()
+    client.force_authenticate(chat_user)
+
+    assert client.delete(f"/api/summaries/{older.pk}/").status_code == 200
+
+    assert Message.objects.get(pk=older.pk).discarded and not Message.objects.get(pk=newer.pk).discarded
+    conversation.refresh_from_db()
+    assert conversation.window_start_id == ids[20]
