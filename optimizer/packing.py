@@ -73,7 +73,11 @@ from .types import (
     Summary,
 )
 
-__all__ = ["SummarizeNow", "pack"]
+__all__ = ["NO_CUT_REASON", "SummarizeNow", "pack"]
+
+# The reason of a turn that packs with window state but cuts nothing: the selector's choice only
+# decides what happens to messages a cut evicts, so it is reported as what the next cut will do.
+NO_CUT_REASON = "no cut: the history since the last cut is under the trigger, so the window is kept"
 
 
 def pack(
@@ -179,7 +183,7 @@ def _result(state: PackState, before: _Before) -> PackResult:
         before,
         optimization_applied=True,
         strategy_chosen=decision.choice,
-        strategy_reason=decision.reason,
+        strategy_reason=decision.reason if state.triggered else f"{NO_CUT_REASON}; at the next cut: {decision.reason}",
         scores=decision.as_dict(),
         tokens_after=tokens_after,
         messages_after=len(out),

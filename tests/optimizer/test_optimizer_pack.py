@@ -16,6 +16,7 @@ from optimizer import (
     extractive_summary,
     pack,
 )
+from optimizer.packing import NO_CUT_REASON
 
 
 def sent_tokens(result):
@@ -64,11 +65,14 @@ def test_window_state_gives_a_stable_prefix_until_the_trigger_fires():
         assert r.stats["tokens_after"] <= budget
         if not r.stats["triggered"]:
             assert r.window_start == state
+            # the reason is this turn's: nothing was cut; the selector's choice is for the next cut
+            assert r.stats["strategy_reason"].startswith(NO_CUT_REASON + "; at the next cut: ")
             prev = shape(previous.messages)
             assert shape(r.messages)[: len(prev)] == prev  # the previous prompt is an exact prefix
         else:
             moved_at = turn
             assert r.stats["tokens_after"] <= r.stats["target_tokens"]
+            assert r.stats["strategy_reason"] == r.decision.reason
             ids_now = [m.id for m in msgs]
             assert ids_now.index(r.window_start) > ids_now.index(state)
             break
