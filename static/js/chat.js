@@ -720,6 +720,21 @@
       const last = document.getElementById(`m-${marker.dataset.coversThrough}`);
       if (last && last.parentElement === messagesEl && last.nextElementSibling !== marker) last.after(marker);
     });
+    markSummaryStates();
+  }
+
+  /** Only the newest summary not discarded reaches the model: older ones (folded into it) are shown
+   *  as replaced, without the tools that would suggest they are in use. */
+  function markSummaryStates() {
+    const live = [...messagesEl.querySelectorAll(".summary-marker:not(.is-discarded)")];
+    const inUse = live.reduce((best, m) => (!best || Number(m.dataset.id) > Number(best.dataset.id) ? m : best), null);
+    for (const marker of live) {
+      const replaced = marker !== inUse;
+      marker.classList.toggle("is-replaced", replaced);
+      marker.querySelector(".summary-marker-title").textContent =
+        replaced ? "Replaced by a later summary" : "Summary takes over here";
+      marker.querySelectorAll(".summary-tools").forEach((tools) => { tools.hidden = replaced; });
+    }
   }
 
   function placeWindowMarker(windowStart, strategy) {
@@ -1044,17 +1059,17 @@
   }
 
   async function discardSummary(marker) {
-    const ok = await confirmAction("Discard this summary? The chat falls back to truncation; no message is deleted.", "Discard");
+    const ok = await confirmAction(
+      "Discard this summary? The next message is packed without it (an earlier summary, if any, takes its place); no message is deleted.",
+      "Discard");
     if (!ok) return;
     const id = Number(marker.dataset.id);
     const res = await api(`/api/summaries/${id}/`, { method: "DELETE" });
     if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
+    // Only this summary (and its edit chain, whose older versions an edit already discarded) goes:
+    // an earlier rolling summary is in use again (showSummary re-marks which one).
     showSummary(res.data);
-    // Older summaries were folded into this one and are discarded with it (see summary_discard).
-    messagesEl.querySelectorAll(".summary-marker:not(.is-discarded)").forEach((older) => {
-      if (Number(older.dataset.id) <= id) markSummaryDiscarded(older);
-    });
-    toast("Summary discarded: the chat falls back to truncation.");
+    toast("Summary discarded: the next message is packed without it.");
     refreshGauge();
   }
 

@@ -215,3 +215,44 @@ def test_confirm_before_compaction_asks_and_not_now_dismisses(asgi_server, brows
     assert asked.trigger == SummaryJob.Trigger.MANUAL
     assert asked.status != SummaryJob.Status.AWAITING_CONFIRMATION
     assert console_errors(browser) == []
+
+
+def test_only_the_summary_in_use_shows_as_active(asgi_server, browser, fake_openai):
+    """Issue 14, finding 4: a summary replaced by a later one is shown as replaced, without tools;
+    discarding the later one puts the earlier one in use again, on the page as on the server."""
+    base = asgi_server.url
+    _sign_up(browser, base, "browser-summaries")
+    user = get_user_model().objects.get(username="browser-summaries")
+    _config(user, fake_openai.base_url, name="Echo 16k", window=16_000, default=True)
+    conversation = Conversation.objects.create(owner=user, title="Two summaries")
+    _seed(conversation, 12)
+    chat = list(Message.objects.filter(conversation=conversation).order_by("id"))
+    older, newer = (
+        Message.objects.create(
+            conversation=conversation, role="system", kind="summary", content=f"[Conversation summary]\n\n{text}",
+            covers_from_id=chat[0].pk, covers_through_id=chat[last].pk, covered_message_count=last + 1,
+        )
+        for text, last in (("The first part.", 3), ("The first part and more.", 7))
+    )
+    browser.get(f"{base}/c/{conversation.pk}/")
+
+    def state(d, summary):
+        marker = d.find_element(By.ID, f"m-{summary.pk}")
+        tools = marker.find_elements(By.CSS_SELECTOR, ".summary-tools")
+        return (marker.find_element(By.CSS_SELECTOR, ".summary-marker-title").get_attribute("textContent"),
+                bool(tools) and tools[0].get_attribute("hidden") is None)
+
+    _wait(browser, lambda d: state(d, older) == ("Replaced by a later summary", False))
+    assert state(browser, newer) == ("Summary takes over here", True)
+
+    # opened and clicked from script: the page keeps the timeline scrolled to its end
+    marker = browser.find_element(By.ID, f"m-{newer.pk}")
+    browser.execute_script("arguments[0].open = true", marker)
+    browser.execute_script("arguments[0].click()",
+                           marker.find_element(By.CSS_SELECTOR, '[data-action="discard-summary"]'))
+    _wait(browser, lambda d: d.find_element(By.ID, "confirm-ok").is_displayed())
+    browser.find_element(By.ID, "confirm-ok").click()
+    _wait(browser, lambda d: state(d, older) == ("Summary takes over here", True))
+    assert "is-discarded" in browser.find_element(By.ID, f"m-{newer.pk}").get_attribute("class")
+    assert not Message.objects.get(pk=older.pk).discarded and Message.objects.get(pk=newer.pk).discarded
+    assert console_errors(browser) == []
