@@ -19,7 +19,7 @@ from django.db.models import Q
 
 import optimizer
 from chatapp.chat.layout import row_is_static, static_layer_q
-from chatapp.chat.llm import LLMTarget, llm_target_for
+from chatapp.chat.llm import OFFLINE_MODEL, LLMTarget, llm_target_for
 from chatapp.chat.models import Conversation, LLMConfig, Message, Preference
 from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.selectors import llm_config_default, user_settings_get
@@ -141,15 +141,20 @@ def context_load(
     window_start_id: int | None = None,
     through_id: int | None = None,
     load_all: bool = False,
+    offline_replies: bool = True,
 ) -> ContextInput:
     """Load only what the optimizer needs for the next request of `conversation`.
 
     `window_start_id` overrides the stored window (used when the stored one is empty and the history
     is long); `through_id` bounds the history (Regenerate / Retry answer an earlier user message);
     `load_all` loads every live message — only used when the caller knows the history fits.
+    `offline_replies=False` leaves out the offline demo model's replies: they describe the context
+    they were sent, not the conversation, and are never history for a real model.
     """
     # Plain tuples, not model instances: building instances was the larger part of a request's cost.
     live = Message.objects.filter(_live_chat())
+    if not offline_replies:
+        live = live.exclude(role=Message.Role.ASSISTANT, model=OFFLINE_MODEL)
     if through_id is not None:
         live = live.filter(id__lte=through_id)
     base = live.filter(conversation=conversation)
@@ -335,10 +340,12 @@ def context_build(
     )
     if quota_exhausted:
         summarizer = False
-    ctx = context_load(conversation=conversation, **load)
+    ctx = context_load(conversation=conversation, offline_replies=target.offline, **load)
     # Recall quotes old messages the window left out; when the whole history is loaded it is all
     # sent, so there is nothing to recall. The source runs no query until pack asks it to search.
-    source = None if load.get("load_all") else DatabaseRecallSource(conversation=conversation, through_id=through_id)
+    source = None if load.get("load_all") else DatabaseRecallSource(
+        conversation=conversation, through_id=through_id, offline_replies=target.offline
+    )
     started = time.perf_counter()
     result = optimizer.pack(
         ctx.msgs,

@@ -36,6 +36,7 @@ from django.db.models.expressions import RawSQL
 from optimizer.lexical import K1, Query, analyze, bm25, idf
 from optimizer.recall import RELATIVE_FLOOR, Links, RecallItem
 
+from .llm import OFFLINE_MODEL
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
 from .search_services import MAX_TERM_CHARS, conversation_scope, recall_lexeme
 
@@ -112,7 +113,8 @@ class DatabaseRecallSource:
     """`optimizer.recall.RecallSource` over one conversation's rows in the database.
 
     Cheap to construct (no query until `search`). `through_id` bounds the conversation (Regenerate
-    and Retry answer an earlier message: nothing after it may be recalled). `floor_ratio`: hits
+    and Retry answer an earlier message: nothing after it may be recalled). `offline_replies=False`:
+    the offline demo model's replies are never quoted (they describe a context, see context_load). `floor_ratio`: hits
     scoring below this share of the best are not returned (recall discards them anyway, and not
     having to rank them exactly is what lets common terms be skipped); 0 returns the exact top
     `limit`, as MemorySource does.
@@ -134,9 +136,11 @@ class DatabaseRecallSource:
         floor_ratio: float = RELATIVE_FLOOR,
         max_postings: int = MAX_POSTINGS,
         recent: int = RECENT_MESSAGES,
+        offline_replies: bool = True,
     ) -> None:
         self.conversation_id = conversation.pk
         self.through_id = through_id
+        self.offline_replies = offline_replies
         self.floor_ratio = floor_ratio
         self.max_postings = max_postings
         self.recent = recent
@@ -266,6 +270,9 @@ class DatabaseRecallSource:
             return {}
         bound = "" if self.through_id is None else " AND m.id <= %s"
         extra = [] if self.through_id is None else [self.through_id]
+        if not self.offline_replies:  # never quoted to a real model (see context_load)
+            bound += " AND NOT (m.role = 'assistant' AND m.model = %s)"
+            extra.append(OFFLINE_MODEL)
         sql = (
             # the date as text: a C-speed fromisoformat per row instead of the driver's date loader
             "SELECT m.id, m.role, m.content, CAST(m.created_at AS TEXT), m.token_count "  # noqa: S608

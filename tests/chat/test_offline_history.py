@@ -1,0 +1,56 @@
+"""The offline demo model's replies describe the context they were sent, not the conversation: they
+are never sent to a real model as history, nor quoted by recall (issue 14, finding 8)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatapp.chat.llm import OFFLINE_MODEL
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.chat.recall_source import DatabaseRecallSource
+from chatapp.chat.search_services import conversation_index_rebuild
+from optimizer.lexical import build_query
+from tests.chat.conftest import make_config, send
+
+pytestmark = pytest.mark.django_db
+
+
+def test_offline_replies_are_not_history_for_a_real_model(chat_user, fake_openai):
+    conversation = Conversation.objects.create(owner=chat_user)  # no model yet: the offline demo answers
+    first = send(chat_user, conversation, "We keep invoices in PostgreSQL.")
+    assert first.names[-1] == "done", first.events
+    offline_reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert offline_reply.model == OFFLINE_MODEL
+    # still the demo's own history while the demo answers
+    again = send(chat_user, conversation, "And what did you see?")
+    assert again.names[-1] == "done"
+    assert OptimizationRecord.objects.latest("id").messages_after == 3
+
+    config = make_config(chat_user, fake_openai.base_url)
+    config.is_default = True
+    config.save()
+    fake_openai.reset()
+    result = send(chat_user, conversation, "Which database holds the invoices?")
+
+    assert result.names[-1] == "done", result.events
+    [received] = [c.messages for c in fake_openai.completions]
+    assert received == [{
+        "role": "user",
+        "content": "We keep invoices in PostgreSQL.\n\nAnd what did you see?\n\nWhich database holds the invoices?",
+    }]
+
+
+def test_recall_never_quotes_an_offline_reply_to_a_real_model(chat_user, conversation):
+    Message.objects.create(conversation=conversation, role="user", content="Tell me about the lighthouse.")
+    demo = Message.objects.create(conversation=conversation, role="assistant", model=OFFLINE_MODEL,
+                                  content="The lighthouse context holds 2 messages.")
+    real = Message.objects.create(conversation=conversation, role="assistant", model="fake-echo",
+                                  content="The lighthouse was built in 1902.")
+    conversation_index_rebuild(conversation=conversation)
+    ids = [str(demo.pk), str(real.pk)]
+    hits = DatabaseRecallSource(conversation=conversation).search(
+        build_query("lighthouse"), limit=10, exclude_ids=frozenset()
+    )
+    assert set(ids) <= {i for i, _ in hits}
+    assert set(DatabaseRecallSource(conversation=conversation).messages(ids)) == set(ids)  # the demo's own view
+    assert set(DatabaseRecallSource(conversation=conversation, offline_replies=False).messages(ids)) == {str(real.pk)}
