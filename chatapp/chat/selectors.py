@@ -53,6 +53,12 @@ def message_list(*, conversation: Conversation, before_id: int | None = None, li
     return page
 
 
+def message_list_since(*, conversation: Conversation, since_id: int, limit: int = 100) -> list[Message]:
+    """Up to `limit` messages from `since_id` on, oldest first (what another tab added or finished)."""
+    limit = max(1, min(int(limit), MESSAGE_PAGE_MAX))
+    return list(Message.objects.filter(conversation=conversation, id__gte=since_id).order_by("id")[:limit])
+
+
 def message_get(*, owner: AbstractBaseUser, pk: int) -> Message:
     return get_object_or_404(Message.objects.select_related("conversation"), pk=pk, conversation__owner=owner)
 

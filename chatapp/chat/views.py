@@ -202,8 +202,21 @@ def chat_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def chat_messages_before(request: HttpRequest, pk: int) -> HttpResponse:
-    """An HTML fragment of older messages, for "Load earlier messages"."""
+    """An HTML fragment of older messages, for "Load earlier messages"; with `since=<id>` instead,
+    the messages from that one on (a page following a reply that streams in another tab)."""
     conversation = selectors.conversation_get(owner=request.user, pk=pk)
+    if "since" in request.GET:
+        try:
+            since = int(request.GET["since"])
+        except ValueError:
+            raise Http404("since=<message id>") from None
+        items = selectors.message_list_since(conversation=conversation, since_id=since, limit=TIMELINE_PAGE)
+        return render(
+            request,
+            "chat/_messages.html",
+            {"conversation": conversation,
+             "message_views": _message_views(conversation=conversation, items=items, newest_page=True)},
+        )
     try:
         before = int(request.GET["before"])
     except (KeyError, ValueError):

@@ -1309,6 +1309,50 @@
     }
   });
 
+  /* ---------------- a reply streaming in another tab ---------------- */
+
+  // A page opened while another tab (or device) streams a reply shows it as "Writing…": follow it
+  // from the server until it ends, then show it as stored. Bounded, so a reply orphaned by a crashed
+  // server process is not polled forever.
+  const FOLLOW_EVERY_MS = 2000;
+  const FOLLOW_FOR_MS = 15 * 60 * 1000;
+  let followTimer = null;
+  let followSince = 0;
+
+  function streamingElsewhere() {
+    const mine = streaming && streaming.assistantId ? Number(streaming.assistantId) : null;
+    return [...messagesEl.querySelectorAll('.msg[data-status="streaming"][data-id]')]
+      .filter((m) => Number(m.dataset.id) !== mine && !m.classList.contains("is-streaming"));
+  }
+
+  function followElsewhere() {
+    if (followTimer || !conversationId) return;
+    const pending = streamingElsewhere();
+    if (!pending.length) return;
+    if (!followSince) followSince = Date.now();
+    if (Date.now() - followSince > FOLLOW_FOR_MS) return;
+    followTimer = setTimeout(async () => {
+      followTimer = null;
+      const since = Math.min(...pending.map((m) => Number(m.dataset.id)));
+      const res = await fetch(`/c/${conversationId}/messages/?since=${since}`, { credentials: "same-origin" });
+      if (res.ok) {
+        const holder = document.createElement("div");
+        holder.innerHTML = await res.text(); // server-rendered, sanitized fragment
+        enhance(holder);
+        const stick = nearBottom();
+        for (const node of [...holder.children]) {
+          const existing = node.id ? document.getElementById(node.id) : null;
+          if (existing && existing.parentElement === messagesEl) existing.replaceWith(node);
+          else if (!existing && node.id) messagesEl.append(node);
+        }
+        placeWindowMarker(lastGauge ? lastGauge.window_start_id : app.dataset.windowStart, lastGauge && lastGauge.strategy);
+        if (!streamingElsewhere().length) refreshGauge();
+        if (stick) scrollToBottom(true);
+      }
+      followElsewhere();
+    }, FOLLOW_EVERY_MS);
+  }
+
   /* ---------------- start ---------------- */
 
   enhance(messagesEl);
@@ -1319,6 +1363,7 @@
   autosize();
   if (conversationId) {
     refreshGauge().then(() => refreshJobs());
+    followElsewhere();
     revealHash();
     window.addEventListener("hashchange", revealHash);
   }

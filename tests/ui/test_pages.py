@@ -48,6 +48,7 @@ def test_another_users_conversation_is_404(page, other_user):
     _message(theirs, "user", "secret content")
     assert page.get(f"/c/{theirs.pk}/").status_code == 404
     assert page.get(f"/c/{theirs.pk}/messages/?before=999999").status_code == 404
+    assert page.get(f"/c/{theirs.pk}/messages/?since=1").status_code == 404
 
 
 def test_another_users_config_cannot_be_edited_deleted_or_made_default(page, other_user):
@@ -212,6 +213,14 @@ def test_long_conversation_shows_the_newest_page_and_loads_earlier(page, user):
     text = older.content.decode()
     assert "msg-000" in text and "msg-029" in text and "msg-030" not in text
     assert older["X-Has-Earlier"] == "0"
+
+
+def test_messages_since_one_are_the_fragment_a_following_page_needs(page, user):
+    conv = _conversation(user)
+    ids = [_message(conv, "user" if i % 2 == 0 else "assistant", f"msg-{i:03d}").pk for i in range(6)]
+    text = page.get(f"/c/{conv.pk}/messages/?since={ids[3]}").content.decode()
+    assert "msg-002" not in text and all(f"msg-{i:03d}" in text for i in (3, 4, 5))
+    assert page.get(f"/c/{conv.pk}/messages/?since=x").status_code == 404
 
 
 def test_code_css_is_served(client, db):

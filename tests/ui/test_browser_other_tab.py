@@ -1,0 +1,38 @@
+"""A reply streaming in another tab (issue 14, finding 7): a page opened meanwhile follows it to the
+end instead of showing "Writing…" forever."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from selenium.webdriver.common.by import By
+
+from chatapp.chat.models import Conversation, Message
+from tests.support.browser import console_errors
+from tests.ui.test_browser import _sign_up, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_page_follows_a_reply_streaming_elsewhere(asgi_server, browser):
+    base = asgi_server.url
+    _sign_up(browser, base, "tab-follower")
+    user = get_user_model().objects.get(username="tab-follower")
+    conversation = Conversation.objects.create(owner=user, title="Two tabs")
+    Message.objects.create(conversation=conversation, role="user", content="Write a haiku about tiles.")
+    reply = Message.objects.create(conversation=conversation, role="assistant", content="Blue tiles",
+                                   status=Message.Status.STREAMING)
+    browser.get(f"{base}/c/{conversation.pk}/")
+    article = browser.find_element(By.ID, f"m-{reply.pk}")
+    assert "Writing…" in article.text
+
+    # the other tab's stream ends: the reply is stored whole, and the next question arrives too
+    Message.objects.filter(pk=reply.pk).update(
+        status=Message.Status.COMPLETE, content="Blue tiles at noon\nsea light on the old facade\na cat sleeps on them"
+    )
+    later = Message.objects.create(conversation=conversation, role="user", content="Another one, about rain.")
+
+    _wait(browser, lambda d: "a cat sleeps on them" in d.find_element(By.ID, f"m-{reply.pk}").text, timeout=15)
+    assert "Writing…" not in browser.find_element(By.ID, f"m-{reply.pk}").text
+    assert "about rain" in browser.find_element(By.ID, f"m-{later.pk}").text
+    assert console_errors(browser) == []
