@@ -1071,6 +1071,8 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
                 "place": new_message_place(role=Message.Role.ASSISTANT, is_first_user=False),
             },
             "context": turn.context,
+            # the title a first message gives the chat, also when its reply then fails
+            "title": turn.title,
         },
     )
     if turn.failure is not None:

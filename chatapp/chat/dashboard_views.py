@@ -132,12 +132,17 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
     else:
         cards.append({"key": "usage", "label": "Current usage", "value": "—", "detail": "No request yet"})
     if acc:
+        # One claim per figure: the value is how close each request's count was (bounded: a provider
+        # that counts very differently gives "—", not a negative accuracy); the detail adds the totals.
+        error = acc["error_share"]
         cards.append({
             "key": "accuracy",
             "label": "Counting accuracy",
-            "value": _pct(1 - acc["error_share"], 1),
+            "value": "—" if error >= 1 else _pct(1 - error, 1),
             "detail": (
-                f"ours {_tokens(acc['ours'])} vs provider {_tokens(acc['provider'])} "
+                f"per request, ours differs from the provider's count by {error * 100:.1f}% on average"
+                + (" (it counts differently: tools, images or cached prompts)" if error >= 1 else "")
+                + f"; in total ours {_tokens(acc['ours'])} vs {_tokens(acc['provider'])} "
                 f"({'+' if acc['bias_share'] >= 0 else MINUS}{abs(acc['bias_share']) * 100:.1f}%) "
                 f"over {acc['requests']:,} requests"
             ),

@@ -297,6 +297,7 @@
 
     const handlers = {
       start(data) {
+        if (data.title) setTitle(data.title);
         if (data.user_message && data.user_message.id) {
           userId = data.user_message.id;
           if (ctx.userEl) {

@@ -383,3 +383,13 @@ def test_a_regenerate_that_lost_the_race_answers_409(chat_user, conversation, mo
 
     assert second.status == 409 and "Reload the conversation" in second.body["detail"]
     assert Message.objects.filter(reply_to_id=stale.reply_to_id).count() == 2  # the first reply and one regenerate
+
+
+def test_the_start_event_carries_the_title_a_first_message_gives(chat_user, conversation, echo_config):
+    """The header follows the title even when the first reply fails (issue 14, finding 10)."""
+    _use_model(echo_config, "fail-500")
+    result = send(chat_user, conversation, "Plan a weekend in Porto")
+    assert result.names[-1] == "error"
+    conversation.refresh_from_db()
+    assert conversation.title != "New chat"
+    assert result.named("start")[0]["title"] == conversation.title

@@ -176,3 +176,15 @@ def test_dashboard_pages_send_the_page_csp(owner_client, small, path):
     assert directives["script-src"] == "'self'"
     assert directives["img-src"] == "'self' data:"
     assert directives["object-src"] == "'none'"
+
+
+def test_counting_accuracy_is_bounded_and_says_what_it_measures(owner_client, user):
+    """A provider that counts very differently gives "—", never a negative accuracy (issue 14, finding 10)."""
+    conversation = make_conversation(owner=user)
+    make_record(conversation=conversation, tokens_full=900, tokens_sent=900, provider=40)
+    html = owner_client.get(f"/c/{conversation.pk}/dashboard/").content.decode()
+    card = html.split('data-card="accuracy"', 1)[1].split("</section>", 1)[0]
+    assert "%" not in card.split("per request", 1)[0].replace("Counting accuracy", "")  # the value is "—"
+    assert "−" not in card.split("per request", 1)[0]
+    assert "per request, ours differs from the provider&#x27;s count by 2150.0% on average" in card
+    assert "counts differently" in card
