@@ -45,6 +45,7 @@ from chatapp.chat.context import (
     first_user_message_id,
     gauge_payload,
     message_is_live,
+    summary_through_id,
 )
 from chatapp.chat.layout import Place, message_place_get, new_message_place
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
@@ -460,7 +461,9 @@ def _recall_words(*, messages: int, tokens: int) -> str:
     return f"recalled {messages:,} earlier message{'s' if messages != 1 else ''} ({tokens:,} tokens)"
 
 
-def _context_event(*, result: PackResult, budget: int, window_start_id: int | None) -> dict[str, Any]:
+def _context_event(
+    *, result: PackResult, budget: int, window_start_id: int | None, ctx: ContextInput
+) -> dict[str, Any]:
     info = result.info
     return {
         "tokens": info.tokens_after,
@@ -471,6 +474,8 @@ def _context_event(*, result: PackResult, budget: int, window_start_id: int | No
         "triggered": info.triggered,
         "window_start_id": window_start_id,
         "estimated": info.estimated,
+        "summary_through_id": summary_through_id(result=result, ctx=ctx),
+        "summary_quota_reached": ctx.quota_exhausted,
         # This request only: the next one recalls afresh for its own newest message.
         "recall": _recall_summary(info=info),
     }
@@ -737,7 +742,7 @@ def _turn_prepare(
         reply_id=reply.pk,
         record_id=record.pk,
         messages=ctx.request.messages if ctx.request is not None else [],
-        context=_context_event(result=result, budget=budget, window_start_id=window_start_id),
+        context=_context_event(result=result, budget=budget, window_start_id=window_start_id, ctx=ctx),
         context_note=_context_note(result=result, budget=budget) if target.offline else "",
         trigger_tokens=info.trigger_tokens,
     )
@@ -994,6 +999,8 @@ def _gauge_without_repacking(*, turn: ChatTurn, reply_tokens: int) -> dict[str, 
         window_start_id=turn.context["window_start_id"],
         strategy=turn.context["strategy"],
         estimated=turn.context["estimated"],
+        summary_through_id=turn.context.get("summary_through_id"),
+        summary_quota_reached=bool(turn.context.get("summary_quota_reached")),
     )
 
 

@@ -401,12 +401,23 @@ def _window_store(*, conversation: Conversation, new_start: int | None) -> None:
 
 
 def gauge_payload(
-    *, tokens: int, budget: int, history_tokens: int, window_start_id: int | None, strategy: str, estimated: bool
+    *,
+    tokens: int,
+    budget: int,
+    history_tokens: int,
+    window_start_id: int | None,
+    strategy: str,
+    estimated: bool,
+    summary_through_id: int | None = None,
+    summary_quota_reached: bool = False,
 ) -> dict[str, Any]:
     """The gauge as the chat, the API and the SSE `done` event show it (one shape everywhere).
 
     `tokens` is what the next request sends; `history_tokens` what the whole live history would take
-    — the figure the trigger and the "compact now?" question speak of.
+    — the figure the trigger and the "compact now?" question speak of. `summary_through_id`: the
+    last message the summary sent covers (None: no summary sent), so the chat's divider says which
+    left-out messages a summary stands in for and which are simply dropped; `summary_quota_reached`:
+    today's automatic summaries are used up, so the chat truncates instead.
     """
     return {
         "tokens": tokens,
@@ -417,7 +428,16 @@ def gauge_payload(
         "window_start_id": window_start_id,
         "strategy": strategy,
         "estimated": estimated,
+        "summary_through_id": summary_through_id,
+        "summary_quota_reached": summary_quota_reached,
     }
+
+
+def summary_through_id(*, result: PackResult, ctx: ContextInput) -> int | None:
+    """The last message the summary sent in `result` covers, or None when none was sent."""
+    if not result.info.summary_used or ctx.summary is None:
+        return None
+    return int(ctx.summary.through_id)
 
 
 def context_gauge(
@@ -433,7 +453,7 @@ def context_gauge(
     budget = context_budget(target=target)
     snapshot = _conversation_snapshot(conversation)
     try:
-        result, _ = context_build(
+        result, ctx = context_build(
             conversation=snapshot,
             preference=prefs.preference,
             target=target,
@@ -457,6 +477,8 @@ def context_gauge(
         window_start_id=int(result.window_start) if result.window_start is not None else None,
         strategy=info.strategy_chosen,
         estimated=info.estimated,
+        summary_through_id=summary_through_id(result=result, ctx=ctx),
+        summary_quota_reached=ctx.quota_exhausted,
     )
 
 

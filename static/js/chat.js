@@ -746,8 +746,10 @@
     const ws = Number(windowStart || 0);
     if (!ws) return;
     const items = [...messagesEl.querySelectorAll(":scope > .msg[data-id]")];
+    const coveredThrough = Number((lastGauge && lastGauge.summary_through_id) || 0);
     let anchor = null;
     let outside = 0;
+    let uncovered = 0;
     for (const item of items) {
       const id = Number(item.dataset.id);
       if (id >= ws) { anchor = item; break; }
@@ -757,14 +759,21 @@
       if (place === "window" || place === "evicted") {
         item.classList.add("is-outside");
         outside += 1;
+        if (id > coveredThrough) uncovered += 1;
       }
     }
     const hasEarlier = !!document.querySelector('[data-action="load-earlier"]');
     if (!anchor || (!outside && !hasEarlier)) return;
-    const liveSummary = messagesEl.querySelector(".summary-marker:not(.is-discarded)");
-    const how = strategy === "summarize" || liveSummary
-      ? "a summary stands in for them"
-      : strategy === "truncate" ? "they were truncated to fit the window" : "summarized or truncated";
+    // Say what the next request really does with them: the summary it sends covers up to
+    // `summary_through_id`; anything after that is left out (until a new summary is written, or for
+    // good today when the daily limit of automatic summaries turned summaries into truncation).
+    const quota = lastGauge && lastGauge.summary_quota_reached;
+    const later = quota ? " (today's automatic summaries are used up, so they are truncated)"
+      : strategy === "summarize" ? " until the next summary is written" : "";
+    let how;
+    if (coveredThrough && !uncovered) how = "a summary stands in for them";
+    else if (coveredThrough) how = `a summary stands in for the older ones; the later ones are left out${later}`;
+    else how = `they were left out to fit the window${later}`;
     const marker = el("div", "window-marker");
     marker.setAttribute("role", "separator");
     const recall = lastGauge && lastGauge.recall;

@@ -256,3 +256,27 @@ def test_only_the_summary_in_use_shows_as_active(asgi_server, browser, fake_open
     assert "is-discarded" in browser.find_element(By.ID, f"m-{newer.pk}").get_attribute("class")
     assert not Message.objects.get(pk=older.pk).discarded and Message.objects.get(pk=newer.pk).discarded
     assert console_errors(browser) == []
+
+
+def test_the_divider_says_which_left_out_messages_a_summary_stands_in_for(asgi_server, browser, fake_openai):
+    """Issue 14, findings 2 and 10: messages left out after what the summary covers are said to be
+    left out, not summarized."""
+    base = asgi_server.url
+    _sign_up(browser, base, "divider-reader")
+    user = get_user_model().objects.get(username="divider-reader")
+    config = _config(user, fake_openai.base_url, name="Echo 4k", window=4_000, default=True)
+    conversation = Conversation.objects.create(owner=user, title="Gap", llm_config=config)
+    _seed(conversation, 300, words=12)
+    chat = list(Message.objects.filter(conversation=conversation).order_by("id").values_list("id", flat=True))
+    Message.objects.create(
+        conversation=conversation, role="system", kind="summary", content="[Conversation summary]\n\nEarly part.",
+        covers_from_id=chat[1], covers_through_id=chat[99], covered_message_count=99,
+    )
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=chat[200])
+    browser.get(f"{base}/c/{conversation.pk}/")
+
+    divider = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".window-marker"))[0]
+    _wait(browser, lambda d: "later ones are left out" in d.find_element(By.CSS_SELECTOR, ".window-marker").text)
+    assert "a summary stands in for the older ones" in browser.find_element(By.CSS_SELECTOR, ".window-marker").text
+    assert divider.is_displayed()
+    assert console_errors(browser) == []

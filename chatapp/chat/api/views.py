@@ -179,6 +179,12 @@ class ConversationContextApi(APIView):
         window_start_id = serializers.IntegerField(allow_null=True)
         strategy = serializers.CharField()
         estimated = serializers.BooleanField(help_text="Counts are estimates (model unknown to tiktoken).")
+        summary_through_id = serializers.IntegerField(
+            allow_null=True, help_text="Last message the summary sent covers (null: no summary sent)."
+        )
+        summary_quota_reached = serializers.BooleanField(
+            help_text="Today's automatic summaries are used up: the chat truncates instead."
+        )
 
     @extend_schema(responses=OutputSerializer, summary="Context gauge for the next request")
     def get(self, request: Request, pk: int) -> Response:

@@ -1,0 +1,46 @@
+"""The gauge says what the next request does with the messages left out: which ones the summary it
+sends stands in for, and whether the daily limit turned summaries into truncation (issue 14,
+findings 2 and 10)."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from chatapp.chat.chat_services import message_append
+from chatapp.chat.models import Conversation
+from chatapp.chat.services import user_settings_update
+from tests.chat.conftest import make_config, seed_messages
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def long_chat(chat_user, fake_openai):
+    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    ids = seed_messages(conversation, 300, model="gpt-4o-mini")
+    message_append(
+        conversation=conversation, role="system", kind="summary", content="[Conversation summary]\n\nEarly part.",
+        covers_from_id=ids[1], covers_through_id=ids[99],
+    )
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[200])
+    client = APIClient()
+    client.force_authenticate(chat_user)
+    return conversation, ids, client
+
+
+def test_the_gauge_names_what_the_summary_sent_covers(long_chat):
+    conversation, ids, client = long_chat
+    gauge = client.get(f"/api/conversations/{conversation.pk}/context/").json()
+    assert gauge["window_start_id"] >= ids[200]
+    assert gauge["summary_through_id"] == ids[99]  # what lies between is left out, not summarized
+    assert gauge["summary_quota_reached"] is False
+
+
+def test_the_gauge_says_when_the_daily_limit_turned_summaries_into_truncation(long_chat, chat_user, settings):
+    conversation, _, client = long_chat
+    user_settings_update(user=chat_user, preference="quality")
+    settings.SUMMARIES_PER_DAY = 0
+    gauge = client.get(f"/api/conversations/{conversation.pk}/context/").json()
+    assert gauge["summary_quota_reached"] is True and gauge["strategy"] == "truncate"
