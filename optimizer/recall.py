@@ -193,7 +193,7 @@ def recall(
     best: tuple[str, int, tuple[RecallItem, ...], list[str]] | None = None
     read_more = True
     while True:
-        if read < len(ranked) and (read_more or not pending):
+        if read < len(ranked) and (read_more or (not pending and _worth_reading_more(room - used, unit_costs))):
             # the messages of the next chunk of exchanges, best first (a block quotes far fewer than the hits)
             batch = [hit_id for hit_id, _ in ranked[read : read + READ_CHUNK]]
             read += len(batch)
@@ -279,7 +279,7 @@ def _quote_estimate(item: RecallItem, model: str) -> int:
     With a stored count (3 + role + content, the chat formula) the line is about that much: speaker,
     colon and newline for the overhead and role; the name may be longer than the role, hence the margin.
     """
-    if item.tokens is not None:
+    if item.tokens:  # 0: never counted (a row written by hand)
         return item.tokens + 3 + (count_text(item.name, model=model) if item.name else 0)
     return count_text(f"{_speaker(item)}: {item.content}\n", model=model) + 3
 

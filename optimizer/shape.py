@@ -16,8 +16,9 @@ anywhere but first, two user or two assistant messages in a row, an assistant me
 
 Tool messages pass through. Every change is named in `notes`, for the optimization record; `tokens`
 counts the request as shaped. Joining only saves per-message overhead; the one addition is the user
-line before an assistant-first history, which can only happen while everything is sent (a cut
-window starts with a user message), so below the trigger, far inside the budget.
+line (about 15 tokens) before a history that starts with the assistant. A chat made in this app
+starts with the user; an assistant-first history needs an assistant message before the first user
+message, and then, while everything is sent, the request is under the trigger, far inside the budget.
 """
 
 from __future__ import annotations

@@ -11,15 +11,16 @@ conversation that contain a term — and the statistics are read from rows kept 
 
 Fast on long conversations:
 
-* MaxScore pruning: terms are visited rarest-first (highest possible contribution first); once the
-  terms not yet visited could not lift an unseen message over the threshold (the `limit`-th best
-  score so far, or the share of the best that recall discards anyway), their postings are never
-  read. A common term in a 100k-message conversation is then scored only inside the candidates
-  already found.
+* MaxScore pruning: terms are visited by the most they can add to a score (idf x weight, very
+  common terms last); once the terms not yet visited could not lift an unseen message over the
+  threshold (the `limit`-th best score so far, or the share of the best that recall discards
+  anyway), their postings are never read. A common term in a 100k-message conversation is then
+  scored only inside the candidates already found.
 * Each lookup reads one conversation's postings of one term: FTS5 intersects inside its index
   (`_c<id> AND term`); PostgreSQL looks up a conversation-scoped lexeme (`c<id>_term`, migration
   0004), where `_c<id> & term` made GIN walk every posting of the conversation.
-* A very common term (`MAX_POSTINGS`) is looked up among the newest `RECENT_MESSAGES` only.
+* A very common term (`MAX_POSTINGS`) is looked up among the newest `RECENT_MESSAGES` only (the
+  rows returned are bounded; PostgreSQL still walks the term's GIN entry for the bitmap).
 * Few round trips: the statistics in one statement, each term's lookup in one, the neighbours' ids
   of all hits in one, and the rows of each chunk of exchanges recall may quote in one.
 """
@@ -48,7 +49,7 @@ _FTS_TABLE = "chat_message_fts"  # SQLite only: created by migration 0002
 # A term in more recallable messages than MAX_POSTINGS is looked up only among the conversation's
 # newest RECENT_MESSAGES: reading all of a very common term's postings is what would make a query
 # slow on a long conversation. A message is read at most once per query, so the common terms of a
-# query read at most RECENT_MESSAGES rows together, whatever the conversation's length.
+# query return at most RECENT_MESSAGES rows together, whatever the conversation's length.
 # See DatabaseRecallSource.
 MAX_POSTINGS = 1000
 RECENT_MESSAGES = 2000
@@ -114,7 +115,8 @@ class DatabaseRecallSource:
 
     Cheap to construct (no query until `search`). `through_id` bounds the conversation (Regenerate
     and Retry answer an earlier message: nothing after it may be recalled). `offline_replies=False`:
-    the offline demo model's replies are never quoted (they describe a context, see context_load). `floor_ratio`: hits
+    the offline demo model's replies are never quoted (they describe a context, see context_load);
+    they are still ranked, as the index cannot tell them apart, so one may take a hit's place. `floor_ratio`: hits
     scoring below this share of the best are not returned (recall discards them anyway, and not
     having to rank them exactly is what lets common terms be skipped); 0 returns the exact top
     `limit`, as MemorySource does.
@@ -158,9 +160,12 @@ class DatabaseRecallSource:
         weighted = {t: idf(df[t], n_docs) * query.weights[t] for t in query.weights if t in df}
         if not weighted:
             return []
-        # A term adds at most idf * weight * (k1 + 1) to a message's score (tf -> infinity).
+        # A term adds at most idf * weight * (k1 + 1) to a message's score (tf -> infinity). Terms are
+        # read in order of that bound, except that very common terms (looked up among the newest
+        # messages only) come after all others: each lookup excludes the messages of the terms read
+        # before it, which is only right when those were read whole (MaxScore holds in any order).
         bound = {t: w * (K1 + 1) for t, w in weighted.items()}
-        order = sorted(weighted, key=lambda t: (-bound[t], df[t], t))
+        order = sorted(weighted, key=lambda t: (df[t] > self.max_postings, -bound[t], df[t], t))
         scored = list(weighted.items())
         skip = {int(i) for i in exclude_ids if str(i).isdigit()}
         scores: dict[int, float] = {}
@@ -218,14 +223,14 @@ class DatabaseRecallSource:
         return corpus[0], corpus[1], {term: df for term, df, _ in rows if term is not None}
 
     def _recent_start(self) -> int:
-        """Id of the oldest of the newest `recent` recallable messages (0: the conversation is shorter).
+        """Id of the oldest of the newest `recent` recallable messages up to `through_id` (0: the
+        conversation is shorter).
 
         An index-only walk of `recent` entries of (conversation, message) WHERE recallable."""
-        row = (
-            MessageSearch.objects.filter(conversation_id=self.conversation_id, recallable=True)
-            .order_by("-message_id")
-            .values_list("message_id", flat=True)[self.recent - 1 : self.recent]
-        )
+        rows = MessageSearch.objects.filter(conversation_id=self.conversation_id, recallable=True)
+        if self.through_id is not None:
+            rows = rows.filter(message_id__lte=self.through_id)
+        row = rows.order_by("-message_id").values_list("message_id", flat=True)[self.recent - 1 : self.recent]
         return next(iter(row), 0)
 
     def _threshold(self, scores: dict[int, float], limit: int) -> float:

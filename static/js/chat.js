@@ -1344,8 +1344,11 @@
     followTimer = setTimeout(async () => {
       followTimer = null;
       const since = Math.min(...pending.map((m) => Number(m.dataset.id)));
-      const res = await fetch(`/c/${conversationId}/messages/?since=${since}`, { credentials: "same-origin" });
-      if (res.ok) {
+      let res = null;
+      try {
+        res = await fetch(`/c/${conversationId}/messages/?since=${since}`, { credentials: "same-origin" });
+      } catch (_) { /* offline for a moment: try again on the next round */ }
+      if (res && res.ok) {
         const holder = document.createElement("div");
         holder.innerHTML = await res.text(); // server-rendered, sanitized fragment
         enhance(holder);

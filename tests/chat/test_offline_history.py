@@ -40,7 +40,7 @@ def test_offline_replies_are_not_history_for_a_real_model(chat_user, fake_openai
     }]
 
 
-def test_recall_never_quotes_an_offline_reply_to_a_real_model(chat_user, conversation):
+def test_the_database_source_never_gives_recall_an_offline_reply_to_quote_to_a_real_model(chat_user, conversation):
     Message.objects.create(conversation=conversation, role="user", content="Tell me about the lighthouse.")
     demo = Message.objects.create(conversation=conversation, role="assistant", model=OFFLINE_MODEL,
                                   content="The lighthouse context holds 2 messages.")

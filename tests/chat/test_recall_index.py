@@ -17,7 +17,7 @@ from chatapp.chat.search_services import conversation_index_rebuild, message_ind
 from chatapp.chat.selectors import conversation_list, user_settings_get
 from chatapp.chat.services import conversation_delete
 from chatapp.chat.summary_services import summary_edit
-from optimizer.lexical import build_query, index_text
+from optimizer.lexical import Query, build_query, index_text
 from optimizer.recall import HEADER, MemorySource, RecallItem, recall_cap
 from tests.chat.conftest import make_config, seed_messages, send
 
@@ -227,6 +227,35 @@ def test_a_very_common_term_is_looked_up_among_the_newest_messages(chat_user, co
     expected = memory.search(build_query("bike chain"), limit=120, exclude_ids=none)
     assert [i for i, _ in got] == [i for i, _ in expected] and len(got) == 12
     assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12)
+
+
+def test_a_rarer_term_is_read_whole_before_a_very_common_one(chat_user, conversation):
+    """A very common term is looked up among the newest messages only, so it is read after every
+    other term: an old message with both must still be found through the rarer one."""
+    rows = [("user" if k % 2 == 0 else "assistant", f"Notes on day {k}.") for k in range(12)]
+    rows[1] = ("assistant", "Your Brompton bike folds in ten seconds.")
+    for k in (8, 9, 10, 11):
+        rows[k] = (rows[k][0], f"The bike needed a new chain, day {k}.")
+    msgs = _append(conversation, rows)
+    ids = [str(m.pk) for m in msgs]
+    # "bike" (in 5 messages, over max_postings) weighs more than "brompton" here, so by bound alone
+    # it would be read first and, looked up among the newest 4 only, hide the old message
+    query = Query(weights={"bike": 1.5, "brompton": 0.2})
+    source = DatabaseRecallSource(conversation=conversation, floor_ratio=0, max_postings=3, recent=4)
+    got = dict(source.search(query, limit=120, exclude_ids=frozenset()))
+    expected = dict(_memory(conversation).search(query, limit=120, exclude_ids=frozenset()))
+    assert ids[1] in got and got[ids[1]] == pytest.approx(expected[ids[1]], rel=1e-12)
+    assert set(got) == {ids[1], *ids[8:]}
+
+
+def test_the_newest_messages_of_a_common_term_end_at_through_id(chat_user, conversation):
+    msgs = _append(conversation, [("user" if k % 2 == 0 else "assistant", f"The bike, day {k}.") for k in range(12)])
+    ids = [str(m.pk) for m in msgs]
+    source = DatabaseRecallSource(
+        conversation=conversation, through_id=msgs[5].pk, floor_ratio=0, max_postings=3, recent=4
+    )
+    got = {i for i, _ in source.search(build_query("bike"), limit=120, exclude_ids=frozenset())}
+    assert got == set(ids[2:6])  # the newest 4 up to the message answered again
 
 
 def test_neighbours_and_messages_are_live_ones_with_dates(chat_user, conversation, fake_openai):
