@@ -28,7 +28,7 @@ Fast on long conversations:
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
@@ -63,6 +63,11 @@ def _aware(value: dt.datetime | str | None) -> dt.datetime | None:
     if value is not None and value.tzinfo is None:
         value = value.replace(tzinfo=dt.UTC)
     return value
+
+
+def _pks(ids: Iterable[str]) -> list[int]:
+    """Message primary keys among recall ids (ids that are not one cannot be this conversation's)."""
+    return [int(i) for i in ids if str(i).isdigit()]
 
 
 def _fts_phrase(token: str) -> str:
@@ -167,7 +172,7 @@ class DatabaseRecallSource:
         bound = {t: w * (K1 + 1) for t, w in weighted.items()}
         order = sorted(weighted, key=lambda t: (df[t] > self.max_postings, -bound[t], df[t], t))
         scored = list(weighted.items())
-        skip = {int(i) for i in exclude_ids if str(i).isdigit()}
+        skip = set(_pks(exclude_ids))
         scores: dict[int, float] = {}
         left = sum(bound.values())
         seen: list[str] = []
@@ -244,7 +249,7 @@ class DatabaseRecallSource:
     # --- neighbours and messages -------------------------------------------------------------------
 
     def neighbours(self, ids: Sequence[str]) -> dict[str, Links]:
-        wanted = [int(i) for i in ids if str(i).isdigit()]
+        wanted = _pks(ids)
         if not wanted:
             return {}
         # One statement: each message's previous and next live message, one index seek each on
@@ -270,7 +275,7 @@ class DatabaseRecallSource:
         }
 
     def messages(self, ids: Sequence[str]) -> dict[str, RecallItem]:
-        wanted = [int(i) for i in ids if str(i).isdigit()]
+        wanted = _pks(ids)
         if not wanted:
             return {}
         bound = "" if self.through_id is None else " AND m.id <= %s"
