@@ -6,11 +6,14 @@ well below the trigger, so that the next several requests append to an unchanged
 shifting the window on every turn: providers cache a stable prompt prefix and bill it at a fraction
 of the price.
 
-How each preference uses them: all three preferences share the configured trigger and target (the
-window's stability is a property of the conversation, not of the strategy). The preference only
-weighs truncation against summarization (see `selector`). At a cut the summary in use shares the
-target with the window; a summary written at that moment (inline, or by a worker for the next turn)
-lands above the window, under the trigger, until the next cut.
+How each preference uses them: "fast" promises the smallest context, so it trims earlier: its trigger
+and target are both `fast_headroom` (0.1) of the budget lower (0.7 / 0.4 by default). The gap between
+them, which sets how many turns append before the next cut, is the same for all three, so fast's
+prefix is as stable as the others'. Balanced and quality share the configured ratios and differ only
+in how they weigh truncation against summarization (see `selector`); their summaries shrink what
+they keep, so without the lower line fast sent more than balanced on small windows. At a cut the
+summary in use shares the target with the window; a summary written at that moment (inline, or by a
+worker for the next turn) lands above the window, under the trigger, until the next cut.
 """
 
 from __future__ import annotations
@@ -37,11 +40,15 @@ def budget_for_model(model: str, *, config: PackConfig = DEFAULT_CONFIG) -> int:
     )
 
 
-def trigger_tokens(budget: int, config: PackConfig) -> int:
-    """History at or above this many tokens triggers optimization."""
-    return math.ceil(budget * config.trigger_ratio)
+def _headroom(config: PackConfig, preference: str | None) -> float:
+    return config.fast_headroom if preference == "fast" else 0.0
 
 
-def target_tokens(budget: int, config: PackConfig) -> int:
+def trigger_tokens(budget: int, config: PackConfig, *, preference: str | None = None) -> int:
+    """History at or above this many tokens triggers optimization (lower for "fast")."""
+    return math.ceil(budget * max(0.0, config.trigger_ratio - _headroom(config, preference)))
+
+
+def target_tokens(budget: int, config: PackConfig, *, preference: str | None = None) -> int:
     """When optimization triggers, the context is cut down to at most this many tokens (when possible)."""
-    return max(1, math.floor(budget * config.target_ratio))
+    return max(1, math.floor(budget * max(0.0, config.target_ratio - _headroom(config, preference))))

@@ -13,10 +13,11 @@ Layout of a packed context, in send order:
 
 Design choices, and why:
 
-* Trigger and target (see `budget`): nothing changes until the history reaches `trigger_ratio` of the
-  budget; then the window is cut to `target_ratio`, not just under the line, and its start is state
-  the caller stores and passes back. While the context stays under the trigger the window start does
-  not move, so consecutive requests share an exact prefix that provider prompt caches reuse.
+* Trigger and target (see `budget`; "fast" has both lower): nothing changes until the history reaches
+  `trigger_ratio` of the budget; then the window is cut to `target_ratio`, not just under the line,
+  and its start is state the caller stores and passes back. While the context stays under the
+  trigger the window start does not move, so consecutive requests share an exact prefix that
+  provider prompt caches reuse.
 * The window is a suffix of whole rounds, so it never starts with an orphaned assistant reply and
   never splits a round: the newest whole rounds that fit the target, the newest round always (see
   `strategies.truncate` for why the design notes' minimum recent window yields to the target).
@@ -110,7 +111,8 @@ def pack(
     _validate(budget, preference)
     msgs = messages if isinstance(messages, list) else list(messages)
     toks, given_tokens = _token_counts(msgs, model)
-    trigger, target = trigger_tokens(budget, config), target_tokens(budget, config)
+    trigger = trigger_tokens(budget, config, preference=preference)
+    target = target_tokens(budget, config, preference=preference)
     total_tokens, msg_count = (history.tokens, history.messages) if history is not None else (given_tokens, len(msgs))
     before = _Before(budget, _encoding_name(model)[1], trigger, target, total_tokens + REPLY_PRIMING, msg_count)
     # fast path: no window state and the whole history is under the trigger -> send it unchanged

@@ -67,7 +67,7 @@ def get_optimization_recommendation(
     msgs = [_as_msg(m, i) for i, m in enumerate(messages)]
     tokens = _tokens(msgs, model)
     ratio = tokens / budget if budget > 0 else float("inf")
-    needed = budget <= 0 or tokens >= trigger_tokens(budget, config)
+    needed = budget <= 0 or tokens >= trigger_tokens(budget, config, preference=preference)
     decision = select_strategy(
         message_count=len(msgs),
         char_count=sum(content_chars(m.content) for m in msgs),

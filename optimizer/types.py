@@ -74,6 +74,7 @@ class PackConfig:
     safety_margin: int = 0
     trigger_ratio: float = 0.8
     target_ratio: float = 0.5
+    fast_headroom: float = 0.1  # "fast" triggers and cuts this share of the budget lower (smallest context)
     keep_first_user: bool = True
     oversize_share: float = 0.25  # one message above this share of the budget is sent as head + tail
     summary_share: float = 0.15  # summary length target, share of the span's tokens

@@ -24,6 +24,7 @@ from chatapp.chat.models import Conversation, LLMConfig, Message, Preference
 from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.selectors import llm_config_default, user_settings_get
 from chatapp.chat.summary_selectors import summary_quota_reason, summary_quota_remaining
+from optimizer.budget import trigger_tokens
 from optimizer.shape import ShapedRequest, shape_request
 from optimizer.tokens import REPLY_PRIMING
 from optimizer.types import (
@@ -245,14 +246,16 @@ def conversation_config(*, conversation: Conversation) -> LLMConfig | None:
     return llm_config_default(owner=conversation.owner)
 
 
-def _quota_allows_summaries(*, conversation: Conversation, budget: int, config: PackConfig) -> bool:
+def _quota_allows_summaries(
+    *, conversation: Conversation, budget: int, config: PackConfig, preference: str
+) -> bool:
     """False when the conversation used its daily automatic summaries (settings.SUMMARIES_PER_DAY).
 
     Asked only when the optimizer may choose at all (a window exists or the history is past the
     trigger): below that everything is sent and the quota cannot matter, so short chats skip the query.
     """
     if conversation.window_start_id is None and (
-        conversation.live_token_count + REPLY_PRIMING < budget * config.trigger_ratio
+        conversation.live_token_count + REPLY_PRIMING < trigger_tokens(budget, config, preference=preference)
     ):
         return True
     return summary_quota_remaining(conversation=conversation) > 0
@@ -278,11 +281,13 @@ def _pack_plan(
     budget: int,
     auto_optimize: bool,
     through_id: int | None,
+    preference: str,
     trigger_ratio: float | None = None,
 ) -> tuple[dict[str, Any], PackConfig, bool]:
     """How to load and pack under the user's automatic-optimization switch.
 
-    On: the optimizer's default trigger (80% of the budget) and target, with background summaries.
+    On: the optimizer's default trigger (80% of the budget, 70% for fast) and target, with background
+    summaries.
     Off: "send everything that fits" — the trigger moves to 100% of the budget. While the whole
     history fits it is all sent verbatim: the window and any summary (a /compact one included) are
     ignored, and the stored window is cleared, since nothing is left out. Once it no longer fits, the
@@ -295,12 +300,12 @@ def _pack_plan(
         config = PackConfig() if trigger_ratio is None else PackConfig(trigger_ratio=trigger_ratio)
         summarizer = True
     else:
-        config = PackConfig(trigger_ratio=1.0, target_ratio=0.9)
+        config = PackConfig(trigger_ratio=1.0, target_ratio=0.9, fast_headroom=0.0)
         summarizer = False
         if history + REPLY_PRIMING <= budget:
             return {"load_all": True, "through_id": through_id}, config, summarizer
     load: dict[str, Any] = {"through_id": through_id}
-    if conversation.window_start_id is None and history > budget * config.trigger_ratio:
+    if conversation.window_start_id is None and history > trigger_tokens(budget, config, preference=preference):
         # No window yet but the history is past the trigger (an imported or long conversation):
         # hand the optimizer the newest budget's worth of messages as the candidate window.
         load["window_start_id"] = _tail_start_id(conversation=conversation, tokens=budget, through_id=through_id)
@@ -333,10 +338,11 @@ def context_build(
         budget=budget,
         auto_optimize=auto_optimize,
         through_id=through_id,
+        preference=preference,
         trigger_ratio=trigger_ratio,
     )
     quota_exhausted = summarizer and not _quota_allows_summaries(
-        conversation=conversation, budget=budget, config=config
+        conversation=conversation, budget=budget, config=config, preference=preference
     )
     if quota_exhausted:
         summarizer = False

@@ -123,8 +123,9 @@ def test_nothing_is_recalled_while_everything_fits():
 def test_stateless_request_fills_the_budget_when_history_is_relevant():
     msgs = chat(120, fact_at=5)
     msgs.append(msg("q", "user", "Remind me about the podcast and jazz and the garden plans"))
-    for budget in (2048, 4096, 8192):
-        result = packed_with_recall(msgs, budget=budget)
+    # below fast's recall cap (4,096 tokens) the block takes whatever room the window leaves
+    for budget, preference in ((2048, "fast"), (4096, "fast"), (8192, "balanced")):
+        result = packed_with_recall(msgs, budget=budget, preference=preference)
         assert result.stats["tokens_after"] <= budget
         assert result.stats["tokens_after"] >= 0.9 * budget
 

@@ -40,7 +40,8 @@ def state_for(msgs, *, budget, preference="balanced", window_start=None, summary
               recall_source=None) -> PackState:
     return begin(
         msgs, [m.tokens for m in msgs], budget=budget, preference=preference, model=MODEL, config=DEFAULT_CONFIG,
-        trigger=trigger_tokens(budget, DEFAULT_CONFIG), target=target_tokens(budget, DEFAULT_CONFIG),
+        trigger=trigger_tokens(budget, DEFAULT_CONFIG, preference=preference),
+        target=target_tokens(budget, DEFAULT_CONFIG, preference=preference),
         window_start=window_start, history=None, counters=Counters(), summarizer_available=True, summary=summary,
         summarize_now=summarize_now, recall_source=recall_source,
     )

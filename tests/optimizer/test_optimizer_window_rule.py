@@ -55,7 +55,7 @@ SLOW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 @given(chats(), st.sampled_from(["fast", "balanced", "quality"]))
 def test_a_cut_ends_at_the_target_plus_at_most_the_newest_round(chat, preference):
     budget, sizes = chat
-    target = target_tokens(budget, DEFAULT_CONFIG)
+    target = target_tokens(budget, DEFAULT_CONFIG, preference=preference)
     for _, result in replay(budget, sizes, preference):
         info = result.info
         if not (info.optimization_applied and info.triggered):
@@ -67,12 +67,12 @@ def test_a_cut_ends_at_the_target_plus_at_most_the_newest_round(chat, preference
 
 
 @SLOW
-@given(chats())
-def test_the_window_moves_only_when_growth_reaches_the_trigger(chat):
+@given(chats(), st.sampled_from(["fast", "balanced"]))
+def test_the_window_moves_only_when_growth_reaches_the_trigger(chat, preference):
     budget, sizes = chat
-    trigger = trigger_tokens(budget, DEFAULT_CONFIG)
+    trigger = trigger_tokens(budget, DEFAULT_CONFIG, preference=preference)
     previous = None
-    for turn, result in replay(budget, sizes, "fast"):
+    for turn, result in replay(budget, sizes, preference):
         info = result.info
         # must-keeps compressed in an emergency are counted whole again on the next turn: not this rule
         emergency = previous is not None and {"sys", "u0", f"u{turn - 1}"} & set(previous.info.compressed_ids)
@@ -84,3 +84,26 @@ def test_the_window_moves_only_when_growth_reaches_the_trigger(chat):
             added = msg("r", "assistant", text_of(reply)).tokens + msg("u", "user", text_of(user)).tokens
             assert previous.info.tokens_after + added >= trigger
         previous = result
+
+
+@SLOW
+@given(chats())
+def test_fast_sends_the_smallest_context_of_the_three(chat):
+    """Settings promise "fast: smallest context". Truncation only here (summaries shrink balanced and
+    quality further only by replacing what fast drops outright)."""
+    budget, sizes = chat
+    sent = {}
+    for preference in ("fast", "balanced", "quality"):
+        sent[preference] = [r.info.tokens_after for _, r in replay(budget, sizes, preference)]
+    turns = min(len(v) for v in sent.values())
+    assert sum(sent["fast"][:turns]) <= sum(sent["balanced"][:turns])
+    assert sum(sent["fast"][:turns]) <= sum(sent["quality"][:turns])
+
+
+def test_fast_trims_earlier_with_the_same_gap_between_trigger_and_target():
+    budget = 4096
+    fast = trigger_tokens(budget, DEFAULT_CONFIG, preference="fast"), target_tokens(budget, DEFAULT_CONFIG,
+                                                                                    preference="fast")
+    balanced = trigger_tokens(budget, DEFAULT_CONFIG), target_tokens(budget, DEFAULT_CONFIG)
+    assert fast[0] < balanced[0] and fast[1] < balanced[1]
+    assert abs((fast[0] - fast[1]) - (balanced[0] - balanced[1])) <= 1
