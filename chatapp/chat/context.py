@@ -240,7 +240,10 @@ def context_budget(*, target: LLMTarget) -> int:
 
 
 def conversation_config(*, conversation: Conversation) -> LLMConfig | None:
-    """The conversation's model config, else the owner's default (a deleted config leaves null)."""
+    """The conversation's model config; None for the offline demo model. A chat whose config was
+    deleted uses the owner's default."""
+    if conversation.offline:
+        return None
     if conversation.llm_config_id is not None:
         return conversation.llm_config
     return llm_config_default(owner=conversation.owner)

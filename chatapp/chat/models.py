@@ -86,7 +86,12 @@ class Conversation(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, default="New chat")
     title_is_custom = models.BooleanField(default=False)
+    # The chat's model, fixed when it starts and changed only by the user. Null with `offline` false
+    # only when the config was deleted (or none was default): the owner's default is used then.
     llm_config = models.ForeignKey(LLMConfig, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The chat talks to the built-in offline demo model and stays with it when a real model is added:
+    # the demo's replies describe the context and are not conversation to send another model.
+    offline = models.BooleanField(default=False)
     # Optimizer window state: id of the first message of the verbatim window. It moves only when the
     # trigger fires, so consecutive requests share a stable prefix (provider prompt caches).
     window_start_id = models.BigIntegerField(null=True, blank=True)

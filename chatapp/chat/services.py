@@ -21,7 +21,7 @@ import optimizer
 from .crypto import secret_encrypt
 from .models import Conversation, LLMConfig, Preference, SummaryJob, UserSettings
 from .netguard import base_url_validate
-from .selectors import user_settings_get
+from .selectors import llm_config_default, user_settings_get
 
 DEFAULT_CONTEXT_WINDOW = 8192
 MAX_CONTEXT_WINDOW = 10_000_000
@@ -371,13 +371,31 @@ def _title_clean(title: Any) -> str:
     return text
 
 
+def _model_choice(
+    *, owner: AbstractBaseUser, llm_config: LLMConfig | None, offline: bool
+) -> tuple[LLMConfig | None, bool]:
+    """(config, offline) a chat keeps: the one named, else the owner's default now, else the offline model.
+
+    The default is copied, not followed: a chat begun on one model must not move to another because
+    a config was added or made default later (its history was written for the first).
+    """
+    if offline:
+        return None, True
+    if llm_config is not None:
+        if llm_config.owner_id != owner.pk:
+            raise ValidationError({"llm_config": ["No such model configuration."]})
+        return llm_config, False
+    default = llm_config_default(owner=owner)
+    return default, default is None
+
+
 def conversation_create(
-    *, owner: AbstractBaseUser, title: str | None = None, llm_config: LLMConfig | None = None
+    *, owner: AbstractBaseUser, title: str | None = None, llm_config: LLMConfig | None = None, offline: bool = False
 ) -> Conversation:
-    """A new conversation. Without `llm_config` it follows the owner's default config at each request."""
-    if llm_config is not None and llm_config.owner_id != owner.pk:
-        raise ValidationError({"llm_config": ["No such model configuration."]})
-    conversation = Conversation(owner=owner, llm_config=llm_config)
+    """A new conversation on `llm_config`, else on the owner's default config (kept until the user
+    switches), else on the offline demo model (`offline=True` asks for it)."""
+    config, offline = _model_choice(owner=owner, llm_config=llm_config, offline=offline)
+    conversation = Conversation(owner=owner, llm_config=config, offline=offline)
     if title is not None:
         conversation.title = _title_clean(title)
         conversation.title_is_custom = True
@@ -399,21 +417,23 @@ def conversation_delete(*, conversation: Conversation) -> None:
     conversation.delete()
 
 
-def conversation_set_config(*, conversation: Conversation, llm_config: LLMConfig | None) -> Conversation:
-    """Switch the model of an existing conversation; None makes it follow the owner's default again.
+def conversation_set_config(
+    *, conversation: Conversation, llm_config: LLMConfig | None, offline: bool = False
+) -> Conversation:
+    """Switch the model of an existing conversation: to `llm_config`, to the owner's current default
+    (None), or to the offline demo model (`offline=True`).
 
     The stored history, summaries and window are kept: the next request packs them against the new
     config's budget, and the optimizer moves the window forward if the new budget is smaller. Stored
     per-message token counts are not recomputed for the new model's tokenizer (that would mean reading
     the whole history); the gauge marks counts for models unknown to the tokenizer as estimated.
     """
-    if llm_config is not None and llm_config.owner_id != conversation.owner_id:
-        raise ValidationError({"llm_config": ["No such model configuration."]})
-    if conversation.llm_config_id == (llm_config.pk if llm_config is not None else None):
+    config, offline = _model_choice(owner=conversation.owner, llm_config=llm_config, offline=offline)
+    if conversation.llm_config_id == (config.pk if config is not None else None) and conversation.offline == offline:
         return conversation
-    conversation.llm_config = llm_config
+    conversation.llm_config, conversation.offline = config, offline
     # updated_at is left alone, as for a rename: the sidebar orders by activity, not by settings.
-    conversation.save(update_fields=["llm_config"])
+    conversation.save(update_fields=["llm_config", "offline"])
     return conversation
 
 

@@ -92,7 +92,9 @@ def _configs(user) -> list[LLMConfig]:
 
 
 def _effective_config(*, conversation: Conversation | None, configs: list[LLMConfig]) -> LLMConfig | None:
-    # A conversation without its own config follows the user's default at request time.
+    # As conversation_config: an offline chat stays offline; a deleted config falls back to the default.
+    if conversation is not None and conversation.offline:
+        return None
     if conversation is not None and conversation.llm_config_id:
         for config in configs:
             if config.pk == conversation.llm_config_id:

@@ -429,7 +429,7 @@
 
   async function ensureConversation() {
     if (conversationId) return conversationId;
-    const body = picker && picker.value ? { llm_config: Number(picker.value) } : {};
+    const body = picker && picker.value ? modelChoice(picker.value) : {};
     const res = await api("/api/conversations/", { method: "POST", body });
     if (!res.ok || !res.data || !res.data.id) {
       throw new Error(errorText(res.data, res.status));
@@ -1121,6 +1121,11 @@
 
   const picker = document.getElementById("model-select");
 
+  /** The request body that picks a model: a config id, or the built-in offline demo model. */
+  function modelChoice(value) {
+    return value === "offline" ? { offline: true } : { llm_config: Number(value) };
+  }
+
   /** The header's model selector: picks the model of a new chat, or switches an existing one. */
   async function switchModel() {
     const option = picker.selectedOptions[0];
@@ -1130,7 +1135,7 @@
       return;
     }
     picker.disabled = true;
-    const res = await api(`/api/conversations/${conversationId}/`, { method: "PATCH", body: { llm_config: Number(picker.value) } });
+    const res = await api(`/api/conversations/${conversationId}/`, { method: "PATCH", body: modelChoice(picker.value) });
     picker.disabled = false;
     if (!res.ok) {
       picker.value = previous;

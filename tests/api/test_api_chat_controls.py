@@ -144,10 +144,19 @@ def test_switching_the_model_changes_the_gauge_budget(api, user, make_conversati
     assert after["budget"] == 8000 - 1000
     assert after["tokens"] == before["tokens"]  # same history, same stored counts
 
-    # null: the conversation follows the user's default again.
+    # null: back to the user's default config (fixed again: a later default does not move the chat).
     back = api.patch(f"/api/conversations/{conversation.pk}/", {"llm_config": None}, format="json")
-    assert back.status_code == 200 and back.json()["llm_config"] is None
+    assert back.status_code == 200 and back.json()["llm_config"] == big.pk
     assert api.get(f"/api/conversations/{conversation.pk}/context/").json()["budget"] == before["budget"]
+
+    # offline: the built-in demo model, whatever configs exist; and back to a config
+    offline = api.patch(f"/api/conversations/{conversation.pk}/", {"offline": True}, format="json")
+    assert offline.status_code == 200
+    assert (offline.json()["offline"], offline.json()["llm_config"]) == (True, None)
+    again = api.patch(f"/api/conversations/{conversation.pk}/", {"llm_config": small.pk}, format="json")
+    assert (again.json()["offline"], again.json()["llm_config"]) == (False, small.pk)
+    both = api.patch(f"/api/conversations/{conversation.pk}/", {"llm_config": big.pk, "offline": True}, format="json")
+    assert both.status_code == 400 and "offline" in both.json()
 
 
 def test_another_users_config_is_a_field_error_and_changes_nothing(

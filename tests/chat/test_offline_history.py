@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from chatapp.chat.llm import OFFLINE_MODEL
-from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.search_services import conversation_index_rebuild
+from chatapp.chat.services import conversation_create, conversation_set_config
 from optimizer.lexical import build_query
 from tests.chat.conftest import make_config, send
 
@@ -16,7 +17,8 @@ pytestmark = pytest.mark.django_db
 
 
 def test_offline_replies_are_not_history_for_a_real_model(chat_user, fake_openai):
-    conversation = Conversation.objects.create(owner=chat_user)  # no model yet: the offline demo answers
+    conversation = conversation_create(owner=chat_user)  # no model yet: the offline demo answers
+    assert conversation.offline
     first = send(chat_user, conversation, "We keep invoices in PostgreSQL.")
     assert first.names[-1] == "done", first.events
     offline_reply = Message.objects.get(conversation=conversation, role="assistant")
@@ -30,13 +32,21 @@ def test_offline_replies_are_not_history_for_a_real_model(chat_user, fake_openai
     config.is_default = True
     config.save()
     fake_openai.reset()
+    # a model added later does not take the chat over: it stays with the demo until the user switches
+    stays = send(chat_user, conversation, "Still there?")
+    assert stays.names[-1] == "done", stays.events
+    assert fake_openai.completions == []
+    assert Message.objects.filter(conversation=conversation, role="assistant").latest("id").model == OFFLINE_MODEL
+
+    conversation_set_config(conversation=conversation, llm_config=config)
     result = send(chat_user, conversation, "Which database holds the invoices?")
 
     assert result.names[-1] == "done", result.events
     [received] = [c.messages for c in fake_openai.completions]
     assert received == [{
         "role": "user",
-        "content": "We keep invoices in PostgreSQL.\n\nAnd what did you see?\n\nWhich database holds the invoices?",
+        "content": "We keep invoices in PostgreSQL.\n\nAnd what did you see?\n\nStill there?\n\n"
+                   "Which database holds the invoices?",
     }]
 
 

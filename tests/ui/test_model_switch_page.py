@@ -51,13 +51,20 @@ def test_a_chat_following_the_default_shows_the_default_selected(page, user):
     assert [int(v) for v, _, selected in options if selected] == [default.pk]
 
 
-def test_with_one_config_or_none_there_is_nothing_to_switch(page, user):
-    conversation = Conversation.objects.create(owner=user, title="Chat")
+def test_without_a_config_there_is_nothing_to_switch(page, user):
+    conversation = Conversation.objects.create(owner=user, title="Chat", offline=True)
     body = page.get(f"/c/{conversation.pk}/").content.decode()
     assert 'id="model-select"' not in body
     assert "Offline demo model" in body
 
-    _config(user, "Only", default=True)
+
+def test_an_offline_chat_stays_offline_when_a_model_is_added_and_can_switch_either_way(page, user):
+    conversation = Conversation.objects.create(owner=user, title="Chat", offline=True)
+    only = _config(user, "Only", default=True)
+
     body = page.get(f"/c/{conversation.pk}/").content.decode()
-    assert 'id="model-select"' not in body
-    assert "Only" in body
+
+    # the new config is offered, the offline model stays selected (issue 14, finding 8)
+    assert [(int(v), selected) for v, _, selected in _options(body)] == [(only.pk, False)]
+    assert re.search(r'<option value="offline" selected>Offline demo model</option>', body)
+    assert 'data-current="offline"' in body

@@ -179,10 +179,11 @@ def test_window_start_is_exposed_for_the_timeline_marker(page, user):
 def test_offline_label_without_config_and_model_name_with_one(page, user):
     conv = _conversation(user)
     assert "Offline demo model" in page.get(f"/c/{conv.pk}/").content.decode()
-    _config(user, name="My OpenAI")
+    config = _config(user, name="My OpenAI")
     body = page.get(f"/c/{conv.pk}/").content.decode()
-    assert "Offline demo model" not in body
-    assert "My OpenAI" in body
+    # a chat without a model of its own (its config deleted) uses the default; offline stays on offer
+    assert f'<option value="{config.pk}" selected>My OpenAI</option>' in body
+    assert '<option value="offline">Offline demo model</option>' in body
 
 
 def test_dashboard_is_linked_from_the_chat_header(page, user):
@@ -369,9 +370,13 @@ def test_settings_forms_enforce_csrf(user):
     assert client.post("/settings/", {"preference": "fast"}).status_code == 403
 
 
-def test_new_chat_offers_a_model_picker_when_there_are_several_configs(page, user):
-    _config(user, name="First")
+def test_new_chat_offers_a_model_picker_once_there_is_a_config(page, user):
     assert 'id="model-select"' not in page.get("/c/new/").content.decode()
+    first = _config(user, name="First")
+    body = page.get("/c/new/").content.decode()
+    # one config and the built-in offline model: already a choice
+    assert f'<option value="{first.pk}" selected>First</option>' in body
+    assert '<option value="offline">Offline demo model</option>' in body
     second = _config(user, name="Second", is_default=True)
     body = page.get("/c/new/").content.decode()
     assert 'id="model-select"' in body

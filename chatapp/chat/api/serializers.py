@@ -26,6 +26,7 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
             "title",
             "title_is_custom",
             "llm_config",
+            "offline",
             "window_start_id",
             "live_message_count",
             "live_token_count",

@@ -134,7 +134,7 @@ def _start(request: Request, start: Any) -> Response | StreamingHttpResponse:
 
 
 def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse:
-    # The owner too: a conversation without its own config follows the owner's default config.
+    # The owner too: a chat whose config was deleted uses the owner's default config.
     conversation = get_object_or_404(
         Conversation.objects.select_related("llm_config", "owner"), pk=pk, owner=request.user
     )

@@ -69,7 +69,15 @@ class ConversationListApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         title = serializers.CharField(max_length=200, required=False)
-        llm_config = serializers.IntegerField(required=False, allow_null=True)
+        llm_config = serializers.IntegerField(
+            required=False,
+            allow_null=True,
+            help_text="The chat's model: one of your config ids; absent or null = your default config now "
+            "(kept when the default changes later).",
+        )
+        offline = serializers.BooleanField(
+            required=False, default=False, help_text="Chat with the built-in offline demo model."
+        )
 
     @extend_schema(
         operation_id="conversations_list",
@@ -93,7 +101,9 @@ class ConversationListApi(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         config = _owned_config_or_field_error(user=request.user, pk=data.get("llm_config"), field="llm_config")
-        conversation = conversation_create(owner=request.user, title=data.get("title"), llm_config=config)
+        conversation = conversation_create(
+            owner=request.user, title=data.get("title"), llm_config=config, offline=data["offline"]
+        )
         return Response(ConversationOutputSerializer(conversation).data, status=status.HTTP_201_CREATED)
 
 
@@ -103,12 +113,17 @@ class ConversationDetailApi(APIView):
         llm_config = serializers.IntegerField(
             required=False,
             allow_null=True,
-            help_text="Switch the conversation's model: one of your config ids; null = follow your default.",
+            help_text="Switch the conversation's model: one of your config ids; null = your default config now.",
+        )
+        offline = serializers.BooleanField(
+            required=False, help_text="true: switch to the built-in offline demo model."
         )
 
         def validate(self, attrs: dict) -> dict:
             if not attrs:
-                raise serializers.ValidationError("Send a title, an llm_config, or both.")
+                raise serializers.ValidationError("Send a title, an llm_config or offline, or both.")
+            if attrs.get("offline") and attrs.get("llm_config") is not None:
+                raise serializers.ValidationError({"offline": ["Send either a config or offline, not both."]})
             return attrs
 
     @extend_schema(responses=ConversationOutputSerializer)
@@ -126,8 +141,10 @@ class ConversationDetailApi(APIView):
         config = _owned_config_or_field_error(user=request.user, pk=data.get("llm_config"), field="llm_config")
         if "title" in data:
             conversation = conversation_rename(conversation=conversation, title=data["title"])
-        if "llm_config" in data:
-            conversation = conversation_set_config(conversation=conversation, llm_config=config)
+        if "llm_config" in data or data.get("offline"):
+            conversation = conversation_set_config(
+                conversation=conversation, llm_config=config, offline=data.get("offline", False)
+            )
         return Response(ConversationOutputSerializer(conversation).data)
 
     @extend_schema(responses={204: None})
