@@ -54,11 +54,13 @@ def summary_header(
 
 
 def summary_body(content: str) -> str:
-    """A summary message's text without its header line."""
+    """A summary message's text without its header line (a first line that opens with the header's
+    prefix and closes its bracket), stripped: what its "→ N characters" counts."""
     if content.startswith(HEADER_PREFIX):
-        _, _, rest = content.partition("\n")
-        return rest
-    return content
+        head, _, rest = content.partition("\n")
+        if head.rstrip().endswith("]"):
+            return rest.strip()
+    return content.strip()
 
 
 SUMMARY_HEADER_TOKENS = 40  # header line + system-message framing around a summary body

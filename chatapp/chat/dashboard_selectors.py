@@ -20,7 +20,9 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Abs, Cast, Least
 from django.shortcuts import get_object_or_404
 
+import optimizer
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
+from chatapp.chat.selectors import message_numbers, summary_numbers
 
 # Message map statuses, in legend order; the map sends the index, not the name.
 MAP_STATUSES: tuple[str, ...] = (
@@ -62,12 +64,7 @@ def _f(value: Decimal | float | None) -> float | None:
 
 def _model_prices(model: str) -> dict[str, float | None] | None:
     """Registry prices (USD per token) via the optimizer, which reads litellm's bundled table."""
-    try:
-        import optimizer
-
-        info = optimizer.model_info(model)
-    except (ImportError, AttributeError):
-        return None
+    info = optimizer.model_info(model)
     if info is None:
         return None
     return {
@@ -78,12 +75,7 @@ def _model_prices(model: str) -> dict[str, float | None] | None:
 
 
 def _cost(model: str, *, prompt_tokens: int, cached_tokens: int = 0) -> float | None:
-    try:
-        import optimizer
-
-        return optimizer.cost_usd(model, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens)
-    except (ImportError, AttributeError):
-        return None
+    return optimizer.cost_usd(model, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens)
 
 
 def dashboard_conversation_get(*, user, pk: int) -> Conversation:
@@ -482,11 +474,11 @@ def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
         Message.objects.filter(conversation=conversation)
         .order_by("id")
         .annotate(map_status=status)
-        .values_list("id", "role", "map_status")
+        .values_list("id", "role", "map_status", "kind")
     )
     id_runs: list[list[int]] = []
     prev_id = None
-    for mid, _, _ in rows:
+    for mid, *_ in rows:
         if prev_id is not None and mid == prev_id + 1:
             id_runs[-1][1] += 1
         else:
@@ -504,7 +496,8 @@ def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
         "status_labels": [MAP_STATUS_LABELS[s] for s in MAP_STATUSES],
         "status_counts": dict(zip(MAP_STATUSES, counts, strict=True)),
         "id_runs": id_runs,
-        "roles": "".join(_ROLE_CHARS.get(row[1], "s") for row in rows),
+        # u/a/s per chat message, "S" per summary (summaries are not numbered: see message_numbers)
+        "roles": "".join("S" if row[3] == Message.Kind.SUMMARY else _ROLE_CHARS.get(row[1], "s") for row in rows),
         "status_runs": status_runs,
     }
 
@@ -554,6 +547,11 @@ def dashboard_summary_details(*, conversation: Conversation, summaries: list[dic
         .annotate(n=Count("id"))
         .values_list("summary_id", "n")
     )
+    ordinals = summary_numbers(conversation_id=conversation.pk)
+    numbers = message_numbers(
+        conversation_id=conversation.pk,
+        ids=[i for s in summaries for i in (s["covers_from_id"], s["covers_through_id"]) if i is not None],
+    )
     out = []
     for s in summaries:
         job = jobs.get(s["id"])
@@ -573,6 +571,13 @@ def dashboard_summary_details(*, conversation: Conversation, summaries: list[dic
             "prompt_tokens": job["prompt_tokens"] if job else None,
             "completion_tokens": job["completion_tokens"] if job else None,
             "used_by_requests": used.get(s["id"], 0),
+            # Users' numbering (selectors.message_numbers) and the one character count: the body's,
+            # as the summary's own header says.
+            "number": ordinals.get(s["id"]),
+            "edited_from_number": ordinals.get(s["edited_from_id"]),
+            "covers_from_number": numbers.get(s["covers_from_id"]),
+            "covers_through_number": numbers.get(s["covers_through_id"]),
+            "summary_chars": len(optimizer.summary_body(s["content"])),
         })
     return out
 
@@ -718,6 +723,12 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
     summary = messages.get(record.summary_id) if record.summary_id else None
     entry_tokens = sum(e["tokens"] or 0 for e in entries)
     recalled_ids = sorted({i for e in entries if e["recall"] for i in e["source_ids"]})
+    ordinals = summary_numbers(conversation_id=conversation.pk)
+    shown = {i for e in entries if e["origin"] != "summary" for i in e["source_ids"]}
+    shown.update(i for e in entries if e["covers"] for i in e["covers"][:2] if i is not None)
+    shown.update(i for pair in record.dropped_ranges or [] for i in _int_ids(pair[:2]))
+    if record.window_start_id:
+        shown.add(record.window_start_id)
     return {
         "record": {
             "id": record.pk,
@@ -754,6 +765,9 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
         # `record.tokens_sent` counts that request.
         "request_shape": list((record.stats or {}).get("request_shape") or []),
         "dropped_ranges": record.dropped_ranges or [],
+        # Users' numbering of every message and summary above, by id (selectors.message_numbers).
+        "numbers": {str(k): v for k, v in message_numbers(conversation_id=conversation.pk, ids=shown).items()},
+        "summary_numbers": {str(k): v for k, v in ordinals.items()},
         "summary": None if summary is None else {
             "id": summary["id"],
             "covers_from_id": summary["covers_from_id"],

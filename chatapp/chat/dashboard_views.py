@@ -412,6 +412,13 @@ class DashboardSummaryListApi(APIView):
         job_id = serializers.IntegerField(allow_null=True)
         used_by_requests = serializers.IntegerField()
         created_at = serializers.DateTimeField()
+        number = serializers.IntegerField(allow_null=True, help_text="1-based order among the conversation's summaries")
+        edited_from_number = serializers.IntegerField(allow_null=True)
+        covers_from_number = serializers.IntegerField(
+            allow_null=True, help_text="Position (1-based, chat messages) of the first message covered"
+        )
+        covers_through_number = serializers.IntegerField(allow_null=True)
+        summary_chars = serializers.IntegerField(help_text="Characters of the summary text, header excluded")
 
     pagination_class = DashboardPagination
 

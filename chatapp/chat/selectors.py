@@ -3,8 +3,10 @@ another user's ids look exactly like ids that do not exist."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
@@ -57,6 +59,30 @@ def message_list_since(*, conversation: Conversation, since_id: int, limit: int 
     """Up to `limit` messages from `since_id` on, oldest first (what another tab added or finished)."""
     limit = max(1, min(int(limit), MESSAGE_PAGE_MAX))
     return list(Message.objects.filter(conversation=conversation, id__gte=since_id).order_by("id")[:limit])
+
+
+def message_numbers(*, conversation_id: int, ids: Iterable[int]) -> dict[int, int]:
+    """How users number messages: a chat message's 1-based position among its conversation's chat
+    messages (summaries are not numbered), as summary headers, the divider and the dashboard show them.
+
+    Ids are database keys: they interleave across conversations and skip summaries, so they are never
+    shown. One query, counting in the database over the conversation's messages up to the largest id
+    asked; an id that is not a chat message of the conversation gets the number of the one before it.
+    """
+    wanted = sorted({int(i) for i in ids})
+    if not wanted:
+        return {}
+    counts = Message.objects.filter(
+        conversation_id=conversation_id, kind=Message.Kind.CHAT, id__lte=wanted[-1]
+    ).aggregate(**{f"n{k}": Count("id", filter=Q(id__lte=pk)) for k, pk in enumerate(wanted)})
+    return {pk: counts[f"n{k}"] or 0 for k, pk in enumerate(wanted)}
+
+
+def summary_numbers(*, conversation_id: int) -> dict[int, int]:
+    """Summaries by their 1-based order in the conversation ("summary 3"), edits and discarded ones
+    included (a conversation holds few summaries)."""
+    ids = Message.objects.filter(conversation_id=conversation_id, kind=Message.Kind.SUMMARY).order_by("id")
+    return {pk: k for k, pk in enumerate(ids.values_list("id", flat=True), start=1)}
 
 
 def message_get(*, owner: AbstractBaseUser, pk: int) -> Message:

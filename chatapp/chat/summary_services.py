@@ -46,6 +46,7 @@ from chatapp.chat.context import context_budget, conversation_config, first_user
 from chatapp.chat.layout import static_layer_q
 from chatapp.chat.llm import LLMError, LLMTarget, llm_complete, llm_target_for
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
+from chatapp.chat.selectors import message_numbers
 from chatapp.chat.summary_selectors import (
     summary_current,
     summary_job_active,
@@ -60,7 +61,6 @@ logger = logging.getLogger(__name__)
 Status = SummaryJob.Status
 Trigger = SummaryJob.Trigger
 
-_HEADER_PREFIX = "[Conversation summary"
 _COMPACT_COMMAND = re.compile(r"^\s*/compact(?:\s+(?P<instructions>.*))?\s*$", re.DOTALL | re.IGNORECASE)
 # Claims beyond the model retries that a job may spend on workers that died mid-run before it gives up.
 _LOST_WORKER_ALLOWANCE = 2
@@ -360,15 +360,6 @@ def _span_plan(*, job: SummaryJob, conversation: Conversation) -> _Plan | None:
     return _Plan(rows=rows, previous=previous, upper_exclusive=upper)
 
 
-def _summary_body(content: str) -> str:
-    """A summary's text without its header line (the header is rebuilt for the rolled summary)."""
-    if content.startswith(_HEADER_PREFIX):
-        head, _, rest = content.partition("\n")
-        if head.rstrip().endswith("]"):
-            return rest.strip()
-    return content.strip()
-
-
 def _chunks(msgs: list[Msg], *, limit: int) -> list[list[Msg]]:
     chunks: list[list[Msg]] = [[]]
     used = 0
@@ -458,10 +449,18 @@ class _EmptySummaryError(Exception):
     """An empty reply: treated like a transient model failure (retried, then extractive)."""
 
 
-def _label(*, conversation: Conversation, message_id: int) -> str:
-    """A message's number in the timeline (1-based, chat messages), as the header shows it."""
-    position = Message.objects.filter(conversation=conversation, kind=Message.Kind.CHAT, id__lte=message_id).count()
-    return str(position)
+def _header(*, conversation_id: int, covers_from: int, covers_through: int, covered: int, source_chars: int,
+            body: str) -> str:
+    """A summary's header line: the messages it covers by the users' numbering, and its characters
+    (the body's, the one count every view shows)."""
+    numbers = message_numbers(conversation_id=conversation_id, ids=[covers_from, covers_through])
+    return optimizer.summary_header(
+        covered_messages=covered,
+        source_chars=source_chars,
+        summary_chars=len(body),
+        first_label=str(numbers[covers_from]),
+        last_label=str(numbers[covers_through]),
+    )
 
 
 def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> SummaryRunOutcome:
@@ -492,7 +491,7 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
     msgs = [
         Msg(id=str(r.pk), role=r.role, content=r.content, tokens=r.token_count or None) for r in plan.rows
     ]
-    previous_text = _summary_body(plan.previous.content) if plan.previous is not None else None
+    previous_text = optimizer.summary_body(plan.previous.content) if plan.previous is not None else None
     final_status = Status.DONE
     note = ""
     model_result: _ModelSummary | None = None
@@ -595,13 +594,8 @@ def _summary_save(
     source_chars = (previous.source_chars or 0 if previous is not None else 0) + sum(
         r.char_count or len(r.content) for r in plan.rows
     )
-    header = optimizer.summary_header(
-        covered_messages=covered,
-        source_chars=source_chars,
-        summary_chars=len(result.text),
-        first_label=_label(conversation=conversation, message_id=covers_from),
-        last_label=_label(conversation=conversation, message_id=covers_through),
-    )
+    header = _header(conversation_id=conversation.pk, covers_from=covers_from, covers_through=covers_through,
+                     covered=covered, source_chars=source_chars, body=result.text)
     content = f"{header}\n\n{result.text}"
     token_count = optimizer.count_message({"role": "system", "content": content}, model=chat_model)
     with transaction.atomic():
@@ -670,12 +664,21 @@ def summary_edit(*, summary: Message, content: str) -> Message:
     each record keeps rebuilding exactly what the model saw. Only the summary in use (the newest
     one not discarded) can be edited — an older one no longer reaches the model.
     """
-    content = (content or "").strip()
-    if not content:
+    body = optimizer.summary_body(content or "")
+    if not body:
         raise ValidationError({"content": ["A summary cannot be empty; discard it instead."]})
-    if len(content) > settings.MAX_MESSAGE_CHARS:
+    if len(body) > settings.MAX_MESSAGE_CHARS:
         raise ValidationError({"content": [f"At most {settings.MAX_MESSAGE_CHARS:,} characters."]})
     conversation = summary.conversation
+    # The header line is the app's, rebuilt for the new text: what it covers and its characters stay true.
+    if summary.covers_from_id is not None and summary.covers_through_id is not None:
+        header = _header(conversation_id=conversation.pk, covers_from=summary.covers_from_id,
+                         covers_through=summary.covers_through_id, covered=summary.covered_message_count or 0,
+                         source_chars=summary.source_chars or 0, body=body)
+    else:
+        header = optimizer.summary_header(covered_messages=summary.covered_message_count or 0,
+                                          source_chars=summary.source_chars or 0, summary_chars=len(body))
+    content = f"{header}\n\n{body}"
     chat_target = llm_target_for(config=conversation_config(conversation=conversation))
     token_count = optimizer.count_message({"role": "system", "content": content}, model=chat_target.model)
     with transaction.atomic():

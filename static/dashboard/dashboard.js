@@ -369,7 +369,11 @@
     for (const [start, len] of mp.id_runs) for (let j = 0; j < len; j++) ids[k++] = start + j;
     k = 0;
     for (const [code, len] of mp.status_runs) for (let j = 0; j < len; j++) statuses[k++] = code;
-    return { ids, statuses, roles: mp.roles };
+    // Users' numbering: chat messages 1, 2, 3 ... in order; summaries ("S") are not numbered.
+    const numbers = new Uint32Array(mp.count);
+    let n = 0;
+    for (let i = 0; i < mp.count; i++) numbers[i] = mp.roles[i] === "S" ? 0 : ++n;
+    return { ids, statuses, roles: mp.roles, numbers, chatCount: n };
   }
   function drawMap() {
     const mp = state.map;
@@ -427,16 +431,16 @@
     const wrap = document.getElementById("map-wrap");
     const canvas = document.getElementById("message-map");
     const tip = tooltip(wrap);
-    const roleName = { u: "user", a: "assistant", s: "system" };
+    const roleName = { u: "user", a: "assistant", s: "system", S: "summary" };
     canvas.addEventListener("pointermove", (evt) => {
       const i = mapIndexAt(evt);
       if (i < 0) { tip.hide(); return; }
       const d = state.mapDecoded;
       const r = canvas.getBoundingClientRect();
       tip.show([
-        h("b", { text: "#" + d.ids[i] }), " · " + (roleName[d.roles[i]] || "?"), h("br"),
+        h("b", { text: d.numbers[i] ? "#" + nf.format(d.numbers[i]) : "Summary" }), " · " + (roleName[d.roles[i]] || "?"), h("br"),
         mp.status_labels[d.statuses[i]], h("br"),
-        h("span", { class: "muted", text: `message ${nf.format(i + 1)} of ${nf.format(mp.count)} · click to open` }),
+        h("span", { class: "muted", text: (d.numbers[i] ? `message ${nf.format(d.numbers[i])} of ${nf.format(d.chatCount)} · ` : "") + "click to open" }),
       ], evt.clientX - r.left, evt.clientY - r.top);
     });
     canvas.addEventListener("pointerleave", () => tip.hide());
@@ -448,11 +452,17 @@
     const ol = document.querySelector("#map-runs ol");
     const items = [];
     let k = 0;
+    const dec = state.mapDecoded;
     for (const [code, len] of mp.status_runs) {
-      const a = state.mapDecoded.ids[k], b = state.mapDecoded.ids[k + len - 1];
+      // the run's numbered messages (a run of summaries has none)
+      const numbered = [];
+      for (let j = k; j < k + len; j++) if (dec.numbers[j]) numbered.push(dec.numbers[j]);
+      const first = numbered[0], last = numbered[numbered.length - 1];
+      const label = !numbered.length ? (len === 1 ? "Summary" : `${nf.format(len)} summaries`)
+        : first === last ? `#${nf.format(first)}` : `#${nf.format(first)} – #${nf.format(last)}`;
       items.push(h("li", null,
         h("span", { class: "dash-sw", style: `background: var(--st-${mp.statuses[code]})` }),
-        h("a", { href: messageLink(a), text: len === 1 ? `#${a}` : `#${a} – #${b}` }),
+        h("a", { href: messageLink(dec.ids[k]), text: label }),
         h("span", { text: `${mp.status_labels[code]} · ${nf.format(len)} message${len === 1 ? "" : "s"}` })));
       k += len;
     }
@@ -495,6 +505,9 @@
       h("span", null, r.model + (r.estimated ? " · estimated count" : "")));
     const parts = [meta];
     if (r.reason) parts.push(h("p", { class: "dash-reason", text: r.reason }));
+    // Users' numbering (positions among the chat messages), never database ids.
+    const num = (id) => "#" + nf.format(data.numbers[String(id)] ?? id);
+    const summaryName = (id) => data.summary_numbers[String(id)] ? `summary ${data.summary_numbers[String(id)]}` : "a new summary";
     const list = h("ol", { class: "dash-sent", id: "sent-list", "data-count": data.entries.length, "data-record": r.id });
     for (const e of data.entries) {
       const body = h("div", { class: "dash-sent-body", text: e.content || (e.missing ? "(message no longer stored)" : "") });
@@ -507,7 +520,7 @@
         h("span", { class: "dash-badge o-" + e.origin, text: recall ? "recalled" : e.origin }),
         h("span", { text: e.role }),
         // A recall block's quotes are listed one by one below.
-        ids.length && !recall ? h("a", { href: messageLink(ids[0]), text: ids.length === 1 ? `msg ${ids[0]}` : `msgs ${ids[0]}–${ids[ids.length - 1]}` }) : null,
+        ids.length && !recall ? h("a", { href: messageLink(ids[0]), text: e.origin === "summary" ? summaryName(ids[0]) : ids.length === 1 ? `message ${num(ids[0])}` : `messages ${num(ids[0])}–${num(ids[ids.length - 1])}` }) : null,
         recall ? h("span", { text: `${ids.length} quoted message${ids.length === 1 ? "" : "s"}` }) : null,
         h("span", { class: "tok", text: nf.format(e.tokens || 0) + " tok" }));
       const li = h("li", { class: "o-" + e.origin, "data-origin": e.origin, "data-tokens": e.tokens }, head);
@@ -516,32 +529,32 @@
         note(`Compressed: sent as head + tail, ${nf.format(e.tokens)} of its ${nf.format(e.original_tokens)} tokens.` +
           (e.content_is_sent_text ? " The text sent is shown." : " The original is shown."));
       }
-      if (e.covers) note(`Summary of messages #${e.covers[0]}–#${e.covers[1]}` + (e.covers[2] ? ` (${nf.format(e.covers[2])} messages)` : "") + (e.edited ? ", as edited by you" : ""));
-      if (e.replaced_by_id) note(`Edited after this request (now #${e.replaced_by_id}); the text below is the one sent.`);
+      if (e.covers) note(`Summary of messages ${num(e.covers[0])}–${num(e.covers[1])}` + (e.covers[2] ? ` (${nf.format(e.covers[2])} messages)` : "") + (e.edited ? ", as edited by you" : ""));
+      if (e.replaced_by_id) note(`Edited after this request (now ${summaryName(e.replaced_by_id)}); the text below is the one sent.`);
       if (e.edited_after) note("Edited after this request: the text below is the current version, not the one sent.");
       if (recall) {
-        li.append(recallWhy(recall));
+        li.append(recallWhy(recall, num));
         if (!e.content_is_sent_text) note("A quoted message is no longer stored: the text below is incomplete.");
       }
       li.append(body, more);
       list.append(li);
     }
     parts.push(list);
-    const dropped = (data.dropped_ranges || []).map(([a, b]) => (a === b ? `#${a}` : `#${a}–#${b}`));
+    const dropped = (data.dropped_ranges || []).map(([a, b]) => (a === b ? num(a) : `${num(a)}–${num(b)}`));
     const recalled = data.recalled_ids || [];
     parts.push(h("p", { class: "dash-sent-foot", text:
       (data.request_shape && data.request_shape.length
         ? `${data.entries.length} messages, ${nf.format(data.entry_tokens)} tokens, sent as one template-safe request ` +
           `(${data.request_shape.join("; ")}) of ${nf.format(r.tokens_sent)} tokens with reply priming.`
         : `${data.entries.length} messages, ${nf.format(data.entry_tokens)} tokens + reply priming = ${nf.format(r.tokens_sent)} sent.`) +
-      (data.summary ? ` Summarized: #${data.summary.covers_from_id}–#${data.summary.covers_through_id}.` : "") +
-      (recalled.length ? ` Recalled (quoted, not dropped): ${recalled.slice(0, 8).map((i) => "#" + i).join(", ")}${recalled.length > 8 ? ` and ${recalled.length - 8} more` : ""}.` : "") +
+      (data.summary ? ` Summarized: ${num(data.summary.covers_from_id)}–${num(data.summary.covers_through_id)}.` : "") +
+      (recalled.length ? ` Recalled (quoted, not dropped): ${recalled.slice(0, 8).map(num).join(", ")}${recalled.length > 8 ? ` and ${recalled.length - 8} more` : ""}.` : "") +
       (dropped.length ? ` Dropped: ${dropped.slice(0, 8).join(", ")}${dropped.length > 8 ? ` and ${dropped.length - 8} more ranges` : ""}.` : "") }));
     view.replaceChildren(...parts);
   }
   // Why a recall block was sent: the query terms, then each quoted message linked to its place in
   // the chat, the search's hits in bold (ranked) and the neighbours they brought along plain.
-  function recallWhy(recall) {
+  function recallWhy(recall, num) {
     const terms = h("p", { class: "dash-recall-why", "data-recall-terms": recall.terms.length },
       h("span", { text: "Query terms:" }),
       ...(recall.terms.length ? recall.terms.map((t) => h("span", { class: "term", text: t })) : [h("span", { text: "—" })]));
@@ -553,7 +566,7 @@
         "data-quote": q.id,
         title: (q.hit ? `Hit #${q.rank} of the search` : "Neighbour of a hit") + (q.role ? ` · ${q.role}` : "") +
           (q.created_at ? ` · ${new Date(q.created_at).toLocaleString()}` : ""),
-        text: `#${q.id}${q.hit ? " (hit)" : ""}`,
+        text: `${num(q.id)}${q.hit ? " (hit)" : ""}`,
       })));
     return h("div", null, terms, quotes);
   }
@@ -619,11 +632,11 @@
     const li = h("li", { class: "dash-summary" + (sm.discarded ? " is-discarded" : ""), "data-summary": sm.id });
     const duration = sm.duration_s !== null ? sm.duration_s.toFixed(1) + " s" : "—";
     const meta = h("div", { class: "dash-summary-meta" },
-      h("span", null, h("b", { text: "#" + sm.id }), sm.edited_from_id ? ` · edit of #${sm.edited_from_id}` : "",
-        h("span", { "data-state": "", text: sm.discarded ? " · discarded" : inUse ? " · in use" : "" })),
-      h("span", null, "Covers ", h("a", { href: messageLink(sm.covers_from_id), text: `#${sm.covers_from_id}–#${sm.covers_through_id}` }),
+      h("span", null, h("b", { text: "Summary " + (sm.number ?? "") }), sm.edited_from_number ? ` · edit of summary ${sm.edited_from_number}` : "",
+        h("span", { "data-state": "", text: sm.discarded ? " · discarded" : inUse ? " · in use" : " · replaced by a later summary" })),
+      h("span", null, "Covers messages ", h("a", { href: messageLink(sm.covers_from_id), text: `${sm.covers_from_number}–${sm.covers_through_number}` }),
         sm.covered_message_count ? ` (${nf.format(sm.covered_message_count)} messages)` : ""),
-      sm.source_chars ? h("span", { text: `${fmt(sm.source_chars)} → ${fmt(sm.char_count)} chars` }) : null,
+      sm.source_chars ? h("span", { text: `${fmt(sm.source_chars)} → ${fmt(sm.summary_chars)} characters` }) : null,
       h("span", { text: sm.extractive ? "Extractive (no model)" : "Model: " + (sm.model || "—") }),
       h("span", { text: "Job " + duration + " · " + (sm.cost_usd === null ? "no cost" : usd(sm.cost_usd)) }),
       h("span", { text: `Used by ${nf.format(sm.used_by_requests)} request${sm.used_by_requests === 1 ? "" : "s"}` }));
@@ -633,17 +646,10 @@
     if (!sm.discarded) {
       const discard = h("button", { type: "button", class: "btn btn--sm btn--ghost btn--danger-text", text: "Discard" });
       discard.addEventListener("click", async () => {
-        const ok = await confirmAction("Discard this summary (and the older ones folded into it)? The next request falls back to truncation.", "Discard");
+        const ok = await confirmAction("Discard this summary (and the versions it was edited from or into)? No message is deleted: the next request refits the history to the budget, with the previous summary where one is left.", "Discard");
         if (!ok || !(await summaryCall(sm.id, "DELETE", undefined, status))) return;
-        // Older summaries were folded into this one and are discarded with it.
-        for (const other of document.querySelectorAll("#summaries [data-summary]")) {
-          if (Number(other.dataset.summary) <= sm.id) {
-            other.classList.add("is-discarded");
-            for (const b of other.querySelectorAll(".btn")) b.remove();
-            other.querySelector("[data-state]").textContent = " · discarded";
-          }
-        }
-        status.textContent = "Discarded.";
+        // Other summaries are untouched, and an earlier one may now be in use: list them afresh.
+        await reloadSummaries();
       });
       // Only the summary in use (the newest live one) reaches the model, so only it can be edited.
       if (inUse) actions.append(summaryEditButton(sm, li, status));

@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.support.ui import WebDriverWait
 
 from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
@@ -190,7 +191,10 @@ def test_dashboard_draws_charts_and_map_from_the_data(live_server, transactional
         assert time.monotonic() < deadline, "the edit was not saved"
         time.sleep(0.05)
     edited = Message.objects.get(edited_from=newest)
-    assert edited.content == "Edited in the browser test: decisions so far."
+    # the text is the user's; the header line is rebuilt with its new character count
+    assert edited.content.endswith("\n\nEdited in the browser test: decisions so far.")
+    header = edited.content.split("\n", 1)[0]
+    assert header.endswith(f" → {len('Edited in the browser test: decisions so far.')} characters]")
     newest.refresh_from_db()
     assert newest.discarded and "Edited in the browser test" not in newest.content
     # The list now shows the new version (in use) above the replaced one.
@@ -198,14 +202,21 @@ def test_dashboard_draws_charts_and_map_from_the_data(live_server, transactional
         lambda d: d.find_element("css selector", f"[data-summary='{edited.pk}']")
     )
     _wait_text(item, "Saved.")
-    assert "Edited in the browser test" in item.text and f"edit of #{newest.pk}" in item.text
+    ordinal = Message.objects.filter(conversation=conversation, kind="summary", id__lte=newest.pk).count()
+    assert "Edited in the browser test" in item.text and f"edit of summary {ordinal}" in item.text
+    # one numbering and one character count: the card says what the summary's own header says
+    covers = header.split("covers messages ", 1)[1].split(",", 1)[0]
+    assert f"Covers messages {covers}" in item.text
+    assert f"→ {len('Edited in the browser test: decisions so far.')} characters" in item.text
     assert "is-discarded" in driver.find_element("css selector", f"[data-summary='{newest.pk}']").get_attribute("class")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", item)
     item.find_element("xpath", ".//button[text()='Discard']").click()
     dialog = driver.find_element("id", "confirm-dialog")
     assert dialog.is_displayed()
     dialog.find_element("id", "confirm-ok").click()
-    _wait_text(item, "Discarded.")
+    WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: "discarded" in d.find_element("css selector", f"[data-summary='{edited.pk}'] [data-state]").text
+    )
     edited.refresh_from_db()
     assert edited.discarded
 
@@ -254,7 +265,9 @@ def test_dashboard_shows_a_recall_block_apart(live_server, transactional_db, bro
         == turns.block
     assert "Recalled 3 earlier messages (61 tokens)" in driver.find_element("id", "turn-view").text
     foot = driver.find_element("css selector", ".dash-sent-foot").text
-    assert f"Recalled (quoted, not dropped): #{m[2].pk}, #{m[3].pk}, #{m[5].pk}." in foot
+    # numbered as users see them (positions among the chat messages), never by database id
+    assert "Recalled (quoted, not dropped): #3, #4, #6." in foot
+    assert [a.text for a in links] == ["#3", "#4 (hit)", "#6 (hit)"]
 
     legend = driver.find_element("css selector", "#map-legend li[data-status=recalled]")
     assert legend.is_displayed() and legend.find_element("css selector", "[data-count]").text == "3"

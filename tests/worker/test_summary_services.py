@@ -174,7 +174,13 @@ def test_edit_and_discard(owner, long_conversation, published):
     # A new summary with the same coverage replaces the old one, which is kept unchanged (discarded),
     # so a record that sent the old text still points at exactly that text.
     assert edited.pk != summary.pk and edited.edited and edited.edited_from_id == summary.pk
-    assert edited.content == text.strip() and edited.token_count != summary.token_count
+    # the header is the app's, rebuilt: the user's text is the body, counted as the header says
+    body = text.strip().split("\n", 1)[1].strip()
+    assert edited.content.endswith("\n\n" + body) and edited.token_count != summary.token_count
+    header = edited.content.split("\n", 1)[0]
+    assert header.startswith("[Conversation summary — covers messages ") and header.count("[") == 1
+    assert header.endswith(f" → {len(body):,} characters]")
+    assert header.split(",")[0] == original.split("\n", 1)[0].split(",")[0]  # same messages covered
     assert (edited.covers_from_id, edited.covers_through_id, edited.covered_message_count) == (
         summary.covers_from_id, summary.covers_through_id, summary.covered_message_count
     )
