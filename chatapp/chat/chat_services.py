@@ -30,7 +30,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import close_old_connections, connection, transaction
-from django.db.models import F
+from django.db.models import F, Q, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 import optimizer
@@ -44,6 +45,7 @@ from chatapp.chat.context import (
     conversation_config,
     first_user_message_id,
     gauge_payload,
+    live_chat_q,
     message_is_live,
     summary_through_id,
 )
@@ -116,6 +118,8 @@ class ChatTurn:
     context_note: str = ""
     # The trigger of this turn's packing: below it, the next request sends this context plus the reply.
     trigger_tokens: int | None = None
+    # The record's dropped_ranges: their tokens are measured when the turn ends (_record_finish).
+    dropped_ranges: tuple[tuple[int, int], ...] = ()
 
 
 # --- messages ------------------------------------------------------------------------------------
@@ -681,6 +685,7 @@ def _turn_prepare(
     scores = info.scores or (decision.as_dict() if decision is not None else {})
     recall_packed = next((m for m in result.messages if m.origin == "recall"), None)
     quoted = _recall_quotes(conversation=conversation, packed=recall_packed)
+    dropped = _dropped_ranges(ctx=ctx, result=result)
     with transaction.atomic(savepoint=False):  # nested in a turn: no savepoint round trips
         reply = Message.objects.create(
             conversation=conversation,
@@ -710,7 +715,7 @@ def _turn_prepare(
                 _sent_entry(packed=m, summary_message_id=ctx.summary_message_id, info=info, quoted=quoted)
                 for m in result.messages
             ],
-            dropped_ranges=_dropped_ranges(ctx=ctx, result=result),
+            dropped_ranges=dropped,
             recall_tokens=recall_packed.tokens if recall_packed is not None else 0,
             recall_message_count=len(recall_packed.source_ids) if recall_packed is not None else 0,
             summary_id=ctx.summary_message_id if summary_used else None,
@@ -745,6 +750,7 @@ def _turn_prepare(
         context=_context_event(result=result, budget=budget, window_start_id=window_start_id, ctx=ctx),
         context_note=_context_note(result=result, budget=budget) if target.offline else "",
         trigger_tokens=info.trigger_tokens,
+        dropped_ranges=tuple((first, last) for first, last in dropped),
     )
 
 
@@ -901,9 +907,27 @@ def _reply_poll(reply_id: int, *, heartbeat: bool) -> str | None:
     return Message.objects.filter(pk=reply_id).values_list("status", flat=True).first()
 
 
-def _record_usage(*, record_id: int, tokens_sent: int, model: str, usage: Any) -> None:
-    """The provider's prompt figures on the record; a provider prompt-cache hit lowers the sent cost
-    (priced on our own count, like the full-history cost, so the two stay comparable)."""
+def _record_finish(*, turn: ChatTurn, usage: Any) -> None:
+    """What the record learns when its turn ends, in one UPDATE: the tokens it dropped without a
+    summary (counted by the database over the dropped ranges) and the provider's prompt figures; a
+    provider prompt-cache hit lowers the sent cost (priced on our own count, like the full-history
+    cost, so the two stay comparable)."""
+    ranges = Q()
+    for first, last in turn.dropped_ranges:
+        ranges |= Q(id__gte=first, id__lte=last)
+    dropped: Any = Value(0)
+    if turn.dropped_ranges:
+        dropped = Coalesce(Subquery(
+            Message.objects.filter(ranges, live_chat_q(), conversation_id=turn.conversation_id)
+            .order_by().values("conversation_id").annotate(total=Sum("token_count")).values("total")
+        ), 0)
+    fields: dict[str, Any] = {"dropped_tokens": dropped}
+    if getattr(usage, "prompt_tokens", None) is not None:
+        fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), model=turn.target.model, usage=usage))
+    OptimizationRecord.objects.filter(pk=turn.record_id).update(**fields)
+
+
+def _usage_fields(*, tokens_sent: int, model: str, usage: Any) -> dict[str, Any]:
     reported = getattr(usage, "cached_tokens", None)
     fields: dict[str, Any] = {"provider_prompt_tokens": usage.prompt_tokens}
     if reported is not None:
@@ -913,7 +937,7 @@ def _record_usage(*, record_id: int, tokens_sent: int, model: str, usage: Any) -
         cost = optimizer.cost_usd(model, prompt_tokens=tokens_sent, cached_tokens=cached)
         if cost is not None:
             fields["cost_sent_usd"] = _money(cost)
-    OptimizationRecord.objects.filter(pk=record_id).update(**fields)
+    return fields
 
 
 def _turn_finish(
@@ -960,13 +984,8 @@ def _turn_finish(
             reply_qs.update(status=status, **values)
             Conversation.objects.filter(pk=turn.conversation_id).update(updated_at=timezone.now())
         message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
-        if turn.record_id is not None and values["prompt_tokens"] is not None:
-            _record_usage(
-                record_id=turn.record_id,
-                tokens_sent=int(turn.context["tokens"]),
-                model=turn.target.model,
-                usage=usage,
-            )
+        if turn.record_id is not None:
+            _record_finish(turn=turn, usage=usage)
     return {
         "id": turn.reply_id,
         "status": status,

@@ -48,7 +48,7 @@ _TAIL_BATCH = 512
 _NO_SUMMARIZER = "no summarizer available"
 
 
-def _live_chat() -> Q:
+def live_chat_q() -> Q:
     """Messages that may be sent to a model: chat messages whose exchange survived.
 
     Stopped, failed or still-streaming replies and replies replaced by Regenerate stay visible in the
@@ -58,7 +58,7 @@ def _live_chat() -> Q:
 
 
 def message_is_live(*, kind: str, status: str, superseded: bool) -> bool:
-    """`_live_chat()` for one row already in memory."""
+    """`live_chat_q()` for one row already in memory."""
     return kind == Message.Kind.CHAT and status == Message.Status.COMPLETE and not superseded
 
 
@@ -98,7 +98,7 @@ def _tail_start_id(*, conversation: Conversation, tokens: int, through_id: int |
     Walks backwards over (id, token_count) pairs only, in small batches, so a conversation with no
     window state yet still does not bring its whole history into memory.
     """
-    qs = Message.objects.filter(_live_chat(), conversation=conversation)
+    qs = Message.objects.filter(live_chat_q(), conversation=conversation)
     if through_id is not None:
         qs = qs.filter(id__lte=through_id)
     total = 0
@@ -132,7 +132,7 @@ def first_user_message_id(*, conversation: Conversation, through_id: int | None 
         return None
     # A conversation opening with many non-user messages: the plain query, rare.
     return (
-        qs.filter(_live_chat(), role=Message.Role.USER).order_by("id").values_list("id", flat=True).first()
+        qs.filter(live_chat_q(), role=Message.Role.USER).order_by("id").values_list("id", flat=True).first()
     )
 
 
@@ -153,7 +153,7 @@ def context_load(
     they were sent, not the conversation, and are never history for a real model.
     """
     # Plain tuples, not model instances: building instances was the larger part of a request's cost.
-    live = Message.objects.filter(_live_chat())
+    live = Message.objects.filter(live_chat_q())
     if not offline_replies:
         live = live.exclude(role=Message.Role.ASSISTANT, model=OFFLINE_MODEL)
     if through_id is not None:

@@ -150,11 +150,14 @@ def _record_totals(records: QuerySet) -> dict[str, Any]:
         recall_turns=Count("id", filter=Q(recall_message_count__gt=0)),
         recall_messages=Sum("recall_message_count"),
         recall_tokens=Sum("recall_tokens"),
+        sum_dropped=Sum("dropped_tokens"),
+        dropped_measured=Count("id", filter=Q(dropped_tokens__isnull=False)),
     )
     agg["tokens_full"] = agg.pop("sum_full")
     agg["tokens_sent"] = agg.pop("sum_sent")
+    agg["dropped_tokens"] = agg.pop("sum_dropped")
     for key in ("tokens_full", "tokens_sent", "provider_ours", "provider_theirs", "provider_abs_error",
-                "recall_messages", "recall_tokens"):
+                "recall_messages", "recall_tokens", "dropped_tokens"):
         agg[key] = agg[key] or 0
     cost_full = _f(agg.pop("cost_full")) or 0.0
     cost_sent = _f(agg.pop("cost_sent")) or 0.0
@@ -171,8 +174,21 @@ def _record_totals(records: QuerySet) -> dict[str, Any]:
 
 
 def _token_figures(totals: dict[str, Any]) -> dict[str, Any]:
+    """Tokens not sent, split by kind: `dropped` were left out with no summary standing in (recall
+    may quote them back when asked about; they are not a saving of the same kind), `summarized` is
+    the rest of the difference: what summaries (and head + tail compression) replaced, net of what
+    they and recall quotes cost. `dropped_unmeasured` turns ended before the split was measured."""
     full, saved = totals["tokens_full"], totals["tokens_saved"]
-    return {"full": full, "sent": totals["tokens_sent"], "saved": saved, "saved_share": saved / full if full else 0.0}
+    dropped = min(max(0, totals["dropped_tokens"]), max(0, saved)) if saved > 0 else 0
+    return {
+        "full": full,
+        "sent": totals["tokens_sent"],
+        "saved": saved,
+        "saved_share": saved / full if full else 0.0,
+        "dropped": dropped,
+        "summarized": saved - dropped,
+        "dropped_unmeasured": totals["turns"] - totals["dropped_measured"],
+    }
 
 
 def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:

@@ -92,9 +92,15 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
     cards = [
         {
             "key": "tokens",
-            "label": "Tokens saved",
+            "label": "Tokens not sent",
             "value": _tokens(tokens["saved"]),
-            "detail": f"{_pct(tokens['saved_share'])} of {_tokens(tokens['full'])} full-history tokens",
+            # Two kinds, never added up as one saving: replaced by a summary vs left out altogether.
+            "detail": (
+                f"{_pct(tokens['saved_share'])} of {_tokens(tokens['full'])} full-history tokens: "
+                f"{_tokens(tokens['summarized'])} replaced by summaries or compressed · "
+                f"{_tokens(tokens['dropped'])} dropped with no summary"
+                + (f" ({tokens['dropped_unmeasured']:,} turns not measured)" if tokens["dropped_unmeasured"] else "")
+            ),
             "meter": tokens["saved_share"],
             "tone": "good" if tokens["saved"] > 0 else "",
         },
@@ -221,8 +227,10 @@ def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
         row["turns_label"] = _plural(row["turns"], "request")
     money = overview["money"]
     cards = [
-        {"key": "tokens", "label": "Tokens saved", "value": _tokens(overview["tokens"]["saved"]),
-         "detail": f"{_pct(overview['tokens']['saved_share'])} of {_tokens(overview['tokens']['full'])}",
+        {"key": "tokens", "label": "Tokens not sent", "value": _tokens(overview["tokens"]["saved"]),
+         "detail": f"{_pct(overview['tokens']['saved_share'])} of {_tokens(overview['tokens']['full'])}: "
+                   f"{_tokens(overview['tokens']['summarized'])} replaced by summaries or compressed · "
+                   f"{_tokens(overview['tokens']['dropped'])} dropped with no summary",
          "meter": overview["tokens"]["saved_share"], "tone": "good" if overview["tokens"]["saved"] > 0 else ""},
         {"key": "money", "label": "Money saved (net)", "value": _usd(money["net_saved_usd"]),
          "detail": f"{_usd(money['full_usd'] - money['sent_usd'])} saved {MINUS} {_usd(money['summary_cost_usd'])}"

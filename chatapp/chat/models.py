@@ -290,6 +290,10 @@ class OptimizationRecord(models.Model):
     # Message ids not sent and not covered by the summary used, as [first, last] id ranges. Messages
     # quoted by a recall block were sent (as quotes), so they are not in these ranges.
     dropped_ranges = models.JSONField(default=list)
+    # Stored tokens of the live messages in `dropped_ranges`: what this turn left out with no summary
+    # standing in, as opposed to what summaries replaced. Measured when the turn ends (off the first
+    # byte's path); null for turns that never ended and records older than the column.
+    dropped_tokens = models.PositiveIntegerField(null=True, blank=True)
     # The recall block (optimizer.recall), if one was sent: its tokens and how many old messages it
     # quoted. Its `sent` entry has the details; these columns let the dashboard sum and chart recall
     # per turn without reading every record's `sent` list.

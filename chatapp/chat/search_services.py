@@ -7,7 +7,7 @@ tsvector column under a GIN index, and one of conversation-scoped lexemes for re
 migrations 0002 and 0004). Next to it, BM25's statistics per
 conversation — document frequency per term (`RecallTerm`) and corpus size (`RecallCorpus`) — are
 kept at write time, over recallable messages only (live user and assistant chat messages, as
-`context._live_chat()` defines live), so a query reads a handful of rows instead of counting
+`context.live_chat_q()` defines live), so a query reads a handful of rows instead of counting
 postings.
 
 Callers, explicitly (house style: no index writes from signals, so every write path says what it
@@ -64,7 +64,7 @@ def index_terms(*, content: str) -> tuple[str, int]:
 
 
 def is_recallable(*, role: str, kind: str, status: str, superseded: bool) -> bool:
-    """`context._live_chat()` for user and assistant messages: what recall may quote."""
+    """`context.live_chat_q()` for user and assistant messages: what recall may quote."""
     return (
         role in _ROLES
         and kind == Message.Kind.CHAT

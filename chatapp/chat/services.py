@@ -441,7 +441,7 @@ def conversation_set_config(
 
 
 def summary_job_dismiss(*, job: SummaryJob) -> SummaryJob:
-    """Answer "Not now" to a "Context is NN% full — compact now?" question: the waiting job is cancelled.
+    """Answer "Not now" to a "History is NN% of the budget — compact now?" question: the waiting job is cancelled.
 
     Conditional on the job still waiting, so a dismissal racing "Compact now" (or the expiry sweep)
     cannot cancel a job that has started. Cancelled jobs do not count against the daily quota, so a

@@ -42,7 +42,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat.context import context_budget, conversation_config, first_user_message_id
+from chatapp.chat.context import context_budget, conversation_config, first_user_message_id, live_chat_q
 from chatapp.chat.layout import static_layer_q
 from chatapp.chat.llm import LLMError, LLMTarget, llm_complete, llm_target_for
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
@@ -103,7 +103,7 @@ def _span_bounds(*, conversation: Conversation, span: SummarySpan | None) -> tup
     if span is None:
         return None, None
     through = int(span.through_id)
-    live = Message.objects.filter(_live_chat(), conversation=conversation)
+    live = Message.objects.filter(live_chat_q(), conversation=conversation)
     first_user_id = first_user_message_id(conversation=conversation)
     first = (
         live.filter(id__gt=int(span.after_id) if span.after_id is not None else 0, id__lte=through)
@@ -311,11 +311,6 @@ def _job_finish(*, job: SummaryJob, status: str, error: str) -> None:
     )
 
 
-def _live_chat() -> Q:
-    # Same rule as the request path: only surviving exchanges are ever sent, so only they are summarized.
-    return Q(kind=Message.Kind.CHAT, status=Message.Status.COMPLETE, superseded=False)
-
-
 @dataclass(slots=True)
 class _Plan:
     rows: list[Message]
@@ -331,7 +326,7 @@ def _span_plan(*, job: SummaryJob, conversation: Conversation) -> _Plan | None:
     sent anyway. A manual compaction ends the span before the newest SUMMARY_MANUAL_KEEP_ROUNDS rounds
     (or the window start, whichever is later).
     """
-    live = Message.objects.filter(_live_chat(), conversation=conversation)
+    live = Message.objects.filter(live_chat_q(), conversation=conversation)
     upper = conversation.window_start_id
     if upper is None and job.span_through_id is not None:
         upper = job.span_through_id + 1

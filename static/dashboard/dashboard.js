@@ -314,7 +314,7 @@
     svg("polyline", { class: "line line-saved", points: pts, "data-series": "saved_cumulative", "data-points": n }, el);
     const total = s.saved_cumulative[n - 1] || 0;
     const endLabel = svg("text", { class: "opt-label", x: m.l + 8, y: areaTop + 14, "text-anchor": "start" }, el);
-    endLabel.textContent = fmt(total) + " tokens saved";
+    endLabel.textContent = fmt(total) + " tokens not sent";
 
     const hover = svg("line", { class: "hover-line", y1: m.t, y2: areaTop + ah, visibility: "hidden" }, el);
     const overlay = svg("rect", { class: "overlay", x: m.l, y: m.t, width: pw, height: H - m.t - m.b }, el);
@@ -326,7 +326,7 @@
       const r = el.getBoundingClientRect();
       tip.show([
         h("b", { text: `Turn ${nf.format(off + i + 1)}` }), " · " + names[s.strategy[i]], h("br"),
-        "Saved so far ", h("b", { text: fmt(s.saved_cumulative[i]) }), " tokens",
+        "Not sent so far ", h("b", { text: fmt(s.saved_cumulative[i]) }), " tokens",
       ], (x(i) / W) * r.width, evt.clientY - r.top);
     });
     overlay.addEventListener("pointerleave", () => { hover.setAttribute("visibility", "hidden"); tip.hide(); });

@@ -349,7 +349,9 @@
         setStatus(asstEl, status);
         enhance(asstEl);
         markLastReply(asstEl);
-        if (status === "error" || data.error) {
+        // A stopped reply is the user's doing, not a failure: its "Stopped" badge says so, as after
+        // a reload (no error box, no Retry that the reloaded page would not have).
+        if (status !== "stopped" && (status === "error" || data.error)) {
           showError(asstEl, data.error || "The model request failed.", { retry: true, userId });
         }
         if (data.context) updateGauge(data.context);
@@ -792,6 +794,9 @@
   let currentJob = null; // newest job of this conversation, as last rendered
   let watchedJobId = null; // a job seen active on this page: its end refreshes the chat in place
   let jobsSeq = 0;
+  const DONE_BANNER_MS = 8000;
+  let doneBannerTimer = null;
+  const dismissedJobs = new Set(); // finished jobs whose banner was closed: not shown again on this page
 
   function jobDuration(job) {
     if (job.duration_ms !== null && job.duration_ms !== undefined) return job.duration_ms / 1000;
@@ -807,11 +812,14 @@
 
   // "Compact now?" speaks of the whole history against the budget (what the trigger measures),
   // not of the already-optimized next request.
-  function gaugePercent() {
+  /** The gauge's two figures against the budget: the whole history (what the trigger measures and
+   * "compact now?" speaks of) and the next request as optimized (what the gauge bar shows). */
+  function gaugePercents() {
     if (!lastGauge || !lastGauge.budget) return null;
-    const ratio = lastGauge.history_ratio !== undefined && lastGauge.history_ratio !== null
-      ? Number(lastGauge.history_ratio) : Number(lastGauge.tokens || 0) / Number(lastGauge.budget);
-    return Math.round(ratio * 100);
+    const next = Number(lastGauge.tokens || 0) / Number(lastGauge.budget);
+    const history = lastGauge.history_ratio !== undefined && lastGauge.history_ratio !== null
+      ? Number(lastGauge.history_ratio) : next;
+    return { history: Math.round(history * 100), next: Math.round(next * 100) };
   }
 
   function bannerButton(label, action, cls = "btn btn--sm") {
@@ -827,13 +835,15 @@
 
   function renderJob(job) {
     currentJob = job;
+    clearTimeout(doneBannerTimer);
     jobBanner.replaceChildren();
     jobBanner.className = "job-banner";
     if (!job) { jobBanner.hidden = true; delete jobBanner.dataset.status; return; }
     const status = job.status;
-    // Finished jobs are news only if this page saw them run, or they ended moments before it loaded.
+    // Finished jobs are news only if this page saw them run, or they ended moments before it loaded,
+    // and only until closed (by hand, or on its own for a success).
     const finishedAt = job.finished_at ? Date.parse(job.finished_at) : 0;
-    const fresh = job.id === watchedJobId || finishedAt > pageLoadedAt - 60000;
+    const fresh = !dismissedJobs.has(job.id) && (job.id === watchedJobId || finishedAt > pageLoadedAt - 60000);
     const text = el("span", "job-text");
     const actions = el("span", "job-actions");
     if (ACTIVE_JOB.includes(status)) {
@@ -848,8 +858,13 @@
     } else if (status === "awaiting") {
       jobBanner.classList.add("is-ask");
       jobBanner.append(icon("compress"));
-      const pct = gaugePercent();
-      text.append(el("strong", "", pct !== null ? `Context is ${pct}% full — compact now?` : "The context is nearly full — compact now?"));
+      const pct = gaugePercents();
+      // Each figure says what it measures: the history (the trigger's measure) and, when it differs,
+      // the next request the gauge shows.
+      text.append(el("strong", "", pct !== null ? `History is ${pct.history}% of the budget — compact now?` : "The history nearly fills the budget — compact now?"));
+      if (pct !== null && pct.next !== pct.history) {
+        text.append(el("span", "job-note", `The next request, already trimmed, uses ${pct.next}% (the gauge).`));
+      }
       text.append(el("span", "job-note", "A summary of the earlier messages would replace them; until then the oldest turns are truncated."));
       actions.append(bannerButton("Not now", "not-now", "btn btn--sm btn--ghost"), bannerButton("Compact now", "compact", "btn btn--sm btn--primary"));
     } else if (status === "done" && fresh) {
@@ -890,6 +905,19 @@
     }
     if (actions.childNodes.length) jobBanner.append(actions);
     jobBanner.hidden = false;
+    // Good news needs no answer: "Summary ready" leaves by itself, unless the pointer or focus is on it.
+    if (status === "done") doneBannerTimer = setTimeout(() => dismissDone(job.id), DONE_BANNER_MS);
+  }
+
+  function dismissDone(jobId) {
+    if (jobBanner.dataset.jobId !== String(jobId) || jobBanner.dataset.status !== "done") return;
+    if (jobBanner.matches(":hover, :focus-within")) {
+      doneBannerTimer = setTimeout(() => dismissDone(jobId), 2000);
+      return;
+    }
+    dismissedJobs.add(jobId);
+    jobBanner.hidden = true;
+    watchedJobId = null;
   }
 
   /** Polls the job list while a job is active, backing off (1 s → 15 s); stops when nothing runs. */
@@ -1259,6 +1287,7 @@
         await compactNow("");
         break;
       case "dismiss-job":
+        if (currentJob) dismissedJobs.add(currentJob.id);
         jobBanner.hidden = true;
         watchedJobId = null;
         break;

@@ -20,7 +20,8 @@
     const ok = res.ok && data.ok !== false;
     const text = data.message || data.detail || data.result || (ok ? "The endpoint answered." : errorText(data, res.status));
     out.className = `test-result ${ok ? "is-ok" : "is-fail"}`;
-    out.textContent = `${ok ? "✓ Connected. " : "✗ Failed. "}${text}`;
+    // The server's sentence says what happened ("Connected to …", "… failed: …"): only the mark is added.
+    out.textContent = `${ok ? "✓" : "✗"} ${text}`;
   });
 
   /* Deletes ask first. */

@@ -6,9 +6,11 @@ import itertools
 import json
 
 import pytest
+from django.db.models import Q
 
 from chatapp.chat.api import stream_views
 from chatapp.chat.chat_services import chat_regenerate_start
+from chatapp.chat.dashboard_selectors import dashboard_headline
 from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord
 from optimizer import count_messages
 from tests.chat.conftest import TEST_KEY, make_config, post_stream, seed_messages, send
@@ -88,6 +90,17 @@ def test_record_has_costs_origins_and_counts(chat_user, fake_openai):
     assert flat == sorted(flat)
     for first, last in record.dropped_ranges:
         assert not [i for i in sent_ids if first <= i <= last]
+    # what was dropped with no summary standing in is measured apart (not a saving of the same kind)
+    in_ranges = Q()
+    for first, last in record.dropped_ranges:
+        in_ranges |= Q(id__gte=first, id__lte=last)
+    expected = sum(Message.objects.filter(in_ranges, conversation=conversation, kind="chat", status="complete",
+                                          superseded=False).values_list("token_count", flat=True))
+    assert record.dropped_tokens == expected > 0
+    tokens = dashboard_headline(conversation=conversation)["tokens"]
+    assert tokens["dropped"] == min(expected, tokens["saved"])
+    assert tokens["summarized"] == tokens["saved"] - tokens["dropped"]
+    assert tokens["dropped_unmeasured"] == 0
     assert record.pack_ms >= 0
     request = fake_openai.completions[-1]
     assert count_messages(request.messages, model="gpt-4o-mini") == record.tokens_sent

@@ -30,7 +30,9 @@ def decode_map(data: dict) -> tuple[list[int], list[str]]:
 def test_headline_totals(small):
     h = dashboard_headline(conversation=small.conversation)
     assert h["turns"] == 3
-    assert h["tokens"] == {"full": 900, "sent": 450, "saved": 450, "saved_share": 0.5}
+    # the factory's records predate the dropped/summarized split: all three turns unmeasured
+    assert h["tokens"] == {"full": 900, "sent": 450, "saved": 450, "saved_share": 0.5, "dropped": 0,
+                           "summarized": 450, "dropped_unmeasured": 3}
     money = h["money"]
     assert money["full_usd"] == pytest.approx(0.009)
     assert money["sent_usd"] == pytest.approx(0.0045)

@@ -37,7 +37,7 @@ def test_page_renders_cards_for_the_owner(owner_client, small):
     response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/")
     assert response.status_code == 200
     html = response.content.decode()
-    assert "Tokens saved" in html
+    assert "Tokens not sent" in html and "dropped with no summary" in html
     assert 'data-card="tokens"' in html
     assert ">450<" in html  # tokens saved, shown in full below 10k
     assert "50% of 900 full-history tokens" in html

@@ -1,5 +1,5 @@
 """Compaction controls in a real browser (issue 4): `/compact` with instructions and the job's state,
-the "Context is NN% full — compact now?" question, and switching the model of a chat."""
+the "History is NN% of the budget — compact now?" question, and switching the model of a chat."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
@@ -138,6 +139,9 @@ def test_compact_command_shows_the_job_state_then_the_summary_without_a_reload(
     _wait(browser, lambda d: "is-discarded" in d.find_element(By.ID, f"m-{summary.pk}").get_attribute("class"))
     assert "Discarded summary" in browser.find_element(By.ID, f"m-{summary.pk}").text
     assert Message.objects.get(pk=summary.pk).discarded
+    # "Summary ready" needs no answer: it leaves by itself once the pointer is elsewhere (issue 14, 11)
+    ActionChains(browser).move_to_element(browser.find_element(By.ID, "composer-input")).perform()
+    _wait(browser, lambda d: not _banner(d).is_displayed(), timeout=20)
     assert browser.execute_script("return window.__sameDocument") is True
 
     # Switch this chat's model from the header: the gauge's budget follows the new window.
@@ -169,13 +173,18 @@ def test_confirm_before_compaction_asks_and_not_now_dismisses(asgi_server, brows
     browser.get(f"{base}/c/{conversation.pk}/")
     _wait(browser, lambda d: _banner_status(d) == "awaiting")
     banner = _banner(browser)
-    question = re.search(r"Context is (\d+)% full — compact now\?", banner.text)
+    question = re.search(r"History is (\d+)% of the budget — compact now\?", banner.text)
     assert question, banner.text
     # The question speaks of the whole history against the budget (what the trigger measures), not
     # of the already-optimized next request the gauge shows.
     conversation.refresh_from_db()  # the seeded messages' running totals
     history_ratio = context_gauge(conversation=conversation, user=user)["history_ratio"]
     assert int(question.group(1)) == round(history_ratio * 100)
+    # and the gauge's figure, when it differs, is named as the next request's
+    gauge = context_gauge(conversation=conversation, user=user)
+    next_pct = round(gauge["tokens"] / gauge["budget"] * 100)
+    if next_pct != int(question.group(1)):
+        assert f"The next request, already trimmed, uses {next_pct}% (the gauge)." in banner.text
     now_btn = banner.find_element(By.CSS_SELECTOR, '[data-action="compact"]')
     not_now = banner.find_element(By.CSS_SELECTOR, '[data-action="not-now"]')
     assert (now_btn.text, not_now.text) == ("Compact now", "Not now")
@@ -208,7 +217,7 @@ def test_confirm_before_compaction_asks_and_not_now_dismisses(asgi_server, brows
     _wait(browser, lambda d: _banner_status(d) == "awaiting")
     asked = SummaryJob.objects.filter(conversation=conversation).order_by("-id").first()
     assert asked.pk != job.pk and asked.status == SummaryJob.Status.AWAITING_CONFIRMATION
-    assert re.search(r"Context is \d+% full — compact now\?", _banner(browser).text)
+    assert re.search(r"History is \d+% of the budget — compact now\?", _banner(browser).text)
     _banner(browser).find_element(By.CSS_SELECTOR, '[data-action="compact"]').click()
     _wait(browser, lambda d: _banner_status(d) in {"pending", "queued", "running", "done"})
     asked.refresh_from_db()
