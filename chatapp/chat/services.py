@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -93,6 +94,16 @@ def _api_key_clean(api_key: Any) -> str:
     if any(not (33 <= ord(ch) <= 126) for ch in key):
         raise ValidationError({"api_key": ["The API key contains spaces or characters that cannot be sent."]})
     return key
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """Scheme, host and port: where a request (and its Authorization header) goes."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
 
 
 def _api_key_store(config: LLMConfig, key: str) -> None:
@@ -271,6 +282,17 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
         window_is_auto=source != LLMConfig.WindowSource.USER,
     )
     new_key = _api_key_clean(fields.get("api_key"))
+    if (
+        config.api_key_encrypted
+        and not new_key
+        and not fields.get("clear_api_key")
+        and _origin(cleaned["base_url"]) != _origin(config.base_url)
+    ):
+        # A stored key goes only to the server it was entered for: following a new host silently
+        # would hand it to whoever controls that host (and the key is write-only, so never shown).
+        raise ValidationError({"api_key": [
+            "The base URL now points at another server: enter the API key for it again, or clear the key."
+        ]})
     if "is_default" in fields and not fields["is_default"] and config.is_default:
         raise ValidationError(
             {"is_default": ["One configuration is always the default: make another one the default instead."]}

@@ -241,3 +241,25 @@ def test_api_key_never_in_any_response(api, user, plain_key, fake_openai):
         assert plain_key not in text
         assert encrypted not in text
         assert "api_key_encrypted" not in text
+
+
+def test_a_stored_key_never_follows_a_new_host(api, user, plain_key):
+    """Issue 11, finding 3: PATCH base_url alone would send the stored key to the new host."""
+    pk = _create(api, api_key=plain_key).json()["id"]
+
+    moved = api.patch(f"/api/configs/{pk}/", {"base_url": "https://llm.example.net/v1"}, format="json")
+
+    assert moved.status_code == 400
+    assert "another server" in moved.json()["api_key"][0]
+    config = LLMConfig.objects.get(pk=pk)
+    assert config.base_url == "https://api.openai.com/v1" and config.api_key_encrypted
+
+    # Same server, another path: the key stays. A new host with its key, or with the key cleared: fine.
+    same = api.patch(f"/api/configs/{pk}/", {"base_url": "https://api.openai.com/v2"}, format="json")
+    assert same.status_code == 200 and same.json()["has_api_key"] is True
+    rekeyed = api.patch(f"/api/configs/{pk}/", {"base_url": "https://llm.example.net/v1", "api_key": "sk-new-key-9876"},
+                        format="json")
+    assert rekeyed.status_code == 200 and rekeyed.json()["api_key_last4"] == "9876"
+    cleared = api.patch(f"/api/configs/{pk}/", {"base_url": "https://other.example.org/v1", "clear_api_key": True},
+                        format="json")
+    assert cleared.status_code == 200 and cleared.json()["has_api_key"] is False

@@ -418,3 +418,18 @@ def test_pages_load_no_remote_images(page, path):
 
 def test_login_page_has_the_policy_too(client, db):
     assert "script-src 'self'" in client.get("/accounts/login/")["Content-Security-Policy"]
+
+
+def test_moving_a_config_to_another_host_asks_for_its_key_again(page, user):
+    page.post("/settings/configs/new/", {
+        "new-name": "Mini", "new-base_url": "https://api.openai.com/v1", "new-model": "gpt-4o-mini",
+        "new-api_key": KEY, "new-max_output_tokens": "1000", "new-temperature": "0.3"})
+    config = LLMConfig.objects.get(owner=user)
+    prefix = f"cfg{config.pk}"
+    response = page.post(f"/settings/configs/{config.pk}/", {
+        f"{prefix}-name": "Mini", f"{prefix}-base_url": "https://llm.example.net/v1", f"{prefix}-model": "gpt-4o-mini",
+        f"{prefix}-max_output_tokens": "1000", f"{prefix}-temperature": "0.3"})
+    assert response.status_code == 400
+    assert "enter the API key for it again" in response.content.decode()
+    config.refresh_from_db()
+    assert config.base_url == "https://api.openai.com/v1"
