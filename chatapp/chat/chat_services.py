@@ -55,6 +55,7 @@ from chatapp.chat.rendering import markdown_render
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_services import summary_job_request
+from chatapp.chat.textsafe import text_problem, text_storable
 from optimizer.types import ContextTooLargeError, PackedMessage, PackResult, PackStats, SummarySpan
 
 logger = logging.getLogger(__name__)
@@ -237,6 +238,9 @@ def message_content_validate(*, content: Any) -> str:
     limit = settings.MAX_MESSAGE_CHARS
     if len(content) > limit:
         raise MessageTooLarge(limit=limit, size=len(content))
+    problem = text_problem(content)
+    if problem is not None:
+        raise ValidationError({"content": problem}, code="invalid")
     return content
 
 
@@ -953,6 +957,7 @@ def _turn_finish(
 
     A stop request that lands after the last chunk still wins: the reply is then kept as stopped.
     """
+    content = text_storable(content)  # a NUL or an unpaired surrogate from the model must not lose the reply
     tokens = optimizer.count_message({"role": "assistant", "content": content}, model=turn.target.model)
     values: dict[str, Any] = {
         "content": content,

@@ -54,6 +54,7 @@ from chatapp.chat.summary_selectors import (
     summary_quota_reason,
     summary_quota_remaining,
 )
+from chatapp.chat.textsafe import text_storable
 from optimizer.types import Msg, SummarySpan
 
 logger = logging.getLogger(__name__)
@@ -419,7 +420,7 @@ def _model_summarize(
             budget=chat_budget,
         )
         completion = llm_complete(target=target, messages=prompt.messages, max_tokens=prompt.max_tokens)
-        text = (completion.text or "").strip()
+        text = text_storable((completion.text or "").strip())
         if not text:
             raise _EmptySummaryError("The model returned an empty summary.")
         result.text = text

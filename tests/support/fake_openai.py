@@ -22,6 +22,7 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
 - `reasoning-<name>`     like fake-echo, but (as OpenAI's reasoning models do) answers 400 to `max_tokens`
                          (wants `max_completion_tokens`) and to a temperature other than 1.
 - `slow-<ms>`            like fake-echo with <ms> milliseconds before each chunk (and before a JSON reply).
+- `odd-bytes`            like fake-echo, then NUL, a surrogate pair split across two chunks and a lone surrogate.
 - `strict-<name>`        like fake-echo, but refuses (400) what strict chat templates of local models refuse
                          (Llama, Mistral... under vLLM or llama.cpp): a system message anywhere but first,
                          roles not alternating user/assistant, or a first or last turn that is not the user's.
@@ -322,6 +323,10 @@ class _Handler(BaseHTTPRequestHandler):
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         finish = "stop"
         pieces = _chunks(reply)
+        if model == "odd-bytes":
+            # what JSON allows and storage does not: NUL, a surrogate pair split across two chunks, a lone one
+            pieces += [" NUL\x00 here,", " pair \ud83d", "\ude00, lone \udc00 end."]
+            reply = "".join(pieces)
         if isinstance(max_tokens, int) and 0 < max_tokens < len(pieces):
             pieces, finish = pieces[:max_tokens], "length"
             reply = "".join(pieces)

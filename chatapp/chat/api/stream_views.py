@@ -76,7 +76,9 @@ def _sse_encode(event: dict[str, Any]) -> bytes:
     if "comment" in event:
         return f": {event['comment']}\n\n".encode()
     data = json.dumps(event["data"], cls=DjangoJSONEncoder, ensure_ascii=False)
-    return f"event: {event['event']}\ndata: {data}\n\n".encode()
+    # A model may stream half a surrogate pair per chunk: UTF-8 cannot encode it, the JSON escape
+    # ("\ud83d", what backslashreplace writes) carries it, and the client joins the halves.
+    return f"event: {event['event']}\ndata: {data}\n\n".encode("utf-8", "backslashreplace")
 
 
 async def _sse_body(turn: ChatTurn) -> AsyncIterator[bytes]:

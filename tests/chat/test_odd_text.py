@@ -1,0 +1,51 @@
+"""NUL and unpaired surrogates (issue 11, finding 2): a model reply that carries them is stored
+whole, with each replaced by U+FFFD; a user message that carries them is refused with a JSON 400
+before it uses a rate-limit slot; nothing is left streaming."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chatapp.chat.models import Conversation, Message
+from chatapp.chat.textsafe import text_problem, text_storable
+from tests.chat.conftest import make_config, post_stream, send
+
+pytestmark = pytest.mark.django_db
+
+
+def test_storable_text_joins_split_pairs_and_replaces_the_rest():
+    assert text_storable("plain") == "plain"
+    assert text_storable("a\x00b") == "a\ufffdb"
+    assert text_storable("\ud83d" + "\ude00") == "\U0001f600"  # a pair a stream split in two
+    assert text_storable("x\udc00y\ud800") == "x\ufffdy\ufffd"
+    assert text_problem("fine") is None
+    assert "NUL" in text_problem("a\x00")
+    assert "surrogate" in text_problem("\ud800")
+
+
+def test_a_reply_with_odd_bytes_is_stored_whole(chat_user, fake_openai):
+    config = make_config(chat_user, fake_openai.base_url, model="odd-bytes")
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+
+    result = send(chat_user, conversation, "Say something odd")
+
+    assert result.names[-1] == "done", result.events
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert reply.status == Message.Status.COMPLETE
+    assert reply.content.endswith(" NUL\ufffd here, pair \U0001f600, lone \ufffd end.")
+    assert reply.char_count == len(reply.content) and reply.token_count > 0
+    assert result.named("done")[0]["message"]["content"] == reply.content
+
+
+@pytest.mark.parametrize("text", ["before\x00after", "lone \ud800 surrogate"])
+def test_a_user_message_with_odd_bytes_gets_a_json_400(chat_user, conversation, settings, text):
+    settings.SEND_RATE_LIMIT_PER_MINUTE = 1
+    # json.dumps escapes both as \\u sequences, as a browser's JSON.stringify does
+    refused = post_stream(chat_user, f"/api/conversations/{conversation.pk}/messages/", raw=json.dumps({"content": text}))
+    assert refused.status == 400
+    assert "content" in refused.body
+    assert not Message.objects.filter(conversation=conversation).exists()
+    # the refused message used no slot of the rate limit
+    assert send(chat_user, conversation, "a normal message").names[-1] == "done"
