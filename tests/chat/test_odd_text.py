@@ -43,7 +43,8 @@ def test_a_reply_with_odd_bytes_is_stored_whole(chat_user, fake_openai):
 def test_a_user_message_with_odd_bytes_gets_a_json_400(chat_user, conversation, settings, text):
     settings.SEND_RATE_LIMIT_PER_MINUTE = 1
     # json.dumps escapes both as \\u sequences, as a browser's JSON.stringify does
-    refused = post_stream(chat_user, f"/api/conversations/{conversation.pk}/messages/", raw=json.dumps({"content": text}))
+    path = f"/api/conversations/{conversation.pk}/messages/"
+    refused = post_stream(chat_user, path, raw=json.dumps({"content": text}))
     assert refused.status == 400
     assert "content" in refused.body
     assert not Message.objects.filter(conversation=conversation).exists()
