@@ -82,6 +82,10 @@ class PackConfig:
     summary_max_tokens: int = 1500
     summary_max_share: float = 0.35  # a summary takes at most this share of the target when packing
     recall: bool = True  # quote relevant old messages in the room the window leaves (optimizer.recall)
+    # When recall may fill the budget (no prompt prefix cached from an earlier turn), the recent window
+    # is cut to at most this share: relevance-ranked quotes reach more of what a question needs than
+    # more recency does. Below every preference's target, so the window start it stores is stable too.
+    fill_window_ratio: float = 0.4
 
 
 DEFAULT_CONFIG = PackConfig()

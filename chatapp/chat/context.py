@@ -303,7 +303,7 @@ def _pack_plan(
         config = PackConfig() if trigger_ratio is None else PackConfig(trigger_ratio=trigger_ratio)
         summarizer = True
     else:
-        config = PackConfig(trigger_ratio=1.0, target_ratio=0.9, fast_headroom=0.0)
+        config = PackConfig(trigger_ratio=1.0, target_ratio=0.9, fast_headroom=0.0, fill_window_ratio=0.9)
         summarizer = False
         if history + REPLY_PRIMING <= budget:
             return {"load_all": True, "through_id": through_id}, config, summarizer

@@ -195,10 +195,15 @@ def begin(
         chars_at_least=chars_at_least,
     )
     ws_state = -1 if window_start is None else snap_to_round(msgs, find(msgs, window_start), layout.newest_user)
+    fill = window_start is None if recall_fill is None else recall_fill
+    if fill and recall_source is not None and config.recall:
+        # No cached prefix to keep: the recent window needs only the conversation's flow, and the
+        # room goes to quotes ranked by what the newest message is about (see PackConfig).
+        target = min(target, max(1, math.floor(budget * config.fill_window_ratio)))
     return PackState(
         msgs, toks, budget, preference, model, config, trigger, target, stored_chars, layout, decision,
         ws_state, summary, summarize_now, recall_source,
-        recall_fill=window_start is None if recall_fill is None else recall_fill, lo=max(ws_state, 0),
+        recall_fill=fill, lo=max(ws_state, 0),
         oversize=max(1, math.floor(budget * config.oversize_share)),
     )
 

@@ -21,6 +21,7 @@ from optimizer.recall import (
     recall,
     recall_cap,
 )
+from optimizer.types import DEFAULT_CONFIG
 
 DAY0 = dt.datetime(2024, 3, 4, 10, 30)
 FILLER = ["we", "talked", "about", "weather", "coffee", "music", "weekend", "plans", "movies", "books", "lunch",
@@ -326,3 +327,21 @@ def test_cli_refuses_a_bad_date(capsys, monkeypatch):
     code, out, err = _cli(capsys, monkeypatch, request)
     assert code == 2 and out == ""
     assert "r2" in err and "created_at 'last Tuesday' is not an ISO 8601 date" in err
+
+
+def test_with_no_cached_prefix_the_window_leaves_the_room_to_recall():
+    """A stateless request (no window start) keeps a recent window of at most fill_window_ratio of the
+    budget, whatever the preference, and recall takes the room; with a stored window, the preference's
+    target holds (a cached prefix is worth keeping)."""
+    msgs = chat(200, fact_at=5)
+    msgs.append(msg("q", "user", "Remind me about the podcast and jazz and the garden plans"))
+    budget = 4096
+    for preference in ("fast", "balanced", "quality"):
+        result = packed_with_recall(msgs, budget=budget, preference=preference)
+        window = sum(p.tokens for p in result.messages if p.origin in ("verbatim", "pinned", "compressed"))
+        newest = result.messages[-1].tokens
+        assert window <= DEFAULT_CONFIG.fill_window_ratio * budget + newest
+        assert any(p.origin == "recall" for p in result.messages)
+    without = pack(msgs, budget=budget, preference="balanced", model=MODEL)  # no source: no recall to fill
+    window = sum(p.tokens for p in without.messages if p.origin in ("verbatim", "pinned", "compressed"))
+    assert window > DEFAULT_CONFIG.fill_window_ratio * budget
