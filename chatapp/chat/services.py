@@ -96,6 +96,22 @@ def _api_key_clean(api_key: Any) -> str:
     return key
 
 
+KEY_LEFT_BEHIND = (
+    "The base URL now points at another server, so the stored API key was cleared: "
+    "enter the key for the new server (leave it empty if it needs none)."
+)
+
+
+def llm_config_key_left_behind(*, config: LLMConfig, fields: dict[str, Any]) -> bool:
+    """Whether an update moves the config to another server (scheme, host or port) while a key is
+    stored and no new one is given: the key is then cleared, never sent to the new host (whoever
+    controls it would receive it, and a write-only key cannot be checked by its owner)."""
+    if not config.api_key_encrypted or fields.get("clear_api_key") or _api_key_clean(fields.get("api_key")):
+        return False
+    base_url = fields.get("base_url")
+    return base_url is not None and _origin(str(base_url).strip()) != _origin(config.base_url)
+
+
 def _origin(url: str) -> tuple[str, str, int | None]:
     """Scheme, host and port: where a request (and its Authorization header) goes."""
     parts = urlsplit(url)
@@ -282,17 +298,7 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
         window_is_auto=source != LLMConfig.WindowSource.USER,
     )
     new_key = _api_key_clean(fields.get("api_key"))
-    if (
-        config.api_key_encrypted
-        and not new_key
-        and not fields.get("clear_api_key")
-        and _origin(cleaned["base_url"]) != _origin(config.base_url)
-    ):
-        # A stored key goes only to the server it was entered for: following a new host silently
-        # would hand it to whoever controls that host (and the key is write-only, so never shown).
-        raise ValidationError({"api_key": [
-            "The base URL now points at another server: enter the API key for it again, or clear the key."
-        ]})
+    drop_key = llm_config_key_left_behind(config=config, fields=fields)
     if "is_default" in fields and not fields["is_default"] and config.is_default:
         raise ValidationError(
             {"is_default": ["One configuration is always the default: make another one the default instead."]}
@@ -305,7 +311,7 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
         for attr, value in cleaned.items():
             setattr(config, attr, value)
         config.context_window_source = source
-        if fields.get("clear_api_key"):
+        if fields.get("clear_api_key") or drop_key:
             _api_key_store(config, "")
         elif new_key:
             _api_key_store(config, new_key)

@@ -377,6 +377,9 @@ def config_update(request: HttpRequest, pk: int) -> HttpResponse:
     config = selectors.llm_config_get(owner=request.user, pk=pk)
     form = LLMConfigForm(request.POST, instance=config)
     if form.is_valid():
+        left_behind = services.llm_config_key_left_behind(
+            config=config, fields={"base_url": form.cleaned_data["base_url"], "api_key": form.cleaned_data["api_key"],
+                                   "clear_api_key": form.cleaned_data.get("clear_api_key", False)})
         try:
             # An empty key field keeps the stored key (never sent back to the page); an empty window
             # returns to the model's known window.
@@ -391,6 +394,8 @@ def config_update(request: HttpRequest, pk: int) -> HttpResponse:
             _validation_to_form(form, exc)
         else:
             flash.success(request, f"Saved “{config.name}”.")
+            if left_behind:
+                flash.warning(request, services.KEY_LEFT_BEHIND)
             return redirect(reverse("settings") + f"#config-{config.pk}")
     return render(request, "chat/settings.html", _settings_context(request, bound={config.pk: form}), status=400)
 

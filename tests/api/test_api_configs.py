@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from chatapp.chat.models import LLMConfig, UserSettings
@@ -243,23 +245,25 @@ def test_api_key_never_in_any_response(api, user, plain_key, fake_openai):
         assert "api_key_encrypted" not in text
 
 
-def test_a_stored_key_never_follows_a_new_host(api, user, plain_key):
-    """Issue 11, finding 3: PATCH base_url alone would send the stored key to the new host."""
+def test_a_stored_key_never_follows_a_new_host(api, user, plain_key, fake_openai):
+    """Issue 11, finding 3: PATCH base_url alone sent the stored key to the new host. The key is
+    cleared (and the response says so); the new host receives no key."""
     pk = _create(api, api_key=plain_key).json()["id"]
 
-    moved = api.patch(f"/api/configs/{pk}/", {"base_url": "https://llm.example.net/v1"}, format="json")
-
-    assert moved.status_code == 400
-    assert "another server" in moved.json()["api_key"][0]
-    config = LLMConfig.objects.get(pk=pk)
-    assert config.base_url == "https://api.openai.com/v1" and config.api_key_encrypted
-
-    # Same server, another path: the key stays. A new host with its key, or with the key cleared: fine.
+    # Same server, another path: the key stays.
     same = api.patch(f"/api/configs/{pk}/", {"base_url": "https://api.openai.com/v2"}, format="json")
-    assert same.status_code == 200 and same.json()["has_api_key"] is True
+    assert same.status_code == 200 and same.json()["has_api_key"] is True and "notice" not in same.json()
+
+    moved = api.patch(f"/api/configs/{pk}/", {"base_url": fake_openai.base_url, "model": "fake-echo"}, format="json")
+
+    assert moved.status_code == 200
+    assert moved.json()["has_api_key"] is False and "key was cleared" in moved.json()["notice"]
+    fake_openai.reset()  # the server is shared by the session's tests
+    tested = api.post(f"/api/configs/{pk}/test/")
+    assert tested.status_code == 200
+    assert fake_openai.requests and all(r.api_key != plain_key for r in fake_openai.requests)
+    assert plain_key not in json.dumps([r.headers for r in fake_openai.requests])
+    # A new host with its own key keeps that key.
     rekeyed = api.patch(f"/api/configs/{pk}/", {"base_url": "https://llm.example.net/v1", "api_key": "sk-new-key-9876"},
                         format="json")
     assert rekeyed.status_code == 200 and rekeyed.json()["api_key_last4"] == "9876"
-    cleared = api.patch(f"/api/configs/{pk}/", {"base_url": "https://other.example.org/v1", "clear_api_key": True},
-                        format="json")
-    assert cleared.status_code == 200 and cleared.json()["has_api_key"] is False

@@ -420,7 +420,7 @@ def test_login_page_has_the_policy_too(client, db):
     assert "script-src 'self'" in client.get("/accounts/login/")["Content-Security-Policy"]
 
 
-def test_moving_a_config_to_another_host_asks_for_its_key_again(page, user):
+def test_moving_a_config_to_another_host_clears_its_key_and_says_so(page, user):
     page.post("/settings/configs/new/", {
         "new-name": "Mini", "new-base_url": "https://api.openai.com/v1", "new-model": "gpt-4o-mini",
         "new-api_key": KEY, "new-max_output_tokens": "1000", "new-temperature": "0.3"})
@@ -428,8 +428,9 @@ def test_moving_a_config_to_another_host_asks_for_its_key_again(page, user):
     prefix = f"cfg{config.pk}"
     response = page.post(f"/settings/configs/{config.pk}/", {
         f"{prefix}-name": "Mini", f"{prefix}-base_url": "https://llm.example.net/v1", f"{prefix}-model": "gpt-4o-mini",
-        f"{prefix}-max_output_tokens": "1000", f"{prefix}-temperature": "0.3"})
-    assert response.status_code == 400
-    assert "enter the API key for it again" in response.content.decode()
+        f"{prefix}-max_output_tokens": "1000", f"{prefix}-temperature": "0.3", f"{prefix}-is_default": "on"},
+        follow=True)
+    assert response.status_code == 200
+    assert "the stored API key was cleared" in response.content.decode()
     config.refresh_from_db()
-    assert config.base_url == "https://api.openai.com/v1"
+    assert config.base_url == "https://llm.example.net/v1" and not config.api_key_encrypted

@@ -38,12 +38,14 @@ from chatapp.chat.selectors import (
     user_settings_get,
 )
 from chatapp.chat.services import (
+    KEY_LEFT_BEHIND,
     conversation_create,
     conversation_delete,
     conversation_rename,
     conversation_set_config,
     llm_config_create,
     llm_config_delete,
+    llm_config_key_left_behind,
     llm_config_make_default,
     llm_config_update,
     model_window_lookup,
@@ -287,8 +289,12 @@ class LLMConfigDetailApi(APIView):
         config = llm_config_get(owner=request.user, pk=pk)
         serializer = self.InputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
+        left_behind = llm_config_key_left_behind(config=config, fields=serializer.validated_data)
         config = llm_config_update(config=config, **serializer.validated_data)
-        return Response(LLMConfigOutputSerializer(config).data)
+        data = LLMConfigOutputSerializer(config).data
+        if left_behind:
+            data["notice"] = KEY_LEFT_BEHIND
+        return Response(data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, pk: int) -> Response:
