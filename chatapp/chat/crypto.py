@@ -50,6 +50,15 @@ def secret_decrypt(token: str) -> str:
         raise SecretDecryptError("the stored secret cannot be decrypted with the configured keys") from None
 
 
+def secret_readable(token: str) -> bool:
+    """Whether secret_decrypt can read `token` under the configured keys ("" is readable: no secret)."""
+    try:
+        secret_decrypt(token)
+    except SecretDecryptError:
+        return False
+    return True
+
+
 def secret_rotate(token: str) -> str:
     """Re-encrypt a token under the current first key (for key rotation)."""
     if token == "":

@@ -74,6 +74,8 @@ class LLMTarget:
     context_window: int
     offline: bool
     label: str
+    # The stored key could not be decrypted (the server's encryption key changed): nothing is sent.
+    key_unreadable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,13 +156,14 @@ def llm_target_for(*, config: LLMConfig | None) -> LLMTarget:
     """What a request should call: the config's endpoint, or the built-in offline model for None."""
     if config is None:
         return offline_target()
+    unreadable = False
     try:
         api_key = secret_decrypt(config.api_key_encrypted)
     except SecretDecryptError:
-        # The key was encrypted with a key no longer configured; the endpoint will answer 401 and the
-        # user is told to re-enter it, which is the only fix anyway.
+        # Encrypted with a key no longer configured: no request goes out (with no key, or a
+        # placeholder, the endpoint would only answer 401); the user re-enters the key.
         logger.warning("LLM config %s: stored API key cannot be decrypted with the configured keys", config.pk)
-        api_key = ""
+        api_key, unreadable = "", True
     return LLMTarget(
         base_url=config.base_url,
         model=config.model,
@@ -170,6 +173,16 @@ def llm_target_for(*, config: LLMConfig | None) -> LLMTarget:
         context_window=config.context_window,
         offline=False,
         label=config.name,
+        key_unreadable=unreadable,
+    )
+
+
+def _key_unreadable_error(target: LLMTarget) -> LLMError:
+    return LLMError(
+        "auth",
+        f"The API key stored for “{target.label}” can no longer be read (the server's encryption key "
+        "changed). Enter the key again in Settings.",
+        retryable=False,
     )
 
 
@@ -573,6 +586,8 @@ async def llm_stream(
         async for event in _offline_stream(target=target, messages=messages, context_note=context_note):
             yield event
         return
+    if target.key_unreadable:
+        raise _key_unreadable_error(target)
 
     client = _async_client(target)
     stream = None
@@ -658,6 +673,8 @@ def llm_complete(
             model=target.model,
             finish_reason="stop",
         )
+    if target.key_unreadable:
+        raise _key_unreadable_error(target)
     client = _sync_client(target, max_retries=max_retries)
     return _complete_with(_raw_create(client), target, messages, max_tokens=max_tokens)
 
@@ -704,6 +721,8 @@ def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
     """List the endpoint's models (or, where there is no list, make a one-token request); plain words."""
     if target.offline:
         return True, "The offline demo model is built in: there is nothing to connect to."
+    if target.key_unreadable:
+        return False, _key_unreadable_error(target).user_message
     endpoint = _endpoint_name(target)
     timeout = min(float(settings.LLM_TIMEOUT_SECONDS), _CONNECTION_TEST_TIMEOUT)
     client = _sync_client(target, timeout=timeout)

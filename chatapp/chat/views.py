@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from chatapp.chat import selectors, services
 from chatapp.chat.context import first_user_message_id
+from chatapp.chat.crypto import secret_readable
 from chatapp.chat.forms import PREFERENCE_HELP, LLMConfigForm, PreferencesForm, SignupForm
 from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, LLMConfig, Message
@@ -303,6 +304,8 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
     return {
         "configs": configs,
         "config_forms": config_forms,
+        # Keys encrypted under a key the server no longer has: shown as unreadable, never sent.
+        "unreadable_keys": {c.pk for c in configs if not secret_readable(c.api_key_encrypted)},
         "new_form": new_form,
         "new_open": "new" in bound,
         "open_config_id": next((k for k in bound if isinstance(k, int)), None),

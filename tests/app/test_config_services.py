@@ -195,12 +195,15 @@ def test_empty_key_on_update_keeps_clear_flag_removes(user):
     assert (config.api_key_encrypted, config.api_key_last4, config.has_api_key) == ("", "", False)
 
 
-def test_undecryptable_key_gives_an_empty_key_not_a_crash(user, settings):
+def test_undecryptable_key_marks_the_target_not_a_crash(user, settings):
     import base64
 
     config = _create(user, api_key=KEY)
     settings.FIELD_ENCRYPTION_KEYS = [base64.urlsafe_b64encode(b"9" * 32).decode()]
-    assert llm.llm_target_for(config=config).api_key == ""
+    target = llm.llm_target_for(config=config)
+    assert target.api_key == "" and target.key_unreadable
+    ok, message = llm.llm_test_connection(target=target)
+    assert not ok and "Enter the key again" in message
 
 
 # --- user settings -------------------------------------------------------------------------------

@@ -1,0 +1,33 @@
+"""A stored key the server can no longer decrypt (its encryption key changed) is said so, in the
+settings and in the chat, and no request goes out with a placeholder (issue 11, finding 9)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from django.test import Client
+
+from chatapp.chat.models import Conversation, Message
+from tests.chat.conftest import make_config, send
+
+pytestmark = pytest.mark.django_db
+
+
+def test_an_unreadable_key_sends_nothing_and_says_what_to_do(chat_user, fake_openai, settings):
+    config = make_config(chat_user, fake_openai.base_url)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    settings.FIELD_ENCRYPTION_KEYS = [base64.urlsafe_b64encode(b"9" * 32).decode()]
+    fake_openai.reset()
+
+    result = send(chat_user, conversation, "Hello?")
+
+    assert result.names[-1] == "error", result.events
+    error = result.named("error")[0]
+    assert "can no longer be read" in error["error"] and "Enter the key again in Settings" in error["error"]
+    assert fake_openai.requests == []
+    assert Message.objects.filter(conversation=conversation, role="user").count() == 1  # kept
+    page = Client()
+    page.force_login(chat_user)
+    body = page.get("/settings/").content.decode()
+    assert "key unreadable: enter it again" in body
