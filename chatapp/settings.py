@@ -267,6 +267,12 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     # Services raise Django ValidationError; this answers it as a DRF 400 with field errors.
     "EXCEPTION_HANDLER": "chatapp.chat.api.errors.api_exception_handler",
+    # JSON nesting is bounded (400) and bodies by DATA_UPLOAD_MAX_MEMORY_SIZE (413): see api/parsers.py.
+    "DEFAULT_PARSER_CLASSES": [
+        "chatapp.chat.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Long-context chat API",
@@ -281,6 +287,10 @@ SPECTACULAR_SETTINGS = {
 
 # --- Chat limits and model access -------------------------------------------------------------
 MAX_MESSAGE_CHARS = _env_int("MAX_MESSAGE_CHARS", 200_000, minimum=1)
+# Largest API request body: room for a message of MAX_MESSAGE_CHARS even if every character is sent
+# as a 6-byte JSON escape, so a long message meets its own clear 413 (characters), not this one.
+API_MAX_BODY_BYTES = _env_int("API_MAX_BODY_BYTES", MAX_MESSAGE_CHARS * 6 + 65_536, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 SEND_RATE_LIMIT_PER_MINUTE = _env_int("SEND_RATE_LIMIT_PER_MINUTE", 20, minimum=1)
 LLM_TIMEOUT_SECONDS = _env_int("LLM_TIMEOUT_SECONDS", 120, minimum=1)
 # A streamed reply sends an SSE comment after this many silent seconds (a model thinking), so

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import exceptions
+from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
 from rest_framework.views import exception_handler
@@ -17,6 +19,11 @@ from rest_framework.views import exception_handler
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF EXCEPTION_HANDLER (settings.REST_FRAMEWORK)."""
+    if isinstance(exc, RequestDataTooBig):
+        # Django's own answer is a bare HTML 400: a client of the API gets JSON, and the right status.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response({"detail": f"The request body is larger than {limit:,} bytes."},
+                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(as_serializer_error(exc))
     elif isinstance(exc, exceptions.ParseError) and str(exc.detail).startswith("JSON parse error"):

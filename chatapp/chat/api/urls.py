@@ -1,8 +1,12 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.authtoken.views import ObtainAuthToken
 
 from chatapp.chat.api import stream_views, summary_views, views
+from chatapp.chat.api.parsers import PARSERS
+
+# DRF's token view names its own parsers: the bounded ones instead (its body is unauthenticated).
+obtain_auth_token = ObtainAuthToken.as_view(parser_classes=PARSERS)
 
 urlpatterns = [
     path("auth/token/", obtain_auth_token, name="api-token"),
