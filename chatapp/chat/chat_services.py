@@ -944,6 +944,11 @@ def _usage_fields(*, tokens_sent: int, model: str, usage: Any) -> dict[str, Any]
     return fields
 
 
+def reply_cut_note() -> str:
+    """The marker a reply cut at settings.MAX_REPLY_CHARS ends with."""
+    return f"\n\n[Reply cut here: it reached the {settings.MAX_REPLY_CHARS:,}-character limit.]"
+
+
 def _turn_finish(
     *,
     turn: ChatTurn,
@@ -1121,6 +1126,7 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
 
     started = time.monotonic()
     parts: list[str] = []
+    received = 0
     usage: Any = None
     failure: BaseException | None = None
     stopped = False
@@ -1163,9 +1169,18 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
                 failure = item
                 break
             if isinstance(item, llm.Delta) and item.text:
-                parts.append(item.text)
-                yield _event("delta", {"text": item.text})
+                text = item.text
+                room = settings.MAX_REPLY_CHARS - received
+                cut = len(text) > room
+                if cut:
+                    # A runaway model must not fill the database and the page: the rest is dropped, marked.
+                    text = text[:room] + reply_cut_note()
+                received += len(text)
+                parts.append(text)
+                yield _event("delta", {"text": text})
                 last_sent = time.monotonic()
+                if cut:
+                    break
             elif isinstance(item, llm.Usage):
                 usage = item
             if time.monotonic() - last_sent >= keepalive:

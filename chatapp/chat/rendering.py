@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import html
+import threading
+from collections import OrderedDict
 
 import nh3
 from markdown_it import MarkdownIt
@@ -93,12 +95,54 @@ def _sanitize(fragment: str) -> str:
     )
 
 
-@functools.lru_cache(maxsize=1024)
+class _ByteBoundedCache:
+    """LRU of rendered HTML bounded by characters held (text + HTML), not by entries: 1,024 entries
+    of multi-megabyte replies held gigabytes. Texts above `item_limit` are rendered every time."""
+
+    def __init__(self, *, total_limit: int, item_limit: int) -> None:
+        self.total_limit, self.item_limit = total_limit, item_limit
+        self._items: OrderedDict[str, str] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> str | None:
+        with self._lock:
+            rendered = self._items.get(text)
+            if rendered is not None:
+                self._items.move_to_end(text)
+            return rendered
+
+    def put(self, text: str, rendered: str) -> None:
+        size = len(text) + len(rendered)
+        if size > self.item_limit:
+            return
+        with self._lock:
+            if text in self._items:
+                return
+            self._items[text] = rendered
+            self._size += size
+            while self._size > self.total_limit:
+                old_text, old_rendered = self._items.popitem(last=False)
+                self._size -= len(old_text) + len(old_rendered)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+
+# ~16 M characters at most (tens of MB), whatever the replies: a timeline page re-renders cheaply.
+_render_cache = _ByteBoundedCache(total_limit=16_000_000, item_limit=400_000)
+
+
 def markdown_render(text: str) -> str:
     """Render a message's markdown to HTML that is safe to insert into the page as is."""
     if not text:
         return ""
-    return _sanitize(_md.render(text))
+    rendered = _render_cache.get(text)
+    if rendered is None:
+        rendered = _sanitize(_md.render(text))
+        _render_cache.put(text, rendered)
+    return rendered
 
 
 @functools.cache

@@ -1,0 +1,43 @@
+"""A runaway reply is cut at settings.MAX_REPLY_CHARS and marked (issue 11, finding 4); the render
+cache holds a bounded number of characters whatever the replies."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatapp.chat import rendering
+from chatapp.chat.chat_services import reply_cut_note
+from chatapp.chat.models import Conversation, Message
+from tests.chat.conftest import make_config, send
+from tests.support.fake_openai import echo_reply
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_reply_past_the_cap_is_cut_and_marked(chat_user, fake_openai, settings):
+    settings.MAX_REPLY_CHARS = 60
+    config = make_config(chat_user, fake_openai.base_url)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+
+    result = send(chat_user, conversation, "Tell me everything, at length, please, with many words")
+
+    assert result.names[-1] == "done", result.events
+    full = echo_reply(fake_openai.completions[-1].messages)
+    assert len(full) > 60
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert reply.status == Message.Status.COMPLETE
+    assert reply.content == full[:60] + reply_cut_note()
+    assert "".join(d["text"] for d in result.named("delta")) == reply.content
+    assert result.named("done")[0]["message"]["content"] == reply.content
+
+
+def test_the_render_cache_is_bounded_by_characters_not_entries():
+    cache = rendering._ByteBoundedCache(total_limit=10_000, item_limit=4_000)
+    for k in range(50):
+        text = f"{k} " + "x" * 1_500
+        cache.put(text, rendering.markdown_render(text))
+        assert cache.size <= 10_000
+    assert cache.get("0 " + "x" * 1_500) is None  # the oldest went first
+    big = "y" * 5_000
+    cache.put(big, big)
+    assert cache.get(big) is None  # larger than an item may be: rendered each time, never held
