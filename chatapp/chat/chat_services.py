@@ -49,6 +49,7 @@ from chatapp.chat.context import (
     message_is_live,
     summary_through_id,
 )
+from chatapp.chat.dbconn import db_connection_release, db_short
 from chatapp.chat.layout import Place, message_place_get, new_message_place
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.rendering import markdown_render
@@ -1138,7 +1139,7 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     async def finish(status: str, error: str = "") -> dict[str, Any]:
         nonlocal finished
         finished = True
-        work = sync_to_async(_turn_finish)(
+        work = db_short(_turn_finish)(
             turn=turn,
             content="".join(parts),
             status=status,
@@ -1150,6 +1151,9 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
         return await asyncio.shield(asyncio.ensure_future(work))
 
     keepalive = float(settings.SSE_KEEPALIVE_SECONDS)
+    # The turn was prepared with a connection this request still holds: give it back before the
+    # model is waited on (see dbconn).
+    await sync_to_async(db_connection_release)()
     try:
         yield start
         next_check = time.monotonic() + STOP_POLL_SECONDS
@@ -1189,7 +1193,7 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
                 last_sent = time.monotonic()
             if time.monotonic() >= next_check:
                 heartbeat = time.monotonic() >= next_heartbeat
-                status = await sync_to_async(_reply_poll)(turn.reply_id, heartbeat=heartbeat)
+                status = await db_short(_reply_poll)(turn.reply_id, heartbeat=heartbeat)
                 if status == Message.Status.STOPPED:
                     stopped = True
                     break
@@ -1225,7 +1229,7 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     gauge = _gauge_without_repacking(turn=turn, reply_tokens=message["token_count"])
     title = turn.title
     if gauge is None:
-        gauge, title = await sync_to_async(_after_turn)(turn=turn)
+        gauge, title = await db_short(_after_turn)(turn=turn)
     margin = _summary_ahead_due(turn=turn, reply_tokens=message["token_count"])
     if margin is not None:
         # Planned and requested in the background: nothing here waits for it.

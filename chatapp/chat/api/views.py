@@ -25,6 +25,7 @@ from chatapp.chat.api.serializers import (
 )
 from chatapp.chat.chat_services import message_pin_set
 from chatapp.chat.context import context_gauge
+from chatapp.chat.dbconn import db_connection_release
 from chatapp.chat.llm import llm_target_for, llm_test_connection
 from chatapp.chat.models import LLMConfig, Preference
 from chatapp.chat.selectors import (
@@ -323,7 +324,10 @@ class LLMConfigTestApi(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         config = llm_config_get(owner=request.user, pk=pk)
-        ok, message = llm_test_connection(target=llm_target_for(config=config))
+        target = llm_target_for(config=config)
+        # The endpoint may take its whole timeout to answer: no pooled connection waits with it.
+        db_connection_release()
+        ok, message = llm_test_connection(target=target)
         return Response(self.OutputSerializer({"ok": ok, "message": message}).data)
 
 

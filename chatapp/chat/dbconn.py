@@ -1,0 +1,39 @@
+"""Giving the database connection back while a request waits on something else.
+
+A reply streams for seconds to minutes, and a connection test may wait for its whole timeout. A
+connection held meanwhile is one the pool (settings.DATABASE_POOL_SIZE per process) cannot lend:
+with ten replies streaming, every other request of the process waited and failed. Between short
+pieces of database work the connection goes back (to the pool; without one, closed), and the
+next query takes one again.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import connection
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def db_connection_release() -> None:
+    """Return this thread's connection now (a no-op inside a transaction, which must keep it)."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+def db_short(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """`sync_to_async(fn)` that gives the connection back as soon as `fn` returns."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> R:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            db_connection_release()
+
+    return sync_to_async(run)
