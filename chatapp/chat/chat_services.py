@@ -63,12 +63,19 @@ logger = logging.getLogger(__name__)
 
 # How often a streaming reply looks for a stop request (Stop button, another tab, the API).
 STOP_POLL_SECONDS = 0.2
-# How often a streaming reply touches its updated_at, so Retry can tell a live stream from a dead one.
-STREAM_HEARTBEAT_SECONDS = 10.0
+# How often a streaming reply touches its updated_at (so Retry and the orphan sweep can tell a live
+# stream from a dead one) and checkpoints its text: a killed process loses at most this much.
+STREAM_HEARTBEAT_SECONDS = 3.0
 TITLE_MAX_CHARS = 60
 # A placeholder still "streaming" this long after the model timeout belongs to a request that died
 # (server restart): Retry may replace it.
 _STALE_STREAM_GRACE = timedelta(seconds=60)
+# A reply whose heartbeat stopped this long ago has no process streaming it: the sweep finishes it.
+ORPHAN_AFTER = timedelta(seconds=60)
+INTERRUPTED_WORDS = (
+    "Interrupted: the server stopped while this reply was streaming. The text received until then is "
+    "kept; Retry answers again."
+)
 
 
 class MessageTooLarge(ValidationError):
@@ -902,14 +909,34 @@ def _event(name: str, data: dict[str, Any]) -> dict[str, Any]:
 KEEPALIVE: dict[str, Any] = {"comment": "keep-alive"}
 
 
-def _reply_poll(reply_id: int, *, heartbeat: bool) -> str | None:
-    """The reply's status. With `heartbeat`, a streaming reply's updated_at is touched first, so a
-    long stream never looks dead to Retry (see _STALE_STREAM_GRACE); one query either way."""
-    if heartbeat and Message.objects.filter(pk=reply_id, status=Message.Status.STREAMING).update(
-        updated_at=timezone.now()
-    ):
-        return Message.Status.STREAMING
+def _reply_poll(reply_id: int, *, heartbeat: bool, text: str = "") -> str | None:
+    """The reply's status. With `heartbeat`, a streaming reply's updated_at is touched and its text so
+    far checkpointed first, so a long stream never looks dead to Retry (see _STALE_STREAM_GRACE) and
+    a killed process loses only the last seconds; one query either way."""
+    if heartbeat:
+        text = text_storable(text)
+        if Message.objects.filter(pk=reply_id, status=Message.Status.STREAMING).update(
+            updated_at=timezone.now(), content=text, char_count=len(text)
+        ):
+            return Message.Status.STREAMING
     return Message.objects.filter(pk=reply_id).values_list("status", flat=True).first()
+
+
+def reply_orphans_finish() -> int:
+    """Finish replies left `streaming` by a process that died (no heartbeat for ORPHAN_AFTER): as
+    failed and interrupted, with the text checkpointed, so the chat says so and Retry works at once.
+    Returns how many were finished."""
+    stale = timezone.now() - ORPHAN_AFTER
+    ids = list(
+        Message.objects.filter(status=Message.Status.STREAMING, updated_at__lt=stale).values_list("id", flat=True)[:500]
+    )
+    if not ids:
+        return 0
+    done = Message.objects.filter(pk__in=ids, status=Message.Status.STREAMING, updated_at__lt=stale).update(
+        status=Message.Status.ERROR, error=INTERRUPTED_WORDS, updated_at=timezone.now()
+    )
+    message_index_sync(message_ids=ids)
+    return done
 
 
 def _record_finish(*, turn: ChatTurn, usage: Any) -> None:
@@ -1193,7 +1220,9 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
                 last_sent = time.monotonic()
             if time.monotonic() >= next_check:
                 heartbeat = time.monotonic() >= next_heartbeat
-                status = await db_short(_reply_poll)(turn.reply_id, heartbeat=heartbeat)
+                status = await db_short(_reply_poll)(
+                    turn.reply_id, heartbeat=heartbeat, text="".join(parts) if heartbeat else ""
+                )
                 if status == Message.Status.STOPPED:
                     stopped = True
                     break

@@ -18,6 +18,7 @@ import logging
 from celery.signals import worker_init, worker_ready
 
 from chatapp.celery import app
+from chatapp.chat.chat_services import reply_orphans_finish
 from chatapp.chat.summary_services import summary_job_fail, summary_job_run, summary_jobs_sweep
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,10 @@ def summarize_conversation(self, job_id: int) -> str:
 
 @app.task(name="optimizer.tasks.sweep_pending_summary_jobs", ignore_result=True)
 def sweep_pending_summary_jobs() -> dict[str, int]:
-    return summary_jobs_sweep()
+    outcome = summary_jobs_sweep()
+    # Replies a dead web process left "streaming": the same periodic pass finishes them.
+    outcome["replies_interrupted"] = reply_orphans_finish()
+    return outcome
 
 
 @worker_init.connect

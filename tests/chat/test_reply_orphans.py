@@ -1,0 +1,74 @@
+"""A web process killed mid-stream (issue 11, finding 6): the reply's text is checkpointed while it
+streams, and the periodic sweep finishes a reply whose process is gone as interrupted, with its text,
+so Retry works at once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+
+from chatapp.chat import chat_services
+from chatapp.chat.models import Conversation, Message
+from chatapp.chat.tasks import sweep_pending_summary_jobs
+from tests.chat.conftest import make_config, parse_sse_block, post_stream
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_streaming_reply_checkpoints_its_text(uvicorn_server, fake_openai, monkeypatch):
+    monkeypatch.setattr(chat_services, "STREAM_HEARTBEAT_SECONDS", 0.3)
+    user = get_user_model().objects.create_user(username="kit", password="a long test password 8")
+    token = Token.objects.create(user=user)
+    config = make_config(user, fake_openai.base_url, model="slow-150")
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    seen, stored = "", ""
+    with httpx.Client(base_url=uvicorn_server.url, headers={"Authorization": f"Token {token.key}"},
+                      timeout=30) as client, client.stream(
+        "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "talk slowly please"}
+    ) as response:
+        buffer = b""
+        for chunk in response.iter_bytes():
+            buffer += chunk
+            while b"\n\n" in buffer:
+                block, buffer = buffer.split(b"\n\n", 1)
+                name, data = parse_sse_block(block)
+                if name == "delta":
+                    seen += data["text"]
+                    reply = Message.objects.get(conversation=conversation, role="assistant")
+                    if reply.status == "streaming" and reply.content:
+                        stored = reply.content
+    # while it streamed, the stored text followed what the client saw (a prefix of it)
+    assert stored and seen.startswith(stored)
+
+
+def test_the_sweep_finishes_an_orphaned_reply_and_retry_works_at_once(chat_user, fake_openai):
+    config = make_config(chat_user, fake_openai.base_url)
+    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    question = Message.objects.create(conversation=conversation, role="user", content="Are you there?")
+    # what a web process killed mid-stream leaves: the checkpointed text, no heartbeat any more
+    orphan = Message.objects.create(conversation=conversation, role="assistant", content="Half an ans",
+                                    status=Message.Status.STREAMING, reply_to=question)
+    Message.objects.filter(pk=orphan.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+    live = Message.objects.create(conversation=conversation, role="assistant", content="still going",
+                                  status=Message.Status.STREAMING, reply_to=question)
+
+    outcome = sweep_pending_summary_jobs.apply().get()
+
+    assert outcome["replies_interrupted"] == 1
+    orphan.refresh_from_db()
+    assert (orphan.status, orphan.content) == (Message.Status.ERROR, "Half an ans")
+    assert "Interrupted" in orphan.error
+    assert Message.objects.get(pk=live.pk).status == Message.Status.STREAMING  # its heartbeat is fresh
+    Message.objects.filter(pk=live.pk).delete()
+
+    # no waiting for the stale-stream grace: the interrupted reply is a failed one, and Retry answers
+    result = post_stream(chat_user, f"/api/messages/{question.pk}/retry/")
+
+    assert result.names[-1] == "done", result.events
+    orphan.refresh_from_db()
+    assert orphan.superseded and orphan.content == "Half an ans"  # kept, replaced by the new answer
