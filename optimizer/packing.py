@@ -118,16 +118,24 @@ def pack(
     # fast path: no window state and the whole history is under the trigger -> send it unchanged
     if not msgs or (window_start is None and before.tokens < trigger):
         return _unchanged(msgs, toks, before)
-    state = begin(
-        msgs, toks, budget=budget, preference=preference, model=model, config=config, trigger=trigger,
-        target=target, window_start=window_start, history=history, counters=counters,
-        summarizer_available=summarizer_available, summary=summary, summarize_now=summarize_now,
-        recall_source=recall_source, recall_fill=recall_fill,
-    )
-    for strategy in PLAN:
-        strategy.apply(state)
-    state.assemble()
-    RECALL.apply(state)  # quotes around what is sent, so it runs on the assembled context
+    def packed(yield_window: bool) -> PackState:
+        state = begin(
+            msgs, toks, budget=budget, preference=preference, model=model, config=config, trigger=trigger,
+            target=target, window_start=window_start, history=history, counters=counters,
+            summarizer_available=summarizer_available, summary=summary, summarize_now=summarize_now,
+            recall_source=recall_source, recall_fill=recall_fill, yield_window=yield_window,
+        )
+        for strategy in PLAN:
+            strategy.apply(state)
+        state.assemble()
+        RECALL.apply(state)  # quotes around what is sent, so it runs on the assembled context
+        return state
+
+    state = packed(True)
+    if state.yielded and (state.recalled is None or state.recalled.tokens < state.yielded):
+        # The window gave room to recall that recall did not use (nothing relevant enough): the
+        # preference's own window sends more of the conversation, never less than truncation would.
+        state = packed(False)
     return _result(state, before)
 
 

@@ -63,6 +63,7 @@ class PackState:
     summarize_now: SummarizeNow | None = None
     recall_source: RecallSource | None = None
     recall_fill: bool = False  # recall may take all the room left (see `recall.recall_cap`)
+    yielded: int = 0  # tokens of target the window gave up for recall (see `begin`)
 
     # the passed summary's place (strategy "summary"; truncate may drop it)
     lo: int = 0  # the window starts at or after this position
@@ -179,8 +180,13 @@ def begin(
     summarize_now: SummarizeNow | None,
     recall_source: RecallSource | None,
     recall_fill: bool | None = None,
+    yield_window: bool = True,
 ) -> PackState:
-    """The working state before any strategy ran: layout, selector decision, stored window start."""
+    """The working state before any strategy ran: layout, selector decision, stored window start.
+
+    `yield_window`: when recall may fill the budget, the window's target drops to
+    `config.fill_window_ratio` (`PackState.yielded` says by how much); pack() packs again without it
+    when recall did not use that room."""
     layout = plan_layout(msgs, keep_first_user=config.keep_first_user)
     msg_count = history.messages if history is not None else len(msgs)
     stored_chars = [m.chars for m in msgs] if history is None else None
@@ -196,15 +202,17 @@ def begin(
     )
     ws_state = -1 if window_start is None else snap_to_round(msgs, find(msgs, window_start), layout.newest_user)
     fill = window_start is None if recall_fill is None else recall_fill
-    if fill and recall_source is not None and config.recall:
+    yielded = 0
+    if yield_window and fill and recall_source is not None and config.recall:
         # No cached prefix to keep: the recent window needs only the conversation's flow, and the
         # room goes to quotes ranked by what the newest message is about (see PackConfig).
-        target = min(target, max(1, math.floor(budget * config.fill_window_ratio)))
+        lowered = min(target, max(1, math.floor(budget * config.fill_window_ratio)))
+        target, yielded = lowered, target - lowered
     return PackState(
         msgs, toks, budget, preference, model, config, trigger, target, stored_chars, layout, decision,
         ws_state, summary, summarize_now, recall_source,
         recall_fill=fill, lo=max(ws_state, 0),
-        oversize=max(1, math.floor(budget * config.oversize_share)),
+        oversize=max(1, math.floor(budget * config.oversize_share)), yielded=yielded,
     )
 
 

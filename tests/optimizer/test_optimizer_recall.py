@@ -345,3 +345,14 @@ def test_with_no_cached_prefix_the_window_leaves_the_room_to_recall():
     without = pack(msgs, budget=budget, preference="balanced", model=MODEL)  # no source: no recall to fill
     window = sum(p.tokens for p in without.messages if p.origin in ("verbatim", "pinned", "compressed"))
     assert window > DEFAULT_CONFIG.fill_window_ratio * budget
+
+
+def test_a_window_yields_to_recall_only_when_recall_uses_the_room():
+    """With nothing relevant to quote ("thanks!"), a stateless request keeps the preference's own
+    window: never less than truncation would send."""
+    msgs = chat(200, fact_at=5)
+    msgs.append(msg("q", "user", "thanks!"))
+    with_source = packed_with_recall(msgs, budget=4096, preference="balanced")
+    without = pack(msgs, budget=4096, preference="balanced", model=MODEL)
+    assert not any(p.origin == "recall" for p in with_source.messages)
+    assert [p.source_ids for p in with_source.messages] == [p.source_ids for p in without.messages]
