@@ -101,6 +101,21 @@ for _origin in CSRF_TRUSTED_ORIGINS:
     if urlparse(_origin).scheme not in {"http", "https"}:
         raise ImproperlyConfigured(f"CSRF_TRUSTED_ORIGINS entries need a scheme, got {_origin!r}")
 
+# Served over HTTPS (production): one switch for what `manage.py check --deploy` asks. Off by
+# default, since the local set-up is plain http://localhost and would lock itself out.
+HTTPS = _env_bool("HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = HTTPS
+SECURE_HSTS_SECONDS = _env_int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+# Behind a TLS-terminating proxy (nginx, a load balancer) that sets X-Forwarded-Proto: trust it only
+# when told to, since a client could send the header itself to a server facing it directly.
+if _env_bool("BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -117,6 +132,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # a Content-Security-Policy on every HTML response that does not set its own
+    "chatapp.chat.csp.csp_middleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
