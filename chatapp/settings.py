@@ -8,6 +8,7 @@ server. DATABASE_URL and REDIS_URL switch to PostgreSQL and Redis.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import time
 from pathlib import Path
@@ -30,6 +31,14 @@ def _env_bool(name: str, default: bool) -> bool:
     if value in {"0", "false", "no", "off"}:
         return False
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false/1/0), got {raw!r}")
+
+
+def _env_rate(name: str, default: str) -> str:
+    """A throttle rate such as "10/min" (per s, min, hour or day)."""
+    value = os.environ.get(name, default).strip()
+    if not re.fullmatch(r"[1-9]\d*/(s|sec|second|m|min|minute|h|hour|d|day)", value):
+        raise ImproperlyConfigured(f"{name} must look like 10/min (per s, min, hour or day), got {value!r}")
+    return value
 
 
 def _env_int(name: str, default: int, *, minimum: int = 0) -> int:
@@ -284,6 +293,13 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     # Services raise Django ValidationError; this answers it as a DRF 400 with field errors.
     "EXCEPTION_HANDLER": "chatapp.chat.api.errors.api_exception_handler",
+    # Per user (per client address for the token endpoint), in the cache (shared through CACHE_URL):
+    # a 429 with Retry-After beyond.
+    "DEFAULT_THROTTLE_RATES": {
+        "auth_token": _env_rate("THROTTLE_AUTH_TOKEN", "10/min"),
+        "config_test": _env_rate("THROTTLE_CONFIG_TEST", "20/min"),
+        "compact": _env_rate("THROTTLE_COMPACT", "10/min"),
+    },
     # JSON nesting is bounded (400) and bodies by DATA_UPLOAD_MAX_MEMORY_SIZE (413): see api/parsers.py.
     "DEFAULT_PARSER_CLASSES": [
         "chatapp.chat.api.parsers.BoundedJSONParser",

@@ -4,6 +4,7 @@
 import socket
 
 import pytest
+from django.core.cache import cache
 
 from tests.support.fake_openai import FakeOpenAI
 
@@ -20,6 +21,14 @@ def fake_openai():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Rate limits and throttles count in the cache, which outlives a test's database rollback."""
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @pytest.fixture(autouse=True)

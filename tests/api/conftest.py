@@ -3,7 +3,6 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -16,14 +15,6 @@ PLAIN_KEY = "sk-test-PLAINKEY-never-shown-9z7Q"
 def _fast_password_hashing(settings):
     # Users are created in almost every test; the production hasher's cost is not what is tested here.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_send_rate_limit():
-    # The per-user send counter lives in the cache, which outlives a test's database rollback.
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture

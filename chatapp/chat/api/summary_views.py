@@ -10,6 +10,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from chatapp.chat.api.pagination import DefaultPagination, paginated_response
@@ -69,6 +70,9 @@ class SummaryJobOutputSerializer(serializers.ModelSerializer):
 
 
 class ConversationCompactApi(APIView):
+    # Each compaction is a model call on the shared summary queue: bounded per user (settings).
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "compact"
     class InputSerializer(serializers.Serializer):
         instructions = serializers.CharField(
             required=False, allow_blank=True, max_length=MAX_INSTRUCTIONS_CHARS, default=""

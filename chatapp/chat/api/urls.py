@@ -1,12 +1,21 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.throttling import ScopedRateThrottle
 
 from chatapp.chat.api import stream_views, summary_views, views
 from chatapp.chat.api.parsers import PARSERS
 
-# DRF's token view names its own parsers: the bounded ones instead (its body is unauthenticated).
-obtain_auth_token = ObtainAuthToken.as_view(parser_classes=PARSERS)
+
+# DRF's token view names its own parsers: the bounded ones instead (its body is unauthenticated), and
+# password guesses are throttled per client address (settings: "auth_token").
+class TokenApi(ObtainAuthToken):
+    parser_classes = PARSERS
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "auth_token"
+
+
+obtain_auth_token = TokenApi.as_view()
 
 urlpatterns = [
     path("auth/token/", obtain_auth_token, name="api-token"),

@@ -13,6 +13,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from chatapp.chat.api.pagination import BeforeIdPagination, DefaultPagination, paginated_response
@@ -313,6 +314,9 @@ class LLMConfigMakeDefaultApi(APIView):
 
 
 class LLMConfigTestApi(APIView):
+    # Each test is a request to an endpoint the user names: bounded per user (settings).
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "config_test"
     class OutputSerializer(serializers.Serializer):
         ok = serializers.BooleanField()
         message = serializers.CharField(help_text="The result in plain words (never contains the key).")

@@ -1,0 +1,39 @@
+"""Fair limits (issue 11, findings 5 and 8): password guesses on the token endpoint, connection
+tests and /compact are throttled, with a JSON 429 and Retry-After."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from chatapp.chat.models import Conversation, SummaryJob
+
+pytestmark = pytest.mark.django_db
+
+
+def _throttled(response) -> bool:
+    return response.status_code == 429 and int(response["Retry-After"]) > 0 and "detail" in response.json()
+
+
+def test_password_guesses_on_the_token_endpoint_are_throttled(user):
+    client = APIClient()
+    answers = [client.post("/api/auth/token/", {"username": user.username, "password": f"guess-{k}"},
+                           format="json") for k in range(11)]
+    assert [a.status_code for a in answers[:10]] == [400] * 10
+    assert _throttled(answers[10])
+
+
+def test_connection_tests_are_throttled_per_user(api, user, make_config):
+    config = make_config(user)
+    answers = [api.post(f"/api/configs/{config.pk}/test/") for _ in range(21)]
+    assert all(a.status_code == 200 for a in answers[:20])
+    assert _throttled(answers[20])
+
+
+def test_compactions_are_throttled_per_user(api, user, make_conversation):
+    conversation = make_conversation(user, messages=30)
+    answers = [api.post(f"/api/conversations/{conversation.pk}/compact/", {}, format="json") for _ in range(11)]
+    assert all(a.status_code in (200, 201, 202) for a in answers[:10]), [a.status_code for a in answers]
+    assert _throttled(answers[10])
+    assert SummaryJob.objects.filter(conversation=conversation).count() >= 1
+    assert Conversation.objects.filter(pk=conversation.pk).exists()
