@@ -770,18 +770,25 @@ def _target_for(*, conversation: Conversation) -> llm.LLMTarget:
     return llm.llm_target_for(config=conversation_config(conversation=conversation))
 
 
-def chat_turn_start(*, user: AbstractBaseUser, conversation: Conversation, content: Any) -> ChatTurn:
+def chat_turn_start(
+    *, user: AbstractBaseUser, conversation: Conversation, content: Any, client_key: str = ""
+) -> ChatTurn:
     """Validate and store the user's message, pack the context and prepare the reply.
 
-    Raises ValidationError (empty / not text) or MessageTooLarge before anything is stored.
+    Raises ValidationError (empty / not text) or MessageTooLarge before anything is stored, and
+    ValidationError(code="conflict") when `client_key` was already sent in this conversation or a
+    reply is still streaming in it (another tab): sends are one at a time, never interleaved.
     """
     text = message_content_validate(content=content)
+    client_key = str(client_key or "")[:64]
     target = _target_for(conversation=conversation)
     with transaction.atomic():
+        _send_claim(conversation=conversation, client_key=client_key)
         # Nothing sendable yet means no user message yet (they always count): the first exchange.
         first = not conversation.title_is_custom and conversation.live_message_count == 0
         user_message = message_append(
-            conversation=conversation, role=Message.Role.USER, content=text, token_model=target.model
+            conversation=conversation, role=Message.Role.USER, content=text, token_model=target.model,
+            client_key=client_key,
         )
         if first:
             conversation.title = title_from_text(text=text)
@@ -792,6 +799,24 @@ def chat_turn_start(*, user: AbstractBaseUser, conversation: Conversation, conte
         return _turn_prepare(
             user=user, conversation=conversation, user_message=user_message, target=target, through_id=None
         )
+
+
+def _send_claim(*, conversation: Conversation, client_key: str) -> None:
+    """Serialize sends to one conversation: lock its row until this turn's transaction commits (with
+    its streaming reply), then refuse a repeated client key or a reply still streaming there."""
+    Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk", flat=True).get()
+    live = Q(status=Message.Status.STREAMING, updated_at__gte=timezone.now() - ORPHAN_AFTER)
+    if client_key:
+        live |= Q(client_key=client_key)
+    clash = Message.objects.filter(live, conversation=conversation).values_list("client_key", flat=True).first()
+    if clash is None:
+        return
+    if client_key and clash == client_key:
+        raise ValidationError("This message was already sent (the same send arrived twice).", code="conflict")
+    raise ValidationError(
+        "A reply is still being written in this chat (in another tab or device?). Wait for it or stop "
+        "it, then send again: your text is kept.", code="conflict",
+    )
 
 
 def _latest_exchange_check(*, user_message: Message) -> None:

@@ -163,6 +163,9 @@ class Message(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    # A user message's idempotency key from the client ("" if none): the same send twice (a double
+    # click, a retried request) is stored once.
+    client_key = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -181,6 +184,10 @@ class Message(models.Model):
                 condition=Q(role="system", kind="chat"),
                 name="msg_conv_system_idx",
             ),
+            # Send: a conversation's reply still streaming (one at a time) and a repeated client key.
+            models.Index(
+                fields=["conversation"], condition=Q(status="streaming"), name="msg_conv_streaming_idx"
+            ),
             # Request path: the newest live summary of a conversation.
             models.Index(
                 fields=["conversation", "-id"],
@@ -191,6 +198,9 @@ class Message(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=~Q(kind="summary") | Q(role="system"), name="msg_summary_is_system"
+            ),
+            models.UniqueConstraint(
+                fields=["conversation", "client_key"], condition=~Q(client_key=""), name="msg_conv_client_key_uniq"
             ),
         ]
 

@@ -429,6 +429,12 @@
     if (!document.querySelector(".conv-rename")) refreshSidebar();
   }
 
+  /** A random idempotency key (crypto.randomUUID needs a secure context; getRandomValues does not). */
+  function sendKey() {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+
   async function ensureConversation() {
     if (conversationId) return conversationId;
     const body = picker && picker.value ? modelChoice(picker.value) : {};
@@ -489,7 +495,9 @@
     scrollToBottom(true);
     input.value = "";
     autosize();
-    await runStream(`/api/conversations/${pk}/messages/`, { content }, {
+    // One key per send: if the request is repeated (a double submit, a network retry) the server
+    // stores the message once.
+    await runStream(`/api/conversations/${pk}/messages/`, { content, client_key: sendKey() }, {
       userEl,
       asstEl,
       onRejected(msg) {

@@ -149,7 +149,11 @@ def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse
         message_content_validate(content=content)
     except DjangoValidationError as exc:
         return _validation_response(exc)
-    return _start(request, lambda: chat_turn_start(user=request.user, conversation=conversation, content=content))
+    # An idempotency key, in the body or as the usual header: the same send twice is stored once.
+    client_key = str(data.get("client_key") or request.headers.get("Idempotency-Key") or "")
+    return _start(request, lambda: chat_turn_start(
+        user=request.user, conversation=conversation, content=content, client_key=client_key
+    ))
 
 
 class ConversationMessagesApi(MessageListApi):
@@ -160,7 +164,13 @@ class ConversationMessagesApi(MessageListApi):
     @extend_schema(
         operation_id="conversations_messages_send",
         summary="Send a message; the reply streams back as Server-Sent Events",
-        request=inline_serializer("MessageSendInput", {"content": serializers.CharField()}),
+        request=inline_serializer("MessageSendInput", {
+            "content": serializers.CharField(),
+            "client_key": serializers.CharField(
+                required=False, max_length=64,
+                help_text="Idempotency key (or the Idempotency-Key header): the same send twice is stored once.",
+            ),
+        }),
         responses=_SSE_RESPONSES,
     )
     def post(self, request: Request, pk: int) -> Response | StreamingHttpResponse:

@@ -1,0 +1,69 @@
+"""Sends are idempotent and one at a time (issue 11, finding 9): the same client key twice stores
+one message; a send while a reply streams in the same conversation (another tab) is refused with a
+clear 409, so the model never sees two user turns in a row."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+
+from chatapp.chat.models import Conversation, Message
+from tests.chat.conftest import make_config, parse_sse_block, post_stream
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_same_client_key_twice_stores_one_message(chat_user, conversation):
+    path = f"/api/conversations/{conversation.pk}/messages/"
+    once = post_stream(chat_user, path, {"content": "Pay the invoice", "client_key": "k-123"})
+    again = post_stream(chat_user, path, {"content": "Pay the invoice", "client_key": "k-123"})
+
+    assert once.names[-1] == "done"
+    assert again.status == 409 and "already sent" in again.body["detail"]
+    assert Message.objects.filter(conversation=conversation, role="user", content="Pay the invoice").count() == 1
+
+
+def test_a_send_while_a_reply_streams_elsewhere_is_refused(uvicorn_server, fake_openai):
+    user = get_user_model().objects.create_user(username="two-tabs", password="a long test password 10")
+    token = Token.objects.create(user=user)
+    config = make_config(user, fake_openai.base_url, model="slow-150")
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    headers = {"Authorization": f"Token {token.key}"}
+    path = f"/api/conversations/{conversation.pk}/messages/"
+    streaming, second = threading.Event(), {}
+
+    def first_tab() -> None:
+        with httpx.Client(base_url=uvicorn_server.url, headers=headers, timeout=60) as client, client.stream(
+            "POST", path, json={"content": "first tab asks", "client_key": "tab-1"}
+        ) as response:
+            buffer = b""
+            for chunk in response.iter_bytes():
+                buffer += chunk
+                while b"\n\n" in buffer:
+                    block, buffer = buffer.split(b"\n\n", 1)
+                    if parse_sse_block(block)[0] == "delta":
+                        streaming.set()
+
+    tab = threading.Thread(target=first_tab)
+    tab.start()
+    assert streaming.wait(30)
+    with httpx.Client(base_url=uvicorn_server.url, headers=headers, timeout=30) as client:
+        response = client.post(path, json={"content": "second tab asks", "client_key": "tab-2"})
+        second.update(status=response.status_code, body=response.json())
+    tab.join(60)
+
+    assert second["status"] == 409 and "still being written" in second["body"]["detail"]
+    users = list(Message.objects.filter(conversation=conversation, role="user").values_list("content", flat=True))
+    assert users == ["first tab asks"]
+    # once it has finished, the second tab's send goes through
+    with httpx.Client(base_url=uvicorn_server.url, headers=headers, timeout=60) as client, client.stream(
+        "POST", path, json={"content": "second tab asks", "client_key": "tab-2"}
+    ) as response:
+        assert response.status_code == 200
+        b"".join(response.iter_bytes())
+    roles = list(Message.objects.filter(conversation=conversation).values_list("role", flat=True))
+    assert roles == ["user", "assistant", "user", "assistant"]
