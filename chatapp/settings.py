@@ -329,6 +329,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 MAX_REPLY_CHARS = _env_int("MAX_REPLY_CHARS", 1_000_000, minimum=1000)
 SEND_RATE_LIMIT_PER_MINUTE = _env_int("SEND_RATE_LIMIT_PER_MINUTE", 20, minimum=1)
 LLM_TIMEOUT_SECONDS = _env_int("LLM_TIMEOUT_SECONDS", 120, minimum=1)
+# A summary's model call: shorter than a chat reply's, since it holds a worker shared by all users.
+SUMMARY_TIMEOUT_SECONDS = _env_int("SUMMARY_TIMEOUT_SECONDS", 60, minimum=1)
+# A user's next summary job waits this long while one of theirs is running (one at a time per user).
+SUMMARY_USER_WAIT_SECONDS = _env_int("SUMMARY_USER_WAIT_SECONDS", 5, minimum=1)
 # A streamed reply sends an SSE comment after this many silent seconds (a model thinking), so
 # proxies and load balancers with idle timeouts do not cut the stream.
 SSE_KEEPALIVE_SECONDS = _env_int("SSE_KEEPALIVE_SECONDS", 15, minimum=1)

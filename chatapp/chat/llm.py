@@ -660,9 +660,11 @@ def _usage_from(usage: Any) -> Usage:
 
 
 def llm_complete(
-    *, target: LLMTarget, messages: list[dict], max_tokens: int | None = None, max_retries: int = 0
+    *, target: LLMTarget, messages: list[dict], max_tokens: int | None = None, max_retries: int = 0,
+    timeout: float | None = None,
 ) -> Completion:
-    """A whole reply at once (summary workers). `max_retries` lets a worker use the SDK's backoff."""
+    """A whole reply at once (summary workers). `max_retries` lets a worker use the SDK's backoff;
+    `timeout` (seconds, default settings.LLM_TIMEOUT_SECONDS) bounds each call."""
     if target.offline:
         text = offline_reply(messages=messages, model=target.model)
         return Completion(
@@ -675,7 +677,7 @@ def llm_complete(
         )
     if target.key_unreadable:
         raise _key_unreadable_error(target)
-    client = _sync_client(target, max_retries=max_retries)
+    client = _sync_client(target, timeout=timeout, max_retries=max_retries)
     return _complete_with(_raw_create(client), target, messages, max_tokens=max_tokens)
 
 

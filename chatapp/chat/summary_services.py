@@ -283,6 +283,17 @@ def _max_attempts() -> int:
     return settings.SUMMARY_MAX_RETRIES + 1 + _LOST_WORKER_ALLOWANCE
 
 
+def _owner_busy(*, job_id: int) -> str:
+    """Why this job should wait ("" if it should not): another summary of the same user is running
+    (its lease alive) — one query."""
+    now = timezone.now()
+    owner = SummaryJob.objects.filter(pk=job_id).values("conversation__owner_id")
+    running = SummaryJob.objects.filter(
+        conversation__owner_id__in=owner, status=Status.RUNNING, lease_expires_at__gt=now
+    ).exclude(pk=job_id)
+    return "another summary of this user is running" if running.exists() else ""
+
+
 def _job_claim(*, job_id: int) -> SummaryJob | None:
     """Take the job for this delivery, or None if another delivery has it or it is finished."""
     now = timezone.now()
@@ -419,7 +430,9 @@ def _model_summarize(
             model=target.model,
             budget=chat_budget,
         )
-        completion = llm_complete(target=target, messages=prompt.messages, max_tokens=prompt.max_tokens)
+        # Shorter than a chat reply's timeout: a dead endpoint holds a shared worker for less.
+        completion = llm_complete(target=target, messages=prompt.messages, max_tokens=prompt.max_tokens,
+                                  timeout=settings.SUMMARY_TIMEOUT_SECONDS)
         text = text_storable((completion.text or "").strip())
         if not text:
             raise _EmptySummaryError("The model returned an empty summary.")
@@ -466,6 +479,12 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
     another one (`manage.py pack` packs for the request's budget): the summary's length is capped by
     the budget of the turns that will send it.
     """
+    waiting = _owner_busy(job_id=job_id)
+    if waiting:
+        # One running summary per user: another user's job gets the worker meanwhile, so a user whose
+        # endpoint hangs delays only their own summaries. The job stays queued; no attempt is used.
+        return SummaryRunOutcome(job_id=job_id, status="retry", detail=waiting,
+                                 retry_in=float(settings.SUMMARY_USER_WAIT_SECONDS))
     job = _job_claim(job_id=job_id)
     if job is None:
         return _held_elsewhere(job_id=job_id)

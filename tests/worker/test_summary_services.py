@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from chatapp.chat import summary_services
 from chatapp.chat.context import context_load
-from chatapp.chat.models import LLMConfig, Message, SummaryJob, UserSettings
+from chatapp.chat.models import Conversation, LLMConfig, Message, SummaryJob, UserSettings
 from chatapp.chat.summary_selectors import summary_current, summary_quota_remaining
 from chatapp.chat.summary_services import (
     compact_command_parse,
@@ -432,3 +432,25 @@ def test_after_compact_now_the_next_turn_sends_the_summary_whatever_the_preferen
     assert [m["content"] for m in sent if m["role"] == "system"] == [summary.content]
     record = OptimizationRecord.objects.filter(conversation=conversation).order_by("-id").first()
     assert record.summary_id == summary.pk
+
+
+def test_one_running_summary_per_user_lets_other_users_through(owner, long_conversation, published):
+    """Issue 11, finding 5: a user whose endpoint hangs holds one worker at most; their next job
+    waits (queued, no attempt used) while another user's job runs at once."""
+    hung = summary_job_request(conversation=long_conversation(config=None), trigger="auto")
+    SummaryJob.objects.filter(pk=hung.pk).update(  # as a worker stuck on a dead endpoint leaves it
+        status=SummaryJob.Status.RUNNING, attempts=1, lease_expires_at=timezone.now() + timedelta(minutes=5))
+    second = summary_job_request(conversation=long_conversation(config=None), trigger="manual")
+
+    waited = summary_job_run(job_id=second.pk)
+
+    assert waited.status == "retry" and waited.retry_in > 0
+    second.refresh_from_db()
+    assert second.attempts == 0 and second.status != SummaryJob.Status.RUNNING
+    other = get_user_model().objects.create_user(username="other-user", password="a long enough password")
+    theirs = Conversation.objects.create(owner=other, title="Theirs")
+    for k in range(12):
+        Message.objects.create(conversation=theirs, role="user", content=f"question {k} about invoices")
+        Message.objects.create(conversation=theirs, role="assistant", content=f"answer {k} about invoices")
+    job = summary_job_request(conversation=theirs, trigger="manual")
+    assert summary_job_run(job_id=job.pk).status in {"done", "cancelled"}
