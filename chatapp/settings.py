@@ -283,7 +283,7 @@ LOGOUT_REDIRECT_URL = "login"
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated API call then gets 401 with WWW-Authenticate, not 403.
-        "rest_framework.authentication.TokenAuthentication",
+        "chatapp.chat.api.auth.ExpiringTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -329,6 +329,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 MAX_REPLY_CHARS = _env_int("MAX_REPLY_CHARS", 1_000_000, minimum=1000)
 SEND_RATE_LIMIT_PER_MINUTE = _env_int("SEND_RATE_LIMIT_PER_MINUTE", 20, minimum=1)
 LLM_TIMEOUT_SECONDS = _env_int("LLM_TIMEOUT_SECONDS", 120, minimum=1)
+# API tokens stop working this many days after they are created (Settings lists and revokes them).
+API_TOKEN_DAYS = _env_int("API_TOKEN_DAYS", 30, minimum=1)
 # A summary's model call: shorter than a chat reply's, since it holds a worker shared by all users.
 SUMMARY_TIMEOUT_SECONDS = _env_int("SUMMARY_TIMEOUT_SECONDS", 60, minimum=1)
 # A user's next summary job waits this long while one of theirs is running (one at a time per user).

@@ -4,11 +4,15 @@ another user's ids look exactly like ids that do not exist."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from .models import Conversation, LLMConfig, Message, OptimizationRecord, UserSettings
 from .recall_source import conversation_ids_matching
@@ -128,3 +132,17 @@ def user_settings_get(*, user: AbstractBaseUser) -> UserSettings:
     return settings
 
 
+# --- API tokens --------------------------------------------------------------------------------------
+
+
+def api_token_get(*, user: AbstractBaseUser) -> Token | None:
+    return Token.objects.filter(user=user).first()
+
+
+def api_token_expires_at(*, token: Token) -> datetime:
+    """API tokens end settings.API_TOKEN_DAYS after they were created."""
+    return token.created + timedelta(days=settings.API_TOKEN_DAYS)
+
+
+def api_token_expired(*, token: Token) -> bool:
+    return api_token_expires_at(token=token) <= timezone.now()

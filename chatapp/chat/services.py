@@ -16,13 +16,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 import optimizer
 
 from .crypto import secret_encrypt
 from .models import Conversation, LLMConfig, Preference, SummaryJob, UserSettings
 from .netguard import base_url_validate
-from .selectors import llm_config_default, user_settings_get
+from .selectors import api_token_expired, llm_config_default, user_settings_get
 
 DEFAULT_CONTEXT_WINDOW = 8192
 MAX_CONTEXT_WINDOW = 10_000_000
@@ -485,3 +486,31 @@ def summary_job_dismiss(*, job: SummaryJob) -> SummaryJob:
             {"status": [f"This summary is {job.get_status_display().lower()}; only a waiting one can be dismissed."]}
         )
     return job
+
+
+# --- API tokens ------------------------------------------------------------------------------------
+
+
+def api_token_issue(*, user: AbstractBaseUser) -> Token:
+    """The user's API token: the current one while it is valid, else a new one (an expired token is
+    replaced, never handed back)."""
+    with transaction.atomic():
+        token = Token.objects.select_for_update().filter(user=user).first()
+        if token is not None and not api_token_expired(token=token):
+            return token
+        if token is not None:
+            token.delete()
+        return Token.objects.create(user=user)
+
+
+def api_token_revoke(*, user: AbstractBaseUser) -> bool:
+    """Revoke the user's API token; whether there was one."""
+    deleted, _ = Token.objects.filter(user=user).delete()
+    return bool(deleted)
+
+
+def api_token_renew(*, user: AbstractBaseUser) -> Token:
+    """A fresh token replacing the current one (shown once by the caller)."""
+    with transaction.atomic():
+        Token.objects.filter(user=user).delete()
+        return Token.objects.create(user=user)

@@ -283,6 +283,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
     """Everything the settings page shows; `bound` replaces the blank forms with submitted ones."""
     bound = bound or {}
     configs = _configs(request.user)
+    token = selectors.api_token_get(user=request.user)
     user_settings = selectors.user_settings_get(user=request.user)
     prefs_form = bound.get("prefs") or PreferencesForm(
         initial={
@@ -313,6 +314,10 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
         "preference_cards": preference_cards,
         "current_preference": prefs_form["preference"].value(),
         "user_settings": user_settings,
+        "api_token": token,
+        "api_token_expires_at": selectors.api_token_expires_at(token=token) if token else None,
+        "api_token_expired": bool(token and selectors.api_token_expired(token=token)),
+        "api_token_days": settings.API_TOKEN_DAYS,
     }
 
 
@@ -338,6 +343,25 @@ def settings_page(request: HttpRequest) -> HttpResponse:
                 return redirect("settings")
         return render(request, "chat/settings.html", _settings_context(request, bound={"prefs": form}), status=400)
     return render(request, "chat/settings.html", _settings_context(request))
+
+
+@page_csp
+@login_required
+@require_POST
+def api_token_create(request: HttpRequest) -> HttpResponse:
+    """A new API token, shown on this response only (it is never put in a cookie or a redirect)."""
+    token = services.api_token_renew(user=request.user)
+    context = _settings_context(request)
+    context["new_api_token"] = token.key
+    return render(request, "chat/settings.html", context)
+
+
+@login_required
+@require_POST
+def api_token_revoke(request: HttpRequest) -> HttpResponse:
+    if services.api_token_revoke(user=request.user):
+        flash.success(request, "API token revoked: scripts using it are refused from now on.")
+    return redirect(reverse("settings") + "#api-h")
 
 
 def _config_fields(form: LLMConfigForm) -> dict:

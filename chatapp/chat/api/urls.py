@@ -1,10 +1,13 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
 from chatapp.chat.api import stream_views, summary_views, views
 from chatapp.chat.api.parsers import PARSERS
+from chatapp.chat.selectors import api_token_expires_at
+from chatapp.chat.services import api_token_issue
 
 
 # DRF's token view names its own parsers: the bounded ones instead (its body is unauthenticated), and
@@ -13,6 +16,12 @@ class TokenApi(ObtainAuthToken):
     parser_classes = PARSERS
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "auth_token"
+
+    def post(self, request, *args, **kwargs):  # type: ignore[no-untyped-def]
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        token = api_token_issue(user=serializer.validated_data["user"])
+        return Response({"token": token.key, "expires_at": api_token_expires_at(token=token).isoformat()})
 
 
 obtain_auth_token = TokenApi.as_view()
