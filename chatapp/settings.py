@@ -324,6 +324,9 @@ MAX_MESSAGE_CHARS = _env_int("MAX_MESSAGE_CHARS", 200_000, minimum=1)
 # as a 6-byte JSON escape, so a long message meets its own clear 413 (characters), not this one.
 API_MAX_BODY_BYTES = _env_int("API_MAX_BODY_BYTES", MAX_MESSAGE_CHARS * 6 + 65_536, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
+# A reply still "streaming" with no heartbeat (every 3 s) for this long lost its process: the periodic
+# sweep finishes it as interrupted, with its checkpointed text.
+STREAM_ORPHAN_SECONDS = _env_int("STREAM_ORPHAN_SECONDS", 60, minimum=5)
 # A model reply is cut (and marked) past this many characters: a runaway reply cannot fill the
 # database, the page or the render cache.
 MAX_REPLY_CHARS = _env_int("MAX_REPLY_CHARS", 1_000_000, minimum=1000)

@@ -70,8 +70,8 @@ TITLE_MAX_CHARS = 60
 # A placeholder still "streaming" this long after the model timeout belongs to a request that died
 # (server restart): Retry may replace it.
 _STALE_STREAM_GRACE = timedelta(seconds=60)
-# A reply whose heartbeat stopped this long ago has no process streaming it: the sweep finishes it.
-ORPHAN_AFTER = timedelta(seconds=60)
+# A reply whose heartbeat stopped for settings.STREAM_ORPHAN_SECONDS has no process streaming it: the
+# sweep finishes it.
 INTERRUPTED_WORDS = (
     "Interrupted: the server stopped while this reply was streaming. The text received until then is "
     "kept; Retry answers again."
@@ -805,7 +805,8 @@ def _send_claim(*, conversation: Conversation, client_key: str) -> None:
     """Serialize sends to one conversation: lock its row until this turn's transaction commits (with
     its streaming reply), then refuse a repeated client key or a reply still streaming there."""
     Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk", flat=True).get()
-    live = Q(status=Message.Status.STREAMING, updated_at__gte=timezone.now() - ORPHAN_AFTER)
+    live = Q(status=Message.Status.STREAMING,
+             updated_at__gte=timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS))
     if client_key:
         live |= Q(client_key=client_key)
     clash = Message.objects.filter(live, conversation=conversation).values_list("client_key", flat=True).first()
@@ -948,10 +949,10 @@ def _reply_poll(reply_id: int, *, heartbeat: bool, text: str = "") -> str | None
 
 
 def reply_orphans_finish() -> int:
-    """Finish replies left `streaming` by a process that died (no heartbeat for ORPHAN_AFTER): as
+    """Finish replies left `streaming` by a process that died (no heartbeat for a while): as
     failed and interrupted, with the text checkpointed, so the chat says so and Retry works at once.
     Returns how many were finished."""
-    stale = timezone.now() - ORPHAN_AFTER
+    stale = timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS)
     ids = list(
         Message.objects.filter(status=Message.Status.STREAMING, updated_at__lt=stale).values_list("id", flat=True)[:500]
     )

@@ -1,0 +1,246 @@
+"""Faults replayed against real processes: what a user would lose, and what they would see fail.
+
+Each scenario runs against a real `uvicorn chatapp.asgi:application` child process on the database
+of DATABASE_URL (PostgreSQL in CI; a temporary SQLite file without it) and the local fake OpenAI
+endpoint, and prints one row:
+
+  slow streams       --streams (200) replies streaming at once on one web process (a slow model,
+                     --chunk-ms between chunks), while a bystander reads the conversation list every
+                     100 ms. survived = replies ended with `done` and stored complete; lost = user
+                     messages not stored; errors = sends or bystander requests that failed. The
+                     bystander's p50 / p95 are printed beside it. Before issue 11 a stream held a
+                     pooled connection for its whole length: 10 streams starved everything else.
+  web SIGKILL        --killed (5) replies streaming, the web process killed with SIGKILL after 4 s,
+                     then the periodic sweep (STREAM_ORPHAN_SECONDS=5 here) and a Retry of each on a
+                     new process. survived = replies finished as interrupted with their checkpointed
+                     text and answered again by Retry; lost = replies still `streaming`, or with no
+                     text though the client had received some. "chars lost" = characters the client
+                     saw that the checkpoint (every 3 s) had not stored yet.
+
+Not replayed here (covered by tests instead): worker kills mid-summary (tests/worker, a real Celery
+worker killed with SIGKILL) and Redis down (tests/worker: jobs stay pending and the sweep publishes
+them).
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test .venv/bin/python bench/faults.py
+    .venv/bin/python bench/faults.py --streams 50 --json out/faults.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from web_ttfb import PYTHON, ROOT, bench_environment, django_setup, free_port, percentile, seed_user
+
+
+@dataclass
+class Row:
+    scenario: str
+    tried: int
+    survived: int
+    lost: int
+    errors: int
+    note: str = ""
+    samples: list[str] = field(default_factory=list)
+
+
+def start_uvicorn(env: dict[str, str], tmp: Path) -> tuple[subprocess.Popen, str]:
+    import httpx
+
+    port = free_port()
+    log = open(tmp / f"uvicorn-{port}.log", "wb")  # noqa: SIM115 - lives as long as the process
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "uvicorn", "chatapp.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+         "--log-level", "warning", "--no-access-log", "--lifespan", "off"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError("uvicorn exited at start")
+        try:
+            httpx.get(url + "/api/schema/", timeout=2)
+            return proc, url
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start in 30 s") from None
+            time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+async def stream_one(client, *, path: str, text: str, seen: dict[str, str], key: str) -> str:
+    """Send and read the SSE body; 'done', 'error', or what went wrong. Deltas go to seen[key]."""
+    try:
+        async with client.stream("POST", path, json={"content": text, "client_key": secrets.token_hex(8)}) as response:
+            if response.status_code != 200:
+                return f"HTTP {response.status_code}"
+            buffer, last = "", "cut"
+            async for chunk in response.aiter_text():
+                buffer += chunk
+                while "\n\n" in buffer:
+                    block, buffer = buffer.split("\n\n", 1)
+                    lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+                    name = lines.get("event")
+                    if name == "delta":
+                        seen[key] = seen.get(key, "") + json.loads(lines["data"])["text"]
+                    if name in ("done", "error"):
+                        last = name
+            return last
+    except Exception as exc:  # the connection died: reported as what the user saw
+        return type(exc).__name__
+
+
+def slow_streams(env: dict[str, str], tmp: Path, fake_url: str, *, streams: int, chunk_ms: int) -> Row:
+    import httpx
+
+    from chatapp.chat.models import Conversation, Message
+
+    user, token, config = seed_user(username=f"faults-{secrets.token_hex(3)}", base_url=fake_url,
+                                    model=f"slow-{chunk_ms}")
+    conversations = [Conversation.objects.create(owner=user, llm_config=config) for _ in range(streams)]
+    proc, url = start_uvicorn(env, tmp)
+    headers = {"Authorization": f"Token {token}"}
+    bystander: list[float] = []
+    bystander_errors: list[str] = []
+
+    async def run() -> list[str]:
+        limits = httpx.Limits(max_connections=streams + 10)
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as client:
+            seen: dict[str, str] = {}
+            sends = [asyncio.create_task(stream_one(client, path=f"/api/conversations/{c.pk}/messages/",
+                                                    text="a long answer please", seen=seen, key=str(c.pk)))
+                     for c in conversations]
+            await asyncio.sleep(1.0)  # the streams are open
+            while not all(t.done() for t in sends):
+                started = time.perf_counter()
+                try:
+                    response = await client.get("/api/conversations/?limit=5")
+                    if response.status_code != 200:
+                        bystander_errors.append(f"HTTP {response.status_code}")
+                except httpx.HTTPError as exc:
+                    bystander_errors.append(type(exc).__name__)
+                bystander.append((time.perf_counter() - started) * 1000)
+                await asyncio.sleep(0.1)
+            return [t.result() for t in sends]
+
+    try:
+        outcomes = asyncio.run(run())
+    finally:
+        stop(proc)
+    stored_users = Message.objects.filter(conversation__in=conversations, role="user").count()
+    complete = Message.objects.filter(conversation__in=conversations, role="assistant", status="complete").count()
+    survived = sum(1 for o in outcomes if o == "done")
+    note = (f"bystander p50 {statistics.median(bystander):.0f} ms, p95 {percentile(bystander, 0.95):.0f} ms "
+            f"over {len(bystander)} requests; replies stored complete {complete}/{streams}") if bystander else ""
+    failures = [o for o in outcomes if o != "done"] + bystander_errors
+    user.delete()
+    return Row("slow streams", streams, min(survived, complete), streams - stored_users, len(failures), note,
+               failures[:5])
+
+
+def web_sigkill(env: dict[str, str], tmp: Path, fake_url: str, *, killed: int) -> Row:
+    import httpx
+
+    from chatapp.chat.chat_services import reply_orphans_finish
+    from chatapp.chat.models import Conversation, Message
+
+    user, token, config = seed_user(username=f"faults-kill-{secrets.token_hex(3)}", base_url=fake_url,
+                                    model="slow-250")
+    conversations = [Conversation.objects.create(owner=user, llm_config=config) for _ in range(killed)]
+    headers = {"Authorization": f"Token {token}"}
+    seen: dict[str, str] = {}
+    proc, url = start_uvicorn(env, tmp)
+
+    async def run() -> None:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
+            sends = [asyncio.create_task(stream_one(client, path=f"/api/conversations/{c.pk}/messages/",
+                                                    text="tell me a long story", seen=seen, key=str(c.pk)))
+                     for c in conversations]
+            await asyncio.sleep(4.0)  # past the first checkpoint (every 3 s)
+            os.kill(proc.pid, signal.SIGKILL)
+            await asyncio.gather(*sends)
+
+    try:
+        asyncio.run(run())
+    finally:
+        proc.wait(timeout=10)
+    time.sleep(float(env["STREAM_ORPHAN_SECONDS"]) + 1)
+    finished = reply_orphans_finish()
+    lost, chars_lost, survived, errors = 0, 0, 0, []
+    proc, url = start_uvicorn(env, tmp)
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+            for c in conversations:
+                reply = Message.objects.filter(conversation=c, role="assistant").order_by("id").first()
+                saw = seen.get(str(c.pk), "")
+                if reply is None or reply.status == "streaming" or (saw and not reply.content):
+                    lost += 1
+                    continue
+                chars_lost += max(0, len(saw) - len(reply.content))
+                question = Message.objects.get(conversation=c, role="user")
+                with client.stream("POST", f"/api/messages/{question.pk}/retry/") as response:
+                    body = response.read().decode()
+                if response.status_code == 200 and "event: done" in body:
+                    survived += 1
+                else:
+                    errors.append(f"retry: HTTP {response.status_code}")
+    finally:
+        stop(proc)
+    user.delete()
+    note = f"{finished} finished by the sweep; chars lost {chars_lost} of {sum(len(v) for v in seen.values())} seen"
+    return Row("web SIGKILL mid-stream", killed, survived, lost, len(errors), note, errors[:5])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, default=200)
+    parser.add_argument("--chunk-ms", type=int, default=100, help="model delay between streamed chunks")
+    parser.add_argument("--killed", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the rows as a JSON list")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from tests.support.fake_openai import FakeOpenAI
+
+    with tempfile.TemporaryDirectory(prefix="faults-") as tmpdir, FakeOpenAI() as fake:
+        tmp = Path(tmpdir)
+        env = bench_environment(tmp)
+        env["STREAM_ORPHAN_SECONDS"] = "5"
+        django_setup(env)
+        db = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite (temp dir)"
+        rows = [
+            slow_streams(env, tmp, fake.base_url, streams=args.streams, chunk_ms=args.chunk_ms),
+            web_sigkill(env, tmp, fake.base_url, killed=args.killed),
+        ]
+    print(f"faults on one uvicorn process, {db}, pool {os.environ.get('DATABASE_POOL_SIZE', '10')}; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'scenario':<24} {'tried':>6} {'survived':>9} {'lost':>5} {'errors':>7}  note")
+    for r in rows:
+        print(f"{r.scenario:<24} {r.tried:>6} {r.survived:>9} {r.lost:>5} {r.errors:>7}  {r.note}")
+        for sample in r.samples:
+            print(f"{'':<24} e.g. {sample}")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    return 0 if all(r.lost == 0 and r.errors == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
