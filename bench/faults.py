@@ -17,9 +17,14 @@ endpoint, and prints one row:
                      text though the client had received some. "chars lost" = characters the client
                      saw that the checkpoint (every 3 s) had not stored yet.
 
-Not replayed here (covered by tests instead): worker kills mid-summary (tests/worker, a real Celery
-worker killed with SIGKILL) and Redis down (tests/worker: jobs stay pending and the sweep publishes
-them).
+  worker kills       --jobs (20) summary jobs (one per user, a slow summary model) on a real Celery
+                     worker (private redis-server), the worker killed with SIGKILL --kills (20) times
+                     while it works, restarted each time. survived = jobs done with exactly one
+                     summary; lost = jobs that never finished; errors = duplicated summaries.
+  Redis down         the private Redis stopped for --redis-down (30) seconds: chat messages sent
+                     meanwhile (they must be answered) and /compact requested (the jobs stay pending),
+                     then Redis back and the worker's sweep publishes them. survived = messages
+                     answered + jobs done; lost = messages or jobs missing; errors = sends that failed.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test .venv/bin/python bench/faults.py
     .venv/bin/python bench/faults.py --streams 50 --json out/faults.json
@@ -210,11 +215,162 @@ def web_sigkill(env: dict[str, str], tmp: Path, fake_url: str, *, killed: int) -
     return Row("web SIGKILL mid-stream", killed, survived, lost, len(errors), note, errors[:5])
 
 
+class CeleryWorker:
+    """`celery -A chatapp worker -B` in its own process group, restartable after kill -9."""
+
+    def __init__(self, env: dict[str, str], tmp: Path) -> None:
+        self.env, self.tmp, self.proc, self.starts = env, tmp, None, 0
+
+    def start(self) -> None:
+        self.starts += 1
+        log = (self.tmp / f"worker-{self.starts}.log").open("wb")
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "celery", "-A", "chatapp", "worker", "-B", "-s", str(self.tmp / "beat-schedule"),
+             "-Q", "summaries,celery", "--concurrency", "2", "--loglevel", "WARNING",
+             "-n", f"faults-{secrets.token_hex(3)}@%h", "--without-gossip", "--without-mingle"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
+
+    def kill9(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+
+class PrivateRedis:
+    def __init__(self, tmp: Path) -> None:
+        self.port, self.tmp, self.proc = free_port(), tmp, None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        import redis
+
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                if redis.Redis(port=self.port, socket_connect_timeout=0.3).ping():
+                    return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+def _summary_users(fake_url: str, n: int, *, model: str) -> tuple[list, list[str]]:
+    """n users, each with one 40-message conversation and an API token."""
+    from web_ttfb import seed_conversation
+
+    conversations, tokens = [], []
+    for _ in range(n):
+        user, token, config = seed_user(username=f"faults-sum-{secrets.token_hex(3)}", base_url=fake_url,
+                                        model=model)
+        conversations.append(seed_conversation(owner=user, config=config, messages=40))
+        tokens.append(token)
+    return conversations, tokens
+
+
+def _wait(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return predicate()
+
+
+def worker_kills(fake_url: str, worker: CeleryWorker, *, jobs: int, kills: int) -> Row:
+    from chatapp.chat.models import Message, SummaryJob
+    from chatapp.chat.summary_services import summary_job_request
+
+    conversations, _ = _summary_users(fake_url, jobs, model="slow-1500")
+    worker.start()
+    requested = [summary_job_request(conversation=c, trigger="manual") for c in conversations]
+    ids = [j.pk for j in requested]
+
+    def finished() -> bool:
+        return not SummaryJob.objects.filter(pk__in=ids).exclude(status__in=["done", "failed", "cancelled"]).exists()
+
+    done_kills = 0
+    while done_kills < kills and not finished():
+        time.sleep(3.0)  # the worker starts (~2 s) and is inside a 1.5 s model call when killed
+        worker.kill9()
+        done_kills += 1
+        worker.start()
+    _wait(finished, 180)
+    worker.kill9()
+    states = dict(SummaryJob.objects.filter(pk__in=ids).values_list("pk", "status"))
+    summaries = {c.pk: Message.objects.filter(conversation=c, kind="summary").count() for c in conversations}
+    survived = sum(1 for c, j in zip(conversations, ids, strict=True) if states[j] == "done" and summaries[c.pk] == 1)
+    duplicates = sum(1 for n in summaries.values() if n > 1)
+    lost = sum(1 for j in ids if states[j] != "done")
+    for c in conversations:
+        c.owner.delete()
+    return Row("worker kills mid-summary", jobs, survived, lost, duplicates,
+               f"{done_kills} SIGKILLs of the worker while it ran them")
+
+
+def redis_down(url_env: dict[str, str], tmp: Path, fake_url: str, redis_server: PrivateRedis,
+               worker: CeleryWorker, *, seconds: int) -> Row:
+    import httpx
+
+    from chatapp.chat.models import Message, SummaryJob
+
+    conversations, tokens = _summary_users(fake_url, 5, model="fake-echo")
+    proc, url = start_uvicorn(url_env, tmp)
+    errors: list[str] = []
+    answered, job_ids = 0, []
+    try:
+        redis_server.stop()
+        started = time.monotonic()
+        for c, token in zip(conversations, tokens, strict=True):
+            with httpx.Client(base_url=url, headers={"Authorization": f"Token {token}"}, timeout=60) as client:
+                with client.stream("POST", f"/api/conversations/{c.pk}/messages/",
+                                   json={"content": "still there while the queue is down?"}) as response:
+                    body = response.read().decode()
+                if response.status_code == 200 and "event: done" in body:
+                    answered += 1
+                else:
+                    errors.append(f"send: HTTP {response.status_code}")
+                compact = client.post(f"/api/conversations/{c.pk}/compact/", json={})
+                if compact.status_code >= 400:
+                    errors.append(f"compact: HTTP {compact.status_code}")
+                else:
+                    job_ids.append(compact.json()["id"])
+        time.sleep(max(0.0, seconds - (time.monotonic() - started)))
+        redis_server.start()
+        worker.start()
+        _wait(lambda: SummaryJob.objects.filter(pk__in=job_ids, status="done").count() == len(job_ids), 120)
+    finally:
+        stop(proc)
+        worker.kill9()
+    done = SummaryJob.objects.filter(pk__in=job_ids, status="done").count()
+    stored = Message.objects.filter(conversation__in=conversations, role="user",
+                                    content="still there while the queue is down?").count()
+    lost = (len(conversations) - stored) + (len(job_ids) - done)
+    for c in conversations:
+        c.owner.delete()
+    return Row(f"Redis down {seconds} s", 2 * len(conversations), answered + done, lost, len(errors),
+               f"{answered} messages answered while it was down; {done}/{len(job_ids)} summaries done after",
+               errors[:5])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=200)
     parser.add_argument("--chunk-ms", type=int, default=100, help="model delay between streamed chunks")
     parser.add_argument("--killed", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--redis-down", type=int, default=30, help="seconds")
     parser.add_argument("--json", type=Path, help="also write the rows as a JSON list")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -222,14 +378,32 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="faults-") as tmpdir, FakeOpenAI() as fake:
         tmp = Path(tmpdir)
+        redis_server = PrivateRedis(tmp)
+        redis_server.start()
         env = bench_environment(tmp)
-        env["STREAM_ORPHAN_SECONDS"] = "5"
+        env.update({
+            "STREAM_ORPHAN_SECONDS": "5",
+            # the web side and the worker share a private Redis, which the last scenario stops
+            "REDIS_URL": redis_server.url,
+            # a killed worker's message comes back within seconds; the sweep runs every 2 s
+            "CELERY_VISIBILITY_TIMEOUT": "5", "CELERY_UNACKED_RESTORE_INTERVAL": "1",
+            "CELERY_UNACKED_RESTORE_THROTTLE": "1", "SUMMARY_JOB_LEASE_SECONDS": "6",
+            "SUMMARY_SWEEP_INTERVAL_SECONDS": "2", "CELERY_BROKER_CONNECT_TIMEOUT": "1",
+            "SUMMARY_RETRY_BACKOFF_MS": "200", "SUMMARY_RETRY_BACKOFF_MAX_MS": "1000",
+        })
         django_setup(env)
         db = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite (temp dir)"
-        rows = [
-            slow_streams(env, tmp, fake.base_url, streams=args.streams, chunk_ms=args.chunk_ms),
-            web_sigkill(env, tmp, fake.base_url, killed=args.killed),
-        ]
+        worker = CeleryWorker(env, tmp)
+        try:
+            rows = [
+                slow_streams(env, tmp, fake.base_url, streams=args.streams, chunk_ms=args.chunk_ms),
+                web_sigkill(env, tmp, fake.base_url, killed=args.killed),
+                worker_kills(fake.base_url, worker, jobs=args.jobs, kills=args.kills),
+                redis_down(env, tmp, fake.base_url, redis_server, worker, seconds=args.redis_down),
+            ]
+        finally:
+            worker.kill9()
+            redis_server.stop()
     print(f"faults on one uvicorn process, {db}, pool {os.environ.get('DATABASE_POOL_SIZE', '10')}; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"{'scenario':<24} {'tried':>6} {'survived':>9} {'lost':>5} {'errors':>7}  note")
