@@ -122,7 +122,8 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 # Behind a TLS-terminating proxy (nginx, a load balancer) that sets X-Forwarded-Proto: trust it only
 # when told to, since a client could send the header itself to a server facing it directly.
-if _env_bool("BEHIND_TLS_PROXY", False):
+BEHIND_TLS_PROXY = _env_bool("BEHIND_TLS_PROXY", False)
+if BEHIND_TLS_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
@@ -295,6 +296,9 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "chatapp.chat.api.errors.api_exception_handler",
     # Per user (per client address for the token endpoint), in the cache (shared through CACHE_URL):
     # a 429 with Retry-After beyond.
+    # Throttles key anonymous clients by address: only the proxy's own X-Forwarded-For entry counts
+    # (a client can write the header itself; with no proxy in front, the socket's address).
+    "NUM_PROXIES": 1 if BEHIND_TLS_PROXY else 0,
     "DEFAULT_THROTTLE_RATES": {
         "auth_token": _env_rate("THROTTLE_AUTH_TOKEN", "10/min"),
         "config_test": _env_rate("THROTTLE_CONFIG_TEST", "20/min"),

@@ -780,7 +780,9 @@ def chat_turn_start(
     reply is still streaming in it (another tab): sends are one at a time, never interleaved.
     """
     text = message_content_validate(content=content)
-    client_key = str(client_key or "")[:64]
+    client_key = str(client_key or "")
+    if len(client_key) > 64:
+        raise ValidationError({"client_key": "At most 64 characters."}, code="invalid")
     target = _target_for(conversation=conversation)
     with transaction.atomic():
         _send_claim(conversation=conversation, client_key=client_key)
@@ -1186,6 +1188,9 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     stopped = False
     finished = False
     queue: asyncio.Queue = asyncio.Queue()
+    # The turn was prepared with a connection this request still holds: give it back before the
+    # model is waited on (see dbconn), and before the model call starts.
+    await sync_to_async(db_connection_release)()
     # The model call starts while the first event goes out.
     pump = asyncio.create_task(_pump(turn=turn, queue=queue))
 
@@ -1204,9 +1209,6 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
         return await asyncio.shield(asyncio.ensure_future(work))
 
     keepalive = float(settings.SSE_KEEPALIVE_SECONDS)
-    # The turn was prepared with a connection this request still holds: give it back before the
-    # model is waited on (see dbconn).
-    await sync_to_async(db_connection_release)()
     try:
         yield start
         next_check = time.monotonic() + STOP_POLL_SECONDS

@@ -548,7 +548,8 @@ def dashboard_summary_list(*, conversation: Conversation) -> QuerySet:
 
 
 def dashboard_summary_details(*, conversation: Conversation, summaries: list[dict]) -> list[dict]:
-    """Attach each summary's job (duration, cost, model) and how many requests used it: two queries per page."""
+    """Attach each summary's job (duration, cost, model), how many requests used it and users' numbers:
+    four queries per page."""
     ids = [s["id"] for s in summaries]
     jobs = {
         j["summary_id"]: j

@@ -3,12 +3,13 @@ another user's ids look exactly like ids that do not exist."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -70,16 +71,18 @@ def message_numbers(*, conversation_id: int, ids: Iterable[int]) -> dict[int, in
     messages (summaries are not numbered), as summary headers, the divider and the dashboard show them.
 
     Ids are database keys: they interleave across conversations and skip summaries, so they are never
-    shown. One query, counting in the database over the conversation's messages up to the largest id
-    asked; an id that is not a chat message of the conversation gets the number of the one before it.
+    shown. One query reading the conversation's chat message ids up to the largest id asked, in
+    order; an id that is not a chat message of the conversation gets the number of the one before it.
     """
     wanted = sorted({int(i) for i in ids})
     if not wanted:
         return {}
-    counts = Message.objects.filter(
-        conversation_id=conversation_id, kind=Message.Kind.CHAT, id__lte=wanted[-1]
-    ).aggregate(**{f"n{k}": Count("id", filter=Q(id__lte=pk)) for k, pk in enumerate(wanted)})
-    return {pk: counts[f"n{k}"] or 0 for k, pk in enumerate(wanted)}
+    chat_ids = list(
+        Message.objects.filter(conversation_id=conversation_id, kind=Message.Kind.CHAT, id__lte=wanted[-1])
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    return {pk: bisect_right(chat_ids, pk) for pk in wanted}
 
 
 def summary_numbers(*, conversation_id: int) -> dict[int, int]:

@@ -35,6 +35,7 @@ from decimal import Decimal
 from typing import Literal
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -283,13 +284,12 @@ def _max_attempts() -> int:
     return settings.SUMMARY_MAX_RETRIES + 1 + _LOST_WORKER_ALLOWANCE
 
 
-def _owner_busy(*, job_id: int) -> str:
+def _owner_busy(*, job_id: int, owner_id: int | None) -> str:
     """Why this job should wait ("" if it should not): another summary of the same user is running
     (its lease alive) — one query."""
     now = timezone.now()
-    owner = SummaryJob.objects.filter(pk=job_id).values("conversation__owner_id")
     running = SummaryJob.objects.filter(
-        conversation__owner_id__in=owner, status=Status.RUNNING, lease_expires_at__gt=now
+        conversation__owner_id=owner_id, status=Status.RUNNING, lease_expires_at__gt=now
     ).exclude(pk=job_id)
     return "another summary of this user is running" if running.exists() else ""
 
@@ -479,13 +479,17 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
     another one (`manage.py pack` packs for the request's budget): the summary's length is capped by
     the budget of the turns that will send it.
     """
-    waiting = _owner_busy(job_id=job_id)
+    with transaction.atomic():
+        # The owner's row is the lock: two workers cannot both see "none running" and both claim.
+        owner_id = SummaryJob.objects.filter(pk=job_id).values_list("conversation__owner_id", flat=True).first()
+        get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True).first()
+        waiting = _owner_busy(job_id=job_id, owner_id=owner_id)
+        job = None if waiting else _job_claim(job_id=job_id)
     if waiting:
         # One running summary per user: another user's job gets the worker meanwhile, so a user whose
         # endpoint hangs delays only their own summaries. The job stays queued; no attempt is used.
         return SummaryRunOutcome(job_id=job_id, status="retry", detail=waiting,
                                  retry_in=float(settings.SUMMARY_USER_WAIT_SECONDS))
-    job = _job_claim(job_id=job_id)
     if job is None:
         return _held_elsewhere(job_id=job_id)
     conversation = job.conversation

@@ -37,3 +37,10 @@ def test_compactions_are_throttled_per_user(api, user, make_conversation):
     assert _throttled(answers[10])
     assert SummaryJob.objects.filter(conversation=conversation).count() >= 1
     assert Conversation.objects.filter(pk=conversation.pk).exists()
+
+
+def test_a_forged_forwarded_for_does_not_reset_the_token_throttle(user):
+    client = APIClient()
+    answers = [client.post("/api/auth/token/", {"username": user.username, "password": f"guess-{k}"},
+                           format="json", HTTP_X_FORWARDED_FOR=f"10.0.0.{k}") for k in range(11)]
+    assert _throttled(answers[10])

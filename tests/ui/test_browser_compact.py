@@ -183,8 +183,8 @@ def test_confirm_before_compaction_asks_and_not_now_dismisses(asgi_server, brows
     # and the gauge's figure, when it differs, is named as the next request's
     gauge = context_gauge(conversation=conversation, user=user)
     next_pct = round(gauge["tokens"] / gauge["budget"] * 100)
-    if next_pct != int(question.group(1)):
-        assert f"The next request, already trimmed, uses {next_pct}% (the gauge)." in banner.text
+    note = f"The next request, already trimmed, uses {next_pct}% (the gauge)."
+    assert (note in banner.text) == (next_pct != int(question.group(1))), banner.text
     now_btn = banner.find_element(By.CSS_SELECTOR, '[data-action="compact"]')
     not_now = banner.find_element(By.CSS_SELECTOR, '[data-action="not-now"]')
     assert (now_btn.text, not_now.text) == ("Compact now", "Not now")

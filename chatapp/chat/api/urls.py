@@ -13,6 +13,8 @@ from chatapp.chat.services import api_token_issue
 # DRF's token view names its own parsers: the bounded ones instead (its body is unauthenticated), and
 # password guesses are throttled per client address (settings: "auth_token").
 class TokenApi(ObtainAuthToken):
+    # Credentials are in the body: an expired token in the header must not block its own renewal.
+    authentication_classes = ()
     parser_classes = PARSERS
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "auth_token"

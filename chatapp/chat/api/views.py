@@ -83,6 +83,11 @@ class ConversationListApi(APIView):
             required=False, default=False, help_text="Chat with the built-in offline demo model."
         )
 
+        def validate(self, attrs: dict) -> dict:
+            if attrs.get("offline") and attrs.get("llm_config") is not None:
+                raise serializers.ValidationError({"offline": ["Send either a config or offline, not both."]})
+            return attrs
+
     @extend_schema(
         operation_id="conversations_list",
         parameters=[OpenApiParameter("q", str, description="Search titles and message content.")],
