@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,18 @@ def parse_sse_block(block: bytes) -> tuple[str, dict]:
         elif line.startswith("data:"):
             data.append(line[len("data:") :].lstrip())
     return name, json.loads("\n".join(data))
+
+
+def sse_events(response: Any) -> Iterator[tuple[str, dict]]:
+    """(event name, data) of an httpx streaming response's SSE body, as the events arrive (comments,
+    such as keep-alives, are skipped)."""
+    buffer = b""
+    for chunk in response.iter_bytes():
+        buffer += chunk
+        while b"\n\n" in buffer:
+            block, buffer = buffer.split(b"\n\n", 1)
+            if block.startswith(b"event:"):
+                yield parse_sse_block(block)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from rest_framework.authtoken.models import Token
 from chatapp.chat import chat_services
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.tasks import sweep_pending_summary_jobs
-from tests.chat.conftest import make_config, parse_sse_block, post_stream
+from tests.chat.conftest import make_config, post_stream, sse_events
 
 pytestmark = pytest.mark.django_db
 
@@ -31,17 +31,12 @@ def test_a_streaming_reply_checkpoints_its_text(uvicorn_server, fake_openai, mon
                       timeout=30) as client, client.stream(
         "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "talk slowly please"}
     ) as response:
-        buffer = b""
-        for chunk in response.iter_bytes():
-            buffer += chunk
-            while b"\n\n" in buffer:
-                block, buffer = buffer.split(b"\n\n", 1)
-                name, data = parse_sse_block(block)
-                if name == "delta":
-                    seen += data["text"]
-                    reply = Message.objects.get(conversation=conversation, role="assistant")
-                    if reply.status == "streaming" and reply.content:
-                        stored = reply.content
+        for name, data in sse_events(response):
+            if name == "delta":
+                seen += data["text"]
+                reply = Message.objects.get(conversation=conversation, role="assistant")
+                if reply.status == "streaming" and reply.content:
+                    stored = reply.content
     # while it streamed, the stored text followed what the client saw (a prefix of it)
     assert stored and seen.startswith(stored)
 

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message
-from tests.chat.conftest import make_config, parse_sse_block, post_stream
+from tests.chat.conftest import make_config, post_stream, sse_events
 
 pytestmark = pytest.mark.django_db
 
@@ -40,13 +40,9 @@ def test_a_send_while_a_reply_streams_elsewhere_is_refused(uvicorn_server, fake_
         with httpx.Client(base_url=uvicorn_server.url, headers=headers, timeout=60) as client, client.stream(
             "POST", path, json={"content": "first tab asks", "client_key": "tab-1"}
         ) as response:
-            buffer = b""
-            for chunk in response.iter_bytes():
-                buffer += chunk
-                while b"\n\n" in buffer:
-                    block, buffer = buffer.split(b"\n\n", 1)
-                    if parse_sse_block(block)[0] == "delta":
-                        streaming.set()
+            for name, _ in sse_events(response):
+                if name == "delta":
+                    streaming.set()
 
     tab = threading.Thread(target=first_tab)
     tab.start()

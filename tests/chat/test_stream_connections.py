@@ -17,7 +17,7 @@ from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message
-from tests.chat.conftest import make_config, parse_sse_block
+from tests.chat.conftest import make_config, sse_events
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the connection pool exists with PostgreSQL")
@@ -37,17 +37,13 @@ def test_more_slow_streams_than_pooled_connections_leave_room_for_others(uvicorn
         with httpx.Client(base_url=uvicorn_server.url, headers=headers, timeout=60) as client, client.stream(
             "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "a long answer please"}
         ) as response:
-            buffer, waited = b"", False
-            for chunk in response.iter_bytes():
-                buffer += chunk
-                while b"\n\n" in buffer:
-                    block, buffer = buffer.split(b"\n\n", 1)
-                    name, _ = parse_sse_block(block)
-                    if name == "delta" and not waited:
-                        waited = True
-                        streaming.wait()
-                    if name in ("done", "error"):
-                        outcomes.append(name)
+            waited = False
+            for name, _ in sse_events(response):
+                if name == "delta" and not waited:
+                    waited = True
+                    streaming.wait()
+                if name in ("done", "error"):
+                    outcomes.append(name)
 
     threads = [threading.Thread(target=stream, args=(c,)) for c in conversations]
     for t in threads:

@@ -10,16 +10,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
-from tests.chat.conftest import make_config, parse_sse_block
-
-
-def _events(response: httpx.Response):
-    buffer = b""
-    for chunk in response.iter_bytes():
-        buffer += chunk
-        while b"\n\n" in buffer:
-            block, buffer = buffer.split(b"\n\n", 1)
-            yield parse_sse_block(block)
+from tests.chat.conftest import make_config, sse_events
 
 
 @pytest.fixture
@@ -44,7 +35,7 @@ def test_reply_streams_through_uvicorn_and_stop_ends_it(live_setup):
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         assert response.headers["x-accel-buffering"] == "no"
-        for name, data in _events(response):
+        for name, data in sse_events(response):
             seen.append(name)
             if name == "start":
                 reply_id = data["assistant_message"]["id"]
@@ -68,7 +59,7 @@ def test_full_reply_through_uvicorn(live_setup):
     with client.stream(
         "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "hello server"}
     ) as response:
-        events = list(_events(response))
+        events = list(sse_events(response))
     names = [name for name, _ in events]
     assert names[0] == "start" and names[-1] == "done" and "delta" in names
     done = events[-1][1]
@@ -82,7 +73,7 @@ def test_client_that_goes_away_leaves_a_stopped_reply(live_setup):
     with client.stream(
         "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "I will hang up"}
     ) as response:
-        for name, data in _events(response):
+        for name, data in sse_events(response):
             if name == "start":
                 reply_id = data["assistant_message"]["id"]
             if name == "delta":
