@@ -811,9 +811,13 @@ def _send_claim(*, conversation: Conversation, client_key: str) -> None:
              updated_at__gte=timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS))
     if client_key:
         live |= Q(client_key=client_key)
-    clash = Message.objects.filter(live, conversation=conversation).values_list("client_key", flat=True).first()
-    if clash is None:
+    # Unordered: served by the streaming partial index and the client-key unique index, never by a
+    # walk over the conversation's messages in id order.
+    clashes = list(Message.objects.filter(live, conversation=conversation).order_by().values_list(
+        "client_key", flat=True)[:2])
+    if not clashes:
         return
+    clash = client_key if client_key in clashes else clashes[0]
     if client_key and clash == client_key:
         raise ValidationError("This message was already sent (the same send arrived twice).", code="conflict")
     raise ValidationError(
