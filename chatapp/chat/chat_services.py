@@ -849,6 +849,7 @@ def chat_regenerate_start(*, user: AbstractBaseUser, reply: Message) -> ChatTurn
     _latest_exchange_check(user_message=user_message)
     conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=reply.conversation_id)
     with transaction.atomic():
+        _send_claim(conversation=conversation, client_key="")  # one turn at a time, as for sends
         # The claim: of two concurrent regenerates (two tabs, a double click) only the one that
         # supersedes the reply goes on; the other would start a second streaming reply.
         claimed = Message.objects.filter(pk=reply.pk, superseded=False, status=reply.status).update(
@@ -902,6 +903,7 @@ def chat_retry_start(*, user: AbstractBaseUser, message: Message) -> ChatTurn:
             raise ValidationError("A reply is still streaming; stop it first.", code="streaming")
     conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=message.conversation_id)
     with transaction.atomic():
+        _send_claim(conversation=conversation, client_key="")  # one turn at a time, as for sends
         # The claim, conditional on the reply being exactly as judged above: a concurrent retry has
         # superseded it, or a live stream has touched its updated_at since (its heartbeat), when
         # nothing is updated. Without a reply, the user message's own row is the claim.
