@@ -92,8 +92,10 @@ def stop(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-async def stream_one(client, *, path: str, text: str, seen: dict[str, str], key: str) -> str:
-    """Send and read the SSE body; 'done', 'error', or what went wrong. Deltas go to seen[key]."""
+async def stream_one(client, *, path: str, text: str, seen: dict[str, str], key: str,
+                     opened: dict[str, float] | None = None) -> str:
+    """Send and read the SSE body; 'done', 'error', or what went wrong. Deltas go to seen[key];
+    the wall-clock time of the first delta goes to opened[key]."""
     try:
         async with client.stream("POST", path, json={"content": text, "client_key": secrets.token_hex(8)}) as response:
             if response.status_code != 200:
@@ -107,6 +109,8 @@ async def stream_one(client, *, path: str, text: str, seen: dict[str, str], key:
                     name = lines.get("event")
                     if name == "delta":
                         seen[key] = seen.get(key, "") + json.loads(lines["data"])["text"]
+                        if opened is not None:
+                            opened.setdefault(key, time.time())
                     if name in ("done", "error"):
                         last = name
             return last
@@ -114,7 +118,41 @@ async def stream_one(client, *, path: str, text: str, seen: dict[str, str], key:
         return type(exc).__name__
 
 
+# The fake model echoes up to 40 words of the question: a long question makes a long, slow reply.
+_LONG_ASK = "please answer at length " + " ".join(f"point{n}" for n in range(40))
+
+
+def bystander_loop(url: str, token: str, stop_file: str, out_file: str) -> None:
+    """Another user's reads, from a process of its own, so that the load generator's event loop
+    (200 SSE bodies parsed in Python) and the fake model's threads are not timed as the server's
+    latency. One JSON line per request: wall-clock start, milliseconds, error or null."""
+    import httpx
+
+    with httpx.Client(base_url=url, headers={"Authorization": f"Token {token}"}, timeout=60) as client, \
+            open(out_file, "w") as out:
+        while not os.path.exists(stop_file):
+            at, started, error = time.time(), time.perf_counter(), None
+            try:
+                response = client.get("/api/conversations/?limit=5")
+                if response.status_code != 200:
+                    error = f"HTTP {response.status_code}"
+            except httpx.HTTPError as exc:
+                error = type(exc).__name__
+            out.write(json.dumps([at, (time.perf_counter() - started) * 1000, error]) + "\n")
+            out.flush()
+            time.sleep(0.1)
+
+
+def _latency(samples: list[list], start: float, end: float) -> str:
+    ms = [s[1] for s in samples if start <= s[0] < end]
+    if not ms:
+        return "no requests"
+    return f"p50 {statistics.median(ms):.0f} ms, p95 {percentile(ms, 0.95):.0f} ms ({len(ms)} requests)"
+
+
 def slow_streams(env: dict[str, str], tmp: Path, fake_url: str, *, streams: int, chunk_ms: int) -> Row:
+    import multiprocessing
+
     import httpx
 
     from chatapp.chat.models import Conversation, Message
@@ -122,42 +160,57 @@ def slow_streams(env: dict[str, str], tmp: Path, fake_url: str, *, streams: int,
     user, token, config = seed_user(username=f"faults-{secrets.token_hex(3)}", base_url=fake_url,
                                     model=f"slow-{chunk_ms}")
     conversations = [Conversation.objects.create(owner=user, llm_config=config) for _ in range(streams)]
+    other, other_token, _ = seed_user(username=f"faults-{secrets.token_hex(3)}", base_url=fake_url, model="fake-echo")
+    for n in range(5):
+        Conversation.objects.create(owner=other, title=f"bystander {n}")
     proc, url = start_uvicorn(env, tmp)
     headers = {"Authorization": f"Token {token}"}
-    bystander: list[float] = []
-    bystander_errors: list[str] = []
+    stop_file, out_file = tmp / "bystander.stop", tmp / "bystander.jsonl"
+    bystander = multiprocessing.get_context("spawn").Process(
+        target=bystander_loop, args=(url, other_token, str(stop_file), str(out_file)))
+    opened: dict[str, float] = {}
+    finished: list[float] = []
 
-    async def run() -> list[str]:
+    async def run() -> tuple[float, list[str]]:
         limits = httpx.Limits(max_connections=streams + 10)
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as client:
             seen: dict[str, str] = {}
-            sends = [asyncio.create_task(stream_one(client, path=f"/api/conversations/{c.pk}/messages/",
-                                                    text="a long answer please", seen=seen, key=str(c.pk)))
-                     for c in conversations]
-            await asyncio.sleep(1.0)  # the streams are open
-            while not all(t.done() for t in sends):
-                started = time.perf_counter()
-                try:
-                    response = await client.get("/api/conversations/?limit=5")
-                    if response.status_code != 200:
-                        bystander_errors.append(f"HTTP {response.status_code}")
-                except httpx.HTTPError as exc:
-                    bystander_errors.append(type(exc).__name__)
-                bystander.append((time.perf_counter() - started) * 1000)
-                await asyncio.sleep(0.1)
-            return [t.result() for t in sends]
 
+            async def one(c: Conversation) -> str:
+                outcome = await stream_one(client, path=f"/api/conversations/{c.pk}/messages/",
+                                           text=_LONG_ASK, seen=seen, key=str(c.pk), opened=opened)
+                finished.append(time.time())
+                return outcome
+
+            started = time.time()
+            sends = [asyncio.create_task(one(c)) for c in conversations]
+            return started, list(await asyncio.gather(*sends))
+
+    bystander.start()
     try:
-        outcomes = asyncio.run(run())
+        time.sleep(2.0)  # the bystander's idle baseline
+        sent_at, outcomes = asyncio.run(run())
+        time.sleep(1.0)
     finally:
+        stop_file.touch()
+        bystander.join(timeout=70)
         stop(proc)
+    samples = [json.loads(line) for line in out_file.read_text().splitlines()]
     stored_users = Message.objects.filter(conversation__in=conversations, role="user").count()
     complete = Message.objects.filter(conversation__in=conversations, role="assistant", status="complete").count()
     survived = sum(1 for o in outcomes if o == "done")
-    note = (f"bystander p50 {statistics.median(bystander):.0f} ms, p95 {percentile(bystander, 0.95):.0f} ms "
-            f"over {len(bystander)} requests; replies stored complete {complete}/{streams}") if bystander else ""
-    failures = [o for o in outcomes if o != "done"] + bystander_errors
+    # Phases by wall clock: idle before the sends; the burst while the sends are accepted (until
+    # every stream has shown its first delta); the steady state while all of them stream.
+    all_open = max(opened.values()) if len(opened) == streams else max(finished)
+    first_done = min(finished)
+    steady_end = first_done if first_done > all_open else all_open
+    note = (f"bystander idle {_latency(samples, 0, sent_at)}; while {streams} sends are accepted "
+            f"({all_open - sent_at:.1f} s) {_latency(samples, sent_at, all_open)}; while all {streams} stream "
+            f"({steady_end - all_open:.1f} s) {_latency(samples, all_open, steady_end)}; "
+            f"replies stored complete {complete}/{streams}")
+    failures = [o for o in outcomes if o != "done"] + [s[2] for s in samples if s[2]]
     user.delete()
+    other.delete()
     return Row("slow streams", streams, min(survived, complete), streams - stored_users, len(failures), note,
                failures[:5])
 
@@ -374,7 +427,7 @@ def redis_down(url_env: dict[str, str], tmp: Path, fake_url: str, redis_server: 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=200)
-    parser.add_argument("--chunk-ms", type=int, default=100, help="model delay between streamed chunks")
+    parser.add_argument("--chunk-ms", type=int, default=400, help="model delay between streamed chunks")
     parser.add_argument("--killed", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=20)
     parser.add_argument("--kills", type=int, default=20)

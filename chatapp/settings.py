@@ -145,6 +145,8 @@ MIDDLEWARE = [
     # a Content-Security-Policy on every HTML response that does not set its own
     "chatapp.chat.csp.csp_middleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # chat turn starts wait in line on the event loop (TURN_START_CONCURRENCY), not in 200 threads
+    "chatapp.chat.admission.admission_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -334,6 +336,9 @@ STREAM_ORPHAN_SECONDS = _env_int("STREAM_ORPHAN_SECONDS", 60, minimum=5)
 # A model reply is cut (and marked) past this many characters: a runaway reply cannot fill the
 # database, the page or the render cache.
 MAX_REPLY_CHARS = _env_int("MAX_REPLY_CHARS", 1_000_000, minimum=1000)
+# Chat turns that may be prepared at once per web process (ASGI); more wait in line, so that a burst
+# of sends cannot take the CPU and the connection pool from everyone else's requests.
+TURN_START_CONCURRENCY = _env_int("TURN_START_CONCURRENCY", 4, minimum=1)
 SEND_RATE_LIMIT_PER_MINUTE = _env_int("SEND_RATE_LIMIT_PER_MINUTE", 20, minimum=1)
 LLM_TIMEOUT_SECONDS = _env_int("LLM_TIMEOUT_SECONDS", 120, minimum=1)
 # API tokens stop working this many days after they are created (Settings lists and revokes them).

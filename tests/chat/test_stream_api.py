@@ -6,6 +6,7 @@ import itertools
 import json
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db.models import Q
 
 from chatapp.chat.api import stream_views
@@ -227,6 +228,27 @@ def test_stop_keeps_the_partial_reply_marked_stopped(chat_user, conversation, ec
     follow = send(chat_user, conversation, "next")
     assert reply.content not in [m["content"] for m in fake_openai.completions[-1].messages]
     assert follow.names[-1] == "done"
+
+
+def test_a_stop_made_by_another_process_is_seen_by_the_stream(chat_user, conversation, echo_config, fake_openai):
+    # Another web process cannot flag this one's memory: it writes the status, which the stream polls.
+    _use_model(echo_config, "slow-150")
+    state: dict = {}
+
+    async def stop_in_the_database(client, name, data):
+        if name == "start":
+            state["reply"] = data["assistant_message"]["id"]
+        elif name == "delta" and "stopped" not in state:
+            state["stopped"] = await sync_to_async(
+                Message.objects.filter(pk=state["reply"], status="streaming").update
+            )(status="stopped")
+
+    result = send(chat_user, conversation, "write a long story " * 5, on_event=stop_in_the_database)
+    assert state["stopped"] == 1
+    assert result.named("error")[0]["kind"] == "stopped"
+    reply = Message.objects.get(pk=state["reply"])
+    assert reply.status == "stopped" and reply.content == result.text
+    assert len(result.named("delta")) < len(fake_openai.completions[-1].messages[-1]["content"].split())
 
 
 def test_other_users_objects_answer_404(chat_user, intruder, conversation):

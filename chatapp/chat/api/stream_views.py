@@ -25,6 +25,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from chatapp.chat.admission import turn_start_view
 from chatapp.chat.api.views import MessageListApi
 from chatapp.chat.chat_services import (
     ChatTurn,
@@ -160,6 +161,7 @@ class ConversationMessagesApi(MessageListApi):
     """`conversations/<pk>/messages/`: GET is the timeline page (MessageListApi), POST sends."""
 
     content_negotiation_class = EventStreamNegotiation
+    turn_start = True  # POST: admission_middleware
 
     @extend_schema(
         operation_id="conversations_messages_send",
@@ -177,6 +179,7 @@ class ConversationMessagesApi(MessageListApi):
         return _message_send(request, pk)
 
 
+@turn_start_view
 @extend_schema(
     operation_id="messages_regenerate",
     summary="Answer the same user message again (the old reply stays visible, superseded)",
@@ -190,6 +193,7 @@ def message_regenerate_api(request: Request, pk: int) -> Response | StreamingHtt
     return _start(request, lambda: chat_regenerate_start(user=request.user, reply=reply))
 
 
+@turn_start_view
 @extend_schema(
     operation_id="messages_retry",
     summary="Retry a user message whose reply failed or was stopped",
