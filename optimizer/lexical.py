@@ -185,8 +185,8 @@ class LexicalIndex:
         for doc in partial:
             score = 0.0
             for term, w in weighted.items():
-                tf = self.postings[term].get(doc)
-                if tf:
-                    score += bm25(tf, self.lengths[doc], self.avg_len, w)
+                tf_doc = self.postings[term].get(doc)
+                if tf_doc:
+                    score += bm25(tf_doc, self.lengths[doc], self.avg_len, w)
             scores[doc] = score
         return heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -17,6 +17,8 @@ not summarized (recall can still quote what it evicted).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from .types import Decision
 
 WEIGHTS: dict[str, tuple[float, float]] = {
@@ -61,6 +63,7 @@ def select_strategy(
         f"{preference} preference; {_plural(message_count, 'message')}, "
         f"{'more than ' if chars_at_least else ''}{_plural(char_count, 'character')}; {summaries} so far"
     )
+    choice: Literal["truncate", "summarize"]
     if not summarizer_available:
         choice, why = "truncate", "no summarizer available"
     elif message_count < SUMMARIZE_MIN_MESSAGES:

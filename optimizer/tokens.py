@@ -177,7 +177,7 @@ def count_message(msg: Msg | Mapping[str, Any], *, model: str) -> int:
     if isinstance(msg, Msg):
         role, content, name = msg.role, msg.content, msg.name
     else:
-        role, content, name = msg.get("role", ""), msg.get("content"), msg.get("name")
+        role, content, name = msg.get("role", ""), msg.get("content") or "", msg.get("name")
     total = TOKENS_PER_MESSAGE + count_text(str(role), model=model) + count_content(content, model=model)
     if name:
         total += TOKENS_PER_NAME + count_text(str(name), model=model)

@@ -22,11 +22,11 @@ from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import close_old_connections, connection, transaction
@@ -213,7 +213,7 @@ def message_stop(*, message: Message) -> None:
 # --- rate limit ----------------------------------------------------------------------------------
 
 
-def send_rate_check(*, user: AbstractBaseUser) -> None:
+def send_rate_check(*, user: User) -> None:
     """Allow settings.SEND_RATE_LIMIT_PER_MINUTE model requests per user per sliding minute.
 
     Sliding-window counter in the cache: the previous minute's count weighted by how much of it still
@@ -573,7 +573,8 @@ def _sent_entry(
     elif packed.origin == "recall":
         entry["hit_ids"] = [_int_id(str(i)) for i in info.recall_hit_ids] if info is not None else []
         entry["terms"] = list(info.recall_terms) if info is not None else []
-        layout = _recall_layout(content=packed.content, source_ids=entry["source_ids"], quoted=quoted or {})
+        # a recall block is one text (the core writes it), never content parts
+        layout = _recall_layout(content=cast(str, packed.content), source_ids=entry["source_ids"], quoted=quoted or {})
         if layout is None:
             entry["content"] = packed.content
         else:
@@ -637,7 +638,7 @@ def _user_message_payload(
 
 def _turn_prepare(
     *,
-    user: AbstractBaseUser,
+    user: User,
     conversation: Conversation,
     user_message: Message,
     target: llm.LLMTarget,
@@ -645,7 +646,7 @@ def _turn_prepare(
 ) -> ChatTurn:
     prefs = user_settings_get(user=user)
     budget = context_budget(target=target)
-    common = {
+    common: dict[str, Any] = {
         "conversation_id": conversation.pk,
         "user_message_id": user_message.pk,
         "target": target,
@@ -778,7 +779,7 @@ def _target_for(*, conversation: Conversation) -> llm.LLMTarget:
 
 
 def chat_turn_start(
-    *, user: AbstractBaseUser, conversation: Conversation, content: Any, client_key: str = ""
+    *, user: User, conversation: Conversation, content: Any, client_key: str = ""
 ) -> ChatTurn:
     """Validate and store the user's message, pack the context and prepare the reply.
 
@@ -844,7 +845,7 @@ def _latest_exchange_check(*, user_message: Message) -> None:
         raise ValidationError("Only the latest exchange can be regenerated or retried.", code="not_latest")
 
 
-def chat_regenerate_start(*, user: AbstractBaseUser, reply: Message) -> ChatTurn:
+def chat_regenerate_start(*, user: User, reply: Message) -> ChatTurn:
     """Answer the same user message again; the old reply stays visible, marked superseded, never sent."""
     if reply.role != Message.Role.ASSISTANT or reply.kind != Message.Kind.CHAT or reply.reply_to_id is None:
         raise ValidationError("Only a model reply can be regenerated.", code="not_a_reply")
@@ -890,7 +891,7 @@ def _retry_last_reply(*, message: Message) -> Message | None:
     return Message.objects.filter(reply_to=message, superseded=False).order_by("-id").first()
 
 
-def chat_retry_start(*, user: AbstractBaseUser, message: Message) -> ChatTurn:
+def chat_retry_start(*, user: User, message: Message) -> ChatTurn:
     """Send a user message again after its reply failed or was stopped (or never came).
 
     The failed reply stays visible (marked superseded: a newer attempt replaced it); being stopped or
@@ -997,7 +998,8 @@ def _record_finish(*, turn: ChatTurn, usage: Any) -> None:
     fields: dict[str, Any] = {"dropped_tokens": dropped}
     if getattr(usage, "prompt_tokens", None) is not None:
         fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), model=turn.target.model, usage=usage))
-    OptimizationRecord.objects.filter(pk=turn.record_id).update(**fields)
+    if turn.record_id is not None:
+        OptimizationRecord.objects.filter(pk=turn.record_id).update(**fields)
 
 
 def _usage_fields(*, tokens_sent: int, model: str, usage: Any) -> dict[str, Any]:
@@ -1134,7 +1136,7 @@ _END = object()
 async def _pump(*, turn: ChatTurn, queue: asyncio.Queue) -> None:
     """Move model events into the queue, so the reader can look for a stop request between them."""
     try:
-        async with contextlib.aclosing(llm.llm_stream(
+        async with contextlib.aclosing(llm.llm_stream(  # type: ignore[type-var]  # an async generator: it has aclose
                 target=turn.target, messages=turn.messages, context_note=turn.context_note or None
             )) as events:
             async for item in events:

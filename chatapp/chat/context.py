@@ -12,9 +12,9 @@ import dataclasses
 import datetime as dt
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import Q
 
 import optimizer
@@ -34,6 +34,7 @@ from optimizer.types import (
     Msg,
     PackConfig,
     PackResult,
+    Role,
     Summary,
     SummarySpan,
 )
@@ -89,7 +90,9 @@ Row = tuple[int, str, str, bool, int, dt.datetime]  # the _MSG_FIELDS columns, a
 def _to_msg(row: Row) -> Msg:
     pk, role, content, pinned, tokens, created_at = row
     # A stored count of 0 means "never counted" (a row written by hand); the optimizer then counts it.
-    return Msg(id=str(pk), role=role, content=content, pinned=pinned, tokens=tokens or None, created_at=created_at)
+    return Msg(
+        id=str(pk), role=cast(Role, role), content=content, pinned=pinned, tokens=tokens or None, created_at=created_at
+    )
 
 
 def _tail_start_id(*, conversation: Conversation, tokens: int, through_id: int | None) -> int | None:
@@ -450,7 +453,7 @@ def summary_through_id(*, result: PackResult, ctx: ContextInput) -> int | None:
 
 
 def context_gauge(
-    *, conversation: Conversation, user: AbstractBaseUser, target: LLMTarget | None = None
+    *, conversation: Conversation, user: User, target: LLMTarget | None = None
 ) -> dict[str, Any]:
     """Tokens the next request will send (before the new message is typed) against the budget.
 
@@ -492,7 +495,7 @@ def context_gauge(
 
 
 def context_ahead_span(
-    *, conversation: Conversation, user: AbstractBaseUser, target: LLMTarget, margin_tokens: int
+    *, conversation: Conversation, user: User, target: LLMTarget, margin_tokens: int
 ) -> SummarySpan | None:
     """What to summarize ahead of need: the span the next request will evict if it crosses the
     trigger, when that request will choose to summarize; None otherwise.

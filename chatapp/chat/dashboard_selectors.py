@@ -312,15 +312,16 @@ class _CacheEstimate:
         if price is None:
             price = _model_prices(model) or {}
             prices[model] = price
-        if price.get("input") is None:
+        input_price: float | None = price.get("input")
+        if input_price is None:
             self.priced = False
             return
-        cached_price = price.get("cached_input")
-        if cached_price is None:
-            cached_price = price["input"]
+        cached_price: float | None = price.get("cached_input")
+        if cached_price is None:  # 0.0 is a price (a free cache hit), not a missing one
+            cached_price = input_price
         self.cached_tokens += cached
-        self.sent_usd += tokens * price["input"]
-        self.sent_usd_with_cache += (tokens - cached) * price["input"] + cached * cached_price
+        self.sent_usd += tokens * input_price
+        self.sent_usd_with_cache += (tokens - cached) * input_price + cached * cached_price
 
 
 def dashboard_series(*, conversation: Conversation) -> dict[str, Any]:
@@ -684,7 +685,7 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
     wanted = {i for ids in per_entry for i in ids}
     if record.summary_id:
         wanted.add(record.summary_id)
-    messages = {
+    messages: dict[int, Any] = {
         m["id"]: m
         for m in Message.objects.filter(conversation=conversation, pk__in=wanted).values(
             "id", "role", "kind", "content", "token_count", "pinned", "created_at", "updated_at", "edited",
@@ -707,7 +708,7 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
         if origin == "recall":
             sent_text, exact = _recall_text(entry, messages)
             recall = _recall_details(entry, source_ids, messages)
-        is_summary = first is not None and first["kind"] == Message.Kind.SUMMARY
+        summary_first = first if first is not None and first["kind"] == Message.Kind.SUMMARY else None
         entries.append({
             "position": position,
             "origin": origin,
@@ -729,12 +730,13 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
                 m["edited"] and m["edited_from_id"] is None and m["updated_at"] > record.created_at for m in found
             ),
             # The sent summary was a user's edit of an earlier one.
-            "edited": bool(is_summary and first["edited"]),
+            "edited": bool(summary_first is not None and summary_first["edited"]),
             # The edit that replaced this summary after this request (the text shown is still what was sent).
-            "replaced_by_id": replaced_by.get(first["id"]) if is_summary else None,
+            "replaced_by_id": replaced_by.get(summary_first["id"]) if summary_first is not None else None,
             "covers": (
-                [first["covers_from_id"], first["covers_through_id"], first["covered_message_count"]]
-                if is_summary else None
+                [summary_first["covers_from_id"], summary_first["covers_through_id"],
+                 summary_first["covered_message_count"]]
+                if summary_first is not None else None
             ),
         })
     summary = messages.get(record.summary_id) if record.summary_id else None

@@ -567,7 +567,7 @@ def _stream_cut_error() -> LLMError:
 
 _CALL_ERRORS = (openai.OpenAIError, httpx.HTTPError)
 # What chat.completions.create() passes besides the body: without it no Authorization header is sent.
-_REQUEST_OPTIONS: dict[str, Any] = {"security": {"bearer_auth": True}}
+_REQUEST_OPTIONS: openai.RequestOptions = {"security": {"bearer_auth": True}}
 
 
 # --- streaming -------------------------------------------------------------------------------------
@@ -693,7 +693,7 @@ def _raw_create(client: openai.OpenAI) -> Callable[..., Any]:
 
 def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list[dict], *, max_tokens: int | None
                    ) -> Completion:
-    response = None
+    response: Any = None
     attempts = _QuirkAttempts(target)
     for quirks in attempts:
         try:

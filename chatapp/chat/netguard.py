@@ -23,7 +23,7 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 def _resolve(host: str, port: int) -> list[str]:
     """Addresses `host` resolves to (a seam for tests: they replace it to avoid real DNS)."""
     infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    return sorted({info[4][0] for info in infos})
+    return sorted({str(info[4][0]) for info in infos})
 
 
 def _refusal_reason(ip: IPAddress) -> str | None:

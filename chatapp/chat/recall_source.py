@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Sequence
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models.expressions import RawSQL
 
@@ -279,7 +279,7 @@ class DatabaseRecallSource:
         if not wanted:
             return {}
         bound = "" if self.through_id is None else " AND m.id <= %s"
-        extra = [] if self.through_id is None else [self.through_id]
+        extra: list[int | str] = [] if self.through_id is None else [self.through_id]
         if not self.offline_replies:  # never quoted to a real model (see context_load)
             bound += " AND NOT (m.role = 'assistant' AND m.model = %s)"
             extra.append(OFFLINE_MODEL)
@@ -302,7 +302,7 @@ class DatabaseRecallSource:
 # --- conversation search --------------------------------------------------------------------------
 
 
-def conversation_ids_matching(*, owner: AbstractBaseUser, text: str) -> RawSQL | None:
+def conversation_ids_matching(*, owner: User, text: str) -> RawSQL | None:
     """A subquery of the ids of `owner`'s conversations with a chat message containing every content
     word of `text` (the last one as a prefix: search as you type), through the full-text index.
 

@@ -29,6 +29,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -157,7 +158,7 @@ def _stats_apply(*, conversation_id: int, delta: _Delta) -> None:
         if changes:
             if connection.vendor == "postgresql":
                 source = "SELECT %s, u.t, u.d FROM unnest(%s::text[], %s::int[]) AS u(t, d)"
-                params = [conversation_id, [t for t, _ in changes], [d for _, d in changes]]
+                params: list[Any] = [conversation_id, [t for t, _ in changes], [d for _, d in changes]]
             else:
                 # WHERE true: SQLite's parser needs it before ON CONFLICT after a SELECT.
                 source = "SELECT %s, key, value FROM json_each(%s) WHERE true"

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -24,7 +24,7 @@ MESSAGE_PAGE_MAX = 500
 # --- conversations ---------------------------------------------------------------------------------
 
 
-def conversation_list(*, owner: AbstractBaseUser, query: str | None = None) -> QuerySet[Conversation]:
+def conversation_list(*, owner: User, query: str | None = None) -> QuerySet[Conversation]:
     """The owner's conversations, newest first; `query` matches titles (as a substring) or chat
     message text (every content word, the last as a prefix, through the full-text index: a substring
     scan of every message would read the owner's whole history on each keystroke)."""
@@ -39,7 +39,7 @@ def conversation_list(*, owner: AbstractBaseUser, query: str | None = None) -> Q
     return conversations.order_by("-updated_at", "-id")
 
 
-def conversation_get(*, owner: AbstractBaseUser, pk: int) -> Conversation:
+def conversation_get(*, owner: User, pk: int) -> Conversation:
     return get_object_or_404(Conversation, owner=owner, pk=pk)
 
 
@@ -92,7 +92,7 @@ def summary_numbers(*, conversation_id: int) -> dict[int, int]:
     return {pk: k for k, pk in enumerate(ids.values_list("id", flat=True), start=1)}
 
 
-def message_get(*, owner: AbstractBaseUser, pk: int) -> Message:
+def message_get(*, owner: User, pk: int) -> Message:
     return get_object_or_404(Message.objects.select_related("conversation"), pk=pk, conversation__owner=owner)
 
 
@@ -104,19 +104,19 @@ def optimization_record_list(*, conversation: Conversation) -> QuerySet[Optimiza
 # --- model configs -------------------------------------------------------------------------------------
 
 
-def llm_config_list(*, owner: AbstractBaseUser) -> QuerySet[LLMConfig]:
+def llm_config_list(*, owner: User) -> QuerySet[LLMConfig]:
     return LLMConfig.objects.filter(owner=owner).order_by("name", "id")
 
 
-def llm_config_get(*, owner: AbstractBaseUser, pk: int) -> LLMConfig:
+def llm_config_get(*, owner: User, pk: int) -> LLMConfig:
     return get_object_or_404(LLMConfig, owner=owner, pk=pk)
 
 
-def llm_config_default(*, owner: AbstractBaseUser) -> LLMConfig | None:
+def llm_config_default(*, owner: User) -> LLMConfig | None:
     return LLMConfig.objects.filter(owner=owner, is_default=True).first()
 
 
-def llm_config_get_or_none(*, owner: AbstractBaseUser, pk: int | None) -> LLMConfig | None:
+def llm_config_get_or_none(*, owner: User, pk: int | None) -> LLMConfig | None:
     """For ids in request bodies, where someone else's id is a bad value rather than a missing page."""
     if pk is None:
         return None
@@ -129,7 +129,7 @@ def llm_config_get_or_none(*, owner: AbstractBaseUser, pk: int | None) -> LLMCon
 # --- user settings -------------------------------------------------------------------------------
 
 
-def user_settings_get(*, user: AbstractBaseUser) -> UserSettings:
+def user_settings_get(*, user: User) -> UserSettings:
     # get_or_create retries the read when a concurrent first request created the row first.
     settings, _ = UserSettings.objects.get_or_create(user=user)
     return settings
@@ -138,7 +138,7 @@ def user_settings_get(*, user: AbstractBaseUser) -> UserSettings:
 # --- API tokens --------------------------------------------------------------------------------------
 
 
-def api_token_get(*, user: AbstractBaseUser) -> Token | None:
+def api_token_get(*, user: User) -> Token | None:
     return Token.objects.filter(user=user).first()
 
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -44,7 +44,7 @@ UNSET: Any = _Unset()
 # --- helpers ---------------------------------------------------------------------------------------
 
 
-def _lock_owner(owner: AbstractBaseUser) -> None:
+def _lock_owner(owner: User) -> None:
     """Serialize one user's config writes (first-config default, default swaps, unique names).
 
     PostgreSQL takes a row lock on the user; SQLite's IMMEDIATE transactions already serialize writers.
@@ -215,7 +215,7 @@ def _save_config(config: LLMConfig) -> None:
 
 def llm_config_create(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     name: str,
     base_url: str,
     model: str,
@@ -353,7 +353,7 @@ def llm_config_delete(*, config: LLMConfig) -> None:
 
 def user_settings_update(
     *,
-    user: AbstractBaseUser,
+    user: User,
     preference: str | None = None,
     auto_optimize: bool | None = None,
     confirm_compaction: bool | None = None,
@@ -375,12 +375,13 @@ def user_settings_update(
 
     user_settings = user_settings_get(user=user)
     changed: list[str] = []
-    for field, value in (
+    updates: tuple[tuple[str, str | bool | None], ...] = (
         ("preference", preference), ("auto_optimize", auto_optimize), ("confirm_compaction", confirm_compaction)
-    ):
-        if value is not None:
-            setattr(user_settings, field, value)
-            changed.append(field)
+    )
+    for name, new in updates:
+        if new is not None:
+            setattr(user_settings, name, new)
+            changed.append(name)
     if summary_config is not UNSET:
         user_settings.summary_config = summary_config
         changed.append("summary_config")
@@ -401,7 +402,7 @@ def _title_clean(title: Any) -> str:
 
 
 def _model_choice(
-    *, owner: AbstractBaseUser, llm_config: LLMConfig | None, offline: bool
+    *, owner: User, llm_config: LLMConfig | None, offline: bool
 ) -> tuple[LLMConfig | None, bool]:
     """(config, offline) a chat keeps: the one named, else the owner's default now, else the offline model.
 
@@ -419,7 +420,7 @@ def _model_choice(
 
 
 def conversation_create(
-    *, owner: AbstractBaseUser, title: str | None = None, llm_config: LLMConfig | None = None, offline: bool = False
+    *, owner: User, title: str | None = None, llm_config: LLMConfig | None = None, offline: bool = False
 ) -> Conversation:
     """A new conversation on `llm_config`, else on the owner's default config (kept until the user
     switches), else on the offline demo model (`offline=True` asks for it)."""
@@ -491,7 +492,7 @@ def summary_job_dismiss(*, job: SummaryJob) -> SummaryJob:
 # --- API tokens ------------------------------------------------------------------------------------
 
 
-def api_token_issue(*, user: AbstractBaseUser) -> Token:
+def api_token_issue(*, user: User) -> Token:
     """The user's API token: the current one while it is valid, else a new one (an expired token is
     replaced, never handed back)."""
     with transaction.atomic():
@@ -503,13 +504,13 @@ def api_token_issue(*, user: AbstractBaseUser) -> Token:
         return Token.objects.create(user=user)
 
 
-def api_token_revoke(*, user: AbstractBaseUser) -> bool:
+def api_token_revoke(*, user: User) -> bool:
     """Revoke the user's API token; whether there was one."""
     deleted, _ = Token.objects.filter(user=user).delete()
     return bool(deleted)
 
 
-def api_token_renew(*, user: AbstractBaseUser) -> Token:
+def api_token_renew(*, user: User) -> Token:
     """A fresh token replacing the current one (shown once by the caller)."""
     with transaction.atomic():
         Token.objects.filter(user=user).delete()

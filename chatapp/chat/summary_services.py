@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, cast
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -56,7 +56,7 @@ from chatapp.chat.summary_selectors import (
     summary_quota_remaining,
 )
 from chatapp.chat.textsafe import text_storable
-from optimizer.types import Msg, SummarySpan
+from optimizer.types import Msg, Role, SummarySpan
 
 logger = logging.getLogger(__name__)
 
@@ -482,7 +482,8 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
     with transaction.atomic():
         # The owner's row is the lock: two workers cannot both see "none running" and both claim.
         owner_id = SummaryJob.objects.filter(pk=job_id).values_list("conversation__owner_id", flat=True).first()
-        get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True).first()
+        if owner_id is not None:  # None: the job is gone, and the claim below finds nothing
+            get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True).first()
         waiting = _owner_busy(job_id=job_id, owner_id=owner_id)
         job = None if waiting else _job_claim(job_id=job_id)
     if waiting:
@@ -508,7 +509,7 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
     target = llm_target_for(config=summary_config)
 
     msgs = [
-        Msg(id=str(r.pk), role=r.role, content=r.content, tokens=r.token_count or None) for r in plan.rows
+        Msg(id=str(r.pk), role=cast(Role, r.role), content=r.content, tokens=r.token_count or None) for r in plan.rows
     ]
     previous_text = optimizer.summary_body(plan.previous.content) if plan.previous is not None else None
     final_status = Status.DONE
@@ -565,7 +566,8 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
     )
     if summary is None:
         return SummaryRunOutcome(job_id=job_id, status="skipped", detail="another attempt took over")
-    return SummaryRunOutcome(job_id=job_id, status=final_status, detail=note, summary_id=summary.pk)
+    return SummaryRunOutcome(job_id=job_id, status="done" if final_status == Status.DONE else "failed", detail=note,
+                             summary_id=summary.pk)
 
 
 def _held_elsewhere(*, job_id: int) -> SummaryRunOutcome:

@@ -190,7 +190,10 @@ def begin(
     layout = plan_layout(msgs, keep_first_user=config.keep_first_user)
     msg_count = history.messages if history is not None else len(msgs)
     stored_chars = [m.chars for m in msgs] if history is None else None
-    chars, chars_at_least = (history.chars, False) if stored_chars is None else _decision_chars(msgs, stored_chars)
+    if history is not None:
+        chars, chars_at_least = history.chars, False
+    else:
+        chars, chars_at_least = _decision_chars(msgs, [m.chars for m in msgs])
     decision = select_strategy(
         message_count=msg_count,
         char_count=chars,

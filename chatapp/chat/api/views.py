@@ -7,7 +7,7 @@ exception handler in api/errors.py answers it as a 400 with field errors.
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -55,7 +55,7 @@ from chatapp.chat.services import (
 )
 
 
-def _owned_config_or_field_error(*, user: AbstractBaseUser, pk: int | None, field: str) -> LLMConfig | None:
+def _owned_config_or_field_error(*, user: User, pk: int | None, field: str) -> LLMConfig | None:
     """A config id in a request body: someone else's is a bad value (400), not a missing page (404)."""
     if pk is None:
         return None
