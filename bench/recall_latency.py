@@ -228,6 +228,10 @@ def main() -> None:
         if pg:
             apps["PostgreSQL"] = run_app(pg, a)
 
+    print_tables(core, apps, sizes, a)
+
+
+def print_tables(core: dict, apps: dict[str, dict[str, Any] | None], sizes: list[int], a: argparse.Namespace) -> None:
     print(f"recall latency: {a.queries} queries per size, room {a.room} tokens, window {WINDOW} messages "
           f"excluded, model {MODEL}; median / p95 ms; {load_note()}")
     head = "| messages | core: MemorySource build | core: recall |"

@@ -182,59 +182,7 @@ def recall(
     hits = [(i, s) for i, s in hits if s >= floor]
     links = source.neighbours([i for i, _ in hits])
     ranked = [h for h in rank_passages(hits, links) if h[0] in links]
-    items: dict[str, RecallItem] = {}
-    read = 0  # ranked hits whose exchanges' messages have been read
-    chosen: dict[str, RecallItem] = {}
-    hit_ids: list[str] = []
-    pending: list[str] = []
-    unit_costs: dict[str, int] = {}  # estimated cost of each exchange when first considered
-    used = count_system(HEADER, model=model)
-    # the last block that fitted: (content, tokens, quoted items in time order, hit ids)
-    best: tuple[str, int, tuple[RecallItem, ...], list[str]] | None = None
-    read_more = True
-    while True:
-        if read < len(ranked) and (read_more or (not pending and _worth_reading_more(room - used, unit_costs))):
-            # the messages of the next chunk of exchanges, best first (a block quotes far fewer than the hits)
-            batch = [hit_id for hit_id, _ in ranked[read : read + READ_CHUNK]]
-            read += len(batch)
-            wanted = {i for h in batch for i in _unit_ids(h, links)} - items.keys() - exclude_ids
-            items.update(source.messages(sorted(wanted)))
-            pending += batch
-        if not pending:
-            break
-        # fill by estimate, then count the block exactly and fill again with what is left
-        left, added, rest = room - used, False, []
-        for hit_id in pending:
-            if hit_id not in items:  # gone since the search (deleted, superseded)
-                continue
-            new = [items[i] for i in _unit_ids(hit_id, links) if i in items and i not in chosen]
-            if not new:
-                continue
-            cost = sum(_quote_estimate(it, model) for it in new)
-            unit_costs.setdefault(hit_id, cost)
-            if cost > left:
-                rest.append(hit_id)
-                continue
-            left -= cost
-            added = True
-            chosen.update((it.id, it) for it in new)
-            hit_ids.append(hit_id)
-        pending = rest
-        # read further exchanges only when those read so far cannot use the room left
-        read_more = not added and read < len(ranked) and _worth_reading_more(left, unit_costs)
-        if not added:
-            if read_more:
-                continue
-            break
-        content, used = _render_counted(chosen, model)
-        while used > room and hit_ids:  # the estimate was short: drop the weakest hits until it fits
-            hit_ids.pop()
-            keep = {i for h in hit_ids for i in _unit_ids(h, links)}
-            chosen = {i: it for i, it in chosen.items() if i in keep}
-            content, used = _render_counted(chosen, model)
-        if used > room or not hit_ids:
-            break
-        best = (content, used, tuple(sorted(chosen.values(), key=lambda it: it.position)), list(hit_ids))
+    best = _BlockFiller(source, ranked=ranked, links=links, exclude_ids=exclude_ids, room=room, model=model).run()
     if best is None:
         return None
     content, tokens, quoted, kept = best
@@ -245,6 +193,95 @@ def recall(
         terms=tuple(sorted(query.weights, key=lambda t: -query.weights[t])),
         tokens=tokens,
     )
+
+
+# the block that fitted: (content, tokens, quoted items in time order, hit ids)
+_Block = tuple[str, int, tuple[RecallItem, ...], list[str]]
+
+
+class _BlockFiller:
+    """Fills a recall block with the best exchanges: reads their messages a chunk of hits at a time
+    (a block quotes far fewer than the hits), fills by estimate, then counts the block exactly and
+    fills again with what is left."""
+
+    def __init__(self, source: RecallSource, *, ranked: list[tuple[str, float]], links: dict[str, Links],
+                 exclude_ids: frozenset[str], room: int, model: str) -> None:
+        self.source, self.ranked, self.links, self.exclude_ids = source, ranked, links, exclude_ids
+        self.room, self.model = room, model
+        self.items: dict[str, RecallItem] = {}
+        self.read = 0  # ranked hits whose exchanges' messages have been read
+        self.chosen: dict[str, RecallItem] = {}
+        self.hit_ids: list[str] = []
+        self.pending: list[str] = []
+        self.unit_costs: dict[str, int] = {}  # estimated cost of each exchange when first considered
+        self.used = count_system(HEADER, model=model)
+
+    def run(self) -> _Block | None:
+        """The last block that fitted, or None."""
+        best: _Block | None = None
+        read_more = True
+        while True:
+            if self._should_read(read_more):
+                self._read_chunk()
+            if not self.pending:
+                break
+            added, left = self._fill()
+            # read further exchanges only when those read so far cannot use the room left
+            read_more = not added and self.read < len(self.ranked) and _worth_reading_more(left, self.unit_costs)
+            if not added:
+                if read_more:
+                    continue
+                break
+            content = self._fit()
+            if self.used > self.room or not self.hit_ids:
+                break
+            quoted = tuple(sorted(self.chosen.values(), key=lambda it: it.position))
+            best = (content, self.used, quoted, list(self.hit_ids))
+        return best
+
+    def _should_read(self, read_more: bool) -> bool:
+        if self.read >= len(self.ranked):
+            return False
+        return read_more or (not self.pending and _worth_reading_more(self.room - self.used, self.unit_costs))
+
+    def _read_chunk(self) -> None:
+        """The messages of the next chunk of exchanges, best first."""
+        batch = [hit_id for hit_id, _ in self.ranked[self.read : self.read + READ_CHUNK]]
+        self.read += len(batch)
+        wanted = {i for h in batch for i in _unit_ids(h, self.links)} - self.items.keys() - self.exclude_ids
+        self.items.update(self.source.messages(sorted(wanted)))
+        self.pending += batch
+
+    def _fill(self) -> tuple[bool, int]:
+        """Add the pending exchanges that fit by estimate: (whether any was added, room left)."""
+        left, added, rest = self.room - self.used, False, []
+        for hit_id in self.pending:
+            if hit_id not in self.items:  # gone since the search (deleted, superseded)
+                continue
+            new = [self.items[i] for i in _unit_ids(hit_id, self.links) if i in self.items and i not in self.chosen]
+            if not new:
+                continue
+            cost = sum(_quote_estimate(it, self.model) for it in new)
+            self.unit_costs.setdefault(hit_id, cost)
+            if cost > left:
+                rest.append(hit_id)
+                continue
+            left -= cost
+            added = True
+            self.chosen.update((it.id, it) for it in new)
+            self.hit_ids.append(hit_id)
+        self.pending = rest
+        return added, left
+
+    def _fit(self) -> str:
+        """Render the block and count it; the estimate was short: drop the weakest hits until it fits."""
+        content, self.used = _render_counted(self.chosen, self.model)
+        while self.used > self.room and self.hit_ids:
+            self.hit_ids.pop()
+            keep = {i for h in self.hit_ids for i in _unit_ids(h, self.links)}
+            self.chosen = {i: it for i, it in self.chosen.items() if i in keep}
+            content, self.used = _render_counted(self.chosen, self.model)
+        return content
 
 
 def rank_passages(hits: Sequence[tuple[str, float]], links: dict[str, Links]) -> list[tuple[str, float]]:

@@ -1194,125 +1194,157 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
             },
         )
         return
-
-    started = time.monotonic()
-    parts: list[str] = []
-    received = 0
-    usage: Any = None
-    failure: BaseException | None = None
-    stopped = False
-    finished = False
-    queue: asyncio.Queue = asyncio.Queue()
     # The turn was prepared with a connection this request still holds: give it back before the
     # model is waited on (see dbconn), and before the model call starts.
     await sync_to_async(db_connection_release)()
-    # The model call starts while the first event goes out.
-    pump = asyncio.create_task(_pump(turn=turn, queue=queue))
-    _streaming_here.add(turn.reply_id)
-
-    async def finish(status: str, error: str = "") -> dict[str, Any]:
-        nonlocal finished
-        finished = True
-        work = db_short(_turn_finish)(
-            turn=turn,
-            content="".join(parts),
-            status=status,
-            usage=usage,
-            latency_ms=int((time.monotonic() - started) * 1000),
-            error=error,
-        )
-        # Shielded: a client that disconnects right now must not cost the stored reply.
-        return await asyncio.shield(asyncio.ensure_future(work))
-
-    keepalive = float(settings.SSE_KEEPALIVE_SECONDS)
+    reader = _ReplyReader(turn)
     try:
         yield start
-        next_check = time.monotonic() + STOP_POLL_SECONDS
-        next_heartbeat = time.monotonic() + STREAM_HEARTBEAT_SECONDS
-        last_sent = time.monotonic()
+        async for event in reader.read():
+            yield event
+    except (GeneratorExit, asyncio.CancelledError):
+        # The client went away mid-stream: keep what arrived, as a stopped reply.
+        await reader.abandon()
+        raise
+    finally:
+        await reader.close()
+    yield await reader.last_event()
+
+
+_STOPPED_WORDS = "You stopped this reply; the text received so far is kept."
+
+
+class _ReplyReader:
+    """One reply's stream: model events in, SSE events out, the stop flag and checkpoints on the way."""
+
+    def __init__(self, turn: ChatTurn) -> None:
+        self.turn = turn
+        self.started = time.monotonic()
+        self.parts: list[str] = []
+        self.received = 0
+        self.usage: Any = None
+        self.failure: BaseException | None = None
+        self.stopped = False
+        self.finished = False
+        self.queue: asyncio.Queue = asyncio.Queue()
+        # The model call starts while the first event goes out.
+        self.pump = asyncio.create_task(_pump(turn=turn, queue=self.queue))
+        _streaming_here.add(turn.reply_id)
+
+    async def read(self) -> AsyncIterator[dict[str, Any]]:
+        """Deltas (and keep-alives) until the model ends, fails, is stopped or the reply is cut."""
+        keepalive = float(settings.SSE_KEEPALIVE_SECONDS)
+        now = time.monotonic()
+        next_check, next_heartbeat, last_sent = now + STOP_POLL_SECONDS, now + STREAM_HEARTBEAT_SECONDS, now
         while True:
-            try:
-                item = queue.get_nowait()  # a burst of chunks needs no timer each
-            except asyncio.QueueEmpty:
-                try:
-                    item = await asyncio.wait_for(queue.get(), timeout=max(0.0, next_check - time.monotonic()))
-                except TimeoutError:
-                    item = None
+            item = await self._next(next_check)
             if item is _END:
-                break
+                return
             if isinstance(item, BaseException):
-                failure = item
-                break
+                self.failure = item
+                return
             if isinstance(item, llm.Delta) and item.text:
-                text = item.text
-                room = settings.MAX_REPLY_CHARS - received
-                cut = len(text) > room
-                if cut:
-                    # A runaway model must not fill the database and the page: the rest is dropped, marked.
-                    text = text[:room] + reply_cut_note()
-                received += len(text)
-                parts.append(text)
+                text, cut = self._take(item.text)
                 yield _event("delta", {"text": text})
                 last_sent = time.monotonic()
                 if cut:
-                    break
+                    return
             elif isinstance(item, llm.Usage):
-                usage = item
-            if turn.reply_id in _stopped_here:
-                stopped = True
-                break
+                self.usage = item
+            if self.turn.reply_id in _stopped_here:
+                self.stopped = True
+                return
             if time.monotonic() - last_sent >= keepalive:
                 # A model that thinks in silence must not look like a dead connection to proxies.
                 yield KEEPALIVE
                 last_sent = time.monotonic()
             if time.monotonic() >= next_check:
                 heartbeat = time.monotonic() >= next_heartbeat
-                status = await db_short(_reply_poll)(
-                    turn.reply_id, heartbeat=heartbeat, text="".join(parts) if heartbeat else ""
-                )
-                if status == Message.Status.STOPPED:
-                    stopped = True
-                    break
+                if await self._stopped_elsewhere(heartbeat=heartbeat):
+                    self.stopped = True
+                    return
                 if heartbeat:
                     next_heartbeat = time.monotonic() + STREAM_HEARTBEAT_SECONDS
                 next_check = time.monotonic() + STOP_POLL_SECONDS
-    except (GeneratorExit, asyncio.CancelledError):
-        # The client went away mid-stream: keep what arrived, as a stopped reply.
-        if not finished:
-            await _cancel(pump)
-            try:
-                await finish(Message.Status.STOPPED)
-            except Exception:
-                logger.exception("could not store the partial reply %s", turn.reply_id)
-        raise
-    finally:
-        await _cancel(pump)
-        _streaming_here.discard(turn.reply_id)
-        _stopped_here.discard(turn.reply_id)
 
-    stopped_words = "You stopped this reply; the text received so far is kept."
-    if stopped:
-        message = await finish(Message.Status.STOPPED)
-        yield _event("error", {"message": message, "error": stopped_words, "kind": "stopped", "retryable": True})
-        return
-    if failure is not None:
-        words, kind, retryable = _failure_words(failure)
-        message = await finish(Message.Status.ERROR, error=words)
-        yield _event("error", {"message": message, "error": words, "kind": kind, "retryable": retryable})
-        return
-    message = await finish(Message.Status.COMPLETE)
-    if message["status"] == Message.Status.STOPPED:  # the stop request landed after the last chunk
-        yield _event("error", {"message": message, "error": stopped_words, "kind": "stopped", "retryable": True})
-        return
-    gauge = _gauge_without_repacking(turn=turn, reply_tokens=message["token_count"])
-    title = turn.title
-    if gauge is None:
-        gauge, title = await db_short(_after_turn)(turn=turn)
-    margin = _summary_ahead_due(turn=turn, reply_tokens=message["token_count"])
-    if margin is not None:
-        # Planned and requested in the background: nothing here waits for it.
-        summary_ahead_submit(conversation_id=turn.conversation_id, target=turn.target, margin_tokens=margin)
-    yield _event("done", {"message": message, "context": gauge, "title": title})
+    async def _next(self, next_check: float) -> Any:
+        """The next model event, or None when it is time to look for a stop request."""
+        try:
+            return self.queue.get_nowait()  # a burst of chunks needs no timer each
+        except asyncio.QueueEmpty:
+            try:
+                return await asyncio.wait_for(self.queue.get(), timeout=max(0.0, next_check - time.monotonic()))
+            except TimeoutError:
+                return None
+
+    def _take(self, text: str) -> tuple[str, bool]:
+        """Keep a chunk; past MAX_REPLY_CHARS it is cut and marked (True: the reply ends here)."""
+        room = settings.MAX_REPLY_CHARS - self.received
+        cut = len(text) > room
+        if cut:
+            # A runaway model must not fill the database and the page: the rest is dropped, marked.
+            text = text[:room] + reply_cut_note()
+        self.received += len(text)
+        self.parts.append(text)
+        return text, cut
+
+    async def _stopped_elsewhere(self, *, heartbeat: bool) -> bool:
+        text = "".join(self.parts) if heartbeat else ""
+        status = await db_short(_reply_poll)(self.turn.reply_id, heartbeat=heartbeat, text=text)
+        return status == Message.Status.STOPPED
+
+    async def _finish(self, status: str, error: str = "") -> dict[str, Any]:
+        self.finished = True
+        work = db_short(_turn_finish)(
+            turn=self.turn,
+            content="".join(self.parts),
+            status=status,
+            usage=self.usage,
+            latency_ms=int((time.monotonic() - self.started) * 1000),
+            error=error,
+        )
+        # Shielded: a client that disconnects right now must not cost the stored reply.
+        return await asyncio.shield(asyncio.ensure_future(work))
+
+    async def abandon(self) -> None:
+        """The client left: store what arrived as a stopped reply (once)."""
+        if self.finished:
+            return
+        await _cancel(self.pump)
+        try:
+            await self._finish(Message.Status.STOPPED)
+        except Exception:
+            logger.exception("could not store the partial reply %s", self.turn.reply_id)
+
+    async def close(self) -> None:
+        await _cancel(self.pump)
+        _streaming_here.discard(self.turn.reply_id)
+        _stopped_here.discard(self.turn.reply_id)
+
+    async def last_event(self) -> dict[str, Any]:
+        """Store the reply and say how it ended: `done` (with the gauge) or `error`."""
+        turn = self.turn
+        if self.stopped:
+            message = await self._finish(Message.Status.STOPPED)
+            return _event("error", {"message": message, "error": _STOPPED_WORDS, "kind": "stopped",
+                                    "retryable": True})
+        if self.failure is not None:
+            words, kind, retryable = _failure_words(self.failure)
+            message = await self._finish(Message.Status.ERROR, error=words)
+            return _event("error", {"message": message, "error": words, "kind": kind, "retryable": retryable})
+        message = await self._finish(Message.Status.COMPLETE)
+        if message["status"] == Message.Status.STOPPED:  # the stop request landed after the last chunk
+            return _event("error", {"message": message, "error": _STOPPED_WORDS, "kind": "stopped",
+                                    "retryable": True})
+        gauge = _gauge_without_repacking(turn=turn, reply_tokens=message["token_count"])
+        title = turn.title
+        if gauge is None:
+            gauge, title = await db_short(_after_turn)(turn=turn)
+        margin = _summary_ahead_due(turn=turn, reply_tokens=message["token_count"])
+        if margin is not None:
+            # Planned and requested in the background: nothing here waits for it.
+            summary_ahead_submit(conversation_id=turn.conversation_id, target=turn.target, margin_tokens=margin)
+        return _event("done", {"message": message, "context": gauge, "title": title})
 
 
 async def _cancel(task: asyncio.Task) -> None:

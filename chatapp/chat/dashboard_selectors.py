@@ -8,6 +8,7 @@ Only the record being inspected ("what the model saw") has its `sent` list and m
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -439,6 +440,29 @@ def _map_status_expression(*, origin_ids: dict[str, list[int]], horizon: int | N
     return Case(*whens, default=Value(code["unsent"]), output_field=IntegerField())
 
 
+def _origin_ids(sent: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """The ids a record's sent entries quote, by how they were sent (summaries apart)."""
+    # Recalled messages have their own status, ahead of "summarized" and "dropped": a quote was sent.
+    origin_ids: dict[str, list[int]] = {"verbatim": [], "pinned": [], "compressed": [], "recall": []}
+    for entry in sent:
+        origin = entry.get("origin", "verbatim")
+        if origin == "summary":
+            continue
+        bucket = origin_ids.get(origin, origin_ids["verbatim"])
+        for sid in entry.get("source_ids", []):
+            with contextlib.suppress(TypeError, ValueError):
+                bucket.append(int(sid))
+    return origin_ids
+
+
+def _dropped_pairs(ranges: list[Any]) -> list[tuple[int, int]]:
+    dropped = []
+    for pair in ranges:
+        with contextlib.suppress(TypeError, ValueError, IndexError):
+            dropped.append((int(pair[0]), int(pair[1])))
+    return dropped
+
+
 def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
     """Every message's status in the latest request, run-length encoded.
 
@@ -453,27 +477,11 @@ def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
         .only("id", "sent", "dropped_ranges", "summary_id", "window_start_id")
         .first()
     )
-    # Recalled messages have their own status, ahead of "summarized" and "dropped": a quote was sent.
-    origin_ids: dict[str, list[int]] = {"verbatim": [], "pinned": [], "compressed": [], "recall": []}
+    origin_ids = _origin_ids(latest.sent or [] if latest is not None else [])
     horizon = None
-    dropped: list[tuple[int, int]] = []
+    dropped = _dropped_pairs(latest.dropped_ranges or [] if latest is not None else [])
     covered: tuple[int, int] | None = None
     if latest is not None:
-        for entry in latest.sent or []:
-            origin = entry.get("origin", "verbatim")
-            if origin == "summary":
-                continue
-            bucket = origin_ids.get(origin, origin_ids["verbatim"])
-            for sid in entry.get("source_ids", []):
-                try:
-                    bucket.append(int(sid))
-                except (TypeError, ValueError):
-                    continue
-        for pair in latest.dropped_ranges or []:
-            try:
-                dropped.append((int(pair[0]), int(pair[1])))
-            except (TypeError, ValueError, IndexError):
-                continue
         if latest.summary_id is not None:
             cover = (
                 Message.objects.filter(pk=latest.summary_id)

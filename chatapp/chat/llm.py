@@ -470,52 +470,14 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool) -> LLMEr
     """Map an SDK/transport exception to an LLMError with plain words and no secret in it."""
     if isinstance(exc, LLMError):
         return exc
-    seconds = settings.LLM_TIMEOUT_SECONDS
-    timeout = f"{seconds} second" if seconds == 1 else f"{seconds} seconds"
-    endpoint = _endpoint_name(target)
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
-        if started:
-            message = (f"The model stopped sending mid-reply and nothing came for {timeout}. "
-                       "Retry to get a full reply.")
-        else:
-            message = (f"The model endpoint did not answer within {timeout}. "
-                       "Retry, or check that the endpoint is not overloaded.")
-        return LLMError("timeout", message)
+        return _timeout_error(started=started)
     if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        if 300 <= status < 400:
-            # Never the body: it may be whatever the redirect's target would have answered.
-            return _redirect_error(exc, target)
-        detail = _scrub(_provider_message(exc), target.api_key)[:300]
-        code = str(getattr(exc, "code", None) or "")
-        if status == 401:
-            return LLMError("auth", "The model endpoint rejected the API key (401). Check the key in Settings.",
-                            status=status, detail=detail)
-        if status == 403:
-            return LLMError("auth", f"The model endpoint refused access to “{target.model}” (403). "
-                            "Check that the API key may use this model.", status=status, detail=detail)
-        if status == 404:
-            return LLMError("not_found", f"The model endpoint does not know the model “{target.model}” (404). "
-                            "Check the model name and the base URL in Settings.", status=status, detail=detail)
-        if status == 429:
-            if "insufficient_quota" in code or "quota" in detail.lower():
-                return LLMError("rate_limit", "The account behind this API key has run out of credit or quota (429). "
-                                "Check billing with your provider.", status=status, retryable=False, detail=detail)
-            wait = _retry_after(exc)
-            when = f"Wait {wait} seconds and retry." if wait else "Wait a moment and retry."
-            return LLMError("rate_limit", f"The model endpoint is rate-limiting requests (429). {when}",
-                            status=status, detail=detail)
-        if status == 408:
-            return LLMError("timeout", "The model endpoint gave up on the request (408). Retry.", status=status,
-                            detail=detail)
-        if status >= 500:
-            return LLMError("server", f"The model endpoint had an internal error ({status}). Retry in a moment.",
-                            status=status, detail=detail)
-        return LLMError("bad_request", f"The model endpoint rejected the request ({status}): {detail}",
-                        status=status, detail=detail)
+        return _status_error(exc, target)
     if isinstance(exc, openai.APIResponseValidationError):
         content_type = exc.response.headers.get("content-type", "") if exc.response is not None else ""
         return _not_chat_completions_error(target, content_type)
+    endpoint = _endpoint_name(target)
     if isinstance(exc, openai.APIConnectionError):
         if isinstance(exc.__cause__, EndpointAddressRefused):
             return LLMError("connection", f"The model endpoint's address was refused: {exc.__cause__} "
@@ -531,6 +493,51 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool) -> LLMEr
             return _stream_cut_error()
         return LLMError("connection", f"The connection to the model endpoint at {endpoint} failed. Retry in a moment.")
     return LLMError("server", "The model call failed unexpectedly. Retry in a moment.")
+
+
+def _timeout_error(*, started: bool) -> LLMError:
+    seconds = settings.LLM_TIMEOUT_SECONDS
+    timeout = f"{seconds} second" if seconds == 1 else f"{seconds} seconds"
+    if started:
+        return LLMError("timeout", f"The model stopped sending mid-reply and nothing came for {timeout}. "
+                        "Retry to get a full reply.")
+    return LLMError("timeout", f"The model endpoint did not answer within {timeout}. "
+                    "Retry, or check that the endpoint is not overloaded.")
+
+
+def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
+    """An HTTP error answer, by status: what the user can do about it."""
+    status = exc.status_code
+    if 300 <= status < 400:
+        # Never the body: it may be whatever the redirect's target would have answered.
+        return _redirect_error(exc, target)
+    detail = _scrub(_provider_message(exc), target.api_key)[:300]
+    if status == 429:
+        return _rate_limit_error(exc, detail)
+    words = {
+        401: ("auth", "The model endpoint rejected the API key (401). Check the key in Settings."),
+        403: ("auth", f"The model endpoint refused access to “{target.model}” (403). "
+              "Check that the API key may use this model."),
+        404: ("not_found", f"The model endpoint does not know the model “{target.model}” (404). "
+              "Check the model name and the base URL in Settings."),
+        408: ("timeout", "The model endpoint gave up on the request (408). Retry."),
+    }.get(status)
+    if words is None and status >= 500:
+        words = ("server", f"The model endpoint had an internal error ({status}). Retry in a moment.")
+    if words is None:
+        words = ("bad_request", f"The model endpoint rejected the request ({status}): {detail}")
+    return LLMError(words[0], words[1], status=status, detail=detail)
+
+
+def _rate_limit_error(exc: openai.APIStatusError, detail: str) -> LLMError:
+    code = str(getattr(exc, "code", None) or "")
+    if "insufficient_quota" in code or "quota" in detail.lower():
+        return LLMError("rate_limit", "The account behind this API key has run out of credit or quota (429). "
+                        "Check billing with your provider.", status=429, retryable=False, detail=detail)
+    wait = _retry_after(exc)
+    when = f"Wait {wait} seconds and retry." if wait else "Wait a moment and retry."
+    return LLMError("rate_limit", f"The model endpoint is rate-limiting requests (429). {when}",
+                    status=429, detail=detail)
 
 
 def _redirect_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
@@ -589,8 +596,58 @@ async def llm_stream(
     if target.key_unreadable:
         raise _key_unreadable_error(target)
 
+    stream = await _stream_open(target, messages)
+    reading = _StreamReading()
+    try:
+        try:
+            async for chunk in stream:
+                for text in reading.take(chunk):
+                    yield Delta(text)
+        except _CALL_ERRORS as exc:
+            reading.error = _llm_error(exc, target, started=reading.started)
+    finally:
+        # Also runs when the consumer stops early (Stop button, client gone): frees the connection.
+        await stream.close()
+    if reading.error is not None:
+        raise reading.error
+    if not reading.finished:
+        content_type = stream.response.headers.get("content-type", "")
+        if reading.chunks == 0 and "event-stream" not in content_type:
+            raise _not_chat_completions_error(target, content_type)
+        raise _stream_cut_error()
+    if reading.usage is not None:
+        yield reading.usage
+
+
+@dataclass
+class _StreamReading:
+    """What a streamed reply has shown so far: text started, finish_reason seen, usage, chunks."""
+
+    started: bool = False
+    finished: bool = False
+    chunks: int = 0
+    usage: Usage | None = None
+    error: LLMError | None = None
+
+    def take(self, chunk: ChatCompletionChunk) -> list[str]:
+        """The chunk's text pieces; notes its usage and finish_reason."""
+        self.chunks += 1
+        if chunk.usage is not None:
+            self.usage = _usage_from(chunk.usage)
+        texts = []
+        for choice in chunk.choices:
+            text = choice.delta.content if choice.delta is not None else None
+            if text:
+                self.started = True
+                texts.append(text)
+            if choice.finish_reason:
+                self.finished = True
+        return texts
+
+
+async def _stream_open(target: LLMTarget, messages: list[dict]) -> openai.AsyncStream[ChatCompletionChunk]:
+    """Start the streamed request, retrying with each endpoint quirk it reveals (see _QuirkAttempts)."""
     client = _async_client(target)
-    stream = None
     attempts = _QuirkAttempts(target)
     for quirks in attempts:
         try:
@@ -598,7 +655,7 @@ async def llm_stream(
             # request-body transform over every message, which cost ~127 ms CPU per call for a
             # 180-message context against ~17 ms this way, on the event loop every chat shares. Our
             # params are already plain JSON; the response side (streaming, error types) is the same.
-            stream = await client.post(
+            return await client.post(
                 "/chat/completions",
                 body=_request_params(target, messages, stream=True, max_tokens=None, quirks=quirks),
                 options=_REQUEST_OPTIONS,
@@ -606,44 +663,10 @@ async def llm_stream(
                 stream=True,
                 stream_cls=openai.AsyncStream[ChatCompletionChunk],
             )
-            break
         except _CALL_ERRORS as exc:
             attempts.failed(exc)
     attempts.raise_failure()
-    assert stream is not None
-
-    error: LLMError | None = None
-    finished = False
-    started = False
-    chunks = 0
-    usage: Usage | None = None
-    try:
-        try:
-            async for chunk in stream:
-                chunks += 1
-                if chunk.usage is not None:
-                    usage = _usage_from(chunk.usage)
-                for choice in chunk.choices:
-                    text = choice.delta.content if choice.delta is not None else None
-                    if text:
-                        started = True
-                        yield Delta(text)
-                    if choice.finish_reason:
-                        finished = True
-        except _CALL_ERRORS as exc:
-            error = _llm_error(exc, target, started=started)
-    finally:
-        # Also runs when the consumer stops early (Stop button, client gone): frees the connection.
-        await stream.close()
-    if error is not None:
-        raise error
-    if not finished:
-        content_type = stream.response.headers.get("content-type", "")
-        if chunks == 0 and "event-stream" not in content_type:
-            raise _not_chat_completions_error(target, content_type)
-        raise _stream_cut_error()
-    if usage is not None:
-        yield usage
+    raise LLMError("server", "The model call failed unexpectedly. Retry in a moment.")  # no attempt was made
 
 
 def _usage_from(usage: Any) -> Usage:

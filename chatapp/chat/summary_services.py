@@ -472,6 +472,18 @@ def _header(*, conversation_id: int, covers_from: int, covers_through: int, cove
     )
 
 
+def _job_claim_for_owner(*, job_id: int) -> tuple[SummaryJob | None, str]:
+    """(the claimed job, "") or (None, why the owner's other running summary makes it wait); (None, "")
+    when another delivery holds it or it is gone."""
+    with transaction.atomic():
+        # The owner's row is the lock: two workers cannot both see "none running" and both claim.
+        owner_id = SummaryJob.objects.filter(pk=job_id).values_list("conversation__owner_id", flat=True).first()
+        if owner_id is not None:  # None: the job is gone, and the claim below finds nothing
+            get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True).first()
+        waiting = _owner_busy(job_id=job_id, owner_id=owner_id)
+        return (None, waiting) if waiting else (_job_claim(job_id=job_id), "")
+
+
 def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> SummaryRunOutcome:
     """Run one delivery of a summary job (the Celery task's whole body).
 
@@ -479,13 +491,7 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
     another one (`manage.py pack` packs for the request's budget): the summary's length is capped by
     the budget of the turns that will send it.
     """
-    with transaction.atomic():
-        # The owner's row is the lock: two workers cannot both see "none running" and both claim.
-        owner_id = SummaryJob.objects.filter(pk=job_id).values_list("conversation__owner_id", flat=True).first()
-        if owner_id is not None:  # None: the job is gone, and the claim below finds nothing
-            get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True).first()
-        waiting = _owner_busy(job_id=job_id, owner_id=owner_id)
-        job = None if waiting else _job_claim(job_id=job_id)
+    job, waiting = _job_claim_for_owner(job_id=job_id)
     if waiting:
         # One running summary per user: another user's job gets the worker meanwhile, so a user whose
         # endpoint hangs delays only their own summaries. The job stays queued; no attempt is used.

@@ -259,102 +259,28 @@ class _Handler(BaseHTTPRequestHandler):
     def _complete(self, body: dict, number: int) -> None:
         model = str(body["model"])
         fake = self.server.fake
-        if model == "fail-400":
-            self._send_error(
-                400,
-                "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
-                "invalid_request_error",
-                "context_length_exceeded",
-            )
-            return
-        if model == "fail-401":
-            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
-            self._send_error(401, f"Incorrect API key provided: {key}.", "invalid_request_error", "invalid_api_key")
-            return
-        if model == "fail-403":
-            self._send_error(403, "You are not allowed to use this model.", "invalid_request_error", "model_forbidden")
-            return
-        if model == "fail-404":
-            self._send_error(
-                404,
-                f"The model `{model}` does not exist or you do not have access to it.",
-                "invalid_request_error",
-                "model_not_found",
-            )
-            return
-        if model == "fail-429":
-            self._send_error(
-                429, "Rate limit reached for requests. Please try again in 2s.", "requests", "rate_limit_exceeded",
-                **{"Retry-After": "2"},
-            )
-            return
-        if model == "fail-500" or (model == "flaky-500-then-200" and fake.flaky_count(model) % 2 == 1):
-            self._send_error(500, "The server had an error while processing your request.", "server_error", None)
-            return
         if model == "fail-timeout":
             self._hang()
             return
-        if model.startswith("reasoning-"):
-            if "max_tokens" in body:
-                self._send_error(
-                    400,
-                    "Unsupported parameter: 'max_tokens' is not supported with this model. "
-                    "Use 'max_completion_tokens' instead.",
-                    "invalid_request_error",
-                    "unsupported_parameter",
-                )
-                return
-            if body.get("temperature", 1) != 1:
-                self._send_error(
-                    400,
-                    f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
-                    "Only the default (1) value is supported.",
-                    "invalid_request_error",
-                    "unsupported_value",
-                )
-                return
-        if model.startswith("strict-") and (problem := strict_template_problem(body["messages"])):
-            self._send_error(400, problem, "invalid_request_error", None)
+        refusal = _refusal(body, model, key=self.headers.get("Authorization", "").removeprefix("Bearer "), fake=fake)
+        if refusal is not None:
+            status, message, type_, code, headers = refusal
+            self._send_error(status, message, type_, code, **headers)
             return
         delay = int(m.group(1)) / 1000 if (m := _SLOW.match(model)) else 0.0
-
         messages = body["messages"]
-        reply = echo_reply(messages)
-        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-        finish = "stop"
-        pieces = _chunks(reply)
-        if model == "odd-bytes":
-            # what JSON allows and storage does not: NUL, a surrogate pair split across two chunks, a lone one
-            pieces += [" NUL\x00 here,", " pair \ud83d", "\ude00, lone \udc00 end."]
-            reply = "".join(pieces)
-        if isinstance(max_tokens, int) and 0 < max_tokens < len(pieces):
-            pieces, finish = pieces[:max_tokens], "length"
-            reply = "".join(pieces)
+        pieces, finish = _reply_pieces(body, model)
+        reply = "".join(pieces)
         usage = fake.usage_for(messages, model=model, reply=reply)
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         created = int(time.time())
-
         if not body.get("stream"):
             if delay:
                 fake.stopping.wait(delay)
-            self._send_json(
-                200,
-                {
-                    "id": completion_id,
-                    "object": "chat.completion",
-                    "created": created,
-                    "model": model,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": reply},
-                            "finish_reason": finish,
-                            "logprobs": None,
-                        }
-                    ],
-                    "usage": usage,
-                },
-            )
+            choice = {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": finish,
+                      "logprobs": None}
+            self._send_json(200, {"id": completion_id, "object": "chat.completion", "created": created,
+                                  "model": model, "choices": [choice], "usage": usage})
             return
 
         def chunk(delta: dict, finish_reason: str | None = None) -> dict:
@@ -371,14 +297,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._sse(chunk({"role": "assistant", "content": ""}))
         for i, piece in enumerate(pieces):
             if model in {"cut-stream", "early-end", "stream-error"} and i == CUT_AFTER_CHUNKS:
-                if model == "cut-stream":
-                    self._drop_connection()
-                elif model == "early-end":
-                    self._end_chunked()
-                else:
-                    self._sse({"error": {"message": "The server had an error while streaming.", "type": "server_error",
-                                         "param": None, "code": None}})
-                    self._end_chunked()
+                self._misbehave(model)
                 return
             if delay and fake.stopping.wait(delay):
                 self._drop_connection()
@@ -389,6 +308,62 @@ class _Handler(BaseHTTPRequestHandler):
             self._sse({**chunk({}), "choices": [], "usage": usage})
         self._sse("[DONE]")
         self._end_chunked()
+
+    def _misbehave(self, model: str) -> None:
+        """How `cut-stream`, `early-end` and `stream-error` end a stream part-way."""
+        if model == "cut-stream":
+            self._drop_connection()
+            return
+        if model == "stream-error":
+            self._sse({"error": {"message": "The server had an error while streaming.", "type": "server_error",
+                                 "param": None, "code": None}})
+        self._end_chunked()
+
+
+# (status, message, error type, error code, extra headers) of each model that always fails
+_FIXED_FAILURES: dict[str, tuple[int, str, str, str | None, dict[str, str]]] = {
+    "fail-400": (400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 "
+                 "tokens.", "invalid_request_error", "context_length_exceeded", {}),
+    "fail-403": (403, "You are not allowed to use this model.", "invalid_request_error", "model_forbidden", {}),
+    "fail-404": (404, "The model `fail-404` does not exist or you do not have access to it.", "invalid_request_error",
+                 "model_not_found", {}),
+    "fail-429": (429, "Rate limit reached for requests. Please try again in 2s.", "requests", "rate_limit_exceeded",
+                 {"Retry-After": "2"}),
+    "fail-500": (500, "The server had an error while processing your request.", "server_error", None, {}),
+}
+
+
+def _refusal(body: dict, model: str, *, key: str, fake: FakeOpenAI
+             ) -> tuple[int, str, str, str | None, dict[str, str]] | None:
+    """The error a request to `model` gets instead of a reply, or None."""
+    if model in _FIXED_FAILURES:
+        return _FIXED_FAILURES[model]
+    if model == "fail-401":
+        return 401, f"Incorrect API key provided: {key}.", "invalid_request_error", "invalid_api_key", {}
+    if model == "flaky-500-then-200" and fake.flaky_count(model) % 2 == 1:
+        return _FIXED_FAILURES["fail-500"]
+    if model.startswith("reasoning-"):
+        if "max_tokens" in body:
+            return (400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                    "Use 'max_completion_tokens' instead.", "invalid_request_error", "unsupported_parameter", {})
+        if body.get("temperature", 1) != 1:
+            return (400, f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
+                    "Only the default (1) value is supported.", "invalid_request_error", "unsupported_value", {})
+    if model.startswith("strict-") and (problem := strict_template_problem(body["messages"])):
+        return 400, problem, "invalid_request_error", None, {}
+    return None
+
+
+def _reply_pieces(body: dict, model: str) -> tuple[list[str], str]:
+    """The reply's streamed pieces and its finish_reason (`length` when max tokens cut it)."""
+    pieces = _chunks(echo_reply(body["messages"]))
+    if model == "odd-bytes":
+        # what JSON allows and storage does not: NUL, a surrogate pair split across two chunks, a lone one
+        pieces += [" NUL\x00 here,", " pair \ud83d", "\ude00, lone \udc00 end."]
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+    if isinstance(max_tokens, int) and 0 < max_tokens < len(pieces):
+        return pieces[:max_tokens], "length"
+    return pieces, "stop"
 
 
 class _Server(ThreadingHTTPServer):
