@@ -218,8 +218,8 @@ def slow_streams(env: dict[str, str], tmp: Path, fake_url: str, *, streams: int,
 def web_sigkill(env: dict[str, str], tmp: Path, fake_url: str, *, killed: int) -> Row:
     import httpx
 
-    from chatapp.chat.chat_services import reply_orphans_finish
     from chatapp.chat.models import Conversation, Message
+    from chatapp.chat.reply_stream import reply_orphans_finish
 
     user, token, config = seed_user(username=f"faults-kill-{secrets.token_hex(3)}", base_url=fake_url,
                                     model="slow-250")

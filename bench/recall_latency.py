@@ -120,9 +120,9 @@ def app_child(sizes: list[int], n_queries: int, room: int, seed: int) -> dict[st
     from django.db import connection
 
     import optimizer
-    from chatapp.chat.chat_services import message_append
     from chatapp.chat.context import context_build
     from chatapp.chat.llm import offline_target
+    from chatapp.chat.message_services import message_append
     from chatapp.chat.models import Conversation, Message
     from chatapp.chat.recall_source import DatabaseRecallSource
     from chatapp.chat.search_services import conversation_index_rebuild

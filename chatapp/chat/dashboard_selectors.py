@@ -640,7 +640,7 @@ def _recall_text(entry: dict[str, Any], messages: dict[int, dict[str, Any]]) -> 
     """A recall entry's text as sent, and whether that is exact (False: a quoted message is gone).
 
     The record keeps either the text itself or its `layout`: the pieces around the quotes with each
-    quoted message's id in its place (chat_services._recall_layout), which the stored contents fill.
+    quoted message's id in its place (turn_records._recall_layout), which the stored contents fill.
     """
     if isinstance(entry.get("content"), str):
         return entry["content"], True

@@ -295,7 +295,7 @@ class OptimizationRecord(models.Model):
     provider_cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     estimated = models.BooleanField(default=False)
     # [{"source_ids": [...], "origin": "verbatim|pinned|compressed|summary|recall", "tokens": n}, ...] in
-    # send order; see chat_services._sent_entry for what each origin adds to rebuild its text exactly.
+    # send order; see turn_records._sent_entry for what each origin adds to rebuild its text exactly.
     sent = models.JSONField(default=list)
     # Message ids not sent and not covered by the summary used, as [first, last] id ranges. Messages
     # quoted by a recall block were sent (as quotes), so they are not in these ranges.

@@ -11,7 +11,7 @@ kept at write time, over recallable messages only (live user and assistant chat 
 postings.
 
 Callers, explicitly (house style: no index writes from signals, so every write path says what it
-keeps in step): `chat_services.message_append` (`message_index_add`, every new chat message), the
+keeps in step): `message_services.message_append` (`message_index_add`, every new chat message), the
 reply creations of a turn (`message_index_add`: an empty reply has nothing to find and is indexed
 when it finishes), `_turn_finish` (a reply's text and status arrive), Stop (the status leaves
 streaming), Regenerate and Retry (a reply is superseded) through `message_index_sync`; bulk writes

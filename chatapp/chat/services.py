@@ -1,4 +1,4 @@
-"""Writes for model configs, user settings and conversations. The chat turn lives in chat_services.py.
+"""Writes for model configs, user settings and conversations. The chat turn lives in chat_turn.py.
 
 Errors are django.core.exceptions.ValidationError keyed by field name, in plain words; views and the
 API turn them into form and field errors.

@@ -18,7 +18,7 @@ import logging
 from celery.signals import worker_init, worker_ready
 
 from chatapp.celery import app
-from chatapp.chat.chat_services import reply_orphans_finish
+from chatapp.chat.reply_stream import reply_orphans_finish
 from chatapp.chat.summary_services import summary_job_fail, summary_job_run, summary_jobs_sweep
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chatapp.chat.chat_services import message_append
+from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 
 pytestmark = pytest.mark.django_db

@@ -1,6 +1,6 @@
 """The streaming endpoints as wired in the API's URL map: send, regenerate, retry, stop.
 
-The turn logic is tested with chat_services; here: the routes, auth, ownership, the SSE framing, and
+The turn logic is tested with chat_turn / chat_retry; here: the routes, auth, ownership, the SSE framing, and
 that the key never appears in a streamed body either.
 """
 

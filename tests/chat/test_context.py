@@ -6,8 +6,9 @@ import pytest
 
 import optimizer
 from chatapp.chat import llm
-from chatapp.chat.chat_services import chat_turn_start, message_append
+from chatapp.chat.chat_turn import chat_turn_start
 from chatapp.chat.context import context_build, context_gauge, context_load
+from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, UserSettings
 from tests.chat.conftest import make_config, seed_messages
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from chatapp.chat.chat_services import message_append
+from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation
 from chatapp.chat.services import user_settings_update
 from tests.chat.conftest import make_config, seed_messages

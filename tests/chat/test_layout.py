@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from chatapp.chat.chat_services import chat_turn_start
+from chatapp.chat.chat_turn import chat_turn_start
 from chatapp.chat.context import context_load, first_user_message_id
 from chatapp.chat.layout import message_place_get, row_is_static, static_layer_q
 from chatapp.chat.models import Message, SummaryJob

@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from chatapp.chat.chat_services import chat_regenerate_start, chat_retry_start, message_append, message_stop
+from chatapp.chat.chat_retry import chat_regenerate_start, chat_retry_start
 from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
+from chatapp.chat.message_services import message_append, message_stop
 from chatapp.chat.models import Conversation, Message, MessageSearch, OptimizationRecord, RecallCorpus, RecallTerm
 from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.search_services import conversation_index_rebuild, message_index_sync

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from chatapp.chat import rendering
-from chatapp.chat.chat_services import reply_cut_note
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.reply_stream import reply_cut_note
 from tests.chat.conftest import make_config, send
 from tests.support.fake_openai import echo_reply
 

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from chatapp.chat import chat_services
+from chatapp.chat import reply_stream
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.tasks import sweep_pending_summary_jobs
 from tests.chat.conftest import make_config, post_stream, sse_events
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_streaming_reply_checkpoints_its_text(uvicorn_server, fake_openai, monkeypatch):
-    monkeypatch.setattr(chat_services, "STREAM_HEARTBEAT_SECONDS", 0.3)
+    monkeypatch.setattr(reply_stream, "STREAM_HEARTBEAT_SECONDS", 0.3)
     user = get_user_model().objects.create_user(username="kit", password="a long test password 8")
     token = Token.objects.create(user=user)
     config = make_config(user, fake_openai.base_url, model="slow-150")

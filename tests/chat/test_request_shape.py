@@ -10,7 +10,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from chatapp.chat.chat_services import message_append
+from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, OptimizationRecord
 from chatapp.chat.search_services import conversation_index_rebuild
 from tests.chat.conftest import TEST_KEY, make_config, seed_messages, send

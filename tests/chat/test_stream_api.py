@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from django.db.models import Q
 
 from chatapp.chat.api import stream_views
-from chatapp.chat.chat_services import chat_regenerate_start
+from chatapp.chat.chat_retry import chat_regenerate_start
 from chatapp.chat.dashboard_selectors import dashboard_headline
 from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord
 from optimizer import count_messages

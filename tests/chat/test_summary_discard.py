@@ -7,7 +7,7 @@ import pytest
 from rest_framework.test import APIClient
 
 import optimizer
-from chatapp.chat.chat_services import message_append
+from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from tests.chat.conftest import make_config, seed_messages, send
 

@@ -13,9 +13,10 @@ import threading
 import pytest
 
 from chatapp.chat import summary_services
-from chatapp.chat.chat_services import chat_turn_start, summary_request_submit, summary_requests_wait
+from chatapp.chat.chat_turn import chat_turn_start
 from chatapp.chat.context import context_gauge
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob, UserSettings
+from chatapp.chat.summary_requests import summary_request_submit, summary_requests_wait
 from chatapp.chat.summary_selectors import summary_current, summary_quota_reason
 from chatapp.chat.summary_services import summary_edit, summary_job_run
 from tests.chat.conftest import make_config, seed_messages, send
@@ -52,10 +53,10 @@ def test_summarize_decision_requests_a_job_after_commit(quality_user, long_chat,
         submitted.append(kwargs)
         real_submit(**kwargs)
 
-    from chatapp.chat import chat_services
+    from chatapp.chat import chat_turn
 
-    original = chat_services.summary_request_submit
-    chat_services.summary_request_submit = spy
+    original = chat_turn.summary_request_submit
+    chat_turn.summary_request_submit = spy
     try:
         from django.db import transaction
 
@@ -63,7 +64,7 @@ def test_summarize_decision_requests_a_job_after_commit(quality_user, long_chat,
             turn = chat_turn_start(user=quality_user, conversation=conversation, content="and the plan?")
             assert not submitted, "the job is requested only once the turn is committed"
     finally:
-        chat_services.summary_request_submit = original
+        chat_turn.summary_request_submit = original
     [job] = _jobs(conversation)
     record = OptimizationRecord.objects.get(pk=turn.record_id)
     assert record.strategy == "summarize" and submitted[0]["trigger"] == "auto"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from chatapp.chat.chat_services import message_pin_set
 from chatapp.chat.crypto import secret_encrypt
+from chatapp.chat.message_services import message_pin_set
 from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord
 from optimizer.layout import message_place
 from tests.dashboard.test_request_path import WORDS, _send

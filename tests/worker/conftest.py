@@ -29,8 +29,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from chatapp.celery import app as celery_app
-from chatapp.chat.chat_services import message_append
 from chatapp.chat.crypto import secret_encrypt
+from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, LLMConfig, Message, SummaryJob
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -324,7 +324,7 @@ def test_planned_span_starts_at_the_first_message_after_the_exclusive_lower_boun
 
 
 def test_planned_span_bounds_do_not_assume_contiguous_ids(owner, long_conversation, published):
-    from chatapp.chat.chat_services import message_append
+    from chatapp.chat.message_services import message_append
     from optimizer import SummarySpan
 
     conversation = long_conversation(config=None, rounds=3, window_rounds=1)

@@ -12,8 +12,8 @@ import time
 import pytest
 from django.db import connection
 
-from chatapp.chat.chat_services import summary_requests_wait
 from chatapp.chat.models import Conversation, LLMConfig, SummaryJob, UserSettings
+from chatapp.chat.summary_requests import summary_requests_wait
 from chatapp.chat.summary_services import (
     conversation_compact,
     summary_job_enqueue,

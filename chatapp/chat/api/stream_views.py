@@ -27,19 +27,12 @@ from rest_framework.response import Response
 
 from chatapp.chat.admission import turn_start_view
 from chatapp.chat.api.views import MessageListApi
-from chatapp.chat.chat_services import (
-    ChatTurn,
-    MessageTooLarge,
-    RateLimited,
-    chat_regenerate_start,
-    chat_retry_start,
-    chat_turn_start,
-    chat_turn_stream,
-    message_content_validate,
-    message_stop,
-    send_rate_check,
-)
+from chatapp.chat.chat_retry import chat_regenerate_start, chat_retry_start
+from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
+from chatapp.chat.message_services import MessageTooLarge, message_content_validate, message_stop
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.rate_limit import RateLimited, send_rate_check
+from chatapp.chat.turn_types import ChatTurn
 
 _SSE_RESPONSES = {
     200: OpenApiResponse(

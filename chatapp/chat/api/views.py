@@ -24,10 +24,10 @@ from chatapp.chat.api.serializers import (
     OptimizationRecordOutputSerializer,
     UserSettingsOutputSerializer,
 )
-from chatapp.chat.chat_services import message_pin_set
 from chatapp.chat.context import context_gauge
 from chatapp.chat.dbconn import db_connection_release
 from chatapp.chat.llm import llm_target_for, llm_test_connection
+from chatapp.chat.message_services import message_pin_set
 from chatapp.chat.models import LLMConfig, Preference
 from chatapp.chat.selectors import (
     conversation_get,

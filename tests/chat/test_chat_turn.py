@@ -10,20 +10,12 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat import chat_services
-from chatapp.chat.chat_services import (
-    MessageTooLarge,
-    RateLimited,
-    chat_regenerate_start,
-    chat_retry_start,
-    chat_turn_start,
-    chat_turn_stream,
-    message_append,
-    message_pin_set,
-    send_rate_check,
-    title_from_text,
-)
+from chatapp.chat import chat_retry, reply_stream
+from chatapp.chat.chat_retry import chat_regenerate_start, chat_retry_start
+from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
+from chatapp.chat.message_services import MessageTooLarge, message_append, message_pin_set, title_from_text
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.chat.rate_limit import RateLimited, send_rate_check
 
 pytestmark = pytest.mark.django_db
 
@@ -209,8 +201,8 @@ def test_a_reply_superseded_while_streaming_is_not_counted(chat_user, conversati
 
 def test_a_long_stream_stays_alive_for_retry(chat_user, conversation, monkeypatch, settings):
     # Every stop-flag check is also a heartbeat here; in production the heartbeat is every few seconds.
-    monkeypatch.setattr(chat_services, "STOP_POLL_SECONDS", 0.0)
-    monkeypatch.setattr(chat_services, "STREAM_HEARTBEAT_SECONDS", 0.0)
+    monkeypatch.setattr(reply_stream, "STOP_POLL_SECONDS", 0.0)
+    monkeypatch.setattr(reply_stream, "STREAM_HEARTBEAT_SECONDS", 0.0)
     user_message_turn = chat_turn_start(user=chat_user, conversation=conversation, content="write a long essay")
     long_ago = timezone.now() - timedelta(seconds=settings.LLM_TIMEOUT_SECONDS) - timedelta(hours=1)
     seen: dict = {"deltas": 0}
@@ -255,7 +247,7 @@ def test_retry_claims_the_failed_reply_once(chat_user, conversation, monkeypatch
     stale = Message.objects.get(pk=failed.pk)
     chat_retry_start(user=chat_user, message=user_message)
     # A concurrent retry that read the failed reply before the first one claimed it.
-    monkeypatch.setattr(chat_services, "_retry_last_reply", lambda *, message: stale)
+    monkeypatch.setattr(chat_retry, "_retry_last_reply", lambda *, message: stale)
 
     with pytest.raises(ValidationError) as info:
         chat_retry_start(user=chat_user, message=user_message)

@@ -1,0 +1,189 @@
+"""Writes on messages: store one (counts, index, live totals), pin, stop; and the checks and
+shapes around them (validation, the title a first message gives its chat, the stream's message)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+import optimizer
+from chatapp.chat import llm
+from chatapp.chat.context import (
+    conversation_config,
+    message_is_live,
+)
+from chatapp.chat.layout import Place
+from chatapp.chat.models import Conversation, Message
+from chatapp.chat.reply_stream import _stopped_here, _streaming_here
+from chatapp.chat.search_services import message_index_add, message_index_sync
+from chatapp.chat.textsafe import text_problem
+
+logger = logging.getLogger(__name__)
+
+
+TITLE_MAX_CHARS = 60
+
+
+class MessageTooLarge(ValidationError):
+    """The message is longer than settings.MAX_MESSAGE_CHARS; nothing was stored."""
+
+    def __init__(self, *, limit: int, size: int) -> None:
+        self.limit = limit
+        self.size = size
+        super().__init__(
+            f"Your message is {size:,} characters long; the limit is {limit:,} characters. "
+            "Shorten it or split it into several messages.",
+            code="too_large",
+        )
+
+
+def _live_totals_add(*, conversation_id: int, messages: int, chars: int, tokens: int) -> None:
+    """Adjust the conversation's running totals over sendable messages (F(): concurrent turns add up)."""
+    Conversation.objects.filter(pk=conversation_id).update(
+        live_message_count=F("live_message_count") + messages,
+        live_char_count=F("live_char_count") + chars,
+        live_token_count=F("live_token_count") + tokens,
+        updated_at=timezone.now(),
+    )
+
+
+def message_append(
+    *,
+    conversation: Conversation,
+    role: str,
+    content: str,
+    kind: str = Message.Kind.CHAT,
+    token_model: str | None = None,
+    **fields: Any,
+) -> Message:
+    """Store a message with its token and character counts and keep the live totals in step.
+
+    `token_model` is the model to count for (the caller usually has the target already); by default
+    the conversation's config model, else the offline model.
+    """
+    if token_model is None:
+        token_model = llm.llm_target_for(config=conversation_config(conversation=conversation)).model
+    tokens = optimizer.count_message({"role": role, "content": content}, model=token_model)
+    with transaction.atomic(savepoint=False):  # nested in a turn: no savepoint round trips
+        message = Message.objects.create(
+            conversation=conversation,
+            role=role,
+            kind=kind,
+            content=content,
+            token_count=tokens,
+            char_count=len(content),
+            **fields,
+        )
+        message_index_add(message=message)  # recall and search find it from this commit on
+        if message_is_live(kind=message.kind, status=message.status, superseded=message.superseded):
+            _live_totals_add(conversation_id=conversation.pk, messages=1, chars=len(content), tokens=tokens)
+            # The caller's instance follows along (the database row was updated with F() above).
+            conversation.live_message_count += 1
+            conversation.live_char_count += len(content)
+            conversation.live_token_count += tokens
+    return message
+
+
+def message_pin_set(*, message: Message, pinned: bool) -> Message:
+    """Pin or unpin a chat message: pinned messages are always sent, whatever the window."""
+    if message.kind != Message.Kind.CHAT:
+        raise ValidationError({"pinned": "Only chat messages can be pinned."})
+    if message.pinned != pinned:
+        Message.objects.filter(pk=message.pk).update(pinned=pinned, updated_at=timezone.now())
+        message.pinned = pinned
+    return message
+
+
+def message_stop(*, message: Message) -> None:
+    """Mark a streaming reply stopped; its stream loop sees the flag and keeps the partial text."""
+    with transaction.atomic():
+        stopped = Message.objects.filter(pk=message.pk, status=Message.Status.STREAMING).update(
+            status=Message.Status.STOPPED, updated_at=timezone.now()
+        )
+        if stopped:
+            # A stopped reply is never recalled; the index follows the status even if the stream
+            # loop that would store the partial text (and sync again) is gone.
+            message_index_sync(message_ids=[message.pk])
+            if message.pk in _streaming_here:
+                transaction.on_commit(lambda: _stopped_here.add(message.pk))
+
+
+def message_content_validate(*, content: Any) -> str:
+    """The message text, or ValidationError (not text, empty) / MessageTooLarge."""
+    if not isinstance(content, str):
+        raise ValidationError({"content": "The message must be text."}, code="invalid")
+    if not content.strip():
+        raise ValidationError({"content": "Type a message before sending."}, code="blank")
+    limit = settings.MAX_MESSAGE_CHARS
+    if len(content) > limit:
+        raise MessageTooLarge(limit=limit, size=len(content))
+    problem = text_problem(content)
+    if problem is not None:
+        raise ValidationError({"content": problem}, code="invalid")
+    return content
+
+
+# Markdown a title shows as plain text: block markers at the start of the line, then links and
+# images (their text stays), code spans, and emphasis in pairs. `_` emphasis needs non-word
+# characters around it, as in CommonMark, so snake_case names keep their underscores.
+_TITLE_BLOCK_MARKERS = re.compile(r"^(?:#{1,6}\s+|>\s*|[-*+]\s+|\d{1,3}[.)]\s+)+")
+
+
+_TITLE_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+
+
+_TITLE_CODE = re.compile(r"(`+)(.+?)\1")
+
+
+_TITLE_EMPHASIS = (
+    re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*"),
+    re.compile(r"(?<!\w)__(?=\S)(.+?)(?<=\S)__(?!\w)"),
+    re.compile(r"~~(?=\S)(.+?)(?<=\S)~~"),
+    re.compile(r"\*(?=\S)(.+?)(?<=\S)\*"),
+    re.compile(r"(?<!\w)_(?=\S)(.+?)(?<=\S)_(?!\w)"),
+)
+
+
+def _title_plain(line: str) -> str:
+    line = _TITLE_BLOCK_MARKERS.sub("", line)
+    line = _TITLE_LINK.sub(r"\1", line)
+    line = _TITLE_CODE.sub(r"\2", line)
+    for pattern in _TITLE_EMPHASIS:
+        line = pattern.sub(r"\1", line)
+    return line.strip()
+
+
+def title_from_text(*, text: str) -> str:
+    """A short title from the first user message: its first line as plain text, cut at a word boundary."""
+    line = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
+    line = _title_plain(re.sub(r"\s+", " ", line).strip())
+    if len(line) <= TITLE_MAX_CHARS:
+        return line or "New chat"
+    cut = line[: TITLE_MAX_CHARS - 1]
+    if " " in cut[TITLE_MAX_CHARS // 2 :]:
+        cut = cut[: cut.rfind(" ")]
+    return cut.rstrip(" ,.;:-") + "…"
+
+
+def message_serialize(*, message: Message, place: Place | None) -> dict[str, Any]:
+    """A message for the stream's events; `place` as message_place_get gives it (the API's field)."""
+    return {
+        "id": message.pk,
+        "role": message.role,
+        "kind": message.kind,
+        "content": message.content,
+        "status": message.status,
+        "pinned": message.pinned,
+        "place": place,
+        "superseded": message.superseded,
+        "reply_to": message.reply_to_id,
+        "token_count": message.token_count,
+        "created_at": message.created_at.isoformat() if message.created_at else None,
+    }

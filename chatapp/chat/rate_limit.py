@@ -1,0 +1,51 @@
+"""The per-user send limit: a sliding minute in the cache (shared through Redis when configured)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.cache import cache
+
+logger = logging.getLogger(__name__)
+
+
+class RateLimited(Exception):
+    def __init__(self, *, limit: int, retry_after: int) -> None:
+        self.limit = limit
+        self.retry_after = retry_after
+        super().__init__(
+            f"You are sending messages too quickly (limit: {limit} per minute). "
+            f"Try again in {retry_after} second{'s' if retry_after != 1 else ''}."
+        )
+
+
+def send_rate_check(*, user: User) -> None:
+    """Allow settings.SEND_RATE_LIMIT_PER_MINUTE model requests per user per sliding minute.
+
+    Sliding-window counter in the cache: the previous minute's count weighted by how much of it still
+    overlaps the window, plus this minute's. Raises RateLimited with the seconds to wait.
+    """
+    limit = settings.SEND_RATE_LIMIT_PER_MINUTE
+    now = time.time()
+    bucket = int(now // 60)
+    key = f"chat:send-rate:{user.pk}:{bucket}"
+    previous = cache.get(f"chat:send-rate:{user.pk}:{bucket - 1}", 0)
+    current = cache.get(key, 0)
+    elapsed = now - bucket * 60
+    estimate = previous * (60 - elapsed) / 60 + current
+    if estimate + 1 > limit:
+        if previous and current + 1 <= limit:
+            # The old minute's share decays linearly: wait until it has decayed enough.
+            wait = 60 - elapsed - (limit - 1 - current) * 60 / previous
+        else:
+            wait = 60 - elapsed
+        raise RateLimited(limit=limit, retry_after=max(1, math.ceil(wait)))
+    if not cache.add(key, 1, timeout=130):
+        try:
+            cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.add(key, 1, timeout=130)

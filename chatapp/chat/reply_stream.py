@@ -1,0 +1,247 @@
+"""Streaming one reply: model events in, SSE events out.
+
+The reader looks for a stop request between chunks (made on this process: at once, no query; on
+another: polled once a second), checkpoints the text every few seconds (a killed process loses at
+most that), caps a runaway reply, and keeps what arrived when the client leaves. The periodic sweep
+(`reply_orphans_finish`) finishes replies whose process died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from chatapp.chat import llm
+from chatapp.chat.dbconn import db_short
+from chatapp.chat.models import Message
+from chatapp.chat.search_services import message_index_sync
+from chatapp.chat.textsafe import text_storable
+from chatapp.chat.turn_types import ChatTurn
+
+logger = logging.getLogger(__name__)
+
+
+# How often a streaming reply asks the database for a stop request made on another process (a stop
+# made on this one is seen at the next chunk, with no query). A query per stream five times a second
+# made 200 streams cost a bystander 0.7 s per request; once a second, 30 ms (bench/faults.py).
+STOP_POLL_SECONDS = 1.0
+
+
+# Replies streaming in this process, and those a stop request on this process has flagged.
+_streaming_here: set[int] = set()
+
+
+_stopped_here: set[int] = set()
+
+
+# How often a streaming reply touches its updated_at (so Retry and the orphan sweep can tell a live
+# stream from a dead one) and checkpoints its text: a killed process loses at most this much.
+STREAM_HEARTBEAT_SECONDS = 3.0
+
+
+# A reply whose heartbeat stopped for settings.STREAM_ORPHAN_SECONDS has no process streaming it: the
+# sweep finishes it.
+INTERRUPTED_WORDS = (
+    "Interrupted: the server stopped while this reply was streaming. The text received until then is "
+    "kept; Retry answers again."
+)
+
+
+def _event(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"event": name, "data": data}
+
+
+# Not an event: the transport sends it as an SSE comment line, which clients ignore.
+KEEPALIVE: dict[str, Any] = {"comment": "keep-alive"}
+
+
+def _reply_poll(reply_id: int, *, heartbeat: bool, text: str = "") -> str | None:
+    """The reply's status. With `heartbeat`, a streaming reply's updated_at is touched and its text so
+    far checkpointed first, so a long stream never looks dead to Retry (see _STALE_STREAM_GRACE) and
+    a killed process loses only the last seconds; one query either way."""
+    if heartbeat:
+        text = text_storable(text)
+        if Message.objects.filter(pk=reply_id, status=Message.Status.STREAMING).update(
+            updated_at=timezone.now(), content=text, char_count=len(text)
+        ):
+            return Message.Status.STREAMING
+    return Message.objects.filter(pk=reply_id).values_list("status", flat=True).first()
+
+
+def reply_orphans_finish() -> int:
+    """Finish replies left `streaming` by a process that died (no heartbeat for a while): as
+    failed and interrupted, with the text checkpointed, so the chat says so and Retry works at once.
+    Returns how many were finished."""
+    stale = timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS)
+    ids = list(
+        Message.objects.filter(status=Message.Status.STREAMING, updated_at__lt=stale).values_list("id", flat=True)[:500]
+    )
+    if not ids:
+        return 0
+    done = Message.objects.filter(pk__in=ids, status=Message.Status.STREAMING, updated_at__lt=stale).update(
+        status=Message.Status.ERROR, error=INTERRUPTED_WORDS, updated_at=timezone.now()
+    )
+    message_index_sync(message_ids=ids)
+    return done
+
+
+def reply_cut_note() -> str:
+    """The marker a reply cut at settings.MAX_REPLY_CHARS ends with."""
+    return f"\n\n[Reply cut here: it reached the {settings.MAX_REPLY_CHARS:,}-character limit.]"
+
+
+_END = object()
+
+
+async def _pump(*, turn: ChatTurn, queue: asyncio.Queue) -> None:
+    """Move model events into the queue, so the reader can look for a stop request between them."""
+    try:
+        async with contextlib.aclosing(llm.llm_stream(  # type: ignore[type-var]  # an async generator: it has aclose
+                target=turn.target, messages=turn.messages, context_note=turn.context_note or None
+            )) as events:
+            async for item in events:
+                await queue.put(item)
+        await queue.put(_END)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # handed to the reader, which reports it as an error event
+        await queue.put(exc)
+
+
+def _failure_words(exc: BaseException) -> tuple[str, str, bool]:
+    if isinstance(exc, llm.LLMError):
+        return exc.user_message, exc.kind, exc.retryable
+    logger.error("unexpected failure while streaming a reply", exc_info=exc)
+    return (
+        "Something went wrong while the reply was streaming. Your message is saved; try again.",
+        "server",
+        True,
+    )
+
+
+_STOPPED_WORDS = "You stopped this reply; the text received so far is kept."
+
+
+class _ReplyReader:
+    """One reply's stream: model events in, SSE events out, the stop flag and checkpoints on the way."""
+
+    def __init__(self, turn: ChatTurn, *, store: Callable[..., dict[str, Any]]) -> None:
+        self.turn = turn
+        self.store = store  # stores the reply once, when it ends (chat_turn._turn_finish)
+        self.started = time.monotonic()
+        self.parts: list[str] = []
+        self.received = 0
+        self.usage: Any = None
+        self.failure: BaseException | None = None
+        self.stopped = False
+        self.finished = False
+        self.queue: asyncio.Queue = asyncio.Queue()
+        # The model call starts while the first event goes out.
+        self.pump = asyncio.create_task(_pump(turn=turn, queue=self.queue))
+        _streaming_here.add(turn.reply_id)
+
+    async def read(self) -> AsyncIterator[dict[str, Any]]:
+        """Deltas (and keep-alives) until the model ends, fails, is stopped or the reply is cut."""
+        keepalive = float(settings.SSE_KEEPALIVE_SECONDS)
+        now = time.monotonic()
+        next_check, next_heartbeat, last_sent = now + STOP_POLL_SECONDS, now + STREAM_HEARTBEAT_SECONDS, now
+        while True:
+            item = await self._next(next_check)
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                self.failure = item
+                return
+            if isinstance(item, llm.Delta) and item.text:
+                text, cut = self._take(item.text)
+                yield _event("delta", {"text": text})
+                last_sent = time.monotonic()
+                if cut:
+                    return
+            elif isinstance(item, llm.Usage):
+                self.usage = item
+            if self.turn.reply_id in _stopped_here:
+                self.stopped = True
+                return
+            if time.monotonic() - last_sent >= keepalive:
+                # A model that thinks in silence must not look like a dead connection to proxies.
+                yield KEEPALIVE
+                last_sent = time.monotonic()
+            if time.monotonic() >= next_check:
+                heartbeat = time.monotonic() >= next_heartbeat
+                if await self._stopped_elsewhere(heartbeat=heartbeat):
+                    self.stopped = True
+                    return
+                if heartbeat:
+                    next_heartbeat = time.monotonic() + STREAM_HEARTBEAT_SECONDS
+                next_check = time.monotonic() + STOP_POLL_SECONDS
+
+    async def _next(self, next_check: float) -> Any:
+        """The next model event, or None when it is time to look for a stop request."""
+        try:
+            return self.queue.get_nowait()  # a burst of chunks needs no timer each
+        except asyncio.QueueEmpty:
+            try:
+                return await asyncio.wait_for(self.queue.get(), timeout=max(0.0, next_check - time.monotonic()))
+            except TimeoutError:
+                return None
+
+    def _take(self, text: str) -> tuple[str, bool]:
+        """Keep a chunk; past MAX_REPLY_CHARS it is cut and marked (True: the reply ends here)."""
+        room = settings.MAX_REPLY_CHARS - self.received
+        cut = len(text) > room
+        if cut:
+            # A runaway model must not fill the database and the page: the rest is dropped, marked.
+            text = text[:room] + reply_cut_note()
+        self.received += len(text)
+        self.parts.append(text)
+        return text, cut
+
+    async def _stopped_elsewhere(self, *, heartbeat: bool) -> bool:
+        text = "".join(self.parts) if heartbeat else ""
+        status = await db_short(_reply_poll)(self.turn.reply_id, heartbeat=heartbeat, text=text)
+        return status == Message.Status.STOPPED
+
+    async def finish(self, status: str, error: str = "") -> dict[str, Any]:
+        self.finished = True
+        work = db_short(self.store)(
+            turn=self.turn,
+            content="".join(self.parts),
+            status=status,
+            usage=self.usage,
+            latency_ms=int((time.monotonic() - self.started) * 1000),
+            error=error,
+        )
+        # Shielded: a client that disconnects right now must not cost the stored reply.
+        return await asyncio.shield(asyncio.ensure_future(work))
+
+    async def abandon(self) -> None:
+        """The client left: store what arrived as a stopped reply (once)."""
+        if self.finished:
+            return
+        await _cancel(self.pump)
+        try:
+            await self.finish(Message.Status.STOPPED)
+        except Exception:
+            logger.exception("could not store the partial reply %s", self.turn.reply_id)
+
+    async def close(self) -> None:
+        await _cancel(self.pump)
+        _streaming_here.discard(self.turn.reply_id)
+        _stopped_here.discard(self.turn.reply_id)
+
+
+
+async def _cancel(task: asyncio.Task) -> None:
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

@@ -1,0 +1,357 @@
+"""The optimization record of a turn: written when the turn starts (what was sent, dropped, recalled,
+why, at what cost), finished when it ends (provider figures, dropped tokens); and the `context`
+event the chat's gauge reads."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any, cast
+
+from django.db.models import Q, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+
+import optimizer
+from chatapp.chat import llm
+from chatapp.chat.context import (
+    ContextInput,
+    live_chat_q,
+    summary_through_id,
+)
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.chat.turn_types import ChatTurn
+from optimizer.types import PackedMessage, PackResult, PackStats
+
+logger = logging.getLogger(__name__)
+
+
+def _int_id(value: str) -> int | str:
+    return int(value) if value.isdigit() else value
+
+
+def _dropped_ranges(*, ctx: ContextInput, result: PackResult) -> list[list[int]]:
+    """Live message ids neither sent nor covered by the summary used, as inclusive [first, last] ranges.
+
+    Loaded messages are judged one by one; the history below the loaded window (never read, by
+    design) is described by id bounds between the static messages that were read.
+    """
+    sent: set[int] = set()
+    recalled: set[int] = set()
+    covered_through: int | None = None
+    for packed in result.messages:
+        if packed.origin == "summary" and ctx.summary is not None:
+            covered_through = int(ctx.summary.through_id)
+            continue
+        ids = {int(i) for i in packed.source_ids if str(i).isdigit()}
+        sent.update(ids)
+        if packed.origin == "recall":
+            recalled.update(ids)
+    floor = covered_through + 1 if covered_through is not None else None
+
+    def uncovered(pk: int) -> bool:
+        return floor is None or pk >= floor
+
+    ranges: list[list[int]] = [[pk, pk] for pk in ctx.loaded_ids if pk not in sent and uncovered(pk)]
+    if ctx.window_start is not None and ctx.loaded_ids:
+        window_start = int(ctx.window_start)
+        bounds = sorted(pk for pk in ctx.static_ids if pk < window_start)
+        low = max(min(ctx.loaded_ids) + 1, floor or 0)
+        for pk in [*bounds, window_start]:
+            if low <= pk - 1:
+                ranges.append([low, pk - 1])
+            low = max(low, pk + 1)
+    ranges.sort()
+    kept = sorted(pk for pk in ctx.loaded_ids if pk in sent or not uncovered(pk))
+    merged: list[list[int]] = []
+    for first, last in ranges:
+        if merged and not any(merged[-1][1] < k < first for k in kept):
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    # Quoted messages usually lie in the history below the window, described above by id bounds
+    # only: cut them out, since a recall block sent them (as quotes) for this request.
+    return _ranges_without(merged, recalled)
+
+
+def _ranges_without(ranges: list[list[int]], ids: set[int]) -> list[list[int]]:
+    """Inclusive [first, last] `ranges` with `ids` cut out, splitting a range around each one inside it."""
+    if not ids:
+        return ranges
+    out: list[list[int]] = []
+    for first, last in ranges:
+        low = first
+        for pk in sorted(i for i in ids if first <= i <= last):
+            if low <= pk - 1:
+                out.append([low, pk - 1])
+            low = pk + 1
+        if low <= last:
+            out.append([low, last])
+    return out
+
+
+def _money(value: float | None) -> Decimal | None:
+    return None if value is None else Decimal(str(round(value, 6)))
+
+
+def _json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=lambda o: list(o) if isinstance(o, (set, frozenset)) else str(o)))
+
+
+# Query terms the chat is told about (the record keeps them all).
+RECALL_TERMS_SHOWN = 8
+
+
+def _recall_summary(*, info: PackStats) -> dict[str, Any] | None:
+    """This turn's recall block as the chat shows it (gauge popover, timeline marks); None without one.
+
+    `ids` are the quoted messages in time order, `hits` how many of them matched the newest message
+    (the others are their neighbours), `terms` the strongest query terms (stemmed, as searched).
+    """
+    ids = [_int_id(str(i)) for i in info.recall_ids]
+    if not ids:
+        return None
+    return {
+        "messages": len(ids),
+        "hits": len(info.recall_hit_ids),
+        "tokens": info.recall_tokens,
+        "terms": list(info.recall_terms[:RECALL_TERMS_SHOWN]),
+        "ids": ids,
+    }
+
+
+def _recall_words(*, messages: int, tokens: int) -> str:
+    """The recall sentence, e.g. "recalled 4 earlier messages (312 tokens)" (the chat's words too)."""
+    return f"recalled {messages:,} earlier message{'s' if messages != 1 else ''} ({tokens:,} tokens)"
+
+
+def _context_event(
+    *, result: PackResult, budget: int, window_start_id: int | None, ctx: ContextInput
+) -> dict[str, Any]:
+    info = result.info
+    return {
+        "tokens": info.tokens_after,
+        "budget": budget,
+        "history_tokens": info.tokens_before,
+        "strategy": info.strategy_chosen,
+        "reason": info.strategy_reason,
+        "triggered": info.triggered,
+        "window_start_id": window_start_id,
+        "estimated": info.estimated,
+        "summary_through_id": summary_through_id(result=result, ctx=ctx),
+        "summary_quota_reached": ctx.quota_exhausted,
+        # This request only: the next one recalls afresh for its own newest message.
+        "recall": _recall_summary(info=info),
+    }
+
+
+def _context_note(*, result: PackResult, budget: int) -> str:
+    info = result.info
+    sent, full = info.tokens_after, info.tokens_before
+    recall = _recall_summary(info=info)
+    recalled = ""
+    if recall is not None:
+        words = _recall_words(messages=recall["messages"], tokens=recall["tokens"])
+        recalled = f" It {words}, quoted before the newest message because they bear on it."
+    if not info.optimization_applied or not info.messages_removed:
+        return f"everything was sent — {sent:,} of {budget:,} tokens.{recalled}"
+    removed = info.messages_removed
+    how = "a summary stands in for the older part" if info.summary_used else "older messages were left out"
+    note = (
+        f"{info.strategy_chosen} — {how} ({removed:,} message{'s' if removed != 1 else ''} "
+        f"not sent verbatim); {sent:,} of {budget:,} tokens sent, against {full:,} for the full history."
+    )
+    note += recalled
+    if result.summary_span is not None:
+        note += " A summary of the left-out part is being written in the background."
+    return note
+
+
+def _record_stats(*, info: PackStats, ctx: ContextInput) -> dict[str, Any]:
+    """The record's `stats`: the pack's statistics plus what the request path measured around it."""
+    stats = info.as_dict()
+    stats["pack_ms"] = ctx.pack_ms
+    if ctx.request is not None and ctx.request.notes:
+        stats["request_shape"] = list(ctx.request.notes)  # how the request was made template-safe
+    if ctx.quota_exhausted:
+        stats["summary_quota_exhausted"] = True
+    return stats
+
+
+def _sent_entry(
+    *,
+    packed: PackedMessage,
+    summary_message_id: int | None,
+    info: PackStats | None = None,
+    quoted: Mapping[int, str] | None = None,
+) -> dict[str, Any]:
+    """One entry of a record's `sent` list: enough, with the stored messages, to rebuild exactly
+    what was sent in its place.
+
+    - verbatim / pinned: `source_ids` = [the message's id]; its stored content was sent.
+    - summary: `source_ids` = [the summary message's id], also given as `summary_id` (the optimizer
+      reports the last covered id there, whose text is not what was sent). Summary messages are
+      never edited in place (an edit is a new message), so its stored content is what was sent.
+    - compressed: `source_ids` = [the message's id] and `content` = the head + tail text actually
+      sent, which no row stores (compression is rare, so this costs little).
+    - recall: `source_ids` = the quoted messages in time order; `hit_ids` = those the search
+      matched, best first (the others are their neighbours); `terms` = the query terms, strongest
+      first (why they were recalled); and `layout` (see _recall_layout), or `content` = the block's
+      text when a quote could not be located in it. `quoted` maps the quoted ids to their stored
+      contents, `info` is the pack's statistics (the hits and terms are reported there).
+    """
+    entry: dict[str, Any] = {
+        "source_ids": [_int_id(str(i)) for i in packed.source_ids],
+        "origin": packed.origin,
+        "tokens": packed.tokens,
+        "role": packed.role,
+    }
+    if packed.origin == "summary" and summary_message_id is not None:
+        entry["source_ids"] = [summary_message_id]
+        entry["summary_id"] = summary_message_id
+    elif packed.origin == "compressed":
+        entry["content"] = packed.content
+    elif packed.origin == "recall":
+        entry["hit_ids"] = [_int_id(str(i)) for i in info.recall_hit_ids] if info is not None else []
+        entry["terms"] = list(info.recall_terms) if info is not None else []
+        # a recall block is one text (the core writes it), never content parts
+        layout = _recall_layout(content=cast(str, packed.content), source_ids=entry["source_ids"], quoted=quoted or {})
+        if layout is None:
+            entry["content"] = packed.content
+        else:
+            entry["layout"] = layout
+    return entry
+
+
+def _recall_layout(
+    *, content: str, source_ids: Sequence[int | str], quoted: Mapping[int, str]
+) -> list[str | int] | None:
+    """A recall block's text as the pieces around its quotes, with each quote's message id in its place.
+
+    Joining the pieces, each id replaced by that message's stored content, gives `content` exactly
+    (checked here before it is trusted). The block quotes whole messages verbatim, each after
+    "speaker: " and up to the end of a line, so beyond its header and date lines it repeats stored
+    text: keeping only the glue keeps a record small where the block can run to thousands of tokens
+    on every turn. Chat messages are never edited in place, so the rebuild stays exact. None when a
+    quote is not found where expected (the caller then stores the text itself).
+    """
+    layout: list[str | int] = []
+    cursor = 0
+    for sid in source_ids:
+        text = quoted.get(sid) if isinstance(sid, int) else None
+        if text is None:
+            return None
+        needle = ": " + text
+        at = content.find(needle, cursor)
+        # The quote runs to the end of its line: a shorter text can also occur inside another line.
+        while at >= 0 and not _line_ends(content, at + len(needle)):
+            at = content.find(needle, at + 1)
+        if at < 0:
+            return None
+        layout.append(content[cursor : at + 2])
+        layout.append(sid)
+        cursor = at + len(needle)
+    layout.append(content[cursor:])
+    rebuilt = "".join(part if isinstance(part, str) else quoted[part] for part in layout)
+    return layout if rebuilt == content else None
+
+
+def _line_ends(text: str, at: int) -> bool:
+    return at == len(text) or text[at] == "\n"
+
+
+def _recall_quotes(*, conversation: Conversation, packed: PackedMessage | None) -> dict[int, str]:
+    """The stored contents of the messages a recall block quotes (one primary-key read, only when a
+    block was sent): what _recall_layout checks the block against."""
+    if packed is None:
+        return {}
+    ids = [int(i) for i in packed.source_ids if str(i).isdigit()]
+    return dict(Message.objects.filter(conversation=conversation, pk__in=ids).values_list("id", "content"))
+
+
+def _record_finish(*, turn: ChatTurn, usage: Any) -> None:
+    """What the record learns when its turn ends, in one UPDATE: the tokens it dropped without a
+    summary (counted by the database over the dropped ranges) and the provider's prompt figures; a
+    provider prompt-cache hit lowers the sent cost (priced on our own count, like the full-history
+    cost, so the two stay comparable)."""
+    ranges = Q()
+    for first, last in turn.dropped_ranges:
+        ranges |= Q(id__gte=first, id__lte=last)
+    dropped: Any = Value(0)
+    if turn.dropped_ranges:
+        dropped = Coalesce(Subquery(
+            Message.objects.filter(ranges, live_chat_q(), conversation_id=turn.conversation_id)
+            .order_by().values("conversation_id").annotate(total=Sum("token_count")).values("total")
+        ), 0)
+    fields: dict[str, Any] = {"dropped_tokens": dropped}
+    if getattr(usage, "prompt_tokens", None) is not None:
+        fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), model=turn.target.model, usage=usage))
+    if turn.record_id is not None:
+        OptimizationRecord.objects.filter(pk=turn.record_id).update(**fields)
+
+
+def _usage_fields(*, tokens_sent: int, model: str, usage: Any) -> dict[str, Any]:
+    reported = getattr(usage, "cached_tokens", None)
+    fields: dict[str, Any] = {"provider_prompt_tokens": usage.prompt_tokens}
+    if reported is not None:
+        fields["provider_cached_tokens"] = int(reported)
+    cached = min(int(reported or 0), tokens_sent)
+    if cached:
+        cost = optimizer.cost_usd(model, prompt_tokens=tokens_sent, cached_tokens=cached)
+        if cost is not None:
+            fields["cost_sent_usd"] = _money(cost)
+    return fields
+
+
+def record_create(
+    *,
+    conversation: Conversation,
+    reply: Message,
+    preference: str,
+    target: llm.LLMTarget,
+    budget: int,
+    result: PackResult,
+    ctx: ContextInput,
+    window_start_id: int | None,
+    dropped: list[list[int]],
+) -> OptimizationRecord:
+    """The turn's optimization record: what was sent (each entry with its source), dropped, recalled,
+    why, and what it cost; the provider's figures are added when the turn ends (_record_finish)."""
+    info = result.info
+    decision = result.decision
+    scores = info.scores or (decision.as_dict() if decision is not None else {})
+    recall_packed = next((m for m in result.messages if m.origin == "recall"), None)
+    quoted = _recall_quotes(conversation=conversation, packed=recall_packed)
+    summary_used = any(m.origin == "summary" for m in result.messages)
+    tokens_sent, tokens_full = info.tokens_after, info.tokens_before
+    return OptimizationRecord.objects.create(
+        conversation=conversation,
+        reply=reply,
+        preference=preference,
+        model=target.model,
+        context_window=target.context_window,
+        budget=budget,
+        triggered=info.triggered,
+        window_start_id=window_start_id,
+        strategy=info.strategy_chosen,
+        reason=info.strategy_reason,
+        scores=_json_safe(scores),
+        tokens_full=tokens_full,
+        tokens_sent=tokens_sent,
+        estimated=info.estimated,
+        sent=[
+            _sent_entry(packed=m, summary_message_id=ctx.summary_message_id, info=info, quoted=quoted)
+            for m in result.messages
+        ],
+        dropped_ranges=dropped,
+        recall_tokens=recall_packed.tokens if recall_packed is not None else 0,
+        recall_message_count=len(recall_packed.source_ids) if recall_packed is not None else 0,
+        summary_id=ctx.summary_message_id if summary_used else None,
+        messages_before=info.messages_before,
+        messages_after=info.messages_after,
+        pack_ms=ctx.pack_ms,
+        cost_sent_usd=_money(optimizer.cost_usd(target.model, prompt_tokens=tokens_sent)),
+        cost_full_usd=_money(optimizer.cost_usd(target.model, prompt_tokens=tokens_full)),
+        stats=_json_safe(_record_stats(info=info, ctx=ctx)),
+    )

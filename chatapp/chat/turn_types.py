@@ -1,0 +1,79 @@
+"""A chat turn between its start and its stream: what the start prepared, and what follows from it.
+
+`chat_turn.chat_turn_start` makes one; `chat_turn.chat_turn_stream` (through `reply_stream`) uses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chatapp.chat import llm
+from chatapp.chat.context import gauge_payload
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFailure:
+    """A turn that cannot reach the model at all (the kept messages alone exceed the budget)."""
+
+    error: str
+    kind: str
+    retryable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTurn:
+    conversation_id: int
+    user_message_id: int
+    reply_id: int
+    record_id: int | None
+    target: llm.LLMTarget
+    messages: list[dict[str, Any]]
+    user_message: dict[str, Any]
+    context: dict[str, Any]
+    title: str
+    user_id: int
+    failure: TurnFailure | None = None
+    # What the optimizer did, in a sentence: read only by the offline model, which describes it.
+    context_note: str = ""
+    # The trigger of this turn's packing: below it, the next request sends this context plus the reply.
+    trigger_tokens: int | None = None
+    # The record's dropped_ranges: their tokens are measured when the turn ends (_record_finish).
+    dropped_ranges: tuple[tuple[int, int], ...] = ()
+
+    def gauge_without_repacking(self, *, reply_tokens: int) -> dict[str, Any] | None:
+        """The gauge after a complete reply, when it can be known without packing again.
+
+        Below the trigger nothing moves: the next request sends exactly this turn's context plus the
+        reply (before the next message is typed) — the figure context_gauge would compute. At or above
+        the trigger the next request repacks, so the caller asks context_gauge.
+        """
+        if self.trigger_tokens is None:
+            return None
+        tokens = int(self.context["tokens"]) + reply_tokens
+        if tokens >= self.trigger_tokens:
+            return None
+        return gauge_payload(
+            tokens=tokens,
+            budget=int(self.context["budget"]),
+            history_tokens=int(self.context["history_tokens"]) + reply_tokens,
+            window_start_id=self.context["window_start_id"],
+            strategy=self.context["strategy"],
+            estimated=self.context["estimated"],
+            summary_through_id=self.context.get("summary_through_id"),
+            summary_quota_reached=bool(self.context.get("summary_quota_reached")),
+        )
+
+    def summary_ahead_due(self, *, reply_tokens: int) -> int | None:
+        """The expected size of the next exchange when it would take the next request past the trigger
+        (so a summary should be started now, ahead of need); None when it would not.
+
+        The next exchange is assumed to be like this one. Below the trigger the next request starts from
+        this turn's context plus the reply (see gauge_without_repacking).
+        """
+        if self.trigger_tokens is None or self.failure is not None:
+            return None
+        margin = int(self.user_message.get("token_count") or 0) + reply_tokens
+        if int(self.context["tokens"]) + reply_tokens + margin < self.trigger_tokens:
+            return None
+        return margin
