@@ -1,4 +1,4 @@
-"""llm.py against the fake OpenAI endpoint: the real openai client path, every failure kind."""
+"""The llm package against the fake OpenAI endpoint: the real openai client path, every failure kind."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from chatapp.chat import llm, netguard
+from chatapp.chat.llm import calls as llm_calls
+from chatapp.chat.llm import transport as llm_transport
 from tests.support.fake_openai import echo_reply
 
 from .conftest import SECRET_KEY_VALUE, make_target, run_stream
@@ -232,11 +234,11 @@ def test_model_calls_skip_the_sdks_request_body_transform(fake, monkeypatch):
 def test_usage_without_cache_details_reports_no_cached_figure():
     from types import SimpleNamespace
 
-    bare = llm._usage_from(SimpleNamespace(prompt_tokens=50, completion_tokens=5, prompt_tokens_details=None))
+    bare = llm_calls._usage_from(SimpleNamespace(prompt_tokens=50, completion_tokens=5, prompt_tokens_details=None))
     assert bare.cached_tokens is None  # unknown, not "nothing cached": the dashboard then estimates
     detailed = SimpleNamespace(prompt_tokens=50, completion_tokens=5,
                                prompt_tokens_details=SimpleNamespace(cached_tokens=0))
-    assert llm._usage_from(detailed).cached_tokens == 0
+    assert llm_calls._usage_from(detailed).cached_tokens == 0
 
 
 # --- SSRF: redirects and the connect-time address check -------------------------------------------
@@ -300,9 +302,9 @@ def test_redirects_are_not_followed_and_are_explained(fake):
 @pytest.fixture
 def private_urls_refused(settings):
     settings.ALLOW_PRIVATE_LLM_URLS = False
-    llm._address_checks.clear()
+    llm_transport._address_checks.clear()
     yield
-    llm._address_checks.clear()
+    llm_transport._address_checks.clear()
 
 
 def test_private_address_is_refused_at_connect_time(fake, private_urls_refused):

@@ -6,6 +6,7 @@ import pytest
 
 import optimizer
 from chatapp.chat import llm
+from chatapp.chat.llm import calls as llm_calls
 
 from .conftest import run_stream
 
@@ -17,8 +18,8 @@ def _no_network(monkeypatch, settings):
     def forbidden(*args, **kwargs):
         raise AssertionError("the offline model must not make HTTP requests")
 
-    monkeypatch.setattr(llm, "_async_client", forbidden)
-    monkeypatch.setattr(llm, "_sync_client", forbidden)
+    monkeypatch.setattr(llm_calls, "_async_client", forbidden)
+    monkeypatch.setattr(llm_calls, "_sync_client", forbidden)
 
 
 def test_target_for_no_config_is_the_offline_model():

@@ -1,0 +1,41 @@
+"""The only place that talks to models: any OpenAI-compatible endpoint, or the built-in offline model.
+
+Every failure leaves this module as an `LLMError` whose `user_message` is plain words for the chat
+and whose text can never contain the API key: provider messages are scrubbed, and errors are raised
+outside the handler of the SDK exception so no traceback chains back to a raw provider message.
+
+The chat path uses `max_retries=0`: a failed reply is shown with a Retry button and the user decides.
+
+Redirects are never followed (a public URL answering 307 to 169.254.169.254 would otherwise be an
+SSRF way around the base-URL check): a redirect is reported as a failure naming where it pointed.
+When private addresses are not allowed, the endpoint's host is checked again before each connection
+(cached a few seconds per host), which narrows DNS rebinding after the save-time check.
+
+Modules: `types` (what callers get), `calls` (stream, complete, test connection, targets), `errors`,
+`quirks`, `transport` (clients and the connect-time address check), `offline` (the demo model).
+"""
+
+from chatapp.chat.llm.calls import llm_complete, llm_stream, llm_target_for, llm_test_connection, offline_target
+from chatapp.chat.llm.offline import offline_reply
+from chatapp.chat.llm.transport import EndpointAddressRefused
+from chatapp.chat.llm.types import (
+    ERROR_KINDS,
+    NO_KEY,
+    OFFLINE_CONTEXT_WINDOW,
+    OFFLINE_LABEL,
+    OFFLINE_MAX_OUTPUT,
+    OFFLINE_MODEL,
+    SUMMARY_PREFIX,
+    Completion,
+    Delta,
+    LLMError,
+    LLMEvent,
+    LLMTarget,
+    Usage,
+)
+
+__all__ = [
+    "ERROR_KINDS", "NO_KEY", "OFFLINE_CONTEXT_WINDOW", "OFFLINE_LABEL", "OFFLINE_MAX_OUTPUT", "OFFLINE_MODEL",
+    "SUMMARY_PREFIX", "Completion", "Delta", "EndpointAddressRefused", "LLMError", "LLMEvent", "LLMTarget", "Usage",
+    "llm_complete", "llm_stream", "llm_target_for", "llm_test_connection", "offline_reply", "offline_target",
+]

@@ -1,0 +1,290 @@
+"""The calls: `llm_stream` (a chat reply), `llm_complete` (a summary, whole), `llm_test_connection`;
+and `llm_target_for`, the target a config (or the offline demo) resolves to.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import openai
+from django.conf import settings
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+import optimizer
+from chatapp.chat.crypto import SecretDecryptError, secret_decrypt
+from chatapp.chat.llm.errors import (
+    _CALL_ERRORS,
+    _endpoint_name,
+    _key_unreadable_error,
+    _llm_error,
+    _not_chat_completions_error,
+    _stream_cut_error,
+)
+from chatapp.chat.llm.offline import _offline_stream, offline_reply
+from chatapp.chat.llm.quirks import _QuirkAttempts, _request_params
+from chatapp.chat.llm.transport import _async_client, _sync_client
+from chatapp.chat.llm.types import (
+    OFFLINE_CONTEXT_WINDOW,
+    OFFLINE_LABEL,
+    OFFLINE_MAX_OUTPUT,
+    OFFLINE_MODEL,
+    Completion,
+    Delta,
+    LLMError,
+    LLMEvent,
+    LLMTarget,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from chatapp.chat.models import LLMConfig
+
+logger = logging.getLogger(__name__)
+
+
+_CONNECTION_TEST_TIMEOUT = 20.0
+
+
+def offline_target() -> LLMTarget:
+    return LLMTarget(
+        base_url="",
+        model=OFFLINE_MODEL,
+        api_key="",
+        temperature=0.0,
+        max_output_tokens=OFFLINE_MAX_OUTPUT,
+        context_window=OFFLINE_CONTEXT_WINDOW,
+        offline=True,
+        label=OFFLINE_LABEL,
+    )
+
+
+def llm_target_for(*, config: LLMConfig | None) -> LLMTarget:
+    """What a request should call: the config's endpoint, or the built-in offline model for None."""
+    if config is None:
+        return offline_target()
+    unreadable = False
+    try:
+        api_key = secret_decrypt(config.api_key_encrypted)
+    except SecretDecryptError:
+        # Encrypted with a key no longer configured: no request goes out (with no key, or a
+        # placeholder, the endpoint would only answer 401); the user re-enters the key.
+        logger.warning("LLM config %s: stored API key cannot be decrypted with the configured keys", config.pk)
+        api_key, unreadable = "", True
+    return LLMTarget(
+        base_url=config.base_url,
+        model=config.model,
+        api_key=api_key,
+        temperature=config.temperature,
+        max_output_tokens=config.max_output_tokens,
+        context_window=config.context_window,
+        offline=False,
+        label=config.name,
+        key_unreadable=unreadable,
+    )
+
+
+# What chat.completions.create() passes besides the body: without it no Authorization header is sent.
+_REQUEST_OPTIONS: openai.RequestOptions = {"security": {"bearer_auth": True}}
+
+
+async def llm_stream(
+    *, target: LLMTarget, messages: list[dict], context_note: str | None = None
+) -> AsyncIterator[LLMEvent]:
+    """Stream a reply as Delta events, then one Usage event when the endpoint reports usage.
+
+    `context_note` is read only by the offline model (a sentence from the caller on what the
+    optimizer did, e.g. that older messages were left out); real endpoints never see it.
+    Raises LLMError; a stream that ends without a finish_reason raises kind "stream_cut".
+    """
+    if target.offline:
+        async for event in _offline_stream(target=target, messages=messages, context_note=context_note):
+            yield event
+        return
+    if target.key_unreadable:
+        raise _key_unreadable_error(target)
+
+    stream = await _stream_open(target, messages)
+    reading = _StreamReading()
+    try:
+        try:
+            async for chunk in stream:
+                for text in reading.take(chunk):
+                    yield Delta(text)
+        except _CALL_ERRORS as exc:
+            reading.error = _llm_error(exc, target, started=reading.started)
+    finally:
+        # Also runs when the consumer stops early (Stop button, client gone): frees the connection.
+        await stream.close()
+    if reading.error is not None:
+        raise reading.error
+    if not reading.finished:
+        content_type = stream.response.headers.get("content-type", "")
+        if reading.chunks == 0 and "event-stream" not in content_type:
+            raise _not_chat_completions_error(target, content_type)
+        raise _stream_cut_error()
+    if reading.usage is not None:
+        yield reading.usage
+
+
+@dataclass
+class _StreamReading:
+    """What a streamed reply has shown so far: text started, finish_reason seen, usage, chunks."""
+
+    started: bool = False
+    finished: bool = False
+    chunks: int = 0
+    usage: Usage | None = None
+    error: LLMError | None = None
+
+    def take(self, chunk: ChatCompletionChunk) -> list[str]:
+        """The chunk's text pieces; notes its usage and finish_reason."""
+        self.chunks += 1
+        if chunk.usage is not None:
+            self.usage = _usage_from(chunk.usage)
+        texts = []
+        for choice in chunk.choices:
+            text = choice.delta.content if choice.delta is not None else None
+            if text:
+                self.started = True
+                texts.append(text)
+            if choice.finish_reason:
+                self.finished = True
+        return texts
+
+
+async def _stream_open(target: LLMTarget, messages: list[dict]) -> openai.AsyncStream[ChatCompletionChunk]:
+    """Start the streamed request, retrying with each endpoint quirk it reveals (see _QuirkAttempts)."""
+    client = _async_client(target)
+    attempts = _QuirkAttempts(target)
+    for quirks in attempts:
+        try:
+            # The low-level post, not chat.completions.create(): create() runs the SDK's typed
+            # request-body transform over every message, which cost ~127 ms CPU per call for a
+            # 180-message context against ~17 ms this way, on the event loop every chat shares. Our
+            # params are already plain JSON; the response side (streaming, error types) is the same.
+            return await client.post(
+                "/chat/completions",
+                body=_request_params(target, messages, stream=True, max_tokens=None, quirks=quirks),
+                options=_REQUEST_OPTIONS,
+                cast_to=ChatCompletionChunk,
+                stream=True,
+                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            )
+        except _CALL_ERRORS as exc:
+            attempts.failed(exc)
+    attempts.raise_failure()
+    raise LLMError("server", "The model call failed unexpectedly. Retry in a moment.")  # no attempt was made
+
+
+def _usage_from(usage: Any) -> Usage:
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    return Usage(
+        prompt_tokens=int(usage.prompt_tokens or 0),
+        completion_tokens=int(usage.completion_tokens or 0),
+        cached_tokens=None if cached is None else int(cached),
+    )
+
+
+def llm_complete(
+    *, target: LLMTarget, messages: list[dict], max_tokens: int | None = None, max_retries: int = 0,
+    timeout: float | None = None,
+) -> Completion:
+    """A whole reply at once (summary workers). `max_retries` lets a worker use the SDK's backoff;
+    `timeout` (seconds, default settings.LLM_TIMEOUT_SECONDS) bounds each call."""
+    if target.offline:
+        text = offline_reply(messages=messages, model=target.model)
+        return Completion(
+            text=text,
+            prompt_tokens=optimizer.count_messages(messages, model=target.model),
+            completion_tokens=optimizer.count_text(text, model=target.model),
+            cached_tokens=0,
+            model=target.model,
+            finish_reason="stop",
+        )
+    if target.key_unreadable:
+        raise _key_unreadable_error(target)
+    client = _sync_client(target, timeout=timeout, max_retries=max_retries)
+    return _complete_with(_raw_create(client), target, messages, max_tokens=max_tokens)
+
+
+def _raw_create(client: openai.OpenAI) -> Callable[..., Any]:
+    """A non-streaming create() without the SDK's request-body transform (see llm_stream): summary
+    prompts are whole spans of a conversation, so the transform's CPU cost grows with them."""
+
+    def create(**params: Any) -> Any:
+        return client.post("/chat/completions", body=params, options=_REQUEST_OPTIONS, cast_to=ChatCompletion)
+
+    return create
+
+
+def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list[dict], *, max_tokens: int | None
+                   ) -> Completion:
+    response: Any = None
+    attempts = _QuirkAttempts(target)
+    for quirks in attempts:
+        try:
+            response = create(**_request_params(target, messages, stream=False, max_tokens=max_tokens, quirks=quirks))
+            break
+        except _CALL_ERRORS as exc:
+            attempts.failed(exc)
+    attempts.raise_failure()
+    if not hasattr(response, "choices"):  # the SDK hands back raw text when the body is not JSON
+        raise _not_chat_completions_error(target, "text/html or other non-JSON")
+    choice = response.choices[0] if response.choices else None
+    usage = _usage_from(response.usage) if response.usage is not None else Usage(0, 0, 0)
+    return Completion(
+        text=(choice.message.content or "") if choice is not None else "",
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cached_tokens=usage.cached_tokens or 0,
+        model=response.model or target.model,
+        finish_reason=choice.finish_reason if choice is not None else None,
+    )
+
+
+def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
+    """List the endpoint's models (or, where there is no list, make a one-token request); plain words."""
+    if target.offline:
+        return True, "The offline demo model is built in: there is nothing to connect to."
+    if target.key_unreadable:
+        return False, _key_unreadable_error(target).user_message
+    endpoint = _endpoint_name(target)
+    timeout = min(float(settings.LLM_TIMEOUT_SECONDS), _CONNECTION_TEST_TIMEOUT)
+    client = _sync_client(target, timeout=timeout)
+    error: LLMError | None = None
+    model_ids: list[str] = []
+    try:
+        model_ids = [m.id for m in client.models.list()]
+    except openai.APIStatusError as exc:
+        if exc.status_code in {404, 405}:
+            return _one_token_test(client, target, prefix=f"Connected to {endpoint} (it has no model list). ")
+        error = _llm_error(exc, target, started=False)
+    except _CALL_ERRORS as exc:
+        error = _llm_error(exc, target, started=False)
+    except (AttributeError, TypeError, ValueError):
+        # The SDK fails this way when the body is not a model list at all (e.g. an HTML page).
+        error = _not_chat_completions_error(target, "not an OpenAI-compatible model list")
+    if error is not None:
+        return False, error.user_message
+    if target.model in model_ids:
+        return True, f"Connected to {endpoint}. It lists {len(model_ids)} models, including “{target.model}”."
+    ok, message = _one_token_test(client, target, prefix="")
+    if ok:
+        return True, (f"Connected to {endpoint}. “{target.model}” is not among the {len(model_ids)} models it lists, "
+                      "but it answered a one-token test request.")
+    shown = ", ".join(model_ids[:8]) + (f" and {len(model_ids) - 8} more" if len(model_ids) > 8 else "")
+    listed = f" It lists: {shown}." if model_ids else " It lists no models."
+    return False, f"Connected to {endpoint}, but the test request failed: {message}{listed}"
+
+
+def _one_token_test(client: openai.OpenAI, target: LLMTarget, *, prefix: str) -> tuple[bool, str]:
+    try:
+        _complete_with(_raw_create(client), target, [{"role": "user", "content": "Reply with OK."}],
+                       max_tokens=1)
+    except LLMError as exc:
+        return False, prefix + exc.user_message
+    return True, prefix + f"“{target.model}” answered a one-token test request."

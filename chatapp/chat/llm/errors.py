@@ -1,0 +1,169 @@
+"""SDK and transport failures as `LLMError`s with plain words and no secret in them: provider messages
+are scrubbed of the API key and anything key-like.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from urllib.parse import urlsplit
+
+import httpx
+import openai
+from django.conf import settings
+
+from chatapp.chat.llm.transport import EndpointAddressRefused
+from chatapp.chat.llm.types import LLMError, LLMTarget
+
+logger = logging.getLogger(__name__)
+
+
+def _key_unreadable_error(target: LLMTarget) -> LLMError:
+    return LLMError(
+        "auth",
+        f"The API key stored for “{target.label}” can no longer be read (the server's encryption key "
+        "changed). Enter the key again in Settings.",
+        retryable=False,
+    )
+
+
+_KEY_LIKE = re.compile(r"\b(sk|pk|rk|key|gsk|xai)-[A-Za-z0-9_\-]{6,}")
+
+
+def _scrub(text: str, api_key: str) -> str:
+    if api_key and len(api_key) >= 4:
+        text = text.replace(api_key, "[redacted]")
+    text = _KEY_LIKE.sub(lambda m: f"{m.group(1)}-[redacted]", text)
+    return re.sub(r"(?i)(bearer\s+)\S+", r"\1[redacted]", text)
+
+
+def _provider_message(exc: Exception) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else None
+        if isinstance(message, str) and message:
+            return message
+    return getattr(exc, "message", None) or str(exc)
+
+
+def _endpoint_name(target: LLMTarget) -> str:
+    parts = urlsplit(target.base_url)
+    host = parts.hostname or target.base_url
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def _retry_after(exc: openai.APIStatusError) -> str | None:
+    value = exc.response.headers.get("retry-after") if exc.response is not None else None
+    if value and value.strip().isdigit():
+        return value.strip()
+    return None
+
+
+def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool) -> LLMError:
+    """Map an SDK/transport exception to an LLMError with plain words and no secret in it."""
+    if isinstance(exc, LLMError):
+        return exc
+    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        return _timeout_error(started=started)
+    if isinstance(exc, openai.APIStatusError):
+        return _status_error(exc, target)
+    if isinstance(exc, openai.APIResponseValidationError):
+        content_type = exc.response.headers.get("content-type", "") if exc.response is not None else ""
+        return _not_chat_completions_error(target, content_type)
+    endpoint = _endpoint_name(target)
+    if isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc.__cause__, EndpointAddressRefused):
+            return LLMError("connection", f"The model endpoint's address was refused: {exc.__cause__} "
+                            "Check the base URL in Settings.", retryable=False)
+        return LLMError("connection", f"Could not connect to the model endpoint at {endpoint}. Check the base URL "
+                        "in Settings and that the server is running.")
+    if isinstance(exc, openai.APIError):  # an error event inside an otherwise good stream
+        detail = _scrub(_provider_message(exc), target.api_key)[:300]
+        return LLMError("server", f"The model endpoint reported an error mid-reply: {detail} Retry in a moment.",
+                        detail=detail)
+    if isinstance(exc, httpx.TransportError):
+        if started:
+            return _stream_cut_error()
+        return LLMError("connection", f"The connection to the model endpoint at {endpoint} failed. Retry in a moment.")
+    return LLMError("server", "The model call failed unexpectedly. Retry in a moment.")
+
+
+def _timeout_error(*, started: bool) -> LLMError:
+    seconds = settings.LLM_TIMEOUT_SECONDS
+    timeout = f"{seconds} second" if seconds == 1 else f"{seconds} seconds"
+    if started:
+        return LLMError("timeout", f"The model stopped sending mid-reply and nothing came for {timeout}. "
+                        "Retry to get a full reply.")
+    return LLMError("timeout", f"The model endpoint did not answer within {timeout}. "
+                    "Retry, or check that the endpoint is not overloaded.")
+
+
+def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
+    """An HTTP error answer, by status: what the user can do about it."""
+    status = exc.status_code
+    if 300 <= status < 400:
+        # Never the body: it may be whatever the redirect's target would have answered.
+        return _redirect_error(exc, target)
+    detail = _scrub(_provider_message(exc), target.api_key)[:300]
+    if status == 429:
+        return _rate_limit_error(exc, detail)
+    words = {
+        401: ("auth", "The model endpoint rejected the API key (401). Check the key in Settings."),
+        403: ("auth", f"The model endpoint refused access to “{target.model}” (403). "
+              "Check that the API key may use this model."),
+        404: ("not_found", f"The model endpoint does not know the model “{target.model}” (404). "
+              "Check the model name and the base URL in Settings."),
+        408: ("timeout", "The model endpoint gave up on the request (408). Retry."),
+    }.get(status)
+    if words is None and status >= 500:
+        words = ("server", f"The model endpoint had an internal error ({status}). Retry in a moment.")
+    if words is None:
+        words = ("bad_request", f"The model endpoint rejected the request ({status}): {detail}")
+    return LLMError(words[0], words[1], status=status, detail=detail)
+
+
+def _rate_limit_error(exc: openai.APIStatusError, detail: str) -> LLMError:
+    code = str(getattr(exc, "code", None) or "")
+    if "insufficient_quota" in code or "quota" in detail.lower():
+        return LLMError("rate_limit", "The account behind this API key has run out of credit or quota (429). "
+                        "Check billing with your provider.", status=429, retryable=False, detail=detail)
+    wait = _retry_after(exc)
+    when = f"Wait {wait} seconds and retry." if wait else "Wait a moment and retry."
+    return LLMError("rate_limit", f"The model endpoint is rate-limiting requests (429). {when}",
+                    status=429, detail=detail)
+
+
+def _redirect_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
+    response = exc.response
+    location = response.headers.get("location", "").strip() if response is not None else ""
+    try:
+        where = str(response.url.join(location)) if location else ""
+    except (httpx.InvalidURL, ValueError):
+        where = location
+    where = _scrub(where, target.api_key)[:300] or "another address (no Location given)"
+    return LLMError(
+        "bad_request",
+        f"The model endpoint at {_endpoint_name(target)} redirected the request ({exc.status_code}) to {where}. "
+        "Redirects are not followed: use the final URL as the base URL in Settings.",
+        status=exc.status_code,
+        retryable=False,
+    )
+
+
+def _not_chat_completions_error(target: LLMTarget, content_type: str) -> LLMError:
+    shown = content_type.split(";")[0].strip() or "unknown"
+    return LLMError(
+        "bad_request",
+        f"The endpoint at {_endpoint_name(target)} answered, but not with a chat completion (content type {shown}). "
+        "Check the base URL: OpenAI-compatible servers usually end in /v1.",
+        retryable=False,
+    )
+
+
+def _stream_cut_error() -> LLMError:
+    return LLMError("stream_cut", "The reply was cut off before it finished: the connection to the model endpoint "
+                    "closed mid-stream. Retry to get a full reply.")
+
+
+_CALL_ERRORS = (openai.OpenAIError, httpx.HTTPError)
