@@ -1,5 +1,3 @@
-from importlib.util import find_spec
-
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, reverse_lazy
 
@@ -43,6 +41,5 @@ urlpatterns = [
     ),
 ]
 
-# The dashboard pages (/c/<pk>/dashboard/, /dashboard/) live in their own module, written separately.
-if find_spec("chatapp.chat.dashboard_urls") is not None:
-    urlpatterns.append(path("", include("chatapp.chat.dashboard_urls")))
+# The dashboard pages (/c/<pk>/dashboard/, /dashboard/) and their downloads.
+urlpatterns.append(path("", include("chatapp.chat.dashboard.urls")))

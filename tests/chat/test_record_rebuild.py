@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import optimizer
-from chatapp.chat.dashboard_selectors import dashboard_record_context
+from chatapp.chat.dashboard.turns import dashboard_record_context
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, OptimizationRecord
 from tests.chat.conftest import make_config, seed_messages, send

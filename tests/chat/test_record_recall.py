@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat.dashboard_selectors import dashboard_record_context
+from chatapp.chat.dashboard.turns import dashboard_record_context
 from chatapp.chat.models import OptimizationRecord
 from chatapp.chat.turn_records import _context_note, _ranges_without, _recall_layout, _sent_entry
 from optimizer.recall import HEADER, MemorySource, RecallItem

@@ -11,7 +11,7 @@ from django.db.models import Q
 
 from chatapp.chat.api import stream_views
 from chatapp.chat.chat_retry import chat_regenerate_start
-from chatapp.chat.dashboard_selectors import dashboard_headline
+from chatapp.chat.dashboard.headline import dashboard_headline
 from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord
 from optimizer import count_messages
 from tests.chat.conftest import TEST_KEY, make_config, post_stream, seed_messages, send

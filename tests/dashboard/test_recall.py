@@ -8,13 +8,10 @@ import io
 
 import pytest
 
-from chatapp.chat.dashboard_selectors import (
-    MAP_STATUSES,
-    dashboard_headline,
-    dashboard_message_map,
-    dashboard_record_context,
-    dashboard_series,
-)
+from chatapp.chat.dashboard.headline import dashboard_headline
+from chatapp.chat.dashboard.message_map import MAP_STATUSES, dashboard_message_map
+from chatapp.chat.dashboard.series import dashboard_series
+from chatapp.chat.dashboard.turns import dashboard_record_context
 from chatapp.chat.models import Message, OptimizationRecord
 from tests.dashboard.factories import RecallTurns, make_recall_turns
 

@@ -54,7 +54,7 @@ urlpatterns = [
     path("configs/<int:pk>/default/", views.LLMConfigMakeDefaultApi.as_view(), name="api-config-default"),
     path("configs/<int:pk>/test/", views.LLMConfigTestApi.as_view(), name="api-config-test"),
     path("settings/", views.UserSettingsApi.as_view(), name="api-settings"),
-    path("dashboard/", include("chatapp.chat.dashboard_api_urls")),
+    path("dashboard/", include("chatapp.chat.dashboard.api_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

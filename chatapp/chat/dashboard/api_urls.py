@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chatapp.chat import dashboard_views as v
+from chatapp.chat.dashboard import api as v
 
 urlpatterns = [
     path("overview/", v.DashboardOverviewApi.as_view(), name="api-dashboard-overview"),

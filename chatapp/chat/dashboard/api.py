@@ -1,0 +1,180 @@
+"""The dashboard's JSON API (under /api/dashboard/): thin views over the selectors of this package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import serializers
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chatapp.chat.dashboard.headline import dashboard_conversation_get, dashboard_headline
+from chatapp.chat.dashboard.message_map import dashboard_message_map
+from chatapp.chat.dashboard.overview import dashboard_conversation_savings, dashboard_overview
+from chatapp.chat.dashboard.series import dashboard_series
+from chatapp.chat.dashboard.turns import (
+    dashboard_record_context,
+    dashboard_record_list,
+    dashboard_summary_details,
+    dashboard_summary_list,
+)
+
+
+class DashboardPagination(LimitOffsetPagination):
+    default_limit = 50
+    max_limit = 500
+
+
+class _ConversationFiguresApi(APIView):
+    """GET one selector's figures for a conversation of the requesting user (others: 404)."""
+
+    selector: Callable[..., dict[str, Any]]
+
+    def get(self, request: Request, pk: int) -> Response:
+        conversation = dashboard_conversation_get(user=request.user, pk=pk)
+        return Response(type(self).selector(conversation=conversation))
+
+
+def _figures_api(name: str, *, selector: Callable[..., dict[str, Any]], operation_id: str,
+                 summary: str) -> type[APIView]:
+    view = type(name, (_ConversationFiguresApi,), {"selector": staticmethod(selector), "__module__": __name__})
+    schema = extend_schema(operation_id=operation_id, summary=summary, responses=OpenApiTypes.OBJECT)
+    return extend_schema_view(get=schema)(view)
+
+
+DashboardHeadlineApi = _figures_api(
+    "DashboardHeadlineApi", selector=dashboard_headline, operation_id="dashboard_conversation_headline",
+    summary="Dashboard headline figures of a conversation",
+)
+
+
+DashboardSeriesApi = _figures_api(
+    "DashboardSeriesApi", selector=dashboard_series, operation_id="dashboard_conversation_series",
+    summary="Per-turn chart data (columnar: one array per field, one entry per request)",
+)
+
+
+DashboardMessageMapApi = _figures_api(
+    "DashboardMessageMapApi", selector=dashboard_message_map, operation_id="dashboard_conversation_map",
+    summary="Every message's status in the latest request, run-length encoded",
+)
+
+
+class DashboardRecordListApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        turn = serializers.IntegerField()
+        created_at = serializers.DateTimeField()
+        reply_id = serializers.IntegerField(allow_null=True)
+        preference = serializers.CharField()
+        model = serializers.CharField()
+        context_window = serializers.IntegerField()
+        budget = serializers.IntegerField()
+        triggered = serializers.BooleanField()
+        window_start_id = serializers.IntegerField(allow_null=True)
+        strategy = serializers.CharField()
+        reason = serializers.CharField()
+        tokens_full = serializers.IntegerField()
+        tokens_sent = serializers.IntegerField()
+        tokens_saved = serializers.IntegerField()
+        provider_prompt_tokens = serializers.IntegerField(allow_null=True)
+        estimated = serializers.BooleanField()
+        summary_id = serializers.IntegerField(allow_null=True)
+        messages_before = serializers.IntegerField()
+        messages_after = serializers.IntegerField()
+        pack_ms = serializers.FloatField()
+        cost_sent_usd = serializers.FloatField(allow_null=True)
+        cost_full_usd = serializers.FloatField(allow_null=True)
+        recall_tokens = serializers.IntegerField()
+        recall_message_count = serializers.IntegerField()
+
+    pagination_class = DashboardPagination
+
+    @extend_schema(summary="A conversation's optimization records in turn order (paginated)",
+                   responses=OutputSerializer(many=True))
+    def get(self, request: Request, pk: int) -> Response:
+        conversation = dashboard_conversation_get(user=request.user, pk=pk)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(dashboard_record_list(conversation=conversation), request, view=self)
+        offset = paginator.offset
+        rows = [
+            {**row, "turn": offset + i + 1, "tokens_saved": row["tokens_full"] - row["tokens_sent"]}
+            for i, row in enumerate(page)
+        ]
+        return paginator.get_paginated_response(self.OutputSerializer(rows, many=True).data)
+
+
+class DashboardRecordContextApi(APIView):
+    @extend_schema(summary="What the model saw on one turn: the messages sent, in order",
+                   responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, pk: int, record_pk: int) -> Response:
+        conversation = dashboard_conversation_get(user=request.user, pk=pk)
+        return Response(dashboard_record_context(conversation=conversation, record_id=record_pk))
+
+
+class DashboardSummaryListApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        content = serializers.CharField()
+        token_count = serializers.IntegerField()
+        char_count = serializers.IntegerField()
+        covers_from_id = serializers.IntegerField(allow_null=True)
+        covers_through_id = serializers.IntegerField(allow_null=True)
+        covered_message_count = serializers.IntegerField(allow_null=True)
+        source_chars = serializers.IntegerField(allow_null=True)
+        extractive = serializers.BooleanField()
+        discarded = serializers.BooleanField()
+        edited = serializers.BooleanField()
+        edited_from_id = serializers.IntegerField(allow_null=True)
+        method = serializers.CharField()
+        model = serializers.CharField()
+        cost_usd = serializers.FloatField(allow_null=True)
+        duration_s = serializers.FloatField(allow_null=True)
+        prompt_tokens = serializers.IntegerField(allow_null=True)
+        completion_tokens = serializers.IntegerField(allow_null=True)
+        trigger = serializers.CharField(allow_null=True)
+        job_id = serializers.IntegerField(allow_null=True)
+        used_by_requests = serializers.IntegerField()
+        created_at = serializers.DateTimeField()
+        number = serializers.IntegerField(allow_null=True, help_text="1-based order among the conversation's summaries")
+        edited_from_number = serializers.IntegerField(allow_null=True)
+        covers_from_number = serializers.IntegerField(
+            allow_null=True, help_text="Position (1-based, chat messages) of the first message covered"
+        )
+        covers_through_number = serializers.IntegerField(allow_null=True)
+        summary_chars = serializers.IntegerField(help_text="Characters of the summary text, header excluded")
+
+    pagination_class = DashboardPagination
+
+    @extend_schema(summary="A conversation's summaries, newest first, with their jobs (paginated)",
+                   responses=OutputSerializer(many=True))
+    def get(self, request: Request, pk: int) -> Response:
+        conversation = dashboard_conversation_get(user=request.user, pk=pk)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(dashboard_summary_list(conversation=conversation), request, view=self)
+        rows = dashboard_summary_details(conversation=conversation, summaries=list(page))
+        return paginator.get_paginated_response(self.OutputSerializer(rows, many=True).data)
+
+
+class DashboardOverviewApi(APIView):
+    @extend_schema(summary="Totals across the user's conversations and the top savers", responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        return Response(dashboard_overview(user=request.user, top=10))
+
+
+class DashboardConversationSavingsApi(APIView):
+    pagination_class = DashboardPagination
+
+    @extend_schema(operation_id="dashboard_conversations_list",
+                   summary="The user's conversations by tokens saved, most first (paginated)",
+                   responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(dashboard_conversation_savings(user=request.user), request, view=self)
+        return paginator.get_paginated_response(page)

@@ -1,0 +1,87 @@
+"""Dashboard downloads: the records as CSV (cells that would run as formulas escaped) and JSON,
+streamed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import HttpRequest, StreamingHttpResponse
+
+from chatapp.chat.dashboard.export import dashboard_record_export, export_json_value
+from chatapp.chat.dashboard.headline import dashboard_conversation_get
+from chatapp.chat.dashboard.turns import (
+    RECORD_LIST_FIELDS,
+)
+
+
+class _Echo:
+    """File-like object for csv.writer that hands each row back instead of buffering it."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+_JSON_COLUMNS = ("scores", "sent", "dropped_ranges", "stats")
+
+
+CSV_COLUMNS: tuple[str, ...] = ("turn", *RECORD_LIST_FIELDS, "tokens_saved", *_JSON_COLUMNS)
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A spreadsheet opens a text cell that starts with = + - @ (or a tab or CR) as a formula: such
+    text (a model name, a reason) gets a leading apostrophe. Numbers are left as numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def _csv_rows(conversation) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    yield writer.writerow(CSV_COLUMNS)
+    for row in dashboard_record_export(conversation=conversation):
+        data = row.data
+        out = []
+        for col in CSV_COLUMNS:
+            if col == "turn":
+                out.append(row.turn)
+            elif col in _JSON_COLUMNS:
+                out.append(csv_cell(export_json_value(data[col])))
+            else:
+                value = data[col]
+                out.append("" if value is None else csv_cell(value))
+        yield writer.writerow(out)
+
+
+@login_required
+def dashboard_export_csv(request: HttpRequest, pk: int) -> StreamingHttpResponse:
+    conversation = dashboard_conversation_get(user=request.user, pk=pk)
+    response = StreamingHttpResponse(_csv_rows(conversation), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}-records.csv"'
+    return response
+
+
+def _json_chunks(conversation) -> Iterator[str]:
+    head = {"conversation": {"id": conversation.pk, "title": conversation.title}}
+    yield json.dumps(head, cls=DjangoJSONEncoder)[:-1] + ', "records": ['
+    first = True
+    for row in dashboard_record_export(conversation=conversation):
+        yield ("" if first else ",") + json.dumps({"turn": row.turn, **row.data}, cls=DjangoJSONEncoder)
+        first = False
+    yield "]}"
+
+
+@login_required
+def dashboard_export_json(request: HttpRequest, pk: int) -> StreamingHttpResponse:
+    conversation = dashboard_conversation_get(user=request.user, pk=pk)
+    response = StreamingHttpResponse(_json_chunks(conversation), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}-records.json"'
+    return response

@@ -1,0 +1,163 @@
+"""The message map: every message's status in the latest request, run-length encoded, so a page never
+carries one row per message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from itertools import groupby
+from typing import Any
+
+from django.db.models import Case, IntegerField, Q, Value, When
+
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
+
+# Message map statuses, in legend order; the map sends the index, not the name.
+MAP_STATUSES: tuple[str, ...] = (
+    "verbatim",  # sent as is
+    "pinned",  # sent with origin "pinned" (an unpinned static message, e.g. the first user one, is "verbatim")
+    "compressed",  # sent as head + tail
+    "recalled",  # outside the window, quoted by the recall block for the newest message
+    "summarized",  # not sent, covered by the summary that was sent
+    "dropped",  # not sent and not covered
+    "summary",  # a summary message itself
+    "excluded",  # never sendable: a regenerated-away, stopped or failed reply, or a discarded summary
+    "new",  # written after the latest request (its reply, or later)
+    "unsent",  # older than the window and not accounted for by the record (old records)
+)
+
+
+MAP_STATUS_LABELS: dict[str, str] = {
+    "verbatim": "Sent verbatim",
+    "pinned": "Pinned / kept",
+    "compressed": "Sent compressed",
+    "recalled": "Recalled (quoted for the newest message)",
+    "summarized": "Summarized",
+    "dropped": "Dropped",
+    "summary": "Summary message",
+    "excluded": "Never sent (regenerated, stopped, failed)",
+    "new": "After the latest request",
+    "unsent": "Not sent",
+}
+
+
+_STATUS_INDEX = {name: i for i, name in enumerate(MAP_STATUSES)}
+
+
+_ROLE_CHARS = {"user": "u", "assistant": "a", "system": "s"}
+
+
+def _map_status_expression(*, origin_ids: dict[str, list[int]], horizon: int | None,
+                           covered: tuple[int, int] | None, dropped: list[tuple[int, int]]) -> Case:
+    """Each message's status index, computed by the database (first matching rule wins)."""
+    code = _STATUS_INDEX
+    whens = [
+        When(kind=Message.Kind.SUMMARY, discarded=True, then=Value(code["excluded"])),
+        When(kind=Message.Kind.SUMMARY, then=Value(code["summary"])),
+    ]
+    for origin, status in (("pinned", "pinned"), ("compressed", "compressed"), ("verbatim", "verbatim"),
+                           ("recall", "recalled")):
+        if origin_ids.get(origin):
+            whens.append(When(id__in=origin_ids[origin], then=Value(code[status])))
+    whens.append(When(
+        Q(superseded=True) | Q(status__in=[Message.Status.STOPPED, Message.Status.ERROR]),
+        then=Value(code["excluded"]),
+    ))
+    if horizon is None:
+        return Case(*whens, default=Value(code["new"]), output_field=IntegerField())
+    whens.append(When(id__gt=horizon, then=Value(code["new"])))
+    if covered is not None:
+        whens.append(When(id__gte=covered[0], id__lte=covered[1], then=Value(code["summarized"])))
+    if dropped:
+        in_dropped = Q()
+        for lo, hi in dropped:
+            in_dropped |= Q(id__gte=lo, id__lte=hi)
+        whens.append(When(in_dropped, then=Value(code["dropped"])))
+    return Case(*whens, default=Value(code["unsent"]), output_field=IntegerField())
+
+
+def _origin_ids(sent: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """The ids a record's sent entries quote, by how they were sent (summaries apart)."""
+    # Recalled messages have their own status, ahead of "summarized" and "dropped": a quote was sent.
+    origin_ids: dict[str, list[int]] = {"verbatim": [], "pinned": [], "compressed": [], "recall": []}
+    for entry in sent:
+        origin = entry.get("origin", "verbatim")
+        if origin == "summary":
+            continue
+        bucket = origin_ids.get(origin, origin_ids["verbatim"])
+        for sid in entry.get("source_ids", []):
+            with contextlib.suppress(TypeError, ValueError):
+                bucket.append(int(sid))
+    return origin_ids
+
+
+def _dropped_pairs(ranges: list[Any]) -> list[tuple[int, int]]:
+    dropped = []
+    for pair in ranges:
+        with contextlib.suppress(TypeError, ValueError, IndexError):
+            dropped.append((int(pair[0]), int(pair[1])))
+    return dropped
+
+
+def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
+    """Every message's status in the latest request, run-length encoded.
+
+    `id_runs` = [[first_id, length], ...] over consecutive ids; `roles` = one character per message
+    (u/a/s); `status_runs` = [[status_index, length], ...]. Together they address every message in
+    chronological order at a few bytes per run instead of a row per message. The database classifies
+    the messages; Python only reads (id, role, status) tuples and counts runs.
+    """
+    latest = (
+        OptimizationRecord.objects.filter(conversation=conversation)
+        .order_by("-id")
+        .only("id", "sent", "dropped_ranges", "summary_id", "window_start_id")
+        .first()
+    )
+    origin_ids = _origin_ids(latest.sent or [] if latest is not None else [])
+    horizon = None
+    dropped = _dropped_pairs(latest.dropped_ranges or [] if latest is not None else [])
+    covered: tuple[int, int] | None = None
+    if latest is not None:
+        if latest.summary_id is not None:
+            cover = (
+                Message.objects.filter(pk=latest.summary_id)
+                .values_list("covers_from_id", "covers_through_id")
+                .first()
+            )
+            if cover and cover[0] is not None and cover[1] is not None:
+                covered = (cover[0], cover[1])
+        # The latest request saw everything up to its newest message; its reply and later come after.
+        sent_ids = [i for ids in origin_ids.values() for i in ids]
+        horizon = max([*sent_ids, *(hi for _, hi in dropped), latest.window_start_id or 0, *(covered or ())])
+
+    status = _map_status_expression(origin_ids=origin_ids, horizon=horizon, covered=covered, dropped=dropped)
+    rows = list(
+        Message.objects.filter(conversation=conversation)
+        .order_by("id")
+        .annotate(map_status=status)
+        .values_list("id", "role", "map_status", "kind")
+    )
+    id_runs: list[list[int]] = []
+    prev_id = None
+    for mid, *_ in rows:
+        if prev_id is not None and mid == prev_id + 1:
+            id_runs[-1][1] += 1
+        else:
+            id_runs.append([mid, 1])
+        prev_id = mid
+    status_runs = [[code, sum(1 for _ in group)] for code, group in groupby(row[2] for row in rows)]
+    counts = [0] * len(MAP_STATUSES)
+    for code, length in status_runs:
+        counts[code] += length
+    return {
+        "count": len(rows),
+        "record_id": latest.pk if latest else None,
+        "summary_id": latest.summary_id if latest else None,
+        "statuses": list(MAP_STATUSES),
+        "status_labels": [MAP_STATUS_LABELS[s] for s in MAP_STATUSES],
+        "status_counts": dict(zip(MAP_STATUSES, counts, strict=True)),
+        "id_runs": id_runs,
+        # u/a/s per chat message, "S" per summary (summaries are not numbered: see message_numbers)
+        "roles": "".join("S" if row[3] == Message.Kind.SUMMARY else _ROLE_CHARS.get(row[1], "s") for row in rows),
+        "status_runs": status_runs,
+    }

@@ -1,0 +1,216 @@
+"""Dashboard pages: the headline cards rendered on the server; charts, the map, summaries and \"what
+the model saw\" are drawn in the browser from the JSON API (`api`), so page and API always agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from chatapp.chat.dashboard.headline import dashboard_conversation_get, dashboard_headline
+from chatapp.chat.dashboard.message_map import MAP_STATUS_LABELS, MAP_STATUSES
+from chatapp.chat.dashboard.overview import dashboard_overview
+from chatapp.chat.views import page_csp
+
+MINUS = "\u2212"
+
+
+def _tokens(n: int | None) -> str:
+    if n is None:
+        return "—"
+    for div, suffix in ((1_000_000_000, "B"), (1_000_000, "M"), (1_000, "k")):
+        if abs(n) >= div:
+            value = n / div
+            return f"{value:.1f}{suffix}" if abs(value) < 100 else f"{value:.0f}{suffix}"
+    return f"{n:,}"
+
+
+def _usd(x: float | None) -> str:
+    if x is None:
+        return "—"
+    sign = MINUS if x < 0 else ""
+    x = abs(x)
+    if x >= 100:
+        return f"{sign}${x:,.0f}"
+    if x >= 1:
+        return f"{sign}${x:,.2f}"
+    if x == 0:
+        return "$0"
+    return f"{sign}${x:.4f}"
+
+
+def _pct(x: float | None, digits: int = 0) -> str:
+    return "—" if x is None else f"{x * 100:.{digits}f}%"
+
+
+def _per_million(price: float | None) -> str:
+    return "—" if price is None else f"${price * 1_000_000:,.3g}/M"
+
+
+def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
+    tokens, money, summaries, usage, acc = h["tokens"], h["money"], h["summaries"], h["usage"], h["accuracy"]
+    strat = h["strategies"]
+    prices = money["prices"]
+    price_note = ""
+    if prices:
+        price_note = f"input {_per_million(prices['input'])}"
+        if prices.get("cached_input") is not None:
+            price_note += f", cached {_per_million(prices['cached_input'])}"
+    cards = [
+        {
+            "key": "tokens",
+            "label": "Tokens not sent",
+            "value": _tokens(tokens["saved"]),
+            # Two kinds, never added up as one saving: replaced by a summary vs left out altogether.
+            "detail": (
+                f"{_pct(tokens['saved_share'])} of {_tokens(tokens['full'])} full-history tokens: "
+                f"{_tokens(tokens['summarized'])} replaced by summaries or compressed · "
+                f"{_tokens(tokens['dropped'])} dropped with no summary"
+                + (f" ({tokens['dropped_unmeasured']:,} turns not measured)" if tokens["dropped_unmeasured"] else "")
+            ),
+            "meter": tokens["saved_share"],
+            "tone": "good" if tokens["saved"] > 0 else "",
+        },
+        {
+            "key": "money",
+            "label": "Money saved (net)",
+            "value": _usd(money["net_saved_usd"]),
+            "detail": (
+                f"{_usd(money['gross_saved_usd'])} saved {MINUS} {_usd(money['summary_cost_usd'])} summarizing"
+                + (f" · {price_note}" if price_note else "")
+                + (f" · {money['unpriced_records']} turns unpriced" if money["unpriced_records"] else "")
+            ),
+            "tone": "good" if money["net_saved_usd"] > 0 else ("bad" if money["net_saved_usd"] < 0 else ""),
+        },
+        {
+            "key": "summaries",
+            "label": "Summaries made",
+            "value": f"{summaries['made']:,}",
+            "detail": (
+                f"{summaries['extractive']} extractive · {summaries['made'] - summaries['live']} discarded"
+                f" · {strat['truncate']} truncations" + _recall_detail(h["recall"])
+            ),
+        },
+    ]
+    if usage:
+        cards.append({
+            "key": "usage",
+            "label": "Current usage",
+            "value": _pct(usage["ratio"]),
+            "detail": f"{usage['tokens']:,} of {usage['budget']:,} budget at the latest request"
+            f" · window {usage['context_window']:,}" + (" · estimated count" if usage["estimated"] else ""),
+            "meter": min(1.0, usage["ratio"] or 0),
+            "tone": "bad" if (usage["ratio"] or 0) > 1 else ("warn" if (usage["ratio"] or 0) > 0.8 else ""),
+        })
+    else:
+        cards.append({"key": "usage", "label": "Current usage", "value": "—", "detail": "No request yet"})
+    if acc:
+        # One claim per figure: the value is how close each request's count was (bounded: a provider
+        # that counts very differently gives "—", not a negative accuracy); the detail adds the totals.
+        error = acc["error_share"]
+        cards.append({
+            "key": "accuracy",
+            "label": "Counting accuracy",
+            "value": "—" if error >= 1 else _pct(1 - error, 1),
+            "detail": (
+                f"per request, ours differs from the provider's count by {error * 100:.1f}% on average"
+                + (" (it counts differently: tools, images or cached prompts)" if error >= 1 else "")
+                + f"; in total ours {_tokens(acc['ours'])} vs {_tokens(acc['provider'])} "
+                f"({'+' if acc['bias_share'] >= 0 else MINUS}{abs(acc['bias_share']) * 100:.1f}%) "
+                f"over {acc['requests']:,} requests"
+            ),
+        })
+    else:
+        cards.append({
+            "key": "accuracy",
+            "label": "Counting accuracy",
+            "value": "—",
+            "detail": "The endpoint has not reported usage yet",
+        })
+    return cards
+
+
+def _recall_detail(recall: dict[str, Any]) -> str:
+    """Recall next to the summaries: both bring old history back, and quoted messages are not lost."""
+    if not recall["turns"]:
+        return ""
+    return (
+        f" · {_plural(recall['messages'], 'message')} recalled on {_plural(recall['turns'], 'turn')}"
+        f" ({_tokens(recall['tokens'])} tokens)"
+    )
+
+
+def _with_meters(cards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for card in cards:
+        meter = card.get("meter")
+        card["meter_pct"] = None if meter is None else round(max(0.0, min(1.0, meter)) * 100, 1)
+    return cards
+
+
+@login_required
+@page_csp
+def dashboard_conversation_page(request: HttpRequest, pk: int) -> HttpResponse:
+    conversation = dashboard_conversation_get(user=request.user, pk=pk)
+    headline = dashboard_headline(conversation=conversation)
+    return render(request, "dashboard/conversation.html", {
+        "conversation": conversation,
+        "headline": headline,
+        "cards": _with_meters(_cards(headline)),
+        "chat_url": reverse("chat-detail", args=[conversation.pk]),
+        "legend": [{"key": s, "label": MAP_STATUS_LABELS[s]} for s in MAP_STATUSES],
+        "first_optimized_turn": headline["strategies"]["first_optimized_turn"],
+        "subtitle": _subtitle(turns=headline["turns"], messages=conversation.live_message_count,
+                              first=headline["strategies"]["first_optimized_turn"]),
+    })
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _subtitle(*, turns: int, messages: int, first: int | None) -> str:
+    parts = [_plural(turns, "request"), _plural(messages, "message")]
+    if first:
+        parts.append(f"optimized from turn {first:,}")
+    return " · ".join(parts)
+
+
+@login_required
+@page_csp
+def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
+    overview = dashboard_overview(user=request.user, top=10)
+    top = overview["top"]
+    biggest = max((r["tokens_saved"] for r in top), default=0) or 1
+    for row in top:
+        # A visible sliver for any saving, however small next to the biggest.
+        row["bar_pct"] = 0 if row["tokens_saved"] <= 0 else max(0.6, round(100 * row["tokens_saved"] / biggest, 1))
+        row["saved_label"] = _tokens(row["tokens_saved"])
+        row["full_label"] = _tokens(row["tokens_full"])
+        row["share_label"] = _pct(row["saved_share"])
+        row["money_label"] = _usd(row["net_saved_usd"])
+        row["turns_label"] = _plural(row["turns"], "request")
+    money = overview["money"]
+    cards = [
+        {"key": "tokens", "label": "Tokens not sent", "value": _tokens(overview["tokens"]["saved"]),
+         "detail": f"{_pct(overview['tokens']['saved_share'])} of {_tokens(overview['tokens']['full'])}: "
+                   f"{_tokens(overview['tokens']['summarized'])} replaced by summaries or compressed · "
+                   f"{_tokens(overview['tokens']['dropped'])} dropped with no summary",
+         "meter": overview["tokens"]["saved_share"], "tone": "good" if overview["tokens"]["saved"] > 0 else ""},
+        {"key": "money", "label": "Money saved (net)", "value": _usd(money["net_saved_usd"]),
+         "detail": f"{_usd(money['full_usd'] - money['sent_usd'])} saved {MINUS} {_usd(money['summary_cost_usd'])}"
+                   " summarizing",
+         "tone": "good" if money["net_saved_usd"] > 0 else ""},
+        {"key": "summaries", "label": "Summaries made", "value": f"{overview['summaries']['made']:,}",
+         "detail": f"{overview['summaries']['jobs']:,} summary jobs"},
+        {"key": "turns", "label": "Requests", "value": f"{overview['turns']:,}",
+         "detail": f"{overview['optimized_turns']:,} optimized · "
+                   f"{_plural(overview['conversations_with_records'], 'conversation')} with requests"},
+    ]
+    subtitle = f"{_plural(overview['conversations'], 'conversation')} · {_plural(overview['turns'], 'request')}"
+    return render(request, "dashboard/overview.html", {
+        "overview": overview, "cards": _with_meters(cards), "top": top, "subtitle": subtitle,
+    })
