@@ -153,7 +153,7 @@ def _turn_prepare(
             result=result, ctx=ctx, window_start_id=window_start_id, dropped=dropped,
         )
         # Counted when the window actually moved (the trigger fired), not on every request after.
-        # Summaries are counted by the worker when one is saved (summary_services._summary_save):
+        # Summaries are counted by the worker when one is saved (summary_writing._summary_save):
         # the selector's "summaries so far" means summaries made, not summarize decisions.
         if applied and triggered and strategy == "truncate":
             Conversation.objects.filter(pk=conversation.pk).update(truncation_count=F("truncation_count") + 1)

@@ -1,4 +1,5 @@
-"""Background conversation summaries (issue 4): request, run, edit, discard, sweep.
+"""Background conversation summaries (issue 4): request, publish, sweep, edit, discard. The worker side
+(claim and run a job) is `summary_runner`; writing a summary from a span is `summary_writing`.
 
 Job life cycle (SummaryJob.status):
 
@@ -27,63 +28,36 @@ Job life cycle (SummaryJob.status):
 from __future__ import annotations
 
 import logging
-import random
 import re
-from dataclasses import dataclass
 from datetime import timedelta
-from decimal import Decimal
-from typing import Literal, cast
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
-from django.db.models.functions import Coalesce
+from django.db.models import Q
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat.context import context_budget, conversation_config, first_user_message_id, live_chat_q
+from chatapp.chat.context import conversation_config, first_user_message_id, live_chat_q
 from chatapp.chat.layout import static_layer_q
-from chatapp.chat.llm import LLMError, LLMTarget, llm_complete, llm_target_for
+from chatapp.chat.llm import llm_target_for
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
-from chatapp.chat.selectors import message_numbers
 from chatapp.chat.summary_selectors import (
-    summary_current,
     summary_job_active,
     summary_jobs_to_sweep,
     summary_quota_reason,
     summary_quota_remaining,
 )
-from chatapp.chat.textsafe import text_storable
-from optimizer.types import Msg, Role, SummarySpan
+from chatapp.chat.summary_writing import Status, Trigger, _header
+from optimizer.types import SummarySpan
 
 logger = logging.getLogger(__name__)
 
-Status = SummaryJob.Status
-Trigger = SummaryJob.Trigger
 
 _COMPACT_COMMAND = re.compile(r"^\s*/compact(?:\s+(?P<instructions>.*))?\s*$", re.DOTALL | re.IGNORECASE)
-# Claims beyond the model retries that a job may spend on workers that died mid-run before it gives up.
-_LOST_WORKER_ALLOWANCE = 2
-# Share of the summary model's window one summarizing call may fill with span messages; the rest is
-# instructions, the previous summary and the reply.
-_CHUNK_SHARE = 0.6
+
+
 MAX_INSTRUCTIONS_CHARS = 2000
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryRunOutcome:
-    """What one delivery of a job did; the Celery task only needs `status` and `retry_in`."""
-
-    job_id: int
-    status: Literal["done", "failed", "cancelled", "skipped", "retry"]
-    detail: str = ""
-    summary_id: int | None = None
-    retry_in: float = 0.0
-
-
-# --- Requesting ---------------------------------------------------------------------------------
 
 
 def compact_command_parse(*, text: str) -> str | None:
@@ -267,420 +241,6 @@ def summary_jobs_sweep() -> dict[str, int]:
     if candidates:
         logger.info("summary sweep: %s of %s jobs published", len(published), len(candidates))
     return {"candidates": len(candidates), "published": len(published), "expired": expired}
-
-
-# --- Running (called by the Celery task) ---------------------------------------------------------
-
-
-def summary_retry_countdown(*, attempt: int) -> float:
-    """Exponential backoff with jitter: half of base * 2^(attempt-1) fixed, the other half random."""
-    base = settings.SUMMARY_RETRY_BACKOFF_MS / 1000
-    cap = settings.SUMMARY_RETRY_BACKOFF_MAX_MS / 1000
-    delay = min(cap, base * (2 ** max(0, attempt - 1)))
-    return delay / 2 + random.uniform(0, delay / 2)
-
-
-def _max_attempts() -> int:
-    return settings.SUMMARY_MAX_RETRIES + 1 + _LOST_WORKER_ALLOWANCE
-
-
-def _owner_busy(*, job_id: int, owner_id: int | None) -> str:
-    """Why this job should wait ("" if it should not): another summary of the same user is running
-    (its lease alive) — one query."""
-    now = timezone.now()
-    running = SummaryJob.objects.filter(
-        conversation__owner_id=owner_id, status=Status.RUNNING, lease_expires_at__gt=now
-    ).exclude(pk=job_id)
-    return "another summary of this user is running" if running.exists() else ""
-
-
-def _job_claim(*, job_id: int) -> SummaryJob | None:
-    """Take the job for this delivery, or None if another delivery has it or it is finished."""
-    now = timezone.now()
-    claimable = Q(status__in=[Status.PENDING, Status.QUEUED]) | (
-        Q(status=Status.RUNNING) & (Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
-    )
-    claimed = SummaryJob.objects.filter(claimable, pk=job_id, attempts__lt=_max_attempts()).update(
-        status=Status.RUNNING,
-        attempts=F("attempts") + 1,
-        started_at=Coalesce(F("started_at"), now),
-        lease_expires_at=now + timedelta(seconds=settings.SUMMARY_JOB_LEASE_SECONDS),
-    )
-    if not claimed:
-        SummaryJob.objects.filter(claimable, pk=job_id, attempts__gte=_max_attempts()).update(
-            status=Status.FAILED,
-            error=f"Gave up after {_max_attempts()} attempts (the worker stopped or the model kept failing).",
-            finished_at=now,
-            lease_expires_at=None,
-        )
-        return None
-    return SummaryJob.objects.select_related("conversation").get(pk=job_id)
-
-
-def _job_finish(*, job: SummaryJob, status: str, error: str) -> None:
-    SummaryJob.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts).update(
-        status=status, error=error[:2000], finished_at=timezone.now(), lease_expires_at=None
-    )
-
-
-@dataclass(slots=True)
-class _Plan:
-    rows: list[Message]
-    previous: Message | None
-    upper_exclusive: int
-
-
-def _span_plan(*, job: SummaryJob, conversation: Conversation) -> _Plan | None:
-    """Re-plan the span from the database as it is now (the conversation may have moved since).
-
-    Span = live chat messages after the newest summary's covered range and before the verbatim
-    window, minus the static layer (system messages, pins, the first user message), which is always
-    sent anyway. A manual compaction ends the span before the newest SUMMARY_MANUAL_KEEP_ROUNDS rounds
-    (or the window start, whichever is later).
-    """
-    live = Message.objects.filter(live_chat_q(), conversation=conversation)
-    upper = conversation.window_start_id
-    if upper is None and job.span_through_id is not None:
-        upper = job.span_through_id + 1
-    if job.trigger == Trigger.AHEAD and job.span_through_id is not None:
-        # Ahead of need: the span the next request will evict is still inside today's window.
-        upper = max(upper or 0, job.span_through_id + 1)
-    if job.trigger == Trigger.MANUAL:
-        recent_users = list(
-            live.filter(role=Message.Role.USER)
-            .order_by("-id")
-            .values_list("id", flat=True)[: settings.SUMMARY_MANUAL_KEEP_ROUNDS]
-        )
-        if len(recent_users) == settings.SUMMARY_MANUAL_KEEP_ROUNDS:
-            upper = max(upper or 0, recent_users[-1])
-    if upper is None:
-        return None
-    previous = summary_current(conversation=conversation)
-    lower = previous.covers_through_id if previous is not None and previous.covers_through_id else 0
-    first_user_id = first_user_message_id(conversation=conversation)
-    rows = list(
-        live.filter(id__gt=lower, id__lt=upper)
-        .exclude(static_layer_q(first_user_id=first_user_id))
-        .order_by("id")
-        .only("id", "role", "content", "token_count", "char_count")
-    )
-    return _Plan(rows=rows, previous=previous, upper_exclusive=upper)
-
-
-def _chunks(msgs: list[Msg], *, limit: int) -> list[list[Msg]]:
-    chunks: list[list[Msg]] = [[]]
-    used = 0
-    for msg in msgs:
-        tokens = msg.tokens or 0
-        if chunks[-1] and used + tokens > limit:
-            chunks.append([])
-            used = 0
-        chunks[-1].append(msg)
-        used += tokens
-    return chunks
-
-
-@dataclass(slots=True)
-class _ModelSummary:
-    text: str
-    model: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
-
-
-def _lease_renew(*, job: SummaryJob) -> bool:
-    """Extend this delivery's lease before a long step (a model call may take LLM_TIMEOUT_SECONDS).
-
-    Conditional on the fencing token: False when another delivery has taken the job over (or it was
-    finished elsewhere), and then this one must stop instead of spending model calls for nothing.
-    """
-    lease = timezone.now() + timedelta(seconds=settings.SUMMARY_JOB_LEASE_SECONDS)
-    return bool(
-        SummaryJob.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts).update(
-            lease_expires_at=lease
-        )
-    )
-
-
-class _LeaseLostError(Exception):
-    """Another delivery owns the job now; this one stops without writing anything."""
-
-
-def _model_summarize(
-    *, job: SummaryJob, target, msgs: list[Msg], previous: str | None, instructions: str, chat_budget: int
-) -> _ModelSummary:
-    """Fold the span into the previous summary with the model, one call per window-sized chunk.
-
-    The job's lease is renewed before every call, so a long span on a slow model is not taken for a
-    dead worker by the sweep; raises _LeaseLostError if the job was taken over meanwhile.
-    """
-    prev_tokens = optimizer.count_text(previous, model=target.model) if previous else 0
-    limit = max(1024, int(target.context_window * _CHUNK_SHARE) - prev_tokens)
-    result = _ModelSummary(text=previous or "", model=target.model)
-    cost = 0.0
-    priced = True
-    for chunk in _chunks(msgs, limit=limit):
-        if not _lease_renew(job=job):
-            raise _LeaseLostError
-        prompt = optimizer.build_summary_prompt(
-            chunk,
-            previous_summary=result.text or None,
-            instructions=instructions,
-            model=target.model,
-            budget=chat_budget,
-        )
-        # Shorter than a chat reply's timeout: a dead endpoint holds a shared worker for less.
-        completion = llm_complete(target=target, messages=prompt.messages, max_tokens=prompt.max_tokens,
-                                  timeout=settings.SUMMARY_TIMEOUT_SECONDS)
-        text = text_storable((completion.text or "").strip())
-        if not text:
-            raise _EmptySummaryError("The model returned an empty summary.")
-        result.text = text
-        result.model = completion.model or target.model
-        result.prompt_tokens += completion.prompt_tokens or 0
-        result.completion_tokens += completion.completion_tokens or 0
-        call_cost = optimizer.cost_usd(
-            target.model,
-            prompt_tokens=completion.prompt_tokens or 0,
-            completion_tokens=completion.completion_tokens or 0,
-            cached_tokens=completion.cached_tokens or 0,
-        )
-        if call_cost is None:
-            priced = False
-        else:
-            cost += call_cost
-    result.cost_usd = cost if priced else None
-    return result
-
-
-class _EmptySummaryError(Exception):
-    """An empty reply: treated like a transient model failure (retried, then extractive)."""
-
-
-def _header(*, conversation_id: int, covers_from: int, covers_through: int, covered: int, source_chars: int,
-            body: str) -> str:
-    """A summary's header line: the messages it covers by the users' numbering, and its characters
-    (the body's, the one count every view shows)."""
-    numbers = message_numbers(conversation_id=conversation_id, ids=[covers_from, covers_through])
-    return optimizer.summary_header(
-        covered_messages=covered,
-        source_chars=source_chars,
-        summary_chars=len(body),
-        first_label=str(numbers[covers_from]),
-        last_label=str(numbers[covers_through]),
-    )
-
-
-def _job_claim_for_owner(*, job_id: int) -> tuple[SummaryJob | None, str]:
-    """(the claimed job, "") or (None, why the owner's other running summary makes it wait); (None, "")
-    when another delivery holds it or it is gone."""
-    with transaction.atomic():
-        # The owner's row is the lock: two workers cannot both see "none running" and both claim.
-        owner_id = SummaryJob.objects.filter(pk=job_id).values_list("conversation__owner_id", flat=True).first()
-        if owner_id is not None:  # None: the job is gone, and the claim below finds nothing
-            get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True).first()
-        waiting = _owner_busy(job_id=job_id, owner_id=owner_id)
-        return (None, waiting) if waiting else (_job_claim(job_id=job_id), "")
-
-
-def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> SummaryRunOutcome:
-    """Run one delivery of a summary job (the Celery task's whole body).
-
-    `chat_target` stands in for the conversation's own model when the caller packed its turn for
-    another one (`manage.py pack` packs for the request's budget): the summary's length is capped by
-    the budget of the turns that will send it.
-    """
-    job, waiting = _job_claim_for_owner(job_id=job_id)
-    if waiting:
-        # One running summary per user: another user's job gets the worker meanwhile, so a user whose
-        # endpoint hangs delays only their own summaries. The job stays queued; no attempt is used.
-        return SummaryRunOutcome(job_id=job_id, status="retry", detail=waiting,
-                                 retry_in=float(settings.SUMMARY_USER_WAIT_SECONDS))
-    if job is None:
-        return _held_elsewhere(job_id=job_id)
-    conversation = job.conversation
-    plan = _span_plan(job=job, conversation=conversation)
-    if plan is None or not plan.rows:
-        _job_finish(job=job, status=Status.CANCELLED, error="Nothing new to summarize.")
-        return SummaryRunOutcome(job_id=job_id, status="cancelled", detail="nothing to summarize")
-
-    chat_config = conversation_config(conversation=conversation)
-    if chat_target is None:
-        chat_target = llm_target_for(config=chat_config)
-    # the summary is sent inside the chat's budget: its length is capped by that budget's share
-    chat_budget = context_budget(target=chat_target)
-    prefs = UserSettings.objects.filter(user_id=conversation.owner_id).select_related("summary_config").first()
-    summary_config = prefs.summary_config if prefs is not None and prefs.summary_config_id else chat_config
-    target = llm_target_for(config=summary_config)
-
-    msgs = [
-        Msg(id=str(r.pk), role=cast(Role, r.role), content=r.content, tokens=r.token_count or None) for r in plan.rows
-    ]
-    previous_text = optimizer.summary_body(plan.previous.content) if plan.previous is not None else None
-    final_status = Status.DONE
-    note = ""
-    model_result: _ModelSummary | None = None
-    if not target.offline:
-        try:
-            model_result = _model_summarize(
-                job=job,
-                target=target,
-                msgs=msgs,
-                previous=previous_text,
-                instructions=job.instructions,
-                chat_budget=chat_budget,
-            )
-        except _LeaseLostError:
-            return SummaryRunOutcome(job_id=job_id, status="skipped", detail="another attempt took over")
-        except (LLMError, _EmptySummaryError) as exc:
-            reason = getattr(exc, "user_message", "") or str(exc)
-            retryable = isinstance(exc, _EmptySummaryError) or bool(getattr(exc, "retryable", False))
-            if retryable and job.attempts <= settings.SUMMARY_MAX_RETRIES:
-                return _job_release_for_retry(job=job, reason=reason)
-            if retryable:
-                note = f"The model failed {job.attempts} times ({reason}); an extractive summary was written instead."
-            else:
-                final_status = Status.FAILED
-                note = f"{reason} An extractive summary was written instead."
-            logger.warning("summary job %s: model failed (%s); extractive fallback", job_id, reason)
-
-    if model_result is None:
-        target_tokens = optimizer.build_summary_prompt(
-            msgs,
-            previous_summary=previous_text,
-            instructions=job.instructions,
-            model=chat_target.model,
-            budget=chat_budget,
-        ).target_tokens
-        text = optimizer.extractive_summary(
-            msgs, previous_summary=previous_text, target_tokens=target_tokens, model=chat_target.model
-        )
-        model_result = _ModelSummary(text=text.strip(), model="extractive")
-        extractive = True
-    else:
-        extractive = False
-
-    summary = _summary_save(
-        job=job,
-        plan=plan,
-        result=model_result,
-        extractive=extractive,
-        chat_model=chat_target.model,
-        status=final_status,
-        note=note,
-    )
-    if summary is None:
-        return SummaryRunOutcome(job_id=job_id, status="skipped", detail="another attempt took over")
-    return SummaryRunOutcome(job_id=job_id, status="done" if final_status == Status.DONE else "failed", detail=note,
-                             summary_id=summary.pk)
-
-
-def _held_elsewhere(*, job_id: int) -> SummaryRunOutcome:
-    """Not claimed. If another delivery holds the job, come back when its lease ends: a message
-    redelivered because its worker process died (reject_on_worker_lost) then takes the job over
-    without waiting for a sweep; if the holder finishes first, the check finds the job done."""
-    held = (
-        SummaryJob.objects.filter(pk=job_id, status=Status.RUNNING).values_list("lease_expires_at", flat=True).first()
-    )
-    if held is None:
-        return SummaryRunOutcome(job_id=job_id, status="skipped", detail="finished or unknown")
-    wait = max(0.0, (held - timezone.now()).total_seconds()) + 1.0
-    return SummaryRunOutcome(job_id=job_id, status="retry", detail="held by another delivery", retry_in=wait)
-
-
-def _job_release_for_retry(*, job: SummaryJob, reason: str) -> SummaryRunOutcome:
-    countdown = summary_retry_countdown(attempt=job.attempts)
-    # The lease covers the backoff plus a margin: if the retry message is lost, the sweep republishes.
-    lease = timezone.now() + timedelta(seconds=countdown + settings.SUMMARY_QUEUED_STALE_SECONDS)
-    SummaryJob.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts).update(
-        status=Status.QUEUED,
-        error=f"Attempt {job.attempts} failed: {reason} Retrying in {countdown:.1f} s."[:2000],
-        lease_expires_at=lease,
-    )
-    return SummaryRunOutcome(job_id=job.pk, status="retry", detail=reason, retry_in=countdown)
-
-
-def _summary_save(
-    *,
-    job: SummaryJob,
-    plan: _Plan,
-    result: _ModelSummary,
-    extractive: bool,
-    chat_model: str,
-    status: str,
-    note: str,
-) -> Message | None:
-    """Write the summary and finish the job in one transaction, only if this attempt still owns the
-    job (the fencing check), so no interleaving of deliveries can write two summaries."""
-    conversation = job.conversation
-    previous = plan.previous
-    covers_from = previous.covers_from_id if previous is not None and previous.covers_from_id else plan.rows[0].pk
-    covers_through = plan.rows[-1].pk
-    covered = (previous.covered_message_count or 0 if previous is not None else 0) + len(plan.rows)
-    source_chars = (previous.source_chars or 0 if previous is not None else 0) + sum(
-        r.char_count or len(r.content) for r in plan.rows
-    )
-    header = _header(conversation_id=conversation.pk, covers_from=covers_from, covers_through=covers_through,
-                     covered=covered, source_chars=source_chars, body=result.text)
-    content = f"{header}\n\n{result.text}"
-    token_count = optimizer.count_message({"role": "system", "content": content}, model=chat_model)
-    with transaction.atomic():
-        owner = (
-            SummaryJob.objects.select_for_update()
-            .filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts)
-            .first()
-        )
-        if owner is None:
-            return None
-        # Not indexed (search_services): a summary is neither a recall candidate nor a search hit.
-        summary = Message.objects.create(
-            conversation=conversation,
-            role=Message.Role.SYSTEM,
-            kind=Message.Kind.SUMMARY,
-            content=content,
-            token_count=token_count,
-            char_count=len(content),
-            model=result.model,
-            prompt_tokens=result.prompt_tokens if not extractive else None,
-            completion_tokens=result.completion_tokens if not extractive else None,
-            covers_from_id=covers_from,
-            covers_through_id=covers_through,
-            covered_message_count=covered,
-            source_chars=source_chars,
-            extractive=extractive,
-            cost_usd=Decimal(str(round(result.cost_usd, 6))) if result.cost_usd is not None else None,
-        )
-        if job.trigger == Trigger.MANUAL:
-            # A manual compaction moves the verbatim window past what it summarized, so the next
-            # request sends the summary instead of those messages (an automatic one follows the window).
-            Conversation.objects.filter(
-                Q(window_start_id__isnull=True) | Q(window_start_id__lt=plan.upper_exclusive), pk=conversation.pk
-            ).update(window_start_id=plan.upper_exclusive)
-        # Summaries actually written (model or extractive): what the selector's "N summaries so far" means.
-        Conversation.objects.filter(pk=conversation.pk).update(summary_count=F("summary_count") + 1)
-        SummaryJob.objects.filter(pk=job.pk).update(
-            summary=summary,
-            status=status,
-            error=note[:2000],
-            model=result.model,
-            prompt_tokens=summary.prompt_tokens,
-            completion_tokens=summary.completion_tokens,
-            cost_usd=summary.cost_usd,
-            finished_at=timezone.now(),
-            lease_expires_at=None,
-        )
-    return summary
-
-
-def summary_job_fail(*, job_id: int, reason: str) -> None:
-    """Mark a running job failed after an unexpected error (so it is not redelivered forever)."""
-    SummaryJob.objects.filter(pk=job_id, status=Status.RUNNING).update(
-        status=Status.FAILED, error=reason[:2000], finished_at=timezone.now(), lease_expires_at=None
-    )
-
-
-# --- User controls --------------------------------------------------------------------------------
 
 
 def summary_edit(*, summary: Message, content: str) -> Message:

@@ -19,7 +19,8 @@ from celery.signals import worker_init, worker_ready
 
 from chatapp.celery import app
 from chatapp.chat.reply_stream import reply_orphans_finish
-from chatapp.chat.summary_services import summary_job_fail, summary_job_run, summary_jobs_sweep
+from chatapp.chat.summary_runner import summary_job_fail, summary_job_run
+from chatapp.chat.summary_services import summary_jobs_sweep
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ from chatapp.chat.chat_turn import chat_turn_start
 from chatapp.chat.context import context_load, first_user_message_id
 from chatapp.chat.layout import message_place_get, row_is_static, static_layer_q
 from chatapp.chat.models import Message, SummaryJob
-from chatapp.chat.summary_services import _span_bounds, _span_plan
+from chatapp.chat.summary_services import _span_bounds
+from chatapp.chat.summary_writing import _span_plan
 from optimizer.layout import is_static
 from optimizer.types import SummarySpan
 from tests.support.layout import expected_places, make_layout_conversation

@@ -17,8 +17,9 @@ from chatapp.chat.chat_turn import chat_turn_start
 from chatapp.chat.context import context_gauge
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob, UserSettings
 from chatapp.chat.summary_requests import summary_request_submit, summary_requests_wait
+from chatapp.chat.summary_runner import summary_job_run
 from chatapp.chat.summary_selectors import summary_current, summary_quota_reason
-from chatapp.chat.summary_services import summary_edit, summary_job_run
+from chatapp.chat.summary_services import summary_edit
 from tests.chat.conftest import make_config, seed_messages, send
 
 pytestmark = pytest.mark.django_db(transaction=True)

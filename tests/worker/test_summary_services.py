@@ -12,9 +12,10 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from chatapp.chat import summary_services
+from chatapp.chat import summary_writing
 from chatapp.chat.context import context_load
 from chatapp.chat.models import Conversation, LLMConfig, Message, SummaryJob, UserSettings
+from chatapp.chat.summary_runner import summary_job_run
 from chatapp.chat.summary_selectors import summary_current, summary_quota_remaining
 from chatapp.chat.summary_services import (
     compact_command_parse,
@@ -22,7 +23,6 @@ from chatapp.chat.summary_services import (
     summary_discard,
     summary_edit,
     summary_job_request,
-    summary_job_run,
     summary_jobs_sweep,
 )
 from tests.worker.conftest import summaries_of
@@ -354,7 +354,7 @@ def test_the_lease_is_renewed_before_every_model_call(
 
     conversation = _multi_chunk_conversation(make_config, long_conversation)
     job = summary_job_request(conversation=conversation, trigger="auto")
-    real_call = summary_services.llm_complete
+    real_call = summary_writing.llm_complete
     held: list[bool] = []
 
     def slow_call(**kwargs):
@@ -365,7 +365,7 @@ def test_the_lease_is_renewed_before_every_model_call(
         SummaryJob.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
         return done
 
-    monkeypatch.setattr(summary_services, "llm_complete", slow_call)
+    monkeypatch.setattr(summary_writing, "llm_complete", slow_call)
     outcome = summary_job_run(job_id=job.pk)
     assert outcome.status == "done", outcome.detail
     assert len(held) >= 2 and all(held), held
@@ -379,7 +379,7 @@ def test_a_delivery_that_lost_its_job_stops_calling_the_model(
 
     conversation = _multi_chunk_conversation(make_config, long_conversation)
     job = summary_job_request(conversation=conversation, trigger="auto")
-    real_call = summary_services.llm_complete
+    real_call = summary_writing.llm_complete
     calls: list[int] = []
 
     def call(**kwargs):
@@ -388,7 +388,7 @@ def test_a_delivery_that_lost_its_job_stops_calling_the_model(
             SummaryJob.objects.filter(pk=job.pk).update(attempts=F("attempts") + 1)
         return real_call(**kwargs)
 
-    monkeypatch.setattr(summary_services, "llm_complete", call)
+    monkeypatch.setattr(summary_writing, "llm_complete", call)
     outcome = summary_job_run(job_id=job.pk)
     assert outcome.status == "skipped"
     assert len(calls) == 1  # no further chunk was sent for a result that would be thrown away

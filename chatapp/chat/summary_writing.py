@@ -1,0 +1,261 @@
+"""Writing a summary: the span a job covers (`_span_plan`), the model call in chunks under a lease,
+the extractive fallback's header, and the save, fenced by the attempt that claimed the job.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+import optimizer
+from chatapp.chat.context import first_user_message_id, live_chat_q
+from chatapp.chat.layout import static_layer_q
+from chatapp.chat.llm import llm_complete
+from chatapp.chat.models import Conversation, Message, SummaryJob
+from chatapp.chat.selectors import message_numbers
+from chatapp.chat.summary_selectors import (
+    summary_current,
+)
+from chatapp.chat.textsafe import text_storable
+from optimizer.types import Msg
+
+logger = logging.getLogger(__name__)
+
+
+Status = SummaryJob.Status
+
+
+Trigger = SummaryJob.Trigger
+
+
+# Share of the summary model's window one summarizing call may fill with span messages; the rest is
+# instructions, the previous summary and the reply.
+_CHUNK_SHARE = 0.6
+
+
+@dataclass(slots=True)
+class _Plan:
+    rows: list[Message]
+    previous: Message | None
+    upper_exclusive: int
+
+
+def _span_plan(*, job: SummaryJob, conversation: Conversation) -> _Plan | None:
+    """Re-plan the span from the database as it is now (the conversation may have moved since).
+
+    Span = live chat messages after the newest summary's covered range and before the verbatim
+    window, minus the static layer (system messages, pins, the first user message), which is always
+    sent anyway. A manual compaction ends the span before the newest SUMMARY_MANUAL_KEEP_ROUNDS rounds
+    (or the window start, whichever is later).
+    """
+    live = Message.objects.filter(live_chat_q(), conversation=conversation)
+    upper = conversation.window_start_id
+    if upper is None and job.span_through_id is not None:
+        upper = job.span_through_id + 1
+    if job.trigger == Trigger.AHEAD and job.span_through_id is not None:
+        # Ahead of need: the span the next request will evict is still inside today's window.
+        upper = max(upper or 0, job.span_through_id + 1)
+    if job.trigger == Trigger.MANUAL:
+        recent_users = list(
+            live.filter(role=Message.Role.USER)
+            .order_by("-id")
+            .values_list("id", flat=True)[: settings.SUMMARY_MANUAL_KEEP_ROUNDS]
+        )
+        if len(recent_users) == settings.SUMMARY_MANUAL_KEEP_ROUNDS:
+            upper = max(upper or 0, recent_users[-1])
+    if upper is None:
+        return None
+    previous = summary_current(conversation=conversation)
+    lower = previous.covers_through_id if previous is not None and previous.covers_through_id else 0
+    first_user_id = first_user_message_id(conversation=conversation)
+    rows = list(
+        live.filter(id__gt=lower, id__lt=upper)
+        .exclude(static_layer_q(first_user_id=first_user_id))
+        .order_by("id")
+        .only("id", "role", "content", "token_count", "char_count")
+    )
+    return _Plan(rows=rows, previous=previous, upper_exclusive=upper)
+
+
+def _chunks(msgs: list[Msg], *, limit: int) -> list[list[Msg]]:
+    chunks: list[list[Msg]] = [[]]
+    used = 0
+    for msg in msgs:
+        tokens = msg.tokens or 0
+        if chunks[-1] and used + tokens > limit:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(msg)
+        used += tokens
+    return chunks
+
+
+@dataclass(slots=True)
+class _ModelSummary:
+    text: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+
+def _lease_renew(*, job: SummaryJob) -> bool:
+    """Extend this delivery's lease before a long step (a model call may take LLM_TIMEOUT_SECONDS).
+
+    Conditional on the fencing token: False when another delivery has taken the job over (or it was
+    finished elsewhere), and then this one must stop instead of spending model calls for nothing.
+    """
+    lease = timezone.now() + timedelta(seconds=settings.SUMMARY_JOB_LEASE_SECONDS)
+    return bool(
+        SummaryJob.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts).update(
+            lease_expires_at=lease
+        )
+    )
+
+
+class _LeaseLostError(Exception):
+    """Another delivery owns the job now; this one stops without writing anything."""
+
+
+def _model_summarize(
+    *, job: SummaryJob, target, msgs: list[Msg], previous: str | None, instructions: str, chat_budget: int
+) -> _ModelSummary:
+    """Fold the span into the previous summary with the model, one call per window-sized chunk.
+
+    The job's lease is renewed before every call, so a long span on a slow model is not taken for a
+    dead worker by the sweep; raises _LeaseLostError if the job was taken over meanwhile.
+    """
+    prev_tokens = optimizer.count_text(previous, model=target.model) if previous else 0
+    limit = max(1024, int(target.context_window * _CHUNK_SHARE) - prev_tokens)
+    result = _ModelSummary(text=previous or "", model=target.model)
+    cost = 0.0
+    priced = True
+    for chunk in _chunks(msgs, limit=limit):
+        if not _lease_renew(job=job):
+            raise _LeaseLostError
+        prompt = optimizer.build_summary_prompt(
+            chunk,
+            previous_summary=result.text or None,
+            instructions=instructions,
+            model=target.model,
+            budget=chat_budget,
+        )
+        # Shorter than a chat reply's timeout: a dead endpoint holds a shared worker for less.
+        completion = llm_complete(target=target, messages=prompt.messages, max_tokens=prompt.max_tokens,
+                                  timeout=settings.SUMMARY_TIMEOUT_SECONDS)
+        text = text_storable((completion.text or "").strip())
+        if not text:
+            raise _EmptySummaryError("The model returned an empty summary.")
+        result.text = text
+        result.model = completion.model or target.model
+        result.prompt_tokens += completion.prompt_tokens or 0
+        result.completion_tokens += completion.completion_tokens or 0
+        call_cost = optimizer.cost_usd(
+            target.model,
+            prompt_tokens=completion.prompt_tokens or 0,
+            completion_tokens=completion.completion_tokens or 0,
+            cached_tokens=completion.cached_tokens or 0,
+        )
+        if call_cost is None:
+            priced = False
+        else:
+            cost += call_cost
+    result.cost_usd = cost if priced else None
+    return result
+
+
+class _EmptySummaryError(Exception):
+    """An empty reply: treated like a transient model failure (retried, then extractive)."""
+
+
+def _header(*, conversation_id: int, covers_from: int, covers_through: int, covered: int, source_chars: int,
+            body: str) -> str:
+    """A summary's header line: the messages it covers by the users' numbering, and its characters
+    (the body's, the one count every view shows)."""
+    numbers = message_numbers(conversation_id=conversation_id, ids=[covers_from, covers_through])
+    return optimizer.summary_header(
+        covered_messages=covered,
+        source_chars=source_chars,
+        summary_chars=len(body),
+        first_label=str(numbers[covers_from]),
+        last_label=str(numbers[covers_through]),
+    )
+
+
+def _summary_save(
+    *,
+    job: SummaryJob,
+    plan: _Plan,
+    result: _ModelSummary,
+    extractive: bool,
+    chat_model: str,
+    status: str,
+    note: str,
+) -> Message | None:
+    """Write the summary and finish the job in one transaction, only if this attempt still owns the
+    job (the fencing check), so no interleaving of deliveries can write two summaries."""
+    conversation = job.conversation
+    previous = plan.previous
+    covers_from = previous.covers_from_id if previous is not None and previous.covers_from_id else plan.rows[0].pk
+    covers_through = plan.rows[-1].pk
+    covered = (previous.covered_message_count or 0 if previous is not None else 0) + len(plan.rows)
+    source_chars = (previous.source_chars or 0 if previous is not None else 0) + sum(
+        r.char_count or len(r.content) for r in plan.rows
+    )
+    header = _header(conversation_id=conversation.pk, covers_from=covers_from, covers_through=covers_through,
+                     covered=covered, source_chars=source_chars, body=result.text)
+    content = f"{header}\n\n{result.text}"
+    token_count = optimizer.count_message({"role": "system", "content": content}, model=chat_model)
+    with transaction.atomic():
+        owner = (
+            SummaryJob.objects.select_for_update()
+            .filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts)
+            .first()
+        )
+        if owner is None:
+            return None
+        # Not indexed (search_services): a summary is neither a recall candidate nor a search hit.
+        summary = Message.objects.create(
+            conversation=conversation,
+            role=Message.Role.SYSTEM,
+            kind=Message.Kind.SUMMARY,
+            content=content,
+            token_count=token_count,
+            char_count=len(content),
+            model=result.model,
+            prompt_tokens=result.prompt_tokens if not extractive else None,
+            completion_tokens=result.completion_tokens if not extractive else None,
+            covers_from_id=covers_from,
+            covers_through_id=covers_through,
+            covered_message_count=covered,
+            source_chars=source_chars,
+            extractive=extractive,
+            cost_usd=Decimal(str(round(result.cost_usd, 6))) if result.cost_usd is not None else None,
+        )
+        if job.trigger == Trigger.MANUAL:
+            # A manual compaction moves the verbatim window past what it summarized, so the next
+            # request sends the summary instead of those messages (an automatic one follows the window).
+            Conversation.objects.filter(
+                Q(window_start_id__isnull=True) | Q(window_start_id__lt=plan.upper_exclusive), pk=conversation.pk
+            ).update(window_start_id=plan.upper_exclusive)
+        # Summaries actually written (model or extractive): what the selector's "N summaries so far" means.
+        Conversation.objects.filter(pk=conversation.pk).update(summary_count=F("summary_count") + 1)
+        SummaryJob.objects.filter(pk=job.pk).update(
+            summary=summary,
+            status=status,
+            error=note[:2000],
+            model=result.model,
+            prompt_tokens=summary.prompt_tokens,
+            completion_tokens=summary.completion_tokens,
+            cost_usd=summary.cost_usd,
+            finished_at=timezone.now(),
+            lease_expires_at=None,
+        )
+    return summary
