@@ -120,7 +120,7 @@ def app_child(sizes: list[int], n_queries: int, room: int, seed: int) -> dict[st
     from django.db import connection
 
     import optimizer
-    from chatapp.chat.context import context_build
+    from chatapp.chat.context_pack import context_build
     from chatapp.chat.llm import offline_target
     from chatapp.chat.message_services import message_append
     from chatapp.chat.models import Conversation, Message

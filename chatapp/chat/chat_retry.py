@@ -16,9 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatapp.chat.chat_turn import _latest_exchange_check, _send_claim, _target_for, _turn_prepare
-from chatapp.chat.context import (
-    message_is_live,
-)
+from chatapp.chat.context import message_is_live
 from chatapp.chat.message_services import _live_totals_add
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_services import message_index_sync

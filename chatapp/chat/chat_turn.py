@@ -2,7 +2,7 @@
 
 1. `chat_turn_start` (sync, one short transaction): validate, claim the conversation (one turn at a
    time), store the user's message (`message_services`), pack the context once with the optimizer
-   (`context.context_build`), store the streaming placeholder and the optimization record
+   (`context_pack.context_build`), store the streaming placeholder and the optimization record
    (`turn_records`), and request a summary after commit when the strategy asks for one
    (`summary_requests`).
 2. `chat_turn_stream` (async): hand the database connection back, stream the model's reply
@@ -30,14 +30,10 @@ from django.utils import timezone
 
 import optimizer
 from chatapp.chat import llm
-from chatapp.chat.context import (
-    context_budget,
-    context_build,
-    context_gauge,
-    conversation_config,
-    first_user_message_id,
-)
+from chatapp.chat.context import context_budget, conversation_config, first_user_message_id
+from chatapp.chat.context_pack import context_build
 from chatapp.chat.dbconn import db_connection_release, db_short
+from chatapp.chat.gauge import context_gauge
 from chatapp.chat.layout import message_place_get, new_message_place
 from chatapp.chat.message_services import (
     _live_totals_add,

@@ -15,10 +15,7 @@ from django.utils import timezone
 
 import optimizer
 from chatapp.chat import llm
-from chatapp.chat.context import (
-    conversation_config,
-    message_is_live,
-)
+from chatapp.chat.context import conversation_config, message_is_live
 from chatapp.chat.layout import Place
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.reply_stream import _stopped_here, _streaming_here

@@ -15,11 +15,8 @@ from django.db.models.functions import Coalesce
 
 import optimizer
 from chatapp.chat import llm
-from chatapp.chat.context import (
-    ContextInput,
-    live_chat_q,
-    summary_through_id,
-)
+from chatapp.chat.context import ContextInput, live_chat_q
+from chatapp.chat.gauge import summary_through_id
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.turn_types import ChatTurn
 from optimizer.types import PackedMessage, PackResult, PackStats

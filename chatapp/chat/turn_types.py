@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatapp.chat import llm
-from chatapp.chat.context import gauge_payload
+from chatapp.chat.gauge import gauge_payload
 
 
 @dataclass(frozen=True, slots=True)

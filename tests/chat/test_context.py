@@ -7,7 +7,9 @@ import pytest
 import optimizer
 from chatapp.chat import llm
 from chatapp.chat.chat_turn import chat_turn_start
-from chatapp.chat.context import context_build, context_gauge, context_load
+from chatapp.chat.context import context_load
+from chatapp.chat.context_pack import context_build
+from chatapp.chat.gauge import context_gauge
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, UserSettings
 from tests.chat.conftest import make_config, seed_messages

@@ -340,7 +340,7 @@ def test_provider_prompt_cache_lowers_the_sent_cost(chat_user, fake_openai):
 
 @pytest.mark.parametrize("history", [0, 40, 600])
 def test_done_gauge_is_what_the_next_request_will_send(chat_user, fake_openai, history):
-    from chatapp.chat.context import context_gauge
+    from chatapp.chat.gauge import context_gauge
 
     config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
     conversation = Conversation.objects.create(owner=chat_user, llm_config=config)

@@ -14,7 +14,7 @@ import pytest
 
 from chatapp.chat import summary_services
 from chatapp.chat.chat_turn import chat_turn_start
-from chatapp.chat.context import context_gauge
+from chatapp.chat.gauge import context_gauge
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob, UserSettings
 from chatapp.chat.summary_requests import summary_request_submit, summary_requests_wait
 from chatapp.chat.summary_runner import summary_job_run

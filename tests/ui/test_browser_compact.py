@@ -16,7 +16,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 import optimizer
-from chatapp.chat.context import context_gauge
+from chatapp.chat.gauge import context_gauge
 from chatapp.chat.models import Conversation, LLMConfig, Message, SummaryJob
 from chatapp.chat.services import user_settings_update
 from chatapp.chat.summary_services import summary_job_request

@@ -24,8 +24,8 @@ from chatapp.chat.api.serializers import (
     OptimizationRecordOutputSerializer,
     UserSettingsOutputSerializer,
 )
-from chatapp.chat.context import context_gauge
 from chatapp.chat.dbconn import db_connection_release
+from chatapp.chat.gauge import context_gauge
 from chatapp.chat.llm import llm_target_for, llm_test_connection
 from chatapp.chat.message_services import message_pin_set
 from chatapp.chat.models import LLMConfig, Preference

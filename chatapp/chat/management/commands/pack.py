@@ -45,7 +45,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 import optimizer
-from chatapp.chat.context import context_build
+from chatapp.chat.context_pack import context_build
 from chatapp.chat.layout import row_is_static
 from chatapp.chat.llm import LLMTarget, offline_target
 from chatapp.chat.models import Conversation, Message, SummaryJob

@@ -1,0 +1,189 @@
+"""Packing a chat request with the optimizer: the user's preference and model budget, the daily summary
+quota, the stored window start moved when the trigger fires (the state that keeps the prompt prefix
+cacheable), and the recall source over the full-text index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from django.db.models import Q
+
+import optimizer
+from chatapp.chat.context import ContextInput, _tail_start_id, context_budget, context_load
+from chatapp.chat.llm import LLMTarget
+from chatapp.chat.models import Conversation, Preference
+from chatapp.chat.recall_source import DatabaseRecallSource
+from chatapp.chat.summary_selectors import summary_quota_reason, summary_quota_remaining
+from optimizer.budget import trigger_tokens
+from optimizer.shape import shape_request
+from optimizer.tokens import REPLY_PRIMING
+from optimizer.types import (
+    PackConfig,
+    PackResult,
+)
+
+# The selector's words when it may not summarize (optimizer.selector); replaced by the actual cause.
+_NO_SUMMARIZER = "no summarizer available"
+
+
+def _quota_allows_summaries(
+    *, conversation: Conversation, budget: int, config: PackConfig, preference: str
+) -> bool:
+    """False when the conversation used its daily automatic summaries (settings.SUMMARIES_PER_DAY).
+
+    Asked only when the optimizer may choose at all (a window exists or the history is past the
+    trigger): below that everything is sent and the quota cannot matter, so short chats skip the query.
+    """
+    if conversation.window_start_id is None and (
+        conversation.live_token_count + REPLY_PRIMING < trigger_tokens(budget, config, preference=preference)
+    ):
+        return True
+    return summary_quota_remaining(conversation=conversation) > 0
+
+
+def _quota_reason(result: PackResult) -> PackResult:
+    """Say in the record and the gauge why the selector truncates: the daily limit, not the scores."""
+    info = result.info
+    if not info.optimization_applied:
+        return result
+    reason = info.strategy_reason
+    quota = summary_quota_reason()
+    if _NO_SUMMARIZER in reason:
+        reason = reason.replace(_NO_SUMMARIZER, quota)
+    else:
+        reason = f"{reason} ({quota})" if reason else quota
+    return dataclasses.replace(result, info=dataclasses.replace(info, strategy_reason=reason))
+
+
+def _pack_plan(
+    *,
+    conversation: Conversation,
+    budget: int,
+    auto_optimize: bool,
+    through_id: int | None,
+    preference: str,
+    trigger_ratio: float | None = None,
+) -> tuple[dict[str, Any], PackConfig, bool]:
+    """How to load and pack under the user's automatic-optimization switch.
+
+    On: the optimizer's default trigger (80% of the budget, 70% for fast) and target, with background
+    summaries.
+    Off: "send everything that fits" — the trigger moves to 100% of the budget. While the whole
+    history fits it is all sent verbatim: the window and any summary (a /compact one included) are
+    ignored, and the stored window is cleared, since nothing is left out. Once it no longer fits, the
+    window is loaded, only what is needed is truncated (target 90%: the smallest cut that leaves
+    room for a few more turns), and a summary that exists is sent whenever it fits. No background
+    summary is started, since that would be automatic optimization too.
+    """
+    history = conversation.live_token_count
+    if auto_optimize:
+        config = PackConfig() if trigger_ratio is None else PackConfig(trigger_ratio=trigger_ratio)
+        summarizer = True
+    else:
+        config = PackConfig(trigger_ratio=1.0, target_ratio=0.9, fast_headroom=0.0, fill_window_ratio=0.9)
+        summarizer = False
+        if history + REPLY_PRIMING <= budget:
+            return {"load_all": True, "through_id": through_id}, config, summarizer
+    load: dict[str, Any] = {"through_id": through_id}
+    if conversation.window_start_id is None and history > trigger_tokens(budget, config, preference=preference):
+        # No window yet but the history is past the trigger (an imported or long conversation):
+        # hand the optimizer the newest budget's worth of messages as the candidate window.
+        load["window_start_id"] = _tail_start_id(conversation=conversation, tokens=budget, through_id=through_id)
+    return load, config, summarizer
+
+
+def context_build(
+    *,
+    conversation: Conversation,
+    preference: str,
+    target: LLMTarget,
+    auto_optimize: bool = True,
+    through_id: int | None = None,
+    store_window: bool = True,
+    trigger_ratio: float | None = None,
+    recall_fill: bool | None = None,
+) -> tuple[PackResult, ContextInput]:
+    """Load the context and pack it for `target`; store the window it used (see _window_store).
+
+    Raises ContextTooLargeError when the must-keep messages alone exceed the budget.
+    `ctx.pack_ms` is the packing time. `trigger_ratio` overrides the optimizer's trigger
+    under automatic optimization (dry runs ahead of need only). `recall_fill` (default: the
+    conversation has no stored window yet, so no prompt prefix is cached) lets recall fill the budget.
+    """
+    budget = context_budget(target=target)
+    if recall_fill is None:
+        recall_fill = conversation.window_start_id is None
+    load, config, summarizer = _pack_plan(
+        conversation=conversation,
+        budget=budget,
+        auto_optimize=auto_optimize,
+        through_id=through_id,
+        preference=preference,
+        trigger_ratio=trigger_ratio,
+    )
+    quota_exhausted = summarizer and not _quota_allows_summaries(
+        conversation=conversation, budget=budget, config=config, preference=preference
+    )
+    if quota_exhausted:
+        summarizer = False
+    ctx = context_load(conversation=conversation, offline_replies=target.offline, **load)
+    # Recall quotes old messages the window left out; when the whole history is loaded it is all
+    # sent, so there is nothing to recall. The source runs no query until pack asks it to search.
+    source = None if load.get("load_all") else DatabaseRecallSource(
+        conversation=conversation, through_id=through_id, offline_replies=target.offline
+    )
+    started = time.perf_counter()
+    result = optimizer.pack(
+        ctx.msgs,
+        budget=budget,
+        preference=preference if preference in Preference.values else Preference.BALANCED,
+        model=target.model,
+        window_start=ctx.window_start,
+        summary=ctx.summary,
+        history=ctx.history,
+        counters=ctx.counters,
+        summarizer_available=summarizer,
+        config=config,
+        recall_source=source,
+        recall_fill=recall_fill,
+    )
+    ctx.pack_ms = (time.perf_counter() - started) * 1000
+    # What goes on the wire is the shaped request; every figure (record, gauge, note) reports its tokens.
+    ctx.request = shape_request(result.messages, model=target.model)
+    if ctx.request.tokens != result.info.tokens_after:
+        sent = ctx.request.tokens
+        result = dataclasses.replace(
+            result,
+            info=dataclasses.replace(result.info, tokens_after=sent, tokens_saved=result.info.tokens_before - sent),
+        )
+    if quota_exhausted:
+        ctx.quota_exhausted = True
+        result = _quota_reason(result)
+    if store_window:
+        _window_store(
+            conversation=conversation,
+            new_start=int(result.window_start) if result.window_start is not None else None,
+        )
+    return result, ctx
+
+
+def _window_store(*, conversation: Conversation, new_start: int | None) -> None:
+    """Store the window this request used (None: everything was sent), as a conditional update.
+
+    The window only moves forward: a request packed before a manual compaction committed must not
+    move it back over what the compaction summarized. It is cleared only if nobody moved it since
+    this request read it.
+    """
+    read_start = conversation.window_start_id
+    if new_start == read_start:
+        return
+    rows = Conversation.objects.filter(pk=conversation.pk)
+    if new_start is None:
+        rows = rows.filter(window_start_id=read_start)
+    else:
+        rows = rows.filter(Q(window_start_id__isnull=True) | Q(window_start_id__lt=new_start))
+    if rows.update(window_start_id=new_start):
+        conversation.window_start_id = new_start
