@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, reverse_lazy
 
-from chatapp.chat import views
+from chatapp.chat import settings_views, views
 
 urlpatterns = [
     path("", views.chat_home, name="chat-home"),
@@ -9,13 +9,13 @@ urlpatterns = [
     path("c/<int:pk>/", views.chat_detail, name="chat-detail"),
     path("c/<int:pk>/messages/", views.chat_messages_before, name="chat-messages-before"),
     path("c/sidebar/", views.chat_sidebar, name="chat-sidebar"),
-    path("settings/", views.settings_page, name="settings"),
-    path("settings/api-token/", views.api_token_create, name="api-token-create"),
-    path("settings/api-token/revoke/", views.api_token_revoke, name="api-token-revoke"),
-    path("settings/configs/new/", views.config_create, name="config-create"),
-    path("settings/configs/<int:pk>/", views.config_update, name="config-update"),
-    path("settings/configs/<int:pk>/delete/", views.config_delete, name="config-delete"),
-    path("settings/configs/<int:pk>/default/", views.config_make_default, name="config-default"),
+    path("settings/", settings_views.settings_page, name="settings"),
+    path("settings/api-token/", settings_views.api_token_create, name="api-token-create"),
+    path("settings/api-token/revoke/", settings_views.api_token_revoke, name="api-token-revoke"),
+    path("settings/configs/new/", settings_views.config_create, name="config-create"),
+    path("settings/configs/<int:pk>/", settings_views.config_update, name="config-update"),
+    path("settings/configs/<int:pk>/delete/", settings_views.config_delete, name="config-delete"),
+    path("settings/configs/<int:pk>/default/", settings_views.config_make_default, name="config-default"),
     path("assets/code.css", views.code_css, name="code-css"),
     path("accounts/signup/", views.signup, name="signup"),
     path(

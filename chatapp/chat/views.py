@@ -1,7 +1,8 @@
-"""Pages: accounts, the chat, settings. Thin function views — reads via selectors, writes via services.
+"""Pages: accounts and the chat. Thin function views — reads via selectors, writes via services.
 
 The chat page is rendered on the server (messages as sanitized markdown); the browser then talks to
-the JSON/SSE API for sending, streaming, pins, renames and the context gauge.
+the JSON/SSE API for sending, streaming, pins, renames and the context gauge. Settings pages:
+settings_views.py.
 """
 
 from __future__ import annotations
@@ -11,21 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.contrib import messages as flash
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import cache_control
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
-from chatapp.chat import selectors, services
+from chatapp.chat import selectors
 from chatapp.chat.context import first_user_message_id
-from chatapp.chat.crypto import secret_readable
-from chatapp.chat.forms import PREFERENCE_HELP, LLMConfigForm, PreferencesForm, SignupForm
+from chatapp.chat.forms import SignupForm
 from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, LLMConfig, Message
 from chatapp.chat.rendering import code_style_css, markdown_render
@@ -37,8 +34,14 @@ PAGE_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
+
+
 TIMELINE_PAGE = 100
+
+
 SIDEBAR_LIMIT = 200
+
+
 OFFLINE_LABEL = "Offline demo model"
 
 
@@ -69,9 +72,6 @@ class MessageView:
         return self.message.kind == Message.Kind.SUMMARY
 
 
-# --- accounts ------------------------------------------------------------------------------------
-
-
 @page_csp
 @require_http_methods(["GET", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:
@@ -83,9 +83,6 @@ def signup(request: HttpRequest) -> HttpResponse:
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("chat-home")
     return render(request, "registration/signup.html", {"form": form})
-
-
-# --- chat ----------------------------------------------------------------------------------------
 
 
 def _configs(user) -> list[LLMConfig]:
@@ -263,184 +260,3 @@ def chat_sidebar(request: HttpRequest) -> HttpResponse:
 @cache_control(max_age=86400, public=True)
 def code_css(request: HttpRequest) -> HttpResponse:
     return HttpResponse(code_style_css(), content_type="text/css; charset=utf-8")
-
-
-# --- settings ------------------------------------------------------------------------------------
-
-
-def _validation_to_form(form, exc: ValidationError) -> None:
-    if hasattr(exc, "error_dict"):
-        for field, errors in exc.error_dict.items():
-            target = field if field in form.fields else None
-            for error in errors:
-                form.add_error(target, error)
-    else:
-        for error in exc.messages:
-            form.add_error(None, error)
-
-
-def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dict:
-    """Everything the settings page shows; `bound` replaces the blank forms with submitted ones."""
-    bound = bound or {}
-    configs = _configs(request.user)
-    token = selectors.api_token_get(user=request.user)
-    user_settings = selectors.user_settings_get(user=request.user)
-    prefs_form = bound.get("prefs") or PreferencesForm(
-        initial={
-            "preference": user_settings.preference,
-            "auto_optimize": user_settings.auto_optimize,
-            "confirm_compaction": user_settings.confirm_compaction,
-            "summary_config": user_settings.summary_config_id,
-        },
-        configs=selectors.llm_config_list(owner=request.user),
-    )
-    config_forms = [
-        (config, bound.get(config.pk) or LLMConfigForm(instance=config)) for config in configs
-    ]
-    new_form = bound.get("new") or LLMConfigForm(initial={"max_output_tokens": 2000, "temperature": 0.7})
-    preference_cards = [
-        {"value": value, "label": label, "help": PREFERENCE_HELP[value]}
-        for value, label in prefs_form.fields["preference"].choices
-    ]
-    return {
-        "configs": configs,
-        "config_forms": config_forms,
-        # Keys encrypted under a key the server no longer has: shown as unreadable, never sent.
-        "unreadable_keys": {c.pk for c in configs if not secret_readable(c.api_key_encrypted)},
-        "new_form": new_form,
-        "new_open": "new" in bound,
-        "open_config_id": next((k for k in bound if isinstance(k, int)), None),
-        "prefs_form": prefs_form,
-        "preference_cards": preference_cards,
-        "current_preference": prefs_form["preference"].value(),
-        "user_settings": user_settings,
-        "api_token": token,
-        "api_token_expires_at": selectors.api_token_expires_at(token=token) if token else None,
-        "api_token_expired": bool(token and selectors.api_token_expired(token=token)),
-        "api_token_days": settings.API_TOKEN_DAYS,
-    }
-
-
-@page_csp
-@login_required
-@require_http_methods(["GET", "POST"])
-def settings_page(request: HttpRequest) -> HttpResponse:
-    if request.method == "POST":
-        form = PreferencesForm(request.POST, configs=selectors.llm_config_list(owner=request.user))
-        if form.is_valid():
-            try:
-                services.user_settings_update(
-                    user=request.user,
-                    preference=form.cleaned_data["preference"],
-                    auto_optimize=form.cleaned_data["auto_optimize"],
-                    confirm_compaction=form.cleaned_data["confirm_compaction"],
-                    summary_config=form.cleaned_data["summary_config"],
-                )
-            except ValidationError as exc:
-                _validation_to_form(form, exc)
-            else:
-                flash.success(request, "Preferences saved. They apply to your next message.")
-                return redirect("settings")
-        return render(request, "chat/settings.html", _settings_context(request, bound={"prefs": form}), status=400)
-    return render(request, "chat/settings.html", _settings_context(request))
-
-
-@page_csp
-@login_required
-@require_POST
-def api_token_create(request: HttpRequest) -> HttpResponse:
-    """A new API token, shown on this response only (it is never put in a cookie or a redirect)."""
-    token = services.api_token_renew(user=request.user)
-    context = _settings_context(request)
-    context["new_api_token"] = token.key
-    return render(request, "chat/settings.html", context)
-
-
-@login_required
-@require_POST
-def api_token_revoke(request: HttpRequest) -> HttpResponse:
-    if services.api_token_revoke(user=request.user):
-        flash.success(request, "API token revoked: scripts using it are refused from now on.")
-    return redirect(reverse("settings") + "#api-h")
-
-
-def _config_fields(form: LLMConfigForm) -> dict:
-    data = form.cleaned_data
-    return {
-        "name": data["name"],
-        "base_url": data["base_url"],
-        "model": data["model"],
-        "context_window": data.get("context_window"),
-        "max_output_tokens": data["max_output_tokens"],
-        "temperature": data["temperature"],
-    }
-
-
-@page_csp
-@login_required
-@require_POST
-def config_create(request: HttpRequest) -> HttpResponse:
-    form = LLMConfigForm(request.POST)
-    if form.is_valid():
-        try:
-            config = services.llm_config_create(
-                owner=request.user,
-                api_key=form.cleaned_data["api_key"],
-                is_default=form.cleaned_data["is_default"],
-                **_config_fields(form),
-            )
-        except ValidationError as exc:
-            _validation_to_form(form, exc)
-        else:
-            flash.success(request, f"Added “{config.name}”.")
-            return redirect(reverse("settings") + f"#config-{config.pk}")
-    return render(request, "chat/settings.html", _settings_context(request, bound={"new": form}), status=400)
-
-
-@page_csp
-@login_required
-@require_POST
-def config_update(request: HttpRequest, pk: int) -> HttpResponse:
-    config = selectors.llm_config_get(owner=request.user, pk=pk)
-    form = LLMConfigForm(request.POST, instance=config)
-    if form.is_valid():
-        left_behind = services.llm_config_key_left_behind(
-            config=config, fields={"base_url": form.cleaned_data["base_url"], "api_key": form.cleaned_data["api_key"],
-                                   "clear_api_key": form.cleaned_data.get("clear_api_key", False)})
-        try:
-            # An empty key field keeps the stored key (never sent back to the page); an empty window
-            # returns to the model's known window.
-            config = services.llm_config_update(
-                config=config,
-                api_key=form.cleaned_data["api_key"],
-                clear_api_key=form.cleaned_data.get("clear_api_key", False),
-                is_default=form.cleaned_data["is_default"],
-                **_config_fields(form),
-            )
-        except ValidationError as exc:
-            _validation_to_form(form, exc)
-        else:
-            flash.success(request, f"Saved “{config.name}”.")
-            if left_behind:
-                flash.warning(request, services.KEY_LEFT_BEHIND)
-            return redirect(reverse("settings") + f"#config-{config.pk}")
-    return render(request, "chat/settings.html", _settings_context(request, bound={config.pk: form}), status=400)
-
-
-@login_required
-@require_POST
-def config_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    config = selectors.llm_config_get(owner=request.user, pk=pk)
-    name = config.name
-    services.llm_config_delete(config=config)
-    flash.success(request, f"Deleted “{name}”.")
-    return redirect("settings")
-
-
-@login_required
-@require_POST
-def config_make_default(request: HttpRequest, pk: int) -> HttpResponse:
-    config = selectors.llm_config_get(owner=request.user, pk=pk)
-    services.llm_config_make_default(config=config)
-    flash.success(request, f"“{config.name}” is now used for new chats.")
-    return redirect("settings")

@@ -91,7 +91,7 @@ def _make_conversation(owner, *, title: str = "Chat", messages: int = 0) -> Conv
 
 
 def _make_config(owner, *, name: str = "Local", api_key: str = "") -> LLMConfig:
-    from chatapp.chat.services import llm_config_create
+    from chatapp.chat.config_services import llm_config_create
 
     return llm_config_create(
         owner=owner,

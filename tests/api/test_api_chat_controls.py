@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
+from chatapp.chat.config_services import llm_config_create
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
-from chatapp.chat.services import conversation_set_config, llm_config_create
+from chatapp.chat.services import conversation_set_config
 from chatapp.chat.summary_services import summary_job_request
 
 pytestmark = pytest.mark.django_db

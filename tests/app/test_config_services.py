@@ -7,7 +7,7 @@ import logging
 import pytest
 from django.core.exceptions import ValidationError
 
-from chatapp.chat import llm, services
+from chatapp.chat import config_services, llm, services
 from chatapp.chat.crypto import secret_decrypt
 from chatapp.chat.models import Conversation, LLMConfig, UserSettings
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 def _create(owner, **overrides) -> LLMConfig:
     fields = {"name": "OpenAI", "base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini"}
-    return services.llm_config_create(owner=owner, **{**fields, **overrides})
+    return config_services.llm_config_create(owner=owner, **{**fields, **overrides})
 
 
 def _field_errors(info) -> dict:
@@ -43,25 +43,25 @@ def test_window_override_is_recorded_as_the_users(user):
 
 
 def test_model_window_lookup():
-    assert services.model_window_lookup(model="gpt-4o-mini") == (128000, "registry")
-    assert services.model_window_lookup(model="nobody-knows-me") == (8192, "default")
+    assert config_services.model_window_lookup(model="gpt-4o-mini") == (128000, "registry")
+    assert config_services.model_window_lookup(model="nobody-knows-me") == (8192, "default")
 
 
 def test_update_window_follows_the_model_unless_overridden(user):
     config = _create(user, model="my-local-finetune")
-    config = services.llm_config_update(config=config, model="gpt-4o-mini")
+    config = config_services.llm_config_update(config=config, model="gpt-4o-mini")
     assert (config.context_window, config.context_window_source) == (128000, "registry")
 
     # A form re-submitting the automatic value it was shown is not an override.
-    config = services.llm_config_update(config=config, context_window=128000, name="Renamed")
+    config = config_services.llm_config_update(config=config, context_window=128000, name="Renamed")
     assert config.context_window_source == "registry"
 
-    config = services.llm_config_update(config=config, context_window=64000)
+    config = config_services.llm_config_update(config=config, context_window=64000)
     assert (config.context_window, config.context_window_source) == (64000, "user")
-    config = services.llm_config_update(config=config, model="my-local-finetune")
+    config = config_services.llm_config_update(config=config, model="my-local-finetune")
     assert (config.context_window, config.context_window_source) == (64000, "user")
 
-    config = services.llm_config_update(config=config, context_window=None)  # back to automatic
+    config = config_services.llm_config_update(config=config, context_window=None)  # back to automatic
     assert (config.context_window, config.context_window_source) == (8192, "default")
 
 
@@ -130,34 +130,34 @@ def test_make_default_and_delete_promotes_another(user):
     a = _create(user, name="A")
     b = _create(user, name="B")
     _create(user, name="C")
-    b = services.llm_config_make_default(config=b)
+    b = config_services.llm_config_make_default(config=b)
     assert b.is_default and _defaults(user) == ["B"]
 
-    services.llm_config_delete(config=b)
+    config_services.llm_config_delete(config=b)
     assert _defaults(user) == ["A"]
-    services.llm_config_delete(config=a)
+    config_services.llm_config_delete(config=a)
     assert _defaults(user) == ["C"]
-    services.llm_config_delete(config=LLMConfig.objects.get(name="C"))
+    config_services.llm_config_delete(config=LLMConfig.objects.get(name="C"))
     assert not LLMConfig.objects.filter(owner=user).exists()
 
 
 def test_default_cannot_be_unset_directly(user):
     config = _create(user)
     with pytest.raises(ValidationError) as info:
-        services.llm_config_update(config=config, is_default=False)
+        config_services.llm_config_update(config=config, is_default=False)
     assert "is_default" in _field_errors(info)
 
 
 def test_update_with_is_default_true_swaps(user):
     _create(user, name="A")
     b = _create(user, name="B")
-    services.llm_config_update(config=b, is_default=True)
+    config_services.llm_config_update(config=b, is_default=True)
     assert _defaults(user) == ["B"]
 
 
 def test_unknown_update_field_is_a_programming_error(user):
     with pytest.raises(TypeError):
-        services.llm_config_update(config=_create(user), owner=None)
+        config_services.llm_config_update(config=_create(user), owner=None)
 
 
 # --- API key -------------------------------------------------------------------------------------
@@ -183,14 +183,14 @@ def test_short_keys_show_no_last_four(user):
 
 def test_empty_key_on_update_keeps_clear_flag_removes(user):
     config = _create(user, api_key=KEY)
-    config = services.llm_config_update(config=config, api_key="", temperature=0.2)
+    config = config_services.llm_config_update(config=config, api_key="", temperature=0.2)
     assert secret_decrypt(config.api_key_encrypted) == KEY and config.temperature == 0.2
 
-    config = services.llm_config_update(config=config, api_key="sk-replacement-key-0000")
+    config = config_services.llm_config_update(config=config, api_key="sk-replacement-key-0000")
     assert secret_decrypt(config.api_key_encrypted) == "sk-replacement-key-0000"
     assert config.api_key_last4 == "0000"
 
-    config = services.llm_config_update(config=config, clear_api_key=True)
+    config = config_services.llm_config_update(config=config, clear_api_key=True)
     config.refresh_from_db()
     assert (config.api_key_encrypted, config.api_key_last4, config.has_api_key) == ("", "", False)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.http import Http404
 
-from chatapp.chat import selectors, services
+from chatapp.chat import config_services, selectors, services
 from chatapp.chat.models import Message, UserSettings
 from chatapp.chat.search_services import conversation_index_rebuild
 
@@ -23,7 +23,7 @@ def _conversation(owner, title, *contents):
 
 def test_other_users_objects_answer_404(user, other_user):
     theirs = _conversation(other_user, "Secret plans", "hidden")
-    config = services.llm_config_create(
+    config = config_services.llm_config_create(
         owner=other_user, name="Theirs", base_url="https://api.openai.com/v1", model="gpt-4o-mini"
     )
     message = Message.objects.get(conversation=theirs)

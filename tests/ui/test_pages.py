@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from chatapp.chat import services
+from chatapp.chat import config_services
 from chatapp.chat.models import Conversation, LLMConfig, Message, UserSettings
 from chatapp.chat.search_services import message_index_add
 
@@ -30,7 +30,7 @@ def _config(owner, **overrides) -> LLMConfig:
         "api_key": KEY,
     }
     fields.update(overrides)
-    return services.llm_config_create(**fields)
+    return config_services.llm_config_create(**fields)
 
 
 # --- access -------------------------------------------------------------------------------------

@@ -24,6 +24,15 @@ from chatapp.chat.api.serializers import (
     OptimizationRecordOutputSerializer,
     UserSettingsOutputSerializer,
 )
+from chatapp.chat.config_services import (
+    KEY_LEFT_BEHIND,
+    llm_config_create,
+    llm_config_delete,
+    llm_config_key_left_behind,
+    llm_config_make_default,
+    llm_config_update,
+    model_window_lookup,
+)
 from chatapp.chat.dbconn import db_connection_release
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.llm import llm_target_for, llm_test_connection
@@ -40,17 +49,10 @@ from chatapp.chat.selectors import (
     user_settings_get,
 )
 from chatapp.chat.services import (
-    KEY_LEFT_BEHIND,
     conversation_create,
     conversation_delete,
     conversation_rename,
     conversation_set_config,
-    llm_config_create,
-    llm_config_delete,
-    llm_config_key_left_behind,
-    llm_config_make_default,
-    llm_config_update,
-    model_window_lookup,
     user_settings_update,
 )
 

@@ -1,0 +1,337 @@
+"""Writes for model configs (issue 11: a key stays bound to its endpoint): create, update, make
+default, delete; keys encrypted at rest and write-only.
+
+Errors are django.core.exceptions.ValidationError keyed by field name, in plain words; views and the
+API turn them into form and field errors.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+import optimizer
+
+from .crypto import secret_encrypt
+from .models import LLMConfig
+from .netguard import base_url_validate
+
+DEFAULT_CONTEXT_WINDOW = 8192
+
+
+MAX_CONTEXT_WINDOW = 10_000_000
+
+
+MAX_API_KEY_CHARS = 1000
+
+
+# Below this length, showing the last four characters would give away too much of the key.
+LAST4_MIN_KEY_CHARS = 12
+
+
+def _lock_owner(owner: User) -> None:
+    """Serialize one user's config writes (first-config default, default swaps, unique names).
+
+    PostgreSQL takes a row lock on the user; SQLite's IMMEDIATE transactions already serialize writers.
+    """
+    list(get_user_model().objects.select_for_update().filter(pk=owner.pk).values_list("pk", flat=True))
+
+
+def _int_field(value: Any, *, field: str, label: str, errors: dict[str, list[str]], maximum: int) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            if isinstance(value, bool) or value is None or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            value = int(value)
+        except (TypeError, ValueError):
+            errors.setdefault(field, []).append(f"{label} must be a whole number.")
+            return None
+    if value < 1:
+        errors.setdefault(field, []).append(f"{label} must be a positive number.")
+        return None
+    if value > maximum:
+        errors.setdefault(field, []).append(f"{label} must be at most {maximum:,}.")
+        return None
+    return value
+
+
+def _text_field(value: Any, *, field: str, label: str, max_length: int, errors: dict[str, list[str]]) -> str:
+    text = " ".join(str(value or "").split())
+    if not text:
+        errors.setdefault(field, []).append(f"{label} is required.")
+    elif len(text) > max_length:
+        errors.setdefault(field, []).append(f"{label} must be at most {max_length} characters.")
+    return text
+
+
+def model_window_lookup(*, model: str) -> tuple[int, str]:
+    """The context window for a model name and where it comes from ("registry" or "default")."""
+    info = optimizer.model_info(model.strip()) if model and model.strip() else None
+    if info is not None and info.context_window:
+        return info.context_window, LLMConfig.WindowSource.REGISTRY.value
+    return DEFAULT_CONTEXT_WINDOW, LLMConfig.WindowSource.DEFAULT.value
+
+
+def _api_key_clean(api_key: Any) -> str:
+    key = str(api_key or "").strip()
+    if len(key) > MAX_API_KEY_CHARS:
+        raise ValidationError({"api_key": [f"The API key must be at most {MAX_API_KEY_CHARS} characters."]})
+    # It travels in an HTTP header: only printable ASCII without spaces can.
+    if any(not (33 <= ord(ch) <= 126) for ch in key):
+        raise ValidationError({"api_key": ["The API key contains spaces or characters that cannot be sent."]})
+    return key
+
+
+KEY_LEFT_BEHIND = (
+    "The base URL now points at another server, so the stored API key was cleared: "
+    "enter the key for the new server (leave it empty if it needs none)."
+)
+
+
+def llm_config_key_left_behind(*, config: LLMConfig, fields: dict[str, Any]) -> bool:
+    """Whether an update moves the config to another server (scheme, host or port) while a key is
+    stored and no new one is given: the key is then cleared, never sent to the new host (whoever
+    controls it would receive it, and a write-only key cannot be checked by its owner)."""
+    if not config.api_key_encrypted or fields.get("clear_api_key") or _api_key_clean(fields.get("api_key")):
+        return False
+    base_url = fields.get("base_url")
+    return base_url is not None and _origin(str(base_url).strip()) != _origin(config.base_url)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """Scheme, host and port: where a request (and its Authorization header) goes."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+
+
+def _api_key_store(config: LLMConfig, key: str) -> None:
+    config.api_key_encrypted = secret_encrypt(key)
+    config.api_key_last4 = key[-4:] if len(key) >= LAST4_MIN_KEY_CHARS else ""
+
+
+def _config_clean(
+    *,
+    name: Any,
+    base_url: Any,
+    model: Any,
+    context_window: Any,
+    max_output_tokens: Any,
+    temperature: Any,
+    window_is_auto: bool,
+) -> dict[str, Any]:
+    """Validated field values; raises ValidationError with every problem found, keyed by field."""
+    errors: dict[str, list[str]] = {}
+    name = _text_field(name, field="name", label="Name", max_length=100, errors=errors)
+    model = _text_field(model, field="model", label="Model", max_length=200, errors=errors)
+
+    url = str(base_url or "").strip().rstrip("/")
+    if not url:
+        errors.setdefault("base_url", []).append("Base URL is required, e.g. https://api.openai.com/v1.")
+    elif len(url) > 500:
+        errors.setdefault("base_url", []).append("Base URL must be at most 500 characters.")
+    else:
+        try:
+            base_url_validate(url, allow_private=settings.ALLOW_PRIVATE_LLM_URLS)
+        except ValidationError as exc:
+            errors.setdefault("base_url", []).extend(exc.messages)
+
+    max_output = _int_field(
+        max_output_tokens, field="max_output_tokens", label="Max output tokens", errors=errors,
+        maximum=MAX_CONTEXT_WINDOW,
+    )
+    window = _int_field(
+        context_window, field="context_window", label="Context window", errors=errors, maximum=MAX_CONTEXT_WINDOW
+    )
+    if window is not None and max_output is not None and window <= max_output:
+        if window_is_auto:
+            errors.setdefault("max_output_tokens", []).append(
+                f"Max output tokens ({max_output:,}) must be smaller than the model's context window ({window:,})."
+            )
+        else:
+            errors.setdefault("context_window", []).append(
+                f"The context window ({window:,}) must be larger than max output tokens ({max_output:,})."
+            )
+
+    temp: float | None = None
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float | str):
+        errors.setdefault("temperature", []).append("Temperature must be a number from 0 to 2.")
+    else:
+        try:
+            temp = float(temperature)
+        except ValueError:
+            temp = None
+        if temp is None or not math.isfinite(temp) or not 0 <= temp <= 2:
+            errors.setdefault("temperature", []).append("Temperature must be a number from 0 to 2.")
+    if errors:
+        raise ValidationError(errors)
+    return {
+        "name": name,
+        "base_url": url,
+        "model": model,
+        "context_window": window,
+        "max_output_tokens": max_output,
+        "temperature": temp,
+    }
+
+
+def _name_taken(*, owner_id: int, name: str, exclude_pk: int | None) -> bool:
+    configs = LLMConfig.objects.filter(owner_id=owner_id, name=name)
+    if exclude_pk is not None:
+        configs = configs.exclude(pk=exclude_pk)
+    return configs.exists()
+
+
+def _save_config(config: LLMConfig) -> None:
+    config.full_clean(exclude=["owner", "base_url"], validate_unique=False, validate_constraints=False)
+    try:
+        with transaction.atomic():
+            config.save()
+    except IntegrityError:
+        # The owner lock makes this a lost race on the unique name at most.
+        raise ValidationError({"name": ["You already have a configuration with this name."]}) from None
+
+
+def llm_config_create(
+    *,
+    owner: User,
+    name: str,
+    base_url: str,
+    model: str,
+    api_key: str = "",
+    context_window: int | None = None,
+    max_output_tokens: int = 2000,
+    temperature: float = 0.7,
+    is_default: bool = False,
+) -> LLMConfig:
+    """Add a config. No window given: the registry's for a known model, else 8192. A user's first
+    config becomes the default."""
+    if context_window is None:
+        window, source = model_window_lookup(model=str(model or ""))
+    else:
+        window, source = context_window, LLMConfig.WindowSource.USER.value
+    # Validation resolves DNS: done before the transaction so no lock is held meanwhile.
+    cleaned = _config_clean(
+        name=name, base_url=base_url, model=model, context_window=window, max_output_tokens=max_output_tokens,
+        temperature=temperature, window_is_auto=context_window is None,
+    )
+    key = _api_key_clean(api_key)
+    with transaction.atomic():
+        _lock_owner(owner)
+        if _name_taken(owner_id=owner.pk, name=cleaned["name"], exclude_pk=None):
+            raise ValidationError({"name": ["You already have a configuration with this name."]})
+        make_default = bool(is_default) or not LLMConfig.objects.filter(owner=owner).exists()
+        if make_default:
+            LLMConfig.objects.filter(owner=owner, is_default=True).update(is_default=False)
+        config = LLMConfig(owner=owner, context_window_source=source, is_default=make_default, **cleaned)
+        _api_key_store(config, key)
+        _save_config(config)
+    return config
+
+
+_UPDATABLE = frozenset(
+    {"name", "base_url", "model", "api_key", "clear_api_key", "context_window", "max_output_tokens", "temperature",
+     "is_default"}
+)
+
+
+def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
+    """Change the given fields.
+
+    - `api_key`: a non-empty value replaces the key; "" or None keeps it (the key is write-only, so
+      forms send nothing when it is unchanged). `clear_api_key=True` removes it.
+    - `context_window`: a number is the user's override; None returns to the automatic value. A
+      number equal to the current automatic value is not an override (a form re-submitting what it
+      was shown), and the automatic value follows a model change.
+    - `is_default=True` makes it the default; a default cannot be unset directly (make another one
+      the default instead).
+    """
+    unknown = set(fields) - _UPDATABLE
+    if unknown:
+        raise TypeError(f"llm_config_update() got unexpected fields: {', '.join(sorted(unknown))}")
+
+    model = fields.get("model", config.model)
+    model_changed = " ".join(str(model or "").split()) != config.model
+    is_auto = config.context_window_source != LLMConfig.WindowSource.USER
+    if "context_window" in fields and fields["context_window"] is not None:
+        requested = fields["context_window"]
+        if is_auto and requested == config.context_window:
+            window, source = (
+                model_window_lookup(model=str(model or ""))
+                if model_changed
+                else (config.context_window, config.context_window_source)
+            )
+        else:
+            window, source = requested, LLMConfig.WindowSource.USER.value
+    elif "context_window" in fields or (model_changed and is_auto):
+        window, source = model_window_lookup(model=str(model or ""))
+    else:
+        window, source = config.context_window, config.context_window_source
+
+    cleaned = _config_clean(
+        name=fields.get("name", config.name),
+        base_url=fields.get("base_url", config.base_url),
+        model=model,
+        context_window=window,
+        max_output_tokens=fields.get("max_output_tokens", config.max_output_tokens),
+        temperature=fields.get("temperature", config.temperature),
+        window_is_auto=source != LLMConfig.WindowSource.USER,
+    )
+    new_key = _api_key_clean(fields.get("api_key"))
+    drop_key = llm_config_key_left_behind(config=config, fields=fields)
+    if "is_default" in fields and not fields["is_default"] and config.is_default:
+        raise ValidationError(
+            {"is_default": ["One configuration is always the default: make another one the default instead."]}
+        )
+
+    with transaction.atomic():
+        _lock_owner(config.owner)
+        if _name_taken(owner_id=config.owner_id, name=cleaned["name"], exclude_pk=config.pk):
+            raise ValidationError({"name": ["You already have a configuration with this name."]})
+        for attr, value in cleaned.items():
+            setattr(config, attr, value)
+        config.context_window_source = source
+        if fields.get("clear_api_key") or drop_key:
+            _api_key_store(config, "")
+        elif new_key:
+            _api_key_store(config, new_key)
+        _save_config(config)
+        if fields.get("is_default") and not config.is_default:
+            config = llm_config_make_default(config=config)
+    return config
+
+
+def llm_config_make_default(*, config: LLMConfig) -> LLMConfig:
+    with transaction.atomic():
+        _lock_owner(config.owner)
+        # Unset first: the database allows one default per owner at any moment.
+        LLMConfig.objects.filter(owner_id=config.owner_id, is_default=True).exclude(pk=config.pk).update(
+            is_default=False
+        )
+        LLMConfig.objects.filter(pk=config.pk).update(is_default=True)
+    config.refresh_from_db()
+    return config
+
+
+def llm_config_delete(*, config: LLMConfig) -> None:
+    """Delete a config; when it was the default, the first remaining one (by name) takes over.
+    Conversations that used it fall back to the default."""
+    with transaction.atomic():
+        _lock_owner(config.owner)
+        was_default = LLMConfig.objects.filter(pk=config.pk, is_default=True).exists()
+        owner_id = config.owner_id
+        config.delete()
+        if was_default:
+            successor = LLMConfig.objects.filter(owner_id=owner_id).order_by("name", "id").first()
+            if successor is not None:
+                LLMConfig.objects.filter(pk=successor.pk).update(is_default=True)

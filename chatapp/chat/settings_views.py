@@ -1,0 +1,197 @@
+"""The Settings page and its forms: preferences, model configs (add, edit, default, delete) and API
+tokens. Thin function views, as in views.py.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages as flash
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from chatapp.chat import config_services, selectors, services
+from chatapp.chat.crypto import secret_readable
+from chatapp.chat.forms import PREFERENCE_HELP, LLMConfigForm, PreferencesForm
+from chatapp.chat.views import _configs, page_csp
+
+
+def _validation_to_form(form, exc: ValidationError) -> None:
+    if hasattr(exc, "error_dict"):
+        for field, errors in exc.error_dict.items():
+            target = field if field in form.fields else None
+            for error in errors:
+                form.add_error(target, error)
+    else:
+        for error in exc.messages:
+            form.add_error(None, error)
+
+
+def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dict:
+    """Everything the settings page shows; `bound` replaces the blank forms with submitted ones."""
+    bound = bound or {}
+    configs = _configs(request.user)
+    token = selectors.api_token_get(user=request.user)
+    user_settings = selectors.user_settings_get(user=request.user)
+    prefs_form = bound.get("prefs") or PreferencesForm(
+        initial={
+            "preference": user_settings.preference,
+            "auto_optimize": user_settings.auto_optimize,
+            "confirm_compaction": user_settings.confirm_compaction,
+            "summary_config": user_settings.summary_config_id,
+        },
+        configs=selectors.llm_config_list(owner=request.user),
+    )
+    config_forms = [
+        (config, bound.get(config.pk) or LLMConfigForm(instance=config)) for config in configs
+    ]
+    new_form = bound.get("new") or LLMConfigForm(initial={"max_output_tokens": 2000, "temperature": 0.7})
+    preference_cards = [
+        {"value": value, "label": label, "help": PREFERENCE_HELP[value]}
+        for value, label in prefs_form.fields["preference"].choices
+    ]
+    return {
+        "configs": configs,
+        "config_forms": config_forms,
+        # Keys encrypted under a key the server no longer has: shown as unreadable, never sent.
+        "unreadable_keys": {c.pk for c in configs if not secret_readable(c.api_key_encrypted)},
+        "new_form": new_form,
+        "new_open": "new" in bound,
+        "open_config_id": next((k for k in bound if isinstance(k, int)), None),
+        "prefs_form": prefs_form,
+        "preference_cards": preference_cards,
+        "current_preference": prefs_form["preference"].value(),
+        "user_settings": user_settings,
+        "api_token": token,
+        "api_token_expires_at": selectors.api_token_expires_at(token=token) if token else None,
+        "api_token_expired": bool(token and selectors.api_token_expired(token=token)),
+        "api_token_days": settings.API_TOKEN_DAYS,
+    }
+
+
+@page_csp
+@login_required
+@require_http_methods(["GET", "POST"])
+def settings_page(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        form = PreferencesForm(request.POST, configs=selectors.llm_config_list(owner=request.user))
+        if form.is_valid():
+            try:
+                services.user_settings_update(
+                    user=request.user,
+                    preference=form.cleaned_data["preference"],
+                    auto_optimize=form.cleaned_data["auto_optimize"],
+                    confirm_compaction=form.cleaned_data["confirm_compaction"],
+                    summary_config=form.cleaned_data["summary_config"],
+                )
+            except ValidationError as exc:
+                _validation_to_form(form, exc)
+            else:
+                flash.success(request, "Preferences saved. They apply to your next message.")
+                return redirect("settings")
+        return render(request, "chat/settings.html", _settings_context(request, bound={"prefs": form}), status=400)
+    return render(request, "chat/settings.html", _settings_context(request))
+
+
+@page_csp
+@login_required
+@require_POST
+def api_token_create(request: HttpRequest) -> HttpResponse:
+    """A new API token, shown on this response only (it is never put in a cookie or a redirect)."""
+    token = services.api_token_renew(user=request.user)
+    context = _settings_context(request)
+    context["new_api_token"] = token.key
+    return render(request, "chat/settings.html", context)
+
+
+@login_required
+@require_POST
+def api_token_revoke(request: HttpRequest) -> HttpResponse:
+    if services.api_token_revoke(user=request.user):
+        flash.success(request, "API token revoked: scripts using it are refused from now on.")
+    return redirect(reverse("settings") + "#api-h")
+
+
+def _config_fields(form: LLMConfigForm) -> dict:
+    data = form.cleaned_data
+    return {
+        "name": data["name"],
+        "base_url": data["base_url"],
+        "model": data["model"],
+        "context_window": data.get("context_window"),
+        "max_output_tokens": data["max_output_tokens"],
+        "temperature": data["temperature"],
+    }
+
+
+@page_csp
+@login_required
+@require_POST
+def config_create(request: HttpRequest) -> HttpResponse:
+    form = LLMConfigForm(request.POST)
+    if form.is_valid():
+        try:
+            config = config_services.llm_config_create(
+                owner=request.user,
+                api_key=form.cleaned_data["api_key"],
+                is_default=form.cleaned_data["is_default"],
+                **_config_fields(form),
+            )
+        except ValidationError as exc:
+            _validation_to_form(form, exc)
+        else:
+            flash.success(request, f"Added “{config.name}”.")
+            return redirect(reverse("settings") + f"#config-{config.pk}")
+    return render(request, "chat/settings.html", _settings_context(request, bound={"new": form}), status=400)
+
+
+@page_csp
+@login_required
+@require_POST
+def config_update(request: HttpRequest, pk: int) -> HttpResponse:
+    config = selectors.llm_config_get(owner=request.user, pk=pk)
+    form = LLMConfigForm(request.POST, instance=config)
+    if form.is_valid():
+        left_behind = config_services.llm_config_key_left_behind(
+            config=config, fields={"base_url": form.cleaned_data["base_url"], "api_key": form.cleaned_data["api_key"],
+                                   "clear_api_key": form.cleaned_data.get("clear_api_key", False)})
+        try:
+            # An empty key field keeps the stored key (never sent back to the page); an empty window
+            # returns to the model's known window.
+            config = config_services.llm_config_update(
+                config=config,
+                api_key=form.cleaned_data["api_key"],
+                clear_api_key=form.cleaned_data.get("clear_api_key", False),
+                is_default=form.cleaned_data["is_default"],
+                **_config_fields(form),
+            )
+        except ValidationError as exc:
+            _validation_to_form(form, exc)
+        else:
+            flash.success(request, f"Saved “{config.name}”.")
+            if left_behind:
+                flash.warning(request, config_services.KEY_LEFT_BEHIND)
+            return redirect(reverse("settings") + f"#config-{config.pk}")
+    return render(request, "chat/settings.html", _settings_context(request, bound={config.pk: form}), status=400)
+
+
+@login_required
+@require_POST
+def config_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    config = selectors.llm_config_get(owner=request.user, pk=pk)
+    name = config.name
+    config_services.llm_config_delete(config=config)
+    flash.success(request, f"Deleted “{name}”.")
+    return redirect("settings")
+
+
+@login_required
+@require_POST
+def config_make_default(request: HttpRequest, pk: int) -> HttpResponse:
+    config = selectors.llm_config_get(owner=request.user, pk=pk)
+    config_services.llm_config_make_default(config=config)
+    flash.success(request, f"“{config.name}” is now used for new chats.")
+    return redirect("settings")
