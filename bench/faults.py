@@ -39,14 +39,14 @@ import os
 import secrets
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from web_ttfb import PYTHON, ROOT, bench_environment, django_setup, free_port, percentile, seed_user
+from processes import CeleryWorker, PrivateRedis, start_uvicorn, stop, wait_until
+from web_ttfb import ROOT, bench_environment, django_setup, percentile, seed_user
 
 
 @dataclass
@@ -58,38 +58,6 @@ class Row:
     errors: int
     note: str = ""
     samples: list[str] = field(default_factory=list)
-
-
-def start_uvicorn(env: dict[str, str], tmp: Path) -> tuple[subprocess.Popen, str]:
-    import httpx
-
-    port = free_port()
-    log = open(tmp / f"uvicorn-{port}.log", "wb")  # noqa: SIM115 - lives as long as the process
-    proc = subprocess.Popen(
-        [PYTHON, "-m", "uvicorn", "chatapp.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning", "--no-access-log", "--lifespan", "off"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError("uvicorn exited at start")
-        try:
-            httpx.get(url + "/api/schema/", timeout=2)
-            return proc, url
-        except httpx.HTTPError:
-            if time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start in 30 s") from None
-            time.sleep(0.1)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 async def stream_one(client, *, path: str, text: str, seen: dict[str, str], key: str,
@@ -268,56 +236,6 @@ def web_sigkill(env: dict[str, str], tmp: Path, fake_url: str, *, killed: int) -
     return Row("web SIGKILL mid-stream", killed, survived, lost, len(errors), note, errors[:5])
 
 
-class CeleryWorker:
-    """`celery -A chatapp worker -B` in its own process group, restartable after kill -9."""
-
-    def __init__(self, env: dict[str, str], tmp: Path) -> None:
-        self.env, self.tmp, self.proc, self.starts = env, tmp, None, 0
-
-    def start(self) -> None:
-        self.starts += 1
-        log = (self.tmp / f"worker-{self.starts}.log").open("wb")
-        self.proc = subprocess.Popen(
-            [PYTHON, "-m", "celery", "-A", "chatapp", "worker", "-B", "-s", str(self.tmp / "beat-schedule"),
-             "-Q", "summaries,celery", "--concurrency", "2", "--loglevel", "WARNING",
-             "-n", f"faults-{secrets.token_hex(3)}@%h", "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        log.close()
-
-    def kill9(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-
-class PrivateRedis:
-    def __init__(self, tmp: Path) -> None:
-        self.port, self.tmp, self.proc = free_port(), tmp, None
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        import redis
-
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                if redis.Redis(port=self.port, socket_connect_timeout=0.3).ping():
-                    return
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
-
-
 def _summary_users(fake_url: str, n: int, *, model: str) -> tuple[list, list[str]]:
     """n users, each with one 40-message conversation and an API token."""
     from web_ttfb import seed_conversation
@@ -329,15 +247,6 @@ def _summary_users(fake_url: str, n: int, *, model: str) -> tuple[list, list[str
         conversations.append(seed_conversation(owner=user, config=config, messages=40))
         tokens.append(token)
     return conversations, tokens
-
-
-def _wait(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.5)
-    return predicate()
 
 
 def worker_kills(fake_url: str, worker: CeleryWorker, *, jobs: int, kills: int) -> Row:
@@ -355,13 +264,13 @@ def worker_kills(fake_url: str, worker: CeleryWorker, *, jobs: int, kills: int) 
     done_kills = 0
     while done_kills < kills and not finished():
         # kill while a job is inside its (1.5 s) model call
-        if not _wait(lambda: SummaryJob.objects.filter(pk__in=ids, status="running").exists(), 15):
+        if not wait_until(lambda: SummaryJob.objects.filter(pk__in=ids, status="running").exists(), 15):
             break
         time.sleep(0.5)
         worker.kill9()
         done_kills += 1
         worker.start()
-    _wait(finished, 180)
+    wait_until(finished, 180)
     worker.kill9()
     states = dict(SummaryJob.objects.filter(pk__in=ids).values_list("pk", "status"))
     summaries = {c.pk: Message.objects.filter(conversation=c, kind="summary").count() for c in conversations}
@@ -409,7 +318,7 @@ def redis_down(url_env: dict[str, str], tmp: Path, fake_url: str, redis_server: 
         time.sleep(max(0.0, seconds - (time.monotonic() - started)))
         redis_server.start()
         worker.start()
-        _wait(lambda: SummaryJob.objects.filter(pk__in=job_ids, status="done").count() == len(job_ids), 120)
+        wait_until(lambda: SummaryJob.objects.filter(pk__in=job_ids, status="done").count() == len(job_ids), 120)
     finally:
         stop(proc)
         worker.kill9()

@@ -4,7 +4,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
-from chatapp.chat.api import stream_views, summary_views, views
+from chatapp.chat.api import config_views, stream_views, summary_views, views
 from chatapp.chat.api.parsers import PARSERS
 from chatapp.chat.selectors import api_token_expires_at
 from chatapp.chat.services import api_token_issue
@@ -48,11 +48,11 @@ urlpatterns = [
     path("messages/<int:pk>/stop/", stream_views.message_stop_api, name="api-message-stop"),
     path("messages/<int:pk>/regenerate/", stream_views.message_regenerate_api, name="api-message-regenerate"),
     path("messages/<int:pk>/retry/", stream_views.message_retry_api, name="api-message-retry"),
-    path("configs/", views.LLMConfigListApi.as_view(), name="api-configs"),
-    path("configs/model-info/", views.ModelInfoApi.as_view(), name="api-model-info"),
-    path("configs/<int:pk>/", views.LLMConfigDetailApi.as_view(), name="api-config"),
-    path("configs/<int:pk>/default/", views.LLMConfigMakeDefaultApi.as_view(), name="api-config-default"),
-    path("configs/<int:pk>/test/", views.LLMConfigTestApi.as_view(), name="api-config-test"),
+    path("configs/", config_views.LLMConfigListApi.as_view(), name="api-configs"),
+    path("configs/model-info/", config_views.ModelInfoApi.as_view(), name="api-model-info"),
+    path("configs/<int:pk>/", config_views.LLMConfigDetailApi.as_view(), name="api-config"),
+    path("configs/<int:pk>/default/", config_views.LLMConfigMakeDefaultApi.as_view(), name="api-config-default"),
+    path("configs/<int:pk>/test/", config_views.LLMConfigTestApi.as_view(), name="api-config-test"),
     path("settings/", views.UserSettingsApi.as_view(), name="api-settings"),
     path("dashboard/", include("chatapp.chat.dashboard.api_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -1,0 +1,162 @@
+"""JSON API for model configs: list, create, edit (a changed endpoint clears the stored key), make
+default, test the connection (throttled), and the registry's facts about a model name. Thin, as
+views.py.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from chatapp.chat.api.serializers import (
+    LLMConfigOutputSerializer,
+)
+from chatapp.chat.config_services import (
+    KEY_LEFT_BEHIND,
+    llm_config_create,
+    llm_config_delete,
+    llm_config_key_left_behind,
+    llm_config_make_default,
+    llm_config_update,
+    model_window_lookup,
+)
+from chatapp.chat.dbconn import db_connection_release
+from chatapp.chat.llm import llm_target_for, llm_test_connection
+from chatapp.chat.models import LLMConfig
+from chatapp.chat.selectors import (
+    llm_config_get,
+    llm_config_list,
+)
+
+
+class LLMConfigInputSerializer(serializers.Serializer):
+    """Shape only; the rules (window > output, URL safety, unique name) live in the services."""
+
+    name = serializers.CharField(max_length=100)
+    base_url = serializers.CharField(max_length=500)
+    model = serializers.CharField(max_length=200)
+    api_key = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=1000,
+        style={"input_type": "password"},
+        help_text="Write-only. Never returned: responses carry has_api_key and api_key_last4.",
+    )
+    context_window = serializers.IntegerField(
+        min_value=1, required=False, allow_null=True, help_text="Leave empty to fill it from the model registry."
+    )
+    max_output_tokens = serializers.IntegerField(min_value=1, required=False)
+    temperature = serializers.FloatField(min_value=0, max_value=2, required=False)
+    is_default = serializers.BooleanField(required=False)
+
+
+class LLMConfigListApi(APIView):
+    # A subclass of its own so the schema names it after this view (see api/schema.py).
+    class InputSerializer(LLMConfigInputSerializer):
+        pass
+
+    @extend_schema(responses=LLMConfigOutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        configs = llm_config_list(owner=request.user)
+        return Response(LLMConfigOutputSerializer(configs, many=True).data)
+
+    @extend_schema(request=InputSerializer, responses={201: LLMConfigOutputSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        config = llm_config_create(owner=request.user, **serializer.validated_data)
+        return Response(LLMConfigOutputSerializer(config).data, status=status.HTTP_201_CREATED)
+
+
+class LLMConfigDetailApi(APIView):
+    class InputSerializer(LLMConfigInputSerializer):
+        # The key is write-only, so an empty api_key means "unchanged"; removing it is explicit.
+        clear_api_key = serializers.BooleanField(required=False, help_text="Remove the stored API key.")
+
+    @extend_schema(responses=LLMConfigOutputSerializer)
+    def get(self, request: Request, pk: int) -> Response:
+        config = llm_config_get(owner=request.user, pk=pk)
+        return Response(LLMConfigOutputSerializer(config).data)
+
+    @extend_schema(request=InputSerializer(partial=True), responses=LLMConfigOutputSerializer)
+    def patch(self, request: Request, pk: int) -> Response:
+        config = llm_config_get(owner=request.user, pk=pk)
+        serializer = self.InputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        left_behind = llm_config_key_left_behind(config=config, fields=serializer.validated_data)
+        config = llm_config_update(config=config, **serializer.validated_data)
+        data = LLMConfigOutputSerializer(config).data
+        if left_behind:
+            data["notice"] = KEY_LEFT_BEHIND
+        return Response(data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk: int) -> Response:
+        config = llm_config_get(owner=request.user, pk=pk)
+        llm_config_delete(config=config)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class LLMConfigMakeDefaultApi(APIView):
+    @extend_schema(request=None, responses=LLMConfigOutputSerializer)
+    def post(self, request: Request, pk: int) -> Response:
+        config = llm_config_get(owner=request.user, pk=pk)
+        config = llm_config_make_default(config=config)
+        return Response(LLMConfigOutputSerializer(config).data)
+
+
+class LLMConfigTestApi(APIView):
+    # Each test is a request to an endpoint the user names: bounded per user (settings).
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "config_test"
+    class OutputSerializer(serializers.Serializer):
+        ok = serializers.BooleanField()
+        message = serializers.CharField(help_text="The result in plain words (never contains the key).")
+
+    @extend_schema(
+        request=None,
+        responses=OutputSerializer,
+        summary="Test the connection: lists the endpoint's models or makes a one-token request",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        config = llm_config_get(owner=request.user, pk=pk)
+        target = llm_target_for(config=config)
+        # The endpoint may take its whole timeout to answer: no pooled connection waits with it.
+        db_connection_release()
+        ok, message = llm_test_connection(target=target)
+        return Response(self.OutputSerializer({"ok": ok, "message": message}).data)
+
+
+class ModelInfoApi(APIView):
+    class FilterSerializer(serializers.Serializer):
+        model = serializers.CharField(max_length=200)
+
+    class OutputSerializer(serializers.Serializer):
+        model = serializers.CharField()
+        context_window = serializers.IntegerField()
+        # Same name as on a config, so clients (and the schema) see one field and one enum.
+        context_window_source = serializers.ChoiceField(choices=LLMConfig.WindowSource.choices)
+        context_window_source_label = serializers.CharField()
+
+    @extend_schema(
+        parameters=[OpenApiParameter("model", str, required=True, description="Model name, e.g. gpt-4o-mini")],
+        responses=OutputSerializer,
+        summary="Context window for a model name, and where the value comes from",
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        model = filters.validated_data["model"]
+        window, source = model_window_lookup(model=model)
+        data = {
+            "model": model,
+            "context_window": window,
+            "context_window_source": source,
+            "context_window_source_label": LLMConfig.WindowSource(source).label,
+        }
+        return Response(self.OutputSerializer(data).data)
