@@ -7,6 +7,11 @@ import sys
 def main():
     """Run administrative tasks."""
     os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'chatapp.settings')
+    # var/ and the secrets the environment does not give: made here, before the settings are read
+    # (the settings themselves write nothing).
+    from chatapp.instance import instance_prepare
+
+    instance_prepare()
     try:
         from django.core.management import execute_from_command_line
     except ImportError as exc:

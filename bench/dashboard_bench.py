@@ -38,6 +38,9 @@ def main() -> int:
 
     import django
 
+    from chatapp.instance import instance_prepare
+
+    instance_prepare()
     django.setup()
     from django.conf import settings
     from django.contrib.auth import get_user_model

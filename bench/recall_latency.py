@@ -113,6 +113,9 @@ def app_child(sizes: list[int], n_queries: int, room: int, seed: int) -> dict[st
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatapp.settings")
     import django
 
+    from chatapp.instance import instance_prepare
+
+    instance_prepare()
     django.setup()
     import uuid
 

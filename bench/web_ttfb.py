@@ -69,6 +69,10 @@ def django_setup(env: dict[str, str]) -> None:
     os.environ.update(env)
     import django
 
+    from chatapp.instance import instance_prepare
+
+    instance_prepare()
+
     django.setup()
     from django.core.management import call_command
 

@@ -1,3 +1,2 @@
-from .celery import app as celery_app
-
-__all__ = ("celery_app",)
+"""The Django project. The Celery app is `chatapp.celery` (found by `celery -A chatapp`); it is not
+imported here, so importing the settings (or anything under chatapp) starts nothing and writes nothing."""

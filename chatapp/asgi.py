@@ -4,6 +4,9 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from chatapp.instance import instance_prepare
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatapp.settings")
+instance_prepare()  # before the settings are read: see chatapp.instance
 
 application = get_asgi_application()

@@ -8,7 +8,10 @@ import os
 
 from celery import Celery
 
+from chatapp.instance import instance_prepare
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatapp.settings")
+instance_prepare()  # before the settings are read: see chatapp.instance
 
 app = Celery("chatapp")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
-import time
 from pathlib import Path
 from urllib.parse import urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
+from chatapp.instance import ENCRYPTION_KEY_FILE, SECRET_FILE, secret_read, var_dir
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("CHATAPP_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+# Settings read and never write: var/ and its secrets are made by chatapp.instance.instance_prepare,
+# which every entry point (manage.py, the ASGI app, the Celery app) calls before Django starts.
+VAR_DIR = var_dir()
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -54,42 +55,11 @@ def _env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
-def _persistent_secret(name: str, filename: str, factory) -> str:
-    """Env value, else a value generated once and kept in var/ so restarts keep sessions and keys."""
-    raw = os.environ.get(name)
-    if raw:
-        return raw
-    path = VAR_DIR / filename
-    try:
-        # O_EXCL: when the web server and the worker start together on a fresh machine, exactly one
-        # of them writes the value and the other reads it (two different encryption keys would make
-        # stored API keys unreadable). 0o600 from the start: the secret is never world-readable.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        pass
-    else:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(factory())
-    for _ in range(50):  # the writer may not have flushed yet
-        value = path.read_text().strip()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise ImproperlyConfigured(f"{path} is empty; delete it or set {name}")
-
-
-def _fernet_key() -> str:
-    import base64
-
-    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
-
-
-SECRET_KEY = _persistent_secret("SECRET_KEY", "secret_key", lambda: secrets.token_urlsafe(50))
+# Empty until the instance is prepared (then Django refuses to start: "SECRET_KEY must not be empty").
+SECRET_KEY = secret_read("SECRET_KEY", SECRET_FILE)
 # Fernet key(s) for API keys at rest; a comma-separated list rotates (first encrypts, all decrypt).
 FIELD_ENCRYPTION_KEYS = [
-    k.strip()
-    for k in _persistent_secret("FIELD_ENCRYPTION_KEY", "field_encryption_key", _fernet_key).split(",")
-    if k.strip()
+    k.strip() for k in secret_read("FIELD_ENCRYPTION_KEY", ENCRYPTION_KEY_FILE).split(",") if k.strip()
 ]
 try:
     from cryptography.fernet import Fernet
@@ -225,9 +195,8 @@ if REDIS_URL:
         "socket_connect_timeout": _env_int("CELERY_BROKER_CONNECT_TIMEOUT", 3, minimum=1),
     }
 else:
-    # A broker that needs no server: kombu's filesystem transport, shared by web and worker on one machine.
-    for _sub in ("out", "processed", "control"):
-        (CELERY_BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
+    # A broker that needs no server: kombu's filesystem transport, shared by web and worker on one machine
+    # (its folders are made by instance_prepare).
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "out"),
@@ -365,7 +334,6 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
-STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns on every start until collectstatic has run
 # Serve static/ from the source tree as well, so a fresh checkout works without collectstatic.
 WHITENOISE_USE_FINDERS = True
 
