@@ -1,0 +1,152 @@
+/* The composer: sending a message (a new chat is created on the first), /compact, the model picker. */
+import { buildMessage, el, icon, scrollToBottom } from "./dom.js";
+import { refreshGauge } from "./gauge.js";
+import { compactNow, renderJob } from "./jobs.js";
+import { refreshSidebar } from "./sidebar.js";
+import { api, app, emptyState, errorText, form, input, maxChars, messagesEl, picker, state, toast } from "./state.js";
+import { runStream } from "./stream.js";
+
+/** A random idempotency key (crypto.randomUUID needs a secure context; getRandomValues does not). */
+export function sendKey() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+export async function ensureConversation() {
+  if (state.conversationId) return state.conversationId;
+  const body = picker && picker.value ? modelChoice(picker.value) : {};
+  const res = await api("/api/conversations/", { method: "POST", body });
+  if (!res.ok || !res.data || !res.data.id) {
+    throw new Error(errorText(res.data, res.status));
+  }
+  state.conversationId = res.data.id;
+  app.dataset.conversationId = String(state.conversationId);
+  history.replaceState(null, "", `/c/${state.conversationId}/`);
+  document.getElementById("conv-tools").hidden = false;
+  if (picker) picker.dataset.current = picker.value;
+  document.querySelectorAll("[data-dashboard-link]").forEach((a) => { a.href = `/c/${state.conversationId}/dashboard/`; });
+  const renameBtn = document.querySelector('[data-action="rename-current"]');
+  if (renameBtn) renameBtn.hidden = false;
+  refreshSidebar();
+  return state.conversationId;
+}
+
+export function showComposerError(text) {
+  clearComposerError();
+  const box = el("div", "inline-error");
+  box.id = "composer-error";
+  box.setAttribute("role", "alert");
+  box.append(icon("alert"), el("span", "", text));
+  messagesEl.after(box);
+  scrollToBottom(true);
+}
+
+export function clearComposerError() {
+  const old = document.getElementById("composer-error");
+  if (old) old.remove();
+}
+
+export async function sendMessage(content) {
+  clearComposerError();
+  const compact = content.match(/^\/compact(?:\s+([\s\S]*))?$/);
+  if (compact) {
+    input.value = "";
+    autosize();
+    await compactNow((compact[1] || "").trim());
+    return;
+  }
+  if (maxChars && content.length > maxChars) {
+    showComposerError(`This message is ${content.length.toLocaleString()} characters; the limit is ${maxChars.toLocaleString()}.`);
+    return;
+  }
+  let pk;
+  try {
+    pk = await ensureConversation();
+  } catch (err) {
+    showComposerError(`Could not start a new chat: ${err.message}`);
+    return;
+  }
+  emptyState.hidden = true;
+  const userEl = buildMessage("user", content);
+  const asstEl = buildMessage("assistant", "");
+  messagesEl.append(userEl, asstEl);
+  scrollToBottom(true);
+  input.value = "";
+  autosize();
+  // One key per send: if the request is repeated (a double submit, a network retry) the server
+  // stores the message once.
+  await runStream(`/api/conversations/${pk}/messages/`, { content, client_key: sendKey() }, {
+    userEl,
+    asstEl,
+    onRejected(msg) {
+      // Rejected before state.streaming: nothing was stored, so take the bubbles back and restore the text.
+      userEl.remove();
+      asstEl.remove();
+      input.value = content;
+      autosize();
+      showComposerError(msg);
+      if (!messagesEl.querySelector(".msg")) emptyState.hidden = false;
+    },
+  });
+}
+
+/** The request body that picks a model: a config id, or the built-in offline demo model. */
+export function modelChoice(value) {
+  return value === "offline" ? { offline: true } : { llm_config: Number(value) };
+}
+
+/** The header's model selector: picks the model of a new chat, or switches an existing one. */
+export async function switchModel() {
+  const option = picker.selectedOptions[0];
+  const previous = picker.dataset.current;
+  if (!state.conversationId) {
+    input.placeholder = `Message ${option.textContent}…`;
+    return;
+  }
+  picker.disabled = true;
+  const res = await api(`/api/conversations/${state.conversationId}/`, { method: "PATCH", body: modelChoice(picker.value) });
+  picker.disabled = false;
+  if (!res.ok) {
+    picker.value = previous;
+    toast(errorText(res.data, res.status), "error", 5000);
+    return;
+  }
+  picker.dataset.current = picker.value;
+  input.placeholder = `Message ${option.textContent}…`;
+  toast(`Switched to ${option.textContent}: your next message goes to it.`);
+  // The budget follows the new model's window.
+  await refreshGauge();
+  if (state.currentJob && state.currentJob.status === "awaiting") renderJob(state.currentJob);
+}
+
+if (picker) picker.addEventListener("change", switchModel);
+
+export function autosize() {
+  input.style.height = "auto";
+  input.style.height = `${Math.min(input.scrollHeight, window.innerHeight * 0.4)}px`;
+}
+
+input.addEventListener("input", autosize);
+
+input.addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+    e.preventDefault();
+    form.requestSubmit();
+  }
+});
+
+let sending = false;
+
+form.addEventListener("submit", async (e) => {
+  e.preventDefault();
+  if (state.streaming || sending) return;
+  const content = input.value;
+  if (!content.trim()) { input.focus(); return; }
+  // Guards the gap before the stream starts (creating the conversation) against a double send.
+  sending = true;
+  try {
+    await sendMessage(content.replace(/\s+$/, ""));
+  } finally {
+    sending = false;
+  }
+});

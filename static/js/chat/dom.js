@@ -1,0 +1,227 @@
+/* Building and marking message elements. Model text is only ever inserted as text (textContent);
+ * the only HTML inserted comes from the server, already rendered and sanitized. */
+import { messagesEl, statusEl, timeline } from "./state.js";
+import { retry } from "./stream.js";
+
+export const el = (tag, cls, text) => {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+};
+
+export const icon = (name) => {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "i");
+  const use = document.createElementNS("http://www.w3.org/2000/svg", "use");
+  use.setAttribute("href", `#i-${name}`);
+  svg.append(use);
+  return svg;
+};
+
+export const announce = (text) => { statusEl.textContent = text; };
+
+export function nearBottom() {
+  return timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 160;
+}
+
+export function scrollToBottom(force = false) {
+  if (force || nearBottom()) {
+    timeline.style.scrollBehavior = "auto";
+    timeline.scrollTop = timeline.scrollHeight;
+    timeline.style.scrollBehavior = "";
+  }
+}
+
+export function enhance(root) {
+  root.querySelectorAll(".md pre").forEach((pre) => {
+    if (pre.parentElement.classList.contains("code-block")) return;
+    const wrap = el("div", "code-block");
+    const head = el("div", "code-head");
+    head.append(el("span", "code-lang", pre.dataset.lang || "text"));
+    const btn = el("button", "copy-btn");
+    btn.type = "button";
+    btn.dataset.action = "copy-code";
+    btn.setAttribute("aria-label", "Copy code");
+    btn.append(icon("copy"), el("span", "", "Copy"));
+    head.append(btn);
+    pre.replaceWith(wrap);
+    wrap.append(head, pre);
+  });
+}
+
+export function metaRow(role) {
+  const meta = el("div", "msg-meta");
+  meta.append(el("span", "msg-author", role === "user" ? "You" : "Assistant"));
+  const pin = el("span", "badge badge--pin");
+  pin.hidden = true;
+  pin.append(icon("pin"), document.createTextNode("Pinned · always sent"));
+  meta.append(pin);
+  meta.append(el("span", "badge badge--muted badge--outside", "Not sent verbatim"));
+  meta.append(el("span", "badge badge--info badge--recalled", "Recalled for the latest message"));
+  return meta;
+}
+
+export function actionsRow(isAssistant) {
+  const actions = el("div", "msg-actions");
+  const copy = el("button", "icon-btn icon-btn--sm");
+  copy.type = "button";
+  copy.dataset.action = "copy-message";
+  copy.title = "Copy";
+  copy.setAttribute("aria-label", "Copy message");
+  copy.append(icon("copy"));
+  actions.append(copy);
+  if (isAssistant) {
+    const regen = el("button", "icon-btn icon-btn--sm");
+    regen.type = "button";
+    regen.dataset.action = "regenerate";
+    regen.title = "Regenerate";
+    regen.setAttribute("aria-label", "Regenerate reply");
+    regen.hidden = true;
+    regen.append(icon("refresh"));
+    actions.append(regen);
+  }
+  const wrap = el("div", "menu-wrap");
+  const more = el("button", "icon-btn icon-btn--sm");
+  more.type = "button";
+  more.dataset.action = "message-menu";
+  more.setAttribute("aria-haspopup", "menu");
+  more.setAttribute("aria-expanded", "false");
+  more.setAttribute("aria-label", "More actions");
+  more.title = "More";
+  more.append(icon("more"));
+  const menu = el("div", "menu");
+  menu.setAttribute("role", "menu");
+  menu.hidden = true;
+  const pinItem = el("button");
+  pinItem.type = "button";
+  pinItem.setAttribute("role", "menuitem");
+  pinItem.dataset.action = "toggle-pin";
+  pinItem.append(icon("pin"), el("span", "", "Pin — always send to the model"));
+  menu.append(pinItem);
+  wrap.append(more, menu);
+  actions.append(wrap);
+  return actions;
+}
+
+export function buildMessage(role, content) {
+  const article = el("article", `msg msg--${role}`);
+  article.dataset.role = role;
+  article.dataset.pinned = "0";
+  if (role === "assistant") {
+    const avatar = el("div", "msg-avatar");
+    avatar.setAttribute("aria-hidden", "true");
+    avatar.append(icon("bolt"));
+    article.append(avatar);
+  }
+  const body = el("div", "msg-body");
+  body.append(metaRow(role));
+  const contentEl = el("div", role === "user" ? "msg-content msg-content--plain" : "msg-content md is-plain");
+  if (role === "user") contentEl.textContent = content;
+  body.append(contentEl);
+  body.append(actionsRow(role === "assistant"));
+  const source = el("textarea", "msg-source");
+  source.hidden = true;
+  source.value = content || "";
+  body.append(source);
+  article.append(body);
+  return article;
+}
+
+export function setMessageId(article, id) {
+  if (!id) return;
+  article.dataset.id = String(id);
+  article.id = `m-${id}`;
+}
+
+// A message's place in the context ("static", "window", "evicted"; none: never sent as itself),
+// as the server computes it with the optimizer's layout rule. The page never derives it.
+export function setPlace(article, place) {
+  if (place) article.dataset.place = place;
+  else delete article.dataset.place;
+}
+
+export function addBadge(article, cls, text, title) {
+  const meta = article.querySelector(".msg-meta");
+  const badge = el("span", `badge ${cls}`, text);
+  if (title) badge.title = title;
+  const model = meta.querySelector(".msg-model, .msg-time");
+  meta.insertBefore(badge, model);
+  return badge;
+}
+
+export function setStatus(article, status) {
+  article.dataset.status = status;
+  article.classList.toggle("is-stopped", status === "stopped");
+  article.classList.toggle("is-error", status === "error");
+  article.classList.remove("is-streaming");
+  article.querySelectorAll(".badge--warn, .badge--danger, .badge--info").forEach((b) => b.remove());
+  if (status === "stopped") addBadge(article, "badge--warn", "Stopped", "Stopped replies are not sent to the model again.");
+  if (status === "error") addBadge(article, "badge--danger", "Failed");
+}
+
+export function setModel(article, model) {
+  if (!model) return;
+  const meta = article.querySelector(".msg-meta");
+  let m = meta.querySelector(".msg-model");
+  if (!m) { m = el("span", "msg-model"); meta.append(m); }
+  m.textContent = model;
+}
+
+export function markLastReply(article) {
+  messagesEl.querySelectorAll('[data-action="regenerate"]').forEach((b) => { b.hidden = true; });
+  messagesEl.querySelectorAll(".msg.is-last").forEach((m) => m.classList.remove("is-last"));
+  if (!article) return;
+  article.classList.add("is-last");
+  const regen = article.querySelector('[data-action="regenerate"]');
+  if (regen) regen.hidden = false;
+}
+
+export function markSuperseded(article) {
+  article.classList.add("is-superseded");
+  setPlace(article, null); // a regenerated-away reply is never sent again, whatever the window
+  article.classList.remove("is-last");
+  if (!article.querySelector(".badge--superseded")) {
+    addBadge(article, "badge--muted badge--superseded", "Regenerated · not sent to the model",
+      "This reply was regenerated; it stays here for reference but is not sent to the model.");
+  }
+  const err = article.querySelector(".msg-error .btn");
+  if (err) err.remove();
+}
+
+export function showError(article, text, { retry = true, userId = null } = {}) {
+  let box = article.querySelector(".msg-error");
+  if (!box) {
+    box = el("div", "msg-error");
+    box.setAttribute("role", "alert");
+    box.append(icon("alert"), el("span", "msg-error-text"));
+    article.querySelector(".msg-body").insertBefore(box, article.querySelector(".msg-actions"));
+  }
+  box.querySelector(".msg-error-text").textContent = text;
+  box.querySelectorAll(".btn").forEach((b) => b.remove());
+  if (retry) {
+    const btn = el("button", "btn btn--sm", "Retry");
+    btn.type = "button";
+    btn.dataset.action = "retry";
+    if (userId) article.dataset.replyTo = String(userId);
+    box.append(btn);
+  }
+}
+
+export function typingDots() {
+  const dots = el("span", "typing");
+  dots.setAttribute("aria-hidden", "true");
+  dots.append(el("span"), el("span"), el("span"));
+  return dots;
+}
+
+export function bannerButton(label, action, cls = "btn btn--sm") {
+  const btn = el("button", cls, label);
+  btn.type = "button";
+  btn.dataset.action = action;
+  return btn;
+}
+
+export function stateChip(text) {
+  return el("span", "job-state", text);
+}

@@ -1,0 +1,88 @@
+/* Earlier messages on demand, links to a message (#m-<id>), and a reply streaming in another tab. */
+import { enhance, nearBottom, scrollToBottom } from "./dom.js";
+import { placeWindowMarker, refreshGauge } from "./gauge.js";
+import { app, messagesEl, state, timeline, toast } from "./state.js";
+
+export async function loadEarlier(btn) {
+  btn.disabled = true;
+  const res = await fetch(`/c/${state.conversationId}/messages/?before=${btn.dataset.before}`, { credentials: "same-origin" });
+  if (!res.ok) { btn.disabled = false; toast("Could not load earlier messages.", "error"); return false; }
+  const html = await res.text();
+  const before = timeline.scrollHeight;
+  const holder = document.createElement("div");
+  holder.innerHTML = html; // server-rendered, sanitized fragment
+  enhance(holder);
+  messagesEl.prepend(...holder.childNodes);
+  timeline.scrollTop += timeline.scrollHeight - before;
+  if (res.headers.get("X-Has-Earlier") === "1" && res.headers.get("X-Oldest-Id")) {
+    btn.dataset.before = res.headers.get("X-Oldest-Id");
+    btn.disabled = false;
+  } else {
+    btn.parentElement.remove();
+  }
+  placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
+  return true;
+}
+
+export async function revealHash() {
+  const match = window.location.hash.match(/^#m-(\d+)$/);
+  if (!match) return;
+  for (let i = 0; i < 100 && !document.getElementById(`m-${match[1]}`); i += 1) {
+    const btn = document.querySelector('[data-action="load-earlier"]');
+    if (!btn || !(await loadEarlier(btn))) break;
+  }
+  const target = document.getElementById(`m-${match[1]}`);
+  if (target) {
+    target.scrollIntoView({ block: "center" });
+    target.classList.add("is-flash");
+    target.animate([{ background: "var(--accent-soft)" }, { background: "transparent" }], { duration: 2000 });
+  }
+}
+
+// A page opened while another tab (or device) streams a reply shows it as "Writing…": follow it
+// from the server until it ends, then show it as stored. Bounded, so a reply orphaned by a crashed
+// server process is not polled forever.
+export const FOLLOW_EVERY_MS = 2000;
+
+export const FOLLOW_FOR_MS = 15 * 60 * 1000;
+
+let followTimer = null;
+
+let followSince = 0;
+
+export function streamingElsewhere() {
+  const mine = state.streaming && state.streaming.assistantId ? Number(state.streaming.assistantId) : null;
+  return [...messagesEl.querySelectorAll('.msg[data-status="streaming"][data-id]')]
+    .filter((m) => Number(m.dataset.id) !== mine && !m.classList.contains("is-streaming"));
+}
+
+export function followElsewhere() {
+  if (followTimer || !state.conversationId) return;
+  const pending = streamingElsewhere();
+  if (!pending.length) return;
+  if (!followSince) followSince = Date.now();
+  if (Date.now() - followSince > FOLLOW_FOR_MS) return;
+  followTimer = setTimeout(async () => {
+    followTimer = null;
+    const since = Math.min(...pending.map((m) => Number(m.dataset.id)));
+    let res = null;
+    try {
+      res = await fetch(`/c/${state.conversationId}/messages/?since=${since}`, { credentials: "same-origin" });
+    } catch (_) { /* offline for a moment: try again on the next round */ }
+    if (res && res.ok) {
+      const holder = document.createElement("div");
+      holder.innerHTML = await res.text(); // server-rendered, sanitized fragment
+      enhance(holder);
+      const stick = nearBottom();
+      for (const node of [...holder.children]) {
+        const existing = node.id ? document.getElementById(node.id) : null;
+        if (existing && existing.parentElement === messagesEl) existing.replaceWith(node);
+        else if (!existing && node.id) messagesEl.append(node);
+      }
+      placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
+      if (!streamingElsewhere().length) refreshGauge();
+      if (stick) scrollToBottom(true);
+    }
+    followElsewhere();
+  }, FOLLOW_EVERY_MS);
+}

@@ -1,0 +1,195 @@
+/* Background summaries: the job banner, polling while one runs, "compact now?". */
+import { announce, bannerButton, el, icon, stateChip } from "./dom.js";
+import { gaugePercents, refreshGauge } from "./gauge.js";
+import { api, errorText, jobBanner, pageLoadedAt, state, toast } from "./state.js";
+import { showSummary } from "./summaries.js";
+
+let jobPoll = null;
+
+export const ACTIVE_JOB = ["pending", "queued", "running"];
+
+export const POLL_FIRST_MS = 1000;
+
+export const POLL_MAX_MS = 15000;
+
+let pollDelay = POLL_FIRST_MS;
+
+let jobsSeq = 0;
+
+export const DONE_BANNER_MS = 8000;
+
+let doneBannerTimer = null;
+
+export const dismissedJobs = new Set(); // finished jobs whose banner was closed: not shown again on this page
+
+export function jobDuration(job) {
+  if (job.duration_ms !== null && job.duration_ms !== undefined) return job.duration_ms / 1000;
+  if (job.started_at && job.finished_at) return (Date.parse(job.finished_at) - Date.parse(job.started_at)) / 1000;
+  return null;
+}
+
+export function formatSeconds(secs) {
+  if (secs < 10) return `${secs.toFixed(1)} s`;
+  if (secs < 90) return `${Math.round(secs)} s`;
+  return `${Math.floor(secs / 60)} min ${Math.round(secs % 60)} s`;
+}
+
+export function renderJob(job) {
+  state.currentJob = job;
+  clearTimeout(doneBannerTimer);
+  jobBanner.replaceChildren();
+  jobBanner.className = "job-banner";
+  if (!job) { jobBanner.hidden = true; delete jobBanner.dataset.status; return; }
+  const status = job.status;
+  // Finished jobs are news only if this page saw them run, or they ended moments before it loaded,
+  // and only until closed (by hand, or on its own for a success).
+  const finishedAt = job.finished_at ? Date.parse(job.finished_at) : 0;
+  const fresh = !dismissedJobs.has(job.id) && (job.id === state.watchedJobId || finishedAt > pageLoadedAt - 60000);
+  const text = el("span", "job-text");
+  const actions = el("span", "job-actions");
+  if (ACTIVE_JOB.includes(status)) {
+    jobBanner.classList.add("is-active");
+    jobBanner.append(el("span", "spinner"));
+    const label = { pending: "Pending", queued: "Queued", running: "Running" }[status];
+    text.append(stateChip(label), document.createTextNode(
+      status === "running" ? "Summarizing earlier messages in the background…"
+        : status === "pending" ? "The job queue is unreachable; the summary starts as soon as it is back."
+          : "Summary queued — the chat keeps working meanwhile."));
+    if (job.instructions) text.append(el("span", "job-note", `Instructions: “${job.instructions}”`));
+  } else if (status === "awaiting") {
+    jobBanner.classList.add("is-ask");
+    jobBanner.append(icon("compress"));
+    const pct = gaugePercents();
+    // Each figure says what it measures: the history (the trigger's measure) and, when it differs,
+    // the next request the gauge shows.
+    text.append(el("strong", "", pct !== null ? `History is ${pct.history}% of the budget — compact now?` : "The history nearly fills the budget — compact now?"));
+    if (pct !== null && pct.next !== pct.history) {
+      text.append(el("span", "job-note", `The next request, already trimmed, uses ${pct.next}% (the gauge).`));
+    }
+    text.append(el("span", "job-note", "A summary of the earlier messages would replace them; until then the oldest turns are truncated."));
+    actions.append(bannerButton("Not now", "not-now", "btn btn--sm btn--ghost"), bannerButton("Compact now", "compact", "btn btn--sm btn--primary"));
+  } else if (status === "done" && fresh) {
+    jobBanner.classList.add("is-done");
+    jobBanner.append(icon("check"));
+    const secs = jobDuration(job);
+    text.append(stateChip("Done"), document.createTextNode(
+      `Summary ready${secs !== null ? ` in ${formatSeconds(secs)}` : ""}${job.extractive ? " (extractive)" : ""} — the model uses it from your next message.`));
+    if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
+  } else if (status === "failed" && fresh) {
+    jobBanner.classList.add("is-failed");
+    jobBanner.append(icon("alert"));
+    text.append(stateChip("Failed"), document.createTextNode(`Summary failed: ${job.error || "unknown reason"}. `));
+    text.append(el("span", "job-note", job.summary_id
+      ? "An extractive summary stands in meanwhile."
+      : "The chat falls back to truncation; nothing is lost."));
+    if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
+  } else if (status === "cancelled" && job.id === state.watchedJobId) {
+    jobBanner.classList.add("is-muted");
+    jobBanner.append(icon("compress"));
+    text.append(stateChip("Cancelled"), document.createTextNode(job.error || "Nothing to summarize yet."));
+  } else {
+    jobBanner.hidden = true;
+    delete jobBanner.dataset.status;
+    return;
+  }
+  jobBanner.dataset.status = status;
+  jobBanner.dataset.jobId = String(job.id);
+  jobBanner.append(text);
+  if (!["awaiting", ...ACTIVE_JOB].includes(status)) {
+    const close = el("button", "icon-btn icon-btn--sm");
+    close.type = "button";
+    close.dataset.action = "dismiss-job";
+    close.setAttribute("aria-label", "Close");
+    close.title = "Close";
+    close.append(icon("close"));
+    actions.append(close);
+  }
+  if (actions.childNodes.length) jobBanner.append(actions);
+  jobBanner.hidden = false;
+  // Good news needs no answer: "Summary ready" leaves by itself, unless the pointer or focus is on it.
+  if (status === "done") doneBannerTimer = setTimeout(() => dismissDone(job.id), DONE_BANNER_MS);
+}
+
+export function dismissDone(jobId) {
+  if (jobBanner.dataset.jobId !== String(jobId) || jobBanner.dataset.status !== "done") return;
+  if (jobBanner.matches(":hover, :focus-within")) {
+    doneBannerTimer = setTimeout(() => dismissDone(jobId), 2000);
+    return;
+  }
+  dismissedJobs.add(jobId);
+  jobBanner.hidden = true;
+  state.watchedJobId = null;
+}
+
+/** Polls the job list while a job is active, backing off (1 s → 15 s); stops when nothing runs. */
+export async function refreshJobs({ restart = false } = {}) {
+  if (!state.conversationId || !state.summaryApi) return;
+  if (restart) pollDelay = POLL_FIRST_MS;
+  clearTimeout(jobPoll);
+  jobPoll = null;
+  const seq = ++jobsSeq;
+  const res = await api(`/api/conversations/${state.conversationId}/summary-jobs/?limit=1`);
+  if (seq !== jobsSeq) return; // a newer refresh is under way
+  if (res.status === 404) { state.summaryApi = false; return; }
+  if (!res.ok || !res.data) {
+    // A failed poll (server restarting, network blip) is retried later, never given up silently.
+    if (state.watchedJobId) jobPoll = setTimeout(refreshJobs, pollDelay);
+    pollDelay = Math.min(pollDelay * 2, POLL_MAX_MS);
+    return;
+  }
+  const jobs = Array.isArray(res.data) ? res.data : res.data.results || [];
+  const job = jobs.length ? jobs.reduce((a, b) => (Number(b.id) > Number(a.id) ? b : a)) : null;
+  const finished = job && job.id === state.watchedJobId && !ACTIVE_JOB.includes(job.status);
+  if (job && ACTIVE_JOB.includes(job.status)) state.watchedJobId = job.id;
+  renderJob(job);
+  if (job && ACTIVE_JOB.includes(job.status)) {
+    jobPoll = setTimeout(refreshJobs, pollDelay);
+    pollDelay = Math.min(Math.round(pollDelay * 1.6), POLL_MAX_MS);
+  } else {
+    pollDelay = POLL_FIRST_MS;
+  }
+  if (finished) await jobFinished(job);
+}
+
+/** A job this page watched has ended: show its summary and the new gauge without reloading. */
+export async function jobFinished(job) {
+  if (job.summary_id) {
+    const res = await api(`/api/summaries/${job.summary_id}/`);
+    if (res.ok && res.data) showSummary(res.data);
+  }
+  await refreshGauge();
+  if (job.status === "done") announce("The summary is ready.");
+  else if (job.status === "failed") announce(`The summary failed: ${job.error || ""}`);
+}
+
+export async function compactNow(instructions) {
+  if (!state.conversationId) { toast("Start a chat first: there is nothing to compact yet."); return; }
+  const res = await api(`/api/conversations/${state.conversationId}/compact/`, { method: "POST", body: { instructions } });
+  if (res.status === 404) {
+    toast("Compaction is not available on this server yet.", "error");
+    return;
+  }
+  if (!res.ok) { toast(errorText(res.data, res.status), "error", 6000); return; }
+  // The status line below says what happens next; no toast on top of it.
+  announce(instructions ? "Compacting with your instructions." : "Compacting earlier messages.");
+  state.summaryApi = true;
+  if (res.data && res.data.id) {
+    state.watchedJobId = res.data.id;
+    renderJob(res.data);
+  }
+  refreshJobs({ restart: true });
+}
+
+export async function dismissAwaiting() {
+  const jobId = jobBanner.dataset.jobId;
+  if (!state.conversationId || !jobId) return;
+  const res = await api(`/api/conversations/${state.conversationId}/summary-jobs/${jobId}/dismiss/`, { method: "POST" });
+  if (!res.ok) {
+    // It started meanwhile (another tab said yes): show what it is doing instead.
+    toast(errorText(res.data, res.status), "error", 5000);
+    refreshJobs({ restart: true });
+    return;
+  }
+  renderJob(null);
+  toast("Not now: older turns keep being truncated. Compact any time with /compact or from the gauge.", "info", 5000);
+}

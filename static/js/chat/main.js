@@ -1,0 +1,176 @@
+/* The chat page: wires the modules together (clicks, keys) and starts. Plain ES modules, no build step. */
+import { autosize } from "./composer.js";
+import { enhance, nearBottom, scrollToBottom } from "./dom.js";
+import { placeWindowMarker, refreshGauge } from "./gauge.js";
+import { followElsewhere, loadEarlier, revealHash } from "./history.js";
+import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.js";
+import { deleteConversation, inlineRename, renameConversation } from "./sidebar.js";
+import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
+import { regenerate, retry, stop } from "./stream.js";
+import { discardSummary, editSummary, revealSummary, togglePin } from "./summaries.js";
+
+timeline.addEventListener("scroll", () => { jumpBtn.hidden = nearBottom(); }, { passive: true });
+
+function closeMenus(except) {
+  document.querySelectorAll(".menu:not([hidden])").forEach((menu) => {
+    if (menu === except) return;
+    menu.hidden = true;
+    menu.previousElementSibling?.setAttribute("aria-expanded", "false");
+  });
+  if (gaugePop && gaugePop !== except && !gaugePop.hidden) {
+    gaugePop.hidden = true;
+    gaugeBtn.setAttribute("aria-expanded", "false");
+  }
+}
+
+document.addEventListener("click", async (e) => {
+  const target = e.target.closest("[data-action]");
+  if (!target) {
+    if (!e.target.closest(".menu, .gauge-pop")) closeMenus();
+    return;
+  }
+  const action = target.dataset.action;
+  const article = target.closest(".msg");
+  switch (action) {
+    case "toggle-sidebar":
+    case "close-sidebar": {
+      const open = action === "toggle-sidebar" && !app.classList.contains("sidebar-open");
+      app.classList.toggle("sidebar-open", open);
+      document.querySelector(".sidebar-toggle").setAttribute("aria-expanded", String(open));
+      document.querySelector(".scrim").hidden = !open;
+      if (open) setTimeout(() => document.getElementById("new-chat").focus(), 50);
+      else if (window.matchMedia("(max-width: 760px)").matches) document.querySelector(".sidebar-toggle").focus();
+      break;
+    }
+    case "copy-code": {
+      const pre = target.closest(".code-block").querySelector("pre");
+      const ok = await copyText(pre.innerText.replace(/\n$/, ""));
+      const label = target.querySelector("span");
+      label.textContent = ok ? "Copied" : "Copy failed";
+      setTimeout(() => { label.textContent = "Copy"; }, 1500);
+      break;
+    }
+    case "copy-message": {
+      const ok = await copyText(article.querySelector(".msg-source").value);
+      toast(ok ? "Copied to the clipboard." : "Could not copy.", ok ? "info" : "error", 1800);
+      break;
+    }
+    case "message-menu": {
+      const menu = target.nextElementSibling;
+      const open = menu.hidden;
+      closeMenus(menu);
+      menu.hidden = !open;
+      target.setAttribute("aria-expanded", String(open));
+      if (open) menu.querySelector("button")?.focus();
+      break;
+    }
+    case "toggle-pin":
+      closeMenus();
+      if (article && article.dataset.id) await togglePin(article);
+      break;
+    case "regenerate":
+      if (article && article.dataset.id) await regenerate(article);
+      break;
+    case "retry":
+      if (article) await retry(article);
+      break;
+    case "stop":
+      await stop();
+      break;
+    case "toggle-gauge": {
+      const open = gaugePop.hidden;
+      closeMenus(gaugePop);
+      gaugePop.hidden = !open;
+      gaugeBtn.setAttribute("aria-expanded", String(open));
+      break;
+    }
+    case "compact":
+      closeMenus();
+      await compactNow("");
+      break;
+    case "dismiss-job":
+      if (state.currentJob) dismissedJobs.add(state.currentJob.id);
+      jobBanner.hidden = true;
+      state.watchedJobId = null;
+      break;
+    case "not-now":
+      target.disabled = true;
+      await dismissAwaiting();
+      break;
+    case "show-summary":
+      if (state.currentJob && state.currentJob.summary_id && !revealSummary(state.currentJob.summary_id)) {
+        window.location.href = `/c/${state.conversationId}/#m-${state.currentJob.summary_id}`;
+      }
+      break;
+    case "jump-bottom":
+      scrollToBottom(true);
+      jumpBtn.hidden = true;
+      break;
+    case "reload":
+      window.location.reload();
+      break;
+    case "rename-current": {
+      const h1 = document.getElementById("chat-title");
+      inlineRename(h1, h1.textContent, (title) => renameConversation(state.conversationId, title));
+      break;
+    }
+    case "rename-conversation": {
+      const item = target.closest(".conv-item");
+      const titleEl = item.querySelector(".conv-link");
+      inlineRename(titleEl, titleEl.textContent.trim(), (title) => renameConversation(item.dataset.id, title));
+      break;
+    }
+    case "delete-conversation": {
+      const item = target.closest(".conv-item");
+      await deleteConversation(item.dataset.id, item.querySelector(".conv-title").textContent.trim());
+      break;
+    }
+    case "load-earlier":
+      await loadEarlier(target);
+      break;
+    case "edit-summary":
+      await editSummary(target.closest(".summary-marker"));
+      break;
+    case "discard-summary":
+      await discardSummary(target.closest(".summary-marker"));
+      break;
+    default:
+      break;
+  }
+});
+
+titleEl.addEventListener("dblclick", () => {
+  if (state.conversationId) document.querySelector('[data-action="rename-current"]')?.click();
+});
+
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape") {
+    // Escape stops a state.streaming reply unless it is closing a menu or dialog first.
+    const menuOpen = document.querySelector(".menu:not([hidden])") || (gaugePop && !gaugePop.hidden)
+      || document.querySelector("dialog[open]") || document.querySelector(".conv-rename, .title-input");
+    if (state.streaming && !menuOpen) stop();
+    closeMenus();
+    if (app.classList.contains("sidebar-open")) document.querySelector('[data-action="close-sidebar"]').click();
+  }
+});
+
+enhance(messagesEl);
+
+const lastReply = messagesEl.querySelector(".msg:has([data-action='regenerate'])");
+
+if (lastReply) lastReply.classList.add("is-last");
+
+placeWindowMarker(app.dataset.windowStart, null);
+
+scrollToBottom(true);
+
+autosize();
+
+if (state.conversationId) {
+  refreshGauge().then(() => refreshJobs());
+  followElsewhere();
+  revealHash();
+  window.addEventListener("hashchange", revealHash);
+}
+
+if (window.matchMedia("(hover: hover)").matches) input.focus();

@@ -1,0 +1,79 @@
+/* The sidebar: the conversation list and its search, renaming and deleting chats, the title. */
+import { el } from "./dom.js";
+import { api, confirmAction, errorText, nav, searchInput, state, toast } from "./state.js";
+
+export function setTitle(title) {
+  const h1 = document.getElementById("chat-title");
+  if (h1) { h1.textContent = title; h1.title = title; }
+  document.title = `${title} · Longchat`;
+  const item = document.querySelector(`.conv-item[data-id="${state.conversationId}"] .conv-title`);
+  if (item) item.textContent = title;
+  else refreshSidebar();
+}
+
+let searchTimer = null;
+
+let searchSeq = 0;
+
+export async function refreshSidebar() {
+  const seq = ++searchSeq;
+  const params = new URLSearchParams({ q: searchInput.value.trim(), current: state.conversationId || "" });
+  const url = `${searchInput.form.dataset.sidebarUrl}?${params}`;
+  try {
+    const res = await fetch(url, { credentials: "same-origin" });
+    if (!res.ok || seq !== searchSeq) return;
+    nav.innerHTML = await res.text(); // server-rendered, autoescaped fragment
+  } catch { /* keep the current list */ }
+}
+
+searchInput.addEventListener("input", () => {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(refreshSidebar, 220);
+});
+
+searchInput.form.addEventListener("submit", (e) => { e.preventDefault(); refreshSidebar(); });
+
+export function inlineRename(target, current, onSave) {
+  const field = el("input", target.classList.contains("chat-title") ? "title-input" : "conv-rename");
+  field.type = "text";
+  field.value = current;
+  field.maxLength = 200;
+  field.setAttribute("aria-label", "Chat title");
+  target.hidden = true;
+  target.after(field);
+  field.focus();
+  field.select();
+  let done = false;
+  const finish = async (save) => {
+    if (done) return;
+    done = true;
+    const value = field.value.trim();
+    field.remove();
+    target.hidden = false;
+    if (save && value && value !== current) await onSave(value);
+  };
+  field.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") { e.preventDefault(); finish(true); }
+    if (e.key === "Escape") { e.preventDefault(); finish(false); }
+  });
+  field.addEventListener("blur", () => finish(true));
+}
+
+export async function renameConversation(id, title) {
+  const res = await api(`/api/conversations/${id}/`, { method: "PATCH", body: { title } });
+  if (!res.ok) { toast(errorText(res.data, res.status), "error"); return false; }
+  const saved = (res.data && res.data.title) || title;
+  document.querySelectorAll(`.conv-item[data-id="${id}"] .conv-title`).forEach((t) => { t.textContent = saved; });
+  if (Number(id) === state.conversationId) setTitle(saved);
+  return true;
+}
+
+export async function deleteConversation(id, title) {
+  const ok = await confirmAction(`Delete “${title}”? Its messages and records are removed for good.`);
+  if (!ok) return;
+  const res = await api(`/api/conversations/${id}/`, { method: "DELETE" });
+  if (!res.ok && res.status !== 404) { toast(errorText(res.data, res.status), "error"); return; }
+  if (Number(id) === state.conversationId) { window.location.href = "/"; return; }
+  document.querySelector(`.conv-item[data-id="${id}"]`)?.remove();
+  toast("Chat deleted.");
+}

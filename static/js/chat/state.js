@@ -1,0 +1,34 @@
+/* Page elements and the state the chat's modules share (what changes lives in `state`). */
+export const { api, errorText, toast, confirmAction, copyText, formatTokens, csrfToken } = Longchat; // common.js (a classic script: its top-level const is global, not on window)
+
+export const app = document.getElementById("app");
+export const messagesEl = document.getElementById("messages");
+export const timeline = document.getElementById("timeline");
+export const form = document.getElementById("composer");
+export const input = document.getElementById("composer-input");
+export const sendBtn = document.getElementById("send-btn");
+export const stopBtn = document.getElementById("stop-btn");
+export const statusEl = document.getElementById("stream-status");
+export const emptyState = document.getElementById("empty-state");
+export const jobBanner = document.getElementById("job-banner");
+export const maxChars = Number(app.dataset.maxChars || 0);
+export const pageLoadedAt = Date.now();
+export const jumpBtn = document.getElementById("jump-btn");
+export const hint = document.getElementById("composer-hint");
+export const busyHint = document.getElementById("composer-hint-busy");
+export const nav = document.getElementById("conv-nav");
+export const searchInput = document.getElementById("chat-search");
+export const gaugeBtn = document.getElementById("gauge");
+export const gaugePop = document.getElementById("gauge-pop");
+export const picker = document.getElementById("model-select");
+export const titleEl = document.getElementById("chat-title");
+
+export const state = {
+  conversationId: app.dataset.conversationId ? Number(app.dataset.conversationId) : null,
+  streaming: null, // {assistantId, controller, stopRequested}
+  lastGauge: null,
+  summaryApi: true, // false once the summary endpoints answer 404 (not deployed)
+  currentJob: null, // newest job of this conversation, as last rendered
+  watchedJobId: null, // a job seen active on this page: its end refreshes the chat in place
+};
+

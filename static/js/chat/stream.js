@@ -1,0 +1,243 @@
+/* One reply over Server-Sent Events: send, regenerate, retry, stop. */
+import { announce, buildMessage, enhance, markLastReply, markSuperseded, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showError, typingDots } from "./dom.js";
+import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
+import { refreshJobs } from "./jobs.js";
+import { refreshSidebar, setTitle } from "./sidebar.js";
+import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, sendBtn, state, stopBtn, toast } from "./state.js";
+
+export function setStreaming(on) {
+  input.disabled = on;
+  hint.hidden = on;
+  busyHint.hidden = !on;
+  sendBtn.hidden = on;
+  stopBtn.hidden = !on;
+  app.classList.toggle("is-streaming", on);
+  if (!on) {
+    state.streaming = null;
+    if (window.matchMedia("(hover: hover)").matches) input.focus();
+  }
+}
+
+export function parseEvent(raw) {
+  let name = "message";
+  const data = [];
+  for (const line of raw.split("\n")) {
+    if (line.startsWith("event:")) name = line.slice(6).trim();
+    else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+  }
+  if (!data.length) return null;
+  try {
+    return { name, data: JSON.parse(data.join("\n")) };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * POST to an SSE endpoint and drive one assistant bubble.
+ * ctx: {userEl?: element of an optimistic user message, asstEl: assistant bubble, onRejected?}
+ */
+export async function runStream(url, body, ctx) {
+  const controller = new AbortController();
+  state.streaming = { assistantId: null, controller, stopRequested: false };
+  setStreaming(true);
+  announce("The assistant is replying…");
+  const { asstEl } = ctx;
+  const contentEl = asstEl.querySelector(".msg-content");
+  contentEl.replaceChildren(typingDots());
+  asstEl.classList.add("is-streaming");
+  let text = "";
+  let finished = false;
+  let userId = ctx.userId || null;
+
+  const handlers = {
+    start(data) {
+      if (data.title) setTitle(data.title);
+      if (data.user_message && data.user_message.id) {
+        userId = data.user_message.id;
+        if (ctx.userEl) {
+          setMessageId(ctx.userEl, data.user_message.id);
+          setPlace(ctx.userEl, data.user_message.place);
+        }
+      }
+      if (data.assistant_message) {
+        setMessageId(asstEl, data.assistant_message.id);
+        setPlace(asstEl, data.assistant_message.place);
+        asstEl.dataset.replyTo = String(userId || "");
+        state.streaming.assistantId = data.assistant_message.id;
+        // Stop was pressed before the reply had an id: send it now.
+        if (state.streaming.stopRequested) stop(true);
+      }
+      if (data.context) showDecision(data.context);
+    },
+    delta(data) {
+      if (!text) contentEl.replaceChildren();
+      text += data.text || "";
+      // Text only: never interpret model output as HTML while it streams.
+      contentEl.append(document.createTextNode(data.text || ""));
+      scrollToBottom();
+    },
+    done(data) {
+      finished = true;
+      const m = data.message || {};
+      contentEl.classList.remove("is-plain");
+      contentEl.innerHTML = m.html || ""; // server-rendered and sanitized
+      asstEl.querySelector(".msg-source").value = m.content ?? text;
+      setMessageId(asstEl, m.id);
+      setStatus(asstEl, m.status || "complete");
+      setModel(asstEl, m.model);
+      enhance(asstEl);
+      markLastReply(asstEl);
+      if (data.context) updateGauge(data.context);
+      if (data.title) setTitle(data.title);
+      announce(m.status === "stopped" ? "Reply stopped." : "Reply finished.");
+    },
+    error(data) {
+      finished = true;
+      const m = data.message || {};
+      contentEl.classList.remove("is-plain");
+      if (m.html !== undefined) contentEl.innerHTML = m.html || "";
+      else contentEl.textContent = text;
+      asstEl.querySelector(".msg-source").value = m.content ?? text;
+      setMessageId(asstEl, m.id);
+      const status = m.status || "error";
+      setStatus(asstEl, status);
+      enhance(asstEl);
+      markLastReply(asstEl);
+      // A stopped reply is the user's doing, not a failure: its "Stopped" badge says so, as after
+      // a reload (no error box, no Retry that the reloaded page would not have).
+      if (status !== "stopped" && (status === "error" || data.error)) {
+        showError(asstEl, data.error || "The model request failed.", { retry: true, userId });
+      }
+      if (data.context) updateGauge(data.context);
+      announce(status === "stopped" ? "Reply stopped." : `Reply failed: ${data.error || ""}`);
+    },
+  };
+
+  let response;
+  try {
+    response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      // JSON is listed too: errors before state.streaming come back as JSON.
+      headers: { "Content-Type": "application/json", Accept: "text/event-stream, application/json", "X-CSRFToken": csrfToken() },
+      body: JSON.stringify(body || {}),
+      signal: controller.signal,
+    });
+  } catch (err) {
+    asstEl.classList.remove("is-streaming");
+    contentEl.replaceChildren();
+    setStatus(asstEl, "error");
+    showError(asstEl, "Could not reach the server. Check your connection and try again.", { userId });
+    setStreaming(false);
+    return;
+  }
+
+  const type = response.headers.get("Content-Type") || "";
+  if (!response.ok || !type.includes("text/event-stream")) {
+    const data = type.includes("json") ? await response.json().catch(() => null) : null;
+    let msg = errorText(data, response.status);
+    if (response.status === 429 && !/wait|slow|too many/i.test(msg)) msg = `You are sending messages too quickly. ${msg}`;
+    setStreaming(false);
+    if (ctx.onRejected) ctx.onRejected(msg, response.status);
+    return;
+  }
+
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true }).replace(/\r\n/g, "\n");
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const raw = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        const ev = parseEvent(raw);
+        if (ev && handlers[ev.name]) handlers[ev.name](ev.data);
+      }
+    }
+  } catch (err) {
+    if (!(err && err.name === "AbortError")) console.warn("stream read failed", err);
+  }
+
+  if (!finished) {
+    // The connection closed without a final event: keep what arrived and say so.
+    asstEl.classList.remove("is-streaming");
+    contentEl.classList.remove("is-plain");
+    if (!text) contentEl.replaceChildren();
+    if (state.streaming && state.streaming.stopRequested) {
+      setStatus(asstEl, "stopped");
+    } else {
+      setStatus(asstEl, "error");
+      showError(asstEl, "The connection closed before the reply finished. What arrived is kept; reload to see the saved state.", { userId });
+    }
+    markLastReply(asstEl);
+  }
+  setStreaming(false);
+  // The gauge first: a "compact now?" question quotes its percentage.
+  await refreshGauge();
+  refreshJobs({ restart: true });
+  // The conversation moved to the top of the list (and may have a new title).
+  if (!document.querySelector(".conv-rename")) refreshSidebar();
+}
+
+export async function regenerate(article) {
+  if (state.streaming) return;
+  const id = article.dataset.id;
+  const asstEl = buildMessage("assistant", "");
+  messagesEl.append(asstEl);
+  scrollToBottom(true);
+  const previous = article;
+  await runStream(`/api/messages/${id}/regenerate/`, {}, {
+    asstEl,
+    userId: article.dataset.replyTo ? Number(article.dataset.replyTo) : null,
+    onRejected(msg) {
+      asstEl.remove();
+      markLastReply(previous);
+      toast(msg, "error", 5000);
+    },
+  });
+  if (asstEl.isConnected && asstEl.dataset.id && asstEl.dataset.id !== id) markSuperseded(previous);
+}
+
+export function userIdFor(article) {
+  if (article.dataset.replyTo) return Number(article.dataset.replyTo);
+  let prev = article.previousElementSibling;
+  while (prev && !(prev.classList.contains("msg--user") && prev.dataset.id)) prev = prev.previousElementSibling;
+  return prev ? Number(prev.dataset.id) : null;
+}
+
+export async function retry(article) {
+  if (state.streaming) return;
+  const userId = userIdFor(article);
+  if (!userId) { toast("Nothing to retry.", "error"); return; }
+  const box = article.querySelector(".msg-error .btn");
+  if (box) box.remove();
+  const asstEl = buildMessage("assistant", "");
+  messagesEl.append(asstEl);
+  scrollToBottom(true);
+  await runStream(`/api/messages/${userId}/retry/`, {}, {
+    asstEl,
+    userId,
+    onRejected(msg) {
+      asstEl.remove();
+      showError(article, msg, { userId });
+    },
+  });
+}
+
+export async function stop(again = false) {
+  if (!state.streaming || (state.streaming.stopRequested && !again)) return;
+  state.streaming.stopRequested = true;
+  stopBtn.disabled = true;
+  const current = state.streaming;
+  if (current.assistantId) {
+    await api(`/api/messages/${current.assistantId}/stop/`, { method: "POST", body: {} });
+  }
+  // The server ends the stream with the partial reply marked stopped; if it does not, cut it here.
+  setTimeout(() => { if (state.streaming === current) current.controller.abort(); }, 4000);
+  stopBtn.disabled = false;
+}

@@ -1,0 +1,120 @@
+/* Summary markers in the timeline (show, edit, discard) and pins. */
+import { bannerButton, el, enhance, icon, setPlace } from "./dom.js";
+import { placeWindowMarker, refreshGauge } from "./gauge.js";
+import { api, app, confirmAction, errorText, messagesEl, state, toast } from "./state.js";
+
+export function summaryMeta(m) {
+  const parts = [];
+  if (m.covered_message_count) parts.push(`covers ${m.covered_message_count} message${m.covered_message_count === 1 ? "" : "s"}`);
+  if (m.extractive) parts.push("extractive");
+  else if (m.model) parts.push(m.model);
+  if (m.edited) parts.push("edited");
+  return parts.join(" · ");
+}
+
+/** The timeline marker of a summary, built from the API's message (its html is sanitized by the server). */
+export function buildSummaryMarker(m) {
+  const marker = el("details", `summary-marker${m.discarded ? " is-discarded" : ""}`);
+  marker.id = `m-${m.id}`;
+  marker.dataset.id = String(m.id);
+  marker.dataset.kind = "summary";
+  if (m.covers_through_id) marker.dataset.coversThrough = String(m.covers_through_id);
+  const head = el("summary");
+  const chevron = icon("chevron");
+  chevron.classList.add("chevron");
+  head.append(icon("compress"),
+    el("span", "summary-marker-title", m.discarded ? "Discarded summary" : "Summary takes over here"),
+    el("span", "summary-marker-meta", summaryMeta(m)), chevron);
+  const body = el("div", "summary-body");
+  const content = el("div", "md summary-content");
+  content.innerHTML = m.html || ""; // server-rendered and sanitized
+  body.append(content);
+  if (!m.discarded) {
+    const tools = el("div", "summary-tools");
+    const edit = bannerButton("", "edit-summary", "btn btn--ghost btn--sm");
+    edit.append(icon("edit"), document.createTextNode("Edit"));
+    const discard = bannerButton("", "discard-summary", "btn btn--ghost btn--sm btn--danger-text");
+    discard.append(icon("trash"), document.createTextNode("Discard"));
+    tools.append(edit, discard);
+    const source = el("textarea", "summary-source");
+    source.hidden = true;
+    source.value = m.content || "";
+    body.append(tools, source);
+  }
+  marker.append(head, body);
+  enhance(marker);
+  return marker;
+}
+
+export function showSummary(m) {
+  const marker = buildSummaryMarker(m);
+  const existing = document.getElementById(`m-${m.id}`);
+  if (existing) {
+    marker.open = existing.open;
+    existing.replaceWith(marker);
+  } else {
+    messagesEl.append(marker);
+  }
+  placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
+  return marker;
+}
+
+export function revealSummary(id) {
+  const marker = document.getElementById(`m-${id}`);
+  if (!marker) return false;
+  marker.open = true;
+  marker.scrollIntoView({ block: "center", behavior: "smooth" });
+  return true;
+}
+
+export async function togglePin(article) {
+  const pinned = article.dataset.pinned !== "1";
+  const res = await api(`/api/messages/${article.dataset.id}/pin/`, { method: "POST", body: { pinned } });
+  if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
+  article.dataset.pinned = pinned ? "1" : "0";
+  setPlace(article, res.data && res.data.place);
+  article.classList.toggle("is-pinned", pinned);
+  article.querySelector(".badge--pin").hidden = !pinned;
+  article.querySelector('[data-action="toggle-pin"] span').textContent = pinned ? "Unpin" : "Pin — always send to the model";
+  toast(pinned ? "Pinned: this message is always sent to the model." : "Unpinned.");
+  refreshGauge();
+}
+
+export async function editSummary(marker) {
+  const dialog = document.getElementById("summary-dialog");
+  const area = document.getElementById("summary-edit");
+  area.value = marker.querySelector(".summary-source").value;
+  dialog.returnValue = "";
+  dialog.showModal();
+  dialog.addEventListener("close", async () => {
+    if (dialog.returnValue !== "ok") return;
+    const res = await api(`/api/summaries/${marker.dataset.id}/`, { method: "PATCH", body: { content: area.value } });
+    if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
+    // An edit may be stored as a new summary that replaces (and discards) the one edited.
+    if (res.data && Number(res.data.id) !== Number(marker.dataset.id)) markSummaryDiscarded(marker);
+    showSummary(res.data).open = true;
+    toast("Summary saved: the model sees your text from the next message.");
+    refreshGauge();
+  }, { once: true });
+}
+
+export function markSummaryDiscarded(marker) {
+  marker.classList.add("is-discarded");
+  marker.querySelector(".summary-marker-title").textContent = "Discarded summary";
+  marker.querySelectorAll(".summary-tools, .summary-source").forEach((n) => n.remove());
+}
+
+export async function discardSummary(marker) {
+  const ok = await confirmAction(
+    "Discard this summary? The next message is packed without it (an earlier summary, if any, takes its place); no message is deleted.",
+    "Discard");
+  if (!ok) return;
+  const id = Number(marker.dataset.id);
+  const res = await api(`/api/summaries/${id}/`, { method: "DELETE" });
+  if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
+  // Only this summary (and its edit chain, whose older versions an edit already discarded) goes:
+  // an earlier rolling summary is in use again (showSummary re-marks which one).
+  showSummary(res.data);
+  toast("Summary discarded: the next message is packed without it.");
+  refreshGauge();
+}
