@@ -1,0 +1,122 @@
+/* Chart 2: the strategy of each turn and the cumulative savings; the turn range control. */
+import { drawTokens } from "./chart_tokens.js";
+import { state } from "./state.js";
+import { selectTurn } from "./turn.js";
+import { fmt, h, nf, niceStep, svg, tooltip, view } from "./util.js";
+
+export function drawStrategy() {
+  const s = view();
+  const off = s.offset;
+  const box = document.getElementById("chart-strategy");
+  box.replaceChildren();
+  const n = s.count;
+  const W = Math.max(280, box.clientWidth);
+  const H = W < 600 ? 190 : 220;
+  const m = { l: W < 600 ? 44 : 56, r: 14, t: 6, b: 26 };
+  const bandH = 26, gap = 12;
+  const pw = W - m.l - m.r;
+  const areaTop = m.t + bandH + gap, ah = H - areaTop - m.b;
+  const x = (i) => m.l + (n <= 1 ? 0 : (i / (n - 1)) * pw);
+  const cell = n <= 1 ? pw : pw / (n - 1);
+  const el = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H }, box);
+  const names = s.strategy_codes;
+
+  // Background runs (everything sent / window kept), then one mark per decision turn.
+  const band = svg("g", { class: "band" }, el);
+  let runStart = 0;
+  for (let i = 1; i <= n; i++) {
+    const codeAt = (k) => (s.strategy[k] >= 2 ? 1 : s.strategy[k]); // decisions sit on a "window" background
+    if (i === n || codeAt(i) !== codeAt(runStart)) {
+      const x0 = runStart === 0 ? m.l : x(runStart) - cell / 2;
+      const x1 = i === n ? W - m.r : x(i) - cell / 2;
+      svg("rect", { class: "s-" + names[codeAt(runStart)], x: x0, y: m.t, width: Math.max(0.5, x1 - x0), height: bandH, "data-run": names[codeAt(runStart)], "data-length": i - runStart }, band);
+      runStart = i;
+    }
+  }
+  // Decisions in two lanes (summaries above, truncations below) so dense runs stay readable.
+  let marks = 0;
+  const lane = bandH / 2;
+  const w = Math.max(n > 400 ? 1 : 2, cell);
+  for (let i = 0; i < n; i++) {
+    const code = s.strategy[i];
+    if (code < 2) continue;
+    const top = names[code] === "summarize" ? m.t : m.t + lane;
+    svg("rect", { class: "s-" + names[code], x: x(i) - w / 2, y: top, width: w, height: lane, "data-strategy": names[code], "data-turn": off + i + 1 }, band);
+    marks++;
+  }
+  band.setAttribute("data-marks", marks);
+
+  // Cumulative savings area.
+  const totalSaved = s.saved_cumulative[n - 1] || 0;
+  if (totalSaved <= 0) {
+    const note = svg("text", { class: "band-label", x: m.l + pw / 2, y: areaTop + ah / 2, "text-anchor": "middle" }, el);
+    note.textContent = "Nothing saved in these turns: everything fit under the trigger.";
+    xLabels(svg("g", { class: "axis" }, el), n, off, x, W, H);
+    return;
+  }
+  const maxSaved = Math.max(1, ...s.saved_cumulative);
+  const step = niceStep(maxSaved, 3);
+  const top = Math.ceil(maxSaved / step) * step || 1;
+  const y = (v) => areaTop + ah - (v / top) * ah;
+  const grid = svg("g", { class: "grid" }, el);
+  const axis = svg("g", { class: "axis" }, el);
+  for (let v = 0; v <= top + 1e-9; v += step) {
+    svg("line", { x1: m.l, x2: W - m.r, y1: y(v), y2: y(v) }, grid);
+    const t = svg("text", { x: m.l - 6, y: y(v) + 4, "text-anchor": "end" }, axis);
+    t.textContent = fmt(v);
+  }
+  xLabels(axis, n, off, x, W, H);
+  const pts = s.saved_cumulative.map((v, i) => x(i).toFixed(1) + "," + y(v).toFixed(1)).join(" ");
+  svg("polygon", { class: "area-saved", points: `${x(0).toFixed(1)},${y(0)} ${pts} ${x(n - 1).toFixed(1)},${y(0)}` }, el);
+  svg("polyline", { class: "line line-saved", points: pts, "data-series": "saved_cumulative", "data-points": n }, el);
+  const total = s.saved_cumulative[n - 1] || 0;
+  const endLabel = svg("text", { class: "opt-label", x: m.l + 8, y: areaTop + 14, "text-anchor": "start" }, el);
+  endLabel.textContent = fmt(total) + " tokens not sent";
+
+  const hover = svg("line", { class: "hover-line", y1: m.t, y2: areaTop + ah, visibility: "hidden" }, el);
+  const overlay = svg("rect", { class: "overlay", x: m.l, y: m.t, width: pw, height: H - m.t - m.b }, el);
+  const tip = tooltip(box);
+  const indexAt = (evt) => turnIndexAt(evt, el, { W, left: m.l, pw, n });
+  overlay.addEventListener("pointermove", (evt) => {
+    const i = indexAt(evt);
+    hover.setAttribute("x1", x(i)); hover.setAttribute("x2", x(i)); hover.setAttribute("visibility", "visible");
+    const r = el.getBoundingClientRect();
+    tip.show([
+      h("b", { text: `Turn ${nf.format(off + i + 1)}` }), " · " + names[s.strategy[i]], h("br"),
+      "Not sent so far ", h("b", { text: fmt(s.saved_cumulative[i]) }), " tokens",
+    ], (x(i) / W) * r.width, evt.clientY - r.top);
+  });
+  overlay.addEventListener("pointerleave", () => { hover.setAttribute("visibility", "hidden"); tip.hide(); });
+  overlay.addEventListener("click", (evt) => selectTurn(off + indexAt(evt) + 1));
+}
+
+// The turn (index in the drawn range) under the pointer, from a chart's geometry.
+export function turnIndexAt(evt, el, { W, left, pw, n }) {
+  const r = el.getBoundingClientRect();
+  const px = ((evt.clientX - r.left) / r.width) * W;
+  return Math.max(0, Math.min(n - 1, Math.round(((px - left) / pw) * (n - 1))));
+}
+
+export function xLabels(axis, n, off, x, W, H) {
+  const xstep = Math.max(1, niceStep(n, W < 600 ? 4 : 8));
+  const startAt = Math.ceil((off + 1) / xstep) * xstep;
+  for (let t = startAt; t <= off + n; t += xstep) {
+    const label = svg("text", { x: x(t - 1 - off), y: H - 8, "text-anchor": "middle" }, axis);
+    label.textContent = nf.format(t);
+  }
+}
+
+export function setupRange() {
+  const buttons = document.querySelectorAll("[data-range]");
+  if (state.series.first_optimized_index === null) document.querySelector("[data-range=start]").hidden = true;
+  if (state.series.count <= 200) document.querySelector("[data-range=latest]").hidden = true;
+  const group = document.querySelector(".dash-seg");
+  if (group && [...buttons].filter((b) => !b.hidden).length < 2) group.hidden = true;
+  for (const b of buttons) {
+    b.addEventListener("click", () => {
+      state.range = b.dataset.range;
+      for (const o of buttons) o.setAttribute("aria-pressed", String(o === b));
+      drawTokens(); drawStrategy();
+    });
+  }
+}

@@ -1,0 +1,70 @@
+/* Optimization dashboard: charts (hand-written SVG), message map (canvas), "what the model saw",
+ * requests table and summaries, all drawn from the dashboard JSON API. No chart library, no build step. */
+import { drawStrategy, setupRange } from "./chart_strategy.js";
+import { drawTokens } from "./chart_tokens.js";
+import { drawMap, setupMap } from "./message_map.js";
+import { setupRecords } from "./records.js";
+import { api, getJSON, root, state } from "./state.js";
+import { loadSummaries } from "./summaries.js";
+import { selectTurn, setupTurnPicker } from "./turn.js";
+import { debounce, h, nf, usd } from "./util.js";
+
+// The money card gains the prompt-cache estimate computed with the series.
+function showCacheEstimate(est) {
+  const card = document.querySelector("[data-card=money]");
+  if (!card || !est || est.sent_usd_with_cache === null || !est.cached_tokens) return;
+  const reported = est.provider_reported_turns || 0;
+  const source = !reported ? "est." : reported >= state.series.count ? "reported by the endpoint" : "partly estimated";
+  card.append(h("p", { class: "dash-card-detail", "data-cache-estimate": est.cached_tokens,
+    title: "Turns whose endpoint reported its cached prompt tokens use that figure; for the others, between triggers each request starts with the previous one, which the provider's prompt cache bills at the cached-input price.",
+    text: `Sent ${usd(est.sent_usd)}, ≈ ${usd(est.sent_usd_with_cache)} with prompt caching (${Math.round(est.cached_share * 100)}% cached, ${source})` }));
+}
+
+// The usage card also shows what the next request will send (the chat's context gauge), when available.
+async function showNextRequest() {
+  const card = document.querySelector("[data-card=usage]");
+  if (!card) return;
+  let gauge;
+  try {
+    gauge = await getJSON(`/api/conversations/${root.dataset.conversation}/context/`);
+  } catch (e) {
+    return; // the numbers of the latest request stay
+  }
+  if (typeof gauge.tokens !== "number" || !gauge.budget) return;
+  card.append(h("p", { class: "dash-card-detail", "data-next-tokens": gauge.tokens,
+    text: `Next request: ${nf.format(gauge.tokens)} tokens (${Math.round(100 * gauge.tokens / gauge.budget)}% of ${nf.format(gauge.budget)})` }));
+}
+
+async function boot() {
+  const [series, map] = await Promise.all([getJSON(`${api}series/`), getJSON(`${api}map/`)]);
+  state.series = series;
+  state.map = map;
+  showCacheEstimate(series.prompt_cache_estimate);
+  state.range = "all";
+  setupRange();
+  drawTokens();
+  drawStrategy();
+  setupMap();
+  setupTurnPicker();
+  document.getElementById("summaries-more").addEventListener("click", loadSummaries);
+  await Promise.all([setupRecords(), loadSummaries(), selectTurn(series.count), showNextRequest()]);
+  root.dataset.ready = "1";
+  let lastW = window.innerWidth;
+  window.addEventListener("resize", debounce(() => {
+    if (window.innerWidth === lastW) return;
+    lastW = window.innerWidth;
+    drawTokens(); drawStrategy(); drawMap();
+  }, 150));
+  if (window.matchMedia) {
+    window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => drawMap());
+  }
+}
+
+// A conversation with no request yet has nothing to draw: the page says so itself.
+if (root && Number(root.dataset.turns)) {
+  boot().catch((e) => {
+    root.dataset.ready = "error";
+    const main = document.getElementById("main");
+    main.prepend(h("p", { class: "dash-error", role: "alert", text: "The dashboard data could not be loaded: " + e.message }));
+  });
+}

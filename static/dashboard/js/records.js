@@ -1,0 +1,39 @@
+/* The requests table (paginated API, newest first). */
+import { api, getJSON, state } from "./state.js";
+import { selectTurn } from "./turn.js";
+import { fmt, h, nf, percent, strategyBadge } from "./util.js";
+
+export const PAGE = 15;
+
+export async function loadRecords(offset) {
+  const total = state.series.count;
+  offset = Math.max(0, Math.min(offset, Math.max(0, total - 1)));
+  state.recordsOffset = offset;
+  const data = await getJSON(`${api}records/?limit=${PAGE}&offset=${offset}`);
+  const body = document.querySelector("#records-table tbody");
+  const rows = data.results.slice().reverse().map((r) => {
+    const tr = h("tr", { "data-turn": r.turn, "data-record": r.id, tabindex: "0" },
+      h("td", { text: nf.format(r.turn) }),
+      h("td", { class: "l" }, strategyBadge(r.strategy, r.tokens_saved > 0)),
+      h("td", { text: fmt(r.tokens_full) }),
+      h("td", { text: fmt(r.tokens_sent) }),
+      h("td", { text: percent(r.tokens_saved, r.tokens_full) }),
+      h("td", { class: "hide-sm", text: r.provider_prompt_tokens === null ? "—" : fmt(r.provider_prompt_tokens) }),
+      h("td", { class: "hide-sm", text: r.pack_ms.toFixed(1) + " ms" }));
+    tr.classList.toggle("is-selected", r.turn === state.turn);
+    tr.addEventListener("click", () => selectTurn(r.turn));
+    tr.addEventListener("keydown", (e) => { if (e.key === "Enter") selectTurn(r.turn); });
+    return tr;
+  });
+  body.replaceChildren(...rows);
+  const first = offset + 1, last = offset + data.results.length;
+  document.querySelector("[data-page-label]").textContent = `${nf.format(first)}–${nf.format(last)} of ${nf.format(data.count)}`;
+  document.querySelector("[data-page=newer]").disabled = last >= data.count;
+  document.querySelector("[data-page=older]").disabled = offset <= 0;
+}
+
+export function setupRecords() {
+  document.querySelector("[data-page=newer]").addEventListener("click", () => loadRecords(state.recordsOffset + PAGE));
+  document.querySelector("[data-page=older]").addEventListener("click", () => loadRecords(Math.max(0, state.recordsOffset - PAGE)));
+  return loadRecords(Math.max(0, state.series.count - PAGE));
+}

@@ -1,0 +1,91 @@
+/* The summaries card: each summary, in use or replaced; edit and discard. */
+import { api, confirmAction, errorText, getJSON, request, state } from "./state.js";
+import { fmt, h, messageLink, nf, usd } from "./util.js";
+
+export function summaryItem(sm, inUse) {
+  const text = h("div", { class: "dash-summary-text", text: sm.content });
+  const status = h("span", { class: "dash-error", role: "status" });
+  const li = h("li", { class: "dash-summary" + (sm.discarded ? " is-discarded" : ""), "data-summary": sm.id });
+  const duration = sm.duration_s !== null ? sm.duration_s.toFixed(1) + " s" : "—";
+  const meta = h("div", { class: "dash-summary-meta" },
+    h("span", null, h("b", { text: "Summary " + (sm.number ?? "") }), sm.edited_from_number ? ` · edit of summary ${sm.edited_from_number}` : "",
+      h("span", { "data-state": "", text: sm.discarded ? " · discarded" : inUse ? " · in use" : " · replaced by a later summary" })),
+    h("span", null, "Covers messages ", h("a", { href: messageLink(sm.covers_from_id), text: `${sm.covers_from_number}–${sm.covers_through_number}` }),
+      sm.covered_message_count ? ` (${nf.format(sm.covered_message_count)} messages)` : ""),
+    sm.source_chars ? h("span", { text: `${fmt(sm.source_chars)} → ${fmt(sm.summary_chars)} characters` }) : null,
+    h("span", { text: sm.extractive ? "Extractive (no model)" : "Model: " + (sm.model || "—") }),
+    h("span", { text: "Job " + duration + " · " + (sm.cost_usd === null ? "no cost" : usd(sm.cost_usd)) }),
+    h("span", { text: `Used by ${nf.format(sm.used_by_requests)} request${sm.used_by_requests === 1 ? "" : "s"}` }));
+  const more = h("button", { type: "button", class: "dash-more", text: "Show all",
+    onclick: () => { text.classList.toggle("is-open"); more.textContent = text.classList.contains("is-open") ? "Show less" : "Show all"; } });
+  const actions = h("div", { class: "dash-summary-actions" }, more);
+  if (!sm.discarded) {
+    const discard = h("button", { type: "button", class: "btn btn--sm btn--ghost btn--danger-text", text: "Discard" });
+    discard.addEventListener("click", async () => {
+      const ok = await confirmAction("Discard this summary (and the versions it was edited from or into)? No message is deleted: the next request refits the history to the budget, with the previous summary where one is left.", "Discard");
+      if (!ok || !(await summaryCall(sm.id, "DELETE", undefined, status))) return;
+      // Other summaries are untouched, and an earlier one may now be in use: list them afresh.
+      await reloadSummaries();
+    });
+    // Only the summary in use (the newest live one) reaches the model, so only it can be edited.
+    if (inUse) actions.append(summaryEditButton(sm, li, status));
+    actions.append(discard);
+  }
+  actions.append(status);
+  li.append(meta, text, actions);
+  return li;
+}
+
+export function summaryEditButton(sm, li, status) {
+  const edit = h("button", { type: "button", class: "btn btn--sm btn--ghost", text: "Edit" });
+  edit.addEventListener("click", () => {
+    const area = h("textarea", { "aria-label": "Summary text" });
+    area.value = sm.content;
+    const save = h("button", { type: "button", class: "btn btn--sm btn--primary", text: "Save" });
+    const cancel = h("button", { type: "button", class: "btn btn--sm", text: "Cancel" });
+    const editor = h("div", null, area, h("div", { class: "dash-summary-actions" }, save, cancel));
+    li.append(editor);
+    edit.disabled = true;
+    cancel.addEventListener("click", () => { editor.remove(); edit.disabled = false; });
+    save.addEventListener("click", async () => {
+      const saved = await summaryCall(sm.id, "PATCH", { content: area.value }, status);
+      if (!saved) return;
+      // The edit is a new summary version and this one is now discarded: list them afresh.
+      await reloadSummaries();
+      const item = document.querySelector(`#summaries [data-summary="${saved.id}"] [role=status]`);
+      if (item) item.textContent = "Saved.";
+    });
+  });
+  return edit;
+}
+
+export async function summaryCall(id, method, body, status) {
+  status.textContent = "";
+  const r = await request(`/api/summaries/${id}/`, { method, body });
+  if (r.ok) return r.data || {};
+  status.textContent = `Could not ${method === "DELETE" ? "discard" : "save"}: ${errorText(r.data, r.status)}`;
+  return null;
+}
+
+export async function loadSummaries() {
+  const ul = document.getElementById("summaries");
+  const btn = document.getElementById("summaries-more");
+  const data = await getJSON(`${api}summaries/?limit=5&offset=${state.summariesOffset}`);
+  if (state.summariesOffset === 0 && !data.results.length) ul.replaceChildren(h("li", { class: "dash-empty", text: "No summaries yet." }));
+  for (const sm of data.results) {
+    // Newest first: the first live summary listed is the one in use.
+    const inUse = !sm.discarded && !state.summaryInUseShown;
+    if (inUse) state.summaryInUseShown = true;
+    ul.append(summaryItem(sm, inUse));
+  }
+  state.summariesOffset += data.results.length;
+  ul.dataset.count = data.count;
+  btn.hidden = !data.next;
+}
+
+export function reloadSummaries() {
+  document.getElementById("summaries").replaceChildren();
+  state.summariesOffset = 0;
+  state.summaryInUseShown = false;
+  return loadSummaries();
+}

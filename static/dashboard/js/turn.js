@@ -1,0 +1,112 @@
+/* "What the model saw" for one turn: every sent entry, recall quotes and why, the summary. */
+import { api, getJSON, state } from "./state.js";
+import { h, messageLink, nf, strategyBadge, usd, view } from "./util.js";
+
+export async function selectTurn(turn) {
+  const s = state.series;
+  turn = Math.max(1, Math.min(s.count, Math.round(turn) || s.count));
+  state.turn = turn;
+  document.getElementById("turn-input").value = turn;
+  if (state.markTokens) state.markTokens(turn);
+  for (const tr of document.querySelectorAll("#records-table tbody tr")) tr.classList.toggle("is-selected", Number(tr.dataset.turn) === turn);
+  const view = document.getElementById("turn-view");
+  const id = s.ids[turn - 1];
+  view.setAttribute("aria-busy", "true");
+  let data;
+  try {
+    data = await getJSON(`${api}records/${id}/`);
+  } catch (e) {
+    view.replaceChildren(h("p", { class: "dash-error", text: "Could not load this turn (" + e.message + ")." }));
+    return;
+  }
+  if (state.turn !== turn) return;
+  view.removeAttribute("aria-busy");
+  const r = data.record;
+  const meta = h("div", { class: "dash-turnmeta" },
+    h("span", null, strategyBadge(r.strategy, r.tokens_sent < r.tokens_full), r.triggered ? " triggered" : ""),
+    h("span", null, "Sent ", h("b", { text: nf.format(r.tokens_sent) }), " / budget " + nf.format(r.budget)),
+    h("span", null, "Full history ", h("b", { text: nf.format(r.tokens_full) })),
+    h("span", null, "Messages ", h("b", { text: `${nf.format(r.messages_after)} of ${nf.format(r.messages_before)}` })),
+    r.recall_message_count ? h("span", { "data-recall": r.recall_message_count }, "Recalled ",
+      h("b", { text: `${nf.format(r.recall_message_count)} earlier message${r.recall_message_count === 1 ? "" : "s"}` }),
+      ` (${nf.format(r.recall_tokens)} tokens)`) : null,
+    r.provider_prompt_tokens !== null ? h("span", null, "Provider counted ", h("b", { text: nf.format(r.provider_prompt_tokens) })) : null,
+    h("span", null, "Packed in ", h("b", { text: r.pack_ms.toFixed(1) + " ms" })),
+    r.cost_sent_usd !== null ? h("span", null, "Cost ", h("b", { text: usd(r.cost_sent_usd) }), r.cost_full_usd !== null ? ` (full ${usd(r.cost_full_usd)})` : "") : null,
+    h("span", null, r.model + (r.estimated ? " · estimated count" : "")));
+  const parts = [meta];
+  if (r.reason) parts.push(h("p", { class: "dash-reason", text: r.reason }));
+  // Users' numbering (positions among the chat messages), never database ids.
+  const num = (id) => "#" + nf.format(data.numbers[String(id)] ?? id);
+  const summaryName = (id) => data.summary_numbers[String(id)] ? `summary ${data.summary_numbers[String(id)]}` : "a new summary";
+  const list = h("ol", { class: "dash-sent", id: "sent-list", "data-count": data.entries.length, "data-record": r.id });
+  for (const e of data.entries) {
+    const body = h("div", { class: "dash-sent-body", text: e.content || (e.missing ? "(message no longer stored)" : "") });
+    const more = h("button", { type: "button", class: "dash-more", text: "Show all", hidden: (e.content || "").length < 400 ? "" : null,
+      onclick: () => { body.classList.toggle("is-open"); more.textContent = body.classList.contains("is-open") ? "Show less" : "Show all"; } });
+    const ids = e.source_ids;
+    const recall = e.recall;
+    const head = h("div", { class: "dash-sent-head" },
+      h("span", { class: "pos", text: "#" + e.position }),
+      h("span", { class: "dash-badge o-" + e.origin, text: recall ? "recalled" : e.origin }),
+      h("span", { text: e.role }),
+      // A recall block's quotes are listed one by one below.
+      ids.length && !recall ? h("a", { href: messageLink(ids[0]), text: e.origin === "summary" ? summaryName(ids[0]) : ids.length === 1 ? `message ${num(ids[0])}` : `messages ${num(ids[0])}–${num(ids[ids.length - 1])}` }) : null,
+      recall ? h("span", { text: `${ids.length} quoted message${ids.length === 1 ? "" : "s"}` }) : null,
+      h("span", { class: "tok", text: nf.format(e.tokens || 0) + " tok" }));
+    const li = h("li", { class: "o-" + e.origin, "data-origin": e.origin, "data-tokens": e.tokens }, head);
+    const note = (text) => li.append(h("p", { class: "dash-sent-note", text }));
+    if (e.compressed) {
+      note(`Compressed: sent as head + tail, ${nf.format(e.tokens)} of its ${nf.format(e.original_tokens)} tokens.` +
+        (e.content_is_sent_text ? " The text sent is shown." : " The original is shown."));
+    }
+    if (e.covers) note(`Summary of messages ${num(e.covers[0])}–${num(e.covers[1])}` + (e.covers[2] ? ` (${nf.format(e.covers[2])} messages)` : "") + (e.edited ? ", as edited by you" : ""));
+    if (e.replaced_by_id) note(`Edited after this request (now ${summaryName(e.replaced_by_id)}); the text below is the one sent.`);
+    if (e.edited_after) note("Edited after this request: the text below is the current version, not the one sent.");
+    if (recall) {
+      li.append(recallWhy(recall, num));
+      if (!e.content_is_sent_text) note("A quoted message is no longer stored: the text below is incomplete.");
+    }
+    li.append(body, more);
+    list.append(li);
+  }
+  parts.push(list);
+  const dropped = (data.dropped_ranges || []).map(([a, b]) => (a === b ? num(a) : `${num(a)}–${num(b)}`));
+  const recalled = data.recalled_ids || [];
+  parts.push(h("p", { class: "dash-sent-foot", text:
+    (data.request_shape && data.request_shape.length
+      ? `${data.entries.length} messages, ${nf.format(data.entry_tokens)} tokens, sent as one template-safe request ` +
+        `(${data.request_shape.join("; ")}) of ${nf.format(r.tokens_sent)} tokens with reply priming.`
+      : `${data.entries.length} messages, ${nf.format(data.entry_tokens)} tokens + reply priming = ${nf.format(r.tokens_sent)} sent.`) +
+    (data.summary ? ` Summarized: ${num(data.summary.covers_from_id)}–${num(data.summary.covers_through_id)}.` : "") +
+    (recalled.length ? ` Recalled (quoted, not dropped): ${recalled.slice(0, 8).map(num).join(", ")}${recalled.length > 8 ? ` and ${recalled.length - 8} more` : ""}.` : "") +
+    (dropped.length ? ` Dropped: ${dropped.slice(0, 8).join(", ")}${dropped.length > 8 ? ` and ${dropped.length - 8} more ranges` : ""}.` : "") }));
+  view.replaceChildren(...parts);
+}
+
+// Why a recall block was sent: the query terms, then each quoted message linked to its place in
+// the chat, the search's hits in bold (ranked) and the neighbours they brought along plain.
+export function recallWhy(recall, num) {
+  const terms = h("p", { class: "dash-recall-why", "data-recall-terms": recall.terms.length },
+    h("span", { text: "Query terms:" }),
+    ...(recall.terms.length ? recall.terms.map((t) => h("span", { class: "term", text: t })) : [h("span", { text: "—" })]));
+  const quotes = h("p", { class: "dash-recall-why", "data-recall-quotes": recall.quotes.length },
+    h("span", { text: "Quoted:" }),
+    ...recall.quotes.map((q) => h("a", {
+      href: messageLink(q.id),
+      class: q.hit ? "is-hit" : null,
+      "data-quote": q.id,
+      title: (q.hit ? `Hit #${q.rank} of the search` : "Neighbour of a hit") + (q.role ? ` · ${q.role}` : "") +
+        (q.created_at ? ` · ${new Date(q.created_at).toLocaleString()}` : ""),
+      text: `${num(q.id)}${q.hit ? " (hit)" : ""}`,
+    })));
+  return h("div", null, terms, quotes);
+}
+
+export function setupTurnPicker() {
+  const input = document.getElementById("turn-input");
+  input.addEventListener("change", () => selectTurn(Number(input.value)));
+  document.querySelector("[data-turn=prev]").addEventListener("click", () => selectTurn((state.turn || 1) - 1));
+  document.querySelector("[data-turn=next]").addEventListener("click", () => selectTurn((state.turn || 0) + 1));
+  document.querySelector("[data-turn=latest]").addEventListener("click", () => selectTurn(state.series.count));
+}
