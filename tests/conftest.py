@@ -1,12 +1,33 @@
 """Shared fixtures. Area-specific fixtures live in each test package's own conftest.py."""
 
 # --- Fake OpenAI-compatible endpoint (APP-A; see tests/support/fake_openai.py) -------------------
+import os
 import socket
 
 import pytest
 from django.core.cache import cache
 
 from tests.support.fake_openai import FakeOpenAI
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None, tmp_path_factory) -> None:
+    """The test database's name, set before it is created (pytest-django's hook for it). On SQLite a
+    file, not memory: live servers (uvicorn, Celery workers) use it from other threads and processes,
+    and an in-memory database shared between connections fails a write racing a read at once instead
+    of waiting. On PostgreSQL a name of this run's own, so a concurrent run on the same server cannot
+    drop it under a worker."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    test = db.setdefault("TEST", {})
+    if test.get("NAME"):
+        return
+    if db["ENGINE"].endswith("sqlite3"):
+        test["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
+    else:
+        test["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
+
 
 # What the SSRF guard's resolver answers in tests (hermetic: CI machines may have no DNS).
 TEST_PUBLIC_ADDRESS = "93.184.215.14"

@@ -95,7 +95,7 @@ def test_turn_start_records_decision_and_placeholder(chat_user, conversation):
 
 
 def test_context_too_large_keeps_the_user_message(chat_user, fake_openai):
-    from tests.chat.conftest import make_config
+    from tests.support.chat import make_config
 
     config = make_config(chat_user, fake_openai.base_url, window=1_200, max_output=200)
     conversation = Conversation.objects.create(owner=chat_user, llm_config=config)

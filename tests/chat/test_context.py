@@ -12,7 +12,7 @@ from chatapp.chat.context_pack import context_build
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, UserSettings
-from tests.chat.conftest import make_config, seed_messages
+from tests.support.chat import make_config, seed_messages
 
 pytestmark = pytest.mark.django_db
 

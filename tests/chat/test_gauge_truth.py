@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation
 from chatapp.chat.services import user_settings_update
-from tests.chat.conftest import make_config, seed_messages
+from tests.support.chat import make_config, seed_messages
 
 pytestmark = pytest.mark.django_db
 

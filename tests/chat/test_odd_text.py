@@ -10,7 +10,7 @@ import pytest
 
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.textsafe import text_problem, text_storable
-from tests.chat.conftest import make_config, post_stream, send
+from tests.support.chat import make_config, post_stream, send
 
 pytestmark = pytest.mark.django_db
 

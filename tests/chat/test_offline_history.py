@@ -11,7 +11,7 @@ from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.search_services import conversation_index_rebuild
 from chatapp.chat.services import conversation_create, conversation_set_config
 from optimizer.lexical import build_query
-from tests.chat.conftest import make_config, send
+from tests.support.chat import make_config, send
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from chatapp.chat.services import conversation_delete
 from chatapp.chat.summary_services import summary_edit
 from optimizer.lexical import Query, build_query, index_text
 from optimizer.recall import HEADER, MemorySource, RecallItem, recall_cap
-from tests.chat.conftest import make_config, seed_messages, send
+from tests.support.chat import make_config, seed_messages, send
 
 pytestmark = pytest.mark.django_db
 

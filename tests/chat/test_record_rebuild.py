@@ -8,7 +8,7 @@ import optimizer
 from chatapp.chat.dashboard.turns import dashboard_record_context
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, OptimizationRecord
-from tests.chat.conftest import make_config, seed_messages, send
+from tests.support.chat import make_config, seed_messages, send
 from tests.support.records import record_rebuild
 
 pytestmark = pytest.mark.django_db

@@ -19,7 +19,7 @@ from chatapp.chat.models import OptimizationRecord
 from chatapp.chat.turn_records import _context_note, _ranges_without, _recall_layout, _sent_entry
 from optimizer.recall import HEADER, MemorySource, RecallItem
 from optimizer.types import Msg, PackedMessage
-from tests.chat.conftest import send
+from tests.support.chat import send
 from tests.support.recall import FACT_ANSWER, QUESTION, memory_recall
 from tests.support.recall import seed_with_fact as _seed_with_fact
 from tests.support.records import entries_shaped, record_rebuild

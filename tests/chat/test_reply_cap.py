@@ -8,7 +8,7 @@ import pytest
 from chatapp.chat import rendering
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.reply_stream import reply_cut_note
-from tests.chat.conftest import make_config, send
+from tests.support.chat import make_config, send
 from tests.support.fake_openai import echo_reply
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ from rest_framework.authtoken.models import Token
 from chatapp.chat import reply_stream
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.tasks import sweep_pending_summary_jobs
-from tests.chat.conftest import make_config, post_stream, sse_events
+from tests.support.chat import make_config, post_stream, sse_events
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ import pytest
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, OptimizationRecord
 from chatapp.chat.search_services import conversation_index_rebuild
-from tests.chat.conftest import TEST_KEY, make_config, seed_messages, send
+from tests.support.chat import TEST_KEY, make_config, seed_messages, send
 from tests.support.fake_openai import strict_template_problem
 
 pytestmark = pytest.mark.django_db

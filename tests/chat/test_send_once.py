@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message
-from tests.chat.conftest import make_config, post_stream, sse_events
+from tests.support.chat import make_config, post_stream, sse_events
 
 pytestmark = pytest.mark.django_db
 

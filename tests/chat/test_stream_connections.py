@@ -17,7 +17,7 @@ from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message
-from tests.chat.conftest import make_config, sse_events
+from tests.support.chat import make_config, sse_events
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the connection pool exists with PostgreSQL")

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 import optimizer
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
-from tests.chat.conftest import make_config, seed_messages, send
+from tests.support.chat import make_config, seed_messages, send
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from chatapp.chat.summary_requests import summary_request_submit, summary_reques
 from chatapp.chat.summary_runner import summary_job_run
 from chatapp.chat.summary_selectors import summary_current, summary_quota_reason
 from chatapp.chat.summary_services import summary_edit
-from tests.chat.conftest import make_config, seed_messages, send
+from tests.support.chat import make_config, seed_messages, send
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,7 +82,7 @@ def test_an_unreachable_broker_never_delays_the_start_of_the_reply(quality_user,
     """A broker that accepts connections and never answers (black-holed): the reply starts while the
     publish is still stuck, and the job waits as pending for the sweep."""
     from chatapp.celery import app
-    from tests.worker.conftest import celery_use_broker
+    from tests.support.worker import celery_use_broker
 
     conversation, _ = long_chat
     hole = socket.socket()

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from chatapp.chat.models import Conversation, Message
-from tests.chat.conftest import make_config, send
+from tests.support.chat import make_config, send
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
-from tests.chat.conftest import make_config, sse_events
+from tests.support.chat import make_config, sse_events
 
 
 @pytest.fixture

@@ -1,83 +1,18 @@
-"""Fixtures for summary jobs: conversations to summarize, and a REAL Celery worker subprocess.
-
-The worker runs `celery -A chatapp worker` in its own process group against the same test database
-as the test process (PostgreSQL test_<name>, or an SQLite file: an in-memory test database cannot
-be shared, so when this package is collected the SQLite test database becomes a file) and either the
-embedded filesystem broker (a private folder per test) or the real Redis when REDIS_URL is set (a
-private queue per test, so nothing else on that Redis takes our messages).
-"""
+"""Fixtures for summary jobs: an owner, a config, long conversations, and a REAL Celery worker subprocess
+per broker (helpers and the worker itself: tests/support/worker.py)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
-from urllib.parse import quote
 
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection
 
 from chatapp.celery import app as celery_app
 from chatapp.chat.crypto import secret_encrypt
 from chatapp.chat.message_services import message_append
-from chatapp.chat.models import Conversation, LLMConfig, Message, SummaryJob
-
-ROOT = Path(__file__).resolve().parents[2]
-
-_default_db = settings.DATABASES["default"]
-if _default_db["ENGINE"].endswith("sqlite3"):
-    _default_db.setdefault("TEST", {})["NAME"] = str(Path(tempfile.mkdtemp(prefix="worker-tests-")) / "test.sqlite3")
-elif not _default_db.get("TEST", {}).get("NAME"):
-    # A name of its own, so a concurrent test run on the same server cannot drop it under the worker.
-    _default_db.setdefault("TEST", {})["NAME"] = f"test_{_default_db['NAME']}_{os.getpid()}"
-
-BROKERS = ["filesystem"] + (["redis"] if os.environ.get("REDIS_URL") else [])
-# A redis-server of the test's own, for tests that stop and restart the broker (never the shared one).
-PRIVATE_REDIS = pytest.param(
-    "private-redis", marks=pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")
-)
-
-
-def wait_for(
-    predicate: Callable[[], object], *, timeout: float = 30.0, interval: float = 0.1, what: str = ""
-) -> object:
-    """Poll until `predicate()` is truthy (returns it) or fail the test after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what or predicate}")
-        time.sleep(interval)
-
-
-def job_state(job_id: int) -> SummaryJob:
-    return SummaryJob.objects.select_related("summary").get(pk=job_id)
-
-
-def job_finished(job_id: int) -> SummaryJob | None:
-    job = job_state(job_id)
-    finished = (SummaryJob.Status.DONE, SummaryJob.Status.FAILED, SummaryJob.Status.CANCELLED)
-    return job if job.status in finished else None
-
-
-def summaries_of(conversation: Conversation) -> list[Message]:
-    return list(Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY).order_by("id"))
-
-
-# --- data ------------------------------------------------------------------------------------------
+from chatapp.chat.models import Conversation, LLMConfig, Message
+from tests.support.worker import BROKERS, Broker, PrivateRedis, Worker, redis_forget_queue, celery_use_broker
 
 
 @pytest.fixture
@@ -132,206 +67,6 @@ def long_conversation(owner) -> Callable[..., Conversation]:
     return make
 
 
-# --- broker and worker -------------------------------------------------------------------------------
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    auth = quote(db.get("USER") or "", safe="")
-    if db.get("PASSWORD"):
-        auth += ":" + quote(db["PASSWORD"], safe="")
-    host = db.get("HOST") or "127.0.0.1"
-    port = db.get("PORT") or 5432
-    return f"postgres://{auth}@{host}:{port}/{db['NAME']}"
-
-
-def celery_use_broker(*, url: str, options: dict) -> None:
-    """Point the test process's Celery app (the web side) at another broker."""
-    if celery_app._pool is not None:
-        celery_app._pool.force_close_all()
-    celery_app.conf.broker_url = url
-    celery_app.conf.broker_transport_options = options
-    celery_app._pool = None
-    celery_app.amqp._producer_pool = None
-
-
-class PrivateRedis:
-    """`redis-server` on a free port in its own process group, without persistence, which a test may
-    stop and start again on the same port. Fault tests stop this one, never the machine's Redis."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-
-    def start(self) -> PrivateRedis:
-        self.starts += 1
-        log = (self.folder / f"redis-{self.starts}.log").open("wb")
-        self.proc = subprocess.Popen(
-            [
-                "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--daemonize", "no", "--dir", str(self.folder),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
-        wait_for(self._answers, timeout=15, what=f"redis-server on port {self.port}")
-        return self
-
-    def _answers(self) -> bool:
-        import redis
-
-        if self.proc is not None and self.proc.poll() is not None:
-            pytest.fail(f"redis-server exited with {self.proc.returncode}")
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
-        try:
-            return bool(client.ping())
-        except redis.ConnectionError:
-            return False
-        finally:
-            client.close()
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-
-class Broker:
-    def __init__(self, kind: str, tmp: Path, *, private_redis: PrivateRedis | None = None) -> None:
-        self.kind = "redis" if kind == "private-redis" else kind
-        self.private_redis = private_redis
-        self.queue = f"summaries-test-{uuid.uuid4().hex[:10]}"
-        if self.kind == "redis":
-            self.url = private_redis.url if private_redis is not None else os.environ["REDIS_URL"]
-            # Short visibility timeout: a message whose worker was killed comes back within seconds.
-            self.options = {
-                "visibility_timeout": 3,
-                "unacked_restore_interval": 1,
-                "unacked_restore_throttle": 1,
-                "socket_connect_timeout": 2,
-            }
-        else:
-            self.url = "filesystem://"
-            folder = tmp / "broker"
-            for sub in ("out", "processed", "control"):
-                (folder / sub).mkdir(parents=True, exist_ok=True)
-            self.options = {
-                "data_folder_in": str(folder / "out"),
-                "data_folder_out": str(folder / "out"),
-                "processed_folder": str(folder / "processed"),
-                "control_folder": str(folder / "control"),
-                "store_processed": False,
-                "polling_interval": 0.1,
-            }
-        self.var_dir = tmp / "var"
-        self.var_dir.mkdir(exist_ok=True)
-        if self.kind == "filesystem":
-            # The worker's settings derive the broker folder from its var dir.
-            (self.var_dir / "celery-broker").symlink_to(tmp / "broker")
-
-    def worker_env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DATABASE_URL"}}
-        env.update(
-            {
-                "DJANGO_SETTINGS_MODULE": "chatapp.settings",
-                "DATABASE_URL": _database_url(),
-                "CHATAPP_VAR_DIR": str(self.var_dir),
-                "SECRET_KEY": settings.SECRET_KEY,
-                "FIELD_ENCRYPTION_KEY": ",".join(settings.FIELD_ENCRYPTION_KEYS),
-                "ALLOW_PRIVATE_LLM_URLS": "1",
-                "CELERY_SUMMARY_QUEUE": self.queue,
-                "SUMMARY_MAX_RETRIES": "2",
-                "SUMMARY_RETRY_BACKOFF_MS": "200",
-                "SUMMARY_RETRY_BACKOFF_MAX_MS": "1000",
-                "SUMMARY_JOB_LEASE_SECONDS": "4",
-                "SUMMARY_SWEEP_INTERVAL_SECONDS": "2",
-                "CELERY_VISIBILITY_TIMEOUT": "3",
-                "CELERY_UNACKED_RESTORE_INTERVAL": "1",
-                "CELERY_UNACKED_RESTORE_THROTTLE": "1",
-                "CELERY_POLLING_INTERVAL_MS": "100",
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
-        if self.kind == "redis":
-            env["REDIS_URL"] = self.url
-        env.update(extra)
-        return env
-
-
-class Worker:
-    """`celery -A chatapp worker -B` in its own process group (kill -9 takes the pool children too)."""
-
-    def __init__(self, broker: Broker, log_dir: Path, **env: str) -> None:
-        self.broker = broker
-        self.env = broker.worker_env(**env)
-        self.log_dir = log_dir
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-
-    @property
-    def log_path(self) -> Path:
-        return self.log_dir / f"worker-{self.starts}.log"
-
-    def start(self) -> Worker:
-        self.starts += 1
-        log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "celery", "-A", "chatapp", "worker", "-B",
-                "-s", str(self.broker.var_dir / "celerybeat-schedule"),
-                "-Q", self.broker.queue, "--concurrency", "1", "--loglevel", "INFO",
-                "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--without-gossip", "--without-mingle",
-            ],
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
-        wait_for(self._ready, timeout=60, what=f"the worker to start (log: {self.log_path})")
-        return self
-
-    def _ready(self) -> bool:
-        if self.proc is not None and self.proc.poll() is not None:
-            pytest.fail(f"worker exited with {self.proc.returncode}:\n{self.log()}")
-        return " ready." in self.log()
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        """End the worker at the end of a test (its results are already asserted): no graceful wait."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-
 @pytest.fixture(params=BROKERS)
 def broker(request, tmp_path, settings) -> Iterator[Broker]:
     """The broker of one test: the filesystem one, the shared Redis (REDIS_URL, a private queue), or
@@ -346,19 +81,7 @@ def broker(request, tmp_path, settings) -> Iterator[Broker]:
     if private is not None:
         private.stop()
     elif broker.kind == "redis":
-        _redis_forget_queue(broker)
-
-
-def _redis_forget_queue(broker: Broker) -> None:
-    """Leave nothing of a test's private queue on the shared Redis."""
-    import redis
-
-    client = redis.Redis.from_url(broker.url)
-    try:
-        client.delete(broker.queue, f"_kombu.binding.{broker.queue}", f"_kombu.binding_permanent.{broker.queue}")
-        client.zrem("_kombu.binding_deadlines", broker.queue)
-    finally:
-        client.close()
+        redis_forget_queue(broker)
 
 
 @pytest.fixture

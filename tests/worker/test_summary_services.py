@@ -25,7 +25,7 @@ from chatapp.chat.summary_services import (
     summary_job_request,
     summary_jobs_sweep,
 )
-from tests.worker.conftest import summaries_of
+from tests.support.worker import summaries_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -222,7 +222,7 @@ def test_sweep_publishes_pending_and_stale_jobs_and_expires_questions(owner, lon
 
 def test_unreachable_broker_leaves_the_job_pending(owner, long_conversation, settings):
     from chatapp.celery import app
-    from tests.worker.conftest import celery_use_broker
+    from tests.support.worker import celery_use_broker
 
     conversation = long_conversation(config=None)
     saved = (app.conf.broker_url, dict(app.conf.broker_transport_options or {}))
@@ -415,8 +415,8 @@ def test_after_compact_now_the_next_turn_sends_the_summary_whatever_the_preferen
     owner, fake_openai, published, settings, preference
 ):
     from chatapp.chat.models import Conversation, OptimizationRecord
-    from tests.chat.conftest import make_config as chat_config
-    from tests.chat.conftest import seed_messages, send
+    from tests.support.chat import make_config as chat_config
+    from tests.support.chat import seed_messages, send
 
     settings.SEND_RATE_LIMIT_PER_MINUTE = 1000
     UserSettings.objects.update_or_create(user=owner, defaults={"preference": preference})

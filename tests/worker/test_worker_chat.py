@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from chatapp.chat.models import Conversation, OptimizationRecord, SummaryJob, UserSettings
-from tests.chat.conftest import make_config as chat_config
-from tests.chat.conftest import seed_messages, send
-from tests.worker.conftest import celery_use_broker, job_finished, summaries_of, wait_for
+from tests.support.chat import make_config as chat_config
+from tests.support.chat import seed_messages, send
+from tests.support.worker import celery_use_broker, job_finished, summaries_of, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

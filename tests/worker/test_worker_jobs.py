@@ -20,9 +20,9 @@ from chatapp.chat.summary_services import (
     summary_job_request,
     summary_jobs_sweep,
 )
-from tests.chat.conftest import make_config as chat_config
-from tests.chat.conftest import seed_messages, send
-from tests.worker.conftest import (
+from tests.support.chat import make_config as chat_config
+from tests.support.chat import seed_messages, send
+from tests.support.worker import (
     PRIVATE_REDIS,
     celery_use_broker,
     job_finished,
