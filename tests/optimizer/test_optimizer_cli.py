@@ -1,19 +1,42 @@
-"""`python -m optimizer pack` through a real subprocess: the stable CLI contract."""
+"""`python -m optimizer pack`: the stable CLI contract, through `main()` in-process, and once through a
+real process (line-by-line streaming)."""
 
+import contextlib
+import io
 import json
 import os
 import select
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
+
+from optimizer.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
 def run(args, stdin=""):
-    return subprocess.run([sys.executable, "-m", "optimizer", "pack", *args], input=stdin, capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)
+    """`python -m optimizer pack ARGS` with `stdin`, in this process."""
+    out, err, saved = io.StringIO(), io.StringIO(), sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(["pack", *args])
+            except SystemExit as exc:  # argparse refusing the arguments
+                code = exc.code
+    finally:
+        sys.stdin = saved
+    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def request(rid="r1", rounds=30, **extra):

@@ -12,7 +12,7 @@ from chatapp.celery import app as celery_app
 from chatapp.chat.crypto import secret_encrypt
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, LLMConfig, Message
-from tests.support.worker import BROKERS, Broker, PrivateRedis, Worker, redis_forget_queue, celery_use_broker
+from tests.support.worker import BROKERS, Broker, PrivateRedis, Worker, celery_use_broker, redis_forget_queue
 
 
 @pytest.fixture
