@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
@@ -17,6 +16,14 @@ from rest_framework.views import APIView
 from chatapp.chat.dashboard.headline import dashboard_conversation_get, dashboard_headline
 from chatapp.chat.dashboard.message_map import dashboard_message_map
 from chatapp.chat.dashboard.overview import dashboard_conversation_savings, dashboard_overview
+from chatapp.chat.dashboard.serializers import (
+    ConversationSavingsSerializer,
+    HeadlineSerializer,
+    MessageMapSerializer,
+    OverviewSerializer,
+    RecordContextSerializer,
+    SeriesSerializer,
+)
 from chatapp.chat.dashboard.series import dashboard_series
 from chatapp.chat.dashboard.turns import (
     dashboard_record_context,
@@ -42,27 +49,27 @@ class _ConversationFiguresApi(APIView):
 
 
 def _figures_api(name: str, *, selector: Callable[..., dict[str, Any]], operation_id: str,
-                 summary: str) -> type[APIView]:
+                 summary: str, response: type[serializers.Serializer]) -> type[APIView]:
     view = type(name, (_ConversationFiguresApi,), {"selector": staticmethod(selector), "__module__": __name__})
-    schema = extend_schema(operation_id=operation_id, summary=summary, responses=OpenApiTypes.OBJECT)
+    schema = extend_schema(operation_id=operation_id, summary=summary, responses=response)
     return extend_schema_view(get=schema)(view)
 
 
 DashboardHeadlineApi = _figures_api(
     "DashboardHeadlineApi", selector=dashboard_headline, operation_id="dashboard_conversation_headline",
-    summary="Dashboard headline figures of a conversation",
+    summary="Dashboard headline figures of a conversation", response=HeadlineSerializer,
 )
 
 
 DashboardSeriesApi = _figures_api(
     "DashboardSeriesApi", selector=dashboard_series, operation_id="dashboard_conversation_series",
-    summary="Per-turn chart data (columnar: one array per field, one entry per request)",
+    summary="Per-turn chart data (columnar: one array per field, one entry per request)", response=SeriesSerializer,
 )
 
 
 DashboardMessageMapApi = _figures_api(
     "DashboardMessageMapApi", selector=dashboard_message_map, operation_id="dashboard_conversation_map",
-    summary="Every message's status in the latest request, run-length encoded",
+    summary="Every message's status in the latest request, run-length encoded", response=MessageMapSerializer,
 )
 
 
@@ -112,7 +119,7 @@ class DashboardRecordListApi(APIView):
 
 class DashboardRecordContextApi(APIView):
     @extend_schema(summary="What the model saw on one turn: the messages sent, in order",
-                   responses=OpenApiTypes.OBJECT)
+                   responses=RecordContextSerializer)
     def get(self, request: Request, pk: int, record_pk: int) -> Response:
         conversation = dashboard_conversation_get(user=request.user, pk=pk)
         return Response(dashboard_record_context(conversation=conversation, record_id=record_pk))
@@ -163,7 +170,7 @@ class DashboardSummaryListApi(APIView):
 
 
 class DashboardOverviewApi(APIView):
-    @extend_schema(summary="Totals across the user's conversations and the top savers", responses=OpenApiTypes.OBJECT)
+    @extend_schema(summary="Totals across the user's conversations and the top savers", responses=OverviewSerializer)
     def get(self, request: Request) -> Response:
         return Response(dashboard_overview(user=request.user, top=10))
 
@@ -173,7 +180,7 @@ class DashboardConversationSavingsApi(APIView):
 
     @extend_schema(operation_id="dashboard_conversations_list",
                    summary="The user's conversations by tokens saved, most first (paginated)",
-                   responses=OpenApiTypes.OBJECT)
+                   responses=ConversationSavingsSerializer(many=True))
     def get(self, request: Request) -> Response:
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(dashboard_conversation_savings(user=request.user), request, view=self)

@@ -1,0 +1,271 @@
+"""The shapes of the dashboard's JSON answers, for the OpenAPI schema.
+
+The selectors build these answers as plain dicts (the series alone holds an array per field with an
+entry per request, which a serializer per value would slow down for nothing); these serializers
+describe them, and tests/dashboard/test_api_shapes.py checks that every answer matches its
+serializer key for key, so the schema cannot drift from what is sent.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+_int = serializers.IntegerField
+_float = serializers.FloatField
+_str = serializers.CharField
+_bool = serializers.BooleanField
+
+
+def _ints(**kwargs: object) -> serializers.ListField:
+    return serializers.ListField(child=_int(allow_null=True), **kwargs)
+
+
+# --- headline -------------------------------------------------------------------------------------
+
+
+class ConversationRefSerializer(serializers.Serializer):
+    id = _int()
+    title = _str()
+
+
+class TokenTotalsSerializer(serializers.Serializer):
+    full = _int(help_text="Tokens the whole history would have taken, summed over the requests")
+    sent = _int(help_text="Tokens actually sent")
+    saved = _int()
+    saved_share = _float(allow_null=True)
+    dropped = _int(help_text="Tokens left out with no summary standing in (measured when each turn ended)")
+    summarized = _int(help_text="Tokens replaced by summaries or compressed")
+    dropped_unmeasured = _int(help_text="Requests from before dropped tokens were measured")
+
+
+class PricesSerializer(serializers.Serializer):
+    input = _float(allow_null=True)
+    cached_input = _float(allow_null=True)
+    output = _float(allow_null=True)
+
+
+class MoneySerializer(serializers.Serializer):
+    full_usd = _float(allow_null=True)
+    sent_usd = _float(allow_null=True)
+    gross_saved_usd = _float(allow_null=True)
+    summary_cost_usd = _float(allow_null=True)
+    net_saved_usd = _float(allow_null=True)
+    unpriced_records = _int()
+    prices = PricesSerializer(allow_null=True)
+
+
+class StrategyTotalsSerializer(serializers.Serializer):
+    optimized_turns = _int()
+    triggered_turns = _int()
+    truncate = _int()
+    summarize = _int()
+    first_optimized_turn = _int(allow_null=True)
+
+
+class SummaryTotalsSerializer(serializers.Serializer):
+    made = _int()
+    live = _int()
+    extractive = _int()
+    edited = _int()
+    jobs = _int()
+    jobs_done = _int()
+    jobs_failed = _int()
+
+
+class UsageSerializer(serializers.Serializer):
+    record_id = _int()
+    model = _str()
+    tokens = _int()
+    budget = _int()
+    context_window = _int()
+    ratio = _float()
+    full = _int()
+    estimated = _bool()
+    at = serializers.DateTimeField()
+
+
+class AccuracySerializer(serializers.Serializer):
+    requests = _int()
+    ours = _int()
+    provider = _int()
+    error_share = _float(allow_null=True)
+    bias_share = _float(allow_null=True)
+
+
+class RecallTotalsSerializer(serializers.Serializer):
+    turns = _int()
+    messages = _int()
+    tokens = _int()
+
+
+class HeadlineSerializer(serializers.Serializer):
+    conversation = ConversationRefSerializer()
+    turns = _int()
+    tokens = TokenTotalsSerializer()
+    money = MoneySerializer()
+    strategies = StrategyTotalsSerializer()
+    summaries = SummaryTotalsSerializer()
+    usage = UsageSerializer(allow_null=True, help_text="The latest request against its budget")
+    accuracy = AccuracySerializer(allow_null=True, help_text="Our token counts against the provider's")
+    estimated_turns = _int()
+    recall = RecallTotalsSerializer()
+
+
+# --- series and map ------------------------------------------------------------------------------
+
+
+class CacheEstimateSerializer(serializers.Serializer):
+    cached_tokens = _int()
+    cached_share = _float()
+    sent_usd = _float(allow_null=True)
+    sent_usd_with_cache = _float(allow_null=True)
+    provider_reported_turns = _int()
+
+
+class SeriesSerializer(serializers.Serializer):
+    count = _int(help_text="Requests; every array below has one entry per request, in turn order")
+    strategy_codes = serializers.ListField(child=_str(), help_text="Names of the codes in `strategy`")
+    first_optimized_index = _int(allow_null=True)
+    ids = _ints(help_text="Record ids")
+    tokens_full = _ints()
+    tokens_sent = _ints()
+    budget = _ints()
+    trigger = _ints()
+    provider_prompt_tokens = _ints()
+    strategy = _ints()
+    saved_cumulative = _ints()
+    recall_tokens = _ints()
+    prompt_cache_estimate = CacheEstimateSerializer(allow_null=True)
+
+
+class MessageMapSerializer(serializers.Serializer):
+    count = _int(help_text="Messages")
+    record_id = _int(allow_null=True, help_text="The request the statuses describe (the latest)")
+    summary_id = _int(allow_null=True)
+    statuses = serializers.ListField(child=_str(), help_text="Status names; `status_runs` uses their index")
+    status_labels = serializers.ListField(child=_str())
+    status_counts = serializers.DictField(child=_int())
+    id_runs = serializers.ListField(child=_ints(), help_text="[first id, length] of each run of consecutive ids")
+    roles = _str(help_text="One character per message: u(ser), a(ssistant), s(ystem)")
+    status_runs = serializers.ListField(child=_ints(), help_text="[status index, length] runs")
+
+
+# --- one turn --------------------------------------------------------------------------------------
+
+
+class RecordDetailSerializer(serializers.Serializer):
+    id = _int()
+    turn = _int()
+    created_at = serializers.DateTimeField()
+    reply_id = _int(allow_null=True)
+    preference = _str()
+    model = _str()
+    context_window = _int()
+    budget = _int()
+    triggered = _bool()
+    window_start_id = _int(allow_null=True)
+    strategy = _str()
+    reason = _str()
+    scores = serializers.DictField(child=_float(allow_null=True))
+    tokens_full = _int()
+    tokens_sent = _int()
+    provider_prompt_tokens = _int(allow_null=True)
+    estimated = _bool()
+    messages_before = _int()
+    messages_after = _int()
+    pack_ms = _float()
+    cost_sent_usd = _float(allow_null=True)
+    cost_full_usd = _float(allow_null=True)
+    recall_tokens = _int()
+    recall_message_count = _int()
+
+
+class RecallQuoteSerializer(serializers.Serializer):
+    id = _int()
+    role = _str(allow_null=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+    tokens = _int(allow_null=True)
+    hit = _bool(help_text="Found by the search (else quoted as a hit's neighbour)")
+    rank = _int(allow_null=True, help_text="1 = the best match")
+
+
+class RecallDetailSerializer(serializers.Serializer):
+    terms = serializers.ListField(child=_str())
+    hit_ids = _ints()
+    quotes = RecallQuoteSerializer(many=True)
+
+
+class SentEntrySerializer(serializers.Serializer):
+    position = _int()
+    origin = _str(help_text="verbatim, pinned, compressed, summary or recall")
+    tokens = _int(allow_null=True)
+    source_ids = _ints()
+    role = _str()
+    content = _str()
+    original_tokens = _int()
+    compressed = _bool()
+    content_is_sent_text = _bool()
+    recall = RecallDetailSerializer(allow_null=True)
+    missing = _bool()
+    edited_after = _bool()
+    edited = _bool()
+    replaced_by_id = _int(allow_null=True)
+    covers = _ints(allow_null=True, help_text="[first id, last id, message count] a summary covers")
+
+
+class SummaryRefSerializer(serializers.Serializer):
+    id = _int()
+    covers_from_id = _int(allow_null=True)
+    covers_through_id = _int(allow_null=True)
+    covered_message_count = _int(allow_null=True)
+
+
+class RecordContextSerializer(serializers.Serializer):
+    record = RecordDetailSerializer()
+    entries = SentEntrySerializer(many=True)
+    recalled_ids = _ints()
+    entry_tokens = _int()
+    request_shape = serializers.ListField(child=_str())
+    dropped_ranges = serializers.ListField(child=_ints())
+    numbers = serializers.DictField(child=_int(), help_text="Users' numbering of the messages shown, by id")
+    summary_numbers = serializers.DictField(child=_int())
+    summary = SummaryRefSerializer(allow_null=True)
+
+
+# --- across conversations --------------------------------------------------------------------------
+
+
+class ConversationSavingsSerializer(serializers.Serializer):
+    id = _int()
+    title = _str()
+    turns = _int()
+    optimized_turns = _int()
+    tokens_full = _int()
+    tokens_sent = _int()
+    tokens_saved = _int()
+    saved_share = _float(allow_null=True)
+    net_saved_usd = _float(allow_null=True)
+
+
+class OverviewMoneySerializer(serializers.Serializer):
+    full_usd = _float(allow_null=True)
+    sent_usd = _float(allow_null=True)
+    summary_cost_usd = _float(allow_null=True)
+    net_saved_usd = _float(allow_null=True)
+    unpriced_records = _int()
+
+
+class OverviewSummariesSerializer(serializers.Serializer):
+    made = _int()
+    jobs = _int()
+
+
+class OverviewSerializer(serializers.Serializer):
+    conversations = _int()
+    conversations_with_records = _int()
+    turns = _int()
+    tokens = TokenTotalsSerializer()
+    money = OverviewMoneySerializer()
+    summaries = OverviewSummariesSerializer()
+    optimized_turns = _int()
+    top = ConversationSavingsSerializer(many=True)
