@@ -42,7 +42,9 @@ def mismatches(data, field, where: str = "") -> list[str]:
         declared = field.fields
         problems = [f"{where}.{k}: sent, not declared" for k in data.keys() - declared.keys()]
         problems += [f"{where}.{k}: declared, not sent" for k in declared.keys() - data.keys()]
-        return problems + [p for k in declared.keys() & data.keys() for p in mismatches(data[k], declared[k], f"{where}.{k}")]
+        for k in declared.keys() & data.keys():
+            problems += mismatches(data[k], declared[k], f"{where}.{k}")
+        return problems
     if isinstance(field, serializers.ListField):
         if not isinstance(data, list):
             return [f"{where}: {type(data).__name__}, expected a list"]
@@ -52,7 +54,7 @@ def mismatches(data, field, where: str = "") -> list[str]:
             return [f"{where}: {type(data).__name__}, expected an object"]
         return [p for k, v in data.items() for p in mismatches(v, field.child, f"{where}[{k}]")]
     kinds = next(t for cls, t in _LEAVES.items() if isinstance(field, cls))
-    if isinstance(data, bool) and bool not in kinds or not isinstance(data, kinds):
+    if (isinstance(data, bool) and bool not in kinds) or not isinstance(data, kinds):
         return [f"{where}: {data!r} is not {'/'.join(t.__name__ for t in kinds)}"]
     return []
 
