@@ -33,7 +33,7 @@ from chatapp.chat import llm
 from chatapp.chat.context import context_budget, conversation_config, first_user_message_id
 from chatapp.chat.context_pack import context_build
 from chatapp.chat.dbconn import db_connection_release, db_short
-from chatapp.chat.gauge import context_gauge
+from chatapp.chat.gauge import context_gauge, gauge_payload
 from chatapp.chat.layout import message_place_get, new_message_place
 from chatapp.chat.message_services import (
     _live_totals_add,
@@ -122,10 +122,10 @@ def _turn_prepare(
             reply_id=reply.pk,
             record_id=None,
             messages=[],
-            context={"tokens": exc.needed, "budget": exc.budget, "history_tokens": exc.needed,
-                     "strategy": "none", "reason": "",
-                     "triggered": False, "window_start_id": conversation.window_start_id,
-                     "estimated": optimizer.is_estimated(target.model)},
+            context={**gauge_payload(tokens=exc.needed, budget=exc.budget, history_tokens=exc.needed,
+                                     window_start_id=conversation.window_start_id, strategy="none",
+                                     estimated=optimizer.is_estimated(target.model)),
+                     "reason": "", "triggered": False, "recall": None},
             failure=TurnFailure(error=error, kind="context_too_large", retryable=False),
         )
 

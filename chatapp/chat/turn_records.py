@@ -16,7 +16,7 @@ from django.db.models.functions import Coalesce
 import optimizer
 from chatapp.chat import llm
 from chatapp.chat.context import ContextInput, live_chat_q
-from chatapp.chat.gauge import summary_through_id
+from chatapp.chat.gauge import gauge_payload, summary_through_id
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.turn_types import ChatTurn
 from optimizer.types import PackedMessage, PackResult, PackStats
@@ -126,18 +126,23 @@ def _recall_words(*, messages: int, tokens: int) -> str:
 def _context_event(
     *, result: PackResult, budget: int, window_start_id: int | None, ctx: ContextInput
 ) -> dict[str, Any]:
+    """The start event's `context`: the gauge (one shape everywhere, gauge_payload) of this request,
+    plus the decision behind it."""
     info = result.info
+    gauge = gauge_payload(
+        tokens=info.tokens_after,
+        budget=budget,
+        history_tokens=info.tokens_before,
+        window_start_id=window_start_id,
+        strategy=info.strategy_chosen,
+        estimated=info.estimated,
+        summary_through_id=summary_through_id(result=result, ctx=ctx),
+        summary_quota_reached=ctx.quota_exhausted,
+    )
     return {
-        "tokens": info.tokens_after,
-        "budget": budget,
-        "history_tokens": info.tokens_before,
-        "strategy": info.strategy_chosen,
+        **gauge,
         "reason": info.strategy_reason,
         "triggered": info.triggered,
-        "window_start_id": window_start_id,
-        "estimated": info.estimated,
-        "summary_through_id": summary_through_id(result=result, ctx=ctx),
-        "summary_quota_reached": ctx.quota_exhausted,
         # This request only: the next one recalls afresh for its own newest message.
         "recall": _recall_summary(info=info),
     }
