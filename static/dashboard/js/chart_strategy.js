@@ -1,8 +1,7 @@
-/* Chart 2: the strategy of each turn and the cumulative savings; the turn range control. */
-import { drawTokens } from "./chart_tokens.js";
+/* Chart 2: the strategy of each turn and the cumulative savings, hand-written SVG. */
 import { state } from "./state.js";
 import { selectTurn } from "./turn.js";
-import { fmt, h, nf, niceStep, svg, tooltip, view } from "./util.js";
+import { fmt, h, nf, niceStep, svg, tooltip, turnIndexAt, view, xLabels } from "./util.js";
 
 export function drawStrategy() {
   const s = view();
@@ -91,32 +90,3 @@ export function drawStrategy() {
 }
 
 // The turn (index in the drawn range) under the pointer, from a chart's geometry.
-export function turnIndexAt(evt, el, { W, left, pw, n }) {
-  const r = el.getBoundingClientRect();
-  const px = ((evt.clientX - r.left) / r.width) * W;
-  return Math.max(0, Math.min(n - 1, Math.round(((px - left) / pw) * (n - 1))));
-}
-
-export function xLabels(axis, n, off, x, W, H) {
-  const xstep = Math.max(1, niceStep(n, W < 600 ? 4 : 8));
-  const startAt = Math.ceil((off + 1) / xstep) * xstep;
-  for (let t = startAt; t <= off + n; t += xstep) {
-    const label = svg("text", { x: x(t - 1 - off), y: H - 8, "text-anchor": "middle" }, axis);
-    label.textContent = nf.format(t);
-  }
-}
-
-export function setupRange() {
-  const buttons = document.querySelectorAll("[data-range]");
-  if (state.series.first_optimized_index === null) document.querySelector("[data-range=start]").hidden = true;
-  if (state.series.count <= 200) document.querySelector("[data-range=latest]").hidden = true;
-  const group = document.querySelector(".dash-seg");
-  if (group && [...buttons].filter((b) => !b.hidden).length < 2) group.hidden = true;
-  for (const b of buttons) {
-    b.addEventListener("click", () => {
-      state.range = b.dataset.range;
-      for (const o of buttons) o.setAttribute("aria-pressed", String(o === b));
-      drawTokens(); drawStrategy();
-    });
-  }
-}

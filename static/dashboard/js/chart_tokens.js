@@ -1,8 +1,7 @@
 /* Chart 1: tokens per turn (sent, full history, provider figures, cache), hand-written SVG. */
-import { turnIndexAt, xLabels } from "./chart_strategy.js";
 import { state } from "./state.js";
 import { selectTurn } from "./turn.js";
-import { fmt, h, nf, niceStep, svg, tooltip, view } from "./util.js";
+import { fmt, h, nf, niceStep, svg, tooltip, turnIndexAt, view, xLabels } from "./util.js";
 
 export function drawTokens() {
   const s = view();

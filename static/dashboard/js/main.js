@@ -1,6 +1,6 @@
 /* Optimization dashboard: charts (hand-written SVG), message map (canvas), "what the model saw",
  * requests table and summaries, all drawn from the dashboard JSON API. No chart library, no build step. */
-import { drawStrategy, setupRange } from "./chart_strategy.js";
+import { drawStrategy } from "./chart_strategy.js";
 import { drawTokens } from "./chart_tokens.js";
 import { drawMap, setupMap } from "./message_map.js";
 import { setupRecords } from "./records.js";
@@ -8,6 +8,21 @@ import { api, getJSON, root, state } from "./state.js";
 import { loadSummaries } from "./summaries.js";
 import { selectTurn, setupTurnPicker } from "./turn.js";
 import { debounce, h, nf, usd } from "./util.js";
+
+function setupRange() {
+  const buttons = document.querySelectorAll("[data-range]");
+  if (state.series.first_optimized_index === null) document.querySelector("[data-range=start]").hidden = true;
+  if (state.series.count <= 200) document.querySelector("[data-range=latest]").hidden = true;
+  const group = document.querySelector(".dash-seg");
+  if (group && [...buttons].filter((b) => !b.hidden).length < 2) group.hidden = true;
+  for (const b of buttons) {
+    b.addEventListener("click", () => {
+      state.range = b.dataset.range;
+      for (const o of buttons) o.setAttribute("aria-pressed", String(o === b));
+      drawTokens(); drawStrategy();
+    });
+  }
+}
 
 // The money card gains the prompt-cache estimate computed with the series.
 function showCacheEstimate(est) {

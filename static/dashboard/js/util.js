@@ -111,3 +111,18 @@ export function strategyBadge(strategy, saved) {
   const label = strategy === "none" && saved ? "window" : strategy;
   return h("span", { class: "dash-badge st-" + label, text: label });
 }
+
+export function turnIndexAt(evt, el, { W, left, pw, n }) {
+  const r = el.getBoundingClientRect();
+  const px = ((evt.clientX - r.left) / r.width) * W;
+  return Math.max(0, Math.min(n - 1, Math.round(((px - left) / pw) * (n - 1))));
+}
+
+export function xLabels(axis, n, off, x, W, H) {
+  const xstep = Math.max(1, niceStep(n, W < 600 ? 4 : 8));
+  const startAt = Math.ceil((off + 1) / xstep) * xstep;
+  for (let t = startAt; t <= off + n; t += xstep) {
+    const label = svg("text", { x: x(t - 1 - off), y: H - 8, "text-anchor": "middle" }, axis);
+    label.textContent = nf.format(t);
+  }
+}
