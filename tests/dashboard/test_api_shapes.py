@@ -32,7 +32,7 @@ def mismatches(data, field, where: str = "") -> list[str]:
     """Where `data` departs from `field` (a serializer, a list/dict field or a leaf), as readable paths."""
     if data is None:
         return [] if getattr(field, "allow_null", False) else [f"{where}: null, not declared nullable"]
-    if isinstance(field, serializers.ListSerializer):
+    if isinstance(field, serializers.ListSerializer | serializers.ListField):
         if not isinstance(data, list):
             return [f"{where}: {type(data).__name__}, expected a list"]
         return [p for i, item in enumerate(data) for p in mismatches(item, field.child, f"{where}[{i}]")]
@@ -45,10 +45,6 @@ def mismatches(data, field, where: str = "") -> list[str]:
         for k in declared.keys() & data.keys():
             problems += mismatches(data[k], declared[k], f"{where}.{k}")
         return problems
-    if isinstance(field, serializers.ListField):
-        if not isinstance(data, list):
-            return [f"{where}: {type(data).__name__}, expected a list"]
-        return [p for i, item in enumerate(data) for p in mismatches(item, field.child, f"{where}[{i}]")]
     if isinstance(field, serializers.DictField):
         if not isinstance(data, dict):
             return [f"{where}: {type(data).__name__}, expected an object"]
