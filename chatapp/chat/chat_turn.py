@@ -43,7 +43,6 @@ from chatapp.chat.message_services import (
     title_from_text,
 )
 from chatapp.chat.models import Conversation, Message
-from chatapp.chat.rendering import markdown_render
 from chatapp.chat.reply_stream import _STOPPED_WORDS, _event, _failure_words, _ReplyReader
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.selectors import user_settings_get
@@ -126,7 +125,8 @@ def _turn_prepare(
                                      window_start_id=conversation.window_start_id, strategy="none",
                                      estimated=optimizer.is_estimated(target.model)),
                      "reason": "", "triggered": False, "recall": None},
-            failure=TurnFailure(error=error, kind="context_too_large", retryable=False),
+            failure=TurnFailure(error=error, kind="context_too_large", retryable=False,
+                                message=message_serialize(message=reply, place=None)),
         )
 
     info = result.info
@@ -294,17 +294,10 @@ def _turn_finish(
         message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
         if turn.record_id is not None:
             _record_finish(turn=turn, usage=usage)
-    return {
-        "id": turn.reply_id,
-        "status": status,
-        "content": content,
-        "html": markdown_render(content),
-        "prompt_tokens": values["prompt_tokens"],
-        "completion_tokens": values["completion_tokens"],
-        "latency_ms": latency_ms,
-        "model": turn.target.model,
-        "token_count": tokens,
-    }
+        reply = Message.objects.get(pk=turn.reply_id)
+    # A reply is never the first user message: the window start alone places it.
+    place = message_place_get(message=reply, first_user_id=None, window_start_id=turn.context.get("window_start_id"))
+    return message_serialize(message=reply, place=place)
 
 
 def _after_turn(*, turn: ChatTurn) -> tuple[dict[str, Any] | None, str]:
@@ -346,7 +339,7 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
         yield _event(
             "error",
             {
-                "message": {"id": turn.reply_id, "status": Message.Status.ERROR, "content": "", "html": ""},
+                "message": turn.failure.message,
                 "error": turn.failure.error,
                 "kind": turn.failure.kind,
                 "retryable": turn.failure.retryable,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from chatapp.chat import llm
 from chatapp.chat.context import conversation_config, message_is_live
 from chatapp.chat.layout import Place
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.rendering import markdown_render
 from chatapp.chat.reply_stream import _stopped_here, _streaming_here
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.textsafe import text_problem
@@ -169,18 +171,43 @@ def title_from_text(*, text: str) -> str:
     return cut.rstrip(" ,.;:-") + "…"
 
 
+def _iso(value: datetime | None) -> str | None:
+    """As DRF writes a datetime: ISO 8601, UTC as Z."""
+    if value is None:
+        return None
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
 def message_serialize(*, message: Message, place: Place | None) -> dict[str, Any]:
-    """A message for the stream's events; `place` as message_place_get gives it (the API's field)."""
+    """The one shape of a message: the REST API's (api.serializers.MessageOutputSerializer, which
+    documents it) and the stream's `start`, `done` and `error` events. `place` as message_place_get
+    gives it; `html` is the sanitized rendering the timeline shows."""
     return {
         "id": message.pk,
+        "conversation": message.conversation_id,
         "role": message.role,
         "kind": message.kind,
         "content": message.content,
-        "status": message.status,
+        "html": markdown_render(message.content),
+        "token_count": message.token_count,
+        "char_count": message.char_count,
         "pinned": message.pinned,
         "place": place,
+        "status": message.status,
         "superseded": message.superseded,
         "reply_to": message.reply_to_id,
-        "token_count": message.token_count,
-        "created_at": message.created_at.isoformat() if message.created_at else None,
+        "model": message.model,
+        "prompt_tokens": message.prompt_tokens,
+        "completion_tokens": message.completion_tokens,
+        "latency_ms": message.latency_ms,
+        "error": message.error,
+        "covers_from_id": message.covers_from_id,
+        "covers_through_id": message.covers_through_id,
+        "covered_message_count": message.covered_message_count,
+        "extractive": message.extractive,
+        "discarded": message.discarded,
+        "edited": message.edited,
+        "created_at": _iso(message.created_at),
+        "updated_at": _iso(message.updated_at),
     }

@@ -19,6 +19,7 @@ class TurnFailure:
     error: str
     kind: str
     retryable: bool
+    message: dict[str, Any]  # the stored error reply (message_serialize)
 
 
 @dataclass(frozen=True, slots=True)

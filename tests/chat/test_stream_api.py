@@ -428,3 +428,20 @@ def test_the_start_event_carries_the_title_a_first_message_gives(chat_user, conv
     conversation.refresh_from_db()
     assert conversation.title != "New chat"
     assert result.named("start")[0]["title"] == conversation.title
+
+
+def test_a_message_has_one_shape_in_the_stream_and_the_api(chat_user, conversation, fake_openai):
+    from django.test import Client
+
+    from chatapp.chat.api.serializers import MessageOutputSerializer
+
+    result = send(chat_user, conversation, "Tell me about **indexes**")
+    user_sent = result.named("start")[0]["user_message"]
+    reply_sent = result.named("done")[0]["message"]
+    client = Client()
+    client.force_login(chat_user)
+    listed = {m["id"]: m for m in client.get(f"/api/conversations/{conversation.pk}/messages/").json()["results"]}
+    assert listed[user_sent["id"]] == user_sent
+    assert listed[reply_sent["id"]] == reply_sent
+    # the serializer that documents the shape in the schema declares exactly these fields
+    assert set(MessageOutputSerializer().fields) == set(reply_sent)

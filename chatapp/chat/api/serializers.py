@@ -7,13 +7,14 @@ last four characters.
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import Any, get_args
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from chatapp.chat.context import first_user_message_id
 from chatapp.chat.layout import Place, message_place_get
+from chatapp.chat.message_services import message_serialize
 from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord, UserSettings
 from chatapp.chat.rendering import markdown_render
 
@@ -78,6 +79,11 @@ class MessageOutputSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = fields
+
+    def to_representation(self, instance: Message) -> dict[str, Any]:
+        # One message shape for the REST API and the stream's events: message_services builds it, these
+        # fields document it (a test checks the two agree).
+        return message_serialize(message=instance, place=self.get_place(instance))
 
     def get_html(self, obj: Message) -> str:
         return markdown_render(obj.content)
