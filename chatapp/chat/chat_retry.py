@@ -6,7 +6,6 @@ claim, so two tabs or a double click start one turn, not two.
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 
 from django.conf import settings
@@ -21,9 +20,6 @@ from chatapp.chat.message_services import _live_totals_add
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_services import message_index_sync
 from chatapp.chat.turn_types import ChatTurn
-
-logger = logging.getLogger(__name__)
-
 
 # A placeholder still "streaming" this long after the model timeout belongs to a request that died
 # (server restart): Retry may replace it.

@@ -3,7 +3,6 @@ shapes around them (validation, the title a first message gives its chat, the st
 
 from __future__ import annotations
 
-import logging
 import re
 from datetime import datetime
 from typing import Any
@@ -23,9 +22,6 @@ from chatapp.chat.rendering import markdown_render
 from chatapp.chat.reply_stream import _stopped_here, _streaming_here
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.textsafe import text_problem
-
-logger = logging.getLogger(__name__)
-
 
 TITLE_MAX_CHARS = 60
 

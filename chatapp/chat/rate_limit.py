@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.cache import cache
-
-logger = logging.getLogger(__name__)
 
 
 class RateLimited(Exception):

@@ -4,7 +4,6 @@ the extractive fallback's header, and the save, fenced by the attempt that claim
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -25,9 +24,6 @@ from chatapp.chat.summary_selectors import (
 )
 from chatapp.chat.textsafe import text_storable
 from optimizer.types import Msg
-
-logger = logging.getLogger(__name__)
-
 
 Status = SummaryJob.Status
 

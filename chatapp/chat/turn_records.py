@@ -5,7 +5,6 @@ event the chat's gauge reads."""
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, cast
@@ -20,8 +19,6 @@ from chatapp.chat.gauge import gauge_payload, summary_through_id
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.turn_types import ChatTurn
 from optimizer.types import PackedMessage, PackResult, PackStats
-
-logger = logging.getLogger(__name__)
 
 
 def _int_id(value: str) -> int | str:

@@ -4,7 +4,6 @@ are scrubbed of the API key and anything key-like.
 
 from __future__ import annotations
 
-import logging
 import re
 from urllib.parse import urlsplit
 
@@ -14,8 +13,6 @@ from django.conf import settings
 
 from chatapp.chat.llm.transport import EndpointAddressRefused
 from chatapp.chat.llm.types import LLMError, LLMTarget
-
-logger = logging.getLogger(__name__)
 
 
 def _key_unreadable_error(target: LLMTarget) -> LLMError:

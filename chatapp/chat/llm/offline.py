@@ -5,7 +5,6 @@ optimizer, the gauge and the dashboard can be explored before any key is added.
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -14,8 +13,6 @@ from django.conf import settings
 
 import optimizer
 from chatapp.chat.llm.types import OFFLINE_LABEL, OFFLINE_MODEL, SUMMARY_PREFIX, Delta, LLMEvent, LLMTarget, Usage
-
-logger = logging.getLogger(__name__)
 
 
 def _text_of(content: Any) -> str:

@@ -4,7 +4,6 @@ temperature): the request is sent again with the quirk, and the quirk is remembe
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 from collections import OrderedDict
@@ -15,9 +14,6 @@ import openai
 
 from chatapp.chat.llm.errors import _llm_error, _provider_message
 from chatapp.chat.llm.types import LLMError, LLMTarget
-
-logger = logging.getLogger(__name__)
-
 
 # Endpoint quirks are at most three (see _quirk_for), so one more attempt than that always ends.
 _QUIRK_ATTEMPTS = 4

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import threading
 import time
 import weakref
@@ -20,9 +19,6 @@ from django.core.exceptions import ValidationError
 
 from chatapp.chat.llm.types import NO_KEY, LLMTarget
 from chatapp.chat.netguard import base_url_validate
-
-logger = logging.getLogger(__name__)
-
 
 _CLIENT_CACHE_SIZE = 32
 

@@ -3,11 +3,7 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
-
-logger = logging.getLogger(__name__)
-
 
 OFFLINE_MODEL = "offline-demo"
 
