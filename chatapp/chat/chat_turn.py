@@ -64,9 +64,10 @@ logger = logging.getLogger(__name__)
 def _user_message_payload(
     *, message: Message, first_user_id: int | None, window_start_id: int | None
 ) -> dict[str, Any]:
-    """The user's message for the start event, with its place so the browser need not derive it."""
+    """The user's message for the start event, with its place so the browser need not derive it; not
+    rendered (the browser shows the user's text as typed; the API renders it)."""
     place = message_place_get(message=message, first_user_id=first_user_id, window_start_id=window_start_id)
-    return message_serialize(message=message, place=place)
+    return message_serialize(message=message, place=place, render=False)
 
 
 def _turn_prepare(

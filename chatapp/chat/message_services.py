@@ -175,17 +175,18 @@ def _iso(value: datetime | None) -> str | None:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-def message_serialize(*, message: Message, place: Place | None) -> dict[str, Any]:
+def message_serialize(*, message: Message, place: Place | None, render: bool = True) -> dict[str, Any]:
     """The one shape of a message: the REST API's (api.serializers.MessageOutputSerializer, which
     documents it) and the stream's `start`, `done` and `error` events. `place` as message_place_get
-    gives it; `html` is the sanitized rendering the timeline shows."""
+    gives it; `html` is the sanitized rendering the timeline shows, or None with `render=False` (the
+    user's message in the start event: rendering a long paste would delay the reply's first byte)."""
     return {
         "id": message.pk,
         "conversation": message.conversation_id,
         "role": message.role,
         "kind": message.kind,
         "content": message.content,
-        "html": markdown_render(message.content),
+        "html": markdown_render(message.content) if render else None,
         "token_count": message.token_count,
         "char_count": message.char_count,
         "pinned": message.pinned,

@@ -42,7 +42,9 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
 class MessageOutputSerializer(serializers.ModelSerializer):
     # Sanitized HTML, so API clients (and the page when it loads older history) show exactly what the
     # server-rendered timeline shows, and never have to sanitize model output themselves.
-    html = serializers.SerializerMethodField()
+    html = serializers.SerializerMethodField(
+        help_text="Sanitized HTML. Null only for the user's message in the stream's start event."
+    )
     # Where the message stands in the context (optimizer.layout.message_place against the stored
     # window start), so the browser never re-derives the static layer; null for summaries and
     # regenerated-away replies. Pass the conversation in the context to read it once per page.
@@ -85,7 +87,8 @@ class MessageOutputSerializer(serializers.ModelSerializer):
         # fields document it (a test checks the two agree).
         return message_serialize(message=instance, place=self.get_place(instance))
 
-    def get_html(self, obj: Message) -> str:
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_html(self, obj: Message) -> str | None:
         return markdown_render(obj.content)
 
     @extend_schema_field(serializers.ChoiceField(choices=get_args(Place), allow_null=True))
