@@ -14,9 +14,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from chatapp.chat.chat_turn import _latest_exchange_check, _send_claim, _target_for, _turn_prepare
+from chatapp.chat.chat_turn import latest_exchange_check, send_claim, target_for, turn_prepare
 from chatapp.chat.context import message_is_live
-from chatapp.chat.message_services import _live_totals_add
+from chatapp.chat.message_services import live_totals_add
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_services import message_index_sync
 from chatapp.chat.turn_types import ChatTurn
@@ -35,10 +35,10 @@ def chat_regenerate_start(*, user: User, reply: Message) -> ChatTurn:
     if reply.superseded:
         raise ValidationError("This reply was already replaced.", code="superseded")
     user_message = Message.objects.get(pk=reply.reply_to_id)
-    _latest_exchange_check(user_message=user_message)
+    latest_exchange_check(user_message=user_message)
     conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=reply.conversation_id)
     with transaction.atomic():
-        _send_claim(conversation=conversation, client_key="")  # one turn at a time, as for sends
+        send_claim(conversation=conversation, client_key="")  # one turn at a time, as for sends
         # The claim: of two concurrent regenerates (two tabs, a double click) only the one that
         # supersedes the reply goes on; the other would start a second streaming reply.
         claimed = Message.objects.filter(pk=reply.pk, superseded=False, status=reply.status).update(
@@ -52,18 +52,18 @@ def chat_regenerate_start(*, user: User, reply: Message) -> ChatTurn:
             )
         message_index_sync(message_ids=[reply.pk])  # a superseded reply is no longer recalled
         if message_is_live(kind=reply.kind, status=reply.status, superseded=False):
-            _live_totals_add(
+            live_totals_add(
                 conversation_id=conversation.pk,
                 messages=-1,
                 chars=-reply.char_count,
                 tokens=-reply.token_count,
             )
         conversation.refresh_from_db()
-        return _turn_prepare(
+        return turn_prepare(
             user=user,
             conversation=conversation,
             user_message=user_message,
-            target=_target_for(conversation=conversation),
+            target=target_for(conversation=conversation),
             through_id=user_message.pk,
         )
 
@@ -80,7 +80,7 @@ def chat_retry_start(*, user: User, message: Message) -> ChatTurn:
     """
     if message.role != Message.Role.USER or message.kind != Message.Kind.CHAT:
         raise ValidationError("Only your own message can be retried.", code="not_user_message")
-    _latest_exchange_check(user_message=message)
+    latest_exchange_check(user_message=message)
     last = _retry_last_reply(message=message)
     if last is not None:
         stale = last.status == Message.Status.STREAMING and last.updated_at < timezone.now() - (
@@ -92,7 +92,7 @@ def chat_retry_start(*, user: User, message: Message) -> ChatTurn:
             raise ValidationError("A reply is still streaming; stop it first.", code="streaming")
     conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=message.conversation_id)
     with transaction.atomic():
-        _send_claim(conversation=conversation, client_key="")  # one turn at a time, as for sends
+        send_claim(conversation=conversation, client_key="")  # one turn at a time, as for sends
         # The claim, conditional on the reply being exactly as judged above: a concurrent retry has
         # superseded it, or a live stream has touched its updated_at since (its heartbeat), when
         # nothing is updated. Without a reply, the user message's own row is the claim.
@@ -112,10 +112,10 @@ def chat_retry_start(*, user: User, message: Message) -> ChatTurn:
                 "Reload the conversation to see the newest reply.",
                 code="conflict",
             )
-        return _turn_prepare(
+        return turn_prepare(
             user=user,
             conversation=conversation,
             user_message=message,
-            target=_target_for(conversation=conversation),
+            target=target_for(conversation=conversation),
             through_id=message.pk,
         )

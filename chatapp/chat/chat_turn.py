@@ -36,24 +36,24 @@ from chatapp.chat.dbconn import db_connection_release, db_short
 from chatapp.chat.gauge import context_gauge, gauge_payload
 from chatapp.chat.layout import message_place_get, new_message_place
 from chatapp.chat.message_services import (
-    _live_totals_add,
+    live_totals_add,
     message_append,
     message_content_validate,
     message_serialize,
     title_from_text,
 )
 from chatapp.chat.models import Conversation, Message
-from chatapp.chat.reply_stream import _STOPPED_WORDS, _event, _failure_words, _ReplyReader
+from chatapp.chat.reply_stream import STOPPED_WORDS, ReplyReader, failure_words, stream_event
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
 from chatapp.chat.textsafe import text_storable
 from chatapp.chat.turn_records import (
-    _context_event,
-    _context_note,
-    _dropped_ranges,
-    _record_finish,
+    context_event,
     record_create,
+    record_dropped_ranges,
+    record_finish,
+    turn_context_note,
 )
 from chatapp.chat.turn_types import ChatTurn, TurnFailure
 from optimizer.types import ContextTooLargeError
@@ -70,7 +70,7 @@ def _user_message_payload(
     return message_serialize(message=message, place=place, render=False)
 
 
-def _turn_prepare(
+def turn_prepare(
     *,
     user: User,
     conversation: Conversation,
@@ -134,7 +134,7 @@ def _turn_prepare(
     strategy, applied, triggered = info.strategy_chosen, info.optimization_applied, info.triggered
     # The window this request used (None: everything was sent), as the gauge reports it too.
     window_start_id = int(result.window_start) if result.window_start is not None else None
-    dropped = _dropped_ranges(ctx=ctx, result=result)
+    dropped = record_dropped_ranges(ctx=ctx, result=result)
     with transaction.atomic(savepoint=False):  # nested in a turn: no savepoint round trips
         reply = Message.objects.create(
             conversation=conversation,
@@ -150,7 +150,7 @@ def _turn_prepare(
             result=result, ctx=ctx, window_start_id=window_start_id, dropped=dropped,
         )
         # Counted when the window actually moved (the trigger fired), not on every request after.
-        # Summaries are counted by the worker when one is saved (summary_writing._summary_save):
+        # Summaries are counted by the worker when one is saved (summary_writing.summary_save):
         # the selector's "summaries so far" means summaries made, not summarize decisions.
         if applied and triggered and strategy == "truncate":
             Conversation.objects.filter(pk=conversation.pk).update(truncation_count=F("truncation_count") + 1)
@@ -170,14 +170,14 @@ def _turn_prepare(
         reply_id=reply.pk,
         record_id=record.pk,
         messages=ctx.request.messages if ctx.request is not None else [],
-        context=_context_event(result=result, budget=budget, window_start_id=window_start_id, ctx=ctx),
-        context_note=_context_note(result=result, budget=budget) if target.offline else "",
+        context=context_event(result=result, budget=budget, window_start_id=window_start_id, ctx=ctx),
+        context_note=turn_context_note(result=result, budget=budget) if target.offline else "",
         trigger_tokens=info.trigger_tokens,
         dropped_ranges=tuple((first, last) for first, last in dropped),
     )
 
 
-def _target_for(*, conversation: Conversation) -> llm.LLMTarget:
+def target_for(*, conversation: Conversation) -> llm.LLMTarget:
     return llm.llm_target_for(config=conversation_config(conversation=conversation))
 
 
@@ -194,9 +194,9 @@ def chat_turn_start(
     client_key = str(client_key or "")
     if len(client_key) > 64:
         raise ValidationError({"client_key": "At most 64 characters."}, code="invalid")
-    target = _target_for(conversation=conversation)
+    target = target_for(conversation=conversation)
     with transaction.atomic():
-        _send_claim(conversation=conversation, client_key=client_key)
+        send_claim(conversation=conversation, client_key=client_key)
         # Nothing sendable yet means no user message yet (they always count): the first exchange.
         first = not conversation.title_is_custom and conversation.live_message_count == 0
         user_message = message_append(
@@ -208,13 +208,13 @@ def chat_turn_start(
             Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
         # One transaction for the whole start: each commit costs an fsync on PostgreSQL, and the
         # first byte of the reply waits for it. A turn the context cannot hold still commits the
-        # user message (with an error reply), since _turn_prepare handles that case itself.
-        return _turn_prepare(
+        # user message (with an error reply), since turn_prepare handles that case itself.
+        return turn_prepare(
             user=user, conversation=conversation, user_message=user_message, target=target, through_id=None
         )
 
 
-def _send_claim(*, conversation: Conversation, client_key: str) -> None:
+def send_claim(*, conversation: Conversation, client_key: str) -> None:
     """Serialize sends to one conversation: lock its row until this turn's transaction commits (with
     its streaming reply), then refuse a repeated client key or a reply still streaming there."""
     Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk", flat=True).get()
@@ -237,7 +237,7 @@ def _send_claim(*, conversation: Conversation, client_key: str) -> None:
     )
 
 
-def _latest_exchange_check(*, user_message: Message) -> None:
+def latest_exchange_check(*, user_message: Message) -> None:
     later = Message.objects.filter(
         conversation_id=user_message.conversation_id,
         role=Message.Role.USER,
@@ -283,7 +283,7 @@ def _turn_finish(
                 status=status, **values
             )
             if done:
-                _live_totals_add(
+                live_totals_add(
                     conversation_id=turn.conversation_id, messages=1, chars=len(content), tokens=tokens
                 )
             else:
@@ -294,7 +294,7 @@ def _turn_finish(
             Conversation.objects.filter(pk=turn.conversation_id).update(updated_at=timezone.now())
         message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
         if turn.record_id is not None:
-            _record_finish(turn=turn, usage=usage)
+            record_finish(turn=turn, usage=usage)
         reply = Message.objects.get(pk=turn.reply_id)
     # A reply is never the first user message: the window start alone places it.
     place = message_place_get(message=reply, first_user_id=None, window_start_id=turn.context.get("window_start_id"))
@@ -321,7 +321,7 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     The reply is persisted exactly once — also when the client goes away mid-stream (then it is
     kept as stopped) — and the user's message is never removed.
     """
-    start = _event(
+    start = stream_event(
         "start",
         {
             "user_message": turn.user_message,
@@ -337,7 +337,7 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     )
     if turn.failure is not None:
         yield start
-        yield _event(
+        yield stream_event(
             "error",
             {
                 "message": turn.failure.message,
@@ -350,7 +350,7 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     # The turn was prepared with a connection this request still holds: give it back before the
     # model is waited on (see dbconn), and before the model call starts.
     await sync_to_async(db_connection_release)()
-    reader = _ReplyReader(turn, store=_turn_finish)
+    reader = ReplyReader(turn, store=_turn_finish)
     try:
         yield start
         async for event in reader.read():
@@ -364,20 +364,20 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     yield await _turn_end(reader)
 
 
-async def _turn_end(reader: _ReplyReader) -> dict[str, Any]:
+async def _turn_end(reader: ReplyReader) -> dict[str, Any]:
     """Store the reply and say how it ended: `done` (with the gauge) or `error`."""
     turn = reader.turn
     if reader.stopped:
         message = await reader.finish(Message.Status.STOPPED)
-        return _event("error", {"message": message, "error": _STOPPED_WORDS, "kind": "stopped",
+        return stream_event("error", {"message": message, "error": STOPPED_WORDS, "kind": "stopped",
                                 "retryable": True})
     if reader.failure is not None:
-        words, kind, retryable = _failure_words(reader.failure)
+        words, kind, retryable = failure_words(reader.failure)
         message = await reader.finish(Message.Status.ERROR, error=words)
-        return _event("error", {"message": message, "error": words, "kind": kind, "retryable": retryable})
+        return stream_event("error", {"message": message, "error": words, "kind": kind, "retryable": retryable})
     message = await reader.finish(Message.Status.COMPLETE)
     if message["status"] == Message.Status.STOPPED:  # the stop request landed after the last chunk
-        return _event("error", {"message": message, "error": _STOPPED_WORDS, "kind": "stopped",
+        return stream_event("error", {"message": message, "error": STOPPED_WORDS, "kind": "stopped",
                                 "retryable": True})
     gauge = turn.gauge_without_repacking(reply_tokens=message["token_count"])
     title = turn.title
@@ -387,4 +387,4 @@ async def _turn_end(reader: _ReplyReader) -> dict[str, Any]:
     if margin is not None:
         # Planned and requested in the background: nothing here waits for it.
         summary_ahead_submit(conversation_id=turn.conversation_id, target=turn.target, margin_tokens=margin)
-    return _event("done", {"message": message, "context": gauge, "title": title})
+    return stream_event("done", {"message": message, "context": gauge, "title": title})

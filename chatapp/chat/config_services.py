@@ -62,7 +62,7 @@ def _int_field(value: Any, *, field: str, label: str, errors: dict[str, list[str
     return value
 
 
-def _text_field(value: Any, *, field: str, label: str, max_length: int, errors: dict[str, list[str]]) -> str:
+def text_field_clean(value: Any, *, field: str, label: str, max_length: int, errors: dict[str, list[str]]) -> str:
     text = " ".join(str(value or "").split())
     if not text:
         errors.setdefault(field, []).append(f"{label} is required.")
@@ -132,8 +132,8 @@ def _config_clean(
 ) -> dict[str, Any]:
     """Validated field values; raises ValidationError with every problem found, keyed by field."""
     errors: dict[str, list[str]] = {}
-    name = _text_field(name, field="name", label="Name", max_length=100, errors=errors)
-    model = _text_field(model, field="model", label="Model", max_length=200, errors=errors)
+    name = text_field_clean(name, field="name", label="Name", max_length=100, errors=errors)
+    model = text_field_clean(model, field="model", label="Model", max_length=200, errors=errors)
 
     url = str(base_url or "").strip().rstrip("/")
     if not url:

@@ -87,7 +87,7 @@ def _to_msg(row: Row) -> Msg:
     )
 
 
-def _tail_start_id(*, conversation: Conversation, tokens: int, through_id: int | None) -> int | None:
+def tail_start_id(*, conversation: Conversation, tokens: int, through_id: int | None) -> int | None:
     """Id of the oldest live message among the newest ones whose stored counts reach `tokens`.
 
     Walks backwards over (id, token_count) pairs only, in small batches, so a conversation with no
@@ -175,7 +175,7 @@ def context_load(
             first_user_id=first_user_id, conversation=conversation, id__lt=start
         )
         rows = {row[0]: row for row in fetch(live.filter(layer).order_by())}
-        # Judged by the core's rule, not by "read from below the window", so _dropped_ranges and the
+        # Judged by the core's rule, not by "read from below the window", so record_dropped_ranges and the
         # records agree with what pack keeps.
         static_ids.update(
             pk for pk, role, _, pinned, *_ in rows.values()

@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import Q
 
 import optimizer
-from chatapp.chat.context import ContextInput, _tail_start_id, context_budget, context_load
+from chatapp.chat.context import ContextInput, context_budget, context_load, tail_start_id
 from chatapp.chat.llm import LLMTarget
 from chatapp.chat.models import Conversation, Preference
 from chatapp.chat.recall_source import DatabaseRecallSource
@@ -91,7 +91,7 @@ def _pack_plan(
     if conversation.window_start_id is None and history > trigger_tokens(budget, config, preference=preference):
         # No window yet but the history is past the trigger (an imported or long conversation):
         # hand the optimizer the newest budget's worth of messages as the candidate window.
-        load["window_start_id"] = _tail_start_id(conversation=conversation, tokens=budget, through_id=through_id)
+        load["window_start_id"] = tail_start_id(conversation=conversation, tokens=budget, through_id=through_id)
     return load, config, summarizer
 
 

@@ -19,7 +19,7 @@ from chatapp.chat.context import conversation_config, message_is_live
 from chatapp.chat.layout import Place
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.rendering import markdown_render
-from chatapp.chat.reply_stream import _stopped_here, _streaming_here
+from chatapp.chat.reply_stream import stopped_here, streaming_here
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.textsafe import text_problem
 
@@ -39,7 +39,7 @@ class MessageTooLarge(ValidationError):
         )
 
 
-def _live_totals_add(*, conversation_id: int, messages: int, chars: int, tokens: int) -> None:
+def live_totals_add(*, conversation_id: int, messages: int, chars: int, tokens: int) -> None:
     """Adjust the conversation's running totals over sendable messages (F(): concurrent turns add up)."""
     Conversation.objects.filter(pk=conversation_id).update(
         live_message_count=F("live_message_count") + messages,
@@ -78,7 +78,7 @@ def message_append(
         )
         message_index_add(message=message)  # recall and search find it from this commit on
         if message_is_live(kind=message.kind, status=message.status, superseded=message.superseded):
-            _live_totals_add(conversation_id=conversation.pk, messages=1, chars=len(content), tokens=tokens)
+            live_totals_add(conversation_id=conversation.pk, messages=1, chars=len(content), tokens=tokens)
             # The caller's instance follows along (the database row was updated with F() above).
             conversation.live_message_count += 1
             conversation.live_char_count += len(content)
@@ -106,8 +106,8 @@ def message_stop(*, message: Message) -> None:
             # A stopped reply is never recalled; the index follows the status even if the stream
             # loop that would store the partial text (and sync again) is gone.
             message_index_sync(message_ids=[message.pk])
-            if message.pk in _streaming_here:
-                transaction.on_commit(lambda: _stopped_here.add(message.pk))
+            if message.pk in streaming_here:
+                transaction.on_commit(lambda: stopped_here.add(message.pk))
 
 
 def message_content_validate(*, content: Any) -> str:

@@ -36,10 +36,10 @@ STOP_POLL_SECONDS = 1.0
 
 
 # Replies streaming in this process, and those a stop request on this process has flagged.
-_streaming_here: set[int] = set()
+streaming_here: set[int] = set()
 
 
-_stopped_here: set[int] = set()
+stopped_here: set[int] = set()
 
 
 # How often a streaming reply touches its updated_at (so Retry and the orphan sweep can tell a live
@@ -55,7 +55,7 @@ INTERRUPTED_WORDS = (
 )
 
 
-def _event(name: str, data: dict[str, Any]) -> dict[str, Any]:
+def stream_event(name: str, data: dict[str, Any]) -> dict[str, Any]:
     return {"event": name, "data": data}
 
 
@@ -116,7 +116,7 @@ async def _pump(*, turn: ChatTurn, queue: asyncio.Queue) -> None:
         await queue.put(exc)
 
 
-def _failure_words(exc: BaseException) -> tuple[str, str, bool]:
+def failure_words(exc: BaseException) -> tuple[str, str, bool]:
     if isinstance(exc, llm.LLMError):
         return exc.user_message, exc.kind, exc.retryable
     logger.error("unexpected failure while streaming a reply", exc_info=exc)
@@ -127,10 +127,10 @@ def _failure_words(exc: BaseException) -> tuple[str, str, bool]:
     )
 
 
-_STOPPED_WORDS = "You stopped this reply; the text received so far is kept."
+STOPPED_WORDS = "You stopped this reply; the text received so far is kept."
 
 
-class _ReplyReader:
+class ReplyReader:
     """One reply's stream: model events in, SSE events out, the stop flag and checkpoints on the way."""
 
     def __init__(self, turn: ChatTurn, *, store: Callable[..., dict[str, Any]]) -> None:
@@ -146,7 +146,7 @@ class _ReplyReader:
         self.queue: asyncio.Queue = asyncio.Queue()
         # The model call starts while the first event goes out.
         self.pump = asyncio.create_task(_pump(turn=turn, queue=self.queue))
-        _streaming_here.add(turn.reply_id)
+        streaming_here.add(turn.reply_id)
 
     async def read(self) -> AsyncIterator[dict[str, Any]]:
         """Deltas (and keep-alives) until the model ends, fails, is stopped or the reply is cut."""
@@ -162,13 +162,13 @@ class _ReplyReader:
                 return
             if isinstance(item, llm.Delta) and item.text:
                 text, cut = self._take(item.text)
-                yield _event("delta", {"text": text})
+                yield stream_event("delta", {"text": text})
                 last_sent = time.monotonic()
                 if cut:
                     return
             elif isinstance(item, llm.Usage):
                 self.usage = item
-            if self.turn.reply_id in _stopped_here:
+            if self.turn.reply_id in stopped_here:
                 self.stopped = True
                 return
             if time.monotonic() - last_sent >= keepalive:
@@ -235,8 +235,8 @@ class _ReplyReader:
 
     async def close(self) -> None:
         await _cancel(self.pump)
-        _streaming_here.discard(self.turn.reply_id)
-        _stopped_here.discard(self.turn.reply_id)
+        streaming_here.discard(self.turn.reply_id)
+        stopped_here.discard(self.turn.reply_id)
 
 
 

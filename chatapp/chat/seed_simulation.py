@@ -27,7 +27,7 @@ class _Row:
     summary_meta: dict = field(default_factory=dict)
 
 
-def _text(rng: random.Random, *, chars: int, prefix: str) -> str:
+def seed_text(rng: random.Random, *, chars: int, prefix: str) -> str:
     words: list[str] = [prefix]
     size = len(prefix)
     while size < chars:
@@ -37,7 +37,7 @@ def _text(rng: random.Random, *, chars: int, prefix: str) -> str:
     return " ".join(words)[:chars]
 
 
-class _Simulation:
+class Simulation:
     """The history as the request path would have seen it, turn by turn (nothing stored yet).
 
     `rows` are every message in creation order (summaries included); `chat` the positions in `rows`

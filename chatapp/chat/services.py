@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from chatapp.chat.config_services import _text_field
+from chatapp.chat.config_services import text_field_clean
 
 from .models import Conversation, LLMConfig, Preference, SummaryJob, UserSettings
 from .selectors import api_token_expired, llm_config_default, user_settings_get
@@ -72,7 +72,7 @@ def user_settings_update(
 
 def _title_clean(title: Any) -> str:
     errors: dict[str, list[str]] = {}
-    text = _text_field(title, field="title", label="Title", max_length=200, errors=errors)
+    text = text_field_clean(title, field="title", label="Title", max_length=200, errors=errors)
     if errors:
         raise ValidationError(errors)
     return text

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from chatapp.chat import config_services, selectors, services
 from chatapp.chat.crypto import secret_readable
 from chatapp.chat.forms import PREFERENCE_HELP, LLMConfigForm, PreferencesForm
-from chatapp.chat.views import _configs, page_csp
+from chatapp.chat.views import page_csp, user_configs
 
 
 def _validation_to_form(form, exc: ValidationError) -> None:
@@ -33,7 +33,7 @@ def _validation_to_form(form, exc: ValidationError) -> None:
 def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dict:
     """Everything the settings page shows; `bound` replaces the blank forms with submitted ones."""
     bound = bound or {}
-    configs = _configs(request.user)
+    configs = user_configs(request.user)
     token = selectors.api_token_get(user=request.user)
     user_settings = selectors.user_settings_get(user=request.user)
     prefs_form = bound.get("prefs") or PreferencesForm(

@@ -23,13 +23,13 @@ from chatapp.chat.context import context_budget, conversation_config
 from chatapp.chat.llm import LLMError, LLMTarget, llm_target_for
 from chatapp.chat.models import SummaryJob, UserSettings
 from chatapp.chat.summary_writing import (
+    EmptySummaryError,
+    LeaseLostError,
+    ModelSummary,
     Status,
-    _EmptySummaryError,
-    _LeaseLostError,
-    _model_summarize,
-    _ModelSummary,
-    _span_plan,
-    _summary_save,
+    model_summarize,
+    span_plan,
+    summary_save,
 )
 from optimizer.types import Msg, Role
 
@@ -130,7 +130,7 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
     if job is None:
         return _held_elsewhere(job_id=job_id)
     conversation = job.conversation
-    plan = _span_plan(job=job, conversation=conversation)
+    plan = span_plan(job=job, conversation=conversation)
     if plan is None or not plan.rows:
         _job_finish(job=job, status=Status.CANCELLED, error="Nothing new to summarize.")
         return SummaryRunOutcome(job_id=job_id, status="cancelled", detail="nothing to summarize")
@@ -150,10 +150,10 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
     previous_text = optimizer.summary_body(plan.previous.content) if plan.previous is not None else None
     final_status = Status.DONE
     note = ""
-    model_result: _ModelSummary | None = None
+    model_result: ModelSummary | None = None
     if not target.offline:
         try:
-            model_result = _model_summarize(
+            model_result = model_summarize(
                 job=job,
                 target=target,
                 msgs=msgs,
@@ -161,11 +161,11 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
                 instructions=job.instructions,
                 chat_budget=chat_budget,
             )
-        except _LeaseLostError:
+        except LeaseLostError:
             return SummaryRunOutcome(job_id=job_id, status="skipped", detail="another attempt took over")
-        except (LLMError, _EmptySummaryError) as exc:
+        except (LLMError, EmptySummaryError) as exc:
             reason = getattr(exc, "user_message", "") or str(exc)
-            retryable = isinstance(exc, _EmptySummaryError) or bool(getattr(exc, "retryable", False))
+            retryable = isinstance(exc, EmptySummaryError) or bool(getattr(exc, "retryable", False))
             if retryable and job.attempts <= settings.SUMMARY_MAX_RETRIES:
                 return _job_release_for_retry(job=job, reason=reason)
             if retryable:
@@ -186,12 +186,12 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
         text = optimizer.extractive_summary(
             msgs, previous_summary=previous_text, target_tokens=target_tokens, model=chat_target.model
         )
-        model_result = _ModelSummary(text=text.strip(), model="extractive")
+        model_result = ModelSummary(text=text.strip(), model="extractive")
         extractive = True
     else:
         extractive = False
 
-    summary = _summary_save(
+    summary = summary_save(
         job=job,
         plan=plan,
         result=model_result,

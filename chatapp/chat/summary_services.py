@@ -48,7 +48,7 @@ from chatapp.chat.summary_selectors import (
     summary_quota_reason,
     summary_quota_remaining,
 )
-from chatapp.chat.summary_writing import Status, Trigger, _header
+from chatapp.chat.summary_writing import Status, Trigger, summary_header_for
 from optimizer.types import SummarySpan
 
 logger = logging.getLogger(__name__)
@@ -259,7 +259,7 @@ def summary_edit(*, summary: Message, content: str) -> Message:
     conversation = summary.conversation
     # The header line is the app's, rebuilt for the new text: what it covers and its characters stay true.
     if summary.covers_from_id is not None and summary.covers_through_id is not None:
-        header = _header(conversation_id=conversation.pk, covers_from=summary.covers_from_id,
+        header = summary_header_for(conversation_id=conversation.pk, covers_from=summary.covers_from_id,
                          covers_through=summary.covers_through_id, covered=summary.covered_message_count or 0,
                          source_chars=summary.source_chars or 0, body=body)
     else:

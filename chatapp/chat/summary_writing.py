@@ -1,4 +1,4 @@
-"""Writing a summary: the span a job covers (`_span_plan`), the model call in chunks under a lease,
+"""Writing a summary: the span a job covers (`span_plan`), the model call in chunks under a lease,
 the extractive fallback's header, and the save, fenced by the attempt that claimed the job.
 """
 
@@ -43,7 +43,7 @@ class _Plan:
     upper_exclusive: int
 
 
-def _span_plan(*, job: SummaryJob, conversation: Conversation) -> _Plan | None:
+def span_plan(*, job: SummaryJob, conversation: Conversation) -> _Plan | None:
     """Re-plan the span from the database as it is now (the conversation may have moved since).
 
     Span = live chat messages after the newest summary's covered range and before the verbatim
@@ -94,7 +94,7 @@ def _chunks(msgs: list[Msg], *, limit: int) -> list[list[Msg]]:
 
 
 @dataclass(slots=True)
-class _ModelSummary:
+class ModelSummary:
     text: str
     model: str
     prompt_tokens: int = 0
@@ -116,26 +116,26 @@ def _lease_renew(*, job: SummaryJob) -> bool:
     )
 
 
-class _LeaseLostError(Exception):
+class LeaseLostError(Exception):
     """Another delivery owns the job now; this one stops without writing anything."""
 
 
-def _model_summarize(
+def model_summarize(
     *, job: SummaryJob, target, msgs: list[Msg], previous: str | None, instructions: str, chat_budget: int
-) -> _ModelSummary:
+) -> ModelSummary:
     """Fold the span into the previous summary with the model, one call per window-sized chunk.
 
     The job's lease is renewed before every call, so a long span on a slow model is not taken for a
-    dead worker by the sweep; raises _LeaseLostError if the job was taken over meanwhile.
+    dead worker by the sweep; raises LeaseLostError if the job was taken over meanwhile.
     """
     prev_tokens = optimizer.count_text(previous, model=target.model) if previous else 0
     limit = max(1024, int(target.context_window * _CHUNK_SHARE) - prev_tokens)
-    result = _ModelSummary(text=previous or "", model=target.model)
+    result = ModelSummary(text=previous or "", model=target.model)
     cost = 0.0
     priced = True
     for chunk in _chunks(msgs, limit=limit):
         if not _lease_renew(job=job):
-            raise _LeaseLostError
+            raise LeaseLostError
         prompt = optimizer.build_summary_prompt(
             chunk,
             previous_summary=result.text or None,
@@ -148,7 +148,7 @@ def _model_summarize(
                                   timeout=settings.SUMMARY_TIMEOUT_SECONDS)
         text = text_storable((completion.text or "").strip())
         if not text:
-            raise _EmptySummaryError("The model returned an empty summary.")
+            raise EmptySummaryError("The model returned an empty summary.")
         result.text = text
         result.model = completion.model or target.model
         result.prompt_tokens += completion.prompt_tokens or 0
@@ -167,11 +167,11 @@ def _model_summarize(
     return result
 
 
-class _EmptySummaryError(Exception):
+class EmptySummaryError(Exception):
     """An empty reply: treated like a transient model failure (retried, then extractive)."""
 
 
-def _header(*, conversation_id: int, covers_from: int, covers_through: int, covered: int, source_chars: int,
+def summary_header_for(*, conversation_id: int, covers_from: int, covers_through: int, covered: int, source_chars: int,
             body: str) -> str:
     """A summary's header line: the messages it covers by the users' numbering, and its characters
     (the body's, the one count every view shows)."""
@@ -185,11 +185,11 @@ def _header(*, conversation_id: int, covers_from: int, covers_through: int, cove
     )
 
 
-def _summary_save(
+def summary_save(
     *,
     job: SummaryJob,
     plan: _Plan,
-    result: _ModelSummary,
+    result: ModelSummary,
     extractive: bool,
     chat_model: str,
     status: str,
@@ -205,7 +205,7 @@ def _summary_save(
     source_chars = (previous.source_chars or 0 if previous is not None else 0) + sum(
         r.char_count or len(r.content) for r in plan.rows
     )
-    header = _header(conversation_id=conversation.pk, covers_from=covers_from, covers_through=covers_through,
+    header = summary_header_for(conversation_id=conversation.pk, covers_from=covers_from, covers_through=covers_through,
                      covered=covered, source_chars=source_chars, body=result.text)
     content = f"{header}\n\n{result.text}"
     token_count = optimizer.count_message({"role": "system", "content": content}, model=chat_model)

@@ -25,7 +25,7 @@ def _int_id(value: str) -> int | str:
     return int(value) if value.isdigit() else value
 
 
-def _dropped_ranges(*, ctx: ContextInput, result: PackResult) -> list[list[int]]:
+def record_dropped_ranges(*, ctx: ContextInput, result: PackResult) -> list[list[int]]:
     """Live message ids neither sent nor covered by the summary used, as inclusive [first, last] ranges.
 
     Loaded messages are judged one by one; the history below the loaded window (never read, by
@@ -120,7 +120,7 @@ def _recall_words(*, messages: int, tokens: int) -> str:
     return f"recalled {messages:,} earlier message{'s' if messages != 1 else ''} ({tokens:,} tokens)"
 
 
-def _context_event(
+def context_event(
     *, result: PackResult, budget: int, window_start_id: int | None, ctx: ContextInput
 ) -> dict[str, Any]:
     """The start event's `context`: the gauge (one shape everywhere, gauge_payload) of this request,
@@ -145,7 +145,7 @@ def _context_event(
     }
 
 
-def _context_note(*, result: PackResult, budget: int) -> str:
+def turn_context_note(*, result: PackResult, budget: int) -> str:
     info = result.info
     sent, full = info.tokens_after, info.tokens_before
     recall = _recall_summary(info=info)
@@ -269,7 +269,7 @@ def _recall_quotes(*, conversation: Conversation, packed: PackedMessage | None) 
     return dict(Message.objects.filter(conversation=conversation, pk__in=ids).values_list("id", "content"))
 
 
-def _record_finish(*, turn: ChatTurn, usage: Any) -> None:
+def record_finish(*, turn: ChatTurn, usage: Any) -> None:
     """What the record learns when its turn ends, in one UPDATE: the tokens it dropped without a
     summary (counted by the database over the dropped ranges) and the provider's prompt figures; a
     provider prompt-cache hit lowers the sent cost (priced on our own count, like the full-history
@@ -316,7 +316,7 @@ def record_create(
     dropped: list[list[int]],
 ) -> OptimizationRecord:
     """The turn's optimization record: what was sent (each entry with its source), dropped, recalled,
-    why, and what it cost; the provider's figures are added when the turn ends (_record_finish)."""
+    why, and what it cost; the provider's figures are added when the turn ends (record_finish)."""
     info = result.info
     decision = result.decision
     scores = info.scores or (decision.as_dict() if decision is not None else {})

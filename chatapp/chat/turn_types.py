@@ -39,7 +39,7 @@ class ChatTurn:
     context_note: str = ""
     # The trigger of this turn's packing: below it, the next request sends this context plus the reply.
     trigger_tokens: int | None = None
-    # The record's dropped_ranges: their tokens are measured when the turn ends (_record_finish).
+    # The record's dropped_ranges: their tokens are measured when the turn ends (record_finish).
     dropped_ranges: tuple[tuple[int, int], ...] = ()
 
     def gauge_without_repacking(self, *, reply_tokens: int) -> dict[str, Any] | None:

@@ -85,7 +85,7 @@ def signup(request: HttpRequest) -> HttpResponse:
     return render(request, "registration/signup.html", {"form": form})
 
 
-def _configs(user) -> list[LLMConfig]:
+def user_configs(user) -> list[LLMConfig]:
     return list(selectors.llm_config_list(owner=user))
 
 
@@ -148,7 +148,7 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
 
 def _chat_context(request: HttpRequest, *, conversation: Conversation | None) -> dict:
     query = request.GET.get("q", "").strip()
-    configs = _configs(request.user)
+    configs = user_configs(request.user)
     config = _effective_config(conversation=conversation, configs=configs)
     ctx = {
         "conversation": conversation,

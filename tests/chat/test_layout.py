@@ -16,7 +16,7 @@ from chatapp.chat.context import context_load, first_user_message_id
 from chatapp.chat.layout import message_place_get, row_is_static, static_layer_q
 from chatapp.chat.models import Message, SummaryJob
 from chatapp.chat.summary_services import _span_bounds
-from chatapp.chat.summary_writing import _span_plan
+from chatapp.chat.summary_writing import span_plan
 from optimizer.layout import is_static
 from optimizer.types import SummarySpan
 from tests.support.layout import expected_places, make_layout_conversation
@@ -66,7 +66,7 @@ def test_context_load_takes_the_static_layer_and_window_from_the_core(layout):
 def test_summary_span_is_the_evicted_messages_the_core_names(layout):
     places = expected_places(layout)
     previous = next(m for m in layout.messages if m.kind == Message.Kind.SUMMARY)
-    plan = _span_plan(job=SummaryJob(conversation=layout.conversation, trigger=SummaryJob.Trigger.AUTO),
+    plan = span_plan(job=SummaryJob(conversation=layout.conversation, trigger=SummaryJob.Trigger.AUTO),
                       conversation=layout.conversation)
     assert plan is not None
     expected = [m.pk for m in _live(layout) if previous.covers_through_id < m.pk and places[m.pk] == "evicted"]

@@ -16,7 +16,7 @@ from django.utils import timezone
 import optimizer
 from chatapp.chat.dashboard.turns import dashboard_record_context
 from chatapp.chat.models import OptimizationRecord
-from chatapp.chat.turn_records import _context_note, _ranges_without, _recall_layout, _sent_entry
+from chatapp.chat.turn_records import _ranges_without, _recall_layout, _sent_entry, turn_context_note
 from optimizer.recall import HEADER, MemorySource, RecallItem
 from optimizer.types import Msg, PackedMessage
 from tests.support.chat import send
@@ -118,7 +118,7 @@ def test_offline_note_tells_how_many_messages_were_recalled():
     result, _ = _packed_with_recall()
     stats = result.stats
     assert stats["recall_ids"]
-    note = _context_note(result=result, budget=3000)
+    note = turn_context_note(result=result, budget=3000)
     count = len(stats["recall_ids"])
     assert f"It recalled {count} earlier messages ({stats['recall_tokens']:,} tokens)" in note
 

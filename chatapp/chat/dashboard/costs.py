@@ -14,11 +14,11 @@ import optimizer
 DEFAULT_TRIGGER_RATIO = 0.8  # optimizer.PackConfig.trigger_ratio, for records without stats
 
 
-def _f(value: Decimal | float | None) -> float | None:
+def as_float(value: Decimal | float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _model_prices(model: str) -> dict[str, float | None] | None:
+def model_prices(model: str) -> dict[str, float | None] | None:
     """Registry prices (USD per token) via the optimizer, which reads litellm's bundled table."""
     info = optimizer.model_info(model)
     if info is None:
@@ -34,7 +34,7 @@ def _cost(model: str, *, prompt_tokens: int, cached_tokens: int = 0) -> float | 
     return optimizer.cost_usd(model, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens)
 
 
-def _unpriced_costs(records: QuerySet) -> tuple[float, float, int]:
+def unpriced_costs(records: QuerySet) -> tuple[float, float, int]:
     """Full/sent costs of records stored without cost figures, priced per model from the registry.
 
     Prices are linear in tokens, so one grouped sum per model is exact. What the provider reported

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from chatapp.chat.dashboard.costs import _f
+from chatapp.chat.dashboard.costs import as_float
 from chatapp.chat.dashboard.turns import RECORD_LIST_FIELDS
 from chatapp.chat.models import Conversation, OptimizationRecord
 
@@ -33,7 +33,7 @@ def dashboard_record_export(*, conversation: Conversation, chunk_size: int = 500
     )
     for turn, row in enumerate(rows, start=1):
         for key in ("cost_sent_usd", "cost_full_usd"):
-            row[key] = _f(row[key])
+            row[key] = as_float(row[key])
         row["created_at"] = row["created_at"].isoformat()
         row["tokens_saved"] = row["tokens_full"] - row["tokens_sent"]
         yield ExportRow(turn=turn, data=row)

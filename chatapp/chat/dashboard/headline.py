@@ -10,7 +10,7 @@ from django.db.models import Count, F, IntegerField, Min, Q, QuerySet, Sum
 from django.db.models.functions import Abs, Cast
 from django.shortcuts import get_object_or_404
 
-from chatapp.chat.dashboard.costs import _f, _model_prices, _unpriced_costs
+from chatapp.chat.dashboard.costs import as_float, model_prices, unpriced_costs
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
 
 
@@ -26,7 +26,7 @@ def dashboard_conversation_get(*, user, pk: int) -> Conversation:
     )
 
 
-def _record_totals(records: QuerySet) -> dict[str, Any]:
+def record_totals(records: QuerySet) -> dict[str, Any]:
     priced = Q(cost_full_usd__isnull=False, cost_sent_usd__isnull=False)
     provider = Q(provider_prompt_tokens__isnull=False)
     agg = records.aggregate(
@@ -61,11 +61,11 @@ def _record_totals(records: QuerySet) -> dict[str, Any]:
     for key in ("tokens_full", "tokens_sent", "provider_ours", "provider_theirs", "provider_abs_error",
                 "recall_messages", "recall_tokens", "dropped_tokens"):
         agg[key] = agg[key] or 0
-    cost_full = _f(agg.pop("cost_full")) or 0.0
-    cost_sent = _f(agg.pop("cost_sent")) or 0.0
+    cost_full = as_float(agg.pop("cost_full")) or 0.0
+    cost_sent = as_float(agg.pop("cost_sent")) or 0.0
     unpriced_models = 0
     if agg["unpriced"]:
-        extra_full, extra_sent, unpriced_models = _unpriced_costs(records)
+        extra_full, extra_sent, unpriced_models = unpriced_costs(records)
         cost_full += extra_full
         cost_sent += extra_sent
     agg["cost_full_usd"] = cost_full
@@ -75,7 +75,7 @@ def _record_totals(records: QuerySet) -> dict[str, Any]:
     return agg
 
 
-def _token_figures(totals: dict[str, Any]) -> dict[str, Any]:
+def token_figures(totals: dict[str, Any]) -> dict[str, Any]:
     """Tokens not sent, split by kind: `dropped` were left out with no summary standing in (recall
     may quote them back when asked about; they are not a saving of the same kind), `summarized` is
     the rest of the difference: what summaries (and head + tail compression) replaced, net of what
@@ -96,7 +96,7 @@ def _token_figures(totals: dict[str, Any]) -> dict[str, Any]:
 def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
     """The numbers of the headline cards, from three aggregate queries and two single-row reads."""
     records = OptimizationRecord.objects.filter(conversation=conversation)
-    totals = _record_totals(records)
+    totals = record_totals(records)
     jobs = SummaryJob.objects.filter(conversation=conversation).aggregate(
         jobs=Count("id"),
         done=Count("id", filter=Q(status=SummaryJob.Status.DONE)),
@@ -121,7 +121,7 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
     if totals["first_optimized_id"] is not None:
         first_turn = records.filter(id__lte=totals["first_optimized_id"]).count()
 
-    summary_cost = _f(jobs["cost"]) or 0.0
+    summary_cost = as_float(jobs["cost"]) or 0.0
     gross_saved = totals["cost_full_usd"] - totals["cost_sent_usd"]
     accuracy = None
     if totals["provider_n"] and totals["provider_theirs"]:
@@ -136,7 +136,7 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
     return {
         "conversation": {"id": conversation.pk, "title": conversation.title},
         "turns": totals["turns"],
-        "tokens": _token_figures(totals),
+        "tokens": token_figures(totals),
         "money": {
             "full_usd": totals["cost_full_usd"],
             "sent_usd": totals["cost_sent_usd"],
@@ -144,7 +144,7 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
             "summary_cost_usd": summary_cost,
             "net_saved_usd": gross_saved - summary_cost,
             "unpriced_records": totals["unpriced_records"],
-            "prices": _model_prices(latest["model"]) if latest else None,
+            "prices": model_prices(latest["model"]) if latest else None,
         },
         "strategies": {
             "optimized_turns": totals["optimized"],

@@ -7,26 +7,26 @@ from typing import Any
 
 from django.db.models import Count, F, Q, Sum
 
-from chatapp.chat.dashboard.costs import _f
-from chatapp.chat.dashboard.headline import _record_totals, _token_figures
+from chatapp.chat.dashboard.costs import as_float
+from chatapp.chat.dashboard.headline import record_totals, token_figures
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
 
 
 def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
     """Totals over the user's conversations and the conversations that saved most (tokens)."""
     records = OptimizationRecord.objects.filter(conversation__owner=user)
-    totals = _record_totals(records)
+    totals = record_totals(records)
     jobs = SummaryJob.objects.filter(conversation__owner=user).aggregate(n=Count("id"), cost=Sum("cost_usd"))
     summaries_made = Message.objects.filter(
         conversation__owner=user, kind=Message.Kind.SUMMARY, edited_from__isnull=True
     ).count()
     conversations = Conversation.objects.filter(owner=user).count()
-    summary_cost = _f(jobs["cost"]) or 0.0
+    summary_cost = as_float(jobs["cost"]) or 0.0
     return {
         "conversations": conversations,
         "conversations_with_records": records.values("conversation_id").distinct().count(),
         "turns": totals["turns"],
-        "tokens": _token_figures(totals),
+        "tokens": token_figures(totals),
         "money": {
             "full_usd": totals["cost_full_usd"],
             "sent_usd": totals["cost_sent_usd"],
@@ -67,8 +67,8 @@ def dashboard_conversation_savings(*, user) -> list[dict[str, Any]]:
     out = []
     for cid, row in per.items():
         full, sent = row["full"] or 0, row["sent"] or 0
-        cost_full, cost_sent = _f(row["cost_full"]), _f(row["cost_sent"])
-        summary_cost = _f(job_cost.get(cid)) or 0.0
+        cost_full, cost_sent = as_float(row["cost_full"]), as_float(row["cost_sent"])
+        summary_cost = as_float(job_cost.get(cid)) or 0.0
         out.append({
             "id": cid,
             "title": titles.get(cid, ""),

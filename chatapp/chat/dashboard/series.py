@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db.models.fields.json import KT
 
-from chatapp.chat.dashboard.costs import DEFAULT_TRIGGER_RATIO, _model_prices
+from chatapp.chat.dashboard.costs import DEFAULT_TRIGGER_RATIO, model_prices
 from chatapp.chat.models import Conversation, OptimizationRecord
 
 # Per-turn strategy codes of the series; "window" = no new decision, the earlier window still applies.
@@ -40,7 +40,7 @@ class _CacheEstimate:
     def add(self, *, model: str, tokens: int, cached: int, prices: dict[str, Any]) -> None:
         price = prices.get(model)
         if price is None:
-            price = _model_prices(model) or {}
+            price = model_prices(model) or {}
             prices[model] = price
         input_price: float | None = price.get("input")
         if input_price is None:

@@ -10,7 +10,7 @@ from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
 import optimizer
-from chatapp.chat.dashboard.costs import _f
+from chatapp.chat.dashboard.costs import as_float
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
 from chatapp.chat.selectors import message_numbers, summary_numbers
 
@@ -72,7 +72,7 @@ def dashboard_summary_details(*, conversation: Conversation, summaries: list[dic
         model = (job["model"] if job else "") or s["model"]
         out.append({
             **s,
-            "cost_usd": _f(cost),
+            "cost_usd": as_float(cost),
             "method": "extractive" if s["extractive"] else (model or "model"),
             "model": model,
             "job_id": job["id"] if job else None,
@@ -262,8 +262,8 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
             "messages_before": record.messages_before,
             "messages_after": record.messages_after,
             "pack_ms": record.pack_ms,
-            "cost_sent_usd": _f(record.cost_sent_usd),
-            "cost_full_usd": _f(record.cost_full_usd),
+            "cost_sent_usd": as_float(record.cost_sent_usd),
+            "cost_full_usd": as_float(record.cost_full_usd),
             "recall_tokens": record.recall_tokens,
             "recall_message_count": record.recall_message_count,
         },

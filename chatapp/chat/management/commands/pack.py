@@ -232,7 +232,7 @@ def _store(*, owner: Any, r: PackRequest) -> _Stored:
 
 
 def _wants_summary(result: PackResult) -> bool:
-    """The request path's condition for requesting a summary job (chat_turn._turn_prepare)."""
+    """The request path's condition for requesting a summary job (chat_turn.turn_prepare)."""
     return result.info.strategy_chosen == "summarize" and result.summary_span is not None
 
 

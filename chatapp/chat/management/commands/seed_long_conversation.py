@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
 from chatapp.chat.search_services import conversation_index_rebuild
-from chatapp.chat.seed_simulation import _Simulation, _text
+from chatapp.chat.seed_simulation import Simulation, seed_text
 
 # Used only when the optimizer's price lookup is unavailable: gpt-4o-mini list prices.
 _FALLBACK_INPUT_PRICE = 0.15 / 1_000_000
@@ -71,7 +71,7 @@ def conversation_seed_long(
     rng = random.Random(seed)
     pricing = _Pricing(model, *_price_per_token(model))
     budget = context_window - max_output_tokens
-    sim = _Simulation(rng=rng, budget=budget, preference=preference)
+    sim = Simulation(rng=rng, budget=budget, preference=preference)
     turns = max(1, messages // 2)
     for turn in range(turns):
         sim.turn(turn, turns)
@@ -112,14 +112,14 @@ def conversation_seed_long(
     return conversation
 
 
-def _message_objects(sim: _Simulation, *, conversation: Conversation, rng: random.Random,
+def _message_objects(sim: Simulation, *, conversation: Conversation, rng: random.Random,
                      pricing: _Pricing) -> list[Message]:
     objs = []
     for n, row in enumerate(sim.rows):
         if row.kind == "summary":
             meta = row.summary_meta
             chars = row.tokens * 4
-            content = _text(rng, chars=chars, prefix=(
+            content = seed_text(rng, chars=chars, prefix=(
                 f"[Conversation summary — covers {len(meta['covered']):,} messages, "
                 f"{meta['source_tokens'] * 4:,} → {chars:,} characters]\n"
             ))
@@ -133,7 +133,7 @@ def _message_objects(sim: _Simulation, *, conversation: Conversation, rng: rando
             ))
         else:
             chars = max(4, row.tokens * 4 - 16)
-            content = _text(rng, chars=chars, prefix=f"#{n} {row.role}:")
+            content = seed_text(rng, chars=chars, prefix=f"#{n} {row.role}:")
             objs.append(Message(
                 conversation=conversation, role=row.role, content=content, token_count=row.tokens,
                 char_count=len(content), pinned=row.pinned,
@@ -142,7 +142,7 @@ def _message_objects(sim: _Simulation, *, conversation: Conversation, rng: rando
     return objs
 
 
-def _summary_jobs(sim: _Simulation, *, conversation: Conversation, created: list[Message],
+def _summary_jobs(sim: Simulation, *, conversation: Conversation, created: list[Message],
                   model: str) -> tuple[list[Message], list[SummaryJob]]:
     """Summary coverage, now that ids exist, and the finished job behind each summary."""
     ids = [m.pk for m in created]
@@ -171,7 +171,7 @@ def _summary_jobs(sim: _Simulation, *, conversation: Conversation, created: list
 
 
 def _record(plan: dict, *, conversation: Conversation, ids: list[int], rng: random.Random, pricing: _Pricing,
-            preference: str, context_window: int, budget: int, sim: _Simulation,
+            preference: str, context_window: int, budget: int, sim: Simulation,
             provider_share: float) -> OptimizationRecord:
     sent = [
         {"source_ids": [str(ids[p]) for p in e["pos"]], "origin": e["origin"], "tokens": e["tokens"]}
