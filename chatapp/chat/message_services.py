@@ -19,7 +19,7 @@ from chatapp.chat.context import conversation_config, message_is_live
 from chatapp.chat.layout import Place
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.rendering import markdown_render
-from chatapp.chat.reply_stream import stopped_here, streaming_here
+from chatapp.chat.reply_stream import stop_flag
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.textsafe import text_problem
 
@@ -106,8 +106,8 @@ def message_stop(*, message: Message) -> None:
             # A stopped reply is never recalled; the index follows the status even if the stream
             # loop that would store the partial text (and sync again) is gone.
             message_index_sync(message_ids=[message.pk])
-            if message.pk in streaming_here:
-                transaction.on_commit(lambda: stopped_here.add(message.pk))
+            # A stream on this process sees it at its next chunk, with no query.
+            transaction.on_commit(lambda: stop_flag(message.pk))
 
 
 def message_content_validate(*, content: Any) -> str:

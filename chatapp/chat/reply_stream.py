@@ -37,9 +37,14 @@ STOP_POLL_SECONDS = 1.0
 
 # Replies streaming in this process, and those a stop request on this process has flagged.
 streaming_here: set[int] = set()
-
-
 stopped_here: set[int] = set()
+
+
+def stop_flag(reply_id: int) -> None:
+    """Flag a stop for a reply streaming in this process (others find it by polling). Only while it
+    streams: a flag set after its stream ended would never be cleared."""
+    if reply_id in streaming_here:
+        stopped_here.add(reply_id)
 
 
 # How often a streaming reply touches its updated_at (so Retry and the orphan sweep can tell a live
