@@ -4,6 +4,7 @@ a chat does: the window start each pack returns is passed back."""
 
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from optkit import MODEL, msg
@@ -86,18 +87,19 @@ def test_the_window_moves_only_when_growth_reaches_the_trigger(chat, preference)
         previous = result
 
 
-@SLOW
-@given(chats())
-def test_fast_sends_the_smallest_context_of_the_three(chat):
-    """Settings promise "fast: smallest context". Truncation only here (summaries shrink balanced and
-    quality further only by replacing what fast drops outright)."""
-    budget, sizes = chat
-    sent = {}
-    for preference in ("fast", "balanced", "quality"):
-        sent[preference] = [r.info.tokens_after for _, r in replay(budget, sizes, preference)]
-    turns = min(len(v) for v in sent.values())
-    assert sum(sent["fast"][:turns]) <= sum(sent["balanced"][:turns])
-    assert sum(sent["fast"][:turns]) <= sum(sent["quality"][:turns])
+# Settings promise "fast: smallest context". Not turn by turn, nor over any few turns: the windows
+# saw-tooth out of phase. In a 6-turn chat at 2,000 tokens fast cut at turn 5 (1,250 -> 500) and grew
+# back to 1,252 while balanced, cutting only at turn 6 (1,000 -> 607), sent less over those two turns
+# (4,616 tokens against 4,471 in all), which a property over short random chats found. What holds is
+# the rule (fast trims earlier, to less: the test below and the cut tests above) and, over a long chat,
+# fewer tokens per turn, checked here on long chats of realistic sizes.
+@pytest.mark.parametrize("budget", [2_048, 4_096, 8_192])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fast_sends_the_smallest_context_of_the_three_over_a_long_chat(budget, seed):
+    rng = random.Random(seed)
+    sizes = [(rng.randint(50, 400), rng.randint(100, 600)) for _ in range(150)]
+    sent = {p: sum(r.info.tokens_after for _, r in replay(budget, sizes, p)) for p in ("fast", "balanced", "quality")}
+    assert sent["fast"] < sent["balanced"] and sent["fast"] < sent["quality"], sent
 
 
 def test_fast_trims_earlier_with_the_same_gap_between_trigger_and_target():
