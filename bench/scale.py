@@ -379,7 +379,7 @@ def queries_before_first_byte(*, token: str, conversation_id: int, text: str, sh
         count = asyncio.run(asgi_send(token=token, conversation_id=conversation_id, text=text, counter=counter))
     if show:
         for i, sql in enumerate(counter.statements[:count], start=1):
-            print(f"  {i:2} {sql[:160]}", file=sys.stderr)
+            print(f"  {i:2} {sql}", file=sys.stderr)
     return count
 
 

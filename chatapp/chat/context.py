@@ -73,6 +73,8 @@ class ContextInput:
     # request as the model API receives it (optimizer.shape: one leading system message, alternating roles)
     pack_ms: float = 0.0
     quota_exhausted: bool = False
+    # The texts recall read for its block, by message id (DatabaseRecallSource.contents).
+    recall_contents: dict[int, str] = field(default_factory=dict)
     request: ShapedRequest | None = None
 
 

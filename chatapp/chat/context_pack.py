@@ -151,6 +151,8 @@ def context_build(
         recall_fill=recall_fill,
     )
     ctx.pack_ms = (time.perf_counter() - started) * 1000
+    if source is not None:
+        ctx.recall_contents = source.contents
     # What goes on the wire is the shaped request; every figure (record, gauge, note) reports its tokens.
     ctx.request = shape_request(result.messages, model=target.model)
     if ctx.request.tokens != result.info.tokens_after:

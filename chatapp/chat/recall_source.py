@@ -151,6 +151,9 @@ class DatabaseRecallSource:
         self.floor_ratio = floor_ratio
         self.max_postings = max_postings
         self.recent = recent
+        # Every message text this source read, by id: the turn's record checks the recall block
+        # against the stored quotes, and need not read them a second time.
+        self.contents: dict[int, str] = {}
 
     # --- search -----------------------------------------------------------------------------------
 
@@ -292,6 +295,7 @@ class DatabaseRecallSource:
         with connection.cursor() as cursor:
             cursor.execute(sql, [self.conversation_id, *wanted, *extra])
             rows = cursor.fetchall()
+        self.contents.update((pk, content) for pk, _, content, _, _ in rows)
         return {
             str(pk): RecallItem(id=str(pk), role=role, content=content, position=pk, created_at=_aware(created_at),
                                 tokens=tokens)

@@ -260,12 +260,17 @@ def _line_ends(text: str, at: int) -> bool:
     return at == len(text) or text[at] == "\n"
 
 
-def _recall_quotes(*, conversation: Conversation, packed: PackedMessage | None) -> dict[int, str]:
-    """The stored contents of the messages a recall block quotes (one primary-key read, only when a
-    block was sent): what _recall_layout checks the block against."""
+def _recall_quotes(
+    *, conversation: Conversation, packed: PackedMessage | None, read: dict[int, str]
+) -> dict[int, str]:
+    """The stored contents of the messages a recall block quotes: what _recall_layout checks the
+    block against. Taken from what recall read for the block (`read`); a primary-key read only for
+    a block that quotes something recall did not read (none on the request path)."""
     if packed is None:
         return {}
     ids = [int(i) for i in packed.source_ids if str(i).isdigit()]
+    if all(pk in read for pk in ids):
+        return {pk: read[pk] for pk in ids}
     return dict(Message.objects.filter(conversation=conversation, pk__in=ids).values_list("id", "content"))
 
 
@@ -321,7 +326,7 @@ def record_create(
     decision = result.decision
     scores = info.scores or (decision.as_dict() if decision is not None else {})
     recall_packed = next((m for m in result.messages if m.origin == "recall"), None)
-    quoted = _recall_quotes(conversation=conversation, packed=recall_packed)
+    quoted = _recall_quotes(conversation=conversation, packed=recall_packed, read=ctx.recall_contents)
     summary_used = any(m.origin == "summary" for m in result.messages)
     tokens_sent, tokens_full = info.tokens_after, info.tokens_before
     return OptimizationRecord.objects.create(
