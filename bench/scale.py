@@ -46,13 +46,15 @@ from web_ttfb import PYTHON, ROOT, bench_environment, cpu_seconds, seed_user, ti
 
 KEYS = (
     "ttfb_new_conversation_empty_table", "ttfb_new_conversation_1m_table", "ttfb_100k_conversation",
-    "queries_before_first_byte", "queries_before_first_byte_new_conversation", "cpu_ms_per_turn", "search_1m",
+    "queries_before_first_byte", "queries_before_first_byte_new_conversation", "sequential_scans_on_turn_path",
+    "cpu_ms_per_turn", "search_1m",
     "export_first_byte_100k", "export_rss_growth_mib", "dashboard_page_and_api_100k",
     "dashboard_rss_growth_mib_100_loads",
 )
 TARGETS = {
     "ttfb_new_conversation_1m_table": "<= 1.2 x empty",
-    "queries_before_first_byte": "<= 5", "cpu_ms_per_turn": "<= 15", "search_1m": "<= 50",
+    "queries_before_first_byte": "<= 5", "sequential_scans_on_turn_path": "0 (PostgreSQL EXPLAIN)",
+    "cpu_ms_per_turn": "<= 15", "search_1m": "<= 50",
     "export_first_byte_100k": "<= 300", "export_rss_growth_mib": "<= 30",
     "dashboard_page_and_api_100k": "<= 300", "dashboard_rss_growth_mib_100_loads": "<= 50",
 }
@@ -301,7 +303,7 @@ class QueryCounter:
         from django.db.backends import utils
 
         self.count = 0
-        self.statements: list[str] = []
+        self.statements: list[tuple[str, Any]] = []
         self._utils = utils
         self._originals = (utils.CursorWrapper.execute, utils.CursorWrapper.executemany)
 
@@ -309,14 +311,14 @@ class QueryCounter:
         execute, executemany = self._originals
         counter = self
 
-        def counted_execute(wrapper: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
+        def counted_execute(wrapper: Any, sql: str, params: Any = None, *args: Any, **kwargs: Any) -> Any:
             counter.count += 1
-            counter.statements.append(sql)
-            return execute(wrapper, sql, *args, **kwargs)
+            counter.statements.append((sql, params))
+            return execute(wrapper, sql, params, *args, **kwargs)
 
         def counted_executemany(wrapper: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
             counter.count += 1
-            counter.statements.append(sql)
+            counter.statements.append((sql, None))
             return executemany(wrapper, sql, *args, **kwargs)
 
         self._utils.CursorWrapper.execute = counted_execute
@@ -371,16 +373,37 @@ async def asgi_send(*, token: str, conversation_id: int, text: str, counter: Que
     return at_first_byte[0]
 
 
-def queries_before_first_byte(*, token: str, conversation_id: int, text: str, show: bool = False) -> int:
-    """Statements a send runs before the first byte of its body, through the ASGI application."""
+def queries_before_first_byte(*, token: str, conversation_id: int, text: str,
+                              show: bool = False) -> tuple[int, list[str]]:
+    """Statements a send runs before the first byte of its body, through the ASGI application; and
+    those of the whole send whose plan reads a table without an index (PostgreSQL: EXPLAIN each
+    SELECT again after the send)."""
     import asyncio
 
     with QueryCounter() as counter:
         count = asyncio.run(asgi_send(token=token, conversation_id=conversation_id, text=text, counter=counter))
     if show:
-        for i, sql in enumerate(counter.statements[:count], start=1):
+        for i, (sql, _) in enumerate(counter.statements[:count], start=1):
             print(f"  {i:2} {sql}", file=sys.stderr)
-    return count
+    return count, unindexed_reads(counter.statements)
+
+
+def unindexed_reads(statements: list[tuple[str, Any]]) -> list[str]:
+    """The SELECTs whose PostgreSQL plan has a sequential scan of a table (SQLite: not checked)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return []
+    found = []
+    with connection.cursor() as cursor:
+        for sql, params in statements:
+            if not sql.lstrip().upper().startswith("SELECT"):
+                continue
+            cursor.execute("EXPLAIN " + sql, params)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            if "Seq Scan" in plan:
+                found.append(f"{sql[:200]} -> {plan[:400]}")
+    return found
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -421,10 +444,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         from chatapp.chat.models import Conversation
 
         probe = Conversation.objects.create(owner=user, llm_config=config, title="probe")
-        out["queries_before_first_byte_new_conversation"] = queries_before_first_byte(
-            token=token, conversation_id=probe.pk, text="a first question")
-        out["queries_before_first_byte"] = queries_before_first_byte(
-            token=token, conversation_id=large.pk, text="what did we say about the plan?")
+        new_count, new_scans = queries_before_first_byte(token=token, conversation_id=probe.pk,
+                                                         text="a first question")
+        big_count, big_scans = queries_before_first_byte(token=token, conversation_id=large.pk,
+                                                         text="what did we say about the plan?")
+        out["queries_before_first_byte_new_conversation"] = new_count
+        out["queries_before_first_byte"] = big_count
+        out["sequential_scans_on_turn_path"] = len(new_scans) + len(big_scans)
+        for scan in new_scans + big_scans:
+            print(f"[{connection.vendor}] sequential scan on the turn path: {scan}", file=sys.stderr)
 
         with uvicorn_process(env, tmp) as (url, pid), httpx.Client(base_url=url, headers=auth, timeout=300) as c:
             out["ttfb_new_conversation_1m_table"] = statistics.median(new_conversation_ttfbs(c, requests))
