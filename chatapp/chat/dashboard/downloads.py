@@ -1,23 +1,23 @@
 """Dashboard downloads: the records as CSV (cells that would run as formulas escaped) and JSON,
-streamed.
+streamed from async iterators (one chunk per page of records, see export.py), so under ASGI they are
+sent as they are read instead of built in memory first.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, StreamingHttpResponse
 
-from chatapp.chat.dashboard.export import dashboard_record_export, export_json_value
+from chatapp.chat.dashboard.export import ExportRow, dashboard_record_chunks, export_json_value
 from chatapp.chat.dashboard.headline import dashboard_conversation_get
-from chatapp.chat.dashboard.turns import (
-    RECORD_LIST_FIELDS,
-)
+from chatapp.chat.dashboard.turns import RECORD_LIST_FIELDS
+from chatapp.chat.models import Conversation
 
 
 class _Echo:
@@ -44,44 +44,48 @@ def csv_cell(value: Any) -> Any:
     return value
 
 
-def _csv_rows(conversation) -> Iterator[str]:
+def _csv_cells(*, row: ExportRow) -> list[Any]:
+    data = row.data
+    out: list[Any] = []
+    for col in CSV_COLUMNS:
+        if col == "turn":
+            out.append(row.turn)
+        elif col in _JSON_COLUMNS:
+            out.append(csv_cell(export_json_value(data[col])))
+        else:
+            value = data[col]
+            out.append("" if value is None else csv_cell(value))
+    return out
+
+
+async def _csv_rows(*, conversation: Conversation) -> AsyncIterator[str]:
     writer = csv.writer(_Echo())
     yield writer.writerow(CSV_COLUMNS)
-    for row in dashboard_record_export(conversation=conversation):
-        data = row.data
-        out = []
-        for col in CSV_COLUMNS:
-            if col == "turn":
-                out.append(row.turn)
-            elif col in _JSON_COLUMNS:
-                out.append(csv_cell(export_json_value(data[col])))
-            else:
-                value = data[col]
-                out.append("" if value is None else csv_cell(value))
-        yield writer.writerow(out)
+    async for page in dashboard_record_chunks(conversation=conversation):
+        yield "".join(writer.writerow(_csv_cells(row=row)) for row in page)
 
 
 @login_required
 def dashboard_export_csv(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     conversation = dashboard_conversation_get(user=request.user, pk=pk)
-    response = StreamingHttpResponse(_csv_rows(conversation), content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(_csv_rows(conversation=conversation), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}-records.csv"'
     return response
 
 
-def _json_chunks(conversation) -> Iterator[str]:
+async def _json_chunks(*, conversation: Conversation) -> AsyncIterator[str]:
     head = {"conversation": {"id": conversation.pk, "title": conversation.title}}
     yield json.dumps(head, cls=DjangoJSONEncoder)[:-1] + ', "records": ['
-    first = True
-    for row in dashboard_record_export(conversation=conversation):
-        yield ("" if first else ",") + json.dumps({"turn": row.turn, **row.data}, cls=DjangoJSONEncoder)
-        first = False
+    separator = ""
+    async for page in dashboard_record_chunks(conversation=conversation):
+        yield separator + ",".join(json.dumps({"turn": row.turn, **row.data}, cls=DjangoJSONEncoder) for row in page)
+        separator = ","
     yield "]}"
 
 
 @login_required
 def dashboard_export_json(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     conversation = dashboard_conversation_get(user=request.user, pk=pk)
-    response = StreamingHttpResponse(_json_chunks(conversation), content_type="application/json")
+    response = StreamingHttpResponse(_json_chunks(conversation=conversation), content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}-records.json"'
     return response

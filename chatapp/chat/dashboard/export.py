@@ -1,15 +1,21 @@
 """The records as export rows, read in chunks (CSV and JSON downloads stream them).
+
+An async iterator of pages: under ASGI a download streams from the event loop (Django reads a
+synchronous iterator to the end, into memory, before sending a byte). Each page is a keyset read on
+the (conversation, id) index in its own short database call that gives the connection back, so a
+slow download holds no pooled connection (a server-side cursor would hold one throughout).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from chatapp.chat.dashboard.costs import as_float
 from chatapp.chat.dashboard.turns import RECORD_LIST_FIELDS
+from chatapp.chat.dbconn import db_short
 from chatapp.chat.models import Conversation, OptimizationRecord
 
 EXPORT_FIELDS: tuple[str, ...] = (
@@ -23,20 +29,36 @@ class ExportRow:
     data: dict[str, Any]
 
 
-def dashboard_record_export(*, conversation: Conversation, chunk_size: int = 500) -> Iterator[ExportRow]:
-    """Every record with every field, streamed in turn order (server-side cursor where supported)."""
-    rows = (
-        OptimizationRecord.objects.filter(conversation=conversation)
+def _record_page(*, conversation_id: int, after_id: int, limit: int) -> list[dict[str, Any]]:
+    return list(
+        OptimizationRecord.objects.filter(conversation_id=conversation_id, id__gt=after_id)
         .order_by("id")
-        .values(*EXPORT_FIELDS)
-        .iterator(chunk_size=chunk_size)
+        .values(*EXPORT_FIELDS)[:limit]
     )
-    for turn, row in enumerate(rows, start=1):
-        for key in ("cost_sent_usd", "cost_full_usd"):
-            row[key] = as_float(row[key])
-        row["created_at"] = row["created_at"].isoformat()
-        row["tokens_saved"] = row["tokens_full"] - row["tokens_sent"]
-        yield ExportRow(turn=turn, data=row)
+
+
+_read_record_page = db_short(_record_page)
+
+
+async def dashboard_record_chunks(
+    *, conversation: Conversation, chunk_size: int = 500
+) -> AsyncIterator[list[ExportRow]]:
+    """Every record with every field in turn order, a page of up to `chunk_size` rows at a time."""
+    after_id, turn = 0, 0
+    while True:
+        page = await _read_record_page(conversation_id=conversation.pk, after_id=after_id, limit=chunk_size)
+        if not page:
+            return
+        rows = []
+        for row in page:
+            turn += 1
+            for key in ("cost_sent_usd", "cost_full_usd"):
+                row[key] = as_float(row[key])
+            row["created_at"] = row["created_at"].isoformat()
+            row["tokens_saved"] = row["tokens_full"] - row["tokens_sent"]
+            rows.append(ExportRow(turn=turn, data=row))
+        yield rows
+        after_id = page[-1]["id"]
 
 
 def export_json_value(value: Any) -> str:

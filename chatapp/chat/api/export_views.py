@@ -1,0 +1,147 @@
+"""`GET /api/conversations/<id>/export/?format=json|markdown`: the conversation as a streamed download.
+
+A thin sync DRF view (authentication, ownership, the format) returning a StreamingHttpResponse over
+the async iterator of conversation_export: under ASGI the body streams from the event loop, page by
+page, instead of being built in memory first (see that module for the formats).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from chatapp.chat.conversation_export import EXPORT_FORMATS, conversation_export_chunks
+from chatapp.chat.selectors import conversation_get
+
+
+class ExportNegotiation(DefaultContentNegotiation):
+    """`format` names the export here, not a renderer (DRF reads it as one: `?format=markdown` would
+    be a 404), and no renderer touches the download: errors before it starts are JSON whatever the
+    client accepts (an `Accept: text/markdown` would otherwise be a 406)."""
+
+    def select_renderer(self, request: Request, renderers: list, format_suffix: str | None = None) -> tuple:
+        renderer = next((r for r in renderers if isinstance(r, JSONRenderer)), renderers[0])
+        return renderer, renderer.media_type
+
+
+# For the schema only: the document is written by conversation_export, not by these serializers.
+class ConversationExportConfig(serializers.Serializer):
+    name = serializers.CharField()
+    model = serializers.CharField()
+    context_window = serializers.IntegerField()
+    max_output_tokens = serializers.IntegerField()
+    temperature = serializers.FloatField()
+
+
+class ConversationExportConversation(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    title_is_custom = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    offline = serializers.BooleanField()
+    llm_config = ConversationExportConfig(
+        allow_null=True, help_text="Name and model only: never the key or the address."
+    )
+    preference = serializers.CharField(allow_null=True, help_text="The preference the latest turn was packed with.")
+    window_start_id = serializers.IntegerField(allow_null=True)
+
+
+class ConversationExportMessage(serializers.Serializer):
+    id = serializers.IntegerField()
+    role = serializers.CharField()
+    kind = serializers.CharField()
+    status = serializers.CharField()
+    content = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    pinned = serializers.BooleanField()
+    superseded = serializers.BooleanField()
+    reply_to_id = serializers.IntegerField(allow_null=True)
+    model = serializers.CharField()
+    token_count = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField(allow_null=True)
+    completion_tokens = serializers.IntegerField(allow_null=True)
+    latency_ms = serializers.IntegerField(allow_null=True)
+    cost_usd = serializers.CharField(allow_null=True, help_text="Exact decimal, as text.")
+    error = serializers.CharField()
+    covers_from_id = serializers.IntegerField(allow_null=True)
+    covers_through_id = serializers.IntegerField(allow_null=True)
+    covered_message_count = serializers.IntegerField(allow_null=True)
+    source_chars = serializers.IntegerField(allow_null=True)
+    extractive = serializers.BooleanField()
+    discarded = serializers.BooleanField()
+    edited = serializers.BooleanField()
+    edited_from_id = serializers.IntegerField(allow_null=True)
+
+
+class ConversationExportDocument(serializers.Serializer):
+    format = serializers.CharField(help_text='Always "longchat.conversation".')
+    version = serializers.IntegerField(help_text="1")
+    exported_at = serializers.DateTimeField()
+    conversation = ConversationExportConversation()
+    messages = ConversationExportMessage(many=True, help_text="Every stored message, in id order.")
+
+
+_JSON_DESCRIPTION = (
+    "The faithful copy: every stored message in id order with every field that carries meaning (summary "
+    "coverage included). No key, no endpoint address."
+)
+_MARKDOWN_DESCRIPTION = (
+    "Markdown for reading: a title, each message under `### n · Role — YYYY-MM-DD HH:MM UTC` (replaced, "
+    "stopped and failed replies marked), summaries as blockquotes headed `Summary of messages n\u2013m`."
+)
+
+
+class ConversationExportApi(APIView):
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = ExportNegotiation
+
+    class InputSerializer(serializers.Serializer):
+        format = serializers.ChoiceField(
+            choices=list(EXPORT_FORMATS),
+            required=False,
+            default="json",
+            error_messages={"invalid_choice": 'Unknown export format "{input}": use json or markdown.'},
+        )
+
+    @extend_schema(
+        operation_id="conversations_export",
+        summary="Download the whole conversation (streamed) as JSON or Markdown",
+        parameters=[
+            OpenApiParameter(
+                "format", str, enum=list(EXPORT_FORMATS), default="json",
+                description="json: the faithful copy (versioned format); markdown: a readable transcript.",
+            )
+        ],
+        responses={
+            (200, "application/json"): OpenApiResponse(
+                response=ConversationExportDocument, description=_JSON_DESCRIPTION
+            ),
+            (200, "text/markdown"): OpenApiResponse(response=OpenApiTypes.STR, description=_MARKDOWN_DESCRIPTION),
+            400: OpenApiResponse(description="Unknown format."),
+            404: OpenApiResponse(description="No such conversation of yours."),
+        },
+    )
+    def get(self, request: Request, pk: int) -> Any:
+        conversation = conversation_get(owner=request.user, pk=pk)
+        serializer = self.InputSerializer(data=request.query_params)
+        serializer.is_valid(raise_exception=True)
+        fmt = serializer.validated_data["format"]
+        kind = EXPORT_FORMATS[fmt]
+        response = StreamingHttpResponse(
+            conversation_export_chunks(conversation=conversation, fmt=fmt), content_type=kind.media_type
+        )
+        response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.{kind.extension}"'
+        # The rows were read when asked for; a stored copy would be stale. Proxies pass pages on at once.
+        response["Cache-Control"] = "no-store"
+        response["X-Accel-Buffering"] = "no"
+        return response

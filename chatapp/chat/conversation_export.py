@@ -1,0 +1,309 @@
+"""A conversation as a download: our versioned JSON (the faithful copy) or Markdown (for reading).
+
+Both are async iterators of text chunks, so under ASGI the download streams from the event loop:
+Django's ASGI handler reads a synchronous iterator to the end, into memory, before sending a byte.
+Messages are read by keyset pages on the (conversation, id) index, `EXPORT_CHUNK_ROWS` at a time,
+each page in its own short database call that gives the connection back (dbconn.db_short): a slow
+download holds no pooled connection, and memory stays at one page whatever the history's length. A
+server-side cursor (`aiterator`) would hold one connection for the whole download instead.
+
+What is exported is fixed when the export starts: every message up to the newest at that moment
+(a reply still streaming then is exported with status "streaming" and its text so far).
+
+JSON (`{"format": "longchat.conversation", "version": 1, ...}`): the conversation (title, dates, the
+model config's name and model — never its key or address — the preference its latest turn used, the
+window start) and every stored message in id order with every field that carries meaning: role,
+kind, status, content, dates, pinned, superseded, the message a reply answers, usage and cost, the
+error, and for summaries the ids they cover and their edit / discard state. Left out: `client_key`
+(an idempotency key of one client of this server) and `char_count` (the content's length). Ids are
+this server's: an import maps them (covers_*, reply_to_id, edited_from_id, window_start_id).
+
+Markdown: a title, then each message under `### 12 · User — 2024-03-09 14:02 UTC`, numbered as the
+chat numbers them (chat messages only, summaries not numbered). Nothing stored is hidden except
+discarded summaries (an edit replaced them, or the user discarded them; the JSON keeps them): a
+replaced reply, a failed, stopped or unfinished one stays, marked in its heading, so the numbers
+match the chat's and the summaries' ranges. Summaries are blockquotes headed "Summary of messages
+n\u2013m".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.utils import timezone
+
+from chatapp.chat.dbconn import db_short
+from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord
+
+EXPORT_FORMAT = "longchat.conversation"
+EXPORT_VERSION = 1
+EXPORT_CHUNK_ROWS = 500
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    media_type: str
+    extension: str
+
+
+EXPORT_FORMATS: dict[str, ExportFormat] = {
+    "json": ExportFormat(media_type="application/json", extension="json"),
+    "markdown": ExportFormat(media_type="text/markdown; charset=utf-8", extension="md"),
+}
+
+MESSAGE_EXPORT_FIELDS: tuple[str, ...] = (
+    "id", "role", "kind", "status", "content", "created_at", "updated_at", "pinned", "superseded",
+    "reply_to_id", "model", "token_count", "prompt_tokens", "completion_tokens", "latency_ms", "cost_usd",
+    "error", "covers_from_id", "covers_through_id", "covered_message_count", "source_chars", "extractive",
+    "discarded", "edited", "edited_from_id",
+)
+
+_ROLE_NAMES = {Message.Role.USER: "User", Message.Role.ASSISTANT: "Assistant", Message.Role.SYSTEM: "System"}
+_STATUS_MARKS = {
+    Message.Status.STOPPED: "stopped",
+    Message.Status.ERROR: "failed",
+    Message.Status.STREAMING: "still being written",
+}
+
+
+def conversation_export_chunks(
+    *, conversation: Conversation, fmt: str, chunk_rows: int = EXPORT_CHUNK_ROWS
+) -> AsyncIterator[str]:
+    """The export of `conversation` in `fmt` ("json" or "markdown"), as text chunks (one per page of
+    messages). An unknown format raises ValueError here, before anything is read."""
+    if fmt == "json":
+        return _json_chunks(conversation=conversation, chunk_rows=chunk_rows)
+    if fmt == "markdown":
+        return _markdown_chunks(conversation=conversation, chunk_rows=chunk_rows)
+    raise ValueError(f"Unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}.")
+
+
+# --- reads ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Head:
+    conversation: dict[str, Any]
+    through_id: int  # the newest message when the export started (0: none)
+    config_label: str
+    summary_covers: list[int]  # ids whose chat numbers the Markdown's summary headers need
+
+
+def _conversation_head(*, conversation: Conversation) -> _Head:
+    config: LLMConfig | None = None
+    if conversation.llm_config_id is not None:
+        config = LLMConfig.objects.filter(pk=conversation.llm_config_id).first()
+    preference = (
+        OptimizationRecord.objects.filter(conversation_id=conversation.pk)
+        .order_by("-id").values_list("preference", flat=True).first()
+    )
+    through_id = (
+        Message.objects.filter(conversation_id=conversation.pk).order_by("-id").values_list("id", flat=True).first()
+    ) or 0
+    covers: set[int] = set()
+    spans = Message.objects.filter(
+        conversation_id=conversation.pk, kind=Message.Kind.SUMMARY, discarded=False, id__lte=through_id
+    ).values_list("covers_from_id", "covers_through_id")
+    for span in spans:
+        covers.update(i for i in span if i is not None)
+    config_out = None
+    if config is not None:
+        # Name and model only: the key is secret and the address may carry credentials or a private host.
+        config_out = {
+            "name": config.name, "model": config.model, "context_window": config.context_window,
+            "max_output_tokens": config.max_output_tokens, "temperature": config.temperature,
+        }
+    if conversation.offline:
+        label = "the offline demo model"
+    elif config is not None:
+        label = f"{config.name} ({config.model})"
+    else:
+        label = "the owner's default model"
+    return _Head(
+        conversation={
+            "id": conversation.pk,
+            "title": conversation.title,
+            "title_is_custom": conversation.title_is_custom,
+            "created_at": conversation.created_at.isoformat(),
+            "updated_at": conversation.updated_at.isoformat(),
+            "offline": conversation.offline,
+            "llm_config": config_out,
+            "preference": preference,
+            "window_start_id": conversation.window_start_id,
+        },
+        through_id=through_id,
+        config_label=label,
+        summary_covers=sorted(covers),
+    )
+
+
+def _message_page(*, conversation_id: int, after_id: int, through_id: int, limit: int) -> list[dict[str, Any]]:
+    return list(
+        Message.objects.filter(conversation_id=conversation_id, id__gt=after_id, id__lte=through_id)
+        .order_by("id")
+        .values(*MESSAGE_EXPORT_FIELDS)[:limit]
+    )
+
+
+_read_head = db_short(_conversation_head)
+_read_page = db_short(_message_page)
+
+
+async def _message_pages(*, conversation_id: int, through_id: int, chunk_rows: int) -> AsyncIterator[list[dict]]:
+    after_id = 0
+    while after_id < through_id:
+        page = await _read_page(
+            conversation_id=conversation_id, after_id=after_id, through_id=through_id, limit=chunk_rows
+        )
+        if not page:
+            return
+        yield page
+        after_id = page[-1]["id"]
+
+
+# --- JSON ----------------------------------------------------------------------------------------------
+
+
+def _json_value(value: Any) -> Any:
+    # Full precision both ways: DjangoJSONEncoder would cut microseconds, a float would round a cost.
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+def _json_message(*, row: dict[str, Any]) -> str:
+    return json.dumps({key: _json_value(row[key]) for key in MESSAGE_EXPORT_FIELDS}, ensure_ascii=False)
+
+
+async def _json_chunks(*, conversation: Conversation, chunk_rows: int) -> AsyncIterator[str]:
+    head = await _read_head(conversation=conversation)
+    document = {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exported_at": timezone.now().isoformat(),
+        "conversation": head.conversation,
+    }
+    # The document's head with its closing brace replaced by the opening of the messages array.
+    yield json.dumps(document, ensure_ascii=False)[:-1] + ', "messages": ['
+    separator = "\n"
+    async for page in _message_pages(
+        conversation_id=conversation.pk, through_id=head.through_id, chunk_rows=chunk_rows
+    ):
+        yield separator + ",\n".join(_json_message(row=row) for row in page)
+        separator = ",\n"
+    yield "\n]}\n"
+
+
+# --- Markdown ------------------------------------------------------------------------------------------
+
+
+class _ChatNumbers:
+    """Chat numbers (1-based among chat messages, as selectors.message_numbers counts) of the ids a
+    summary header names, found while the messages go by in id order: no id list is kept, and a
+    summary always comes after the messages it covers."""
+
+    def __init__(self, *, wanted: list[int]) -> None:
+        self._wanted = wanted
+        self._next = 0
+        self.chat_seen = 0
+        self.numbers: dict[int, int] = {}
+
+    def _settle(self, *, below: int, inclusive: bool) -> None:
+        wanted = self._wanted
+        while self._next < len(wanted) and (wanted[self._next] < below or (inclusive and wanted[self._next] == below)):
+            self.numbers[wanted[self._next]] = self.chat_seen
+            self._next += 1
+
+    def observe(self, *, message_id: int, is_chat: bool) -> None:
+        self._settle(below=message_id, inclusive=False)
+        if is_chat:
+            self.chat_seen += 1
+        self._settle(below=message_id, inclusive=True)
+
+
+def _utc_minute(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _fences_closed(text: str) -> str:
+    """`text` with a code fence it leaves open closed: one unclosed ``` would swallow the rest of the
+    document into a code block."""
+    open_fence = ""
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if open_fence:
+            if stripped.startswith(open_fence) and not stripped[len(open_fence):].strip():
+                open_fence = ""
+        elif stripped.startswith(("```", "~~~")):
+            char = stripped[0]
+            open_fence = char * (len(stripped) - len(stripped.lstrip(char)))
+    return f"{text}\n{open_fence}" if open_fence else text
+
+
+def _markdown_chat(*, row: dict[str, Any], number: int) -> str:
+    heading = f"### {number} · {_ROLE_NAMES.get(row['role'], row['role'])} — {_utc_minute(row['created_at'])}"
+    marks = []
+    if row["model"] and row["role"] == Message.Role.ASSISTANT:
+        marks.append(row["model"])
+    if row["pinned"]:
+        marks.append("pinned")
+    if row["superseded"]:
+        marks.append("replaced by a regenerated reply")
+    if row["status"] in _STATUS_MARKS:
+        marks.append(_STATUS_MARKS[row["status"]])
+    if marks:
+        heading += " · " + ", ".join(_one_line(m) for m in marks)
+    parts = [heading, _fences_closed(row["content"]) if row["content"] else "*(no text)*"]
+    if row["status"] == Message.Status.ERROR and row["error"]:
+        parts.append(f"*Error: {_one_line(row['error'])}*")
+    return "\n\n".join(parts) + "\n\n"
+
+
+def _markdown_summary(*, row: dict[str, Any], numbers: dict[int, int]) -> str:
+    first, last = numbers.get(row["covers_from_id"]), numbers.get(row["covers_through_id"])
+    title = f"Summary of messages {first}\u2013{last}" if first and last else "Summary"
+    details = [_utc_minute(row["created_at"])]
+    if row["extractive"]:
+        details.append("extractive, written without a model")
+    if row["edited"]:
+        details.append("edited")
+    quoted = "\n".join(f"> {line}".rstrip() for line in _fences_closed(row["content"]).splitlines())
+    return f"> **{title}** ({', '.join(details)})\n>\n{quoted}\n\n"
+
+
+def _markdown_page(*, page: Iterable[dict[str, Any]], numbering: _ChatNumbers) -> str:
+    out = []
+    for row in page:
+        is_chat = row["kind"] == Message.Kind.CHAT
+        numbering.observe(message_id=row["id"], is_chat=is_chat)
+        if is_chat:
+            out.append(_markdown_chat(row=row, number=numbering.chat_seen))
+        elif not row["discarded"]:
+            out.append(_markdown_summary(row=row, numbers=numbering.numbers))
+    return "".join(out)
+
+
+async def _markdown_chunks(*, conversation: Conversation, chunk_rows: int) -> AsyncIterator[str]:
+    head = await _read_head(conversation=conversation)
+    title = _one_line(conversation.title) or "Untitled chat"
+    yield (
+        f"# {title}\n\n"
+        f"*Exported from Longchat {_utc_minute(timezone.now())} · model: {_one_line(head.config_label)} · "
+        f"started {_utc_minute(conversation.created_at)}*\n\n---\n\n"
+    )
+    numbering = _ChatNumbers(wanted=head.summary_covers)
+    async for page in _message_pages(
+        conversation_id=conversation.pk, through_id=head.through_id, chunk_rows=chunk_rows
+    ):
+        yield _markdown_page(page=page, numbering=numbering)
