@@ -104,6 +104,8 @@ def reply_cut_note() -> str:
 
 
 _END = object()
+# Deltas waiting in the queue are sent as one event up to this size (see ReplyReader._joined).
+_JOIN_MAX_CHARS = 8192
 
 
 async def _pump(*, turn: ChatTurn, queue: asyncio.Queue) -> None:
@@ -149,6 +151,7 @@ class ReplyReader:
         self.stopped = False
         self.finished = False
         self.queue: asyncio.Queue = asyncio.Queue()
+        self.held: Any = None  # a model event taken from the queue while joining deltas (_joined)
         # The model call starts while the first event goes out.
         self.pump = asyncio.create_task(_pump(turn=turn, queue=self.queue))
         streaming_here.add(turn.reply_id)
@@ -166,7 +169,7 @@ class ReplyReader:
                 self.failure = item
                 return
             if isinstance(item, llm.Delta) and item.text:
-                text, cut = self._take(item.text)
+                text, cut = self._take(self._joined(item.text))
                 yield stream_event("delta", {"text": text})
                 last_sent = time.monotonic()
                 if cut:
@@ -189,8 +192,29 @@ class ReplyReader:
                     next_heartbeat = time.monotonic() + STREAM_HEARTBEAT_SECONDS
                 next_check = time.monotonic() + STOP_POLL_SECONDS
 
+    def _joined(self, text: str) -> str:
+        """`text` and the deltas already waiting behind it, as one: each event costs the server the
+        same whatever its size, and chunks pile up exactly when it is busy. The first non-delta
+        item is held for the next `_next`."""
+        parts = [text]
+        size = len(text)
+        while size < _JOIN_MAX_CHARS and self.held is None:
+            try:
+                item = self.queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            if isinstance(item, llm.Delta):
+                parts.append(item.text)
+                size += len(item.text)
+            else:
+                self.held = item
+        return "".join(parts) if len(parts) > 1 else text
+
     async def _next(self, next_check: float) -> Any:
         """The next model event, or None when it is time to look for a stop request."""
+        if self.held is not None:
+            item, self.held = self.held, None
+            return item
         try:
             return self.queue.get_nowait()  # a burst of chunks needs no timer each
         except asyncio.QueueEmpty:

@@ -199,7 +199,10 @@ def test_a_reply_superseded_while_streaming_is_not_counted(chat_user, conversati
     assert reply.superseded and reply.status != "complete" and reply.content  # kept, never counted
 
 
-def test_a_long_stream_stays_alive_for_retry(chat_user, conversation, monkeypatch, settings):
+def test_a_long_stream_stays_alive_for_retry(chat_user, conversation, echo_config, monkeypatch, settings):
+    # Chunks a few ms apart, so they come as separate deltas (a burst is joined into one event).
+    echo_config.model = "slow-5"
+    echo_config.save(update_fields=["model"])
     # Every stop-flag check is also a heartbeat here; in production the heartbeat is every few seconds.
     monkeypatch.setattr(reply_stream, "STOP_POLL_SECONDS", 0.0)
     monkeypatch.setattr(reply_stream, "STREAM_HEARTBEAT_SECONDS", 0.0)

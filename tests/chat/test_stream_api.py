@@ -27,6 +27,22 @@ def _use_model(config: LLMConfig, model: str, base_url: str | None = None) -> No
     config.save()
 
 
+def test_chunks_are_sent_as_they_arrive_and_a_burst_as_one_event(chat_user, conversation, echo_config, fake_openai):
+    """A model that streams chunk by chunk is relayed chunk by chunk; chunks that are already waiting
+    when the server gets to them (the instant fake model sends all at once) go out as one event."""
+    _use_model(echo_config, "slow-30")
+    slow = send(chat_user, conversation, "Tell me about indexes")
+    _use_model(echo_config, "fake-echo")
+    burst = send(chat_user, conversation, "Tell me about indexes")
+
+    slow_deltas = [e["text"] for e in slow.named("delta")]
+    burst_deltas = [e["text"] for e in burst.named("delta")]
+    assert len(slow_deltas) > 5
+    assert len(burst_deltas) < len(slow_deltas)
+    for result, deltas in ((slow, slow_deltas), (burst, burst_deltas)):
+        assert "".join(deltas) == result.named("done")[0]["message"]["content"]
+
+
 def test_send_streams_the_reply_and_stores_it_with_usage(chat_user, conversation, fake_openai):
     fake_openai.reset()
     result = send(chat_user, conversation, "Tell me about **indexes**")
@@ -36,7 +52,7 @@ def test_send_streams_the_reply_and_stores_it_with_usage(chat_user, conversation
     assert result.headers["cache-control"] == "no-cache"
     assert result.headers["x-accel-buffering"] == "no"
     assert result.names[0] == "start" and result.names[-1] == "done"
-    assert result.names.count("delta") > 1
+    assert result.names.count("delta") >= 1
 
     start = result.named("start")[0]
     done = result.named("done")[0]
