@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -53,6 +54,40 @@ def wait_for(
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:.0f} s waiting for {what or predicate}")
         time.sleep(interval)
+
+
+_SUMMARY_TASK = "optimizer.tasks.summarize_conversation"
+_SWEEP_TASK = "optimizer.tasks.sweep_pending_summary_jobs"
+# What the summary task logs once per delivery it runs (tasks.summarize_conversation).
+_SUMMARY_OUTCOME = re.compile(r"summary job \d+(: | crashed)")
+
+
+def sweeps_done(worker: Worker) -> int:
+    """Sweeps (the beat's, in the worker) that have finished so far, from the worker's log."""
+    return sum(1 for line in worker.log().splitlines() if f"Task {_SWEEP_TASK}[" in line and " succeeded " in line)
+
+
+def worker_settled(worker: Worker, *, sweeps_before: int) -> bool:
+    """Whether nothing more can reach a finished job: a sweep finished after `sweeps_before` (so
+    whatever it re-published is queued), the queue is empty, and every summary delivery the worker
+    received has run to its logged outcome. What a test asserts after this includes every late
+    duplicate (redelivery, sweep) — a condition instead of a sleep."""
+    lines = worker.log().splitlines()
+    received = sum(1 for line in lines if f"Task {_SUMMARY_TASK}[" in line and line.rstrip().endswith(" received"))
+    answered = sum(1 for line in lines if _SUMMARY_OUTCOME.search(line))
+    return sweeps_done(worker) > sweeps_before and received == answered and broker_queue_empty(worker.broker)
+
+
+def broker_queue_empty(broker: Broker) -> bool:
+    if broker.kind == "redis":
+        import redis
+
+        client = redis.Redis.from_url(broker.url)
+        try:
+            return client.llen(broker.queue) == 0
+        finally:
+            client.close()
+    return not any(Path(broker.options["data_folder_in"]).iterdir())
 
 
 def job_state(job_id: int) -> SummaryJob:

@@ -7,8 +7,6 @@ deliveries and double clicks.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from django.db import connection
 
@@ -28,7 +26,9 @@ from tests.support.worker import (
     job_finished,
     job_state,
     summaries_of,
+    sweeps_done,
     wait_for,
+    worker_settled,
 )
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -120,10 +120,13 @@ def test_duplicate_deliveries_and_double_clicks_give_one_summary(worker, make_co
     assert second.pk == first.pk
     for _ in range(3):  # the same message delivered again (a sweep, a redelivery)
         assert summary_job_enqueue(job_id=first.pk)
-    worker()
+    w = worker()
     job = wait_for(lambda: job_finished(first.pk), what="the job")
     assert job.status == SummaryJob.Status.DONE
-    time.sleep(1.5)  # let the duplicate messages reach the worker too
+    # All four deliveries ran (the duplicates found the job taken or done), and a sweep after them.
+    sweeps = sweeps_done(w)
+    wait_for(lambda: worker_settled(w, sweeps_before=sweeps), what="every delivery to be answered")
+    assert w.log().count(f"summary job {first.pk}: ") == 4
     assert len(summaries_of(conversation)) == 1
     assert job_state(first.pk).attempts == 1
     assert SummaryJob.objects.filter(conversation=conversation).count() == 1
@@ -145,7 +148,10 @@ def test_worker_killed_mid_call_job_completes_once(worker, make_config, long_con
     done = wait_for(lambda: job_finished(job.pk), timeout=45, what="the job after the restart")
     assert done.status == SummaryJob.Status.DONE, done.error
     assert done.attempts == 2
-    time.sleep(2)  # a late duplicate (redelivery + sweep) must not write a second summary
+    # A late duplicate (the redelivered message and the sweep both bring it back) must not write a
+    # second summary: wait until every delivery has been answered and a sweep ran after the job.
+    sweeps = sweeps_done(w)
+    wait_for(lambda: worker_settled(w, sweeps_before=sweeps), what="every delivery to be answered")
     [summary] = summaries_of(conversation)
     assert summary.model == "fake-echo" and done.summary_id == summary.pk
 
@@ -159,7 +165,7 @@ def test_redis_stopped_at_enqueue_chat_answers_and_job_runs_once_redis_is_back(
     config = chat_config(owner, fake_openai.base_url, window=4_000, max_output=500)
     conversation = Conversation.objects.create(owner=owner, llm_config=config)
     seed_messages(conversation, 60, words=40)  # well past the trigger: the optimizer chooses summarize
-    worker()  # a worker is up when Redis goes away
+    w = worker()  # a worker is up when Redis goes away
 
     broker.private_redis.stop()
     reply = send(owner, conversation, "What did we decide about the invoices?")
@@ -178,7 +184,9 @@ def test_redis_stopped_at_enqueue_chat_answers_and_job_runs_once_redis_is_back(
     )
     done = wait_for(lambda: job_finished(job.pk), timeout=90, what="the pending job after Redis is back")
     assert done.status == SummaryJob.Status.DONE, done.error
-    time.sleep(1.5)  # a late duplicate (the beat's sweep) must not write a second summary
+    # A late duplicate (the beat's sweep) must not write a second summary.
+    sweeps = sweeps_done(w)
+    wait_for(lambda: worker_settled(w, sweeps_before=sweeps), what="every delivery to be answered")
     assert len(summaries_of(conversation)) == 1
 
 
