@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from chatapp.chat import config_services, selectors, services
 from chatapp.chat.crypto import secret_readable
 from chatapp.chat.forms import PREFERENCE_HELP, LLMConfigForm, PreferencesForm
+from chatapp.chat.share_selectors import share_list
 from chatapp.chat.views import page_csp, user_configs
 
 
@@ -69,6 +70,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
         "api_token_expires_at": selectors.api_token_expires_at(token=token) if token else None,
         "api_token_expired": bool(token and selectors.api_token_expired(token=token)),
         "api_token_days": settings.API_TOKEN_DAYS,
+        "shares": share_list(owner=request.user),  # Shared links (chat/_shares.html)
     }
 
 

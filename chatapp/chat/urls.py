@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, reverse_lazy
 
 from chatapp.chat import settings_views, views
+from chatapp.chat import share_views as share_pages
 
 urlpatterns = [
     path("", views.chat_home, name="chat-home"),
@@ -12,11 +13,14 @@ urlpatterns = [
     path("settings/", settings_views.settings_page, name="settings"),
     path("settings/api-token/", settings_views.api_token_create, name="api-token-create"),
     path("settings/api-token/revoke/", settings_views.api_token_revoke, name="api-token-revoke"),
+    path("settings/shares/<int:pk>/revoke/", share_pages.share_revoke, name="share-revoke"),
     path("settings/configs/new/", settings_views.config_create, name="config-create"),
     path("settings/configs/<int:pk>/", settings_views.config_update, name="config-update"),
     path("settings/configs/<int:pk>/delete/", settings_views.config_delete, name="config-delete"),
     path("settings/configs/<int:pk>/default/", settings_views.config_make_default, name="config-default"),
     path("assets/code.css", views.code_css, name="code-css"),
+    # A read-only share link: public, no login (share_views).
+    path("s/<slug:token>/", share_pages.share_page, name="share-page"),
     path("accounts/signup/", views.signup, name="signup"),
     path(
         "accounts/login/",

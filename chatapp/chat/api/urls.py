@@ -5,6 +5,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
 from chatapp.chat.api import config_views, export_views, stream_views, summary_views, views
+from chatapp.chat.api import share_views as share_api
 from chatapp.chat.api.parsers import PARSERS
 from chatapp.chat.selectors import api_token_expires_at
 from chatapp.chat.services import api_token_issue
@@ -44,6 +45,9 @@ urlpatterns = [
         summary_views.SummaryJobDismissApi.as_view(),
         name="api-summary-job-dismiss",
     ),
+    path("conversations/<int:pk>/share/", share_api.ConversationShareApi.as_view(), name="api-conversation-share"),
+    path("shares/", share_api.ShareListApi.as_view(), name="api-shares"),
+    path("shares/<int:pk>/", share_api.ShareDetailApi.as_view(), name="api-share"),
     path("summaries/<int:pk>/", summary_views.SummaryDetailApi.as_view(), name="api-summary"),
     path("messages/<int:pk>/pin/", views.MessagePinApi.as_view(), name="api-message-pin"),
     path("messages/<int:pk>/stop/", stream_views.message_stop_api, name="api-message-stop"),

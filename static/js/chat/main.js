@@ -6,6 +6,7 @@ import { followElsewhere, loadEarlier, revealHash } from "./history.js";
 import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.js";
 import { deleteConversation, inlineRename, renameConversation } from "./sidebar.js";
 import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
+import "./share.js"; // "Share…" in the header menu: handles its own clicks
 import { regenerate, retry, stop } from "./stream.js";
 import { discardSummary, editSummary, revealSummary, togglePin } from "./summaries.js";
 

@@ -1,0 +1,90 @@
+"""Read-only share links (issue 13): `POST /api/conversations/<id>/share/` makes a link of the
+conversation as it is now, `GET /api/shares/` lists the live ones, `DELETE /api/shares/<id>/` revokes
+one. Thin views over share_services / share_selectors; every lookup is scoped to the requesting user,
+so another user's conversation or link answers 404 like a missing one.
+"""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chatapp.chat.api.pagination import DefaultPagination
+from chatapp.chat.models import ConversationShare
+from chatapp.chat.selectors import conversation_get
+from chatapp.chat.share_selectors import share_get, share_list
+from chatapp.chat.share_services import conversation_share_create, conversation_share_revoke
+
+
+class ShareOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    url = serializers.SerializerMethodField(
+        help_text="The public page (/s/<token>/): anyone with it can read the snapshot, without an account."
+    )
+    title = serializers.CharField(help_text="The conversation's title when it was shared.")
+    conversation_id = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+    def get_url(self, share: ConversationShare) -> str:
+        path = reverse("share-page", args=[share.token])
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request is not None else path
+
+
+class ConversationShareApi(APIView):
+    @extend_schema(
+        operation_id="conversation_share_create",
+        summary="Share a read-only snapshot of the conversation by link",
+        description=(
+            "The link shows the conversation's user messages and replies (complete or stopped; not "
+            "regenerated-away, failed or summary messages) up to its newest message now: what is said "
+            "later is not shown. Nothing of the owner (username, models, keys, settings) is on the page, "
+            "which search engines are asked not to index. While no message was added and the title is "
+            "unchanged, sharing again answers the same live link."
+        ),
+        request=None,
+        responses={201: ShareOutputSerializer, 404: OpenApiResponse(description="Not your conversation.")},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        conversation = conversation_get(owner=request.user, pk=pk)
+        share = conversation_share_create(owner=request.user, conversation=conversation)
+        return Response(
+            ShareOutputSerializer(share, context={"request": request}).data, status=status.HTTP_201_CREATED
+        )
+
+
+class ShareListApi(APIView):
+    pagination_class = DefaultPagination
+
+    @extend_schema(
+        operation_id="shares_list",
+        summary="Your live share links, newest first",
+        responses=ShareOutputSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        # Paginated here rather than by paginated_response: the links are absolute, built from the request.
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(share_list(owner=request.user), request, view=self) or []
+        return paginator.get_paginated_response(
+            ShareOutputSerializer(page, many=True, context={"request": request}).data
+        )
+
+
+class ShareDetailApi(APIView):
+    @extend_schema(
+        operation_id="share_revoke",
+        summary="Revoke a share link: its page answers 404 from now on",
+        request=None,
+        responses={
+            204: OpenApiResponse(description="Revoked."),
+            404: OpenApiResponse(description="Not your link, or already revoked."),
+        },
+    )
+    def delete(self, request: Request, pk: int) -> Response:
+        share = share_get(owner=request.user, pk=pk)
+        conversation_share_revoke(owner=request.user, share=share)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,83 @@
+"""Reads for read-only share links (issue 13): the owner's live links, a link by its public token, and
+the messages a link's snapshot shows, a bounded page at a time.
+
+A revoked or unknown token answers Http404, exactly like an owner's id that is not theirs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+
+from .models import ConversationShare, Message
+
+# Messages per page of the public page: a snapshot of 100k messages is read and rendered 200 at a
+# time (keyset pages on the (conversation, id) index, oldest first), never whole.
+SHARE_PAGE = 200
+
+# What a reader of the conversation sees: the user's messages and the replies as they stand — no
+# summaries (the reader has the messages they stand in for), no reply regenerated away, no failed
+# reply (its error text may name the owner's endpoint), no reply still being written.
+_SHOWN_STATUSES = (Message.Status.COMPLETE, Message.Status.STOPPED)
+_SHOWN_ROLES = (Message.Role.USER, Message.Role.ASSISTANT)
+
+
+@dataclass(frozen=True)
+class SharePage:
+    messages: list[Message]
+    # The id to continue after (`?after=`), or None on the last page.
+    next_after: int | None
+
+
+def share_list(*, owner: User) -> QuerySet[ConversationShare]:
+    """The owner's live links, newest first (index share_owner_live_idx)."""
+    return ConversationShare.objects.filter(owner=owner, revoked_at__isnull=True).order_by("-created_at", "-id")
+
+
+def share_get(*, owner: User, pk: int) -> ConversationShare:
+    """One of the owner's live links; another user's, a revoked or a missing one: 404."""
+    return get_object_or_404(ConversationShare, owner=owner, pk=pk, revoked_at__isnull=True)
+
+
+def share_get_public(*, token: str) -> ConversationShare:
+    """The live link with this token (unique index share_token_uniq); revoked or unknown: 404."""
+    return get_object_or_404(ConversationShare, token=token, revoked_at__isnull=True)
+
+
+def share_live_of_snapshot(*, conversation_id: int, through_message_id: int, title: str) -> ConversationShare | None:
+    """A live link of this conversation showing exactly this snapshot: the same last message and title
+    (index share_conv_live_idx)."""
+    return (
+        ConversationShare.objects.filter(
+            conversation_id=conversation_id,
+            through_message_id=through_message_id,
+            title=title,
+            revoked_at__isnull=True,
+        )
+        .order_by("-id")
+        .first()
+    )
+
+
+def share_messages(*, share: ConversationShare, after_id: int | None = None, limit: int = SHARE_PAGE) -> SharePage:
+    """The snapshot's shown messages after `after_id` (from the start when None), oldest first, at
+    most `limit`; later messages than the snapshot's last are never read."""
+    limit = max(1, min(int(limit), SHARE_PAGE))
+    rows = Message.objects.filter(
+        conversation_id=share.conversation_id,
+        id__lte=share.through_message_id,
+        kind=Message.Kind.CHAT,
+        role__in=_SHOWN_ROLES,
+        status__in=_SHOWN_STATUSES,
+        superseded=False,
+    )
+    if after_id is not None:
+        rows = rows.filter(id__gt=after_id)
+    page = list(rows.order_by("id")[: limit + 1])
+    if len(page) > limit:
+        page = page[:limit]
+        return SharePage(messages=page, next_after=page[-1].pk)
+    return SharePage(messages=page, next_after=None)

@@ -1,0 +1,55 @@
+"""Writes for read-only share links (issue 13): make a link of a conversation as it is now, revoke one.
+
+A link is a snapshot: it shows the conversation up to its newest message at share time
+(ConversationShare.through_message_id), so nothing said later is published. Several live links per
+conversation are allowed, each its own snapshot, listed and revoked one by one in Settings; sharing
+again while no message was added (nor the title changed) returns the live link of that snapshot instead of a duplicate.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.contrib.auth.models import User
+from django.http import Http404
+from django.utils import timezone
+
+from .models import Conversation, ConversationShare, Message
+from .share_selectors import share_live_of_snapshot
+
+# 24 random bytes (192 bits) in URL-safe base64: 32 characters, not guessable, so the token alone is
+# the credential and a collision on the unique index is not worth retrying for.
+TOKEN_BYTES = 24
+
+
+def conversation_share_create(*, owner: User, conversation: Conversation) -> ConversationShare:
+    """The live link of `conversation` as it is now (made unless one of this snapshot is live)."""
+    if conversation.owner_id != owner.pk:
+        # Callers look the conversation up scoped to its owner; this guards a caller that did not.
+        raise Http404("No such conversation.")
+    newest = (
+        Message.objects.filter(conversation=conversation).order_by("-id").values_list("id", flat=True).first()
+    )
+    through = newest or 0
+    existing = share_live_of_snapshot(
+        conversation_id=conversation.pk, through_message_id=through, title=conversation.title
+    )
+    if existing is not None:
+        return existing
+    return ConversationShare.objects.create(
+        owner=owner,
+        conversation=conversation,
+        token=secrets.token_urlsafe(TOKEN_BYTES),
+        title=conversation.title,
+        through_message_id=through,
+    )
+
+
+def conversation_share_revoke(*, owner: User, share: ConversationShare) -> None:
+    """The link stops working at once (its page answers 404); the row stays, marked revoked."""
+    if share.owner_id != owner.pk:
+        raise Http404("No such share.")
+    now = timezone.now()
+    # Conditional: revoking twice (two tabs) keeps the first time.
+    ConversationShare.objects.filter(pk=share.pk, revoked_at__isnull=True).update(revoked_at=now)
+    share.revoked_at = share.revoked_at or now

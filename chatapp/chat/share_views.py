@@ -1,0 +1,91 @@
+"""Pages of read-only share links (issue 13): the public snapshot `/s/<token>/`, readable without an
+account, and Settings' Revoke button. Thin function views, as in views.py.
+
+The public page shows the conversation's text and nothing of its owner: no username, model, config,
+settings or key, and it has no script. It carries the app's CSP (views.PAGE_CSP), keeps search engines
+out (`noindex` meta and X-Robots-Tag), sends no Referer to the sites its links lead to, and is never
+cached, so a revoked link stops answering at once (404, as an unknown token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from django.contrib import messages as flash
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from chatapp.chat.models import Message
+from chatapp.chat.rendering import markdown_render
+from chatapp.chat.share_selectors import share_get, share_get_public, share_messages
+from chatapp.chat.share_services import conversation_share_revoke
+from chatapp.chat.views import page_csp
+
+PUBLIC_HEADERS = {"X-Robots-Tag": "noindex, nofollow", "Referrer-Policy": "no-referrer"}
+
+
+@dataclass(frozen=True)
+class SharedMessage:
+    """One message as the public page shows it."""
+
+    pk: int
+    role: str
+    # The user's text is shown as typed (the template escapes it), as in the chat; a reply is the
+    # chat's sanitized markdown (rendering.markdown_render), the only HTML marked safe.
+    text: str
+    html: str
+    stopped: bool
+
+
+def _public(response: HttpResponse) -> HttpResponse:
+    for name, value in PUBLIC_HEADERS.items():
+        response[name] = value
+    return response
+
+
+def _shared(message: Message) -> SharedMessage:
+    is_user = message.role == Message.Role.USER
+    return SharedMessage(
+        pk=message.pk,
+        role=message.role,
+        text=message.content if is_user else "",
+        html="" if is_user else markdown_render(message.content),
+        stopped=message.status == Message.Status.STOPPED,
+    )
+
+
+@page_csp
+@never_cache
+@require_GET
+def share_page(request: HttpRequest, token: str) -> HttpResponse:
+    """The snapshot, SHARE_PAGE messages a page from the start; `?after=<id>` continues."""
+    try:
+        share = share_get_public(token=token)
+    except Http404:
+        return _public(render(request, "chat/share_missing.html", status=404))
+    after = request.GET.get("after", "")
+    after_id = int(after) if after.isdigit() else None
+    page = share_messages(share=share, after_id=after_id)
+    context = {
+        "share": share,
+        "shared_messages": [_shared(m) for m in page.messages],
+        "next_after": page.next_after,
+        "continued": after_id is not None,
+    }
+    return _public(render(request, "chat/share.html", context))
+
+
+@login_required
+@require_POST
+def share_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    owner = cast(User, request.user)  # login_required
+    share = share_get(owner=owner, pk=pk)
+    conversation_share_revoke(owner=owner, share=share)
+    flash.success(request, f"Link to “{share.title}” revoked: it no longer opens.")
+    return redirect(reverse("settings") + "#shares-h")

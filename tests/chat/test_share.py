@@ -1,0 +1,303 @@
+"""Read-only share links (issue 13): the public snapshot page, its API and Settings' list.
+
+The page is read without an account, shows the conversation up to the message it was shared at, as the
+chat renders it (sanitized), and nothing of its owner; revoked and unknown links answer 404.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from rest_framework.test import APIClient
+
+from chatapp.chat.config_services import llm_config_create
+from chatapp.chat.models import Conversation, ConversationShare, Message
+from chatapp.chat.share_selectors import SHARE_PAGE, share_messages
+from chatapp.chat.share_services import conversation_share_create, conversation_share_revoke
+from chatapp.chat.views import PAGE_CSP
+
+pytestmark = pytest.mark.django_db
+
+# Distinctive values of the owner's account: none may appear on the public page.
+OWNER_NAME = "zelda-owner-7Q"
+API_KEY = "sk-share-SECRETKEY-9f8e7d"
+CONFIG_NAME = "Config-Nimbus-42"
+MODEL_NAME = "gpt-share-model-xq"
+BASE_URL = "https://llm.share-secret.example/v1"
+
+XSS = "<script>alert(1)</script> and [x](javascript:alert(1)) and <img src=x onerror=alert(2)>"
+
+
+@pytest.fixture
+def owner(db):
+    return get_user_model().objects.create_user(username=OWNER_NAME, password="a long test password 1")
+
+
+@pytest.fixture
+def stranger(db):
+    return get_user_model().objects.create_user(username="mallory", password="a long test password 2")
+
+
+def _api(user) -> APIClient:
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+def _msg(conversation: Conversation, role: str, content: str, **fields) -> Message:
+    return Message.objects.create(conversation=conversation, role=role, content=content, **fields)
+
+
+@pytest.fixture
+def chat(owner) -> Conversation:
+    config = llm_config_create(owner=owner, name=CONFIG_NAME, base_url=BASE_URL, model=MODEL_NAME, api_key=API_KEY)
+    conversation = Conversation.objects.create(owner=owner, title="Trip to Lisbon", llm_config=config)
+    _msg(conversation, "user", "Where should we eat? " + XSS)
+    _msg(conversation, "assistant", "Try **Taberna** first.\n\n" + XSS, model=MODEL_NAME)
+    return conversation
+
+
+class _TagCollector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        self.tags.append((tag, attrs))
+
+
+def _tags(body: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
+    collector = _TagCollector()
+    collector.feed(body)
+    return collector.tags
+
+
+def _path(share: ConversationShare) -> str:
+    return f"/s/{share.token}/"
+
+
+# --- the public page ---------------------------------------------------------------------------------
+
+
+def test_public_page_works_logged_out_rendered_and_sanitized(chat, owner):
+    share = conversation_share_create(owner=owner, conversation=chat)
+    response = Client().get(_path(share))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "Shared conversation" in body and "Trip to Lisbon" in body
+    assert "Where should we eat?" in body
+    assert "<strong>Taberna</strong>" in body  # the reply's markdown, rendered as the chat renders it
+    # Inert: no script element, no javascript: URL, no event handler, no image, from either message.
+    tags = _tags(body)
+    assert "script" not in {tag for tag, _ in tags} and "img" not in {tag for tag, _ in tags}
+    for tag, attrs in tags:
+        assert not any(name.startswith("on") for name, _ in attrs), (tag, attrs)
+        assert not any((value or "").strip().lower().startswith("javascript:") for _, value in attrs), (tag, attrs)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body  # the user's text, shown as typed
+    reply = body[body.index("<strong>Taberna</strong>"):]
+    # In the reply too the markup is text: markdown-it escapes raw HTML and leaves the javascript: link
+    # unlinked, and nh3 would strip either if it got through.
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in reply[: reply.index("</article>")]
+
+def test_public_page_keeps_search_engines_out_and_sends_no_referrer(chat, owner):
+    share = conversation_share_create(owner=owner, conversation=chat)
+    response = Client().get(_path(share))
+    body = response.content.decode()
+    assert '<meta name="robots" content="noindex, nofollow">' in body
+    assert response["X-Robots-Tag"] == "noindex, nofollow"
+    assert response["Referrer-Policy"] == "no-referrer"
+    assert response["Content-Security-Policy"] == PAGE_CSP
+    assert "no-store" in response["Cache-Control"]  # a revoked link must not live on in a cache
+    # No script at all, and no CSRF cookie handed to anonymous readers.
+    assert "<script" not in body
+    assert "csrftoken" not in response.cookies
+
+
+def test_public_page_shows_nothing_of_the_owner(chat, owner):
+    share = conversation_share_create(owner=owner, conversation=chat)
+    _msg(chat, "assistant", "failed here", status=Message.Status.ERROR, error=f"{BASE_URL} refused {API_KEY[-4:]}")
+    body = Client().get(_path(share)).content.decode()
+    for secret in (OWNER_NAME, API_KEY, API_KEY[-4:], CONFIG_NAME, MODEL_NAME, BASE_URL, "share-secret"):
+        assert secret not in body, secret
+
+
+def test_messages_after_the_snapshot_are_not_shown(chat, owner):
+    share = conversation_share_create(owner=owner, conversation=chat)
+    _msg(chat, "user", "LATER-QUESTION after sharing")
+    _msg(chat, "assistant", "LATER-ANSWER after sharing")
+    Conversation.objects.filter(pk=chat.pk).update(title="Renamed afterwards")
+    body = Client().get(_path(share)).content.decode()
+    assert "LATER-" not in body
+    assert "Renamed afterwards" not in body and "Trip to Lisbon" in body
+
+
+def test_only_the_live_conversation_is_shown(chat, owner):
+    question = _msg(chat, "user", "What about dessert?")
+    _msg(chat, "assistant", "SUPERSEDED-REPLY pastel", superseded=True, reply_to=question)
+    _msg(chat, "assistant", "FAILED-REPLY", status=Message.Status.ERROR, error="boom")
+    _msg(chat, "assistant", "STOPPED-REPLY pastel de nata", status=Message.Status.STOPPED, reply_to=question)
+    _msg(chat, "system", "SUMMARY-TEXT of the chat", kind=Message.Kind.SUMMARY)
+    _msg(chat, "system", "SYSTEM-CHAT message")
+    _msg(chat, "assistant", "STREAMING-REPLY", status=Message.Status.STREAMING)
+    share = conversation_share_create(owner=owner, conversation=chat)
+    body = Client().get(_path(share)).content.decode()
+    assert "STOPPED-REPLY" in body and "Stopped" in body  # a stopped reply is what the reader saw
+    for hidden in ("SUPERSEDED-REPLY", "FAILED-REPLY", "boom", "SUMMARY-TEXT", "SYSTEM-CHAT", "STREAMING-REPLY"):
+        assert hidden not in body, hidden
+
+
+def test_unknown_and_revoked_links_are_404(chat, owner):
+    missing = Client().get("/s/not-a-real-token-at-all/")
+    assert missing.status_code == 404
+    assert missing["X-Robots-Tag"] == "noindex, nofollow"
+    assert "Trip to Lisbon" not in missing.content.decode()
+    share = conversation_share_create(owner=owner, conversation=chat)
+    conversation_share_revoke(owner=owner, share=share)
+    revoked = Client().get(_path(share))
+    assert revoked.status_code == 404
+    assert revoked.content == missing.content  # the same answer: a revoked link says nothing more
+
+
+def test_deleting_the_conversation_ends_its_links(chat, owner):
+    share = conversation_share_create(owner=owner, conversation=chat)
+    chat.delete()
+    assert Client().get(_path(share)).status_code == 404
+    assert not ConversationShare.objects.filter(pk=share.pk).exists()
+
+
+def test_a_long_snapshot_is_read_a_bounded_page_at_a_time(owner, django_assert_max_num_queries):
+    conversation = Conversation.objects.create(owner=owner, title="Long one")
+    Message.objects.bulk_create(
+        Message(conversation=conversation, role="user" if i % 2 == 0 else "assistant", content=f"line-{i:04d}.")
+        for i in range(2 * SHARE_PAGE + 50)
+    )
+    share = conversation_share_create(owner=owner, conversation=conversation)
+    client = Client()
+    with django_assert_max_num_queries(3):
+        first = client.get(_path(share)).content.decode()
+    assert first.count('<article class="msg') == SHARE_PAGE
+    assert "line-0000." in first and f"line-{SHARE_PAGE - 1:04d}." in first and f"line-{SHARE_PAGE:04d}." not in first
+    next_url = re.search(r'href="(/s/[^"]+\?after=\d+)"', first).group(1)
+    second = client.get(next_url).content.decode()
+    assert f"line-{SHARE_PAGE:04d}." in second and "From the start" in second
+    third = client.get(re.search(r'href="(/s/[^"]+\?after=\d+)"', second).group(1)).content.decode()
+    assert third.count('<article class="msg') == 50
+    assert "Continue reading" not in third
+
+
+def test_share_messages_never_reads_past_the_snapshot(chat, owner):
+    share = conversation_share_create(owner=owner, conversation=chat)
+    _msg(chat, "user", "after")
+    page = share_messages(share=share)
+    assert [m.content.split()[0] for m in page.messages] == ["Where", "Try"]
+    assert page.next_after is None
+
+
+# --- the services ------------------------------------------------------------------------------------
+
+
+def test_tokens_are_long_random_and_unique(chat, owner):
+    first = conversation_share_create(owner=owner, conversation=chat)
+    _msg(chat, "user", "one more")
+    second = conversation_share_create(owner=owner, conversation=chat)
+    assert first.pk != second.pk and first.token != second.token
+    assert len(first.token) >= 32 and re.fullmatch(r"[A-Za-z0-9_-]+", first.token)
+
+
+def test_sharing_again_with_nothing_new_reuses_the_live_link(chat, owner):
+    first = conversation_share_create(owner=owner, conversation=chat)
+    assert conversation_share_create(owner=owner, conversation=chat).pk == first.pk
+    conversation_share_revoke(owner=owner, share=first)
+    again = conversation_share_create(owner=owner, conversation=chat)
+    assert again.pk != first.pk and again.token != first.token
+
+
+# --- the API -----------------------------------------------------------------------------------------
+
+
+def test_api_creates_lists_and_revokes(chat, owner):
+    api = _api(owner)
+    created = api.post(f"/api/conversations/{chat.pk}/share/")
+    assert created.status_code == 201
+    data = created.json()
+    assert {"id", "url", "created_at"} <= set(data)
+    share = ConversationShare.objects.get(pk=data["id"])
+    assert data["url"] == f"http://testserver/s/{share.token}/"
+    assert Client().get(data["url"].removeprefix("http://testserver")).status_code == 200
+
+    listed = api.get("/api/shares/").json()
+    assert [s["id"] for s in listed["results"]] == [share.pk]
+    assert listed["results"][0]["title"] == "Trip to Lisbon"
+
+    assert api.delete(f"/api/shares/{share.pk}/").status_code == 204
+    assert api.get("/api/shares/").json()["results"] == []
+    assert Client().get(_path(share)).status_code == 404
+    assert api.delete(f"/api/shares/{share.pk}/").status_code == 404  # already revoked
+
+
+def test_api_another_users_conversation_cannot_be_shared_nor_their_link_revoked(chat, owner, stranger):
+    theirs = _api(stranger)
+    assert theirs.post(f"/api/conversations/{chat.pk}/share/").status_code == 404
+    assert not ConversationShare.objects.exists()
+    share = conversation_share_create(owner=owner, conversation=chat)
+    assert theirs.delete(f"/api/shares/{share.pk}/").status_code == 404
+    assert theirs.get("/api/shares/").json()["results"] == []
+    share.refresh_from_db()
+    assert share.revoked_at is None
+
+
+def test_api_requires_authentication(chat, owner):
+    share = conversation_share_create(owner=owner, conversation=chat)
+    anonymous = APIClient()
+    assert anonymous.post(f"/api/conversations/{chat.pk}/share/").status_code in {401, 403}
+    assert anonymous.get("/api/shares/").status_code in {401, 403}
+    assert anonymous.delete(f"/api/shares/{share.pk}/").status_code in {401, 403}
+
+
+def test_api_schema_documents_the_share_endpoints(owner):
+    schema = _api(owner).get("/api/schema/", {"format": "json"}).json()
+    assert "post" in schema["paths"]["/api/conversations/{id}/share/"]
+    assert "get" in schema["paths"]["/api/shares/"]
+    assert "delete" in schema["paths"]["/api/shares/{id}/"]
+
+
+# --- Settings ----------------------------------------------------------------------------------------
+
+
+def test_settings_lists_live_links_and_revokes_one(chat, owner):
+    share = conversation_share_create(owner=owner, conversation=chat)
+    page = Client()
+    page.force_login(owner)
+    body = page.get("/settings/").content.decode()
+    assert "Shared links" in body
+    section = body[body.index('id="shares-h"'):]
+    assert "Trip to Lisbon" in section and f"/s/{share.token}/" in section
+    assert f'action="/settings/shares/{share.pk}/revoke/"' in section
+    assert "csrfmiddlewaretoken" in section
+
+    response = page.post(f"/settings/shares/{share.pk}/revoke/")
+    assert response.status_code == 302 and response["Location"].endswith("/settings/#shares-h")
+    assert Client().get(_path(share)).status_code == 404
+    body = page.get("/settings/").content.decode()
+    assert f"/s/{share.token}/" not in body and "No shared links." in body
+
+
+def test_settings_revoke_is_owner_scoped_post_only_and_csrf_checked(chat, owner, stranger):
+    share = conversation_share_create(owner=owner, conversation=chat)
+    theirs = Client()
+    theirs.force_login(stranger)
+    assert theirs.post(f"/settings/shares/{share.pk}/revoke/").status_code == 404
+    assert f"/s/{share.token}/" not in theirs.get("/settings/").content.decode()
+    mine = Client()
+    mine.force_login(owner)
+    assert mine.get(f"/settings/shares/{share.pk}/revoke/").status_code == 405
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(owner)
+    assert strict.post(f"/settings/shares/{share.pk}/revoke/").status_code == 403
+    share.refresh_from_db()
+    assert share.revoked_at is None
+
