@@ -387,44 +387,5 @@ class SummaryJob(models.Model):
         return f"summary job #{self.pk} ({self.status})"
 
 
-class ConversationShare(models.Model):
-    """A read-only snapshot of a conversation, readable by anyone holding its link (issue 13).
-
-    The snapshot is `through_message_id`: the newest message when the link was made. The public page
-    shows the conversation's live user/assistant messages up to it, so what is said afterwards is never
-    exposed. A conversation may have several live links (each its own snapshot, revoked one by one);
-    sharing again with no new message reuses the live link of that snapshot (share_services).
-    Revoking keeps the row (`revoked_at`), so a revoked token can never be issued or resolve again.
-    """
-
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="shares")
-    # secrets.token_urlsafe(24): 192 random bits, the only credential of the public page.
-    token = models.CharField(max_length=64)
-    # The title when shared: a later rename is not published.
-    title = models.CharField(max_length=200)
-    # The newest message id at share time (0: the conversation was empty).
-    through_message_id = models.BigIntegerField()
-    created_at = models.DateTimeField(auto_now_add=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        indexes = [
-            # Settings and GET /api/shares/: the owner's live links, newest first.
-            models.Index(
-                fields=["owner", "-created_at"], condition=Q(revoked_at__isnull=True), name="share_owner_live_idx"
-            ),
-            # Sharing again: the conversation's live link of the same snapshot, if any.
-            models.Index(
-                fields=["conversation", "through_message_id"],
-                condition=Q(revoked_at__isnull=True),
-                name="share_conv_live_idx",
-            ),
-        ]
-        constraints = [
-            # Public page /s/<token>/: the share by its token, one unique-index seek per view.
-            models.UniqueConstraint(fields=["token"], name="share_token_uniq"),
-        ]
-
-    def __str__(self) -> str:
-        return f"share #{self.pk} of conversation {self.conversation_id}"
+# Issue 13 (share links): the table lives in its own module (this one is at its size bound).
+from chatapp.chat.share_models import ConversationShare  # noqa: E402, F401
