@@ -291,6 +291,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Status choice sets differ by model: each enum named after its own (no guessed "StatusD4fEnum").
+    "ENUM_NAME_OVERRIDES": {"ImportJobStatusEnum": "chatapp.chat.import_models.ImportJob.Status"},
 }
 
 # --- Chat limits and model access -------------------------------------------------------------
@@ -324,6 +326,13 @@ SSE_KEEPALIVE_SECONDS = _env_int("SSE_KEEPALIVE_SECONDS", 15, minimum=1)
 # local Ollama works.
 ALLOW_PRIVATE_LLM_URLS = _env_bool("ALLOW_PRIVATE_LLM_URLS", EMBEDDED_MODE)
 SUMMARIES_PER_DAY = _env_int("SUMMARIES_PER_DAY", 3, minimum=0)
+# Conversation imports (import_services): the largest file accepted (a ZIP's conversations.json is
+# bounded the same, unpacked) — the worker holds the file's bytes plus one conversation's objects —
+# and the queue their jobs go to (Celery's default queue, beside the summaries one).
+IMPORT_MAX_BYTES = _env_int("IMPORT_MAX_BYTES", 200_000_000, minimum=1024)
+CELERY_IMPORT_QUEUE = os.environ.get("CELERY_IMPORT_QUEUE", "celery")
+# A running import not heard from for this long is taken over by a redelivery (its worker died).
+IMPORT_LEASE_SECONDS = _env_int("IMPORT_LEASE_SECONDS", 300, minimum=1)
 
 # --- i18n / static ----------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

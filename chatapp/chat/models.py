@@ -387,5 +387,8 @@ class SummaryJob(models.Model):
         return f"summary job #{self.pk} ({self.status})"
 
 
+# Issue 13 (imports): the job table lives in its own module (this one is at its size bound).
+from chatapp.chat.import_models import ImportJob  # noqa: E402, F401
+
 # Issue 13 (share links): the table lives in its own module (this one is at its size bound).
 from chatapp.chat.share_models import ConversationShare  # noqa: E402, F401

@@ -70,6 +70,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
         "api_token_expires_at": selectors.api_token_expires_at(token=token) if token else None,
         "api_token_expired": bool(token and selectors.api_token_expired(token=token)),
         "api_token_days": settings.API_TOKEN_DAYS,
+        "import_max_bytes": settings.IMPORT_MAX_BYTES,  # the import section's limit
         "shares": share_list(owner=request.user),  # Shared links (chat/_shares.html)
     }
 

@@ -1,4 +1,5 @@
-"""Celery tasks for background summaries. Thin: the work is in summary_services.
+"""Celery tasks for background summaries and conversation imports. Thin: the work is in summary_services
+and import_services.
 
 Imported by the Celery app (worker, beat) and by summary_services when it publishes a job. The task
 names keep the `optimizer.tasks.` prefix of the release in which this module lived in the optimizer
@@ -18,6 +19,7 @@ import logging
 from celery.signals import worker_init, worker_ready
 
 from chatapp.celery import app
+from chatapp.chat.import_services import import_job_fail, import_job_run, import_jobs_sweep
 from chatapp.chat.reply_stream import reply_orphans_finish
 from chatapp.chat.summary_runner import summary_job_fail, summary_job_run
 from chatapp.chat.summary_services import summary_jobs_sweep
@@ -49,11 +51,37 @@ def summarize_conversation(self, job_id: int) -> str:
     return outcome.status
 
 
+@app.task(
+    name="chatapp.chat.tasks.import_conversations",
+    bind=True,
+    # Safe to deliver twice: import_job_run claims the job (queued -> running) with a conditional
+    # update, fences every write, and a redelivery after a worker died resumes after the last
+    # stored conversation once the lease has run out (import_services).
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    max_retries=None,  # bounded by the job's own attempt counter (import_services.MAX_ATTEMPTS)
+)
+def import_conversations(self, job_id: int) -> str:
+    try:
+        outcome = import_job_run(job_id=job_id)
+    except Exception as exc:
+        logger.exception("import job %s crashed", job_id)
+        import_job_fail(job_id=job_id, reason=f"Internal error while importing ({type(exc).__name__}).")
+        raise
+    if outcome.status == "busy":  # another delivery holds the job: look again once its lease ends
+        raise self.retry(countdown=outcome.retry_in)
+    logger.info("import job %s: %s %s", job_id, outcome.status, outcome.detail)
+    return outcome.status
+
+
 @app.task(name="optimizer.tasks.sweep_pending_summary_jobs", ignore_result=True)
 def sweep_pending_summary_jobs() -> dict[str, int]:
     outcome = summary_jobs_sweep()
     # Replies a dead web process left "streaming": the same periodic pass finishes them.
     outcome["replies_interrupted"] = reply_orphans_finish()
+    # Imports whose worker died: published again (import_services).
+    outcome["imports_republished"] = import_jobs_sweep()
     return outcome
 
 

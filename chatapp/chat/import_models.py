@@ -1,0 +1,69 @@
+"""The import job's table (issue 13: import conversations). Registered through models.py, which
+imports this module (models.py is near the 400-line bound a module keeps to).
+
+The uploaded file is kept in the database (zlib-compressed), not in var/: a worker on another
+machine reads the job from the shared database and has no access to the web machine's disk. It is
+emptied when the job ends, so the table holds only what is still to be imported.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+
+class ImportJob(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    class Format(models.TextChoices):
+        UNKNOWN = "", "Not read yet"
+        LONGCHAT = "longchat", "Longchat export"
+        CHATGPT = "chatgpt", "ChatGPT conversations.json"
+        OPENWEBUI = "openwebui", "Open WebUI export"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="import_jobs")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    filename = models.CharField(max_length=255, blank=True, default="")
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    # The upload, zlib-compressed; b"" once the job has ended.
+    payload = models.BinaryField(default=b"")
+    format = models.CharField(max_length=16, choices=Format.choices, blank=True, default=Format.UNKNOWN)
+    # Progress: conversations in the file, and those handled (imported or skipped) so far.
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    # Ids of the conversations created, in file order; each is added in the transaction that stored it.
+    conversation_ids = models.JSONField(default=list, blank=True)
+    # Conversations not imported: [{"index": 0-based position in the file, "title", "error"}].
+    skipped = models.JSONField(default=list, blank=True)
+    # What the source had that was not imported, by reason: {"branch_messages": 12, ...}.
+    omitted = models.JSONField(default=dict, blank=True)
+    # Why the whole file could not be imported (status failed).
+    error = models.TextField(blank=True, default="")
+    # Deliveries that claimed the job: the fencing token of the current one (a stale worker's writes
+    # are refused) and the bound on retries after a worker died mid-import.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    # Until when the running worker is trusted; it is extended after every conversation.
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # Settings and API: the owner's imports, newest first (every read is owner-scoped).
+            models.Index(fields=["owner", "-id"], name="importjob_owner_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(done__lte=F("total")), name="importjob_done_within_total"),
+            models.CheckConstraint(
+                condition=Q(status__in=["queued", "running", "done", "failed"]), name="importjob_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"import job #{self.pk} ({self.status})"

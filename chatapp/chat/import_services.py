@@ -1,0 +1,243 @@
+"""Conversation imports (issue 13): an upload becomes an ImportJob, and a Celery task imports it.
+
+Life cycle. `import_job_create` stores the upload (compressed, in the job row: a worker on another
+machine shares the database, not the disk) and publishes the job's id after commit. The task
+(`tasks.import_conversations`) calls `import_job_run`, which claims the job with a conditional
+update (queued → running, `attempts` + 1: the fencing token) so a message delivered twice imports
+once, then:
+
+1. reads the whole file once (`imports.document_open` + `count`): a file that is not JSON, is cut
+   short or is not a known export fails the job with that reason and stores nothing;
+2. imports conversation by conversation, each in ONE transaction that also moves the job's progress
+   (`done`, the new id) under the fencing token: a conversation is stored whole or not at all, and
+   the job's record always matches what is stored. A conversation that fails its checks is skipped
+   with its reason (`skipped`), the others go on;
+3. ends `done` (with the skipped ones) and drops the file.
+
+A worker that dies mid-import leaves the job running with a lease. Once the lease has run out,
+the message comes back (acks_late: Redis redelivers it) or the periodic sweep publishes the job
+again (`import_jobs_sweep`: the filesystem broker loses an unacknowledged message), and the next
+delivery takes over and resumes after the last stored conversation (`done` is the next index).
+Taking over is bounded (`MAX_ATTEMPTS`): a file that kills its worker every time (out of memory)
+fails instead of looping.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import UploadedFile
+from django.db import DatabaseError, transaction
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from chatapp.chat.import_models import ImportJob
+from chatapp.chat.import_writing import ModelChoice, conversation_import
+from chatapp.chat.imports import ConversationError, ConversationRecord, ImportFileError, document_open
+from chatapp.chat.imports.records import where
+
+logger = logging.getLogger(__name__)
+
+Status = ImportJob.Status
+MAX_ATTEMPTS = 3
+# zlib level 1: JSON still shrinks several times, at a fraction of the default level's CPU.
+_COMPRESS_LEVEL = 1
+# The most skipped conversations kept with their reasons (a foreign file would list each item).
+MAX_SKIPPED_LISTED = 200
+
+
+class ImportTooLarge(ValidationError):
+    """The upload is larger than settings.IMPORT_MAX_BYTES; nothing was stored."""
+
+    def __init__(self, *, limit: int, size: int) -> None:
+        self.limit = limit
+        self.size = size
+        super().__init__(
+            f"The file is {size / 1e6:,.1f} MB; the largest import is {limit / 1e6:,.1f} MB.", code="too_large"
+        )
+
+
+def import_job_create(*, owner: User, upload: UploadedFile) -> ImportJob:
+    """Store the upload as a queued job of `owner` and publish it once committed."""
+    limit = settings.IMPORT_MAX_BYTES
+    if upload.size is not None and upload.size > limit:
+        raise ImportTooLarge(limit=limit, size=upload.size)
+    compressor = zlib.compressobj(_COMPRESS_LEVEL)
+    parts: list[bytes] = []
+    size = 0
+    for chunk in upload.chunks():
+        size += len(chunk)
+        if size > limit:  # a size the client did not announce truthfully
+            raise ImportTooLarge(limit=limit, size=size)
+        parts.append(compressor.compress(chunk))
+    if size == 0:
+        raise ValidationError({"file": ["The file is empty."]}, code="empty")
+    parts.append(compressor.flush())
+    name = " ".join((upload.name or "").split())[:255]
+    with transaction.atomic():
+        job = ImportJob.objects.create(owner=owner, filename=name, size_bytes=size, payload=b"".join(parts))
+        job_id = job.pk
+        transaction.on_commit(lambda: import_job_enqueue(job_id=job_id))
+    return job
+
+
+def import_job_enqueue(*, job_id: int) -> bool:
+    """Publish the job to the import queue; if the broker cannot be reached the job fails at once,
+    saying so (the user can upload again), instead of waiting in a queue nobody reads."""
+    from chatapp.chat.tasks import import_conversations  # the task module imports this one
+
+    try:
+        # One connection attempt, no publish retries: an upload must not hang on a dead broker.
+        with import_conversations.app.connection_for_write(transport_options={"max_retries": 0}) as conn:
+            import_conversations.apply_async(
+                args=[job_id], queue=settings.CELERY_IMPORT_QUEUE, retry=False, connection=conn
+            )
+    except Exception as exc:  # kombu and redis raise several connection error types
+        logger.warning("import job %s not published (broker unreachable: %s)", job_id, exc)
+        import_job_fail(job_id=job_id, reason="The background workers could not be reached, so the import did "
+                                               "not start. Try again in a moment.", statuses=(Status.QUEUED,))
+        return False
+    return True
+
+
+def import_job_fail(*, job_id: int, reason: str, statuses: tuple[str, ...] = (Status.QUEUED, Status.RUNNING)) -> None:
+    """End a job failed with `reason` (what was imported before stays, listed)."""
+    ImportJob.objects.filter(pk=job_id, status__in=statuses).update(
+        status=Status.FAILED, error=reason[:2000], finished_at=timezone.now(), lease_expires_at=None, payload=b""
+    )
+
+
+def import_jobs_sweep() -> int:
+    """Publish again the imports whose lease ran out: their worker died and the broker lost the
+    unacknowledged message (the filesystem broker does; Redis redelivers it too — a duplicate is
+    run once). They go back to queued, so the next delivery claims them at once and resumes; the
+    lease is renewed here, so a job is published at most once per lease. Runs in the periodic
+    summary sweep (tasks.sweep_pending_summary_jobs). Returns how many were published."""
+    now = timezone.now()
+    stale = ImportJob.objects.filter(status__in=[Status.QUEUED, Status.RUNNING], lease_expires_at__lt=now)
+    published = 0
+    for job_id in list(stale.values_list("pk", flat=True)[:100]):
+        requeued = stale.filter(pk=job_id).update(status=Status.QUEUED, lease_expires_at=_lease_end())
+        if requeued and import_job_enqueue(job_id=job_id):
+            published += 1
+    return published
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRunOutcome:
+    """What one delivery did; the task needs `status` and, when busy, `retry_in`."""
+
+    job_id: int
+    status: Literal["done", "failed", "skipped", "busy"]
+    detail: str = ""
+    retry_in: float = 0.0
+
+
+class _ClaimLost(Exception):
+    """Another delivery took the job over: this one stops without writing."""
+
+
+def import_job_run(*, job_id: int) -> ImportRunOutcome:
+    """One delivery of the job: claim it, import what is left, end it."""
+    job = ImportJob.objects.filter(pk=job_id).first()
+    if job is None or job.status in (Status.DONE, Status.FAILED):
+        return ImportRunOutcome(job_id=job_id, status="skipped", detail="no such job, or it has ended")
+    now = timezone.now()
+    if job.status == Status.RUNNING and job.lease_expires_at is not None and job.lease_expires_at > now:
+        wait = (job.lease_expires_at - now).total_seconds() + 1
+        return ImportRunOutcome(job_id=job_id, status="busy", detail="another worker holds it", retry_in=wait)
+    attempt = job.attempts + 1
+    claimed = ImportJob.objects.filter(
+        Q(status=Status.QUEUED) | Q(status=Status.RUNNING, lease_expires_at__lte=now)
+        | Q(status=Status.RUNNING, lease_expires_at__isnull=True),
+        pk=job_id,
+        attempts=job.attempts,
+    ).update(status=Status.RUNNING, attempts=attempt, started_at=Coalesce(F("started_at"), Value(now)),
+             lease_expires_at=_lease_end())
+    if not claimed:
+        return ImportRunOutcome(job_id=job_id, status="skipped", detail="claimed by another delivery")
+    job.refresh_from_db()
+    if attempt > MAX_ATTEMPTS:
+        reason = (f"The import stopped {attempt - 1} times before it could finish (its worker was stopped, or ran "
+                  f"out of memory); {len(job.conversation_ids)} of {job.total} conversations were imported.")
+        import_job_fail(job_id=job_id, reason=reason)
+        return ImportRunOutcome(job_id=job_id, status="failed", detail=reason)
+    try:
+        return _Import(job=job, attempt=attempt).run()
+    except ImportFileError as exc:
+        import_job_fail(job_id=job_id, reason=str(exc))
+        return ImportRunOutcome(job_id=job_id, status="failed", detail=str(exc))
+    except _ClaimLost:
+        return ImportRunOutcome(job_id=job_id, status="skipped", detail="taken over by another delivery")
+
+
+def _lease_end() -> Any:
+    return timezone.now() + timedelta(seconds=settings.IMPORT_LEASE_SECONDS)
+
+
+class _Import:
+    """One delivery's import of a claimed job; every write is fenced by `attempt`."""
+
+    def __init__(self, *, job: ImportJob, attempt: int) -> None:
+        self.job = job
+        self.attempt = attempt
+        self.ids: list[int] = list(job.conversation_ids)
+        self.skipped: list[dict[str, Any]] = list(job.skipped)
+        self.omitted: Counter[str] = Counter(job.omitted)
+        self.models = ModelChoice(owner=job.owner)
+
+    def _fenced(self, **fields: Any) -> None:
+        fields.setdefault("lease_expires_at", _lease_end())
+        mine = ImportJob.objects.filter(pk=self.job.pk, attempts=self.attempt, status=Status.RUNNING)
+        updated = mine.update(**fields)
+        if not updated:
+            raise _ClaimLost
+
+    def run(self) -> ImportRunOutcome:
+        data = zlib.decompress(self.job.payload)
+        self.job.payload = b""  # the compressed copy is not needed any more
+        document = document_open(data, max_bytes=settings.IMPORT_MAX_BYTES)
+        total = document.count()
+        self._fenced(format=document.format, total=total)
+        for index, record in document.conversations(start=self.job.done):
+            if isinstance(record, ConversationError):
+                self._skip(index=index, title="", error=str(record))
+            else:
+                self._store(index=index, record=record)
+        self._fenced(status=Status.DONE, finished_at=timezone.now(), payload=b"", lease_expires_at=None)
+        detail = f"{len(self.ids)} imported, {len(self.skipped)} skipped, of {total} ({document.label})"
+        return ImportRunOutcome(job_id=self.job.pk, status="done", detail=detail)
+
+    def _store(self, *, index: int, record: ConversationRecord) -> None:
+        try:
+            with transaction.atomic():
+                conversation = conversation_import(
+                    owner=self.job.owner, record=record, index=index, models=self.models
+                )
+                omitted = self.omitted + Counter(record.omitted)
+                self._fenced(done=F("done") + 1, conversation_ids=[*self.ids, conversation.pk], omitted=dict(omitted))
+        except ConversationError as exc:
+            self._skip(index=index, title=record.title, error=str(exc))
+            return
+        except DatabaseError as exc:
+            # A value the database refuses (a check, a range): this conversation only, rolled back.
+            logger.warning("import job %s: conversation %s refused by the database: %s", self.job.pk, index, exc)
+            message = f"{where(index, record.title)}: the database refused it ({type(exc).__name__})"
+            self._skip(index=index, title=record.title, error=message)
+            return
+        self.ids.append(conversation.pk)
+        self.omitted = omitted
+
+    def _skip(self, *, index: int, title: str, error: str) -> None:
+        if len(self.skipped) < MAX_SKIPPED_LISTED:
+            self.skipped.append({"index": index, "title": title[:200], "error": error[:1000]})
+        self._fenced(done=F("done") + 1, skipped=self.skipped)

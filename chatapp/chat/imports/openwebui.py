@@ -1,0 +1,151 @@
+"""Open WebUI's export (Settings → Chats → Export): a list of chats `{id, title, chat: {title,
+messages, history: {messages: {id: {role, content, timestamp, parentId, childrenIds}}, currentId}},
+created_at, updated_at}`.
+
+`history` is the tree (edits and regenerations branch it) and `currentId` the message the chat
+shows last: its path (up through `parentId`, reversed) is imported, and the messages only on other
+branches are counted in `omitted["branch_messages"]`, not stored (this app has no branches yet).
+Without a history, `chat.messages` (the visible list) is imported as it is. Timestamps are Unix
+seconds, in some versions milliseconds (told apart by size). Messages with no text (a failed reply)
+are counted in `omitted["empty_messages"]`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .records import (
+    ROLES,
+    ConversationError,
+    ConversationRecord,
+    MessageRecord,
+    describe,
+    epoch_time,
+    where,
+)
+
+MODEL_MAX_CHARS = 200
+
+
+def is_chat(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("chat"), dict)
+
+
+def _title(item: Any) -> str:
+    if not isinstance(item, dict):
+        return ""
+    chat = item.get("chat")
+    if not isinstance(chat, dict):
+        chat = {}
+    for title in (item.get("title"), chat.get("title")):
+        if isinstance(title, str) and title.strip():
+            return title
+    return ""
+
+
+def conversation_parse(item: Any, *, index: int) -> ConversationRecord:
+    try:
+        return _parse(item)
+    except ConversationError as exc:
+        raise ConversationError(f"{where(index, _title(item))}: {exc}") from None
+
+
+def _parse(item: Any) -> ConversationRecord:
+    if not is_chat(item):
+        raise ConversationError(f'is not an Open WebUI chat (found {describe(item)}, without a "chat" object)')
+    chat = item["chat"]
+    omitted: Counter[str] = Counter()
+    history = chat.get("history")
+    nodes = history.get("messages") if isinstance(history, dict) else None
+    if isinstance(nodes, dict) and nodes:
+        path = _active_path(nodes, history.get("currentId"))
+        omitted["branch_messages"] = len(nodes) - len(path)
+    else:
+        listed = chat.get("messages", [])
+        if not isinstance(listed, list):
+            raise ConversationError(f'its "messages" is {describe(listed)}, not a list')
+        path = listed
+    messages = []
+    for number, node in enumerate(path, 1):
+        record = _message(node, what=f"message {number}", omitted=omitted)
+        if record is not None:
+            messages.append(record)
+    created = epoch_time(item.get("created_at"), what="created_at") or epoch_time(
+        chat.get("timestamp"), what="the chat's timestamp"
+    )
+    return ConversationRecord(
+        title=_title(item),
+        created_at=created,
+        updated_at=epoch_time(item.get("updated_at"), what="updated_at"),
+        messages=messages,
+        omitted={reason: n for reason, n in omitted.items() if n},
+    )
+
+
+def _active_path(nodes: dict[str, Any], current: Any) -> list[Any]:
+    if not isinstance(current, str) or current not in nodes:
+        current = _newest_leaf(nodes)
+    path: list[Any] = []
+    seen: set[str] = set()
+    node_id: Any = current
+    while node_id is not None:
+        if not isinstance(node_id, str):
+            raise ConversationError(f"a parentId is {describe(node_id)}, not a string")
+        if node_id in seen:
+            raise ConversationError(f"its message history loops back to message {node_id!r}")
+        seen.add(node_id)
+        node = nodes.get(node_id)
+        if node is None:  # a parent outside the history: the path starts below it
+            break
+        path.append(node)
+        node_id = node.get("parentId") if isinstance(node, dict) else None
+    path.reverse()
+    return path
+
+
+def _newest_leaf(nodes: dict[str, Any]) -> str | None:
+    def stamp(node_id: str) -> float:
+        value = nodes[node_id].get("timestamp")
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else float("-inf")
+
+    leaves = [k for k, node in nodes.items() if isinstance(node, dict) and not node.get("childrenIds")]
+    return max(leaves, key=stamp) if leaves else None
+
+
+def _message(node: Any, *, what: str, omitted: Counter[str]) -> MessageRecord | None:
+    if not isinstance(node, dict):
+        raise ConversationError(f"{what} is {describe(node)}, not an object")
+    role = node.get("role")
+    if role is None:
+        raise ConversationError(f"{what} has no role")
+    if role not in ROLES:
+        raise ConversationError(f"{what} has role {role!r}: expected one of {', '.join(ROLES)}")
+    text = _content_text(node.get("content"), what=what)
+    if not text.strip():
+        omitted["empty_messages"] += 1
+        return None
+    model = node.get("model") if role == "assistant" else None
+    return MessageRecord(
+        role=role,
+        content=text,
+        created_at=epoch_time(node.get("timestamp"), what=f"{what}'s timestamp"),
+        extra={"model": model[:MODEL_MAX_CHARS]} if isinstance(model, str) else {},
+    )
+
+
+def _content_text(content: Any, *, what: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI-style parts: [{"type": "text", "text": ...}, {"type": "image_url"}]
+        texts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif isinstance(part, dict):
+                kind = str(part.get("type") or "attachment")
+                texts.append("[image]" if "image" in kind else f"[{kind}]")
+        return "\n".join(texts)
+    raise ConversationError(f"{what}'s content is {describe(content)}, not text")

@@ -1,0 +1,222 @@
+"""An uploaded file as JSON values, one top-level item at a time.
+
+`json.load` of a 200 MB export holds the whole document as Python objects at once (several times
+the file's size) on top of the text decoded as one `str` (up to 4 bytes a character once a single
+emoji appears). This reader keeps the file's bytes and decodes a window of them (4 MiB, grown for an
+item larger than that), parsing one item of the top-level array at a time with the C decoder's
+`raw_decode`: the peak is the bytes plus one conversation's objects. A top-level object (our export
+of one conversation) is one item.
+
+It also takes what people actually upload: ChatGPT's export as downloaded (a ZIP holding
+conversations.json), a UTF-8 byte order mark. Errors say what is wrong in words, with a line number.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+from collections.abc import Iterator
+from typing import Any
+
+from .records import ImportFileError, describe
+
+WINDOW_BYTES = 1 << 22
+_NON_SPACE = re.compile(r"[^ \t\n\r]")
+_ZIP_MAGIC = b"PK\x03\x04"
+_BOM = b"\xef\xbb\xbf"
+
+
+def json_bytes(data: bytes, *, max_bytes: int) -> bytes:
+    """The JSON text of an upload: the file itself, or the conversations.json of a ZIP archive."""
+    if not data.strip():
+        raise ImportFileError("The file is empty.")
+    if data.startswith(_ZIP_MAGIC):
+        data = _zip_member(data, max_bytes=max_bytes)
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ImportFileError("The file is UTF-16 text: save it as UTF-8 and upload it again.")
+    return data
+
+
+def _zip_member(data: bytes, *, max_bytes: int) -> bytes:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = [i for i in archive.infolist() if not i.is_dir()]
+            named = [i for i in members if i.filename.rsplit("/", 1)[-1] == "conversations.json"]
+            candidates = named or [i for i in members if i.filename.lower().endswith(".json")]
+            if len(candidates) != 1:
+                listed = ", ".join(i.filename for i in members[:10]) or "nothing"
+                raise ImportFileError(
+                    "The ZIP archive has no conversations.json (nor a single JSON file) to import; "
+                    f"it holds: {listed}."
+                )
+            member = candidates[0]
+            # The size in the directory may lie (a crafted archive): the read is bounded too.
+            if member.file_size > max_bytes:
+                raise ImportFileError(_too_large(member.filename, member.file_size, max_bytes))
+            with archive.open(member) as handle:
+                content = handle.read(max_bytes + 1)
+            if len(content) > max_bytes:
+                raise ImportFileError(_too_large(member.filename, len(content), max_bytes))
+            return content
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError, OSError) as exc:
+        raise ImportFileError(f"The file looks like a ZIP archive but cannot be read ({exc}).") from None
+
+
+def _too_large(name: str, size: int, limit: int) -> str:
+    return f"{name} in the archive is {size / 1e6:,.1f} MB unpacked; the limit is {limit / 1e6:,.1f} MB."
+
+
+class JsonItems:
+    """Iterates the items of the top-level JSON array of `data` (a top-level object: itself)."""
+
+    def __init__(self, data: bytes, *, window_bytes: int = WINDOW_BYTES) -> None:
+        self._data = data
+        self._window = window_bytes
+        self._decoder = json.JSONDecoder()
+        self._text = ""
+        self._i = 0
+        self._next_byte = 3 if data.startswith(_BOM) else 0
+        self.top_level = ""  # "object" or "array" once iteration began
+        self.items_read = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        first = self._peek()
+        if first == "{":
+            self.top_level = "object"
+            value = self._value()
+            self._expect_end()
+            yield value
+            return
+        if first != "[":
+            self._refuse_top_level(first)
+        self.top_level = "array"
+        self._i += 1
+        if self._peek() == "]":
+            self._i += 1
+            self._expect_end()
+            return
+        while True:
+            if not self._peek():
+                raise self._truncated()
+            value = self._value()
+            self.items_read += 1
+            separator = self._peek()
+            if separator == ",":
+                self._i += 1
+                yield value
+            elif separator == "]":
+                self._i += 1
+                self._expect_end()
+                yield value
+                return
+            elif not separator:
+                raise self._truncated()
+            else:
+                raise ImportFileError(
+                    f"The file is not valid JSON: after item {self.items_read} of the list, line "
+                    f"{self._line()} has {separator!r} where a comma or the closing ] belongs."
+                )
+
+    # --- the window ---------------------------------------------------------------------------------
+
+    def _at_end(self) -> bool:
+        return self._next_byte >= len(self._data)
+
+    def _grow(self, size: int) -> bool:
+        """Decode up to `size` more bytes onto the window, dropping what was consumed."""
+        if self._at_end():
+            return False
+        data = self._data
+        end = min(len(data), self._next_byte + size)
+        while end < len(data) and data[end] & 0xC0 == 0x80:  # not in the middle of a character
+            end -= 1
+        try:
+            text = data[self._next_byte:end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            at = self._next_byte + exc.start
+            line = data.count(b"\n", 0, at) + 1
+            raise ImportFileError(
+                f"The file is not UTF-8 text (byte {at:,}, line {line:,}): it is not a JSON export."
+            ) from None
+        self._text = self._text[self._i:] + text
+        self._i = 0
+        self._next_byte = end
+        return True
+
+    def _peek(self) -> str:
+        """The next character that is not white space ("" at the end of the file)."""
+        while True:
+            match = _NON_SPACE.search(self._text, self._i)
+            if match is not None:
+                self._i = match.start()
+                return match.group()
+            self._i = len(self._text)
+            if not self._grow(self._window):
+                return ""
+
+    def _value(self) -> Any:
+        size = self._window
+        while True:
+            try:
+                value, end = self._decoder.raw_decode(self._text, self._i)
+                # A value reaching the window's end may go on past it (a number cut in two).
+                if end < len(self._text) or self._at_end():
+                    self._i = end
+                    return value
+            except json.JSONDecodeError as exc:
+                if self._at_end():
+                    raise self._invalid(exc) from None
+            except RecursionError:
+                raise ImportFileError("The file is JSON nested too deeply to be an export.") from None
+            self._grow(size)
+            size *= 2
+
+    def _expect_end(self) -> None:
+        extra = self._peek()
+        if extra:
+            raise ImportFileError(
+                f"The file is not valid JSON: line {self._line()} has {extra!r} after the end of the document."
+            )
+
+    # --- errors ------------------------------------------------------------------------------------
+
+    def _line(self, pos: int | None = None) -> str:
+        """The line of window position `pos` (default: the current one), counted in the file's bytes."""
+        pos = self._i if pos is None else pos
+        at = self._next_byte - len(self._text[pos:].encode("utf-8", "surrogatepass"))
+        line = self._data.count(b"\n", 0, at) + 1
+        return f"{line:,}"
+
+    def _truncated(self) -> ImportFileError:
+        where = f"after item {self.items_read} of the list" if self.top_level == "array" else "before its end"
+        return ImportFileError(f"The file is cut short {where}: it looks truncated (download it again).")
+
+    def _invalid(self, exc: json.JSONDecodeError) -> ImportFileError:
+        # An unterminated string, or an error at the very end: the text stops in the middle of a value.
+        if exc.msg.startswith("Unterminated string") or exc.pos >= len(self._text.rstrip()):
+            if self.top_level == "array":
+                return ImportFileError(
+                    f"The file is cut short in item {self.items_read + 1} of the list: it looks truncated "
+                    "(download it again)."
+                )
+            return ImportFileError("The file is cut short before the end of its JSON: it looks truncated.")
+        return ImportFileError(f"The file is not valid JSON: {exc.msg} (line {self._line(exc.pos)}).")
+
+    def _refuse_top_level(self, first: str) -> None:
+        if first and first in '"-0123456789tfn':
+            try:
+                value = self._value()
+            except ImportFileError:
+                value = None
+            else:
+                raise ImportFileError(
+                    f"The file is JSON but not a conversation export: it holds {describe(value)}, "
+                    "not a list of conversations."
+                )
+        begins = self._text[self._i:self._i + 24]
+        hint = ""
+        if first == "<":
+            hint = " It looks like HTML: ChatGPT's export has a chat.html beside conversations.json; upload the .zip."
+        raise ImportFileError(f"The file is not JSON: it begins with {begins!r}.{hint}")

@@ -1,0 +1,161 @@
+"""The neutral shape every importer produces, and the checks they share. No Django: the parsers are
+pure functions of a parsed JSON document, tested without a database.
+
+A `ConversationRecord` is what the service stores for one conversation: its title and dates, and
+its messages in the order they are stored (the app orders messages by id, so list order is
+conversation order). References between messages (a reply's question, a summary's covered range, an
+edited summary's original) are by the source's own ids (`MessageRecord.ref`), mapped to the new
+ids when the rows exist.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+ROLES = ("system", "user", "assistant")
+KINDS = ("chat", "summary")
+STATUSES = ("complete", "streaming", "stopped", "error")
+# Message columns that refer to another message of the same conversation (stored as `<name>_id`).
+LINK_FIELDS = ("reply_to", "edited_from", "covers_from", "covers_through")
+# PositiveIntegerField's upper bound on every database Django supports.
+MAX_INT = 2_147_483_647
+
+
+class ImportFileError(Exception):
+    """The file as a whole cannot be imported (not JSON, truncated, not a known export): nothing is."""
+
+
+class ConversationError(Exception):
+    """One conversation of the file cannot be imported as it is; the others can."""
+
+
+@dataclass(slots=True)
+class MessageRecord:
+    role: str
+    content: str
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    kind: str = "chat"
+    status: str = "complete"
+    pinned: bool = False
+    superseded: bool = False
+    # The source's id of this message ("" when nothing refers to it).
+    ref: str = ""
+    # LINK_FIELDS name -> the source id of the message it refers to.
+    links: dict[str, str] = field(default_factory=dict)
+    # Other stored columns, already checked: model, usage, cost, error, summary details.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ConversationRecord:
+    title: str
+    created_at: datetime | None
+    updated_at: datetime | None
+    messages: list[MessageRecord]
+    title_is_custom: bool = True
+    # Our own format only: the model the chat used ({"name", "model"}), whether it was the offline
+    # demo model, and the source id of its verbatim window's first message.
+    llm_config: dict[str, Any] | None = None
+    offline: bool = False
+    window_start_ref: str = ""
+    # What the source had that was not imported, by reason ("branch_messages": 3, ...).
+    omitted: dict[str, int] = field(default_factory=dict)
+
+
+def describe(value: Any) -> str:
+    """What a JSON value is, in the words an error message uses."""
+    if isinstance(value, dict):
+        keys = ", ".join(list(value)[:8]) + (", …" if len(value) > 8 else "")
+        return f"an object with keys {keys}" if value else "an empty object"
+    if isinstance(value, list):
+        return f"a list of {len(value)} items" if value else "an empty list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null"
+
+
+def where(index: int, title: Any) -> str:
+    """How errors name a conversation: 1-based, as a person counts, with its title when it has one."""
+    if isinstance(title, str) and title.strip():
+        short = " ".join(title.split())
+        short = short if len(short) <= 60 else short[:59] + "…"
+        return f"conversation {index + 1} ('{short}')"
+    return f"conversation {index + 1}"
+
+
+def epoch_time(value: Any, *, what: str) -> datetime | None:
+    """A Unix timestamp (seconds, or milliseconds / microseconds when it is too large to be seconds:
+    exporters differ) as an aware UTC datetime; None for null."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConversationError(f"{what} is not a timestamp (found {describe(value)})")
+    seconds = float(value)
+    # 1e11 s is the year 5138 while 1e11 ms is 1973: beyond it the number counts smaller units.
+    while abs(seconds) >= 1e11:
+        seconds /= 1000
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        raise ConversationError(f"{what} is not a valid timestamp ({value!r})") from None
+
+
+def iso_time(value: Any, *, what: str) -> datetime | None:
+    """An ISO 8601 date as our export writes it (naive ones taken as UTC); None for null."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConversationError(f"{what} is not a date (found {describe(value)})")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ConversationError(f"{what} is not an ISO 8601 date ({value[:40]!r})") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def text_of(value: Any, *, what: str, allow_null: bool = False) -> str:
+    if value is None and allow_null:
+        return ""
+    if not isinstance(value, str):
+        raise ConversationError(f"{what} is not text (found {describe(value)})")
+    return value
+
+
+def count_of(value: Any, *, what: str) -> int | None:
+    """A stored count (tokens, milliseconds, characters): a non-negative integer or null."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+        raise ConversationError(f"{what} must be a whole number from 0 to {MAX_INT} (found {value!r})")
+    return value
+
+
+def flag_of(value: Any, *, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConversationError(f"{what} must be true or false (found {describe(value)})")
+    return value
+
+
+def cost_of(value: Any, *, what: str) -> Decimal | None:
+    """A cost in dollars (our export writes it as a string, to keep every digit)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ConversationError(f"{what} is not an amount (found {describe(value)})")
+    try:
+        amount = Decimal(str(value))
+    except ArithmeticError:
+        raise ConversationError(f"{what} is not an amount ({str(value)[:20]!r})") from None
+    # The column holds 12 digits, 6 after the point.
+    if not amount.is_finite() or not 0 <= amount < 1_000_000:
+        raise ConversationError(f"{what} must be from 0 to 999999.999999 dollars (found {value!r})")
+    return amount.quantize(Decimal("0.000001"))

@@ -1,0 +1,149 @@
+/* Settings → Import conversations: upload the file (POST /api/imports/), poll the job every second
+   (GET /api/imports/<id>/) into a <progress> bar, then link the imported chats or say what went wrong.
+   Uses the page's classic helpers (common.js: Longchat). */
+
+const POLL_MS = 1000;
+const LINKS_SHOWN = 50;
+const OMITTED_WORDS = {
+  branch_messages: "on other branches",
+  tool_messages: "from tools",
+  hidden_messages: "hidden by the source",
+  empty_messages: "with no text",
+};
+
+const form = document.getElementById("import-form");
+if (form) setUp(form);
+
+function setUp(formEl) {
+  const { csrfToken, errorText, getJSON } = Longchat; // common.js (a classic script: a global binding, not a window property)
+  const input = formEl.querySelector("#import-file");
+  const button = formEl.querySelector("#import-start");
+  const box = document.getElementById("import-status");
+  const bar = document.getElementById("import-progress");
+  const label = document.getElementById("import-progress-label");
+  const message = document.getElementById("import-message");
+  const links = document.getElementById("import-links");
+  const maxBytes = Number(formEl.dataset.maxBytes) || Infinity;
+
+  function say(text, kind = "") {
+    message.textContent = text;
+    message.className = `import-message${kind ? ` is-${kind}` : ""}`;
+  }
+
+  function megabytes(bytes) {
+    return `${(bytes / 1e6).toLocaleString(undefined, { maximumFractionDigits: 1 })} MB`;
+  }
+
+  formEl.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const file = input.files && input.files[0];
+    box.hidden = false;
+    links.replaceChildren();
+    if (!file) { say("Choose a file to import first.", "fail"); return; }
+    if (file.size > maxBytes) {
+      say(`The file is ${megabytes(file.size)}; the largest import is ${megabytes(maxBytes)}.`, "fail");
+      return;
+    }
+    button.disabled = true;
+    try {
+      await run(file);
+    } finally {
+      button.disabled = false;
+    }
+  });
+
+  async function run(file) {
+    bar.removeAttribute("value"); // indeterminate while the file uploads
+    label.textContent = `Uploading ${file.name}…`;
+    say("");
+    const body = new FormData();
+    body.append("file", file);
+    let response;
+    try {
+      response = await fetch("/api/imports/", {
+        method: "POST", body, credentials: "same-origin",
+        headers: { "X-CSRFToken": csrfToken(), Accept: "application/json" },
+      });
+    } catch {
+      say("Could not reach the server. Check your connection and try again.", "fail");
+      return;
+    }
+    const data = await response.json().catch(() => null);
+    if (!response.ok) {
+      label.textContent = "Not imported";
+      bar.value = 0;
+      say(errorText(data, response.status), "fail");
+      return;
+    }
+    await follow(data.id);
+  }
+
+  async function follow(id) {
+    for (;;) {
+      let job;
+      try {
+        job = await getJSON(`/api/imports/${id}/`);
+      } catch (err) {
+        say(`${err.message} Retrying…`, "fail");
+        await sleep(POLL_MS * 3);
+        continue;
+      }
+      show(job);
+      if (job.status === "done" || job.status === "failed") return;
+      await sleep(POLL_MS);
+    }
+  }
+
+  function show(job) {
+    if (job.total) {
+      bar.max = job.total;
+      bar.value = job.done;
+    } else {
+      bar.removeAttribute("value");
+    }
+    if (job.status === "queued") label.textContent = "Waiting for a worker…";
+    else if (job.status === "running") {
+      label.textContent = job.total
+        ? `Importing ${job.format_label}: ${job.done.toLocaleString()} of ${job.total.toLocaleString()} conversations`
+        : "Reading the file…";
+    } else if (job.status === "done") label.textContent = `Imported ${job.imported.toLocaleString()} conversations`;
+    else label.textContent = "The import stopped";
+    if (job.status === "failed") say(job.error || "The import failed.", "fail");
+    else if (job.status === "done") say(summary(job), "ok");
+    if (job.status === "done" || job.status === "failed") list(job.conversations || []);
+  }
+
+  function summary(job) {
+    const parts = [`${job.imported.toLocaleString()} of ${job.total.toLocaleString()} conversations imported.`];
+    if (job.skipped_count) {
+      const reasons = job.skipped.slice(0, 3).map((s) => s.error).join(" · ");
+      parts.push(`${job.skipped_count} skipped: ${reasons}${job.skipped_count > 3 ? " …" : ""}`);
+    }
+    const omitted = Object.entries(job.omitted || {}).filter(([, n]) => n > 0);
+    if (omitted.length) {
+      const what = omitted.map(([reason, n]) => `${n} ${OMITTED_WORDS[reason] || reason.replace("_", " ")}`);
+      parts.push(`Messages not imported: ${what.join(", ")}.`);
+    }
+    return parts.join(" ");
+  }
+
+  function list(conversations) {
+    links.replaceChildren(...conversations.slice(0, LINKS_SHOWN).map((c) => {
+      const item = document.createElement("li");
+      const link = document.createElement("a");
+      link.href = `/c/${c.id}/`;
+      link.textContent = c.title;
+      item.append(link);
+      return item;
+    }));
+    if (conversations.length > LINKS_SHOWN) {
+      const more = document.createElement("li");
+      more.textContent = `… and ${(conversations.length - LINKS_SHOWN).toLocaleString()} more in your chat list.`;
+      links.append(more);
+    }
+  }
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => { setTimeout(resolve, ms); });
+}

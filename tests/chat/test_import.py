@@ -1,0 +1,259 @@
+"""Importing conversations (issue 13): ChatGPT's conversations.json, Open WebUI's export and our own
+JSON, with their dates, order and active branch; the round trip export → import; bad files.
+
+Jobs run inline here (the task's body, `import_job_run`); tests/worker runs one on a real worker and
+test_import_jobs.py covers the API, progress and redelivery.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import optimizer
+from chatapp.chat.models import Conversation, Message, MessageSearch
+from chatapp.chat.selectors import conversation_list
+from tests.chat.importkit import chatgpt_conversation, export_document, file_bytes, import_now
+
+pytestmark = pytest.mark.django_db
+T0 = datetime(2024, 3, 9, 14, 2, 33, 123456, tzinfo=UTC)
+
+
+@pytest.fixture
+def owner(db):
+    return get_user_model().objects.create_user(username="importer", password="a long test password 9")
+
+
+def _messages(conversation: Conversation) -> list[Message]:
+    return list(Message.objects.filter(conversation=conversation).order_by("id"))
+
+
+def _at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def test_chatgpt_imports_the_active_path_with_its_dates_and_reports_the_branch(owner):
+    job = import_now(owner, file_bytes("chatgpt_branch.json"), name="conversations.json")
+    assert (job.status, job.format, job.total, job.done, job.error) == ("done", "chatgpt", 2, 2, "")
+    first, second = (Conversation.objects.get(pk=pk) for pk in job.conversation_ids)
+    assert first.title == "Sourdough schedule"
+    assert (first.created_at, first.updated_at) == (_at(1700000000.25), _at(1700000900.5))
+    rows = _messages(first)
+    assert [(m.role, m.content) for m in rows] == [
+        ("user", "How long should a sourdough loaf proof?"),
+        ("assistant", "Usually 4 to 6 hours at 24 °C, until it grows by half."),
+        ("user", "[image]\nAnd at 18 °C, like in this photo?"),
+        ("assistant", "At 18 °C plan on 8 to 10 hours; the pumpernickel-ish crumb will be tighter."),
+    ]
+    assert [m.created_at for m in rows] == [_at(1700000010.5), _at(1700000020.75), _at(1700000200.0),
+                                            _at(1700000210.0)]
+    assert rows[1].model == "gpt-4o"
+    # The first version of the edited question and its answer are on another branch: counted, not stored.
+    assert not Message.objects.filter(content__contains="BRANCH-ONLY").exists()
+    assert job.omitted == {"branch_messages": 2, "tool_messages": 1, "hidden_messages": 1}
+    # A message with no date takes the one before it.
+    b1, b2 = _messages(second)
+    assert b1.created_at == b2.created_at == _at(1710000100)
+
+
+def test_chatgpt_without_current_node_follows_the_newest_leaf(owner):
+    document = json.loads(file_bytes("chatgpt_branch.json"))[:1]
+    del document[0]["current_node"]
+    job = import_now(owner, json.dumps(document).encode())
+    contents = [m.content for m in _messages(Conversation.objects.get(pk=job.conversation_ids[0]))]
+    assert contents[-1].startswith("At 18 °C")  # a2b (t=…210) is newer than a2a (t=…110)
+
+
+def test_openwebui_walks_current_id_and_reads_millisecond_dates(owner):
+    job = import_now(owner, file_bytes("openwebui_branch.json"))
+    assert (job.status, job.format, job.total) == ("done", "openwebui", 2)
+    seedlings, haiku = (Conversation.objects.get(pk=pk) for pk in job.conversation_ids)
+    rows = _messages(seedlings)
+    assert [m.content[:20] for m in rows] == [
+        "My tomato seedlings ", "They stretch towards", "How far above them s", "About 10 to 15 cm fo"]
+    assert [m.created_at for m in rows] == [_at(1720000010), _at(1720000030), _at(1720000100), _at(1720000110)]
+    assert rows[1].model == "llama3.1"
+    assert seedlings.created_at == _at(1720000000) and seedlings.updated_at == _at(1720000500)
+    assert job.omitted == {"branch_messages": 1}
+    # No history: the visible list; the top-level title is empty, the chat's own is used; ms dates.
+    assert haiku.title == "Haiku about rain"
+    assert [m.created_at for m in _messages(haiku)] == [_at(1725000001), _at(1725000002)]
+    assert haiku.created_at == _at(1725000000)
+
+
+def test_counts_totals_and_index_are_those_of_stored_messages(owner):
+    job = import_now(owner, file_bytes("openwebui_branch.json"))
+    conversation = Conversation.objects.get(pk=job.conversation_ids[0])
+    rows = _messages(conversation)
+    model = "offline-demo"  # no config: the offline demo model, as a new chat would get
+    assert conversation.offline
+    assert [m.token_count for m in rows] == [
+        optimizer.count_message({"role": m.role, "content": m.content}, model=model) for m in rows]
+    assert [m.char_count for m in rows] == [len(m.content) for m in rows]
+    assert (conversation.live_message_count, conversation.live_char_count, conversation.live_token_count) == (
+        4, sum(len(m.content) for m in rows), sum(m.token_count for m in rows))
+    assert MessageSearch.objects.filter(conversation=conversation, recallable=True).count() == 4
+
+
+def test_search_finds_imported_text(owner):
+    job = import_now(owner, file_bytes("chatgpt_branch.json"))
+    found = conversation_list(owner=owner, query="pumpernickel")
+    assert [c.pk for c in found] == [job.conversation_ids[0]]
+    assert not conversation_list(owner=owner, query="kitchens")  # branch-only text was not imported
+
+
+def test_a_zip_as_chatgpt_exports_it_is_read(owner):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("chat.html", "<html></html>")
+        archive.writestr("conversations.json", file_bytes("chatgpt_branch.json"))
+    job = import_now(owner, buffer.getvalue(), name="export.zip")
+    assert (job.status, len(job.conversation_ids)) == ("done", 2)
+
+
+# --- our own format: the round trip -------------------------------------------------------------------
+
+
+def _msg(conversation: Conversation, minutes: int, **fields) -> Message:
+    message = Message.objects.create(conversation=conversation, **fields)
+    Message.objects.filter(pk=message.pk).update(created_at=T0 + timedelta(minutes=minutes),
+                                                 updated_at=T0 + timedelta(minutes=minutes, seconds=5))
+    return message
+
+
+ROUND_TRIP_FIELDS = ("role", "kind", "status", "content", "created_at", "updated_at", "pinned", "superseded",
+                     "model", "prompt_tokens", "completion_tokens", "latency_ms", "cost_usd", "error",
+                     "covered_message_count", "source_chars", "extractive", "discarded", "edited")
+
+
+def test_export_then_import_gives_the_same_conversation(owner):
+    source = Conversation.objects.create(owner=owner, title="Trip to Lisbon", title_is_custom=True)
+    u1 = _msg(source, 0, role="user", content="Plan a trip to Lisbon in May, please.", pinned=True)
+    a1 = _msg(source, 1, role="assistant", content="Sure — **day 1**: Alfama.", reply_to=u1, model="gpt-4o-mini",
+              prompt_tokens=40, completion_tokens=12, latency_ms=830, cost_usd=Decimal("0.000123"))
+    _msg(source, 2, role="assistant", content="An earlier answer", reply_to=u1, superseded=True)
+    u2 = _msg(source, 3, role="user", content="And the trams? ünïcödé 🚋")
+    _msg(source, 4, role="assistant", content="", status="error", error="Model unreachable (timeout).", reply_to=u2)
+    first = _msg(source, 5, role="system", kind="summary", content="[Summary] Lisbon so far.", covers_from_id=u1.pk,
+                 covers_through_id=u2.pk, covered_message_count=4, source_chars=120, extractive=True, discarded=True)
+    _msg(source, 6, role="system", kind="summary", content="Edited summary", edited=True, edited_from=first,
+         covers_from_id=u1.pk, covers_through_id=a1.pk)
+    _msg(source, 7, role="assistant", content="Tram 28 is", status="stopped", reply_to=u2)
+    Conversation.objects.filter(pk=source.pk).update(
+        window_start_id=u2.pk, created_at=T0, updated_at=T0 + timedelta(hours=1))
+    source.refresh_from_db()
+
+    document = export_document(source)
+    job = import_now(owner, json.dumps(document).encode(), name="conversation.json")
+    assert (job.status, job.format, job.skipped) == ("done", "longchat", [])
+    copy = Conversation.objects.get(pk=job.conversation_ids[0])
+    assert (copy.title, copy.title_is_custom, copy.created_at, copy.updated_at) == (
+        source.title, True, source.created_at, source.updated_at)
+    old, new = _messages(source), _messages(copy)
+    assert [[getattr(m, f) for f in ROUND_TRIP_FIELDS] for m in new] == [
+        [getattr(m, f) for f in ROUND_TRIP_FIELDS] for m in old]
+    # References point at the copies of the messages they pointed at.
+    to_new = {o.pk: n.pk for o, n in zip(old, new, strict=True)}
+    for o, n in zip(old, new, strict=True):
+        assert n.reply_to_id == (to_new[o.reply_to_id] if o.reply_to_id else None)
+        assert n.edited_from_id == (to_new[o.edited_from_id] if o.edited_from_id else None)
+        assert (n.covers_from_id, n.covers_through_id) == (
+            to_new.get(o.covers_from_id), to_new.get(o.covers_through_id))
+    assert copy.window_start_id == to_new[u2.pk]
+    assert copy.summary_count == 1  # the edit is the same summary, rewritten
+    # Exporting the copy gives the same document, ids aside.
+    again = export_document(copy)
+    assert _without_ids(again["messages"]) == _without_ids(document["messages"])
+
+
+def _without_ids(messages: list[dict]) -> list[dict]:
+    ignored = {"id", "reply_to_id", "edited_from_id", "covers_from_id", "covers_through_id", "token_count"}
+    return [{k: v for k, v in m.items() if k not in ignored} for m in messages]
+
+
+message_lists = st.lists(
+    st.tuples(
+        st.sampled_from(["user", "assistant", "system"]),
+        # Text the app stores (no NUL, no lone surrogate: every write path makes text storable first).
+        st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40),
+        st.booleans(),
+        st.integers(min_value=0, max_value=10**9),
+        st.sampled_from(["complete", "stopped", "error"]),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=message_lists)
+def test_random_message_lists_round_trip(owner, rows):
+    source = Conversation.objects.create(owner=owner, title="Random")
+    for role, text, pinned, seconds, status in rows:
+        message = Message.objects.create(conversation=source, role=role, content=text, pinned=pinned, status=status)
+        Message.objects.filter(pk=message.pk).update(created_at=T0 + timedelta(seconds=seconds))
+    job = import_now(owner, json.dumps(export_document(source)).encode())
+    assert job.status == "done" and job.skipped == []
+    copy = Conversation.objects.get(pk=job.conversation_ids[0])
+    fields = ("role", "content", "pinned", "created_at", "status")
+    assert [[getattr(m, f) for f in fields] for m in _messages(copy)] == [
+        [getattr(m, f) for f in fields] for m in _messages(source)]
+
+
+# --- bad files -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    (b"Dear diary, today I exported nothing.", "The file is not JSON: it begins with 'Dear diary"),
+    (file_bytes("truncated.json"), "The file is cut short in item 1 of the list: it looks truncated"),
+    (file_bytes("foreign.json"), "not a known export: expected a Longchat export"),
+    (b"[]", "The file holds an empty list"),
+    (b'[{"mapping": {}}] trailing', "line 1 has 't' after the end of the document"),
+    (b"\xff\xfe{\x00}\x00", "UTF-16"),
+    (b'{"format": "longchat.conversation", "version": 2, "conversation": {}, "messages": []}',
+     "version 2; this server reads version 1"),
+])
+def test_a_bad_file_fails_with_the_reason_and_stores_nothing(owner, data, expected):
+    job = import_now(owner, data)
+    assert job.status == "failed"
+    assert expected in job.error
+    assert job.conversation_ids == [] and job.payload in (b"", memoryview(b""))
+    assert not Conversation.objects.filter(owner=owner).exists()
+    assert not Message.objects.exists()
+
+
+def test_foreign_json_names_what_it_found(owner):
+    job = import_now(owner, file_bytes("foreign.json"))
+    assert job.error.endswith("found a top-level object with keys name, version, dependencies.")
+
+
+def test_a_bad_conversation_is_skipped_whole_and_the_others_are_imported(owner):
+    good = [chatgpt_conversation(i, messages=6) for i in range(3)]
+    bad = chatgpt_conversation(3, messages=6)
+    del bad["mapping"]["n3"]["message"]["author"]  # its 4th message has no role
+    document = [good[0], good[1], bad, good[2]]
+    job = import_now(owner, json.dumps(document).encode())
+    assert (job.status, job.total, job.done, len(job.conversation_ids)) == ("done", 4, 4, 3)
+    assert job.skipped == [{"index": 2, "title": "", "error": "conversation 3 ('Chat 3'): message 4 has no role"}]
+    titles = list(Conversation.objects.filter(owner=owner).order_by("id").values_list("title", flat=True))
+    assert titles == ["Chat 0", "Chat 1", "Chat 2"]
+    assert Message.objects.count() == 18  # nothing of the bad one
+    assert not Message.objects.filter(content__endswith="of chat 3").exists()
+
+
+def test_a_message_over_the_size_limit_skips_its_conversation(owner, settings):
+    settings.MAX_MESSAGE_CHARS = settings.MAX_REPLY_CHARS = 1000
+    document = [chatgpt_conversation(0, messages=2), chatgpt_conversation(1, messages=2, text="x" * 1001)]
+    job = import_now(owner, json.dumps(document).encode())
+    assert len(job.conversation_ids) == 1
+    assert job.skipped[0]["error"] == (
+        "conversation 2 ('Chat 1'): message 1 is 1,001 characters long; the limit is 1,000")
+    assert job.skipped[0]["title"] == "Chat 1"
+    assert Message.objects.count() == 2

@@ -1,0 +1,241 @@
+"""Import jobs: the API (upload → 202 → poll), the upload limit, ownership, progress, and a job
+delivered twice or taken over after its worker died."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from chatapp.chat import import_services
+from chatapp.chat.import_models import ImportJob
+from chatapp.chat.import_services import import_job_create, import_job_run
+from chatapp.chat.models import Conversation, Message
+from chatapp.chat.tasks import import_conversations
+from tests.chat.importkit import chatgpt_conversation, file_bytes
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owner(db):
+    return get_user_model().objects.create_user(username="importer", password="a long test password 9")
+
+
+def _client(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+@pytest.fixture
+def api(owner) -> APIClient:
+    return _client(owner)
+
+
+@pytest.fixture
+def published(monkeypatch) -> list[tuple[int, str]]:
+    """The task's publications, run at once in this process (as a worker would run them)."""
+    sent: list[tuple[int, str]] = []
+
+    def apply_async(*, args, queue, **kwargs):
+        sent.append((args[0], queue))
+        import_job_run(job_id=args[0])
+
+    monkeypatch.setattr(import_conversations, "apply_async", apply_async)
+    return sent
+
+
+def _upload(api: APIClient, data: bytes, name: str = "conversations.json"):
+    return api.post("/api/imports/", {"file": SimpleUploadedFile(name, data)}, format="multipart")
+
+
+def test_upload_answers_202_then_the_job_reports_its_conversations(api, owner, published,
+                                                                   django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = _upload(api, file_bytes("chatgpt_branch.json"))
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert body["status"] == "queued" and body["filename"] == "conversations.json"
+    assert response["Location"] == f"/api/imports/{body['id']}/"
+    assert published == [(body["id"], "celery")]  # the default queue (settings.CELERY_IMPORT_QUEUE)
+
+    state = api.get(f"/api/imports/{body['id']}/").json()
+    assert (state["status"], state["format"], state["total"], state["done"], state["progress"]) == (
+        "done", "chatgpt", 2, 2, 1.0)
+    assert (state["imported"], state["skipped_count"], state["error"]) == (2, 0, "")
+    assert state["omitted"]["branch_messages"] == 2
+    ids = list(Conversation.objects.filter(owner=owner).order_by("id").values_list("id", flat=True))
+    assert state["conversations"] == [
+        {"id": ids[0], "title": "Sourdough schedule"}, {"id": ids[1], "title": "Bike gear ratios"}]
+    listed = api.get("/api/imports/").json()
+    assert [j["id"] for j in listed["results"]] == [body["id"]] and "conversations" not in listed["results"][0]
+
+
+def test_a_failed_job_says_why(api, published, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        job_id = _upload(api, b"<html><body>not an export</body></html>", "chat.html").json()["id"]
+    state = api.get(f"/api/imports/{job_id}/").json()
+    assert state["status"] == "failed" and state["conversations"] == []
+    assert state["error"].startswith("The file is not JSON: it begins with '<html>")
+
+
+def test_another_users_job_is_a_404_like_a_missing_one(api, owner, published):
+    other = get_user_model().objects.create_user(username="someone", password="another long password 7")
+    theirs = import_job_create(owner=other, upload=SimpleUploadedFile("x.json", b"[]"))
+    response = api.get(f"/api/imports/{theirs.pk}/")
+    missing = api.get(f"/api/imports/{theirs.pk + 1000}/")
+    assert response.status_code == missing.status_code == 404
+    assert response.json() == missing.json()
+    assert api.get("/api/imports/").json()["results"] == []
+
+
+def test_unauthenticated_is_refused(db):
+    assert APIClient().post("/api/imports/", {}).status_code == 401
+
+
+def test_upload_over_the_limit_is_a_413_and_stores_nothing(api, settings):
+    settings.IMPORT_MAX_BYTES = 2000
+    response = _upload(api, b"[" + b" " * 3000 + b"]")
+    assert response.status_code == 413
+    assert response.json()["detail"].endswith("the largest import is 0.0 MB.")
+    assert not ImportJob.objects.exists()
+
+
+def test_the_service_refuses_a_large_upload_too(owner, settings):
+    settings.IMPORT_MAX_BYTES = 1024
+    with pytest.raises(import_services.ImportTooLarge, match="the largest import is"):
+        import_job_create(owner=owner, upload=SimpleUploadedFile("big.json", b"[" + b" " * 2000 + b"]"))
+
+
+def test_missing_or_empty_file_is_a_400(api):
+    assert _upload(api, b"").status_code == 400
+    response = api.post("/api/imports/", {}, format="multipart")
+    assert response.status_code == 400 and "file" in response.json()
+
+
+def test_progress_moves_one_conversation_at_a_time(owner, monkeypatch):
+    document = [chatgpt_conversation(i, messages=4) for i in range(5)]
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", json.dumps(document).encode()))
+    seen: list[tuple[int, int, int]] = []
+    store = import_services.conversation_import
+
+    def watching(**kwargs):
+        row = ImportJob.objects.get(pk=job.pk)
+        seen.append((row.done, row.total, len(row.conversation_ids)))
+        return store(**kwargs)
+
+    monkeypatch.setattr(import_services, "conversation_import", watching)
+    import_job_run(job_id=job.pk)
+    assert seen == [(i, 5, i) for i in range(5)]
+    job.refresh_from_db()
+    assert (job.status, job.done, job.total, job.lease_expires_at) == ("done", 5, 5, None)
+    assert job.started_at <= job.finished_at and bytes(job.payload) == b""
+
+
+def test_a_second_delivery_imports_nothing_twice(owner):
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", file_bytes("openwebui_branch.json")))
+    assert import_job_run(job_id=job.pk).status == "done"
+    assert import_job_run(job_id=job.pk).status == "skipped"
+    assert Conversation.objects.filter(owner=owner).count() == 2
+
+
+def test_a_running_job_with_a_live_lease_is_left_to_its_worker(owner):
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", file_bytes("openwebui_branch.json")))
+    ImportJob.objects.filter(pk=job.pk).update(status="running", attempts=1,
+                                               lease_expires_at=timezone.now() + timedelta(seconds=60))
+    outcome = import_job_run(job_id=job.pk)
+    assert outcome.status == "busy" and 55 < outcome.retry_in <= 62
+    assert not Conversation.objects.exists()
+
+
+def test_a_dead_workers_job_is_resumed_after_its_lease(owner):
+    """The worker died after storing the first conversation (its transaction moved `done` to 1)."""
+    document = [chatgpt_conversation(i, messages=2) for i in range(3)]
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", json.dumps(document).encode()))
+    assert import_job_run(job_id=job.pk).status == "done"
+    first = ImportJob.objects.get(pk=job.pk).conversation_ids[0]
+    Conversation.objects.exclude(pk=first).delete()
+    ImportJob.objects.filter(pk=job.pk).update(
+        status="running", done=1, conversation_ids=[first], lease_expires_at=timezone.now() - timedelta(seconds=1),
+        payload=zlib.compress(json.dumps(document).encode()), finished_at=None,
+    )
+    assert import_job_run(job_id=job.pk).status == "done"
+    job.refresh_from_db()
+    assert (job.attempts, job.done, len(job.conversation_ids)) == (2, 3, 3)
+    assert list(Conversation.objects.filter(owner=owner).order_by("id").values_list("title", flat=True)) == [
+        "Chat 0", "Chat 1", "Chat 2"]
+
+
+def test_a_job_that_keeps_killing_its_worker_fails(owner):
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", file_bytes("openwebui_branch.json")))
+    ImportJob.objects.filter(pk=job.pk).update(status="running", attempts=import_services.MAX_ATTEMPTS,
+                                               lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert import_job_run(job_id=job.pk).status == "failed"
+    job.refresh_from_db()
+    assert job.status == "failed" and "stopped 3 times" in job.error and not Message.objects.exists()
+
+
+def test_a_stale_delivery_cannot_write_after_a_takeover(owner, monkeypatch):
+    document = [chatgpt_conversation(i, messages=2) for i in range(2)]
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", json.dumps(document).encode()))
+    store = import_services.conversation_import
+
+    def taken_over(**kwargs):
+        ImportJob.objects.filter(pk=job.pk).update(attempts=99)  # another delivery claimed it meanwhile
+        return store(**kwargs)
+
+    monkeypatch.setattr(import_services, "conversation_import", taken_over)
+    assert import_job_run(job_id=job.pk).status == "skipped"
+    assert not Conversation.objects.exists()  # the conversation's transaction was rolled back whole
+
+
+def test_a_broker_that_cannot_be_reached_fails_the_job_at_once(owner, monkeypatch,
+                                                               django_capture_on_commit_callbacks):
+    def unreachable(**kwargs):
+        raise ConnectionRefusedError("no broker")
+
+    monkeypatch.setattr(import_conversations, "apply_async", unreachable)
+    with django_capture_on_commit_callbacks(execute=True):
+        job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", b"[]"))
+    job.refresh_from_db()
+    assert job.status == "failed" and "could not be reached" in job.error
+
+
+def test_the_schema_documents_the_import_routes(api):
+    schema = api.get("/api/schema/", {"format": "json"}).json()
+    post = schema["paths"]["/api/imports/"]["post"]
+    assert "multipart/form-data" in post["requestBody"]["content"]
+    assert {"202", "400", "413"} <= set(post["responses"])
+    assert "200" in schema["paths"]["/api/imports/{id}/"]["get"]["responses"]
+
+
+def test_the_sweep_publishes_a_dead_workers_job_again(owner, published):
+    document = [chatgpt_conversation(i, messages=2) for i in range(2)]
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", json.dumps(document).encode()))
+    live = timezone.now() + timedelta(seconds=60)
+    ImportJob.objects.filter(pk=job.pk).update(status="running", attempts=1, lease_expires_at=live)
+    assert import_services.import_jobs_sweep() == 0  # its worker is still trusted
+    ImportJob.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert import_services.import_jobs_sweep() == 1
+    assert published == [(job.pk, "celery")]
+    job.refresh_from_db()
+    assert (job.status, job.attempts, len(job.conversation_ids)) == ("done", 2, 2)
+    assert import_services.import_jobs_sweep() == 0
+
+
+def test_settings_page_has_the_import_section(client, owner, settings):
+    settings.IMPORT_MAX_BYTES = 50_000_000
+    client.force_login(owner)
+    page = client.get("/settings/").content.decode()
+    assert '<h2 id="import-h">Import conversations</h2>' in page and "up to 50 MB." in page
+    assert '<label class="field-label" for="import-file">File to import</label>' in page
+    assert '<progress id="import-progress"' in page and 'data-max-bytes="50000000"' in page
+    assert '<script type="module" src="/static/js/import.js">' in page

@@ -1,0 +1,58 @@
+"""Settings → Import conversations in a real browser: choose a file, watch the progress bar, follow
+the links to the imported chats; a foreign file shows the reason. The job runs in the server's
+process at publish time (as a worker would run it; tests/worker runs a real one)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from selenium.webdriver.common.by import By
+
+from chatapp.chat.import_services import import_job_run
+from chatapp.chat.models import Conversation
+from chatapp.chat.tasks import import_conversations
+from tests.chat.importkit import FILES
+from tests.support.browser import console_errors
+from tests.ui.test_browser import _sign_up, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def inline_worker(monkeypatch):
+    def apply_async(*, args, **kwargs):
+        import_job_run(job_id=args[0])
+
+    monkeypatch.setattr(import_conversations, "apply_async", apply_async)
+
+
+def _import(browser, path) -> None:
+    browser.find_element(By.ID, "import-file").send_keys(str(path))
+    browser.find_element(By.ID, "import-start").click()
+
+
+def test_import_shows_progress_then_links_and_errors(asgi_server, browser, inline_worker):
+    base = asgi_server.url
+    _sign_up(browser, base, "browser-importer")
+    browser.get(f"{base}/settings/")
+    label = browser.find_element(By.CSS_SELECTOR, "label[for=import-file]")
+    assert label.text == "File to import"
+
+    _import(browser, FILES / "openwebui_branch.json")
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#import-links a"))
+    bar = browser.find_element(By.ID, "import-progress")
+    assert (bar.get_attribute("value"), bar.get_attribute("max")) == ("2", "2")
+    assert browser.find_element(By.ID, "import-progress-label").text == "Imported 2 conversations"
+    message = browser.find_element(By.ID, "import-message").text
+    assert "2 of 2 conversations imported." in message and "1 on other branches" in message
+    links = browser.find_elements(By.CSS_SELECTOR, "#import-links a")
+    owner = get_user_model().objects.get(username="browser-importer")
+    ids = list(Conversation.objects.filter(owner=owner).order_by("id").values_list("id", flat=True))
+    assert [(a.text, a.get_attribute("href")) for a in links] == [
+        ("Tomato seedlings", f"{base}/c/{ids[0]}/"), ("Haiku about rain", f"{base}/c/{ids[1]}/")]
+
+    _import(browser, FILES / "foreign.json")
+    _wait(browser, lambda d: "not a known export" in d.find_element(By.ID, "import-message").text)
+    assert browser.find_element(By.ID, "import-progress-label").text == "The import stopped"
+    assert not browser.find_elements(By.CSS_SELECTOR, "#import-links a")
+    assert console_errors(browser) == []
