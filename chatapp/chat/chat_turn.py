@@ -94,6 +94,7 @@ def turn_prepare(
             target=target,
             auto_optimize=prefs.auto_optimize,
             through_id=through_id,
+            instructions=prefs.custom_instructions,
         )
     except ContextTooLargeError as exc:
         error = (

@@ -5,12 +5,19 @@ A request never reads the whole history of a long conversation. It loads the sta
 messages, pins, the first user message), the newest live summary, and the verbatim window
 (`id >= conversation.window_start_id`), each through an index, with stored token counts; the
 conversation's running `live_*` totals stand in for everything else.
+
+The user's custom instructions and the chat's system prompt (issue 13) are no message rows: they open
+the list as system messages with the ids "instructions" and "system-prompt", so the optimizer keeps
+them in the static layer and `optimizer.shape` sends them first in the one leading system message.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import cast
 
 from django.db.models import Q
@@ -39,6 +46,36 @@ _HEAD_PEEK = 8
 
 # Rows fetched per step when walking a conversation backwards by stored counts only.
 _TAIL_BATCH = 512
+
+
+# The ids of the two prompts in a `Msg` list, a record's `sent` entries and `stats`: never digits, so
+# every reader that maps ids to message rows (`str.isdigit`) passes them by. The value is what a
+# record's `sent` entry says in its `system_prompt` key.
+PROMPT_IDS = {"instructions": "instructions", "system-prompt": "conversation"}
+
+
+@lru_cache(maxsize=64)
+def _prompt_tokens(text: str, model: str) -> int:
+    # No row stores a prompt's count; counted once per text and model, not on every request and gauge.
+    return optimizer.count_message({"role": "system", "content": text}, model=model)
+
+
+def prompt_msgs(*, instructions: str, system_prompt: str, model: str) -> list[Msg]:
+    """The user's custom instructions, then the chat's system prompt, as system messages (empty ones left out)."""
+    texts = (("instructions", instructions), ("system-prompt", system_prompt))
+    return [
+        Msg(id=pid, role="system", content=text, tokens=_prompt_tokens(text, model), chars=len(text))
+        for pid, text in texts
+        if text
+    ]
+
+
+def prompts_hash(prompts: Sequence[Msg]) -> str:
+    """A short fingerprint of the prompts' texts ("" without any), so records can tell when they changed."""
+    if not prompts:
+        return ""
+    joined = "\x00".join(f"{m.id}\x00{m.content}" for m in prompts)
+    return hashlib.sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def live_chat_q() -> Q:
@@ -76,6 +113,8 @@ class ContextInput:
     # The texts recall read for its block, by message id (DatabaseRecallSource.contents).
     recall_contents: dict[int, str] = field(default_factory=dict)
     request: ShapedRequest | None = None
+    # prompts_hash of the custom instructions and system prompt this request opens with.
+    prompt_hash: str = ""
 
 
 Row = tuple[int, str, str, bool, int, dt.datetime]  # the _MSG_FIELDS columns, as values_list returns them
@@ -140,6 +179,7 @@ def context_load(
     through_id: int | None = None,
     load_all: bool = False,
     offline_replies: bool = True,
+    prompts: Sequence[Msg] = (),
 ) -> ContextInput:
     """Load only what the optimizer needs for the next request of `conversation`.
 
@@ -148,6 +188,8 @@ def context_load(
     `load_all` loads every live message — only used when the caller knows the history fits.
     `offline_replies=False` leaves out the offline demo model's replies: they describe the context
     they were sent, not the conversation, and are never history for a real model.
+    `prompts` (`prompt_msgs`) open the list, and count in the history totals as the static messages
+    they are: the trigger and the strategy scores see the request the model gets.
     """
     # Plain tuples, not model instances: building instances was the larger part of a request's cost.
     live = Message.objects.filter(live_chat_q())
@@ -211,12 +253,12 @@ def context_load(
         # first live message at or after it.
         window_start = next((str(r[0]) for r in ordered if r[0] >= start), None)
     return ContextInput(
-        msgs=[_to_msg(r) for r in ordered],
+        msgs=[*prompts, *(_to_msg(r) for r in ordered)],
         summary=summary,
         history=HistoryTotals(
-            messages=conversation.live_message_count,
-            chars=conversation.live_char_count,
-            tokens=conversation.live_token_count,
+            messages=conversation.live_message_count + len(prompts),
+            chars=conversation.live_char_count + sum(m.chars or 0 for m in prompts),
+            tokens=conversation.live_token_count + sum(m.tokens or 0 for m in prompts),
         ),
         counters=Counters(
             summaries_so_far=conversation.summary_count,
@@ -227,6 +269,7 @@ def context_load(
         first_user_id=first_user_id,
         static_ids=frozenset(static_ids),
         loaded_ids=tuple(r[0] for r in ordered),
+        prompt_hash=prompts_hash(prompts),
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import Q
 
 import optimizer
-from chatapp.chat.context import ContextInput, context_budget, context_load, tail_start_id
+from chatapp.chat.context import PROMPT_IDS, ContextInput, context_budget, context_load, prompt_msgs, tail_start_id
 from chatapp.chat.llm import LLMTarget
 from chatapp.chat.models import Conversation, Preference
 from chatapp.chat.recall_source import DatabaseRecallSource
@@ -30,7 +30,7 @@ _NO_SUMMARIZER = "no summarizer available"
 
 
 def _quota_allows_summaries(
-    *, conversation: Conversation, budget: int, config: PackConfig, preference: str
+    *, conversation: Conversation, budget: int, config: PackConfig, preference: str, prompt_tokens: int
 ) -> bool:
     """False when the conversation used its daily automatic summaries (settings.SUMMARIES_PER_DAY).
 
@@ -38,7 +38,8 @@ def _quota_allows_summaries(
     trigger): below that everything is sent and the quota cannot matter, so short chats skip the query.
     """
     if conversation.window_start_id is None and (
-        conversation.live_token_count + REPLY_PRIMING < trigger_tokens(budget, config, preference=preference)
+        conversation.live_token_count + prompt_tokens + REPLY_PRIMING
+        < trigger_tokens(budget, config, preference=preference)
     ):
         return True
     return summary_quota_remaining(conversation=conversation) > 0
@@ -65,6 +66,7 @@ def _pack_plan(
     auto_optimize: bool,
     through_id: int | None,
     preference: str,
+    prompt_tokens: int,
     trigger_ratio: float | None = None,
 ) -> tuple[dict[str, Any], PackConfig, bool]:
     """How to load and pack under the user's automatic-optimization switch.
@@ -76,9 +78,10 @@ def _pack_plan(
     ignored, and the stored window is cleared, since nothing is left out. Once it no longer fits, the
     window is loaded, only what is needed is truncated (target 90%: the smallest cut that leaves
     room for a few more turns), and a summary that exists is sent whenever it fits. No background
-    summary is started, since that would be automatic optimization too.
+    summary is started, since that would be automatic optimization too. `prompt_tokens` (the custom
+    instructions and system prompt) count as history: they are sent with it.
     """
-    history = conversation.live_token_count
+    history = conversation.live_token_count + prompt_tokens
     if auto_optimize:
         config = PackConfig() if trigger_ratio is None else PackConfig(trigger_ratio=trigger_ratio)
         summarizer = True
@@ -105,6 +108,7 @@ def context_build(
     store_window: bool = True,
     trigger_ratio: float | None = None,
     recall_fill: bool | None = None,
+    instructions: str = "",
 ) -> tuple[PackResult, ContextInput]:
     """Load the context and pack it for `target`; store the window it used (see _window_store).
 
@@ -112,8 +116,12 @@ def context_build(
     `ctx.pack_ms` is the packing time. `trigger_ratio` overrides the optimizer's trigger
     under automatic optimization (dry runs ahead of need only). `recall_fill` (default: the
     conversation has no stored window yet, so no prompt prefix is cached) lets recall fill the budget.
+    `instructions` are the user's custom instructions (the caller has the settings row already); they
+    and the conversation's system prompt open the context (context.prompt_msgs).
     """
     budget = context_budget(target=target)
+    prompts = prompt_msgs(instructions=instructions, system_prompt=conversation.system_prompt, model=target.model)
+    prompt_tokens = sum(m.tokens or 0 for m in prompts)
     if recall_fill is None:
         recall_fill = conversation.window_start_id is None
     load, config, summarizer = _pack_plan(
@@ -122,14 +130,15 @@ def context_build(
         auto_optimize=auto_optimize,
         through_id=through_id,
         preference=preference,
+        prompt_tokens=prompt_tokens,
         trigger_ratio=trigger_ratio,
     )
     quota_exhausted = summarizer and not _quota_allows_summaries(
-        conversation=conversation, budget=budget, config=config, preference=preference
+        conversation=conversation, budget=budget, config=config, preference=preference, prompt_tokens=prompt_tokens
     )
     if quota_exhausted:
         summarizer = False
-    ctx = context_load(conversation=conversation, offline_replies=target.offline, **load)
+    ctx = context_load(conversation=conversation, offline_replies=target.offline, prompts=prompts, **load)
     # Recall quotes old messages the window left out; when the whole history is loaded it is all
     # sent, so there is nothing to recall. The source runs no query until pack asks it to search.
     source = None if load.get("load_all") else DatabaseRecallSource(
@@ -151,6 +160,13 @@ def context_build(
         recall_fill=recall_fill,
     )
     ctx.pack_ms = (time.perf_counter() - started) * 1000
+    if result.window_start in PROMPT_IDS:
+        # A window reaching back to the head of the list starts at position 0, a prompt here: stored
+        # and reported as the first loaded message, the start the same window has without prompts.
+        first = str(ctx.loaded_ids[0]) if ctx.loaded_ids else None
+        result = dataclasses.replace(
+            result, window_start=first, info=dataclasses.replace(result.info, window_start=first)
+        )
     if source is not None:
         ctx.recall_contents = source.contents
     # What goes on the wire is the shaped request; every figure (record, gauge, note) reports its tokens.

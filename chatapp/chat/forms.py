@@ -84,6 +84,20 @@ class LLMConfigForm(forms.Form):
         return data
 
 
+class InstructionsForm(forms.Form):
+    # No max_length here: a browser posts line breaks as CRLF, so the service (which counts the text as
+    # stored, line ends as LF) judges the length.
+    custom_instructions = forms.CharField(
+        label="Custom instructions",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={
+            "rows": 6, "placeholder": "e.g. I am a backend developer; answer briefly, with code in Python.",
+        }),
+        help_text="Sent first in every chat, never dropped by the optimizer; counts against the context budget.",
+    )
+
+
 class PreferencesForm(forms.Form):
     preference = forms.ChoiceField(choices=Preference.choices, widget=forms.RadioSelect)
     auto_optimize = forms.BooleanField(label="Automatic optimization", required=False)

@@ -81,6 +81,7 @@ def context_gauge(
             target=target,
             auto_optimize=prefs.auto_optimize,
             store_window=False,
+            instructions=prefs.custom_instructions,
         )
     except ContextTooLargeError as exc:
         return gauge_payload(
@@ -129,6 +130,7 @@ def context_ahead_span(
             target=target,
             store_window=False,
             trigger_ratio=ratio,
+            instructions=prefs.custom_instructions,
         )
     except ContextTooLargeError:
         return None
@@ -149,6 +151,7 @@ def _conversation_snapshot(conversation: Conversation) -> Conversation:
         "live_token_count",
         "truncation_count",
         "summary_count",
+        "system_prompt",
     ):
         setattr(copy, name, getattr(conversation, name))
     return copy

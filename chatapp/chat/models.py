@@ -75,6 +75,9 @@ class UserSettings(models.Model):
     summary_config = models.ForeignKey(
         LLMConfig, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Issue 13: sent first in every chat of the user (before the chat's system prompt) and never
+    # dropped by the optimizer; at most services.SYSTEM_PROMPT_MAX_CHARS.
+    custom_instructions = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -92,6 +95,8 @@ class Conversation(models.Model):
     # The chat talks to the built-in offline demo model and stays with it when a real model is added:
     # the demo's replies describe the context and are not conversation to send another model.
     offline = models.BooleanField(default=False)
+    # Issue 13: this chat's system prompt, sent after the owner's custom instructions and never dropped.
+    system_prompt = models.TextField(blank=True, default="")
     # Optimizer window state: id of the first message of the verbatim window. It moves only when the
     # trigger fires, so consecutive requests share a stable prefix (provider prompt caches).
     window_start_id = models.BigIntegerField(null=True, blank=True)

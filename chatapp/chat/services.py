@@ -19,8 +19,13 @@ from chatapp.chat.config_services import text_field_clean
 
 from .models import Conversation, LLMConfig, Preference, SummaryJob, UserSettings
 from .selectors import api_token_expired, llm_config_default, user_settings_get
+from .textsafe import text_storable
 
 DEFAULT_TITLE = "New chat"
+
+# Custom instructions and a chat's system prompt are sent whole on every request (never dropped), so
+# each is bounded: 20,000 characters is about 5,000 tokens, room left in any model worth chatting with.
+SYSTEM_PROMPT_MAX_CHARS = 20_000
 
 
 class _Unset:
@@ -38,10 +43,16 @@ def user_settings_update(
     auto_optimize: bool | None = None,
     confirm_compaction: bool | None = None,
     summary_config: LLMConfig | None = UNSET,
+    custom_instructions: str | None = None,
 ) -> UserSettings:
     """Change the given settings (None leaves one unchanged; for summary_config None means "use the
-    conversation's own config" and leaving it out leaves it unchanged). Applies from the next request."""
+    conversation's own config" and leaving it out leaves it unchanged). Applies from the next request;
+    `custom_instructions` ("" clears them) open every chat's leading system message."""
     errors: dict[str, list[str]] = {}
+    if custom_instructions is not None:
+        custom_instructions = _prompt_clean(
+            custom_instructions, field="custom_instructions", label="Custom instructions", errors=errors
+        )
     if preference is not None and preference not in Preference.values:
         errors["preference"] = ["Choose fast, balanced or quality."]
     for field, value in (("auto_optimize", auto_optimize), ("confirm_compaction", confirm_compaction)):
@@ -56,7 +67,8 @@ def user_settings_update(
     user_settings = user_settings_get(user=user)
     changed: list[str] = []
     updates: tuple[tuple[str, str | bool | None], ...] = (
-        ("preference", preference), ("auto_optimize", auto_optimize), ("confirm_compaction", confirm_compaction)
+        ("preference", preference), ("auto_optimize", auto_optimize), ("confirm_compaction", confirm_compaction),
+        ("custom_instructions", custom_instructions),
     )
     for name, new in updates:
         if new is not None:
@@ -68,6 +80,21 @@ def user_settings_update(
     if changed:
         user_settings.save(update_fields=[*changed, "updated_at"])
     return user_settings
+
+
+def _prompt_clean(value: Any, *, field: str, label: str, errors: dict[str, list[str]]) -> str:
+    """A system prompt as stored: text only, made storable (NUL, lone surrogates) like every text the
+    app keeps, line ends as LF (a form posts CRLF: the same prompt must hash the same from the page
+    and the API), surrounding blank space dropped (whitespace alone would still be sent)."""
+    if not isinstance(value, str):
+        errors.setdefault(field, []).append(f"{label} must be text.")
+        return ""
+    text = text_storable(value).replace("\r\n", "\n").replace("\r", "\n").strip()
+    if len(text) > SYSTEM_PROMPT_MAX_CHARS:
+        errors.setdefault(field, []).append(
+            f"{label} must be at most {SYSTEM_PROMPT_MAX_CHARS:,} characters (this text has {len(text):,})."
+        )
+    return text
 
 
 def _title_clean(title: Any) -> str:
@@ -117,6 +144,20 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
     conversation.title_is_custom = True
     # updated_at is left alone: renaming should not move the conversation to the top of the sidebar.
     conversation.save(update_fields=["title", "title_is_custom"])
+    return conversation
+
+
+def conversation_set_system_prompt(*, conversation: Conversation, text: str) -> Conversation:
+    """Set the chat's system prompt ("" removes it). It applies from the next request, which records
+    the change (turn_records: `stats.system_prompt_changed`); earlier records keep what they sent."""
+    errors: dict[str, list[str]] = {}
+    cleaned = _prompt_clean(text, field="system_prompt", label="The system prompt", errors=errors)
+    if errors:
+        raise ValidationError(errors)
+    if cleaned != conversation.system_prompt:
+        conversation.system_prompt = cleaned
+        # updated_at is left alone, as for a rename: the sidebar orders by activity, not by settings.
+        conversation.save(update_fields=["system_prompt"])
     return conversation
 
 

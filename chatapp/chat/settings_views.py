@@ -1,5 +1,5 @@
-"""The Settings page and its forms: preferences, model configs (add, edit, default, delete) and API
-tokens. Thin function views, as in views.py.
+"""The Settings page and its forms: custom instructions, preferences, model configs (add, edit,
+default, delete) and API tokens. Thin function views, as in views.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from chatapp.chat import config_services, selectors, services
 from chatapp.chat.crypto import secret_readable
-from chatapp.chat.forms import PREFERENCE_HELP, LLMConfigForm, PreferencesForm
+from chatapp.chat.forms import PREFERENCE_HELP, InstructionsForm, LLMConfigForm, PreferencesForm
 from chatapp.chat.share_selectors import share_list
 from chatapp.chat.views import page_csp, user_configs
 
@@ -46,6 +46,9 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
         },
         configs=selectors.llm_config_list(owner=request.user),
     )
+    instructions_form = bound.get("instructions") or InstructionsForm(
+        initial={"custom_instructions": user_settings.custom_instructions}
+    )
     config_forms = [
         (config, bound.get(config.pk) or LLMConfigForm(instance=config)) for config in configs
     ]
@@ -63,6 +66,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
         "new_open": "new" in bound,
         "open_config_id": next((k for k in bound if isinstance(k, int)), None),
         "prefs_form": prefs_form,
+        "instructions_form": instructions_form,
         "preference_cards": preference_cards,
         "current_preference": prefs_form["preference"].value(),
         "user_settings": user_settings,
@@ -97,6 +101,25 @@ def settings_page(request: HttpRequest) -> HttpResponse:
                 return redirect("settings")
         return render(request, "chat/settings.html", _settings_context(request, bound={"prefs": form}), status=400)
     return render(request, "chat/settings.html", _settings_context(request))
+
+
+@page_csp
+@login_required
+@require_POST
+def instructions_save(request: HttpRequest) -> HttpResponse:
+    form = InstructionsForm(request.POST)
+    if form.is_valid():
+        try:
+            services.user_settings_update(
+                user=request.user, custom_instructions=form.cleaned_data["custom_instructions"]
+            )
+        except ValidationError as exc:
+            _validation_to_form(form, exc)
+        else:
+            flash.success(request, "Custom instructions saved. They apply to your next message in every chat.")
+            return redirect(reverse("settings") + "#instructions-h")
+    context = _settings_context(request, bound={"instructions": form})
+    return render(request, "chat/settings.html", context, status=400)
 
 
 @page_csp

@@ -14,7 +14,7 @@ from django.db.models.functions import Coalesce
 
 import optimizer
 from chatapp.chat import llm
-from chatapp.chat.context import ContextInput, live_chat_q
+from chatapp.chat.context import PROMPT_IDS, ContextInput, live_chat_q
 from chatapp.chat.gauge import gauge_payload, summary_through_id
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.turn_types import ChatTurn
@@ -167,10 +167,18 @@ def turn_context_note(*, result: PackResult, budget: int) -> str:
     return note
 
 
-def _record_stats(*, info: PackStats, ctx: ContextInput) -> dict[str, Any]:
-    """The record's `stats`: the pack's statistics plus what the request path measured around it."""
+def _record_stats(*, info: PackStats, ctx: ContextInput, messages: Sequence[PackedMessage]) -> dict[str, Any]:
+    """The record's `stats`: the pack's statistics plus what the request path measured around it.
+
+    `system_prompt_tokens` (the custom instructions and system prompt as packed) and
+    `system_prompt_hash` ("" without either) are written here; `system_prompt_changed` is added when
+    the turn ends (record_finish), so comparing with the previous record costs no query before the
+    first byte.
+    """
     stats = info.as_dict()
     stats["pack_ms"] = ctx.pack_ms
+    stats["system_prompt_tokens"] = sum(m.tokens for m in messages if set(m.source_ids) & PROMPT_IDS.keys())
+    stats["system_prompt_hash"] = ctx.prompt_hash
     if ctx.request is not None and ctx.request.notes:
         stats["request_shape"] = list(ctx.request.notes)  # how the request was made template-safe
     if ctx.quota_exhausted:
@@ -194,6 +202,9 @@ def _sent_entry(
       never edited in place (an edit is a new message), so its stored content is what was sent.
     - compressed: `source_ids` = [the message's id] and `content` = the head + tail text actually
       sent, which no row stores (compression is rare, so this costs little).
+    - a prompt (the custom instructions or the chat's system prompt, context.PROMPT_IDS): `source_ids`
+      = ["instructions"] or ["system-prompt"], `system_prompt` = "instructions" or "conversation",
+      and `content` = the text sent, which no message row holds (and which may change afterwards).
     - recall: `source_ids` = the quoted messages in time order; `hit_ids` = those the search
       matched, best first (the others are their neighbours); `terms` = the query terms, strongest
       first (why they were recalled); and `layout` (see _recall_layout), or `content` = the block's
@@ -206,7 +217,11 @@ def _sent_entry(
         "tokens": packed.tokens,
         "role": packed.role,
     }
-    if packed.origin == "summary" and summary_message_id is not None:
+    prompt = PROMPT_IDS.get(str(packed.source_ids[0])) if packed.source_ids else None
+    if prompt is not None:
+        entry["system_prompt"] = prompt
+        entry["content"] = packed.content
+    elif packed.origin == "summary" and summary_message_id is not None:
         entry["source_ids"] = [summary_message_id]
         entry["summary_id"] = summary_message_id
     elif packed.origin == "compressed":
@@ -292,7 +307,28 @@ def record_finish(*, turn: ChatTurn, usage: Any) -> None:
     if getattr(usage, "prompt_tokens", None) is not None:
         fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), model=turn.target.model, usage=usage))
     if turn.record_id is not None:
+        stats = _prompt_change_stats(conversation_id=turn.conversation_id, record_id=turn.record_id)
+        if stats is not None:
+            fields["stats"] = stats
         OptimizationRecord.objects.filter(pk=turn.record_id).update(**fields)
+
+
+def _prompt_change_stats(*, conversation_id: int, record_id: int) -> dict[str, Any] | None:
+    """The record's `stats` with `system_prompt_changed: true` when its prompts differ from the
+    previous record's of the conversation (None: unchanged, or no previous record).
+
+    One read of the two hashes on the (conversation, id) index; the stats themselves are read only on
+    a change. Records from before prompts existed have no hash: they sent none ("").
+    """
+    hashes = list(
+        OptimizationRecord.objects.filter(conversation_id=conversation_id, id__lte=record_id)
+        .order_by("-id")
+        .values_list("id", "stats__system_prompt_hash")[:2]
+    )
+    if len(hashes) < 2 or hashes[0][0] != record_id or (hashes[0][1] or "") == (hashes[1][1] or ""):
+        return None
+    stats = OptimizationRecord.objects.filter(pk=record_id).values_list("stats", flat=True).get()
+    return {**(stats or {}), "system_prompt_changed": True}
 
 
 def _usage_fields(*, tokens_sent: int, model: str, usage: Any) -> dict[str, Any]:
@@ -357,5 +393,5 @@ def record_create(
         pack_ms=ctx.pack_ms,
         cost_sent_usd=_money(optimizer.cost_usd(target.model, prompt_tokens=tokens_sent)),
         cost_full_usd=_money(optimizer.cost_usd(target.model, prompt_tokens=tokens_full)),
-        stats=_json_safe(_record_stats(info=info, ctx=ctx)),
+        stats=_json_safe(_record_stats(info=info, ctx=ctx, messages=result.messages)),
     )

@@ -11,6 +11,7 @@ urlpatterns = [
     path("c/<int:pk>/messages/", views.chat_messages_before, name="chat-messages-before"),
     path("c/sidebar/", views.chat_sidebar, name="chat-sidebar"),
     path("settings/", settings_views.settings_page, name="settings"),
+    path("settings/instructions/", settings_views.instructions_save, name="settings-instructions"),
     path("settings/api-token/", settings_views.api_token_create, name="api-token-create"),
     path("settings/api-token/revoke/", settings_views.api_token_revoke, name="api-token-revoke"),
     path("settings/shares/<int:pk>/revoke/", share_pages.share_revoke, name="share-revoke"),

@@ -28,6 +28,7 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
             "title_is_custom",
             "llm_config",
             "offline",
+            "system_prompt",
             "window_start_id",
             "live_message_count",
             "live_token_count",
@@ -137,7 +138,9 @@ class LLMConfigOutputSerializer(serializers.ModelSerializer):
 class UserSettingsOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = UserSettings
-        fields = ["preference", "auto_optimize", "confirm_compaction", "summary_config", "updated_at"]
+        fields = [
+            "preference", "auto_optimize", "confirm_compaction", "summary_config", "custom_instructions", "updated_at"
+        ]
         read_only_fields = fields
 
 

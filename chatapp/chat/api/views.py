@@ -39,7 +39,15 @@ from chatapp.chat.services import (
     conversation_delete,
     conversation_rename,
     conversation_set_config,
+    conversation_set_system_prompt,
     user_settings_update,
+)
+
+_PROMPT_HELP = (
+    "Sent first in every request (custom instructions, then the chat's system prompt, in one leading "
+    "system message), never dropped by the optimizer, counted against the context budget; at most 20,000 "
+    "characters, \"\" removes it. A change applies from the next message and is marked on its optimization "
+    "record (stats.system_prompt_changed)."
 )
 
 
@@ -112,10 +120,11 @@ class ConversationDetailApi(APIView):
         offline = serializers.BooleanField(
             required=False, help_text="true: switch to the built-in offline demo model."
         )
+        system_prompt = serializers.CharField(required=False, allow_blank=True, help_text=_PROMPT_HELP)
 
         def validate(self, attrs: dict) -> dict:
             if not attrs:
-                raise serializers.ValidationError("Send a title, an llm_config or offline, or both.")
+                raise serializers.ValidationError("Send a title, an llm_config, offline or a system_prompt.")
             if attrs.get("offline") and attrs.get("llm_config") is not None:
                 raise serializers.ValidationError({"offline": ["Send either a config or offline, not both."]})
             return attrs
@@ -133,6 +142,9 @@ class ConversationDetailApi(APIView):
         data = serializer.validated_data
         # Every check that can refuse the request runs before the first write, so a 400 changes nothing.
         config = _owned_config_or_field_error(user=request.user, pk=data.get("llm_config"), field="llm_config")
+        if "system_prompt" in data:
+            # First: of the writes below only this one can still refuse (its length is the service's check).
+            conversation = conversation_set_system_prompt(conversation=conversation, text=data["system_prompt"])
         if "title" in data:
             conversation = conversation_rename(conversation=conversation, title=data["title"])
         if "llm_config" in data or data.get("offline"):
@@ -231,6 +243,7 @@ class UserSettingsApi(APIView):
         summary_config = serializers.IntegerField(
             required=False, allow_null=True, help_text="Config used for summaries; null = the conversation's own."
         )
+        custom_instructions = serializers.CharField(required=False, allow_blank=True, help_text=_PROMPT_HELP)
 
     @extend_schema(responses=UserSettingsOutputSerializer)
     def get(self, request: Request) -> Response:

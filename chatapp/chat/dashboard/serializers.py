@@ -206,6 +206,10 @@ class SentEntrySerializer(serializers.Serializer):
     compressed = _bool()
     content_is_sent_text = _bool()
     recall = RecallDetailSerializer(allow_null=True)
+    system_prompt = _str(
+        allow_null=True, help_text="instructions (the user's custom instructions) or conversation (the chat's system "
+        "prompt); null for a message. Its `content` is the text the record kept, exactly as sent."
+    )
     missing = _bool()
     edited_after = _bool()
     edited = _bool()

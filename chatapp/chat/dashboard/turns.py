@@ -194,7 +194,8 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
         found = [messages[i] for i in source_ids if i in messages]
         origin = entry.get("origin", "verbatim")
         first = found[0] if found else None
-        sent_text = entry.get("content") if origin == "compressed" else None
+        # A compressed message's head + tail, or a system prompt (no row holds it): the record kept the text.
+        sent_text = entry.get("content") if origin == "compressed" or entry.get("system_prompt") else None
         exact = sent_text is not None or origin != "compressed"
         recall = None
         if origin == "recall":
@@ -215,6 +216,8 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
             # shown, or a recalled message is no longer stored).
             "content_is_sent_text": exact,
             "recall": recall,
+            # "instructions" (the user's custom instructions) or "conversation" (the chat's system prompt).
+            "system_prompt": entry.get("system_prompt"),
             "missing": len(found) < len(source_ids),
             # Summaries once were edited in place, so the text shown may be newer than the one sent.
             # Today an edit is a new message, and discarding touches updated_at without changing text.

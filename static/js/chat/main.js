@@ -4,6 +4,7 @@ import { enhance, nearBottom, scrollToBottom } from "./dom.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { followElsewhere, loadEarlier, revealHash } from "./history.js";
 import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.js";
+import { editSystemPrompt, pointExportLinks } from "./prompt.js";
 import { deleteConversation, inlineRename, renameConversation } from "./sidebar.js";
 import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
@@ -56,15 +57,24 @@ document.addEventListener("click", async (e) => {
       toast(ok ? "Copied to the clipboard." : "Could not copy.", ok ? "info" : "error", 1800);
       break;
     }
+    case "conv-menu":
     case "message-menu": {
+      if (action === "conv-menu") pointExportLinks();
       const menu = target.nextElementSibling;
       const open = menu.hidden;
       closeMenus(menu);
       menu.hidden = !open;
       target.setAttribute("aria-expanded", String(open));
-      if (open) menu.querySelector("button")?.focus();
+      if (open) menu.querySelector("[role='menuitem']")?.focus();
       break;
     }
+    case "edit-system-prompt":
+      closeMenus();
+      await editSystemPrompt();
+      break;
+    case "export-conversation":
+      closeMenus(); // the link's own download goes on
+      break;
     case "toggle-pin":
       closeMenus();
       if (article && article.dataset.id) await togglePin(article);

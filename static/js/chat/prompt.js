@@ -1,0 +1,60 @@
+/* The chat header's menu: the conversation's system prompt (a dialog) and its export links. */
+import { refreshGauge } from "./gauge.js";
+import { api, errorText, state, toast } from "./state.js";
+
+const dialog = document.getElementById("system-prompt-dialog");
+const area = document.getElementById("system-prompt-text");
+const errorBox = document.getElementById("system-prompt-error");
+
+/** Point the export links at this chat: a new chat gets its id only when its first message is sent. */
+export function pointExportLinks() {
+  if (!state.conversationId) return;
+  document.querySelectorAll("[data-export]").forEach((a) => {
+    a.href = `/api/conversations/${state.conversationId}/export/?format=${a.dataset.export}`;
+  });
+}
+
+function showError(text) {
+  errorBox.textContent = text;
+  errorBox.hidden = !text;
+}
+
+/** Open the dialog with the chat's current system prompt, read fresh (another tab may have changed it). */
+export async function editSystemPrompt() {
+  if (!state.conversationId || !dialog) return;
+  const res = await api(`/api/conversations/${state.conversationId}/`);
+  if (!res.ok || !res.data) { toast(errorText(res.data, res.status), "error"); return; }
+  area.value = res.data.system_prompt || "";
+  showError("");
+  dialog.returnValue = "";
+  dialog.showModal();
+  area.focus();
+}
+
+// Save keeps the dialog open until the server accepted the text, so a refusal (too long) is shown
+// beside it and nothing typed is lost; Cancel and Escape close it as usual.
+dialog?.querySelector("form").addEventListener("submit", async (e) => {
+  if (!e.submitter || e.submitter.value !== "ok") return;
+  e.preventDefault();
+  const save = e.submitter;
+  save.disabled = true;
+  const res = await api(`/api/conversations/${state.conversationId}/`, {
+    method: "PATCH", body: { system_prompt: area.value },
+  });
+  save.disabled = false;
+  if (!res.ok) {
+    const fieldErrors = res.data && res.data.system_prompt;
+    showError(Array.isArray(fieldErrors) ? fieldErrors.join(" ") : errorText(res.data, res.status));
+    area.focus();
+    return;
+  }
+  dialog.close("ok");
+  toast(res.data && res.data.system_prompt
+    ? "System prompt saved: it applies from your next message."
+    : "System prompt removed: it applies from your next message.");
+  // The prompt is sent with every request: the gauge's figure changes with it.
+  refreshGauge();
+});
+
+// The menu item that opened the dialog is hidden by then: keyboard focus goes back to the menu's button.
+dialog?.addEventListener("close", () => document.getElementById("conv-menu-btn")?.focus());
