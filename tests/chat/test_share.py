@@ -301,3 +301,10 @@ def test_settings_revoke_is_owner_scoped_post_only_and_csrf_checked(chat, owner,
     share.refresh_from_db()
     assert share.revoked_at is None
 
+
+def test_chat_page_offers_share_in_the_header_menu(chat, owner):
+    page = Client()
+    page.force_login(owner)
+    body = page.get(f"/c/{chat.pk}/").content.decode()
+    assert 'data-action="share-conversation"' in body
+    assert 'id="share-dialog"' in body

@@ -1,0 +1,59 @@
+"""Share links in a real browser (issue 13): "Share…" in the chat header's menu makes a link and shows
+it with a Copy button; the link opens, logged out, as a script-free read-only page under the app's CSP."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from selenium.webdriver.common.by import By
+
+from chatapp.chat.models import Conversation, ConversationShare, Message
+from tests.support.browser import console_errors
+from tests.ui.test_browser import XSS, _sign_up, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_share_from_the_header_menu_then_read_the_link_logged_out(asgi_server, browser, screenshot_dir):
+    base = asgi_server.url
+    _sign_up(browser, base, "browser-sharer")
+    user = get_user_model().objects.get(username="browser-sharer")
+    conversation = Conversation.objects.create(owner=user, title="Sourdough notes")
+    Message.objects.create(conversation=conversation, role="user", content=f"How long to proof? {XSS}")
+    Message.objects.create(
+        conversation=conversation, role="assistant",
+        content=f"About **12 hours** in the fridge.\n\n```python\nprint('fold')\n```\n\n{XSS}",
+    )
+
+    browser.get(f"{base}/c/{conversation.pk}/")
+    console_errors(browser)  # start from a clean log
+    browser.find_element(By.CSS_SELECTOR, '[data-action="conv-menu"]').click()
+    item = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="share-conversation"]'))
+    _wait(browser, lambda d: item.is_displayed())
+    item.click()
+    dialog = _wait(browser, lambda d: d.find_element(By.ID, "share-dialog"))
+    _wait(browser, lambda d: dialog.get_attribute("open") is not None)
+    link = browser.find_element(By.ID, "share-link").get_attribute("value")
+    share = ConversationShare.objects.get(conversation=conversation)
+    assert link == f"{base}/s/{share.token}/"
+    browser.save_screenshot(str(screenshot_dir / "chat-share-dialog.png"))
+    copy = dialog.find_element(By.CSS_SELECTOR, '[data-action="copy-share-link"]')
+    copy.click()
+    # Headless Chromium may refuse the clipboard: either way the button says what happened.
+    _wait(browser, lambda d: copy.text.strip() in {"Copied", "Copy failed"})
+    assert console_errors(browser) == []
+
+    browser.delete_all_cookies()  # a reader without an account
+    browser.get(link)
+    _wait(browser, lambda d: d.find_elements(By.ID, "share-title"))
+    assert browser.find_element(By.ID, "share-title").text == "Sourdough notes"
+    assert "Shared conversation" in browser.find_element(By.CSS_SELECTOR, ".share-head").text
+    articles = browser.find_elements(By.CSS_SELECTOR, "article.msg")
+    assert [a.get_attribute("class").split()[1] for a in articles] == ["msg--user", "msg--assistant"]
+    assert "<script>window.__xss=1</script>" in articles[0].text  # shown as typed, inert
+    assert articles[1].find_element(By.CSS_SELECTOR, "strong").text == "12 hours"
+    assert articles[1].find_elements(By.CSS_SELECTOR, "pre.hl")  # highlighted like the chat
+    assert browser.execute_script("return window.__xss") is None
+    assert browser.find_element(By.CSS_SELECTOR, 'meta[name="robots"]').get_attribute("content") == "noindex, nofollow"
+    browser.save_screenshot(str(screenshot_dir / "share-page.png"))
+    assert console_errors(browser) == []  # no CSP violation, no failed load
