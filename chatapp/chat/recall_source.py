@@ -45,7 +45,7 @@ _SEARCH_TABLE = MessageSearch._meta.db_table
 _MESSAGE_TABLE = Message._meta.db_table
 _CORPUS_TABLE = RecallCorpus._meta.db_table
 _TERM_TABLE = RecallTerm._meta.db_table
-_FTS_TABLE = "chat_message_fts"  # SQLite only: created by migration 0002
+FTS_TABLE = "chat_message_fts"  # SQLite only: created by migration 0002
 # A term in more recallable messages than MAX_POSTINGS is looked up only among the conversation's
 # newest RECENT_MESSAGES: reading all of a very common term's postings is what would make a query
 # slow on a long conversation. A message is read at most once per query, so the common terms of a
@@ -70,12 +70,12 @@ def _pks(ids: Iterable[str]) -> list[int]:
     return [int(i) for i in ids if str(i).isdigit()]
 
 
-def _fts_phrase(token: str) -> str:
+def fts_phrase(token: str) -> str:
     # Terms are word characters only (optimizer.lexical); quoting makes FTS5 read them as strings.
     return '"' + token.replace('"', '""') + '"'
 
 
-def _ts_lexeme(token: str) -> str:
+def ts_lexeme(token: str) -> str:
     return "'" + token.replace("'", "''").replace("\\", "\\\\") + "'"
 
 
@@ -86,7 +86,7 @@ def _match_sql(*, conversation_id: int, term: str, seen: Sequence[str], since: i
     if connection.vendor == "postgresql":
         # conversation-scoped lexemes (migration 0004): one GIN entry per (conversation, term)
         def lexeme(t: str) -> str:
-            return _ts_lexeme(recall_lexeme(conversation_id=conversation_id, term=t))
+            return ts_lexeme(recall_lexeme(conversation_id=conversation_id, term=t))
 
         query = lexeme(term)
         if seen:
@@ -100,13 +100,13 @@ def _match_sql(*, conversation_id: int, term: str, seen: Sequence[str], since: i
             sql += " AND message_id >= %s"
             params.append(since)
         return sql, params
-    scope = _fts_phrase(conversation_scope(conversation_id=conversation_id))
-    query = f"{scope} AND {_fts_phrase(term)}"
+    scope = fts_phrase(conversation_scope(conversation_id=conversation_id))
+    query = f"{scope} AND {fts_phrase(term)}"
     if seen:
-        query = f"{scope} AND ({_fts_phrase(term)} NOT (" + " OR ".join(map(_fts_phrase, seen)) + "))"
+        query = f"{scope} AND ({fts_phrase(term)} NOT (" + " OR ".join(map(fts_phrase, seen)) + "))"
     sql = (
-        f"SELECT s.message_id, s.length, s.terms FROM {_FTS_TABLE} f "  # noqa: S608
-        f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {_FTS_TABLE} MATCH %s AND s.recallable"
+        f"SELECT s.message_id, s.length, s.terms FROM {FTS_TABLE} f "  # noqa: S608
+        f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {FTS_TABLE} MATCH %s AND s.recallable"
     )
     params = [query]
     if since is not None:
@@ -306,26 +306,41 @@ class DatabaseRecallSource:
 # --- conversation search --------------------------------------------------------------------------
 
 
+def search_terms(*, text: str) -> list[str]:
+    """The terms a search box's `text` looks up: its content words analyzed as the index stores them
+    (stemmed, stop words out), each once, in order; a token too long to be indexed is left out."""
+    return [t for t in dict.fromkeys(analyze(text)) if len(t) <= MAX_TERM_CHARS]
+
+
+def owner_match_query(*, owner_id: int, terms: Sequence[str], last_as_prefix: bool = True) -> str:
+    """The vendor's full-text query for the owner's chat messages containing every one of `terms`,
+    the last one as a prefix (search as you type) unless `last_as_prefix` is false; no terms: all the
+    owner's messages. An FTS5 MATCH expression on SQLite, a tsquery on PostgreSQL; the owner's scope
+    token makes the index itself keep other users out."""
+    owner_scope = f"_u{owner_id}"
+    whole, last = (terms[:-1], terms[-1:]) if last_as_prefix else (terms, [])
+    if connection.vendor == "postgresql":
+        return " & ".join([ts_lexeme(owner_scope), *map(ts_lexeme, whole), *(ts_lexeme(t) + ":*" for t in last)])
+    return " AND ".join([fts_phrase(owner_scope), *map(fts_phrase, whole), *(fts_phrase(t) + " *" for t in last)])
+
+
 def conversation_ids_matching(*, owner: User, text: str) -> RawSQL | None:
     """A subquery of the ids of `owner`'s conversations with a chat message containing every content
     word of `text` (the last one as a prefix: search as you type), through the full-text index.
 
     None when `text` has no content word (only stop words): there is nothing to look up.
     """
-    terms = [t for t in dict.fromkeys(analyze(text)) if len(t) <= MAX_TERM_CHARS]
+    terms = search_terms(text=text)
     if not terms:
         return None
-    owner_scope = f"_u{owner.pk}"
+    query = owner_match_query(owner_id=owner.pk, terms=terms)
     if connection.vendor == "postgresql":
-        query = " & ".join([_ts_lexeme(owner_scope), *map(_ts_lexeme, terms[:-1]), _ts_lexeme(terms[-1]) + ":*"])
         return RawSQL(  # noqa: S611 (the text is a bound parameter; names are ours)
             f"SELECT conversation_id FROM {_SEARCH_TABLE} WHERE tsv @@ %s::tsquery",  # noqa: S608
             [query],
         )
-    query = " AND ".join([_fts_phrase(owner_scope), *map(_fts_phrase, terms[:-1]), _fts_phrase(terms[-1]) + " *"])
     return RawSQL(  # noqa: S611 (the text is a bound parameter; names are ours)
-        f"SELECT s.conversation_id FROM {_FTS_TABLE} f JOIN {_SEARCH_TABLE} s "  # noqa: S608
-        f"ON s.message_id = f.rowid WHERE {_FTS_TABLE} MATCH %s",
+        f"SELECT s.conversation_id FROM {FTS_TABLE} f JOIN {_SEARCH_TABLE} s "  # noqa: S608
+        f"ON s.message_id = f.rowid WHERE {FTS_TABLE} MATCH %s",
         [query],
     )
-

@@ -26,6 +26,7 @@ from chatapp.chat.forms import SignupForm
 from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, LLMConfig, Message
 from chatapp.chat.rendering import code_style_css, markdown_render
+from chatapp.chat.search_selectors import SearchHit, message_search
 
 # Defence in depth behind the sanitizer: pages run only the app's own script files (no inline script,
 # no event-handler attributes), so even markup that slipped through could not execute; and they load
@@ -240,16 +241,36 @@ def chat_messages_before(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def chat_sidebar(request: HttpRequest) -> HttpResponse:
-    """The conversation list as an HTML fragment (search as you type)."""
+    """The conversation list as an HTML fragment (search as you type).
+
+    With a query, the conversations holding the best hits (search_selectors.message_search, page 1:
+    title hits, then messages by rank) come first under "Best matches", each with up to three of its
+    matching messages as snippets that link to the message; the other matching conversations follow
+    by last activity, as without a query.
+    """
     query = request.GET.get("q", "").strip()
     current = request.GET.get("current", "")
+    conversations = selectors.conversation_list(owner=request.user, query=query or None)
+    groups = []
+    if query:
+        hits_per_conversation = 3
+        found: dict[int, list[SearchHit]] = {}
+        for hit in message_search(owner=request.user, query=query).hits:
+            hits = found.setdefault(hit.conversation_id, [])
+            if hit.kind == "message" and len(hits) < hits_per_conversation:
+                hits.append(hit)
+        best = {c.pk: c for c in selectors.conversation_list(owner=request.user).filter(pk__in=list(found))}
+        for pk, conversation in best.items():
+            conversation.search_hits = found[pk]  # read by the template only
+        if best:
+            groups.append({"label": "Best matches", "items": [best[pk] for pk in found if pk in best]})
+        conversations = conversations.exclude(pk__in=list(best))
+    groups += _conversation_groups(conversations)
     return render(
         request,
         "chat/_conversation_list.html",
         {
-            "conversation_groups": _conversation_groups(
-                selectors.conversation_list(owner=request.user, query=query or None)
-            ),
+            "conversation_groups": groups,
             "query": query,
             "current_id": int(current) if current.isdigit() else None,
         },

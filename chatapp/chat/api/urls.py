@@ -4,7 +4,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
-from chatapp.chat.api import config_views, export_views, stream_views, summary_views, views
+from chatapp.chat.api import config_views, export_views, search_views, stream_views, summary_views, views
 from chatapp.chat.api import import_views as import_api
 from chatapp.chat.api import share_views as share_api
 from chatapp.chat.api.parsers import PARSERS
@@ -60,6 +60,7 @@ urlpatterns = [
     path("configs/<int:pk>/default/", config_views.LLMConfigMakeDefaultApi.as_view(), name="api-config-default"),
     path("configs/<int:pk>/test/", config_views.LLMConfigTestApi.as_view(), name="api-config-test"),
     path("settings/", views.UserSettingsApi.as_view(), name="api-settings"),
+    path("search/", search_views.SearchApi.as_view(), name="api-search"),
     path("dashboard/", include("chatapp.chat.dashboard.api_urls")),
     path("imports/", import_api.ImportJobListApi.as_view(), name="api-imports"),
     path("imports/<int:pk>/", import_api.ImportJobDetailApi.as_view(), name="api-import"),

@@ -1,0 +1,403 @@
+"""Message search: the owner's messages matching a query, ranked, a page at a time, each with a
+highlighted snippet (issue 12 item 2, issue 13: results that jump to the message).
+
+Matching is `recall_source.conversation_ids_matching`'s, through the same helpers: every content word
+of the query analyzed as the index stores it (`optimizer.lexical.analyze`, so "running" finds
+"runs"), the last one as a prefix, scoped to the owner by the index itself (SQLite FTS5, PostgreSQL
+tsvector + GIN; migration 0002).
+
+Ranking is BM25 (`optimizer.lexical.bm25`) over the newest `RANK_WINDOW` matching messages — all of
+them when fewer match — ordered by score, then newest first. Why not the vendor's own ranking:
+FTS5's bm25() counts the rows of every phrase of the query, the owner's scope token included, so a
+query against an owner with a million messages paid ~25 ms before ranking anything; ts_rank over
+the stored tsvector sees no term frequencies (array_to_tsvector keeps each lexeme once, without
+positions) and must read every match. Newest-first is the one order both indexes serve without
+reading every posting (FTS5 walks its doclists backwards; PostgreSQL sorts ids or walks the primary
+key), so a common word costs `RANK_WINDOW` rows, not its hundred thousand matches. Each candidate's
+term frequencies come from its stored terms (`MessageSearch.terms`), the document frequencies and
+average length from the per-conversation statistics recall keeps (`RecallTerm`, `RecallCorpus`),
+summed over the conversations holding most of the candidates: a word rare where the hits are
+weighs more. The window bounds the ranked list: `MAX_PAGE` pages of `PAGE_SIZE`.
+
+Snippets are cut in Python from the content of the page's messages only, around the first word
+whose analyzed form matches a query term, and every such word in them is marked; both databases
+therefore give the same snippet. The text is escaped: only the `<mark>` tags added here are markup.
+Conversations whose title contains the query come first on page 1 as hits of their own (kind
+"title", at most `TITLE_HITS`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from django.contrib.auth.models import User
+from django.db import connection
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from optimizer.lexical import analyze, bm25, idf
+
+from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
+from .recall_source import FTS_TABLE, owner_match_query, search_terms
+
+MIN_QUERY_CHARS = 2  # one character would match half the titles and every word's prefix
+PAGE_SIZE = 20
+MAX_PAGE_SIZE = 50
+MAX_PAGE = 50
+RANK_WINDOW = 1000  # = MAX_PAGE pages of PAGE_SIZE: every page the API serves is ranked
+TITLE_HITS = 5
+# Statistics are summed over the conversations holding most candidates: one index probe per
+# (conversation, term), so both counts are bounded.
+STAT_CONVERSATIONS = 20
+STAT_EXPANSIONS = 8
+# A last word this short is tested on the newest SCAN_ROWS candidates' stored terms before the index
+# is asked to expand it (see _window).
+SHORT_PREFIX = 3
+SCAN_ROWS = 5 * RANK_WINDOW
+SNIPPET_WORDS_BEFORE = 10
+SNIPPET_WORDS = 30
+SNIPPET_CHARS_BEFORE = 120
+SNIPPET_CHARS = 320
+
+# (message id, conversation id, length, stored terms): an index row as the ranking reads it
+Row = tuple[int, int, int, str]
+_SEARCH_TABLE = MessageSearch._meta.db_table
+_CORPUS_TABLE = RecallCorpus._meta.db_table
+_TERM_TABLE = RecallTerm._meta.db_table
+# optimizer.lexical's word pattern on the original text (so offsets are the content's), with the
+# typographic apostrophe it folds, and a word never starting inside another ("o'neil" is one word).
+_WORD_BODY = r"[^\W_]*(?:['\u2019][^\W_]+)*"
+_WORD = re.compile(r"(?<![^\W_])(?<![^\W_]['\u2019])[^\W_]" + _WORD_BODY)
+
+
+@dataclass(frozen=True, slots=True)
+class SnippetPart:
+    text: str
+    marked: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One result: a message (kind "message") or a conversation by its title (kind "title": no
+    message, `created_at` is the conversation's last activity)."""
+
+    kind: str
+    conversation_id: int
+    conversation_title: str
+    message_id: int | None
+    role: str | None
+    created_at: dt.datetime
+    parts: tuple[SnippetPart, ...]
+    score: float | None = None
+
+    @property
+    def snippet_html(self) -> SafeString:
+        # Safe by construction: every part is escaped; the only markup is the <mark> added here.
+        return mark_safe("".join(  # noqa: S308
+            f"<mark>{escape(p.text)}</mark>" if p.marked else str(escape(p.text)) for p in self.parts
+        ))
+
+    @property
+    def snippet_text(self) -> str:
+        return "".join(p.text for p in self.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    query: str
+    page: int
+    page_size: int
+    hits: list[SearchHit]
+    has_more: bool
+    # Matching messages ranked (at most RANK_WINDOW); `window_full`: more may match than were ranked.
+    ranked: int
+    window_full: bool
+
+
+def message_search(*, owner: User, query: str, page: int = 1, page_size: int = PAGE_SIZE) -> SearchPage:
+    """Page `page` (1-based, at most MAX_PAGE) of `owner`'s messages matching `query`, best first,
+    with title hits on top of page 1. A query shorter than MIN_QUERY_CHARS finds nothing; one made
+    only of stop words finds titles only."""
+    if not 1 <= page <= MAX_PAGE:
+        raise ValueError(f"page must be between 1 and {MAX_PAGE}")
+    page_size = max(1, min(int(page_size), MAX_PAGE_SIZE))
+    query = " ".join(query.split())
+    if len(query) < MIN_QUERY_CHARS:
+        return SearchPage(query=query, page=page, page_size=page_size, hits=[], has_more=False, ranked=0,
+                          window_full=False)
+    hits = title_hits(owner=owner, query=query) if page == 1 else []
+    terms = search_terms(text=query)
+    ranked: list[tuple[int, float]] = []
+    window: list[Row] = []
+    if terms:
+        window = _window(owner_id=owner.pk, terms=terms)
+        ranked = _rank(window=window, terms=terms)
+    start = (page - 1) * page_size
+    chosen = ranked[start : start + page_size]
+    hits += _message_hits(owner=owner, chosen=chosen, terms=terms)
+    return SearchPage(query=query, page=page, page_size=page_size, hits=hits, has_more=len(ranked) > start + page_size,
+                      ranked=len(ranked), window_full=len(window) >= RANK_WINDOW)
+
+
+def title_hits(*, owner: User, query: str) -> list[SearchHit]:
+    """Up to TITLE_HITS of the owner's conversations whose title contains `query`, latest first."""
+    rows = (
+        Conversation.objects.filter(owner=owner, title__icontains=query)
+        .order_by("-updated_at", "-id")
+        .values_list("id", "title", "updated_at")[:TITLE_HITS]
+    )
+    needle = re.compile(re.escape(query), re.IGNORECASE)
+    return [
+        SearchHit(kind="title", conversation_id=pk, conversation_title=title, message_id=None, role=None,
+                  created_at=updated_at, parts=_marked_spans(title, [m.span() for m in needle.finditer(title)]))
+        for pk, title, updated_at in rows
+    ]
+
+
+# --- candidates and ranking --------------------------------------------------------------------------
+
+
+def _window(*, owner_id: int, terms: Sequence[str]) -> list[Row]:
+    """(message id, conversation id, length, stored terms) of the newest RANK_WINDOW matches.
+
+    A short last word (SHORT_PREFIX characters or fewer: "bi" while typing "bike") stands for many
+    words: looked up in the index, each of their postings would be read (FTS5 merges them whole,
+    GIN's partial match too). Such a prefix is tested on the stored terms of the newest messages
+    matching the other words instead, up to SCAN_ROWS of them; only when those hold fewer than
+    RANK_WINDOW matches and older ones may exist (a rare prefix) is the index asked, which is then
+    cheap. Both ways give the same window.
+    """
+    prefix = terms[-1]
+    if len(prefix) <= SHORT_PREFIX:
+        scanned, rows = _window_scanned(owner_id=owner_id, whole=terms[:-1], prefix=prefix)
+        if len(rows) >= RANK_WINDOW or scanned < SCAN_ROWS:
+            return rows
+    query = owner_match_query(owner_id=owner_id, terms=terms)
+    if connection.vendor == "postgresql":
+        # Ids first, then their rows: the sort then carries ids only, not every match's terms.
+        sql = (
+            f"SELECT s.message_id, s.conversation_id, s.length, s.terms FROM {_SEARCH_TABLE} s "  # noqa: S608
+            f"WHERE s.message_id IN (SELECT message_id FROM {_SEARCH_TABLE} WHERE tsv @@ %s::tsquery "
+            "ORDER BY message_id DESC LIMIT %s)"
+        )
+    else:
+        # FTS5 serves rowid order itself, backwards, and stops after LIMIT rows.
+        sql = (
+            f"SELECT s.message_id, s.conversation_id, s.length, s.terms FROM {FTS_TABLE} f "  # noqa: S608
+            f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {FTS_TABLE} MATCH %s "
+            "ORDER BY f.rowid DESC LIMIT %s"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [query, RANK_WINDOW])
+        return list(cursor.fetchall())
+
+
+def _window_scanned(*, owner_id: int, whole: Sequence[str], prefix: str) -> tuple[int, list[Row]]:
+    """(rows scanned, the newest RANK_WINDOW of them with a term starting with `prefix`): the newest
+    SCAN_ROWS messages matching `whole` (all the owner's messages when empty), through the index.
+    One statement: a row without a message carries the count."""
+    query = owner_match_query(owner_id=owner_id, terms=whole, last_as_prefix=False)
+    if connection.vendor == "postgresql":
+        scan = (
+            f"SELECT message_id, conversation_id, length, terms FROM {_SEARCH_TABLE} "  # noqa: S608
+            "WHERE tsv @@ %s::tsquery ORDER BY message_id DESC LIMIT %s"
+        )
+        test = "strpos(' ' || terms, %s) > 0"
+    else:
+        scan = (
+            f"SELECT s.message_id, s.conversation_id, s.length, s.terms FROM {FTS_TABLE} f "  # noqa: S608
+            f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {FTS_TABLE} MATCH %s "
+            "ORDER BY f.rowid DESC LIMIT %s"
+        )
+        test = "instr(' ' || terms, %s) > 0"
+    # `c` is read twice, so both databases compute it once (a CTE used once would be inlined).
+    sql = (
+        f"WITH c AS ({scan}) SELECT NULL, NULL, NULL, NULL, (SELECT count(*) FROM c) "  # noqa: S608
+        f"UNION ALL SELECT * FROM (SELECT message_id, conversation_id, length, terms, 0 FROM c WHERE {test} "
+        "ORDER BY message_id DESC LIMIT %s) m"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [query, SCAN_ROWS, f" {prefix}", RANK_WINDOW])
+        rows = cursor.fetchall()
+    scanned = next(int(row[4]) for row in rows if row[0] is None)
+    return scanned, [row[:4] for row in rows if row[0] is not None]
+
+
+def _rank(*, window: list[Row], terms: Sequence[str]) -> list[tuple[int, float]]:
+    """The window's (message id, BM25 score), best first, newest first among equals.
+
+    The last term is a prefix: each word it stands for in a candidate scores as a term of its own,
+    with its own document frequency, as a query naming those words would.
+    """
+    if not window:
+        return []
+    whole, prefix = list(terms[:-1]), terms[-1]
+    found = _occurrences(window=window, whole=whole, prefix=prefix)
+    expansions: Counter[str] = Counter()
+    for counts in found:
+        expansions.update(t for t in counts if t.startswith(prefix))
+    looked_up = [*whole, *(t for t, _ in expansions.most_common(STAT_EXPANSIONS) if t not in whole)]
+    by_conversation = Counter(cid for _, cid, _, _ in window)
+    conversations = [cid for cid, _ in by_conversation.most_common(STAT_CONVERSATIONS)]
+    n_docs, total, df = _statistics(conversation_ids=conversations, terms=looked_up)
+    if n_docs <= 0:  # statistics cover recallable messages only: fall back on the window's own
+        n_docs, total = len(window), sum(length for _, _, length, _ in window)
+    avg_len = total / max(n_docs, 1)
+    weights = {t: idf(min(df.get(t, 0), n_docs), n_docs) for t in looked_up}
+    # A prefix word beyond the ones looked up weighs like the most common of those: never more than
+    # a word the statistics know.
+    rest = min((weights[t] for t in looked_up if t.startswith(prefix)), default=idf(0, n_docs))
+    scored = []
+    for (pk, _, length, _), counts in zip(window, found, strict=True):
+        score = 0.0
+        for t, tf in counts.items():
+            score += bm25(tf, length, avg_len, weights.get(t, rest))
+        scored.append((pk, score))
+    scored.sort(key=lambda item: (-item[1], -item[0]))
+    return scored
+
+
+def _occurrences(*, window: list[Row], whole: list[str], prefix: str) -> list[Counter[str]]:
+    """Per candidate, how often it holds each whole term and each word starting with the prefix.
+
+    All the candidates' stored terms in one text, a line each with a space before every term: one
+    search per query word, each opening with a literal (" bike") that the regular-expression engine
+    skips to at C speed; only the matches are handled in Python.
+    """
+    starts, at = [], 0
+    for _, _, _, stored in window:
+        starts.append(at)
+        at += len(stored) + 2
+    text = "".join(f" {stored}\n" for _, _, _, stored in window)
+    found: list[Counter[str]] = [Counter() for _ in window]
+    for term in whole:
+        for m in re.finditer(" " + re.escape(term) + "(?=[ \n])", text):
+            found[bisect_right(starts, m.start()) - 1][term] += 1
+    skip = set(whole)  # counted above: a whole term is not counted again as the prefix's word
+    for m in re.finditer(" (" + re.escape(prefix) + "[^ \n]*)", text):
+        if m.group(1) not in skip:
+            found[bisect_right(starts, m.start()) - 1][m.group(1)] += 1
+    return found
+
+
+def _statistics(*, conversation_ids: list[int], terms: list[str]) -> tuple[int, int, dict[str, int]]:
+    """(recallable messages, their total length, document frequency of each term) summed over
+    these conversations, in one round trip."""
+    if not conversation_ids:
+        return 0, 0, {}
+    cids = ", ".join(["%s"] * len(conversation_ids))
+    marks = ", ".join(["%s"] * len(terms)) or "NULL"
+    sql = (
+        f"SELECT NULL, SUM(docs), SUM(length) FROM {_CORPUS_TABLE} WHERE conversation_id IN ({cids}) "  # noqa: S608
+        f"UNION ALL SELECT term, SUM(df), 0 FROM {_TERM_TABLE} "
+        f"WHERE conversation_id IN ({cids}) AND term IN ({marks}) GROUP BY term"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*conversation_ids, *conversation_ids, *terms])
+        rows = cursor.fetchall()
+    docs, length = next(((d or 0, n or 0) for term, d, n in rows if term is None), (0, 0))
+    return int(docs), int(length), {term: int(d) for term, d, _ in rows if term is not None}
+
+
+# --- the page's hits and their snippets ------------------------------------------------------------
+
+
+def _message_hits(*, owner: User, chosen: list[tuple[int, float]], terms: Sequence[str]) -> list[SearchHit]:
+    """The chosen messages with their snippets; their content is read here, for this page only."""
+    if not chosen:
+        return []
+    rows = {
+        row[0]: row
+        for row in Message.objects.filter(pk__in=[pk for pk, _ in chosen], conversation__owner=owner).values_list(
+            "id", "conversation_id", "conversation__title", "role", "created_at", "content"
+        )
+    }
+    matcher = WordMatcher.for_terms(terms=terms)
+    hits = []
+    for pk, score in chosen:
+        row = rows.get(pk)
+        if row is None:  # deleted since it was ranked
+            continue
+        _, conversation_id, title, role, created_at, content = row
+        hits.append(SearchHit(kind="message", conversation_id=conversation_id, conversation_title=title,
+                              message_id=pk, role=role, created_at=created_at,
+                              parts=snippet_parts(content=content, matcher=matcher), score=score))
+    return hits
+
+
+@dataclass(frozen=True, slots=True)
+class WordMatcher:
+    """Finds the words of a text that the query found: words whose analyzed form is one of the
+    whole terms or starts with the prefix (the last term), as the index matched them.
+
+    Only words that could match are analyzed: English stemming keeps a word's first two letters
+    (checked over 135,000 words; the exceptions are dying, lying, tying: "die", "lie", "tie"), so
+    `candidates` finds words opening like a term, and a long message costs one regular-expression
+    scan, not the stemming of every word.
+    """
+
+    whole: frozenset[str]
+    prefix: str
+    candidates: re.Pattern[str]
+
+    @classmethod
+    def for_terms(cls, *, terms: Sequence[str]) -> WordMatcher:
+        openings = {t[:2] for t in terms} | {t[0] + "y" for t in terms if t[1:2] == "i"}
+        # an apostrophe may sit between them ("o'neil" is indexed as "oneil")
+        alternatives = sorted(
+            re.escape(o[0]) + ("['\u2019]?" + re.escape(o[1:]) if o[1:] else "") for o in openings
+        )
+        pattern = r"(?<![^\W_])(?<![^\W_]['\u2019])(?:" + "|".join(alternatives) + ")" + _WORD_BODY
+        return cls(whole=frozenset(terms[:-1]), prefix=terms[-1], candidates=re.compile(pattern, re.IGNORECASE))
+
+    def matches(self, word: str) -> bool:
+        return any(t in self.whole or t.startswith(self.prefix) for t in analyze(word))
+
+    def spans(self, text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:
+        for m in self.candidates.finditer(text, start, len(text) if end is None else end):
+            if self.matches(m.group()):
+                yield m.span()
+
+
+def snippet_parts(*, content: str, matcher: WordMatcher) -> tuple[SnippetPart, ...]:
+    """About SNIPPET_WORDS words of `content` around its first matching word, white space folded,
+    matching words marked; "…" where the text goes on."""
+    start = next(matcher.spans(content), (0, 0))[0]
+    lo = max(0, start - SNIPPET_CHARS_BEFORE)
+    before = [m.start() for m in _WORD.finditer(content, lo, start)]
+    if len(before) > SNIPPET_WORDS_BEFORE:
+        lo = before[-SNIPPET_WORDS_BEFORE]
+    elif lo > 0 and before:
+        lo = before[0]  # not from the middle of a word
+    hi = min(len(content), lo + SNIPPET_CHARS)
+    ends = [m.end() for m in _WORD.finditer(content, lo, hi)]
+    if len(ends) > SNIPPET_WORDS:
+        hi = ends[SNIPPET_WORDS - 1]
+    elif hi < len(content) and ends:
+        # the last word found may be cut by the limit: end on the one before it then
+        hi = ends[-1] if ends[-1] < hi or len(ends) == 1 else ends[-2]
+    text = " ".join(content[lo:hi].split())
+    parts = list(_marked_spans(text, list(matcher.spans(text))))
+    if lo > 0:
+        parts.insert(0, SnippetPart("… ", False))
+    if hi < len(content) and content[hi:].strip():
+        parts.append(SnippetPart(" …", False))
+    return tuple(parts)
+
+
+def _marked_spans(text: str, spans: list[tuple[int, int]]) -> tuple[SnippetPart, ...]:
+    parts: list[SnippetPart] = []
+    at = 0
+    for begin, end in spans:
+        if begin > at:
+            parts.append(SnippetPart(text[at:begin], False))
+        parts.append(SnippetPart(text[begin:end], True))
+        at = end
+    if at < len(text):
+        parts.append(SnippetPart(text[at:], False))
+    return tuple(parts)

@@ -1,0 +1,49 @@
+"""Sidebar search in a real browser: message hits show an escaped, highlighted snippet under their
+conversation, and following one opens the chat scrolled to the message, loading earlier pages when
+it is older than the first page shown."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from selenium.webdriver.common.by import By
+
+from chatapp.chat.message_services import message_append
+from chatapp.chat.models import Conversation, Message
+from chatapp.chat.search_services import conversation_index_rebuild
+from tests.support.browser import console_errors
+from tests.ui.test_browser import _sign_up, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_search_hit_links_to_its_message(asgi_server, browser, screenshot_dir):
+    base = asgi_server.url
+    _sign_up(browser, base, "browser-search")
+    user = get_user_model().objects.get(username="browser-search")
+    long_chat = Conversation.objects.create(owner=user, title="Long chat", offline=True)
+    target = message_append(conversation=long_chat, role="user", token_model="gpt-4o-mini",
+                            content='<img src=x onerror="window.__xss=1"> the quokka photos from Rottnest')
+    # more than a page of later messages: the hit is not on the page the chat opens with
+    Message.objects.bulk_create([
+        Message(conversation=long_chat, role="user" if i % 2 == 0 else "assistant", content=f"later message {i}",
+                token_count=5, char_count=16)
+        for i in range(150)
+    ])
+    conversation_index_rebuild(conversation=long_chat)
+    other = Conversation.objects.create(owner=user, title="Other", offline=True)
+    browser.get(f"{base}/c/{other.pk}/")
+
+    box = _wait(browser, lambda d: d.find_element(By.ID, "chat-search"))
+    box.send_keys("quokka")
+    hit = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{long_chat.pk}"] .conv-hit'))
+    assert hit.find_element(By.CSS_SELECTOR, "mark").text == "quokka"
+    assert '<img src=x onerror="window.__xss=1">' in hit.text  # shown as text, never as markup
+    assert hit.get_attribute("href").endswith(f"/c/{long_chat.pk}/#m-{target.pk}")
+    browser.save_screenshot(str(screenshot_dir / "sidebar-search.png"))
+
+    hit.click()
+    message = _wait(browser, lambda d: d.find_element(By.ID, f"m-{target.pk}"))
+    _wait(browser, lambda d: "is-flash" in message.get_attribute("class"))
+    assert browser.execute_script("return window.__xss") is None
+    assert console_errors(browser) == []
