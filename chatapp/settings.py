@@ -232,9 +232,21 @@ SUMMARY_AWAITING_EXPIRY_SECONDS = _env_int("SUMMARY_AWAITING_EXPIRY_SECONDS", 86
 SUMMARY_MANUAL_KEEP_ROUNDS = _env_int("SUMMARY_MANUAL_KEEP_ROUNDS", 2, minimum=1)
 
 # --- Cache ---------------------------------------------------------------------------------------
-# The per-user send rate limit counts in the cache. The default is per process; a deployment with
-# several web processes points CACHE_URL at Redis so they share one count.
-CACHE_URL = os.environ.get("CACHE_URL", "")
+# The per-user send rate limit and the API throttles count in the cache, so every web process must
+# see the same one: with Redis configured the cache is there — CACHE_URL, or by default REDIS_URL's
+# server with the next database number (the broker's own database is never flushed by a cache clear).
+# Without Redis (the embedded mode: one web process) it is the process's memory.
+
+
+def _next_redis_database(url: str) -> str:
+    parts = urlparse(url)
+    path = parts.path.strip("/")
+    if path and not path.isdigit():
+        raise ImproperlyConfigured(f"REDIS_URL's database must be a number, got {path!r}")
+    return parts._replace(path=f"/{(int(path or 0) + 1) % 16}").geturl()
+
+
+CACHE_URL = os.environ.get("CACHE_URL", "") or (_next_redis_database(REDIS_URL) if REDIS_URL else "")
 if CACHE_URL:
     if urlparse(CACHE_URL).scheme not in {"redis", "rediss"}:
         raise ImproperlyConfigured(f"CACHE_URL must start with redis:// or rediss://, got {CACHE_URL!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 
@@ -30,19 +31,27 @@ def send_rate_check(*, user: User) -> None:
     now = time.time()
     bucket = int(now // 60)
     key = f"chat:send-rate:{user.pk}:{bucket}"
+    # Counted first, checked after, taken back when refused: an increment is atomic in every cache
+    # backend (Redis INCR), so sends racing from several processes cannot all read the same count.
+    cache.add(key, 0, timeout=130)
+    try:
+        current = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, timeout=130)
+        current = 1
     previous = cache.get(f"chat:send-rate:{user.pk}:{bucket - 1}", 0)
-    current = cache.get(key, 0)
     elapsed = now - bucket * 60
     estimate = previous * (60 - elapsed) / 60 + current
-    if estimate + 1 > limit:
-        if previous and current + 1 <= limit:
-            # The old minute's share decays linearly: wait until it has decayed enough.
-            wait = 60 - elapsed - (limit - 1 - current) * 60 / previous
-        else:
-            wait = 60 - elapsed
-        raise RateLimited(limit=limit, retry_after=max(1, math.ceil(wait)))
-    if not cache.add(key, 1, timeout=130):
-        try:
-            cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.add(key, 1, timeout=130)
+    if estimate > limit:
+        with contextlib.suppress(ValueError):  # expired meanwhile: nothing to take back
+            cache.decr(key)
+        raise RateLimited(limit=limit, retry_after=_seconds_to_wait(
+            limit=limit, previous=previous, current=current - 1, elapsed=elapsed))
+
+
+def _seconds_to_wait(*, limit: int, previous: int, current: int, elapsed: float) -> int:
+    wait = 60 - elapsed
+    if previous and current + 1 <= limit:
+        # The old minute's share decays linearly: wait until it has decayed enough.
+        wait -= (limit - 1 - current) * 60 / previous
+    return max(1, math.ceil(wait))
