@@ -90,8 +90,11 @@ def summary_jobs_to_sweep(*, limit: int = 500) -> list[int]:
     """Jobs whose broker message is missing or presumed lost, oldest first.
 
     Pending: the broker was unreachable when the job was created. Queued or running past the lease:
-    the message or the worker holding it died (the filesystem broker loses a message whose worker
-    is killed; Redis restores it, and the claim makes the duplicate harmless).
+    the message or the worker holding it died. The filesystem broker loses a message whose worker
+    is killed; Redis restores one the worker had taken (the unacked set), but not one taken in the
+    instant between the pop and that record (kombu's BRPOP, then the unacked write): only this
+    sweep brings that one back, after SUMMARY_QUEUED_STALE_SECONDS. The claim makes duplicates
+    harmless.
     """
     now = timezone.now()
     stale = Q(status__in=[SummaryJob.Status.QUEUED, SummaryJob.Status.RUNNING]) & (
