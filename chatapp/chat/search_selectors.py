@@ -19,8 +19,8 @@ average length from the per-conversation statistics recall keeps (`RecallTerm`, 
 summed over the conversations holding most of the candidates: a word rare where the hits are
 weighs more. The window bounds the ranked list: `MAX_PAGE` pages of `PAGE_SIZE`.
 
-Snippets are cut in Python from the content of the page's messages only, around the first word
-whose analyzed form matches a query term, and every such word in them is marked; both databases
+Snippets (search_snippets) are cut in Python from the content of the page's messages only, around
+the first word whose analyzed form matches a query term, every such word marked; both databases
 therefore give the same snippet. The text is escaped: only the `<mark>` tags added here are markup.
 Conversations whose title contains the query come first on page 1 as hits of their own (kind
 "title", at most `TITLE_HITS`).
@@ -32,7 +32,7 @@ import datetime as dt
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.contrib.auth.models import User
@@ -40,10 +40,11 @@ from django.db import connection
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from optimizer.lexical import analyze, bm25, idf
+from optimizer.lexical import bm25, idf
 
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
 from .recall_source import FTS_TABLE, owner_match_query, search_terms
+from .search_snippets import SnippetPart, WordMatcher, marked_spans, snippet_parts
 
 MIN_QUERY_CHARS = 2  # one character would match half the titles and every word's prefix
 PAGE_SIZE = 20
@@ -55,30 +56,16 @@ TITLE_HITS = 5
 # (conversation, term), so both counts are bounded.
 STAT_CONVERSATIONS = 20
 STAT_EXPANSIONS = 8
-# A last word this short is tested on the newest SCAN_ROWS candidates' stored terms before the index
-# is asked to expand it (see _window).
+# A query of one word this short is tested on the owner's newest SCAN_ROWS messages' stored terms
+# before the index is asked to expand it (see _window).
 SHORT_PREFIX = 3
-SCAN_ROWS = 5 * RANK_WINDOW
-SNIPPET_WORDS_BEFORE = 10
-SNIPPET_WORDS = 30
-SNIPPET_CHARS_BEFORE = 120
-SNIPPET_CHARS = 320
+SCAN_ROWS = 2 * RANK_WINDOW
 
 # (message id, conversation id, length, stored terms): an index row as the ranking reads it
 Row = tuple[int, int, int, str]
 _SEARCH_TABLE = MessageSearch._meta.db_table
 _CORPUS_TABLE = RecallCorpus._meta.db_table
 _TERM_TABLE = RecallTerm._meta.db_table
-# optimizer.lexical's word pattern on the original text (so offsets are the content's), with the
-# typographic apostrophe it folds, and a word never starting inside another ("o'neil" is one word).
-_WORD_BODY = r"[^\W_]*(?:['\u2019][^\W_]+)*"
-_WORD = re.compile(r"(?<![^\W_])(?<![^\W_]['\u2019])[^\W_]" + _WORD_BODY)
-
-
-@dataclass(frozen=True, slots=True)
-class SnippetPart:
-    text: str
-    marked: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +141,7 @@ def title_hits(*, owner: User, query: str) -> list[SearchHit]:
     needle = re.compile(re.escape(query), re.IGNORECASE)
     return [
         SearchHit(kind="title", conversation_id=pk, conversation_title=title, message_id=None, role=None,
-                  created_at=updated_at, parts=_marked_spans(title, [m.span() for m in needle.finditer(title)]))
+                  created_at=updated_at, parts=marked_spans(title, [m.span() for m in needle.finditer(title)]))
         for pk, title, updated_at in rows
     ]
 
@@ -165,17 +152,18 @@ def title_hits(*, owner: User, query: str) -> list[SearchHit]:
 def _window(*, owner_id: int, terms: Sequence[str]) -> list[Row]:
     """(message id, conversation id, length, stored terms) of the newest RANK_WINDOW matches.
 
-    A short last word (SHORT_PREFIX characters or fewer: "bi" while typing "bike") stands for many
-    words: looked up in the index, each of their postings would be read (FTS5 merges them whole,
-    GIN's partial match too). Such a prefix is tested on the stored terms of the newest messages
-    matching the other words instead, up to SCAN_ROWS of them; only when those hold fewer than
-    RANK_WINDOW matches and older ones may exist (a rare prefix) is the index asked, which is then
-    cheap. Both ways give the same window.
+    A query of one short word (SHORT_PREFIX characters or fewer: "bi" while typing "bike") stands
+    for many words, and the index would read every posting of each (FTS5 merges them whole before
+    anything else; GIN's partial match too). It is first tested on the stored terms of the owner's
+    newest messages, newest first, stopping at RANK_WINDOW matches, among at most SCAN_ROWS of them;
+    only when those hold too few and older ones may exist (a rare prefix) is the index asked, which
+    is then cheap. Both ways give the same window. With other words the index is asked at once: its
+    intersection with them was the cheaper way on both databases at a million messages.
     """
-    prefix = terms[-1]
-    if len(prefix) <= SHORT_PREFIX:
-        scanned, rows = _window_scanned(owner_id=owner_id, whole=terms[:-1], prefix=prefix)
-        if len(rows) >= RANK_WINDOW or scanned < SCAN_ROWS:
+    whole, prefix = terms[:-1], terms[-1]
+    if len(prefix) <= SHORT_PREFIX and not whole:
+        complete, rows = _window_scanned(owner_id=owner_id, prefix=prefix)
+        if complete or len(rows) >= RANK_WINDOW:
             return rows
     query = owner_match_query(owner_id=owner_id, terms=terms)
     if connection.vendor == "postgresql":
@@ -197,35 +185,41 @@ def _window(*, owner_id: int, terms: Sequence[str]) -> list[Row]:
         return list(cursor.fetchall())
 
 
-def _window_scanned(*, owner_id: int, whole: Sequence[str], prefix: str) -> tuple[int, list[Row]]:
-    """(rows scanned, the newest RANK_WINDOW of them with a term starting with `prefix`): the newest
-    SCAN_ROWS messages matching `whole` (all the owner's messages when empty), through the index.
-    One statement: a row without a message carries the count."""
-    query = owner_match_query(owner_id=owner_id, terms=whole, last_as_prefix=False)
+def _window_scanned(*, owner_id: int, prefix: str) -> tuple[bool, list[Row]]:
+    """(whether every one of the owner's messages was seen, the newest RANK_WINDOW of them with a
+    term starting with `prefix` among their newest SCAN_ROWS).
+
+    Two statements: the bound (how many there are, up to SCAN_ROWS, and the oldest id among them:
+    ids only), then the rows newest first from the index, tested as they come, stopping at
+    RANK_WINDOW."""
+    query = owner_match_query(owner_id=owner_id, terms=[], last_as_prefix=False)
     if connection.vendor == "postgresql":
-        scan = (
+        bound = (
+            f"SELECT count(*), min(message_id) FROM (SELECT message_id FROM {_SEARCH_TABLE} "  # noqa: S608
+            "WHERE tsv @@ %s::tsquery ORDER BY message_id DESC LIMIT %s) c"
+        )
+        rows = (
             f"SELECT message_id, conversation_id, length, terms FROM {_SEARCH_TABLE} "  # noqa: S608
-            "WHERE tsv @@ %s::tsquery ORDER BY message_id DESC LIMIT %s"
+            "WHERE tsv @@ %s::tsquery AND message_id >= %s AND strpos(' ' || terms, %s) > 0 "
+            "ORDER BY message_id DESC LIMIT %s"
         )
-        test = "strpos(' ' || terms, %s) > 0"
     else:
-        scan = (
-            f"SELECT s.message_id, s.conversation_id, s.length, s.terms FROM {FTS_TABLE} f "  # noqa: S608
-            f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {FTS_TABLE} MATCH %s "
-            "ORDER BY f.rowid DESC LIMIT %s"
+        bound = (
+            f"SELECT count(*), min(rowid) FROM (SELECT rowid FROM {FTS_TABLE} "  # noqa: S608
+            f"WHERE {FTS_TABLE} MATCH %s ORDER BY rowid DESC LIMIT %s)"
         )
-        test = "instr(' ' || terms, %s) > 0"
-    # `c` is read twice, so both databases compute it once (a CTE used once would be inlined).
-    sql = (
-        f"WITH c AS ({scan}) SELECT NULL, NULL, NULL, NULL, (SELECT count(*) FROM c) "  # noqa: S608
-        f"UNION ALL SELECT * FROM (SELECT message_id, conversation_id, length, terms, 0 FROM c WHERE {test} "
-        "ORDER BY message_id DESC LIMIT %s) m"
-    )
+        rows = (
+            f"SELECT s.message_id, s.conversation_id, s.length, s.terms FROM {FTS_TABLE} f "  # noqa: S608
+            f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {FTS_TABLE} MATCH %s AND f.rowid >= %s "
+            "AND instr(' ' || s.terms, %s) > 0 ORDER BY f.rowid DESC LIMIT %s"
+        )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [query, SCAN_ROWS, f" {prefix}", RANK_WINDOW])
-        rows = cursor.fetchall()
-    scanned = next(int(row[4]) for row in rows if row[0] is None)
-    return scanned, [row[:4] for row in rows if row[0] is not None]
+        cursor.execute(bound, [query, SCAN_ROWS])
+        count, oldest = cursor.fetchone()
+        if not count:
+            return True, []
+        cursor.execute(rows, [query, oldest, f" {prefix}", RANK_WINDOW])
+        return count < SCAN_ROWS, list(cursor.fetchall())
 
 
 def _rank(*, window: list[Row], terms: Sequence[str]) -> list[tuple[int, float]]:
@@ -328,76 +322,3 @@ def _message_hits(*, owner: User, chosen: list[tuple[int, float]], terms: Sequen
                               message_id=pk, role=role, created_at=created_at,
                               parts=snippet_parts(content=content, matcher=matcher), score=score))
     return hits
-
-
-@dataclass(frozen=True, slots=True)
-class WordMatcher:
-    """Finds the words of a text that the query found: words whose analyzed form is one of the
-    whole terms or starts with the prefix (the last term), as the index matched them.
-
-    Only words that could match are analyzed: English stemming keeps a word's first two letters
-    (checked over 135,000 words; the exceptions are dying, lying, tying: "die", "lie", "tie"), so
-    `candidates` finds words opening like a term, and a long message costs one regular-expression
-    scan, not the stemming of every word.
-    """
-
-    whole: frozenset[str]
-    prefix: str
-    candidates: re.Pattern[str]
-
-    @classmethod
-    def for_terms(cls, *, terms: Sequence[str]) -> WordMatcher:
-        openings = {t[:2] for t in terms} | {t[0] + "y" for t in terms if t[1:2] == "i"}
-        # an apostrophe may sit between them ("o'neil" is indexed as "oneil")
-        alternatives = sorted(
-            re.escape(o[0]) + ("['\u2019]?" + re.escape(o[1:]) if o[1:] else "") for o in openings
-        )
-        pattern = r"(?<![^\W_])(?<![^\W_]['\u2019])(?:" + "|".join(alternatives) + ")" + _WORD_BODY
-        return cls(whole=frozenset(terms[:-1]), prefix=terms[-1], candidates=re.compile(pattern, re.IGNORECASE))
-
-    def matches(self, word: str) -> bool:
-        return any(t in self.whole or t.startswith(self.prefix) for t in analyze(word))
-
-    def spans(self, text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:
-        for m in self.candidates.finditer(text, start, len(text) if end is None else end):
-            if self.matches(m.group()):
-                yield m.span()
-
-
-def snippet_parts(*, content: str, matcher: WordMatcher) -> tuple[SnippetPart, ...]:
-    """About SNIPPET_WORDS words of `content` around its first matching word, white space folded,
-    matching words marked; "…" where the text goes on."""
-    start = next(matcher.spans(content), (0, 0))[0]
-    lo = max(0, start - SNIPPET_CHARS_BEFORE)
-    before = [m.start() for m in _WORD.finditer(content, lo, start)]
-    if len(before) > SNIPPET_WORDS_BEFORE:
-        lo = before[-SNIPPET_WORDS_BEFORE]
-    elif lo > 0 and before:
-        lo = before[0]  # not from the middle of a word
-    hi = min(len(content), lo + SNIPPET_CHARS)
-    ends = [m.end() for m in _WORD.finditer(content, lo, hi)]
-    if len(ends) > SNIPPET_WORDS:
-        hi = ends[SNIPPET_WORDS - 1]
-    elif hi < len(content) and ends:
-        # the last word found may be cut by the limit: end on the one before it then
-        hi = ends[-1] if ends[-1] < hi or len(ends) == 1 else ends[-2]
-    text = " ".join(content[lo:hi].split())
-    parts = list(_marked_spans(text, list(matcher.spans(text))))
-    if lo > 0:
-        parts.insert(0, SnippetPart("… ", False))
-    if hi < len(content) and content[hi:].strip():
-        parts.append(SnippetPart(" …", False))
-    return tuple(parts)
-
-
-def _marked_spans(text: str, spans: list[tuple[int, int]]) -> tuple[SnippetPart, ...]:
-    parts: list[SnippetPart] = []
-    at = 0
-    for begin, end in spans:
-        if begin > at:
-            parts.append(SnippetPart(text[at:begin], False))
-        parts.append(SnippetPart(text[begin:end], True))
-        at = end
-    if at < len(text):
-        parts.append(SnippetPart(text[at:], False))
-    return tuple(parts)

@@ -13,7 +13,7 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from chatapp.chat import search_selectors
+from chatapp.chat import search_selectors, search_snippets
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_selectors import message_search
@@ -136,7 +136,7 @@ def test_snippet_is_a_window_around_the_first_match_of_a_long_message(chat_user)
     assert "\n" not in text
     assert "w2990" in text and "w3019" in text and "w2980" not in text and "w3040" not in text
     assert str(hit.snippet_html).count("<mark>") == 1
-    assert len(text.split()) <= search_selectors.SNIPPET_WORDS + 2
+    assert len(text.split()) <= search_snippets.SNIPPET_WORDS + 2
 
 
 def test_title_hits_come_first_on_page_one_only(chat_user):
@@ -198,9 +198,9 @@ def test_ranking_covers_the_newest_window_of_matches(chat_user, monkeypatch):
     assert page.ranked == 10 and page.window_full and not page.has_more
 
 
-def test_a_short_last_word_gives_the_same_window_scanned_or_looked_up(chat_user, monkeypatch):
-    """A short prefix is first tested on the newest candidates' stored terms; when they hold too few
-    matches the index is asked. Either way the ranked hits are the index's."""
+def test_a_short_word_gives_the_same_window_scanned_or_looked_up(chat_user, monkeypatch):
+    """A query of one short word is first tested on the newest messages' stored terms; when they hold
+    too few matches the index is asked. Either way the ranked hits are the index's."""
     monkeypatch.setattr(search_selectors, "RANK_WINDOW", 6)
     monkeypatch.setattr(search_selectors, "SCAN_ROWS", 12)
     chat = _chat(chat_user)
@@ -211,12 +211,12 @@ def test_a_short_last_word_gives_the_same_window_scanned_or_looked_up(chat_user,
         page = message_search(owner=chat_user, query=query, page_size=50)
         return [(h.message_id, h.score) for h in page.hits if h.kind == "message"]
 
-    queries = ["zq", "le", "ledger zq", "entry le", "ledger lea", "drop le"]
+    queries = ["zq", "le", "ent", "dro", "ledger zq", "entry le", "drop le"]
     scanned_first = {q: ranked(q) for q in queries}
     monkeypatch.setattr(search_selectors, "SHORT_PREFIX", 0)  # always through the index
     assert {q: ranked(q) for q in queries} == scanned_first
     assert len(scanned_first["zq"]) == 4  # older than the scanned rows: found through the index
-    assert len(scanned_first["le"]) == 6 and len(scanned_first["drop le"]) == 3
+    assert len(scanned_first["le"]) == 6 and len(scanned_first["dro"]) == 3 and len(scanned_first["drop le"]) == 3
 
 
 # --- API and sidebar ------------------------------------------------------------------------------------

@@ -1,0 +1,106 @@
+"""Snippets of message search (search_selectors): a few words of a message around its first word
+the query found, every such word marked.
+
+Cut in Python from the message's content with the same analyzer as the index
+(`optimizer.lexical.analyze`), so both databases give the same snippet and a word is marked exactly
+when its analyzed form matched: "runs" for a search of "running". Parts are plain text; whoever
+renders them escapes them (SearchHit.snippet_html).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from optimizer.lexical import analyze
+
+SNIPPET_WORDS_BEFORE = 10
+SNIPPET_WORDS = 30
+SNIPPET_CHARS_BEFORE = 120
+SNIPPET_CHARS = 320
+
+# optimizer.lexical's word pattern on the original text (so offsets are the content's), with the
+# typographic apostrophe it folds, and a word never starting inside another ("o'neil" is one word).
+_WORD_BODY = r"[^\W_]*(?:['\u2019][^\W_]+)*"
+_WORD = re.compile(r"(?<![^\W_])(?<![^\W_]['\u2019])[^\W_]" + _WORD_BODY)
+
+
+@dataclass(frozen=True, slots=True)
+class SnippetPart:
+    text: str
+    marked: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WordMatcher:
+    """Finds the words of a text that the query found: words whose analyzed form is one of the
+    whole terms or starts with the prefix (the last term), as the index matched them.
+
+    Only words that could match are analyzed: English stemming keeps a word's first two letters
+    (checked over 135,000 words; the exceptions are dying, lying, tying: "die", "lie", "tie"), so
+    `candidates` finds words opening like a term, and a long message costs one regular-expression
+    scan, not the stemming of every word.
+    """
+
+    whole: frozenset[str]
+    prefix: str
+    candidates: re.Pattern[str]
+
+    @classmethod
+    def for_terms(cls, *, terms: Sequence[str]) -> WordMatcher:
+        openings = {t[:2] for t in terms} | {t[0] + "y" for t in terms if t[1:2] == "i"}
+        # an apostrophe may sit between them ("o'neil" is indexed as "oneil")
+        alternatives = sorted(
+            re.escape(o[0]) + ("['\u2019]?" + re.escape(o[1:]) if o[1:] else "") for o in openings
+        )
+        pattern = r"(?<![^\W_])(?<![^\W_]['\u2019])(?:" + "|".join(alternatives) + ")" + _WORD_BODY
+        return cls(whole=frozenset(terms[:-1]), prefix=terms[-1], candidates=re.compile(pattern, re.IGNORECASE))
+
+    def matches(self, word: str) -> bool:
+        return any(t in self.whole or t.startswith(self.prefix) for t in analyze(word))
+
+    def spans(self, text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:
+        for m in self.candidates.finditer(text, start, len(text) if end is None else end):
+            if self.matches(m.group()):
+                yield m.span()
+
+
+def snippet_parts(*, content: str, matcher: WordMatcher) -> tuple[SnippetPart, ...]:
+    """About SNIPPET_WORDS words of `content` around its first matching word, white space folded,
+    matching words marked; "…" where the text goes on."""
+    start = next(matcher.spans(content), (0, 0))[0]
+    lo = max(0, start - SNIPPET_CHARS_BEFORE)
+    before = [m.start() for m in _WORD.finditer(content, lo, start)]
+    if len(before) > SNIPPET_WORDS_BEFORE:
+        lo = before[-SNIPPET_WORDS_BEFORE]
+    elif lo > 0 and before:
+        lo = before[0]  # not from the middle of a word
+    hi = min(len(content), lo + SNIPPET_CHARS)
+    ends = [m.end() for m in _WORD.finditer(content, lo, hi)]
+    if len(ends) > SNIPPET_WORDS:
+        hi = ends[SNIPPET_WORDS - 1]
+    elif hi < len(content) and ends:
+        # the last word found may be cut by the limit: end on the one before it then
+        hi = ends[-1] if ends[-1] < hi or len(ends) == 1 else ends[-2]
+    text = " ".join(content[lo:hi].split())
+    parts = list(marked_spans(text, list(matcher.spans(text))))
+    if lo > 0:
+        parts.insert(0, SnippetPart("… ", False))
+    if hi < len(content) and content[hi:].strip():
+        parts.append(SnippetPart(" …", False))
+    return tuple(parts)
+
+
+def marked_spans(text: str, spans: list[tuple[int, int]]) -> tuple[SnippetPart, ...]:
+    """`text` as parts, the (ordered, disjoint) `spans` marked."""
+    parts: list[SnippetPart] = []
+    at = 0
+    for begin, end in spans:
+        if begin > at:
+            parts.append(SnippetPart(text[at:begin], False))
+        parts.append(SnippetPart(text[begin:end], True))
+        at = end
+    if at < len(text):
+        parts.append(SnippetPart(text[at:], False))
+    return tuple(parts)
