@@ -162,7 +162,9 @@ class ReplyReader:
         now = time.monotonic()
         next_check, next_heartbeat, last_sent = now + STOP_POLL_SECONDS, now + STREAM_HEARTBEAT_SECONDS, now
         while True:
-            item = await self._next(next_check)
+            # Woken for the next stop poll or the next keep-alive, whichever is due first: a silent
+            # model gets its keep-alives on time, not only when some other wake-up comes.
+            item = await self._next(min(next_check, last_sent + keepalive))
             if item is _END:
                 return
             if isinstance(item, BaseException):
@@ -210,8 +212,8 @@ class ReplyReader:
                 self.held = item
         return "".join(parts) if len(parts) > 1 else text
 
-    async def _next(self, next_check: float) -> Any:
-        """The next model event, or None when it is time to look for a stop request."""
+    async def _next(self, wake_at: float) -> Any:
+        """The next model event, or None at `wake_at` (a stop poll or a keep-alive is due)."""
         if self.held is not None:
             item, self.held = self.held, None
             return item
@@ -219,7 +221,7 @@ class ReplyReader:
             return self.queue.get_nowait()  # a burst of chunks needs no timer each
         except asyncio.QueueEmpty:
             try:
-                return await asyncio.wait_for(self.queue.get(), timeout=max(0.0, next_check - time.monotonic()))
+                return await asyncio.wait_for(self.queue.get(), timeout=max(0.0, wake_at - time.monotonic()))
             except TimeoutError:
                 return None
 

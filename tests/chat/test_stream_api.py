@@ -392,8 +392,10 @@ def test_silent_model_gets_keep_alive_comments_between_events(chat_user, convers
     result = send(chat_user, conversation, "think before you answer", on_event=stop_after_two_deltas)
     assert result.names[0] == "start" and result.names[-1] == "error"  # stopped: the stream stayed parseable
     assert result.comments and {text for _, text in result.comments} == {"keep-alive"}
-    # Sent while the model was silent: after `start`, before the reply ended.
+    # Sent while the model was silent: after `start`, before the reply ended — and on time, between
+    # two chunks 300 ms apart, not only when something else woke the stream.
     assert all(1 <= position < len(result.events) for position, _ in result.comments)
+    assert any(result.names[position] == "delta" for position, _ in result.comments)
 
 
 def test_fast_model_gets_no_keep_alive(chat_user, conversation):
