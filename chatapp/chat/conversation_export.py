@@ -129,6 +129,8 @@ def _conversation_head(*, conversation: Conversation) -> _Head:
             "id": conversation.pk,
             "title": conversation.title,
             "title_is_custom": conversation.title_is_custom,
+            # The chat's own system prompt (the owner's custom instructions are settings, not the chat).
+            "system_prompt": conversation.system_prompt,
             "created_at": conversation.created_at.isoformat(),
             "updated_at": conversation.updated_at.isoformat(),
             "offline": conversation.offline,
@@ -294,13 +296,23 @@ def _markdown_page(*, page: Iterable[dict[str, Any]], numbering: _ChatNumbers) -
     return "".join(out)
 
 
+def _markdown_system_prompt(text: str) -> str:
+    """The chat's system prompt as a quoted block under its own label (nothing when it has none)."""
+    if not text.strip():
+        return ""
+    quoted = "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
+    return f"> **System prompt**\n>\n{quoted}\n\n"
+
+
 async def _markdown_chunks(*, conversation: Conversation, chunk_rows: int) -> AsyncIterator[str]:
     head = await _read_head(conversation=conversation)
     title = _one_line(conversation.title) or "Untitled chat"
     yield (
         f"# {title}\n\n"
         f"*Exported from Longchat {_utc_minute(timezone.now())} · model: {_one_line(head.config_label)} · "
-        f"started {_utc_minute(conversation.created_at)}*\n\n---\n\n"
+        f"started {_utc_minute(conversation.created_at)}*\n\n"
+        + _markdown_system_prompt(conversation.system_prompt)
+        + "---\n\n"
     )
     numbering = _ChatNumbers(wanted=head.summary_covers)
     async for page in _message_pages(

@@ -31,6 +31,7 @@ from chatapp.chat.message_services import title_from_text
 from chatapp.chat.models import Conversation, LLMConfig, Message
 from chatapp.chat.search_services import conversation_index_rebuild
 from chatapp.chat.selectors import llm_config_default
+from chatapp.chat.services import SYSTEM_PROMPT_MAX_CHARS
 from chatapp.chat.textsafe import text_storable
 
 TITLE_MAX_CHARS = 200
@@ -91,6 +92,7 @@ def conversation_import(*, owner: User, record: ConversationRecord, index: int, 
         owner=owner,
         title=title,
         title_is_custom=custom,
+        system_prompt=_system_prompt(record=record, label=label),
         llm_config=config,
         offline=offline,
         live_message_count=len(live),
@@ -170,6 +172,16 @@ def _row(*, message: MessageRecord, content: str, token_model: str) -> Message:
         superseded=message.superseded,
         **fields,
     )
+
+
+def _system_prompt(*, record: ConversationRecord, label: str) -> str:
+    """The chat's system prompt as stored, held to the limit the app sets for one typed in."""
+    text = text_storable(record.system_prompt or "")
+    if len(text) > SYSTEM_PROMPT_MAX_CHARS:
+        raise ConversationError(
+            f"{label}: the system prompt is {len(text):,} characters; the limit is {SYSTEM_PROMPT_MAX_CHARS:,}"
+        )
+    return text
 
 
 def _title(*, record: ConversationRecord) -> tuple[str, bool]:

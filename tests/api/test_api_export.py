@@ -176,9 +176,20 @@ def test_markdown_has_dates_numbers_marks_and_summary_ranges(api, chat):
            "> [Summary] Lisbon trip so far.\n> Second line.\n" in text
     assert "> **Summary of messages 1\u20134** (2024-03-09 14:09 UTC, edited)\n>\n> Edited summary text\n" in text
     assert "A DISCARDED SUMMARY" not in text
+    assert "System prompt" not in text  # this chat has none
     # The unclosed fence is closed before the next message, whose heading stays a heading.
     after = text.split(FENCE_OPEN, 1)[1]
     assert after.startswith("\n```\n\n### 5 · Assistant")
+
+
+def test_the_chats_system_prompt_opens_both_formats(api, chat):
+    conversation, _ = chat
+    Conversation.objects.filter(pk=conversation.pk).update(system_prompt="Be brief.\n\nAnswer in French.")
+    document = json.loads(_export(api, conversation.pk, "json").recorded_body)
+    assert document["conversation"]["system_prompt"] == "Be brief.\n\nAnswer in French."
+    text = _export(api, conversation.pk, "markdown").recorded_body.decode()
+    block = "> **System prompt**\n>\n> Be brief.\n>\n> Answer in French.\n\n---\n\n"
+    assert block in text and text.index(block) < text.index("### 1 ·")
 
 
 def test_markdown_numbers_stay_right_across_pages(user):

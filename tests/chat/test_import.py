@@ -135,7 +135,8 @@ ROUND_TRIP_FIELDS = ("role", "kind", "status", "content", "created_at", "updated
 
 
 def test_export_then_import_gives_the_same_conversation(owner):
-    source = Conversation.objects.create(owner=owner, title="Trip to Lisbon", title_is_custom=True)
+    source = Conversation.objects.create(owner=owner, title="Trip to Lisbon", title_is_custom=True,
+                                         system_prompt="You are a travel agent.\nAnswer in French.")
     u1 = _msg(source, 0, role="user", content="Plan a trip to Lisbon in May, please.", pinned=True)
     a1 = _msg(source, 1, role="assistant", content="Sure — **day 1**: Alfama.", reply_to=u1, model="gpt-4o-mini",
               prompt_tokens=40, completion_tokens=12, latency_ms=830, cost_usd=Decimal("0.000123"))
@@ -155,8 +156,8 @@ def test_export_then_import_gives_the_same_conversation(owner):
     job = import_now(owner, json.dumps(document).encode(), name="conversation.json")
     assert (job.status, job.format, job.skipped) == ("done", "longchat", [])
     copy = Conversation.objects.get(pk=job.conversation_ids[0])
-    assert (copy.title, copy.title_is_custom, copy.created_at, copy.updated_at) == (
-        source.title, True, source.created_at, source.updated_at)
+    assert (copy.title, copy.title_is_custom, copy.created_at, copy.updated_at, copy.system_prompt) == (
+        source.title, True, source.created_at, source.updated_at, source.system_prompt)
     old, new = _messages(source), _messages(copy)
     assert [[getattr(m, f) for f in ROUND_TRIP_FIELDS] for m in new] == [
         [getattr(m, f) for f in ROUND_TRIP_FIELDS] for m in old]

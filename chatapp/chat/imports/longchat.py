@@ -87,6 +87,7 @@ def _parse(document: Any) -> ConversationRecord:
     return ConversationRecord(
         title=text_of(head.get("title"), what="the title", allow_null=True),
         title_is_custom=flag_of(head.get("title_is_custom", True), what="title_is_custom"),
+        system_prompt=text_of(head.get("system_prompt", ""), what="the system prompt", allow_null=True),
         created_at=iso_time(head.get("created_at"), what="the conversation's created_at"),
         updated_at=iso_time(head.get("updated_at"), what="the conversation's updated_at"),
         offline=flag_of(head.get("offline", False), what="offline"),
