@@ -16,6 +16,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from chatapp.chat.config_services import text_field_clean
+from chatapp.chat.summary_cooldown import history_tokens_now, not_now_reason
 
 from .models import Conversation, LLMConfig, Preference, SummaryJob, UserSettings
 from .selectors import api_token_expired, llm_config_default, user_settings_get
@@ -189,12 +190,15 @@ def summary_job_dismiss(*, job: SummaryJob) -> SummaryJob:
     """Answer "Not now" to a "History is NN% of the budget — compact now?" question: the waiting job is cancelled.
 
     Conditional on the job still waiting, so a dismissal racing "Compact now" (or the expiry sweep)
-    cannot cancel a job that has started. Cancelled jobs do not count against the daily quota, so a
-    later turn that still needs a summary asks again. Dismissing twice is harmless.
+    cannot cancel a job that has started. Cancelled jobs do not count against the daily quota; a
+    later turn that still needs a summary asks again once the history has grown by another tenth of
+    the budget (summary_cooldown). Dismissing twice is harmless.
     """
     now = timezone.now()
+    # The history level now: the chat asks again once it has grown by a tenth of the budget.
+    reason = not_now_reason(history_tokens=history_tokens_now(conversation_id=job.conversation_id))
     dismissed = SummaryJob.objects.filter(pk=job.pk, status=SummaryJob.Status.AWAITING_CONFIRMATION).update(
-        status=SummaryJob.Status.CANCELLED, error="Not now: dismissed by the user.", finished_at=now
+        status=SummaryJob.Status.CANCELLED, error=reason, finished_at=now
     )
     job.refresh_from_db()
     if not dismissed and job.status != SummaryJob.Status.CANCELLED:

@@ -42,6 +42,7 @@ from chatapp.chat.context import conversation_config, first_user_message_id, liv
 from chatapp.chat.layout import static_layer_q
 from chatapp.chat.llm import llm_target_for
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
+from chatapp.chat.summary_cooldown import summary_ask_silenced
 from chatapp.chat.summary_selectors import (
     summary_job_active,
     summary_jobs_to_sweep,
@@ -111,9 +112,11 @@ def summary_job_request(
     Called by the request path (after its transaction commits) when the optimizer chose summarize or
     usage crossed the trigger (`trigger="ahead"`), and by `conversation_compact` for manual ones.
     Automatic jobs respect the daily quota (None beyond it) and the user's "confirm before automatic
-    compaction" setting (the job then waits as `awaiting`). If a job is already active, that job is
-    returned and no second one is created. `publish=False` leaves a new job `pending` without sending
-    it to the broker, for a caller that runs it itself with `summary_job_run` (`manage.py pack`).
+    compaction" setting (the job then waits as `awaiting`; after a "Not now" it is not asked again
+    until the history grows by another tenth of the budget: None, see summary_cooldown). If a job
+    is already active, that job is returned and no second one is created. `publish=False` leaves a
+    new job `pending` without sending it to the broker, for a caller that runs it itself with
+    `summary_job_run` (`manage.py pack`).
     """
     instructions = _clean_instructions(instructions)
     status = Status.PENDING
@@ -123,6 +126,9 @@ def summary_job_request(
             return None
         confirm = UserSettings.objects.filter(user_id=conversation.owner_id, confirm_compaction=True).exists()
         if confirm:
+            if summary_ask_silenced(conversation=conversation):
+                logger.info("summary not asked for conversation %s: \"Not now\" holds", conversation.pk)
+                return None
             status = Status.AWAITING_CONFIRMATION
     span_from_id, span_through_id = _span_bounds(conversation=conversation, span=span)
     try:

@@ -45,7 +45,10 @@ def test_not_now_cancels_the_waiting_job_and_the_job_list_shows_it(api, user, ma
     assert [(j["id"], j["status"]) for j in listed["results"]] == [(job.pk, "cancelled")]
     # A double click is harmless.
     assert api.post(_dismiss_url(conversation, job), format="json").status_code == 200
-    # Nothing is active any more, so a later turn that still needs a summary can ask again.
+    # Nothing is active any more, but "Not now" holds until the history grows by a tenth of the
+    # budget (tests/chat/test_summary_not_now.py); then a later turn asks again.
+    assert summary_job_request(conversation=conversation, trigger=SummaryJob.Trigger.AUTO) is None
+    Conversation.objects.filter(pk=conversation.pk).update(live_token_count=10**7)
     again = summary_job_request(conversation=conversation, trigger=SummaryJob.Trigger.AUTO)
     assert again is not None and again.pk != job.pk and again.status == SummaryJob.Status.AWAITING_CONFIRMATION
 

@@ -64,3 +64,31 @@ def test_the_database_source_never_gives_recall_an_offline_reply_to_quote_to_a_r
     assert set(ids) <= {i for i, _ in hits}
     assert set(DatabaseRecallSource(conversation=conversation).messages(ids)) == set(ids)  # the demo's own view
     assert set(DatabaseRecallSource(conversation=conversation, offline_replies=False).messages(ids)) == {str(real.pk)}
+
+
+def test_the_api_switches_a_chat_to_the_offline_model_and_back_and_the_next_turn_follows(chat_user, fake_openai):
+    from rest_framework.test import APIClient
+
+    config = make_config(chat_user, fake_openai.base_url)
+    config.is_default = True
+    config.save()
+    conversation = conversation_create(owner=chat_user)
+    assert not conversation.offline and conversation.llm_config_id == config.pk
+    api = APIClient()
+    api.force_authenticate(chat_user)
+    url = f"/api/conversations/{conversation.pk}/"
+
+    switched = api.patch(url, {"offline": True}, format="json")
+    assert switched.status_code == 200 and (switched.json()["offline"], switched.json()["llm_config"]) == (True, None)
+    fake_openai.reset()
+    demo = send(chat_user, conversation, "Who answers now?")
+    assert demo.names[-1] == "done", demo.events
+    assert demo.named("done")[0]["message"]["model"] == OFFLINE_MODEL
+    assert fake_openai.completions == []
+
+    back = api.patch(url, {"llm_config": config.pk}, format="json")
+    assert back.status_code == 200 and (back.json()["offline"], back.json()["llm_config"]) == (False, config.pk)
+    real = send(chat_user, conversation, "And now?")
+    assert real.names[-1] == "done", real.events
+    assert real.named("done")[0]["message"]["model"] == config.model
+    assert len(fake_openai.completions) == 1

@@ -19,6 +19,7 @@ import optimizer
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.models import Conversation, LLMConfig, Message, SummaryJob
 from chatapp.chat.services import user_settings_update
+from chatapp.chat.summary_requests import summary_requests_wait
 from chatapp.chat.summary_services import summary_job_request
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _send, _sign_up, _wait
@@ -210,9 +211,15 @@ def test_confirm_before_compaction_asks_and_not_now_dismisses(asgi_server, brows
     _wait(browser, lambda d: "/" in d.find_element(By.ID, "gauge-text").text)
     assert not _banner(browser).is_displayed()
 
-    # After a turn that needs a summary, the question comes back (after the reply's `done`), and
-    # "Compact now" starts it.
+    # "Not now" holds through a short turn that still needs a summary...
     reply = _send(browser, "What did we decide about the invoices?")
+    assert reply.get_attribute("data-status") == "complete"
+    summary_requests_wait(timeout=10)
+    assert SummaryJob.objects.filter(conversation=conversation).order_by("-id").first().pk == job.pk
+    assert not _banner(browser).is_displayed()
+    # ...until the history has grown by another tenth of the budget: then the question comes back
+    # (after the reply's `done`), and "Compact now" starts it.
+    reply = _send(browser, "Here is the full list of invoice numbers: " + " ".join(f"INV-{n}" for n in range(150)))
     assert reply.get_attribute("data-status") == "complete"
     _wait(browser, lambda d: _banner_status(d) == "awaiting")
     asked = SummaryJob.objects.filter(conversation=conversation).order_by("-id").first()

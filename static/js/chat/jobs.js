@@ -191,5 +191,5 @@ export async function dismissAwaiting() {
     return;
   }
   renderJob(null);
-  toast("Not now: older turns keep being truncated. Compact any time with /compact or from the gauge.", "info", 5000);
+  toast("Not now: older turns keep being truncated, and this is not asked again until the history grows by another 10% of the budget. Compact any time with /compact or from the gauge.", "info", 6000);
 }
