@@ -58,14 +58,18 @@ class _LimitedUpload(FileUploadHandler):
         return None  # the next handler (memory or temporary file) keeps the file
 
 
+class SkippedConversationSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="The conversation's place in the file, 0-based.")
+    title = serializers.CharField(allow_blank=True, allow_null=True, help_text="Its title in the file, if any.")
+    error = serializers.CharField(help_text="What is wrong with it.")
+
+
 class ImportJobOutputSerializer(serializers.ModelSerializer):
     format_label = serializers.CharField(source="get_format_display")
     imported = serializers.SerializerMethodField(help_text="Conversations created so far.")
     skipped_count = serializers.SerializerMethodField(help_text="Conversations not imported (reasons in `skipped`).")
     progress = serializers.SerializerMethodField(help_text="Share of the file's conversations handled, 0 to 1.")
-    skipped = serializers.ListField(
-        child=serializers.DictField(), help_text='The first 200 skipped: {"index" (0-based), "title", "error"}.'
-    )
+    skipped = SkippedConversationSerializer(many=True, help_text="The first 200 conversations not imported.")
     omitted = serializers.DictField(
         child=serializers.IntegerField(),
         help_text='Messages the source had that were not imported, by reason ("branch_messages", '
