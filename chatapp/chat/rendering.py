@@ -147,9 +147,12 @@ def markdown_render(text: str) -> str:
 
 @functools.cache
 def code_style_css() -> str:
-    """Pygments token colours for code blocks, light by default and dark under prefers-color-scheme."""
+    """Pygments token colours for code blocks, light by default and dark under the dark theme: the
+    one in use (<html data-theme>, set by js/theme.js), else the OS's."""
     selector = f".{CODE_CSS_CLASS}"
     light = "\n".join(HtmlFormatter(style=LIGHT_STYLE, classprefix="").get_token_style_defs(selector))
-    dark = HtmlFormatter(style=DARK_STYLE, classprefix="").get_token_style_defs(selector)
-    dark_block = "\n".join(f"  {line}" for line in dark)
-    return f"{light}\n@media (prefers-color-scheme: dark) {{\n{dark_block}\n}}\n"
+    dark = HtmlFormatter(style=DARK_STYLE, classprefix="")
+    # A page without script (a shared link) has no data-theme and follows the OS.
+    os_dark = "\n".join(f"  {line}" for line in dark.get_token_style_defs(f":root:not([data-theme]) {selector}"))
+    chosen_dark = "\n".join(dark.get_token_style_defs(f':root[data-theme="dark"] {selector}'))
+    return f"{light}\n@media (prefers-color-scheme: dark) {{\n{os_dark}\n}}\n{chosen_dark}\n"

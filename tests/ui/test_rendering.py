@@ -111,4 +111,5 @@ def test_empty_text_renders_empty():
 def test_code_css_has_light_and_dark_token_colours():
     css = code_style_css()
     assert ".hl .k {" in css
-    assert "@media (prefers-color-scheme: dark)" in css
+    assert ':root[data-theme="dark"] .hl .k {' in css  # the dark theme in use
+    assert "@media (prefers-color-scheme: dark)" in css  # a page without script follows the OS
