@@ -121,6 +121,9 @@ def test_every_page_passes_axe(live_server, transactional_db, browser, theme):
     _wait(driver, lambda d: "/" in d.find_element("id", "gauge-text").text)
     _wait(driver, lambda d: d.find_elements("css selector", ".summary-marker, [data-kind='summary']"))
     pages["chat"] = _run_axe(driver, source)
+    driver.find_element("css selector", '.sidebar [data-action="shortcuts"]').click()
+    _wait(driver, lambda d: d.find_element("id", "shortcuts-dialog").get_attribute("open") is not None)
+    pages["chat-shortcuts"] = _run_axe(driver, source)
 
     driver.get(f"{base}/settings/")
     pages["settings"] = _run_axe(driver, source)

@@ -8,6 +8,7 @@ import { editSystemPrompt, pointExportLinks } from "./prompt.js";
 import { deleteConversation, inlineRename, renameConversation } from "./sidebar.js";
 import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
+import { openShortcuts } from "./shortcuts.js"; // also handles its own keys
 import { regenerate, retry, stop } from "./stream.js";
 import { discardSummary, editSummary, revealSummary, togglePin } from "./summaries.js";
 
@@ -44,6 +45,9 @@ document.addEventListener("click", async (e) => {
       else if (window.matchMedia("(max-width: 760px)").matches) document.querySelector(".sidebar-toggle").focus();
       break;
     }
+    case "shortcuts":
+      openShortcuts();
+      break;
     case "copy-code": {
       const pre = target.closest(".code-block").querySelector("pre");
       const ok = await copyText(pre.innerText.replace(/\n$/, ""));
@@ -155,7 +159,7 @@ titleEl.addEventListener("dblclick", () => {
 });
 
 document.addEventListener("keydown", (e) => {
-  if (e.key === "Escape") {
+  if (e.key === "Escape" && !e.shiftKey) { // Shift+Esc focuses the composer (shortcuts.js)
     // Escape stops a state.streaming reply unless it is closing a menu or dialog first.
     const menuOpen = document.querySelector(".menu:not([hidden])") || (gaugePop && !gaugePop.hidden)
       || document.querySelector("dialog[open]") || document.querySelector(".conv-rename, .title-input");
@@ -184,4 +188,5 @@ if (state.conversationId) {
   window.addEventListener("hashchange", revealHash);
 }
 
-if (window.matchMedia("(hover: hover)").matches) input.focus();
+// The composer has the focus on load, except on a touch screen (where it would open the keyboard).
+if (!window.matchMedia("(pointer: coarse)").matches) input.focus();

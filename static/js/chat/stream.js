@@ -46,6 +46,7 @@ export async function runStream(url, body, ctx) {
   const contentEl = asstEl.querySelector(".msg-content");
   contentEl.replaceChildren(typingDots());
   asstEl.classList.add("is-streaming");
+  asstEl.setAttribute("aria-busy", "true"); // not read token by token; #stream-status says when it ends
   let text = "";
   let finished = false;
   let userId = ctx.userId || null;
@@ -90,7 +91,7 @@ export async function runStream(url, body, ctx) {
       markLastReply(asstEl);
       if (data.context) updateGauge(data.context);
       if (data.title) setTitle(data.title);
-      announce(m.status === "stopped" ? "Reply stopped." : "Reply finished.");
+      announce(m.status === "stopped" ? "Reply stopped." : "Reply complete.");
     },
     error(data) {
       finished = true;
@@ -125,7 +126,7 @@ export async function runStream(url, body, ctx) {
       signal: controller.signal,
     });
   } catch (err) {
-    asstEl.classList.remove("is-streaming");
+    asstEl.classList.remove("is-streaming"); asstEl.removeAttribute("aria-busy");
     contentEl.replaceChildren();
     setStatus(asstEl, "error");
     showError(asstEl, "Could not reach the server. Check your connection and try again.", { userId });
@@ -165,7 +166,7 @@ export async function runStream(url, body, ctx) {
 
   if (!finished) {
     // The connection closed without a final event: keep what arrived and say so.
-    asstEl.classList.remove("is-streaming");
+    asstEl.classList.remove("is-streaming"); asstEl.removeAttribute("aria-busy");
     contentEl.classList.remove("is-plain");
     if (!text) contentEl.replaceChildren();
     if (state.streaming && state.streaming.stopRequested) {
