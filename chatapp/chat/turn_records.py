@@ -15,6 +15,7 @@ from django.db.models.functions import Coalesce
 import optimizer
 from chatapp.chat import llm
 from chatapp.chat.context import PROMPT_IDS, ContextInput, live_chat_q
+from chatapp.chat.dashboard.totals import dashboard_totals_record_add, dashboard_totals_record_update
 from chatapp.chat.gauge import gauge_payload, summary_through_id
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.turn_types import ChatTurn
@@ -310,7 +311,7 @@ def record_finish(*, turn: ChatTurn, usage: Any) -> None:
         stats = _prompt_change_stats(conversation_id=turn.conversation_id, record_id=turn.record_id)
         if stats is not None:
             fields["stats"] = stats
-        OptimizationRecord.objects.filter(pk=turn.record_id).update(**fields)
+        dashboard_totals_record_update(record_id=turn.record_id, fields=fields)  # and the dashboard's totals
 
 
 def _prompt_change_stats(*, conversation_id: int, record_id: int) -> dict[str, Any] | None:
@@ -365,7 +366,7 @@ def record_create(
     quoted = _recall_quotes(conversation=conversation, packed=recall_packed, read=ctx.recall_contents)
     summary_used = any(m.origin == "summary" for m in result.messages)
     tokens_sent, tokens_full = info.tokens_after, info.tokens_before
-    return OptimizationRecord.objects.create(
+    record = OptimizationRecord.objects.create(
         conversation=conversation,
         reply=reply,
         preference=preference,
@@ -395,3 +396,5 @@ def record_create(
         cost_full_usd=_money(optimizer.cost_usd(target.model, prompt_tokens=tokens_full)),
         stats=_json_safe(_record_stats(info=info, ctx=ctx, messages=result.messages)),
     )
+    dashboard_totals_record_add(record=record)  # counted in the turn's transaction
+    return record

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from chatapp.chat.dashboard.totals import dashboard_totals_rebuild, dashboard_totals_record_add
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
 
 
@@ -42,7 +44,7 @@ def make_record(*, conversation: Conversation, tokens_full: int, tokens_sent: in
                 triggered: bool = False, budget: int = 1000, cost_full: str | None = None,
                 cost_sent: str | None = None, provider: int | None = None, model: str = "gpt-4o-mini",
                 **fields: Any) -> OptimizationRecord:
-    return OptimizationRecord.objects.create(
+    record = OptimizationRecord.objects.create(
         conversation=conversation, preference="balanced", model=model, context_window=budget + 200,
         budget=budget, triggered=triggered, strategy=strategy, tokens_full=tokens_full, tokens_sent=tokens_sent,
         provider_prompt_tokens=provider,
@@ -50,6 +52,9 @@ def make_record(*, conversation: Conversation, tokens_full: int, tokens_sent: in
         cost_sent_usd=Decimal(cost_sent) if cost_sent is not None else None,
         **fields,
     )
+    # Counted as the request path counts its records (turn_records.record_create).
+    dashboard_totals_record_add(record=record)
+    return record
 
 
 def make_job(*, conversation: Conversation, summary: Message | None, cost: str | None, seconds: float = 2.0,
@@ -108,3 +113,27 @@ def make_recall_turns(*, owner) -> RecallTurns:
         stats={"trigger_tokens": 800, "recall_tokens": 61},
     )
     return RecallTurns(conversation=c, m=m, record=record, block=block)
+
+
+def make_long_conversation(*, owner, turns: int, seed: int = 3) -> Conversation:
+    """`turns` records written in bulk (as the seed command does), then counted by the rebuild."""
+    rng = random.Random(seed)
+    c = make_conversation(owner=owner, title="Long")
+    records = []
+    full = 0
+    for k in range(turns):
+        full += rng.randint(50, 400)
+        sent = min(full, rng.randint(1500, 3000))
+        strategy = rng.choice(["none"] * 8 + ["truncate", "summarize"])
+        recall = rng.choice([0, 0, 0, rng.randint(10, 90)])
+        records.append(OptimizationRecord(
+            conversation=c, preference="balanced", model="gpt-4o-mini", context_window=4200,
+            budget=4000 if k < turns // 2 else 3600, triggered=strategy != "none", strategy=strategy,
+            tokens_full=full, tokens_sent=sent, provider_prompt_tokens=sent + 3 if k % 3 else None,
+            recall_tokens=recall, recall_message_count=2 if recall else 0,
+            cost_full_usd=Decimal("0.000150") * full / 1000, cost_sent_usd=Decimal("0.000150") * sent / 1000,
+            stats={"trigger_tokens": 3200 + (k % 5)},
+        ))
+    OptimizationRecord.objects.bulk_create(records, batch_size=500)
+    dashboard_totals_rebuild(conversation=c)
+    return c

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from rest_framework import serializers
 
+from chatapp.chat.dashboard import series as series_module
 from chatapp.chat.dashboard.serializers import (
     ConversationSavingsSerializer,
     HeadlineSerializer,
@@ -15,7 +16,7 @@ from chatapp.chat.dashboard.serializers import (
     SeriesSerializer,
 )
 from chatapp.chat.models import OptimizationRecord
-from tests.dashboard.factories import make_recall_turns
+from tests.dashboard.factories import make_long_conversation, make_recall_turns
 
 pytestmark = pytest.mark.django_db
 
@@ -77,6 +78,20 @@ def test_conversation_answers_match_their_serializers(owner_client, small, user)
             response = owner_client.get(f"{base}records/{record.pk}/")
             assert response.status_code == 200
             assert mismatches(response.json(), RecordContextSerializer(), f"record {record.pk}") == []
+
+
+def test_bucketed_series_and_ranges_match_the_serializer(owner_client, user, monkeypatch):
+    # Small limits: per-turn, record-bucketed and block-bucketed answers from one small conversation.
+    monkeypatch.setattr(series_module, "MAX_POINTS", 10)
+    monkeypatch.setattr(series_module, "RECORD_TURNS", 40)
+    conversation = make_long_conversation(owner=user, turns=120)
+    base = f"/api/dashboard/conversations/{conversation.pk}/series/"
+    for query, size in [("", 16), ("?first=20&last=25", 1), ("?first=20&last=50", 4), ("?first=x&last=", 16),
+                        ("?first=500", 1)]:
+        data = owner_client.get(base + query).json()
+        assert mismatches(data, SeriesSerializer(), f"series{query}") == []
+        assert data["bucket_size"] == size and 0 < data["points"] <= 10, query
+        assert data["totals"]["turns"] == data["count"] == 120
 
 
 def test_overview_answers_match_their_serializers(owner_client, small, user):

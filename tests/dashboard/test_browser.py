@@ -278,3 +278,73 @@ def test_dashboard_shows_a_recall_block_apart(live_server, transactional_db, bro
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     driver.execute_script("document.getElementById('saw').scrollIntoView()")
     driver.save_screenshot(str(SCREENSHOTS / "dashboard-recall.png"))
+
+
+def test_a_long_conversation_is_drawn_from_buckets_of_turns(live_server, transactional_db, browser):
+    """3,000 turns: the series answers 1,500 points of two turns each; the charts draw one point per
+    bucket, say which turns a point holds, pick a bucket's last turn on a click, load any turn typed
+    in, and zoom to the latest 200 turns with one point per turn (the range asked of the API)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    driver = browser
+    user = get_user_model().objects.create_user(username="long")
+    conversation = conversation_seed_long(owner=user, messages=6000, seed=4)
+    client = _login(driver, live_server, user)
+    series = client.get(f"/api/dashboard/conversations/{conversation.pk}/series/").json()
+    assert (series["count"], series["bucket_size"], series["points"]) == (3000, 2, 1500)
+    ids = list(OptimizationRecord.objects.filter(conversation=conversation).order_by("id").values_list("id", flat=True))
+
+    driver.get(f"{live_server.url}/c/{conversation.pk}/dashboard/")
+    _wait_ready(driver)
+    assert _points(driver, "tokens_full") == _points(driver, "saved_cumulative") == 1500
+    marks = sum(1 for n in series["truncations"] if n) + sum(1 for n in series["summarizations"] if n)
+    assert driver.execute_script("return document.querySelectorAll('#chart-strategy rect[data-strategy]').length") \
+        == marks
+    start = driver.execute_script("return document.querySelector('#chart-tokens .opt-start').dataset.turn")
+    assert int(start) == series["first_optimized_turn"]
+
+    # A bucket says which turns it holds; a click picks its last turn and loads that record.
+    overlay = driver.find_element("css selector", "#chart-tokens rect.overlay")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", overlay)
+    ActionChains(driver).move_to_element_with_offset(overlay, 40, 0).perform()
+    tip = driver.find_element("css selector", "#chart-tokens .dash-tip")
+    _wait_text(tip, "Turns ")
+    first, last = (int(x.replace(",", "")) for x in tip.text.split("\n")[0].split(" ")[1].split("\u2013"))
+    assert last == first + 1 and "sent over 2 requests" in tip.text
+    ActionChains(driver).click().perform()
+    deadline = time.monotonic() + 10
+    while driver.execute_script("return +document.getElementById('sent-list')?.dataset.record") != ids[last - 1]:
+        assert time.monotonic() < deadline, "the picked bucket's last turn did not load"
+        time.sleep(0.05)
+    assert int(driver.find_element("id", "turn-input").get_attribute("value")) == last
+
+    # A turn inside a bucket (not a point of the series) is found through the records API.
+    driver.execute_script(
+        "const i = document.getElementById('turn-input'); i.value = '1501'; i.dispatchEvent(new Event('change'))"
+    )
+    deadline = time.monotonic() + 10
+    while driver.execute_script("return +document.getElementById('sent-list')?.dataset.record") != ids[1500]:
+        assert time.monotonic() < deadline, "turn 1,501 did not load"
+        time.sleep(0.05)
+
+    # The latest 200 turns: asked of the API, one point per turn.
+    button = driver.find_element("css selector", "[data-range=latest]")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+    button.click()
+    WebDriverWait(driver, 10).until(lambda d: d.execute_script("return document.getElementById('dash').dataset.drawn")
+                                    == "latest")
+    assert _points(driver, "tokens_sent") == 200
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.execute_script("document.getElementById('chart-tokens').scrollIntoView()")
+    driver.save_screenshot(str(SCREENSHOTS / "dashboard-long-latest.png"))
+    ActionChains(driver).move_to_element_with_offset(
+        driver.find_element("css selector", "#chart-tokens rect.overlay"), 0, 0).perform()
+    _wait_text(driver.find_element("css selector", "#chart-tokens .dash-tip"), "Turn 2,")
+    button = driver.find_element("css selector", "[data-range=all]")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+    button.click()
+    assert _points(driver, "tokens_sent") == 1500
+    ActionChains(driver).move_to_element_with_offset(
+        driver.find_element("css selector", "#chart-tokens rect.overlay"), 120, -40).perform()
+    driver.save_screenshot(str(SCREENSHOTS / "dashboard-long.png"))
+    assert console_errors(driver) == []

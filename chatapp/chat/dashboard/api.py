@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
@@ -27,15 +28,23 @@ from chatapp.chat.dashboard.serializers import (
 from chatapp.chat.dashboard.series import dashboard_series
 from chatapp.chat.dashboard.turns import (
     dashboard_record_context,
-    dashboard_record_list,
-    dashboard_summary_details,
-    dashboard_summary_list,
+    dashboard_record_page,
+    dashboard_summary_page,
 )
 
 
 class DashboardPagination(LimitOffsetPagination):
     default_limit = 50
     max_limit = 500
+
+    def page_bounds(self, *, request: Request) -> tuple[int, int]:
+        """The offset and limit asked for. The caller reads that page itself and sets `count` from what
+        it already knows (stored totals, one read of the summaries), instead of a COUNT over the rows."""
+        self.request = request
+        self.count = 0
+        self.limit = self.get_limit(request) or self.default_limit
+        self.offset = self.get_offset(request)
+        return self.offset, self.limit
 
 
 class _ConversationFiguresApi(APIView):
@@ -61,10 +70,29 @@ DashboardHeadlineApi = _figures_api(
 )
 
 
-DashboardSeriesApi = _figures_api(
-    "DashboardSeriesApi", selector=dashboard_series, operation_id="dashboard_conversation_series",
-    summary="Per-turn chart data (columnar: one array per field, one entry per request)", response=SeriesSerializer,
-)
+def _turn_param(request: Request, name: str) -> int | None:
+    try:
+        return int(request.query_params[name])
+    except (KeyError, ValueError):
+        return None
+
+
+class DashboardSeriesApi(APIView):
+    @extend_schema(
+        operation_id="dashboard_conversation_series",
+        summary="Chart data (columnar: one array per field, one entry per point; at most 2,000 points, "
+                "each one turn or a bucket of consecutive turns)",
+        parameters=[
+            OpenApiParameter("first", OpenApiTypes.INT, description="First turn (1-based) of the range; default 1"),
+            OpenApiParameter("last", OpenApiTypes.INT, description="Last turn of the range; default the latest"),
+        ],
+        responses=SeriesSerializer,
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        conversation = dashboard_conversation_get(user=request.user, pk=pk)
+        return Response(dashboard_series(
+            conversation=conversation, first=_turn_param(request, "first"), last=_turn_param(request, "last"),
+        ))
 
 
 DashboardMessageMapApi = _figures_api(
@@ -108,8 +136,8 @@ class DashboardRecordListApi(APIView):
     def get(self, request: Request, pk: int) -> Response:
         conversation = dashboard_conversation_get(user=request.user, pk=pk)
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(dashboard_record_list(conversation=conversation), request, view=self)
-        offset = paginator.offset
+        offset, limit = paginator.page_bounds(request=request)
+        paginator.count, page = dashboard_record_page(conversation=conversation, offset=offset, limit=limit)
         rows = [
             {**row, "turn": offset + i + 1, "tokens_saved": row["tokens_full"] - row["tokens_sent"]}
             for i, row in enumerate(page)
@@ -164,8 +192,8 @@ class DashboardSummaryListApi(APIView):
     def get(self, request: Request, pk: int) -> Response:
         conversation = dashboard_conversation_get(user=request.user, pk=pk)
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(dashboard_summary_list(conversation=conversation), request, view=self)
-        rows = dashboard_summary_details(conversation=conversation, summaries=list(page))
+        offset, limit = paginator.page_bounds(request=request)
+        paginator.count, rows = dashboard_summary_page(conversation=conversation, offset=offset, limit=limit)
         return paginator.get_paginated_response(self.OutputSerializer(rows, many=True).data)
 
 

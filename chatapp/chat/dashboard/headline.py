@@ -1,17 +1,19 @@
-"""The conversation's headline cards: totals aggregated by the database (tokens sent and saved, cost,
-cache, summaries), whatever the number of records.
+"""The conversation's headline cards: the totals stored as records are written (tokens sent and
+saved, cost, accuracy, strategies, recall), the summaries, the latest request.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, F, IntegerField, Min, Q, QuerySet, Sum
-from django.db.models.functions import Abs, Cast
+from django.db.models import Count, Q, Sum
 from django.shortcuts import get_object_or_404
 
-from chatapp.chat.dashboard.costs import as_float, model_prices, unpriced_costs
-from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
+from chatapp.chat.dashboard.costs import as_float, model_prices
+from chatapp.chat.dashboard.figures import dashboard_totals_get
+from chatapp.chat.dashboard.ledger import ledger_read
+from chatapp.chat.dashboard.models import DashboardTotals
+from chatapp.chat.models import Conversation, OptimizationRecord, SummaryJob
 
 
 def dashboard_conversation_get(*, user, pk: int) -> Conversation:
@@ -26,53 +28,20 @@ def dashboard_conversation_get(*, user, pk: int) -> Conversation:
     )
 
 
-def record_totals(records: QuerySet) -> dict[str, Any]:
-    priced = Q(cost_full_usd__isnull=False, cost_sent_usd__isnull=False)
-    provider = Q(provider_prompt_tokens__isnull=False)
-    agg = records.aggregate(
-        turns=Count("id"),
-        sum_full=Sum("tokens_full"),
-        sum_sent=Sum("tokens_sent"),
-        cost_full=Sum("cost_full_usd", filter=priced),
-        cost_sent=Sum("cost_sent_usd", filter=priced),
-        unpriced=Count("id", filter=~priced),
-        optimized=Count("id", filter=Q(tokens_sent__lt=F("tokens_full"))),
-        n_triggered=Count("id", filter=Q(triggered=True)),
-        truncate=Count("id", filter=Q(strategy="truncate")),
-        summarize=Count("id", filter=Q(strategy="summarize")),
-        n_estimated=Count("id", filter=Q(estimated=True)),
-        provider_n=Count("id", filter=provider),
-        provider_ours=Sum("tokens_sent", filter=provider),
-        provider_theirs=Sum("provider_prompt_tokens", filter=provider),
-        provider_abs_error=Sum(
-            Abs(Cast("tokens_sent", IntegerField()) - Cast("provider_prompt_tokens", IntegerField())),
-            filter=provider,
-        ),
-        first_optimized_id=Min("id", filter=Q(tokens_sent__lt=F("tokens_full")) | Q(triggered=True)),
-        recall_turns=Count("id", filter=Q(recall_message_count__gt=0)),
-        recall_messages=Sum("recall_message_count"),
-        recall_tokens=Sum("recall_tokens"),
-        sum_dropped=Sum("dropped_tokens"),
-        dropped_measured=Count("id", filter=Q(dropped_tokens__isnull=False)),
-    )
-    agg["tokens_full"] = agg.pop("sum_full")
-    agg["tokens_sent"] = agg.pop("sum_sent")
-    agg["dropped_tokens"] = agg.pop("sum_dropped")
-    for key in ("tokens_full", "tokens_sent", "provider_ours", "provider_theirs", "provider_abs_error",
-                "recall_messages", "recall_tokens", "dropped_tokens"):
-        agg[key] = agg[key] or 0
-    cost_full = as_float(agg.pop("cost_full")) or 0.0
-    cost_sent = as_float(agg.pop("cost_sent")) or 0.0
-    unpriced_models = 0
-    if agg["unpriced"]:
-        extra_full, extra_sent, unpriced_models = unpriced_costs(records)
-        cost_full += extra_full
-        cost_sent += extra_sent
-    agg["cost_full_usd"] = cost_full
-    agg["cost_sent_usd"] = cost_sent
-    agg["unpriced_records"] = unpriced_models
-    agg["tokens_saved"] = agg["tokens_full"] - agg["tokens_sent"]
-    return agg
+def totals_figures(totals: DashboardTotals) -> dict[str, Any]:
+    """The stored totals as the headline and the overview use them (costs: stored plus registry-priced)."""
+    return {
+        "turns": totals.turns,
+        "tokens_full": totals.tokens_full,
+        "tokens_sent": totals.tokens_sent,
+        "tokens_saved": totals.tokens_full - totals.tokens_sent,
+        "dropped_tokens": totals.dropped_tokens,
+        "dropped_measured": totals.dropped_measured,
+        "cost_full_usd": float(totals.cost_full_usd) + totals.registry_full_usd,
+        "cost_sent_usd": float(totals.cost_sent_usd) + totals.registry_sent_usd,
+        "unpriced_records": totals.unpriced_records,
+        "optimized": totals.optimized_turns,
+    }
 
 
 def token_figures(totals: dict[str, Any]) -> dict[str, Any]:
@@ -94,44 +63,34 @@ def token_figures(totals: dict[str, Any]) -> dict[str, Any]:
 
 
 def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
-    """The numbers of the headline cards, from three aggregate queries and two single-row reads."""
-    records = OptimizationRecord.objects.filter(conversation=conversation)
-    totals = record_totals(records)
+    """The numbers of the headline cards: the stored totals, the summary jobs' aggregate, one read of
+    the summary messages and the latest record; nothing that grows with the number of records."""
+    stored = dashboard_totals_get(conversation=conversation)
+    totals = totals_figures(stored)
     jobs = SummaryJob.objects.filter(conversation=conversation).aggregate(
         jobs=Count("id"),
         done=Count("id", filter=Q(status=SummaryJob.Status.DONE)),
         failed=Count("id", filter=Q(status=SummaryJob.Status.FAILED)),
         cost=Sum("cost_usd"),
     )
-    # An edit is a new summary message replacing the old one (edited_from): not another summary made.
-    original = Q(edited_from__isnull=True)
-    summaries = Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY).aggregate(
-        made=Count("id", filter=original),
-        live=Count("id", filter=Q(discarded=False)),
-        extractive=Count("id", filter=original & Q(extractive=True)),
-        edited=Count("id", filter=Q(edited=True)),
-    )
+    summaries = ledger_read(conversation_id=conversation.pk, totals=stored, live=True)
     latest = (
-        records.order_by("-id")
+        OptimizationRecord.objects.filter(conversation=conversation).order_by("-id")
         .values("id", "model", "budget", "context_window", "tokens_sent", "tokens_full", "strategy",
                 "provider_prompt_tokens", "estimated", "created_at")
         .first()
     )
-    first_turn = None
-    if totals["first_optimized_id"] is not None:
-        first_turn = records.filter(id__lte=totals["first_optimized_id"]).count()
-
     summary_cost = as_float(jobs["cost"]) or 0.0
     gross_saved = totals["cost_full_usd"] - totals["cost_sent_usd"]
     accuracy = None
-    if totals["provider_n"] and totals["provider_theirs"]:
+    if stored.provider_turns and stored.provider_theirs:
         accuracy = {
-            "requests": totals["provider_n"],
-            "ours": totals["provider_ours"],
-            "provider": totals["provider_theirs"],
+            "requests": stored.provider_turns,
+            "ours": stored.provider_ours,
+            "provider": stored.provider_theirs,
             # Mean absolute error relative to the provider's own count, over all reported requests.
-            "error_share": totals["provider_abs_error"] / totals["provider_theirs"],
-            "bias_share": (totals["provider_ours"] - totals["provider_theirs"]) / totals["provider_theirs"],
+            "error_share": stored.provider_abs_error / stored.provider_theirs,
+            "bias_share": (stored.provider_ours - stored.provider_theirs) / stored.provider_theirs,
         }
     return {
         "conversation": {"id": conversation.pk, "title": conversation.title},
@@ -143,21 +102,21 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
             "gross_saved_usd": gross_saved,
             "summary_cost_usd": summary_cost,
             "net_saved_usd": gross_saved - summary_cost,
-            "unpriced_records": totals["unpriced_records"],
+            "unpriced_records": stored.unpriced_records,
             "prices": model_prices(latest["model"]) if latest else None,
         },
         "strategies": {
-            "optimized_turns": totals["optimized"],
-            "triggered_turns": totals["n_triggered"],
-            "truncate": totals["truncate"],
-            "summarize": totals["summarize"],
-            "first_optimized_turn": first_turn,
+            "optimized_turns": stored.optimized_turns,
+            "triggered_turns": stored.triggered_turns,
+            "truncate": stored.truncate_turns,
+            "summarize": stored.summarize_turns,
+            "first_optimized_turn": stored.first_optimized_turn,
         },
         "summaries": {
-            "made": summaries["made"],
-            "live": summaries["live"],
-            "extractive": summaries["extractive"],
-            "edited": summaries["edited"],
+            "made": summaries.made,
+            "live": summaries.live,
+            "extractive": summaries.extractive,
+            "edited": summaries.edited,
             "jobs": jobs["jobs"],
             "jobs_done": jobs["done"],
             "jobs_failed": jobs["failed"],
@@ -174,12 +133,12 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
             "at": latest["created_at"].isoformat(),
         },
         "accuracy": accuracy,
-        "estimated_turns": totals["n_estimated"],
+        "estimated_turns": stored.estimated_turns,
         # Old messages quoted back by recall blocks: sent (as quotes) on those turns, so not "dropped".
         # Their tokens are part of `tokens.sent`.
         "recall": {
-            "turns": totals["recall_turns"],
-            "messages": totals["recall_messages"],
-            "tokens": totals["recall_tokens"],
+            "turns": stored.recall_turns,
+            "messages": stored.recall_messages,
+            "tokens": stored.recall_tokens,
         },
     }

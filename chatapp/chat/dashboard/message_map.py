@@ -8,6 +8,7 @@ import contextlib
 from itertools import groupby
 from typing import Any
 
+from django.db import connection
 from django.db.models import Case, IntegerField, Q, Value, When
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
@@ -44,7 +45,15 @@ MAP_STATUS_LABELS: dict[str, str] = {
 _STATUS_INDEX = {name: i for i, name in enumerate(MAP_STATUSES)}
 
 
-_ROLE_CHARS = {"user": "u", "assistant": "a", "system": "s"}
+# One character per message in `roles`: its code is computed by the database beside the status.
+_ROLE_CHARS = "uasS"  # user, assistant, system, summary (a summary is not numbered: see message_numbers)
+_ROLE_CODE = Case(
+    When(kind=Message.Kind.SUMMARY, then=Value(3)),
+    When(role=Message.Role.USER, then=Value(0)),
+    When(role=Message.Role.ASSISTANT, then=Value(1)),
+    default=Value(2),
+    output_field=IntegerField(),
+)
 
 
 def _map_status_expression(*, origin_ids: dict[str, list[int]], horizon: int | None,
@@ -131,26 +140,14 @@ def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
         horizon = max([*sent_ids, *(hi for _, hi in dropped), latest.window_start_id or 0, *(covered or ())])
 
     status = _map_status_expression(origin_ids=origin_ids, horizon=horizon, covered=covered, dropped=dropped)
-    rows = list(
-        Message.objects.filter(conversation=conversation)
-        .order_by("id")
-        .annotate(map_status=status)
-        .values_list("id", "role", "map_status", "kind")
-    )
-    id_runs: list[list[int]] = []
-    prev_id = None
-    for mid, *_ in rows:
-        if prev_id is not None and mid == prev_id + 1:
-            id_runs[-1][1] += 1
-        else:
-            id_runs.append([mid, 1])
-        prev_id = mid
-    status_runs = [[code, sum(1 for _ in group)] for code, group in groupby(row[2] for row in rows)]
+    ids, codes = _map_rows(conversation=conversation, status=status)
+    id_runs = _id_runs(ids)
+    status_runs = [[code, sum(1 for _ in group)] for code, group in groupby(code >> 2 for code in codes)]
     counts = [0] * len(MAP_STATUSES)
     for code, length in status_runs:
         counts[code] += length
     return {
-        "count": len(rows),
+        "count": len(ids),
         "record_id": latest.pk if latest else None,
         "summary_id": latest.summary_id if latest else None,
         "statuses": list(MAP_STATUSES),
@@ -158,6 +155,34 @@ def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
         "status_counts": dict(zip(MAP_STATUSES, counts, strict=True)),
         "id_runs": id_runs,
         # u/a/s per chat message, "S" per summary (summaries are not numbered: see message_numbers)
-        "roles": "".join("S" if row[3] == Message.Kind.SUMMARY else _ROLE_CHARS.get(row[1], "s") for row in rows),
+        "roles": bytes(code & 3 for code in codes).translate(_ROLE_TABLE).decode("ascii"),
         "status_runs": status_runs,
     }
+
+
+_ROLE_TABLE = bytes(range(256)).translate(bytes.maketrans(bytes(range(4)), _ROLE_CHARS.encode("ascii")))
+
+
+def _map_rows(*, conversation: Conversation, status: Case) -> tuple[list[int], list[int]]:
+    """Every message's id and code (status index * 4 + role code), in order, as two lists.
+
+    One row per message of the conversation (100,000 in a long one): the query is built by the ORM
+    but its rows are fetched from the cursor, without the ORM's per-row work.
+    """
+    query = (
+        Message.objects.filter(conversation=conversation)
+        .order_by("id")
+        .annotate(map_code=status * 4 + _ROLE_CODE)
+        .values_list("id", "map_code")
+    )
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [row[0] for row in rows], [row[1] for row in rows]
+
+
+def _id_runs(ids: list[int]) -> list[list[int]]:
+    """[[first id, length], ...] over runs of consecutive ids."""
+    starts = [0, *(k for k in range(1, len(ids)) if ids[k] != ids[k - 1] + 1)]
+    return [[ids[a], b - a] for a, b in zip(starts, [*starts[1:], len(ids)], strict=True)] if ids else []

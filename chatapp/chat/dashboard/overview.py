@@ -1,86 +1,97 @@
-"""Across conversations: the user's totals and the conversations that saved the most.
+"""Across conversations: the user's totals and the conversations that saved the most, both read from
+the conversations' stored totals (one row each), never from their records.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, F, Sum
 
 from chatapp.chat.dashboard.costs import as_float
-from chatapp.chat.dashboard.headline import record_totals, token_figures
-from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
+from chatapp.chat.dashboard.figures import dashboard_totals_heal
+from chatapp.chat.dashboard.headline import token_figures
+from chatapp.chat.dashboard.models import DashboardTotals
+from chatapp.chat.models import Conversation, Message, SummaryJob
+
+_SUMMED = (
+    "turns", "tokens_full", "tokens_sent", "dropped_tokens", "dropped_measured", "cost_full_usd", "cost_sent_usd",
+    "registry_full_usd", "registry_sent_usd", "unpriced_records", "optimized_turns",
+)
 
 
 def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
     """Totals over the user's conversations and the conversations that saved most (tokens)."""
-    records = OptimizationRecord.objects.filter(conversation__owner=user)
-    totals = record_totals(records)
+    dashboard_totals_heal(owner=user)
+    rows = DashboardTotals.objects.filter(conversation__owner=user, turns__gt=0)
+    sums = rows.aggregate(conversations_with_records=Count("pk"), **{name: Sum(name) for name in _SUMMED})
+    # PostgreSQL sums big integers as numeric: ints back, as each row holds them.
+    totals: dict[str, Any] = {name: sums[name] or 0 for name in _SUMMED}
+    for name in ("turns", "tokens_full", "tokens_sent", "dropped_tokens", "dropped_measured", "unpriced_records",
+                 "optimized_turns"):
+        totals[name] = int(totals[name])
+    totals["tokens_saved"] = totals["tokens_full"] - totals["tokens_sent"]
+    cost_full = float(totals["cost_full_usd"]) + totals["registry_full_usd"]
+    cost_sent = float(totals["cost_sent_usd"]) + totals["registry_sent_usd"]
     jobs = SummaryJob.objects.filter(conversation__owner=user).aggregate(n=Count("id"), cost=Sum("cost_usd"))
     summaries_made = Message.objects.filter(
         conversation__owner=user, kind=Message.Kind.SUMMARY, edited_from__isnull=True
     ).count()
-    conversations = Conversation.objects.filter(owner=user).count()
     summary_cost = as_float(jobs["cost"]) or 0.0
     return {
-        "conversations": conversations,
-        "conversations_with_records": records.values("conversation_id").distinct().count(),
+        "conversations": Conversation.objects.filter(owner=user).count(),
+        "conversations_with_records": sums["conversations_with_records"],
         "turns": totals["turns"],
         "tokens": token_figures(totals),
         "money": {
-            "full_usd": totals["cost_full_usd"],
-            "sent_usd": totals["cost_sent_usd"],
+            "full_usd": cost_full,
+            "sent_usd": cost_sent,
             "summary_cost_usd": summary_cost,
-            "net_saved_usd": totals["cost_full_usd"] - totals["cost_sent_usd"] - summary_cost,
+            "net_saved_usd": cost_full - cost_sent - summary_cost,
             "unpriced_records": totals["unpriced_records"],
         },
         "summaries": {"made": summaries_made, "jobs": jobs["n"]},
-        "optimized_turns": totals["optimized"],
-        "top": dashboard_conversation_savings(user=user)[:top],
+        "optimized_turns": totals["optimized_turns"],
+        "top": dashboard_conversation_savings(user=user, healed=True)[:top],
     }
 
 
-def dashboard_conversation_savings(*, user) -> list[dict[str, Any]]:
-    """Per-conversation savings, most tokens saved first (three grouped queries, no per-row queries)."""
-    per = {
-        row["conversation_id"]: row
-        for row in OptimizationRecord.objects.filter(conversation__owner=user)
-        .values("conversation_id")
-        .annotate(
-            turns=Count("id"),
-            full=Sum("tokens_full"),
-            sent=Sum("tokens_sent"),
-            cost_full=Sum("cost_full_usd"),
-            cost_sent=Sum("cost_sent_usd"),
-            optimized=Count("id", filter=Q(tokens_sent__lt=F("tokens_full"))),
-        )
-        .order_by()
-    }
+def dashboard_conversation_savings(*, user, healed: bool = False) -> list[dict[str, Any]]:
+    """Per-conversation savings, most tokens saved first: the conversations' totals rows, their
+    summary jobs' costs (one grouped query) and titles."""
+    if not healed:
+        dashboard_totals_heal(owner=user)
+    rows = list(
+        DashboardTotals.objects.filter(conversation__owner=user, turns__gt=0)
+        .annotate(title=F("conversation__title"), saved=F("tokens_full") - F("tokens_sent"))
+        .order_by("-saved", "conversation_id")
+        .values("conversation_id", "title", "turns", "optimized_turns", "tokens_full", "tokens_sent", "cost_full_usd",
+                "cost_sent_usd", "registry_full_usd", "registry_sent_usd", "unpriced_records")
+    )
     job_cost = dict(
-        SummaryJob.objects.filter(conversation__owner=user, conversation_id__in=list(per))
+        SummaryJob.objects.filter(conversation__owner=user, conversation_id__in=[r["conversation_id"] for r in rows])
         .values("conversation_id")
         .annotate(c=Sum("cost_usd"))
         .values_list("conversation_id", "c")
         .order_by()
     )
-    titles = dict(Conversation.objects.filter(owner=user, pk__in=list(per)).values_list("id", "title"))
     out = []
-    for cid, row in per.items():
-        full, sent = row["full"] or 0, row["sent"] or 0
-        cost_full, cost_sent = as_float(row["cost_full"]), as_float(row["cost_sent"])
-        summary_cost = as_float(job_cost.get(cid)) or 0.0
+    for row in rows:
+        full, sent = row["tokens_full"], row["tokens_sent"]
+        summary_cost = as_float(job_cost.get(row["conversation_id"])) or 0.0
+        # No money figure when no request of the conversation could be priced.
+        priced = row["unpriced_records"] < row["turns"]
+        cost_full = float(row["cost_full_usd"]) + row["registry_full_usd"]
+        cost_sent = float(row["cost_sent_usd"]) + row["registry_sent_usd"]
         out.append({
-            "id": cid,
-            "title": titles.get(cid, ""),
+            "id": row["conversation_id"],
+            "title": row["title"],
             "turns": row["turns"],
-            "optimized_turns": row["optimized"],
+            "optimized_turns": row["optimized_turns"],
             "tokens_full": full,
             "tokens_sent": sent,
             "tokens_saved": full - sent,
             "saved_share": (full - sent) / full if full else 0.0,
-            "net_saved_usd": (
-                None if cost_full is None or cost_sent is None else cost_full - cost_sent - summary_cost
-            ),
+            "net_saved_usd": cost_full - cost_sent - summary_cost if priced else None,
         })
-    out.sort(key=lambda r: (-r["tokens_saved"], r["id"]))
     return out

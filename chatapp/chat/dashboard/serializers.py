@@ -122,19 +122,55 @@ class CacheEstimateSerializer(serializers.Serializer):
     provider_reported_turns = _int()
 
 
+class SeriesTotalsSerializer(serializers.Serializer):
+    """Exact sums over every request of the conversation (stored as records are written), whatever
+    the range or the buckets drawn."""
+
+    turns = _int()
+    tokens_full = _int()
+    tokens_sent = _int()
+    tokens_saved = _int()
+    recall_tokens = _int()
+    optimized_turns = _int()
+    triggered_turns = _int()
+    truncations = _int()
+    summarizations = _int()
+
+
 class SeriesSerializer(serializers.Serializer):
-    count = _int(help_text="Requests; every array below has one entry per request, in turn order")
+    """One entry per point in every array below. A point is one turn when the range holds at most
+    2,000 turns, else a bucket of `bucket_size` consecutive turns (whole blocks of 16; the last may
+    hold fewer), its turns in `turn_first` … `turn_last`. Per field, a bucket holds what its chart
+    needs: the largest per-request value for the lines drawn against the budget (a saw-tooth keeps
+    its peaks; `tokens_sent_min` its troughs), the last request's value for the step lines, exact
+    sums for totals, and the running total at its last turn for the cumulative line."""
+
+    count = _int(help_text="Requests (turns) in the conversation")
+    points = _int(help_text="Entries in each array below")
+    bucket_size = _int(help_text="Turns per point: 1 = one point per turn")
+    first_turn = _int(help_text="First turn covered by the points (0: none)")
+    last_turn = _int(help_text="Last turn covered by the points (0: none)")
     strategy_codes = serializers.ListField(child=_str(), help_text="Names of the codes in `strategy`")
-    first_optimized_index = _int(allow_null=True)
-    ids = _ints(help_text="Record ids")
-    tokens_full = _ints()
-    tokens_sent = _ints()
-    budget = _ints()
-    trigger = _ints()
-    provider_prompt_tokens = _ints()
-    strategy = _ints()
-    saved_cumulative = _ints()
-    recall_tokens = _ints()
+    first_optimized_turn = _int(allow_null=True, help_text="1-based turn of the first optimized request")
+    first_optimized_index = _int(allow_null=True, help_text="The point holding `first_optimized_turn`, if drawn")
+    ids = _ints(help_text="Record id of each point's last turn")
+    turn_first = _ints(help_text="First turn (1-based) of each point")
+    turn_last = _ints(help_text="Last turn of each point (the x axis)")
+    tokens_full = _ints(help_text="Full-history tokens: the largest request of the point")
+    tokens_full_sum = _ints(help_text="Full-history tokens summed over the point's requests")
+    tokens_sent = _ints(help_text="Tokens sent: the largest request of the point")
+    tokens_sent_min = _ints(help_text="Tokens sent: the smallest request of the point")
+    tokens_sent_sum = _ints(help_text="Tokens sent summed over the point's requests")
+    budget = _ints(help_text="Budget of the point's last request")
+    trigger = _ints(help_text="Trigger of the point's last request")
+    provider_prompt_tokens = _ints(help_text="Provider's prompt count: the largest reported in the point; null if none")
+    strategy = _ints(help_text="Highest strategy code of the point's requests (summarize > truncate > window > none)")
+    truncations = _ints(help_text="Requests of the point that truncated")
+    summarizations = _ints(help_text="Requests of the point that summarized")
+    saved_cumulative = _ints(help_text="Tokens not sent from turn 1 through the point's last turn (exact)")
+    recall_tokens = _ints(help_text="Recall block tokens (part of the sent): the largest of the point")
+    recall_tokens_sum = _ints(help_text="Recall block tokens summed over the point's requests")
+    totals = SeriesTotalsSerializer()
     prompt_cache_estimate = CacheEstimateSerializer(allow_null=True)
 
 

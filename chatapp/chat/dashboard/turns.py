@@ -11,8 +11,14 @@ from django.shortcuts import get_object_or_404
 
 import optimizer
 from chatapp.chat.dashboard.costs import as_float
+from chatapp.chat.dashboard.figures import (
+    dashboard_message_numbers,
+    dashboard_record_rows,
+    dashboard_record_turn,
+    dashboard_totals_get,
+)
+from chatapp.chat.dashboard.ledger import SummaryScan, ledger_read
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
-from chatapp.chat.selectors import message_numbers, summary_numbers
 
 RECORD_LIST_FIELDS = (
     "id", "created_at", "reply_id", "preference", "model", "context_window", "budget", "triggered",
@@ -27,22 +33,45 @@ def dashboard_record_list(*, conversation: Conversation) -> QuerySet:
     return OptimizationRecord.objects.filter(conversation=conversation).order_by("id").values(*RECORD_LIST_FIELDS)
 
 
+def dashboard_record_page(*, conversation: Conversation, offset: int, limit: int) -> tuple[int, list[dict]]:
+    """How many records the conversation holds (stored: no count) and `limit` records from `offset`
+    in turn order, reached through their turn block (no rows skipped)."""
+    turns = dashboard_totals_get(conversation=conversation).turns
+    rows = dashboard_record_rows(conversation=conversation, offset=offset, limit=limit, fields=RECORD_LIST_FIELDS)
+    return turns, rows
+
+
+SUMMARY_LIST_FIELDS = (
+    "id", "content", "token_count", "char_count", "covers_from_id", "covers_through_id", "covered_message_count",
+    "source_chars", "extractive", "discarded", "edited", "edited_from_id", "model", "cost_usd", "created_at",
+)
+
+
 def dashboard_summary_list(*, conversation: Conversation) -> QuerySet:
     """Summary messages, newest first (paginate it, then decorate the page with dashboard_summary_details)."""
     return (
         Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY)
         .order_by("-id")
-        .values(
-            "id", "content", "token_count", "char_count", "covers_from_id", "covers_through_id",
-            "covered_message_count", "source_chars", "extractive", "discarded", "edited", "edited_from_id", "model",
-            "cost_usd", "created_at",
-        )
+        .values(*SUMMARY_LIST_FIELDS)
     )
 
 
-def dashboard_summary_details(*, conversation: Conversation, summaries: list[dict]) -> list[dict]:
+def dashboard_summary_page(*, conversation: Conversation, offset: int, limit: int) -> tuple[int, list[dict]]:
+    """How many summaries the conversation holds and one page of them, newest first, decorated: the
+    ids come from the message ledger, so the page is read by primary key (no count, no scan)."""
+    scan = ledger_read(conversation_id=conversation.pk)
+    ids = scan.ids[::-1][offset : offset + limit]
+    rows = sorted(
+        Message.objects.filter(conversation=conversation, pk__in=ids).values(*SUMMARY_LIST_FIELDS),
+        key=lambda r: -r["id"],
+    )
+    return len(scan.ids), dashboard_summary_details(conversation=conversation, summaries=rows, scan=scan)
+
+
+def dashboard_summary_details(*, conversation: Conversation, summaries: list[dict],
+                              scan: SummaryScan | None = None) -> list[dict]:
     """Attach each summary's job (duration, cost, model), how many requests used it and users' numbers:
-    four queries per page."""
+    a few queries per page, plus reading the conversation's summaries (ledger_read) unless `scan` is given."""
     ids = [s["id"] for s in summaries]
     jobs = {
         j["summary_id"]: j
@@ -52,15 +81,18 @@ def dashboard_summary_details(*, conversation: Conversation, summaries: list[dic
         )
     }
     used = dict(
-        OptimizationRecord.objects.filter(conversation=conversation, summary_id__in=ids)
+        # The ids are this conversation's summaries: filtering on them alone lets the summary_id index serve.
+        OptimizationRecord.objects.filter(summary_id__in=ids)
         .values("summary_id")
         .annotate(n=Count("id"))
         .values_list("summary_id", "n")
     )
-    ordinals = summary_numbers(conversation_id=conversation.pk)
-    numbers = message_numbers(
+    scan = scan or ledger_read(conversation_id=conversation.pk)
+    ordinals = scan.numbers
+    numbers = dashboard_message_numbers(
         conversation_id=conversation.pk,
         ids=[i for s in summaries for i in (s["covers_from_id"], s["covers_through_id"]) if i is not None],
+        scan=scan,
     )
     out = []
     for s in summaries:
@@ -90,10 +122,6 @@ def dashboard_summary_details(*, conversation: Conversation, summaries: list[dic
             "summary_chars": len(optimizer.summary_body(s["content"])),
         })
     return out
-
-
-def dashboard_turn_number(*, conversation: Conversation, record_id: int) -> int:
-    return OptimizationRecord.objects.filter(conversation=conversation, id__lte=record_id).count()
 
 
 def _int_ids(values: Any) -> list[int]:
@@ -237,16 +265,19 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
     summary = messages.get(record.summary_id) if record.summary_id else None
     entry_tokens = sum(e["tokens"] or 0 for e in entries)
     recalled_ids = sorted({i for e in entries if e["recall"] for i in e["source_ids"]})
-    ordinals = summary_numbers(conversation_id=conversation.pk)
+    totals = dashboard_totals_get(conversation=conversation)  # current, so the turn blocks are too
+    scan = ledger_read(conversation_id=conversation.pk, totals=totals)
+    ordinals = scan.numbers
     shown = {i for e in entries if e["origin"] != "summary" for i in e["source_ids"]}
     shown.update(i for e in entries if e["covers"] for i in e["covers"][:2] if i is not None)
     shown.update(i for pair in record.dropped_ranges or [] for i in _int_ids(pair[:2]))
     if record.window_start_id:
         shown.add(record.window_start_id)
+    numbers = dashboard_message_numbers(conversation_id=conversation.pk, ids=shown, scan=scan)
     return {
         "record": {
             "id": record.pk,
-            "turn": dashboard_turn_number(conversation=conversation, record_id=record.pk),
+            "turn": dashboard_record_turn(conversation=conversation, record_id=record.pk),
             "created_at": record.created_at.isoformat(),
             "reply_id": record.reply_id,
             "preference": record.preference,
@@ -280,7 +311,7 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
         "request_shape": list((record.stats or {}).get("request_shape") or []),
         "dropped_ranges": record.dropped_ranges or [],
         # Users' numbering of every message and summary above, by id (selectors.message_numbers).
-        "numbers": {str(k): v for k, v in message_numbers(conversation_id=conversation.pk, ids=shown).items()},
+        "numbers": {str(k): v for k, v in numbers.items()},
         "summary_numbers": {str(k): v for k, v in ordinals.items()},
         "summary": None if summary is None else {
             "id": summary["id"],

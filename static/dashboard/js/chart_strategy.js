@@ -1,11 +1,11 @@
-/* Chart 2: the strategy of each turn and the cumulative savings, hand-written SVG. */
-import { state } from "./state.js";
+/* Chart 2: the strategy of each turn and the cumulative savings, hand-written SVG. For a bucket of
+ * turns the band shows its strongest decision, a mark per lane says it truncated / summarized (how
+ * many times: the tooltip), and the savings line is exact at its last turn. */
 import { selectTurn } from "./turn.js";
-import { fmt, h, nf, niceStep, svg, tooltip, turnIndexAt, view, xLabels } from "./util.js";
+import { fmt, h, nf, niceStep, pointLabel, svg, tooltip, turnAxis, turnIndexAt, view, xLabels } from "./util.js";
 
 export function drawStrategy() {
   const s = view();
-  const off = s.offset;
   const box = document.getElementById("chart-strategy");
   box.replaceChildren();
   const n = s.count;
@@ -15,7 +15,7 @@ export function drawStrategy() {
   const bandH = 26, gap = 12;
   const pw = W - m.l - m.r;
   const areaTop = m.t + bandH + gap, ah = H - areaTop - m.b;
-  const x = (i) => m.l + (n <= 1 ? 0 : (i / (n - 1)) * pw);
+  const { x, xt } = turnAxis(s, m.l, pw);
   const cell = n <= 1 ? pw : pw / (n - 1);
   const el = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H }, box);
   const names = s.strategy_codes;
@@ -37,11 +37,11 @@ export function drawStrategy() {
   const lane = bandH / 2;
   const w = Math.max(n > 400 ? 1 : 2, cell);
   for (let i = 0; i < n; i++) {
-    const code = s.strategy[i];
-    if (code < 2) continue;
-    const top = names[code] === "summarize" ? m.t : m.t + lane;
-    svg("rect", { class: "s-" + names[code], x: x(i) - w / 2, y: top, width: w, height: lane, "data-strategy": names[code], "data-turn": off + i + 1 }, band);
-    marks++;
+    for (const [name, count, top] of [["summarize", s.summarizations[i], m.t], ["truncate", s.truncations[i], m.t + lane]]) {
+      if (!count) continue;
+      svg("rect", { class: "s-" + name, x: x(i) - w / 2, y: top, width: w, height: lane, "data-strategy": name, "data-turn": s.turn_last[i], "data-count": count }, band);
+      marks++;
+    }
   }
   band.setAttribute("data-marks", marks);
 
@@ -50,7 +50,7 @@ export function drawStrategy() {
   if (totalSaved <= 0) {
     const note = svg("text", { class: "band-label", x: m.l + pw / 2, y: areaTop + ah / 2, "text-anchor": "middle" }, el);
     note.textContent = "Nothing saved in these turns: everything fit under the trigger.";
-    xLabels(svg("g", { class: "axis" }, el), n, off, x, W, H);
+    xLabels(svg("g", { class: "axis" }, el), s, xt, W, H);
     return;
   }
   const maxSaved = Math.max(1, ...s.saved_cumulative);
@@ -64,7 +64,7 @@ export function drawStrategy() {
     const t = svg("text", { x: m.l - 6, y: y(v) + 4, "text-anchor": "end" }, axis);
     t.textContent = fmt(v);
   }
-  xLabels(axis, n, off, x, W, H);
+  xLabels(axis, s, xt, W, H);
   const pts = s.saved_cumulative.map((v, i) => x(i).toFixed(1) + "," + y(v).toFixed(1)).join(" ");
   svg("polygon", { class: "area-saved", points: `${x(0).toFixed(1)},${y(0)} ${pts} ${x(n - 1).toFixed(1)},${y(0)}` }, el);
   svg("polyline", { class: "line line-saved", points: pts, "data-series": "saved_cumulative", "data-points": n }, el);
@@ -75,18 +75,22 @@ export function drawStrategy() {
   const hover = svg("line", { class: "hover-line", y1: m.t, y2: areaTop + ah, visibility: "hidden" }, el);
   const overlay = svg("rect", { class: "overlay", x: m.l, y: m.t, width: pw, height: H - m.t - m.b }, el);
   const tip = tooltip(box);
-  const indexAt = (evt) => turnIndexAt(evt, el, { W, left: m.l, pw, n });
+  const indexAt = (evt) => turnIndexAt(evt, el, { W, left: m.l, pw, v: s });
   overlay.addEventListener("pointermove", (evt) => {
     const i = indexAt(evt);
     hover.setAttribute("x1", x(i)); hover.setAttribute("x2", x(i)); hover.setAttribute("visibility", "visible");
     const r = el.getBoundingClientRect();
+    const decisions = s.turn_last[i] > s.turn_first[i]
+      ? [s.summarizations[i] ? `${nf.format(s.summarizations[i])} summarized` : null,
+        s.truncations[i] ? `${nf.format(s.truncations[i])} truncated` : null].filter(Boolean).join(", ")
+      : "";
     tip.show([
-      h("b", { text: `Turn ${nf.format(off + i + 1)}` }), " · " + names[s.strategy[i]], h("br"),
+      h("b", { text: pointLabel(s, i) }), " · " + (decisions || names[s.strategy[i]]), h("br"),
       "Not sent so far ", h("b", { text: fmt(s.saved_cumulative[i]) }), " tokens",
     ], (x(i) / W) * r.width, evt.clientY - r.top);
   });
   overlay.addEventListener("pointerleave", () => { hover.setAttribute("visibility", "hidden"); tip.hide(); });
-  overlay.addEventListener("click", (evt) => selectTurn(off + indexAt(evt) + 1));
+  overlay.addEventListener("click", (evt) => selectTurn(s.turn_last[indexAt(evt)]));
 }
 
 // The turn (index in the drawn range) under the pointer, from a chart's geometry.

@@ -1,11 +1,12 @@
-/* Chart 1: tokens per turn (sent, full history, provider figures, cache), hand-written SVG. */
+/* Chart 1: tokens per turn (sent, full history, provider figures, cache), hand-written SVG. A point
+ * is one turn or, in a long conversation, a bucket of turns drawn at its last turn: its lines show
+ * the bucket's largest request, and the sent area reaches down to its smallest. */
 import { state } from "./state.js";
 import { selectTurn } from "./turn.js";
-import { fmt, h, nf, niceStep, svg, tooltip, turnIndexAt, view, xLabels } from "./util.js";
+import { fmt, h, nf, niceStep, pointLabel, pointOf, svg, tooltip, turnAxis, turnIndexAt, view, xLabels } from "./util.js";
 
 export function drawTokens() {
   const s = view();
-  const off = s.offset;
   const box = document.getElementById("chart-tokens");
   box.replaceChildren();
   const n = s.count;
@@ -36,7 +37,7 @@ export function drawTokens() {
     ticks = [];
     for (let v = 0; v <= top; v += step) ticks.push(v);
   }
-  const x = (i) => m.l + (n <= 1 ? pw / 2 : (i / (n - 1)) * pw);
+  const { x, xt } = turnAxis(s, m.l, pw);
   const el = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, "data-scale": log ? "log" : "linear" }, box);
 
   const grid = svg("g", { class: "grid" }, el);
@@ -46,11 +47,14 @@ export function drawTokens() {
     const t = svg("text", { x: m.l - 6, y: y(v) + 4, "text-anchor": "end" }, axis);
     t.textContent = fmt(v);
   }
-  xLabels(axis, n, off, x, W, H);
+  xLabels(axis, s, xt, W, H);
   const axisLabel = svg("text", { x: m.l, y: H - 8, "text-anchor": "start" }, axis);
   axisLabel.textContent = n > 1 ? "turn" : "";
   const note = document.getElementById("scale-note");
-  if (note) note.textContent = log ? " Logarithmic scale: the full history grows far past the budget." : "";
+  if (note) {
+    note.textContent = (log ? " Logarithmic scale: the full history grows far past the budget." : "") +
+      (s.bucket_size > 1 ? ` Each point holds ${nf.format(s.bucket_size)} turns: the lines show its largest request, the shaded area reaches down to its smallest.` : "");
+  }
 
   // Shaded region from the first optimized turn: the moment optimization starts.
   const first = s.first_optimized_index;
@@ -74,10 +78,10 @@ export function drawTokens() {
     return out.join(" ");
   }
   const sentPts = pts(s.tokens_sent);
-  svg("polygon", {
-    class: "area-sent",
-    points: `${x(0).toFixed(1)},${m.t + ph} ${sentPts} ${x(n - 1).toFixed(1)},${m.t + ph}`,
-  }, el);
+  // Buckets: the area spans each bucket's smallest to largest request (a saw-tooth stays visible).
+  const floor = s.bucket_size > 1 ? s.tokens_sent_min.map((v, i) => x(i).toFixed(1) + "," + y(v).toFixed(1)).reverse().join(" ")
+    : `${x(n - 1).toFixed(1)},${m.t + ph} ${x(0).toFixed(1)},${m.t + ph}`;
+  svg("polygon", { class: "area-sent", points: `${sentPts} ${floor}` }, el);
   svg("polyline", { class: "line line-full", points: pts(s.tokens_full), "data-series": "tokens_full", "data-points": n }, el);
   svg("polyline", { class: "line line-trigger", points: steps(s.trigger), "data-series": "trigger" }, el);
   svg("polyline", { class: "line line-budget", points: steps(s.budget), "data-series": "budget" }, el);
@@ -92,8 +96,9 @@ export function drawTokens() {
 
   if (first !== null && first !== undefined) {
     const xs = x(first);
-    svg("line", { class: "opt-start", x1: xs, x2: xs, y1: m.t, y2: m.t + ph, "data-turn": off + first + 1 }, el);
-    const text = "Optimization starts · turn " + nf.format(off + first + 1);
+    const turn = s.first_optimized_turn;
+    svg("line", { class: "opt-start", x1: xs, x2: xs, y1: m.t, y2: m.t + ph, "data-turn": turn }, el);
+    const text = "Optimization starts · turn " + nf.format(turn);
     const right = xs > m.l + pw * 0.6;
     const lbl = svg("text", { class: "opt-label", x: right ? xs - 8 : xs + 8, y: m.t + 16, "text-anchor": right ? "end" : "start" });
     lbl.textContent = text;
@@ -110,7 +115,8 @@ export function drawTokens() {
   const overlay = svg("rect", { class: "overlay", x: m.l, y: m.t, width: pw, height: ph }, el);
   const tip = tooltip(box);
   const names = s.strategy_codes;
-  const indexAt = (evt) => turnIndexAt(evt, el, { W, left: m.l, pw, n });
+  const indexAt = (evt) => turnIndexAt(evt, el, { W, left: m.l, pw, v: s });
+  const bucket = s.bucket_size > 1;
   function showAt(evt) {
     const i = indexAt(evt);
     const xi = x(i);
@@ -118,11 +124,20 @@ export function drawTokens() {
     hover.setAttribute("x1", xi); hover.setAttribute("x2", xi);
     dotFull.setAttribute("cx", xi); dotFull.setAttribute("cy", y(s.tokens_full[i]));
     dotSent.setAttribute("cx", xi); dotSent.setAttribute("cy", y(s.tokens_sent[i]));
-    const saved = s.tokens_full[i] - s.tokens_sent[i];
+    const saved = s.tokens_full_sum[i] - s.tokens_sent_sum[i];
     const prov = s.provider_prompt_tokens[i];
     const r = el.getBoundingClientRect();
-    tip.show([
-      h("b", { text: `Turn ${nf.format(off + i + 1)}` }), " ", h("span", { class: "muted", text: "· " + names[s.strategy[i]] }), h("br"),
+    const turns = s.turn_last[i] - s.turn_first[i] + 1;
+    tip.show(bucket ? [
+      h("b", { text: pointLabel(s, i) }), " ", h("span", { class: "muted", text: "· " + names[s.strategy[i]] }), h("br"),
+      "Full history up to ", h("b", { text: nf.format(s.tokens_full[i]) }), h("br"),
+      "Sent ", h("b", { text: `${nf.format(s.tokens_sent_min[i])}–${nf.format(s.tokens_sent[i])}` }), " per request", h("br"),
+      h("span", { class: "muted", text: `${fmt(s.tokens_sent_sum[i])} sent over ${nf.format(turns)} requests` + (saved > 0 ? ` (−${fmt(saved)})` : "") }), h("br"),
+      s.recall_tokens[i] > 0 ? h("span", null, "recalled up to ", h("b", { text: nf.format(s.recall_tokens[i]) }), h("br")) : null,
+      `Budget ${nf.format(s.budget[i])} · trigger ${nf.format(s.trigger[i])} at turn ${nf.format(s.turn_last[i])}`,
+      prov !== null ? h("br") : null, prov !== null ? h("span", { class: "muted", text: `Provider counted up to ${nf.format(prov)}` }) : null,
+    ] : [
+      h("b", { text: pointLabel(s, i) }), " ", h("span", { class: "muted", text: "· " + names[s.strategy[i]] }), h("br"),
       "Full history ", h("b", { text: nf.format(s.tokens_full[i]) }), h("br"),
       "Sent ", h("b", { text: nf.format(s.tokens_sent[i]) }), saved > 0 ? h("span", { class: "muted", text: ` (−${fmt(saved)})` }) : null, h("br"),
       s.recall_tokens[i] > 0 ? h("span", null, "of which recalled ", h("b", { text: nf.format(s.recall_tokens[i]) }), h("br")) : null,
@@ -135,11 +150,10 @@ export function drawTokens() {
     for (const node of [hover, dotFull, dotSent]) node.setAttribute("visibility", "hidden");
     tip.hide();
   });
-  overlay.addEventListener("click", (evt) => selectTurn(off + indexAt(evt) + 1));
+  overlay.addEventListener("click", (evt) => selectTurn(s.turn_last[indexAt(evt)]));
   state.markTokens = (turn) => {
-    const i = turn - 1 - off;
-    if (i < 0 || i >= n) { sel.setAttribute("visibility", "hidden"); return; }
-    sel.setAttribute("x1", x(i)); sel.setAttribute("x2", x(i)); sel.setAttribute("visibility", "visible");
+    if (pointOf(s, turn) < 0) { sel.setAttribute("visibility", "hidden"); return; }
+    sel.setAttribute("x1", xt(turn)); sel.setAttribute("x2", xt(turn)); sel.setAttribute("visibility", "visible");
   };
   if (state.turn) state.markTokens(state.turn);
 }

@@ -7,19 +7,33 @@ import { setupRecords } from "./records.js";
 import { api, getJSON, root, state } from "./state.js";
 import { loadSummaries } from "./summaries.js";
 import { selectTurn, setupTurnPicker } from "./turn.js";
-import { debounce, h, nf, usd } from "./util.js";
+import { debounce, h, nf, rangeBounds, usd } from "./util.js";
+
+function drawRange() {
+  drawTokens(); drawStrategy();
+  root.dataset.drawn = state.range; // which range the charts show (tests wait for it)
+}
 
 function setupRange() {
   const buttons = document.querySelectorAll("[data-range]");
-  if (state.series.first_optimized_index === null) document.querySelector("[data-range=start]").hidden = true;
+  if (state.series.first_optimized_turn === null) document.querySelector("[data-range=start]").hidden = true;
   if (state.series.count <= 200) document.querySelector("[data-range=latest]").hidden = true;
   const group = document.querySelector(".dash-seg");
   if (group && [...buttons].filter((b) => !b.hidden).length < 2) group.hidden = true;
   for (const b of buttons) {
     b.addEventListener("click", () => {
-      state.range = b.dataset.range;
+      const range = b.dataset.range;
+      state.range = range;
       for (const o of buttons) o.setAttribute("aria-pressed", String(o === b));
-      drawTokens(); drawStrategy();
+      // A long conversation's series is bucketed: a zoom asks the API for the range's own points
+      // (one per turn when the range holds at most 2,000 turns), once per range.
+      if (range === "all" || state.series.bucket_size === 1 || state.ranges[range]) { drawRange(); return; }
+      root.dataset.drawn = "";
+      const [lo, hi] = rangeBounds();
+      getJSON(`${api}series/?first=${lo}&last=${hi}`).then((data) => {
+        state.ranges[range] = data;
+        if (state.range === range) drawRange(); // unless another button was pressed meanwhile
+      }).catch(() => {}); // the charts keep the range they show
     });
   }
 }
@@ -57,8 +71,7 @@ async function boot() {
   showCacheEstimate(series.prompt_cache_estimate);
   state.range = "all";
   setupRange();
-  drawTokens();
-  drawStrategy();
+  drawRange();
   setupMap();
   setupTurnPicker();
   document.getElementById("summaries-more").addEventListener("click", loadSummaries);

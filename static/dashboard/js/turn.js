@@ -1,6 +1,17 @@
 /* "What the model saw" for one turn: every sent entry, recall quotes and why, the summary. */
 import { api, getJSON, state } from "./state.js";
-import { h, messageLink, nf, strategyBadge, usd, view } from "./util.js";
+import { h, messageLink, nf, strategyBadge, usd } from "./util.js";
+
+// A turn's record id: from the series when it has that turn as a point (every turn of a short
+// conversation, each bucket's last turn of a long one), else from the records API (one row).
+async function recordIdOf(turn) {
+  for (const s of [state.series, ...Object.values(state.ranges)]) {
+    const i = s.bucket_size === 1 ? turn - s.first_turn : s.turn_last.indexOf(turn);
+    if (i >= 0 && i < s.points && s.turn_last[i] === turn) return s.ids[i];
+  }
+  const page = await getJSON(`${api}records/?limit=1&offset=${turn - 1}`);
+  return page.results[0].id;
+}
 
 export async function selectTurn(turn) {
   const s = state.series;
@@ -10,10 +21,11 @@ export async function selectTurn(turn) {
   if (state.markTokens) state.markTokens(turn);
   for (const tr of document.querySelectorAll("#records-table tbody tr")) tr.classList.toggle("is-selected", Number(tr.dataset.turn) === turn);
   const view = document.getElementById("turn-view");
-  const id = s.ids[turn - 1];
   view.setAttribute("aria-busy", "true");
   let data;
   try {
+    const id = await recordIdOf(turn);
+    if (state.turn !== turn) return;
     data = await getJSON(`${api}records/${id}/`);
   } catch (e) {
     view.replaceChildren(h("p", { class: "dash-error", text: "Could not load this turn (" + e.message + ")." }));

@@ -71,32 +71,72 @@ export function tooltip(container) {
   };
 }
 
-// The charts draw the turns of the chosen range ("all", around the start, or the latest turns).
+// The charts draw the turns of the chosen range ("all", around the start, or the latest turns), as
+// 1-based inclusive turn numbers.
 export function rangeBounds() {
   const n = state.series.count;
-  const first = state.series.first_optimized_index;
-  if (state.range === "start" && first !== null) {
+  const firstTurn = state.series.first_optimized_turn;
+  if (state.range === "start" && firstTurn !== null) {
+    const first = firstTurn - 1;
     const span = Math.max(60, first * 2);
     const lo = Math.max(0, first - Math.round(span / 2));
-    return [lo, Math.min(n, lo + span + 1)];
+    return [lo + 1, Math.min(n, lo + span + 1)];
   }
-  if (state.range === "latest") return [Math.max(0, n - 200), n];
-  return [0, n];
+  if (state.range === "latest") return [Math.max(1, n - 199), n];
+  return [1, n];
 }
 
+// Per-point arrays of the series API: a point is one turn, or a bucket of consecutive turns
+// (turn_first … turn_last) when the range holds more than the API's 2,000 points.
+const POINT_KEYS = ["ids", "turn_first", "turn_last", "tokens_full", "tokens_full_sum", "tokens_sent", "tokens_sent_min",
+  "tokens_sent_sum", "budget", "trigger", "provider_prompt_tokens", "strategy", "truncations", "summarizations",
+  "saved_cumulative", "recall_tokens", "recall_tokens_sum"];
+
+// The points the charts draw: cut from the whole series when it has one point per turn, else the
+// range's own answer (main.js fetches it: a zoom into a long conversation gets its own points).
 export function view() {
-  const s = state.series;
+  const all = state.series;
   const [lo, hi] = rangeBounds();
-  const v = { offset: lo, count: hi - lo, strategy_codes: s.strategy_codes };
-  for (const k of ["ids", "tokens_full", "tokens_sent", "budget", "trigger", "provider_prompt_tokens", "strategy", "saved_cumulative"]) {
-    v[k] = s[k].slice(lo, hi);
+  const src = all.bucket_size === 1 || state.range === "all" ? all : state.ranges[state.range] || all;
+  let a = 0, b = src.points;
+  if (src.bucket_size === 1 && src.points) {
+    a = Math.max(0, lo - src.first_turn);
+    b = Math.min(src.points, hi - src.first_turn + 1);
   }
-  // Recall tokens (part of what was sent); absent from an older API, then none.
-  v.recall_tokens = (s.recall_tokens || []).slice(lo, hi);
-  if (v.recall_tokens.length !== v.count) v.recall_tokens = new Array(v.count).fill(0);
-  const f = s.first_optimized_index;
-  v.first_optimized_index = f !== null && f >= lo && f < hi ? f - lo : null;
+  const v = { count: Math.max(0, b - a), strategy_codes: all.strategy_codes, bucket_size: src.bucket_size,
+    first_optimized_turn: all.first_optimized_turn };
+  for (const k of POINT_KEYS) v[k] = (src[k] || []).slice(a, b);
+  const ft = all.first_optimized_turn;
+  v.first_optimized_index = null;
+  if (ft !== null && v.count && v.turn_first[0] <= ft && ft <= v.turn_last[v.count - 1]) {
+    v.first_optimized_index = v.turn_last.findIndex((t) => t >= ft);
+  }
   return v;
+}
+
+// "Turn 12" or, for a bucket, "Turns 1,201–1,232".
+export function pointLabel(v, i) {
+  const a = v.turn_first[i], b = v.turn_last[i];
+  return a === b ? `Turn ${nf.format(b)}` : `Turns ${nf.format(a)}–${nf.format(b)}`;
+}
+
+// The x axis is the turn number of each point's last turn: x(i) for a point, xt(turn) for any turn.
+export function turnAxis(v, left, pw) {
+  const n = v.count;
+  const t0 = n ? v.turn_last[0] : 0, t1 = n ? v.turn_last[n - 1] : 0;
+  const xt = (t) => left + (t1 === t0 ? pw / 2 : ((t - t0) / (t1 - t0)) * pw);
+  return { t0, t1, xt, x: (i) => xt(v.turn_last[i]) };
+}
+
+// The point holding `turn` (binary search on turn_last), or -1 outside the drawn range.
+export function pointOf(v, turn) {
+  if (!v.count || turn < v.turn_first[0] || turn > v.turn_last[v.count - 1]) return -1;
+  let lo = 0, hi = v.count - 1;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (v.turn_last[mid] < turn) lo = mid + 1; else hi = mid;
+  }
+  return lo;
 }
 
 export function percent(part, whole) {
@@ -112,17 +152,23 @@ export function strategyBadge(strategy, saved) {
   return h("span", { class: "dash-badge st-" + label, text: label });
 }
 
-export function turnIndexAt(evt, el, { W, left, pw, n }) {
+// The point under the pointer, from a chart's geometry (the nearest by turn number).
+export function turnIndexAt(evt, el, { W, left, pw, v }) {
   const r = el.getBoundingClientRect();
   const px = ((evt.clientX - r.left) / r.width) * W;
-  return Math.max(0, Math.min(n - 1, Math.round(((px - left) / pw) * (n - 1))));
+  const { t0, t1 } = turnAxis(v, left, pw);
+  const turn = t0 + Math.max(0, Math.min(1, (px - left) / pw)) * (t1 - t0);
+  const i = Math.max(0, pointOf(v, Math.min(t1, Math.max(t0, Math.ceil(turn)))));
+  // The point before may be nearer (its last turn is left of the pointer).
+  return i > 0 && turn - v.turn_last[i - 1] < v.turn_last[i] - turn ? i - 1 : i;
 }
 
-export function xLabels(axis, n, off, x, W, H) {
-  const xstep = Math.max(1, niceStep(n, W < 600 ? 4 : 8));
-  const startAt = Math.ceil((off + 1) / xstep) * xstep;
-  for (let t = startAt; t <= off + n; t += xstep) {
-    const label = svg("text", { x: x(t - 1 - off), y: H - 8, "text-anchor": "middle" }, axis);
+export function xLabels(axis, v, xt, W, H) {
+  if (!v.count) return;
+  const t0 = v.turn_last[0], t1 = v.turn_last[v.count - 1];
+  const xstep = Math.max(1, niceStep(t1 - t0 + 1, W < 600 ? 4 : 8));
+  for (let t = Math.ceil(t0 / xstep) * xstep; t <= t1; t += xstep) {
+    const label = svg("text", { x: xt(t), y: H - 8, "text-anchor": "middle" }, axis);
     label.textContent = nf.format(t);
   }
 }

@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from chatapp.chat.dashboard.totals import dashboard_totals_rebuild
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
 from chatapp.chat.search_services import conversation_index_rebuild
 from chatapp.chat.seed_simulation import Simulation, seed_text
@@ -97,6 +98,8 @@ def conversation_seed_long(
             for plan in sim.record_plans
         ]
         OptimizationRecord.objects.bulk_create(records, batch_size=250)
+        # bulk_create bypasses record_create and its totals call: count the records in one pass.
+        dashboard_totals_rebuild(conversation=conversation)
 
         chat_rows = [sim.rows[p] for p in sim.chat]
         conversation.window_start_id = ids[sim.chat[sim.win_k]] if sim.win_k is not None else None

@@ -1,0 +1,343 @@
+"""Writes of the dashboard's aggregates (DashboardTotals, DashboardTurnBlock): each record counted once,
+in the transaction that creates it, and corrected in the one that finishes it; rebuilt from the
+records by `dashboard_totals_rebuild` (seeds, bulk writers, the data migration, a reader that finds
+the row behind).
+
+Every figure is a record's *contribution* (`record_contribution`): what it adds to each sum. Creating
+a record adds its contribution, finishing it adds (after - before), and the rebuild sums them all,
+so the three paths cannot disagree. Increments are F() expressions applied under the totals row's
+lock: concurrent turns of a conversation add up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.fields.json import KT
+from django.db.models.functions import Coalesce, Greatest, Least
+
+import optimizer
+from chatapp.chat.dashboard.costs import DEFAULT_TRIGGER_RATIO, model_prices
+from chatapp.chat.dashboard.ledger import ledger_extend, ledger_rebuild_fields
+from chatapp.chat.dashboard.models import DashboardTotals, DashboardTurnBlock
+from chatapp.chat.models import Conversation, OptimizationRecord
+
+# Turns per DashboardTurnBlock: the series of a 50,000-turn conversation reads 3,125 rows.
+BLOCK_TURNS = 16
+
+# Per-turn strategy codes of the series; "window" = no new decision, the earlier window still applies.
+STRATEGY_CODES: tuple[str, ...] = ("none", "window", "truncate", "summarize")
+_CODE = {name: i for i, name in enumerate(STRATEGY_CODES)}
+
+# OpenAI caches prompt prefixes from this length on; shorter prompts are never served from cache.
+PROMPT_CACHE_MIN_TOKENS = 1024
+
+# The record columns a contribution is computed from (plus `trigger_tokens`, from `stats`).
+FACT_FIELDS: tuple[str, ...] = (
+    "id", "conversation_id", "model", "summary_id", "triggered", "strategy", "tokens_full", "tokens_sent", "budget",
+    "estimated", "provider_prompt_tokens", "provider_cached_tokens", "cost_full_usd", "cost_sent_usd", "recall_tokens",
+    "recall_message_count", "dropped_tokens", "reply_id",
+)
+
+
+@dataclass(frozen=True)
+class PreviousRequest:
+    """What the next record's prompt-cache estimate compares with: the request before it."""
+
+    model: str
+    summary_id: int | None
+    tokens_sent: int
+
+
+def record_facts(*, record: OptimizationRecord) -> dict[str, Any]:
+    """A record object's facts, as `FACT_FIELDS` + `trigger_tokens` read them from the database."""
+    facts = {name: getattr(record, name) for name in FACT_FIELDS}
+    facts["trigger_tokens"] = (record.stats or {}).get("trigger_tokens")
+    return facts
+
+
+def record_trigger(facts: Mapping[str, Any]) -> int:
+    try:
+        return int(float(facts["trigger_tokens"]))
+    except (TypeError, ValueError):
+        # Records written without stats: the optimizer's default trigger share of the budget.
+        return int(facts["budget"] * DEFAULT_TRIGGER_RATIO)
+
+
+def record_code(facts: Mapping[str, Any]) -> int:
+    """The series' strategy code of one request (STRATEGY_CODES)."""
+    if facts["strategy"] in ("truncate", "summarize"):
+        return _CODE[facts["strategy"]]
+    return _CODE["window"] if facts["tokens_sent"] < facts["tokens_full"] else _CODE["none"]
+
+
+def _prices(model: str, prices: dict[str, dict[str, float | None]]) -> dict[str, float | None]:
+    if model not in prices:
+        prices[model] = model_prices(model) or {}
+    return prices[model]
+
+
+def record_contribution(
+    facts: Mapping[str, Any], *, previous: PreviousRequest | None, prices: dict[str, dict[str, float | None]]
+) -> dict[str, Any]:
+    """What one record adds to each additive DashboardTotals field (`prices`: a per-call lookup cache)."""
+    full, sent = facts["tokens_full"], facts["tokens_sent"]
+    provider, reported = facts["provider_prompt_tokens"], facts["provider_cached_tokens"]
+    dropped = facts["dropped_tokens"]
+    out: dict[str, Any] = {
+        "turns": 1, "tokens_full": full, "tokens_sent": sent,
+        "optimized_turns": int(sent < full), "triggered_turns": int(bool(facts["triggered"])),
+        "truncate_turns": int(facts["strategy"] == "truncate"),
+        "summarize_turns": int(facts["strategy"] == "summarize"),
+        "estimated_turns": int(bool(facts["estimated"])),
+        "recall_turns": int(facts["recall_message_count"] > 0), "recall_messages": facts["recall_message_count"],
+        "recall_tokens": facts["recall_tokens"],
+        "dropped_tokens": dropped or 0, "dropped_measured": int(dropped is not None),
+        "provider_turns": 0, "provider_ours": 0, "provider_theirs": 0, "provider_abs_error": 0,
+        "cost_full_usd": Decimal(0), "cost_sent_usd": Decimal(0), "registry_full_usd": 0.0, "registry_sent_usd": 0.0,
+        "unpriced_records": 0, "cache_cached_tokens": 0, "cache_sent_usd": 0.0, "cache_sent_usd_with_cache": 0.0,
+        "cache_unpriced_turns": 0, "cache_reported_turns": int(reported is not None),
+    }
+    if provider is not None:
+        out.update(provider_turns=1, provider_ours=sent, provider_theirs=provider,
+                   provider_abs_error=abs(sent - provider))
+    if facts["cost_full_usd"] is not None and facts["cost_sent_usd"] is not None:
+        out.update(cost_full_usd=Decimal(facts["cost_full_usd"]), cost_sent_usd=Decimal(facts["cost_sent_usd"]))
+    else:
+        # Stored without costs: priced from the registry now, the provider's cache hits at the cached price.
+        model = facts["model"]
+        cost_full = optimizer.cost_usd(model, prompt_tokens=full)
+        cached = min(reported, sent) if reported else 0
+        cost_sent = optimizer.cost_usd(model, prompt_tokens=sent, cached_tokens=cached)
+        if cost_full is None or cost_sent is None:
+            out["unpriced_records"] = 1
+        else:
+            out.update(registry_full_usd=cost_full, registry_sent_usd=cost_sent)
+    _add_cache_estimate(out, facts, previous=previous, prices=prices)
+    return out
+
+
+def _add_cache_estimate(out: dict[str, Any], facts: Mapping[str, Any], *, previous: PreviousRequest | None,
+                        prices: dict[str, dict[str, float | None]]) -> None:
+    """Cost of what was sent if the provider's prompt cache served the stable prefix.
+
+    Between two triggers the request path keeps the window, so each request starts with the whole
+    previous request (same model, same summary): that prefix is billed at the cached-input price
+    where the model has one. An estimate — the cache also expires when the conversation idles — used
+    only for turns whose endpoint did not report its cached prompt tokens (a measurement beats it).
+    """
+    sent, reported = facts["tokens_sent"], facts["provider_cached_tokens"]
+    cached = 0
+    if reported is not None:
+        cached = min(reported, sent)
+    elif (
+        previous is not None and not facts["triggered"] and previous.model == facts["model"]
+        and previous.summary_id == facts["summary_id"] and previous.tokens_sent >= PROMPT_CACHE_MIN_TOKENS
+    ):
+        cached = min(previous.tokens_sent, sent)
+    price = _prices(facts["model"], prices)
+    input_price = price.get("input")
+    if input_price is None:
+        out["cache_unpriced_turns"] = 1
+        return
+    cached_price = price.get("cached_input")
+    if cached_price is None:  # 0.0 is a price (a free cache hit), not a missing one
+        cached_price = input_price
+    out["cache_cached_tokens"] = cached
+    out["cache_sent_usd"] = sent * input_price
+    out["cache_sent_usd_with_cache"] = (sent - cached) * input_price + cached * cached_price
+
+
+def _increments(delta: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: F(name) + value for name, value in delta.items() if value}
+
+
+def _previous_of(totals: DashboardTotals) -> PreviousRequest | None:
+    if totals.last_record_id is None:
+        return None
+    return PreviousRequest(model=totals.last_model, summary_id=totals.last_summary_id,
+                           tokens_sent=totals.last_tokens_sent)
+
+
+def dashboard_totals_record_add(*, record: OptimizationRecord) -> None:
+    """Count a record just created, in its transaction: the totals row and the record's turn block.
+
+    Three statements: the totals row read under its lock (the turn number and the previous request
+    come from it), its F() increments, and the block's update (or insert, for a block's first turn).
+    The turn number is the count so far plus one, so records must be counted in id order: the request
+    path writes them under the conversation's send lock, one turn at a time.
+    """
+    with transaction.atomic(savepoint=False):
+        totals, _ = DashboardTotals.objects.select_for_update().get_or_create(conversation_id=record.conversation_id)
+        facts = record_facts(record=record)
+        delta = record_contribution(facts, previous=_previous_of(totals), prices={})
+        turn = totals.turns + 1
+        fields = _increments(delta)
+        if totals.first_optimized_turn is None and (delta["optimized_turns"] or delta["triggered_turns"]):
+            fields["first_optimized_turn"] = turn
+        DashboardTotals.objects.filter(pk=totals.pk).update(
+            **fields, last_record_id=record.pk, last_model=record.model, last_summary_id=record.summary_id,
+            last_tokens_sent=record.tokens_sent,
+        )
+        _block_add(conversation_id=record.conversation_id, turn=turn, facts=facts)
+
+
+def _block_add(*, conversation_id: int, turn: int, facts: Mapping[str, Any]) -> None:
+    number = (turn - 1) // BLOCK_TURNS
+    first = new_block(facts)
+    provider = facts["provider_prompt_tokens"]
+    updated = 0
+    if (turn - 1) % BLOCK_TURNS:
+        updated = DashboardTurnBlock.objects.filter(conversation_id=conversation_id, number=number).update(
+            turns=F("turns") + 1,
+            last_record_id=facts["id"],
+            tokens_full_max=Greatest(F("tokens_full_max"), Value(first["tokens_full_max"])),
+            tokens_full_sum=F("tokens_full_sum") + first["tokens_full_sum"],
+            tokens_sent_max=Greatest(F("tokens_sent_max"), Value(first["tokens_sent_max"])),
+            tokens_sent_min=Least(F("tokens_sent_min"), Value(first["tokens_sent_min"])),
+            tokens_sent_sum=F("tokens_sent_sum") + first["tokens_sent_sum"],
+            budget_last=first["budget_last"],
+            trigger_last=first["trigger_last"],
+            # SQLite's two-argument max() is null when either is: never compare with a null.
+            provider_max=F("provider_max") if provider is None else Greatest(Coalesce("provider_max", Value(provider)),
+                                                                             Value(provider)),
+            strategy_max=Greatest(F("strategy_max"), Value(first["strategy_max"])),
+            truncations=F("truncations") + first["truncations"],
+            summarizations=F("summarizations") + first["summarizations"],
+            recall_max=Greatest(F("recall_max"), Value(first["recall_max"])),
+            recall_sum=F("recall_sum") + first["recall_sum"],
+        )
+    if not updated:
+        DashboardTurnBlock.objects.create(conversation_id=conversation_id, number=number, **first)
+
+
+def new_block(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a block holding this one request."""
+    code = record_code(facts)
+    full, sent, recall = facts["tokens_full"], facts["tokens_sent"], facts["recall_tokens"]
+    return {
+        "turns": 1, "first_record_id": facts["id"], "last_record_id": facts["id"],
+        "tokens_full_max": full, "tokens_full_sum": full, "tokens_sent_max": sent, "tokens_sent_min": sent,
+        "tokens_sent_sum": sent, "budget_last": facts["budget"], "trigger_last": record_trigger(facts),
+        "provider_max": facts["provider_prompt_tokens"], "strategy_max": code,
+        "truncations": int(facts["strategy"] == "truncate"), "summarizations": int(facts["strategy"] == "summarize"),
+        "recall_max": recall, "recall_sum": recall,
+    }
+
+
+def block_merge(block: dict[str, Any], facts: Mapping[str, Any]) -> None:
+    """Add one more (later) request to a block's fields, as `_block_add` does in SQL."""
+    one = new_block(facts)
+    block["turns"] += 1
+    block["last_record_id"] = one["last_record_id"]
+    for name in ("tokens_full_max", "tokens_sent_max", "strategy_max", "recall_max"):
+        block[name] = max(block[name], one[name])
+    block["tokens_sent_min"] = min(block["tokens_sent_min"], one["tokens_sent_min"])
+    for name in ("tokens_full_sum", "tokens_sent_sum", "truncations", "summarizations", "recall_sum"):
+        block[name] += one[name]
+    block["budget_last"], block["trigger_last"] = one["budget_last"], one["trigger_last"]
+    if one["provider_max"] is not None:
+        block["provider_max"] = max(block["provider_max"] or 0, one["provider_max"])
+
+
+def _facts_query(**filters: Any) -> Any:
+    return (
+        OptimizationRecord.objects.filter(**filters)
+        .annotate(trigger_tokens=KT("stats__trigger_tokens"))
+        .values(*FACT_FIELDS, "trigger_tokens")
+    )
+
+
+def dashboard_totals_record_update(*, record_id: int, fields: dict[str, Any]) -> None:
+    """Update a record (`fields`, as QuerySet.update takes them) and correct the totals by what its
+    contribution became, in one transaction: used when a turn ends (the provider's figures, the
+    tokens dropped, a cheaper cost when the provider's cache served part of the prompt)."""
+    with transaction.atomic(savepoint=False):
+        # The record's row first, then the totals' (the order every writer takes them in).
+        before = _facts_query(pk=record_id).select_for_update().first()
+        if before is None:
+            return
+        locked = DashboardTotals.objects.select_for_update()
+        totals = locked.filter(conversation_id=before["conversation_id"]).first()
+        OptimizationRecord.objects.filter(pk=record_id).update(**fields)
+        if totals is None:
+            return  # never counted: the next reader rebuilds the row from the records
+        after = _facts_query(pk=record_id).get()
+        previous = None
+        if before["provider_cached_tokens"] != after["provider_cached_tokens"]:
+            # Only the cache figure depends on the request before; read it when that figure moved.
+            row = (
+                OptimizationRecord.objects.filter(conversation_id=totals.conversation_id, id__lt=record_id)
+                .order_by("-id").values("model", "summary_id", "tokens_sent").first()
+            )
+            previous = PreviousRequest(**row) if row else None
+        prices: dict[str, dict[str, float | None]] = {}
+        old = record_contribution(before, previous=previous, prices=prices)
+        new = record_contribution(after, previous=previous, prices=prices)
+        delta = {name: new[name] - old[name] for name in new}
+        # The turn is over: the messages made before it started join the ledger (ledger.py).
+        reply_id = after["reply_id"]
+        ledger = ledger_extend(totals=totals, through_id=reply_id - 1 if reply_id is not None else None)
+        if any(delta.values()) or ledger:
+            DashboardTotals.objects.filter(pk=totals.pk).update(**_increments(delta), **ledger)
+        provider = after["provider_prompt_tokens"]
+        if provider is not None and provider != before["provider_prompt_tokens"]:
+            DashboardTurnBlock.objects.filter(
+                conversation_id=totals.conversation_id, last_record_id__gte=record_id, first_record_id__lte=record_id
+            ).update(provider_max=Greatest(Coalesce("provider_max", Value(provider)), Value(provider)))
+
+
+def totals_from_facts(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The totals row's fields and the turn blocks of records given in turn order (pure: the rebuild
+    and the data migration share it)."""
+    totals: dict[str, Any] = {}
+    blocks: list[dict[str, Any]] = []
+    prices: dict[str, dict[str, float | None]] = {}
+    previous: PreviousRequest | None = None
+    last: Mapping[str, Any] | None = None
+    for turn, facts in enumerate(rows, start=1):
+        delta = record_contribution(facts, previous=previous, prices=prices)
+        for name, value in delta.items():
+            totals[name] = totals.get(name, 0) + value
+        if totals.get("first_optimized_turn") is None and (delta["optimized_turns"] or delta["triggered_turns"]):
+            totals["first_optimized_turn"] = turn
+        if (turn - 1) % BLOCK_TURNS:
+            block_merge(blocks[-1], facts)
+        else:
+            blocks.append({"number": (turn - 1) // BLOCK_TURNS, **new_block(facts)})
+        previous = PreviousRequest(model=facts["model"], summary_id=facts["summary_id"],
+                                   tokens_sent=facts["tokens_sent"])
+        last = facts
+    if last is not None:
+        totals.update(last_record_id=last["id"], last_model=last["model"], last_summary_id=last["summary_id"],
+                      last_tokens_sent=last["tokens_sent"])
+        if last["reply_id"] is not None:
+            # Where the message ledger may end (ledger.py): the message before the newest reply.
+            totals["ledger_through_id"] = last["reply_id"] - 1
+    return totals, blocks
+
+
+def dashboard_totals_rebuild(*, conversation: Conversation) -> DashboardTotals:
+    """Recompute a conversation's totals row and turn blocks from all its records (one pass in turn
+    order), and its message ledger through the message before the newest record's reply, under the
+    conversation's lock so no turn starts meanwhile."""
+    with transaction.atomic():
+        Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk").first()
+        rows = _facts_query(conversation_id=conversation.pk).order_by("id").iterator(chunk_size=2000)
+        fields, blocks = totals_from_facts(rows)
+        through = fields.pop("ledger_through_id", None)
+        fields.update(ledger_rebuild_fields(conversation_id=conversation.pk, through_id=through))
+        defaults = {field.name: field.get_default() for field in DashboardTotals._meta.concrete_fields
+                    if not field.primary_key and field.name not in ("created_at", "updated_at")}
+        totals, _ = DashboardTotals.objects.update_or_create(conversation_id=conversation.pk,
+                                                             defaults={**defaults, **fields})
+        DashboardTurnBlock.objects.filter(conversation_id=conversation.pk).delete()
+        DashboardTurnBlock.objects.bulk_create(
+            [DashboardTurnBlock(conversation_id=conversation.pk, **block) for block in blocks], batch_size=1000
+        )
+    return totals
