@@ -4,13 +4,14 @@ event the chat's gauge reads."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, cast
 
-from django.db.models import Q, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
+from django.core.cache import cache
+from django.db.models import Q, Sum
 
 import optimizer
 from chatapp.chat import llm
@@ -290,20 +291,44 @@ def _recall_quotes(
     return dict(Message.objects.filter(conversation=conversation, pk__in=ids).values_list("id", "content"))
 
 
+# How long a sum of dropped tokens is reused: far longer than a conversation's turns are apart.
+_DROPPED_CACHE_SECONDS = 3600
+
+
+def dropped_tokens_sum(*, conversation_id: int, ranges: Sequence[Sequence[int]]) -> int:
+    """Tokens of the live messages in `ranges` (a record's dropped ranges), counted by the database.
+
+    The ranges lie below the window, and they stay the same from one turn to the next until the
+    window moves (every few turns): the sum is kept in the cache under the ranges it was made for,
+    so a turn reads it instead of summing every dropped message again — 40-60 ms on PostgreSQL for a
+    100,000-message conversation, on every turn. The messages in them do not change (a regenerate or a
+    stop touches only the newest exchange, which is always sent); a pin moves its message out of the
+    ranges, and so changes the key.
+    """
+    if not ranges:
+        return 0
+    digest = hashlib.sha256(json.dumps([list(r) for r in ranges]).encode()).hexdigest()[:32]
+    key = f"chat:dropped-tokens:{conversation_id}:{digest}"
+    cached = cache.get(key)
+    if cached is not None:
+        return int(cached)
+    within = Q()
+    for first, last in ranges:
+        within |= Q(id__gte=first, id__lte=last)
+    total = (
+        Message.objects.filter(within, live_chat_q(), conversation_id=conversation_id)
+        .aggregate(total=Sum("token_count"))["total"]
+    ) or 0
+    cache.set(key, total, timeout=_DROPPED_CACHE_SECONDS)
+    return int(total)
+
+
 def record_finish(*, turn: ChatTurn, usage: Any) -> None:
     """What the record learns when its turn ends, in one UPDATE: the tokens it dropped without a
-    summary (counted by the database over the dropped ranges) and the provider's prompt figures; a
+    summary (`dropped_tokens_sum` over the dropped ranges) and the provider's prompt figures; a
     provider prompt-cache hit lowers the sent cost (priced on our own count, like the full-history
     cost, so the two stay comparable)."""
-    ranges = Q()
-    for first, last in turn.dropped_ranges:
-        ranges |= Q(id__gte=first, id__lte=last)
-    dropped: Any = Value(0)
-    if turn.dropped_ranges:
-        dropped = Coalesce(Subquery(
-            Message.objects.filter(ranges, live_chat_q(), conversation_id=turn.conversation_id)
-            .order_by().values("conversation_id").annotate(total=Sum("token_count")).values("total")
-        ), 0)
+    dropped = dropped_tokens_sum(conversation_id=turn.conversation_id, ranges=turn.dropped_ranges)
     fields: dict[str, Any] = {"dropped_tokens": dropped}
     if getattr(usage, "prompt_tokens", None) is not None:
         fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), model=turn.target.model, usage=usage))

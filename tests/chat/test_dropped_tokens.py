@@ -1,0 +1,36 @@
+"""The tokens a turn dropped are summed once per set of dropped ranges, not on every turn."""
+
+from __future__ import annotations
+
+import pytest
+from django.db.models import Q, Sum
+
+from chatapp.chat.models import Conversation, Message
+from chatapp.chat.turn_records import dropped_tokens_sum
+from tests.support.chat import seed_messages
+
+pytestmark = pytest.mark.django_db
+
+
+def _expected(conversation: Conversation, ranges: list[list[int]]) -> int:
+    within = Q()
+    for first, last in ranges:
+        within |= Q(id__gte=first, id__lte=last)
+    live = Message.objects.filter(within, conversation=conversation, kind="chat", status="complete", superseded=False)
+    return live.aggregate(total=Sum("token_count"))["total"] or 0
+
+
+def test_the_sum_is_read_again_from_the_cache_until_the_ranges_change(
+    chat_user, conversation, django_assert_num_queries
+):
+    ids = seed_messages(conversation, 60)
+    Message.objects.filter(pk=ids[7]).update(superseded=True)  # not live: never counted
+    ranges = [[ids[1], ids[30]]]
+    first = dropped_tokens_sum(conversation_id=conversation.pk, ranges=ranges)
+    assert first == _expected(conversation, ranges) > 0
+    with django_assert_num_queries(0):  # the next turn drops the same ranges: no sum over them again
+        assert dropped_tokens_sum(conversation_id=conversation.pk, ranges=ranges) == first
+    # The window moved (or a message was pinned out of the ranges): other ranges, summed afresh.
+    moved = [[ids[1], ids[9]], [ids[11], ids[40]]]
+    assert dropped_tokens_sum(conversation_id=conversation.pk, ranges=moved) == _expected(conversation, moved) != first
+    assert dropped_tokens_sum(conversation_id=conversation.pk, ranges=[]) == 0
