@@ -45,6 +45,7 @@ class ConversationExportConversation(serializers.Serializer):
     id = serializers.IntegerField()
     title = serializers.CharField()
     title_is_custom = serializers.BooleanField()
+    system_prompt = serializers.CharField(allow_blank=True, help_text="The chat's own system prompt (\"\" if none).")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     offline = serializers.BooleanField()
