@@ -20,6 +20,7 @@ from .records import (
     ConversationError,
     ConversationRecord,
     MessageRecord,
+    branch_path,
     describe,
     epoch_time,
     where,
@@ -77,23 +78,10 @@ def _active_path(mapping: dict[str, Any], current: Any) -> list[dict[str, Any]]:
     """The nodes from the root to `current` (else to the newest leaf), root first."""
     if not isinstance(current, str) or current not in mapping:
         current = _newest_leaf(mapping)
-    path: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    node_id: Any = current
-    while node_id is not None:
-        if not isinstance(node_id, str):
-            raise ConversationError(f"a parent id is {describe(node_id)}, not a string")
-        if node_id in seen:
-            raise ConversationError(f"its message tree loops back to node {node_id!r}")
-        seen.add(node_id)
-        node = mapping.get(node_id)
-        if node is None:  # a parent outside the mapping: the path starts below it
-            break
+    path = branch_path(mapping, current, parent_key="parent")
+    for node in path:
         if not isinstance(node, dict):
-            raise ConversationError(f"node {node_id!r} is {describe(node)}, not an object")
-        path.append(node)
-        node_id = node.get("parent")
-    path.reverse()
+            raise ConversationError(f"a node of its mapping is {describe(node)}, not an object")
     return path
 
 

@@ -20,6 +20,7 @@ from .records import (
     ConversationError,
     ConversationRecord,
     MessageRecord,
+    branch_path,
     describe,
     epoch_time,
     where,
@@ -86,22 +87,7 @@ def _parse(item: Any) -> ConversationRecord:
 def _active_path(nodes: dict[str, Any], current: Any) -> list[Any]:
     if not isinstance(current, str) or current not in nodes:
         current = _newest_leaf(nodes)
-    path: list[Any] = []
-    seen: set[str] = set()
-    node_id: Any = current
-    while node_id is not None:
-        if not isinstance(node_id, str):
-            raise ConversationError(f"a parentId is {describe(node_id)}, not a string")
-        if node_id in seen:
-            raise ConversationError(f"its message history loops back to message {node_id!r}")
-        seen.add(node_id)
-        node = nodes.get(node_id)
-        if node is None:  # a parent outside the history: the path starts below it
-            break
-        path.append(node)
-        node_id = node.get("parentId") if isinstance(node, dict) else None
-    path.reverse()
-    return path
+    return branch_path(nodes, current, parent_key="parentId")
 
 
 def _newest_leaf(nodes: dict[str, Any]) -> str | None:

@@ -160,3 +160,25 @@ def cost_of(value: Any, *, what: str) -> Decimal | None:
     if not amount.is_finite() or not 0 <= amount < 1_000_000:
         raise ConversationError(f"{what} must be from 0 to 999999.999999 dollars (found {value!r})")
     return amount.quantize(Decimal("0.000001"))
+
+
+def branch_path(nodes: dict[str, Any], leaf: Any, *, parent_key: str) -> list[Any]:
+    """The nodes of a message tree from its root down to `leaf`, root first: the branch the user was
+    on (ChatGPT's `mapping`, Open WebUI's `history.messages`). A parent outside `nodes` ends the walk
+    (the path starts below it); a loop or a parent id that is not a string is an error."""
+    path: list[Any] = []
+    seen: set[str] = set()
+    node_id: Any = leaf
+    while node_id is not None:
+        if not isinstance(node_id, str):
+            raise ConversationError(f"a {parent_key} is {describe(node_id)}, not a string")
+        if node_id in seen:
+            raise ConversationError(f"its message tree loops back to {node_id!r}")
+        seen.add(node_id)
+        node = nodes.get(node_id)
+        if node is None:
+            break
+        path.append(node)
+        node_id = node.get(parent_key) if isinstance(node, dict) else None
+    path.reverse()
+    return path
