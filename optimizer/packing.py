@@ -58,7 +58,7 @@ from typing import Any, cast
 from .budget import target_tokens, trigger_tokens
 from .recall import RecallSource
 from .selector import WEIGHTS
-from .strategies import PLAN, RECALL, PackState, SummarizeNow
+from .strategies import AFTER_ASSEMBLY, PLAN, PackState, SummarizeNow
 from .strategies.base import begin
 from .tokens import REPLY_PRIMING, _encoding_name, count_message
 from .types import (
@@ -128,7 +128,8 @@ def pack(
         for strategy in PLAN:
             strategy.apply(state)
         state.assemble()
-        RECALL.apply(state)  # quotes around what is sent, so it runs on the assembled context
+        for strategy in AFTER_ASSEMBLY:  # quotes around what is sent, so they run on the assembled context
+            strategy.apply(state)
         return state
 
     state = packed(True)

@@ -64,12 +64,15 @@ class PackState:
     recall_source: RecallSource | None = None
     recall_fill: bool = False  # recall may take all the room left (see `recall.recall_cap`)
     yielded: int = 0  # tokens of target the window gave up for recall (see `begin`)
+    # while the window yields to recall, the summary comes after the quotes (strategies.summarize)
+    defer_summary: bool = False
 
     # the passed summary's place (strategy "summary"; truncate may drop it)
     lo: int = 0  # the window starts at or after this position
     cover_end: int = -1  # last position in view the passed summary covers
     summary_ok: bool = False  # the passed summary is consistent with the messages in view
     summary_tokens: int = 0  # > 0 while the passed summary is sent
+    deferred_tokens: int = 0  # the passed summary's tokens while it waits for the room recall leaves
     # the window (strategy "truncate"; summarize may move it)
     fixed: int = 0  # tokens of the static layer as sent, plus the reply priming
     ws: int = 0
@@ -84,6 +87,7 @@ class PackState:
     out: list[PackedMessage] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     summary_msg: PackedMessage | None = None
+    summary_at: int = 0  # the summary's place in `out`: after the static layer sent before the window
     recalled: Recall | None = None
     # compression: must-keeps are compressed only in an emergency; results are cached per position
     oversize: int = 1
@@ -143,6 +147,12 @@ class PackState:
                 return sum(self.stored_chars[a:b])  # type: ignore[arg-type]
         return _chars(self.msgs[a:b])
 
+    def passed_summary_message(self) -> PackedMessage | None:
+        s = self.summary
+        if s is None:
+            return None
+        return PackedMessage("system", s.content, tuple(s.covered_ids) or (s.through_id,), "summary", self.summary_tokens)
+
     def assemble(self) -> None:
         """Static layer before the window, the summary layer, the window; and what was left out."""
         static = self.layout.static
@@ -150,13 +160,11 @@ class PackState:
             if i >= self.ws:
                 break
             self.out.append(self.packed(i))
+        self.summary_at = len(self.out)
         self.removed = [m.id for a, b in segments(0, self.ws, static) for m in self.msgs[a:b]]
         self.summary_msg = self.new_summary_msg
-        if self.summary_msg is None and self.use_summary and self.summary is not None:
-            s = self.summary
-            self.summary_msg = PackedMessage(
-                "system", s.content, tuple(s.covered_ids) or (s.through_id,), "summary", self.summary_tokens
-            )
+        if self.summary_msg is None and self.use_summary:
+            self.summary_msg = self.passed_summary_message()
         if self.summary_msg is not None:
             self.out.append(self.summary_msg)
         self.out.extend(self.packed(i) for i in range(self.ws, self.n))
@@ -215,7 +223,7 @@ def begin(
         msgs, toks, budget, preference, model, config, trigger, target, stored_chars, layout, decision,
         ws_state, summary, summarize_now, recall_source,
         recall_fill=fill, lo=max(ws_state, 0),
-        oversize=max(1, math.floor(budget * config.oversize_share)), yielded=yielded,
+        oversize=max(1, math.floor(budget * config.oversize_share)), yielded=yielded, defer_summary=yielded > 0,
     )
 
 

@@ -11,6 +11,13 @@ Two steps, one on each side of the window choice:
   worker folds into the next rolling summary (until it exists the request is simply truncated;
   nothing waits), or, with `summarize_now` (the CLI), a summary written inline, in the room between
   the window and the trigger, where a worker's summary would land on the next turn.
+* `SummaryAfterRecallStrategy` ("summary after recall") runs after recall on a request whose window
+  yielded to recall (no window state: nothing cached to keep, the budget is filled). There the
+  summary and the quotes compete for the same room, and the quotes are ranked by what the newest
+  message is about while the summary is not, so the summary (passed, or written inline) takes only
+  the room the quotes leave. What it would have covered stays quotable, and the span is still
+  reported, so a worker writes it for the turns that follow. On the real dev set any room held for
+  the summary before the quotes cost verbatim evidence and found no more answers (README, Recall).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import math
 
 from ..layout import next_round_after, segments
 from ..summaries import SUMMARY_HEADER_TOKENS, summary_body, summary_header, summary_target_tokens
-from ..tokens import content_chars, count_system
+from ..tokens import REPLY_PRIMING, content_chars, count_system
 from ..types import Msg, PackedMessage, Summary, SummarySpan
 from .base import PackState, SummarizeNow, find
 
@@ -42,9 +49,11 @@ class PassedSummaryStrategy:
         if state.lo < 0:  # the summary claims to cover the newest request: ignore it
             state.lo, state.cover_end, state.summary_ok = max(state.ws_state, 0), -1, False
         else:
-            state.summary_tokens = (
-                summary.tokens if summary.tokens is not None else count_system(summary.content, model=state.model)
-            )
+            tokens = summary.tokens if summary.tokens is not None else count_system(summary.content, model=state.model)
+            if state.defer_summary:
+                state.deferred_tokens = tokens
+            else:
+                state.summary_tokens = tokens
 
 
 class SummarizeStrategy:
@@ -55,8 +64,8 @@ class SummarizeStrategy:
     def apply(self, state: PackState) -> None:
         if not state.summarizing:
             return
-        if state.summarize_now is not None:
-            _make_room(state)
+        if state.summarize_now is not None and not state.defer_summary:
+            state.room = _summary_room(state, state.trigger - 1 - state.used + state.summary_tokens)
         evicted = segments(state.cover_end + 1, state.ws, state.layout.static)
         if not evicted:
             return
@@ -75,11 +84,12 @@ class SummarizeStrategy:
         )
 
 
-def _make_room(state: PackState) -> None:
-    """Set aside `state.room` for a summary written now, before the window is final."""
+def _summary_room(state: PackState, free: int) -> int:
+    """Room for a summary written now, given `free` tokens for it: what the evicted messages call
+    for, capped by `summary_max_share` of the target; 0 when too small to be worth writing."""
     evicted = segments(state.cover_end + 1, state.ws, state.layout.static)
     if not evicted:
-        return
+        return 0
     evicted_tokens = sum(sum(state.toks[a:b]) for a, b in evicted)
     want = min(
         summary_target_tokens(evicted_tokens + state.summary_tokens, state.config) + SUMMARY_HEADER_TOKENS,
@@ -87,10 +97,36 @@ def _make_room(state: PackState) -> None:
     )
     want = max(want, state.summary_tokens)
     # The window stays as truncate cut it (to the target, or the stored one under the trigger): the
-    # summary takes room above it, up to the trigger, as one written later by a worker would. So an
-    # inline summary never shrinks the recent window, and both paths send the same window.
-    room = min(want, state.trigger - 1 - state.used + state.summary_tokens)
-    state.room = room if room >= SUMMARY_HEADER_TOKENS + MIN_BODY else 0
+    # summary takes room above it (up to the trigger, as one written later by a worker would, or
+    # what recall left), so an inline summary never shrinks the recent window.
+    room = min(want, free)
+    return room if room >= SUMMARY_HEADER_TOKENS + MIN_BODY else 0
+
+
+class SummaryAfterRecallStrategy:
+    """On a request whose window yielded to recall: the passed summary, or one written inline, in
+    the room the quotes left (see the module docstring)."""
+
+    name = "summary after recall"
+
+    def apply(self, state: PackState) -> None:
+        if not state.defer_summary:
+            return
+        left = state.budget - sum(p.tokens for p in state.out) - REPLY_PRIMING
+        if state.summary_ok and state.summary is not None and 0 < state.deferred_tokens <= left:
+            state.summary_tokens = state.deferred_tokens
+            state.summary_msg = state.passed_summary_message()
+        elif state.summarizing and state.summarize_now is not None and state.span is not None:
+            state.room = _summary_room(state, left)
+            if not state.room:
+                return
+            evicted = segments(state.cover_end + 1, state.ws, state.layout.static)
+            _summarize_inline(state, state.summarize_now, [m for a, b in evicted for m in state.msgs[a:b]])
+            if state.new_summary_msg is None:
+                return
+            state.summary_msg, state.span = state.new_summary_msg, None
+        if state.summary_msg is not None:
+            state.out.insert(state.summary_at, state.summary_msg)
 
 
 def _summarize_inline(state: PackState, summarize_now: SummarizeNow, span: list[Msg]) -> None:

@@ -356,3 +356,46 @@ def test_a_window_yields_to_recall_only_when_recall_uses_the_room():
     without = pack(msgs, budget=4096, preference="balanced", model=MODEL)
     assert not any(p.origin == "recall" for p in with_source.messages)
     assert [p.source_ids for p in with_source.messages] == [p.source_ids for p in without.messages]
+
+
+def test_with_no_cached_prefix_quotes_come_before_the_summary():
+    """A stateless request: the summary (written inline, or passed) takes only the room the quotes
+    leave, so a question about the past gets as many quotes as with no summary at all; with window
+    state the summary keeps its place and the block its share."""
+    from optimizer import Summary, extractive_summary
+
+    msgs = chat(200, fact_at=5)
+    msgs.append(msg("q", "user", "Remind me about the podcast and jazz and the garden plans"))
+    plain = pack(msgs, budget=4096, preference="quality", model=MODEL, recall_source=source_of(msgs))
+    inline = pack(msgs, budget=4096, preference="quality", model=MODEL, recall_source=source_of(msgs),
+                  summarize_now=extractive_summary)
+    passed = pack(msgs, budget=4096, preference="quality", model=MODEL, recall_source=source_of(msgs),
+                  summary=Summary(id="s", content="[Conversation summary]\n" + "facts " * 300, through_id="a60"))
+    for result in (inline, passed):
+        assert result.stats["recall_tokens"] == plain.stats["recall_tokens"] > 0
+        assert result.stats["tokens_after"] <= 4096
+    # the quotes left no room that holds a summary: none is sent, what it covers stays quotable, and
+    # the span is reported (a worker writes the summary for the turns that follow)
+    assert not inline.stats["summary_used"] and not passed.stats["summary_used"]
+    assert inline.summary_span is not None
+    # a turn with window state: the summary first, the block held to its share
+    turn = pack(msgs, budget=4096, preference="quality", model=MODEL, recall_source=source_of(msgs),
+                summary=Summary(id="s", content="[Conversation summary]\n" + "facts " * 300, through_id="a60"),
+                window_start=plain.window_start)
+    assert turn.stats["summary_used"] and 0 < turn.stats["recall_tokens"] <= recall_cap("quality", budget=4096,
+                                                                                        stateful=True)
+
+
+def test_with_little_to_quote_the_summary_keeps_its_place():
+    """When the quotes use less than the window gave them, the preference's own layout is packed:
+    the summary before the window, the few quotes after it."""
+    from optimizer import extractive_summary
+
+    msgs = chat(200, fact_at=5)
+    msgs.append(msg("q", "user", "What was the serial number of the Brompton?"))
+    result = pack(msgs, budget=4096, preference="quality", model=MODEL, recall_source=source_of(msgs),
+                  summarize_now=extractive_summary)
+    kinds = [p.origin for p in result.messages]
+    assert result.stats["summary_generated"] and result.summary_span is None
+    assert kinds.index("summary") < kinds.index("recall") == len(kinds) - 2
+    assert "QX-7741" in result.messages[-2].content and result.stats["tokens_after"] <= 4096

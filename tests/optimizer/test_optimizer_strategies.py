@@ -17,10 +17,12 @@ from optimizer import (
 )
 from optimizer.recall import MemorySource, RecallItem
 from optimizer.strategies import (
+    AFTER_ASSEMBLY,
     PASSED_SUMMARY,
     PLAN,
     RECALL,
     SUMMARIZE,
+    SUMMARY_AFTER_RECALL,
     TRUNCATE,
     PackState,
     Strategy,
@@ -55,11 +57,11 @@ def test_every_strategy_has_the_one_small_interface():
     def conforms(s: Strategy) -> Strategy:  # a type checker rejects a non-conforming strategy here
         return s
 
-    for s in (PASSED_SUMMARY, TRUNCATE, SUMMARIZE, RECALL):
+    for s in (PASSED_SUMMARY, TRUNCATE, SUMMARIZE, RECALL, SUMMARY_AFTER_RECALL):
         conforms(s)
         assert isinstance(s.name, str) and callable(s.apply)
     assert [s.name for s in PLAN] == ["summary", "truncate", "summarize"]
-    assert RECALL.name == "recall"
+    assert [s.name for s in AFTER_ASSEMBLY] == ["recall", "summary after recall"]
 
 
 @pytest.mark.parametrize("preference", ["fast", "quality"])
@@ -73,7 +75,8 @@ def test_running_the_strategies_by_hand_is_pack(preference, inline):
     for s in PLAN:
         s.apply(state)
     state.assemble()
-    RECALL.apply(state)
+    for s in AFTER_ASSEMBLY:
+        s.apply(state)
     r = pack(msgs, budget=4000, preference=preference, model=MODEL, summary=summary, summarize_now=now,
              recall_source=source_of(msgs))
     assert state.out == r.messages
