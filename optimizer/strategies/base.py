@@ -151,7 +151,8 @@ class PackState:
         s = self.summary
         if s is None:
             return None
-        return PackedMessage("system", s.content, tuple(s.covered_ids) or (s.through_id,), "summary", self.summary_tokens)
+        covered = tuple(s.covered_ids) or (s.through_id,)
+        return PackedMessage("system", s.content, covered, "summary", self.summary_tokens)
 
     def assemble(self) -> None:
         """Static layer before the window, the summary layer, the window; and what was left out."""
