@@ -217,8 +217,15 @@ def summary_save(
         )
         if owner is None:
             return None
+        # Written for the path it read: if its last covered message left the active path meanwhile (an
+        # edit or a branch switch), it goes with that branch, never sent on the path now shown.
+        hidden_with = (
+            Message.objects.filter(pk=covers_through, superseded=True).values_list("off_path_by", flat=True).first()
+        )
         # Not indexed (search_services): a summary is neither a recall candidate nor a search hit.
         summary = Message.objects.create(
+            superseded=hidden_with is not None,
+            off_path_by=hidden_with,
             conversation=conversation,
             role=Message.Role.SYSTEM,
             kind=Message.Kind.SUMMARY,
