@@ -1,6 +1,6 @@
 """Keyboard shortcuts and the screen-reader basics of a streamed reply (issue 13, item 5), in
-headless Chromium: the "?" dialog, new chat, focus the composer, ↑ brings back the last message,
-copy the last reply; the reply is aria-busy while it streams and #stream-status says when it ends."""
+headless Chromium: the "?" dialog, new chat, focus the composer, ↑ opens the last message for editing
+in place, copy the last reply; the reply is aria-busy while it streams and #stream-status says when it ends."""
 
 from __future__ import annotations
 
