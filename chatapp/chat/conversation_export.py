@@ -60,7 +60,7 @@ MESSAGE_EXPORT_FIELDS: tuple[str, ...] = (
     "id", "role", "kind", "status", "content", "created_at", "updated_at", "pinned", "superseded",
     "reply_to_id", "model", "token_count", "prompt_tokens", "completion_tokens", "latency_ms", "cost_usd",
     "error", "covers_from_id", "covers_through_id", "covered_message_count", "source_chars", "extractive",
-    "discarded", "edited", "edited_from_id",
+    "discarded", "edited", "edited_from_id", "parent_id", "off_path_by",
 )
 
 _ROLE_NAMES = {Message.Role.USER: "User", Message.Role.ASSISTANT: "Assistant", Message.Role.SYSTEM: "System"}

@@ -33,7 +33,7 @@ MESSAGE_KEYS = {
     "id", "role", "kind", "status", "content", "created_at", "updated_at", "pinned", "superseded",
     "reply_to_id", "model", "token_count", "prompt_tokens", "completion_tokens", "latency_ms", "cost_usd",
     "error", "covers_from_id", "covers_through_id", "covered_message_count", "source_chars", "extractive",
-    "discarded", "edited", "edited_from_id",
+    "discarded", "edited", "edited_from_id", "parent_id", "off_path_by",  # the tree: issue 13, branches
 }
 T0 = datetime(2024, 3, 9, 14, 2, 33, 123456, tzinfo=UTC)
 FENCE_OPEN = "Here is code:\n```python\nprint('never closed')"

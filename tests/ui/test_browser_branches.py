@@ -1,5 +1,5 @@
 """Edit and branches in headless Chromium (issue 13): Edit on a user message opens it in place, Save &
-submit streams a reply to the new version and shows "‹ 2/2 ›"; the arrows switch the path shown, the
+submit streams a reply to the new version and shows "< 2/2 >"; the arrows switch the path shown, the
 whole branch below coming back with the version; Cancel leaves the message as it was."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def test_edit_a_message_then_switch_between_versions(asgi_server, browser):
     _wait(browser, lambda d: edited.find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "2/2")
     assert Message.objects.get(pk=int(second_id)).superseded
 
-    # The same after a reload, and ‹ brings back the first version with everything that followed it.
+    # The same after a reload, and "previous" brings back the first version with everything that followed it.
     browser.refresh()
     edited = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user .msg-branches"))[0]
     previous = edited.find_element(By.CSS_SELECTOR, '[data-action="branch-prev"]')
@@ -71,7 +71,7 @@ def test_edit_a_message_then_switch_between_versions(asgi_server, browser):
     first_version = browser.find_element(By.ID, f"m-{second_id}")
     assert first_version.find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "1/2"
 
-    # › goes back to the edited version.
+    # "next" goes back to the edited version.
     _click(browser, first_version.find_element(By.CSS_SELECTOR, '[data-action="branch-next"]'))
     _wait(browser, lambda d: any("cherries" in t for t in _texts(d)) and not any("plums" in t for t in _texts(d)))
 

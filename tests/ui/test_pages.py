@@ -149,7 +149,7 @@ def test_chat_page_renders_the_timeline(page, user):
     # Model text is rendered markdown with highlighted code.
     assert "<strong>Bold</strong>" in body
     assert '<pre class="hl" data-lang="python">' in body
-    # Issue 13: a regenerated reply is another version ("‹ 2/2 ›" on the one shown), not in the timeline.
+    # Issue 13: a regenerated reply is another version ("< 2/2 >" on the one shown), not in the timeline.
     assert "an earlier version" not in body
     assert ">2/2<" in body and 'aria-label="Previous version (1 of 2)"' in body
     assert ">Stopped<" in body
