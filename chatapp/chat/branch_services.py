@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
 from chatapp.chat.branch_selectors import message_sibling_ids
@@ -98,17 +98,9 @@ def branch_switch(*, message: Message, index: int) -> Message:
 def conversation_path_thread(*, conversation_id: int) -> None:
     """Give bulk-written chat messages with no parent their place in the tree: the previous chat
     message on the path in id order (a replaced reply and its replacement are siblings; each replaced
-    reply is a branch of its own). For imports and seeds, which write rows without the services."""
-    rows = (
-        Message.objects.filter(conversation_id=conversation_id, kind=Message.Kind.CHAT)
-        .order_by("id")
-        .values_list("id", "superseded", "parent_id")
-    )
-    tail: int | None = None
-    changed: list[Message] = []
-    for pk, superseded, parent_id in rows.iterator(chunk_size=2000):
-        if parent_id is None and (tail is not None or superseded):
-            changed.append(Message(pk=pk, parent_id=tail, off_path_by=pk if superseded else None))
-        if not superseded:
-            tail = pk
-    Message.objects.bulk_update(changed, ["parent", "off_path_by"], batch_size=1000)
+    reply is a branch of its own). For imports and seeds, which write rows without the services. Two
+    statements whatever the length: each parent is one seek on msg_conv_path_idx."""
+    chat = Message.objects.filter(conversation_id=conversation_id, kind=Message.Kind.CHAT)
+    previous = chat.filter(superseded=False, id__lt=OuterRef("pk")).order_by("-id").values("id")[:1]
+    chat.filter(parent__isnull=True).update(parent_id=Subquery(previous))
+    chat.filter(superseded=True, off_path_by__isnull=True).update(off_path_by=F("id"))
