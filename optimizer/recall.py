@@ -43,8 +43,11 @@ SEARCH_LIMIT = 120
 # A hit scoring below this share of the best hit is noise, not evidence: it is not quoted.
 RELATIVE_FLOOR = 0.1
 # Tokens a recall block may use at most, per preference, however much room the budget leaves: the
-# block changes every turn, so all of it is billed as uncached prompt tokens. See README (Recall).
-RECALL_CAP = {"fast": 4096, "balanced": 8192, "quality": 16384}
+# block changes every turn, so all of it is billed as uncached prompt tokens. On a request without
+# window state this bounds what a large window costs (a 128k-token model is not filled with quotes);
+# at the windows where the rule "fill the budget" matters most (8,192 tokens and below) no cap binds.
+# See README (Recall).
+RECALL_CAP = {"fast": 8192, "balanced": 16384, "quality": 32768}
 # On a turn of a running conversation (window state carried), at most this share of the budget: the
 # block is paid uncached on every turn while the rest of the prompt is a cached prefix, so each
 # preference buys evidence at its own price (README, "Recall"). A request without window state (the

@@ -120,6 +120,9 @@ def test_short_conversation_matches_the_cli(db, tmp_path, capsys):
 
 def test_extractive_writes_the_summary_with_the_app_and_names_covered_ids(db, tmp_path):
     req = request("s", rounds=60, preference="quality", summarizer="extractive", budget=3000)
+    # about nothing to recall: a question about the past would fill the room with quotes first, the
+    # summary taking what they leave (test_quotes_come_before_the_summary_without_window_state)
+    req["messages"][-1]["content"] = "Thanks!"
     code, out, err = run_pack(tmp_path, lines(req))
     assert code == 0, err
     res = out[0]
@@ -131,6 +134,19 @@ def test_extractive_writes_the_summary_with_the_app_and_names_covered_ids(db, tm
     assert set(covered) <= {m["id"] for m in req["messages"]}
     assert res["stats"]["summary_used"] is True and res["stats"]["summary_generated"] is True
     assert res["stats"]["tokens_after"] <= 3000
+
+
+def test_quotes_come_before_the_summary_without_window_state(db, tmp_path):
+    """As in the core: the app's summary, written on the spot, takes only the room the quotes leave;
+    its span is reported for the turns after, and the block is as large as with no summarizer."""
+    with_summary = request("s", rounds=60, preference="quality", summarizer="extractive", budget=3000)
+    without = request("n", rounds=60, preference="quality", budget=3000)
+    code, out, err = run_pack(tmp_path, lines(with_summary, without))
+    assert code == 0, err
+    summarized, plain = out
+    assert summarized["stats"]["recall_tokens"] == plain["stats"]["recall_tokens"] > 0
+    assert not summarized["stats"]["summary_used"]
+    assert summarized["stats"]["tokens_after"] <= 3000
 
 
 def test_summarizer_none_reports_the_span_in_request_ids(db, tmp_path):

@@ -132,10 +132,11 @@ def test_stateless_request_fills_the_budget_when_history_is_relevant():
 
 
 def test_cap_per_preference_bounds_the_block():
-    msgs = chat(400, fact_at=5)
+    msgs = chat(900, fact_at=5)
     msgs.append(msg("q", "user", "Remind me about the podcast and jazz and the garden plans"))
-    result = packed_with_recall(msgs, budget=20_000, preference="fast")
+    result = packed_with_recall(msgs, budget=40_000, preference="fast")
     assert 0 < result.stats["recall_tokens"] <= RECALL_CAP["fast"]
+    assert result.stats["tokens_after"] < 40_000 - 8_000  # the cap binds, not the budget
 
 
 def test_turn_with_window_state_holds_the_block_to_its_share_of_the_budget():
