@@ -13,8 +13,10 @@ from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
 from chatapp.chat.context import context_load, live_chat_q
+from chatapp.chat.dashboard.message_map import dashboard_message_map
 from chatapp.chat.message_services import message_append
-from chatapp.chat.models import Conversation, Message, MessageSearch, RecallCorpus
+from chatapp.chat.models import Conversation, Message, MessageSearch, OptimizationRecord, RecallCorpus
+from chatapp.chat.search_selectors import message_search
 from chatapp.chat.summary_selectors import summary_current
 
 pytestmark = pytest.mark.django_db
@@ -195,3 +197,21 @@ def test_a_summary_is_sent_only_on_the_path_it_summarized(chat_user, offline):
 
     branch_switch(message=q2, index=1)
     assert summary_current(conversation=offline).pk == late.pk  # back with its branch
+
+
+def test_dashboard_map_and_search_follow_the_active_path(chat_user, offline):
+    exchange(chat_user, offline, "first question about tomatoes")
+    q2, a2 = exchange(chat_user, offline, "second question about cucumbers")
+    turn = chat_edit_start(user=chat_user, message=q2, content="second question about peppers")
+    finish(turn)
+    shown = dashboard_message_map(conversation=offline)
+    assert shown["count"] == 4 and shown["record_id"] == OptimizationRecord.objects.get(reply_id=turn.reply_id).pk
+    assert [h.message_id for h in message_search(owner=chat_user, query="cucumbers").hits] == []
+    found = {h.message_id for h in message_search(owner=chat_user, query="peppers").hits}
+    assert turn.user_message_id in found and found <= set(active_path(offline))
+
+    branch_switch(message=q2, index=1)
+    shown = dashboard_message_map(conversation=offline)
+    assert shown["record_id"] == OptimizationRecord.objects.get(reply_id=a2.pk).pk
+    found = {h.message_id for h in message_search(owner=chat_user, query="cucumbers").hits}
+    assert q2.pk in found and found <= set(active_path(offline))
