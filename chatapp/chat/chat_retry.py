@@ -1,7 +1,9 @@
-"""Regenerate and Retry: a turn started again from an existing message (see chat_turn).
+"""Regenerate, Retry and Edit: a turn started again from an existing message (see chat_turn).
 
-Both supersede the reply they replace (it stays visible, never sent again) under the conversation's
-claim, so two tabs or a double click start one turn, not two.
+Each adds a sibling (issue 13, branches): Regenerate and Retry a new reply to the same user message,
+Edit a new user message under the same parent. What it replaces goes off the active path with what
+followed it (branch_services: kept, shown as `n/m`, never sent), under the conversation's claim, so
+two tabs or a double click start one turn, not two.
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from chatapp.chat.branch_services import branch_hide
 from chatapp.chat.chat_turn import latest_exchange_check, send_claim, target_for, turn_prepare
-from chatapp.chat.context import message_is_live
-from chatapp.chat.message_services import live_totals_add
+from chatapp.chat.message_services import message_append, message_content_validate
 from chatapp.chat.models import Conversation, Message
-from chatapp.chat.search_services import message_index_sync
 from chatapp.chat.turn_types import ChatTurn
 
 # A placeholder still "streaming" this long after the model timeout belongs to a request that died
@@ -27,22 +28,22 @@ _STALE_STREAM_GRACE = timedelta(seconds=60)
 
 
 def chat_regenerate_start(*, user: User, reply: Message) -> ChatTurn:
-    """Answer the same user message again; the old reply stays visible, marked superseded, never sent."""
+    """Answer the same user message again: a sibling reply; the old one stays as a branch, never sent."""
     if reply.role != Message.Role.ASSISTANT or reply.kind != Message.Kind.CHAT or reply.reply_to_id is None:
         raise ValidationError("Only a model reply can be regenerated.", code="not_a_reply")
     if reply.status == Message.Status.STREAMING:
         raise ValidationError("This reply is still streaming; stop it first.", code="streaming")
     if reply.superseded:
-        raise ValidationError("This reply was already replaced.", code="superseded")
+        raise ValidationError("This reply is not on the branch shown (replaced, or another branch).", code="superseded")
     user_message = Message.objects.get(pk=reply.reply_to_id)
     latest_exchange_check(user_message=user_message)
     conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=reply.conversation_id)
     with transaction.atomic():
         send_claim(conversation=conversation, client_key="")  # one turn at a time, as for sends
         # The claim: of two concurrent regenerates (two tabs, a double click) only the one that
-        # supersedes the reply goes on; the other would start a second streaming reply.
+        # finds the reply still on the path goes on; the other would start a second streaming reply.
         claimed = Message.objects.filter(pk=reply.pk, superseded=False, status=reply.status).update(
-            superseded=True, updated_at=timezone.now()
+            updated_at=timezone.now()
         )
         if not claimed:
             raise ValidationError(
@@ -50,14 +51,7 @@ def chat_regenerate_start(*, user: User, reply: Message) -> ChatTurn:
                 "Reload the conversation to see the newest reply.",
                 code="conflict",
             )
-        message_index_sync(message_ids=[reply.pk])  # a superseded reply is no longer recalled
-        if message_is_live(kind=reply.kind, status=reply.status, superseded=False):
-            live_totals_add(
-                conversation_id=conversation.pk,
-                messages=-1,
-                chars=-reply.char_count,
-                tokens=-reply.token_count,
-            )
+        branch_hide(conversation_id=conversation.pk, start_id=reply.pk)  # a branch now, not recalled
         conversation.refresh_from_db()
         return turn_prepare(
             user=user,
@@ -75,8 +69,8 @@ def _retry_last_reply(*, message: Message) -> Message | None:
 def chat_retry_start(*, user: User, message: Message) -> ChatTurn:
     """Send a user message again after its reply failed or was stopped (or never came).
 
-    The failed reply stays visible (marked superseded: a newer attempt replaced it); being stopped or
-    failed it was never part of the context anyway.
+    The failed reply stays as a branch (a sibling of the new attempt); being stopped or failed it was
+    never part of the context anyway.
     """
     if message.role != Message.Role.USER or message.kind != Message.Kind.CHAT:
         raise ValidationError("Only your own message can be retried.", code="not_user_message")
@@ -100,8 +94,9 @@ def chat_retry_start(*, user: User, message: Message) -> ChatTurn:
         if last is not None:
             claim = Message.objects.filter(
                 pk=last.pk, superseded=False, status=last.status, updated_at=last.updated_at
-            ).update(superseded=True, updated_at=now)
-            message_index_sync(message_ids=[last.pk])
+            ).update(updated_at=now)
+            if claim:
+                branch_hide(conversation_id=conversation.pk, start_id=last.pk)
         else:
             claim = Message.objects.filter(pk=message.pk, updated_at=message.updated_at).update(updated_at=now)
             if claim and Message.objects.filter(reply_to=message, superseded=False).exists():
@@ -119,3 +114,34 @@ def chat_retry_start(*, user: User, message: Message) -> ChatTurn:
             target=target_for(conversation=conversation),
             through_id=message.pk,
         )
+
+
+def chat_edit_start(*, user: User, message: Message, content: object, client_key: str = "") -> ChatTurn:
+    """Edit a user message: a sibling with the new text (same parent) and its reply become the active
+    path; the edited message and everything after it stay as a branch. Streams like a send (same
+    claim, idempotency key and events)."""
+    text = message_content_validate(content=content)
+    if message.role != Message.Role.USER or message.kind != Message.Kind.CHAT:
+        raise ValidationError("Only your own messages can be edited.", code="not_user_message")
+    if message.superseded:
+        raise ValidationError("This message is not on the branch shown; switch to it first.", code="off_path")
+    client_key = str(client_key or "")
+    if len(client_key) > 64:
+        raise ValidationError({"client_key": "At most 64 characters."}, code="invalid")
+    conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=message.conversation_id)
+    target = target_for(conversation=conversation)
+    with transaction.atomic():
+        send_claim(conversation=conversation, client_key=client_key)
+        # Still on the path under the claim: a concurrent edit or switch (another tab) got there first.
+        if not Message.objects.filter(pk=message.pk, superseded=False).update(updated_at=timezone.now()):
+            raise ValidationError(
+                "This message was just edited or its branch switched (another tab?). Reload the conversation.",
+                code="conflict",
+            )
+        branch_hide(conversation_id=conversation.pk, start_id=message.pk)
+        conversation.refresh_from_db()
+        edited = message_append(
+            conversation=conversation, role=Message.Role.USER, content=text, token_model=target.model,
+            client_key=client_key, parent_id=message.parent_id,
+        )
+        return turn_prepare(user=user, conversation=conversation, user_message=edited, target=target, through_id=None)

@@ -110,6 +110,7 @@ def turn_prepare(
             status=Message.Status.ERROR,
             error=error,
             reply_to=user_message,
+            parent=user_message,
             model=target.model,
         )
         message_index_add(message=reply)  # no text, so a no-op: kept so every create has its index call
@@ -143,6 +144,7 @@ def turn_prepare(
             content="",
             status=Message.Status.STREAMING,
             reply_to=user_message,
+            parent=user_message,
             model=target.model,
         )
         message_index_add(message=reply)  # empty while streaming; _turn_finish indexes its text
@@ -239,10 +241,13 @@ def send_claim(*, conversation: Conversation, client_key: str) -> None:
 
 
 def latest_exchange_check(*, user_message: Message) -> None:
+    if user_message.superseded:
+        raise ValidationError("This message is not on the branch shown; switch to it first.", code="off_path")
     later = Message.objects.filter(
         conversation_id=user_message.conversation_id,
         role=Message.Role.USER,
         kind=Message.Kind.CHAT,
+        superseded=False,  # later messages of other branches do not count: this one ends the path
         id__gt=user_message.pk,
     ).exists()
     if later:

@@ -226,7 +226,8 @@ def context_load(
         )
 
     summary_row = (
-        Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False)
+        # The active path's summary: one written on another branch covers messages this path lacks.
+        Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False, superseded=False)
         .only("id", "content", "token_count", "covers_through_id")
         .order_by("-id")
         .first()

@@ -60,7 +60,7 @@ MESSAGE_EXPORT_FIELDS: tuple[str, ...] = (
     "id", "role", "kind", "status", "content", "created_at", "updated_at", "pinned", "superseded",
     "reply_to_id", "model", "token_count", "prompt_tokens", "completion_tokens", "latency_ms", "cost_usd",
     "error", "covers_from_id", "covers_through_id", "covered_message_count", "source_chars", "extractive",
-    "discarded", "edited", "edited_from_id",
+    "discarded", "edited", "edited_from_id", "parent_id", "off_path_by",
 )
 
 _ROLE_NAMES = {Message.Role.USER: "User", Message.Role.ASSISTANT: "Assistant", Message.Role.SYSTEM: "System"}
@@ -107,7 +107,8 @@ def _conversation_head(*, conversation: Conversation) -> _Head:
     ) or 0
     covers: set[int] = set()
     spans = Message.objects.filter(
-        conversation_id=conversation.pk, kind=Message.Kind.SUMMARY, discarded=False, id__lte=through_id
+        conversation_id=conversation.pk, kind=Message.Kind.SUMMARY, discarded=False, superseded=False,
+        id__lte=through_id,
     ).values_list("covers_from_id", "covers_through_id")
     for span in spans:
         covers.update(i for i in span if i is not None)
@@ -253,15 +254,23 @@ def _fences_closed(text: str) -> str:
     return f"{text}\n{open_fence}" if open_fence else text
 
 
-def _markdown_chat(*, row: dict[str, Any], number: int) -> str:
-    heading = f"### {number} · {_ROLE_NAMES.get(row['role'], row['role'])} — {_utc_minute(row['created_at'])}"
+def _off_path_mark(row: dict[str, Any]) -> str:
+    if row["off_path_by"] not in (None, row["id"]):
+        return "another branch (it followed an edited or regenerated message)"
+    return "replaced by an edit" if row["role"] == Message.Role.USER else "replaced by a regenerated reply"
+
+
+def _markdown_chat(*, row: dict[str, Any], number: int | None) -> str:
+    """A chat message; off the active path it has no number (the app numbers the path) and says why."""
+    shown = "—" if number is None else str(number)
+    heading = f"### {shown} · {_ROLE_NAMES.get(row['role'], row['role'])} — {_utc_minute(row['created_at'])}"
     marks = []
     if row["model"] and row["role"] == Message.Role.ASSISTANT:
         marks.append(row["model"])
     if row["pinned"]:
         marks.append("pinned")
     if row["superseded"]:
-        marks.append("replaced by a regenerated reply")
+        marks.append(_off_path_mark(row))
     if row["status"] in _STATUS_MARKS:
         marks.append(_STATUS_MARKS[row["status"]])
     if marks:
@@ -288,10 +297,11 @@ def _markdown_page(*, page: Iterable[dict[str, Any]], numbering: _ChatNumbers) -
     out = []
     for row in page:
         is_chat = row["kind"] == Message.Kind.CHAT
-        numbering.observe(message_id=row["id"], is_chat=is_chat)
+        # Numbered as the app numbers them: the chat messages of the active path (issue 13, branches).
+        numbering.observe(message_id=row["id"], is_chat=is_chat and not row["superseded"])
         if is_chat:
-            out.append(_markdown_chat(row=row, number=numbering.chat_seen))
-        elif not row["discarded"]:
+            out.append(_markdown_chat(row=row, number=None if row["superseded"] else numbering.chat_seen))
+        elif not row["discarded"] and not row["superseded"]:
             out.append(_markdown_summary(row=row, numbers=numbering.numbers))
     return "".join(out)
 

@@ -24,9 +24,10 @@ from django.utils import timezone
 
 import optimizer
 from chatapp.chat import llm
+from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.context import message_is_live
 from chatapp.chat.imports import ConversationError, ConversationRecord, MessageRecord
-from chatapp.chat.imports.records import where
+from chatapp.chat.imports.records import link_column, where
 from chatapp.chat.message_services import title_from_text
 from chatapp.chat.models import Conversation, LLMConfig, Message
 from chatapp.chat.search_services import conversation_index_rebuild
@@ -111,6 +112,10 @@ def conversation_import(*, owner: User, record: ConversationRecord, index: int, 
         updated_at=record.updated_at or max(last, started),
         window_start_id=ids.get(record.window_start_ref) if record.window_start_ref else None,
     )
+    if not any("parent" in m.links for m in record.messages):
+        # A source with no tree (another product, an export from before branches): one path, each
+        # replaced reply a branch of its own, as migration 0012 made of existing chats.
+        conversation_path_thread(conversation_id=conversation.pk)
     conversation_index_rebuild(conversation=conversation)
     return conversation
 
@@ -122,12 +127,12 @@ def _dates_and_links_write(
     if not rows:
         return
     # Every link column is `<link>_id` (reply_to and edited_from are foreign keys, covers_* plain ids).
-    links = sorted({f"{name}_id" for m in records for name in m.links})
+    links = sorted({link_column(name) for m in records for name in m.links})
     columns = ["created_at", "updated_at", *links]
     adapt = connection.ops.adapt_datetimefield_value
     params = []
     for row, message, (created, updated) in zip(rows, records, dates, strict=True):
-        targets = {f"{name}_id": ids[target] for name, target in message.links.items()}
+        targets = {link_column(name): ids[target] for name, target in message.links.items()}
         params.append([adapt(created), adapt(updated), *(targets.get(c) for c in links), row.pk])
     assignments = ", ".join(f"{connection.ops.quote_name(c)} = %s" for c in columns)
     table = connection.ops.quote_name(Message._meta.db_table)

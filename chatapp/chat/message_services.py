@@ -15,6 +15,7 @@ from django.utils import timezone
 
 import optimizer
 from chatapp.chat import llm
+from chatapp.chat.branch_selectors import SiblingPlace, message_sibling_places, path_tail_id
 from chatapp.chat.context import conversation_config, message_is_live
 from chatapp.chat.layout import Place
 from chatapp.chat.models import Conversation, Message
@@ -61,8 +62,11 @@ def message_append(
     """Store a message with its token and character counts and keep the live totals in step.
 
     `token_model` is the model to count for (the caller usually has the target already); by default
-    the conversation's config model, else the offline model.
+    the conversation's config model, else the offline model. A chat message follows the tail of the
+    active path unless `parent_id` says otherwise (an edit: the edited message's parent).
     """
+    if kind == Message.Kind.CHAT and "parent_id" not in fields:
+        fields["parent_id"] = path_tail_id(conversation_id=conversation.pk)
     if token_model is None:
         token_model = llm.llm_target_for(config=conversation_config(conversation=conversation)).model
     tokens = optimizer.count_message({"role": role, "content": content}, model=token_model)
@@ -175,11 +179,16 @@ def _iso(value: datetime | None) -> str | None:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-def message_serialize(*, message: Message, place: Place | None, render: bool = True) -> dict[str, Any]:
+def message_serialize(
+    *, message: Message, place: Place | None, render: bool = True, siblings: SiblingPlace | None = None
+) -> dict[str, Any]:
     """The one shape of a message: the REST API's (api.serializers.MessageOutputSerializer, which
     documents it) and the stream's `start`, `done` and `error` events. `place` as message_place_get
     gives it; `html` is the sanitized rendering the timeline shows, or None with `render=False` (the
-    user's message in the start event: rendering a long paste would delay the reply's first byte)."""
+    user's message in the start event: rendering a long paste would delay the reply's first byte).
+    `siblings` (message_sibling_places) is read here, one query, when the caller has not read a page's."""
+    if siblings is None:
+        siblings = message_sibling_places(messages=[message]).get(message.pk, (1, 1))
     return {
         "id": message.pk,
         "conversation": message.conversation_id,
@@ -194,6 +203,9 @@ def message_serialize(*, message: Message, place: Place | None, render: bool = T
         "status": message.status,
         "superseded": message.superseded,
         "reply_to": message.reply_to_id,
+        "parent": message.parent_id,
+        "sibling_index": siblings[0],
+        "sibling_count": siblings[1],
         "model": message.model,
         "prompt_tokens": message.prompt_tokens,
         "completion_tokens": message.completion_tokens,

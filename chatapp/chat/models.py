@@ -145,8 +145,19 @@ class Message(models.Model):
     char_count = models.PositiveIntegerField(default=0)
     pinned = models.BooleanField(default=False)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
-    # A reply replaced by Regenerate stays visible but is never sent again.
+    # Off the active path (issue 13, branches): a message of another branch (an edited user message,
+    # a regenerated or retried reply, what followed them) or a summary written for one. Kept, never
+    # sent, recalled or counted; the timeline shows the active path only. Every root-to-leaf path is
+    # increasing in id, so the active path is "superseded=False in id order" for every existing reader.
     superseded = models.BooleanField(default=False)
+    # The tree: the chat message this one follows (null for a root: the first message and its edits).
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children", db_index=False
+    )
+    # For a message off the active path: the id of the message whose switch-away hid it (the first of
+    # its hidden branch). Switching back to that message brings back exactly these rows: the path
+    # that was active under it, found by one index read instead of a walk down the tree.
+    off_path_by = models.BigIntegerField(null=True, blank=True)
     # For an assistant reply: the user message it answers.
     reply_to = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replies")
     model = models.CharField(max_length=200, blank=True, default="")
@@ -193,11 +204,30 @@ class Message(models.Model):
             models.Index(
                 fields=["conversation"], condition=Q(status="streaming"), name="msg_conv_streaming_idx"
             ),
-            # Request path: the newest live summary of a conversation.
+            # Request path: the newest live summary of the active path.
             models.Index(
                 fields=["conversation", "-id"],
-                condition=Q(kind="summary", discarded=False),
-                name="msg_conv_summary_idx",
+                condition=Q(kind="summary", discarded=False, superseded=False),
+                name="msg_conv_summary_path_idx",
+            ),
+            # Sibling counts of a timeline page (children of its messages' parents, in id order).
+            models.Index(fields=["parent", "id"], name="msg_parent_idx"),
+            # Send: the tail of the active path (the new message's parent), however many messages of
+            # other branches are newer; also the active path's timeline pages.
+            models.Index(
+                fields=["conversation", "id"], condition=Q(kind="chat", superseded=False), name="msg_conv_path_idx"
+            ),
+            # Sibling counts of a conversation's roots (its first message and the edits of it).
+            models.Index(
+                fields=["conversation", "id"],
+                condition=Q(kind="chat", parent__isnull=True),
+                name="msg_conv_root_idx",
+            ),
+            # Branch switch: the rows a switch back to a message brings back onto the active path.
+            models.Index(
+                fields=["conversation", "off_path_by"],
+                condition=Q(off_path_by__isnull=False),
+                name="msg_conv_off_path_idx",
             ),
         ]
         constraints = [
@@ -211,66 +241,6 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}#{self.pk}"
-
-
-class MessageSearch(models.Model):
-    """The full-text index row of one chat message (kept by search_services, read by recall_source).
-
-    `terms` is `optimizer.lexical.index_text(content)`, so the database indexes exactly the core's
-    terms; `scope` holds the conversation and owner as tokens ("_c12 _u3") the analyzer can never
-    produce, so one full-text lookup is scoped by the index itself. The vendor part (an FTS5 table
-    over these rows on SQLite, a generated tsvector with a GIN index on PostgreSQL) is raw SQL in
-    migration 0002. `recallable` marks live user/assistant chat messages: the recall corpus.
-    """
-
-    message = models.OneToOneField(Message, primary_key=True, on_delete=models.CASCADE, related_name="+")
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
-    scope = models.CharField(max_length=64)
-    terms = models.TextField(blank=True, default="")
-    # Term count of the whole message (BM25's document length), long tokens left out of `terms` included.
-    length = models.PositiveIntegerField(default=0)
-    recallable = models.BooleanField(default=False)
-
-    class Meta:
-        indexes = [
-            # Recall: a hit's previous and next live message, one index seek each.
-            models.Index(
-                fields=["conversation", "message"], condition=Q(recallable=True), name="msgsearch_recall_idx"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"index of message {self.message_id}"
-
-
-class RecallTerm(models.Model):
-    """How many recallable messages of a conversation contain a term (BM25's document frequency).
-
-    Kept at write time: counting it at query time would read every posting of a common term.
-    """
-
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
-    term = models.CharField(max_length=64)
-    df = models.IntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["conversation", "term"], name="recallterm_unique_term"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.term} x{self.df}"
-
-
-class RecallCorpus(models.Model):
-    """A conversation's recall corpus size: recallable messages and their total term count (BM25's N, avgdl)."""
-
-    conversation = models.OneToOneField(Conversation, primary_key=True, on_delete=models.CASCADE, related_name="+")
-    docs = models.IntegerField(default=0)
-    length = models.BigIntegerField(default=0)
-
-    def __str__(self) -> str:
-        return f"corpus of conversation {self.conversation_id}"
 
 
 class OptimizationRecord(models.Model):
@@ -397,6 +367,9 @@ from chatapp.chat.dashboard.models import DashboardTotals, DashboardTurnBlock  #
 
 # Issue 13 (imports): the job table lives in its own module (this one is at its size bound).
 from chatapp.chat.import_models import ImportJob  # noqa: E402, F401
+
+# The full-text index and recall statistics tables.
+from chatapp.chat.search_models import MessageSearch, RecallCorpus, RecallTerm  # noqa: E402, F401
 
 # Issue 13 (share links): the table lives in its own module (this one is at its size bound).
 from chatapp.chat.share_models import ConversationShare  # noqa: E402, F401

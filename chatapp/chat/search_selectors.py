@@ -307,7 +307,10 @@ def _message_hits(*, owner: User, chosen: list[tuple[int, float]], terms: Sequen
         return []
     rows = {
         row[0]: row
-        for row in Message.objects.filter(pk__in=[pk for pk, _ in chosen], conversation__owner=owner).values_list(
+        # Messages of the paths shown only (issue 13): another branch's message has no place to link to.
+        for row in Message.objects.filter(
+            pk__in=[pk for pk, _ in chosen], conversation__owner=owner, superseded=False
+        ).values_list(
             "id", "conversation_id", "conversation__title", "role", "created_at", "content"
         )
     }

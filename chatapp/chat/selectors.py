@@ -47,12 +47,13 @@ def conversation_get(*, owner: User, pk: int) -> Conversation:
 
 
 def message_list(*, conversation: Conversation, before_id: int | None = None, limit: int = 100) -> list[Message]:
-    """Up to `limit` newest messages older than `before_id` (all when None), oldest first.
+    """Up to `limit` newest messages of the active path older than `before_id` (all when None), oldest first.
 
     A keyset page on the (conversation, id) index: the cost does not grow with the history's length.
+    Other branches (`superseded`) are reached through their siblings' `n/m` switch, not listed.
     """
     limit = max(1, min(int(limit), MESSAGE_PAGE_MAX))
-    messages = Message.objects.filter(conversation=conversation)
+    messages = Message.objects.filter(conversation=conversation, superseded=False)
     if before_id is not None:
         messages = messages.filter(id__lt=before_id)
     page = list(messages.order_by("-id")[:limit])
@@ -63,12 +64,15 @@ def message_list(*, conversation: Conversation, before_id: int | None = None, li
 def message_list_since(*, conversation: Conversation, since_id: int, limit: int = 100) -> list[Message]:
     """Up to `limit` messages from `since_id` on, oldest first (what another tab added or finished)."""
     limit = max(1, min(int(limit), MESSAGE_PAGE_MAX))
-    return list(Message.objects.filter(conversation=conversation, id__gte=since_id).order_by("id")[:limit])
+    return list(
+        Message.objects.filter(conversation=conversation, superseded=False, id__gte=since_id).order_by("id")[:limit]
+    )
 
 
 def message_numbers(*, conversation_id: int, ids: Iterable[int]) -> dict[int, int]:
-    """How users number messages: a chat message's 1-based position among its conversation's chat
-    messages (summaries are not numbered), as summary headers, the divider and the dashboard show them.
+    """How users number messages: a chat message's 1-based position among the chat messages of the
+    conversation's active path (summaries and other branches are not numbered), as summary headers,
+    the divider and the dashboard show them.
 
     Ids are database keys: they interleave across conversations and skip summaries, so they are never
     shown. One query reading the conversation's chat message ids up to the largest id asked, in
@@ -78,7 +82,9 @@ def message_numbers(*, conversation_id: int, ids: Iterable[int]) -> dict[int, in
     if not wanted:
         return {}
     chat_ids = list(
-        Message.objects.filter(conversation_id=conversation_id, kind=Message.Kind.CHAT, id__lte=wanted[-1])
+        Message.objects.filter(
+            conversation_id=conversation_id, kind=Message.Kind.CHAT, superseded=False, id__lte=wanted[-1]
+        )
         .order_by("id")
         .values_list("id", flat=True)
     )

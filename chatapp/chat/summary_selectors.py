@@ -66,9 +66,9 @@ def summary_job_latest(*, conversation: Conversation) -> SummaryJob | None:
 
 
 def summary_current(*, conversation: Conversation) -> Message | None:
-    """The summary in use: the newest one not discarded (newer summaries supersede older ones)."""
+    """The summary in use: the active path's newest one not discarded (newer summaries replace older ones)."""
     return (
-        Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False)
+        Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False, superseded=False)
         .order_by("-id")
         .first()
     )

@@ -278,11 +278,12 @@ def summary_edit(*, summary: Message, content: str) -> Message:
         # Locks the old summary so two edits at once cannot both replace it (the loser gets the error).
         current = (
             Message.objects.select_for_update()
-            .filter(pk=summary.pk, kind=Message.Kind.SUMMARY, discarded=False)
+            .filter(pk=summary.pk, kind=Message.Kind.SUMMARY, discarded=False, superseded=False)
             .first()
         )
         newer = Message.objects.filter(
-            conversation_id=summary.conversation_id, kind=Message.Kind.SUMMARY, discarded=False, id__gt=summary.pk
+            conversation_id=summary.conversation_id, kind=Message.Kind.SUMMARY, discarded=False, superseded=False,
+            id__gt=summary.pk,
         ).exists()
         if current is None or newer:
             raise ValidationError(
@@ -330,7 +331,9 @@ def summary_discard(*, summary: Message) -> Message:
     while older is not None and older not in chain:  # what it was edited from
         chain.add(older)
         older = Message.objects.filter(pk=older).values_list("edited_from_id", flat=True).first()
-    live = Message.objects.filter(conversation_id=summary.conversation_id, kind=Message.Kind.SUMMARY, discarded=False)
+    live = Message.objects.filter(
+        conversation_id=summary.conversation_id, kind=Message.Kind.SUMMARY, discarded=False, superseded=False
+    )
     with transaction.atomic():
         in_use = live.select_for_update().order_by("-id").values_list("id", flat=True).first()
         live.filter(id__in=chain).update(discarded=True, updated_at=timezone.now())

@@ -210,6 +210,9 @@ def summary_save(
     content = f"{header}\n\n{result.text}"
     token_count = optimizer.count_message({"role": "system", "content": content}, model=chat_model)
     with transaction.atomic():
+        # The conversation's row first, as a branch switch takes it (chat_turn.send_claim): a switch
+        # then cannot move the path between the check below and this summary's commit.
+        Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk", flat=True).first()
         owner = (
             SummaryJob.objects.select_for_update()
             .filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts)
@@ -217,8 +220,15 @@ def summary_save(
         )
         if owner is None:
             return None
+        # Written for the path it read: if its last covered message left the active path meanwhile (an
+        # edit or a branch switch), it goes with that branch, never sent on the path now shown.
+        hidden_with = (
+            Message.objects.filter(pk=covers_through, superseded=True).values_list("off_path_by", flat=True).first()
+        )
         # Not indexed (search_services): a summary is neither a recall candidate nor a search hit.
         summary = Message.objects.create(
+            superseded=hidden_with is not None,
+            off_path_by=hidden_with,
             conversation=conversation,
             role=Message.Role.SYSTEM,
             kind=Message.Kind.SUMMARY,

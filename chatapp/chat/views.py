@@ -21,6 +21,7 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_http_methods
 
 from chatapp.chat import selectors
+from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.context import first_user_message_id
 from chatapp.chat.forms import SignupForm
 from chatapp.chat.layout import Place, message_place_get
@@ -67,6 +68,9 @@ class MessageView:
     # The message's place in the context (optimizer.layout.message_place); None: never sent as itself.
     place: Place | None
     is_last_reply: bool
+    # Issue 13 (branches): 1-based position among the messages sharing its parent, and how many there are.
+    sibling_index: int = 1
+    sibling_count: int = 1
 
     @property
     def is_summary(self) -> bool:
@@ -132,6 +136,7 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
             if m.role == Message.Role.USER:
                 break
     first_user_id = first_user_message_id(conversation=conversation)
+    siblings = message_sibling_places(messages=items)
     views = []
     for m in items:
         # User text is shown as typed (escaped by the template); model and summary text is markdown.
@@ -142,6 +147,8 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
                 html=html,
                 place=message_place_get(message=m, first_user_id=first_user_id, window_start_id=window_start),
                 is_last_reply=m.pk == last_reply_id,
+                sibling_index=siblings.get(m.pk, (1, 1))[0],
+                sibling_count=siblings.get(m.pk, (1, 1))[1],
             )
         )
     return views

@@ -33,7 +33,7 @@ MESSAGE_KEYS = {
     "id", "role", "kind", "status", "content", "created_at", "updated_at", "pinned", "superseded",
     "reply_to_id", "model", "token_count", "prompt_tokens", "completion_tokens", "latency_ms", "cost_usd",
     "error", "covers_from_id", "covers_through_id", "covered_message_count", "source_chars", "extractive",
-    "discarded", "edited", "edited_from_id",
+    "discarded", "edited", "edited_from_id", "parent_id", "off_path_by",  # the tree: issue 13, branches
 }
 T0 = datetime(2024, 3, 9, 14, 2, 33, 123456, tzinfo=UTC)
 FENCE_OPEN = "Here is code:\n```python\nprint('never closed')"
@@ -164,22 +164,24 @@ def test_markdown_has_dates_numbers_marks_and_summary_ranges(api, chat):
     assert headings == [
         "### 1 · User — 2024-03-09 14:02 UTC · pinned",
         "### 2 · Assistant — 2024-03-09 14:03 UTC · gpt-4o-mini",
-        "### 3 · Assistant — 2024-03-09 14:04 UTC · replaced by a regenerated reply",
-        "### 4 · User — 2024-03-09 14:05 UTC",
-        "### 5 · Assistant — 2024-03-09 14:06 UTC · failed",
-        "### 6 · User — 2024-03-09 14:10 UTC",
-        "### 7 · Assistant — 2024-03-09 14:11 UTC · stopped",
+        # Issue 13 (branches): numbered as the app numbers messages, along the active path; a replaced
+        # reply is another branch, unnumbered.
+        "### — · Assistant — 2024-03-09 14:04 UTC · replaced by a regenerated reply",
+        "### 3 · User — 2024-03-09 14:05 UTC",
+        "### 4 · Assistant — 2024-03-09 14:06 UTC · failed",
+        "### 5 · User — 2024-03-09 14:10 UTC",
+        "### 6 · Assistant — 2024-03-09 14:11 UTC · stopped",
     ]
     assert "*Error: Model unreachable (timeout).*" in text
     # The summaries in use, quoted and marked with the chat numbers they cover; the discarded one left out.
-    assert "> **Summary of messages 1\u20134** (2024-03-09 14:07 UTC, extractive, written without a model)\n>\n" \
+    assert "> **Summary of messages 1\u20133** (2024-03-09 14:07 UTC, extractive, written without a model)\n>\n" \
            "> [Summary] Lisbon trip so far.\n> Second line.\n" in text
-    assert "> **Summary of messages 1\u20134** (2024-03-09 14:09 UTC, edited)\n>\n> Edited summary text\n" in text
+    assert "> **Summary of messages 1\u20133** (2024-03-09 14:09 UTC, edited)\n>\n> Edited summary text\n" in text
     assert "A DISCARDED SUMMARY" not in text
     assert "System prompt" not in text  # this chat has none
     # The unclosed fence is closed before the next message, whose heading stays a heading.
     after = text.split(FENCE_OPEN, 1)[1]
-    assert after.startswith("\n```\n\n### 5 · Assistant")
+    assert after.startswith("\n```\n\n### 4 · Assistant")
 
 
 def test_the_chats_system_prompt_opens_both_formats(api, chat):

@@ -18,7 +18,10 @@ def test_message_list_places_equal_the_core_rule(api, user, django_assert_max_nu
         response = api.get(f"/api/conversations/{layout.conversation.pk}/messages/")
     assert response.status_code == 200
     got = {m["id"]: m["place"] for m in response.json()["results"]}
-    assert got == places
+    # Issue 13 (branches): the list is the active path; a replaced reply is a branch, not listed.
+    off_path = {m.pk for m in layout.messages if m.superseded}
+    assert off_path
+    assert got == {pk: place for pk, place in places.items() if pk not in off_path}
 
 
 def test_pin_answer_carries_the_new_place(api, user):

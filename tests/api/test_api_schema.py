@@ -27,6 +27,8 @@ EXPECTED_PATHS = {
     "/api/messages/{id}/stop/": {"post"},
     "/api/messages/{id}/regenerate/": {"post"},
     "/api/messages/{id}/retry/": {"post"},
+    "/api/messages/{id}/edit/": {"post"},
+    "/api/messages/{id}/branch/": {"post"},
     "/api/conversations/{id}/compact/": {"post"},
     "/api/conversations/{id}/summary-jobs/": {"get"},
     "/api/summaries/{id}/": {"patch", "delete"},

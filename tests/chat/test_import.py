@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import optimizer
+from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.models import Conversation, Message, MessageSearch
 from chatapp.chat.selectors import conversation_list
 from tests.chat.importkit import chatgpt_conversation, export_document, file_bytes, import_now
@@ -150,6 +151,7 @@ def test_export_then_import_gives_the_same_conversation(owner):
     _msg(source, 7, role="assistant", content="Tram 28 is", status="stopped", reply_to=u2)
     Conversation.objects.filter(pk=source.pk).update(
         window_start_id=u2.pk, created_at=T0, updated_at=T0 + timedelta(hours=1))
+    conversation_path_thread(conversation_id=source.pk)  # the tree (issue 13) round-trips too
     source.refresh_from_db()
 
     document = export_document(source)
@@ -168,6 +170,8 @@ def test_export_then_import_gives_the_same_conversation(owner):
         assert n.edited_from_id == (to_new[o.edited_from_id] if o.edited_from_id else None)
         assert (n.covers_from_id, n.covers_through_id) == (
             to_new.get(o.covers_from_id), to_new.get(o.covers_through_id))
+        assert (n.parent_id, n.off_path_by) == (to_new.get(o.parent_id), to_new.get(o.off_path_by))
+    assert any(m.off_path_by for m in old) and sum(m.parent_id is None for m in old if m.kind == "chat") == 1
     assert copy.window_start_id == to_new[u2.pk]
     assert copy.summary_count == 1  # the edit is the same summary, rewritten
     # Exporting the copy gives the same document, ids aside.
@@ -176,7 +180,8 @@ def test_export_then_import_gives_the_same_conversation(owner):
 
 
 def _without_ids(messages: list[dict]) -> list[dict]:
-    ignored = {"id", "reply_to_id", "edited_from_id", "covers_from_id", "covers_through_id", "token_count"}
+    ignored = {"id", "reply_to_id", "edited_from_id", "covers_from_id", "covers_through_id", "token_count",
+               "parent_id", "off_path_by"}
     return [{k: v for k, v in m.items() if k not in ignored} for m in messages]
 
 

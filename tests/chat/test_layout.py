@@ -93,6 +93,10 @@ def test_timeline_marks_each_message_with_the_core_place(client, chat_user, layo
         if m.kind == Message.Kind.SUMMARY:
             continue
         tag = re.search(rf'<article class="([^"]*)"\s+id="m-{m.pk}"[^>]*>', body)
+        if m.superseded:
+            # Issue 13 (branches): a replaced reply is another branch, reached by "n/m", not in the path shown.
+            assert tag is None, m.content
+            continue
         assert tag is not None, m.content
         place = re.search(r'data-place="(\w+)"', tag.group(0))
         assert (place.group(1) if place else None) == places[m.pk], m.content

@@ -93,18 +93,21 @@ def test_message_map_statuses_in_latest_request(small):
     data = dashboard_message_map(conversation=small.conversation)
     m = small.m
     ids, statuses = decode_map(data)
+    # Issue 13 (branches): the map is the active path's; the superseded (regenerated) reply is another
+    # branch, not on it (it used to be listed as "excluded").
     expected = [
         (m[0], "verbatim"), (m[1], "summarized"), (m[2], "pinned"), (m[3], "summarized"), (m[4], "dropped"),
-        (m[5], "compressed"), (m[6], "verbatim"), (m[7], "verbatim"), (small.superseded, "excluded"),
+        (m[5], "compressed"), (m[6], "verbatim"), (m[7], "verbatim"),
         (small.summary, "summary"), (m[8], "new"),
     ]
+    assert small.superseded.pk not in ids
     assert ids == [msg.pk for msg, _ in expected]
     assert statuses == [status for _, status in expected]
-    assert data["roles"] == "uauauauaaSa"  # "S": a summary, not numbered
-    assert data["count"] == 11
+    assert data["roles"] == "uauauauaSa"  # "S": a summary, not numbered
+    assert data["count"] == 10
     assert data["record_id"] == small.records[-1].pk
-    assert sum(length for _, length in data["status_runs"]) == 11
-    assert len(data["status_runs"]) == 10  # m6, m7 share a run
+    assert sum(length for _, length in data["status_runs"]) == 10
+    assert len(data["status_runs"]) == 9  # m6, m7 share a run
     assert data["status_counts"]["verbatim"] == 3
     assert set(data["status_counts"]) == set(MAP_STATUSES)
 

@@ -12,6 +12,7 @@ from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
 import optimizer
+from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.crypto import secret_encrypt
 from chatapp.chat.models import Conversation, LLMConfig, Message
 
@@ -58,6 +59,7 @@ def seed_messages(conversation: Conversation, count: int, *, model: str = "fake-
         live_char_count=conversation.live_char_count + sum(r.char_count for r in rows),
         live_token_count=conversation.live_token_count + sum(r.token_count for r in rows),
     )
+    conversation_path_thread(conversation_id=conversation.pk)  # one path, as sends would make it
     conversation.refresh_from_db()
     return ids
 

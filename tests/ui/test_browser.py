@@ -254,16 +254,20 @@ def test_retry_after_a_failure_then_regenerate_and_pin(asgi_server, browser, fak
     assert "Traceback" not in error.text
     assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")) == 1
 
-    # Retry answers.
+    # Retry answers; the failed reply is kept as another version of the reply (issue 13: "2/2" on the new
+    # one reaches it), no longer in the path shown.
+    failed_id = int(failed.get_attribute("data-id"))
     error.find_element(By.CSS_SELECTOR, '[data-action="retry"]').click()
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
-          == "complete")
+          == "complete" and not d.find_elements(By.CSS_SELECTOR, f"#m-{failed_id}"))
     first_answer = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1]
     assert "Echo:" in first_answer.text
     assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--user")) == 1
+    assert first_answer.find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "2/2"
+    first_id = int(first_answer.get_attribute("data-id"))
 
     # Regenerate (after a reset the next request fails again, so it is retried): the replaced reply
-    # stays, dimmed and labelled.
+    # stays as another version (issue 13: it used to stay in the timeline, dimmed and labelled).
     fake_openai.reset()
     first_answer.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]').click()
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
@@ -273,12 +277,12 @@ def test_retry_after_a_failure_then_regenerate_and_pin(asgi_server, browser, fak
         latest.find_element(By.CSS_SELECTOR, '[data-action="retry"]').click()
         _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute(
             "data-status") == "complete")
-    first_id = int(first_answer.get_attribute("data-id"))
     assert Message.objects.get(pk=first_id).superseded
     browser.refresh()
-    old = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f"#m-{first_id}"))[0]
-    assert "is-superseded" in old.get_attribute("class")
-    assert "not sent to the model" in old.find_element(By.CSS_SELECTOR, ".msg-meta").text
+    positions = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant .msg-branches-pos"))
+    assert not browser.find_elements(By.CSS_SELECTOR, f"#m-{first_id}")
+    index, count = positions[-1].text.split("/")
+    assert index == count and int(count) >= 3  # the failed reply, the first answer, the regenerated one
 
     # Pin the question from its menu.
     question = browser.find_element(By.CSS_SELECTOR, ".msg--user")

@@ -1,6 +1,6 @@
 """Keyboard shortcuts and the screen-reader basics of a streamed reply (issue 13, item 5), in
-headless Chromium: the "?" dialog, new chat, focus the composer, ↑ brings back the last message,
-copy the last reply; the reply is aria-busy while it streams and #stream-status says when it ends."""
+headless Chromium: the "?" dialog, new chat, focus the composer, ↑ opens the last message for editing
+in place, copy the last reply; the reply is aria-busy while it streams and #stream-status says when it ends."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_shortcuts_dialog_and_keys(asgi_server, browser):
     dialog = browser.find_element(By.ID, "shortcuts-dialog")
     _wait(browser, lambda d: dialog.get_attribute("open") is not None)
     assert browser.find_element(By.ID, dialog.get_attribute("aria-labelledby")).text == "Keyboard shortcuts"
-    assert "there is no editing in place" in dialog.text
+    assert "Edit your last message in place" in dialog.text
     ActionChains(browser).send_keys(Keys.ESCAPE).perform()
     _wait(browser, lambda d: dialog.get_attribute("open") is None)
     # and from the sidebar's button
@@ -74,16 +74,23 @@ def test_shortcuts_dialog_and_keys(asgi_server, browser):
     assert composer.get_attribute("value") == "?" and dialog.get_attribute("open") is None
     composer.clear()
 
-    # Shift+Esc focuses the composer from anywhere; ↑ in it, empty, brings back the last message.
+    # Shift+Esc focuses the composer from anywhere; ↑ in it, empty, opens the last message for editing
+    # in place (issue 13: it used to bring the text back to resend); Esc closes the editor unchanged.
     browser.find_element(By.ID, "timeline").click()
     assert _active_id(browser) != "composer-input"
     _chord(browser, Keys.SHIFT, Keys.ESCAPE)
     _wait(browser, lambda d: _active_id(d) == "composer-input")
-    composer.send_keys(Keys.ARROW_UP)
-    assert composer.get_attribute("value") == "Remember the number 4711."
-    composer.send_keys(Keys.ARROW_UP)  # not empty any more: the caret moves, nothing is replaced
-    assert composer.get_attribute("value") == "Remember the number 4711."
+    composer.send_keys("x")
+    composer.send_keys(Keys.ARROW_UP)  # not empty: the caret moves, nothing opens
+    assert composer.get_attribute("value") == "x" and not browser.find_elements(By.CSS_SELECTOR, ".msg-edit")
     composer.clear()
+    composer.send_keys(Keys.ARROW_UP)
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("class") == "msg-edit-input")
+    editor = browser.switch_to.active_element
+    assert editor.get_attribute("value") == "Remember the number 4711."
+    assert composer.get_attribute("value") == ""
+    editor.send_keys(Keys.ESCAPE)
+    _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, ".msg-edit"))
 
     # Ctrl+Shift+C copies the last reply (headless Chromium may refuse the clipboard: the toast says which).
     _chord(browser, Keys.CONTROL, Keys.SHIFT, "c")

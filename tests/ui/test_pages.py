@@ -137,9 +137,11 @@ def test_home_redirects_to_the_newest_conversation(page, user):
 def test_chat_page_renders_the_timeline(page, user):
     conv = _conversation(user, title="Rendering")
     asked = _message(conv, "user", "what is <script>window.__xss=1</script>?")
-    _message(conv, "assistant", "**Bold** answer\n\n```python\nx = 1\n```", reply_to=asked, model="m-1",
-             superseded=True)
-    _message(conv, "assistant", "partial repl", reply_to=asked, status=Message.Status.STOPPED)
+    replaced = _message(conv, "assistant", "an earlier version", reply_to=asked, parent=asked, model="m-1",
+                        superseded=True)
+    Message.objects.filter(pk=replaced.pk).update(off_path_by=replaced.pk)
+    _message(conv, "assistant", "**Bold** answer\n\n```python\nx = 1\n```", reply_to=asked, parent=asked,
+             status=Message.Status.STOPPED)
     body = page.get(f"/c/{conv.pk}/").content.decode()
     # User text is escaped, never interpreted.
     assert "what is &lt;script&gt;window.__xss=1&lt;/script&gt;?" in body
@@ -147,7 +149,9 @@ def test_chat_page_renders_the_timeline(page, user):
     # Model text is rendered markdown with highlighted code.
     assert "<strong>Bold</strong>" in body
     assert '<pre class="hl" data-lang="python">' in body
-    assert "Regenerated · not sent to the model" in body
+    # Issue 13: a regenerated reply is another version ("< 2/2 >" on the one shown), not in the timeline.
+    assert "an earlier version" not in body
+    assert ">2/2<" in body and 'aria-label="Previous version (1 of 2)"' in body
     assert ">Stopped<" in body
     assert 'data-action="regenerate"' in body  # on the last reply only
     assert body.count('data-action="regenerate"') == 1

@@ -65,7 +65,7 @@ class ConversationExportMessage(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     pinned = serializers.BooleanField()
-    superseded = serializers.BooleanField()
+    superseded = serializers.BooleanField(help_text="Off the active path (another branch); never sent.")
     reply_to_id = serializers.IntegerField(allow_null=True)
     model = serializers.CharField()
     token_count = serializers.IntegerField()
@@ -82,6 +82,10 @@ class ConversationExportMessage(serializers.Serializer):
     discarded = serializers.BooleanField()
     edited = serializers.BooleanField()
     edited_from_id = serializers.IntegerField(allow_null=True)
+    parent_id = serializers.IntegerField(allow_null=True, help_text="The message this one follows (null: a root).")
+    off_path_by = serializers.IntegerField(
+        allow_null=True, help_text="Off the active path: the first message of the branch it was hidden with."
+    )
 
 
 class ConversationExportDocument(serializers.Serializer):

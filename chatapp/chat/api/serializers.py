@@ -50,6 +50,12 @@ class MessageOutputSerializer(serializers.ModelSerializer):
     # window start), so the browser never re-derives the static layer; null for summaries and
     # regenerated-away replies. Pass the conversation in the context to read it once per page.
     place = serializers.SerializerMethodField()
+    # Issue 13 (branches): where the message stands among the messages that share its parent (an edited
+    # user message and its edits, a reply and its regenerations): `sibling_index` of `sibling_count`,
+    # 1-based in the order written; the browser shows "n/m" when the count is above 1. Pass
+    # `siblings` (branch_selectors.message_sibling_places) in the context to read a page's at once.
+    sibling_index = serializers.IntegerField(min_value=1)
+    sibling_count = serializers.IntegerField(min_value=1)
 
     class Meta:
         model = Message
@@ -67,6 +73,9 @@ class MessageOutputSerializer(serializers.ModelSerializer):
             "status",
             "superseded",
             "reply_to",
+            "parent",
+            "sibling_index",
+            "sibling_count",
             "model",
             "prompt_tokens",
             "completion_tokens",
@@ -86,7 +95,8 @@ class MessageOutputSerializer(serializers.ModelSerializer):
     def to_representation(self, instance: Message) -> dict[str, Any]:
         # One message shape for the REST API and the stream's events: message_services builds it, these
         # fields document it (a test checks the two agree).
-        return message_serialize(message=instance, place=self.get_place(instance))
+        siblings = self.context.get("siblings", {}).get(instance.pk)
+        return message_serialize(message=instance, place=self.get_place(instance), siblings=siblings)
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_html(self, obj: Message) -> str | None:

@@ -26,8 +26,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chatapp.chat.admission import turn_start_view
+from chatapp.chat.api.serializers import MessageOutputSerializer
 from chatapp.chat.api.views import MessageListApi
-from chatapp.chat.chat_retry import chat_regenerate_start, chat_retry_start
+from chatapp.chat.branch_services import branch_switch
+from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start, chat_retry_start
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
 from chatapp.chat.message_services import MessageTooLarge, message_content_validate, message_stop
 from chatapp.chat.models import Conversation, Message
@@ -134,15 +136,10 @@ def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse
     conversation = get_object_or_404(
         Conversation.objects.select_related("llm_config", "owner"), pk=pk, owner=request.user
     )
-    data = request.data  # parses now: malformed JSON answers 400 before anything happens
-    if not hasattr(data, "get") or "content" not in data:
-        return _error('Send a JSON object with the message text in "content".', status.HTTP_400_BAD_REQUEST)
+    data, error = _content_or_error(request)
+    if error is not None:
+        return error
     content = data.get("content")
-    try:
-        # Bad input is answered before the rate limiter so it does not use up the user's quota.
-        message_content_validate(content=content)
-    except DjangoValidationError as exc:
-        return _validation_response(exc)
     # An idempotency key, in the body or as the usual header: the same send twice is stored once.
     client_key = str(data.get("client_key") or request.headers.get("Idempotency-Key") or "")
     return _start(request, lambda: chat_turn_start(
@@ -175,7 +172,7 @@ class ConversationMessagesApi(MessageListApi):
 @turn_start_view
 @extend_schema(
     operation_id="messages_regenerate",
-    summary="Answer the same user message again (the old reply stays visible, superseded)",
+    summary="Answer the same user message again: a sibling reply (the old one stays as a branch)",
     request=None,
     responses=_SSE_RESPONSES,
 )
@@ -214,3 +211,66 @@ def message_stop_api(request: Request, pk: int) -> Response:
     message_stop(message=message)
     message.refresh_from_db(fields=["status"])
     return Response({"id": message.pk, "status": message.status})
+
+
+def _content_or_error(request: Request) -> tuple[Any, Response | None]:
+    data = request.data  # parses now: malformed JSON answers 400 before anything happens
+    if not hasattr(data, "get") or "content" not in data:
+        return None, _error('Send a JSON object with the message text in "content".', status.HTTP_400_BAD_REQUEST)
+    try:
+        # Bad input is answered before the rate limiter so it does not use up the user's quota.
+        message_content_validate(content=data.get("content"))
+    except DjangoValidationError as exc:
+        return None, _validation_response(exc)
+    return data, None
+
+
+@turn_start_view
+@extend_schema(
+    operation_id="messages_edit",
+    summary="Edit a user message: a new sibling branch with this text; its reply streams as for a send",
+    request=inline_serializer("MessageEditInput", {
+        "content": serializers.CharField(),
+        "client_key": serializers.CharField(
+            required=False, max_length=64,
+            help_text="Idempotency key (or the Idempotency-Key header): the same edit twice is stored once.",
+        ),
+    }),
+    responses=_SSE_RESPONSES,
+)
+@api_view(["POST"])
+@_event_stream_accepted
+def message_edit_api(request: Request, pk: int) -> Response | StreamingHttpResponse:
+    message = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
+    data, error = _content_or_error(request)
+    if error is not None:
+        return error
+    client_key = str(data.get("client_key") or request.headers.get("Idempotency-Key") or "")
+    return _start(request, lambda: chat_edit_start(
+        user=request.user, message=message, content=data.get("content"), client_key=client_key
+    ))
+
+
+class BranchInputSerializer(serializers.Serializer):
+    index = serializers.IntegerField(min_value=1, help_text="1-based position among the message's siblings.")
+
+
+@extend_schema(
+    operation_id="messages_branch",
+    summary="Show another branch: the index-th sibling of this message and the path below it become active",
+    request=BranchInputSerializer,
+    responses={200: MessageOutputSerializer,
+               400: OpenApiResponse(description="No such sibling, or the message is not on the active path."),
+               404: OpenApiResponse(description="No such message of yours."),
+               409: OpenApiResponse(description="A reply is streaming in this chat.")},
+)
+@api_view(["POST"])
+def message_branch_api(request: Request, pk: int) -> Response:
+    message = get_object_or_404(Message, pk=pk, conversation__owner=request.user, kind=Message.Kind.CHAT)
+    serializer = BranchInputSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    try:
+        shown = branch_switch(message=message, index=serializer.validated_data["index"])
+    except DjangoValidationError as exc:
+        return _validation_response(exc)
+    return Response(MessageOutputSerializer(shown).data)

@@ -22,6 +22,7 @@ from chatapp.chat.api.serializers import (
     OptimizationRecordOutputSerializer,
     UserSettingsOutputSerializer,
 )
+from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.message_services import message_pin_set
 from chatapp.chat.models import LLMConfig, Preference
@@ -165,7 +166,7 @@ class MessageListApi(APIView):
 
     @extend_schema(
         operation_id="conversations_messages_list",
-        summary="Timeline page: newest first by page, each page oldest → newest",
+        summary="Timeline page of the active path: newest first by page, each page oldest → newest",
         responses=MessageOutputSerializer(many=True),
     )
     def get(self, request: Request, pk: int) -> Response:
@@ -175,7 +176,8 @@ class MessageListApi(APIView):
             fetch=lambda before_id, limit: message_list(conversation=conversation, before_id=before_id, limit=limit),
             request=request,
         )
-        data = MessageOutputSerializer(page, many=True, context={"conversation": conversation}).data
+        context = {"conversation": conversation, "siblings": message_sibling_places(messages=page)}
+        data = MessageOutputSerializer(page, many=True, context=context).data
         return paginator.get_paginated_response(data)
 
 

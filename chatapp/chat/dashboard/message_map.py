@@ -109,15 +109,18 @@ def _dropped_pairs(ranges: list[Any]) -> list[tuple[int, int]]:
 
 
 def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
-    """Every message's status in the latest request, run-length encoded.
+    """Every message of the active path with its status in that path's latest request, run-length encoded.
 
     `id_runs` = [[first_id, length], ...] over consecutive ids; `roles` = one character per message
     (u/a/s); `status_runs` = [[status_index, length], ...]. Together they address every message in
     chronological order at a few bytes per run instead of a row per message. The database classifies
     the messages; Python only reads (id, role, status) tuples and counts runs.
     """
+    # The active path's latest request (issue 13, branches): after a switch, the newest record may
+    # belong to another branch.
     latest = (
         OptimizationRecord.objects.filter(conversation=conversation)
+        .filter(Q(reply__isnull=True) | Q(reply__superseded=False))
         .order_by("-id")
         .only("id", "sent", "dropped_ranges", "summary_id", "window_start_id")
         .first()
@@ -170,7 +173,7 @@ def _map_rows(*, conversation: Conversation, status: Case) -> tuple[list[int], l
     but its rows are fetched from the cursor, without the ORM's per-row work.
     """
     query = (
-        Message.objects.filter(conversation=conversation)
+        Message.objects.filter(conversation=conversation, superseded=False)  # the active path's messages
         .order_by("id")
         .annotate(map_code=status * 4 + _ROLE_CODE)
         .values_list("id", "map_code")

@@ -25,6 +25,7 @@ from .records import (
     describe,
     flag_of,
     iso_time,
+    link_column,
     text_of,
     where,
 )
@@ -79,7 +80,7 @@ def _parse(document: Any) -> ConversationRecord:
             if target is not None and target not in refs:
                 raise ConversationError(f"message {n} (a summary) covers message id {target}, which is not in the file")
         # A reply whose question is gone keeps no link, as the database would have it (SET_NULL).
-        for name in ("reply_to", "edited_from"):
+        for name in ("reply_to", "edited_from", "parent", "off_path_by"):
             if message.links.get(name) not in refs:
                 message.links.pop(name, None)
     config = head.get("llm_config")
@@ -148,7 +149,7 @@ def _message(row: Any, *, number: int) -> MessageRecord:
         extra[name] = flag_of(row.get(name, False), what=f"{what}'s {name}")
     links = {}
     for name in LINK_FIELDS:
-        target = _ref(row.get(f"{name}_id"), what=f"{what}'s {name}_id")
+        target = _ref(row.get(link_column(name)), what=f"{what}'s {link_column(name)}")
         if target:
             links[name] = target
     return MessageRecord(

@@ -19,8 +19,14 @@ from typing import Any
 ROLES = ("system", "user", "assistant")
 KINDS = ("chat", "summary")
 STATUSES = ("complete", "streaming", "stopped", "error")
-# Message columns that refer to another message of the same conversation (stored as `<name>_id`).
-LINK_FIELDS = ("reply_to", "edited_from", "covers_from", "covers_through")
+# Message columns that refer to another message of the same conversation (stored as `link_column(name)`).
+# `parent` and `off_path_by`: the message tree and its hidden branches (issue 13, branches).
+LINK_FIELDS = ("reply_to", "edited_from", "covers_from", "covers_through", "parent", "off_path_by")
+
+
+def link_column(name: str) -> str:
+    """The stored column (and the export's key) of a link: `<name>_id`, but `off_path_by` is a plain id."""
+    return name if name == "off_path_by" else f"{name}_id"
 # PositiveIntegerField's upper bound on every database Django supports.
 MAX_INT = 2_147_483_647
 

@@ -71,6 +71,15 @@ export function actionsRow(isAssistant) {
   copy.setAttribute("aria-label", "Copy message");
   copy.append(icon("copy"));
   actions.append(copy);
+  if (!isAssistant) {
+    const edit = el("button", "icon-btn icon-btn--sm");
+    edit.type = "button";
+    edit.dataset.action = "edit-message";
+    edit.title = "Edit";
+    edit.setAttribute("aria-label", "Edit message");
+    edit.append(icon("edit"));
+    actions.append(edit);
+  }
   if (isAssistant) {
     const regen = el("button", "icon-btn icon-btn--sm");
     regen.type = "button";
@@ -176,18 +185,6 @@ export function markLastReply(article) {
   article.classList.add("is-last");
   const regen = article.querySelector('[data-action="regenerate"]');
   if (regen) regen.hidden = false;
-}
-
-export function markSuperseded(article) {
-  article.classList.add("is-superseded");
-  setPlace(article, null); // a regenerated-away reply is never sent again, whatever the window
-  article.classList.remove("is-last");
-  if (!article.querySelector(".badge--superseded")) {
-    addBadge(article, "badge--muted badge--superseded", "Regenerated · not sent to the model",
-      "This reply was regenerated; it stays here for reference but is not sent to the model.");
-  }
-  const err = article.querySelector(".msg-error .btn");
-  if (err) err.remove();
 }
 
 export function showError(article, text, { retry = true, userId = null } = {}) {

@@ -1,7 +1,7 @@
 /* Keyboard shortcuts, listed in a dialog ("?" outside a text field, or "Keyboard shortcuts" in the
    sidebar). Esc while a reply streams stops it (main.js); the rest are here. */
 import { copyText, input, messagesEl, toast } from "./state.js";
-import { autosize } from "./composer.js";
+import { editLastMessage } from "./branches.js";
 
 const dialog = document.getElementById("shortcuts-dialog");
 
@@ -16,17 +16,6 @@ export function openShortcuts() {
   if (!dialog || dialog.open) return;
   dialog.showModal();
   dialog.querySelector("button").focus();
-}
-
-/** The composer gets the last message you sent, to resend or change (there is no edit in place). */
-function recallLastMessage() {
-  const mine = messagesEl.querySelectorAll('.msg[data-role="user"] .msg-source');
-  const last = mine[mine.length - 1];
-  if (!last) return false;
-  input.value = last.value;
-  autosize();
-  input.setSelectionRange(input.value.length, input.value.length);
-  return true;
 }
 
 async function copyLastReply() {
@@ -53,7 +42,8 @@ document.addEventListener("keydown", (e) => {
     e.preventDefault();
     openShortcuts();
   } else if (e.key === "ArrowUp" && e.target === input && !input.value && !e.shiftKey && !mod && !e.altKey) {
-    if (recallLastMessage()) e.preventDefault();
+    // Your last message opens for editing in place (Save & submit makes a new version of it).
+    if (editLastMessage()) e.preventDefault();
   }
 });
 

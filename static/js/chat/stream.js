@@ -1,5 +1,6 @@
 /* One reply over Server-Sent Events: send, regenerate, retry, stop. */
-import { announce, buildMessage, enhance, markLastReply, markSuperseded, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showError, typingDots } from "./dom.js";
+import { setSiblings } from "./branches.js";
+import { announce, buildMessage, enhance, markLastReply, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showError, typingDots } from "./dom.js";
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
 import { refreshJobs } from "./jobs.js";
 import { refreshSidebar, setTitle } from "./sidebar.js";
@@ -59,6 +60,7 @@ export async function runStream(url, body, ctx) {
         if (ctx.userEl) {
           setMessageId(ctx.userEl, data.user_message.id);
           setPlace(ctx.userEl, data.user_message.place);
+          setSiblings(ctx.userEl, data.user_message);
         }
       }
       if (data.assistant_message) {
@@ -87,6 +89,7 @@ export async function runStream(url, body, ctx) {
       setMessageId(asstEl, m.id);
       setStatus(asstEl, m.status || "complete");
       setModel(asstEl, m.model);
+      setSiblings(asstEl, m);
       enhance(asstEl);
       markLastReply(asstEl);
       if (data.context) updateGauge(data.context);
@@ -103,6 +106,7 @@ export async function runStream(url, body, ctx) {
       setMessageId(asstEl, m.id);
       const status = m.status || "error";
       setStatus(asstEl, status);
+      setSiblings(asstEl, m);
       enhance(asstEl);
       markLastReply(asstEl);
       // A stopped reply is the user's doing, not a failure: its "Stopped" badge says so, as after
@@ -201,7 +205,8 @@ export async function regenerate(article) {
       toast(msg, "error", 5000);
     },
   });
-  if (asstEl.isConnected && asstEl.dataset.id && asstEl.dataset.id !== id) markSuperseded(previous);
+  // The old reply is a branch now (‹ n/m › on the new one reaches it), no longer on the page's path.
+  if (asstEl.isConnected && asstEl.dataset.id && asstEl.dataset.id !== id) previous.remove();
 }
 
 export function userIdFor(article) {
@@ -228,6 +233,9 @@ export async function retry(article) {
       showError(article, msg, { userId });
     },
   });
+  // The failed reply is a branch now (‹ n/m › on the new one reaches it).
+  if (article.dataset.role === "assistant" && asstEl.isConnected && asstEl.dataset.id
+      && asstEl.dataset.id !== article.dataset.id) article.remove();
 }
 
 export async function stop(again = false) {

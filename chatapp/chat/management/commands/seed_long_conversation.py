@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.dashboard.totals import dashboard_totals_rebuild
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
 from chatapp.chat.search_services import conversation_index_rebuild
@@ -91,6 +92,7 @@ def conversation_seed_long(
         # bulk_create bypasses message_append and its index call: index the chat messages in one pass,
         # so recall and the sidebar search work on the seeded conversation (summaries are not indexed).
         conversation_index_rebuild(conversation=conversation)
+        conversation_path_thread(conversation_id=conversation.pk)  # one path, as sends would make it
         SummaryJob.objects.bulk_create(jobs, batch_size=500)
         records = [
             _record(plan, conversation=conversation, ids=ids, rng=rng, pricing=pricing, preference=preference,

@@ -1,0 +1,142 @@
+/* Edit and branches (issue 13). A message with siblings (an edited message's versions, a reply and
+ * its regenerations) shows "‹ n/m ›": switching asks the server to make that version's path active,
+ * then the page shows it. Edit on your message opens it in place; Save & submit adds a version with
+ * the new text and streams its reply as a send does. Handles its own clicks (imported by main.js). */
+import { buildMessage, el, scrollToBottom } from "./dom.js";
+import { sendKey } from "./composer.js";
+import { runStream } from "./stream.js";
+import { api, errorText, messagesEl, state, toast } from "./state.js";
+
+/** Show "‹ n/m ›" on `article` for a message shape with sibling_index / sibling_count (none when 1). */
+export function setSiblings(article, message) {
+  if (!article || !message || !message.sibling_count) return;
+  article.dataset.siblingIndex = String(message.sibling_index);
+  article.dataset.siblingCount = String(message.sibling_count);
+  article.querySelector(".msg-branches")?.remove();
+  if (message.sibling_count < 2) return;
+  const index = message.sibling_index;
+  const count = message.sibling_count;
+  const nav = el("span", "msg-branches");
+  nav.setAttribute("role", "group");
+  nav.setAttribute("aria-label", "Versions of this message");
+  const button = (action, text, label, disabled) => {
+    const b = el("button", "icon-btn icon-btn--sm", text);
+    b.type = "button";
+    b.dataset.action = action;
+    b.setAttribute("aria-label", label);
+    b.title = action === "branch-prev" ? "Previous version" : "Next version";
+    b.disabled = disabled;
+    return b;
+  };
+  nav.append(
+    button("branch-prev", "‹", `Previous version (${index - 1} of ${count})`, index <= 1),
+    el("span", "msg-branches-pos", `${index}/${count}`),
+    button("branch-next", "›", `Next version (${index + 1} of ${count})`, index >= count),
+  );
+  const meta = article.querySelector(".msg-meta");
+  meta.insertBefore(nav, meta.querySelector(".msg-model, .msg-time"));
+}
+
+/** Drop `article` and everything after it: that part of the path is now another branch. */
+function dropFrom(article) {
+  let node = article;
+  while (node) {
+    const next = node.nextElementSibling;
+    node.remove();
+    node = next;
+  }
+}
+
+async function switchBranch(article, step) {
+  if (state.streaming || !article.dataset.id) return;
+  const index = Number(article.dataset.siblingIndex || 1) + step;
+  const res = await api(`/api/messages/${article.dataset.id}/branch/`, { method: "POST", body: { index } });
+  if (!res.ok) { toast(errorText(res.data, res.status), "error", 5000); return; }
+  // The path below changed as a whole: the page shows the new one, this version in view.
+  window.location.hash = `m-${res.data.id}`;
+  window.location.reload();
+}
+
+function closeEditor(article) {
+  article.querySelector(".msg-edit")?.remove();
+  article.querySelector(".msg-content").hidden = false;
+  article.querySelector(".msg-actions").hidden = false;
+}
+
+function openEditor(article) {
+  if (state.streaming || !article.dataset.id || article.querySelector(".msg-edit")) return;
+  const form = el("form", "msg-edit");
+  const label = el("label", "visually-hidden", "Edit your message");
+  const area = el("textarea", "msg-edit-input");
+  area.id = `edit-${article.dataset.id}`;
+  label.htmlFor = area.id;
+  area.rows = 3;
+  area.value = article.querySelector(".msg-source").value;
+  const save = el("button", "btn btn--sm btn--primary", "Save & submit");
+  save.type = "submit";
+  const cancel = el("button", "btn btn--sm", "Cancel");
+  cancel.type = "button";
+  cancel.dataset.action = "edit-cancel";
+  const row = el("div", "msg-edit-actions");
+  row.append(cancel, save);
+  form.append(label, area, row);
+  article.querySelector(".msg-content").hidden = true;
+  article.querySelector(".msg-actions").hidden = true;
+  article.querySelector(".msg-content").after(form);
+  form.addEventListener("submit", (e) => { e.preventDefault(); submitEdit(article, area.value); });
+  area.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); closeEditor(article); }
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit(); }
+  });
+  area.focus();
+  area.setSelectionRange(area.value.length, area.value.length);
+}
+
+async function submitEdit(article, content) {
+  if (state.streaming) return;
+  if (!content.trim()) { toast("Type a message before sending.", "error"); return; }
+  const id = article.dataset.id;
+  const userEl = buildMessage("user", content);
+  const asstEl = buildMessage("assistant", "");
+  const anchor = article.previousElementSibling;
+  const parent = article.parentElement;
+  const removed = [];
+  for (let node = article; node; node = node.nextElementSibling) removed.push(node);
+  dropFrom(article);
+  messagesEl.append(userEl, asstEl);
+  scrollToBottom(true);
+  await runStream(`/api/messages/${id}/edit/`, { content, client_key: sendKey() }, {
+    userEl,
+    asstEl,
+    onUserMessage(m) { setSiblings(userEl, m); },
+    onRejected(msg) {
+      // Nothing was stored: the path comes back as it was.
+      userEl.remove();
+      asstEl.remove();
+      if (anchor) anchor.after(...removed); else parent.prepend(...removed);
+      closeEditor(article);
+      toast(msg, "error", 5000);
+    },
+  });
+}
+
+/** ↑ in an empty composer: open your last message for editing in place. */
+export function editLastMessage() {
+  const mine = messagesEl.querySelectorAll('.msg[data-role="user"][data-id]');
+  const last = mine[mine.length - 1];
+  if (!last || state.streaming) return false;
+  openEditor(last);
+  last.scrollIntoView({ block: "nearest" });
+  return true;
+}
+
+document.addEventListener("click", (e) => {
+  const target = e.target.closest("[data-action]");
+  const article = target?.closest(".msg");
+  if (!target || !article) return;
+  const action = target.dataset.action;
+  if (action === "branch-prev") switchBranch(article, -1);
+  else if (action === "branch-next") switchBranch(article, 1);
+  else if (action === "edit-message") openEditor(article);
+  else if (action === "edit-cancel") closeEditor(article);
+});

@@ -1,0 +1,119 @@
+"""Edit and branches through the API (issue 13): `POST /api/messages/<id>/edit/` streams a new sibling's
+reply, `POST /api/messages/<id>/branch/` switches the active path, and the timeline answers the active
+path with each message's sibling index and count."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatapp.chat.models import Message
+from tests.api.test_api_stream import sse_events
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def echo_config(api, fake_openai):
+    response = api.post(
+        "/api/configs/",
+        {"name": "fake", "base_url": fake_openai.base_url, "model": "fake-echo", "api_key": "sk-fake-echo-0000"},
+        format="json",
+    )
+    assert response.status_code == 201
+    return response.json()
+
+
+@pytest.fixture
+def chat(api, echo_config) -> int:
+    """A conversation of two exchanges (q1, a1, q2, a2), sent through the API."""
+    pk = api.post("/api/conversations/", {}, format="json").json()["id"]
+    for text in ("first question", "second question"):
+        response = api.post(f"/api/conversations/{pk}/messages/", {"content": text}, format="json")
+        assert sse_events(response.recorded_body)[-1][0] == "done"
+    return pk
+
+
+def _timeline(api, pk: int) -> list[dict]:
+    response = api.get(f"/api/conversations/{pk}/messages/")
+    assert response.status_code == 200
+    return response.json()["results"]
+
+
+def test_edit_streams_a_new_branch_and_the_timeline_follows_it(api, chat, fake_openai):
+    q1, a1, q2, a2 = _timeline(api, chat)
+    assert [(m["sibling_index"], m["sibling_count"]) for m in (q1, a1, q2, a2)] == [(1, 1)] * 4
+    assert (q2["parent"], a2["parent"]) == (a1["id"], q2["id"])
+
+    response = api.post(f"/api/messages/{q2['id']}/edit/", {"content": "second question, edited"}, format="json")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/event-stream")
+    events = sse_events(response.recorded_body)
+    assert next(name for name, _ in events) == "start" and events[-1][0] == "done"
+    start = events[0][1]
+    assert start["user_message"]["content"] == "second question, edited"
+    assert (start["user_message"]["sibling_index"], start["user_message"]["sibling_count"]) == (2, 2)
+    # The model saw the new path only.
+    sent = [m["content"] for m in fake_openai.completions[-1].messages]
+    assert any("edited" in c for c in sent) and not any(c == "second question" for c in sent)
+
+    timeline = _timeline(api, chat)
+    assert [m["id"] for m in timeline[:2]] == [q1["id"], a1["id"]]
+    assert timeline[2]["content"] == "second question, edited" and timeline[2]["parent"] == a1["id"]
+    assert (timeline[2]["sibling_index"], timeline[2]["sibling_count"]) == (2, 2)
+    assert len(timeline) == 4 and q2["id"] not in {m["id"] for m in timeline}
+
+    # Back to the first version: the old path, whole.
+    switched = api.post(f"/api/messages/{timeline[2]['id']}/branch/", {"index": 1}, format="json")
+    assert switched.status_code == 200
+    assert switched.json()["id"] == q2["id"] and switched.json()["sibling_index"] == 1
+    assert [m["id"] for m in _timeline(api, chat)] == [q1["id"], a1["id"], q2["id"], a2["id"]]
+
+
+def test_regenerate_makes_reply_siblings(api, chat):
+    *_, a2 = _timeline(api, chat)
+    response = api.post(f"/api/messages/{a2['id']}/regenerate/")
+    done = sse_events(response.recorded_body)[-1]
+    assert done[0] == "done"
+    assert (done[1]["message"]["sibling_index"], done[1]["message"]["sibling_count"]) == (2, 2)
+    last = _timeline(api, chat)[-1]
+    assert last["id"] == done[1]["message"]["id"] and last["parent"] == a2["parent"]
+
+
+def test_edit_and_branch_bad_input(api, chat):
+    _q1, a1, q2, _ = _timeline(api, chat)
+    url = f"/api/messages/{q2['id']}/edit/"
+    assert api.post(url, {"content": "  "}, format="json").status_code == 400
+    assert api.post(url, {}, format="json").status_code == 400
+    assert api.post(url, data='{"content": "x"', content_type="application/json").status_code == 400
+    refused = api.post(f"/api/messages/{a1['id']}/edit/", {"content": "not mine"}, format="json")
+    assert refused.status_code == 400 and "Only your own messages" in refused.json()["detail"]
+
+    branch = f"/api/messages/{q2['id']}/branch/"
+    assert api.post(branch, {"index": 2}, format="json").status_code == 400  # only one version
+    assert api.post(branch, {"index": "two"}, format="json").status_code == 400
+    assert api.post(branch, {}, format="json").status_code == 400
+    assert api.post(branch, {"index": 1}, format="json").status_code == 200  # already shown: a no-op
+    assert len(_timeline(api, chat)) == 4
+
+
+def test_no_switch_while_a_reply_streams(api, chat):
+    q1, *_ = _timeline(api, chat)
+    Message.objects.create(conversation_id=chat, role="assistant", content="", status="streaming")
+    conflict = api.post(f"/api/messages/{q1['id']}/branch/", {"index": 1}, format="json")
+    assert conflict.status_code == 409
+    assert api.post(f"/api/messages/{q1['id']}/edit/", {"content": "new"}, format="json").status_code == 409
+
+
+def test_other_users_messages_are_404(other_api, chat):
+    q1, *_ = Message.objects.filter(conversation_id=chat).order_by("id")
+    assert other_api.post(f"/api/messages/{q1.pk}/edit/", {"content": "mine?"}, format="json").status_code == 404
+    assert other_api.post(f"/api/messages/{q1.pk}/branch/", {"index": 1}, format="json").status_code == 404
+    assert Message.objects.filter(conversation_id=chat).count() == 4
+
+
+def test_schema_documents_the_sibling_fields(api):
+    schema = api.get("/api/schema/", {"format": "json"}).json()
+    message = schema["components"]["schemas"]["MessageOutput"]["properties"]
+    assert {"parent", "sibling_index", "sibling_count"} <= set(message)
+    assert message["sibling_index"]["type"] == "integer"
+    edit = schema["paths"]["/api/messages/{id}/edit/"]["post"]
+    assert "content" in str(edit["requestBody"])

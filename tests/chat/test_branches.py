@@ -1,0 +1,217 @@
+"""Edit and branches (issue 13): messages form a tree, the active path is what is sent, counted,
+recalled and shown; editing and regenerating add siblings; a switch brings a branch back as it was."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.core.exceptions import ValidationError
+from django.db.models import Sum
+
+from chatapp.chat.branch_selectors import message_sibling_places, path_tail_id
+from chatapp.chat.branch_services import branch_switch
+from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start
+from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
+from chatapp.chat.context import context_load, live_chat_q
+from chatapp.chat.dashboard.message_map import dashboard_message_map
+from chatapp.chat.message_services import message_append
+from chatapp.chat.models import Conversation, Message, MessageSearch, OptimizationRecord, RecallCorpus
+from chatapp.chat.search_selectors import message_search
+from chatapp.chat.summary_selectors import summary_current
+
+pytestmark = pytest.mark.django_db
+
+
+def finish(turn) -> None:
+    async def run() -> None:
+        async for _ in chat_turn_stream(turn=turn):
+            pass
+
+    async_to_sync(run)()
+
+
+def active_path(conversation: Conversation) -> list[int]:
+    """The active path found the slow way: parent pointers up from the tail."""
+    tail = path_tail_id(conversation_id=conversation.pk)
+    path = []
+    while tail is not None:
+        path.append(tail)
+        tail = Message.objects.values_list("parent_id", flat=True).get(pk=tail)
+    return path[::-1]
+
+
+def assert_path_consistent(conversation: Conversation) -> None:
+    """Flags, running totals and recall statistics all describe the active path, and nothing else."""
+    path = active_path(conversation)
+    chat = Message.objects.filter(conversation=conversation, kind="chat")
+    assert sorted(chat.filter(superseded=False).values_list("id", flat=True)) == path
+    conversation.refresh_from_db()
+    live = chat.filter(live_chat_q(), id__in=path)
+    assert conversation.live_message_count == live.count()
+    assert conversation.live_token_count == (live.aggregate(t=Sum("token_count"))["t"] or 0)
+    recallable = set(MessageSearch.objects.filter(conversation=conversation, recallable=True).values_list(
+        "message_id", flat=True))
+    assert recallable == set(live.filter(role__in=["user", "assistant"]).values_list("id", flat=True))
+    corpus = RecallCorpus.objects.filter(conversation=conversation).first()
+    assert (corpus.docs if corpus else 0) == len(recallable)
+
+
+def exchange(user, conversation, text: str) -> tuple[Message, Message]:
+    turn = chat_turn_start(user=user, conversation=conversation, content=text)
+    finish(turn)
+    return Message.objects.get(pk=turn.user_message_id), Message.objects.get(pk=turn.reply_id)
+
+
+@pytest.fixture
+def offline(chat_user):
+    return Conversation.objects.create(owner=chat_user, offline=True)
+
+
+def test_sends_thread_one_path(chat_user, offline):
+    q1, a1 = exchange(chat_user, offline, "first question about tomatoes")
+    q2, a2 = exchange(chat_user, offline, "second question about cucumbers")
+    assert (q1.parent_id, a1.parent_id, q2.parent_id, a2.parent_id) == (None, q1.pk, a1.pk, q2.pk)
+    assert active_path(offline) == [q1.pk, a1.pk, q2.pk, a2.pk]
+    assert message_sibling_places(messages=[q1, a1, q2, a2]) == {m.pk: (1, 1) for m in (q1, a1, q2, a2)}
+    assert_path_consistent(offline)
+
+
+def test_edit_adds_a_sibling_and_sends_only_the_new_path(chat_user, offline):
+    q1, a1 = exchange(chat_user, offline, "first question about tomatoes")
+    q2, a2 = exchange(chat_user, offline, "second question about cucumbers")
+    turn = chat_edit_start(user=chat_user, message=q2, content="second question about peppers")
+    edited = Message.objects.get(pk=turn.user_message_id)
+    assert edited.parent_id == a1.pk and edited.content == "second question about peppers"
+    assert [m["content"] for m in turn.messages if m["role"] == "user"][-1].endswith("peppers")
+    assert not any("cucumbers" in str(m["content"]) for m in turn.messages)
+    finish(turn)
+    q2.refresh_from_db()
+    a2.refresh_from_db()
+    assert q2.superseded and a2.superseded and q2.off_path_by == a2.off_path_by == q2.pk
+    assert turn.user_message["sibling_index"] == 2 and turn.user_message["sibling_count"] == 2
+    assert message_sibling_places(messages=[q2, edited]) == {q2.pk: (1, 2), edited.pk: (2, 2)}
+    assert active_path(offline) == [q1.pk, a1.pk, edited.pk, turn.reply_id]
+    assert_path_consistent(offline)
+    # The next send follows the edited branch.
+    q3, _ = exchange(chat_user, offline, "third")
+    assert q3.parent_id == turn.reply_id
+
+
+def test_switch_brings_a_branch_back_as_it_was(chat_user, offline):
+    _q1, _a1 = exchange(chat_user, offline, "first question about tomatoes")
+    q2, _a2 = exchange(chat_user, offline, "second question about cucumbers")
+    _q3, a3 = exchange(chat_user, offline, "third question about onions")
+    old_path = active_path(offline)
+    turn = chat_edit_start(user=chat_user, message=q2, content="second question about peppers")
+    finish(turn)
+    new_path = active_path(offline)
+    Conversation.objects.filter(pk=offline.pk).update(window_start_id=new_path[-1])
+
+    shown = branch_switch(message=Message.objects.get(pk=turn.user_message_id), index=1)
+    assert shown.pk == q2.pk
+    assert active_path(offline) == old_path  # q3 and a3 came back with q2
+    offline.refresh_from_db()
+    assert offline.window_start_id is None  # the next request refits the new path
+    assert_path_consistent(offline)
+    ctx = context_load(conversation=offline)
+    assert [int(m.id) for m in ctx.msgs] == old_path
+
+    branch_switch(message=q2, index=2)
+    assert active_path(offline) == new_path
+    assert_path_consistent(offline)
+    branch_switch(message=q2, index=2)  # already shown: nothing moves
+    assert active_path(offline) == new_path
+
+    with pytest.raises(ValidationError) as info:
+        branch_switch(message=q2, index=3)
+    assert "from 1 to 2" in str(info.value)
+    with pytest.raises(ValidationError) as info:
+        branch_switch(message=a3, index=1)  # its parent is on another branch now
+    assert info.value.code == "off_path"
+
+
+def test_regenerate_keeps_the_old_reply_as_a_branch(chat_user, offline):
+    q1, a1 = exchange(chat_user, offline, "what is a tomato")
+    turn = chat_regenerate_start(user=chat_user, reply=a1)
+    finish(turn)
+    a1.refresh_from_db()
+    assert a1.superseded and a1.off_path_by == a1.pk
+    new = Message.objects.get(pk=turn.reply_id)
+    assert new.parent_id == q1.pk
+    assert message_sibling_places(messages=[new]) == {new.pk: (2, 2)}
+    branch_switch(message=new, index=1)
+    assert active_path(offline) == [q1.pk, a1.pk]
+    assert_path_consistent(offline)
+
+
+def test_no_switch_or_edit_while_a_reply_streams(chat_user, offline):
+    q1, a1 = exchange(chat_user, offline, "what is a tomato")
+    turn = chat_regenerate_start(user=chat_user, reply=a1)  # streaming, not finished
+    with pytest.raises(ValidationError) as info:
+        branch_switch(message=a1, index=1)
+    assert info.value.code == "conflict"
+    with pytest.raises(ValidationError) as info:
+        chat_edit_start(user=chat_user, message=q1, content="what is a cucumber")
+    assert info.value.code == "conflict"
+    finish(turn)
+
+
+def test_edit_refuses_what_cannot_be_edited(chat_user, offline):
+    q1, a1 = exchange(chat_user, offline, "what is a tomato")
+    with pytest.raises(ValidationError):
+        chat_edit_start(user=chat_user, message=a1, content="a reply is not yours to edit")
+    with pytest.raises(ValidationError):
+        chat_edit_start(user=chat_user, message=q1, content="   ")
+    turn = chat_edit_start(user=chat_user, message=q1, content="what is a cucumber")
+    finish(turn)
+    q1.refresh_from_db()
+    with pytest.raises(ValidationError) as info:
+        chat_edit_start(user=chat_user, message=q1, content="off the path")
+    assert info.value.code == "off_path"
+    # The first message's edits are roots: siblings of each other.
+    edited = Message.objects.get(pk=turn.user_message_id)
+    assert edited.parent_id is None
+    assert message_sibling_places(messages=[edited]) == {edited.pk: (2, 2)}
+
+
+def _summary(conversation, *, through: Message, first: Message) -> Message:
+    return message_append(
+        conversation=conversation, role="system", kind="summary", content="[Conversation summary] tomatoes",
+        covers_from_id=first.pk, covers_through_id=through.pk,
+    )
+
+
+def test_a_summary_is_sent_only_on_the_path_it_summarized(chat_user, offline):
+    q1, a1 = exchange(chat_user, offline, "first question about tomatoes")
+    q2, a2 = exchange(chat_user, offline, "second question about cucumbers")
+    early = _summary(offline, through=a1, first=q1)
+    late = _summary(offline, through=a2, first=q1)
+    assert summary_current(conversation=offline).pk == late.pk
+
+    turn = chat_edit_start(user=chat_user, message=q2, content="second question about peppers")
+    finish(turn)
+    late.refresh_from_db()
+    assert late.superseded and not Message.objects.get(pk=early.pk).superseded
+    assert summary_current(conversation=offline).pk == early.pk  # covers q1..a1: still this path's
+    assert context_load(conversation=offline).summary_message_id == early.pk
+
+    branch_switch(message=q2, index=1)
+    assert summary_current(conversation=offline).pk == late.pk  # back with its branch
+
+
+def test_dashboard_map_and_search_follow_the_active_path(chat_user, offline):
+    exchange(chat_user, offline, "first question about tomatoes")
+    q2, a2 = exchange(chat_user, offline, "second question about cucumbers")
+    turn = chat_edit_start(user=chat_user, message=q2, content="second question about peppers")
+    finish(turn)
+    shown = dashboard_message_map(conversation=offline)
+    assert shown["count"] == 4 and shown["record_id"] == OptimizationRecord.objects.get(reply_id=turn.reply_id).pk
+    assert [h.message_id for h in message_search(owner=chat_user, query="cucumbers").hits] == []
+    found = {h.message_id for h in message_search(owner=chat_user, query="peppers").hits}
+    assert turn.user_message_id in found and found <= set(active_path(offline))
+
+    branch_switch(message=q2, index=1)
+    shown = dashboard_message_map(conversation=offline)
+    assert shown["record_id"] == OptimizationRecord.objects.get(reply_id=a2.pk).pk
+    found = {h.message_id for h in message_search(owner=chat_user, query="cucumbers").hits}
+    assert q2.pk in found and found <= set(active_path(offline))

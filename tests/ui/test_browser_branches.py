@@ -1,0 +1,89 @@
+"""Edit and branches in headless Chromium (issue 13): Edit on a user message opens it in place, Save &
+submit streams a reply to the new version and shows "< 2/2 >"; the arrows switch the path shown, the
+whole branch below coming back with the version; Cancel leaves the message as it was."""
+
+from __future__ import annotations
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from chatapp.chat.models import Message
+from tests.support.browser import console_errors
+from tests.ui.test_browser import _send, _sign_up, _wait
+
+
+def _texts(browser) -> list[str]:
+    return [el.get_attribute("value") for el in browser.find_elements(By.CSS_SELECTOR, ".msg .msg-source")]
+
+
+def _user_messages(browser):
+    return browser.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")
+
+
+def _click(browser, element) -> None:
+    # Message actions appear on hover: scroll the button into view and click it as a user would.
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center', behavior: 'instant'})", element)
+    browser.execute_script("arguments[0].click()", element)
+
+
+def test_edit_a_message_then_switch_between_versions(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "browser-branches")
+    _send(browser, "Tell me about apples.")
+    _send(browser, "And about pears?")
+    _send(browser, "Finally, plums.")
+    assert not browser.find_elements(By.CSS_SELECTOR, ".msg-branches")
+    second = _user_messages(browser)[1]
+    second_id = second.get_attribute("data-id")
+
+    # Edit, then Cancel: nothing changes.
+    _click(browser, second.find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    assert editor.get_attribute("value") == "And about pears?"
+    assert browser.switch_to.active_element == editor
+    _click(browser, browser.find_element(By.CSS_SELECTOR, '[data-action="edit-cancel"]'))
+    _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, ".msg-edit"))
+    assert len(_user_messages(browser)) == 3
+
+    # Edit and Save & submit: the new version streams its reply; what followed the old one goes.
+    _click(browser, second.find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    editor.clear()
+    editor.send_keys("And about cherries?")
+    browser.find_element(By.CSS_SELECTOR, ".msg-edit button[type=submit]").click()
+    _wait(browser, lambda d: len(_user_messages(d)) == 2
+          and d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status") == "complete")
+    edited = _user_messages(browser)[1]
+    assert "And about cherries?" in edited.text
+    assert not any("plums" in t for t in _texts(browser))
+    _wait(browser, lambda d: edited.find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "2/2")
+    assert Message.objects.get(pk=int(second_id)).superseded
+
+    # The same after a reload, and "previous" brings back the first version with everything that followed it.
+    browser.refresh()
+    edited = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user .msg-branches"))[0]
+    previous = edited.find_element(By.CSS_SELECTOR, '[data-action="branch-prev"]')
+    assert previous.get_attribute("aria-label") == "Previous version (1 of 2)"
+    assert edited.find_element(By.CSS_SELECTOR, '[data-action="branch-next"]').get_attribute("disabled")
+    _click(browser, previous)
+    _wait(browser, lambda d: any("plums" in t for t in _texts(d)))
+    assert len(_user_messages(browser)) == 3
+    assert not any("cherries" in t for t in _texts(browser))
+    first_version = browser.find_element(By.ID, f"m-{second_id}")
+    assert first_version.find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "1/2"
+
+    # "next" goes back to the edited version.
+    _click(browser, first_version.find_element(By.CSS_SELECTOR, '[data-action="branch-next"]'))
+    _wait(browser, lambda d: any("cherries" in t for t in _texts(d)) and not any("plums" in t for t in _texts(d)))
+
+    # ↑ in the empty composer opens the last message for editing; Enter submits it as a new version.
+    composer = browser.find_element(By.ID, "composer-input")
+    composer.click()
+    composer.send_keys(Keys.ARROW_UP)
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    assert editor.get_attribute("value") == "And about cherries?"
+    editor.send_keys(" And grapes.", Keys.ENTER)
+    _wait(browser, lambda d: any("grapes" in t for t in _texts(d))
+          and d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status") == "complete")
+    last = _user_messages(browser)[-1]
+    _wait(browser, lambda d: last.find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "3/3")
+    assert console_errors(browser) == []
