@@ -40,7 +40,7 @@ class ImportJob(models.Model):
     conversation_ids = models.JSONField(default=list, blank=True)
     # Conversations not imported: [{"index": 0-based position in the file, "title", "error"}].
     skipped = models.JSONField(default=list, blank=True)
-    # What the source had that was not imported, by reason: {"branch_messages": 12, ...}.
+    # What the source had that was not imported, by reason: {"tool_messages": 12, ...}.
     omitted = models.JSONField(default=dict, blank=True)
     # Why the whole file could not be imported (status failed).
     error = models.TextField(blank=True, default="")

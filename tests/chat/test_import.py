@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import optimizer
 from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.models import Conversation, Message, MessageSearch
+from chatapp.chat.search_selectors import message_search
 from chatapp.chat.selectors import conversation_list
 from tests.chat.importkit import chatgpt_conversation, export_document, file_bytes, import_now
 
@@ -41,13 +42,17 @@ def _at(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
-def test_chatgpt_imports_the_active_path_with_its_dates_and_reports_the_branch(owner):
+def _path(conversation: Conversation) -> list[Message]:
+    return list(Message.objects.filter(conversation=conversation, superseded=False).order_by("id"))
+
+
+def test_chatgpt_imports_the_tree_with_its_dates_and_the_active_path(owner):
     job = import_now(owner, file_bytes("chatgpt_branch.json"), name="conversations.json")
     assert (job.status, job.format, job.total, job.done, job.error) == ("done", "chatgpt", 2, 2, "")
     first, second = (Conversation.objects.get(pk=pk) for pk in job.conversation_ids)
     assert first.title == "Sourdough schedule"
     assert (first.created_at, first.updated_at) == (_at(1700000000.25), _at(1700000900.5))
-    rows = _messages(first)
+    rows = _path(first)
     assert [(m.role, m.content) for m in rows] == [
         ("user", "How long should a sourdough loaf proof?"),
         ("assistant", "Usually 4 to 6 hours at 24 °C, until it grows by half."),
@@ -57,19 +62,43 @@ def test_chatgpt_imports_the_active_path_with_its_dates_and_reports_the_branch(o
     assert [m.created_at for m in rows] == [_at(1700000010.5), _at(1700000020.75), _at(1700000200.0),
                                             _at(1700000210.0)]
     assert rows[1].model == "gpt-4o"
-    # The first version of the edited question and its answer are on another branch: counted, not stored.
-    assert not Message.objects.filter(content__contains="BRANCH-ONLY").exists()
-    assert job.omitted == {"branch_messages": 2, "tool_messages": 1, "hidden_messages": 1}
+    # the tree: each message follows its parent (the tool call between u2b and a2b is not stored)
+    assert [m.parent_id for m in rows] == [None, rows[0].pk, rows[1].pk, rows[2].pk]
+    assert rows[1].reply_to_id == rows[0].pk and rows[3].reply_to_id == rows[2].pk
+    # The first version of the edited question and its answer: kept off the path, one hidden branch
+    # under its first message, siblings of the active path's question.
+    u2a, a2a = Message.objects.filter(conversation=first, superseded=True).order_by("id")
+    assert (u2a.content, u2a.parent_id, u2a.off_path_by) == ("What about in a cold kitchen?", rows[1].pk, u2a.pk)
+    assert (a2a.parent_id, a2a.off_path_by, a2a.reply_to_id) == (u2a.pk, u2a.pk, u2a.pk)
+    assert "BRANCH-ONLY" in a2a.content
+    assert job.omitted == {"tool_messages": 1, "hidden_messages": 1}
+    # only the active path counts and is recalled
+    assert first.live_message_count == 4
+    assert MessageSearch.objects.filter(conversation=first, recallable=True).count() == 4
     # A message with no date takes the one before it.
     b1, b2 = _messages(second)
     assert b1.created_at == b2.created_at == _at(1710000100)
+
+
+def test_an_imported_branch_is_switched_to_like_one_made_here(owner):
+    from chatapp.chat.branch_services import branch_switch
+
+    job = import_now(owner, file_bytes("chatgpt_branch.json"))
+    conversation = Conversation.objects.get(pk=job.conversation_ids[0])
+    question = _path(conversation)[2]  # the edited question, 2nd of its two versions
+    branch_switch(message=question, index=1)
+    assert [m.content[:28] for m in _path(conversation)] == [
+        "How long should a sourdough ", "Usually 4 to 6 hours at 24 °", "What about in a cold kitchen",
+        "BRANCH-ONLY answer about col"]
+    branch_switch(message=Message.objects.get(pk=question.pk), index=2)
+    assert _path(conversation)[-1].content.startswith("At 18 °C")
 
 
 def test_chatgpt_without_current_node_follows_the_newest_leaf(owner):
     document = json.loads(file_bytes("chatgpt_branch.json"))[:1]
     del document[0]["current_node"]
     job = import_now(owner, json.dumps(document).encode())
-    contents = [m.content for m in _messages(Conversation.objects.get(pk=job.conversation_ids[0]))]
+    contents = [m.content for m in _path(Conversation.objects.get(pk=job.conversation_ids[0]))]
     assert contents[-1].startswith("At 18 °C")  # a2b (t=…210) is newer than a2a (t=…110)
 
 
@@ -77,13 +106,18 @@ def test_openwebui_walks_current_id_and_reads_millisecond_dates(owner):
     job = import_now(owner, file_bytes("openwebui_branch.json"))
     assert (job.status, job.format, job.total) == ("done", "openwebui", 2)
     seedlings, haiku = (Conversation.objects.get(pk=pk) for pk in job.conversation_ids)
-    rows = _messages(seedlings)
+    rows = _path(seedlings)
     assert [m.content[:20] for m in rows] == [
         "My tomato seedlings ", "They stretch towards", "How far above them s", "About 10 to 15 cm fo"]
     assert [m.created_at for m in rows] == [_at(1720000010), _at(1720000030), _at(1720000100), _at(1720000110)]
     assert rows[1].model == "llama3.1"
     assert seedlings.created_at == _at(1720000000) and seedlings.updated_at == _at(1720000500)
-    assert job.omitted == {"branch_messages": 1}
+    assert job.omitted == {}
+    # the first answer, regenerated: a sibling of the answer on the path, a hidden branch of its own
+    (first_answer,) = Message.objects.filter(conversation=seedlings, superseded=True)
+    assert first_answer.content.startswith("BRANCH-ONLY")
+    assert (first_answer.parent_id, first_answer.off_path_by) == (rows[0].pk, first_answer.pk)
+    assert rows[1].parent_id == rows[0].pk and first_answer.pk < rows[1].pk
     # No history: the visible list; the top-level title is empty, the chat's own is used; ms dates.
     assert haiku.title == "Haiku about rain"
     assert [m.created_at for m in _messages(haiku)] == [_at(1725000001), _at(1725000002)]
@@ -93,7 +127,7 @@ def test_openwebui_walks_current_id_and_reads_millisecond_dates(owner):
 def test_counts_totals_and_index_are_those_of_stored_messages(owner):
     job = import_now(owner, file_bytes("openwebui_branch.json"))
     conversation = Conversation.objects.get(pk=job.conversation_ids[0])
-    rows = _messages(conversation)
+    rows = _path(conversation)
     model = "offline-demo"  # no config: the offline demo model, as a new chat would get
     assert conversation.offline
     assert [m.token_count for m in rows] == [
@@ -108,7 +142,12 @@ def test_search_finds_imported_text(owner):
     job = import_now(owner, file_bytes("chatgpt_branch.json"))
     found = conversation_list(owner=owner, query="pumpernickel")
     assert [c.pk for c in found] == [job.conversation_ids[0]]
-    assert not conversation_list(owner=owner, query="kitchens")  # branch-only text was not imported
+    # text only on another branch finds its chat (it is in it), but no message to jump to: the hit
+    # would open a message the timeline does not show until the branch is switched to
+    assert [c.pk for c in conversation_list(owner=owner, query="kitchens")] == [job.conversation_ids[0]]
+    assert message_search(owner=owner, query="kitchens").hits == []
+    assert [h.conversation_id for h in message_search(owner=owner, query="pumpernickel").hits] == [
+        job.conversation_ids[0]]
 
 
 def test_a_zip_as_chatgpt_exports_it_is_read(owner):

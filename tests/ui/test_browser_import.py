@@ -44,12 +44,18 @@ def test_import_shows_progress_then_links_and_errors(asgi_server, browser, inlin
     assert (bar.get_attribute("value"), bar.get_attribute("max")) == ("2", "2")
     assert browser.find_element(By.ID, "import-progress-label").text == "Imported 2 conversations"
     message = browser.find_element(By.ID, "import-message").text
-    assert "2 of 2 conversations imported." in message and "1 on other branches" in message
+    assert message.startswith("2 of 2 conversations imported.")  # branches are imported: nothing left out
     links = browser.find_elements(By.CSS_SELECTOR, "#import-links a")
     owner = get_user_model().objects.get(username="browser-importer")
     ids = list(Conversation.objects.filter(owner=owner).order_by("id").values_list("id", flat=True))
     assert [(a.text, a.get_attribute("href")) for a in links] == [
         ("Tomato seedlings", f"{base}/c/{ids[0]}/"), ("Haiku about rain", f"{base}/c/{ids[1]}/")]
+
+    # what a source had that is not stored is said (ChatGPT's tool call and hidden context message)
+    _import(browser, FILES / "chatgpt_branch.json")
+    _wait(browser, lambda d: "Sourdough schedule" in d.find_element(By.ID, "import-links").text)
+    message = browser.find_element(By.ID, "import-message").text
+    assert "1 from tools" in message and "1 hidden by the source" in message
 
     _import(browser, FILES / "foreign.json")
     _wait(browser, lambda d: "not a known export" in d.find_element(By.ID, "import-message").text)

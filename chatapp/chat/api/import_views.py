@@ -72,8 +72,8 @@ class ImportJobOutputSerializer(serializers.ModelSerializer):
     skipped = SkippedConversationSerializer(many=True, help_text="The first 200 conversations not imported.")
     omitted = serializers.DictField(
         child=serializers.IntegerField(),
-        help_text='Messages the source had that were not imported, by reason ("branch_messages", '
-                  '"tool_messages", "hidden_messages", "empty_messages").',
+        help_text='Messages the source had that were not imported, by reason ("tool_messages", '
+                  '"hidden_messages", "empty_messages").',
     )
 
     class Meta:

@@ -2,13 +2,13 @@
 a tree of messages in `mapping` ({node id: {message, parent, children}}) whose visible branch ends
 at `current_node`.
 
-This app has no branches yet: the active path is imported (from `current_node` up through `parent`,
-reversed), and the messages only on other branches (an edited question's first version, a
-regenerated answer's siblings) are counted in `omitted["branch_messages"]`, not stored. Also left
-out and counted: tool messages (browsing results, code output: this app has no tool role), hidden
-messages with text (ChatGPT's custom-instruction context), and user or assistant messages with no
-text; empty system messages (every tree's root) are skipped silently. Text parts are joined; a part
-that is not text (an image) becomes "[image]".
+The whole tree is imported (`records.tree_records`): the path to `current_node` (else to the newest
+leaf) is the active path, and every other branch (an edited question's first version, a regenerated
+answer's siblings) is stored off it, as a branch the chat's `< n/m >` switches to. Left out and
+counted: tool messages (browsing results, code output: this app has no tool role), hidden messages
+with text (ChatGPT's custom-instruction context), and user or assistant messages with no text; their
+children hang from the nearest stored message above them. Empty system messages (every tree's root)
+are skipped silently. Text parts are joined; a part that is not text (an image) becomes "[image]".
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from .records import (
     ConversationError,
     ConversationRecord,
     MessageRecord,
-    branch_path,
+    TreeNode,
     describe,
     epoch_time,
+    tree_records,
     where,
 )
 
@@ -47,23 +48,21 @@ def _parse(conversation: Any) -> ConversationRecord:
     mapping = conversation["mapping"]
     if not isinstance(mapping, dict):
         raise ConversationError(f'its "mapping" is {describe(mapping)}, not an object of messages')
-    path = _active_path(mapping, conversation.get("current_node"))
-    on_path = {id(node) for node in path}
     omitted: Counter[str] = Counter()
-    omitted["branch_messages"] = sum(
-        1 for node in mapping.values()
-        if isinstance(node, dict) and node.get("message") is not None and id(node) not in on_path
-    )
-    messages: list[MessageRecord] = []
-    number = 0
-    for node in path:
+    nodes: dict[str, TreeNode] = {}
+    number = 0  # messages are counted as a person reads the file: nodes without one (the root) aside
+    for key, node in mapping.items():
+        if not isinstance(node, dict):
+            raise ConversationError(f"a node of its mapping is {describe(node)}, not an object")
         message = node.get("message")
-        if message is None:  # the tree's root
-            continue
-        number += 1
-        record = _message(message, what=f"message {number}", omitted=omitted)
-        if record is not None:
-            messages.append(record)
+        number += message is not None
+        record = None if message is None else _message(message, what=f"message {number}", omitted=omitted)
+        parent = node.get("parent")
+        if parent is not None and not isinstance(parent, str):
+            raise ConversationError(f"a parent is {describe(parent)}, not a string")
+        nodes[str(key)] = TreeNode(parent=parent, record=record, stamp=_stamp(message))
+    current = conversation.get("current_node")
+    messages = tree_records(nodes, current if isinstance(current, str) else None)
     title = conversation.get("title")
     return ConversationRecord(
         title=title if isinstance(title, str) else "",
@@ -74,28 +73,9 @@ def _parse(conversation: Any) -> ConversationRecord:
     )
 
 
-def _active_path(mapping: dict[str, Any], current: Any) -> list[dict[str, Any]]:
-    """The nodes from the root to `current` (else to the newest leaf), root first."""
-    if not isinstance(current, str) or current not in mapping:
-        current = _newest_leaf(mapping)
-    path = branch_path(mapping, current, parent_key="parent")
-    for node in path:
-        if not isinstance(node, dict):
-            raise ConversationError(f"a node of its mapping is {describe(node)}, not an object")
-    return path
-
-
-def _newest_leaf(mapping: dict[str, Any]) -> str | None:
-    def created(node_id: str) -> float:
-        message = mapping[node_id].get("message") or {}
-        stamp = message.get("create_time") if isinstance(message, dict) else None
-        return float(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else float("-inf")
-
-    leaves = [
-        node_id for node_id, node in mapping.items()
-        if isinstance(node, dict) and not node.get("children") and node.get("message") is not None
-    ]
-    return max(leaves, key=created) if leaves else None
+def _stamp(message: Any) -> float:
+    stamp = message.get("create_time") if isinstance(message, dict) else None
+    return float(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else float("-inf")
 
 
 def _message(message: Any, *, what: str, omitted: Counter[str]) -> MessageRecord | None:

@@ -3,9 +3,9 @@ messages, history: {messages: {id: {role, content, timestamp, parentId, children
 created_at, updated_at}`.
 
 `history` is the tree (edits and regenerations branch it) and `currentId` the message the chat
-shows last: its path (up through `parentId`, reversed) is imported, and the messages only on other
-branches are counted in `omitted["branch_messages"]`, not stored (this app has no branches yet).
-Without a history, `chat.messages` (the visible list) is imported as it is. Timestamps are Unix
+shows last: the whole tree is imported (`records.tree_records`), the path up from `currentId` (else
+from the newest leaf) as the active path and every other branch off it, as a branch the chat
+switches to. Without a history, `chat.messages` (the visible list) is imported as it is. Timestamps are Unix
 seconds, in some versions milliseconds (told apart by size). Messages with no text (a failed reply)
 are counted in `omitted["empty_messages"]`.
 """
@@ -20,9 +20,10 @@ from .records import (
     ConversationError,
     ConversationRecord,
     MessageRecord,
-    branch_path,
+    TreeNode,
     describe,
     epoch_time,
+    tree_records,
     where,
 )
 
@@ -60,18 +61,23 @@ def _parse(item: Any) -> ConversationRecord:
     history = chat.get("history")
     nodes = history.get("messages") if isinstance(history, dict) else None
     if isinstance(nodes, dict) and nodes:
-        path = _active_path(nodes, history.get("currentId"))
-        omitted["branch_messages"] = len(nodes) - len(path)
+        tree: dict[str, TreeNode] = {}
+        for number, (key, node) in enumerate(nodes.items(), 1):
+            record = _message(node, what=f"message {number}", omitted=omitted)
+            parent = node.get("parentId")
+            if parent is not None and not isinstance(parent, str):
+                raise ConversationError(f"a parentId is {describe(parent)}, not a string")
+            tree[str(key)] = TreeNode(parent=parent, record=record, stamp=_stamp(node))
+        current = history.get("currentId")
+        messages = tree_records(tree, current if isinstance(current, str) else None)
     else:
         listed = chat.get("messages", [])
         if not isinstance(listed, list):
             raise ConversationError(f'its "messages" is {describe(listed)}, not a list')
-        path = listed
-    messages = []
-    for number, node in enumerate(path, 1):
-        record = _message(node, what=f"message {number}", omitted=omitted)
-        if record is not None:
-            messages.append(record)
+        messages = [
+            record for number, node in enumerate(listed, 1)
+            if (record := _message(node, what=f"message {number}", omitted=omitted)) is not None
+        ]
     created = epoch_time(item.get("created_at"), what="created_at") or epoch_time(
         chat.get("timestamp"), what="the chat's timestamp"
     )
@@ -84,19 +90,9 @@ def _parse(item: Any) -> ConversationRecord:
     )
 
 
-def _active_path(nodes: dict[str, Any], current: Any) -> list[Any]:
-    if not isinstance(current, str) or current not in nodes:
-        current = _newest_leaf(nodes)
-    return branch_path(nodes, current, parent_key="parentId")
-
-
-def _newest_leaf(nodes: dict[str, Any]) -> str | None:
-    def stamp(node_id: str) -> float:
-        value = nodes[node_id].get("timestamp")
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else float("-inf")
-
-    leaves = [k for k, node in nodes.items() if isinstance(node, dict) and not node.get("childrenIds")]
-    return max(leaves, key=stamp) if leaves else None
+def _stamp(node: Any) -> float:
+    value = node.get("timestamp") if isinstance(node, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else float("-inf")
 
 
 def _message(node: Any, *, what: str, omitted: Counter[str]) -> MessageRecord | None:

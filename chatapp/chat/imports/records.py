@@ -70,7 +70,7 @@ class ConversationRecord:
     llm_config: dict[str, Any] | None = None
     offline: bool = False
     window_start_ref: str = ""
-    # What the source had that was not imported, by reason ("branch_messages": 3, ...).
+    # What the source had that was not imported, by reason ("tool_messages": 3, ...).
     omitted: dict[str, int] = field(default_factory=dict)
 
 
@@ -168,23 +168,100 @@ def cost_of(value: Any, *, what: str) -> Decimal | None:
     return amount.quantize(Decimal("0.000001"))
 
 
-def branch_path(nodes: dict[str, Any], leaf: Any, *, parent_key: str) -> list[Any]:
-    """The nodes of a message tree from its root down to `leaf`, root first: the branch the user was
-    on (ChatGPT's `mapping`, Open WebUI's `history.messages`). A parent outside `nodes` ends the walk
-    (the path starts below it); a loop or a parent id that is not a string is an error."""
-    path: list[Any] = []
-    seen: set[str] = set()
-    node_id: Any = leaf
+@dataclass(slots=True)
+class TreeNode:
+    """One node of a source's message tree, as `tree_records` reads it."""
+
+    parent: str | None  # the source id of its parent (None, or an id not in the tree: a root)
+    record: MessageRecord | None  # None: a node that is not stored (an empty root, a tool call)
+    stamp: float  # its time, to order siblings (earliest first); -inf when it has none
+
+
+def tree_records(nodes: dict[str, TreeNode], leaf: str | None) -> list[MessageRecord]:
+    """The stored messages of a source's tree, every branch kept, in an order where each follows its
+    parent (the app reads a path in id order), with the links the app's tree needs.
+
+    A node that is not stored hands its children to its nearest stored ancestor. The active path runs
+    from the root to `leaf` (its nearest stored ancestor when `leaf` is not stored; the newest stored
+    message with no stored child when `leaf` is None, unknown or above every stored message). Every
+    other message is off the path (`superseded`) and tagged (`off_path_by`) with the first message of
+    its hidden branch, as the app tags a branch it switches away from: a branch brings back with it
+    the path under it through each node's newest child, and any other child starts a hidden branch of
+    its own. An assistant message answering a user message gets `reply_to` it. Walks are iterative:
+    an export's trees can be thousands of messages deep.
+    """
+    stored = _stored_parents(nodes)
+    children: dict[str | None, list[str]] = {}
+    for key in nodes:
+        if nodes[key].record is not None:
+            children.setdefault(stored[key], []).append(key)
+    for kids in children.values():
+        kids.sort(key=lambda k: nodes[k].stamp)  # stable: the source's order among equal times
+    if leaf not in nodes or (nodes[leaf].record is None and stored[leaf] is None):
+        # no usable leaf: the newest stored message that has no stored child
+        ends = [k for k in nodes if nodes[k].record is not None and k not in children]
+        leaf = max(ends, key=lambda k: nodes[k].stamp) if ends else None
+    active: set[str] = set()
+    node_id = leaf
     while node_id is not None:
-        if not isinstance(node_id, str):
-            raise ConversationError(f"a {parent_key} is {describe(node_id)}, not a string")
-        if node_id in seen:
-            raise ConversationError(f"its message tree loops back to {node_id!r}")
-        seen.add(node_id)
-        node = nodes.get(node_id)
-        if node is None:
-            break
-        path.append(node)
-        node_id = node.get(parent_key) if isinstance(node, dict) else None
-    path.reverse()
-    return path
+        if nodes[node_id].record is not None:
+            active.add(node_id)
+        node_id = stored[node_id]
+    out: list[MessageRecord] = []
+    tags: dict[str, str | None] = {}
+    stack = list(reversed(children.get(None, [])))
+    while stack:
+        key = stack.pop()
+        parent = stored[key]
+        if key in active:
+            tag = None
+        elif parent is None or parent in active or children[parent][-1] != key:
+            tag = key  # the first message of a hidden branch
+        else:
+            tag = tags[parent]  # the newest child carries on its parent's branch
+        tags[key] = tag
+        out.append(_linked(nodes, key, parent=parent, tag=tag))
+        stack.extend(reversed(children.get(key, [])))
+    return out
+
+
+def _stored_parents(nodes: dict[str, TreeNode]) -> dict[str, str | None]:
+    """Each node's nearest stored ancestor (None: none); a loop in the tree is an error."""
+    nearest: dict[str, str | None] = {}
+    for start in nodes:
+        chain: list[str] = []
+        seen: set[str] = set()
+        node_id: str | None = start
+        found: str | None = None
+        while node_id is not None and node_id not in nearest:
+            if node_id in seen:
+                raise ConversationError(f"its message tree loops back to {node_id!r}")
+            seen.add(node_id)
+            chain.append(node_id)
+            parent = nodes[node_id].parent
+            node_id = parent if parent in nodes else None
+            if node_id is not None and nodes[node_id].record is not None:
+                found = node_id
+                break
+        else:
+            found = nearest.get(node_id) if node_id is not None else None
+            if node_id is not None and nodes[node_id].record is not None:
+                found = node_id
+        for key in chain:
+            nearest[key] = found
+    return nearest
+
+
+def _linked(nodes: dict[str, TreeNode], key: str, *, parent: str | None, tag: str | None) -> MessageRecord:
+    record = nodes[key].record
+    assert record is not None  # only stored nodes are linked
+    record.ref = key
+    record.superseded = tag is not None
+    if parent is not None:
+        record.links["parent"] = parent
+        parent_record = nodes[parent].record
+        if record.role == "assistant" and parent_record is not None and parent_record.role == "user":
+            record.links["reply_to"] = parent
+    if tag is not None:
+        record.links["off_path_by"] = tag
+    return record
