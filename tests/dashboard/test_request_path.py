@@ -103,3 +103,30 @@ def test_dashboard_rebuilds_what_the_request_path_sent(client, fake_openai):
     assert by_id[latest.reply_id] == "new"
     # Every message older than the window is accounted for: summarized or dropped, never "unsent".
     assert "unsent" not in statuses
+
+
+def test_the_records_list_marks_turns_of_another_branch(client, fake_openai):
+    """An edit makes a new branch: the first turn's reply leaves the active path and its record says so,
+    while it still counts in the totals (its tokens were paid)."""
+    user = get_user_model().objects.create_user(username="grace", password="a long test password 2")
+    config = LLMConfig.objects.create(owner=user, name="fake", base_url=fake_openai.base_url, model="fake-echo",
+                                      context_window=8000, max_output_tokens=200)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    assert _send(user, conversation, "Which tent for a windy ridge?")[-1] == "done"
+    question = Message.objects.get(conversation=conversation, role="user")
+
+    async def edit() -> None:
+        api = AsyncClient()
+        await api.aforce_login(user)
+        response = await api.post(f"/api/messages/{question.pk}/edit/", data=json.dumps({"content": "Which tent?"}),
+                                  content_type="application/json")
+        assert response.status_code == 200, response.content[:300]
+        async for _ in response.streaming_content:
+            pass
+
+    async_to_sync(edit)()
+    client.force_login(user)
+    base = f"/api/dashboard/conversations/{conversation.pk}/"
+    listed = client.get(base + "records/").json()
+    assert [r["on_active_path"] for r in listed["results"]] == [False, True]
+    assert client.get(base).json()["turns"] == 2

@@ -128,6 +128,9 @@ class DashboardRecordListApi(APIView):
         cost_full_usd = serializers.FloatField(allow_null=True)
         recall_tokens = serializers.IntegerField()
         recall_message_count = serializers.IntegerField()
+        on_active_path = serializers.BooleanField(
+            help_text="False: the turn's reply is on another branch (edited, regenerated or switched away "
+                      "from); its tokens and cost still count in the totals.")
 
     pagination_class = DashboardPagination
 

@@ -37,7 +37,13 @@ def dashboard_record_page(*, conversation: Conversation, offset: int, limit: int
     """How many records the conversation holds (stored: no count) and `limit` records from `offset`
     in turn order, reached through their turn block (no rows skipped)."""
     turns = dashboard_totals_get(conversation=conversation).turns
-    rows = dashboard_record_rows(conversation=conversation, offset=offset, limit=limit, fields=RECORD_LIST_FIELDS)
+    rows = dashboard_record_rows(
+        conversation=conversation, offset=offset, limit=limit, fields=(*RECORD_LIST_FIELDS, "reply__superseded")
+    )
+    for row in rows:
+        # A turn whose reply an edit, a regenerate or a branch switch took off the active path (issue
+        # 13): its cost was paid and stays in the totals, but its context was another branch's.
+        row["on_active_path"] = not row.pop("reply__superseded")
     return turns, rows
 
 

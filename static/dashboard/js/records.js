@@ -14,7 +14,9 @@ export async function loadRecords(offset) {
   const rows = data.results.slice().reverse().map((r) => {
     const tr = h("tr", { "data-turn": r.turn, "data-record": r.id, tabindex: "0" },
       h("td", { text: nf.format(r.turn) }),
-      h("td", { class: "l" }, strategyBadge(r.strategy, r.tokens_saved > 0)),
+      h("td", { class: "l" }, strategyBadge(r.strategy, r.tokens_saved > 0),
+        r.on_active_path ? null : h("span", { class: "badge badge--muted", text: "other branch",
+          title: "This turn's reply is on another branch of the chat; its tokens and cost still count." })),
       h("td", { text: fmt(r.tokens_full) }),
       h("td", { text: fmt(r.tokens_sent) }),
       h("td", { text: percent(r.tokens_saved, r.tokens_full) }),
