@@ -116,7 +116,9 @@ class SummaryAfterRecallStrategy:
         if state.summary_ok and state.summary is not None and 0 < state.deferred_tokens <= left:
             state.summary_tokens = state.deferred_tokens
             state.summary_msg = state.passed_summary_message()
-        elif state.summarizing and state.summarize_now is not None and state.span is not None:
+        elif state.summarizing and state.summarize_now is not None and state.span is not None and not state.summary_ok:
+            # (with a passed summary that did not fit, nothing is written inline: a new summary must roll
+            # the passed one in, and there is no room for that; the span is reported for a worker)
             state.room = _summary_room(state, left)
             if not state.room:
                 return

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chatapp.chat.imports.records import MessageRecord, TreeNode, tree_records
+from chatapp.chat.imports.records import ConversationError, MessageRecord, TreeNode, tree_records
 
 
 @st.composite
@@ -92,3 +93,15 @@ def test_a_thousands_deep_tree_is_walked_without_recursion():
                                stamp=float(k)) for k in range(20_000)}
     out = tree_records(nodes, None)  # no leaf named: the newest message
     assert len(out) == 20_000 and not any(r.superseded for r in out)
+
+
+def test_a_loop_in_the_tree_is_an_error_not_a_hang():
+    def node(parent, stored=True):
+        return TreeNode(parent=parent, record=MessageRecord(role="user", content="x") if stored else None, stamp=0.0)
+
+    for nodes in ({"a": node("b"), "b": node("a")},  # two stored messages naming each other
+                  {"a": node("b"), "b": node("c", stored=False), "c": node("a")},
+                  {"r": node(None), "a": node("a")}):  # its own parent
+        for leaf in (None, "a"):
+            with pytest.raises(ConversationError, match="loops back"):
+                tree_records(nodes, leaf)

@@ -400,3 +400,17 @@ def test_with_little_to_quote_the_summary_keeps_its_place():
     assert result.stats["summary_generated"] and result.summary_span is None
     assert kinds.index("summary") < kinds.index("recall") == len(kinds) - 2
     assert "QX-7741" in result.messages[-2].content and result.stats["tokens_after"] <= 4096
+
+
+def test_a_summary_written_after_the_quotes_never_drops_the_passed_one():
+    """With a passed summary that the quotes left no room for, nothing is written inline (a new one
+    would have to roll it in): the span is reported from the passed summary's end, for a worker."""
+    from optimizer import Summary, extractive_summary
+
+    msgs = chat(400, fact_at=5)
+    msgs.append(msg("q", "user", "Remind me about the podcast and jazz and the garden plans"))
+    result = pack(msgs, budget=8192, preference="quality", model=MODEL, recall_source=source_of(msgs),
+                  summarize_now=extractive_summary,
+                  summary=Summary(id="s", content="[Conversation summary]\n" + "facts " * 1500, through_id="a60"))
+    assert result.new_summary is None and not result.stats["summary_generated"]
+    assert result.summary_span is not None and result.summary_span.after_id == "a60"

@@ -226,29 +226,30 @@ def tree_records(nodes: dict[str, TreeNode], leaf: str | None) -> list[MessageRe
 
 
 def _stored_parents(nodes: dict[str, TreeNode]) -> dict[str, str | None]:
-    """Each node's nearest stored ancestor (None: none); a loop in the tree is an error."""
+    """Each node's nearest stored ancestor (None: none). A loop anywhere above a node, through
+    stored nodes or not, is an error: the tree could never be read from a root."""
     nearest: dict[str, str | None] = {}
+    settled: set[str] = set()  # nodes whose whole way up is known to end at a root
     for start in nodes:
         chain: list[str] = []
-        seen: set[str] = set()
+        on_chain: set[str] = set()
         node_id: str | None = start
-        found: str | None = None
-        while node_id is not None and node_id not in nearest:
-            if node_id in seen:
+        while node_id is not None and node_id not in settled:
+            if node_id in on_chain:
                 raise ConversationError(f"its message tree loops back to {node_id!r}")
-            seen.add(node_id)
+            on_chain.add(node_id)
             chain.append(node_id)
             parent = nodes[node_id].parent
             node_id = parent if parent in nodes else None
-            if node_id is not None and nodes[node_id].record is not None:
-                found = node_id
-                break
-        else:
-            found = nearest.get(node_id) if node_id is not None else None
-            if node_id is not None and nodes[node_id].record is not None:
-                found = node_id
-        for key in chain:
-            nearest[key] = found
+        # walk the chain back down: each node's nearest stored ancestor is its parent when that is
+        # stored, else its parent's nearest one
+        for key in reversed(chain):
+            parent = nodes[key].parent
+            if parent is None or parent not in nodes:
+                nearest[key] = None
+            else:
+                nearest[key] = parent if nodes[parent].record is not None else nearest[parent]
+            settled.add(key)
     return nearest
 
 
