@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth.models import User
+from django.db import connection
 from django.db.models import QuerySet
+from django.db.models.expressions import RawSQL
 from django.shortcuts import get_object_or_404
 
 from .models import ConversationShare, Message
@@ -64,7 +66,14 @@ def share_live_of_snapshot(*, conversation_id: int, through_message_id: int, tit
 
 def share_messages(*, share: ConversationShare, after_id: int | None = None, limit: int = SHARE_PAGE) -> SharePage:
     """The snapshot's shown messages after `after_id` (from the start when None), oldest first, at
-    most `limit`; later messages than the snapshot's last are never read."""
+    most `limit`; later messages than the snapshot's last are never read.
+
+    The snapshot is the path that ended at its last message when the link was made (issue 13,
+    branches). While that message is still on the active path, the path up to it is exactly the
+    active path's messages up to it (`superseded=False`, an index range); after a switch to another
+    branch it is found by walking up its parents (a recursive query), so the link never shows what
+    the owner switched to later nor what was edited away before sharing.
+    """
     limit = max(1, min(int(limit), SHARE_PAGE))
     rows = Message.objects.filter(
         conversation_id=share.conversation_id,
@@ -72,8 +81,13 @@ def share_messages(*, share: ConversationShare, after_id: int | None = None, lim
         kind=Message.Kind.CHAT,
         role__in=_SHOWN_ROLES,
         status__in=_SHOWN_STATUSES,
-        superseded=False,
     )
+    tail = Message.objects.filter(pk=share.through_message_id, conversation_id=share.conversation_id).values_list(
+        "kind", "superseded").first()
+    if tail is not None and tail == (Message.Kind.CHAT, True):
+        rows = rows.filter(id__in=_ancestors(message_id=share.through_message_id))
+    else:
+        rows = rows.filter(superseded=False)
     if after_id is not None:
         rows = rows.filter(id__gt=after_id)
     page = list(rows.order_by("id")[: limit + 1])
@@ -81,3 +95,15 @@ def share_messages(*, share: ConversationShare, after_id: int | None = None, lim
         page = page[:limit]
         return SharePage(messages=page, next_after=page[-1].pk)
     return SharePage(messages=page, next_after=None)
+
+
+def _ancestors(*, message_id: int) -> RawSQL:
+    """The ids of a message and of every message above it in the tree (SQLite and PostgreSQL both
+    read a recursive common table expression inside IN)."""
+    table = connection.ops.quote_name(Message._meta.db_table)
+    # the only value is a bound parameter; the table name is the model's own, quoted
+    return RawSQL(  # noqa: S611
+        f"WITH RECURSIVE up(id, parent_id) AS (SELECT id, parent_id FROM {table} WHERE id = %s "  # noqa: S608
+        f"UNION ALL SELECT m.id, m.parent_id FROM {table} m JOIN up ON m.id = up.parent_id) SELECT id FROM up",
+        (message_id,),
+    )

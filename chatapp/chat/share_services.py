@@ -1,7 +1,8 @@
 """Writes for read-only share links (issue 13): make a link of a conversation as it is now, revoke one.
 
-A link is a snapshot: it shows the conversation up to its newest message at share time
-(ConversationShare.through_message_id), so nothing said later is published. Several live links per
+A link is a snapshot: it shows the active path up to its last message at share time
+(ConversationShare.through_message_id) and nothing else, so nothing said later, and nothing of another
+branch (an edited-away message, one switched to later), is published. Several live links per
 conversation are allowed, each its own snapshot, listed and revoked one by one in Settings; sharing
 again while no message was added (nor the title changed) returns the live link of that snapshot instead of a duplicate.
 """
@@ -14,7 +15,8 @@ from django.contrib.auth.models import User
 from django.http import Http404
 from django.utils import timezone
 
-from .models import Conversation, ConversationShare, Message
+from .branch_selectors import path_tail_id
+from .models import Conversation, ConversationShare
 from .share_selectors import share_live_of_snapshot
 
 # 24 random bytes (192 bits) in URL-safe base64: 32 characters, not guessable, so the token alone is
@@ -27,10 +29,9 @@ def conversation_share_create(*, owner: User, conversation: Conversation) -> Con
     if conversation.owner_id != owner.pk:
         # Callers look the conversation up scoped to its owner; this guards a caller that did not.
         raise Http404("No such conversation.")
-    newest = (
-        Message.objects.filter(conversation=conversation).order_by("-id").values_list("id", flat=True).first()
-    )
-    through = newest or 0
+    # The active path's last message: the snapshot is the path up to it (its ancestors), so a later
+    # switch to another branch changes nothing the link shows (share_selectors.share_messages).
+    through = path_tail_id(conversation_id=conversation.pk) or 0
     existing = share_live_of_snapshot(
         conversation_id=conversation.pk, through_message_id=through, title=conversation.title
     )

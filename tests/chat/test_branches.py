@@ -215,3 +215,28 @@ def test_dashboard_map_and_search_follow_the_active_path(chat_user, offline):
     assert shown["record_id"] == OptimizationRecord.objects.get(reply_id=a2.pk).pk
     found = {h.message_id for h in message_search(owner=chat_user, query="cucumbers").hits}
     assert q2.pk in found and found <= set(active_path(offline))
+
+
+def test_a_share_link_keeps_the_branch_it_was_made_on(chat_user, offline):
+    """A link shows the path as it was when shared: neither what was edited away before, nor the
+    branch switched back to afterwards (the snapshot is its last message's ancestors)."""
+    from chatapp.chat.share_selectors import share_messages
+    from chatapp.chat.share_services import conversation_share_create
+
+    exchange(chat_user, offline, "first question about tomatoes")
+    q2, _ = exchange(chat_user, offline, "SECRET-DRAFT question about my salary")
+    turn = chat_edit_start(user=chat_user, message=q2, content="second question about peppers")
+    finish(turn)
+    share = conversation_share_create(owner=chat_user, conversation=offline)
+    shown_before = [m.pk for m in share_messages(share=share).messages]
+    assert shown_before == active_path(offline)
+
+    branch_switch(message=Message.objects.get(pk=turn.user_message_id), index=1)  # back to the draft
+    assert any("SECRET-DRAFT" in m.content for m in Message.objects.filter(pk__in=active_path(offline)))
+    shown = share_messages(share=share).messages
+    assert [m.pk for m in shown] == shown_before
+    assert not any("SECRET-DRAFT" in m.content for m in shown)
+    # paged reads walk the same path
+    first = share_messages(share=share, limit=2)
+    assert [m.pk for m in first.messages + share_messages(share=share, after_id=first.next_after).messages] == (
+        shown_before)
