@@ -275,6 +275,10 @@ def summary_edit(*, summary: Message, content: str) -> Message:
     chat_target = llm_target_for(config=conversation_config(conversation=conversation))
     token_count = optimizer.count_message({"role": "system", "content": content}, model=chat_target.model)
     with transaction.atomic():
+        # The conversation's row first, as a branch switch and summary_save take it: a switch cannot
+        # take the summary off the path between this check and the edited copy's insert (the copy
+        # would stay on a path whose messages it does not cover).
+        Conversation.objects.select_for_update().filter(pk=summary.conversation_id).values_list("pk", flat=True).first()
         # Locks the old summary so two edits at once cannot both replace it (the loser gets the error).
         current = (
             Message.objects.select_for_update()
