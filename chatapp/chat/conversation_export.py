@@ -255,9 +255,11 @@ def _fences_closed(text: str) -> str:
 
 
 def _off_path_mark(row: dict[str, Any]) -> str:
+    # The tags say where a hidden branch starts, not how it was left (an edit, a regenerate, a switch
+    # to another version, an import): say only what is true of each.
     if row["off_path_by"] not in (None, row["id"]):
-        return "another branch (it followed an edited or regenerated message)"
-    return "replaced by an edit" if row["role"] == Message.Role.USER else "replaced by a regenerated reply"
+        return "on another branch"
+    return "another version (not on the active path)"
 
 
 def _markdown_chat(*, row: dict[str, Any], number: int | None) -> str:

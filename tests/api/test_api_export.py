@@ -166,7 +166,7 @@ def test_markdown_has_dates_numbers_marks_and_summary_ranges(api, chat):
         "### 2 · Assistant — 2024-03-09 14:03 UTC · gpt-4o-mini",
         # Issue 13 (branches): numbered as the app numbers messages, along the active path; a replaced
         # reply is another branch, unnumbered.
-        "### — · Assistant — 2024-03-09 14:04 UTC · replaced by a regenerated reply",
+        "### — · Assistant — 2024-03-09 14:04 UTC · another version (not on the active path)",
         "### 3 · User — 2024-03-09 14:05 UTC",
         "### 4 · Assistant — 2024-03-09 14:06 UTC · failed",
         "### 5 · User — 2024-03-09 14:10 UTC",

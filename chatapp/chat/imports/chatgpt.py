@@ -23,6 +23,7 @@ from .records import (
     TreeNode,
     describe,
     epoch_time,
+    stamp_of,
     tree_records,
     where,
 )
@@ -60,7 +61,8 @@ def _parse(conversation: Any) -> ConversationRecord:
         parent = node.get("parent")
         if parent is not None and not isinstance(parent, str):
             raise ConversationError(f"a parent is {describe(parent)}, not a string")
-        nodes[str(key)] = TreeNode(parent=parent, record=record, stamp=_stamp(message))
+        stamp = stamp_of(message.get("create_time") if message is not None else None)  # _message checked it
+        nodes[str(key)] = TreeNode(parent=parent, record=record, stamp=stamp)
     current = conversation.get("current_node")
     messages = tree_records(nodes, current if isinstance(current, str) else None)
     title = conversation.get("title")
@@ -71,11 +73,6 @@ def _parse(conversation: Any) -> ConversationRecord:
         messages=messages,
         omitted={reason: n for reason, n in omitted.items() if n},
     )
-
-
-def _stamp(message: Any) -> float:
-    stamp = message.get("create_time") if isinstance(message, dict) else None
-    return float(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else float("-inf")
 
 
 def _message(message: Any, *, what: str, omitted: Counter[str]) -> MessageRecord | None:

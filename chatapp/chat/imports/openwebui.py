@@ -23,6 +23,7 @@ from .records import (
     TreeNode,
     describe,
     epoch_time,
+    stamp_of,
     tree_records,
     where,
 )
@@ -67,7 +68,7 @@ def _parse(item: Any) -> ConversationRecord:
             parent = node.get("parentId")
             if parent is not None and not isinstance(parent, str):
                 raise ConversationError(f"a parentId is {describe(parent)}, not a string")
-            tree[str(key)] = TreeNode(parent=parent, record=record, stamp=_stamp(node))
+            tree[str(key)] = TreeNode(parent=parent, record=record, stamp=stamp_of(node.get("timestamp")))
         current = history.get("currentId")
         messages = tree_records(tree, current if isinstance(current, str) else None)
     else:
@@ -88,11 +89,6 @@ def _parse(item: Any) -> ConversationRecord:
         messages=messages,
         omitted={reason: n for reason, n in omitted.items() if n},
     )
-
-
-def _stamp(node: Any) -> float:
-    value = node.get("timestamp") if isinstance(node, dict) else None
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else float("-inf")
 
 
 def _message(node: Any, *, what: str, omitted: Counter[str]) -> MessageRecord | None:

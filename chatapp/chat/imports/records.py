@@ -116,6 +116,12 @@ def epoch_time(value: Any, *, what: str) -> datetime | None:
         raise ConversationError(f"{what} is not a valid timestamp ({value!r})") from None
 
 
+def stamp_of(value: Any) -> float:
+    """A timestamp as a number to order siblings by (any unit: only the order matters); -inf when
+    there is none."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else float("-inf")
+
+
 def iso_time(value: Any, *, what: str) -> datetime | None:
     """An ISO 8601 date as our export writes it (naive ones taken as UTC); None for null."""
     if value is None:
