@@ -6,18 +6,18 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
-from django.db.models import Sum
 
-from chatapp.chat.branch_selectors import message_sibling_places, path_tail_id
+from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
-from chatapp.chat.context import context_load, live_chat_q
+from chatapp.chat.context import context_load
 from chatapp.chat.dashboard.message_map import dashboard_message_map
 from chatapp.chat.message_services import message_append
-from chatapp.chat.models import Conversation, Message, MessageSearch, OptimizationRecord, RecallCorpus
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.search_selectors import message_search
 from chatapp.chat.summary_selectors import summary_current
+from tests.support.branches import active_path, assert_path_consistent
 
 pytestmark = pytest.mark.django_db
 
@@ -28,32 +28,6 @@ def finish(turn) -> None:
             pass
 
     async_to_sync(run)()
-
-
-def active_path(conversation: Conversation) -> list[int]:
-    """The active path found the slow way: parent pointers up from the tail."""
-    tail = path_tail_id(conversation_id=conversation.pk)
-    path = []
-    while tail is not None:
-        path.append(tail)
-        tail = Message.objects.values_list("parent_id", flat=True).get(pk=tail)
-    return path[::-1]
-
-
-def assert_path_consistent(conversation: Conversation) -> None:
-    """Flags, running totals and recall statistics all describe the active path, and nothing else."""
-    path = active_path(conversation)
-    chat = Message.objects.filter(conversation=conversation, kind="chat")
-    assert sorted(chat.filter(superseded=False).values_list("id", flat=True)) == path
-    conversation.refresh_from_db()
-    live = chat.filter(live_chat_q(), id__in=path)
-    assert conversation.live_message_count == live.count()
-    assert conversation.live_token_count == (live.aggregate(t=Sum("token_count"))["t"] or 0)
-    recallable = set(MessageSearch.objects.filter(conversation=conversation, recallable=True).values_list(
-        "message_id", flat=True))
-    assert recallable == set(live.filter(role__in=["user", "assistant"]).values_list("id", flat=True))
-    corpus = RecallCorpus.objects.filter(conversation=conversation).first()
-    assert (corpus.docs if corpus else 0) == len(recallable)
 
 
 def exchange(user, conversation, text: str) -> tuple[Message, Message]:

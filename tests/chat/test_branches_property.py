@@ -20,6 +20,7 @@ from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from tests.support.branches import assert_path_consistent
 from tests.support.chat import make_config
 
 pytestmark = pytest.mark.django_db
@@ -125,3 +126,5 @@ def test_packed_context_holds_only_the_active_path(chat_user, fake_openai, ops):
     # The path is one chain, and what the flags say is on it.
     assert sorted(Message.objects.filter(conversation=conversation, kind="chat", superseded=False)
                   .values_list("id", flat=True)) == _path(conversation)
+    # and the running totals and the recall index describe that path and nothing else
+    assert_path_consistent(conversation)
