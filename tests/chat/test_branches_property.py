@@ -14,13 +14,13 @@ from django.core.exceptions import ValidationError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chatapp.chat.branch_selectors import message_sibling_places, path_tail_id
+from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
-from tests.support.branches import assert_path_consistent
+from tests.support.branches import active_path, assert_path_consistent
 from tests.support.chat import make_config
 
 pytestmark = pytest.mark.django_db
@@ -35,15 +35,6 @@ def _text(seed: int) -> str:
     return f"note {n}: the {WORDS[seed % len(WORDS)]} question about {words}?"
 
 
-def _path(conversation: Conversation) -> list[int]:
-    tail = path_tail_id(conversation_id=conversation.pk)
-    path = []
-    while tail is not None:
-        path.append(tail)
-        tail = Message.objects.values_list("parent_id", flat=True).get(pk=tail)
-    return path[::-1]
-
-
 def _run(turn) -> None:
     async def run() -> None:
         async for _ in chat_turn_stream(turn=turn):
@@ -54,7 +45,7 @@ def _run(turn) -> None:
 
 def _check_record(conversation: Conversation, turn) -> None:
     """The record of `turn` sent messages of the path it was answered on, and a summary of that path."""
-    path = set(_path(conversation))
+    path = set(active_path(conversation))
     record = OptimizationRecord.objects.filter(reply_id=turn.reply_id).first()
     if record is None:  # a context that cannot be held: an error reply, nothing sent
         return
@@ -93,7 +84,7 @@ def _apply(user, conversation: Conversation, op: str, pick: int) -> None:
             branch_switch(message=message, index=pick % count + 1)
         return
     else:  # a summary of the path so far, as a worker writes one
-        path = _path(conversation)
+        path = active_path(conversation)
         if len(path) < 4:
             return
         message_append(conversation=conversation, role="system", kind="summary",
@@ -125,6 +116,6 @@ def test_packed_context_holds_only_the_active_path(chat_user, fake_openai, ops):
         conversation.refresh_from_db()
     # The path is one chain, and what the flags say is on it.
     assert sorted(Message.objects.filter(conversation=conversation, kind="chat", superseded=False)
-                  .values_list("id", flat=True)) == _path(conversation)
+                  .values_list("id", flat=True)) == active_path(conversation)
     # and the running totals and the recall index describe that path and nothing else
     assert_path_consistent(conversation)
