@@ -115,3 +115,14 @@ def make_config(db):
 @pytest.fixture
 def plain_key() -> str:
     return PLAIN_KEY
+
+
+@pytest.fixture
+def echo_config(api, fake_openai):
+    response = api.post(
+        "/api/configs/",
+        {"name": "fake", "base_url": fake_openai.base_url, "model": "fake-echo", "api_key": "sk-fake-echo-0000"},
+        format="json",
+    )
+    assert response.status_code == 201
+    return response.json()

@@ -7,20 +7,9 @@ from __future__ import annotations
 import pytest
 
 from chatapp.chat.models import Message
-from tests.api.test_api_stream import sse_events
+from tests.support.streaming import sse_events
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def echo_config(api, fake_openai):
-    response = api.post(
-        "/api/configs/",
-        {"name": "fake", "base_url": fake_openai.base_url, "model": "fake-echo", "api_key": "sk-fake-echo-0000"},
-        format="json",
-    )
-    assert response.status_code == 201
-    return response.json()
 
 
 @pytest.fixture

@@ -6,34 +6,12 @@ that the key never appears in a streamed body either.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from chatapp.chat.models import Message, OptimizationRecord
+from tests.support.streaming import sse_events
 
 pytestmark = pytest.mark.django_db
-
-
-def sse_events(raw: bytes) -> list[tuple[str, dict]]:
-    events = []
-    for block in raw.decode().split("\n\n"):
-        if not block.strip():
-            continue
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        events.append((fields["event"], json.loads(fields["data"])))
-    return events
-
-
-@pytest.fixture
-def echo_config(api, fake_openai):
-    response = api.post(
-        "/api/configs/",
-        {"name": "fake", "base_url": fake_openai.base_url, "model": "fake-echo", "api_key": "sk-fake-echo-0000"},
-        format="json",
-    )
-    assert response.status_code == 201
-    return response.json()
 
 
 def _send(api, conversation_id: int, content: str):

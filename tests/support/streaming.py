@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from asgiref.sync import async_to_sync
 
 
@@ -18,3 +20,14 @@ def streamed_body(response) -> bytes:
         return b"".join([chunk async for chunk in response.streaming_content])
 
     return async_to_sync(read)()
+
+
+def sse_events(raw: bytes) -> list[tuple[str, dict]]:
+    """A recorded SSE body as (event, data) pairs, in order."""
+    events = []
+    for block in raw.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        events.append((fields["event"], json.loads(fields["data"])))
+    return events

@@ -62,32 +62,23 @@ export function metaRow(role) {
   return meta;
 }
 
+function actionButton(action, title, label, iconName) {
+  const button = el("button", "icon-btn icon-btn--sm");
+  button.type = "button";
+  button.dataset.action = action;
+  button.title = title;
+  button.setAttribute("aria-label", label);
+  button.append(icon(iconName));
+  return button;
+}
+
 export function actionsRow(isAssistant) {
   const actions = el("div", "msg-actions");
-  const copy = el("button", "icon-btn icon-btn--sm");
-  copy.type = "button";
-  copy.dataset.action = "copy-message";
-  copy.title = "Copy";
-  copy.setAttribute("aria-label", "Copy message");
-  copy.append(icon("copy"));
-  actions.append(copy);
-  if (!isAssistant) {
-    const edit = el("button", "icon-btn icon-btn--sm");
-    edit.type = "button";
-    edit.dataset.action = "edit-message";
-    edit.title = "Edit";
-    edit.setAttribute("aria-label", "Edit message");
-    edit.append(icon("edit"));
-    actions.append(edit);
-  }
+  actions.append(actionButton("copy-message", "Copy", "Copy message", "copy"));
+  if (!isAssistant) actions.append(actionButton("edit-message", "Edit", "Edit message", "edit"));
   if (isAssistant) {
-    const regen = el("button", "icon-btn icon-btn--sm");
-    regen.type = "button";
-    regen.dataset.action = "regenerate";
-    regen.title = "Regenerate";
-    regen.setAttribute("aria-label", "Regenerate reply");
+    const regen = actionButton("regenerate", "Regenerate", "Regenerate reply", "refresh");
     regen.hidden = true;
-    regen.append(icon("refresh"));
     actions.append(regen);
   }
   const wrap = el("div", "menu-wrap");
