@@ -147,6 +147,17 @@ def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse
     ))
 
 
+def _content_input(name: str, *, what: str) -> serializers.Serializer:
+    """The body of a send or an edit: the text, and an optional idempotency key."""
+    return inline_serializer(name, {
+        "content": serializers.CharField(),
+        "client_key": serializers.CharField(
+            required=False, max_length=64,
+            help_text=f"Idempotency key (or the Idempotency-Key header): the same {what} twice is stored once.",
+        ),
+    })
+
+
 class ConversationMessagesApi(MessageListApi):
     """`conversations/<pk>/messages/`: GET is the timeline page (MessageListApi), POST sends."""
 
@@ -156,13 +167,7 @@ class ConversationMessagesApi(MessageListApi):
     @extend_schema(
         operation_id="conversations_messages_send",
         summary="Send a message; the reply streams back as Server-Sent Events",
-        request=inline_serializer("MessageSendInput", {
-            "content": serializers.CharField(),
-            "client_key": serializers.CharField(
-                required=False, max_length=64,
-                help_text="Idempotency key (or the Idempotency-Key header): the same send twice is stored once.",
-            ),
-        }),
+        request=_content_input("MessageSendInput", what="send"),
         responses=_SSE_RESPONSES,
     )
     def post(self, request: Request, pk: int) -> Response | StreamingHttpResponse:
@@ -229,13 +234,7 @@ def _content_or_error(request: Request) -> tuple[Any, Response | None]:
 @extend_schema(
     operation_id="messages_edit",
     summary="Edit a user message: a new sibling branch with this text; its reply streams as for a send",
-    request=inline_serializer("MessageEditInput", {
-        "content": serializers.CharField(),
-        "client_key": serializers.CharField(
-            required=False, max_length=64,
-            help_text="Idempotency key (or the Idempotency-Key header): the same edit twice is stored once.",
-        ),
-    }),
+    request=_content_input("MessageEditInput", what="edit"),
     responses=_SSE_RESPONSES,
 )
 @api_view(["POST"])
