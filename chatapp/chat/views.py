@@ -130,7 +130,7 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
     last_reply_id = None
     if newest_page:
         for m in reversed(items):
-            if m.role == Message.Role.ASSISTANT and not m.superseded:
+            if m.role == Message.Role.ASSISTANT:  # the timeline lists the active path only
                 last_reply_id = m.pk
                 break
             if m.role == Message.Role.USER:
