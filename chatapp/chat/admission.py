@@ -44,7 +44,9 @@ def is_turn_start(path: str) -> bool:
     return bool(getattr(func, "turn_start", False) or getattr(getattr(func, "cls", None), "turn_start", False))
 
 
-def _gate() -> asyncio.Semaphore:
+def turn_gate() -> asyncio.Semaphore:
+    """This event loop's line of turn starts: the view that stores the message passes it in the
+    middleware, the packing that follows in the response body (chat_turn) passes it again."""
     loop = asyncio.get_running_loop()
     gate = _gates.get(loop)
     if gate is None:
@@ -63,7 +65,7 @@ def admission_middleware(get_response: Callable) -> Callable:
         if request.method != "POST" or not is_turn_start(request.path_info):
             return await get_response(request)
         # Held until the view has answered: a streamed reply's body runs after, outside the gate.
-        async with _gate():
+        async with turn_gate():
             return await get_response(request)
 
     return middleware

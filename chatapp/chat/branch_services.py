@@ -18,11 +18,11 @@ from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
 from chatapp.chat.branch_selectors import message_sibling_ids
-from chatapp.chat.chat_turn import send_claim
 from chatapp.chat.context import live_chat_q
 from chatapp.chat.message_services import live_totals_add
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_services import message_index_sync
+from chatapp.chat.turn_claim import turn_busy_check
 
 
 def _move(*, conversation_id: int, rows: QuerySet[Message], hide: bool, tag: int | None) -> int:
@@ -80,7 +80,7 @@ def branch_switch(*, message: Message, index: int) -> Message:
     target_id = siblings[index - 1]
     conversation = Conversation.objects.get(pk=message.conversation_id)
     with transaction.atomic():
-        send_claim(conversation=conversation, client_key="")  # no switch under a streaming reply
+        turn_busy_check(conversation_id=conversation.pk)  # no switch under a running turn
         on_path = Message.objects.filter(pk__in=siblings, superseded=False)
         current = on_path.order_by("id").values_list("id", flat=True).first()
         if current is None:

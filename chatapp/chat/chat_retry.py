@@ -8,7 +8,7 @@ two tabs or a double click start one turn, not two.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -17,17 +17,19 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatapp.chat.branch_services import branch_hide
-from chatapp.chat.chat_turn import latest_exchange_check, send_claim, target_for, turn_prepare
-from chatapp.chat.message_services import message_append, message_content_validate
+from chatapp.chat.chat_turn import target_for
+from chatapp.chat.layout import new_message_place
+from chatapp.chat.message_services import message_append, message_content_validate, message_serialize
 from chatapp.chat.models import Conversation, Message
-from chatapp.chat.turn_types import ChatTurn
+from chatapp.chat.turn_claim import turn_claim_take
+from chatapp.chat.turn_types import TurnStart
 
 # A placeholder still "streaming" this long after the model timeout belongs to a request that died
 # (server restart): Retry may replace it.
 _STALE_STREAM_GRACE = timedelta(seconds=60)
 
 
-def chat_regenerate_start(*, user: User, reply: Message) -> ChatTurn:
+def chat_regenerate_start(*, user: User, reply: Message) -> TurnStart:
     """Answer the same user message again: a sibling reply; the old one stays as a branch, never sent."""
     if reply.role != Message.Role.ASSISTANT or reply.kind != Message.Kind.CHAT or reply.reply_to_id is None:
         raise ValidationError("Only a model reply can be regenerated.", code="not_a_reply")
@@ -39,8 +41,8 @@ def chat_regenerate_start(*, user: User, reply: Message) -> ChatTurn:
     latest_exchange_check(user_message=user_message)
     conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=reply.conversation_id)
     with transaction.atomic():
-        send_claim(conversation=conversation, client_key="")  # one turn at a time, as for sends
-        # The claim: of two concurrent regenerates (two tabs, a double click) only the one that
+        claimed_at = turn_claim_take(conversation_id=conversation.pk)  # one turn at a time, as for sends
+        # The reply's own claim: of two concurrent regenerates (two tabs, a double click) only the one that
         # finds the reply still on the path goes on; the other would start a second streaming reply.
         claimed = Message.objects.filter(pk=reply.pk, superseded=False, status=reply.status).update(
             updated_at=timezone.now()
@@ -52,21 +54,25 @@ def chat_regenerate_start(*, user: User, reply: Message) -> ChatTurn:
                 code="conflict",
             )
         branch_hide(conversation_id=conversation.pk, start_id=reply.pk)  # a branch now, not recalled
-        conversation.refresh_from_db()
-        return turn_prepare(
-            user=user,
-            conversation=conversation,
-            user_message=user_message,
-            target=target_for(conversation=conversation),
-            through_id=user_message.pk,
-        )
+    conversation.refresh_from_db()
+    return _existing_start(user=user, conversation=conversation, user_message=user_message, claimed_at=claimed_at)
+
+
+def _existing_start(
+    *, user: User, conversation: Conversation, user_message: Message, claimed_at: datetime
+) -> TurnStart:
+    """A turn that answers a message already stored (regenerate, retry): `accepted` says only the title."""
+    return TurnStart(
+        user=user, conversation=conversation, user_message=user_message, target=target_for(conversation=conversation),
+        through_id=user_message.pk, claimed_at=claimed_at, accepted={"user_message": None, "title": conversation.title},
+    )
 
 
 def _retry_last_reply(*, message: Message) -> Message | None:
     return Message.objects.filter(reply_to=message, superseded=False).order_by("-id").first()
 
 
-def chat_retry_start(*, user: User, message: Message) -> ChatTurn:
+def chat_retry_start(*, user: User, message: Message) -> TurnStart:
     """Send a user message again after its reply failed or was stopped (or never came).
 
     The failed reply stays as a branch (a sibling of the new attempt); being stopped or failed it was
@@ -86,8 +92,8 @@ def chat_retry_start(*, user: User, message: Message) -> ChatTurn:
             raise ValidationError("A reply is still streaming; stop it first.", code="streaming")
     conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=message.conversation_id)
     with transaction.atomic():
-        send_claim(conversation=conversation, client_key="")  # one turn at a time, as for sends
-        # The claim, conditional on the reply being exactly as judged above: a concurrent retry has
+        claimed_at = turn_claim_take(conversation_id=conversation.pk)  # one turn at a time, as for sends
+        # The message's own claim, conditional on the reply being exactly as judged above: a concurrent retry has
         # superseded it, or a live stream has touched its updated_at since (its heartbeat), when
         # nothing is updated. Without a reply, the user message's own row is the claim.
         now = timezone.now()
@@ -107,16 +113,10 @@ def chat_retry_start(*, user: User, message: Message) -> ChatTurn:
                 "Reload the conversation to see the newest reply.",
                 code="conflict",
             )
-        return turn_prepare(
-            user=user,
-            conversation=conversation,
-            user_message=message,
-            target=target_for(conversation=conversation),
-            through_id=message.pk,
-        )
+    return _existing_start(user=user, conversation=conversation, user_message=message, claimed_at=claimed_at)
 
 
-def chat_edit_start(*, user: User, message: Message, content: object, client_key: str = "") -> ChatTurn:
+def chat_edit_start(*, user: User, message: Message, content: object, client_key: str = "") -> TurnStart:
     """Edit a user message: a sibling with the new text (same parent) and its reply become the active
     path; the edited message and everything after it stay as a branch. Streams like a send (same
     claim, idempotency key and events)."""
@@ -131,7 +131,7 @@ def chat_edit_start(*, user: User, message: Message, content: object, client_key
     conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=message.conversation_id)
     target = target_for(conversation=conversation)
     with transaction.atomic():
-        send_claim(conversation=conversation, client_key=client_key)
+        claimed_at = turn_claim_take(conversation_id=conversation.pk, client_key=client_key)
         # Still on the path under the claim: a concurrent edit or switch (another tab) got there first.
         if not Message.objects.filter(pk=message.pk, superseded=False).update(updated_at=timezone.now()):
             raise ValidationError(
@@ -144,4 +144,23 @@ def chat_edit_start(*, user: User, message: Message, content: object, client_key
             conversation=conversation, role=Message.Role.USER, content=text, token_model=target.model,
             client_key=client_key, parent_id=message.parent_id,
         )
-        return turn_prepare(user=user, conversation=conversation, user_message=edited, target=target, through_id=None)
+    # Its place: the first user message when it edits a root (it becomes the chat's first request).
+    place = new_message_place(role=Message.Role.USER, is_first_user=edited.parent_id is None)
+    accepted = {"user_message": message_serialize(message=edited, place=place, render=False),
+                "title": conversation.title}
+    return TurnStart(user=user, conversation=conversation, user_message=edited, target=target, through_id=None,
+                     claimed_at=claimed_at, accepted=accepted)
+
+
+def latest_exchange_check(*, user_message: Message) -> None:
+    if user_message.superseded:
+        raise ValidationError("This message is not on the branch shown; switch to it first.", code="off_path")
+    later = Message.objects.filter(
+        conversation_id=user_message.conversation_id,
+        role=Message.Role.USER,
+        kind=Message.Kind.CHAT,
+        superseded=False,  # later messages of other branches do not count: this one ends the path
+        id__gt=user_message.pk,
+    ).exists()
+    if later:
+        raise ValidationError("Only the latest exchange can be regenerated or retried.", code="not_latest")

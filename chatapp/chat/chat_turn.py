@@ -1,15 +1,18 @@
 """A chat turn, top to bottom: the request path of every message sent.
 
-1. `chat_turn_start` (sync, one short transaction): validate, claim the conversation (one turn at a
-   time), store the user's message (`message_services`), pack the context once with the optimizer
+1. `chat_turn_start` (sync, the view; one short transaction of a few statements): validate, claim
+   the conversation (one turn at a time) and store the user's message (`turn_claim`). The client
+   hears `accepted` at once.
+2. `chat_turn_stream` (async, the response body): `turn_pack` (sync, one transaction): index the
+   message for search and recall, pack the context once with the optimizer
    (`context_pack.context_build`), store the streaming placeholder and the optimization record
    (`turn_records`), and request a summary after commit when the strategy asks for one
-   (`summary_requests`).
-2. `chat_turn_stream` (async): hand the database connection back, stream the model's reply
-   (`reply_stream`: deltas, stop requests, checkpoints), then `_turn_end`: store the reply once
-   (`_turn_finish`), finish the record, and answer `done` with the gauge — or `error`.
+   (`summary_requests`); the client hears `start`. Then, with the database connection handed back,
+   the model's reply streams (`reply_stream`: deltas, stop requests, checkpoints), and `_turn_end`
+   stores the reply once (`_turn_finish`, which gives the claim back), finishes the record, and
+   answers `done` with the gauge — or `error`.
 
-Regenerate and Retry start the same way from an existing message (`chat_retry`).
+Regenerate, Retry and Edit start the same way from an existing message (`chat_retry`).
 """
 
 from __future__ import annotations
@@ -17,37 +20,31 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import datetime
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.db.models import F, Q
+from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 import optimizer
 from chatapp.chat import llm
+from chatapp.chat.admission import turn_gate
 from chatapp.chat.context import context_budget, conversation_config, first_user_message_id
 from chatapp.chat.context_pack import context_build
-from chatapp.chat.dbconn import db_connection_release, db_short
+from chatapp.chat.dbconn import db_short
 from chatapp.chat.gauge import context_gauge, gauge_payload
 from chatapp.chat.layout import message_place_get, new_message_place
-from chatapp.chat.message_services import (
-    live_totals_add,
-    message_append,
-    message_content_validate,
-    message_serialize,
-    title_from_text,
-)
+from chatapp.chat.message_services import message_content_validate, message_serialize, title_from_text
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.reply_stream import STOPPED_WORDS, ReplyReader, failure_words, stream_event
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
 from chatapp.chat.textsafe import text_storable
+from chatapp.chat.turn_claim import REPEATED_WORDS, claim_released, send_claim_take, turn_claim_release
 from chatapp.chat.turn_records import (
     context_event,
     record_create,
@@ -55,10 +52,12 @@ from chatapp.chat.turn_records import (
     record_finish,
     turn_context_note,
 )
-from chatapp.chat.turn_types import ChatTurn, TurnFailure
+from chatapp.chat.turn_types import ChatTurn, TurnFailure, TurnStart
 from optimizer.types import ContextTooLargeError
 
 logger = logging.getLogger(__name__)
+
+PACK_FAILED_WORDS = "The context for this reply could not be prepared (a server error). Your message is kept: retry."
 
 
 def _user_message_payload(
@@ -70,6 +69,101 @@ def _user_message_payload(
     return message_serialize(message=message, place=place, render=False)
 
 
+def target_for(*, conversation: Conversation) -> llm.LLMTarget:
+    return llm.llm_target_for(config=conversation_config(conversation=conversation))
+
+
+def chat_turn_start(
+    *, user: User, conversation: Conversation, content: Any, client_key: str = ""
+) -> TurnStart:
+    """Validate, claim the conversation and store the user's message; the context is packed in the
+    stream (`turn_pack`), after the client has heard that the message is stored.
+
+    Raises ValidationError (empty / not text) or MessageTooLarge before anything is stored, and
+    ValidationError(code="conflict") when `client_key` was already sent in this conversation or a
+    turn is still running in it (another tab): sends are one at a time, never interleaved.
+    """
+    text = message_content_validate(content=content)
+    client_key = str(client_key or "")
+    if len(client_key) > 64:
+        raise ValidationError({"client_key": "At most 64 characters."}, code="invalid")
+    target = target_for(conversation=conversation)
+    tokens = optimizer.count_message({"role": Message.Role.USER, "content": text}, model=target.model)
+    # The title a first message gives (the claim's UPDATE decides whether it is the first).
+    title = conversation.title
+    if not conversation.title_is_custom and conversation.live_message_count == 0:
+        title = title_from_text(text=text)
+    try:
+        # One transaction, two statements: each commit costs an fsync on PostgreSQL, and the first
+        # byte waits for it.
+        with transaction.atomic():
+            claim = send_claim_take(
+                conversation=conversation, client_key=client_key, chars=len(text), tokens=tokens, title=title
+            )
+            user_message = Message.objects.create(
+                conversation=conversation, role=Message.Role.USER, content=text, token_count=tokens,
+                char_count=len(text), parent_id=claim.parent_id, client_key=client_key,
+            )
+    except IntegrityError:
+        # msg_conv_client_key_uniq: the same send, arrived again after the first one's reply ended.
+        if client_key and Message.objects.filter(conversation=conversation, client_key=client_key).exists():
+            raise ValidationError(REPEATED_WORDS, code="conflict") from None
+        raise
+    # The newest message of the path, the only child of its parent: no sibling query needed.
+    accepted = message_serialize(
+        message=user_message, place=new_message_place(role=Message.Role.USER, is_first_user=claim.first),
+        render=False, siblings=(1, 1),
+    )
+    return TurnStart(
+        user=user, conversation=conversation, user_message=user_message, target=target, through_id=None,
+        claimed_at=claim.claimed_at, accepted={"user_message": accepted, "title": claim.title}, unindexed=True,
+    )
+
+
+def turn_pack(*, start: TurnStart) -> ChatTurn:
+    """Pack the context of an acknowledged turn and open its reply (one transaction). A failure here
+    keeps the user's message: the turn ends with an error reply and gives the claim back."""
+    try:
+        with transaction.atomic():
+            if start.unindexed:
+                message_index_add(message=start.user_message)  # recall and search find it from this commit on
+            return turn_prepare(
+                user=start.user, conversation=start.conversation, user_message=start.user_message,
+                target=start.target, through_id=start.through_id, claimed_at=start.claimed_at,
+            )
+    except Exception:
+        logger.exception("packing the context failed in conversation %s", start.conversation.pk)
+        with transaction.atomic():
+            if start.unindexed:
+                message_index_add(message=start.user_message)
+            return _turn_failed(start=start, error=PACK_FAILED_WORDS, kind="server_error", retryable=True,
+                                context={"reason": "", "triggered": False, "recall": None})
+
+
+def _turn_failed(
+    *, start: TurnStart, error: str, kind: str, retryable: bool, context: dict[str, Any]
+) -> ChatTurn:
+    """A turn that cannot reach the model: its reply stored as an error, the claim given back."""
+    conversation, user_message = start.conversation, start.user_message
+    reply = Message.objects.create(
+        conversation=conversation, role=Message.Role.ASSISTANT, content="", status=Message.Status.ERROR,
+        error=error, reply_to=user_message, parent=user_message, model=start.target.model,
+    )
+    message_index_add(message=reply)  # no text, so a no-op: kept so every create has its index call
+    turn_claim_release(conversation_id=conversation.pk, claimed_at=start.claimed_at)
+    return ChatTurn(
+        conversation_id=conversation.pk, user_message_id=user_message.pk, target=start.target,
+        title=conversation.title, user_id=start.user.pk,
+        user_message=_user_message_payload(
+            message=user_message, first_user_id=first_user_message_id(conversation=conversation),
+            window_start_id=conversation.window_start_id,
+        ),
+        reply_id=reply.pk, record_id=None, messages=[], context=context,
+        failure=TurnFailure(error=error, kind=kind, retryable=retryable,
+                            message=message_serialize(message=reply, place=None)),
+    )
+
+
 def turn_prepare(
     *,
     user: User,
@@ -77,16 +171,10 @@ def turn_prepare(
     user_message: Message,
     target: llm.LLMTarget,
     through_id: int | None,
+    claimed_at: datetime | None = None,
 ) -> ChatTurn:
     prefs = user_settings_get(user=user)
     budget = context_budget(target=target)
-    common: dict[str, Any] = {
-        "conversation_id": conversation.pk,
-        "user_message_id": user_message.pk,
-        "target": target,
-        "title": conversation.title,
-        "user_id": user.pk,
-    }
     try:
         result, ctx = context_build(
             conversation=conversation,
@@ -103,34 +191,13 @@ def turn_prepare(
             f"but the model's budget is {exc.budget:,}. Unpin some messages or choose a model with a "
             "larger context window, then retry."
         )
-        reply = Message.objects.create(
-            conversation=conversation,
-            role=Message.Role.ASSISTANT,
-            content="",
-            status=Message.Status.ERROR,
-            error=error,
-            reply_to=user_message,
-            parent=user_message,
-            model=target.model,
-        )
-        message_index_add(message=reply)  # no text, so a no-op: kept so every create has its index call
-        return ChatTurn(
-            **common,
-            user_message=_user_message_payload(
-                message=user_message,
-                first_user_id=first_user_message_id(conversation=conversation),
-                window_start_id=conversation.window_start_id,
-            ),
-            reply_id=reply.pk,
-            record_id=None,
-            messages=[],
-            context={**gauge_payload(tokens=exc.needed, budget=exc.budget, history_tokens=exc.needed,
-                                     window_start_id=conversation.window_start_id, strategy="none",
-                                     estimated=optimizer.is_estimated(target.model)),
-                     "reason": "", "triggered": False, "recall": None},
-            failure=TurnFailure(error=error, kind="context_too_large", retryable=False,
-                                message=message_serialize(message=reply, place=None)),
-        )
+        context = {**gauge_payload(tokens=exc.needed, budget=exc.budget, history_tokens=exc.needed,
+                                   window_start_id=conversation.window_start_id, strategy="none",
+                                   estimated=optimizer.is_estimated(target.model)),
+                   "reason": "", "triggered": False, "recall": None}
+        start = TurnStart(user=user, conversation=conversation, user_message=user_message, target=target,
+                          through_id=through_id, claimed_at=claimed_at, accepted={})
+        return _turn_failed(start=start, error=error, kind="context_too_large", retryable=False, context=context)
 
     info = result.info
     strategy, applied, triggered = info.strategy_chosen, info.optimization_applied, info.triggered
@@ -166,7 +233,8 @@ def turn_prepare(
                 robust=True,
             )
     return ChatTurn(
-        **common,
+        conversation_id=conversation.pk, user_message_id=user_message.pk, target=target,
+        title=conversation.title, user_id=user.pk, claimed_at=claimed_at,
         user_message=_user_message_payload(
             message=user_message, first_user_id=ctx.first_user_id, window_start_id=window_start_id
         ),
@@ -178,80 +246,6 @@ def turn_prepare(
         trigger_tokens=info.trigger_tokens,
         dropped_ranges=tuple((first, last) for first, last in dropped),
     )
-
-
-def target_for(*, conversation: Conversation) -> llm.LLMTarget:
-    return llm.llm_target_for(config=conversation_config(conversation=conversation))
-
-
-def chat_turn_start(
-    *, user: User, conversation: Conversation, content: Any, client_key: str = ""
-) -> ChatTurn:
-    """Validate and store the user's message, pack the context and prepare the reply.
-
-    Raises ValidationError (empty / not text) or MessageTooLarge before anything is stored, and
-    ValidationError(code="conflict") when `client_key` was already sent in this conversation or a
-    reply is still streaming in it (another tab): sends are one at a time, never interleaved.
-    """
-    text = message_content_validate(content=content)
-    client_key = str(client_key or "")
-    if len(client_key) > 64:
-        raise ValidationError({"client_key": "At most 64 characters."}, code="invalid")
-    target = target_for(conversation=conversation)
-    with transaction.atomic():
-        send_claim(conversation=conversation, client_key=client_key)
-        # Nothing sendable yet means no user message yet (they always count): the first exchange.
-        first = not conversation.title_is_custom and conversation.live_message_count == 0
-        user_message = message_append(
-            conversation=conversation, role=Message.Role.USER, content=text, token_model=target.model,
-            client_key=client_key,
-        )
-        if first:
-            conversation.title = title_from_text(text=text)
-            Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
-        # One transaction for the whole start: each commit costs an fsync on PostgreSQL, and the
-        # first byte of the reply waits for it. A turn the context cannot hold still commits the
-        # user message (with an error reply), since turn_prepare handles that case itself.
-        return turn_prepare(
-            user=user, conversation=conversation, user_message=user_message, target=target, through_id=None
-        )
-
-
-def send_claim(*, conversation: Conversation, client_key: str) -> None:
-    """Serialize sends to one conversation: lock its row until this turn's transaction commits (with
-    its streaming reply), then refuse a repeated client key or a reply still streaming there."""
-    Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk", flat=True).get()
-    live = Q(status=Message.Status.STREAMING,
-             updated_at__gte=timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS))
-    if client_key:
-        live |= Q(client_key=client_key)
-    # Unordered: served by the streaming partial index and the client-key unique index, never by a
-    # walk over the conversation's messages in id order.
-    clashes = list(Message.objects.filter(live, conversation=conversation).order_by().values_list(
-        "client_key", flat=True)[:2])
-    if not clashes:
-        return
-    clash = client_key if client_key in clashes else clashes[0]
-    if client_key and clash == client_key:
-        raise ValidationError("This message was already sent (the same send arrived twice).", code="conflict")
-    raise ValidationError(
-        "A reply is still being written in this chat (in another tab or device?). Wait for it or stop "
-        "it, then send again: your text is kept.", code="conflict",
-    )
-
-
-def latest_exchange_check(*, user_message: Message) -> None:
-    if user_message.superseded:
-        raise ValidationError("This message is not on the branch shown; switch to it first.", code="off_path")
-    later = Message.objects.filter(
-        conversation_id=user_message.conversation_id,
-        role=Message.Role.USER,
-        kind=Message.Kind.CHAT,
-        superseded=False,  # later messages of other branches do not count: this one ends the path
-        id__gt=user_message.pk,
-    ).exists()
-    if later:
-        raise ValidationError("Only the latest exchange can be regenerated or retried.", code="not_latest")
 
 
 def _turn_finish(
@@ -282,22 +276,26 @@ def _turn_finish(
     }
     with transaction.atomic():
         reply_qs = Message.objects.filter(pk=turn.reply_id)
+        counted = False
         if status == Message.Status.COMPLETE:
             # Only a reply still streaming and still current counts: one superseded meanwhile (a
             # Retry took it for dead) is kept for the record but is not part of the live totals.
-            done = reply_qs.filter(status=Message.Status.STREAMING, superseded=False).update(
+            counted = bool(reply_qs.filter(status=Message.Status.STREAMING, superseded=False).update(
                 status=status, **values
-            )
-            if done:
-                live_totals_add(
-                    conversation_id=turn.conversation_id, messages=1, chars=len(content), tokens=tokens
-                )
-            else:
+            ))
+            if not counted:
                 status = Message.Status.STOPPED
                 reply_qs.update(status=status, **values)
         else:
             reply_qs.update(status=status, **values)
-            Conversation.objects.filter(pk=turn.conversation_id).update(updated_at=timezone.now())
+        # The live totals (F(): concurrent writers add up) and the claim given back, in one statement.
+        Conversation.objects.filter(pk=turn.conversation_id).update(
+            live_message_count=F("live_message_count") + int(counted),
+            live_char_count=F("live_char_count") + (len(content) if counted else 0),
+            live_token_count=F("live_token_count") + (tokens if counted else 0),
+            updated_at=timezone.now(),
+            turn_claimed_at=claim_released(turn.claimed_at),
+        )
         message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
         if turn.record_id is not None:
             record_finish(turn=turn, usage=usage)
@@ -318,16 +316,32 @@ def _after_turn(*, turn: ChatTurn) -> tuple[dict[str, Any] | None, str]:
     return gauge, conversation.title
 
 
-async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
-    """Stream one reply as SSE event dicts: start, delta…, then done or error.
+async def chat_turn_stream(*, start: TurnStart) -> AsyncIterator[dict[str, Any]]:
+    """Stream one turn as SSE event dicts: accepted, start, delta…, then done or error.
 
-    While the model is silent for settings.SSE_KEEPALIVE_SECONDS, `KEEPALIVE` (a comment, no event)
-    is yielded in between.
+    `accepted` goes out before anything else is done (the message is stored); `start` once the
+    context is packed and the reply opened. While the model is silent for
+    settings.SSE_KEEPALIVE_SECONDS, `KEEPALIVE` (a comment, no event) is yielded in between.
 
     The reply is persisted exactly once — also when the client goes away mid-stream (then it is
     kept as stopped) — and the user's message is never removed.
     """
-    start = stream_event(
+    packing: asyncio.Future[ChatTurn] | None = None
+    try:
+        yield stream_event("accepted", start.accepted)
+        # Shielded: a client that leaves meanwhile must not leave a reply opened and never finished.
+        packing = asyncio.ensure_future(_turn_pack_gated(start))
+        turn = await asyncio.shield(packing)
+    except (GeneratorExit, asyncio.CancelledError):
+        await _turn_abandon(start=start, packing=packing)
+        raise
+    async for event in turn_stream(turn=turn):
+        yield event
+
+
+async def turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
+    """A packed turn's events: start, delta…, then done or error."""
+    begin = stream_event(
         "start",
         {
             "user_message": turn.user_message,
@@ -342,23 +356,14 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
         },
     )
     if turn.failure is not None:
-        yield start
-        yield stream_event(
-            "error",
-            {
-                "message": turn.failure.message,
-                "error": turn.failure.error,
-                "kind": turn.failure.kind,
-                "retryable": turn.failure.retryable,
-            },
-        )
+        yield begin
+        failure = turn.failure
+        yield stream_event("error", {"message": failure.message, "error": failure.error, "kind": failure.kind,
+                                     "retryable": failure.retryable})
         return
-    # The turn was prepared with a connection this request still holds: give it back before the
-    # model is waited on (see dbconn), and before the model call starts.
-    await sync_to_async(db_connection_release)()
     reader = ReplyReader(turn, store=_turn_finish)
     try:
-        yield start
+        yield begin
         async for event in reader.read():
             yield event
     except (GeneratorExit, asyncio.CancelledError):
@@ -368,6 +373,32 @@ async def chat_turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
     finally:
         await reader.close()
     yield await _turn_end(reader)
+
+
+async def _turn_pack_gated(start: TurnStart) -> ChatTurn:
+    # The CPU-heavy part of a turn, in line with other turns' (admission); the connection goes back
+    # before the model is waited on (dbconn).
+    async with turn_gate():
+        return await db_short(turn_pack)(start=start)
+
+
+async def _turn_abandon(*, start: TurnStart, packing: asyncio.Future[ChatTurn] | None) -> None:
+    """The client left before the reply streamed: finish what the turn began, so the claim is given
+    back and the message is kept with its reply stopped (Retry answers it)."""
+    if packing is None:  # left at `accepted`: nothing opened yet
+        await db_short(_turn_unpacked_end)(start=start)
+        return
+    turn = await packing
+    if turn.failure is None:
+        await db_short(_turn_finish)(turn=turn, content="", status=Message.Status.STOPPED, usage=None,
+                                     latency_ms=0)
+
+
+def _turn_unpacked_end(*, start: TurnStart) -> None:
+    with transaction.atomic():
+        if start.unindexed:
+            message_index_add(message=start.user_message)
+        turn_claim_release(conversation_id=start.conversation.pk, claimed_at=start.claimed_at)
 
 
 async def _turn_end(reader: ReplyReader) -> dict[str, Any]:

@@ -107,6 +107,10 @@ class Conversation(models.Model):
     live_token_count = models.PositiveBigIntegerField(default=0)
     truncation_count = models.PositiveIntegerField(default=0)
     summary_count = models.PositiveIntegerField(default=0)
+    # When the turn now running here started (null: none). Turns are one at a time: a send takes the
+    # claim with one conditional UPDATE of this row and gives it back when its reply is stored, so the
+    # message can be acknowledged before the context is packed (turn_claim).
+    turn_claimed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

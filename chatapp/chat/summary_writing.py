@@ -210,7 +210,7 @@ def summary_save(
     content = f"{header}\n\n{result.text}"
     token_count = optimizer.count_message({"role": "system", "content": content}, model=chat_model)
     with transaction.atomic():
-        # The conversation's row first, as a branch switch takes it (chat_turn.send_claim): a switch
+        # The conversation's row first, as a branch switch takes it (turn_claim.turn_busy_check): a switch
         # then cannot move the path between the check below and this summary's commit.
         Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk", flat=True).first()
         owner = (

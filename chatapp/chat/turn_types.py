@@ -1,15 +1,41 @@
-"""A chat turn between its start and its stream: what the start prepared, and what follows from it.
+"""A chat turn between its start and its stream: what the start stored (`TurnStart`), what the
+packing prepared (`ChatTurn`), and what follows from it.
 
-`chat_turn.chat_turn_start` makes one; `chat_turn.chat_turn_stream` (through `reply_stream`) uses it.
+`chat_turn.chat_turn_start` (or a `chat_retry` starter) makes a TurnStart; `chat_turn.turn_pack`
+makes the ChatTurn that `chat_turn.chat_turn_stream` (through `reply_stream`) streams.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from chatapp.chat import llm
 from chatapp.chat.gauge import gauge_payload
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from chatapp.chat.models import Conversation, Message
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    """A turn acknowledged: the conversation claimed and the user's message stored; not packed yet.
+
+    What the client hears first (the `accepted` event). The instances stay in this request's
+    process: the packing follows in the same stream, under the claim."""
+
+    user: User
+    conversation: Conversation
+    user_message: Message
+    target: llm.LLMTarget
+    through_id: int | None  # the packing's last message (regenerate, retry: the message answered)
+    claimed_at: datetime
+    accepted: dict[str, Any]
+    # A send stores its message with one statement; its search and recall rows follow in the packing.
+    unindexed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +67,8 @@ class ChatTurn:
     trigger_tokens: int | None = None
     # The record's dropped_ranges: their tokens are measured when the turn ends (record_finish).
     dropped_ranges: tuple[tuple[int, int], ...] = ()
+    # The conversation's claim this turn holds (turn_claim), given back when its reply is stored.
+    claimed_at: datetime | None = None
 
     def gauge_without_repacking(self, *, reply_tokens: int) -> dict[str, Any] | None:
         """The gauge after a complete reply, when it can be known without packing again.

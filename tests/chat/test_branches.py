@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start
-from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
+from chatapp.chat.chat_turn import chat_turn_start, turn_pack, turn_stream
 from chatapp.chat.context import context_load
 from chatapp.chat.dashboard.message_map import dashboard_message_map
 from chatapp.chat.message_services import message_append
@@ -24,14 +24,14 @@ pytestmark = pytest.mark.django_db
 
 def finish(turn) -> None:
     async def run() -> None:
-        async for _ in chat_turn_stream(turn=turn):
+        async for _ in turn_stream(turn=turn):
             pass
 
     async_to_sync(run)()
 
 
 def exchange(user, conversation, text: str) -> tuple[Message, Message]:
-    turn = chat_turn_start(user=user, conversation=conversation, content=text)
+    turn = turn_pack(start=chat_turn_start(user=user, conversation=conversation, content=text))
     finish(turn)
     return Message.objects.get(pk=turn.user_message_id), Message.objects.get(pk=turn.reply_id)
 
@@ -53,7 +53,7 @@ def test_sends_thread_one_path(chat_user, offline):
 def test_edit_adds_a_sibling_and_sends_only_the_new_path(chat_user, offline):
     q1, a1 = exchange(chat_user, offline, "first question about tomatoes")
     q2, a2 = exchange(chat_user, offline, "second question about cucumbers")
-    turn = chat_edit_start(user=chat_user, message=q2, content="second question about peppers")
+    turn = turn_pack(start=chat_edit_start(user=chat_user, message=q2, content="second question about peppers"))
     edited = Message.objects.get(pk=turn.user_message_id)
     assert edited.parent_id == a1.pk and edited.content == "second question about peppers"
     assert [m["content"] for m in turn.messages if m["role"] == "user"][-1].endswith("peppers")
@@ -76,7 +76,7 @@ def test_switch_brings_a_branch_back_as_it_was(chat_user, offline):
     q2, _a2 = exchange(chat_user, offline, "second question about cucumbers")
     _q3, a3 = exchange(chat_user, offline, "third question about onions")
     old_path = active_path(offline)
-    turn = chat_edit_start(user=chat_user, message=q2, content="second question about peppers")
+    turn = turn_pack(start=chat_edit_start(user=chat_user, message=q2, content="second question about peppers"))
     finish(turn)
     new_path = active_path(offline)
     Conversation.objects.filter(pk=offline.pk).update(window_start_id=new_path[-1])
@@ -106,7 +106,7 @@ def test_switch_brings_a_branch_back_as_it_was(chat_user, offline):
 
 def test_regenerate_keeps_the_old_reply_as_a_branch(chat_user, offline):
     q1, a1 = exchange(chat_user, offline, "what is a tomato")
-    turn = chat_regenerate_start(user=chat_user, reply=a1)
+    turn = turn_pack(start=chat_regenerate_start(user=chat_user, reply=a1))
     finish(turn)
     a1.refresh_from_db()
     assert a1.superseded and a1.off_path_by == a1.pk
@@ -120,7 +120,7 @@ def test_regenerate_keeps_the_old_reply_as_a_branch(chat_user, offline):
 
 def test_no_switch_or_edit_while_a_reply_streams(chat_user, offline):
     q1, a1 = exchange(chat_user, offline, "what is a tomato")
-    turn = chat_regenerate_start(user=chat_user, reply=a1)  # streaming, not finished
+    turn = turn_pack(start=chat_regenerate_start(user=chat_user, reply=a1))  # streaming, not finished
     with pytest.raises(ValidationError) as info:
         branch_switch(message=a1, index=1)
     assert info.value.code == "conflict"
@@ -136,7 +136,7 @@ def test_edit_refuses_what_cannot_be_edited(chat_user, offline):
         chat_edit_start(user=chat_user, message=a1, content="a reply is not yours to edit")
     with pytest.raises(ValidationError):
         chat_edit_start(user=chat_user, message=q1, content="   ")
-    turn = chat_edit_start(user=chat_user, message=q1, content="what is a cucumber")
+    turn = turn_pack(start=chat_edit_start(user=chat_user, message=q1, content="what is a cucumber"))
     finish(turn)
     q1.refresh_from_db()
     with pytest.raises(ValidationError) as info:
@@ -162,7 +162,7 @@ def test_a_summary_is_sent_only_on_the_path_it_summarized(chat_user, offline):
     late = _summary(offline, through=a2, first=q1)
     assert summary_current(conversation=offline).pk == late.pk
 
-    turn = chat_edit_start(user=chat_user, message=q2, content="second question about peppers")
+    turn = turn_pack(start=chat_edit_start(user=chat_user, message=q2, content="second question about peppers"))
     finish(turn)
     late.refresh_from_db()
     assert late.superseded and not Message.objects.get(pk=early.pk).superseded
@@ -176,7 +176,7 @@ def test_a_summary_is_sent_only_on_the_path_it_summarized(chat_user, offline):
 def test_dashboard_map_and_search_follow_the_active_path(chat_user, offline):
     exchange(chat_user, offline, "first question about tomatoes")
     q2, a2 = exchange(chat_user, offline, "second question about cucumbers")
-    turn = chat_edit_start(user=chat_user, message=q2, content="second question about peppers")
+    turn = turn_pack(start=chat_edit_start(user=chat_user, message=q2, content="second question about peppers"))
     finish(turn)
     shown = dashboard_message_map(conversation=offline)
     assert shown["count"] == 4 and shown["record_id"] == OptimizationRecord.objects.get(reply_id=turn.reply_id).pk
@@ -199,7 +199,7 @@ def test_a_share_link_keeps_the_branch_it_was_made_on(chat_user, offline):
 
     exchange(chat_user, offline, "first question about tomatoes")
     q2, _ = exchange(chat_user, offline, "SECRET-DRAFT question about my salary")
-    turn = chat_edit_start(user=chat_user, message=q2, content="second question about peppers")
+    turn = turn_pack(start=chat_edit_start(user=chat_user, message=q2, content="second question about peppers"))
     finish(turn)
     share = conversation_share_create(owner=chat_user, conversation=offline)
     shown_before = [m.pk for m in share_messages(share=share).messages]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start
-from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
+from chatapp.chat.chat_turn import chat_turn_start, turn_pack, turn_stream
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from tests.support.branches import active_path, assert_path_consistent
@@ -37,7 +37,7 @@ def _text(seed: int) -> str:
 
 def _run(turn) -> None:
     async def run() -> None:
-        async for _ in chat_turn_stream(turn=turn):
+        async for _ in turn_stream(turn=turn):
             pass
 
     async_to_sync(run)()
@@ -64,17 +64,17 @@ def _user_messages(conversation: Conversation) -> list[Message]:
 
 def _apply(user, conversation: Conversation, op: str, pick: int) -> None:
     if op == "send":
-        turn = chat_turn_start(user=user, conversation=conversation, content=_text(pick))
+        turn = turn_pack(start=chat_turn_start(user=user, conversation=conversation, content=_text(pick)))
     elif op == "edit":
         mine = _user_messages(conversation)
         if not mine:
             return
-        turn = chat_edit_start(user=user, message=mine[pick % len(mine)], content=_text(pick))
+        turn = turn_pack(start=chat_edit_start(user=user, message=mine[pick % len(mine)], content=_text(pick)))
     elif op == "regenerate":
         reply = Message.objects.filter(conversation=conversation, superseded=False, kind="chat").order_by("-id").first()
         if reply is None or reply.role != "assistant":
             return
-        turn = chat_regenerate_start(user=user, reply=reply)
+        turn = turn_pack(start=chat_regenerate_start(user=user, reply=reply))
     elif op == "switch":
         on_path = list(Message.objects.filter(conversation=conversation, superseded=False, kind="chat"))
         branched = [(m, count) for m in on_path

@@ -12,7 +12,7 @@ from django.utils import timezone
 import optimizer
 from chatapp.chat import chat_retry, reply_stream
 from chatapp.chat.chat_retry import chat_regenerate_start, chat_retry_start
-from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
+from chatapp.chat.chat_turn import chat_turn_start, turn_pack, turn_stream
 from chatapp.chat.message_services import MessageTooLarge, message_append, message_pin_set, title_from_text
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.rate_limit import RateLimited, send_rate_check
@@ -78,7 +78,7 @@ def test_title_is_short():
 
 
 def test_turn_start_records_decision_and_placeholder(chat_user, conversation):
-    turn = chat_turn_start(user=chat_user, conversation=conversation, content="hello")
+    turn = turn_pack(start=chat_turn_start(user=chat_user, conversation=conversation, content="hello"))
     reply = Message.objects.get(pk=turn.reply_id)
     assert (reply.role, reply.status, reply.reply_to_id) == ("assistant", "streaming", turn.user_message_id)
     record = OptimizationRecord.objects.get(pk=turn.record_id)
@@ -102,7 +102,7 @@ def test_context_too_large_keeps_the_user_message(chat_user, fake_openai):
     for i in range(8):
         message = message_append(conversation=conversation, role="user", content=f"fact {i} " + "alpha beta " * 90)
         message_pin_set(message=message, pinned=True)
-    turn = chat_turn_start(user=chat_user, conversation=conversation, content="and now?")
+    turn = turn_pack(start=chat_turn_start(user=chat_user, conversation=conversation, content="and now?"))
     assert turn.failure is not None and turn.failure.kind == "context_too_large"
     assert "budget" in turn.failure.error and "Unpin" in turn.failure.error
     assert Message.objects.filter(pk=turn.user_message_id, content="and now?").exists()
@@ -114,7 +114,7 @@ def test_regenerate_supersedes_the_old_reply(chat_user, conversation):
     old = message_append(conversation=conversation, role="assistant", content="old answer", reply_to=user_message)
     conversation.refresh_from_db()
     before = conversation.live_token_count
-    turn = chat_regenerate_start(user=chat_user, reply=old)
+    turn = turn_pack(start=chat_regenerate_start(user=chat_user, reply=old))
     old.refresh_from_db()
     conversation.refresh_from_db()
     assert old.superseded and old.status == "complete"
@@ -169,11 +169,11 @@ def test_title_is_plain_text(text, title):
 
 
 def _stream(turn, on_event) -> list[dict]:
-    """Run chat_turn_stream to the end; `on_event(event)` (sync, may use the ORM) sees each event first."""
+    """Run a packed turn's stream to the end; `on_event(event)` (sync, may use the ORM) sees each event first."""
 
     async def run() -> list[dict]:
         events = []
-        async for event in chat_turn_stream(turn=turn):
+        async for event in turn_stream(turn=turn):
             await sync_to_async(on_event)(event)
             events.append(event)
         return events
@@ -182,7 +182,7 @@ def _stream(turn, on_event) -> list[dict]:
 
 
 def test_a_reply_superseded_while_streaming_is_not_counted(chat_user, conversation):
-    turn = chat_turn_start(user=chat_user, conversation=conversation, content="hello")
+    turn = turn_pack(start=chat_turn_start(user=chat_user, conversation=conversation, content="hello"))
     conversation.refresh_from_db()
     totals = (conversation.live_message_count, conversation.live_char_count, conversation.live_token_count)
 
@@ -206,7 +206,9 @@ def test_a_long_stream_stays_alive_for_retry(chat_user, conversation, echo_confi
     # Every stop-flag check is also a heartbeat here; in production the heartbeat is every few seconds.
     monkeypatch.setattr(reply_stream, "STOP_POLL_SECONDS", 0.0)
     monkeypatch.setattr(reply_stream, "STREAM_HEARTBEAT_SECONDS", 0.0)
-    user_message_turn = chat_turn_start(user=chat_user, conversation=conversation, content="write a long essay")
+    user_message_turn = turn_pack(
+        start=chat_turn_start(user=chat_user, conversation=conversation, content="write a long essay")
+    )
     long_ago = timezone.now() - timedelta(seconds=settings.LLM_TIMEOUT_SECONDS) - timedelta(hours=1)
     seen: dict = {"deltas": 0}
 
@@ -233,7 +235,7 @@ def test_regenerate_claims_the_reply_once(chat_user, conversation):
     user_message = message_append(conversation=conversation, role="user", content="q")
     old = message_append(conversation=conversation, role="assistant", content="old answer", reply_to=user_message)
     stale = Message.objects.get(pk=old.pk)  # what a second tab loaded before the first regenerate
-    chat_regenerate_start(user=chat_user, reply=old)
+    turn_pack(start=chat_regenerate_start(user=chat_user, reply=old))
 
     with pytest.raises(ValidationError) as info:
         chat_regenerate_start(user=chat_user, reply=stale)
@@ -248,7 +250,7 @@ def test_retry_claims_the_failed_reply_once(chat_user, conversation, monkeypatch
         conversation=conversation, role="assistant", content="", status="error", reply_to=user_message
     )
     stale = Message.objects.get(pk=failed.pk)
-    chat_retry_start(user=chat_user, message=user_message)
+    turn_pack(start=chat_retry_start(user=chat_user, message=user_message))
     # A concurrent retry that read the failed reply before the first one claimed it.
     monkeypatch.setattr(chat_retry, "_retry_last_reply", lambda *, message: stale)
 

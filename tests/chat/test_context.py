@@ -6,7 +6,7 @@ import pytest
 
 import optimizer
 from chatapp.chat import llm
-from chatapp.chat.chat_turn import chat_turn_start
+from chatapp.chat.chat_turn import chat_turn_start, turn_pack
 from chatapp.chat.context import context_load
 from chatapp.chat.context_pack import context_build
 from chatapp.chat.gauge import context_gauge
@@ -98,7 +98,8 @@ def test_long_conversation_triggers_optimization_without_loading_history(
     # 30 before recall; recall adds the new message's index write (row, term and corpus statistics)
     # and its search (statistics, one full-text lookup per query term, neighbours): still a constant.
     with django_assert_max_num_queries(40):
-        turn = chat_turn_start(user=chat_user, conversation=conversation, content="What did we decide?")
+        start = chat_turn_start(user=chat_user, conversation=conversation, content="What did we decide?")
+        turn = turn_pack(start=start)
 
     record = OptimizationRecord.objects.get(pk=turn.record_id)
     assert record.triggered
@@ -179,7 +180,7 @@ def test_auto_optimize_off_clears_the_window_when_everything_is_sent(chat_user, 
     conversation.refresh_from_db()
     UserSettings.objects.update_or_create(user=chat_user, defaults={"auto_optimize": False})
 
-    turn = chat_turn_start(user=chat_user, conversation=conversation, content="and now?")
+    turn = turn_pack(start=chat_turn_start(user=chat_user, conversation=conversation, content="and now?"))
 
     record = OptimizationRecord.objects.get(pk=turn.record_id)
     assert [i for entry in record.sent for i in entry["source_ids"]] == [*ids, turn.user_message_id]

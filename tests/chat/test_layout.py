@@ -11,12 +11,13 @@ import re
 
 import pytest
 
-from chatapp.chat.chat_turn import chat_turn_start
+from chatapp.chat.chat_turn import chat_turn_start, turn_pack
 from chatapp.chat.context import context_load, first_user_message_id
 from chatapp.chat.layout import message_place_get, row_is_static, static_layer_q
 from chatapp.chat.models import Message, SummaryJob
 from chatapp.chat.summary_services import _span_bounds
 from chatapp.chat.summary_writing import span_plan
+from chatapp.chat.turn_claim import turn_claim_release
 from optimizer.layout import is_static
 from optimizer.types import SummarySpan
 from tests.support.layout import expected_places, make_layout_conversation
@@ -114,9 +115,11 @@ def test_earlier_page_fragment_marks_places_too(client, chat_user, layout):
 
 
 def test_stream_payload_carries_the_core_place(chat_user, conversation):
-    first = chat_turn_start(user=chat_user, conversation=conversation, content="hello there")
+    first = turn_pack(start=chat_turn_start(user=chat_user, conversation=conversation, content="hello there"))
     assert first.user_message["place"] == "static"  # the first user message is always sent
+    # What the end of its stream does: the reply stored, the conversation's claim given back.
     Message.objects.filter(pk=first.reply_id).update(status=Message.Status.COMPLETE, content="hi")
+    turn_claim_release(conversation_id=conversation.pk, claimed_at=first.claimed_at)
     conversation.refresh_from_db()
-    second = chat_turn_start(user=chat_user, conversation=conversation, content="and then?")
+    second = turn_pack(start=chat_turn_start(user=chat_user, conversation=conversation, content="and then?"))
     assert second.user_message["place"] == "window"

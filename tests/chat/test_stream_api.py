@@ -51,7 +51,7 @@ def test_send_streams_the_reply_and_stores_it_with_usage(chat_user, conversation
     assert result.headers["content-type"].startswith("text/event-stream")
     assert result.headers["cache-control"] == "no-cache"
     assert result.headers["x-accel-buffering"] == "no"
-    assert result.names[0] == "start" and result.names[-1] == "done"
+    assert result.names[:2] == ["accepted", "start"] and result.names[-1] == "done"
     assert result.names.count("delta") >= 1
 
     start = result.named("start")[0]
@@ -151,7 +151,7 @@ def test_model_failure_keeps_the_message_and_marks_the_reply(
     result = send(chat_user, conversation, "Is anyone there?")
 
     assert result.status == 200
-    assert result.names[0] == "start" and result.names[-1] == "error"
+    assert result.names[:2] == ["accepted", "start"] and result.names[-1] == "error"
     error = result.named("error")[0]
     assert error["kind"] == kind and error["retryable"] is retryable
     assert error["error"] and "Traceback" not in error["error"] and TEST_KEY not in error["error"]
@@ -390,7 +390,8 @@ def test_silent_model_gets_keep_alive_comments_between_events(chat_user, convers
                 state["stopped"] = (await client.post(f"/api/messages/{state['reply']}/stop/")).status_code
 
     result = send(chat_user, conversation, "think before you answer", on_event=stop_after_two_deltas)
-    assert result.names[0] == "start" and result.names[-1] == "error"  # stopped: the stream stayed parseable
+    # Stopped: the stream stayed parseable.
+    assert result.names[:2] == ["accepted", "start"] and result.names[-1] == "error"
     assert result.comments and {text for _, text in result.comments} == {"keep-alive"}
     # Sent while the model was silent: after `start`, before the reply ended — and on time, between
     # two chunks 300 ms apart, not only when something else woke the stream.

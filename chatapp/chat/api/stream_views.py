@@ -34,11 +34,12 @@ from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
 from chatapp.chat.message_services import MessageTooLarge, message_content_validate, message_stop
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.rate_limit import RateLimited, send_rate_check
-from chatapp.chat.turn_types import ChatTurn
+from chatapp.chat.turn_types import TurnStart
 
 _SSE_RESPONSES = {
     200: OpenApiResponse(
-        description="text/event-stream: `start`, `delta`…, then `done` or `error` (JSON data per event)."
+        description="text/event-stream: `accepted` (the message is stored), `start` (the context is packed "
+        "and the reply opened), `delta`…, then `done` or `error` (JSON data per event)."
     ),
     400: OpenApiResponse(description="Empty message, malformed JSON, or not the latest exchange."),
     404: OpenApiResponse(description="No such object of yours."),
@@ -77,13 +78,13 @@ def _sse_encode(event: dict[str, Any]) -> bytes:
     return f"event: {event['event']}\ndata: {data}\n\n".encode("utf-8", "backslashreplace")
 
 
-async def _sse_body(turn: ChatTurn) -> AsyncIterator[bytes]:
-    async for event in chat_turn_stream(turn=turn):
+async def _sse_body(start: TurnStart) -> AsyncIterator[bytes]:
+    async for event in chat_turn_stream(start=start):
         yield _sse_encode(event)
 
 
-def _sse_response(turn: ChatTurn) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(_sse_body(turn), content_type="text/event-stream; charset=utf-8")
+def _sse_response(start: TurnStart) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(_sse_body(start), content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache"
     # Proxies (nginx) must pass each event on at once instead of buffering the reply.
     response["X-Accel-Buffering"] = "no"
@@ -125,10 +126,10 @@ def _start(request: Request, start: Any) -> Response | StreamingHttpResponse:
     except RateLimited as exc:
         return _rate_limited(exc)
     try:
-        turn = start()
+        accepted = start()
     except DjangoValidationError as exc:
         return _validation_response(exc)
-    return _sse_response(turn)
+    return _sse_response(accepted)
 
 
 def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse:

@@ -52,17 +52,23 @@ export async function runStream(url, body, ctx) {
   let finished = false;
   let userId = ctx.userId || null;
 
-  const handlers = {
-    start(data) {
-      if (data.title) setTitle(data.title);
-      if (data.user_message && data.user_message.id) {
-        userId = data.user_message.id;
-        if (ctx.userEl) {
-          setMessageId(ctx.userEl, data.user_message.id);
-          setPlace(ctx.userEl, data.user_message.place);
-          setSiblings(ctx.userEl, data.user_message);
-        }
+  // The message as stored: at `accepted` (first, before the context is packed) and again at `start`.
+  function stored(data) {
+    if (data.title) setTitle(data.title);
+    if (data.user_message && data.user_message.id) {
+      userId = data.user_message.id;
+      if (ctx.userEl) {
+        setMessageId(ctx.userEl, data.user_message.id);
+        setPlace(ctx.userEl, data.user_message.place);
+        setSiblings(ctx.userEl, data.user_message);
       }
+    }
+  }
+
+  const handlers = {
+    accepted: stored,
+    start(data) {
+      stored(data);
       if (data.assistant_message) {
         setMessageId(asstEl, data.assistant_message.id);
         setPlace(asstEl, data.assistant_message.place);

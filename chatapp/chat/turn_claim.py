@@ -1,0 +1,132 @@
+"""One turn at a time per conversation: the claim a turn takes when it starts and gives back when its
+reply is stored (`Conversation.turn_claimed_at`).
+
+A send takes it with one conditional UPDATE that also counts the new message into the live totals,
+sets the title a first message gives, and returns the tail of the active path (the new message's
+parent): the message is then stored and acknowledged before the context is packed, and the packing
+(`chat_turn.turn_pack`) runs under the claim. Only a claim that is already held goes the slow way
+(`turn_busy_check`): the row locked, then a reply still streaming or a claim younger than
+settings.STREAM_ORPHAN_SECONDS answers "conflict"; anything older was left by a turn that died.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import connection
+from django.db.models import Case, DateTimeField, F, Q, Value, When
+from django.utils import timezone
+
+from chatapp.chat.models import Conversation, Message
+
+BUSY_WORDS = (
+    "A reply is still being written in this chat (in another tab or device?). Wait for it or stop it, then "
+    "send again: your text is kept."
+)
+REPEATED_WORDS = "This message was already sent (the same send arrived twice)."
+
+
+@dataclass(frozen=True, slots=True)
+class SendClaim:
+    claimed_at: datetime
+    title: str
+    first: bool  # no sendable message before this one: the chat's first exchange
+    parent_id: int | None  # the tail of the active path
+
+
+# RETURNING is PostgreSQL's and SQLite's (3.35+). The SET expressions read the row as it was, so `first`
+# and the title are decided atomically with the claim; the tail of the path is read in the same
+# statement (msg_conv_path_idx).
+_CLAIM_SQL = (
+    "UPDATE chat_conversation SET turn_claimed_at = %s, updated_at = %s, "
+    "title = CASE WHEN title_is_custom OR live_message_count > 0 THEN title ELSE %s END, "
+    "live_message_count = live_message_count + 1, live_char_count = live_char_count + %s, "
+    "live_token_count = live_token_count + %s "
+    "WHERE id = %s AND turn_claimed_at IS NULL "
+    "RETURNING title, live_message_count, "
+    "(SELECT m.id FROM chat_message m WHERE m.conversation_id = %s AND m.kind = 'chat' AND NOT m.superseded "
+    "ORDER BY m.id DESC LIMIT 1)"
+)
+
+
+def _send_claim_try(*, conversation_id: int, chars: int, tokens: int, title: str) -> SendClaim | None:
+    now = timezone.now()
+    stamp = connection.ops.adapt_datetimefield_value(now)  # stored as the ORM stores it (compared on release)
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL, [stamp, stamp, title, chars, tokens, conversation_id, conversation_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    stored_title, live_count, tail = row
+    return SendClaim(claimed_at=now, title=stored_title, first=live_count == 1, parent_id=tail)
+
+
+def send_claim_take(
+    *, conversation: Conversation, client_key: str, chars: int, tokens: int, title: str
+) -> SendClaim:
+    """Claim the conversation for a send of a message of `chars` characters and `tokens` tokens (counted
+    into the live totals here); inside the transaction that stores the message. ValidationError
+    "conflict" while another turn runs or `client_key` was already sent and is still streaming."""
+    claim = _send_claim_try(conversation_id=conversation.pk, chars=chars, tokens=tokens, title=title)
+    if claim is None:
+        turn_busy_check(conversation_id=conversation.pk, client_key=client_key)
+        # Not busy: the claim was left by a turn that died. Under the row lock it is ours to take.
+        Conversation.objects.filter(pk=conversation.pk).update(turn_claimed_at=None)
+        claim = _send_claim_try(conversation_id=conversation.pk, chars=chars, tokens=tokens, title=title)
+        if claim is None:
+            raise Conversation.DoesNotExist(f"conversation {conversation.pk} is gone")
+    # The caller's instance follows along, as message_append keeps it.
+    conversation.title = claim.title
+    conversation.live_message_count += 1
+    conversation.live_char_count += chars
+    conversation.live_token_count += tokens
+    conversation.turn_claimed_at = claim.claimed_at
+    return claim
+
+
+def turn_busy_check(*, conversation_id: int, client_key: str = "") -> None:
+    """Lock the conversation's row until the transaction ends and refuse (ValidationError "conflict") a
+    repeated client key, a reply still streaming there, or a turn that claimed it and has not yet
+    written its reply. A branch switch checks this; a turn start then takes the claim."""
+    claimed_at = (
+        Conversation.objects.select_for_update().filter(pk=conversation_id)
+        .values_list("turn_claimed_at", flat=True).get()
+    )
+    fresh = timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS)
+    live = Q(status=Message.Status.STREAMING, updated_at__gte=fresh)
+    if client_key:
+        live |= Q(client_key=client_key)
+    # Unordered: served by the streaming partial index and the client-key unique index, never by a
+    # walk over the conversation's messages in id order.
+    clashes = list(Message.objects.filter(live, conversation_id=conversation_id).order_by().values_list(
+        "client_key", flat=True)[:2])
+    if client_key and client_key in clashes:
+        raise ValidationError(REPEATED_WORDS, code="conflict")
+    if clashes or (claimed_at is not None and claimed_at >= fresh):
+        raise ValidationError(BUSY_WORDS, code="conflict")
+
+
+def turn_claim_take(*, conversation_id: int, client_key: str = "") -> datetime:
+    """Claim the conversation for a turn that starts from an existing message (regenerate, retry,
+    edit): the slow way, with the checks it makes anyway. Returns the claim, for its release."""
+    turn_busy_check(conversation_id=conversation_id, client_key=client_key)
+    now = timezone.now()
+    Conversation.objects.filter(pk=conversation_id).update(turn_claimed_at=now)
+    return now
+
+
+def claim_released(claimed_at: datetime | None) -> Case | F:
+    """The value of `turn_claimed_at` in an UPDATE that ends the turn holding `claimed_at`: null if the
+    claim is still that turn's (one taken over from it as stale belongs to the newer turn)."""
+    if claimed_at is None:
+        return F("turn_claimed_at")
+    return Case(
+        When(turn_claimed_at=claimed_at, then=Value(None)), default=F("turn_claimed_at"), output_field=DateTimeField()
+    )
+
+
+def turn_claim_release(*, conversation_id: int, claimed_at: datetime | None) -> None:
+    Conversation.objects.filter(pk=conversation_id).update(turn_claimed_at=claim_released(claimed_at))
