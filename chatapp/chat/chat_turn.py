@@ -39,19 +39,14 @@ from chatapp.chat.gauge import context_gauge, gauge_payload
 from chatapp.chat.layout import message_place_get, new_message_place
 from chatapp.chat.message_services import message_content_validate, message_serialize, title_from_text
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.record_finish import record_finish
 from chatapp.chat.reply_stream import STOPPED_WORDS, ReplyReader, failure_words, stream_event
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
 from chatapp.chat.textsafe import text_storable
 from chatapp.chat.turn_claim import REPEATED_WORDS, claim_released, send_claim_take, turn_claim_release
-from chatapp.chat.turn_records import (
-    context_event,
-    record_create,
-    record_dropped_ranges,
-    record_finish,
-    turn_context_note,
-)
+from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
 from chatapp.chat.turn_types import ChatTurn, TurnFailure, TurnStart
 from optimizer.types import ContextTooLargeError
 
@@ -61,12 +56,13 @@ PACK_FAILED_WORDS = "The context for this reply could not be prepared (a server 
 
 
 def _user_message_payload(
-    *, message: Message, first_user_id: int | None, window_start_id: int | None
+    *, message: Message, first_user_id: int | None, window_start_id: int | None,
+    siblings: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """The user's message for the start event, with its place so the browser need not derive it; not
     rendered (the browser shows the user's text as typed; the API renders it)."""
     place = message_place_get(message=message, first_user_id=first_user_id, window_start_id=window_start_id)
-    return message_serialize(message=message, place=place, render=False)
+    return message_serialize(message=message, place=place, render=False, siblings=siblings)
 
 
 def target_for(*, conversation: Conversation) -> llm.LLMTarget:
@@ -130,6 +126,8 @@ def turn_pack(*, start: TurnStart) -> ChatTurn:
             return turn_prepare(
                 user=start.user, conversation=start.conversation, user_message=start.user_message,
                 target=start.target, through_id=start.through_id, claimed_at=start.claimed_at,
+                # A send's message is the newest of the path, the only child of its parent.
+                user_siblings=(1, 1) if start.unindexed else None,
             )
     except Exception:
         logger.exception("packing the context failed in conversation %s", start.conversation.pk)
@@ -172,6 +170,7 @@ def turn_prepare(
     target: llm.LLMTarget,
     through_id: int | None,
     claimed_at: datetime | None = None,
+    user_siblings: tuple[int, int] | None = None,
 ) -> ChatTurn:
     prefs = user_settings_get(user=user)
     budget = context_budget(target=target)
@@ -215,10 +214,12 @@ def turn_prepare(
             model=target.model,
         )
         message_index_add(message=reply)  # empty while streaming; _turn_finish indexes its text
-        record = record_create(
+        created = record_create(
             conversation=conversation, reply=reply, preference=prefs.preference, target=target, budget=budget,
             result=result, ctx=ctx, window_start_id=window_start_id, dropped=dropped,
         )
+        # A new message's reply is its only child; an answer again (regenerate, retry) is the last of them.
+        siblings = 1 if through_id is None else Message.objects.filter(parent=user_message).count()
         # Counted when the window actually moved (the trigger fired), not on every request after.
         # Summaries are counted by the worker when one is saved (summary_writing.summary_save):
         # the selector's "summaries so far" means summaries made, not summarize decisions.
@@ -236,10 +237,15 @@ def turn_prepare(
         conversation_id=conversation.pk, user_message_id=user_message.pk, target=target,
         title=conversation.title, user_id=user.pk, claimed_at=claimed_at,
         user_message=_user_message_payload(
-            message=user_message, first_user_id=ctx.first_user_id, window_start_id=window_start_id
+            message=user_message, first_user_id=ctx.first_user_id, window_start_id=window_start_id,
+            siblings=user_siblings,
         ),
         reply_id=reply.pk,
-        record_id=record.pk,
+        record_id=created.record.pk,
+        record_facts=created.facts,
+        record_previous=created.previous,
+        reply_siblings=(siblings, siblings),
+        reply_created_at=reply.created_at,
         messages=ctx.request.messages if ctx.request is not None else [],
         context=context_event(result=result, budget=budget, window_start_id=window_start_id, ctx=ctx),
         context_note=turn_context_note(result=result, budget=budget) if target.offline else "",
@@ -296,13 +302,23 @@ def _turn_finish(
             updated_at=timezone.now(),
             turn_claimed_at=claim_released(turn.claimed_at),
         )
-        message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
+        if counted:
+            # It was streaming until this transaction, so nothing indexed it: its row is written here.
+            reply = Message(
+                pk=turn.reply_id, conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT,
+                status=status, reply_to_id=turn.user_message_id, parent_id=turn.user_message_id,
+                created_at=turn.reply_created_at, **values,
+            )
+            message_index_add(message=reply, owner_id=turn.user_id)
+        else:
+            message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
         if turn.record_id is not None:
             record_finish(turn=turn, usage=usage)
-        reply = Message.objects.get(pk=turn.reply_id)
+        if not counted:
+            reply = Message.objects.get(pk=turn.reply_id)
     # A reply is never the first user message: the window start alone places it.
     place = message_place_get(message=reply, first_user_id=None, window_start_id=turn.context.get("window_start_id"))
-    return message_serialize(message=reply, place=place)
+    return message_serialize(message=reply, place=place, siblings=turn.reply_siblings if counted else None)
 
 
 def _after_turn(*, turn: ChatTurn) -> tuple[dict[str, Any] | None, str]:

@@ -219,9 +219,10 @@ def conversation_index_rebuild(*, conversation: Conversation, batch_size: int = 
     return written
 
 
-def message_index_add(*, message: Message) -> None:
+def message_index_add(*, message: Message, owner_id: int | None = None) -> None:
     """Index a message just created, from the instance in hand: no row to compare with, nothing to
-    re-read. Call it in the transaction that created the message.
+    re-read. Call it in the transaction that created the message (or that gave a reply created
+    empty its text; `owner_id`: its conversation's owner, when the instance has no conversation loaded).
 
     Not a chat message (a summary) or no text yet (a reply about to stream, an error reply): nothing
     to find, so no row; `message_index_sync` indexes a reply once its text arrives.
@@ -236,7 +237,10 @@ def message_index_add(*, message: Message) -> None:
         MessageSearch.objects.create(
             message_id=message.pk,
             conversation_id=message.conversation_id,
-            scope=index_scope(conversation_id=message.conversation_id, owner_id=message.conversation.owner_id),
+            scope=index_scope(
+                conversation_id=message.conversation_id,
+                owner_id=owner_id if owner_id is not None else message.conversation.owner_id,
+            ),
             terms=terms,
             length=length,
             recallable=recallable,

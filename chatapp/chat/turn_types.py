@@ -17,6 +17,7 @@ from chatapp.chat.gauge import gauge_payload
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
+    from chatapp.chat.dashboard.totals import PreviousRequest
     from chatapp.chat.models import Conversation, Message
 
 
@@ -69,6 +70,13 @@ class ChatTurn:
     dropped_ranges: tuple[tuple[int, int], ...] = ()
     # The conversation's claim this turn holds (turn_claim), given back when its reply is stored.
     claimed_at: datetime | None = None
+    # The record as the dashboard's totals counted it, and the request before it (record_finish).
+    record_facts: dict[str, Any] | None = None
+    record_previous: PreviousRequest | None = None
+    # The reply's place among its siblings (parent's children), and when it was opened: its final
+    # shape is then built without reading it back.
+    reply_siblings: tuple[int, int] = (1, 1)
+    reply_created_at: datetime | None = None
 
     def gauge_without_repacking(self, *, reply_tokens: int) -> dict[str, Any] | None:
         """The gauge after a complete reply, when it can be known without packing again.

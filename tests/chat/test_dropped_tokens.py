@@ -6,7 +6,7 @@ import pytest
 from django.db.models import Q, Sum
 
 from chatapp.chat.models import Conversation, Message
-from chatapp.chat.turn_records import dropped_tokens_sum
+from chatapp.chat.record_finish import dropped_tokens_sum
 from tests.support.chat import seed_messages
 
 pytestmark = pytest.mark.django_db

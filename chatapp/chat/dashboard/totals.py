@@ -164,13 +164,14 @@ def _previous_of(totals: DashboardTotals) -> PreviousRequest | None:
                            tokens_sent=totals.last_tokens_sent)
 
 
-def dashboard_totals_record_add(*, record: OptimizationRecord) -> None:
+def dashboard_totals_record_add(*, record: OptimizationRecord) -> tuple[dict[str, Any], PreviousRequest | None]:
     """Count a record just created, in its transaction: the totals row and the record's turn block.
 
     Three statements: the totals row read under its lock (the turn number and the previous request
     come from it), its F() increments, and the block's update (or insert, for a block's first turn).
     The turn number is the count so far plus one, so records must be counted in id order: the request
-    path writes them under the conversation's send lock, one turn at a time.
+    path writes them under the conversation's send lock, one turn at a time. Returns the record's facts
+    and the request before it, as counted: what `dashboard_totals_record_finish` corrects from.
     """
     with transaction.atomic(savepoint=False):
         totals, _ = DashboardTotals.objects.select_for_update().get_or_create(conversation_id=record.conversation_id)
@@ -185,6 +186,7 @@ def dashboard_totals_record_add(*, record: OptimizationRecord) -> None:
             last_tokens_sent=record.tokens_sent,
         )
         _block_add(conversation_id=record.conversation_id, turn=turn, facts=facts)
+    return facts, _previous_of(totals)
 
 
 def _block_add(*, conversation_id: int, turn: int, facts: Mapping[str, Any]) -> None:
@@ -276,20 +278,46 @@ def dashboard_totals_record_update(*, record_id: int, fields: dict[str, Any]) ->
                 .order_by("-id").values("model", "summary_id", "tokens_sent").first()
             )
             previous = PreviousRequest(**row) if row else None
-        prices: dict[str, dict[str, float | None]] = {}
-        old = record_contribution(before, previous=previous, prices=prices)
-        new = record_contribution(after, previous=previous, prices=prices)
-        delta = {name: new[name] - old[name] for name in new}
-        # The turn is over: the messages made before it started join the ledger (ledger.py).
-        reply_id = after["reply_id"]
-        ledger = ledger_extend(totals=totals, through_id=reply_id - 1 if reply_id is not None else None)
-        if any(delta.values()) or ledger:
-            DashboardTotals.objects.filter(pk=totals.pk).update(**_increments(delta), **ledger)
-        provider = after["provider_prompt_tokens"]
-        if provider is not None and provider != before["provider_prompt_tokens"]:
-            DashboardTurnBlock.objects.filter(
-                conversation_id=totals.conversation_id, last_record_id__gte=record_id, first_record_id__lte=record_id
-            ).update(provider_max=Greatest(Coalesce("provider_max", Value(provider)), Value(provider)))
+        _totals_correct(totals=totals, before=before, after=after, previous=previous)
+
+
+def dashboard_totals_record_finish(
+    *, facts: Mapping[str, Any], previous: PreviousRequest | None, fields: dict[str, Any]
+) -> None:
+    """`dashboard_totals_record_update` for the turn that created the record: its facts as counted and
+    the request before it are in hand (dashboard_totals_record_add returned them), so the record is
+    neither read nor re-read, nor the previous request looked up."""
+    record_id = facts["id"]
+    with transaction.atomic(savepoint=False):
+        # The record's row first, then the totals' (the order every writer takes them in).
+        if not OptimizationRecord.objects.filter(pk=record_id).update(**fields):
+            return
+        totals = DashboardTotals.objects.select_for_update().filter(conversation_id=facts["conversation_id"]).first()
+        if totals is None:
+            return  # never counted: the next reader rebuilds the row from the records
+        after = {**facts, **{name: value for name, value in fields.items() if name in facts}}
+        _totals_correct(totals=totals, before=facts, after=after, previous=previous)
+
+
+def _totals_correct(
+    *, totals: DashboardTotals, before: Mapping[str, Any], after: Mapping[str, Any], previous: PreviousRequest | None
+) -> None:
+    """Correct the locked totals and the record's turn block by what its contribution became."""
+    prices: dict[str, dict[str, float | None]] = {}
+    old = record_contribution(before, previous=previous, prices=prices)
+    new = record_contribution(after, previous=previous, prices=prices)
+    delta = {name: new[name] - old[name] for name in new}
+    # The turn is over: the messages made before it started join the ledger (ledger.py).
+    reply_id = after["reply_id"]
+    ledger = ledger_extend(totals=totals, through_id=reply_id - 1 if reply_id is not None else None)
+    if any(delta.values()) or ledger:
+        DashboardTotals.objects.filter(pk=totals.pk).update(**_increments(delta), **ledger)
+    provider = after["provider_prompt_tokens"]
+    record_id = after["id"]
+    if provider is not None and provider != before["provider_prompt_tokens"]:
+        DashboardTurnBlock.objects.filter(
+            conversation_id=totals.conversation_id, last_record_id__gte=record_id, first_record_id__lte=record_id
+        ).update(provider_max=Greatest(Coalesce("provider_max", Value(provider)), Value(provider)))
 
 
 def totals_from_facts(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

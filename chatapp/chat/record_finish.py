@@ -1,0 +1,101 @@
+"""What a turn's optimization record learns when the turn ends: the tokens it dropped without a
+summary, the provider's prompt figures, whether the prompts changed; the dashboard's totals follow."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import Q, Sum
+
+import optimizer
+from chatapp.chat.context import live_chat_q
+from chatapp.chat.dashboard.totals import dashboard_totals_record_finish, dashboard_totals_record_update
+from chatapp.chat.models import Message, OptimizationRecord
+from chatapp.chat.turn_records import money
+from chatapp.chat.turn_types import ChatTurn
+
+_DROPPED_CACHE_SECONDS = 3600
+
+
+def dropped_tokens_sum(*, conversation_id: int, ranges: Sequence[Sequence[int]]) -> int:
+    """Tokens of the live messages in `ranges` (a record's dropped ranges), counted by the database.
+
+    The ranges lie below the window, and they stay the same from one turn to the next until the
+    window moves (every few turns): the sum is kept in the cache under the ranges it was made for,
+    so a turn reads it instead of summing every dropped message again — 40-60 ms on PostgreSQL for a
+    100,000-message conversation, on every turn. The messages in them do not change (a regenerate or a
+    stop touches only the newest exchange, which is always sent); a pin moves its message out of the
+    ranges, and so changes the key.
+    """
+    if not ranges:
+        return 0
+    digest = hashlib.sha256(json.dumps([list(r) for r in ranges]).encode()).hexdigest()[:32]
+    key = f"chat:dropped-tokens:{conversation_id}:{digest}"
+    cached = cache.get(key)
+    if cached is not None:
+        return int(cached)
+    within = Q()
+    for first, last in ranges:
+        within |= Q(id__gte=first, id__lte=last)
+    total = (
+        Message.objects.filter(within, live_chat_q(), conversation_id=conversation_id)
+        .aggregate(total=Sum("token_count"))["total"]
+    ) or 0
+    cache.set(key, total, timeout=_DROPPED_CACHE_SECONDS)
+    return int(total)
+
+
+def record_finish(*, turn: ChatTurn, usage: Any) -> None:
+    """What the record learns when its turn ends, in one UPDATE: the tokens it dropped without a
+    summary (`dropped_tokens_sum` over the dropped ranges) and the provider's prompt figures; a
+    provider prompt-cache hit lowers the sent cost (priced on our own count, like the full-history
+    cost, so the two stay comparable)."""
+    dropped = dropped_tokens_sum(conversation_id=turn.conversation_id, ranges=turn.dropped_ranges)
+    fields: dict[str, Any] = {"dropped_tokens": dropped}
+    if getattr(usage, "prompt_tokens", None) is not None:
+        fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), model=turn.target.model, usage=usage))
+    if turn.record_id is not None:
+        stats = _prompt_change_stats(conversation_id=turn.conversation_id, record_id=turn.record_id)
+        if stats is not None:
+            fields["stats"] = stats
+        if turn.record_facts is not None:  # the request path: the record as counted is in hand
+            dashboard_totals_record_finish(facts=turn.record_facts, previous=turn.record_previous, fields=fields)
+        else:
+            dashboard_totals_record_update(record_id=turn.record_id, fields=fields)  # and the dashboard's totals
+
+
+def _prompt_change_stats(*, conversation_id: int, record_id: int) -> dict[str, Any] | None:
+    """The record's `stats` with `system_prompt_changed: true` when its prompts differ from the
+    previous record's of the conversation (None: unchanged, or no previous record).
+
+    One read of the two hashes on the (conversation, id) index; the stats themselves are read only on
+    a change. Records from before prompts existed have no hash: they sent none ("").
+    """
+    hashes = list(
+        OptimizationRecord.objects.filter(conversation_id=conversation_id, id__lte=record_id)
+        .order_by("-id")
+        .values_list("id", "stats__system_prompt_hash")[:2]
+    )
+    if len(hashes) < 2 or hashes[0][0] != record_id or (hashes[0][1] or "") == (hashes[1][1] or ""):
+        return None
+    stats = OptimizationRecord.objects.filter(pk=record_id).values_list("stats", flat=True).get()
+    return {**(stats or {}), "system_prompt_changed": True}
+
+
+def _usage_fields(*, tokens_sent: int, model: str, usage: Any) -> dict[str, Any]:
+    reported = getattr(usage, "cached_tokens", None)
+    fields: dict[str, Any] = {"provider_prompt_tokens": usage.prompt_tokens}
+    if reported is not None:
+        fields["provider_cached_tokens"] = int(reported)
+    cached = min(int(reported or 0), tokens_sent)
+    if cached:
+        cost = optimizer.cost_usd(model, prompt_tokens=tokens_sent, cached_tokens=cached)
+        if cost is not None:
+            fields["cost_sent_usd"] = money(cost)
+    return fields
+
+
