@@ -307,7 +307,7 @@ def _turn_finish(
             reply = Message(
                 pk=turn.reply_id, conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT,
                 status=status, reply_to_id=turn.user_message_id, parent_id=turn.user_message_id,
-                created_at=turn.reply_created_at, **values,
+                created_at=turn.reply_created_at or timezone.now(), **values,
             )
             message_index_add(message=reply, owner_id=turn.user_id)
         else:

@@ -33,7 +33,7 @@ class TurnStart:
     user_message: Message
     target: llm.LLMTarget
     through_id: int | None  # the packing's last message (regenerate, retry: the message answered)
-    claimed_at: datetime
+    claimed_at: datetime | None
     accepted: dict[str, Any]
     # A send stores its message with one statement; its search and recall rows follow in the packing.
     unindexed: bool = False
