@@ -9,7 +9,7 @@
    (`turn_records`), and request a summary after commit when the strategy asks for one
    (`summary_requests`); the client hears `start`. Then, with the database connection handed back,
    the model's reply streams (`reply_stream`: deltas, stop requests, checkpoints), and `_turn_end`
-   stores the reply once (`_turn_finish`, which gives the claim back), finishes the record, and
+   stores the reply once (`reply_store`, which gives the claim back), finishes the record, and
    answers `done` with the gauge — or `error`.
 
 Regenerate, Retry and Edit start the same way from an existing message (`chat_retry`).
@@ -27,7 +27,6 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F
-from django.utils import timezone
 
 import optimizer
 from chatapp.chat import llm
@@ -39,13 +38,12 @@ from chatapp.chat.gauge import context_gauge, gauge_payload
 from chatapp.chat.layout import message_place_get, new_message_place
 from chatapp.chat.message_services import message_content_validate, message_serialize, title_from_text
 from chatapp.chat.models import Conversation, Message
-from chatapp.chat.record_finish import record_finish
+from chatapp.chat.reply_store import reply_store
 from chatapp.chat.reply_stream import STOPPED_WORDS, ReplyReader, failure_words, stream_event
-from chatapp.chat.search_services import message_index_add, message_index_sync
+from chatapp.chat.search_services import message_index_add
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
-from chatapp.chat.textsafe import text_storable
-from chatapp.chat.turn_claim import REPEATED_WORDS, claim_released, send_claim_take, turn_claim_release
+from chatapp.chat.turn_claim import REPEATED_WORDS, send_claim_take, turn_claim_release
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
 from chatapp.chat.turn_types import ChatTurn, TurnFailure, TurnStart
 from optimizer.types import ContextTooLargeError
@@ -213,7 +211,7 @@ def turn_prepare(
             parent=user_message,
             model=target.model,
         )
-        message_index_add(message=reply)  # empty while streaming; _turn_finish indexes its text
+        message_index_add(message=reply)  # empty while streaming; reply_store indexes its text
         created = record_create(
             conversation=conversation, reply=reply, preference=prefs.preference, target=target, budget=budget,
             result=result, ctx=ctx, window_start_id=window_start_id, dropped=dropped,
@@ -252,73 +250,6 @@ def turn_prepare(
         trigger_tokens=info.trigger_tokens,
         dropped_ranges=tuple((first, last) for first, last in dropped),
     )
-
-
-def _turn_finish(
-    *,
-    turn: ChatTurn,
-    content: str,
-    status: str,
-    usage: Any,
-    latency_ms: int,
-    error: str = "",
-) -> dict[str, Any]:
-    """Persist the reply once, at the end of the stream; returns the stored reply as an event dict.
-
-    A stop request that lands after the last chunk still wins: the reply is then kept as stopped.
-    """
-    content = text_storable(content)  # a NUL or an unpaired surrogate from the model must not lose the reply
-    tokens = optimizer.count_message({"role": "assistant", "content": content}, model=turn.target.model)
-    values: dict[str, Any] = {
-        "content": content,
-        "token_count": tokens,
-        "char_count": len(content),
-        "latency_ms": latency_ms,
-        "model": turn.target.model,
-        "prompt_tokens": getattr(usage, "prompt_tokens", None),
-        "completion_tokens": getattr(usage, "completion_tokens", None),
-        "error": error,
-        "updated_at": timezone.now(),
-    }
-    with transaction.atomic():
-        reply_qs = Message.objects.filter(pk=turn.reply_id)
-        counted = False
-        if status == Message.Status.COMPLETE:
-            # Only a reply still streaming and still current counts: one superseded meanwhile (a
-            # Retry took it for dead) is kept for the record but is not part of the live totals.
-            counted = bool(reply_qs.filter(status=Message.Status.STREAMING, superseded=False).update(
-                status=status, **values
-            ))
-            if not counted:
-                status = Message.Status.STOPPED
-                reply_qs.update(status=status, **values)
-        else:
-            reply_qs.update(status=status, **values)
-        # The live totals (F(): concurrent writers add up) and the claim given back, in one statement.
-        Conversation.objects.filter(pk=turn.conversation_id).update(
-            live_message_count=F("live_message_count") + int(counted),
-            live_char_count=F("live_char_count") + (len(content) if counted else 0),
-            live_token_count=F("live_token_count") + (tokens if counted else 0),
-            updated_at=timezone.now(),
-            turn_claimed_at=claim_released(turn.claimed_at),
-        )
-        if counted:
-            # It was streaming until this transaction, so nothing indexed it: its row is written here.
-            reply = Message(
-                pk=turn.reply_id, conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT,
-                status=status, reply_to_id=turn.user_message_id, parent_id=turn.user_message_id,
-                created_at=turn.reply_created_at or timezone.now(), **values,
-            )
-            message_index_add(message=reply, owner_id=turn.user_id)
-        else:
-            message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
-        if turn.record_id is not None:
-            record_finish(turn=turn, usage=usage)
-        if not counted:
-            reply = Message.objects.get(pk=turn.reply_id)
-    # A reply is never the first user message: the window start alone places it.
-    place = message_place_get(message=reply, first_user_id=None, window_start_id=turn.context.get("window_start_id"))
-    return message_serialize(message=reply, place=place, siblings=turn.reply_siblings if counted else None)
 
 
 def _after_turn(*, turn: ChatTurn) -> tuple[dict[str, Any] | None, str]:
@@ -377,7 +308,7 @@ async def turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
         yield stream_event("error", {"message": failure.message, "error": failure.error, "kind": failure.kind,
                                      "retryable": failure.retryable})
         return
-    reader = ReplyReader(turn, store=_turn_finish)
+    reader = ReplyReader(turn, store=reply_store)
     try:
         yield begin
         async for event in reader.read():
@@ -406,7 +337,7 @@ async def _turn_abandon(*, start: TurnStart, packing: asyncio.Future[ChatTurn] |
         return
     turn = await packing
     if turn.failure is None:
-        await db_short(_turn_finish)(turn=turn, content="", status=Message.Status.STOPPED, usage=None,
+        await db_short(reply_store)(turn=turn, content="", status=Message.Status.STOPPED, usage=None,
                                      latency_ms=0)
 
 

@@ -142,7 +142,7 @@ class ReplyReader:
 
     def __init__(self, turn: ChatTurn, *, store: Callable[..., dict[str, Any]]) -> None:
         self.turn = turn
-        self.store = store  # stores the reply once, when it ends (chat_turn._turn_finish)
+        self.store = store  # stores the reply once, when it ends (reply_store.reply_store)
         self.started = time.monotonic()
         self.parts: list[str] = []
         self.received = 0

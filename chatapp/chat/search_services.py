@@ -13,7 +13,7 @@ postings.
 Callers, explicitly (house style: no index writes from signals, so every write path says what it
 keeps in step): `message_services.message_append` (`message_index_add`, every new chat message), the
 reply creations of a turn (`message_index_add`: an empty reply has nothing to find and is indexed
-when it finishes), `_turn_finish` (a reply's text and status arrive), Stop (the status leaves
+when it finishes), `reply_store.reply_store` (a reply's text and status arrive), Stop (the status leaves
 streaming), Regenerate and Retry (a reply is superseded) through `message_index_sync`; bulk writes
 (the `pack` and `seed_long_conversation` commands, imports) through `conversation_index_rebuild`.
 Writes that bypass these (a raw `Message.objects.create`, a queryset update, `loaddata`) are not

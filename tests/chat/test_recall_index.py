@@ -404,7 +404,7 @@ def test_each_write_path_keeps_the_index(chat_user, conversation, fake_openai):
     summary = message_append(conversation=conversation, role="system", kind="summary", content="The cat sleeps.")
     assert not MessageSearch.objects.filter(message=summary).exists()
 
-    # a turn: the streaming reply is not indexed until _turn_finish stores its text
+    # a turn: the streaming reply is not indexed until reply_store stores its text
     result = send(chat_user, conversation, "Where does the cat sleep?")
     reply = Message.objects.get(pk=result.named("start")[0]["assistant_message"]["id"])
     assert MessageSearch.objects.get(message=reply).terms == index_text(reply.content)

@@ -1,0 +1,87 @@
+"""The end of a turn: its reply stored once, with the live totals, the search and recall index, the
+record's finish and the conversation's claim given back, in one transaction (chat_turn calls it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+import optimizer
+from chatapp.chat.layout import message_place_get
+from chatapp.chat.message_services import message_serialize
+from chatapp.chat.models import Conversation, Message
+from chatapp.chat.record_finish import record_finish
+from chatapp.chat.search_services import message_index_add, message_index_sync
+from chatapp.chat.textsafe import text_storable
+from chatapp.chat.turn_claim import claim_released
+from chatapp.chat.turn_types import ChatTurn
+
+
+def reply_store(
+    *,
+    turn: ChatTurn,
+    content: str,
+    status: str,
+    usage: Any,
+    latency_ms: int,
+    error: str = "",
+) -> dict[str, Any]:
+    """Persist the reply once, at the end of the stream; returns the stored reply as an event dict.
+
+    A stop request that lands after the last chunk still wins: the reply is then kept as stopped.
+    """
+    content = text_storable(content)  # a NUL or an unpaired surrogate from the model must not lose the reply
+    tokens = optimizer.count_message({"role": "assistant", "content": content}, model=turn.target.model)
+    values: dict[str, Any] = {
+        "content": content,
+        "token_count": tokens,
+        "char_count": len(content),
+        "latency_ms": latency_ms,
+        "model": turn.target.model,
+        "prompt_tokens": getattr(usage, "prompt_tokens", None),
+        "completion_tokens": getattr(usage, "completion_tokens", None),
+        "error": error,
+        "updated_at": timezone.now(),
+    }
+    with transaction.atomic():
+        reply_qs = Message.objects.filter(pk=turn.reply_id)
+        counted = False
+        if status == Message.Status.COMPLETE:
+            # Only a reply still streaming and still current counts: one superseded meanwhile (a
+            # Retry took it for dead) is kept for the record but is not part of the live totals.
+            counted = bool(reply_qs.filter(status=Message.Status.STREAMING, superseded=False).update(
+                status=status, **values
+            ))
+            if not counted:
+                status = Message.Status.STOPPED
+                reply_qs.update(status=status, **values)
+        else:
+            reply_qs.update(status=status, **values)
+        # The live totals (F(): concurrent writers add up) and the claim given back, in one statement.
+        Conversation.objects.filter(pk=turn.conversation_id).update(
+            live_message_count=F("live_message_count") + int(counted),
+            live_char_count=F("live_char_count") + (len(content) if counted else 0),
+            live_token_count=F("live_token_count") + (tokens if counted else 0),
+            updated_at=timezone.now(),
+            turn_claimed_at=claim_released(turn.claimed_at),
+        )
+        if counted:
+            # It was streaming until this transaction, so nothing indexed it: its row is written here.
+            reply = Message(
+                pk=turn.reply_id, conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT,
+                status=status, reply_to_id=turn.user_message_id, parent_id=turn.user_message_id,
+                created_at=turn.reply_created_at or timezone.now(), **values,
+            )
+            message_index_add(message=reply, owner_id=turn.user_id)
+        else:
+            message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
+        if turn.record_id is not None:
+            record_finish(turn=turn, usage=usage)
+        if not counted:
+            reply = Message.objects.get(pk=turn.reply_id)
+    # A reply is never the first user message: the window start alone places it.
+    place = message_place_get(message=reply, first_user_id=None, window_start_id=turn.context.get("window_start_id"))
+    return message_serialize(message=reply, place=place, siblings=turn.reply_siblings if counted else None)
