@@ -108,6 +108,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "chatapp.chat",
+    "chatapp.dashboard",
 ]
 
 MIDDLEWARE = [

@@ -366,9 +366,6 @@ class SummaryJob(models.Model):
         return f"summary job #{self.pk} ({self.status})"
 
 
-# The dashboard's totals (per conversation, kept as records are written) live with the dashboard.
-from chatapp.chat.dashboard.models import DashboardTotals, DashboardTurnBlock  # noqa: E402, F401
-
 # Issue 13 (imports): the job table lives in its own module (this one is at its size bound).
 from chatapp.chat.import_models import ImportJob  # noqa: E402, F401
 

@@ -13,10 +13,10 @@ from django.db.models import Q, Sum
 
 import optimizer
 from chatapp.chat.context import live_chat_q
-from chatapp.chat.dashboard.totals import dashboard_totals_record_finish, dashboard_totals_record_update
 from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.chat.turn_records import money
 from chatapp.chat.turn_types import ChatTurn
+from chatapp.dashboard.totals import dashboard_totals_record_finish, dashboard_totals_record_update
 
 _DROPPED_CACHE_SECONDS = 3600
 

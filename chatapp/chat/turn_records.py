@@ -13,9 +13,9 @@ from typing import Any, cast
 import optimizer
 from chatapp.chat import llm
 from chatapp.chat.context import PROMPT_IDS, ContextInput
-from chatapp.chat.dashboard.totals import PreviousRequest, dashboard_totals_record_add
 from chatapp.chat.gauge import gauge_payload, summary_through_id
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.dashboard.totals import PreviousRequest, dashboard_totals_record_add
 from optimizer.types import PackedMessage, PackResult, PackStats
 
 

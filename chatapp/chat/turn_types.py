@@ -17,8 +17,8 @@ from chatapp.chat.gauge import gauge_payload
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.chat.dashboard.totals import PreviousRequest
     from chatapp.chat.models import Conversation, Message
+    from chatapp.dashboard.totals import PreviousRequest
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,4 +47,4 @@ urlpatterns = [
 ]
 
 # The dashboard pages (/c/<pk>/dashboard/, /dashboard/) and their downloads.
-urlpatterns.append(path("", include("chatapp.chat.dashboard.urls")))
+urlpatterns.append(path("", include("chatapp.dashboard.urls")))

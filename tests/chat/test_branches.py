@@ -12,11 +12,11 @@ from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start
 from chatapp.chat.chat_turn import chat_turn_start, turn_pack, turn_stream
 from chatapp.chat.context import context_load
-from chatapp.chat.dashboard.message_map import dashboard_message_map
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.search_selectors import message_search
 from chatapp.chat.summary_selectors import summary_current
+from chatapp.dashboard.message_map import dashboard_message_map
 from tests.support.branches import active_path, assert_path_consistent
 
 pytestmark = pytest.mark.django_db

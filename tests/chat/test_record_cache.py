@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import optimizer
-from chatapp.chat.dashboard.series import dashboard_series
+from chatapp.dashboard.series import dashboard_series
 from tests.dashboard.factories import make_conversation, make_record
 
 pytestmark = pytest.mark.django_db

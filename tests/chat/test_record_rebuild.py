@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import optimizer
-from chatapp.chat.dashboard.turns import dashboard_record_context
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, OptimizationRecord
+from chatapp.dashboard.turns import dashboard_record_context
 from tests.support.chat import make_config, seed_messages, send
 from tests.support.records import record_rebuild
 

@@ -14,9 +14,9 @@ import pytest
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat.dashboard.turns import dashboard_record_context
 from chatapp.chat.models import OptimizationRecord
 from chatapp.chat.turn_records import _ranges_without, _recall_layout, _sent_entry, turn_context_note
+from chatapp.dashboard.turns import dashboard_record_context
 from optimizer.recall import HEADER, MemorySource, RecallItem
 from optimizer.types import Msg, PackedMessage
 from tests.support.chat import send

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from chatapp.chat.dashboard.totals import dashboard_totals_rebuild, dashboard_totals_record_add
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
+from chatapp.dashboard.totals import dashboard_totals_rebuild, dashboard_totals_record_add
 
 
 def make_conversation(*, owner, title: str = "Chat") -> Conversation:

@@ -1,13 +1,14 @@
 """Every dashboard JSON answer matches, key for key and type for type, the serializer that documents it
-in the OpenAPI schema (chatapp/chat/dashboard/serializers.py): the schema cannot drift from what is sent."""
+in the OpenAPI schema (chatapp/dashboard/serializers.py): the schema cannot drift from what is sent."""
 
 from __future__ import annotations
 
 import pytest
 from rest_framework import serializers
 
-from chatapp.chat.dashboard import series as series_module
-from chatapp.chat.dashboard.serializers import (
+from chatapp.chat.models import OptimizationRecord
+from chatapp.dashboard import series as series_module
+from chatapp.dashboard.serializers import (
     ConversationSavingsSerializer,
     HeadlineSerializer,
     MessageMapSerializer,
@@ -15,7 +16,6 @@ from chatapp.chat.dashboard.serializers import (
     RecordContextSerializer,
     SeriesSerializer,
 )
-from chatapp.chat.models import OptimizationRecord
 from tests.dashboard.factories import make_long_conversation, make_recall_turns
 
 pytestmark = pytest.mark.django_db

@@ -8,11 +8,11 @@ import io
 
 import pytest
 
-from chatapp.chat.dashboard.headline import dashboard_headline
-from chatapp.chat.dashboard.message_map import MAP_STATUSES, dashboard_message_map
-from chatapp.chat.dashboard.series import dashboard_series
-from chatapp.chat.dashboard.turns import dashboard_record_context
 from chatapp.chat.models import Message, OptimizationRecord
+from chatapp.dashboard.headline import dashboard_headline
+from chatapp.dashboard.message_map import MAP_STATUSES, dashboard_message_map
+from chatapp.dashboard.series import dashboard_series
+from chatapp.dashboard.turns import dashboard_record_context
 from tests.dashboard.factories import RecallTurns, make_recall_turns
 from tests.support.streaming import streamed_body
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from chatapp.chat.dashboard.headline import dashboard_headline
 from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
 from chatapp.chat.models import Message, OptimizationRecord, SummaryJob
+from chatapp.dashboard.headline import dashboard_headline
 
 pytestmark = pytest.mark.django_db
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 import optimizer
-from chatapp.chat.dashboard.headline import dashboard_conversation_get, dashboard_headline
-from chatapp.chat.dashboard.message_map import MAP_STATUSES, dashboard_message_map
-from chatapp.chat.dashboard.overview import dashboard_overview
-from chatapp.chat.dashboard.series import dashboard_series
-from chatapp.chat.dashboard.turns import dashboard_record_context, dashboard_summary_details, dashboard_summary_list
+from chatapp.dashboard.headline import dashboard_conversation_get, dashboard_headline
+from chatapp.dashboard.message_map import MAP_STATUSES, dashboard_message_map
+from chatapp.dashboard.overview import dashboard_overview
+from chatapp.dashboard.series import dashboard_series
+from chatapp.dashboard.turns import dashboard_record_context, dashboard_summary_details, dashboard_summary_list
 from tests.dashboard.factories import make_conversation, make_job, make_record, make_summary, sent_entry
 
 pytestmark = pytest.mark.django_db

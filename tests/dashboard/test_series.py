@@ -9,14 +9,14 @@ import random
 
 import pytest
 
-from chatapp.chat.dashboard import series as series_module
-from chatapp.chat.dashboard.figures import dashboard_message_numbers, dashboard_record_rows, dashboard_record_turn
-from chatapp.chat.dashboard.ledger import ledger_read
-from chatapp.chat.dashboard.series import dashboard_series
-from chatapp.chat.dashboard.totals import STRATEGY_CODES, dashboard_totals_rebuild
-from chatapp.chat.dashboard.turns import RECORD_LIST_FIELDS
 from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.chat.selectors import message_numbers
+from chatapp.dashboard import series as series_module
+from chatapp.dashboard.figures import dashboard_message_numbers, dashboard_record_rows, dashboard_record_turn
+from chatapp.dashboard.ledger import ledger_read
+from chatapp.dashboard.series import dashboard_series
+from chatapp.dashboard.totals import STRATEGY_CODES, dashboard_totals_rebuild
+from chatapp.dashboard.turns import RECORD_LIST_FIELDS
 from tests.dashboard.factories import make_conversation, make_long_conversation, make_message, make_summary
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.core.management import call_command
 
-from chatapp.chat.dashboard.export import dashboard_record_chunks
 from chatapp.chat.models import Message, OptimizationRecord
+from chatapp.dashboard.export import dashboard_record_chunks
 from tests.dashboard.factories import make_conversation, make_record
 from tests.support.streaming import streamed_body
 

@@ -63,7 +63,7 @@ urlpatterns = [
     path("configs/<int:pk>/test/", config_views.LLMConfigTestApi.as_view(), name="api-config-test"),
     path("settings/", views.UserSettingsApi.as_view(), name="api-settings"),
     path("search/", search_views.SearchApi.as_view(), name="api-search"),
-    path("dashboard/", include("chatapp.chat.dashboard.api_urls")),
+    path("dashboard/", include("chatapp.dashboard.api_urls")),
     path("imports/", import_api.ImportJobListApi.as_view(), name="api-imports"),
     path("imports/<int:pk>/", import_api.ImportJobDetailApi.as_view(), name="api-import"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

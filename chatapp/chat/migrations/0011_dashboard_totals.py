@@ -8,9 +8,9 @@ from django.db.models.fields.json import KT
 def dashboard_totals_fill(apps, schema_editor):
     """The totals, turn blocks and message ledger of every conversation that has records, from its
     records in turn order and its messages, by the pure functions the rebuild uses
-    (chatapp.chat.dashboard.totals and ledger)."""
-    from chatapp.chat.dashboard.ledger import SUMMARY_ROW, ledger_fields
-    from chatapp.chat.dashboard.totals import FACT_FIELDS, totals_from_facts
+    (chatapp.dashboard.totals and ledger)."""
+    from chatapp.dashboard.ledger import SUMMARY_ROW, ledger_fields
+    from chatapp.dashboard.totals import FACT_FIELDS, totals_from_facts
 
     Record = apps.get_model("chat", "OptimizationRecord")
     Message = apps.get_model("chat", "Message")

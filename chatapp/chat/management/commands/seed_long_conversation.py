@@ -22,10 +22,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatapp.chat.branch_services import conversation_path_thread
-from chatapp.chat.dashboard.totals import dashboard_totals_rebuild
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
 from chatapp.chat.search_services import conversation_index_rebuild
 from chatapp.chat.seed_simulation import Simulation, seed_text
+from chatapp.dashboard.totals import dashboard_totals_rebuild
 
 # Used only when the optimizer's price lookup is unavailable: gpt-4o-mini list prices.
 _FALLBACK_INPUT_PRICE = 0.15 / 1_000_000

@@ -1,6 +1,9 @@
 """The dashboard's own tables: a conversation's figures summed over its optimization records, kept
-up to date as records are written (chatapp.chat.dashboard.totals), so that no page or API call
-aggregates every record of a long conversation. Imported by chatapp/chat/models.py (app `chat`).
+up to date as records are written (chatapp.dashboard.totals), so that no page or API call
+aggregates every record of a long conversation.
+
+Their tables keep the names they were created with in the `chat` app (migration chat 0011): the
+models moved to this app by a state-only migration (dashboard 0001, chat 0014), no row rewritten.
 """
 
 from __future__ import annotations
@@ -74,6 +77,9 @@ class DashboardTotals(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        db_table = "chat_dashboardtotals"
+
     def __str__(self) -> str:
         return f"dashboard totals of conversation {self.conversation_id}"
 
@@ -110,6 +116,7 @@ class DashboardTurnBlock(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "chat_dashboardturnblock"
         indexes = [
             # A record's block (turn numbers, the provider's figure when a turn ends): the first block
             # of the conversation whose last record is at or after it, one index seek.

@@ -14,10 +14,10 @@ from django.contrib.auth.decorators import login_required
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, StreamingHttpResponse
 
-from chatapp.chat.dashboard.export import ExportRow, dashboard_record_chunks, export_json_value
-from chatapp.chat.dashboard.headline import dashboard_conversation_get
-from chatapp.chat.dashboard.turns import RECORD_LIST_FIELDS
 from chatapp.chat.models import Conversation
+from chatapp.dashboard.export import ExportRow, dashboard_record_chunks, export_json_value
+from chatapp.dashboard.headline import dashboard_conversation_get
+from chatapp.dashboard.turns import RECORD_LIST_FIELDS
 
 
 class _Echo:

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chatapp.chat.dashboard import downloads, pages
+from chatapp.dashboard import downloads, pages
 
 urlpatterns = [
     path("dashboard/", pages.dashboard_overview_page, name="dashboard-overview"),

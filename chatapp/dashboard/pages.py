@@ -11,10 +11,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from chatapp.chat.dashboard.headline import dashboard_conversation_get, dashboard_headline
-from chatapp.chat.dashboard.message_map import MAP_STATUS_LABELS, MAP_STATUSES
-from chatapp.chat.dashboard.overview import dashboard_overview
 from chatapp.chat.views import page_csp
+from chatapp.dashboard.headline import dashboard_conversation_get, dashboard_headline
+from chatapp.dashboard.message_map import MAP_STATUS_LABELS, MAP_STATUSES
+from chatapp.dashboard.overview import dashboard_overview
 
 MINUS = "\u2212"
 

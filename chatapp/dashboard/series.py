@@ -14,15 +14,15 @@ from typing import Any
 from django.db.models import BigIntegerField, ExpressionWrapper, F, IntegerField, Max, Min, Sum
 from django.db.models.fields.json import KT
 
-from chatapp.chat.dashboard.figures import dashboard_totals_get
-from chatapp.chat.dashboard.models import DashboardTotals, DashboardTurnBlock
-from chatapp.chat.dashboard.totals import (
+from chatapp.chat.models import Conversation, OptimizationRecord
+from chatapp.dashboard.figures import dashboard_totals_get
+from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
+from chatapp.dashboard.totals import (
     BLOCK_TURNS,
     PROMPT_CACHE_MIN_TOKENS,
     STRATEGY_CODES,
     new_block,
 )
-from chatapp.chat.models import Conversation, OptimizationRecord
 
 __all__ = ["MAX_POINTS", "PROMPT_CACHE_MIN_TOKENS", "STRATEGY_CODES", "dashboard_series"]
 

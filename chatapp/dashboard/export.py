@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from chatapp.chat.dashboard.costs import as_float
-from chatapp.chat.dashboard.turns import RECORD_LIST_FIELDS
 from chatapp.chat.dbconn import db_short
 from chatapp.chat.models import Conversation, OptimizationRecord
+from chatapp.dashboard.costs import as_float
+from chatapp.dashboard.turns import RECORD_LIST_FIELDS
 
 EXPORT_FIELDS: tuple[str, ...] = (
     *RECORD_LIST_FIELDS, "scores", "sent", "dropped_ranges", "stats",

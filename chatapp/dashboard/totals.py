@@ -22,10 +22,10 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Greatest, Least
 
 import optimizer
-from chatapp.chat.dashboard.costs import DEFAULT_TRIGGER_RATIO, model_prices
-from chatapp.chat.dashboard.ledger import ledger_extend, ledger_rebuild_fields
-from chatapp.chat.dashboard.models import DashboardTotals, DashboardTurnBlock
 from chatapp.chat.models import Conversation, OptimizationRecord
+from chatapp.dashboard.costs import DEFAULT_TRIGGER_RATIO, model_prices
+from chatapp.dashboard.ledger import ledger_extend, ledger_rebuild_fields
+from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
 
 # Turns per DashboardTurnBlock: the series of a 50,000-turn conversation reads 3,125 rows.
 BLOCK_TURNS = 16

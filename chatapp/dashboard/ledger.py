@@ -21,8 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chatapp.chat.dashboard.models import DashboardTotals
 from chatapp.chat.models import Message
+from chatapp.dashboard.models import DashboardTotals
 
 # A summary row as the ledger reads it: id, edited_from_id, extractive, edited.
 SUMMARY_ROW = ("id", "edited_from_id", "extractive", "edited")

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chatapp.chat.dashboard import api as v
+from chatapp.dashboard import api as v
 
 urlpatterns = [
     path("overview/", v.DashboardOverviewApi.as_view(), name="api-dashboard-overview"),

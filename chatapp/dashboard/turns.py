@@ -10,15 +10,15 @@ from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
 import optimizer
-from chatapp.chat.dashboard.costs import as_float
-from chatapp.chat.dashboard.figures import (
+from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
+from chatapp.dashboard.costs import as_float
+from chatapp.dashboard.figures import (
     dashboard_message_numbers,
     dashboard_record_rows,
     dashboard_record_turn,
     dashboard_totals_get,
 )
-from chatapp.chat.dashboard.ledger import SummaryScan, ledger_read
-from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
+from chatapp.dashboard.ledger import SummaryScan, ledger_read
 
 RECORD_LIST_FIELDS = (
     "id", "created_at", "reply_id", "preference", "model", "context_window", "budget", "triggered",

@@ -9,11 +9,11 @@ from typing import Any
 from django.db.models import Count, Q, Sum
 from django.shortcuts import get_object_or_404
 
-from chatapp.chat.dashboard.costs import as_float, model_prices
-from chatapp.chat.dashboard.figures import dashboard_totals_get
-from chatapp.chat.dashboard.ledger import ledger_read
-from chatapp.chat.dashboard.models import DashboardTotals
 from chatapp.chat.models import Conversation, OptimizationRecord, SummaryJob
+from chatapp.dashboard.costs import as_float, model_prices
+from chatapp.dashboard.figures import dashboard_totals_get
+from chatapp.dashboard.ledger import ledger_read
+from chatapp.dashboard.models import DashboardTotals
 
 
 def dashboard_conversation_get(*, user, pk: int) -> Conversation:

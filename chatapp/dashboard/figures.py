@@ -12,10 +12,10 @@ from typing import Any
 
 from django.db.models import F, OuterRef, Q, Subquery
 
-from chatapp.chat.dashboard.ledger import SummaryScan
-from chatapp.chat.dashboard.models import DashboardTotals, DashboardTurnBlock
-from chatapp.chat.dashboard.totals import BLOCK_TURNS, dashboard_totals_rebuild
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.dashboard.ledger import SummaryScan
+from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
+from chatapp.dashboard.totals import BLOCK_TURNS, dashboard_totals_rebuild
 
 logger = logging.getLogger(__name__)
 

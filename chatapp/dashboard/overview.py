@@ -8,11 +8,11 @@ from typing import Any
 
 from django.db.models import Count, F, Sum
 
-from chatapp.chat.dashboard.costs import as_float
-from chatapp.chat.dashboard.figures import dashboard_totals_heal
-from chatapp.chat.dashboard.headline import token_figures
-from chatapp.chat.dashboard.models import DashboardTotals
 from chatapp.chat.models import Conversation, Message, SummaryJob
+from chatapp.dashboard.costs import as_float
+from chatapp.dashboard.figures import dashboard_totals_heal
+from chatapp.dashboard.headline import token_figures
+from chatapp.dashboard.models import DashboardTotals
 
 _SUMMED = (
     "turns", "tokens_full", "tokens_sent", "dropped_tokens", "dropped_measured", "cost_full_usd", "cost_sent_usd",

@@ -14,10 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chatapp.chat.dashboard.headline import dashboard_conversation_get, dashboard_headline
-from chatapp.chat.dashboard.message_map import dashboard_message_map
-from chatapp.chat.dashboard.overview import dashboard_conversation_savings, dashboard_overview
-from chatapp.chat.dashboard.serializers import (
+from chatapp.dashboard.headline import dashboard_conversation_get, dashboard_headline
+from chatapp.dashboard.message_map import dashboard_message_map
+from chatapp.dashboard.overview import dashboard_conversation_savings, dashboard_overview
+from chatapp.dashboard.serializers import (
     ConversationSavingsSerializer,
     HeadlineSerializer,
     MessageMapSerializer,
@@ -25,8 +25,8 @@ from chatapp.chat.dashboard.serializers import (
     RecordContextSerializer,
     SeriesSerializer,
 )
-from chatapp.chat.dashboard.series import dashboard_series
-from chatapp.chat.dashboard.turns import (
+from chatapp.dashboard.series import dashboard_series
+from chatapp.dashboard.turns import (
     dashboard_record_context,
     dashboard_record_page,
     dashboard_summary_page,

@@ -1,0 +1,65 @@
+"""The dashboard's tables moved from the `chat` app to `dashboard` (issue 10): a database made by the
+release before the move migrates forward with every row kept, and back."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+BEFORE = [("chat", "0013_turn_claim"), ("dashboard", None)]
+TOTALS_FIELDS = ("conversation_id", "turns", "tokens_full", "tokens_sent", "summary_ids", "ledger_through_id")
+BLOCK_FIELDS = ("conversation_id", "number", "turns", "first_record_id", "last_record_id", "tokens_sent_sum")
+
+
+def _migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state([t for t in targets if t[1] is not None]).apps
+
+
+def _latest():
+    return MigrationExecutor(connection).loader.graph.leaf_nodes()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_dashboard_tables_move_to_their_app_with_every_row():
+    try:
+        apps = _migrate(BEFORE)
+        User = apps.get_model("auth", "User")
+        Conversation = apps.get_model("chat", "Conversation")
+        Totals = apps.get_model("chat", "DashboardTotals")
+        Block = apps.get_model("chat", "DashboardTurnBlock")
+        ContentType.objects.filter(app_label="dashboard").delete()  # as a database made before the move
+        ContentType.objects.get_or_create(app_label="chat", model="dashboardtotals")
+        owner = User.objects.create(username="before-the-move")
+        chats = [Conversation.objects.create(owner=owner, title=f"chat {i}") for i in range(3)]
+        for i, chat in enumerate(chats):
+            Totals.objects.create(conversation=chat, turns=17 + i, tokens_full=9000 + i, tokens_sent=4000 + i,
+                                  summary_ids=[i, i + 1], ledger_through_id=100 + i)
+            for number in range(2):
+                Block.objects.create(conversation=chat, number=number, turns=16, first_record_id=number * 16 + 1,
+                                     last_record_id=number * 16 + 16, tokens_sent_sum=1000 * (number + 1))
+        totals = sorted(Totals.objects.values_list(*TOTALS_FIELDS))
+        blocks = sorted(Block.objects.values_list(*BLOCK_FIELDS))
+
+        apps = _migrate(_latest())
+        moved_totals = apps.get_model("dashboard", "DashboardTotals")
+        moved_blocks = apps.get_model("dashboard", "DashboardTurnBlock")
+        assert sorted(moved_totals.objects.values_list(*TOTALS_FIELDS)) == totals
+        assert sorted(moved_blocks.objects.values_list(*BLOCK_FIELDS)) == blocks
+        assert ContentType.objects.filter(app_label="dashboard", model="dashboardtotals").exists()
+        assert not ContentType.objects.filter(app_label="chat", model="dashboardtotals").exists()
+
+        # And back: the release before the move reads the same rows.
+        apps = _migrate(BEFORE)
+        assert sorted(apps.get_model("chat", "DashboardTotals").objects.values_list(*TOTALS_FIELDS)) == totals
+    finally:
+        _migrate(_latest())
+
+    # The app's own models (what the services use) read the moved rows.
+    from chatapp.dashboard.models import DashboardTotals
+
+    assert sorted(DashboardTotals.objects.values_list(*TOTALS_FIELDS)) == totals
