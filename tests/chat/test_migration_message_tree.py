@@ -4,24 +4,17 @@ conversation becomes a single path; a regenerated reply and its replacement beco
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.support.migrations import latest, migrate_to
 
 BEFORE = [("chat", "0011_dashboard_totals")]
 AFTER = [("chat", "0012_message_tree")]
 
 
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
 @pytest.mark.django_db(transaction=True)
 def test_existing_conversations_migrate_as_one_path_with_nothing_lost():
     try:
-        apps = _migrate(BEFORE)
+        apps = migrate_to(BEFORE)
         User = apps.get_model("auth", "User")
         Conversation = apps.get_model("chat", "Conversation")
         Message = apps.get_model("chat", "Message")
@@ -47,7 +40,7 @@ def test_existing_conversations_migrate_as_one_path_with_nothing_lost():
         before = sorted(Message.objects.values_list("id", "conversation_id", "role", "kind", "content", "status",
                                                     "superseded"))
 
-        apps = _migrate(AFTER)
+        apps = migrate_to(AFTER)
         Message = apps.get_model("chat", "Message")
         after = sorted(Message.objects.values_list("id", "conversation_id", "role", "kind", "content", "status",
                                                    "superseded"))
@@ -60,4 +53,4 @@ def test_existing_conversations_migrate_as_one_path_with_nothing_lost():
         off_path = dict(Message.objects.filter(off_path_by__isnull=False).values_list("id", "off_path_by"))
         assert off_path == {regenerated: regenerated, failed: failed}  # each a branch of its own
     finally:
-        _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        migrate_to(latest())

@@ -5,29 +5,20 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.support.migrations import latest, migrate_to
 
 BEFORE = [("chat", "0013_turn_claim"), ("dashboard", None)]
 TOTALS_FIELDS = ("conversation_id", "turns", "tokens_full", "tokens_sent", "summary_ids", "ledger_through_id")
 BLOCK_FIELDS = ("conversation_id", "number", "turns", "first_record_id", "last_record_id", "tokens_sent_sum")
 
 
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state([t for t in targets if t[1] is not None]).apps
-
-
-def _latest():
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_dashboard_tables_move_to_their_app_with_every_row():
     try:
-        apps = _migrate(BEFORE)
+        apps = migrate_to(BEFORE)
         User = apps.get_model("auth", "User")
         Conversation = apps.get_model("chat", "Conversation")
         Totals = apps.get_model("chat", "DashboardTotals")
@@ -45,7 +36,7 @@ def test_the_dashboard_tables_move_to_their_app_with_every_row():
         totals = sorted(Totals.objects.values_list(*TOTALS_FIELDS))
         blocks = sorted(Block.objects.values_list(*BLOCK_FIELDS))
 
-        apps = _migrate(_latest())
+        apps = migrate_to(latest())
         moved_totals = apps.get_model("dashboard", "DashboardTotals")
         moved_blocks = apps.get_model("dashboard", "DashboardTurnBlock")
         assert sorted(moved_totals.objects.values_list(*TOTALS_FIELDS)) == totals
@@ -54,10 +45,10 @@ def test_the_dashboard_tables_move_to_their_app_with_every_row():
         assert not ContentType.objects.filter(app_label="chat", model="dashboardtotals").exists()
 
         # And back: the release before the move reads the same rows.
-        apps = _migrate(BEFORE)
+        apps = migrate_to(BEFORE)
         assert sorted(apps.get_model("chat", "DashboardTotals").objects.values_list(*TOTALS_FIELDS)) == totals
     finally:
-        _migrate(_latest())
+        migrate_to(latest())
 
     # The app's own models (what the services use) read the moved rows.
     from chatapp.dashboard.models import DashboardTotals
