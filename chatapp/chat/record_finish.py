@@ -16,7 +16,7 @@ from chatapp.chat.context import live_chat_q
 from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.chat.turn_records import money
 from chatapp.chat.turn_types import ChatTurn
-from chatapp.dashboard.totals import dashboard_totals_record_finish, dashboard_totals_record_update
+from chatapp.dashboard.totals import dashboard_totals_record_finish
 
 _DROPPED_CACHE_SECONDS = 3600
 
@@ -58,14 +58,12 @@ def record_finish(*, turn: ChatTurn, usage: Any) -> None:
     fields: dict[str, Any] = {"dropped_tokens": dropped}
     if getattr(usage, "prompt_tokens", None) is not None:
         fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), model=turn.target.model, usage=usage))
-    if turn.record_id is not None:
+    if turn.record_id is not None and turn.record_facts is not None:
         stats = _prompt_change_stats(conversation_id=turn.conversation_id, record_id=turn.record_id)
         if stats is not None:
             fields["stats"] = stats
-        if turn.record_facts is not None:  # the request path: the record as counted is in hand
-            dashboard_totals_record_finish(facts=turn.record_facts, previous=turn.record_previous, fields=fields)
-        else:
-            dashboard_totals_record_update(record_id=turn.record_id, fields=fields)  # and the dashboard's totals
+        # And the dashboard's totals, from the record as they counted it.
+        dashboard_totals_record_finish(facts=turn.record_facts, previous=turn.record_previous, fields=fields)
 
 
 def _prompt_change_stats(*, conversation_id: int, record_id: int) -> dict[str, Any] | None:

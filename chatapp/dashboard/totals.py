@@ -255,38 +255,14 @@ def _facts_query(**filters: Any) -> Any:
     )
 
 
-def dashboard_totals_record_update(*, record_id: int, fields: dict[str, Any]) -> None:
-    """Update a record (`fields`, as QuerySet.update takes them) and correct the totals by what its
-    contribution became, in one transaction: used when a turn ends (the provider's figures, the
-    tokens dropped, a cheaper cost when the provider's cache served part of the prompt)."""
-    with transaction.atomic(savepoint=False):
-        # The record's row first, then the totals' (the order every writer takes them in).
-        before = _facts_query(pk=record_id).select_for_update().first()
-        if before is None:
-            return
-        locked = DashboardTotals.objects.select_for_update()
-        totals = locked.filter(conversation_id=before["conversation_id"]).first()
-        OptimizationRecord.objects.filter(pk=record_id).update(**fields)
-        if totals is None:
-            return  # never counted: the next reader rebuilds the row from the records
-        after = _facts_query(pk=record_id).get()
-        previous = None
-        if before["provider_cached_tokens"] != after["provider_cached_tokens"]:
-            # Only the cache figure depends on the request before; read it when that figure moved.
-            row = (
-                OptimizationRecord.objects.filter(conversation_id=totals.conversation_id, id__lt=record_id)
-                .order_by("-id").values("model", "summary_id", "tokens_sent").first()
-            )
-            previous = PreviousRequest(**row) if row else None
-        _totals_correct(totals=totals, before=before, after=after, previous=previous)
-
-
 def dashboard_totals_record_finish(
     *, facts: Mapping[str, Any], previous: PreviousRequest | None, fields: dict[str, Any]
 ) -> None:
-    """`dashboard_totals_record_update` for the turn that created the record: its facts as counted and
-    the request before it are in hand (dashboard_totals_record_add returned them), so the record is
-    neither read nor re-read, nor the previous request looked up."""
+    """Update a record when its turn ends (`fields`, as QuerySet.update takes them: the provider's
+    figures, the tokens dropped, a cheaper cost when the provider's cache served part of the prompt)
+    and correct the totals by what its contribution became, in one transaction. Its facts as counted
+    and the request before it are in hand (dashboard_totals_record_add returned them; nothing else
+    writes a record), so neither is read again."""
     record_id = facts["id"]
     with transaction.atomic(savepoint=False):
         # The record's row first, then the totals' (the order every writer takes them in).

@@ -19,9 +19,11 @@ from chatapp.dashboard.headline import dashboard_headline
 from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
 from chatapp.dashboard.totals import (
     BLOCK_TURNS,
+    PreviousRequest,
     dashboard_totals_rebuild,
     dashboard_totals_record_add,
-    dashboard_totals_record_update,
+    dashboard_totals_record_finish,
+    record_facts,
 )
 from tests.dashboard.factories import make_conversation, make_record, make_summary
 from tests.support.chat import make_config, send
@@ -229,6 +231,10 @@ def test_concurrent_turns_and_turn_ends_add_up(django_user_model):
     owner = django_user_model.objects.create_user(username="ada", password="a long test password 1")
     c = make_conversation(owner=owner)
     first = [make_record(conversation=c, tokens_full=100 + k, tokens_sent=100) for k in range(30)]
+    # What dashboard_totals_record_add counted for each (the request path keeps it in the turn).
+    counted = [(record_facts(record=r), None if i == 0 else PreviousRequest(
+        model=first[i - 1].model, summary_id=first[i - 1].summary_id, tokens_sent=first[i - 1].tokens_sent))
+        for i, r in enumerate(first)]
     errors: list[BaseException] = []
     start = threading.Barrier(6)
 
@@ -244,9 +250,9 @@ def test_concurrent_turns_and_turn_ends_add_up(django_user_model):
                 dashboard_totals_record_add(record=record)
 
     def ends(k: int) -> None:
-        for record in first[k::2]:
+        for facts, previous in counted[k::2]:
             with transaction.atomic():
-                dashboard_totals_record_update(record_id=record.pk, fields={
+                dashboard_totals_record_finish(facts=facts, previous=previous, fields={
                     "provider_prompt_tokens": 95 + k, "provider_cached_tokens": 0, "dropped_tokens": 7,
                 })
 
