@@ -73,7 +73,6 @@ import secrets
 import select
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -90,7 +89,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-from processes import CeleryWorker, start_uvicorn, stop  # noqa: E402 - bench scripts are run by path
+from processes import CeleryWorker, private_postgres, start_uvicorn, stop  # noqa: E402 - bench scripts are run by path
 from web_ttfb import (  # noqa: E402
     _WORDS,
     PYTHON,
@@ -117,23 +116,6 @@ def postgres_server(option: str | None) -> str:
         url = "postgres://postgres@127.0.0.1:5432"
     parsed = urlparse(url)
     return f"{parsed.scheme}://{parsed.netloc}"
-
-
-@contextmanager
-def private_database(server: str):
-    """`bench_load_<pid>` on the server, dropped afterwards whatever happens (WITH FORCE: a child that
-    still holds a connection cannot keep it)."""
-    import psycopg
-
-    name = f"bench_load_{os.getpid()}"
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{server}/{name}", name
-    finally:
-        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextmanager
@@ -168,49 +150,6 @@ def private_redis_db(server: str, wanted: int | None):
 
 
 # --- processes ------------------------------------------------------------------------------------------
-
-class Worker(CeleryWorker):
-    """processes.CeleryWorker (own process group, kill9) with a hostname and concurrency of its own, beat
-    only where asked, and a log per start (wait_ready() reads it for Celery's "ready.")."""
-
-    def __init__(self, env: dict[str, str], tmp: Path, *, name: str, concurrency: int, beat: bool) -> None:
-        super().__init__(env, tmp)
-        self.name, self.concurrency, self.beat = name, concurrency, beat
-        self.hostname = f"{name}@{socket.gethostname()}"
-        self.log: Path | None = None
-
-    def start(self) -> None:
-        self.starts += 1
-        self.env = {**self.env, "LOG_LEVEL": "INFO"}  # each job's outcome in the worker's log
-        self.log = self.tmp / f"{self.name}-{self.starts}.log"
-        command = [PYTHON, "-m", "celery", "-A", "chatapp", "worker", "-Q", "summaries,celery", "--concurrency",
-                   str(self.concurrency), "--loglevel", "INFO", "-n", self.hostname, "--without-gossip",
-                   "--without-mingle"]
-        if self.beat:
-            command += ["-B", "-s", str(self.tmp / "beat-schedule")]
-        with self.log.open("wb") as log:
-            self.proc = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-
-    def wait_ready(self, timeout: float = 120) -> float:
-        started = time.monotonic()
-        while " ready." not in self.log.read_text(errors="replace"):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"worker {self.name} exited: {self.log.read_text()[-2000:]}")
-            if time.monotonic() - started > timeout:
-                raise RuntimeError(f"worker {self.name} not ready after {timeout:.0f} s")
-            time.sleep(0.1)
-        return time.monotonic() - started
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.kill9()
-
 
 class FakeModel:
     """tests/support/fake_openai.py as a process of its own (its threads then take no CPU from the
@@ -502,7 +441,7 @@ def _job_ids(inspect_reply: dict | None, hostname: str) -> list[int]:
     return ids
 
 
-def kill_and_restart(worker: Worker, kill: Kill, *, restart_after: float, progress) -> None:
+def kill_and_restart(worker: CeleryWorker, kill: Kill, *, restart_after: float, progress) -> None:
     """Runs on a thread of the load's event loop: waits (<= 30 s) until the worker holds summary jobs,
     reads which, kills it with SIGKILL, starts it again after restart_after seconds."""
     from django.db import connection
@@ -862,7 +801,7 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def process_cpu(webs, workers: list[Worker], fake: FakeModel) -> dict[str, float]:
+def process_cpu(webs, workers: list[CeleryWorker], fake: FakeModel) -> dict[str, float]:
     cpu = {f"web {n + 1}": cpu_seconds(proc.pid) for n, (proc, _) in enumerate(webs)}
     for n, w in enumerate(workers):
         if w.proc is not None and w.proc.poll() is None:
@@ -918,16 +857,20 @@ def run_environment(tmp: Path, *, database_url: str, redis_url: str, send_limit:
 
 def main() -> int:
     args = parse_args()
-    server = postgres_server(args.postgres)
-    with tempfile.TemporaryDirectory(prefix="load-") as tmpdir, private_database(server) as (database_url, db_name), \
+    # `bench_load_<pid>` on the server, made and dropped through its `postgres` database.
+    db_name = f"bench_load_{os.getpid()}"
+    with tempfile.TemporaryDirectory(prefix="load-") as tmpdir, \
+            private_postgres(f"{postgres_server(args.postgres)}/postgres", db_name) as database_url, \
             private_redis_db(args.redis, args.redis_db) as (redis_url, redis_db):
         tmp = Path(tmpdir)
         env = run_environment(tmp, database_url=database_url, redis_url=redis_url, send_limit=args.send_limit)
         django_setup(env)
         fake = FakeModel(tmp)
         webs: list = []
-        workers = [Worker(env, tmp, name=f"load-{n + 1}-{secrets.token_hex(2)}", concurrency=args.concurrency,
-                          beat=n == args.workers - 1) for n in range(args.workers)]
+        # Each job's outcome in the workers' logs (INFO); beat (the periodic sweep) on the last one only.
+        workers = [CeleryWorker({**env, "LOG_LEVEL": "INFO"}, tmp, name=f"load-{n + 1}-{secrets.token_hex(2)}",
+                                concurrency=args.concurrency, beat=n == args.workers - 1, loglevel="INFO")
+                   for n in range(args.workers)]
         try:
             chat_model, summary_model = f"slow-{args.chunk_ms}", f"slow-{args.summary_ms}"
             started = time.perf_counter()

@@ -28,9 +28,7 @@ import argparse
 import os
 import re
 import secrets
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,8 +41,8 @@ for _path in (ROOT, BENCH):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from web_ttfb import (  # noqa: E402 - bench scripts are run by path
-    PYTHON,
+from processes import CeleryWorker, private_postgres  # noqa: E402 - bench scripts are run by path
+from web_ttfb import (  # noqa: E402
     bench_environment,
     django_setup,
     percentile,
@@ -57,49 +55,26 @@ from web_ttfb import (  # noqa: E402 - bench scripts are run by path
 
 @contextmanager
 def private_database():
-    """With a PostgreSQL DATABASE_URL: a fresh database beside it for this run (dropped afterwards), so
-    the bench never depends on, or writes into, the schema of a shared development database."""
+    """With a PostgreSQL DATABASE_URL: a fresh database beside it for this run (processes.private_postgres)."""
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith(("postgres://", "postgresql://")):
         yield None
         return
-    import psycopg
-
-    base, _, _name = url.rpartition("/")
-    name = f"summary_bench_{secrets.token_hex(4)}"
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with private_postgres(url, f"summary_bench_{secrets.token_hex(4)}") as database_url:
+        yield database_url
 
 
 @contextmanager
 def celery_worker(env: dict[str, str], tmp: Path, *, queue: str, concurrency: int, name: str):
-    log_path = tmp / f"worker-{name}.log"
-    log = log_path.open("wb")
-    proc = subprocess.Popen(
-        [PYTHON, "-m", "celery", "-A", "chatapp", "worker", "-Q", queue, "--concurrency", str(concurrency),
-         "--loglevel", "INFO", "-n", f"bench-{name}-{secrets.token_hex(3)}@%h", "--without-gossip",
-         "--without-mingle"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    """A worker of this run's queue only (processes.CeleryWorker), ready when the body starts, stopped warm after."""
+    worker = CeleryWorker(env, tmp, name=f"bench-{name}-{secrets.token_hex(3)}", queues=queue,
+                          concurrency=concurrency, beat=False, loglevel="INFO")
+    worker.start()
     try:
-        wait_until(lambda: proc.poll() is not None or " ready." in log_path.read_text(errors="replace"),
-                   timeout=120, interval=0.1)
-        if proc.poll() is not None:
-            raise RuntimeError(f"worker exited: {log_path.read_text()[-2000:]}")
-        yield proc
+        worker.wait_ready()
+        yield worker.proc
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+        worker.stop()
 
 
 def wait_until(predicate, *, timeout: float, interval: float = 0.02) -> float:

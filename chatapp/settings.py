@@ -23,8 +23,8 @@ VAR_DIR = var_dir()
 
 
 def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
+    raw = os.environ.get(name) or ""  # set but empty: the default, as if unset
+    if not raw:
         return default
     value = raw.strip().lower()
     if value in {"1", "true", "yes", "on"}:
@@ -43,8 +43,8 @@ def _env_rate(name: str, default: str) -> str:
 
 
 def _env_int(name: str, default: int, *, minimum: int = 0) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
+    raw = os.environ.get(name) or ""  # set but empty: the default, as if unset
+    if not raw:
         return default
     try:
         value = int(raw)
@@ -55,12 +55,15 @@ def _env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+def _comma_list(text: str) -> list[str]:
+    """A comma-separated variable's items, blanks dropped."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 # Empty until the instance is prepared (then Django refuses to start: "SECRET_KEY must not be empty").
 SECRET_KEY = secret_read("SECRET_KEY", SECRET_FILE)
 # Fernet key(s) for API keys at rest; a comma-separated list rotates (first encrypts, all decrypt).
-FIELD_ENCRYPTION_KEYS = [
-    k.strip() for k in secret_read("FIELD_ENCRYPTION_KEY", ENCRYPTION_KEY_FILE).split(",") if k.strip()
-]
+FIELD_ENCRYPTION_KEYS = _comma_list(secret_read("FIELD_ENCRYPTION_KEY", ENCRYPTION_KEY_FILE))
 try:
     from cryptography.fernet import Fernet
 
@@ -70,12 +73,8 @@ except ValueError as exc:
     raise ImproperlyConfigured(f"FIELD_ENCRYPTION_KEY is not a valid Fernet key: {exc}") from None
 
 DEBUG = _env_bool("DEBUG", False)
-ALLOWED_HOSTS = [
-    h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
-]
-CSRF_TRUSTED_ORIGINS = [
-    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
-]
+ALLOWED_HOSTS = _comma_list(os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]"))
+CSRF_TRUSTED_ORIGINS = _comma_list(os.environ.get("CSRF_TRUSTED_ORIGINS", ""))
 for _origin in CSRF_TRUSTED_ORIGINS:
     if urlparse(_origin).scheme not in {"http", "https"}:
         raise ImproperlyConfigured(f"CSRF_TRUSTED_ORIGINS entries need a scheme, got {_origin!r}")

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from .budget import target_tokens, trigger_tokens
 from .recall import RecallSource
@@ -74,11 +74,27 @@ from .types import (
     Summary,
 )
 
-__all__ = ["NO_CUT_REASON", "SummarizeNow", "pack"]
+__all__ = ["NO_CUT_REASON", "PackOptions", "SummarizeNow", "pack"]
 
 # The reason of a turn that packs with window state but cuts nothing: the selector's choice only
 # decides what happens to messages a cut evicts, so it is reported as what the next cut will do.
 NO_CUT_REASON = "no cut: the history since the last cut is under the trigger, so the window is kept"
+
+
+
+class PackOptions(TypedDict, total=False):
+    """`pack`'s options but the budget and recall, for a wrapper that hands them on as they are
+    (`**options: Unpack[PackOptions]`): what it leaves out takes `pack`'s default."""
+
+    preference: str
+    model: str
+    window_start: str | None
+    summary: Summary | None
+    history: HistoryTotals | None
+    counters: Counters
+    summarizer_available: bool
+    config: PackConfig
+    summarize_now: SummarizeNow | None
 
 
 def pack(

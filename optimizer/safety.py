@@ -8,13 +8,13 @@ leaves room for tool calls, and a one-call "optimize this list" entry point.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from .budget import trigger_tokens
-from .packing import SummarizeNow, pack
+from .packing import PackOptions, pack
 from .selector import select_strategy
 from .tokens import REPLY_PRIMING, content_chars, count_message, is_estimated
-from .types import DEFAULT_CONFIG, DEFAULT_COUNTERS, Counters, HistoryTotals, Msg, PackConfig, Summary
+from .types import DEFAULT_CONFIG, DEFAULT_COUNTERS, Counters, Msg, PackConfig
 
 ROLES = ("system", "user", "assistant", "tool")
 TOKENS_PER_TOOL = 150  # a tool's JSON schema plus one call and its result header, a round estimate
@@ -105,38 +105,15 @@ def check_context_safety(
 
 
 def optimize_chat_context(
-    messages: list[dict[str, Any]],
-    *,
-    budget: int,
-    preference: str = "balanced",
-    model: str = "gpt-4o-mini",
-    window_start: str | None = None,
-    summary: Summary | None = None,
-    history: HistoryTotals | None = None,
-    counters: Counters = DEFAULT_COUNTERS,
-    summarizer_available: bool = True,
-    config: PackConfig = DEFAULT_CONFIG,
-    summarize_now: SummarizeNow | None = None,
+    messages: list[dict[str, Any]], *, budget: int, **options: Unpack[PackOptions]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Pack OpenAI-style dicts (optional keys: id, pinned, tokens, name); returns (messages to send, stats).
+    `options` are `pack`'s, with its defaults.
 
     Ids default to the message's position. Raises ValueError on an unknown role or missing content,
     ContextTooLargeError when the must-keep messages cannot fit.
     """
-    msgs = [_as_msg(m, i) for i, m in enumerate(messages)]
-    result = pack(
-        msgs,
-        budget=budget,
-        preference=preference,
-        model=model,
-        window_start=window_start,
-        summary=summary,
-        history=history,
-        counters=counters,
-        summarizer_available=summarizer_available,
-        config=config,
-        summarize_now=summarize_now,
-    )
+    result = pack([_as_msg(m, i) for i, m in enumerate(messages)], budget=budget, **options)
     out = []
     for p in result.messages:
         d: dict[str, Any] = {"role": p.role, "content": p.content}

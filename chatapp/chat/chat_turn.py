@@ -32,9 +32,9 @@ import optimizer
 from chatapp.chat import llm
 from chatapp.chat.admission import turn_gate
 from chatapp.chat.context import context_budget, conversation_config, first_user_message_id
-from chatapp.chat.context_pack import context_build
+from chatapp.chat.context_pack import context_build_for
 from chatapp.chat.dbconn import db_short
-from chatapp.chat.gauge import context_gauge, gauge_payload
+from chatapp.chat.gauge import context_gauge, too_large_gauge
 from chatapp.chat.layout import message_place_get, new_message_place
 from chatapp.chat.message_services import message_content_validate, message_serialize, title_from_text
 from chatapp.chat.models import Conversation, Message
@@ -173,14 +173,7 @@ def turn_prepare(
     prefs = user_settings_get(user=user)
     budget = context_budget(target=target)
     try:
-        result, ctx = context_build(
-            conversation=conversation,
-            preference=prefs.preference,
-            target=target,
-            auto_optimize=prefs.auto_optimize,
-            through_id=through_id,
-            instructions=prefs.custom_instructions,
-        )
+        result, ctx = context_build_for(prefs=prefs, conversation=conversation, target=target, through_id=through_id)
     except ContextTooLargeError as exc:
         error = (
             f"This conversation can't be sent to {target.label}: the messages that must always be sent "
@@ -188,9 +181,7 @@ def turn_prepare(
             f"but the model's budget is {exc.budget:,}. Unpin some messages or choose a model with a "
             "larger context window, then retry."
         )
-        context = {**gauge_payload(tokens=exc.needed, budget=exc.budget, history_tokens=exc.needed,
-                                   window_start_id=conversation.window_start_id, strategy="none",
-                                   estimated=optimizer.is_estimated(target.model)),
+        context = {**too_large_gauge(exc=exc, conversation=conversation, target=target),
                    "reason": "", "triggered": False, "recall": None}
         start = TurnStart(user=user, conversation=conversation, user_message=user_message, target=target,
                           through_id=through_id, claimed_at=claimed_at, accepted={})
@@ -245,7 +236,7 @@ def turn_prepare(
         reply_siblings=(siblings, siblings),
         reply_created_at=reply.created_at,
         messages=ctx.request.messages if ctx.request is not None else [],
-        context=context_event(result=result, budget=budget, window_start_id=window_start_id, ctx=ctx),
+        context=context_event(result=result, budget=budget, ctx=ctx),
         context_note=turn_context_note(result=result, budget=budget) if target.offline else "",
         trigger_tokens=info.trigger_tokens,
         dropped_ranges=tuple((first, last) for first, last in dropped),

@@ -14,7 +14,7 @@ from django.db.models import Q
 import optimizer
 from chatapp.chat.context import PROMPT_IDS, ContextInput, context_budget, context_load, prompt_msgs, tail_start_id
 from chatapp.chat.llm import LLMTarget
-from chatapp.chat.models import Conversation, Preference
+from chatapp.chat.models import Conversation, Preference, UserSettings
 from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.summary_selectors import summary_quota_reason, summary_quota_remaining
 from optimizer.budget import trigger_tokens
@@ -186,6 +186,29 @@ def context_build(
             new_start=int(result.window_start) if result.window_start is not None else None,
         )
     return result, ctx
+
+
+def context_build_for(
+    *,
+    prefs: UserSettings,
+    conversation: Conversation,
+    target: LLMTarget,
+    through_id: int | None = None,
+    store_window: bool = True,
+    trigger_ratio: float | None = None,
+) -> tuple[PackResult, ContextInput]:
+    """context_build as the user's settings ask for it: their preference, automatic optimization and
+    custom instructions — what the turn packs with, and the dry runs that must pack the same."""
+    return context_build(
+        conversation=conversation,
+        preference=prefs.preference,
+        target=target,
+        auto_optimize=prefs.auto_optimize,
+        through_id=through_id,
+        store_window=store_window,
+        trigger_ratio=trigger_ratio,
+        instructions=prefs.custom_instructions,
+    )
 
 
 def _window_store(*, conversation: Conversation, new_start: int | None) -> None:

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 
 import optimizer
 from chatapp.chat.context import ContextInput, context_budget, conversation_config
-from chatapp.chat.context_pack import context_build
+from chatapp.chat.context_pack import context_build_for
 from chatapp.chat.llm import LLMTarget, llm_target_for
 from chatapp.chat.models import Conversation
 from chatapp.chat.selectors import user_settings_get
@@ -62,6 +62,33 @@ def summary_through_id(*, result: PackResult, ctx: ContextInput) -> int | None:
     return int(ctx.summary.through_id)
 
 
+def packed_gauge(*, result: PackResult, ctx: ContextInput, budget: int) -> dict[str, Any]:
+    """The gauge of a packed request: what it sends, from which window, with which summary."""
+    info = result.info
+    return gauge_payload(
+        tokens=info.tokens_after,
+        budget=budget,
+        history_tokens=info.tokens_before,
+        window_start_id=int(result.window_start) if result.window_start is not None else None,
+        strategy=info.strategy_chosen,
+        estimated=info.estimated,
+        summary_through_id=summary_through_id(result=result, ctx=ctx),
+        summary_quota_reached=ctx.quota_exhausted,
+    )
+
+
+def too_large_gauge(*, exc: ContextTooLargeError, conversation: Conversation, target: LLMTarget) -> dict[str, Any]:
+    """The gauge when the must-keep messages alone exceed the budget: what they need, nothing packed."""
+    return gauge_payload(
+        tokens=exc.needed,
+        budget=exc.budget,
+        history_tokens=exc.needed,
+        window_start_id=conversation.window_start_id,
+        strategy="none",
+        estimated=optimizer.is_estimated(target.model),
+    )
+
+
 def context_gauge(
     *, conversation: Conversation, user: User, target: LLMTarget | None = None
 ) -> dict[str, Any]:
@@ -75,34 +102,10 @@ def context_gauge(
     budget = context_budget(target=target)
     snapshot = _conversation_snapshot(conversation)
     try:
-        result, ctx = context_build(
-            conversation=snapshot,
-            preference=prefs.preference,
-            target=target,
-            auto_optimize=prefs.auto_optimize,
-            store_window=False,
-            instructions=prefs.custom_instructions,
-        )
+        result, ctx = context_build_for(prefs=prefs, conversation=snapshot, target=target, store_window=False)
     except ContextTooLargeError as exc:
-        return gauge_payload(
-            tokens=exc.needed,
-            budget=budget,
-            history_tokens=exc.needed,
-            window_start_id=conversation.window_start_id,
-            strategy="none",
-            estimated=optimizer.is_estimated(target.model),
-        )
-    info = result.info
-    return gauge_payload(
-        tokens=info.tokens_after,
-        budget=budget,
-        history_tokens=info.tokens_before,
-        window_start_id=int(result.window_start) if result.window_start is not None else None,
-        strategy=info.strategy_chosen,
-        estimated=info.estimated,
-        summary_through_id=summary_through_id(result=result, ctx=ctx),
-        summary_quota_reached=ctx.quota_exhausted,
-    )
+        return too_large_gauge(exc=exc, conversation=conversation, target=target)
+    return packed_gauge(result=result, ctx=ctx, budget=budget)
 
 
 def context_ahead_span(
@@ -124,13 +127,9 @@ def context_ahead_span(
     ratio = (budget * default.trigger_ratio - max(0, margin_tokens)) / budget if budget else default.trigger_ratio
     ratio = min(default.trigger_ratio, max(default.target_ratio, ratio))
     try:
-        result, _ = context_build(
-            conversation=_conversation_snapshot(conversation),
-            preference=prefs.preference,
-            target=target,
-            store_window=False,
+        result, _ = context_build_for(
+            prefs=prefs, conversation=_conversation_snapshot(conversation), target=target, store_window=False,
             trigger_ratio=ratio,
-            instructions=prefs.custom_instructions,
         )
     except ContextTooLargeError:
         return None

@@ -4,6 +4,10 @@ default, delete) and API tokens. Thin function views, as in views.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
+from django import forms
 from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
@@ -29,6 +33,21 @@ def _validation_to_form(form, exc: ValidationError) -> None:
     else:
         for error in exc.messages:
             form.add_error(None, error)
+
+
+Saved = TypeVar("Saved")
+
+
+def _form_save(form: forms.BaseForm, save: Callable[[], Saved]) -> Saved | None:
+    """`save()` (the service's write) when the form is valid; None when nothing was saved, the form
+    then showing why (its own errors, or the service's ValidationError on the fields it names)."""
+    if not form.is_valid():
+        return None
+    try:
+        return save()
+    except ValidationError as exc:
+        _validation_to_form(form, exc)
+        return None
 
 
 def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dict:
@@ -85,20 +104,12 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
 def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = PreferencesForm(request.POST, configs=selectors.llm_config_list(owner=request.user))
-        if form.is_valid():
-            try:
-                services.user_settings_update(
-                    user=request.user,
-                    preference=form.cleaned_data["preference"],
-                    auto_optimize=form.cleaned_data["auto_optimize"],
-                    confirm_compaction=form.cleaned_data["confirm_compaction"],
-                    summary_config=form.cleaned_data["summary_config"],
-                )
-            except ValidationError as exc:
-                _validation_to_form(form, exc)
-            else:
-                flash.success(request, "Preferences saved. They apply to your next message.")
-                return redirect("settings")
+        # The form's fields are the preferences the service takes: preference, automatic optimization,
+        # asking before compacting, the summary model.
+        saved = _form_save(form, lambda: services.user_settings_update(user=request.user, **form.cleaned_data))
+        if saved is not None:
+            flash.success(request, "Preferences saved. They apply to your next message.")
+            return redirect("settings")
         return render(request, "chat/settings.html", _settings_context(request, bound={"prefs": form}), status=400)
     return render(request, "chat/settings.html", _settings_context(request))
 
@@ -108,16 +119,12 @@ def settings_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 def instructions_save(request: HttpRequest) -> HttpResponse:
     form = InstructionsForm(request.POST)
-    if form.is_valid():
-        try:
-            services.user_settings_update(
-                user=request.user, custom_instructions=form.cleaned_data["custom_instructions"]
-            )
-        except ValidationError as exc:
-            _validation_to_form(form, exc)
-        else:
-            flash.success(request, "Custom instructions saved. They apply to your next message in every chat.")
-            return redirect(reverse("settings") + "#instructions-h")
+    saved = _form_save(form, lambda: services.user_settings_update(
+        user=request.user, custom_instructions=form.cleaned_data["custom_instructions"]
+    ))
+    if saved is not None:
+        flash.success(request, "Custom instructions saved. They apply to your next message in every chat.")
+        return redirect(reverse("settings") + "#instructions-h")
     context = _settings_context(request, bound={"instructions": form})
     return render(request, "chat/settings.html", context, status=400)
 
@@ -158,19 +165,15 @@ def _config_fields(form: LLMConfigForm) -> dict:
 @require_POST
 def config_create(request: HttpRequest) -> HttpResponse:
     form = LLMConfigForm(request.POST)
-    if form.is_valid():
-        try:
-            config = config_services.llm_config_create(
-                owner=request.user,
-                api_key=form.cleaned_data["api_key"],
-                is_default=form.cleaned_data["is_default"],
-                **_config_fields(form),
-            )
-        except ValidationError as exc:
-            _validation_to_form(form, exc)
-        else:
-            flash.success(request, f"Added “{config.name}”.")
-            return redirect(reverse("settings") + f"#config-{config.pk}")
+    config = _form_save(form, lambda: config_services.llm_config_create(
+        owner=request.user,
+        api_key=form.cleaned_data["api_key"],
+        is_default=form.cleaned_data["is_default"],
+        **_config_fields(form),
+    ))
+    if config is not None:
+        flash.success(request, f"Added “{config.name}”.")
+        return redirect(reverse("settings") + f"#config-{config.pk}")
     return render(request, "chat/settings.html", _settings_context(request, bound={"new": form}), status=400)
 
 
@@ -180,27 +183,24 @@ def config_create(request: HttpRequest) -> HttpResponse:
 def config_update(request: HttpRequest, pk: int) -> HttpResponse:
     config = selectors.llm_config_get(owner=request.user, pk=pk)
     form = LLMConfigForm(request.POST, instance=config)
-    if form.is_valid():
-        left_behind = config_services.llm_config_key_left_behind(
-            config=config, fields={"base_url": form.cleaned_data["base_url"], "api_key": form.cleaned_data["api_key"],
-                                   "clear_api_key": form.cleaned_data.get("clear_api_key", False)})
-        try:
-            # An empty key field keeps the stored key (never sent back to the page); an empty window
-            # returns to the model's known window.
-            config = config_services.llm_config_update(
-                config=config,
-                api_key=form.cleaned_data["api_key"],
-                clear_api_key=form.cleaned_data.get("clear_api_key", False),
-                is_default=form.cleaned_data["is_default"],
-                **_config_fields(form),
-            )
-        except ValidationError as exc:
-            _validation_to_form(form, exc)
-        else:
-            flash.success(request, f"Saved “{config.name}”.")
-            if left_behind:
-                flash.warning(request, config_services.KEY_LEFT_BEHIND)
-            return redirect(reverse("settings") + f"#config-{config.pk}")
+    # Read before the update: whether the key stays behind when the address changes (is_valid is cached).
+    left_behind = form.is_valid() and config_services.llm_config_key_left_behind(
+        config=config, fields={"base_url": form.cleaned_data["base_url"], "api_key": form.cleaned_data["api_key"],
+                               "clear_api_key": form.cleaned_data.get("clear_api_key", False)})
+    # An empty key field keeps the stored key (never sent back to the page); an empty window
+    # returns to the model's known window.
+    saved = _form_save(form, lambda: config_services.llm_config_update(
+        config=config,
+        api_key=form.cleaned_data["api_key"],
+        clear_api_key=form.cleaned_data.get("clear_api_key", False),
+        is_default=form.cleaned_data["is_default"],
+        **_config_fields(form),
+    ))
+    if saved is not None:
+        flash.success(request, f"Saved “{saved.name}”.")
+        if left_behind:
+            flash.warning(request, config_services.KEY_LEFT_BEHIND)
+        return redirect(reverse("settings") + f"#config-{saved.pk}")
     return render(request, "chat/settings.html", _settings_context(request, bound={config.pk: form}), status=400)
 
 

@@ -49,7 +49,7 @@ from chatapp.chat.summary_selectors import (
     summary_quota_reason,
     summary_quota_remaining,
 )
-from chatapp.chat.summary_writing import Status, Trigger, summary_header_for
+from chatapp.chat.summary_writing import Status, Trigger, summary_header_for, summary_row_create
 from optimizer.types import SummarySpan
 
 logger = logging.getLogger(__name__)
@@ -249,6 +249,14 @@ def summary_jobs_sweep() -> dict[str, int]:
     return {"candidates": len(candidates), "published": len(published), "expired": expired}
 
 
+# What an edited copy keeps of its summary: the new text stands for the same messages, written the
+# same way (the header line, rebuilt for the new text, says so too).
+_KEPT_BY_AN_EDIT = (
+    "conversation_id", "model", "covers_from_id", "covers_through_id", "covered_message_count", "source_chars",
+    "extractive",
+)
+
+
 def summary_edit(*, summary: Message, content: str) -> Message:
     """Replace the summary in use with an edited text; the edited text is what the model sees next.
 
@@ -296,20 +304,10 @@ def summary_edit(*, summary: Message, content: str) -> Message:
             )
         if current.content == content:
             return current
-        # Not indexed, like every summary (search_services).
-        edited = Message.objects.create(
-            conversation_id=current.conversation_id,
-            role=Message.Role.SYSTEM,
-            kind=Message.Kind.SUMMARY,
+        edited = summary_row_create(
             content=content,
             token_count=token_count,
-            char_count=len(content),
-            model=current.model,
-            covers_from_id=current.covers_from_id,
-            covers_through_id=current.covers_through_id,
-            covered_message_count=current.covered_message_count,
-            source_chars=current.source_chars,
-            extractive=current.extractive,
+            **{name: getattr(current, name) for name in _KEPT_BY_AN_EDIT},
             edited=True,
             edited_from=current,
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -185,6 +186,20 @@ def summary_header_for(*, conversation_id: int, covers_from: int, covers_through
     )
 
 
+def summary_row_create(*, content: str, token_count: int, **fields: Any) -> Message:
+    """A summary's row: a system message of kind summary, its counts stored with it (`token_count` is
+    counted by the caller, before its transaction). Not indexed (search_services): a summary is
+    neither a recall candidate nor a search hit."""
+    return Message.objects.create(
+        role=Message.Role.SYSTEM,
+        kind=Message.Kind.SUMMARY,
+        content=content,
+        token_count=token_count,
+        char_count=len(content),
+        **fields,
+    )
+
+
 def summary_save(
     *,
     job: SummaryJob,
@@ -225,16 +240,12 @@ def summary_save(
         hidden_with = (
             Message.objects.filter(pk=covers_through, superseded=True).values_list("off_path_by", flat=True).first()
         )
-        # Not indexed (search_services): a summary is neither a recall candidate nor a search hit.
-        summary = Message.objects.create(
+        summary = summary_row_create(
+            content=content,
+            token_count=token_count,
             superseded=hidden_with is not None,
             off_path_by=hidden_with,
             conversation=conversation,
-            role=Message.Role.SYSTEM,
-            kind=Message.Kind.SUMMARY,
-            content=content,
-            token_count=token_count,
-            char_count=len(content),
             model=result.model,
             prompt_tokens=result.prompt_tokens if not extractive else None,
             completion_tokens=result.completion_tokens if not extractive else None,

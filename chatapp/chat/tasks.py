@@ -15,7 +15,10 @@ survives redeliveries and sweeps (Celery's per-message retry counter does not).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
+from celery import Task
 from celery.signals import worker_init, worker_ready
 
 from chatapp.celery import app
@@ -27,52 +30,54 @@ from chatapp.chat.summary_services import summary_jobs_sweep
 logger = logging.getLogger(__name__)
 
 
-@app.task(
-    name="optimizer.tasks.summarize_conversation",
-    bind=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    ignore_result=True,
-    # The job's attempt counter is the real bound; Celery's is per message chain.
-    max_retries=None,
-)
+def _job_deliver(
+    task: Task,
+    *,
+    job_id: int,
+    kind: str,
+    doing: str,
+    run: Callable[..., Any],
+    fail: Callable[..., Any],
+    retry_status: str,
+) -> str:
+    """One delivery of a job's message: run it; an outcome of `retry_status` is published again after
+    the countdown the run chose. A crash (a bug, a database error) fails the job with a reason rather
+    than having it delivered again forever."""
+    try:
+        outcome = run(job_id=job_id)
+    except Exception as exc:
+        logger.exception("%s job %s crashed", kind, job_id)
+        fail(job_id=job_id, reason=f"Internal error while {doing} ({type(exc).__name__}).")
+        raise
+    if outcome.status == retry_status:
+        logger.info("%s job %s: retrying in %.1f s (%s)", kind, job_id, outcome.retry_in, outcome.detail)
+        raise task.retry(countdown=outcome.retry_in)
+    logger.info("%s job %s: %s %s", kind, job_id, outcome.status, outcome.detail)
+    return str(outcome.status)
+
+
+# A job's message (a summary, an import): delivered again when its worker dies (see above: running it
+# twice is safe), retried as often as the job's own attempt counter allows (Celery's counts per
+# message chain, so it is no bound).
+_JOB_TASK: dict[str, Any] = {
+    "bind": True, "acks_late": True, "reject_on_worker_lost": True, "ignore_result": True, "max_retries": None,
+}
+
+
+@app.task(name="optimizer.tasks.summarize_conversation", **_JOB_TASK)
 def summarize_conversation(self, job_id: int) -> str:
-    try:
-        outcome = summary_job_run(job_id=job_id)
-    except Exception as exc:
-        # A bug or a database error: fail the job with a reason instead of redelivering it forever.
-        logger.exception("summary job %s crashed", job_id)
-        summary_job_fail(job_id=job_id, reason=f"Internal error while summarizing ({type(exc).__name__}).")
-        raise
-    if outcome.status == "retry":
-        logger.info("summary job %s: retrying in %.1f s (%s)", job_id, outcome.retry_in, outcome.detail)
-        raise self.retry(countdown=outcome.retry_in)
-    logger.info("summary job %s: %s %s", job_id, outcome.status, outcome.detail)
-    return outcome.status
+    return _job_deliver(self, job_id=job_id, kind="summary", doing="summarizing", run=summary_job_run,
+                        fail=summary_job_fail, retry_status="retry")
 
 
-@app.task(
-    name="chatapp.chat.tasks.import_conversations",
-    bind=True,
-    # Safe to deliver twice: import_job_run claims the job (queued -> running) with a conditional
-    # update, fences every write, and a redelivery after a worker died resumes after the last
-    # stored conversation once the lease has run out (import_services).
-    acks_late=True,
-    reject_on_worker_lost=True,
-    ignore_result=True,
-    max_retries=None,  # bounded by the job's own attempt counter (import_services.MAX_ATTEMPTS)
-)
+# Safe to deliver twice: import_job_run claims the job (queued -> running) with a conditional update,
+# fences every write, and a redelivery after a worker died resumes after the last stored conversation
+# once the lease has run out (import_services; its attempts are bounded by MAX_ATTEMPTS there).
+@app.task(name="chatapp.chat.tasks.import_conversations", **_JOB_TASK)
 def import_conversations(self, job_id: int) -> str:
-    try:
-        outcome = import_job_run(job_id=job_id)
-    except Exception as exc:
-        logger.exception("import job %s crashed", job_id)
-        import_job_fail(job_id=job_id, reason=f"Internal error while importing ({type(exc).__name__}).")
-        raise
-    if outcome.status == "busy":  # another delivery holds the job: look again once its lease ends
-        raise self.retry(countdown=outcome.retry_in)
-    logger.info("import job %s: %s %s", job_id, outcome.status, outcome.detail)
-    return outcome.status
+    # "busy": another delivery holds the job; it is looked at again once that one's lease ends.
+    return _job_deliver(self, job_id=job_id, kind="import", doing="importing", run=import_job_run,
+                        fail=import_job_fail, retry_status="busy")
 
 
 @app.task(name="optimizer.tasks.sweep_pending_summary_jobs", ignore_result=True)

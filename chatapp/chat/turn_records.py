@@ -13,7 +13,7 @@ from typing import Any, cast
 import optimizer
 from chatapp.chat import llm
 from chatapp.chat.context import PROMPT_IDS, ContextInput
-from chatapp.chat.gauge import gauge_payload, summary_through_id
+from chatapp.chat.gauge import packed_gauge
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.dashboard.totals import PreviousRequest, dashboard_totals_record_add
 from optimizer.types import PackedMessage, PackResult, PackStats
@@ -118,24 +118,12 @@ def _recall_words(*, messages: int, tokens: int) -> str:
     return f"recalled {messages:,} earlier message{'s' if messages != 1 else ''} ({tokens:,} tokens)"
 
 
-def context_event(
-    *, result: PackResult, budget: int, window_start_id: int | None, ctx: ContextInput
-) -> dict[str, Any]:
-    """The start event's `context`: the gauge (one shape everywhere, gauge_payload) of this request,
-    plus the decision behind it."""
+def context_event(*, result: PackResult, budget: int, ctx: ContextInput) -> dict[str, Any]:
+    """The start event's `context`: the gauge (one shape everywhere, gauge.packed_gauge) of this
+    request, plus the decision behind it."""
     info = result.info
-    gauge = gauge_payload(
-        tokens=info.tokens_after,
-        budget=budget,
-        history_tokens=info.tokens_before,
-        window_start_id=window_start_id,
-        strategy=info.strategy_chosen,
-        estimated=info.estimated,
-        summary_through_id=summary_through_id(result=result, ctx=ctx),
-        summary_quota_reached=ctx.quota_exhausted,
-    )
     return {
-        **gauge,
+        **packed_gauge(result=result, ctx=ctx, budget=budget),
         "reason": info.strategy_reason,
         "triggered": info.triggered,
         # This request only: the next one recalls afresh for its own newest message.

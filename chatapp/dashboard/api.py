@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chatapp.chat.api.serializers import SummaryCoverageSerializer
 from chatapp.dashboard.headline import dashboard_conversation_get, dashboard_headline
 from chatapp.dashboard.message_map import dashboard_message_map
 from chatapp.dashboard.overview import dashboard_conversation_savings, dashboard_overview
@@ -157,19 +158,11 @@ class DashboardRecordContextApi(APIView):
 
 
 class DashboardSummaryListApi(APIView):
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(SummaryCoverageSerializer):
         id = serializers.IntegerField()
         content = serializers.CharField()
         token_count = serializers.IntegerField()
         char_count = serializers.IntegerField()
-        covers_from_id = serializers.IntegerField(allow_null=True)
-        covers_through_id = serializers.IntegerField(allow_null=True)
-        covered_message_count = serializers.IntegerField(allow_null=True)
-        source_chars = serializers.IntegerField(allow_null=True)
-        extractive = serializers.BooleanField()
-        discarded = serializers.BooleanField()
-        edited = serializers.BooleanField()
-        edited_from_id = serializers.IntegerField(allow_null=True)
         method = serializers.CharField()
         model = serializers.CharField()
         cost_usd = serializers.FloatField(allow_null=True)

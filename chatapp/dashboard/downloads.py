@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -65,12 +65,19 @@ async def _csv_rows(*, conversation: Conversation) -> AsyncIterator[str]:
         yield "".join(writer.writerow(_csv_cells(row=row)) for row in page)
 
 
+def _records_download(
+    request: HttpRequest, pk: int, *, chunks: Callable[..., AsyncIterator[str]], content_type: str, extension: str
+) -> StreamingHttpResponse:
+    """The requesting user's conversation's records (others: 404) as an attachment, streamed from `chunks`."""
+    conversation = dashboard_conversation_get(user=request.user, pk=pk)
+    response = StreamingHttpResponse(chunks(conversation=conversation), content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}-records.{extension}"'
+    return response
+
+
 @login_required
 def dashboard_export_csv(request: HttpRequest, pk: int) -> StreamingHttpResponse:
-    conversation = dashboard_conversation_get(user=request.user, pk=pk)
-    response = StreamingHttpResponse(_csv_rows(conversation=conversation), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}-records.csv"'
-    return response
+    return _records_download(request, pk, chunks=_csv_rows, content_type="text/csv; charset=utf-8", extension="csv")
 
 
 async def _json_chunks(*, conversation: Conversation) -> AsyncIterator[str]:
@@ -85,7 +92,4 @@ async def _json_chunks(*, conversation: Conversation) -> AsyncIterator[str]:
 
 @login_required
 def dashboard_export_json(request: HttpRequest, pk: int) -> StreamingHttpResponse:
-    conversation = dashboard_conversation_get(user=request.user, pk=pk)
-    response = StreamingHttpResponse(_json_chunks(conversation=conversation), content_type="application/json")
-    response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}-records.json"'
-    return response
+    return _records_download(request, pk, chunks=_json_chunks, content_type="application/json", extension="json")

@@ -24,6 +24,16 @@ logger = logging.getLogger(__name__)
 _NUMBERING_GAP = 512
 
 
+def totals_tokens(totals: DashboardTotals) -> dict[str, int]:
+    """The turns and tokens (full, sent, saved) every view of the stored totals opens with."""
+    return {
+        "turns": totals.turns,
+        "tokens_full": totals.tokens_full,
+        "tokens_sent": totals.tokens_sent,
+        "tokens_saved": totals.tokens_full - totals.tokens_sent,
+    }
+
+
 def dashboard_totals_get(*, conversation: Conversation) -> DashboardTotals:
     """The conversation's totals in one query: the row, with the newest record's id beside it.
 

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404
 
 from chatapp.chat.models import Conversation, OptimizationRecord, SummaryJob
 from chatapp.dashboard.costs import as_float, model_prices
-from chatapp.dashboard.figures import dashboard_totals_get
+from chatapp.dashboard.figures import dashboard_totals_get, totals_tokens
 from chatapp.dashboard.ledger import ledger_read
 from chatapp.dashboard.models import DashboardTotals
 
@@ -31,10 +31,7 @@ def dashboard_conversation_get(*, user, pk: int) -> Conversation:
 def totals_figures(totals: DashboardTotals) -> dict[str, Any]:
     """The stored totals as the headline and the overview use them (costs: stored plus registry-priced)."""
     return {
-        "turns": totals.turns,
-        "tokens_full": totals.tokens_full,
-        "tokens_sent": totals.tokens_sent,
-        "tokens_saved": totals.tokens_full - totals.tokens_sent,
+        **totals_tokens(totals),
         "dropped_tokens": totals.dropped_tokens,
         "dropped_measured": totals.dropped_measured,
         "cost_full_usd": float(totals.cost_full_usd) + totals.registry_full_usd,

@@ -15,7 +15,7 @@ from django.db.models import BigIntegerField, ExpressionWrapper, F, IntegerField
 from django.db.models.fields.json import KT
 
 from chatapp.chat.models import Conversation, OptimizationRecord
-from chatapp.dashboard.figures import dashboard_totals_get
+from chatapp.dashboard.figures import dashboard_totals_get, totals_tokens
 from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
 from chatapp.dashboard.totals import (
     BLOCK_TURNS,
@@ -222,10 +222,7 @@ def _saved_before(*, conversation: Conversation, turn: int) -> int:
 
 def _totals(totals: DashboardTotals) -> dict[str, int]:
     return {
-        "turns": totals.turns,
-        "tokens_full": totals.tokens_full,
-        "tokens_sent": totals.tokens_sent,
-        "tokens_saved": totals.tokens_full - totals.tokens_sent,
+        **totals_tokens(totals),
         "recall_tokens": totals.recall_tokens,
         "optimized_turns": totals.optimized_turns,
         "triggered_turns": totals.triggered_turns,

@@ -2,29 +2,14 @@ from __future__ import annotations
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from chatapp.chat.models import Conversation, LLMConfig, Message
+from tests.support.accounts import other_user, token_client, user
+
+__all__ = ["other_user", "user"]  # the shared accounts
 
 PLAIN_KEY = "sk-test-PLAINKEY-never-shown-9z7Q"
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    # Users are created in almost every test; the production hasher's cost is not what is tested here.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def user(db):
-    return get_user_model().objects.create_user(username="alice", password="correct horse battery")
-
-
-@pytest.fixture
-def other_user(db):
-    return get_user_model().objects.create_user(username="mallory", password="another long password")
 
 
 def _drain(response) -> bytes:
@@ -57,20 +42,14 @@ class RecordingClient(APIClient):
 
 
 @pytest.fixture
-def api(user) -> RecordingClient:
-    """Token-authenticated client (no CSRF involved)."""
-    client = RecordingClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
+def api(user) -> APIClient:
+    """Token-authenticated client (no CSRF involved), keeping every body (RecordingClient)."""
+    return token_client(user, RecordingClient())
 
 
 @pytest.fixture
-def other_api(other_user) -> RecordingClient:
-    client = RecordingClient()
-    token, _ = Token.objects.get_or_create(user=other_user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
+def other_api(other_user) -> APIClient:
+    return token_client(other_user, RecordingClient())
 
 
 def _make_conversation(owner, *, title: str = "Chat", messages: int = 0) -> Conversation:

@@ -6,6 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from chatapp.chat.models import Conversation
+from tests.support.accounts import PASSWORD
 
 pytestmark = pytest.mark.django_db
 
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.django_db
 def test_token_obtain_and_use(user):
     client = APIClient()
     response = client.post(
-        "/api/auth/token/", {"username": "alice", "password": "correct horse battery"}, format="json"
+        "/api/auth/token/", {"username": user.username, "password": PASSWORD}, format="json"
     )
     assert response.status_code == 200
     token = response.json()["token"]
@@ -25,7 +26,7 @@ def test_token_obtain_and_use(user):
 
 
 def test_token_obtain_wrong_password(user):
-    response = APIClient().post("/api/auth/token/", {"username": "alice", "password": "nope"}, format="json")
+    response = APIClient().post("/api/auth/token/", {"username": user.username, "password": "nope"}, format="json")
     assert response.status_code == 400
     assert "token" not in response.json()
 
@@ -48,7 +49,7 @@ def test_anonymous_refused(url):
 
 def test_session_auth_enforces_csrf(user):
     client = APIClient(enforce_csrf_checks=True)
-    assert client.login(username="alice", password="correct horse battery")
+    assert client.login(username=user.username, password=PASSWORD)
 
     # Reads need no token.
     assert client.get("/api/conversations/").status_code == 200
@@ -70,7 +71,7 @@ def test_session_auth_enforces_csrf(user):
 def test_session_csrf_also_guards_patch_and_delete(user, make_conversation):
     conversation = make_conversation(user)
     client = APIClient(enforce_csrf_checks=True)
-    client.login(username="alice", password="correct horse battery")
+    client.login(username=user.username, password=PASSWORD)
     assert client.patch(f"/api/conversations/{conversation.pk}/", {"title": "x"}, format="json").status_code == 403
     assert client.delete(f"/api/conversations/{conversation.pk}/").status_code == 403
     assert client.patch("/api/settings/", {"preference": "fast"}, format="json").status_code == 403

@@ -4,29 +4,29 @@ tests/support/chat.py)."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from chatapp.chat.models import Conversation
+from tests.support.accounts import no_rate_limit, other_user, user
 from tests.support.asgi_server import LiveASGI, asgi_server
 from tests.support.chat import make_config
 
-__all__ = ["asgi_server"]  # the shared fixture, used through uvicorn_server below
+# The shared fixtures: asgi_server used through uvicorn_server, the accounts through the names below.
+__all__ = ["asgi_server", "no_rate_limit", "other_user", "user"]
 
 
 @pytest.fixture(autouse=True)
-def _generous_rate_limit(settings):
-    # Tests send many messages a minute (the root conftest clears the counter around each test).
-    settings.SEND_RATE_LIMIT_PER_MINUTE = 1000
+def _generous_rate_limit(no_rate_limit):
+    """Tests send many messages a minute (see no_rate_limit)."""
 
 
 @pytest.fixture
-def chat_user(db):
-    return get_user_model().objects.create_user(username="ada", password="a long test password 1")
+def chat_user(user):
+    return user
 
 
 @pytest.fixture
-def intruder(db):
-    return get_user_model().objects.create_user(username="eve", password="a long test password 2")
+def intruder(other_user):
+    return other_user
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from chatapp.chat import import_services
@@ -20,6 +19,7 @@ from chatapp.chat.import_services import import_job_create, import_job_run
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.tasks import import_conversations
 from tests.chat.importkit import chatgpt_conversation, file_bytes
+from tests.support.accounts import token_client
 
 pytestmark = pytest.mark.django_db
 
@@ -29,15 +29,9 @@ def owner(db):
     return get_user_model().objects.create_user(username="importer", password="a long test password 9")
 
 
-def _client(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
-
-
 @pytest.fixture
 def api(owner) -> APIClient:
-    return _client(owner)
+    return token_client(owner)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from chatapp.chat import search_selectors, search_snippets
@@ -18,6 +17,7 @@ from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_selectors import message_search
 from chatapp.chat.search_services import conversation_index_rebuild
+from tests.support.accounts import token_client
 
 pytestmark = pytest.mark.django_db
 
@@ -225,9 +225,7 @@ def test_a_short_word_gives_the_same_window_scanned_or_looked_up(chat_user, monk
 def test_api_answers_hits_with_snippets_and_links(chat_user):
     chat = _chat(chat_user, title="Trip")
     user_message, _ = _say(chat, "Book the <ferry> to Naxos", "The ferry to Naxos leaves at nine.")
-    api = APIClient()
-    token = Token.objects.create(user=chat_user)
-    api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    api = token_client(chat_user)
     response = api.get("/api/search/", {"q": "naxos ferr"})
     assert response.status_code == 200
     body = response.json()

@@ -217,18 +217,26 @@ def test_replaced_stopped_and_failed_replies_are_not_sent_again(chat_user, conve
     assert record.stats["request_shape"] == ["consecutive user messages merged"]
 
 
-def test_stop_keeps_the_partial_reply_marked_stopped(chat_user, conversation, echo_config, fake_openai):
+def _send_stopped_at_first_delta(chat_user, conversation, echo_config, stop):
+    """A long reply from the slow model, `stop(client, reply_id)` awaited once, at its first delta;
+    returns the send's result and {"reply": its id, "stopped": what stop returned}."""
     _use_model(echo_config, "slow-150")
     state: dict = {}
 
-    async def stop_after_first_delta(client, name, data):
+    async def on_event(client, name, data):
         if name == "start":
             state["reply"] = data["assistant_message"]["id"]
         elif name == "delta" and "stopped" not in state:
-            response = await client.post(f"/api/messages/{state['reply']}/stop/")
-            state["stopped"] = response.status_code
+            state["stopped"] = await stop(client, state["reply"])
 
-    result = send(chat_user, conversation, "write a long story " * 5, on_event=stop_after_first_delta)
+    return send(chat_user, conversation, "write a long story " * 5, on_event=on_event), state
+
+
+def test_stop_keeps_the_partial_reply_marked_stopped(chat_user, conversation, echo_config, fake_openai):
+    async def stop_by_the_api(client, reply_id):
+        return (await client.post(f"/api/messages/{reply_id}/stop/")).status_code
+
+    result, state = _send_stopped_at_first_delta(chat_user, conversation, echo_config, stop_by_the_api)
     assert state["stopped"] == 200
     assert result.names[-1] == "error"
     error = result.named("error")[0]
@@ -248,18 +256,10 @@ def test_stop_keeps_the_partial_reply_marked_stopped(chat_user, conversation, ec
 
 def test_a_stop_made_by_another_process_is_seen_by_the_stream(chat_user, conversation, echo_config, fake_openai):
     # Another web process cannot flag this one's memory: it writes the status, which the stream polls.
-    _use_model(echo_config, "slow-150")
-    state: dict = {}
+    async def stop_in_the_database(client, reply_id):
+        return await sync_to_async(Message.objects.filter(pk=reply_id, status="streaming").update)(status="stopped")
 
-    async def stop_in_the_database(client, name, data):
-        if name == "start":
-            state["reply"] = data["assistant_message"]["id"]
-        elif name == "delta" and "stopped" not in state:
-            state["stopped"] = await sync_to_async(
-                Message.objects.filter(pk=state["reply"], status="streaming").update
-            )(status="stopped")
-
-    result = send(chat_user, conversation, "write a long story " * 5, on_event=stop_in_the_database)
+    result, state = _send_stopped_at_first_delta(chat_user, conversation, echo_config, stop_in_the_database)
     assert state["stopped"] == 1
     assert result.named("error")[0]["kind"] == "stopped"
     reply = Message.objects.get(pk=state["reply"])

@@ -86,7 +86,7 @@ def test_a_packing_failure_keeps_the_message_and_frees_the_chat(chat_user, conve
     def broken(**kwargs):
         raise RuntimeError("the optimizer broke")
 
-    monkeypatch.setattr(chat_turn, "context_build", broken)
+    monkeypatch.setattr(chat_turn, "context_build_for", broken)
     result = send(chat_user, conversation, "please keep this")
 
     assert result.names == ["accepted", "start", "error"]

@@ -60,6 +60,16 @@ def _sign_up(driver, base, username):
     _wait(driver, lambda d: d.find_elements(By.ID, "composer-input"))
 
 
+def _sign_up_with_model(driver, base, username, *, fake_url, model, name, **fields):
+    """Sign up in the browser, then give the new user a default model on the fake endpoint (a 16k
+    window, 500-token replies; `fields` for more); returns the user and the config."""
+    _sign_up(driver, base, username)
+    user = get_user_model().objects.get(username=username)
+    config = LLMConfig.objects.create(owner=user, name=name, base_url=fake_url, model=model, context_window=16_000,
+                                      max_output_tokens=500, is_default=True, **fields)
+    return user, config
+
+
 def test_sign_up_chat_stream_settings_and_no_xss(asgi_server, browser, fake_openai, screenshot_dir):
     base = asgi_server.url
     _sign_up(browser, base, "browser-ada")
@@ -185,12 +195,8 @@ def test_sign_up_chat_stream_settings_and_no_xss(asgi_server, browser, fake_open
 
 def test_stop_keeps_the_partial_reply_marked_stopped(asgi_server, browser, fake_openai, screenshot_dir):
     base = asgi_server.url
-    _sign_up(browser, base, "browser-stop")
-    user = get_user_model().objects.get(username="browser-stop")
-    LLMConfig.objects.create(
-        owner=user, name="Slow", base_url=fake_openai.base_url, model="slow-150", context_window=16000,
-        max_output_tokens=500, is_default=True,
-    )
+    user, _ = _sign_up_with_model(browser, base, "browser-stop", fake_url=fake_openai.base_url, model="slow-150",
+                                  name="Slow")
     browser.refresh()
     _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))
     box = browser.find_element(By.ID, "composer-input")
@@ -236,12 +242,8 @@ def test_rejected_send_is_reported_inline_and_the_text_is_kept(asgi_server, brow
 
 def test_retry_after_a_failure_then_regenerate_and_pin(asgi_server, browser, fake_openai, screenshot_dir):
     base = asgi_server.url
-    _sign_up(browser, base, "browser-retry")
-    user = get_user_model().objects.get(username="browser-retry")
-    LLMConfig.objects.create(
-        owner=user, name="Flaky", base_url=fake_openai.base_url, model="flaky-500-then-200",
-        context_window=16000, max_output_tokens=500, is_default=True,
-    )
+    _sign_up_with_model(browser, base, "browser-retry", fake_url=fake_openai.base_url, model="flaky-500-then-200",
+                        name="Flaky")
     fake_openai.reset()
     browser.refresh()
     _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))

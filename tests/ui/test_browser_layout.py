@@ -4,13 +4,12 @@ layout rule (optimizer.layout.message_place), after the page script has re-place
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 
-from chatapp.chat.models import LLMConfig, Message
+from chatapp.chat.models import Message
 from tests.support.browser import console_errors
 from tests.support.layout import expected_places, make_layout_conversation
-from tests.ui.test_browser import _sign_up, _wait
+from tests.ui.test_browser import _sign_up_with_model, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -21,12 +20,8 @@ def _outside(browser) -> set[int]:
 
 def test_outside_marks_follow_the_core_places_and_a_pin(asgi_server, browser, fake_openai):
     base = asgi_server.url
-    _sign_up(browser, base, "browser-layout")
-    user = get_user_model().objects.get(username="browser-layout")
-    LLMConfig.objects.create(
-        owner=user, name="Echo 16k", base_url=fake_openai.base_url, model="fake-echo", context_window=16_000,
-        max_output_tokens=500, is_default=True,
-    )
+    user, _ = _sign_up_with_model(browser, base, "browser-layout", fake_url=fake_openai.base_url, model="fake-echo",
+                                  name="Echo 16k")
     layout = make_layout_conversation(owner=user)
     places = expected_places(layout)
     evicted = {pk for pk, place in places.items() if place == "evicted"}

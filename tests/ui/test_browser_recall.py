@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 
-from chatapp.chat.models import Conversation, LLMConfig, Message
+from chatapp.chat.models import Conversation, Message
 from tests.support.browser import console_errors
 from tests.support.recall import FACT_ANSWER, QUESTION, memory_recall, seed_with_fact
-from tests.ui.test_browser import _send, _sign_up, _wait
+from tests.ui.test_browser import _send, _sign_up_with_model, _wait
 
 __all__ = ["memory_recall"]
 
@@ -19,12 +18,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 @pytest.mark.usefixtures("memory_recall")
 def test_recalled_messages_are_marked_in_the_chat_and_the_gauge(asgi_server, browser, fake_openai, screenshot_dir):
     base = asgi_server.url
-    _sign_up(browser, base, "browser-recall")
-    user = get_user_model().objects.get(username="browser-recall")
-    config = LLMConfig.objects.create(
-        owner=user, name="Echo 16k", base_url=fake_openai.base_url, model="fake-echo", context_window=16_000,
-        max_output_tokens=500, temperature=0.0, is_default=True,
-    )
+    user, config = _sign_up_with_model(browser, base, "browser-recall", fake_url=fake_openai.base_url,
+                                       model="fake-echo", name="Echo 16k", temperature=0.0)
     conversation = Conversation.objects.create(owner=user, llm_config=config, title="Recall")
     ids = seed_with_fact(conversation)
     browser.get(f"{base}/c/{conversation.pk}/")

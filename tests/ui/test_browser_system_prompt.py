@@ -4,14 +4,13 @@ model on the next message and moves the gauge; the export links point at the cha
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.gauge import context_gauge
-from chatapp.chat.models import Conversation, LLMConfig
+from chatapp.chat.models import Conversation
 from tests.support.browser import console_errors
-from tests.ui.test_browser import _send, _sign_up, _wait
+from tests.ui.test_browser import _send, _sign_up_with_model, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -26,10 +25,8 @@ def test_system_prompt_from_the_header_menu_reaches_the_model_and_the_gauge(
     asgi_server, browser, fake_openai, screenshot_dir
 ):
     base = asgi_server.url
-    _sign_up(browser, base, "browser-prompt")
-    user = get_user_model().objects.get(username="browser-prompt")
-    LLMConfig.objects.create(owner=user, name="Echo", base_url=fake_openai.base_url, model="fake-echo",
-                             context_window=16_000, max_output_tokens=500, temperature=0.0, is_default=True)
+    user, _ = _sign_up_with_model(browser, base, "browser-prompt", fake_url=fake_openai.base_url, model="fake-echo",
+                                  name="Echo", temperature=0.0)
     browser.refresh()
     _send(browser, "First question about an index.")
     conversation = Conversation.objects.get(owner=user)

@@ -9,8 +9,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from chatapp.chat import summary_writing
 from chatapp.chat.context import context_load
@@ -25,6 +23,7 @@ from chatapp.chat.summary_services import (
     summary_job_request,
     summary_jobs_sweep,
 )
+from tests.support.accounts import token_client
 from tests.support.worker import summaries_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -239,16 +238,9 @@ def test_unreachable_broker_leaves_the_job_pending(owner, long_conversation, set
 # --- API -----------------------------------------------------------------------------------------
 
 
-def _client(user) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
-
-
 def test_api_compact_jobs_edit_discard_and_ownership(owner, long_conversation, published):
     conversation = long_conversation(config=None)
-    api = _client(owner)
+    api = token_client(owner)
     compact_url = f"/api/conversations/{conversation.pk}/compact/"
     response = api.post(compact_url, {"content": "/compact keep SQL"}, format="json")
     assert response.status_code == 202, response.content
@@ -269,7 +261,7 @@ def test_api_compact_jobs_edit_discard_and_ownership(owner, long_conversation, p
     assert stale.status_code == 400 and "in use" in str(stale.json())
     assert api.patch(f"/api/summaries/{summary_id}/", {"content": ""}, format="json").status_code == 400
 
-    mallory = _client(get_user_model().objects.create_user(username="mallory", password="x-long-password-1"))
+    mallory = token_client(get_user_model().objects.create_user(username="mallory", password="x-long-password-1"))
     assert mallory.post(f"/api/conversations/{conversation.pk}/compact/", {}, format="json").status_code == 404
     assert mallory.get(f"/api/conversations/{conversation.pk}/summary-jobs/").status_code == 404
     assert mallory.patch(f"/api/summaries/{summary_id}/", {"content": "x"}, format="json").status_code == 404

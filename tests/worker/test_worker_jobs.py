@@ -73,12 +73,17 @@ def test_worker_writes_a_rolling_summary_with_instructions(worker, make_config, 
     w.stop()
 
 
-def test_500_then_200_gives_one_summary_after_a_retry(worker, make_config, long_conversation, fake_openai):
+def _auto_job_run(worker, make_config, long_conversation, fake_openai, *, model: str):
+    """An automatic summary job of a fresh conversation on `model`, run by a worker to its end."""
     fake_openai.reset()
-    conversation = long_conversation(config=make_config("flaky-500-then-200"))
+    conversation = long_conversation(config=make_config(model))
     worker()
     job = summary_job_request(conversation=conversation, trigger="auto")
-    job = wait_for(lambda: job_finished(job.pk), what="the flaky job")
+    return conversation, wait_for(lambda: job_finished(job.pk), what=f"the job on {model}")
+
+
+def test_500_then_200_gives_one_summary_after_a_retry(worker, make_config, long_conversation, fake_openai):
+    conversation, job = _auto_job_run(worker, make_config, long_conversation, fake_openai, model="flaky-500-then-200")
     assert job.status == SummaryJob.Status.DONE, job.error
     assert job.attempts == 2
     [summary] = summaries_of(conversation)
@@ -87,11 +92,7 @@ def test_500_then_200_gives_one_summary_after_a_retry(worker, make_config, long_
 
 
 def test_model_failing_every_retry_falls_back_to_extractive(worker, make_config, long_conversation, fake_openai):
-    fake_openai.reset()
-    conversation = long_conversation(config=make_config("fail-500"))
-    worker()
-    job = summary_job_request(conversation=conversation, trigger="auto")
-    job = wait_for(lambda: job_finished(job.pk), what="the failing job")
+    conversation, job = _auto_job_run(worker, make_config, long_conversation, fake_openai, model="fail-500")
     assert job.status == SummaryJob.Status.DONE
     assert job.attempts == 3  # SUMMARY_MAX_RETRIES=2 in the worker: 1 try + 2 retries
     assert "extractive" in job.error
@@ -101,11 +102,7 @@ def test_model_failing_every_retry_falls_back_to_extractive(worker, make_config,
 
 
 def test_bad_key_is_not_retried_and_fails_the_job_with_its_reason(worker, make_config, long_conversation, fake_openai):
-    fake_openai.reset()
-    conversation = long_conversation(config=make_config("fail-401"))
-    worker()
-    job = summary_job_request(conversation=conversation, trigger="auto")
-    job = wait_for(lambda: job_finished(job.pk), what="the 401 job")
+    conversation, job = _auto_job_run(worker, make_config, long_conversation, fake_openai, model="fail-401")
     assert job.status == SummaryJob.Status.FAILED
     assert job.attempts == 1 and len(_completion_requests(fake_openai)) == 1
     assert "sk-test-worker-key" not in job.error and job.error

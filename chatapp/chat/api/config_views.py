@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.serializers import (
     LLMConfigOutputSerializer,
 )
@@ -67,9 +68,7 @@ class LLMConfigListApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: LLMConfigOutputSerializer})
     def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        config = llm_config_create(owner=request.user, **serializer.validated_data)
+        config = llm_config_create(owner=request.user, **validated(self.InputSerializer, request.data))
         return Response(LLMConfigOutputSerializer(config).data, status=status.HTTP_201_CREATED)
 
 
@@ -86,10 +85,9 @@ class LLMConfigDetailApi(APIView):
     @extend_schema(request=InputSerializer(partial=True), responses=LLMConfigOutputSerializer)
     def patch(self, request: Request, pk: int) -> Response:
         config = llm_config_get(owner=request.user, pk=pk)
-        serializer = self.InputSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        left_behind = llm_config_key_left_behind(config=config, fields=serializer.validated_data)
-        config = llm_config_update(config=config, **serializer.validated_data)
+        fields = validated(self.InputSerializer, request.data, partial=True)
+        left_behind = llm_config_key_left_behind(config=config, fields=fields)
+        config = llm_config_update(config=config, **fields)
         data = LLMConfigOutputSerializer(config).data
         if left_behind:
             data["notice"] = KEY_LEFT_BEHIND
@@ -149,9 +147,7 @@ class ModelInfoApi(APIView):
         summary="Context window for a model name, and where the value comes from",
     )
     def get(self, request: Request) -> Response:
-        filters = self.FilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        model = filters.validated_data["model"]
+        model = validated(self.FilterSerializer, request.query_params)["model"]
         window, source = model_window_lookup(model=model)
         data = {
             "model": model,

@@ -18,6 +18,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from chatapp.chat.api.inputs import validated
+from chatapp.chat.api.serializers import SummaryCoverageSerializer
 from chatapp.chat.conversation_export import EXPORT_FORMATS, conversation_export_chunks
 from chatapp.chat.selectors import conversation_get
 
@@ -56,7 +58,7 @@ class ConversationExportConversation(serializers.Serializer):
     window_start_id = serializers.IntegerField(allow_null=True)
 
 
-class ConversationExportMessage(serializers.Serializer):
+class ConversationExportMessage(SummaryCoverageSerializer):
     id = serializers.IntegerField()
     role = serializers.CharField()
     kind = serializers.CharField()
@@ -74,14 +76,6 @@ class ConversationExportMessage(serializers.Serializer):
     latency_ms = serializers.IntegerField(allow_null=True)
     cost_usd = serializers.CharField(allow_null=True, help_text="Exact decimal, as text.")
     error = serializers.CharField()
-    covers_from_id = serializers.IntegerField(allow_null=True)
-    covers_through_id = serializers.IntegerField(allow_null=True)
-    covered_message_count = serializers.IntegerField(allow_null=True)
-    source_chars = serializers.IntegerField(allow_null=True)
-    extractive = serializers.BooleanField()
-    discarded = serializers.BooleanField()
-    edited = serializers.BooleanField()
-    edited_from_id = serializers.IntegerField(allow_null=True)
     parent_id = serializers.IntegerField(allow_null=True, help_text="The message this one follows (null: a root).")
     off_path_by = serializers.IntegerField(
         allow_null=True, help_text="Off the active path: the first message of the branch it was hidden with."
@@ -138,9 +132,7 @@ class ConversationExportApi(APIView):
     )
     def get(self, request: Request, pk: int) -> Any:
         conversation = conversation_get(owner=request.user, pk=pk)
-        serializer = self.InputSerializer(data=request.query_params)
-        serializer.is_valid(raise_exception=True)
-        fmt = serializer.validated_data["format"]
+        fmt = validated(self.InputSerializer, request.query_params)["format"]
         kind = EXPORT_FORMATS[fmt]
         response = StreamingHttpResponse(
             conversation_export_chunks(conversation=conversation, fmt=fmt), content_type=kind.media_type

@@ -22,6 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.pagination import DefaultPagination, paginated_response
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_selectors import import_job_conversations, import_job_get, import_job_list
@@ -144,10 +145,9 @@ class ImportJobListApi(APIView):
         summary="Import conversations from a file (a background job: poll its progress)",
     )
     def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        upload = validated(self.InputSerializer, request.data)["file"]
         try:
-            job = import_job_create(owner=request.user, upload=serializer.validated_data["file"])
+            job = import_job_create(owner=request.user, upload=upload)
         except ImportTooLarge as exc:
             raise UploadTooLarge(size=exc.size) from None
         job = import_job_get(owner=request.user, pk=job.pk)  # as stored, without the upload

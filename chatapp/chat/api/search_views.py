@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chatapp.chat.api.inputs import validated
 from chatapp.chat.search_selectors import MAX_PAGE, MIN_QUERY_CHARS, SearchHit, message_search
 
 MAX_QUERY_CHARS = 500
@@ -78,8 +79,6 @@ class SearchApi(APIView):
         responses={200: OutputSerializer, 400: OpenApiResponse(description="A bad `page` or too long a `q`.")},
     )
     def get(self, request: Request) -> Response:
-        params = self.InputSerializer(data=request.query_params)
-        params.is_valid(raise_exception=True)
-        page = message_search(owner=request.user, query=params.validated_data["q"],
-                              page=params.validated_data["page"])
+        params = validated(self.InputSerializer, request.query_params)
+        page = message_search(owner=request.user, query=params["q"], page=params["page"])
         return Response(self.OutputSerializer(page).data)

@@ -121,6 +121,20 @@ class MessageOutputSerializer(serializers.ModelSerializer):
         return known[obj.conversation_id]
 
 
+class SummaryCoverageSerializer(serializers.Serializer):
+    """A summary's own columns (what it covers, how it was made, its edits), as every read-only view
+    of summaries sends them: the export's document and the dashboard's list extend it."""
+
+    covers_from_id = serializers.IntegerField(allow_null=True)
+    covers_through_id = serializers.IntegerField(allow_null=True)
+    covered_message_count = serializers.IntegerField(allow_null=True)
+    source_chars = serializers.IntegerField(allow_null=True)
+    extractive = serializers.BooleanField()
+    discarded = serializers.BooleanField()
+    edited = serializers.BooleanField()
+    edited_from_id = serializers.IntegerField(allow_null=True)
+
+
 class LLMConfigOutputSerializer(serializers.ModelSerializer):
     has_api_key = serializers.BooleanField(read_only=True)
 

@@ -26,6 +26,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chatapp.chat.admission import turn_start_view
+from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.serializers import MessageOutputSerializer
 from chatapp.chat.api.views import MessageListApi
 from chatapp.chat.branch_services import branch_switch
@@ -267,10 +268,9 @@ class BranchInputSerializer(serializers.Serializer):
 @api_view(["POST"])
 def message_branch_api(request: Request, pk: int) -> Response:
     message = get_object_or_404(Message, pk=pk, conversation__owner=request.user, kind=Message.Kind.CHAT)
-    serializer = BranchInputSerializer(data=request.data)
-    serializer.is_valid(raise_exception=True)
+    index = validated(BranchInputSerializer, request.data)["index"]
     try:
-        shown = branch_switch(message=message, index=serializer.validated_data["index"])
+        shown = branch_switch(message=message, index=index)
     except DjangoValidationError as exc:
         return _validation_response(exc)
     return Response(MessageOutputSerializer(shown).data)

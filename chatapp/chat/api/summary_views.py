@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.pagination import DefaultPagination, paginated_response
 from chatapp.chat.api.serializers import MessageOutputSerializer
 from chatapp.chat.models import SummaryJob
@@ -96,9 +97,8 @@ class ConversationCompactApi(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         conversation = conversation_get(owner=request.user, pk=pk)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        job = conversation_compact(conversation=conversation, instructions=serializer.validated_data["instructions"])
+        instructions = validated(self.InputSerializer, request.data)["instructions"]
+        job = conversation_compact(conversation=conversation, instructions=instructions)
         job.refresh_from_db()
         return Response(SummaryJobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
@@ -147,9 +147,7 @@ class SummaryDetailApi(APIView):
     @extend_schema(request=InputSerializer, responses=MessageOutputSerializer, summary="Edit a summary's text")
     def patch(self, request: Request, pk: int) -> Response:
         summary = summary_get(owner=request.user, pk=pk)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        summary = summary_edit(summary=summary, content=serializer.validated_data["content"])
+        summary = summary_edit(summary=summary, content=validated(self.InputSerializer, request.data)["content"])
         return Response(MessageOutputSerializer(summary).data)
 
     @extend_schema(

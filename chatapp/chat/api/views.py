@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.pagination import BeforeIdPagination, DefaultPagination, paginated_response
 from chatapp.chat.api.serializers import (
     ConversationOutputSerializer,
@@ -100,9 +101,7 @@ class ConversationListApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: ConversationOutputSerializer})
     def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = validated(self.InputSerializer, request.data)
         config = _owned_config_or_field_error(user=request.user, pk=data.get("llm_config"), field="llm_config")
         conversation = conversation_create(
             owner=request.user, title=data.get("title"), llm_config=config, offline=data["offline"]
@@ -138,9 +137,7 @@ class ConversationDetailApi(APIView):
     @extend_schema(request=InputSerializer, responses=ConversationOutputSerializer)
     def patch(self, request: Request, pk: int) -> Response:
         conversation = conversation_get(owner=request.user, pk=pk)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = validated(self.InputSerializer, request.data)
         # Every check that can refuse the request runs before the first write, so a 400 changes nothing.
         config = _owned_config_or_field_error(user=request.user, pk=data.get("llm_config"), field="llm_config")
         if "system_prompt" in data:
@@ -188,9 +185,7 @@ class MessagePinApi(APIView):
     @extend_schema(request=InputSerializer, responses=MessageOutputSerializer)
     def post(self, request: Request, pk: int) -> Response:
         message = message_get(owner=request.user, pk=pk)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        message = message_pin_set(message=message, pinned=serializer.validated_data["pinned"])
+        message = message_pin_set(message=message, pinned=validated(self.InputSerializer, request.data)["pinned"])
         return Response(MessageOutputSerializer(message).data)
 
 
@@ -253,9 +248,7 @@ class UserSettingsApi(APIView):
 
     @extend_schema(request=InputSerializer, responses=UserSettingsOutputSerializer)
     def patch(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        changes = dict(serializer.validated_data)
+        changes = dict(validated(self.InputSerializer, request.data))
         if "summary_config" in changes:
             changes["summary_config"] = _owned_config_or_field_error(
                 user=request.user, pk=changes["summary_config"], field="summary_config"

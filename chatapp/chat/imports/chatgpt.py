@@ -17,18 +17,23 @@ from collections import Counter
 from typing import Any
 
 from .records import (
+    ROLES,
     ConversationError,
     ConversationRecord,
     MessageRecord,
     TreeNode,
+    conversation_parsed,
     describe,
     epoch_time,
-    stamp_of,
+    model_extra,
+    object_of,
+    role_of,
+    tree_node,
     tree_records,
-    where,
 )
 
-MODEL_MAX_CHARS = 200
+# ChatGPT's roles: this app's, and a tool's (left out and counted).
+_ROLES = (*ROLES, "tool")
 
 
 def is_conversation(value: Any) -> bool:
@@ -36,11 +41,8 @@ def is_conversation(value: Any) -> bool:
 
 
 def conversation_parse(conversation: Any, *, index: int) -> ConversationRecord:
-    label = where(index, conversation.get("title") if isinstance(conversation, dict) else None)
-    try:
-        return _parse(conversation)
-    except ConversationError as exc:
-        raise ConversationError(f"{label}: {exc}") from None
+    title = conversation.get("title") if isinstance(conversation, dict) else None
+    return conversation_parsed(conversation, _parse, index=index, title=title)
 
 
 def _parse(conversation: Any) -> ConversationRecord:
@@ -53,16 +55,11 @@ def _parse(conversation: Any) -> ConversationRecord:
     nodes: dict[str, TreeNode] = {}
     number = 0  # messages are counted as a person reads the file: nodes without one (the root) aside
     for key, node in mapping.items():
-        if not isinstance(node, dict):
-            raise ConversationError(f"a node of its mapping is {describe(node)}, not an object")
-        message = node.get("message")
+        message = object_of(node, what="a node of its mapping").get("message")
         number += message is not None
         record = None if message is None else _message(message, what=f"message {number}", omitted=omitted)
-        parent = node.get("parent")
-        if parent is not None and not isinstance(parent, str):
-            raise ConversationError(f"a parent is {describe(parent)}, not a string")
-        stamp = stamp_of(message.get("create_time") if message is not None else None)  # _message checked it
-        nodes[str(key)] = TreeNode(parent=parent, record=record, stamp=stamp)
+        stamp = message.get("create_time") if message is not None else None  # _message checked it
+        nodes[str(key)] = tree_node(record, parent=node.get("parent"), stamp=stamp, what="a parent")
     current = conversation.get("current_node")
     messages = tree_records(nodes, current if isinstance(current, str) else None)
     title = conversation.get("title")
@@ -76,14 +73,8 @@ def _parse(conversation: Any) -> ConversationRecord:
 
 
 def _message(message: Any, *, what: str, omitted: Counter[str]) -> MessageRecord | None:
-    if not isinstance(message, dict):
-        raise ConversationError(f"{what} is {describe(message)}, not an object")
-    author = message.get("author")
-    role = author.get("role") if isinstance(author, dict) else None
-    if role is None:
-        raise ConversationError(f"{what} has no role")
-    if role not in ("system", "user", "assistant", "tool"):
-        raise ConversationError(f"{what} has role {role!r}: expected system, user, assistant or tool")
+    author = object_of(message, what=what).get("author")
+    role = role_of(author.get("role") if isinstance(author, dict) else None, what=what, roles=_ROLES)
     text = _content_text(message.get("content"), what=what)
     metadata = message.get("metadata")
     if not isinstance(metadata, dict):
@@ -104,16 +95,14 @@ def _message(message: Any, *, what: str, omitted: Counter[str]) -> MessageRecord
         content=text,
         created_at=epoch_time(message.get("create_time"), what=f"{what}'s create_time"),
         updated_at=epoch_time(message.get("update_time"), what=f"{what}'s update_time"),
-        extra={"model": model[:MODEL_MAX_CHARS]} if isinstance(model, str) else {},
+        extra=model_extra(model),
     )
 
 
 def _content_text(content: Any, *, what: str) -> str:
     if content is None:
         return ""
-    if not isinstance(content, dict):
-        raise ConversationError(f"{what}'s content is {describe(content)}, not an object")
-    parts = content.get("parts")
+    parts = object_of(content, what=f"{what}'s content").get("parts")
     if isinstance(parts, list):
         return "\n".join(text for text in (_part_text(part) for part in parts) if text)
     text = content.get("text")

@@ -15,24 +15,25 @@ from typing import Any
 from .records import (
     KINDS,
     LINK_FIELDS,
-    ROLES,
+    MODEL_MAX_CHARS,
     STATUSES,
     ConversationError,
     ConversationRecord,
     MessageRecord,
+    conversation_parsed,
     cost_of,
     count_of,
     describe,
     flag_of,
     iso_time,
     link_column,
+    object_of,
+    role_of,
     text_of,
-    where,
 )
 
 FORMAT = "longchat.conversation"
 VERSION = 1
-MODEL_MAX_CHARS = 200
 _COUNTS = ("prompt_tokens", "completion_tokens", "latency_ms", "covered_message_count", "source_chars")
 _FLAGS = ("extractive", "discarded", "edited")
 
@@ -51,11 +52,8 @@ def version_problem(value: dict[str, Any]) -> str | None:
 
 def conversation_parse(document: Any, *, index: int) -> ConversationRecord:
     head = document.get("conversation") if isinstance(document, dict) else None
-    label = where(index, head.get("title") if isinstance(head, dict) else None)
-    try:
-        return _parse(document)
-    except ConversationError as exc:
-        raise ConversationError(f"{label}: {exc}") from None
+    title = head.get("title") if isinstance(head, dict) else None
+    return conversation_parsed(document, _parse, index=index, title=title)
 
 
 def _parse(document: Any) -> ConversationRecord:
@@ -64,9 +62,7 @@ def _parse(document: Any) -> ConversationRecord:
     problem = version_problem(document)
     if problem is not None:
         raise ConversationError(problem)
-    head = document.get("conversation")
-    if not isinstance(head, dict):
-        raise ConversationError(f'"conversation" is {describe(head)}, not an object')
+    head = object_of(document.get("conversation"), what='"conversation"')
     rows = document.get("messages")
     if not isinstance(rows, list):
         raise ConversationError(f'"messages" is {describe(rows)}, not a list')
@@ -111,11 +107,7 @@ def _ref(value: Any, *, what: str) -> str:
 
 
 def _role_kind_status(row: dict[str, Any], *, what: str) -> tuple[str, str, str]:
-    role = row.get("role")
-    if role is None:
-        raise ConversationError(f"{what} has no role")
-    if role not in ROLES:
-        raise ConversationError(f"{what} has role {role!r}: expected one of {', '.join(ROLES)}")
+    role = role_of(row.get("role"), what=what)
     kind = row.get("kind", "chat")
     if kind not in KINDS:
         raise ConversationError(f"{what} has kind {kind!r}: expected chat or summary")
@@ -129,8 +121,7 @@ def _role_kind_status(row: dict[str, Any], *, what: str) -> tuple[str, str, str]
 
 def _message(row: Any, *, number: int) -> MessageRecord:
     what = f"message {number}"
-    if not isinstance(row, dict):
-        raise ConversationError(f"{what} is {describe(row)}, not an object")
+    row = object_of(row, what=what)
     ref = _ref(row.get("id"), what=f"{what}'s id")
     if not ref:
         raise ConversationError(f"{what} has no id")

@@ -16,19 +16,19 @@ from collections import Counter
 from typing import Any
 
 from .records import (
-    ROLES,
     ConversationError,
     ConversationRecord,
     MessageRecord,
     TreeNode,
+    conversation_parsed,
     describe,
     epoch_time,
-    stamp_of,
+    model_extra,
+    object_of,
+    role_of,
+    tree_node,
     tree_records,
-    where,
 )
-
-MODEL_MAX_CHARS = 200
 
 
 def is_chat(value: Any) -> bool:
@@ -48,10 +48,7 @@ def _title(item: Any) -> str:
 
 
 def conversation_parse(item: Any, *, index: int) -> ConversationRecord:
-    try:
-        return _parse(item)
-    except ConversationError as exc:
-        raise ConversationError(f"{where(index, _title(item))}: {exc}") from None
+    return conversation_parsed(item, _parse, index=index, title=_title(item))
 
 
 def _parse(item: Any) -> ConversationRecord:
@@ -65,10 +62,8 @@ def _parse(item: Any) -> ConversationRecord:
         tree: dict[str, TreeNode] = {}
         for number, (key, node) in enumerate(nodes.items(), 1):
             record = _message(node, what=f"message {number}", omitted=omitted)
-            parent = node.get("parentId")
-            if parent is not None and not isinstance(parent, str):
-                raise ConversationError(f"a parentId is {describe(parent)}, not a string")
-            tree[str(key)] = TreeNode(parent=parent, record=record, stamp=stamp_of(node.get("timestamp")))
+            parent, stamp = node.get("parentId"), node.get("timestamp")  # _message checked it is an object
+            tree[str(key)] = tree_node(record, parent=parent, stamp=stamp, what="a parentId")
         current = history.get("currentId")
         messages = tree_records(tree, current if isinstance(current, str) else None)
     else:
@@ -92,13 +87,7 @@ def _parse(item: Any) -> ConversationRecord:
 
 
 def _message(node: Any, *, what: str, omitted: Counter[str]) -> MessageRecord | None:
-    if not isinstance(node, dict):
-        raise ConversationError(f"{what} is {describe(node)}, not an object")
-    role = node.get("role")
-    if role is None:
-        raise ConversationError(f"{what} has no role")
-    if role not in ROLES:
-        raise ConversationError(f"{what} has role {role!r}: expected one of {', '.join(ROLES)}")
+    role = role_of(object_of(node, what=what).get("role"), what=what)
     text = _content_text(node.get("content"), what=what)
     if not text.strip():
         omitted["empty_messages"] += 1
@@ -108,7 +97,7 @@ def _message(node: Any, *, what: str, omitted: Counter[str]) -> MessageRecord | 
         role=role,
         content=text,
         created_at=epoch_time(node.get("timestamp"), what=f"{what}'s timestamp"),
-        extra={"model": model[:MODEL_MAX_CHARS]} if isinstance(model, str) else {},
+        extra=model_extra(model),
     )
 
 

@@ -11,6 +11,7 @@ ids when the rows exist.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -29,6 +30,8 @@ def link_column(name: str) -> str:
     return name if name == "off_path_by" else f"{name}_id"
 # PositiveIntegerField's upper bound on every database Django supports.
 MAX_INT = 2_147_483_647
+# Message.model's column width: every format's model name is held to it.
+MODEL_MAX_CHARS = 200
 
 
 class ImportFileError(Exception):
@@ -97,6 +100,35 @@ def where(index: int, title: Any) -> str:
         short = short if len(short) <= 60 else short[:59] + "…"
         return f"conversation {index + 1} ('{short}')"
     return f"conversation {index + 1}"
+
+
+def conversation_parsed(
+    item: Any, parse: Callable[[Any], ConversationRecord], *, index: int, title: Any
+) -> ConversationRecord:
+    """`parse(item)`, with its error saying which conversation of the file it is about (`where`)."""
+    try:
+        return parse(item)
+    except ConversationError as exc:
+        raise ConversationError(f"{where(index, title)}: {exc}") from None
+
+
+def object_of(value: Any, *, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConversationError(f"{what} is {describe(value)}, not an object")
+    return value
+
+
+def role_of(value: Any, *, what: str, roles: tuple[str, ...] = ROLES) -> str:
+    if value is None:
+        raise ConversationError(f"{what} has no role")
+    if value not in roles:
+        raise ConversationError(f"{what} has role {value!r}: expected one of {', '.join(roles)}")
+    return str(value)
+
+
+def model_extra(model: Any) -> dict[str, Any]:
+    """The `extra` of a message from another app: its model name when it names one, cut to the column."""
+    return {"model": model[:MODEL_MAX_CHARS]} if isinstance(model, str) else {}
 
 
 def epoch_time(value: Any, *, what: str) -> datetime | None:
@@ -181,6 +213,13 @@ class TreeNode:
     parent: str | None  # the source id of its parent (None, or an id not in the tree: a root)
     record: MessageRecord | None  # None: a node that is not stored (an empty root, a tool call)
     stamp: float  # its time, to order siblings (earliest first); -inf when it has none
+
+
+def tree_node(record: MessageRecord | None, *, parent: Any, stamp: Any, what: str) -> TreeNode:
+    """A node of a source's tree, its parent id checked (`what` names the source's parent field)."""
+    if parent is not None and not isinstance(parent, str):
+        raise ConversationError(f"{what} is {describe(parent)}, not a string")
+    return TreeNode(parent=parent, record=record, stamp=stamp_of(stamp))
 
 
 def tree_records(nodes: dict[str, TreeNode], leaf: str | None) -> list[MessageRecord]:

@@ -2,16 +2,10 @@
  * turns the band shows its strongest decision, a mark per lane says it truncated / summarized (how
  * many times: the tooltip), and the savings line is exact at its last turn. */
 import { selectTurn } from "./turn.js";
-import { fmt, h, nf, niceStep, pointLabel, svg, tooltip, turnAxis, turnIndexAt, view, xLabels } from "./util.js";
+import { chartFrame, fmt, h, nf, niceStep, pointLabel, svg, tooltip, turnAxis, turnIndexAt, xLabels } from "./util.js";
 
 export function drawStrategy() {
-  const s = view();
-  const box = document.getElementById("chart-strategy");
-  box.replaceChildren();
-  const n = s.count;
-  const W = Math.max(280, box.clientWidth);
-  const H = W < 600 ? 190 : 220;
-  const m = { l: W < 600 ? 44 : 56, r: 14, t: 6, b: 26 };
+  const { s, box, n, W, H, m } = chartFrame("chart-strategy", { heights: [190, 220], top: 6 });
   const bandH = 26, gap = 12;
   const pw = W - m.l - m.r;
   const areaTop = m.t + bandH + gap, ah = H - areaTop - m.b;

@@ -3,16 +3,12 @@
  * the bucket's largest request, and the sent area reaches down to its smallest. */
 import { state } from "./state.js";
 import { selectTurn } from "./turn.js";
-import { fmt, h, nf, niceStep, pointLabel, pointOf, svg, tooltip, turnAxis, turnIndexAt, view, xLabels } from "./util.js";
+import {
+  chartFrame, fmt, h, nf, niceStep, pointLabel, pointOf, svg, tooltip, turnAxis, turnIndexAt, xLabels,
+} from "./util.js";
 
 export function drawTokens() {
-  const s = view();
-  const box = document.getElementById("chart-tokens");
-  box.replaceChildren();
-  const n = s.count;
-  const W = Math.max(280, box.clientWidth);
-  const H = W < 600 ? 230 : 300;
-  const m = { l: W < 600 ? 44 : 56, r: 14, t: 14, b: 26 };
+  const { s, box, n, W, H, m } = chartFrame("chart-tokens", { heights: [230, 300], top: 14 });
   const pw = W - m.l - m.r, ph = H - m.t - m.b;
   const maxFull = Math.max(...s.tokens_full, ...s.budget, 1);
   const maxBudget = Math.max(...s.budget, 1);

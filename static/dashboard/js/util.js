@@ -114,6 +114,17 @@ export function view() {
   return v;
 }
 
+// A turn chart's frame: the points (view()), its emptied box, its size (lower on narrow screens, where
+// the left margin for the y labels is narrower too) and margins; `top` is the chart's own top margin.
+export function chartFrame(id, { heights: [narrowH, wideH], top }) {
+  const s = view();
+  const box = document.getElementById(id);
+  box.replaceChildren();
+  const W = Math.max(280, box.clientWidth);
+  const narrow = W < 600;
+  return { s, box, n: s.count, W, H: narrow ? narrowH : wideH, m: { l: narrow ? 44 : 56, r: 14, t: top, b: 26 } };
+}
+
 // "Turn 12" or, for a bucket, "Turns 1,201–1,232".
 export function pointLabel(v, i) {
   const a = v.turn_first[i], b = v.turn_last[i];
