@@ -228,8 +228,9 @@ def seed(n: int, *, fake_url: str, chat_model: str, summary_model: str, turns: i
     from rest_framework.authtoken.models import Token
 
     import optimizer
-    from chatapp.chat.crypto import secret_encrypt
-    from chatapp.chat.models import Conversation, LLMConfig, Message, UserSettings
+    from chatapp.chat.models import Conversation, Message, UserSettings
+    from chatapp.providers.crypto import secret_encrypt
+    from chatapp.providers.models import LLMConfig
     from tests.support.fake_openai import echo_reply
 
     user_model = get_user_model()

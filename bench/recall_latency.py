@@ -124,11 +124,11 @@ def app_child(sizes: list[int], n_queries: int, room: int, seed: int) -> dict[st
 
     import optimizer
     from chatapp.chat.context_pack import context_build
-    from chatapp.chat.llm import offline_target
     from chatapp.chat.message_services import message_append
     from chatapp.chat.models import Conversation, Message
     from chatapp.chat.recall_source import DatabaseRecallSource
     from chatapp.chat.search_services import conversation_index_rebuild
+    from chatapp.providers.llm import offline_target
 
     owner = get_user_model().objects.create_user(username=f"bench-recall-{uuid.uuid4().hex[:12]}")
     # A 16k-window model with the default reply reserve: the budget a long conversation runs in.

@@ -134,8 +134,9 @@ def main() -> int:
             env["DATABASE_URL"] = database_url
         env.update({"CELERY_SUMMARY_QUEUE": queue, "SUMMARIES_PER_DAY": "1000", "LOG_LEVEL": "WARNING"})
         django_setup(env)
-        from chatapp.chat.models import LLMConfig, Message, OptimizationRecord, SummaryJob, UserSettings
+        from chatapp.chat.models import Message, OptimizationRecord, SummaryJob, UserSettings
         from chatapp.chat.summary_services import summary_job_request
+        from chatapp.providers.models import LLMConfig
 
         broker = "Redis" if os.environ.get("REDIS_URL") else "filesystem (polling every "
         if not os.environ.get("REDIS_URL"):

@@ -131,8 +131,8 @@ def seed_user(*, username: str, base_url: str, model: str) -> tuple[Any, str, An
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
-    from chatapp.chat.crypto import secret_encrypt
-    from chatapp.chat.models import LLMConfig
+    from chatapp.providers.crypto import secret_encrypt
+    from chatapp.providers.models import LLMConfig
 
     user = get_user_model().objects.create_user(username=username, password=secrets.token_urlsafe(16))
     token = Token.objects.create(user=user)

@@ -106,6 +106,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "chatapp.providers",
     "chatapp.chat",
     "chatapp.dashboard",
 ]

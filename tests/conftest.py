@@ -72,7 +72,7 @@ def _hermetic_dns(monkeypatch):
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return [TEST_PUBLIC_ADDRESS]
 
-    monkeypatch.setattr("chatapp.chat.netguard._resolve", resolve)
+    monkeypatch.setattr("chatapp.providers.netguard._resolve", resolve)
 
 
 @pytest.fixture(autouse=True)

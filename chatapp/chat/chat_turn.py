@@ -29,7 +29,6 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 import optimizer
-from chatapp.chat import llm
 from chatapp.chat.admission import turn_gate
 from chatapp.chat.context import context_budget, conversation_config, first_user_message_id
 from chatapp.chat.context_pack import context_build_for
@@ -46,6 +45,7 @@ from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_
 from chatapp.chat.turn_claim import REPEATED_WORDS, send_claim_take, turn_claim_release
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
 from chatapp.chat.turn_types import ChatTurn, TurnFailure, TurnStart
+from chatapp.providers import llm
 from optimizer.types import ContextTooLargeError
 
 logger = logging.getLogger(__name__)

@@ -23,9 +23,10 @@ from django.db.models import Q
 
 import optimizer
 from chatapp.chat.layout import row_is_static, static_layer_q
-from chatapp.chat.llm import OFFLINE_MODEL, LLMTarget
-from chatapp.chat.models import Conversation, LLMConfig, Message
-from chatapp.chat.selectors import llm_config_default
+from chatapp.chat.models import Conversation, Message
+from chatapp.providers.llm import OFFLINE_MODEL, LLMTarget
+from chatapp.providers.models import LLMConfig
+from chatapp.providers.selectors import llm_config_default
 from optimizer.shape import ShapedRequest
 from optimizer.types import (
     Counters,

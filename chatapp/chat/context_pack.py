@@ -13,10 +13,10 @@ from django.db.models import Q
 
 import optimizer
 from chatapp.chat.context import PROMPT_IDS, ContextInput, context_budget, context_load, prompt_msgs, tail_start_id
-from chatapp.chat.llm import LLMTarget
 from chatapp.chat.models import Conversation, Preference, UserSettings
 from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.summary_selectors import summary_quota_reason, summary_quota_remaining
+from chatapp.providers.llm import LLMTarget
 from optimizer.budget import trigger_tokens
 from optimizer.shape import shape_request
 from optimizer.tokens import REPLY_PRIMING

@@ -38,7 +38,8 @@ from typing import Any
 from django.utils import timezone
 
 from chatapp.chat.dbconn import db_short
-from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.providers.models import LLMConfig
 
 EXPORT_FORMAT = "longchat.conversation"
 EXPORT_VERSION = 1

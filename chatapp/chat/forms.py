@@ -5,7 +5,8 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.forms import UserCreationForm
 
-from chatapp.chat.models import LLMConfig, Preference
+from chatapp.chat.models import Preference
+from chatapp.providers.models import LLMConfig
 
 PREFERENCE_HELP = {
     Preference.FAST: "Smallest context: trims early and drops old turns first. Cheapest and quickest replies.",

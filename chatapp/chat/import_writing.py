@@ -23,17 +23,18 @@ from django.db import connection
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat import llm
 from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.context import message_is_live
 from chatapp.chat.imports import ConversationError, ConversationRecord, MessageRecord
 from chatapp.chat.imports.records import link_column, where
 from chatapp.chat.message_services import title_from_text
-from chatapp.chat.models import Conversation, LLMConfig, Message
+from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_services import conversation_index_rebuild
-from chatapp.chat.selectors import llm_config_default
 from chatapp.chat.services import SYSTEM_PROMPT_MAX_CHARS
 from chatapp.chat.textsafe import text_storable
+from chatapp.providers import llm
+from chatapp.providers.models import LLMConfig
+from chatapp.providers.selectors import llm_config_default
 
 TITLE_MAX_CHARS = 200
 UNTITLED = "Imported chat"

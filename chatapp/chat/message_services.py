@@ -14,7 +14,6 @@ from django.db.models import F
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat import llm
 from chatapp.chat.branch_selectors import SiblingPlace, message_sibling_places, path_tail_id
 from chatapp.chat.context import conversation_config, message_is_live
 from chatapp.chat.layout import Place
@@ -23,6 +22,7 @@ from chatapp.chat.rendering import markdown_render
 from chatapp.chat.reply_stream import stop_flag
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.textsafe import text_problem
+from chatapp.providers import llm
 
 TITLE_MAX_CHARS = 60
 

@@ -11,58 +11,13 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from chatapp.providers.models import LLMConfig
+
 
 class Preference(models.TextChoices):
     FAST = "fast", "Fast"
     BALANCED = "balanced", "Balanced"
     QUALITY = "quality", "Quality"
-
-
-class LLMConfig(models.Model):
-    class WindowSource(models.TextChoices):
-        REGISTRY = "registry", "Model registry"
-        USER = "user", "Set by you"
-        DEFAULT = "default", "Default (model unknown)"
-
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="llm_configs")
-    name = models.CharField(max_length=100)
-    base_url = models.URLField(max_length=500)
-    model = models.CharField(max_length=200)
-    # Fernet token of the API key (chatapp.chat.crypto); never returned by any page or API.
-    api_key_encrypted = models.TextField(blank=True, default="")
-    api_key_last4 = models.CharField(max_length=4, blank=True, default="")
-    context_window = models.PositiveIntegerField()
-    context_window_source = models.CharField(
-        max_length=16, choices=WindowSource.choices, default=WindowSource.DEFAULT
-    )
-    max_output_tokens = models.PositiveIntegerField(default=2000)
-    temperature = models.FloatField(default=0.7)
-    is_default = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["owner"], condition=Q(is_default=True), name="llmconfig_one_default_per_owner"
-            ),
-            models.UniqueConstraint(fields=["owner", "name"], name="llmconfig_unique_name_per_owner"),
-            models.CheckConstraint(
-                condition=Q(context_window__gt=models.F("max_output_tokens")),
-                name="llmconfig_window_exceeds_output",
-            ),
-            models.CheckConstraint(
-                condition=Q(temperature__gte=0) & Q(temperature__lte=2), name="llmconfig_temperature_range"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.model})"
-
-    @property
-    def has_api_key(self) -> bool:
-        return bool(self.api_key_encrypted)
 
 
 class UserSettings(models.Model):

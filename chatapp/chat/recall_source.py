@@ -34,10 +34,10 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models.expressions import RawSQL
 
+from chatapp.providers.llm import OFFLINE_MODEL
 from optimizer.lexical import K1, Query, analyze, bm25, idf
 from optimizer.recall import RELATIVE_FLOOR, Links, RecallItem
 
-from .llm import OFFLINE_MODEL
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
 from .search_services import MAX_TERM_CHARS, conversation_scope, recall_lexeme
 

@@ -19,12 +19,12 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from chatapp.chat import llm
 from chatapp.chat.dbconn import db_short
 from chatapp.chat.models import Message
 from chatapp.chat.search_services import message_index_sync
 from chatapp.chat.textsafe import text_storable
 from chatapp.chat.turn_types import ChatTurn
+from chatapp.providers import llm
 
 logger = logging.getLogger(__name__)
 

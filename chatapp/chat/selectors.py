@@ -10,12 +10,11 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import Q, QuerySet
-from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from .models import Conversation, LLMConfig, Message, OptimizationRecord, UserSettings
+from .models import Conversation, Message, OptimizationRecord, UserSettings
 from .recall_source import conversation_ids_matching
 
 MESSAGE_PAGE_MAX = 500
@@ -105,31 +104,6 @@ def message_get(*, owner: User, pk: int) -> Message:
 def optimization_record_list(*, conversation: Conversation) -> QuerySet[OptimizationRecord]:
     """A conversation's optimization records in turn order."""
     return OptimizationRecord.objects.filter(conversation=conversation).order_by("id")
-
-
-# --- model configs -------------------------------------------------------------------------------------
-
-
-def llm_config_list(*, owner: User) -> QuerySet[LLMConfig]:
-    return LLMConfig.objects.filter(owner=owner).order_by("name", "id")
-
-
-def llm_config_get(*, owner: User, pk: int) -> LLMConfig:
-    return get_object_or_404(LLMConfig, owner=owner, pk=pk)
-
-
-def llm_config_default(*, owner: User) -> LLMConfig | None:
-    return LLMConfig.objects.filter(owner=owner, is_default=True).first()
-
-
-def llm_config_get_or_none(*, owner: User, pk: int | None) -> LLMConfig | None:
-    """For ids in request bodies, where someone else's id is a bad value rather than a missing page."""
-    if pk is None:
-        return None
-    try:
-        return llm_config_get(owner=owner, pk=pk)
-    except Http404:
-        return None
 
 
 # --- user settings -------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Writes for user settings, conversations, "Not now" on a summary prompt, and API tokens. Model configs
-are in config_services.py; the chat turn in chat_turn.py.
+are in chatapp/providers/services.py; the chat turn in chat_turn.py.
 
 Errors are django.core.exceptions.ValidationError keyed by field name, in plain words; views and the
 API turn them into form and field errors.
@@ -15,11 +15,13 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from chatapp.chat.config_services import text_field_clean
 from chatapp.chat.summary_cooldown import history_tokens_now, not_now_reason
+from chatapp.providers.models import LLMConfig
+from chatapp.providers.selectors import llm_config_default
+from chatapp.providers.services import text_field_clean
 
-from .models import Conversation, LLMConfig, Preference, SummaryJob, UserSettings
-from .selectors import api_token_expired, llm_config_default, user_settings_get
+from .models import Conversation, Preference, SummaryJob, UserSettings
+from .selectors import api_token_expired, user_settings_get
 from .textsafe import text_storable
 
 DEFAULT_TITLE = "New chat"

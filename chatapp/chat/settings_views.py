@@ -17,11 +17,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from chatapp.chat import config_services, selectors, services
-from chatapp.chat.crypto import secret_readable
+from chatapp.chat import selectors, services
 from chatapp.chat.forms import PREFERENCE_HELP, InstructionsForm, LLMConfigForm, PreferencesForm
 from chatapp.chat.share_selectors import share_list
 from chatapp.chat.views import page_csp, user_configs
+from chatapp.providers import selectors as config_selectors
+from chatapp.providers import services as config_services
+from chatapp.providers.crypto import secret_readable
 
 
 def _validation_to_form(form, exc: ValidationError) -> None:
@@ -63,7 +65,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
             "confirm_compaction": user_settings.confirm_compaction,
             "summary_config": user_settings.summary_config_id,
         },
-        configs=selectors.llm_config_list(owner=request.user),
+        configs=config_selectors.llm_config_list(owner=request.user),
     )
     instructions_form = bound.get("instructions") or InstructionsForm(
         initial={"custom_instructions": user_settings.custom_instructions}
@@ -103,7 +105,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
 @require_http_methods(["GET", "POST"])
 def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        form = PreferencesForm(request.POST, configs=selectors.llm_config_list(owner=request.user))
+        form = PreferencesForm(request.POST, configs=config_selectors.llm_config_list(owner=request.user))
         # The form's fields are the preferences the service takes: preference, automatic optimization,
         # asking before compacting, the summary model.
         saved = _form_save(form, lambda: services.user_settings_update(user=request.user, **form.cleaned_data))
@@ -181,7 +183,7 @@ def config_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def config_update(request: HttpRequest, pk: int) -> HttpResponse:
-    config = selectors.llm_config_get(owner=request.user, pk=pk)
+    config = config_selectors.llm_config_get(owner=request.user, pk=pk)
     form = LLMConfigForm(request.POST, instance=config)
     # Read before the update: whether the key stays behind when the address changes (is_valid is cached).
     left_behind = form.is_valid() and config_services.llm_config_key_left_behind(
@@ -207,7 +209,7 @@ def config_update(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def config_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    config = selectors.llm_config_get(owner=request.user, pk=pk)
+    config = config_selectors.llm_config_get(owner=request.user, pk=pk)
     name = config.name
     config_services.llm_config_delete(config=config)
     flash.success(request, f"Deleted “{name}”.")
@@ -217,7 +219,7 @@ def config_delete(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def config_make_default(request: HttpRequest, pk: int) -> HttpResponse:
-    config = selectors.llm_config_get(owner=request.user, pk=pk)
+    config = config_selectors.llm_config_get(owner=request.user, pk=pk)
     config_services.llm_config_make_default(config=config)
     flash.success(request, f"“{config.name}” is now used for new chats.")
     return redirect("settings")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 
 from chatapp.chat.context import context_budget, conversation_config
-from chatapp.chat.llm import llm_target_for
 from chatapp.chat.models import Conversation, SummaryJob
+from chatapp.providers.llm import llm_target_for
 
 # How much the history must grow past the dismissed level before the chat asks again (of the budget).
 NOT_NOW_GROWTH_RATIO = 0.1

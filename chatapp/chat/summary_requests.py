@@ -10,10 +10,10 @@ from concurrent.futures import wait as futures_wait
 
 from django.db import close_old_connections, connection
 
-from chatapp.chat import llm
 from chatapp.chat.gauge import context_ahead_span
 from chatapp.chat.models import Conversation
 from chatapp.chat.summary_services import summary_job_request
+from chatapp.providers import llm
 from optimizer.types import SummarySpan
 
 logger = logging.getLogger(__name__)

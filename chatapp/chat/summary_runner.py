@@ -20,7 +20,6 @@ from django.utils import timezone
 
 import optimizer
 from chatapp.chat.context import context_budget, conversation_config
-from chatapp.chat.llm import LLMError, LLMTarget, llm_target_for
 from chatapp.chat.models import SummaryJob, UserSettings
 from chatapp.chat.summary_writing import (
     EmptySummaryError,
@@ -31,6 +30,7 @@ from chatapp.chat.summary_writing import (
     span_plan,
     summary_save,
 )
+from chatapp.providers.llm import LLMError, LLMTarget, llm_target_for
 from optimizer.types import Msg, Role
 
 logger = logging.getLogger(__name__)

@@ -40,7 +40,6 @@ from django.utils import timezone
 import optimizer
 from chatapp.chat.context import conversation_config, first_user_message_id, live_chat_q
 from chatapp.chat.layout import static_layer_q
-from chatapp.chat.llm import llm_target_for
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
 from chatapp.chat.summary_cooldown import summary_ask_silenced
 from chatapp.chat.summary_selectors import (
@@ -50,6 +49,7 @@ from chatapp.chat.summary_selectors import (
     summary_quota_remaining,
 )
 from chatapp.chat.summary_writing import Status, Trigger, summary_header_for, summary_row_create
+from chatapp.providers.llm import llm_target_for
 from optimizer.types import SummarySpan
 
 logger = logging.getLogger(__name__)

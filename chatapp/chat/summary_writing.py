@@ -17,13 +17,13 @@ from django.utils import timezone
 import optimizer
 from chatapp.chat.context import first_user_message_id, live_chat_q
 from chatapp.chat.layout import static_layer_q
-from chatapp.chat.llm import llm_complete
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.selectors import message_numbers
 from chatapp.chat.summary_selectors import (
     summary_current,
 )
 from chatapp.chat.textsafe import text_storable
+from chatapp.providers.llm import llm_complete
 from optimizer.types import Msg
 
 Status = SummaryJob.Status

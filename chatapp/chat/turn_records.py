@@ -11,11 +11,11 @@ from decimal import Decimal
 from typing import Any, cast
 
 import optimizer
-from chatapp.chat import llm
 from chatapp.chat.context import PROMPT_IDS, ContextInput
 from chatapp.chat.gauge import packed_gauge
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.dashboard.totals import PreviousRequest, dashboard_totals_record_add
+from chatapp.providers import llm
 from optimizer.types import PackedMessage, PackResult, PackStats
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from chatapp.chat import llm
 from chatapp.chat.gauge import gauge_payload
+from chatapp.providers import llm
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -25,9 +25,11 @@ from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.context import first_user_message_id
 from chatapp.chat.forms import SignupForm
 from chatapp.chat.layout import Place, message_place_get
-from chatapp.chat.models import Conversation, LLMConfig, Message
+from chatapp.chat.models import Conversation, Message
 from chatapp.chat.rendering import code_style_css, markdown_render
 from chatapp.chat.search_selectors import SearchHit, message_search
+from chatapp.providers import selectors as config_selectors
+from chatapp.providers.models import LLMConfig
 
 # Defence in depth behind the sanitizer: pages run only the app's own script files (no inline script,
 # no event-handler attributes), so even markup that slipped through could not execute; and they load
@@ -91,7 +93,7 @@ def signup(request: HttpRequest) -> HttpResponse:
 
 
 def user_configs(user) -> list[LLMConfig]:
-    return list(selectors.llm_config_list(owner=user))
+    return list(config_selectors.llm_config_list(owner=user))
 
 
 def _effective_config(*, conversation: Conversation | None, configs: list[LLMConfig]) -> LLMConfig | None:

@@ -4,7 +4,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from rest_framework.test import APIClient
 
-from chatapp.chat.models import Conversation, LLMConfig, Message
+from chatapp.chat.models import Conversation, Message
+from chatapp.providers.models import LLMConfig
 from tests.support.accounts import other_user, token_client, user
 
 __all__ = ["other_user", "user"]  # the shared accounts
@@ -70,7 +71,7 @@ def _make_conversation(owner, *, title: str = "Chat", messages: int = 0) -> Conv
 
 
 def _make_config(owner, *, name: str = "Local", api_key: str = "") -> LLMConfig:
-    from chatapp.chat.config_services import llm_config_create
+    from chatapp.providers.services import llm_config_create
 
     return llm_config_create(
         owner=owner,

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from chatapp.chat.config_services import llm_config_create
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
 from chatapp.chat.services import conversation_set_config
 from chatapp.chat.summary_services import summary_job_request
+from chatapp.providers.services import llm_config_create
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from chatapp.chat.models import LLMConfig, UserSettings
+from chatapp.chat.models import UserSettings
+from chatapp.providers.models import LLMConfig
 
 pytestmark = pytest.mark.django_db
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 from django.http import Http404
 
-from chatapp.chat import config_services, selectors, services
+from chatapp.chat import selectors, services
 from chatapp.chat.models import Message, UserSettings
 from chatapp.chat.search_services import conversation_index_rebuild
+from chatapp.providers import selectors as config_selectors
+from chatapp.providers import services as config_services
 
 pytestmark = pytest.mark.django_db
 
@@ -31,13 +33,13 @@ def test_other_users_objects_answer_404(user, other_user):
     with pytest.raises(Http404):
         selectors.conversation_get(owner=user, pk=theirs.pk)
     with pytest.raises(Http404):
-        selectors.llm_config_get(owner=user, pk=config.pk)
+        config_selectors.llm_config_get(owner=user, pk=config.pk)
     with pytest.raises(Http404):
         selectors.message_get(owner=user, pk=message.pk)
-    assert selectors.llm_config_get_or_none(owner=user, pk=config.pk) is None
+    assert config_selectors.llm_config_get_or_none(owner=user, pk=config.pk) is None
     assert selectors.conversation_get(owner=other_user, pk=theirs.pk) == theirs
     assert list(selectors.conversation_list(owner=user)) == []
-    assert list(selectors.llm_config_list(owner=user)) == []
+    assert list(config_selectors.llm_config_list(owner=user)) == []
 
 
 def test_search_by_title_and_content_without_duplicates(user, other_user):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 import optimizer
-from chatapp.chat import llm
 from chatapp.chat.chat_turn import chat_turn_start, turn_pack
 from chatapp.chat.context import context_load
 from chatapp.chat.context_pack import context_build
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, UserSettings
+from chatapp.providers import llm
 from tests.support.chat import make_config, seed_messages
 
 pytestmark = pytest.mark.django_db

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from chatapp.chat.llm import OFFLINE_MODEL
 from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.search_services import conversation_index_rebuild
 from chatapp.chat.services import conversation_create, conversation_set_config
+from chatapp.providers.llm import OFFLINE_MODEL
 from optimizer.lexical import build_query
 from tests.support.chat import make_config, send
 

@@ -18,7 +18,6 @@ from django.core.management import call_command
 from chatapp.chat.management.commands.pack import USERNAME_PREFIX, _store
 from chatapp.chat.models import (
     Conversation,
-    LLMConfig,
     Message,
     MessageSearch,
     OptimizationRecord,
@@ -27,6 +26,7 @@ from chatapp.chat.models import (
     SummaryJob,
     UserSettings,
 )
+from chatapp.providers.models import LLMConfig
 from optimizer import cli
 
 TOPICS = ["the greenhouse heater", "a broken bicycle chain", "the spring choir concert", "tax forms for 2023",

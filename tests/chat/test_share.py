@@ -14,11 +14,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.test import APIClient
 
-from chatapp.chat.config_services import llm_config_create
 from chatapp.chat.models import Conversation, ConversationShare, Message
 from chatapp.chat.share_selectors import SHARE_PAGE, share_messages
 from chatapp.chat.share_services import conversation_share_create, conversation_share_revoke
 from chatapp.chat.views import PAGE_CSP
+from chatapp.providers.services import llm_config_create
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,9 @@ from django.db.models import Q
 
 from chatapp.chat.api import stream_views
 from chatapp.chat.chat_retry import chat_regenerate_start
-from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.dashboard.headline import dashboard_headline
+from chatapp.providers.models import LLMConfig
 from optimizer import count_messages
 from tests.support.chat import TEST_KEY, make_config, post_stream, seed_messages, send
 from tests.support.fake_openai import closed_port_url

@@ -9,11 +9,11 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from chatapp.chat.context import context_budget, conversation_config
-from chatapp.chat.llm import llm_target_for
 from chatapp.chat.models import Conversation, SummaryJob, UserSettings
 from chatapp.chat.services import summary_job_dismiss
 from chatapp.chat.summary_cooldown import NOT_NOW_GROWTH_RATIO, not_now_level
 from chatapp.chat.summary_services import conversation_compact, summary_job_request, summary_jobs_sweep
+from chatapp.providers.llm import llm_target_for
 
 pytestmark = pytest.mark.django_db
 

@@ -12,11 +12,11 @@ from rest_framework.test import APIClient
 import optimizer
 from chatapp.chat.context_pack import context_build
 from chatapp.chat.gauge import context_gauge
-from chatapp.chat.llm import llm_target_for
 from chatapp.chat.models import Conversation, OptimizationRecord, UserSettings
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.services import SYSTEM_PROMPT_MAX_CHARS, conversation_set_system_prompt, user_settings_update
 from chatapp.dashboard.turns import dashboard_record_context
+from chatapp.providers.llm import llm_target_for
 from tests.support.chat import make_config, post_stream, seed_messages, send
 from tests.support.fake_openai import strict_template_problem
 

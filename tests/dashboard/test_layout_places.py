@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from chatapp.chat.crypto import secret_encrypt
 from chatapp.chat.message_services import message_pin_set
-from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.providers.crypto import secret_encrypt
+from chatapp.providers.models import LLMConfig
 from optimizer.layout import message_place
 from tests.dashboard.test_request_path import WORDS, _send
 

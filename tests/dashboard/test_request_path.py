@@ -9,8 +9,9 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
-from chatapp.chat.crypto import secret_encrypt
-from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.providers.crypto import secret_encrypt
+from chatapp.providers.models import LLMConfig
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_rate_limit")]
 

@@ -13,8 +13,9 @@ from django.test import AsyncClient
 
 import optimizer
 from chatapp.chat.branch_services import conversation_path_thread
-from chatapp.chat.crypto import secret_encrypt
-from chatapp.chat.models import Conversation, LLMConfig, Message
+from chatapp.chat.models import Conversation, Message
+from chatapp.providers.crypto import secret_encrypt
+from chatapp.providers.models import LLMConfig
 
 TEST_KEY = "sk-test-chat-KEY-1234"
 

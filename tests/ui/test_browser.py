@@ -9,7 +9,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from chatapp.chat.models import LLMConfig, Message, UserSettings
+from chatapp.chat.models import Message, UserSettings
+from chatapp.providers.models import LLMConfig
 from tests.support.browser import console_errors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -17,10 +17,11 @@ from selenium.webdriver.support.ui import Select
 
 import optimizer
 from chatapp.chat.gauge import context_gauge
-from chatapp.chat.models import Conversation, LLMConfig, Message, SummaryJob
+from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.services import user_settings_update
 from chatapp.chat.summary_requests import summary_requests_wait
 from chatapp.chat.summary_services import summary_job_request
+from chatapp.providers.models import LLMConfig
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _send, _sign_up, _wait
 

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from chatapp.chat.models import Conversation, LLMConfig
+from chatapp.chat.models import Conversation
+from chatapp.providers.models import LLMConfig
 
 pytestmark = pytest.mark.django_db
 

@@ -6,9 +6,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from chatapp.chat import config_services
-from chatapp.chat.models import Conversation, LLMConfig, Message, UserSettings
+from chatapp.chat.models import Conversation, Message, UserSettings
 from chatapp.chat.search_services import message_index_add
+from chatapp.providers import services as config_services
+from chatapp.providers.models import LLMConfig
 
 KEY = "sk-live-THIS-IS-SECRET-wxyz"
 

@@ -9,9 +9,10 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from chatapp.celery import app as celery_app
-from chatapp.chat.crypto import secret_encrypt
 from chatapp.chat.message_services import message_append
-from chatapp.chat.models import Conversation, LLMConfig, Message
+from chatapp.chat.models import Conversation, Message
+from chatapp.providers.crypto import secret_encrypt
+from chatapp.providers.models import LLMConfig
 from tests.support.worker import BROKERS, Broker, PrivateRedis, Worker, celery_use_broker, redis_forget_queue
 
 

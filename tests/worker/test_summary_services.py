@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from chatapp.chat import summary_writing
 from chatapp.chat.context import context_load
-from chatapp.chat.models import Conversation, LLMConfig, Message, SummaryJob, UserSettings
+from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
 from chatapp.chat.summary_runner import summary_job_run
 from chatapp.chat.summary_selectors import summary_current, summary_quota_remaining
 from chatapp.chat.summary_services import (
@@ -23,6 +23,7 @@ from chatapp.chat.summary_services import (
     summary_job_request,
     summary_jobs_sweep,
 )
+from chatapp.providers.models import LLMConfig
 from tests.support.accounts import token_client
 from tests.support.worker import summaries_of
 

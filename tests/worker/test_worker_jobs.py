@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from chatapp.chat.models import Conversation, LLMConfig, SummaryJob, UserSettings
+from chatapp.chat.models import Conversation, SummaryJob, UserSettings
 from chatapp.chat.summary_requests import summary_requests_wait
 from chatapp.chat.summary_services import (
     conversation_compact,
@@ -18,6 +18,7 @@ from chatapp.chat.summary_services import (
     summary_job_request,
     summary_jobs_sweep,
 )
+from chatapp.providers.models import LLMConfig
 from tests.support.chat import make_config as chat_config
 from tests.support.chat import seed_messages, send
 from tests.support.worker import (

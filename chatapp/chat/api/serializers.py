@@ -15,7 +15,7 @@ from rest_framework import serializers
 from chatapp.chat.context import first_user_message_id
 from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.message_services import message_serialize
-from chatapp.chat.models import Conversation, LLMConfig, Message, OptimizationRecord, UserSettings
+from chatapp.chat.models import Conversation, Message, OptimizationRecord, UserSettings
 from chatapp.chat.rendering import markdown_render
 
 
@@ -133,30 +133,6 @@ class SummaryCoverageSerializer(serializers.Serializer):
     discarded = serializers.BooleanField()
     edited = serializers.BooleanField()
     edited_from_id = serializers.IntegerField(allow_null=True)
-
-
-class LLMConfigOutputSerializer(serializers.ModelSerializer):
-    has_api_key = serializers.BooleanField(read_only=True)
-
-    class Meta:
-        model = LLMConfig
-        # Never api_key_encrypted: not even the ciphertext leaves the server.
-        fields = [
-            "id",
-            "name",
-            "base_url",
-            "model",
-            "has_api_key",
-            "api_key_last4",
-            "context_window",
-            "context_window_source",
-            "max_output_tokens",
-            "temperature",
-            "is_default",
-            "created_at",
-            "updated_at",
-        ]
-        read_only_fields = fields
 
 
 class UserSettingsOutputSerializer(serializers.ModelSerializer):

@@ -4,7 +4,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
-from chatapp.chat.api import config_views, export_views, search_views, stream_views, summary_views, views
+from chatapp.chat.api import export_views, search_views, stream_views, summary_views, views
 from chatapp.chat.api import import_views as import_api
 from chatapp.chat.api import share_views as share_api
 from chatapp.chat.api.parsers import PARSERS
@@ -56,13 +56,9 @@ urlpatterns = [
     path("messages/<int:pk>/retry/", stream_views.message_retry_api, name="api-message-retry"),
     path("messages/<int:pk>/edit/", stream_views.message_edit_api, name="api-message-edit"),
     path("messages/<int:pk>/branch/", stream_views.message_branch_api, name="api-message-branch"),
-    path("configs/", config_views.LLMConfigListApi.as_view(), name="api-configs"),
-    path("configs/model-info/", config_views.ModelInfoApi.as_view(), name="api-model-info"),
-    path("configs/<int:pk>/", config_views.LLMConfigDetailApi.as_view(), name="api-config"),
-    path("configs/<int:pk>/default/", config_views.LLMConfigMakeDefaultApi.as_view(), name="api-config-default"),
-    path("configs/<int:pk>/test/", config_views.LLMConfigTestApi.as_view(), name="api-config-test"),
     path("settings/", views.UserSettingsApi.as_view(), name="api-settings"),
     path("search/", search_views.SearchApi.as_view(), name="api-search"),
+    path("configs/", include("chatapp.providers.api_urls")),
     path("dashboard/", include("chatapp.dashboard.api_urls")),
     path("imports/", import_api.ImportJobListApi.as_view(), name="api-imports"),
     path("imports/<int:pk>/", import_api.ImportJobDetailApi.as_view(), name="api-import"),

@@ -26,11 +26,10 @@ from chatapp.chat.api.serializers import (
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.message_services import message_pin_set
-from chatapp.chat.models import LLMConfig, Preference
+from chatapp.chat.models import Preference
 from chatapp.chat.selectors import (
     conversation_get,
     conversation_list,
-    llm_config_get,
     message_get,
     message_list,
     optimization_record_list,
@@ -44,6 +43,8 @@ from chatapp.chat.services import (
     conversation_set_system_prompt,
     user_settings_update,
 )
+from chatapp.providers.models import LLMConfig
+from chatapp.providers.selectors import llm_config_get
 
 _PROMPT_HELP = (
     "Sent first in every request (custom instructions, then the chat's system prompt, in one leading "

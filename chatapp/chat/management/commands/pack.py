@@ -47,13 +47,13 @@ from django.db import transaction
 import optimizer
 from chatapp.chat.context_pack import context_build
 from chatapp.chat.layout import row_is_static
-from chatapp.chat.llm import LLMTarget, offline_target
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.search_services import conversation_index_rebuild
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.services import user_settings_update
 from chatapp.chat.summary_runner import summary_job_run
 from chatapp.chat.summary_services import summary_job_request
+from chatapp.providers.llm import LLMTarget, offline_target
 from optimizer.cli import BadRequest, PackRequest, add_pack_arguments, parse_request, result_dict, run_pack
 from optimizer.types import ContextTooLargeError, PackResult
 

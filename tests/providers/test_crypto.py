@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from chatapp.chat.crypto import SecretDecryptError, secret_decrypt, secret_encrypt, secret_rotate
+from chatapp.providers.crypto import SecretDecryptError, secret_decrypt, secret_encrypt, secret_rotate
 
 
 def _key(byte: int) -> str:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 import optimizer
-from chatapp.chat import llm
-from chatapp.chat.llm import calls as llm_calls
-
-from .conftest import run_stream
+from chatapp.providers import llm
+from chatapp.providers.llm import calls as llm_calls
+from tests.support.llm import run_stream
 
 
 @pytest.fixture(autouse=True)

@@ -18,9 +18,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 import optimizer
+from chatapp.providers.models import LLMConfig
 
 from .crypto import secret_encrypt
-from .models import LLMConfig
 from .netguard import base_url_validate
 
 DEFAULT_CONTEXT_WINDOW = 8192

@@ -11,8 +11,8 @@ import httpx
 import openai
 from django.conf import settings
 
-from chatapp.chat.llm.transport import EndpointAddressRefused
-from chatapp.chat.llm.types import LLMError, LLMTarget
+from chatapp.providers.llm.transport import EndpointAddressRefused
+from chatapp.providers.llm.types import LLMError, LLMTarget
 
 
 def _key_unreadable_error(target: LLMTarget) -> LLMError:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from chatapp.chat import netguard
-from chatapp.chat.netguard import _resolve as real_resolve  # captured before the hermetic-DNS fixture patches it
-from chatapp.chat.netguard import base_url_validate
+from chatapp.providers import netguard
+from chatapp.providers.netguard import _resolve as real_resolve  # captured before the hermetic-DNS fixture patches it
+from chatapp.providers.netguard import base_url_validate
 
 
 @pytest.mark.parametrize(

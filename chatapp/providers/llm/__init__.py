@@ -15,10 +15,10 @@ Modules: `types` (what callers get), `calls` (stream, complete, test connection,
 `quirks`, `transport` (clients and the connect-time address check), `offline` (the demo model).
 """
 
-from chatapp.chat.llm.calls import llm_complete, llm_stream, llm_target_for, llm_test_connection, offline_target
-from chatapp.chat.llm.offline import offline_reply
-from chatapp.chat.llm.transport import EndpointAddressRefused
-from chatapp.chat.llm.types import (
+from chatapp.providers.llm.calls import llm_complete, llm_stream, llm_target_for, llm_test_connection, offline_target
+from chatapp.providers.llm.offline import offline_reply
+from chatapp.providers.llm.transport import EndpointAddressRefused
+from chatapp.providers.llm.types import (
     ERROR_KINDS,
     NO_KEY,
     OFFLINE_CONTEXT_WINDOW,

@@ -14,8 +14,8 @@ from django.conf import settings
 from openai.types.chat import ChatCompletion
 
 import optimizer
-from chatapp.chat.crypto import SecretDecryptError, secret_decrypt
-from chatapp.chat.llm.errors import (
+from chatapp.providers.crypto import SecretDecryptError, secret_decrypt
+from chatapp.providers.llm.errors import (
     _CALL_ERRORS,
     _endpoint_name,
     _key_unreadable_error,
@@ -23,10 +23,10 @@ from chatapp.chat.llm.errors import (
     _not_chat_completions_error,
     _stream_cut_error,
 )
-from chatapp.chat.llm.offline import _offline_stream, offline_reply
-from chatapp.chat.llm.quirks import _QuirkAttempts, _request_params
-from chatapp.chat.llm.transport import _async_client, _sync_client
-from chatapp.chat.llm.types import (
+from chatapp.providers.llm.offline import _offline_stream, offline_reply
+from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
+from chatapp.providers.llm.transport import _async_client, _sync_client
+from chatapp.providers.llm.types import (
     OFFLINE_CONTEXT_WINDOW,
     OFFLINE_LABEL,
     OFFLINE_MAX_OUTPUT,
@@ -40,7 +40,7 @@ from chatapp.chat.llm.types import (
 )
 
 if TYPE_CHECKING:
-    from chatapp.chat.models import LLMConfig
+    from chatapp.providers.models import LLMConfig
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 
 import optimizer
-from chatapp.chat.llm.types import OFFLINE_LABEL, OFFLINE_MODEL, SUMMARY_PREFIX, Delta, LLMEvent, LLMTarget, Usage
+from chatapp.providers.llm.types import OFFLINE_LABEL, OFFLINE_MODEL, SUMMARY_PREFIX, Delta, LLMEvent, LLMTarget, Usage
 
 
 def _text_of(content: Any) -> str:

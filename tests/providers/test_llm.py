@@ -10,12 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from chatapp.chat import llm, netguard
-from chatapp.chat.llm import calls as llm_calls
-from chatapp.chat.llm import transport as llm_transport
+from chatapp.providers import llm, netguard
+from chatapp.providers.llm import calls as llm_calls
+from chatapp.providers.llm import transport as llm_transport
 from tests.support.fake_openai import echo_reply
-
-from .conftest import SECRET_KEY_VALUE, make_target, run_stream
+from tests.support.llm import SECRET_KEY_VALUE, make_target, run_stream
 
 MESSAGES = [
     {"role": "system", "content": "You are terse."},

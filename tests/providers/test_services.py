@@ -7,9 +7,12 @@ import logging
 import pytest
 from django.core.exceptions import ValidationError
 
-from chatapp.chat import config_services, llm, services
-from chatapp.chat.crypto import secret_decrypt
-from chatapp.chat.models import Conversation, LLMConfig, UserSettings
+from chatapp.chat import services
+from chatapp.chat.models import Conversation, UserSettings
+from chatapp.providers import llm
+from chatapp.providers import services as config_services
+from chatapp.providers.crypto import secret_decrypt
+from chatapp.providers.models import LLMConfig
 
 KEY = "sk-proj-SECRETVALUE-abcdefgh9876"
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ from typing import Any
 
 import openai
 
-from chatapp.chat.llm.errors import _llm_error, _provider_message
-from chatapp.chat.llm.types import LLMError, LLMTarget
+from chatapp.providers.llm.errors import _llm_error, _provider_message
+from chatapp.providers.llm.types import LLMError, LLMTarget
 
 # Endpoint quirks are at most three (see _quirk_for), so one more attempt than that always ends.
 _QUIRK_ATTEMPTS = 4

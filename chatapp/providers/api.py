@@ -13,10 +13,11 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from chatapp.chat.api.inputs import validated
-from chatapp.chat.api.serializers import (
-    LLMConfigOutputSerializer,
-)
-from chatapp.chat.config_services import (
+from chatapp.chat.dbconn import db_connection_release
+from chatapp.providers.llm import llm_target_for, llm_test_connection
+from chatapp.providers.models import LLMConfig
+from chatapp.providers.selectors import llm_config_get, llm_config_list
+from chatapp.providers.services import (
     KEY_LEFT_BEHIND,
     llm_config_create,
     llm_config_delete,
@@ -25,13 +26,30 @@ from chatapp.chat.config_services import (
     llm_config_update,
     model_window_lookup,
 )
-from chatapp.chat.dbconn import db_connection_release
-from chatapp.chat.llm import llm_target_for, llm_test_connection
-from chatapp.chat.models import LLMConfig
-from chatapp.chat.selectors import (
-    llm_config_get,
-    llm_config_list,
-)
+
+
+class LLMConfigOutputSerializer(serializers.ModelSerializer):
+    has_api_key = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = LLMConfig
+        # Never api_key_encrypted: not even the ciphertext leaves the server.
+        fields = [
+            "id",
+            "name",
+            "base_url",
+            "model",
+            "has_api_key",
+            "api_key_last4",
+            "context_window",
+            "context_window_source",
+            "max_output_tokens",
+            "temperature",
+            "is_default",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
 
 
 class LLMConfigInputSerializer(serializers.Serializer):

@@ -17,8 +17,8 @@ import openai
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from chatapp.chat.llm.types import NO_KEY, LLMTarget
-from chatapp.chat.netguard import base_url_validate
+from chatapp.providers.llm.types import NO_KEY, LLMTarget
+from chatapp.providers.netguard import base_url_validate
 
 _CLIENT_CACHE_SIZE = 32
 
