@@ -2,18 +2,19 @@
 
 For each database (SQLite, PostgreSQL) in a process of its own, on a fresh database:
 
-1. time to first byte of a new conversation's first send while the tables are empty;
-2. fill: one conversation of 100,000 messages with one optimization record per turn (50,000; the
+1. fill: one conversation of 100,000 messages with one optimization record per turn (50,000; the
    dashboard's seed) and 999 conversations of mixed sizes (a long tail: most are short, a few are
    tens of thousands) for 1,000,000 messages in all, every message indexed for search and recall,
    all owned by the bench user (owner-scoped search then has the whole million to look through);
    `ANALYZE` (PostgreSQL: `VACUUM ANALYZE`, as autovacuum would leave the tables);
+2. time to first byte of a new conversation's first send with the full tables and with empty ones:
+   a second database of the same kind, empty, behind a uvicorn process of its own, the two asked in
+   turn, request by request, so that both medians see the same machine;
 3. against one uvicorn process (the product's server), on a fake model that answers at once
-   (tests/support/fake_openai.py): time to first byte of a new conversation with the full tables,
-   of a send in the 100,000-message conversation, the server's CPU per turn, message search,
-   the streamed export of the 100,000-message conversation (first byte, growth of the server's RSS
-   while it streams), the dashboard of that conversation (page plus the five calls its script
-   makes) and the server's RSS across 100 dashboard loads;
+   (tests/support/fake_openai.py): time to first byte of a send in the 100,000-message
+   conversation, the server's CPU per turn, message search, the streamed export of that
+   conversation (first byte, growth of the server's RSS while it streams), its dashboard (page
+   plus the five calls its script makes) and the server's RSS across 100 dashboard loads;
 4. in this process, through the ASGI application itself: the database queries a send runs before
    its first byte (every cursor execute counted, in any thread).
 
@@ -37,6 +38,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -231,17 +234,79 @@ class RssPeak:
         return self.peak - self.start
 
 
-def new_conversation_ttfbs(client: Any, requests: int) -> list[float]:
+def new_conversation_ttfbs(client: Any, requests: int, *, warm_ups: int = 2) -> list[float]:
     samples = []
-    for i in range(requests + 2):
+    for i in range(requests + warm_ups):
         response = client.post("/api/conversations/", json={"title": f"new {i}"})
         response.raise_for_status()
         ttfb, body = timed_send(client, response.json()["id"], f"first question {i} about the plan")
         if "event: done" not in body:
             raise RuntimeError(f"reply did not complete: {body[-300:]}")
-        if i >= 2:
+        if i >= warm_ups:
             samples.append(ttfb)
     return samples
+
+
+def new_conversation_ttfb_pairs(full: Any, empty: Any, requests: int) -> tuple[list[float], list[float]]:
+    """First sends of new conversations on the full tables and on empty ones, alternated request by
+    request (and which goes first, turn by turn), so both medians see the same machine: measured one
+    after the other, minutes apart, this machine's drift alone moved the ratio between 0.7 and 1.3."""
+    on_full: list[float] = []
+    on_empty: list[float] = []
+    for i in range(requests + 2):
+        pair = [(full, on_full), (empty, on_empty)]
+        for client, samples in pair if i % 2 == 0 else pair[::-1]:
+            one = new_conversation_ttfbs(client, 1, warm_ups=0)
+            if i >= 2:
+                samples.extend(one)
+    return on_full, on_empty
+
+
+@contextmanager
+def empty_reference(env: dict[str, str], tmp: Path, base_url: str) -> Iterator[tuple[dict[str, str], str]]:
+    """A second, empty database of the same kind with the bench user seeded (a child process of its
+    own: this one's Django is bound to the full database); yields its environment and the API token.
+    PostgreSQL: a database beside the full one, dropped afterwards; SQLite: a file in its own folder."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    ref_env = bench_environment(tmp)
+    full_url = env.get("DATABASE_URL", "")
+    server = dbname = ""
+    if full_url:
+        import psycopg
+
+        server, full_name = full_url.rsplit("/", 1)
+        dbname = f"{full_name}_empty"
+        with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{dbname}"')
+        ref_env["DATABASE_URL"] = f"{server}/{dbname}"
+    else:
+        ref_env.pop("DATABASE_URL", None)
+    try:
+        proc = subprocess.run([PYTHON, str(Path(__file__).resolve()), "--reference-child", base_url], env=ref_env,
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True, check=True)
+        yield ref_env, proc.stdout.strip().splitlines()[-1]
+    finally:
+        if dbname:
+            import psycopg
+
+            with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
+def reference_child(base_url: str) -> int:
+    """The empty database's set-up (run by empty_reference): migrate, seed the user, print its token."""
+    import django
+
+    from chatapp.instance import instance_prepare
+
+    instance_prepare()
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+    _, token, _ = seed_user(username=f"bench-scale-{secrets.token_hex(4)}", base_url=base_url, model="fake-echo")
+    print(token, flush=True)
+    return 0
 
 
 def get_timed(client: Any, url: str) -> tuple[float, int]:
@@ -443,8 +508,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         user, token, config = seed_user(username=f"bench-scale-{secrets.token_hex(4)}", base_url=fake.base_url,
                                         model="fake-echo")
         auth = {"Authorization": f"Token {token}"}
-        with uvicorn_process(env, tmp) as (url, _pid), httpx.Client(base_url=url, headers=auth, timeout=120) as c:
-            out["ttfb_new_conversation_empty_table"] = statistics.median(new_conversation_ttfbs(c, requests))
 
         print(f"[{connection.vendor}] filling {total:,} messages in {conversations:,} conversations...",
               file=sys.stderr, flush=True)
@@ -465,8 +528,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for scan in new_scans + big_scans:
             print(f"[{connection.vendor}] sequential scan on the turn path: {scan}", file=sys.stderr)
 
+        with empty_reference(env, tmp / "empty", fake.base_url) as (ref_env, ref_token), \
+                uvicorn_process(ref_env, tmp / "empty") as (ref_url, _), \
+                httpx.Client(base_url=ref_url, headers={"Authorization": f"Token {ref_token}"}, timeout=120) as ref, \
+                uvicorn_process(env, tmp) as (url, _), httpx.Client(base_url=url, headers=auth, timeout=120) as c:
+            on_full, on_empty = new_conversation_ttfb_pairs(c, ref, requests)
+            out["ttfb_new_conversation_1m_table"] = statistics.median(on_full)
+            out["ttfb_new_conversation_empty_table"] = statistics.median(on_empty)
+
         with uvicorn_process(env, tmp) as (url, pid), httpx.Client(base_url=url, headers=auth, timeout=300) as c:
-            out["ttfb_new_conversation_1m_table"] = statistics.median(new_conversation_ttfbs(c, requests))
             for i in range(2):
                 timed_send(c, large.pk, f"warm-up {i}")
             cpu_before = cpu_seconds(pid)
@@ -567,7 +637,10 @@ def main() -> int:
     parser.add_argument("--databases", default="sqlite,postgres")
     parser.add_argument("--requests", type=int, default=20, help="timed requests per figure")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--reference-child", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.reference_child:
+        return reference_child(args.reference_child)
     if args.child:
         result = measure(args)
         print(json.dumps(result), flush=True)
