@@ -153,7 +153,13 @@ class Message(models.Model):
         ordering = ["id"]
         indexes = [
             # Request path: the verbatim window (conversation, id >= window_start) and timeline pages.
-            models.Index(fields=["conversation", "id"], name="msg_conv_id_idx"),
+            # The columns after (conversation, id) make it cover the dashboard's message map, which
+            # classifies every message of a conversation: read from the index alone, a 100,000-message
+            # map took 17 ms of PostgreSQL instead of 170-270 (heap pages), and SQLite's 146 ms went to 97.
+            models.Index(
+                fields=["conversation", "id", "superseded", "kind", "role", "discarded", "status"],
+                name="msg_conv_id_idx",
+            ),
             # Request path: the static layer (pins) without scanning history.
             models.Index(
                 fields=["conversation", "id"], condition=Q(pinned=True), name="msg_conv_pinned_idx"

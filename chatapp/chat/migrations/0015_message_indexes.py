@@ -10,7 +10,8 @@ _FK_INDEX = "chat_message_conversation_id_a1207bf4"
 class Migration(migrations.Migration):
     """Message.conversation loses its one-column index (msg_conv_id_idx leads with the same column and
     serves every lookup in id order); a partial index serves the dashboard's reads of a conversation's
-    summaries in every state.
+    summaries in every state; msg_conv_id_idx carries the columns the message map reads, so the map
+    is read from the index alone.
 
     The index is dropped by name rather than by AlterField, which would copy the whole message table
     on SQLite and re-validate the foreign key over every row on PostgreSQL to drop one index."""
@@ -38,5 +39,13 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name='message',
             index=models.Index(condition=models.Q(('kind', 'summary')), fields=['conversation', 'id'], name='msg_conv_summary_idx'),
+        ),
+        migrations.RemoveIndex(
+            model_name='message',
+            name='msg_conv_id_idx',
+        ),
+        migrations.AddIndex(
+            model_name='message',
+            index=models.Index(fields=['conversation', 'id', 'superseded', 'kind', 'role', 'discarded', 'status'], name='msg_conv_id_idx'),
         ),
     ]
