@@ -20,7 +20,8 @@ For each database (SQLite, PostgreSQL) in a process of its own, on a fresh datab
 
     .venv/bin/python bench/scale.py [--quick] [--json FILE] [--databases sqlite,postgres]
 
-`--quick` does the same at a tenth of the size. PostgreSQL is reached at DATABASE_URL's server
+`--quick` does the same at a tenth of the size. SCALE_PROFILE_DIR=DIR profiles the server during the
+CPU-per-turn turns (see turn_profiler). PostgreSQL is reached at DATABASE_URL's server
 (default postgres://postgres@127.0.0.1:5432/), in a database of the bench's own, dropped afterwards.
 Every figure is a median in ms unless its name says otherwise.
 """
@@ -32,6 +33,7 @@ import json
 import os
 import random
 import secrets
+import signal
 import statistics
 import subprocess
 import sys
@@ -482,6 +484,38 @@ def unindexed_reads(statements: list[tuple[str, Any]], *, min_rows: int = 10_000
     return found
 
 
+def turn_profiler(pid: int, vendor: str) -> subprocess.Popen | None:
+    """With SCALE_PROFILE_DIR set: py-spy (pip install py-spy; not a requirement) sampling the server's
+    thread that holds the GIL while the CPU-per-turn turns run, to <dir>/<vendor>-turns.txt (raw
+    collapsed stacks). Sampling costs the server CPU: the run's cpu_ms_per_turn is then inflated."""
+    folder = os.environ.get("SCALE_PROFILE_DIR")
+    if not folder:
+        return None
+    out = Path(folder) / f"{vendor}-turns.txt"
+    proc = subprocess.Popen(["py-spy", "record", "--gil", "--rate", "200", "--format", "raw", "--pid", str(pid),
+                             "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached before the first timed turn
+    return proc
+
+
+def timed_turns(client: Any, *, pid: int, conversation_id: int, words: list[str], requests: int,
+                vendor: str) -> tuple[float, list[float]]:
+    """(the server's CPU ms per turn, each turn's time to first byte) over `requests` sends."""
+    profiler = turn_profiler(pid, vendor)
+    cpu_before = cpu_seconds(pid)
+    samples = []
+    for i in range(requests):
+        ttfb, body = timed_send(client, conversation_id, f"question {i}: {words[100 + i]} and {words[3000 + i]}?")
+        if "event: done" not in body:
+            raise RuntimeError(f"reply did not complete: {body[-300:]}")
+        samples.append(ttfb)
+    cpu = (cpu_seconds(pid) - cpu_before) * 1000 / requests
+    if profiler is not None:
+        profiler.send_signal(signal.SIGINT)
+        profiler.wait(timeout=60)
+    return cpu, samples
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     import httpx
 
@@ -539,14 +573,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         with uvicorn_process(env, tmp) as (url, pid), httpx.Client(base_url=url, headers=auth, timeout=300) as c:
             for i in range(2):
                 timed_send(c, large.pk, f"warm-up {i}")
-            cpu_before = cpu_seconds(pid)
-            samples = []
-            for i in range(requests):
-                ttfb, body = timed_send(c, large.pk, f"question {i}: {words[100 + i]} and {words[3000 + i]}?")
-                if "event: done" not in body:
-                    raise RuntimeError(f"reply did not complete: {body[-300:]}")
-                samples.append(ttfb)
-            out["cpu_ms_per_turn"] = (cpu_seconds(pid) - cpu_before) * 1000 / requests
+            out["cpu_ms_per_turn"], samples = timed_turns(c, pid=pid, conversation_id=large.pk, words=words,
+                                                          requests=requests, vendor=connection.vendor)
             out["ttfb_100k_conversation"] = statistics.median(samples)
 
             search = []

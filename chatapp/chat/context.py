@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import cast
 
+from django.db import connection
 from django.db.models import Q
 
 import optimizer
@@ -153,20 +154,35 @@ def tail_start_id(*, conversation: Conversation, tokens: int, through_id: int | 
         upper = batch[-1][0]
 
 
+_SUMMARY_SQL = (
+    f"SELECT id, content, token_count, covers_through_id FROM {Message._meta.db_table} "  # noqa: S608 - names are ours
+    f"WHERE conversation_id = %s AND kind = '{Message.Kind.SUMMARY}' AND NOT discarded AND NOT superseded "
+    "ORDER BY id DESC LIMIT 1"
+)
+
+
 def first_user_message_id(*, conversation: Conversation, through_id: int | None = None) -> int | None:
     """Id of the first live user message (the one the static layer keeps), read from the head of the
     conversation's (conversation, id) index: filtering on role/status first lets a planner with stale
     statistics sort the whole history."""
-    qs = Message.objects.filter(conversation=conversation)
+    # Plain SQL: it runs on every turn, and the ORM spent more CPU building it than reading it (rowsql).
+    sql = f"SELECT id, role, kind, status, superseded FROM {Message._meta.db_table} WHERE conversation_id = %s"  # noqa: S608
+    params: list[int] = [conversation.pk]
     if through_id is not None:
-        qs = qs.filter(id__lte=through_id)
-    head = list(qs.order_by("id").values_list("id", "role", "kind", "status", "superseded")[:_HEAD_PEEK])
+        sql += " AND id <= %s"
+        params.append(through_id)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} ORDER BY id LIMIT {_HEAD_PEEK}", params)
+        head = cursor.fetchall()
     for pk, role, kind, status, superseded in head:
         if role == Message.Role.USER and message_is_live(kind=kind, status=status, superseded=superseded):
             return pk
     if len(head) < _HEAD_PEEK:
         return None
     # A conversation opening with many non-user messages: the plain query, rare.
+    qs = Message.objects.filter(conversation=conversation)
+    if through_id is not None:
+        qs = qs.filter(id__lte=through_id)
     return (
         qs.filter(live_chat_q(), role=Message.Role.USER).order_by("id").values_list("id", flat=True).first()
     )
@@ -226,22 +242,17 @@ def context_load(
             if pk < start and row_is_static(pk=pk, role=role, pinned=pinned, first_user_id=first_user_id)
         )
 
-    summary_row = (
-        # The active path's summary: one written on another branch covers messages this path lacks.
-        Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False, superseded=False)
-        .only("id", "content", "token_count", "covers_through_id")
-        .order_by("-id")
-        .first()
-    )
+    # The active path's summary (one written on another branch covers messages this path lacks), on
+    # msg_conv_summary_idx; plain SQL, as every turn reads it (rowsql says why).
+    with connection.cursor() as cursor:
+        cursor.execute(_SUMMARY_SQL, [conversation.pk])
+        summary_row = cursor.fetchone()
     summary = None
-    if summary_row is not None and summary_row.covers_through_id is not None:
-        if through_id is None or summary_row.covers_through_id < through_id:
-            summary = Summary(
-                id=str(summary_row.pk),
-                content=summary_row.content,
-                through_id=str(summary_row.covers_through_id),
-                tokens=summary_row.token_count or None,
-            )
+    if summary_row is not None and summary_row[3] is not None:
+        summary_id, content, tokens, covers_through_id = summary_row
+        if through_id is None or covers_through_id < through_id:
+            summary = Summary(id=str(summary_id), content=content, through_id=str(covers_through_id),
+                              tokens=tokens or None)
         else:
             summary_row = None
     else:
@@ -266,7 +277,7 @@ def context_load(
             truncations_so_far=conversation.truncation_count,
         ),
         window_start=window_start,
-        summary_message_id=summary_row.pk if summary_row is not None else None,
+        summary_message_id=summary_row[0] if summary_row is not None else None,
         first_user_id=first_user_id,
         static_ids=frozenset(static_ids),
         loaded_ids=tuple(r[0] for r in ordered),

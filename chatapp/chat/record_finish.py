@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.core.cache import cache
+from django.db import connection
 from django.db.models import Q, Sum
 
 import optimizer
@@ -73,11 +74,15 @@ def _prompt_change_stats(*, conversation_id: int, record_id: int) -> dict[str, A
     One read of the two hashes on the (conversation, id) index; the stats themselves are read only on
     a change. Records from before prompts existed have no hash: they sent none ("").
     """
-    hashes = list(
-        OptimizationRecord.objects.filter(conversation_id=conversation_id, id__lte=record_id)
-        .order_by("-id")
-        .values_list("id", "stats__system_prompt_hash")[:2]
-    )
+    # Plain SQL, as it runs on every turn (rowsql says why); the JSON key read is each vendor's own.
+    key = "stats ->> 'system_prompt_hash'" if connection.vendor == "postgresql" else (
+        "json_extract(stats, '$.system_prompt_hash')")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, {key} FROM {OptimizationRecord._meta.db_table} "  # noqa: S608 - names are ours
+            "WHERE conversation_id = %s AND id <= %s ORDER BY id DESC LIMIT 2", [conversation_id, record_id],
+        )
+        hashes = cursor.fetchall()
     if len(hashes) < 2 or hashes[0][0] != record_id or (hashes[0][1] or "") == (hashes[1][1] or ""):
         return None
     stats = OptimizationRecord.objects.filter(pk=record_id).values_list("stats", flat=True).get()

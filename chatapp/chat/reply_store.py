@@ -6,17 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 import optimizer
 from chatapp.chat.layout import message_place_get
 from chatapp.chat.message_services import message_serialize
-from chatapp.chat.models import Conversation, Message
+from chatapp.chat.models import Message
 from chatapp.chat.record_finish import record_finish
+from chatapp.chat.rowsql import row_update
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.textsafe import text_storable
-from chatapp.chat.turn_claim import claim_released
+from chatapp.chat.turn_claim import turn_claim_release
 from chatapp.chat.turn_types import ChatTurn
 
 
@@ -47,27 +47,21 @@ def reply_store(
         "updated_at": timezone.now(),
     }
     with transaction.atomic():
-        reply_qs = Message.objects.filter(pk=turn.reply_id)
+        where = {"id": turn.reply_id}
         counted = False
         if status == Message.Status.COMPLETE:
             # Only a reply still streaming and still current counts: one superseded meanwhile (a
             # Retry took it for dead) is kept for the record but is not part of the live totals.
-            counted = bool(reply_qs.filter(status=Message.Status.STREAMING, superseded=False).update(
-                status=status, **values
-            ))
+            counted = bool(row_update(Message, where={**where, "status": Message.Status.STREAMING, "superseded": False},
+                                      assign={"status": status, **values}))
             if not counted:
                 status = Message.Status.STOPPED
-                reply_qs.update(status=status, **values)
+                row_update(Message, where=where, assign={"status": status, **values})
         else:
-            reply_qs.update(status=status, **values)
-        # The live totals (F(): concurrent writers add up) and the claim given back, in one statement.
-        Conversation.objects.filter(pk=turn.conversation_id).update(
-            live_message_count=F("live_message_count") + int(counted),
-            live_char_count=F("live_char_count") + (len(content) if counted else 0),
-            live_token_count=F("live_token_count") + (tokens if counted else 0),
-            updated_at=timezone.now(),
-            turn_claimed_at=claim_released(turn.claimed_at),
-        )
+            row_update(Message, where=where, assign={"status": status, **values})
+        # The live totals (increments: concurrent writers add up) and the claim given back, in one statement.
+        turn_claim_release(conversation_id=turn.conversation_id, claimed_at=turn.claimed_at, messages=int(counted),
+                           chars=len(content) if counted else 0, tokens=tokens if counted else 0)
         if counted:
             # It was streaming until this transaction, so nothing indexed it: its row is written here.
             reply = Message(

@@ -36,6 +36,7 @@ from django.db import connection, transaction
 from optimizer.lexical import analyze
 
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
+from .rowsql import row_insert
 
 # Longer tokens (a pasted hash or base64 blob) stay out of the index: nobody searches for them, and
 # PostgreSQL limits index entries (a B-tree row, a tsvector lexeme).
@@ -234,17 +235,17 @@ def message_index_add(*, message: Message, owner_id: int | None = None) -> None:
         role=message.role, kind=message.kind, status=message.status, superseded=message.superseded
     )
     with transaction.atomic(savepoint=False):
-        MessageSearch.objects.create(
-            message_id=message.pk,
-            conversation_id=message.conversation_id,
-            scope=index_scope(
+        row_insert(MessageSearch, values={  # plain SQL: twice a turn (rowsql)
+            "message_id": message.pk,
+            "conversation_id": message.conversation_id,
+            "scope": index_scope(
                 conversation_id=message.conversation_id,
                 owner_id=owner_id if owner_id is not None else message.conversation.owner_id,
             ),
-            terms=terms,
-            length=length,
-            recallable=recallable,
-        )
+            "terms": terms,
+            "length": length,
+            "recallable": recallable,
+        })
         if recallable:
             delta = _Delta(df=Counter())
             delta.add(terms, length, +1)

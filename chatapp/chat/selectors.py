@@ -16,6 +16,7 @@ from rest_framework.authtoken.models import Token
 
 from .models import Conversation, Message, OptimizationRecord, UserSettings
 from .recall_source import conversation_ids_matching
+from .rowsql import row_instance
 
 MESSAGE_PAGE_MAX = 500
 
@@ -110,7 +111,11 @@ def optimization_record_list(*, conversation: Conversation) -> QuerySet[Optimiza
 
 
 def user_settings_get(*, user: User) -> UserSettings:
-    # get_or_create retries the read when a concurrent first request created the row first.
+    # Read in plain SQL: every turn reads them (rowsql). The first read creates them; get_or_create
+    # retries the read when a concurrent first request created the row first.
+    found = row_instance(UserSettings, where={"user_id": user.pk})
+    if isinstance(found, UserSettings):
+        return found
     settings, _ = UserSettings.objects.get_or_create(user=user)
     return settings
 

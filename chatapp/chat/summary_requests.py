@@ -12,6 +12,7 @@ from django.db import close_old_connections, connection
 
 from chatapp.chat.gauge import context_ahead_span
 from chatapp.chat.models import Conversation
+from chatapp.chat.summary_selectors import summary_job_active
 from chatapp.chat.summary_services import summary_job_request
 from chatapp.providers import llm
 from optimizer.types import SummarySpan
@@ -62,7 +63,8 @@ def _summary_request_run(*, conversation_id: int, span: SummarySpan | None, trig
     close_old_connections()
     try:
         conversation = Conversation.objects.filter(pk=conversation_id).first()
-        if conversation is not None:  # deleted in the meantime: nothing to summarize
+        # Deleted in the meantime: nothing to summarize. A job in flight: a second would be refused.
+        if conversation is not None and not _job_in_flight(conversation=conversation):
             summary_job_request(conversation=conversation, span=span, trigger=trigger)
     except Exception:
         # A summary that cannot be requested now is requested again by a later turn.
@@ -70,6 +72,13 @@ def _summary_request_run(*, conversation_id: int, span: SummarySpan | None, trig
     finally:
         # This thread outlives requests: give its database connection back like a request would.
         connection.close()
+
+
+def _job_in_flight(*, conversation: Conversation) -> bool:
+    """A summary job is active in the conversation: one active job per conversation, so a request
+    would only find it (summary_job_request) — one read instead of the quota's and settings' reads,
+    and for a summary ahead of need, instead of packing the context again to plan it."""
+    return summary_job_active(conversation=conversation) is not None
 
 
 def summary_ahead_submit(*, conversation_id: int, target: llm.LLMTarget, margin_tokens: int) -> None:
@@ -83,7 +92,7 @@ def _summary_ahead_run(*, conversation_id: int, target: llm.LLMTarget, margin_to
     close_old_connections()
     try:
         conversation = Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
-        if conversation is None:
+        if conversation is None or _job_in_flight(conversation=conversation):
             return
         span = context_ahead_span(
             conversation=conversation, user=conversation.owner, target=target, margin_tokens=margin_tokens

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection
-from django.db.models import Case, DateTimeField, F, Q, Value, When
+from django.db.models import Q
 from django.utils import timezone
 
 from chatapp.chat.models import Conversation, Message
@@ -118,15 +118,23 @@ def turn_claim_take(*, conversation_id: int, client_key: str = "") -> datetime:
     return now
 
 
-def claim_released(claimed_at: datetime | None) -> Case | F:
-    """The value of `turn_claimed_at` in an UPDATE that ends the turn holding `claimed_at`: null if the
-    claim is still that turn's (one taken over from it as stale belongs to the newer turn)."""
-    if claimed_at is None:
-        return F("turn_claimed_at")
-    return Case(
-        When(turn_claimed_at=claimed_at, then=Value(None)), default=F("turn_claimed_at"), output_field=DateTimeField()
-    )
+# The end of a turn: the reply counted into the live totals and the claim given back if it is still
+# this turn's (CASE: a claim taken over as stale belongs to the newer turn; NULL never equals), in one
+# statement of plain SQL (rowsql says why).
+_RELEASE_SQL = (
+    "UPDATE chat_conversation SET live_message_count = live_message_count + %s, "
+    "live_char_count = live_char_count + %s, live_token_count = live_token_count + %s, updated_at = %s, "
+    "turn_claimed_at = CASE WHEN turn_claimed_at = %s THEN NULL ELSE turn_claimed_at END WHERE id = %s"
+)
 
 
-def turn_claim_release(*, conversation_id: int, claimed_at: datetime | None) -> None:
-    Conversation.objects.filter(pk=conversation_id).update(turn_claimed_at=claim_released(claimed_at))
+def turn_claim_release(
+    *, conversation_id: int, claimed_at: datetime | None, messages: int = 0, chars: int = 0, tokens: int = 0
+) -> None:
+    """Give the claim back if it is still the one taken at `claimed_at`, counting `messages` more live
+    messages of `chars` characters and `tokens` tokens; updated_at is touched."""
+    ops = connection.ops
+    claim = ops.adapt_datetimefield_value(claimed_at) if claimed_at is not None else None
+    with connection.cursor() as cursor:
+        cursor.execute(_RELEASE_SQL, [messages, chars, tokens, ops.adapt_datetimefield_value(timezone.now()), claim,
+                                      conversation_id])

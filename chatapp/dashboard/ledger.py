@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
+
 from chatapp.chat.models import Message
 from chatapp.dashboard.models import DashboardTotals
 
@@ -88,10 +90,15 @@ def ledger_extend(*, totals: DashboardTotals, through_id: int | None) -> dict[st
     current = totals.ledger_through_id
     if through_id is None or (current is not None and through_id <= current):
         return {}
-    rows = Message.objects.filter(conversation_id=totals.conversation_id, id__lte=through_id)
+    # Plain SQL: every turn's end runs it (chatapp.chat.rowsql says why).
+    sql = f"SELECT kind, {', '.join(SUMMARY_ROW)} FROM {Message._meta.db_table} WHERE conversation_id = %s AND id <= %s"  # noqa: S608
+    params = [totals.conversation_id, through_id]
     if current is not None:
-        rows = rows.filter(id__gt=current)
-    new = list(rows.order_by("id").values_list("kind", *SUMMARY_ROW))
+        sql += " AND id > %s"
+        params.append(current)
+    with connection.cursor() as cursor:
+        cursor.execute(sql + " ORDER BY id", params)
+        new = cursor.fetchall()
     summaries = [row[1:] for row in new if row[0] == Message.Kind.SUMMARY]
     return ledger_fields(summaries, through_id=through_id, messages=len(new), base=totals)
 

@@ -17,14 +17,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Value
 from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce, Greatest, Least
 
 import optimizer
 from chatapp.chat.models import Conversation, OptimizationRecord
+from chatapp.chat.rowsql import row_read, row_update
 from chatapp.dashboard.costs import DEFAULT_TRIGGER_RATIO, model_prices
-from chatapp.dashboard.ledger import ledger_extend, ledger_rebuild_fields
+from chatapp.dashboard.ledger import LEDGER_FIELDS, ledger_extend, ledger_rebuild_fields
 from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
 
 # Turns per DashboardTurnBlock: the series of a 50,000-turn conversation reads 3,125 rows.
@@ -153,66 +152,65 @@ def _add_cache_estimate(out: dict[str, Any], facts: Mapping[str, Any], *, previo
     out["cache_sent_usd_with_cache"] = (sent - cached) * input_price + cached * cached_price
 
 
-def _increments(delta: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: F(name) + value for name, value in delta.items() if value}
+def _nonzero(delta: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in delta.items() if value}
 
 
-def _previous_of(totals: DashboardTotals) -> PreviousRequest | None:
-    if totals.last_record_id is None:
+# What counting a record reads of its conversation's totals row (under its lock).
+_ADD_FIELDS = ("turns", "first_optimized_turn", "last_record_id", "last_model", "last_summary_id", "last_tokens_sent")
+
+
+def _previous_of(totals: Mapping[str, Any]) -> PreviousRequest | None:
+    if totals["last_record_id"] is None:
         return None
-    return PreviousRequest(model=totals.last_model, summary_id=totals.last_summary_id,
-                           tokens_sent=totals.last_tokens_sent)
+    return PreviousRequest(model=totals["last_model"], summary_id=totals["last_summary_id"],
+                           tokens_sent=totals["last_tokens_sent"])
 
 
 def dashboard_totals_record_add(*, record: OptimizationRecord) -> tuple[dict[str, Any], PreviousRequest | None]:
     """Count a record just created, in its transaction: the totals row and the record's turn block.
 
     Three statements: the totals row read under its lock (the turn number and the previous request
-    come from it), its F() increments, and the block's update (or insert, for a block's first turn).
+    come from it), its increments, and the block's update (or insert, for a block's first turn), in
+    plain SQL (rowsql: the ORM's statements cost ten times the CPU, on every turn).
     The turn number is the count so far plus one, so records must be counted in id order: the request
     path writes them under the conversation's send lock, one turn at a time. Returns the record's facts
     and the request before it, as counted: what `dashboard_totals_record_finish` corrects from.
     """
+    where = {"conversation_id": record.conversation_id}
     with transaction.atomic(savepoint=False):
-        totals, _ = DashboardTotals.objects.select_for_update().get_or_create(conversation_id=record.conversation_id)
+        totals = row_read(DashboardTotals, where=where, fields=_ADD_FIELDS, lock=True)
+        if totals is None:  # the conversation's first record
+            DashboardTotals.objects.get_or_create(conversation_id=record.conversation_id)
+            totals = row_read(DashboardTotals, where=where, fields=_ADD_FIELDS, lock=True)
+            assert totals is not None  # just created, in this transaction
+        previous = _previous_of(totals)
         facts = record_facts(record=record)
-        delta = record_contribution(facts, previous=_previous_of(totals), prices={})
-        turn = totals.turns + 1
-        fields = _increments(delta)
-        if totals.first_optimized_turn is None and (delta["optimized_turns"] or delta["triggered_turns"]):
-            fields["first_optimized_turn"] = turn
-        DashboardTotals.objects.filter(pk=totals.pk).update(
-            **fields, last_record_id=record.pk, last_model=record.model, last_summary_id=record.summary_id,
-            last_tokens_sent=record.tokens_sent,
-        )
+        delta = record_contribution(facts, previous=previous, prices={})
+        turn = totals["turns"] + 1
+        assign: dict[str, Any] = {"last_record_id": record.pk, "last_model": record.model,
+                                  "last_summary_id": record.summary_id, "last_tokens_sent": record.tokens_sent}
+        if totals["first_optimized_turn"] is None and (delta["optimized_turns"] or delta["triggered_turns"]):
+            assign["first_optimized_turn"] = turn
+        row_update(DashboardTotals, where=where, add=_nonzero(delta), assign=assign)
         _block_add(conversation_id=record.conversation_id, turn=turn, facts=facts)
-    return facts, _previous_of(totals)
+    return facts, previous
 
 
 def _block_add(*, conversation_id: int, turn: int, facts: Mapping[str, Any]) -> None:
     number = (turn - 1) // BLOCK_TURNS
     first = new_block(facts)
-    provider = facts["provider_prompt_tokens"]
     updated = 0
     if (turn - 1) % BLOCK_TURNS:
-        updated = DashboardTurnBlock.objects.filter(conversation_id=conversation_id, number=number).update(
-            turns=F("turns") + 1,
-            last_record_id=facts["id"],
-            tokens_full_max=Greatest(F("tokens_full_max"), Value(first["tokens_full_max"])),
-            tokens_full_sum=F("tokens_full_sum") + first["tokens_full_sum"],
-            tokens_sent_max=Greatest(F("tokens_sent_max"), Value(first["tokens_sent_max"])),
-            tokens_sent_min=Least(F("tokens_sent_min"), Value(first["tokens_sent_min"])),
-            tokens_sent_sum=F("tokens_sent_sum") + first["tokens_sent_sum"],
-            budget_last=first["budget_last"],
-            trigger_last=first["trigger_last"],
-            # SQLite's two-argument max() is null when either is: never compare with a null.
-            provider_max=F("provider_max") if provider is None else Greatest(Coalesce("provider_max", Value(provider)),
-                                                                             Value(provider)),
-            strategy_max=Greatest(F("strategy_max"), Value(first["strategy_max"])),
-            truncations=F("truncations") + first["truncations"],
-            summarizations=F("summarizations") + first["summarizations"],
-            recall_max=Greatest(F("recall_max"), Value(first["recall_max"])),
-            recall_sum=F("recall_sum") + first["recall_sum"],
+        high = {name: first[name] for name in ("tokens_full_max", "tokens_sent_max", "strategy_max", "recall_max")}
+        if first["provider_max"] is not None:
+            high["provider_max"] = first["provider_max"]
+        updated = row_update(
+            DashboardTurnBlock, where={"conversation_id": conversation_id, "number": number},
+            add={"turns": 1, **{name: first[name] for name in (
+                "tokens_full_sum", "tokens_sent_sum", "truncations", "summarizations", "recall_sum")}},
+            assign={name: first[name] for name in ("last_record_id", "budget_last", "trigger_last")},
+            high=high, low={"tokens_sent_min": first["tokens_sent_min"]},
         )
     if not updated:
         DashboardTurnBlock.objects.create(conversation_id=conversation_id, number=number, **first)
@@ -266,11 +264,13 @@ def dashboard_totals_record_finish(
     record_id = facts["id"]
     with transaction.atomic(savepoint=False):
         # The record's row first, then the totals' (the order every writer takes them in).
-        if not OptimizationRecord.objects.filter(pk=record_id).update(**fields):
+        if not row_update(OptimizationRecord, where={"id": record_id}, assign=fields):
             return
-        totals = DashboardTotals.objects.select_for_update().filter(conversation_id=facts["conversation_id"]).first()
-        if totals is None:
+        row = row_read(DashboardTotals, where={"conversation_id": facts["conversation_id"]}, fields=LEDGER_FIELDS,
+                       lock=True)
+        if row is None:
             return  # never counted: the next reader rebuilds the row from the records
+        totals = DashboardTotals(conversation_id=facts["conversation_id"], **row)
         after = {**facts, **{name: value for name, value in fields.items() if name in facts}}
         _totals_correct(totals=totals, before=facts, after=after, previous=previous)
 
@@ -278,22 +278,26 @@ def dashboard_totals_record_finish(
 def _totals_correct(
     *, totals: DashboardTotals, before: Mapping[str, Any], after: Mapping[str, Any], previous: PreviousRequest | None
 ) -> None:
-    """Correct the locked totals and the record's turn block by what its contribution became."""
+    """Correct the locked totals (its ledger fields read) and the record's turn block by what its
+    contribution became."""
     prices: dict[str, dict[str, float | None]] = {}
     old = record_contribution(before, previous=previous, prices=prices)
     new = record_contribution(after, previous=previous, prices=prices)
-    delta = {name: new[name] - old[name] for name in new}
+    delta = _nonzero({name: new[name] - old[name] for name in new})
     # The turn is over: the messages made before it started join the ledger (ledger.py).
     reply_id = after["reply_id"]
     ledger = ledger_extend(totals=totals, through_id=reply_id - 1 if reply_id is not None else None)
-    if any(delta.values()) or ledger:
-        DashboardTotals.objects.filter(pk=totals.pk).update(**_increments(delta), **ledger)
+    if delta or ledger:
+        row_update(DashboardTotals, where={"conversation_id": totals.conversation_id}, add=delta, assign=ledger)
     provider = after["provider_prompt_tokens"]
     record_id = after["id"]
     if provider is not None and provider != before["provider_prompt_tokens"]:
-        DashboardTurnBlock.objects.filter(
-            conversation_id=totals.conversation_id, last_record_id__gte=record_id, first_record_id__lte=record_id
-        ).update(provider_max=Greatest(Coalesce("provider_max", Value(provider)), Value(provider)))
+        row_update(
+            DashboardTurnBlock,
+            where={"conversation_id": totals.conversation_id, "last_record_id__gte": record_id,
+                   "first_record_id__lte": record_id},
+            high={"provider_max": provider},
+        )
 
 
 def totals_from_facts(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import threading
@@ -41,6 +42,21 @@ def test_stream_yields_deltas_then_usage_and_sends_the_expected_request(fake):
     assert request.body["temperature"] == 0.7
     assert request.body["max_tokens"] == 256
     assert request.api_key == SECRET_KEY_VALUE
+
+
+def test_replies_one_after_another_reuse_the_connection(fake):
+    """The body is read to its end after [DONE], so the connection goes back to the pool (the SDK's
+    own stream closes it unread: a new TCP and TLS handshake for every reply)."""
+    target = make_target(fake.base_url, "fake-echo")
+
+    async def three_replies() -> list[str]:
+        texts = []
+        for _ in range(3):
+            texts.append(_text([event async for event in llm.llm_stream(target=target, messages=MESSAGES)]))
+        return texts
+
+    assert asyncio.run(three_replies()) == [echo_reply(MESSAGES)] * 3
+    assert len({request.client_port for request in fake.completions}) == 1
 
 
 def test_usage_reports_provider_cached_tokens(fake):

@@ -75,6 +75,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any  # parsed JSON body, or None
+    client_port: int = 0  # the connection it came on: requests on one kept-alive connection share it
 
     @property
     def model(self) -> str | None:
@@ -166,7 +167,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _record(self, body: Any) -> int:
         headers = {k.lower(): v for k, v in self.headers.items()}
-        return self.server.fake.record(RecordedRequest(self.command, self.path, headers, body))
+        return self.server.fake.record(RecordedRequest(self.command, self.path, headers, body, self.client_address[1]))
 
     def _send_json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()

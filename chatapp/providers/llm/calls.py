@@ -25,6 +25,7 @@ from chatapp.providers.llm.errors import (
 )
 from chatapp.providers.llm.offline import _offline_stream, offline_reply
 from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
+from chatapp.providers.llm.sse import sse_events
 from chatapp.providers.llm.transport import _async_client, _sync_client
 from chatapp.providers.llm.types import (
     OFFLINE_CONTEXT_WINDOW,
@@ -110,7 +111,7 @@ async def llm_stream(
     reading = _StreamReading()
     try:
         try:
-            async for chunk in stream:
+            async for chunk in sse_events(stream.response):  # to the body's end: the connection is kept (sse)
                 for text in reading.take(chunk):
                     yield Delta(text)
         except _CALL_ERRORS as exc:

@@ -1,0 +1,134 @@
+"""rowsql writes and reads one row as the ORM would: the same stored values (dates, decimals, JSON,
+booleans), NULL-safe maxima and minima on both databases, and the rows it changed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.chat.rowsql import row_insert, row_instance, row_read, row_update
+from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def conversation() -> Conversation:
+    owner = User.objects.create_user(username="rowsql", password="x")
+    return Conversation.objects.create(owner=owner, title="rows")
+
+
+def _message(conversation: Conversation, **fields) -> Message:
+    return Message.objects.create(conversation=conversation, role="assistant", content="", **fields)
+
+
+def test_assign_stores_what_the_orm_stores(conversation):
+    when = timezone.now() - timedelta(days=3, microseconds=17)
+    ours, theirs = _message(conversation), _message(conversation)
+    values = {"content": "écrit — 📎", "token_count": 7, "status": Message.Status.COMPLETE, "updated_at": when,
+              "prompt_tokens": None, "error": ""}
+
+    assert row_update(Message, where={"id": ours.pk}, assign=values) == 1
+    Message.objects.filter(pk=theirs.pk).update(**values)
+
+    fields = ("content", "token_count", "status", "updated_at", "prompt_tokens", "error", "superseded")
+    mine = Message.objects.filter(pk=ours.pk).values(*fields).get()
+    orm = Message.objects.filter(pk=theirs.pk).values(*fields).get()
+    assert mine == orm
+    assert mine["updated_at"] == when
+
+
+def test_where_conditions_and_ranges_decide_the_rows(conversation):
+    first, second, third = (_message(conversation, token_count=n) for n in (1, 2, 3))
+
+    # A condition that does not hold changes nothing (the reply was no longer streaming).
+    assert row_update(Message, where={"id": first.pk, "status": Message.Status.STREAMING},
+                      assign={"content": "late"}) == 0
+    assert row_update(Message, where={"conversation_id": conversation.pk, "id__gte": second.pk,
+                                      "id__lte": third.pk}, add={"token_count": 10}) == 2
+
+    assert list(Message.objects.filter(conversation=conversation).order_by("id").values_list(
+        "token_count", "content")) == [(1, ""), (12, ""), (13, "")]
+
+
+def test_increments_add_decimals_and_floats(conversation):
+    DashboardTotals.objects.create(conversation=conversation, cost_full_usd=Decimal("1.250000"), cache_sent_usd=0.5)
+    for _ in range(2):
+        row_update(DashboardTotals, where={"conversation_id": conversation.pk},
+                   add={"turns": 1, "cost_full_usd": Decimal("0.000125"), "cache_sent_usd": 0.25},
+                   assign={"last_model": "gpt-4o-mini", "summary_ids": [3, 9]})
+
+    totals = DashboardTotals.objects.get(conversation=conversation)
+    assert (totals.turns, totals.cost_full_usd, totals.cache_sent_usd) == (2, Decimal("1.250250"), 1.0)
+    assert (totals.last_model, totals.summary_ids) == ("gpt-4o-mini", [3, 9])
+
+
+def test_maxima_and_minima_treat_a_null_column_as_empty(conversation):
+    block = DashboardTurnBlock.objects.create(conversation=conversation, number=0, first_record_id=1, last_record_id=1,
+                                              tokens_sent_min=500, tokens_full_max=800, provider_max=None)
+    where = {"conversation_id": conversation.pk, "number": 0}
+
+    row_update(DashboardTurnBlock, where=where, high={"provider_max": 300, "tokens_full_max": 700},
+               low={"tokens_sent_min": 600})
+    block.refresh_from_db()
+    assert (block.provider_max, block.tokens_full_max, block.tokens_sent_min) == (300, 800, 500)
+
+    row_update(DashboardTurnBlock, where=where, high={"provider_max": 200, "tokens_full_max": 900},
+               low={"tokens_sent_min": 450})
+    block.refresh_from_db()
+    assert (block.provider_max, block.tokens_full_max, block.tokens_sent_min) == (300, 900, 450)
+
+
+def test_read_converts_like_the_orm(conversation):
+    DashboardTotals.objects.create(conversation=conversation, summary_ids=[4, 8], last_model="m", last_record_id=None)
+    record = OptimizationRecord.objects.create(
+        conversation=conversation, preference="balanced", model="m", context_window=100, budget=80, triggered=True,
+        strategy="none", tokens_full=10, tokens_sent=10, cost_sent_usd=Decimal("0.000100"), stats={"a": [1, "b"]},
+    )
+
+    with transaction.atomic():
+        totals = row_read(DashboardTotals, where={"conversation_id": conversation.pk}, lock=True,
+                          fields=("summary_ids", "last_model", "last_record_id", "turns"))
+    assert totals == {"summary_ids": [4, 8], "last_model": "m", "last_record_id": None, "turns": 0}
+    fields = ("triggered", "cost_sent_usd", "stats", "created_at")
+    assert row_read(OptimizationRecord, where={"id": record.pk}, fields=fields) == (
+        OptimizationRecord.objects.filter(pk=record.pk).values(*fields).get()
+    )
+    assert row_read(OptimizationRecord, where={"id": record.pk + 1000}, fields=fields) is None
+
+
+def test_an_update_needs_something_to_set(conversation):
+    with pytest.raises(ValueError, match="something to set"):
+        row_update(Message, where={"conversation_id": conversation.pk})
+
+
+def test_an_instance_loads_like_the_orm_and_saves_in_place(conversation):
+    from chatapp.chat.models import UserSettings
+
+    made = UserSettings.objects.create(user=conversation.owner, preference="quality", confirm_compaction=True)
+    loaded = row_instance(UserSettings, where={"user_id": conversation.owner_id})
+
+    orm = UserSettings.objects.get(pk=made.pk)
+    fields = [f.attname for f in UserSettings._meta.concrete_fields]
+    assert [getattr(loaded, f) for f in fields] == [getattr(orm, f) for f in fields]
+    loaded.preference = "fast"
+    loaded.save(update_fields=["preference"])  # an UPDATE of the row read, not a second row
+    assert list(UserSettings.objects.values_list("pk", "preference")) == [(made.pk, "fast")]
+    assert row_instance(UserSettings, where={"user_id": conversation.owner_id + 1000}) is None
+
+
+def test_an_insert_stores_exactly_the_values_given(conversation):
+    from chatapp.chat.models import MessageSearch
+
+    message = _message(conversation)
+    row_insert(MessageSearch, values={"message_id": message.pk, "conversation_id": conversation.pk,
+                                      "scope": "_c1 _u2", "terms": "index", "length": 1, "recallable": True})
+
+    assert MessageSearch.objects.filter(pk=message.pk).values("scope", "terms", "length", "recallable").get() == {
+        "scope": "_c1 _u2", "terms": "index", "length": 1, "recallable": True}
