@@ -47,7 +47,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from web_ttfb import PYTHON, ROOT, bench_environment, cpu_seconds, seed_user, timed_send, uvicorn_process
+from web_ttfb import (
+    PYTHON,
+    ROOT,
+    bench_environment,
+    cpu_seconds,
+    seed_user,
+    sends_timed,
+    timed_send,
+    uvicorn_process,
+)
 
 KEYS = (
     "ttfb_new_conversation_empty_table", "ttfb_new_conversation_1m_table", "ttfb_100k_conversation",
@@ -503,12 +512,8 @@ def timed_turns(client: Any, *, pid: int, conversation_id: int, words: list[str]
     """(the server's CPU ms per turn, each turn's time to first byte) over `requests` sends."""
     profiler = turn_profiler(pid, vendor)
     cpu_before = cpu_seconds(pid)
-    samples = []
-    for i in range(requests):
-        ttfb, body = timed_send(client, conversation_id, f"question {i}: {words[100 + i]} and {words[3000 + i]}?")
-        if "event: done" not in body:
-            raise RuntimeError(f"reply did not complete: {body[-300:]}")
-        samples.append(ttfb)
+    samples = sends_timed(client, conversation_id,
+                          (f"question {i}: {words[100 + i]} and {words[3000 + i]}?" for i in range(requests)))
     cpu = (cpu_seconds(pid) - cpu_before) * 1000 / requests
     if profiler is not None:
         profiler.send_signal(signal.SIGINT)

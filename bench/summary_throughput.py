@@ -48,6 +48,7 @@ from web_ttfb import (  # noqa: E402
     percentile,
     seed_conversation,
     seed_user,
+    sends_timed,
     timed_send,
     uvicorn_process,
 )
@@ -99,13 +100,7 @@ def summarizable(*, owner, config, messages: int = 60):
 
 
 def ttfb_samples(client, conversation_id: int, count: int, label: str) -> list[float]:
-    samples = []
-    for i in range(count):
-        ttfb, body = timed_send(client, conversation_id, f"{label} question {i} about the plan")
-        if "event: done" not in body:
-            raise RuntimeError(f"reply did not complete: {body[-300:]}")
-        samples.append(ttfb)
-    return samples
+    return sends_timed(client, conversation_id, (f"{label} question {i} about the plan" for i in range(count)))
 
 
 def main() -> int:

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,17 @@ def timed_send(client: Any, conversation_id: int, text: str) -> tuple[float, str
         ttfb = (time.perf_counter() - started) * 1000
         body = first + b"".join(chunks)
     return ttfb, body.decode()
+
+
+def sends_timed(client: Any, conversation_id: int, texts: Iterable[str]) -> list[float]:
+    """Time to first byte of each send of `texts`, one after another, each read to its `done`."""
+    samples = []
+    for text in texts:
+        ttfb, body = timed_send(client, conversation_id, text)
+        if "event: done" not in body:
+            raise RuntimeError(f"reply did not complete: {body[-300:]}")
+        samples.append(ttfb)
+    return samples
 
 
 def main() -> int:
