@@ -78,21 +78,32 @@ class ChatTurn:
     reply_siblings: tuple[int, int] = (1, 1)
     reply_created_at: datetime | None = None
 
+    def _stable_tokens(self) -> int:
+        """What this turn sent but its recall block: the part the trigger judges (the window, the
+        static messages, the summary). The block quotes for one message only; the next request quotes
+        for its own."""
+        recall = self.context.get("recall") or {}
+        return int(self.context["tokens"]) - int(recall.get("tokens") or 0)
+
     def gauge_without_repacking(self, *, reply_tokens: int) -> dict[str, Any] | None:
         """The gauge after a complete reply, when it can be known without packing again.
 
-        Below the trigger nothing moves: the next request sends exactly this turn's context plus the
-        reply (before the next message is typed) — the figure context_gauge would compute. At or above
-        the trigger the next request repacks, so the caller asks context_gauge.
+        Below the trigger nothing moves: the next request sends this turn's context plus the reply
+        (before the next message is typed), as context_gauge would compute it, this turn's recall
+        block standing for the next one. The trigger judges the context without its recall block, so
+        a block that takes the total past the trigger does not move the window. At or above the
+        trigger, or when the total would not fit the budget (the block would be cut to the room
+        left), the next request repacks, so the caller asks context_gauge.
         """
         if self.trigger_tokens is None:
             return None
         tokens = int(self.context["tokens"]) + reply_tokens
-        if tokens >= self.trigger_tokens:
+        budget = int(self.context["budget"])
+        if self._stable_tokens() + reply_tokens >= self.trigger_tokens or tokens > budget:
             return None
         return gauge_payload(
             tokens=tokens,
-            budget=int(self.context["budget"]),
+            budget=budget,
             history_tokens=int(self.context["history_tokens"]) + reply_tokens,
             window_start_id=self.context["window_start_id"],
             strategy=self.context["strategy"],
@@ -106,11 +117,11 @@ class ChatTurn:
         (so a summary should be started now, ahead of need); None when it would not.
 
         The next exchange is assumed to be like this one. Below the trigger the next request starts from
-        this turn's context plus the reply (see gauge_without_repacking).
+        this turn's context plus the reply, its recall block aside (see gauge_without_repacking).
         """
         if self.trigger_tokens is None or self.failure is not None:
             return None
         margin = int(self.user_message.get("token_count") or 0) + reply_tokens
-        if int(self.context["tokens"]) + reply_tokens + margin < self.trigger_tokens:
+        if self._stable_tokens() + reply_tokens + margin < self.trigger_tokens:
             return None
         return margin
