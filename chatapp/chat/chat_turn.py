@@ -205,7 +205,7 @@ def turn_prepare(
         message_index_add(message=reply)  # empty while streaming; reply_store indexes its text
         created = record_create(
             conversation=conversation, reply=reply, preference=prefs.preference, target=target, budget=budget,
-            result=result, ctx=ctx, window_start_id=window_start_id, dropped=dropped,
+            result=result, ctx=ctx, window_start_id=window_start_id, dropped=dropped.ranges,
         )
         # A new message's reply is its only child; an answer again (regenerate, retry) is the last of them.
         siblings = 1 if through_id is None else Message.objects.filter(parent=user_message).count()
@@ -239,7 +239,8 @@ def turn_prepare(
         context=context_event(result=result, budget=budget, ctx=ctx),
         context_note=turn_context_note(result=result, budget=budget) if target.offline else "",
         trigger_tokens=info.trigger_tokens,
-        dropped_ranges=tuple((first, last) for first, last in dropped),
+        dropped_ranges=tuple((first, last) for first, last in dropped.sum_ranges),
+        dropped_less=dropped.less,
     )
 
 

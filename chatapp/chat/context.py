@@ -115,6 +115,8 @@ class ContextInput:
     quota_exhausted: bool = False
     # The texts recall read for its block, by message id (DatabaseRecallSource.contents).
     recall_contents: dict[int, str] = field(default_factory=dict)
+    # Their stored token counts (DatabaseRecallSource.token_counts).
+    recall_token_counts: dict[int, int] = field(default_factory=dict)
     request: ShapedRequest | None = None
     # prompts_hash of the custom instructions and system prompt this request opens with.
     prompt_hash: str = ""

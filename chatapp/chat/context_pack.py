@@ -169,6 +169,7 @@ def context_build(
         )
     if source is not None:
         ctx.recall_contents = source.contents
+        ctx.recall_token_counts = source.token_counts
     # What goes on the wire is the shaped request; every figure (record, gauge, note) reports its tokens.
     ctx.request = shape_request(result.messages, model=target.model)
     if ctx.request.tokens != result.info.tokens_after:

@@ -154,6 +154,8 @@ class DatabaseRecallSource:
         # Every message text this source read, by id: the turn's record checks the recall block
         # against the stored quotes, and need not read them a second time.
         self.contents: dict[int, str] = {}
+        # And their stored token counts: the turn's dropped tokens leave the quoted ones out by them.
+        self.token_counts: dict[int, int] = {}
 
     # --- search -----------------------------------------------------------------------------------
 
@@ -296,6 +298,7 @@ class DatabaseRecallSource:
             cursor.execute(sql, [self.conversation_id, *wanted, *extra])
             rows = cursor.fetchall()
         self.contents.update((pk, content) for pk, _, content, _, _ in rows)
+        self.token_counts.update((pk, tokens) for pk, _, _, _, tokens in rows)
         return {
             str(pk): RecallItem(id=str(pk), role=role, content=content, position=pk, created_at=_aware(created_at),
                                 tokens=tokens)

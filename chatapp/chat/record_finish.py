@@ -55,7 +55,9 @@ def record_finish(*, turn: ChatTurn, usage: Any) -> None:
     summary (`dropped_tokens_sum` over the dropped ranges) and the provider's prompt figures; a
     provider prompt-cache hit lowers the sent cost (priced on our own count, like the full-history
     cost, so the two stay comparable)."""
-    dropped = dropped_tokens_sum(conversation_id=turn.conversation_id, ranges=turn.dropped_ranges)
+    whole = dropped_tokens_sum(conversation_id=turn.conversation_id, ranges=turn.dropped_ranges)
+    # Never below zero, should a quoted message's count have changed since the cached sum was made.
+    dropped = max(0, whole - turn.dropped_less)
     fields: dict[str, Any] = {"dropped_tokens": dropped}
     if getattr(usage, "prompt_tokens", None) is not None:
         fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), model=turn.target.model, usage=usage))

@@ -23,7 +23,22 @@ def _int_id(value: str) -> int | str:
     return int(value) if value.isdigit() else value
 
 
-def record_dropped_ranges(*, ctx: ContextInput, result: PackResult) -> list[list[int]]:
+@dataclass(frozen=True, slots=True)
+class DroppedRanges:
+    """What a turn left out, and how its tokens are summed when the turn ends (record_finish).
+
+    `ranges` is what the record stores: the quoted messages cut out. Its tokens are the live tokens
+    of `sum_ranges` less `less`: the ranges before the quotes were cut out (the same from one turn
+    to the next until the window moves, so their sum is cached) less the quoted messages' stored
+    counts, which recall read; or `ranges` itself with nothing less when a count was not read.
+    """
+
+    ranges: list[list[int]]
+    sum_ranges: list[list[int]]
+    less: int
+
+
+def record_dropped_ranges(*, ctx: ContextInput, result: PackResult) -> DroppedRanges:
     """Live message ids neither sent nor covered by the summary used, as inclusive [first, last] ranges.
 
     Loaded messages are judged one by one; the history below the loaded window (never read, by
@@ -64,7 +79,12 @@ def record_dropped_ranges(*, ctx: ContextInput, result: PackResult) -> list[list
             merged.append([first, last])
     # Quoted messages usually lie in the history below the window, described above by id bounds
     # only: cut them out, since a recall block sent them (as quotes) for this request.
-    return _ranges_without(merged, recalled)
+    ranges = _ranges_without(merged, recalled)
+    inside = [pk for pk in recalled if any(first <= pk <= last for first, last in merged)]
+    if not inside or any(pk not in ctx.recall_token_counts for pk in inside):
+        return DroppedRanges(ranges=ranges, sum_ranges=ranges, less=0)
+    # Quoted messages are recallable, so live chat messages: each one is in the sum of `merged`.
+    return DroppedRanges(ranges=ranges, sum_ranges=merged, less=sum(ctx.recall_token_counts[pk] for pk in inside))
 
 
 def _ranges_without(ranges: list[list[int]], ids: set[int]) -> list[list[int]]:

@@ -66,8 +66,10 @@ class ChatTurn:
     context_note: str = ""
     # The trigger of this turn's packing: below it, the next request sends this context plus the reply.
     trigger_tokens: int | None = None
-    # The record's dropped_ranges: their tokens are measured when the turn ends (record_finish).
+    # The tokens the turn dropped, measured when it ends (record_finish): the live tokens of these
+    # ranges less `dropped_less` (turn_records.DroppedRanges).
     dropped_ranges: tuple[tuple[int, int], ...] = ()
+    dropped_less: int = 0
     # The conversation's claim this turn holds (turn_claim), given back when its reply is stored.
     claimed_at: datetime | None = None
     # The record as the dashboard's totals counted it, and the request before it (record_finish).

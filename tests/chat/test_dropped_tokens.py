@@ -34,3 +34,24 @@ def test_the_sum_is_read_again_from_the_cache_until_the_ranges_change(
     moved = [[ids[1], ids[9]], [ids[11], ids[40]]]
     assert dropped_tokens_sum(conversation_id=conversation.pk, ranges=moved) == _expected(conversation, moved) != first
     assert dropped_tokens_sum(conversation_id=conversation.pk, ranges=[]) == 0
+
+
+def test_a_turn_with_quotes_records_the_tokens_of_its_stored_ranges(chat_user, conversation, fake_openai):
+    """The quoted messages are cut out of the record's ranges; the tokens it records are still exactly
+    the live tokens of those ranges (summed as the ranges before the cut, less the quotes' counts)."""
+    from chatapp.chat.models import OptimizationRecord
+    from chatapp.chat.search_services import conversation_index_rebuild
+    from tests.support.chat import send
+    from tests.support.recall import QUESTION, seed_with_fact
+
+    ids = seed_with_fact(conversation)
+    Message.objects.filter(pk=ids[3]).update(superseded=True)  # left out, and not live: never counted
+    conversation_index_rebuild(conversation=conversation)
+    for text in (QUESTION, "And the chatter11 chatter16 notes, what did they say?"):
+        result = send(chat_user, conversation, text)
+        assert result.names[-1] == "done", result.events
+        record = OptimizationRecord.objects.get(reply_id=result.named("done")[0]["message"]["id"])
+        quoted = [i for entry in record.sent if entry["origin"] == "recall" for i in entry["source_ids"]]
+        assert quoted and min(quoted) < ids[16]  # quotes from below the window, cut out of the ranges
+        assert not any(first <= pk <= last for pk in quoted for first, last in record.dropped_ranges)
+        assert record.dropped_tokens == _expected(conversation, record.dropped_ranges) > 0
