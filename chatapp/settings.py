@@ -112,18 +112,21 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Async only, first: chat turn starts wait in line on the event loop (TURN_START_CONCURRENCY),
+    # not in 200 threads; with sync_stack_end, last, the middlewares between run in one thread per
+    # request instead of hopping between the event loop and threads (admission.py says why).
+    "chatapp.chat.admission.admission_middleware",
     "django.middleware.security.SecurityMiddleware",
     # a Content-Security-Policy on every HTML response that does not set its own
     "chatapp.chat.csp.csp_middleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    # chat turn starts wait in line on the event loop (TURN_START_CONCURRENCY), not in 200 threads
-    "chatapp.chat.admission.admission_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "chatapp.chat.admission.sync_stack_end",
 ]
 
 ROOT_URLCONF = "chatapp.urls"

@@ -9,7 +9,15 @@ else's requests compete with a few threads, not hundreds. The pool of database c
 spared the same way.
 
 Views opt in with `turn_start_view` (a function) or `turn_start = True` (a class); only POSTs are
-gated. Under WSGI (sync) the middleware passes requests through: threads are the server's business.
+gated.
+
+The middleware stack's shape is decided here too. Django runs a middleware that can be sync or async
+in the mode of the one below it, and an async `MiddlewareMixin` (all of Django's own) hops to a
+thread and back for each of its process_request and process_response: a chat turn crossed between
+the event loop and threads 34 times. So `admission_middleware` (async only) opens the stack on the
+event loop, `sync_stack_end` (sync only) closes it, and everything between runs in the request's
+thread: one hop in, one back to the view (14 a turn in all, the streamed reply's database work
+included).
 """
 
 from __future__ import annotations
@@ -18,11 +26,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 from django.urls import Resolver404, resolve
-from django.utils.decorators import sync_and_async_middleware
+from django.utils.decorators import async_only_middleware, sync_only_middleware
 
 View = TypeVar("View", bound=Callable[..., Any])
 
@@ -56,10 +63,9 @@ def turn_gate() -> asyncio.Semaphore:
     return gate
 
 
-@sync_and_async_middleware
+@async_only_middleware
 def admission_middleware(get_response: Callable) -> Callable:
-    if not iscoroutinefunction(get_response):
-        return get_response
+    """First in MIDDLEWARE: the line is kept on the event loop, before any thread is taken."""
 
     async def middleware(request: HttpRequest) -> HttpResponseBase:
         if request.method != "POST" or not is_turn_start(request.path_info):
@@ -69,3 +75,11 @@ def admission_middleware(get_response: Callable) -> Callable:
             return await get_response(request)
 
     return middleware
+
+
+@sync_only_middleware
+def sync_stack_end(get_response: Callable) -> Callable:
+    """Last in MIDDLEWARE, and does nothing itself: being sync only, it makes every middleware above
+    it (up to admission_middleware) run synchronously in the request's thread (see the module's
+    docstring)."""
+    return get_response

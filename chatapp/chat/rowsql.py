@@ -141,9 +141,26 @@ def _insert_sql(model: type[Model], vendor: str, names: tuple[str, ...]) -> str:
     return f"INSERT INTO {table} ({columns}) VALUES ({', '.join('%s' for _ in names)})"  # noqa: S608 - names from the model
 
 
-def row_insert(model: type[Model], *, values: Mapping[str, Any]) -> None:
-    """INSERT one row of exactly `values` (every column without a database default must be given;
-    model defaults are not applied), for a caller that needs nothing back."""
+Statement = tuple[str, list[Any]]
+
+
+def row_insert_statement(model: type[Model], *, values: Mapping[str, Any]) -> Statement:
+    """The INSERT of one row of exactly `values` (every column without a database default must be
+    given; model defaults are not applied), as (sql, params)."""
     sql = _insert_sql(model, connection.vendor, tuple(values))
+    return sql, [_prep(model, name, value) for name, value in values.items()]
+
+
+def statements_run(statements: list[Statement]) -> None:
+    """Run writes that need nothing back and do not read each other's rows (other tables, or rows
+    none of the others touches). PostgreSQL: in one round trip, all but the last as data-modifying
+    WITH clauses (one snapshot, so none sees another's effect: hence the rule). SQLite has no
+    data-modifying WITH: one by one."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, [_prep(model, name, value) for name, value in values.items()])
+        if connection.vendor != "postgresql" or len(statements) == 1:
+            for sql, params in statements:
+                cursor.execute(sql, params)
+            return
+        *first, (last_sql, _) = statements
+        sql = "WITH " + ", ".join(f"w{i} AS ({s})" for i, (s, _) in enumerate(first)) + " " + last_sql
+        cursor.execute(sql, [p for _, params in statements for p in params])

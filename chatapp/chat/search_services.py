@@ -36,7 +36,7 @@ from django.db import connection, transaction
 from optimizer.lexical import analyze
 
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
-from .rowsql import row_insert
+from .rowsql import Statement, row_insert_statement, statements_run
 
 # Longer tokens (a pasted hash or base64 blob) stay out of the index: nobody searches for them, and
 # PostgreSQL limits index entries (a B-tree row, a tsvector lexeme).
@@ -147,7 +147,19 @@ def _forget(*, row: MessageSearch, deltas: dict[int, _Delta]) -> None:
 
 
 def _stats_apply(*, conversation_id: int, delta: _Delta) -> None:
-    """Add `delta` to the stored statistics as upserts, so concurrent turns add up instead of racing.
+    """Add `delta` to the stored statistics (`_stats_statements`), and drop the terms no message
+    has any more."""
+    statements = _stats_statements(conversation_id=conversation_id, delta=delta)
+    if statements:
+        statements_run(statements)
+    gone = [t for t, d in delta.df.items() if d < 0]
+    if gone:
+        RecallTerm.objects.filter(conversation_id=conversation_id, term__in=gone, df__lte=0).delete()
+
+
+def _stats_statements(*, conversation_id: int, delta: _Delta) -> list[Statement]:
+    """The upserts that add `delta` to the stored statistics, so concurrent turns add up instead of
+    racing.
 
     Terms go in sorted order: two PostgreSQL transactions then lock rows in the same order and
     cannot deadlock each other.
@@ -155,31 +167,28 @@ def _stats_apply(*, conversation_id: int, delta: _Delta) -> None:
     changes = sorted((t, d) for t, d in delta.df.items() if d)
     terms_table = RecallTerm._meta.db_table
     corpus_table = RecallCorpus._meta.db_table
-    with connection.cursor() as cursor:
-        if changes:
-            if connection.vendor == "postgresql":
-                source = "SELECT %s, u.t, u.d FROM unnest(%s::text[], %s::int[]) AS u(t, d)"
-                params: list[Any] = [conversation_id, [t for t, _ in changes], [d for _, d in changes]]
-            else:
-                # WHERE true: SQLite's parser needs it before ON CONFLICT after a SELECT.
-                source = "SELECT %s, key, value FROM json_each(%s) WHERE true"
-                params = [conversation_id, json.dumps(dict(changes))]
-            cursor.execute(
-                f"INSERT INTO {terms_table} (conversation_id, term, df) {source} "
-                f"ON CONFLICT (conversation_id, term) DO UPDATE SET df = {terms_table}.df + excluded.df",
-                params,
-            )
-            if any(d < 0 for _, d in changes):
-                RecallTerm.objects.filter(
-                    conversation_id=conversation_id, term__in=[t for t, d in changes if d < 0], df__lte=0
-                ).delete()
-        if delta.docs or delta.length:
-            cursor.execute(
-                f"INSERT INTO {corpus_table} (conversation_id, docs, length) VALUES (%s, %s, %s) "  # noqa: S608
-                f"ON CONFLICT (conversation_id) DO UPDATE SET docs = {corpus_table}.docs + excluded.docs, "
-                f"length = {corpus_table}.length + excluded.length",
-                [conversation_id, delta.docs, delta.length],
-            )
+    statements: list[Statement] = []
+    if changes:
+        if connection.vendor == "postgresql":
+            source = "SELECT %s, u.t, u.d FROM unnest(%s::text[], %s::int[]) AS u(t, d)"
+            params: list[Any] = [conversation_id, [t for t, _ in changes], [d for _, d in changes]]
+        else:
+            # WHERE true: SQLite's parser needs it before ON CONFLICT after a SELECT.
+            source = "SELECT %s, key, value FROM json_each(%s) WHERE true"
+            params = [conversation_id, json.dumps(dict(changes))]
+        statements.append((
+            f"INSERT INTO {terms_table} (conversation_id, term, df) {source} "
+            f"ON CONFLICT (conversation_id, term) DO UPDATE SET df = {terms_table}.df + excluded.df",
+            params,
+        ))
+    if delta.docs or delta.length:
+        statements.append((
+            f"INSERT INTO {corpus_table} (conversation_id, docs, length) VALUES (%s, %s, %s) "  # noqa: S608
+            f"ON CONFLICT (conversation_id) DO UPDATE SET docs = {corpus_table}.docs + excluded.docs, "
+            f"length = {corpus_table}.length + excluded.length",
+            [conversation_id, delta.docs, delta.length],
+        ))
+    return statements
 
 
 def conversation_index_rebuild(*, conversation: Conversation, batch_size: int = 2000) -> int:
@@ -234,19 +243,21 @@ def message_index_add(*, message: Message, owner_id: int | None = None) -> None:
     recallable = is_recallable(
         role=message.role, kind=message.kind, status=message.status, superseded=message.superseded
     )
+    # Plain SQL, twice a turn (rowsql); on PostgreSQL the row and the statistics in one statement.
+    statements = [row_insert_statement(MessageSearch, values={
+        "message_id": message.pk,
+        "conversation_id": message.conversation_id,
+        "scope": index_scope(
+            conversation_id=message.conversation_id,
+            owner_id=owner_id if owner_id is not None else message.conversation.owner_id,
+        ),
+        "terms": terms,
+        "length": length,
+        "recallable": recallable,
+    })]
+    if recallable:
+        delta = _Delta(df=Counter())
+        delta.add(terms, length, +1)
+        statements += _stats_statements(conversation_id=message.conversation_id, delta=delta)
     with transaction.atomic(savepoint=False):
-        row_insert(MessageSearch, values={  # plain SQL: twice a turn (rowsql)
-            "message_id": message.pk,
-            "conversation_id": message.conversation_id,
-            "scope": index_scope(
-                conversation_id=message.conversation_id,
-                owner_id=owner_id if owner_id is not None else message.conversation.owner_id,
-            ),
-            "terms": terms,
-            "length": length,
-            "recallable": recallable,
-        })
-        if recallable:
-            delta = _Delta(df=Counter())
-            delta.add(terms, length, +1)
-            _stats_apply(conversation_id=message.conversation_id, delta=delta)
+        statements_run(statements)

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
-from chatapp.chat.rowsql import row_insert, row_instance, row_read, row_update
+from chatapp.chat.rowsql import row_insert_statement, row_instance, row_read, row_update, statements_run
 from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
 
 pytestmark = pytest.mark.django_db
@@ -127,8 +127,32 @@ def test_an_insert_stores_exactly_the_values_given(conversation):
     from chatapp.chat.models import MessageSearch
 
     message = _message(conversation)
-    row_insert(MessageSearch, values={"message_id": message.pk, "conversation_id": conversation.pk,
-                                      "scope": "_c1 _u2", "terms": "index", "length": 1, "recallable": True})
+    statements_run([row_insert_statement(MessageSearch, values={
+        "message_id": message.pk, "conversation_id": conversation.pk, "scope": "_c1 _u2", "terms": "index",
+        "length": 1, "recallable": True})])
 
     assert MessageSearch.objects.filter(pk=message.pk).values("scope", "terms", "length", "recallable").get() == {
         "scope": "_c1 _u2", "terms": "index", "length": 1, "recallable": True}
+
+
+def test_writes_run_together_land_together_in_one_round_trip_on_postgresql(conversation):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from chatapp.chat.models import MessageSearch
+
+    first, second = _message(conversation), _message(conversation)
+    statements = [
+        row_insert_statement(MessageSearch, values={
+            "message_id": m.pk, "conversation_id": conversation.pk, "scope": "_c1", "terms": f"term{i}",
+            "length": i, "recallable": bool(i)})
+        for i, m in enumerate([first, second])
+    ]
+    statements.append(("UPDATE chat_message SET content = %s WHERE id = %s", ["changed", first.pk]))
+    with CaptureQueriesContext(connection) as queries:
+        statements_run(statements)
+
+    assert len(queries) == (1 if connection.vendor == "postgresql" else 3)
+    assert sorted(MessageSearch.objects.values_list("message_id", "terms", "length", "recallable")) == [
+        (first.pk, "term0", 0, False), (second.pk, "term1", 1, True)]
+    assert Message.objects.get(pk=first.pk).content == "changed"
