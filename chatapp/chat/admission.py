@@ -6,7 +6,9 @@ request; a stream after it costs little. Under ASGI each sync view runs in a thr
 10 ms page request gets 1/200 of the CPU: seconds. Queued here on the event loop instead, the sends
 wait in line (the last of them starts no later than before: the work is the same), and everyone
 else's requests compete with a few threads, not hundreds. The pool of database connections is
-spared the same way.
+spared the same way. Two lines of that many places: the views that store the message
+(`turn_gate`, in the middleware) and the packing in the response body (`pack_gate`); see
+pack_gate for why one line deadlocked.
 
 Views opt in with `turn_start_view` (a function) or `turn_start = True` (a class); only POSTs are
 gated.
@@ -33,8 +35,8 @@ from django.utils.decorators import async_only_middleware, sync_only_middleware
 
 View = TypeVar("View", bound=Callable[..., Any])
 
-# One semaphore per event loop (tests may run several loops in one process).
-_gates: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+# One semaphore per event loop and line (tests may run several loops in one process).
+_gates: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Semaphore] = {}
 
 
 def turn_start_view(view: View) -> View:
@@ -51,16 +53,28 @@ def is_turn_start(path: str) -> bool:
     return bool(getattr(func, "turn_start", False) or getattr(getattr(func, "cls", None), "turn_start", False))
 
 
-def turn_gate() -> asyncio.Semaphore:
-    """This event loop's line of turn starts: the view that stores the message passes it in the
-    middleware, the packing that follows in the response body (chat_turn) passes it again."""
+def _gate(line: str) -> asyncio.Semaphore:
     loop = asyncio.get_running_loop()
-    gate = _gates.get(loop)
+    gate = _gates.get((loop, line))
     if gate is None:
-        for old in [old for old in _gates if old.is_closed()]:
+        for old in [old for old in _gates if old[0].is_closed()]:
             del _gates[old]
-        gate = _gates[loop] = asyncio.Semaphore(settings.TURN_START_CONCURRENCY)
+        gate = _gates[(loop, line)] = asyncio.Semaphore(settings.TURN_START_CONCURRENCY)
     return gate
+
+
+def turn_gate() -> asyncio.Semaphore:
+    """This event loop's line of turn starts: the views that store the message pass it here, in the
+    middleware."""
+    return _gate("start")
+
+
+def pack_gate() -> asyncio.Semaphore:
+    """This event loop's line of context packing (chat_turn), in the response body. A line of its own:
+    a body waiting here still holds the connection its view used (it goes back when packing ends),
+    and behind the views' line it waited for views that were themselves waiting for a connection: a
+    burst of sends took the whole pool and nothing moved until the pool's timeout (bench/load.py)."""
+    return _gate("pack")
 
 
 @async_only_middleware

@@ -29,7 +29,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 import optimizer
-from chatapp.chat.admission import turn_gate
+from chatapp.chat.admission import pack_gate
 from chatapp.chat.context import context_budget, conversation_config, first_user_message_id
 from chatapp.chat.context_pack import context_build_for
 from chatapp.chat.dbconn import db_short
@@ -315,9 +315,9 @@ async def turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
 
 
 async def _turn_pack_gated(start: TurnStart) -> ChatTurn:
-    # The CPU-heavy part of a turn, in line with other turns' (admission); the connection goes back
-    # before the model is waited on (dbconn).
-    async with turn_gate():
+    # The CPU-heavy part of a turn, in line with other turns' (admission.pack_gate); the connection
+    # goes back before the model is waited on (dbconn).
+    async with pack_gate():
         return await db_short(turn_pack)(start=start)
 
 

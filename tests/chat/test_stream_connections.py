@@ -69,3 +69,40 @@ def test_more_slow_streams_than_pooled_connections_leave_room_for_others(uvicorn
     assert Message.objects.filter(conversation__in=conversations, role="user").count() == streams
     assert Message.objects.filter(conversation__in=conversations, role="assistant", status="complete").count() \
         == streams
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the connection pool exists with PostgreSQL")
+def test_a_burst_of_sends_waiting_in_line_does_not_take_the_pool(uvicorn_server, fake_openai, settings):
+    # More sends at once than the pool has connections, plus the line's places: a send whose view has
+    # answered waits in line (admission) to pack its context. Waiting with the connection its view
+    # used, the first sends took the whole pool while the views holding the line waited for one, and
+    # nothing moved until the pool's timeout answered them 500.
+    pool = connection.pool
+    assert pool is not None
+    sends = pool.max_size + 2 * settings.TURN_START_CONCURRENCY
+    user = get_user_model().objects.create_user(username="burst", password="a long test password 7")
+    token = Token.objects.create(user=user)
+    config = make_config(user, fake_openai.base_url)
+    conversations = [Conversation.objects.create(owner=user, llm_config=config) for _ in range(sends)]
+    headers = {"Authorization": f"Token {token.key}"}
+    start = threading.Barrier(sends, timeout=30)
+    outcomes: list[tuple[int, str]] = []
+
+    def send(conversation: Conversation) -> None:
+        with httpx.Client(base_url=uvicorn_server.url, headers=headers, timeout=60) as client:
+            start.wait()
+            with client.stream("POST", f"/api/conversations/{conversation.pk}/messages/",
+                               json={"content": "hello there"}) as response:
+                last = ""
+                if response.status_code == 200:
+                    for name, _ in sse_events(response):
+                        last = name
+                outcomes.append((response.status_code, last))
+
+    threads = [threading.Thread(target=send, args=(c,)) for c in conversations]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=90)
+
+    assert sorted(outcomes) == [(200, "done")] * sends, outcomes

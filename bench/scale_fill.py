@@ -1,0 +1,143 @@
+"""bench/scale.py's fill: a million messages in 1,000 conversations, inserted in bulk with the search
+index rows and recall statistics the services would write for them."""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from typing import Any
+
+# --- the fill ------------------------------------------------------------------------------------------
+
+def _vocabulary(rng: random.Random, size: int) -> list[str]:
+    """Made-up words (so no term is a stop word), drawn Zipf-like: a few common, a long rare tail."""
+    consonants, vowels = "bcdfghklmnprstvz", "aeiou"
+    words: set[str] = set()
+    while len(words) < size:
+        n = rng.randint(2, 4)
+        words.add("".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(n)))
+    return sorted(words)
+
+
+def conversation_sizes(*, total: int, count: int, rng: random.Random) -> list[int]:
+    """`count` sizes summing to `total`, heavy-tailed (Pareto): most chats are short, a few are long."""
+    raw = [rng.paretovariate(1.1) for _ in range(count)]
+    scale = total / sum(raw)
+    sizes = [max(2, int(r * scale)) for r in raw]
+    sizes[0] += total - sum(sizes)
+    return sizes
+
+
+def insert_rows(*, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
+    """Rows straight into a table: COPY on PostgreSQL, executemany on SQLite (the ORM's bulk_create
+    spends more time building SQL than the database spends storing a million rows)."""
+    from django.db import connection
+
+    if not rows:
+        return
+    names = ", ".join(columns)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            marks = ", ".join("%s" for _ in columns)
+            cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)  # noqa: S608
+
+
+_MESSAGE_COLUMNS = ("id", "conversation_id", "role", "kind", "content", "token_count", "char_count", "pinned",
+                    "status", "superseded", "model", "error", "extractive", "discarded", "edited", "client_key",
+                    "created_at", "updated_at")
+
+
+class Filler:
+    """Conversations of made-up text, inserted with the search index rows and recall statistics the
+    services would write for them (search_services.index_terms / index_scope)."""
+
+    def __init__(self, *, owner: Any, config: Any, rng: random.Random) -> None:
+        from itertools import accumulate
+
+        from chatapp.chat.models import Message
+
+        self.owner, self.config, self.rng = owner, config, rng
+        self.words = _vocabulary(rng, 20_000)
+        self.cum_weights = list(accumulate(1 / (rank + 10) for rank in range(len(self.words))))
+        self.next_id = (Message.objects.order_by("-id").values_list("id", flat=True).first() or 0) + 1
+
+    def conversation(self, *, size: int, index: int) -> int:
+        from collections import Counter
+        from datetime import UTC, datetime, timedelta
+
+        from chatapp.chat.models import Conversation
+        from chatapp.chat.search_services import index_scope, index_terms
+
+        rng, words, cum = self.rng, self.words, self.cum_weights
+        title = f"Chat {index}: " + " ".join(rng.choices(words, cum_weights=cum, k=3))
+        conversation = Conversation.objects.create(owner=self.owner, llm_config=self.config, title=title)
+        scope = index_scope(conversation_id=conversation.pk, owner_id=self.owner.pk)
+        start = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(hours=index)
+        messages, search, df = [], [], Counter()
+        chars = tokens = length_sum = 0
+        for i in range(size):
+            role = "user" if i % 2 == 0 else "assistant"
+            n = rng.randint(6, 25) if role == "user" else rng.randint(20, 90)
+            content = " ".join(rng.choices(words, cum_weights=cum, k=n)) + f" (#{index}.{i})"
+            at = start + timedelta(minutes=i)
+            pk = self.next_id
+            self.next_id += 1
+            token_count = len(content) // 4 + 4
+            messages.append((pk, conversation.pk, role, "chat", content, token_count, len(content), False,
+                             "complete", False, "", "", False, False, False, "", at, at))
+            terms, length = index_terms(content=content)
+            df.update(set(terms.split()))
+            search.append((pk, conversation.pk, scope, terms, length, True))
+            chars, tokens, length_sum = chars + len(content), tokens + token_count, length_sum + length
+        insert_rows(table="chat_message", columns=_MESSAGE_COLUMNS, rows=messages)
+        insert_rows(table="chat_messagesearch", columns=("message_id", "conversation_id", "scope", "terms", "length",
+                                                         "recallable"), rows=search)
+        insert_rows(table="chat_recallterm", columns=("conversation_id", "term", "df"),
+                    rows=[(conversation.pk, t, d) for t, d in df.items()])
+        insert_rows(table="chat_recallcorpus", columns=("conversation_id", "docs", "length"),
+                    rows=[(conversation.pk, size, length_sum)])
+        Conversation.objects.filter(pk=conversation.pk).update(
+            live_message_count=size, live_char_count=chars, live_token_count=tokens)
+        return conversation.pk
+
+    def finish(self) -> None:
+        """Ids were given here: the sequence must continue after them (PostgreSQL; SQLite follows max(id))."""
+        from django.db import connection
+
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT setval(pg_get_serial_sequence('chat_message', 'id'), %s)", [self.next_id])
+
+
+def fill(*, owner: Any, config: Any, total: int, big: int, conversations: int) -> tuple[Any, list[str], float]:
+    """The big conversation (seeded with records) and the rest; returns it, the vocabulary, seconds."""
+    from django.db import connection
+
+    from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
+    from chatapp.chat.models import Conversation
+
+    started = time.perf_counter()
+    large = conversation_seed_long(owner=owner, messages=big)
+    Conversation.objects.filter(pk=large.pk).update(llm_config=config)
+    large.refresh_from_db()
+    rng = random.Random(20261124)
+    filler = Filler(owner=owner, config=config, rng=rng)
+    sizes = conversation_sizes(total=total - big, count=conversations - 1, rng=rng)
+    for i, size in enumerate(sizes):
+        filler.conversation(size=size, index=i)
+        if i % 100 == 99:
+            print(f"  {i + 1} conversations, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    filler.finish()
+    with connection.cursor() as cursor:
+        # PostgreSQL: VACUUM as well, the state autovacuum keeps a table in after a bulk load (it is on
+        # by default and vacuums a table after inserts of 20 % of its size). The PostgreSQL this bench
+        # runs on here has autovacuum off; without it, every first read of a freshly loaded page sets
+        # its rows' hint bits and writes the page back, the visibility map is empty (no index-only
+        # scans), and the figures describe a database no server keeps.
+        cursor.execute("VACUUM ANALYZE" if connection.vendor == "postgresql" else "ANALYZE")
+    return large, filler.words, time.perf_counter() - started
