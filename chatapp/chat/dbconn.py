@@ -5,6 +5,10 @@ connection held meanwhile is one the pool (settings.DATABASE_POOL_SIZE per proce
 with ten replies streaming, every other request of the process waited and failed. Between short
 pieces of database work the connection goes back (to the pool; without one, closed), and the
 next query takes one again.
+
+SQLite has neither a server nor a pool: a connection is an open file, and closing it only made the
+next short piece open the file again and re-run its PRAGMAs (three opens a chat turn, about 1 ms of
+its CPU). There the thread keeps its connection until the request ends, when Django closes it.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ R = TypeVar("R")
 
 
 def db_connection_release() -> None:
-    """Return this thread's connection now (a no-op inside a transaction, which must keep it)."""
-    if not connection.in_atomic_block:
+    """Return this thread's connection now (a no-op inside a transaction, which must keep it, and on
+    SQLite, which has nothing to return it to)."""
+    if not connection.in_atomic_block and connection.vendor != "sqlite":
         connection.close()
 
 

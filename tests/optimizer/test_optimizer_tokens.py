@@ -7,10 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import optimizer
 from optimizer import Msg, count_content, count_message, count_messages, count_text, is_estimated
-from optimizer.tokens import IMAGE_PART_TOKENS, encoding_for
+from optimizer.tokens import IMAGE_PART_TOKENS, encoding_for, line_pieces
 
 # OpenAI cookbook, "How to count tokens with tiktoken": its example conversation and the counts the
 # notebook prints: 129 for gpt-3.5-turbo / gpt-4 (cl100k_base), 124 for gpt-4o / gpt-4o-mini (o200k_base).
@@ -112,3 +114,27 @@ def test_user_cache_dir_is_respected(tmp_path):
         "import os, optimizer.tokens as t\nt.ensure_offline_cache()\nprint(os.environ['TIKTOKEN_CACHE_DIR'])", env
     )
     assert out.strip() == str(tmp_path)
+
+
+# Letters, digits, punctuation and every kind of white space and line break the patterns treat apart.
+_TRICKY = st.text(alphabet=st.sampled_from(list("ab Zé9.,:[]'\"-\n\r\t \u00a0\u2028\u0085\x0b\x0c\u3000…日")),
+                  max_size=400)
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4"])  # o200k_base, cl100k_base
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_TRICKY, min_size=1, max_size=12))
+def test_a_text_counted_by_its_lines_counts_as_the_whole(model, lines):
+    """count_text cuts long texts at line starts and sums the pieces: the sum is the whole text's count."""
+    text = "\n".join(lines)
+    enc = encoding_for(model)
+    assert "".join(line_pieces(text)) == text
+    assert sum(len(enc.encode_ordinary(p)) for p in line_pieces(text)) == len(enc.encode_ordinary(text))
+
+
+def test_a_long_text_is_counted_exactly():
+    lines = [f"{'User' if i % 2 else 'Assistant'}: point {i}... see [{i}]\n  indented {i}\n" for i in range(300)]
+    text = "\n".join(lines)
+    assert len(text) > 1_000 and len(line_pieces(text)) > 100
+    for model in ("gpt-4o", "gpt-4"):
+        assert count_text(text, model=model) == len(encoding_for(model).encode_ordinary(text))
