@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import cast
+from typing import Any, cast
 
 from django.db import connection
 from django.db.models import Q
@@ -25,6 +25,7 @@ from django.db.models import Q
 import optimizer
 from chatapp.chat.layout import row_is_static, static_layer_q
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.rowsql import CompiledQuery
 from chatapp.providers.llm import OFFLINE_MODEL, LLMTarget
 from chatapp.providers.models import LLMConfig
 from chatapp.providers.selectors import llm_config_default
@@ -122,13 +123,14 @@ class ContextInput:
     prompt_hash: str = ""
 
 
-Row = tuple[int, str, str, bool, int]  # the _MSG_FIELDS columns, as values_list returns them
+Row = tuple[int, str, str, bool | int, int]  # the _MSG_FIELDS columns, as the driver returns them
 
 
 def _to_msg(row: Row) -> Msg:
     pk, role, content, pinned, tokens = row
     # A stored count of 0 means "never counted" (a row written by hand); the optimizer then counts it.
-    return Msg(id=str(pk), role=cast(Role, role), content=content, pinned=pinned, tokens=tokens or None)
+    # `pinned` as the driver gives it (0/1 on SQLite).
+    return Msg(id=str(pk), role=cast(Role, role), content=content, pinned=bool(pinned), tokens=tokens or None)
 
 
 def tail_start_id(*, conversation: Conversation, tokens: int, through_id: int | None) -> int | None:
@@ -190,6 +192,32 @@ def first_user_message_id(*, conversation: Conversation, through_id: int | None 
     )
 
 
+def _context_rows_query(
+    shape: tuple[bool, bool, bool, bool], *, conversation_id: int, start: int | None = None,
+    through_id: int | None = None, first_user_id: int | None = None,
+) -> Any:
+    """The live messages a request may send: the whole history (`whole`), or the window from `start`
+    and the static layer below it. One read: every side of the OR carries its own conversation
+    condition so each is one index range (the window on (conversation, id), the static layer as
+    static_layer_q reads it); SQLite then runs a multi-index OR and PostgreSQL a BitmapOr instead of
+    scanning. `shape`: (offline replies kept, whole, bounded by `through_id`, with `first_user_id`)."""
+    offline_replies, whole, _, _ = shape
+    live = Message.objects.filter(live_chat_q())
+    if not offline_replies:
+        live = live.exclude(role=Message.Role.ASSISTANT, model=OFFLINE_MODEL)
+    if through_id is not None:
+        live = live.filter(id__lte=through_id)
+    if whole:
+        return live.filter(conversation_id=conversation_id).order_by("id").values_list(*_MSG_FIELDS)
+    layer = Q(conversation_id=conversation_id, id__gte=start) | static_layer_q(
+        first_user_id=first_user_id, conversation_id=conversation_id, id__lt=start
+    )
+    return live.filter(layer).order_by().values_list(*_MSG_FIELDS)
+
+
+_CONTEXT_ROWS = CompiledQuery(_context_rows_query)
+
+
 def context_load(
     *,
     conversation: Conversation,
@@ -209,39 +237,30 @@ def context_load(
     `prompts` (`prompt_msgs`) open the list, and count in the history totals as the static messages
     they are: the trigger and the strategy scores see the request the model gets.
     """
-    # Plain tuples, not model instances: building instances was the larger part of a request's cost.
-    live = Message.objects.filter(live_chat_q())
-    if not offline_replies:
-        live = live.exclude(role=Message.Role.ASSISTANT, model=OFFLINE_MODEL)
-    if through_id is not None:
-        live = live.filter(id__lte=through_id)
-    base = live.filter(conversation=conversation)
+    # Plain tuples, not model instances: building instances was the larger part of a request's cost;
+    # and the query compiled once per shape (_CONTEXT_ROWS), as building it cost more than running it.
     start = window_start_id if window_start_id is not None else conversation.window_start_id
-
-    def fetch(qs) -> list[Row]:
-        return list(qs.values_list(*_MSG_FIELDS))
+    bounds = {} if through_id is None else {"through_id": through_id}
 
     static_ids: set[int] = set()
     first_user_id: int | None
     if load_all or start is None:
-        rows = {row[0]: row for row in fetch(base.order_by("id"))}
+        found = _CONTEXT_ROWS.rows((offline_replies, True, through_id is not None, False),
+                                   conversation_id=conversation.pk, **bounds)
+        rows = {row[0]: row for row in found}
         first_user_id = next((pk for pk, role, *_ in rows.values() if role == Message.Role.USER), None)
         start = None
     else:
         first_user_id = first_user_message_id(conversation=conversation, through_id=through_id)
-        # One read for the window and the static layer below it. Every side of the OR carries its
-        # own conversation condition so each is one index range (the window on (conversation, id),
-        # the static layer as static_layer_q reads it); SQLite then runs a multi-index OR and
-        # PostgreSQL a BitmapOr instead of scanning.
-        layer = Q(conversation=conversation, id__gte=start) | static_layer_q(
-            first_user_id=first_user_id, conversation=conversation, id__lt=start
-        )
-        rows = {row[0]: row for row in fetch(live.filter(layer).order_by())}
+        first = {} if first_user_id is None else {"first_user_id": first_user_id}
+        found = _CONTEXT_ROWS.rows((offline_replies, False, through_id is not None, first_user_id is not None),
+                                   conversation_id=conversation.pk, start=start, **bounds, **first)
+        rows = {row[0]: row for row in found}
         # Judged by the core's rule, not by "read from below the window", so record_dropped_ranges and the
         # records agree with what pack keeps.
         static_ids.update(
             pk for pk, role, _, pinned, *_ in rows.values()
-            if pk < start and row_is_static(pk=pk, role=role, pinned=pinned, first_user_id=first_user_id)
+            if pk < start and row_is_static(pk=pk, role=role, pinned=bool(pinned), first_user_id=first_user_id)
         )
 
     # The active path's summary (one written on another branch covers messages this path lacks), on

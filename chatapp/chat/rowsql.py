@@ -164,3 +164,41 @@ def statements_run(statements: list[Statement]) -> None:
         *first, (last_sql, _) = statements
         sql = "WITH " + ", ".join(f"w{i} AS ({s})" for i, (s, _) in enumerate(first)) + " " + last_sql
         cursor.execute(sql, [p for _, params in statements for p in params])
+
+
+class CompiledQuery:
+    """An ORM query compiled once per shape, then run again with other values, in plain SQL.
+
+    For a read whose conditions are too many for the helpers above (ORs of index ranges), which the
+    ORM must go on stating: `build(shape, **values)` returns the QuerySet (a `values_list`), using
+    each value only as a parameter; what else it chooses (a condition present or not) comes from
+    `shape`, which must say all of it. The first call of a shape builds it with marker
+    numbers for the values and notes where each lands among the SQL's parameters; later calls swap
+    their values in and skip building and compiling (most of such a read's CPU). Rows come back as
+    the driver gives them: no field converters (a boolean is 0/1 on SQLite).
+    """
+
+    _MARK = -7_300_000_000  # a value no row id takes
+
+    def __init__(self, build: Any) -> None:
+        self.build = build
+        self._shapes: dict[tuple[str, Any], tuple[str, list[Any], list[tuple[int, str]]]] = {}
+
+    def rows(self, shape: Any, **values: int) -> list[tuple[Any, ...]]:
+        key = (connection.vendor, shape)
+        compiled = self._shapes.get(key)
+        if compiled is None:
+            marks = {name: self._MARK - k for k, name in enumerate(sorted(values))}
+            sql, params = self.build(shape, **marks).query.sql_with_params()
+            slots = [(i, name) for i, p in enumerate(params) for name, mark in marks.items()
+                     if type(p) is int and p == mark]
+            if {name for _, name in slots} != set(marks):
+                raise ValueError(f"a value was not used as a parameter: {sorted(set(marks) - {n for _, n in slots})}")
+            compiled = self._shapes[key] = (sql, list(params), slots)
+        sql, params, slots = compiled
+        params = list(params)
+        for i, name in slots:
+            params[i] = values[name]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()

@@ -9,10 +9,11 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
-from chatapp.chat.rowsql import row_insert_statement, row_instance, row_read, row_update, statements_run
+from chatapp.chat.rowsql import CompiledQuery, row_insert_statement, row_instance, row_read, row_update, statements_run
 from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
 
 pytestmark = pytest.mark.django_db
@@ -156,3 +157,31 @@ def test_writes_run_together_land_together_in_one_round_trip_on_postgresql(conve
     assert sorted(MessageSearch.objects.values_list("message_id", "terms", "length", "recallable")) == [
         (first.pk, "term0", 0, False), (second.pk, "term1", 1, True)]
     assert Message.objects.get(pk=first.pk).content == "changed"
+
+
+def _pinned_or_after(shape, *, conversation_id: int, since: int):
+    rows = Message.objects.filter(conversation_id=conversation_id).filter(Q(pinned=True) | Q(id__gte=since))
+    if shape:  # user messages only
+        rows = rows.filter(role="user")
+    return rows.order_by("id").values_list("id", "pinned")
+
+
+def test_a_compiled_query_returns_what_the_orm_returns_for_other_values(conversation):
+    other = Conversation.objects.create(owner=conversation.owner, title="other")
+    made = [Message.objects.create(conversation=c, role=("user", "assistant")[k % 2], content=str(k),
+                                   pinned=k in (1, 4)) for k in range(8) for c in (conversation, other)]
+    query = CompiledQuery(_pinned_or_after)
+    for shape in (False, True):
+        for c in (conversation, other):
+            for since in (made[0].pk, made[9].pk, made[-1].pk + 1):
+                expected = [(pk, bool(p)) for pk, p in _pinned_or_after(shape, conversation_id=c.pk, since=since)]
+                got = query.rows(shape, conversation_id=c.pk, since=since)
+                assert [(pk, bool(p)) for pk, p in got] == expected
+
+
+def test_a_compiled_query_refuses_a_value_that_chooses_the_shape(conversation):
+    def shaped_by_value(shape, *, conversation_id: int, limit: int):
+        return Message.objects.filter(conversation_id=conversation_id).values_list("id")[:3]
+
+    with pytest.raises(ValueError, match="limit"):
+        CompiledQuery(shaped_by_value).rows(None, conversation_id=conversation.pk, limit=3)
