@@ -117,13 +117,17 @@ def count_text(text: str, *, model: str) -> int:
     """
     if not text:
         return 0
-    if len(text) < _PIECES_FROM_CHARS or encoding_for(model).name not in _LINE_SAFE_ENCODINGS:
+    if len(text) < _PIECES_FROM_CHARS:
         return _count_cached(text, model)
-    return sum(
-        _count_cached(piece, model) if len(piece) <= _CACHED_TEXT_MAX_CHARS
-        else len(encoding_for(model).encode_ordinary(piece))
-        for piece in line_pieces(text)
-    )
+    if encoding_for(model).name not in _LINE_SAFE_ENCODINGS:
+        return _count_piece(text, model)
+    return sum(_count_piece(piece, model) for piece in line_pieces(text))
+
+
+def _count_piece(text: str, model: str) -> int:
+    if len(text) > _CACHED_TEXT_MAX_CHARS:
+        return len(encoding_for(model).encode_ordinary(text))
+    return _count_cached(text, model)
 
 
 def line_pieces(text: str) -> list[str]:

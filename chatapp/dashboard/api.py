@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chatapp.chat.api.serializers import SummaryCoverageSerializer
+from chatapp.chat.models import Conversation
 from chatapp.dashboard.headline import dashboard_conversation_get, dashboard_headline
 from chatapp.dashboard.message_map import dashboard_message_map
 from chatapp.dashboard.overview import dashboard_conversation_savings, dashboard_overview
@@ -46,6 +47,24 @@ class DashboardPagination(LimitOffsetPagination):
         self.limit = self.get_limit(request) or self.default_limit
         self.offset = self.get_offset(request)
         return self.offset, self.limit
+
+
+PageReader = Callable[..., tuple[int, list[dict[str, Any]]]]
+
+
+# GET one page of a conversation's rows (the requesting user's; others: 404). `read` returns the rows
+# of the page and how many there are in all, so no COUNT runs (DashboardPagination). A comment, not a
+# docstring: the schema would take a docstring as every subclass's description.
+class _ConversationPageApi(APIView):
+    pagination_class = DashboardPagination
+
+    def page_response(self, request: Request, pk: int, *, read: PageReader,
+                      serializer_class: type[serializers.Serializer]) -> Response:
+        conversation = dashboard_conversation_get(user=request.user, pk=pk)
+        paginator = self.pagination_class()
+        offset, limit = paginator.page_bounds(request=request)
+        paginator.count, rows = read(conversation=conversation, offset=offset, limit=limit)
+        return paginator.get_paginated_response(serializer_class(rows, many=True).data)
 
 
 class _ConversationFiguresApi(APIView):
@@ -102,7 +121,7 @@ DashboardMessageMapApi = _figures_api(
 )
 
 
-class DashboardRecordListApi(APIView):
+class DashboardRecordListApi(_ConversationPageApi):
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
         turn = serializers.IntegerField()
@@ -133,20 +152,19 @@ class DashboardRecordListApi(APIView):
             help_text="False: the turn's reply is on another branch (edited, regenerated or switched away "
                       "from); its tokens and cost still count in the totals.")
 
-    pagination_class = DashboardPagination
-
     @extend_schema(summary="A conversation's optimization records in turn order (paginated)",
                    responses=OutputSerializer(many=True))
     def get(self, request: Request, pk: int) -> Response:
-        conversation = dashboard_conversation_get(user=request.user, pk=pk)
-        paginator = self.pagination_class()
-        offset, limit = paginator.page_bounds(request=request)
-        paginator.count, page = dashboard_record_page(conversation=conversation, offset=offset, limit=limit)
-        rows = [
-            {**row, "turn": offset + i + 1, "tokens_saved": row["tokens_full"] - row["tokens_sent"]}
-            for i, row in enumerate(page)
-        ]
-        return paginator.get_paginated_response(self.OutputSerializer(rows, many=True).data)
+        return self.page_response(request, pk, read=_record_page, serializer_class=self.OutputSerializer)
+
+
+def _record_page(*, conversation: Conversation, offset: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
+    count, page = dashboard_record_page(conversation=conversation, offset=offset, limit=limit)
+    rows = [
+        {**row, "turn": offset + i + 1, "tokens_saved": row["tokens_full"] - row["tokens_sent"]}
+        for i, row in enumerate(page)
+    ]
+    return count, rows
 
 
 class DashboardRecordContextApi(APIView):
@@ -157,7 +175,7 @@ class DashboardRecordContextApi(APIView):
         return Response(dashboard_record_context(conversation=conversation, record_id=record_pk))
 
 
-class DashboardSummaryListApi(APIView):
+class DashboardSummaryListApi(_ConversationPageApi):
     class OutputSerializer(SummaryCoverageSerializer):
         id = serializers.IntegerField()
         content = serializers.CharField()
@@ -181,16 +199,10 @@ class DashboardSummaryListApi(APIView):
         covers_through_number = serializers.IntegerField(allow_null=True)
         summary_chars = serializers.IntegerField(help_text="Characters of the summary text, header excluded")
 
-    pagination_class = DashboardPagination
-
     @extend_schema(summary="A conversation's summaries, newest first, with their jobs (paginated)",
                    responses=OutputSerializer(many=True))
     def get(self, request: Request, pk: int) -> Response:
-        conversation = dashboard_conversation_get(user=request.user, pk=pk)
-        paginator = self.pagination_class()
-        offset, limit = paginator.page_bounds(request=request)
-        paginator.count, rows = dashboard_summary_page(conversation=conversation, offset=offset, limit=limit)
-        return paginator.get_paginated_response(self.OutputSerializer(rows, many=True).data)
+        return self.page_response(request, pk, read=dashboard_summary_page, serializer_class=self.OutputSerializer)
 
 
 class DashboardOverviewApi(APIView):

@@ -7,6 +7,7 @@ The first key encrypts; every key decrypts, so a key is rotated by putting the n
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -39,15 +40,21 @@ def secret_encrypt(plain: str) -> str:
     return _fernet().encrypt(plain.encode()).decode()
 
 
-def secret_decrypt(token: str) -> str:
-    """Decrypt a token made by secret_encrypt; "" gives "". Raises SecretDecryptError."""
+def _stored_token_apply(token: str, operation: Callable[[MultiFernet, bytes], bytes]) -> str:
+    """`operation` (decrypt, rotate) on a stored token; "" stays "" (no secret stored). Raises
+    SecretDecryptError."""
     if token == "":
         return ""
     try:
-        return _fernet().decrypt(token.encode()).decode()
+        return operation(_fernet(), token.encode()).decode()
     except (InvalidToken, ValueError):
         # Never include the token or plaintext in the message.
         raise SecretDecryptError("the stored secret cannot be decrypted with the configured keys") from None
+
+
+def secret_decrypt(token: str) -> str:
+    """Decrypt a token made by secret_encrypt; "" gives "". Raises SecretDecryptError."""
+    return _stored_token_apply(token, MultiFernet.decrypt)
 
 
 def secret_readable(token: str) -> bool:
@@ -61,9 +68,4 @@ def secret_readable(token: str) -> bool:
 
 def secret_rotate(token: str) -> str:
     """Re-encrypt a token under the current first key (for key rotation)."""
-    if token == "":
-        return ""
-    try:
-        return _fernet().rotate(token.encode()).decode()
-    except (InvalidToken, ValueError):
-        raise SecretDecryptError("the stored secret cannot be decrypted with the configured keys") from None
+    return _stored_token_apply(token, MultiFernet.rotate)

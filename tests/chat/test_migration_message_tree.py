@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.migrations import latest, migrate_to
+from tests.support.migrations import migrate_to, migrated_to
 
 BEFORE = [("chat", "0011_dashboard_totals")]
 AFTER = [("chat", "0012_message_tree")]
@@ -13,8 +13,7 @@ AFTER = [("chat", "0012_message_tree")]
 
 @pytest.mark.django_db(transaction=True)
 def test_existing_conversations_migrate_as_one_path_with_nothing_lost():
-    try:
-        apps = migrate_to(BEFORE)
+    with migrated_to(BEFORE) as apps:
         User = apps.get_model("auth", "User")
         Conversation = apps.get_model("chat", "Conversation")
         Message = apps.get_model("chat", "Message")
@@ -52,5 +51,3 @@ def test_existing_conversations_migrate_as_one_path_with_nothing_lost():
         }
         off_path = dict(Message.objects.filter(off_path_by__isnull=False).values_list("id", "off_path_by"))
         assert off_path == {regenerated: regenerated, failed: failed}  # each a branch of its own
-    finally:
-        migrate_to(latest())

@@ -4,9 +4,14 @@ release before the move migrates forward with every row kept, and back."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.contenttypes.models import ContentType
 
-from tests.support.migrations import latest, migrate_to
+from tests.support.migrations import (
+    assert_content_type_moved,
+    content_types_before_move,
+    latest,
+    migrate_to,
+    migrated_to,
+)
 
 BEFORE = [("chat", "0013_turn_claim"), ("dashboard", None)]
 TOTALS_FIELDS = ("conversation_id", "turns", "tokens_full", "tokens_sent", "summary_ids", "ledger_through_id")
@@ -17,14 +22,12 @@ BLOCK_FIELDS = ("conversation_id", "number", "turns", "first_record_id", "last_r
 
 @pytest.mark.django_db(transaction=True)
 def test_the_dashboard_tables_move_to_their_app_with_every_row():
-    try:
-        apps = migrate_to(BEFORE)
+    with migrated_to(BEFORE) as apps:
         User = apps.get_model("auth", "User")
         Conversation = apps.get_model("chat", "Conversation")
         Totals = apps.get_model("chat", "DashboardTotals")
         Block = apps.get_model("chat", "DashboardTurnBlock")
-        ContentType.objects.filter(app_label="dashboard").delete()  # as a database made before the move
-        ContentType.objects.get_or_create(app_label="chat", model="dashboardtotals")
+        content_types_before_move(app="dashboard", model="dashboardtotals")
         owner = User.objects.create(username="before-the-move")
         chats = [Conversation.objects.create(owner=owner, title=f"chat {i}") for i in range(3)]
         for i, chat in enumerate(chats):
@@ -41,14 +44,11 @@ def test_the_dashboard_tables_move_to_their_app_with_every_row():
         moved_blocks = apps.get_model("dashboard", "DashboardTurnBlock")
         assert sorted(moved_totals.objects.values_list(*TOTALS_FIELDS)) == totals
         assert sorted(moved_blocks.objects.values_list(*BLOCK_FIELDS)) == blocks
-        assert ContentType.objects.filter(app_label="dashboard", model="dashboardtotals").exists()
-        assert not ContentType.objects.filter(app_label="chat", model="dashboardtotals").exists()
+        assert_content_type_moved(app="dashboard", model="dashboardtotals")
 
         # And back: the release before the move reads the same rows.
         apps = migrate_to(BEFORE)
         assert sorted(apps.get_model("chat", "DashboardTotals").objects.values_list(*TOTALS_FIELDS)) == totals
-    finally:
-        migrate_to(latest())
 
     # The app's own models (what the services use) read the moved rows.
     from chatapp.dashboard.models import DashboardTotals

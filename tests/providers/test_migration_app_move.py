@@ -4,9 +4,14 @@ before the move migrates forward with every row and every reference to it kept, 
 from __future__ import annotations
 
 import pytest
-from django.contrib.contenttypes.models import ContentType
 
-from tests.support.migrations import latest, migrate_to
+from tests.support.migrations import (
+    assert_content_type_moved,
+    content_types_before_move,
+    latest,
+    migrate_to,
+    migrated_to,
+)
 
 BEFORE = [("chat", "0015_message_indexes"), ("providers", None)]
 CONFIG_FIELDS = ("id", "owner_id", "name", "base_url", "model", "api_key_encrypted", "context_window", "is_default")
@@ -14,14 +19,12 @@ CONFIG_FIELDS = ("id", "owner_id", "name", "base_url", "model", "api_key_encrypt
 
 @pytest.mark.django_db(transaction=True)
 def test_the_model_configs_move_to_their_app_with_every_row_and_reference():
-    try:
-        apps = migrate_to(BEFORE)
+    with migrated_to(BEFORE) as apps:
         User = apps.get_model("auth", "User")
         Config = apps.get_model("chat", "LLMConfig")
         Conversation = apps.get_model("chat", "Conversation")
         Settings = apps.get_model("chat", "UserSettings")
-        ContentType.objects.filter(app_label="providers").delete()  # as a database made before the move
-        ContentType.objects.get_or_create(app_label="chat", model="llmconfig")
+        content_types_before_move(app="providers", model="llmconfig")
         owner = User.objects.create(username="before-the-move")
         configs = [
             Config.objects.create(owner=owner, name=f"model {i}", base_url=f"https://llm{i}.example/v1",
@@ -38,14 +41,11 @@ def test_the_model_configs_move_to_their_app_with_every_row_and_reference():
         moved_chat = apps.get_model("chat", "Conversation").objects.get(pk=chat.pk)
         assert moved_chat.llm_config.name == "model 1"
         assert apps.get_model("chat", "UserSettings").objects.get(user_id=owner.pk).summary_config.name == "model 2"
-        assert ContentType.objects.filter(app_label="providers", model="llmconfig").exists()
-        assert not ContentType.objects.filter(app_label="chat", model="llmconfig").exists()
+        assert_content_type_moved(app="providers", model="llmconfig")
 
         # And back: the release before the move reads the same rows.
         apps = migrate_to(BEFORE)
         assert sorted(apps.get_model("chat", "LLMConfig").objects.values_list(*CONFIG_FIELDS)) == rows
-    finally:
-        migrate_to(latest())
 
     # The app's own model (what the services use) reads the moved rows, and deleting a config still
     # empties the references to it (the database's foreign keys were never touched).

@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -31,6 +32,13 @@ from chatapp.celery import app as celery_app
 from chatapp.chat.models import Conversation, Message, SummaryJob
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _spawn_logged(command: list[str], *, log_path: Path, **popen: Any) -> subprocess.Popen:
+    """`command` in a process group of its own (a kill reaches its children), stdout and stderr to
+    `log_path`: the file a failing test quotes."""
+    with log_path.open("wb") as log:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **popen)
 
 
 BROKERS = ["filesystem"] + (["redis"] if os.environ.get("REDIS_URL") else [])
@@ -142,17 +150,13 @@ class PrivateRedis:
 
     def start(self) -> PrivateRedis:
         self.starts += 1
-        log = (self.folder / f"redis-{self.starts}.log").open("wb")
-        self.proc = subprocess.Popen(
+        self.proc = _spawn_logged(
             [
                 "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--daemonize", "no", "--dir", str(self.folder),
             ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            log_path=self.folder / f"redis-{self.starts}.log",
         )
-        log.close()
         wait_for(self._answers, timeout=15, what=f"redis-server on port {self.port}")
         return self
 
@@ -258,21 +262,17 @@ class Worker:
 
     def start(self) -> Worker:
         self.starts += 1
-        log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(
+        self.proc = _spawn_logged(
             [
                 sys.executable, "-m", "celery", "-A", "chatapp", "worker", "-B",
                 "-s", str(self.broker.var_dir / "celerybeat-schedule"),
                 "-Q", self.broker.queue, "--concurrency", "1", "--loglevel", "INFO",
                 "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--without-gossip", "--without-mingle",
             ],
+            log_path=self.log_path,
             cwd=ROOT,
             env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
-        log.close()
         wait_for(self._ready, timeout=60, what=f"the worker to start (log: {self.log_path})")
         return self
 

@@ -9,7 +9,7 @@ plain JSON error and stores nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -92,10 +92,22 @@ def _sse_response(start: TurnStart) -> StreamingHttpResponse:
     return response
 
 
-def _event_stream_accepted(view: Any) -> Any:
-    """For @api_view functions (which have no decorator for it): use EventStreamNegotiation."""
-    view.content_negotiation_class = EventStreamNegotiation
-    return view
+def _turn_start_api(*, operation_id: str, summary: str, request: Any = None) -> Callable[[Any], Any]:
+    """A POST function view that starts a turn: gated by admission_middleware (turn_start_view), its
+    reply streamed as Server-Sent Events to clients that ask for them."""
+
+    def decorate(view: Any) -> Any:
+        # @api_view has no decorator for the negotiation: it reads the attribute off the function.
+        view.content_negotiation_class = EventStreamNegotiation
+        schema = extend_schema(operation_id=operation_id, summary=summary, request=request, responses=_SSE_RESPONSES)
+        return turn_start_view(schema(api_view(["POST"])(view)))
+
+    return decorate
+
+
+def _client_key(request: Request, data: Any) -> str:
+    """An idempotency key, in the body or as the usual header: the same send twice is stored once."""
+    return str(data.get("client_key") or request.headers.get("Idempotency-Key") or "")
 
 
 def _error(message: str, code: int, **extra: Any) -> Response:
@@ -142,10 +154,8 @@ def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse
     if error is not None:
         return error
     content = data.get("content")
-    # An idempotency key, in the body or as the usual header: the same send twice is stored once.
-    client_key = str(data.get("client_key") or request.headers.get("Idempotency-Key") or "")
     return _start(request, lambda: chat_turn_start(
-        user=request.user, conversation=conversation, content=content, client_key=client_key
+        user=request.user, conversation=conversation, content=content, client_key=_client_key(request, data)
     ))
 
 
@@ -176,29 +186,19 @@ class ConversationMessagesApi(MessageListApi):
         return _message_send(request, pk)
 
 
-@turn_start_view
-@extend_schema(
+@_turn_start_api(
     operation_id="messages_regenerate",
     summary="Answer the same user message again: a sibling reply (the old one stays as a branch)",
-    request=None,
-    responses=_SSE_RESPONSES,
 )
-@api_view(["POST"])
-@_event_stream_accepted
 def message_regenerate_api(request: Request, pk: int) -> Response | StreamingHttpResponse:
     reply = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
     return _start(request, lambda: chat_regenerate_start(user=request.user, reply=reply))
 
 
-@turn_start_view
-@extend_schema(
+@_turn_start_api(
     operation_id="messages_retry",
     summary="Retry a user message whose reply failed or was stopped",
-    request=None,
-    responses=_SSE_RESPONSES,
 )
-@api_view(["POST"])
-@_event_stream_accepted
 def message_retry_api(request: Request, pk: int) -> Response | StreamingHttpResponse:
     message = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
     return _start(request, lambda: chat_retry_start(user=request.user, message=message))
@@ -232,23 +232,18 @@ def _content_or_error(request: Request) -> tuple[Any, Response | None]:
     return data, None
 
 
-@turn_start_view
-@extend_schema(
+@_turn_start_api(
     operation_id="messages_edit",
     summary="Edit a user message: a new sibling branch with this text; its reply streams as for a send",
     request=_content_input("MessageEditInput", what="edit"),
-    responses=_SSE_RESPONSES,
 )
-@api_view(["POST"])
-@_event_stream_accepted
 def message_edit_api(request: Request, pk: int) -> Response | StreamingHttpResponse:
     message = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
     data, error = _content_or_error(request)
     if error is not None:
         return error
-    client_key = str(data.get("client_key") or request.headers.get("Idempotency-Key") or "")
     return _start(request, lambda: chat_edit_start(
-        user=request.user, message=message, content=data.get("content"), client_key=client_key
+        user=request.user, message=message, content=data.get("content"), client_key=_client_key(request, data)
     ))
 
 
