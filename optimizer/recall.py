@@ -28,6 +28,7 @@ import datetime as dt
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from .lexical import LexicalIndex, Query, analyze, build_query
@@ -122,7 +123,13 @@ def recall_cap(preference: str, *, budget: int, stateful: bool) -> int:
 def format_date(when: dt.datetime | None) -> str:
     if when is None:
         return "undated"
-    return f"{when:%a} {when.day} {when:%B %Y}"
+    return _day_line(when.date())
+
+
+@lru_cache(maxsize=1024)
+def _day_line(day: dt.date) -> str:
+    # A block renders every quote's date, twice a turn or more, and quotes share few days.
+    return f"{day:%a} {day.day} {day:%B %Y}"
 
 
 def _speaker(item: RecallItem) -> str:

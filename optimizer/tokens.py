@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -142,22 +143,13 @@ def line_pieces(text: str) -> list[str]:
     branch and split such a run by what follows: they are counted whole.) The property test in
     tests/optimizer/test_optimizer_tokens.py checks the sum against whole texts in both encodings.
     """
-    pieces: list[str] = []
-    start = 0
-    end = len(text)
-    at = text.find("\n")
-    while at != -1 and at + 1 < end:
-        nxt = text[at + 1]
-        if nxt.isalnum() or nxt in _LINE_OPENERS:
-            pieces.append(text[start : at + 1])
-            start = at + 1
-        at = text.find("\n", at + 1)
-    pieces.append(text[start:])
-    return pieces
+    cuts = [m.end() for m in _LINE_START.finditer(text)]
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
 
 
 _LINE_SAFE_ENCODINGS = frozenset({"cl100k_base", "o200k_base"})
-_LINE_OPENERS = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+# A line break before a letter, digit or ASCII punctuation mark (`\\w` is str.isalnum() or "_").
+_LINE_START = re.compile(r"\n(?=[\w!-/:-@\[-`{-~])")
 # Shorter texts are counted whole: cutting them saves nothing worth the scan.
 _PIECES_FROM_CHARS = 1_000
 # Hashing a string is far cheaper than encoding it, and the same texts come back request after

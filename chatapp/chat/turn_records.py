@@ -5,7 +5,7 @@ the chat's gauge reads."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, cast
@@ -19,8 +19,9 @@ from chatapp.providers import llm
 from optimizer.types import PackedMessage, PackResult, PackStats
 
 
-def _int_id(value: str) -> int | str:
-    return int(value) if value.isdigit() else value
+def _int_ids(values: Iterable[object]) -> list[int | str]:
+    """Ids as the records store them: a message's as its number, a prompt's ("instructions") as is."""
+    return [int(v) if v.isdigit() else v for v in map(str, values)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +122,7 @@ def _recall_summary(*, info: PackStats) -> dict[str, Any] | None:
     `ids` are the quoted messages in time order, `hits` how many of them matched the newest message
     (the others are their neighbours), `terms` the strongest query terms (stemmed, as searched).
     """
-    ids = [_int_id(str(i)) for i in info.recall_ids]
+    ids = _int_ids(info.recall_ids)
     if not ids:
         return None
     return {
@@ -183,7 +184,7 @@ def _record_stats(*, info: PackStats, ctx: ContextInput, messages: Sequence[Pack
     """
     stats = info.as_dict()
     stats["pack_ms"] = ctx.pack_ms
-    stats["system_prompt_tokens"] = sum(m.tokens for m in messages if set(m.source_ids) & PROMPT_IDS.keys())
+    stats["system_prompt_tokens"] = sum(m.tokens for m in messages if not PROMPT_IDS.keys().isdisjoint(m.source_ids))
     stats["system_prompt_hash"] = ctx.prompt_hash
     if ctx.request is not None and ctx.request.notes:
         stats["request_shape"] = list(ctx.request.notes)  # how the request was made template-safe
@@ -218,7 +219,7 @@ def _sent_entry(
       contents, `info` is the pack's statistics (the hits and terms are reported there).
     """
     entry: dict[str, Any] = {
-        "source_ids": [_int_id(str(i)) for i in packed.source_ids],
+        "source_ids": _int_ids(packed.source_ids),
         "origin": packed.origin,
         "tokens": packed.tokens,
         "role": packed.role,
@@ -233,7 +234,7 @@ def _sent_entry(
     elif packed.origin == "compressed":
         entry["content"] = packed.content
     elif packed.origin == "recall":
-        entry["hit_ids"] = [_int_id(str(i)) for i in info.recall_hit_ids] if info is not None else []
+        entry["hit_ids"] = _int_ids(info.recall_hit_ids) if info is not None else []
         entry["terms"] = list(info.recall_terms) if info is not None else []
         # a recall block is one text (the core writes it), never content parts
         layout = _recall_layout(content=cast(str, packed.content), source_ids=entry["source_ids"], quoted=quoted or {})
