@@ -360,3 +360,30 @@ def test_dns_rebinding_after_the_save_time_check_is_refused(fake, private_urls_r
     assert fake.requests == []
     # The verdict is cached per host for a short while: one lookup at save time, one at connect time.
     assert lookups == ["rebinding.example", "rebinding.example"]
+
+
+def test_a_closed_loops_clients_are_let_go_without_an_unclosed_session_error(fake, caplog):
+    """The async client moves bytes with aiohttp, whose sessions belong to one loop. Replies streamed
+    in a loop that then closed (a test's or a command's) leave a session that cannot be closed any
+    more; the next call, and the process's exit, let it go quietly instead of an error at collection."""
+    import gc
+    import warnings
+
+    target = make_target(fake.base_url, "fake-echo")
+
+    async def reply() -> str:
+        return _text([event async for event in llm.llm_stream(target=target, messages=MESSAGES)])
+
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.ERROR, logger="asyncio"):
+        warnings.simplefilter("always")
+        assert asyncio.run(reply()) == echo_reply(MESSAGES)
+        assert asyncio.run(reply()) == echo_reply(MESSAGES)  # the first loop's client is let go here
+        llm_transport._async_clients_forget()  # what the process's exit runs
+        gc.collect()
+    # The loop's own sockets are reported as httpx's were (ResourceWarning "unclosed <socket ...>",
+    # hidden by default); what must not appear is aiohttp's session or connector left open, or its
+    # close never run.
+    kinds = ResourceWarning | DeprecationWarning | RuntimeWarning
+    said = [str(w.message) for w in caught if issubclass(w.category, kinds)]
+    assert [m for m in said if not m.startswith(("unclosed <socket", "unclosed transport"))] == []
+    assert "Unclosed" not in caplog.text

@@ -5,6 +5,7 @@ addresses are not allowed) the endpoint's address checked again before each conn
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import threading
 import time
@@ -17,6 +18,7 @@ import openai
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from chatapp.providers.llm.aio_transport import AiohttpTransport
 from chatapp.providers.llm.types import NO_KEY, LLMTarget
 from chatapp.providers.netguard import base_url_validate
 
@@ -38,9 +40,9 @@ _sync_lock = threading.Lock()
 
 
 # httpx async pools belong to the event loop that opened them, so async clients are cached per loop.
-_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, OrderedDict[tuple, openai.AsyncOpenAI]] = (
-    weakref.WeakKeyDictionary()
-)
+_async_clients: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, OrderedDict[tuple, tuple[openai.AsyncOpenAI, AiohttpTransport]]
+] = weakref.WeakKeyDictionary()
 
 
 _closing: set[asyncio.Task] = set()
@@ -132,8 +134,9 @@ class _GuardedTransport(httpx.HTTPTransport):
         return super().handle_request(request)
 
 
-class _AsyncGuardedTransport(httpx.AsyncHTTPTransport):
-    """_GuardedTransport for the async client: a resolution, when needed, runs off the event loop."""
+class _AsyncGuardedTransport(AiohttpTransport):
+    """_GuardedTransport for the async client (over aiohttp: aio_transport says why): a resolution,
+    when needed, runs off the event loop."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         key = _address_check_key(request)
@@ -151,10 +154,8 @@ def _http_client() -> httpx.Client:
     )
 
 
-def _async_http_client() -> httpx.AsyncClient:
-    return openai.DefaultAsyncHttpxClient(
-        follow_redirects=False, transport=_AsyncGuardedTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
-    )
+def _async_http_client(transport: _AsyncGuardedTransport) -> httpx.AsyncClient:
+    return openai.DefaultAsyncHttpxClient(follow_redirects=False, transport=transport)
 
 
 def _sync_client(target: LLMTarget, *, timeout: float | None = None, max_retries: int = 0) -> openai.OpenAI:
@@ -179,17 +180,31 @@ def _async_client(target: LLMTarget) -> openai.AsyncOpenAI:
     loop = asyncio.get_running_loop()
     # Clients of a closed loop can never be used again (and may keep it alive through their pools).
     for old_loop in [other for other in list(_async_clients) if other.is_closed()]:
-        _async_clients.pop(old_loop, None)
+        _loop_clients_forget(_async_clients.pop(old_loop, None))
     clients = _async_clients.setdefault(loop, OrderedDict())
-    client = clients.get(key)
-    if client is not None:
+    cached = clients.get(key)
+    if cached is not None:
         clients.move_to_end(key)
-        return client
-    client = openai.AsyncOpenAI(**_client_kwargs(target, timeout, 0), http_client=_async_http_client())
-    clients[key] = client
+        return cached[0]
+    transport = _AsyncGuardedTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
+    client = openai.AsyncOpenAI(**_client_kwargs(target, timeout, 0), http_client=_async_http_client(transport))
+    clients[key] = (client, transport)
     while len(clients) > _CLIENT_CACHE_SIZE:
-        _, old = clients.popitem(last=False)
+        _, (old, _) = clients.popitem(last=False)
         task = loop.create_task(old.close())
         _closing.add(task)
         task.add_done_callback(_closing.discard)
     return client
+
+
+def _loop_clients_forget(clients: OrderedDict[tuple, tuple[openai.AsyncOpenAI, AiohttpTransport]] | None) -> None:
+    for _, transport in (clients or {}).values():
+        transport.loop_closed()
+
+
+@atexit.register
+def _async_clients_forget() -> None:
+    # The server's loop has ended by now: its sessions cannot be closed, only let go of quietly (the
+    # clients stay cached, so their sockets last until the interpreter ends, as before).
+    for clients in list(_async_clients.values()):
+        _loop_clients_forget(clients)
