@@ -148,7 +148,7 @@ def line_pieces(text: str) -> list[str]:
 
 
 _LINE_SAFE_ENCODINGS = frozenset({"cl100k_base", "o200k_base"})
-# A line break before a letter, digit or ASCII punctuation mark (`\\w` is str.isalnum() or "_").
+# A line break before a letter, digit or ASCII punctuation mark (`\w` is str.isalnum() or "_").
 _LINE_START = re.compile(r"\n(?=[\w!-/:-@\[-`{-~])")
 # Shorter texts are counted whole: cutting them saves nothing worth the scan.
 _PIECES_FROM_CHARS = 1_000
