@@ -117,11 +117,11 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             return
         session.detach()
         # The connector stays referenced as long as this transport (its pooled sockets with it, as
-        # httpx's pool kept them). On a closed loop its close() only marks it closed: it has nothing
-        # to wait for, so it runs to its end here, without a loop.
+        # httpx's pool kept them). Its close() marks it closed before it first waits, and on a closed
+        # loop it has nothing else to do: it is run here, without a loop, up to that first wait.
         closing = self.connector.close()
         try:
             closing.send(None)
         except StopIteration:
             return
-        closing.close()  # it would wait on the closed loop: nothing more can be done there
+        closing.close()  # what it would wait for needs the closed loop: nothing more can be done there
