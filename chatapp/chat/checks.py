@@ -1,9 +1,13 @@
-"""System checks for setting combinations that are valid one by one but risky together."""
+"""System checks: setting combinations that are valid one by one but risky together, and a database
+migrated by a release too old to upgrade from directly."""
 
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.checks import Warning, register
+from django.core.checks import Error, Tags, Warning, register
+from django.db import connections
+from django.db.migrations.loader import MigrationLoader
+from django.db.migrations.recorder import MigrationRecorder
 
 
 @register()
@@ -21,3 +25,34 @@ def summary_lease_check(app_configs, **kwargs) -> list[Warning]:
             id="chat.W001",
         )
     ]
+
+
+@register(Tags.database)
+def migration_history_check(app_configs, databases=None, **kwargs) -> list[Error]:
+    # Squashed migrations whose old files are gone are applied to an existing database only by
+    # recording them, which needs every old one recorded. A database part way through the old history
+    # cannot get there: Django drops a partly applied squash from its plan and fails later, on a table
+    # that already exists or a model it cannot resolve. Say so before `migrate` runs anything. The old
+    # histories are taken together: the squashes depend on each other, as the old migrations did.
+    errors: list[Error] = []
+    for alias in databases or ():
+        recorder = MigrationRecorder(connections[alias])
+        if not recorder.has_table():
+            continue
+        applied = recorder.applied_migrations()
+        loader = MigrationLoader(None, ignore_no_migrations=True)
+        gone = [old for squash in loader.replacements.values() for old in squash.replaces
+                if old not in loader.disk_migrations]
+        missing = [f"{app}.{name}" for app, name in gone if (app, name) not in applied]
+        if not missing or len(missing) == len(gone):
+            continue
+        errors.append(
+            Error(
+                f"Database '{alias}' was migrated by a release older than commit f89204b: it lacks "
+                f"{len(missing)} migrations ({', '.join(missing)}) that this release no longer has.",
+                hint="Upgrade to commit f89204b first and run `manage.py migrate` there, then to this release "
+                "(README: Upgrading).",
+                id="chat.E001",
+            )
+        )
+    return errors

@@ -115,7 +115,7 @@ def conversation_import(*, owner: User, record: ConversationRecord, index: int, 
     )
     if not any("parent" in m.links for m in record.messages):
         # A source with no tree (another product, an export from before branches): one path, each
-        # replaced reply a branch of its own, as migration 0012 made of existing chats.
+        # replaced reply a branch of its own, as the message-tree migration made of existing chats.
         conversation_path_thread(conversation_id=conversation.pk)
     conversation_index_rebuild(conversation=conversation)
     return conversation

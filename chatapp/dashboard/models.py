@@ -2,8 +2,8 @@
 up to date as records are written (chatapp.dashboard.totals), so that no page or API call
 aggregates every record of a long conversation.
 
-Their tables keep the names they were created with in the `chat` app (migration chat 0011): the
-models moved to this app by a state-only migration (dashboard 0001, chat 0014), no row rewritten.
+Their tables keep the names they were created with in the `chat` app: the models moved to this app
+by a state-only migration (since squashed into each app's 0001), no row rewritten.
 """
 
 from __future__ import annotations

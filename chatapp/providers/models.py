@@ -32,8 +32,8 @@ class LLMConfig(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        # The table keeps the name it had in the chat app (moved by chat 0016 / providers 0001,
-        # state only: no row is copied).
+        # The table keeps the name it had in the chat app: the model moved here by a state-only
+        # migration (since squashed), no row copied.
         db_table = "chat_llmconfig"
         ordering = ["name", "id"]
         constraints = [

@@ -2,7 +2,7 @@
 the statements the selectors run, captured and EXPLAINed with sequential and bitmap scans disabled,
 so the plan names the index the planner would reach for once the table is large). Losing one of
 these indexes once made every dashboard load read all 100,000 messages of a conversation three times
-(migration 0012 replaced the summary index)."""
+(the message-tree migration replaced the summary index)."""
 
 from __future__ import annotations
 
