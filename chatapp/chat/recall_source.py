@@ -17,8 +17,8 @@ Fast on long conversations:
   anyway), their postings are never read. A common term in a 100k-message conversation is then
   scored only inside the candidates already found.
 * Each lookup reads one conversation's postings of one term: FTS5 intersects inside its index
-  (`_c<id> AND term`); PostgreSQL looks up a conversation-scoped lexeme (`c<id>_term`, migration
-  0004), where `_c<id> & term` made GIN walk every posting of the conversation.
+  (`_c<id> AND term`); PostgreSQL looks up a conversation-scoped lexeme (`c<id>_term`, the `rtsv`
+  column), where `_c<id> & term` made GIN walk every posting of the conversation.
 * A very common term (`MAX_POSTINGS`) is looked up among the newest `RECENT_MESSAGES` only (the
   rows returned are bounded; PostgreSQL still walks the term's GIN entry for the bitmap).
 * Few round trips: the statistics in one statement, each term's lookup in one, the neighbours' ids
@@ -45,7 +45,7 @@ _SEARCH_TABLE = MessageSearch._meta.db_table
 _MESSAGE_TABLE = Message._meta.db_table
 _CORPUS_TABLE = RecallCorpus._meta.db_table
 _TERM_TABLE = RecallTerm._meta.db_table
-FTS_TABLE = "chat_message_fts"  # SQLite only: created by migration 0002
+FTS_TABLE = "chat_message_fts"  # SQLite only: created by chat migration 0001_squashed_0016
 # A term in more recallable messages than MAX_POSTINGS is looked up only among the conversation's
 # newest RECENT_MESSAGES: reading all of a very common term's postings is what would make a query
 # slow on a long conversation. A message is read at most once per query, so the common terms of a
@@ -84,7 +84,7 @@ def _match_sql(*, conversation_id: int, term: str, seen: Sequence[str], since: i
     but none of `seen` (those were fetched already), served by the vendor's full-text index; only
     messages from id `since` on when given."""
     if connection.vendor == "postgresql":
-        # conversation-scoped lexemes (migration 0004): one GIN entry per (conversation, term)
+        # conversation-scoped lexemes (chat migration 0001_squashed_0016): one GIN entry per (conversation, term)
         def lexeme(t: str) -> str:
             return ts_lexeme(recall_lexeme(conversation_id=conversation_id, term=t))
 
@@ -113,6 +113,28 @@ def _match_sql(*, conversation_id: int, term: str, seen: Sequence[str], since: i
         sql += " AND f.rowid >= %s"  # FTS5 seeks its doclists to the rowid: the cost is the range's
         params.append(since)
     return sql, params
+
+
+def corpus_statistics(*, conversation_ids: Sequence[int], terms: Sequence[str]) -> tuple[int, int, dict[str, int]]:
+    """(recallable messages, their total length, document frequency of each of `terms` found) summed
+    over these conversations: recall reads one conversation's, search those holding most of its hits.
+
+    One round trip for the corpus rows and the terms' rows (a query's fixed cost is mostly trips)."""
+    if not conversation_ids:
+        return 0, 0, {}
+    cids = ", ".join(["%s"] * len(conversation_ids))
+    marks = ", ".join(["%s"] * len(terms)) or "NULL"
+    sql = (
+        f"SELECT NULL, SUM(docs), SUM(length) FROM {_CORPUS_TABLE} WHERE conversation_id IN ({cids}) "  # noqa: S608
+        f"UNION ALL SELECT term, SUM(df), 0 FROM {_TERM_TABLE} "
+        f"WHERE conversation_id IN ({cids}) AND df > 0 AND term IN ({marks}) GROUP BY term"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*conversation_ids, *conversation_ids, *terms])
+        rows = cursor.fetchall()
+    # SUM over no corpus row is NULL, and PostgreSQL sums a bigint column as a numeric.
+    docs, length = next(((d or 0, n or 0) for term, d, n in rows if term is None), (0, 0))
+    return int(docs), int(length), {term: int(d) for term, d, _ in rows if term is not None}
 
 
 class DatabaseRecallSource:
@@ -162,7 +184,9 @@ class DatabaseRecallSource:
     def search(self, query: Query, *, limit: int, exclude_ids: frozenset[str]) -> list[tuple[str, float]]:
         if not query or limit <= 0:
             return []
-        n_docs, total, df = self._statistics([t for t in query.weights if len(t) <= MAX_TERM_CHARS])
+        n_docs, total, df = corpus_statistics(
+            conversation_ids=[self.conversation_id], terms=[t for t in query.weights if len(t) <= MAX_TERM_CHARS]
+        )
         if n_docs <= 0:
             return []
         avg_len = total / n_docs
@@ -215,22 +239,6 @@ class DatabaseRecallSource:
             floor = best[0][1] * self.floor_ratio
             best = [(pk, s) for pk, s in best if s >= floor]
         return [(str(pk), s) for pk, s in best]
-
-    def _statistics(self, terms: list[str]) -> tuple[int, int, dict[str, int]]:
-        """(recallable messages, their total length, document frequency of each of `terms` found).
-
-        One round trip for the corpus row and the terms' rows (a query's fixed cost is mostly trips)."""
-        marks = ", ".join(["%s"] * len(terms)) or "NULL"
-        sql = (
-            f"SELECT NULL, docs, length FROM {_CORPUS_TABLE} WHERE conversation_id = %s "  # noqa: S608
-            f"UNION ALL SELECT term, df, 0 FROM {_TERM_TABLE} "
-            f"WHERE conversation_id = %s AND df > 0 AND term IN ({marks})"
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [self.conversation_id, self.conversation_id, *terms])
-            rows = cursor.fetchall()
-        corpus = next(((docs, length) for term, docs, length in rows if term is None), (0, 0))
-        return corpus[0], corpus[1], {term: df for term, df, _ in rows if term is not None}
 
     def _recent_start(self) -> int:
         """Id of the oldest of the newest `recent` recallable messages up to `through_id` (0: the

@@ -4,7 +4,7 @@ highlighted snippet (issue 12 item 2, issue 13: results that jump to the message
 Matching is `recall_source.conversation_ids_matching`'s, through the same helpers: every content word
 of the query analyzed as the index stores it (`optimizer.lexical.analyze`, so "running" finds
 "runs"), the last one as a prefix, scoped to the owner by the index itself (SQLite FTS5, PostgreSQL
-tsvector + GIN; migration 0002).
+tsvector + GIN; chat migration 0001_squashed_0016).
 
 Ranking is BM25 (`optimizer.lexical.bm25`) over the newest `RANK_WINDOW` matching messages — all of
 them when fewer match — ordered by score, then newest first. Why not the vendor's own ranking:
@@ -42,8 +42,8 @@ from django.utils.safestring import SafeString, mark_safe
 
 from optimizer.lexical import bm25, idf
 
-from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
-from .recall_source import FTS_TABLE, owner_match_query, search_terms
+from .models import Conversation, Message, MessageSearch
+from .recall_source import FTS_TABLE, corpus_statistics, owner_match_query, search_terms
 from .search_snippets import SnippetPart, WordMatcher, marked_spans, snippet_parts
 
 MIN_QUERY_CHARS = 2  # one character would match half the titles and every word's prefix
@@ -64,8 +64,13 @@ SCAN_ROWS = 2 * RANK_WINDOW
 # (message id, conversation id, length, stored terms): an index row as the ranking reads it
 Row = tuple[int, int, int, str]
 _SEARCH_TABLE = MessageSearch._meta.db_table
-_CORPUS_TABLE = RecallCorpus._meta.db_table
-_TERM_TABLE = RecallTerm._meta.db_table
+# A Row's columns in the statements that read them (`s`: the search table).
+_ROW_COLUMNS = "s.message_id, s.conversation_id, s.length, s.terms"
+# SQLite: the Rows of an FTS5 query's matches (its one parameter), for a statement to go on from.
+_FTS_ROWS = (
+    f"SELECT {_ROW_COLUMNS} FROM {FTS_TABLE} f JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid "  # noqa: S608
+    f"WHERE {FTS_TABLE} MATCH %s"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,17 +174,13 @@ def _window(*, owner_id: int, terms: Sequence[str]) -> list[Row]:
     if connection.vendor == "postgresql":
         # Ids first, then their rows: the sort then carries ids only, not every match's terms.
         sql = (
-            f"SELECT s.message_id, s.conversation_id, s.length, s.terms FROM {_SEARCH_TABLE} s "  # noqa: S608
+            f"SELECT {_ROW_COLUMNS} FROM {_SEARCH_TABLE} s "  # noqa: S608
             f"WHERE s.message_id IN (SELECT message_id FROM {_SEARCH_TABLE} WHERE tsv @@ %s::tsquery "
             "ORDER BY message_id DESC LIMIT %s)"
         )
     else:
         # FTS5 serves rowid order itself, backwards, and stops after LIMIT rows.
-        sql = (
-            f"SELECT s.message_id, s.conversation_id, s.length, s.terms FROM {FTS_TABLE} f "  # noqa: S608
-            f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {FTS_TABLE} MATCH %s "
-            "ORDER BY f.rowid DESC LIMIT %s"
-        )
+        sql = f"{_FTS_ROWS} ORDER BY f.rowid DESC LIMIT %s"
     with connection.cursor() as cursor:
         cursor.execute(sql, [query, RANK_WINDOW])
         return list(cursor.fetchall())
@@ -199,20 +200,16 @@ def _window_scanned(*, owner_id: int, prefix: str) -> tuple[bool, list[Row]]:
             "WHERE tsv @@ %s::tsquery ORDER BY message_id DESC LIMIT %s) c"
         )
         rows = (
-            f"SELECT message_id, conversation_id, length, terms FROM {_SEARCH_TABLE} "  # noqa: S608
-            "WHERE tsv @@ %s::tsquery AND message_id >= %s AND strpos(' ' || terms, %s) > 0 "
-            "ORDER BY message_id DESC LIMIT %s"
+            f"SELECT {_ROW_COLUMNS} FROM {_SEARCH_TABLE} s "  # noqa: S608
+            "WHERE s.tsv @@ %s::tsquery AND s.message_id >= %s AND strpos(' ' || s.terms, %s) > 0 "
+            "ORDER BY s.message_id DESC LIMIT %s"
         )
     else:
         bound = (
             f"SELECT count(*), min(rowid) FROM (SELECT rowid FROM {FTS_TABLE} "  # noqa: S608
             f"WHERE {FTS_TABLE} MATCH %s ORDER BY rowid DESC LIMIT %s)"
         )
-        rows = (
-            f"SELECT s.message_id, s.conversation_id, s.length, s.terms FROM {FTS_TABLE} f "  # noqa: S608
-            f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {FTS_TABLE} MATCH %s AND f.rowid >= %s "
-            "AND instr(' ' || s.terms, %s) > 0 ORDER BY f.rowid DESC LIMIT %s"
-        )
+        rows = f"{_FTS_ROWS} AND f.rowid >= %s AND instr(' ' || s.terms, %s) > 0 ORDER BY f.rowid DESC LIMIT %s"
     with connection.cursor() as cursor:
         cursor.execute(bound, [query, SCAN_ROWS])
         count, oldest = cursor.fetchone()
@@ -238,7 +235,7 @@ def _rank(*, window: list[Row], terms: Sequence[str]) -> list[tuple[int, float]]
     looked_up = [*whole, *(t for t, _ in expansions.most_common(STAT_EXPANSIONS) if t not in whole)]
     by_conversation = Counter(cid for _, cid, _, _ in window)
     conversations = [cid for cid, _ in by_conversation.most_common(STAT_CONVERSATIONS)]
-    n_docs, total, df = _statistics(conversation_ids=conversations, terms=looked_up)
+    n_docs, total, df = corpus_statistics(conversation_ids=conversations, terms=looked_up)
     if n_docs <= 0:  # statistics cover recallable messages only: fall back on the window's own
         n_docs, total = len(window), sum(length for _, _, length, _ in window)
     avg_len = total / max(n_docs, 1)
@@ -277,25 +274,6 @@ def _occurrences(*, window: list[Row], whole: list[str], prefix: str) -> list[Co
         if m.group(1) not in skip:
             found[bisect_right(starts, m.start()) - 1][m.group(1)] += 1
     return found
-
-
-def _statistics(*, conversation_ids: list[int], terms: list[str]) -> tuple[int, int, dict[str, int]]:
-    """(recallable messages, their total length, document frequency of each term) summed over
-    these conversations, in one round trip."""
-    if not conversation_ids:
-        return 0, 0, {}
-    cids = ", ".join(["%s"] * len(conversation_ids))
-    marks = ", ".join(["%s"] * len(terms)) or "NULL"
-    sql = (
-        f"SELECT NULL, SUM(docs), SUM(length) FROM {_CORPUS_TABLE} WHERE conversation_id IN ({cids}) "  # noqa: S608
-        f"UNION ALL SELECT term, SUM(df), 0 FROM {_TERM_TABLE} "
-        f"WHERE conversation_id IN ({cids}) AND term IN ({marks}) GROUP BY term"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*conversation_ids, *conversation_ids, *terms])
-        rows = cursor.fetchall()
-    docs, length = next(((d or 0, n or 0) for term, d, n in rows if term is None), (0, 0))
-    return int(docs), int(length), {term: int(d) for term, d, _ in rows if term is not None}
 
 
 # --- the page's hits and their snippets ------------------------------------------------------------

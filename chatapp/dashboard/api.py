@@ -25,6 +25,7 @@ from chatapp.dashboard.serializers import (
     MessageMapSerializer,
     OverviewSerializer,
     RecordContextSerializer,
+    RecordSerializer,
     SeriesSerializer,
 )
 from chatapp.dashboard.series import dashboard_series
@@ -122,32 +123,9 @@ DashboardMessageMapApi = _figures_api(
 
 
 class DashboardRecordListApi(_ConversationPageApi):
-    class OutputSerializer(serializers.Serializer):
-        id = serializers.IntegerField()
-        turn = serializers.IntegerField()
-        created_at = serializers.DateTimeField()
-        reply_id = serializers.IntegerField(allow_null=True)
-        preference = serializers.CharField()
-        model = serializers.CharField()
-        context_window = serializers.IntegerField()
-        budget = serializers.IntegerField()
-        triggered = serializers.BooleanField()
-        window_start_id = serializers.IntegerField(allow_null=True)
-        strategy = serializers.CharField()
-        reason = serializers.CharField()
-        tokens_full = serializers.IntegerField()
-        tokens_sent = serializers.IntegerField()
+    class OutputSerializer(RecordSerializer):
         tokens_saved = serializers.IntegerField()
-        provider_prompt_tokens = serializers.IntegerField(allow_null=True)
-        estimated = serializers.BooleanField()
         summary_id = serializers.IntegerField(allow_null=True)
-        messages_before = serializers.IntegerField()
-        messages_after = serializers.IntegerField()
-        pack_ms = serializers.FloatField()
-        cost_sent_usd = serializers.FloatField(allow_null=True)
-        cost_full_usd = serializers.FloatField(allow_null=True)
-        recall_tokens = serializers.IntegerField()
-        recall_message_count = serializers.IntegerField()
         on_active_path = serializers.BooleanField(
             help_text="False: the turn's reply is on another branch (edited, regenerated or switched away "
                       "from); its tokens and cost still count in the totals.")

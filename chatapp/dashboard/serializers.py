@@ -189,7 +189,10 @@ class MessageMapSerializer(serializers.Serializer):
 # --- one turn --------------------------------------------------------------------------------------
 
 
-class RecordDetailSerializer(serializers.Serializer):
+# One optimization record's columns, as both the record list (api.DashboardRecordListApi) and the
+# turn detail send them; each adds its own. A comment, not a docstring: the schema would take a
+# docstring as both subclasses' description.
+class RecordSerializer(serializers.Serializer):
     id = _int()
     turn = _int()
     created_at = serializers.DateTimeField()
@@ -202,7 +205,6 @@ class RecordDetailSerializer(serializers.Serializer):
     window_start_id = _int(allow_null=True)
     strategy = _str()
     reason = _str()
-    scores = serializers.DictField(child=_float(allow_null=True))
     tokens_full = _int()
     tokens_sent = _int()
     provider_prompt_tokens = _int(allow_null=True)
@@ -214,6 +216,10 @@ class RecordDetailSerializer(serializers.Serializer):
     cost_full_usd = _float(allow_null=True)
     recall_tokens = _int()
     recall_message_count = _int()
+
+
+class RecordDetailSerializer(RecordSerializer):
+    scores = serializers.DictField(child=_float(allow_null=True))
 
 
 class RecallQuoteSerializer(serializers.Serializer):

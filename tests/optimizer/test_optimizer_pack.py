@@ -27,6 +27,14 @@ def ids(result):
     return [p.source_ids[0] for p in result.messages if p.origin != "summary"]
 
 
+# A stored summary of a 60-message conversation's first 40 messages.
+SUMMARY_THROUGH_A19 = Summary(
+    id="s1",
+    content="[Conversation summary — covers 40 messages, 9,000 → 300 characters]\nUser: my cat is called Pixel.",
+    through_id="a19",
+)
+
+
 def test_below_trigger_everything_unchanged():
     msgs = conversation(3)
     r = pack(msgs, budget=4000, preference="quality", model=MODEL)
@@ -147,13 +155,11 @@ def test_oversized_must_keep_is_compressed_only_when_needed():
 
 def test_summarize_layout_with_existing_summary_and_span():
     msgs = conversation(60)
-    text = "[Conversation summary — covers 40 messages, 9,000 → 300 characters]\nUser: my cat is called Pixel."
-    summary = Summary(id="s1", content=text, through_id="a19")
-    r = pack(msgs, budget=4000, preference="quality", model=MODEL, summary=summary)
+    r = pack(msgs, budget=4000, preference="quality", model=MODEL, summary=SUMMARY_THROUGH_A19)
     assert r.stats["strategy_chosen"] == "summarize"
     origins = [p.origin for p in r.messages]
     assert origins[:3] == ["verbatim", "verbatim", "summary"]
-    assert r.messages[2].role == "system" and r.messages[2].content == text
+    assert r.messages[2].role == "system" and r.messages[2].content == SUMMARY_THROUGH_A19.content
     assert r.messages[3].source_ids[0] == r.window_start
     span = r.summary_span
     assert span.after_id == "a19"
@@ -210,13 +216,11 @@ def test_a_summary_is_sent_whatever_the_strategy(preference):
 
 def test_truncate_uses_a_summary_that_fits_and_only_summarize_asks_for_more():
     msgs = conversation(60)
-    text = "[Conversation summary \u2014 covers 40 messages, 9,000 \u2192 300 characters]\nUser: cat Pixel."
-    summary = Summary(id="s1", content=text, through_id="a19")
-    fast = pack(msgs, budget=4000, preference="fast", model=MODEL, summary=summary)
+    fast = pack(msgs, budget=4000, preference="fast", model=MODEL, summary=SUMMARY_THROUGH_A19)
     assert fast.stats["strategy_chosen"] == "truncate"
     assert [p.origin for p in fast.messages][:3] == ["verbatim", "verbatim", "summary"]
     assert fast.summary_span is None and fast.stats["summary_used"]
-    quality = pack(msgs, budget=4000, preference="quality", model=MODEL, summary=summary)
+    quality = pack(msgs, budget=4000, preference="quality", model=MODEL, summary=SUMMARY_THROUGH_A19)
     assert quality.summary_span is not None and quality.summary_span.after_id == "a19"
     assert sent_tokens(fast) == fast.stats["tokens_after"] <= 4000
 

@@ -333,20 +333,20 @@ def test_planned_span_bounds_do_not_assume_contiguous_ids(owner, long_conversati
     assert (job.span_from_id, job.span_through_id) == (later[0], later[1])
 
 
-def _multi_chunk_conversation(make_config, long_conversation):
+@pytest.fixture
+def multi_chunk_job(make_config, long_conversation, published) -> SummaryJob:
+    """An automatic job on the fake endpoint whose span is several chunks, i.e. several model calls in
+    one delivery (a small window)."""
     config = make_config("fake-echo")
-    # A small window makes the span several chunks, i.e. several model calls in one delivery.
     LLMConfig.objects.filter(pk=config.pk).update(context_window=1000, max_output_tokens=200)
-    return long_conversation(config=LLMConfig.objects.get(pk=config.pk), rounds=40, window_rounds=3)
+    conversation = long_conversation(config=LLMConfig.objects.get(pk=config.pk), rounds=40, window_rounds=3)
+    return summary_job_request(conversation=conversation, trigger="auto")
 
 
-def test_the_lease_is_renewed_before_every_model_call(
-    owner, make_config, long_conversation, fake_openai, published, monkeypatch
-):
+def test_the_lease_is_renewed_before_every_model_call(multi_chunk_job, monkeypatch):
     from chatapp.chat.summary_selectors import summary_jobs_to_sweep
 
-    conversation = _multi_chunk_conversation(make_config, long_conversation)
-    job = summary_job_request(conversation=conversation, trigger="auto")
+    job = multi_chunk_job
     real_call = summary_writing.llm_complete
     held: list[bool] = []
 
@@ -362,16 +362,13 @@ def test_the_lease_is_renewed_before_every_model_call(
     outcome = summary_job_run(job_id=job.pk)
     assert outcome.status == "done", outcome.detail
     assert len(held) >= 2 and all(held), held
-    assert len(summaries_of(conversation)) == 1
+    assert len(summaries_of(job.conversation)) == 1
 
 
-def test_a_delivery_that_lost_its_job_stops_calling_the_model(
-    owner, make_config, long_conversation, fake_openai, published, monkeypatch
-):
+def test_a_delivery_that_lost_its_job_stops_calling_the_model(multi_chunk_job, monkeypatch):
     from django.db.models import F
 
-    conversation = _multi_chunk_conversation(make_config, long_conversation)
-    job = summary_job_request(conversation=conversation, trigger="auto")
+    job = multi_chunk_job
     real_call = summary_writing.llm_complete
     calls: list[int] = []
 
@@ -385,7 +382,7 @@ def test_a_delivery_that_lost_its_job_stops_calling_the_model(
     outcome = summary_job_run(job_id=job.pk)
     assert outcome.status == "skipped"
     assert len(calls) == 1  # no further chunk was sent for a result that would be thrown away
-    assert summaries_of(conversation) == []
+    assert summaries_of(job.conversation) == []
 
 
 def test_summary_count_counts_summaries_written_not_requested(owner, long_conversation, published):

@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chatapp.chat.api.inputs import validated
-from chatapp.chat.api.pagination import DefaultPagination, paginated_response
+from chatapp.chat.api.pagination import PaginatedApi
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_selectors import import_job_conversations, import_job_get, import_job_list
 from chatapp.chat.import_services import ImportTooLarge, import_job_create
@@ -118,9 +118,8 @@ class ImportJobDetailOutputSerializer(ImportJobOutputSerializer):
         return import_job_conversations(job=job)
 
 
-class ImportJobListApi(APIView):
+class ImportJobListApi(PaginatedApi):
     parser_classes = [MultiPartParser]
-    pagination_class = DefaultPagination
 
     class InputSerializer(serializers.Serializer):
         file = serializers.FileField(
@@ -156,12 +155,8 @@ class ImportJobListApi(APIView):
 
     @extend_schema(responses=ImportJobOutputSerializer(many=True), summary="Your imports, newest first")
     def get(self, request: Request) -> Response:
-        return paginated_response(
-            pagination_class=self.pagination_class,
-            serializer_class=ImportJobOutputSerializer,
-            queryset=import_job_list(owner=request.user),
-            request=request,
-            view=self,
+        return self.paginated_response(
+            request, queryset=import_job_list(owner=request.user), serializer_class=ImportJobOutputSerializer
         )
 
 

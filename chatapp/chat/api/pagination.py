@@ -18,19 +18,26 @@ class DefaultPagination(LimitOffsetPagination):
     max_limit = 200
 
 
-def paginated_response(
-    *,
-    pagination_class: type[LimitOffsetPagination],
-    serializer_class: type[serializers.Serializer],
-    queryset: Any,
-    request: Request,
-    view: APIView,
-) -> Response:
-    paginator = pagination_class()
-    page = paginator.paginate_queryset(queryset, request, view=view)
-    if page is None:
-        return Response(serializer_class(queryset, many=True).data)
-    return paginator.get_paginated_response(serializer_class(page, many=True).data)
+# An APIView answering pages of a queryset with its pagination_class. A comment, not a docstring: the
+# schema would take a docstring as every subclass's description.
+class PaginatedApi(APIView):
+    pagination_class: type[LimitOffsetPagination] = DefaultPagination
+
+    def paginated_response(
+        self,
+        request: Request,
+        *,
+        queryset: Any,
+        serializer_class: type[serializers.Serializer],
+        context: dict[str, Any] | None = None,
+    ) -> Response:
+        # DRF keeps an explicit None as the serializer's context: an empty one unless the view gives one.
+        context = {} if context is None else context
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        if page is None:
+            return Response(serializer_class(queryset, many=True, context=context).data)
+        return paginator.get_paginated_response(serializer_class(page, many=True, context=context).data)
 
 
 class BeforeIdPagination(BasePagination):

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chatapp.chat.api.pagination import DefaultPagination
+from chatapp.chat.api.pagination import PaginatedApi
 from chatapp.chat.models import ConversationShare
 from chatapp.chat.selectors import conversation_get
 from chatapp.chat.share_selectors import share_get, share_list
@@ -57,20 +57,17 @@ class ConversationShareApi(APIView):
         )
 
 
-class ShareListApi(APIView):
-    pagination_class = DefaultPagination
-
+class ShareListApi(PaginatedApi):
     @extend_schema(
         operation_id="shares_list",
         summary="Your live share links, newest first",
         responses=ShareOutputSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        # Paginated here rather than by paginated_response: the links are absolute, built from the request.
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(share_list(owner=request.user), request, view=self) or []
-        return paginator.get_paginated_response(
-            ShareOutputSerializer(page, many=True, context={"request": request}).data
+        # The links are absolute, built from the request.
+        return self.paginated_response(
+            request, queryset=share_list(owner=request.user), serializer_class=ShareOutputSerializer,
+            context={"request": request},
         )
 
 

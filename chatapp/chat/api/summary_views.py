@@ -14,7 +14,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from chatapp.chat.api.inputs import validated
-from chatapp.chat.api.pagination import DefaultPagination, paginated_response
+from chatapp.chat.api.pagination import PaginatedApi
 from chatapp.chat.api.serializers import MessageOutputSerializer
 from chatapp.chat.models import SummaryJob
 from chatapp.chat.selectors import conversation_get
@@ -103,18 +103,12 @@ class ConversationCompactApi(APIView):
         return Response(SummaryJobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class SummaryJobListApi(APIView):
-    pagination_class = DefaultPagination
-
+class SummaryJobListApi(PaginatedApi):
     @extend_schema(responses=SummaryJobOutputSerializer(many=True), summary="A conversation's summary jobs")
     def get(self, request: Request, pk: int) -> Response:
         conversation = conversation_get(owner=request.user, pk=pk)
-        response = paginated_response(
-            pagination_class=self.pagination_class,
-            serializer_class=SummaryJobOutputSerializer,
-            queryset=summary_job_list(conversation=conversation),
-            request=request,
-            view=self,
+        response = self.paginated_response(
+            request, queryset=summary_job_list(conversation=conversation), serializer_class=SummaryJobOutputSerializer
         )
         response.data["quota_remaining"] = summary_quota_remaining(conversation=conversation)
         return response

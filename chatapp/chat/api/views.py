@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chatapp.chat.api.inputs import validated
-from chatapp.chat.api.pagination import BeforeIdPagination, DefaultPagination, paginated_response
+from chatapp.chat.api.pagination import BeforeIdPagination, PaginatedApi
 from chatapp.chat.api.serializers import (
     ConversationOutputSerializer,
     MessageOutputSerializer,
@@ -64,9 +64,7 @@ def _owned_config_or_field_error(*, user: User, pk: int | None, field: str) -> L
         raise serializers.ValidationError({field: ["No such model configuration."]}) from None
 
 
-class ConversationListApi(APIView):
-    pagination_class = DefaultPagination
-
+class ConversationListApi(PaginatedApi):
     class InputSerializer(serializers.Serializer):
         title = serializers.CharField(max_length=200, required=False)
         llm_config = serializers.IntegerField(
@@ -92,13 +90,7 @@ class ConversationListApi(APIView):
     def get(self, request: Request) -> Response:
         query = request.query_params.get("q", "").strip() or None
         conversations = conversation_list(owner=request.user, query=query)
-        return paginated_response(
-            pagination_class=self.pagination_class,
-            serializer_class=ConversationOutputSerializer,
-            queryset=conversations,
-            request=request,
-            view=self,
-        )
+        return self.paginated_response(request, queryset=conversations, serializer_class=ConversationOutputSerializer)
 
     @extend_schema(request=InputSerializer, responses={201: ConversationOutputSerializer})
     def post(self, request: Request) -> Response:
@@ -214,9 +206,7 @@ class ConversationContextApi(APIView):
         return Response(self.OutputSerializer(gauge).data)
 
 
-class OptimizationRecordListApi(APIView):
-    pagination_class = DefaultPagination
-
+class OptimizationRecordListApi(PaginatedApi):
     @extend_schema(
         operation_id="conversations_records_list",
         summary="What the optimizer decided for each request, in turn order",
@@ -224,12 +214,10 @@ class OptimizationRecordListApi(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         conversation = conversation_get(owner=request.user, pk=pk)
-        return paginated_response(
-            pagination_class=self.pagination_class,
-            serializer_class=OptimizationRecordOutputSerializer,
+        return self.paginated_response(
+            request,
             queryset=optimization_record_list(conversation=conversation),
-            request=request,
-            view=self,
+            serializer_class=OptimizationRecordOutputSerializer,
         )
 
 
