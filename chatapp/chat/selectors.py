@@ -10,13 +10,14 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import Q, QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from .models import Conversation, Message, OptimizationRecord, UserSettings
 from .recall_source import conversation_ids_matching
-from .rowsql import row_instance
+from .rowsql import CompiledQuery, row_instance
 
 MESSAGE_PAGE_MAX = 500
 
@@ -41,6 +42,25 @@ def conversation_list(*, owner: User, query: str | None = None) -> QuerySet[Conv
 
 def conversation_get(*, owner: User, pk: int) -> Conversation:
     return get_object_or_404(Conversation, owner=owner, pk=pk)
+
+
+def _send_conversation_query(_shape: None, *, pk: int, owner_id: int) -> QuerySet[Conversation]:
+    return Conversation.objects.select_related("llm_config").filter(pk=pk, owner_id=owner_id)
+
+
+# Every send reads its conversation with its model config: compiled once (rowsql.CompiledQuery).
+_SEND_CONVERSATION = CompiledQuery(_send_conversation_query)
+
+
+def conversation_get_for_send(*, owner: User, pk: int) -> Conversation:
+    """`owner`'s conversation `pk` with its model config (and `owner` as its owner: a chat whose config
+    was deleted uses the owner's default config); 404 for anyone else's."""
+    found = _SEND_CONVERSATION.instances(None, pk=pk, owner_id=owner.pk)
+    if not found:
+        raise Http404("No Conversation matches the given query.")
+    conversation = found[0]
+    conversation.owner = owner
+    return conversation
 
 
 # --- messages ------------------------------------------------------------------------------------------
@@ -121,6 +141,20 @@ def user_settings_get(*, user: User) -> UserSettings:
 
 
 # --- API tokens --------------------------------------------------------------------------------------
+
+
+def _token_query(_shape: None, *, key: str) -> QuerySet[Token]:
+    return Token.objects.select_related("user").filter(key=key)
+
+
+# Every API request authenticates: compiled once (rowsql.CompiledQuery).
+_TOKEN_WITH_USER = CompiledQuery(_token_query)
+
+
+def api_token_with_user(*, key: str) -> Token | None:
+    """The API token `key` with its user loaded, or None."""
+    found = _TOKEN_WITH_USER.instances(None, key=key)
+    return found[0] if found else None
 
 
 def api_token_get(*, user: User) -> Token | None:

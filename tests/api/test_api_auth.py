@@ -77,3 +77,16 @@ def test_session_csrf_also_guards_patch_and_delete(user, make_conversation):
     assert client.patch("/api/settings/", {"preference": "fast"}, format="json").status_code == 403
     conversation.refresh_from_db()
     assert conversation.title == "Chat"
+
+
+def test_an_inactive_users_token_is_refused(user):
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.create(user=user)
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    response = client.get("/api/conversations/")
+    assert response.status_code in (401, 403)
+    assert response.json()["detail"] == "User inactive or deleted."

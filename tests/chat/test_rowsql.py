@@ -8,13 +8,16 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.rowsql import CompiledQuery, row_insert_statement, row_instance, row_read, row_update, statements_run
 from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
+from tests.support.chat import make_config
 
 pytestmark = pytest.mark.django_db
 
@@ -137,9 +140,6 @@ def test_an_insert_stores_exactly_the_values_given(conversation):
 
 
 def test_writes_run_together_land_together_in_one_round_trip_on_postgresql(conversation):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     from chatapp.chat.models import MessageSearch
 
     first, second = _message(conversation), _message(conversation)
@@ -185,3 +185,50 @@ def test_a_compiled_query_refuses_a_value_that_chooses_the_shape(conversation):
 
     with pytest.raises(ValueError, match="limit"):
         CompiledQuery(shaped_by_value).rows(None, conversation_id=conversation.pk, limit=3)
+
+
+def _conversation_with_config(shape, *, pk: int, owner_id: int):
+    rows = Conversation.objects.filter(pk=pk, owner_id=owner_id)
+    return rows.select_related("llm_config", "owner") if shape else rows
+
+
+def _loaded(obj) -> dict:
+    return {f.attname: getattr(obj, f.attname) for f in type(obj)._meta.concrete_fields}
+
+
+def test_compiled_instances_load_as_the_orm_loads_them(conversation):
+    owner = conversation.owner
+    config = make_config(owner, "http://127.0.0.1:9/v1")
+    conversation.llm_config = config
+    conversation.save(update_fields=["llm_config"])
+    bare = Conversation.objects.create(owner=owner, title="no config")  # the LEFT JOIN's empty side
+    query = CompiledQuery(_conversation_with_config)
+    for c in (conversation, bare):
+        expected = Conversation.objects.select_related("llm_config", "owner").get(pk=c.pk)
+        with CaptureQueriesContext(connection) as queries:
+            (got,) = query.instances(True, pk=c.pk, owner_id=owner.pk)
+            # the joined objects come with it, converted (aware datetimes, booleans, decimals) as the ORM does
+            assert _loaded(got) == _loaded(expected)
+            assert got.owner is not None and _loaded(got.owner) == _loaded(expected.owner)
+            config_loaded = got.llm_config and _loaded(got.llm_config)
+            assert config_loaded == (expected.llm_config and _loaded(expected.llm_config))
+        assert len(queries) == 1
+        assert got.created_at.tzinfo is not None and got._state.adding is False
+    assert query.instances(True, pk=conversation.pk, owner_id=owner.pk + 1000) == []
+    # saved in place: a loaded instance is an existing row
+    (plain,) = query.instances(False, pk=bare.pk, owner_id=owner.pk)
+    plain.title = "renamed"
+    plain.save(update_fields=["title"])
+    assert Conversation.objects.get(pk=bare.pk).title == "renamed"
+
+
+def test_compiled_instances_take_text_values(conversation):
+    token = Token.objects.create(user=conversation.owner)
+
+    def by_key(shape, *, key: str):
+        return Token.objects.select_related("user").filter(key=key)
+
+    query = CompiledQuery(by_key)
+    (got,) = query.instances(None, key=token.key)
+    assert got.pk == token.pk and got.user.username == conversation.owner.username
+    assert query.instances(None, key="0" * 40) == []

@@ -7,15 +7,22 @@ get a new one; `/api/auth/token/` replaces an expired token instead of handing i
 
 from __future__ import annotations
 
+from django.utils.translation import gettext_lazy as _
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
-from chatapp.chat.selectors import api_token_expired
+from chatapp.chat.selectors import api_token_expired, api_token_with_user
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
     def authenticate_credentials(self, key: str):  # type: ignore[no-untyped-def]
-        user, token = super().authenticate_credentials(key)
+        # TokenAuthentication's checks and words, over a lookup compiled once (every API request runs it).
+        token = api_token_with_user(key=key)
+        if token is None:
+            raise AuthenticationFailed(_("Invalid token."))
+        user = token.user
+        if not user.is_active:
+            raise AuthenticationFailed(_("User inactive or deleted."))
         if api_token_expired(token=token):
             raise AuthenticationFailed(
                 "This API token has expired. Create a new one in Settings, or POST your username and "

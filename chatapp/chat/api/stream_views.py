@@ -33,8 +33,9 @@ from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start, chat_retry_start
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
 from chatapp.chat.message_services import MessageTooLarge, message_content_validate, message_stop
-from chatapp.chat.models import Conversation, Message
+from chatapp.chat.models import Message
 from chatapp.chat.rate_limit import RateLimited, send_rate_check
+from chatapp.chat.selectors import conversation_get_for_send
 from chatapp.chat.turn_types import TurnStart
 
 _SSE_RESPONSES = {
@@ -146,10 +147,7 @@ def _start(request: Request, start: Any) -> Response | StreamingHttpResponse:
 
 
 def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse:
-    # The owner too: a chat whose config was deleted uses the owner's default config.
-    conversation = get_object_or_404(
-        Conversation.objects.select_related("llm_config", "owner"), pk=pk, owner=request.user
-    )
+    conversation = conversation_get_for_send(owner=request.user, pk=pk)
     data, error = _content_or_error(request)
     if error is not None:
         return error
