@@ -1,7 +1,9 @@
 """CPU of a turn's one-row statements: the ORM's QuerySet against chatapp.chat.rowsql, side by side.
 
 The same statements a chat turn runs every turn (the dashboard totals' increments, a turn block's
-maxima, the reply's update, a locked read of the totals row), each run 300 times in one transaction
+maxima, the reply's update, a locked read of the totals row; and the two lookups every send makes,
+its API token with its user and its conversation with its model config, as the ORM builds them
+against rowsql.CompiledQuery.instances), each run 300 times in one transaction
 both ways; the figure is this process's CPU per statement (time.process_time), so it counts what
 the web process spends building, sending and reading a statement, not the database's own work.
 
@@ -48,12 +50,14 @@ def main() -> int:
         from django.db.models import F, Value
         from django.db.models.functions import Coalesce, Greatest, Least
         from django.utils import timezone
+        from rest_framework.authtoken.models import Token
 
-        from chatapp.chat.models import Message
+        from chatapp.chat.models import Conversation, Message
         from chatapp.chat.rowsql import row_read, row_update
+        from chatapp.chat.selectors import api_token_with_user, conversation_get_for_send
         from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
 
-        user, _, config = seed_user(username=f"bench-rowsql-{secrets.token_hex(4)}", base_url="http://127.0.0.1:9/v1",
+        user, key, config = seed_user(username=f"bench-rowsql-{secrets.token_hex(4)}", base_url="http://127.0.0.1:9/v1",
                                     model="gpt-4o-mini")
         try:
             conversation = seed_conversation(owner=user, config=config, messages=2)
@@ -97,6 +101,14 @@ def main() -> int:
                         *last, "turns", "first_optimized_turn").first(),
                     lambda: row_read(DashboardTotals, where={"conversation_id": cid},
                                      fields=(*last, "turns", "first_optimized_turn"), lock=True),
+                ),
+                "API token with its user (a join)": (
+                    lambda: Token.objects.select_related("user").get(key=key),
+                    lambda: api_token_with_user(key=key),
+                ),
+                "conversation with its model config (a join)": (
+                    lambda: Conversation.objects.select_related("llm_config", "owner").get(pk=cid, owner=user),
+                    lambda: conversation_get_for_send(owner=user, pk=cid),
                 ),
             }
             print(f"CPU per statement, {args.repeat} runs each, {connection.vendor}:")
