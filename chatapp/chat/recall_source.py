@@ -16,9 +16,10 @@ Fast on long conversations:
   threshold (the `limit`-th best score so far, or the share of the best that recall discards
   anyway), their postings are never read. A common term in a 100k-message conversation is then
   scored only inside the candidates already found.
-* Each lookup reads one conversation's postings of one term: FTS5 intersects inside its index
-  (`_c<id> AND term`); PostgreSQL looks up a conversation-scoped lexeme (`c<id>_term`, the `rtsv`
-  column), where `_c<id> & term` made GIN walk every posting of the conversation.
+* Each lookup reads one conversation's postings of one term: both vendors index each recallable
+  message's terms prefixed with its conversation (`c<id>_term`: PostgreSQL's `rtsv` column, SQLite's
+  chat_message_rfts), where `_c<id> & term` / `_c<id> AND term` walked every posting of the
+  conversation and every posting of the term in the table (bench/fts_lookup.py).
 * A very common term (`MAX_POSTINGS`) is looked up among the newest `RECENT_MESSAGES` only (the
   rows returned are bounded; PostgreSQL still walks the term's GIN entry for the bitmap).
 * Few round trips: the statistics in one statement, each term's lookup in one, the neighbours' ids
@@ -39,13 +40,14 @@ from optimizer.lexical import K1, Query, analyze, bm25, idf
 from optimizer.recall import RELATIVE_FLOOR, Links, RecallItem
 
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
-from .search_services import MAX_TERM_CHARS, conversation_scope, recall_lexeme
+from .search_services import MAX_TERM_CHARS, recall_lexeme
 
 _SEARCH_TABLE = MessageSearch._meta.db_table
 _MESSAGE_TABLE = Message._meta.db_table
 _CORPUS_TABLE = RecallCorpus._meta.db_table
 _TERM_TABLE = RecallTerm._meta.db_table
 FTS_TABLE = "chat_message_fts"  # SQLite only: created by chat migration 0001_squashed_0016
+RECALL_FTS_TABLE = "chat_message_rfts"  # SQLite only: recall's scoped tokens (chat migration 0002)
 # A term in more recallable messages than MAX_POSTINGS is looked up only among the conversation's
 # newest RECENT_MESSAGES: reading all of a very common term's postings is what would make a query
 # slow on a long conversation. A message is read at most once per query, so the common terms of a
@@ -100,13 +102,17 @@ def _match_sql(*, conversation_id: int, term: str, seen: Sequence[str], since: i
             sql += " AND message_id >= %s"
             params.append(since)
         return sql, params
-    scope = fts_phrase(conversation_scope(conversation_id=conversation_id))
-    query = f"{scope} AND {fts_phrase(term)}"
+
+    # conversation-scoped tokens (chat migration 0002): only this conversation's postings of each term
+    def token(t: str) -> str:
+        return fts_phrase(recall_lexeme(conversation_id=conversation_id, term=t))
+
+    query = token(term)
     if seen:
-        query = f"{scope} AND ({fts_phrase(term)} NOT (" + " OR ".join(map(fts_phrase, seen)) + "))"
+        query += " NOT (" + " OR ".join(map(token, seen)) + ")"
     sql = (
-        f"SELECT s.message_id, s.length, s.terms FROM {FTS_TABLE} f "  # noqa: S608
-        f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {FTS_TABLE} MATCH %s AND s.recallable"
+        f"SELECT s.message_id, s.length, s.terms FROM {RECALL_FTS_TABLE} f "  # noqa: S608
+        f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {RECALL_FTS_TABLE} MATCH %s AND s.recallable"
     )
     params = [query]
     if since is not None:

@@ -55,7 +55,7 @@ def conversation_scope(*, conversation_id: int) -> str:
 
 
 def recall_lexeme(*, conversation_id: int, term: str) -> str:
-    """A term scoped by its conversation, as PostgreSQL's recall column (`rtsv`) stores it."""
+    """A term scoped by its conversation, as recall's index stores it (`rtsv`; SQLite: chat_message_rfts)."""
     return f"c{conversation_id}_{term}"
 
 

@@ -99,6 +99,32 @@ def _expected_stats(conversation: Conversation) -> tuple[tuple[int, int] | None,
     return ((docs, length) if docs else None), df
 
 
+
+def _recall_match(conversation: Conversation, term: str) -> list[int]:
+    """Message ids recall's scoped index finds for one term in `conversation` (`c<id>_term`)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                "SELECT rowid FROM chat_message_rfts WHERE chat_message_rfts MATCH %s ORDER BY rowid",
+                [f'"c{conversation.pk}_{term}"'],
+            )
+        else:
+            cursor.execute(
+                "SELECT message_id FROM chat_messagesearch WHERE rtsv @@ %s::tsquery AND recallable "
+                "ORDER BY message_id",
+                [f"'c{conversation.pk}_{term}'"],
+            )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _recall_index_matches_the_rows(conversation: Conversation) -> None:
+    """Every term of the conversation's rows finds exactly the recallable rows holding it."""
+    rows = list(MessageSearch.objects.filter(conversation=conversation).values_list("message_id", "terms",
+                                                                                      "recallable"))
+    for term in sorted({t for _, terms, _ in rows for t in terms.split()}):
+        expected = sorted(pk for pk, terms, recallable in rows if recallable and term in terms.split())
+        assert _recall_match(conversation, term) == expected, term
+
 # --- kept in step ---------------------------------------------------------------------------------
 
 
@@ -431,3 +457,27 @@ def test_the_seed_command_indexes_its_conversation(chat_user):
     assert _stats(conversation) == _expected_stats(conversation)
     assert MessageSearch.objects.filter(conversation=conversation, recallable=True).exists()
     assert not MessageSearch.objects.filter(conversation=conversation, message__kind="summary").exists()
+
+
+def test_recalls_scoped_index_follows_every_write(chat_user, conversation, fake_openai):
+    msgs = _append(conversation)
+    other = Conversation.objects.create(owner=chat_user)
+    kept = _append(other, FACTS[:2])
+    _recall_index_matches_the_rows(conversation)
+    assert _recall_match(conversation, "pumpernickel") == [msgs[0].pk, msgs[1].pk]
+    assert _recall_match(other, "pumpernickel") == [m.pk for m in kept]  # each conversation its own postings
+
+    Message.objects.filter(pk=msgs[0].pk).update(content="We adopted a tortoise named Archibald.")
+    message_index_sync(message_ids=[msgs[0].pk])  # an edit: the old terms leave, the new ones come
+    assert _recall_match(conversation, "archibald") == [msgs[0].pk]
+    assert _recall_match(conversation, "pumpernickel") == [msgs[1].pk]
+
+    result = send(chat_user, conversation, "Tell me about the aquarium in Lisbon")
+    reply = Message.objects.get(pk=result.named("start")[0]["assistant_message"]["id"])
+    chat_regenerate_start(user=chat_user, reply=reply)  # superseded: searchable, no longer recalled
+    assert not MessageSearch.objects.get(message=reply).recallable
+    _recall_index_matches_the_rows(conversation)
+
+    conversation_delete(conversation=conversation)
+    assert _recall_match(conversation, "lisbon") == []
+    assert _recall_match(other, "pumpernickel") == [m.pk for m in kept]
