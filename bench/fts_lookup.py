@@ -1,11 +1,12 @@
 """SQLite recall lookups: what one term's lookup costs as the conversation and the table grow, read
-the way recall reads it today beside a conversation-scoped token (what PostgreSQL's `rtsv` does).
+through the conversation token and the term (`_c<id> AND term`) beside a conversation-scoped token
+(`c<id>_term`).
 
-Recall looks a term up in one conversation. On SQLite that is `_c<id> AND term` in the FTS5 table
-(chatapp/chat/recall_source.py: _match_sql), so FTS5 walks the conversation token's doclist (every
-message of the conversation) and the term's (every message of every conversation holding it).
-PostgreSQL instead indexes each term prefixed with its conversation (`c<id>_term`) and reads only
-that conversation's postings. This bench builds standalone FTS5 tables with the migration's
+Recall looks a term up in one conversation. Through chat_message_fts that is `_c<id> AND term`, so
+FTS5 walks the conversation token's doclist (every message of the conversation) and the term's
+(every message of every conversation holding it). Recall reads chat_message_rfts instead (chat
+migration 0002), which indexes each term prefixed with its conversation, as PostgreSQL's `rtsv`
+does, and reads only that conversation's postings. This bench builds standalone FTS5 tables with the migration's
 tokenizer settings (no Django; synthetic terms with a Zipf-like spread, 12 per message) and times
 both lookups, in this process's CPU per query:
 
@@ -15,8 +16,7 @@ both lookups, in this process's CPU per query:
 
     .venv/bin/python bench/fts_lookup.py [--repeat 50]
 
-It explains why bench/scale.py's SQLite CPU per turn grows with the fill when PostgreSQL's does not;
-the app does not index scoped tokens on SQLite (yet): the "scoped" column is the alternative measured.
+It showed why bench/scale.py's SQLite CPU per turn grew with the fill when PostgreSQL's did not.
 """
 
 from __future__ import annotations

@@ -85,38 +85,32 @@ def _match_sql(*, conversation_id: int, term: str, seen: Sequence[str], since: i
     """SQL for the (id, length, terms) of the recallable messages of a conversation containing `term`
     but none of `seen` (those were fetched already), served by the vendor's full-text index; only
     messages from id `since` on when given."""
-    if connection.vendor == "postgresql":
-        # conversation-scoped lexemes (chat migration 0001_squashed_0016): one GIN entry per (conversation, term)
-        def lexeme(t: str) -> str:
-            return ts_lexeme(recall_lexeme(conversation_id=conversation_id, term=t))
+    # Conversation-scoped tokens (`c<id>_term`): PostgreSQL's `rtsv` column, SQLite's chat_message_rfts
+    # (chat migrations 0001_squashed_0016 and 0002): only this conversation's postings of each term.
+    postgres = connection.vendor == "postgresql"
+    quote, but_not, either = (ts_lexeme, " & !(", " | ") if postgres else (fts_phrase, " NOT (", " OR ")
 
-        query = lexeme(term)
-        if seen:
-            query += " & !(" + " | ".join(map(lexeme, seen)) + ")"
+    def token(t: str) -> str:
+        return quote(recall_lexeme(conversation_id=conversation_id, term=t))
+
+    query = token(term)
+    if seen:
+        query += but_not + either.join(map(token, seen)) + ")"
+    if postgres:
         sql = (
             f"SELECT message_id, length, terms FROM {_SEARCH_TABLE} "  # noqa: S608 (names are ours)
             "WHERE rtsv @@ %s::tsquery AND recallable"
         )
-        params: list = [query]
-        if since is not None:
-            sql += " AND message_id >= %s"
-            params.append(since)
-        return sql, params
-
-    # conversation-scoped tokens (chat migration 0002): only this conversation's postings of each term
-    def token(t: str) -> str:
-        return fts_phrase(recall_lexeme(conversation_id=conversation_id, term=t))
-
-    query = token(term)
-    if seen:
-        query += " NOT (" + " OR ".join(map(token, seen)) + ")"
-    sql = (
-        f"SELECT s.message_id, s.length, s.terms FROM {RECALL_FTS_TABLE} f "  # noqa: S608
-        f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {RECALL_FTS_TABLE} MATCH %s AND s.recallable"
-    )
-    params = [query]
+        first_id = "message_id"
+    else:
+        sql = (
+            f"SELECT s.message_id, s.length, s.terms FROM {RECALL_FTS_TABLE} f "  # noqa: S608
+            f"JOIN {_SEARCH_TABLE} s ON s.message_id = f.rowid WHERE {RECALL_FTS_TABLE} MATCH %s AND s.recallable"
+        )
+        first_id = "f.rowid"  # FTS5 seeks its doclists to the rowid: the cost is the range's
+    params: list = [query]
     if since is not None:
-        sql += " AND f.rowid >= %s"  # FTS5 seeks its doclists to the rowid: the cost is the range's
+        sql += f" AND {first_id} >= %s"
         params.append(since)
     return sql, params
 

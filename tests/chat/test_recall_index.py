@@ -63,20 +63,22 @@ def _fts_rows(message_ids: list[int]) -> int:
         return cursor.fetchone()[0]
 
 
+def _ids(queries: dict[str, tuple[str, str]]) -> list[int]:
+    """The message ids the vendor's query (SQL, its one parameter) returns, in order."""
+    sql, param = queries[connection.vendor]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [param])
+        return [row[0] for row in cursor.fetchall()]
+
+
 def _fts_match(conversation: Conversation, term: str) -> list[int]:
     """Message ids the vendor's full-text index finds for one term in `conversation`."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute(
-                "SELECT rowid FROM chat_message_fts WHERE chat_message_fts MATCH %s ORDER BY rowid",
-                [f'"_c{conversation.pk}" AND "{term}"'],
-            )
-        else:
-            cursor.execute(
-                "SELECT message_id FROM chat_messagesearch WHERE tsv @@ %s::tsquery ORDER BY message_id",
-                [f"'_c{conversation.pk}' & '{term}'"],
-            )
-        return [row[0] for row in cursor.fetchall()]
+    return _ids({
+        "sqlite": ("SELECT rowid FROM chat_message_fts WHERE chat_message_fts MATCH %s ORDER BY rowid",
+                   f'"_c{conversation.pk}" AND "{term}"'),
+        "postgresql": ("SELECT message_id FROM chat_messagesearch WHERE tsv @@ %s::tsquery ORDER BY message_id",
+                       f"'_c{conversation.pk}' & '{term}'"),
+    })
 
 
 def _stats(conversation: Conversation) -> tuple[tuple[int, int] | None, dict[str, int]]:
@@ -102,19 +104,12 @@ def _expected_stats(conversation: Conversation) -> tuple[tuple[int, int] | None,
 
 def _recall_match(conversation: Conversation, term: str) -> list[int]:
     """Message ids recall's scoped index finds for one term in `conversation` (`c<id>_term`)."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute(
-                "SELECT rowid FROM chat_message_rfts WHERE chat_message_rfts MATCH %s ORDER BY rowid",
-                [f'"c{conversation.pk}_{term}"'],
-            )
-        else:
-            cursor.execute(
-                "SELECT message_id FROM chat_messagesearch WHERE rtsv @@ %s::tsquery AND recallable "
-                "ORDER BY message_id",
-                [f"'c{conversation.pk}_{term}'"],
-            )
-        return [row[0] for row in cursor.fetchall()]
+    return _ids({
+        "sqlite": ("SELECT rowid FROM chat_message_rfts WHERE chat_message_rfts MATCH %s ORDER BY rowid",
+                   f'"c{conversation.pk}_{term}"'),
+        "postgresql": ("SELECT message_id FROM chat_messagesearch WHERE rtsv @@ %s::tsquery AND recallable "
+                       "ORDER BY message_id", f"'c{conversation.pk}_{term}'"),
+    })
 
 
 def _recall_index_matches_the_rows(conversation: Conversation) -> None:
