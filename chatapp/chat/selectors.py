@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import connection
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -55,7 +56,9 @@ _SEND_CONVERSATION = CompiledQuery(_send_conversation_query)
 def conversation_get_for_send(*, owner: User, pk: int) -> Conversation:
     """`owner`'s conversation `pk` with its model config (and `owner` as its owner: a chat whose config
     was deleted uses the owner's default config); 404 for anyone else's."""
-    found = _SEND_CONVERSATION.instances(None, pk=pk, owner_id=owner.pk)
+    low, high = connection.ops.integer_field_range(Conversation._meta.pk.get_internal_type())
+    # Out of the column's range matches nothing, as the ORM has it (the driver would raise instead).
+    found = _SEND_CONVERSATION.instances(None, pk=pk, owner_id=owner.pk) if low <= pk <= high else []
     if not found:
         raise Http404("No Conversation matches the given query.")
     conversation = found[0]

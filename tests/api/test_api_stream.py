@@ -102,6 +102,7 @@ def test_other_users_objects_answer_404_on_streaming_and_summary_endpoints(api, 
     summary = Message.objects.create(conversation=theirs, role="system", kind="summary", content="Summary")
 
     assert _send(api, theirs.pk, "hi").status_code == 404
+    assert _send(api, 2**70, "hi").status_code == 404  # beyond the id column's range: none, as the ORM says
     assert api.post(f"/api/messages/{reply.pk}/regenerate/").status_code == 404
     assert api.post(f"/api/messages/{user_message.pk}/retry/").status_code == 404
     assert api.post(f"/api/messages/{reply.pk}/stop/").status_code == 404
