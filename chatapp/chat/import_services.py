@@ -44,6 +44,7 @@ from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_writing import ModelChoice, conversation_import
 from chatapp.chat.imports import ConversationError, ConversationRecord, ImportFileError, document_open
 from chatapp.chat.imports.records import where
+from chatapp.chat.size_limits import TooLarge
 
 logger = logging.getLogger(__name__)
 
@@ -55,15 +56,12 @@ _COMPRESS_LEVEL = 1
 MAX_SKIPPED_LISTED = 200
 
 
-class ImportTooLarge(ValidationError):
-    """The upload is larger than settings.IMPORT_MAX_BYTES; nothing was stored."""
+class ImportTooLarge(TooLarge):
+    """The upload is larger than settings.IMPORT_MAX_BYTES (`limit` and `size` in bytes); nothing was stored."""
 
-    def __init__(self, *, limit: int, size: int) -> None:
-        self.limit = limit
-        self.size = size
-        super().__init__(
-            f"The file is {size / 1e6:,.1f} MB; the largest import is {limit / 1e6:,.1f} MB.", code="too_large"
-        )
+    @staticmethod
+    def describe(*, limit: int, size: int) -> str:
+        return f"The file is {size / 1e6:,.1f} MB; the largest import is {limit / 1e6:,.1f} MB."
 
 
 def import_job_create(*, owner: User, upload: UploadedFile) -> ImportJob:

@@ -21,22 +21,22 @@ from chatapp.chat.models import Conversation, Message
 from chatapp.chat.rendering import markdown_render
 from chatapp.chat.reply_stream import stop_flag
 from chatapp.chat.search_services import message_index_add, message_index_sync
+from chatapp.chat.size_limits import TooLarge
 from chatapp.chat.textsafe import text_problem
 from chatapp.providers import llm
 
 TITLE_MAX_CHARS = 60
 
 
-class MessageTooLarge(ValidationError):
-    """The message is longer than settings.MAX_MESSAGE_CHARS; nothing was stored."""
+class MessageTooLarge(TooLarge):
+    """The message is longer than settings.MAX_MESSAGE_CHARS (`limit` and `size` in characters); nothing
+    was stored."""
 
-    def __init__(self, *, limit: int, size: int) -> None:
-        self.limit = limit
-        self.size = size
-        super().__init__(
+    @staticmethod
+    def describe(*, limit: int, size: int) -> str:
+        return (
             f"Your message is {size:,} characters long; the limit is {limit:,} characters. "
-            "Shorten it or split it into several messages.",
-            code="too_large",
+            "Shorten it or split it into several messages."
         )
 
 

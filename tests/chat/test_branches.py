@@ -37,23 +37,23 @@ def exchange(user, conversation, text: str) -> tuple[Message, Message]:
 
 
 @pytest.fixture
-def offline(chat_user):
-    return Conversation.objects.create(owner=chat_user, offline=True)
+def offline(user):
+    return Conversation.objects.create(owner=user, offline=True)
 
 
-def test_sends_thread_one_path(chat_user, offline):
-    q1, a1 = exchange(chat_user, offline, "first question about tomatoes")
-    q2, a2 = exchange(chat_user, offline, "second question about cucumbers")
+def test_sends_thread_one_path(user, offline):
+    q1, a1 = exchange(user, offline, "first question about tomatoes")
+    q2, a2 = exchange(user, offline, "second question about cucumbers")
     assert (q1.parent_id, a1.parent_id, q2.parent_id, a2.parent_id) == (None, q1.pk, a1.pk, q2.pk)
     assert active_path(offline) == [q1.pk, a1.pk, q2.pk, a2.pk]
     assert message_sibling_places(messages=[q1, a1, q2, a2]) == {m.pk: (1, 1) for m in (q1, a1, q2, a2)}
     assert_path_consistent(offline)
 
 
-def test_edit_adds_a_sibling_and_sends_only_the_new_path(chat_user, offline):
-    q1, a1 = exchange(chat_user, offline, "first question about tomatoes")
-    q2, a2 = exchange(chat_user, offline, "second question about cucumbers")
-    turn = turn_pack(start=chat_edit_start(user=chat_user, message=q2, content="second question about peppers"))
+def test_edit_adds_a_sibling_and_sends_only_the_new_path(user, offline):
+    q1, a1 = exchange(user, offline, "first question about tomatoes")
+    q2, a2 = exchange(user, offline, "second question about cucumbers")
+    turn = turn_pack(start=chat_edit_start(user=user, message=q2, content="second question about peppers"))
     edited = Message.objects.get(pk=turn.user_message_id)
     assert edited.parent_id == a1.pk and edited.content == "second question about peppers"
     assert [m["content"] for m in turn.messages if m["role"] == "user"][-1].endswith("peppers")
@@ -67,16 +67,16 @@ def test_edit_adds_a_sibling_and_sends_only_the_new_path(chat_user, offline):
     assert active_path(offline) == [q1.pk, a1.pk, edited.pk, turn.reply_id]
     assert_path_consistent(offline)
     # The next send follows the edited branch.
-    q3, _ = exchange(chat_user, offline, "third")
+    q3, _ = exchange(user, offline, "third")
     assert q3.parent_id == turn.reply_id
 
 
-def test_switch_brings_a_branch_back_as_it_was(chat_user, offline):
-    _q1, _a1 = exchange(chat_user, offline, "first question about tomatoes")
-    q2, _a2 = exchange(chat_user, offline, "second question about cucumbers")
-    _q3, a3 = exchange(chat_user, offline, "third question about onions")
+def test_switch_brings_a_branch_back_as_it_was(user, offline):
+    _q1, _a1 = exchange(user, offline, "first question about tomatoes")
+    q2, _a2 = exchange(user, offline, "second question about cucumbers")
+    _q3, a3 = exchange(user, offline, "third question about onions")
     old_path = active_path(offline)
-    turn = turn_pack(start=chat_edit_start(user=chat_user, message=q2, content="second question about peppers"))
+    turn = turn_pack(start=chat_edit_start(user=user, message=q2, content="second question about peppers"))
     finish(turn)
     new_path = active_path(offline)
     Conversation.objects.filter(pk=offline.pk).update(window_start_id=new_path[-1])
@@ -104,9 +104,9 @@ def test_switch_brings_a_branch_back_as_it_was(chat_user, offline):
     assert info.value.code == "off_path"
 
 
-def test_regenerate_keeps_the_old_reply_as_a_branch(chat_user, offline):
-    q1, a1 = exchange(chat_user, offline, "what is a tomato")
-    turn = turn_pack(start=chat_regenerate_start(user=chat_user, reply=a1))
+def test_regenerate_keeps_the_old_reply_as_a_branch(user, offline):
+    q1, a1 = exchange(user, offline, "what is a tomato")
+    turn = turn_pack(start=chat_regenerate_start(user=user, reply=a1))
     finish(turn)
     a1.refresh_from_db()
     assert a1.superseded and a1.off_path_by == a1.pk
@@ -118,29 +118,29 @@ def test_regenerate_keeps_the_old_reply_as_a_branch(chat_user, offline):
     assert_path_consistent(offline)
 
 
-def test_no_switch_or_edit_while_a_reply_streams(chat_user, offline):
-    q1, a1 = exchange(chat_user, offline, "what is a tomato")
-    turn = turn_pack(start=chat_regenerate_start(user=chat_user, reply=a1))  # streaming, not finished
+def test_no_switch_or_edit_while_a_reply_streams(user, offline):
+    q1, a1 = exchange(user, offline, "what is a tomato")
+    turn = turn_pack(start=chat_regenerate_start(user=user, reply=a1))  # streaming, not finished
     with pytest.raises(ValidationError) as info:
         branch_switch(message=a1, index=1)
     assert info.value.code == "conflict"
     with pytest.raises(ValidationError) as info:
-        chat_edit_start(user=chat_user, message=q1, content="what is a cucumber")
+        chat_edit_start(user=user, message=q1, content="what is a cucumber")
     assert info.value.code == "conflict"
     finish(turn)
 
 
-def test_edit_refuses_what_cannot_be_edited(chat_user, offline):
-    q1, a1 = exchange(chat_user, offline, "what is a tomato")
+def test_edit_refuses_what_cannot_be_edited(user, offline):
+    q1, a1 = exchange(user, offline, "what is a tomato")
     with pytest.raises(ValidationError):
-        chat_edit_start(user=chat_user, message=a1, content="a reply is not yours to edit")
+        chat_edit_start(user=user, message=a1, content="a reply is not yours to edit")
     with pytest.raises(ValidationError):
-        chat_edit_start(user=chat_user, message=q1, content="   ")
-    turn = turn_pack(start=chat_edit_start(user=chat_user, message=q1, content="what is a cucumber"))
+        chat_edit_start(user=user, message=q1, content="   ")
+    turn = turn_pack(start=chat_edit_start(user=user, message=q1, content="what is a cucumber"))
     finish(turn)
     q1.refresh_from_db()
     with pytest.raises(ValidationError) as info:
-        chat_edit_start(user=chat_user, message=q1, content="off the path")
+        chat_edit_start(user=user, message=q1, content="off the path")
     assert info.value.code == "off_path"
     # The first message's edits are roots: siblings of each other.
     edited = Message.objects.get(pk=turn.user_message_id)
@@ -155,14 +155,14 @@ def _summary(conversation, *, through: Message, first: Message) -> Message:
     )
 
 
-def test_a_summary_is_sent_only_on_the_path_it_summarized(chat_user, offline):
-    q1, a1 = exchange(chat_user, offline, "first question about tomatoes")
-    q2, a2 = exchange(chat_user, offline, "second question about cucumbers")
+def test_a_summary_is_sent_only_on_the_path_it_summarized(user, offline):
+    q1, a1 = exchange(user, offline, "first question about tomatoes")
+    q2, a2 = exchange(user, offline, "second question about cucumbers")
     early = _summary(offline, through=a1, first=q1)
     late = _summary(offline, through=a2, first=q1)
     assert summary_current(conversation=offline).pk == late.pk
 
-    turn = turn_pack(start=chat_edit_start(user=chat_user, message=q2, content="second question about peppers"))
+    turn = turn_pack(start=chat_edit_start(user=user, message=q2, content="second question about peppers"))
     finish(turn)
     late.refresh_from_db()
     assert late.superseded and not Message.objects.get(pk=early.pk).superseded
@@ -173,35 +173,35 @@ def test_a_summary_is_sent_only_on_the_path_it_summarized(chat_user, offline):
     assert summary_current(conversation=offline).pk == late.pk  # back with its branch
 
 
-def test_dashboard_map_and_search_follow_the_active_path(chat_user, offline):
-    exchange(chat_user, offline, "first question about tomatoes")
-    q2, a2 = exchange(chat_user, offline, "second question about cucumbers")
-    turn = turn_pack(start=chat_edit_start(user=chat_user, message=q2, content="second question about peppers"))
+def test_dashboard_map_and_search_follow_the_active_path(user, offline):
+    exchange(user, offline, "first question about tomatoes")
+    q2, a2 = exchange(user, offline, "second question about cucumbers")
+    turn = turn_pack(start=chat_edit_start(user=user, message=q2, content="second question about peppers"))
     finish(turn)
     shown = dashboard_message_map(conversation=offline)
     assert shown["count"] == 4 and shown["record_id"] == OptimizationRecord.objects.get(reply_id=turn.reply_id).pk
-    assert [h.message_id for h in message_search(owner=chat_user, query="cucumbers").hits] == []
-    found = {h.message_id for h in message_search(owner=chat_user, query="peppers").hits}
+    assert [h.message_id for h in message_search(owner=user, query="cucumbers").hits] == []
+    found = {h.message_id for h in message_search(owner=user, query="peppers").hits}
     assert turn.user_message_id in found and found <= set(active_path(offline))
 
     branch_switch(message=q2, index=1)
     shown = dashboard_message_map(conversation=offline)
     assert shown["record_id"] == OptimizationRecord.objects.get(reply_id=a2.pk).pk
-    found = {h.message_id for h in message_search(owner=chat_user, query="cucumbers").hits}
+    found = {h.message_id for h in message_search(owner=user, query="cucumbers").hits}
     assert q2.pk in found and found <= set(active_path(offline))
 
 
-def test_a_share_link_keeps_the_branch_it_was_made_on(chat_user, offline):
+def test_a_share_link_keeps_the_branch_it_was_made_on(user, offline):
     """A link shows the path as it was when shared: neither what was edited away before, nor the
     branch switched back to afterwards (the snapshot is its last message's ancestors)."""
     from chatapp.chat.share_selectors import share_messages
     from chatapp.chat.share_services import conversation_share_create
 
-    exchange(chat_user, offline, "first question about tomatoes")
-    q2, _ = exchange(chat_user, offline, "SECRET-DRAFT question about my salary")
-    turn = turn_pack(start=chat_edit_start(user=chat_user, message=q2, content="second question about peppers"))
+    exchange(user, offline, "first question about tomatoes")
+    q2, _ = exchange(user, offline, "SECRET-DRAFT question about my salary")
+    turn = turn_pack(start=chat_edit_start(user=user, message=q2, content="second question about peppers"))
     finish(turn)
-    share = conversation_share_create(owner=chat_user, conversation=offline)
+    share = conversation_share_create(owner=user, conversation=offline)
     shown_before = [m.pk for m in share_messages(share=share).messages]
     assert shown_before == active_path(offline)
 

@@ -105,12 +105,12 @@ OPS = st.lists(
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS)
-def test_packed_context_holds_only_the_active_path(chat_user, fake_openai, ops):
-    config = make_config(chat_user, fake_openai.base_url, window=420, max_output=100, name=f"small {next(_texts)}")
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_packed_context_holds_only_the_active_path(user, fake_openai, ops):
+    config = make_config(user, fake_openai.base_url, window=420, max_output=100, name=f"small {next(_texts)}")
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     for op, pick in [("send", 0), ("send", 1), *ops, ("send", 2)]:
         try:
-            _apply(chat_user, conversation, op, pick)
+            _apply(user, conversation, op, pick)
         except ValidationError as exc:  # a refusal (e.g. an exchange that is not the latest) stores nothing
             assert exc.code not in ("conflict",), exc
         conversation.refresh_from_db()

@@ -47,27 +47,27 @@ def test_pin_and_unpin(conversation):
 
 
 @pytest.mark.parametrize("content", ["", "   \n\t ", None, 42])
-def test_empty_or_non_text_is_refused_and_nothing_stored(chat_user, conversation, content):
+def test_empty_or_non_text_is_refused_and_nothing_stored(user, conversation, content):
     with pytest.raises(ValidationError):
-        chat_turn_start(user=chat_user, conversation=conversation, content=content)
+        chat_turn_start(user=user, conversation=conversation, content=content)
     assert not Message.objects.filter(conversation=conversation).exists()
 
 
-def test_too_long_is_refused_with_the_limit(chat_user, conversation, settings):
+def test_too_long_is_refused_with_the_limit(user, conversation, settings):
     settings.MAX_MESSAGE_CHARS = 100
     with pytest.raises(MessageTooLarge) as info:
-        chat_turn_start(user=chat_user, conversation=conversation, content="x" * 101)
+        chat_turn_start(user=user, conversation=conversation, content="x" * 101)
     assert info.value.limit == 100
     assert "100" in info.value.messages[0]
     assert not Message.objects.filter(conversation=conversation).exists()
 
 
-def test_title_from_first_message_unless_custom(chat_user, conversation, echo_config):
-    chat_turn_start(user=chat_user, conversation=conversation, content="## Deploying Django behind nginx\nmore")
+def test_title_from_first_message_unless_custom(user, conversation, echo_config):
+    chat_turn_start(user=user, conversation=conversation, content="## Deploying Django behind nginx\nmore")
     conversation.refresh_from_db()
     assert conversation.title == "Deploying Django behind nginx"
-    custom = Conversation.objects.create(owner=chat_user, llm_config=echo_config, title="Mine", title_is_custom=True)
-    chat_turn_start(user=chat_user, conversation=custom, content="something else entirely")
+    custom = Conversation.objects.create(owner=user, llm_config=echo_config, title="Mine", title_is_custom=True)
+    chat_turn_start(user=user, conversation=custom, content="something else entirely")
     custom.refresh_from_db()
     assert custom.title == "Mine"
 
@@ -77,8 +77,8 @@ def test_title_is_short():
     assert len(title) <= 60 and title.endswith("…")
 
 
-def test_turn_start_records_decision_and_placeholder(chat_user, conversation):
-    turn = turn_pack(start=chat_turn_start(user=chat_user, conversation=conversation, content="hello"))
+def test_turn_start_records_decision_and_placeholder(user, conversation):
+    turn = turn_pack(start=chat_turn_start(user=user, conversation=conversation, content="hello"))
     reply = Message.objects.get(pk=turn.reply_id)
     assert (reply.role, reply.status, reply.reply_to_id) == ("assistant", "streaming", turn.user_message_id)
     record = OptimizationRecord.objects.get(pk=turn.record_id)
@@ -94,27 +94,27 @@ def test_turn_start_records_decision_and_placeholder(chat_user, conversation):
     assert record.budget == optimizer.compute_budget(context_window=16_000, max_output_tokens=500)
 
 
-def test_context_too_large_keeps_the_user_message(chat_user, fake_openai):
+def test_context_too_large_keeps_the_user_message(user, fake_openai):
     from tests.support.chat import make_config
 
-    config = make_config(chat_user, fake_openai.base_url, window=1_200, max_output=200)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    config = make_config(user, fake_openai.base_url, window=1_200, max_output=200)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     for i in range(8):
         message = message_append(conversation=conversation, role="user", content=f"fact {i} " + "alpha beta " * 90)
         message_pin_set(message=message, pinned=True)
-    turn = turn_pack(start=chat_turn_start(user=chat_user, conversation=conversation, content="and now?"))
+    turn = turn_pack(start=chat_turn_start(user=user, conversation=conversation, content="and now?"))
     assert turn.failure is not None and turn.failure.kind == "context_too_large"
     assert "budget" in turn.failure.error and "Unpin" in turn.failure.error
     assert Message.objects.filter(pk=turn.user_message_id, content="and now?").exists()
     assert Message.objects.get(pk=turn.reply_id).status == "error"
 
 
-def test_regenerate_supersedes_the_old_reply(chat_user, conversation):
+def test_regenerate_supersedes_the_old_reply(user, conversation):
     user_message = message_append(conversation=conversation, role="user", content="q")
     old = message_append(conversation=conversation, role="assistant", content="old answer", reply_to=user_message)
     conversation.refresh_from_db()
     before = conversation.live_token_count
-    turn = turn_pack(start=chat_regenerate_start(user=chat_user, reply=old))
+    turn = turn_pack(start=chat_regenerate_start(user=user, reply=old))
     old.refresh_from_db()
     conversation.refresh_from_db()
     assert old.superseded and old.status == "complete"
@@ -123,35 +123,35 @@ def test_regenerate_supersedes_the_old_reply(chat_user, conversation):
     assert Message.objects.get(pk=turn.reply_id).reply_to_id == user_message.pk
     assert turn.messages == [{"role": "user", "content": "q"}]
     with pytest.raises(ValidationError):
-        chat_regenerate_start(user=chat_user, reply=old)
+        chat_regenerate_start(user=user, reply=old)
 
 
-def test_only_the_latest_exchange_can_be_regenerated_or_retried(chat_user, conversation):
+def test_only_the_latest_exchange_can_be_regenerated_or_retried(user, conversation):
     q1 = message_append(conversation=conversation, role="user", content="q1")
     a1 = message_append(conversation=conversation, role="assistant", content="a1", reply_to=q1)
     message_append(conversation=conversation, role="user", content="q2")
     with pytest.raises(ValidationError):
-        chat_regenerate_start(user=chat_user, reply=a1)
+        chat_regenerate_start(user=user, reply=a1)
     with pytest.raises(ValidationError):
-        chat_retry_start(user=chat_user, message=q1)
+        chat_retry_start(user=user, message=q1)
 
 
-def test_retry_refuses_an_answered_message(chat_user, conversation):
+def test_retry_refuses_an_answered_message(user, conversation):
     q = message_append(conversation=conversation, role="user", content="q")
     message_append(conversation=conversation, role="assistant", content="a", reply_to=q)
     with pytest.raises(ValidationError):
-        chat_retry_start(user=chat_user, message=q)
+        chat_retry_start(user=user, message=q)
 
 
-def test_send_rate_limit_counts_per_user(chat_user, intruder, settings):
+def test_send_rate_limit_counts_per_user(user, other_user, settings):
     settings.SEND_RATE_LIMIT_PER_MINUTE = 3
     for _ in range(3):
-        send_rate_check(user=chat_user)
+        send_rate_check(user=user)
     with pytest.raises(RateLimited) as info:
-        send_rate_check(user=chat_user)
+        send_rate_check(user=user)
     assert 1 <= info.value.retry_after <= 60
     assert "3 per minute" in str(info.value)
-    send_rate_check(user=intruder)  # another user's quota is untouched
+    send_rate_check(user=other_user)  # another user's quota is untouched
 
 
 @pytest.mark.parametrize(
@@ -181,8 +181,8 @@ def _stream(turn, on_event) -> list[dict]:
     return async_to_sync(run)()
 
 
-def test_a_reply_superseded_while_streaming_is_not_counted(chat_user, conversation):
-    turn = turn_pack(start=chat_turn_start(user=chat_user, conversation=conversation, content="hello"))
+def test_a_reply_superseded_while_streaming_is_not_counted(user, conversation):
+    turn = turn_pack(start=chat_turn_start(user=user, conversation=conversation, content="hello"))
     conversation.refresh_from_db()
     totals = (conversation.live_message_count, conversation.live_char_count, conversation.live_token_count)
 
@@ -199,7 +199,7 @@ def test_a_reply_superseded_while_streaming_is_not_counted(chat_user, conversati
     assert reply.superseded and reply.status != "complete" and reply.content  # kept, never counted
 
 
-def test_a_long_stream_stays_alive_for_retry(chat_user, conversation, echo_config, monkeypatch, settings):
+def test_a_long_stream_stays_alive_for_retry(user, conversation, echo_config, monkeypatch, settings):
     # Chunks a few ms apart, so they come as separate deltas (a burst is joined into one event).
     echo_config.model = "slow-5"
     echo_config.save(update_fields=["model"])
@@ -207,7 +207,7 @@ def test_a_long_stream_stays_alive_for_retry(chat_user, conversation, echo_confi
     monkeypatch.setattr(reply_stream, "STOP_POLL_SECONDS", 0.0)
     monkeypatch.setattr(reply_stream, "STREAM_HEARTBEAT_SECONDS", 0.0)
     user_message_turn = turn_pack(
-        start=chat_turn_start(user=chat_user, conversation=conversation, content="write a long essay")
+        start=chat_turn_start(user=user, conversation=conversation, content="write a long essay")
     )
     long_ago = timezone.now() - timedelta(seconds=settings.LLM_TIMEOUT_SECONDS) - timedelta(hours=1)
     seen: dict = {"deltas": 0}
@@ -221,7 +221,7 @@ def test_a_long_stream_stays_alive_for_retry(chat_user, conversation, echo_confi
             if seen["deltas"] == 2:
                 user_message = Message.objects.get(pk=user_message_turn.user_message_id)
                 with pytest.raises(ValidationError) as info:
-                    chat_retry_start(user=chat_user, message=user_message)
+                    chat_retry_start(user=user, message=user_message)
                 seen["code"] = info.value.code
 
     events = _stream(user_message_turn, retry_mid_stream)
@@ -231,31 +231,31 @@ def test_a_long_stream_stays_alive_for_retry(chat_user, conversation, echo_confi
     assert Message.objects.filter(reply_to_id=user_message_turn.user_message_id).count() == 1
 
 
-def test_regenerate_claims_the_reply_once(chat_user, conversation):
+def test_regenerate_claims_the_reply_once(user, conversation):
     user_message = message_append(conversation=conversation, role="user", content="q")
     old = message_append(conversation=conversation, role="assistant", content="old answer", reply_to=user_message)
     stale = Message.objects.get(pk=old.pk)  # what a second tab loaded before the first regenerate
-    turn_pack(start=chat_regenerate_start(user=chat_user, reply=old))
+    turn_pack(start=chat_regenerate_start(user=user, reply=old))
 
     with pytest.raises(ValidationError) as info:
-        chat_regenerate_start(user=chat_user, reply=stale)
+        chat_regenerate_start(user=user, reply=stale)
 
     assert info.value.code == "conflict"
     assert Message.objects.filter(reply_to=user_message, status="streaming").count() == 1
 
 
-def test_retry_claims_the_failed_reply_once(chat_user, conversation, monkeypatch):
+def test_retry_claims_the_failed_reply_once(user, conversation, monkeypatch):
     user_message = message_append(conversation=conversation, role="user", content="q")
     failed = message_append(
         conversation=conversation, role="assistant", content="", status="error", reply_to=user_message
     )
     stale = Message.objects.get(pk=failed.pk)
-    turn_pack(start=chat_retry_start(user=chat_user, message=user_message))
+    turn_pack(start=chat_retry_start(user=user, message=user_message))
     # A concurrent retry that read the failed reply before the first one claimed it.
     monkeypatch.setattr(chat_retry, "_retry_last_reply", lambda *, message: stale)
 
     with pytest.raises(ValidationError) as info:
-        chat_retry_start(user=chat_user, message=user_message)
+        chat_retry_start(user=user, message=user_message)
 
     assert info.value.code == "conflict"
     live = Message.objects.filter(reply_to=user_message, superseded=False)

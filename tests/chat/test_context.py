@@ -87,10 +87,10 @@ def test_window_start_on_a_replaced_reply_begins_at_the_next_live_message(conver
 
 
 def test_long_conversation_triggers_optimization_without_loading_history(
-    chat_user, fake_openai, django_assert_max_num_queries
+    user, fake_openai, django_assert_max_num_queries
 ):
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     ids = seed_messages(conversation, 3_000, model="gpt-4o-mini")
     budget = optimizer.compute_budget(context_window=6_000, max_output_tokens=1_000)
     assert conversation.live_token_count > budget * 5
@@ -98,7 +98,7 @@ def test_long_conversation_triggers_optimization_without_loading_history(
     # 30 before recall; recall adds the new message's index write (row, term and corpus statistics)
     # and its search (statistics, one full-text lookup per query term, neighbours): still a constant.
     with django_assert_max_num_queries(40):
-        start = chat_turn_start(user=chat_user, conversation=conversation, content="What did we decide?")
+        start = chat_turn_start(user=user, conversation=conversation, content="What did we decide?")
         turn = turn_pack(start=start)
 
     record = OptimizationRecord.objects.get(pk=turn.record_id)
@@ -122,23 +122,23 @@ def test_long_conversation_triggers_optimization_without_loading_history(
     assert not [pk for pk in loaded if ids[1] <= pk < conversation.window_start_id]
 
 
-def test_context_build_without_window_reads_only_the_tail(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_context_build_without_window_reads_only_the_tail(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     seed_messages(conversation, 3_000, model="gpt-4o-mini")
     target = llm.llm_target_for(config=config)
     _, ctx = context_build(conversation=conversation, preference="balanced", target=target)
     assert len(ctx.loaded_ids) < 400
 
 
-def test_auto_optimize_off_sends_everything_that_fits(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=16_000, max_output=1_000)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_auto_optimize_off_sends_everything_that_fits(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=16_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     ids = seed_messages(conversation, 300, model="gpt-4o-mini")
     # Window sized so the history is 90% of the budget: past the 80% trigger, but it fits.
     config.context_window = int(conversation.live_token_count / 0.9) + config.max_output_tokens
     config.save()
-    UserSettings.objects.update_or_create(user=chat_user, defaults={"auto_optimize": False})
+    UserSettings.objects.update_or_create(user=user, defaults={"auto_optimize": False})
     target = llm.llm_target_for(config=config)
     result, _ = context_build(conversation=conversation, preference="balanced", target=target, auto_optimize=False)
     assert [int(i) for m in result.messages for i in m.source_ids] == ids
@@ -147,10 +147,10 @@ def test_auto_optimize_off_sends_everything_that_fits(chat_user, fake_openai):
     assert len({i for m in on.messages for i in m.source_ids}) < len(ids)
 
 
-def test_gauge_reports_next_request_tokens_against_budget(conversation, chat_user):
+def test_gauge_reports_next_request_tokens_against_budget(conversation, user):
     message_append(conversation=conversation, role="user", content="hello there")
     message_append(conversation=conversation, role="assistant", content="hi, how can I help?")
-    gauge = context_gauge(conversation=conversation, user=chat_user)
+    gauge = context_gauge(conversation=conversation, user=user)
     budget = optimizer.compute_budget(context_window=16_000, max_output_tokens=500)
     assert gauge["budget"] == budget
     assert gauge["tokens"] == conversation.live_token_count + 3
@@ -158,9 +158,9 @@ def test_gauge_reports_next_request_tokens_against_budget(conversation, chat_use
     assert gauge["strategy"] == "none"
 
 
-def test_a_turn_packed_before_a_compaction_does_not_move_the_window_back(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_a_turn_packed_before_a_compaction_does_not_move_the_window_back(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     ids = seed_messages(conversation, 600, model="gpt-4o-mini")
     assert conversation.window_start_id is None  # this request read the conversation before...
     # ...a manual compaction committed a window further on.
@@ -173,14 +173,14 @@ def test_a_turn_packed_before_a_compaction_does_not_move_the_window_back(chat_us
     assert Conversation.objects.get(pk=conversation.pk).window_start_id == ids[590]
 
 
-def test_auto_optimize_off_clears_the_window_when_everything_is_sent(chat_user, conversation):
+def test_auto_optimize_off_clears_the_window_when_everything_is_sent(user, conversation):
     ids = seed_messages(conversation, 10)
     # A window left from earlier (automatic optimization on, or a smaller model).
     Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[6])
     conversation.refresh_from_db()
-    UserSettings.objects.update_or_create(user=chat_user, defaults={"auto_optimize": False})
+    UserSettings.objects.update_or_create(user=user, defaults={"auto_optimize": False})
 
-    turn = turn_pack(start=chat_turn_start(user=chat_user, conversation=conversation, content="and now?"))
+    turn = turn_pack(start=chat_turn_start(user=user, conversation=conversation, content="and now?"))
 
     record = OptimizationRecord.objects.get(pk=turn.record_id)
     assert [i for entry in record.sent for i in entry["source_ids"]] == [*ids, turn.user_message_id]
@@ -189,7 +189,7 @@ def test_auto_optimize_off_clears_the_window_when_everything_is_sent(chat_user, 
     assert turn.context["window_start_id"] is None
 
 
-def test_clearing_the_window_yields_to_a_concurrent_compaction(chat_user, conversation):
+def test_clearing_the_window_yields_to_a_concurrent_compaction(user, conversation):
     ids = seed_messages(conversation, 10)
     Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[4])
     conversation.refresh_from_db()

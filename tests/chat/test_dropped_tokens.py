@@ -21,7 +21,7 @@ def _expected(conversation: Conversation, ranges: list[list[int]]) -> int:
 
 
 def test_the_sum_is_read_again_from_the_cache_until_the_ranges_change(
-    chat_user, conversation, django_assert_num_queries
+    user, conversation, django_assert_num_queries
 ):
     ids = seed_messages(conversation, 60)
     Message.objects.filter(pk=ids[7]).update(superseded=True)  # not live: never counted
@@ -36,7 +36,7 @@ def test_the_sum_is_read_again_from_the_cache_until_the_ranges_change(
     assert dropped_tokens_sum(conversation_id=conversation.pk, ranges=[]) == 0
 
 
-def test_a_turn_with_quotes_records_the_tokens_of_its_stored_ranges(chat_user, conversation, fake_openai):
+def test_a_turn_with_quotes_records_the_tokens_of_its_stored_ranges(user, conversation, fake_openai):
     """The quoted messages are cut out of the record's ranges; the tokens it records are still exactly
     the live tokens of those ranges (summed as the ranges before the cut, less the quotes' counts)."""
     from chatapp.chat.models import OptimizationRecord
@@ -48,7 +48,7 @@ def test_a_turn_with_quotes_records_the_tokens_of_its_stored_ranges(chat_user, c
     Message.objects.filter(pk=ids[3]).update(superseded=True)  # left out, and not live: never counted
     conversation_index_rebuild(conversation=conversation)
     for text in (QUESTION, "And the chatter11 chatter16 notes, what did they say?"):
-        result = send(chat_user, conversation, text)
+        result = send(user, conversation, text)
         assert result.names[-1] == "done", result.events
         record = OptimizationRecord.objects.get(reply_id=result.named("done")[0]["message"]["id"])
         quoted = [i for entry in record.sent if entry["origin"] == "recall" for i in entry["source_ids"]]

@@ -16,9 +16,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def long_chat(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def long_chat(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     ids = seed_messages(conversation, 300, model="gpt-4o-mini")
     message_append(
         conversation=conversation, role="system", kind="summary", content="[Conversation summary]\n\nEarly part.",
@@ -26,7 +26,7 @@ def long_chat(chat_user, fake_openai):
     )
     Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[200])
     client = APIClient()
-    client.force_authenticate(chat_user)
+    client.force_authenticate(user)
     return conversation, ids, client
 
 
@@ -38,9 +38,9 @@ def test_the_gauge_names_what_the_summary_sent_covers(long_chat):
     assert gauge["summary_quota_reached"] is False
 
 
-def test_the_gauge_says_when_the_daily_limit_turned_summaries_into_truncation(long_chat, chat_user, settings):
+def test_the_gauge_says_when_the_daily_limit_turned_summaries_into_truncation(long_chat, user, settings):
     conversation, _, client = long_chat
-    user_settings_update(user=chat_user, preference="quality")
+    user_settings_update(user=user, preference="quality")
     settings.SUMMARIES_PER_DAY = 0
     gauge = client.get(f"/api/conversations/{conversation.pk}/context/").json()
     assert gauge["summary_quota_reached"] is True and gauge["strategy"] == "truncate"

@@ -87,6 +87,17 @@ def test_the_leaf_names_the_active_path_and_siblings_become_branches():
     assert out["a2b2"].links == {"parent": "u2b", "reply_to": "u2b", "off_path_by": "a2b2"}
 
 
+@pytest.mark.parametrize("leaf", [None, 7, ["b2"], {"id": "b2"}, "nowhere"])
+def test_a_leaf_that_is_not_a_known_id_shows_the_newest_message(leaf):
+    # The leaf is the source's value as the file has it: a number, a list or an object names nothing.
+    nodes = {"a": TreeNode(parent=None, record=MessageRecord(role="user", content="a"), stamp=1.0),
+             "b1": TreeNode(parent="a", record=MessageRecord(role="assistant", content="b1"), stamp=3.0),
+             "b2": TreeNode(parent="a", record=MessageRecord(role="assistant", content="b2"), stamp=2.0)}
+    out = {r.ref: r for r in tree_records(nodes, leaf)}
+    assert [k for k, r in out.items() if not r.superseded] == ["a", "b1"]
+    assert out["b2"].links["off_path_by"] == "b2"
+
+
 def test_a_thousands_deep_tree_is_walked_without_recursion():
     nodes = {f"m{k}": TreeNode(parent=f"m{k - 1}" if k else None,
                                record=MessageRecord(role="user" if k % 2 == 0 else "assistant", content="x"),

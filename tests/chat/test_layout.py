@@ -26,8 +26,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def layout(chat_user):
-    return make_layout_conversation(owner=chat_user)
+def layout(user):
+    return make_layout_conversation(owner=user)
 
 
 def _live(layout) -> list[Message]:
@@ -86,9 +86,9 @@ def test_message_place_get_is_the_core_rule(layout):
         assert got == places[m.pk], m.content
 
 
-def test_timeline_marks_each_message_with_the_core_place(client, chat_user, layout):
+def test_timeline_marks_each_message_with_the_core_place(client, user, layout):
     places = expected_places(layout)
-    client.force_login(chat_user)
+    client.force_login(user)
     body = client.get(f"/c/{layout.conversation.pk}/").content.decode()
     for m in layout.messages:
         if m.kind == Message.Kind.SUMMARY:
@@ -105,21 +105,21 @@ def test_timeline_marks_each_message_with_the_core_place(client, chat_user, layo
         assert ("is-outside" in tag.group(1).split()) == (places[m.pk] == "evicted"), m.content
 
 
-def test_earlier_page_fragment_marks_places_too(client, chat_user, layout):
+def test_earlier_page_fragment_marks_places_too(client, user, layout):
     places = expected_places(layout)
-    client.force_login(chat_user)
+    client.force_login(user)
     before = layout.messages[-1].pk
     body = client.get(f"/c/{layout.conversation.pk}/messages/?before={before}").content.decode()
     marked = dict(re.findall(r'data-id="(\d+)"[^>]*?data-place="(\w+)"', body))
     assert marked == {str(pk): p for pk, p in places.items() if p is not None and pk < before}
 
 
-def test_stream_payload_carries_the_core_place(chat_user, conversation):
-    first = turn_pack(start=chat_turn_start(user=chat_user, conversation=conversation, content="hello there"))
+def test_stream_payload_carries_the_core_place(user, conversation):
+    first = turn_pack(start=chat_turn_start(user=user, conversation=conversation, content="hello there"))
     assert first.user_message["place"] == "static"  # the first user message is always sent
     # What the end of its stream does: the reply stored, the conversation's claim given back.
     Message.objects.filter(pk=first.reply_id).update(status=Message.Status.COMPLETE, content="hi")
     turn_claim_release(conversation_id=conversation.pk, claimed_at=first.claimed_at)
     conversation.refresh_from_db()
-    second = turn_pack(start=chat_turn_start(user=chat_user, conversation=conversation, content="and then?"))
+    second = turn_pack(start=chat_turn_start(user=user, conversation=conversation, content="and then?"))
     assert second.user_message["place"] == "window"

@@ -16,8 +16,8 @@ def _chat(conversation: Conversation, n: int) -> list[Message]:
                                    content=f"message {k}") for k in range(n)]
 
 
-def test_positions_skip_summaries_and_other_conversations(chat_user, conversation):
-    other = Conversation.objects.create(owner=chat_user)
+def test_positions_skip_summaries_and_other_conversations(user, conversation):
+    other = Conversation.objects.create(owner=user)
     first = _chat(conversation, 3)
     _chat(other, 4)  # interleaved ids from another conversation
     summary = Message.objects.create(conversation=conversation, role="system", kind="summary", content="s")
@@ -31,7 +31,7 @@ def test_positions_skip_summaries_and_other_conversations(chat_user, conversatio
     assert message_numbers(conversation_id=conversation.pk, ids=[]) == {}
 
 
-def test_summaries_are_numbered_in_their_own_order(chat_user, conversation):
+def test_summaries_are_numbered_in_their_own_order(user, conversation):
     _chat(conversation, 2)
     a = Message.objects.create(conversation=conversation, role="system", kind="summary", content="a")
     _chat(conversation, 2)

@@ -54,83 +54,83 @@ def _message_ids(page) -> list[int]:
 # --- matching and ranking ------------------------------------------------------------------------------
 
 
-def test_more_occurrences_rank_first_whatever_the_order(chat_user):
-    chat = _chat(chat_user)
+def test_more_occurrences_rank_first_whatever_the_order(user):
+    chat = _chat(user)
     many, once = _say(chat, f"bicycle bicycle bicycle notes {FILLER}", f"bicycle shop notes here {FILLER}")
-    assert _message_ids(message_search(owner=chat_user, query="bicycle")) == [many.pk, once.pk]
+    assert _message_ids(message_search(owner=user, query="bicycle")) == [many.pk, once.pk]
     # the newer message first on a tie, and the better one first whichever is newer
     newer_once, newer_many = _say(chat, f"bicycle shop notes here {FILLER}", f"bicycle bicycle bicycle notes {FILLER}")
-    ids = _message_ids(message_search(owner=chat_user, query="bicycle"))
+    ids = _message_ids(message_search(owner=user, query="bicycle"))
     assert ids == [newer_many.pk, many.pk, newer_once.pk, once.pk]
 
 
-def test_a_rarer_word_weighs_more(chat_user):
-    chat = _chat(chat_user)
+def test_a_rarer_word_weighs_more(user):
+    chat = _chat(user)
     _say(chat, *[f"garden weeding day {i} {FILLER}" for i in range(12)])
     rare_heavy, common_heavy = _say(
         chat,
         f"garden orchid orchid orchid {FILLER}",
         f"garden garden garden orchid {FILLER}",
     )
-    hits = message_search(owner=chat_user, query="garden orchid").hits
+    hits = message_search(owner=user, query="garden orchid").hits
     assert [h.message_id for h in hits] == [rare_heavy.pk, common_heavy.pk]
     assert hits[0].score > hits[1].score > 0
 
 
-def test_stemming_finds_other_forms(chat_user):
-    chat = _chat(chat_user)
+def test_stemming_finds_other_forms(user):
+    chat = _chat(user)
     (runs,) = _say(chat, "She runs along the canal every morning before work.")
     for query in ("running", "runs", "RUN", "canals"):
-        assert _message_ids(message_search(owner=chat_user, query=query)) == [runs.pk], query
-    hit = message_search(owner=chat_user, query="running").hits[0]
+        assert _message_ids(message_search(owner=user, query=query)) == [runs.pk], query
+    hit = message_search(owner=user, query="running").hits[0]
     assert "<mark>runs</mark>" in hit.snippet_html
 
 
-def test_every_word_must_match_and_only_the_last_is_a_prefix(chat_user):
-    chat = _chat(chat_user)
+def test_every_word_must_match_and_only_the_last_is_a_prefix(user):
+    chat = _chat(user)
     (aquarium,) = _say(chat, "Rosalind starts at the Lisbon aquarium in March.")
     _say(chat, "Lisbon trams are yellow.")
-    assert _message_ids(message_search(owner=chat_user, query="aquar")) == [aquarium.pk]
-    assert _message_ids(message_search(owner=chat_user, query="lisbon aqua")) == [aquarium.pk]
-    assert _message_ids(message_search(owner=chat_user, query="aquar lisbon")) == []  # "aquar" is not a word
-    assert _message_ids(message_search(owner=chat_user, query="lisbon penguin")) == []
-    hit = message_search(owner=chat_user, query="lisbon aqua").hits[0]
+    assert _message_ids(message_search(owner=user, query="aquar")) == [aquarium.pk]
+    assert _message_ids(message_search(owner=user, query="lisbon aqua")) == [aquarium.pk]
+    assert _message_ids(message_search(owner=user, query="aquar lisbon")) == []  # "aquar" is not a word
+    assert _message_ids(message_search(owner=user, query="lisbon penguin")) == []
+    hit = message_search(owner=user, query="lisbon aqua").hits[0]
     assert "<mark>Lisbon</mark>" in hit.snippet_html and "<mark>aquarium</mark>" in hit.snippet_html
 
 
-def test_short_and_stop_word_queries(chat_user):
-    chat = _chat(chat_user, title="The weekly plan")
+def test_short_and_stop_word_queries(user):
+    chat = _chat(user, title="The weekly plan")
     _say(chat, "the plan for the week")
-    assert message_search(owner=chat_user, query="").hits == []
-    assert message_search(owner=chat_user, query=" p ").hits == []
-    only_stop_words = message_search(owner=chat_user, query="the")
+    assert message_search(owner=user, query="").hits == []
+    assert message_search(owner=user, query=" p ").hits == []
+    only_stop_words = message_search(owner=user, query="the")
     assert [h.kind for h in only_stop_words.hits] == ["title"]  # no content word: titles only
 
 
 # --- snippets ---------------------------------------------------------------------------------------------
 
 
-def test_snippet_escapes_the_message_and_marks_matches(chat_user):
-    chat = _chat(chat_user)
+def test_snippet_escapes_the_message_and_marks_matches(user):
+    chat = _chat(user)
     _say(chat, "<script>alert('marmalade')</script> & my <b>marmalade</b> recipe \"quoted\"")
     for query, tag in (("marmalade", "&lt;script&gt;"), ("script", "&lt;<mark>script</mark>&gt;")):
-        (hit,) = message_search(owner=chat_user, query=query).hits
+        (hit,) = message_search(owner=user, query=query).hits
         html = str(hit.snippet_html)
         assert "<script" not in html and "<b>" not in html
         assert html.startswith(tag)
         assert html.replace("<mark>", "").replace("</mark>", "").count("<") == 0
         assert "&amp;" in html and "&quot;quoted&quot;" in html
-    (hit,) = message_search(owner=chat_user, query="marmalade").hits
+    (hit,) = message_search(owner=user, query="marmalade").hits
     assert str(hit.snippet_html).count("<mark>marmalade</mark>") == 2
     assert hit.snippet_text.startswith("<script>alert(")  # the plain text is the text as written
 
 
-def test_snippet_is_a_window_around_the_first_match_of_a_long_message(chat_user):
-    chat = _chat(chat_user)
+def test_snippet_is_a_window_around_the_first_match_of_a_long_message(user):
+    chat = _chat(user)
     words = [f"w{i}" for i in range(5000)]
     words[3000] = "zeppelin"
     _say(chat, "\n".join(" ".join(words[i : i + 10]) for i in range(0, 5000, 10)))
-    (hit,) = message_search(owner=chat_user, query="zeppelin").hits
+    (hit,) = message_search(owner=user, query="zeppelin").hits
     text = hit.snippet_text
     assert text.startswith("… ") and text.endswith(" …")
     assert "\n" not in text
@@ -139,11 +139,11 @@ def test_snippet_is_a_window_around_the_first_match_of_a_long_message(chat_user)
     assert len(text.split()) <= search_snippets.SNIPPET_WORDS + 2
 
 
-def test_title_hits_come_first_on_page_one_only(chat_user):
-    titled = [_chat(chat_user, title=f"Quince jam batch {i}") for i in range(7)]
-    other = _chat(chat_user)
+def test_title_hits_come_first_on_page_one_only(user):
+    titled = [_chat(user, title=f"Quince jam batch {i}") for i in range(7)]
+    other = _chat(user)
     (message,) = _say(other, "quince jelly needs pectin")
-    first = message_search(owner=chat_user, query="quince")
+    first = message_search(owner=user, query="quince")
     kinds = [h.kind for h in first.hits]
     assert kinds == ["title"] * search_selectors.TITLE_HITS + ["message"]
     assert {h.conversation_id for h in first.hits[:5]} <= {c.pk for c in titled}
@@ -154,29 +154,29 @@ def test_title_hits_come_first_on_page_one_only(chat_user):
 # --- owners and pages ---------------------------------------------------------------------------------
 
 
-def test_another_owners_messages_never_appear(chat_user, intruder, client):
-    mine = _chat(chat_user, title="Mine")
-    theirs = _chat(intruder, title="Theirs pumpernickel")
+def test_another_owners_messages_never_appear(user, other_user, client):
+    mine = _chat(user, title="Mine")
+    theirs = _chat(other_user, title="Theirs pumpernickel")
     (own,) = _say(mine, "pumpernickel bread for the cat")
     _say(theirs, "pumpernickel pumpernickel secret of the intruder")
-    page = message_search(owner=chat_user, query="pumpernickel")
+    page = message_search(owner=user, query="pumpernickel")
     assert _message_ids(page) == [own.pk] and {h.conversation_id for h in page.hits} == {mine.pk}
 
     api = APIClient()
-    api.force_authenticate(chat_user)
+    api.force_authenticate(user)
     body = api.get("/api/search/", {"q": "pumpernickel"}).json()
     assert [r["message_id"] for r in body["results"]] == [own.pk]
     assert "intruder" not in str(body) and "Theirs" not in str(body)
 
-    client.force_login(chat_user)
+    client.force_login(user)
     html = client.get(reverse("chat-sidebar"), {"q": "pumpernickel"}).content.decode()
     assert f"#m-{own.pk}" in html and "intruder" not in html and "Theirs" not in html
 
 
-def test_pages_are_disjoint_and_say_whether_more_follow(chat_user):
-    chat = _chat(chat_user)
+def test_pages_are_disjoint_and_say_whether_more_follow(user):
+    chat = _chat(user)
     ids = _bulk(chat, [f"invoice number {i} {'invoice ' * (i % 5)}{FILLER}" for i in range(45)])
-    pages = [message_search(owner=chat_user, query="invoice", page=n) for n in (1, 2, 3)]
+    pages = [message_search(owner=user, query="invoice", page=n) for n in (1, 2, 3)]
     got = [_message_ids(p) for p in pages]
     assert [len(g) for g in got] == [20, 20, 5]
     assert [p.has_more for p in pages] == [True, True, False]
@@ -184,31 +184,31 @@ def test_pages_are_disjoint_and_say_whether_more_follow(chat_user):
     assert pages[0].ranked == 45 and not pages[0].window_full
     scores = [h.score for p in pages for h in p.hits]
     assert scores == sorted(scores, reverse=True)
-    assert message_search(owner=chat_user, query="invoice", page=4).hits == []
+    assert message_search(owner=user, query="invoice", page=4).hits == []
     with pytest.raises(ValueError):
-        message_search(owner=chat_user, query="invoice", page=search_selectors.MAX_PAGE + 1)
+        message_search(owner=user, query="invoice", page=search_selectors.MAX_PAGE + 1)
 
 
-def test_ranking_covers_the_newest_window_of_matches(chat_user, monkeypatch):
+def test_ranking_covers_the_newest_window_of_matches(user, monkeypatch):
     monkeypatch.setattr(search_selectors, "RANK_WINDOW", 10)
-    chat = _chat(chat_user)
+    chat = _chat(user)
     ids = _bulk(chat, [f"ledger entry {i} {FILLER}" for i in range(25)])
-    page = message_search(owner=chat_user, query="ledger", page_size=50)
+    page = message_search(owner=user, query="ledger", page_size=50)
     assert sorted(_message_ids(page)) == ids[-10:]
     assert page.ranked == 10 and page.window_full and not page.has_more
 
 
-def test_a_short_word_gives_the_same_window_scanned_or_looked_up(chat_user, monkeypatch):
+def test_a_short_word_gives_the_same_window_scanned_or_looked_up(user, monkeypatch):
     """A query of one short word is first tested on the newest messages' stored terms; when they hold
     too few matches the index is asked. Either way the ranked hits are the index's."""
     monkeypatch.setattr(search_selectors, "RANK_WINDOW", 6)
     monkeypatch.setattr(search_selectors, "SCAN_ROWS", 12)
-    chat = _chat(chat_user)
+    chat = _chat(user)
     _bulk(chat, [f"zqx ledger entry {i}" for i in range(4)] + [f"ledger entry {i} {FILLER}" for i in range(30)]
           + [f"leaflet drop {i}" for i in range(3)])
 
     def ranked(query: str) -> list[tuple[int | None, float | None]]:
-        page = message_search(owner=chat_user, query=query, page_size=50)
+        page = message_search(owner=user, query=query, page_size=50)
         return [(h.message_id, h.score) for h in page.hits if h.kind == "message"]
 
     queries = ["zq", "le", "ent", "dro", "ledger zq", "entry le", "drop le"]
@@ -222,10 +222,10 @@ def test_a_short_word_gives_the_same_window_scanned_or_looked_up(chat_user, monk
 # --- API and sidebar ------------------------------------------------------------------------------------
 
 
-def test_api_answers_hits_with_snippets_and_links(chat_user):
-    chat = _chat(chat_user, title="Trip")
+def test_api_answers_hits_with_snippets_and_links(user):
+    chat = _chat(user, title="Trip")
     user_message, _ = _say(chat, "Book the <ferry> to Naxos", "The ferry to Naxos leaves at nine.")
-    api = token_client(chat_user)
+    api = token_client(user)
     response = api.get("/api/search/", {"q": "naxos ferr"})
     assert response.status_code == 200
     body = response.json()
@@ -238,10 +238,10 @@ def test_api_answers_hits_with_snippets_and_links(chat_user):
     assert hit["url"] == f"/c/{chat.pk}/#m-{user_message.pk}"
 
 
-def test_api_validates_the_page_and_answers_short_queries_empty(chat_user):
+def test_api_validates_the_page_and_answers_short_queries_empty(user):
     api = APIClient()
     assert api.get("/api/search/", {"q": "ferry"}).status_code == 401
-    api.force_authenticate(chat_user)
+    api.force_authenticate(user)
     for bad in ("0", "51", "two", "-1", "1.5"):
         response = api.get("/api/search/", {"q": "ferry", "page": bad})
         assert response.status_code == 400, bad
@@ -253,12 +253,12 @@ def test_api_validates_the_page_and_answers_short_queries_empty(chat_user):
         assert response.json()["results"] == [] and response.json()["has_more"] is False
 
 
-def test_sidebar_shows_snippets_under_their_conversation(chat_user, client):
-    chat = _chat(chat_user, title="Kitchen")
-    other = _chat(chat_user, title="Garage <b>tools</b>")
+def test_sidebar_shows_snippets_under_their_conversation(user, client):
+    chat = _chat(user, title="Kitchen")
+    other = _chat(user, title="Garage <b>tools</b>")
     first, second = _say(chat, "The <img src=x onerror=alert(1)> saffron risotto", "Saffron is expensive.")
     _say(other, "nothing to see")
-    client.force_login(chat_user)
+    client.force_login(user)
     html = client.get(reverse("chat-sidebar"), {"q": "saffron"}).content.decode()
     assert "Best matches" in html
     assert f'href="/c/{chat.pk}/#m-{first.pk}"' in html and f'href="/c/{chat.pk}/#m-{second.pk}"' in html

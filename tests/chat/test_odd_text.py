@@ -25,11 +25,11 @@ def test_storable_text_joins_split_pairs_and_replaces_the_rest():
     assert "surrogate" in text_problem("\ud800")
 
 
-def test_a_reply_with_odd_bytes_is_stored_whole(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url, model="odd-bytes")
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_a_reply_with_odd_bytes_is_stored_whole(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="odd-bytes")
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
 
-    result = send(chat_user, conversation, "Say something odd")
+    result = send(user, conversation, "Say something odd")
 
     assert result.names[-1] == "done", result.events
     reply = Message.objects.get(conversation=conversation, role="assistant")
@@ -40,13 +40,13 @@ def test_a_reply_with_odd_bytes_is_stored_whole(chat_user, fake_openai):
 
 
 @pytest.mark.parametrize("text", ["before\x00after", "lone \ud800 surrogate"])
-def test_a_user_message_with_odd_bytes_gets_a_json_400(chat_user, conversation, settings, text):
+def test_a_user_message_with_odd_bytes_gets_a_json_400(user, conversation, settings, text):
     settings.SEND_RATE_LIMIT_PER_MINUTE = 1
     # json.dumps escapes both as \\u sequences, as a browser's JSON.stringify does
     path = f"/api/conversations/{conversation.pk}/messages/"
-    refused = post_stream(chat_user, path, raw=json.dumps({"content": text}))
+    refused = post_stream(user, path, raw=json.dumps({"content": text}))
     assert refused.status == 400
     assert "content" in refused.body
     assert not Message.objects.filter(conversation=conversation).exists()
     # the refused message used no slot of the rate limit
-    assert send(chat_user, conversation, "a normal message").names[-1] == "done"
+    assert send(user, conversation, "a normal message").names[-1] == "done"

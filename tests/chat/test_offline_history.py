@@ -16,30 +16,30 @@ from tests.support.chat import make_config, send
 pytestmark = pytest.mark.django_db
 
 
-def test_offline_replies_are_not_history_for_a_real_model(chat_user, fake_openai):
-    conversation = conversation_create(owner=chat_user)  # no model yet: the offline demo answers
+def test_offline_replies_are_not_history_for_a_real_model(user, fake_openai):
+    conversation = conversation_create(owner=user)  # no model yet: the offline demo answers
     assert conversation.offline
-    first = send(chat_user, conversation, "We keep invoices in PostgreSQL.")
+    first = send(user, conversation, "We keep invoices in PostgreSQL.")
     assert first.names[-1] == "done", first.events
     offline_reply = Message.objects.get(conversation=conversation, role="assistant")
     assert offline_reply.model == OFFLINE_MODEL
     # still the demo's own history while the demo answers
-    again = send(chat_user, conversation, "And what did you see?")
+    again = send(user, conversation, "And what did you see?")
     assert again.names[-1] == "done"
     assert OptimizationRecord.objects.latest("id").messages_after == 3
 
-    config = make_config(chat_user, fake_openai.base_url)
+    config = make_config(user, fake_openai.base_url)
     config.is_default = True
     config.save()
     fake_openai.reset()
     # a model added later does not take the chat over: it stays with the demo until the user switches
-    stays = send(chat_user, conversation, "Still there?")
+    stays = send(user, conversation, "Still there?")
     assert stays.names[-1] == "done", stays.events
     assert fake_openai.completions == []
     assert Message.objects.filter(conversation=conversation, role="assistant").latest("id").model == OFFLINE_MODEL
 
     conversation_set_config(conversation=conversation, llm_config=config)
-    result = send(chat_user, conversation, "Which database holds the invoices?")
+    result = send(user, conversation, "Which database holds the invoices?")
 
     assert result.names[-1] == "done", result.events
     [received] = [c.messages for c in fake_openai.completions]
@@ -50,7 +50,7 @@ def test_offline_replies_are_not_history_for_a_real_model(chat_user, fake_openai
     }]
 
 
-def test_the_database_source_never_gives_recall_an_offline_reply_to_quote_to_a_real_model(chat_user, conversation):
+def test_the_database_source_never_gives_recall_an_offline_reply_to_quote_to_a_real_model(user, conversation):
     Message.objects.create(conversation=conversation, role="user", content="Tell me about the lighthouse.")
     demo = Message.objects.create(conversation=conversation, role="assistant", model=OFFLINE_MODEL,
                                   content="The lighthouse context holds 2 messages.")
@@ -66,29 +66,29 @@ def test_the_database_source_never_gives_recall_an_offline_reply_to_quote_to_a_r
     assert set(DatabaseRecallSource(conversation=conversation, offline_replies=False).messages(ids)) == {str(real.pk)}
 
 
-def test_the_api_switches_a_chat_to_the_offline_model_and_back_and_the_next_turn_follows(chat_user, fake_openai):
+def test_the_api_switches_a_chat_to_the_offline_model_and_back_and_the_next_turn_follows(user, fake_openai):
     from rest_framework.test import APIClient
 
-    config = make_config(chat_user, fake_openai.base_url)
+    config = make_config(user, fake_openai.base_url)
     config.is_default = True
     config.save()
-    conversation = conversation_create(owner=chat_user)
+    conversation = conversation_create(owner=user)
     assert not conversation.offline and conversation.llm_config_id == config.pk
     api = APIClient()
-    api.force_authenticate(chat_user)
+    api.force_authenticate(user)
     url = f"/api/conversations/{conversation.pk}/"
 
     switched = api.patch(url, {"offline": True}, format="json")
     assert switched.status_code == 200 and (switched.json()["offline"], switched.json()["llm_config"]) == (True, None)
     fake_openai.reset()
-    demo = send(chat_user, conversation, "Who answers now?")
+    demo = send(user, conversation, "Who answers now?")
     assert demo.names[-1] == "done", demo.events
     assert demo.named("done")[0]["message"]["model"] == OFFLINE_MODEL
     assert fake_openai.completions == []
 
     back = api.patch(url, {"llm_config": config.pk}, format="json")
     assert back.status_code == 200 and (back.json()["offline"], back.json()["llm_config"]) == (False, config.pk)
-    real = send(chat_user, conversation, "And now?")
+    real = send(user, conversation, "And now?")
     assert real.names[-1] == "done", real.events
     assert real.named("done")[0]["message"]["model"] == config.model
     assert len(fake_openai.completions) == 1

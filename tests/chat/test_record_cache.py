@@ -12,8 +12,8 @@ from tests.dashboard.factories import make_conversation, make_record
 pytestmark = pytest.mark.django_db
 
 
-def test_dashboard_cache_figure_uses_the_providers_count_when_reported(chat_user):
-    c = make_conversation(owner=chat_user)
+def test_dashboard_cache_figure_uses_the_providers_count_when_reported(user):
+    c = make_conversation(owner=user)
     make_record(conversation=c, tokens_full=2000, tokens_sent=2000)  # no report: estimated (nothing before)
     make_record(conversation=c, tokens_full=2500, tokens_sent=2500, provider_cached_tokens=1024)
     make_record(conversation=c, tokens_full=3000, tokens_sent=3000)  # no report: estimate, prefix 2,500

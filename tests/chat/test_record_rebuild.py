@@ -19,7 +19,7 @@ def _record_of(result) -> OptimizationRecord:
     return OptimizationRecord.objects.get(reply_id=result.named("start")[0]["assistant_message"]["id"])
 
 
-def test_turn_with_a_summary_rebuilds_exactly_and_names_the_summary(chat_user, conversation, fake_openai):
+def test_turn_with_a_summary_rebuilds_exactly_and_names_the_summary(user, conversation, fake_openai):
     ids = seed_messages(conversation, 20)
     summary = message_append(
         conversation=conversation,
@@ -33,7 +33,7 @@ def test_turn_with_a_summary_rebuilds_exactly_and_names_the_summary(chat_user, c
     Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[10])
     fake_openai.reset()
 
-    record = _record_of(send(chat_user, conversation, "Which index did we pick?"))
+    record = _record_of(send(user, conversation, "Which index did we pick?"))
 
     received = fake_openai.completions[-1].messages
     assert record_rebuild(record) == received
@@ -49,9 +49,9 @@ def test_turn_with_a_summary_rebuilds_exactly_and_names_the_summary(chat_user, c
     assert received[0] == {"role": "system", "content": summary.content}
 
 
-def test_turn_with_a_compressed_message_rebuilds_exactly(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_turn_with_a_compressed_message_rebuilds_exactly(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     first = message_append(conversation=conversation, role="user", content="Paste of the server log follows.")
     log = "\n".join(f"line {i}: worker {i % 7} handled request {i * 13} in {i % 50} ms" for i in range(400))
     huge = message_append(conversation=conversation, role="assistant", content=log)
@@ -63,7 +63,7 @@ def test_turn_with_a_compressed_message_rebuilds_exactly(chat_user, fake_openai)
     conversation.refresh_from_db()
     fake_openai.reset()
 
-    record = _record_of(send(chat_user, conversation, "How many workers are there?"))
+    record = _record_of(send(user, conversation, "How many workers are there?"))
 
     received = fake_openai.completions[-1].messages
     [entry] = [e for e in record.sent if e["origin"] == "compressed"]

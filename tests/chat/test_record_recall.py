@@ -28,19 +28,19 @@ __all__ = ["memory_recall"]  # the fixture, used through usefixtures below
 
 pytestmark = pytest.mark.django_db
 
-def _turn(chat_user, conversation, fake_openai, text: str = QUESTION):
+def _turn(user, conversation, fake_openai, text: str = QUESTION):
     fake_openai.reset()
-    result = send(chat_user, conversation, text)
+    result = send(user, conversation, text)
     assert result.names[-1] == "done", result.events
     record = OptimizationRecord.objects.get(reply_id=result.named("start")[0]["assistant_message"]["id"])
     return result, record
 
 
 @pytest.mark.usefixtures("memory_recall")
-def test_recall_block_is_recorded_and_rebuilds_exactly(chat_user, conversation, fake_openai):
+def test_recall_block_is_recorded_and_rebuilds_exactly(user, conversation, fake_openai):
     ids = _seed_with_fact(conversation)
 
-    result, record = _turn(chat_user, conversation, fake_openai)
+    result, record = _turn(user, conversation, fake_openai)
 
     received = fake_openai.completions[-1].messages
     [entry] = [e for e in record.sent if e["origin"] == "recall"]
@@ -91,10 +91,10 @@ def test_recall_block_is_recorded_and_rebuilds_exactly(chat_user, conversation, 
 
 
 @pytest.mark.usefixtures("memory_recall")
-def test_a_turn_without_recall_says_so(chat_user, conversation, fake_openai):
+def test_a_turn_without_recall_says_so(user, conversation, fake_openai):
     _seed_with_fact(conversation)
 
-    result, record = _turn(chat_user, conversation, fake_openai, text="Thanks!")
+    result, record = _turn(user, conversation, fake_openai, text="Thanks!")
 
     assert result.named("start")[0]["context"]["recall"] is None
     assert not [e for e in record.sent if e["origin"] == "recall"]

@@ -14,12 +14,12 @@ from tests.support.fake_openai import echo_reply
 pytestmark = pytest.mark.django_db
 
 
-def test_a_reply_past_the_cap_is_cut_and_marked(chat_user, fake_openai, settings):
+def test_a_reply_past_the_cap_is_cut_and_marked(user, fake_openai, settings):
     settings.MAX_REPLY_CHARS = 60
-    config = make_config(chat_user, fake_openai.base_url)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    config = make_config(user, fake_openai.base_url)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
 
-    result = send(chat_user, conversation, "Tell me everything, at length, please, with many words")
+    result = send(user, conversation, "Tell me everything, at length, please, with many words")
 
     assert result.names[-1] == "done", result.events
     full = echo_reply(fake_openai.completions[-1].messages)

@@ -20,14 +20,14 @@ from tests.support.chat import make_config, post_stream, sse_events
 pytestmark = pytest.mark.django_db
 
 
-def test_a_streaming_reply_checkpoints_its_text(uvicorn_server, fake_openai, monkeypatch):
+def test_a_streaming_reply_checkpoints_its_text(asgi_server, fake_openai, monkeypatch):
     monkeypatch.setattr(reply_stream, "STREAM_HEARTBEAT_SECONDS", 0.3)
     user = get_user_model().objects.create_user(username="kit", password="a long test password 8")
     token = Token.objects.create(user=user)
     config = make_config(user, fake_openai.base_url, model="slow-150")
     conversation = Conversation.objects.create(owner=user, llm_config=config)
     seen, stored = "", ""
-    with httpx.Client(base_url=uvicorn_server.url, headers={"Authorization": f"Token {token.key}"},
+    with httpx.Client(base_url=asgi_server.url, headers={"Authorization": f"Token {token.key}"},
                       timeout=30) as client, client.stream(
         "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "talk slowly please"}
     ) as response:
@@ -41,9 +41,9 @@ def test_a_streaming_reply_checkpoints_its_text(uvicorn_server, fake_openai, mon
     assert stored and seen.startswith(stored)
 
 
-def test_the_sweep_finishes_an_orphaned_reply_and_retry_works_at_once(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_the_sweep_finishes_an_orphaned_reply_and_retry_works_at_once(user, fake_openai):
+    config = make_config(user, fake_openai.base_url)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     question = Message.objects.create(conversation=conversation, role="user", content="Are you there?")
     # what a web process killed mid-stream leaves: the checkpointed text, no heartbeat any more
     orphan = Message.objects.create(conversation=conversation, role="assistant", content="Half an ans",
@@ -62,7 +62,7 @@ def test_the_sweep_finishes_an_orphaned_reply_and_retry_works_at_once(chat_user,
     Message.objects.filter(pk=live.pk).delete()
 
     # no waiting for the stale-stream grace: the interrupted reply is a failed one, and Retry answers
-    result = post_stream(chat_user, f"/api/messages/{question.pk}/retry/")
+    result = post_stream(user, f"/api/messages/{question.pk}/retry/")
 
     assert result.names[-1] == "done", result.events
     orphan.refresh_from_db()

@@ -42,26 +42,26 @@ def test_the_strict_fake_refuses_what_strict_templates_refuse(fake_openai, messa
     assert reply.choices[0].message.content
 
 
-def test_a_reply_that_failed_leaves_two_questions_that_go_as_one(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url, model="strict-echo")
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_a_reply_that_failed_leaves_two_questions_that_go_as_one(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="strict-echo")
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     config.model = "cut-stream"
     config.save()
-    assert send(chat_user, conversation, "What is a GIN index?").names[-1] == "error"
+    assert send(user, conversation, "What is a GIN index?").names[-1] == "error"
     config.model = "strict-echo"
     config.save()
     fake_openai.reset()
 
-    record = _record(send(chat_user, conversation, "And when is it slower than a B-tree?"))
+    record = _record(send(user, conversation, "And when is it slower than a B-tree?"))
 
     [received] = [c.messages for c in fake_openai.completions]
     assert received == [{"role": "user", "content": "What is a GIN index?\n\nAnd when is it slower than a B-tree?"}]
     assert record.stats["request_shape"] == ["consecutive user messages merged"]
 
 
-def test_a_summarized_turn_with_recall_passes_a_strict_template(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url, model="strict-echo", window=4_000, max_output=500)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_a_summarized_turn_with_recall_passes_a_strict_template(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="strict-echo", window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     message_append(conversation=conversation, role="user", content="Hello! Notes on our database follow.")
     message_append(conversation=conversation, role="assistant", content="Go ahead.")
     fact = message_append(conversation=conversation, role="user", content="We indexed the notes with a GIN index.")
@@ -76,7 +76,7 @@ def test_a_summarized_turn_with_recall_passes_a_strict_template(chat_user, fake_
     conversation_index_rebuild(conversation=conversation)
     fake_openai.reset()
 
-    record = _record(send(chat_user, conversation, "Which index did we put on the notes?"))
+    record = _record(send(user, conversation, "Which index did we put on the notes?"))
 
     received = fake_openai.completions[-1].messages
     assert strict_template_problem(received) is None

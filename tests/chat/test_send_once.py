@@ -17,17 +17,17 @@ from tests.support.chat import make_config, post_stream, sse_events
 pytestmark = pytest.mark.django_db
 
 
-def test_the_same_client_key_twice_stores_one_message(chat_user, conversation):
+def test_the_same_client_key_twice_stores_one_message(user, conversation):
     path = f"/api/conversations/{conversation.pk}/messages/"
-    once = post_stream(chat_user, path, {"content": "Pay the invoice", "client_key": "k-123"})
-    again = post_stream(chat_user, path, {"content": "Pay the invoice", "client_key": "k-123"})
+    once = post_stream(user, path, {"content": "Pay the invoice", "client_key": "k-123"})
+    again = post_stream(user, path, {"content": "Pay the invoice", "client_key": "k-123"})
 
     assert once.names[-1] == "done"
     assert again.status == 409 and "already sent" in again.body["detail"]
     assert Message.objects.filter(conversation=conversation, role="user", content="Pay the invoice").count() == 1
 
 
-def test_a_send_while_a_reply_streams_elsewhere_is_refused(uvicorn_server, fake_openai):
+def test_a_send_while_a_reply_streams_elsewhere_is_refused(asgi_server, fake_openai):
     user = get_user_model().objects.create_user(username="two-tabs", password="a long test password 10")
     token = Token.objects.create(user=user)
     config = make_config(user, fake_openai.base_url, model="slow-150")
@@ -37,7 +37,7 @@ def test_a_send_while_a_reply_streams_elsewhere_is_refused(uvicorn_server, fake_
     streaming, second = threading.Event(), {}
 
     def first_tab() -> None:
-        with httpx.Client(base_url=uvicorn_server.url, headers=headers, timeout=60) as client, client.stream(
+        with httpx.Client(base_url=asgi_server.url, headers=headers, timeout=60) as client, client.stream(
             "POST", path, json={"content": "first tab asks", "client_key": "tab-1"}
         ) as response:
             for name, _ in sse_events(response):
@@ -47,7 +47,7 @@ def test_a_send_while_a_reply_streams_elsewhere_is_refused(uvicorn_server, fake_
     tab = threading.Thread(target=first_tab)
     tab.start()
     assert streaming.wait(30)
-    with httpx.Client(base_url=uvicorn_server.url, headers=headers, timeout=30) as client:
+    with httpx.Client(base_url=asgi_server.url, headers=headers, timeout=30) as client:
         response = client.post(path, json={"content": "second tab asks", "client_key": "tab-2"})
         second.update(status=response.status_code, body=response.json())
     tab.join(60)
@@ -56,7 +56,7 @@ def test_a_send_while_a_reply_streams_elsewhere_is_refused(uvicorn_server, fake_
     users = list(Message.objects.filter(conversation=conversation, role="user").values_list("content", flat=True))
     assert users == ["first tab asks"]
     # once it has finished, the second tab's send goes through
-    with httpx.Client(base_url=uvicorn_server.url, headers=headers, timeout=60) as client, client.stream(
+    with httpx.Client(base_url=asgi_server.url, headers=headers, timeout=60) as client, client.stream(
         "POST", path, json={"content": "second tab asks", "client_key": "tab-2"}
     ) as response:
         assert response.status_code == 200

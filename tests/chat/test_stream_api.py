@@ -28,13 +28,13 @@ def _use_model(config: LLMConfig, model: str, base_url: str | None = None) -> No
     config.save()
 
 
-def test_chunks_are_sent_as_they_arrive_and_a_burst_as_one_event(chat_user, conversation, echo_config, fake_openai):
+def test_chunks_are_sent_as_they_arrive_and_a_burst_as_one_event(user, conversation, echo_config, fake_openai):
     """A model that streams chunk by chunk is relayed chunk by chunk; chunks that are already waiting
     when the server gets to them (the instant fake model sends all at once) go out as one event."""
     _use_model(echo_config, "slow-30")
-    slow = send(chat_user, conversation, "Tell me about indexes")
+    slow = send(user, conversation, "Tell me about indexes")
     _use_model(echo_config, "fake-echo")
-    burst = send(chat_user, conversation, "Tell me about indexes")
+    burst = send(user, conversation, "Tell me about indexes")
 
     slow_deltas = [e["text"] for e in slow.named("delta")]
     burst_deltas = [e["text"] for e in burst.named("delta")]
@@ -44,9 +44,9 @@ def test_chunks_are_sent_as_they_arrive_and_a_burst_as_one_event(chat_user, conv
         assert "".join(deltas) == result.named("done")[0]["message"]["content"]
 
 
-def test_send_streams_the_reply_and_stores_it_with_usage(chat_user, conversation, fake_openai):
+def test_send_streams_the_reply_and_stores_it_with_usage(user, conversation, fake_openai):
     fake_openai.reset()
-    result = send(chat_user, conversation, "Tell me about **indexes**")
+    result = send(user, conversation, "Tell me about **indexes**")
 
     assert result.status == 200
     assert result.headers["content-type"].startswith("text/event-stream")
@@ -82,12 +82,12 @@ def test_send_streams_the_reply_and_stores_it_with_usage(chat_user, conversation
     assert conversation.live_token_count == user_message.token_count + reply.token_count
 
 
-def test_record_has_costs_origins_and_counts(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_record_has_costs_origins_and_counts(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     ids = seed_messages(conversation, 600, model="gpt-4o-mini")
     Message.objects.filter(pk=ids[200]).update(pinned=True)
-    result = send(chat_user, conversation, "Summarize where we are")
+    result = send(user, conversation, "Summarize where we are")
     assert result.names[-1] == "done"
 
     record = OptimizationRecord.objects.get(reply_id=result.named("start")[0]["assistant_message"]["id"])
@@ -142,14 +142,14 @@ FAILURES = [
 
 @pytest.mark.parametrize(("model", "kind", "retryable"), FAILURES)
 def test_model_failure_keeps_the_message_and_marks_the_reply(
-    chat_user, conversation, echo_config, fake_openai, settings, model, kind, retryable
+    user, conversation, echo_config, fake_openai, settings, model, kind, retryable
 ):
     settings.LLM_TIMEOUT_SECONDS = 1
     if model == "refused":
         _use_model(echo_config, "fake-echo", closed_port_url())
     else:
         _use_model(echo_config, model)
-    result = send(chat_user, conversation, "Is anyone there?")
+    result = send(user, conversation, "Is anyone there?")
 
     assert result.status == 200
     assert result.names[:2] == ["accepted", "start"] and result.names[-1] == "error"
@@ -170,7 +170,7 @@ def test_model_failure_keeps_the_message_and_marks_the_reply(
     # The failed reply is never sent again: the next request carries only the surviving exchange.
     _use_model(echo_config, "fake-echo", fake_openai.base_url)
     fake_openai.reset()
-    retry = post_stream(chat_user, f"/api/messages/{user_message.pk}/retry/")
+    retry = post_stream(user, f"/api/messages/{user_message.pk}/retry/")
     assert retry.names[-1] == "done"
     assert fake_openai.completions[-1].messages == [{"role": "user", "content": "Is anyone there?"}]
     reply.refresh_from_db()
@@ -179,32 +179,32 @@ def test_model_failure_keeps_the_message_and_marks_the_reply(
     assert new_reply.reply_to_id == user_message.pk and new_reply.status == "complete"
 
 
-def test_flaky_endpoint_then_retry(chat_user, conversation, echo_config, fake_openai):
+def test_flaky_endpoint_then_retry(user, conversation, echo_config, fake_openai):
     _use_model(echo_config, "flaky-500-then-200")
     fake_openai.reset()
-    first = send(chat_user, conversation, "ping")
+    first = send(user, conversation, "ping")
     assert first.names[-1] == "error" and first.named("error")[0]["retryable"]
     user_id = first.named("start")[0]["user_message"]["id"]
-    retried = post_stream(chat_user, f"/api/messages/{user_id}/retry/")
+    retried = post_stream(user, f"/api/messages/{user_id}/retry/")
     assert retried.names[-1] == "done"
     assert Message.objects.filter(conversation=conversation, role="user").count() == 1
 
 
-def test_replaced_stopped_and_failed_replies_are_not_sent_again(chat_user, conversation, echo_config, fake_openai):
-    first = send(chat_user, conversation, "one")
+def test_replaced_stopped_and_failed_replies_are_not_sent_again(user, conversation, echo_config, fake_openai):
+    first = send(user, conversation, "one")
     old_reply = first.named("done")[0]["message"]
-    regenerated = post_stream(chat_user, f"/api/messages/{old_reply['id']}/regenerate/")
+    regenerated = post_stream(user, f"/api/messages/{old_reply['id']}/regenerate/")
     assert regenerated.names[-1] == "done"
     new_reply = regenerated.named("done")[0]["message"]
     assert Message.objects.get(pk=old_reply["id"]).superseded
 
     _use_model(echo_config, "cut-stream")
-    broken = send(chat_user, conversation, "two")
+    broken = send(user, conversation, "two")
     assert broken.names[-1] == "error"
     _use_model(echo_config, "fake-echo")
 
     fake_openai.reset()
-    third = send(chat_user, conversation, "three")
+    third = send(user, conversation, "three")
     assert third.names[-1] == "done"
     sent = fake_openai.completions[-1].messages
     assert sent == [
@@ -218,7 +218,7 @@ def test_replaced_stopped_and_failed_replies_are_not_sent_again(chat_user, conve
     assert record.stats["request_shape"] == ["consecutive user messages merged"]
 
 
-def _send_stopped_at_first_delta(chat_user, conversation, echo_config, stop):
+def _send_stopped_at_first_delta(user, conversation, echo_config, stop):
     """A long reply from the slow model, `stop(client, reply_id)` awaited once, at its first delta;
     returns the send's result and {"reply": its id, "stopped": what stop returned}."""
     _use_model(echo_config, "slow-150")
@@ -230,14 +230,14 @@ def _send_stopped_at_first_delta(chat_user, conversation, echo_config, stop):
         elif name == "delta" and "stopped" not in state:
             state["stopped"] = await stop(client, state["reply"])
 
-    return send(chat_user, conversation, "write a long story " * 5, on_event=on_event), state
+    return send(user, conversation, "write a long story " * 5, on_event=on_event), state
 
 
-def test_stop_keeps_the_partial_reply_marked_stopped(chat_user, conversation, echo_config, fake_openai):
+def test_stop_keeps_the_partial_reply_marked_stopped(user, conversation, echo_config, fake_openai):
     async def stop_by_the_api(client, reply_id):
         return (await client.post(f"/api/messages/{reply_id}/stop/")).status_code
 
-    result, state = _send_stopped_at_first_delta(chat_user, conversation, echo_config, stop_by_the_api)
+    result, state = _send_stopped_at_first_delta(user, conversation, echo_config, stop_by_the_api)
     assert state["stopped"] == 200
     assert result.names[-1] == "error"
     error = result.named("error")[0]
@@ -250,17 +250,17 @@ def test_stop_keeps_the_partial_reply_marked_stopped(chat_user, conversation, ec
 
     _use_model(echo_config, "fake-echo")
     fake_openai.reset()
-    follow = send(chat_user, conversation, "next")
+    follow = send(user, conversation, "next")
     assert reply.content not in [m["content"] for m in fake_openai.completions[-1].messages]
     assert follow.names[-1] == "done"
 
 
-def test_a_stop_made_by_another_process_is_seen_by_the_stream(chat_user, conversation, echo_config, fake_openai):
+def test_a_stop_made_by_another_process_is_seen_by_the_stream(user, conversation, echo_config, fake_openai):
     # Another web process cannot flag this one's memory: it writes the status, which the stream polls.
     async def stop_in_the_database(client, reply_id):
         return await sync_to_async(Message.objects.filter(pk=reply_id, status="streaming").update)(status="stopped")
 
-    result, state = _send_stopped_at_first_delta(chat_user, conversation, echo_config, stop_in_the_database)
+    result, state = _send_stopped_at_first_delta(user, conversation, echo_config, stop_in_the_database)
     assert state["stopped"] == 1
     assert result.named("error")[0]["kind"] == "stopped"
     reply = Message.objects.get(pk=state["reply"])
@@ -268,8 +268,8 @@ def test_a_stop_made_by_another_process_is_seen_by_the_stream(chat_user, convers
     assert len(result.named("delta")) < len(fake_openai.completions[-1].messages[-1]["content"].split())
 
 
-def test_other_users_objects_answer_404(chat_user, intruder, conversation):
-    done = send(chat_user, conversation, "mine").named("done")[0]["message"]
+def test_other_users_objects_answer_404(user, other_user, conversation):
+    done = send(user, conversation, "mine").named("done")[0]["message"]
     user_id = Message.objects.get(conversation=conversation, role="user").pk
     for path, payload in [
         (f"/api/conversations/{conversation.pk}/messages/", {"content": "hi"}),
@@ -277,7 +277,7 @@ def test_other_users_objects_answer_404(chat_user, intruder, conversation):
         (f"/api/messages/{user_id}/retry/", None),
         (f"/api/messages/{done['id']}/stop/", None),
     ]:
-        assert post_stream(intruder, path, payload).status == 404, path
+        assert post_stream(other_user, path, payload).status == 404, path
     assert Message.objects.filter(conversation=conversation).count() == 2
 
 
@@ -292,58 +292,58 @@ def test_other_users_objects_answer_404(chat_user, intruder, conversation):
         ('{"content": "unterminated', 400),
     ],
 )
-def test_bad_input_is_refused_and_nothing_stored(chat_user, conversation, raw, status):
-    result = post_stream(chat_user, f"/api/conversations/{conversation.pk}/messages/", raw=raw)
+def test_bad_input_is_refused_and_nothing_stored(user, conversation, raw, status):
+    result = post_stream(user, f"/api/conversations/{conversation.pk}/messages/", raw=raw)
     assert result.status == status
     assert result.body["detail"]
     assert not Message.objects.filter(conversation=conversation).exists()
 
 
-def test_too_large_answers_413_with_the_limit(chat_user, conversation, settings):
+def test_too_large_answers_413_with_the_limit(user, conversation, settings):
     settings.MAX_MESSAGE_CHARS = 50
-    result = send(chat_user, conversation, "y" * 51)
+    result = send(user, conversation, "y" * 51)
     assert result.status == 413
     assert result.body["limit"] == 50 and "50" in result.body["detail"]
     assert not Message.objects.filter(conversation=conversation).exists()
 
 
-def test_repeated_sends_are_rate_limited(chat_user, conversation, settings):
+def test_repeated_sends_are_rate_limited(user, conversation, settings):
     settings.SEND_RATE_LIMIT_PER_MINUTE = 2
-    assert send(chat_user, conversation, "a").status == 200
-    assert send(chat_user, conversation, "b").status == 200
-    limited = send(chat_user, conversation, "c")
+    assert send(user, conversation, "a").status == 200
+    assert send(user, conversation, "b").status == 200
+    limited = send(user, conversation, "c")
     assert limited.status == 429
     assert int(limited.headers["retry-after"]) >= 1
     assert "per minute" in limited.body["detail"] and limited.body["retry_after"] >= 1
     assert Message.objects.filter(conversation=conversation, role="user").count() == 2
 
 
-def test_offline_model_when_no_config(chat_user):
-    conversation = Conversation.objects.create(owner=chat_user)
-    result = send(chat_user, conversation, "hello offline")
+def test_offline_model_when_no_config(user):
+    conversation = Conversation.objects.create(owner=user)
+    result = send(user, conversation, "hello offline")
     assert result.names[-1] == "done"
     reply = result.named("done")[0]["message"]
     assert reply["model"] == "offline-demo" and reply["content"]
 
 
-def test_offline_model_is_told_what_the_optimizer_did(chat_user):
-    conversation = Conversation.objects.create(owner=chat_user)
+def test_offline_model_is_told_what_the_optimizer_did(user):
+    conversation = Conversation.objects.create(owner=user)
     seed_messages(conversation, 1_000, model="offline-demo")
-    result = send(chat_user, conversation, "what do you see?")
+    result = send(user, conversation, "what do you see?")
     reply = result.named("done")[0]["message"]["content"]
     assert "not sent verbatim" in reply
     assert result.named("start")[0]["context"]["triggered"]
 
 
-def test_provider_prompt_cache_lowers_the_sent_cost(chat_user, fake_openai):
+def test_provider_prompt_cache_lowers_the_sent_cost(user, fake_openai):
     import optimizer
 
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=128_000, max_output=1_000)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=128_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     seed_messages(conversation, 100, model="gpt-4o-mini")
     fake_openai.reset()
-    assert send(chat_user, conversation, "first").names[-1] == "done"
-    assert send(chat_user, conversation, "second").names[-1] == "done"
+    assert send(user, conversation, "first").names[-1] == "done"
+    assert send(user, conversation, "second").names[-1] == "done"
     first, record = OptimizationRecord.objects.filter(conversation=conversation).order_by("id")
     assert first.provider_cached_tokens == 0  # reported by the endpoint: nothing cached yet
     cached = record.provider_cached_tokens
@@ -356,27 +356,27 @@ def test_provider_prompt_cache_lowers_the_sent_cost(chat_user, fake_openai):
 
 
 @pytest.mark.parametrize("history", [0, 40, 600])
-def test_done_gauge_is_what_the_next_request_will_send(chat_user, fake_openai, history):
+def test_done_gauge_is_what_the_next_request_will_send(user, fake_openai, history):
     from chatapp.chat.gauge import context_gauge
 
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     seed_messages(conversation, history, model="gpt-4o-mini")
     for text in ("first question", "second question"):
-        done = send(chat_user, conversation, text).named("done")[0]
+        done = send(user, conversation, text).named("done")[0]
         conversation.refresh_from_db()
-        assert done["context"] == context_gauge(conversation=conversation, user=chat_user)
+        assert done["context"] == context_gauge(conversation=conversation, user=user)
 
     # And it is what the next request then sends (before its own new message).
     gauge = done["context"]
-    result = send(chat_user, conversation, "third")
+    result = send(user, conversation, "third")
     start = result.named("start")[0]
     user_tokens = Message.objects.get(pk=start["user_message"]["id"]).token_count
     if not start["context"]["triggered"]:
         assert start["context"]["tokens"] == gauge["tokens"] + user_tokens
 
 
-def test_silent_model_gets_keep_alive_comments_between_events(chat_user, conversation, echo_config, settings):
+def test_silent_model_gets_keep_alive_comments_between_events(user, conversation, echo_config, settings):
     # The model waits 300 ms before each chunk; keep-alives are due after 50 ms of silence.
     settings.SSE_KEEPALIVE_SECONDS = 0.05
     _use_model(echo_config, "slow-300")
@@ -390,7 +390,7 @@ def test_silent_model_gets_keep_alive_comments_between_events(chat_user, convers
             if state["deltas"] == 2:
                 state["stopped"] = (await client.post(f"/api/messages/{state['reply']}/stop/")).status_code
 
-    result = send(chat_user, conversation, "think before you answer", on_event=stop_after_two_deltas)
+    result = send(user, conversation, "think before you answer", on_event=stop_after_two_deltas)
     # Stopped: the stream stayed parseable.
     assert result.names[:2] == ["accepted", "start"] and result.names[-1] == "error"
     assert result.comments and {text for _, text in result.comments} == {"keep-alive"}
@@ -400,66 +400,66 @@ def test_silent_model_gets_keep_alive_comments_between_events(chat_user, convers
     assert any(result.names[position] == "delta" for position, _ in result.comments)
 
 
-def test_fast_model_gets_no_keep_alive(chat_user, conversation):
-    assert send(chat_user, conversation, "hello").comments == []
+def test_fast_model_gets_no_keep_alive(user, conversation):
+    assert send(user, conversation, "hello").comments == []
 
 
-def test_event_stream_accept_header_is_accepted_and_errors_stay_json(chat_user, intruder, conversation):
+def test_event_stream_accept_header_is_accepted_and_errors_stay_json(user, other_user, conversation):
     stream = "text/event-stream"
-    sent = send(chat_user, conversation, "hello", accept=stream)
+    sent = send(user, conversation, "hello", accept=stream)
     assert sent.status == 200 and sent.names[-1] == "done"
     assert sent.headers["content-type"].startswith("text/event-stream")
     reply_id = sent.named("done")[0]["message"]["id"]
-    regenerated = post_stream(chat_user, f"/api/messages/{reply_id}/regenerate/", accept=stream)
+    regenerated = post_stream(user, f"/api/messages/{reply_id}/regenerate/", accept=stream)
     assert regenerated.status == 200 and regenerated.names[-1] == "done"
     user_id = sent.named("start")[0]["user_message"]["id"]
-    retried = post_stream(chat_user, f"/api/messages/{user_id}/retry/", accept=stream)
+    retried = post_stream(user, f"/api/messages/{user_id}/retry/", accept=stream)
     assert retried.status == 400 and retried.headers["content-type"] == "application/json"
     assert "Regenerate" in retried.body["detail"]
 
-    empty = send(chat_user, conversation, "  ", accept=stream)
+    empty = send(user, conversation, "  ", accept=stream)
     assert empty.status == 400 and empty.headers["content-type"] == "application/json" and empty.body["detail"]
-    assert post_stream(intruder, f"/api/conversations/{conversation.pk}/messages/", {"content": "x"},
+    assert post_stream(other_user, f"/api/conversations/{conversation.pk}/messages/", {"content": "x"},
                        accept=stream).status == 404
     # Clients that accept neither are still refused.
-    assert send(chat_user, conversation, "hello", accept="image/png").status == 406
+    assert send(user, conversation, "hello", accept="image/png").status == 406
 
 
-def test_a_regenerate_that_lost_the_race_answers_409(chat_user, conversation, monkeypatch):
-    reply_id = send(chat_user, conversation, "hello").named("done")[0]["message"]["id"]
+def test_a_regenerate_that_lost_the_race_answers_409(user, conversation, monkeypatch):
+    reply_id = send(user, conversation, "hello").named("done")[0]["message"]["id"]
     stale = Message.objects.get(pk=reply_id)  # what the losing request read
-    first = post_stream(chat_user, f"/api/messages/{reply_id}/regenerate/")
+    first = post_stream(user, f"/api/messages/{reply_id}/regenerate/")
     assert first.status == 200 and first.names[-1] == "done"
     monkeypatch.setattr(
         stream_views, "chat_regenerate_start", lambda *, user, reply: chat_regenerate_start(user=user, reply=stale)
     )
 
-    second = post_stream(chat_user, f"/api/messages/{reply_id}/regenerate/")
+    second = post_stream(user, f"/api/messages/{reply_id}/regenerate/")
 
     assert second.status == 409 and "Reload the conversation" in second.body["detail"]
     assert Message.objects.filter(reply_to_id=stale.reply_to_id).count() == 2  # the first reply and one regenerate
 
 
-def test_the_start_event_carries_the_title_a_first_message_gives(chat_user, conversation, echo_config):
+def test_the_start_event_carries_the_title_a_first_message_gives(user, conversation, echo_config):
     """The header follows the title even when the first reply fails (issue 14, finding 10)."""
     _use_model(echo_config, "fail-500")
-    result = send(chat_user, conversation, "Plan a weekend in Porto")
+    result = send(user, conversation, "Plan a weekend in Porto")
     assert result.names[-1] == "error"
     conversation.refresh_from_db()
     assert conversation.title != "New chat"
     assert result.named("start")[0]["title"] == conversation.title
 
 
-def test_a_message_has_one_shape_in_the_stream_and_the_api(chat_user, conversation, fake_openai):
+def test_a_message_has_one_shape_in_the_stream_and_the_api(user, conversation, fake_openai):
     from django.test import Client
 
     from chatapp.chat.api.serializers import MessageOutputSerializer
 
-    result = send(chat_user, conversation, "Tell me about **indexes**")
+    result = send(user, conversation, "Tell me about **indexes**")
     user_sent = result.named("start")[0]["user_message"]
     reply_sent = result.named("done")[0]["message"]
     client = Client()
-    client.force_login(chat_user)
+    client.force_login(user)
     listed = {m["id"]: m for m in client.get(f"/api/conversations/{conversation.pk}/messages/").json()["results"]}
     # the start event leaves the user's message unrendered (the first byte does not wait on markdown)
     assert user_sent["html"] is None and listed[user_sent["id"]]["html"]

@@ -21,7 +21,7 @@ from tests.support.chat import make_config, sse_events
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the connection pool exists with PostgreSQL")
-def test_more_slow_streams_than_pooled_connections_leave_room_for_others(uvicorn_server, fake_openai):
+def test_more_slow_streams_than_pooled_connections_leave_room_for_others(asgi_server, fake_openai):
     pool = connection.pool
     assert pool is not None
     streams = pool.max_size + 2  # more than the pool could serve if each held its connection
@@ -34,7 +34,7 @@ def test_more_slow_streams_than_pooled_connections_leave_room_for_others(uvicorn
     outcomes: list[str] = []
 
     def stream(conversation: Conversation) -> None:
-        with httpx.Client(base_url=uvicorn_server.url, headers=headers, timeout=60) as client, client.stream(
+        with httpx.Client(base_url=asgi_server.url, headers=headers, timeout=60) as client, client.stream(
             "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "a long answer please"}
         ) as response:
             waited = False
@@ -56,7 +56,7 @@ def test_more_slow_streams_than_pooled_connections_leave_room_for_others(uvicorn
         stats = pool.get_stats()
         in_use.append(stats["pool_size"] - stats["pool_available"])
         time.sleep(0.05)
-    with httpx.Client(base_url=uvicorn_server.url, headers=headers, timeout=30) as client:
+    with httpx.Client(base_url=asgi_server.url, headers=headers, timeout=30) as client:
         started = time.monotonic()
         bystander = client.get("/api/conversations/")
         waited = time.monotonic() - started
@@ -72,7 +72,7 @@ def test_more_slow_streams_than_pooled_connections_leave_room_for_others(uvicorn
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the connection pool exists with PostgreSQL")
-def test_a_burst_of_sends_waiting_in_line_does_not_take_the_pool(uvicorn_server, fake_openai, settings):
+def test_a_burst_of_sends_waiting_in_line_does_not_take_the_pool(asgi_server, fake_openai, settings):
     # More sends at once than the pool has connections, plus the line's places: a send whose view has
     # answered waits in line (admission) to pack its context. Waiting with the connection its view
     # used, the first sends took the whole pool while the views holding the line waited for one, and
@@ -89,7 +89,7 @@ def test_a_burst_of_sends_waiting_in_line_does_not_take_the_pool(uvicorn_server,
     outcomes: list[tuple[int, str]] = []
 
     def send(conversation: Conversation) -> None:
-        with httpx.Client(base_url=uvicorn_server.url, headers=headers, timeout=60) as client:
+        with httpx.Client(base_url=asgi_server.url, headers=headers, timeout=60) as client:
             start.wait()
             with client.stream("POST", f"/api/conversations/{conversation.pk}/messages/",
                                json={"content": "hello there"}) as response:

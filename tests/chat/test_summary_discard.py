@@ -21,9 +21,9 @@ def _summary(conversation: Conversation, *, through: int, first: int, text: str,
     )
 
 
-def test_discarding_the_summary_in_use_keeps_the_older_one_and_refits_the_window(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_discarding_the_summary_in_use_keeps_the_older_one_and_refits_the_window(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     ids = seed_messages(conversation, 300, model="gpt-4o-mini")
     older = _summary(conversation, first=ids[1], through=ids[99], text="We chose PostgreSQL.")
     newer = _summary(conversation, first=ids[1], through=ids[199], text="We chose PostgreSQL and GIN.")
@@ -32,7 +32,7 @@ def test_discarding_the_summary_in_use_keeps_the_older_one_and_refits_the_window
     Message.objects.filter(pk=newer.pk).update(discarded=True)  # as an edit leaves the version it replaced
     Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[200])
     client = APIClient()
-    client.force_authenticate(chat_user)
+    client.force_authenticate(user)
 
     # discarding by the id shown before the edit: that summary's whole edit chain, nothing else
     response = client.delete(f"/api/summaries/{newer.pk}/")
@@ -44,7 +44,7 @@ def test_discarding_the_summary_in_use_keeps_the_older_one_and_refits_the_window
     conversation.refresh_from_db()
     assert conversation.window_start_id is None  # the next request refits the history
     fake_openai.reset()
-    result = send(chat_user, conversation, "Which database did we choose?")
+    result = send(user, conversation, "Which database did we choose?")
     assert result.names[-1] == "done", result.events
     record = OptimizationRecord.objects.get(reply_id=result.named("start")[0]["assistant_message"]["id"])
     assert record.summary_id == older.pk  # the older summary takes its place again
@@ -57,13 +57,13 @@ def test_discarding_the_summary_in_use_keeps_the_older_one_and_refits_the_window
     assert "We chose PostgreSQL." in fake_openai.completions[-1].messages[0]["content"]
 
 
-def test_discarding_a_replaced_summary_changes_nothing_sent(chat_user, conversation):
+def test_discarding_a_replaced_summary_changes_nothing_sent(user, conversation):
     ids = seed_messages(conversation, 40)
     older = _summary(conversation, first=ids[1], through=ids[9], text="Old.")
     newer = _summary(conversation, first=ids[1], through=ids[19], text="New.")
     Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[20])
     client = APIClient()
-    client.force_authenticate(chat_user)
+    client.force_authenticate(user)
 
     assert client.delete(f"/api/summaries/{older.pk}/").status_code == 200
 

@@ -19,9 +19,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def asking(chat_user):
-    UserSettings.objects.update_or_create(user=chat_user, defaults={"confirm_compaction": True})
-    return Conversation.objects.create(owner=chat_user, title="Long", offline=True, live_token_count=50_000)
+def asking(user):
+    UserSettings.objects.update_or_create(user=user, defaults={"confirm_compaction": True})
+    return Conversation.objects.create(owner=user, title="Long", offline=True, live_token_count=50_000)
 
 
 def _budget(conversation: Conversation) -> int:

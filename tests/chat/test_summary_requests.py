@@ -26,9 +26,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def quality_user(chat_user):
-    UserSettings.objects.update_or_create(user=chat_user, defaults={"preference": "quality"})
-    return chat_user
+def quality_user(user):
+    UserSettings.objects.update_or_create(user=user, defaults={"preference": "quality"})
+    return user
 
 
 @pytest.fixture

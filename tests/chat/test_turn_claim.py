@@ -28,9 +28,9 @@ def _claimed(conversation: Conversation) -> bool:
     return Conversation.objects.get(pk=conversation.pk).turn_claimed_at is not None
 
 
-def test_a_send_is_stored_with_two_statements_and_packed_later(chat_user, conversation):
+def test_a_send_is_stored_with_two_statements_and_packed_later(user, conversation):
     with CaptureQueriesContext(connection) as queries:
-        start = chat_turn_start(user=chat_user, conversation=conversation, content="where is the cabin?")
+        start = chat_turn_start(user=user, conversation=conversation, content="where is the cabin?")
     written = [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(("BEGIN", "SAVEPOINT", "RELEASE"))]
     assert len(written) == 2, written  # the claim (with the totals, title and parent) and the message
     message = Message.objects.get(pk=start.user_message.pk)
@@ -44,50 +44,50 @@ def test_a_send_is_stored_with_two_statements_and_packed_later(chat_user, conver
 
     turn = turn_pack(start=start)
     assert turn.messages[-1] == {"role": "user", "content": "where is the cabin?"}
-    assert _found(chat_user, "cabin") == 1  # indexed with the packing
+    assert _found(user, "cabin") == 1  # indexed with the packing
 
 
-def test_a_second_send_waits_for_the_claim_and_the_first_is_answered(chat_user, conversation):
-    first = chat_turn_start(user=chat_user, conversation=conversation, content="first")
+def test_a_second_send_waits_for_the_claim_and_the_first_is_answered(user, conversation):
+    first = chat_turn_start(user=user, conversation=conversation, content="first")
     with pytest.raises(ValidationError) as info:  # not packed yet: no reply exists, the claim says busy
-        chat_turn_start(user=chat_user, conversation=conversation, content="second")
+        chat_turn_start(user=user, conversation=conversation, content="second")
     assert info.value.code == "conflict"
     assert list(Message.objects.filter(conversation=conversation).values_list("content", flat=True)) == ["first"]
 
     events = _run(first)
     assert [e["event"] for e in events][:2] == ["accepted", "start"] and events[-1]["event"] == "done"
     assert not _claimed(conversation)
-    chat_turn_start(user=chat_user, conversation=conversation, content="second")  # free again
+    chat_turn_start(user=user, conversation=conversation, content="second")  # free again
 
 
-def test_a_claim_left_by_a_dead_turn_is_taken_over(chat_user, conversation, settings):
-    chat_turn_start(user=chat_user, conversation=conversation, content="the process died after this")
+def test_a_claim_left_by_a_dead_turn_is_taken_over(user, conversation, settings):
+    chat_turn_start(user=user, conversation=conversation, content="the process died after this")
     old = timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS + 1)
     Conversation.objects.filter(pk=conversation.pk).update(turn_claimed_at=old)
 
-    start = chat_turn_start(user=chat_user, conversation=conversation, content="and now?")
+    start = chat_turn_start(user=user, conversation=conversation, content="and now?")
 
     assert Conversation.objects.get(pk=conversation.pk).turn_claimed_at == start.claimed_at != old
     assert start.user_message.parent_id == Message.objects.get(content="the process died after this").pk
 
 
-def test_a_repeated_client_key_is_stored_once(chat_user, conversation):
-    first = chat_turn_start(user=chat_user, conversation=conversation, content="once", client_key="k-1")
+def test_a_repeated_client_key_is_stored_once(user, conversation):
+    first = chat_turn_start(user=user, conversation=conversation, content="once", client_key="k-1")
     _run(first)
     with pytest.raises(ValidationError) as info:
-        chat_turn_start(user=chat_user, conversation=conversation, content="once", client_key="k-1")
+        chat_turn_start(user=user, conversation=conversation, content="once", client_key="k-1")
     assert info.value.code == "conflict" and "already sent" in info.value.messages[0]
     assert Message.objects.filter(conversation=conversation, role="user").count() == 1
     conversation.refresh_from_db()
     assert conversation.live_message_count == 2 and not _claimed(conversation)  # nothing counted twice
 
 
-def test_a_packing_failure_keeps_the_message_and_frees_the_chat(chat_user, conversation, monkeypatch):
+def test_a_packing_failure_keeps_the_message_and_frees_the_chat(user, conversation, monkeypatch):
     def broken(**kwargs):
         raise RuntimeError("the optimizer broke")
 
     monkeypatch.setattr(chat_turn, "context_build_for", broken)
-    result = send(chat_user, conversation, "please keep this")
+    result = send(user, conversation, "please keep this")
 
     assert result.names == ["accepted", "start", "error"]
     error = result.named("error")[0]
@@ -96,15 +96,15 @@ def test_a_packing_failure_keeps_the_message_and_frees_the_chat(chat_user, conve
     assert user_message.content == "please keep this"
     assert Message.objects.get(pk=error["message"]["id"]).status == "error"
     assert not _claimed(conversation)
-    assert _found(chat_user, "keep") == 1
+    assert _found(user, "keep") == 1
 
     monkeypatch.undo()
-    retry = turn_pack(start=chat_retry_start(user=chat_user, message=user_message))
+    retry = turn_pack(start=chat_retry_start(user=user, message=user_message))
     assert retry.failure is None and retry.messages[-1]["content"] == "please keep this"
 
 
-def test_a_client_gone_before_the_packing_frees_the_chat(chat_user, conversation):
-    start = chat_turn_start(user=chat_user, conversation=conversation, content="hello and goodbye")
+def test_a_client_gone_before_the_packing_frees_the_chat(user, conversation):
+    start = chat_turn_start(user=user, conversation=conversation, content="hello and goodbye")
 
     async def leave_after_accepted() -> str:
         stream = chat_turn_stream(start=start)
@@ -115,11 +115,11 @@ def test_a_client_gone_before_the_packing_frees_the_chat(chat_user, conversation
     assert async_to_sync(leave_after_accepted)() == "accepted"
     assert not _claimed(conversation)
     assert Message.objects.filter(conversation=conversation).count() == 1  # kept; Retry answers it
-    assert _found(chat_user, "goodbye") == 1
+    assert _found(user, "goodbye") == 1
 
 
-def test_a_client_gone_while_packing_ends_the_reply_stopped(chat_user, conversation):
-    start = chat_turn_start(user=chat_user, conversation=conversation, content="pack then leave")
+def test_a_client_gone_while_packing_ends_the_reply_stopped(user, conversation):
+    start = chat_turn_start(user=user, conversation=conversation, content="pack then leave")
 
     async def leave_during_packing() -> None:
         stream = chat_turn_stream(start=start)

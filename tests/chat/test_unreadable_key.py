@@ -14,13 +14,13 @@ from tests.support.chat import make_config, send
 pytestmark = pytest.mark.django_db
 
 
-def test_an_unreadable_key_sends_nothing_and_says_what_to_do(chat_user, fake_openai, settings):
-    config = make_config(chat_user, fake_openai.base_url)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_an_unreadable_key_sends_nothing_and_says_what_to_do(user, fake_openai, settings):
+    config = make_config(user, fake_openai.base_url)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     settings.FIELD_ENCRYPTION_KEYS = [base64.urlsafe_b64encode(b"9" * 32).decode()]
     fake_openai.reset()
 
-    result = send(chat_user, conversation, "Hello?")
+    result = send(user, conversation, "Hello?")
 
     assert result.names[-1] == "error", result.events
     error = result.named("error")[0]
@@ -28,6 +28,6 @@ def test_an_unreadable_key_sends_nothing_and_says_what_to_do(chat_user, fake_ope
     assert fake_openai.requests == []
     assert Message.objects.filter(conversation=conversation, role="user").count() == 1  # kept
     page = Client()
-    page.force_login(chat_user)
+    page.force_login(user)
     body = page.get("/settings/").content.decode()
     assert "key unreadable: enter it again" in body

@@ -14,13 +14,13 @@ from tests.support.chat import make_config, sse_events
 
 
 @pytest.fixture
-def live_setup(uvicorn_server, fake_openai):
+def live_setup(asgi_server, fake_openai):
     user = get_user_model().objects.create_user(username="grace", password="a long test password 3")
     token = Token.objects.create(user=user)
     config = make_config(user, fake_openai.base_url, model="slow-120")
     conversation = Conversation.objects.create(owner=user, llm_config=config)
     client = httpx.Client(
-        base_url=uvicorn_server.url, headers={"Authorization": f"Token {token.key}"}, timeout=30
+        base_url=asgi_server.url, headers={"Authorization": f"Token {token.key}"}, timeout=30
     )
     yield client, conversation
     client.close()

@@ -60,8 +60,7 @@ def _parse(conversation: Any) -> ConversationRecord:
         record = None if message is None else _message(message, what=f"message {number}", omitted=omitted)
         stamp = message.get("create_time") if message is not None else None  # _message checked it
         nodes[str(key)] = tree_node(record, parent=node.get("parent"), stamp=stamp, what="a parent")
-    current = conversation.get("current_node")
-    messages = tree_records(nodes, current if isinstance(current, str) else None)
+    messages = tree_records(nodes, conversation.get("current_node"))
     title = conversation.get("title")
     return ConversationRecord(
         title=title if isinstance(title, str) else "",

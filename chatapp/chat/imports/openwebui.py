@@ -64,8 +64,7 @@ def _parse(item: Any) -> ConversationRecord:
             record = _message(node, what=f"message {number}", omitted=omitted)
             parent, stamp = node.get("parentId"), node.get("timestamp")  # _message checked it is an object
             tree[str(key)] = tree_node(record, parent=parent, stamp=stamp, what="a parentId")
-        current = history.get("currentId")
-        messages = tree_records(tree, current if isinstance(current, str) else None)
+        messages = tree_records(tree, history.get("currentId"))
     else:
         listed = chat.get("messages", [])
         if not isinstance(listed, list):

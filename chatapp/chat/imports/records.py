@@ -222,13 +222,14 @@ def tree_node(record: MessageRecord | None, *, parent: Any, stamp: Any, what: st
     return TreeNode(parent=parent, record=record, stamp=stamp_of(stamp))
 
 
-def tree_records(nodes: dict[str, TreeNode], leaf: str | None) -> list[MessageRecord]:
+def tree_records(nodes: dict[str, TreeNode], leaf: Any) -> list[MessageRecord]:
     """The stored messages of a source's tree, every branch kept, in an order where each follows its
     parent (the app reads a path in id order), with the links the app's tree needs.
 
     A node that is not stored hands its children to its nearest stored ancestor. The active path runs
-    from the root to `leaf` (its nearest stored ancestor when `leaf` is not stored; the newest stored
-    message with no stored child when `leaf` is None, unknown or above every stored message). Every
+    from the root to `leaf`, the source's own "current message" value as the file has it (its nearest
+    stored ancestor when `leaf` is not stored; the newest stored message with no stored child when
+    `leaf` is None, not a string, unknown or above every stored message). Every
     other message is off the path (`superseded`) and tagged (`off_path_by`) with the first message of
     its hidden branch, as the app tags a branch it switches away from: a branch brings back with it
     the path under it through each node's newest child, and any other child starts a hidden branch of
@@ -242,12 +243,12 @@ def tree_records(nodes: dict[str, TreeNode], leaf: str | None) -> list[MessageRe
             children.setdefault(stored[key], []).append(key)
     for kids in children.values():
         kids.sort(key=lambda k: nodes[k].stamp)  # stable: the source's order among equal times
-    if leaf not in nodes or (nodes[leaf].record is None and stored[leaf] is None):
+    if not isinstance(leaf, str) or leaf not in nodes or (nodes[leaf].record is None and stored[leaf] is None):
         # no usable leaf: the newest stored message that has no stored child
         ends = [k for k in nodes if nodes[k].record is not None and k not in children]
         leaf = max(ends, key=lambda k: nodes[k].stamp) if ends else None
     active: set[str] = set()
-    node_id = leaf
+    node_id: str | None = leaf
     while node_id is not None:
         if nodes[node_id].record is not None:
             active.add(node_id)
