@@ -157,6 +157,8 @@ try:
 except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a database URL this app supports: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Django's backend, keeping the connections requests close for the next ones (chatapp/sqlite3).
+    DATABASES["default"]["ENGINE"] = "chatapp.sqlite3"
     # WAL lets the web server read while the worker writes a summary.
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update(
@@ -167,6 +169,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "pool_size": _env_int("DATABASE_POOL_SIZE", 10, minimum=0),
         }
     )
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
@@ -178,7 +181,7 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "max_size": _env_int("DATABASE_POOL_SIZE", 10, minimum=1),
         "timeout": 10,
     }
-EMBEDDED_MODE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+EMBEDDED_MODE = DATABASES["default"]["ENGINE"] == "chatapp.sqlite3"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

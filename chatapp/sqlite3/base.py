@@ -1,0 +1,97 @@
+"""Django's SQLite backend, with the connections a request closes kept open for the next one.
+
+Django opens a SQLite connection per request under ASGI (each request's synchronous code runs in a
+thread of its own, so persistent connections are not reused) and closes it when the request ends.
+Opening one is not free: the file is opened, some forty SQL functions are registered and the
+PRAGMAs of settings.DATABASES run, about 0.7 ms of a chat turn's CPU (bench/turn_cpu.py's profile).
+PostgreSQL has psycopg's pool for the same reason; this is the smallest pool that serves SQLite:
+a closed connection goes back to a list, and the next one opened takes it from there.
+
+What a kept connection could carry over is undone on the way back: an open transaction is rolled
+back, foreign keys are switched back on. It is not kept when it was closed inside an atomic block
+(Django still holds it), by a process other than the one that opened it (SQLite connections must not
+cross a fork), or for an in-memory database. The database file's identity (device, inode) is checked
+when a kept connection is taken, so a file deleted and made again (tests do) is never read through
+an old connection.
+
+OPTIONS["pool_size"] (settings: DATABASE_POOL_SIZE) is how many idle connections a process keeps;
+0 keeps none.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from typing import Any
+
+from django.db.backends.sqlite3 import base
+
+_lock = threading.Lock()
+# (process id, database file) -> idle connections, each with the file's identity when it was opened.
+_idle: dict[tuple[int, str], list[tuple[sqlite3.Connection, tuple[int, int] | None]]] = {}
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    pool_size = 0
+    # Where this wrapper's connection came from: (process id, file identity); None when not poolable.
+    _origin: tuple[int, tuple[int, int] | None] | None = None
+
+    def get_connection_params(self) -> dict[str, Any]:
+        params = super().get_connection_params()
+        self.pool_size = int(params.pop("pool_size", 0))
+        return params
+
+    def _pool_key(self) -> tuple[int, str] | None:
+        name = str(self.settings_dict["NAME"])
+        if self.pool_size <= 0 or self.is_in_memory_db() or name.startswith("file:"):
+            return None
+        return os.getpid(), name
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> sqlite3.Connection:
+        key = self._pool_key()
+        self._origin = None
+        if key is None:
+            return super().get_new_connection(conn_params)
+        identity = _file_identity(key[1])
+        stale = []
+        with _lock:
+            idle = _idle.get(key, [])
+            while idle:
+                conn, opened_on = idle.pop()
+                if opened_on is not None and opened_on == identity:
+                    self._origin = (key[0], identity)
+                    break
+                stale.append(conn)
+            else:
+                conn = None
+        for old in stale:
+            old.close()
+        if conn is None:
+            conn = super().get_new_connection(conn_params)
+            self._origin = (key[0], _file_identity(key[1]))
+        return conn
+
+    def _close(self) -> None:
+        conn, origin, key = self.connection, self._origin, self._pool_key()
+        self._origin = None
+        if conn is None or origin is None or key is None or self.in_atomic_block or origin[0] != key[0]:
+            return super()._close()
+        with self.wrap_database_errors:
+            if conn.in_transaction:
+                conn.rollback()
+            conn.execute("PRAGMA foreign_keys = ON")
+        with _lock:
+            idle = _idle.setdefault(key, [])
+            if len(idle) < self.pool_size:
+                idle.append((conn, origin[1]))
+                return None
+        return super()._close()

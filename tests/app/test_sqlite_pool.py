@@ -1,0 +1,158 @@
+"""chatapp.sqlite3: SQLite connections that requests close are kept for the next ones, and nothing
+a request did to one reaches the next (these wrappers use a file of their own, on any test database)."""
+
+import os
+import sqlite3
+
+import pytest
+from django.db import connections, transaction
+
+
+@pytest.fixture
+def open_wrapper(tmp_path, django_db_blocker):
+    made = []
+
+    def make(*, pool_size: int = 2, name: str = "pooled.sqlite3"):
+        alias = f"pool_test_{len(made)}"
+        own = {"ENGINE": "chatapp.sqlite3", "NAME": str(tmp_path / name), "OPTIONS": {"pool_size": pool_size}}
+        connections.settings[alias] = connections.configure_settings(
+            {"default": connections.settings["default"], alias: own})[alias]
+        made.append(alias)
+        return connections[alias]
+
+    with django_db_blocker.unblock():
+        yield make
+        for alias in made:
+            connections[alias].close()
+            del connections[alias]
+            del connections.settings[alias]
+
+
+def _closed(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        return True
+    return False
+
+
+def test_a_closed_connection_serves_the_next_request(open_wrapper):
+    db = open_wrapper()
+    with db.cursor() as cursor:
+        cursor.execute("CREATE TABLE t (x INTEGER)")
+        cursor.execute("INSERT INTO t VALUES (1)")
+    first = db.connection
+    db.close()
+    assert db.connection is None and not _closed(first)
+    with db.cursor() as cursor:
+        cursor.execute("SELECT x FROM t")
+        assert cursor.fetchall() == [(1,)]
+    assert db.connection is first
+
+
+def test_the_pool_keeps_at_most_pool_size_idle_connections(open_wrapper):
+    wrappers = [open_wrapper(pool_size=2) for _ in range(3)]
+    conns = []
+    for w in wrappers:
+        w.ensure_connection()
+        conns.append(w.connection)
+    for w in wrappers:
+        w.close()
+    assert [_closed(c) for c in conns] == [False, False, True]
+
+
+def test_pool_size_zero_keeps_none(open_wrapper):
+    db = open_wrapper(pool_size=0)
+    db.ensure_connection()
+    first = db.connection
+    db.close()
+    assert _closed(first)
+    db.ensure_connection()
+    assert db.connection is not first
+
+
+def test_an_open_transaction_is_rolled_back_before_the_connection_is_kept(open_wrapper):
+    db = open_wrapper()
+    with db.cursor() as cursor:
+        cursor.execute("CREATE TABLE t (x INTEGER)")
+    db.connection.execute("BEGIN")
+    db.connection.execute("INSERT INTO t VALUES (1)")
+    first = db.connection
+    db.close()
+    with db.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM t")
+        assert cursor.fetchone() == (0,)
+    assert db.connection is first and not first.in_transaction
+
+
+def test_foreign_keys_are_switched_back_on(open_wrapper):
+    db = open_wrapper()
+    with db.cursor() as cursor:
+        cursor.execute("PRAGMA foreign_keys = OFF")
+    db.close()
+    with db.cursor() as cursor:
+        cursor.execute("PRAGMA foreign_keys")
+        assert cursor.fetchone() == (1,)
+
+
+def test_a_connection_closed_inside_an_atomic_block_is_not_kept(open_wrapper):
+    db = open_wrapper()
+    with db.cursor() as cursor:
+        cursor.execute("CREATE TABLE t (x INTEGER)")
+    with transaction.atomic(using=db.alias):
+        with db.cursor() as cursor:
+            cursor.execute("INSERT INTO t VALUES (1)")
+        inside = db.connection
+        db.close()
+    assert _closed(inside)
+    with db.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM t")
+        assert cursor.fetchone() == (0,)
+    assert db.connection is not inside
+
+
+def test_a_database_file_made_again_is_not_read_through_an_old_connection(open_wrapper, tmp_path):
+    db = open_wrapper()
+    with db.cursor() as cursor:
+        cursor.execute("CREATE TABLE old (x INTEGER)")
+    first = db.connection
+    db.close()
+    for suffix in ("", "-wal", "-shm"):
+        path = tmp_path / f"pooled.sqlite3{suffix}"
+        if path.exists():
+            path.unlink()
+    fresh = sqlite3.connect(tmp_path / "pooled.sqlite3")
+    fresh.execute("CREATE TABLE new (x INTEGER)")
+    fresh.commit()
+    fresh.close()
+    with db.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        assert cursor.fetchall() == [("new",)]
+    assert db.connection is not first and _closed(first)
+
+
+def test_connections_do_not_cross_a_fork(open_wrapper, monkeypatch):
+    db = open_wrapper()
+    db.ensure_connection()
+    parent = db.connection
+    parent_pid = os.getpid()
+    # The child: a connection opened before the fork is closed, not kept, and none is taken from
+    # the parent's idle ones.
+    monkeypatch.setattr(os, "getpid", lambda: parent_pid + 1)
+    db.close()
+    assert _closed(parent)
+    other = open_wrapper()
+    other.ensure_connection()
+    kept = other.connection
+    monkeypatch.setattr(os, "getpid", lambda: parent_pid)
+    other.close()  # opened by the "child": closed in the parent
+    assert _closed(kept)
+
+
+def test_the_product_uses_it_on_sqlite(settings):
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL has psycopg's pool")
+    assert settings.DATABASES["default"]["ENGINE"] == "chatapp.sqlite3"
+    assert connection.settings_dict["OPTIONS"]["pool_size"] >= 1
