@@ -257,7 +257,8 @@ CACHE_URL = os.environ.get("CACHE_URL", "") or (_next_redis_database(REDIS_URL) 
 if CACHE_URL:
     if urlparse(CACHE_URL).scheme not in {"redis", "rediss"}:
         raise ImproperlyConfigured(f"CACHE_URL must start with redis:// or rediss://, got {CACHE_URL!r}")
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
+    # Django's backend with one connection pool per process, not per request (chatapp/redis_cache.py).
+    CACHES = {"default": {"BACKEND": "chatapp.redis_cache.RedisCache", "LOCATION": CACHE_URL}}
 
 # --- Auth -------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -108,7 +108,7 @@ def test_send_limit_and_throttles_are_shared_between_web_processes(tmp_path, use
     first = _web_process(tmp_path, user_id=user_id, sends=3, compacts=2)
     second = _web_process(tmp_path, user_id=user_id, sends=SEND_LIMIT, compacts=COMPACT_LIMIT)
 
-    assert first["backend"] == second["backend"] == "django.core.cache.backends.redis.RedisCache"
+    assert first["backend"] == second["backend"] == "chatapp.redis_cache.RedisCache"
     assert (first["sends"], first["compacts"]) == (3, 2)
     # With a cache per process the second would allow SEND_LIMIT and COMPACT_LIMIT again.
     assert second["sends"] == SEND_LIMIT - 3
