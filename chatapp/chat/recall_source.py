@@ -22,8 +22,9 @@ Fast on long conversations:
   conversation and every posting of the term in the table (bench/fts_lookup.py).
 * A very common term (`MAX_POSTINGS`) is looked up among the newest `RECENT_MESSAGES` only (the
   rows returned are bounded; PostgreSQL still walks the term's GIN entry for the bitmap).
-* Few round trips: the statistics in one statement, each term's lookup in one, the neighbours' ids
-  of all hits in one, and the rows of each chunk of exchanges recall may quote in one.
+* Few round trips: the statistics in one statement, the lookups of rare terms together (`BATCH_ROWS`)
+  and each very common term's in one, the neighbours' ids of all hits in one, and the rows of each
+  chunk of exchanges recall may quote in one.
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ RECALL_FTS_TABLE = "chat_message_rfts"  # SQLite only: recall's scoped tokens (c
 # See DatabaseRecallSource.
 MAX_POSTINGS = 1000
 RECENT_MESSAGES = 2000
+# Terms visited one after another are looked up in one statement while their postings add up to at
+# most BATCH_ROWS: a statement's fixed cost (a round trip, the driver's and Django's work) was most
+# of a rare term's lookup, and a query's terms are mostly rare. Pruning is then checked between
+# batches: a batch may read rows that term-at-a-time would have skipped, at most BATCH_ROWS of them.
+BATCH_ROWS = 250
 
 
 def _aware(value: dt.datetime | str | None) -> dt.datetime | None:
@@ -81,10 +87,12 @@ def ts_lexeme(token: str) -> str:
     return "'" + token.replace("'", "''").replace("\\", "\\\\") + "'"
 
 
-def _match_sql(*, conversation_id: int, term: str, seen: Sequence[str], since: int | None) -> tuple[str, list]:
-    """SQL for the (id, length, terms) of the recallable messages of a conversation containing `term`
-    but none of `seen` (those were fetched already), served by the vendor's full-text index; only
-    messages from id `since` on when given."""
+def _match_sql(
+    *, conversation_id: int, terms: Sequence[str], seen: Sequence[str], since: int | None
+) -> tuple[str, list]:
+    """SQL for the (id, length, terms) of the recallable messages of a conversation containing any of
+    `terms` but none of `seen` (those were fetched already), served by the vendor's full-text index;
+    only messages from id `since` on when given."""
     # Conversation-scoped tokens (`c<id>_term`): PostgreSQL's `rtsv` column, SQLite's chat_message_rfts
     # (chat migrations 0001_squashed_0016 and 0002): only this conversation's postings of each term.
     postgres = connection.vendor == "postgresql"
@@ -93,7 +101,8 @@ def _match_sql(*, conversation_id: int, term: str, seen: Sequence[str], since: i
     def token(t: str) -> str:
         return quote(recall_lexeme(conversation_id=conversation_id, term=t))
 
-    query = token(term)
+    # Parenthesised: NOT binds tighter than OR in both syntaxes.
+    query = "(" + either.join(map(token, terms)) + ")"
     if seen:
         query += but_not + either.join(map(token, seen)) + ")"
     if postgres:
@@ -113,6 +122,34 @@ def _match_sql(*, conversation_id: int, term: str, seen: Sequence[str], since: i
         sql += f" AND {first_id} >= %s"
         params.append(since)
     return sql, params
+
+
+def _lookup_batches(order: Sequence[str], *, df: dict[str, int], rows: int, common: int) -> Iterable[list[str]]:
+    """`order` cut into runs whose document frequencies add up to at most `rows`. A term over `rows`
+    is a run of its own, and so is every term over `common` (looked up among the newest messages)."""
+    batch: list[str] = []
+    total = 0
+    for term in order:
+        if batch and (total + df[term] > rows or df[term] > common or df[batch[0]] > common):
+            yield batch
+            batch, total = [], 0
+        batch.append(term)
+        total += df[term]
+    if batch:
+        yield batch
+
+
+def _score(terms: str, *, length: int, avg_len: float, needles: Sequence[tuple[str, float]]) -> float:
+    """A message's BM25 score from its stored terms. Counting " t " in the terms with every separator
+    doubled counts whole terms, repeats included, without splitting the row into a list (most of a
+    query's time otherwise)."""
+    spaced = f"  {terms.replace(' ', '  ')}  "
+    score = 0.0
+    for needle, w in needles:
+        tf = spaced.count(needle)
+        if tf:
+            score += bm25(tf, length, avg_len, w)
+    return score
 
 
 def corpus_statistics(*, conversation_ids: Sequence[int], terms: Sequence[str]) -> tuple[int, int, dict[str, int]]:
@@ -165,6 +202,7 @@ class DatabaseRecallSource:
         floor_ratio: float = RELATIVE_FLOOR,
         max_postings: int = MAX_POSTINGS,
         recent: int = RECENT_MESSAGES,
+        batch_rows: int = BATCH_ROWS,
         offline_replies: bool = True,
     ) -> None:
         self.conversation_id = conversation.pk
@@ -173,6 +211,7 @@ class DatabaseRecallSource:
         self.floor_ratio = floor_ratio
         self.max_postings = max_postings
         self.recent = recent
+        self.batch_rows = batch_rows
         # Every message text this source read, by id: the turn's record checks the recall block
         # against the stored quotes, and need not read them a second time.
         self.contents: dict[int, str] = {}
@@ -204,41 +243,35 @@ class DatabaseRecallSource:
         skip = set(_pks(exclude_ids))
         scores: dict[int, float] = {}
         left = sum(bound.values())
-        seen: list[str] = []
+        seen: set[str] = set()
         since: int | None = None
-        for term in order:
+        for batch in _lookup_batches(order, df=df, rows=self.batch_rows, common=self.max_postings):
             if left < self._threshold(scores, limit):
                 break  # no message without the terms seen so far can reach the result
-            if df[term] > self.max_postings and since is None:
+            common = df[batch[0]] > self.max_postings  # alone in its batch
+            if common and since is None:
                 since = self._recent_start()
-            sql, params = _match_sql(
-                conversation_id=self.conversation_id, term=term, seen=seen,
-                since=since if df[term] > self.max_postings else None,
-            )
-            with connection.cursor() as cursor:
-                cursor.execute(sql, params)
-                rows = cursor.fetchall()
-            seen.append(term)
-            # The rows contain none of the terms seen before this one, so only the others are counted.
-            # Counting " t " in the terms with every separator doubled counts whole terms, repeats
-            # included, without splitting the row into a list (most of a query's time otherwise).
-            needles = [(f" {t} ", w) for t, w in scored if t == term or t not in seen]
+            rows = self._lookup(terms=batch, seen=seen, since=since if common else None)
+            seen.update(batch)
+            # The rows contain none of the terms seen before this batch, so only the others are
+            # counted (a term a row lacks adds nothing: the sum is the one term-at-a-time gives).
+            needles = [(f" {t} ", w) for t, w in scored if t in batch or t not in seen]
             for pk, length, terms in rows:
-                if pk in skip or (self.through_id is not None and pk > self.through_id):
-                    continue
-                spaced = f"  {terms.replace(' ', '  ')}  "
-                score = 0.0
-                for needle, w in needles:
-                    tf = spaced.count(needle)
-                    if tf:
-                        score += bm25(tf, length, avg_len, w)
-                scores[pk] = score
-            left -= bound[term]
+                if pk not in skip and (self.through_id is None or pk <= self.through_id):
+                    scores[pk] = _score(terms, length=length, avg_len=avg_len, needles=needles)
+            for term in batch:
+                left -= bound[term]
         best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
         if best and self.floor_ratio > 0:
             floor = best[0][1] * self.floor_ratio
             best = [(pk, s) for pk, s in best if s >= floor]
         return [(str(pk), s) for pk, s in best]
+
+    def _lookup(self, *, terms: Sequence[str], seen: set[str], since: int | None) -> list[tuple[int, int, str]]:
+        sql, params = _match_sql(conversation_id=self.conversation_id, terms=terms, seen=sorted(seen), since=since)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
 
     def _recent_start(self) -> int:
         """Id of the oldest of the newest `recent` recallable messages up to `through_id` (0: the

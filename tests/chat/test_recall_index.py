@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from chatapp.chat.chat_retry import chat_regenerate_start, chat_retry_start
 from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
@@ -123,7 +124,7 @@ def _recall_index_matches_the_rows(conversation: Conversation) -> None:
 # --- kept in step ---------------------------------------------------------------------------------
 
 
-def test_a_new_message_is_indexed_with_the_core_terms(chat_user, conversation):
+def test_a_new_message_is_indexed_with_the_core_terms(user, conversation):
     msgs = _append(conversation)
     row = MessageSearch.objects.get(message=msgs[0])
     assert row.terms == index_text(FACTS[0][1])
@@ -133,9 +134,9 @@ def test_a_new_message_is_indexed_with_the_core_terms(chat_user, conversation):
     assert _stats(conversation) == _expected_stats(conversation)
 
 
-def test_a_reply_is_indexed_when_it_completes_and_leaves_when_superseded(chat_user, conversation, fake_openai):
+def test_a_reply_is_indexed_when_it_completes_and_leaves_when_superseded(user, conversation, fake_openai):
     _append(conversation)
-    result = send(chat_user, conversation, "Tell me about the aquarium in Lisbon")
+    result = send(user, conversation, "Tell me about the aquarium in Lisbon")
     reply_id = result.named("start")[0]["assistant_message"]["id"]
     reply = Message.objects.get(pk=reply_id)
     assert reply.status == "complete"
@@ -143,13 +144,13 @@ def test_a_reply_is_indexed_when_it_completes_and_leaves_when_superseded(chat_us
     assert MessageSearch.objects.get(message=reply).recallable
     assert _stats(conversation) == _expected_stats(conversation)
 
-    chat_regenerate_start(user=chat_user, reply=reply)
+    chat_regenerate_start(user=user, reply=reply)
     row = MessageSearch.objects.get(message=reply)
     assert not row.recallable  # superseded: stays searchable, never recalled
     assert _stats(conversation) == _expected_stats(conversation)
 
 
-def test_a_summary_edit_leaves_the_index_unchanged(chat_user, conversation):
+def test_a_summary_edit_leaves_the_index_unchanged(user, conversation):
     msgs = _append(conversation)
     summary = Message.objects.create(
         conversation=conversation, role="system", kind="summary", content="The user adopted a cat.",
@@ -164,7 +165,7 @@ def test_a_summary_edit_leaves_the_index_unchanged(chat_user, conversation):
     assert not MessageSearch.objects.filter(message__in=[summary, edited]).exists()
 
 
-def test_an_edited_message_text_is_reindexed(chat_user, conversation):
+def test_an_edited_message_text_is_reindexed(user, conversation):
     msgs = _append(conversation)
     Message.objects.filter(pk=msgs[0].pk).update(content="We adopted a tortoise named Archibald.")
     message_index_sync(message_ids=[msgs[0].pk])
@@ -175,9 +176,9 @@ def test_an_edited_message_text_is_reindexed(chat_user, conversation):
     assert _stats(conversation) == _expected_stats(conversation)
 
 
-def test_deleting_a_conversation_removes_its_index(chat_user, conversation):
+def test_deleting_a_conversation_removes_its_index(user, conversation):
     msgs = _append(conversation)
-    other = Conversation.objects.create(owner=chat_user)
+    other = Conversation.objects.create(owner=user)
     kept = _append(other, FACTS[:2])
     conversation_delete(conversation=conversation)
     assert _fts_rows([m.pk for m in msgs]) == 0
@@ -188,7 +189,7 @@ def test_deleting_a_conversation_removes_its_index(chat_user, conversation):
     assert _fts_match(other, "pumpernickel") == [m.pk for m in kept]
 
 
-def test_rebuild_matches_the_write_path(chat_user, conversation):
+def test_rebuild_matches_the_write_path(user, conversation):
     _append(conversation)
     incremental = (_stats(conversation), list(MessageSearch.objects.order_by("pk").values_list("pk", "terms")))
     conversation_index_rebuild(conversation=conversation)
@@ -207,7 +208,7 @@ def _memory(conversation: Conversation) -> MemorySource:
     ])
 
 
-def test_database_source_ranks_like_memory_source(chat_user, conversation):
+def test_database_source_ranks_like_memory_source(user, conversation):
     msgs = _append(conversation)
     _append(conversation, [(r, f"{t} (again, day {k})") for k, (r, t) in enumerate(FACTS[::3])])
     memory = _memory(conversation)
@@ -227,7 +228,34 @@ def test_database_source_ranks_like_memory_source(chat_user, conversation):
         assert str(msgs[-1].pk) not in {i for i, _ in got}
 
 
-def test_a_very_common_term_is_looked_up_among_the_newest_messages(chat_user, conversation):
+@pytest.mark.parametrize("common", [1000, 2], ids=["all-rare", "some-very-common"])
+def test_rare_terms_looked_up_together_rank_as_one_at_a_time(user, conversation, common):
+    """Batched lookups read the same ranking in fewer statements: pruning between batches instead of
+    between terms changes which rows are read, never what is returned (with or without the floor,
+    with very common terms looked up among the newest messages)."""
+    msgs = _append(conversation)
+    _append(conversation, [(r, f"{t} (again, day {k})") for k, (r, t) in enumerate(FACTS[::3])])
+    exclude = frozenset({str(msgs[-1].pk)})
+    fewer = 0
+    for floor in (0, None):
+        kwargs = {"conversation": conversation, "max_postings": common, "recent": 6}
+        if floor is not None:
+            kwargs["floor_ratio"] = floor
+        one_at_a_time = DatabaseRecallSource(batch_rows=0, **kwargs)
+        together = DatabaseRecallSource(**kwargs)
+        for text in QUERIES:
+            query = build_query(text)
+            with CaptureQueriesContext(connection) as each:
+                expected = one_at_a_time.search(query, limit=5, exclude_ids=exclude)
+            with CaptureQueriesContext(connection) as batched:
+                got = together.search(query, limit=5, exclude_ids=exclude)
+            assert got == expected and expected, text
+            assert len(batched) <= len(each), text
+            fewer += len(batched) < len(each)
+    assert fewer
+
+
+def test_a_very_common_term_is_looked_up_among_the_newest_messages(user, conversation):
     rows = [("user" if k % 2 == 0 else "assistant", f"The bike needed a new chain, day {k}.") for k in range(12)]
     rows[1] = ("assistant", "Your Brompton bike folds in ten seconds.")
     msgs = _append(conversation, rows)
@@ -251,7 +279,7 @@ def test_a_very_common_term_is_looked_up_among_the_newest_messages(chat_user, co
     assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12)
 
 
-def test_a_rarer_term_is_read_whole_before_a_very_common_one(chat_user, conversation):
+def test_a_rarer_term_is_read_whole_before_a_very_common_one(user, conversation):
     """A very common term is looked up among the newest messages only, so it is read after every
     other term: an old message with both must still be found through the rarer one."""
     rows = [("user" if k % 2 == 0 else "assistant", f"Notes on day {k}.") for k in range(12)]
@@ -270,7 +298,7 @@ def test_a_rarer_term_is_read_whole_before_a_very_common_one(chat_user, conversa
     assert set(got) == {ids[1], *ids[8:]}
 
 
-def test_the_newest_messages_of_a_common_term_end_at_through_id(chat_user, conversation):
+def test_the_newest_messages_of_a_common_term_end_at_through_id(user, conversation):
     msgs = _append(conversation, [("user" if k % 2 == 0 else "assistant", f"The bike, day {k}.") for k in range(12)])
     ids = [str(m.pk) for m in msgs]
     source = DatabaseRecallSource(
@@ -280,7 +308,7 @@ def test_the_newest_messages_of_a_common_term_end_at_through_id(chat_user, conve
     assert got == set(ids[2:6])  # the newest 4 up to the message answered again
 
 
-def test_neighbours_and_messages_are_live_ones_with_dates(chat_user, conversation, fake_openai):
+def test_neighbours_and_messages_are_live_ones_with_dates(user, conversation, fake_openai):
     msgs = _append(conversation)
     # a stopped reply between two messages is skipped
     stopped = message_append(conversation=conversation, role="assistant", content="half a risotto", status="stopped")
@@ -303,9 +331,9 @@ def test_neighbours_and_messages_are_live_ones_with_dates(chat_user, conversatio
     assert bounded.messages([str(later.pk)]) == {}
 
 
-def test_another_users_messages_never_come_back(chat_user, intruder, conversation):
+def test_another_users_messages_never_come_back(user, other_user, conversation):
     mine = _append(conversation)
-    theirs_conversation = Conversation.objects.create(owner=intruder)
+    theirs_conversation = Conversation.objects.create(owner=other_user)
     doubled = [(r, t.replace("Pumpernickel", "Pumpernickel Pumpernickel")) for r, t in FACTS]
     theirs = _append(theirs_conversation, doubled)
     their_ids = {str(m.pk) for m in theirs}
@@ -320,17 +348,17 @@ def test_another_users_messages_never_come_back(chat_user, intruder, conversatio
 # --- conversation search --------------------------------------------------------------------------
 
 
-def test_sidebar_search_finds_message_text_through_the_index(chat_user, intruder, conversation):
+def test_sidebar_search_finds_message_text_through_the_index(user, other_user, conversation):
     _append(conversation)
     conversation.title = "Weekend plans"
     conversation.save(update_fields=["title"])
-    other = Conversation.objects.create(owner=chat_user, title="Cooking")
+    other = Conversation.objects.create(owner=user, title="Cooking")
     _append(other, [("user", "How long should I knead bread dough?")])
-    foreign = Conversation.objects.create(owner=intruder, title="Pumpernickel bakery")
+    foreign = Conversation.objects.create(owner=other_user, title="Pumpernickel bakery")
     _append(foreign, [("user", "Pumpernickel bread and Lisbon aquariums")])
 
     def found(query: str) -> list[int]:
-        return list(conversation_list(owner=chat_user, query=query).values_list("pk", flat=True))
+        return list(conversation_list(owner=user, query=query).values_list("pk", flat=True))
 
     assert found("pumpernickel") == [conversation.pk]
     assert found("adopting cats") == [conversation.pk]  # stemmed: adopted/adopting, cat/cats
@@ -342,9 +370,9 @@ def test_sidebar_search_finds_message_text_through_the_index(chat_user, intruder
     assert found("bakery") == []  # another user's conversation never shows
 
 
-def test_api_list_search_uses_the_index(chat_user, conversation, client):
+def test_api_list_search_uses_the_index(user, conversation, client):
     _append(conversation)
-    client.force_login(chat_user)
+    client.force_login(user)
     response = client.get("/api/conversations/", {"q": "Rosalind"})
     assert response.status_code == 200
     body = response.json()
@@ -355,9 +383,9 @@ def test_api_list_search_uses_the_index(chat_user, conversation, client):
 # --- the request path -----------------------------------------------------------------------------
 
 
-def test_a_chat_turn_in_a_long_conversation_sends_a_recall_block(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_a_chat_turn_in_a_long_conversation_sends_a_recall_block(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     # the first user message is always sent (static layer), so the fact comes after it
     _append(conversation, [("user", "Hello! A few things happened this week."), ("assistant", "Tell me.")])
     facts = _append(conversation, FACTS[:2])
@@ -365,7 +393,7 @@ def test_a_chat_turn_in_a_long_conversation_sends_a_recall_block(chat_user, fake
     conversation_index_rebuild(conversation=conversation)  # the seed bulk-creates past the services
     fake_openai.reset()
 
-    result = send(chat_user, conversation, "What name did we give the grey cat from the shelter?")
+    result = send(user, conversation, "What name did we give the grey cat from the shelter?")
     assert result.names[-1] == "done"
     sent = fake_openai.completions[-1].messages
     # the block opens the newest message (one leading system message, roles alternating: optimizer.shape)
@@ -378,9 +406,9 @@ def test_a_chat_turn_in_a_long_conversation_sends_a_recall_block(chat_user, fake
     assert {str(facts[0].pk), str(facts[1].pk)} <= recalled
 
 
-def test_a_running_conversation_holds_the_block_to_its_share_of_the_budget(chat_user, fake_openai):
-    config = make_config(chat_user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
-    conversation = Conversation.objects.create(owner=chat_user, llm_config=config)
+def test_a_running_conversation_holds_the_block_to_its_share_of_the_budget(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
     _append(conversation, [("user", "Hello! A few things happened this week."), ("assistant", "Tell me.")])
     for _ in range(16):  # the fact, told again and again, so the block could take far more than its share
         _append(conversation, FACTS[:2])
@@ -388,21 +416,21 @@ def test_a_running_conversation_holds_the_block_to_its_share_of_the_budget(chat_
     conversation_index_rebuild(conversation=conversation)
     question = "What name did we give the grey cat from the shelter?"
 
-    first = send(chat_user, conversation, question)  # no stored window yet: recall may fill the budget
-    second = send(chat_user, conversation, question)  # the window is stored now: the prefix is cached
+    first = send(user, conversation, question)  # no stored window yet: recall may fill the budget
+    second = send(user, conversation, question)  # the window is stored now: the prefix is cached
 
     records = [
         OptimizationRecord.objects.get(reply_id=r.named("start")[0]["assistant_message"]["id"]) for r in (first, second)
     ]
-    cap = recall_cap(user_settings_get(user=chat_user).preference, budget=3_500, stateful=True)
+    cap = recall_cap(user_settings_get(user=user).preference, budget=3_500, stateful=True)
     assert records[0].stats["recall_tokens"] > cap
     assert 0 < records[1].stats["recall_tokens"] <= cap
 
 
-def test_a_short_conversation_sends_no_recall_block(chat_user, conversation, fake_openai):
+def test_a_short_conversation_sends_no_recall_block(user, conversation, fake_openai):
     _append(conversation, FACTS[:4])
     fake_openai.reset()
-    send(chat_user, conversation, "What did we name the cat?")
+    send(user, conversation, "What did we name the cat?")
     assert not [m for m in fake_openai.completions[-1].messages if m["content"].startswith(HEADER)]
 
 
@@ -415,7 +443,7 @@ def test_the_index_has_no_signal_receiver():
     assert not post_save.has_listeners(Message)
 
 
-def test_each_write_path_keeps_the_index(chat_user, conversation, fake_openai):
+def test_each_write_path_keeps_the_index(user, conversation, fake_openai):
     # message_append: a chat message is indexed and recallable at once; a stopped one is indexed, not recalled
     user_msg = message_append(conversation=conversation, role="user", content="Pumpernickel sleeps on the sofa.")
     assert MessageSearch.objects.get(message=user_msg).recallable
@@ -426,7 +454,7 @@ def test_each_write_path_keeps_the_index(chat_user, conversation, fake_openai):
     assert not MessageSearch.objects.filter(message=summary).exists()
 
     # a turn: the streaming reply is not indexed until reply_store stores its text
-    result = send(chat_user, conversation, "Where does the cat sleep?")
+    result = send(user, conversation, "Where does the cat sleep?")
     reply = Message.objects.get(pk=result.named("start")[0]["assistant_message"]["id"])
     assert MessageSearch.objects.get(message=reply).terms == index_text(reply.content)
     assert MessageSearch.objects.get(message=reply).recallable
@@ -442,21 +470,21 @@ def test_each_write_path_keeps_the_index(chat_user, conversation, fake_openai):
     question = message_append(conversation=conversation, role="user", content="Tell me about Lisbon")
     failed = message_append(conversation=conversation, role="assistant", content="Lisbon is", status="stopped",
                             reply_to=question)
-    chat_retry_start(user=chat_user, message=question)
+    chat_retry_start(user=user, message=question)
     assert not MessageSearch.objects.get(message=failed).recallable
     assert _stats(conversation) == _expected_stats(conversation)
 
 
-def test_the_seed_command_indexes_its_conversation(chat_user):
-    conversation = conversation_seed_long(owner=chat_user, messages=120)
+def test_the_seed_command_indexes_its_conversation(user):
+    conversation = conversation_seed_long(owner=user, messages=120)
     assert _stats(conversation) == _expected_stats(conversation)
     assert MessageSearch.objects.filter(conversation=conversation, recallable=True).exists()
     assert not MessageSearch.objects.filter(conversation=conversation, message__kind="summary").exists()
 
 
-def test_recalls_scoped_index_follows_every_write(chat_user, conversation, fake_openai):
+def test_recalls_scoped_index_follows_every_write(user, conversation, fake_openai):
     msgs = _append(conversation)
-    other = Conversation.objects.create(owner=chat_user)
+    other = Conversation.objects.create(owner=user)
     kept = _append(other, FACTS[:2])
     _recall_index_matches_the_rows(conversation)
     assert _recall_match(conversation, "pumpernickel") == [msgs[0].pk, msgs[1].pk]
@@ -467,9 +495,9 @@ def test_recalls_scoped_index_follows_every_write(chat_user, conversation, fake_
     assert _recall_match(conversation, "archibald") == [msgs[0].pk]
     assert _recall_match(conversation, "pumpernickel") == [msgs[1].pk]
 
-    result = send(chat_user, conversation, "Tell me about the aquarium in Lisbon")
+    result = send(user, conversation, "Tell me about the aquarium in Lisbon")
     reply = Message.objects.get(pk=result.named("start")[0]["assistant_message"]["id"])
-    chat_regenerate_start(user=chat_user, reply=reply)  # superseded: searchable, no longer recalled
+    chat_regenerate_start(user=user, reply=reply)  # superseded: searchable, no longer recalled
     assert not MessageSearch.objects.get(message=reply).recallable
     _recall_index_matches_the_rows(conversation)
 
