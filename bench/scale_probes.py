@@ -305,14 +305,16 @@ def unindexed_reads(statements: list[tuple[str, Any]], *, min_rows: int = 10_000
 
 def turn_profiler(pid: int, vendor: str) -> subprocess.Popen | None:
     """With SCALE_PROFILE_DIR set: py-spy (pip install py-spy; not a requirement) sampling the server's
-    thread that holds the GIL while the CPU-per-turn turns run, to <dir>/<vendor>-turns.txt (raw
-    collapsed stacks). Sampling costs the server CPU: the run's cpu_ms_per_turn is then inflated."""
+    threads that are on the CPU (every thread, not only the GIL's holder: SQL runs without the GIL) while
+    the CPU-per-turn turns run, to <dir>/<vendor>-turns.txt (raw collapsed stacks). Sampling costs the
+    server CPU: the run's cpu_ms_per_turn is then inflated."""
     folder = os.environ.get("SCALE_PROFILE_DIR")
     if not folder:
         return None
     out = Path(folder) / f"{vendor}-turns.txt"
-    proc = subprocess.Popen(["py-spy", "record", "--gil", "--rate", "200", "--format", "raw", "--pid", str(pid),
-                             "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(["py-spy", "record", "--nonblocking", "--rate", "1000", "--format", "raw",
+                             "--pid", str(pid), "--output", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # attached before the first timed turn
     return proc
 
