@@ -8,7 +8,8 @@ next query takes one again.
 
 SQLite has neither a server nor a pool: a connection is an open file, and closing it only made the
 next short piece open the file again and re-run its PRAGMAs (three opens a chat turn, about 1 ms of
-its CPU). There the thread keeps its connection until the request ends, when Django closes it.
+its CPU). There the thread keeps its connection until the request ends, when Django closes it
+(and chatapp.sqlite3 keeps it open for the next request).
 """
 
 from __future__ import annotations
