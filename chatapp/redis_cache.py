@@ -2,12 +2,12 @@
 
 Django keeps a cache object per thread, and under ASGI a request's synchronous code runs in a thread
 of its own: every request built a new client, a new connection pool and so a new connection (TCP,
-then redis-py's handshake, which reads its own version from the installed package's metadata). That
-was 7 % of a chat turn's CPU on PostgreSQL with Redis (py-spy on bench/turn_cpu.py), for a send-rate
-check of three commands. Here the cache objects of every thread share one `RedisCacheClient` per
-location and options, and that client one `redis.Redis` per pool; both are thread-safe (a command
-takes a connection from the pool and gives it back), and redis-py's pool starts afresh in a forked
-child (it checks the process id).
+then redis-py's handshake, which reads its own version from the installed package's metadata): the
+send-rate check, three commands, took 7 % of a chat turn's samples on PostgreSQL with Redis (py-spy
+on bench/turn_cpu.py), more than half of it making that connection. Here the cache objects of every
+thread share one `RedisCacheClient` per location and options, and that client one `redis.Redis` per
+pool; both are thread-safe (a command takes a connection from the pool and gives it back), and
+redis-py's pool starts afresh in a forked child (it checks the process id).
 """
 
 from __future__ import annotations
