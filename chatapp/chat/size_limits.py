@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 
 class TooLarge(ValidationError):
     """An input larger than its limit; nothing was stored. `code` is "too_large"; a subclass says in
-    `describe` what the limit is about and in which unit."""
+    `describe` what the limit is about and in which unit (the base's words name neither)."""
 
     def __init__(self, *, limit: int, size: int) -> None:
         self.limit = limit
@@ -18,4 +18,4 @@ class TooLarge(ValidationError):
     @staticmethod
     def describe(*, limit: int, size: int) -> str:
         """The message a person reads: what was too large, by how much."""
-        raise NotImplementedError
+        return f"The input is {size:,} long; the limit is {limit:,}."
