@@ -203,8 +203,9 @@ if REDIS_URL:
     }
 else:
     # A broker that needs no server: kombu's filesystem transport, shared by web and worker on one machine
-    # (its folders are made by instance_prepare).
+    # (its folders are made by instance_prepare), in chatapp.fs_broker's version that loses no message.
     CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT = "chatapp.fs_broker.Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "out"),
         "data_folder_out": str(CELERY_BROKER_DIR / "out"),

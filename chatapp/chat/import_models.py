@@ -47,7 +47,8 @@ class ImportJob(models.Model):
     # Deliveries that claimed the job: the fencing token of the current one (a stale worker's writes
     # are refused) and the bound on retries after a worker died mid-import.
     attempts = models.PositiveSmallIntegerField(default=0)
-    # Until when the running worker is trusted; it is extended after every conversation.
+    # Until when the running worker is trusted; it is extended after every conversation. A queued job's
+    # lease ends when its message is published again (import_jobs_sweep).
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -18,6 +18,8 @@ A worker that dies mid-import leaves the job running with a lease. Once the leas
 the message comes back (acks_late: Redis redelivers it) or the periodic sweep publishes the job
 again (`import_jobs_sweep`: the filesystem broker loses an unacknowledged message), and the next
 delivery takes over and resumes after the last stored conversation (`done` is the next index).
+A queued job has a lease too, from its upload: a message lost before any worker took it (a broker
+restarted without persistence) is published again by the same sweep.
 Taking over is bounded (`MAX_ATTEMPTS`): a file that kills its worker every time (out of memory)
 fails instead of looping.
 """
@@ -82,7 +84,10 @@ def import_job_create(*, owner: User, upload: UploadedFile) -> ImportJob:
     parts.append(compressor.flush())
     name = " ".join((upload.name or "").split())[:255]
     with transaction.atomic():
-        job = ImportJob.objects.create(owner=owner, filename=name, size_bytes=size, payload=b"".join(parts))
+        # A lease from the start: if no worker has claimed the job when it ends (the message was lost),
+        # the sweep publishes the job again, as for a worker that died.
+        job = ImportJob.objects.create(owner=owner, filename=name, size_bytes=size, payload=b"".join(parts),
+                                       lease_expires_at=_lease_end())
         job_id = job.pk
         transaction.on_commit(lambda: import_job_enqueue(job_id=job_id))
     return job
@@ -117,9 +122,10 @@ def import_job_fail(*, job_id: int, reason: str, statuses: tuple[str, ...] = (St
 def import_jobs_sweep() -> int:
     """Publish again the imports whose lease ran out: their worker died and the broker lost the
     unacknowledged message (the filesystem broker does; Redis redelivers it too — a duplicate is
-    run once). They go back to queued, so the next delivery claims them at once and resumes; the
-    lease is renewed here, so a job is published at most once per lease. Runs in the periodic
-    summary sweep (tasks.sweep_pending_summary_jobs). Returns how many were published."""
+    run once), or no worker ever received the queued job's message. They go back to queued, so the
+    next delivery claims them at once and resumes; the lease is renewed here, so a job is published at
+    most once per lease. Runs in the periodic summary sweep (tasks.sweep_pending_summary_jobs).
+    Returns how many were published."""
     now = timezone.now()
     stale = ImportJob.objects.filter(status__in=[Status.QUEUED, Status.RUNNING], lease_expires_at__lt=now)
     published = 0

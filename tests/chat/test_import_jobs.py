@@ -20,6 +20,7 @@ from chatapp.chat.models import Conversation, Message
 from chatapp.chat.tasks import import_conversations
 from tests.chat.importkit import chatgpt_conversation, file_bytes
 from tests.support.accounts import token_client
+from tests.support.worker import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -223,6 +224,18 @@ def test_the_sweep_publishes_a_dead_workers_job_again(owner, published):
     job.refresh_from_db()
     assert (job.status, job.attempts, len(job.conversation_ids)) == ("done", 2, 2)
     assert import_services.import_jobs_sweep() == 0
+
+
+def test_the_sweep_publishes_a_queued_job_whose_message_was_lost(owner, published, settings,
+                                                                  django_capture_on_commit_callbacks):
+    settings.IMPORT_LEASE_SECONDS = 1
+    with django_capture_on_commit_callbacks(execute=False):  # published, then lost before any worker
+        job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", file_bytes("openwebui_branch.json")))
+    assert import_services.import_jobs_sweep() == 0  # its lease runs from the upload
+    wait_for(import_services.import_jobs_sweep, timeout=10, interval=0.2, what="the sweep to publish the job")
+    assert published == [(job.pk, "celery")]
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == ("done", 1)
 
 
 def test_settings_page_has_the_import_section(client, owner, settings):

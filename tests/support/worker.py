@@ -30,6 +30,7 @@ from django.db import connection
 
 from chatapp.celery import app as celery_app
 from chatapp.chat.models import Conversation, Message, SummaryJob
+from chatapp.fs_broker import TRANSPORT as FS_TRANSPORT
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,6 +130,8 @@ def celery_use_broker(*, url: str, options: dict) -> None:
     if celery_app._pool is not None:
         celery_app._pool.force_close_all()
     celery_app.conf.broker_url = url
+    # As settings do: the embedded broker's own transport for a filesystem URL, the URL's for the rest.
+    celery_app.conf.broker_transport = FS_TRANSPORT if url.startswith("filesystem:") else None
     celery_app.conf.broker_transport_options = options
     celery_app._pool = None
     celery_app.amqp._producer_pool = None

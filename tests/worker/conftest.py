@@ -98,3 +98,5 @@ def worker(broker, tmp_path, transactional_db) -> Iterator[Callable[..., Worker]
     yield make
     for w in started:
         w.stop()
+        # Shown by pytest only when the test failed (captured output): what the worker did.
+        print(f"--- {w.log_path} ---\n{w.log()[-20000:]}")

@@ -1,0 +1,111 @@
+"""chatapp.fs_broker, the embedded broker: every message a producer publishes reaches exactly one of
+the consumers polling the folder while it is written (kombu's own filesystem transport loses some:
+a consumer can take a file before its content is in it)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kombu import Connection
+
+from chatapp.fs_broker import TRANSPORT
+
+ROOT = Path(__file__).resolve().parents[2]
+MESSAGES = 1500
+CONSUMERS = 2
+
+
+def _options(folder: Path) -> dict:
+    return {
+        "data_folder_in": str(folder / "out"),
+        "data_folder_out": str(folder / "out"),
+        "processed_folder": str(folder / "processed"),
+        "control_folder": str(folder / "control"),
+        "store_processed": False,
+        "polling_interval": 0,  # consumers look as often as they can: the race is as likely as it gets
+    }
+
+
+def _consume(folder: Path, results, ready, done) -> None:
+    """Take messages until the producer is done and the queue is empty; report their numbers and how
+    many deliveries could not be read."""
+    numbers, unreadable = [], 0
+    with Connection("filesystem://", transport=TRANSPORT, transport_options=_options(folder)) as conn:
+        queue = conn.SimpleQueue("stress")
+        ready.release()
+        while True:
+            try:
+                message = queue.get(block=True, timeout=0.2)
+            except queue.Empty:
+                if done.is_set():
+                    break
+                continue
+            except ValueError:  # an empty or partial file does not decode
+                unreadable += 1
+                continue
+            numbers.append(message.payload["n"])
+            message.ack()
+    results.put((numbers, unreadable))
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    for sub in ("out", "processed", "control"):
+        (tmp_path / sub).mkdir()
+    return tmp_path
+
+
+def test_every_message_reaches_one_consumer_while_they_poll(folder):
+    context = multiprocessing.get_context("spawn")  # no Django or open sockets inherited
+    results, ready, done = context.Queue(), context.Semaphore(0), context.Event()
+    consumers = [context.Process(target=_consume, args=(folder, results, ready, done)) for _ in range(CONSUMERS)]
+    for process in consumers:
+        process.start()
+    for _ in consumers:  # publish while they poll, not before they start
+        assert ready.acquire(timeout=60)
+    with Connection("filesystem://", transport=TRANSPORT, transport_options=_options(folder)) as conn:
+        queue = conn.SimpleQueue("stress")
+        for n in range(MESSAGES):
+            queue.put({"n": n, "padding": "x" * 4000})
+    done.set()
+    reports = [results.get(timeout=60) for _ in consumers]
+    for process in consumers:
+        process.join(timeout=30)
+    received = sorted(n for numbers, _ in reports for n in numbers)
+    assert sum(unreadable for _, unreadable in reports) == 0
+    assert received == list(range(MESSAGES))  # none lost, none twice
+    assert os.listdir(folder / "out") == [] and os.listdir(folder / "processed") == []
+
+
+def test_a_message_waits_in_the_folder_for_a_consumer(folder):
+    """Published with no consumer running (the worker is down): taken whole by the next one."""
+    with Connection("filesystem://", transport=TRANSPORT, transport_options=_options(folder)) as conn:
+        conn.SimpleQueue("later").put({"n": 1})
+    assert [name.endswith(".later.msg") for name in os.listdir(folder / "out")] == [True]
+    with Connection("filesystem://", transport=TRANSPORT, transport_options=_options(folder)) as conn:
+        message = conn.SimpleQueue("later").get(timeout=5)
+        assert message.payload == {"n": 1}
+        message.ack()
+    assert os.listdir(folder / "out") == []
+
+
+_PRINT_TRANSPORT = (
+    "from chatapp.celery import app;"
+    "print(type(app.connection_for_write().transport).__module__)"
+)
+
+
+@pytest.mark.parametrize(("redis_url", "module"), [(None, "chatapp.fs_broker"), ("redis://127.0.0.1:1/0",
+                                                                                 "kombu.transport.redis")])
+def test_settings_choose_this_transport_only_without_redis(tmp_path, redis_url, module):
+    environ = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DATABASE_URL"}}
+    environ.update({"CHATAPP_VAR_DIR": str(tmp_path), **({"REDIS_URL": redis_url} if redis_url else {})})
+    done = subprocess.run([sys.executable, "-c", _PRINT_TRANSPORT], cwd=ROOT, env=environ, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == module
