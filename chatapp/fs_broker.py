@@ -49,13 +49,9 @@ class Channel(filesystem.Channel):
         for name in sorted(os.listdir(self.data_folder_in)):
             if name.partition(".")[2] != wanted:
                 continue
-            taken = os.path.join(self.processed_folder, name)
-            try:
-                os.rename(os.path.join(self.data_folder_in, name), taken)
-            except FileNotFoundError:
+            taken = self._take(name)
+            if taken is None:
                 continue  # another consumer's rename came first: the message is theirs
-            except OSError as exc:
-                raise ChannelError(f"Cannot take {name!r} from {self.data_folder_in!r}") from exc
             try:
                 with open(taken, "rb") as file:
                     payload = file.read()
@@ -65,6 +61,23 @@ class Channel(filesystem.Channel):
                 raise ChannelError(f"Cannot read {taken!r}") from exc
             return loads(bytes_to_str(payload))
         raise Empty()
+
+    def _take(self, name: str) -> str | None:
+        """Move message file `name` into the processed folder; its new path, or None when another
+        consumer moved it first."""
+        source, taken = os.path.join(self.data_folder_in, name), os.path.join(self.processed_folder, name)
+        for _ in range(2):
+            try:
+                os.rename(source, taken)
+                return taken
+            except FileNotFoundError:
+                if not os.path.exists(source):
+                    return None
+                # The processed folder is what is missing (deleted while the worker ran): make it.
+                os.makedirs(self.processed_folder, exist_ok=True)
+            except OSError as exc:
+                raise ChannelError(f"Cannot take {name!r} from {self.data_folder_in!r}") from exc
+        raise ChannelError(f"Cannot move {name!r} into {self.processed_folder!r}")
 
 
 class Transport(filesystem.Transport):

@@ -82,13 +82,19 @@ def test_every_message_reaches_one_consumer_while_they_poll(folder):
     assert os.listdir(folder / "out") == [] and os.listdir(folder / "processed") == []
 
 
-def test_a_message_waits_in_the_folder_for_a_consumer(folder):
-    """Published with no consumer running (the worker is down): taken whole by the next one."""
+@pytest.mark.parametrize("processed_folder", ["kept", "deleted"])
+def test_a_message_waits_in_the_folder_for_a_consumer(folder, processed_folder):
+    """Published with no consumer running (the worker is down): taken whole by the next one, even if
+    the processed folder was deleted meanwhile."""
+    # A queue name of its own: kombu keeps the bindings it declared per process, not per folder.
+    name = f"later-{processed_folder}"
     with Connection("filesystem://", transport=TRANSPORT, transport_options=_options(folder)) as conn:
-        conn.SimpleQueue("later").put({"n": 1})
-    assert [name.endswith(".later.msg") for name in os.listdir(folder / "out")] == [True]
+        conn.SimpleQueue(name).put({"n": 1})
+    assert [file.endswith(f".{name}.msg") for file in os.listdir(folder / "out")] == [True]
+    if processed_folder == "deleted":
+        (folder / "processed").rmdir()
     with Connection("filesystem://", transport=TRANSPORT, transport_options=_options(folder)) as conn:
-        message = conn.SimpleQueue("later").get(timeout=5)
+        message = conn.SimpleQueue(name).get(timeout=5)
         assert message.payload == {"n": 1}
         message.ack()
     assert os.listdir(folder / "out") == []
