@@ -15,6 +15,7 @@ Settings select this transport when no REDIS_URL is set (CELERY_BROKER_TRANSPORT
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from queue import Empty
@@ -37,11 +38,14 @@ class Channel(filesystem.Channel):
         final = os.path.join(self.data_folder_out, name)
         # A leading dot and no ".msg" ending: no consumer takes it before the rename.
         partial = os.path.join(self.data_folder_out, f".{name}.partial")
+        data = str_to_bytes(dumps(payload))
         try:
             with open(partial, "wb") as file:
-                file.write(str_to_bytes(dumps(payload)))
+                file.write(data)
             os.replace(partial, final)
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.remove(partial)  # a full disk: leave nothing behind
             raise ChannelError(f"Cannot add a message to {self.data_folder_out!r}") from exc
 
     def _get(self, queue: str) -> Any:
