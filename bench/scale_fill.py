@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 # --- the fill ------------------------------------------------------------------------------------------
@@ -52,6 +53,38 @@ _MESSAGE_COLUMNS = ("id", "conversation_id", "role", "kind", "content", "token_c
                     "created_at", "updated_at")
 
 
+# A conversation's texts are made in builder processes, CHUNK messages a task (the largest conversation
+# of the heavy tail is half the fill), while this process inserts: the made-up text and its analysis
+# (search_services.index_terms) took as long as the inserts.
+CHUNK = 20_000
+_VOCABULARY: tuple[list[str], list[float]] = ([], [])
+
+
+def _builder_start(words: list[str], cum_weights: list[float]) -> None:
+    global _VOCABULARY
+    _VOCABULARY = (words, cum_weights)
+
+
+def _chunk_build(task: tuple[int, int, int, int]) -> tuple[int, list[tuple[str, str, str, int]], Counter]:
+    """In a builder: messages `first` to `end` of conversation `index` as (role, content, index terms,
+    term count), and in how many of them each term is (its own random stream: the same text whatever
+    the number of builders)."""
+    from chatapp.chat.search_services import index_terms
+
+    seed, index, first, end = task
+    words, cum = _VOCABULARY
+    rng = random.Random(f"{seed}/{index}/{first}")
+    rows, df = [], Counter()
+    for i in range(first, end):
+        role = "user" if i % 2 == 0 else "assistant"
+        n = rng.randint(6, 25) if role == "user" else rng.randint(20, 90)
+        content = " ".join(rng.choices(words, cum_weights=cum, k=n)) + f" (#{index}.{i})"
+        terms, length = index_terms(content=content)
+        df.update(set(terms.split()))
+        rows.append((role, content, terms, length))
+    return index, rows, df
+
+
 class Filler:
     """Conversations of made-up text, inserted with the search index rows and recall statistics the
     services would write for them (search_services.index_terms / index_scope)."""
@@ -66,34 +99,48 @@ class Filler:
         self.cum_weights = list(accumulate(1 / (rank + 10) for rank in range(len(self.words))))
         self.next_id = (Message.objects.order_by("-id").values_list("id", flat=True).first() or 0) + 1
 
-    def conversation(self, *, size: int, index: int) -> int:
-        from collections import Counter
+    def conversations(self, *, sizes: list[int], seed: int, progress: Any) -> None:
+        """Every conversation of `sizes`, texts made by builder processes (forked: they inherit the
+        vocabulary and the set-up Django, and touch no database), inserted here in order."""
+        import multiprocessing
+        import os
+
+        tasks = ((seed, index, first, min(size, first + CHUNK))
+                 for index, size in enumerate(sizes) for first in range(0, size, CHUNK))
+        builders = max(1, (os.cpu_count() or 1) - 1)
+        context = multiprocessing.get_context("fork")
+        parts: list[tuple[str, str, str, int]] = []
+        df: Counter = Counter()
+        with context.Pool(builders, initializer=_builder_start, initargs=(self.words, self.cum_weights)) as pool:
+            for index, rows, counts in pool.imap(_chunk_build, tasks):
+                parts.extend(rows)
+                df.update(counts)
+                if len(parts) == sizes[index]:
+                    self.conversation(index=index, rows=parts, df=df)
+                    parts, df = [], Counter()
+                    progress(index)
+
+    def conversation(self, *, index: int, rows: list[tuple[str, str, str, int]], df: Counter) -> int:
         from datetime import UTC, datetime, timedelta
 
         from django.db import transaction
 
         from chatapp.chat.models import Conversation
-        from chatapp.chat.search_services import index_scope, index_terms
+        from chatapp.chat.search_services import index_scope
 
-        rng, words, cum = self.rng, self.words, self.cum_weights
-        title = f"Chat {index}: " + " ".join(rng.choices(words, cum_weights=cum, k=3))
+        title = f"Chat {index}: " + " ".join(self.rng.choices(self.words, cum_weights=self.cum_weights, k=3))
         conversation = Conversation.objects.create(owner=self.owner, llm_config=self.config, title=title)
         scope = index_scope(conversation_id=conversation.pk, owner_id=self.owner.pk)
         start = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(hours=index)
-        messages, search, df = [], [], Counter()
+        messages, search = [], []
         chars = tokens = length_sum = 0
-        for i in range(size):
-            role = "user" if i % 2 == 0 else "assistant"
-            n = rng.randint(6, 25) if role == "user" else rng.randint(20, 90)
-            content = " ".join(rng.choices(words, cum_weights=cum, k=n)) + f" (#{index}.{i})"
+        for i, (role, content, terms, length) in enumerate(rows):
             at = start + timedelta(minutes=i)
             pk = self.next_id
             self.next_id += 1
             token_count = len(content) // 4 + 4
             messages.append((pk, conversation.pk, role, "chat", content, token_count, len(content), False,
                              "complete", False, "", "", False, False, False, "", at, at))
-            terms, length = index_terms(content=content)
-            df.update(set(terms.split()))
             search.append((pk, conversation.pk, scope, terms, length, True))
             chars, tokens, length_sum = chars + len(content), tokens + token_count, length_sum + length
         # One transaction per conversation: in autocommit, SQLite's executemany commits every row (a WAL
@@ -105,9 +152,9 @@ class Filler:
             insert_rows(table="chat_recallterm", columns=("conversation_id", "term", "df"),
                         rows=[(conversation.pk, t, d) for t, d in df.items()])
             insert_rows(table="chat_recallcorpus", columns=("conversation_id", "docs", "length"),
-                        rows=[(conversation.pk, size, length_sum)])
+                        rows=[(conversation.pk, len(rows), length_sum)])
             Conversation.objects.filter(pk=conversation.pk).update(
-                live_message_count=size, live_char_count=chars, live_token_count=tokens)
+                live_message_count=len(rows), live_char_count=chars, live_token_count=tokens)
         return conversation.pk
 
     def finish(self) -> None:
@@ -133,10 +180,12 @@ def fill(*, owner: Any, config: Any, total: int, big: int, conversations: int) -
     rng = random.Random(20261124)
     filler = Filler(owner=owner, config=config, rng=rng)
     sizes = conversation_sizes(total=total - big, count=conversations - 1, rng=rng)
-    for i, size in enumerate(sizes):
-        filler.conversation(size=size, index=i)
-        if i % 100 == 99:
-            print(f"  {i + 1} conversations, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+
+    def progress(index: int) -> None:
+        if index % 100 == 99:
+            print(f"  {index + 1} conversations, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+
+    filler.conversations(sizes=sizes, seed=20261124, progress=progress)
     filler.finish()
     with connection.cursor() as cursor:
         # PostgreSQL: VACUUM as well, the state autovacuum keeps a table in after a bulk load (it is on
