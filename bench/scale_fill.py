@@ -57,6 +57,7 @@ _MESSAGE_COLUMNS = ("id", "conversation_id", "role", "kind", "content", "token_c
 # of the heavy tail is half the fill), while this process inserts: the made-up text and its analysis
 # (search_services.index_terms) took as long as the inserts.
 CHUNK = 20_000
+SEED = 20261124
 _VOCABULARY: tuple[list[str], list[float]] = ([], [])
 
 
@@ -177,7 +178,7 @@ def fill(*, owner: Any, config: Any, total: int, big: int, conversations: int) -
     large = conversation_seed_long(owner=owner, messages=big)
     Conversation.objects.filter(pk=large.pk).update(llm_config=config)
     large.refresh_from_db()
-    rng = random.Random(20261124)
+    rng = random.Random(SEED)
     filler = Filler(owner=owner, config=config, rng=rng)
     sizes = conversation_sizes(total=total - big, count=conversations - 1, rng=rng)
 
@@ -185,7 +186,7 @@ def fill(*, owner: Any, config: Any, total: int, big: int, conversations: int) -
         if index % 100 == 99:
             print(f"  {index + 1} conversations, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
 
-    filler.conversations(sizes=sizes, seed=20261124, progress=progress)
+    filler.conversations(sizes=sizes, seed=SEED, progress=progress)
     filler.finish()
     with connection.cursor() as cursor:
         # PostgreSQL: VACUUM as well, the state autovacuum keeps a table in after a bulk load (it is on

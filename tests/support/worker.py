@@ -258,10 +258,12 @@ class Worker:
         self.log_dir = log_dir
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        # In the log's name: two workers of one test (one killed, its successor) keep their own logs.
+        self.tag = uuid.uuid4().hex[:8]
 
     @property
     def log_path(self) -> Path:
-        return self.log_dir / f"worker-{self.starts}.log"
+        return self.log_dir / f"worker-{self.tag}-{self.starts}.log"
 
     def start(self) -> Worker:
         self.starts += 1
