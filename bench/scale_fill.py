@@ -7,6 +7,7 @@ import random
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 # --- the fill ------------------------------------------------------------------------------------------
@@ -100,7 +101,7 @@ class Filler:
         self.cum_weights = list(accumulate(1 / (rank + 10) for rank in range(len(self.words))))
         self.next_id = (Message.objects.order_by("-id").values_list("id", flat=True).first() or 0) + 1
 
-    def conversations(self, *, sizes: list[int], seed: int, progress: Any) -> None:
+    def conversations(self, *, sizes: list[int], seed: int, progress: Callable[[int], None]) -> None:
         """Every conversation of `sizes`, texts made by builder processes (forked: they inherit the
         vocabulary and the set-up Django, and touch no database), inserted here in order."""
         import multiprocessing
