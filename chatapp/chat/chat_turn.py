@@ -18,6 +18,7 @@ Regenerate, Retry and Edit start the same way from an existing message (`chat_re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -44,12 +45,13 @@ from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
 from chatapp.chat.turn_claim import REPEATED_WORDS, send_claim_take, turn_claim_release
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
-from chatapp.chat.turn_types import ChatTurn, TurnFailure, TurnStart
+from chatapp.chat.turn_types import ChatTurn, ReplyGoneError, TurnFailure, TurnStart
 from chatapp.providers import llm
 from optimizer.types import ContextTooLargeError
 
 logger = logging.getLogger(__name__)
 
+GONE_WORDS = "This conversation was deleted while the reply was being written; nothing more is stored."
 PACK_FAILED_WORDS = "The context for this reply could not be prepared (a server error). Your message is kept: retry."
 
 
@@ -311,7 +313,11 @@ async def turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
         raise
     finally:
         await reader.close()
-    yield await _turn_end(reader)
+    try:
+        end = await _turn_end(reader)
+    except ReplyGoneError:
+        end = stream_event("error", {"message": None, "error": GONE_WORDS, "kind": "gone", "retryable": False})
+    yield end
 
 
 async def _turn_pack_gated(start: TurnStart) -> ChatTurn:
@@ -329,8 +335,9 @@ async def _turn_abandon(*, start: TurnStart, packing: asyncio.Future[ChatTurn] |
         return
     turn = await packing
     if turn.failure is None:
-        await db_short(reply_store)(turn=turn, content="", status=Message.Status.STOPPED, usage=None,
-                                     latency_ms=0)
+        with contextlib.suppress(ReplyGoneError):  # deleted with its conversation: nothing to keep
+            await db_short(reply_store)(turn=turn, content="", status=Message.Status.STOPPED, usage=None,
+                                         latency_ms=0)
 
 
 def _turn_unpacked_end(*, start: TurnStart) -> None:

@@ -17,7 +17,7 @@ from chatapp.chat.rowsql import row_update
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.textsafe import text_storable
 from chatapp.chat.turn_claim import turn_claim_release
-from chatapp.chat.turn_types import ChatTurn
+from chatapp.chat.turn_types import ChatTurn, ReplyGoneError
 
 
 def reply_store(
@@ -32,6 +32,7 @@ def reply_store(
     """Persist the reply once, at the end of the stream; returns the stored reply as an event dict.
 
     A stop request that lands after the last chunk still wins: the reply is then kept as stopped.
+    Raises ReplyGoneError, storing nothing, when the conversation was deleted meanwhile.
     """
     content = text_storable(content)  # a NUL or an unpaired surrogate from the model must not lose the reply
     tokens = optimizer.count_message({"role": "assistant", "content": content}, model=turn.target.model)
@@ -54,11 +55,14 @@ def reply_store(
             # Retry took it for dead) is kept for the record but is not part of the live totals.
             counted = bool(row_update(Message, where={**where, "status": Message.Status.STREAMING, "superseded": False},
                                       assign={"status": status, **values}))
+            stored = counted
             if not counted:
                 status = Message.Status.STOPPED
-                row_update(Message, where=where, assign={"status": status, **values})
+                stored = bool(row_update(Message, where=where, assign={"status": status, **values}))
         else:
-            row_update(Message, where=where, assign={"status": status, **values})
+            stored = bool(row_update(Message, where=where, assign={"status": status, **values}))
+        if not stored:
+            raise ReplyGoneError(turn.reply_id)
         # The live totals (increments: concurrent writers add up) and the claim given back, in one statement.
         turn_claim_release(conversation_id=turn.conversation_id, claimed_at=turn.claimed_at, messages=int(counted),
                            chars=len(content) if counted else 0, tokens=tokens if counted else 0)

@@ -23,7 +23,7 @@ from chatapp.chat.dbconn import db_short
 from chatapp.chat.models import Message
 from chatapp.chat.search_services import message_index_sync
 from chatapp.chat.textsafe import text_storable
-from chatapp.chat.turn_types import ChatTurn
+from chatapp.chat.turn_types import ChatTurn, ReplyGoneError
 from chatapp.providers import llm
 
 logger = logging.getLogger(__name__)
@@ -239,7 +239,8 @@ class ReplyReader:
     async def _stopped_elsewhere(self, *, heartbeat: bool) -> bool:
         text = "".join(self.parts) if heartbeat else ""
         status = await db_short(_reply_poll)(self.turn.reply_id, heartbeat=heartbeat, text=text)
-        return status == Message.Status.STOPPED
+        # None: the row is gone with its conversation; the model need not go on writing for nobody.
+        return status in (Message.Status.STOPPED, None)
 
     async def finish(self, status: str, error: str = "") -> dict[str, Any]:
         self.finished = True
@@ -261,6 +262,8 @@ class ReplyReader:
         await _cancel(self.pump)
         try:
             await self.finish(Message.Status.STOPPED)
+        except ReplyGoneError:
+            pass  # deleted with its conversation: nothing to keep
         except Exception:
             logger.exception("could not store the partial reply %s", self.turn.reply_id)
 

@@ -25,7 +25,9 @@ from chatapp.chat.summary_writing import (
     EmptySummaryError,
     LeaseLostError,
     ModelSummary,
+    SpanPlan,
     Status,
+    SummaryChangedError,
     model_summarize,
     span_plan,
     summary_save,
@@ -35,6 +37,11 @@ from optimizer.types import Msg, Role
 
 logger = logging.getLogger(__name__)
 
+
+_CHANGED_WORDS = (
+    "The summary it was folding into was edited or discarded meanwhile; nothing was saved, and the job is "
+    "planned again from the summary now in use."
+)
 
 # Claims beyond the model retries that a job may spend on workers that died mid-run before it gives up.
 _LOST_WORKER_ALLOWANCE = 2
@@ -191,18 +198,22 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
     else:
         extractive = False
 
-    summary = summary_save(
-        job=job,
-        plan=plan,
-        result=model_result,
-        extractive=extractive,
-        chat_model=chat_target.model,
-        status=final_status,
-        note=note,
-    )
+    return _saved(job=job, plan=plan, result=model_result, extractive=extractive, chat_model=chat_target.model,
+                  status=final_status, note=note)
+
+
+def _saved(
+    *, job: SummaryJob, plan: SpanPlan, result: ModelSummary, extractive: bool, chat_model: str, status: str, note: str
+) -> SummaryRunOutcome:
+    """Save the written summary and say how the delivery ended."""
+    try:
+        summary = summary_save(job=job, plan=plan, result=result, extractive=extractive, chat_model=chat_model,
+                               status=status, note=note)
+    except SummaryChangedError:
+        return _job_release_for_retry(job=job, reason=_CHANGED_WORDS)
     if summary is None:
-        return SummaryRunOutcome(job_id=job_id, status="skipped", detail="another attempt took over")
-    return SummaryRunOutcome(job_id=job_id, status="done" if final_status == Status.DONE else "failed", detail=note,
+        return SummaryRunOutcome(job_id=job.pk, status="skipped", detail="another attempt took over")
+    return SummaryRunOutcome(job_id=job.pk, status="done" if status == Status.DONE else "failed", detail=note,
                              summary_id=summary.pk)
 
 

@@ -37,14 +37,19 @@ Trigger = SummaryJob.Trigger
 _CHUNK_SHARE = 0.6
 
 
+class SummaryChangedError(Exception):
+    """The summary a job folded its span into was edited or discarded (or another one was written)
+    while the job ran: saving would bring the old text back over the user's change."""
+
+
 @dataclass(slots=True)
-class _Plan:
+class SpanPlan:
     rows: list[Message]
     previous: Message | None
     upper_exclusive: int
 
 
-def span_plan(*, job: SummaryJob, conversation: Conversation) -> _Plan | None:
+def span_plan(*, job: SummaryJob, conversation: Conversation) -> SpanPlan | None:
     """Re-plan the span from the database as it is now (the conversation may have moved since).
 
     Span = live chat messages after the newest summary's covered range and before the verbatim
@@ -78,7 +83,7 @@ def span_plan(*, job: SummaryJob, conversation: Conversation) -> _Plan | None:
         .order_by("id")
         .only("id", "role", "content", "token_count", "char_count")
     )
-    return _Plan(rows=rows, previous=previous, upper_exclusive=upper)
+    return SpanPlan(rows=rows, previous=previous, upper_exclusive=upper)
 
 
 def _chunks(msgs: list[Msg], *, limit: int) -> list[list[Msg]]:
@@ -200,10 +205,19 @@ def summary_row_create(*, content: str, token_count: int, **fields: Any) -> Mess
     )
 
 
+def _summary_changed(*, conversation_id: int, previous: Message | None) -> bool:
+    """Whether the summary the plan read is no longer the newest one kept: an edit or a discard marks
+    it discarded, and a summary written since has a larger id."""
+    kept = Message.objects.filter(conversation_id=conversation_id, kind=Message.Kind.SUMMARY, discarded=False)
+    if previous is None:
+        return kept.filter(superseded=False).exists()
+    return not kept.filter(pk=previous.pk).exists() or kept.filter(pk__gt=previous.pk, superseded=False).exists()
+
+
 def summary_save(
     *,
     job: SummaryJob,
-    plan: _Plan,
+    plan: SpanPlan,
     result: ModelSummary,
     extractive: bool,
     chat_model: str,
@@ -211,7 +225,10 @@ def summary_save(
     note: str,
 ) -> Message | None:
     """Write the summary and finish the job in one transaction, only if this attempt still owns the
-    job (the fencing check), so no interleaving of deliveries can write two summaries."""
+    job (the fencing check), so no interleaving of deliveries can write two summaries.
+
+    Raises SummaryChangedError, writing nothing, when the summary the plan folded was edited or
+    discarded meanwhile: the user's change stands, and the job is planned again from it."""
     conversation = job.conversation
     previous = plan.previous
     covers_from = previous.covers_from_id if previous is not None and previous.covers_from_id else plan.rows[0].pk
@@ -235,6 +252,8 @@ def summary_save(
         )
         if owner is None:
             return None
+        if _summary_changed(conversation_id=conversation.pk, previous=previous):
+            raise SummaryChangedError
         # Written for the path it read: if its last covered message left the active path meanwhile (an
         # edit or a branch switch), it goes with that branch, never sent on the path now shown.
         hidden_with = (

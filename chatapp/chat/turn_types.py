@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from chatapp.dashboard.totals import PreviousRequest
 
 
+class ReplyGoneError(Exception):
+    """The reply's row is gone: its conversation was deleted (another tab) while the reply streamed."""
+
+
 @dataclass(frozen=True, slots=True)
 class TurnStart:
     """A turn acknowledged: the conversation claimed and the user's message stored; not packed yet.

@@ -268,6 +268,24 @@ def test_a_stop_made_by_another_process_is_seen_by_the_stream(user, conversation
     assert len(result.named("delta")) < len(fake_openai.completions[-1].messages[-1]["content"].split())
 
 
+def test_a_conversation_deleted_while_its_reply_streams_ends_the_stream_with_gone(
+    user, conversation, echo_config, fake_openai, caplog
+):
+    """Deleted in another tab mid-reply: the stream says so (no Retry, no server error) and stops
+    asking the model for text nobody will keep."""
+    async def delete_the_conversation(client, reply_id):
+        return (await client.delete(f"/api/conversations/{conversation.pk}/")).status_code
+
+    result, state = _send_stopped_at_first_delta(user, conversation, echo_config, delete_the_conversation)
+    assert state["stopped"] == 204
+    assert result.names[-1] == "error"
+    error = result.named("error")[0]
+    assert (error["kind"], error["retryable"], error["message"]) == ("gone", False, None)
+    assert not Message.objects.filter(pk=state["reply"]).exists()
+    assert len(result.named("delta")) < len(fake_openai.completions[-1].messages[-1]["content"].split())
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
 def test_other_users_objects_answer_404(user, other_user, conversation):
     done = send(user, conversation, "mine").named("done")[0]["message"]
     user_id = Message.objects.get(conversation=conversation, role="user").pk

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+import optimizer
 from chatapp.chat import summary_writing
 from chatapp.chat.context import context_load
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
@@ -446,3 +447,43 @@ def test_one_running_summary_per_user_lets_other_users_through(owner, long_conve
     job = summary_job_request(conversation=theirs, trigger="manual")
     ran = summary_job_run(job_id=job.pk)
     assert ran.status == "done", ran
+
+
+@pytest.mark.parametrize("change", ["edit", "discard"])
+def test_a_summary_changed_while_a_job_writes_the_next_one_is_not_overwritten(
+    owner, make_config, long_conversation, fake_openai, published, monkeypatch, change
+):
+    """The user edits (or discards) the summary in use while a job is folding more messages into
+    it: the job saves nothing and is planned again from what the user left."""
+    conversation = long_conversation(config=make_config("fake-echo"), rounds=14, window_rounds=6)
+    assert summary_job_run(job_id=summary_job_request(conversation=conversation, trigger="auto").pk).status == "done"
+    first = summary_current(conversation=conversation)
+    users = list(conversation.messages.filter(role="user").order_by("id").values_list("id", flat=True))
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=users[-2])  # a later cut
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    real_call = summary_writing.llm_complete
+    changed: list[Message | None] = []
+
+    def call_while_the_user_changes_it(**kwargs):
+        if not changed and change == "edit":  # the PATCH lands while the model writes
+            changed.append(summary_edit(summary=first, content="Corrected: only INV-1003 matters."))
+        elif not changed:  # or the DELETE
+            summary_discard(summary=first)
+            changed.append(None)
+        return real_call(**kwargs)
+
+    monkeypatch.setattr(summary_writing, "llm_complete", call_while_the_user_changes_it)
+    outcome = summary_job_run(job_id=job.pk)
+
+    assert outcome.status == "retry", outcome
+    job.refresh_from_db()
+    assert job.status == SummaryJob.Status.QUEUED and "edited or discarded" in job.error
+    kept = summary_current(conversation=conversation)
+    assert (kept.pk if kept else None) == (changed[0].pk if change == "edit" else None)  # the user's change stands
+    fake_openai.reset()
+    assert summary_job_run(job_id=job.pk).status in ("done", "cancelled")  # planned again
+    prompts = "\n".join(m["content"] for r in fake_openai.requests for m in r.messages)
+    assert optimizer.summary_body(first.content) not in prompts  # the replaced text is never folded in again
+    if change == "edit":
+        assert "Corrected: only INV-1003 matters." in prompts
+        assert summary_current(conversation=conversation).covers_from_id == first.covers_from_id

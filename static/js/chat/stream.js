@@ -118,7 +118,8 @@ export async function runStream(url, body, ctx) {
       // A stopped reply is the user's doing, not a failure: its "Stopped" badge says so, as after
       // a reload (no error box, no Retry that the reloaded page would not have).
       if (status !== "stopped" && (status === "error" || data.error)) {
-        showError(asstEl, data.error || "The model request failed.", { retry: true, userId });
+        // Nothing to retry in a conversation deleted meanwhile (another tab).
+        showError(asstEl, data.error || "The model request failed.", { retry: data.kind !== "gone", userId });
       }
       if (data.context) updateGauge(data.context);
       announce(status === "stopped" ? "Reply stopped." : `Reply failed: ${data.error || ""}`);
