@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from chatapp.chat.branch_services import branch_hide
@@ -29,6 +30,11 @@ from chatapp.chat.turn_types import TurnStart
 _STALE_STREAM_GRACE = timedelta(seconds=60)
 
 
+def _conversation_of(*, message: Message) -> Conversation:
+    """A 404 when the conversation was deleted (another tab) since the request found the message."""
+    return get_object_or_404(Conversation.objects.select_related("llm_config", "owner"), pk=message.conversation_id)
+
+
 def chat_regenerate_start(*, user: User, reply: Message) -> TurnStart:
     """Answer the same user message again: a sibling reply; the old one stays as a branch, never sent."""
     if reply.role != Message.Role.ASSISTANT or reply.kind != Message.Kind.CHAT or reply.reply_to_id is None:
@@ -37,9 +43,9 @@ def chat_regenerate_start(*, user: User, reply: Message) -> TurnStart:
         raise ValidationError("This reply is still streaming; stop it first.", code="streaming")
     if reply.superseded:
         raise ValidationError("This reply is not on the branch shown (replaced, or another branch).", code="superseded")
-    user_message = Message.objects.get(pk=reply.reply_to_id)
+    user_message = get_object_or_404(Message, pk=reply.reply_to_id)
     latest_exchange_check(user_message=user_message)
-    conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=reply.conversation_id)
+    conversation = _conversation_of(message=reply)
     with transaction.atomic():
         claimed_at = turn_claim_take(conversation_id=conversation.pk)  # one turn at a time, as for sends
         # The reply's own claim: of two concurrent regenerates (two tabs, a double click) only the one that
@@ -90,7 +96,7 @@ def chat_retry_start(*, user: User, message: Message) -> TurnStart:
             raise ValidationError("This message already has a reply; use Regenerate instead.", code="answered")
         if last.status == Message.Status.STREAMING and not stale:
             raise ValidationError("A reply is still streaming; stop it first.", code="streaming")
-    conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=message.conversation_id)
+    conversation = _conversation_of(message=message)
     with transaction.atomic():
         claimed_at = turn_claim_take(conversation_id=conversation.pk)  # one turn at a time, as for sends
         # The message's own claim, conditional on the reply being exactly as judged above: a concurrent retry has
@@ -128,7 +134,7 @@ def chat_edit_start(*, user: User, message: Message, content: object, client_key
     client_key = str(client_key or "")
     if len(client_key) > 64:
         raise ValidationError({"client_key": "At most 64 characters."}, code="invalid")
-    conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=message.conversation_id)
+    conversation = _conversation_of(message=message)
     target = target_for(conversation=conversation)
     with transaction.atomic():
         claimed_at = turn_claim_take(conversation_id=conversation.pk, client_key=client_key)

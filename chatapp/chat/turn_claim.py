@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import Q
+from django.http import Http404
 from django.utils import timezone
 
 from chatapp.chat.models import Conversation, Message
@@ -77,7 +78,7 @@ def send_claim_take(
         Conversation.objects.filter(pk=conversation.pk).update(turn_claimed_at=None)
         claim = _send_claim_try(conversation_id=conversation.pk, chars=chars, tokens=tokens, title=title)
         if claim is None:
-            raise Conversation.DoesNotExist(f"conversation {conversation.pk} is gone")
+            raise Http404("No such conversation.")
     # The caller's instance follows along, as message_append keeps it.
     conversation.title = claim.title
     conversation.live_message_count += 1
@@ -91,10 +92,12 @@ def turn_busy_check(*, conversation_id: int, client_key: str = "") -> None:
     """Lock the conversation's row until the transaction ends and refuse (ValidationError "conflict") a
     repeated client key, a reply still streaming there, or a turn that claimed it and has not yet
     written its reply. A branch switch checks this; a turn start then takes the claim."""
-    claimed_at = (
-        Conversation.objects.select_for_update().filter(pk=conversation_id)
-        .values_list("turn_claimed_at", flat=True).get()
+    claims = list(
+        Conversation.objects.select_for_update().filter(pk=conversation_id).values_list("turn_claimed_at", flat=True)
     )
+    if not claims:  # deleted (another tab) since the request found it
+        raise Http404("No such conversation.")
+    claimed_at = claims[0]
     fresh = timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS)
     live = Q(status=Message.Status.STREAMING, updated_at__gte=fresh)
     if client_key:

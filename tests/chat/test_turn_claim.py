@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 from django.db import connection
+from django.http import Http404
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -69,6 +70,18 @@ def test_a_claim_left_by_a_dead_turn_is_taken_over(user, conversation, settings)
 
     assert Conversation.objects.get(pk=conversation.pk).turn_claimed_at == start.claimed_at != old
     assert start.user_message.parent_id == Message.objects.get(content="the process died after this").pk
+
+
+def test_a_turn_in_a_chat_deleted_since_the_request_found_it_is_a_404(user, conversation):
+    first = chat_turn_start(user=user, conversation=conversation, content="hello")
+    reply = turn_pack(start=first)
+    Conversation.objects.filter(pk=conversation.pk).delete()  # another tab, between lookup and claim
+
+    with pytest.raises(Http404):
+        chat_turn_start(user=user, conversation=conversation, content="still there?")
+    with pytest.raises(Http404):
+        chat_retry_start(user=user, message=first.user_message)
+    assert reply.reply_id and not Message.objects.filter(conversation_id=conversation.pk).exists()
 
 
 def test_a_repeated_client_key_is_stored_once(user, conversation):
