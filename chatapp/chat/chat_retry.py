@@ -25,10 +25,6 @@ from chatapp.chat.models import Conversation, Message
 from chatapp.chat.turn_claim import turn_claim_take
 from chatapp.chat.turn_types import TurnStart
 
-# A placeholder still "streaming" this long after the model timeout belongs to a request that died
-# (server restart): Retry may replace it.
-_STALE_STREAM_GRACE = timedelta(seconds=60)
-
 
 def _conversation_of(*, message: Message) -> Conversation:
     """A 404 when the conversation was deleted (another tab) since the request found the message."""
@@ -89,8 +85,10 @@ def chat_retry_start(*, user: User, message: Message) -> TurnStart:
     latest_exchange_check(user_message=message)
     last = _retry_last_reply(message=message)
     if last is not None:
-        stale = last.status == Message.Status.STREAMING and last.updated_at < timezone.now() - (
-            timedelta(seconds=settings.LLM_TIMEOUT_SECONDS) + _STALE_STREAM_GRACE
+        # A live stream touches its row every few seconds (reply_stream's heartbeat); one silent for
+        # STREAM_ORPHAN_SECONDS has no process behind it, the same clock a send's busy check reads.
+        stale = last.status == Message.Status.STREAMING and last.updated_at < timezone.now() - timedelta(
+            seconds=settings.STREAM_ORPHAN_SECONDS
         )
         if last.status == Message.Status.COMPLETE:
             raise ValidationError("This message already has a reply; use Regenerate instead.", code="answered")

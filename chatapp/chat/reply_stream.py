@@ -70,7 +70,7 @@ KEEPALIVE: dict[str, Any] = {"comment": "keep-alive"}
 
 def _reply_poll(reply_id: int, *, heartbeat: bool, text: str = "") -> str | None:
     """The reply's status. With `heartbeat`, a streaming reply's updated_at is touched and its text so
-    far checkpointed first, so a long stream never looks dead to Retry (see _STALE_STREAM_GRACE) and
+    far checkpointed first, so a long stream never looks dead to Retry (chat_retry) and
     a killed process loses only the last seconds; one query either way."""
     if heartbeat:
         text = text_storable(text)

@@ -67,3 +67,21 @@ def test_the_sweep_finishes_an_orphaned_reply_and_retry_works_at_once(user, fake
     assert result.names[-1] == "done", result.events
     orphan.refresh_from_db()
     assert orphan.superseded and orphan.content == "Half an ans"  # kept, replaced by the new answer
+
+
+def test_retry_takes_over_a_silent_stream_when_a_send_would(user, fake_openai, settings):
+    """Before the sweep has run: Retry and Send read the same clock (the heartbeat, not the model's
+    timeout), so a reply whose process is gone does not block Retry for minutes after Send works."""
+    config = make_config(user, fake_openai.base_url)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    question = Message.objects.create(conversation=conversation, role="user", content="Are you there?")
+    orphan = Message.objects.create(conversation=conversation, role="assistant", content="Half",
+                                    status=Message.Status.STREAMING, reply_to=question)
+    silent = timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS + 1)
+    assert silent > timezone.now() - timedelta(seconds=settings.LLM_TIMEOUT_SECONDS)  # within the model's timeout
+    Message.objects.filter(pk=orphan.pk).update(updated_at=silent)
+
+    result = post_stream(user, f"/api/messages/{question.pk}/retry/")
+
+    assert result.names[-1] == "done", result.events
+    assert Message.objects.get(pk=orphan.pk).superseded
