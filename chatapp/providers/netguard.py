@@ -5,8 +5,9 @@ into the server's own network (cloud metadata at 169.254.169.254, databases on 1
 is refused unless ALLOW_PRIVATE_LLM_URLS is on. Every address the host name resolves to is checked,
 since one public and one private record would otherwise slip through.
 
-This checks at save time; it does not pin the resolved address for later connections, so a DNS
-record changed afterwards (rebinding) is outside what it covers.
+`base_url_validate` checks at save time. Connections are held to the same rule later by
+`host_addresses` (llm/addresses.py): each one goes to an address of a lookup checked here, never to
+what a second lookup answers, so a record changed afterwards (DNS rebinding) is refused too.
 """
 
 from __future__ import annotations
@@ -65,7 +66,12 @@ def base_url_validate(url: str, *, allow_private: bool) -> None:
     if parts.username is not None or parts.password is not None:
         raise ValidationError("Put credentials in the API key field, not in the URL.", code="credentials")
     port = port or (443 if parts.scheme == "https" else 80)
+    host_addresses(host, port, allow_private=allow_private)
 
+
+def host_addresses(host: str, port: int, *, allow_private: bool) -> list[str]:
+    """The addresses `host` (a name or an IP literal) resolves to; when `allow_private` is False, only
+    if every one is public. Raises ValidationError: code "dns" (unresolvable) or "private_address"."""
     try:
         literal: IPAddress | None = ipaddress.ip_address(host)
     except ValueError:
@@ -80,7 +86,7 @@ def base_url_validate(url: str, *, allow_private: bool) -> None:
         if not addresses:
             raise ValidationError(f"The host “{host}” could not be resolved. Check the spelling.", code="dns")
     if allow_private:
-        return
+        return addresses
     for address in addresses:
         reason = _refusal_reason(ipaddress.ip_address(address.split("%", 1)[0]))
         if reason is not None:
@@ -90,3 +96,4 @@ def base_url_validate(url: str, *, allow_private: bool) -> None:
                 "allowed on this server.",
                 code="private_address",
             )
+    return addresses

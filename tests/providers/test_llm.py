@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,8 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from chatapp.providers import llm, netguard
+from chatapp.providers.llm import addresses as llm_addresses
 from chatapp.providers.llm import calls as llm_calls
 from chatapp.providers.llm import transport as llm_transport
+from chatapp.providers.netguard import _resolve as netguard_real_resolve  # before the hermetic-DNS fixture patches it
 from tests.support.fake_openai import echo_reply
 from tests.support.llm import SECRET_KEY_VALUE, make_target, run_stream
 
@@ -317,9 +320,9 @@ def test_redirects_are_not_followed_and_are_explained(fake):
 @pytest.fixture
 def private_urls_refused(settings):
     settings.ALLOW_PRIVATE_LLM_URLS = False
-    llm_transport._address_checks.clear()
+    llm_addresses.host_lookups_forget()
     yield
-    llm_transport._address_checks.clear()
+    llm_addresses.host_lookups_forget()
 
 
 def test_private_address_is_refused_at_connect_time(fake, private_urls_refused):
@@ -360,6 +363,68 @@ def test_dns_rebinding_after_the_save_time_check_is_refused(fake, private_urls_r
     assert fake.requests == []
     # The verdict is cached per host for a short while: one lookup at save time, one at connect time.
     assert lookups == ["rebinding.example", "rebinding.example"]
+
+
+def _answers(monkeypatch, host: str, answer) -> list[str]:
+    """`host`'s lookups, anywhere in the process (netguard's and the HTTP stacks' own alike), answered
+    by `answer(n)` for the n-th one: an address, or an exception to raise. Returns the lookups made."""
+    real_getaddrinfo = socket.getaddrinfo
+    lookups: list[str] = []
+
+    def getaddrinfo(name, port, *args, **kwargs):
+        if name != host:
+            return real_getaddrinfo(name, port, *args, **kwargs)
+        lookups.append(name)
+        address = answer(len(lookups))
+        if isinstance(address, Exception):
+            raise address
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, int(port or 0)))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(netguard, "_resolve", netguard_real_resolve)
+    return lookups
+
+
+def test_a_record_switched_between_the_check_and_the_connection_is_never_dialled(
+    fake, private_urls_refused, monkeypatch
+):
+    """The check's lookup answers an allowed address, any later one the fake endpoint's loopback: the
+    connection goes where the check looked (nothing listens there), never to a second answer."""
+    port = int(fake.base_url.split(":")[2].split("/")[0])
+    allowed = "127.0.0.2"  # nothing listens here; the rule below lets it through as if it were public
+    real_reason = netguard._refusal_reason
+    monkeypatch.setattr(netguard, "_refusal_reason", lambda ip: None if str(ip) == allowed else real_reason(ip))
+    lookups = _answers(monkeypatch, "rebind.example", lambda n: allowed if n <= 2 else "127.0.0.1")
+    base_url = f"http://rebind.example:{port}/v1"
+    netguard.base_url_validate(base_url, allow_private=False)  # saved: lookup 1
+
+    target = make_target(base_url, "fake-echo")
+    _, error = run_stream(target, MESSAGES)
+    with pytest.raises(llm.LLMError) as complete_error:
+        llm.llm_complete(target=target, messages=MESSAGES)
+    ok, _ = llm.llm_test_connection(target=target)
+
+    assert error is not None and error.kind == "connection" and complete_error.value.kind == "connection"
+    assert ok is False
+    assert fake.requests == []
+    assert lookups == ["rebind.example", "rebind.example"]  # the save's, and the one the connections used
+
+
+def test_a_lookup_that_fails_for_the_check_does_not_open_the_way(fake, private_urls_refused, monkeypatch):
+    port = int(fake.base_url.split(":")[2].split("/")[0])
+    _answers(monkeypatch, "flaky.example",
+             lambda n: socket.gaierror(socket.EAI_AGAIN, "Temporary failure") if n == 1 else "127.0.0.1")
+    target = make_target(f"http://flaky.example:{port}/v1", "fake-echo")
+
+    _, first = run_stream(target, MESSAGES)  # the lookup failed, so does the connection: it never resolves on its own
+    _, second = run_stream(target, MESSAGES)  # it answers loopback now: refused
+    with pytest.raises(llm.LLMError) as complete_error:
+        llm.llm_complete(target=target, messages=MESSAGES)
+
+    assert first is not None and first.kind == "connection"
+    assert second is not None and "flaky.example (127.0.0.1)" in second.user_message
+    assert "loopback address" in complete_error.value.user_message
+    assert fake.requests == []
 
 
 def test_a_closed_loops_clients_are_let_go_without_an_unclosed_session_error(fake, caplog):

@@ -8,16 +8,18 @@ The chat path uses `max_retries=0`: a failed reply is shown with a Retry button 
 
 Redirects are never followed (a public URL answering 307 to 169.254.169.254 would otherwise be an
 SSRF way around the base-URL check): a redirect is reported as a failure naming where it pointed.
-When private addresses are not allowed, the endpoint's host is checked again before each connection
-(cached a few seconds per host), which narrows DNS rebinding after the save-time check.
+When private addresses are not allowed, every connection goes to an address of a lookup the SSRF
+guard checked (cached a few seconds per host), never to a second lookup's answer: DNS rebinding
+after the save-time check reaches nothing (`addresses`).
 
 Modules: `types` (what callers get), `calls` (stream, complete, test connection, targets), `errors`,
-`quirks`, `transport` (clients and the connect-time address check), `offline` (the demo model).
+`quirks`, `transport` (the clients), `addresses` (where their connections may go), `offline` (the
+demo model).
 """
 
+from chatapp.providers.llm.addresses import EndpointAddressRefused
 from chatapp.providers.llm.calls import llm_complete, llm_stream, llm_target_for, llm_test_connection, offline_target
 from chatapp.providers.llm.offline import offline_reply
-from chatapp.providers.llm.transport import EndpointAddressRefused
 from chatapp.providers.llm.types import (
     ERROR_KINDS,
     NO_KEY,

@@ -6,7 +6,7 @@ loop's CPU for a 53-chunk reply, against 1.35 ms through aiohttp's C parser (the
 the same SDK request and SSE reading, alternated three times in one process). Everything above the
 wire stays as it was: the SDK builds the request, retries and raises its error types; the httpx
 client owns redirects (never followed), timeouts and decoding (the body is handed over as it came,
-still compressed); the guard in `transport.py` checks the address before each request.
+still compressed); the guard (`addresses.py`) gives aiohttp the only addresses it may connect to.
 
 aiohttp's exceptions are turned into the httpx ones httpx's transport raises in the same situation,
 since the SDK (timeout or connection error) and `errors.py` (a reply cut mid-stream) tell them apart.
@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
 import httpx
+from aiohttp.abc import AbstractResolver
 
 
 @contextlib.contextmanager
@@ -61,8 +62,9 @@ class _Body(httpx.AsyncByteStream):
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """One aiohttp session per transport, opened on first use (it belongs to the running loop)."""
 
-    def __init__(self, *, limits: httpx.Limits) -> None:
+    def __init__(self, *, limits: httpx.Limits, resolver: type[AbstractResolver] | None = None) -> None:
         self.limits = limits
+        self.resolver = resolver  # made per session: a resolver, like the session, belongs to one loop
         # httpx's default trust store and TLS settings, so certificates verify as before.
         self.ssl = httpx.create_ssl_context()
         self.session: aiohttp.ClientSession | None = None
@@ -74,6 +76,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 limit=self.limits.max_connections or 0,
                 keepalive_timeout=self.limits.keepalive_expiry or 5.0,
                 ssl=self.ssl,
+                resolver=self.resolver() if self.resolver is not None else None,
             )
             # Cookies are never kept between calls to an endpoint (httpx's client would keep them,
             # but the SDK sends none and no endpoint needs them).

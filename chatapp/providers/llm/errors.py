@@ -11,7 +11,7 @@ import httpx
 import openai
 from django.conf import settings
 
-from chatapp.providers.llm.transport import EndpointAddressRefused
+from chatapp.providers.llm.addresses import EndpointAddressRefused
 from chatapp.providers.llm.types import LLMError, LLMTarget
 
 
@@ -52,7 +52,7 @@ def _endpoint_name(target: LLMTarget) -> str:
 
 def _retry_after(exc: openai.APIStatusError) -> str | None:
     value = exc.response.headers.get("retry-after") if exc.response is not None else None
-    if value and value.strip().isdigit():
+    if value and value.strip().isdecimal():
         return value.strip()
     return None
 

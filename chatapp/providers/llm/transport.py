@@ -1,5 +1,5 @@
-"""HTTP clients for model endpoints: cached per target, redirects never followed, and (when private
-addresses are not allowed) the endpoint's address checked again before each connection (DNS rebinding).
+"""HTTP clients for model endpoints: cached per target, redirects never followed, and connections
+made only to addresses checked by the SSRF guard (addresses.py: DNS rebinding included).
 """
 
 from __future__ import annotations
@@ -7,30 +7,27 @@ from __future__ import annotations
 import asyncio
 import atexit
 import hashlib
+import ipaddress
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from typing import Any
 
+import httpcore
 import httpx
 import openai
 from django.conf import settings
-from django.core.exceptions import ValidationError
 
+from chatapp.providers.llm.addresses import (
+    EndpointAddressRefused,
+    PinnedBackend,
+    PinnedResolver,
+    host_addresses,
+)
 from chatapp.providers.llm.aio_transport import AiohttpTransport
 from chatapp.providers.llm.types import NO_KEY, LLMTarget
-from chatapp.providers.netguard import base_url_validate
 
 _CLIENT_CACHE_SIZE = 32
-
-
-# How long a host's connect-time address check is trusted: short, so a DNS record switched to a
-# private address after the check is caught soon, yet a chat's requests do not each resolve again.
-_ADDRESS_CHECK_TTL = 10.0
-
-
-_ADDRESS_CHECK_CACHE_SIZE = 256
 
 
 _sync_clients: OrderedDict[tuple, openai.OpenAI] = OrderedDict()
@@ -71,81 +68,47 @@ def _client_kwargs(target: LLMTarget, timeout: float, max_retries: int) -> dict[
     }
 
 
-class EndpointAddressRefused(httpx.ConnectError):
-    """The endpoint's host resolves to an address this server may not call (checked at connect time)."""
-
-
-_address_checks: OrderedDict[tuple[str, str, int], tuple[float, str | None]] = OrderedDict()
-
-
-_address_checks_lock = threading.Lock()
-
-
-def _address_check_cached(key: tuple[str, str, int]) -> tuple[bool, str | None]:
-    """(known, refusal) for a host checked less than _ADDRESS_CHECK_TTL ago."""
-    with _address_checks_lock:
-        hit = _address_checks.get(key)
-        if hit is None or hit[0] < time.monotonic():
-            return False, None
-        return True, hit[1]
-
-
-def _address_check_run(key: tuple[str, str, int]) -> str | None:
-    """Resolve and judge the host now (netguard's rules); the refusal in plain words, or None."""
-    scheme, host, port = key
-    shown_host = f"[{host}]" if ":" in host else host
-    refusal: str | None = None
-    try:
-        base_url_validate(f"{scheme}://{shown_host}:{port}/", allow_private=False)
-    except ValidationError as exc:
-        if exc.code == "private_address":
-            refusal = exc.messages[0]
-        else:
-            # Unresolvable now: not cached, and the connection attempt reports it in its own words.
-            return None
-    with _address_checks_lock:
-        _address_checks[key] = (time.monotonic() + _ADDRESS_CHECK_TTL, refusal)
-        _address_checks.move_to_end(key)
-        while len(_address_checks) > _ADDRESS_CHECK_CACHE_SIZE:
-            _address_checks.popitem(last=False)
-    return refusal
-
-
-def _address_check_key(request: httpx.Request) -> tuple[str, str, int] | None:
-    if settings.ALLOW_PRIVATE_LLM_URLS:
-        return None
-    url = request.url
-    return (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
-
-
-def _address_refused(request: httpx.Request, refusal: str | None) -> None:
-    if refusal is not None:
-        raise EndpointAddressRefused(refusal, request=request)
-
-
 class _GuardedTransport(httpx.HTTPTransport):
-    """Checks the host's resolved addresses before each request (see the module docstring)."""
+    """httpx's transport over a pool that dials only checked addresses (addresses.PinnedBackend)."""
+
+    def __init__(self, *, limits: httpx.Limits) -> None:
+        super().__init__(limits=limits)
+        # The pool httpx would make, with the network backend it has no parameter for.
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(), max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
+            network_backend=PinnedBackend(),
+        )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        key = _address_check_key(request)
-        if key is not None:
-            known, refusal = _address_check_cached(key)
-            _address_refused(request, refusal if known else _address_check_run(key))
+        _address_written_check(request)
         return super().handle_request(request)
 
 
 class _AsyncGuardedTransport(AiohttpTransport):
-    """_GuardedTransport for the async client (over aiohttp: aio_transport says why): a resolution,
-    when needed, runs off the event loop."""
+    """The async client's transport (over aiohttp: aio_transport says why), resolving names through
+    addresses.PinnedResolver."""
+
+    def __init__(self, *, limits: httpx.Limits) -> None:
+        super().__init__(limits=limits, resolver=PinnedResolver)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        key = _address_check_key(request)
-        if key is not None:
-            known, refusal = _address_check_cached(key)
-            if not known:
-                refusal = await asyncio.to_thread(_address_check_run, key)
-            _address_refused(request, refusal)
+        _address_written_check(request)
         return await super().handle_async_request(request)
+
+
+def _address_written_check(request: httpx.Request) -> None:
+    """An address written in the URL, judged before each request: aiohttp never resolves it, and a
+    pooled connection may have been opened under another rule. No lookup: a name is judged where
+    it is resolved, when a connection is opened."""
+    try:
+        ipaddress.ip_address(request.url.host)
+    except ValueError:
+        return
+    try:
+        host_addresses(request.url.host, request.url.port or (443 if request.url.scheme == "https" else 80))
+    except EndpointAddressRefused as exc:
+        raise EndpointAddressRefused(str(exc), request=request) from None
 
 
 def _http_client() -> httpx.Client:
