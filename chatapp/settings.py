@@ -295,6 +295,9 @@ REST_FRAMEWORK = {
         "auth_token": _env_rate("THROTTLE_AUTH_TOKEN", "10/min"),
         "config_test": _env_rate("THROTTLE_CONFIG_TEST", "20/min"),
         "compact": _env_rate("THROTTLE_COMPACT", "10/min"),
+        # Failed sign-ins on the login page (chat/login_throttle.py), per client address and per username.
+        "login_address": _env_rate("THROTTLE_LOGIN_ADDRESS", "20/hour"),
+        "login_username": _env_rate("THROTTLE_LOGIN_USERNAME", "50/hour"),
     },
     # JSON nesting is bounded (400) and bodies by DATA_UPLOAD_MAX_MEMORY_SIZE (413): see api/parsers.py.
     "DEFAULT_PARSER_CLASSES": [

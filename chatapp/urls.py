@@ -1,7 +1,10 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 urlpatterns = [
+    # One sign-in page, with its failed sign-in limits: the admin's own would be a way around them.
+    path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
     path("admin/", admin.site.urls),
     path("api/", include("chatapp.chat.api.urls")),
     path("", include("chatapp.chat.urls")),

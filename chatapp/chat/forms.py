@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from django import forms
-from django.contrib.auth.forms import UserCreationForm
+from typing import Any
 
+from django import forms
+from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
+from django.core.exceptions import ValidationError
+
+from chatapp.chat.login_throttle import login_failure_count, login_failures_clear, login_wait
 from chatapp.chat.models import Preference
 from chatapp.providers.models import LLMConfig
 
@@ -18,6 +22,30 @@ PREFERENCE_HELP = {
 class SignupForm(UserCreationForm):
     class Meta(UserCreationForm.Meta):
         fields = ("username",)
+
+
+class LoginForm(AuthenticationForm):
+    """Django's sign-in form, refused before the password is even checked past the failed sign-in
+    limits (login_throttle); `wait` is then the seconds until the next try."""
+
+    wait = 0
+
+    def clean(self) -> dict[str, Any]:
+        username = self.cleaned_data.get("username") or ""
+        self.wait = login_wait(request=self.request, username=username)
+        if self.wait:
+            minutes = -(-self.wait // 60)
+            raise ValidationError(
+                f"Too many failed sign-ins. Try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+                code="throttled",
+            )
+        try:
+            cleaned = super().clean()
+        except ValidationError:
+            login_failure_count(request=self.request, username=username)
+            raise
+        login_failures_clear(request=self.request, username=username)
+        return cleaned
 
 
 class LLMConfigForm(forms.Form):

@@ -70,7 +70,7 @@ def share_page(request: HttpRequest, token: str) -> HttpResponse:
     except Http404:
         return _public(render(request, "chat/share_missing.html", status=404))
     after = request.GET.get("after", "")
-    after_id = int(after) if after.isdigit() else None
+    after_id = int(after) if after.isdecimal() else None  # isdigit() takes "²", which int() refuses
     page = share_messages(share=share, after_id=after_id)
     context = {
         "share": share,

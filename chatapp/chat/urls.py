@@ -25,7 +25,7 @@ urlpatterns = [
     path("accounts/signup/", views.signup, name="signup"),
     path(
         "accounts/login/",
-        views.page_csp(auth_views.LoginView.as_view(redirect_authenticated_user=True)),
+        views.page_csp(views.LoginView.as_view()),
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

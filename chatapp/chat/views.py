@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -23,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from chatapp.chat import selectors
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.context import first_user_message_id
-from chatapp.chat.forms import SignupForm
+from chatapp.chat.forms import LoginForm, SignupForm
 from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.rendering import code_style_css, markdown_render
@@ -90,6 +91,20 @@ def signup(request: HttpRequest) -> HttpResponse:
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("chat-home")
     return render(request, "registration/signup.html", {"form": form})
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login page with the failed sign-in limits (forms.LoginForm): 429 and Retry-After."""
+
+    form_class = LoginForm
+    redirect_authenticated_user = True
+
+    def form_invalid(self, form: LoginForm) -> HttpResponse:
+        response = super().form_invalid(form)
+        if form.wait:
+            response.status_code = 429
+            response["Retry-After"] = str(form.wait)
+        return response
 
 
 def user_configs(user) -> list[LLMConfig]:
@@ -209,6 +224,7 @@ def chat_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "chat/chat.html", _chat_context(request, conversation=conversation))
 
 
+@page_csp  # a fragment opened as a page (its URL typed in) gets the pages' policy too
 @login_required
 @require_GET
 def chat_messages_before(request: HttpRequest, pk: int) -> HttpResponse:
@@ -247,6 +263,7 @@ def chat_messages_before(request: HttpRequest, pk: int) -> HttpResponse:
     return response
 
 
+@page_csp  # a fragment opened as a page (its URL typed in) gets the pages' policy too
 @login_required
 @require_GET
 def chat_sidebar(request: HttpRequest) -> HttpResponse:
@@ -281,7 +298,7 @@ def chat_sidebar(request: HttpRequest) -> HttpResponse:
         {
             "conversation_groups": groups,
             "query": query,
-            "current_id": int(current) if current.isdigit() else None,
+            "current_id": int(current) if current.isdecimal() else None,
         },
     )
 

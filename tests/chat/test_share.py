@@ -189,6 +189,13 @@ def test_a_long_snapshot_is_read_a_bounded_page_at_a_time(owner, django_assert_m
     assert "Continue reading" not in third
 
 
+@pytest.mark.parametrize("after", ["\u00b2", "x", "-1", ""])
+def test_an_odd_page_mark_reads_from_the_start(chat, owner, after):
+    share = conversation_share_create(owner=owner, conversation=chat)
+    response = Client().get(_path(share), {"after": after})
+    assert response.status_code == 200 and "Where" in response.content.decode()
+
+
 def test_share_messages_never_reads_past_the_snapshot(chat, owner):
     share = conversation_share_create(owner=owner, conversation=chat)
     _msg(chat, "user", "after")

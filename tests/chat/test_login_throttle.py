@@ -1,0 +1,55 @@
+"""Failed sign-ins on the login page are limited per client address and per username."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+PASSWORD = "a long test password 1"
+
+
+@pytest.fixture
+def rates(settings):
+    def set_rates(*, address: str, username: str) -> None:
+        settings.REST_FRAMEWORK = {
+            **settings.REST_FRAMEWORK,
+            "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
+                                       "login_address": address, "login_username": username},
+        }
+
+    return set_rates
+
+
+def _login(client, username: str, password: str, address: str = "203.0.113.7"):
+    return client.post("/accounts/login/", {"username": username, "password": password}, REMOTE_ADDR=address)
+
+
+def test_past_the_address_limit_even_the_right_password_waits(client, user, rates):
+    rates(address="3/hour", username="100/hour")
+    for attempt in range(3):
+        assert _login(client, "ada", f"wrong {attempt}").status_code == 200  # the form, with its error
+
+    refused = _login(client, "ada", PASSWORD)
+
+    assert refused.status_code == 429 and 0 < int(refused["Retry-After"]) <= 3600
+    assert "Too many failed sign-ins. Try again in" in refused.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert _login(client, "ada", PASSWORD, address="198.51.100.9").status_code == 302  # another address
+
+
+def test_a_username_guessed_from_many_addresses_waits_and_a_success_clears_it(client, user, rates):
+    rates(address="100/hour", username="2/hour")
+    _login(client, "ada", "wrong 1", address="198.51.100.1")
+    assert _login(client, "ada", PASSWORD, address="198.51.100.2").status_code == 302  # clears the count
+    client.post("/accounts/logout/")
+    _login(client, "ada", "wrong 2", address="198.51.100.3")
+    _login(client, "ADA", "wrong 3", address="198.51.100.4")  # usernames count case-blind
+
+    assert _login(client, "ada", PASSWORD, address="198.51.100.5").status_code == 429
+    assert _login(client, "somebody-else", "wrong", address="198.51.100.5").status_code == 200  # not their limit
+
+
+def test_the_admin_signs_in_through_the_same_page(client):
+    response = client.get("/admin/login/?next=/admin/")
+    assert response.status_code == 302 and response["Location"] == "/accounts/login/?next=/admin/"
