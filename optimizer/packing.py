@@ -79,6 +79,11 @@ __all__ = ["NO_CUT_REASON", "PackOptions", "SummarizeNow", "pack"]
 # The reason of a turn that packs with window state but cuts nothing: the selector's choice only
 # decides what happens to messages a cut evicts, so it is reported as what the next cut will do.
 NO_CUT_REASON = "no cut: the history since the last cut is under the trigger, so the window is kept"
+BELOW_TRIGGER_REASON = "history is below the trigger; everything is sent unchanged"
+FITS_REASON = (
+    "history is over the trigger but fits the budget, and a cut would send no fewer tokens (its quotes "
+    "fill what it frees); everything is sent unchanged"
+)
 
 
 
@@ -153,6 +158,11 @@ def pack(
         # The window gave room to recall that recall did not use (nothing relevant enough): the
         # preference's own window sends more of the conversation, never less than truncation would.
         state = packed(False)
+    if (window_start is None and msg_count == len(msgs) and before.tokens <= budget
+            and sum(p.tokens for p in state.out) + REPLY_PRIMING >= before.tokens):
+        # A first cut of a history that fits the budget, whose quotes filled what the cut freed: it
+        # would send no fewer tokens than the history itself, which holds every message verbatim.
+        return _unchanged(msgs, toks, before, reason=FITS_REASON)
     return _result(state, before)
 
 
@@ -233,7 +243,8 @@ def _result(state: PackState, before: _Before) -> PackResult:
     )
 
 
-def _unchanged(msgs: list[Msg], toks: list[int], before: _Before) -> PackResult:
+def _unchanged(msgs: list[Msg], toks: list[int], before: _Before, *, reason: str = BELOW_TRIGGER_REASON
+               ) -> PackResult:
     out = [
         PackedMessage(m.role, m.content, (m.id,), "pinned" if m.pinned else "verbatim", t, m.name)
         for m, t in zip(msgs, toks, strict=True)
@@ -243,7 +254,7 @@ def _unchanged(msgs: list[Msg], toks: list[int], before: _Before) -> PackResult:
         before,
         optimization_applied=False,
         strategy_chosen="none",
-        strategy_reason="history is below the trigger; everything is sent unchanged",
+        strategy_reason=reason,
         scores={},
         tokens_after=tokens_after,
         messages_after=len(out),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from optimizer import Msg, PackedMessage, count_message
+from optimizer.recall import MemorySource, RecallItem
 
 MODEL = "gpt-4o-mini"
 
@@ -23,6 +24,12 @@ def conversation(rounds: int, *, words: int = 40, system: str = "You are a helpf
         out.append(msg(f"a{r}", "assistant", f"Answer number {r}. " + "explanation words here " * (words // 3)))
     out.append(msg("q", "user", "And what is the final answer?"))
     return out
+
+
+def source_of(msgs: list[Msg]) -> MemorySource:
+    """An in-memory recall source over `msgs` (their list order is their place in time)."""
+    return MemorySource([RecallItem(id=m.id, role=m.role, content=m.content, position=k, created_at=m.created_at)
+                         for k, m in enumerate(msgs)])
 
 
 def refeed(packed: list[PackedMessage], *, pinned_ids: frozenset[str] = frozenset()) -> list[Msg]:

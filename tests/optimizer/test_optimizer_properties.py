@@ -4,7 +4,7 @@ import random
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from optkit import MODEL, msg, refeed, shape
+from optkit import MODEL, msg, refeed, shape, source_of
 
 from optimizer import ContextTooLargeError, HistoryTotals, Summary, count_messages, extractive_summary, pack
 
@@ -143,3 +143,18 @@ def test_summary_properties(msgs, budget, pref, data):
         assert result.summary_span is None
     again = pack(msgs, budget=budget, preference=pref, model=MODEL, summary=summary)
     assert shape(again.messages) == shape(result.messages) and again.stats == result.stats
+
+
+@settings(max_examples=150, deadline=None, phases=SHRINK_LIMITED, suppress_health_check=[HealthCheck.too_slow])
+@given(msgs=conversations(), budget=st.integers(150, 6000), pref=st.sampled_from(["fast", "balanced", "quality"]))
+def test_a_history_that_fits_the_budget_is_never_sent_larger(msgs, budget, pref):
+    """A first cut frees room that recall may fill: never past what sending everything would take."""
+    try:
+        result = pack(msgs, budget=budget, preference=pref, model=MODEL, recall_source=source_of(msgs))
+    except ContextTooLargeError:
+        return
+    stats = result.stats
+    assert stats["tokens_after"] <= budget or not stats["optimization_applied"]
+    if stats["tokens_before"] <= budget:
+        assert stats["tokens_after"] <= stats["tokens_before"]
+        assert stats["tokens_after"] < stats["tokens_before"] or not stats["optimization_applied"]

@@ -5,7 +5,7 @@ import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from optkit import MODEL, msg
+from optkit import MODEL, msg, source_of
 
 from optimizer import Msg, count_message, pack
 from optimizer.lexical import LexicalIndex, Query, analyze, bm25, build_query, idf, index_text
@@ -46,11 +46,6 @@ def chat(rounds: int, *, fact_at: int | None = None, seed: int = 1) -> list[Msg]
         out.append(dated(msg(f"u{r}", "user", user), r))
         out.append(dated(msg(f"a{r}", "assistant", reply), r))
     return out
-
-
-def source_of(msgs: list[Msg]) -> MemorySource:
-    return MemorySource([RecallItem(id=m.id, role=m.role, content=m.content, position=k, created_at=m.created_at)
-                         for k, m in enumerate(msgs)])
 
 
 def packed_with_recall(msgs: list[Msg], *, budget: int, preference: str = "fast"):
@@ -414,3 +409,22 @@ def test_a_summary_written_after_the_quotes_never_drops_the_passed_one():
                   summary=Summary(id="s", content="[Conversation summary]\n" + "facts " * 1500, through_id="a60"))
     assert result.new_summary is None and not result.stats["summary_generated"]
     assert result.summary_span is not None and result.summary_span.after_id == "a60"
+
+
+def test_a_first_cut_that_would_send_more_than_the_history_sends_the_history():
+    """Over the trigger, within the budget: the cut keeps 0.4 of the budget and quotes fill the rest,
+    which here comes to more than the whole history. The history itself is sent instead."""
+    msgs = []
+    for r in range(7):
+        said = f"Round {r}: we moved the server to Lisbon and the port is 8443, topic {r}. "
+        msgs.append(msg(f"u{r}", "user", said * 3))
+        msgs.append(msg(f"a{r}", "assistant", f"Noted round {r}: Lisbon server on port 8443, detail {r}. " * 3))
+    msgs.append(msg("q", "user", "Which port did the Lisbon server use?"))
+
+    result = packed_with_recall(msgs, budget=1000, preference="balanced")
+
+    stats = result.stats
+    assert stats["trigger_tokens"] < stats["tokens_before"] <= 1000
+    assert not stats["optimization_applied"] and stats["tokens_after"] == stats["tokens_before"]
+    assert [p.source_ids[0] for p in result.messages] == [m.id for m in msgs]
+    assert "fits the budget" in stats["strategy_reason"]

@@ -3,7 +3,7 @@
 import dataclasses
 
 import pytest
-from optkit import MODEL, conversation, msg
+from optkit import MODEL, conversation, msg, source_of
 
 from optimizer import (
     ContextTooLargeError,
@@ -15,7 +15,6 @@ from optimizer import (
     target_tokens,
     trigger_tokens,
 )
-from optimizer.recall import MemorySource, RecallItem
 from optimizer.strategies import (
     AFTER_ASSEMBLY,
     PASSED_SUMMARY,
@@ -47,10 +46,6 @@ def state_for(msgs, *, budget, preference="balanced", window_start=None, summary
         window_start=window_start, history=None, counters=Counters(), summarizer_available=True, summary=summary,
         summarize_now=summarize_now, recall_source=recall_source,
     )
-
-
-def source_of(msgs) -> MemorySource:
-    return MemorySource([RecallItem(id=m.id, role=m.role, content=m.content, position=k) for k, m in enumerate(msgs)])
 
 
 def test_every_strategy_has_the_one_small_interface():
