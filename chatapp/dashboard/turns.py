@@ -278,6 +278,9 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
     shown = {i for e in entries if e["origin"] != "summary" for i in e["source_ids"]}
     shown.update(i for e in entries if e["covers"] for i in e["covers"][:2] if i is not None)
     shown.update(i for pair in record.dropped_ranges or [] for i in _int_ids(pair[:2]))
+    # And the id before each range: a range can start at a summary's id, which is numbered as the
+    # message before it, so the page tells that case by an unchanged number and starts one later.
+    shown.update(pair[0] - 1 for pair in record.dropped_ranges or [] if isinstance(pair[0], int) and pair[0] > 1)
     if record.window_start_id:
         shown.add(record.window_start_id)
     numbers = dashboard_message_numbers(conversation_id=conversation.pk, ids=shown, scan=scan)

@@ -106,7 +106,7 @@ function setUp(formEl) {
       label.textContent = job.total
         ? `Importing ${job.format_label}: ${job.done.toLocaleString()} of ${job.total.toLocaleString()} conversations`
         : "Reading the file…";
-    } else if (job.status === "done") label.textContent = `Imported ${job.imported.toLocaleString()} conversations`;
+    } else if (job.status === "done") label.textContent = `Imported ${job.imported.toLocaleString()} conversation${job.imported === 1 ? "" : "s"}`;
     else label.textContent = "The import stopped";
     if (job.status === "failed") say(job.error || "The import failed.", "fail");
     else if (job.status === "done") say(summary(job), "ok");

@@ -13,7 +13,15 @@ from chatapp.dashboard.headline import dashboard_headline
 from chatapp.dashboard.message_map import MAP_STATUSES, dashboard_message_map
 from chatapp.dashboard.series import dashboard_series
 from chatapp.dashboard.turns import dashboard_record_context
-from tests.dashboard.factories import RecallTurns, make_recall_turns
+from tests.dashboard.factories import (
+    RecallTurns,
+    make_conversation,
+    make_message,
+    make_recall_turns,
+    make_record,
+    make_summary,
+    sent_entry,
+)
 from tests.support.streaming import streamed_body
 
 pytestmark = pytest.mark.django_db
@@ -125,3 +133,21 @@ def test_page_card_and_apis_carry_recall(owner_client, recalled):
     text = streamed_body(owner_client.get(f"/c/{c.pk}/dashboard/export.csv")).decode()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert rows[1]["recall_tokens"] == "61" and rows[1]["recall_message_count"] == "3"
+
+
+def test_a_dropped_range_that_starts_at_a_summary_carries_the_number_before_it(user):
+    """Dropped ranges are id bounds and one may start at an old summary's id, which is numbered as
+    the message before it: the page gets that message's number too, to start the range one later
+    ("Dropped: #3 to #4", not "#2 to #4" beside "Summarized: #1 to #2")."""
+    c = make_conversation(owner=user)
+    u0, a1 = make_message(conversation=c, role="user"), make_message(conversation=c, role="assistant")
+    old = make_summary(conversation=c, covers=(u0, a1), covered=2, content="[Summary] old", discarded=True)
+    u2, a3, u4 = (make_message(conversation=c, role=r) for r in ("user", "assistant", "user"))
+    record = make_record(conversation=c, tokens_full=100, tokens_sent=40, strategy="truncate", window_start_id=u4.pk,
+                         sent=[sent_entry("verbatim", u0), sent_entry("verbatim", u4)],
+                         dropped_ranges=[[old.pk, a3.pk]])
+
+    numbers = {int(k): v for k, v in dashboard_record_context(conversation=c, record_id=record.pk)["numbers"].items()}
+
+    assert numbers[old.pk] == numbers[old.pk - 1] == 2  # the summary's id: the number before it
+    assert numbers[a3.pk] == 4 and u2.pk == old.pk + 1

@@ -406,7 +406,7 @@ def test_summaries_show_as_expandable_markers_with_their_actions(page, user):
     assert 'data-action="edit-summary"' not in discarded
 
 
-@pytest.mark.parametrize("path", ["/c/new/", "/settings/"])
+@pytest.mark.parametrize("path", ["/c/new/", "/settings/", "/c/sidebar/"])
 def test_pages_forbid_inline_script_with_a_content_security_policy(page, path):
     policy = page.get(path)["Content-Security-Policy"]
     assert "script-src 'self'" in policy
@@ -439,3 +439,9 @@ def test_moving_a_config_to_another_host_clears_its_key_and_says_so(page, user):
     assert "the stored API key was cleared" in response.content.decode()
     config.refresh_from_db()
     assert config.base_url == "https://llm.example.net/v1" and not config.api_key_encrypted
+
+
+def test_a_missing_chat_gets_the_apps_own_page_with_a_way_back(page):
+    response = page.get("/c/999999/")
+    body = response.content.decode()
+    assert response.status_code == 404 and "Nothing here" in body and 'href="/"' in body

@@ -83,7 +83,15 @@ export async function selectTurn(turn) {
     list.append(li);
   }
   parts.push(list);
-  const dropped = (data.dropped_ranges || []).map(([a, b]) => (a === b ? num(a) : `${num(a)}–${num(b)}`));
+  // A range's ids are bounds: its first may be a summary's, numbered as the message before it.
+  const first = (a) => {
+    const n = data.numbers[String(a)];
+    return n !== undefined && n === data.numbers[String(a - 1)] ? n + 1 : n ?? a;
+  };
+  const dropped = (data.dropped_ranges || [])
+    .map(([a, b]) => [first(a), data.numbers[String(b)] ?? b])
+    .filter(([x, y]) => x <= y)
+    .map(([x, y]) => (x === y ? `#${nf.format(x)}` : `#${nf.format(x)}–#${nf.format(y)}`));
   const recalled = data.recalled_ids || [];
   parts.push(h("p", { class: "dash-sent-foot", text:
     (data.request_shape && data.request_shape.length

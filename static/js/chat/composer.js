@@ -52,7 +52,10 @@ export async function sendMessage(content) {
   if (compact) {
     input.value = "";
     autosize();
-    await compactNow((compact[1] || "").trim());
+    if (!(await compactNow((compact[1] || "").trim()))) {
+      input.value = content; // refused: the instructions are not lost
+      autosize();
+    }
     return;
   }
   if (maxChars && content.length > maxChars) {

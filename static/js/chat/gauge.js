@@ -9,6 +9,13 @@ export const STRATEGY_WORDS = {
   summarize: "Older turns summarized",
 };
 
+// A turn that cut nothing new still leaves out what an earlier cut did: said so, beside a reason
+// that starts "no cut".
+function strategyWords({ strategy, reason }) {
+  if (strategy === "truncate" && (reason || "").startsWith("no cut")) return "Older turns left out (the window is kept)";
+  return STRATEGY_WORDS[strategy] || strategy;
+}
+
 export function updateGauge(g) {
   if (!gaugeBtn || !g) return;
   state.lastGauge = { ...(state.lastGauge || {}), ...g };
@@ -33,7 +40,7 @@ export function updateGauge(g) {
     row("Whole history", `${Number(g.history_tokens).toLocaleString()} tokens`);
   }
   row("Used", pct === 0 && tokens > 0 ? "under 1%" : `${pct}%`);
-  if (state.lastGauge.strategy) row("Strategy", STRATEGY_WORDS[state.lastGauge.strategy] || state.lastGauge.strategy);
+  if (state.lastGauge.strategy) row("Strategy", strategyWords(state.lastGauge));
   row("Counting", state.lastGauge.estimated ? "estimated (model unknown to the tokenizer)" : "exact");
   if (state.lastGauge.recall) row("Recalled", recallWords(state.lastGauge.recall) + " for your last message");
   if (state.lastGauge.reason) {

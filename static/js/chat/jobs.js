@@ -12,6 +12,10 @@ export const POLL_FIRST_MS = 1000;
 
 export const POLL_MAX_MS = 15000;
 
+// How long a job may stay pending (created, its message not yet published) before the banner says
+// the queue is unreachable.
+const PENDING_GRACE_MS = 5000;
+
 let pollDelay = POLL_FIRST_MS;
 
 let jobsSeq = 0;
@@ -50,10 +54,13 @@ export function renderJob(job) {
   if (ACTIVE_JOB.includes(status)) {
     jobBanner.classList.add("is-active");
     jobBanner.append(el("span", "spinner"));
-    const label = { pending: "Pending", queued: "Queued", running: "Running" }[status];
+    // Every job is pending from its creation until its message is published, a moment later: only
+    // one still pending after a few seconds says the queue is unreachable.
+    const stuck = status === "pending" && Date.now() - Date.parse(job.created_at) > PENDING_GRACE_MS;
+    const label = { pending: stuck ? "Pending" : "Queued", queued: "Queued", running: "Running" }[status];
     text.append(stateChip(label), document.createTextNode(
       status === "running" ? "Summarizing earlier messages in the background…"
-        : status === "pending" ? "The job queue is unreachable; the summary starts as soon as it is back."
+        : stuck ? "The job queue is unreachable; the summary starts as soon as it is back."
           : "Summary queued — the chat keeps working meanwhile."));
     if (job.instructions) text.append(el("span", "job-note", `Instructions: “${job.instructions}”`));
   } else if (status === "awaiting") {
@@ -162,14 +169,15 @@ export async function jobFinished(job) {
   else if (job.status === "failed") announce(`The summary failed: ${job.error || ""}`);
 }
 
+/** Ask for a compaction now; false when it was refused (the caller may give the text back). */
 export async function compactNow(instructions) {
-  if (!state.conversationId) { toast("Start a chat first: there is nothing to compact yet."); return; }
+  if (!state.conversationId) { toast("Start a chat first: there is nothing to compact yet."); return false; }
   const res = await api(`/api/conversations/${state.conversationId}/compact/`, { method: "POST", body: { instructions } });
   if (res.status === 404) {
     toast("Compaction is not available on this server yet.", "error");
-    return;
+    return false;
   }
-  if (!res.ok) { toast(errorText(res.data, res.status), "error", 6000); return; }
+  if (!res.ok) { toast(errorText(res.data, res.status), "error", 6000); return false; }
   // The status line below says what happens next; no toast on top of it.
   announce(instructions ? "Compacting with your instructions." : "Compacting earlier messages.");
   state.summaryApi = true;
@@ -178,6 +186,7 @@ export async function compactNow(instructions) {
     renderJob(res.data);
   }
   refreshJobs({ restart: true });
+  return true;
 }
 
 export async function dismissAwaiting() {

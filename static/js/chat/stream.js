@@ -149,7 +149,7 @@ export async function runStream(url, body, ctx) {
   if (!response.ok || !type.includes("text/event-stream")) {
     const data = type.includes("json") ? await response.json().catch(() => null) : null;
     let msg = errorText(data, response.status);
-    if (response.status === 429 && !/wait|slow|too many/i.test(msg)) msg = `You are sending messages too quickly. ${msg}`;
+    if (response.status === 429 && !/wait|slow|quickly|too many/i.test(msg)) msg = `You are sending messages too quickly. ${msg}`;
     setStreaming(false);
     if (ctx.onRejected) ctx.onRejected(msg, response.status);
     return;
