@@ -47,6 +47,7 @@ from chatapp.chat.import_writing import ModelChoice, conversation_import
 from chatapp.chat.imports import ConversationError, ConversationRecord, ImportFileError, document_open
 from chatapp.chat.imports.records import where
 from chatapp.chat.size_limits import TooLarge
+from chatapp.chat.textsafe import text_storable
 
 logger = logging.getLogger(__name__)
 
@@ -243,5 +244,8 @@ class _Import:
 
     def _skip(self, *, index: int, title: str, error: str) -> None:
         if len(self.skipped) < MAX_SKIPPED_LISTED:
-            self.skipped.append({"index": index, "title": title[:200], "error": error[:1000]})
+            # Text from the file: a NUL that PostgreSQL's jsonb refuses must not fail the whole job.
+            self.skipped.append(
+                {"index": index, "title": text_storable(title[:200]), "error": text_storable(error[:1000])}
+            )
         self._fenced(done=F("done") + 1, skipped=self.skipped)

@@ -302,3 +302,38 @@ def test_a_message_over_the_size_limit_skips_its_conversation(owner, settings):
         "conversation 2 ('Chat 1'): message 1 is 1,001 characters long; the limit is 1,000")
     assert job.skipped[0]["title"] == "Chat 1"
     assert Message.objects.count() == 2
+
+
+def test_a_damaged_zip_fails_with_the_reason(owner):
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("conversations.json", json.dumps([chatgpt_conversation(i, messages=4) for i in range(50)]))
+    damaged = bytearray(archive.getvalue())
+    start = 30 + len("conversations.json") + 40  # inside the deflated member, past its local header
+    damaged[start:start + 40] = bytes(b ^ 0x5A for b in damaged[start:start + 40])
+
+    job = import_now(owner, bytes(damaged), name="export.zip")
+
+    assert job.status == "failed" and "looks like a ZIP archive but cannot be read" in job.error
+
+
+def test_a_number_longer_than_python_reads_fails_the_file_with_the_reason(owner):
+    document = [chatgpt_conversation(1, messages=2), {"mapping": {}, "n": 0}]
+    text = json.dumps(document).replace('"n": 0', '"n": 1' + "0" * 5000)
+    job = import_now(owner, text.encode())
+    assert job.status == "failed" and "not valid JSON" in job.error
+
+
+def test_odd_values_skip_their_conversation_only(owner):
+    no_role = chatgpt_conversation(0, messages=4)
+    no_role["title"] = "Chat\u0000zero"  # a NUL, which PostgreSQL's JSON refuses, in the skipped list
+    del no_role["mapping"]["n1"]["message"]["author"]
+    far = json.dumps(chatgpt_conversation(2, messages=2)).replace(
+        '"create_time": 1700002000,', '"create_time": 1' + "0" * 400 + ",", 1)  # no float holds it
+    assert "0" * 400 in far
+    document = f"[{json.dumps(no_role)}, {json.dumps(chatgpt_conversation(1, messages=2))}, {far}]"
+
+    job = import_now(owner, document.encode())
+
+    assert (job.status, len(job.conversation_ids), [s["index"] for s in job.skipped]) == ("done", 1, [0, 2])
+    assert "\x00" not in job.skipped[0]["title"] and "not a timestamp" in job.skipped[1]["error"]

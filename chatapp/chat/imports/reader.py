@@ -17,6 +17,7 @@ import io
 import json
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,7 +61,9 @@ def _zip_member(data: bytes, *, max_bytes: int) -> bytes:
             if len(content) > max_bytes:
                 raise ImportFileError(_too_large(member.filename, len(content), max_bytes))
             return content
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError, OSError) as exc:
+    # zlib.error and EOFError: a damaged or cut-off member, found while it is inflated.
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError, OSError, zlib.error,
+            EOFError) as exc:
         raise ImportFileError(f"The file looks like a ZIP archive but cannot be read ({exc}).") from None
 
 
@@ -170,6 +173,8 @@ class JsonItems:
                     raise self._invalid(exc) from None
             except RecursionError:
                 raise ImportFileError("The file is JSON nested too deeply to be an export.") from None
+            except ValueError as exc:  # a number of more digits than Python converts (sys.int_info)
+                raise ImportFileError(f"The file is not valid JSON: {exc}.") from None
             self._grow(size)
             size *= 2
 

@@ -136,9 +136,12 @@ def epoch_time(value: Any, *, what: str) -> datetime | None:
     exporters differ) as an aware UTC datetime; None for null."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    try:
+        seconds = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # an integer too large for a float: no date
+        seconds = math.nan
+    if not math.isfinite(seconds):
         raise ConversationError(f"{what} is not a timestamp (found {describe(value)})")
-    seconds = float(value)
     # 1e11 s is the year 5138 while 1e11 ms is 1973: beyond it the number counts smaller units.
     while abs(seconds) >= 1e11:
         seconds /= 1000
@@ -151,7 +154,12 @@ def epoch_time(value: Any, *, what: str) -> datetime | None:
 def stamp_of(value: Any) -> float:
     """A timestamp as a number to order siblings by (any unit: only the order matters); -inf when
     there is none."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else float("-inf")
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return float("-inf")
+    try:
+        return float(value)
+    except OverflowError:  # a huge integer: after every real date
+        return float("inf")
 
 
 def iso_time(value: Any, *, what: str) -> datetime | None:
