@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.http import Http404
 
 import optimizer
 from chatapp.providers.models import LLMConfig
@@ -192,11 +193,11 @@ def _name_taken(*, owner_id: int, name: str, exclude_pk: int | None) -> bool:
     return configs.exists()
 
 
-def _save_config(config: LLMConfig) -> None:
+def _save_config(config: LLMConfig, *, update_fields: list[str] | None = None) -> None:
     config.full_clean(exclude=["owner", "base_url"], validate_unique=False, validate_constraints=False)
     try:
         with transaction.atomic():
-            config.save()
+            config.save(update_fields=update_fields)
     except IntegrityError:
         # The owner lock makes this a lost race on the unique name at most.
         raise ValidationError({"name": ["You already have a configuration with this name."]}) from None
@@ -296,16 +297,22 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
 
     with transaction.atomic():
         _lock_owner(config.owner)
+        # Read again under the lock: `config` may predate a "make default" (or a delete) made since,
+        # and only the fields this edit changes are written, so it cannot undo what the other did.
+        current = LLMConfig.objects.filter(pk=config.pk).values_list("is_default", flat=True).first()
+        if current is None:
+            raise Http404("No such configuration.")
+        config.is_default = current
         if _name_taken(owner_id=config.owner_id, name=cleaned["name"], exclude_pk=config.pk):
             raise ValidationError({"name": ["You already have a configuration with this name."]})
         for attr, value in cleaned.items():
             setattr(config, attr, value)
         config.context_window_source = source
-        if fields.get("clear_api_key") or drop_key:
-            _api_key_store(config, "")
-        elif new_key:
-            _api_key_store(config, new_key)
-        _save_config(config)
+        written = [*cleaned, "context_window_source", "updated_at"]
+        if fields.get("clear_api_key") or drop_key or new_key:
+            _api_key_store(config, "" if fields.get("clear_api_key") or drop_key else new_key)
+            written += ["api_key_encrypted", "api_key_last4"]
+        _save_config(config, update_fields=written)
         if fields.get("is_default") and not config.is_default:
             config = llm_config_make_default(config=config)
     return config

@@ -258,3 +258,23 @@ def test_conversation_with_a_config_and_title(user):
     config = _create(user)
     conversation = services.conversation_create(owner=user, title="Named", llm_config=config)
     assert (conversation.title, conversation.title_is_custom, conversation.llm_config) == ("Named", True, config)
+
+
+@pytest.mark.parametrize("stale", ["A", "B"])
+def test_an_edit_read_before_a_make_default_elsewhere_keeps_one_default(user, stale):
+    """Another tab makes B the default while this edit's request holds its copy of A or B, read
+    before: the edit changes only its own fields and B stays the one default."""
+    a = config_services.llm_config_create(owner=user, name="A", base_url="https://api.openai.com/v1",
+                                          model="gpt-4o-mini", api_key="sk-aaaa-1111")
+    b = config_services.llm_config_create(owner=user, name="B", base_url="https://api.openai.com/v1",
+                                          model="gpt-4o-mini")
+    copy = LLMConfig.objects.get(pk=(a if stale == "A" else b).pk)
+    config_services.llm_config_make_default(config=LLMConfig.objects.get(pk=b.pk))
+    config_services.llm_config_update(config=LLMConfig.objects.get(pk=a.pk), api_key="sk-bbbb-2222")  # meanwhile
+
+    config_services.llm_config_update(config=copy, name=f"{stale} renamed", temperature=0.3)
+
+    defaults = list(LLMConfig.objects.filter(owner=user, is_default=True).values_list("pk", flat=True))
+    assert defaults == [b.pk]
+    assert LLMConfig.objects.get(pk=copy.pk).name == f"{stale} renamed"
+    assert secret_decrypt(LLMConfig.objects.get(pk=a.pk).api_key_encrypted) == "sk-bbbb-2222"  # not written back
