@@ -44,9 +44,13 @@ MAX_TERM_CHARS = 64
 _ROLES = (Message.Role.USER, Message.Role.ASSISTANT)
 
 
-def index_scope(*, conversation_id: int, owner_id: int) -> str:
-    """Tokens that scope a full-text lookup to a conversation or an owner; `analyze` never yields "_"."""
-    return f"{conversation_scope(conversation_id=conversation_id)} _u{owner_id}"
+def index_scope(*, conversation_id: int, owner_id: int, on_path: bool = True) -> str:
+    """Tokens that scope a full-text lookup to a conversation or an owner; `analyze` never yields "_".
+
+    A message off the path shown (another branch) has no owner token: the owner's search, which
+    looks up that token, never ranks what it could not show (recall reads `recallable` rows)."""
+    conversation = conversation_scope(conversation_id=conversation_id)
+    return f"{conversation} _u{owner_id}" if on_path else conversation
 
 
 def conversation_scope(*, conversation_id: int) -> str:
@@ -114,7 +118,7 @@ def message_index_sync(*, message_ids: Iterable[int]) -> None:
                 continue
             terms, length = index_terms(content=content)
             recallable = is_recallable(role=role, kind=kind, status=status, superseded=superseded)
-            scope = index_scope(conversation_id=conversation_id, owner_id=owner_id)
+            scope = index_scope(conversation_id=conversation_id, owner_id=owner_id, on_path=not superseded)
             if before is not None and (before.terms, before.length, before.recallable, before.scope) == (
                 terms, length, recallable, scope
             ):
@@ -197,7 +201,8 @@ def conversation_index_rebuild(*, conversation: Conversation, batch_size: int = 
     For writes that bypass the services (bulk imports, the seed command) and for repairs.
     """
     owner_id = conversation.owner_id
-    scope = index_scope(conversation_id=conversation.pk, owner_id=owner_id)
+    scopes = {on_path: index_scope(conversation_id=conversation.pk, owner_id=owner_id, on_path=on_path)
+              for on_path in (True, False)}
     delta = _Delta(df=Counter())
     written = 0
     with transaction.atomic():
@@ -216,8 +221,8 @@ def conversation_index_rebuild(*, conversation: Conversation, batch_size: int = 
             if recallable:
                 delta.add(terms, length, +1)
             batch.append(MessageSearch(
-                message_id=pk, conversation_id=conversation.pk, scope=scope, terms=terms, length=length,
-                recallable=recallable,
+                message_id=pk, conversation_id=conversation.pk, scope=scopes[not superseded], terms=terms,
+                length=length, recallable=recallable,
             ))
             if len(batch) >= batch_size:
                 MessageSearch.objects.bulk_create(batch)
@@ -250,6 +255,7 @@ def message_index_add(*, message: Message, owner_id: int | None = None) -> None:
         "scope": index_scope(
             conversation_id=message.conversation_id,
             owner_id=owner_id if owner_id is not None else message.conversation.owner_id,
+            on_path=not message.superseded,
         ),
         "terms": terms,
         "length": length,

@@ -9,12 +9,16 @@ conversation_index_rebuild as the seed and import commands do.
 from __future__ import annotations
 
 import pytest
+from django.db import transaction
+from django.db.models.expressions import RawSQL
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from chatapp.chat import search_selectors, search_snippets
+from chatapp.chat.branch_services import branch_hide, branch_show
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.recall_source import conversation_ids_matching
 from chatapp.chat.search_selectors import message_search
 from chatapp.chat.search_services import conversation_index_rebuild
 from tests.support.accounts import token_client
@@ -268,3 +272,20 @@ def test_sidebar_shows_snippets_under_their_conversation(user, client):
     # without a query the list is the plain conversation list
     html = client.get(reverse("chat-sidebar")).content.decode()
     assert "Best matches" not in html and "<mark>" not in html and "Garage &lt;b&gt;tools&lt;/b&gt;" in html
+
+
+def test_another_branchs_messages_neither_fill_pages_nor_match_chats(user):
+    chat = _chat(user)
+    kept = _say(chat, *(f"zebra kept {i}" for i in range(4)))
+    hidden = _say(chat, *(f"zebra walrus {i}" for i in range(25)))
+    with transaction.atomic():
+        branch_hide(conversation_id=chat.pk, start_id=hidden[0].pk)  # an edit or regenerate before them
+
+    page = message_search(owner=user, query="zebra")
+    assert sorted(_message_ids(page)) == [m.pk for m in kept] and page.ranked == 4 and not page.has_more
+    matching = conversation_ids_matching(owner=user, text="walrus")
+    assert isinstance(matching, RawSQL) and not Conversation.objects.filter(pk__in=matching).exists()
+
+    with transaction.atomic():
+        branch_show(conversation_id=chat.pk, start_id=hidden[0].pk)  # switched back to
+    assert message_search(owner=user, query="walrus", page_size=50).ranked == 25
