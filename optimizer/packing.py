@@ -80,10 +80,7 @@ __all__ = ["NO_CUT_REASON", "PackOptions", "SummarizeNow", "pack"]
 # decides what happens to messages a cut evicts, so it is reported as what the next cut will do.
 NO_CUT_REASON = "no cut: the history since the last cut is under the trigger, so the window is kept"
 BELOW_TRIGGER_REASON = "history is below the trigger; everything is sent unchanged"
-FITS_REASON = (
-    "history is over the trigger but fits the budget, and a cut would send no fewer tokens (its quotes "
-    "fill what it frees); everything is sent unchanged"
-)
+FITS_REASON = "history is at or over the trigger but fits the budget, and a cut would save nothing; sent unchanged"
 
 
 
@@ -139,6 +136,9 @@ def pack(
     # fast path: no window state and the whole history is under the trigger -> send it unchanged
     if not msgs or (window_start is None and before.tokens < trigger):
         return _unchanged(msgs, toks, before)
+    if window_start is None and before.tokens <= budget <= trigger:
+        # The trigger is the budget itself (automatic optimization off) and the history fills it exactly.
+        return _unchanged(msgs, toks, before, reason=FITS_REASON)
     def packed(yield_window: bool) -> PackState:
         state = begin(
             msgs, toks, budget=budget, preference=preference, model=model, config=config, trigger=trigger,

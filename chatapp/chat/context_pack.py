@@ -173,10 +173,13 @@ def context_build(
     # What goes on the wire is the shaped request; every figure (record, gauge, note) reports its tokens.
     ctx.request = shape_request(result.messages, model=target.model)
     if ctx.request.tokens != result.info.tokens_after:
-        sent = ctx.request.tokens
+        # The whole history would go out shaped the same way (the prompts merged into one system
+        # message): "full" moves with "sent", so shaping alone never reads as tokens saved.
+        shaping = result.info.tokens_after - ctx.request.tokens
         result = dataclasses.replace(
             result,
-            info=dataclasses.replace(result.info, tokens_after=sent, tokens_saved=result.info.tokens_before - sent),
+            info=dataclasses.replace(result.info, tokens_after=ctx.request.tokens,
+                                     tokens_before=result.info.tokens_before - shaping),
         )
     if quota_exhausted:
         ctx.quota_exhausted = True

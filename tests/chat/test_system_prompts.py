@@ -62,6 +62,8 @@ def test_the_prompts_reach_the_model_as_one_leading_system_message(user, convers
     assert len(record.stats["system_prompt_hash"]) == 16
     assert "system_prompt_changed" not in record.stats  # the first turn changes nothing
     assert record.dropped_ranges == []
+    # Merging the two prompts into one message is how any request goes out, not a saving.
+    assert (record.strategy, record.tokens_full) == ("none", record.tokens_sent)
 
 
 def test_a_chat_without_prompts_sends_and_records_none(user, conversation, fake_openai):

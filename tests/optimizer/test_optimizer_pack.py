@@ -345,3 +345,17 @@ def test_oversized_list_content_is_compressed_to_text_with_a_note():
     assert packed.content.endswith("[1 non-text part omitted]")
     assert packed.tokens <= 750 and r.stats["tokens_after"] <= 3000
     assert msgs[-3].content is parts
+
+
+def test_with_the_trigger_at_the_budget_a_history_that_fills_it_exactly_is_sent_whole():
+    """Automatic optimization off (the app's trigger is the budget): nothing to cut while it fits."""
+    msgs = conversation(6)
+    budget = count_messages([{"role": m.role, "content": m.content} for m in msgs], model=MODEL)
+    cfg = PackConfig(trigger_ratio=1.0, target_ratio=0.9, fast_headroom=0.0, fill_window_ratio=0.9)
+
+    fits = pack(msgs, budget=budget, preference="balanced", model=MODEL, config=cfg)
+    over = pack(msgs, budget=budget - 1, preference="balanced", model=MODEL, config=cfg)
+
+    assert not fits.stats["optimization_applied"] and len(fits.messages) == len(msgs)
+    assert fits.stats["tokens_after"] == budget
+    assert over.stats["optimization_applied"] and over.stats["tokens_after"] <= budget - 1
