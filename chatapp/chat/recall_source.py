@@ -356,16 +356,21 @@ def search_terms(*, text: str) -> list[str]:
     return [t for t in dict.fromkeys(analyze(text)) if len(t) <= MAX_TERM_CHARS]
 
 
-def owner_match_query(*, owner_id: int, terms: Sequence[str], last_as_prefix: bool = True) -> str:
+def owner_match_query(
+    *, owner_id: int, terms: Sequence[str], last_as_prefix: bool = True, other_branches: bool = False
+) -> str:
     """The vendor's full-text query for the owner's chat messages containing every one of `terms`,
     the last one as a prefix (search as you type) unless `last_as_prefix` is false; no terms: all the
-    owner's messages. An FTS5 MATCH expression on SQLite, a tsquery on PostgreSQL; the owner's scope
-    token makes the index itself keep other users out."""
-    owner_scope = f"_u{owner_id}"
+    owner's messages on the paths shown, and with `other_branches` those off them too. An FTS5 MATCH
+    expression on SQLite, a tsquery on PostgreSQL; the owner's scope tokens make the index itself
+    keep other users out (search_services.index_scope)."""
+    scopes = [f"_u{owner_id}", *([f"_h{owner_id}"] if other_branches else [])]
     whole, last = (terms[:-1], terms[-1:]) if last_as_prefix else (terms, [])
     if connection.vendor == "postgresql":
-        return " & ".join([ts_lexeme(owner_scope), *map(ts_lexeme, whole), *(ts_lexeme(t) + ":*" for t in last)])
-    return " AND ".join([fts_phrase(owner_scope), *map(fts_phrase, whole), *(fts_phrase(t) + " *" for t in last)])
+        owner = " | ".join(map(ts_lexeme, scopes))
+        return " & ".join([f"({owner})", *map(ts_lexeme, whole), *(ts_lexeme(t) + ":*" for t in last)])
+    owner = " OR ".join(map(fts_phrase, scopes))
+    return " AND ".join([f"({owner})", *map(fts_phrase, whole), *(fts_phrase(t) + " *" for t in last)])
 
 
 def conversation_ids_matching(*, owner: User, text: str) -> RawSQL | None:
@@ -377,7 +382,8 @@ def conversation_ids_matching(*, owner: User, text: str) -> RawSQL | None:
     terms = search_terms(text=text)
     if not terms:
         return None
-    query = owner_match_query(owner_id=owner.pk, terms=terms)
+    # A chat is found by text on any of its branches (it is in it); message search shows the paths only.
+    query = owner_match_query(owner_id=owner.pk, terms=terms, other_branches=True)
     if connection.vendor == "postgresql":
         return RawSQL(  # noqa: S611 (the text is a bound parameter; names are ours)
             f"SELECT conversation_id FROM {_SEARCH_TABLE} WHERE tsv @@ %s::tsquery",  # noqa: S608

@@ -47,10 +47,11 @@ _ROLES = (Message.Role.USER, Message.Role.ASSISTANT)
 def index_scope(*, conversation_id: int, owner_id: int, on_path: bool = True) -> str:
     """Tokens that scope a full-text lookup to a conversation or an owner; `analyze` never yields "_".
 
-    A message off the path shown (another branch) has no owner token: the owner's search, which
-    looks up that token, never ranks what it could not show (recall reads `recallable` rows)."""
-    conversation = conversation_scope(conversation_id=conversation_id)
-    return f"{conversation} _u{owner_id}" if on_path else conversation
+    A message off the path shown (another branch) carries the owner's other token (`_h`): the
+    owner's message search, which looks up `_u`, never ranks what it could not show, while the
+    chat list's filter, which looks up either, still finds a chat by text on any of its branches
+    (recall reads `recallable` rows)."""
+    return f"{conversation_scope(conversation_id=conversation_id)} _{'u' if on_path else 'h'}{owner_id}"
 
 
 def conversation_scope(*, conversation_id: int) -> str:
