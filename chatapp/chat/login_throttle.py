@@ -37,9 +37,9 @@ def _keys(*, request: HttpRequest, username: str) -> list[tuple[str, int, int]]:
 
 def login_wait(*, request: HttpRequest, username: str) -> int:
     """Seconds until a sign-in may be tried again (0: now)."""
-    counts = cache.get_many([key for key, _, _ in _keys(request=request, username=username)])
-    waits = [end - time.time() for key, limit, end in _keys(request=request, username=username)
-             if counts.get(key, 0) >= limit]
+    keys = _keys(request=request, username=username)
+    counts = cache.get_many([key for key, _, _ in keys])
+    waits = [end - time.time() for key, limit, end in keys if counts.get(key, 0) >= limit]
     return max(1, int(max(waits)) + 1) if waits else 0
 
 
@@ -52,4 +52,6 @@ def login_failure_count(*, request: HttpRequest, username: str) -> None:
 
 
 def login_failures_clear(*, request: HttpRequest, username: str) -> None:
-    cache.delete(_keys(request=request, username=username)[1][0])
+    """A success clears the username's count (the address's stays: it may be guessing at others)."""
+    _, (username_key, _, _) = _keys(request=request, username=username)
+    cache.delete(username_key)
