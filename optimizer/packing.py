@@ -158,12 +158,13 @@ def pack(
         # The window gave room to recall that recall did not use (nothing relevant enough): the
         # preference's own window sends more of the conversation, never less than truncation would.
         state = packed(False)
+    result = _result(state, before)
     if (window_start is None and msg_count == len(msgs) and before.tokens <= budget
-            and sum(p.tokens for p in state.out) + REPLY_PRIMING >= before.tokens):
+            and result.info.tokens_after >= before.tokens):
         # A first cut of a history that fits the budget, whose quotes filled what the cut freed: it
         # would send no fewer tokens than the history itself, which holds every message verbatim.
         return _unchanged(msgs, toks, before, reason=FITS_REASON)
-    return _result(state, before)
+    return result
 
 
 def _validate(budget: int, preference: str) -> None:
