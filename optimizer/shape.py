@@ -16,9 +16,8 @@ anywhere but first, two user or two assistant messages in a row, an assistant me
 
 Tool messages pass through. Every change is named in `notes`, for the optimization record; `tokens`
 counts the request as shaped. Joining only saves per-message overhead; the one addition is the user
-line (about 15 tokens) before a history that starts with the assistant. A chat made in this app
-starts with the user; an assistant-first history needs an assistant message before the first user
-message, and then, while everything is sent, the request is under the trigger, far inside the budget.
+line (about 15 tokens) before a history that starts with the assistant (an imported greeting), and
+`pack` keeps room for it (`bridge_tokens`), so a shaped request stays inside the budget.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .tokens import REPLY_PRIMING, count_message
-from .types import PackedMessage
+from .types import Msg, PackedMessage
 
 JOIN = "\n\n"
 BRIDGE = "[The conversation so far begins with the assistant's message below.]"
@@ -100,6 +99,15 @@ def shape_request(packed: Sequence[PackedMessage], *, model: str) -> ShapedReque
     return ShapedRequest(
         messages=messages, notes=tuple(n if k == 1 else f"{n} ({k} times)" for n, k in notes.items()), tokens=tokens
     )
+
+
+def bridge_tokens(msgs: Sequence[Msg], *, model: str) -> int:
+    """The tokens of the user line `shape_request` puts before a history whose first message past the
+    system ones is the assistant's (0 for any other history): the packer keeps room for it."""
+    first = next((m for m in msgs if m.role != "system"), None)
+    if first is None or first.role != "assistant":
+        return 0
+    return count_message({"role": "user", "content": BRIDGE}, model=model)
 
 
 def _joined(contents: Sequence[str | list[dict[str, Any]]]) -> str | list[dict[str, Any]]:

@@ -200,6 +200,7 @@ class ContextTooLargeError(ValueError):
     def __init__(self, *, needed: int, budget: int, detail: str = "") -> None:
         self.needed = needed
         self.budget = budget
+        self.detail = detail
         super().__init__(
             f"the messages that must be kept need {needed:,} tokens but the budget is {budget:,}"
             + (f" ({detail})" if detail else "")

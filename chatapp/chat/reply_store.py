@@ -13,6 +13,7 @@ from chatapp.chat.layout import message_place_get
 from chatapp.chat.message_services import message_serialize
 from chatapp.chat.models import Message
 from chatapp.chat.record_finish import record_finish
+from chatapp.chat.reply_stream import INTERRUPTED_WORDS
 from chatapp.chat.rowsql import row_update
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.textsafe import text_storable
@@ -32,7 +33,9 @@ def reply_store(
     """Persist the reply once, at the end of the stream; returns the stored reply as an event dict.
 
     A stop request that lands after the last chunk still wins: the reply is then kept as stopped.
-    Raises ReplyGoneError, storing nothing, when the conversation was deleted meanwhile.
+    A reply the orphan sweep took for dead (its heartbeat stalled) that completes after all is stored
+    complete, unless a Retry has replaced it. Raises ReplyGoneError, storing nothing, when the
+    conversation was deleted meanwhile.
     """
     content = text_storable(content)  # a NUL or an unpaired surrogate from the model must not lose the reply
     tokens = optimizer.count_message({"role": "assistant", "content": content}, model=turn.target.model)
@@ -49,13 +52,16 @@ def reply_store(
     }
     with transaction.atomic():
         where = {"id": turn.reply_id}
-        counted = False
+        counted = revived = False
         if status == Message.Status.COMPLETE:
             # Only a reply still streaming and still current counts: one superseded meanwhile (a
             # Retry took it for dead) is kept for the record but is not part of the live totals.
             counted = bool(row_update(Message, where={**where, "status": Message.Status.STREAMING, "superseded": False},
                                       assign={"status": status, **values}))
-            stored = counted
+            swept = {"status": Message.Status.ERROR, "error": INTERRUPTED_WORDS, "superseded": False}
+            revived = not counted and bool(row_update(Message, where={**where, **swept},
+                                                      assign={"status": status, **values}))
+            counted = stored = counted or revived
             if not counted:
                 status = Message.Status.STOPPED
                 stored = bool(row_update(Message, where=where, assign={"status": status, **values}))
@@ -66,7 +72,7 @@ def reply_store(
         # The live totals (increments: concurrent writers add up) and the claim given back, in one statement.
         turn_claim_release(conversation_id=turn.conversation_id, claimed_at=turn.claimed_at, messages=int(counted),
                            chars=len(content) if counted else 0, tokens=tokens if counted else 0)
-        if counted:
+        if counted and not revived:
             # It was streaming until this transaction, so nothing indexed it: its row is written here.
             reply = Message(
                 pk=turn.reply_id, conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT,
@@ -78,7 +84,7 @@ def reply_store(
             message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
         if turn.record_id is not None:
             record_finish(turn=turn, usage=usage)
-        if not counted:
+        if not counted or revived:
             reply = Message.objects.get(pk=turn.reply_id)
     # A reply is never the first user message: the window start alone places it.
     place = message_place_get(message=reply, first_user_id=None, window_start_id=turn.context.get("window_start_id"))

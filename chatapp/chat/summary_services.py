@@ -48,7 +48,7 @@ from chatapp.chat.summary_selectors import (
     summary_quota_reason,
     summary_quota_remaining,
 )
-from chatapp.chat.summary_writing import Status, Trigger, summary_header_for, summary_row_create
+from chatapp.chat.summary_writing import Status, Trigger, manual_span_exists, summary_header_for, summary_row_create
 from chatapp.providers.llm import llm_target_for
 from optimizer.types import SummarySpan
 
@@ -168,7 +168,8 @@ def conversation_compact(*, conversation: Conversation, instructions: str = "") 
     """"Compact now" / `/compact [instructions]`: summarize at once, whatever the quota.
 
     A job waiting for confirmation is confirmed (with the instructions); a job that is queued gets
-    the instructions; a running job is returned as is; otherwise a manual job is created.
+    the instructions; a running job is returned as is; otherwise a manual job is created, unless
+    there is nothing to summarize (ValidationError: the request is refused, not queued to be cancelled).
     """
     instructions = _clean_instructions(instructions)
     confirmed = SummaryJob.objects.filter(
@@ -179,6 +180,11 @@ def conversation_compact(*, conversation: Conversation, instructions: str = "") 
         job_id = job.pk
         transaction.on_commit(lambda: summary_job_enqueue(job_id=job_id))
         return job
+    if summary_job_active(conversation=conversation) is None and not manual_span_exists(conversation=conversation):
+        raise ValidationError(
+            f"Nothing to summarize yet: compacting keeps the newest {settings.SUMMARY_MANUAL_KEEP_ROUNDS} rounds "
+            "as they are, and everything older is already summarized or always sent."
+        )
     for _ in range(3):
         job = summary_job_request(conversation=conversation, trigger=Trigger.MANUAL, instructions=instructions)
         if job is not None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 import optimizer
@@ -57,6 +57,27 @@ def span_plan(*, job: SummaryJob, conversation: Conversation) -> SpanPlan | None
     sent anyway. A manual compaction ends the span before the newest SUMMARY_MANUAL_KEEP_ROUNDS rounds
     (or the window start, whichever is later).
     """
+    found = _span_rows(job=job, conversation=conversation)
+    if found is None:
+        return None
+    rows, previous, upper = found
+    return SpanPlan(
+        rows=list(rows.order_by("id").only("id", "role", "content", "token_count", "char_count")),
+        previous=previous,
+        upper_exclusive=upper,
+    )
+
+
+def manual_span_exists(*, conversation: Conversation) -> bool:
+    """Whether a compaction asked for now would find anything to summarize (`span_plan`'s rule)."""
+    found = _span_rows(job=SummaryJob(conversation=conversation, trigger=Trigger.MANUAL), conversation=conversation)
+    return found is not None and found[0].exists()
+
+
+def _span_rows(
+    *, job: SummaryJob, conversation: Conversation
+) -> tuple[QuerySet[Message], Message | None, int] | None:
+    """(the span's rows, unordered; the summary it extends; its exclusive upper id), or None: no span."""
     live = Message.objects.filter(live_chat_q(), conversation=conversation)
     upper = conversation.window_start_id
     if upper is None and job.span_through_id is not None:
@@ -77,13 +98,8 @@ def span_plan(*, job: SummaryJob, conversation: Conversation) -> SpanPlan | None
     previous = summary_current(conversation=conversation)
     lower = previous.covers_through_id if previous is not None and previous.covers_through_id else 0
     first_user_id = first_user_message_id(conversation=conversation)
-    rows = list(
-        live.filter(id__gt=lower, id__lt=upper)
-        .exclude(static_layer_q(first_user_id=first_user_id))
-        .order_by("id")
-        .only("id", "role", "content", "token_count", "char_count")
-    )
-    return SpanPlan(rows=rows, previous=previous, upper_exclusive=upper)
+    rows = live.filter(id__gt=lower, id__lt=upper).exclude(static_layer_q(first_user_id=first_user_id))
+    return rows, previous, upper
 
 
 def _chunks(msgs: list[Msg], *, limit: int) -> list[list[Msg]]:

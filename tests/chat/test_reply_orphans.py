@@ -41,6 +41,35 @@ def test_a_streaming_reply_checkpoints_its_text(asgi_server, fake_openai, monkey
     assert stored and seen.startswith(stored)
 
 
+def test_a_reply_the_sweep_took_for_dead_that_completes_is_stored_complete(asgi_server, fake_openai, monkeypatch):
+    """The sweep marks a stream interrupted when its heartbeat stalls (a blocked event loop, say); if
+    that stream then finishes, the reply is complete and counted, not "stopped"."""
+    monkeypatch.setattr(reply_stream, "STREAM_HEARTBEAT_SECONDS", 3600.0)  # the heartbeat stalls
+    user = get_user_model().objects.create_user(username="lee", password="a long test password 9")
+    token = Token.objects.create(user=user)
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url,
+                                                                                  model="slow-150"))
+    swept, events = 0, []
+    with httpx.Client(base_url=asgi_server.url, headers={"Authorization": f"Token {token.key}"},
+                      timeout=30) as client, client.stream(
+        "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "talk slowly please"}
+    ) as response:
+        for name, data in sse_events(response):
+            events.append((name, data))
+            if name == "delta" and not swept:
+                Message.objects.filter(conversation=conversation, role="assistant").update(
+                    updated_at=timezone.now() - timedelta(minutes=5))
+                swept = reply_stream.reply_orphans_finish()
+    assert swept == 1
+    name, done = events[-1]
+    assert name == "done" and done["message"]["status"] == "complete", events[-1]
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert (reply.status, reply.error) == (Message.Status.COMPLETE, "")
+    assert reply.content == "".join(data["text"] for name, data in events if name == "delta")
+    conversation.refresh_from_db()
+    assert conversation.live_message_count == 2 and conversation.live_token_count > reply.token_count
+
+
 def test_the_sweep_finishes_an_orphaned_reply_and_retry_works_at_once(user, fake_openai):
     config = make_config(user, fake_openai.base_url)
     conversation = Conversation.objects.create(owner=user, llm_config=config)

@@ -9,6 +9,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from chatapp.chat.context import context_budget, conversation_config
+from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, SummaryJob, UserSettings
 from chatapp.chat.services import summary_job_dismiss
 from chatapp.chat.summary_cooldown import NOT_NOW_GROWTH_RATIO, not_now_level
@@ -58,6 +59,9 @@ def test_not_now_keeps_quiet_until_the_history_grows_by_a_tenth_of_the_budget(as
 
 
 def test_compact_now_and_slash_compact_are_never_silenced(asking, published):
+    for i in range(4):  # older rounds than the two a compaction keeps: something to summarize
+        message_append(conversation=asking, role="user", content=f"Question {i}?")
+        message_append(conversation=asking, role="assistant", content=f"Answer {i}.")
     summary_job_dismiss(job=summary_job_request(conversation=asking, trigger="auto"))
     manual = conversation_compact(conversation=asking, instructions="keep the SQL")
     assert manual.trigger == "manual" and manual.status == SummaryJob.Status.PENDING

@@ -6,7 +6,16 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from optkit import MODEL, msg, refeed, shape, source_of
 
-from optimizer import ContextTooLargeError, HistoryTotals, Summary, count_messages, extractive_summary, pack
+from optimizer import (
+    ContextTooLargeError,
+    HistoryTotals,
+    PackConfig,
+    Summary,
+    count_messages,
+    extractive_summary,
+    pack,
+)
+from optimizer.shape import bridge_tokens, shape_request
 
 # shrinking these inputs is slow and the failing example is readable enough without it
 SHRINK_LIMITED = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
@@ -158,3 +167,61 @@ def test_a_history_that_fits_the_budget_is_never_sent_larger(msgs, budget, pref)
     if stats["tokens_before"] <= budget:
         assert stats["tokens_after"] <= stats["tokens_before"]
         assert stats["tokens_after"] < stats["tokens_before"] or not stats["optimization_applied"]
+
+
+# The app's "send everything that fits" setting (automatic optimization off): the trigger is the budget.
+SEND_ALL_THAT_FITS = PackConfig(trigger_ratio=1.0, target_ratio=0.9, fast_headroom=0.0, fill_window_ratio=0.9)
+
+
+def alternating(msgs):
+    """`msgs` with only the messages that keep user and assistant alternating: nothing for shaping to
+    merge, so the request as shaped costs what the history does, plus any user line."""
+    out = []
+    last = "assistant"  # so that the first kept turn is the user's
+    for m in msgs:
+        if m.role == "system" or (m.role in ("user", "assistant") and m.role != last):
+            out.append(m)
+            last = m.role if m.role != "system" else last
+    while out[-1].role != "user":  # the newest message is a question
+        out.pop()
+    return out
+
+
+@settings(max_examples=150, deadline=None, phases=SHRINK_LIMITED, suppress_health_check=[HealthCheck.too_slow])
+@given(msgs=st.one_of(conversations(), conversations().map(alternating)), greeting=st.integers(1, 80),
+       pinned=st.booleans(),
+       budget=st.one_of(st.integers(150, 6000), st.integers(-40, 40).map(lambda d: ("near", d))),
+       pref=st.sampled_from(["fast", "balanced", "quality"]), send_all=st.booleans())
+def test_an_assistant_first_history_goes_out_shaped_inside_the_budget(msgs, greeting, pinned, budget, pref, send_all):
+    """An imported history may open with the assistant's greeting (pinned or not); the request as
+    shaped for the wire (a user line before it) still fits the budget, near the history's size too."""
+    lead = next((k for k, m in enumerate(msgs) if m.role != "system"), len(msgs))
+    msgs = [*msgs[:lead], msg("hello", "assistant", "Welcome! " * greeting, pinned=pinned), *msgs[lead:]]
+    if isinstance(budget, tuple):  # within a few tokens of the whole history, where it only just fits
+        budget = max(150, count_messages([{"role": m.role, "content": m.content} for m in msgs], model=MODEL)
+                     + budget[1])
+    config = SEND_ALL_THAT_FITS if send_all else PackConfig()
+    try:
+        result = pack(msgs, budget=budget, preference=pref, model=MODEL, config=config)
+    except ContextTooLargeError as exc:
+        assert exc.needed > budget and exc.budget == budget
+        return
+    assert shape_request(result.messages, model=MODEL).tokens <= budget
+    assert result.stats["budget"] == budget
+
+
+def test_an_assistant_first_history_that_fills_the_budget_leaves_room_for_the_user_line():
+    """With everything sent while it fits, a greeting-first history exactly the budget's size no longer
+    fits once shaped, so it is cut; one smaller by the user line is sent whole."""
+    msgs = [msg("hello", "assistant", "Welcome! Ask me anything."), msg("u0", "user", "Hi " * 40),
+            msg("a0", "assistant", "Hello " * 40), msg("q", "user", "And now?")]
+    whole = count_messages([{"role": m.role, "content": m.content} for m in msgs], model=MODEL)
+    bridge = bridge_tokens(msgs, model=MODEL)
+    assert bridge > 0
+    for budget in (whole, whole + bridge - 1):
+        result = pack(msgs, budget=budget, model=MODEL, config=SEND_ALL_THAT_FITS)
+        assert result.stats["optimization_applied"]
+        assert shape_request(result.messages, model=MODEL).tokens <= budget
+    result = pack(msgs, budget=whole + bridge, model=MODEL, config=SEND_ALL_THAT_FITS)
+    assert not result.stats["optimization_applied"]
+    assert shape_request(result.messages, model=MODEL).tokens == whole + bridge

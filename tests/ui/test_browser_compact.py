@@ -87,6 +87,19 @@ def test_compact_command_shows_the_job_state_then_the_summary_without_a_reload(
     conversation = Conversation.objects.get(owner=user)
     _wait(browser, lambda d: d.find_element(By.ID, "gauge-text").text.endswith("/ 15.5k"))
 
+    # Two rounds are all kept as they are: the command is refused with the reason, and the text is
+    # given back to the box, with no job started.
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("/compact keep the SQL")
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: "Nothing to summarize yet" in d.find_element(By.ID, "toasts").text)
+    assert box.get_attribute("value") == "/compact keep the SQL"
+    assert not SummaryJob.objects.filter(conversation=conversation).exists()
+    # the browser logs the refusal's 400 as a failed load; nothing else went wrong
+    assert [e["message"] for e in console_errors(browser) if "/compact/ " not in e["message"]] == []
+    box.clear()
+    _send(browser, "Which column is indexed?")
+
     # `/compact <instructions>` in the composer starts a summary instead of sending a message.
     browser.execute_script(SPY_FETCH)
     box = browser.find_element(By.ID, "composer-input")
@@ -104,7 +117,7 @@ def test_compact_command_shows_the_job_state_then_the_summary_without_a_reload(
     job = SummaryJob.objects.get(conversation=conversation)
     assert (job.trigger, job.instructions) == (SummaryJob.Trigger.MANUAL, "keep the SQL")
     # The command is not a chat message: nothing went to the model, the box is empty again.
-    assert Message.objects.filter(conversation=conversation, role="user").count() == 2
+    assert Message.objects.filter(conversation=conversation, role="user").count() == 3
     assert browser.find_element(By.ID, "composer-input").get_attribute("value") == ""
     # While the job is active the page keeps asking for its state.
     _wait(browser, lambda d: len([c for c in d.execute_script("return window.__calls")

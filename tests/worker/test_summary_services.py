@@ -278,6 +278,23 @@ def test_api_compact_jobs_edit_discard_and_ownership(owner, long_conversation, p
     assert api.post(compact_url, {"content": "hi"}, format="json").status_code == 400
 
 
+def test_compact_with_nothing_to_summarize_is_refused_up_front(owner, long_conversation, published):
+    """Too short a chat, or one whose older part is summarized already: the request is refused with
+    the reason (the composer gives the text back) instead of a job queued only to be cancelled."""
+    api = token_client(owner)
+    short = long_conversation(config=None, rounds=2, window_rounds=2)
+    response = api.post(f"/api/conversations/{short.pk}/compact/", {"content": "/compact"}, format="json")
+    assert response.status_code == 400 and "Nothing to summarize yet" in str(response.json())
+    assert not SummaryJob.objects.filter(conversation=short).exists() and published == []
+
+    conversation = long_conversation(config=None)
+    job = conversation_compact(conversation=conversation)
+    assert summary_job_run(job_id=job.pk).status == "done"
+    again = api.post(f"/api/conversations/{conversation.pk}/compact/", {}, format="json")
+    assert again.status_code == 400 and "Nothing to summarize yet" in str(again.json())
+    assert list(SummaryJob.objects.filter(conversation=conversation).values_list("status", flat=True)) == ["done"]
+
+
 def test_sweep_command(owner, long_conversation, published):
     from io import StringIO
 
