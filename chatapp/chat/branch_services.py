@@ -18,7 +18,7 @@ from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
 from chatapp.chat.branch_selectors import message_sibling_ids
-from chatapp.chat.context import live_chat_q
+from chatapp.chat.context import live_chat_q, offline_reply_q
 from chatapp.chat.message_services import live_totals_add
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_services import message_index_sync
@@ -32,7 +32,10 @@ def _move(*, conversation_id: int, rows: QuerySet[Message], hide: bool, tag: int
     """
     chat_ids = list(rows.filter(kind=Message.Kind.CHAT).values_list("id", flat=True))
     live = rows.filter(live_chat_q() if hide else Q(kind=Message.Kind.CHAT, status=Message.Status.COMPLETE))
-    sums = live.aggregate(n=Count("id"), chars=Sum("char_count"), tokens=Sum("token_count"))
+    offline = offline_reply_q()
+    sums = live.aggregate(n=Count("id"), chars=Sum("char_count"), tokens=Sum("token_count"),
+                          offline_n=Count("id", filter=offline), offline_chars=Sum("char_count", filter=offline),
+                          offline_tokens=Sum("token_count", filter=offline))
     moved = rows.update(superseded=hide, off_path_by=tag, updated_at=timezone.now())
     if not moved:
         return 0
@@ -43,6 +46,8 @@ def _move(*, conversation_id: int, rows: QuerySet[Message], hide: bool, tag: int
             messages=sign * sums["n"],
             chars=sign * (sums["chars"] or 0),
             tokens=sign * (sums["tokens"] or 0),
+            offline=(sign * sums["offline_n"], sign * (sums["offline_chars"] or 0),
+                     sign * (sums["offline_tokens"] or 0)),
         )
     message_index_sync(message_ids=chat_ids)  # off the path: neither recalled nor counted in BM25
     return len(chat_ids)

@@ -96,6 +96,29 @@ def message_is_live(*, kind: str, status: str, superseded: bool) -> bool:
     return kind == Message.Kind.CHAT and status == Message.Status.COMPLETE and not superseded
 
 
+def offline_reply_q() -> Q:
+    """The offline demo model's replies: never history for a real model (context_load)."""
+    return Q(role=Message.Role.ASSISTANT, model=OFFLINE_MODEL)
+
+
+def is_offline_reply(*, role: str, model: str) -> bool:
+    """`offline_reply_q()` for one row already in memory."""
+    return role == Message.Role.ASSISTANT and model == OFFLINE_MODEL
+
+
+def live_history(*, conversation: Conversation, offline_replies: bool) -> HistoryTotals:
+    """The live history's totals as a request sees it: without the offline demo model's replies for a
+    real model (`offline_replies=False`), as context_load leaves them out of what it reads."""
+    if offline_replies:
+        return HistoryTotals(messages=conversation.live_message_count, chars=conversation.live_char_count,
+                             tokens=conversation.live_token_count)
+    return HistoryTotals(
+        messages=conversation.live_message_count - conversation.offline_reply_count,
+        chars=conversation.live_char_count - conversation.offline_reply_chars,
+        tokens=conversation.live_token_count - conversation.offline_reply_tokens,
+    )
+
+
 @dataclass(slots=True)
 class ContextInput:
     """What context_load read for one request, in the optimizer's terms plus the ids the app needs."""
@@ -204,7 +227,7 @@ def _context_rows_query(
     offline_replies, whole, _, _ = shape
     live = Message.objects.filter(live_chat_q())
     if not offline_replies:
-        live = live.exclude(role=Message.Role.ASSISTANT, model=OFFLINE_MODEL)
+        live = live.exclude(offline_reply_q())
     if through_id is not None:
         live = live.filter(id__lte=through_id)
     if whole:
@@ -285,13 +308,14 @@ def context_load(
         # The stored id may belong to a reply that was later superseded: the window begins at the
         # first live message at or after it.
         window_start = next((str(r[0]) for r in ordered if r[0] >= start), None)
+    live = live_history(conversation=conversation, offline_replies=offline_replies)
     return ContextInput(
         msgs=[*prompts, *(_to_msg(r) for r in ordered)],
         summary=summary,
         history=HistoryTotals(
-            messages=conversation.live_message_count + len(prompts),
-            chars=conversation.live_char_count + sum(m.chars or 0 for m in prompts),
-            tokens=conversation.live_token_count + sum(m.tokens or 0 for m in prompts),
+            messages=live.messages + len(prompts),
+            chars=live.chars + sum(m.chars or 0 for m in prompts),
+            tokens=live.tokens + sum(m.tokens or 0 for m in prompts),
         ),
         counters=Counters(
             summaries_so_far=conversation.summary_count,

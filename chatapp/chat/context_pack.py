@@ -12,7 +12,15 @@ from typing import Any
 from django.db.models import Q
 
 import optimizer
-from chatapp.chat.context import PROMPT_IDS, ContextInput, context_budget, context_load, prompt_msgs, tail_start_id
+from chatapp.chat.context import (
+    PROMPT_IDS,
+    ContextInput,
+    context_budget,
+    context_load,
+    live_history,
+    prompt_msgs,
+    tail_start_id,
+)
 from chatapp.chat.models import Conversation, Preference, UserSettings
 from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.summary_selectors import summary_quota_reason, summary_quota_remaining
@@ -30,7 +38,7 @@ _NO_SUMMARIZER = "no summarizer available"
 
 
 def _quota_allows_summaries(
-    *, conversation: Conversation, budget: int, config: PackConfig, preference: str, prompt_tokens: int
+    *, conversation: Conversation, budget: int, config: PackConfig, preference: str, history: int
 ) -> bool:
     """False when the conversation used its daily automatic summaries (settings.SUMMARIES_PER_DAY).
 
@@ -38,8 +46,7 @@ def _quota_allows_summaries(
     trigger): below that everything is sent and the quota cannot matter, so short chats skip the query.
     """
     if conversation.window_start_id is None and (
-        conversation.live_token_count + prompt_tokens + REPLY_PRIMING
-        < trigger_tokens(budget, config, preference=preference)
+        history + REPLY_PRIMING < trigger_tokens(budget, config, preference=preference)
     ):
         return True
     return summary_quota_remaining(conversation=conversation) > 0
@@ -66,7 +73,7 @@ def _pack_plan(
     auto_optimize: bool,
     through_id: int | None,
     preference: str,
-    prompt_tokens: int,
+    history: int,
     trigger_ratio: float | None = None,
 ) -> tuple[dict[str, Any], PackConfig, bool]:
     """How to load and pack under the user's automatic-optimization switch.
@@ -78,10 +85,10 @@ def _pack_plan(
     ignored, and the stored window is cleared, since nothing is left out. Once it no longer fits, the
     window is loaded, only what is needed is truncated (target 90%: the smallest cut that leaves
     room for a few more turns), and a summary that exists is sent whenever it fits. No background
-    summary is started, since that would be automatic optimization too. `prompt_tokens` (the custom
-    instructions and system prompt) count as history: they are sent with it.
+    summary is started, since that would be automatic optimization too. `history`: the live history's
+    tokens as this target sees it (context.live_history), the custom instructions and system prompt
+    included: they are sent with it.
     """
-    history = conversation.live_token_count + prompt_tokens
     if auto_optimize:
         config = PackConfig() if trigger_ratio is None else PackConfig(trigger_ratio=trigger_ratio)
         summarizer = True
@@ -121,7 +128,9 @@ def context_build(
     """
     budget = context_budget(target=target)
     prompts = prompt_msgs(instructions=instructions, system_prompt=conversation.system_prompt, model=target.model)
-    prompt_tokens = sum(m.tokens or 0 for m in prompts)
+    history = live_history(conversation=conversation, offline_replies=target.offline).tokens + sum(
+        m.tokens or 0 for m in prompts
+    )
     if recall_fill is None:
         recall_fill = conversation.window_start_id is None
     load, config, summarizer = _pack_plan(
@@ -130,11 +139,11 @@ def context_build(
         auto_optimize=auto_optimize,
         through_id=through_id,
         preference=preference,
-        prompt_tokens=prompt_tokens,
+        history=history,
         trigger_ratio=trigger_ratio,
     )
     quota_exhausted = summarizer and not _quota_allows_summaries(
-        conversation=conversation, budget=budget, config=config, preference=preference, prompt_tokens=prompt_tokens
+        conversation=conversation, budget=budget, config=config, preference=preference, history=history
     )
     if quota_exhausted:
         summarizer = False

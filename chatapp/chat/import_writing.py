@@ -24,7 +24,7 @@ from django.utils import timezone
 
 import optimizer
 from chatapp.chat.branch_services import conversation_path_thread
-from chatapp.chat.context import message_is_live
+from chatapp.chat.context import is_offline_reply, message_is_live
 from chatapp.chat.imports import ConversationError, ConversationRecord, MessageRecord
 from chatapp.chat.imports.records import link_column, where
 from chatapp.chat.message_services import title_from_text
@@ -89,6 +89,7 @@ def conversation_import(*, owner: User, record: ConversationRecord, index: int, 
     started = record.created_at or next((m.created_at for m in record.messages if m.created_at), None) or now
     rows, dates = _message_rows(record=record, label=label, token_model=token_model, started=started)
     live = [r for r in rows if message_is_live(kind=r.kind, status=r.status, superseded=r.superseded)]
+    demo = [r for r in live if is_offline_reply(role=r.role, model=r.model)]
     title, custom = _title(record=record)
     conversation = Conversation.objects.create(
         owner=owner,
@@ -100,6 +101,9 @@ def conversation_import(*, owner: User, record: ConversationRecord, index: int, 
         live_message_count=len(live),
         live_char_count=sum(r.char_count for r in live),
         live_token_count=sum(r.token_count for r in live),
+        offline_reply_count=len(demo),
+        offline_reply_chars=sum(r.char_count for r in demo),
+        offline_reply_tokens=sum(r.token_count for r in demo),
         summary_count=sum(1 for r in rows if r.kind == Message.Kind.SUMMARY and not r.edited),
     )
     for row in rows:

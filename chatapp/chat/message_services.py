@@ -15,7 +15,7 @@ from django.utils import timezone
 
 import optimizer
 from chatapp.chat.branch_selectors import SiblingPlace, message_sibling_places, path_tail_id
-from chatapp.chat.context import conversation_config, message_is_live
+from chatapp.chat.context import conversation_config, is_offline_reply, message_is_live
 from chatapp.chat.layout import Place
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.rendering import markdown_render
@@ -40,12 +40,18 @@ class MessageTooLarge(TooLarge):
         )
 
 
-def live_totals_add(*, conversation_id: int, messages: int, chars: int, tokens: int) -> None:
-    """Adjust the conversation's running totals over sendable messages (F(): concurrent turns add up)."""
+def live_totals_add(
+    *, conversation_id: int, messages: int, chars: int, tokens: int, offline: tuple[int, int, int] = (0, 0, 0)
+) -> None:
+    """Adjust the conversation's running totals over sendable messages (F(): concurrent turns add up);
+    `offline`: (messages, chars, tokens) of those that are the offline demo model's replies."""
     Conversation.objects.filter(pk=conversation_id).update(
         live_message_count=F("live_message_count") + messages,
         live_char_count=F("live_char_count") + chars,
         live_token_count=F("live_token_count") + tokens,
+        offline_reply_count=F("offline_reply_count") + offline[0],
+        offline_reply_chars=F("offline_reply_chars") + offline[1],
+        offline_reply_tokens=F("offline_reply_tokens") + offline[2],
         updated_at=timezone.now(),
     )
 
@@ -82,11 +88,17 @@ def message_append(
         )
         message_index_add(message=message)  # recall and search find it from this commit on
         if message_is_live(kind=message.kind, status=message.status, superseded=message.superseded):
-            live_totals_add(conversation_id=conversation.pk, messages=1, chars=len(content), tokens=tokens)
+            offline = is_offline_reply(role=role, model=message.model)
+            live_totals_add(conversation_id=conversation.pk, messages=1, chars=len(content), tokens=tokens,
+                            offline=(1, len(content), tokens) if offline else (0, 0, 0))
             # The caller's instance follows along (the database row was updated with F() above).
             conversation.live_message_count += 1
             conversation.live_char_count += len(content)
             conversation.live_token_count += tokens
+            if offline:
+                conversation.offline_reply_count += 1
+                conversation.offline_reply_chars += len(content)
+                conversation.offline_reply_tokens += tokens
     return message
 
 

@@ -60,6 +60,11 @@ class Conversation(models.Model):
     live_message_count = models.PositiveIntegerField(default=0)
     live_char_count = models.PositiveBigIntegerField(default=0)
     live_token_count = models.PositiveBigIntegerField(default=0)
+    # The offline demo model's replies among those totals: a request to a real model leaves them out
+    # (context.live_history), so the history it packs is the difference.
+    offline_reply_count = models.PositiveIntegerField(default=0)
+    offline_reply_chars = models.PositiveBigIntegerField(default=0)
+    offline_reply_tokens = models.PositiveBigIntegerField(default=0)
     truncation_count = models.PositiveIntegerField(default=0)
     summary_count = models.PositiveIntegerField(default=0)
     # When the turn now running here started (null: none). Turns are one at a time: a send takes the

@@ -13,7 +13,7 @@ from django.db import connection
 from django.db.models import Q, Sum
 
 import optimizer
-from chatapp.chat.context import live_chat_q
+from chatapp.chat.context import live_chat_q, offline_reply_q
 from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.chat.turn_records import money
 from chatapp.chat.turn_types import ChatTurn
@@ -22,8 +22,11 @@ from chatapp.dashboard.totals import dashboard_totals_record_finish
 _DROPPED_CACHE_SECONDS = 3600
 
 
-def dropped_tokens_sum(*, conversation_id: int, ranges: Sequence[Sequence[int]]) -> int:
-    """Tokens of the live messages in `ranges` (a record's dropped ranges), counted by the database.
+def dropped_tokens_sum(
+    *, conversation_id: int, ranges: Sequence[Sequence[int]], offline_replies: bool = True
+) -> int:
+    """Tokens of the live messages in `ranges` (a record's dropped ranges), counted by the database;
+    without the offline demo model's replies for a real model (`offline_replies=False`: never its history).
 
     The ranges lie below the window, and they stay the same from one turn to the next until the
     window moves (every few turns): the sum is kept in the cache under the ranges it was made for,
@@ -35,17 +38,17 @@ def dropped_tokens_sum(*, conversation_id: int, ranges: Sequence[Sequence[int]])
     if not ranges:
         return 0
     digest = hashlib.sha256(json.dumps([list(r) for r in ranges]).encode()).hexdigest()[:32]
-    key = f"chat:dropped-tokens:{conversation_id}:{digest}"
+    key = f"chat:dropped-tokens:{conversation_id}:{digest}:{int(offline_replies)}"
     cached = cache.get(key)
     if cached is not None:
         return int(cached)
     within = Q()
     for first, last in ranges:
         within |= Q(id__gte=first, id__lte=last)
-    total = (
-        Message.objects.filter(within, live_chat_q(), conversation_id=conversation_id)
-        .aggregate(total=Sum("token_count"))["total"]
-    ) or 0
+    live = Message.objects.filter(within, live_chat_q(), conversation_id=conversation_id)
+    if not offline_replies:
+        live = live.exclude(offline_reply_q())
+    total = live.aggregate(total=Sum("token_count"))["total"] or 0
     cache.set(key, total, timeout=_DROPPED_CACHE_SECONDS)
     return int(total)
 
@@ -55,7 +58,8 @@ def record_finish(*, turn: ChatTurn, usage: Any) -> None:
     summary (`dropped_tokens_sum` over the dropped ranges) and the provider's prompt figures; a
     provider prompt-cache hit lowers the sent cost (priced on our own count, like the full-history
     cost, so the two stay comparable)."""
-    whole = dropped_tokens_sum(conversation_id=turn.conversation_id, ranges=turn.dropped_ranges)
+    whole = dropped_tokens_sum(conversation_id=turn.conversation_id, ranges=turn.dropped_ranges,
+                               offline_replies=turn.target.offline)
     # Never below zero, should a quoted message's count have changed since the cached sum was made.
     dropped = max(0, whole - turn.dropped_less)
     fields: dict[str, Any] = {"dropped_tokens": dropped}

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import optimizer
+from chatapp.chat.context import is_offline_reply
 from chatapp.chat.layout import message_place_get
 from chatapp.chat.message_services import message_serialize
 from chatapp.chat.models import Message
@@ -71,7 +72,8 @@ def reply_store(
             raise ReplyGoneError(turn.reply_id)
         # The live totals (increments: concurrent writers add up) and the claim given back, in one statement.
         turn_claim_release(conversation_id=turn.conversation_id, claimed_at=turn.claimed_at, messages=int(counted),
-                           chars=len(content) if counted else 0, tokens=tokens if counted else 0)
+                           chars=len(content) if counted else 0, tokens=tokens if counted else 0,
+                           offline=is_offline_reply(role=Message.Role.ASSISTANT, model=turn.target.model))
         if counted and not revived:
             # It was streaming until this transaction, so nothing indexed it: its row is written here.
             reply = Message(

@@ -126,18 +126,23 @@ def turn_claim_take(*, conversation_id: int, client_key: str = "") -> datetime:
 # statement of plain SQL (rowsql says why).
 _RELEASE_SQL = (
     "UPDATE chat_conversation SET live_message_count = live_message_count + %s, "
-    "live_char_count = live_char_count + %s, live_token_count = live_token_count + %s, updated_at = %s, "
+    "live_char_count = live_char_count + %s, live_token_count = live_token_count + %s, "
+    "offline_reply_count = offline_reply_count + %s, offline_reply_chars = offline_reply_chars + %s, "
+    "offline_reply_tokens = offline_reply_tokens + %s, updated_at = %s, "
     "turn_claimed_at = CASE WHEN turn_claimed_at = %s THEN NULL ELSE turn_claimed_at END WHERE id = %s"
 )
 
 
 def turn_claim_release(
-    *, conversation_id: int, claimed_at: datetime | None, messages: int = 0, chars: int = 0, tokens: int = 0
+    *, conversation_id: int, claimed_at: datetime | None, messages: int = 0, chars: int = 0, tokens: int = 0,
+    offline: bool = False,
 ) -> None:
     """Give the claim back if it is still the one taken at `claimed_at`, counting `messages` more live
-    messages of `chars` characters and `tokens` tokens; updated_at is touched."""
+    messages of `chars` characters and `tokens` tokens (`offline`: the offline demo model's replies,
+    counted apart as well); updated_at is touched."""
     ops = connection.ops
     claim = ops.adapt_datetimefield_value(claimed_at) if claimed_at is not None else None
+    apart = [messages, chars, tokens] if offline else [0, 0, 0]
     with connection.cursor() as cursor:
-        cursor.execute(_RELEASE_SQL, [messages, chars, tokens, ops.adapt_datetimefield_value(timezone.now()), claim,
-                                      conversation_id])
+        cursor.execute(_RELEASE_SQL, [messages, chars, tokens, *apart, ops.adapt_datetimefield_value(timezone.now()),
+                                      claim, conversation_id])

@@ -36,6 +36,19 @@ def test_the_sum_is_read_again_from_the_cache_until_the_ranges_change(
     assert dropped_tokens_sum(conversation_id=conversation.pk, ranges=[]) == 0
 
 
+def test_for_a_real_model_the_demo_replies_in_the_ranges_are_not_counted(user, conversation):
+    """A real model is never sent the offline demo's replies, so it does not drop them either."""
+    ids = seed_messages(conversation, 20)
+    demo = Message.objects.filter(pk__in=ids[1:10:2], role="assistant")
+    assert demo.update(model="offline-demo") == 5
+    ranges = [[ids[0], ids[19]]]
+    demo_tokens = sum(demo.values_list("token_count", flat=True))
+    everything = dropped_tokens_sum(conversation_id=conversation.pk, ranges=ranges)
+    assert everything == _expected(conversation, ranges)
+    real = dropped_tokens_sum(conversation_id=conversation.pk, ranges=ranges, offline_replies=False)
+    assert real == everything - demo_tokens and demo_tokens > 0
+
+
 def test_a_turn_with_quotes_records_the_tokens_of_its_stored_ranges(user, conversation, fake_openai):
     """The quoted messages are cut out of the record's ranges; the tokens it records are still exactly
     the live tokens of those ranges (summed as the ranges before the cut, less the quotes' counts)."""

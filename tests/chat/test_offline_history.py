@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from chatapp.chat.context import live_chat_q, offline_reply_q
 from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.search_services import conversation_index_rebuild
@@ -92,3 +93,55 @@ def test_the_api_switches_a_chat_to_the_offline_model_and_back_and_the_next_turn
     assert real.names[-1] == "done", real.events
     assert real.named("done")[0]["message"]["model"] == config.model
     assert len(fake_openai.completions) == 1
+
+
+def _offline_totals(conversation) -> tuple[int, int, int]:
+    conversation.refresh_from_db()
+    return conversation.offline_reply_count, conversation.offline_reply_chars, conversation.offline_reply_tokens
+
+
+def _offline_rows(conversation) -> tuple[int, int, int]:
+    live = Message.objects.filter(live_chat_q(), offline_reply_q(), conversation=conversation)
+    return live.count(), sum(live.values_list("char_count", flat=True)), sum(live.values_list("token_count", flat=True))
+
+
+def test_a_chat_switched_from_the_demo_to_a_real_model_counts_only_its_real_history(user, fake_openai):
+    """The demo's replies stay counted apart through regenerate and branch switches, so a real model's
+    gauge, trigger and record see the history it is sent: no needless cut and no "saved" figure."""
+    from rest_framework.test import APIClient
+
+    from tests.support.chat import post_stream
+
+    api = APIClient()
+    api.force_authenticate(user)
+    conversation = conversation_create(owner=user)
+    for question in ("We keep invoices in PostgreSQL.", "The backups run at 02:00.", "Reports go out on Fridays."):
+        assert send(user, conversation, question).names[-1] == "done"
+    assert _offline_totals(conversation) == _offline_rows(conversation) and _offline_totals(conversation)[0] == 3
+
+    last = Message.objects.filter(conversation=conversation, role="assistant").latest("id")
+    assert post_stream(user, f"/api/messages/{last.pk}/regenerate/").names[-1] == "done"
+    assert _offline_totals(conversation) == _offline_rows(conversation) and _offline_totals(conversation)[0] == 3
+    shown = api.post(f"/api/messages/{last.pk}/branch/", {"index": 1}, format="json")
+    assert shown.status_code == 200, shown.content
+    assert _offline_totals(conversation) == _offline_rows(conversation) and _offline_totals(conversation)[0] == 3
+
+    demo_tokens = _offline_totals(conversation)[2]
+    users = list(Message.objects.filter(live_chat_q(), conversation=conversation, role="user"))
+    real_history = sum(m.token_count for m in users)
+    # a window whose trigger the demo's long replies would cross, but the questions alone are far under
+    config = make_config(user, fake_openai.base_url, window=500 + 3 * (real_history + demo_tokens) // 4, max_output=500)
+    conversation_set_config(conversation=conversation, llm_config=config)
+    gauge = api.get(f"/api/conversations/{conversation.pk}/context/").json()
+    assert gauge["history_tokens"] < real_history + 20 < gauge["budget"] * 0.8 < real_history + demo_tokens
+
+    fake_openai.reset()
+    result = send(user, conversation, "Which database holds the invoices?")
+
+    assert result.names[-1] == "done", result.events
+    record = OptimizationRecord.objects.latest("id")
+    assert record.strategy == "none" and record.tokens_full == record.tokens_sent
+    [received] = [c.messages for c in fake_openai.completions]
+    assert [m["role"] for m in received] == ["user"]  # the questions, merged: nothing of the demo's
+    conversation.refresh_from_db()
+    assert _offline_totals(conversation)[0] == 3  # the real model's reply is not the demo's
