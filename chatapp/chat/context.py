@@ -156,13 +156,18 @@ def _to_msg(row: Row) -> Msg:
     return Msg(id=str(pk), role=cast(Role, role), content=content, pinned=bool(pinned), tokens=tokens or None)
 
 
-def tail_start_id(*, conversation: Conversation, tokens: int, through_id: int | None) -> int | None:
-    """Id of the oldest live message among the newest ones whose stored counts reach `tokens`.
+def tail_start_id(
+    *, conversation: Conversation, tokens: int, through_id: int | None, offline_replies: bool = True
+) -> int | None:
+    """Id of the oldest live message among the newest ones whose stored counts reach `tokens`
+    (`offline_replies=False`: the offline demo model's replies not counted, as context_load leaves them out).
 
     Walks backwards over (id, token_count) pairs only, in small batches, so a conversation with no
     window state yet still does not bring its whole history into memory.
     """
     qs = Message.objects.filter(live_chat_q(), conversation=conversation)
+    if not offline_replies:
+        qs = qs.exclude(offline_reply_q())
     if through_id is not None:
         qs = qs.filter(id__lte=through_id)
     total = 0

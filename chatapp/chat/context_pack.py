@@ -74,6 +74,7 @@ def _pack_plan(
     through_id: int | None,
     preference: str,
     history: int,
+    offline_replies: bool,
     trigger_ratio: float | None = None,
 ) -> tuple[dict[str, Any], PackConfig, bool]:
     """How to load and pack under the user's automatic-optimization switch.
@@ -101,7 +102,8 @@ def _pack_plan(
     if conversation.window_start_id is None and history > trigger_tokens(budget, config, preference=preference):
         # No window yet but the history is past the trigger (an imported or long conversation):
         # hand the optimizer the newest budget's worth of messages as the candidate window.
-        load["window_start_id"] = tail_start_id(conversation=conversation, tokens=budget, through_id=through_id)
+        load["window_start_id"] = tail_start_id(conversation=conversation, tokens=budget, through_id=through_id,
+                                                offline_replies=offline_replies)
     return load, config, summarizer
 
 
@@ -140,6 +142,7 @@ def context_build(
         through_id=through_id,
         preference=preference,
         history=history,
+        offline_replies=target.offline,
         trigger_ratio=trigger_ratio,
     )
     quota_exhausted = summarizer and not _quota_allows_summaries(

@@ -36,8 +36,13 @@ def _wait(driver, condition, timeout=30):
     return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,)).until(condition)
 
 
+def _idle(driver) -> bool:
+    """No reply streaming: the box is open either way, but Enter sends only then."""
+    return "is-streaming" not in (driver.find_element(By.ID, "app").get_attribute("class") or "").split()
+
+
 def _send(driver, text):
-    _wait(driver, lambda d: d.find_element(By.ID, "composer-input").is_enabled())
+    _wait(driver, _idle)
     box = driver.find_element(By.ID, "composer-input")
     lines = text.split("\n")
     for i, line in enumerate(lines):
@@ -205,9 +210,14 @@ def test_stop_keeps_the_partial_reply_marked_stopped(asgi_server, browser, fake_
     box.send_keys(Keys.ENTER)
     stop = browser.find_element(By.ID, "stop-btn")
     _wait(browser, lambda d: stop.is_displayed())
-    assert not browser.find_element(By.ID, "composer-input").is_enabled()
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming .msg-content")
           and d.find_elements(By.CSS_SELECTOR, ".msg--assistant .msg-content")[-1].text.strip())
+    # The next message can be written meanwhile; Enter does not send it while the reply streams.
+    box.send_keys("and then?")
+    box.send_keys(Keys.ENTER)
+    assert not _idle(browser)
+    assert box.get_attribute("value") == "and then?"
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--user")) == 1
     stop.click()
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
           == "stopped")
@@ -216,7 +226,8 @@ def test_stop_keeps_the_partial_reply_marked_stopped(asgi_server, browser, fake_
     assert reply.find_element(By.CSS_SELECTOR, ".msg-content").text.strip()
     # stopping is not a failure: no error box or Retry, the same as after a reload (issue 14, 11)
     assert not reply.find_elements(By.CSS_SELECTOR, ".msg-error")
-    _wait(browser, lambda d: d.find_element(By.ID, "composer-input").is_enabled())
+    _wait(browser, _idle)
+    assert box.get_attribute("value") == "and then?"  # the draft is still there, to send now
     stored = Message.objects.get(conversation__owner=user, role="assistant")
     assert stored.status == Message.Status.STOPPED
     assert stored.content

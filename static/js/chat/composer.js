@@ -1,5 +1,5 @@
 /* The composer: sending a message (a new chat is created on the first), /compact, the model picker. */
-import { buildMessage, el, icon, scrollToBottom } from "./dom.js";
+import { announce, buildMessage, el, icon, scrollToBottom } from "./dom.js";
 import { refreshGauge } from "./gauge.js";
 import { compactNow, renderJob } from "./jobs.js";
 import { refreshSidebar } from "./sidebar.js";
@@ -142,7 +142,11 @@ let sending = false;
 
 form.addEventListener("submit", async (e) => {
   e.preventDefault();
-  if (state.streaming || sending) return;
+  if (state.streaming) {
+    announce("The reply is still being written: your message stays in the box. Esc stops the reply.");
+    return;
+  }
+  if (sending) return;
   const content = input.value;
   if (!content.trim()) { input.focus(); return; }
   // Guards the gap before the stream starts (creating the conversation) against a double send.

@@ -1,6 +1,6 @@
 /* Keyboard shortcuts, listed in a dialog ("?" outside a text field, or "Keyboard shortcuts" in the
    sidebar). Esc while a reply streams stops it (main.js); the rest are here. */
-import { copyText, input, messagesEl, toast } from "./state.js";
+import { copyText, input, messagesEl, state, toast } from "./state.js";
 import { editLastMessage } from "./branches.js";
 
 const dialog = document.getElementById("shortcuts-dialog");
@@ -41,7 +41,8 @@ document.addEventListener("keydown", (e) => {
   } else if (e.key === "?" && !e.ctrlKey && !e.metaKey && !e.altKey && !typing(e.target)) {
     e.preventDefault();
     openShortcuts();
-  } else if (e.key === "ArrowUp" && e.target === input && !input.value && !e.shiftKey && !mod && !e.altKey) {
+  } else if (e.key === "ArrowUp" && e.target === input && !input.value && !state.streaming && !e.shiftKey && !mod
+             && !e.altKey) {
     // Your last message opens for editing in place (Save & submit makes a new version of it).
     if (editLastMessage()) e.preventDefault();
   }

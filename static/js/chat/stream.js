@@ -7,7 +7,7 @@ import { refreshSidebar, setTitle } from "./sidebar.js";
 import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, sendBtn, state, stopBtn, toast } from "./state.js";
 
 export function setStreaming(on) {
-  input.disabled = on;
+  // The box stays open: the next message can be written while this reply streams (Enter waits for it).
   hint.hidden = on;
   busyHint.hidden = !on;
   sendBtn.hidden = on;
