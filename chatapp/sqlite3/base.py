@@ -16,6 +16,10 @@ an old connection.
 
 OPTIONS["pool_size"] (settings: DATABASE_POOL_SIZE) is how many idle connections a process keeps;
 0 keeps none.
+
+Case-insensitive lookups (`icontains` and the like: the sidebar's title search) compare both sides
+through Python's `str.casefold`: SQLite's LIKE folds ASCII letters only, so "café" did not find
+"CAFÉ" (PostgreSQL's UPPER() is Unicode-aware already).
 """
 
 from __future__ import annotations
@@ -40,7 +44,33 @@ def _file_identity(path: str) -> tuple[int, int] | None:
     return stat.st_dev, stat.st_ino
 
 
+# Django's SQLite lookups that ignore case, and the SQL function that folds their two sides.
+_FOLDED = ("iexact", "icontains", "istartswith", "iendswith")
+_FOLD = "casefold"
+
+
+def _casefold(value: object) -> object:
+    return value.casefold() if isinstance(value, str) else value
+
+
+class DatabaseOperations(base.DatabaseOperations):
+    def lookup_cast(self, lookup_type: str, internal_type: str | None = None) -> str:
+        cast = super().lookup_cast(lookup_type, internal_type)
+        return f"{_FOLD}({cast})" if lookup_type in _FOLDED else cast
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    ops_class = DatabaseOperations
+    operators = {
+        **base.DatabaseWrapper.operators,
+        **{lookup: f"LIKE {_FOLD}(%s) ESCAPE '\\'" for lookup in _FOLDED},
+    }
+    pattern_ops = {
+        **base.DatabaseWrapper.pattern_ops,
+        "icontains": f"LIKE '%%' || {_FOLD}({{}}) || '%%' ESCAPE '\\'",
+        "istartswith": f"LIKE {_FOLD}({{}}) || '%%' ESCAPE '\\'",
+        "iendswith": f"LIKE '%%' || {_FOLD}({{}}) ESCAPE '\\'",
+    }
     pool_size = 0
     # Where this wrapper's connection came from: (process id, file identity); None when not poolable.
     _origin: tuple[int, tuple[int, int] | None] | None = None
@@ -60,7 +90,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         key = self._pool_key()
         self._origin = None
         if key is None:
-            return super().get_new_connection(conn_params)
+            return self._opened(conn_params)
         identity = _file_identity(key[1])
         stale = []
         with _lock:
@@ -76,8 +106,13 @@ class DatabaseWrapper(base.DatabaseWrapper):
         for old in stale:
             old.close()
         if conn is None:
-            conn = super().get_new_connection(conn_params)
+            conn = self._opened(conn_params)
             self._origin = (key[0], _file_identity(key[1]))
+        return conn
+
+    def _opened(self, conn_params: dict[str, Any]) -> sqlite3.Connection:
+        conn = super().get_new_connection(conn_params)
+        conn.create_function(_FOLD, 1, _casefold, deterministic=True)
         return conn
 
     def _close(self) -> None:

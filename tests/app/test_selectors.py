@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.http import Http404
 
-from chatapp.chat import selectors, services
+from chatapp.chat import search_selectors, selectors, services
 from chatapp.chat.models import Message, UserSettings
 from chatapp.chat.search_services import conversation_index_rebuild
 from chatapp.providers import selectors as config_selectors
@@ -51,6 +51,22 @@ def test_search_by_title_and_content_without_duplicates(user, other_user):
     found = list(selectors.conversation_list(owner=user, query="  kubernetes "))
     assert sorted(c.pk for c in found) == sorted([by_title.pk, by_content.pk])
     assert len(list(selectors.conversation_list(owner=user, query=""))) == 3
+
+
+@pytest.mark.parametrize(("title", "query"), [
+    ("CAFÉ ÜBER ALLES", "café über"),
+    ("Отчёт за МАРТ", "отчёт за март"),  # noqa: RUF001 - Cyrillic on purpose
+    ("Ελληνικά ΘΈΜΑΤΑ", "θέματα"),
+    ("100% done_ok", "% DONE_"),
+])
+def test_title_search_ignores_case_beyond_ascii(user, title, query):
+    """SQLite's LIKE folds ASCII only; titles in other scripts are found whatever their case too, and
+    LIKE's wildcards in the query still match only themselves."""
+    found = _conversation(user, title)
+    _conversation(user, "Unrelated")
+    assert [c.pk for c in selectors.conversation_list(owner=user, query=query)] == [found.pk]
+    assert [hit.conversation_id for hit in search_selectors.title_hits(owner=user, query=query)] == [found.pk]
+    assert not list(selectors.conversation_list(owner=user, query=query + "x"))
 
 
 def test_list_is_newest_first(user):
