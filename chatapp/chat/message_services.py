@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 import optimizer
@@ -19,7 +19,7 @@ from chatapp.chat.context import conversation_config, is_offline_reply, message_
 from chatapp.chat.layout import Place
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.rendering import markdown_render
-from chatapp.chat.reply_stream import stop_flag
+from chatapp.chat.reply_stream import INTERRUPTED_WORDS, stop_flag
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.size_limits import TooLarge
 from chatapp.chat.textsafe import text_problem
@@ -113,9 +113,12 @@ def message_pin_set(*, message: Message, pinned: bool) -> Message:
 
 
 def message_stop(*, message: Message) -> None:
-    """Mark a streaming reply stopped; its stream loop sees the flag and keeps the partial text."""
+    """Mark a streaming reply stopped; its stream loop sees the flag and keeps the partial text. A
+    reply the orphan sweep took for dead may still be streaming (its heartbeat had stalled): the stop
+    wins there too, rather than the reply being stored complete when it ends (reply_store)."""
+    streaming = Q(status=Message.Status.STREAMING) | Q(status=Message.Status.ERROR, error=INTERRUPTED_WORDS)
     with transaction.atomic():
-        stopped = Message.objects.filter(pk=message.pk, status=Message.Status.STREAMING).update(
+        stopped = Message.objects.filter(streaming, pk=message.pk).update(
             status=Message.Status.STOPPED, updated_at=timezone.now()
         )
         if stopped:

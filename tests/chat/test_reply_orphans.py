@@ -70,6 +70,35 @@ def test_a_reply_the_sweep_took_for_dead_that_completes_is_stored_complete(asgi_
     assert conversation.live_message_count == 2 and conversation.live_token_count > reply.token_count
 
 
+def test_a_stop_still_wins_over_a_reply_the_sweep_took_for_dead(asgi_server, fake_openai, monkeypatch):
+    """Stop pressed while a swept stream is still alive: the reply ends stopped, not complete."""
+    monkeypatch.setattr(reply_stream, "STREAM_HEARTBEAT_SECONDS", 3600.0)  # the heartbeat stalls
+    user = get_user_model().objects.create_user(username="stopper", password="a long test password 9")
+    token = Token.objects.create(user=user)
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url,
+                                                                                  model="slow-150"))
+    headers = {"Authorization": f"Token {token.key}"}
+    swept, events = 0, []
+    with httpx.Client(base_url=asgi_server.url, headers=headers, timeout=30) as client, client.stream(
+        "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "talk slowly please"}
+    ) as response:
+        for name, data in sse_events(response):
+            events.append((name, data))
+            if name == "delta" and not swept:
+                reply = Message.objects.get(conversation=conversation, role="assistant")
+                Message.objects.filter(pk=reply.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+                swept = reply_stream.reply_orphans_finish()
+                with httpx.Client(base_url=asgi_server.url, headers=headers, timeout=30) as other:
+                    assert other.post(f"/api/messages/{reply.pk}/stop/").status_code == 200
+    assert swept == 1
+    name, data = events[-1]
+    assert name == "error" and data["kind"] == "stopped", events[-1]
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert reply.status == Message.Status.STOPPED and reply.content
+    conversation.refresh_from_db()
+    assert conversation.live_message_count == 1  # the question only
+
+
 def test_the_sweep_finishes_an_orphaned_reply_and_retry_works_at_once(user, fake_openai):
     config = make_config(user, fake_openai.base_url)
     conversation = Conversation.objects.create(owner=user, llm_config=config)
