@@ -131,50 +131,55 @@ def pack(
     _validate(budget, preference)
     msgs = messages if isinstance(messages, list) else list(messages)
     toks, given_tokens = _token_counts(msgs, model)
-    # The request goes out shaped (optimizer.shape): a history that opens with the assistant gets a
-    # user line before it, so the packing works in what the budget leaves beside that line.
-    bridge = bridge_tokens(msgs, model=model)
-    room = max(1, budget - bridge)
-    trigger = trigger_tokens(room, config, preference=preference)
-    target = target_tokens(room, config, preference=preference)
     total_tokens, msg_count = (history.tokens, history.messages) if history is not None else (given_tokens, len(msgs))
-    before = _Before(budget, _encoding_name(model)[1], trigger, target, total_tokens + REPLY_PRIMING, msg_count)
-    # fast path: no window state and the whole history is under the trigger -> send it unchanged
-    if not msgs or (window_start is None and before.tokens < trigger):
-        return _unchanged(msgs, toks, before)
-    if window_start is None and before.tokens <= room <= trigger:
-        # The trigger is the budget itself (automatic optimization off) and the history fills it exactly.
-        return _unchanged(msgs, toks, before, reason=FITS_REASON)
-    def packed(yield_window: bool) -> PackState:
-        state = begin(
-            msgs, toks, budget=room, preference=preference, model=model, config=config, trigger=trigger,
-            target=target, window_start=window_start, history=history, counters=counters,
-            summarizer_available=summarizer_available, summary=summary, summarize_now=summarize_now,
-            recall_source=recall_source, recall_fill=recall_fill, yield_window=yield_window,
-        )
-        for strategy in PLAN:
-            strategy.apply(state)
-        state.assemble()
-        for strategy in AFTER_ASSEMBLY:  # quotes around what is sent, so they run on the assembled context
-            strategy.apply(state)
-        return state
 
-    try:
+    def within(room: int) -> PackResult:
+        trigger = trigger_tokens(room, config, preference=preference)
+        target = target_tokens(room, config, preference=preference)
+        before = _Before(budget, _encoding_name(model)[1], trigger, target, total_tokens + REPLY_PRIMING, msg_count)
+        # fast path: no window state and the whole history is under the trigger -> send it unchanged
+        if not msgs or (window_start is None and before.tokens < trigger):
+            return _unchanged(msgs, toks, before)
+        if window_start is None and before.tokens <= room <= trigger:
+            # The trigger is the budget itself (automatic optimization off) and the history fills it exactly.
+            return _unchanged(msgs, toks, before, reason=FITS_REASON)
+
+        def packed(yield_window: bool) -> PackState:
+            state = begin(
+                msgs, toks, budget=room, preference=preference, model=model, config=config, trigger=trigger,
+                target=target, window_start=window_start, history=history, counters=counters,
+                summarizer_available=summarizer_available, summary=summary, summarize_now=summarize_now,
+                recall_source=recall_source, recall_fill=recall_fill, yield_window=yield_window,
+            )
+            for strategy in PLAN:
+                strategy.apply(state)
+            state.assemble()
+            for strategy in AFTER_ASSEMBLY:  # quotes around what is sent, so they run on the assembled context
+                strategy.apply(state)
+            return state
+
         state = packed(True)
-    except ContextTooLargeError as exc:
-        if not bridge:
-            raise
-        raise ContextTooLargeError(needed=exc.needed + bridge, budget=budget, detail=exc.detail) from exc
-    if state.yielded and (state.recalled is None or state.recalled.tokens < state.yielded):
-        # The window gave room to recall that recall did not use (nothing relevant enough): the
-        # preference's own window sends more of the conversation, never less than truncation would.
-        state = packed(False)
-    result = _result(state, before)
-    if (window_start is None and msg_count == len(msgs) and before.tokens <= room
-            and result.info.tokens_after >= before.tokens):
-        # A first cut of a history that fits the budget, whose quotes filled what the cut freed: it
-        # would send no fewer tokens than the history itself, which holds every message verbatim.
-        return _unchanged(msgs, toks, before, reason=FITS_REASON)
+        if state.yielded and (state.recalled is None or state.recalled.tokens < state.yielded):
+            # The window gave room to recall that recall did not use (nothing relevant enough): the
+            # preference's own window sends more of the conversation, never less than truncation would.
+            state = packed(False)
+        result = _result(state, before)
+        if (window_start is None and msg_count == len(msgs) and before.tokens <= room
+                and result.info.tokens_after >= before.tokens):
+            # A first cut of a history that fits the budget, whose quotes filled what the cut freed: it
+            # would send no fewer tokens than the history itself, which holds every message verbatim.
+            return _unchanged(msgs, toks, before, reason=FITS_REASON)
+        return result
+
+    result = within(budget)
+    # The request goes out shaped (optimizer.shape): one that opens with the assistant gets a user line
+    # before it. When the line does not fit beside the request, pack again in what the budget leaves.
+    bridge = bridge_tokens(result.messages, model=model)
+    if bridge and result.info.tokens_after + bridge > budget:
+        try:
+            return within(max(1, budget - bridge))
+        except ContextTooLargeError as exc:
+            raise ContextTooLargeError(needed=exc.needed + bridge, budget=budget, detail=exc.detail) from exc
     return result
 
 

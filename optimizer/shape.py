@@ -16,8 +16,9 @@ anywhere but first, two user or two assistant messages in a row, an assistant me
 
 Tool messages pass through. Every change is named in `notes`, for the optimization record; `tokens`
 counts the request as shaped. Joining only saves per-message overhead; the one addition is the user
-line (about 15 tokens) before a history that starts with the assistant (an imported greeting), and
-`pack` keeps room for it (`bridge_tokens`), so a shaped request stays inside the budget.
+line (about 15 tokens) before a request that starts with the assistant (an imported greeting, a
+pinned reply), and `pack` makes room for it (`bridge_tokens`), so a shaped request stays inside the
+budget.
 """
 
 from __future__ import annotations
@@ -101,9 +102,9 @@ def shape_request(packed: Sequence[PackedMessage], *, model: str) -> ShapedReque
     )
 
 
-def bridge_tokens(msgs: Sequence[Msg], *, model: str) -> int:
-    """The tokens of the user line `shape_request` puts before a history whose first message past the
-    system ones is the assistant's (0 for any other history): the packer keeps room for it."""
+def bridge_tokens(msgs: Sequence[Msg] | Sequence[PackedMessage], *, model: str) -> int:
+    """The tokens of the user line `shape_request` puts before a request whose first message past the
+    system ones is the assistant's (0 for any other): `pack` makes room for it."""
     first = next((m for m in msgs if m.role != "system"), None)
     if first is None or first.role != "assistant":
         return 0

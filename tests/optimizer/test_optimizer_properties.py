@@ -1,7 +1,9 @@
 """Hypothesis properties of pack() over random conversations, budgets and preferences."""
 
+import dataclasses
 import random
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from optkit import MODEL, msg, refeed, shape, source_of
@@ -191,16 +193,18 @@ def alternating(msgs):
 @given(msgs=st.one_of(conversations(), conversations().map(alternating)), greeting=st.integers(1, 80),
        pinned=st.booleans(),
        budget=st.one_of(st.integers(150, 6000), st.integers(-40, 40).map(lambda d: ("near", d))),
-       pref=st.sampled_from(["fast", "balanced", "quality"]), send_all=st.booleans())
-def test_an_assistant_first_history_goes_out_shaped_inside_the_budget(msgs, greeting, pinned, budget, pref, send_all):
-    """An imported history may open with the assistant's greeting (pinned or not); the request as
-    shaped for the wire (a user line before it) still fits the budget, near the history's size too."""
+       pref=st.sampled_from(["fast", "balanced", "quality"]), send_all=st.booleans(), first_user=st.booleans())
+def test_an_assistant_first_history_goes_out_shaped_inside_the_budget(msgs, greeting, pinned, budget, pref, send_all,
+                                                                       first_user):
+    """An imported history may open with the assistant's greeting (pinned or not), and without the
+    first user message kept a pinned reply may open the request; the request as shaped for the wire
+    (a user line before it) still fits the budget, near the history's size too."""
     lead = next((k for k, m in enumerate(msgs) if m.role != "system"), len(msgs))
     msgs = [*msgs[:lead], msg("hello", "assistant", "Welcome! " * greeting, pinned=pinned), *msgs[lead:]]
     if isinstance(budget, tuple):  # within a few tokens of the whole history, where it only just fits
         budget = max(150, count_messages([{"role": m.role, "content": m.content} for m in msgs], model=MODEL)
                      + budget[1])
-    config = SEND_ALL_THAT_FITS if send_all else PackConfig()
+    config = dataclasses.replace(SEND_ALL_THAT_FITS if send_all else PackConfig(), keep_first_user=first_user)
     try:
         result = pack(msgs, budget=budget, preference=pref, model=MODEL, config=config)
     except ContextTooLargeError as exc:
@@ -225,3 +229,39 @@ def test_an_assistant_first_history_that_fills_the_budget_leaves_room_for_the_us
     result = pack(msgs, budget=whole + bridge, model=MODEL, config=SEND_ALL_THAT_FITS)
     assert not result.stats["optimization_applied"]
     assert shape_request(result.messages, model=MODEL).tokens == whole + bridge
+
+
+def test_room_for_the_user_line_is_made_only_when_the_request_opens_with_the_assistant():
+    """A greeting the cut drops needs no user line: the must-keeps that fit the budget are packed, not
+    refused for the room of a line that would never be sent."""
+    msgs = [msg("sys", "system", "You are helpful."), msg("hello", "assistant", "Welcome! Ask me anything.")]
+    msgs += [msg("u0", "user", "First question " + "alpha " * 60), msg("a0", "assistant", "Answer " + "beta " * 60)]
+    for r in range(1, 8):
+        msgs += [msg(f"u{r}", "user", f"Pinned fact {r} " + "gamma " * 60, pinned=True),
+                 msg(f"a{r}", "assistant", f"Ok {r} " + "delta " * 60)]
+    msgs.append(msg("q", "user", "And now? " + "eps " * 60))
+    without = [m for m in msgs if m.id != "hello"]
+    must = count_messages([{"role": m.role, "content": m.content} for m in without
+                           if m.role == "system" or m.pinned or m.id in ("u0", "q")], model=MODEL)
+    for budget in (must, must + 5):
+        result = pack(msgs, budget=budget, model=MODEL)
+        assert [p.role for p in result.messages][:2] == ["system", "user"]
+        assert shape_request(result.messages, model=MODEL).tokens <= budget
+        assert all(p.origin != "compressed" for p in result.messages)
+    with pytest.raises(ContextTooLargeError) as refused:
+        pack(msgs, budget=must - 1, model=MODEL)
+    assert refused.value.needed > must - 1 == refused.value.budget
+
+
+def test_a_request_opened_by_a_pinned_reply_makes_room_for_the_user_line():
+    """Without the first user message kept, a pinned reply can open the request although the history
+    opens with the user: the line shaping puts before it still fits the budget."""
+    msgs = [msg("sys", "system", "You are helpful."), msg("u0", "user", "Hi " * 30),
+            msg("a0", "assistant", "Pinned greeting answer. " * 10, pinned=True)]
+    for r in range(1, 12):
+        msgs += [msg(f"u{r}", "user", f"Question {r} " + "detail " * 30),
+                 msg(f"a{r}", "assistant", f"Answer {r} " + "words here " * 30)]
+    msgs.append(msg("q", "user", "And now? " + "context " * 400))
+    for budget in range(460, 490):
+        result = pack(msgs, budget=budget, model=MODEL, config=PackConfig(keep_first_user=False))
+        assert shape_request(result.messages, model=MODEL).tokens <= budget, budget
