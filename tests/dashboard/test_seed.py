@@ -40,3 +40,30 @@ def test_seeded_conversation_is_consistent():
     h = dashboard_headline(conversation=c)
     assert h["tokens"]["saved"] == sum(r.tokens_full - r.tokens_sent for r in records)
     assert h["strategies"]["first_optimized_turn"] == next(i for i, r in enumerate(records, 1) if r.triggered)
+
+
+def test_a_seeded_demo_chat_counts_the_demo_replies_apart():
+    """Seeded with the offline demo model, its replies are counted apart as the request path counts
+    them, so hiding one (what Regenerate does) takes them off the totals it was added to."""
+    from django.db import transaction
+
+    from chatapp.chat.branch_services import branch_hide
+    from chatapp.chat.context import live_chat_q, offline_reply_q
+
+    user = get_user_model().objects.create_user(username="seed-demo")
+    c = conversation_seed_long(owner=user, messages=40, seed=3, model="offline-demo")
+
+    def rows() -> tuple[int, int, int]:
+        live = Message.objects.filter(live_chat_q(), offline_reply_q(), conversation=c)
+        chars, tokens = live.values_list("char_count", flat=True), live.values_list("token_count", flat=True)
+        return live.count(), sum(chars), sum(tokens)
+
+    def totals() -> tuple[int, int, int]:
+        c.refresh_from_db()
+        return c.offline_reply_count, c.offline_reply_chars, c.offline_reply_tokens
+
+    assert totals() == rows() and rows()[0] == 20
+    last = Message.objects.filter(live_chat_q(), offline_reply_q(), conversation=c).latest("id")
+    with transaction.atomic():
+        branch_hide(conversation_id=c.pk, start_id=last.pk)
+    assert totals() == rows() and rows()[0] == 19

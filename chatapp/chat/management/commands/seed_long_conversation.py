@@ -22,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatapp.chat.branch_services import conversation_path_thread
+from chatapp.chat.context import is_offline_reply
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
 from chatapp.chat.search_services import conversation_index_rebuild
 from chatapp.chat.seed_simulation import Simulation, seed_text
@@ -108,11 +109,15 @@ def conversation_seed_long(
         conversation.live_message_count = len(chat_rows)
         conversation.live_token_count = sum(r.tokens for r in chat_rows)
         conversation.live_char_count = sum(objs[p].char_count for p in sim.chat)
+        demo = [objs[p] for p in sim.chat if is_offline_reply(role=objs[p].role, model=objs[p].model)]
+        conversation.offline_reply_count = len(demo)
+        conversation.offline_reply_chars = sum(m.char_count for m in demo)
+        conversation.offline_reply_tokens = sum(m.token_count for m in demo)
         conversation.truncation_count = sim.truncations
         conversation.summary_count = sim.summaries
         conversation.save(update_fields=[
-            "window_start_id", "live_message_count", "live_token_count", "live_char_count",
-            "truncation_count", "summary_count",
+            "window_start_id", "live_message_count", "live_token_count", "live_char_count", "offline_reply_count",
+            "offline_reply_chars", "offline_reply_tokens", "truncation_count", "summary_count",
         ])
     return conversation
 
