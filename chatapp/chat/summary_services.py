@@ -182,8 +182,8 @@ def conversation_compact(*, conversation: Conversation, instructions: str = "") 
         return job
     if summary_job_active(conversation=conversation) is None and not manual_span_exists(conversation=conversation):
         raise ValidationError(
-            f"Nothing to summarize yet: compacting keeps the newest {settings.SUMMARY_MANUAL_KEEP_ROUNDS} rounds "
-            "as they are, and everything older is already summarized or always sent."
+            f"Nothing to summarize yet: /compact keeps your newest {settings.SUMMARY_MANUAL_KEEP_ROUNDS} exchanges "
+            "word for word, and there is nothing older to summarize (or it is summarized already)."
         )
     for _ in range(3):
         job = summary_job_request(conversation=conversation, trigger=Trigger.MANUAL, instructions=instructions)

@@ -56,6 +56,8 @@ const Longchat = (() => {
   function toast(text, kind = "info", ms = 3500) {
     const box = document.getElementById("toasts");
     if (!box) return;
+    // The same words again replace the ones shown (a repeated refusal must not stack up the screen).
+    for (const shown of [...box.children]) if (shown.textContent === text) shown.remove();
     const el = document.createElement("div");
     el.className = `toast toast--${kind}`;
     el.textContent = text;

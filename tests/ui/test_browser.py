@@ -237,6 +237,33 @@ def test_stop_keeps_the_partial_reply_marked_stopped(asgi_server, browser, fake_
     assert not reply.find_elements(By.CSS_SELECTOR, ".msg-error")
 
 
+def test_on_a_phone_a_streaming_reply_says_what_the_open_box_does(asgi_server, browser, fake_openai):
+    """At 375 px the busy hint shows (the other hints are hidden there), the box is described by it,
+    and Regenerate pressed meanwhile says why it waits instead of doing nothing."""
+    browser.set_window_size(375, 812)
+    _sign_up_with_model(browser, asgi_server.url, "browser-phone-busy", fake_url=fake_openai.base_url,
+                        model="slow-150", name="Slow")
+    browser.refresh()
+    _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))
+    _send(browser, "first")
+    box = browser.find_element(By.ID, "composer-input")
+    assert box.get_attribute("aria-describedby") == "composer-hint"
+    box.send_keys("second")
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: not _idle(d))
+    busy = browser.find_element(By.ID, "composer-hint-busy")
+    assert busy.is_displayed() and "type your next message" in busy.text
+    assert box.get_attribute("aria-describedby") == "composer-hint-busy"
+    regenerate = browser.find_elements(By.CSS_SELECTOR, '.msg--assistant [data-action="regenerate"]')[0]
+    browser.execute_script("arguments[0].click()", regenerate)
+    _wait(browser, lambda d: "still being written" in d.find_element(By.ID, "toasts").text)
+    browser.find_element(By.ID, "stop-btn").click()
+    _wait(browser, _idle)
+    assert box.get_attribute("aria-describedby") == "composer-hint"
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 2  # nothing regenerated
+    browser.set_window_size(1366, 900)
+
+
 def test_rejected_send_is_reported_inline_and_the_text_is_kept(asgi_server, browser, settings):
     settings.SEND_RATE_LIMIT_PER_MINUTE = 1
     _sign_up(browser, asgi_server.url, "browser-limit")

@@ -4,7 +4,7 @@
  * the new text and streams its reply as a send does. Handles its own clicks (imported by main.js). */
 import { buildMessage, el, scrollToBottom } from "./dom.js";
 import { sendKey } from "./composer.js";
-import { runStream } from "./stream.js";
+import { busyNow, runStream } from "./stream.js";
 import { api, errorText, messagesEl, state, toast } from "./state.js";
 
 /** Show "‹ n/m ›" on `article` for a message shape with sibling_index / sibling_count (none when 1). */
@@ -48,7 +48,7 @@ function dropFrom(article) {
 }
 
 async function switchBranch(article, step) {
-  if (state.streaming || !article.dataset.id) return;
+  if (busyNow() || !article.dataset.id) return;
   const index = Number(article.dataset.siblingIndex || 1) + step;
   const res = await api(`/api/messages/${article.dataset.id}/branch/`, { method: "POST", body: { index } });
   if (!res.ok) { toast(errorText(res.data, res.status), "error", 5000); return; }
@@ -64,7 +64,7 @@ function closeEditor(article) {
 }
 
 function openEditor(article) {
-  if (state.streaming || !article.dataset.id || article.querySelector(".msg-edit")) return;
+  if (busyNow() || !article.dataset.id || article.querySelector(".msg-edit")) return;
   const form = el("form", "msg-edit");
   const label = el("label", "visually-hidden", "Edit your message");
   const area = el("textarea", "msg-edit-input");
@@ -93,7 +93,7 @@ function openEditor(article) {
 }
 
 async function submitEdit(article, content) {
-  if (state.streaming) return;
+  if (busyNow()) return;
   if (!content.trim()) { toast("Type a message before sending.", "error"); return; }
   const id = article.dataset.id;
   const userEl = buildMessage("user", content);

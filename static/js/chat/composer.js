@@ -52,10 +52,7 @@ export async function sendMessage(content) {
   if (compact) {
     input.value = "";
     autosize();
-    if (!(await compactNow((compact[1] || "").trim()))) {
-      input.value = content; // refused: the instructions are not lost
-      autosize();
-    }
+    if (!(await compactNow((compact[1] || "").trim()))) restoreText(content); // refused: the instructions are not lost
     return;
   }
   if (maxChars && content.length > maxChars) {
@@ -85,8 +82,7 @@ export async function sendMessage(content) {
       // Rejected before state.streaming: nothing was stored, so take the bubbles back and restore the text.
       userEl.remove();
       asstEl.remove();
-      input.value = content;
-      autosize();
+      restoreText(content);
       showComposerError(msg);
       if (!messagesEl.querySelector(".msg")) emptyState.hidden = false;
     },
@@ -123,6 +119,12 @@ export async function switchModel() {
 }
 
 if (picker) picker.addEventListener("change", switchModel);
+
+/** Give a refused message back to the box, before anything typed there since it was sent. */
+function restoreText(content) {
+  input.value = input.value.trim() ? `${content}\n\n${input.value}` : content;
+  autosize();
+}
 
 export function autosize() {
   input.style.height = "auto";

@@ -19,6 +19,8 @@ function strategyWords({ strategy, reason }) {
 export function updateGauge(g) {
   if (!gaugeBtn || !g) return;
   state.lastGauge = { ...(state.lastGauge || {}), ...g };
+  // The reason is the last request's; once the gauge projects another strategy it no longer explains it.
+  if (state.lastGauge.reasonFor !== state.lastGauge.strategy) state.lastGauge.reason = null;
   const tokens = Number(g.tokens || 0);
   const budget = Number(g.budget || 0);
   const ratio = g.ratio !== undefined && g.ratio !== null ? Number(g.ratio) : budget ? tokens / budget : 0;
@@ -54,7 +56,10 @@ export function updateGauge(g) {
 
 // The start event's context is this request's decision; its recall (or null) holds until the next one.
 export function showDecision(ctx) {
-  state.lastGauge = { ...(state.lastGauge || {}), strategy: ctx.strategy, reason: ctx.reason, recall: ctx.recall || null };
+  state.lastGauge = {
+    ...(state.lastGauge || {}), strategy: ctx.strategy, reason: ctx.reason, reasonFor: ctx.strategy,
+    recall: ctx.recall || null,
+  };
 }
 
 // "4 earlier messages (312 tokens)": the old messages the recall block quoted for one request.

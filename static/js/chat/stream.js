@@ -9,6 +9,7 @@ import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, send
 export function setStreaming(on) {
   // The box stays open: the next message can be written while this reply streams (Enter waits for it).
   hint.hidden = on;
+  input.setAttribute("aria-describedby", on ? busyHint.id : hint.id);
   busyHint.hidden = !on;
   sendBtn.hidden = on;
   stopBtn.hidden = !on;
@@ -196,8 +197,14 @@ export async function runStream(url, body, ctx) {
   if (!document.querySelector(".conv-rename")) refreshSidebar();
 }
 
+/** Regenerate, Retry and Edit wait for the reply that is streaming: said so rather than done silently. */
+export function busyNow() {
+  if (state.streaming) toast("A reply is still being written: stop it or wait for it first.");
+  return Boolean(state.streaming);
+}
+
 export async function regenerate(article) {
-  if (state.streaming) return;
+  if (busyNow()) return;
   const id = article.dataset.id;
   const asstEl = buildMessage("assistant", "");
   messagesEl.append(asstEl);
@@ -224,7 +231,7 @@ export function userIdFor(article) {
 }
 
 export async function retry(article) {
-  if (state.streaming) return;
+  if (busyNow()) return;
   const userId = userIdFor(article);
   if (!userId) { toast("Nothing to retry.", "error"); return; }
   const box = article.querySelector(".msg-error .btn");
