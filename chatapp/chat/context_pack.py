@@ -136,14 +136,8 @@ def context_build(
     if recall_fill is None:
         recall_fill = conversation.window_start_id is None
     load, config, summarizer = _pack_plan(
-        conversation=conversation,
-        budget=budget,
-        auto_optimize=auto_optimize,
-        through_id=through_id,
-        preference=preference,
-        history=history,
-        offline_replies=target.offline,
-        trigger_ratio=trigger_ratio,
+        conversation=conversation, budget=budget, auto_optimize=auto_optimize, through_id=through_id,
+        preference=preference, history=history, offline_replies=target.offline, trigger_ratio=trigger_ratio,
     )
     quota_exhausted = summarizer and not _quota_allows_summaries(
         conversation=conversation, budget=budget, config=config, preference=preference, history=history
