@@ -131,6 +131,9 @@ class ContextInput:
     window_start: str | None = None
     summary_message_id: int | None = None
     first_user_id: int | None = None
+    # The conversation's first live message (None when the whole history was read): one before the
+    # first user message, an imported greeting, lies below what a windowed read loads.
+    first_live_id: int | None = None
     static_ids: frozenset[int] = field(default_factory=frozenset)
     loaded_ids: tuple[int, ...] = ()
     # set by context_build: how long packing took, whether the daily summary quota ruled it, and the
@@ -194,9 +197,14 @@ _SUMMARY_SQL = (
 
 
 def first_user_message_id(*, conversation: Conversation, through_id: int | None = None) -> int | None:
-    """Id of the first live user message (the one the static layer keeps), read from the head of the
+    """Id of the first live user message (the one the static layer keeps); see conversation_head."""
+    return conversation_head(conversation=conversation, through_id=through_id)[1]
+
+
+def conversation_head(*, conversation: Conversation, through_id: int | None = None) -> tuple[int | None, int | None]:
+    """(the first live message's id, the first live user message's id), read from the head of the
     conversation's (conversation, id) index: filtering on role/status first lets a planner with stale
-    statistics sort the whole history."""
+    statistics sort the whole history. The first is None when the head holds no live message (rare)."""
     # Plain SQL: it runs on every turn, and the ORM spent more CPU building it than reading it (rowsql).
     sql = f"SELECT id, role, kind, status, superseded FROM {Message._meta.db_table} WHERE conversation_id = %s"  # noqa: S608
     params: list[int] = [conversation.pk]
@@ -206,16 +214,17 @@ def first_user_message_id(*, conversation: Conversation, through_id: int | None 
     with connection.cursor() as cursor:
         cursor.execute(f"{sql} ORDER BY id LIMIT {_HEAD_PEEK}", params)
         head = cursor.fetchall()
-    for pk, role, kind, status, superseded in head:
-        if role == Message.Role.USER and message_is_live(kind=kind, status=status, superseded=superseded):
-            return pk
-    if len(head) < _HEAD_PEEK:
-        return None
+    live = [(pk, role) for pk, role, kind, status, superseded in head
+            if message_is_live(kind=kind, status=status, superseded=superseded)]
+    first_live = live[0][0] if live else None
+    first_user = next((pk for pk, role in live if role == Message.Role.USER), None)
+    if first_user is not None or len(head) < _HEAD_PEEK:
+        return first_live, first_user
     # A conversation opening with many non-user messages: the plain query, rare.
     qs = Message.objects.filter(conversation=conversation)
     if through_id is not None:
         qs = qs.filter(id__lte=through_id)
-    return (
+    return first_live, (
         qs.filter(live_chat_q(), role=Message.Role.USER).order_by("id").values_list("id", flat=True).first()
     )
 
@@ -272,6 +281,7 @@ def context_load(
 
     static_ids: set[int] = set()
     first_user_id: int | None
+    first_live_id: int | None = None
     if load_all or start is None:
         found = _CONTEXT_ROWS.rows((offline_replies, True, through_id is not None, False),
                                    conversation_id=conversation.pk, **bounds)
@@ -279,7 +289,7 @@ def context_load(
         first_user_id = next((pk for pk, role, *_ in rows.values() if role == Message.Role.USER), None)
         start = None
     else:
-        first_user_id = first_user_message_id(conversation=conversation, through_id=through_id)
+        first_live_id, first_user_id = conversation_head(conversation=conversation, through_id=through_id)
         first = {} if first_user_id is None else {"first_user_id": first_user_id}
         found = _CONTEXT_ROWS.rows((offline_replies, False, through_id is not None, first_user_id is not None),
                                    conversation_id=conversation.pk, start=start, **bounds, **first)
@@ -329,6 +339,7 @@ def context_load(
         window_start=window_start,
         summary_message_id=summary_row[0] if summary_row is not None else None,
         first_user_id=first_user_id,
+        first_live_id=first_live_id,
         static_ids=frozenset(static_ids),
         loaded_ids=tuple(r[0] for r in ordered),
         prompt_hash=prompts_hash(prompts),

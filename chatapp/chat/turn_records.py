@@ -65,7 +65,10 @@ def record_dropped_ranges(*, ctx: ContextInput, result: PackResult) -> DroppedRa
     if ctx.window_start is not None and ctx.loaded_ids:
         window_start = int(ctx.window_start)
         bounds = sorted(pk for pk in ctx.static_ids if pk < window_start)
-        low = max(min(ctx.loaded_ids) + 1, floor or 0)
+        lowest = min(ctx.loaded_ids)
+        # Below the lowest message read there may be history too: a greeting before the first user message.
+        head = ctx.first_live_id if ctx.first_live_id is not None and ctx.first_live_id < lowest else lowest + 1
+        low = max(head, floor or 0)
         for pk in [*bounds, window_start]:
             if low <= pk - 1:
                 ranges.append([low, pk - 1])

@@ -109,6 +109,30 @@ def test_context_too_large_keeps_the_user_message(user, fake_openai):
     assert Message.objects.get(pk=turn.reply_id).status == "error"
 
 
+def test_a_greeting_before_the_first_question_is_among_the_dropped_ranges(user, fake_openai):
+    """An imported chat opening with the assistant's greeting: once a cut leaves it out, the record
+    says so (and counts its tokens), as for any other message below the window."""
+    from chatapp.chat.record_finish import dropped_tokens_sum
+    from tests.support.chat import make_config, seed_messages
+
+    config = make_config(user, fake_openai.base_url, window=2_000, max_output=200)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    greeting = message_append(conversation=conversation, role="assistant", content="Welcome! " * 30)
+    ids = seed_messages(conversation, 120, words=30)
+    conversation.window_start_id = ids[100]
+    conversation.save(update_fields=["window_start_id"])
+
+    turn = turn_pack(start=chat_turn_start(user=user, conversation=conversation, content="and now?"))
+
+    record = OptimizationRecord.objects.get(pk=turn.record_id)
+    sent = {i for entry in record.sent for i in entry["source_ids"]}
+    assert greeting.pk not in sent and ids[0] in sent  # the first question is kept, the greeting is not
+    assert any(first <= greeting.pk <= last for first, last in record.dropped_ranges)
+    dropped = dropped_tokens_sum(conversation_id=conversation.pk, ranges=record.dropped_ranges)
+    below = Message.objects.filter(conversation=conversation, id__lt=ids[100]).exclude(id__in=sent)
+    assert dropped == sum(below.values_list("token_count", flat=True))
+
+
 def test_regenerate_supersedes_the_old_reply(user, conversation):
     user_message = message_append(conversation=conversation, role="user", content="q")
     old = message_append(conversation=conversation, role="assistant", content="old answer", reply_to=user_message)
