@@ -20,7 +20,12 @@ from django.utils import timezone
 from chatapp.chat.branch_services import branch_hide
 from chatapp.chat.chat_turn import target_for
 from chatapp.chat.layout import new_message_place
-from chatapp.chat.message_services import message_append, message_content_validate, message_serialize
+from chatapp.chat.message_services import (
+    client_key_validate,
+    message_append,
+    message_content_validate,
+    message_serialize,
+)
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.turn_claim import turn_claim_take
 from chatapp.chat.turn_types import TurnStart
@@ -129,9 +134,7 @@ def chat_edit_start(*, user: User, message: Message, content: object, client_key
         raise ValidationError("Only your own messages can be edited.", code="not_user_message")
     if message.superseded:
         raise ValidationError("This message is not on the branch shown; switch to it first.", code="off_path")
-    client_key = str(client_key or "")
-    if len(client_key) > 64:
-        raise ValidationError({"client_key": "At most 64 characters."}, code="invalid")
+    client_key = client_key_validate(client_key=client_key)
     conversation = _conversation_of(message=message)
     target = target_for(conversation=conversation)
     with transaction.atomic():

@@ -36,7 +36,12 @@ from chatapp.chat.context_pack import context_build_for
 from chatapp.chat.dbconn import db_short
 from chatapp.chat.gauge import context_gauge, too_large_gauge
 from chatapp.chat.layout import message_place_get, new_message_place
-from chatapp.chat.message_services import message_content_validate, message_serialize, title_from_text
+from chatapp.chat.message_services import (
+    client_key_validate,
+    message_content_validate,
+    message_serialize,
+    title_from_text,
+)
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.reply_store import reply_store
 from chatapp.chat.reply_stream import STOPPED_WORDS, ReplyReader, failure_words, stream_event
@@ -80,9 +85,7 @@ def chat_turn_start(
     turn is still running in it (another tab): sends are one at a time, never interleaved.
     """
     text = message_content_validate(content=content)
-    client_key = str(client_key or "")
-    if len(client_key) > 64:
-        raise ValidationError({"client_key": "At most 64 characters."}, code="invalid")
+    client_key = client_key_validate(client_key=client_key)
     target = target_for(conversation=conversation)
     tokens = optimizer.count_message({"role": Message.Role.USER, "content": text}, model=target.model)
     # The title a first message gives (the claim's UPDATE decides whether it is the first).

@@ -144,6 +144,24 @@ def message_content_validate(*, content: Any) -> str:
     return content
 
 
+CLIENT_KEY_MAX_CHARS = 64  # Message.client_key's column
+
+
+def client_key_validate(*, client_key: Any) -> str:
+    """An idempotency key as stored ("" for none), or ValidationError: text of at most 64 characters
+    that the database can hold (a NUL or a lone surrogate would fail the insert, a 500 instead of a 400)."""
+    if client_key is None or client_key == "":
+        return ""
+    if not isinstance(client_key, str):
+        raise ValidationError({"client_key": "The client key must be text."}, code="invalid")
+    if len(client_key) > CLIENT_KEY_MAX_CHARS:
+        raise ValidationError({"client_key": f"At most {CLIENT_KEY_MAX_CHARS} characters."}, code="invalid")
+    problem = text_problem(client_key)
+    if problem is not None:
+        raise ValidationError({"client_key": problem}, code="invalid")
+    return client_key
+
+
 # Markdown a title shows as plain text: block markers at the start of the line, then links and
 # images (their text stays), code spans, and emphasis in pairs. `_` emphasis needs non-word
 # characters around it, as in CommonMark, so snake_case names keep their underscores.

@@ -171,8 +171,14 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
     return views
 
 
+def _search_text(request: HttpRequest) -> str:
+    """The search box's text. A NUL cannot match stored text and PostgreSQL refuses it as a parameter
+    (a 500): it is read as a space."""
+    return request.GET.get("q", "").replace("\x00", " ").strip()
+
+
 def _chat_context(request: HttpRequest, *, conversation: Conversation | None) -> dict:
-    query = request.GET.get("q", "").strip()
+    query = _search_text(request)
     configs = user_configs(request.user)
     config = _effective_config(conversation=conversation, configs=configs)
     ctx = {
@@ -274,7 +280,7 @@ def chat_sidebar(request: HttpRequest) -> HttpResponse:
     matching messages as snippets that link to the message; the other matching conversations follow
     by last activity, as without a query.
     """
-    query = request.GET.get("q", "").strip()
+    query = _search_text(request)
     current = request.GET.get("current", "")
     conversations = selectors.conversation_list(owner=request.user, query=query or None)
     groups = []

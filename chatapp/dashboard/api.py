@@ -35,6 +35,8 @@ from chatapp.dashboard.turns import (
     dashboard_summary_page,
 )
 
+MAX_OFFSET = 2**31 - 1
+
 
 class DashboardPagination(LimitOffsetPagination):
     default_limit = 50
@@ -46,7 +48,9 @@ class DashboardPagination(LimitOffsetPagination):
         self.request = request
         self.count = 0
         self.limit = self.get_limit(request) or self.default_limit
-        self.offset = self.get_offset(request)
+        # Past any conversation's rows, so the page is empty as it was; a larger number would reach the
+        # database as an integer it cannot hold (a 500 instead of an empty page).
+        self.offset = min(self.get_offset(request), MAX_OFFSET)
         return self.offset, self.limit
 
 

@@ -23,6 +23,9 @@ BAD_BODIES: list[str] = [
     '{"temperature": "hot"}', '{"temperature": NaN}', '{"base_url": "javascript:alert(1)"}',
     '{"base_url": "http://169.254.169.254/latest"}', '{"name": ""}', '{"model": null}', '{"api_key": 5}',
     '{"client_key": 7}', '{"username": [], "password": {}}',
+    # a good message with a key the database cannot hold, or that is not text: refused, not stored
+    '{"content": "hi", "client_key": "a\\u0000b"}', '{"content": "hi", "client_key": "\\ud800"}',
+    '{"content": "hi", "client_key": ["k"]}', '{"content": "hi", "client_key": {"k": 1}}',
 ]
 
 
@@ -59,3 +62,28 @@ def test_no_bad_body_gives_a_500_or_html(api, user, make_config):
     # nothing sent was stored as a message (a number as a title is DRF's usual coercion, not a failure)
     assert not Message.objects.filter(conversation=conversation, role="user").exclude(pk=message.pk).exists()
     assert json.loads(api.get("/api/settings/").content)["preference"] in {"fast", "balanced", "quality"}
+
+
+def test_no_bad_query_gives_a_500(api, user, client):
+    conversation = Conversation.objects.create(owner=user, title="Battery")
+    Message.objects.create(conversation=conversation, role="user", content="hello")
+    huge = "9223372036854775808"
+    queries = [
+        ("/api/conversations/", {"q": "a\x00b"}),
+        ("/api/search/", {"q": "hel\x00lo"}),
+        (f"/api/dashboard/conversations/{conversation.pk}/records/", {"offset": huge}),
+        (f"/api/dashboard/conversations/{conversation.pk}/summaries/", {"offset": huge}),
+    ]
+    failures = []
+    for path, params in queries:
+        response = api.get(path, params)
+        if response.status_code >= 500 or "html" in response.get("Content-Type", ""):
+            failures.append(f"GET {path} {params} -> {response.status_code}")
+    assert failures == [], "\n".join(failures)
+    assert api.get("/api/conversations/", {"q": "a\x00b"}).status_code == 400
+    page = api.get(f"/api/dashboard/conversations/{conversation.pk}/records/", {"offset": huge})
+    assert page.status_code == 200 and json.loads(page.content)["results"] == []
+    # the pages read a NUL in the search box as a space
+    client.force_login(user)
+    for path in ("/", f"/c/{conversation.pk}/", "/c/sidebar/"):
+        assert client.get(path, {"q": "hel\x00lo"}).status_code == 200, path

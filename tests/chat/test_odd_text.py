@@ -50,3 +50,21 @@ def test_a_user_message_with_odd_bytes_gets_a_json_400(user, conversation, setti
     assert not Message.objects.filter(conversation=conversation).exists()
     # the refused message used no slot of the rate limit
     assert send(user, conversation, "a normal message").names[-1] == "done"
+
+
+def test_a_provider_error_with_odd_bytes_is_stored_and_frees_the_chat(user, fake_openai):
+    # The provider's words go into the reply's error column: a NUL (PostgreSQL) or a lone surrogate
+    # (any database) made that write fail, the reply stay "streaming" and every next send answer 409.
+    config = make_config(user, fake_openai.base_url, model="fail-odd-400")
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+
+    result = send(user, conversation, "hello")
+
+    assert result.names[-1] == "error", result.events
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert reply.status == Message.Status.ERROR
+    assert "\x00" not in reply.error and "Invalid byte \ufffd at position 3; lone \ufffd here." in reply.error
+    assert text_problem(reply.error) is None
+    config.model = "fake-echo"
+    config.save(update_fields=["model"])
+    assert send(user, conversation, "again").names[-1] == "done"

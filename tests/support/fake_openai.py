@@ -14,6 +14,7 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
 - `fail-404`             404 model_not_found.
 - `fail-429`             429 rate_limit_exceeded with `Retry-After: 2`.
 - `fail-500`             500 server_error.
+- `fail-odd-400`         400 whose message holds a NUL and a lone surrogate (JSON allows both).
 - `fail-timeout`         accepts the request and answers nothing until HANG_SECONDS (or server stop).
 - `cut-stream`           streams a few chunks, then drops the connection mid-body (no finish_reason).
 - `early-end`            streams a few chunks, then ends the body cleanly without finish_reason or [DONE].
@@ -331,6 +332,7 @@ _FIXED_FAILURES: dict[str, tuple[int, str, str, str | None, dict[str, str]]] = {
     "fail-429": (429, "Rate limit reached for requests. Please try again in 2s.", "requests", "rate_limit_exceeded",
                  {"Retry-After": "2"}),
     "fail-500": (500, "The server had an error while processing your request.", "server_error", None, {}),
+    "fail-odd-400": (400, "Invalid byte \x00 at position 3; lone \ud800 here.", "invalid_request_error", None, {}),
 }
 
 

@@ -106,9 +106,10 @@ def _turn_start_api(*, operation_id: str, summary: str, request: Any = None) -> 
     return decorate
 
 
-def _client_key(request: Request, data: Any) -> str:
-    """An idempotency key, in the body or as the usual header: the same send twice is stored once."""
-    return str(data.get("client_key") or request.headers.get("Idempotency-Key") or "")
+def _client_key(request: Request, data: Any) -> Any:
+    """An idempotency key, in the body or as the usual header: the same send twice is stored once
+    (validated with the message: client_key_validate)."""
+    return data.get("client_key") or request.headers.get("Idempotency-Key") or ""
 
 
 def _error(message: str, code: int, **extra: Any) -> Response:

@@ -65,6 +65,10 @@ def _owned_config_or_field_error(*, user: User, pk: int | None, field: str) -> L
 
 
 class ConversationListApi(PaginatedApi):
+    class FilterSerializer(serializers.Serializer):
+        # A CharField refuses a NUL (400): PostgreSQL cannot take one as a parameter (a 500 otherwise).
+        q = serializers.CharField(required=False, default="", allow_blank=True, trim_whitespace=True)
+
     class InputSerializer(serializers.Serializer):
         title = serializers.CharField(max_length=200, required=False)
         llm_config = serializers.IntegerField(
@@ -88,7 +92,7 @@ class ConversationListApi(PaginatedApi):
         responses=ConversationOutputSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        query = request.query_params.get("q", "").strip() or None
+        query = validated(self.FilterSerializer, request.query_params)["q"] or None
         conversations = conversation_list(owner=request.user, query=query)
         return self.paginated_response(request, queryset=conversations, serializer_class=ConversationOutputSerializer)
 

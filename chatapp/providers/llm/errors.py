@@ -11,6 +11,7 @@ import httpx
 import openai
 from django.conf import settings
 
+from chatapp.chat.textsafe import text_storable
 from chatapp.providers.llm.addresses import EndpointAddressRefused
 from chatapp.providers.llm.types import LLMError, LLMTarget
 
@@ -31,7 +32,9 @@ def _scrub(text: str, api_key: str) -> str:
     if api_key and len(api_key) >= 4:
         text = text.replace(api_key, "[redacted]")
     text = _KEY_LIKE.sub(lambda m: f"{m.group(1)}-[redacted]", text)
-    return re.sub(r"(?i)(bearer\s+)\S+", r"\1[redacted]", text)
+    # The provider's words end up in a reply's or a summary job's row: a NUL or a lone surrogate in
+    # them would make that write fail, and the reply stay "streaming" with its chat locked.
+    return text_storable(re.sub(r"(?i)(bearer\s+)\S+", r"\1[redacted]", text))
 
 
 def _provider_message(exc: Exception) -> str:
