@@ -9,6 +9,7 @@ import logging
 import random
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 from typing import Literal, cast
 
 from django.conf import settings
@@ -28,6 +29,7 @@ from chatapp.chat.summary_writing import (
     SpanPlan,
     Status,
     SummaryChangedError,
+    SummaryNotShorterError,
     model_summarize,
     span_plan,
     summary_save,
@@ -103,9 +105,15 @@ def _job_claim(*, job_id: int) -> SummaryJob | None:
     return SummaryJob.objects.select_related("conversation").get(pk=job_id)
 
 
-def _job_finish(*, job: SummaryJob, status: str, error: str) -> None:
+def _job_finish(*, job: SummaryJob, status: str, error: str, result: ModelSummary | None = None) -> None:
+    """Finish a job that wrote no summary; `result`: the model call it made all the same (its usage)."""
+    usage: dict[str, object] = {}
+    if result is not None:
+        usage = {"model": result.model, "prompt_tokens": result.prompt_tokens,
+                 "completion_tokens": result.completion_tokens,
+                 "cost_usd": Decimal(str(round(result.cost_usd, 6))) if result.cost_usd is not None else None}
     SummaryJob.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts).update(
-        status=status, error=error[:2000], finished_at=timezone.now(), lease_expires_at=None
+        status=status, error=error[:2000], finished_at=timezone.now(), lease_expires_at=None, **usage
     )
 
 
@@ -211,6 +219,9 @@ def _saved(
                                status=status, note=note)
     except SummaryChangedError:
         return _job_release_for_retry(job=job, reason=_CHANGED_WORDS)
+    except SummaryNotShorterError as exc:
+        _job_finish(job=job, status=Status.CANCELLED, error=str(exc), result=None if extractive else result)
+        return SummaryRunOutcome(job_id=job.pk, status="cancelled", detail="the summary was not shorter")
     if summary is None:
         return SummaryRunOutcome(job_id=job.pk, status="skipped", detail="another attempt took over")
     return SummaryRunOutcome(job_id=job.pk, status="done" if status == Status.DONE else "failed", detail=note,

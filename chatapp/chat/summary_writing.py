@@ -15,7 +15,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat.context import first_user_message_id, live_chat_q
+from chatapp.chat.context import conversation_config, first_user_message_id, live_chat_q, offline_reply_q
 from chatapp.chat.layout import static_layer_q
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.selectors import message_numbers
@@ -40,6 +40,17 @@ _CHUNK_SHARE = 0.6
 class SummaryChangedError(Exception):
     """The summary a job folded its span into was edited or discarded (or another one was written)
     while the job ran: saving would bring the old text back over the user's change."""
+
+
+class SummaryNotShorterError(Exception):
+    """A compaction's summary came out no shorter than what it would stand in for (the span and the
+    summary it folds in): sending it instead of them would make every request larger."""
+
+    def __init__(self, *, tokens: int, replaced: int) -> None:
+        super().__init__(
+            f"The summary came out at {tokens:,} tokens, no shorter than the {replaced:,} tokens of what it "
+            "would replace, so nothing was compacted: the messages stay as they are."
+        )
 
 
 @dataclass(slots=True)
@@ -79,6 +90,9 @@ def _span_rows(
 ) -> tuple[QuerySet[Message], Message | None, int] | None:
     """(the span's rows, unordered; the summary it extends; its exclusive upper id), or None: no span."""
     live = Message.objects.filter(live_chat_q(), conversation=conversation)
+    if conversation_config(conversation=conversation) is not None:
+        # A real model never sees the offline demo model's replies (context_load), nor in a summary.
+        live = live.exclude(offline_reply_q())
     upper = conversation.window_start_id
     if upper is None and job.span_through_id is not None:
         upper = job.span_through_id + 1
@@ -230,6 +244,12 @@ def _summary_changed(*, conversation_id: int, previous: Message | None) -> bool:
     return not kept.filter(pk=previous.pk).exists() or kept.filter(pk__gt=previous.pk, superseded=False).exists()
 
 
+def _sent_tokens(message: Message, *, model: str) -> int:
+    """A message's stored count, or its count now for a row written without one."""
+    return message.token_count or optimizer.count_message({"role": message.role, "content": message.content},
+                                                          model=model)
+
+
 def summary_save(
     *,
     job: SummaryJob,
@@ -244,7 +264,8 @@ def summary_save(
     job (the fencing check), so no interleaving of deliveries can write two summaries.
 
     Raises SummaryChangedError, writing nothing, when the summary the plan folded was edited or
-    discarded meanwhile: the user's change stands, and the job is planned again from it."""
+    discarded meanwhile: the user's change stands, and the job is planned again from it; and
+    SummaryNotShorterError, writing nothing, when a manual compaction's summary would not save a token."""
     conversation = job.conversation
     previous = plan.previous
     covers_from = previous.covers_from_id if previous is not None and previous.covers_from_id else plan.rows[0].pk
@@ -257,6 +278,12 @@ def summary_save(
                      covered=covered, source_chars=source_chars, body=result.text)
     content = f"{header}\n\n{result.text}"
     token_count = optimizer.count_message({"role": "system", "content": content}, model=chat_model)
+    if job.trigger == Trigger.MANUAL:
+        # A manual compaction moves the window past its span, so the summary is sent in its place from
+        # the next request on. (An automatic one stands in for messages the window has left anyway.)
+        replaced = sum(_sent_tokens(r, model=chat_model) for r in [*plan.rows, *([previous] if previous else [])])
+        if token_count >= replaced:
+            raise SummaryNotShorterError(tokens=token_count, replaced=replaced)
     with transaction.atomic():
         # The conversation's row first, as a branch switch takes it (turn_claim.turn_busy_check): a switch
         # then cannot move the path between the check below and this summary's commit.

@@ -24,6 +24,7 @@ from chatapp.chat.summary_services import (
     summary_job_request,
     summary_jobs_sweep,
 )
+from chatapp.providers.llm import OFFLINE_MODEL
 from chatapp.providers.models import LLMConfig
 from tests.support.accounts import token_client
 from tests.support.worker import summaries_of
@@ -293,6 +294,52 @@ def test_compact_with_nothing_to_summarize_is_refused_up_front(owner, long_conve
     again = api.post(f"/api/conversations/{conversation.pk}/compact/", {}, format="json")
     assert again.status_code == 400 and "Nothing to summarize yet" in str(again.json())
     assert list(SummaryJob.objects.filter(conversation=conversation).values_list("status", flat=True)) == ["done"]
+
+
+def test_a_summary_for_a_real_model_leaves_the_demo_replies_out(
+    owner, make_config, long_conversation, fake_openai, published
+):
+    """A chat begun with the offline demo model, then switched to a real one: the demo's replies are
+    never history for the real model, so its summary neither reads nor quotes them."""
+    conversation = long_conversation(config=make_config("fake-echo"))
+    demo = list(conversation.messages.filter(role="assistant").order_by("id")[:4])
+    for reply in demo:
+        reply.model, reply.content = OFFLINE_MODEL, f"Offline demo reply number {reply.pk}."
+        reply.save(update_fields=["model", "content"])
+    fake_openai.reset()
+    job = conversation_compact(conversation=conversation)
+    planned = summary_writing.span_plan(job=job, conversation=conversation)
+    assert planned is not None and planned.rows
+    assert not {m.pk for m in planned.rows} & {m.pk for m in demo}
+    assert summary_job_run(job_id=job.pk).status == "done"
+    prompt = "\n".join(str(m["content"]) for m in fake_openai.requests[-1].messages)
+    assert "Offline demo reply" not in prompt and "INV-1001" in prompt
+    # The demo itself still summarizes its own replies.
+    offline = long_conversation(config=None)
+    Conversation.objects.filter(pk=offline.pk).update(offline=True)
+    offline.refresh_from_db()
+    offline.messages.filter(role="assistant").update(model=OFFLINE_MODEL)
+    own = summary_writing.span_plan(job=SummaryJob(conversation=offline, trigger=SummaryJob.Trigger.MANUAL),
+                                    conversation=offline)
+    assert own is not None and any(m.role == "assistant" for m in own.rows)
+
+
+def test_a_compaction_whose_summary_is_not_shorter_changes_nothing(
+    owner, make_config, long_conversation, fake_openai, published
+):
+    """A manual compaction sends its summary instead of the messages it covers from the next request
+    on: one that came out no shorter than them is not saved, and says why."""
+    conversation = long_conversation(config=make_config("fake-echo"), rounds=3, window_rounds=1)
+    window_before = conversation.window_start_id
+    job = conversation_compact(conversation=conversation)
+    outcome = summary_job_run(job_id=job.pk)
+    assert outcome.status == "cancelled"
+    job.refresh_from_db()
+    assert job.status == SummaryJob.Status.CANCELLED and "no shorter than" in job.error
+    assert job.model == "fake-echo" and job.completion_tokens  # the call it made is still accounted for
+    conversation.refresh_from_db()
+    assert conversation.window_start_id == window_before and conversation.summary_count == 0
+    assert summaries_of(conversation) == []
 
 
 def test_sweep_command(owner, long_conversation, published):
