@@ -79,12 +79,46 @@ def words(text: str) -> list[str]:
 
 def analyze(text: str) -> list[str]:
     """Index terms of `text`, in order: stop words and one-letter words out, the rest stemmed."""
-    out = []
-    for w in words(text):
-        if w in STOP_WORDS or (len(w) < 2 and not w.isdigit()):
-            continue
-        out.append(_stem(w.replace("'", "")))
-    return out
+    return [_stem(w.replace("'", "")) for w in content_words(text)]
+
+
+def content_words(text: str) -> list[str]:
+    """The words of `text` that `analyze` keeps (before stemming): stop words and one-letter words out."""
+    return [w for w in words(text) if w not in STOP_WORDS and (len(w) >= 2 or w.isdigit())]
+
+
+# Endings of English words that the stemmer takes off, in part or whole: the words a typed prefix
+# may be on its way to ("decora" → "decorator", stored as "decor"). Inflections and the common
+# derivational suffixes of the Snowball English algorithm's steps, as they are spelt in words.
+_SUFFIX_TEXT = """
+    s es ed ing ly edly ingly er ers ors or ator ators ation ations ational ationally ization izations
+    isation ize izes ized izing ise ised ising izer alism ality ally al als ance ances ence ences ant
+    ants ent ents ement ements ment ments ness fulness ful fully ousness ous ously iveness ive ives
+    ivity bility ble able ably ible ibly ative alize icate icity ical ic ics ism isms ist ists ity ities
+    ion ions less lessly ship
+"""
+_SUFFIXES = _SUFFIX_TEXT.split()
+
+
+def prefix_stems(word: str) -> list[str]:
+    """The stems, other than those starting with `word`'s own, of the words that `word` begins and
+    that end in a common suffix: what a search box's last, unfinished word may be on its way to.
+
+    The index stores stems, and a stem can be shorter than what was typed ("decorator" is stored as
+    "decor", so the prefix "decora" would miss it): each completion by a suffix (from where the word
+    could be inside it) is stemmed, and the stems shorter than the word's own come back, longest
+    first. "generato" gives "generat"; "gene" is never among them, since no suffix goes on "rato".
+    """
+    word = word.lower().replace(_RSQUO, "'").replace("'", "")
+    own = _stem(word)
+    found: set[str] = set()
+    for suffix in _SUFFIXES:
+        for typed in range(len(suffix)):  # how much of the suffix the word already holds
+            if word.endswith(suffix[:typed]):
+                stem = _stem(word[: len(word) - typed] + suffix)
+                if stem and not stem.startswith(own) and word.startswith(stem[:2]):
+                    found.add(stem)
+    return sorted(found, key=lambda t: (-len(t), t))
 
 
 def index_text(text: str) -> str:

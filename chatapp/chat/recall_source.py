@@ -37,7 +37,7 @@ from django.db import connection
 from django.db.models.expressions import RawSQL
 
 from chatapp.providers.llm import OFFLINE_MODEL
-from optimizer.lexical import K1, Query, analyze, bm25, idf
+from optimizer.lexical import K1, Query, analyze, bm25, content_words, idf, prefix_stems
 from optimizer.recall import RELATIVE_FLOOR, Links, RecallItem
 
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
@@ -356,21 +356,32 @@ def search_terms(*, text: str) -> list[str]:
     return [t for t in dict.fromkeys(analyze(text)) if len(t) <= MAX_TERM_CHARS]
 
 
+def search_prefix_stems(*, text: str) -> list[str]:
+    """The stems the last content word of a search box's `text` may also be on its way to
+    (lexical.prefix_stems: "decora" may become "decorator", stored as "decor"), looked up whole
+    beside the prefix."""
+    typed = content_words(text)
+    return [t for t in prefix_stems(typed[-1]) if len(t) <= MAX_TERM_CHARS] if typed else []
+
+
 def owner_match_query(
-    *, owner_id: int, terms: Sequence[str], last_as_prefix: bool = True, other_branches: bool = False
+    *, owner_id: int, terms: Sequence[str], last_as_prefix: bool = True, other_branches: bool = False,
+    prefix_stems: Sequence[str] = (),
 ) -> str:
     """The vendor's full-text query for the owner's chat messages containing every one of `terms`,
-    the last one as a prefix (search as you type) unless `last_as_prefix` is false; no terms: all the
-    owner's messages on the paths shown, and with `other_branches` those off them too. An FTS5 MATCH
-    expression on SQLite, a tsquery on PostgreSQL; the owner's scope tokens make the index itself
-    keep other users out (search_services.index_scope)."""
+    the last one as a prefix (search as you type), or one of `prefix_stems` whole, unless
+    `last_as_prefix` is false; no terms: all the owner's messages on the paths shown, and with
+    `other_branches` those off them too. An FTS5 MATCH expression on SQLite, a tsquery on PostgreSQL;
+    the owner's scope tokens make the index itself keep other users out (search_services.index_scope)."""
     scopes = [f"_u{owner_id}", *([f"_h{owner_id}"] if other_branches else [])]
     whole, last = (terms[:-1], terms[-1:]) if last_as_prefix else (terms, [])
     if connection.vendor == "postgresql":
         owner = " | ".join(map(ts_lexeme, scopes))
-        return " & ".join([f"({owner})", *map(ts_lexeme, whole), *(ts_lexeme(t) + ":*" for t in last)])
+        typed = [" | ".join([ts_lexeme(t) + ":*", *map(ts_lexeme, prefix_stems)]) for t in last]
+        return " & ".join([f"({owner})", *map(ts_lexeme, whole), *(f"({t})" for t in typed)])
     owner = " OR ".join(map(fts_phrase, scopes))
-    return " AND ".join([f"({owner})", *map(fts_phrase, whole), *(fts_phrase(t) + " *" for t in last)])
+    typed = [" OR ".join([fts_phrase(t) + " *", *map(fts_phrase, prefix_stems)]) for t in last]
+    return " AND ".join([f"({owner})", *map(fts_phrase, whole), *(f"({t})" for t in typed)])
 
 
 def conversation_ids_matching(*, owner: User, text: str) -> RawSQL | None:
@@ -383,7 +394,8 @@ def conversation_ids_matching(*, owner: User, text: str) -> RawSQL | None:
     if not terms:
         return None
     # A chat is found by text on any of its branches (it is in it); message search shows the paths only.
-    query = owner_match_query(owner_id=owner.pk, terms=terms, other_branches=True)
+    query = owner_match_query(owner_id=owner.pk, terms=terms, other_branches=True,
+                              prefix_stems=search_prefix_stems(text=text))
     if connection.vendor == "postgresql":
         return RawSQL(  # noqa: S611 (the text is a bound parameter; names are ours)
             f"SELECT conversation_id FROM {_SEARCH_TABLE} WHERE tsv @@ %s::tsquery",  # noqa: S608

@@ -43,7 +43,7 @@ from django.utils.safestring import SafeString, mark_safe
 from optimizer.lexical import bm25, idf
 
 from .models import Conversation, Message, MessageSearch
-from .recall_source import FTS_TABLE, corpus_statistics, owner_match_query, search_terms
+from .recall_source import FTS_TABLE, corpus_statistics, owner_match_query, search_prefix_stems, search_terms
 from .search_snippets import SnippetPart, WordMatcher, marked_spans, snippet_parts
 
 MIN_QUERY_CHARS = 2  # one character would match half the titles and every word's prefix
@@ -124,14 +124,15 @@ def message_search(*, owner: User, query: str, page: int = 1, page_size: int = P
                           window_full=False)
     hits = title_hits(owner=owner, query=query) if page == 1 else []
     terms = search_terms(text=query)
+    stems = search_prefix_stems(text=query)
     ranked: list[tuple[int, float]] = []
     window: list[Row] = []
     if terms:
-        window = _window(owner_id=owner.pk, terms=terms)
-        ranked = _rank(window=window, terms=terms)
+        window = _window(owner_id=owner.pk, terms=terms, prefix_stems=stems)
+        ranked = _rank(window=window, terms=terms, prefix_stems=stems)
     start = (page - 1) * page_size
     chosen = ranked[start : start + page_size]
-    hits += _message_hits(owner=owner, chosen=chosen, terms=terms)
+    hits += _message_hits(owner=owner, chosen=chosen, terms=terms, prefix_stems=stems)
     return SearchPage(query=query, page=page, page_size=page_size, hits=hits, has_more=len(ranked) > start + page_size,
                       ranked=len(ranked), window_full=len(window) >= RANK_WINDOW)
 
@@ -154,7 +155,7 @@ def title_hits(*, owner: User, query: str) -> list[SearchHit]:
 # --- candidates and ranking --------------------------------------------------------------------------
 
 
-def _window(*, owner_id: int, terms: Sequence[str]) -> list[Row]:
+def _window(*, owner_id: int, terms: Sequence[str], prefix_stems: Sequence[str] = ()) -> list[Row]:
     """(message id, conversation id, length, stored terms) of the newest RANK_WINDOW matches.
 
     A query of one short word (SHORT_PREFIX characters or fewer: "bi" while typing "bike") stands
@@ -163,14 +164,15 @@ def _window(*, owner_id: int, terms: Sequence[str]) -> list[Row]:
     newest messages, newest first, stopping at RANK_WINDOW matches, among at most SCAN_ROWS of them;
     only when those hold too few and older ones may exist (a rare prefix) is the index asked, which
     is then cheap. Both ways give the same window. With other words the index is asked at once: its
-    intersection with them was the cheaper way on both databases at a million messages.
+    intersection with them was the cheaper way on both databases at a million messages. The last
+    word may also stand for `prefix_stems` (recall_source.search_prefix_stems), matched whole.
     """
     whole, prefix = terms[:-1], terms[-1]
-    if len(prefix) <= SHORT_PREFIX and not whole:
+    if len(prefix) <= SHORT_PREFIX and not whole and not prefix_stems:
         complete, rows = _window_scanned(owner_id=owner_id, prefix=prefix)
         if complete or len(rows) >= RANK_WINDOW:
             return rows
-    query = owner_match_query(owner_id=owner_id, terms=terms)
+    query = owner_match_query(owner_id=owner_id, terms=terms, prefix_stems=prefix_stems)
     if connection.vendor == "postgresql":
         # Ids first, then their rows: the sort then carries ids only, not every match's terms.
         sql = (
@@ -219,19 +221,21 @@ def _window_scanned(*, owner_id: int, prefix: str) -> tuple[bool, list[Row]]:
         return count < SCAN_ROWS, list(cursor.fetchall())
 
 
-def _rank(*, window: list[Row], terms: Sequence[str]) -> list[tuple[int, float]]:
+def _rank(*, window: list[Row], terms: Sequence[str], prefix_stems: Sequence[str] = ()) -> list[tuple[int, float]]:
     """The window's (message id, BM25 score), best first, newest first among equals.
 
-    The last term is a prefix: each word it stands for in a candidate scores as a term of its own,
-    with its own document frequency, as a query naming those words would.
+    The last term is a prefix: each word it stands for in a candidate (one of `prefix_stems`
+    included) scores as a term of its own, with its own document frequency, as a query naming those
+    words would.
     """
     if not window:
         return []
     whole, prefix = list(terms[:-1]), terms[-1]
-    found = _occurrences(window=window, whole=whole, prefix=prefix)
+    found = _occurrences(window=window, whole=whole, prefix=prefix, prefix_stems=prefix_stems)
     expansions: Counter[str] = Counter()
+    stems = set(prefix_stems)
     for counts in found:
-        expansions.update(t for t in counts if t.startswith(prefix))
+        expansions.update(t for t in counts if t.startswith(prefix) or t in stems)
     looked_up = [*whole, *(t for t, _ in expansions.most_common(STAT_EXPANSIONS) if t not in whole)]
     by_conversation = Counter(cid for _, cid, _, _ in window)
     conversations = [cid for cid, _ in by_conversation.most_common(STAT_CONVERSATIONS)]
@@ -242,7 +246,7 @@ def _rank(*, window: list[Row], terms: Sequence[str]) -> list[tuple[int, float]]
     weights = {t: idf(min(df.get(t, 0), n_docs), n_docs) for t in looked_up}
     # A prefix word beyond the ones looked up weighs like the most common of those: never more than
     # a word the statistics know.
-    rest = min((weights[t] for t in looked_up if t.startswith(prefix)), default=idf(0, n_docs))
+    rest = min((weights[t] for t in looked_up if t.startswith(prefix) or t in stems), default=idf(0, n_docs))
     scored = []
     for (pk, _, length, _), counts in zip(window, found, strict=True):
         score = 0.0
@@ -253,8 +257,11 @@ def _rank(*, window: list[Row], terms: Sequence[str]) -> list[tuple[int, float]]
     return scored
 
 
-def _occurrences(*, window: list[Row], whole: list[str], prefix: str) -> list[Counter[str]]:
-    """Per candidate, how often it holds each whole term and each word starting with the prefix.
+def _occurrences(
+    *, window: list[Row], whole: list[str], prefix: str, prefix_stems: Sequence[str] = ()
+) -> list[Counter[str]]:
+    """Per candidate, how often it holds each whole term, each word starting with the prefix, and
+    each of `prefix_stems`.
 
     All the candidates' stored terms in one text, a line each with a space before every term: one
     search per query word, each opening with a literal (" bike") that the regular-expression engine
@@ -266,7 +273,7 @@ def _occurrences(*, window: list[Row], whole: list[str], prefix: str) -> list[Co
         at += len(stored) + 2
     text = "".join(f" {stored}\n" for _, _, _, stored in window)
     found: list[Counter[str]] = [Counter() for _ in window]
-    for term in whole:
+    for term in [*whole, *(t for t in prefix_stems if not t.startswith(prefix) and t not in whole)]:
         for m in re.finditer(" " + re.escape(term) + "(?=[ \n])", text):
             found[bisect_right(starts, m.start()) - 1][term] += 1
     skip = set(whole)  # counted above: a whole term is not counted again as the prefix's word
@@ -279,7 +286,9 @@ def _occurrences(*, window: list[Row], whole: list[str], prefix: str) -> list[Co
 # --- the page's hits and their snippets ------------------------------------------------------------
 
 
-def _message_hits(*, owner: User, chosen: list[tuple[int, float]], terms: Sequence[str]) -> list[SearchHit]:
+def _message_hits(
+    *, owner: User, chosen: list[tuple[int, float]], terms: Sequence[str], prefix_stems: Sequence[str] = ()
+) -> list[SearchHit]:
     """The chosen messages with their snippets; their content is read here, for this page only."""
     if not chosen:
         return []
@@ -292,7 +301,7 @@ def _message_hits(*, owner: User, chosen: list[tuple[int, float]], terms: Sequen
             "id", "conversation_id", "conversation__title", "role", "created_at", "content"
         )
     }
-    matcher = WordMatcher.for_terms(terms=terms)
+    matcher = WordMatcher.for_terms(terms=terms, prefix_stems=prefix_stems)
     hits = []
     for pk, score in chosen:
         row = rows.get(pk)

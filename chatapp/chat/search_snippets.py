@@ -48,7 +48,10 @@ class WordMatcher:
     candidates: re.Pattern[str]
 
     @classmethod
-    def for_terms(cls, *, terms: Sequence[str]) -> WordMatcher:
+    def for_terms(cls, *, terms: Sequence[str], prefix_stems: Sequence[str] = ()) -> WordMatcher:
+        """`prefix_stems`: stems the last word may be on its way to (recall_source.search_prefix_stems),
+        matched whole like the other terms."""
+        terms = [*terms[:-1], *prefix_stems, *terms[-1:]]
         openings = {t[:2] for t in terms} | {t[0] + "y" for t in terms if t[1:2] == "i"}
         # an apostrophe may sit between them ("o'neil" is indexed as "oneil")
         alternatives = sorted(

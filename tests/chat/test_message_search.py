@@ -102,6 +102,26 @@ def test_every_word_must_match_and_only_the_last_is_a_prefix(user):
     assert "<mark>Lisbon</mark>" in hit.snippet_html and "<mark>aquarium</mark>" in hit.snippet_html
 
 
+def test_a_word_typed_past_its_stem_still_finds_it(user, client):
+    """The index stores stems, and a stem may be shorter than the word typed so far: "decorator" is
+    stored as "decor", so the prefix "decora" found nothing while "decor" did."""
+    chat = _chat(user)
+    (decorator,) = _say(chat, "Wrap the view in a decorator that caches its result.")
+    (generator,) = _say(chat, "The generator yields one row at a time.")
+    _say(chat, "Both genes come from the mother.", "A decent cache would help.")
+    for typed in ("decor", "decora", "decorat", "decorato", "decorator", "DECORAT"):
+        assert _message_ids(message_search(owner=user, query=typed)) == [decorator.pk], typed
+    for typed in ("genera", "generato", "yields generato"):
+        # "genes" shares the first letters but is no word "generato" can become
+        assert _message_ids(message_search(owner=user, query=typed)) == [generator.pk], typed
+    assert _message_ids(message_search(owner=user, query="caches generato")) == []  # every word must match
+    hit = message_search(owner=user, query="decorato").hits[0]
+    assert "<mark>decorator</mark>" in hit.snippet_html
+    assert list(Conversation.objects.filter(pk__in=conversation_ids_matching(owner=user, text="decorat"))) == [chat]
+    client.force_login(user)
+    assert "decorator" in client.get(reverse("chat-sidebar"), {"q": "decorato"}).content.decode()
+
+
 def test_short_and_stop_word_queries(user):
     chat = _chat(user, title="The weekly plan")
     _say(chat, "the plan for the week")

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from optkit import MODEL, msg, source_of
 
 from optimizer import Msg, count_message, pack
-from optimizer.lexical import LexicalIndex, Query, analyze, bm25, build_query, idf, index_text
+from optimizer.lexical import LexicalIndex, Query, analyze, bm25, build_query, idf, index_text, prefix_stems
 from optimizer.recall import (
     HEADER,
     NEIGHBOUR_WEIGHT,
@@ -428,3 +428,22 @@ def test_a_first_cut_that_would_send_more_than_the_history_sends_the_history():
     assert not stats["optimization_applied"] and stats["tokens_after"] == stats["tokens_before"]
     assert [p.source_ids[0] for p in result.messages] == [m.id for m in msgs]
     assert "fits the budget" in stats["strategy_reason"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["decorator", "generator", "nationalization", "hopefulness", "conditional", "running",
+                        "relational", "computation", "organizations", "happiness", "invoices", "aquarium"]),
+       st.data())
+def test_a_typed_prefix_reaches_the_stem_of_the_word_it_begins(word, data):
+    """Whatever part of a word has been typed (three letters or more), the word's stem either starts
+    with the prefix's own stem, or is among `prefix_stems`: a search as you type does not lose the
+    word midway, as "decora" lost "decorator" (stored as "decor")."""
+    typed = word[: data.draw(st.integers(min_value=3, max_value=len(word)))]
+    stem = analyze(word)[0]
+    assert stem.startswith(analyze(typed)[0]) or stem in prefix_stems(typed)
+
+
+def test_prefix_stems_are_only_the_stems_a_word_can_become():
+    assert prefix_stems("decora") == ["decor"]
+    assert "gene" not in prefix_stems("generato")  # "genes" is no word "generato" begins
+    assert prefix_stems("decorator") == [] and prefix_stems("bike") == []
