@@ -52,17 +52,21 @@ def _quota_allows_summaries(
     return summary_quota_remaining(conversation=conversation) > 0
 
 
-def _quota_reason(result: PackResult) -> PackResult:
-    """Say in the record and the gauge why the selector truncates: the daily limit, not the scores."""
+# Why no summarizer is offered when automatic optimization is off (the user's switch, not the scores).
+_AUTO_OFF_REASON = "automatic optimization is off (Settings), so nothing is summarized"
+
+
+def _no_summarizer_reason(result: PackResult, *, cause: str) -> PackResult:
+    """Say in the record and the gauge why the selector truncates: `cause` (the daily limit, the
+    user's switch), not the scores."""
     info = result.info
     if not info.optimization_applied:
         return result
     reason = info.strategy_reason
-    quota = summary_quota_reason()
     if _NO_SUMMARIZER in reason:
-        reason = reason.replace(_NO_SUMMARIZER, quota)
+        reason = reason.replace(_NO_SUMMARIZER, cause)
     else:
-        reason = f"{reason} ({quota})" if reason else quota
+        reason = f"{reason} ({cause})" if reason else cause
     return dataclasses.replace(result, info=dataclasses.replace(info, strategy_reason=reason))
 
 
@@ -189,7 +193,9 @@ def context_build(
         )
     if quota_exhausted:
         ctx.quota_exhausted = True
-        result = _quota_reason(result)
+        result = _no_summarizer_reason(result, cause=summary_quota_reason())
+    elif not auto_optimize:
+        result = _no_summarizer_reason(result, cause=_AUTO_OFF_REASON)
     if store_window:
         _window_store(
             conversation=conversation,

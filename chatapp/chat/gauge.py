@@ -63,14 +63,21 @@ def summary_through_id(*, result: PackResult, ctx: ContextInput) -> int | None:
 
 
 def packed_gauge(*, result: PackResult, ctx: ContextInput, budget: int) -> dict[str, Any]:
-    """The gauge of a packed request: what it sends, from which window, with which summary."""
+    """The gauge of a packed request: what it sends, from which window, with which summary.
+
+    Its strategy is what the request does with the messages before its window. A request that cuts
+    nothing new keeps the window of an earlier cut: a summary sent stands in for what that cut left
+    out ("summarize"), whichever way the selector would go at the next cut."""
     info = result.info
+    strategy = info.strategy_chosen
+    if info.optimization_applied and not info.triggered and info.summary_used:
+        strategy = "summarize"
     return gauge_payload(
         tokens=info.tokens_after,
         budget=budget,
         history_tokens=info.tokens_before,
         window_start_id=int(result.window_start) if result.window_start is not None else None,
-        strategy=info.strategy_chosen,
+        strategy=strategy,
         estimated=info.estimated,
         summary_through_id=summary_through_id(result=result, ctx=ctx),
         summary_quota_reached=ctx.quota_exhausted,

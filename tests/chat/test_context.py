@@ -147,6 +147,35 @@ def test_auto_optimize_off_sends_everything_that_fits(user, fake_openai):
     assert len({i for m in on.messages for i in m.source_ids}) < len(ids)
 
 
+def test_auto_optimize_off_says_so_when_it_truncates(user, fake_openai):
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=16_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    seed_messages(conversation, 300, model="gpt-4o-mini")
+    config.context_window = int(conversation.live_token_count / 1.2) + config.max_output_tokens  # 120%: a cut
+    config.save()
+    target = llm.llm_target_for(config=config)
+    result, _ = context_build(conversation=conversation, preference="quality", target=target, auto_optimize=False)
+    assert result.info.strategy_chosen == "truncate"
+    assert "automatic optimization is off" in result.info.strategy_reason
+    assert "no summarizer" not in result.info.strategy_reason
+
+
+def test_the_gauge_names_the_summary_a_kept_window_sends(user, conversation):
+    """No cut on this request (the window of an earlier one is kept) and a summary sent for what it
+    left out: the gauge says the older turns are summarized, whatever the selector would pick at the
+    next cut (fast picks truncation)."""
+    ids = seed_messages(conversation, 20)
+    message_append(conversation=conversation, role="system", kind="summary",
+                   content="[Conversation summary — covers 8 messages]\n\nThey planned the trip.",
+                   covers_from_id=ids[0], covers_through_id=ids[9])
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[10])
+    UserSettings.objects.update_or_create(user=user, defaults={"preference": "fast"})
+    conversation.refresh_from_db()
+    gauge = context_gauge(conversation=conversation, user=user)
+    assert gauge["summary_through_id"] == ids[9] and gauge["window_start_id"] == ids[10]
+    assert gauge["strategy"] == "summarize"
+
+
 def test_gauge_reports_next_request_tokens_against_budget(conversation, user):
     message_append(conversation=conversation, role="user", content="hello there")
     message_append(conversation=conversation, role="assistant", content="hi, how can I help?")
