@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -333,3 +334,24 @@ def test_retry_after_a_failure_then_regenerate_and_pin(asgi_server, browser, fak
     _wait(browser, lambda d: question.get_attribute("data-pinned") == "1")
     assert Message.objects.get(pk=int(question.get_attribute("data-id"))).pinned
     browser.save_screenshot(str(screenshot_dir / "chat-regenerated.png"))
+
+
+def test_renaming_a_chat_with_the_keyboard_keeps_the_focus(asgi_server, browser):
+    """Enter or Esc in the rename field: the title is saved (or kept) and focus goes back to the
+    Rename button it came from, not to the page."""
+    _sign_up(browser, asgi_server.url, "browser-rename")
+    _send(browser, "A chat to rename.")
+    for button_css, key in (
+        ('[data-action="rename-current"]', Keys.ENTER),  # saved
+        (".conv-item [data-action='rename-conversation']", Keys.ESCAPE),  # kept as it was
+    ):
+        button = browser.find_element(By.CSS_SELECTOR, button_css)
+        browser.execute_script("arguments[0].focus()", button)
+        ActionChains(browser).send_keys(Keys.ENTER).perform()  # the button, pressed from the keyboard
+        field = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".title-input, .conv-rename"))
+        field.send_keys(Keys.CONTROL, "a")
+        field.send_keys("Renamed by keyboard", key)
+        _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, ".title-input, .conv-rename"))
+        assert browser.switch_to.active_element == button
+        _wait(browser, lambda d: d.find_element(By.ID, "chat-title").text == "Renamed by keyboard")
+    assert console_errors(browser) == []

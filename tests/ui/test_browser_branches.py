@@ -4,6 +4,7 @@ whole branch below coming back with the version; Cancel leaves the message as it
 
 from __future__ import annotations
 
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
@@ -40,9 +41,19 @@ def test_edit_a_message_then_switch_between_versions(asgi_server, browser):
     editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
     assert editor.get_attribute("value") == "And about pears?"
     assert browser.switch_to.active_element == editor
+    # The editor takes the row's width, not the short bubble's.
+    row = browser.find_element(By.CSS_SELECTOR, ".timeline-inner").size["width"]
+    assert editor.size["width"] > 0.6 * row
     _click(browser, browser.find_element(By.CSS_SELECTOR, '[data-action="edit-cancel"]'))
     _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, ".msg-edit"))
     assert len(_user_messages(browser)) == 3
+    # Esc closes it too, and focus goes back to the Edit button it came from, not to the page.
+    edit_button = second.find_element(By.CSS_SELECTOR, '[data-action="edit-message"]')
+    browser.execute_script("arguments[0].focus()", edit_button)  # a keyboard user: focus, then Enter
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input")).send_keys(Keys.ESCAPE)
+    _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, ".msg-edit"))
+    assert browser.switch_to.active_element == edit_button
 
     # Edit and Save & submit: the new version streams its reply; what followed the old one goes.
     _click(browser, second.find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
@@ -63,7 +74,9 @@ def test_edit_a_message_then_switch_between_versions(asgi_server, browser):
     edited = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user .msg-branches"))[0]
     previous = edited.find_element(By.CSS_SELECTOR, '[data-action="branch-prev"]')
     assert previous.get_attribute("aria-label") == "Previous version (1 of 2)"
-    assert edited.find_element(By.CSS_SELECTOR, '[data-action="branch-next"]').get_attribute("disabled")
+    at_the_end = edited.find_element(By.CSS_SELECTOR, '[data-action="branch-next"]')
+    assert at_the_end.get_attribute("disabled")
+    assert at_the_end.get_attribute("aria-label") == "Next version (this is the last of 2)"
     _click(browser, previous)
     _wait(browser, lambda d: any("plums" in t for t in _texts(d)))
     assert len(_user_messages(browser)) == 3
@@ -81,6 +94,10 @@ def test_edit_a_message_then_switch_between_versions(asgi_server, browser):
     composer.send_keys(Keys.ARROW_UP)
     editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
     assert editor.get_attribute("value") == "And about cherries?"
+    editor.send_keys(Keys.ESCAPE)  # opened from the message box: focus goes back there
+    _wait(browser, lambda d: d.switch_to.active_element == composer)
+    composer.send_keys(Keys.ARROW_UP)
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
     editor.send_keys(" And grapes.", Keys.ENTER)
     _wait(browser, lambda d: any("grapes" in t for t in _texts(d))
           and d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status") == "complete")

@@ -20,6 +20,7 @@ from chatapp.chat.gauge import context_gauge
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.services import user_settings_update
 from chatapp.chat.summary_requests import summary_requests_wait
+from chatapp.chat.summary_runner import summary_job_run
 from chatapp.chat.summary_services import summary_job_request
 from chatapp.providers.models import LLMConfig
 from tests.support.browser import console_errors
@@ -241,6 +242,8 @@ def test_confirm_before_compaction_asks_and_not_now_dismisses(asgi_server, brows
     assert re.search(r"History is \d+% of the budget — compact now\?", _banner(browser).text)
     _banner(browser).find_element(By.CSS_SELECTOR, '[data-action="compact"]').click()
     _wait(browser, lambda d: _banner_status(d) in {"pending", "queued", "running", "done"})
+    # The button pressed is gone with the question: focus is not left on the page.
+    assert browser.switch_to.active_element.tag_name != "body"
     asked.refresh_from_db()
     assert asked.trigger == SummaryJob.Trigger.MANUAL
     assert asked.status != SummaryJob.Status.AWAITING_CONFIRMATION
@@ -309,4 +312,30 @@ def test_the_divider_says_which_left_out_messages_a_summary_stands_in_for(asgi_s
     text = _wait(browser, lambda d: next((m.text for m in d.find_elements(By.CSS_SELECTOR, ".window-marker")
                                           if "later ones are left out" in m.text), None))
     assert "a summary stands in for the older ones" in text
+    assert console_errors(browser) == []
+
+
+def test_a_summary_written_between_two_polls_appears_without_a_reload(asgi_server, browser, fake_openai):
+    """An automatic job may start and end before the page first polls it: its summary is shown all
+    the same when the page next hears of it (here, after its next reply), not only after a reload."""
+    base = asgi_server.url
+    _sign_up(browser, base, "between-polls")
+    user = get_user_model().objects.get(username="between-polls")
+    _config(user, fake_openai.base_url, name="Echo 16k", window=16_000, default=True)
+    conversation = Conversation.objects.create(owner=user, title="Between polls")
+    _seed(conversation, 12)
+    browser.get(f"{base}/c/{conversation.pk}/")
+    _wait(browser, lambda d: "/" in d.find_element(By.ID, "gauge-text").text)
+
+    # A job the page never saw running: queued and done on the server between two polls.
+    chat = list(Message.objects.filter(conversation=conversation).order_by("id"))
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=chat[8].pk)
+    job = summary_job_request(conversation=conversation, trigger=SummaryJob.Trigger.AUTO)
+    assert summary_job_run(job_id=job.pk).status == "done"
+    job.refresh_from_db()
+
+    _send(browser, "And now?")
+    marker = _wait(browser, lambda d: d.find_elements(By.ID, f"m-{job.summary_id}"))[0]
+    assert marker.find_element(By.CSS_SELECTOR, ".summary-marker-title").get_attribute("textContent") == (
+        "Summary takes over here")
     assert console_errors(browser) == []

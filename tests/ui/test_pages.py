@@ -94,6 +94,14 @@ def test_signup_shows_field_errors(client, db):
     assert not get_user_model().objects.filter(username="grace").exists()
 
 
+def test_signup_password_rules_stay_inside_the_help_the_field_points_at(client, db):
+    html = client.get("/accounts/signup/").content.decode()
+    # Django's password help is a list: inside a <p> the browser moves it out, leaving the field's
+    # aria-describedby pointing at an empty paragraph.
+    assert '<div class="field-help" id="id_password1_helptext"><ul>' in html
+    assert '<p class="field-help" id="id_password1_helptext">' not in html
+
+
 def test_login_logout_and_password_change(client, user):
     assert client.get("/accounts/login/").status_code == 200
     response = client.post("/accounts/login/", {"username": "ada", "password": "a long test password 1"})

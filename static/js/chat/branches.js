@@ -28,10 +28,12 @@ export function setSiblings(article, message) {
     b.disabled = disabled;
     return b;
   };
+  const first = index <= 1;
+  const last = index >= count;
   nav.append(
-    button("branch-prev", "‹", `Previous version (${index - 1} of ${count})`, index <= 1),
+    button("branch-prev", "‹", `Previous version (${first ? `this is the first of ${count}` : `${index - 1} of ${count}`})`, first),
     el("span", "msg-branches-pos", `${index}/${count}`),
-    button("branch-next", "›", `Next version (${index + 1} of ${count})`, index >= count),
+    button("branch-next", "›", `Next version (${last ? `this is the last of ${count}` : `${index + 1} of ${count}`})`, last),
   );
   const meta = article.querySelector(".msg-meta");
   meta.insertBefore(nav, meta.querySelector(".msg-model, .msg-time"));
@@ -57,10 +59,21 @@ async function switchBranch(article, step) {
   window.location.reload();
 }
 
+// Where focus was when each editor opened (its Edit button, or the message box for ↑): it goes back
+// there when the editor closes, instead of falling to the page.
+const editOpeners = new WeakMap();
+
 function closeEditor(article) {
+  const hadFocus = article.querySelector(".msg-edit")?.contains(document.activeElement);
   article.querySelector(".msg-edit")?.remove();
+  article.classList.remove("is-editing");
   article.querySelector(".msg-content").hidden = false;
   article.querySelector(".msg-actions").hidden = false;
+  const opener = editOpeners.get(article);
+  editOpeners.delete(article);
+  if (hadFocus || document.activeElement === document.body) {
+    (opener && opener.isConnected ? opener : document.getElementById("composer-input"))?.focus();
+  }
 }
 
 function openEditor(article) {
@@ -70,8 +83,9 @@ function openEditor(article) {
   const area = el("textarea", "msg-edit-input");
   area.id = `edit-${article.dataset.id}`;
   label.htmlFor = area.id;
-  area.rows = 3;
   area.value = article.querySelector(".msg-source").value;
+  // Tall enough to show the message (up to 14 lines; it scrolls beyond), never under 3.
+  area.rows = Math.min(14, Math.max(3, area.value.split("\n").length + Math.floor(area.value.length / 90)));
   const save = el("button", "btn btn--sm btn--primary", "Save & submit");
   save.type = "submit";
   const cancel = el("button", "btn btn--sm", "Cancel");
@@ -80,6 +94,8 @@ function openEditor(article) {
   const row = el("div", "msg-edit-actions");
   row.append(cancel, save);
   form.append(label, area, row);
+  editOpeners.set(article, document.activeElement);
+  article.classList.add("is-editing");
   article.querySelector(".msg-content").hidden = true;
   article.querySelector(".msg-actions").hidden = true;
   article.querySelector(".msg-content").after(form);

@@ -39,6 +39,17 @@ export function formatSeconds(secs) {
 }
 
 export function renderJob(job) {
+  // A button of the banner may hold focus ("Compact now"): it comes back to the banner's new first
+  // button, or to the message box, instead of falling to the page.
+  const hadFocus = jobBanner.contains(document.activeElement);
+  drawJob(job);
+  if (hadFocus && !jobBanner.contains(document.activeElement)) {
+    const next = jobBanner.hidden ? null : jobBanner.querySelector(".job-actions button");
+    (next || document.getElementById("composer-input"))?.focus();
+  }
+}
+
+function drawJob(job) {
   state.currentJob = job;
   clearTimeout(doneBannerTimer);
   jobBanner.replaceChildren();
@@ -146,7 +157,9 @@ export async function refreshJobs({ restart = false } = {}) {
   }
   const jobs = Array.isArray(res.data) ? res.data : res.data.results || [];
   const job = jobs.length ? jobs.reduce((a, b) => (Number(b.id) > Number(a.id) ? b : a)) : null;
-  const finished = job && job.id === state.watchedJobId && !ACTIVE_JOB.includes(job.status);
+  const finished = job && !ACTIVE_JOB.includes(job.status) && !shownJobs.has(job.id)
+    && (job.id === state.watchedJobId || unseenSummary(job));
+  if (finished) shownJobs.add(job.id);
   if (job && ACTIVE_JOB.includes(job.status)) state.watchedJobId = job.id;
   renderJob(job);
   if (job && ACTIVE_JOB.includes(job.status)) {
@@ -156,6 +169,15 @@ export async function refreshJobs({ restart = false } = {}) {
     pollDelay = POLL_FIRST_MS;
   }
   if (finished) await jobFinished(job);
+}
+
+const shownJobs = new Set(); // ended jobs whose summary and gauge this page has shown
+
+// An automatic job may start and end between two polls: its summary, written since the page
+// loaded, is not on the page yet (one the server rendered is).
+function unseenSummary(job) {
+  const finishedAt = job.finished_at ? Date.parse(job.finished_at) : 0;
+  return Boolean(job.summary_id) && finishedAt > pageLoadedAt - 60000 && !document.getElementById(`m-${job.summary_id}`);
 }
 
 /** A job this page watched has ended: show its summary and the new gauge without reloading. */

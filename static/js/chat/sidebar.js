@@ -39,6 +39,7 @@ export function inlineRename(target, current, onSave) {
   field.value = current;
   field.maxLength = 200;
   field.setAttribute("aria-label", "Chat title");
+  const opener = document.activeElement;
   target.hidden = true;
   target.after(field);
   field.focus();
@@ -48,8 +49,16 @@ export function inlineRename(target, current, onSave) {
     if (done) return;
     done = true;
     const value = field.value.trim();
+    const hadFocus = document.activeElement === field;
     field.remove();
     target.hidden = false;
+    // Enter or Esc: focus goes back where the rename was asked for (a menu that has closed since:
+    // the chat's own link or button), not to the page.
+    if (hadFocus) {
+      const back = opener && opener.isConnected && opener.offsetParent !== null ? opener
+        : target.closest(".conv-item")?.querySelector("a, button") || (target.matches("button") ? target : null);
+      back?.focus();
+    }
     if (save && value && value !== current) await onSave(value);
   };
   field.addEventListener("keydown", (e) => {
