@@ -14,7 +14,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
 from chatapp.chat.models import Message, OptimizationRecord
-from tests.dashboard.factories import make_recall_turns
+from tests.dashboard.factories import make_conversation, make_recall_turns, make_record
 from tests.support.browser import SCREENSHOT_DIR as SCREENSHOTS
 from tests.support.browser import browser, console_errors
 
@@ -70,6 +70,40 @@ def _wait_text(element, text: str, timeout: float = 10) -> None:
 def _hex_rgb(value: str) -> tuple[int, int, int]:
     value = value.strip().lstrip("#")
     return int(value[0:2], 16), int(value[2:4], 16), int(value[4:6], 16)
+
+
+def test_a_short_conversation_draws_inside_its_charts(live_server, transactional_db, browser):
+    """Six turns, the first and last of them cuts: each turn's mark is a wide cell, and the ones at
+    either end stop at the plot's edges (the last ran past the card); the axis' "turn" stays clear
+    of the first tick's label."""
+    user = get_user_model().objects.create_user(username="short-viewer")
+    conversation = make_conversation(owner=user, title="Six turns")
+    for turn in range(6):
+        cut = turn in (0, 5)
+        make_record(conversation=conversation, tokens_full=900 + 100 * turn, tokens_sent=700 if cut else 900,
+                    strategy="truncate" if cut else "none", triggered=cut)
+    _login(browser, live_server, user)
+    browser.get(f"{live_server.url}/c/{conversation.pk}/dashboard/")
+    _wait_ready(browser)
+    outside = browser.execute_script("""
+        // the plot runs from the left margin (44 or 56 px) to 14 px before the right edge (util.chartFrame)
+        const svg = document.querySelector('#chart-strategy svg'), right = svg.viewBox.baseVal.width - 14;
+        const marks = [...svg.querySelectorAll('rect[data-strategy]')];
+        return {marks: marks.length, over: marks.filter((r) => r.x.baseVal.value + r.width.baseVal.value
+                  > right + 0.01 || r.x.baseVal.value < 44 - 0.01).length};
+    """)
+    assert outside == {"marks": 2, "over": 0}
+    clear = browser.execute_script("""
+        const texts = [...document.querySelectorAll('#chart-tokens g.axis text')];
+        const label = texts.find((t) => t.textContent === 'turn').getBBox();
+        return texts.filter((t) => t.textContent !== 'turn').every((t) => {
+          const b = t.getBBox();
+          return b.x > label.x + label.width || b.x + b.width < label.x || b.y > label.y + label.height
+            || b.y + b.height < label.y;
+        });
+    """)
+    assert clear
+    assert console_errors(browser) == []
 
 
 def test_dashboard_draws_charts_and_map_from_the_data(live_server, transactional_db, browser):

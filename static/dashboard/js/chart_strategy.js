@@ -33,7 +33,9 @@ export function drawStrategy() {
   for (let i = 0; i < n; i++) {
     for (const [name, count, top] of [["summarize", s.summarizations[i], m.t], ["truncate", s.truncations[i], m.t + lane]]) {
       if (!count) continue;
-      svg("rect", { class: "s-" + name, x: x(i) - w / 2, y: top, width: w, height: lane, "data-strategy": name, "data-turn": s.turn_last[i], "data-count": count }, band);
+      // Centred on the turn, as the line below is; the first and last stop at the plot's edges.
+      const x0 = Math.max(m.l, x(i) - w / 2), x1 = Math.min(W - m.r, x(i) + w / 2);
+      svg("rect", { class: "s-" + name, x: x0, y: top, width: Math.max(0.5, x1 - x0), height: lane, "data-strategy": name, "data-turn": s.turn_last[i], "data-count": count }, band);
       marks++;
     }
   }

@@ -44,7 +44,8 @@ export function drawTokens() {
     t.textContent = fmt(v);
   }
   xLabels(axis, s, xt, W, H);
-  const axisLabel = svg("text", { x: m.l, y: H - 8, "text-anchor": "start" }, axis);
+  // In the left margin, beside the tick labels (at the plot's left edge it sat on the first one).
+  const axisLabel = svg("text", { x: m.l - 6, y: H - 8, "text-anchor": "end" }, axis);
   axisLabel.textContent = n > 1 ? "turn" : "";
   const note = document.getElementById("scale-note");
   if (note) {
