@@ -111,7 +111,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         saved = _form_save(form, lambda: services.user_settings_update(user=request.user, **form.cleaned_data))
         if saved is not None:
             flash.success(request, "Preferences saved. They apply to your next message.")
-            return redirect("settings")
+            return redirect(reverse("settings") + "#opt-h")  # back where the form was, not the page's top
         return render(request, "chat/settings.html", _settings_context(request, bound={"prefs": form}), status=400)
     return render(request, "chat/settings.html", _settings_context(request))
 

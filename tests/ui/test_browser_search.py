@@ -40,6 +40,10 @@ def test_a_search_hit_links_to_its_message(asgi_server, browser, screenshot_dir)
     assert hit.find_element(By.CSS_SELECTOR, "mark").text == "quokka"
     assert '<img src=x onerror="window.__xss=1">' in hit.text  # shown as text, never as markup
     assert hit.get_attribute("href").endswith(f"/c/{long_chat.pk}/#m-{target.pk}")
+    # What shows of a snippet is whole lines: three at most, and no sliver of the next one.
+    shown, line = browser.execute_script(
+        "const s = getComputedStyle(arguments[0]); return [arguments[0].clientHeight, parseFloat(s.lineHeight)]", hit)
+    assert shown % line < 1 or line - shown % line < 1, (shown, line)
     browser.save_screenshot(str(screenshot_dir / "sidebar-search.png"))
 
     hit.click()

@@ -257,7 +257,7 @@ def test_settings_page_never_shows_the_stored_key(page, user):
 
 def test_preferences_are_saved(page, user):
     response = page.post("/settings/", {"preference": "quality", "auto_optimize": "on"})
-    assert response.status_code == 302
+    assert response.status_code == 302 and response["Location"] == "/settings/#opt-h"
     prefs = UserSettings.objects.get(user=user)
     assert prefs.preference == "quality"
     assert prefs.auto_optimize is True

@@ -27,6 +27,17 @@ function closeMenus(except) {
   }
 }
 
+// The chats drawer (phones).
+function setSidebar(open) {
+  app.classList.toggle("sidebar-open", open);
+  document.querySelector(".sidebar-toggle").setAttribute("aria-expanded", String(open));
+  document.querySelector(".scrim").hidden = !open;
+}
+
+// Back to a chat from the page a drawer link opened: the browser restores the page as it was left,
+// drawer open over the chat; the chat is what was asked for.
+window.addEventListener("pageshow", (e) => { if (e.persisted) setSidebar(false); });
+
 document.addEventListener("click", async (e) => {
   const target = e.target.closest("[data-action]");
   if (!target) {
@@ -39,9 +50,7 @@ document.addEventListener("click", async (e) => {
     case "toggle-sidebar":
     case "close-sidebar": {
       const open = action === "toggle-sidebar" && !app.classList.contains("sidebar-open");
-      app.classList.toggle("sidebar-open", open);
-      document.querySelector(".sidebar-toggle").setAttribute("aria-expanded", String(open));
-      document.querySelector(".scrim").hidden = !open;
+      setSidebar(open);
       if (open) setTimeout(() => document.getElementById("new-chat").focus(), 50);
       else if (window.matchMedia("(max-width: 760px)").matches) document.querySelector(".sidebar-toggle").focus();
       break;
