@@ -355,3 +355,23 @@ def test_renaming_a_chat_with_the_keyboard_keeps_the_focus(asgi_server, browser)
         assert browser.switch_to.active_element == button
         _wait(browser, lambda d: d.find_element(By.ID, "chat-title").text == "Renamed by keyboard")
     assert console_errors(browser) == []
+
+
+def test_a_regenerated_reply_streams_in_the_old_ones_place(asgi_server, browser, fake_openai):
+    """While the new reply streams it stands where the old one stood, under the same question; the
+    old one is out of view (it used to stay above the new one until the stream ended)."""
+    _sign_up_with_model(browser, asgi_server.url, "browser-regen", fake_url=fake_openai.base_url,
+                        model="slow-120", name="Slow")
+    browser.get(asgi_server.url + "/c/new/")
+    old = _send(browser, "Name a colour.")
+    old_id = old.get_attribute("data-id")
+    browser.execute_script("arguments[0].click()", old.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
+    _wait(browser, lambda d: not _idle(d))
+    shown = [m for m in browser.find_elements(By.CSS_SELECTOR, ".msg--assistant") if m.is_displayed()]
+    assert len(shown) == 1 and shown[0].get_attribute("data-id") != old_id
+    assert not browser.find_element(By.ID, f"m-{old_id}").is_displayed()
+    _wait(browser, _idle)
+    replies = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")
+    assert len(replies) == 1 and replies[0].get_attribute("data-status") == "complete"
+    assert replies[0].find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "2/2"
+    assert console_errors(browser) == []

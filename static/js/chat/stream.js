@@ -207,20 +207,25 @@ export async function regenerate(article) {
   if (busyNow()) return;
   const id = article.dataset.id;
   const asstEl = buildMessage("assistant", "");
-  messagesEl.append(asstEl);
-  scrollToBottom(true);
+  // The new reply streams in the old one's place, under the same question; the old one is out of
+  // view meanwhile and comes back if nothing replaces it.
   const previous = article;
+  previous.after(asstEl);
+  previous.hidden = true;
+  scrollToBottom(true);
   await runStream(`/api/messages/${id}/regenerate/`, {}, {
     asstEl,
     userId: article.dataset.replyTo ? Number(article.dataset.replyTo) : null,
     onRejected(msg) {
       asstEl.remove();
+      previous.hidden = false;
       markLastReply(previous);
       toast(msg, "error", 5000);
     },
   });
   // The old reply is a branch now (‹ n/m › on the new one reaches it), no longer on the page's path.
   if (asstEl.isConnected && asstEl.dataset.id && asstEl.dataset.id !== id) previous.remove();
+  else previous.hidden = false;
 }
 
 export function userIdFor(article) {
