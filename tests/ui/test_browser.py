@@ -255,6 +255,16 @@ def test_on_a_phone_a_streaming_reply_says_what_the_open_box_does(asgi_server, b
     busy = browser.find_element(By.ID, "composer-hint-busy")
     assert busy.is_displayed() and "type your next message" in busy.text
     assert box.get_attribute("aria-describedby") == "composer-hint-busy"
+    # Enter waits, and says what it waits for: the draft kept, or (an empty box) only how to stop.
+    status = browser.find_element(By.ID, "stream-status")
+    box.send_keys("third", Keys.ENTER)
+    _wait(browser, lambda d: "your message stays in the box" in status.get_attribute("textContent"))
+    box.send_keys(Keys.ENTER)  # the same words again are cleared first, so they are said again
+    _wait(browser, lambda d: status.get_attribute("textContent") == "")
+    _wait(browser, lambda d: "your message stays in the box" in status.get_attribute("textContent"))
+    box.clear()
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: status.get_attribute("textContent") == "The reply is still being written. Esc stops it.")
     regenerate = browser.find_elements(By.CSS_SELECTOR, '.msg--assistant [data-action="regenerate"]')[0]
     browser.execute_script("arguments[0].click()", regenerate)
     _wait(browser, lambda d: "still being written" in d.find_element(By.ID, "toasts").text)

@@ -145,7 +145,9 @@ let sending = false;
 form.addEventListener("submit", async (e) => {
   e.preventDefault();
   if (state.streaming) {
-    announce("The reply is still being written: your message stays in the box. Esc stops the reply.");
+    announce(input.value.trim()
+      ? "The reply is still being written: your message stays in the box. Esc stops the reply."
+      : "The reply is still being written. Esc stops it.");
     return;
   }
   if (sending) return;

@@ -19,7 +19,13 @@ export const icon = (name) => {
   return svg;
 };
 
-export const announce = (text) => { statusEl.textContent = text; };
+// A live region speaks when its text changes: the same words again (Enter pressed twice during a
+// reply) are cleared first, so they are said again.
+export const announce = (text) => {
+  if (statusEl.textContent !== text) { statusEl.textContent = text; return; }
+  statusEl.textContent = "";
+  setTimeout(() => { statusEl.textContent = text; }, 60);
+};
 
 export function nearBottom() {
   return timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 160;
