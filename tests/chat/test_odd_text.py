@@ -25,14 +25,18 @@ def test_storable_text_joins_split_pairs_and_replaces_the_rest():
     assert "surrogate" in text_problem("\ud800")
 
 
-def test_a_reply_with_odd_bytes_is_stored_whole(user, fake_openai):
-    config = make_config(user, fake_openai.base_url, model="odd-bytes")
-    conversation = Conversation.objects.create(owner=user, llm_config=config)
-
+def _reply_from(user, fake_openai, model: str, *, ends_with: str):
+    """One message sent to `model`: (the stream, the stored reply), the stream ending with `ends_with`."""
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url,
+                                                                                 model=model))
     result = send(user, conversation, "Say something odd")
+    assert result.names[-1] == ends_with, result.events
+    return result, Message.objects.get(conversation=conversation, role="assistant")
 
-    assert result.names[-1] == "done", result.events
-    reply = Message.objects.get(conversation=conversation, role="assistant")
+
+def test_a_reply_with_odd_bytes_is_stored_whole(user, fake_openai):
+    result, reply = _reply_from(user, fake_openai, "odd-bytes", ends_with="done")
+
     assert reply.status == Message.Status.COMPLETE
     assert reply.content.endswith(" NUL\ufffd here, pair \U0001f600, lone \ufffd end.")
     assert reply.char_count == len(reply.content) and reply.token_count > 0
@@ -55,16 +59,12 @@ def test_a_user_message_with_odd_bytes_gets_a_json_400(user, conversation, setti
 def test_a_provider_error_with_odd_bytes_is_stored_and_frees_the_chat(user, fake_openai):
     # The provider's words go into the reply's error column: a NUL (PostgreSQL) or a lone surrogate
     # (any database) made that write fail, the reply stay "streaming" and every next send answer 409.
-    config = make_config(user, fake_openai.base_url, model="fail-odd-400")
-    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    _, reply = _reply_from(user, fake_openai, "fail-odd-400", ends_with="error")
 
-    result = send(user, conversation, "hello")
-
-    assert result.names[-1] == "error", result.events
-    reply = Message.objects.get(conversation=conversation, role="assistant")
     assert reply.status == Message.Status.ERROR
     assert "\x00" not in reply.error and "Invalid byte \ufffd at position 3; lone \ufffd here." in reply.error
     assert text_problem(reply.error) is None
-    config.model = "fake-echo"
-    config.save(update_fields=["model"])
+    conversation = reply.conversation
+    conversation.llm_config.model = "fake-echo"
+    conversation.llm_config.save(update_fields=["model"])
     assert send(user, conversation, "again").names[-1] == "done"

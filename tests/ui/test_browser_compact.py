@@ -65,6 +65,16 @@ def _seed(conversation: Conversation, count: int, *, words: int = 40) -> None:
     )
 
 
+def _seeded_chat(browser, base, username, *, title, fake_url):
+    """A user signed up in the browser, with a 16k-window echo model as default and a chat of 12 messages."""
+    _sign_up(browser, base, username)
+    user = get_user_model().objects.get(username=username)
+    _config(user, fake_url, name="Echo 16k", window=16_000, default=True)
+    conversation = Conversation.objects.create(owner=user, title=title)
+    _seed(conversation, 12)
+    return user, conversation
+
+
 def _banner(driver):
     return driver.find_element(By.ID, "job-banner")
 
@@ -254,11 +264,8 @@ def test_only_the_summary_in_use_shows_as_active(asgi_server, browser, fake_open
     """Issue 14, finding 4: a summary replaced by a later one is shown as replaced, without tools;
     discarding the later one puts the earlier one in use again, on the page as on the server."""
     base = asgi_server.url
-    _sign_up(browser, base, "browser-summaries")
-    user = get_user_model().objects.get(username="browser-summaries")
-    _config(user, fake_openai.base_url, name="Echo 16k", window=16_000, default=True)
-    conversation = Conversation.objects.create(owner=user, title="Two summaries")
-    _seed(conversation, 12)
+    _, conversation = _seeded_chat(browser, base, "browser-summaries", title="Two summaries",
+                                   fake_url=fake_openai.base_url)
     chat = list(Message.objects.filter(conversation=conversation).order_by("id"))
     older, newer = (
         Message.objects.create(
@@ -319,11 +326,8 @@ def test_a_summary_written_between_two_polls_appears_without_a_reload(asgi_serve
     """An automatic job may start and end before the page first polls it: its summary is shown all
     the same when the page next hears of it (here, after its next reply), not only after a reload."""
     base = asgi_server.url
-    _sign_up(browser, base, "between-polls")
-    user = get_user_model().objects.get(username="between-polls")
-    _config(user, fake_openai.base_url, name="Echo 16k", window=16_000, default=True)
-    conversation = Conversation.objects.create(owner=user, title="Between polls")
-    _seed(conversation, 12)
+    _, conversation = _seeded_chat(browser, base, "between-polls", title="Between polls",
+                                   fake_url=fake_openai.base_url)
     browser.get(f"{base}/c/{conversation.pk}/")
     _wait(browser, lambda d: "/" in d.find_element(By.ID, "gauge-text").text)
 
