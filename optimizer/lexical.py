@@ -108,6 +108,8 @@ def prefix_stems(word: str) -> list[str]:
     "decor", so the prefix "decora" would miss it): each completion by a suffix (from where the word
     could be inside it) is stemmed, and the stems shorter than the word's own come back, longest
     first. "generato" gives "generat"; "gene" is never among them, since no suffix goes on "rato".
+    Without a dictionary some completions are no word ("ration" + "ness" gives "ratio"): callers
+    rank these stems below the typed prefix's own matches.
     """
     word = word.lower().replace(_RSQUO, "'").replace("'", "")
     own = _stem(word)
@@ -116,7 +118,9 @@ def prefix_stems(word: str) -> list[str]:
         for typed in range(len(suffix)):  # how much of the suffix the word already holds
             if word.endswith(suffix[:typed]):
                 stem = _stem(word[: len(word) - typed] + suffix)
-                if stem and not stem.startswith(own) and word.startswith(stem[:2]):
+                # what was typed starts with the stem: a stemmer's rewrite ("uni" + "ing" gives "une")
+                # is no word the typed one can become
+                if stem and not stem.startswith(own) and word.startswith(stem):
                     found.add(stem)
     return sorted(found, key=lambda t: (-len(t), t))
 

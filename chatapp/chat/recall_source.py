@@ -360,8 +360,12 @@ def search_prefix_stems(*, text: str) -> list[str]:
     """The stems the last content word of a search box's `text` may also be on its way to
     (lexical.prefix_stems: "decora" may become "decorator", stored as "decor"), looked up whole
     beside the prefix."""
-    typed = content_words(text)
-    return [t for t in prefix_stems(typed[-1]) if len(t) <= MAX_TERM_CHARS] if typed else []
+    typed, terms = content_words(text), search_terms(text=text)
+    # Only for the word the prefix is: a last word that repeats an earlier one (each term is looked up
+    # once, where it first stands) or is too long to be indexed is not the prefix.
+    if not typed or not terms or analyze(typed[-1]) != terms[-1:] or terms[-1] in terms[:-1]:
+        return []
+    return [t for t in prefix_stems(typed[-1]) if len(t) <= MAX_TERM_CHARS]
 
 
 def owner_match_query(

@@ -59,6 +59,9 @@ STAT_EXPANSIONS = 8
 # A query of one word this short is tested on the owner's newest SCAN_ROWS messages' stored terms
 # before the index is asked to expand it (see _window).
 SHORT_PREFIX = 3
+# A stem the last word may be on its way to (recall_source.search_prefix_stems) is a less sure match
+# than a word that starts with what was typed: "ration" ranks "rations" above "ratio".
+PREFIX_STEM_WEIGHT = 0.5
 SCAN_ROWS = 2 * RANK_WINDOW
 
 # (message id, conversation id, length, stored terms): an index row as the ranking reads it
@@ -243,15 +246,17 @@ def _rank(*, window: list[Row], terms: Sequence[str], prefix_stems: Sequence[str
     if n_docs <= 0:  # statistics cover recallable messages only: fall back on the window's own
         n_docs, total = len(window), sum(length for _, _, length, _ in window)
     avg_len = total / max(n_docs, 1)
-    weights = {t: idf(min(df.get(t, 0), n_docs), n_docs) for t in looked_up}
+    weights = {t: idf(min(df.get(t, 0), n_docs), n_docs) * (PREFIX_STEM_WEIGHT if t in stems else 1.0)
+               for t in looked_up}
     # A prefix word beyond the ones looked up weighs like the most common of those: never more than
     # a word the statistics know.
-    rest = min((weights[t] for t in looked_up if t.startswith(prefix) or t in stems), default=idf(0, n_docs))
+    rest = min((weights[t] for t in looked_up if t.startswith(prefix)), default=idf(0, n_docs))
     scored = []
     for (pk, _, length, _), counts in zip(window, found, strict=True):
         score = 0.0
         for t, tf in counts.items():
-            score += bm25(tf, length, avg_len, weights.get(t, rest))
+            weight = weights.get(t, rest * (PREFIX_STEM_WEIGHT if t in stems else 1.0))
+            score += bm25(tf, length, avg_len, weight)
         scored.append((pk, score))
     scored.sort(key=lambda item: (-item[1], -item[0]))
     return scored

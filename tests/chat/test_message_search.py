@@ -117,9 +117,25 @@ def test_a_word_typed_past_its_stem_still_finds_it(user, client):
     assert _message_ids(message_search(owner=user, query="caches generato")) == []  # every word must match
     hit = message_search(owner=user, query="decorato").hits[0]
     assert "<mark>decorator</mark>" in hit.snippet_html
+    # Only the prefix has them: a last word that repeats an earlier one is no prefix, and every
+    # word must still match.
+    _say(chat, "A decora, then the decor.")
+    assert _message_ids(message_search(owner=user, query="decora yields decora")) == []
     assert list(Conversation.objects.filter(pk__in=conversation_ids_matching(owner=user, text="decorat"))) == [chat]
     client.force_login(user)
     assert "decorator" in client.get(reverse("chat-sidebar"), {"q": "decorato"}).content.decode()
+
+
+def test_a_stem_the_typed_word_may_become_ranks_below_what_starts_with_it(user):
+    chat = _chat(user)
+    (ration,) = _say(chat, "The rations ran out on the third day of the long crossing.")
+    (ratio,) = _say(chat, "The ratio is two.")  # shorter and newer: first if it weighed the same
+    _say(chat, "Une maison au bord de la mer.")
+    # "ration" may be on its way to no word stored as "ratio" ("rationess" is none), yet the stemmer
+    # says so: such a stem is found, ranked below the words that start with what was typed.
+    assert _message_ids(message_search(owner=user, query="ration")) == [ration.pk, ratio.pk]
+    # and a stemmer's rewrite ("uni" + "ing" gives "une") is no word "uni" can become
+    assert _message_ids(message_search(owner=user, query="uni")) == []
 
 
 def test_short_and_stop_word_queries(user):

@@ -447,3 +447,4 @@ def test_prefix_stems_are_only_the_stems_a_word_can_become():
     assert prefix_stems("decora") == ["decor"]
     assert "gene" not in prefix_stems("generato")  # "genes" is no word "generato" begins
     assert prefix_stems("decorator") == [] and prefix_stems("bike") == []
+    assert prefix_stems("uni") == []  # the stemmer rewrites "uning" to "une": no word "uni" becomes
