@@ -385,3 +385,22 @@ def test_a_regenerated_reply_streams_in_the_old_ones_place(asgi_server, browser,
     assert len(replies) == 1 and replies[0].get_attribute("data-status") == "complete"
     assert replies[0].find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "2/2"
     assert console_errors(browser) == []
+
+
+def test_retry_leaves_an_older_failed_reply_once_a_new_turn_starts(asgi_server, browser, fake_openai):
+    """Retry acts on the latest exchange only (the server refuses the others): an older failed
+    reply loses its button when the next message is sent, as Regenerate already did."""
+    _, config = _sign_up_with_model(browser, asgi_server.url, "stale-retry-checker", fake_url=fake_openai.base_url,
+                                    model="fail-500", name="Failing")
+    browser.get(asgi_server.url + "/c/new/")
+    failed = _send(browser, "This one fails.")
+    assert failed.get_attribute("data-status") == "error"
+    assert failed.find_element(By.CSS_SELECTOR, '[data-action="retry"]').is_displayed()
+    config.model = "fake-echo"
+    config.save(update_fields=["model"])
+    assert _send(browser, "This one works.").get_attribute("data-status") == "complete"
+    assert not [b for b in failed.find_elements(By.CSS_SELECTOR, '[data-action="retry"]') if b.is_displayed()]
+    browser.refresh()  # the page as the server draws it: the same
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-last"))
+    assert len(browser.find_elements(By.CSS_SELECTOR, '[data-action="retry"]')) == 0
+    assert console_errors(browser) == []

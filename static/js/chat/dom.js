@@ -175,13 +175,14 @@ export function setModel(article, model) {
   m.textContent = model;
 }
 
+// Regenerate and Retry act on the latest exchange only (the server refuses the others), as the
+// server-rendered page shows them.
 export function markLastReply(article) {
-  messagesEl.querySelectorAll('[data-action="regenerate"]').forEach((b) => { b.hidden = true; });
+  messagesEl.querySelectorAll('[data-action="regenerate"], [data-action="retry"]').forEach((b) => { b.hidden = true; });
   messagesEl.querySelectorAll(".msg.is-last").forEach((m) => m.classList.remove("is-last"));
   if (!article) return;
   article.classList.add("is-last");
-  const regen = article.querySelector('[data-action="regenerate"]');
-  if (regen) regen.hidden = false;
+  article.querySelectorAll('[data-action="regenerate"], [data-action="retry"]').forEach((b) => { b.hidden = false; });
 }
 
 export function showError(article, text, { retry = true, userId = null } = {}) {

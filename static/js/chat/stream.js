@@ -249,7 +249,7 @@ export async function retry(article) {
     userId,
     onRejected(msg) {
       asstEl.remove();
-      showError(article, msg, { userId });
+      showError(article, msg, { userId, retry: article.classList.contains("is-last") });
     },
   });
   // The failed reply is a branch now (‹ n/m › on the new one reaches it).
