@@ -10,7 +10,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from chatapp.chat.models import Message, UserSettings
+from chatapp.chat.models import Conversation, Message, UserSettings
 from chatapp.providers.models import LLMConfig
 from tests.support.browser import console_errors
 
@@ -404,3 +404,27 @@ def test_retry_leaves_an_older_failed_reply_once_a_new_turn_starts(asgi_server, 
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-last"))
     assert len(browser.find_elements(By.CSS_SELECTOR, '[data-action="retry"]')) == 0
     assert console_errors(browser) == []
+
+
+def test_a_wide_table_scrolls_sideways_on_a_phone(asgi_server, browser):
+    """Seven columns at 375 px: the table scrolls; no column is squeezed to a letter or two a line."""
+    _sign_up(browser, asgi_server.url, "wide-table-reader")
+    user = get_user_model().objects.get(username="wide-table-reader")
+    conversation = Conversation.objects.create(owner=user, title="Table", offline=True)
+    head = "| " + " | ".join(f"column {i}" for i in range(7)) + " |"
+    rows = "\n".join("| " + " | ".join(f"cell-content-long {r}{c}" for c in range(7)) + " |" for r in range(3))
+    Message.objects.create(conversation=conversation, role="user", content="A table, please.")
+    Message.objects.create(conversation=conversation, role="assistant",
+                           content=f"{head}\n|{'---|' * 7}\n{rows}")
+    browser.set_window_size(375, 812)
+    try:
+        browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+        table = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--assistant .md table"))
+        scroll, client = browser.execute_script("return [arguments[0].scrollWidth, arguments[0].clientWidth]", table)
+        assert scroll > client  # it scrolls sideways...
+        narrowest = browser.execute_script(
+            "return Math.min(...[...arguments[0].querySelectorAll('td')].map((c) => c.getBoundingClientRect().width))",
+            table)
+        assert narrowest > 60  # ...instead of squeezing its columns
+    finally:
+        browser.set_window_size(1366, 900)
