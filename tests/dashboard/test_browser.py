@@ -106,6 +106,30 @@ def test_a_short_conversation_draws_inside_its_charts(live_server, transactional
     assert console_errors(browser) == []
 
 
+def test_the_requests_table_pages_through_every_turn_once(live_server, transactional_db, browser):
+    user = get_user_model().objects.create_user(username="pager")
+    conversation = make_conversation(owner=user, title="Twenty turns")
+    for turn in range(20):
+        make_record(conversation=conversation, tokens_full=900 + turn, tokens_sent=900 + turn)
+    _login(browser, live_server, user)
+    browser.get(f"{live_server.url}/c/{conversation.pk}/dashboard/")
+    _wait_ready(browser)
+
+    def page() -> tuple[str, list[int]]:
+        label = browser.find_element("css selector", "[data-page-label]").text.replace("\N{EN DASH}", "-")
+        rows = browser.find_elements("css selector", "#records-table tbody tr")
+        return label, sorted(int(r.get_attribute("data-turn")) for r in rows)
+
+    WebDriverWait(browser, 10).until(lambda d: page()[0] == "6-20 of 20")
+    assert page()[1] == list(range(6, 21))
+    browser.find_element("css selector", "[data-page=older]").click()
+    WebDriverWait(browser, 10).until(lambda d: page()[0] == "1-5 of 20")  # what is left, not 1-15 again
+    assert page()[1] == list(range(1, 6))
+    browser.find_element("css selector", "[data-page=newer]").click()
+    WebDriverWait(browser, 10).until(lambda d: page()[0] == "6-20 of 20")
+    assert console_errors(browser) == []
+
+
 def test_dashboard_draws_charts_and_map_from_the_data(live_server, transactional_db, browser):
     driver = browser
     user = get_user_model().objects.create_user(username="viewer")

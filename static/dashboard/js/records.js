@@ -5,11 +5,14 @@ import { fmt, h, nf, percent, strategyBadge } from "./util.js";
 
 export const PAGE = 15;
 
-export async function loadRecords(offset) {
+// Pages are counted from the newest turn: the oldest page holds what is left (1–5 of 20), so Older
+// and Newer step through the same pages both ways, never showing a turn twice.
+export async function loadRecords(offset, limit = PAGE) {
   const total = state.series.count;
   offset = Math.max(0, Math.min(offset, Math.max(0, total - 1)));
   state.recordsOffset = offset;
-  const data = await getJSON(`${api}records/?limit=${PAGE}&offset=${offset}`);
+  const data = await getJSON(`${api}records/?limit=${Math.max(1, limit)}&offset=${offset}`);
+  state.recordsShown = data.results.length;
   const body = document.querySelector("#records-table tbody");
   const rows = data.results.slice().reverse().map((r) => {
     const tr = h("tr", { "data-turn": r.turn, "data-record": r.id, tabindex: "0" },
@@ -35,7 +38,11 @@ export async function loadRecords(offset) {
 }
 
 export function setupRecords() {
-  document.querySelector("[data-page=newer]").addEventListener("click", () => loadRecords(state.recordsOffset + PAGE));
-  document.querySelector("[data-page=older]").addEventListener("click", () => loadRecords(Math.max(0, state.recordsOffset - PAGE)));
+  document.querySelector("[data-page=newer]").addEventListener("click",
+    () => loadRecords(state.recordsOffset + state.recordsShown));
+  document.querySelector("[data-page=older]").addEventListener("click", () => {
+    const start = Math.max(0, state.recordsOffset - PAGE);
+    return loadRecords(start, state.recordsOffset - start);
+  });
   return loadRecords(Math.max(0, state.series.count - PAGE));
 }
