@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -235,6 +236,10 @@ def test_dashboard_draws_charts_and_map_from_the_data(live_server, transactional
     assert _points(driver, "tokens_sent") == series["count"]
 
     # Summaries: edit the newest one's text, then discard it, through the summaries API.
+    def discarded_on_card(d) -> int:
+        return int(re.search(r"(\d+) discarded", d.find_element("css selector", "[data-card=summaries]").text)[1])
+
+    discarded_before = discarded_on_card(driver)
     newest = Message.objects.filter(conversation=conversation, kind="summary").order_by("-id").first()
     item = driver.find_element("css selector", f"[data-summary='{newest.pk}']")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", item)
@@ -277,6 +282,14 @@ def test_dashboard_draws_charts_and_map_from_the_data(live_server, transactional
     )
     edited.refresh_from_db()
     assert edited.discarded
+    # The headline cards follow without a reload: the summaries card counts the discarded ones as
+    # the server does now.
+    now = client.get(base).json()["summaries"]
+    assert now["made"] - now["live"] > discarded_before
+    WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: discarded_on_card(d) == now["made"] - now["live"]
+    )
+    assert driver.find_elements("css selector", "[data-card=usage] [data-next-tokens]")
 
     # The page CSP allows everything the dashboard runs: nothing was refused.
     assert console_errors(driver) == []

@@ -2,12 +2,13 @@
  * requests table and summaries, all drawn from the dashboard JSON API. No chart library, no build step. */
 import { drawStrategy } from "./chart_strategy.js";
 import { drawTokens } from "./chart_tokens.js";
+import { showCacheEstimate, showNextRequest } from "./cards.js";
 import { drawMap, setupMap } from "./message_map.js";
 import { setupRecords } from "./records.js";
 import { api, getJSON, root, state } from "./state.js";
 import { loadSummaries } from "./summaries.js";
 import { selectTurn, setupTurnPicker } from "./turn.js";
-import { debounce, h, nf, rangeBounds, usd } from "./util.js";
+import { debounce, h, rangeBounds } from "./util.js";
 
 function drawRange() {
   drawTokens(); drawStrategy();
@@ -36,32 +37,6 @@ function setupRange() {
       }).catch(() => {}); // the charts keep the range they show
     });
   }
-}
-
-// The money card gains the prompt-cache estimate computed with the series.
-function showCacheEstimate(est) {
-  const card = document.querySelector("[data-card=money]");
-  if (!card || !est || est.sent_usd_with_cache === null || !est.cached_tokens) return;
-  const reported = est.provider_reported_turns || 0;
-  const source = !reported ? "est." : reported >= state.series.count ? "reported by the endpoint" : "partly estimated";
-  card.append(h("p", { class: "dash-card-detail", "data-cache-estimate": est.cached_tokens,
-    title: "Turns whose endpoint reported its cached prompt tokens use that figure; for the others, between triggers each request starts with the previous one, which the provider's prompt cache bills at the cached-input price.",
-    text: `Sent ${usd(est.sent_usd)}, ≈ ${usd(est.sent_usd_with_cache)} with prompt caching (${Math.round(est.cached_share * 100)}% cached, ${source})` }));
-}
-
-// The usage card also shows what the next request will send (the chat's context gauge), when available.
-async function showNextRequest() {
-  const card = document.querySelector("[data-card=usage]");
-  if (!card) return;
-  let gauge;
-  try {
-    gauge = await getJSON(`/api/conversations/${root.dataset.conversation}/context/`);
-  } catch (e) {
-    return; // the numbers of the latest request stay
-  }
-  if (typeof gauge.tokens !== "number" || !gauge.budget) return;
-  card.append(h("p", { class: "dash-card-detail", "data-next-tokens": gauge.tokens,
-    text: `Next request: ${nf.format(gauge.tokens)} tokens (${Math.round(100 * gauge.tokens / gauge.budget)}% of ${nf.format(gauge.budget)})` }));
 }
 
 async function boot() {

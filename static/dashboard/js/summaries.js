@@ -1,4 +1,5 @@
 /* The summaries card: each summary, in use or replaced; edit and discard. */
+import { refreshCards } from "./cards.js";
 import { api, confirmAction, errorText, getJSON, request, state } from "./state.js";
 import { fmt, h, messageLink, nf, usd } from "./util.js";
 
@@ -25,7 +26,7 @@ export function summaryItem(sm, inUse) {
       const ok = await confirmAction("Discard this summary (and the versions it was edited from or into)? No message is deleted: the next request refits the history to the budget, with the previous summary where one is left.", "Discard");
       if (!ok || !(await summaryCall(sm.id, "DELETE", undefined, status))) return;
       // Other summaries are untouched, and an earlier one may now be in use: list them afresh.
-      await reloadSummaries();
+      await Promise.all([reloadSummaries(), refreshCards()]);
     });
     // Only the summary in use (the newest live one) reaches the model, so only it can be edited.
     if (inUse) actions.append(summaryEditButton(sm, li, status));
@@ -51,7 +52,7 @@ export function summaryEditButton(sm, li, status) {
       const saved = await summaryCall(sm.id, "PATCH", { content: area.value }, status);
       if (!saved) return;
       // The edit is a new summary version and this one is now discarded: list them afresh.
-      await reloadSummaries();
+      await Promise.all([reloadSummaries(), refreshCards()]);
       const item = document.querySelector(`#summaries [data-summary="${saved.id}"] [role=status]`);
       if (item) item.textContent = "Saved.";
     });
