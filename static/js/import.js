@@ -109,7 +109,8 @@ function setUp(formEl) {
     } else if (job.status === "done") label.textContent = `Imported ${job.imported.toLocaleString()} conversation${job.imported === 1 ? "" : "s"}`;
     else label.textContent = "The import stopped";
     if (job.status === "failed") say(job.error || "The import failed.", "fail");
-    else if (job.status === "done") say(summary(job), "ok");
+    // Done with nothing imported (every conversation skipped) is no success: said as a failure.
+    else if (job.status === "done") say(summary(job), job.imported ? "ok" : "fail");
     if (job.status === "done" || job.status === "failed") list(job.conversations || []);
   }
 

@@ -24,12 +24,13 @@
     out.textContent = `${ok ? "✓" : "✗"} ${text}`;
   });
 
-  /* Deletes ask first. */
+  /* Deletes and revokes ask first. */
   document.querySelectorAll("form[data-confirm]").forEach((formEl) => {
     formEl.addEventListener("submit", async (e) => {
       if (formEl.dataset.confirmed === "1") return;
       e.preventDefault();
-      if (await confirmAction(formEl.dataset.confirm)) {
+      // The dialog's button says what the form does ("Revoke", "Delete").
+      if (await confirmAction(formEl.dataset.confirm, formEl.dataset.confirmLabel || "Delete")) {
         formEl.dataset.confirmed = "1";
         formEl.requestSubmit();
       }

@@ -4,6 +4,8 @@ process at publish time (as a worker would run it; tests/worker runs a real one)
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
@@ -31,7 +33,7 @@ def _import(browser, path) -> None:
     browser.find_element(By.ID, "import-start").click()
 
 
-def test_import_shows_progress_then_links_and_errors(asgi_server, browser, inline_worker):
+def test_import_shows_progress_then_links_and_errors(asgi_server, browser, inline_worker, tmp_path):
     base = asgi_server.url
     _sign_up(browser, base, "browser-importer")
     browser.get(f"{base}/settings/")
@@ -56,6 +58,17 @@ def test_import_shows_progress_then_links_and_errors(asgi_server, browser, inlin
     _wait(browser, lambda d: "Sourdough schedule" in d.find_element(By.ID, "import-links").text)
     message = browser.find_element(By.ID, "import-message").text
     assert "1 from tools" in message and "1 hidden by the source" in message
+
+    # done, but every conversation skipped: said as a failure, not in the colours of a success
+    every_one_bad = json.loads((FILES / "openwebui_branch.json").read_text())
+    for chat in (c["chat"] for c in every_one_bad):  # a message tree, or a plain list
+        for message in [*chat.get("history", {}).get("messages", {}).values(), *chat.get("messages", [])]:
+            message["role"] = "wizard"
+    bad_file = tmp_path / "all_skipped.json"
+    bad_file.write_text(json.dumps(every_one_bad))
+    _import(browser, bad_file)
+    _wait(browser, lambda d: "0 of 2 conversations imported" in d.find_element(By.ID, "import-message").text)
+    assert "is-fail" in browser.find_element(By.ID, "import-message").get_attribute("class")
 
     _import(browser, FILES / "foreign.json")
     _wait(browser, lambda d: "not a known export" in d.find_element(By.ID, "import-message").text)

@@ -453,3 +453,15 @@ def test_a_missing_chat_gets_the_apps_own_page_with_a_way_back(page):
     response = page.get("/c/999999/")
     body = response.content.decode()
     assert response.status_code == 404 and "Nothing here" in body and 'href="/"' in body
+
+
+def test_revoking_a_token_or_a_share_asks_first_with_a_revoke_button(page, user):
+    from chatapp.chat.services import api_token_issue
+    from chatapp.chat.share_services import conversation_share_create
+
+    api_token_issue(user=user)
+    conversation_share_create(owner=user, conversation=Conversation.objects.create(owner=user, title="Shared"))
+    body = page.get("/settings/").content.decode()
+    # settings.js asks with the form's data-confirm, its button labelled by data-confirm-label
+    assert body.count('data-confirm-label="Revoke"') == 2
+    assert 'data-confirm="Revoke your API token?' in body
