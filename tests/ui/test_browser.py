@@ -428,3 +428,23 @@ def test_a_wide_table_scrolls_sideways_on_a_phone(asgi_server, browser):
         assert narrowest > 60  # ...instead of squeezing its columns
     finally:
         browser.set_window_size(1366, 900)
+
+
+def test_a_menu_is_used_from_the_keyboard(asgi_server, browser):
+    """Enter opens the chat's ⋯ menu on its first item; ↓ ↑ move between items (wrapping), and Esc
+    closes it with the focus back on its button."""
+    _sign_up(browser, asgi_server.url, "menu-keyboard-user")
+    _send(browser, "A chat with a menu.")
+    button = browser.find_element(By.CSS_SELECTOR, '[data-action="conv-menu"]')
+    browser.execute_script("arguments[0].focus()", button)
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    menu = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="conv-menu"] + .menu'))
+    items = [i for i in menu.find_elements(By.CSS_SELECTOR, "[role='menuitem']") if i.is_displayed()]
+    assert len(items) > 2 and browser.switch_to.active_element == items[0]
+    ActionChains(browser).send_keys(Keys.ARROW_DOWN).perform()
+    assert browser.switch_to.active_element == items[1]
+    ActionChains(browser).send_keys(Keys.ARROW_UP, Keys.ARROW_UP).perform()
+    assert browser.switch_to.active_element == items[-1]
+    ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+    _wait(browser, lambda d: not menu.is_displayed())
+    assert browser.switch_to.active_element == button

@@ -174,9 +174,22 @@ document.addEventListener("keydown", (e) => {
     const menuOpen = document.querySelector(".menu:not([hidden])") || (gaugePop && !gaugePop.hidden)
       || document.querySelector("dialog[open]") || document.querySelector(".conv-rename, .title-input");
     if (state.streaming && !menuOpen) stop();
+    // A menu closed from inside gives focus back to its button, not to the page.
+    const inMenu = document.activeElement?.closest(".menu:not([hidden])");
     closeMenus();
+    if (inMenu) { inMenu.previousElementSibling?.focus(); return; }
     if (app.classList.contains("sidebar-open")) document.querySelector('[data-action="close-sidebar"]').click();
+    return;
   }
+  // ↑ ↓ Home End move between a menu's items, as a menu's role promises.
+  const menu = document.activeElement?.closest(".menu:not([hidden])");
+  if (!menu || !["ArrowDown", "ArrowUp", "Home", "End"].includes(e.key)) return;
+  const items = [...menu.querySelectorAll("[role='menuitem']")].filter((i) => !i.hidden && !i.disabled);
+  if (!items.length) return;
+  e.preventDefault();
+  const at = items.indexOf(document.activeElement);
+  const next = { ArrowDown: at + 1, ArrowUp: at - 1, Home: 0, End: items.length - 1 }[e.key];
+  items[(next + items.length) % items.length].focus();
 });
 
 enhance(messagesEl);
