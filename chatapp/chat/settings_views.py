@@ -211,8 +211,10 @@ def config_update(request: HttpRequest, pk: int) -> HttpResponse:
 def config_delete(request: HttpRequest, pk: int) -> HttpResponse:
     config = config_selectors.llm_config_get(owner=request.user, pk=pk)
     name = config.name
-    config_services.llm_config_delete(config=config)
-    flash.success(request, f"Deleted “{name}”.")
+    successor = config_services.llm_config_delete(config=config)
+    # The default moved on its own: said, so that new chats' model is no surprise.
+    then = f" “{successor.name}” is now used for new chats." if successor is not None else ""
+    flash.success(request, f"Deleted “{name}”.{then}")
     return redirect("settings")
 
 

@@ -330,9 +330,10 @@ def llm_config_make_default(*, config: LLMConfig) -> LLMConfig:
     return config
 
 
-def llm_config_delete(*, config: LLMConfig) -> None:
-    """Delete a config; when it was the default, the first remaining one (by name) takes over.
-    Conversations that used it fall back to the default."""
+def llm_config_delete(*, config: LLMConfig) -> LLMConfig | None:
+    """Delete a config; when it was the default, the first remaining one (by name) takes over and is
+    returned (None otherwise), so the caller can say so. Conversations that used it fall back to the
+    default."""
     with transaction.atomic():
         _lock_owner(config.owner)
         was_default = LLMConfig.objects.filter(pk=config.pk, is_default=True).exists()
@@ -342,3 +343,5 @@ def llm_config_delete(*, config: LLMConfig) -> None:
             successor = LLMConfig.objects.filter(owner_id=owner_id).order_by("name", "id").first()
             if successor is not None:
                 LLMConfig.objects.filter(pk=successor.pk).update(is_default=True)
+            return successor
+    return None

@@ -104,6 +104,12 @@ def test_a_short_conversation_draws_inside_its_charts(live_server, transactional
         });
     """)
     assert clear
+    # the turn box: 0 or less is the first turn, not the latest
+    box = browser.find_element("id", "turn-input")
+    for typed, shown in (("0", "1"), ("-3", "1"), ("4", "4")):
+        browser.execute_script("arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('change'))",
+                               box, typed)
+        WebDriverWait(browser, 10).until(lambda d, shown=shown: box.get_attribute("value") == shown)
     assert console_errors(browser) == []
 
 

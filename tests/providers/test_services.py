@@ -136,11 +136,11 @@ def test_make_default_and_delete_promotes_another(user):
     b = config_services.llm_config_make_default(config=b)
     assert b.is_default and _defaults(user) == ["B"]
 
-    config_services.llm_config_delete(config=b)
+    assert config_services.llm_config_delete(config=b) == LLMConfig.objects.get(name="A")  # the new default
     assert _defaults(user) == ["A"]
     config_services.llm_config_delete(config=a)
     assert _defaults(user) == ["C"]
-    config_services.llm_config_delete(config=LLMConfig.objects.get(name="C"))
+    assert config_services.llm_config_delete(config=LLMConfig.objects.get(name="C")) is None
     assert not LLMConfig.objects.filter(owner=user).exists()
 
 

@@ -367,6 +367,15 @@ def test_make_default_and_delete(page, user):
     assert not LLMConfig.objects.filter(pk=second.pk).exists()
     first.refresh_from_db()
     assert first.is_default
+    # the default moved by itself: the page says which model new chats use now
+    assert "Deleted “Second”. “First” is now used for new chats." in page.get("/settings/").content.decode()
+
+
+def test_a_short_stored_key_is_said_to_be_set_without_an_empty_ending(page, user):
+    config = _config(user, name="Short key")
+    LLMConfig.objects.filter(pk=config.pk).update(api_key_last4="")  # a key too short to show any of
+    body = page.get("/settings/").content.decode()
+    assert "key set" in body and "ending in <span class=\"key-dots\">••••</span>" not in body
 
 
 def test_config_forms_require_post(page, user):

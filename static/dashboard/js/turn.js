@@ -15,7 +15,8 @@ async function recordIdOf(turn) {
 
 export async function selectTurn(turn) {
   const s = state.series;
-  turn = Math.max(1, Math.min(s.count, Math.round(turn) || s.count));
+  // An empty box means the latest turn; 0 or less, the first.
+  turn = Math.max(1, Math.min(s.count, Number.isFinite(turn) ? Math.round(turn) : s.count));
   state.turn = turn;
   document.getElementById("turn-input").value = turn;
   if (state.markTokens) state.markTokens(turn);
@@ -125,7 +126,7 @@ export function recallWhy(recall, num) {
 
 export function setupTurnPicker() {
   const input = document.getElementById("turn-input");
-  input.addEventListener("change", () => selectTurn(Number(input.value)));
+  input.addEventListener("change", () => selectTurn(input.value.trim() ? Number(input.value) : NaN));
   document.querySelector("[data-turn=prev]").addEventListener("click", () => selectTurn((state.turn || 1) - 1));
   document.querySelector("[data-turn=next]").addEventListener("click", () => selectTurn((state.turn || 0) + 1));
   document.querySelector("[data-turn=latest]").addEventListener("click", () => selectTurn(state.series.count));
