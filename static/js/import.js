@@ -72,7 +72,8 @@ function setUp(formEl) {
     if (!response.ok) {
       label.textContent = "Not imported";
       bar.value = 0;
-      say(errorText(data, response.status), "fail");
+      // The form has one field: its error is said without the field's name in front ("file: …").
+      say(data && Array.isArray(data.file) ? data.file.join(" ") : errorText(data, response.status), "fail");
       return;
     }
     await follow(data.id);

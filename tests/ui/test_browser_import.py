@@ -70,6 +70,14 @@ def test_import_shows_progress_then_links_and_errors(asgi_server, browser, inlin
     _wait(browser, lambda d: "0 of 2 conversations imported" in d.find_element(By.ID, "import-message").text)
     assert "is-fail" in browser.find_element(By.ID, "import-message").get_attribute("class")
 
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    _import(browser, empty)
+    _wait(browser, lambda d: "empty" in d.find_element(By.ID, "import-message").text)
+    assert not browser.find_element(By.ID, "import-message").text.startswith("file:")
+    # the refused upload is the log's one error (the browser logs every 400)
+    assert ["400 (Bad Request)" in e["message"] for e in console_errors(browser)] == [True]
+
     _import(browser, FILES / "foreign.json")
     _wait(browser, lambda d: "not a known export" in d.find_element(By.ID, "import-message").text)
     assert browser.find_element(By.ID, "import-progress-label").text == "The import stopped"
