@@ -356,11 +356,11 @@ def search_terms(*, text: str) -> list[str]:
     return [t for t in dict.fromkeys(analyze(text)) if len(t) <= MAX_TERM_CHARS]
 
 
-def search_prefix_stems(*, text: str) -> list[str]:
+def search_prefix_stems(*, text: str, terms: Sequence[str]) -> list[str]:
     """The stems the last content word of a search box's `text` may also be on its way to
     (lexical.prefix_stems: "decora" may become "decorator", stored as "decor"), looked up whole
-    beside the prefix."""
-    typed, terms = content_words(text), search_terms(text=text)
+    beside the prefix; `terms` are the text's `search_terms`."""
+    typed = content_words(text)
     # Only for the word the prefix is: a last word that repeats an earlier one (each term is looked up
     # once, where it first stands) or is too long to be indexed is not the prefix.
     if not typed or not terms or analyze(typed[-1]) != terms[-1:] or terms[-1] in terms[:-1]:
@@ -399,7 +399,7 @@ def conversation_ids_matching(*, owner: User, text: str) -> RawSQL | None:
         return None
     # A chat is found by text on any of its branches (it is in it); message search shows the paths only.
     query = owner_match_query(owner_id=owner.pk, terms=terms, other_branches=True,
-                              prefix_stems=search_prefix_stems(text=text))
+                              prefix_stems=search_prefix_stems(text=text, terms=terms))
     if connection.vendor == "postgresql":
         return RawSQL(  # noqa: S611 (the text is a bound parameter; names are ours)
             f"SELECT conversation_id FROM {_SEARCH_TABLE} WHERE tsv @@ %s::tsquery",  # noqa: S608

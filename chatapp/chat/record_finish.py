@@ -15,8 +15,8 @@ from django.db.models import Q, Sum
 import optimizer
 from chatapp.chat.context import live_chat_q, offline_reply_q
 from chatapp.chat.models import Message, OptimizationRecord
-from chatapp.chat.turn_records import money
 from chatapp.chat.turn_types import ChatTurn
+from chatapp.dashboard.costs import money
 from chatapp.dashboard.totals import dashboard_totals_record_finish
 
 _DROPPED_CACHE_SECONDS = 3600

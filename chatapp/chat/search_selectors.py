@@ -127,7 +127,7 @@ def message_search(*, owner: User, query: str, page: int = 1, page_size: int = P
                           window_full=False)
     hits = title_hits(owner=owner, query=query) if page == 1 else []
     terms = search_terms(text=query)
-    stems = search_prefix_stems(text=query)
+    stems = search_prefix_stems(text=query, terms=terms)
     ranked: list[tuple[int, float]] = []
     window: list[Row] = []
     if terms:

@@ -9,7 +9,6 @@ import logging
 import random
 from dataclasses import dataclass
 from datetime import timedelta
-from decimal import Decimal
 from typing import Literal, cast
 
 from django.conf import settings
@@ -34,6 +33,7 @@ from chatapp.chat.summary_writing import (
     span_plan,
     summary_save,
 )
+from chatapp.dashboard.costs import money
 from chatapp.providers.llm import LLMError, LLMTarget, llm_target_for
 from optimizer.types import Msg, Role
 
@@ -111,7 +111,7 @@ def _job_finish(*, job: SummaryJob, status: str, error: str, result: ModelSummar
     if result is not None:
         usage = {"model": result.model, "prompt_tokens": result.prompt_tokens,
                  "completion_tokens": result.completion_tokens,
-                 "cost_usd": Decimal(str(round(result.cost_usd, 6))) if result.cost_usd is not None else None}
+                 "cost_usd": money(result.cost_usd)}
     SummaryJob.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts).update(
         status=status, error=error[:2000], finished_at=timezone.now(), lease_expires_at=None, **usage
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -23,6 +22,7 @@ from chatapp.chat.summary_selectors import (
     summary_current,
 )
 from chatapp.chat.textsafe import text_storable
+from chatapp.dashboard.costs import money
 from chatapp.providers.llm import llm_complete
 from optimizer.types import Msg
 
@@ -316,7 +316,7 @@ def summary_save(
             covered_message_count=covered,
             source_chars=source_chars,
             extractive=extractive,
-            cost_usd=Decimal(str(round(result.cost_usd, 6))) if result.cost_usd is not None else None,
+            cost_usd=money(result.cost_usd),
         )
         if job.trigger == Trigger.MANUAL:
             # A manual compaction moves the verbatim window past what it summarized, so the next

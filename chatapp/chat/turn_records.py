@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, cast
 
 import optimizer
 from chatapp.chat.context import PROMPT_IDS, ContextInput
 from chatapp.chat.gauge import packed_gauge
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.dashboard.costs import money
 from chatapp.dashboard.totals import PreviousRequest, dashboard_totals_record_add
 from chatapp.providers import llm
 from optimizer.types import PackedMessage, PackResult, PackStats
@@ -105,10 +105,6 @@ def _ranges_without(ranges: list[list[int]], ids: set[int]) -> list[list[int]]:
         if low <= last:
             out.append([low, last])
     return out
-
-
-def money(value: float | None) -> Decimal | None:
-    return None if value is None else Decimal(str(round(value, 6)))
 
 
 def _json_safe(value: Any) -> Any:

@@ -15,6 +15,11 @@ def as_float(value: Decimal | float | None) -> float | None:
     return None if value is None else float(value)
 
 
+def money(value: float | None) -> Decimal | None:
+    """A cost in USD as stored (six decimals), None kept."""
+    return None if value is None else Decimal(str(round(value, 6)))
+
+
 def model_prices(model: str) -> dict[str, float | None] | None:
     """Registry prices (USD per token) via the optimizer, which reads litellm's bundled table."""
     info = optimizer.model_info(model)
