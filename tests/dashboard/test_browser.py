@@ -122,18 +122,19 @@ def test_the_requests_table_pages_through_every_turn_once(live_server, transacti
     browser.get(f"{live_server.url}/c/{conversation.pk}/dashboard/")
     _wait_ready(browser)
 
-    def page() -> tuple[str, list[int]]:
-        label = browser.find_element("css selector", "[data-page-label]").text.replace("\N{EN DASH}", "-")
-        rows = browser.find_elements("css selector", "#records-table tbody tr")
-        return label, sorted(int(r.get_attribute("data-turn")) for r in rows)
+    def page(d) -> tuple[str, list[int]]:
+        # label and rows read in one script: the table is redrawn whole between two reads otherwise
+        label, turns = d.execute_script(
+            "return [document.querySelector('[data-page-label]').textContent,"
+            " [...document.querySelectorAll('#records-table tbody tr')].map((r) => Number(r.dataset.turn))]")
+        return label.replace("\N{EN DASH}", "-"), sorted(turns)
 
-    WebDriverWait(browser, 10).until(lambda d: page()[0] == "6-20 of 20")
-    assert page()[1] == list(range(6, 21))
+    WebDriverWait(browser, 10).until(lambda d: page(d) == ("6-20 of 20", list(range(6, 21))))
     browser.find_element("css selector", "[data-page=older]").click()
-    WebDriverWait(browser, 10).until(lambda d: page()[0] == "1-5 of 20")  # what is left, not 1-15 again
-    assert page()[1] == list(range(1, 6))
+    # what is left, not 1-15 again
+    WebDriverWait(browser, 10).until(lambda d: page(d) == ("1-5 of 20", list(range(1, 6))))
     browser.find_element("css selector", "[data-page=newer]").click()
-    WebDriverWait(browser, 10).until(lambda d: page()[0] == "6-20 of 20")
+    WebDriverWait(browser, 10).until(lambda d: page(d) == ("6-20 of 20", list(range(6, 21))))
     assert console_errors(browser) == []
 
 

@@ -383,7 +383,7 @@ def test_a_regenerated_reply_streams_in_the_old_ones_place(asgi_server, browser,
     _wait(browser, _idle)
     replies = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")
     assert len(replies) == 1 and replies[0].get_attribute("data-status") == "complete"
-    assert replies[0].find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "2/2"
+    _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--assistant .msg-branches-pos").text == "2/2")
     assert console_errors(browser) == []
 
 
