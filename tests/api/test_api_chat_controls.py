@@ -163,6 +163,21 @@ def test_switching_the_model_changes_the_gauge_budget(api, user, make_conversati
     assert both.status_code == 400 and "offline" in both.json()
 
 
+def test_offline_false_leaves_the_demo_for_the_default_and_keeps_a_chosen_config(api, user):
+    default, other = _small_config(user, name="Default"), _small_config(user, name="Other")
+    conversation = Conversation.objects.create(owner=user, title="Chat", offline=True)
+    path = f"/api/conversations/{conversation.pk}/"
+
+    back = api.patch(path, {"offline": False}, format="json")
+
+    # it answered 200 and the chat stayed on the demo
+    assert back.status_code == 200
+    assert (back.json()["offline"], back.json()["llm_config"]) == (False, default.pk)
+    api.patch(path, {"llm_config": other.pk}, format="json")
+    kept = api.patch(path, {"offline": False}, format="json")
+    assert (kept.json()["offline"], kept.json()["llm_config"]) == (False, other.pk)
+
+
 def test_another_users_config_is_a_field_error_and_changes_nothing(
     api, user, other_user, make_conversation, make_config
 ):

@@ -7,6 +7,8 @@ from drf_spectacular.drainage import GENERATOR_STATS
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
 
+from chatapp.chat.models import Conversation
+
 pytestmark = pytest.mark.django_db
 
 EXPECTED_PATHS = {
@@ -67,6 +69,17 @@ def test_schema_documents_write_only_key_and_pagination(schema):
 
     conversations = schema["paths"]["/api/conversations/"]["get"]
     assert {p["name"] for p in conversations["parameters"]} >= {"q", "limit", "offset"}
+
+
+def test_the_summary_jobs_page_documents_every_key_it_answers(api, user, schema):
+    conversation = Conversation.objects.create(owner=user, title="Jobs")
+    body = api.get(f"/api/conversations/{conversation.pk}/summary-jobs/").json()
+    ok = schema["paths"]["/api/conversations/{id}/summary-jobs/"]["get"]["responses"]["200"]
+    ref = ok["content"]["application/json"]["schema"]["$ref"]
+    page = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+
+    assert set(body) == set(page["properties"])  # quota_remaining was missing
+    assert page["properties"]["quota_remaining"]["type"] == "integer"
 
 
 def test_nested_serializers_get_distinct_component_names(schema):

@@ -27,6 +27,27 @@ def test_the_same_client_key_twice_stores_one_message(user, conversation):
     assert Message.objects.filter(conversation=conversation, role="user", content="Pay the invoice").count() == 1
 
 
+@pytest.mark.parametrize("key", [0, False, [], {}])
+def test_a_client_key_that_is_not_text_is_refused_even_when_falsy(user, conversation, key):
+    # A falsy key was read as "no key": both sends stored, idempotency silently off.
+    path = f"/api/conversations/{conversation.pk}/messages/"
+    sends = [post_stream(user, path, {"content": "Pay the invoice", "client_key": key}) for _ in range(2)]
+
+    assert [send.status for send in sends] == [400, 400]
+    assert "client_key" in sends[0].body
+    assert not Message.objects.filter(conversation=conversation, role="user").exists()
+
+
+def test_an_empty_client_key_in_the_body_leaves_the_header_key(user, conversation):
+    path = f"/api/conversations/{conversation.pk}/messages/"
+    body = {"content": "Pay the invoice", "client_key": ""}
+    once = post_stream(user, path, body, headers={"Idempotency-Key": "hdr-1"})
+    again = post_stream(user, path, body, headers={"Idempotency-Key": "hdr-1"})
+
+    assert once.names[-1] == "done" and again.status == 409
+    assert Message.objects.filter(conversation=conversation, role="user").count() == 1
+
+
 def test_a_send_while_a_reply_streams_elsewhere_is_refused(asgi_server, fake_openai):
     user = get_user_model().objects.create_user(username="two-tabs", password="a long test password 10")
     token = Token.objects.create(user=user)

@@ -113,19 +113,20 @@ OnEvent = Callable[[AsyncClient, str, dict], Awaitable[None]]
 
 
 def post_stream(user, path: str, payload: Any = None, *, raw: str | None = None,
-                on_event: OnEvent | None = None, accept: str | None = None) -> StreamResult:
+                on_event: OnEvent | None = None, accept: str | None = None,
+                headers: dict[str, str] | None = None) -> StreamResult:
     """POST through Django's ASGI request path (AsyncClient) and read the SSE body as it streams."""
 
     async def run() -> StreamResult:
         client = AsyncClient()
         await client.aforce_login(user)
         body = raw if raw is not None else json.dumps(payload if payload is not None else {})
-        headers = {"Accept": accept} if accept is not None else None
-        response = await client.post(path, data=body, content_type="application/json", headers=headers)
-        headers = {k.lower(): v for k, v in response.headers.items()}
+        sent = {**(headers or {}), **({"Accept": accept} if accept is not None else {})}
+        response = await client.post(path, data=body, content_type="application/json", headers=sent or None)
+        answered = {k.lower(): v for k, v in response.headers.items()}
         if not response.streaming:
-            return StreamResult(response.status_code, headers, body=json.loads(response.content or b"null"))
-        result = StreamResult(response.status_code, headers)
+            return StreamResult(response.status_code, answered, body=json.loads(response.content or b"null"))
+        result = StreamResult(response.status_code, answered)
         buffer = b""
         async for chunk in response.streaming_content:
             buffer += chunk

@@ -108,8 +108,10 @@ def _turn_start_api(*, operation_id: str, summary: str, request: Any = None) -> 
 
 def _client_key(request: Request, data: Any) -> Any:
     """An idempotency key, in the body or as the usual header: the same send twice is stored once
-    (validated with the message: client_key_validate)."""
-    return data.get("client_key") or request.headers.get("Idempotency-Key") or ""
+    (validated with the message: client_key_validate). Only an absent or empty body key falls back
+    to the header: a 0, false, [] or {} is the client's key, refused there, not silently none."""
+    key = data.get("client_key")
+    return (request.headers.get("Idempotency-Key") or "") if key is None or key == "" else key
 
 
 def _error(message: str, code: int, **extra: Any) -> Response:

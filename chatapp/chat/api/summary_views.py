@@ -14,7 +14,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from chatapp.chat.api.inputs import validated
-from chatapp.chat.api.pagination import PaginatedApi
+from chatapp.chat.api.pagination import DefaultPagination, PaginatedApi
 from chatapp.chat.api.serializers import MessageOutputSerializer
 from chatapp.chat.models import SummaryJob
 from chatapp.chat.selectors import conversation_get
@@ -103,7 +103,23 @@ class ConversationCompactApi(APIView):
         return Response(SummaryJobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
+class SummaryJobPagination(DefaultPagination):
+    """DefaultPagination, with the automatic summaries this chat may still start today beside the page."""
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        page = super().get_paginated_response_schema(schema)
+        page["properties"]["quota_remaining"] = {
+            "type": "integer",
+            "minimum": 0,
+            "description": "How many more automatic summaries this conversation may start today.",
+        }
+        page.setdefault("required", []).append("quota_remaining")
+        return page
+
+
 class SummaryJobListApi(PaginatedApi):
+    pagination_class = SummaryJobPagination
+
     @extend_schema(responses=SummaryJobOutputSerializer(many=True), summary="A conversation's summary jobs")
     def get(self, request: Request, pk: int) -> Response:
         conversation = conversation_get(owner=request.user, pk=pk)

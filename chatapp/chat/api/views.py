@@ -115,7 +115,9 @@ class ConversationDetailApi(APIView):
             help_text="Switch the conversation's model: one of your config ids; null = your default config now.",
         )
         offline = serializers.BooleanField(
-            required=False, help_text="true: switch to the built-in offline demo model."
+            required=False,
+            help_text="true: switch to the built-in offline demo model; false: leave it for your default config "
+            "(no change for a chat that is not offline).",
         )
         system_prompt = serializers.CharField(required=False, allow_blank=True, help_text=_PROMPT_HELP)
 
@@ -142,7 +144,10 @@ class ConversationDetailApi(APIView):
             conversation = conversation_set_system_prompt(conversation=conversation, text=data["system_prompt"])
         if "title" in data:
             conversation = conversation_rename(conversation=conversation, title=data["title"])
-        if "llm_config" in data or data.get("offline"):
+        # offline=false alone leaves the demo for the default config (llm_config=null); on a chat with
+        # a model it asks for what already holds, and its config stays.
+        leaves_offline = data.get("offline") is False and conversation.offline
+        if "llm_config" in data or data.get("offline") or leaves_offline:
             conversation = conversation_set_config(
                 conversation=conversation, llm_config=config, offline=data.get("offline", False)
             )
