@@ -246,3 +246,28 @@ def test_settings_page_has_the_import_section(client, owner, settings):
     assert '<label class="field-label" for="import-file">File to import</label>' in page
     assert '<progress id="import-progress"' in page and 'data-max-bytes="50000000"' in page
     assert '<script type="module" src="/static/js/import.js">' in page
+
+
+def _longchat_document(title: str, when: str) -> dict:
+    return {"format": "longchat.conversation", "version": 1,
+            "conversation": {"title": title, "created_at": when, "updated_at": when},
+            "messages": [{"id": 1, "role": "user", "content": f"hello from {title}", "created_at": when,
+                          "updated_at": when}]}
+
+
+@pytest.mark.parametrize("odd", ["9999-12-31T23:30:00-05:00", "0001-01-01T00:30:00+05:00"])
+def test_a_date_out_of_range_in_utc_skips_its_conversation_only(api, owner, odd):
+    # Valid as written, year 10000 or year 0 in UTC: SQLite's adapter raised and failed the whole job;
+    # PostgreSQL stored it, and every list of chats then failed to read it back (a 500).
+    good = "2024-03-09T14:02:33+00:00"
+    documents = [_longchat_document("first", good), _longchat_document("odd", odd), _longchat_document("third", good)]
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("chats.json", json.dumps(documents).encode()))
+
+    import_job_run(job_id=job.pk)
+
+    job.refresh_from_db()
+    assert job.status == "done"
+    assert [s["index"] for s in job.skipped] == [1] and "out of range" in job.skipped[0]["error"]
+    listed = api.get("/api/conversations/")
+    assert listed.status_code == 200
+    assert sorted(c["title"] for c in listed.json()["results"]) == ["first", "third"]

@@ -172,7 +172,13 @@ def iso_time(value: Any, *, what: str) -> datetime | None:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise ConversationError(f"{what} is not an ISO 8601 date ({value[:40]!r})") from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    try:
+        # Stored in UTC: a date valid as written can leave the calendar there (9999-12-31T23:30-05:00).
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise ConversationError(f"{what} is out of range in UTC ({value[:40]!r})") from None
 
 
 def text_of(value: Any, *, what: str, allow_null: bool = False) -> str:
