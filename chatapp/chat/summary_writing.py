@@ -94,11 +94,16 @@ def _span_rows(
         # A real model never sees the offline demo model's replies (context_load), nor in a summary.
         live = live.exclude(offline_reply_q())
     upper = conversation.window_start_id
-    if upper is None and job.span_through_id is not None:
-        upper = job.span_through_id + 1
-    if job.trigger == Trigger.AHEAD and job.span_through_id is not None:
+    planned = job.span_through_id
+    if planned is not None and not Message.objects.filter(live_chat_q(), pk=planned).exists():
+        # Planned on a branch the user has left since (a switch or an edit): its ids bound nothing on
+        # the path shown now, which may lie wholly below them.
+        planned = None
+    if upper is None and planned is not None:
+        upper = planned + 1
+    if job.trigger == Trigger.AHEAD and planned is not None:
         # Ahead of need: the span the next request will evict is still inside today's window.
-        upper = max(upper or 0, job.span_through_id + 1)
+        upper = max(upper or 0, planned + 1)
     if job.trigger == Trigger.MANUAL:
         recent_users = list(
             live.filter(role=Message.Role.USER)
@@ -318,9 +323,11 @@ def summary_save(
             extractive=extractive,
             cost_usd=money(result.cost_usd),
         )
-        if job.trigger == Trigger.MANUAL:
+        if job.trigger == Trigger.MANUAL and hidden_with is None:
             # A manual compaction moves the verbatim window past what it summarized, so the next
             # request sends the summary instead of those messages (an automatic one follows the window).
+            # Not for a summary that went with a branch left meanwhile: its ids would put the window
+            # past every message of the path shown, which has no summary of them.
             Conversation.objects.filter(
                 Q(window_start_id__isnull=True) | Q(window_start_id__lt=plan.upper_exclusive), pk=conversation.pk
             ).update(window_start_id=plan.upper_exclusive)
