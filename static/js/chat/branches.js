@@ -2,7 +2,7 @@
  * its regenerations) shows "‹ n/m ›": switching asks the server to make that version's path active,
  * then the page shows it. Edit on your message opens it in place; Save & submit adds a version with
  * the new text and streams its reply as a send does. Handles its own clicks (imported by main.js). */
-import { buildMessage, el, scrollToBottom } from "./dom.js";
+import { buildMessage, el, icon, scrollToBottom } from "./dom.js";
 import { sendKey } from "./composer.js";
 import { busyNow, runStream } from "./stream.js";
 import { api, errorText, messagesEl, state, toast } from "./state.js";
@@ -126,14 +126,25 @@ async function submitEdit(article, content) {
     asstEl,
     onUserMessage(m) { setSiblings(userEl, m); },
     onRejected(msg) {
-      // Nothing was stored: the path comes back as it was.
+      // Nothing was stored: the path comes back as it was, the editor still open on the new text
+      // (it came back with the message), and why it was refused said beside it.
       userEl.remove();
       asstEl.remove();
       if (anchor) anchor.after(...removed); else parent.prepend(...removed);
-      closeEditor(article);
-      toast(msg, "error", 5000);
+      showEditError(article, msg);
     },
   });
+}
+
+function showEditError(article, text) {
+  const form = article.querySelector(".msg-edit");
+  if (!form) { toast(text, "error", 5000); return; }
+  form.querySelector(".inline-error")?.remove();
+  const box = el("div", "inline-error");
+  box.setAttribute("role", "alert");
+  box.append(icon("alert"), el("span", "", text));
+  form.querySelector(".msg-edit-actions").before(box);
+  form.querySelector(".msg-edit-input").focus();
 }
 
 /** ↑ in an empty composer: open your last message for editing in place. */

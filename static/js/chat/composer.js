@@ -55,8 +55,10 @@ export async function sendMessage(content) {
     if (!(await compactNow((compact[1] || "").trim()))) restoreText(content); // refused: the instructions are not lost
     return;
   }
-  if (maxChars && content.length > maxChars) {
-    showComposerError(`This message is ${content.length.toLocaleString()} characters; the limit is ${maxChars.toLocaleString()}.`);
+  // Characters as the server counts them (code points): an emoji is one, not two UTF-16 units.
+  const chars = [...content].length;
+  if (maxChars && chars > maxChars) {
+    showComposerError(`This message is ${chars.toLocaleString()} characters; the limit is ${maxChars.toLocaleString()}.`);
     return;
   }
   let pk;

@@ -24,6 +24,29 @@ export async function loadEarlier(btn) {
   return true;
 }
 
+/** A send from a page left behind: another tab or device sent since, and the server chained this
+ * message after turns the page never showed (the model got them). They are shown above it. */
+export async function showMissedBefore(userEl, userMessage) {
+  const shown = [...messagesEl.querySelectorAll("[data-id]")].map((m) => Number(m.dataset.id))
+    .filter((id) => id < userMessage.id);
+  const since = shown.length ? Math.max(...shown) + 1 : 0;
+  let res = null;
+  try {
+    res = await fetch(`/c/${state.conversationId}/messages/?since=${since}`, { credentials: "same-origin" });
+  } catch (_) { /* offline for a moment: the notice below says to reload */ }
+  if (res && res.ok) {
+    const holder = document.createElement("div");
+    holder.innerHTML = await res.text(); // server-rendered, sanitized fragment
+    enhance(holder);
+    for (const node of [...holder.children]) {
+      if (node.id && !document.getElementById(node.id) && Number(node.dataset.id) < userMessage.id) userEl.before(node);
+    }
+  }
+  if (!document.getElementById(`m-${userMessage.parent}`)) {
+    toast("This chat changed in another tab: reload to see what your message follows.", "info", 8000);
+  }
+}
+
 export async function revealHash() {
   const match = window.location.hash.match(/^#m-(\d+)$/);
   if (!match) return;

@@ -2,6 +2,7 @@
 import { setSiblings } from "./branches.js";
 import { announce, buildMessage, enhance, markLastReply, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showError, typingDots } from "./dom.js";
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
+import { showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
 import { refreshSidebar, setTitle } from "./sidebar.js";
 import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, sendBtn, state, stopBtn, toast } from "./state.js";
@@ -62,6 +63,8 @@ export async function runStream(url, body, ctx) {
         setMessageId(ctx.userEl, data.user_message.id);
         setPlace(ctx.userEl, data.user_message.place);
         setSiblings(ctx.userEl, data.user_message);
+        const parent = data.user_message.parent;
+        if (parent && !document.getElementById(`m-${parent}`)) showMissedBefore(ctx.userEl, data.user_message);
       }
     }
   }
@@ -138,11 +141,18 @@ export async function runStream(url, body, ctx) {
       signal: controller.signal,
     });
   } catch (err) {
+    const msg = "Could not reach the server. Check your connection and try again.";
+    setStreaming(false);
+    if (ctx.onRejected && !(err && err.name === "AbortError")) {
+      // No answer at all: as for a refusal, the caller gives the text back. A Retry on this bubble
+      // would find no stored message of its own and retry an older one.
+      ctx.onRejected(msg, 0);
+      return;
+    }
     asstEl.classList.remove("is-streaming"); asstEl.removeAttribute("aria-busy");
     contentEl.replaceChildren();
     setStatus(asstEl, "error");
-    showError(asstEl, "Could not reach the server. Check your connection and try again.", { userId });
-    setStreaming(false);
+    showError(asstEl, msg, { userId });
     return;
   }
 

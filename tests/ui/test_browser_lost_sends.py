@@ -1,0 +1,95 @@
+"""What the page does when a send, an edit or a tab falls behind: nothing typed is lost, and the page
+shows what the model was given."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from chatapp.chat.models import Message
+from tests.support.browser import console_errors
+from tests.ui.test_browser import _send, _sign_up, _sign_up_with_model, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _user_texts(username: str) -> list[str]:
+    user = get_user_model().objects.get(username=username)
+    return list(Message.objects.filter(conversation__owner=user, role="user", superseded=False)
+                .order_by("id").values_list("content", flat=True))
+
+
+def test_a_send_that_never_reached_the_server_gives_the_text_back(asgi_server, browser, fake_openai):
+    # It showed a Retry that retried the previous stored question, and the new text was gone.
+    _sign_up_with_model(browser, asgi_server.url, "net-drop", fake_url=fake_openai.base_url,
+                        model="fail-500", name="Failing")
+    browser.get(asgi_server.url + "/c/new/")
+    assert _send(browser, "First question").get_attribute("data-status") == "error"
+    browser.set_network_conditions(offline=True, latency=0, download_throughput=-1, upload_throughput=-1)
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("Second question, typed with care")
+    box.send_keys(Keys.ENTER)
+
+    error = _wait(browser, lambda d: d.find_elements(By.ID, "composer-error"))[0]
+    assert "Could not reach the server" in error.text
+    assert box.get_attribute("value") == "Second question, typed with care"
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--user")) == 1
+    browser.delete_network_conditions()
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")) == 2)
+    assert _user_texts("net-drop") == ["First question", "Second question, typed with care"]
+
+
+def test_a_refused_edit_keeps_the_editor_open_on_the_new_text(asgi_server, browser, settings):
+    settings.SEND_RATE_LIMIT_PER_MINUTE = 1
+    _sign_up(browser, asgi_server.url, "edit-refused")
+    assert _send(browser, "first").get_attribute("data-status") == "complete"
+    mine = browser.find_element(By.CSS_SELECTOR, ".msg--user[data-id]")
+    browser.execute_script("arguments[0].click()", mine.find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    area = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    area.send_keys(Keys.CONTROL, "a")
+    area.send_keys("A long, carefully rewritten question")
+    area.send_keys(Keys.ENTER)
+
+    error = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg-edit .inline-error"))[0]
+    assert "quickly" in error.text or "wait" in error.text.lower()
+    editor = browser.find_element(By.CSS_SELECTOR, ".msg-edit-input")
+    assert editor.get_attribute("value") == "A long, carefully rewritten question"
+    assert browser.switch_to.active_element == editor
+    assert _user_texts("edit-refused") == ["first"]
+
+
+def test_a_send_from_a_tab_left_behind_shows_the_turns_it_follows(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "two-tabs")
+    _send(browser, "From tab one: first")
+    url = browser.current_url
+    one = browser.current_window_handle
+    browser.switch_to.new_window("tab")
+    browser.get(url)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-id]"))
+    _send(browser, "From tab two: second")
+    browser.close()
+    browser.switch_to.window(one)
+
+    _send(browser, "From tab one: third")
+
+    path = ["From tab one: first", "From tab two: second", "From tab one: third"]
+    assert _user_texts("two-tabs") == path
+    _wait(browser, lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, ".msg--user .msg-content")] == path)
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 3
+    assert console_errors(browser) == []
+
+
+def test_the_length_check_counts_characters_as_the_server_does(asgi_server, browser, settings):
+    settings.MAX_MESSAGE_CHARS = 12
+    _sign_up(browser, asgi_server.url, "emoji-limit")
+    browser.execute_script("""
+        document.getElementById('composer-input').value = '\\u{1F600}'.repeat(10);
+        document.getElementById('composer').requestSubmit();
+    """)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")
+          or d.find_elements(By.ID, "composer-error"))
+    assert browser.find_elements(By.ID, "composer-error") == []
+    assert _user_texts("emoji-limit") == ["\U0001F600" * 10]
