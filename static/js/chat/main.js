@@ -30,6 +30,8 @@ function closeMenus(except) {
 // The chats drawer (phones).
 function setSidebar(open) {
   app.classList.toggle("sidebar-open", open);
+  // On a phone the drawer covers the chat: Tab stays in it, as in any modal drawer.
+  document.getElementById("main").inert = open && window.matchMedia("(max-width: 760px)").matches;
   document.querySelector(".sidebar-toggle").setAttribute("aria-expanded", String(open));
   document.querySelector(".scrim").hidden = !open;
 }
@@ -173,7 +175,10 @@ document.addEventListener("keydown", (e) => {
     // Escape stops a state.streaming reply unless it is closing a menu or dialog first.
     const menuOpen = document.querySelector(".menu:not([hidden])") || (gaugePop && !gaugePop.hidden)
       || document.querySelector("dialog[open]") || document.querySelector(".conv-rename, .title-input");
-    if (state.streaming && !menuOpen) stop();
+    // Esc in another field (the chats search clears itself) or closing the drawer is not a Stop.
+    const field = document.activeElement?.closest("input, textarea, select");
+    const elsewhere = menuOpen || app.classList.contains("sidebar-open") || (field && field.id !== "composer-input");
+    if (state.streaming && !elsewhere) stop();
     // A menu closed from inside gives focus back to its button, not to the page.
     const inMenu = document.activeElement?.closest(".menu:not([hidden])");
     closeMenus();

@@ -92,7 +92,10 @@ export async function editSummary(marker) {
     if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
     // An edit may be stored as a new summary that replaces (and discards) the one edited.
     if (res.data && Number(res.data.id) !== Number(marker.dataset.id)) markSummaryDiscarded(marker);
-    showSummary(res.data).open = true;
+    const shown = showSummary(res.data);
+    shown.open = true;
+    // The dialog's opener was in the marker just replaced: focus goes to the marker now shown.
+    shown.querySelector("summary")?.focus();
     toast("Summary saved: the model sees your text from the next message.");
     refreshGauge();
   }, { once: true });
@@ -114,7 +117,7 @@ export async function discardSummary(marker) {
   if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
   // Only this summary (and its edit chain, whose older versions an edit already discarded) goes:
   // an earlier rolling summary is in use again (showSummary re-marks which one).
-  showSummary(res.data);
+  showSummary(res.data).querySelector("summary")?.focus(); // its Discard button went with the old marker
   toast("Summary discarded: the next message is packed without it.");
   refreshGauge();
 }

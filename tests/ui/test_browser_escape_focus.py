@@ -1,0 +1,93 @@
+"""Esc stops a reply only when it is not doing something else; focus stays where a keyboard user is."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from chatapp.chat.models import Conversation, Message
+from tests.support.browser import console_errors
+from tests.ui.test_browser import _idle, _sign_up, _sign_up_with_model, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _start_slow_reply(browser) -> None:
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("Tell me a long story")
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-id].is-streaming"))
+
+
+def _last_status(browser) -> str:
+    _wait(browser, _idle, timeout=60)
+    return browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
+
+
+def test_esc_in_the_chats_search_clears_it_and_the_reply_goes_on(asgi_server, browser, fake_openai):
+    _sign_up_with_model(browser, asgi_server.url, "esc-search", fake_url=fake_openai.base_url,
+                        model="slow-150", name="Slow")
+    browser.get(asgi_server.url + "/c/new/")
+    _start_slow_reply(browser)
+    search = browser.find_element(By.ID, "chat-search")
+    search.send_keys("story")
+    search.send_keys(Keys.ESCAPE)
+
+    assert _last_status(browser) == "complete"  # it was cut off and marked stopped
+
+
+def test_on_a_phone_esc_closes_the_drawer_without_stopping_and_the_drawer_keeps_tab(asgi_server, browser,
+                                                                                     fake_openai):
+    _sign_up_with_model(browser, asgi_server.url, "esc-drawer", fake_url=fake_openai.base_url,
+                        model="slow-150", name="Slow")
+    browser.set_window_size(375, 800)
+    browser.get(asgi_server.url + "/c/new/")
+    _start_slow_reply(browser)
+    browser.find_element(By.CSS_SELECTOR, ".sidebar-toggle").click()
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "new-chat")
+    # Tab from the drawer's last control does not reach the chat hidden behind the scrim
+    assert browser.execute_script("return document.getElementById('main').inert") is True
+    browser.switch_to.active_element.send_keys(Keys.ESCAPE)
+
+    _wait(browser, lambda d: "sidebar-open" not in d.find_element(By.ID, "app").get_attribute("class"))
+    assert browser.execute_script("return document.getElementById('main').inert") is False
+    assert _last_status(browser) == "complete"
+    assert console_errors(browser) == []
+
+
+def test_focus_goes_to_the_summary_after_saving_or_discarding_it(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "summary-keys")
+    user = get_user_model().objects.get(username="summary-keys")
+    conversation = Conversation.objects.create(owner=user, title="Summarized")
+    chat = [Message.objects.create(conversation=conversation, role=role, content=f"{role} {i}")
+            for i in range(3) for role in ("user", "assistant")]
+    summary = Message.objects.create(
+        conversation=conversation, role="system", kind="summary",
+        content="[Conversation summary — covers messages 1-4]\n\nThe first part.",
+        covers_from_id=chat[0].pk, covers_through_id=chat[3].pk, covered_message_count=4,
+    )
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    marker = browser.find_element(By.ID, f"m-{summary.pk}")
+    browser.execute_script("arguments[0].open = true", marker)
+    marker.find_element(By.CSS_SELECTOR, '[data-action="edit-summary"]').click()
+    area = _wait(browser, lambda d: d.find_element(By.ID, "summary-edit"))
+    area.send_keys(" And a correction.")
+    browser.find_element(By.CSS_SELECTOR, '#summary-dialog button[value="ok"]').click()
+
+    def focused_marker(d):
+        active = d.switch_to.active_element
+        return active.tag_name == "summary" and active.find_element(By.XPATH, "..").get_attribute("data-id")
+
+    edited = _wait(browser, focused_marker)  # it fell to <body>
+    marker = browser.find_element(By.ID, f"m-{edited}")
+    browser.execute_script("arguments[0].open = true", marker)
+    # from the keyboard (the saved toast covers the button for a pointer)
+    discard = marker.find_element(By.CSS_SELECTOR, '[data-action="discard-summary"]')
+    browser.execute_script("arguments[0].focus()", discard)
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: d.find_element(By.ID, "confirm-ok").is_displayed())
+    browser.find_element(By.ID, "confirm-ok").send_keys(Keys.ENTER)
+    _wait(browser, lambda d: "is-discarded" in d.find_element(By.ID, f"m-{edited}").get_attribute("class"))
+    assert _wait(browser, focused_marker) == edited
