@@ -64,7 +64,9 @@ def record_finish(*, turn: ChatTurn, usage: Any) -> None:
     dropped = max(0, whole - turn.dropped_less)
     fields: dict[str, Any] = {"dropped_tokens": dropped}
     if getattr(usage, "prompt_tokens", None) is not None:
-        fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), model=turn.target.model, usage=usage))
+        tokens_full = turn.record_facts["tokens_full"] if turn.record_facts is not None else None
+        fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), tokens_full=tokens_full,
+                                    model=turn.target.model, usage=usage))
     if turn.record_id is not None and turn.record_facts is not None:
         stats = _prompt_change_stats(conversation_id=turn.conversation_id, record_id=turn.record_id)
         if stats is not None:
@@ -95,7 +97,12 @@ def _prompt_change_stats(*, conversation_id: int, record_id: int) -> dict[str, A
     return {**(stats or {}), "system_prompt_changed": True}
 
 
-def _usage_fields(*, tokens_sent: int, model: str, usage: Any) -> dict[str, Any]:
+def _usage_fields(*, tokens_sent: int, tokens_full: int | None, model: str, usage: Any) -> dict[str, Any]:
+    """The provider's prompt figures, and both costs at the cached price for the tokens its cache served.
+
+    The full history is priced with the same cache hit: the provider would have cached at least that
+    prefix of it too, so a cache hit is no saving of the optimizer's (a request sent whole costs the
+    same both ways), and the saving stays a lower bound."""
     reported = getattr(usage, "cached_tokens", None)
     fields: dict[str, Any] = {"provider_prompt_tokens": usage.prompt_tokens}
     if reported is not None:
@@ -103,8 +110,9 @@ def _usage_fields(*, tokens_sent: int, model: str, usage: Any) -> dict[str, Any]
     cached = min(int(reported or 0), tokens_sent)
     if cached:
         cost = optimizer.cost_usd(model, prompt_tokens=tokens_sent, cached_tokens=cached)
-        if cost is not None:
-            fields["cost_sent_usd"] = money(cost)
+        full = optimizer.cost_usd(model, prompt_tokens=tokens_full, cached_tokens=cached) if tokens_full else None
+        if cost is not None and full is not None:
+            fields.update(cost_sent_usd=money(cost), cost_full_usd=money(full))
     return fields
 
 

@@ -78,7 +78,10 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
         .first()
     )
     summary_cost = as_float(jobs["cost"]) or 0.0
-    gross_saved = totals["cost_full_usd"] - totals["cost_sent_usd"]
+    # Nothing priced (a local model the registry has no price for): the saving is unknown, not
+    # minus what summarizing cost.
+    priced = stored.unpriced_records < totals["turns"]
+    gross_saved = totals["cost_full_usd"] - totals["cost_sent_usd"] if priced else None
     accuracy = None
     if stored.provider_turns and stored.provider_theirs:
         accuracy = {
@@ -98,7 +101,7 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
             "sent_usd": totals["cost_sent_usd"],
             "gross_saved_usd": gross_saved,
             "summary_cost_usd": summary_cost,
-            "net_saved_usd": gross_saved - summary_cost,
+            "net_saved_usd": gross_saved - summary_cost if gross_saved is not None else None,
             "unpriced_records": stored.unpriced_records,
             "prices": model_prices(latest["model"]) if latest else None,
         },

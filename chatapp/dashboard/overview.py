@@ -38,6 +38,7 @@ def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
         conversation__owner=user, kind=Message.Kind.SUMMARY, edited_from__isnull=True
     ).count()
     summary_cost = as_float(jobs["cost"]) or 0.0
+    priced = totals["unpriced_records"] < totals["turns"]
     return {
         "conversations": Conversation.objects.filter(owner=user).count(),
         "conversations_with_records": sums["conversations_with_records"],
@@ -47,7 +48,8 @@ def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
             "full_usd": cost_full,
             "sent_usd": cost_sent,
             "summary_cost_usd": summary_cost,
-            "net_saved_usd": cost_full - cost_sent - summary_cost,
+            # Unknown when no request could be priced, as for one conversation's below.
+            "net_saved_usd": cost_full - cost_sent - summary_cost if priced else None,
             "unpriced_records": totals["unpriced_records"],
         },
         "summaries": {"made": summaries_made, "jobs": jobs["n"]},

@@ -29,6 +29,12 @@ def _tokens(n: int | None) -> str:
     return f"{n:,}"
 
 
+def _saving_tone(x: float | None) -> str:
+    if x is None:
+        return ""
+    return "good" if x > 0 else ("bad" if x < 0 else "")
+
+
 def _usd(x: float | None) -> str:
     if x is None:
         return "—"
@@ -84,7 +90,7 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
                 + (f" · {price_note}" if price_note else "")
                 + (f" · {money['unpriced_records']} turns unpriced" if money["unpriced_records"] else "")
             ),
-            "tone": "good" if money["net_saved_usd"] > 0 else ("bad" if money["net_saved_usd"] < 0 else ""),
+            "tone": _saving_tone(money["net_saved_usd"]),
         },
         {
             "key": "summaries",
@@ -203,7 +209,7 @@ def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
         {"key": "money", "label": "Money saved (net)", "value": _usd(money["net_saved_usd"]),
          "detail": f"{_usd(money['full_usd'] - money['sent_usd'])} saved {MINUS} {_usd(money['summary_cost_usd'])}"
                    " summarizing",
-         "tone": "good" if money["net_saved_usd"] > 0 else ""},
+         "tone": "good" if (money["net_saved_usd"] or 0) > 0 else ""},
         {"key": "summaries", "label": "Summaries made", "value": f"{overview['summaries']['made']:,}",
          "detail": f"{overview['summaries']['jobs']:,} summary jobs"},
         {"key": "turns", "label": "Requests", "value": f"{overview['turns']:,}",

@@ -108,10 +108,11 @@ def record_contribution(
     if facts["cost_full_usd"] is not None and facts["cost_sent_usd"] is not None:
         out.update(cost_full_usd=Decimal(facts["cost_full_usd"]), cost_sent_usd=Decimal(facts["cost_sent_usd"]))
     else:
-        # Stored without costs: priced from the registry now, the provider's cache hits at the cached price.
+        # Stored without costs: priced from the registry now, the provider's cache hits at the cached
+        # price in both (record_finish._usage_fields says why).
         model = facts["model"]
-        cost_full = optimizer.cost_usd(model, prompt_tokens=full)
         cached = min(reported, sent) if reported else 0
+        cost_full = optimizer.cost_usd(model, prompt_tokens=full, cached_tokens=cached)
         cost_sent = optimizer.cost_usd(model, prompt_tokens=sent, cached_tokens=cached)
         if cost_full is None or cost_sent is None:
             out["unpriced_records"] = 1

@@ -301,5 +301,8 @@ def test_money_saved_bills_provider_cached_tokens_at_the_cached_price(user):
     make_record(conversation=c, tokens_full=5000, tokens_sent=2000, provider=2010, provider_cached_tokens=1536)
     money = dashboard_headline(conversation=c)["money"]
     assert money["sent_usd"] == pytest.approx(optimizer.cost_usd("gpt-4o-mini", prompt_tokens=2000, cached_tokens=1536))
-    assert money["full_usd"] == pytest.approx(optimizer.cost_usd("gpt-4o-mini", prompt_tokens=5000))
     assert money["sent_usd"] < optimizer.cost_usd("gpt-4o-mini", prompt_tokens=2000)
+    # The full history is priced with the same cache hit (its prefix would have been cached too): the
+    # saving is the tokens not sent at the full input price, never the cache's discount.
+    assert money["full_usd"] == pytest.approx(optimizer.cost_usd("gpt-4o-mini", prompt_tokens=5000, cached_tokens=1536))
+    assert money["gross_saved_usd"] == pytest.approx(optimizer.cost_usd("gpt-4o-mini", prompt_tokens=3000))

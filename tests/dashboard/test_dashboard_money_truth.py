@@ -1,0 +1,64 @@
+"""What the money card says optimization saved: no saving where nothing was cut (a provider's prompt
+cache would have served the full history too), and unknown, not negative, where nothing is priced."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatapp.chat.models import Conversation, OptimizationRecord, SummaryJob
+from chatapp.chat.services import user_settings_update
+from chatapp.chat.summary_runner import summary_job_run
+from tests.support.chat import make_config, send
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_rate_limit")]
+
+
+def test_money_saved_is_zero_when_every_turn_sent_the_full_history(user, fake_openai, client):
+    fake_openai.reset()
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=16_000, max_output=500)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    for turn in range(4):
+        result = send(user, conversation, f"Question {turn}: " + "tell me about tents and ridges " * 20)
+        assert result.names[-1] == "done", result.events[-1]
+
+    records = list(OptimizationRecord.objects.filter(conversation=conversation))
+    # Nothing was optimized: every request sent the whole history, exactly as the provider counted it.
+    assert all(r.tokens_sent == r.tokens_full == r.provider_prompt_tokens for r in records)
+    client.force_login(user)
+    headline = client.get(f"/api/dashboard/conversations/{conversation.pk}/").json()
+    assert headline["tokens"]["saved"] == 0
+    # The provider's prompt cache served part of each later prompt; it would have served the very same
+    # prefix without the optimizer (the full history *was* the request), so it is no saving of ours.
+    assert headline["money"]["gross_saved_usd"] == 0, headline["money"]
+    assert headline["money"]["net_saved_usd"] == 0, headline["money"]
+
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo",
+         "lima", "mike"]
+
+
+def test_money_saved_is_unknown_not_negative_when_the_chat_model_is_unpriced(user, fake_openai, client, published):
+    fake_openai.reset()
+    # A local model the registry has no price for (Ollama, vLLM...); summaries by a priced model.
+    local = make_config(user, fake_openai.base_url, model="my-local-llama", window=1600, max_output=200)
+    summarizer = make_config(user, fake_openai.base_url, model="gpt-4o-mini", name="summaries")
+    user_settings_update(user=user, preference="quality", summary_config=summarizer)
+    conversation = Conversation.objects.create(owner=user, llm_config=local)
+    for turn in range(14):
+        text = f"Turn {turn}: " + " ".join(WORDS[(turn * 3 + k) % len(WORDS)] for k in range(45))
+        assert send(user, conversation, text).names[-1] == "done"
+    client.force_login(user)
+    compact = client.post(f"/api/conversations/{conversation.pk}/compact/", {}, content_type="application/json")
+    assert compact.status_code in (200, 201, 202), compact.content
+    for job in SummaryJob.objects.filter(conversation=conversation, status="pending"):
+        summary_job_run(job_id=job.pk)
+    assert SummaryJob.objects.filter(conversation=conversation, status="done", cost_usd__gt=0).exists()
+
+    headline = client.get(f"/api/dashboard/conversations/{conversation.pk}/").json()
+    assert headline["money"]["unpriced_records"] == headline["turns"]  # no request could be priced
+    overview = client.get("/api/dashboard/conversations/").json()
+    row = next(r for r in (overview["results"] if isinstance(overview, dict) else overview)
+               if r["id"] == conversation.pk)
+    assert row["net_saved_usd"] is None  # the savings list: unknown
+    # The conversation's own card should not claim the optimizer lost money.
+    assert headline["money"]["net_saved_usd"] is None, headline["money"]
