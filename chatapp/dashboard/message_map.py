@@ -11,7 +11,9 @@ from typing import Any
 from django.db import connection
 from django.db.models import Case, IntegerField, Q, Value, When
 
+from chatapp.chat.context import offline_reply_q
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.providers.llm import OFFLINE_MODEL
 
 # Message map statuses, in legend order; the map sends the index, not the name.
 MAP_STATUSES: tuple[str, ...] = (
@@ -22,7 +24,8 @@ MAP_STATUSES: tuple[str, ...] = (
     "summarized",  # not sent, covered by the summary that was sent
     "dropped",  # not sent and not covered
     "summary",  # a summary message itself
-    "excluded",  # never sendable: a regenerated-away, stopped or failed reply, or a discarded summary
+    "excluded",  # never sendable: a regenerated-away, stopped or failed reply, a discarded summary, or
+    # (the latest request going to a real model) the offline demo's replies
     "new",  # written after the latest request (its reply, or later)
     "unsent",  # older than the window and not accounted for by the record (old records)
 )
@@ -36,7 +39,7 @@ MAP_STATUS_LABELS: dict[str, str] = {
     "summarized": "Summarized",
     "dropped": "Dropped",
     "summary": "Summary message",
-    "excluded": "Never sent (regenerated, stopped, failed)",
+    "excluded": "Never sent (regenerated, stopped, failed, or the offline demo's reply to a real model)",
     "new": "After the latest request",
     "unsent": "Not sent",
 }
@@ -57,7 +60,8 @@ _ROLE_CODE = Case(
 
 
 def _map_status_expression(*, origin_ids: dict[str, list[int]], horizon: int | None,
-                           covered: tuple[int, int] | None, dropped: list[tuple[int, int]]) -> Case:
+                           covered: tuple[int, int] | None, dropped: list[tuple[int, int]],
+                           real_model: bool = False) -> Case:
     """Each message's status index, computed by the database (first matching rule wins)."""
     code = _STATUS_INDEX
     whens = [
@@ -68,10 +72,10 @@ def _map_status_expression(*, origin_ids: dict[str, list[int]], horizon: int | N
                            ("recall", "recalled")):
         if origin_ids.get(origin):
             whens.append(When(id__in=origin_ids[origin], then=Value(code[status])))
-    whens.append(When(
-        Q(superseded=True) | Q(status__in=[Message.Status.STOPPED, Message.Status.ERROR]),
-        then=Value(code["excluded"]),
-    ))
+    never = Q(superseded=True) | Q(status__in=[Message.Status.STOPPED, Message.Status.ERROR])
+    if real_model:
+        never |= offline_reply_q()  # a real model is never sent them (context_load)
+    whens.append(When(never, then=Value(code["excluded"])))
     if horizon is None:
         return Case(*whens, default=Value(code["new"]), output_field=IntegerField())
     whens.append(When(id__gt=horizon, then=Value(code["new"])))
@@ -122,7 +126,7 @@ def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
         OptimizationRecord.objects.filter(conversation=conversation)
         .filter(Q(reply__isnull=True) | Q(reply__superseded=False))
         .order_by("-id")
-        .only("id", "sent", "dropped_ranges", "summary_id", "window_start_id")
+        .only("id", "model", "sent", "dropped_ranges", "summary_id", "window_start_id")
         .first()
     )
     origin_ids = _origin_ids(latest.sent or [] if latest is not None else [])
@@ -142,7 +146,8 @@ def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
         sent_ids = [i for ids in origin_ids.values() for i in ids]
         horizon = max([*sent_ids, *(hi for _, hi in dropped), latest.window_start_id or 0, *(covered or ())])
 
-    status = _map_status_expression(origin_ids=origin_ids, horizon=horizon, covered=covered, dropped=dropped)
+    status = _map_status_expression(origin_ids=origin_ids, horizon=horizon, covered=covered, dropped=dropped,
+                                    real_model=latest is not None and latest.model != OFFLINE_MODEL)
     ids, codes = _map_rows(conversation=conversation, status=status)
     id_runs = _id_runs(ids)
     status_runs = [[code, sum(1 for _ in group)] for code, group in groupby(code >> 2 for code in codes)]
