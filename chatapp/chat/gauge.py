@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib.auth.models import User
 
 import optimizer
-from chatapp.chat.context import ContextInput, context_budget, conversation_config
+from chatapp.chat.context import PROMPT_IDS, ContextInput, context_budget, conversation_config
 from chatapp.chat.context_pack import context_build_for
 from chatapp.chat.models import Conversation
 from chatapp.chat.selectors import user_settings_get
@@ -32,6 +32,7 @@ def gauge_payload(
     estimated: bool,
     summary_through_id: int | None = None,
     summary_quota_reached: bool = False,
+    prompt_shortened: bool = False,
 ) -> dict[str, Any]:
     """The gauge as the chat, the API and the SSE `done` event show it (one shape everywhere).
 
@@ -39,7 +40,8 @@ def gauge_payload(
     — the figure the trigger and the "compact now?" question speak of. `summary_through_id`: the
     last message the summary sent covers (None: no summary sent), so the chat's divider says which
     left-out messages a summary stands in for and which are simply dropped; `summary_quota_reached`:
-    today's automatic summaries are used up, so the chat truncates instead.
+    today's automatic summaries are used up, so the chat truncates instead; `prompt_shortened`: the
+    system prompt or the custom instructions do not fit beside the rest, so they go as head and tail.
     """
     return {
         "tokens": tokens,
@@ -52,6 +54,7 @@ def gauge_payload(
         "estimated": estimated,
         "summary_through_id": summary_through_id,
         "summary_quota_reached": summary_quota_reached,
+        "prompt_shortened": prompt_shortened,
     }
 
 
@@ -81,6 +84,7 @@ def packed_gauge(*, result: PackResult, ctx: ContextInput, budget: int) -> dict[
         estimated=info.estimated,
         summary_through_id=summary_through_id(result=result, ctx=ctx),
         summary_quota_reached=ctx.quota_exhausted,
+        prompt_shortened=any(pid in info.compressed_ids for pid in PROMPT_IDS),
     )
 
 

@@ -11,7 +11,8 @@ conversation length) yields to the target: when those rounds were allowed past i
 window (4k tokens, long messages) ended every cut above the trigger again, so the window moved on
 nearly every turn and no prompt prefix was ever reused. A passed summary that crowds out the newest
 round is dropped. If the must-keeps still do not fit, oversized ones are compressed
-too (an emergency), and if even that fails `ContextTooLargeError` reports the numbers.
+too (an emergency), the summary kept if it fits beside them, and if even that fails
+`ContextTooLargeError` reports the numbers.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class TruncateStrategy:
     name = "truncate"
 
     def apply(self, state: PackState) -> None:
+        passed = state.summary_tokens, state.lo  # the summary as passed, should a cut drop it
         state.fixed = state.fixed_tokens()
         state.triggered = True
         if state.ws_state >= 0 and state.lo == state.ws_state:
@@ -63,17 +65,22 @@ class TruncateStrategy:
                 # without the summary, what it covered may be sent verbatim again (from the stored start)
                 self._without_summary(state)
         if state.used > state.budget:
-            self._emergency(state)
+            self._emergency(state, passed=passed)
 
     @staticmethod
     def _without_summary(state: PackState) -> None:
         state.summary_tokens, state.lo = 0, max(state.ws_state, 0)
         state.ws, state.used = choose_window(state, state.lo, state.fixed)
 
-    def _emergency(self, state: PackState) -> None:
-        """Compress oversized must-keeps too; if even that does not fit, report the numbers."""
+    def _emergency(self, state: PackState, *, passed: tuple[int, int]) -> None:
+        """Compress oversized must-keeps too, and try the window again with the passed summary (the
+        room compression made may hold it), then without; if even that does not fit, report the numbers."""
         state.must_compressed.update(i for i in state.layout.must_keep if state.toks[i] > state.oversize)
         state.fixed = state.fixed_tokens()
-        self._without_summary(state)
+        state.summary_tokens, state.lo = passed
+        if state.summary_tokens:
+            state.ws, state.used = choose_window(state, state.lo, state.fixed + state.summary_tokens)
+        if not state.summary_tokens or state.used > state.budget:
+            self._without_summary(state)
         if state.used > state.budget:
             raise ContextTooLargeError(needed=state.used, budget=state.budget, detail=MUST_KEEP_DETAIL)

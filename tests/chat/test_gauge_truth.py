@@ -44,3 +44,17 @@ def test_the_gauge_says_when_the_daily_limit_turned_summaries_into_truncation(lo
     settings.SUMMARIES_PER_DAY = 0
     gauge = client.get(f"/api/conversations/{conversation.pk}/context/").json()
     assert gauge["summary_quota_reached"] is True and gauge["strategy"] == "truncate"
+
+
+def test_a_system_prompt_over_the_budget_is_said_shortened_and_the_summary_still_goes(long_chat):
+    conversation, ids, client = long_chat
+    assert client.get(f"/api/conversations/{conversation.pk}/context/").json()["prompt_shortened"] is False
+    rules = "\n".join(f"Rule {i}: answer in the house style, citing handbook section {i}." for i in range(250))
+    assert client.patch(f"/api/conversations/{conversation.pk}/", {"system_prompt": rules},
+                        format="json").status_code == 200
+
+    gauge = client.get(f"/api/conversations/{conversation.pk}/context/").json()
+
+    assert gauge["prompt_shortened"] is True and gauge["tokens"] <= gauge["budget"]
+    # compressing the prompt made room: the summary in use is sent beside it (it was dropped)
+    assert gauge["summary_through_id"] == ids[99]

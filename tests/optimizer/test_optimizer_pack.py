@@ -359,3 +359,15 @@ def test_with_the_trigger_at_the_budget_a_history_that_fills_it_exactly_is_sent_
     assert not fits.stats["optimization_applied"] and len(fits.messages) == len(msgs)
     assert fits.stats["tokens_after"] == budget
     assert over.stats["optimization_applied"] and over.stats["tokens_after"] <= budget - 1
+
+
+def test_a_compressed_system_prompt_leaves_the_summary_in_when_it_fits():
+    # A system prompt far over the budget is compressed (an emergency); the summary in use still fits
+    # beside it and the newest rounds, so it is sent: dropping it sent the chat with no history at all.
+    rules = "\n".join(f"rule {i}: answer in the house style, citing the handbook section {i}" for i in range(800))
+    msgs = [msg("sys", "system", rules), *conversation(60)[1:]]
+    r = pack(msgs, budget=4000, preference="quality", model=MODEL, summary=SUMMARY_THROUGH_A19,
+             window_start="u40")
+    assert r.messages[0].origin == "compressed"
+    assert "summary" in [p.origin for p in r.messages] and r.stats["summary_used"]
+    assert sent_tokens(r) == r.stats["tokens_after"] <= 4000

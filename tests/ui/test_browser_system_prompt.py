@@ -79,3 +79,27 @@ def test_system_prompt_from_the_header_menu_reaches_the_model_and_the_gauge(
     conversation.refresh_from_db()
     assert conversation.system_prompt == PROMPT
     assert console_errors(browser) == []
+
+
+def test_a_system_prompt_too_long_for_the_budget_is_saved_with_a_warning(asgi_server, browser, fake_openai):
+    base = asgi_server.url
+    _, config = _sign_up_with_model(browser, base, "browser-long-prompt", fake_url=fake_openai.base_url,
+                                    model="fake-echo", name="Echo small")
+    type(config).objects.filter(pk=config.pk).update(context_window=2_000, max_output_tokens=300)
+    browser.refresh()
+    _send(browser, "First question about an index.")
+    browser.find_element(By.ID, "conv-menu-btn").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "conv-menu").is_displayed())
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    area = _wait(browser, lambda d: d.find_element(By.ID, "system-prompt-text"))
+    rules = "\n".join(f"Rule {i}: answer in the house style, citing handbook section {i}." for i in range(250))
+    browser.execute_script("arguments[0].value = arguments[1]", area, rules)
+    browser.find_element(By.ID, "system-prompt-save").click()
+
+    # it said only "System prompt saved", and the prompt went out cut to a quarter of the budget
+    toast = _wait(browser, lambda d: [t for t in d.find_elements(By.CSS_SELECTOR, "#toasts .toast")
+                                      if "saved" in t.text])[0]
+    assert "too long for this model's budget" in toast.text
+    browser.find_element(By.ID, "gauge").click()
+    assert "sent shortened" in browser.find_element(By.ID, "gauge-details").text
+    assert console_errors(browser) == []

@@ -207,6 +207,10 @@ class ConversationContextApi(APIView):
         summary_quota_reached = serializers.BooleanField(
             help_text="Today's automatic summaries are used up: the chat truncates instead."
         )
+        prompt_shortened = serializers.BooleanField(
+            help_text="The system prompt or custom instructions do not fit the budget beside the newest "
+            "message: they are sent shortened (head and tail)."
+        )
 
     @extend_schema(responses=OutputSerializer, summary="Context gauge for the next request")
     def get(self, request: Request, pk: int) -> Response:

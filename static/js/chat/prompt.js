@@ -49,11 +49,13 @@ dialog?.querySelector("form").addEventListener("submit", async (e) => {
     return;
   }
   dialog.close("ok");
-  toast(res.data && res.data.system_prompt
-    ? "System prompt saved: it applies from your next message."
-    : "System prompt removed: it applies from your next message.");
-  // The prompt is sent with every request: the gauge's figure changes with it.
-  refreshGauge();
+  // The prompt is sent with every request: the gauge's figure changes with it, and says whether it fits.
+  await refreshGauge();
+  if (!(res.data && res.data.system_prompt)) toast("System prompt removed: it applies from your next message.");
+  else if (state.lastGauge && state.lastGauge.prompt_shortened) {
+    toast("System prompt saved, but it is too long for this model's budget: it is sent shortened (its beginning and end).",
+      "error", 8000);
+  } else toast("System prompt saved: it applies from your next message.");
 });
 
 // The menu item that opened the dialog is hidden by then: keyboard focus goes back to the menu's button.
