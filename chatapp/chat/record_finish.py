@@ -53,17 +53,22 @@ def dropped_tokens_sum(
     return int(total)
 
 
-def record_finish(*, turn: ChatTurn, usage: Any) -> None:
+def record_finish(*, turn: ChatTurn, usage: Any, billed: bool = True) -> None:
     """What the record learns when its turn ends, in one UPDATE: the tokens it dropped without a
     summary (`dropped_tokens_sum` over the dropped ranges) and the provider's prompt figures; a
     provider prompt-cache hit lowers the sent cost (priced on our own count, like the full-history
-    cost, so the two stay comparable)."""
+    cost, so the two stay comparable). A request the endpoint refused (`billed=False`: an error
+    before any reply text, with no usage) cost nothing: both its costs become zero, and the money
+    figures leave it out; its tokens stay what the optimizer packed."""
     whole = dropped_tokens_sum(conversation_id=turn.conversation_id, ranges=turn.dropped_ranges,
                                offline_replies=turn.target.offline)
     # Never below zero, should a quoted message's count have changed since the cached sum was made.
     dropped = max(0, whole - turn.dropped_less)
     fields: dict[str, Any] = {"dropped_tokens": dropped}
-    if getattr(usage, "prompt_tokens", None) is not None:
+    if not billed:
+        if turn.record_facts is None or turn.record_facts["cost_sent_usd"] is not None:
+            fields.update(cost_sent_usd=money(0.0), cost_full_usd=money(0.0))  # an unpriced one stays unpriced
+    elif getattr(usage, "prompt_tokens", None) is not None:
         tokens_full = turn.record_facts["tokens_full"] if turn.record_facts is not None else None
         fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), tokens_full=tokens_full,
                                     model=turn.target.model, usage=usage))

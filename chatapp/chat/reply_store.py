@@ -85,7 +85,9 @@ def reply_store(
         else:
             message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
         if turn.record_id is not None:
-            record_finish(turn=turn, usage=usage)
+            # Refused (401, 429, 5xx...) or never reached: no reply text and no usage, nothing billed.
+            refused = status == Message.Status.ERROR and not content and usage is None
+            record_finish(turn=turn, usage=usage, billed=not refused)
         if not counted or revived:
             reply = Message.objects.get(pk=turn.reply_id)
     # A reply is never the first user message: the window start alone places it.

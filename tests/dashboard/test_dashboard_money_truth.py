@@ -1,14 +1,16 @@
-"""What the money card says optimization saved: no saving where nothing was cut (a provider's prompt
-cache would have served the full history too), and unknown, not negative, where nothing is priced."""
+"""What the money card says: no saving where nothing was cut (a provider's prompt cache would have
+served the full history too), unknown, not negative, where nothing is priced, and no spend for a
+request the endpoint refused."""
 
 from __future__ import annotations
 
 import pytest
 
-from chatapp.chat.models import Conversation, OptimizationRecord, SummaryJob
+from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
 from chatapp.chat.services import user_settings_update
 from chatapp.chat.summary_runner import summary_job_run
-from tests.support.chat import make_config, send
+from chatapp.providers.crypto import secret_encrypt
+from tests.support.chat import TEST_KEY, make_config, post_stream, send
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_rate_limit")]
 
@@ -62,3 +64,24 @@ def test_money_saved_is_unknown_not_negative_when_the_chat_model_is_unpriced(use
     assert row["net_saved_usd"] is None  # the savings list: unknown
     # The conversation's own card should not claim the optimizer lost money.
     assert headline["money"]["net_saved_usd"] is None, headline["money"]
+
+
+def test_a_request_the_endpoint_refused_costs_nothing(user, fake_openai, client):
+    fake_openai.reset()
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=16_000, max_output=500)
+    config.api_key_encrypted = secret_encrypt("bad-key-0001")  # refused with a 401 on every call: nothing billed
+    config.save(update_fields=["api_key_encrypted"])
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    assert send(user, conversation, "Which tent for a windy ridge? " * 10).names[-1] == "error"
+    config.api_key_encrypted = secret_encrypt(TEST_KEY)  # the key fixed, then Retry: one request answered
+    config.save(update_fields=["api_key_encrypted"])
+    question = Message.objects.get(conversation=conversation, role="user")
+    assert post_stream(user, f"/api/messages/{question.pk}/retry/").names[-1] == "done"
+
+    refused, answered = OptimizationRecord.objects.filter(conversation=conversation).order_by("id")
+    assert (refused.cost_sent_usd, refused.cost_full_usd) == (0, 0)
+    client.force_login(user)
+    money = client.get(f"/api/dashboard/conversations/{conversation.pk}/").json()["money"]
+    # it was counted as sent and paid for, twice the spend
+    assert money["sent_usd"] == pytest.approx(float(answered.cost_sent_usd))
+    assert money["full_usd"] == pytest.approx(float(answered.cost_full_usd))
