@@ -15,7 +15,7 @@ const form = document.getElementById("import-form");
 if (form) setUp(form);
 
 function setUp(formEl) {
-  const { csrfToken, errorText, getJSON } = Longchat; // common.js (a classic script: a global binding, not a window property)
+  const { api, csrfToken, errorText } = Longchat; // common.js (a classic script: a global binding, not a window property)
   const input = formEl.querySelector("#import-file");
   const button = formEl.querySelector("#import-start");
   const box = document.getElementById("import-status");
@@ -81,14 +81,19 @@ function setUp(formEl) {
 
   async function follow(id) {
     for (;;) {
-      let job;
+      let res = null;
       try {
-        job = await getJSON(`/api/imports/${id}/`);
-      } catch (err) {
-        say(`${err.message} Retrying…`, "fail");
+        res = await api(`/api/imports/${id}/`);
+      } catch { /* offline for a moment: the next round tries again */ }
+      if (!res || !res.ok) {
+        const why = res ? errorText(res.data, res.status) : "Could not reach the server.";
+        // Gone (404) or signed out (401/403) does not come back by asking again: say so and stop.
+        if (res && [401, 403, 404].includes(res.status)) { label.textContent = "The import stopped"; say(why, "fail"); return; }
+        say(`${why} Retrying…`, "fail");
         await sleep(POLL_MS * 3);
         continue;
       }
+      const job = res.data;
       show(job);
       if (job.status === "done" || job.status === "failed") return;
       await sleep(POLL_MS);

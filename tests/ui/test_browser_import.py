@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 
+from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_services import import_job_run
 from chatapp.chat.models import Conversation
 from chatapp.chat.tasks import import_conversations
@@ -83,3 +84,19 @@ def test_import_shows_progress_then_links_and_errors(asgi_server, browser, inlin
     assert browser.find_element(By.ID, "import-progress-label").text == "The import stopped"
     assert not browser.find_elements(By.CSS_SELECTOR, "#import-links a")
     assert console_errors(browser) == []
+
+
+def test_a_job_that_is_gone_stops_the_progress_instead_of_polling_forever(asgi_server, browser, monkeypatch):
+    # No worker: the job stays queued; then it is deleted (its user's other tab, an admin), a 404.
+    monkeypatch.setattr(import_conversations, "apply_async", lambda **kwargs: None)
+    base = asgi_server.url
+    _sign_up(browser, base, "browser-import-gone")
+    browser.get(f"{base}/settings/")
+    _import(browser, FILES / "openwebui_branch.json")
+    _wait(browser, lambda d: d.find_element(By.ID, "import-progress-label").text == "Waiting for a worker…")
+    ImportJob.objects.filter(owner__username="browser-import-gone").delete()
+
+    # it said "… Retrying…" every three seconds, for ever
+    _wait(browser, lambda d: d.find_element(By.ID, "import-progress-label").text == "The import stopped")
+    message = browser.find_element(By.ID, "import-message").text
+    assert message and "Retrying" not in message
