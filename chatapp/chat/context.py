@@ -147,6 +147,8 @@ class ContextInput:
     request: ShapedRequest | None = None
     # prompts_hash of the custom instructions and system prompt this request opens with.
     prompt_hash: str = ""
+    # Stored counts made for a model with another tokenizer (Conversation.token_counts_mixed): estimates.
+    counts_mixed: bool = False
 
 
 Row = tuple[int, str, str, bool | int, int]  # the _MSG_FIELDS columns, as the driver returns them
@@ -343,6 +345,7 @@ def context_load(
         static_ids=frozenset(static_ids),
         loaded_ids=tuple(r[0] for r in ordered),
         prompt_hash=prompts_hash(prompts),
+        counts_mixed=conversation.token_counts_mixed,
     )
 
 

@@ -81,7 +81,7 @@ def packed_gauge(*, result: PackResult, ctx: ContextInput, budget: int) -> dict[
         history_tokens=info.tokens_before,
         window_start_id=int(result.window_start) if result.window_start is not None else None,
         strategy=strategy,
-        estimated=info.estimated,
+        estimated=info.estimated or ctx.counts_mixed,
         summary_through_id=summary_through_id(result=result, ctx=ctx),
         summary_quota_reached=ctx.quota_exhausted,
         prompt_shortened=any(pid in info.compressed_ids for pid in PROMPT_IDS),
@@ -96,7 +96,7 @@ def too_large_gauge(*, exc: ContextTooLargeError, conversation: Conversation, ta
         history_tokens=exc.needed,
         window_start_id=conversation.window_start_id,
         strategy="none",
-        estimated=optimizer.is_estimated(target.model),
+        estimated=optimizer.is_estimated(target.model) or conversation.token_counts_mixed,
     )
 
 
@@ -165,6 +165,7 @@ def _conversation_snapshot(conversation: Conversation) -> Conversation:
         "truncation_count",
         "summary_count",
         "system_prompt",
+        "token_counts_mixed",
     ):
         setattr(copy, name, getattr(conversation, name))
     return copy

@@ -67,6 +67,9 @@ class Conversation(models.Model):
     offline_reply_tokens = models.PositiveBigIntegerField(default=0)
     truncation_count = models.PositiveIntegerField(default=0)
     summary_count = models.PositiveIntegerField(default=0)
+    # Set when the chat moved to a model with another tokenizer (o200k ↔ cl100k): the stored counts
+    # are not recounted (that reads the whole history), so from then on they are marked estimated.
+    token_counts_mixed = models.BooleanField(default=False)
     # When the turn now running here started (null: none). Turns are one at a time: a send takes the
     # claim with one conditional UPDATE of this row and gives it back when its reply is stored, so the
     # message can be acknowledged before the context is packed (turn_claim).

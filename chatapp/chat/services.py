@@ -15,10 +15,13 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from chatapp.chat.context import conversation_config
 from chatapp.chat.summary_cooldown import history_tokens_now, not_now_reason
+from chatapp.providers.llm import llm_target_for
 from chatapp.providers.models import LLMConfig
 from chatapp.providers.selectors import llm_config_default
 from chatapp.providers.services import text_field_clean
+from optimizer.tokens import encoding_for
 
 from .models import Conversation, Preference, SummaryJob, UserSettings
 from .selectors import api_token_expired, user_settings_get
@@ -177,14 +180,23 @@ def conversation_set_config(
     The stored history, summaries and window are kept: the next request packs them against the new
     config's budget, and the optimizer moves the window forward if the new budget is smaller. Stored
     per-message token counts are not recomputed for the new model's tokenizer (that would mean reading
-    the whole history); the gauge marks counts for models unknown to the tokenizer as estimated.
+    the whole history): a switch to another tokenizer marks the chat's counts estimated from then on,
+    as they are for models unknown to the tokenizer.
     """
     config, offline = _model_choice(owner=conversation.owner, llm_config=llm_config, offline=offline)
     if conversation.llm_config_id == (config.pk if config is not None else None) and conversation.offline == offline:
         return conversation
+    before = llm_target_for(config=conversation_config(conversation=conversation)).model
     conversation.llm_config, conversation.offline = config, offline
+    after = llm_target_for(config=conversation_config(conversation=conversation)).model
+    fields = ["llm_config", "offline"]
+    if conversation.live_message_count and not conversation.token_counts_mixed and (
+        encoding_for(before).name != encoding_for(after).name
+    ):
+        conversation.token_counts_mixed = True
+        fields.append("token_counts_mixed")
     # updated_at is left alone, as for a rename: the sidebar orders by activity, not by settings.
-    conversation.save(update_fields=["llm_config", "offline"])
+    conversation.save(update_fields=fields)
     return conversation
 
 

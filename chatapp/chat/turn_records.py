@@ -338,7 +338,7 @@ def record_create(
         scores=_json_safe(scores),
         tokens_full=tokens_full,
         tokens_sent=tokens_sent,
-        estimated=info.estimated,
+        estimated=info.estimated or ctx.counts_mixed,
         sent=[
             _sent_entry(packed=m, summary_message_id=ctx.summary_message_id, info=info, quoted=quoted)
             for m in result.messages

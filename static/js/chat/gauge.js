@@ -43,7 +43,7 @@ export function updateGauge(g) {
   }
   row("Used", pct === 0 && tokens > 0 ? "under 1%" : `${pct}%`);
   if (state.lastGauge.strategy) row("Strategy", strategyWords(state.lastGauge));
-  row("Counting", state.lastGauge.estimated ? "estimated (model unknown to the tokenizer)" : "exact");
+  row("Counting", state.lastGauge.estimated ? "estimated (a model unknown to the tokenizer, or counts made for another model)" : "exact");
   if (g.prompt_shortened) row("System prompt", "too long for this budget: sent shortened (its beginning and end)");
   if (state.lastGauge.recall) row("Recalled", recallWords(state.lastGauge.recall) + " for your last message");
   if (state.lastGauge.reason) {

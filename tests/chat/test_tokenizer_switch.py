@@ -1,0 +1,54 @@
+"""A chat moved to a model with another tokenizer: its stored counts are the old tokenizer's, so the
+gauge and the records say they are estimates instead of claiming to be exact."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from chatapp.chat.models import Conversation, OptimizationRecord
+from tests.support.chat import make_config, send
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_rate_limit")]
+
+QUESTIONS = [
+    "Could you compare freestanding and semi-freestanding tents for exposed alpine campsites?",
+    "What guy-line configuration resists gusts above fifty kilometres per hour on granite slabs?",
+    "How should I pitch the vestibule relative to the prevailing wind direction overnight?",
+]
+
+
+def _switch(api: APIClient, conversation: Conversation, config) -> dict:
+    response = api.patch(f"/api/conversations/{conversation.pk}/", {"llm_config": config.pk}, format="json")
+    assert response.status_code == 200
+    return api.get(f"/api/conversations/{conversation.pk}/context/").json()
+
+
+def test_a_switch_to_another_tokenizer_marks_the_counts_estimated(user, fake_openai):
+    o200k = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=16_000, max_output=500)
+    also_o200k = make_config(user, fake_openai.base_url, model="gpt-4o", window=16_000, max_output=500, name="4o")
+    cl100k = make_config(user, fake_openai.base_url, model="gpt-4", window=8_192, max_output=500, name="gpt-4")
+    conversation = Conversation.objects.create(owner=user, llm_config=o200k)
+    for text in QUESTIONS[:2]:
+        assert send(user, conversation, text).names[-1] == "done"
+    api = APIClient()
+    api.force_authenticate(user)
+
+    assert _switch(api, conversation, also_o200k)["estimated"] is False  # the same tokenizer: still exact
+    # the old tokenizer's counts were flagged exact: 205 counted where gpt-4 was sent 213
+    assert _switch(api, conversation, cl100k)["estimated"] is True
+    conversation.refresh_from_db()
+    assert send(user, conversation, QUESTIONS[2]).names[-1] == "done"
+    record = OptimizationRecord.objects.filter(conversation=conversation).latest("id")
+    assert (record.model, record.estimated) == ("gpt-4", True)
+    assert _switch(api, conversation, o200k)["estimated"] is True  # mixed for good: nothing was recounted
+
+
+def test_a_new_chat_switched_before_its_first_message_stays_exact(user, fake_openai):
+    o200k = make_config(user, fake_openai.base_url, model="gpt-4o-mini")
+    cl100k = make_config(user, fake_openai.base_url, model="gpt-4", window=8_192, max_output=500, name="gpt-4")
+    conversation = Conversation.objects.create(owner=user, llm_config=o200k)
+    api = APIClient()
+    api.force_authenticate(user)
+
+    assert _switch(api, conversation, cl100k)["estimated"] is False
