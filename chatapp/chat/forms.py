@@ -44,7 +44,10 @@ class LoginForm(AuthenticationForm):
         except ValidationError:
             login_failure_count(request=self.request, username=username)
             raise
-        login_failures_clear(request=self.request, username=username)
+        # Only a real sign-in clears the count: AuthenticationForm.clean() passes a form with no
+        # password without checking anything (the field's own "required" refuses it).
+        if self.get_user() is not None:
+            login_failures_clear(request=self.request, username=username)
         return cleaned
 
 

@@ -53,3 +53,14 @@ def test_a_username_guessed_from_many_addresses_waits_and_a_success_clears_it(cl
 def test_the_admin_signs_in_through_the_same_page(client):
     response = client.get("/admin/login/?next=/admin/")
     assert response.status_code == 302 and response["Location"] == "/accounts/login/?next=/admin/"
+
+
+def test_a_sign_in_with_no_password_does_not_clear_the_count(client, user, rates):
+    # The form raised nothing for a blank password ("required" is the field's), and that cleared the
+    # count: a guess, a blank, a guess, a blank... never reached the username's limit.
+    rates(address="100/hour", username="2/hour")
+    _login(client, "ada", "wrong 1", address="198.51.100.1")
+    assert _login(client, "ada", "", address="198.51.100.2").status_code == 200
+    assert _login(client, "ada", "wrong 2", address="198.51.100.3").status_code == 200
+
+    assert _login(client, "ada", PASSWORD, address="198.51.100.4").status_code == 429
