@@ -100,8 +100,14 @@ def llm_config_key_left_behind(*, config: LLMConfig, fields: dict[str, Any]) -> 
     """Whether an update moves the config to another server (scheme, host or port) while a key is
     stored and no new one is given: the key is then cleared, never sent to the new host (whoever
     controls it would receive it, and a write-only key cannot be checked by its owner)."""
-    if not config.api_key_encrypted or fields.get("clear_api_key") or _api_key_clean(fields.get("api_key")):
+    if not config.api_key_encrypted or fields.get("clear_api_key"):
         return False
+    try:
+        if _api_key_clean(fields.get("api_key")):
+            return False
+    except ValidationError:
+        return False  # a key that cannot be sent: the update itself refuses it, as a field error
+
     base_url = fields.get("base_url")
     return base_url is not None and _origin(str(base_url).strip()) != _origin(config.base_url)
 

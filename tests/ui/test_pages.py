@@ -458,6 +458,24 @@ def test_moving_a_config_to_another_host_clears_its_key_and_says_so(page, user):
     assert config.base_url == "https://llm.example.net/v1" and not config.api_key_encrypted
 
 
+def test_a_new_key_that_cannot_be_sent_is_a_field_error_not_a_500(page, user):
+    page.post("/settings/configs/new/", {
+        "new-name": "Mini", "new-base_url": "https://api.openai.com/v1", "new-model": "gpt-4o-mini",
+        "new-api_key": KEY, "new-max_output_tokens": "1000", "new-temperature": "0.3"})
+    config = LLMConfig.objects.get(owner=user)
+    prefix = f"cfg{config.pk}"
+    response = page.post(f"/settings/configs/{config.pk}/", {
+        f"{prefix}-name": "Mini renamed", f"{prefix}-base_url": "https://api.openai.com/v1",
+        f"{prefix}-model": "gpt-4o-mini", f"{prefix}-api_key": "sk-new kéy", f"{prefix}-max_output_tokens": "1000",
+        f"{prefix}-temperature": "0.3"})
+
+    assert response.status_code == 400  # the check for a key left behind raised: a 500
+    body = response.content.decode()
+    assert "cannot be sent" in body and 'value="Mini renamed"' in body
+    config.refresh_from_db()
+    assert config.name == "Mini"
+
+
 def test_a_missing_chat_gets_the_apps_own_page_with_a_way_back(page):
     response = page.get("/c/999999/")
     body = response.content.decode()
