@@ -116,6 +116,7 @@ class ChatTurn:
             estimated=self.context["estimated"],
             summary_through_id=self.context.get("summary_through_id"),
             summary_quota_reached=bool(self.context.get("summary_quota_reached")),
+            prompt_shortened=bool(self.context.get("prompt_shortened")),
         )
 
     def summary_ahead_due(self, *, reply_tokens: int) -> int | None:

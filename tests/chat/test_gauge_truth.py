@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation
 from chatapp.chat.services import user_settings_update
-from tests.support.chat import make_config, seed_messages
+from tests.support.chat import make_config, post_stream, seed_messages
 
 pytestmark = pytest.mark.django_db
 
@@ -58,3 +58,16 @@ def test_a_system_prompt_over_the_budget_is_said_shortened_and_the_summary_still
     assert gauge["prompt_shortened"] is True and gauge["tokens"] <= gauge["budget"]
     # compressing the prompt made room: the summary in use is sent beside it (it was dropped)
     assert gauge["summary_through_id"] == ids[99]
+
+
+def test_the_gauge_after_a_reply_still_says_the_prompt_is_shortened(user, fake_openai, no_rate_limit):
+    # The gauge a reply ends with (no repacking below the trigger) lost the flag: the row went away.
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
+    rules = "\n".join(f"Rule {i}: answer in the house style, citing handbook section {i}." for i in range(250))
+    conversation = Conversation.objects.create(owner=user, llm_config=config, system_prompt=rules)
+
+    sent = post_stream(user, f"/api/conversations/{conversation.pk}/messages/", {"content": "Hello there"})
+
+    assert sent.names[-1] == "done"
+    assert sent.named("start")[0]["context"]["prompt_shortened"] is True
+    assert sent.named("done")[0]["context"]["prompt_shortened"] is True
