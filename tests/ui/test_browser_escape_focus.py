@@ -91,3 +91,18 @@ def test_focus_goes_to_the_summary_after_saving_or_discarding_it(asgi_server, br
     browser.find_element(By.ID, "confirm-ok").send_keys(Keys.ENTER)
     _wait(browser, lambda d: "is-discarded" in d.find_element(By.ID, f"m-{edited}").get_attribute("class"))
     assert _wait(browser, focused_marker) == edited
+
+
+def test_widening_the_window_with_the_drawer_open_leaves_the_chat_usable(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "drawer-wide")
+    browser.set_window_size(375, 800)
+    browser.get(asgi_server.url + "/c/new/")
+    browser.find_element(By.CSS_SELECTOR, ".sidebar-toggle").click()
+    _wait(browser, lambda d: d.execute_script("return document.getElementById('main').inert"))
+
+    browser.set_window_size(1280, 800)  # the phone's drawer is the desktop's sidebar now: no way to close it
+
+    _wait(browser, lambda d: d.execute_script("return document.getElementById('main').inert") is False)
+    focused = browser.execute_script("const box = document.getElementById('composer-input'); box.focus();"
+                                     "return document.activeElement === box;")
+    assert focused is True

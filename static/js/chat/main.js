@@ -40,6 +40,9 @@ function setSidebar(open) {
 // drawer open over the chat; the chat is what was asked for.
 window.addEventListener("pageshow", (e) => { if (e.persisted) setSidebar(false); });
 
+// Wider than a phone (a tablet turned, a window widened) there is no drawer: nothing stays inert.
+window.matchMedia("(max-width: 760px)").addEventListener("change", (e) => { if (!e.matches) setSidebar(false); });
+
 document.addEventListener("click", async (e) => {
   const target = e.target.closest("[data-action]");
   if (!target) {
