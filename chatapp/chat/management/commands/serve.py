@@ -19,6 +19,11 @@ def _raise_keyboard_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def worker_queues() -> str:
+    """Every queue this app publishes to: summaries, imports (both configurable), Celery's default."""
+    return ",".join(dict.fromkeys([settings.CELERY_SUMMARY_QUEUE, settings.CELERY_IMPORT_QUEUE, "celery"]))
+
+
 class Command(BaseCommand):
     help = "Migrate, then run the web server (uvicorn, ASGI) and a Celery worker together."
 
@@ -44,7 +49,7 @@ class Command(BaseCommand):
         if not no_worker:
             worker = [
                 python, "-m", "celery", "-A", "chatapp", "worker",
-                "-Q", f"{settings.CELERY_SUMMARY_QUEUE},celery",
+                "-Q", worker_queues(),
                 "--concurrency", str(concurrency),
                 # Embedded beat runs the periodic sweep that enqueues jobs recorded while the broker was down.
                 "--beat", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule"),
