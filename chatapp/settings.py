@@ -61,6 +61,14 @@ def _comma_list(text: str) -> list[str]:
 
 
 # Empty until the instance is prepared (then Django refuses to start: "SECRET_KEY must not be empty").
+# Set but blank (" ", ","): no key, said now rather than met as a 500 when a key is first used.
+if os.environ.get("SECRET_KEY") and not os.environ["SECRET_KEY"].strip():
+    raise ImproperlyConfigured("SECRET_KEY is set but blank: give a secret, or unset it to use the one in var/")
+if os.environ.get("FIELD_ENCRYPTION_KEY") and not _comma_list(os.environ["FIELD_ENCRYPTION_KEY"]):
+    raise ImproperlyConfigured(
+        "FIELD_ENCRYPTION_KEY is set but holds no key: give one or more Fernet keys, comma-separated, "
+        "or unset it to use the one in var/"
+    )
 SECRET_KEY = secret_read("SECRET_KEY", SECRET_FILE)
 # Fernet key(s) for API keys at rest; a comma-separated list rotates (first encrypts, all decrypt).
 FIELD_ENCRYPTION_KEYS = _comma_list(secret_read("FIELD_ENCRYPTION_KEY", ENCRYPTION_KEY_FILE))
@@ -156,6 +164,14 @@ try:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a database URL this app supports: {exc}") from None
+if DATABASES["default"]["ENGINE"] not in {"django.db.backends.sqlite3", "django.db.backends.postgresql"}:
+    raise ImproperlyConfigured(
+        f"DATABASE_URL names {DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}: this app runs on PostgreSQL "
+        "(postgres://...) or SQLite (sqlite:////absolute/path.sqlite3)"
+    )
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" and DATABASES["default"]["NAME"] in {"", ":memory:"}:
+    # Each process (web server, worker) would open an empty database of its own.
+    raise ImproperlyConfigured("DATABASE_URL names an in-memory SQLite database: give a file (sqlite:////path.sqlite3)")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Django's backend, keeping the connections requests close for the next ones (chatapp/sqlite3).
     DATABASES["default"]["ENGINE"] = "chatapp.sqlite3"

@@ -1,0 +1,56 @@
+"""Settings refuse, at start-up and naming the variable, values that would only fail later; the
+instance's var/ directory is its owner's alone."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chatapp.instance import instance_prepare
+
+ROOT = Path(__file__).resolve().parents[2]
+_LOAD = "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'chatapp.settings'; import django; django.setup()"
+
+
+def _start(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEY"}}
+    environ.update({"CHATAPP_VAR_DIR": str(tmp_path), **env})
+    return subprocess.run([sys.executable, "-c", _LOAD], cwd=ROOT, env=environ, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+@pytest.mark.parametrize(("name", "value", "words"), [
+    # each started, then failed at the first use: a 500 on saving a model key, a signed-by-" " session,
+    # "no such table" on every request (each process its own empty database), "install mysqlclient"
+    ("FIELD_ENCRYPTION_KEY", ",", "FIELD_ENCRYPTION_KEY is set but holds no key"),
+    ("SECRET_KEY", "   ", "SECRET_KEY is set but blank"),
+    ("DATABASE_URL", "sqlite://", "in-memory SQLite"),
+    ("DATABASE_URL", "mysql://u:p@db.internal/chat", "runs on PostgreSQL"),
+])
+def test_a_value_that_cannot_work_stops_start_up_naming_it(tmp_path, name, value, words):
+    started = _start(tmp_path, **{name: value})
+    assert started.returncode != 0
+    assert "ImproperlyConfigured" in started.stderr and words in started.stderr
+
+
+def test_the_defaults_start(tmp_path):
+    started = _start(tmp_path)
+    assert started.returncode == 0, started.stderr[-2000:]
+
+
+def test_var_is_the_owners_alone_and_an_older_one_is_closed(tmp_path, monkeypatch):
+    fresh = tmp_path / "fresh"
+    monkeypatch.setenv("CHATAPP_VAR_DIR", str(fresh))
+    instance_prepare()
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o700
+    older = tmp_path / "older"
+    older.mkdir(mode=0o755)
+    older.chmod(0o755)  # as a release before this one left it: its SQLite file readable by every local user
+    monkeypatch.setenv("CHATAPP_VAR_DIR", str(older))
+    instance_prepare()
+    assert stat.S_IMODE(older.stat().st_mode) == 0o700
