@@ -386,12 +386,16 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 # Serve static/ from the source tree as well, so a fresh checkout works without collectstatic.
 WHITENOISE_USE_FINDERS = True
 
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
+if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {LOG_LEVEL!r}")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # httpx logs every model request at INFO; URLs only, but noise on every chat turn.
     "loggers": {"httpx": {"level": "WARNING"}},
 }

@@ -54,3 +54,17 @@ def test_var_is_the_owners_alone_and_an_older_one_is_closed(tmp_path, monkeypatc
     monkeypatch.setenv("CHATAPP_VAR_DIR", str(older))
     instance_prepare()
     assert stat.S_IMODE(older.stat().st_mode) == 0o700
+
+
+def test_a_log_level_that_is_no_level_is_named(tmp_path):
+    started = _start(tmp_path, LOG_LEVEL="LOUD")  # "Unable to configure root logger", no variable named
+    assert started.returncode != 0 and "LOG_LEVEL must be" in started.stderr
+
+
+def test_serve_names_a_port_that_is_no_port(tmp_path):
+    environ = {**os.environ, "CHATAPP_VAR_DIR": str(tmp_path), "PORT": "abc"}
+    environ.pop("DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "manage.py", "serve", "--no-worker"], cwd=ROOT, env=environ,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0 and "PORT must be a port number" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "chatapp.sqlite3").exists()  # nothing started

@@ -19,6 +19,17 @@ def _raise_keyboard_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _env_port() -> int:
+    raw = os.environ.get("PORT", "8000")
+    try:
+        port = int(raw)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65_535:
+        raise CommandError(f"PORT must be a port number (1-65535), got {raw!r}")
+    return port
+
+
 def worker_queues() -> str:
     """Every queue this app publishes to: summaries, imports (both configurable), Celery's default."""
     return ",".join(dict.fromkeys([settings.CELERY_SUMMARY_QUEUE, settings.CELERY_IMPORT_QUEUE, "celery"]))
@@ -29,13 +40,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
-        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--port", type=int, default=None, help="default: PORT, else 8000")
         parser.add_argument("--no-worker", action="store_true", help="run the web server only")
         parser.add_argument(
             "--concurrency", type=int, default=settings.CELERY_WORKER_CONCURRENCY, help="worker processes"
         )
 
-    def handle(self, *args, host: str, port: int, no_worker: bool, concurrency: int, **options) -> None:
+    def handle(self, *args, host: str, port: int | None, no_worker: bool, concurrency: int, **options) -> None:
+        port = port if port is not None else _env_port()  # checked before anything starts
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         python = sys.executable
