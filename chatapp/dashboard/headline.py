@@ -21,7 +21,7 @@ def dashboard_conversation_get(*, user, pk: int) -> Conversation:
     return get_object_or_404(
         Conversation.objects.only(
             "id", "owner_id", "title", "window_start_id", "live_message_count", "live_token_count",
-            "summary_count", "truncation_count", "updated_at",
+            "summary_count", "truncation_count", "offline_reply_count", "updated_at",
         ),
         pk=pk,
         owner=user,

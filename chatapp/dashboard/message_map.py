@@ -74,7 +74,9 @@ def _map_status_expression(*, origin_ids: dict[str, list[int]], horizon: int | N
             whens.append(When(id__in=origin_ids[origin], then=Value(code[status])))
     never = Q(superseded=True) | Q(status__in=[Message.Status.STOPPED, Message.Status.ERROR])
     if real_model:
-        never |= offline_reply_q()  # a real model is never sent them (context_load)
+        # A real model is never sent them (context_load). Asked only of a chat that has some: the model
+        # column is not in msg_conv_id_idx, and reading it costs every other map its index-only scan.
+        never |= offline_reply_q()
     whens.append(When(never, then=Value(code["excluded"])))
     if horizon is None:
         return Case(*whens, default=Value(code["new"]), output_field=IntegerField())
@@ -147,7 +149,8 @@ def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
         horizon = max([*sent_ids, *(hi for _, hi in dropped), latest.window_start_id or 0, *(covered or ())])
 
     status = _map_status_expression(origin_ids=origin_ids, horizon=horizon, covered=covered, dropped=dropped,
-                                    real_model=latest is not None and latest.model != OFFLINE_MODEL)
+                                    real_model=latest is not None and latest.model != OFFLINE_MODEL
+                                    and conversation.offline_reply_count > 0)
     ids, codes = _map_rows(conversation=conversation, status=status)
     id_runs = _id_runs(ids)
     status_runs = [[code, sum(1 for _ in group)] for code, group in groupby(code >> 2 for code in codes)]
