@@ -39,4 +39,12 @@ def test_outside_marks_follow_the_core_places_and_a_pin(asgi_server, browser, fa
     _wait(browser, lambda d: item.get_attribute("data-place") == "static")
     _wait(browser, lambda d: _outside(d) == evicted - {target.pk})
     assert Message.objects.get(pk=target.pk).pinned
+
+    # unpinned again, it is older than the window: the toast says how it can still reach the model
+    item.find_element(By.CSS_SELECTOR, '[data-action="message-menu"]').click()
+    item.find_element(By.CSS_SELECTOR, '[data-action="toggle-pin"]').click()
+    _wait(browser, lambda d: item.get_attribute("data-place") == "evicted")
+    toast = _wait(browser, lambda d: [t for t in d.find_elements(By.CSS_SELECTOR, "#toasts .toast")
+                                      if t.text.startswith("Unpinned")])[0]
+    assert "only when recall quotes it" in toast.text
     assert console_errors(browser) == []

@@ -76,7 +76,12 @@ export async function togglePin(article) {
   article.classList.toggle("is-pinned", pinned);
   article.querySelector(".badge--pin").hidden = !pinned;
   article.querySelector('[data-action="toggle-pin"] span').textContent = pinned ? "Unpin" : "Pin — always send to the model";
-  toast(pinned ? "Pinned: this message is always sent to the model." : "Unpinned.");
+  // Older than the window it is no longer sent as itself: a summary written while it was pinned
+  // left it out (it was sent anyway), so from now on only recall quotes it, when a message is about it.
+  toast(pinned ? "Pinned: this message is always sent to the model."
+    : res.data && res.data.place === "evicted"
+      ? "Unpinned: it is older than the window, so it is sent word for word only when recall quotes it."
+      : "Unpinned.", "info", pinned ? 3500 : 6000);
   refreshGauge();
 }
 
