@@ -442,12 +442,17 @@ def test_login_page_has_the_policy_too(client, db):
     assert "script-src 'self'" in client.get("/accounts/login/")["Content-Security-Policy"]
 
 
-def test_moving_a_config_to_another_host_clears_its_key_and_says_so(page, user):
+def _config_with_a_key(page, user) -> tuple[LLMConfig, str]:
+    """A config added from the settings page with a key stored; its edit form's field prefix."""
     page.post("/settings/configs/new/", {
         "new-name": "Mini", "new-base_url": "https://api.openai.com/v1", "new-model": "gpt-4o-mini",
         "new-api_key": KEY, "new-max_output_tokens": "1000", "new-temperature": "0.3"})
     config = LLMConfig.objects.get(owner=user)
-    prefix = f"cfg{config.pk}"
+    return config, f"cfg{config.pk}"
+
+
+def test_moving_a_config_to_another_host_clears_its_key_and_says_so(page, user):
+    config, prefix = _config_with_a_key(page, user)
     response = page.post(f"/settings/configs/{config.pk}/", {
         f"{prefix}-name": "Mini", f"{prefix}-base_url": "https://llm.example.net/v1", f"{prefix}-model": "gpt-4o-mini",
         f"{prefix}-max_output_tokens": "1000", f"{prefix}-temperature": "0.3", f"{prefix}-is_default": "on"},
@@ -459,11 +464,7 @@ def test_moving_a_config_to_another_host_clears_its_key_and_says_so(page, user):
 
 
 def test_a_new_key_that_cannot_be_sent_is_a_field_error_not_a_500(page, user):
-    page.post("/settings/configs/new/", {
-        "new-name": "Mini", "new-base_url": "https://api.openai.com/v1", "new-model": "gpt-4o-mini",
-        "new-api_key": KEY, "new-max_output_tokens": "1000", "new-temperature": "0.3"})
-    config = LLMConfig.objects.get(owner=user)
-    prefix = f"cfg{config.pk}"
+    config, prefix = _config_with_a_key(page, user)
     response = page.post(f"/settings/configs/{config.pk}/", {
         f"{prefix}-name": "Mini renamed", f"{prefix}-base_url": "https://api.openai.com/v1",
         f"{prefix}-model": "gpt-4o-mini", f"{prefix}-api_key": "sk-new kéy", f"{prefix}-max_output_tokens": "1000",

@@ -24,23 +24,29 @@ export async function loadEarlier(btn) {
   return true;
 }
 
+/** The messages of the path from id `since` on, as the page shows them; null when they could not be read. */
+async function messagesSince(since) {
+  let res;
+  try {
+    res = await fetch(`/c/${state.conversationId}/messages/?since=${since}`, { credentials: "same-origin" });
+  } catch (_) {
+    return null;
+  }
+  if (!res.ok) return null;
+  const holder = document.createElement("div");
+  holder.innerHTML = await res.text(); // server-rendered, sanitized fragment
+  enhance(holder);
+  return [...holder.children];
+}
+
 /** A send from a page left behind: another tab or device sent since, and the server chained this
  * message after turns the page never showed (the model got them). They are shown above it. */
 export async function showMissedBefore(userEl, userMessage) {
   const shown = [...messagesEl.querySelectorAll("[data-id]")].map((m) => Number(m.dataset.id))
     .filter((id) => id < userMessage.id);
-  const since = shown.length ? Math.max(...shown) + 1 : 0;
-  let res = null;
-  try {
-    res = await fetch(`/c/${state.conversationId}/messages/?since=${since}`, { credentials: "same-origin" });
-  } catch (_) { /* offline for a moment: the notice below says to reload */ }
-  if (res && res.ok) {
-    const holder = document.createElement("div");
-    holder.innerHTML = await res.text(); // server-rendered, sanitized fragment
-    enhance(holder);
-    for (const node of [...holder.children]) {
-      if (node.id && !document.getElementById(node.id) && Number(node.dataset.id) < userMessage.id) userEl.before(node);
-    }
+  const nodes = await messagesSince(shown.length ? Math.max(...shown) + 1 : 0);
+  for (const node of nodes || []) { // none: offline for a moment, and the notice below says to reload
+    if (node.id && !document.getElementById(node.id) && Number(node.dataset.id) < userMessage.id) userEl.before(node);
   }
   if (!document.getElementById(`m-${userMessage.parent}`)) {
     toast("This chat changed in another tab: reload to see what your message follows.", "info", 8000);
@@ -87,17 +93,10 @@ export function followElsewhere() {
   if (Date.now() - followSince > FOLLOW_FOR_MS) return;
   followTimer = setTimeout(async () => {
     followTimer = null;
-    const since = Math.min(...pending.map((m) => Number(m.dataset.id)));
-    let res = null;
-    try {
-      res = await fetch(`/c/${state.conversationId}/messages/?since=${since}`, { credentials: "same-origin" });
-    } catch (_) { /* offline for a moment: try again on the next round */ }
-    if (res && res.ok) {
-      const holder = document.createElement("div");
-      holder.innerHTML = await res.text(); // server-rendered, sanitized fragment
-      enhance(holder);
+    const nodes = await messagesSince(Math.min(...pending.map((m) => Number(m.dataset.id))));
+    if (nodes) { // none: offline for a moment, tried again on the next round
       const stick = nearBottom();
-      for (const node of [...holder.children]) {
+      for (const node of nodes) {
         const existing = node.id ? document.getElementById(node.id) : null;
         if (existing && existing.parentElement === messagesEl) existing.replaceWith(node);
         else if (!existing && node.id) messagesEl.append(node);
