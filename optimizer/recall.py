@@ -136,21 +136,32 @@ def _speaker(item: RecallItem) -> str:
     return item.name or item.role
 
 
-def render(items: Sequence[RecallItem]) -> str:
-    """The block's text: a header, then the quotes in time order under a line per date."""
+def render(items: Sequence[RecallItem], links: dict[str, Links] | None = None) -> str:
+    """The block's text: a header, then the quotes in time order under a line per date, a gap line
+    between two quotes the conversation does not have next to each other.
+
+    Next to each other: consecutive positions, or one the other's neighbour by `links` (the source's
+    own word: an app's positions are database ids, which other conversations and hidden branches
+    interleave, so a question and its answer are not always consecutive there)."""
+    links = links or {}
     lines = [HEADER]
     last_day: str | None = None
-    last_pos: int | None = None
+    last: RecallItem | None = None
     for it in items:
         day = format_date(it.created_at)
         if day != last_day:
             lines.append(day)
             last_day = day
-        elif last_pos is not None and it.position != last_pos + 1:
+        elif last is not None and not _adjacent(last, it, links):
             lines.append(GAP)
         lines.append(f"{_speaker(it)}: {it.content}")
-        last_pos = it.position
+        last = it
     return "\n".join(lines)
+
+
+def _adjacent(first: RecallItem, then: RecallItem, links: dict[str, Links]) -> bool:
+    return (then.position == first.position + 1 or links.get(first.id, (None, None))[1] == then.id
+            or links.get(then.id, (None, None))[0] == first.id)
 
 
 def _unit_ids(hit_id: str, links: dict[str, Links]) -> list[str]:
@@ -285,12 +296,12 @@ class _BlockFiller:
 
     def _fit(self) -> str:
         """Render the block and count it; the estimate was short: drop the weakest hits until it fits."""
-        content, self.used = _render_counted(self.chosen, self.model)
+        content, self.used = _render_counted(self.chosen, self.model, self.links)
         while self.used > self.room and self.hit_ids:
             self.hit_ids.pop()
             keep = {i for h in self.hit_ids for i in _unit_ids(h, self.links)}
             self.chosen = {i: it for i, it in self.chosen.items() if i in keep}
-            content, self.used = _render_counted(self.chosen, self.model)
+            content, self.used = _render_counted(self.chosen, self.model, self.links)
         return content
 
 
@@ -315,8 +326,8 @@ def _worth_reading_more(left: int, unit_costs: dict[str, int]) -> bool:
     return left >= sorted(unit_costs.values())[len(unit_costs) // 2]
 
 
-def _render_counted(chosen: dict[str, RecallItem], model: str) -> tuple[str, int]:
-    content = render(sorted(chosen.values(), key=lambda it: it.position))
+def _render_counted(chosen: dict[str, RecallItem], model: str, links: dict[str, Links]) -> tuple[str, int]:
+    content = render(sorted(chosen.values(), key=lambda it: it.position), links)
     return content, count_system(content, model=model)
 
 

@@ -448,3 +448,14 @@ def test_prefix_stems_are_only_the_stems_a_word_can_become():
     assert "gene" not in prefix_stems("generato")  # "genes" is no word "generato" begins
     assert prefix_stems("decorator") == [] and prefix_stems("bike") == []
     assert prefix_stems("uni") == []  # the stemmer rewrites "uning" to "une": no word "uni" becomes
+
+
+def test_render_marks_a_gap_only_between_quotes_the_conversation_does_not_have_together():
+    from optimizer.recall import GAP, RecallItem, render
+
+    q = RecallItem(id="10", role="user", content="Which port?", position=10)
+    a = RecallItem(id="14", role="assistant", content="Port 8443.", position=14)  # ids 11-13: elsewhere
+    later = RecallItem(id="40", role="user", content="And the host?", position=40)
+    shown = render([q, a, later], {"10": (None, "14"), "40": ("30", None)}).splitlines()
+    assert shown[2:] == ["user: Which port?", "assistant: Port 8443.", GAP, "user: And the host?"]
+    assert GAP in render([q, a])  # without the source's links, ids far apart are a gap
