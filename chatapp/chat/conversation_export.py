@@ -29,6 +29,7 @@ n\u2013m".
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +37,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.utils import timezone
+from markdown_it import MarkdownIt
 
 from chatapp.chat.dbconn import db_short
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
@@ -240,19 +242,44 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+_COMMONMARK = MarkdownIt("commonmark")
+# A fence line: its indentation, its run of ``` or ~~~, the rest (the opener's info string).
+_FENCE_LINE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
+# A line that may open an HTML block (at most three spaces in), which runs on past a blank line.
+_HTML_START = re.compile(r"^ {0,3}<", re.MULTILINE)
+_PROBE = "\n\n### end\n"
+
+
 def _fences_closed(text: str) -> str:
-    """`text` with a code fence it leaves open closed: one unclosed ``` would swallow the rest of the
-    document into a code block."""
-    open_fence = ""
+    """`text` with a code fence it leaves open closed, at the opener's indentation (in a list item
+    too): one unclosed ``` would swallow the rest of the document into a code block. A fence closes
+    on a run of its own character at least as long as the opener's (CommonMark's rule)."""
+    open_fence, indent = "", ""
     for line in text.splitlines():
-        stripped = line.lstrip()
+        found = _FENCE_LINE.match(line)
+        if found is None:
+            continue
+        lead, run, rest = found.groups()
         if open_fence:
-            if stripped.startswith(open_fence) and not stripped[len(open_fence):].strip():
+            if run[0] == open_fence[0] and len(run) >= len(open_fence) and not rest.strip():
                 open_fence = ""
-        elif stripped.startswith(("```", "~~~")):
-            char = stripped[0]
-            open_fence = char * (len(stripped) - len(stripped.lstrip(char)))
-    return f"{text}\n{open_fence}" if open_fence else text
+        elif not (run[0] == "`" and "`" in rest):  # a backtick opener's info string holds no backtick
+            open_fence, indent = run, lead
+    return f"{text}\n{indent}{open_fence}" if open_fence else text
+
+
+def _markdown_text(text: str) -> str:
+    """A message's text for the Markdown export: its Markdown, fences closed; shown as written (in a
+    fence of its own) when it would still run into the next message's heading, as an HTML block left
+    open does (a user's "<!-- is this a comment?")."""
+    closed = _fences_closed(text)
+    if _HTML_START.search(closed) is None:
+        return closed
+    tokens = _COMMONMARK.parse(closed + _PROBE)
+    if len(tokens) >= 3 and tokens[-3].type == "heading_open" and tokens[-2].content == "end":
+        return closed
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    return f"{fence}text\n{text}\n{fence}"
 
 
 def _off_path_mark(row: dict[str, Any]) -> str:
@@ -278,7 +305,7 @@ def _markdown_chat(*, row: dict[str, Any], number: int | None) -> str:
         marks.append(_STATUS_MARKS[row["status"]])
     if marks:
         heading += " · " + ", ".join(_one_line(m) for m in marks)
-    parts = [heading, _fences_closed(row["content"]) if row["content"] else "*(no text)*"]
+    parts = [heading, _markdown_text(row["content"]) if row["content"] else "*(no text)*"]
     if row["status"] == Message.Status.ERROR and row["error"]:
         parts.append(f"*Error: {_one_line(row['error'])}*")
     return "\n\n".join(parts) + "\n\n"

@@ -17,6 +17,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from markdown_it import MarkdownIt
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -309,3 +310,52 @@ def test_through_uvicorn_first_bytes_arrive_before_the_last_page_is_read(asgi_se
         markdown = client.get(f"/api/conversations/{conversation.pk}/export/?format=markdown")
         assert markdown.status_code == 200
         assert markdown.text.count("\n### ") == 1200 and "### 1200 · Assistant" in markdown.text
+
+
+def _headings(markdown: str) -> list[str]:
+    """The h3 headings a CommonMark reader finds (each message opens with one)."""
+    tokens = MarkdownIt("commonmark").parse(markdown)
+    return [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h3"]
+
+
+def _export_markdown(api, conversation: Conversation) -> str:
+    response = api.get(f"/api/conversations/{conversation.pk}/export/", {"format": "markdown"})
+    assert response.status_code == 200
+    return response.recorded_body.decode()
+
+
+def test_a_reply_stopped_inside_a_code_block_of_a_list_does_not_swallow_the_next_messages(api, user):
+    c = Conversation.objects.create(owner=user, title="Setup")
+    q = Message.objects.create(conversation=c, role="user", content="How do I install it?")
+    # Stopped while the model was writing a code block inside a numbered list (indented fence).
+    Message.objects.create(conversation=c, role="assistant", status="stopped", reply_to=q,
+                           content="Steps:\n\n1. Install it:\n\n   ```bash\n   pip install longchat")
+    Message.objects.create(conversation=c, role="user", content="And then?")
+    Message.objects.create(conversation=c, role="assistant", content="Then run it.")
+    text = _export_markdown(api, c)
+    # All four headings are in the text...
+    assert len(re.findall(r"^### \d+ · ", text, flags=re.M)) == 4
+    # ...and all four are headings when the document is read as Markdown.
+    assert len(_headings(text)) == 4, _headings(text)
+
+
+def test_a_user_message_is_not_read_as_markup_that_hides_the_rest(api, user):
+    c = Conversation.objects.create(owner=user, title="HTML questions")
+    # Shown as typed in the chat (user text is never rendered as Markdown or HTML).
+    Message.objects.create(conversation=c, role="user", content="<!-- is this how an HTML comment starts?")
+    Message.objects.create(conversation=c, role="assistant", content="Yes, and `-->` ends it.")
+    Message.objects.create(conversation=c, role="user", content="Thanks!")
+    text = _export_markdown(api, c)
+    assert len(_headings(text)) == 3, _headings(text)
+
+
+@pytest.mark.parametrize("text", [
+    "Steps:\n\n```python\nprint(1)\n````\nmore",  # closed by a longer run: nothing to add
+    "~~~\nnever closed",
+    "<script>\nlet x = 1;",  # an HTML block that would run to the end: shown as written
+])
+def test_no_message_text_takes_the_next_message_in(api, user, text):
+    c = Conversation.objects.create(owner=user, title="Edges")
+    Message.objects.create(conversation=c, role="assistant", content=text)
+    Message.objects.create(conversation=c, role="user", content="next")
+    assert len(_headings(_export_markdown(api, c))) == 2
