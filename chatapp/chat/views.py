@@ -44,7 +44,8 @@ PAGE_CSP = (
 TIMELINE_PAGE = 100
 
 
-SIDEBAR_LIMIT = 200
+SIDEBAR_LIMIT = 200  # chats the sidebar lists at first; "Show older chats" adds as many again
+SIDEBAR_MAX = 20_000
 
 
 OFFLINE_LABEL = "Offline demo model"
@@ -122,11 +123,19 @@ def _effective_config(*, conversation: Conversation | None, configs: list[LLMCon
     return next((c for c in configs if c.is_default), None)
 
 
-def _conversation_groups(conversations) -> list[dict]:
-    """Sidebar sections by last activity: Today, Yesterday, Previous 7 and 30 days, Older."""
+def _sidebar_limit(request: HttpRequest) -> int:
+    """How many chats the sidebar lists: `?limit=` once "Show older chats" was pressed (bounded)."""
+    raw = request.GET.get("limit", "")
+    return min(max(int(raw), SIDEBAR_LIMIT), SIDEBAR_MAX) if raw.isdecimal() and len(raw) < 7 else SIDEBAR_LIMIT
+
+
+def _conversation_groups(conversations, *, limit: int = SIDEBAR_LIMIT) -> tuple[list[dict], bool]:
+    """Sidebar sections by last activity (Today, Yesterday, Previous 7 and 30 days, Older) of the
+    first `limit` chats, and whether there are more."""
     today = timezone.localdate()
     groups: dict[str, list[Conversation]] = {}
-    for c in list(conversations[:SIDEBAR_LIMIT]):
+    rows = list(conversations[: limit + 1])
+    for c in rows[:limit]:
         age = (today - timezone.localdate(c.updated_at)).days
         if age <= 0:
             label = "Today"
@@ -139,7 +148,7 @@ def _conversation_groups(conversations) -> list[dict]:
         else:
             label = "Older"
         groups.setdefault(label, []).append(c)
-    return [{"label": label, "items": items} for label, items in groups.items()]
+    return [{"label": label, "items": items} for label, items in groups.items()], len(rows) > limit
 
 
 def _message_views(*, conversation: Conversation, items: list[Message], newest_page: bool) -> list[MessageView]:
@@ -181,11 +190,11 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
     query = _search_text(request)
     configs = user_configs(request.user)
     config = _effective_config(conversation=conversation, configs=configs)
+    groups, more = _conversation_groups(selectors.conversation_list(owner=request.user, query=query or None))
     ctx = {
         "conversation": conversation,
-        "conversation_groups": _conversation_groups(
-            selectors.conversation_list(owner=request.user, query=query or None)
-        ),
+        "conversation_groups": groups,
+        "more_chats_limit": SIDEBAR_LIMIT * 2 if more else None,
         "query": query,
         "config": config,
         "configs": configs,
@@ -297,12 +306,14 @@ def chat_sidebar(request: HttpRequest) -> HttpResponse:
         if best:
             groups.append({"label": "Best matches", "items": [best[pk] for pk in found if pk in best]})
         conversations = conversations.exclude(pk__in=list(best))
-    groups += _conversation_groups(conversations)
+    limit = _sidebar_limit(request)
+    listed, more = _conversation_groups(conversations, limit=limit)
     return render(
         request,
         "chat/_conversation_list.html",
         {
-            "conversation_groups": groups,
+            "conversation_groups": groups + listed,
+            "more_chats_limit": min(limit + SIDEBAR_LIMIT, SIDEBAR_MAX) if more and limit < SIDEBAR_MAX else None,
             "query": query,
             "current_id": int(current) if current.isdecimal() else None,
         },

@@ -15,9 +15,13 @@ let searchTimer = null;
 
 let searchSeq = 0;
 
+// How many chats the list shows once "Show older chats" was pressed (0: the server's first page).
+let listLimit = 0;
+
 export async function refreshSidebar() {
   const seq = ++searchSeq;
   const params = new URLSearchParams({ q: searchInput.value.trim(), current: state.conversationId || "" });
+  if (listLimit) params.set("limit", String(listLimit));
   const url = `${searchInput.form.dataset.sidebarUrl}?${params}`;
   try {
     const res = await fetch(url, { credentials: "same-origin" });
@@ -25,6 +29,17 @@ export async function refreshSidebar() {
     nav.innerHTML = await res.text(); // server-rendered, autoescaped fragment
   } catch { /* keep the current list */ }
 }
+
+nav.addEventListener("click", async (e) => {
+  const more = e.target.closest('[data-action="more-chats"]');
+  if (!more) return;
+  const shown = nav.querySelectorAll(".conv-item").length;
+  listLimit = Number(more.dataset.limit);
+  more.disabled = true;
+  await refreshSidebar();
+  // Focus goes to the first chat just listed (the button it was on is gone).
+  nav.querySelectorAll(".conv-item .conv-link")[shown]?.focus();
+});
 
 searchInput.addEventListener("input", () => {
   clearTimeout(searchTimer);
