@@ -115,6 +115,8 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
         "summaries": {
             "made": summaries.made,
             "live": summaries.live,
+            # every summary row set aside: discarded, or replaced by an edit of it (edits are not "made")
+            "discarded": len(summaries.ids) - (summaries.live or 0),
             "extractive": summaries.extractive,
             "edited": summaries.edited,
             "jobs": jobs["jobs"],

@@ -97,8 +97,9 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
             "label": "Summaries made",
             "value": f"{summaries['made']:,}",
             "detail": (
-                f"{summaries['extractive']} extractive · {summaries['made'] - summaries['live']} discarded"
-                f" · {strat['truncate']} truncations" + _recall_detail(h["recall"])
+                f"{summaries['extractive']} extractive · {summaries['discarded']} discarded"
+                # requests sent with a truncated window (a cut, or the window an earlier cut left)
+                f" · {_plural(strat['truncate'], 'request')} truncated" + _recall_detail(h["recall"])
             ),
         },
     ]

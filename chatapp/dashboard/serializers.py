@@ -65,6 +65,7 @@ class StrategyTotalsSerializer(serializers.Serializer):
 class SummaryTotalsSerializer(serializers.Serializer):
     made = _int()
     live = _int()
+    discarded = _int()
     extractive = _int()
     edited = _int()
     jobs = _int()

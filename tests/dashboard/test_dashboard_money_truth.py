@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import optimizer
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, SummaryJob
 from chatapp.chat.services import user_settings_update
 from chatapp.chat.summary_runner import summary_job_run
@@ -85,3 +86,7 @@ def test_a_request_the_endpoint_refused_costs_nothing(user, fake_openai, client)
     # it was counted as sent and paid for, twice the spend
     assert money["sent_usd"] == pytest.approx(float(answered.cost_sent_usd))
     assert money["full_usd"] == pytest.approx(float(answered.cost_full_usd))
+    # and the card's prompt-cache estimate priced its tokens too
+    series = client.get(f"/api/dashboard/conversations/{conversation.pk}/series/").json()
+    estimate = series["prompt_cache_estimate"]
+    assert estimate["sent_usd"] == pytest.approx(optimizer.cost_usd("gpt-4o-mini", prompt_tokens=answered.tokens_sent))
