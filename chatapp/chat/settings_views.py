@@ -215,7 +215,7 @@ def config_delete(request: HttpRequest, pk: int) -> HttpResponse:
     # The default moved on its own: said, so that new chats' model is no surprise.
     then = f" “{successor.name}” is now used for new chats." if successor is not None else ""
     flash.success(request, f"Deleted “{name}”.{then}")
-    return redirect("settings")
+    return redirect(reverse("settings") + "#models-h")
 
 
 @login_required
@@ -224,4 +224,4 @@ def config_make_default(request: HttpRequest, pk: int) -> HttpResponse:
     config = config_selectors.llm_config_get(owner=request.user, pk=pk)
     config_services.llm_config_make_default(config=config)
     flash.success(request, f"“{config.name}” is now used for new chats.")
-    return redirect("settings")
+    return redirect(reverse("settings") + "#models-h")

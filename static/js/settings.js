@@ -24,7 +24,20 @@
     out.textContent = `${ok ? "✓" : "✗"} ${text}`;
   });
 
-  /* Deletes and revokes ask first. */
+  /* A refused form comes back with its errors: focus its first wrong field (the page opens at its
+     section; the error would otherwise be said to nobody). A new API token is focused the same way. */
+  const wrong = document.querySelector(
+    ".field.has-error input, .field.has-error textarea, .field.has-error select, .api-token-new");
+  if (wrong) {
+    if (wrong.matches(".api-token-new")) wrong.tabIndex = -1;
+    // After load: going to the URL's #section focuses the page's viewport, which would undo this.
+    window.addEventListener("load", () => setTimeout(() => {
+      wrong.scrollIntoView({ block: "center" });
+      wrong.focus({ preventScroll: true });
+    }, 0));
+  }
+
+  /* Deletes, revokes and a token's replacement ask first. */
   document.querySelectorAll("form[data-confirm]").forEach((formEl) => {
     formEl.addEventListener("submit", async (e) => {
       if (formEl.dataset.confirmed === "1") return;

@@ -1,0 +1,48 @@
+"""Settings in a real browser: a refused form opens at its section with focus on the wrong field; a
+token is replaced only once asked, and the new one is where the page opens."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from selenium.webdriver.common.by import By
+
+from chatapp.chat.services import api_token_issue
+from tests.ui.test_browser import _sign_up, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_refused_form_opens_at_its_section_with_the_wrong_field_focused(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "settings-errors")
+    browser.get(f"{asgi_server.url}/settings/")
+    area = browser.find_element(By.ID, "id_custom_instructions")
+    browser.execute_script("arguments[0].value = 'x'.repeat(20001)", area)
+    browser.find_element(By.CSS_SELECTOR, "#instructions-form button[type=submit]").click()
+
+    # the page came back at its top, focus on the body, the error 2,000 px down
+    _wait(browser, lambda d: d.current_url.endswith("/settings/instructions/#instructions-h"))
+    focused = browser.switch_to.active_element
+    assert focused.get_attribute("id") == "id_custom_instructions"
+    assert focused.get_attribute("aria-invalid") == "true"
+    assert browser.execute_script(
+        "const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && r.top < innerHeight", focused)
+
+
+def test_replacing_the_token_asks_first_and_shows_the_new_one_in_view(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "token-replace")
+    old = api_token_issue(user=get_user_model().objects.get(username="token-replace")).key
+    browser.get(f"{asgi_server.url}/settings/")
+    replace = browser.find_element(By.XPATH, "//button[contains(., 'Replace token')]")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", replace)
+    replace.click()
+    dialog = _wait(browser, lambda d: d.find_element(By.ID, "confirm-dialog"))
+    assert "stops working" in dialog.text  # it replaced the token without a word
+    browser.find_element(By.ID, "confirm-ok").click()
+
+    new = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".api-token-key"))[0].text
+    assert new and new != old
+    focused = browser.switch_to.active_element
+    assert "api-token-new" in focused.get_attribute("class")
+    assert browser.execute_script(
+        "const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && r.top < innerHeight", focused)
