@@ -73,6 +73,26 @@ def _hex_rgb(value: str) -> tuple[int, int, int]:
     return int(value[0:2], 16), int(value[2:4], 16), int(value[4:6], 16)
 
 
+def test_the_overview_on_a_phone_keeps_each_chats_title_readable(live_server, transactional_db, browser):
+    user = get_user_model().objects.create_user(username="phone-overview")
+    for title in ("Priced long chat about tents", "Another long priced chat"):
+        conversation = make_conversation(owner=user, title=title)
+        for turn in range(3):
+            make_record(conversation=conversation, tokens_full=90_000 + turn, tokens_sent=4_000,
+                        strategy="truncate", triggered=True)
+    _login(browser, live_server, user)
+    # a real 375 px viewport (a headless window does not shrink below 500)
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 375, "height": 800, "deviceScaleFactor": 1, "mobile": True})
+    try:
+        browser.get(f"{live_server.url}/dashboard/")
+        widths = browser.execute_script(
+            "return [...document.querySelectorAll('#top-list a')].map(a => a.getBoundingClientRect().width)")
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert len(widths) == 2 and min(widths) > 150, widths  # the figures beside them left them 0 px
+
+
 def test_a_short_conversation_draws_inside_its_charts(live_server, transactional_db, browser):
     """Six turns, the first and last of them cuts: each turn's mark is a wide cell, and the ones at
     either end stop at the plot's edges (the last ran past the card); the axis' "turn" stays clear
