@@ -11,11 +11,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
 from chatapp.chat.models import Message, OptimizationRecord
-from tests.dashboard.factories import make_conversation, make_recall_turns, make_record
+from tests.dashboard.factories import make_conversation, make_recall_turns, make_record, make_summary
 from tests.support.browser import SCREENSHOT_DIR as SCREENSHOTS
 from tests.support.browser import browser, console_errors
 
@@ -150,11 +151,45 @@ def test_the_requests_table_pages_through_every_turn_once(live_server, transacti
         return label.replace("\N{EN DASH}", "-"), sorted(turns)
 
     WebDriverWait(browser, 10).until(lambda d: page(d) == ("6-20 of 20", list(range(6, 21))))
-    browser.find_element("css selector", "[data-page=older]").click()
+    assert browser.find_element("css selector", "[data-page-label]").get_attribute("role") == "status"
+    older = browser.find_element("css selector", "[data-page=older]")
+    older.send_keys(Keys.ENTER)  # from the keyboard
     # what is left, not 1-15 again
     WebDriverWait(browser, 10).until(lambda d: page(d) == ("1-5 of 20", list(range(1, 6))))
-    browser.find_element("css selector", "[data-page=newer]").click()
+    # the oldest page disabled the button pressed: focus went to the other, not to the page
+    WebDriverWait(browser, 10).until(lambda d: d.switch_to.active_element.get_attribute("data-page") == "newer")
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
     WebDriverWait(browser, 10).until(lambda d: page(d) == ("6-20 of 20", list(range(6, 21))))
+    selected = browser.find_elements("css selector", "#records-table tbody tr[aria-current=true]")
+    assert [int(tr.get_attribute("data-turn")) for tr in selected] == [20]  # the latest turn, as the box says
+    assert console_errors(browser) == []
+
+
+def test_editing_a_summary_from_the_keyboard_keeps_the_focus(live_server, transactional_db, browser):
+    user = get_user_model().objects.create_user(username="summary-keys")
+    conversation = make_conversation(owner=user, title="Summarized")
+    chat = [Message.objects.create(conversation=conversation, role=r, content=f"{r} {i}")
+            for i in range(3) for r in ("user", "assistant")]
+    summary = make_summary(conversation=conversation, covers=(chat[0], chat[3]), covered=4,
+                           content="[Conversation summary — covers messages 1-4]\n\nThe first part.")
+    make_record(conversation=conversation, tokens_full=900, tokens_sent=600, strategy="summarize", triggered=True)
+    _login(browser, live_server, user)
+    browser.get(f"{live_server.url}/c/{conversation.pk}/dashboard/")
+    _wait_ready(browser)
+    item = WebDriverWait(browser, 10).until(lambda d: d.find_element("css selector", f"[data-summary='{summary.pk}']"))
+    edit = item.find_element("xpath", ".//button[text()='Edit']")
+    edit.send_keys(Keys.ENTER)
+    # the editor's text has the focus (it stayed on a disabled Edit button: the page's)
+    WebDriverWait(browser, 10).until(lambda d: d.switch_to.active_element.tag_name == "textarea")
+    item.find_element("xpath", ".//button[text()='Cancel']").send_keys(Keys.ENTER)
+    assert browser.switch_to.active_element == edit
+    edit.send_keys(Keys.ENTER)
+    area = WebDriverWait(browser, 10).until(lambda d: item.find_element("css selector", "textarea"))
+    area.send_keys(" And a correction.")
+    item.find_element("xpath", ".//button[text()='Save']").send_keys(Keys.ENTER)
+    edited = WebDriverWait(browser, 10).until(lambda d: Message.objects.filter(edited_from=summary).first())
+    WebDriverWait(browser, 10).until(
+        lambda d: d.switch_to.active_element.get_attribute("data-summary") == str(edited.pk))
     assert console_errors(browser) == []
 
 

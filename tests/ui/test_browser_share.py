@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.models import Conversation, ConversationShare, Message
 from tests.support.browser import console_errors
@@ -41,6 +42,10 @@ def test_share_from_the_header_menu_then_read_the_link_logged_out(asgi_server, b
     copy.click()
     # Headless Chromium may refuse the clipboard: either way the button says what happened.
     _wait(browser, lambda d: copy.text.strip() in {"Copied", "Copy failed"})
+    # Esc closes it, focus back on the menu's button (the item that opened it is hidden)
+    browser.switch_to.active_element.send_keys(Keys.ESCAPE)
+    _wait(browser, lambda d: dialog.get_attribute("open") is None)
+    assert browser.switch_to.active_element.get_attribute("id") == "conv-menu-btn"
     assert console_errors(browser) == []
 
     browser.delete_all_cookies()  # a reader without an account

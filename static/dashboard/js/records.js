@@ -1,6 +1,6 @@
 /* The requests table (paginated API, newest first). */
 import { api, getJSON, state } from "./state.js";
-import { selectTurn } from "./turn.js";
+import { markSelected, selectTurn } from "./turn.js";
 import { fmt, h, nf, percent, strategyBadge } from "./util.js";
 
 export const PAGE = 15;
@@ -25,7 +25,7 @@ export async function loadRecords(offset, limit = PAGE) {
       h("td", { text: percent(r.tokens_saved, r.tokens_full) }),
       h("td", { class: "hide-sm", text: r.provider_prompt_tokens === null ? "—" : fmt(r.provider_prompt_tokens) }),
       h("td", { class: "hide-sm", text: r.pack_ms.toFixed(1) + " ms" }));
-    tr.classList.toggle("is-selected", r.turn === state.turn);
+    markSelected(tr, r.turn === state.turn);
     tr.addEventListener("click", () => selectTurn(r.turn));
     tr.addEventListener("keydown", (e) => { if (e.key === "Enter") selectTurn(r.turn); });
     return tr;
@@ -33,8 +33,13 @@ export async function loadRecords(offset, limit = PAGE) {
   body.replaceChildren(...rows);
   const first = offset + 1, last = offset + data.results.length;
   document.querySelector("[data-page-label]").textContent = `${nf.format(first)}–${nf.format(last)} of ${nf.format(data.count)}`;
-  document.querySelector("[data-page=newer]").disabled = last >= data.count;
-  document.querySelector("[data-page=older]").disabled = offset <= 0;
+  const newer = document.querySelector("[data-page=newer]");
+  const older = document.querySelector("[data-page=older]");
+  const pressed = document.activeElement;
+  newer.disabled = last >= data.count;
+  older.disabled = offset <= 0;
+  // The end reached disables the button pressed: the keyboard's focus goes to the other one, not the page.
+  if ((pressed === newer || pressed === older) && pressed.disabled) (pressed === newer ? older : newer).focus();
 }
 
 export function setupRecords() {

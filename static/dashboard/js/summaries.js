@@ -27,6 +27,7 @@ export function summaryItem(sm, inUse) {
       if (!ok || !(await summaryCall(sm.id, "DELETE", undefined, status))) return;
       // Other summaries are untouched, and an earlier one may now be in use: list them afresh.
       await Promise.all([reloadSummaries(), refreshCards()]);
+      focusSummary(sm.id); // its button went with the list
     });
     // Only the summary in use (the newest live one) reaches the model, so only it can be edited.
     if (inUse) actions.append(summaryEditButton(sm, li, status));
@@ -46,8 +47,10 @@ export function summaryEditButton(sm, li, status) {
     const cancel = h("button", { type: "button", class: "btn btn--sm", text: "Cancel" });
     const editor = h("div", null, area, h("div", { class: "dash-summary-actions" }, save, cancel));
     li.append(editor);
-    edit.disabled = true;
-    cancel.addEventListener("click", () => { editor.remove(); edit.disabled = false; });
+    // Hidden, not disabled: a disabled button drops the keyboard's focus to the page.
+    edit.hidden = true;
+    area.focus();
+    cancel.addEventListener("click", () => { editor.remove(); edit.hidden = false; edit.focus(); });
     save.addEventListener("click", async () => {
       const saved = await summaryCall(sm.id, "PATCH", { content: area.value }, status);
       if (!saved) return;
@@ -55,9 +58,18 @@ export function summaryEditButton(sm, li, status) {
       await Promise.all([reloadSummaries(), refreshCards()]);
       const item = document.querySelector(`#summaries [data-summary="${saved.id}"] [role=status]`);
       if (item) item.textContent = "Saved.";
+      focusSummary(saved.id);
     });
   });
   return edit;
+}
+
+/** Keyboard focus on a summary of the list drawn afresh (its heading line), not lost to the page. */
+function focusSummary(id) {
+  const item = document.querySelector(`#summaries [data-summary="${id}"]`);
+  if (!item) return;
+  item.tabIndex = -1;
+  item.focus();
 }
 
 export async function summaryCall(id, method, body, status) {

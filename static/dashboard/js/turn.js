@@ -20,7 +20,7 @@ export async function selectTurn(turn) {
   state.turn = turn;
   document.getElementById("turn-input").value = turn;
   if (state.markTokens) state.markTokens(turn);
-  for (const tr of document.querySelectorAll("#records-table tbody tr")) tr.classList.toggle("is-selected", Number(tr.dataset.turn) === turn);
+  for (const tr of document.querySelectorAll("#records-table tbody tr")) markSelected(tr, Number(tr.dataset.turn) === turn);
   const view = document.getElementById("turn-view");
   view.setAttribute("aria-busy", "true");
   let data;
@@ -130,4 +130,11 @@ export function setupTurnPicker() {
   document.querySelector("[data-turn=prev]").addEventListener("click", () => selectTurn((state.turn || 1) - 1));
   document.querySelector("[data-turn=next]").addEventListener("click", () => selectTurn((state.turn || 0) + 1));
   document.querySelector("[data-turn=latest]").addEventListener("click", () => selectTurn(state.series.count));
+}
+
+/** The selected turn's row: a class for the eye, aria-current for a screen reader. */
+export function markSelected(tr, selected) {
+  tr.classList.toggle("is-selected", selected);
+  if (selected) tr.setAttribute("aria-current", "true");
+  else tr.removeAttribute("aria-current");
 }

@@ -13,6 +13,9 @@ function closeMenuOf(item) {
   menu.previousElementSibling?.setAttribute("aria-expanded", "false");
 }
 
+// The menu item that opened the dialog is hidden by then: focus goes back to the menu's button.
+dialog?.addEventListener("close", () => document.getElementById("conv-menu-btn")?.focus());
+
 async function shareConversation(item) {
   closeMenuOf(item);
   if (!state.conversationId || !dialog) return;
