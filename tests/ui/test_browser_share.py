@@ -45,7 +45,7 @@ def test_share_from_the_header_menu_then_read_the_link_logged_out(asgi_server, b
     # Esc closes it, focus back on the menu's button (the item that opened it is hidden)
     browser.switch_to.active_element.send_keys(Keys.ESCAPE)
     _wait(browser, lambda d: dialog.get_attribute("open") is None)
-    assert browser.switch_to.active_element.get_attribute("id") == "conv-menu-btn"
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "conv-menu-btn")
     assert console_errors(browser) == []
 
     browser.delete_all_cookies()  # a reader without an account
