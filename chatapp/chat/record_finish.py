@@ -68,7 +68,8 @@ def record_finish(*, turn: ChatTurn, usage: Any, billed: bool = True) -> None:
     if not billed:
         if turn.record_facts is None or turn.record_facts["cost_sent_usd"] is not None:
             fields.update(cost_sent_usd=money(0.0), cost_full_usd=money(0.0))  # an unpriced one stays unpriced
-    elif getattr(usage, "prompt_tokens", None) is not None:
+    elif getattr(usage, "prompt_tokens", None) is not None and not turn.target.offline:
+        # (the offline demo's "usage" is our own count handed back: no provider's figure to compare)
         tokens_full = turn.record_facts["tokens_full"] if turn.record_facts is not None else None
         fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), tokens_full=tokens_full,
                                     model=turn.target.model, usage=usage))

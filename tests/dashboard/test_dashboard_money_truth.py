@@ -90,3 +90,14 @@ def test_a_request_the_endpoint_refused_costs_nothing(user, fake_openai, client)
     series = client.get(f"/api/dashboard/conversations/{conversation.pk}/series/").json()
     estimate = series["prompt_cache_estimate"]
     assert estimate["sent_usd"] == pytest.approx(optimizer.cost_usd("gpt-4o-mini", prompt_tokens=answered.tokens_sent))
+
+
+def test_the_offline_demo_gives_no_counting_accuracy(user, client):
+    # Its "usage" is our own count handed back: 100.0% accurate, and mixed into a real model's figure.
+    conversation = Conversation.objects.create(owner=user, offline=True)
+    assert send(user, conversation, "Hello, what can you do?").names[-1] == "done"
+
+    record = OptimizationRecord.objects.get(conversation=conversation)
+    assert record.provider_prompt_tokens is None
+    client.force_login(user)
+    assert client.get(f"/api/dashboard/conversations/{conversation.pk}/").json()["accuracy"] is None
