@@ -64,7 +64,11 @@ export async function runStream(url, body, ctx) {
         setPlace(ctx.userEl, data.user_message.place);
         setSiblings(ctx.userEl, data.user_message);
         const parent = data.user_message.parent;
-        if (parent && !document.getElementById(`m-${parent}`)) showMissedBefore(ctx.userEl, data.user_message);
+        // Once: `start` repeats what `accepted` said.
+        if (parent && !ctx.caughtUp && !document.getElementById(`m-${parent}`)) {
+          ctx.caughtUp = true;
+          showMissedBefore(ctx.userEl, data.user_message);
+        }
       }
     }
   }
