@@ -72,9 +72,9 @@ def instance_prepare() -> Path:
     var = var_dir()
     # The owner's alone: it holds the SQLite database (sessions, API tokens) and the secrets.
     var.mkdir(mode=0o700, parents=True, exist_ok=True)
-    mode = var.stat().st_mode
-    if mode & 0o077 and var.stat().st_uid == os.getuid():
-        var.chmod(mode & 0o700)  # one made by an earlier release, readable by every local user
+    found = var.stat()
+    if found.st_mode & 0o077 and found.st_uid == os.getuid():
+        var.chmod(found.st_mode & 0o700)  # one made by an earlier release, readable by every local user
     if not os.environ.get("REDIS_URL"):
         for folder in BROKER_FOLDERS:
             (var / "celery-broker" / folder).mkdir(parents=True, exist_ok=True)
