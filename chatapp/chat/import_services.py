@@ -95,8 +95,17 @@ def import_job_create(*, owner: User, upload: UploadedFile) -> ImportJob:
 
 
 def import_job_enqueue(*, job_id: int) -> bool:
-    """Publish the job to the import queue; if the broker cannot be reached the job fails at once,
-    saying so (the user can upload again), instead of waiting in a queue nobody reads."""
+    """Publish a new upload's job to the import queue; if the broker cannot be reached the job fails at
+    once, saying so (the user can upload again), instead of waiting in a queue nobody reads."""
+    if _publish(job_id=job_id):
+        return True
+    import_job_fail(job_id=job_id, reason="The background workers could not be reached, so the import did "
+                                           "not start. Try again in a moment.", statuses=(Status.QUEUED,))
+    return False
+
+
+def _publish(*, job_id: int) -> bool:
+    """Send the job's id to the import queue; False (logged) when the broker cannot be reached."""
     from chatapp.chat.tasks import import_conversations  # the task module imports this one
 
     try:
@@ -107,8 +116,6 @@ def import_job_enqueue(*, job_id: int) -> bool:
             )
     except Exception as exc:  # kombu and redis raise several connection error types
         logger.warning("import job %s not published (broker unreachable: %s)", job_id, exc)
-        import_job_fail(job_id=job_id, reason="The background workers could not be reached, so the import did "
-                                               "not start. Try again in a moment.", statuses=(Status.QUEUED,))
         return False
     return True
 
@@ -132,7 +139,10 @@ def import_jobs_sweep() -> int:
     published = 0
     for job_id in list(stale.values_list("pk", flat=True)[:100]):
         requeued = stale.filter(pk=job_id).update(status=Status.QUEUED, lease_expires_at=_lease_end())
-        if requeued and import_job_enqueue(job_id=job_id):
+        # Not import_job_enqueue, which fails an upload the broker never got: this job may be half
+        # imported, and failing it would drop its file (the rest lost; an upload again imports the
+        # first part twice). Left queued, it is published by the sweep after its renewed lease.
+        if requeued and _publish(job_id=job_id):
             published += 1
     return published
 

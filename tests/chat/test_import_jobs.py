@@ -271,3 +271,30 @@ def test_a_date_out_of_range_in_utc_skips_its_conversation_only(api, owner, odd)
     listed = api.get("/api/conversations/")
     assert listed.status_code == 200
     assert sorted(c["title"] for c in listed.json()["results"]) == ["first", "third"]
+
+
+def test_a_sweep_that_cannot_reach_the_broker_keeps_a_half_done_import_for_the_next_sweep(owner, monkeypatch):
+    """The worker died after storing the first conversation; the sweep that would publish the job again
+    finds the broker down for a moment. The job must stay resumable (queued, its file kept), not fail:
+    failing it drops the file, so the rest is lost and uploading again imports the first one twice."""
+    document = [chatgpt_conversation(i, messages=2) for i in range(3)]
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", json.dumps(document).encode()))
+    ImportJob.objects.filter(pk=job.pk).update(status="running", attempts=1,
+                                               lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+    def unreachable(**kwargs):
+        raise ConnectionRefusedError("no broker")
+
+    monkeypatch.setattr(import_conversations, "apply_async", unreachable)
+    assert import_services.import_jobs_sweep() == 0
+    job.refresh_from_db()
+    assert (job.status, job.error) == ("queued", "")
+    assert bytes(job.payload) and job.lease_expires_at > timezone.now()
+    monkeypatch.undo()  # the broker is back: the next sweep publishes it, and the import resumes
+    ImportJob.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    ran: list[int] = []
+    monkeypatch.setattr(import_conversations, "apply_async",
+                        lambda *, args, **kwargs: ran.append(import_job_run(job_id=args[0]).status == "done"))
+    assert import_services.import_jobs_sweep() == 1 and ran == [True]
+    job.refresh_from_db()
+    assert (job.status, job.done, len(job.conversation_ids)) == ("done", 3, 3)
