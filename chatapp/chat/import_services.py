@@ -120,9 +120,15 @@ def _publish(*, job_id: int) -> bool:
     return True
 
 
-def import_job_fail(*, job_id: int, reason: str, statuses: tuple[str, ...] = (Status.QUEUED, Status.RUNNING)) -> None:
-    """End a job failed with `reason` (what was imported before stays, listed)."""
-    ImportJob.objects.filter(pk=job_id, status__in=statuses).update(
+def import_job_fail(
+    *, job_id: int, reason: str, statuses: tuple[str, ...] = (Status.QUEUED, Status.RUNNING), attempt: int | None = None
+) -> None:
+    """End a job failed with `reason` (what was imported before stays, listed). `attempt`: only while
+    that delivery still holds it (a stale one must not fail, and drop the file of, the one that took over)."""
+    jobs = ImportJob.objects.filter(pk=job_id, status__in=statuses)
+    if attempt is not None:
+        jobs = jobs.filter(attempts=attempt)
+    jobs.update(
         status=Status.FAILED, error=reason[:2000], finished_at=timezone.now(), lease_expires_at=None, payload=b""
     )
 
@@ -184,15 +190,21 @@ def import_job_run(*, job_id: int) -> ImportRunOutcome:
     if attempt > MAX_ATTEMPTS:
         reason = (f"The import stopped {attempt - 1} times before it could finish (its worker was stopped, or ran "
                   f"out of memory); {len(job.conversation_ids)} of {job.total} conversations were imported.")
-        import_job_fail(job_id=job_id, reason=reason)
+        import_job_fail(job_id=job_id, reason=reason, attempt=attempt)
         return ImportRunOutcome(job_id=job_id, status="failed", detail=reason)
     try:
         return _Import(job=job, attempt=attempt).run()
     except ImportFileError as exc:
-        import_job_fail(job_id=job_id, reason=str(exc))
+        import_job_fail(job_id=job_id, reason=str(exc), attempt=attempt)
         return ImportRunOutcome(job_id=job_id, status="failed", detail=str(exc))
     except _ClaimLost:
         return ImportRunOutcome(job_id=job_id, status="skipped", detail="taken over by another delivery")
+    except Exception as exc:
+        # A crash (a bug, a database error) fails this delivery's attempt only: one paused past its lease
+        # and then crashing must not fail the delivery that took over. The task logs and re-raises.
+        import_job_fail(job_id=job_id, reason=f"Internal error while importing ({type(exc).__name__}).",
+                        attempt=attempt)
+        raise
 
 
 def _lease_end() -> Any:

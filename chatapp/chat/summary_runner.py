@@ -144,6 +144,19 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
                                  retry_in=float(settings.SUMMARY_USER_WAIT_SECONDS))
     if job is None:
         return _held_elsewhere(job_id=job_id)
+    try:
+        return _claimed_run(job=job, chat_target=chat_target)
+    except Exception as exc:
+        # A crash (a bug, a database error) fails the attempt this delivery claimed, not whatever holds
+        # the job now: a delivery paused past its lease and then crashing must not fail the one that
+        # took over (its summary is saved only while the job runs). The task logs and re-raises.
+        _job_finish(job=job, status=Status.FAILED, error=f"Internal error while summarizing ({type(exc).__name__}).")
+        raise
+
+
+def _claimed_run(*, job: SummaryJob, chat_target: LLMTarget | None) -> SummaryRunOutcome:
+    """The delivery's work once it holds the job: plan the span, write the summary, save it."""
+    job_id = job.pk
     conversation = job.conversation
     plan = span_plan(job=job, conversation=conversation)
     if plan is None or not plan.rows:
@@ -251,10 +264,3 @@ def _job_release_for_retry(*, job: SummaryJob, reason: str) -> SummaryRunOutcome
         lease_expires_at=lease,
     )
     return SummaryRunOutcome(job_id=job.pk, status="retry", detail=reason, retry_in=countdown)
-
-
-def summary_job_fail(*, job_id: int, reason: str) -> None:
-    """Mark a running job failed after an unexpected error (so it is not redelivered forever)."""
-    SummaryJob.objects.filter(pk=job_id, status=Status.RUNNING).update(
-        status=Status.FAILED, error=reason[:2000], finished_at=timezone.now(), lease_expires_at=None
-    )

@@ -22,9 +22,9 @@ from celery import Task
 from celery.signals import worker_init, worker_ready
 
 from chatapp.celery import app
-from chatapp.chat.import_services import import_job_fail, import_job_run, import_jobs_sweep
+from chatapp.chat.import_services import import_job_run, import_jobs_sweep
 from chatapp.chat.reply_stream import reply_orphans_finish
-from chatapp.chat.summary_runner import summary_job_fail, summary_job_run
+from chatapp.chat.summary_runner import summary_job_run
 from chatapp.chat.summary_services import summary_jobs_sweep
 
 logger = logging.getLogger(__name__)
@@ -35,19 +35,16 @@ def _job_deliver(
     *,
     job_id: int,
     kind: str,
-    doing: str,
     run: Callable[..., Any],
-    fail: Callable[..., Any],
     retry_status: str,
 ) -> str:
     """One delivery of a job's message: run it; an outcome of `retry_status` is published again after
-    the countdown the run chose. A crash (a bug, a database error) fails the job with a reason rather
-    than having it delivered again forever."""
+    the countdown the run chose. A crash (a bug, a database error) is not delivered again: `run` has
+    failed the attempt it claimed, with a reason (not the job, which another delivery may hold now)."""
     try:
         outcome = run(job_id=job_id)
-    except Exception as exc:
+    except Exception:
         logger.exception("%s job %s crashed", kind, job_id)
-        fail(job_id=job_id, reason=f"Internal error while {doing} ({type(exc).__name__}).")
         raise
     if outcome.status == retry_status:
         logger.info("%s job %s: retrying in %.1f s (%s)", kind, job_id, outcome.retry_in, outcome.detail)
@@ -66,8 +63,7 @@ _JOB_TASK: dict[str, Any] = {
 
 @app.task(name="optimizer.tasks.summarize_conversation", **_JOB_TASK)
 def summarize_conversation(self, job_id: int) -> str:
-    return _job_deliver(self, job_id=job_id, kind="summary", doing="summarizing", run=summary_job_run,
-                        fail=summary_job_fail, retry_status="retry")
+    return _job_deliver(self, job_id=job_id, kind="summary", run=summary_job_run, retry_status="retry")
 
 
 # Safe to deliver twice: import_job_run claims the job (queued -> running) with a conditional update,
@@ -76,8 +72,7 @@ def summarize_conversation(self, job_id: int) -> str:
 @app.task(name="chatapp.chat.tasks.import_conversations", **_JOB_TASK)
 def import_conversations(self, job_id: int) -> str:
     # "busy": another delivery holds the job; it is looked at again once that one's lease ends.
-    return _job_deliver(self, job_id=job_id, kind="import", doing="importing", run=import_job_run,
-                        fail=import_job_fail, retry_status="busy")
+    return _job_deliver(self, job_id=job_id, kind="import", run=import_job_run, retry_status="busy")
 
 
 @app.task(name="optimizer.tasks.sweep_pending_summary_jobs", ignore_result=True)

@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import OperationalError
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -298,3 +299,39 @@ def test_a_sweep_that_cannot_reach_the_broker_keeps_a_half_done_import_for_the_n
     assert import_services.import_jobs_sweep() == 1 and ran == [True]
     job.refresh_from_db()
     assert (job.status, job.done, len(job.conversation_ids)) == ("done", 3, 3)
+
+
+def test_a_stale_delivery_that_crashes_leaves_the_job_and_its_file_to_the_new_holder(owner, monkeypatch):
+    document = [chatgpt_conversation(i, messages=2) for i in range(2)]
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", json.dumps(document).encode()))
+
+    def taken_over_then_crash(*args, **kwargs):
+        # Reading the file outlasted the lease: another delivery claimed the job, and this one's
+        # connection was closed meanwhile.
+        ImportJob.objects.filter(pk=job.pk).update(attempts=2)
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(import_services, "document_open", taken_over_then_crash)
+    with pytest.raises(OperationalError):
+        import_conversations(job.pk)
+    job.refresh_from_db()
+    # Failed, it would lose the new holder's import: the file dropped, its writes refused.
+    assert (job.status, job.attempts, job.error) == ("running", 2, "") and bytes(job.payload)
+
+
+def test_a_delivery_that_crashes_holding_the_job_fails_it_and_keeps_what_it_imported(owner, monkeypatch):
+    document = [chatgpt_conversation(i, messages=2) for i in range(2)]
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", json.dumps(document).encode()))
+    store = import_services.conversation_import
+
+    def second_crashes(**kwargs):
+        if kwargs["index"] == 1:
+            raise RuntimeError("a bug")
+        return store(**kwargs)
+
+    monkeypatch.setattr(import_services, "conversation_import", second_crashes)
+    with pytest.raises(RuntimeError):
+        import_conversations(job.pk)
+    job.refresh_from_db()
+    assert job.status == "failed" and "Internal error while importing (RuntimeError)" in job.error
+    assert len(job.conversation_ids) == 1 and Conversation.objects.filter(owner=owner).count() == 1

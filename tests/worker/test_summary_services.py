@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat import summary_writing
+from chatapp.chat import summary_runner, summary_writing
 from chatapp.chat.context import context_load
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
 from chatapp.chat.summary_runner import summary_job_run
@@ -24,6 +24,7 @@ from chatapp.chat.summary_services import (
     summary_job_request,
     summary_jobs_sweep,
 )
+from chatapp.chat.tasks import summarize_conversation
 from chatapp.providers.llm import OFFLINE_MODEL
 from chatapp.providers.models import LLMConfig
 from tests.support.accounts import token_client
@@ -551,3 +552,44 @@ def test_a_summary_changed_while_a_job_writes_the_next_one_is_not_overwritten(
     if change == "edit":
         assert "Corrected: only INV-1003 matters." in prompts
         assert summary_current(conversation=conversation).covers_from_id == first.covers_from_id
+
+
+def _taken_over_then_crash(job_id: int):
+    """What a delivery sees when it was paused past its lease: another one claimed the job meanwhile
+    (attempt 2), then this one's next database call fails (its connection was closed under it)."""
+
+    def crash(**kwargs):
+        SummaryJob.objects.filter(pk=job_id).update(attempts=2, lease_expires_at=timezone.now() + timedelta(minutes=5))
+        raise OperationalError("server closed the connection unexpectedly")
+
+    return crash
+
+
+def test_a_delivery_that_crashes_after_a_takeover_leaves_the_job_to_its_new_holder(
+    owner, long_conversation, published, monkeypatch
+):
+    conversation = long_conversation(config=None)
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    monkeypatch.setattr(summary_runner, "span_plan", _taken_over_then_crash(job.pk))
+    with pytest.raises(OperationalError):
+        summarize_conversation(job.pk)
+    job.refresh_from_db()
+    # Failing it would refuse the new holder's summary (its save is fenced on a running job).
+    assert (job.status, job.attempts, job.error) == (SummaryJob.Status.RUNNING, 2, "")
+
+
+def test_a_delivery_that_crashes_holding_the_job_fails_it_with_the_reason(
+    owner, long_conversation, published, monkeypatch
+):
+    conversation = long_conversation(config=None)
+    job = summary_job_request(conversation=conversation, trigger="auto")
+
+    def crash(**kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(summary_runner, "span_plan", crash)
+    with pytest.raises(RuntimeError):
+        summarize_conversation(job.pk)
+    job.refresh_from_db()
+    assert job.status == SummaryJob.Status.FAILED and "Internal error while summarizing (RuntimeError)" in job.error
+    assert job.lease_expires_at is None and job.finished_at is not None
