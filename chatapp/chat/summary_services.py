@@ -343,6 +343,10 @@ def summary_discard(*, summary: Message) -> Message:
         conversation_id=summary.conversation_id, kind=Message.Kind.SUMMARY, discarded=False, superseded=False
     )
     with transaction.atomic():
+        # The conversation's row first, as summary_save and summary_edit take it: a job saving now waits
+        # for this discard and sees it (SummaryChangedError) instead of reading the summary as kept and
+        # writing one that folds the discarded text in (it would also lock in the other order).
+        Conversation.objects.select_for_update().filter(pk=summary.conversation_id).values_list("pk", flat=True).first()
         in_use = live.select_for_update().order_by("-id").values_list("id", flat=True).first()
         live.filter(id__in=chain).update(discarded=True, updated_at=timezone.now())
         if in_use in chain:

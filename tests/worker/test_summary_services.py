@@ -3,15 +3,16 @@ claim and fencing, span planning, extractive fallback, edit / discard, sweep, ow
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, OperationalError, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat import summary_runner, summary_writing
+from chatapp.chat import summary_runner, summary_services, summary_writing
 from chatapp.chat.context import context_load
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
 from chatapp.chat.summary_runner import summary_job_run
@@ -28,7 +29,7 @@ from chatapp.chat.tasks import summarize_conversation
 from chatapp.providers.llm import OFFLINE_MODEL
 from chatapp.providers.models import LLMConfig
 from tests.support.accounts import token_client
-from tests.support.worker import summaries_of
+from tests.support.worker import summaries_of, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -593,3 +594,45 @@ def test_a_delivery_that_crashes_holding_the_job_fails_it_with_the_reason(
     job.refresh_from_db()
     assert job.status == SummaryJob.Status.FAILED and "Internal error while summarizing (RuntimeError)" in job.error
     assert job.lease_expires_at is None and job.finished_at is not None
+
+
+def test_a_job_saving_while_a_discard_commits_does_not_fold_the_discarded_text(
+    owner, long_conversation, published, monkeypatch
+):
+    """The worker's save lands while the user's DELETE is inside its transaction (the summaries locked,
+    not yet marked discarded): the save waits for it, sees the discard and saves nothing. Without that
+    wait, PostgreSQL let the save read the summary as still kept and write one folding its text."""
+    conversation = long_conversation(config=None, rounds=14, window_rounds=6)
+    assert summary_job_run(job_id=summary_job_request(conversation=conversation, trigger="auto").pk).status == "done"
+    first = summary_current(conversation=conversation)
+    users = list(conversation.messages.filter(role="user").order_by("id").values_list("id", flat=True))
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=users[-2])  # a later cut
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    outcomes: list[str] = []
+
+    def run_job() -> None:
+        try:
+            outcomes.append(summary_job_run(job_id=job.pk).status)
+        finally:
+            connection.close()
+
+    class DiscardPausing:
+        """summary_discard's clock, read inside its transaction just before it marks the summaries."""
+
+        @staticmethod
+        def now():
+            worker = threading.Thread(target=run_job)
+            worker.start()
+            worker.join(timeout=3)  # the save finishes now, or waits for this transaction
+            monkeypatch.setattr(summary_services, "timezone", timezone)
+            return timezone.now()
+
+    monkeypatch.setattr(summary_services, "timezone", DiscardPausing)
+    summary_discard(summary=first)
+    wait_for(lambda: outcomes, timeout=30, what="the job's delivery")
+    assert summaries_of(conversation) == [first]  # nothing written from the discarded text
+    job.refresh_from_db()
+    if outcomes == ["retry"]:  # PostgreSQL: the save waited for the discard (SummaryChangedError)
+        assert job.status == SummaryJob.Status.QUEUED and "edited or discarded" in job.error
+    else:  # SQLite: the whole delivery waited (write transactions are serial), then found nothing to do
+        assert outcomes == ["cancelled"] and job.status == SummaryJob.Status.CANCELLED
