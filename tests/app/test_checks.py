@@ -3,11 +3,20 @@ from chatapp.chat.checks import summary_lease_check
 
 def test_lease_shorter_than_model_timeout_warns(settings):
     settings.SUMMARY_JOB_LEASE_SECONDS = 60
-    settings.LLM_TIMEOUT_SECONDS = 120
+    settings.SUMMARY_TIMEOUT_SECONDS = 120
     assert [w.id for w in summary_lease_check(None)] == ["chat.W001"]
 
 
 def test_default_lease_and_timeout_pass():
+    assert summary_lease_check(None) == []
+
+
+def test_the_lease_is_weighed_against_the_summary_calls_own_timeout(settings):
+    """A summary's model call is bounded by SUMMARY_TIMEOUT_SECONDS, not the chat's LLM_TIMEOUT_SECONDS."""
+    settings.SUMMARY_JOB_LEASE_SECONDS = 300
+    settings.LLM_TIMEOUT_SECONDS, settings.SUMMARY_TIMEOUT_SECONDS = 120, 600  # a slow local summary model
+    assert [w.id for w in summary_lease_check(None)] == ["chat.W001"]
+    settings.LLM_TIMEOUT_SECONDS, settings.SUMMARY_TIMEOUT_SECONDS = 600, 60  # slow chat replies only
     assert summary_lease_check(None) == []
 
 
