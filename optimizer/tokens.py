@@ -132,11 +132,12 @@ def _count_piece(text: str, model: str) -> int:
 
 
 def line_pieces(text: str) -> list[str]:
-    """`text` cut before each line that opens with a letter, digit or ASCII punctuation mark.
+    """`text` cut before each line that opens with a letter, digit or ASCII punctuation mark but `/`.
 
     In cl100k_base and o200k_base no token spans such a cut, so the pieces' counts add up to the
     text's: the encodings tokenize each match of their pre-tokenizing pattern apart; a match that
-    holds a line break either ends with its run of breaks or is white space only, and none begins
+    holds a line break either ends with its run of breaks (o200k_base's run of punctuation may take
+    slashes into it too, `|\n/`: hence no cut before a `/`) or is white space only, and none begins
     with a break and goes on to a character that is not white space. A run of white space that ends
     in a break is matched whole by the branch for such runs, whatever follows it, so the piece
     before a cut tokenizes alone as it does in the text. (The older r50k/p50k patterns lack that
@@ -148,8 +149,8 @@ def line_pieces(text: str) -> list[str]:
 
 
 _LINE_SAFE_ENCODINGS = frozenset({"cl100k_base", "o200k_base"})
-# A line break before a letter, digit or ASCII punctuation mark (`\w` is str.isalnum() or "_").
-_LINE_START = re.compile(r"\n(?=[\w!-/:-@\[-`{-~])")
+# A line break before a letter, digit or ASCII punctuation mark but "/" (`\w` is str.isalnum() or "_").
+_LINE_START = re.compile(r"\n(?=[\w!-.:-@\[-`{-~])")
 # Shorter texts are counted whole: cutting them saves nothing worth the scan.
 _PIECES_FROM_CHARS = 1_000
 # Hashing a string is far cheaper than encoding it, and the same texts come back request after

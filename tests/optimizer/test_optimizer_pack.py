@@ -17,6 +17,7 @@ from optimizer import (
     pack,
 )
 from optimizer.packing import NO_CUT_REASON
+from optimizer.tokens import encoding_for
 
 
 def sent_tokens(result):
@@ -371,3 +372,17 @@ def test_a_compressed_system_prompt_leaves_the_summary_in_when_it_fits():
     assert r.messages[0].origin == "compressed"
     assert "summary" in [p.origin for p in r.messages] and r.stats["summary_used"]
     assert sent_tokens(r) == r.stats["tokens_after"] <= 4000
+
+
+def test_a_shell_paste_sent_whole_fits_the_budget_by_tiktokens_own_count():
+    # `cmd |` lines followed by `/usr/bin/...` ones: o200k_base's punctuation run takes the slash after
+    # the line break into its token, and counting such a text by lines came out 100 tokens short, so
+    # a request "at the budget" went out 100 tokens over it.
+    paste = "\n".join(f"echo hi{i} |\n/usr/bin foo" for i in range(100))
+    msgs = [msg("u0", "user", "Why does this fail?\n" + paste)]
+    budget = count_messages([{"role": m.role, "content": m.content} for m in msgs], model=MODEL)
+    cfg = PackConfig(trigger_ratio=1.0, target_ratio=0.9, fast_headroom=0.0, fill_window_ratio=0.9)
+    r = pack(msgs, budget=budget, model=MODEL, config=cfg)
+    enc = encoding_for(MODEL)
+    sent = 3 + sum(3 + len(enc.encode_ordinary(p.role)) + len(enc.encode_ordinary(p.content)) for p in r.messages)
+    assert sent == r.stats["tokens_after"] <= budget

@@ -11,6 +11,7 @@ from optkit import MODEL, msg, refeed, shape, source_of
 from optimizer import (
     ContextTooLargeError,
     HistoryTotals,
+    Msg,
     PackConfig,
     Summary,
     count_messages,
@@ -18,6 +19,7 @@ from optimizer import (
     pack,
 )
 from optimizer.shape import bridge_tokens, shape_request
+from optimizer.tokens import encoding_for
 
 # shrinking these inputs is slow and the failing example is readable enough without it
 SHRINK_LIMITED = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
@@ -265,3 +267,29 @@ def test_a_request_opened_by_a_pinned_reply_makes_room_for_the_user_line():
     for budget in range(460, 490):
         result = pack(msgs, budget=budget, model=MODEL, config=PackConfig(keep_first_user=False))
         assert shape_request(result.messages, model=MODEL).tokens <= budget, budget
+
+
+PASTES = ["ls -la |\n/usr/bin/wc -l", "}\n// next block", "x = 1;\n/* note */", "cd /srv &&\n/opt/run.sh", "ok.\nDone"]
+
+
+@settings(max_examples=60, deadline=None, phases=SHRINK_LIMITED, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), budget=st.integers(150, 4000), model=st.sampled_from(["gpt-4o-mini", "gpt-4"]),
+       pref=st.sampled_from(["fast", "balanced", "quality"]))
+def test_a_packed_request_fits_the_budget_by_tiktokens_own_count(seed, budget, model, pref):
+    """Code and shell pastes (long texts are counted by lines): the request as packed, counted by the
+    encoding itself rather than by the counting under test, is what stats say and fits the budget."""
+    rng = random.Random(seed)
+    msgs = [Msg(id="sys", role="system", content="You review code.")]
+    for r in range(rng.randint(1, 12)):
+        for role in ("user", "assistant"):
+            text = "\n".join(rng.choice(PASTES) for _ in range(rng.randint(1, 120)))
+            msgs.append(Msg(id=f"{role[0]}{r}", role=role, content=text))
+    msgs.append(Msg(id="q", role="user", content="Which command fails?"))
+    try:
+        result = pack(msgs, budget=budget, preference=pref, model=model, recall_source=source_of(msgs))
+    except ContextTooLargeError:
+        return
+    enc = encoding_for(model)
+    sent = 3 + sum(3 + len(enc.encode_ordinary(p.role)) + len(enc.encode_ordinary(p.content)) for p in result.messages)
+    assert sent == result.stats["tokens_after"]
+    assert sent <= budget or not result.stats["optimization_applied"]
