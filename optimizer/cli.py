@@ -67,28 +67,39 @@ def read_requests(stream: IO[str]) -> Iterator[tuple[int, Any]]:
             break
     if first is None:
         return
+    where = f"line {first_line_no}"
     try:
-        yield first_line_no, json.loads(first)
+        doc = json.loads(first)
     except json.JSONDecodeError:
-        rest = stream.read()
-        try:
-            doc = json.loads(first + rest)
-        except json.JSONDecodeError as exc:
-            raise BadRequest(f"line {first_line_no}", f"malformed JSON ({exc.msg})") from None
-        if isinstance(doc, list):
-            for item in doc:
-                yield first_line_no, item
-        else:
-            yield first_line_no, doc
+        doc = _loads(first + stream.read(), where)
+        for item in doc if isinstance(doc, list) else [doc]:
+            yield first_line_no, item
         return
+    except (ValueError, RecursionError) as exc:
+        raise _undecodable(where, exc) from None
+    yield first_line_no, doc
     for no, line in enumerate(stream, first_line_no + 1):
         if not line.strip():
             continue
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise BadRequest(f"line {no}", f"malformed JSON ({exc.msg})") from None
-        yield no, doc
+        yield no, _loads(line, f"line {no}")
+
+
+def _loads(text: str, where: str) -> Any:
+    """`json.loads`, with what it cannot decode as a BadRequest naming `where`."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadRequest(where, f"malformed JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:
+        raise _undecodable(where, exc) from None
+
+
+def _undecodable(where: str, exc: ValueError | RecursionError) -> BadRequest:
+    """JSON the decoder gives up on with another error than a syntax error: nesting deeper than the
+    interpreter's stack, an integer past Python's digit limit."""
+    if isinstance(exc, RecursionError):
+        return BadRequest(where, "malformed JSON (nested too deeply)")
+    return BadRequest(where, f"malformed JSON ({str(exc).split(';')[0]})")
 
 
 def request_label(line_no: int, req: Any) -> str:

@@ -167,3 +167,21 @@ def test_malformed_single_document():
     proc = run([], '{"id": "x",\n "messages": [}\n')
     assert proc.returncode == 2 and "line 1" in proc.stderr and "malformed JSON" in proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[" * 100_000 + "]" * 100_000,  # nested deeper than the interpreter's stack
+        '{"id": "n", "budget": 1' + "0" * 5_000 + "}",  # an integer past Python's digit limit
+    ],
+)
+@pytest.mark.parametrize("first", [True, False])
+def test_json_the_decoder_cannot_take_is_bad_input(line, first):
+    good = json.dumps(request("good")) + "\n"
+    proc = run([], line + "\n" if first else good + line + "\n")
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.strip()
+    assert "\n" not in err and "malformed JSON" in err and ("line 1" if first else "line 2") in err
+    assert [json.loads(x)["id"] for x in proc.stdout.splitlines()] == ([] if first else ["good"])
+
