@@ -23,8 +23,9 @@ strategy still packs by truncation and reports the span to summarize in ``stats.
 Errors: malformed JSON, a request that is not an object, a missing/unknown role, missing content,
 duplicate message ids, a budget <= 0, an unknown preference/summarizer, or must-keep messages that
 cannot fit the budget -> one line on standard error naming the request id (or the input line when
-the id is unknown) and exit code 2. Processing stops at the first bad request; the results of the
-requests before it have already been written, and nothing of the bad one is.
+the id is unknown) and exit code 2; so does an input file that cannot be read or is not UTF-8.
+Processing stops at the first bad request; the results of the requests before it have already been
+written, and nothing of the bad one is.
 """
 
 from __future__ import annotations
@@ -248,15 +249,21 @@ def run_pack(
     return 2. Shared by `python -m optimizer pack` and `manage.py pack`."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
-    stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
+    try:
+        stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        err.write(f"{prog}: error: cannot read {args.input}: {exc.strerror or exc}\n")
+        err.flush()
+        return EXIT_BAD_INPUT
     try:
         for line_no, req in read_requests(stream):
             line = json.dumps(handle(req, request_label(line_no, req)), ensure_ascii=False, separators=(",", ":"))
             out.write(line + "\n")
             out.flush()
-    except BadRequest as exc:
+    except (BadRequest, UnicodeDecodeError) as exc:
         out.flush()
-        err.write(f"{prog}: error: {exc}\n")
+        problem = f"the input is not UTF-8 text ({exc.reason})" if isinstance(exc, UnicodeDecodeError) else exc
+        err.write(f"{prog}: error: {problem}\n")
         err.flush()
         return EXIT_BAD_INPUT
     finally:

@@ -185,3 +185,20 @@ def test_json_the_decoder_cannot_take_is_bad_input(line, first):
     assert "\n" not in err and "malformed JSON" in err and ("line 1" if first else "line 2") in err
     assert [json.loads(x)["id"] for x in proc.stdout.splitlines()] == ([] if first else ["good"])
 
+
+def test_an_input_file_that_cannot_be_read_is_bad_input(tmp_path):
+    for path in (tmp_path / "missing.jsonl", tmp_path):
+        proc = run(["--input", str(path)])
+        assert proc.returncode == 2 and proc.stdout == ""
+        err = proc.stderr.strip()
+        assert "\n" not in err and err.startswith("optimizer pack: error: cannot read") and str(path) in err
+
+
+def test_an_input_file_that_is_not_utf8_is_bad_input(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes((json.dumps(request("good")) + "\n").encode() + '{"id": "caf\xe9"}\n'.encode("latin-1"))
+    proc = run(["--input", str(path)])
+    assert proc.returncode == 2
+    err = proc.stderr.strip()
+    assert "\n" not in err and "not UTF-8" in err
+
