@@ -257,8 +257,11 @@ def run_pack(
         return EXIT_BAD_INPUT
     try:
         for line_no, req in read_requests(stream):
-            line = json.dumps(handle(req, request_label(line_no, req)), ensure_ascii=False, separators=(",", ":"))
-            out.write(line + "\n")
+            answer = handle(req, request_label(line_no, req))
+            try:
+                out.write(json.dumps(answer, ensure_ascii=False, separators=(",", ":")) + "\n")
+            except UnicodeEncodeError:  # an unpaired surrogate (`\ud800` in the input): written escaped
+                out.write(json.dumps(answer, separators=(",", ":")) + "\n")
             out.flush()
     except (BadRequest, UnicodeDecodeError) as exc:
         out.flush()

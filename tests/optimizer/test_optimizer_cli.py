@@ -202,3 +202,12 @@ def test_an_input_file_that_is_not_utf8_is_bad_input(tmp_path):
     err = proc.stderr.strip()
     assert "\n" not in err and "not UTF-8" in err
 
+
+def test_an_unpaired_surrogate_escaped_in_the_input_comes_back_escaped():
+    """JSON may escape a lone surrogate (`\\ud800`); no UTF-8 output can hold it as it is."""
+    req = {"id": "s", "messages": [{"id": "q", "role": "user", "content": "half a pair: \ud800"}]}
+    proc = subprocess.run([sys.executable, "-m", "optimizer", "pack"], input=json.dumps(req) + "\n",
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["messages"][0]["content"] == "half a pair: \ud800" and out["messages"][0]["source_ids"] == ["q"]
