@@ -12,7 +12,8 @@ whole in memory. A request:
 
 Fields present in a request override the flags. Without a budget anywhere, the budget is the model's
 context window (litellm's registry; 8,192 if unknown) minus 2,000 reserved for the reply.
-Output: one JSON line per request, in order:
+Output: one JSON line per request, in order (NEL, U+2028 and U+2029 in strings written as JSON
+escapes, so that a reader splitting on every Unicode line boundary reads one line too):
 
     {"id", "messages": [{"role", "content", "source_ids": [...]}], "stats": {...}}
 
@@ -259,7 +260,7 @@ def run_pack(
         for line_no, req in read_requests(stream):
             answer = handle(req, request_label(line_no, req))
             try:
-                out.write(json.dumps(answer, ensure_ascii=False, separators=(",", ":")) + "\n")
+                out.write(_one_line(json.dumps(answer, ensure_ascii=False, separators=(",", ":"))) + "\n")
             except UnicodeEncodeError:  # an unpaired surrogate (`\ud800` in the input): written escaped
                 out.write(json.dumps(answer, separators=(",", ":")) + "\n")
             out.flush()
@@ -273,6 +274,12 @@ def run_pack(
         if stream is not sys.stdin:
             stream.close()
     return 0
+
+
+def _one_line(text: str) -> str:
+    """JSON text with the line boundaries `json.dumps` leaves raw in strings (NEL, U+2028, U+2029)
+    escaped: a reader splitting on every Unicode line boundary (`str.splitlines`) reads one line."""
+    return text.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,5 +1,5 @@
-"""`python -m optimizer pack`: the stable CLI contract, through `main()` in-process, and once through a
-real process (line-by-line streaming)."""
+"""`python -m optimizer pack`: the stable CLI contract, through `main()` in-process, and through a real
+process where its standard streams matter (line-by-line streaming, what UTF-8 output cannot hold)."""
 
 import contextlib
 import io
@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from optimizer.cli import main
 
@@ -211,3 +213,17 @@ def test_an_unpaired_surrogate_escaped_in_the_input_comes_back_escaped():
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["messages"][0]["content"] == "half a pair: \ud800" and out["messages"][0]["source_ids"] == ["q"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(st.text(alphabet=st.sampled_from(list("ab \n\r\t\x0b\x0c\x1c\x85\u2028\u2029é🙂")), max_size=30),
+                      min_size=1, max_size=3))
+def test_every_result_is_one_line_whatever_splits_lines(texts):
+    """A reader that splits on every Unicode line boundary (`str.splitlines`, as the benchmark's scorer
+    does) still reads one result per request: NEL and the line and paragraph separators inside
+    contents are written escaped, as the JSON text of the same strings."""
+    reqs = [{"id": f"r{k}", "messages": [{"id": "q", "role": "user", "content": t}]} for k, t in enumerate(texts)]
+    proc = run([], "".join(json.dumps(r) + "\n" for r in reqs))
+    assert proc.returncode == 0, proc.stderr
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [o["messages"][0]["content"] for o in out] == texts
