@@ -44,11 +44,17 @@ def _headroom(config: PackConfig, preference: str | None) -> float:
     return config.fast_headroom if preference == "fast" else 0.0
 
 
+def _share(budget: int, ratio: float) -> float:
+    # Rounded: 0.8 - 0.1 is 0.7000000000000001 in binary floating point, and the product would then
+    # round up a whole token past 70 % of a budget whose 70 % is a whole number.
+    return round(budget * max(0.0, ratio), 6)
+
+
 def trigger_tokens(budget: int, config: PackConfig, *, preference: str | None = None) -> int:
     """History at or above this many tokens triggers optimization (lower for "fast")."""
-    return math.ceil(budget * max(0.0, config.trigger_ratio - _headroom(config, preference)))
+    return math.ceil(_share(budget, config.trigger_ratio - _headroom(config, preference)))
 
 
 def target_tokens(budget: int, config: PackConfig, *, preference: str | None = None) -> int:
     """When optimization triggers, the context is cut down to at most this many tokens (when possible)."""
-    return max(1, math.floor(budget * max(0.0, config.target_ratio - _headroom(config, preference))))
+    return max(1, math.floor(_share(budget, config.target_ratio - _headroom(config, preference))))

@@ -109,3 +109,12 @@ def test_fast_trims_earlier_with_the_same_gap_between_trigger_and_target():
     balanced = trigger_tokens(budget, DEFAULT_CONFIG), target_tokens(budget, DEFAULT_CONFIG)
     assert fast[0] < balanced[0] and fast[1] < balanced[1]
     assert abs((fast[0] - fast[1]) - (balanced[0] - balanced[1])) <= 1
+
+
+@pytest.mark.parametrize("budget", [10, 1000, 126_000])
+def test_fast_lines_are_exact_percentages_of_a_budget(budget):
+    # 0.8 - 0.1 is 0.7000000000000001 in floating point: the trigger must still be 70 % to the token.
+    assert trigger_tokens(budget, DEFAULT_CONFIG, preference="fast") == budget * 7 // 10
+    assert target_tokens(budget, DEFAULT_CONFIG, preference="fast") == budget * 4 // 10
+    assert trigger_tokens(budget, DEFAULT_CONFIG) == budget * 8 // 10
+    assert target_tokens(budget, DEFAULT_CONFIG) == budget // 2
