@@ -7,6 +7,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from chatapp.chat.models import Conversation, SummaryJob
+from tests.support.accounts import PASSWORD
 
 pytestmark = pytest.mark.django_db
 
@@ -44,3 +45,53 @@ def test_a_forged_forwarded_for_does_not_reset_the_token_throttle(user):
     answers = [client.post("/api/auth/token/", {"username": user.username, "password": f"guess-{k}"},
                            format="json", HTTP_X_FORWARDED_FOR=f"10.0.0.{k}") for k in range(11)]
     assert _throttled(answers[10])
+
+
+@pytest.fixture
+def login_rates(settings):
+    def set_rates(*, address: str, username: str) -> None:
+        settings.REST_FRAMEWORK = {
+            **settings.REST_FRAMEWORK,
+            "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
+                                       "login_address": address, "login_username": username},
+        }
+
+    return set_rates
+
+
+def _token(username: str, password: str, address: str):
+    return APIClient().post("/api/auth/token/", {"username": username, "password": password}, format="json",
+                            REMOTE_ADDR=address)
+
+
+def test_the_token_endpoint_keeps_the_login_pages_limit_per_username(user, login_rates):
+    """Guesses spread over many addresses stop at the username's limit on the login page: the token
+    endpoint checks the same passwords, so it must not go on answering them past that limit."""
+    login_rates(address="100/hour", username="2/hour")
+    for k in range(2):
+        _token(user.username, f"guess-{k}", address=f"198.51.100.{k}")
+
+    refused = _token(user.username, PASSWORD, address="198.51.100.9")
+
+    assert _throttled(refused)
+    assert "token" not in refused.json()
+    # Another user is not held by ada's count.
+    assert _token("somebody-else", "wrong", address="198.51.100.9").status_code == 400
+
+
+def test_the_login_pages_failures_count_on_the_token_endpoint_too(client, user, login_rates):
+    login_rates(address="100/hour", username="2/hour")
+    for k in range(2):
+        client.post("/accounts/login/", {"username": user.username, "password": f"wrong {k}"},
+                    REMOTE_ADDR=f"198.51.100.{k}")
+
+    assert _throttled(_token(user.username, PASSWORD, address="198.51.100.9"))
+
+
+def test_a_token_issued_clears_the_usernames_count(user, login_rates):
+    login_rates(address="100/hour", username="2/hour")
+    _token(user.username, "guess-1", address="198.51.100.1")
+    assert _token(user.username, PASSWORD, address="198.51.100.2").status_code == 200
+    _token(user.username, "guess-2", address="198.51.100.3")
+
+    assert _token(user.username, PASSWORD, address="198.51.100.4").status_code == 200
