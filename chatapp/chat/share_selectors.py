@@ -99,11 +99,13 @@ def share_messages(*, share: ConversationShare, after_id: int | None = None, lim
 
 def _ancestors(*, message_id: int) -> RawSQL:
     """The ids of a message and of every message above it in the tree (SQLite and PostgreSQL both
-    read a recursive common table expression inside IN)."""
+    read a recursive common table expression inside IN). UNION, not UNION ALL: a row met again ends
+    the walk, so parents that loop (rows no writer of the app makes) cannot keep a public page's query
+    running, and growing its temporary results, for ever."""
     table = connection.ops.quote_name(Message._meta.db_table)
     # the only value is a bound parameter; the table name is the model's own, quoted
     return RawSQL(  # noqa: S611
         f"WITH RECURSIVE up(id, parent_id) AS (SELECT id, parent_id FROM {table} WHERE id = %s "  # noqa: S608
-        f"UNION ALL SELECT m.id, m.parent_id FROM {table} m JOIN up ON m.id = up.parent_id) SELECT id FROM up",
+        f"UNION SELECT m.id, m.parent_id FROM {table} m JOIN up ON m.id = up.parent_id) SELECT id FROM up",
         (message_id,),
     )

@@ -337,3 +337,30 @@ def test_odd_values_skip_their_conversation_only(owner):
 
     assert (job.status, len(job.conversation_ids), [s["index"] for s in job.skipped]) == ("done", 1, [0, 2])
     assert "\x00" not in job.skipped[0]["title"] and "not a timestamp" in job.skipped[1]["error"]
+
+
+def _longchat(messages: list[dict]) -> bytes:
+    return json.dumps({"format": "longchat.conversation", "version": 1, "conversation": {"title": "Loop"},
+                       "messages": messages}).encode()
+
+
+@pytest.mark.parametrize(
+    "parents",
+    [
+        {1: 2, 2: 1, 3: 1},  # two messages each the other's parent
+        {1: None, 2: 2, 3: 1},  # a message its own parent
+        {1: 3, 2: 1, 3: None},  # a parent written after its child
+    ],
+)
+def test_our_format_with_a_parent_that_does_not_come_first_is_skipped(owner, parents):
+    """The app writes a child after its parent, so a path read in id order runs from its root, and the
+    share page walks a message's parents up to one: a file whose parent links loop (or run forward)
+    would make that walk endless, on a public page. Such a conversation is skipped with the reason."""
+    roles = {1: "user", 2: "assistant", 3: "assistant"}
+    rows = [{"id": n, "role": roles[n], "content": f"text {n}", "parent_id": parents[n],
+             "superseded": n == 3, "off_path_by": 3 if n == 3 else None} for n in (1, 2, 3)]
+
+    job = import_now(owner, _longchat(rows))
+
+    assert (job.status, job.conversation_ids) == ("done", [])
+    assert "parent" in job.skipped[0]["error"] and "comes after" in job.skipped[0]["error"]

@@ -11,11 +11,12 @@ from html.parser import HTMLParser
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
 
 from chatapp.chat.models import Conversation, ConversationShare, Message
-from chatapp.chat.share_selectors import SHARE_PAGE, share_messages
+from chatapp.chat.share_selectors import SHARE_PAGE, _ancestors, share_messages
 from chatapp.chat.share_services import conversation_share_create, conversation_share_revoke
 from chatapp.chat.views import PAGE_CSP
 from chatapp.providers.services import llm_config_create
@@ -315,3 +316,21 @@ def test_chat_page_offers_share_in_the_header_menu(chat, owner):
     body = page.get(f"/c/{chat.pk}/").content.decode()
     assert 'data-action="share-conversation"' in body
     assert 'id="share-dialog"' in body
+
+
+def test_the_snapshots_walk_up_the_tree_ends_even_where_parents_loop(db):
+    """The walk from a switched-away snapshot's last message to its root stops at a message it has
+    already met: a loop (rows no writer of the app makes) cannot keep the public page's query going."""
+    owner = get_user_model().objects.create_user(username="looper", password="a long test password 3")
+    conversation = Conversation.objects.create(owner=owner, title="Loop")
+    first = Message.objects.create(conversation=conversation, role="user", content="q")
+    second = Message.objects.create(conversation=conversation, role="assistant", content="a", parent=first)
+    Message.objects.filter(pk=first.pk).update(parent=second)
+    walk = _ancestors(message_id=second.pk)
+
+    with connection.cursor() as cursor:
+        # Bounded here so that a walk that does not stop fails the test instead of hanging it.
+        cursor.execute(f"SELECT id FROM ({walk.sql}) walk LIMIT 50", walk.params)  # noqa: S608
+        ids = [row[0] for row in cursor.fetchall()]
+
+    assert sorted(ids) == sorted([first.pk, second.pk])

@@ -79,6 +79,18 @@ def _parse(document: Any) -> ConversationRecord:
         for name in ("reply_to", "edited_from", "parent", "off_path_by"):
             if message.links.get(name) not in refs:
                 message.links.pop(name, None)
+    # The app writes a child after its parent (a path read in id order runs from its root, and the
+    # share page walks a message's parents up to one): a parent later in the file, or the message
+    # itself, would make a loop no walk up the tree ends.
+    earlier: set[str] = set()
+    for n, message in enumerate(messages, 1):
+        parent = message.links.get("parent")
+        if parent is not None and parent not in earlier:
+            raise ConversationError(
+                f"message {n}'s parent (id {parent}) is not a message before it in the file: a message comes "
+                "after its parent"
+            )
+        earlier.add(message.ref)
     config = head.get("llm_config")
     window = _ref(head.get("window_start_id"), what="the window start")
     return ConversationRecord(
