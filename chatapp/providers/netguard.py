@@ -38,6 +38,10 @@ def _refusal_reason(ip: IPAddress) -> str | None:
         return "a loopback address"
     if ip.is_link_local:
         return "a link-local address"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local:
+        # fec0::/10: deprecated, yet routed inside networks still numbered so, and not in Python's
+        # private list (is_global is True for it), so the checks below would let it through.
+        return "a site-local address"
     if ip.is_multicast:
         return "a multicast address"
     if ip.is_unspecified:

@@ -22,6 +22,9 @@ from chatapp.providers.netguard import base_url_validate
         ("http://[::1]:8000/v1", "loopback"),
         ("http://[fe80::1]/v1", "link-local"),
         ("http://[fd00::5]/v1", "private-network"),
+        # Deprecated (RFC 3879) but still routed where a network numbers itself so; Python calls it global.
+        ("http://[fec0::1]/v1", "site-local"),
+        ("http://[fef0::a:1]:8000/v1", "site-local"),
         ("http://[::ffff:127.0.0.1]/v1", "loopback"),
         ("http://[::ffff:10.0.0.1]/v1", "private-network"),
         ("http://[64:ff9b::a00:1]/v1", "private-network"),
