@@ -8,7 +8,7 @@ from django import forms
 from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.core.exceptions import ValidationError
 
-from chatapp.chat.login_throttle import login_failure_count, login_failures_clear, login_wait
+from chatapp.chat.login_throttle import login_attempt_start, login_attempt_take_back, login_failures_clear
 from chatapp.chat.models import Preference
 from chatapp.providers.models import LLMConfig
 
@@ -32,22 +32,22 @@ class LoginForm(AuthenticationForm):
 
     def clean(self) -> dict[str, Any]:
         username = self.cleaned_data.get("username") or ""
-        self.wait = login_wait(request=self.request, username=username)
+        # Counted as a failure from here on (a ValidationError below keeps it so): see login_attempt_start.
+        self.wait = login_attempt_start(request=self.request, username=username)
         if self.wait:
             minutes = -(-self.wait // 60)
             raise ValidationError(
                 f"Too many failed sign-ins. Try again in {minutes} minute{'s' if minutes != 1 else ''}.",
                 code="throttled",
             )
-        try:
-            cleaned = super().clean()
-        except ValidationError:
-            login_failure_count(request=self.request, username=username)
-            raise
+        cleaned = super().clean()
         # Only a real sign-in clears the count: AuthenticationForm.clean() passes a form with no
-        # password without checking anything (the field's own "required" refuses it).
+        # password without checking anything (the field's own "required" refuses it), which is
+        # not a failure either.
         if self.get_user() is not None:
             login_failures_clear(request=self.request, username=username)
+        else:
+            login_attempt_take_back(request=self.request, username=username)
         return cleaned
 
 

@@ -1,8 +1,9 @@
-"""Failed sign-ins on the login page, counted per client address and per username in the cache
-(shared through Redis when configured): past either limit the page refuses (429) until its window
-ends, whatever the password, so passwords cannot be guessed there faster than the API's token
-endpoint allows. A success clears the username's count. The address is the one the API's throttles
-use (`NUM_PROXIES`: only a trusted proxy's X-Forwarded-For entry counts)."""
+"""Failed sign-ins on the login page and on the API's token endpoint (it checks the same passwords),
+counted per client address and per username in the cache (shared through Redis when configured):
+past either limit both refuse (429) until its window ends, whatever the password. Each attempt is
+counted before its password is checked (`login_attempt_start`), so guesses sent at once cannot all
+pass. A success clears the username's count. The address is the one the API's throttles use
+(`NUM_PROXIES`: only a trusted proxy's X-Forwarded-For entry counts)."""
 
 from __future__ import annotations
 
@@ -35,23 +36,44 @@ def _keys(*, request: HttpRequest, username: str) -> list[tuple[str, int, int]]:
     return keys
 
 
-def login_wait(*, request: HttpRequest, username: str) -> int:
-    """Seconds until a sign-in may be tried again (0: now)."""
+def login_attempt_start(*, request: HttpRequest, username: str) -> int:
+    """Count this sign-in as a failure before its password is checked, and say how many seconds to wait
+    when that passes a limit (0: go on). A password check takes a while (the hasher is slow on
+    purpose): counted only once it failed, guesses sent together all found the count below the limit
+    and were all checked. A refused attempt is taken back at once (it checked nothing); one that
+    succeeds, or checks nothing, is taken back by `login_failures_clear` / `login_attempt_take_back`."""
     keys = _keys(request=request, username=username)
-    counts = cache.get_many([key for key, _, _ in keys])
-    waits = [end - time.time() for key, limit, end in keys if counts.get(key, 0) >= limit]
-    return max(1, int(max(waits)) + 1) if waits else 0
-
-
-def login_failure_count(*, request: HttpRequest, username: str) -> None:
-    for key, _, end in _keys(request=request, username=username):
+    over = []
+    for key, limit, end in keys:
         # add then incr: atomic in every cache backend (Redis INCR), so parallel guesses all count.
         cache.add(key, 0, timeout=int(end - time.time()) + 1)
-        with contextlib.suppress(ValueError):  # expired between the two: the window is over anyway
-            cache.incr(key)
+        try:
+            count = cache.incr(key)
+        except ValueError:  # expired between the two: a new window, this attempt its first
+            cache.add(key, 1, timeout=int(end - time.time()) + 1)
+            count = 1
+        if count > limit:
+            over.append(end)
+    if not over:
+        return 0
+    _take_back(keys=[key for key, _, _ in keys])
+    return max(1, int(max(over) - time.time()) + 1)
+
+
+def login_attempt_take_back(*, request: HttpRequest, username: str) -> None:
+    """An attempt that checked no password (a blank one) is not a failure."""
+    _take_back(keys=[key for key, _, _ in _keys(request=request, username=username)])
 
 
 def login_failures_clear(*, request: HttpRequest, username: str) -> None:
-    """A success clears the username's count (the address's stays: it may be guessing at others)."""
-    _, (username_key, _, _) = _keys(request=request, username=username)
+    """A success clears the username's count (the address's keeps its earlier failures: it may be
+    guessing at others; only this attempt, counted when it began, is taken back)."""
+    (address_key, _, _), (username_key, _, _) = _keys(request=request, username=username)
     cache.delete(username_key)
+    _take_back(keys=[address_key])
+
+
+def _take_back(*, keys: list[str]) -> None:
+    for key in keys:
+        with contextlib.suppress(ValueError):  # expired meanwhile: nothing to take back
+            cache.decr(key)

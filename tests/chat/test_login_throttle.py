@@ -64,3 +64,34 @@ def test_a_sign_in_with_no_password_does_not_clear_the_count(client, user, rates
     assert _login(client, "ada", "wrong 2", address="198.51.100.3").status_code == 200
 
     assert _login(client, "ada", PASSWORD, address="198.51.100.4").status_code == 429
+
+
+def test_guesses_sent_at_once_stop_at_the_limit(rates, monkeypatch):
+    """A password check takes a while (the hasher is slow on purpose): guesses sent together all found
+    the count below the limit before any of them was counted, and every one was checked."""
+    import threading
+    import time
+
+    from django.test import Client
+
+    rates(address="100/hour", username="2/hour")
+    checked: list[str] = []
+
+    def slow_authenticate(request=None, **credentials):
+        checked.append(credentials.get("password", ""))
+        time.sleep(0.3)
+        return None
+
+    monkeypatch.setattr("django.contrib.auth.forms.authenticate", slow_authenticate)
+    answers: list[int] = []
+    threads = [
+        threading.Thread(target=lambda k=k: answers.append(_login(Client(), "ada", f"guess {k}").status_code))
+        for k in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(checked) == 2
+    assert sorted(answers) == [200, 200, *[429] * 6]

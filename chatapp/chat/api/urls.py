@@ -1,7 +1,7 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import ObtainAuthToken
-from rest_framework.exceptions import Throttled, ValidationError
+from rest_framework.exceptions import Throttled
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
@@ -9,7 +9,7 @@ from chatapp.chat.api import export_views, search_views, stream_views, summary_v
 from chatapp.chat.api import import_views as import_api
 from chatapp.chat.api import share_views as share_api
 from chatapp.chat.api.parsers import PARSERS
-from chatapp.chat.login_throttle import login_failure_count, login_failures_clear, login_wait
+from chatapp.chat.login_throttle import login_attempt_start, login_failures_clear
 from chatapp.chat.selectors import api_token_expires_at
 from chatapp.chat.services import api_token_issue
 
@@ -28,16 +28,13 @@ class TokenApi(ObtainAuthToken):
     def post(self, request, *args, **kwargs):  # type: ignore[no-untyped-def]
         data = request.data
         username = str(data.get("username") or "") if hasattr(data, "get") else ""
-        wait = login_wait(request=request, username=username)
+        # Counted as a failure from here on (a ValidationError below keeps it so): see login_attempt_start.
+        wait = login_attempt_start(request=request, username=username)
         if wait:
             # Refused whatever the password, as the login page does past the limits.
             raise Throttled(wait=wait, detail="Too many failed sign-ins. Try again later.")
         serializer = self.get_serializer(data=data)
-        try:
-            serializer.is_valid(raise_exception=True)
-        except ValidationError:
-            login_failure_count(request=request, username=username)
-            raise
+        serializer.is_valid(raise_exception=True)
         login_failures_clear(request=request, username=username)
         token = api_token_issue(user=serializer.validated_data["user"])
         return Response({"token": token.key, "expires_at": api_token_expires_at(token=token).isoformat()})
