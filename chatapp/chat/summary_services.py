@@ -332,8 +332,9 @@ def summary_discard(*, summary: Message) -> Message:
     """
     chain = {summary.pk}
     frontier = [summary.pk]
-    while frontier:  # the edits of it, and theirs
-        frontier = list(Message.objects.filter(edited_from_id__in=frontier).values_list("id", flat=True))
+    while frontier:  # the edits of it, and theirs; one met already ends the walk (edits that loop)
+        edits = Message.objects.filter(edited_from_id__in=frontier).values_list("id", flat=True)
+        frontier = [pk for pk in edits if pk not in chain]
         chain.update(frontier)
     older = summary.edited_from_id
     while older is not None and older not in chain:  # what it was edited from

@@ -364,3 +364,17 @@ def test_our_format_with_a_parent_that_does_not_come_first_is_skipped(owner, par
 
     assert (job.status, job.conversation_ids) == ("done", [])
     assert "parent" in job.skipped[0]["error"] and "comes after" in job.skipped[0]["error"]
+
+
+def test_our_format_with_an_edit_older_than_its_original_is_skipped(owner):
+    """A summary's edit is written after the summary it replaces: edits whose originals loop made the
+    walk along the chain (discarding one) go on for ever."""
+    summary = {"role": "system", "kind": "summary", "covers_from_id": 1, "covers_through_id": 2}
+    rows = [{"id": 1, "role": "user", "content": "q"}, {"id": 2, "role": "assistant", "content": "a"},
+            {**summary, "id": 3, "content": "one", "edited_from_id": 4},
+            {**summary, "id": 4, "content": "two", "edited_from_id": 3}]
+
+    job = import_now(owner, _longchat(rows))
+
+    assert (job.status, job.conversation_ids) == ("done", [])
+    assert "original summary" in job.skipped[0]["error"] and "comes after" in job.skipped[0]["error"]

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 import optimizer
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.chat.summary_services import summary_discard
 from tests.support.chat import make_config, seed_messages, send
 
 pytestmark = pytest.mark.django_db
@@ -70,3 +71,19 @@ def test_discarding_a_replaced_summary_changes_nothing_sent(user, conversation):
     assert Message.objects.get(pk=older.pk).discarded and not Message.objects.get(pk=newer.pk).discarded
     conversation.refresh_from_db()
     assert conversation.window_start_id == ids[20]
+
+
+def test_discarding_stops_where_an_edit_chain_loops(user):
+    """The walk down a summary's edits ended only when no edit was left: rows whose `edited_from` loop
+    (no writer of the app makes them; a crafted import did) kept a request querying for ever."""
+    conversation = Conversation.objects.create(owner=user)
+    ids = seed_messages(conversation, 4, model="gpt-4o-mini")
+    first = _summary(conversation, first=ids[0], through=ids[1], text="One.")
+    second = _summary(conversation, first=ids[0], through=ids[1], text="Two.", edited=True, edited_from=first)
+    Message.objects.filter(pk=first.pk).update(edited_from=second)
+
+    summary_discard(summary=first)
+
+    assert set(Message.objects.filter(kind="summary", discarded=True).values_list("id", flat=True)) == {
+        first.pk, second.pk
+    }

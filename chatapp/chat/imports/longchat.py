@@ -36,6 +36,8 @@ FORMAT = "longchat.conversation"
 VERSION = 1
 _COUNTS = ("prompt_tokens", "completion_tokens", "latency_ms", "covered_message_count", "source_chars")
 _FLAGS = ("extractive", "discarded", "edited")
+# Links to a message that must come before the one holding them, as the app writes them.
+_EARLIER_LINKS = {"parent": "parent", "edited_from": "original summary"}
 
 
 def is_document(value: Any) -> bool:
@@ -79,18 +81,7 @@ def _parse(document: Any) -> ConversationRecord:
         for name in ("reply_to", "edited_from", "parent", "off_path_by"):
             if message.links.get(name) not in refs:
                 message.links.pop(name, None)
-    # The app writes a child after its parent (a path read in id order runs from its root, and the
-    # share page walks a message's parents up to one): a parent later in the file, or the message
-    # itself, would make a loop no walk up the tree ends.
-    earlier: set[str] = set()
-    for n, message in enumerate(messages, 1):
-        parent = message.links.get("parent")
-        if parent is not None and parent not in earlier:
-            raise ConversationError(
-                f"message {n}'s parent (id {parent}) is not a message before it in the file: a message comes "
-                "after its parent"
-            )
-        earlier.add(message.ref)
+    _earlier_links_check(messages=messages)
     config = head.get("llm_config")
     window = _ref(head.get("window_start_id"), what="the window start")
     return ConversationRecord(
@@ -108,6 +99,23 @@ def _parse(document: Any) -> ConversationRecord:
         window_start_ref=window if window in refs else "",
         messages=messages,
     )
+
+
+def _earlier_links_check(*, messages: list[MessageRecord]) -> None:
+    """The app writes a child after its parent and a summary's edit after the summary it replaces (a
+    path read in id order runs from its root; the share page walks a message's parents, discarding
+    walks a summary's edits): one later in the file, or the message itself, would make a loop no
+    such walk ends."""
+    earlier: set[str] = set()
+    for n, message in enumerate(messages, 1):
+        for name, what in _EARLIER_LINKS.items():
+            target = message.links.get(name)
+            if target is not None and target not in earlier:
+                raise ConversationError(
+                    f"message {n}'s {what} (id {target}) is not a message before it in the file: a message "
+                    f"comes after its {what}"
+                )
+        earlier.add(message.ref)
 
 
 def _ref(value: Any, *, what: str) -> str:
