@@ -3,6 +3,7 @@
 # --- Fake OpenAI-compatible endpoint (APP-A; see tests/support/fake_openai.py) -------------------
 import os
 import socket
+from types import SimpleNamespace
 
 import pytest
 from django.core.cache import cache
@@ -79,6 +80,29 @@ def _hermetic_dns(monkeypatch):
 def _fast_password_hashing(settings):
     """PBKDF2 at production strength costs about a second per user created on these machines."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def login_rates(settings, monkeypatch):
+    """Sets the failed sign-in limits (login_throttle), on a clock in the middle of a day, an hour and
+    a minute that goes on from there: the limits count in calendar windows, and a test straddling a
+    window's end would see its failures start again from zero."""
+    import time
+
+    from chatapp.chat import login_throttle
+
+    start = time.time()
+    middle = start // 86_400 * 86_400 + 43_200 + 1_800 + 30
+    monkeypatch.setattr(login_throttle, "time", SimpleNamespace(time=lambda: middle + time.time() - start))
+
+    def set_rates(*, address: str, username: str) -> None:
+        settings.REST_FRAMEWORK = {
+            **settings.REST_FRAMEWORK,
+            "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
+                                       "login_address": address, "login_username": username},
+        }
+
+    return set_rates
 
 
 @pytest.fixture

@@ -47,18 +47,6 @@ def test_a_forged_forwarded_for_does_not_reset_the_token_throttle(user):
     assert _throttled(answers[10])
 
 
-@pytest.fixture
-def login_rates(settings):
-    def set_rates(*, address: str, username: str) -> None:
-        settings.REST_FRAMEWORK = {
-            **settings.REST_FRAMEWORK,
-            "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
-                                       "login_address": address, "login_username": username},
-        }
-
-    return set_rates
-
-
 def _token(username: str, password: str, address: str):
     return APIClient().post("/api/auth/token/", {"username": username, "password": password}, format="json",
                             REMOTE_ADDR=address)

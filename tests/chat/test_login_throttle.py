@@ -9,24 +9,12 @@ pytestmark = pytest.mark.django_db
 PASSWORD = "a long test password 1"
 
 
-@pytest.fixture
-def rates(settings):
-    def set_rates(*, address: str, username: str) -> None:
-        settings.REST_FRAMEWORK = {
-            **settings.REST_FRAMEWORK,
-            "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
-                                       "login_address": address, "login_username": username},
-        }
-
-    return set_rates
-
-
 def _login(client, username: str, password: str, address: str = "203.0.113.7"):
     return client.post("/accounts/login/", {"username": username, "password": password}, REMOTE_ADDR=address)
 
 
-def test_past_the_address_limit_even_the_right_password_waits(client, user, rates):
-    rates(address="3/hour", username="100/hour")
+def test_past_the_address_limit_even_the_right_password_waits(client, user, login_rates):
+    login_rates(address="3/hour", username="100/hour")
     for attempt in range(3):
         assert _login(client, "ada", f"wrong {attempt}").status_code == 200  # the form, with its error
 
@@ -38,8 +26,8 @@ def test_past_the_address_limit_even_the_right_password_waits(client, user, rate
     assert _login(client, "ada", PASSWORD, address="198.51.100.9").status_code == 302  # another address
 
 
-def test_a_username_guessed_from_many_addresses_waits_and_a_success_clears_it(client, user, rates):
-    rates(address="100/hour", username="2/hour")
+def test_a_username_guessed_from_many_addresses_waits_and_a_success_clears_it(client, user, login_rates):
+    login_rates(address="100/hour", username="2/hour")
     _login(client, "ada", "wrong 1", address="198.51.100.1")
     assert _login(client, "ada", PASSWORD, address="198.51.100.2").status_code == 302  # clears the count
     client.post("/accounts/logout/")
@@ -55,10 +43,10 @@ def test_the_admin_signs_in_through_the_same_page(client):
     assert response.status_code == 302 and response["Location"] == "/accounts/login/?next=/admin/"
 
 
-def test_a_sign_in_with_no_password_does_not_clear_the_count(client, user, rates):
+def test_a_sign_in_with_no_password_does_not_clear_the_count(client, user, login_rates):
     # The form raised nothing for a blank password ("required" is the field's), and that cleared the
     # count: a guess, a blank, a guess, a blank... never reached the username's limit.
-    rates(address="100/hour", username="2/hour")
+    login_rates(address="100/hour", username="2/hour")
     _login(client, "ada", "wrong 1", address="198.51.100.1")
     assert _login(client, "ada", "", address="198.51.100.2").status_code == 200
     assert _login(client, "ada", "wrong 2", address="198.51.100.3").status_code == 200
@@ -66,7 +54,7 @@ def test_a_sign_in_with_no_password_does_not_clear_the_count(client, user, rates
     assert _login(client, "ada", PASSWORD, address="198.51.100.4").status_code == 429
 
 
-def test_guesses_sent_at_once_stop_at_the_limit(rates, monkeypatch):
+def test_guesses_sent_at_once_stop_at_the_limit(login_rates, monkeypatch):
     """A password check takes a while (the hasher is slow on purpose): guesses sent together all found
     the count below the limit before any of them was counted, and every one was checked."""
     import threading
@@ -74,7 +62,7 @@ def test_guesses_sent_at_once_stop_at_the_limit(rates, monkeypatch):
 
     from django.test import Client
 
-    rates(address="100/hour", username="2/hour")
+    login_rates(address="100/hour", username="2/hour")
     checked: list[str] = []
 
     def slow_authenticate(request=None, **credentials):
