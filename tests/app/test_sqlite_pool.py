@@ -156,3 +156,23 @@ def test_the_product_uses_it_on_sqlite(settings):
         pytest.skip("PostgreSQL has psycopg's pool")
     assert settings.DATABASES["default"]["ENGINE"] == "chatapp.sqlite3"
     assert connection.settings_dict["OPTIONS"]["pool_size"] >= 1
+
+
+def test_statements_are_rewritten_as_django_rewrites_them(open_wrapper):
+    from django.db.backends.sqlite3.base import SQLiteCursorWrapper as DjangoCursor
+
+    from chatapp.sqlite3.base import SQLiteCursorWrapper
+
+    raw = sqlite3.connect(":memory:")
+    ours, django = raw.cursor(factory=SQLiteCursorWrapper), raw.cursor(factory=DjangoCursor)
+    for query in ("SELECT %s", "SELECT %s, '%%s' LIKE %s", "SELECT '100%%'", "SELECT 1"):
+        for _ in range(2):  # the second time from the cache
+            assert ours.convert_query(query) == django.convert_query(query)
+    named = "SELECT %(a)s, %(b)s"
+    assert ours.convert_query(named, param_names=["a", "b"]) == django.convert_query(named, param_names=["a", "b"])
+    # and the wrapper's connections use it, with the values bound where the placeholders were
+    with open_wrapper().cursor() as cursor:
+        assert isinstance(cursor.cursor, SQLiteCursorWrapper)
+        cursor.execute("SELECT %s || '%%', %s", ["a", 2])
+        assert cursor.fetchone() == ("a%", 2)
+    raw.close()
