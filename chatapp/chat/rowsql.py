@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, Model
 
 _COMPARE = {"": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
@@ -55,10 +55,16 @@ def _update_sql(model: type[Model], vendor: str, where: tuple[str, ...], assign:
     return f"UPDATE {table} SET {', '.join(sets)} WHERE {_where(model, where)}"  # noqa: S608 - names from the model
 
 
-def _prep(model: type[Model], name: str, value: Any) -> Any:
+def _db() -> Any:
+    # The wrapper `connection` stands for, looked up once per statement: through the proxy, each of a
+    # statement's values paid that lookup again, in every attribute the field's preparation reads.
+    return connections[DEFAULT_DB_ALIAS]
+
+
+def _prep(model: type[Model], name: str, value: Any, db: Any) -> Any:
     if value is None:
         return None
-    return _field(model, name).get_db_prep_save(value, connection)
+    return _field(model, name).get_db_prep_save(value, db)
 
 
 def row_update(
@@ -76,14 +82,15 @@ def row_update(
     assign, add, high, low = assign or {}, add or {}, high or {}, low or {}
     if not (assign or add or high or low):
         raise ValueError("row_update needs something to set")
-    sql = _update_sql(model, connection.vendor, tuple(where), tuple(assign), tuple(add), tuple(high), tuple(low))
-    params = [_prep(model, name.partition("__")[0], value) for name, value in assign.items()]
-    params += [_prep(model, name, value) for name, value in add.items()]
+    db = _db()
+    sql = _update_sql(model, db.vendor, tuple(where), tuple(assign), tuple(add), tuple(high), tuple(low))
+    params = [_prep(model, name.partition("__")[0], value, db) for name, value in assign.items()]
+    params += [_prep(model, name, value, db) for name, value in add.items()]
     for name, value in (*high.items(), *low.items()):
-        prepared = _prep(model, name, value)
+        prepared = _prep(model, name, value, db)
         params += [prepared, prepared]
-    params += [_prep(model, key.partition("__")[0], value) for key, value in where.items()]
-    with connection.cursor() as cursor:
+    params += [_prep(model, key.partition("__")[0], value, db) for key, value in where.items()]
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
 
@@ -101,9 +108,10 @@ def row_read(
     model: type[Model], *, where: Mapping[str, Any], fields: tuple[str, ...], lock: bool = False
 ) -> dict[str, Any] | None:
     """One row's `fields` as the ORM would load them (None: no row); `lock` reads it FOR UPDATE."""
-    sql = _select_sql(model, connection.vendor, tuple(where), fields, lock)
-    params = [_prep(model, key.partition("__")[0], value) for key, value in where.items()]
-    with connection.cursor() as cursor:
+    db = _db()
+    sql = _select_sql(model, db.vendor, tuple(where), fields, lock)
+    params = [_prep(model, key.partition("__")[0], value, db) for key, value in where.items()]
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
@@ -111,18 +119,19 @@ def row_read(
     out = {}
     for name, value in zip(fields, row, strict=True):
         if value is not None:
-            col = _field(model, name).get_col(model._meta.db_table)
-            for converter in _converters(model, name, connection.vendor):
-                value = converter(value, col, connection)
+            col, converters = _converters(model, name, db.vendor)
+            for converter in converters:
+                value = converter(value, col, db)
         out[name] = value
     return out
 
 
 @lru_cache(maxsize=512)
-def _converters(model: type[Model], name: str, vendor: str) -> tuple[Any, ...]:
-    """What the ORM applies to a column's value as it loads it (the backend's, then the field's)."""
+def _converters(model: type[Model], name: str, vendor: str) -> tuple[Any, tuple[Any, ...]]:
+    """The column's expression and what the ORM applies to its value as it loads it (the backend's,
+    then the field's): worked out once, as a read runs on every turn for each of its columns."""
     col = _field(model, name).get_col(model._meta.db_table)
-    return (*connection.ops.get_db_converters(col), *col.get_db_converters(connection))
+    return col, (*connection.ops.get_db_converters(col), *col.get_db_converters(connection))
 
 
 def row_instance(model: type[Model], *, where: Mapping[str, Any]) -> Model | None:
@@ -147,8 +156,9 @@ Statement = tuple[str, list[Any]]
 def row_insert_statement(model: type[Model], *, values: Mapping[str, Any]) -> Statement:
     """The INSERT of one row of exactly `values` (every column without a database default must be
     given; model defaults are not applied), as (sql, params)."""
-    sql = _insert_sql(model, connection.vendor, tuple(values))
-    return sql, [_prep(model, name, value) for name, value in values.items()]
+    db = _db()
+    sql = _insert_sql(model, db.vendor, tuple(values))
+    return sql, [_prep(model, name, value, db) for name, value in values.items()]
 
 
 def statements_run(statements: list[Statement]) -> None:
