@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from django.contrib.auth.models import User
 from django.db import connection
@@ -63,6 +64,7 @@ RECENT_MESSAGES = 2000
 BATCH_ROWS = 250
 
 
+@lru_cache(maxsize=8192)  # recall reads mostly what it read the turns before, and a date never changes
 def _aware(value: dt.datetime | str | None) -> dt.datetime | None:
     """A `created_at` read by plain SQL as the ORM would give it. Text is ISO 8601 in UTC: SQLite's
     stored value (Django writes UTC with USE_TZ), or PostgreSQL's in the connection's UTC time zone."""
@@ -338,13 +340,11 @@ class DatabaseRecallSource:
         with connection.cursor() as cursor:
             cursor.execute(sql, [self.conversation_id, *wanted, *extra])
             rows = cursor.fetchall()
-        self.contents.update((pk, content) for pk, _, content, _, _ in rows)
-        self.token_counts.update((pk, tokens) for pk, _, _, _, tokens in rows)
-        return {
-            str(pk): RecallItem(id=str(pk), role=role, content=content, position=pk, created_at=_aware(created_at),
-                                tokens=tokens)
-            for pk, role, content, created_at, tokens in rows
-        }
+        items: dict[str, RecallItem] = {}
+        for pk, role, content, created_at, tokens in rows:  # one pass, each item built positionally
+            self.contents[pk], self.token_counts[pk], key = content, tokens, str(pk)
+            items[key] = RecallItem(key, role, content, pk, _aware(created_at), None, tokens)
+        return items
 
 
 # --- conversation search --------------------------------------------------------------------------
