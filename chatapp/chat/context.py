@@ -158,7 +158,8 @@ def _to_msg(row: Row) -> Msg:
     pk, role, content, pinned, tokens = row
     # A stored count of 0 means "never counted" (a row written by hand); the optimizer then counts it.
     # `pinned` as the driver gives it (0/1 on SQLite).
-    return Msg(id=str(pk), role=cast(Role, role), content=content, pinned=bool(pinned), tokens=tokens or None)
+    # Positional (id, role, content, pinned, tokens): one per message of the window, on every turn.
+    return Msg(str(pk), cast(Role, role), content, bool(pinned), tokens or None)
 
 
 def tail_start_id(
@@ -319,7 +320,7 @@ def context_load(
     else:
         summary_row = None
 
-    ordered = [rows[pk] for pk in sorted(rows)]
+    ordered = sorted(rows.values())  # by id: the keys are the rows' first values
     window_start = None
     if start is not None:
         # The stored id may belong to a reply that was later superseded: the window begins at the

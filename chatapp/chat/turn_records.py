@@ -192,6 +192,9 @@ def _record_stats(*, info: PackStats, ctx: ContextInput, messages: Sequence[Pack
     return stats
 
 
+_OWN_TEXT = frozenset({"verbatim", "pinned"})  # entries whose stored message is what was sent
+
+
 def _sent_entry(
     *,
     packed: PackedMessage,
@@ -217,6 +220,10 @@ def _sent_entry(
       text when a quote could not be located in it. `quoted` maps the quoted ids to their stored
       contents, `info` is the pack's statistics (the hits and terms are reported there).
     """
+    ids = packed.source_ids
+    if len(ids) == 1 and packed.origin in _OWN_TEXT and str(ids[0]).isdigit():
+        # Most entries (one per message of the window, on every turn): a stored message sent as it is.
+        return {"source_ids": [int(ids[0])], "origin": packed.origin, "tokens": packed.tokens, "role": packed.role}
     entry: dict[str, Any] = {
         "source_ids": _int_ids(packed.source_ids),
         "origin": packed.origin,
