@@ -341,9 +341,10 @@ class DatabaseRecallSource:
             cursor.execute(sql, [self.conversation_id, *wanted, *extra])
             rows = cursor.fetchall()
         items: dict[str, RecallItem] = {}
-        for pk, role, content, created_at, tokens in rows:  # one pass, each item built positionally
+        for pk, role, content, created_at, tokens in rows:  # one pass over the rows
             self.contents[pk], self.token_counts[pk], key = content, tokens, str(pk)
-            items[key] = RecallItem(key, role, content, pk, _aware(created_at), None, tokens)
+            items[key] = RecallItem(id=key, role=role, content=content, position=pk, created_at=_aware(created_at),
+                                    tokens=tokens)
         return items
 
 
