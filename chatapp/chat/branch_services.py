@@ -12,6 +12,9 @@ cover: one written on a branch is never sent on another.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
@@ -22,7 +25,7 @@ from chatapp.chat.context import live_chat_q, offline_reply_q
 from chatapp.chat.message_services import live_totals_add
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_services import message_index_sync
-from chatapp.chat.turn_claim import turn_busy_check
+from chatapp.chat.turn_claim import turn_busy_check, turn_claim_release
 
 
 def _move(*, conversation_id: int, rows: QuerySet[Message], hide: bool, tag: int | None) -> int:
@@ -84,6 +87,11 @@ def branch_switch(*, message: Message, index: int) -> Message:
         raise ValidationError({"index": f"Choose a branch from 1 to {len(siblings)}."}, code="invalid")
     target_id = siblings[index - 1]
     conversation = Conversation.objects.get(pk=message.conversation_id)
+    # A claim marked while the path moves, already stale: a send that waited on this row (another tab)
+    # finds it taken and goes the slow way, which reads the path's tail after this commit. Its claim's
+    # one statement reads the tail as it was when it began (PostgreSQL), and would hang the new message
+    # under the branch this switch hides. Stale, it keeps no send waiting and holds nothing if lost.
+    marked = timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS + 1)
     with transaction.atomic():
         turn_busy_check(conversation_id=conversation.pk)  # no switch under a running turn
         on_path = Message.objects.filter(pk__in=siblings, superseded=False)
@@ -93,10 +101,13 @@ def branch_switch(*, message: Message, index: int) -> Message:
                 "This message is not on the branch shown; switch the branch above it first.", code="off_path"
             )
         if current != target_id:
+            Conversation.objects.filter(pk=conversation.pk).update(turn_claimed_at=marked)
             branch_hide(conversation_id=conversation.pk, start_id=current)
             branch_show(conversation_id=conversation.pk, start_id=target_id)
             # The path changed under the stored window: the next request refits the new path's history.
             Conversation.objects.filter(pk=conversation.pk).update(window_start_id=None)
+    if current != target_id:
+        turn_claim_release(conversation_id=conversation.pk, claimed_at=marked)  # unless a send took it over
     return Message.objects.get(pk=target_id)
 
 

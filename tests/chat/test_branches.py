@@ -214,3 +214,52 @@ def test_a_share_link_keeps_the_branch_it_was_made_on(user, offline):
     first = share_messages(share=share, limit=2)
     assert [m.pk for m in first.messages + share_messages(share=share, after_id=first.next_after).messages] == (
         shown_before)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_send_waiting_on_a_branch_switch_follows_the_branch_it_switched_to(user, monkeypatch):
+    """Another tab sends while a switch is being written (a long branch re-indexes for seconds): the
+    new message continues the path the switch made active, not the tail it hid."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    from chatapp.chat import branch_services
+
+    offline = Conversation.objects.create(owner=user, offline=True)
+    exchange(user, offline, "first question about tomatoes")
+    q2, _ = exchange(user, offline, "second question about cucumbers")
+    exchange(user, offline, "third question about onions")
+    edit = turn_pack(start=chat_edit_start(user=user, message=q2, content="second question about peppers"))
+    finish(edit)
+    switching, show = threading.Event(), branch_services.branch_show
+
+    def slow_show(**kwargs):
+        switching.set()  # the switch holds the conversation's row from here to its commit
+        time.sleep(1.0)
+        return show(**kwargs)
+
+    monkeypatch.setattr(branch_services, "branch_show", slow_show)
+
+    def other_tab() -> None:
+        try:
+            branch_switch(message=q2, index=1)
+        finally:
+            connection.close()
+
+    tab = threading.Thread(target=other_tab)
+    tab.start()
+    assert switching.wait(10)
+    sent = chat_turn_start(user=user, conversation=offline, content="fourth question, sent meanwhile")
+    tab.join(10)
+    finish(turn_pack(start=sent))
+
+    # It follows the branch shown (q2's, brought back whole), and the flags say the same path.
+    path = active_path(offline)
+    assert path[2] == q2.pk and path[-2] == sent.user_message.pk
+    assert sorted(Message.objects.filter(conversation=offline, kind="chat", superseded=False)
+                  .values_list("id", flat=True)) == path
+    assert_path_consistent(offline)
+    offline.refresh_from_db()
+    assert offline.turn_claimed_at is None
