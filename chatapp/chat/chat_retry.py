@@ -27,6 +27,7 @@ from chatapp.chat.message_services import (
     message_serialize,
 )
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.search_services import message_index_sync
 from chatapp.chat.turn_claim import turn_claim_take
 from chatapp.chat.turn_types import TurnStart
 
@@ -116,6 +117,9 @@ def chat_retry_start(*, user: User, message: Message) -> TurnStart:
             claim = Message.objects.filter(pk=message.pk, updated_at=message.updated_at).update(updated_at=now)
             if claim and Message.objects.filter(reply_to=message, superseded=False).exists():
                 claim = 0  # a reply appeared after the check above: another attempt got there first
+            # Never answered: its send may have died before packing, which indexes a send's message
+            # (turn_claim.send_claim_take says when); this turn's packing does not. Idempotent.
+            message_index_sync(message_ids=[message.pk])
         if not claim:
             raise ValidationError(
                 "This message is already being retried or answered (another tab or a second click?). "

@@ -22,6 +22,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.search_services import message_index_sync
 
 BUSY_WORDS = (
     "A reply is still being written in this chat (in another tab or device?). Wait for it or stop it, then "
@@ -79,6 +80,13 @@ def send_claim_take(
         claim = _send_claim_try(conversation_id=conversation.pk, chars=chars, tokens=tokens, title=title)
         if claim is None:
             raise Http404("No such conversation.")
+        # That turn may have died before packing (a killed process, or a client gone while the view
+        # stored the message, so the body that packs never ran): its message, the path's tail, was then
+        # never indexed, and search and recall would never find it. Idempotent. Only a user message: a
+        # reply still streaming is indexed by its own end (reply_store inserts its row).
+        if claim.parent_id is not None:
+            tail = Message.objects.filter(pk=claim.parent_id, role=Message.Role.USER).values_list("id", flat=True)
+            message_index_sync(message_ids=list(tail))
     # The caller's instance follows along, as message_append keeps it.
     conversation.title = claim.title
     conversation.live_message_count += 1

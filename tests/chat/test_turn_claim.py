@@ -18,8 +18,9 @@ from django.utils import timezone
 from chatapp.chat import chat_turn
 from chatapp.chat.chat_retry import chat_retry_start
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream, turn_pack
-from chatapp.chat.models import Conversation, Message
+from chatapp.chat.models import Conversation, Message, MessageSearch
 from chatapp.chat.search_selectors import message_search
+from tests.support.branches import assert_path_consistent
 from tests.support.chat import send
 
 pytestmark = pytest.mark.django_db
@@ -70,6 +71,57 @@ def test_a_claim_left_by_a_dead_turn_is_taken_over(user, conversation, settings)
 
     assert Conversation.objects.get(pk=conversation.pk).turn_claimed_at == start.claimed_at != old
     assert start.user_message.parent_id == Message.objects.get(content="the process died after this").pk
+
+
+def _die_before_packing(user, conversation, text: str, settings) -> Message:
+    """A send whose turn never packed: its process died after storing the message, or the client left
+    while the view stored it, so the response body that packs (and indexes the message) never ran."""
+    start = chat_turn_start(user=user, conversation=conversation, content=text)
+    old = timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS + 1)
+    Conversation.objects.filter(pk=conversation.pk).update(turn_claimed_at=old)
+    return start.user_message
+
+
+def test_a_message_a_dead_turn_left_unindexed_is_indexed_when_its_claim_is_taken_over(user, conversation, settings):
+    message = _die_before_packing(user, conversation, "the lighthouse keeper asked about herrings", settings)
+    assert not _indexed(message)
+
+    _run(chat_turn_start(user=user, conversation=conversation, content="and now?"))
+
+    assert _indexed(message)  # search finds it, recall may quote it
+    assert_path_consistent(conversation)
+
+
+def test_a_message_a_dead_turn_left_unindexed_is_indexed_when_it_is_retried(user, conversation, settings):
+    message = _die_before_packing(user, conversation, "the lighthouse keeper asked about herrings", settings)
+
+    _run(chat_retry_start(user=user, message=message))
+
+    assert _indexed(message)
+    assert_path_consistent(conversation)
+
+
+def test_a_stalled_reply_whose_claim_was_taken_over_is_still_stored_when_it_ends(user, conversation, settings):
+    """The takeover indexes a user message a dead turn left, never a reply that is only stalled: that one
+    is indexed once, when it ends."""
+    stalled = turn_pack(start=chat_turn_start(user=user, conversation=conversation, content="slow thoughts"))
+    old = timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS + 1)
+    Conversation.objects.filter(pk=conversation.pk).update(turn_claimed_at=old)
+    Message.objects.filter(pk=stalled.reply_id).update(updated_at=old, content="half a th")
+    taken = chat_turn_start(user=user, conversation=conversation, content="meanwhile")
+    assert taken.user_message.parent_id == stalled.reply_id
+
+    async def stream() -> list[dict]:
+        return [event async for event in chat_turn.turn_stream(turn=stalled)]
+
+    assert async_to_sync(stream)()[-1]["event"] == "done"
+    assert Message.objects.get(pk=stalled.reply_id).status == Message.Status.COMPLETE
+    _run(taken)
+    assert_path_consistent(conversation)
+
+
+def _indexed(message: Message) -> bool:
+    return MessageSearch.objects.filter(message=message, recallable=True, scope__contains="_u").exists()
 
 
 def test_a_turn_in_a_chat_deleted_since_the_request_found_it_is_a_404(user, conversation):
