@@ -2,7 +2,7 @@
  * its regenerations) shows "‹ n/m ›": switching asks the server to make that version's path active,
  * then the page shows it. Edit on your message opens it in place; Save & submit adds a version with
  * the new text and streams its reply as a send does. Handles its own clicks (imported by main.js). */
-import { buildMessage, el, icon, scrollToBottom } from "./dom.js";
+import { buildMessage, el, icon, moveFocusOff, scrollToBottom } from "./dom.js";
 import { sendKey } from "./composer.js";
 import { busyNow, runStream } from "./stream.js";
 import { api, errorText, messagesEl, state, toast } from "./state.js";
@@ -118,6 +118,7 @@ async function submitEdit(article, content) {
   const parent = article.parentElement;
   const removed = [];
   for (let node = article; node; node = node.nextElementSibling) removed.push(node);
+  moveFocusOff(article); // the editor goes with the old version
   dropFrom(article);
   messagesEl.append(userEl, asstEl);
   scrollToBottom(true);

@@ -1,6 +1,6 @@
 /* Building and marking message elements. Model text is only ever inserted as text (textContent);
  * the only HTML inserted comes from the server, already rendered and sanitized. */
-import { messagesEl, statusEl, timeline } from "./state.js";
+import { input, messagesEl, statusEl, timeline } from "./state.js";
 import { retry } from "./stream.js";
 
 export const el = (tag, cls, text) => {
@@ -37,6 +37,12 @@ export function scrollToBottom(force = false) {
     timeline.scrollTop = timeline.scrollHeight;
     timeline.style.scrollBehavior = "";
   }
+}
+
+/** `node` is about to be removed or hidden: if it holds the focus (a Regenerate, Retry or Save &
+ * submit pressed in it), the message box takes it instead of the page. */
+export function moveFocusOff(node) {
+  if (node && node.contains(document.activeElement)) input.focus({ preventScroll: true });
 }
 
 export function enhance(root) {

@@ -1,6 +1,6 @@
 /* One reply over Server-Sent Events: send, regenerate, retry, stop. */
 import { setSiblings } from "./branches.js";
-import { announce, buildMessage, enhance, markLastReply, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showError, typingDots } from "./dom.js";
+import { announce, buildMessage, enhance, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showError, typingDots } from "./dom.js";
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
 import { showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
@@ -225,6 +225,7 @@ export async function regenerate(article) {
   // view meanwhile and comes back if nothing replaces it.
   const previous = article;
   previous.after(asstEl);
+  moveFocusOff(previous); // its Regenerate button goes out of view with it
   previous.hidden = true;
   scrollToBottom(true);
   await runStream(`/api/messages/${id}/regenerate/`, {}, {
@@ -253,6 +254,8 @@ export async function retry(article) {
   if (busyNow()) return;
   const userId = userIdFor(article);
   if (!userId) { toast("Nothing to retry.", "error"); return; }
+  // The failed reply (and its Retry button) gives way to the new one.
+  moveFocusOff(article);
   const box = article.querySelector(".msg-error .btn");
   if (box) box.remove();
   const asstEl = buildMessage("assistant", "");

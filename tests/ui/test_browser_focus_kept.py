@@ -1,0 +1,70 @@
+"""A control pressed from the keyboard that goes away with what it acted on hands the focus on,
+never to the page (<body>): Regenerate, Retry and Save & submit (their message is replaced), an
+item of a ⋯ menu (the menu closes), Delete on another chat in the list (its row goes), the jump
+button (it hides). Headless Chromium reports no hovering pointer, as a phone or a keyboard-only
+set-up does, so the end of a reply does not put focus back in the message box by itself here."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from chatapp.chat.models import Conversation, Message
+from tests.ui.test_browser import _idle, _send, _sign_up, _sign_up_with_model, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _press(browser, element, key=Keys.ENTER) -> None:
+    """A keyboard user: focus on the control, then the key."""
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center', behavior: 'instant'})", element)
+    browser.execute_script("arguments[0].focus()", element)
+    ActionChains(browser).send_keys(key).perform()
+
+
+def _focused_id(browser) -> str:
+    return browser.execute_script("const a = document.activeElement; return a.id || a.tagName")
+
+
+def _reply_done(browser) -> bool:
+    last = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1]
+    return _idle(browser) and last.get_attribute("data-status") in {"complete", "stopped", "error"}
+
+
+def test_regenerate_and_save_and_submit_leave_the_focus_in_the_message_box(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "focus-replies")
+    _send(browser, "First question.")
+    _send(browser, "Second question.")
+
+    regenerate = browser.find_elements(By.CSS_SELECTOR, '.msg--assistant [data-action="regenerate"]')[-1]
+    _press(browser, regenerate)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant .msg-branches"))
+    _wait(browser, _reply_done)
+    assert _focused_id(browser) == "composer-input"  # was BODY
+
+    first = browser.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")[0]
+    _press(browser, first.find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    assert browser.switch_to.active_element == editor
+    editor.send_keys(" Asked again.")
+    editor.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")) == 1
+          and "Asked again." in d.find_element(By.CSS_SELECTOR, ".msg--user").text)
+    _wait(browser, _reply_done)
+    assert _focused_id(browser) == "composer-input"  # was BODY
+
+
+def test_retry_leaves_the_focus_in_the_message_box(asgi_server, browser, fake_openai):
+    fake_openai.reset()  # the first request answers 500, the next one succeeds
+    _sign_up_with_model(browser, asgi_server.url, "focus-retry", fake_url=fake_openai.base_url,
+                        model="flaky-500-then-200", name="Flaky")
+    failed = _send(browser, "Hello?")
+    assert failed.get_attribute("data-status") == "error"
+
+    _press(browser, failed.find_element(By.CSS_SELECTOR, '.msg-error [data-action="retry"]'))
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
+          == "complete" and _idle(d))
+    assert _focused_id(browser) == "composer-input"  # was BODY
