@@ -68,3 +68,19 @@ def test_retry_leaves_the_focus_in_the_message_box(asgi_server, browser, fake_op
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
           == "complete" and _idle(d))
     assert _focused_id(browser) == "composer-input"  # was BODY
+
+
+def test_a_menu_item_chosen_from_the_keyboard_gives_the_focus_back_to_the_menu_button(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "focus-menu")
+    _send(browser, "Keep this one.")
+    question = browser.find_element(By.CSS_SELECTOR, ".msg--user[data-id]")
+    menu_button = question.find_element(By.CSS_SELECTOR, '[data-action="message-menu"]')
+    _press(browser, menu_button)
+    item = _wait(browser, lambda d: d.switch_to.active_element
+                 if d.switch_to.active_element.get_attribute("data-action") == "toggle-pin" else None)
+    item.send_keys(Keys.ENTER)
+
+    _wait(browser, lambda d: "is-pinned" in question.get_attribute("class"))
+    assert browser.switch_to.active_element == menu_button  # was BODY
+    assert menu_button.get_attribute("aria-expanded") == "false"
+    assert Message.objects.get(pk=int(question.get_attribute("data-id"))).pinned

@@ -16,14 +16,20 @@ import { discardSummary, editSummary, revealSummary, togglePin } from "./summari
 timeline.addEventListener("scroll", () => { jumpBtn.hidden = nearBottom(); }, { passive: true });
 
 function closeMenus(except) {
+  // An item chosen (Pin, Export, Compact now…) is hidden with its menu: focus goes back to the
+  // menu's button rather than falling to the page.
   document.querySelectorAll(".menu:not([hidden])").forEach((menu) => {
     if (menu === except) return;
+    const hadFocus = menu.contains(document.activeElement);
     menu.hidden = true;
     menu.previousElementSibling?.setAttribute("aria-expanded", "false");
+    if (hadFocus) menu.previousElementSibling?.focus();
   });
   if (gaugePop && gaugePop !== except && !gaugePop.hidden) {
+    const hadFocus = gaugePop.contains(document.activeElement);
     gaugePop.hidden = true;
     gaugeBtn.setAttribute("aria-expanded", "false");
+    if (hadFocus) gaugeBtn.focus();
   }
 }
 
