@@ -116,3 +116,33 @@ def test_deleting_another_chat_moves_the_focus_to_the_next_one_in_the_list(asgi_
     focused = browser.switch_to.active_element
     assert focused.get_attribute("class") == "conv-link"  # was BODY
     assert focused.text == "Oldest chat"
+
+
+def test_the_jump_button_goes_when_an_edit_leaves_nothing_to_scroll(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "focus-jump")
+    for n in range(3):
+        _send(browser, f"Question number {n}.")
+    timeline = browser.find_element(By.ID, "timeline")
+    assert browser.execute_script("return arguments[0].scrollHeight > arguments[0].clientHeight + 200", timeline)
+    browser.execute_script("arguments[0].style.scrollBehavior = 'auto'; arguments[0].scrollTop = 0", timeline)
+    jump = browser.find_element(By.ID, "jump-btn")
+    _wait(browser, lambda d: jump.is_displayed())
+
+    # Editing the first question replaces everything below it: one short exchange is left.
+    first = browser.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")[0]
+    _press(browser, first.find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    editor.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")) == 1)
+    _wait(browser, _reply_done)
+    assert browser.execute_script("return arguments[0].scrollHeight <= arguments[0].clientHeight + 160", timeline)
+    assert not jump.is_displayed()  # it stayed, pointing at nothing further down
+
+    # Pressed from the keyboard, it hands the focus to the message box as it hides.
+    _send(browser, "Another question.")
+    _send(browser, "And one more.")
+    browser.execute_script("arguments[0].style.scrollBehavior = 'auto'; arguments[0].scrollTop = 0", timeline)
+    _wait(browser, lambda d: jump.is_displayed())
+    _press(browser, jump)
+    _wait(browser, lambda d: not jump.is_displayed())
+    assert _focused_id(browser) == "composer-input"  # was BODY

@@ -1,6 +1,6 @@
 /* Building and marking message elements. Model text is only ever inserted as text (textContent);
  * the only HTML inserted comes from the server, already rendered and sanitized. */
-import { input, messagesEl, statusEl, timeline } from "./state.js";
+import { input, jumpBtn, messagesEl, statusEl, timeline } from "./state.js";
 import { retry } from "./stream.js";
 
 export const el = (tag, cls, text) => {
@@ -36,6 +36,9 @@ export function scrollToBottom(force = false) {
     timeline.style.scrollBehavior = "auto";
     timeline.scrollTop = timeline.scrollHeight;
     timeline.style.scrollBehavior = "";
+    // A timeline that got shorter (an edit or a regenerate replaced what followed) may not scroll at
+    // all, so no scroll event says the jump button is no longer needed.
+    if (jumpBtn) jumpBtn.hidden = nearBottom();
   }
 }
 

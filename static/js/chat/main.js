@@ -1,6 +1,6 @@
 /* The chat page: wires the modules together (clicks, keys) and starts. Plain ES modules, no build step. */
 import { autosize } from "./composer.js";
-import { enhance, nearBottom, scrollToBottom } from "./dom.js";
+import { enhance, moveFocusOff, nearBottom, scrollToBottom } from "./dom.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { followElsewhere, loadEarlier, revealHash } from "./history.js";
 import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.js";
@@ -139,6 +139,7 @@ document.addEventListener("click", async (e) => {
       }
       break;
     case "jump-bottom":
+      moveFocusOff(jumpBtn); // pressed from the keyboard, it hides: the message box takes the focus
       scrollToBottom(true);
       jumpBtn.hidden = true;
       break;
