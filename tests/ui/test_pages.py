@@ -493,3 +493,32 @@ def test_revoking_a_token_or_a_share_asks_first_with_a_revoke_button(page, user)
     # settings.js asks with the form's data-confirm, its button labelled by data-confirm-label
     assert body.count('data-confirm-label="Revoke"') == 2
     assert 'data-confirm="Revoke your API token?' in body
+
+
+def _dangling_references(html: str) -> list[str]:
+    """aria-describedby / aria-labelledby ids the page does not hold (a screen reader reads nothing)."""
+    from html.parser import HTMLParser
+
+    ids: set[str] = set()
+    refs: list[tuple[str, str]] = []
+
+    class Collect(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            for name, value in attrs:
+                if name == "id" and value:
+                    ids.add(value)
+                if name in ("aria-describedby", "aria-labelledby") and value:
+                    refs.extend((name, ref) for ref in value.split())
+
+    Collect().feed(html)
+    return [f"{name}={ref}" for name, ref in refs if ref not in ids]
+
+
+def test_settings_fields_point_only_at_help_and_errors_the_page_holds(page, user):
+    _config(user)  # its edit form too
+    assert _dangling_references(page.get("/settings/").content.decode()) == []
+    # with errors: the fields point at their error messages as well
+    response = page.post("/settings/configs/new/", {"new-name": "", "new-context_window": "0"})
+    assert response.status_code == 400
+    assert 'id="id_new-context_window_error"' in response.content.decode()
+    assert _dangling_references(response.content.decode()) == []
