@@ -76,7 +76,8 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{_pct(tokens['saved_share'])} of {_tokens(tokens['full'])} full-history tokens: "
                 f"{_tokens(tokens['summarized'])} replaced by summaries or compressed · "
                 f"{_tokens(tokens['dropped'])} dropped with no summary"
-                + (f" ({tokens['dropped_unmeasured']:,} turns not measured)" if tokens["dropped_unmeasured"] else "")
+                + (f" ({_plural(tokens['dropped_unmeasured'], 'turn')} not measured)"
+                   if tokens["dropped_unmeasured"] else "")
             ),
             "meter": tokens["saved_share"],
             "tone": "good" if tokens["saved"] > 0 else "",
@@ -88,7 +89,7 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
             "detail": (
                 f"{_usd(money['gross_saved_usd'])} saved {MINUS} {_usd(money['summary_cost_usd'])} summarizing"
                 + (f" · {price_note}" if price_note else "")
-                + (f" · {money['unpriced_records']} turns unpriced" if money["unpriced_records"] else "")
+                + (f" · {_plural(money['unpriced_records'], 'turn')} unpriced" if money["unpriced_records"] else "")
             ),
             "tone": _saving_tone(money["net_saved_usd"]),
         },
@@ -128,7 +129,7 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
                 + (" (it counts differently: tools, images or cached prompts)" if error >= 1 else "")
                 + f"; in total ours {_tokens(acc['ours'])} vs {_tokens(acc['provider'])} "
                 f"({'+' if acc['bias_share'] >= 0 else MINUS}{abs(acc['bias_share']) * 100:.1f}%) "
-                f"over {acc['requests']:,} requests"
+                f"over {_plural(acc['requests'], 'request')}"
             ),
         })
     else:
@@ -212,7 +213,7 @@ def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
                    " summarizing",
          "tone": "good" if (money["net_saved_usd"] or 0) > 0 else ""},
         {"key": "summaries", "label": "Summaries made", "value": f"{overview['summaries']['made']:,}",
-         "detail": f"{overview['summaries']['jobs']:,} summary jobs"},
+         "detail": _plural(overview["summaries"]["jobs"], "summary job")},
         {"key": "turns", "label": "Requests", "value": f"{overview['turns']:,}",
          "detail": f"{overview['optimized_turns']:,} optimized · "
                    f"{_plural(overview['conversations_with_records'], 'conversation')} with requests"},

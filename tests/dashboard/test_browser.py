@@ -483,3 +483,21 @@ def test_a_long_conversation_is_drawn_from_buckets_of_turns(live_server, transac
         driver.find_element("css selector", "#chart-tokens rect.overlay"), 120, -40).perform()
     driver.save_screenshot(str(SCREENSHOTS / "dashboard-long.png"))
     assert console_errors(driver) == []
+
+
+def test_a_first_request_says_it_sent_one_message(live_server, transactional_db, browser):
+    """A chat's first request sends its one message: the foot of "What the model saw" says so in the
+    singular ("1 messages" before)."""
+    from tests.dashboard.factories import make_message, sent_entry
+
+    user = get_user_model().objects.create_user(username="first-turn-viewer")
+    conversation = make_conversation(owner=user, title="One question")
+    question = make_message(conversation=conversation, role="user", content="Just one question", tokens=12)
+    make_record(conversation=conversation, tokens_full=15, tokens_sent=15, sent=[sent_entry("verbatim", question)])
+    _login(browser, live_server, user)
+    browser.get(f"{live_server.url}/c/{conversation.pk}/dashboard/")
+    _wait_ready(browser)
+    foot = browser.find_element("css selector", ".dash-sent-foot")
+    _wait_text(foot, "1 message, 12 tokens")
+    assert "1 messages" not in foot.text
+    assert console_errors(browser) == []

@@ -215,3 +215,18 @@ def test_counting_accuracy_is_bounded_and_says_what_it_measures(owner_client, us
     assert "%" not in card.split("per request", 1)[0].replace("Counting accuracy", "")  # the value is "—"
     assert "per request, ours differs from the provider&#x27;s count by 2150.0% on average" in card
     assert "counts differently" in card
+
+
+def test_cards_say_one_request_turn_or_job_in_the_singular(owner_client, user):
+    from tests.dashboard.factories import make_job
+
+    c = make_conversation(owner=user, title="Just one")
+    # a model the price registry does not know (a local one): the request is unpriced
+    make_record(conversation=c, tokens_full=100, tokens_sent=100, model="local-llama-walk", provider=98)
+    make_job(conversation=c, summary=None, cost=None)
+    page = owner_client.get(f"/c/{c.pk}/dashboard/").content.decode()
+    assert "1 turn unpriced" in page and "over 1 request<" in page.replace("\n", "").replace("  ", "")
+    assert "1 turns" not in page and "1 requests" not in page
+    overview = owner_client.get("/dashboard/").content.decode()
+    assert "1 summary job<" in overview.replace("\n", "").replace("  ", "")
+    assert "1 summary jobs" not in overview

@@ -94,11 +94,12 @@ export async function selectTurn(turn) {
     .filter(([x, y]) => x <= y)
     .map(([x, y]) => (x === y ? `#${nf.format(x)}` : `#${nf.format(x)}–#${nf.format(y)}`));
   const recalled = data.recalled_ids || [];
+  const count = `${nf.format(data.entries.length)} message${data.entries.length === 1 ? "" : "s"}`; // a first turn sends one
   parts.push(h("p", { class: "dash-sent-foot", text:
     (data.request_shape && data.request_shape.length
-      ? `${data.entries.length} messages, ${nf.format(data.entry_tokens)} tokens, sent as one template-safe request ` +
+      ? `${count}, ${nf.format(data.entry_tokens)} tokens, sent as one template-safe request ` +
         `(${data.request_shape.join("; ")}) of ${nf.format(r.tokens_sent)} tokens with reply priming.`
-      : `${data.entries.length} messages, ${nf.format(data.entry_tokens)} tokens + reply priming = ${nf.format(r.tokens_sent)} sent.`) +
+      : `${count}, ${nf.format(data.entry_tokens)} tokens + reply priming = ${nf.format(r.tokens_sent)} sent.`) +
     (data.summary ? ` Summarized: ${num(data.summary.covers_from_id)}–${num(data.summary.covers_through_id)}.` : "") +
     (recalled.length ? ` Recalled (quoted, not dropped): ${recalled.slice(0, 8).map(num).join(", ")}${recalled.length > 8 ? ` and ${recalled.length - 8} more` : ""}.` : "") +
     (dropped.length ? ` Dropped: ${dropped.slice(0, 8).join(", ")}${dropped.length > 8 ? ` and ${dropped.length - 8} more ranges` : ""}.` : "") }));
