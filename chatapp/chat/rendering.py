@@ -89,7 +89,9 @@ def _sanitize(fragment: str) -> str:
         attributes=_ALLOWED_ATTRIBUTES,
         url_schemes=_URL_SCHEMES,
         link_rel="noopener noreferrer nofollow",
-        set_tag_attribute_values={"a": {"target": "_blank"}},
+        # A code block or table wider than the reply scrolls sideways: focusable, the keyboard can
+        # scroll it too (only some browsers make a scrolling box focusable on their own).
+        set_tag_attribute_values={"a": {"target": "_blank"}, "pre": {"tabindex": "0"}, "table": {"tabindex": "0"}},
         filter_style_properties=_STYLE_PROPERTIES,
         strip_comments=True,
     )

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
 from chatapp.chat.models import Message
 from tests.support.browser import browser, console_errors
@@ -30,7 +31,7 @@ pytestmark = [pytest.mark.browser]
 AXE = Path(settings.BASE_DIR) / "tests" / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
 
 # The rules this test holds every page to (axe rule ids; every `aria-*` rule too).
-RULES = {"color-contrast", "label", "button-name", "link-name", "image-alt"}
+RULES = {"color-contrast", "label", "button-name", "link-name", "image-alt", "scrollable-region-focusable"}
 
 # (OS colour scheme, the theme chosen in the page: None follows the OS).
 THEMES = {
@@ -109,6 +110,14 @@ def test_every_page_passes_axe(live_server, transactional_db, browser, theme):
     user = get_user_model().objects.create_user(username="reader", password="A-long-enough-pass-42")
     conversation = conversation_seed_long(owner=user, messages=120, seed=5, title="Invoices and SQL")
     assert Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY).exists()
+    # The newest reply holds a code block and a table wider than the reply: they scroll sideways.
+    wide = "x = " + " + ".join(f"value_{i}" for i in range(60))
+    columns = [f"column {i}" for i in range(14)]
+    for role, content in (("user", "Show me wide things"), ("assistant", (
+            f"```python\n{wide}\n```\n\n| {' | '.join(columns)} |\n|{'---|' * 14}\n| {' | '.join(columns)} |"))):
+        Message.objects.create(conversation=conversation, role=role, content=content, token_count=100,
+                               char_count=len(content))
+    conversation_path_thread(conversation_id=conversation.pk)
     _set_theme(driver, base, os_scheme, chosen)
 
     pages = {}

@@ -73,7 +73,8 @@ def test_raw_html_blocks_are_escaped_not_interpreted():
 
 def test_code_block_is_highlighted_with_classes_and_escaped():
     html = markdown_render('```python\ndef f():\n    return "<b>"\n```')
-    assert '<pre class="hl" data-lang="python"><code>' in html
+    # focusable: a block wider than the reply scrolls sideways from the keyboard too
+    assert '<pre class="hl" data-lang="python" tabindex="0"><code>' in html
     assert '<span class="k">def</span>' in html
     assert "&lt;b&gt;" in html and "<b>" not in html
 
@@ -113,3 +114,8 @@ def test_code_css_has_light_and_dark_token_colours():
     assert ".hl .k {" in css
     assert ':root[data-theme="dark"] .hl .k {' in css  # the dark theme in use
     assert "@media (prefers-color-scheme: dark)" in css  # a page without script follows the OS
+
+
+def test_tables_are_focusable_as_code_blocks_are():
+    # a table wider than the reply scrolls sideways: the keyboard can reach it to scroll it
+    assert '<table tabindex="0">' in markdown_render("| a | b |\n|---|---|\n| 1 | 2 |")
