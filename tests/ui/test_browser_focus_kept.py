@@ -146,3 +146,21 @@ def test_the_jump_button_goes_when_an_edit_leaves_nothing_to_scroll(asgi_server,
     _press(browser, jump)
     _wait(browser, lambda d: not jump.is_displayed())
     assert _focused_id(browser) == "composer-input"  # was BODY
+
+
+def test_send_and_stop_pressed_from_the_keyboard_hand_the_focus_on(asgi_server, browser, fake_openai):
+    _sign_up_with_model(browser, asgi_server.url, "focus-send-stop", fake_url=fake_openai.base_url,
+                        model="slow-150", name="Slow")
+    browser.get(asgi_server.url + "/c/new/")
+    box = _wait(browser, lambda d: d.find_element(By.ID, "composer-input"))
+    box.send_keys("Tell me a long story")
+    ActionChains(browser).send_keys(Keys.TAB).perform()
+    assert _focused_id(browser) == "send-btn"
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-id].is-streaming"))
+    assert _focused_id(browser) == "stop-btn"  # was BODY: Send hid as Stop took its place
+
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    _wait(browser, _reply_done)
+    assert browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status") == "stopped"
+    assert _focused_id(browser) == "composer-input"  # was BODY: Stop hid as the reply ended

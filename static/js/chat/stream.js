@@ -12,12 +12,16 @@ export function setStreaming(on) {
   hint.hidden = on;
   input.setAttribute("aria-describedby", on ? busyHint.id : hint.id);
   busyHint.hidden = !on;
+  // Send pressed from the keyboard hides as Stop shows in its place: the focus goes to Stop (and
+  // from Stop, when the reply ends, to the message box) rather than to the page.
+  const pressed = document.activeElement === (on ? sendBtn : stopBtn);
   sendBtn.hidden = on;
   stopBtn.hidden = !on;
   app.classList.toggle("is-streaming", on);
+  if (on && pressed) stopBtn.focus();
   if (!on) {
     state.streaming = null;
-    if (window.matchMedia("(hover: hover)").matches) input.focus();
+    if (pressed || window.matchMedia("(hover: hover)").matches) input.focus();
   }
 }
 
@@ -277,6 +281,9 @@ export async function retry(article) {
 export async function stop(again = false) {
   if (!state.streaming || (state.streaming.stopRequested && !again)) return;
   state.streaming.stopRequested = true;
+  // Disabled meanwhile, the button loses the focus: given back after (or, the reply over and the
+  // button gone, to the message box), unless it went somewhere else meanwhile.
+  const hadFocus = document.activeElement === stopBtn;
   stopBtn.disabled = true;
   const current = state.streaming;
   if (current.assistantId) {
@@ -285,4 +292,7 @@ export async function stop(again = false) {
   // The server ends the stream with the partial reply marked stopped; if it does not, cut it here.
   setTimeout(() => { if (state.streaming === current) current.controller.abort(); }, 4000);
   stopBtn.disabled = false;
+  if (hadFocus && (!document.activeElement || document.activeElement === document.body)) {
+    (stopBtn.hidden ? input : stopBtn).focus();
+  }
 }
