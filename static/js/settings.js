@@ -13,9 +13,12 @@
     out.hidden = false;
     out.className = "test-result is-pending";
     out.textContent = "Testing the connection…";
+    // Disabled while it runs, the button drops the focus: given back when it is enabled again.
+    const hadFocus = document.activeElement === btn;
     btn.disabled = true;
     const res = await api(`/api/configs/${id}/test/`, { method: "POST", body: {} });
     btn.disabled = false;
+    if (hadFocus && (!document.activeElement || document.activeElement === document.body)) btn.focus();
     const data = res.data || {};
     const ok = res.ok && data.ok !== false;
     const text = data.message || data.detail || data.result || (ok ? "The endpoint answered." : errorText(data, res.status));

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.services import api_token_issue
-from tests.ui.test_browser import _sign_up, _wait
+from tests.ui.test_browser import _sign_up, _sign_up_with_model, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -46,3 +48,16 @@ def test_replacing_the_token_asks_first_and_shows_the_new_one_in_view(asgi_serve
     assert "api-token-new" in focused.get_attribute("class")
     assert browser.execute_script(
         "const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && r.top < innerHeight", focused)
+
+
+def test_test_connection_pressed_from_the_keyboard_keeps_the_focus(asgi_server, browser, fake_openai):
+    _sign_up_with_model(browser, asgi_server.url, "settings-test-focus", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    browser.get(f"{asgi_server.url}/settings/")
+    button = browser.find_element(By.CSS_SELECTOR, '[data-action="test-config"]')
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'}); arguments[0].focus()", button)
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    result = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".test-result.is-ok, .test-result.is-fail"))
+    assert "✓" in result.text
+    # disabled while the test ran, it had dropped the focus to the page
+    assert browser.switch_to.active_element == button
