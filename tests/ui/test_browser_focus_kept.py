@@ -11,8 +11,10 @@ from django.contrib.auth import get_user_model
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
 
 from chatapp.chat.models import Conversation, Message
+from chatapp.providers.models import LLMConfig
 from tests.ui.test_browser import _idle, _send, _sign_up, _sign_up_with_model, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -164,3 +166,23 @@ def test_send_and_stop_pressed_from_the_keyboard_hand_the_focus_on(asgi_server, 
     _wait(browser, _reply_done)
     assert browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status") == "stopped"
     assert _focused_id(browser) == "composer-input"  # was BODY: Stop hid as the reply ended
+
+
+def test_switching_the_model_with_the_arrow_keys_keeps_the_focus_on_the_menu(asgi_server, browser, fake_openai):
+    user, alpha = _sign_up_with_model(browser, asgi_server.url, "focus-picker", fake_url=fake_openai.base_url,
+                                      model="fake-echo", name="Alpha")
+    beta = LLMConfig.objects.create(owner=user, name="Beta", base_url=fake_openai.base_url, model="fake-echo",
+                                    context_window=16_000, max_output_tokens=500)
+    browser.get(asgi_server.url + "/c/new/")
+    _send(browser, "Hello")
+    picker = browser.find_element(By.ID, "model-select")
+    assert Select(picker).first_selected_option.text == "Alpha"
+    saved = lambda pk: lambda d: picker.get_attribute("data-current") == str(pk) and not picker.get_attribute(  # noqa: E731
+        "disabled")
+    _press(browser, picker, Keys.ARROW_DOWN)
+    _wait(browser, saved(beta.pk))
+    assert Select(picker).first_selected_option.text == "Beta"
+    assert _focused_id(browser) == "model-select"  # was BODY: disabled while saved, it dropped the focus
+    ActionChains(browser).send_keys(Keys.ARROW_UP).perform()  # the next arrow still reaches it
+    _wait(browser, saved(alpha.pk))
+    assert _focused_id(browser) == "model-select"

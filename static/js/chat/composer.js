@@ -104,9 +104,13 @@ export async function switchModel() {
     input.placeholder = `Message ${option.textContent}…`;
     return;
   }
+  // Disabled while the switch is saved, the menu drops the focus: given back after, so the arrow
+  // keys that changed it go on working.
+  const hadFocus = document.activeElement === picker;
   picker.disabled = true;
   const res = await api(`/api/conversations/${state.conversationId}/`, { method: "PATCH", body: modelChoice(picker.value) });
   picker.disabled = false;
+  if (hadFocus && (!document.activeElement || document.activeElement === document.body)) picker.focus();
   if (!res.ok) {
     picker.value = previous;
     toast(errorText(res.data, res.status), "error", 5000);
