@@ -13,6 +13,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
+from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.models import Conversation, Message
 from chatapp.providers.models import LLMConfig
 from tests.ui.test_browser import _idle, _send, _sign_up, _sign_up_with_model, _wait
@@ -186,3 +187,28 @@ def test_switching_the_model_with_the_arrow_keys_keeps_the_focus_on_the_menu(asg
     ActionChains(browser).send_keys(Keys.ARROW_UP).perform()  # the next arrow still reaches it
     _wait(browser, saved(alpha.pk))
     assert _focused_id(browser) == "model-select"
+
+
+def test_load_earlier_from_the_keyboard_keeps_the_focus_in_the_timeline(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "focus-earlier")
+    user = get_user_model().objects.get(username="focus-earlier")
+    conversation = Conversation.objects.create(owner=user, title="Long enough")
+    for i in range(230):
+        content = f"message number {i}"
+        Message.objects.create(conversation=conversation, role="user" if i % 2 == 0 else "assistant",
+                               content=content, token_count=4, char_count=len(content))
+    conversation_path_thread(conversation_id=conversation.pk)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    button = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="load-earlier"]'))
+    shown = lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg[data-id]"))  # noqa: E731
+    assert shown(browser) == 100
+
+    _press(browser, button)
+    _wait(browser, lambda d: shown(d) == 200 and not button.get_attribute("disabled"))
+    assert browser.switch_to.active_element == button  # was BODY: disabled while loading
+
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    _wait(browser, lambda d: shown(d) == 230 and not d.find_elements(By.CSS_SELECTOR, '[data-action="load-earlier"]'))
+    focused = browser.switch_to.active_element  # was BODY: the button went, nothing earlier is left
+    assert "msg" in focused.get_attribute("class").split()
+    assert "message number 29" in focused.text  # the newest of those just loaded, right above the rest

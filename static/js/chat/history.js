@@ -4,21 +4,37 @@ import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { app, messagesEl, state, timeline, toast } from "./state.js";
 
 export async function loadEarlier(btn) {
+  // Disabled while loading (and gone when nothing earlier is left), the button drops the focus:
+  // it gets it back, or the newest of the messages just loaded takes it.
+  const hadFocus = document.activeElement === btn;
+  const focusLost = () => hadFocus && (!document.activeElement || document.activeElement === document.body);
   btn.disabled = true;
   const res = await fetch(`/c/${state.conversationId}/messages/?before=${btn.dataset.before}`, { credentials: "same-origin" });
-  if (!res.ok) { btn.disabled = false; toast("Could not load earlier messages.", "error"); return false; }
+  if (!res.ok) {
+    btn.disabled = false;
+    if (focusLost()) btn.focus();
+    toast("Could not load earlier messages.", "error");
+    return false;
+  }
   const html = await res.text();
   const before = timeline.scrollHeight;
   const holder = document.createElement("div");
   holder.innerHTML = html; // server-rendered, sanitized fragment
   enhance(holder);
+  const loaded = [...holder.querySelectorAll(":scope > .msg")];
   messagesEl.prepend(...holder.childNodes);
   timeline.scrollTop += timeline.scrollHeight - before;
   if (res.headers.get("X-Has-Earlier") === "1" && res.headers.get("X-Oldest-Id")) {
     btn.dataset.before = res.headers.get("X-Oldest-Id");
     btn.disabled = false;
+    if (focusLost()) btn.focus({ preventScroll: true });
   } else {
     btn.parentElement.remove();
+    const newest = loaded[loaded.length - 1];
+    if (newest && focusLost()) {
+      newest.tabIndex = -1;
+      newest.focus();
+    }
   }
   placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
   return true;
