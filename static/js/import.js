@@ -44,11 +44,14 @@ function setUp(formEl) {
       say(`The file is ${megabytes(file.size)}; the largest import is ${megabytes(maxBytes)}.`, "fail");
       return;
     }
+    // Disabled while the file uploads and imports, the button drops the focus: given back after.
+    const hadFocus = document.activeElement === button;
     button.disabled = true;
     try {
       await run(file);
     } finally {
       button.disabled = false;
+      if (hadFocus && (!document.activeElement || document.activeElement === document.body)) button.focus();
     }
   });
 

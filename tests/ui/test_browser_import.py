@@ -8,7 +8,9 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_services import import_job_run
@@ -100,3 +102,15 @@ def test_a_job_that_is_gone_stops_the_progress_instead_of_polling_forever(asgi_s
     _wait(browser, lambda d: d.find_element(By.ID, "import-progress-label").text == "The import stopped")
     message = browser.find_element(By.ID, "import-message").text
     assert message and "Retrying" not in message
+
+
+def test_import_started_from_the_keyboard_keeps_the_focus_on_its_button(asgi_server, browser, inline_worker):
+    _sign_up(browser, asgi_server.url, "keyboard-importer")
+    browser.get(f"{asgi_server.url}/settings/")
+    browser.find_element(By.ID, "import-file").send_keys(str(FILES / "openwebui_branch.json"))
+    start = browser.find_element(By.ID, "import-start")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'}); arguments[0].focus()", start)
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#import-links a")
+          and not start.get_attribute("disabled"))
+    assert browser.switch_to.active_element == start  # disabled meanwhile, it had dropped the focus to the page
