@@ -27,6 +27,16 @@
     out.textContent = `${ok ? "✓" : "✗"} ${text}`;
   });
 
+  /* A new API token is shown once: Copy puts it on the clipboard. */
+  document.addEventListener("click", async (e) => {
+    const btn = e.target.closest('[data-action="copy-api-token"]');
+    if (!btn) return;
+    const ok = await Longchat.copyText(document.getElementById("api-token-key").textContent.trim());
+    const label = btn.querySelector("span");
+    label.textContent = ok ? "Copied" : "Copy failed";
+    setTimeout(() => { label.textContent = "Copy"; }, 1500);
+  });
+
   /* A refused form comes back with its errors: focus its first wrong field (the page opens at its
      section; the error would otherwise be said to nobody). A new API token is focused the same way. */
   const wrong = document.querySelector(

@@ -61,3 +61,29 @@ def test_test_connection_pressed_from_the_keyboard_keeps_the_focus(asgi_server, 
     assert "✓" in result.text
     # disabled while the test ran, it had dropped the focus to the page
     assert browser.switch_to.active_element == button
+
+
+def test_a_new_token_has_a_copy_button_and_stays_in_its_box_on_a_phone(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "token-copy")
+    browser.set_window_size(390, 844)
+    browser.execute_cdp_cmd("Browser.grantPermissions", {
+        "origin": asgi_server.url, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
+    browser.get(f"{asgi_server.url}/settings/")
+    create = browser.find_element(By.XPATH, "//button[contains(., 'Create token')]")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", create)
+    create.click()
+    key = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".api-token-key"))[0]
+    box = browser.find_element(By.CSS_SELECTOR, ".api-token-new")
+    inside = browser.execute_script(
+        "const k = arguments[0].getBoundingClientRect(), b = arguments[1].getBoundingClientRect();"
+        "return k.left >= b.left && k.right <= b.right && b.right <= innerWidth;", key, box)
+    assert inside
+    # the text sits inside the box's padding, not against its edge (and the focus ring drawn on it)
+    assert browser.execute_script("return parseFloat(getComputedStyle(arguments[0]).paddingLeft)", box) >= 8
+
+    copy = box.find_element(By.CSS_SELECTOR, '[data-action="copy-api-token"]')  # there was none
+    copy.click()
+    _wait(browser, lambda d: copy.text == "Copied")
+    pasted = browser.execute_async_script(
+        "const done = arguments[0]; navigator.clipboard.readText().then(done, (e) => done('error: ' + e));")
+    assert pasted == key.text and len(pasted) >= 20
