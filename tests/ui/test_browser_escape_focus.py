@@ -66,7 +66,7 @@ def test_focus_goes_to_the_summary_after_saving_or_discarding_it(asgi_server, br
     summary = Message.objects.create(
         conversation=conversation, role="system", kind="summary",
         content="[Conversation summary — covers messages 1-4]\n\nThe first part.",
-        covers_from_id=chat[0].pk, covers_through_id=chat[3].pk, covered_message_count=4,
+        covers_from_id=chat[0].pk, covers_through_id=chat[3].pk, covered_message_count=1204,
     )
     browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
     marker = browser.find_element(By.ID, f"m-{summary.pk}")
@@ -82,6 +82,8 @@ def test_focus_goes_to_the_summary_after_saving_or_discarding_it(asgi_server, br
 
     edited = _wait(browser, focused_marker)  # it fell to <body>
     marker = browser.find_element(By.ID, f"m-{edited}")
+    # the marker drawn by the page groups thousands as the server's does ("covers 1204 messages" before)
+    assert "covers 1,204 messages" in marker.find_element(By.CSS_SELECTOR, ".summary-marker-meta").text
     browser.execute_script("arguments[0].open = true", marker)
     # from the keyboard (the saved toast covers the button for a pointer)
     discard = marker.find_element(By.CSS_SELECTOR, '[data-action="discard-summary"]')

@@ -522,3 +522,15 @@ def test_settings_fields_point_only_at_help_and_errors_the_page_holds(page, user
     assert response.status_code == 400
     assert 'id="id_new-context_window_error"' in response.content.decode()
     assert _dangling_references(response.content.decode()) == []
+
+
+def test_a_summary_marker_groups_the_thousands_of_what_it_covers(page, user):
+    conv = _conversation(user)
+    first = _message(conv, "user", "one")
+    last = _message(conv, "assistant", "two")
+    summary = _message(conv, "system", "[Conversation summary]\n\nThe facts.", kind="summary",
+                       covers_from_id=first.pk, covers_through_id=last.pk, covered_message_count=1376)
+    body = page.get(f"/c/{conv.pk}/").content.decode()
+    marker = body.split(f'id="m-{summary.pk}"', 1)[1].split("</summary>", 1)[0]
+    # as the summary's own text and the dashboard write it ("covers 1376 messages" before)
+    assert "covers 1,376 messages" in marker

@@ -5,7 +5,7 @@ import { api, app, confirmAction, errorText, messagesEl, state, toast } from "./
 
 export function summaryMeta(m) {
   const parts = [];
-  if (m.covered_message_count) parts.push(`covers ${m.covered_message_count} message${m.covered_message_count === 1 ? "" : "s"}`);
+  if (m.covered_message_count) parts.push(`covers ${m.covered_message_count.toLocaleString()} message${m.covered_message_count === 1 ? "" : "s"}`);
   if (m.extractive) parts.push("extractive");
   else if (m.model) parts.push(m.model);
   if (m.edited) parts.push("edited");
