@@ -344,8 +344,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 # A reply still "streaming" with no heartbeat (every 3 s) for this long lost its process: the periodic
 # sweep finishes it as interrupted, with its checkpointed text.
 STREAM_ORPHAN_SECONDS = _env_int("STREAM_ORPHAN_SECONDS", 60, minimum=5)
-# A model reply is cut (and marked) past this many characters: a runaway reply cannot fill the
-# database, the page or the render cache.
+# A reply is cut (and marked) past this many characters: a runaway cannot fill the database or page.
 MAX_REPLY_CHARS = _env_int("MAX_REPLY_CHARS", 1_000_000, minimum=1000)
 # Chat turns that may be prepared at once per web process (ASGI); more wait in line, so that a burst
 # of sends cannot take the CPU and the connection pool from everyone else's requests.

@@ -1,7 +1,7 @@
 """Message search: the owner's messages matching a query, ranked, a page at a time, each with a
 highlighted snippet (issue 12 item 2, issue 13: results that jump to the message).
 
-Matching is `recall_source.conversation_ids_matching`'s, through the same helpers: every content word
+Matching is `search_match.conversation_ids_matching`'s, through the same helpers: every content word
 of the query analyzed as the index stores it (`optimizer.lexical.analyze`, so "running" finds
 "runs"), the last one as a prefix, scoped to the owner by the index itself (SQLite FTS5, PostgreSQL
 tsvector + GIN; chat migration 0001_squashed_0016).
@@ -43,7 +43,8 @@ from django.utils.safestring import SafeString, mark_safe
 from optimizer.lexical import bm25, idf
 
 from .models import Conversation, Message, MessageSearch
-from .recall_source import FTS_TABLE, corpus_statistics, owner_match_query, search_prefix_stems, search_terms
+from .recall_source import FTS_TABLE, corpus_statistics
+from .search_match import owner_match_query, search_prefix_stems, search_terms
 from .search_snippets import SnippetPart, WordMatcher, marked_spans, snippet_parts
 
 MIN_QUERY_CHARS = 2  # one character would match half the titles and every word's prefix
@@ -59,7 +60,7 @@ STAT_EXPANSIONS = 8
 # A query of one word this short is tested on the owner's newest SCAN_ROWS messages' stored terms
 # before the index is asked to expand it (see _window).
 SHORT_PREFIX = 3
-# A stem the last word may be on its way to (recall_source.search_prefix_stems) is a less sure match
+# A stem the last word may be on its way to (search_match.search_prefix_stems) is a less sure match
 # than a word that starts with what was typed: "ration" ranks "rations" above "ratio".
 PREFIX_STEM_WEIGHT = 0.5
 SCAN_ROWS = 2 * RANK_WINDOW
@@ -168,7 +169,7 @@ def _window(*, owner_id: int, terms: Sequence[str], prefix_stems: Sequence[str] 
     only when those hold too few and older ones may exist (a rare prefix) is the index asked, which
     is then cheap. Both ways give the same window. With other words the index is asked at once: its
     intersection with them was the cheaper way on both databases at a million messages. The last
-    word may also stand for `prefix_stems` (recall_source.search_prefix_stems), matched whole.
+    word may also stand for `prefix_stems` (search_match.search_prefix_stems), matched whole.
     """
     whole, prefix = terms[:-1], terms[-1]
     if len(prefix) <= SHORT_PREFIX and not whole and not prefix_stems:

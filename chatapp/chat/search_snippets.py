@@ -49,7 +49,7 @@ class WordMatcher:
 
     @classmethod
     def for_terms(cls, *, terms: Sequence[str], prefix_stems: Sequence[str] = ()) -> WordMatcher:
-        """`prefix_stems`: stems the last word may be on its way to (recall_source.search_prefix_stems),
+        """`prefix_stems`: stems the last word may be on its way to (search_match.search_prefix_stems),
         matched whole like the other terms."""
         terms = [*terms[:-1], *prefix_stems, *terms[-1:]]
         openings = {t[:2] for t in terms} | {t[0] + "y" for t in terms if t[1:2] == "i"}

@@ -17,8 +17,8 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from .models import Conversation, Message, OptimizationRecord, UserSettings
-from .recall_source import conversation_ids_matching
 from .rowsql import CompiledQuery, row_instance
+from .search_match import conversation_ids_matching
 
 MESSAGE_PAGE_MAX = 500
 

@@ -18,7 +18,7 @@ from chatapp.chat import search_selectors, search_snippets
 from chatapp.chat.branch_services import branch_hide, branch_show
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message
-from chatapp.chat.recall_source import conversation_ids_matching
+from chatapp.chat.search_match import conversation_ids_matching
 from chatapp.chat.search_selectors import message_search
 from chatapp.chat.search_services import conversation_index_rebuild
 from tests.support.accounts import token_client
