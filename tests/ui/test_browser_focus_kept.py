@@ -119,6 +119,8 @@ def test_a_menu_item_chosen_from_the_keyboard_gives_the_focus_back_to_the_menu_b
     assert browser.switch_to.active_element == menu_button  # was BODY
     assert menu_button.get_attribute("aria-expanded") == "false"
     assert Message.objects.get(pk=int(question.get_attribute("data-id"))).pinned
+    # The reply may still be streaming: its request must end before the test's database is flushed.
+    _wait(browser, _reply_done)
 
 
 def test_the_jump_button_goes_when_an_edit_leaves_nothing_to_scroll(asgi_server, browser):
