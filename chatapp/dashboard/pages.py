@@ -49,6 +49,30 @@ def _usd(x: float | None) -> str:
     return f"{sign}${x:.4f}"
 
 
+def _usd_places(x: float) -> int:
+    """The decimals _usd shows `x` with (0 for zero, which it shows as "$0")."""
+    x = abs(x)
+    return 0 if x >= 100 or x == 0 else (2 if x >= 1 else 4)
+
+
+def _net_saved(gross: float | None, summary: float) -> tuple[str, str, str, float | None]:
+    """The money card's "gross saved - summarizing" parts and its net, as displayed: the parts at the
+    decimals the finest of the three needs, the net their difference. Each figure rounded on its own
+    could contradict the subtraction a reader does ("$18.18 saved - $0.2959" beside a net of $17.89,
+    or "$2.35 - $2.34" beside $0.0001). Returns the gross and summary labels, the net's label and the
+    net as shown (None when the saving is unknown)."""
+    if gross is None:
+        return _usd(None), _usd(summary), _usd(None), None
+    places = max(_usd_places(gross), _usd_places(summary), _usd_places(gross - summary))
+    shown_gross, shown_summary = round(gross, places), round(summary, places)
+    net = round(shown_gross - shown_summary, places)
+
+    def part(x: float) -> str:
+        return f"{MINUS if x < 0 else ''}${abs(x):,.{places}f}" if x else "$0"
+
+    return part(shown_gross), part(shown_summary), _usd(net), net
+
+
 def _pct(x: float | None, digits: int = 0) -> str:
     return "—" if x is None else f"{x * 100:.{digits}f}%"
 
@@ -66,6 +90,7 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
         price_note = f"input {_per_million(prices['input'])}"
         if prices.get("cached_input") is not None:
             price_note += f", cached {_per_million(prices['cached_input'])}"
+    gross_label, summary_label, net_label, net_shown = _net_saved(money["gross_saved_usd"], money["summary_cost_usd"])
     cards = [
         {
             "key": "tokens",
@@ -85,13 +110,13 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
         {
             "key": "money",
             "label": "Money saved (net)",
-            "value": _usd(money["net_saved_usd"]),
+            "value": net_label,
             "detail": (
-                f"{_usd(money['gross_saved_usd'])} saved {MINUS} {_usd(money['summary_cost_usd'])} summarizing"
+                f"{gross_label} saved {MINUS} {summary_label} summarizing"
                 + (f" · {price_note}" if price_note else "")
                 + (f" · {_plural(money['unpriced_records'], 'turn')} unpriced" if money["unpriced_records"] else "")
             ),
-            "tone": _saving_tone(money["net_saved_usd"]),
+            "tone": _saving_tone(net_shown),
         },
         {
             "key": "summaries",
@@ -202,16 +227,18 @@ def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
         row["money_label"] = _usd(row["net_saved_usd"])
         row["turns_label"] = _plural(row["turns"], "request")
     money = overview["money"]
+    # As on a conversation's card: the gross saving is unknown ("—") when no request was priced.
+    gross = None if money["net_saved_usd"] is None else money["full_usd"] - money["sent_usd"]
+    gross_label, summary_label, net_label, net_shown = _net_saved(gross, money["summary_cost_usd"])
     cards = [
         {"key": "tokens", "label": "Tokens not sent", "value": _tokens(overview["tokens"]["saved"]),
          "detail": f"{_pct(overview['tokens']['saved_share'])} of {_tokens(overview['tokens']['full'])}: "
                    f"{_tokens(overview['tokens']['summarized'])} replaced by summaries or compressed · "
                    f"{_tokens(overview['tokens']['dropped'])} dropped with no summary",
          "meter": overview["tokens"]["saved_share"], "tone": "good" if overview["tokens"]["saved"] > 0 else ""},
-        {"key": "money", "label": "Money saved (net)", "value": _usd(money["net_saved_usd"]),
-         "detail": f"{_usd(money['full_usd'] - money['sent_usd'])} saved {MINUS} {_usd(money['summary_cost_usd'])}"
-                   " summarizing",
-         "tone": "good" if (money["net_saved_usd"] or 0) > 0 else ""},
+        {"key": "money", "label": "Money saved (net)", "value": net_label,
+         "detail": f"{gross_label} saved {MINUS} {summary_label} summarizing",
+         "tone": "good" if (net_shown or 0) > 0 else ""},
         {"key": "summaries", "label": "Summaries made", "value": f"{overview['summaries']['made']:,}",
          "detail": _plural(overview["summaries"]["jobs"], "summary job")},
         {"key": "turns", "label": "Requests", "value": f"{overview['turns']:,}",

@@ -1,0 +1,77 @@
+"""The money card's net, as displayed, is what its displayed parts give: a reader subtracting
+"$18.18 saved - $0.2959 summarizing" must find the value the card shows."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from decimal import Decimal
+
+import pytest
+
+from chatapp.dashboard.pages import MINUS, _cards
+
+
+def _headline(gross: float | None, summary: float) -> dict:
+    return {
+        "tokens": {"full": 0, "sent": 0, "saved": 0, "saved_share": 0.0, "dropped": 0, "summarized": 0,
+                   "dropped_unmeasured": 0},
+        "money": {"full_usd": gross or 0.0, "sent_usd": 0.0, "gross_saved_usd": gross, "summary_cost_usd": summary,
+                  "net_saved_usd": None if gross is None else gross - summary, "unpriced_records": 0,
+                  "prices": None},
+        "summaries": {"made": 0, "extractive": 0, "discarded": 0},
+        "strategies": {"truncate": 0},
+        "recall": {"turns": 0},
+        "usage": None,
+        "accuracy": None,
+    }
+
+
+def _amount(text: str) -> Decimal:
+    sign = -1 if text.startswith(MINUS) else 1
+    return sign * Decimal(text.lstrip(MINUS).lstrip("$").replace(",", ""))
+
+
+@pytest.mark.parametrize(("gross", "summary"), [
+    (18.1849, 0.2959),   # true net 17.889 → "$17.89", but 18.18 - 0.2959 = 17.8841 → "$17.88"
+    (118.6, 0.51),       # "$119 saved - $0.5100": true net 118.09 → "$118"; parts give 118.49 → "$118"
+    (1.004, 0.00004),
+    (0.00004, 0.00001),  # parts "$0.0000 - $0.0000": the net cannot be a visible non-zero amount
+    (2.345, 2.3449),
+])
+def test_the_displayed_net_follows_from_the_displayed_parts(gross, summary):
+    card = next(c for c in _cards(_headline(gross, summary)) if c["key"] == "money")
+    parts = re.match(rf"(\S+) saved {MINUS} (\S+) summarizing", card["detail"])
+    assert parts, card["detail"]
+    gross_shown, summary_shown = (_amount(p) for p in parts.groups())
+    net_shown = _amount(card["value"]) if card["value"] != "$0" else Decimal(0)
+    places = -net_shown.as_tuple().exponent if net_shown else 4
+    expected = (gross_shown - summary_shown).quantize(Decimal(1).scaleb(-places))
+    assert net_shown == expected, (card["value"], card["detail"])
+    # the tone follows the net as shown: nothing "good" or "bad" about a net shown as $0
+    assert (card["tone"] == "") == (net_shown == 0), card
+
+
+def test_the_overview_card_follows_the_same_rule(monkeypatch, rf, user):
+    from chatapp.dashboard import pages
+
+    overview = {
+        "conversations": 1, "conversations_with_records": 1, "turns": 1, "optimized_turns": 1, "top": [],
+        "tokens": {"full": 0, "sent": 0, "saved": 0, "saved_share": 0.0, "dropped": 0, "summarized": 0},
+        "money": {"full_usd": 18.1849, "sent_usd": 0.0, "summary_cost_usd": 0.2959,
+                  "net_saved_usd": 18.1849 - 0.2959, "unpriced_records": 0},
+        "summaries": {"made": 1, "jobs": 1},
+    }
+    seen = {}
+    monkeypatch.setattr(pages, "dashboard_overview", lambda **kw: overview)
+    monkeypatch.setattr(pages, "render", lambda request, template, context: seen.update(context))
+    request = rf.get("/")
+    request.user = user
+    inspect.unwrap(pages.dashboard_overview_page)(request)
+    card = next(c for c in seen["cards"] if c["key"] == "money")
+    assert (card["value"], card["detail"]) == ("$17.89", f"$18.1849 saved {MINUS} $0.2959 summarizing")
+    # nothing priced: the gross saving is unknown, as the net, not "$0 saved"
+    overview["money"].update(full_usd=0.0, net_saved_usd=None)
+    inspect.unwrap(pages.dashboard_overview_page)(request)
+    card = next(c for c in seen["cards"] if c["key"] == "money")
+    assert (card["value"], card["detail"]) == ("—", f"— saved {MINUS} $0.2959 summarizing")
