@@ -33,12 +33,16 @@ def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
     totals["tokens_saved"] = totals["tokens_full"] - totals["tokens_sent"]
     cost_full = float(totals["cost_full_usd"]) + totals["registry_full_usd"]
     cost_sent = float(totals["cost_sent_usd"]) + totals["registry_sent_usd"]
-    jobs = SummaryJob.objects.filter(conversation__owner=user).aggregate(n=Count("id"), cost=Sum("cost_usd"))
+    jobs = SummaryJob.objects.filter(conversation__owner=user).aggregate(n=Count("id"))
     summaries_made = Message.objects.filter(
         conversation__owner=user, kind=Message.Kind.SUMMARY, edited_from__isnull=True
     ).count()
-    summary_cost = as_float(jobs["cost"]) or 0.0
-    priced = totals["unpriced_records"] < totals["turns"]
+    savings = dashboard_conversation_savings(user=user, healed=True)
+    # The net is the sum of the conversations' known nets: a conversation with no priced request (a
+    # local model) has an unknown saving ("—" in the list), so what its summaries cost is not taken
+    # from the others' savings either (its full and sent costs add nothing to the gross).
+    known = [row for row in savings if row["net_saved_usd"] is not None]
+    summary_cost = sum(row["summary_cost_usd"] for row in known)
     return {
         "conversations": Conversation.objects.filter(owner=user).count(),
         "conversations_with_records": sums["conversations_with_records"],
@@ -47,14 +51,15 @@ def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
         "money": {
             "full_usd": cost_full,
             "sent_usd": cost_sent,
+            # what summarizing the conversations with a known saving cost
             "summary_cost_usd": summary_cost,
             # Unknown when no request could be priced, as for one conversation's below.
-            "net_saved_usd": cost_full - cost_sent - summary_cost if priced else None,
+            "net_saved_usd": cost_full - cost_sent - summary_cost if known else None,
             "unpriced_records": totals["unpriced_records"],
         },
         "summaries": {"made": summaries_made, "jobs": jobs["n"]},
         "optimized_turns": totals["optimized_turns"],
-        "top": dashboard_conversation_savings(user=user, healed=True)[:top],
+        "top": savings[:top],
     }
 
 
@@ -95,5 +100,6 @@ def dashboard_conversation_savings(*, user, healed: bool = False) -> list[dict[s
             "tokens_saved": full - sent,
             "saved_share": (full - sent) / full if full else 0.0,
             "net_saved_usd": cost_full - cost_sent - summary_cost if priced else None,
+            "summary_cost_usd": summary_cost,
         })
     return out

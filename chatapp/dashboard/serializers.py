@@ -292,6 +292,7 @@ class ConversationSavingsSerializer(serializers.Serializer):
     tokens_saved = _int()
     saved_share = _float(allow_null=True)
     net_saved_usd = _float(allow_null=True)
+    summary_cost_usd = _float(help_text="What the conversation's summary jobs cost (its net is net of it)")
 
 
 class OverviewMoneySerializer(serializers.Serializer):

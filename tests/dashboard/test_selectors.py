@@ -306,3 +306,20 @@ def test_money_saved_bills_provider_cached_tokens_at_the_cached_price(user):
     # saving is the tokens not sent at the full input price, never the cache's discount.
     assert money["full_usd"] == pytest.approx(optimizer.cost_usd("gpt-4o-mini", prompt_tokens=5000, cached_tokens=1536))
     assert money["gross_saved_usd"] == pytest.approx(optimizer.cost_usd("gpt-4o-mini", prompt_tokens=3000))
+
+
+def test_overview_net_leaves_out_what_summarizing_an_unpriced_conversation_cost(small, user):
+    # A local model's conversation (no price): its saving is unknown, "—" in the list below, so the
+    # total is not lowered by what its summaries cost (README: "not minus the summaries' cost").
+    local = make_conversation(owner=user, title="Local")
+    make_record(conversation=local, tokens_full=2000, tokens_sent=1000, model="my-local-llama")
+    make_job(conversation=local, summary=None, cost="0.002")
+
+    o = dashboard_overview(user=user)
+    rows = {row["title"]: row for row in o["top"]}
+    assert rows["Local"]["net_saved_usd"] is None
+    known = [row["net_saved_usd"] for row in o["top"] if row["net_saved_usd"] is not None]
+    assert o["money"]["net_saved_usd"] == pytest.approx(sum(known))
+    # and the card's parts give it: gross saved minus the summarizing it is net of
+    assert o["money"]["full_usd"] - o["money"]["sent_usd"] - o["money"]["summary_cost_usd"] == pytest.approx(
+        o["money"]["net_saved_usd"])
