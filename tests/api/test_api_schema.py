@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import jsonschema
 import pytest
 from drf_spectacular.drainage import GENERATOR_STATS
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
+from rest_framework.test import APIClient
 
 from chatapp.chat.models import Conversation
 
@@ -105,3 +107,37 @@ def test_schema_generates_without_warnings():
     GENERATOR_STATS.reset()
     SchemaGenerator().get_schema(request=None, public=True)
     assert not GENERATOR_STATS, dict(GENERATOR_STATS._warn_cache) | dict(GENERATOR_STATS._error_cache)
+
+
+def _documented_body(schema: dict, path: str, method: str, status: int) -> dict:
+    responses = schema["paths"][path][method]["responses"]
+    assert str(status) in responses, (method, path, status, sorted(responses))
+    ref = responses[str(status)]["content"]["application/json"]["schema"]["$ref"]
+    return schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+
+
+def test_error_answers_are_documented_with_their_bodies(api, user, schema):
+    # Only the successes were documented: no 401 anywhere, no 404 for an id in a path, no 400 on a
+    # body's field errors, and the views that named a 400 or 404 gave it no body.
+    conversation = Conversation.objects.create(owner=user, title="Errors")
+    message = conversation.messages.create(role="user", content="hello")
+    c, m = f"/api/conversations/{conversation.pk}/", f"/api/messages/{message.pk}/"
+    answers = [
+        ("/api/conversations/", "get", APIClient().get("/api/conversations/")),
+        ("/api/conversations/{id}/", "get", api.get("/api/conversations/999999/")),
+        ("/api/conversations/{id}/", "patch", api.patch(c, {}, format="json")),
+        ("/api/settings/", "patch", api.patch("/api/settings/", {"preference": "turbo"}, format="json")),
+        ("/api/messages/{id}/pin/", "post", api.post(f"{m}pin/", {"pinned": "x"}, format="json")),
+        ("/api/messages/{id}/branch/", "post", api.post(f"{m}branch/", {"index": 7}, format="json")),
+        ("/api/search/", "get", api.get("/api/search/", {"q": "hello", "page": "x"})),
+        ("/api/conversations/{id}/export/", "get", api.get(f"{c}export/", {"format": "x"})),
+        ("/api/conversations/{id}/messages/", "get", api.get(f"{c}messages/", {"limit": "x"})),
+        ("/api/configs/model-info/", "get", api.get("/api/configs/model-info/")),
+    ]
+    for path, method, response in answers:
+        assert 400 <= response.status_code < 500, (path, response.status_code)
+        body = _documented_body(schema, path, method, response.status_code)
+        jsonschema.validate(response.json(), body)
+    token = schema["paths"]["/api/auth/token/"]["post"]["responses"]
+    assert "401" not in token and "403" not in token  # no credentials asked, no CSRF: its 400 is the refusal
+    assert "429" in token and "429" in schema["paths"]["/api/configs/{id}/test/"]["post"]["responses"]

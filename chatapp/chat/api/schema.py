@@ -2,11 +2,47 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
+from drf_spectacular.plumbing import ResolvedComponent
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.permissions import IsAuthenticated
+
+from chatapp.chat.api.pagination import BeforeIdPagination
+
+# The two error bodies every endpoint answers (DRF's exception handler and api.errors): a `detail`
+# message, or for a 400 the field errors (each field: its messages), which the streaming views and a
+# malformed JSON body lead with a `detail` too. Extra keys say more (429: retry_after, 413: limit).
+_ERROR = {
+    "type": "object",
+    "properties": {"detail": {"type": "string"}},
+    "required": ["detail"],
+    "additionalProperties": True,
+}
+_VALIDATION_ERROR = {
+    "type": "object",
+    "description": "Field name → its error messages; `non_field_errors` for the body as a whole. "
+    "`detail` (with `parse_error` for malformed JSON) when the request as a whole is refused.",
+    "properties": {
+        "detail": {"type": "string"},
+        "parse_error": {"type": "string"},
+        "non_field_errors": {"type": "array", "items": {"type": "string"}},
+    },
+    "additionalProperties": True,
+}
+_ERROR_DESCRIPTIONS = {
+    "400": "Invalid input (field errors), or malformed JSON.",
+    "401": "No credentials, or an invalid or expired token.",
+    "403": "A session request without its CSRF token.",
+    "404": "No such object of yours.",
+    "413": "The request body is larger than the configured limit.",
+    "429": "Too many requests; `Retry-After` says when to try again.",
+}
 
 
 class AutoSchema(SpectacularAutoSchema):
-    """Names a view's nested serializers after the view.
+    """Names a view's nested serializers after the view, and documents the error answers.
 
     Every view nests its own `InputSerializer` / `OutputSerializer`, so the default (the class name)
     would give many different components the same name "Input" and a wrong schema. A nested class
@@ -20,3 +56,43 @@ class AutoSchema(SpectacularAutoSchema):
             return cls.__name__
         owner = outer.rpartition(".")[2].removesuffix("Api")
         return owner + cls.__name__
+
+    def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
+        # drf-spectacular documents only the success: a client generated from the schema knew nothing
+        # of the 401 every endpoint answers without credentials, the 404 of every id in a path, or the
+        # shape of a 400, and the views that named their errors gave them no body.
+        responses = super()._get_response_bodies(direction)
+        declared = [code for code in responses if code.startswith("4")]  # e.g. a 409, named by its view
+        for code in sorted(set(self._error_codes()) | set(declared)):
+            schema = self._error_component(code).ref
+            response = responses.setdefault(code, {"description": _ERROR_DESCRIPTIONS.get(code, "")})
+            response.setdefault("content", {"application/json": {"schema": schema}})
+        return dict(sorted(responses.items()))
+
+    def _error_codes(self) -> list[str]:
+        codes = []
+        has_body = self.method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None
+        # A read refuses its query only where the view checks it (LimitOffsetPagination falls back to
+        # its defaults instead); views whose checks are elsewhere declare their 400 themselves.
+        checks_query = hasattr(self.view, "FilterSerializer") or getattr(
+            self.view, "pagination_class", None) is BeforeIdPagination
+        if has_body or checks_query:
+            codes.append("400")
+        if any(isinstance(p, IsAuthenticated) for p in self.view.get_permissions()):
+            codes.append("401")
+        writes = self.method not in ("GET", "HEAD", "OPTIONS")
+        if writes and any(isinstance(a, SessionAuthentication) for a in self.view.get_authenticators()):
+            codes.append("403")  # SessionAuthentication's CSRF check (token requests have none)
+        if "{" in self.path:
+            codes.append("404")
+        if has_body:
+            codes.append("413")
+        if self.view.get_throttles():
+            codes.append("429")
+        return codes
+
+    def _error_component(self, code: str) -> ResolvedComponent:
+        name, schema = ("ValidationError", _VALIDATION_ERROR) if code == "400" else ("Error", _ERROR)
+        component = ResolvedComponent(name=name, type=ResolvedComponent.SCHEMA, object=name, schema=schema)
+        self.registry.register_on_missing(component)
+        return component
