@@ -141,3 +141,13 @@ def test_error_answers_are_documented_with_their_bodies(api, user, schema):
     token = schema["paths"]["/api/auth/token/"]["post"]["responses"]
     assert "401" not in token and "403" not in token  # no credentials asked, no CSRF: its 400 is the refusal
     assert "429" in token and "429" in schema["paths"]["/api/configs/{id}/test/"]["post"]["responses"]
+
+
+def test_a_discarded_summary_and_a_refused_dismiss_are_documented_as_answered(schema):
+    # DELETE /api/summaries/<id>/ answers 200 with the discarded summary (the page shows it), and the
+    # schema said 204 with no body; "Not now" on a job no longer waiting answers a 400 it did not name.
+    discard = schema["paths"]["/api/summaries/{id}/"]["delete"]["responses"]
+    assert "204" not in discard
+    assert discard["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/MessageOutput")
+    dismiss = schema["paths"]["/api/conversations/{id}/summary-jobs/{job_pk}/dismiss/"]["post"]["responses"]
+    assert dismiss["400"]["content"]["application/json"]["schema"]["$ref"].endswith("/ValidationError")

@@ -6,7 +6,7 @@ Thin views: lookups through selectors (another user's ids are 404), writes throu
 from __future__ import annotations
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -133,7 +133,10 @@ class SummaryJobListApi(PaginatedApi):
 class SummaryJobDismissApi(APIView):
     @extend_schema(
         request=None,
-        responses=SummaryJobOutputSerializer,
+        responses={
+            200: SummaryJobOutputSerializer,
+            400: OpenApiResponse(description="The job is no longer waiting: only a waiting one can be dismissed."),
+        },
         summary='"Not now": cancel a job waiting for confirmation ("Context is NN% full — compact now?")',
     )
     def post(self, request: Request, pk: int, job_pk: int) -> Response:
@@ -161,7 +164,9 @@ class SummaryDetailApi(APIView):
         return Response(MessageOutputSerializer(summary).data)
 
     @extend_schema(
-        responses=MessageOutputSerializer,
+        # A code, not a serializer: drf-spectacular documents a DELETE given a serializer as a bodiless
+        # 204, but a discard keeps the summary and answers it (the page shows it from this body).
+        responses={200: MessageOutputSerializer},
         summary="Discard a summary (kept in the history; the conversation falls back to truncation)",
     )
     def delete(self, request: Request, pk: int) -> Response:
