@@ -133,6 +133,7 @@ def test_error_answers_are_documented_with_their_bodies(api, user, schema):
         ("/api/conversations/{id}/export/", "get", api.get(f"{c}export/", {"format": "x"})),
         ("/api/conversations/{id}/messages/", "get", api.get(f"{c}messages/", {"limit": "x"})),
         ("/api/configs/model-info/", "get", api.get("/api/configs/model-info/")),
+        ("/api/imports/", "post", api.post("/api/imports/", {"file": "x"}, format="json")),  # multipart only
     ]
     for path, method, response in answers:
         assert 400 <= response.status_code < 500, (path, response.status_code)

@@ -37,6 +37,7 @@ _ERROR_DESCRIPTIONS = {
     "403": "A session request without its CSRF token.",
     "404": "No such object of yours.",
     "413": "The request body is larger than the configured limit.",
+    "415": "The body is not in a media type this endpoint reads.",
     "429": "Too many requests; `Retry-After` says when to try again.",
 }
 
@@ -86,7 +87,8 @@ class AutoSchema(SpectacularAutoSchema):
         if "{" in self.path:
             codes.append("404")
         if has_body:
-            codes.append("413")
+            # 415: a body in a media type the view does not parse (the import takes multipart only).
+            codes += ["413", "415"]
         if self.view.get_throttles():
             codes.append("429")
         return codes
