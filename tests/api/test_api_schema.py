@@ -10,6 +10,7 @@ from drf_spectacular.validation import validate_schema
 from rest_framework.test import APIClient
 
 from chatapp.chat.models import Conversation
+from tests.support.accounts import PASSWORD
 
 pytestmark = pytest.mark.django_db
 
@@ -152,3 +153,12 @@ def test_a_discarded_summary_and_a_refused_dismiss_are_documented_as_answered(sc
     assert discard["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/MessageOutput")
     dismiss = schema["paths"]["/api/conversations/{id}/summary-jobs/{job_pk}/dismiss/"]["post"]["responses"]
     assert dismiss["400"]["content"]["application/json"]["schema"]["$ref"].endswith("/ValidationError")
+
+
+def test_the_token_answer_is_documented_with_its_expiry(user, schema):
+    # The schema gave the token endpoint's input serializer ({token}) as its answer: no expires_at.
+    answer = APIClient().post("/api/auth/token/", {"username": user.username, "password": PASSWORD}, format="json")
+    assert answer.status_code == 200
+    body = _documented_body(schema, "/api/auth/token/", "post", 200)
+    assert set(answer.json()) == set(body["properties"]) == {"token", "expires_at"}
+    jsonschema.validate(answer.json(), body)

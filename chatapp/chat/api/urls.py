@@ -1,5 +1,8 @@
 from django.urls import include, path
+from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework import serializers
+from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.exceptions import Throttled
 from rest_framework.response import Response
@@ -25,6 +28,13 @@ class TokenApi(ObtainAuthToken):
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "auth_token"
 
+    # The answer's shape, for the schema: drf-spectacular documents DRF's input serializer as the answer
+    # too ({token}), without the expiry a client needs to renew in time.
+    class OutputSerializer(serializers.Serializer):
+        token = serializers.CharField()
+        expires_at = serializers.DateTimeField(help_text="The token stops working then (API_TOKEN_DAYS).")
+
+    @extend_schema(request=AuthTokenSerializer, responses=OutputSerializer)
     def post(self, request, *args, **kwargs):  # type: ignore[no-untyped-def]
         data = request.data
         username = str(data.get("username") or "") if hasattr(data, "get") else ""
