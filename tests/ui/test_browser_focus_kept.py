@@ -91,38 +91,6 @@ def test_a_menu_item_chosen_from_the_keyboard_gives_the_focus_back_to_the_menu_b
     _wait(browser, _reply_done)
 
 
-def test_deleting_another_chat_moves_the_focus_to_the_next_one_in_the_list(asgi_server, browser):
-    _sign_up(browser, asgi_server.url, "focus-delete")
-    user = get_user_model().objects.get(username="focus-delete")
-    for title in ("Oldest chat", "Middle chat", "Newest chat"):
-        Conversation.objects.create(owner=user, title=title)
-    browser.get(asgi_server.url + "/c/new/")
-    titles = lambda d: [t.text for t in d.find_elements(By.CSS_SELECTOR, ".conv-item .conv-title")]  # noqa: E731
-    _wait(browser, lambda d: titles(d) == ["Newest chat", "Middle chat", "Oldest chat"])
-
-    middle = browser.find_elements(By.CSS_SELECTOR, ".conv-item")[1]
-    # The row's buttons show once the row holds the focus: Tab from its link to Rename, then Delete.
-    _press(browser, middle.find_element(By.CSS_SELECTOR, ".conv-link"), Keys.TAB)
-    ActionChains(browser).send_keys(Keys.TAB).perform()
-    delete = browser.switch_to.active_element
-    assert delete.get_attribute("data-action") == "delete-conversation"
-    ActionChains(browser).send_keys(Keys.ENTER).perform()
-    cancel = _wait(browser, lambda d: d.switch_to.active_element if d.find_element(By.ID, "confirm-ok")
-                   .is_displayed() else None)
-    cancel.send_keys(Keys.ENTER)  # Cancel has the focus first: focus comes back to Delete
-    _wait(browser, lambda d: not d.find_element(By.ID, "confirm-ok").is_displayed())
-    assert browser.switch_to.active_element == delete  # was BODY: the row's buttons had hidden meanwhile
-    ActionChains(browser).send_keys(Keys.ENTER).perform()
-    ok = _wait(browser, lambda d: d.find_element(By.ID, "confirm-ok") if d.find_element(By.ID, "confirm-ok")
-               .is_displayed() else None)
-    ok.send_keys(Keys.ENTER)
-
-    _wait(browser, lambda d: titles(d) == ["Newest chat", "Oldest chat"])
-    focused = browser.switch_to.active_element
-    assert focused.get_attribute("class") == "conv-link"  # was BODY
-    assert focused.text == "Oldest chat"
-
-
 def test_the_jump_button_goes_when_an_edit_leaves_nothing_to_scroll(asgi_server, browser):
     _sign_up(browser, asgi_server.url, "focus-jump")
     for n in range(3):

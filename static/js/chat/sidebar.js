@@ -93,24 +93,11 @@ export async function renameConversation(id, title) {
 }
 
 export async function deleteConversation(id, title) {
-  // The row's buttons show only while it is hovered or holds the focus, and the dialog takes the
-  // focus: kept shown meanwhile, the Delete button is there for the dialog to give the focus back to.
-  const row = document.querySelector(`.conv-item[data-id="${id}"]`);
-  row?.classList.add("is-confirming");
   const ok = await confirmAction(`Delete “${title}”? Its messages and records are removed for good.`);
-  row?.classList.remove("is-confirming");
   if (!ok) return;
   const res = await api(`/api/conversations/${id}/`, { method: "DELETE" });
   if (!res.ok && res.status !== 404) { toast(errorText(res.data, res.status), "error"); return; }
   if (Number(id) === state.conversationId) { window.location.href = "/"; return; }
-  const item = document.querySelector(`.conv-item[data-id="${id}"]`);
-  if (item && item.contains(document.activeElement)) {
-    // Its Delete button goes with it: focus moves to the chat listed next (or before), not to the page.
-    const items = [...nav.querySelectorAll(".conv-item")];
-    const at = items.indexOf(item);
-    const neighbour = items[at + 1] || items[at - 1];
-    (neighbour?.querySelector(".conv-link") || searchInput).focus();
-  }
-  item?.remove();
+  document.querySelector(`.conv-item[data-id="${id}"]`)?.remove();
   toast("Chat deleted.");
 }
