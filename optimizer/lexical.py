@@ -175,8 +175,19 @@ def idf(df: int, n_docs: int) -> float:
     return value if value > 1e-6 else 1e-6
 
 
+def bm25_norm(doc_len: int, avg_len: float) -> float:
+    """BM25's length normalisation: the part of the denominator every term of a document shares, so
+    that a caller scoring many terms of one document computes it once (`bm25_normed`)."""
+    return K1 * (1 - B + B * doc_len / max(avg_len, 1e-9))
+
+
+def bm25_normed(tf: int, norm: float, term_idf: float) -> float:
+    """One term's BM25 score given its document's `bm25_norm`: the same float as `bm25`."""
+    return term_idf * tf * (K1 + 1) / (tf + norm)
+
+
 def bm25(tf: int, doc_len: int, avg_len: float, term_idf: float) -> float:
-    return term_idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * doc_len / max(avg_len, 1e-9)))
+    return bm25_normed(tf, bm25_norm(doc_len, avg_len), term_idf)
 
 
 class LexicalIndex:
@@ -189,6 +200,7 @@ class LexicalIndex:
         self.n = len(docs)
         self.lengths = [len(d) for d in docs]
         self.avg_len = (sum(self.lengths) / self.n) if self.n else 0.0
+        self.norms = [bm25_norm(length, self.avg_len) for length in self.lengths]
         self.postings: dict[str, dict[int, int]] = {}  # term -> {document: term frequency}
         for i, d in enumerate(docs):
             for term, tf in Counter(d).items():
@@ -217,7 +229,7 @@ class LexicalIndex:
             w = weighted[term]
             for doc, tf in self.postings[term].items():
                 if doc not in skip:
-                    partial[doc] = partial.get(doc, 0.0) + bm25(tf, self.lengths[doc], self.avg_len, w)
+                    partial[doc] = partial.get(doc, 0.0) + bm25_normed(tf, self.norms[doc], w)
             left -= w * (K1 + 1)
         scores = {}
         for doc in partial:
@@ -225,6 +237,6 @@ class LexicalIndex:
             for term, w in weighted.items():
                 tf_doc = self.postings[term].get(doc)
                 if tf_doc:
-                    score += bm25(tf_doc, self.lengths[doc], self.avg_len, w)
+                    score += bm25_normed(tf_doc, self.norms[doc], w)
             scores[doc] = score
         return heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))

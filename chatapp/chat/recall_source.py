@@ -31,13 +31,14 @@ Fast on long conversations:
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from django.db import connection
 
 from chatapp.providers.llm import OFFLINE_MODEL
-from optimizer.lexical import K1, Query, bm25, idf
+from optimizer.lexical import K1, Query, bm25_norm, bm25_normed, idf
 from optimizer.recall import RELATIVE_FLOOR, Links, RecallItem
 
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
@@ -140,17 +141,36 @@ def _lookup_batches(order: Sequence[str], *, df: dict[str, int], rows: int, comm
         yield batch
 
 
-def _score(terms: str, *, length: int, avg_len: float, needles: Sequence[tuple[str, float]]) -> float:
-    """A message's BM25 score from its stored terms. Counting " t " in the terms with every separator
-    doubled counts whole terms, repeats included, without splitting the row into a list (most of a
-    query's time otherwise)."""
-    spaced = f"  {terms.replace(' ', '  ')}  "
-    score = 0.0
-    for needle, w in needles:
-        tf = spaced.count(needle)
-        if tf:
-            score += bm25(tf, length, avg_len, w)
-    return score
+def _scores_add(
+    scores: dict[int, float], rows: Iterable[tuple[int, int, str]], *, avg_len: float,
+    needles: Sequence[tuple[str, float]], skip: set[int], through_id: int | None,
+) -> None:
+    """Each row's BM25 score, from its stored terms, into `scores` (rows in `skip` or after
+    `through_id` left out). Counting " t " in the terms with every separator doubled counts whole
+    terms, repeats included, without splitting the row into a list (most of a query's time
+    otherwise); one call for the rows, as a common term's lookup returns thousands."""
+    for pk, length, terms in rows:
+        if pk in skip or (through_id is not None and pk > through_id):
+            continue
+        spaced = f"  {terms.replace(' ', '  ')}  "
+        norm = bm25_norm(length, avg_len)  # the same for each term of the message
+        score = 0.0
+        for needle, w in needles:
+            tf = spaced.count(needle)
+            if tf:
+                score += bm25_normed(tf, norm, w)
+        scores[pk] = score
+
+
+def _best(scores: dict[int, float], limit: int) -> list[tuple[int, float]]:
+    """The `limit` best (message, score) pairs, best first and ties by id, as sorting all of them
+    would give; only those scoring at least the `limit`-th best are sorted (a long conversation's
+    common terms score thousands of messages)."""
+    items: Iterable[tuple[int, float]] = scores.items()
+    if len(scores) > limit:
+        kth = heapq.nlargest(limit, scores.values())[-1]
+        items = [(pk, s) for pk, s in items if s >= kth]
+    return sorted(items, key=lambda kv: (-kv[1], kv[0]))[:limit]
 
 
 def corpus_statistics(*, conversation_ids: Sequence[int], terms: Sequence[str]) -> tuple[int, int, dict[str, int]]:
@@ -257,12 +277,10 @@ class DatabaseRecallSource:
             # The rows contain none of the terms seen before this batch, so only the others are
             # counted (a term a row lacks adds nothing: the sum is the one term-at-a-time gives).
             needles = [(f" {t} ", w) for t, w in scored if t in batch or t not in seen]
-            for pk, length, terms in rows:
-                if pk not in skip and (self.through_id is None or pk <= self.through_id):
-                    scores[pk] = _score(terms, length=length, avg_len=avg_len, needles=needles)
+            _scores_add(scores, rows, avg_len=avg_len, needles=needles, skip=skip, through_id=self.through_id)
             for term in batch:
                 left -= bound[term]
-        best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+        best = _best(scores, limit)
         if best and self.floor_ratio > 0:
             floor = best[0][1] * self.floor_ratio
             best = [(pk, s) for pk, s in best if s >= floor]
@@ -290,7 +308,7 @@ class DatabaseRecallSource:
         if not scores:
             return 0.0
         top = max(scores.values())
-        kth = sorted(scores.values(), reverse=True)[limit - 1] if len(scores) >= limit else 0.0
+        kth = heapq.nlargest(limit, scores.values())[-1] if len(scores) >= limit else 0.0
         return max(kth, top * self.floor_ratio)
 
     # --- neighbours and messages -------------------------------------------------------------------
