@@ -12,8 +12,17 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from chatapp.chat.job_models import LeasedJob
 
-class ImportJob(models.Model):
+
+class ImportJob(LeasedJob):
+    """An uploaded file imported conversation by conversation (import_services).
+
+    Its lease (LeasedJob) is extended after every conversation; a queued job's lease ends when its
+    message is published again (import_jobs_sweep). `error`: why the whole file could not be imported
+    (status failed).
+    """
+
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
@@ -42,17 +51,6 @@ class ImportJob(models.Model):
     skipped = models.JSONField(default=list, blank=True)
     # What the source had that was not imported, by reason: {"tool_messages": 12, ...}.
     omitted = models.JSONField(default=dict, blank=True)
-    # Why the whole file could not be imported (status failed).
-    error = models.TextField(blank=True, default="")
-    # Deliveries that claimed the job: the fencing token of the current one (a stale worker's writes
-    # are refused) and the bound on retries after a worker died mid-import.
-    attempts = models.PositiveSmallIntegerField(default=0)
-    # Until when the running worker is trusted; it is extended after every conversation. A queued job's
-    # lease ends when its message is published again (import_jobs_sweep).
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [

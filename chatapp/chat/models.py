@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from chatapp.chat.job_models import LeasedJob
 from chatapp.providers.models import LLMConfig
 
 
@@ -285,7 +286,7 @@ class OptimizationRecord(models.Model):
         return f"record #{self.pk} ({self.strategy})"
 
 
-class SummaryJob(models.Model):
+class SummaryJob(LeasedJob):
     """A background summary of one span of a conversation (issue 4)."""
 
     class Status(models.TextChoices):
@@ -311,19 +312,11 @@ class SummaryJob(models.Model):
     # Planned span (inclusive message ids); the task re-reads and re-plans if the conversation moved.
     span_from_id = models.BigIntegerField(null=True, blank=True)
     span_through_id = models.BigIntegerField(null=True, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    error = models.TextField(blank=True, default="")
     summary = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     model = models.CharField(max_length=200, blank=True, default="")
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    # Until when the current holder (a queued broker message or a running worker) is trusted; past it
-    # the sweep publishes the job again and a redelivery may take it over (the worker or message died).
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
