@@ -15,7 +15,10 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
+from django.utils.crypto import constant_time_compare
 from django.views.decorators.http import require_http_methods, require_POST
+from rest_framework.authtoken.models import Token
 
 from chatapp.chat import selectors, services
 from chatapp.chat.forms import PREFERENCE_HELP, InstructionsForm, LLMConfigForm, PreferencesForm
@@ -100,6 +103,24 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
     }
 
 
+# The key of a token just created, kept in the session (server-side: the database, or the cache) from
+# api_token_create's POST to the GET it redirects to, which pops it. Why not show it on the POST's own
+# response, or ask for a confirmation: reloading that page re-posts, and the silent renewal kills the
+# key just copied. This is GitHub's and GitLab's personal-token flow, which users of self-hosted chat UIs
+# know: the key shows on the page the creation lands on, once, and a reload or Back shows only its dates
+# and renews nothing. The key never goes in a URL, a cookie (the flash messages' storage) or a log.
+REVEAL_SESSION_KEY = "settings_new_api_token"
+
+
+def _new_api_token_take(request: HttpRequest, *, current: Token | None) -> str | None:
+    """The key api_token_create left for this page, forgotten as it is read; None if there is none or
+    it is no longer the user's token (replaced or revoked since, e.g. from another tab)."""
+    key = request.session.pop(REVEAL_SESSION_KEY, None)
+    if not key or current is None or not constant_time_compare(key, current.key):
+        return None
+    return key
+
+
 @page_csp
 @login_required
 @require_http_methods(["GET", "POST"])
@@ -113,7 +134,13 @@ def settings_page(request: HttpRequest) -> HttpResponse:
             flash.success(request, "Preferences saved. They apply to your next message.")
             return redirect(reverse("settings") + "#opt-h")  # back where the form was, not the page's top
         return render(request, "chat/settings.html", _settings_context(request, bound={"prefs": form}), status=400)
-    return render(request, "chat/settings.html", _settings_context(request))
+    context = _settings_context(request)
+    context["new_api_token"] = _new_api_token_take(request, current=context["api_token"])
+    response = render(request, "chat/settings.html", context)
+    if context["new_api_token"]:
+        # Nor kept by the browser, for Back to show again once the user has moved on.
+        add_never_cache_headers(response)
+    return response
 
 
 @page_csp
@@ -131,15 +158,13 @@ def instructions_save(request: HttpRequest) -> HttpResponse:
     return render(request, "chat/settings.html", context, status=400)
 
 
-@page_csp
 @login_required
 @require_POST
 def api_token_create(request: HttpRequest) -> HttpResponse:
-    """A new API token, shown on this response only (it is never put in a cookie or a redirect)."""
+    """A new API token, shown once by the settings page this redirects to (REVEAL_SESSION_KEY says why)."""
     token = services.api_token_renew(user=request.user)
-    context = _settings_context(request)
-    context["new_api_token"] = token.key
-    return render(request, "chat/settings.html", context)
+    request.session[REVEAL_SESSION_KEY] = token.key
+    return redirect(reverse("settings") + "#api-h")
 
 
 @login_required

@@ -1,10 +1,11 @@
 """Settings in a real browser: a refused form opens at its section with focus on the wrong field; a
-token is replaced only once asked, and the new one is where the page opens."""
+token is replaced only once asked, and the new one is where the page opens, once."""
 
 from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -48,6 +49,12 @@ def test_replacing_the_token_asks_first_and_shows_the_new_one_in_view(asgi_serve
     assert "api-token-new" in focused.get_attribute("class")
     assert browser.execute_script(
         "const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && r.top < innerHeight", focused)
+
+    # a reload neither shows the key again nor replaces it (the page is a GET: nothing re-posted)
+    browser.refresh()
+    assert browser.find_element(By.ID, "api-token-state").text.startswith("Created")
+    assert browser.find_elements(By.CSS_SELECTOR, ".api-token-key") == []
+    assert Token.objects.get(user__username="token-replace").key == new
 
 
 def test_test_connection_pressed_from_the_keyboard_keeps_the_focus(asgi_server, browser, fake_openai):
