@@ -1,5 +1,5 @@
-"""Writes for user settings, conversations, "Not now" on a summary prompt, and API tokens. Model configs
-are in chatapp/providers/services.py; the chat turn in chat_turn.py.
+"""Writes for user settings, conversations, "Not now" on a summary prompt, API tokens and password
+changes. Model configs are in chatapp/providers/services.py; the chat turn in chat_turn.py.
 
 Errors are django.core.exceptions.ValidationError keyed by field name, in plain words; views and the
 API turn them into form and field errors.
@@ -245,3 +245,19 @@ def api_token_renew(*, user: User) -> Token:
     with transaction.atomic():
         Token.objects.filter(user=user).delete()
         return Token.objects.create(user=user)
+
+
+def user_password_change(*, user: User, password: str | None) -> bool:
+    """Set `user`'s new password (already validated by the caller's form; None: no password, sign-in by
+    password disabled) and revoke their API token; whether there was a token to revoke. The user's own
+    change (Settings) and an admin's reset both come here.
+
+    People change a password when they fear a credential got out, so everything issued under the old
+    one must stop working. Django already ends the user's other sessions (each holds a hash of the
+    password), but an API token has no tie to the password: without this a leaked token would outlive
+    the change by up to API_TOKEN_DAYS. In one transaction, so a failure leaves neither half done.
+    """
+    with transaction.atomic():
+        user.set_password(password)
+        user.save(update_fields=["password"])
+        return api_token_revoke(user=user)

@@ -1,5 +1,5 @@
 from django.contrib.auth import views as auth_views
-from django.urls import include, path, reverse_lazy
+from django.urls import include, path
 
 from chatapp.chat import settings_views, views
 from chatapp.chat import share_views as share_pages
@@ -29,21 +29,8 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path(
-        "accounts/password/",
-        views.page_csp(
-            auth_views.PasswordChangeView.as_view(
-                template_name="registration/password_change.html",
-                success_url=reverse_lazy("password-changed"),
-            )
-        ),
-        name="password_change",
-    ),
-    path(
-        "accounts/password/done/",
-        views.page_csp(auth_views.PasswordChangeDoneView.as_view(template_name="registration/password_changed.html")),
-        name="password-changed",
-    ),
+    path("accounts/password/", views.password_change, name="password_change"),
+    path("accounts/password/done/", views.password_changed, name="password-changed"),
 ]
 
 # The dashboard pages (/c/<pk>/dashboard/, /dashboard/) and their downloads.

@@ -12,16 +12,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.contrib.auth import login
+from django.contrib.auth import login, update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import PasswordChangeForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.cache import cache_control
+from django.views.decorators.cache import cache_control, never_cache
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods
 
-from chatapp.chat import selectors
+from chatapp.chat import selectors, services
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.context import first_user_message_id
 from chatapp.chat.forms import LoginForm, SignupForm
@@ -106,6 +108,36 @@ class LoginView(auth_views.LoginView):
             response.status_code = 429
             response["Retry-After"] = str(form.wait)
         return response
+
+
+# Set by password_change for the page it redirects to, which pops it: the revoked token is said there
+# once, in the page itself (a toast would be gone before a script's owner read it).
+REVOKED_NOTE_SESSION_KEY = "password_change_revoked_token"
+
+
+# As Django's PasswordChangeView: the passwords kept out of error reports, the form never cached.
+@sensitive_post_parameters()
+@never_cache
+@page_csp
+@login_required
+@require_http_methods(["GET", "POST"])
+def password_change(request: HttpRequest) -> HttpResponse:
+    form = PasswordChangeForm(request.user, request.POST if request.method == "POST" else None)
+    if form.is_valid():
+        revoked = services.user_password_change(user=request.user, password=form.cleaned_data["new_password1"])
+        # The password's hash is in every session: this one is brought up to date, the others end.
+        update_session_auth_hash(request, request.user)
+        request.session[REVOKED_NOTE_SESSION_KEY] = revoked
+        return redirect("password-changed")
+    return render(request, "registration/password_change.html", {"form": form})
+
+
+@page_csp
+@login_required
+@require_GET
+def password_changed(request: HttpRequest) -> HttpResponse:
+    token_revoked = bool(request.session.pop(REVOKED_NOTE_SESSION_KEY, False))
+    return render(request, "registration/password_changed.html", {"token_revoked": token_revoked})
 
 
 def user_configs(user) -> list[LLMConfig]:

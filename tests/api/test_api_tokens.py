@@ -1,5 +1,5 @@
 """API tokens expire and can be revoked or replaced from Settings (issue 11, finding 8); a new one is shown
-once, a reload neither shows nor renews it."""
+once, a reload neither shows nor renews it; a password change revokes it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from tests.support.accounts import PASSWORD
+
 pytestmark = pytest.mark.django_db
+
+NEW_PASSWORD = "Another-long-pass-77"
 
 
 def _with_token(key: str) -> APIClient:
@@ -94,3 +98,91 @@ def test_a_new_token_replaced_or_revoked_before_its_page_loads_is_not_shown(user
 
     body = page.get("/settings/").content.decode()
     assert key not in body and "No token." in body
+
+
+def test_a_password_change_revokes_the_api_token_and_says_so(user):
+    page = Client()
+    assert page.post("/accounts/login/", {"username": user.username, "password": PASSWORD}).status_code == 302
+    elsewhere = Client()
+    elsewhere.force_login(user)
+    issued = APIClient().post("/api/auth/token/", {"username": user.username, "password": PASSWORD}, format="json")
+    key = issued.json()["token"]
+    assert _with_token(key).get("/api/conversations/").status_code == 200
+
+    changed = page.post("/accounts/password/", {
+        "old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
+    assert changed.status_code == 302 and changed["Location"] == "/accounts/password/done/"
+
+    refused = _with_token(key).get("/api/conversations/")
+    assert refused.status_code == 401
+    done = page.get("/accounts/password/done/").content.decode()
+    assert "Your API token was revoked" in done
+    # said once: the page reloaded is the plain confirmation
+    assert "Your API token was revoked" not in page.get("/accounts/password/done/").content.decode()
+    # this browser stays signed in, the other session ends
+    assert page.get("/settings/").status_code == 200
+    assert elsewhere.get("/settings/").status_code == 302
+    # the new password gets a new token
+    again = APIClient().post("/api/auth/token/", {"username": user.username, "password": NEW_PASSWORD},
+                             format="json")
+    assert again.status_code == 200 and again.json()["token"] != key
+    assert _with_token(again.json()["token"]).get("/api/conversations/").status_code == 200
+
+
+def test_a_token_created_in_settings_is_revoked_by_a_password_change(user):
+    page = Client()
+    page.force_login(user)
+    page.post("/settings/api-token/")
+    key = Token.objects.get(user=user).key
+
+    page.post("/accounts/password/", {
+        "old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
+
+    assert _with_token(key).get("/api/conversations/").status_code == 401
+    # its one-time reveal, still pending, is not shown either: the key is dead
+    settings_page = page.get("/settings/").content.decode()
+    assert key not in settings_page and "No token." in settings_page
+
+
+def test_a_refused_password_change_keeps_the_token(user):
+    page = Client()
+    page.force_login(user)
+    page.post("/settings/api-token/")
+    key = Token.objects.get(user=user).key
+
+    wrong = page.post("/accounts/password/", {
+        "old_password": "not the password", "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
+
+    assert wrong.status_code == 200 and "incorrectly" in wrong.content.decode()
+    assert _with_token(key).get("/api/conversations/").status_code == 200
+
+
+def test_a_password_change_without_a_token_mentions_none(user):
+    page = Client()
+    page.force_login(user)
+
+    page.post("/accounts/password/", {
+        "old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
+
+    done = page.get("/accounts/password/done/").content.decode()
+    assert "Password changed" in done and "API token" not in done
+
+
+# A new password, or none (password sign-in disabled: the admin's "unset-password" button)
+@pytest.mark.parametrize(("usable", "button"), [("true", "_save"), ("false", "unset-password")])
+def test_an_admins_password_reset_revokes_the_users_token_and_says_so(user, django_user_model, usable, button):
+    user_page = Client()
+    user_page.force_login(user)
+    user_page.post("/settings/api-token/")
+    key = Token.objects.get(user=user).key
+    admin_page = Client()
+    admin_page.force_login(django_user_model.objects.create_superuser(username="root", password=PASSWORD + "!"))
+
+    reset = admin_page.post(f"/admin/auth/user/{user.pk}/password/", {
+        "usable_password": usable, "password1": NEW_PASSWORD, "password2": NEW_PASSWORD, button: ""}, follow=True)
+
+    assert reset.status_code == 200 and "Their API token was revoked too." in reset.content.decode()
+    assert _with_token(key).get("/api/conversations/").status_code == 401
+    assert user_page.get("/settings/").status_code == 302  # and the user's sessions end
+    user.refresh_from_db()
+    assert user.has_usable_password() is (usable == "true")
