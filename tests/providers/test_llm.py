@@ -144,6 +144,46 @@ def test_silent_endpoint_times_out(fake, settings):
     assert "within 1 second" in error.user_message
 
 
+# The fake answers slow-3000 three seconds late: each call below gives up well before that.
+_SLOW_MODEL = "slow-3000"
+
+
+def test_chat_reply_timeout_names_the_chat_timeout(fake, settings):
+    settings.LLM_TIMEOUT_SECONDS = 0.4
+    _, error = run_stream(make_target(fake.base_url, _SLOW_MODEL), MESSAGES)
+
+    assert error is not None and error.kind == "timeout"
+    assert "did not answer within 0.4 seconds" in error.user_message
+
+
+def test_summary_call_timeout_names_its_own_timeout_not_the_chats(fake, settings):
+    settings.LLM_TIMEOUT_SECONDS = 30
+    with pytest.raises(llm.LLMError) as info:
+        llm.llm_complete(target=make_target(fake.base_url, _SLOW_MODEL), messages=MESSAGES, timeout=0.4)
+
+    assert info.value.kind == "timeout"
+    assert "did not answer within 0.4 seconds" in info.value.user_message
+    assert "30" not in info.value.user_message
+
+
+@pytest.mark.parametrize(
+    ("chat_timeout", "test_timeout", "words"),
+    [
+        (30, 0.4, "within 0.4 seconds"),  # the connection test's own, shorter bound
+        (1, 20.0, "within 1 second."),  # a chat timeout below it bounds the test too
+    ],
+)
+def test_connection_test_timeout_names_the_timeout_it_used(fake, settings, monkeypatch, chat_timeout, test_timeout,
+                                                           words):
+    settings.LLM_TIMEOUT_SECONDS = chat_timeout
+    monkeypatch.setattr(llm_calls, "_CONNECTION_TEST_TIMEOUT", test_timeout)
+    # Not in the fake's model list, so the test makes a one-token request, which is slow.
+    ok, message = llm.llm_test_connection(target=make_target(fake.base_url, _SLOW_MODEL))
+
+    assert ok is False
+    assert "the test request failed: The model endpoint did not answer " + words in message
+
+
 def test_connection_refused(fake):
     from tests.support.fake_openai import closed_port_url
 

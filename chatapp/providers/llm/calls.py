@@ -107,7 +107,8 @@ async def llm_stream(
     if target.key_unreadable:
         raise _key_unreadable_error(target)
 
-    stream = await _stream_open(target, messages)
+    timeout = float(settings.LLM_TIMEOUT_SECONDS)
+    stream = await _stream_open(target, messages, timeout=timeout)
     reading = _StreamReading()
     try:
         try:
@@ -115,7 +116,7 @@ async def llm_stream(
                 for text in reading.take(chunk):
                     yield Delta(text)
         except _CALL_ERRORS as exc:
-            reading.error = _llm_error(exc, target, started=reading.started)
+            reading.error = _llm_error(exc, target, started=reading.started, timeout=timeout)
     finally:
         # Also runs when the consumer stops early (Stop button, client gone): frees the connection.
         await stream.close()
@@ -165,10 +166,10 @@ class _StreamReading:
         return texts
 
 
-async def _stream_open(target: LLMTarget, messages: list[dict]) -> openai.AsyncStream[Any]:
+async def _stream_open(target: LLMTarget, messages: list[dict], *, timeout: float) -> openai.AsyncStream[Any]:
     """Start the streamed request, retrying with each endpoint quirk it reveals (see _QuirkAttempts)."""
-    client = _async_client(target)
-    attempts = _QuirkAttempts(target)
+    client = _async_client(target, timeout=timeout)
+    attempts = _QuirkAttempts(target, timeout=timeout)
     for quirks in attempts:
         try:
             # The low-level post, not chat.completions.create(): create() runs the SDK's typed
@@ -230,8 +231,9 @@ def llm_complete(
         )
     if target.key_unreadable:
         raise _key_unreadable_error(target)
-    client = _sync_client(target, timeout=timeout, max_retries=max_retries)
-    return _complete_with(_raw_create(client), target, messages, max_tokens=max_tokens)
+    seconds = float(settings.LLM_TIMEOUT_SECONDS if timeout is None else timeout)
+    client = _sync_client(target, timeout=seconds, max_retries=max_retries)
+    return _complete_with(_raw_create(client), target, messages, max_tokens=max_tokens, timeout=seconds)
 
 
 def _raw_create(client: openai.OpenAI) -> Callable[..., Any]:
@@ -244,10 +246,11 @@ def _raw_create(client: openai.OpenAI) -> Callable[..., Any]:
     return create
 
 
-def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list[dict], *, max_tokens: int | None
-                   ) -> Completion:
+def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list[dict], *, max_tokens: int | None,
+                   timeout: float) -> Completion:
+    """`create` is a client made with `timeout` (seconds); the figure is passed for error messages."""
     response: Any = None
-    attempts = _QuirkAttempts(target)
+    attempts = _QuirkAttempts(target, timeout=timeout)
     for quirks in attempts:
         try:
             response = create(**_request_params(target, messages, stream=False, max_tokens=max_tokens, quirks=quirks))
@@ -284,10 +287,11 @@ def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
         model_ids = [m.id for m in client.models.list()]
     except openai.APIStatusError as exc:
         if exc.status_code in {404, 405}:
-            return _one_token_test(client, target, prefix=f"Connected to {endpoint} (it has no model list). ")
-        error = _llm_error(exc, target, started=False)
+            return _one_token_test(client, target, prefix=f"Connected to {endpoint} (it has no model list). ",
+                                   timeout=timeout)
+        error = _llm_error(exc, target, started=False, timeout=timeout)
     except _CALL_ERRORS as exc:
-        error = _llm_error(exc, target, started=False)
+        error = _llm_error(exc, target, started=False, timeout=timeout)
     except (AttributeError, TypeError, ValueError):
         # The SDK fails this way when the body is not a model list at all (e.g. an HTML page).
         error = _not_chat_completions_error(target, "not an OpenAI-compatible model list")
@@ -295,7 +299,7 @@ def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
         return False, error.user_message
     if target.model in model_ids:
         return True, f"Connected to {endpoint}. It lists {len(model_ids)} models, including “{target.model}”."
-    ok, message = _one_token_test(client, target, prefix="")
+    ok, message = _one_token_test(client, target, prefix="", timeout=timeout)
     if ok:
         return True, (f"Connected to {endpoint}. “{target.model}” is not among the {len(model_ids)} models it lists, "
                       "but it answered a one-token test request.")
@@ -304,10 +308,10 @@ def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
     return False, f"Connected to {endpoint}, but the test request failed: {message}{listed}"
 
 
-def _one_token_test(client: openai.OpenAI, target: LLMTarget, *, prefix: str) -> tuple[bool, str]:
+def _one_token_test(client: openai.OpenAI, target: LLMTarget, *, prefix: str, timeout: float) -> tuple[bool, str]:
     try:
         _complete_with(_raw_create(client), target, [{"role": "user", "content": "Reply with OK."}],
-                       max_tokens=1)
+                       max_tokens=1, timeout=timeout)
     except LLMError as exc:
         return False, prefix + exc.user_message
     return True, prefix + f"“{target.model}” answered a one-token test request."

@@ -9,7 +9,6 @@ from urllib.parse import urlsplit
 
 import httpx
 import openai
-from django.conf import settings
 
 from chatapp.chat.textsafe import text_storable
 from chatapp.providers.llm.addresses import EndpointAddressRefused
@@ -60,12 +59,15 @@ def _retry_after(exc: openai.APIStatusError) -> str | None:
     return None
 
 
-def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool) -> LLMError:
-    """Map an SDK/transport exception to an LLMError with plain words and no secret in it."""
+def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout: float) -> LLMError:
+    """Map an SDK/transport exception to an LLMError with plain words and no secret in it.
+
+    `timeout` is the seconds the failed call was given: calls differ (a summary, a connection test),
+    and a message naming another figure sends the user to change the wrong setting."""
     if isinstance(exc, LLMError):
         return exc
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
-        return _timeout_error(started=started)
+        return _timeout_error(started=started, seconds=timeout)
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc, target)
     if isinstance(exc, openai.APIResponseValidationError):
@@ -89,9 +91,8 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool) -> LLMEr
     return LLMError("server", "The model call failed unexpectedly. Retry in a moment.")
 
 
-def _timeout_error(*, started: bool) -> LLMError:
-    seconds = settings.LLM_TIMEOUT_SECONDS
-    timeout = f"{seconds} second" if seconds == 1 else f"{seconds} seconds"
+def _timeout_error(*, started: bool, seconds: float) -> LLMError:
+    timeout = "1 second" if seconds == 1 else f"{seconds:g} seconds"
     if started:
         return LLMError("timeout", f"The model stopped sending mid-reply and nothing came for {timeout}. "
                         "Retry to get a full reply.")

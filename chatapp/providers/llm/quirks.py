@@ -61,8 +61,9 @@ class _QuirkAttempts:
     `raise_failure()` raises after the loop, outside that handler (see the module docstring).
     """
 
-    def __init__(self, target: LLMTarget) -> None:
+    def __init__(self, target: LLMTarget, *, timeout: float) -> None:
         self.target = target
+        self.timeout = timeout
         self.quirks = _known_quirks(target)
         self.error: LLMError | None = None
 
@@ -75,7 +76,7 @@ class _QuirkAttempts:
     def failed(self, exc: Exception) -> None:
         quirk = _quirk_for(exc, self.quirks)
         if quirk is None:
-            self.error = _llm_error(exc, self.target, started=False)
+            self.error = _llm_error(exc, self.target, started=False, timeout=self.timeout)
             return
         self.quirks = self.quirks | {quirk}
         _learn_quirk(self.target, quirk)

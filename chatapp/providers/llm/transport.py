@@ -16,7 +16,6 @@ from typing import Any
 import httpcore
 import httpx
 import openai
-from django.conf import settings
 
 from chatapp.providers.llm.addresses import (
     EndpointAddressRefused,
@@ -121,8 +120,7 @@ def _async_http_client(transport: _AsyncGuardedTransport) -> httpx.AsyncClient:
     return openai.DefaultAsyncHttpxClient(follow_redirects=False, transport=transport)
 
 
-def _sync_client(target: LLMTarget, *, timeout: float | None = None, max_retries: int = 0) -> openai.OpenAI:
-    timeout = float(settings.LLM_TIMEOUT_SECONDS if timeout is None else timeout)
+def _sync_client(target: LLMTarget, *, timeout: float, max_retries: int = 0) -> openai.OpenAI:
     key = _client_key(target, timeout, max_retries)
     with _sync_lock:
         client = _sync_clients.get(key)
@@ -137,8 +135,7 @@ def _sync_client(target: LLMTarget, *, timeout: float | None = None, max_retries
         return client
 
 
-def _async_client(target: LLMTarget) -> openai.AsyncOpenAI:
-    timeout = float(settings.LLM_TIMEOUT_SECONDS)
+def _async_client(target: LLMTarget, *, timeout: float) -> openai.AsyncOpenAI:
     key = _client_key(target, timeout, 0)
     loop = asyncio.get_running_loop()
     # Clients of a closed loop can never be used again (and may keep it alive through their pools).
