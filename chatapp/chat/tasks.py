@@ -101,8 +101,11 @@ def _warm_up(sender=None, **kwargs) -> None:
 
 @worker_ready.connect
 def _sweep_on_worker_start(sender=None, **kwargs) -> None:
-    """A worker coming up publishes what was missed while no worker (or no broker) was there."""
-    try:
-        summary_jobs_sweep()
-    except Exception:  # the worker must start even if the database is momentarily unreachable
-        logger.exception("summary sweep at worker start failed")
+    """A worker coming up publishes what was missed while no worker (or no broker) was there:
+    imports as well as summaries, or an import whose message a restarted broker lost would wait for
+    the periodic sweep."""
+    for kind, sweep in (("summary", summary_jobs_sweep), ("import", import_jobs_sweep)):
+        try:
+            sweep()
+        except Exception:  # the worker must start even if the database is momentarily unreachable
+            logger.exception("%s sweep at worker start failed", kind)

@@ -8,13 +8,14 @@ import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
 
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_services import import_job_create
 from chatapp.chat.models import Conversation
 from chatapp.chat.selectors import conversation_list
 from tests.chat.importkit import chatgpt_conversation, file_bytes
-from tests.support.worker import wait_for
+from tests.support.worker import broker_queue_empty, broker_queue_lose, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -50,3 +51,18 @@ def test_a_killed_worker_is_taken_over_and_nothing_is_imported_twice(owner, brok
     assert ended.attempts >= 2
     titles = list(Conversation.objects.filter(owner=owner).order_by("id").values_list("title", flat=True))
     assert titles == [f"Chat {i}" for i in range(60)]
+
+
+def test_a_starting_worker_publishes_an_import_whose_message_the_broker_lost(owner, broker, worker, settings):
+    settings.CELERY_IMPORT_QUEUE = broker.queue
+    settings.IMPORT_LEASE_SECONDS = 1  # how long the queued job waits for a worker before it counts as lost
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", file_bytes("chatgpt_branch.json")))
+    wait_for(lambda: not broker_queue_empty(broker), what="the job's message to be published")
+    broker_queue_lose(broker)
+    wait_for(lambda: ImportJob.objects.filter(pk=job.pk, lease_expires_at__lt=timezone.now()).exists(),
+             what="the queued job's lease to run out")
+
+    # The periodic sweep is an hour away: only the worker's start-up can publish the job again.
+    worker(CELERY_IMPORT_QUEUE=broker.queue, SUMMARY_SWEEP_INTERVAL_SECONDS="3600")
+    ended = wait_for(lambda: _ended(job.pk), timeout=60, what="the import to end")
+    assert (ended.status, ended.total, ended.done, ended.attempts) == ("done", 2, 2, 1)
