@@ -39,37 +39,35 @@ def search_prefix_stems(*, text: str, terms: Sequence[str]) -> list[str]:
 
 
 def owner_match_query(
-    *, owner_id: int, terms: Sequence[str], last_as_prefix: bool = True, other_branches: bool = False,
-    prefix_stems: Sequence[str] = (),
+    *, owner_id: int, terms: Sequence[str], last_as_prefix: bool = True, prefix_stems: Sequence[str] = (),
 ) -> str:
-    """The vendor's full-text query for the owner's chat messages containing every one of `terms`,
-    the last one as a prefix (search as you type), or one of `prefix_stems` whole, unless
-    `last_as_prefix` is false; no terms: all the owner's messages on the paths shown, and with
-    `other_branches` those off them too. An FTS5 MATCH expression on SQLite, a tsquery on PostgreSQL;
-    the owner's scope tokens make the index itself keep other users out (search_services.index_scope)."""
-    scopes = [f"_u{owner_id}", *([f"_h{owner_id}"] if other_branches else [])]
+    """The vendor's full-text query for the owner's chat messages on the paths shown containing every
+    one of `terms`, the last one as a prefix (search as you type), or one of `prefix_stems` whole,
+    unless `last_as_prefix` is false; no terms: all the owner's messages on the paths shown. An FTS5
+    MATCH expression on SQLite, a tsquery on PostgreSQL; the owner's scope token makes the index itself
+    keep other users and other branches out (search_services.index_scope)."""
+    owner = f"_u{owner_id}"
     whole, last = (terms[:-1], terms[-1:]) if last_as_prefix else (terms, [])
     if connection.vendor == "postgresql":
-        owner = " | ".join(map(ts_lexeme, scopes))
         typed = [" | ".join([ts_lexeme(t) + ":*", *map(ts_lexeme, prefix_stems)]) for t in last]
-        return " & ".join([f"({owner})", *map(ts_lexeme, whole), *(f"({t})" for t in typed)])
-    owner = " OR ".join(map(fts_phrase, scopes))
+        return " & ".join([ts_lexeme(owner), *map(ts_lexeme, whole), *(f"({t})" for t in typed)])
     typed = [" OR ".join([fts_phrase(t) + " *", *map(fts_phrase, prefix_stems)]) for t in last]
-    return " AND ".join([f"({owner})", *map(fts_phrase, whole), *(f"({t})" for t in typed)])
+    return " AND ".join([fts_phrase(owner), *map(fts_phrase, whole), *(f"({t})" for t in typed)])
 
 
 def conversation_ids_matching(*, owner: User, text: str) -> RawSQL | None:
-    """A subquery of the ids of `owner`'s conversations with a chat message containing every content
-    word of `text` (the last one as a prefix: search as you type), through the full-text index.
+    """A subquery of the ids of `owner`'s conversations with a chat message on the path shown containing
+    every content word of `text` (the last one as a prefix: search as you type), through the full-text
+    index.
 
     None when `text` has no content word (only stop words): there is nothing to look up.
     """
     terms = search_terms(text=text)
     if not terms:
         return None
-    # A chat is found by text on any of its branches (it is in it); message search shows the paths only.
-    query = owner_match_query(owner_id=owner.pk, terms=terms, other_branches=True,
-                              prefix_stems=search_prefix_stems(text=text, terms=terms))
+    # The paths shown only, as message search and recall: a chat found by a version edited or
+    # regenerated away would open on text that is not there, with no snippet saying where it is.
+    query = owner_match_query(owner_id=owner.pk, terms=terms, prefix_stems=search_prefix_stems(text=text, terms=terms))
     if connection.vendor == "postgresql":
         return RawSQL(  # noqa: S611 (the text is a bound parameter; names are ours)
             f"SELECT conversation_id FROM {_SEARCH_TABLE} WHERE tsv @@ %s::tsquery",  # noqa: S608

@@ -47,10 +47,10 @@ _ROLES = (Message.Role.USER, Message.Role.ASSISTANT)
 def index_scope(*, conversation_id: int, owner_id: int, on_path: bool = True) -> str:
     """Tokens that scope a full-text lookup to a conversation or an owner; `analyze` never yields "_".
 
-    A message off the path shown (another branch) carries the owner's other token (`_h`): the
-    owner's message search, which looks up `_u`, never ranks what it could not show, while the
-    chat list's filter, which looks up either, still finds a chat by text on any of its branches
-    (recall reads `recallable` rows)."""
+    A message off the path shown (a version edited or regenerated away, another branch) carries the
+    owner's other token (`_h`) instead: searches look up `_u` only (search_match.owner_match_query),
+    so message search and the chat list find what the user sees on each chat's path, as recall
+    quotes only `recallable` rows."""
     return f"{conversation_scope(conversation_id=conversation_id)} _{'u' if on_path else 'h'}{owner_id}"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.branch_services import branch_switch
@@ -15,8 +16,10 @@ from chatapp.chat.context import context_load
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.search_selectors import message_search
+from chatapp.chat.selectors import conversation_list
 from chatapp.chat.summary_selectors import summary_current
 from chatapp.dashboard.message_map import dashboard_message_map
+from tests.support.accounts import token_client
 from tests.support.branches import active_path, assert_path_consistent
 
 pytestmark = pytest.mark.django_db
@@ -189,6 +192,34 @@ def test_dashboard_map_and_search_follow_the_active_path(user, offline):
     assert shown["record_id"] == OptimizationRecord.objects.get(reply_id=a2.pk).pk
     found = {h.message_id for h in message_search(owner=user, query="cucumbers").hits}
     assert q2.pk in found and found <= set(active_path(offline))
+
+
+def test_the_chat_list_finds_a_chat_by_the_text_of_its_path_only(user, offline, client):
+    """A version edited away is out of the chat list's search as it is out of message search and
+    recall: the chat would open on a path that does not show it, with no snippet to say where."""
+    unedited = Conversation.objects.create(owner=user, offline=True)
+    for conversation in (offline, unedited):
+        exchange(user, conversation, "first question about tomatoes")
+    q2, _ = exchange(user, offline, "second question about walruses")
+    exchange(user, unedited, "second question about walruses")
+    finish(turn_pack(start=chat_edit_start(user=user, message=q2, content="second question about penguins")))
+
+    def listed(query: str) -> list[int]:
+        return [c.pk for c in conversation_list(owner=user, query=query)]
+
+    assert listed("walrus") == [unedited.pk]
+    assert listed("penguin") == [offline.pk]
+    assert {h.conversation_id for h in message_search(owner=user, query="walrus").hits} == {unedited.pk}
+    api = token_client(user)
+    assert [c["id"] for c in api.get("/api/conversations/", {"q": "walrus"}).json()["results"]] == [unedited.pk]
+    client.force_login(user)
+    html = client.get(reverse("chat-sidebar"), {"q": "walrus"}).content.decode()
+    assert f'data-id="{unedited.pk}"' in html and "<mark>walruses</mark>" in html
+    assert f'data-id="{offline.pk}"' not in html
+
+    branch_switch(message=q2, index=1)  # the first version shown again: found again by its text
+    assert sorted(listed("walrus")) == sorted([offline.pk, unedited.pk])
+    assert listed("penguin") == []
 
 
 def test_a_share_link_keeps_the_branch_it_was_made_on(user, offline):

@@ -310,7 +310,7 @@ def test_sidebar_shows_snippets_under_their_conversation(user, client):
     assert "Best matches" not in html and "<mark>" not in html and "Garage &lt;b&gt;tools&lt;/b&gt;" in html
 
 
-def test_another_branchs_messages_do_not_fill_pages_yet_find_their_chat(user):
+def test_another_branchs_messages_find_neither_a_message_nor_their_chat(user):
     chat = _chat(user)
     kept = _say(chat, *(f"zebra kept {i}" for i in range(4)))
     hidden = _say(chat, *(f"zebra walrus {i}" for i in range(25)))
@@ -319,11 +319,11 @@ def test_another_branchs_messages_do_not_fill_pages_yet_find_their_chat(user):
 
     page = message_search(owner=user, query="zebra")
     assert sorted(_message_ids(page)) == [m.pk for m in kept] and page.ranked == 4 and not page.has_more
-    # the chat list still finds the chat by that text: it is in it, on another branch
     matching = conversation_ids_matching(owner=user, text="walrus")
-    assert isinstance(matching, RawSQL) and list(Conversation.objects.filter(pk__in=matching)) == [chat]
+    assert isinstance(matching, RawSQL) and list(Conversation.objects.filter(pk__in=matching)) == []
     assert message_search(owner=user, query="walrus").hits == []
 
     with transaction.atomic():
         branch_show(conversation_id=chat.pk, start_id=hidden[0].pk)  # switched back to
     assert message_search(owner=user, query="walrus", page_size=50).ranked == 25
+    assert list(Conversation.objects.filter(pk__in=conversation_ids_matching(owner=user, text="walrus"))) == [chat]
