@@ -227,6 +227,24 @@ def test_the_sweep_publishes_a_dead_workers_job_again(owner, published):
     assert import_services.import_jobs_sweep() == 0
 
 
+def test_the_sweep_command_publishes_a_dead_workers_import_too(owner, published):
+    """`manage.py summary_sweep` (deployments without beat) runs beat's whole pass, imports included."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    document = [chatgpt_conversation(i, messages=2) for i in range(2)]
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", json.dumps(document).encode()))
+    stale = timezone.now() - timedelta(seconds=1)
+    ImportJob.objects.filter(pk=job.pk).update(status="running", attempts=1, lease_expires_at=stale)
+    out = StringIO()
+    call_command("summary_sweep", stdout=out)
+    assert "1 imports published again" in out.getvalue()
+    assert published == [(job.pk, "celery")]
+    job.refresh_from_db()
+    assert (job.status, len(job.conversation_ids)) == ("done", 2)
+
+
 def test_the_sweep_publishes_a_queued_job_whose_message_was_lost(owner, published, settings,
                                                                   django_capture_on_commit_callbacks):
     settings.IMPORT_LEASE_SECONDS = 1
