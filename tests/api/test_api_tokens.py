@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -186,3 +187,22 @@ def test_an_admins_password_reset_revokes_the_users_token_and_says_so(user, djan
     assert user_page.get("/settings/").status_code == 302  # and the user's sessions end
     user.refresh_from_db()
     assert user.has_usable_password() is (usable == "true")
+
+
+def test_an_admins_own_password_change_from_the_admin_revokes_their_token(django_user_model):
+    admin = django_user_model.objects.create_superuser(username="root", password=PASSWORD)
+    page = Client()
+    page.force_login(admin)
+    page.post("/settings/api-token/")
+    key = Token.objects.get(user=admin).key
+
+    # the admin header's "Change password" opens the app's own page, not Django's, which kept the token
+    opened = page.get(reverse("admin:password_change"), follow=True)
+    assert opened.redirect_chain == [("/accounts/password/", 302)]
+    changed = page.post(opened.redirect_chain[-1][0], {
+        "old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD}, follow=True)
+
+    assert "Your API token was revoked" in changed.content.decode()
+    assert _with_token(key).get("/api/conversations/").status_code == 401
+    admin.refresh_from_db()
+    assert admin.check_password(NEW_PASSWORD)
