@@ -222,10 +222,24 @@ def summary_job_dismiss(*, job: SummaryJob) -> SummaryJob:
     return job
 
 
+def _password_unchanged_lock(*, user: User) -> None:
+    """Lock `user`'s row, refusing if their password changed since `user` was read (the caller signed
+    them in with the password `user` holds). Inside the caller's transaction.
+
+    A password change revokes the token (user_password_change) by updating this row first: a change
+    that committed while the caller was still checking the old password (hashing it takes a good
+    part of a second) is seen here, or the token issued would outlive the password it was issued
+    under; a change that starts now waits for the caller's commit, then revokes what it issued."""
+    current = User.objects.select_for_update().filter(pk=user.pk).values_list("password", flat=True).first()
+    if current != user.password:
+        raise ValidationError({"password": ["The password was changed meanwhile: sign in with the new one."]})
+
+
 def api_token_issue(*, user: User) -> Token:
     """The user's API token: the current one while it is valid, else a new one (an expired token is
-    replaced, never handed back)."""
+    replaced, never handed back); refused if the password the caller checked has changed since."""
     with transaction.atomic():
+        _password_unchanged_lock(user=user)
         token = Token.objects.select_for_update().filter(user=user).first()
         if token is not None and not api_token_expired(token=token):
             return token
@@ -241,8 +255,10 @@ def api_token_revoke(*, user: User) -> bool:
 
 
 def api_token_renew(*, user: User) -> Token:
-    """A fresh token replacing the current one (shown once by the caller)."""
+    """A fresh token replacing the current one (shown once by the caller); refused if the password
+    `user`'s session was checked against has changed since (_password_unchanged_lock)."""
     with transaction.atomic():
+        _password_unchanged_lock(user=user)
         Token.objects.filter(user=user).delete()
         return Token.objects.create(user=user)
 

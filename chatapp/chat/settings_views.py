@@ -162,7 +162,12 @@ def instructions_save(request: HttpRequest) -> HttpResponse:
 @require_POST
 def api_token_create(request: HttpRequest) -> HttpResponse:
     """A new API token, shown once by the settings page this redirects to (REVEAL_SESSION_KEY says why)."""
-    token = services.api_token_renew(user=request.user)
+    try:
+        token = services.api_token_renew(user=request.user)
+    except ValidationError:
+        # The password changed while this request ran: its session has ended, and the page
+        # redirected to says so by asking to sign in.
+        return redirect(reverse("settings") + "#api-h")
     request.session[REVEAL_SESSION_KEY] = token.key
     return redirect(reverse("settings") + "#api-h")
 

@@ -7,11 +7,13 @@ import logging
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from chatapp.chat import services
 from tests.support.accounts import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -206,3 +208,42 @@ def test_an_admins_own_password_change_from_the_admin_revokes_their_token(django
     assert _with_token(key).get("/api/conversations/").status_code == 401
     admin.refresh_from_db()
     assert admin.check_password(NEW_PASSWORD)
+
+
+# The password changes after a request checked the old one, before its token is written: the one
+# moment a token could be issued under a password already replaced (hashing takes a good part of a
+# second, so an attacker holding the old password can aim at it).
+def test_a_token_asked_for_with_the_old_password_as_it_changes_is_refused(user, monkeypatch):
+    from chatapp.chat.api import urls as api_urls
+
+    checked = api_urls.login_failures_clear  # runs once the password was checked, before the issue
+
+    def changed_meanwhile(**kwargs):
+        checked(**kwargs)
+        services.user_password_change(user=User.objects.get(pk=user.pk), password=NEW_PASSWORD)
+
+    monkeypatch.setattr(api_urls, "login_failures_clear", changed_meanwhile)
+    answer = APIClient().post("/api/auth/token/", {"username": user.username, "password": PASSWORD}, format="json")
+
+    assert answer.status_code == 400 and "changed meanwhile" in answer.json()["password"][0]
+    assert not Token.objects.filter(user=user).exists()
+
+
+def test_a_token_created_in_settings_as_the_password_changes_is_refused(user, monkeypatch):
+    page = Client()
+    page.force_login(user)
+    page.post("/settings/api-token/")
+    old_key = Token.objects.get(user=user).key
+    renew = services.api_token_renew
+
+    def changed_first(*, user):  # the change commits after this request's session was checked
+        services.user_password_change(user=User.objects.get(pk=user.pk), password=NEW_PASSWORD)
+        return renew(user=user)
+
+    monkeypatch.setattr(services, "api_token_renew", changed_first)
+    created = page.post("/settings/api-token/")
+
+    assert created.status_code == 302 and created["Location"] == "/settings/#api-h"
+    assert not Token.objects.filter(user=user).exists()
+    assert old_key not in page.get("/settings/", follow=True).content.decode()
+    assert page.get("/settings/").status_code == 302  # the session ended with the old password
