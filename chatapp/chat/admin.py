@@ -35,7 +35,7 @@ class AppUserAdmin(UserAdmin):
         # The one hook of the admin's password view that sees the saved form: says what the reset
         # also did, as the user's own change page does.
         if getattr(form, "api_token_revoked", False):
-            self.message_user(request, "Their API token was revoked too.", messages.WARNING)
+            self.message_user(request, "The API token of this account was revoked too.", messages.WARNING)
         return super().construct_change_message(request, form, formsets, add)
 
 

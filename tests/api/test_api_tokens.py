@@ -184,7 +184,7 @@ def test_an_admins_password_reset_revokes_the_users_token_and_says_so(user, djan
     reset = admin_page.post(f"/admin/auth/user/{user.pk}/password/", {
         "usable_password": usable, "password1": NEW_PASSWORD, "password2": NEW_PASSWORD, button: ""}, follow=True)
 
-    assert reset.status_code == 200 and "Their API token was revoked too." in reset.content.decode()
+    assert reset.status_code == 200 and "The API token of this account was revoked too." in reset.content.decode()
     assert _with_token(key).get("/api/conversations/").status_code == 401
     assert user_page.get("/settings/").status_code == 302  # and the user's sessions end
     user.refresh_from_db()
