@@ -92,7 +92,9 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
 
 
 def _timeout_error(*, started: bool, seconds: float) -> LLMError:
-    timeout = "1 second" if seconds == 1 else f"{seconds:g} seconds"
+    # Whole seconds as integers (a large setting must not read "1e+06"), fractions as given.
+    amount = f"{int(seconds):,}" if float(seconds).is_integer() else f"{seconds:g}"
+    timeout = "1 second" if seconds == 1 else f"{amount} seconds"
     if started:
         return LLMError("timeout", f"The model stopped sending mid-reply and nothing came for {timeout}. "
                         "Retry to get a full reply.")
