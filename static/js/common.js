@@ -65,16 +65,32 @@ const Longchat = (() => {
     setTimeout(() => el.remove(), ms);
   }
 
+  // The answer of the last opening whose close event has not come yet (see confirmAction).
+  let pendingAnswer = null;
+
   /** Resolves true when the user confirms in the page's <dialog id="confirm-dialog">. */
   function confirmAction(text, okLabel = "Delete") {
     const dialog = document.getElementById("confirm-dialog");
     if (!dialog || typeof dialog.showModal !== "function") return Promise.resolve(window.confirm(text));
+    // The close event is queued, not fired as the dialog closes, and the browser may run a key press
+    // first: Cancel then Delete again at once reopens the dialog before the first close event, which
+    // would answer the new opening (with its cleared returnValue) and leave its OK unheard. The last
+    // opening is answered here, with the button it closed on, before the dialog is reused.
+    pendingAnswer?.(!dialog.open && dialog.returnValue === "ok");
     dialog.querySelector("#confirm-text").textContent = text;
     dialog.querySelector("#confirm-ok").textContent = okLabel;
     dialog.returnValue = "";
     dialog.showModal();
     return new Promise((resolve) => {
-      dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+      const answer = (confirmed) => {
+        dialog.removeEventListener("close", onClose);
+        if (pendingAnswer === answer) pendingAnswer = null;
+        resolve(confirmed);
+      };
+      // A close event that finds the dialog open again belongs to an earlier opening.
+      const onClose = () => { if (!dialog.open) answer(dialog.returnValue === "ok"); };
+      pendingAnswer = answer;
+      dialog.addEventListener("close", onClose);
     });
   }
 

@@ -16,6 +16,7 @@ from selenium.webdriver.support.ui import Select
 from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.models import Conversation, Message
 from chatapp.providers.models import LLMConfig
+from tests.support.browser import console_errors
 from tests.ui.test_browser import _idle, _send, _sign_up, _sign_up_with_model, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -89,6 +90,29 @@ def test_a_menu_item_chosen_from_the_keyboard_gives_the_focus_back_to_the_menu_b
     assert Message.objects.get(pk=int(question.get_attribute("data-id"))).pinned
     # The reply may still be streaming: its request must end before the test's database is flushed.
     _wait(browser, _reply_done)
+
+
+def test_a_confirmation_asked_again_before_the_last_close_event_gets_its_own_answer(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "confirm-again")
+    # The browser queues a dialog's close event and may run a key press first: Cancel, then Delete
+    # again at once, can reopen the dialog before the close event of that Cancel. Here in a fixed
+    # order (a keyboard test meets it only sometimes): Cancel, reopened, the late event, then OK.
+    answers = browser.execute_async_script("""
+      const done = arguments[arguments.length - 1];
+      const dialog = document.getElementById("confirm-dialog");
+      const first = Longchat.confirmAction("First?");
+      dialog.querySelector('[value="cancel"]').click();
+      const second = Longchat.confirmAction("Second?");
+      let lateClose = null;
+      dialog.addEventListener("close", () => {
+        if (lateClose !== null) return;
+        lateClose = dialog.open ? "came with the dialog open again" : "came before the reopening";
+        dialog.querySelector("#confirm-ok").click();
+      });
+      Promise.all([first, second]).then((both) => done([...both, lateClose]));
+    """)
+    assert answers == [False, True, "came with the dialog open again"]  # was [False, False, …]: OK unheard
+    assert console_errors(browser) == []
 
 
 def test_the_jump_button_goes_when_an_edit_leaves_nothing_to_scroll(asgi_server, browser):
