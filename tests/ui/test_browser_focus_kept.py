@@ -92,6 +92,59 @@ def test_a_menu_item_chosen_from_the_keyboard_gives_the_focus_back_to_the_menu_b
     _wait(browser, _reply_done)
 
 
+def _confirm(browser, button_id=None):
+    """The confirm dialog once open: the focused button (Cancel, first), or the one named."""
+    def shown(d):
+        if not d.find_element(By.ID, "confirm-dialog").get_attribute("open"):
+            return None
+        return d.find_element(By.ID, button_id) if button_id else d.switch_to.active_element
+    return _wait(browser, shown)
+
+
+def test_deleting_another_chat_moves_the_focus_to_the_next_one_in_the_list(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "focus-delete")
+    user = get_user_model().objects.get(username="focus-delete")
+    for title in ("Oldest chat", "Middle chat", "Newest chat"):
+        Conversation.objects.create(owner=user, title=title)
+    browser.get(asgi_server.url + "/c/new/")
+    titles = lambda d: [t.text for t in d.find_elements(By.CSS_SELECTOR, ".conv-item .conv-title")]  # noqa: E731
+    _wait(browser, lambda d: titles(d) == ["Newest chat", "Middle chat", "Oldest chat"])
+
+    def tab_to_delete(title):
+        row = browser.find_element(By.XPATH, f'//li[contains(@class, "conv-item")][.//*[text()="{title}"]]')
+        # The row's buttons show once the row holds the focus: Tab from its link to Rename, then Delete.
+        _press(browser, row.find_element(By.CSS_SELECTOR, ".conv-link"), Keys.TAB)
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        delete = browser.switch_to.active_element
+        assert delete.get_attribute("data-action") == "delete-conversation"
+        return delete
+
+    delete = tab_to_delete("Middle chat")
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    _confirm(browser).send_keys(Keys.ENTER)  # Cancel has the focus first: focus comes back to Delete
+    _wait(browser, lambda d: not d.find_element(By.ID, "confirm-dialog").get_attribute("open"))
+    assert browser.switch_to.active_element == delete  # was BODY: the row's buttons had hidden meanwhile
+    # Delete again at once: the dialog may reopen before the browser fires the close event of that
+    # Cancel, which then answered this opening "no" (the chat stayed, one run in three).
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    _confirm(browser, "confirm-ok").send_keys(Keys.ENTER)
+    _wait(browser, lambda d: titles(d) == ["Newest chat", "Oldest chat"])
+    focused = browser.switch_to.active_element
+    assert focused.get_attribute("class") == "conv-link"  # was BODY
+    assert focused.text == "Oldest chat"
+
+    for title, focus_goes_to in (("Oldest chat", "Newest chat"), ("Newest chat", "New chat")):
+        tab_to_delete(title)  # the last in the list: the one before it; then none left: "New chat"
+        ActionChains(browser).send_keys(Keys.ENTER).perform()
+        _confirm(browser, "confirm-ok").send_keys(Keys.ENTER)
+        _wait(browser, lambda d, gone=title: gone not in titles(d))
+        assert browser.switch_to.active_element.text == focus_goes_to
+    assert browser.switch_to.active_element.get_attribute("id") == "new-chat"
+    _wait(browser, lambda d: d.find_element(By.ID, "conv-nav").text == "No chats yet. Start one below.")
+    assert not Conversation.objects.filter(owner=user).exists()
+    assert console_errors(browser) == []
+
+
 def test_a_confirmation_asked_again_before_the_last_close_event_gets_its_own_answer(asgi_server, browser):
     _sign_up(browser, asgi_server.url, "confirm-again")
     # The browser queues a dialog's close event and may run a key press first: Cancel, then Delete

@@ -93,11 +93,35 @@ export async function renameConversation(id, title) {
 }
 
 export async function deleteConversation(id, title) {
+  // The row's buttons show only while it is hovered or holds the focus, and the dialog takes both:
+  // kept shown until it closes, Delete is there for the dialog to give the focus back to.
+  const row = nav.querySelector(`.conv-item[data-id="${id}"]`);
+  nav.querySelectorAll(".is-confirming").forEach((other) => other.classList.remove("is-confirming"));
+  row?.classList.add("is-confirming");
   const ok = await confirmAction(`Delete “${title}”? Its messages and records are removed for good.`);
+  // Open again, the dialog asks about a Delete pressed since: that row keeps its buttons shown.
+  if (!document.getElementById("confirm-dialog")?.open) row?.classList.remove("is-confirming");
   if (!ok) return;
   const res = await api(`/api/conversations/${id}/`, { method: "DELETE" });
   if (!res.ok && res.status !== 404) { toast(errorText(res.data, res.status), "error"); return; }
   if (Number(id) === state.conversationId) { window.location.href = "/"; return; }
-  document.querySelector(`.conv-item[data-id="${id}"]`)?.remove();
+  removeRow(nav.querySelector(`.conv-item[data-id="${id}"]`)); // looked up again: a search may have redrawn the list
   toast("Chat deleted.");
+}
+
+/** A deleted chat leaves the list. Its Delete button, which has the focus, goes with it: the focus
+ * moves to the chat listed next (else the one before, else "New chat"), not to the page. */
+function removeRow(row) {
+  if (!row) return;
+  if (row.contains(document.activeElement)) {
+    const rows = [...nav.querySelectorAll(".conv-item")];
+    const neighbour = rows[rows.indexOf(row) + 1] || rows[rows.indexOf(row) - 1];
+    (neighbour?.querySelector(".conv-link") || document.getElementById("new-chat")).focus();
+  }
+  const group = row.closest(".conv-group");
+  row.remove();
+  // A date heading left over nothing goes too; with no chat left, the server's list says why
+  // (none yet, none matching the search, or the older ones it had not listed).
+  if (group && !group.querySelector(".conv-item")) group.remove();
+  if (!nav.querySelector(".conv-item")) refreshSidebar();
 }
