@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models import Q
 
 from chatapp.chat.job_models import LeasedJob
+from chatapp.chat.jsontext import FastJSONEncoder
 from chatapp.providers.models import LLMConfig
 
 
@@ -254,7 +255,8 @@ class OptimizationRecord(models.Model):
     estimated = models.BooleanField(default=False)
     # [{"source_ids": [...], "origin": "verbatim|pinned|compressed|summary|recall", "tokens": n}, ...] in
     # send order; see turn_records._sent_entry for what each origin adds to rebuild its text exactly.
-    sent = models.JSONField(default=list)
+    # Written on every turn, an entry per message sent: encoded by orjson (jsontext).
+    sent = models.JSONField(default=list, encoder=FastJSONEncoder)
     # Message ids not sent and not covered by the summary used, as [first, last] id ranges. Messages
     # quoted by a recall block were sent (as quotes), so they are not in these ranges.
     dropped_ranges = models.JSONField(default=list)

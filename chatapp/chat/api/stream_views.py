@@ -8,12 +8,10 @@ plain JSON error and stores nothing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.core.serializers.json import DjangoJSONEncoder
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
@@ -32,6 +30,7 @@ from chatapp.chat.api.views import MessageListApi
 from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start, chat_retry_start
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
+from chatapp.chat.jsontext import event_json
 from chatapp.chat.message_services import MessageTooLarge, message_content_validate, message_stop
 from chatapp.chat.models import Message
 from chatapp.chat.rate_limit import RateLimited, send_rate_check
@@ -74,7 +73,7 @@ class EventStreamNegotiation(DefaultContentNegotiation):
 def _sse_encode(event: dict[str, Any]) -> bytes:
     if "comment" in event:
         return f": {event['comment']}\n\n".encode()
-    data = json.dumps(event["data"], cls=DjangoJSONEncoder, ensure_ascii=False)
+    data = event_json(event["data"])
     # A model may stream half a surrogate pair per chunk: UTF-8 cannot encode it, the JSON escape
     # ("\ud83d", what backslashreplace writes) carries it, and the client joins the halves.
     return f"event: {event['event']}\ndata: {data}\n\n".encode("utf-8", "backslashreplace")
