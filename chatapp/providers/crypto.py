@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -54,6 +55,14 @@ def _stored_token_apply(token: str, operation: Callable[[MultiFernet, bytes], by
 
 def secret_decrypt(token: str) -> str:
     """Decrypt a token made by secret_encrypt; "" gives "". Raises SecretDecryptError."""
+    return _decrypted(tuple(settings.FIELD_ENCRYPTION_KEYS), token)
+
+
+# Every chat turn decrypts its model's key (about 1% of a turn's CPU). The plain keys stay in this
+# process's memory, as they do in the model clients it keeps (llm.transport); keyed by the key list
+# too, so a rotation or a removed key takes effect at once. A failure is not cached.
+@lru_cache(maxsize=256)
+def _decrypted(keys: tuple[str, ...], token: str) -> str:
     return _stored_token_apply(token, MultiFernet.decrypt)
 
 
