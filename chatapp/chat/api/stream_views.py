@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
@@ -186,22 +187,31 @@ class ConversationMessagesApi(MessageListApi):
         return _message_send(request, pk)
 
 
-@_turn_start_api(
+def _message_turn_api(name: str, *, operation_id: str, summary: str,
+                      service: Callable[[User, Message], TurnStart]) -> Callable[..., Any]:
+    """A turn started from one of the requester's messages, with no body: `service(user, message)` is
+    the chat service that starts it (Regenerate from a reply, Retry from a user message)."""
+
+    def view(request: Request, pk: int) -> Response | StreamingHttpResponse:
+        message = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
+        return _start(request, lambda: service(request.user, message))
+
+    view.__name__ = name  # @api_view names its view class after the function (the browsable API's title)
+    return _turn_start_api(operation_id=operation_id, summary=summary)(view)
+
+
+message_regenerate_api = _message_turn_api(
+    "message_regenerate_api",
     operation_id="messages_regenerate",
     summary="Answer the same user message again: a sibling reply (the old one stays as a branch)",
+    service=lambda user, reply: chat_regenerate_start(user=user, reply=reply),
 )
-def message_regenerate_api(request: Request, pk: int) -> Response | StreamingHttpResponse:
-    reply = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
-    return _start(request, lambda: chat_regenerate_start(user=request.user, reply=reply))
-
-
-@_turn_start_api(
+message_retry_api = _message_turn_api(
+    "message_retry_api",
     operation_id="messages_retry",
     summary="Retry a user message whose reply failed or was stopped",
+    service=lambda user, message: chat_retry_start(user=user, message=message),
 )
-def message_retry_api(request: Request, pk: int) -> Response | StreamingHttpResponse:
-    message = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
-    return _start(request, lambda: chat_retry_start(user=request.user, message=message))
 
 
 @extend_schema(
