@@ -103,6 +103,17 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
     }
 
 
+def _settings_refused(request: HttpRequest, *, bound: dict) -> HttpResponse:
+    """The settings page again, the refused forms in `bound` showing why."""
+    return render(request, "chat/settings.html", _settings_context(request, bound=bound), status=400)
+
+
+def _settings_form_post(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A POST from one of the settings page's forms. A refused form answers the page again
+    (_settings_refused), so the view takes the pages' CSP too; the POSTs that only redirect need none."""
+    return page_csp(login_required(require_POST(view)))
+
+
 # The key of a token just created, kept in the session (server-side: the database, or the cache) from
 # api_token_create's POST to the GET it redirects to, which pops it. Why not show it on the POST's own
 # response, or ask for a confirmation: reloading that page re-posts, and the silent renewal kills the
@@ -133,7 +144,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         if saved is not None:
             flash.success(request, "Preferences saved. They apply to your next message.")
             return redirect(reverse("settings") + "#opt-h")  # back where the form was, not the page's top
-        return render(request, "chat/settings.html", _settings_context(request, bound={"prefs": form}), status=400)
+        return _settings_refused(request, bound={"prefs": form})
     context = _settings_context(request)
     context["new_api_token"] = _new_api_token_take(request, current=context["api_token"])
     response = render(request, "chat/settings.html", context)
@@ -143,9 +154,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     return response
 
 
-@page_csp
-@login_required
-@require_POST
+@_settings_form_post
 def instructions_save(request: HttpRequest) -> HttpResponse:
     form = InstructionsForm(request.POST)
     saved = _form_save(form, lambda: services.user_settings_update(
@@ -154,8 +163,7 @@ def instructions_save(request: HttpRequest) -> HttpResponse:
     if saved is not None:
         flash.success(request, "Custom instructions saved. They apply to your next message in every chat.")
         return redirect(reverse("settings") + "#instructions-h")
-    context = _settings_context(request, bound={"instructions": form})
-    return render(request, "chat/settings.html", context, status=400)
+    return _settings_refused(request, bound={"instructions": form})
 
 
 @login_required
@@ -192,9 +200,7 @@ def _config_fields(form: LLMConfigForm) -> dict:
     }
 
 
-@page_csp
-@login_required
-@require_POST
+@_settings_form_post
 def config_create(request: HttpRequest) -> HttpResponse:
     form = LLMConfigForm(request.POST)
     config = _form_save(form, lambda: config_services.llm_config_create(
@@ -206,12 +212,10 @@ def config_create(request: HttpRequest) -> HttpResponse:
     if config is not None:
         flash.success(request, f"Added “{config.name}”.")
         return redirect(reverse("settings") + f"#config-{config.pk}")
-    return render(request, "chat/settings.html", _settings_context(request, bound={"new": form}), status=400)
+    return _settings_refused(request, bound={"new": form})
 
 
-@page_csp
-@login_required
-@require_POST
+@_settings_form_post
 def config_update(request: HttpRequest, pk: int) -> HttpResponse:
     config = config_selectors.llm_config_get(owner=request.user, pk=pk)
     form = LLMConfigForm(request.POST, instance=config)
@@ -233,7 +237,7 @@ def config_update(request: HttpRequest, pk: int) -> HttpResponse:
         if left_behind:
             flash.warning(request, config_services.KEY_LEFT_BEHIND)
         return redirect(reverse("settings") + f"#config-{saved.pk}")
-    return render(request, "chat/settings.html", _settings_context(request, bound={config.pk: form}), status=400)
+    return _settings_refused(request, bound={config.pk: form})
 
 
 @login_required
