@@ -14,12 +14,12 @@ after the save-time check reaches nothing (`addresses`).
 
 Modules: `types` (what callers get), `calls` (stream, complete, test connection, targets), `errors`,
 `quirks`, `transport` (the clients), `addresses` (where their connections may go), `offline` (the
-demo model).
+demo model and its target).
 """
 
 from chatapp.providers.llm.addresses import EndpointAddressRefused
-from chatapp.providers.llm.calls import llm_complete, llm_stream, llm_target_for, llm_test_connection, offline_target
-from chatapp.providers.llm.offline import offline_reply
+from chatapp.providers.llm.calls import llm_complete, llm_stream, llm_target_for, llm_test_connection
+from chatapp.providers.llm.offline import offline_reply, offline_target
 from chatapp.providers.llm.types import (
     ERROR_KINDS,
     NO_KEY,

@@ -23,22 +23,11 @@ from chatapp.providers.llm.errors import (
     _not_chat_completions_error,
     _stream_cut_error,
 )
-from chatapp.providers.llm.offline import _offline_stream, offline_reply
+from chatapp.providers.llm.offline import _offline_stream, offline_reply, offline_target
 from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
 from chatapp.providers.llm.sse import sse_events
 from chatapp.providers.llm.transport import _async_client, _sync_client
-from chatapp.providers.llm.types import (
-    OFFLINE_CONTEXT_WINDOW,
-    OFFLINE_LABEL,
-    OFFLINE_MAX_OUTPUT,
-    OFFLINE_MODEL,
-    Completion,
-    Delta,
-    LLMError,
-    LLMEvent,
-    LLMTarget,
-    Usage,
-)
+from chatapp.providers.llm.types import Completion, Delta, LLMError, LLMEvent, LLMTarget, Usage
 
 if TYPE_CHECKING:
     from chatapp.providers.models import LLMConfig
@@ -47,19 +36,6 @@ logger = logging.getLogger(__name__)
 
 
 _CONNECTION_TEST_TIMEOUT = 20.0
-
-
-def offline_target() -> LLMTarget:
-    return LLMTarget(
-        base_url="",
-        model=OFFLINE_MODEL,
-        api_key="",
-        temperature=0.0,
-        max_output_tokens=OFFLINE_MAX_OUTPUT,
-        context_window=OFFLINE_CONTEXT_WINDOW,
-        offline=True,
-        label=OFFLINE_LABEL,
-    )
 
 
 def llm_target_for(*, config: LLMConfig | None) -> LLMTarget:

@@ -12,7 +12,31 @@ from typing import Any
 from django.conf import settings
 
 import optimizer
-from chatapp.providers.llm.types import OFFLINE_LABEL, OFFLINE_MODEL, SUMMARY_PREFIX, Delta, LLMEvent, LLMTarget, Usage
+from chatapp.providers.llm.types import (
+    OFFLINE_CONTEXT_WINDOW,
+    OFFLINE_LABEL,
+    OFFLINE_MAX_OUTPUT,
+    OFFLINE_MODEL,
+    SUMMARY_PREFIX,
+    Delta,
+    LLMEvent,
+    LLMTarget,
+    Usage,
+)
+
+
+def offline_target() -> LLMTarget:
+    """The demo model as a target: what `llm_target_for` resolves a missing config to."""
+    return LLMTarget(
+        base_url="",
+        model=OFFLINE_MODEL,
+        api_key="",
+        temperature=0.0,
+        max_output_tokens=OFFLINE_MAX_OUTPUT,
+        context_window=OFFLINE_CONTEXT_WINDOW,
+        offline=True,
+        label=OFFLINE_LABEL,
+    )
 
 
 def _text_of(content: Any) -> str:
