@@ -16,64 +16,52 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .records import (
-    ROLES,
-    ConversationError,
-    ConversationRecord,
-    MessageRecord,
-    TreeNode,
-    conversation_parsed,
-    describe,
-    epoch_time,
-    model_extra,
-    object_of,
-    role_of,
-    tree_node,
-    tree_records,
-)
+from . import records
 
 # ChatGPT's roles: this app's, and a tool's (left out and counted).
-_ROLES = (*ROLES, "tool")
+_ROLES = (*records.ROLES, "tool")
 
 
 def is_conversation(value: Any) -> bool:
     return isinstance(value, dict) and "mapping" in value
 
 
-def conversation_parse(conversation: Any, *, index: int) -> ConversationRecord:
+def conversation_parse(conversation: Any, *, index: int) -> records.ConversationRecord:
     title = conversation.get("title") if isinstance(conversation, dict) else None
-    return conversation_parsed(conversation, _parse, index=index, title=title)
+    return records.conversation_parsed(conversation, _parse, index=index, title=title)
 
 
-def _parse(conversation: Any) -> ConversationRecord:
+def _parse(conversation: Any) -> records.ConversationRecord:
     if not is_conversation(conversation):
-        raise ConversationError(f'is not a ChatGPT conversation (found {describe(conversation)}, without "mapping")')
+        raise records.ConversationError(
+            f'is not a ChatGPT conversation (found {records.describe(conversation)}, without "mapping")'
+        )
     mapping = conversation["mapping"]
     if not isinstance(mapping, dict):
-        raise ConversationError(f'its "mapping" is {describe(mapping)}, not an object of messages')
+        raise records.ConversationError(f'its "mapping" is {records.describe(mapping)}, not an object of messages')
     omitted: Counter[str] = Counter()
-    nodes: dict[str, TreeNode] = {}
+    nodes: dict[str, records.TreeNode] = {}
     number = 0  # messages are counted as a person reads the file: nodes without one (the root) aside
     for key, node in mapping.items():
-        message = object_of(node, what="a node of its mapping").get("message")
+        message = records.object_of(node, what="a node of its mapping").get("message")
         number += message is not None
         record = None if message is None else _message(message, what=f"message {number}", omitted=omitted)
         stamp = message.get("create_time") if message is not None else None  # _message checked it
-        nodes[str(key)] = tree_node(record, parent=node.get("parent"), stamp=stamp, what="a parent")
-    messages = tree_records(nodes, conversation.get("current_node"))
+        nodes[str(key)] = records.tree_node(record, parent=node.get("parent"), stamp=stamp, what="a parent")
+    messages = records.tree_records(nodes, conversation.get("current_node"))
     title = conversation.get("title")
-    return ConversationRecord(
+    return records.ConversationRecord(
         title=title if isinstance(title, str) else "",
-        created_at=epoch_time(conversation.get("create_time"), what="create_time"),
-        updated_at=epoch_time(conversation.get("update_time"), what="update_time"),
+        created_at=records.epoch_time(conversation.get("create_time"), what="create_time"),
+        updated_at=records.epoch_time(conversation.get("update_time"), what="update_time"),
         messages=messages,
         omitted={reason: n for reason, n in omitted.items() if n},
     )
 
 
-def _message(message: Any, *, what: str, omitted: Counter[str]) -> MessageRecord | None:
-    author = object_of(message, what=what).get("author")
-    role = role_of(author.get("role") if isinstance(author, dict) else None, what=what, roles=_ROLES)
+def _message(message: Any, *, what: str, omitted: Counter[str]) -> records.MessageRecord | None:
+    author = records.object_of(message, what=what).get("author")
+    role = records.role_of(author.get("role") if isinstance(author, dict) else None, what=what, roles=_ROLES)
     text = _content_text(message.get("content"), what=what)
     metadata = message.get("metadata")
     if not isinstance(metadata, dict):
@@ -88,20 +76,17 @@ def _message(message: Any, *, what: str, omitted: Counter[str]) -> MessageRecord
     if metadata.get("is_visually_hidden_from_conversation") is True:
         omitted["hidden_messages"] += 1
         return None
-    model = metadata.get("model_slug") if role == "assistant" else None
-    return MessageRecord(
-        role=role,
-        content=text,
-        created_at=epoch_time(message.get("create_time"), what=f"{what}'s create_time"),
-        updated_at=epoch_time(message.get("update_time"), what=f"{what}'s update_time"),
-        extra=model_extra(model),
+    return records.other_app_message(
+        role, text, model=metadata.get("model_slug"),
+        created_at=records.epoch_time(message.get("create_time"), what=f"{what}'s create_time"),
+        updated_at=records.epoch_time(message.get("update_time"), what=f"{what}'s update_time"),
     )
 
 
 def _content_text(content: Any, *, what: str) -> str:
     if content is None:
         return ""
-    parts = object_of(content, what=f"{what}'s content").get("parts")
+    parts = records.object_of(content, what=f"{what}'s content").get("parts")
     if isinstance(parts, list):
         return "\n".join(text for text in (_part_text(part) for part in parts) if text)
     text = content.get("text")

@@ -15,20 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .records import (
-    ConversationError,
-    ConversationRecord,
-    MessageRecord,
-    TreeNode,
-    conversation_parsed,
-    describe,
-    epoch_time,
-    model_extra,
-    object_of,
-    role_of,
-    tree_node,
-    tree_records,
-)
+from . import records
 
 
 def is_chat(value: Any) -> bool:
@@ -47,56 +34,55 @@ def _title(item: Any) -> str:
     return ""
 
 
-def conversation_parse(item: Any, *, index: int) -> ConversationRecord:
-    return conversation_parsed(item, _parse, index=index, title=_title(item))
+def conversation_parse(item: Any, *, index: int) -> records.ConversationRecord:
+    return records.conversation_parsed(item, _parse, index=index, title=_title(item))
 
 
-def _parse(item: Any) -> ConversationRecord:
+def _parse(item: Any) -> records.ConversationRecord:
     if not is_chat(item):
-        raise ConversationError(f'is not an Open WebUI chat (found {describe(item)}, without a "chat" object)')
+        raise records.ConversationError(
+            f'is not an Open WebUI chat (found {records.describe(item)}, without a "chat" object)'
+        )
     chat = item["chat"]
     omitted: Counter[str] = Counter()
     history = chat.get("history")
     nodes = history.get("messages") if isinstance(history, dict) else None
     if isinstance(nodes, dict) and nodes:
-        tree: dict[str, TreeNode] = {}
+        tree: dict[str, records.TreeNode] = {}
         for number, (key, node) in enumerate(nodes.items(), 1):
             record = _message(node, what=f"message {number}", omitted=omitted)
             parent, stamp = node.get("parentId"), node.get("timestamp")  # _message checked it is an object
-            tree[str(key)] = tree_node(record, parent=parent, stamp=stamp, what="a parentId")
-        messages = tree_records(tree, history.get("currentId"))
+            tree[str(key)] = records.tree_node(record, parent=parent, stamp=stamp, what="a parentId")
+        messages = records.tree_records(tree, history.get("currentId"))
     else:
         listed = chat.get("messages", [])
         if not isinstance(listed, list):
-            raise ConversationError(f'its "messages" is {describe(listed)}, not a list')
+            raise records.ConversationError(f'its "messages" is {records.describe(listed)}, not a list')
         messages = [
             record for number, node in enumerate(listed, 1)
             if (record := _message(node, what=f"message {number}", omitted=omitted)) is not None
         ]
-    created = epoch_time(item.get("created_at"), what="created_at") or epoch_time(
+    created = records.epoch_time(item.get("created_at"), what="created_at") or records.epoch_time(
         chat.get("timestamp"), what="the chat's timestamp"
     )
-    return ConversationRecord(
+    return records.ConversationRecord(
         title=_title(item),
         created_at=created,
-        updated_at=epoch_time(item.get("updated_at"), what="updated_at"),
+        updated_at=records.epoch_time(item.get("updated_at"), what="updated_at"),
         messages=messages,
         omitted={reason: n for reason, n in omitted.items() if n},
     )
 
 
-def _message(node: Any, *, what: str, omitted: Counter[str]) -> MessageRecord | None:
-    role = role_of(object_of(node, what=what).get("role"), what=what)
+def _message(node: Any, *, what: str, omitted: Counter[str]) -> records.MessageRecord | None:
+    role = records.role_of(records.object_of(node, what=what).get("role"), what=what)
     text = _content_text(node.get("content"), what=what)
     if not text.strip():
         omitted["empty_messages"] += 1
         return None
-    model = node.get("model") if role == "assistant" else None
-    return MessageRecord(
-        role=role,
-        content=text,
-        created_at=epoch_time(node.get("timestamp"), what=f"{what}'s timestamp"),
-        extra=model_extra(model),
+    return records.other_app_message(
+        role, text, model=node.get("model"),
+        created_at=records.epoch_time(node.get("timestamp"), what=f"{what}'s timestamp"),
     )
 
 
@@ -114,4 +100,4 @@ def _content_text(content: Any, *, what: str) -> str:
                 kind = str(part.get("type") or "attachment")
                 texts.append("[image]" if "image" in kind else f"[{kind}]")
         return "\n".join(texts)
-    raise ConversationError(f"{what}'s content is {describe(content)}, not text")
+    raise records.ConversationError(f"{what}'s content is {records.describe(content)}, not text")

@@ -126,9 +126,19 @@ def role_of(value: Any, *, what: str, roles: tuple[str, ...] = ROLES) -> str:
     return str(value)
 
 
-def model_extra(model: Any) -> dict[str, Any]:
-    """The `extra` of a message from another app: its model name when it names one, cut to the column."""
-    return {"model": model[:MODEL_MAX_CHARS]} if isinstance(model, str) else {}
+def other_app_message(
+    role: str, text: str, *, model: Any, created_at: datetime | None, updated_at: datetime | None = None
+) -> MessageRecord:
+    """A message from another app's export, with the model name its source gives (cut to the column)
+    kept on a reply only: only a reply was written by a model."""
+    named = role == "assistant" and isinstance(model, str)
+    return MessageRecord(
+        role=role,
+        content=text,
+        created_at=created_at,
+        updated_at=updated_at,
+        extra={"model": model[:MODEL_MAX_CHARS]} if named else {},
+    )
 
 
 def epoch_time(value: Any, *, what: str) -> datetime | None:
