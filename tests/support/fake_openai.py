@@ -411,13 +411,9 @@ class FakeOpenAI:
         self.stop()
 
     @property
-    def port(self) -> int:
-        assert self._server is not None, "server not started"
-        return self._server.server_address[1]
-
-    @property
     def root_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        assert self._server is not None, "server not started"
+        return f"http://{self.host}:{self._server.server_address[1]}"
 
     @property
     def base_url(self) -> str:
