@@ -77,11 +77,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parent
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-from load_checks import (  # noqa: E402
+from _common import OUT
+from load_checks import (
     check_messages,
     check_order,
     check_summaries,
@@ -90,8 +87,8 @@ from load_checks import (  # noqa: E402
     summarize,
     trigger_turns,
 )
-from load_seed import ACTIVE, FakeModel, UserPlan, postgres_server, private_redis_db, seed  # noqa: E402
-from load_traffic import (  # noqa: E402
+from load_seed import ACTIVE, FakeModel, UserPlan, postgres_server, private_redis_db, seed
+from load_traffic import (
     Kill,
     group_cpu_seconds,
     kill_and_restart,
@@ -99,8 +96,8 @@ from load_traffic import (  # noqa: E402
     run_load,
     warm_up,
 )
-from processes import CeleryWorker, private_postgres, start_uvicorn, stop  # noqa: E402 - bench scripts are run by path
-from web_ttfb import (  # noqa: E402
+from processes import CeleryWorker, private_postgres, start_uvicorn, stop
+from web_ttfb import (
     bench_environment,
     cpu_seconds,
     django_setup,
@@ -203,7 +200,7 @@ def stop_web(proc: subprocess.Popen, timeout: float = 120) -> dict[str, Any]:
 
 def keep_logs(tmp: Path) -> str:
     """The processes' logs copied out of the temporary directory, for the post-mortem."""
-    kept = BENCH / "out" / f"load-{os.getpid()}"
+    kept = OUT / f"load-{os.getpid()}"
     kept.mkdir(parents=True, exist_ok=True)
     for log in tmp.glob("*.log"):
         shutil.copy(log, kept / log.name)

@@ -35,14 +35,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
-for _path in (ROOT, BENCH):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
-from processes import CeleryWorker, private_postgres  # noqa: E402 - bench scripts are run by path
-from web_ttfb import (  # noqa: E402
+from _common import load_note
+from processes import CeleryWorker, private_postgres
+from web_ttfb import (
     bench_environment,
     django_setup,
     percentile,
@@ -139,7 +134,7 @@ def main() -> int:
 
             broker += f"{settings.CELERY_BROKER_TRANSPORT_OPTIONS['polling_interval'] * 1000:.0f} ms)"
         db = "PostgreSQL (a private database, dropped afterwards)" if database_url else "SQLite (temp dir)"
-        print(f"broker: {broker}; database: {db}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print(f"broker: {broker}; database: {db}; {load_note()}")
         users = []
         try:
             user, token, config = seed_user(username=f"bench-sum-{secrets.token_hex(4)}", base_url=fake.base_url,
