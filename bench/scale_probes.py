@@ -320,12 +320,13 @@ def turn_profiler(pid: int, vendor: str) -> subprocess.Popen | None:
 
 
 def timed_turns(client: Any, *, pid: int, conversation_id: int, words: list[str], requests: int,
-                vendor: str) -> tuple[float, list[float]]:
-    """(the server's CPU ms per turn, each turn's time to first byte) over `requests` sends."""
-    profiler = turn_profiler(pid, vendor)
+                vendor: str, first: int = 0, profile: bool = True) -> tuple[float, list[float]]:
+    """(the server's CPU ms per turn, each turn's time to first byte) over `requests` sends, the
+    questions numbered from `first`; profiled (turn_profiler) when `profile`."""
+    profiler = turn_profiler(pid, vendor) if profile else None
     cpu_before = cpu_seconds(pid)
-    samples = sends_timed(client, conversation_id,
-                          (f"question {i}: {words[100 + i]} and {words[3000 + i]}?" for i in range(requests)))
+    questions = (f"question {i}: {words[100 + i]} and {words[3000 + i]}?" for i in range(first, first + requests))
+    samples = sends_timed(client, conversation_id, questions)
     cpu = (cpu_seconds(pid) - cpu_before) * 1000 / requests
     if profiler is not None:
         profiler.send_signal(signal.SIGINT)
