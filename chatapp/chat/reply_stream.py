@@ -104,6 +104,7 @@ def reply_cut_note() -> str:
 
 
 _END = object()
+_WAKE = object()  # the reader's timer fired: a stop poll or a keep-alive may be due
 # Deltas waiting in the queue are sent as one event up to this size (see ReplyReader._joined).
 _JOIN_MAX_CHARS = 8192
 
@@ -152,6 +153,8 @@ class ReplyReader:
         self.finished = False
         self.queue: asyncio.Queue = asyncio.Queue()
         self.held: Any = None  # a model event taken from the queue while joining deltas (_joined)
+        self.wake: asyncio.TimerHandle | None = None  # the reader's wake-up (_wake_by)
+        self.wake_when = 0.0
         # The model call starts while the first event goes out.
         self.pump = asyncio.create_task(_pump(turn=turn, queue=self.queue))
         streaming_here.add(turn.reply_id)
@@ -213,17 +216,33 @@ class ReplyReader:
         return "".join(parts) if len(parts) > 1 else text
 
     async def _next(self, wake_at: float) -> Any:
-        """The next model event, or None at `wake_at` (a stop poll or a keep-alive is due)."""
+        """The next model event, or None by `wake_at` (a stop poll or a keep-alive is due)."""
         if self.held is not None:
             item, self.held = self.held, None
-            return item
-        try:
-            return self.queue.get_nowait()  # a burst of chunks needs no timer each
-        except asyncio.QueueEmpty:
+        else:
             try:
-                return await asyncio.wait_for(self.queue.get(), timeout=max(0.0, wake_at - time.monotonic()))
-            except TimeoutError:
-                return None
+                item = self.queue.get_nowait()
+            except asyncio.QueueEmpty:
+                self._wake_by(wake_at)
+                item = await self.queue.get()
+        return None if item is _WAKE else item
+
+    def _wake_by(self, when: float) -> None:
+        """One timer for the stream, moved only to an earlier time: a reply that streams at a model's
+        pace pushes its keep-alive back with every chunk, and a timer set and cancelled per chunk
+        (what wait_for or asyncio.timeout does) was about 4% of such a turn's instructions
+        (bench/turn_instructions.py). A wake-up that comes early finds nothing due, and the next
+        wait sets the timer again."""
+        if self.wake is not None:
+            if self.wake_when <= when:
+                return
+            self.wake.cancel()
+        self.wake_when = when
+        self.wake = asyncio.get_running_loop().call_later(max(0.0, when - time.monotonic()), self._woken)
+
+    def _woken(self) -> None:
+        self.wake = None
+        self.queue.put_nowait(_WAKE)
 
     def _take(self, text: str) -> tuple[str, bool]:
         """Keep a chunk; past MAX_REPLY_CHARS it is cut and marked (True: the reply ends here)."""
@@ -268,6 +287,8 @@ class ReplyReader:
             logger.exception("could not store the partial reply %s", self.turn.reply_id)
 
     async def close(self) -> None:
+        if self.wake is not None:
+            self.wake.cancel()
         await _cancel(self.pump)
         streaming_here.discard(self.turn.reply_id)
         stopped_here.discard(self.turn.reply_id)

@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 import httpx
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chatapp.providers.llm import sse
 from chatapp.providers.llm.sse import sse_events
@@ -61,3 +63,32 @@ def test_an_in_band_error_raises_the_sdks_error():
 
 def test_a_body_that_ends_without_done_ends_the_events():
     assert _events(_Body([b'data: {"a": 1}\n\ndata: {"b": 2}'])) == [{"a": 1}]  # an unterminated event is dropped
+
+
+@given(st.lists(st.tuples(st.binary(max_size=12).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b"")),
+                          st.sampled_from([b"\n", b"\r\n", b"\r"])), max_size=12),
+       st.binary(max_size=6).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b"")),
+       st.lists(st.integers(min_value=1, max_value=9), min_size=1))
+def test_lines_are_the_bodys_lines_wherever_its_chunks_break(lines, tail, sizes):
+    whole = b"".join(text + end for text, end in lines) + tail
+    chunks, at = [], 0
+    while at < len(whole):
+        size = sizes[len(chunks) % len(sizes)]
+        chunks.append(whole[at:at + size])
+        at += size
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    async def read() -> list[bytes]:
+        return [line async for line in sse.sse_lines(pieces())]
+
+    assert asyncio.run(read()) == whole.splitlines()
+
+
+def test_half_a_surrogate_pair_and_nan_still_read():
+    # What orjson refuses and the standard library reads (a model may split a pair across chunks).
+    body = _Body([b'data: {"t": "\\ud83d"}\n\ndata: {"t": "\\ude00", "x": NaN}\n\ndata: [DONE]\n\n'])
+    events = _events(body)
+    assert events[0] == {"t": "\ud83d"} and events[1]["t"] == "\ude00" and events[1]["x"] != events[1]["x"]

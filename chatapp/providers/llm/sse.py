@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import openai
+import orjson
 
 # After [DONE] the body normally ends at once; one that stays open is given up (and the connection
 # with it) after this long rather than holding the reply's end back.
@@ -28,22 +29,22 @@ DRAIN_SECONDS = 1.0
 async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
     """Each event's data as parsed JSON, until `[DONE]` or the end of the body. An in-band error
     event (`{"error": ...}`) raises openai.APIError, as the SDK's stream does."""
-    lines = response.aiter_lines()
-    data: list[str] = []
+    lines = sse_lines(response.aiter_bytes())
+    data: list[bytes] = []
     async for line in lines:
         if line:
-            field, _, value = line.partition(":")
-            if field == "data":
-                data.append(value[1:] if value.startswith(" ") else value)
+            field, _, value = line.partition(b":")
+            if field == b"data":
+                data.append(value[1:] if value.startswith(b" ") else value)
             continue
         if not data:
             continue
-        payload = "\n".join(data)
+        payload = b"\n".join(data)
         data = []
-        if payload.startswith("[DONE]"):
+        if payload.startswith(b"[DONE]"):
             await _drain(lines)
             return
-        event = json.loads(payload)
+        event = _parsed(payload)
         if isinstance(event, dict) and event.get("error"):
             error = event["error"]
             message = error.get("message") if isinstance(error, dict) else None
@@ -52,7 +53,32 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
         yield event
 
 
-async def _drain(lines: AsyncIterator[str]) -> None:
+async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The lines of a body read in `chunks`, without their ends (CRLF, LF or CR, as SSE allows),
+    wherever the chunks break. Bytes, not text: a model streams a chunk per token or so, and
+    httpx's text and line layers cost the event loop more than the split; a line end is one byte
+    in UTF-8, never part of a character, so each line decodes whole."""
+    rest = b""
+    async for chunk in chunks:
+        lines = (rest + chunk).splitlines(keepends=True)
+        # The last line is not ended yet, or ends with a CR whose LF may be in the next chunk.
+        rest = lines.pop() if lines and not lines[-1].endswith(b"\n") else b""
+        for line in lines:
+            yield line.rstrip(b"\r\n")
+    if rest:
+        yield rest.rstrip(b"\r\n")
+
+
+def _parsed(payload: bytes) -> Any:
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        # What orjson refuses and the standard library reads: half a surrogate pair (a model may
+        # split one across two chunks), NaN, bytes that are not UTF-8 (replaced, as httpx decoded them).
+        return json.loads(payload.decode("utf-8", "replace"))
+
+
+async def _drain(lines: AsyncIterator[bytes]) -> None:
     with contextlib.suppress(TimeoutError, httpx.HTTPError):
         async with asyncio.timeout(DRAIN_SECONDS):
             async for _ in lines:
