@@ -150,9 +150,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 for i in range(2):
                     timed_send(c, large.pk, f"warm-up {r}.{i}")
                 # /proc counts CPU in 10 ms ticks: over 20 turns the figure moved in 0.5 ms steps.
-                cpu, turns = timed_turns(c, pid=pid, conversation_id=large.pk, words=words,
-                                         requests=max(requests, CPU_TURNS), vendor=connection.vendor,
-                                         first=r * CPU_TURNS, profile=r == 0)
+                per_round = max(requests, CPU_TURNS)
+                cpu, turns = timed_turns(c, pid=pid, conversation_id=large.pk, words=words, requests=per_round,
+                                         vendor=connection.vendor, first=r * per_round, profile=r == 0)
                 rounds.append(round(cpu, 1))
                 samples += turns
         out["cpu_ms_per_turn"] = statistics.median(rounds)

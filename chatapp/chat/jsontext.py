@@ -4,7 +4,9 @@ A turn writes some 40 KB of JSON: its SSE events and its optimization record's `
 entry for each message sent). The standard library took about ten times as long for the same
 text. Readers see the same JSON, and nothing is lost: a value orjson refuses (a lone surrogate a
 model streamed, an integer beyond 64 bits, a key that is not a string) is written by the standard
-library instead, as before.
+library instead, as before. One difference: a float that is not a number (NaN, infinity) is
+written as null, which JSON.parse and PostgreSQL's jsonb accept, where the standard library wrote
+`NaN`, which neither does.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class FastJSONEncoder(json.JSONEncoder):
     refuses what it always refused)."""
 
     def encode(self, o: Any) -> str:
+        if self.sort_keys or self.indent is not None:  # asked for a form of the text (forms compare sorted)
+            return super().encode(o)
         try:
             return orjson.dumps(o).decode()
         except TypeError:

@@ -238,7 +238,9 @@ class ReplyReader:
                 return
             self.wake.cancel()
         self.wake_when = when
-        self.wake = asyncio.get_running_loop().call_later(max(0.0, when - time.monotonic()), self._woken)
+        # A millisecond late: uvloop rounds a timer to whole milliseconds and may fire it just before
+        # `when`, and the rest, rounded to nothing, would wake the reader again and again until then.
+        self.wake = asyncio.get_running_loop().call_later(max(0.0, when - time.monotonic()) + 0.001, self._woken)
 
     def _woken(self) -> None:
         self.wake = None

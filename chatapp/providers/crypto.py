@@ -22,9 +22,10 @@ _cache: tuple[tuple[str, ...], MultiFernet] | None = None
 _lock = threading.Lock()
 
 
-def _fernet() -> MultiFernet:
+def _fernet(keys: tuple[str, ...] | None = None) -> MultiFernet:
+    """The cipher of `keys` (default: the configured ones)."""
     global _cache
-    keys = tuple(settings.FIELD_ENCRYPTION_KEYS)
+    keys = tuple(settings.FIELD_ENCRYPTION_KEYS) if keys is None else keys
     with _lock:
         # Keyed by the key list so a settings override (tests, rotation) takes effect at once.
         if _cache is None or _cache[0] != keys:
@@ -41,13 +42,15 @@ def secret_encrypt(plain: str) -> str:
     return _fernet().encrypt(plain.encode()).decode()
 
 
-def _stored_token_apply(token: str, operation: Callable[[MultiFernet, bytes], bytes]) -> str:
-    """`operation` (decrypt, rotate) on a stored token; "" stays "" (no secret stored). Raises
-    SecretDecryptError."""
+def _stored_token_apply(
+    token: str, operation: Callable[[MultiFernet, bytes], bytes], keys: tuple[str, ...] | None = None
+) -> str:
+    """`operation` (decrypt, rotate) on a stored token under `keys` (default: the configured ones);
+    "" stays "" (no secret stored). Raises SecretDecryptError."""
     if token == "":
         return ""
     try:
-        return operation(_fernet(), token.encode()).decode()
+        return operation(_fernet(keys), token.encode()).decode()
     except (InvalidToken, ValueError):
         # Never include the token or plaintext in the message.
         raise SecretDecryptError("the stored secret cannot be decrypted with the configured keys") from None
@@ -60,10 +63,10 @@ def secret_decrypt(token: str) -> str:
 
 # Every chat turn decrypts its model's key (about 1% of a turn's CPU). The plain keys stay in this
 # process's memory, as they do in the model clients it keeps (llm.transport); keyed by the key list
-# too, so a rotation or a removed key takes effect at once. A failure is not cached.
+# too, so a rotation or a removed key takes effect at once. A failure is not cached; 256 entries at most.
 @lru_cache(maxsize=256)
 def _decrypted(keys: tuple[str, ...], token: str) -> str:
-    return _stored_token_apply(token, MultiFernet.decrypt)
+    return _stored_token_apply(token, MultiFernet.decrypt, keys)  # the keys it is cached under
 
 
 def secret_readable(token: str) -> bool:

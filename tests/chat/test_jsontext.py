@@ -61,3 +61,8 @@ def test_a_lone_surrogate_is_still_written():
 def test_a_column_refuses_what_the_standard_library_refuses():
     with pytest.raises(TypeError):
         json.dumps({"ids": {1, 2}}, cls=FastJSONEncoder)
+
+
+def test_a_column_asked_for_sorted_keys_gets_them():
+    # Django's forms.JSONField compares values as sorted text.
+    assert json.dumps({"b": 1, "a": 2}, cls=FastJSONEncoder, sort_keys=True) == '{"a": 2, "b": 1}'

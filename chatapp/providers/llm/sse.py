@@ -58,15 +58,18 @@ async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     wherever the chunks break. Bytes, not text: a model streams a chunk per token or so, and
     httpx's text and line layers cost the event loop more than the split; a line end is one byte
     in UTF-8, never part of a character, so each line decodes whole."""
-    rest = b""
+    pending: list[bytes] = []  # the unended line's pieces, joined once it ends (a long line stays linear)
     async for chunk in chunks:
-        lines = (rest + chunk).splitlines(keepends=True)
+        if b"\n" not in chunk and b"\r" not in chunk and not (pending and pending[-1].endswith(b"\r")):
+            pending.append(chunk)
+            continue
+        lines = (b"".join(pending) + chunk).splitlines(keepends=True)
         # The last line is not ended yet, or ends with a CR whose LF may be in the next chunk.
-        rest = lines.pop() if lines and not lines[-1].endswith(b"\n") else b""
+        pending = [lines.pop()] if lines and not lines[-1].endswith(b"\n") else []
         for line in lines:
             yield line.rstrip(b"\r\n")
-    if rest:
-        yield rest.rstrip(b"\r\n")
+    if pending:
+        yield b"".join(pending).rstrip(b"\r\n")
 
 
 def _parsed(payload: bytes) -> Any:
