@@ -325,6 +325,9 @@ class SummaryJob(LeasedJob):
             # Chat and API: the latest job of a conversation; sweep: pending jobs.
             models.Index(fields=["conversation", "-id"], name="sumjob_conv_idx"),
             models.Index(fields=["status", "id"], name="sumjob_status_idx"),
+            # Every turn: the daily quota's count of a conversation's jobs since a time
+            # (summary_selectors.summary_quota_used), read from the index alone.
+            models.Index(fields=["conversation", "created_at", "trigger", "status"], name="sumjob_quota_idx"),
         ]
         constraints = [
             # One summary job per conversation at a time, enforced by the database.

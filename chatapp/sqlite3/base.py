@@ -143,7 +143,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
         with self.wrap_database_errors:
             if conn.in_transaction:
                 conn.rollback()
-            conn.execute("PRAGMA foreign_keys = ON")
+            # Setting a flag PRAGMA expires every statement the connection has prepared (SQLite adds
+            # OP_Expire), so the next request re-parsed each one it ran: read it, and set it only
+            # when something switched it off (Django does, around schema changes and fixtures).
+            if not conn.execute("PRAGMA foreign_keys").fetchone()[0]:
+                conn.execute("PRAGMA foreign_keys = ON")
         with _lock:
             idle = _idle.setdefault(key, [])
             if len(idle) < self.pool_size:

@@ -5,7 +5,7 @@ import os
 import sqlite3
 
 import pytest
-from django.db import connections, transaction
+from django.db import OperationalError, connections, transaction
 
 
 @pytest.fixture
@@ -93,6 +93,25 @@ def test_foreign_keys_are_switched_back_on(open_wrapper):
     with db.cursor() as cursor:
         cursor.execute("PRAGMA foreign_keys")
         assert cursor.fetchone() == (1,)
+
+
+def test_a_kept_connection_runs_its_prepared_statements_without_preparing_them_again(open_wrapper):
+    # Setting a flag PRAGMA expires every prepared statement of the connection: the next request
+    # parsed each statement it ran a second time. SQLite's sqlite_stmt table (the statements the
+    # connection holds prepared, Python's statement cache among them) counts those re-preparations.
+    db = open_wrapper()
+    query = "SELECT x FROM t WHERE x = %s"
+    with db.cursor() as cursor:
+        cursor.execute("CREATE TABLE t (x INTEGER)")
+        cursor.execute(query, [1])
+    db.close()
+    with db.cursor() as cursor:
+        cursor.execute(query, [2])
+        try:
+            cursor.execute("SELECT reprep FROM sqlite_stmt WHERE sql = 'SELECT x FROM t WHERE x = ?'")
+        except OperationalError:  # a SQLite built without SQLITE_ENABLE_STMTVTAB
+            pytest.skip("this SQLite has no sqlite_stmt table")
+        assert cursor.fetchall() == [(0,)]
 
 
 def test_a_connection_closed_inside_an_atomic_block_is_not_kept(open_wrapper):

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    """The record"s `sent` list is written by orjson (chatapp.chat.jsontext). Only Python"s side
+    """The record's `sent` list is written by orjson (chatapp.chat.jsontext). Only Python's side
     changes: the column does not, and SQLite would otherwise copy the whole records table over."""
 
     dependencies = [
