@@ -145,25 +145,17 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
         # One claim per figure: the value is how close each request's count was (bounded: a provider
         # that counts very differently gives "—", not a negative accuracy); the detail adds the totals.
         error = acc["error_share"]
-        cards.append({
-            "key": "accuracy",
-            "label": "Counting accuracy",
-            "value": "—" if error >= 1 else _pct(1 - error, 1),
-            "detail": (
-                f"per request, ours differs from the provider's count by {error * 100:.1f}% on average"
-                + (" (it counts differently: tools, images or cached prompts)" if error >= 1 else "")
-                + f"; in total ours {_tokens(acc['ours'])} vs {_tokens(acc['provider'])} "
-                f"({'+' if acc['bias_share'] >= 0 else MINUS}{abs(acc['bias_share']) * 100:.1f}%) "
-                f"over {_plural(acc['requests'], 'request')}"
-            ),
-        })
+        accuracy = "—" if error >= 1 else _pct(1 - error, 1)
+        accuracy_detail = (
+            f"per request, ours differs from the provider's count by {error * 100:.1f}% on average"
+            + (" (it counts differently: tools, images or cached prompts)" if error >= 1 else "")
+            + f"; in total ours {_tokens(acc['ours'])} vs {_tokens(acc['provider'])} "
+            f"({'+' if acc['bias_share'] >= 0 else MINUS}{abs(acc['bias_share']) * 100:.1f}%) "
+            f"over {_plural(acc['requests'], 'request')}"
+        )
     else:
-        cards.append({
-            "key": "accuracy",
-            "label": "Counting accuracy",
-            "value": "—",
-            "detail": "The endpoint has not reported usage yet",
-        })
+        accuracy, accuracy_detail = "—", "The endpoint has not reported usage yet"
+    cards.append({"key": "accuracy", "label": "Counting accuracy", "value": accuracy, "detail": accuracy_detail})
     return cards
 
 
