@@ -12,7 +12,6 @@ written as null, which JSON.parse and PostgreSQL's jsonb accept, where the stand
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
@@ -21,9 +20,6 @@ from django.core.serializers.json import DjangoJSONEncoder
 # Dates go to DjangoJSONEncoder, as before: it writes them in milliseconds with a "Z".
 _DJANGO_DEFAULT = DjangoJSONEncoder().default
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME
-# orjson reads an integer past 64 bits as a float, silently: text with a run of 19 or more digits
-# (every such integer has one) is left to the standard library, which keeps it exact.
-_LONG_DIGITS = re.compile(r"\d{19}")
 
 
 def event_json(value: Any) -> str:
@@ -45,16 +41,3 @@ class FastJSONEncoder(json.JSONEncoder):
             return orjson.dumps(o).decode()
         except TypeError:
             return super().encode(o)
-
-
-class FastJSONDecoder(json.JSONDecoder):
-    """A JSONField's decoder: the column's text read by orjson, else by the standard library (NaN,
-    a lone surrogate, an integer past 64 bits: the values orjson refuses or would round)."""
-
-    def decode(self, s: str, *args: Any) -> Any:
-        if not _LONG_DIGITS.search(s):
-            try:
-                return orjson.loads(s)
-            except orjson.JSONDecodeError:
-                pass
-        return super().decode(s, *args)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from django.db import models
 
-from chatapp.chat.jsontext import FastJSONDecoder, FastJSONEncoder
 from chatapp.chat.models import Conversation
 
 
@@ -71,8 +70,7 @@ class DashboardTotals(models.Model):
     # msg_conv_summary_idx instead. Extended when a turn ends, up to the message before its reply.
     ledger_through_id = models.BigIntegerField(null=True, blank=True)
     ledger_messages = models.PositiveIntegerField(default=0)
-    # Read and written on every turn, and as long as the conversation's summaries: by orjson.
-    summary_ids = models.JSONField(default=list, encoder=FastJSONEncoder, decoder=FastJSONDecoder)
+    summary_ids = models.JSONField(default=list)
     summaries_made = models.PositiveIntegerField(default=0)
     summaries_extractive = models.PositiveIntegerField(default=0)
     summaries_edited = models.PositiveIntegerField(default=0)
