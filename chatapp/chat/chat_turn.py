@@ -45,6 +45,7 @@ from chatapp.chat.message_services import (
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.reply_store import reply_store
 from chatapp.chat.reply_stream import STOPPED_WORDS, ReplyReader, failure_words, stream_event
+from chatapp.chat.rowsql import row_create
 from chatapp.chat.search_services import message_index_add
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
@@ -99,8 +100,8 @@ def chat_turn_start(
             claim = send_claim_take(
                 conversation=conversation, client_key=client_key, chars=len(text), tokens=tokens, title=title
             )
-            user_message = Message.objects.create(
-                conversation=conversation, role=Message.Role.USER, content=text, token_count=tokens,
+            user_message = row_create(
+                Message, conversation=conversation, role=Message.Role.USER, content=text, token_count=tokens,
                 char_count=len(text), parent_id=claim.parent_id, client_key=client_key,
             )
     except IntegrityError:
@@ -198,7 +199,8 @@ def turn_prepare(
     window_start_id = int(result.window_start) if result.window_start is not None else None
     dropped = record_dropped_ranges(ctx=ctx, result=result)
     with transaction.atomic(savepoint=False):  # nested in a turn: no savepoint round trips
-        reply = Message.objects.create(
+        reply = row_create(
+            Message,
             conversation=conversation,
             role=Message.Role.ASSISTANT,
             content="",

@@ -13,6 +13,7 @@ import optimizer
 from chatapp.chat.context import PROMPT_IDS, ContextInput
 from chatapp.chat.gauge import packed_gauge
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.chat.rowsql import row_create
 from chatapp.dashboard.costs import money
 from chatapp.dashboard.totals import PreviousRequest, dashboard_totals_record_add
 from chatapp.providers import llm
@@ -331,7 +332,8 @@ def record_create(
     quoted = _recall_quotes(conversation=conversation, packed=recall_packed, read=ctx.recall_contents)
     summary_used = any(m.origin == "summary" for m in result.messages)
     tokens_sent, tokens_full = info.tokens_after, info.tokens_before
-    record = OptimizationRecord.objects.create(
+    record = row_create(
+        OptimizationRecord,
         conversation=conversation,
         reply=reply,
         preference=preference,

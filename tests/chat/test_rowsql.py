@@ -15,7 +15,15 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
-from chatapp.chat.rowsql import CompiledQuery, row_insert_statement, row_instance, row_read, row_update, statements_run
+from chatapp.chat.rowsql import (
+    CompiledQuery,
+    row_create,
+    row_insert_statement,
+    row_instance,
+    row_read,
+    row_update,
+    statements_run,
+)
 from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
 from tests.support.chat import make_config
 
@@ -137,6 +145,55 @@ def test_an_insert_stores_exactly_the_values_given(conversation):
 
     assert MessageSearch.objects.filter(pk=message.pk).values("scope", "terms", "length", "recallable").get() == {
         "scope": "_c1 _u2", "terms": "index", "length": 1, "recallable": True}
+
+
+def _stored(model, pk: int) -> dict:
+    row = model.objects.filter(pk=pk).values().get()
+    return {k: v for k, v in row.items() if k not in ("id", "created_at", "updated_at")}
+
+
+def test_a_created_message_is_the_row_and_instance_the_orm_creates(conversation):
+    fields = {"conversation": conversation, "role": Message.Role.USER, "content": "écrit — 📎", "token_count": 7,
+              "char_count": 9, "parent_id": None, "client_key": "k-1"}
+    orm = Message.objects.create(**{**fields, "client_key": "k-0"})
+    ours = row_create(Message, **fields)
+
+    assert ours.pk is not None and ours.pk != orm.pk
+    assert not ours._state.adding and ours._state.db == orm._state.db
+    assert {**_stored(Message, ours.pk), "client_key": "k-0"} == _stored(Message, orm.pk)
+    # auto_now_add / auto_now filled in on the instance, as a save does, and stored as it holds them.
+    stored = Message.objects.filter(pk=ours.pk).values("created_at", "updated_at").get()
+    assert stored == {"created_at": ours.created_at, "updated_at": ours.updated_at}
+    assert ours.created_at is not None and ours.status == Message.Status.COMPLETE  # the model's default
+    # The instance saves in place afterwards (the turn updates the reply it created).
+    ours.content = "changed"
+    ours.save(update_fields=["content"])
+    assert Message.objects.filter(conversation=conversation).count() == 2
+
+
+def test_a_created_record_stores_json_and_decimals_as_the_orm_does(conversation):
+    reply = _message(conversation)
+    other = _message(conversation)
+    fields = {"conversation": conversation, "preference": "balanced", "model": "gpt-4o-mini", "context_window": 8192,
+              "budget": 7000, "triggered": True, "strategy": "truncate", "reason": "why",
+              "scores": {"truncate": 0.5, "nested": [1, "two", None]}, "tokens_full": 9000, "tokens_sent": 6000,
+              "sent": [{"id": "3", "origin": "history", "tokens": 12}], "dropped_ranges": [[1, 4]],
+              "cost_sent_usd": Decimal("0.000123456"), "cost_full_usd": Decimal("0.5"), "stats": {"a": 1.25}}
+    orm = OptimizationRecord.objects.create(reply=reply, **fields)
+    ours = row_create(OptimizationRecord, reply=other, **fields)
+
+    assert {**_stored(OptimizationRecord, ours.pk), "reply_id": reply.pk} == _stored(OptimizationRecord, orm.pk)
+    assert OptimizationRecord.objects.get(pk=ours.pk).scores == fields["scores"]
+
+
+@pytest.mark.parametrize("model", [Message, OptimizationRecord])
+def test_created_models_have_no_save_override_or_save_receivers(model):
+    # row_create skips Model.save() and the save signals: right only while these models have neither.
+    from django.db.models import Model
+    from django.db.models.signals import post_save, pre_save
+
+    assert model.save is Model.save and model.save_base is Model.save_base
+    assert not pre_save.has_listeners(model) and not post_save.has_listeners(model)
 
 
 def test_writes_run_together_land_together_in_one_round_trip_on_postgresql(conversation):
