@@ -136,6 +136,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "chatapp.chat.admission.sync_stack_end",
 ]
+# Flash messages' storage is built only when a request uses one (flash_storage says why).
+MESSAGE_STORAGE = "chatapp.chat.flash_storage.LazyFallbackStorage"
 
 ROOT_URLCONF = "chatapp.urls"
 
