@@ -2,14 +2,17 @@
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 from chatapp.instance import instance_prepare
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatapp.settings")
 instance_prepare()  # before the settings are read: see chatapp.instance
+django.setup(set_prefix=False)  # what get_asgi_application does first
 
-application = get_asgi_application()
+from chatapp.chat.admission import SyncStackASGIHandler  # noqa: E402 (needs the apps loaded)
+
+application = SyncStackASGIHandler()
 
 # The first summary a process requested imported the task module (Celery, kombu, the broker's
 # transport) in the middle of a turn: some 60 ms of CPU in one turn. Loaded with the application.

@@ -18,8 +18,10 @@ in the mode of the one below it, and an async `MiddlewareMixin` (all of Django's
 thread and back for each of its process_request and process_response: a chat turn crossed between
 the event loop and threads 34 times. So `admission_middleware` (async only) opens the stack on the
 event loop, `sync_stack_end` (sync only) closes it, and everything between runs in the request's
-thread: one hop in, one back to the view (14 a turn in all, the streamed reply's database work
-included).
+thread. `SyncStackASGIHandler` ends that stack in Django's sync request handler, so that the URL
+resolving, the view middlewares (CSRF's check) and the view run in that same thread too: the async
+handler Django puts there hopped back to the event loop, then to a thread for CSRF's process_view
+and to another for the (sync, DRF) view. One hop in, one out, per request.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from asgiref.sync import AsyncToSync
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpRequest, HttpResponseBase
 from django.urls import Resolver404, resolve
 from django.utils.decorators import async_only_middleware, sync_only_middleware
@@ -89,6 +94,22 @@ def admission_middleware(get_response: Callable) -> Callable:
             return await get_response(request)
 
     return middleware
+
+
+class SyncStackASGIHandler(ASGIHandler):
+    """Django's ASGI handler whose middleware stack ends in the sync request handler (the module's
+    docstring says why). The stack opens with `admission_middleware`, async only, so it is still an
+    async callable on the event loop."""
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        # Built as for a sync server: the view middlewares and the view are called in the thread the
+        # sync middlewares run in. Its top is async (admission_middleware), which Django then wrapped
+        # for a sync caller; this handler is the caller, and async.
+        super().load_middleware(is_async=False)
+        chain = getattr(self, "_middleware_chain", None)
+        if not isinstance(chain, AsyncToSync):
+            raise ImproperlyConfigured("The first middleware must be async only (chatapp.chat.admission).")
+        self._middleware_chain = chain.awaitable
 
 
 @sync_only_middleware
