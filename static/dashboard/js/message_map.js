@@ -1,5 +1,5 @@
 /* The message map (canvas): every message's status in the latest request, from run-length codes. */
-import { root, state } from "./state.js";
+import { state } from "./state.js";
 import { h, messageLink, nf, tooltip } from "./util.js";
 
 export function decodeMap(mp) {
@@ -37,8 +37,13 @@ export function drawMap() {
   const ctx = canvas.getContext("2d");
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.clearRect(0, 0, W, Hc);
-  const styles = getComputedStyle(root);
-  const colors = mp.statuses.map((st) => styles.getPropertyValue("--st-" + st).trim() || "#999");
+  // Each status's colour as CSS resolves it on the canvas: a palette's light-dark() is chosen by the
+  // element's color-scheme, which the custom property's own text (getPropertyValue) has not applied.
+  const colors = mp.statuses.map((st) => {
+    canvas.style.color = `var(--st-${st}, #999)`;
+    return getComputedStyle(canvas).color;
+  });
+  canvas.style.removeProperty("color");
   const dec = state.mapDecoded;
   for (let i = 0; i < n; i++) {
     ctx.fillStyle = colors[dec.statuses[i]];
