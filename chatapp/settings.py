@@ -136,9 +136,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "chatapp.chat.admission.sync_stack_end",
 ]
-# Flash messages' storage is built only when a request uses one (flash_storage says why).
-MESSAGE_STORAGE = "chatapp.chat.flash_storage.LazyFallbackStorage"
-
+MESSAGE_STORAGE = "chatapp.chat.flash_storage.LazyFallbackStorage"  # built only when used: flash_storage says why
 ROOT_URLCONF = "chatapp.urls"
 
 TEMPLATES = [
