@@ -25,7 +25,7 @@ from chatapp.chat.context import live_chat_q, offline_reply_q
 from chatapp.chat.message_services import live_totals_add
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_services import message_index_sync
-from chatapp.chat.turn_claim import turn_busy_check, turn_claim_release
+from chatapp.chat.turn_claim import turn_busy_check
 
 
 def _move(*, conversation_id: int, rows: QuerySet[Message], hide: bool, tag: int | None) -> int:
@@ -90,7 +90,10 @@ def branch_switch(*, message: Message, index: int) -> Message:
     # A claim marked while the path moves, already stale: a send that waited on this row (another tab)
     # finds it taken and goes the slow way, which reads the path's tail after this commit. Its claim's
     # one statement reads the tail as it was when it began (PostgreSQL), and would hang the new message
-    # under the branch this switch hides. Stale, it keeps no send waiting and holds nothing if lost.
+    # under the branch this switch hides. Stale, it keeps no send waiting and holds nothing. It is left
+    # in place: given back in a statement of its own after the commit, it could be gone before the
+    # waiting send re-checks the row, which would then take the fast way with the old tail. The next
+    # send takes it over (the slow way, once).
     marked = timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS + 1)
     with transaction.atomic():
         turn_busy_check(conversation_id=conversation.pk)  # no switch under a running turn
@@ -106,8 +109,6 @@ def branch_switch(*, message: Message, index: int) -> Message:
             branch_show(conversation_id=conversation.pk, start_id=target_id)
             # The path changed under the stored window: the next request refits the new path's history.
             Conversation.objects.filter(pk=conversation.pk).update(window_start_id=None)
-    if current != target_id:
-        turn_claim_release(conversation_id=conversation.pk, claimed_at=marked)  # unless a send took it over
     return Message.objects.get(pk=target_id)
 
 

@@ -121,6 +121,25 @@ def test_regenerate_keeps_the_old_reply_as_a_branch(user, offline):
     assert_path_consistent(offline)
 
 
+def test_after_a_switch_the_next_turns_run_and_leave_the_chat_free(user, offline):
+    """A switch leaves its claim behind, already stale (a send that waited on the switch must not find
+    the row free before it re-reads the path): it blocks nothing, and the next turn takes it over."""
+    exchange(user, offline, "first question about tomatoes")
+    q2, _ = exchange(user, offline, "second question about cucumbers")
+    finish(turn_pack(start=chat_edit_start(user=user, message=q2, content="second question about peppers")))
+    branch_switch(message=q2, index=1)
+    branch_switch(message=q2, index=2)  # a second switch over the stale mark
+    q3, a3 = exchange(user, offline, "third question about onions")
+    assert active_path(offline)[-2:] == [q3.pk, a3.pk] and q3.parent_id == active_path(offline)[-3]
+    offline.refresh_from_db()
+    assert offline.turn_claimed_at is None
+    branch_switch(message=q2, index=1)
+    finish(turn_pack(start=chat_regenerate_start(user=user, reply=Message.objects.get(pk=active_path(offline)[-1]))))
+    offline.refresh_from_db()
+    assert offline.turn_claimed_at is None
+    assert_path_consistent(offline)
+
+
 def test_no_switch_or_edit_while_a_reply_streams(user, offline):
     q1, a1 = exchange(user, offline, "what is a tomato")
     turn = turn_pack(start=chat_regenerate_start(user=user, reply=a1))  # streaming, not finished

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -34,7 +34,16 @@ new MutationObserver(() => {
 
 def _wait(driver, condition, timeout=30):
     # The timeline re-renders replies in place; a lookup racing such an update is simply retried.
-    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,)).until(condition)
+    # ChromeDriver reports some such races as a plain error naming a node gone from the document.
+    def settled(d):
+        try:
+            return condition(d)
+        except WebDriverException as error:
+            if "does not belong to the document" not in str(error):
+                raise
+            return False
+
+    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,)).until(settled)
 
 
 def _idle(driver) -> bool:

@@ -21,6 +21,12 @@ def _user_messages(browser):
     return browser.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")
 
 
+def _message(browser, message_id: str):
+    # By its id, found afresh: the timeline re-renders a message in place (a reply's end, a branch
+    # switch), and an element held from before may have left the document.
+    return browser.find_element(By.ID, f"m-{message_id}")
+
+
 def _click(browser, element) -> None:
     # Message actions appear on hover: scroll the button into view and click it as a user would.
     browser.execute_script("arguments[0].scrollIntoView({block: 'center', behavior: 'instant'})", element)
@@ -33,11 +39,10 @@ def test_edit_a_message_then_switch_between_versions(asgi_server, browser):
     _send(browser, "And about pears?")
     _send(browser, "Finally, plums.")
     assert not browser.find_elements(By.CSS_SELECTOR, ".msg-branches")
-    second = _user_messages(browser)[1]
-    second_id = second.get_attribute("data-id")
+    second_id = _user_messages(browser)[1].get_attribute("data-id")
 
     # Edit, then Cancel: nothing changes.
-    _click(browser, second.find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    _click(browser, _message(browser, second_id).find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
     editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
     assert editor.get_attribute("value") == "And about pears?"
     assert browser.switch_to.active_element == editor
@@ -48,7 +53,7 @@ def test_edit_a_message_then_switch_between_versions(asgi_server, browser):
     _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, ".msg-edit"))
     assert len(_user_messages(browser)) == 3
     # Esc closes it too, and focus goes back to the Edit button it came from, not to the page.
-    edit_button = second.find_element(By.CSS_SELECTOR, '[data-action="edit-message"]')
+    edit_button = _message(browser, second_id).find_element(By.CSS_SELECTOR, '[data-action="edit-message"]')
     browser.execute_script("arguments[0].focus()", edit_button)  # a keyboard user: focus, then Enter
     ActionChains(browser).send_keys(Keys.ENTER).perform()
     _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input")).send_keys(Keys.ESCAPE)
@@ -56,36 +61,35 @@ def test_edit_a_message_then_switch_between_versions(asgi_server, browser):
     assert browser.switch_to.active_element == edit_button
 
     # Edit and Save & submit: the new version streams its reply; what followed the old one goes.
-    _click(browser, second.find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    _click(browser, _message(browser, second_id).find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
     editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
     editor.clear()
     editor.send_keys("And about cherries?")
     browser.find_element(By.CSS_SELECTOR, ".msg-edit button[type=submit]").click()
     _wait(browser, lambda d: len(_user_messages(d)) == 2
           and d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status") == "complete")
-    edited = _user_messages(browser)[1]
-    assert "And about cherries?" in edited.text
+    edited_id = _user_messages(browser)[1].get_attribute("data-id")
+    assert "And about cherries?" in _message(browser, edited_id).text
     assert not any("plums" in t for t in _texts(browser))
-    _wait(browser, lambda d: edited.find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "2/2")
+    _wait(browser, lambda d: _message(d, edited_id).find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "2/2")
     assert Message.objects.get(pk=int(second_id)).superseded
 
     # The same after a reload, and "previous" brings back the first version with everything that followed it.
     browser.refresh()
-    edited = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user .msg-branches"))[0]
-    previous = edited.find_element(By.CSS_SELECTOR, '[data-action="branch-prev"]')
+    _wait(browser, lambda d: _message(d, edited_id).find_elements(By.CSS_SELECTOR, ".msg-branches"))
+    previous = _message(browser, edited_id).find_element(By.CSS_SELECTOR, '[data-action="branch-prev"]')
     assert previous.get_attribute("aria-label") == "Previous version (1 of 2)"
-    at_the_end = edited.find_element(By.CSS_SELECTOR, '[data-action="branch-next"]')
+    at_the_end = _message(browser, edited_id).find_element(By.CSS_SELECTOR, '[data-action="branch-next"]')
     assert at_the_end.get_attribute("disabled")
     assert at_the_end.get_attribute("aria-label") == "Next version (this is the last of 2)"
-    _click(browser, previous)
+    _click(browser, _message(browser, edited_id).find_element(By.CSS_SELECTOR, '[data-action="branch-prev"]'))
     _wait(browser, lambda d: any("plums" in t for t in _texts(d)))
     assert len(_user_messages(browser)) == 3
     assert not any("cherries" in t for t in _texts(browser))
-    first_version = browser.find_element(By.ID, f"m-{second_id}")
-    assert first_version.find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "1/2"
+    assert _message(browser, second_id).find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "1/2"
 
     # "next" goes back to the edited version.
-    _click(browser, first_version.find_element(By.CSS_SELECTOR, '[data-action="branch-next"]'))
+    _click(browser, _message(browser, second_id).find_element(By.CSS_SELECTOR, '[data-action="branch-next"]'))
     _wait(browser, lambda d: any("cherries" in t for t in _texts(d)) and not any("plums" in t for t in _texts(d)))
 
     # ↑ in the empty composer opens the last message for editing; Enter submits it as a new version.
@@ -101,6 +105,6 @@ def test_edit_a_message_then_switch_between_versions(asgi_server, browser):
     editor.send_keys(" And grapes.", Keys.ENTER)
     _wait(browser, lambda d: any("grapes" in t for t in _texts(d))
           and d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status") == "complete")
-    last = _user_messages(browser)[-1]
-    _wait(browser, lambda d: last.find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "3/3")
+    last_id = _user_messages(browser)[-1].get_attribute("data-id")
+    _wait(browser, lambda d: _message(d, last_id).find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "3/3")
     assert console_errors(browser) == []
