@@ -21,7 +21,8 @@ event loop, `sync_stack_end` (sync only) closes it, and everything between runs 
 thread. `SyncStackASGIHandler` ends that stack in Django's sync request handler, so that the URL
 resolving, the view middlewares (CSRF's check) and the view run in that same thread too: the async
 handler Django puts there hopped back to the event loop, then to a thread for CSRF's process_view
-and to another for the (sync, DRF) view. One hop in, one out, per request.
+and to another for the (sync, DRF) view. One hop in, one out, per request, into a thread lent for the
+request (chatapp.chat.request_threads).
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from asgiref.sync import AsyncToSync
+from asgiref.sync import AsyncToSync, ThreadSensitiveContext
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpRequest, HttpResponseBase
 from django.urls import Resolver404, resolve
 from django.utils.decorators import async_only_middleware, sync_only_middleware
+
+from chatapp.chat.request_threads import request_thread_give, request_thread_take
 
 View = TypeVar("View", bound=Callable[..., Any])
 
@@ -100,6 +103,18 @@ class SyncStackASGIHandler(ASGIHandler):
     """Django's ASGI handler whose middleware stack ends in the sync request handler (the module's
     docstring says why). The stack opens with `admission_middleware`, async only, so it is still an
     async callable on the event loop."""
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        # As Django's, but the request's sync code runs in a thread lent for the request
+        # (chatapp.chat.request_threads), not one started and joined for it.
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        thread = request_thread_take()
+        try:
+            async with ThreadSensitiveContext(executor=thread):
+                await self.handle(scope, receive, send)
+        finally:
+            request_thread_give(thread)
 
     def load_middleware(self, is_async: bool = False) -> None:
         # Built as for a sync server: the view middlewares and the view are called in the thread the

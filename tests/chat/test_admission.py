@@ -10,6 +10,7 @@ from django.http import HttpResponse
 from django.test import RequestFactory, override_settings
 
 from chatapp.chat.admission import admission_middleware, is_turn_start
+from tests.support.asgi_call import asgi_get
 
 
 def test_the_three_turn_starts_are_gated_and_nothing_else():
@@ -81,31 +82,11 @@ def _thread_hops(path: str) -> tuple[int, int]:
             return original(self, *args, **kwargs)
         return call
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "client": ("127.0.0.1", 50000), "server": ("testserver", 80), "headers": [(b"host", b"testserver")]}
-    status: list[int] = []
-    received: list[bool] = []
-    ended = asyncio.Event()
-
-    async def receive():
-        if not received:
-            received.append(True)
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await ended.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message):
-        if message["type"] == "http.response.start":
-            status.append(message["status"])
-        elif message["type"] == "http.response.body" and not message.get("more_body"):
-            ended.set()
-
     application = SyncStackASGIHandler()  # chatapp.asgi's
     with mock.patch.object(SyncToAsync, "__call__", counted(to_thread)), \
             mock.patch.object(AsyncToSync, "__call__", counted(to_loop)):
-        async_to_sync(application)(scope, receive, send)
-    return status[0], hops - 1  # the test's own async_to_sync is not the application's
+        status = asgi_get(application, path)
+    return status, hops
 
 
 @pytest.mark.django_db

@@ -1,0 +1,39 @@
+"""One GET through an ASGI application, in-process: the scope a server would give, the body read,
+and a disconnect only once the response has ended (as a client that stays to the end). The
+application runs on an event loop of its own, as under a server (under async_to_sync, asgiref would
+run its thread-sensitive calls in the caller's thread)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+def asgi_get(application: Any, path: str) -> int:
+    """The status of a GET of `path`."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "client": ("127.0.0.1", 50000), "server": ("testserver", 80), "headers": [(b"host", b"testserver")]}
+    status: list[int] = []
+    received: list[bool] = []
+
+    async def call() -> None:
+        ended = asyncio.Event()
+
+        async def receive() -> dict:
+            if not received:
+                received.append(True)
+                return {"type": "http.request", "body": b"", "more_body": False}
+            await ended.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                ended.set()
+
+        await application(scope, receive, send)
+
+    asyncio.run(call())
+    return status[0]
