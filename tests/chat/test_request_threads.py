@@ -10,9 +10,20 @@ from unittest import mock
 import pytest
 from django.core.signals import request_started
 
+from chatapp.chat import request_threads
 from chatapp.chat.admission import SyncStackASGIHandler
 from chatapp.chat.request_threads import RequestThread, request_thread_give, request_thread_take
 from tests.support.asgi_call import asgi_get
+
+
+@pytest.fixture(autouse=True)
+def free_list(monkeypatch):
+    """A free list of this test's own: the process's may hold threads other tests' servers gave back."""
+    idle: list[RequestThread] = []
+    monkeypatch.setattr(request_threads, "_idle", idle)
+    yield
+    for thread in idle:
+        thread.shutdown(wait=False)
 
 
 def _threads_of(application, paths: list[str]) -> tuple[list[int], int]:
