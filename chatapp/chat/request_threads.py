@@ -2,8 +2,8 @@
 
 Django's ASGI handler enters a `ThreadSensitiveContext` per request: its first sync call starts a
 thread, and on the way out a second thread is started to join the first. That was about 1 ms of the
-server's CPU per API call under uvicorn (5.8-6.1 -> 4.9-5.0 ms a GET; README, the sixteenth
-session), most of it in the kernel. asgiref lets the caller own the context's executor
+server's CPU per API call under uvicorn (5.8 -> 4.7 ms a GET: bench/request_cpu.py), most of it in
+the kernel. asgiref lets the caller own the context's executor
 (`ThreadSensitiveContext(executor=...)`, asgiref 3.11+): `request_thread_take` lends one from a free
 list, and `request_thread_give` takes it back once the request has ended.
 
