@@ -10,7 +10,11 @@ import importlib.util
 import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +159,18 @@ def fmt_ms(seconds: float) -> str:
     if ms < 1000:
         return f"{ms:.1f}"
     return f"{ms:,.0f}"
+
+
+@contextmanager
+def revision_tree(rev: str) -> Iterator[Path]:
+    """A temporary git worktree of `rev` beside this checkout, using this checkout's .venv; removed on
+    exit. For the benches that measure two commits side by side (`--compare REV`)."""
+    with tempfile.TemporaryDirectory(prefix="bench-rev-") as folder:
+        tree = Path(folder) / "rev"
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), rev], cwd=ROOT, check=True,
+                       capture_output=True)
+        try:
+            (tree / ".venv").symlink_to(ROOT / ".venv")
+            yield tree
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,22 +81,16 @@ def main() -> int:
         print(json.dumps(measure(Path(tree), requests=int(requests))))
         return 0
 
+    from _common import revision_tree  # the parent's only: a child measures its own tree's code
+
     trees = [("this checkout", ROOT)]
-    with tempfile.TemporaryDirectory(prefix="request-cpu-rev-") as worktrees:
+    with ExitStack() as stack:
         if args.compare:
-            tree = Path(worktrees) / "rev"
-            subprocess.run(["git", "worktree", "add", "--detach", str(tree), args.compare], cwd=ROOT, check=True,
-                           capture_output=True)
-            (tree / ".venv").symlink_to(ROOT / ".venv")
-            trees.append((args.compare, tree))
-        try:
-            rounds: dict[str, list[dict[str, float]]] = {name: [] for name, _ in trees}
-            for _ in range(args.rounds):
-                for name, tree in trees:
-                    rounds[name].append(run(tree, requests=args.requests))
-        finally:
-            if args.compare:
-                subprocess.run(["git", "worktree", "remove", "--force", str(trees[-1][1])], cwd=ROOT, check=False)
+            trees.append((args.compare, stack.enter_context(revision_tree(args.compare))))
+        rounds: dict[str, list[dict[str, float]]] = {name: [] for name, _ in trees}
+        for _ in range(args.rounds):
+            for name, tree in trees:
+                rounds[name].append(run(tree, requests=args.requests))
     print(f"\nServer CPU per request (ms, user + system), uvicorn on SQLite, {args.requests} requests a round, "
           f"median of {args.rounds} rounds (each round's figure in brackets; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs):")

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,21 +122,15 @@ def main() -> int:
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is not installed (Debian: apt-get install valgrind)")
 
+    from _common import revision_tree  # the parent's only: a child measures its own tree's code
+
     trees = [("this checkout", ROOT)]
-    with tempfile.TemporaryDirectory(prefix="turn-instr-rev-") as worktrees:
+    with ExitStack() as stack:
         if args.compare:
-            tree = Path(worktrees) / "rev"
-            subprocess.run(["git", "worktree", "add", "--detach", str(tree), args.compare], cwd=ROOT, check=True,
-                           capture_output=True)
-            (tree / ".venv").symlink_to(ROOT / ".venv")
-            trees.append((args.compare, tree))
-        try:
-            rows = [(name, f"{loop}/{http}", [run(tree, model=m, loop=loop, http=http, turns=args.turns)
-                                               for m in MODELS])
-                    for name, tree in trees for loop, http in SERVERS]
-        finally:
-            if args.compare:
-                subprocess.run(["git", "worktree", "remove", "--force", str(trees[-1][1])], cwd=ROOT, check=False)
+            trees.append((args.compare, stack.enter_context(revision_tree(args.compare))))
+        rows = [(name, f"{loop}/{http}", [run(tree, model=m, loop=loop, http=http, turns=args.turns)
+                                           for m in MODELS])
+                for name, tree in trees for loop, http in SERVERS]
     print(f"\nMillions of instructions per chat turn of the uvicorn process (callgrind), {args.turns} turns "
           f"after {WARM_UP} not counted, a 10,000-message conversation:")
     print(f"{'code':24} {'server loop/parser':20}" + "".join(f"{m:>12}" for m in MODELS))
