@@ -57,14 +57,14 @@ def test_requests_one_after_another_reuse_one_thread_and_start_none():
     threads, started = _threads_of(application, ["/accounts/login/"] * 4)
     assert len(set(threads)) == 1
     assert threading.get_ident() not in threads  # still off the caller's thread
-    # Each GET here runs on an event loop of its own (async_to_sync), which starts that loop's thread;
-    # nothing else is started: Django's handler started two threads a request on top of that.
+    # Whatever the harness itself starts (a loop per GET: asyncio.run) is counted by an application that
+    # starts nothing; beyond that, none: Django's handler started two threads a request.
     _, loops_only = _threads_of(_LoopOnly(), ["/"] * 4)
     assert started == loops_only
 
 
 class _LoopOnly:
-    """An ASGI application that answers 200 and starts nothing: the harness's own thread starts."""
+    """An ASGI application that answers 200 and starts nothing: what the harness starts by itself."""
 
     async def __call__(self, scope, receive, send):
         await receive()
