@@ -105,6 +105,9 @@ if BEHIND_TLS_PROXY:
 
 INSTALLED_APPS = [
     "django.contrib.admin",
+    # Before django.contrib.auth: its `changepassword` command (which also revokes the API token)
+    # takes the place of Django's.
+    "chatapp.chat",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -115,7 +118,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "chatapp.providers",
-    "chatapp.chat",
     "chatapp.dashboard",
 ]
 
