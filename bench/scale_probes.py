@@ -267,8 +267,7 @@ async def asgi_send(*, token: str, conversation_id: int, text: str, counter: Que
 def queries_before_first_byte(*, token: str, conversation_id: int, text: str,
                               show: bool = False) -> tuple[int, list[str]]:
     """Statements a send runs before the first byte of its body, through the ASGI application; and
-    those of the whole send whose plan reads a table without an index (PostgreSQL: EXPLAIN each
-    SELECT again after the send)."""
+    those of the whole send that read more rows than a turn should (`wide_reads`)."""
     import asyncio
 
     with QueryCounter() as counter:
@@ -276,12 +275,15 @@ def queries_before_first_byte(*, token: str, conversation_id: int, text: str,
     if show:
         for i, (sql, _) in enumerate(counter.statements[:count], start=1):
             print(f"  {i:2} {sql}", file=sys.stderr)
-    return count, unindexed_reads(counter.statements)
+    return count, wide_reads(counter.statements)
 
 
-def unindexed_reads(statements: list[tuple[str, Any]], *, min_rows: int = 10_000) -> list[str]:
-    """The SELECTs whose PostgreSQL plan scans a table of more than `min_rows` rows sequentially
-    (a one-row table is rightly read that way); SQLite: not checked."""
+def wide_reads(statements: list[tuple[str, Any]], *, min_rows: int = 10_000) -> list[str]:
+    """The SELECTs of which one plan node reads more than `min_rows` rows, or that scan a table of more
+    than `min_rows` rows sequentially (a one-row table is rightly read that way). PostgreSQL only:
+    each SELECT is run again under EXPLAIN ANALYZE, and a node's rows are those it returned plus those
+    its filter or recheck removed, over its loops. An index does not make a read narrow: a bitmap over
+    a whole 100,000-message conversation, filtered down to its window's 40 messages, uses one."""
     import re
 
     from django.db import connection
@@ -291,15 +293,26 @@ def unindexed_reads(statements: list[tuple[str, Any]], *, min_rows: int = 10_000
     found = []
     with connection.cursor() as cursor:
         for sql, params in statements:
-            if not sql.lstrip().upper().startswith("SELECT"):
+            if not sql.lstrip().lstrip("(").upper().startswith("SELECT"):
                 continue
-            cursor.execute("EXPLAIN " + sql, params)
-            plan = "\n".join(row[0] for row in cursor.fetchall())
-            for table in set(re.findall(r"Seq Scan on (\w+)", plan)):
-                cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [table])
-                rows = cursor.fetchone()
-                if rows and rows[0] > min_rows:
-                    found.append(f"{sql[:200]} -> {plan[:400]}")
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
+            raw = cursor.fetchone()[0]
+            plan = json.loads(raw) if isinstance(raw, str) else raw
+            nodes, wide = [plan[0]["Plan"]], []
+            while nodes:
+                node = nodes.pop()
+                nodes += node.get("Plans", [])
+                read = (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
+                        + node.get("Rows Removed by Index Recheck", 0)) * max(node.get("Actual Loops", 1), 1)
+                if node["Node Type"] == "Seq Scan":
+                    cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [node["Relation Name"]])
+                    rows = cursor.fetchone()
+                    read = max(read, rows[0] if rows else 0)
+                if read > min_rows:
+                    wide.append(f"{node['Node Type']} {node.get('Relation Name', '')}: {read:,.0f} rows")
+            if wide:
+                flat = re.sub(r"\s+", " ", sql)[:200]
+                found.append(f"{flat} -> {'; '.join(wide)}")
     return found
 
 

@@ -13,7 +13,7 @@ from django.db.models import Q
 from chatapp.chat.models import Message
 from optimizer.layout import Place, is_static, message_place
 
-__all__ = ["Place", "message_place_get", "new_message_place", "row_is_static", "static_layer_q"]
+__all__ = ["Place", "message_place_get", "new_message_place", "row_is_static", "static_layer_q", "static_layer_sides"]
 
 
 def row_is_static(*, pk: int, role: str, pinned: bool, first_user_id: int | None) -> bool:
@@ -45,13 +45,21 @@ def new_message_place(*, role: str, is_first_user: bool) -> Place:
 
 
 def static_layer_q(*, first_user_id: int | None, **within: object) -> Q:
-    """`is_static` as a query condition over live chat messages, each side restricted by `within`.
-
-    Every side carries `within` so each is one index range (pins and system messages have partial
-    indexes, the first user message is a primary-key lookup); tests/chat/test_layout.py checks that it
-    selects exactly the rows `row_is_static` accepts.
-    """
-    layer = Q(pinned=True, **within) | Q(role=Message.Role.SYSTEM, kind=Message.Kind.CHAT, **within)
-    if first_user_id is not None:
-        layer |= Q(id=first_user_id, role=Message.Role.USER, **within)
+    """`is_static` as a query condition over live chat messages, each side restricted by `within`
+    (the sides of `static_layer_sides`, OR-ed); tests/chat/test_layout.py checks that it selects exactly
+    the rows `row_is_static` accepts."""
+    sides = static_layer_sides(first_user_id=first_user_id, **within)
+    layer = sides[0]
+    for side in sides[1:]:
+        layer |= side
     return layer
+
+
+def static_layer_sides(*, first_user_id: int | None, **within: object) -> list[Q]:
+    """The conditions whose union is the static layer, each restricted by `within`: each is one index
+    range (pins and system messages have partial indexes, the first user message is a primary-key
+    lookup), so a read may run them as separate branches (context._context_rows_query)."""
+    sides = [Q(pinned=True, **within), Q(role=Message.Role.SYSTEM, kind=Message.Kind.CHAT, **within)]
+    if first_user_id is not None:
+        sides.append(Q(id=first_user_id, role=Message.Role.USER, **within))
+    return sides

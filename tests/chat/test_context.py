@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 import optimizer
 from chatapp.chat.chat_turn import chat_turn_start, turn_pack
@@ -74,6 +78,42 @@ def test_load_reads_static_layer_and_window_not_the_history(conversation, django
     assert ctx.static_ids == {system.pk, ids[0], ids[101]}
     assert ctx.window_start == str(ids[380])
     assert ctx.msgs[2].pinned
+
+
+def _rows_read(sql: str) -> int:
+    """The most rows one node of `sql`'s plan reads (PostgreSQL EXPLAIN ANALYZE): what it returns plus
+    what its filter or recheck removes, over its loops."""
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+        raw = cursor.fetchone()[0]
+    nodes, most = [(json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]], 0
+    while nodes:
+        node = nodes.pop()
+        nodes += node.get("Plans", [])
+        removed = node.get("Rows Removed by Filter", 0) + node.get("Rows Removed by Index Recheck", 0)
+        most = max(most, (node["Actual Rows"] + removed) * node["Actual Loops"])
+    return most
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's planner and its EXPLAIN ANALYZE")
+def test_the_window_read_stays_narrow_in_an_old_long_conversation(user, conversation):
+    # The conversation's ids lie below most of the table's (newer chats came after it), so PostgreSQL
+    # estimates `id >= window start` as most of the table: a read OR-ing the window with the static
+    # layer went through the whole conversation and filtered it.
+    ids = seed_messages(conversation, 2_000, words=3)
+    seed_messages(Conversation.objects.create(owner=user, title="newer"), 18_000, words=3)
+    Message.objects.filter(pk=ids[101]).update(pinned=True)
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[1980])
+    conversation.refresh_from_db()
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE chat_message")
+
+    with CaptureQueriesContext(connection) as captured:
+        ctx = context_load(conversation=conversation)
+
+    assert _ids(ctx) == [ids[0], ids[101], *ids[1980:]]
+    reads = [_rows_read(q["sql"]) for q in captured.captured_queries if q["sql"].lstrip("( ").startswith("SELECT")]
+    assert reads and max(reads) < 200, reads
 
 
 def test_window_start_on_a_replaced_reply_begins_at_the_next_live_message(conversation):
