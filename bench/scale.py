@@ -179,6 +179,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 response.raise_for_status()
                 search.append((time.perf_counter() - started) * 1000)
             out["search_1m"] = statistics.median(search) if search else None
+            out["search_ms_by_query"] = [round(ms, 1) for ms in search]
+            print(f"[{connection.vendor}] search, ms by query: {out['search_ms_by_query']}", file=sys.stderr)
 
             exports = [export_first_byte(c, f"/api/conversations/{large.pk}/export/?format={fmt}", pid)
                        for fmt in ("json", "markdown")]
