@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Q
@@ -155,20 +156,26 @@ def context_build(
         conversation=conversation, through_id=through_id, offline_replies=target.offline
     )
     started = time.perf_counter()
-    result = optimizer.pack(
-        ctx.msgs,
-        budget=budget,
-        preference=preference if preference in Preference.values else Preference.BALANCED,
-        model=target.model,
-        window_start=ctx.window_start,
-        summary=ctx.summary,
-        history=ctx.history,
-        counters=ctx.counters,
-        summarizer_available=summarizer,
-        config=config,
-        recall_source=source,
-        recall_fill=recall_fill,
-    )
+
+    def packed(room: int) -> PackResult:
+        return optimizer.pack(
+            ctx.msgs,
+            budget=room,
+            preference=preference if preference in Preference.values else Preference.BALANCED,
+            model=target.model,
+            window_start=ctx.window_start,
+            summary=ctx.summary,
+            history=ctx.history,
+            counters=ctx.counters,
+            summarizer_available=summarizer,
+            config=config,
+            recall_source=source,
+            recall_fill=recall_fill,
+        )
+
+    result = packed(budget)
+    if ctx.counts_mixed:
+        result = _refit(result, budget=budget, model=target.model, pack=packed)
     ctx.pack_ms = (time.perf_counter() - started) * 1000
     if result.window_start in PROMPT_IDS:
         # A window reaching back to the head of the list starts at position 0, a prompt here: stored
@@ -202,6 +209,34 @@ def context_build(
             new_start=int(result.window_start) if result.window_start is not None else None,
         )
     return result, ctx
+
+
+# How many times a request of estimated counts is packed again, each time in less room, before it is
+# sent as it is (the test's Russian chat, moved from o200k to cl100k, fits at the second packing).
+REFIT_TRIES = 3
+
+
+def _refit(result: PackResult, *, budget: int, model: str, pack: Callable[[int], PackResult]) -> PackResult:
+    """The packed request counted with `model`'s own tokenizer, and packed again in less room while
+    that count exceeds `budget`.
+
+    Stored counts are made once, by the tokenizer of the model the chat had then; a chat moved to a
+    model with another tokenizer (Conversation.token_counts_mixed) is packed on those estimates. From
+    o200k to cl100k, Russian or Japanese text counts about 1.3-1.6 times as many tokens: a request
+    packed to its budget went out past the model's window, and the provider refused it. Counting the
+    packed request (not the history) costs a few milliseconds, on these chats only. The room given
+    up is the overshoot plus 1 % of the budget, as the two tokenizers' ratio varies from text to text.
+    Raises ContextTooLargeError when the messages that must be sent do not fit the smaller room.
+    """
+    room = budget
+    for _ in range(REFIT_TRIES):
+        exact = optimizer.count_messages(shape_request(result.messages, model=model).messages, model=model)
+        if exact <= budget:
+            break
+        room -= exact - budget + budget // 100
+        result = pack(room)
+    # The figures report the model's budget, not the room the estimates were packed into.
+    return dataclasses.replace(result, info=dataclasses.replace(result.info, budget=budget))
 
 
 def context_build_for(

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+import optimizer
+from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, OptimizationRecord
 from tests.support.chat import make_config, send
 
@@ -52,3 +54,29 @@ def test_a_new_chat_switched_before_its_first_message_stays_exact(user, fake_ope
     api.force_authenticate(user)
 
     assert _switch(api, conversation, cl100k)["estimated"] is False
+
+
+# Written for this test: Russian prose, which cl100k cuts into about 1.5 times the tokens o200k does.
+ROUTE = ("День {n}: мы поднялись к перевалу по каменистой тропе, поставили палатку у холодного озера, "  # noqa: RUF001 - Cyrillic on purpose
+         "а утром спустились через берёзовый лес к деревне, где купили хлеб и сыр.")  # noqa: RUF001 - Cyrillic on purpose
+
+
+def test_a_switch_to_a_tokenizer_that_counts_more_still_sends_what_fits(user, fake_openai):
+    o200k = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=128_000, max_output=500)
+    cl100k = make_config(user, fake_openai.base_url, model="gpt-4", window=8_192, max_output=500, name="gpt-4")
+    conversation = Conversation.objects.create(owner=user, llm_config=o200k)
+    for n in range(240):  # about 13,000 tokens as o200k counts them, stored with the chat
+        message_append(conversation=conversation, role="user" if n % 2 == 0 else "assistant",
+                       content=ROUTE.format(n=n))
+    api = APIClient()
+    api.force_authenticate(user)
+    assert _switch(api, conversation, cl100k)["estimated"] is True
+    conversation.refresh_from_db()
+
+    assert send(user, conversation, "Где мы ночевали на второй день похода?").names[-1] == "done"
+
+    sent = fake_openai.completions[-1].messages
+    # The stored counts said the request fits; what gpt-4's tokenizer makes of it must fit too, or the
+    # provider refuses it (context_length_exceeded).
+    assert optimizer.count_messages(sent, model="gpt-4") <= 8_192 - 500
+    assert len(sent) > 10  # still a conversation, not just the question
