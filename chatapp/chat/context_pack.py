@@ -234,7 +234,13 @@ def _refit(result: PackResult, *, budget: int, model: str, pack: Callable[[int],
         if exact <= budget:
             break
         room -= exact - budget + budget // 100
-        result = pack(room)
+        try:
+            result = pack(room)
+        except optimizer.ContextTooLargeError as exc:
+            # Told in the model's tokens, against its budget: the room was cut by what the estimates
+            # undercount, so that is what the must-keep messages need beyond their estimate.
+            raise optimizer.ContextTooLargeError(needed=exc.needed + budget - room, budget=budget,
+                                                 detail=exc.detail) from exc
     # The figures report the model's budget, not the room the estimates were packed into.
     return dataclasses.replace(result, info=dataclasses.replace(result.info, budget=budget))
 

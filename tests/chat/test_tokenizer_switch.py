@@ -80,3 +80,29 @@ def test_a_switch_to_a_tokenizer_that_counts_more_still_sends_what_fits(user, fa
     # provider refuses it (context_length_exceeded).
     assert optimizer.count_messages(sent, model="gpt-4") <= 8_192 - 500
     assert len(sent) > 10  # still a conversation, not just the question
+
+
+def test_must_keep_messages_that_only_fit_by_the_old_counts_are_refused_against_the_models_budget(
+        user, fake_openai):
+    o200k = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=128_000, max_output=500)
+    cl100k = make_config(user, fake_openai.base_url, model="gpt-4", window=8_192, max_output=500, name="gpt-4")
+    conversation = Conversation.objects.create(owner=user, llm_config=o200k)
+    for n in range(120):  # pinned, so always sent: about 6,600 tokens as o200k counts them, 9,000+ for gpt-4
+        message_append(conversation=conversation, role="user" if n % 2 == 0 else "assistant",
+                       content=ROUTE.format(n=n), pinned=True)
+    api = APIClient()
+    api.force_authenticate(user)
+    _switch(api, conversation, cl100k)
+    conversation.refresh_from_db()
+
+    before = len(fake_openai.completions)
+    result = send(user, conversation, "Где мы купили сыр?")
+
+    [error] = result.named("error")
+    assert error["kind"] == "context_too_large"
+    # The model's budget (8,192 - 500), not the smaller room the estimates were packed again into.
+    assert "the model's budget is 7,692" in error["error"]
+    needed = int(error["error"].split(" need ")[1].split(" tokens")[0].replace(",", ""))
+    assert needed > 7_692
+    # nothing the provider would refuse was sent
+    assert not any("купили сыр?" in str(c.messages) for c in fake_openai.completions[before:])
