@@ -28,10 +28,10 @@ request (chatapp.chat.request_threads).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from asgiref.sync import AsyncToSync, ThreadSensitiveContext
+from asgiref.sync import AsyncToSync, ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.handlers.asgi import ASGIHandler
@@ -94,9 +94,22 @@ def admission_middleware(get_response: Callable) -> Callable:
             return await get_response(request)
         # Held until the view has answered: a streamed reply's body runs after, outside the gate.
         async with turn_gate():
-            return await get_response(request)
+            return await _answered(get_response(request))
 
     return middleware
+
+
+async def _answered(view: Awaitable[HttpResponseBase]) -> HttpResponseBase:
+    """The view's response. Django cancels the request when its client leaves, but the view goes on
+    in its thread and may have claimed the conversation for a turn: its response is then closed, which
+    gives the turn back (stream_views._TurnEventStream), instead of being dropped with the claim held."""
+    answer = asyncio.ensure_future(view)
+    try:
+        return await asyncio.shield(answer)
+    except asyncio.CancelledError:
+        response = await answer
+        await sync_to_async(response.close)()
+        raise
 
 
 class SyncStackASGIHandler(ASGIHandler):

@@ -336,7 +336,7 @@ async def _turn_abandon(*, start: TurnStart, packing: asyncio.Future[ChatTurn] |
     """The client left before the reply streamed: finish what the turn began, so the claim is given
     back and the message is kept with its reply stopped (Retry answers it)."""
     if packing is None:  # left at `accepted`: nothing opened yet
-        await db_short(_turn_unpacked_end)(start=start)
+        await db_short(turn_unstarted_end)(start=start)
         return
     turn = await packing
     if turn.failure is None:
@@ -345,7 +345,9 @@ async def _turn_abandon(*, start: TurnStart, packing: asyncio.Future[ChatTurn] |
                                          latency_ms=0)
 
 
-def _turn_unpacked_end(*, start: TurnStart) -> None:
+def turn_unstarted_end(*, start: TurnStart) -> None:
+    """Give back a turn whose context was never packed (the client left first): the message stays,
+    indexed, with no reply (Retry answers it), and the conversation takes sends again."""
     with transaction.atomic():
         if start.unindexed:
             message_index_add(message=start.user_message)

@@ -37,3 +37,28 @@ def asgi_get(application: Any, path: str) -> int:
 
     asyncio.run(call())
     return status[0]
+
+
+def asgi_post_left(application: Any, path: str, *, body: bytes, headers: list[tuple[bytes, bytes]]) -> list[dict]:
+    """A POST whose client leaves as soon as the request is sent: the body is read, and the next
+    receive (Django's disconnect listener, which starts with the view) says the client is gone.
+    Returns what the application sent."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
+             "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"),
+                         (b"content-length", str(len(body)).encode()), *headers]}
+    sent: list[dict] = []
+    received: list[bool] = []
+
+    async def receive() -> dict:
+        if not received:
+            received.append(True)
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    asyncio.run(application(scope, receive, send))
+    return sent

@@ -30,7 +30,7 @@ from chatapp.chat.api.serializers import MessageOutputSerializer
 from chatapp.chat.api.views import MessageListApi
 from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start, chat_retry_start
-from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
+from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream, turn_unstarted_end
 from chatapp.chat.jsontext import event_json
 from chatapp.chat.message_services import MessageTooLarge, message_content_validate, message_stop
 from chatapp.chat.models import Message
@@ -80,17 +80,32 @@ def _sse_encode(event: dict[str, Any]) -> bytes:
     return f"event: {event['event']}\ndata: {data}\n\n".encode("utf-8", "backslashreplace")
 
 
-async def _sse_body(start: TurnStart) -> AsyncIterator[bytes]:
-    async for event in chat_turn_stream(start=start):
-        yield _sse_encode(event)
+class _TurnEventStream(StreamingHttpResponse):
+    """A turn's reply as Server-Sent Events. A client that leaves while the body streams is handled
+    there (chat_turn_stream finishes what the turn began); one that leaves before the body's first
+    step never reaches it: Django then only closes the response (admission_middleware closes one
+    whose view was still running), and `close()` gives the turn back (turn_unstarted_end)."""
 
+    def __init__(self, start: TurnStart) -> None:
+        self.turn_start = start
+        self.settled = False  # the body took the turn over, or close() gave it back
+        super().__init__(self._events(), content_type="text/event-stream; charset=utf-8")
+        self["Cache-Control"] = "no-cache"
+        # Proxies (nginx) must pass each event on at once instead of buffering the reply.
+        self["X-Accel-Buffering"] = "no"
 
-def _sse_response(start: TurnStart) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(_sse_body(start), content_type="text/event-stream; charset=utf-8")
-    response["Cache-Control"] = "no-cache"
-    # Proxies (nginx) must pass each event on at once instead of buffering the reply.
-    response["X-Accel-Buffering"] = "no"
-    return response
+    async def _events(self) -> AsyncIterator[bytes]:
+        self.settled = True
+        async for event in chat_turn_stream(start=self.turn_start):
+            yield _sse_encode(event)
+
+    def close(self) -> None:
+        try:
+            if not self.settled:
+                self.settled = True
+                turn_unstarted_end(start=self.turn_start)
+        finally:
+            super().close()
 
 
 def _turn_start_api(*, operation_id: str, summary: str, request: Any = None) -> Callable[[Any], Any]:
@@ -146,7 +161,7 @@ def _start(request: Request, start: Any) -> Response | StreamingHttpResponse:
         accepted = start()
     except DjangoValidationError as exc:
         return _validation_response(exc)
-    return _sse_response(accepted)
+    return _TurnEventStream(accepted)
 
 
 def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse:

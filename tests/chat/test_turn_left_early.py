@@ -1,0 +1,106 @@
+"""A client that leaves before its reply's stream starts: the turn it began is given back.
+
+A client leaving while the body streams is chat_turn_stream's (test_uvicorn: a stopped reply). Before
+that, Django never runs the body: it cancels a request whose client left while the view ran, and
+only closes a response whose body had not begun."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.signals import request_finished
+from django.db import close_old_connections
+from django.http import HttpResponse
+from django.test import RequestFactory
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIRequestFactory, force_authenticate
+
+from chatapp.chat.admission import SyncStackASGIHandler, admission_middleware
+from chatapp.chat.api.stream_views import ConversationMessagesApi
+from chatapp.chat.models import Conversation, Message, MessageSearch
+from tests.support.asgi_call import asgi_post_left
+from tests.support.chat import make_config, send
+
+pytestmark = pytest.mark.usefixtures("no_rate_limit")
+
+
+def _chat(fake_openai, username: str):
+    user = get_user_model().objects.create_user(username=username, password="a long test password 9")
+    conversation = Conversation.objects.create(
+        owner=user, llm_config=make_config(user, fake_openai.base_url, model="fake-echo"))
+    return user, conversation
+
+
+@pytest.mark.django_db
+def test_a_send_closed_before_its_body_began_gives_the_turn_back(fake_openai):
+    user, conversation = _chat(fake_openai, "grace")
+    request = APIRequestFactory().post(f"/api/conversations/{conversation.pk}/messages/",
+                                       {"content": "are you there?"}, format="json")
+    force_authenticate(request, user=user)
+    response = ConversationMessagesApi.as_view()(request, pk=conversation.pk)
+    conversation.refresh_from_db()
+    assert response.status_code == 200 and conversation.turn_claimed_at is not None  # the turn is on
+
+    # What Django does when the client left before the body's first step (without the close of the
+    # database connection that comes with it, as Django's test client does: the test's transaction).
+    request_finished.disconnect(close_old_connections)
+    try:
+        response.close()
+    finally:
+        request_finished.connect(close_old_connections)
+
+    conversation.refresh_from_db()
+    assert conversation.turn_claimed_at is None
+    [message] = Message.objects.filter(conversation=conversation)
+    assert (message.role, message.content) == ("user", "are you there?")  # kept, Retry answers it
+    assert MessageSearch.objects.filter(message=message).exists()  # and found by search and recall
+    assert send(user, conversation, "hello again").names[-1] == "done"
+
+
+def test_a_turn_start_whose_client_left_while_its_view_ran_has_its_response_closed():
+    closed: list[bool] = []
+
+    class Answer(HttpResponse):
+        def close(self) -> None:
+            closed.append(True)
+
+    async def run() -> None:
+        entered, finish = asyncio.Event(), asyncio.Event()
+
+        async def view(request):  # stands for the sync view, which no cancellation stops in its thread
+            entered.set()
+            await finish.wait()
+            return Answer()
+
+        middleware = admission_middleware(view)
+        request = RequestFactory().post("/api/conversations/7/messages/")
+        handling = asyncio.ensure_future(middleware(request))
+        await entered.wait()
+        handling.cancel()  # Django's disconnect listener heard the client leave
+        finish.set()
+        with pytest.raises(asyncio.CancelledError):
+            await handling
+
+    asyncio.run(run())
+    assert closed == [True]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_send_whose_client_left_at_once_leaves_the_chat_free(fake_openai):
+    user, conversation = _chat(fake_openai, "ada")
+    token = Token.objects.create(user=user)
+
+    sent = asgi_post_left(SyncStackASGIHandler(), f"/api/conversations/{conversation.pk}/messages/",
+                          body=json.dumps({"content": "are you there?"}).encode(),
+                          headers=[(b"authorization", f"Token {token.key}".encode())])
+
+    assert sent == []  # gone before anything could reach it
+    # The view ran to its end: the message is kept with no reply, and no turn holds the chat.
+    [message] = Message.objects.filter(conversation=conversation)
+    assert (message.role, message.content) == ("user", "are you there?")
+    conversation.refresh_from_db()
+    assert conversation.turn_claimed_at is None
+    assert send(user, conversation, "hello again").names[-1] == "done"
