@@ -28,6 +28,7 @@ request (chatapp.chat.request_threads).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -42,6 +43,8 @@ from django.utils.decorators import async_only_middleware, sync_only_middleware
 from chatapp.chat.request_threads import request_thread_give, request_thread_take
 
 View = TypeVar("View", bound=Callable[..., Any])
+
+logger = logging.getLogger(__name__)
 
 # One semaphore per event loop and line (tests may run several loops in one process).
 _gates: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Semaphore] = {}
@@ -107,8 +110,11 @@ async def _answered(view: Awaitable[HttpResponseBase]) -> HttpResponseBase:
     try:
         return await asyncio.shield(answer)
     except asyncio.CancelledError:
-        response = await answer
-        await sync_to_async(response.close)()
+        try:
+            response = await answer
+            await sync_to_async(response.close)()
+        except Exception:  # the client is gone: logged, and the cancellation goes on as Django expects
+            logger.exception("a turn start whose client left could not be closed")
         raise
 
 
