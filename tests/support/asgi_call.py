@@ -1,5 +1,5 @@
-"""One GET through an ASGI application, in-process: the scope a server would give, the body read,
-and a disconnect only once the response has ended (as a client that stays to the end). The
+"""Requests through an ASGI application, in-process, with the scope a server would give: a GET whose
+client stays to the end (asgi_get), a POST whose client leaves at once (asgi_post_left). The
 application runs on an event loop of its own, as under a server (under async_to_sync, asgiref would
 run its thread-sensitive calls in the caller's thread)."""
 
@@ -9,11 +9,17 @@ import asyncio
 from typing import Any
 
 
+def _scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> dict:
+    """The scope a server gives a request of `method` on `path` with `headers` (besides Host)."""
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+            "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+            "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
+            "headers": [(b"host", b"testserver"), *headers]}
+
+
 def asgi_get(application: Any, path: str) -> int:
     """The status of a GET of `path`."""
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "client": ("127.0.0.1", 50000), "server": ("testserver", 80), "headers": [(b"host", b"testserver")]}
+    scope = _scope("GET", path, [])
     status: list[int] = []
     received: list[bool] = []
 
@@ -43,11 +49,8 @@ def asgi_post_left(application: Any, path: str, *, body: bytes, headers: list[tu
     """A POST whose client leaves as soon as the request is sent: the body is read, and the next
     receive (Django's disconnect listener, which starts with the view) says the client is gone.
     Returns what the application sent."""
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
-             "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"),
-                         (b"content-length", str(len(body)).encode()), *headers]}
+    scope = _scope("POST", path, [(b"content-type", b"application/json"),
+                                  (b"content-length", str(len(body)).encode()), *headers])
     sent: list[dict] = []
     received: list[bool] = []
 
