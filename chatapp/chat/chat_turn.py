@@ -222,7 +222,8 @@ def turn_prepare(
         if applied and triggered and strategy == "truncate":
             Conversation.objects.filter(pk=conversation.pk).update(truncation_count=F("truncation_count") + 1)
         span = result.summary_span
-        if strategy == "summarize" and span is not None:
+        summary_requested = strategy == "summarize" and span is not None
+        if summary_requested:
             conversation_id = conversation.pk
             # After commit (the worker must see this turn) and in the background: see summary_request_submit.
             transaction.on_commit(
@@ -248,6 +249,7 @@ def turn_prepare(
         trigger_tokens=info.trigger_tokens,
         dropped_ranges=tuple((first, last) for first, last in dropped.sum_ranges),
         dropped_less=dropped.less,
+        summary_requested=summary_requested,
     )
 
 
@@ -299,6 +301,7 @@ async def turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
             "context": turn.context,
             # the title a first message gives the chat, also when its reply then fails
             "title": turn.title,
+            "summary_requested": turn.summary_requested,
         },
     )
     if turn.failure is not None:
@@ -377,4 +380,5 @@ async def _turn_end(reader: ReplyReader) -> dict[str, Any]:
     if margin is not None:
         # Planned and requested in the background: nothing here waits for it.
         summary_ahead_submit(conversation_id=turn.conversation_id, target=turn.target, margin_tokens=margin)
-    return stream_event("done", {"message": message, "context": gauge, "title": title})
+    return stream_event("done", {"message": message, "context": gauge, "title": title,
+                                 "summary_requested": margin is not None})

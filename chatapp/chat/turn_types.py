@@ -83,6 +83,9 @@ class ChatTurn:
     # shape is then built without reading it back.
     reply_siblings: tuple[int, int] = (1, 1)
     reply_created_at: datetime | None = None
+    # A summary was requested when the turn was packed: it is created a moment later, in the
+    # background (summary_requests), so the page is told to look for it rather than to find it.
+    summary_requested: bool = False
 
     def _stable_tokens(self) -> int:
         """What this turn sent but its recall block: the part the trigger judges (the window, the

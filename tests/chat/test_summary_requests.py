@@ -154,6 +154,8 @@ def test_summary_requested_ahead_of_need_is_ready_when_the_trigger_fires(quality
     # Turn 1 triggers (600 messages): the window moves, an automatic job summarizes what left it.
     first = send(quality_user, conversation, "first")
     assert first.named("start")[0]["context"]["triggered"]
+    # The page is told a job is on its way: it is created after the turn, off the stream.
+    assert first.named("start")[0]["summary_requested"] is True
     [auto] = _jobs(conversation)
     assert auto.trigger == "auto" and summary_job_run(job_id=auto.pk).status == "done"
 
@@ -169,8 +171,10 @@ def test_summary_requested_ahead_of_need_is_ready_when_the_trigger_fires(quality
         pytest.fail("no summary was requested ahead of need")
     ahead = jobs[-1]
     assert ahead.trigger == "ahead" and published[-1] == ahead.pk
-    # Requested by a turn that was itself below the trigger: ahead of need.
+    # Requested by a turn that was itself below the trigger: ahead of need, as its `done` says.
     assert not result.named("start")[0]["context"]["triggered"]
+    assert (result.named("start")[0]["summary_requested"], result.named("done")[0]["summary_requested"]) == (
+        False, True)
     conversation.refresh_from_db()
     window_start = conversation.window_start_id
     # It covers what the next request will evict, which is still inside today's window.
@@ -191,7 +195,9 @@ def test_no_ahead_request_without_automatic_optimization(quality_user, long_chat
     conversation, _ = long_chat
     UserSettings.objects.filter(user=quality_user).update(auto_optimize=False)
     for text in ("one", "two", "three"):
-        assert send(quality_user, conversation, text).names[-1] == "done"
+        result = send(quality_user, conversation, text)
+        assert result.names[-1] == "done"
+        assert result.named("start")[0]["summary_requested"] is result.named("done")[0]["summary_requested"] is False
     assert _jobs(conversation) == []
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 import optimizer
+from chatapp.chat import summary_requests
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.services import user_settings_update
@@ -342,4 +344,32 @@ def test_a_summary_written_between_two_polls_appears_without_a_reload(asgi_serve
     marker = _wait(browser, lambda d: d.find_elements(By.ID, f"m-{job.summary_id}"))[0]
     assert marker.find_element(By.CSS_SELECTOR, ".summary-marker-title").get_attribute("textContent") == (
         "Summary takes over here")
+    assert console_errors(browser) == []
+
+
+def test_a_question_asked_after_the_reply_ended_still_shows(asgi_server, browser, fake_openai, monkeypatch):
+    """A turn's summary request runs in the background after the reply: when its job lands after the
+    page has read the job list (a slow database, a busy process), the page reads again and asks."""
+    base = asgi_server.url
+    _sign_up(browser, base, "browser-late")
+    user = get_user_model().objects.get(username="browser-late")
+    config = _config(user, fake_openai.base_url, name="Echo 4k", window=4_000, default=True)
+    user_settings_update(user=user, preference="quality", confirm_compaction=True)
+    conversation = Conversation.objects.create(owner=user, title="Late question", llm_config=config)
+    _seed(conversation, 60)
+
+    def late_request(**kwargs):
+        time.sleep(1.5)  # the page has read the list (after `done` and the gauge) by then
+        return summary_job_request(**kwargs)
+
+    monkeypatch.setattr(summary_requests, "summary_job_request", late_request)
+    browser.get(f"{base}/c/{conversation.pk}/")
+    _wait(browser, lambda d: "/" in d.find_element(By.ID, "gauge-text").text)
+    assert not _banner(browser).is_displayed()
+    reply = _send(browser, "What did we decide about the invoices?")
+    assert reply.get_attribute("data-status") == "complete"
+    _wait(browser, lambda d: _banner_status(d) == "awaiting")
+    asked = SummaryJob.objects.get(conversation=conversation)
+    assert asked.status == SummaryJob.Status.AWAITING_CONFIRMATION
+    assert _banner(browser).get_attribute("data-job-id") == str(asked.pk)
     assert console_errors(browser) == []

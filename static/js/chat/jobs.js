@@ -20,6 +20,15 @@ let pollDelay = POLL_FIRST_MS;
 
 let jobsSeq = 0;
 
+// A turn that asked for a summary job: the job is created a moment after the reply ends, in the
+// background, so the list is read again (backing off) until a job newer than any seen shows, a few
+// times at most: the request may also find nothing to do ("Not now" holds, one already runs).
+const EXPECT_NEW_READS = 4;
+
+let expectNewReads = 0;
+
+let newestJobId = 0;
+
 export const DONE_BANNER_MS = 8000;
 
 let doneBannerTimer = null;
@@ -140,9 +149,10 @@ export function dismissDone(jobId) {
 }
 
 /** Polls the job list while a job is active, backing off (1 s → 15 s); stops when nothing runs. */
-export async function refreshJobs({ restart = false } = {}) {
+export async function refreshJobs({ restart = false, expectNew = false } = {}) {
   if (!state.conversationId || !state.summaryApi) return;
   if (restart) pollDelay = POLL_FIRST_MS;
+  if (expectNew) expectNewReads = EXPECT_NEW_READS;
   clearTimeout(jobPoll);
   jobPoll = null;
   const seq = ++jobsSeq;
@@ -151,18 +161,24 @@ export async function refreshJobs({ restart = false } = {}) {
   if (res.status === 404) { state.summaryApi = false; return; }
   if (!res.ok || !res.data) {
     // A failed poll (server restarting, network blip) is retried later, never given up silently.
-    if (state.watchedJobId) jobPoll = setTimeout(refreshJobs, pollDelay);
+    if (state.watchedJobId || expectNewReads > 0) jobPoll = setTimeout(refreshJobs, pollDelay);
     pollDelay = Math.min(pollDelay * 2, POLL_MAX_MS);
     return;
   }
   const jobs = Array.isArray(res.data) ? res.data : res.data.results || [];
   const job = jobs.length ? jobs.reduce((a, b) => (Number(b.id) > Number(a.id) ? b : a)) : null;
+  if (job && Number(job.id) > newestJobId) {
+    newestJobId = Number(job.id);
+    expectNewReads = 0;
+  } else if (expectNewReads > 0) {
+    expectNewReads -= 1;
+  }
   const finished = job && !ACTIVE_JOB.includes(job.status) && !shownJobs.has(job.id)
     && (job.id === state.watchedJobId || unseenSummary(job));
   if (finished) shownJobs.add(job.id);
   if (job && ACTIVE_JOB.includes(job.status)) state.watchedJobId = job.id;
   renderJob(job);
-  if (job && ACTIVE_JOB.includes(job.status)) {
+  if ((job && ACTIVE_JOB.includes(job.status)) || expectNewReads > 0) {
     jobPoll = setTimeout(refreshJobs, pollDelay);
     pollDelay = Math.min(Math.round(pollDelay * 1.6), POLL_MAX_MS);
   } else {

@@ -56,6 +56,7 @@ export async function runStream(url, body, ctx) {
   asstEl.setAttribute("aria-busy", "true"); // not read token by token; #stream-status says when it ends
   let text = "";
   let finished = false;
+  let summaryRequested = false; // `start` or `done` said a summary job is being asked for
   let userId = ctx.userId || null;
 
   // The message as stored: at `accepted` (first, before the context is packed) and again at `start`.
@@ -188,6 +189,7 @@ export async function runStream(url, body, ctx) {
         buffer = buffer.slice(cut + 2);
         const ev = parseEvent(raw);
         if (ev && handlers[ev.name]) handlers[ev.name](ev.data);
+        if (ev && ev.data && ev.data.summary_requested) summaryRequested = true;
       }
     }
   } catch (err) {
@@ -210,7 +212,7 @@ export async function runStream(url, body, ctx) {
   setStreaming(false);
   // The gauge first: a "compact now?" question quotes its percentage.
   await refreshGauge();
-  refreshJobs({ restart: true });
+  refreshJobs({ restart: true, expectNew: summaryRequested });
   // The conversation moved to the top of the list (and may have a new title).
   if (!document.querySelector(".conv-rename")) refreshSidebar();
 }
