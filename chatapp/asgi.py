@@ -17,3 +17,6 @@ application = SyncStackASGIHandler()
 # The first summary a process requested imported the task module (Celery, kombu, the broker's
 # transport) in the middle of a turn: some 60 ms of CPU in one turn. Loaded with the application.
 import chatapp.chat.tasks  # noqa: E402, F401
+from chatapp.gc_tuning import gc_tune_for_serving  # noqa: E402
+
+gc_tune_for_serving()  # last: what the imports above made is frozen (gc_tuning says why)
