@@ -8,6 +8,8 @@ index agree.
 
 Why these choices:
 
+* Case and accents folded (`fold`): "Straße" meets "strasse", "café" meets "Cafe", full-width letters
+  meet plain ones, as a search box is expected to; letters of other scripts keep their marks.
 * Snowball English stemming, so "adopting", "adoption" and "adopted" meet; numbers are kept as
   written (a year or an amount is a strong signal and stemming would mangle nothing useful).
 * Stop words: English function words plus chat filler ("thanks", "ok", "hey"): a message made only
@@ -24,6 +26,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -72,9 +75,26 @@ def _stem(word: str) -> str:
     return hit
 
 
+# The combining marks of Latin, Greek and Cyrillic letters (acute, grave, diaeresis, cedilla, caron,
+# breve...), as compatibility decomposition splits them off. The marks of other scripts (Devanagari's
+# vowel signs, Hebrew's points) are in their own blocks and stay: there they make the letter.
+_DIACRITICS = re.compile("[\u0300-\u036f]+")
+
+
+def fold(text: str) -> str:
+    """`text` as the index compares it: case-folded ("ß" is "ss"), compatibility forms made plain
+    (full-width letters, ligatures, superscript digits), Latin, Greek and Cyrillic accents off, and
+    the typographic apostrophe made plain. ASCII text is only lower-cased."""
+    if text.isascii():
+        return text.lower()
+    # Decomposed before folding too: a mathematical bold capital has no case until it is a plain one.
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
+    return unicodedata.normalize("NFC", _DIACRITICS.sub("", decomposed)).replace(_RSQUO, "'")
+
+
 def words(text: str) -> list[str]:
-    """Lower-cased word tokens of `text`, apostrophes kept inside words ("don't")."""
-    return _WORD.findall(text.lower().replace(_RSQUO, "'"))
+    """Folded word tokens of `text` (`fold`), apostrophes kept inside words ("don't")."""
+    return _WORD.findall(fold(text))
 
 
 def analyze(text: str) -> list[str]:
@@ -111,7 +131,7 @@ def prefix_stems(word: str) -> list[str]:
     Without a dictionary some completions are no word ("ration" + "ness" gives "ratio"): callers
     rank these stems below the typed prefix's own matches.
     """
-    word = word.lower().replace(_RSQUO, "'").replace("'", "")
+    word = fold(word).replace("'", "")
     own = _stem(word)
     found: set[str] = set()
     for suffix in _SUFFIXES:

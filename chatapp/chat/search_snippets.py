@@ -64,7 +64,10 @@ class WordMatcher:
         return any(t in self.whole or t.startswith(self.prefix) for t in analyze(word))
 
     def spans(self, text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:
-        for m in self.candidates.finditer(text, start, len(text) if end is None else end):
+        # A word with an accent or a letter that folds to two ("Éclair", "Straße") need not open
+        # with its term's letters: outside ASCII every word is analyzed.
+        words = self.candidates if text.isascii() else _WORD
+        for m in words.finditer(text, start, len(text) if end is None else end):
             if self.matches(m.group()):
                 yield m.span()
 

@@ -90,6 +90,28 @@ def test_stemming_finds_other_forms(user):
     assert "<mark>runs</mark>" in hit.snippet_html
 
 
+def test_case_and_accents_are_folded_both_ways(user):
+    chat = _chat(user)
+    street, cafe, plain, school = _say(
+        chat,
+        "The office moved to the Königstraße, next to the old station.",
+        "We met at the Café Müller; the crème brûlée was perfect.",
+        "Strasse is how the street sign was spelt on the older map.",
+        "Une école près de Zürich.",
+    )
+    assert _message_ids(message_search(owner=user, query="konigstrasse")) == [street.pk]
+    assert _message_ids(message_search(owner=user, query="KÖNIGSTRASSE")) == [street.pk]
+    assert _message_ids(message_search(owner=user, query="cafe muller")) == [cafe.pk]
+    assert _message_ids(message_search(owner=user, query="creme brul")) == [cafe.pk]  # a prefix, unaccented
+    assert _message_ids(message_search(owner=user, query="Straße")) == [plain.pk]
+    # The snippet marks the words as written, accents and all, also where they open differently.
+    (hit,) = message_search(owner=user, query="cafe muller").hits
+    assert "<mark>Café</mark> <mark>Müller</mark>" in str(hit.snippet_html)
+    (hit,) = message_search(owner=user, query="Ecole zurich").hits
+    assert hit.message_id == school.pk
+    assert str(hit.snippet_html) == "Une <mark>école</mark> près de <mark>Zürich</mark>."
+
+
 def test_every_word_must_match_and_only_the_last_is_a_prefix(user):
     chat = _chat(user)
     (aquarium,) = _say(chat, "Rosalind starts at the Lisbon aquarium in March.")

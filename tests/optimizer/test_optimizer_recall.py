@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from optkit import MODEL, msg, source_of
 
 from optimizer import Msg, count_message, pack
-from optimizer.lexical import LexicalIndex, Query, analyze, bm25, build_query, idf, index_text, prefix_stems
+from optimizer.lexical import LexicalIndex, Query, analyze, bm25, build_query, fold, idf, index_text, prefix_stems
 from optimizer.recall import (
     HEADER,
     NEIGHBOUR_WEIGHT,
@@ -58,6 +58,23 @@ def test_analyze_stems_and_drops_stop_words():
     assert analyze("Thanks! We were adopting; the adoption went well") == ["adopt", "adopt"]
     assert analyze("Room 8443, in 2023") == ["room", "8443", "2023"]
     assert index_text("Don't forget the painting") == "forget paint"
+
+
+def test_case_accents_and_compatibility_forms_are_folded():
+    assert analyze("Königstraße") == analyze("KONIGSTRASSE") == ["konigstrass"]
+    assert analyze("Crème BRÛLÉE at the café") == analyze("creme brulee at the cafe")
+    assert analyze("\uff26\uff55\uff4c\uff4c \ufb01nal") == ["full", "final"]  # full-width letters, a ligature
+    assert fold("Don\u2019t") == "don't"
+    # Other scripts keep the marks that make their letters; Cyrillic's accents go like Latin's.
+    assert fold("नमस्ते") == "नमस्ते" and fold("Ёлка") == "елка"
+
+
+@given(st.text(max_size=60))
+def test_folding_is_idempotent_and_analysis_sees_only_the_folded_text(text):
+    assert fold(fold(text)) == fold(text)
+    assert analyze(fold(text)) == analyze(text)
+    if text.isascii():
+        assert fold(text) == text.lower()
 
 
 def test_filler_message_has_no_query():
