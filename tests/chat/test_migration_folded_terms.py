@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from chatapp.chat.models import Conversation, MessageSearch, RecallCorpus, RecallTerm
 from chatapp.chat.search_selectors import message_search
 from chatapp.chat.search_services import conversation_index_rebuild
+from tests.support.migrations import migrated_back
 
 BEFORE = ("chat", "0007_summaryjob_quota_idx")
 AFTER = ("chat", "0008_search_folded_terms")
@@ -35,9 +34,7 @@ def _index(conversation_id: int) -> tuple[dict, dict, tuple]:
 @pytest.mark.django_db(transaction=True)
 def test_accented_messages_are_indexed_again_and_the_statistics_follow():
     owner = get_user_model().objects.create_user(username="from-0007", password="a long test password 2")
-    call_command("migrate", *BEFORE, verbosity=0)
-    try:
-        old = MigrationExecutor(connection).loader.project_state(BEFORE).apps
+    with migrated_back(BEFORE) as old:
         OldConversation, OldMessage = old.get_model("chat", "Conversation"), old.get_model("chat", "Message")
         OldSearch, OldTerm = old.get_model("chat", "MessageSearch"), old.get_model("chat", "RecallTerm")
         chat = OldConversation.objects.create(owner_id=owner.pk, title="before folding")
@@ -52,8 +49,6 @@ def test_accented_messages_are_indexed_again_and_the_statistics_follow():
         OldTerm.objects.bulk_create([OldTerm(conversation_id=chat.pk, term=t, df=n) for t, n in df.items()])
         old.get_model("chat", "RecallCorpus").objects.create(conversation_id=chat.pk, docs=3, length=8)
         call_command("migrate", *AFTER, verbosity=0)
-    finally:
-        call_command("migrate", verbosity=0)
 
     migrated = _index(chat.pk)
     rows, df_after, corpus = migrated

@@ -7,9 +7,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from chatapp.chat.models import Conversation
+from tests.support.migrations import migrated_back
 
 BEFORE = ("chat", "0003_search_hidden_branches")
 AFTER = ("chat", "0004_offline_reply_totals")
@@ -18,9 +18,7 @@ AFTER = ("chat", "0004_offline_reply_totals")
 @pytest.mark.django_db(transaction=True)
 def test_the_offline_reply_totals_are_filled_from_the_messages():
     owner = get_user_model().objects.create_user(username="from-0003", password="a long test password 2")
-    call_command("migrate", *BEFORE, verbosity=0)
-    try:
-        old = MigrationExecutor(connection).loader.project_state(BEFORE).apps
+    with migrated_back(BEFORE) as old:
         OldConversation, OldMessage = old.get_model("chat", "Conversation"), old.get_model("chat", "Message")
         demo = OldConversation.objects.create(owner_id=owner.pk, title="demo first", live_message_count=5)
         plain = OldConversation.objects.create(owner_id=owner.pk, title="never offline", live_message_count=2)
@@ -39,8 +37,6 @@ def test_the_offline_reply_totals_are_filled_from_the_messages():
         add(plain, "assistant", "gpt-4o")
 
         call_command("migrate", *AFTER, verbosity=0)
-    finally:
-        call_command("migrate", verbosity=0)
 
     demo_row = Conversation.objects.get(title="demo first")
     assert (demo_row.offline_reply_count, demo_row.offline_reply_chars, demo_row.offline_reply_tokens) == (2, 20, 14)

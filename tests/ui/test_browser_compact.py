@@ -77,6 +77,18 @@ def _seeded_chat(browser, base, username, *, title, fake_url):
     return user, conversation
 
 
+def _asking_chat(browser, base, username, *, fake_url, title):
+    """A user signed up in the browser who wants to be asked before a compaction, with a 4k-window
+    echo model and a chat of 60 messages that needs a summary on its next turn."""
+    _sign_up(browser, base, username)
+    user = get_user_model().objects.get(username=username)
+    config = _config(user, fake_url, name="Echo 4k", window=4_000, default=True)
+    user_settings_update(user=user, preference="quality", confirm_compaction=True)
+    conversation = Conversation.objects.create(owner=user, title=title, llm_config=config)
+    _seed(conversation, 60)
+    return user, conversation
+
+
 def _banner(driver):
     return driver.find_element(By.ID, "job-banner")
 
@@ -188,12 +200,8 @@ def test_compact_command_shows_the_job_state_then_the_summary_without_a_reload(
 
 def test_confirm_before_compaction_asks_and_not_now_dismisses(asgi_server, browser, fake_openai, screenshot_dir):
     base = asgi_server.url
-    _sign_up(browser, base, "browser-confirm")
-    user = get_user_model().objects.get(username="browser-confirm")
-    config = _config(user, fake_openai.base_url, name="Echo 4k", window=4_000, default=True)
-    user_settings_update(user=user, preference="quality", confirm_compaction=True)
-    conversation = Conversation.objects.create(owner=user, title="Invoices and SQL", llm_config=config)
-    _seed(conversation, 60)
+    user, conversation = _asking_chat(browser, base, "browser-confirm", fake_url=fake_openai.base_url,
+                                      title="Invoices and SQL")
     job = summary_job_request(conversation=conversation, trigger=SummaryJob.Trigger.AUTO)
     assert job.status == SummaryJob.Status.AWAITING_CONFIRMATION
 
@@ -351,12 +359,8 @@ def test_a_question_asked_after_the_reply_ended_still_shows(asgi_server, browser
     """A turn's summary request runs in the background after the reply: when its job lands after the
     page has read the job list (a slow database, a busy process), the page reads again and asks."""
     base = asgi_server.url
-    _sign_up(browser, base, "browser-late")
-    user = get_user_model().objects.get(username="browser-late")
-    config = _config(user, fake_openai.base_url, name="Echo 4k", window=4_000, default=True)
-    user_settings_update(user=user, preference="quality", confirm_compaction=True)
-    conversation = Conversation.objects.create(owner=user, title="Late question", llm_config=config)
-    _seed(conversation, 60)
+    _, conversation = _asking_chat(browser, base, "browser-late", fake_url=fake_openai.base_url,
+                                   title="Late question")
 
     def late_request(**kwargs):
         time.sleep(1.5)  # the page has read the list (after `done` and the gauge) by then
