@@ -10,6 +10,7 @@ changed rows through their update triggers; PostgreSQL's tsvector columns are ge
 """
 
 from collections import Counter, defaultdict
+from itertools import islice
 
 from django.db import migrations
 from django.db.models import F
@@ -19,31 +20,43 @@ from chatapp.chat.search_services import index_terms
 NON_ASCII = r"[^\x01-\x7f]"
 
 
+BATCH = 1000
+
+
 def refold(apps, schema_editor):
     Message = apps.get_model("chat", "Message")
     MessageSearch = apps.get_model("chat", "MessageSearch")
-    RecallTerm = apps.get_model("chat", "RecallTerm")
-    RecallCorpus = apps.get_model("chat", "RecallCorpus")
     df: defaultdict[int, Counter] = defaultdict(Counter)
     length_delta: Counter = Counter()
     rows = (
         Message.objects.filter(kind="chat", content__regex=NON_ASCII)
         .order_by("id")
         .values_list("id", "content")
+        .iterator(chunk_size=BATCH)
     )
-    for pk, content in rows.iterator(chunk_size=1000):
-        row = MessageSearch.objects.filter(message_id=pk).first()
-        if row is None:  # never indexed (a raw write): the rebuild indexes it, as before
-            continue
-        terms, length = index_terms(content=content)
-        if (terms, length) == (row.terms, row.length):
-            continue
-        MessageSearch.objects.filter(message_id=pk).update(terms=terms, length=length)
-        if row.recallable:
-            counts = df[row.conversation_id]
-            counts.subtract(set(row.terms.split()))
-            counts.update(set(terms.split()))
-            length_delta[row.conversation_id] += length - row.length
+    while batch := list(islice(rows, BATCH)):
+        # A message never indexed (a raw write) has no row: the rebuild indexes it, as before.
+        indexed = MessageSearch.objects.in_bulk([pk for pk, _ in batch], field_name="message_id")
+        changed = []
+        for pk, content in batch:
+            row = indexed.get(pk)
+            terms, length = index_terms(content=content)
+            if row is None or (terms, length) == (row.terms, row.length):
+                continue
+            if row.recallable:
+                counts = df[row.conversation_id]
+                counts.subtract(set(row.terms.split()))
+                counts.update(set(terms.split()))
+                length_delta[row.conversation_id] += length - row.length
+            row.terms, row.length = terms, length
+            changed.append(row)
+        MessageSearch.objects.bulk_update(changed, ["terms", "length"])
+    _stats_move(apps, df=df, length_delta=length_delta)
+
+
+def _stats_move(apps, *, df: dict[int, Counter], length_delta: Counter) -> None:
+    RecallTerm = apps.get_model("chat", "RecallTerm")
+    RecallCorpus = apps.get_model("chat", "RecallCorpus")
     for conversation_id, counts in sorted(df.items()):
         for term, change in sorted(counts.items()):
             if change:
