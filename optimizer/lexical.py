@@ -9,7 +9,8 @@ index agree.
 Why these choices:
 
 * Case and accents folded (`fold`): "Straße" meets "strasse", "café" meets "Cafe", full-width letters
-  meet plain ones, as a search box is expected to; letters of other scripts keep their marks.
+  meet plain ones, as a search box is expected to; letters of other scripts keep their marks, inside
+  their words ("हिन्दी" is one term).
 * Snowball English stemming, so "adopting", "adoption" and "adopted" meet; numbers are kept as
   written (a year or an amount is a strong signal and stemming would mangle nothing useful).
 * Stop words: English function words plus chat filler ("thanks", "ok", "hey"): a message made only
@@ -31,13 +32,20 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import regex
 import snowballstemmer
 
 K1 = 1.2
 B = 0.75
 
 _RSQUO = "\u2019"  # the typographic apostrophe, folded into "'"
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*", re.UNICODE)
+_WORD_PATTERN = r"[^\W_]+(?:'[^\W_]+)*"
+_WORD = re.compile(_WORD_PATTERN)
+# Outside ASCII, words by the `regex` module, whose word characters are Unicode's (TR 18): a
+# combining mark belongs to its word. The standard library ends a word at one, which cuts the words
+# of scripts written with marks (Devanagari's vowel signs and virama, Tamil's, Bengali's...) into
+# single letters: "हिन्दी" was "ह", "न", "द". On ASCII text both find the same words.
+_WORD_MARKED = regex.compile(_WORD_PATTERN)
 
 # English function words and chat filler. Written for this project: common closed-class words,
 # question words (the question's shape, not its subject) and words that carry no topic in chat.
@@ -94,7 +102,8 @@ def fold(text: str) -> str:
 
 def words(text: str) -> list[str]:
     """Folded word tokens of `text` (`fold`), apostrophes kept inside words ("don't")."""
-    return _WORD.findall(fold(text))
+    found: list[str] = (_WORD if text.isascii() else _WORD_MARKED).findall(fold(text))
+    return found
 
 
 def analyze(text: str) -> list[str]:

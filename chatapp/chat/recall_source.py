@@ -47,8 +47,8 @@ _SEARCH_TABLE = MessageSearch._meta.db_table
 _MESSAGE_TABLE = Message._meta.db_table
 _CORPUS_TABLE = RecallCorpus._meta.db_table
 _TERM_TABLE = RecallTerm._meta.db_table
-FTS_TABLE = "chat_message_fts"  # SQLite only: created by chat migration 0001_squashed_0016
-RECALL_FTS_TABLE = "chat_message_rfts"  # SQLite only: recall's scoped tokens (chat migration 0002)
+FTS_TABLE = "chat_message_fts"  # SQLite only: chat migration 0001_squashed_0016, tokenizer 0009
+RECALL_FTS_TABLE = "chat_message_rfts"  # SQLite only: recall's scoped tokens (chat migrations 0002, 0009)
 # A term in more recallable messages than MAX_POSTINGS is looked up only among the conversation's
 # newest RECENT_MESSAGES: reading all of a very common term's postings is what would make a query
 # slow on a long conversation. A message is read at most once per query, so the common terms of a

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import regex
+
 from optimizer.lexical import analyze
 
 SNIPPET_WORDS_BEFORE = 10
@@ -22,8 +24,9 @@ SNIPPET_CHARS = 320
 
 # optimizer.lexical's word pattern on the original text (so offsets are the content's), with the
 # typographic apostrophe it folds, and a word never starting inside another ("o'neil" is one word).
+# By the `regex` module, as lexical outside ASCII: a combining mark is inside its word ("हिन्दी").
 _WORD_BODY = r"[^\W_]*(?:['\u2019][^\W_]+)*"
-_WORD = re.compile(r"(?<![^\W_])(?<![^\W_]['\u2019])[^\W_]" + _WORD_BODY)
+_WORD = regex.compile(r"(?<![^\W_])(?<![^\W_]['\u2019])[^\W_]" + _WORD_BODY)
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,6 +112,24 @@ def test_case_and_accents_are_folded_both_ways(user):
     assert str(hit.snippet_html) == "Une <mark>école</mark> près de <mark>Zürich</mark>."
 
 
+def test_words_written_with_combining_marks_are_found_whole(user):
+    # Devanagari's and Tamil's vowel signs are combining marks: the words must be indexed whole, and
+    # SQLite's FTS5 tables must not cut them again (a cut term became a phrase, which they refuse).
+    chat = _chat(user)
+    delhi, tamil, _ = _say(
+        chat,
+        "कल हम दिल्ली जाएंगे और वहाँ लाल किला देखेंगे।",
+        "தமிழ் மொழியில் பேசலாம்",
+        "मौसम आज बहुत अच्छा है।",
+    )
+    assert _message_ids(message_search(owner=user, query="दिल्ली")) == [delhi.pk]
+    assert _message_ids(message_search(owner=user, query="लाल किला")) == [delhi.pk]
+    assert _message_ids(message_search(owner=user, query="दिल्")) == [delhi.pk]  # a prefix, cut at a virama
+    assert _message_ids(message_search(owner=user, query="மொழியில்")) == [tamil.pk]
+    (hit,) = message_search(owner=user, query="लाल किला").hits
+    assert "<mark>लाल</mark> <mark>किला</mark>" in str(hit.snippet_html)
+
+
 def test_every_word_must_match_and_only_the_last_is_a_prefix(user):
     chat = _chat(user)
     (aquarium,) = _say(chat, "Rosalind starts at the Lisbon aquarium in March.")

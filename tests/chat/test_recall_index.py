@@ -228,6 +228,24 @@ def test_database_source_ranks_like_memory_source(user, conversation):
         assert str(msgs[-1].pk) not in {i for i, _ in got}
 
 
+def test_recall_finds_words_written_with_combining_marks(user, conversation):
+    # Hindi's vowel signs are combining marks: each word is one term, and recall's scoped index
+    # looks it up whole (SQLite's FTS5 tables no longer cut it at the marks: chat 0009).
+    _append(conversation, [
+        ("user", "मेरी बहन रश्मि मार्च में लिस्बन जा रही है।"),
+        ("assistant", "लिस्बन बहुत सुंदर शहर है।"),
+        ("user", "आज मौसम अच्छा है।"),
+        ("assistant", "हाँ, धूप खिली है।"),
+    ])
+    _recall_index_matches_the_rows(conversation)
+    query = build_query("रश्मि कहाँ जा रही है?")
+    got = DatabaseRecallSource(conversation=conversation, floor_ratio=0).search(query, limit=10, exclude_ids=())
+    expected = _memory(conversation).search(query, limit=10, exclude_ids=frozenset())
+    assert [i for i, _ in got] == [i for i, _ in expected]
+    assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12)
+    assert [Message.objects.get(pk=int(i)).content[:8] for i, _ in got[:1]] == ["मेरी बहन"]
+
+
 @pytest.mark.parametrize("common", [1000, 2], ids=["all-rare", "some-very-common"])
 def test_rare_terms_looked_up_together_rank_as_one_at_a_time(user, conversation, common):
     """Batched lookups read the same ranking in fewer statements: pruning between batches instead of

@@ -3,12 +3,24 @@
 import datetime as dt
 import random
 
+import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from optkit import MODEL, msg, source_of
 
 from optimizer import Msg, count_message, pack
-from optimizer.lexical import LexicalIndex, Query, analyze, bm25, build_query, fold, idf, index_text, prefix_stems
+from optimizer.lexical import (
+    LexicalIndex,
+    Query,
+    analyze,
+    bm25,
+    build_query,
+    fold,
+    idf,
+    index_text,
+    prefix_stems,
+    words,
+)
 from optimizer.recall import (
     HEADER,
     NEIGHBOUR_WEIGHT,
@@ -75,6 +87,25 @@ def test_folding_is_idempotent_and_analysis_sees_only_the_folded_text(text):
     assert analyze(fold(text)) == analyze(text)
     if text.isascii():
         assert fold(text) == text.lower()
+
+
+def test_words_of_scripts_written_with_marks_are_whole():
+    # Vowel signs and viramas are combining marks inside the word: the standard library's word
+    # pattern cut "हिन्दी" into single letters, which were then dropped.
+    assert analyze("हिन्दी भाषा सीखना") == ["हिन्दी", "भाषा", "सीखना"]
+    assert analyze("தமிழ் மொழி") == ["தமிழ்", "மொழி"]
+    assert analyze("আমি বাংলায় গান গাই") == ["আমি", "বাংলায়", "গান", "গাই"]
+    # A zero-width joiner or non-joiner shapes the word it stands in and stays inside it.
+    assert words("क्‍ष") == ["क्‍ष"]
+    index = LexicalIndex([analyze("कल हम दिल्ली जाएंगे"), analyze("मौसम अच्छा है")])
+    assert [doc for doc, _ in index.search(build_query("दिल्ली कब?"), limit=5)] == [0]
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+def test_ascii_text_splits_into_the_same_words_as_unicode_word_characters_give(text):
+    # words() takes the standard library's pattern on ASCII text (its fast path) and the `regex`
+    # module's elsewhere: on ASCII the two must agree.
+    assert words(text) == regex.findall(r"[^\W_]+(?:'[^\W_]+)*", text.lower())
 
 
 def test_filler_message_has_no_query():

@@ -1,0 +1,72 @@
+"""Indexing stored messages again after the analyzer changed, for data migrations (chat 0008, 0009).
+
+Only messages holding a non-ASCII character are read: ASCII text is analyzed as it always was
+(`optimizer.lexical` keeps a fast path for it), so a database of English chats reads its few other
+messages. Each changed row moves its conversation's BM25 statistics (RecallTerm, RecallCorpus) by
+the difference, which is what indexing the conversation from scratch gives.
+
+Written against the migration's historical models (`apps`), not the app's services:
+`search_services.index_terms` is a pure function of the text, the rest is plain queryset writes.
+SQLite's FTS5 tables follow the changed rows through their update triggers; PostgreSQL's tsvector
+columns are generated.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from itertools import islice
+from typing import Any
+
+from django.db.models import F
+
+from chatapp.chat.search_services import index_terms
+
+NON_ASCII = r"[^\x01-\x7f]"
+BATCH = 1000
+
+
+def non_ascii_messages_reindex(apps: Any) -> None:
+    """Analyze every non-ASCII chat message again, a thousand at a time (PostgreSQL matches them in
+    the database; SQLite through Django's REGEXP function)."""
+    Message = apps.get_model("chat", "Message")
+    MessageSearch = apps.get_model("chat", "MessageSearch")
+    df: defaultdict[int, Counter[str]] = defaultdict(Counter)
+    length_delta: Counter[int] = Counter()
+    rows = (
+        Message.objects.filter(kind="chat", content__regex=NON_ASCII)
+        .order_by("id")
+        .values_list("id", "content")
+        .iterator(chunk_size=BATCH)
+    )
+    while batch := list(islice(rows, BATCH)):
+        # A message never indexed (a raw write) has no row: the rebuild indexes it, as before.
+        indexed = MessageSearch.objects.in_bulk([pk for pk, _ in batch], field_name="message_id")
+        changed = []
+        for pk, content in batch:
+            row = indexed.get(pk)
+            terms, length = index_terms(content=content)
+            if row is None or (terms, length) == (row.terms, row.length):
+                continue
+            if row.recallable:
+                counts = df[row.conversation_id]
+                counts.subtract(set(row.terms.split()))
+                counts.update(set(terms.split()))
+                length_delta[row.conversation_id] += length - row.length
+            row.terms, row.length = terms, length
+            changed.append(row)
+        MessageSearch.objects.bulk_update(changed, ["terms", "length"])
+    _stats_move(apps, df=df, length_delta=length_delta)
+
+
+def _stats_move(apps: Any, *, df: dict[int, Counter[str]], length_delta: Counter[int]) -> None:
+    RecallTerm = apps.get_model("chat", "RecallTerm")
+    RecallCorpus = apps.get_model("chat", "RecallCorpus")
+    for conversation_id, counts in sorted(df.items()):
+        for term, change in sorted(counts.items()):
+            if change:
+                stat, _ = RecallTerm.objects.get_or_create(conversation_id=conversation_id, term=term)
+                RecallTerm.objects.filter(pk=stat.pk).update(df=F("df") + change)
+        RecallTerm.objects.filter(conversation_id=conversation_id, df__lte=0).delete()
+        RecallCorpus.objects.filter(conversation_id=conversation_id).update(
+            length=F("length") + length_delta[conversation_id]
+        )
