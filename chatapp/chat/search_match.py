@@ -9,15 +9,29 @@ from collections.abc import Sequence
 
 from django.contrib.auth.models import User
 from django.db import connection
+from django.db.models import Q
 from django.db.models.expressions import RawSQL
 
-from optimizer.lexical import analyze, content_words, prefix_stems
+from optimizer.lexical import analyze, content_words, fold, prefix_stems
 
-from .models import MessageSearch
+from .models import Conversation, MessageSearch
 from .recall_source import FTS_TABLE, fts_phrase, ts_lexeme
 from .search_services import MAX_TERM_CHARS
 
 _SEARCH_TABLE = MessageSearch._meta.db_table
+
+
+NON_ASCII = r"[^\x01-\x7f]"
+
+
+def title_match(*, owner_id: int, text: str) -> Q:
+    """The owner's conversations whose title contains `text`, case and accents folded as message
+    search folds them (`lexical.fold`: "cafe" finds "Café", "strasse" "Königstraße"). An ASCII title
+    folds to its lower case, which the database compares (`icontains` of the folded text); the owner's
+    titles holding another character, usually few, are folded here, in Python."""
+    folded = fold(text)
+    accented = Conversation.objects.filter(owner_id=owner_id, title__regex=NON_ASCII).values_list("id", "title")
+    return Q(title__icontains=folded) | Q(pk__in=[pk for pk, title in accented if folded in fold(title)])
 
 
 def search_terms(*, text: str) -> list[str]:

@@ -19,9 +19,9 @@ from typing import Any
 
 from django.db.models import F
 
+from chatapp.chat.search_match import NON_ASCII
 from chatapp.chat.search_services import index_terms
 
-NON_ASCII = r"[^\x01-\x7f]"
 BATCH = 1000
 
 

@@ -44,8 +44,8 @@ from optimizer.lexical import bm25_norm, bm25_normed, idf
 
 from .models import Conversation, Message, MessageSearch
 from .recall_source import FTS_TABLE, corpus_statistics
-from .search_match import owner_match_query, search_prefix_stems, search_terms
-from .search_snippets import SnippetPart, WordMatcher, marked_spans, snippet_parts
+from .search_match import owner_match_query, search_prefix_stems, search_terms, title_match
+from .search_snippets import SnippetPart, WordMatcher, folded_spans, marked_spans, snippet_parts
 
 MIN_QUERY_CHARS = 2  # one character would match half the titles and every word's prefix
 PAGE_SIZE = 20
@@ -144,14 +144,13 @@ def message_search(*, owner: User, query: str, page: int = 1, page_size: int = P
 def title_hits(*, owner: User, query: str) -> list[SearchHit]:
     """Up to TITLE_HITS of the owner's conversations whose title contains `query`, latest first."""
     rows = (
-        Conversation.objects.filter(owner=owner, title__icontains=query)
+        Conversation.objects.filter(title_match(owner_id=owner.pk, text=query), owner=owner)
         .order_by("-updated_at", "-id")
         .values_list("id", "title", "updated_at")[:TITLE_HITS]
     )
-    needle = re.compile(re.escape(query), re.IGNORECASE)
     return [
         SearchHit(kind="title", conversation_id=pk, conversation_title=title, message_id=None, role=None,
-                  created_at=updated_at, parts=marked_spans(title, [m.span() for m in needle.finditer(title)]))
+                  created_at=updated_at, parts=marked_spans(title, folded_spans(title, query)))
         for pk, title, updated_at in rows
     ]
 

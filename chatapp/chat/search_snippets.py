@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import regex
 
-from optimizer.lexical import analyze
+from optimizer.lexical import analyze, fold
 
 SNIPPET_WORDS_BEFORE = 10
 SNIPPET_WORDS = 30
@@ -99,6 +99,27 @@ def snippet_parts(*, content: str, matcher: WordMatcher) -> tuple[SnippetPart, .
     if hi < len(content) and content[hi:].strip():
         parts.append(SnippetPart(" …", False))
     return tuple(parts)
+
+
+def folded_spans(text: str, query: str) -> list[tuple[int, int]]:
+    """Where `query` stands in `text`, both folded (`lexical.fold`), as spans of `text` itself: each
+    character is folded alone ("ß" to "ss", "é" to "e", a combining mark to nothing) and remembers
+    where it came from. A mark after a found span stays with its letter, inside the span."""
+    needle = fold(query)
+    if not needle:
+        return []
+    pieces = [fold(ch) for ch in text]
+    origin = [i for i, piece in enumerate(pieces) for _ in piece]
+    folded = "".join(pieces)
+    spans: list[tuple[int, int]] = []
+    at = folded.find(needle)
+    while at >= 0:
+        begin, end = origin[at], origin[at + len(needle) - 1] + 1
+        while end < len(text) and not pieces[end]:
+            end += 1
+        spans.append((begin, end))
+        at = folded.find(needle, at + len(needle))
+    return spans
 
 
 def marked_spans(text: str, spans: list[tuple[int, int]]) -> tuple[SnippetPart, ...]:

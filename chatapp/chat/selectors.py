@@ -18,7 +18,7 @@ from rest_framework.authtoken.models import Token
 
 from .models import Conversation, Message, OptimizationRecord, UserSettings
 from .rowsql import CompiledQuery, row_instance
-from .search_match import conversation_ids_matching
+from .search_match import conversation_ids_matching, title_match
 
 MESSAGE_PAGE_MAX = 500
 
@@ -33,7 +33,7 @@ def conversation_list(*, owner: User, query: str | None = None) -> QuerySet[Conv
     conversations = Conversation.objects.filter(owner=owner)
     query = (query or "").strip()
     if query:
-        matches = Q(title__icontains=query)
+        matches = title_match(owner_id=owner.pk, text=query)
         in_messages = conversation_ids_matching(owner=owner, text=query)
         if in_messages is not None:
             matches |= Q(pk__in=in_messages)

@@ -69,6 +69,22 @@ def test_title_search_ignores_case_beyond_ascii(user, title, query):
     assert not list(selectors.conversation_list(owner=user, query=query + "x"))
 
 
+@pytest.mark.parametrize(("title", "query", "marked"), [
+    ("Lunch at the Café Müller", "cafe muller", "<mark>Café Müller</mark>"),
+    ("Umzug in die Königstraße", "KONIGSTRASSE", "<mark>Königstraße</mark>"),
+    ("Notes on Strasse names", "straße", "<mark>Strasse</mark>"),
+    ("Re\u0301sume\u0301 draft", "resume", "<mark>Re\u0301sume\u0301</mark>"),  # decomposed accents
+    ("हिन्दी पाठ", "हिन्दी", "<mark>हिन्दी</mark>"),
+])
+def test_title_search_folds_accents_as_message_search_does(user, title, query, marked):
+    found = _conversation(user, title)
+    _conversation(user, "Unrelated café")
+    assert [c.pk for c in selectors.conversation_list(owner=user, query=query)] == [found.pk]
+    (hit,) = search_selectors.title_hits(owner=user, query=query)
+    assert hit.conversation_id == found.pk and marked in str(hit.snippet_html)
+    assert not list(selectors.conversation_list(owner=user, query=query + "x"))
+
+
 def test_list_is_newest_first(user):
     old = _conversation(user, "Old")
     new = _conversation(user, "New")
