@@ -21,3 +21,38 @@ def migrated_back(target: tuple[str, str]) -> Iterator[Any]:
         yield MigrationExecutor(connection).loader.project_state(target).apps
     finally:
         call_command("migrate", verbosity=0)
+
+
+def conversation_indexed_as(old: Any, *, owner_id: int, title: str, messages: list[tuple[str, str, str]]) -> int:
+    """A conversation written with `old`'s models (migrated_back), each (role, content, terms) message
+    indexed with the terms given (as that release's analyzer gave them) and its recall statistics to
+    match; returns its id."""
+    conversation = old.get_model("chat", "Conversation").objects.create(owner_id=owner_id, title=title)
+    Message, Search = old.get_model("chat", "Message"), old.get_model("chat", "MessageSearch")
+    df: dict[str, int] = {}
+    for role, content, terms in messages:
+        message = Message.objects.create(conversation=conversation, role=role, content=content, token_count=9,
+                                         char_count=len(content))
+        Search.objects.create(message_id=message.pk, conversation_id=conversation.pk,
+                              scope=f"_c{conversation.pk} _u{owner_id}", terms=terms, length=len(terms.split()),
+                              recallable=True)
+        for term in set(terms.split()):
+            df[term] = df.get(term, 0) + 1
+    Term = old.get_model("chat", "RecallTerm")
+    Term.objects.bulk_create([Term(conversation_id=conversation.pk, term=t, df=n) for t, n in df.items()])
+    old.get_model("chat", "RecallCorpus").objects.create(
+        conversation_id=conversation.pk, docs=len(messages), length=sum(len(t.split()) for _, _, t in messages)
+    )
+    return conversation.pk
+
+
+def search_index_state(conversation_id: int) -> tuple[dict, dict, tuple]:
+    """A conversation's index as the app's models read it: {message id: (terms, length)}, {term: df},
+    (docs, length)."""
+    from chatapp.chat.models import MessageSearch, RecallCorpus, RecallTerm
+
+    rows = {m: (t, n) for m, t, n in MessageSearch.objects.filter(conversation_id=conversation_id)
+            .values_list("message_id", "terms", "length")}
+    df = dict(RecallTerm.objects.filter(conversation_id=conversation_id).values_list("term", "df"))
+    corpus = RecallCorpus.objects.filter(conversation_id=conversation_id).values_list("docs", "length").get()
+    return rows, df, corpus
