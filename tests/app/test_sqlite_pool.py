@@ -3,6 +3,7 @@ a request did to one reaches the next (these wrappers use a file of their own, o
 
 import os
 import sqlite3
+import time
 
 import pytest
 from django.db import OperationalError, connections, transaction
@@ -12,9 +13,10 @@ from django.db import OperationalError, connections, transaction
 def open_wrapper(tmp_path, django_db_blocker):
     made = []
 
-    def make(*, pool_size: int = 2, name: str = "pooled.sqlite3"):
+    def make(*, pool_size: int = 2, name: str = "pooled.sqlite3", **options):
         alias = f"pool_test_{len(made)}"
-        own = {"ENGINE": "chatapp.sqlite3", "NAME": str(tmp_path / name), "OPTIONS": {"pool_size": pool_size}}
+        own = {"ENGINE": "chatapp.sqlite3", "NAME": str(tmp_path / name),
+               "OPTIONS": {"pool_size": pool_size, **options}}
         connections.settings[alias] = connections.configure_settings(
             {"default": connections.settings["default"], alias: own})[alias]
         made.append(alias)
@@ -100,6 +102,8 @@ def test_a_kept_connection_runs_its_prepared_statements_without_preparing_them_a
     # parsed each statement it ran a second time. SQLite's sqlite_stmt table (the statements the
     # connection holds prepared, Python's statement cache among them) counts those re-preparations.
     db = open_wrapper()
+    db.ensure_connection()
+    db.close()  # the file's first statistics refresh, which prepares everything again once, done
     query = "SELECT x FROM t WHERE x = %s"
     with db.cursor() as cursor:
         cursor.execute("CREATE TABLE t (x INTEGER)")
@@ -195,3 +199,88 @@ def test_statements_are_rewritten_as_django_rewrites_them(open_wrapper):
         cursor.execute("SELECT %s || '%%', %s", ["a", 2])
         assert cursor.fetchone() == ("a%", 2)
     raw.close()
+
+
+# The shape of chat_message's request-path indexes: the active path's partial index, and the pins'
+# partial index on the same columns (context._context_rows_query reads the static layer's pins).
+_PINS = "SELECT id FROM m WHERE kind = 'chat' AND NOT superseded AND conv = %s AND id < %s AND pinned"
+
+
+def _messages_table(db, *, rows: int) -> None:
+    with db.cursor() as cursor:
+        cursor.execute("CREATE TABLE m (id INTEGER PRIMARY KEY, conv INTEGER, kind TEXT, superseded BOOL, "
+                       "pinned BOOL)")
+        # In the product's order (migrations made the pins' index first): with nothing to tell the two
+        # apart, SQLite takes the newer one.
+        cursor.execute("CREATE INDEX m_pinned ON m (conv, id) WHERE pinned")
+        cursor.execute("CREATE INDEX m_path ON m (conv, id) WHERE kind = 'chat' AND NOT superseded")
+        cursor.executemany("INSERT INTO m (conv, kind, superseded, pinned) VALUES (%s, 'chat', 0, %s)",
+                           [(1 + i % 3, i % 500 == 0) for i in range(rows)])
+
+
+def _plan(db, sql: str, params: list) -> str:
+    with db.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        return " | ".join(row[-1] for row in cursor.fetchall())
+
+
+def _statistics(db) -> list[str]:
+    with db.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE name = 'sqlite_stat1'")
+        if not cursor.fetchall():
+            return []
+        cursor.execute("SELECT idx FROM sqlite_stat1 WHERE tbl = 'm' AND idx IS NOT NULL ORDER BY idx")
+        return [idx for idx, in cursor.fetchall()]
+
+
+def test_a_connection_given_back_leaves_the_planner_statistics(open_wrapper):
+    db = open_wrapper()
+    _messages_table(db, rows=3000)
+    # Without statistics SQLite reads the pins through the active path's index: every row below `id`.
+    assert "m_path" in _plan(db, _PINS, [1, 2500])
+    assert _statistics(db) == []
+    db.close()
+    assert _statistics(db) == ["m_path", "m_pinned"]
+    assert "USING INDEX m_pinned" in _plan(db, _PINS, [1, 2500])
+
+
+def test_statistics_are_refreshed_at_most_once_an_interval(open_wrapper, monkeypatch):
+    from chatapp.sqlite3 import base
+
+    now = [1_000.0]
+    monkeypatch.setattr(base.time, "monotonic", lambda: now[0])
+    db = open_wrapper(pool_size=0)  # each request opens the file again, and so reads its statistics again
+    _messages_table(db, rows=1000)
+    _plan(db, _PINS, [1, 900])
+    db.close()
+    assert _statistics(db) == ["m_path", "m_pinned"]
+    with db.cursor() as cursor:
+        cursor.execute("DELETE FROM sqlite_stat1")
+    db.close()
+
+    def request_ends() -> list[str]:
+        _plan(db, _PINS, [1, 900])
+        db.close()
+        return _statistics(db)
+
+    now[0] += base.OPTIMIZE_EVERY - 1
+    assert request_ends() == []
+    now[0] += 2
+    assert request_ends() == ["m_path", "m_pinned"]
+
+
+def test_a_locked_database_does_not_fail_the_request_that_ends(open_wrapper, tmp_path):
+    db = open_wrapper(name="locked.sqlite3", timeout=20)  # the product's wait for a writer
+    _messages_table(db, rows=500)
+    _plan(db, _PINS, [1, 400])
+    writer = sqlite3.connect(tmp_path / "locked.sqlite3", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        db.close()  # its ANALYZE cannot write: skipped, tried again next interval
+        waited = time.monotonic() - started
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert _statistics(db) == []
+    assert waited < 5, "waited for the writer as long as a statement would"
