@@ -6,7 +6,8 @@ For each database (SQLite, PostgreSQL) in a process of its own, on a fresh datab
    dashboard's seed) and 999 conversations of mixed sizes (a long tail: most are short, a few are
    tens of thousands) for 1,000,000 messages in all, every message indexed for search and recall,
    all owned by the bench user (owner-scoped search then has the whole million to look through);
-   `ANALYZE` (PostgreSQL: `VACUUM ANALYZE`, as autovacuum would leave the tables);
+   `ANALYZE` (PostgreSQL: `VACUUM ANALYZE`, as autovacuum would leave the tables; SQLite: sampled, as the
+   product's `PRAGMA optimize` leaves them, chatapp/sqlite3);
 2. time to first byte of a new conversation's first send with the full tables and with empty ones:
    a second database of the same kind, empty, behind a uvicorn process of its own, the two asked in
    turn, request by request, so that both medians see the same machine;

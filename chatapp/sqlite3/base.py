@@ -25,7 +25,8 @@ static layer's pins and system messages (context._context_rows_query) through th
 every message below the window, instead of their own small partial indexes: 9.7 ms of a turn in a
 10,000-message conversation instead of 0.45 (bench/turn_cpu.py on a fresh file; PostgreSQL's
 autovacuum analyzes by itself). `optimize` analyzes a table only when it has no statistics or has
-grown many times since (a no-op reads every table's size, about 1 ms, hence the interval).
+grown many times since (a no-op reads every table's size, about 1 ms: hence once a minute, not at
+every request's end).
 
 Case-insensitive lookups (`icontains` and the like: the sidebar's title search) compare both sides
 through Python's `str.casefold`: SQLite's LIKE folds ASCII letters only, so "café" did not find
@@ -48,7 +49,9 @@ _lock = threading.Lock()
 _idle: dict[tuple[int, str], list[tuple[sqlite3.Connection, tuple[int, int] | None]]] = {}
 # (process id, database file) -> time.monotonic() of the last PRAGMA optimize there.
 _optimized: dict[tuple[int, str], float] = {}
-OPTIMIZE_EVERY = 600.0
+# SQLite before 3.46 analyzes only the tables the closing connection has read: a process's first
+# request may have read none of them (a login), and its next try should not be far.
+OPTIMIZE_EVERY = 60.0
 # Rows ANALYZE samples per index (SQLite suggests 100 to 1,000); 0 would read whole tables.
 ANALYSIS_LIMIT = 400
 
