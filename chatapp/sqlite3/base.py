@@ -35,6 +35,7 @@ through Python's `str.casefold`: SQLite's LIKE folds ASCII letters only, so "caf
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -166,16 +167,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
             if last is not None and now - last < OPTIMIZE_EVERY:
                 return
             _optimized[key] = now
-        # Not the connection's long wait for a writer (settings: 20 s): statistics can wait for the
-        # next interval, the request that ends cannot fail for them.
-        waits = conn.execute("PRAGMA busy_timeout").fetchone()[0]
-        conn.execute("PRAGMA busy_timeout = 50")
-        try:
+        # Locked by a writer, its ANALYZE fails at once (it starts as a read, and SQLite does not wait
+        # to make a read a write): the next interval tries again; a request's end must not fail for
+        # statistics.
+        with contextlib.suppress(sqlite3.OperationalError):
             conn.execute("PRAGMA optimize")
-        except sqlite3.OperationalError:  # locked by a writer
-            pass
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(waits)}")
 
     def _close(self) -> None:
         conn, origin, key = self.connection, self._origin, self._pool_key()
