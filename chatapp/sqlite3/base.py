@@ -111,6 +111,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
     pool_size = 0
     # Where this wrapper's connection came from: (process id, file identity); None when not poolable.
     _origin: tuple[int, tuple[int, int] | None] | None = None
+    # The process that opened or took this wrapper's connection (pooled or not): no other one may use it.
+    _opened_by: int | None = None
 
     def get_connection_params(self) -> dict[str, Any]:
         params = super().get_connection_params()
@@ -129,6 +131,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def get_new_connection(self, conn_params: dict[str, Any]) -> sqlite3.Connection:
         key = self._pool_key()
         self._origin = None
+        self._opened_by = os.getpid()
         if key is None:
             return self._opened(conn_params)
         identity = _file_identity(key[1])
@@ -159,7 +162,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def _statistics_refresh(self, conn: sqlite3.Connection) -> None:
         """PRAGMA optimize, when this process has not run it on this file for OPTIMIZE_EVERY seconds.
         Outside a transaction only: it may write the statistics."""
-        if conn.in_transaction or self.is_in_memory_db():
+        if conn.in_transaction or self.is_in_memory_db() or self._opened_by != os.getpid():
             return
         key, now = (os.getpid(), str(self.settings_dict["NAME"])), time.monotonic()
         with _lock:

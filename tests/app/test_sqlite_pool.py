@@ -285,3 +285,14 @@ def test_a_locked_database_does_not_fail_the_request_that_ends(open_wrapper, tmp
         writer.close()
     assert _statistics(db) == []
     assert waited < 5, "waited for the writer as long as a statement would"
+
+
+def test_a_child_process_leaves_a_connection_from_before_the_fork_alone(open_wrapper, monkeypatch):
+    db = open_wrapper()
+    _messages_table(db, rows=500)
+    _plan(db, _PINS, [1, 400])
+    parent_pid = os.getpid()
+    monkeypatch.setattr(os, "getpid", lambda: parent_pid + 1)
+    db.close()  # in the "child": no statistics written through the parent's connection
+    monkeypatch.setattr(os, "getpid", lambda: parent_pid)
+    assert _statistics(db) == []
