@@ -29,7 +29,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import regex
@@ -219,6 +219,25 @@ def bm25_normed(tf: int, norm: float, term_idf: float) -> float:
 
 def bm25(tf: int, doc_len: int, avg_len: float, term_idf: float) -> float:
     return bm25_normed(tf, bm25_norm(doc_len, avg_len), term_idf)
+
+
+def bm25_of_term_texts(
+    docs: Iterable[tuple[int, int, str]], *, avg_len: float, weights: Sequence[tuple[str, float]]
+) -> Iterator[tuple[int, float]]:
+    """(key, BM25 score) of documents given as (key, length, their terms joined by single spaces),
+    for query terms with their idf x weight: the floats `bm25` gives, summed term by term in the
+    order of `weights`. Counting " t " in the terms with every separator doubled counts whole terms,
+    repeats included, without splitting a document into a list (the database's stored terms)."""
+    needles = [(f" {term} ", weight) for term, weight in weights]
+    for key, length, terms in docs:
+        spaced = f"  {terms.replace(' ', '  ')}  "
+        norm = bm25_norm(length, avg_len)  # the same for each term of the document
+        score = 0.0
+        for needle, weight in needles:
+            tf = spaced.count(needle)
+            if tf:
+                score += bm25_normed(tf, norm, weight)
+        yield key, score
 
 
 class LexicalIndex:

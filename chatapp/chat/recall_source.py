@@ -37,7 +37,7 @@ from functools import lru_cache
 from django.db import connection
 
 from chatapp.providers.llm import OFFLINE_MODEL
-from optimizer.lexical import K1, Query, bm25_norm, bm25_normed, idf
+from optimizer.lexical import K1, Query, bm25_of_term_texts, idf
 from optimizer.recall import RELATIVE_FLOOR, Links, RecallItem
 
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
@@ -158,23 +158,12 @@ def _lookup_batches(order: Sequence[str], *, df: dict[str, int], rows: int, comm
 
 def _scores_add(
     scores: dict[int, float], rows: Iterable[tuple[int, int, str]], *, avg_len: float,
-    needles: Sequence[tuple[str, float]], skip: set[int], through_id: int | None,
+    weights: Sequence[tuple[str, float]], skip: set[int], through_id: int | None,
 ) -> None:
     """Each row's BM25 score, from its stored terms, into `scores` (rows in `skip` or after
-    `through_id` left out). Counting " t " in the terms with every separator doubled counts whole
-    terms, repeats included, without splitting the row into a list (most of a query's time
-    otherwise); one call for the rows, as a common term's lookup returns thousands."""
-    for pk, length, terms in rows:
-        if pk in skip or (through_id is not None and pk > through_id):
-            continue
-        spaced = f"  {terms.replace(' ', '  ')}  "
-        norm = bm25_norm(length, avg_len)  # the same for each term of the message
-        score = 0.0
-        for needle, w in needles:
-            tf = spaced.count(needle)
-            if tf:
-                score += bm25_normed(tf, norm, w)
-        scores[pk] = score
+    `through_id` left out); one call for the rows, as a common term's lookup returns thousands."""
+    kept = (row for row in rows if row[0] not in skip and (through_id is None or row[0] <= through_id))
+    scores.update(bm25_of_term_texts(kept, avg_len=avg_len, weights=weights))
 
 
 def _best(scores: dict[int, float], limit: int) -> list[tuple[int, float]]:
@@ -297,8 +286,8 @@ class DatabaseRecallSource:
             seen.update(batch)
             # The rows contain none of the terms seen before this batch, so only the others are
             # counted (a term a row lacks adds nothing: the sum is the one term-at-a-time gives).
-            needles = [(f" {t} ", w) for t, w in scored if t in batch or t not in seen]
-            _scores_add(scores, rows, avg_len=avg_len, needles=needles, skip=skip, through_id=self.through_id)
+            counted = [(t, w) for t, w in scored if t in batch or t not in seen]
+            _scores_add(scores, rows, avg_len=avg_len, weights=counted, skip=skip, through_id=self.through_id)
             for term in batch:
                 left -= bound[term]
         best = _best(scores, limit)

@@ -14,6 +14,7 @@ from optimizer.lexical import (
     Query,
     analyze,
     bm25,
+    bm25_of_term_texts,
     build_query,
     fold,
     idf,
@@ -228,6 +229,26 @@ def test_pruned_search_equals_scoring_every_document(docs, weights, limit, exclu
             full[doc] = score
     expected = sorted(full.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
     assert idx.search(Query(weights=weights), limit=limit, exclude=exclude) == expected
+
+
+@given(
+    # terms that prefix one another (t1, t10) and repeats side by side, as stored term texts hold them
+    st.lists(st.lists(st.sampled_from(["t1", "t10", "t2", "x", "t1t"]), max_size=15), min_size=1, max_size=20),
+    st.lists(st.tuples(st.sampled_from(["t1", "t10", "t2", "zz"]), st.floats(0.01, 20.0)), max_size=4),
+    st.floats(0.5, 30.0),
+)
+def test_scores_of_term_texts_are_the_floats_bm25_gives(docs, weights, avg_len):
+    """The database's stored terms are scored to the same floats as the in-memory index's term lists:
+    whole terms only, repeats counted, summed in the query's order."""
+    rows = [(key, len(doc), " ".join(doc)) for key, doc in enumerate(docs)]
+    expected = []
+    for key, doc in enumerate(docs):
+        score = 0.0
+        for term, weight in weights:
+            if doc.count(term):
+                score += bm25(doc.count(term), len(doc), avg_len, weight)
+        expected.append((key, score))
+    assert list(bm25_of_term_texts(rows, avg_len=avg_len, weights=weights)) == expected
 
 
 def test_an_exchange_that_matches_outranks_a_lone_match():
