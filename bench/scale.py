@@ -54,6 +54,7 @@ from scale_probes import (
     get_timed,
     new_conversation_ttfb_pairs,
     queries_before_first_byte,
+    recall_tokens_median,
     reference_child,
     rss_mib,
     session_cookie,
@@ -146,7 +147,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             out["ttfb_new_conversation_1m_table"] = statistics.median(on_full)
             out["ttfb_new_conversation_empty_table"] = statistics.median(on_empty)
 
-        rounds, samples = [], []
+        rounds, samples, recall_blocks = [], [], []
         for r in range(CPU_ROUNDS):
             with uvicorn_process(env, tmp) as (url, pid), httpx.Client(base_url=url, headers=auth, timeout=300) as c:
                 for i in range(2):
@@ -157,11 +158,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                          vendor=connection.vendor, first=r * per_round, profile=r == 0)
                 rounds.append(round(cpu, 1))
                 samples += turns
+            recall_blocks.append(recall_tokens_median(conversation_id=large.pk, turns=per_round))
         out["cpu_ms_per_turn"] = statistics.median(rounds)
         out["cpu_ms_per_turn_rounds"] = rounds
         # The conversation as the fill left it; later rounds see the turns of those before them (a
         # conversation that goes on: recall finds them, see bench/turn_cpu.py).
         out["cpu_ms_per_turn_first_round"] = rounds[0]
+        # What grows from round to round: recall finds the earlier rounds' questions and quotes them.
+        out["recall_tokens_by_round"] = recall_blocks
         out["ttfb_100k_conversation"] = statistics.median(samples)
 
         with uvicorn_process(env, tmp) as (url, pid), httpx.Client(base_url=url, headers=auth, timeout=300) as c:
@@ -265,7 +269,8 @@ def main() -> int:
         r = results[db]
         ratio = r["ttfb_new_conversation_1m_table"] / r["ttfb_new_conversation_empty_table"]
         print(f"{db}: new-conversation TTFB full/empty = {ratio:.2f} (target <= 1.2); fill {r['fill_seconds']} s; "
-              f"CPU per turn by round (ms): {', '.join(map(str, r.get('cpu_ms_per_turn_rounds', [])))}")
+              f"CPU per turn by round (ms): {', '.join(map(str, r.get('cpu_ms_per_turn_rounds', [])))}; "
+              f"recall block by round (median tokens): {', '.join(map(str, r.get('recall_tokens_by_round', [])))}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

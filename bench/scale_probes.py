@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -330,6 +331,14 @@ def turn_profiler(pid: int, vendor: str) -> subprocess.Popen | None:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # attached before the first timed turn
     return proc
+
+
+def recall_tokens_median(*, conversation_id: int, turns: int) -> float:
+    """The median recall block (tokens) of the conversation's newest `turns` requests: a round's."""
+    from chatapp.chat.models import OptimizationRecord
+
+    newest = OptimizationRecord.objects.filter(conversation_id=conversation_id).order_by("-id")
+    return statistics.median(newest.values_list("recall_tokens", flat=True)[:turns])
 
 
 def timed_turns(client: Any, *, pid: int, conversation_id: int, words: list[str], requests: int,
