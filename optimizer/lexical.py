@@ -11,6 +11,12 @@ Why these choices:
 * Case and accents folded (`fold`): "Straße" meets "strasse", "café" meets "Cafe", full-width letters
   meet plain ones, as a search box is expected to; letters of other scripts keep their marks, inside
   their words ("हिन्दी" is one term).
+* Scripts written without spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Burmese) and
+  Korean, whose particles join the word before them, are indexed as overlapping pairs of characters
+  ("東京に行く": "東京", "京に", "に行", "行く"): with no dictionary to find their words, a pair is the
+  unit that a word inside a run and the same word typed alone share, so "東京" finds "私は東京に行きました"
+  and "서울" finds "서울에서". A character is a grapheme (Thai vowel signs stay on their consonant); a
+  run of one is a term by itself.
 * Snowball English stemming, so "adopting", "adoption" and "adopted" meet; numbers are kept as
   written (a year or an amount is a strong signal and stemming would mangle nothing useful).
 * Stop words: English function words plus chat filler ("thanks", "ok", "hey"): a message made only
@@ -31,6 +37,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import regex
 import snowballstemmer
@@ -108,14 +115,99 @@ def words(text: str) -> list[str]:
     return found
 
 
+# Letters of scripts written without spaces (and Hangul), by script extension, so that marks used by
+# both kana ("ー") and the Han iteration mark ("々") belong to their runs.
+_UNSPACED_CLASS = (
+    r"\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}\p{scx=Thai}\p{scx=Lao}\p{scx=Khmer}"
+    r"\p{scx=Myanmar}"
+)
+_UNSPACED = regex.compile(f"[{_UNSPACED_CLASS}]")
+_UNSPACED_RUN = regex.compile(f"(?:[{_UNSPACED_CLASS}]\\p{{M}}*)+")
+_GRAPHEME = regex.compile(r"\X")
+
+
+def unspaced_runs(word: str) -> list[tuple[int, int, bool]]:
+    """`word` (one of `words`) as consecutive (start, end, unspaced) pieces: runs of a script written
+    without spaces, and the parts between them ("iphone用" is "iphone", then "用")."""
+    pieces: list[tuple[int, int, bool]] = []
+    at = 0
+    for m in _UNSPACED_RUN.finditer(word):
+        if m.start() > at:
+            pieces.append((at, m.start(), False))
+        pieces.append((m.start(), m.end(), True))
+        at = m.end()
+    if at < len(word):
+        pieces.append((at, len(word), False))
+    return pieces
+
+
+def character_pairs(graphemes: Sequence[str]) -> list[str]:
+    """The terms of a run of graphemes of a script written without spaces: each pair of neighbours,
+    or the one grapheme of a run of one."""
+    if len(graphemes) < 2:
+        return list(graphemes)
+    return [a + b for a, b in pairwise(graphemes)]
+
+
+def term_spans(word: str) -> list[tuple[str, int, int]]:
+    """The terms `analyze` gives for `word` (one word of a text as `words` would find it, not folded),
+    each with the span of `word` it stands for: where a highlighter marks a term that was found. A pair
+    of characters stands for its two graphemes (each folded by itself), any other term for its piece."""
+    spans: list[tuple[str, int, int]] = []
+    for start, end, unspaced in unspaced_runs(word):
+        if not unspaced:
+            spans.extend((term, start, end) for term in analyze(word[start:end]))
+            continue
+        # Folded grapheme by grapheme, each folded character remembering the grapheme it came from, then
+        # cut into graphemes again: a folded one can be two ("ำ" is "ํ" and "า", as analyze sees them).
+        origin: list[tuple[int, int]] = []
+        folded = []
+        for m in _GRAPHEME.finditer(word, start, end):
+            piece = fold(m.group())
+            folded.append(piece)
+            origin.extend([m.span()] * len(piece))
+        text = "".join(folded)
+        units = [(g.group(), origin[g.start()][0], origin[g.end() - 1][1]) for g in _GRAPHEME.finditer(text)]
+        if len(units) < 2:
+            spans.extend(units)
+            continue
+        spans.extend((a[0] + b[0], a[1], b[2]) for a, b in pairwise(units))
+    return spans
+
+
+def _kept(word: str) -> bool:
+    return word not in STOP_WORDS and (len(word) >= 2 or word.isdigit())
+
+
+def _terms(text: str) -> Iterator[tuple[str, bool]]:
+    """(term before stemming, whether it is a character pair) of non-ASCII `text`, in order."""
+    for word in words(text):
+        if _UNSPACED.search(word) is None:
+            if _kept(word):
+                yield word, False
+            continue
+        for start, end, unspaced in unspaced_runs(word):
+            piece = word[start:end]
+            if unspaced:
+                yield from ((pair, True) for pair in character_pairs(_GRAPHEME.findall(piece)))
+            elif _kept(piece.strip("'")):
+                yield piece.strip("'"), False
+
+
 def analyze(text: str) -> list[str]:
-    """Index terms of `text`, in order: stop words and one-letter words out, the rest stemmed."""
-    return [_stem(w.replace("'", "")) for w in content_words(text)]
+    """Index terms of `text`, in order: stop words and one-letter words out, the rest stemmed; runs of
+    scripts written without spaces as pairs of characters (`character_pairs`), never stemmed."""
+    if text.isascii():  # the common case, on every turn: no run of such a script to look for
+        return [_stem(w.replace("'", "")) for w in words(text) if w not in STOP_WORDS and (len(w) >= 2 or w.isdigit())]
+    return [term if pair else _stem(term.replace("'", "")) for term, pair in _terms(text)]
 
 
 def content_words(text: str) -> list[str]:
-    """The words of `text` that `analyze` keeps (before stemming): stop words and one-letter words out."""
-    return [w for w in words(text) if w not in STOP_WORDS and (len(w) >= 2 or w.isdigit())]
+    """The words of `text` that `analyze` keeps (before stemming): stop words and one-letter words out,
+    runs of scripts written without spaces as their pairs of characters."""
+    if text.isascii():
+        return [w for w in words(text) if w not in STOP_WORDS and (len(w) >= 2 or w.isdigit())]
+    return [term for term, _ in _terms(text)]
 
 
 # Endings of English words that the stemmer takes off, in part or whole: the words a typed prefix
@@ -143,6 +235,8 @@ def prefix_stems(word: str) -> list[str]:
     rank these stems below the typed prefix's own matches.
     """
     word = fold(word).replace("'", "")
+    if _UNSPACED.search(word):  # pairs of characters: no suffix goes on them
+        return []
     own = _stem(word)
     found: set[str] = set()
     for suffix in _SUFFIXES:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import regex
 
-from optimizer.lexical import analyze, fold
+from optimizer.lexical import analyze, fold, term_spans
 
 SNIPPET_WORDS_BEFORE = 10
 SNIPPET_WORDS = 30
@@ -64,15 +64,30 @@ class WordMatcher:
         return cls(whole=frozenset(terms[:-1]), prefix=terms[-1], candidates=re.compile(pattern, re.IGNORECASE))
 
     def matches(self, word: str) -> bool:
-        return any(t in self.whole or t.startswith(self.prefix) for t in analyze(word))
+        return any(self._found(t) for t in analyze(word))
+
+    def _found(self, term: str) -> bool:
+        return term in self.whole or term.startswith(self.prefix)
 
     def spans(self, text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:
         # A word with an accent or a letter that folds to two ("Éclair", "Straße") need not open
         # with its term's letters: outside ASCII every word is analyzed.
-        words = self.candidates if text.isascii() else _WORD
-        for m in words.finditer(text, start, len(text) if end is None else end):
-            if self.matches(m.group()):
-                yield m.span()
+        if text.isascii():
+            for m in self.candidates.finditer(text, start, len(text) if end is None else end):
+                if self.matches(m.group()):
+                    yield m.span()
+            return
+        for m in _WORD.finditer(text, start, len(text) if end is None else end):
+            # Only the terms found are marked: in a run of Japanese or Thai, the pairs of characters
+            # the query holds (joined where they overlap), not the whole run.
+            marked = sorted((m.start() + a, m.start() + b) for term, a, b in term_spans(m.group()) if self._found(term))
+            joined: list[tuple[int, int]] = []
+            for begin, stop in marked:
+                if joined and begin <= joined[-1][1]:
+                    joined[-1] = (joined[-1][0], max(joined[-1][1], stop))
+                else:
+                    joined.append((begin, stop))
+            yield from joined
 
 
 def snippet_parts(*, content: str, matcher: WordMatcher) -> tuple[SnippetPart, ...]:

@@ -246,6 +246,24 @@ def test_recall_finds_words_written_with_combining_marks(user, conversation):
     assert [Message.objects.get(pk=int(i)).content[:8] for i, _ in got[:1]] == ["मेरी बहन"]
 
 
+def test_recall_finds_a_word_inside_a_run_without_spaces(user, conversation):
+    # Japanese writes no space between words: a run is indexed as pairs of characters, so a question
+    # naming a place finds the old message that mentions it inside a sentence.
+    _append(conversation, [
+        ("user", "妹は三月に大阪へ引っ越す予定です。"),
+        ("assistant", "大阪はいい街ですね。"),
+        ("user", "今日は天気がいいです。"),
+        ("assistant", "散歩日和ですね。"),
+    ])
+    _recall_index_matches_the_rows(conversation)
+    query = build_query("妹はいつ引っ越すの?")
+    got = DatabaseRecallSource(conversation=conversation, floor_ratio=0).search(query, limit=10, exclude_ids=())
+    expected = _memory(conversation).search(query, limit=10, exclude_ids=frozenset())
+    assert [i for i, _ in got] == [i for i, _ in expected]
+    assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12)
+    assert [Message.objects.get(pk=int(i)).content[:4] for i, _ in got[:1]] == ["妹は三月"]
+
+
 @pytest.mark.parametrize("common", [1000, 2], ids=["all-rare", "some-very-common"])
 def test_rare_terms_looked_up_together_rank_as_one_at_a_time(user, conversation, common):
     """Batched lookups read the same ranking in fewer statements: pruning between batches instead of

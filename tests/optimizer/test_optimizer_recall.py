@@ -20,6 +20,7 @@ from optimizer.lexical import (
     idf,
     index_text,
     prefix_stems,
+    term_spans,
     words,
 )
 from optimizer.recall import (
@@ -100,6 +101,47 @@ def test_words_of_scripts_written_with_marks_are_whole():
     assert words("\u0915\u094d\u200d\u0937") == ["\u0915\u094d\u200d\u0937"]  # ksha with a joiner
     index = LexicalIndex([analyze("कल हम दिल्ली जाएंगे"), analyze("मौसम अच्छा है")])
     assert [doc for doc, _ in index.search(build_query("दिल्ली कब?"), limit=5)] == [0]
+
+
+def test_runs_of_scripts_written_without_spaces_are_pairs_of_characters():
+    # Japanese: kanji and kana in one run; a word inside it is found by its own pairs.
+    assert analyze("私は東京に行きました。") == ["私は", "は東", "東京", "京に", "に行", "行き", "きま", "まし", "した"]
+    assert analyze("東京") == ["東京"] and analyze("猫 is cute") == ["猫", "cute"]
+    # Korean particles join the noun: "서울" still meets "서울에서".
+    assert analyze("서울에서 만나요") == ["서울", "울에", "에서", "만나", "나요"]
+    # Thai vowel signs are marks on their consonant: a character is a grapheme, never a lone mark.
+    assert analyze("สวัสดีครับ") == ["สวั", "วัส", "สดี", "ดีค", "ครั", "รับ"]
+    # A run inside a Latin word is split from it; half-width kana are folded to full-width first.
+    assert analyze("iPhone用のケース") == ["iphon", "用の", "のケ", "ケー", "ース"]
+    assert analyze("ｶﾞｲﾄﾞ") == ["ガイ", "イド"]
+    assert prefix_stems("東京") == []
+    index = LexicalIndex([analyze("明日は京都で会議があります"), analyze("私は東京に行きました"),
+                          analyze("The Tokyo office")])
+    assert [doc for doc, _ in index.search(build_query("東京はどうでしたか?"), limit=5)][:1] == [1]
+
+
+# Kana, common kanji, Hangul syllables, Thai (its marks included) and half-width katakana.
+_UNSPACED_LETTERS = st.one_of(*(st.characters(min_codepoint=lo, max_codepoint=hi, categories=["L", "M"]) for lo, hi in [
+    (0x3041, 0x30FF), (0x4E00, 0x9FFF), (0xAC00, 0xD7A3), (0x0E01, 0x0E4E), (0xFF66, 0xFF9F),
+]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=_UNSPACED_LETTERS, min_size=2, max_size=20), st.data())
+def test_a_word_inside_a_run_is_found_by_its_pairs(run, data):
+    """Whatever run of such a script, any stretch of two or more of its characters typed alone gives
+    pairs that the run's own terms hold; term_spans gives the terms analyze gives, word by word, each
+    pointing at the text it stands for."""
+    graphemes = regex.findall(r"\X", fold(run))
+    if len(graphemes) >= 2:
+        a = data.draw(st.integers(0, len(graphemes) - 2))
+        b = data.draw(st.integers(a + 2, len(graphemes)))
+        assert set(analyze("".join(graphemes[a:b]))) <= set(analyze(run))
+    spans = [s for m in regex.finditer(r"[^\W_]+", run) for s in term_spans(m.group())]
+    assert [term for term, _, _ in spans] == analyze(run)
+    # a span covers whole characters of the text: one that folds to two may hold more than its term
+    assert all(start < end and term in fold(m[start:end])
+               for m in [m.group() for m in regex.finditer(r"[^\W_]+", run)] for term, start, end in term_spans(m))
 
 
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
