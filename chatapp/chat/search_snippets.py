@@ -10,6 +10,7 @@ renders them escapes them (SearchHit.snippet_html).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -19,8 +20,12 @@ from optimizer.lexical import analyze, fold, term_spans
 
 SNIPPET_WORDS_BEFORE = 10
 SNIPPET_WORDS = 30
-SNIPPET_CHARS_BEFORE = 120
-SNIPPET_CHARS = 320
+# In display columns: a Chinese or Japanese character (East Asian wide) takes two. The sidebar shows
+# three lines of a snippet, so what stands before the match must fit in about one and a half:
+# counted in characters, a run of Japanese (whose "words" are whole sentences, so the word limit
+# never binds) put the match on the fourth line, hidden.
+SNIPPET_COLUMNS_BEFORE = 60
+SNIPPET_COLUMNS = 320
 
 # optimizer.lexical's word pattern on the original text (so offsets are the content's), with the
 # typographic apostrophe it folds, and a word never starting inside another ("o'neil" is one word).
@@ -94,13 +99,13 @@ def snippet_parts(*, content: str, matcher: WordMatcher) -> tuple[SnippetPart, .
     """About SNIPPET_WORDS words of `content` around its first matching word, white space folded,
     matching words marked; "…" where the text goes on."""
     start = next(matcher.spans(content), (0, 0))[0]
-    lo = max(0, start - SNIPPET_CHARS_BEFORE)
+    lo = _columns_back(content, start, SNIPPET_COLUMNS_BEFORE)
     before = [m.start() for m in _WORD.finditer(content, lo, start)]
     if len(before) > SNIPPET_WORDS_BEFORE:
         lo = before[-SNIPPET_WORDS_BEFORE]
     elif lo > 0 and before:
         lo = before[0]  # not from the middle of a word
-    hi = min(len(content), lo + SNIPPET_CHARS)
+    hi = _columns_ahead(content, lo, SNIPPET_COLUMNS)
     ends = [m.end() for m in _WORD.finditer(content, lo, hi)]
     if len(ends) > SNIPPET_WORDS:
         hi = ends[SNIPPET_WORDS - 1]
@@ -114,6 +119,36 @@ def snippet_parts(*, content: str, matcher: WordMatcher) -> tuple[SnippetPart, .
     if hi < len(content) and content[hi:].strip():
         parts.append(SnippetPart(" …", False))
     return tuple(parts)
+
+
+def _width(ch: str) -> int:
+    return 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+
+
+def _columns_back(text: str, end: int, columns: int) -> int:
+    """Where the stretch of `text` ending at `end` that fills at most `columns` display columns starts."""
+    start = max(0, end - columns)
+    if text[start:end].isascii():
+        return start
+    used = 0
+    start = end
+    while start > 0 and used + _width(text[start - 1]) <= columns:
+        start -= 1
+        used += _width(text[start])
+    return start
+
+
+def _columns_ahead(text: str, start: int, columns: int) -> int:
+    """Where the stretch of `text` from `start` that fills at most `columns` display columns ends."""
+    end = min(len(text), start + columns)
+    if text[start:end].isascii():
+        return end
+    used = 0
+    end = start
+    while end < len(text) and used + _width(text[end]) <= columns:
+        used += _width(text[end])
+        end += 1
+    return end
 
 
 def folded_spans(text: str, query: str) -> list[tuple[int, int]]:

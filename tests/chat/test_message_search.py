@@ -243,6 +243,20 @@ def test_snippet_is_a_window_around_the_first_match_of_a_long_message(user):
     assert len(text.split()) <= search_snippets.SNIPPET_WORDS + 2
 
 
+def test_a_snippet_in_japanese_shows_its_match_within_the_first_lines(user):
+    # A run of Japanese is one "word" per sentence, so only the display width (two columns a
+    # character) keeps the sidebar's three clamped lines from hiding the match.
+    chat = _chat(user)
+    _say(chat, "今日はとても良い天気でした。" * 40 + "私は来月東京に引っ越します。" + "明日も晴れるでしょう。" * 40)
+    (hit,) = message_search(owner=user, query="東京").hits
+    text = hit.snippet_text
+    assert text.startswith("… ") and text.endswith(" …")
+    before = text[2 : text.index("東京")]
+    assert before == "今日はとても良い天気でした。私は来月"  # the sentence before, whole
+    assert 2 * len(text) <= 2 * search_snippets.SNIPPET_COLUMNS + 8
+    assert str(hit.snippet_html).count("<mark>") == 1
+
+
 def test_title_hits_come_first_on_page_one_only(user):
     titled = [_chat(user, title=f"Quince jam batch {i}") for i in range(7)]
     other = _chat(user)

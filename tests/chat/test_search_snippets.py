@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from itertools import pairwise
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chatapp.chat.search_snippets import folded_spans
+from chatapp.chat.search_snippets import (
+    SNIPPET_COLUMNS,
+    SNIPPET_COLUMNS_BEFORE,
+    WordMatcher,
+    folded_spans,
+    snippet_parts,
+)
 from optimizer.lexical import fold
 
 
@@ -34,3 +41,22 @@ def test_spans_are_ordered_disjoint_and_hold_the_folded_query(text, query):
     assert all(e1 <= b2 for (_, e1), (b2, _) in pairwise(spans))
     for begin, end in spans:
         assert fold(query) in "".join(fold(ch) for ch in text[begin:end])
+
+
+def _columns(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+_PIECES = ["東京", "今日は", "天気", "でした。", "weather", "today", " ", "。", "서울에서", "x"]
+_MIXED = st.lists(st.sampled_from(_PIECES), min_size=1, max_size=200).map("".join)
+
+
+@given(_MIXED, _MIXED)
+def test_a_snippet_holds_its_match_within_the_columns_before_it_and_in_all(before, after):
+    content = before + " 大阪に行く " + after
+    parts = snippet_parts(content=content, matcher=WordMatcher.for_terms(terms=["大阪"]))
+    text = "".join(p.text for p in parts).removeprefix("… ").removesuffix(" …")
+    marked = [p.text for p in parts if p.marked]
+    assert marked[:1] == ["大阪"]
+    assert _columns(text[: text.index("大阪")]) <= SNIPPET_COLUMNS_BEFORE
+    assert _columns(text) <= SNIPPET_COLUMNS
