@@ -130,28 +130,25 @@ def test_words_written_with_combining_marks_are_found_whole(user):
     assert "<mark>लाल</mark> <mark>किला</mark>" in str(hit.snippet_html)
 
 
-def test_a_word_inside_a_run_without_spaces_is_found_and_marked_alone(user):
-    # Japanese, Chinese and Thai leave no space between words, Korean joins particles to its nouns:
-    # a word typed alone must find the run it stands in, and only that word is marked.
-    chat = _chat(user)
-    tokyo, beijing, seoul, thai, _ = _say(
-        chat,
-        "私は来月東京に引っ越します。",
-        "我们明天去北京开会",
-        "서울에서 친구를 만났어요",
-        "พรุ่งนี้ไปเชียงใหม่",
-        "The weather is fine today",
-    )
-    assert _message_ids(message_search(owner=user, query="東京")) == [tokyo.pk]
-    assert _message_ids(message_search(owner=user, query="引っ越し")) == [tokyo.pk]
-    assert _message_ids(message_search(owner=user, query="北京")) == [beijing.pk]
-    assert _message_ids(message_search(owner=user, query="서울")) == [seoul.pk]
-    assert _message_ids(message_search(owner=user, query="เชียงใหม่")) == [thai.pk]
-    assert _message_ids(message_search(owner=user, query="大阪")) == []
-    (hit,) = message_search(owner=user, query="東京").hits
-    assert "私は来月<mark>東京</mark>に引っ越します。" in str(hit.snippet_html)
-    (hit,) = message_search(owner=user, query="เชียงใหม่").hits
-    assert "พรุ่งนี้ไป<mark>เชียงใหม่</mark>" in str(hit.snippet_html)
+# Japanese, Chinese and Thai leave no space between words, Korean joins particles to its nouns.
+UNSPACED = ["私は来月東京に引っ越します。", "我们明天去北京开会", "서울에서 친구를 만났어요", "พรุ่งนี้ไปเชียงใหม่",
+            "Fine today"]
+
+
+@pytest.mark.parametrize(("query", "found", "marked"), [
+    ("東京", 0, "私は来月<mark>東京</mark>に引っ越します。"),
+    ("引っ越し", 0, "来月東京に<mark>引っ越し</mark>ます"),
+    ("北京", 1, "我们明天去<mark>北京</mark>开会"),
+    ("서울", 2, "<mark>서울</mark>에서 친구를"),
+    ("เชียงใหม่", 3, "พรุ่งนี้ไป<mark>เชียงใหม่</mark>"),
+    ("大阪", None, ""),
+])
+def test_a_word_inside_a_run_without_spaces_is_found_and_marked_alone(user, query, found, marked):
+    """A word typed alone finds the run it stands in, and only that word is marked."""
+    messages = _say(_chat(user), *UNSPACED)
+    page = message_search(owner=user, query=query)
+    assert _message_ids(page) == [messages[i].pk for i in [found] if i is not None]
+    assert [marked in str(hit.snippet_html) for hit in page.hits] == [True for i in [found] if i is not None]
 
 
 def test_every_word_must_match_and_only_the_last_is_a_prefix(user):

@@ -228,40 +228,25 @@ def test_database_source_ranks_like_memory_source(user, conversation):
         assert str(msgs[-1].pk) not in {i for i, _ in got}
 
 
-def test_recall_finds_words_written_with_combining_marks(user, conversation):
-    # Hindi's vowel signs are combining marks: each word is one term, and recall's scoped index
-    # looks it up whole (SQLite's FTS5 tables no longer cut it at the marks: chat 0009).
-    _append(conversation, [
-        ("user", "मेरी बहन रश्मि मार्च में लिस्बन जा रही है।"),
-        ("assistant", "लिस्बन बहुत सुंदर शहर है।"),
-        ("user", "आज मौसम अच्छा है।"),
-        ("assistant", "हाँ, धूप खिली है।"),
-    ])
-    _recall_index_matches_the_rows(conversation)
-    query = build_query("रश्मि कहाँ जा रही है?")
-    got = DatabaseRecallSource(conversation=conversation, floor_ratio=0).search(query, limit=10, exclude_ids=())
-    expected = _memory(conversation).search(query, limit=10, exclude_ids=frozenset())
-    assert [i for i, _ in got] == [i for i, _ in expected]
-    assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12)
-    assert [Message.objects.get(pk=int(i)).content[:8] for i, _ in got[:1]] == ["मेरी बहन"]
-
-
-def test_recall_finds_a_word_inside_a_run_without_spaces(user, conversation):
+@pytest.mark.parametrize(("rows", "question", "first"), [
+    # Hindi's vowel signs are combining marks: each word is one term, and recall's scoped index looks
+    # it up whole (SQLite's FTS5 tables no longer cut it at the marks: chat 0009).
+    ([("user", "मेरी बहन रश्मि मार्च में लिस्बन जा रही है।"), ("assistant", "लिस्बन बहुत सुंदर शहर है।"),
+      ("user", "आज मौसम अच्छा है।"), ("assistant", "हाँ, धूप खिली है।")], "रश्मि कहाँ जा रही है?", "मेरी बहन"),
     # Japanese writes no space between words: a run is indexed as pairs of characters, so a question
-    # naming a place finds the old message that mentions it inside a sentence.
-    _append(conversation, [
-        ("user", "妹は三月に大阪へ引っ越す予定です。"),
-        ("assistant", "大阪はいい街ですね。"),
-        ("user", "今日は天気がいいです。"),
-        ("assistant", "散歩日和ですね。"),
-    ])
+    # naming a move finds the old message that mentions it inside a sentence.
+    ([("user", "妹は三月に大阪へ引っ越す予定です。"), ("assistant", "大阪はいい街ですね。"),
+      ("user", "今日は天気がいいです。"), ("assistant", "散歩日和ですね。")], "妹はいつ引っ越すの?", "妹は三月に"),
+], ids=["combining-marks", "no-spaces"])
+def test_recall_finds_words_of_other_scripts(user, conversation, rows, question, first):
+    _append(conversation, rows)
     _recall_index_matches_the_rows(conversation)
-    query = build_query("妹はいつ引っ越すの?")
+    query = build_query(question)
     got = DatabaseRecallSource(conversation=conversation, floor_ratio=0).search(query, limit=10, exclude_ids=())
     expected = _memory(conversation).search(query, limit=10, exclude_ids=frozenset())
     assert [i for i, _ in got] == [i for i, _ in expected]
     assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12)
-    assert [Message.objects.get(pk=int(i)).content[:4] for i, _ in got[:1]] == ["妹は三月"]
+    assert [Message.objects.get(pk=int(i)).content[: len(first)] for i, _ in got[:1]] == [first]
 
 
 @pytest.mark.parametrize("common", [1000, 2], ids=["all-rare", "some-very-common"])

@@ -56,3 +56,21 @@ def search_index_state(conversation_id: int) -> tuple[dict, dict, tuple]:
     df = dict(RecallTerm.objects.filter(conversation_id=conversation_id).values_list("term", "df"))
     corpus = RecallCorpus.objects.filter(conversation_id=conversation_id).values_list("docs", "length").get()
     return rows, df, corpus
+
+
+def reindexed_by_migration(
+    *, before: tuple[str, str], after: tuple[str, str], owner_id: int, messages: list[tuple[str, str, str]]
+) -> tuple[int, tuple[dict, dict, tuple]]:
+    """A conversation indexed as the release at `before` did (each message with the terms its analyzer
+    gave), then migrated to `after`: (its id, its index as `search_index_state` reads it). The index
+    after the migration must be exactly what indexing the conversation from scratch gives."""
+    from chatapp.chat.models import Conversation
+    from chatapp.chat.search_services import conversation_index_rebuild
+
+    with migrated_back(before) as old:
+        chat = conversation_indexed_as(old, owner_id=owner_id, title=f"before {after[1]}", messages=messages)
+        call_command("migrate", *after, verbosity=0)
+    migrated = search_index_state(chat)
+    conversation_index_rebuild(conversation=Conversation.objects.get(pk=chat))
+    assert search_index_state(chat) == migrated
+    return chat, migrated

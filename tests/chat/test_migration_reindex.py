@@ -1,0 +1,57 @@
+"""Data migrations that index stored messages again after the analyzer changed (search_reindex): a
+database indexed by the release before gets its changed messages indexed again, with the BM25
+statistics moved by the difference to exactly what indexing from scratch gives
+(reindexed_by_migration), and the words the change was for are found.
+
+- chat.0008: terms are folded ("Königstraße" is "konigstrass", "café" is "cafe").
+- chat.0010: runs of scripts written without spaces (and Korean) are pairs of characters, where a
+  whole run was one term; English rows are untouched.
+
+(chat.0009, which also swaps SQLite's FTS5 tokenizer, has its own test: test_migration_marked_words.)
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from chatapp.chat.search_selectors import message_search
+from tests.support.migrations import reindexed_by_migration
+
+# Each message with the terms the analyzer gave before folding (lower-cased, accents kept).
+UNFOLDED = [("user", "Meeting at the Königstraße café", "meet königstraß café"),
+            ("assistant", "Meeting notes are on the wiki", "meet note wiki"),
+            ("user", "The café was closed", "café close")]
+# Each message with the terms the analyzer gave before pairs: one term per run.
+UNPAIRED = [("user", "私は東京に行きました", "私は東京に行きました"),
+            ("assistant", "서울에서 만나요", "서울에서 만나요"),
+            ("user", "The Lisbon trip is booked", "lisbon trip book")]
+
+CASES = {
+    "0008-folded-terms": dict(
+        before="0007_summaryjob_quota_idx", after="0008_search_folded_terms", messages=UNFOLDED,
+        terms=[("meet konigstrass cafe", 3), ("meet note wiki", 3), ("cafe close", 2)], corpus=(3, 8),
+        df={"cafe": 2, "meet": 2, "café": None, "königstraß": None}, found={"konigstrasse": [0], "Königstraße": [0]},
+    ),
+    "0010-character-pairs": dict(
+        before="0009_search_marked_words", after="0010_search_character_pairs", messages=UNPAIRED,
+        terms=[("私は は東 東京 京に に行 行き きま まし した", 9), ("서울 울에 에서 만나 나요", 5),
+               ("lisbon trip book", 3)],
+        df={"東京": 1, "서울": 1, "lisbon": 1, "私は東京に行きました": None}, corpus=(3, 17),
+        found={"東京": [0], "서울": [1], "lisbon": [2]},
+    ),
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_messages_are_indexed_again_and_the_statistics_follow(case):
+    owner = get_user_model().objects.create_user(username="reindexed", password="a long test password 2")
+    _, (rows, df_after, corpus) = reindexed_by_migration(before=("chat", case["before"]), after=("chat", case["after"]),
+                                                         owner_id=owner.pk, messages=case["messages"])
+    ids = sorted(rows)
+    assert [rows[pk] for pk in ids] == case["terms"]
+    assert {term: df_after.get(term) for term in case["df"]} == case["df"]
+    assert corpus == case["corpus"]
+    for query, which in case["found"].items():
+        assert [h.message_id for h in message_search(owner=owner, query=query).hits] == [ids[i] for i in which]
