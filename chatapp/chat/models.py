@@ -207,6 +207,13 @@ class Message(models.Model):
                 condition=Q(kind="chat", parent__isnull=True),
                 name="msg_conv_root_idx",
             ),
+            # Dashboard: the replaced versions (regenerated replies, edited questions) that the users'
+            # numbering skips, without reading the conversation's other messages.
+            models.Index(
+                fields=["conversation", "id"],
+                condition=Q(kind="chat", superseded=True),
+                name="msg_conv_superseded_idx",
+            ),
             # Branch switch: the rows a switch back to a message brings back onto the active path.
             models.Index(
                 fields=["conversation", "off_path_by"],

@@ -102,11 +102,12 @@ def dashboard_record_rows(*, conversation: Conversation, offset: int, limit: int
 
 def dashboard_message_numbers(*, conversation_id: int, ids: Iterable[int], scan: SummaryScan) -> dict[int, int]:
     """Users' numbering (selectors.message_numbers: a chat message's 1-based position among the
-    conversation's chat messages; an id that is not one gets the number of the one before it),
-    without reading every id: the ids are grouped when close, the messages before each group
-    counted from whichever end is nearer (the conversation's start, or the ledger's end, whose
-    message count is stored), the ids inside the groups read (one query), and the summaries
-    (`scan`, in order) subtracted.
+    conversation's chat messages on the path shown; an id that is not one gets the number of the one
+    before it), without reading every id: the ids are grouped when close, the messages before each
+    group counted from whichever end is nearer (the conversation's start, or the ledger's end, whose
+    message count is stored), the ids inside the groups read (one query), and the summaries (`scan`,
+    in order) and the replaced versions (regenerated replies, edited questions: few, on their own
+    index) subtracted.
     """
     wanted = sorted({int(i) for i in ids})
     if not wanted:
@@ -128,7 +129,11 @@ def dashboard_message_numbers(*, conversation_id: int, ids: Iterable[int], scan:
         skip = bisect_right(present, lo - 1)
         for pk in wanted[bisect_right(wanted, lo - 1) : bisect_right(wanted, hi)]:
             out[pk] = before + bisect_right(present, pk) - skip - bisect_right(scan.ids, pk)
-    return out
+    replaced = list(
+        messages.filter(kind=Message.Kind.CHAT, superseded=True, id__lte=wanted[-1]).order_by("id")
+        .values_list("id", flat=True)
+    )
+    return {pk: number - bisect_right(replaced, pk) for pk, number in out.items()}
 
 
 def _messages_before(messages: Any, *, lo: int, scan: SummaryScan) -> int:

@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from chatapp.dashboard.figures import dashboard_message_numbers
 from chatapp.dashboard.ledger import ledger_read
 from chatapp.dashboard.message_map import dashboard_message_map
 
@@ -53,3 +54,11 @@ def test_the_ledgers_summary_reads_use_the_summary_index(small):
 def test_the_message_map_is_read_from_the_conversation_index_alone(small):
     (plan,) = _plans(lambda: dashboard_message_map(conversation=small.conversation), reading="CASE WHEN")
     assert "Index Only Scan using msg_conv_id_idx" in plan, plan
+
+
+def test_the_numbering_reads_the_replaced_versions_on_their_own_index(small):
+    ids = list(small.conversation.messages.order_by("id").values_list("id", flat=True)[:3])
+    scan = ledger_read(conversation_id=small.conversation.pk)
+    (plan,) = _plans(lambda: dashboard_message_numbers(conversation_id=small.conversation.pk, ids=ids, scan=scan),
+                     reading="\"superseded\"")
+    assert "msg_conv_superseded_idx" in plan, plan

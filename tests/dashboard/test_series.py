@@ -120,7 +120,9 @@ def test_message_numbers_equal_the_users_numbering(user, other_user):
         # Ids interleave with another conversation's, and summaries are not numbered.
         if k % 7 == 0:
             make_message(conversation=other)
-        messages.append(make_message(conversation=c, role="user" if k % 2 == 0 else "assistant"))
+        # A regenerated reply or an edited question: the version replaced is kept but not numbered.
+        messages.append(make_message(conversation=c, role="user" if k % 2 == 0 else "assistant",
+                                     superseded=k % 37 == 5))
         if k % 200 == 199:
             make_summary(conversation=c, covers=(messages[0], messages[-1]), covered=k, content="[Summary]")
     ids = [m.pk for m in Message.objects.filter(conversation=c).order_by("id")]
