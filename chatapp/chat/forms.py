@@ -67,7 +67,8 @@ class LLMConfigForm(forms.Form):
         label="API key",
         required=False,
         strip=True,
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        # "new-password": browsers ignore "off" on a password field and offer the sign-in password.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
     )
     clear_api_key = forms.BooleanField(label="Remove the stored key", required=False)
     context_window = forms.IntegerField(

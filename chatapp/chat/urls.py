@@ -5,7 +5,7 @@ from chatapp.chat import settings_views, views
 from chatapp.chat import share_views as share_pages
 
 urlpatterns = [
-    path("", views.chat_home, name="chat-home"),
+    path("", views.chat_new, name="chat-home"),
     path("c/new/", views.chat_new, name="chat-new"),
     path("c/<int:pk>/", views.chat_detail, name="chat-detail"),
     path("c/<int:pk>/messages/", views.chat_messages_before, name="chat-messages-before"),

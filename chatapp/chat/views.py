@@ -249,17 +249,10 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
 @page_csp
 @login_required
 @require_GET
-def chat_home(request: HttpRequest) -> HttpResponse:
-    newest = selectors.conversation_list(owner=request.user).first()
-    if newest is not None and not request.GET.get("q"):
-        return redirect("chat-detail", pk=newest.pk)
-    return render(request, "chat/chat.html", _chat_context(request, conversation=None))
-
-
-@page_csp
-@login_required
-@require_GET
 def chat_new(request: HttpRequest) -> HttpResponse:
+    """A new chat, at `/` too (as Open WebUI and ChatGPT open one there): the conversation is made by
+    its first message, and the earlier ones are a click away in the sidebar. `/` used to reopen the
+    newest conversation, where a message typed on arrival went on with a chat it had nothing to do with."""
     return render(request, "chat/chat.html", _chat_context(request, conversation=None))
 
 

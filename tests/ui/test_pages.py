@@ -134,13 +134,14 @@ def test_home_without_conversations_shows_the_empty_state(page):
     assert "What can I help with?" in body
 
 
-def test_home_redirects_to_the_newest_conversation(page, user):
+def test_home_is_a_new_chat_with_the_others_in_the_sidebar(page, user):
     _conversation(user, title="old")
     newest = _conversation(user, title="new")
-    Conversation.objects.filter(pk=newest.pk).update(updated_at=newest.updated_at)  # newest by updated_at
     response = page.get("/")
-    assert response.status_code == 302
-    assert response["Location"] == f"/c/{newest.pk}/"
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "What can I help with?" in body and 'id="composer-input"' in body
+    assert f'href="/c/{newest.pk}/"' in body and ">old<" in body
 
 
 def test_chat_page_renders_the_timeline(page, user):
