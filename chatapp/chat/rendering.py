@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import html
+import re
 import threading
 from collections import OrderedDict
 
@@ -158,3 +159,32 @@ def code_style_css() -> str:
     os_dark = "\n".join(f"  {line}" for line in dark.get_token_style_defs(f":root:not([data-theme]) {selector}"))
     chosen_dark = "\n".join(dark.get_token_style_defs(f':root[data-theme="dark"] {selector}'))
     return f"{light}\n@media (prefers-color-scheme: dark) {{\n{os_dark}\n}}\n{chosen_dark}\n"
+
+
+# Markdown's syntax, for `markdown_plain`: line openings (fences, headings, quotes, list markers,
+# rules, a table's separator row), then spans (images and links, emphasis, code).
+_MD_LINE_SYNTAX = re.compile(
+    r"^[ \t]*(?:(?:```|~~~).*|#{1,6}(?=[ \t])|>[ \t]?|(?:[-*+]|\d{1,9}[.)])(?=[ \t])"
+    r"|([-*_])(?:[ \t]*\1){2,}[ \t]*$|\|?(?:[ \t]*:?-+:?[ \t]*\|)+(?:[ \t]*:?-+:?)?[ \t]*$)",
+    re.MULTILINE,
+)
+_MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
+_MD_STRONG = re.compile(r"\*\*|__(?=\S)|(?<=\S)__")
+_MD_EMPHASIS = re.compile(
+    r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])|(?<![\w_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\w_])"
+)
+_MD_TABLE_ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$", re.MULTILINE)
+
+
+def markdown_plain(text: str) -> str:
+    """A reply's Markdown as the words a reader sees, for a search snippet: no `**`, `#`, list
+    markers, fences or link targets ("- **Total:** 80" is "Total: 80"); line breaks are kept, and
+    text without that syntax comes back unchanged. Not a renderer: a few regular expressions over
+    the common syntax, since a page of hits cuts many snippets and a parser costs far more."""
+    if not any(ch in text for ch in "*_`#>[|-+~.)"):
+        return text
+    text = _MD_LINE_SYNTAX.sub("", text)  # a table's separator row goes here, by its pipes
+    text = _MD_TABLE_ROW.sub(lambda m: m.group().replace("|", " "), text)
+    text = _MD_LINK.sub(r"\1", text)
+    text = _MD_EMPHASIS.sub(lambda m: m.group(1) or m.group(2), text)
+    return _MD_STRONG.sub("", text).replace("`", "")

@@ -44,6 +44,7 @@ from optimizer.lexical import bm25_norm, bm25_normed, idf
 
 from .models import Conversation, Message, MessageSearch
 from .recall_source import FTS_TABLE, corpus_statistics
+from .rendering import markdown_plain
 from .search_match import owner_match_query, search_prefix_stems, search_terms, title_match
 from .search_snippets import SnippetPart, WordMatcher, folded_spans, marked_spans, snippet_parts
 
@@ -324,7 +325,9 @@ def _message_hits(
         if row is None:  # deleted since it was ranked
             continue
         _, conversation_id, title, role, created_at, content = row
+        # As the chat shows it: the user's text as typed, a reply's Markdown as the words it renders.
+        shown = content if role == Message.Role.USER else markdown_plain(content)
         hits.append(SearchHit(kind="message", conversation_id=conversation_id, conversation_title=title,
                               message_id=pk, role=role, created_at=created_at,
-                              parts=snippet_parts(content=content, matcher=matcher), score=score))
+                              parts=snippet_parts(content=shown, matcher=matcher), score=score))
     return hits

@@ -226,6 +226,13 @@ def test_snippet_escapes_the_message_and_marks_matches(user):
     assert hit.snippet_text.startswith("<script>alert(")  # the plain text is the text as written
 
 
+def test_a_replys_snippet_shows_its_markdown_as_read_and_the_users_text_as_typed(user):
+    _say(_chat(user), "What does **total** mean in `wc -c`?", "- **Total:** the characters, [see the manual](https://x.org/wc)")
+    user_hit, reply_hit = sorted(message_search(owner=user, query="total").hits, key=lambda h: h.message_id)
+    assert str(user_hit.snippet_html) == "What does **<mark>total</mark>** mean in `wc -c`?"
+    assert str(reply_hit.snippet_html) == "<mark>Total</mark>: the characters, see the manual"
+
+
 def test_snippet_is_a_window_around_the_first_match_of_a_long_message(user):
     chat = _chat(user)
     words = [f"w{i}" for i in range(5000)]

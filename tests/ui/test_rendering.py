@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from chatapp.chat.rendering import code_style_css, markdown_render
+from chatapp.chat.rendering import code_style_css, markdown_plain, markdown_render
+from optimizer.lexical import words
 
 
 def test_script_tag_is_not_rendered_as_html():
@@ -119,3 +123,33 @@ def test_code_css_has_light_and_dark_token_colours():
 def test_tables_are_focusable_as_code_blocks_are():
     # a table wider than the reply scrolls sideways: the keyboard can reach it to scroll it
     assert '<table tabindex="0">' in markdown_render("| a | b |\n|---|---|\n| 1 | 2 |")
+
+
+@pytest.mark.parametrize(("markdown", "plain"), [
+    ("- **Your last message:** 80 characters", "Your last message: 80 characters"),
+    ("## Plan\n1. Book *flights* to [Lisbon](https://example.org/x)\n2. Call `mum`\n\n---\n> quoted",
+     "Plan Book flights to Lisbon Call mum quoted"),
+    ("| a | b |\n|---|:--:|\n| 1 | 2 |", "a b 1 2"),
+    ("```python\nprint(snake_case_name * 2)\n```", "print(snake_case_name * 2)"),
+    ("a_b_c and 2*3*4, as written", "a_b_c and 2*3*4, as written"),
+])
+def test_markdown_plain_is_the_words_a_reader_sees(markdown, plain):
+    assert " ".join(markdown_plain(markdown).split()) == plain
+
+
+# Inline pieces, joined by spaces into a paragraph; block pieces, each a block of its own.
+_INLINE = ["**bold**", "*slanted*", "_under_", "`code`", "[a link](https://example.org/p)", "plain words",
+           "snake_case", "x * y"]
+_BLOCKS = ["# Heading", "- item\n- another", "3. step\n4. next", "> quote", "***",
+           "| cell | other |\n|---|---|\n| one | two |", "```\nblock\n```"]
+_PARAGRAPH = st.lists(st.sampled_from(_INLINE), min_size=1, max_size=6).map(" ".join)
+
+
+@given(st.lists(st.one_of(_PARAGRAPH, st.sampled_from(_BLOCKS)), max_size=8).map("\n\n".join))
+def test_markdown_plain_keeps_the_words_the_rendering_shows(markdown):
+    """Every word the rendered reply shows, and no other, in the same order (links show their text)."""
+    # A block's tags part words, an inline one's do not ("<strong>a</strong><em>b</em>" reads "ab").
+    blocks = re.sub(r"</?(?:p|li|h[1-6]|blockquote|pre|tr|td|th|ul|ol|hr|br|div|table|thead|tbody)\b[^>]*>", " ",
+                    markdown_render(markdown))
+    rendered = html.unescape(re.sub(r"<[^>]+>", "", blocks))
+    assert words(markdown_plain(markdown)) == words(rendered)
