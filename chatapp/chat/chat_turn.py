@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from datetime import datetime
 from typing import Any
 
@@ -264,15 +264,16 @@ def _after_turn(*, turn: ChatTurn) -> tuple[dict[str, Any] | None, str]:
     return gauge, conversation.title
 
 
-async def chat_turn_stream(*, start: TurnStart) -> AsyncIterator[dict[str, Any]]:
+async def chat_turn_stream(*, start: TurnStart) -> AsyncGenerator[dict[str, Any], None]:
     """Stream one turn as SSE event dicts: accepted, start, delta…, then done or error.
 
     `accepted` goes out before anything else is done (the message is stored); `start` once the
     context is packed and the reply opened. While the model is silent for
     settings.SSE_KEEPALIVE_SECONDS, `KEEPALIVE` (a comment, no event) is yielded in between.
 
-    The reply is persisted exactly once — also when the client goes away mid-stream (then it is
-    kept as stopped) — and the user's message is never removed.
+    The reply is persisted exactly once — also when the client goes away: before `start` it is kept
+    as stopped, mid-stream it is read to its end without the client (ReplyReader.detach) — and the
+    user's message is never removed.
     """
     packing: asyncio.Future[ChatTurn] | None = None
     try:
@@ -283,11 +284,14 @@ async def chat_turn_stream(*, start: TurnStart) -> AsyncIterator[dict[str, Any]]
     except (GeneratorExit, asyncio.CancelledError):
         await _turn_abandon(start=start, packing=packing)
         raise
-    async for event in turn_stream(turn=turn):
-        yield event
+    # Closed with this one: a client that leaves mid-reply reaches turn_stream now, not when the
+    # stream is collected.
+    async with contextlib.aclosing(turn_stream(turn=turn)) as events:
+        async for event in events:
+            yield event
 
 
-async def turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
+async def turn_stream(*, turn: ChatTurn) -> AsyncGenerator[dict[str, Any], None]:
     """A packed turn's events: start, delta…, then done or error."""
     begin = stream_event(
         "start",
@@ -311,16 +315,20 @@ async def turn_stream(*, turn: ChatTurn) -> AsyncIterator[dict[str, Any]]:
                                      "retryable": failure.retryable})
         return
     reader = ReplyReader(turn, store=reply_store)
+    detached = False
     try:
         yield begin
         async for event in reader.read():
             yield event
     except (GeneratorExit, asyncio.CancelledError):
-        # The client went away mid-stream: keep what arrived, as a stopped reply.
-        await reader.abandon()
+        # The client went away mid-stream: the reply is written to its end all the same, as a model
+        # answering in the chat's other tabs or after a reload (Open WebUI and LibreChat do the same).
+        reader.detach(end=_turn_end)
+        detached = True
         raise
     finally:
-        await reader.close()
+        if not detached:
+            await reader.close()
     try:
         end = await _turn_end(reader)
     except ReplyGoneError:

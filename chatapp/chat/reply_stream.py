@@ -2,17 +2,18 @@
 
 The reader looks for a stop request between chunks (made on this process: at once, no query; on
 another: polled once a second), checkpoints the text every few seconds (a killed process loses at
-most that), caps a runaway reply, and keeps what arrived when the client leaves. The periodic sweep
-(`reply_orphans_finish`) finishes replies whose process died.
+most that), caps a runaway reply, and goes on reading to the reply's end when the client leaves
+(`detach`). The periodic sweep (`reply_orphans_finish`) finishes replies whose process died.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -276,17 +277,31 @@ class ReplyReader:
         # Shielded: a client that disconnects right now must not cost the stored reply.
         return await asyncio.shield(asyncio.ensure_future(work))
 
-    async def abandon(self) -> None:
-        """The client left: store what arrived as a stopped reply (once)."""
-        if self.finished:
-            return
-        await _cancel(self.pump)
+    def detach(self, *, end: Callable[[ReplyReader], Awaitable[Any]]) -> None:
+        """The client left mid-reply (a reload, a closed laptop, a dropped connection): the reply goes
+        on being read from the model and is stored as it would have been, `end` (the turn's own end:
+        store, record, summary ahead) included, by a task of this process's loop that nobody awaits.
+        The page that comes back follows it from its checkpoints (history.js), and a stop request still
+        ends it. Should the process stop first, the sweep finishes it from its last checkpoint
+        (reply_orphans_finish), as for a process that died mid-reply."""
+        # In a context of its own: the request's (asgiref's thread-sensitive context among it) ends
+        # with the request, and database work through it would then be refused.
+        task = asyncio.get_running_loop().create_task(self._unwatched(end), context=contextvars.Context())
+        _unwatched_tasks.add(task)  # held: the loop keeps only a weak reference to a task
+        task.add_done_callback(_unwatched_tasks.discard)
+
+    async def _unwatched(self, end: Callable[[ReplyReader], Awaitable[Any]]) -> None:
         try:
-            await self.finish(Message.Status.STOPPED)
+            try:
+                async for _ in self.read():  # the events have no one to go to; the text is kept here
+                    pass
+            finally:
+                await self.close()
+            await end(self)
         except ReplyGoneError:
             pass  # deleted with its conversation: nothing to keep
         except Exception:
-            logger.exception("could not store the partial reply %s", self.turn.reply_id)
+            logger.exception("could not finish the reply %s after its client left", self.turn.reply_id)
 
     async def close(self) -> None:
         if self.wake is not None:
@@ -295,6 +310,18 @@ class ReplyReader:
         streaming_here.discard(self.turn.reply_id)
         stopped_here.discard(self.turn.reply_id)
 
+
+
+# Replies whose client left, still being read (ReplyReader.detach).
+_unwatched_tasks: set[asyncio.Task] = set()
+
+
+async def unwatched_replies_wait() -> None:
+    """Until the replies on this loop whose client left are stored: for a caller whose loop ends with
+    its own work (a script, a test); a server's loop outlives them."""
+    loop = asyncio.get_running_loop()
+    while mine := [task for task in _unwatched_tasks if task.get_loop() is loop]:
+        await asyncio.gather(*mine, return_exceptions=True)
 
 
 async def _cancel(task: asyncio.Task) -> None:

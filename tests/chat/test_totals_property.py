@@ -73,6 +73,8 @@ def _consume(events, *, until: str | None = None, then: str = "") -> None:
             waiting = None
             if then == "leave":
                 await events.aclose()
+                # The reply goes on without its client; this loop ends with run(), the server's would not.
+                await reply_stream.unwatched_replies_wait()
                 return
             reply = await sync_to_async(_streaming_reply_id)()
             if reply is not None:

@@ -68,22 +68,48 @@ def test_full_reply_through_uvicorn(live_setup):
     assert OptimizationRecord.objects.get(reply=reply).provider_prompt_tokens == reply.prompt_tokens
 
 
-def test_client_that_goes_away_leaves_a_stopped_reply(live_setup):
-    client, conversation = live_setup
-    with client.stream(
-        "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "I will hang up"}
-    ) as response:
+def _leave_after_first_delta(client: httpx.Client, conversation: Conversation, content: str) -> int:
+    """Send `content` and hang up at the reply's first delta (a reload): the reply's id."""
+    url = f"/api/conversations/{conversation.pk}/messages/"
+    with client.stream("POST", url, json={"content": content}) as response:
         for name, data in sse_events(response):
             if name == "start":
                 reply_id = data["assistant_message"]["id"]
             if name == "delta":
                 break  # closing the response drops the connection mid-stream
-    # The server notices the disconnect and stores what it had; poll the database until it has.
+    return reply_id
+
+
+def _settled(reply_id: int) -> Message:
+    """The reply once its stream has stored it (its token count is set then; a stop request marks the
+    row stopped at once, and the stream stores the text at its next chunk)."""
     reply = Message.objects.get(pk=reply_id)
-    for _ in range(200):
-        if reply.status != "streaming":
+    for _ in range(400):
+        if reply.status != "streaming" and reply.token_count:
             break
         time.sleep(0.05)
         reply.refresh_from_db()
-    assert reply.status == "stopped"
+    return reply
+
+
+def test_a_reply_whose_client_goes_away_is_written_to_its_end(live_setup):
+    # A reload or a dropped connection mid-reply: the model's whole answer is stored all the same (with
+    # its record finished and the claim given back, so the chat takes the next message), and the page
+    # that comes back follows it.
+    client, conversation = live_setup
+    reply_id = _leave_after_first_delta(client, conversation, "I will hang up")
+    assert Message.objects.get(pk=reply_id).status == "streaming"  # still being read, without a client
+    reply = _settled(reply_id)
+    assert reply.status == "complete" and reply.content.startswith("Echo:") and "I will hang up" in reply.content
+    assert OptimizationRecord.objects.get(reply=reply).dropped_tokens is not None
     assert Message.objects.get(conversation=conversation, role="user").content == "I will hang up"
+    with client.stream("POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "next"}) as again:
+        assert [name for name, _ in sse_events(again)][-1] == "done"
+
+
+def test_a_reply_whose_client_went_away_still_stops_on_request(live_setup):
+    client, conversation = live_setup
+    reply_id = _leave_after_first_delta(client, conversation, "I will hang up, then stop it")
+    assert client.post(f"/api/messages/{reply_id}/stop/").status_code == 200
+    reply = _settled(reply_id)
+    assert reply.status == "stopped" and reply.content != ""

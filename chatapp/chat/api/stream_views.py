@@ -8,6 +8,7 @@ plain JSON error and stores nothing.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -96,8 +97,9 @@ class _TurnEventStream(StreamingHttpResponse):
 
     async def _events(self) -> AsyncIterator[bytes]:
         self.settled = True
-        async for event in chat_turn_stream(start=self.turn_start):
-            yield _sse_encode(event)
+        async with contextlib.aclosing(chat_turn_stream(start=self.turn_start)) as events:
+            async for event in events:
+                yield _sse_encode(event)
 
     def close(self) -> None:
         try:

@@ -6,7 +6,7 @@ import { followElsewhere, loadEarlier, revealHash } from "./history.js";
 import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.js";
 import { editSystemPrompt, pointExportLinks } from "./prompt.js";
 import { deleteConversation, inlineRename, renameConversation } from "./sidebar.js";
-import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
+import { api, app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
 import "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
 import { openShortcuts } from "./shortcuts.js"; // also handles its own keys
@@ -112,6 +112,13 @@ document.addEventListener("click", async (e) => {
       break;
     case "stop":
       await stop();
+      break;
+    case "stop-reply": // a reply written on the server for a page that left it (history.js follows it)
+      if (article && article.dataset.id) {
+        target.disabled = true;
+        await api(`/api/messages/${article.dataset.id}/stop/`, { method: "POST", body: {} });
+        followElsewhere();
+      }
       break;
     case "toggle-gauge": {
       const open = gaugePop.hidden;

@@ -1,0 +1,51 @@
+"""A page reloaded (or closed) while a reply streams: the server goes on writing the reply, the page
+that comes back follows it to its end, and its Stop ends it there."""
+
+from __future__ import annotations
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from chatapp.chat.models import Message
+from tests.ui.test_browser import _sign_up_with_model, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _send_then_reload(browser, text: str) -> int:
+    """Send `text`, reload once the reply has begun: the reply's id."""
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys(text, Keys.ENTER)
+    reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming[data-id]"))[0]
+    _wait(browser, lambda d: reply.find_element(By.CSS_SELECTOR, ".msg-content").text.strip())
+    reply_id = int(reply.get_attribute("data-id"))
+    browser.refresh()
+    return reply_id
+
+
+def _shown(browser, reply_id: int):
+    return browser.find_element(By.ID, f"m-{reply_id}")
+
+
+def test_a_reply_goes_on_after_a_reload_and_the_page_follows_it(asgi_server, browser, fake_openai):
+    _sign_up_with_model(browser, asgi_server.url, "reloader", fake_url=fake_openai.base_url, model="slow-150",
+                        name="Slow")
+    reply_id = _send_then_reload(browser, "Tell me something while I reload")
+    assert _shown(browser, reply_id).get_attribute("data-status") == "streaming"
+    _wait(browser, lambda d: _shown(d, reply_id).get_attribute("data-status") == "complete", timeout=30)
+    stored = Message.objects.get(pk=reply_id)
+    assert stored.status == "complete" and "Tell me something while I reload" in stored.content
+    assert "while I reload" in _shown(browser, reply_id).find_element(By.CSS_SELECTOR, ".msg-content").text
+
+
+def test_a_reply_followed_after_a_reload_stops_from_its_own_button(asgi_server, browser, fake_openai):
+    _sign_up_with_model(browser, asgi_server.url, "reload-stop", fake_url=fake_openai.base_url, model="slow-500",
+                        name="Slower")
+    reply_id = _send_then_reload(browser, "A long answer, please, that I will stop")
+    _shown(browser, reply_id).find_element(By.CSS_SELECTOR, '[data-action="stop-reply"]').click()
+    _wait(browser, lambda d: _shown(d, reply_id).get_attribute("data-status") == "stopped", timeout=30)
+    _wait(browser, lambda d: Message.objects.get(pk=reply_id).token_count, timeout=10)
+    stored = Message.objects.get(pk=reply_id)
+    # Part of the echo: its end, the question repeated, never came.
+    assert stored.status == "stopped" and stored.content.startswith("Echo:") and "I will stop" not in stored.content
