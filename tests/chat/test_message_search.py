@@ -383,13 +383,18 @@ def test_sidebar_shows_snippets_under_their_conversation(user, client):
     client.force_login(user)
     html = client.get(reverse("chat-sidebar"), {"q": "saffron"}).content.decode()
     assert "Best matches" in html
-    assert f'href="/c/{chat.pk}/#m-{first.pk}"' in html and f'href="/c/{chat.pk}/#m-{second.pk}"' in html
+    # The links keep the search, so the chat opened shows the same hits beside it.
+    assert f'href="/c/{chat.pk}/?q=saffron#m-{first.pk}"' in html
+    assert f'href="/c/{chat.pk}/?q=saffron#m-{second.pk}"' in html and f'href="/c/{chat.pk}/?q=saffron"' in html
     assert "&lt;img src=x onerror=alert(1)&gt; <mark>saffron</mark>" in html
+    opened = client.get(f"/c/{chat.pk}/", {"q": "saffron"}).content.decode()
+    assert 'value="saffron"' in opened and "Garage" not in opened
     assert "<img" not in html
     assert "Garage" not in html  # not a match
     # without a query the list is the plain conversation list
     html = client.get(reverse("chat-sidebar")).content.decode()
     assert "Best matches" not in html and "<mark>" not in html and "Garage &lt;b&gt;tools&lt;/b&gt;" in html
+    assert "?q=" not in html
 
 
 def test_another_branchs_messages_find_neither_a_message_nor_their_chat(user):
