@@ -1,6 +1,6 @@
 """Sidebar search in a real browser: message hits show an escaped, highlighted snippet under their
 conversation, and following one opens the chat scrolled to the message, loading earlier pages when
-it is older than the first page shown."""
+it is older than the first page shown, with the search kept beside it."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_a_search_hit_links_to_its_message(asgi_server, browser, screenshot_dir)
     hit = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{long_chat.pk}"] .conv-hit'))
     assert hit.find_element(By.CSS_SELECTOR, "mark").text == "quokka"
     assert '<img src=x onerror="window.__xss=1">' in hit.text  # shown as text, never as markup
-    assert hit.get_attribute("href").endswith(f"/c/{long_chat.pk}/#m-{target.pk}")
+    assert hit.get_attribute("href").endswith(f"/c/{long_chat.pk}/?q=quokka#m-{target.pk}")
     # What shows of a snippet is whole lines: three at most, and no sliver of the next one.
     shown, line = browser.execute_script(
         "const s = getComputedStyle(arguments[0]); return [arguments[0].clientHeight, parseFloat(s.lineHeight)]", hit)
@@ -50,4 +50,8 @@ def test_a_search_hit_links_to_its_message(asgi_server, browser, screenshot_dir)
     message = _wait(browser, lambda d: d.find_element(By.ID, f"m-{target.pk}"))
     _wait(browser, lambda d: "is-flash" in message.get_attribute("class"))
     assert browser.execute_script("return window.__xss") is None
+    # The search is kept: the chat opened shows the same hit beside it, to go on to the next one.
+    assert browser.find_element(By.ID, "chat-search").get_attribute("value") == "quokka"
+    again = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{long_chat.pk}"] .conv-hit'))
+    assert again.find_element(By.CSS_SELECTOR, "mark").text == "quokka"
     assert console_errors(browser) == []

@@ -48,6 +48,9 @@ searchInput.addEventListener("input", () => {
 
 searchInput.form.addEventListener("submit", (e) => { e.preventDefault(); refreshSidebar(); });
 
+// A page opened from a search result keeps the search (?q=): its hits, with their snippets, again.
+if (searchInput.value.trim()) refreshSidebar();
+
 export function inlineRename(target, current, onSave) {
   const field = el("input", target.classList.contains("chat-title") ? "title-input" : "conv-rename");
   field.type = "text";
