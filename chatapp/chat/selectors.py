@@ -13,6 +13,7 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
@@ -24,6 +25,13 @@ MESSAGE_PAGE_MAX = 500
 
 
 # --- conversations ---------------------------------------------------------------------------------
+
+
+def conversation_back_url(*, owner: User) -> str:
+    """Where a page's "back to the chat" goes: the chat last active, as it was left, or a new chat
+    when there is none (`/` is always a new chat)."""
+    newest = conversation_list(owner=owner).values_list("pk", flat=True).first()
+    return reverse("chat-detail", args=[newest]) if newest is not None else reverse("chat-home")
 
 
 def conversation_list(*, owner: User, query: str | None = None) -> QuerySet[Conversation]:

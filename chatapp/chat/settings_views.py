@@ -82,6 +82,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
         for value, label in prefs_form.fields["preference"].choices
     ]
     return {
+        "back_url": selectors.conversation_back_url(owner=request.user),
         "configs": configs,
         "config_forms": config_forms,
         # Keys encrypted under a key the server no longer has: shown as unreadable, never sent.

@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from chatapp.chat.selectors import conversation_back_url
 from chatapp.chat.views import page_csp
 from chatapp.dashboard.headline import dashboard_conversation_get, dashboard_headline
 from chatapp.dashboard.message_map import MAP_STATUS_LABELS, MAP_STATUSES
@@ -240,4 +241,5 @@ def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
     subtitle = f"{_plural(overview['conversations'], 'conversation')} · {_plural(overview['turns'], 'request')}"
     return render(request, "dashboard/overview.html", {
         "overview": overview, "cards": _with_meters(cards), "top": top, "subtitle": subtitle,
+        "back_url": conversation_back_url(owner=request.user),
     })
