@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
+from django.utils import timezone
 
 from chatapp.chat.models import Conversation, Message, UserSettings
 from chatapp.chat.search_services import message_index_add
@@ -142,6 +145,15 @@ def test_home_is_a_new_chat_with_the_others_in_the_sidebar(page, user):
     body = response.content.decode()
     assert "What can I help with?" in body and 'id="composer-input"' in body
     assert f'href="/c/{newest.pk}/"' in body and ">old<" in body
+
+
+def test_back_from_settings_and_the_overview_is_the_chat_last_active(page, user):
+    assert 'class="back-link" href="/"' in page.get("/settings/").content.decode()  # no chat yet: a new one
+    older = _conversation(user, title="older")
+    _conversation(user, title="newer")
+    Conversation.objects.filter(pk=older.pk).update(updated_at=timezone.now() + timedelta(minutes=1))
+    assert f'class="back-link" href="/c/{older.pk}/"' in page.get("/settings/").content.decode()
+    assert f'class="dash-back" href="/c/{older.pk}/"' in page.get("/dashboard/").content.decode()
 
 
 def test_chat_page_renders_the_timeline(page, user):
