@@ -126,7 +126,7 @@ _UNSPACED_RUN = regex.compile(f"(?:[{_UNSPACED_CLASS}]\\p{{M}}*)+")
 _GRAPHEME = regex.compile(r"\X")
 
 
-def unspaced_runs(word: str) -> list[tuple[int, int, bool]]:
+def _unspaced_runs(word: str) -> list[tuple[int, int, bool]]:
     """`word` (one of `words`) as consecutive (start, end, unspaced) pieces: runs of a script written
     without spaces, and the parts between them ("iphone用" is "iphone", then "用")."""
     pieces: list[tuple[int, int, bool]] = []
@@ -141,7 +141,7 @@ def unspaced_runs(word: str) -> list[tuple[int, int, bool]]:
     return pieces
 
 
-def character_pairs(graphemes: Sequence[str]) -> list[str]:
+def _character_pairs(graphemes: Sequence[str]) -> list[str]:
     """The terms of a run of graphemes of a script written without spaces: each pair of neighbours,
     or the one grapheme of a run of one."""
     if len(graphemes) < 2:
@@ -154,7 +154,7 @@ def term_spans(word: str) -> list[tuple[str, int, int]]:
     each with the span of `word` it stands for: where a highlighter marks a term that was found. A pair
     of characters stands for its two graphemes (each folded by itself), any other term for its piece."""
     spans: list[tuple[str, int, int]] = []
-    for start, end, unspaced in unspaced_runs(word):
+    for start, end, unspaced in _unspaced_runs(word):
         if not unspaced:
             spans.extend((term, start, end) for term in analyze(word[start:end]))
             continue
@@ -186,26 +186,25 @@ def _terms(text: str) -> Iterator[tuple[str, bool]]:
             if _kept(word):
                 yield word, False
             continue
-        for start, end, unspaced in unspaced_runs(word):
-            piece = word[start:end]
+        for start, end, unspaced in _unspaced_runs(word):
             if unspaced:
-                yield from ((pair, True) for pair in character_pairs(_GRAPHEME.findall(piece)))
-            elif _kept(piece.strip("'")):
-                yield piece.strip("'"), False
+                yield from ((pair, True) for pair in _character_pairs(_GRAPHEME.findall(word[start:end])))
+            elif _kept(piece := word[start:end].strip("'")):
+                yield piece, False
 
 
 def analyze(text: str) -> list[str]:
     """Index terms of `text`, in order: stop words and one-letter words out, the rest stemmed; runs of
-    scripts written without spaces as pairs of characters (`character_pairs`), never stemmed."""
+    scripts written without spaces as pairs of characters (`_character_pairs`), never stemmed."""
     if text.isascii():  # the common case, on every turn: no run of such a script to look for
-        return [_stem(w.replace("'", "")) for w in words(text) if w not in STOP_WORDS and (len(w) >= 2 or w.isdigit())]
+        return [_stem(w.replace("'", "")) for w in content_words(text)]
     return [term if pair else _stem(term.replace("'", "")) for term, pair in _terms(text)]
 
 
 def content_words(text: str) -> list[str]:
     """The words of `text` that `analyze` keeps (before stemming): stop words and one-letter words out,
     runs of scripts written without spaces as their pairs of characters."""
-    if text.isascii():
+    if text.isascii():  # _kept written out: a call per word made this 15 → 18 µs on a 390-character message
         return [w for w in words(text) if w not in STOP_WORDS and (len(w) >= 2 or w.isdigit())]
     return [term for term, _ in _terms(text)]
 
