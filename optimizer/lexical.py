@@ -1,10 +1,10 @@
 """Lexical analysis and BM25 ranking for recall: one analyzer for every path.
 
-The same `analyze` turns a message into index terms in the core's in-memory index, in the web app's
-full-text indexes (which store `index_text` and tokenize it on white space only, so SQLite FTS5 and
-PostgreSQL index exactly these terms) and in queries. Ranking is Okapi BM25 (k1 = 1.2, b = 0.75),
-the formula SQLite FTS5's `bm25()` computes, so a database that ranks natively and the in-memory
-index agree.
+The same analyzer turns a message into index terms in the core's in-memory index and in the web
+app's full-text indexes (`document_terms`; they store `index_text` and tokenize it on white space
+only, so SQLite FTS5 and PostgreSQL index exactly these terms), and a query into its terms
+(`analyze`). Ranking is Okapi BM25 (k1 = 1.2, b = 0.75), the formula SQLite FTS5's `bm25()`
+computes, so a database that ranks natively and the in-memory index agree.
 
 Why these choices:
 
@@ -16,7 +16,8 @@ Why these choices:
   ("東京に行く": "東京", "京に", "に行", "行く"): with no dictionary to find their words, a pair is the
   unit that a word inside a run and the same word typed alone share, so "東京" finds "私は東京に行きました"
   and "서울" finds "서울에서". A character is a grapheme (Thai vowel signs stay on their consonant); a
-  run of one is a term by itself.
+  run of one is a term by itself. What is indexed also holds each run's last character alone
+  (`document_terms`), so that one character typed into a search box finds every run holding it.
 * Snowball English stemming, so "adopting", "adoption" and "adopted" meet; numbers are kept as
   written (a year or an amount is a strong signal and stemming would mangle nothing useful).
 * Stop words: English function words plus chat filler ("thanks", "ok", "hey"): a message made only
@@ -141,18 +142,22 @@ def _unspaced_runs(word: str) -> list[tuple[int, int, bool]]:
     return pieces
 
 
-def _character_pairs(graphemes: Sequence[str]) -> list[str]:
+def _character_pairs(graphemes: Sequence[str], *, document: bool = False) -> list[str]:
     """The terms of a run of graphemes of a script written without spaces: each pair of neighbours,
-    or the one grapheme of a run of one."""
+    or the one grapheme of a run of one. A `document`'s run also ends with its last grapheme alone:
+    every grapheme of the run then opens one of its terms, so one character typed alone ("猫"), a
+    prefix, finds the run wherever it stands in it, its end included ("黒猫" holds "黒猫" and "猫")."""
     if len(graphemes) < 2:
         return list(graphemes)
-    return [a + b for a, b in pairwise(graphemes)]
+    pairs = [a + b for a, b in pairwise(graphemes)]
+    return [*pairs, graphemes[-1]] if document else pairs
 
 
-def term_spans(word: str) -> list[tuple[str, int, int]]:
-    """The terms `analyze` gives for `word` (one word of a text as `words` would find it, not folded),
-    each with the span of `word` it stands for: where a highlighter marks a term that was found. A pair
-    of characters stands for its two graphemes (each folded by itself), any other term for its piece."""
+def term_spans(word: str, *, document: bool = False) -> list[tuple[str, int, int]]:
+    """The terms `analyze` gives for `word` (`document_terms` with `document`; one word of a text as
+    `words` would find it, not folded), each with the span of `word` it stands for: where a highlighter
+    marks a term that was found. A pair of characters stands for its two graphemes (each folded by
+    itself), any other term for its piece."""
     spans: list[tuple[str, int, int]] = []
     for start, end, unspaced in _unspaced_runs(word):
         if not unspaced:
@@ -172,6 +177,8 @@ def term_spans(word: str) -> list[tuple[str, int, int]]:
             spans.extend(units)
             continue
         spans.extend((a[0] + b[0], a[1], b[2]) for a, b in pairwise(units))
+        if document:
+            spans.append(units[-1])
     return spans
 
 
@@ -179,8 +186,8 @@ def _kept(word: str) -> bool:
     return word not in STOP_WORDS and (len(word) >= 2 or word.isdigit())
 
 
-def _terms(text: str) -> Iterator[tuple[str, bool]]:
-    """(term before stemming, whether it is a character pair) of non-ASCII `text`, in order."""
+def _terms(text: str, *, document: bool = False) -> Iterator[tuple[str, bool]]:
+    """(term before stemming, whether it is a run's character or pair) of non-ASCII `text`, in order."""
     for word in words(text):
         if _UNSPACED.search(word) is None:
             if _kept(word):
@@ -188,7 +195,8 @@ def _terms(text: str) -> Iterator[tuple[str, bool]]:
             continue
         for start, end, unspaced in _unspaced_runs(word):
             if unspaced:
-                yield from ((pair, True) for pair in _character_pairs(_GRAPHEME.findall(word[start:end])))
+                graphemes = _GRAPHEME.findall(word[start:end])
+                yield from ((pair, True) for pair in _character_pairs(graphemes, document=document))
             elif _kept(piece := word[start:end].strip("'")):
                 yield piece, False
 
@@ -199,6 +207,22 @@ def analyze(text: str) -> list[str]:
     if text.isascii():  # the common case, on every turn: no run of such a script to look for
         return [_stem(w.replace("'", "")) for w in content_words(text)]
     return [term if pair else _stem(term.replace("'", "")) for term, pair in _terms(text)]
+
+
+def document_terms(text: str) -> list[str]:
+    """What an index stores for `text`: `analyze`'s terms, and after each run of two or more
+    characters of a script written without spaces its last character alone (`_character_pairs`).
+    Queries keep `analyze`'s: "東京" typed alone must not ask for a "京" that ends a run, which
+    "東京都" has not."""
+    if text.isascii():
+        return analyze(text)
+    return [term if pair else _stem(term.replace("'", "")) for term, pair in _terms(text, document=True)]
+
+
+def unspaced(text: str) -> bool:
+    """Whether `text` holds a letter of a script written without spaces (or Hangul): there one
+    character can be a word."""
+    return _UNSPACED.search(text) is not None
 
 
 def content_words(text: str) -> list[str]:
@@ -250,8 +274,8 @@ def prefix_stems(word: str) -> list[str]:
 
 
 def index_text(text: str) -> str:
-    """What a full-text index stores for a message: its terms joined by spaces."""
-    return " ".join(analyze(text))
+    """What a full-text index stores for a message: its terms (`document_terms`) joined by spaces."""
+    return " ".join(document_terms(text))
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
-from .lexical import LexicalIndex, Query, analyze, build_query
+from .lexical import LexicalIndex, Query, build_query, document_terms
 from .tokens import count_system, count_text
 
 HEADER = (
@@ -357,7 +357,7 @@ class MemorySource:
     def index(self) -> LexicalIndex:
         # built on first use: a request that fits its budget never searches, and should not pay for it
         if self._index is None:
-            self._index = LexicalIndex([analyze(it.content) for it in self.items])
+            self._index = LexicalIndex([document_terms(it.content) for it in self.items])
         return self._index
 
     def search(self, query: Query, *, limit: int, exclude_ids: frozenset[str]) -> list[tuple[str, float]]:

@@ -40,7 +40,7 @@ from django.db import connection
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from optimizer.lexical import bm25_norm, bm25_normed, idf
+from optimizer.lexical import bm25_norm, bm25_normed, idf, unspaced
 
 from .models import Conversation, Message, MessageSearch
 from .recall_source import FTS_TABLE, corpus_statistics
@@ -48,7 +48,9 @@ from .rendering import markdown_plain
 from .search_match import owner_match_query, search_prefix_stems, search_terms, title_match
 from .search_snippets import SnippetPart, WordMatcher, folded_spans, marked_spans, snippet_parts
 
-MIN_QUERY_CHARS = 2  # one character would match half the titles and every word's prefix
+# One letter would match half the titles and every word's prefix; one character of a script written
+# without spaces is a word ("猫"), and is searched (as a prefix of the pairs the index holds).
+MIN_QUERY_CHARS = 2
 PAGE_SIZE = 20
 MAX_PAGE_SIZE = 50
 MAX_PAGE = 50
@@ -118,13 +120,13 @@ class SearchPage:
 
 def message_search(*, owner: User, query: str, page: int = 1, page_size: int = PAGE_SIZE) -> SearchPage:
     """Page `page` (1-based, at most MAX_PAGE) of `owner`'s messages matching `query`, best first,
-    with title hits on top of page 1. A query shorter than MIN_QUERY_CHARS finds nothing; one made
-    only of stop words finds titles only."""
+    with title hits on top of page 1. A query shorter than MIN_QUERY_CHARS finds nothing, unless it is
+    a character of a script written without spaces; one made only of stop words finds titles only."""
     if not 1 <= page <= MAX_PAGE:
         raise ValueError(f"page must be between 1 and {MAX_PAGE}")
     page_size = max(1, min(int(page_size), MAX_PAGE_SIZE))
     query = " ".join(query.split())
-    if len(query) < MIN_QUERY_CHARS:
+    if len(query) < MIN_QUERY_CHARS and not unspaced(query):
         return SearchPage(query=query, page=page, page_size=page_size, hits=[], has_more=False, ranked=0,
                           window_full=False)
     hits = title_hits(owner=owner, query=query) if page == 1 else []

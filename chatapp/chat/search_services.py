@@ -33,7 +33,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from optimizer.lexical import analyze
+from optimizer.lexical import document_terms
 
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
 from .rowsql import Statement, row_insert_statement, statements_run
@@ -45,7 +45,7 @@ _ROLES = (Message.Role.USER, Message.Role.ASSISTANT)
 
 
 def index_scope(*, conversation_id: int, owner_id: int, on_path: bool = True) -> str:
-    """Tokens that scope a full-text lookup to a conversation or an owner; `analyze` never yields "_".
+    """Tokens that scope a full-text lookup to a conversation or an owner; `document_terms` never yields "_".
 
     A message off the path shown (a version edited or regenerated away, another branch) carries the
     owner's other token (`_h`) instead: searches look up `_u` only (search_match.owner_match_query),
@@ -66,7 +66,7 @@ def recall_lexeme(*, conversation_id: int, term: str) -> str:
 
 def index_terms(*, content: str) -> tuple[str, int]:
     """What the index stores for a message: its terms (long ones left out) and its full term count."""
-    terms = analyze(content)
+    terms = document_terms(content)
     return " ".join(t for t in terms if len(t) <= MAX_TERM_CHARS), len(terms)
 
 

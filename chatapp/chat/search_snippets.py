@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import regex
 
-from optimizer.lexical import analyze, fold, term_spans
+from optimizer.lexical import analyze, fold, term_spans, unspaced
 
 SNIPPET_WORDS_BEFORE = 10
 SNIPPET_WORDS = 30
@@ -32,6 +32,7 @@ SNIPPET_COLUMNS = 320
 # By the `regex` module, as lexical outside ASCII: a combining mark is inside its word ("हिन्दी").
 _WORD_BODY = r"[^\W_]*(?:['\u2019][^\W_]+)*"
 _WORD = regex.compile(r"(?<![^\W_])(?<![^\W_]['\u2019])[^\W_]" + _WORD_BODY)
+_GRAPHEME = regex.compile(r"\X")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,13 @@ class WordMatcher:
     def _found(self, term: str) -> bool:
         return term in self.whole or term.startswith(self.prefix)
 
+    def _marked_end(self, word: str, term: str, start: int, end: int) -> int:
+        # One character typed alone finds the pairs it opens ("猫" finds "猫が"): only it is marked.
+        one = term not in self.whole and term != self.prefix and len(_GRAPHEME.findall(self.prefix)) == 1
+        if one and unspaced(term):
+            return _GRAPHEME.match(word, start).end()
+        return end
+
     def spans(self, text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:
         # A word with an accent or a letter that folds to two ("Éclair", "Straße") need not open
         # with its term's letters: outside ASCII every word is analyzed.
@@ -84,8 +92,11 @@ class WordMatcher:
             return
         for m in _WORD.finditer(text, start, len(text) if end is None else end):
             # Only the terms found are marked: in a run of Japanese or Thai, the pairs of characters
-            # the query holds (joined where they overlap), not the whole run.
-            marked = sorted((m.start() + a, m.start() + b) for term, a, b in term_spans(m.group()) if self._found(term))
+            # the query holds (joined where they overlap), not the whole run; the run's terms as the
+            # index stores them, so one character typed alone is marked at the run's end too.
+            word = m.group()
+            marked = sorted((m.start() + a, m.start() + self._marked_end(word, term, a, b))
+                            for term, a, b in term_spans(word, document=True) if self._found(term))
             joined: list[tuple[int, int]] = []
             for begin, stop in marked:
                 if joined and begin <= joined[-1][1]:

@@ -142,6 +142,11 @@ UNSPACED = ["私は来月東京に引っ越します。", "我们明天去北京
     ("서울", 2, "<mark>서울</mark>에서 친구를"),
     ("เชียงใหม่", 3, "พรุ่งนี้ไป<mark>เชียงใหม่</mark>"),
     ("大阪", None, ""),
+    # One character is a word there: found inside a run and at its end, and marked alone.
+    ("東", 0, "私は来月<mark>東</mark>京に"),
+    ("会", 1, "北京开<mark>会</mark>"),
+    ("요", 2, "만났어<mark>요</mark>"),
+    ("猫", None, ""),
 ])
 def test_a_word_inside_a_run_without_spaces_is_found_and_marked_alone(user, query, found, marked):
     """A word typed alone finds the run it stands in, and only that word is marked."""
@@ -206,6 +211,9 @@ def test_short_and_stop_word_queries(user):
     assert message_search(owner=user, query=" p ").hits == []
     only_stop_words = message_search(owner=user, query="the")
     assert [h.kind for h in only_stop_words.hits] == ["title"]  # no content word: titles only
+    # one character of a script written without spaces is a word: searched, titles included
+    cats = _chat(user, title="猫の写真")
+    assert [(h.kind, h.conversation_id) for h in message_search(owner=user, query="猫").hits] == [("title", cats.pk)]
 
 
 # --- snippets ---------------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ statistics moved by the difference to exactly what indexing from scratch gives
 - chat.0008: terms are folded ("Königstraße" is "konigstrass", "café" is "cafe").
 - chat.0010: runs of scripts written without spaces (and Korean) are pairs of characters, where a
   whole run was one term; English rows are untouched.
+- chat.0011: each such run also ends with its last character alone, so that one character searched
+  finds the runs ending with it (a database that ran 0010 before that analyzer had only the pairs).
 
 (chat.0009, which also swaps SQLite's FTS5 tokenizer, has its own test: test_migration_marked_words.)
 """
@@ -26,6 +28,9 @@ UNFOLDED = [("user", "Meeting at the Königstraße café", "meet königstraß ca
 UNPAIRED = [("user", "私は東京に行きました", "私は東京に行きました"),
             ("assistant", "서울에서 만나요", "서울에서 만나요"),
             ("user", "The Lisbon trip is booked", "lisbon trip book")]
+# The terms 0010 gave before runs ended with their last character (pairs only; 서울에서 then 만나요).
+PAIRS = ["私は は東 東京 京に に行 行き きま まし した", "서울 울에 에서"]
+UNPAIRED_0010 = [("user", UNPAIRED[0][1], PAIRS[0]), ("assistant", UNPAIRED[1][1], f"{PAIRS[1]} 만나 나요")]
 
 CASES = {
     "0008-folded-terms": dict(
@@ -35,10 +40,16 @@ CASES = {
     ),
     "0010-character-pairs": dict(
         before="0009_search_marked_words", after="0010_search_character_pairs", messages=UNPAIRED,
-        terms=[("私は は東 東京 京に に行 行き きま まし した", 9), ("서울 울에 에서 만나 나요", 5),
-               ("lisbon trip book", 3)],
-        df={"東京": 1, "서울": 1, "lisbon": 1, "私は東京に行きました": None}, corpus=(3, 17),
+        terms=[(f"{PAIRS[0]} た", 10), (f"{PAIRS[1]} 서 만나 나요 요", 7), ("lisbon trip book", 3)],
+        df={"東京": 1, "서울": 1, "lisbon": 1, "私は東京に行きました": None}, corpus=(3, 20),
         found={"東京": [0], "서울": [1], "lisbon": [2]},
+    ),
+    "0011-run-last-character": dict(
+        before="0010_search_character_pairs", after="0011_search_run_last_character",
+        messages=[*UNPAIRED_0010, UNPAIRED[2]],
+        terms=[(f"{PAIRS[0]} た", 10), (f"{PAIRS[1]} 서 만나 나요 요", 7), ("lisbon trip book", 3)],
+        df={"た": 1, "서": 1, "요": 1, "東京": 1}, corpus=(3, 20),
+        found={"た": [0], "요": [1], "東京": [0]},
     ),
 }
 

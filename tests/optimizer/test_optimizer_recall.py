@@ -16,6 +16,7 @@ from optimizer.lexical import (
     bm25,
     bm25_of_term_texts,
     build_query,
+    document_terms,
     fold,
     idf,
     index_text,
@@ -139,6 +140,11 @@ def test_a_word_inside_a_run_is_found_by_its_pairs(run, data):
         assert set(analyze("".join(graphemes[a:b]))) <= set(analyze(run))
     spans = [s for m in regex.finditer(r"[^\W_]+", run) for s in term_spans(m.group())]
     assert [term for term, _, _ in spans] == analyze(run)
+    stored = [s for m in regex.finditer(r"[^\W_]+", run) for s in term_spans(m.group(), document=True)]
+    assert [term for term, _, _ in stored] == document_terms(run)
+    assert set(analyze(run)) <= set(document_terms(run))
+    # one character typed alone (a prefix) finds the run wherever it stands in it, its end included
+    assert all(any(t.startswith(g) for t in document_terms(run)) for g in graphemes)
     # a span covers whole characters of the text: one that folds to two may hold more than its term
     assert all(start < end and term in fold(m[start:end])
                for m in [m.group() for m in regex.finditer(r"[^\W_]+", run)] for term, start, end in term_spans(m))

@@ -68,7 +68,8 @@ class SearchApi(APIView):
             "\"runs\"), the last one as a prefix (search as you type). Message hits are ranked by BM25 over "
             "the newest 1000 matching messages, then newest first, 20 a page. Page 1 starts with up to 5 "
             "conversations whose title contains `q` (kind \"title\"). "
-            f"A `q` shorter than {MIN_QUERY_CHARS} characters (or empty) answers 200 with no results; a `q` "
+            f"A `q` shorter than {MIN_QUERY_CHARS} characters (or empty) answers 200 with no results, but for "
+            "one character of a script written without spaces (\"猫\"), which is searched; a `q` "
             f"made only of stop words finds titles only. `page` outside 1 to {MAX_PAGE}, or not a number, or a "
             f"`q` longer than {MAX_QUERY_CHARS} characters: 400 naming the field."
         ),
