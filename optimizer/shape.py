@@ -10,8 +10,9 @@ anywhere but first, two user or two assistant messages in a row, an assistant me
   summary changes only when a new one lands, so the cached prefix holds between summaries.
 * The recall block opens the newest user message (its header says it quotes earlier conversation).
   Both change every turn, so the prefix before them stays cached as it was.
-* Consecutive messages of one role are merged: a question left unanswered by a stopped reply and the
-  next one; a pinned user message next to the original request.
+* An empty reply (one stopped before its first word) is left out: a model has nothing to read in it.
+* Consecutive messages of one role are merged: a question whose reply was stopped before its first
+  word (or failed) and the next one; a pinned user message next to the original request.
 * A conversation whose first turn is the assistant's gets a short user line before it.
 
 Tool messages pass through. Every change is named in `notes`, for the optimization record; `tokens`
@@ -71,6 +72,9 @@ def shape_request(packed: Sequence[PackedMessage], *, model: str) -> ShapedReque
         elif packed[0] is not system[0]:
             notes[f"{what} moved to the leading system message"] += 1
     for k, p in enumerate(rest):
+        if p.role == "assistant" and isinstance(p.content, str) and not p.content.strip():
+            notes["an empty reply (stopped before its first word) left out"] += 1
+            continue
         part = _Part(p.role, p.content, p.name, p.tokens)
         if k == newest and recall is not None:
             part = _Part(p.role, _joined([recall.content, p.content]), p.name, p.tokens + recall.tokens, 2)

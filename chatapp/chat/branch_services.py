@@ -34,7 +34,7 @@ def _move(*, conversation_id: int, rows: QuerySet[Message], hide: bool, tag: int
     Returns how many chat messages moved.
     """
     chat_ids = list(rows.filter(kind=Message.Kind.CHAT).values_list("id", flat=True))
-    live = rows.filter(live_chat_q() if hide else Q(kind=Message.Kind.CHAT, status=Message.Status.COMPLETE))
+    live = rows.filter(live_chat_q() if hide else Q(kind=Message.Kind.CHAT, status__in=Message.LIVE_STATUSES))
     offline = offline_reply_q()
     sums = live.aggregate(n=Count("id"), chars=Sum("char_count"), tokens=Sum("token_count"),
                           offline_n=Count("id", filter=offline), offline_chars=Sum("char_count", filter=offline),

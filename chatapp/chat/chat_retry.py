@@ -83,8 +83,8 @@ def _retry_last_reply(*, message: Message) -> Message | None:
 def chat_retry_start(*, user: User, message: Message) -> TurnStart:
     """Send a user message again after its reply failed or was stopped (or never came).
 
-    The failed reply stays as a branch (a sibling of the new attempt); being stopped or failed it was
-    never part of the context anyway.
+    The failed or stopped reply stays as a branch (a sibling of the new attempt), off the path: a
+    stopped one is sent as far as it went until then (context.live_chat_q), no longer after.
     """
     if message.role != Message.Role.USER or message.kind != Message.Kind.CHAT:
         raise ValidationError("Only your own message can be retried.", code="not_user_message")

@@ -83,17 +83,19 @@ def prompts_hash(prompts: Sequence[Msg]) -> str:
 
 
 def live_chat_q() -> Q:
-    """Messages that may be sent to a model: chat messages whose exchange survived.
+    """Messages that may be sent to a model: chat messages on the path shown, complete or stopped
+    (a stopped reply as far as it went, as the chat shows it; an empty one is left off the wire by
+    `optimizer.shape`).
 
-    Stopped, failed or still-streaming replies and replies replaced by Regenerate stay visible in the
+    Failed or still-streaming replies and replies replaced by Regenerate or Retry stay visible in the
     chat but are never sent again.
     """
-    return Q(kind=Message.Kind.CHAT, status=Message.Status.COMPLETE, superseded=False)
+    return Q(kind=Message.Kind.CHAT, status__in=Message.LIVE_STATUSES, superseded=False)
 
 
 def message_is_live(*, kind: str, status: str, superseded: bool) -> bool:
     """`live_chat_q()` for one row already in memory."""
-    return kind == Message.Kind.CHAT and status == Message.Status.COMPLETE and not superseded
+    return kind == Message.Kind.CHAT and status in Message.LIVE_STATUSES and not superseded
 
 
 def offline_reply_q() -> Q:

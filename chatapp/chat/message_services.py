@@ -115,18 +115,38 @@ def message_pin_set(*, message: Message, pinned: bool) -> Message:
 def message_stop(*, message: Message) -> None:
     """Mark a streaming reply stopped; its stream loop sees the flag and keeps the partial text. A
     reply the orphan sweep took for dead may still be streaming (its heartbeat had stalled): the stop
-    wins there too, rather than the reply being stored complete when it ends (reply_store)."""
+    wins there too, rather than the reply being stored complete when it ends (reply_store).
+
+    A stopped reply is live (context.live_chat_q): it is counted here, with the text checkpointed so
+    far, since the stream loop that would store the rest may be gone; reply_store then adds what
+    its final text changes."""
     streaming = Q(status=Message.Status.STREAMING) | Q(status=Message.Status.ERROR, error=INTERRUPTED_WORDS)
     with transaction.atomic():
         stopped = Message.objects.filter(streaming, pk=message.pk).update(
             status=Message.Status.STOPPED, updated_at=timezone.now()
         )
         if stopped:
-            # A stopped reply is never recalled; the index follows the status even if the stream
-            # loop that would store the partial text (and sync again) is gone.
+            _stopped_reply_count(message_id=message.pk)
+            # The index follows the status even if the stream loop that would store the partial text
+            # (and sync again) is gone.
             message_index_sync(message_ids=[message.pk])
             # A stream on this process sees it at its next chunk, with no query.
             transaction.on_commit(lambda: stop_flag(message.pk))
+
+
+def _stopped_reply_count(*, message_id: int) -> None:
+    """Count a reply just stopped into the live totals (if it is on the path shown), with its text as
+    checkpointed, its token count written beside it: what reply_store compares its final text with."""
+    row = Message.objects.filter(pk=message_id).values("conversation_id", "content", "model", "superseded").first()
+    if row is None:
+        return
+    tokens = optimizer.count_message({"role": Message.Role.ASSISTANT, "content": row["content"]}, model=row["model"])
+    chars = len(row["content"])
+    Message.objects.filter(pk=message_id).update(token_count=tokens, char_count=chars)
+    if not row["superseded"]:
+        offline = is_offline_reply(role=Message.Role.ASSISTANT, model=row["model"])
+        live_totals_add(conversation_id=row["conversation_id"], messages=1, chars=chars, tokens=tokens,
+                        offline=(1, chars, tokens) if offline else (0, 0, 0))
 
 
 def message_content_validate(*, content: Any) -> str:

@@ -105,6 +105,10 @@ class Message(models.Model):
         STOPPED = "stopped", "Stopped"
         ERROR = "error", "Error"
 
+    # What a chat message may be to be sent again (context.live_chat_q): a reply the user stopped is
+    # kept as far as it went, as shown, so "go on" after Stop reaches a model that knows what it said.
+    LIVE_STATUSES = (Status.COMPLETE, Status.STOPPED)
+
     # No index of its own: msg_conv_id_idx (conversation, id) serves every lookup by conversation in
     # id order. With both, PostgreSQL read a long conversation through the one-column index and
     # sorted 100,000 rows on disk for the dashboard's message map.

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat.context import is_offline_reply
+from chatapp.chat.context import is_offline_reply, message_is_live
 from chatapp.chat.layout import message_place_get
 from chatapp.chat.message_services import message_serialize
 from chatapp.chat.models import Message
@@ -20,6 +20,26 @@ from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.textsafe import text_storable
 from chatapp.chat.turn_claim import turn_claim_release
 from chatapp.chat.turn_types import ChatTurn, ReplyGoneError
+
+
+def _stored_over(*, reply_id: int, status: str, values: dict[str, Any]) -> tuple[int, int, int]:
+    """Write a reply that ends stopped or failed over its row, whatever that row says now; returns what
+    the live totals gain. A stopped reply is live (context.live_chat_q), and message_stop may have
+    counted it already with the text checkpointed then: the totals follow the row from what it was to
+    what it is, so the reply is counted once, with its final text. Raises ReplyGoneError when the
+    row is gone (the conversation was deleted)."""
+    before = Message.objects.select_for_update().filter(pk=reply_id).values(
+        "kind", "status", "superseded", "char_count", "token_count"
+    ).first()
+    if before is None or not row_update(Message, where={"id": reply_id}, assign={"status": status, **values}):
+        raise ReplyGoneError(reply_id)
+    was = message_is_live(kind=before["kind"], status=before["status"], superseded=before["superseded"])
+    now = message_is_live(kind=before["kind"], status=status, superseded=before["superseded"])
+    return (
+        int(now) - int(was),
+        now * values["char_count"] - was * before["char_count"],
+        now * values["token_count"] - was * before["token_count"],
+    )
 
 
 def reply_store(
@@ -54,6 +74,7 @@ def reply_store(
     with transaction.atomic():
         where = {"id": turn.reply_id}
         counted = revived = False
+        change = (0, 0, 0)  # what the live totals gain: (messages, characters, tokens)
         if status == Message.Status.COMPLETE:
             # Only a reply still streaming and still current counts: one superseded meanwhile (a
             # Retry took it for dead) is kept for the record but is not part of the live totals.
@@ -62,17 +83,16 @@ def reply_store(
             swept = {"status": Message.Status.ERROR, "error": INTERRUPTED_WORDS, "superseded": False}
             revived = not counted and bool(row_update(Message, where={**where, **swept},
                                                       assign={"status": status, **values}))
-            counted = stored = counted or revived
-            if not counted:
+            counted = counted or revived
+            if counted:
+                change = (1, len(content), tokens)
+            else:
                 status = Message.Status.STOPPED
-                stored = bool(row_update(Message, where=where, assign={"status": status, **values}))
-        else:
-            stored = bool(row_update(Message, where=where, assign={"status": status, **values}))
-        if not stored:
-            raise ReplyGoneError(turn.reply_id)
+        if not counted:
+            change = _stored_over(reply_id=turn.reply_id, status=status, values=values)
         # The live totals (increments: concurrent writers add up) and the claim given back, in one statement.
-        turn_claim_release(conversation_id=turn.conversation_id, claimed_at=turn.claimed_at, messages=int(counted),
-                           chars=len(content) if counted else 0, tokens=tokens if counted else 0,
+        turn_claim_release(conversation_id=turn.conversation_id, claimed_at=turn.claimed_at, messages=change[0],
+                           chars=change[1], tokens=change[2],
                            offline=is_offline_reply(role=Message.Role.ASSISTANT, model=turn.target.model))
         if counted and not revived:
             # It was streaming until this transaction, so nothing indexed it: its row is written here.

@@ -75,7 +75,7 @@ def is_recallable(*, role: str, kind: str, status: str, superseded: bool) -> boo
     return (
         role in _ROLES
         and kind == Message.Kind.CHAT
-        and status == Message.Status.COMPLETE
+        and status in Message.LIVE_STATUSES
         and not superseded
     )
 

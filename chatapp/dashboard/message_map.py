@@ -24,7 +24,7 @@ MAP_STATUSES: tuple[str, ...] = (
     "summarized",  # not sent, covered by the summary that was sent
     "dropped",  # not sent and not covered
     "summary",  # a summary message itself
-    "excluded",  # never sendable: a regenerated-away, stopped or failed reply, a discarded summary, or
+    "excluded",  # never sendable: a regenerated-away or failed reply, a discarded summary, or
     # (the latest request going to a real model) the offline demo's replies
     "new",  # written after the latest request (its reply, or later)
     "unsent",  # older than the window and not accounted for by the record (old records)
@@ -39,7 +39,7 @@ MAP_STATUS_LABELS: dict[str, str] = {
     "summarized": "Summarized",
     "dropped": "Dropped",
     "summary": "Summary message",
-    "excluded": "Never sent (regenerated, stopped, failed, or the offline demo's reply to a real model)",
+    "excluded": "Never sent (regenerated, failed, or the offline demo's reply to a real model)",
     "new": "After the latest request",
     "unsent": "Not sent",
 }
@@ -72,7 +72,7 @@ def _map_status_expression(*, origin_ids: dict[str, list[int]], horizon: int | N
                            ("recall", "recalled")):
         if origin_ids.get(origin):
             whens.append(When(id__in=origin_ids[origin], then=Value(code[status])))
-    never = Q(superseded=True) | Q(status__in=[Message.Status.STOPPED, Message.Status.ERROR])
+    never = Q(superseded=True) | Q(status=Message.Status.ERROR)
     if real_model:
         # A real model is never sent them (context_load). Asked only of a chat that has some: the model
         # column is not in msg_conv_id_idx, and reading it costs every other map its index-only scan.

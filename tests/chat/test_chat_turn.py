@@ -23,16 +23,18 @@ pytestmark = pytest.mark.django_db
 def test_message_append_stores_counts_and_running_totals(conversation):
     first = message_append(conversation=conversation, role="user", content="How do I index a JSON field?")
     second = message_append(conversation=conversation, role="assistant", content="Use a GIN index.")
-    message_append(conversation=conversation, role="assistant", content="partial", status="stopped")
+    stopped = message_append(conversation=conversation, role="assistant", content="partial", status="stopped")
+    message_append(conversation=conversation, role="assistant", content="broken", status="error")
 
     assert first.token_count == optimizer.count_message(
         {"role": "user", "content": "How do I index a JSON field?"}, model="fake-echo"
     )
     assert first.char_count == len("How do I index a JSON field?")
     conversation.refresh_from_db()
-    assert conversation.live_message_count == 2
-    assert conversation.live_char_count == first.char_count + second.char_count
-    assert conversation.live_token_count == first.token_count + second.token_count
+    # a stopped reply is sent as far as it went: counted; a failed one is not
+    assert conversation.live_message_count == 3
+    assert conversation.live_char_count == first.char_count + second.char_count + stopped.char_count
+    assert conversation.live_token_count == first.token_count + second.token_count + stopped.token_count
 
 
 def test_pin_and_unpin(conversation):

@@ -41,15 +41,16 @@ def test_load_sends_only_live_chat_messages(conversation):
 
     ctx = context_load(conversation=conversation)
 
-    assert _ids(ctx) == [u1.pk, a1.pk, u2.pk, a2.pk]
-    assert not {superseded.pk, stopped.pk, failed.pk, streaming.pk, summary.pk} & set(_ids(ctx))
+    # a stopped reply is sent as far as it went, as the chat shows it
+    assert _ids(ctx) == [u1.pk, a1.pk, u2.pk, stopped.pk, a2.pk]
+    assert not {superseded.pk, failed.pk, streaming.pk, summary.pk} & set(_ids(ctx))
     assert ctx.summary is not None and ctx.summary.id == str(summary.pk)
     assert ctx.summary.through_id == str(a1.pk)
-    # Running totals count only the four live chat messages.
+    # Running totals count only the five live chat messages.
     conversation.refresh_from_db()
-    assert ctx.history.messages == conversation.live_message_count == 4
-    assert ctx.history.tokens == sum(m.token_count for m in (u1, a1, u2, a2))
-    assert [m.tokens for m in ctx.msgs] == [u1.token_count, a1.token_count, u2.token_count, a2.token_count]
+    assert ctx.history.messages == conversation.live_message_count == 5
+    assert ctx.history.tokens == sum(m.token_count for m in (u1, a1, u2, stopped, a2))
+    assert [m.tokens for m in ctx.msgs] == [m.token_count for m in (u1, a1, u2, stopped, a2)]
 
 
 def test_newest_live_summary_is_used_and_discarded_ones_ignored(conversation):

@@ -31,7 +31,7 @@ def layout(user):
 
 
 def _live(layout) -> list[Message]:
-    return [m for m in layout.messages if m.kind == Message.Kind.CHAT and m.status == Message.Status.COMPLETE
+    return [m for m in layout.messages if m.kind == Message.Kind.CHAT and m.status in Message.LIVE_STATUSES
             and not m.superseded]
 
 

@@ -92,7 +92,8 @@ def _expected_stats(conversation: Conversation) -> tuple[tuple[int, int] | None,
     docs = length = 0
     df: dict[str, int] = {}
     for text in Message.objects.filter(
-        conversation=conversation, kind="chat", status="complete", superseded=False, role__in=["user", "assistant"]
+        conversation=conversation, kind="chat", status__in=Message.LIVE_STATUSES, superseded=False,
+        role__in=["user", "assistant"],
     ).values_list("content", flat=True):
         terms = index_text(text).split()
         docs += 1
@@ -331,8 +332,8 @@ def test_the_newest_messages_of_a_common_term_end_at_through_id(user, conversati
 
 def test_neighbours_and_messages_are_live_ones_with_dates(user, conversation, fake_openai):
     msgs = _append(conversation)
-    # a stopped reply between two messages is skipped
-    stopped = message_append(conversation=conversation, role="assistant", content="half a risotto", status="stopped")
+    # a failed reply between two messages is skipped
+    stopped = message_append(conversation=conversation, role="assistant", content="half a risotto", status="error")
     later = message_append(conversation=conversation, role="user", content="Anyway, back to the cat.")
     source = DatabaseRecallSource(conversation=conversation)
     links = source.neighbours([str(msgs[-1].pk), str(msgs[0].pk), str(stopped.pk)])
@@ -465,11 +466,14 @@ def test_the_index_has_no_signal_receiver():
 
 
 def test_each_write_path_keeps_the_index(user, conversation, fake_openai):
-    # message_append: a chat message is indexed and recallable at once; a stopped one is indexed, not recalled
+    # message_append: a chat message is indexed and recallable at once, a stopped reply too (it is sent
+    # as far as it went); a failed one is indexed, not recalled
     user_msg = message_append(conversation=conversation, role="user", content="Pumpernickel sleeps on the sofa.")
     assert MessageSearch.objects.get(message=user_msg).recallable
     stopped = message_append(conversation=conversation, role="assistant", content="half a reply", status="stopped")
-    assert not MessageSearch.objects.get(message=stopped).recallable
+    assert MessageSearch.objects.get(message=stopped).recallable
+    failed = message_append(conversation=conversation, role="assistant", content="a broken reply", status="error")
+    assert not MessageSearch.objects.get(message=failed).recallable
     # a summary is never indexed
     summary = message_append(conversation=conversation, role="system", kind="summary", content="The cat sleeps.")
     assert not MessageSearch.objects.filter(message=summary).exists()
@@ -480,12 +484,12 @@ def test_each_write_path_keeps_the_index(user, conversation, fake_openai):
     assert MessageSearch.objects.get(message=reply).terms == index_text(reply.content)
     assert MessageSearch.objects.get(message=reply).recallable
 
-    # Stop: a streaming reply's status leaves streaming and the index follows
+    # Stop: a streaming reply's status leaves streaming and the index follows: recalled as far as it went
     streaming = message_append(conversation=conversation, role="assistant", content="partial", status="streaming")
     assert not MessageSearch.objects.get(message=streaming).recallable
     message_stop(message=streaming)
     assert Message.objects.get(pk=streaming.pk).status == "stopped"
-    assert not MessageSearch.objects.get(message=streaming).recallable
+    assert MessageSearch.objects.get(message=streaming).recallable
 
     # Retry: the stopped reply is superseded, the new reply indexed when it finishes
     question = message_append(conversation=conversation, role="user", content="Tell me about Lisbon")

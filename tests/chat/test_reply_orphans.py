@@ -96,7 +96,9 @@ def test_a_stop_still_wins_over_a_reply_the_sweep_took_for_dead(asgi_server, fak
     reply = Message.objects.get(conversation=conversation, role="assistant")
     assert reply.status == Message.Status.STOPPED and reply.content
     conversation.refresh_from_db()
-    assert conversation.live_message_count == 1  # the question only
+    # the question and the reply as far as it went, counted once, with its final text
+    assert conversation.live_message_count == 2
+    assert conversation.live_char_count == len("talk slowly please") + len(reply.content)
 
 
 def test_the_sweep_finishes_an_orphaned_reply_and_retry_works_at_once(user, fake_openai):

@@ -14,7 +14,7 @@ from chatapp.chat.chat_retry import chat_regenerate_start
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.dashboard.headline import dashboard_headline
 from chatapp.providers.models import LLMConfig
-from optimizer import count_messages
+from optimizer import count_message, count_messages
 from tests.support.chat import TEST_KEY, make_config, post_stream, seed_messages, send
 from tests.support.fake_openai import closed_port_url
 
@@ -190,7 +190,7 @@ def test_flaky_endpoint_then_retry(user, conversation, echo_config, fake_openai)
     assert Message.objects.filter(conversation=conversation, role="user").count() == 1
 
 
-def test_replaced_stopped_and_failed_replies_are_not_sent_again(user, conversation, echo_config, fake_openai):
+def test_replaced_and_failed_replies_are_not_sent_again(user, conversation, echo_config, fake_openai):
     first = send(user, conversation, "one")
     old_reply = first.named("done")[0]["message"]
     regenerated = post_stream(user, f"/api/messages/{old_reply['id']}/regenerate/")
@@ -248,11 +248,41 @@ def test_stop_keeps_the_partial_reply_marked_stopped(user, conversation, echo_co
     assert len(reply.content) < len("Echo: received 1 messages (1 user); summary absent. Last user message: ")\
         + len(full.messages[-1]["content"])
 
+    # The next request sends it as far as it went, as the chat shows it: "go on" reaches a model that
+    # knows what it said. It is counted once, with its final text.
     _use_model(echo_config, "fake-echo")
     fake_openai.reset()
-    follow = send(user, conversation, "next")
-    assert reply.content not in [m["content"] for m in fake_openai.completions[-1].messages]
+    follow = send(user, conversation, "go on")
     assert follow.names[-1] == "done"
+    assert fake_openai.completions[-1].messages == [
+        {"role": "user", "content": "write a long story " * 5},
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": "go on"},
+    ]
+    conversation.refresh_from_db()
+    live = Message.objects.filter(conversation=conversation)
+    assert conversation.live_message_count == live.count() == 4
+    assert conversation.live_token_count == sum(m.token_count for m in live)
+    assert reply.token_count == count_message({"role": "assistant", "content": reply.content}, model=reply.model)
+
+
+def test_retry_after_stop_takes_the_stopped_reply_off_the_path(user, conversation, echo_config, fake_openai):
+    async def stop_by_the_api(client, reply_id):
+        return (await client.post(f"/api/messages/{reply_id}/stop/")).status_code
+
+    result, state = _send_stopped_at_first_delta(user, conversation, echo_config, stop_by_the_api)
+    assert result.named("error")[0]["kind"] == "stopped"
+    conversation.refresh_from_db()
+    assert conversation.live_message_count == 2  # the question and the reply as far as it went
+    _use_model(echo_config, "fake-echo")
+    fake_openai.reset()
+    question = Message.objects.get(conversation=conversation, role="user")
+    retried = post_stream(user, f"/api/messages/{question.pk}/retry/")
+    assert retried.names[-1] == "done"
+    assert fake_openai.completions[-1].messages == [{"role": "user", "content": question.content}]
+    assert Message.objects.get(pk=state["reply"]).superseded
+    conversation.refresh_from_db()
+    assert conversation.live_message_count == 2  # the question and the new reply
 
 
 def test_a_stop_made_by_another_process_is_seen_by_the_stream(user, conversation, echo_config, fake_openai):

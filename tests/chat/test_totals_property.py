@@ -12,7 +12,6 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Sum
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,33 +21,15 @@ from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start, chat_retry_start
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream, turn_pack, turn_stream
-from chatapp.chat.context import live_chat_q, offline_reply_q
 from chatapp.chat.message_services import message_append, message_pin_set, message_stop
 from chatapp.chat.models import Conversation, Message
 from tests.support.branches import active_path
 from tests.support.chat import make_config
+from tests.support.totals import recount, stored_totals
 
 pytestmark = pytest.mark.django_db
 
 _texts = itertools.count()
-
-
-def recount(conversation: Conversation) -> dict[str, int]:
-    """The running totals recounted from the rows: live (sendable) chat messages, and the offline demo
-    model's replies among them."""
-    live = Message.objects.filter(live_chat_q(), conversation=conversation)
-    every = live.aggregate(n=Count("id"), chars=Sum("char_count"), tokens=Sum("token_count"))
-    offline = live.filter(offline_reply_q()).aggregate(n=Count("id"), chars=Sum("char_count"),
-                                                        tokens=Sum("token_count"))
-    return {
-        "live_message_count": every["n"], "live_char_count": every["chars"] or 0,
-        "live_token_count": every["tokens"] or 0, "offline_reply_count": offline["n"],
-        "offline_reply_chars": offline["chars"] or 0, "offline_reply_tokens": offline["tokens"] or 0,
-    }
-
-
-def stored_totals(conversation: Conversation) -> dict[str, int]:
-    return dict(Conversation.objects.filter(pk=conversation.pk).values(*recount(conversation)).get())
 
 
 def assert_totals(conversation: Conversation, history: list) -> None:

@@ -81,11 +81,13 @@ def _leave_after_first_delta(client: httpx.Client, conversation: Conversation, c
 
 
 def _settled(reply_id: int) -> Message:
-    """The reply once its stream has stored it (its token count is set then; a stop request marks the
-    row stopped at once, and the stream stores the text at its next chunk)."""
+    """The reply once its stream has stored it: the turn's claim on the conversation is given back in
+    the same transaction (a stop request marks the row stopped at once, with the text checkpointed so
+    far, and the stream stores the rest at its next chunk)."""
     reply = Message.objects.get(pk=reply_id)
     for _ in range(400):
-        if reply.status != "streaming" and reply.token_count:
+        claimed = Conversation.objects.filter(pk=reply.conversation_id).values_list("turn_claimed_at", flat=True).get()
+        if reply.status != "streaming" and claimed is None:
             break
         time.sleep(0.05)
         reply.refresh_from_db()

@@ -26,7 +26,8 @@ def test_a_summarized_turn_with_recall_and_a_stopped_reply():
         packed("system", "[Conversation summary]\nWe booked flights.", "summary"),
         packed("user", "Which hotel?"),
         packed("assistant", "The Avenida."),
-        packed("user", "And a restaurant?"),  # its reply was stopped: not sent again
+        packed("user", "And a restaurant?"),
+        packed("assistant", ""),  # stopped before its first word: nothing to send
         packed("user", "Also the museum hours?"),
         packed("system", "[Recalled from earlier]\nuser: I love tiles.", "recall"),
         packed("user", "What did I say I love?"),
@@ -43,6 +44,7 @@ def test_a_summarized_turn_with_recall_and_a_stopped_reply():
         "the summary joined to the leading system message",
         "the recall block opens the newest message",
         "consecutive user messages merged (3 times)",
+        "an empty reply (stopped before its first word) left out",
     }
     assert shaped.tokens == count_messages(shaped.messages, model=MODEL)
     assert shaped.tokens < sum(p.tokens for p in layout) + 3
@@ -76,7 +78,8 @@ def test_image_parts_are_kept_when_messages_merge():
 @st.composite
 def layouts(draw):
     """Packed contexts as pack() can lay them out: static system messages and pins, a summary, a
-    window of rounds with gaps (stopped or failed replies), a recall block, the newest user message."""
+    window of rounds with gaps (failed replies) and empty replies (stopped before their first word), a
+    recall block, the newest user message."""
     out = []
     words = st.text(alphabet="abcdefgh ", min_size=1, max_size=30)
     for k in range(draw(st.integers(0, 2))):
@@ -86,7 +89,9 @@ def layouts(draw):
     if draw(st.booleans()):
         out.append(packed("system", "[Conversation summary] " + draw(words), "summary"))
     for k in range(draw(st.integers(0, 8))):
-        out.append(packed(draw(st.sampled_from(["user", "assistant"])), f"turn {k}: " + draw(words)))
+        role = draw(st.sampled_from(["user", "assistant", "assistant", "stopped"]))
+        out.append(packed("assistant", draw(st.sampled_from(["", " "]))) if role == "stopped"
+                   else packed(role, f"turn {k}: " + draw(words)))
     if draw(st.booleans()):
         out.append(packed("system", "[Recalled] " + draw(words), "recall"))
     out.append(packed("user", "newest: " + draw(words)))
@@ -103,12 +108,15 @@ def test_every_shaped_request_fits_a_strict_template(layout):
     talk = r[1:] if r[0] == "system" else r
     assert talk[0] == "user" and talk[-1] == "user"
     assert all(a != b for a, b in itertools.pairwise(talk))
+    assert all(m["content"].strip() for m in shaped.messages if m["role"] == "assistant")  # no empty reply
     # nothing lost and nothing reordered, but system text moves to the front
     sent = "\n\n".join(m["content"] for m in shaped.messages)
     system_first = [p for p in layout if p.role == "system" and p.origin != "recall"]
     others = [p for p in layout if not (p.role == "system" and p.origin != "recall")]
     position = 0
     for p in [*system_first, *others]:
+        if not p.content.strip():
+            continue  # an empty reply is left out (asserted above)
         found = sent.find(p.content, position)
         assert found >= 0, p
         position = found + len(p.content)

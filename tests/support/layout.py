@@ -28,7 +28,8 @@ def _add(conversation: Conversation, role: str, content: str, **fields) -> Messa
 
 def make_layout_conversation(*, owner) -> LayoutConversation:
     """System prompt, an assistant greeting before the first user message, a pinned reply and a pinned
-    user message before the window, a regenerated-away reply, a summary, and a stored window start."""
+    user message before the window, a regenerated-away reply, a failed one, a summary, and a stored
+    window start."""
     c = Conversation.objects.create(owner=owner, title="Layout")
     rows = [
         _add(c, "system", "You are terse."),
@@ -41,13 +42,13 @@ def make_layout_conversation(*, owner) -> LayoutConversation:
         _add(c, "user", "remember: the budget is 40k", pinned=True),
         _add(c, "assistant", "noted"),
         _add(c, "user", "third question"),
-        _add(c, "assistant", "a stopped answer", status=Message.Status.STOPPED),
+        _add(c, "assistant", "a failed answer", status=Message.Status.ERROR),
     ]
     rows.append(_add(c, "system", "[Conversation summary] earlier turns", kind=Message.Kind.SUMMARY,
                      covers_from_id=rows[3].pk, covers_through_id=rows[4].pk, covered_message_count=2))
     window = _add(c, "user", "fourth question")
     rows += [window, _add(c, "assistant", "fourth answer"), _add(c, "user", "fifth question")]
-    live = [m for m in rows if m.kind == Message.Kind.CHAT and m.status == Message.Status.COMPLETE
+    live = [m for m in rows if m.kind == Message.Kind.CHAT and m.status in Message.LIVE_STATUSES
             and not m.superseded]
     Conversation.objects.filter(pk=c.pk).update(
         window_start_id=window.pk,

@@ -172,7 +172,7 @@ export function setStatus(article, status) {
   article.classList.remove("is-streaming");
   article.removeAttribute("aria-busy"); // done: screen readers may read it now
   article.querySelectorAll(".badge--warn, .badge--danger, .badge--info").forEach((b) => b.remove());
-  if (status === "stopped") addBadge(article, "badge--warn", "Stopped", "Stopped replies are not sent to the model again.");
+  if (status === "stopped") addBadge(article, "badge--warn", "Stopped", "Stopped: the model is sent the reply as far as it went.");
   if (status === "error") addBadge(article, "badge--danger", "Failed");
 }
 
