@@ -233,7 +233,7 @@ message_retry_api = _message_turn_api(
 
 @extend_schema(
     operation_id="messages_stop",
-    summary="Stop a streaming reply; the partial text is kept, marked stopped",
+    summary="Stop a streaming reply; the partial text is kept, marked stopped, and sent as history",
     request=None,
     responses={200: inline_serializer("MessageStopOutput", {"id": serializers.IntegerField(),
                                                              "status": serializers.CharField()}),
