@@ -206,7 +206,11 @@ def analyze(text: str) -> list[str]:
     scripts written without spaces as pairs of characters (`_character_pairs`), never stemmed."""
     if text.isascii():  # the common case, on every turn: no run of such a script to look for
         return [_stem(w.replace("'", "")) for w in content_words(text)]
-    return [term if pair else _stem(term.replace("'", "")) for term, pair in _terms(text)]
+    return _stemmed(_terms(text))
+
+
+def _stemmed(terms: Iterable[tuple[str, bool]]) -> list[str]:
+    return [term if pair else _stem(term.replace("'", "")) for term, pair in terms]
 
 
 def document_terms(text: str) -> list[str]:
@@ -214,9 +218,7 @@ def document_terms(text: str) -> list[str]:
     characters of a script written without spaces its last character alone (`_character_pairs`).
     Queries keep `analyze`'s: "東京" typed alone must not ask for a "京" that ends a run, which
     "東京都" has not."""
-    if text.isascii():
-        return analyze(text)
-    return [term if pair else _stem(term.replace("'", "")) for term, pair in _terms(text, document=True)]
+    return analyze(text) if text.isascii() else _stemmed(_terms(text, document=True))
 
 
 def unspaced(text: str) -> bool:

@@ -1,4 +1,5 @@
-"""Indexing stored messages again after the analyzer changed, for data migrations (chat 0008, 0009).
+"""Indexing stored messages again after the analyzer changed, for data migrations (chat 0008, 0009,
+0010, 0011); `stats_move` also serves 0012 (stopped replies joining the recall corpus).
 
 Only messages holding a non-ASCII character are read: ASCII text is analyzed as it always was
 (`optimizer.lexical` keeps a fast path for it), so a database of English chats reads its few other
@@ -55,18 +56,25 @@ def non_ascii_messages_reindex(apps: Any) -> None:
             row.terms, row.length = terms, length
             changed.append(row)
         MessageSearch.objects.bulk_update(changed, ["terms", "length"])
-    _stats_move(apps, df=df, length_delta=length_delta)
+    stats_move(apps, df=df, length_delta=length_delta)
 
 
-def _stats_move(apps: Any, *, df: dict[int, Counter[str]], length_delta: Counter[int]) -> None:
+def stats_move(
+    apps: Any, *, df: dict[int, Counter[str]], length_delta: Counter[int], docs_delta: Counter[int] | None = None
+) -> None:
+    """Move each conversation's BM25 statistics by these differences: document frequencies by term,
+    total length and (when messages join or leave the recall corpus) the number of documents."""
     RecallTerm = apps.get_model("chat", "RecallTerm")
     RecallCorpus = apps.get_model("chat", "RecallCorpus")
+    docs_delta = docs_delta or Counter()
     for conversation_id, counts in sorted(df.items()):
         for term, change in sorted(counts.items()):
             if change:
                 stat, _ = RecallTerm.objects.get_or_create(conversation_id=conversation_id, term=term)
                 RecallTerm.objects.filter(pk=stat.pk).update(df=F("df") + change)
         RecallTerm.objects.filter(conversation_id=conversation_id, df__lte=0).delete()
+        if docs_delta[conversation_id]:
+            RecallCorpus.objects.get_or_create(conversation_id=conversation_id)
         RecallCorpus.objects.filter(conversation_id=conversation_id).update(
-            length=F("length") + length_delta[conversation_id]
+            length=F("length") + length_delta[conversation_id], docs=F("docs") + docs_delta[conversation_id]
         )

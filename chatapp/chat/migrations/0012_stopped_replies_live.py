@@ -13,6 +13,7 @@ from django.db import migrations
 from django.db.models import F
 
 import optimizer
+from chatapp.chat.search_reindex import stats_move
 
 OFFLINE_MODEL = "offline-demo"  # chatapp.providers.llm.OFFLINE_MODEL, as it was when this was written
 
@@ -26,8 +27,6 @@ def _move(apps, *, sign: int) -> None:
     Message = apps.get_model("chat", "Message")
     Conversation = apps.get_model("chat", "Conversation")
     MessageSearch = apps.get_model("chat", "MessageSearch")
-    RecallTerm = apps.get_model("chat", "RecallTerm")
-    RecallCorpus = apps.get_model("chat", "RecallCorpus")
     totals: defaultdict[int, Counter[str]] = defaultdict(Counter)
     rows = _stopped(apps).order_by("id").values_list("id", "conversation_id", "content", "model", "char_count",
                                                       "token_count")
@@ -51,21 +50,14 @@ def _move(apps, *, sign: int) -> None:
     # Recall: the rows that change side, and the statistics moved by them.
     indexed = MessageSearch.objects.filter(message_id__in=_stopped(apps).values("id"), recallable=sign < 0)
     df: defaultdict[int, Counter[str]] = defaultdict(Counter)
-    corpus: defaultdict[int, Counter[str]] = defaultdict(Counter)
-    for conversation_id, terms, length in indexed.values_list("conversation_id", "terms", "length").iterator():
-        df[conversation_id].update(set(terms.split()))
-        corpus[conversation_id].update({"docs": 1, "length": length})
+    docs: Counter[int] = Counter()
+    length: Counter[int] = Counter()
+    for conversation_id, terms, n_terms in indexed.values_list("conversation_id", "terms", "length").iterator():
+        df[conversation_id].update({term: sign for term in set(terms.split())})
+        docs[conversation_id] += sign
+        length[conversation_id] += sign * n_terms
     indexed.update(recallable=sign > 0)
-    for conversation_id, counts in sorted(df.items()):
-        for term, n in sorted(counts.items()):
-            stat, _ = RecallTerm.objects.get_or_create(conversation_id=conversation_id, term=term)
-            RecallTerm.objects.filter(pk=stat.pk).update(df=F("df") + sign * n)
-        RecallTerm.objects.filter(conversation_id=conversation_id, df__lte=0).delete()
-    for conversation_id, c in sorted(corpus.items()):
-        RecallCorpus.objects.get_or_create(conversation_id=conversation_id)
-        RecallCorpus.objects.filter(conversation_id=conversation_id).update(
-            docs=F("docs") + sign * c["docs"], length=F("length") + sign * c["length"]
-        )
+    stats_move(apps, df=df, length_delta=length, docs_delta=docs)
 
 
 def stopped_replies_live(apps, schema_editor):
