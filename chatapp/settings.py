@@ -8,12 +8,12 @@ server. DATABASE_URL and REDIS_URL switch to PostgreSQL and Redis.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from urllib.parse import urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
+from chatapp.env import comma_list, env_bool, env_int, env_rate
 from chatapp.instance import ENCRYPTION_KEY_FILE, SECRET_FILE, secret_read, var_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -22,56 +22,18 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = var_dir()
 
 
-def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name) or ""  # set but empty: the default, as if unset
-    if not raw:
-        return default
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name} must be a boolean (true/false/1/0), got {raw!r}")
-
-
-def _env_rate(name: str, default: str) -> str:
-    """A throttle rate such as "10/min" (per s, min, hour or day)."""
-    value = os.environ.get(name, default).strip()
-    if not re.fullmatch(r"[1-9]\d*/(s|sec|second|m|min|minute|h|hour|d|day)", value):
-        raise ImproperlyConfigured(f"{name} must look like 10/min (per s, min, hour or day), got {value!r}")
-    return value
-
-
-def _env_int(name: str, default: int, *, minimum: int = 0) -> int:
-    raw = os.environ.get(name) or ""  # set but empty: the default, as if unset
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
-    if value < minimum:
-        raise ImproperlyConfigured(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
-def _comma_list(text: str) -> list[str]:
-    """A comma-separated variable's items, blanks dropped."""
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
 # Empty until the instance is prepared (then Django refuses to start: "SECRET_KEY must not be empty").
 # Set but blank (" ", ","): no key, said now rather than met as a 500 when a key is first used.
 if os.environ.get("SECRET_KEY") and not os.environ["SECRET_KEY"].strip():
     raise ImproperlyConfigured("SECRET_KEY is set but blank: give a secret, or unset it to use the one in var/")
-if os.environ.get("FIELD_ENCRYPTION_KEY") and not _comma_list(os.environ["FIELD_ENCRYPTION_KEY"]):
+if os.environ.get("FIELD_ENCRYPTION_KEY") and not comma_list(os.environ["FIELD_ENCRYPTION_KEY"]):
     raise ImproperlyConfigured(
         "FIELD_ENCRYPTION_KEY is set but holds no key: give one or more Fernet keys, comma-separated, "
         "or unset it to use the one in var/"
     )
 SECRET_KEY = secret_read("SECRET_KEY", SECRET_FILE)
 # Fernet key(s) for API keys at rest; a comma-separated list rotates (first encrypts, all decrypt).
-FIELD_ENCRYPTION_KEYS = _comma_list(secret_read("FIELD_ENCRYPTION_KEY", ENCRYPTION_KEY_FILE))
+FIELD_ENCRYPTION_KEYS = comma_list(secret_read("FIELD_ENCRYPTION_KEY", ENCRYPTION_KEY_FILE))
 try:
     from cryptography.fernet import Fernet
 
@@ -80,26 +42,26 @@ try:
 except ValueError as exc:
     raise ImproperlyConfigured(f"FIELD_ENCRYPTION_KEY is not a valid Fernet key: {exc}") from None
 
-DEBUG = _env_bool("DEBUG", False)
-ALLOWED_HOSTS = _comma_list(os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]"))
-CSRF_TRUSTED_ORIGINS = _comma_list(os.environ.get("CSRF_TRUSTED_ORIGINS", ""))
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = comma_list(os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]"))
+CSRF_TRUSTED_ORIGINS = comma_list(os.environ.get("CSRF_TRUSTED_ORIGINS", ""))
 for _origin in CSRF_TRUSTED_ORIGINS:
     if urlparse(_origin).scheme not in {"http", "https"}:
         raise ImproperlyConfigured(f"CSRF_TRUSTED_ORIGINS entries need a scheme, got {_origin!r}")
 
 # Served over HTTPS (production): one switch for what `manage.py check --deploy` asks. Off by
 # default, since the local set-up is plain http://localhost and would lock itself out.
-HTTPS = _env_bool("HTTPS", False)
+HTTPS = env_bool("HTTPS", False)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 SECURE_SSL_REDIRECT = HTTPS
-SECURE_HSTS_SECONDS = _env_int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
-SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 # Behind a TLS-terminating proxy (nginx, a load balancer) that sets X-Forwarded-Proto: trust it only
 # when told to, since a client could send the header itself to a server facing it directly.
-BEHIND_TLS_PROXY = _env_bool("BEHIND_TLS_PROXY", False)
+BEHIND_TLS_PROXY = env_bool("BEHIND_TLS_PROXY", False)
 if BEHIND_TLS_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
@@ -187,7 +149,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            "pool_size": _env_int("DATABASE_POOL_SIZE", 10, minimum=0),
+            "pool_size": env_int("DATABASE_POOL_SIZE", 10, minimum=0),
         }
     )
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
@@ -196,7 +158,7 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": 1,
-        "max_size": _env_int("DATABASE_POOL_SIZE", 10, minimum=1),
+        "max_size": env_int("DATABASE_POOL_SIZE", 10, minimum=1),
         "timeout": 10,
     }
 EMBEDDED_MODE = DATABASES["default"]["ENGINE"] == "chatapp.sqlite3"
@@ -213,11 +175,11 @@ if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {
         # A message whose worker died unacked is redelivered after this many seconds (acks_late);
         # tests shorten it. It must exceed the longest retry countdown (SUMMARY_RETRY_BACKOFF_MAX_MS).
-        "visibility_timeout": _env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
-        "unacked_restore_interval": _env_int("CELERY_UNACKED_RESTORE_INTERVAL", 10, minimum=1),
-        "unacked_restore_throttle": _env_int("CELERY_UNACKED_RESTORE_THROTTLE", 10, minimum=1),
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
+        "unacked_restore_interval": env_int("CELERY_UNACKED_RESTORE_INTERVAL", 10, minimum=1),
+        "unacked_restore_throttle": env_int("CELERY_UNACKED_RESTORE_THROTTLE", 10, minimum=1),
         # An unreachable broker must fail an enqueue fast: the chat answers and the job stays pending.
-        "socket_connect_timeout": _env_int("CELERY_BROKER_CONNECT_TIMEOUT", 3, minimum=1),
+        "socket_connect_timeout": env_int("CELERY_BROKER_CONNECT_TIMEOUT", 3, minimum=1),
     }
 else:
     # A broker that needs no server: kombu's filesystem transport, shared by web and worker on one machine
@@ -232,10 +194,10 @@ else:
         "control_folder": str(CELERY_BROKER_DIR / "control"),
         "store_processed": False,
         # How often an idle worker looks for new messages in the folder.
-        "polling_interval": _env_int("CELERY_POLLING_INTERVAL_MS", 250, minimum=10) / 1000,
+        "polling_interval": env_int("CELERY_POLLING_INTERVAL_MS", 250, minimum=10) / 1000,
     }
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_WORKER_CONCURRENCY = _env_int("CELERY_CONCURRENCY", 2, minimum=1)
+CELERY_WORKER_CONCURRENCY = env_int("CELERY_CONCURRENCY", 2, minimum=1)
 CELERY_SUMMARY_QUEUE = os.environ.get("CELERY_SUMMARY_QUEUE", "summaries")
 # Summary jobs run minutes, not milliseconds: take one message at a time so a busy worker does not
 # hold messages another worker could run.
@@ -243,19 +205,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Issue 4 (summary jobs). Retries on 429/5xx/timeouts: exponential backoff with jitter (half fixed, half random).
-SUMMARY_MAX_RETRIES = _env_int("SUMMARY_MAX_RETRIES", 3)
-SUMMARY_RETRY_BACKOFF_MS = _env_int("SUMMARY_RETRY_BACKOFF_MS", 2000, minimum=1)
-SUMMARY_RETRY_BACKOFF_MAX_MS = _env_int("SUMMARY_RETRY_BACKOFF_MAX_MS", 60_000, minimum=1)
+SUMMARY_MAX_RETRIES = env_int("SUMMARY_MAX_RETRIES", 3)
+SUMMARY_RETRY_BACKOFF_MS = env_int("SUMMARY_RETRY_BACKOFF_MS", 2000, minimum=1)
+SUMMARY_RETRY_BACKOFF_MAX_MS = env_int("SUMMARY_RETRY_BACKOFF_MAX_MS", 60_000, minimum=1)
 # A running job whose worker has not finished within the lease may be taken over (worker died).
-SUMMARY_JOB_LEASE_SECONDS = _env_int("SUMMARY_JOB_LEASE_SECONDS", 300, minimum=1)
+SUMMARY_JOB_LEASE_SECONDS = env_int("SUMMARY_JOB_LEASE_SECONDS", 300, minimum=1)
 # A queued job still unclaimed after this long has its message published again (it may be lost).
-SUMMARY_QUEUED_STALE_SECONDS = _env_int("SUMMARY_QUEUED_STALE_SECONDS", 900, minimum=1)
+SUMMARY_QUEUED_STALE_SECONDS = env_int("SUMMARY_QUEUED_STALE_SECONDS", 900, minimum=1)
 # The periodic sweep publishes pending jobs (broker was down) and stale ones.
-SUMMARY_SWEEP_INTERVAL_SECONDS = _env_int("SUMMARY_SWEEP_INTERVAL_SECONDS", 60, minimum=1)
+SUMMARY_SWEEP_INTERVAL_SECONDS = env_int("SUMMARY_SWEEP_INTERVAL_SECONDS", 60, minimum=1)
 # A "compact now?" question left unanswered this long is dropped so automatic jobs can ask again.
-SUMMARY_AWAITING_EXPIRY_SECONDS = _env_int("SUMMARY_AWAITING_EXPIRY_SECONDS", 86_400, minimum=1)
+SUMMARY_AWAITING_EXPIRY_SECONDS = env_int("SUMMARY_AWAITING_EXPIRY_SECONDS", 86_400, minimum=1)
 # Manual compaction keeps this many newest rounds verbatim and summarizes the rest.
-SUMMARY_MANUAL_KEEP_ROUNDS = _env_int("SUMMARY_MANUAL_KEEP_ROUNDS", 2, minimum=1)
+SUMMARY_MANUAL_KEEP_ROUNDS = env_int("SUMMARY_MANUAL_KEEP_ROUNDS", 2, minimum=1)
 
 # --- Cache ---------------------------------------------------------------------------------------
 # The per-user send rate limit and the API throttles count in the cache, so every web process must
@@ -310,12 +272,12 @@ REST_FRAMEWORK = {
     # (a client can write the header itself; with no proxy in front, the socket's address).
     "NUM_PROXIES": 1 if BEHIND_TLS_PROXY else 0,
     "DEFAULT_THROTTLE_RATES": {
-        "auth_token": _env_rate("THROTTLE_AUTH_TOKEN", "10/min"),
-        "config_test": _env_rate("THROTTLE_CONFIG_TEST", "20/min"),
-        "compact": _env_rate("THROTTLE_COMPACT", "10/min"),
+        "auth_token": env_rate("THROTTLE_AUTH_TOKEN", "10/min"),
+        "config_test": env_rate("THROTTLE_CONFIG_TEST", "20/min"),
+        "compact": env_rate("THROTTLE_COMPACT", "10/min"),
         # Failed sign-ins on the login page (chat/login_throttle.py), per client address and per username.
-        "login_address": _env_rate("THROTTLE_LOGIN_ADDRESS", "20/hour"),
-        "login_username": _env_rate("THROTTLE_LOGIN_USERNAME", "50/hour"),
+        "login_address": env_rate("THROTTLE_LOGIN_ADDRESS", "20/hour"),
+        "login_username": env_rate("THROTTLE_LOGIN_USERNAME", "50/hour"),
     },
     # JSON nesting is bounded (400) and bodies by DATA_UPLOAD_MAX_MEMORY_SIZE (413): see api/parsers.py.
     "DEFAULT_PARSER_CLASSES": [
@@ -338,42 +300,42 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Chat limits and model access -------------------------------------------------------------
-MAX_MESSAGE_CHARS = _env_int("MAX_MESSAGE_CHARS", 200_000, minimum=1)
+MAX_MESSAGE_CHARS = env_int("MAX_MESSAGE_CHARS", 200_000, minimum=1)
 # Largest API request body: room for a message of MAX_MESSAGE_CHARS even if every character is sent
 # as a 6-byte JSON escape, so a long message meets its own clear 413 (characters), not this one.
-API_MAX_BODY_BYTES = _env_int("API_MAX_BODY_BYTES", MAX_MESSAGE_CHARS * 6 + 65_536, minimum=1024)
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", MAX_MESSAGE_CHARS * 6 + 65_536, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 # A reply still "streaming" with no heartbeat (every 3 s) for this long lost its process: the periodic
 # sweep finishes it as interrupted, with its checkpointed text.
-STREAM_ORPHAN_SECONDS = _env_int("STREAM_ORPHAN_SECONDS", 60, minimum=5)
+STREAM_ORPHAN_SECONDS = env_int("STREAM_ORPHAN_SECONDS", 60, minimum=5)
 # A reply is cut (and marked) past this many characters: a runaway cannot fill the database or page.
-MAX_REPLY_CHARS = _env_int("MAX_REPLY_CHARS", 1_000_000, minimum=1000)
+MAX_REPLY_CHARS = env_int("MAX_REPLY_CHARS", 1_000_000, minimum=1000)
 # Chat turns that may be prepared at once per web process (ASGI); more wait in line, so that a burst
 # of sends cannot take the CPU and the connection pool from everyone else's requests.
-TURN_START_CONCURRENCY = _env_int("TURN_START_CONCURRENCY", 4, minimum=1)
-SEND_RATE_LIMIT_PER_MINUTE = _env_int("SEND_RATE_LIMIT_PER_MINUTE", 20, minimum=1)
-LLM_TIMEOUT_SECONDS = _env_int("LLM_TIMEOUT_SECONDS", 120, minimum=1)
+TURN_START_CONCURRENCY = env_int("TURN_START_CONCURRENCY", 4, minimum=1)
+SEND_RATE_LIMIT_PER_MINUTE = env_int("SEND_RATE_LIMIT_PER_MINUTE", 20, minimum=1)
+LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", 120, minimum=1)
 # API tokens stop working this many days after they are created (Settings lists and revokes them).
-API_TOKEN_DAYS = _env_int("API_TOKEN_DAYS", 30, minimum=1)
+API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 30, minimum=1)
 # A summary's model call: shorter than a chat reply's, since it holds a worker shared by all users.
-SUMMARY_TIMEOUT_SECONDS = _env_int("SUMMARY_TIMEOUT_SECONDS", 60, minimum=1)
+SUMMARY_TIMEOUT_SECONDS = env_int("SUMMARY_TIMEOUT_SECONDS", 60, minimum=1)
 # A user's next summary job waits this long while one of theirs is running (one at a time per user).
-SUMMARY_USER_WAIT_SECONDS = _env_int("SUMMARY_USER_WAIT_SECONDS", 5, minimum=1)
+SUMMARY_USER_WAIT_SECONDS = env_int("SUMMARY_USER_WAIT_SECONDS", 5, minimum=1)
 # A streamed reply sends an SSE comment after this many silent seconds (a model thinking), so
 # proxies and load balancers with idle timeouts do not cut the stream.
-SSE_KEEPALIVE_SECONDS = _env_int("SSE_KEEPALIVE_SECONDS", 15, minimum=1)
+SSE_KEEPALIVE_SECONDS = env_int("SSE_KEEPALIVE_SECONDS", 15, minimum=1)
 # User-supplied base URLs are an SSRF vector in a shared deployment: private, loopback and
 # link-local targets are refused unless allowed. The embedded single-machine mode allows them so a
 # local Ollama works.
-ALLOW_PRIVATE_LLM_URLS = _env_bool("ALLOW_PRIVATE_LLM_URLS", EMBEDDED_MODE)
-SUMMARIES_PER_DAY = _env_int("SUMMARIES_PER_DAY", 3, minimum=0)
+ALLOW_PRIVATE_LLM_URLS = env_bool("ALLOW_PRIVATE_LLM_URLS", EMBEDDED_MODE)
+SUMMARIES_PER_DAY = env_int("SUMMARIES_PER_DAY", 3, minimum=0)
 # Conversation imports (import_services): the largest file accepted (a ZIP's conversations.json is
 # bounded the same, unpacked) — the worker holds the file's bytes plus one conversation's objects —
 # and the queue their jobs go to (Celery's default queue, beside the summaries one).
-IMPORT_MAX_BYTES = _env_int("IMPORT_MAX_BYTES", 200_000_000, minimum=1024)
+IMPORT_MAX_BYTES = env_int("IMPORT_MAX_BYTES", 200_000_000, minimum=1024)
 CELERY_IMPORT_QUEUE = os.environ.get("CELERY_IMPORT_QUEUE", "celery")
 # A running import not heard from for this long is taken over by a redelivery (its worker died).
-IMPORT_LEASE_SECONDS = _env_int("IMPORT_LEASE_SECONDS", 300, minimum=1)
+IMPORT_LEASE_SECONDS = env_int("IMPORT_LEASE_SECONDS", 300, minimum=1)
 
 # --- i18n / static ----------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

@@ -1,10 +1,9 @@
-"""Lexical analysis and BM25 ranking for recall: one analyzer for every path.
+"""Lexical analysis for recall and search: one analyzer for every path (ranking: `optimizer.bm25`).
 
 The same analyzer turns a message into index terms in the core's in-memory index and in the web
 app's full-text indexes (`document_terms`; they store `index_text` and tokenize it on white space
 only, so SQLite FTS5 and PostgreSQL index exactly these terms), and a query into its terms
-(`analyze`). Ranking is Okapi BM25 (k1 = 1.2, b = 0.75), the formula SQLite FTS5's `bm25()`
-computes, so a database that ranks natively and the in-memory index agree.
+(`analyze`), weighted (`build_query`).
 
 Why these choices:
 
@@ -31,20 +30,14 @@ Why these choices:
 
 from __future__ import annotations
 
-import heapq
-import math
 import re
 import unicodedata
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
 import regex
 import snowballstemmer
-
-K1 = 1.2
-B = 0.75
 
 _RSQUO = "\u2019"  # the typographic apostrophe, folded into "'"
 _WORD_PATTERN = r"[^\W_]+(?:'[^\W_]+)*"
@@ -317,95 +310,3 @@ def build_query(text: str, *, context: str | None = None, context_weight: float 
             if term not in weights:
                 weights[term] = context_weight
     return Query(weights=weights)
-
-
-def idf(df: int, n_docs: int) -> float:
-    """BM25's inverse document frequency, floored just above zero as FTS5 does for very common terms."""
-    value = math.log((n_docs - df + 0.5) / (df + 0.5))
-    return value if value > 1e-6 else 1e-6
-
-
-def bm25_norm(doc_len: int, avg_len: float) -> float:
-    """BM25's length normalisation: the part of the denominator every term of a document shares, so
-    that a caller scoring many terms of one document computes it once (`bm25_normed`)."""
-    return K1 * (1 - B + B * doc_len / max(avg_len, 1e-9))
-
-
-def bm25_normed(tf: int, norm: float, term_idf: float) -> float:
-    """One term's BM25 score given its document's `bm25_norm`: the same float as `bm25`."""
-    return term_idf * tf * (K1 + 1) / (tf + norm)
-
-
-def bm25(tf: int, doc_len: int, avg_len: float, term_idf: float) -> float:
-    return bm25_normed(tf, bm25_norm(doc_len, avg_len), term_idf)
-
-
-def bm25_of_term_texts(
-    docs: Iterable[tuple[int, int, str]], *, avg_len: float, weights: Sequence[tuple[str, float]]
-) -> Iterator[tuple[int, float]]:
-    """(key, BM25 score) of documents given as (key, length, their terms joined by single spaces),
-    for query terms with their idf x weight: the floats `bm25` gives, summed term by term in the
-    order of `weights`. Counting " t " in the terms with every separator doubled counts whole terms,
-    repeats included, without splitting a document into a list (the database's stored terms)."""
-    needles = [(f" {term} ", weight) for term, weight in weights]
-    for key, length, terms in docs:
-        spaced = f"  {terms.replace(' ', '  ')}  "
-        norm = bm25_norm(length, avg_len)  # the same for each term of the document
-        score = 0.0
-        for needle, weight in needles:
-            tf = spaced.count(needle)
-            if tf:
-                score += bm25_normed(tf, norm, weight)
-        yield key, score
-
-
-class LexicalIndex:
-    """An in-memory inverted index over documents given as term lists; BM25 search.
-
-    Built once per conversation (the CLI builds it per request; a long-running caller keeps it).
-    """
-
-    def __init__(self, docs: Sequence[Sequence[str]]) -> None:
-        self.n = len(docs)
-        self.lengths = [len(d) for d in docs]
-        self.avg_len = (sum(self.lengths) / self.n) if self.n else 0.0
-        self.norms = [bm25_norm(length, self.avg_len) for length in self.lengths]
-        self.postings: dict[str, dict[int, int]] = {}  # term -> {document: term frequency}
-        for i, d in enumerate(docs):
-            for term, tf in Counter(d).items():
-                self.postings.setdefault(term, {})[i] = tf
-
-    def search(self, query: Query, *, limit: int, exclude: Iterable[int] = ()) -> list[tuple[int, float]]:
-        """Best `limit` (document, score) pairs, highest first; documents in `exclude` are skipped.
-
-        Exact, and cheap when the query has a distinctive word (MaxScore): terms are read in order of
-        the most they can add to a score; once the terms left could not lift a document that has none
-        of the terms read so far above the `limit`-th best partial score, their postings are read
-        only for the documents already found. Scores are then summed in query order, as a plain
-        term-at-a-time pass would.
-        """
-        if limit <= 0:
-            return []
-        skip = set(exclude)
-        weighted = {t: idf(len(p), self.n) * w for t, w in query.weights.items() if (p := self.postings.get(t))}
-        # a term adds at most idf * weight * (k1 + 1) to a score (tf -> infinity)
-        order = sorted(weighted, key=lambda t: -weighted[t])
-        left = sum(weighted.values()) * (K1 + 1)
-        partial: dict[int, float] = {}
-        for term in order:
-            if len(partial) >= limit and left < heapq.nlargest(limit, partial.values())[-1]:
-                break  # no document outside `partial` can reach the result
-            w = weighted[term]
-            for doc, tf in self.postings[term].items():
-                if doc not in skip:
-                    partial[doc] = partial.get(doc, 0.0) + bm25_normed(tf, self.norms[doc], w)
-            left -= w * (K1 + 1)
-        scores = {}
-        for doc in partial:
-            score = 0.0
-            for term, w in weighted.items():
-                tf_doc = self.postings[term].get(doc)
-                if tf_doc:
-                    score += bm25_normed(tf_doc, self.norms[doc], w)
-            scores[doc] = score
-        return heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))

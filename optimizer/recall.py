@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
-from .lexical import LexicalIndex, Query, build_query, document_terms
+from .bm25 import LexicalIndex
+from .lexical import Query, build_query, document_terms
 from .tokens import count_system, count_text
 
 HEADER = (

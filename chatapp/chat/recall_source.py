@@ -3,7 +3,7 @@ search builds its queries with the same helpers: search_match).
 
 `DatabaseRecallSource` ranks a conversation's recallable messages (live user and assistant chat
 messages) exactly as `optimizer.recall.MemorySource` ranks the same messages in memory: Okapi BM25
-(`optimizer.lexical.bm25`, k1 = 1.2, b = 0.75) with per-term query weights, N, document
+(`optimizer.bm25.bm25`, k1 = 1.2, b = 0.75) with per-term query weights, N, document
 frequencies and the average length taken over the conversation's recallable messages. Neither
 FTS5's bm25() (one weight per column, statistics over the whole table) nor PostgreSQL's ts_rank
 (no IDF) computes that, so the database is used for what it is fast at — finding the messages of a
@@ -37,7 +37,8 @@ from functools import lru_cache
 from django.db import connection
 
 from chatapp.providers.llm import OFFLINE_MODEL
-from optimizer.lexical import K1, Query, bm25_of_term_texts, idf
+from optimizer.bm25 import K1, bm25_of_term_texts, idf
+from optimizer.lexical import Query
 from optimizer.recall import RELATIVE_FLOOR, Links, RecallItem
 
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm

@@ -6,7 +6,7 @@ of the query analyzed as the index stores it (`optimizer.lexical.analyze`, so "r
 "runs"), the last one as a prefix, scoped to the owner by the index itself (SQLite FTS5, PostgreSQL
 tsvector + GIN; chat migration 0001_squashed_0016).
 
-Ranking is BM25 (`optimizer.lexical.bm25`) over the newest `RANK_WINDOW` matching messages — all of
+Ranking is BM25 (`optimizer.bm25.bm25`) over the newest `RANK_WINDOW` matching messages — all of
 them when fewer match — ordered by score, then newest first. Why not the vendor's own ranking:
 FTS5's bm25() counts the rows of every phrase of the query, the owner's scope token included, so a
 query against an owner with a million messages paid ~25 ms before ranking anything; ts_rank over
@@ -40,7 +40,8 @@ from django.db import connection
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from optimizer.lexical import bm25_norm, bm25_normed, idf, unspaced
+from optimizer.bm25 import bm25_norm, bm25_normed, idf
+from optimizer.lexical import unspaced
 
 from .models import Conversation, Message, MessageSearch
 from .recall_source import FTS_TABLE, corpus_statistics

@@ -9,16 +9,13 @@ from hypothesis import strategies as st
 from optkit import MODEL, msg, source_of
 
 from optimizer import Msg, count_message, pack
+from optimizer.bm25 import LexicalIndex, bm25, bm25_of_term_texts, idf
 from optimizer.lexical import (
-    LexicalIndex,
     Query,
     analyze,
-    bm25,
-    bm25_of_term_texts,
     build_query,
     document_terms,
     fold,
-    idf,
     index_text,
     prefix_stems,
     term_spans,
