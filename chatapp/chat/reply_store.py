@@ -15,10 +15,10 @@ from chatapp.chat.message_services import message_serialize
 from chatapp.chat.models import Message
 from chatapp.chat.record_finish import record_finish
 from chatapp.chat.reply_stream import INTERRUPTED_WORDS
-from chatapp.chat.rowsql import row_update
-from chatapp.chat.search_services import message_index_add, message_index_sync
+from chatapp.chat.rowsql import row_update, statements_run
+from chatapp.chat.search_services import message_index_statements, message_index_sync
 from chatapp.chat.textsafe import text_storable
-from chatapp.chat.turn_claim import turn_claim_release
+from chatapp.chat.turn_claim import turn_claim_release_statement
 from chatapp.chat.turn_types import ChatTurn, ReplyGoneError
 
 
@@ -91,18 +91,21 @@ def reply_store(
         if not counted:
             change = _stored_over(reply_id=turn.reply_id, status=status, values=values)
         # The live totals (increments: concurrent writers add up) and the claim given back, in one statement.
-        turn_claim_release(conversation_id=turn.conversation_id, claimed_at=turn.claimed_at, messages=change[0],
-                           chars=change[1], tokens=change[2],
-                           offline=is_offline_reply(role=Message.Role.ASSISTANT, model=turn.target.model))
+        release = turn_claim_release_statement(
+            conversation_id=turn.conversation_id, claimed_at=turn.claimed_at, messages=change[0], chars=change[1],
+            tokens=change[2], offline=is_offline_reply(role=Message.Role.ASSISTANT, model=turn.target.model),
+        )
         if counted and not revived:
-            # It was streaming until this transaction, so nothing indexed it: its row is written here.
+            # It was streaming until this transaction, so nothing indexed it: its row is written here,
+            # with the release in the same round trip (other tables, nothing read back).
             reply = Message(
                 pk=turn.reply_id, conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT,
                 status=status, reply_to_id=turn.user_message_id, parent_id=turn.user_message_id,
                 created_at=turn.reply_created_at or timezone.now(), **values,
             )
-            message_index_add(message=reply, owner_id=turn.user_id)
+            statements_run([release, *message_index_statements(message=reply, owner_id=turn.user_id)])
         else:
+            statements_run([release])
             message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
         if turn.record_id is not None:
             # Refused (401, 429, 5xx...) or never reached: no reply text and no usage, nothing billed.

@@ -55,6 +55,9 @@ def _update_sql(model: type[Model], vendor: str, where: tuple[str, ...], assign:
     return f"UPDATE {table} SET {', '.join(sets)} WHERE {_where(model, where)}"  # noqa: S608 - names from the model
 
 
+Statement = tuple[str, list[Any]]
+
+
 def _db() -> Any:
     # The wrapper `connection` stands for, looked up once per statement: through the proxy, each of a
     # statement's values paid that lookup again, in every attribute the field's preparation reads.
@@ -79,6 +82,22 @@ def row_update(
     """UPDATE `model`'s rows matching `where` (field name, optionally `__lt/__lte/__gt/__gte`):
     `assign` sets, `add` increments, `high`/`low` keep the larger/smaller of the column and the value.
     Returns the number of rows changed. Like QuerySet.update, auto_now fields are not touched."""
+    sql, params = row_update_statement(model, where=where, assign=assign, add=add, high=high, low=low)
+    with _db().cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def row_update_statement(
+    model: type[Model],
+    *,
+    where: Mapping[str, Any],
+    assign: Mapping[str, Any] | None = None,
+    add: Mapping[str, Any] | None = None,
+    high: Mapping[str, Any] | None = None,
+    low: Mapping[str, Any] | None = None,
+) -> Statement:
+    """`row_update`'s statement as (sql, params), to run with others in one round trip (`statements_run`)."""
     assign, add, high, low = assign or {}, add or {}, high or {}, low or {}
     if not (assign or add or high or low):
         raise ValueError("row_update needs something to set")
@@ -90,9 +109,7 @@ def row_update(
         prepared = _prep(model, name, value, db)
         params += [prepared, prepared]
     params += [_prep(model, key.partition("__")[0], value, db) for key, value in where.items()]
-    with db.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
+    return sql, params
 
 
 @lru_cache(maxsize=256)
@@ -150,8 +167,6 @@ def _insert_sql(model: type[Model], vendor: str, names: tuple[str, ...]) -> str:
     return f"INSERT INTO {table} ({columns}) VALUES ({', '.join('%s' for _ in names)})"  # noqa: S608 - names from the model
 
 
-Statement = tuple[str, list[Any]]
-
 
 @lru_cache(maxsize=64)
 def _create_plan(model: type[Model], vendor: str, returning: bool) -> tuple[str, tuple[Field, ...]]:
@@ -197,19 +212,21 @@ def row_insert_statement(model: type[Model], *, values: Mapping[str, Any]) -> St
     return sql, [_prep(model, name, value, db) for name, value in values.items()]
 
 
-def statements_run(statements: list[Statement]) -> None:
+def statements_run(statements: list[Statement]) -> int:
     """Run writes that need nothing back and do not read each other's rows (other tables, or rows
     none of the others touches). PostgreSQL: in one round trip, all but the last as data-modifying
     WITH clauses (one snapshot, so none sees another's effect: hence the rule). SQLite has no
-    data-modifying WITH: one by one."""
+    data-modifying WITH: one by one. Returns the rows the last statement changed (PostgreSQL counts
+    the main statement's), so that one whose count decides a next step can close the list."""
     with connection.cursor() as cursor:
         if connection.vendor != "postgresql" or len(statements) == 1:
             for sql, params in statements:
                 cursor.execute(sql, params)
-            return
+            return cursor.rowcount
         *first, (last_sql, _) = statements
         sql = "WITH " + ", ".join(f"w{i} AS ({s})" for i, (s, _) in enumerate(first)) + " " + last_sql
         cursor.execute(sql, [p for _, params in statements for p in params])
+        return cursor.rowcount
 
 
 class CompiledQuery:

@@ -243,8 +243,17 @@ def message_index_add(*, message: Message, owner_id: int | None = None) -> None:
     Not a chat message (a summary) or no text yet (a reply about to stream, an error reply): nothing
     to find, so no row; `message_index_sync` indexes a reply once its text arrives.
     """
+    statements = message_index_statements(message=message, owner_id=owner_id)
+    if statements:
+        with transaction.atomic(savepoint=False):
+            statements_run(statements)
+
+
+def message_index_statements(*, message: Message, owner_id: int | None = None) -> list[Statement]:
+    """`message_index_add`'s writes, for a caller that runs them with its own (`statements_run`: in
+    one round trip on PostgreSQL, with writes of other tables than the index's and recall's)."""
     if message.kind != Message.Kind.CHAT or not message.content:
-        return
+        return []
     terms, length = index_terms(content=message.content)
     recallable = is_recallable(
         role=message.role, kind=message.kind, status=message.status, superseded=message.superseded
@@ -266,5 +275,4 @@ def message_index_add(*, message: Message, owner_id: int | None = None) -> None:
         delta = _Delta(df=Counter())
         delta.add(terms, length, +1)
         statements += _stats_statements(conversation_id=message.conversation_id, delta=delta)
-    with transaction.atomic(savepoint=False):
-        statements_run(statements)
+    return statements

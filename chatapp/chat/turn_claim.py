@@ -22,6 +22,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.rowsql import Statement
 from chatapp.chat.search_services import message_index_sync
 
 BUSY_WORDS = (
@@ -148,9 +149,18 @@ def turn_claim_release(
     """Give the claim back if it is still the one taken at `claimed_at`, counting `messages` more live
     messages of `chars` characters and `tokens` tokens (`offline`: the offline demo model's replies,
     counted apart as well); updated_at is touched."""
+    with connection.cursor() as cursor:
+        cursor.execute(*turn_claim_release_statement(conversation_id=conversation_id, claimed_at=claimed_at,
+                                                     messages=messages, chars=chars, tokens=tokens, offline=offline))
+
+
+def turn_claim_release_statement(
+    *, conversation_id: int, claimed_at: datetime | None, messages: int = 0, chars: int = 0, tokens: int = 0,
+    offline: bool = False,
+) -> Statement:
+    """`turn_claim_release`'s UPDATE as (sql, params), to run with other tables' writes (`statements_run`)."""
     ops = connection.ops
     claim = ops.adapt_datetimefield_value(claimed_at) if claimed_at is not None else None
     apart = [messages, chars, tokens] if offline else [0, 0, 0]
-    with connection.cursor() as cursor:
-        cursor.execute(_RELEASE_SQL, [messages, chars, tokens, *apart, ops.adapt_datetimefield_value(timezone.now()),
-                                      claim, conversation_id])
+    return _RELEASE_SQL, [messages, chars, tokens, *apart, ops.adapt_datetimefield_value(timezone.now()), claim,
+                          conversation_id]

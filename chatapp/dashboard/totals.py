@@ -21,7 +21,7 @@ from django.db.models.fields.json import KT
 
 import optimizer
 from chatapp.chat.models import Conversation, OptimizationRecord
-from chatapp.chat.rowsql import row_read, row_update
+from chatapp.chat.rowsql import Statement, row_read, row_update, row_update_statement, statements_run
 from chatapp.dashboard.costs import DEFAULT_TRIGGER_RATIO, model_prices
 from chatapp.dashboard.ledger import LEDGER_FIELDS, ledger_extend, ledger_rebuild_fields
 from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
@@ -173,9 +173,10 @@ def _previous_of(totals: Mapping[str, Any]) -> PreviousRequest | None:
 def dashboard_totals_record_add(*, record: OptimizationRecord) -> tuple[dict[str, Any], PreviousRequest | None]:
     """Count a record just created, in its transaction: the totals row and the record's turn block.
 
-    Three statements: the totals row read under its lock (the turn number and the previous request
-    come from it), its increments, and the block's update (or insert, for a block's first turn), in
-    plain SQL (rowsql: the ORM's statements cost ten times the CPU, on every turn).
+    Two statements: the totals row read under its lock (the turn number and the previous request
+    come from it), then its increments with the block's update in one round trip (an insert follows
+    for a block's first turn), in plain SQL (rowsql: the ORM's statements cost ten times the CPU, on
+    every turn).
     The turn number is the count so far plus one, so records must be counted in id order: the request
     path writes them under the conversation's send lock, one turn at a time. Returns the record's facts
     and the request before it, as counted: what `dashboard_totals_record_finish` corrects from.
@@ -195,27 +196,31 @@ def dashboard_totals_record_add(*, record: OptimizationRecord) -> tuple[dict[str
                                   "last_summary_id": record.summary_id, "last_tokens_sent": record.tokens_sent}
         if totals["first_optimized_turn"] is None and (delta["optimized_turns"] or delta["triggered_turns"]):
             assign["first_optimized_turn"] = turn
-        row_update(DashboardTotals, where=where, add=_nonzero(delta), assign=assign)
-        _block_add(conversation_id=record.conversation_id, turn=turn, facts=facts)
+        totals_update = row_update_statement(DashboardTotals, where=where, add=_nonzero(delta), assign=assign)
+        _block_add(conversation_id=record.conversation_id, turn=turn, facts=facts, before=totals_update)
     return facts, previous
 
 
-def _block_add(*, conversation_id: int, turn: int, facts: Mapping[str, Any]) -> None:
+def _block_add(*, conversation_id: int, turn: int, facts: Mapping[str, Any], before: Statement) -> None:
+    """The request into its turn block, after `before` (another table's write) in the same round trip:
+    the block's update closes the list, so its row count says whether the block must be created."""
     number = (turn - 1) // BLOCK_TURNS
     first = new_block(facts)
-    updated = 0
-    if (turn - 1) % BLOCK_TURNS:
-        high = {name: first[name] for name in ("tokens_full_max", "tokens_sent_max", "strategy_max", "recall_max")}
-        if first["provider_max"] is not None:
-            high["provider_max"] = first["provider_max"]
-        updated = row_update(
-            DashboardTurnBlock, where={"conversation_id": conversation_id, "number": number},
-            add={"turns": 1, **{name: first[name] for name in (
-                "tokens_full_sum", "tokens_sent_sum", "truncations", "summarizations", "recall_sum")}},
-            assign={name: first[name] for name in ("last_record_id", "budget_last", "trigger_last")},
-            high=high, low={"tokens_sent_min": first["tokens_sent_min"]},
-        )
-    if not updated:
+    if not (turn - 1) % BLOCK_TURNS:  # a block's first turn: nothing to update
+        statements_run([before])
+        DashboardTurnBlock.objects.create(conversation_id=conversation_id, number=number, **first)
+        return
+    high = {name: first[name] for name in ("tokens_full_max", "tokens_sent_max", "strategy_max", "recall_max")}
+    if first["provider_max"] is not None:
+        high["provider_max"] = first["provider_max"]
+    block_update = row_update_statement(
+        DashboardTurnBlock, where={"conversation_id": conversation_id, "number": number},
+        add={"turns": 1, **{name: first[name] for name in (
+            "tokens_full_sum", "tokens_sent_sum", "truncations", "summarizations", "recall_sum")}},
+        assign={name: first[name] for name in ("last_record_id", "budget_last", "trigger_last")},
+        high=high, low={"tokens_sent_min": first["tokens_sent_min"]},
+    )
+    if not statements_run([before, block_update]):  # the block was never written (a rebuild's gap)
         DashboardTurnBlock.objects.create(conversation_id=conversation_id, number=number, **first)
 
 
@@ -290,17 +295,22 @@ def _totals_correct(
     # The turn is over: the messages made before it started join the ledger (ledger.py).
     reply_id = after["reply_id"]
     ledger = ledger_extend(totals=totals, through_id=reply_id - 1 if reply_id is not None else None)
+    # Other tables' writes, reading nothing back: one round trip.
+    statements: list[Statement] = []
     if delta or ledger:
-        row_update(DashboardTotals, where={"conversation_id": totals.conversation_id}, add=delta, assign=ledger)
+        statements.append(row_update_statement(DashboardTotals, where={"conversation_id": totals.conversation_id},
+                                               add=delta, assign=ledger))
     provider = after["provider_prompt_tokens"]
     record_id = after["id"]
     if provider is not None and provider != before["provider_prompt_tokens"]:
-        row_update(
+        statements.append(row_update_statement(
             DashboardTurnBlock,
             where={"conversation_id": totals.conversation_id, "last_record_id__gte": record_id,
                    "first_record_id__lte": record_id},
             high={"provider_max": provider},
-        )
+        ))
+    if statements:
+        statements_run(statements)
 
 
 def totals_from_facts(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
