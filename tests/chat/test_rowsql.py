@@ -22,6 +22,7 @@ from chatapp.chat.rowsql import (
     row_instance,
     row_read,
     row_update,
+    row_update_statement,
     statements_run,
 )
 from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
@@ -214,6 +215,25 @@ def test_writes_run_together_land_together_in_one_round_trip_on_postgresql(conve
     assert sorted(MessageSearch.objects.values_list("message_id", "terms", "length", "recallable")) == [
         (first.pk, "term0", 0, False), (second.pk, "term1", 1, True)]
     assert Message.objects.get(pk=first.pk).content == "changed"
+
+
+@pytest.mark.parametrize("last_matches", [True, False])
+def test_writes_run_together_answer_the_last_ones_row_count(conversation, last_matches):
+    # A caller closes the list with the write whose count decides its next step (a turn block updated,
+    # or to be created): the count is that write's, not the first's nor a sum.
+    first, second, third = _message(conversation), _message(conversation), _message(conversation)
+    earlier = row_update_statement(Message, where={"id__lte": first.pk, "conversation_id": conversation.pk},
+                                   assign={"error": "earlier"})
+    last = row_update_statement(Message, where={"id": second.pk if last_matches else third.pk + 1000},
+                                add={"token_count": 5})
+    with CaptureQueriesContext(connection) as queries:
+        changed = statements_run([earlier, last])
+
+    assert changed == (1 if last_matches else 0)
+    assert len(queries) == (1 if connection.vendor == "postgresql" else 2)
+    assert Message.objects.get(pk=first.pk).error == "earlier"  # the earlier write landed either way
+    assert Message.objects.get(pk=second.pk).token_count == (5 if last_matches else 0)
+    assert row_update_statement(Message, where={"id": first.pk}, assign={"error": "x"})[1] == ["x", first.pk]
 
 
 def _pinned_or_after(shape, *, conversation_id: int, since: int):
