@@ -70,19 +70,10 @@ def _prep(model: type[Model], name: str, value: Any, db: Any) -> Any:
     return _field(model, name).get_db_prep_save(value, db)
 
 
-def row_update(
-    model: type[Model],
-    *,
-    where: Mapping[str, Any],
-    assign: Mapping[str, Any] | None = None,
-    add: Mapping[str, Any] | None = None,
-    high: Mapping[str, Any] | None = None,
-    low: Mapping[str, Any] | None = None,
-) -> int:
-    """UPDATE `model`'s rows matching `where` (field name, optionally `__lt/__lte/__gt/__gte`):
-    `assign` sets, `add` increments, `high`/`low` keep the larger/smaller of the column and the value.
-    Returns the number of rows changed. Like QuerySet.update, auto_now fields are not touched."""
-    sql, params = row_update_statement(model, where=where, assign=assign, add=add, high=high, low=low)
+def row_update(model: type[Model], *, where: Mapping[str, Any], **changes: Mapping[str, Any] | None) -> int:
+    """UPDATE `model`'s rows matching `where` (field name, optionally `__lt/__lte/__gt/__gte`) with
+    `changes` as `row_update_statement` takes them. Returns the number of rows changed."""
+    sql, params = row_update_statement(model, where=where, **changes)
     with _db().cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
@@ -97,7 +88,9 @@ def row_update_statement(
     high: Mapping[str, Any] | None = None,
     low: Mapping[str, Any] | None = None,
 ) -> Statement:
-    """`row_update`'s statement as (sql, params), to run with others in one round trip (`statements_run`)."""
+    """The UPDATE of `model`'s rows matching `where` as (sql, params), for `row_update` or to run with
+    others in one round trip (`statements_run`): `assign` sets, `add` increments, `high`/`low` keep
+    the larger/smaller of the column and the value. Like QuerySet.update, auto_now fields are not touched."""
     assign, add, high, low = assign or {}, add or {}, high or {}, low or {}
     if not (assign or add or high or low):
         raise ValueError("row_update needs something to set")
