@@ -78,8 +78,8 @@ CPU_ROUNDS = 5
 
 KEYS = (
     "ttfb_new_conversation_empty_table", "ttfb_new_conversation_1m_table", "ttfb_100k_conversation",
-    "queries_before_first_byte", "queries_before_first_byte_new_conversation", "wide_reads_on_turn_path",
-    "cpu_ms_per_turn", "cpu_ms_per_turn_first_round", "search_1m",
+    "queries_before_first_byte", "queries_before_first_byte_new_conversation", "statements_per_turn",
+    "wide_reads_on_turn_path", "cpu_ms_per_turn", "cpu_ms_per_turn_first_round", "search_1m",
     "export_first_byte_100k", "export_rss_growth_mib", "dashboard_page_and_api_100k",
     "dashboard_rss_growth_mib_100_loads",
 )
@@ -129,12 +129,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         from chatapp.chat.models import Conversation
 
         probe = Conversation.objects.create(owner=user, llm_config=config, title="probe")
-        new_count, new_scans = queries_before_first_byte(token=token, conversation_id=probe.pk,
+        new_count, new_scans, _ = queries_before_first_byte(token=token, conversation_id=probe.pk,
                                                          text="a first question")
-        big_count, big_scans = queries_before_first_byte(token=token, conversation_id=large.pk,
+        big_count, big_scans, big_total = queries_before_first_byte(token=token, conversation_id=large.pk,
                                                          text="what did we say about the plan?")
         out["queries_before_first_byte_new_conversation"] = new_count
         out["queries_before_first_byte"] = big_count
+        # The whole send; SQLite counts its three "BEGIN IMMEDIATE"s, and runs one by one the writes
+        # PostgreSQL sends in one round trip (rowsql.statements_run).
+        out["statements_per_turn"] = big_total
         out["wide_reads_on_turn_path"] = len(new_scans) + len(big_scans)
         for scan in new_scans + big_scans:
             print(f"[{connection.vendor}] wide read on the turn path: {scan}", file=sys.stderr)

@@ -266,9 +266,10 @@ async def asgi_send(*, token: str, conversation_id: int, text: str, counter: Que
 
 
 def queries_before_first_byte(*, token: str, conversation_id: int, text: str,
-                              show: bool = False) -> tuple[int, list[str]]:
-    """Statements a send runs before the first byte of its body, through the ASGI application; and
-    those of the whole send that read more rows than a turn should (`wide_reads`)."""
+                              show: bool = False) -> tuple[int, list[str], int]:
+    """Statements a send runs before the first byte of its body, through the ASGI application; those
+    of the whole send that read more rows than a turn should (`wide_reads`); and how many the whole
+    send ran (its reply stored and its record finished included)."""
     import asyncio
 
     with QueryCounter() as counter:
@@ -276,7 +277,7 @@ def queries_before_first_byte(*, token: str, conversation_id: int, text: str,
     if show:
         for i, (sql, _) in enumerate(counter.statements[:count], start=1):
             print(f"  {i:2} {sql}", file=sys.stderr)
-    return count, wide_reads(counter.statements)
+    return count, wide_reads(counter.statements), len(counter.statements)
 
 
 def wide_reads(statements: list[tuple[str, Any]], *, min_rows: int = 10_000) -> list[str]:
