@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.core.cache import cache
-from django.db import connection
 from django.db.models import Q, Sum
 
 import optimizer
@@ -17,7 +16,7 @@ from chatapp.chat.context import live_chat_q, offline_reply_q
 from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.chat.turn_types import ChatTurn
 from chatapp.dashboard.costs import money
-from chatapp.dashboard.totals import dashboard_totals_record_finish
+from chatapp.dashboard.totals import PreviousRequest, dashboard_totals_record_finish
 
 _DROPPED_CACHE_SECONDS = 3600
 
@@ -74,30 +73,25 @@ def record_finish(*, turn: ChatTurn, usage: Any, billed: bool = True) -> None:
         fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), tokens_full=tokens_full,
                                     model=turn.target.model, usage=usage))
     if turn.record_id is not None and turn.record_facts is not None:
-        stats = _prompt_change_stats(conversation_id=turn.conversation_id, record_id=turn.record_id)
+        stats = _prompt_change_stats(record_id=turn.record_id, facts=turn.record_facts, previous=turn.record_previous)
         if stats is not None:
             fields["stats"] = stats
         # And the dashboard's totals, from the record as they counted it.
         dashboard_totals_record_finish(facts=turn.record_facts, previous=turn.record_previous, fields=fields)
 
 
-def _prompt_change_stats(*, conversation_id: int, record_id: int) -> dict[str, Any] | None:
+def _prompt_change_stats(
+    *, record_id: int, facts: dict[str, Any], previous: PreviousRequest | None
+) -> dict[str, Any] | None:
     """The record's `stats` with `system_prompt_changed: true` when its prompts differ from the
     previous record's of the conversation (None: unchanged, or no previous record).
 
-    One read of the two hashes on the (conversation, id) index; the stats themselves are read only on
-    a change. Records from before prompts existed have no hash: they sent none ("").
+    The two fingerprints are in hand: the record's as counted, the previous request's from the
+    totals row (`DashboardTotals.last_prompt_hash`, read under its lock when the record was
+    counted); the stats themselves are read only on a change. Records from before prompts existed
+    have no fingerprint: they sent none ("").
     """
-    # Plain SQL, as it runs on every turn (rowsql says why); the JSON key read is each vendor's own.
-    key = "stats ->> 'system_prompt_hash'" if connection.vendor == "postgresql" else (
-        "json_extract(stats, '$.system_prompt_hash')")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id, {key} FROM {OptimizationRecord._meta.db_table} "  # noqa: S608 - names are ours
-            "WHERE conversation_id = %s AND id <= %s ORDER BY id DESC LIMIT 2", [conversation_id, record_id],
-        )
-        hashes = cursor.fetchall()
-    if len(hashes) < 2 or hashes[0][0] != record_id or (hashes[0][1] or "") == (hashes[1][1] or ""):
+    if previous is None or (previous.prompt_hash or "") == (facts.get("prompt_hash") or ""):
         return None
     stats = OptimizationRecord.objects.filter(pk=record_id).values_list("stats", flat=True).get()
     return {**(stats or {}), "system_prompt_changed": True}

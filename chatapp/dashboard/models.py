@@ -63,6 +63,9 @@ class DashboardTotals(models.Model):
     last_model = models.CharField(max_length=200, blank=True, default="")
     last_summary_id = models.BigIntegerField(null=True, blank=True)
     last_tokens_sent = models.PositiveIntegerField(default=0)
+    # Its prompts' fingerprint (stats.system_prompt_hash): the next record is marked
+    # system_prompt_changed by comparing with it, where a turn's end read the two newest records.
+    last_prompt_hash = models.CharField(max_length=64, blank=True, default="")
     # The message ledger (ledger.py): up to message `ledger_through_id`, how many messages and which
     # summaries the conversation holds, so the dashboard numbers messages and summaries without
     # reading all of them (readers add what comes after: an index range). Flags fixed when a

@@ -51,12 +51,14 @@ class PreviousRequest:
     model: str
     summary_id: int | None
     tokens_sent: int
+    prompt_hash: str = ""  # its prompts' fingerprint ("" without any): record_finish's prompt-change mark
 
 
 def record_facts(*, record: OptimizationRecord) -> dict[str, Any]:
     """A record object's facts, as `FACT_FIELDS` + `trigger_tokens` read them from the database."""
     facts = {name: getattr(record, name) for name in FACT_FIELDS}
     facts["trigger_tokens"] = (record.stats or {}).get("trigger_tokens")
+    facts["prompt_hash"] = (record.stats or {}).get("system_prompt_hash") or ""
     return facts
 
 
@@ -160,14 +162,15 @@ def _nonzero(delta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # What counting a record reads of its conversation's totals row (under its lock).
-_ADD_FIELDS = ("turns", "first_optimized_turn", "last_record_id", "last_model", "last_summary_id", "last_tokens_sent")
+_ADD_FIELDS = ("turns", "first_optimized_turn", "last_record_id", "last_model", "last_summary_id", "last_tokens_sent",
+               "last_prompt_hash")
 
 
 def _previous_of(totals: Mapping[str, Any]) -> PreviousRequest | None:
     if totals["last_record_id"] is None:
         return None
     return PreviousRequest(model=totals["last_model"], summary_id=totals["last_summary_id"],
-                           tokens_sent=totals["last_tokens_sent"])
+                           tokens_sent=totals["last_tokens_sent"], prompt_hash=totals["last_prompt_hash"])
 
 
 def dashboard_totals_record_add(*, record: OptimizationRecord) -> tuple[dict[str, Any], PreviousRequest | None]:
@@ -193,7 +196,8 @@ def dashboard_totals_record_add(*, record: OptimizationRecord) -> tuple[dict[str
         delta = record_contribution(facts, previous=previous, prices={})
         turn = totals["turns"] + 1
         assign: dict[str, Any] = {"last_record_id": record.pk, "last_model": record.model,
-                                  "last_summary_id": record.summary_id, "last_tokens_sent": record.tokens_sent}
+                                  "last_summary_id": record.summary_id, "last_tokens_sent": record.tokens_sent,
+                                  "last_prompt_hash": facts["prompt_hash"]}
         if totals["first_optimized_turn"] is None and (delta["optimized_turns"] or delta["triggered_turns"]):
             assign["first_optimized_turn"] = turn
         totals_update = row_update_statement(DashboardTotals, where=where, add=_nonzero(delta), assign=assign)
@@ -256,8 +260,8 @@ def block_merge(block: dict[str, Any], facts: Mapping[str, Any]) -> None:
 def _facts_query(**filters: Any) -> Any:
     return (
         OptimizationRecord.objects.filter(**filters)
-        .annotate(trigger_tokens=KT("stats__trigger_tokens"))
-        .values(*FACT_FIELDS, "trigger_tokens")
+        .annotate(trigger_tokens=KT("stats__trigger_tokens"), prompt_hash=KT("stats__system_prompt_hash"))
+        .values(*FACT_FIELDS, "trigger_tokens", "prompt_hash")
     )
 
 
@@ -332,11 +336,11 @@ def totals_from_facts(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any]
         else:
             blocks.append({"number": (turn - 1) // BLOCK_TURNS, **new_block(facts)})
         previous = PreviousRequest(model=facts["model"], summary_id=facts["summary_id"],
-                                   tokens_sent=facts["tokens_sent"])
+                                   tokens_sent=facts["tokens_sent"], prompt_hash=facts.get("prompt_hash") or "")
         last = facts
     if last is not None:
         totals.update(last_record_id=last["id"], last_model=last["model"], last_summary_id=last["summary_id"],
-                      last_tokens_sent=last["tokens_sent"])
+                      last_tokens_sent=last["tokens_sent"], last_prompt_hash=last.get("prompt_hash") or "")
         if last["reply_id"] is not None:
             # Where the message ledger may end (ledger.py): the message before the newest reply.
             totals["ledger_through_id"] = last["reply_id"] - 1

@@ -176,8 +176,9 @@ def test_rebuild_equals_the_incremental_row(user):
                     provider=900 + 110 * k if k % 3 else None, provider_cached_tokens=1024 if k % 4 == 1 else None,
                     recall_tokens=30 if k % 7 == 3 else 0, recall_message_count=2 if k % 7 == 3 else 0,
                     dropped_tokens=k if k % 2 else None, model="no-such-model-xyz" if k == 17 else "gpt-4o-mini",
-                    stats={"trigger_tokens": 2000 + k})
+                    stats={"trigger_tokens": 2000 + k, "system_prompt_hash": "ab12" if k < 39 else "cd34"})
     incremental = assert_totals_match(c)
+    assert incremental.last_prompt_hash == "cd34"  # the newest record's prompts, for the next one to compare
     rebuilt = dashboard_totals_rebuild(conversation=c)
     for field in DashboardTotals._meta.concrete_fields:
         if field.name in ("created_at", "updated_at"):
