@@ -55,7 +55,8 @@ class PreviousRequest:
 
 
 def record_facts(*, record: OptimizationRecord) -> dict[str, Any]:
-    """A record object's facts, as `FACT_FIELDS` + `trigger_tokens` read them from the database."""
+    """A record object's facts, as `FACT_FIELDS` + `trigger_tokens` + `prompt_hash` (its prompts'
+    fingerprint, "" without any) read them from the database (`_facts_query`)."""
     facts = {name: getattr(record, name) for name in FACT_FIELDS}
     facts["trigger_tokens"] = (record.stats or {}).get("trigger_tokens")
     facts["prompt_hash"] = (record.stats or {}).get("system_prompt_hash") or ""
