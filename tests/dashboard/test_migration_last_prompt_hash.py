@@ -4,7 +4,6 @@ fingerprint, which a turn's end now compares with instead of reading the two new
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from chatapp.chat.models import Conversation, OptimizationRecord
@@ -16,8 +15,7 @@ AFTER = ("dashboard", "0002_totals_last_prompt_hash")
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_totals_row_takes_its_newest_counted_records_fingerprint():
-    owner = get_user_model().objects.create_user(username="prompt-hash", password="a long test password 3")
+def test_a_totals_row_takes_its_newest_counted_records_fingerprint(user):
     with migrated_back(BEFORE) as old:
         # Only the dashboard's migrations went back: the chat's tables are today's.
         Totals = old.get_model("dashboard", "DashboardTotals")
@@ -33,12 +31,12 @@ def test_a_totals_row_takes_its_newest_counted_records_fingerprint():
             ("no prompts", {"system_prompt_hash": "cccc"}, {"system_prompt_hash": ""}, ""),
             ("before prompts existed", {}, {}, ""),
         ]:
-            conversation = Conversation.objects.create(owner_id=owner.pk, title=title)
+            conversation = Conversation.objects.create(owner_id=user.pk, title=title)
             record(conversation, older)
             last = record(conversation, newest)
             Totals.objects.create(conversation_id=conversation.pk, turns=2, last_record_id=last.pk)
             expected[conversation.pk] = fingerprint
-        never_counted = Conversation.objects.create(owner_id=owner.pk, title="no records")
+        never_counted = Conversation.objects.create(owner_id=user.pk, title="no records")
         Totals.objects.create(conversation_id=never_counted.pk)
         expected[never_counted.pk] = ""
 
