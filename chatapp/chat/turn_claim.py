@@ -142,23 +142,21 @@ _RELEASE_SQL = (
 )
 
 
-def turn_claim_release(
-    *, conversation_id: int, claimed_at: datetime | None, messages: int = 0, chars: int = 0, tokens: int = 0,
-    offline: bool = False,
-) -> None:
-    """Give the claim back if it is still the one taken at `claimed_at`, counting `messages` more live
-    messages of `chars` characters and `tokens` tokens (`offline`: the offline demo model's replies,
-    counted apart as well); updated_at is touched."""
+def turn_claim_release(*, conversation_id: int, claimed_at: datetime | None) -> None:
+    """Give the claim back if it is still the one taken at `claimed_at` (a turn that stored no reply
+    to count); updated_at is touched. A reply's end does it with its counts: `turn_claim_release_statement`."""
     with connection.cursor() as cursor:
-        cursor.execute(*turn_claim_release_statement(conversation_id=conversation_id, claimed_at=claimed_at,
-                                                     messages=messages, chars=chars, tokens=tokens, offline=offline))
+        cursor.execute(*turn_claim_release_statement(conversation_id=conversation_id, claimed_at=claimed_at))
 
 
 def turn_claim_release_statement(
     *, conversation_id: int, claimed_at: datetime | None, messages: int = 0, chars: int = 0, tokens: int = 0,
     offline: bool = False,
 ) -> Statement:
-    """`turn_claim_release`'s UPDATE as (sql, params), to run with other tables' writes (`statements_run`)."""
+    """The UPDATE, as (sql, params) to run with other tables' writes (`statements_run`), that gives the
+    claim back if it is still the one taken at `claimed_at`, counting `messages` more live messages of
+    `chars` characters and `tokens` tokens (`offline`: the offline demo model's replies, counted apart
+    as well); updated_at is touched."""
     ops = connection.ops
     claim = ops.adapt_datetimefield_value(claimed_at) if claimed_at is not None else None
     apart = [messages, chars, tokens] if offline else [0, 0, 0]
