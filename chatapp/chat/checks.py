@@ -1,5 +1,6 @@
-"""System checks: setting combinations that are valid one by one but risky together, and a database
-migrated by a release too old to upgrade from directly."""
+"""System checks: setting combinations that are valid one by one but risky together, a database
+migrated by a release too old to upgrade from directly, and a machine whose clock is off the
+database's."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from django.core.checks import Error, Tags, Warning, register
 from django.db import connections
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
+
+from chatapp.chat.dbclock import CLOCK_SYNC_HINT, clock_skew_measure, clock_skew_problem
 
 
 @register()
@@ -57,3 +60,15 @@ def migration_history_check(app_configs, databases=None, **kwargs) -> list[Error
             )
         )
     return errors
+
+
+@register(Tags.database)
+def clock_skew_check(app_configs, databases=None, **kwargs) -> list[Warning]:
+    # Run by `manage.py check --database default` and before `migrate`: on several machines, each one's
+    # (dbclock says why the clocks must agree).
+    warnings: list[Warning] = []
+    for alias in databases or ():
+        problem = clock_skew_problem(clock_skew_measure(using=alias))
+        if problem is not None:
+            warnings.append(Warning(problem, hint=CLOCK_SYNC_HINT, id="chat.W002"))
+    return warnings

@@ -22,6 +22,7 @@ from celery import Task
 from celery.signals import worker_init, worker_ready
 
 from chatapp.celery import app
+from chatapp.chat.dbclock import CLOCK_SYNC_HINT, clock_skew_measure, clock_skew_problem
 from chatapp.chat.import_services import import_job_run, import_jobs_sweep
 from chatapp.chat.reply_stream import reply_orphans_finish
 from chatapp.chat.summary_runner import summary_job_run
@@ -100,12 +101,25 @@ def _warm_up(sender=None, **kwargs) -> None:
 
 
 @worker_ready.connect
-def _sweep_on_worker_start(sender=None, **kwargs) -> None:
+def _on_worker_start(sender=None, **kwargs) -> None:
     """A worker coming up publishes what was missed while no worker (or no broker) was there:
     imports as well as summaries, or an import whose message a restarted broker lost would wait for
-    the periodic sweep."""
+    the periodic sweep. Then it compares its clock with the database's."""
     for kind, sweep in (("summary", summary_jobs_sweep), ("import", import_jobs_sweep)):
         try:
             sweep()
         except Exception:  # the worker must start even if the database is momentarily unreachable
             logger.exception("%s sweep at worker start failed", kind)
+    _clock_skew_warn()
+
+
+def _clock_skew_warn() -> None:
+    """A worker judges every machine's leases and heartbeats by its own clock (dbclock): say so in
+    its log when that clock is off the database's. Workers are started without `manage.py check`."""
+    try:
+        problem = clock_skew_problem(clock_skew_measure())
+    except Exception:
+        logger.exception("could not compare this machine's clock with the database's")
+        return
+    if problem is not None:
+        logger.warning("%s %s", problem, CLOCK_SYNC_HINT)
