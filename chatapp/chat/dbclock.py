@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from django.db import connections
 from django.utils import timezone
 
-# Far below the smallest margin the clocks are compared with (STREAM_ORPHAN_SECONDS, at least 5 s, with a
-# heartbeat every 3 s), and far above what NTP leaves between two machines (milliseconds).
+# Well below the margins the clocks are compared with (by default 60 s for a streaming reply's heartbeat,
+# 300 s for a summary job's lease), and far above what NTP leaves between two machines (milliseconds).
 SKEW_TOLERANCE_SECONDS = 2.0
 
 CLOCK_SYNC_HINT = "Keep every machine's clock in sync (NTP, chrony)."
