@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, cast
 
+import orjson
 from django.db import connection
 from django.db.models import Q
 
@@ -195,7 +196,7 @@ def tail_start_id(
 
 
 _SUMMARY_SQL = (
-    f"SELECT id, content, token_count, covers_through_id FROM {Message._meta.db_table} "  # noqa: S608 - names are ours
+    f"SELECT id, content, token_count, covers_through_id, skipped_pin_ids FROM {Message._meta.db_table} "  # noqa: S608
     f"WHERE conversation_id = %s AND kind = '{Message.Kind.SUMMARY}' AND NOT discarded AND NOT superseded "
     "ORDER BY id DESC LIMIT 1"
 )
@@ -321,10 +322,13 @@ def context_load(
         summary_row = cursor.fetchone()
     summary = None
     if summary_row is not None and summary_row[3] is not None:
-        summary_id, content, tokens, covers_through_id = summary_row
+        summary_id, content, tokens, covers_through_id, passed_over = summary_row
         if through_id is None or covers_through_id < through_id:
             summary = Summary(id=str(summary_id), content=content, through_id=str(covers_through_id),
                               tokens=tokens or None)
+            if passed_over:
+                _passed_over_keep(rows, ids=_json_ids(passed_over), conversation=conversation, start=start,
+                                  through_id=through_id, offline_replies=offline_replies, static_ids=static_ids)
         else:
             summary_row = None
     else:
@@ -358,6 +362,34 @@ def context_load(
         prompt_hash=prompts_hash(prompts),
         counts_mixed=conversation.token_counts_mixed,
     )
+
+
+def _json_ids(value: str | list[int]) -> list[int]:
+    # A JSON column read by plain SQL: text on SQLite and, as Django sets psycopg up, on PostgreSQL.
+    return orjson.loads(value) if isinstance(value, str) else list(value)
+
+
+def _passed_over_keep(
+    rows: dict[int, Row], *, ids: list[int], conversation: Conversation, start: int | None, through_id: int | None,
+    offline_replies: bool, static_ids: set[int],
+) -> None:
+    """Keep in the static layer, as pins, the messages the summary in use passed over because they were
+    pinned (Message.skipped_pin_ids): no summary holds them, so one unpinned since is still sent as
+    itself until a summary folds it in (summary_writing.span_plan). Those still pinned were read
+    with the pins; the others (rare: unpinned while a summary passed them over) in one more read."""
+    missing = [pk for pk in ids if pk not in rows and (through_id is None or pk <= through_id)]
+    if missing:
+        found = Message.objects.filter(live_chat_q(), conversation=conversation, id__in=missing)
+        if not offline_replies:
+            found = found.exclude(offline_reply_q())
+        rows.update((row[0], row) for row in found.values_list(*_MSG_FIELDS))
+    for pk in ids:
+        row = rows.get(pk)
+        if row is None:
+            continue  # deleted, or off the path shown
+        rows[pk] = (row[0], row[1], row[2], True, row[4])
+        if start is not None and pk < start:
+            static_ids.add(pk)
 
 
 def context_budget(*, target: LLMTarget) -> int:

@@ -111,6 +111,7 @@ def conversation_import(*, owner: User, record: ConversationRecord, index: int, 
     Message.objects.bulk_create(rows, batch_size=_BATCH_ROWS)
     ids = {m.ref: row.pk for m, row in zip(record.messages, rows, strict=True) if m.ref}
     _dates_and_links_write(rows=rows, records=record.messages, dates=dates, ids=ids)
+    _summary_pins_list(rows=rows, records=record.messages, ids=ids)
     last = dates[-1][0] if dates else started
     Conversation.objects.filter(pk=conversation.pk).update(
         created_at=started,
@@ -144,6 +145,21 @@ def _dates_and_links_write(
     with connection.cursor() as cursor:
         # Names are the model's own; every value is a bound parameter.
         cursor.executemany(f"UPDATE {table} SET {assignments} WHERE id = %s", params)  # noqa: S608
+
+
+def _summary_pins_list(*, rows: list[Message], records: list[MessageRecord], ids: dict[str, int]) -> None:
+    """Each imported summary's `skipped_pin_ids`: a file does not say which pins a summary passed over,
+    so every pinned message at or below its end is listed, as chat migration 0013 did for the summaries
+    stored before the column (a pin the summary did read is then sent as itself after an unpin until
+    the next summary: some tokens, nothing lost)."""
+    pins = [row.pk for row in rows if row.pinned and row.kind == Message.Kind.CHAT and row.role != Message.Role.SYSTEM]
+    if not pins:
+        return
+    for row, message in zip(rows, records, strict=True):
+        end = ids.get(message.links.get("covers_through", "")) if row.kind == Message.Kind.SUMMARY else None
+        skipped = [pk for pk in pins if end is not None and pk <= end]
+        if skipped:
+            Message.objects.filter(pk=row.pk).update(skipped_pin_ids=skipped)
 
 
 def _message_rows(

@@ -22,18 +22,20 @@ def row_is_static(*, pk: int, role: str, pinned: bool, first_user_id: int | None
 
 
 def message_place_get(
-    *, message: Message, first_user_id: int | None, window_start_id: int | None
+    *, message: Message, first_user_id: int | None, window_start_id: int | None,
+    kept_ids: frozenset[int] = frozenset(),
 ) -> Place | None:
     """Where a stored message stands against the stored window start, by the core's rule.
 
     None for messages that are never sent as themselves whatever the window: summaries (sent as the
-    summary slot) and replies replaced by Regenerate.
+    summary slot) and replies replaced by Regenerate. `kept_ids`: the pins the summary in use passed
+    over (summary_selectors.summary_kept_pins), sent as pins whether pinned now or not (context_load).
     """
     if message.kind != Message.Kind.CHAT or message.superseded:
         return None
     return message_place(
         role=message.role,
-        pinned=message.pinned,
+        pinned=message.pinned or message.pk in kept_ids,
         is_first_user=message.pk == first_user_id,
         before_window=window_start_id is not None and message.pk < window_start_id,
     )

@@ -81,6 +81,18 @@ def summary_current(*, conversation: Conversation) -> Message | None:
     )
 
 
+def summary_kept_pins(*, conversation: Conversation) -> frozenset[int]:
+    """The messages the summary in use passed over as pinned (Message.skipped_pin_ids): sent as pins,
+    pinned now or not, until a summary folds them in."""
+    listed = (
+        Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False, superseded=False)
+        .order_by("-id")
+        .values_list("skipped_pin_ids", flat=True)
+        .first()
+    )
+    return frozenset(listed or ())
+
+
 def summary_get(*, owner, pk: int) -> Message:
     """A summary message of one of `owner`'s conversations; anything else is a 404."""
     summary = (

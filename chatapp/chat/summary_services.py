@@ -259,7 +259,7 @@ def summary_jobs_sweep() -> dict[str, int]:
 # same way (the header line, rebuilt for the new text, says so too).
 _KEPT_BY_AN_EDIT = (
     "conversation_id", "model", "covers_from_id", "covers_through_id", "covered_message_count", "source_chars",
-    "extractive",
+    "extractive", "skipped_pin_ids",
 )
 
 

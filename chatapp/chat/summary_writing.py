@@ -58,6 +58,9 @@ class SpanPlan:
     rows: list[Message]
     previous: Message | None
     upper_exclusive: int
+    # The pins the summary will not hold (Message.skipped_pin_ids): those in its span, and the
+    # previous summary's that are still pinned.
+    skipped_pin_ids: list[int]
 
 
 def span_plan(*, job: SummaryJob, conversation: Conversation) -> SpanPlan | None:
@@ -65,17 +68,20 @@ def span_plan(*, job: SummaryJob, conversation: Conversation) -> SpanPlan | None
 
     Span = live chat messages after the newest summary's covered range and before the verbatim
     window, minus the static layer (system messages, pins, the first user message), which is always
-    sent anyway. A manual compaction ends the span before the newest SUMMARY_MANUAL_KEEP_ROUNDS rounds
-    (or the window start, whichever is later).
+    sent anyway; and the messages the newest summary passed over as pinned that have been unpinned
+    since (no summary holds them: they were sent as themselves until this one folds them in). A
+    manual compaction ends the span before the newest SUMMARY_MANUAL_KEEP_ROUNDS rounds (or the
+    window start, whichever is later).
     """
     found = _span_rows(job=job, conversation=conversation)
     if found is None:
         return None
-    rows, previous, upper = found
+    rows, previous, upper, candidates = found
     return SpanPlan(
         rows=list(rows.order_by("id").only("id", "role", "content", "token_count", "char_count")),
         previous=previous,
         upper_exclusive=upper,
+        skipped_pin_ids=list(candidates.filter(pinned=True).order_by("id").values_list("id", flat=True)),
     )
 
 
@@ -87,8 +93,9 @@ def manual_span_exists(*, conversation: Conversation) -> bool:
 
 def _span_rows(
     *, job: SummaryJob, conversation: Conversation
-) -> tuple[QuerySet[Message], Message | None, int] | None:
-    """(the span's rows, unordered; the summary it extends; its exclusive upper id), or None: no span."""
+) -> tuple[QuerySet[Message], Message | None, int, QuerySet[Message]] | None:
+    """(the span's rows, unordered; the summary it extends; its exclusive upper id; the rows the span
+    is chosen from, static ones included), or None: no span."""
     live = Message.objects.filter(live_chat_q(), conversation=conversation)
     if conversation_config(conversation=conversation) is not None:
         # A real model never sees the offline demo model's replies (context_load), nor in a summary.
@@ -117,8 +124,9 @@ def _span_rows(
     previous = summary_current(conversation=conversation)
     lower = previous.covers_through_id if previous is not None and previous.covers_through_id else 0
     first_user_id = first_user_message_id(conversation=conversation)
-    rows = live.filter(id__gt=lower, id__lt=upper).exclude(static_layer_q(first_user_id=first_user_id))
-    return rows, previous, upper
+    passed_over = previous.skipped_pin_ids if previous is not None and previous.skipped_pin_ids else []
+    candidates = live.filter(Q(id__gt=lower, id__lt=upper) | Q(id__in=passed_over))
+    return candidates.exclude(static_layer_q(first_user_id=first_user_id)), previous, upper, candidates
 
 
 def _chunks(msgs: list[Msg], *, limit: int) -> list[list[Msg]]:
@@ -274,7 +282,8 @@ def summary_save(
     conversation = job.conversation
     previous = plan.previous
     covers_from = previous.covers_from_id if previous is not None and previous.covers_from_id else plan.rows[0].pk
-    covers_through = plan.rows[-1].pk
+    # A span may hold only messages unpinned below the previous summary's end: the coverage never shrinks.
+    covers_through = max(plan.rows[-1].pk, (previous.covers_through_id or 0) if previous is not None else 0)
     covered = (previous.covered_message_count or 0 if previous is not None else 0) + len(plan.rows)
     source_chars = (previous.source_chars or 0 if previous is not None else 0) + sum(
         r.char_count or len(r.content) for r in plan.rows
@@ -322,6 +331,7 @@ def summary_save(
             source_chars=source_chars,
             extractive=extractive,
             cost_usd=money(result.cost_usd),
+            skipped_pin_ids=plan.skipped_pin_ids or None,
         )
         if job.trigger == Trigger.MANUAL and hidden_with is None:
             # A manual compaction moves the verbatim window past what it summarized, so the next

@@ -17,6 +17,7 @@ from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.message_services import message_serialize
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, UserSettings
 from chatapp.chat.rendering import markdown_render
+from chatapp.chat.summary_selectors import summary_kept_pins
 
 
 class ConversationOutputSerializer(serializers.ModelSerializer):
@@ -104,11 +105,12 @@ class MessageOutputSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.ChoiceField(choices=get_args(Place), allow_null=True))
     def get_place(self, obj: Message) -> Place | None:
-        first_user_id, window_start_id = self._layout(obj)
-        return message_place_get(message=obj, first_user_id=first_user_id, window_start_id=window_start_id)
+        first_user_id, window_start_id, kept_ids = self._layout(obj)
+        return message_place_get(message=obj, first_user_id=first_user_id, window_start_id=window_start_id,
+                                 kept_ids=kept_ids)
 
-    def _layout(self, obj: Message) -> tuple[int | None, int | None]:
-        """The conversation's first user message and window start, read once per response."""
+    def _layout(self, obj: Message) -> tuple[int | None, int | None, frozenset[int]]:
+        """The conversation's first user message, window start and kept pins, read once per response."""
         known = self.context.setdefault("layout", {})
         if obj.conversation_id not in known:
             conversation = self.context.get("conversation")
@@ -117,6 +119,7 @@ class MessageOutputSerializer(serializers.ModelSerializer):
             known[obj.conversation_id] = (
                 first_user_message_id(conversation=conversation),
                 conversation.window_start_id,
+                summary_kept_pins(conversation=conversation),
             )
         return known[obj.conversation_id]
 

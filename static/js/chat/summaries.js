@@ -76,8 +76,9 @@ export async function togglePin(article) {
   article.classList.toggle("is-pinned", pinned);
   article.querySelector(".badge--pin").hidden = !pinned;
   article.querySelector('[data-action="toggle-pin"] span').textContent = pinned ? "Unpin" : "Pin — always send to the model";
-  // Older than the window it is no longer sent as itself: a summary written while it was pinned
-  // left it out (it was sent anyway), so from now on only recall quotes it, when a message is about it.
+  // Older than the window it is no longer sent as itself ("evicted"): the summary holds it (or the next
+  // will) and recall quotes it. One the summary in use passed over while it was pinned stays "static",
+  // sent as itself until a summary takes it in.
   toast(pinned ? "Pinned: this message is always sent to the model."
     : res.data && res.data.place === "evicted"
       ? "Unpinned: it is older than the window, so it is sent word for word only when recall quotes it."
