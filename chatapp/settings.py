@@ -91,7 +91,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # a Content-Security-Policy on every HTML response that does not set its own
     "chatapp.chat.csp.csp_middleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "chatapp.static_files.WholeFileWhiteNoiseMiddleware",  # WhiteNoise, without streaming a file (why: there)
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
