@@ -153,8 +153,8 @@ class Message(models.Model):
     edited = models.BooleanField(default=False)
     # A summary's pinned messages that no summary holds: its span passed over them (a pin is sent as
     # itself anyway), and so did its predecessors' for those still listed. One unpinned later is sent
-    # as itself until a summary folds it in (context.context_load, summary_writing.span_plan); null:
-    # none (and every summary written before the field: migration 0013 listed its pins then).
+    # as itself until a summary folds it in (context.context_load, summary_writing.span_plan). Null:
+    # none. Migration 0013 filled it for the summaries stored before it.
     skipped_pin_ids = models.JSONField(null=True, blank=True)
     # An edited summary is a new message (records keep pointing at the exact text they sent); this is
     # the summary it replaced, which is kept, discarded.

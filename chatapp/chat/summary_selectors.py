@@ -74,23 +74,20 @@ def summary_job_latest(*, conversation: Conversation) -> SummaryJob | None:
 
 def summary_current(*, conversation: Conversation) -> Message | None:
     """The summary in use: the active path's newest one not discarded (newer summaries replace older ones)."""
-    return (
-        Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False, superseded=False)
-        .order_by("-id")
-        .first()
-    )
+    return _summaries_kept(conversation=conversation).first()
 
 
 def summary_kept_pins(*, conversation: Conversation) -> frozenset[int]:
     """The messages the summary in use passed over as pinned (Message.skipped_pin_ids): sent as pins,
     pinned now or not, until a summary folds them in."""
-    listed = (
-        Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False, superseded=False)
-        .order_by("-id")
-        .values_list("skipped_pin_ids", flat=True)
-        .first()
-    )
-    return frozenset(listed or ())
+    return frozenset(_summaries_kept(conversation=conversation).values_list("skipped_pin_ids", flat=True).first() or ())
+
+
+def _summaries_kept(*, conversation: Conversation) -> QuerySet[Message]:
+    """The active path's summaries not discarded, newest first: the first is the one in use."""
+    return Message.objects.filter(
+        conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False, superseded=False
+    ).order_by("-id")
 
 
 def summary_get(*, owner, pk: int) -> Message:
