@@ -31,6 +31,7 @@ from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.rendering import code_style_css, markdown_render
 from chatapp.chat.search_selectors import SearchHit, message_search
+from chatapp.chat.summary_selectors import summary_kept_pins
 from chatapp.providers import selectors as config_selectors
 from chatapp.providers.models import LLMConfig
 
@@ -194,6 +195,7 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
             if m.role == Message.Role.USER:
                 break
     first_user_id = first_user_message_id(conversation=conversation)
+    kept_ids = summary_kept_pins(conversation=conversation)
     siblings = message_sibling_places(messages=items)
     views = []
     for m in items:
@@ -203,7 +205,8 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
             MessageView(
                 message=m,
                 html=html,
-                place=message_place_get(message=m, first_user_id=first_user_id, window_start_id=window_start),
+                place=message_place_get(message=m, first_user_id=first_user_id, window_start_id=window_start,
+                                        kept_ids=kept_ids),
                 is_last_reply=m.pk == last_reply_id,
                 sibling_index=siblings.get(m.pk, (1, 1))[0],
                 sibling_count=siblings.get(m.pk, (1, 1))[1],

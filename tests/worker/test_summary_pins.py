@@ -4,7 +4,10 @@ folds it in. Nothing a summary never read drops out of what the model sees."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from django.test import Client
 
 from chatapp.chat.context import context_load
 from chatapp.chat.context_pack import context_build
@@ -114,6 +117,11 @@ def test_the_timeline_shows_it_still_sent_after_the_unpin(summarized, owner):
     assert (unpinned["pinned"], unpinned["place"]) == (False, "static")
     places = {m["id"]: m["place"] for m in api.get(f"/api/conversations/{conversation.pk}/messages/").json()["results"]}
     assert (places[pinned.pk], places[other.pk]) == ("static", "evicted")
+    page = Client()
+    page.force_login(owner)
+    html = page.get(f"/c/{conversation.pk}/").content.decode()
+    assert re.search(rf'data-id="{pinned.pk}"[^>]*data-place="static"', html)
+    assert re.search(rf'data-id="{other.pk}"[^>]*data-place="evicted"', html)
     _summarize(conversation)  # folded in: it takes the place of any summarized message
     places = {m["id"]: m["place"] for m in api.get(f"/api/conversations/{conversation.pk}/messages/").json()["results"]}
     assert places[pinned.pk] == "evicted"
