@@ -81,7 +81,9 @@ def span_plan(*, job: SummaryJob, conversation: Conversation) -> SpanPlan | None
         rows=list(rows.order_by("id").only("id", "role", "content", "token_count", "char_count")),
         previous=previous,
         upper_exclusive=upper,
-        skipped_pin_ids=list(candidates.filter(pinned=True).order_by("id").values_list("id", flat=True)),
+        # A system message is sent whether pinned or not: never listed (as by migration 0013 and imports).
+        skipped_pin_ids=list(candidates.filter(pinned=True).exclude(role=Message.Role.SYSTEM)
+                             .order_by("id").values_list("id", flat=True)),
     )
 
 
