@@ -29,6 +29,12 @@ BAD_BODIES: list[str] = [
 ]
 
 
+def _leads_with_detail(response) -> bool:
+    """The API's one error shape: an object whose `detail` says in words what was wrong."""
+    body = json.loads(response.content)
+    return isinstance(body, dict) and isinstance(body.get("detail"), str) and body["detail"].strip() != ""
+
+
 def _endpoints(conversation: Conversation, message: Message, summary: Message, config_pk: int) -> list[tuple[str, str]]:
     return [
         ("post", "/api/conversations/"),
@@ -58,6 +64,8 @@ def test_no_bad_body_gives_a_500_or_html(api, user, make_config):
             kind = response.get("Content-Type", "")
             if response.status_code >= 500 or "html" in kind:
                 failures.append(f"{method.upper()} {path} {body[:40]!r} -> {response.status_code} {kind}")
+            elif response.status_code >= 400 and not _leads_with_detail(response):
+                failures.append(f"{method.upper()} {path} {body[:40]!r} -> {response.content[:80]!r}")
     assert failures == [], "\n".join(failures[:20])
     # nothing sent was stored as a message (a number as a title is DRF's usual coercion, not a failure)
     assert not Message.objects.filter(conversation=conversation, role="user").exclude(pk=message.pk).exists()
@@ -79,6 +87,8 @@ def test_no_bad_query_gives_a_500(api, user, client):
         response = api.get(path, params)
         if response.status_code >= 500 or "html" in response.get("Content-Type", ""):
             failures.append(f"GET {path} {params} -> {response.status_code}")
+        elif response.status_code >= 400 and not _leads_with_detail(response):
+            failures.append(f"GET {path} {params} -> {response.status_code} {response.content[:80]!r}")
     assert failures == [], "\n".join(failures)
     assert api.get("/api/conversations/", {"q": "a\x00b"}).status_code == 400
     page = api.get(f"/api/dashboard/conversations/{conversation.pk}/records/", {"offset": huge})

@@ -1,4 +1,4 @@
-"""The exception handler: Django ValidationError from services → DRF 400 field errors."""
+"""The exception handler: every error body leads with `detail`; a 400 keeps its field errors beside it."""
 
 from __future__ import annotations
 
@@ -13,13 +13,51 @@ def test_field_errors_keep_their_fields():
         ValidationError({"name": ["Taken."], "base_url": ["Refused: a private address."]}), {}
     )
     assert response.status_code == 400
-    assert response.data == {"name": ["Taken."], "base_url": ["Refused: a private address."]}
+    assert response.data == {
+        "detail": "Taken. Refused: a private address.",  # a service's messages are sentences for the user
+        "name": ["Taken."],
+        "base_url": ["Refused: a private address."],
+    }
 
 
 def test_plain_message_becomes_non_field_error():
     response = api_exception_handler(ValidationError("Only the latest exchange can be retried."), {})
     assert response.status_code == 400
-    assert response.data == {"non_field_errors": ["Only the latest exchange can be retried."]}
+    assert response.data == {
+        "detail": "Only the latest exchange can be retried.",
+        "non_field_errors": ["Only the latest exchange can be retried."],
+    }
+
+
+def test_serializer_errors_name_their_fields_in_detail():
+    # DRF's own messages ("This field is required.") say nothing without the field they are about.
+    nested = exceptions.ValidationError({
+        "title": ["This field may not be null."],
+        "options": {"size": ["A valid integer is required."]},
+        "items": [{}, {"name": ["This field is required."]}],
+        "non_field_errors": ["Send a title or a model."],
+    })
+    response = api_exception_handler(nested, {})
+    assert response.status_code == 400
+    assert response.data["detail"] == (
+        "title: This field may not be null. options.size: A valid integer is required. "
+        "items.1.name: This field is required. Send a title or a model."
+    )
+    assert response.data["options"] == {"size": ["A valid integer is required."]}
+    assert response.data["items"] == [{}, {"name": ["This field is required."]}]
+
+
+def test_a_bare_serializer_error_becomes_a_non_field_error():
+    for raised in ("Not a /compact command.", ["Not a /compact command."]):
+        response = api_exception_handler(exceptions.ValidationError(raised), {})
+        assert response.status_code == 400
+        assert response.data == {"detail": "Not a /compact command.", "non_field_errors": ["Not a /compact command."]}
+
+
+def test_other_errors_keep_their_detail():
+    assert api_exception_handler(exceptions.NotFound(), {}).data == {"detail": "Not found."}
+    throttled = api_exception_handler(exceptions.Throttled(wait=3), {})
+    assert throttled.status_code == 429 and isinstance(throttled.data["detail"], str)
 
 
 def test_json_parse_error_reworded_other_parse_errors_untouched():

@@ -1,7 +1,10 @@
-"""One place that turns errors into API answers.
+"""One place that turns errors into API answers, in one shape: every 4xx body leads with `detail`.
 
-Services raise Django's ValidationError (they also serve the HTML pages); the API answers those as
-DRF 400s with field errors. Malformed JSON gets a message that says so in plain words.
+A client shows `detail` and needs no other rule; a 400 adds each field's messages under the field's
+name (`non_field_errors` for the body as a whole) for a client that marks the fields. Services raise
+Django's ValidationError (they also serve the HTML pages), whose messages are sentences written for
+the user, so its `detail` is those sentences; a serializer's own messages ("This field is required.")
+say nothing without the field, so there `detail` names it. Malformed JSON says so in plain words.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
 from rest_framework.views import exception_handler
 
+NON_FIELD = "non_field_errors"
+
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF EXCEPTION_HANDLER (settings.REST_FRAMEWORK)."""
@@ -25,9 +30,39 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return Response({"detail": f"The request body is larger than {limit:,} bytes."},
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, DjangoValidationError):
-        exc = exceptions.ValidationError(as_serializer_error(exc))
-    elif isinstance(exc, exceptions.ParseError) and str(exc.detail).startswith("JSON parse error"):
+        return Response(validation_error_body(exc), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, exceptions.ValidationError):
+        return Response(_serializer_error_body(exc.detail), status=exc.status_code)
+    if isinstance(exc, exceptions.ParseError) and str(exc.detail).startswith("JSON parse error"):
         # DRF's own text ("JSON parse error - Expecting value: line 1 column 1 (char 0)") is accurate
         # but reads like a traceback; keep it as the detail for developers, lead with plain words.
         exc = exceptions.ParseError({"detail": "The request body is not valid JSON.", "parse_error": str(exc.detail)})
     return exception_handler(exc, context)
+
+
+def validation_error_body(exc: DjangoValidationError) -> dict[str, Any]:
+    """A service's refusal as a 400 body: its sentences as `detail`, beside each field's messages."""
+    fields = as_serializer_error(exc)
+    return {"detail": " ".join(m for messages in fields.values() for m in messages), **fields}
+
+
+def _serializer_error_body(detail: Any) -> dict[str, Any]:
+    if not isinstance(detail, dict):  # serializers.ValidationError("...") raised outside a field
+        detail = {NON_FIELD: detail if isinstance(detail, list) else [detail]}
+    if isinstance(detail.get("detail"), str):  # a view that wrote its own `detail` (e.g. the JSON one)
+        return dict(detail)
+    words = [f"{path}: {m}" if path != NON_FIELD else str(m) for path, m in _messages(detail)]
+    return {"detail": " ".join(words), **detail}
+
+
+def _messages(errors: Any, path: str = "") -> list[tuple[str, str]]:
+    """(field path, message) of every message in DRF's nested error structure, in order: a nested
+    serializer's field is `outer.inner`, a list item's `items.2`."""
+    if isinstance(errors, dict):
+        return [pair for key, value in errors.items()
+                for pair in _messages(value, key if not path or key == NON_FIELD else f"{path}.{key}")]
+    if isinstance(errors, list):
+        if all(not isinstance(e, dict | list) for e in errors):
+            return [(path or NON_FIELD, str(e)) for e in errors]
+        return [pair for i, e in enumerate(errors) for pair in _messages(e, f"{path}.{i}" if path else str(i))]
+    return [(path or NON_FIELD, str(errors))]

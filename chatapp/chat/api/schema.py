@@ -11,9 +11,9 @@ from rest_framework.permissions import IsAuthenticated
 
 from chatapp.chat.api.pagination import BeforeIdPagination
 
-# The two error bodies every endpoint answers (DRF's exception handler and api.errors): a `detail`
-# message, or for a 400 the field errors (each field: its messages), which the streaming views and a
-# malformed JSON body lead with a `detail` too. Extra keys say more (429: retry_after, 413: limit).
+# Every error body leads with a `detail` message (api.errors): a client shows it and needs no other
+# rule. Extra keys say more: a 400's field errors (each field: its messages), 429: retry_after,
+# 413: limit, malformed JSON: parse_error.
 _ERROR = {
     "type": "object",
     "properties": {"detail": {"type": "string"}},
@@ -22,13 +22,15 @@ _ERROR = {
 }
 _VALIDATION_ERROR = {
     "type": "object",
-    "description": "Field name → its error messages; `non_field_errors` for the body as a whole. "
-    "`detail` (with `parse_error` for malformed JSON) when the request as a whole is refused.",
+    "description": "`detail`: every message in words (a serializer's prefixed with its field). Beside it, "
+    "each field's messages under the field's name (nested as the body is), `non_field_errors` for the "
+    "body as a whole; `parse_error` for malformed JSON.",
     "properties": {
         "detail": {"type": "string"},
         "parse_error": {"type": "string"},
         "non_field_errors": {"type": "array", "items": {"type": "string"}},
     },
+    "required": ["detail"],
     "additionalProperties": True,
 }
 _ERROR_DESCRIPTIONS = {

@@ -26,6 +26,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chatapp.chat.admission import turn_start_view
+from chatapp.chat.api.errors import validation_error_body
 from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.serializers import MessageOutputSerializer
 from chatapp.chat.api.views import MessageListApi
@@ -138,13 +139,9 @@ def _error(message: str, code: int, **extra: Any) -> Response:
 def _validation_response(exc: DjangoValidationError) -> Response:
     if isinstance(exc, MessageTooLarge):
         return _error(str(exc.messages[0]), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, limit=exc.limit)
-    if hasattr(exc, "error_dict"):
-        fields = {name: [str(m) for m in errs[0].messages] for name, errs in exc.error_dict.items()}
-        first = next(iter(fields.values()))[0]
-        return _error(first, status.HTTP_400_BAD_REQUEST, **fields)
-    if getattr(exc, "code", None) == "conflict":
-        return _error(" ".join(exc.messages), status.HTTP_409_CONFLICT)
-    return _error(" ".join(exc.messages), status.HTTP_400_BAD_REQUEST)
+    conflict = not hasattr(exc, "error_dict") and getattr(exc, "code", None) == "conflict"
+    code = status.HTTP_409_CONFLICT if conflict else status.HTTP_400_BAD_REQUEST
+    return Response(validation_error_body(exc), status=code)
 
 
 def _rate_limited(exc: RateLimited) -> Response:
