@@ -6,17 +6,14 @@ messages, pins, the first user message), the newest live summary, and the verbat
 (`id >= conversation.window_start_id`), each through an index, with stored token counts; the
 conversation's running `live_*` totals stand in for everything else.
 
-The user's custom instructions and the chat's system prompt (issue 13) are no message rows: they open
-the list as system messages with the ids "instructions" and "system-prompt", so the optimizer keeps
-them in the static layer and `optimizer.shape` sends them first in the one leading system message.
+The user's custom instructions and the chat's system prompt (issue 13) open the list as system
+messages of their own (`prompts`).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, cast
 
 import orjson
@@ -26,6 +23,7 @@ from django.db.models import Q
 import optimizer
 from chatapp.chat.layout import row_is_static, static_layer_sides
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.prompts import prompts_hash
 from chatapp.chat.rowsql import CompiledQuery
 from chatapp.providers.llm import OFFLINE_MODEL, LLMTarget
 from chatapp.providers.models import LLMConfig
@@ -51,36 +49,6 @@ _HEAD_PEEK = 8
 
 # Rows fetched per step when walking a conversation backwards by stored counts only.
 _TAIL_BATCH = 512
-
-
-# The ids of the two prompts in a `Msg` list, a record's `sent` entries and `stats`: never digits, so
-# every reader that maps ids to message rows (`str.isdigit`) passes them by. The value is what a
-# record's `sent` entry says in its `system_prompt` key.
-PROMPT_IDS = {"instructions": "instructions", "system-prompt": "conversation"}
-
-
-@lru_cache(maxsize=64)
-def _prompt_tokens(text: str, model: str) -> int:
-    # No row stores a prompt's count; counted once per text and model, not on every request and gauge.
-    return optimizer.count_message({"role": "system", "content": text}, model=model)
-
-
-def prompt_msgs(*, instructions: str, system_prompt: str, model: str) -> list[Msg]:
-    """The user's custom instructions, then the chat's system prompt, as system messages (empty ones left out)."""
-    texts = (("instructions", instructions), ("system-prompt", system_prompt))
-    return [
-        Msg(id=pid, role="system", content=text, tokens=_prompt_tokens(text, model), chars=len(text))
-        for pid, text in texts
-        if text
-    ]
-
-
-def prompts_hash(prompts: Sequence[Msg]) -> str:
-    """A short fingerprint of the prompts' texts ("" without any), so records can tell when they changed."""
-    if not prompts:
-        return ""
-    joined = "\x00".join(f"{m.id}\x00{m.content}" for m in prompts)
-    return hashlib.sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def live_chat_q() -> Q:

@@ -13,16 +13,9 @@ from typing import Any
 from django.db.models import Q
 
 import optimizer
-from chatapp.chat.context import (
-    PROMPT_IDS,
-    ContextInput,
-    context_budget,
-    context_load,
-    live_history,
-    prompt_msgs,
-    tail_start_id,
-)
+from chatapp.chat.context import ContextInput, context_budget, context_load, live_history, tail_start_id
 from chatapp.chat.models import Conversation, Preference, UserSettings
+from chatapp.chat.prompts import PROMPT_IDS, prompt_msgs
 from chatapp.chat.recall_source import DatabaseRecallSource
 from chatapp.chat.summary_selectors import summary_quota_reason, summary_quota_remaining
 from chatapp.providers.llm import LLMTarget
@@ -131,7 +124,7 @@ def context_build(
     under automatic optimization (dry runs ahead of need only). `recall_fill` (default: the
     conversation has no stored window yet, so no prompt prefix is cached) lets recall fill the budget.
     `instructions` are the user's custom instructions (the caller has the settings row already); they
-    and the conversation's system prompt open the context (context.prompt_msgs).
+    and the conversation's system prompt open the context (prompts.prompt_msgs).
     """
     budget = context_budget(target=target)
     prompts = prompt_msgs(instructions=instructions, system_prompt=conversation.system_prompt, model=target.model)

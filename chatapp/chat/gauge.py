@@ -9,9 +9,10 @@ from typing import Any
 from django.contrib.auth.models import User
 
 import optimizer
-from chatapp.chat.context import PROMPT_IDS, ContextInput, context_budget, conversation_config
+from chatapp.chat.context import ContextInput, context_budget, conversation_config
 from chatapp.chat.context_pack import context_build_for
 from chatapp.chat.models import Conversation
+from chatapp.chat.prompts import PROMPT_IDS
 from chatapp.chat.selectors import user_settings_get
 from chatapp.providers.llm import LLMTarget, llm_target_for
 from optimizer.types import (

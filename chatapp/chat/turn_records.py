@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import optimizer
-from chatapp.chat.context import PROMPT_IDS, ContextInput
+from chatapp.chat.context import ContextInput
 from chatapp.chat.gauge import packed_gauge
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.chat.prompts import PROMPT_IDS
 from chatapp.chat.rowsql import row_create
 from chatapp.dashboard.costs import money
 from chatapp.dashboard.totals import PreviousRequest, dashboard_totals_record_add
@@ -212,7 +213,7 @@ def _sent_entry(
       never edited in place (an edit is a new message), so its stored content is what was sent.
     - compressed: `source_ids` = [the message's id] and `content` = the head + tail text actually
       sent, which no row stores (compression is rare, so this costs little).
-    - a prompt (the custom instructions or the chat's system prompt, context.PROMPT_IDS): `source_ids`
+    - a prompt (the custom instructions or the chat's system prompt, prompts.PROMPT_IDS): `source_ids`
       = ["instructions"] or ["system-prompt"], `system_prompt` = "instructions" or "conversation",
       and `content` = the text sent, which no message row holds (and which may change afterwards).
     - recall: `source_ids` = the quoted messages in time order; `hit_ids` = those the search
