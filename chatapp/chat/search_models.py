@@ -1,12 +1,11 @@
 """The recall and search index tables (kept by search_services, read by recall_source and search
-selectors). Registered through models.py, which imports this module (models.py keeps under 400 lines)."""
+selectors). Registered through models.py, which imports this module (models.py keeps under 400 lines);
+so this one names the tables it refers to ("chat.Message") instead of importing models.py back."""
 
 from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
-
-from chatapp.chat.models import Conversation, Message
 
 
 class MessageSearch(models.Model):
@@ -19,8 +18,8 @@ class MessageSearch(models.Model):
     chat migration 0001_squashed_0016. `recallable` marks live user/assistant chat messages: the recall corpus.
     """
 
-    message = models.OneToOneField(Message, primary_key=True, on_delete=models.CASCADE, related_name="+")
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    message = models.OneToOneField("chat.Message", primary_key=True, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey("chat.Conversation", on_delete=models.CASCADE, related_name="+")
     scope = models.CharField(max_length=64)
     terms = models.TextField(blank=True, default="")
     # Term count of the whole message (BM25's document length), long tokens left out of `terms` included.
@@ -45,7 +44,7 @@ class RecallTerm(models.Model):
     Kept at write time: counting it at query time would read every posting of a common term.
     """
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey("chat.Conversation", on_delete=models.CASCADE, related_name="+")
     term = models.CharField(max_length=64)
     df = models.IntegerField(default=0)
 
@@ -61,7 +60,9 @@ class RecallTerm(models.Model):
 class RecallCorpus(models.Model):
     """A conversation's recall corpus size: recallable messages and their total term count (BM25's N, avgdl)."""
 
-    conversation = models.OneToOneField(Conversation, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    conversation = models.OneToOneField(
+        "chat.Conversation", primary_key=True, on_delete=models.CASCADE, related_name="+"
+    )
     docs = models.IntegerField(default=0)
     length = models.BigIntegerField(default=0)
 
