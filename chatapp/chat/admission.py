@@ -40,6 +40,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import Resolver404, resolve
 from django.utils.decorators import async_only_middleware, sync_only_middleware
 
+from chatapp.chat.body_limit import BodyGuard, BodyTooLarge, body_refuse
 from chatapp.chat.request_threads import request_thread_give, request_thread_take
 
 View = TypeVar("View", bound=Callable[..., Any])
@@ -125,13 +126,22 @@ class SyncStackASGIHandler(ASGIHandler):
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         # As Django's, but the request's sync code runs in a thread lent for the request
-        # (chatapp.chat.request_threads), not one started and joined for it.
+        # (chatapp.chat.request_threads), not one started and joined for it, and a body past the
+        # largest an endpoint takes is refused as it arrives, not read whole first (body_limit).
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        guard = BodyGuard(scope)
+        try:
+            guard.announced(scope)
+        except BodyTooLarge as exc:  # refused before a byte of it is read
+            await body_refuse(send, guard.refusal(exc))
+            return
         thread = request_thread_take()
         try:
             async with ThreadSensitiveContext(executor=thread):
-                await self.handle(scope, receive, send)
+                await self.handle(scope, guard.receiving(receive), send)
+        except BodyTooLarge as exc:  # raised while Django read the body: nothing was answered yet
+            await body_refuse(send, guard.refusal(exc))
         finally:
             request_thread_give(thread)
 

@@ -42,6 +42,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from chatapp.chat.body_limit import import_too_large_words
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_writing import ModelChoice, conversation_import
 from chatapp.chat.imports import ConversationError, ConversationRecord, ImportFileError, document_open
@@ -64,7 +65,7 @@ class ImportTooLarge(TooLarge):
 
     @staticmethod
     def describe(*, limit: int, size: int) -> str:
-        return f"The file is {size / 1e6:,.1f} MB; the largest import is {limit / 1e6:,.1f} MB."
+        return import_too_large_words(limit=limit, size=size)
 
 
 def import_job_create(*, owner: User, upload: UploadedFile) -> ImportJob:

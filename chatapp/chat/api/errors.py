@@ -19,6 +19,8 @@ from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
 from rest_framework.views import exception_handler
 
+from chatapp.chat.body_limit import body_too_large_words
+
 NON_FIELD = "non_field_errors"
 
 
@@ -27,7 +29,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if isinstance(exc, RequestDataTooBig):
         # Django's own answer is a bare HTML 400: a client of the API gets JSON, and the right status.
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        return Response({"detail": f"The request body is larger than {limit:,} bytes."},
+        return Response({"detail": body_too_large_words(limit), "limit": limit},
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, DjangoValidationError):
         return Response(validation_error_body(exc), status=status.HTTP_400_BAD_REQUEST)

@@ -2,9 +2,10 @@
 `GET /api/imports/<id>/` its progress, then the conversations it created or the reason it failed.
 
 Thin DRF views over import_services / import_selectors. The upload limit (settings.IMPORT_MAX_BYTES)
-is enforced while the body is parsed: a handler placed before Django's own refuses the request as
-soon as the announced length or the bytes received pass it, so nothing larger is spooled to a
-temporary file (the service checks again, for callers other than this view).
+is enforced as the body arrives, before Django stores it (chatapp.chat.body_limit, in the ASGI
+handler), then again on the file itself while the body is parsed: a handler placed before Django's
+own refuses a file part past the limit (and, outside the ASGI server, an announced length past it);
+the service checks once more, for callers other than this view.
 """
 
 from __future__ import annotations
@@ -24,12 +25,10 @@ from rest_framework.views import APIView
 
 from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.pagination import PaginatedApi
+from chatapp.chat.body_limit import MULTIPART_SLACK, import_too_large_words
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_selectors import import_job_conversations, import_job_get, import_job_list
 from chatapp.chat.import_services import ImportTooLarge, import_job_create
-
-# Room for the multipart framing around the file (boundaries, part headers, a filename).
-_MULTIPART_SLACK = 64 * 1024
 
 
 class UploadTooLarge(APIException):
@@ -37,9 +36,7 @@ class UploadTooLarge(APIException):
     default_code = "too_large"
 
     def __init__(self, *, size: int | None = None) -> None:
-        limit = settings.IMPORT_MAX_BYTES
-        found = f"The file is {size / 1e6:,.1f} MB; " if size else "The file is too large: "
-        super().__init__(f"{found}the largest import is {limit / 1e6:,.1f} MB.")
+        super().__init__(import_too_large_words(limit=settings.IMPORT_MAX_BYTES, size=size))
 
 
 class _LimitedUpload(FileUploadHandler):
@@ -47,7 +44,7 @@ class _LimitedUpload(FileUploadHandler):
 
     def handle_raw_input(self, input_data: Any, META: Any, content_length: int, boundary: Any,
                          encoding: Any = None) -> None:
-        if content_length and content_length > settings.IMPORT_MAX_BYTES + _MULTIPART_SLACK:
+        if content_length and content_length > settings.IMPORT_MAX_BYTES + MULTIPART_SLACK:
             raise UploadTooLarge(size=content_length)
 
     def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:

@@ -1,0 +1,109 @@
+"""The largest request body the server reads, enforced while it is received (SyncStackASGIHandler).
+
+Django's ASGI handler reads a request's whole body (into a temporary file past 2.5 MB) before any
+middleware or view runs, so its own limits (DATA_UPLOAD_MAX_MEMORY_SIZE, the import's upload
+handler) refuse a body only once all of it is on disk: anyone, signed in or not, could have the
+server write gigabytes. Here a body is refused with a 413 as soon as its announced length, or the
+bytes received, pass the largest any endpoint takes: the import's file (settings.IMPORT_MAX_BYTES and
+its multipart framing) on the import endpoint, DATA_UPLOAD_MAX_MEMORY_SIZE everywhere else (what
+Django refuses there anyway, only later).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.urls import Resolver404, resolve
+
+# Room for the multipart framing around an import's file (boundaries, part headers, a filename).
+MULTIPART_SLACK = 64 * 1024
+IMPORT_URL_NAME = "api-imports"
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class BodyTooLarge(Exception):
+    def __init__(self, *, limit: int, size: int | None) -> None:
+        super().__init__(f"request body over {limit} bytes")
+        self.limit = limit
+        self.size = size
+
+
+def body_too_large_words(limit: int) -> str:
+    """What a client reads when its request body is over `limit` (errors.py says it too)."""
+    return f"The request body is larger than {limit:,} bytes."
+
+
+def import_too_large_words(*, limit: int, size: int | None) -> str:
+    found = f"The file is {size / 1e6:,.1f} MB; " if size else "The file is too large: "
+    return f"{found}the largest import is {limit / 1e6:,.1f} MB."
+
+
+class BodyGuard:
+    """One request's body limit. The import endpoint's larger one is looked up (a URL resolve) only
+    for a body past the ordinary limit, so an ordinary request pays for a comparison, no more."""
+
+    def __init__(self, scope: dict[str, Any]) -> None:
+        self.path: str = scope["path"]
+        self.limit: int | None = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        self.is_import = False
+        self._widened = False
+        self.received = 0
+
+    def check(self, size: int) -> None:
+        """Raise BodyTooLarge when a body of `size` bytes (announced or received so far) is over the limit."""
+        if self.limit is None or size <= self.limit:
+            return
+        if not self._widened:
+            self._widened = True
+            if _is_import(self.path):
+                self.is_import = True
+                self.limit = settings.IMPORT_MAX_BYTES + MULTIPART_SLACK
+                if size <= self.limit:
+                    return
+        raise BodyTooLarge(limit=self.limit, size=size)
+
+    def announced(self, scope: dict[str, Any]) -> None:
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length" and value.isdigit():
+                self.check(int(value))
+
+    def receiving(self, receive: Receive) -> Receive:
+        """`receive`, counting the body's bytes as they come and refusing past the limit."""
+
+        async def counted() -> dict[str, Any]:
+            message = await receive()
+            if message.get("type") == "http.request":
+                self.received += len(message.get("body", b""))
+                self.check(self.received)
+            return message
+
+        return counted
+
+    def refusal(self, exc: BodyTooLarge) -> tuple[int, bytes, bytes]:
+        """(status, content type, body) of the 413: JSON under /api/, plain text for a page."""
+        if self.is_import:
+            words = import_too_large_words(limit=settings.IMPORT_MAX_BYTES, size=exc.size)
+        else:
+            words = body_too_large_words(exc.limit)
+        if self.path.startswith("/api/"):
+            return 413, b"application/json", orjson.dumps({"detail": words, "limit": exc.limit})
+        return 413, b"text/plain; charset=utf-8", words.encode()
+
+
+def _is_import(path: str) -> bool:
+    try:
+        return resolve(path).url_name == IMPORT_URL_NAME
+    except Resolver404:
+        return False
+
+
+async def body_refuse(send: Send, answer: tuple[int, bytes, bytes]) -> None:
+    status, kind, body = answer
+    headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,100 @@
+"""A request body past the largest an endpoint takes is refused as it arrives (chatapp.chat.body_limit),
+through the ASGI handler the server runs: Django alone reads the whole body first, to disk, whoever
+sends it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from chatapp.chat.admission import SyncStackASGIHandler
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHUNK = 16 * 1024
+
+
+def _post(path: str, *, total: int, announce: bool, content_type: bytes = b"application/json") -> dict:
+    """POST `total` bytes of body to `path`, CHUNK at a time. Returns the status, the body answered,
+    its content type and how many body bytes the application had taken when it answered."""
+    headers = [(b"host", b"testserver"), (b"content-type", content_type)]
+    if announce:
+        headers.append((b"content-length", str(total).encode()))
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "client": ("127.0.0.1", 50000), "server": ("testserver", 80), "headers": headers}
+    out: dict = {"taken": 0, "body": b""}
+
+    async def call() -> None:
+        answered = asyncio.Event()
+
+        async def receive() -> dict:
+            if out["taken"] >= total:
+                await answered.wait()
+                return {"type": "http.disconnect"}
+            size = min(CHUNK, total - out["taken"])
+            out["taken"] += size
+            return {"type": "http.request", "body": b" " * size, "more_body": out["taken"] < total}
+
+        async def send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                out["status"], out["taken_at_answer"] = message["status"], out["taken"]
+                out["type"] = dict(message["headers"]).get(b"content-type", b"")
+            elif message["type"] == "http.response.body":
+                out["body"] += message.get("body", b"")
+                if not message.get("more_body"):
+                    answered.set()
+
+        await SyncStackASGIHandler()(scope, receive, send)
+
+    asyncio.run(call())
+    return out
+
+
+@pytest.fixture
+def limits(settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
+    settings.IMPORT_MAX_BYTES = 256 * 1024
+    return settings
+
+
+def test_an_announced_length_past_the_limit_is_refused_unread(limits):
+    answer = _post("/api/auth/token/", total=4 * 1024 * 1024, announce=True)
+    assert answer["status"] == 413
+    assert answer["taken_at_answer"] == 0
+    assert json.loads(answer["body"]) == {"detail": "The request body is larger than 65,536 bytes.", "limit": 65536}
+
+
+def test_a_body_without_a_length_is_refused_once_it_passes_the_limit(limits):
+    answer = _post("/api/auth/token/", total=4 * 1024 * 1024, announce=False)
+    assert answer["status"] == 413
+    assert answer["taken_at_answer"] <= 64 * 1024 + CHUNK
+    assert json.loads(answer["body"])["detail"] == "The request body is larger than 65,536 bytes."
+
+
+def test_the_import_endpoint_takes_its_own_larger_limit(limits):
+    # Over the ordinary limit, under the import's: read whole, then the view answers (no credentials).
+    within = _post("/api/imports/", total=200 * 1024, announce=True, content_type=b"multipart/form-data; boundary=x")
+    assert within["status"] == 401
+    assert within["taken_at_answer"] == 200 * 1024
+    # Past the import's limit and its multipart framing: refused unread, in the import's words.
+    past = _post("/api/imports/", total=2 * 1024 * 1024, announce=True, content_type=b"multipart/form-data; boundary=x")
+    assert past["status"] == 413 and past["taken_at_answer"] == 0
+    assert json.loads(past["body"])["detail"] == "The file is 2.1 MB; the largest import is 0.3 MB."
+
+
+def test_a_page_is_refused_in_plain_text(limits):
+    answer = _post("/accounts/login/", total=1024 * 1024, announce=False,
+                   content_type=b"application/x-www-form-urlencoded")
+    assert answer["status"] == 413
+    assert answer["type"].startswith(b"text/plain")
+    assert answer["body"] == b"The request body is larger than 65,536 bytes."
+
+
+def test_a_body_within_the_limit_reaches_the_view(limits):
+    answer = _post("/api/auth/token/", total=60 * 1024, announce=True)
+    assert answer["status"] == 400  # read whole and parsed: spaces are not JSON
+    assert answer["taken_at_answer"] == 60 * 1024
+    assert json.loads(answer["body"])["detail"] == "The request body is not valid JSON."
