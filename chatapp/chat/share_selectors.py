@@ -64,6 +64,18 @@ def share_live_of_snapshot(*, conversation_id: int, through_message_id: int, tit
     )
 
 
+def share_snapshot_tail(*, conversation_id: int) -> int | None:
+    """The last message a link made now shows through: the active path's last one, unless that is a
+    reply still being written, whose text comes after the link was made (its question is the end)."""
+    return (
+        Message.objects.filter(conversation_id=conversation_id, kind=Message.Kind.CHAT, superseded=False)
+        .exclude(status=Message.Status.STREAMING)
+        .order_by("-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
 def share_messages(*, share: ConversationShare, after_id: int | None = None, limit: int = SHARE_PAGE) -> SharePage:
     """The snapshot's shown messages after `after_id` (from the start when None), oldest first, at
     most `limit`; later messages than the snapshot's last are never read.

@@ -15,9 +15,8 @@ from django.contrib.auth.models import User
 from django.http import Http404
 from django.utils import timezone
 
-from .branch_selectors import path_tail_id
 from .models import Conversation, ConversationShare
-from .share_selectors import share_live_of_snapshot
+from .share_selectors import share_live_of_snapshot, share_snapshot_tail
 
 # 24 random bytes (192 bits) in URL-safe base64: 32 characters, not guessable, so the token alone is
 # the credential and a collision on the unique index is not worth retrying for.
@@ -29,9 +28,10 @@ def conversation_share_create(*, owner: User, conversation: Conversation) -> Con
     if conversation.owner_id != owner.pk:
         # Callers look the conversation up scoped to its owner; this guards a caller that did not.
         raise Http404("No such conversation.")
-    # The active path's last message: the snapshot is the path up to it (its ancestors), so a later
-    # switch to another branch changes nothing the link shows (share_selectors.share_messages).
-    through = path_tail_id(conversation_id=conversation.pk) or 0
+    # The active path's last message (not a reply still streaming): the snapshot is the path up to it
+    # (its ancestors), so a later switch to another branch changes nothing the link shows
+    # (share_selectors.share_messages), nor does the end of a reply under way.
+    through = share_snapshot_tail(conversation_id=conversation.pk) or 0
     existing = share_live_of_snapshot(
         conversation_id=conversation.pk, through_message_id=through, title=conversation.title
     )

@@ -136,6 +136,18 @@ def test_messages_after_the_snapshot_are_not_shown(chat, owner):
     assert "Renamed afterwards" not in body and "Trip to Lisbon" in body
 
 
+def test_a_reply_still_streaming_is_not_part_of_the_snapshot(chat, owner):
+    question = _msg(chat, "user", "And the PRIVATE plan?")
+    reply = _msg(chat, "assistant", "", status=Message.Status.STREAMING, reply_to=question, parent=question)
+    share = conversation_share_create(owner=owner, conversation=chat)
+    assert share.through_message_id == question.pk
+    # The reply ends after the link was made (reply_store's final write): what it says is not published.
+    Message.objects.filter(pk=reply.pk).update(content="WRITTEN-AFTER sharing", status=Message.Status.COMPLETE)
+    body = Client().get(_path(share)).content.decode()
+    assert "And the PRIVATE plan?" in body
+    assert "WRITTEN-AFTER" not in body
+
+
 def test_only_the_live_conversation_is_shown(chat, owner):
     question = _msg(chat, "user", "What about dessert?")
     _msg(chat, "assistant", "SUPERSEDED-REPLY pastel", superseded=True, reply_to=question)
@@ -190,7 +202,7 @@ def test_a_long_snapshot_is_read_a_bounded_page_at_a_time(owner, django_assert_m
     assert "Continue reading" not in third
 
 
-@pytest.mark.parametrize("after", ["\u00b2", "x", "-1", ""])
+@pytest.mark.parametrize("after", ["\u00b2", "x", "-1", "", "\u0663", "1" * 19, "1" * 5_000])
 def test_an_odd_page_mark_reads_from_the_start(chat, owner, after):
     share = conversation_share_create(owner=owner, conversation=chat)
     response = Client().get(_path(share), {"after": after})
