@@ -20,6 +20,10 @@ from .search_services import MAX_TERM_CHARS
 
 _SEARCH_TABLE = MessageSearch._meta.db_table
 
+# A search box's text is read up to this many characters: more says nothing a search can use, and a
+# title filter of 50,000 bytes is past what SQLite's LIKE takes (a 500 otherwise).
+MAX_QUERY_CHARS = 500
+
 
 NON_ASCII = r"[^\x01-\x7f]"
 

@@ -22,6 +22,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from chatapp.chat.models import Message
+from chatapp.chat.query_params import query_id
 from chatapp.chat.rendering import markdown_render
 from chatapp.chat.share_selectors import share_get, share_get_public, share_messages
 from chatapp.chat.share_services import conversation_share_revoke
@@ -70,7 +71,7 @@ def share_page(request: HttpRequest, token: str) -> HttpResponse:
     except Http404:
         return _public(render(request, "chat/share_missing.html", status=404))
     after = request.GET.get("after", "")
-    after_id = int(after) if after.isdecimal() else None  # isdigit() takes "²", which int() refuses
+    after_id = query_id(after)
     page = share_messages(share=share, after_id=after_id)
     context = {
         "share": share,

@@ -29,7 +29,9 @@ from chatapp.chat.context import first_user_message_id
 from chatapp.chat.forms import LoginForm, SignupForm
 from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.query_params import query_id
 from chatapp.chat.rendering import code_style_css, markdown_render
+from chatapp.chat.search_match import MAX_QUERY_CHARS
 from chatapp.chat.search_selectors import SearchHit, message_search
 from chatapp.chat.summary_selectors import summary_kept_pins
 from chatapp.providers import selectors as config_selectors
@@ -216,9 +218,9 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
 
 
 def _search_text(request: HttpRequest) -> str:
-    """The search box's text. A NUL cannot match stored text and PostgreSQL refuses it as a parameter
-    (a 500): it is read as a space."""
-    return request.GET.get("q", "").replace("\x00", " ").strip()
+    """The search box's text, up to MAX_QUERY_CHARS (as the box takes it). A NUL cannot match stored
+    text and PostgreSQL refuses it as a parameter (a 500): it is read as a space."""
+    return request.GET.get("q", "")[:MAX_QUERY_CHARS].replace("\x00", " ").strip()
 
 
 def _chat_context(request: HttpRequest, *, conversation: Conversation | None) -> dict:
@@ -231,6 +233,7 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
         "conversation_groups": groups,
         "more_chats_limit": SIDEBAR_LIMIT * 2 if more else None,
         "query": query,
+        "max_query_chars": MAX_QUERY_CHARS,
         "config": config,
         "configs": configs,
         "offline": config is None,
@@ -343,7 +346,7 @@ def chat_sidebar(request: HttpRequest) -> HttpResponse:
             "conversation_groups": groups + listed,
             "more_chats_limit": min(limit + SIDEBAR_LIMIT, SIDEBAR_MAX) if more and limit < SIDEBAR_MAX else None,
             "query": query,
-            "current_id": int(current) if current.isdecimal() else None,
+            "current_id": query_id(current),
         },
     )
 

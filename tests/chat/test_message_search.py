@@ -18,7 +18,7 @@ from chatapp.chat import search_selectors, search_snippets
 from chatapp.chat.branch_services import branch_hide, branch_show
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message
-from chatapp.chat.search_match import conversation_ids_matching
+from chatapp.chat.search_match import MAX_QUERY_CHARS, conversation_ids_matching
 from chatapp.chat.search_selectors import message_search
 from chatapp.chat.search_services import conversation_index_rebuild
 from tests.support.accounts import token_client
@@ -403,6 +403,34 @@ def test_sidebar_shows_snippets_under_their_conversation(user, client):
     html = client.get(reverse("chat-sidebar")).content.decode()
     assert "Best matches" not in html and "<mark>" not in html and "Garage &lt;b&gt;tools&lt;/b&gt;" in html
     assert "?q=" not in html
+
+
+def test_a_long_search_text_is_refused_by_the_api_and_cut_by_the_pages(user, client):
+    chat = _chat(user, title="Saffron notes")
+    _say(chat, "The saffron risotto")
+    api = APIClient()
+    api.force_authenticate(user)
+    for path in ("/api/conversations/", "/api/search/"):
+        refused = api.get(path, {"q": "saffron" + "a" * MAX_QUERY_CHARS})
+        assert refused.status_code == 400 and "q" in refused.json(), path
+        assert api.get(path, {"q": "saffron"}).status_code == 200
+    client.force_login(user)
+    # 50,001 characters: past what SQLite's LIKE takes; the pages read the first MAX_QUERY_CHARS.
+    long_text = "saffron " + "a" * 50_000
+    for path in ("/", f"/c/{chat.pk}/", reverse("chat-sidebar")):
+        response = client.get(path, {"q": long_text})
+        assert response.status_code == 200, path
+    page = client.get("/", {"q": long_text}).content.decode()
+    assert f'maxlength="{MAX_QUERY_CHARS}"' in page
+    assert f'value="saffron {"a" * (MAX_QUERY_CHARS - 8)}"' in page
+
+
+@pytest.mark.parametrize("current", ["", "x", "\u00b2", "\u0663", "-4", "1" * 19, "1" * 5_000])
+def test_the_sidebar_reads_an_odd_current_chat_as_none(user, client, current):
+    _chat(user, title="Kitchen")
+    client.force_login(user)
+    response = client.get(reverse("chat-sidebar"), {"current": current})
+    assert response.status_code == 200 and "Kitchen" in response.content.decode()
 
 
 def test_another_branchs_messages_find_neither_a_message_nor_their_chat(user):

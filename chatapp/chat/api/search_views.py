@@ -13,9 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chatapp.chat.api.inputs import validated
+from chatapp.chat.search_match import MAX_QUERY_CHARS
 from chatapp.chat.search_selectors import MAX_PAGE, MIN_QUERY_CHARS, SearchHit, message_search
-
-MAX_QUERY_CHARS = 500
 
 
 class SearchHitOutputSerializer(serializers.Serializer):

@@ -27,6 +27,7 @@ from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.message_services import message_pin_set
 from chatapp.chat.models import Preference
+from chatapp.chat.search_match import MAX_QUERY_CHARS
 from chatapp.chat.selectors import (
     conversation_get,
     conversation_list,
@@ -67,7 +68,8 @@ def _owned_config_or_field_error(*, user: User, pk: int | None, field: str) -> L
 class ConversationListApi(PaginatedApi):
     class FilterSerializer(serializers.Serializer):
         # A CharField refuses a NUL (400): PostgreSQL cannot take one as a parameter (a 500 otherwise).
-        q = serializers.CharField(required=False, default="", allow_blank=True, trim_whitespace=True)
+        q = serializers.CharField(required=False, default="", allow_blank=True, trim_whitespace=True,
+                                  max_length=MAX_QUERY_CHARS)
 
     class InputSerializer(serializers.Serializer):
         title = serializers.CharField(max_length=200, required=False)
