@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from chatapp.chat.branch_selectors import message_sibling_ids
@@ -86,7 +87,8 @@ def branch_switch(*, message: Message, index: int) -> Message:
     if not 1 <= index <= len(siblings):
         raise ValidationError({"index": f"Choose a branch from 1 to {len(siblings)}."}, code="invalid")
     target_id = siblings[index - 1]
-    conversation = Conversation.objects.get(pk=message.conversation_id)
+    # A 404, not a 500, when another tab deleted the chat since the request found the message.
+    conversation = get_object_or_404(Conversation, pk=message.conversation_id)
     # A claim marked while the path moves, already stale: a send that waited on this row (another tab)
     # finds it taken and goes the slow way, which reads the path's tail after this commit. Its claim's
     # one statement reads the tail as it was when it began (PostgreSQL), and would hang the new message

@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
+from django.http import Http404
 from django.urls import reverse
 
+from chatapp.chat import branch_services
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start
@@ -105,6 +107,23 @@ def test_switch_brings_a_branch_back_as_it_was(user, offline):
     with pytest.raises(ValidationError) as info:
         branch_switch(message=a3, index=1)  # its parent is on another branch now
     assert info.value.code == "off_path"
+
+
+def test_a_switch_in_a_chat_deleted_meanwhile_is_a_404(user, offline, monkeypatch):
+    q1, _a1 = exchange(user, offline, "first question about tomatoes")
+    turn = turn_pack(start=chat_edit_start(user=user, message=q1, content="first question about peppers"))
+    finish(turn)
+    edited = Message.objects.get(pk=turn.user_message_id)
+    real_siblings = branch_services.message_sibling_ids
+
+    def siblings_then_deleted(*, message):
+        found = real_siblings(message=message)
+        Conversation.objects.filter(pk=offline.pk).delete()  # another tab, between the switch's reads
+        return found
+
+    monkeypatch.setattr(branch_services, "message_sibling_ids", siblings_then_deleted)
+    with pytest.raises(Http404):
+        branch_switch(message=edited, index=1)
 
 
 def test_regenerate_keeps_the_old_reply_as_a_branch(user, offline):
