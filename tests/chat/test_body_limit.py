@@ -5,8 +5,11 @@ sends it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 
+import httpx
 import pytest
 
 from chatapp.chat.admission import SyncStackASGIHandler
@@ -98,3 +101,31 @@ def test_a_body_within_the_limit_reaches_the_view(limits):
     assert answer["status"] == 400  # read whole and parsed: spaces are not JSON
     assert answer["taken_at_answer"] == 60 * 1024
     assert json.loads(answer["body"])["detail"] == "The request body is not valid JSON."
+
+
+def _raw_post(url: str, path: str, *, headers: str, body_chunks: int, chunk: bytes) -> bytes:
+    """Send a POST over a socket, body chunks while the server lets us; what it answered."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\n{headers}\r\n".encode())
+        with contextlib.suppress(OSError):  # the server may close while we still send: that is the point
+            for _ in range(body_chunks):
+                sock.sendall(chunk)
+        answer = b""
+        with contextlib.suppress(OSError):
+            while data := sock.recv(65536):
+                answer += data
+        return answer
+
+
+def test_a_real_server_refuses_and_stays_up(limits, asgi_server):
+    announced = _raw_post(asgi_server.url, "/api/auth/token/", body_chunks=0, chunk=b"",
+                          headers="Content-Type: application/json\r\nContent-Length: 1000000000\r\n")
+    assert announced.startswith(b"HTTP/1.1 413 ")
+    assert b'"detail":"The request body is larger than 65,536 bytes."' in announced
+    piece = b" " * CHUNK
+    chunked = _raw_post(asgi_server.url, "/api/auth/token/", body_chunks=400,
+                        chunk=f"{len(piece):x}\r\n".encode() + piece + b"\r\n",
+                        headers="Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n")
+    assert chunked.startswith(b"HTTP/1.1 413 ")
+    assert httpx.get(f"{asgi_server.url}/api/schema/", timeout=10).status_code == 200
