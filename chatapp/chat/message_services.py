@@ -188,6 +188,10 @@ def client_key_validate(*, client_key: Any) -> str:
 _TITLE_BLOCK_MARKERS = re.compile(r"^(?:#{1,6}\s+|>\s*|[-*+]\s+|\d{1,3}[.)]\s+)+")
 
 
+# A code fence's opening or closing line (```python, ~~~): no title; the code inside it may be one.
+_TITLE_FENCE = re.compile(r"^\s{0,3}(?:`{3,}|~{3,})")
+
+
 _TITLE_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 
 
@@ -213,8 +217,9 @@ def _title_plain(line: str) -> str:
 
 
 def title_from_text(*, text: str) -> str:
-    """A short title from the first user message: its first line as plain text, cut at a word boundary."""
-    line = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
+    """A short title from the first user message: its first line as plain text (a code fence's marker
+    line passed by), cut at a word boundary."""
+    line = next((ln for ln in text.strip().splitlines() if ln.strip() and not _TITLE_FENCE.match(ln)), "")
     line = _title_plain(re.sub(r"\s+", " ", line).strip())
     if len(line) <= TITLE_MAX_CHARS:
         return line or "New chat"

@@ -188,6 +188,11 @@ def test_send_rate_limit_counts_per_user(user, other_user, settings):
         ("> *Why* does ~~this~~ fail?", "Why does this fail?"),
         ("- [Django docs](https://docs.djangoproject.com) on **select_related**", "Django docs on select_related"),
         ("What does my_var_name or 2 * 3 * 4 do?", "What does my_var_name or 2 * 3 * 4 do?"),
+        # a message opening with a code block is titled by its first line of code, not the fence
+        ("```python\nprint(total)\n```\nWhy does this fail?", "print(total)"),
+        ("```\n\n```\nExplain this", "Explain this"),
+        ("~~~bash\nls -la\n~~~", "ls -la"),
+        ("```", "New chat"),
     ],
 )
 def test_title_is_plain_text(text, title):
