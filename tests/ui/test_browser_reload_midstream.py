@@ -49,3 +49,33 @@ def test_a_reply_followed_after_a_reload_stops_from_its_own_button(asgi_server, 
     stored = Message.objects.get(pk=reply_id)
     # Part of the echo: its end, the question repeated, never came.
     assert stored.status == "stopped" and stored.content.startswith("Echo:") and "I will stop" not in stored.content
+
+
+def _said(browser) -> str:
+    """What the page's live region last announced."""
+    return browser.find_element(By.ID, "stream-status").get_attribute("textContent")
+
+
+def test_a_followed_reply_holds_the_composer_as_the_pages_own_does(asgi_server, browser, fake_openai):
+    _sign_up_with_model(browser, asgi_server.url, "reload-esc", fake_url=fake_openai.base_url, model="slow-500",
+                        name="Slower")
+    reply_id = _send_then_reload(browser, "A long answer, please, that Esc will stop")
+    _wait(browser, lambda d: d.find_element(By.ID, "stop-btn").is_displayed())
+    assert not browser.find_element(By.ID, "send-btn").is_displayed()
+    assert browser.find_element(By.ID, "composer-hint-busy").is_displayed()
+    # Enter waits for the reply: nothing is sent (no 409 from the server), the text stays in the box.
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("my next question", Keys.ENTER)
+    _wait(browser, lambda d: "still being written" in _said(d))
+    assert box.get_attribute("value") == "my next question"
+    assert Message.objects.filter(role="user").count() == 1
+    assert not browser.find_elements(By.CSS_SELECTOR, ".msg-error")
+    # Regenerate waits too, and says so.
+    _shown(browser, reply_id).find_element(By.CSS_SELECTOR, '[data-action="regenerate"]').click()
+    _wait(browser, lambda d: any("still being written" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
+    # Esc stops it, as it stops a reply the page started.
+    box.send_keys(Keys.ESCAPE)
+    _wait(browser, lambda d: _shown(d, reply_id).get_attribute("data-status") == "stopped", timeout=30)
+    _wait(browser, lambda d: d.find_element(By.ID, "send-btn").is_displayed(), timeout=10)
+    assert not browser.find_element(By.ID, "stop-btn").is_displayed()
+    assert Message.objects.get(pk=reply_id).status == "stopped"

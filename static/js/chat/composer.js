@@ -1,6 +1,7 @@
 /* The composer: sending a message (a new chat is created on the first), /compact, the model picker. */
 import { announce, buildMessage, el, icon, scrollToBottom } from "./dom.js";
 import { refreshGauge } from "./gauge.js";
+import { followedReply } from "./history.js";
 import { compactNow, renderJob } from "./jobs.js";
 import { refreshSidebar } from "./sidebar.js";
 import { api, app, emptyState, errorText, form, input, maxChars, messagesEl, picker, state, toast } from "./state.js";
@@ -150,7 +151,7 @@ let sending = false;
 
 form.addEventListener("submit", async (e) => {
   e.preventDefault();
-  if (state.streaming) {
+  if (state.streaming || followedReply()) {
     announce(input.value.trim()
       ? "The reply is still being written: your message stays in the box. Esc stops the reply."
       : "The reply is still being written. Esc stops it.");

@@ -1,7 +1,7 @@
 /* Earlier messages on demand, links to a message (#m-<id>), and a reply streaming in another tab. */
 import { enhance, nearBottom, scrollToBottom } from "./dom.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
-import { app, messagesEl, state, timeline, toast } from "./state.js";
+import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
 
 export async function loadEarlier(btn) {
   // Disabled while loading (and gone when nothing earlier is left), the button drops the focus:
@@ -101,9 +101,34 @@ export function streamingElsewhere() {
     .filter((m) => Number(m.dataset.id) !== mine && !m.classList.contains("is-streaming"));
 }
 
+/** The reply this page follows but did not start (another tab's, or one from before a reload): the
+ *  composer's Stop and Esc stop it, and Enter, Edit and Regenerate wait for it, as for the page's own. */
+export function followedReply() {
+  return streamingElsewhere()[0] || null;
+}
+
+export async function stopFollowed(article = followedReply()) {
+  if (!article || !article.dataset.id) return;
+  article.querySelector('[data-action="stop-reply"]')?.setAttribute("disabled", "");
+  await api(`/api/messages/${article.dataset.id}/stop/`, { method: "POST", body: {} });
+  followElsewhere();
+}
+
+function showFollowed(on) {
+  if (state.streaming) return; // the page's own reply: stream.setStreaming holds the composer
+  const pressed = document.activeElement === (on ? sendBtn : stopBtn);
+  sendBtn.hidden = on;
+  stopBtn.hidden = !on;
+  hint.hidden = on;
+  busyHint.hidden = !on;
+  input.setAttribute("aria-describedby", on ? busyHint.id : hint.id);
+  if (pressed) (on ? stopBtn : input).focus();
+}
+
 export function followElsewhere() {
   if (followTimer || !state.conversationId) return;
   const pending = streamingElsewhere();
+  showFollowed(pending.length > 0);
   if (!pending.length) return;
   if (!followSince) followSince = Date.now();
   if (Date.now() - followSince > FOLLOW_FOR_MS) return;

@@ -2,11 +2,11 @@
 import { autosize } from "./composer.js";
 import { enhance, moveFocusOff, nearBottom, scrollToBottom } from "./dom.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
-import { followElsewhere, loadEarlier, revealHash } from "./history.js";
+import { followElsewhere, loadEarlier, revealHash, stopFollowed } from "./history.js";
 import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.js";
 import { editSystemPrompt, pointExportLinks } from "./prompt.js";
 import { deleteConversation, inlineRename, renameConversation } from "./sidebar.js";
-import { api, app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
+import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
 import "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
 import { openShortcuts } from "./shortcuts.js"; // also handles its own keys
@@ -110,15 +110,11 @@ document.addEventListener("click", async (e) => {
     case "retry":
       if (article) await retry(article);
       break;
-    case "stop":
-      await stop();
+    case "stop": // the composer's Stop: this page's reply, or the one it follows (history.js)
+      await (state.streaming ? stop() : stopFollowed());
       break;
     case "stop-reply": // a reply written on the server for a page that left it (history.js follows it)
-      if (article && article.dataset.id) {
-        target.disabled = true;
-        await api(`/api/messages/${article.dataset.id}/stop/`, { method: "POST", body: {} });
-        followElsewhere();
-      }
+      if (article) await stopFollowed(article);
       break;
     case "toggle-gauge": {
       const open = gaugePop.hidden;
@@ -195,7 +191,7 @@ document.addEventListener("keydown", (e) => {
     // Esc in another field (the chats search clears itself) or closing the drawer is not a Stop.
     const field = document.activeElement?.closest("input, textarea, select");
     const elsewhere = menuOpen || app.classList.contains("sidebar-open") || (field && field.id !== "composer-input");
-    if (state.streaming && !elsewhere) stop();
+    if (!elsewhere) state.streaming ? stop() : stopFollowed();
     // A menu closed from inside gives focus back to its button, not to the page.
     const inMenu = document.activeElement?.closest(".menu:not([hidden])");
     closeMenus();

@@ -2,7 +2,7 @@
 import { setSiblings } from "./branches.js";
 import { announce, buildMessage, enhance, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showError, typingDots } from "./dom.js";
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
-import { showMissedBefore } from "./history.js";
+import { followedReply, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
 import { refreshSidebar, setTitle } from "./sidebar.js";
 import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, sendBtn, state, stopBtn, toast } from "./state.js";
@@ -128,8 +128,7 @@ export async function runStream(url, body, ctx) {
       setSiblings(asstEl, m);
       enhance(asstEl);
       markLastReply(asstEl);
-      // A stopped reply is the user's doing, not a failure: its "Stopped" badge says so, as after
-      // a reload (no error box, no Retry that the reloaded page would not have).
+      // A stopped reply is the user's doing: its "Stopped" badge says so, as after a reload (no error box nor Retry).
       if (status !== "stopped" && (status === "error" || data.error)) {
         // Nothing to retry in a conversation deleted meanwhile (another tab).
         showError(asstEl, data.error || "The model request failed.", { retry: data.kind !== "gone", userId });
@@ -217,10 +216,11 @@ export async function runStream(url, body, ctx) {
   if (!document.querySelector(".conv-rename")) refreshSidebar();
 }
 
-/** Regenerate, Retry and Edit wait for the reply that is streaming: said so rather than done silently. */
+/** Regenerate, Retry and Edit wait for a reply that is streaming (this page's, or one it follows): said so. */
 export function busyNow() {
-  if (state.streaming) toast("A reply is still being written: stop it or wait for it first.");
-  return Boolean(state.streaming);
+  const busy = Boolean(state.streaming || followedReply());
+  if (busy) toast("A reply is still being written: stop it or wait for it first.");
+  return busy;
 }
 
 export async function regenerate(article) {
