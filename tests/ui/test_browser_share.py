@@ -34,7 +34,15 @@ def test_share_from_the_header_menu_then_read_the_link_logged_out(asgi_server, b
     item.click()
     dialog = _wait(browser, lambda d: d.find_element(By.ID, "share-dialog"))
     _wait(browser, lambda d: dialog.get_attribute("open") is not None)
+    # Opening the dialog publishes nothing: it says what a link shows, and makes one when asked.
+    create = dialog.find_element(By.CSS_SELECTOR, '[data-action="create-share-link"]')
+    assert browser.switch_to.active_element == create
+    assert not browser.find_element(By.ID, "share-link").is_displayed()
+    assert not ConversationShare.objects.filter(conversation=conversation).exists()
+    create.click()
+    _wait(browser, lambda d: d.find_element(By.ID, "share-link").get_attribute("value"))
     link = browser.find_element(By.ID, "share-link").get_attribute("value")
+    assert browser.switch_to.active_element.get_attribute("id") == "share-link"
     share = ConversationShare.objects.get(conversation=conversation)
     assert link == f"{base}/s/{share.token}/"
     browser.save_screenshot(str(screenshot_dir / "chat-share-dialog.png"))
@@ -62,3 +70,21 @@ def test_share_from_the_header_menu_then_read_the_link_logged_out(asgi_server, b
     assert browser.find_element(By.CSS_SELECTOR, 'meta[name="robots"]').get_attribute("content") == "noindex, nofollow"
     browser.save_screenshot(str(screenshot_dir / "share-page.png"))
     assert console_errors(browser) == []  # no CSP violation, no failed load
+
+
+def test_share_cancelled_publishes_nothing(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "browser-unsharer")
+    user = get_user_model().objects.get(username="browser-unsharer")
+    conversation = Conversation.objects.create(owner=user, title="Private notes")
+    Message.objects.create(conversation=conversation, role="user", content="Only for me")
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    browser.find_element(By.CSS_SELECTOR, '[data-action="conv-menu"]').click()
+    item = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="share-conversation"]'))
+    _wait(browser, lambda d: item.is_displayed())
+    item.click()
+    dialog = browser.find_element(By.ID, "share-dialog")
+    _wait(browser, lambda d: dialog.get_attribute("open") is not None)
+    dialog.find_element(By.CSS_SELECTOR, 'button[value="cancel"]').click()
+    _wait(browser, lambda d: dialog.get_attribute("open") is None)
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "conv-menu-btn")
+    assert not ConversationShare.objects.filter(conversation=conversation).exists()

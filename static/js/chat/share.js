@@ -1,10 +1,13 @@
-/* "Share…" in the chat header's menu: makes a read-only link of the chat as it is now
- * (POST /api/conversations/<id>/share/) and shows it in a dialog with a Copy button.
- * Self-contained: it listens for its own actions, so main.js only imports it. */
+/* "Share…" in the chat header's menu: a dialog that says what a read-only link publishes, makes one
+ * when asked (POST /api/conversations/<id>/share/: the chat as it is now) and shows it with a Copy
+ * button. Opening the dialog publishes nothing. Self-contained: main.js only imports it. */
 import { api, copyText, errorText, state, toast } from "./state.js";
 
 const dialog = document.getElementById("share-dialog");
 const field = document.getElementById("share-link");
+const linkRow = document.getElementById("share-link-row");
+const ask = document.getElementById("share-ask");
+const made = document.getElementById("share-made");
 
 function closeMenuOf(item) {
   const menu = item.closest(".menu");
@@ -16,18 +19,29 @@ function closeMenuOf(item) {
 // The menu item that opened the dialog is hidden by then: focus goes back to the menu's button.
 dialog?.addEventListener("close", () => document.getElementById("conv-menu-btn")?.focus());
 
-async function shareConversation(item) {
+function openDialog(item) {
   closeMenuOf(item);
   if (!state.conversationId || !dialog) return;
-  item.disabled = true;
+  field.value = "";
+  linkRow.hidden = true;
+  made.hidden = true;
+  ask.hidden = false;
+  dialog.showModal();
+  ask.querySelector('[data-action="create-share-link"]').focus();
+}
+
+async function createLink(button) {
+  button.disabled = true;
   const res = await api(`/api/conversations/${state.conversationId}/share/`, { method: "POST" });
-  item.disabled = false;
+  button.disabled = false;
   if (!res.ok || !res.data || !res.data.url) {
     toast(errorText(res.data, res.status), "error");
     return;
   }
   field.value = res.data.url;
-  dialog.showModal();
+  ask.hidden = true;
+  linkRow.hidden = false;
+  made.hidden = false;
   field.focus();
   field.select();
 }
@@ -39,9 +53,10 @@ async function copyLink(button) {
   setTimeout(() => { label.textContent = "Copy"; }, 1500);
 }
 
+const ACTIONS = { "share-conversation": openDialog, "create-share-link": createLink, "copy-share-link": copyLink };
+
 document.addEventListener("click", (e) => {
-  const target = e.target.closest('[data-action="share-conversation"], [data-action="copy-share-link"]');
-  if (!target) return;
-  if (target.dataset.action === "share-conversation") shareConversation(target);
-  else copyLink(target);
+  const target = e.target.closest("[data-action]");
+  const action = target && ACTIONS[target.dataset.action];
+  if (action) action(target);
 });
