@@ -83,6 +83,8 @@ __all__ = ["NO_CUT_REASON", "PackOptions", "SummarizeNow", "pack"]
 NO_CUT_REASON = "no cut: the history since the last cut is under the trigger, so the window is kept"
 BELOW_TRIGGER_REASON = "history is below the trigger; everything is sent unchanged"
 FITS_REASON = "history is at or over the trigger but fits the budget, and a cut would save nothing; sent unchanged"
+REFILLED_REASON = ("history is at or over the trigger but fits the budget, and a cut would send no fewer tokens "
+                   "(the quotes recall adds would fill what it frees); sent unchanged")
 
 
 
@@ -168,7 +170,7 @@ def pack(
                 and result.info.tokens_after >= before.tokens):
             # A first cut of a history that fits the budget, whose quotes filled what the cut freed: it
             # would send no fewer tokens than the history itself, which holds every message verbatim.
-            return _unchanged(msgs, toks, before, reason=FITS_REASON)
+            return _unchanged(msgs, toks, before, reason=REFILLED_REASON)
         return result
 
     result = within(budget)

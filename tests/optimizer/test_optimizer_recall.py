@@ -21,6 +21,7 @@ from optimizer.lexical import (
     term_spans,
     words,
 )
+from optimizer.packing import REFILLED_REASON
 from optimizer.recall import (
     HEADER,
     NEIGHBOUR_WEIGHT,
@@ -208,6 +209,15 @@ def test_nothing_is_recalled_while_everything_fits():
     result = packed_with_recall(msgs, budget=8192)
     assert not result.stats["optimization_applied"]
     assert all(p.origin != "recall" for p in result.messages)
+
+
+def test_a_cut_whose_quotes_would_refill_it_sends_the_history_and_says_why():
+    # Over the trigger, under the budget: the first cut's quotes would take back all it frees.
+    msgs = [*chat(6, fact_at=2), msg("q", "user", "Remind me about the podcast and jazz and the garden plans")]
+    result = packed_with_recall(msgs, budget=448)
+    assert result.stats["trigger_tokens"] <= result.stats["tokens_before"] <= 448
+    assert not result.stats["optimization_applied"] and len(result.messages) == len(msgs)
+    assert result.stats["strategy_reason"] == REFILLED_REASON
 
 
 def test_stateless_request_fills_the_budget_when_history_is_relevant():

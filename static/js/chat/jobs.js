@@ -42,6 +42,7 @@ export function jobDuration(job) {
 }
 
 export function formatSeconds(secs) {
+  if (secs < 0.05) return "under 0.1 s";
   if (secs < 10) return `${secs.toFixed(1)} s`;
   if (secs < 90) return `${Math.round(secs)} s`;
   return `${Math.floor(secs / 60)} min ${Math.round(secs % 60)} s`;
