@@ -1,5 +1,6 @@
 /* The composer: sending a message (a new chat is created on the first), /compact, the model picker. */
 import { announce, buildMessage, el, icon, scrollToBottom } from "./dom.js";
+import { draftAdopt, draftKeep } from "./draft.js";
 import { refreshGauge } from "./gauge.js";
 import { followedReply } from "./history.js";
 import { compactNow, renderJob } from "./jobs.js";
@@ -22,6 +23,7 @@ export async function ensureConversation() {
   }
   state.conversationId = res.data.id;
   app.dataset.conversationId = String(state.conversationId);
+  draftAdopt();
   history.replaceState(null, "", `/c/${state.conversationId}/`);
   document.getElementById("conv-tools").hidden = false;
   if (picker) picker.dataset.current = picker.value;
@@ -133,9 +135,12 @@ function restoreText(content) {
   autosize();
 }
 
+/** Every change of the box's text passes here (typing, a send, a refused send given back): the height
+ *  follows it, and so does the chat's draft. */
 export function autosize() {
   input.style.height = "auto";
   input.style.height = `${Math.min(input.scrollHeight, window.innerHeight * 0.4)}px`;
+  draftKeep();
 }
 
 input.addEventListener("input", autosize);

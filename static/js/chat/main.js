@@ -1,6 +1,7 @@
 /* The chat page: wires the modules together (clicks, keys) and starts. Plain ES modules, no build step. */
 import { autosize } from "./composer.js";
 import { enhance, moveFocusOff, nearBottom, scrollToBottom } from "./dom.js";
+import { draftRestore } from "./draft.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { followElsewhere, loadEarlier, revealHash, stopFollowed } from "./history.js";
 import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.js";
@@ -220,6 +221,7 @@ placeWindowMarker(app.dataset.windowStart, null);
 
 scrollToBottom(true);
 
+draftRestore();
 autosize();
 
 if (state.conversationId) {
