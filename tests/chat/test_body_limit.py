@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from chatapp.chat.admission import SyncStackASGIHandler
+from chatapp.chat.body_limit import BodyGuard, BodyTooLarge
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -85,7 +86,14 @@ def test_the_import_endpoint_takes_its_own_larger_limit(limits):
     # Past the import's limit and its multipart framing: refused unread, in the import's words.
     past = _post("/api/imports/", total=2 * 1024 * 1024, announce=True, content_type=b"multipart/form-data; boundary=x")
     assert past["status"] == 413 and past["taken_at_answer"] == 0
-    assert json.loads(past["body"])["detail"] == "The file is 2.1 MB; the largest import is 0.3 MB."
+    assert json.loads(past["body"]) == {"detail": "The file is 2.1 MB; the largest import is 0.3 MB.", "limit": 262144}
+
+
+def test_a_length_of_thousands_of_digits_is_refused_not_a_500(limits):
+    scope_headers = [(b"content-length", b"9" * 5_000)]
+    guard = BodyGuard({"path": "/api/auth/token/", "headers": scope_headers})
+    with pytest.raises(BodyTooLarge):
+        guard.announced({"headers": scope_headers})
 
 
 def test_a_page_is_refused_in_plain_text(limits):
