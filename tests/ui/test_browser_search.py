@@ -49,6 +49,9 @@ def test_a_search_hit_links_to_its_message(asgi_server, browser, screenshot_dir)
     hit.click()
     message = _wait(browser, lambda d: d.find_element(By.ID, f"m-{target.pk}"))
     _wait(browser, lambda d: "is-flash" in message.get_attribute("class"))
+    # The word the search matched is marked in the message as in the snippet, and only that word.
+    assert [m.text for m in message.find_elements(By.CSS_SELECTOR, "mark.search-mark")] == ["quokka"]
+    assert "the quokka photos from Rottnest" in message.text
     assert browser.execute_script("return window.__xss") is None
     # The search is kept: the chat opened shows the same hit beside it, to go on to the next one.
     assert browser.find_element(By.ID, "chat-search").get_attribute("value") == "quokka"

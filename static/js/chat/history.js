@@ -69,6 +69,27 @@ export async function showMissedBefore(userEl, userMessage) {
   }
 }
 
+const escapeRe = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/** A message opened from a search hit: the words the search matched in it, as the sidebar's snippet
+ *  of it marks them (the server's analysis: stems, accents), are marked in the message too. */
+function markSearchWords(article) {
+  const words = new Set([...document.querySelectorAll(`.conv-hit[href$="#m-${article.dataset.id}"] mark`)]
+    .map((m) => m.textContent.trim()).filter(Boolean));
+  const content = article.querySelector(".msg-content");
+  if (!words.size || !content || content.querySelector("mark.search-mark")) return;
+  const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(${[...words].map(escapeRe).join("|")})(?![\\p{L}\\p{N}])`, "giu");
+  const walker = document.createTreeWalker(content, NodeFilter.SHOW_TEXT);
+  const texts = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) texts.push(node);
+  for (const node of texts) {
+    const parts = node.data.split(pattern); // the words matched sit at the odd places
+    if (parts.length < 2) continue;
+    node.replaceWith(...parts.map((part, i) => (i % 2 ? Object.assign(document.createElement("mark"),
+      { className: "search-mark", textContent: part }) : part)));
+  }
+}
+
 export async function revealHash() {
   const match = window.location.hash.match(/^#m-(\d+)$/);
   if (!match) return;
@@ -78,6 +99,7 @@ export async function revealHash() {
   }
   const target = document.getElementById(`m-${match[1]}`);
   if (target) {
+    markSearchWords(target);
     target.scrollIntoView({ block: "center" });
     target.classList.add("is-flash");
     target.animate([{ background: "var(--accent-soft)" }, { background: "transparent" }], { duration: 2000 });
