@@ -46,6 +46,17 @@ def _wait(driver, condition, timeout=30):
     return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,)).until(settled)
 
 
+def _menu_dialog(driver, action: str, dialog_id: str):
+    """Open the chat header's "⋯" menu, choose its item `action`, and wait for the dialog it opens."""
+    driver.find_element(By.ID, "conv-menu-btn").click()
+    item = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, f'[data-action="{action}"]'))
+    _wait(driver, lambda d: item.is_displayed())
+    item.click()
+    dialog = driver.find_element(By.ID, dialog_id)
+    _wait(driver, lambda d: dialog.get_attribute("open") is not None)
+    return dialog
+
+
 def _idle(driver) -> bool:
     """No reply streaming: the box is open either way, but Enter sends only then."""
     return "is-streaming" not in (driver.find_element(By.ID, "app").get_attribute("class") or "").split()

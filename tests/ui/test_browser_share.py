@@ -10,7 +10,7 @@ from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.models import Conversation, ConversationShare, Message
 from tests.support.browser import console_errors
-from tests.ui.test_browser import XSS, _sign_up, _wait
+from tests.ui.test_browser import XSS, _menu_dialog, _sign_up, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -28,12 +28,7 @@ def test_share_from_the_header_menu_then_read_the_link_logged_out(asgi_server, b
 
     browser.get(f"{base}/c/{conversation.pk}/")
     console_errors(browser)  # start from a clean log
-    browser.find_element(By.CSS_SELECTOR, '[data-action="conv-menu"]').click()
-    item = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="share-conversation"]'))
-    _wait(browser, lambda d: item.is_displayed())
-    item.click()
-    dialog = _wait(browser, lambda d: d.find_element(By.ID, "share-dialog"))
-    _wait(browser, lambda d: dialog.get_attribute("open") is not None)
+    dialog = _menu_dialog(browser, "share-conversation", "share-dialog")
     # Opening the dialog publishes nothing: it says what a link shows, and makes one when asked.
     create = dialog.find_element(By.CSS_SELECTOR, '[data-action="create-share-link"]')
     assert browser.switch_to.active_element == create
@@ -78,12 +73,7 @@ def test_share_cancelled_publishes_nothing(asgi_server, browser):
     conversation = Conversation.objects.create(owner=user, title="Private notes")
     Message.objects.create(conversation=conversation, role="user", content="Only for me")
     browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
-    browser.find_element(By.CSS_SELECTOR, '[data-action="conv-menu"]').click()
-    item = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="share-conversation"]'))
-    _wait(browser, lambda d: item.is_displayed())
-    item.click()
-    dialog = browser.find_element(By.ID, "share-dialog")
-    _wait(browser, lambda d: dialog.get_attribute("open") is not None)
+    dialog = _menu_dialog(browser, "share-conversation", "share-dialog")
     dialog.find_element(By.CSS_SELECTOR, 'button[value="cancel"]').click()
     _wait(browser, lambda d: dialog.get_attribute("open") is None)
     _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "conv-menu-btn")

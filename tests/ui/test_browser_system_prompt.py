@@ -10,7 +10,7 @@ from selenium.webdriver.common.keys import Keys
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.models import Conversation
 from tests.support.browser import console_errors
-from tests.ui.test_browser import _send, _sign_up_with_model, _wait
+from tests.ui.test_browser import _menu_dialog, _send, _sign_up_with_model, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -88,13 +88,8 @@ def test_a_system_prompt_too_long_for_the_budget_is_saved_with_a_warning(asgi_se
     type(config).objects.filter(pk=config.pk).update(context_window=2_000, max_output_tokens=300)
     browser.refresh()
     _send(browser, "First question about an index.")
-    browser.find_element(By.ID, "conv-menu-btn").click()
-    item = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="edit-system-prompt"]'))
-    _wait(browser, lambda d: item.is_displayed())
-    item.click()
     # the dialog opens once the chat's prompt is read: typed before, the text would be overwritten
-    dialog = browser.find_element(By.ID, "system-prompt-dialog")
-    _wait(browser, lambda d: dialog.get_attribute("open") is not None)
+    _menu_dialog(browser, "edit-system-prompt", "system-prompt-dialog")
     area = browser.find_element(By.ID, "system-prompt-text")
     _wait(browser, lambda d: d.switch_to.active_element == area)
     rules = "\n".join(f"Rule {i}: answer in the house style, citing handbook section {i}." for i in range(250))
