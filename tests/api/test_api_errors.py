@@ -33,17 +33,19 @@ def test_serializer_errors_name_their_fields_in_detail():
     # DRF's own messages ("This field is required.") say nothing without the field they are about.
     nested = exceptions.ValidationError({
         "title": ["This field may not be null."],
-        "options": {"size": ["A valid integer is required."]},
+        "options": {"size": ["A valid integer is required."], "non_field_errors": ["Give a size or none."]},
         "items": [{}, {"name": ["This field is required."]}],
         "non_field_errors": ["Send a title or a model."],
     })
     response = api_exception_handler(nested, {})
     assert response.status_code == 400
     assert response.data["detail"] == (
-        "title: This field may not be null. options.size: A valid integer is required. "
-        "items.1.name: This field is required. Send a title or a model."
+        "title: This field may not be null. options.size: A valid integer is required. options: Give a size "
+        "or none. items.1.name: This field is required. Send a title or a model."
     )
-    assert response.data["options"] == {"size": ["A valid integer is required."]}
+    assert response.data["options"] == {
+        "size": ["A valid integer is required."], "non_field_errors": ["Give a size or none."]
+    }
     assert response.data["items"] == [{}, {"name": ["This field is required."]}]
 
 

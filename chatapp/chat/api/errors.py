@@ -60,9 +60,9 @@ def _serializer_error_body(detail: Any) -> dict[str, Any]:
 def _messages(errors: Any, path: str = "") -> list[tuple[str, str]]:
     """(field path, message) of every message in DRF's nested error structure, in order: a nested
     serializer's field is `outer.inner`, a list item's `items.2`."""
-    if isinstance(errors, dict):
+    if isinstance(errors, dict):  # a nested serializer's own non-field errors are its field's
         return [pair for key, value in errors.items()
-                for pair in _messages(value, key if not path or key == NON_FIELD else f"{path}.{key}")]
+                for pair in _messages(value, key if not path else path if key == NON_FIELD else f"{path}.{key}")]
     if isinstance(errors, list):
         if all(not isinstance(e, dict | list) for e in errors):
             return [(path or NON_FIELD, str(e)) for e in errors]
