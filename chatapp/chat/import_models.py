@@ -47,6 +47,8 @@ class ImportJob(LeasedJob):
     done = models.PositiveIntegerField(default=0)
     # Ids of the conversations created, in file order; each is added in the transaction that stored it.
     conversation_ids = models.JSONField(default=list, blank=True)
+    # Conversations of the file this owner had already imported (ImportedConversation): left as they are.
+    duplicates = models.PositiveIntegerField(default=0)
     # Conversations not imported: [{"index": 0-based position in the file, "title", "error"}].
     skipped = models.JSONField(default=list, blank=True)
     # What the source had that was not imported, by reason: {"tool_messages": 12, ...}.
@@ -59,6 +61,7 @@ class ImportJob(LeasedJob):
         ]
         constraints = [
             models.CheckConstraint(condition=Q(done__lte=F("total")), name="importjob_done_within_total"),
+            models.CheckConstraint(condition=Q(duplicates__lte=F("done")), name="importjob_duplicates_within_done"),
             models.CheckConstraint(
                 condition=Q(status__in=["queued", "running", "done", "failed"]), name="importjob_status_valid"
             ),
@@ -66,3 +69,26 @@ class ImportJob(LeasedJob):
 
     def __str__(self) -> str:
         return f"import job #{self.pk} ({self.status})"
+
+
+class ImportedConversation(models.Model):
+    """A conversation an import created, under the fingerprint of what the file held
+    (`imports.records.record_fingerprint`), so that the same conversation in a later file of the same
+    owner is recognised and not imported twice. Deleting the chat deletes this row: importing the file
+    again then brings the chat back."""
+
+    # No index of its own: the unique constraint below starts with the owner.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False)
+    conversation = models.OneToOneField("chat.Conversation", on_delete=models.CASCADE, related_name="+")
+    fingerprint = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # Serves the import's lookup of each conversation (owner, fingerprint), and makes two imports
+            # of one file running at once store each conversation once.
+            models.UniqueConstraint(fields=["owner", "fingerprint"], name="importedconv_owner_fp_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"imported conversation {self.conversation_id}"

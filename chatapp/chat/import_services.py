@@ -11,7 +11,9 @@ once, then:
 2. imports conversation by conversation, each in ONE transaction that also moves the job's progress
    (`done`, the new id) under the fencing token: a conversation is stored whole or not at all, and
    the job's record always matches what is stored. A conversation that fails its checks is skipped
-   with its reason (`skipped`), the others go on;
+   with its reason (`skipped`), the others go on. One this owner imported before (the same
+   fingerprint, `records.record_fingerprint`: a later export of the same chats) is counted in
+   `duplicates` and left as it is;
 3. ends `done` (with the skipped ones) and drops the file.
 
 A worker that dies mid-import leaves the job running with a lease. Once the lease has run out,
@@ -37,16 +39,16 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from chatapp.chat.body_limit import import_too_large_words
-from chatapp.chat.import_models import ImportJob
+from chatapp.chat.import_models import ImportedConversation, ImportJob
 from chatapp.chat.import_writing import ModelChoice, conversation_import
 from chatapp.chat.imports import ConversationError, ConversationRecord, ImportFileError, document_open
-from chatapp.chat.imports.records import where
+from chatapp.chat.imports.records import record_fingerprint, where
 from chatapp.chat.size_limits import TooLarge
 from chatapp.chat.textsafe import text_storable
 
@@ -220,6 +222,7 @@ class _Import:
         self.attempt = attempt
         self.ids: list[int] = list(job.conversation_ids)
         self.skipped: list[dict[str, Any]] = list(job.skipped)
+        self.duplicates = job.duplicates
         self.omitted: Counter[str] = Counter(job.omitted)
         self.models = ModelChoice(owner=job.owner)
 
@@ -242,14 +245,22 @@ class _Import:
             else:
                 self._store(index=index, record=record)
         self._fenced(status=Status.DONE, finished_at=timezone.now(), payload=b"", lease_expires_at=None)
-        detail = f"{len(self.ids)} imported, {len(self.skipped)} skipped, of {total} ({document.label})"
+        detail = (f"{len(self.ids)} imported, {self.duplicates} imported before, {len(self.skipped)} skipped, "
+                  f"of {total} ({document.label})")
         return ImportRunOutcome(job_id=self.job.pk, status="done", detail=detail)
 
     def _store(self, *, index: int, record: ConversationRecord) -> None:
+        fingerprint = record_fingerprint(record)
+        if self._imported_before(fingerprint):
+            self._duplicate()
+            return
         try:
             with transaction.atomic():
                 conversation = conversation_import(
                     owner=self.job.owner, record=record, index=index, models=self.models
+                )
+                ImportedConversation.objects.create(
+                    owner=self.job.owner, conversation=conversation, fingerprint=fingerprint
                 )
                 omitted = self.omitted + Counter(record.omitted)
                 self._fenced(done=F("done") + 1, conversation_ids=[*self.ids, conversation.pk], omitted=dict(omitted))
@@ -257,13 +268,27 @@ class _Import:
             self._skip(index=index, title=record.title, error=str(exc))
             return
         except DatabaseError as exc:
-            # A value the database refuses (a check, a range): this conversation only, rolled back.
-            logger.warning("import job %s: conversation %s refused by the database: %s", self.job.pk, index, exc)
-            message = f"{where(index, record.title)}: the database refused it ({type(exc).__name__})"
-            self._skip(index=index, title=record.title, error=message)
+            # The same conversation stored meanwhile by another import of this owner (the unique
+            # fingerprint), or a value the database refuses (a check, a range): rolled back either way.
+            if isinstance(exc, IntegrityError) and self._imported_before(fingerprint):
+                self._duplicate()
+            else:
+                self._refused(index=index, record=record, exc=exc)
             return
         self.ids.append(conversation.pk)
         self.omitted = omitted
+
+    def _duplicate(self) -> None:
+        self._fenced(done=F("done") + 1, duplicates=F("duplicates") + 1)
+        self.duplicates += 1
+
+    def _imported_before(self, fingerprint: str) -> bool:
+        return ImportedConversation.objects.filter(owner=self.job.owner, fingerprint=fingerprint).exists()
+
+    def _refused(self, *, index: int, record: ConversationRecord, exc: DatabaseError) -> None:
+        logger.warning("import job %s: conversation %s refused by the database: %s", self.job.pk, index, exc)
+        message = f"{where(index, record.title)}: the database refused it ({type(exc).__name__})"
+        self._skip(index=index, title=record.title, error=message)
 
     def _skip(self, *, index: int, title: str, error: str) -> None:
         if len(self.skipped) < MAX_SKIPPED_LISTED:

@@ -358,8 +358,9 @@ class SummaryJob(LeasedJob):
         return f"summary job #{self.pk} ({self.status})"
 
 
-# Issue 13 (imports): the job table lives in its own module (this one is at its size bound).
-from chatapp.chat.import_models import ImportJob  # noqa: E402, F401
+# Issue 13 (imports): the job table and the imported conversations' fingerprints live in their own module
+# (this one is at its size bound).
+from chatapp.chat.import_models import ImportedConversation, ImportJob  # noqa: E402, F401
 
 # The full-text index and recall statistics tables.
 from chatapp.chat.search_models import MessageSearch, RecallCorpus, RecallTerm  # noqa: E402, F401

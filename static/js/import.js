@@ -115,16 +115,25 @@ function setUp(formEl) {
       label.textContent = job.total
         ? `Importing ${job.format_label}: ${job.done.toLocaleString()} of ${job.total.toLocaleString()} conversations`
         : "Reading the file…";
-    } else if (job.status === "done") label.textContent = `Imported ${job.imported.toLocaleString()} conversation${job.imported === 1 ? "" : "s"}`;
+    } else if (job.status === "done") {
+      label.textContent = !job.imported && job.already_imported
+        ? "Nothing new to import"
+        : `Imported ${job.imported.toLocaleString()} conversation${job.imported === 1 ? "" : "s"}`;
+    }
     else label.textContent = "The import stopped";
     if (job.status === "failed") say(job.error || "The import failed.", "fail");
-    // Done with nothing imported (every conversation skipped) is no success: said as a failure.
-    else if (job.status === "done") say(summary(job), job.imported ? "ok" : "fail");
+    // Done with nothing imported (every conversation skipped) is no success: said as a failure. A file
+    // whose chats were all imported before is no failure: they are here.
+    else if (job.status === "done") say(summary(job), job.imported || job.already_imported ? "ok" : "fail");
     if (job.status === "done" || job.status === "failed") list(job.conversations || []);
   }
 
   function summary(job) {
     const parts = [`${job.imported.toLocaleString()} of ${job.total.toLocaleString()} conversations imported.`];
+    if (job.already_imported) {
+      const n = job.already_imported;
+      parts.push(`${n.toLocaleString()} ${n === 1 ? "was" : "were"} imported before and ${n === 1 ? "is" : "are"} left as ${n === 1 ? "it is" : "they are"}.`);
+    }
     if (job.skipped_count) {
       const reasons = job.skipped.slice(0, 3).map((s) => s.error).join(" · ");
       parts.push(`${job.skipped_count} skipped: ${reasons}${job.skipped_count > 3 ? " …" : ""}`);

@@ -56,6 +56,15 @@ def test_import_shows_progress_then_links_and_errors(asgi_server, browser, inlin
     assert [(a.text, a.get_attribute("href")) for a in links] == [
         ("Tomato seedlings", f"{base}/c/{ids[0]}/"), ("Haiku about rain", f"{base}/c/{ids[1]}/")]
 
+    # the same file again: its chats are here already, and said so in the colours of a success
+    _import(browser, FILES / "openwebui_branch.json")
+    _wait(browser, lambda d: "imported before" in d.find_element(By.ID, "import-message").text)
+    assert browser.find_element(By.ID, "import-message").text == (
+        "0 of 2 conversations imported. 2 were imported before and are left as they are.")
+    assert "is-ok" in browser.find_element(By.ID, "import-message").get_attribute("class")
+    assert browser.find_element(By.ID, "import-progress-label").text == "Nothing new to import"
+    assert Conversation.objects.filter(owner=owner).count() == 2
+
     # what a source had that is not stored is said (ChatGPT's tool call and hidden context message)
     _import(browser, FILES / "chatgpt_branch.json")
     _wait(browser, lambda d: "Sourdough schedule" in d.find_element(By.ID, "import-links").text)

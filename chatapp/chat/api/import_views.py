@@ -66,6 +66,10 @@ class ImportJobOutputSerializer(serializers.ModelSerializer):
     format_label = serializers.CharField(source="get_format_display")
     imported = serializers.SerializerMethodField(help_text="Conversations created so far.")
     skipped_count = serializers.SerializerMethodField(help_text="Conversations not imported (reasons in `skipped`).")
+    already_imported = serializers.IntegerField(
+        source="duplicates",
+        help_text="Conversations you had imported before (from this or an earlier file): left as they are.",
+    )
     progress = serializers.SerializerMethodField(help_text="Share of the file's conversations handled, 0 to 1.")
     skipped = SkippedConversationSerializer(many=True, help_text="The first 200 conversations not imported.")
     omitted = serializers.DictField(
@@ -78,7 +82,8 @@ class ImportJobOutputSerializer(serializers.ModelSerializer):
         model = ImportJob
         fields = [
             "id", "status", "format", "format_label", "filename", "size_bytes", "total", "done", "progress",
-            "imported", "skipped_count", "skipped", "omitted", "error", "created_at", "started_at", "finished_at",
+            "imported", "already_imported", "skipped_count", "skipped", "omitted", "error", "created_at", "started_at",
+            "finished_at",
         ]
         read_only_fields = fields
 
@@ -86,7 +91,7 @@ class ImportJobOutputSerializer(serializers.ModelSerializer):
         return len(job.conversation_ids)
 
     def get_skipped_count(self, job: ImportJob) -> int:
-        return job.done - len(job.conversation_ids)
+        return job.done - len(job.conversation_ids) - job.duplicates
 
     def get_progress(self, job: ImportJob) -> float:
         if job.status == ImportJob.Status.DONE:

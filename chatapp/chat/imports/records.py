@@ -10,6 +10,8 @@ ids when the rows exist.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,6 +77,21 @@ class ConversationRecord:
     window_start_ref: str = ""
     # What the source had that was not imported, by reason ("tool_messages": 3, ...).
     omitted: dict[str, int] = field(default_factory=dict)
+
+
+def record_fingerprint(record: ConversationRecord) -> str:
+    """What makes two imported conversations the same one: its start, system prompt and messages
+    (roles, kinds, texts, dates, branches), not its title, which a person renames. A later export of
+    the same chat (ChatGPT's hold every chat each time) gives the same fingerprint and is not
+    imported again; a chat continued since gives another and is imported as a new chat, so nothing in
+    the file is lost. SHA-256 of a canonical JSON, 64 hex digits."""
+    messages = [
+        [m.role, m.kind, m.status, m.content, m.superseded, m.created_at.isoformat() if m.created_at else None]
+        for m in record.messages
+    ]
+    started = record.created_at.isoformat() if record.created_at else None
+    canonical = json.dumps([started, record.system_prompt, messages], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def describe(value: Any) -> str:
