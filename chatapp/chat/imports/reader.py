@@ -133,8 +133,14 @@ class JsonItems:
             return False
         data = self._data
         end = min(len(data), self._next_byte + size)
-        while end < len(data) and data[end] & 0xC0 == 0x80:  # not in the middle of a character
-            end -= 1
+        # Not in the middle of a character: a UTF-8 character is at most 4 bytes, so its start is at
+        # most 3 back. A longer run of continuation bytes is no UTF-8 (the decoder then says where); a
+        # search without that bound walked back to the window's start and never moved on.
+        cut = end
+        while cut < len(data) and end - cut < 3 and cut > self._next_byte + 1 and data[cut] & 0xC0 == 0x80:
+            cut -= 1
+        if cut == len(data) or data[cut] & 0xC0 != 0x80:
+            end = cut
         try:
             text = data[self._next_byte:end].decode("utf-8")
         except UnicodeDecodeError as exc:
