@@ -63,7 +63,7 @@ MESSAGE_EXPORT_FIELDS: tuple[str, ...] = (
     "id", "role", "kind", "status", "content", "created_at", "updated_at", "pinned", "superseded",
     "reply_to_id", "model", "token_count", "prompt_tokens", "completion_tokens", "latency_ms", "cost_usd",
     "error", "covers_from_id", "covers_through_id", "covered_message_count", "source_chars", "extractive",
-    "discarded", "edited", "edited_from_id", "parent_id", "off_path_by",
+    "discarded", "edited", "edited_from_id", "parent_id", "off_path_by", "skipped_pin_ids",
 )
 
 _ROLE_NAMES = {Message.Role.USER: "User", Message.Role.ASSISTANT: "Assistant", Message.Role.SYSTEM: "System"}
@@ -185,7 +185,12 @@ def _json_value(value: Any) -> Any:
 
 
 def _json_message(*, row: dict[str, Any]) -> str:
-    return json.dumps({key: _json_value(row[key]) for key in MESSAGE_EXPORT_FIELDS}, ensure_ascii=False)
+    out = {key: _json_value(row[key]) for key in MESSAGE_EXPORT_FIELDS}
+    if row["kind"] == Message.Kind.SUMMARY and out["skipped_pin_ids"] is None:
+        # Stored as null when a summary passed over no pin; a file's null says nothing (the import
+        # then guesses, as for other apps' files), so the export says "none".
+        out["skipped_pin_ids"] = []
+    return json.dumps(out, ensure_ascii=False)
 
 
 async def _json_chunks(*, conversation: Conversation, chunk_rows: int) -> AsyncIterator[str]:

@@ -148,16 +148,21 @@ def _dates_and_links_write(
 
 
 def _summary_pins_list(*, rows: list[Message], records: list[MessageRecord], ids: dict[str, int]) -> None:
-    """Each imported summary's `skipped_pin_ids`: a file does not say which pins a summary passed over,
-    so every pinned message at or below its end is listed, as chat migration 0013 did for the summaries
-    stored before the column (a pin the summary did read is then sent as itself after an unpin until
-    the next summary: some tokens, nothing lost)."""
+    """Each imported summary's `skipped_pin_ids`: the pins it passed over, by their new ids, where the
+    file says (our export; a pin since unpinned is then still sent as itself, as it was before the
+    export). Where it does not (other apps, our exports before it did), every message pinned now at or
+    below the summary's end is listed, as chat migration 0013 did for the summaries stored before the
+    column (a pin the summary did read is then sent as itself after an unpin until the next summary:
+    some tokens, nothing lost)."""
     pins = [row.pk for row in rows if row.pinned and row.kind == Message.Kind.CHAT and row.role != Message.Role.SYSTEM]
-    if not pins:
-        return
     for row, message in zip(rows, records, strict=True):
-        end = ids.get(message.links.get("covers_through", "")) if row.kind == Message.Kind.SUMMARY else None
-        skipped = [pk for pk in pins if end is not None and pk <= end]
+        if row.kind != Message.Kind.SUMMARY:
+            continue
+        if message.skipped_pins is not None:
+            skipped = [ids[ref] for ref in message.skipped_pins if ref in ids]
+        else:
+            end = ids.get(message.links.get("covers_through", ""))
+            skipped = [pk for pk in pins if end is not None and pk <= end]
         if skipped:
             Message.objects.filter(pk=row.pk).update(skipped_pin_ids=skipped)
 

@@ -35,6 +35,7 @@ MESSAGE_KEYS = {
     "reply_to_id", "model", "token_count", "prompt_tokens", "completion_tokens", "latency_ms", "cost_usd",
     "error", "covers_from_id", "covers_through_id", "covered_message_count", "source_chars", "extractive",
     "discarded", "edited", "edited_from_id", "parent_id", "off_path_by",  # the tree: issue 13, branches
+    "skipped_pin_ids",  # a summary's pins passed over
 }
 T0 = datetime(2024, 3, 9, 14, 2, 33, 123456, tzinfo=UTC)
 FENCE_OPEN = "Here is code:\n```python\nprint('never closed')"
@@ -100,8 +101,11 @@ def test_json_round_trips_every_message_field_in_order(api, chat, plain_key):
     assert [m["id"] for m in doc["messages"]] == [m.pk for m in messages]
     for out, stored in zip(doc["messages"], messages, strict=True):
         assert set(out) == MESSAGE_KEYS
-        for key in MESSAGE_KEYS - {"created_at", "updated_at", "cost_usd"}:
+        for key in MESSAGE_KEYS - {"created_at", "updated_at", "cost_usd", "skipped_pin_ids"}:
             assert out[key] == getattr(stored, key), key
+        # A summary that passed over no pin stores null: the file says "none" ([]), which a null would not.
+        summary_none = [] if stored.kind == "summary" else None
+        assert out["skipped_pin_ids"] == (stored.skipped_pin_ids or summary_none)
         assert datetime.fromisoformat(out["created_at"]) == stored.created_at  # microseconds kept
         assert datetime.fromisoformat(out["updated_at"]) == stored.updated_at
         assert (Decimal(out["cost_usd"]) if out["cost_usd"] is not None else None) == stored.cost_usd

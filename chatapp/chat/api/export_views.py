@@ -80,6 +80,10 @@ class ConversationExportMessage(SummaryCoverageSerializer):
     off_path_by = serializers.IntegerField(
         allow_null=True, help_text="Off the active path: the first message of the branch it was hidden with."
     )
+    skipped_pin_ids = serializers.ListField(
+        child=serializers.IntegerField(), allow_null=True,
+        help_text="A summary's pinned messages it passed over (sent as themselves while unpinned since).",
+    )
 
 
 class ConversationExportDocument(serializers.Serializer):

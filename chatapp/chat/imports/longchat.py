@@ -163,6 +163,11 @@ def _message(row: Any, *, number: int) -> MessageRecord:
         target = _ref(row.get(link_column(name)), what=f"{what}'s {link_column(name)}")
         if target:
             links[name] = target
+    skipped_pins = row.get("skipped_pin_ids")
+    if skipped_pins is not None:
+        if not isinstance(skipped_pins, list):
+            raise ConversationError(f"{what}'s skipped_pin_ids is {describe(skipped_pins)}, not a list of ids")
+        skipped_pins = [_ref(pk, what=f"{what}'s skipped_pin_ids") for pk in skipped_pins]
     return MessageRecord(
         role=role,
         kind=kind,
@@ -176,4 +181,5 @@ def _message(row: Any, *, number: int) -> MessageRecord:
         ref=ref,
         links=links,
         extra=extra,
+        skipped_pins=skipped_pins if kind == "summary" else None,
     )

@@ -60,6 +60,9 @@ class MessageRecord:
     links: dict[str, str] = field(default_factory=dict)
     # Other stored columns, already checked: model, usage, cost, error, summary details.
     extra: dict[str, Any] = field(default_factory=dict)
+    # A summary's pinned messages it passed over (the source ids), where the file says (our export):
+    # None where it does not.
+    skipped_pins: list[str] | None = None
 
 
 @dataclass(slots=True)
