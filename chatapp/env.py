@@ -1,6 +1,6 @@
 """Typed reads of environment variables for settings: a bad value raises ImproperlyConfigured naming
 the variable, so start-up stops with a message instead of a later failure; a variable set but empty
-is read as unset (a blank line in an env file, `FOO=` in a compose file)."""
+(or only white space) is read as unset (a blank line in an env file, `FOO=` in a compose file)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 
 def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name) or ""  # set but empty: the default, as if unset
+    raw = (os.environ.get(name) or "").strip()  # set but blank: the default, as if unset
     if not raw:
         return default
     value = raw.strip().lower()
@@ -22,16 +22,29 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false/1/0), got {raw!r}")
 
 
+def env_str(name: str, default: str) -> str:
+    """A text variable, stripped; set but blank: the default, as if unset."""
+    return (os.environ.get(name) or "").strip() or default
+
+
+def env_list(name: str, default: str) -> list[str]:
+    """A comma-separated list that must name something: `,` alone is refused, not read as none."""
+    items = comma_list(env_str(name, default))
+    if not items:
+        raise ImproperlyConfigured(f"{name} must list at least one item (comma-separated), got {os.environ[name]!r}")
+    return items
+
+
 def env_rate(name: str, default: str) -> str:
     """A throttle rate such as "10/min" (per s, min, hour or day)."""
-    value = os.environ.get(name, default).strip()
+    value = env_str(name, default)
     if not re.fullmatch(r"[1-9]\d*/(s|sec|second|m|min|minute|h|hour|d|day)", value):
         raise ImproperlyConfigured(f"{name} must look like 10/min (per s, min, hour or day), got {value!r}")
     return value
 
 
 def env_int(name: str, default: int, *, minimum: int = 0) -> int:
-    raw = os.environ.get(name) or ""  # set but empty: the default, as if unset
+    raw = (os.environ.get(name) or "").strip()  # set but blank: the default, as if unset
     if not raw:
         return default
     try:

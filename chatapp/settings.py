@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
-from chatapp.env import comma_list, env_bool, env_int, env_rate
+from chatapp.env import comma_list, env_bool, env_int, env_list, env_rate, env_str
 from chatapp.instance import ENCRYPTION_KEY_FILE, SECRET_FILE, secret_read, var_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ except ValueError as exc:
     raise ImproperlyConfigured(f"FIELD_ENCRYPTION_KEY is not a valid Fernet key: {exc}") from None
 
 DEBUG = env_bool("DEBUG", False)
-ALLOWED_HOSTS = comma_list(os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]"))
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = comma_list(os.environ.get("CSRF_TRUSTED_ORIGINS", ""))
 for _origin in CSRF_TRUSTED_ORIGINS:
     if urlparse(_origin).scheme not in {"http", "https"}:
@@ -166,7 +166,7 @@ EMBEDDED_MODE = DATABASES["default"]["ENGINE"] == "chatapp.sqlite3"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Celery -----------------------------------------------------------------------------------
-REDIS_URL = os.environ.get("REDIS_URL", "")
+REDIS_URL = env_str("REDIS_URL", "")
 if REDIS_URL and urlparse(REDIS_URL).scheme not in {"redis", "rediss"}:
     raise ImproperlyConfigured(f"REDIS_URL must start with redis:// or rediss://, got {REDIS_URL!r}")
 CELERY_BROKER_DIR = VAR_DIR / "celery-broker"
@@ -198,7 +198,7 @@ else:
     }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_CONCURRENCY", 2, minimum=1)
-CELERY_SUMMARY_QUEUE = os.environ.get("CELERY_SUMMARY_QUEUE", "summaries")
+CELERY_SUMMARY_QUEUE = env_str("CELERY_SUMMARY_QUEUE", "summaries")
 # Summary jobs run minutes, not milliseconds: take one message at a time so a busy worker does not
 # hold messages another worker could run.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -234,7 +234,7 @@ def _next_redis_database(url: str) -> str:
     return parts._replace(path=f"/{(int(path or 0) + 1) % 16}").geturl()
 
 
-CACHE_URL = os.environ.get("CACHE_URL", "") or (_next_redis_database(REDIS_URL) if REDIS_URL else "")
+CACHE_URL = env_str("CACHE_URL", "") or (_next_redis_database(REDIS_URL) if REDIS_URL else "")
 if CACHE_URL:
     if urlparse(CACHE_URL).scheme not in {"redis", "rediss"}:
         raise ImproperlyConfigured(f"CACHE_URL must start with redis:// or rediss://, got {CACHE_URL!r}")
@@ -333,7 +333,7 @@ SUMMARIES_PER_DAY = env_int("SUMMARIES_PER_DAY", 3, minimum=0)
 # bounded the same, unpacked) — the worker holds the file's bytes plus one conversation's objects —
 # and the queue their jobs go to (Celery's default queue, beside the summaries one).
 IMPORT_MAX_BYTES = env_int("IMPORT_MAX_BYTES", 200_000_000, minimum=1024)
-CELERY_IMPORT_QUEUE = os.environ.get("CELERY_IMPORT_QUEUE", "celery")
+CELERY_IMPORT_QUEUE = env_str("CELERY_IMPORT_QUEUE", "celery")
 # A running import not heard from for this long is taken over by a redelivery (its worker died).
 IMPORT_LEASE_SECONDS = env_int("IMPORT_LEASE_SECONDS", 300, minimum=1)
 
@@ -349,7 +349,7 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 # Serve static/ from the source tree as well, so a fresh checkout works without collectstatic.
 WHITENOISE_USE_FINDERS = True
 
-LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {LOG_LEVEL!r}")
 

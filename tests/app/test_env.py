@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from chatapp.env import comma_list, env_bool, env_int, env_rate
+from chatapp.env import comma_list, env_bool, env_int, env_list, env_rate, env_str
 
 
 @pytest.mark.parametrize(("raw", "expected"), [
@@ -17,16 +17,25 @@ def test_a_boolean_reads_the_usual_spellings(monkeypatch, raw, expected):
     assert env_bool("SOME_FLAG", not expected) is expected
 
 
-@pytest.mark.parametrize("reader", [
-    lambda: env_bool("SOME_VAR", True),
-    lambda: env_int("SOME_VAR", 7),
+@pytest.mark.parametrize(("reader", "default"), [
+    (lambda: env_bool("SOME_VAR", True), True),
+    (lambda: env_int("SOME_VAR", 7), 7),
+    (lambda: env_rate("SOME_VAR", "10/min"), "10/min"),  # it refused start-up
+    (lambda: env_str("SOME_VAR", "INFO"), "INFO"),
+    (lambda: env_list("SOME_VAR", "localhost,[::1]"), ["localhost", "[::1]"]),  # ALLOWED_HOSTS: every request a 400
 ])
-def test_unset_or_set_but_empty_is_the_default(monkeypatch, reader):
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_unset_or_set_but_blank_is_the_default(monkeypatch, reader, default, blank):
     monkeypatch.delenv("SOME_VAR", raising=False)
-    unset = reader()
-    monkeypatch.setenv("SOME_VAR", "")
-    assert reader() == unset
-    assert unset in (True, 7)
+    assert reader() == default
+    monkeypatch.setenv("SOME_VAR", blank)
+    assert reader() == default
+
+
+def test_a_list_that_names_nothing_is_refused(monkeypatch):
+    monkeypatch.setenv("ALLOWED_HOSTS", " , ")
+    with pytest.raises(ImproperlyConfigured, match="ALLOWED_HOSTS must list at least one item"):
+        env_list("ALLOWED_HOSTS", "localhost")
 
 
 @pytest.mark.parametrize(("reader", "raw", "words"), [

@@ -31,6 +31,8 @@ def _start(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     ("SECRET_KEY", "   ", "SECRET_KEY is set but blank"),
     ("DATABASE_URL", "sqlite://", "in-memory SQLite"),
     ("DATABASE_URL", "mysql://u:p@db.internal/chat", "runs on PostgreSQL"),
+    # started, then answered every request 400 (DisallowedHost)
+    ("ALLOWED_HOSTS", ",", "ALLOWED_HOSTS must list at least one item"),
 ])
 def test_a_value_that_cannot_work_stops_start_up_naming_it(tmp_path, name, value, words):
     started = _start(tmp_path, **{name: value})
@@ -41,6 +43,21 @@ def test_a_value_that_cannot_work_stops_start_up_naming_it(tmp_path, name, value
 def test_the_defaults_start(tmp_path):
     started = _start(tmp_path)
     assert started.returncode == 0, started.stderr[-2000:]
+
+
+_HOSTS = _LOAD + "; from django.conf import settings as s; print(s.ALLOWED_HOSTS, s.LOG_LEVEL, s.CELERY_IMPORT_QUEUE)"
+
+
+def test_blank_values_start_with_the_defaults(tmp_path):
+    """`NAME=` in an env or compose file is unset: ALLOWED_HOSTS= answered every request 400, and a blank
+    throttle rate or log level stopped start-up."""
+    blank = {"ALLOWED_HOSTS": "", "LOG_LEVEL": " ", "CELERY_IMPORT_QUEUE": "", "THROTTLE_COMPACT": ""}
+    environ = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEY"}}
+    environ.update({"CHATAPP_VAR_DIR": str(tmp_path), **blank})
+    started = subprocess.run([sys.executable, "-c", _HOSTS], cwd=ROOT, env=environ, capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert started.stdout.strip() == "['localhost', '127.0.0.1', '[::1]'] INFO celery"
 
 
 def test_var_is_the_owners_alone_and_an_older_one_is_closed(tmp_path, monkeypatch):
