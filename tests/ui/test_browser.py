@@ -233,7 +233,8 @@ def test_stop_keeps_the_partial_reply_marked_stopped(asgi_server, browser, fake_
     _wait(browser, lambda d: stop.is_displayed())
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming .msg-content")
           and d.find_elements(By.CSS_SELECTOR, ".msg--assistant .msg-content")[-1].text.strip())
-    # The next message can be written meanwhile; Enter does not send it while the reply streams.
+    # The next message can be written meanwhile; Enter does not send it while the reply streams, and a
+    # reply stopped (the user takes over) leaves it in the box.
     box.send_keys("and then?")
     box.send_keys(Keys.ENTER)
     assert not _idle(browser)
@@ -278,11 +279,14 @@ def test_on_a_phone_a_streaming_reply_says_what_the_open_box_does(asgi_server, b
     # Enter waits, and says what it waits for: the draft kept, or (an empty box) only how to stop.
     status = browser.find_element(By.ID, "stream-status")
     box.send_keys("third", Keys.ENTER)
-    _wait(browser, lambda d: "your message stays in the box" in status.get_attribute("textContent"))
+    _wait(browser, lambda d: "your message is sent when it ends" in status.get_attribute("textContent"))
+    assert "sent when this reply is complete" in busy.text
     box.send_keys(Keys.ENTER)  # the same words again are cleared first, so they are said again
     _wait(browser, lambda d: status.get_attribute("textContent") == "")
-    _wait(browser, lambda d: "your message stays in the box" in status.get_attribute("textContent"))
-    box.clear()
+    _wait(browser, lambda d: "your message is sent when it ends" in status.get_attribute("textContent"))
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.BACKSPACE)  # emptied: nothing waits to be sent any more
+    _wait(browser, lambda d: "type your next message" in busy.text)
     box.send_keys(Keys.ENTER)
     _wait(browser, lambda d: status.get_attribute("textContent") == "The reply is still being written. Esc stops it.")
     regenerate = browser.find_elements(By.CSS_SELECTOR, '.msg--assistant [data-action="regenerate"]')[0]
@@ -293,6 +297,28 @@ def test_on_a_phone_a_streaming_reply_says_what_the_open_box_does(asgi_server, b
     assert box.get_attribute("aria-describedby") == "composer-hint"
     assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 2  # nothing regenerated
     browser.set_window_size(1366, 900)
+
+
+def test_enter_while_a_reply_streams_sends_the_message_when_it_ends(asgi_server, browser, fake_openai):
+    _sign_up_with_model(browser, asgi_server.url, "browser-queued", fake_url=fake_openai.base_url,
+                        model="slow-300", name="Slow")
+    browser.refresh()
+    _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))
+    _send(browser, "first question")  # a new chat's first reply: followed after the page becomes the chat's
+    _wait(browser, _idle, timeout=30)
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("second question", Keys.ENTER)
+    _wait(browser, lambda d: not _idle(d))
+    box.send_keys("the follow-up", Keys.ENTER)
+    assert box.get_attribute("value") == "the follow-up"  # still the user's to edit until the reply ends
+    box.send_keys(", edited meanwhile")
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg--user")) == 3, timeout=30)
+    assert [m.text for m in browser.find_elements(By.CSS_SELECTOR, ".msg--user .msg-content")] == [
+        "first question", "second question", "the follow-up, edited meanwhile"]
+    assert box.get_attribute("value") == ""
+    _wait(browser, _idle, timeout=30)
+    replies = Message.objects.filter(role="assistant").order_by("id")
+    assert [m.status for m in replies] == ["complete"] * 3  # the one written meanwhile ran to its end
 
 
 def test_rejected_send_is_reported_inline_and_the_text_is_kept(asgi_server, browser, settings):

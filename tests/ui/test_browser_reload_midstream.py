@@ -63,19 +63,23 @@ def test_a_followed_reply_holds_the_composer_as_the_pages_own_does(asgi_server, 
     _wait(browser, lambda d: d.find_element(By.ID, "stop-btn").is_displayed())
     assert not browser.find_element(By.ID, "send-btn").is_displayed()
     assert browser.find_element(By.ID, "composer-hint-busy").is_displayed()
-    # Enter waits for the reply: nothing is sent (no 409 from the server), the text stays in the box.
+    # Enter waits for the reply: nothing is sent yet (no 409 from the server), the text stays in the
+    # box, and the hint says it goes when the reply ends.
     box = browser.find_element(By.ID, "composer-input")
     box.send_keys("my next question", Keys.ENTER)
-    _wait(browser, lambda d: "still being written" in _said(d))
+    _wait(browser, lambda d: "sent when it ends" in _said(d))
     assert box.get_attribute("value") == "my next question"
+    assert "sent when this reply is complete" in browser.find_element(By.ID, "composer-hint-busy").text
     assert Message.objects.filter(role="user").count() == 1
     assert not browser.find_elements(By.CSS_SELECTOR, ".msg-error")
     # Regenerate waits too, and says so.
     _shown(browser, reply_id).find_element(By.CSS_SELECTOR, '[data-action="regenerate"]').click()
     _wait(browser, lambda d: any("still being written" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
-    # Esc stops it, as it stops a reply the page started.
+    # Esc stops it, as it stops a reply the page started; the message waiting in the box stays there.
     box.send_keys(Keys.ESCAPE)
     _wait(browser, lambda d: _shown(d, reply_id).get_attribute("data-status") == "stopped", timeout=30)
     _wait(browser, lambda d: d.find_element(By.ID, "send-btn").is_displayed(), timeout=10)
     assert not browser.find_element(By.ID, "stop-btn").is_displayed()
     assert Message.objects.get(pk=reply_id).status == "stopped"
+    assert box.get_attribute("value") == "my next question"
+    assert Message.objects.filter(role="user").count() == 1

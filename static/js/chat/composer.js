@@ -5,7 +5,7 @@ import { refreshGauge } from "./gauge.js";
 import { followedReply } from "./history.js";
 import { compactNow, renderJob } from "./jobs.js";
 import { refreshSidebar } from "./sidebar.js";
-import { api, app, emptyState, errorText, form, input, maxChars, messagesEl, picker, state, toast } from "./state.js";
+import { api, app, busyHint, emptyState, errorText, form, input, maxChars, messagesEl, picker, state, toast } from "./state.js";
 import { runStream } from "./stream.js";
 
 /** A random idempotency key (crypto.randomUUID needs a secure context; getRandomValues does not). */
@@ -143,7 +143,32 @@ export function autosize() {
   draftKeep();
 }
 
-input.addEventListener("input", autosize);
+input.addEventListener("input", () => {
+  autosize();
+  if (state.queued && !input.value.trim()) queueSend(false); // an emptied box sends nothing
+});
+
+/* Enter while a reply is written queues the box's text: it is sent, as it then reads, when that reply
+ * is complete; stopping the reply, or emptying the box, takes it back. The busy hint says which holds. */
+const busyWords = busyHint.innerHTML;
+
+function queueSend(on) {
+  state.queued = on;
+  if (on) busyHint.textContent = "Your message is sent when this reply is complete; Esc or Stop ends the reply and keeps it here";
+  else busyHint.innerHTML = busyWords;
+}
+
+/** Send what waits in the box, once nothing is being written or sent (the send that started the
+ *  reply ends after it: both call this). */
+function sendQueued() {
+  if (!state.queued || state.streaming || sending || followedReply()) return;
+  queueSend(false);
+  // Only after a reply that ran to its end: one stopped (the user took over) or failed hands the box back.
+  const last = [...messagesEl.querySelectorAll(".msg--assistant")].pop();
+  if (input.value.trim() && last && last.dataset.status === "complete") form.requestSubmit();
+}
+
+document.addEventListener("longchat:reply-ended", sendQueued);
 
 input.addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
@@ -157,8 +182,9 @@ let sending = false;
 form.addEventListener("submit", async (e) => {
   e.preventDefault();
   if (state.streaming || followedReply()) {
+    if (input.value.trim()) queueSend(true);
     announce(input.value.trim()
-      ? "The reply is still being written: your message stays in the box. Esc stops the reply."
+      ? "The reply is still being written: your message is sent when it ends. Esc stops the reply."
       : "The reply is still being written. Esc stops it.");
     return;
   }
@@ -171,5 +197,6 @@ form.addEventListener("submit", async (e) => {
     await sendMessage(content.replace(/\s+$/, ""));
   } finally {
     sending = false;
+    sendQueued();
   }
 });

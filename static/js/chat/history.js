@@ -145,6 +145,7 @@ function showFollowed(on) {
   busyHint.hidden = !on;
   input.setAttribute("aria-describedby", on ? busyHint.id : hint.id);
   if (pressed) (on ? stopBtn : input).focus();
+  if (!on) document.dispatchEvent(new CustomEvent("longchat:reply-ended"));
 }
 
 export function followElsewhere() {

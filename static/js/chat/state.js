@@ -30,5 +30,6 @@ export const state = {
   summaryApi: true, // false once the summary endpoints answer 404 (not deployed)
   currentJob: null, // newest job of this conversation, as last rendered
   watchedJobId: null, // a job seen active on this page: its end refreshes the chat in place
+  queued: false, // Enter was pressed while a reply was written: the box's text is sent when it ends
 };
 

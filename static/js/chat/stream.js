@@ -22,6 +22,7 @@ export function setStreaming(on) {
   if (!on) {
     state.streaming = null;
     if (pressed || window.matchMedia("(hover: hover)").matches) input.focus();
+    document.dispatchEvent(new CustomEvent("longchat:reply-ended")); // a message queued meanwhile goes now
   }
 }
 
