@@ -353,7 +353,7 @@ async def _turn_abandon(*, start: TurnStart, packing: asyncio.Future[ChatTurn] |
     if turn.failure is None:
         with contextlib.suppress(ReplyGoneError):  # deleted with its conversation: nothing to keep
             await db_short(reply_store)(turn=turn, content="", status=Message.Status.STOPPED, usage=None,
-                                         latency_ms=0)
+                                         latency_ms=0, sent=False)
 
 
 def turn_unstarted_end(*, start: TurnStart) -> None:
@@ -368,18 +368,18 @@ def turn_unstarted_end(*, start: TurnStart) -> None:
 async def _turn_end(reader: ReplyReader) -> dict[str, Any]:
     """Store the reply and say how it ended: `done` (with the gauge) or `error`."""
     turn = reader.turn
+    stopped = {"error": STOPPED_WORDS, "kind": "stopped", "retryable": True}
     if reader.stopped:
-        message = await reader.finish(Message.Status.STOPPED)
-        return stream_event("error", {"message": message, "error": STOPPED_WORDS, "kind": "stopped",
-                                "retryable": True})
+        return stream_event("error", {"message": await reader.finish(Message.Status.STOPPED), **stopped})
     if reader.failure is not None:
         words, kind, retryable = failure_words(reader.failure)
         message = await reader.finish(Message.Status.ERROR, error=words)
+        if message["status"] == Message.Status.STOPPED:  # a stop accepted before the failure stays one
+            return stream_event("error", {"message": message, **stopped})
         return stream_event("error", {"message": message, "error": words, "kind": kind, "retryable": retryable})
     message = await reader.finish(Message.Status.COMPLETE)
     if message["status"] == Message.Status.STOPPED:  # the stop request landed after the last chunk
-        return stream_event("error", {"message": message, "error": STOPPED_WORDS, "kind": "stopped",
-                                "retryable": True})
+        return stream_event("error", {"message": message, **stopped})
     gauge = turn.gauge_without_repacking(reply_tokens=message["token_count"])
     title = turn.title
     if gauge is None:

@@ -22,20 +22,24 @@ from chatapp.chat.turn_claim import turn_claim_release_statement
 from chatapp.chat.turn_types import ChatTurn, ReplyGoneError
 
 
-def _stored_over(*, reply_id: int, status: str, values: dict[str, Any]) -> tuple[int, int, int]:
-    """Write a reply that ends stopped or failed over its row, whatever that row says now; returns what
-    the live totals gain. A stopped reply is live (context.live_chat_q), and message_stop may have
-    counted it already with the text checkpointed then: the totals follow the row from what it was to
-    what it is, so the reply is counted once, with its final text. Raises ReplyGoneError when the
-    row is gone (the conversation was deleted)."""
+def _stored_over(*, reply_id: int, status: str, values: dict[str, Any]) -> tuple[str, tuple[int, int, int]]:
+    """Write a reply that ends stopped or failed over its row; returns the status stored and what the
+    live totals gain. A stop already accepted (message_stop, from another process: this one learns of
+    it by polling) stays a stop when the model then fails: the user kept that text. A stopped reply is
+    live (context.live_chat_q), and message_stop may have counted it already with the text
+    checkpointed then: the totals follow the row from what it was to what it is, so the reply is
+    counted once, with its final text. Raises ReplyGoneError when the row is gone (the conversation
+    was deleted)."""
     before = Message.objects.select_for_update().filter(pk=reply_id).values(
         "kind", "status", "superseded", "char_count", "token_count"
     ).first()
+    if before is not None and status == Message.Status.ERROR and before["status"] == Message.Status.STOPPED:
+        status, values = Message.Status.STOPPED, {**values, "error": ""}
     if before is None or not row_update(Message, where={"id": reply_id}, assign={"status": status, **values}):
         raise ReplyGoneError(reply_id)
     was = message_is_live(kind=before["kind"], status=before["status"], superseded=before["superseded"])
     now = message_is_live(kind=before["kind"], status=status, superseded=before["superseded"])
-    return (
+    return status, (
         int(now) - int(was),
         now * values["char_count"] - was * before["char_count"],
         now * values["token_count"] - was * before["token_count"],
@@ -50,6 +54,7 @@ def reply_store(
     usage: Any,
     latency_ms: int,
     error: str = "",
+    sent: bool = True,
 ) -> dict[str, Any]:
     """Persist the reply once, at the end of the stream; returns the stored reply as an event dict.
 
@@ -89,7 +94,7 @@ def reply_store(
             else:
                 status = Message.Status.STOPPED
         if not counted:
-            change = _stored_over(reply_id=turn.reply_id, status=status, values=values)
+            status, change = _stored_over(reply_id=turn.reply_id, status=status, values=values)
         # The live totals (increments: concurrent writers add up) and the claim given back, in one statement.
         release = turn_claim_release_statement(
             conversation_id=turn.conversation_id, claimed_at=turn.claimed_at, messages=change[0], chars=change[1],
@@ -108,9 +113,10 @@ def reply_store(
             statements_run([release])
             message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
         if turn.record_id is not None:
-            # Refused (401, 429, 5xx...) or never reached: no reply text and no usage, nothing billed.
+            # Refused (401, 429, 5xx...) or never reached: no reply text and no usage, nothing billed;
+            # nor a turn never sent (`sent`: its client left while the context was packed).
             refused = status == Message.Status.ERROR and not content and usage is None
-            record_finish(turn=turn, usage=usage, billed=not refused)
+            record_finish(turn=turn, usage=usage, billed=sent and not refused)
         if not counted or revived:
             reply = Message.objects.get(pk=turn.reply_id)
     # A reply is never the first user message: the window start alone places it.
