@@ -41,6 +41,7 @@ from django.urls import Resolver404, resolve
 from django.utils.decorators import async_only_middleware, sync_only_middleware
 
 from chatapp.chat.body_limit import BodyGuard, BodyTooLarge, body_refuse
+from chatapp.chat.lifespan import lifespan_serve
 from chatapp.chat.request_threads import request_thread_give, request_thread_take
 
 View = TypeVar("View", bound=Callable[..., Any])
@@ -128,6 +129,9 @@ class SyncStackASGIHandler(ASGIHandler):
         # As Django's, but the request's sync code runs in a thread lent for the request
         # (chatapp.chat.request_threads), not one started and joined for it, and a body past the
         # largest an endpoint takes is refused as it arrives, not read whole first (body_limit).
+        if scope["type"] == "lifespan":
+            await lifespan_serve(receive, send)
+            return
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         guard = BodyGuard(scope)

@@ -152,6 +152,7 @@ class ReplyReader:
         self.failure: BaseException | None = None
         self.stopped = False
         self.finished = False
+        self.stored: asyncio.Future | None = None  # the store's work, once finish began
         self.queue: asyncio.Queue = asyncio.Queue()
         self.held: Any = None  # a model event taken from the queue while joining deltas (_joined)
         self.wake: asyncio.TimerHandle | None = None  # the reader's wake-up (_wake_by)
@@ -159,6 +160,7 @@ class ReplyReader:
         # The model call starts while the first event goes out.
         self.pump = asyncio.create_task(_pump(turn=turn, queue=self.queue))
         streaming_here.add(turn.reply_id)
+        _open_readers.add(self)
 
     async def read(self) -> AsyncIterator[dict[str, Any]]:
         """Deltas (and keep-alives) until the model ends, fails, is stopped or the reply is cut."""
@@ -265,17 +267,21 @@ class ReplyReader:
         return status in (Message.Status.STOPPED, None)
 
     async def finish(self, status: str, error: str = "") -> dict[str, Any]:
-        self.finished = True
-        work = db_short(self.store)(
-            turn=self.turn,
-            content="".join(self.parts),
-            status=status,
-            usage=self.usage,
-            latency_ms=int((time.monotonic() - self.started) * 1000),
-            error=error,
-        )
+        """Store the reply, once: a second call (the turn's end meeting a server's stop) gets the first's."""
+        if self.stored is None:
+            self.finished = True
+            _open_readers.discard(self)
+            work = db_short(self.store)(
+                turn=self.turn,
+                content="".join(self.parts),
+                status=status,
+                usage=self.usage,
+                latency_ms=int((time.monotonic() - self.started) * 1000),
+                error=error,
+            )
+            self.stored = asyncio.ensure_future(work)
         # Shielded: a client that disconnects right now must not cost the stored reply.
-        return await asyncio.shield(asyncio.ensure_future(work))
+        return await asyncio.shield(self.stored)
 
     def detach(self, *, end: Callable[[ReplyReader], Awaitable[Any]]) -> None:
         """The client left mid-reply (a reload, a closed laptop, a dropped connection): the reply goes
@@ -314,6 +320,29 @@ class ReplyReader:
 
 # Replies whose client left, still being read (ReplyReader.detach).
 _unwatched_tasks: set[asyncio.Task] = set()
+
+# Readers of this process whose reply is not stored yet (replies_interrupt).
+_open_readers: set[ReplyReader] = set()
+
+
+async def replies_interrupt() -> int:
+    """Store every reply this process still streams as interrupted, with the text it had, and give its
+    chat's claim back; returns how many. For a server that stops (SIGTERM: a deploy, a restart) once
+    its grace period has ended: it has just cancelled the connections, and what is not stored now
+    would stay "streaming", its chat refusing sends, until the orphan sweep (STREAM_ORPHAN_SECONDS
+    later) found it. Called at the ASGI lifespan's shutdown (lifespan.py)."""
+    await asyncio.sleep(0.05)  # the cancelled connections hand their readers over (detach)
+    unwatched = list(_unwatched_tasks)
+    for task in unwatched:
+        task.cancel()
+    await asyncio.gather(*unwatched, return_exceptions=True)
+    readers = [reader for reader in _open_readers if not reader.finished]
+    for reader in readers:
+        await reader.close()
+    await asyncio.gather(
+        *(reader.finish(Message.Status.ERROR, error=INTERRUPTED_WORDS) for reader in readers), return_exceptions=True
+    )
+    return len(readers)
 
 
 async def unwatched_replies_wait() -> None:

@@ -289,9 +289,7 @@ export async function stop(again = false) {
   const hadFocus = document.activeElement === stopBtn;
   stopBtn.disabled = true;
   const current = state.streaming;
-  if (current.assistantId) {
-    await api(`/api/messages/${current.assistantId}/stop/`, { method: "POST", body: {} });
-  }
+  if (current.assistantId) await api(`/api/messages/${current.assistantId}/stop/`, { method: "POST", body: {} });
   // The server ends the stream with the partial reply marked stopped; if it does not, cut it here.
   setTimeout(() => { if (state.streaming === current) current.controller.abort(); }, 4000);
   stopBtn.disabled = false;

@@ -30,6 +30,13 @@ def _env_port() -> int:
     return port
 
 
+# SIGTERM: replies still streaming get this long to end, then are stored as interrupted, with their text
+# so far (reply_stream's exit hook), and their chats take sends at once when the server is back. The
+# children are waited for a while longer before they are killed.
+SHUTDOWN_GRACE_SECONDS = 10
+_CHILD_EXIT_WAIT_SECONDS = SHUTDOWN_GRACE_SECONDS + 15
+
+
 def worker_queues() -> str:
     """Every queue this app publishes to: summaries, imports (both configurable), Celery's default."""
     return ",".join(dict.fromkeys([settings.CELERY_SUMMARY_QUEUE, settings.CELERY_IMPORT_QUEUE, "celery"]))
@@ -55,7 +62,8 @@ class Command(BaseCommand):
         children: list[subprocess.Popen] = []
         web = [
             python, "-m", "uvicorn", "chatapp.asgi:application",
-            "--host", host, "--port", str(port), "--lifespan", "off",
+            "--host", host, "--port", str(port), "--lifespan", "on",
+            "--timeout-graceful-shutdown", str(SHUTDOWN_GRACE_SECONDS),
         ]  # fmt: skip
         children.append(subprocess.Popen(web, env=env))
         if not no_worker:
@@ -91,7 +99,7 @@ class Command(BaseCommand):
                     child.send_signal(signal.SIGTERM)
             for child in children:
                 try:
-                    child.wait(timeout=15)
+                    child.wait(timeout=_CHILD_EXIT_WAIT_SECONDS)
                 except subprocess.TimeoutExpired:
                     child.kill()
         failed = [c for c in children if c.returncode not in (0, -signal.SIGTERM, None)]
