@@ -83,3 +83,32 @@ def test_a_followed_reply_holds_the_composer_as_the_pages_own_does(asgi_server, 
     assert Message.objects.get(pk=reply_id).status == "stopped"
     assert box.get_attribute("value") == "my next question"
     assert Message.objects.filter(role="user").count() == 1
+
+
+def _connections_drop(asgi_server) -> None:
+    """Close the server's side of every open connection (a proxy timing out, the network going)."""
+    for protocol in list(asgi_server.server.server_state.connections):
+        protocol.loop.call_soon_threadsafe(protocol.transport.close)
+
+
+def test_a_reply_whose_connection_drops_is_followed_to_its_stored_end(asgi_server, browser, fake_openai):
+    _sign_up_with_model(browser, asgi_server.url, "dropped", fake_url=fake_openai.base_url, model="slow-150",
+                        name="Slow")
+    browser.refresh()
+    box = _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))[0]
+    box.send_keys("A table please, line by line", Keys.ENTER)
+    reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming[data-id]"))[0]
+    _wait(browser, lambda d: reply.find_element(By.CSS_SELECTOR, ".msg-content").text.strip())
+    reply_id = int(reply.get_attribute("data-id"))
+    _connections_drop(asgi_server)
+    # What arrived stays as it came, the page says the connection was lost and follows the reply...
+    _wait(browser, lambda d: "connection to the server was lost" in _shown(d, reply_id).text)
+    assert _shown(browser, reply_id).get_attribute("data-status") == "streaming"
+    assert _shown(browser, reply_id).find_element(By.CSS_SELECTOR, ".msg-content").text.startswith("Echo:")
+    # ...which the server wrote to its end without the client: shown as stored, with its model.
+    _wait(browser, lambda d: _shown(d, reply_id).get_attribute("data-status") == "complete", timeout=30)
+    shown = _shown(browser, reply_id)
+    assert "line by line" in shown.find_element(By.CSS_SELECTOR, ".msg-content").text
+    assert not shown.find_elements(By.CSS_SELECTOR, ".msg-error")
+    assert shown.find_element(By.CSS_SELECTOR, ".msg-model").text == "slow-150"
+    assert Message.objects.get(pk=reply_id).status == "complete"

@@ -1,5 +1,5 @@
 /* Earlier messages on demand, links to a message (#m-<id>), and a reply streaming in another tab. */
-import { enhance, nearBottom, scrollToBottom } from "./dom.js";
+import { enhance, nearBottom, scrollToBottom, setStatus, showError } from "./dom.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
 
@@ -146,6 +146,21 @@ function showFollowed(on) {
   input.setAttribute("aria-describedby", on ? busyHint.id : hint.id);
   if (pressed) (on ? stopBtn : input).focus();
   if (!on) document.dispatchEvent(new CustomEvent("longchat:reply-ended"));
+}
+
+/** The page's own reply lost its connection before its last event (a proxy, the network, the server
+ *  restarting): what arrived stays as it came, and the reply is followed as one from another tab (the
+ *  server may still be writing it, or be back soon), then shown as the server stored it: rendered, with
+ *  its model and how it ended. Lost before it had an id, it can only say so. */
+export function followLost(article, userId) {
+  if (!article.dataset.id) {
+    setStatus(article, "error");
+    showError(article, "The connection closed before the reply started. Your message is kept; Retry asks again.", { userId });
+    return;
+  }
+  setStatus(article, "streaming");
+  showError(article, "The connection to the server was lost. What arrived is kept; the reply is followed until the server says how it ended.", { retry: false });
+  followElsewhere();
 }
 
 export function followElsewhere() {

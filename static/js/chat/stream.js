@@ -2,7 +2,7 @@
 import { setSiblings } from "./branches.js";
 import { announce, buildMessage, enhance, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showError, typingDots } from "./dom.js";
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
-import { followedReply, showMissedBefore } from "./history.js";
+import { followedReply, followLost, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
 import { refreshSidebar, setTitle } from "./sidebar.js";
 import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, sendBtn, state, stopBtn, toast } from "./state.js";
@@ -126,6 +126,7 @@ export async function runStream(url, body, ctx) {
       setMessageId(asstEl, m.id);
       const status = m.status || "error";
       setStatus(asstEl, status);
+      setModel(asstEl, m.model);
       setSiblings(asstEl, m);
       enhance(asstEl);
       markLastReply(asstEl);
@@ -196,20 +197,16 @@ export async function runStream(url, body, ctx) {
     if (!(err && err.name === "AbortError")) console.warn("stream read failed", err);
   }
 
+  let lost = false; // the connection closed without a final event: what arrived is kept
   if (!finished) {
-    // The connection closed without a final event: keep what arrived and say so.
     asstEl.classList.remove("is-streaming"); asstEl.removeAttribute("aria-busy");
-    contentEl.classList.remove("is-plain");
     if (!text) contentEl.replaceChildren();
-    if (state.streaming && state.streaming.stopRequested) {
-      setStatus(asstEl, "stopped");
-    } else {
-      setStatus(asstEl, "error");
-      showError(asstEl, "The connection closed before the reply finished. What arrived is kept; reload to see the saved state.", { userId });
-    }
+    lost = !(state.streaming && state.streaming.stopRequested);
+    if (!lost) { contentEl.classList.remove("is-plain"); setStatus(asstEl, "stopped"); }
     markLastReply(asstEl);
   }
   setStreaming(false);
+  if (lost) followLost(asstEl, userId); // after setStreaming: the reply is no longer the page's own
   // The gauge first: a "compact now?" question quotes its percentage.
   await refreshGauge();
   refreshJobs({ restart: true, expectNew: summaryRequested });
