@@ -92,15 +92,26 @@ def _stem(word: str) -> str:
 _DIACRITICS = re.compile("[\u0300-\u036f]+")
 
 
+# Latin letters that carry their stroke or ligature in the letter itself, so no decomposition takes it
+# off: written as a person without them types them ("tromso" finds "Tromsø", "lodz" "Łódź"). Lower
+# case: they are looked up after case folding.
+_UNDECOMPOSED = str.maketrans({
+    "ø": "o", "đ": "d", "ð": "d", "ł": "l", "ħ": "h", "ŧ": "t", "\u0131": "i", "ƀ": "b", "ɨ": "i",
+    "æ": "ae", "œ": "oe", "þ": "th",
+})
+
+
 def fold(text: str) -> str:
     """`text` as the index compares it: case-folded ("ß" is "ss"), compatibility forms made plain
-    (full-width letters, ligatures, superscript digits), Latin, Greek and Cyrillic accents off, and
-    the typographic apostrophe made plain. ASCII text is only lower-cased."""
+    (full-width letters, ligatures, superscript digits), Latin, Greek and Cyrillic accents off, the
+    Latin letters with a stroke or a ligature written plain (`_UNDECOMPOSED`: "ø" is "o", "æ" is
+    "ae"), and the typographic apostrophe made plain. ASCII text is only lower-cased."""
     if text.isascii():
         return text.lower()
     # Decomposed before folding too: a mathematical bold capital has no case until it is a plain one.
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
-    return unicodedata.normalize("NFC", _DIACRITICS.sub("", decomposed)).replace(_RSQUO, "'")
+    plain = unicodedata.normalize("NFC", _DIACRITICS.sub("", decomposed)).translate(_UNDECOMPOSED)
+    return plain.replace(_RSQUO, "'")
 
 
 def words(text: str) -> list[str]:

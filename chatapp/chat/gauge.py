@@ -34,6 +34,7 @@ def gauge_payload(
     summary_through_id: int | None = None,
     summary_quota_reached: bool = False,
     prompt_shortened: bool = False,
+    shortened_message_ids: list[int] | None = None,
 ) -> dict[str, Any]:
     """The gauge as the chat, the API and the SSE `done` event show it (one shape everywhere).
 
@@ -42,7 +43,9 @@ def gauge_payload(
     last message the summary sent covers (None: no summary sent), so the chat's divider says which
     left-out messages a summary stands in for and which are simply dropped; `summary_quota_reached`:
     today's automatic summaries are used up, so the chat truncates instead; `prompt_shortened`: the
-    system prompt or the custom instructions do not fit beside the rest, so they go as head and tail.
+    system prompt or the custom instructions do not fit beside the rest, so they go as head and tail;
+    `shortened_message_ids`: the messages sent so too (one too long for the budget beside the newest,
+    or the newest itself), which the chat marks where it shows them.
     """
     return {
         "tokens": tokens,
@@ -56,6 +59,7 @@ def gauge_payload(
         "summary_through_id": summary_through_id,
         "summary_quota_reached": summary_quota_reached,
         "prompt_shortened": prompt_shortened,
+        "shortened_message_ids": shortened_message_ids or [],
     }
 
 
@@ -86,6 +90,7 @@ def packed_gauge(*, result: PackResult, ctx: ContextInput, budget: int) -> dict[
         summary_through_id=summary_through_id(result=result, ctx=ctx),
         summary_quota_reached=ctx.quota_exhausted,
         prompt_shortened=any(pid in info.compressed_ids for pid in PROMPT_IDS),
+        shortened_message_ids=[int(i) for i in info.compressed_ids if i not in PROMPT_IDS and i.isdigit()],
     )
 
 

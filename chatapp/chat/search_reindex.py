@@ -1,5 +1,5 @@
 """Indexing stored messages again after the analyzer changed, for data migrations (chat 0008, 0009,
-0010, 0011); `stats_move` also serves 0012 (stopped replies joining the recall corpus).
+0010, 0011, 0015); `stats_move` also serves 0012 (stopped replies joining the recall corpus).
 
 Only messages holding a non-ASCII character are read: ASCII text is analyzed as it always was
 (`optimizer.lexical` keeps a fast path for it), so a database of English chats reads its few other

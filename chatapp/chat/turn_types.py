@@ -120,6 +120,7 @@ class ChatTurn:
             summary_through_id=self.context.get("summary_through_id"),
             summary_quota_reached=bool(self.context.get("summary_quota_reached")),
             prompt_shortened=bool(self.context.get("prompt_shortened")),
+            shortened_message_ids=list(self.context.get("shortened_message_ids") or []),
         )
 
     def summary_ahead_due(self, *, reply_tokens: int) -> int | None:

@@ -75,6 +75,7 @@ def test_title_search_ignores_case_beyond_ascii(user, title, query):
     ("Notes on Strasse names", "straße", "<mark>Strasse</mark>"),
     ("Re\u0301sume\u0301 draft", "resume", "<mark>Re\u0301sume\u0301</mark>"),  # decomposed accents
     ("हिन्दी पाठ", "हिन्दी", "<mark>हिन्दी</mark>"),
+    ("Weekend in Tromsø", "tromso", "<mark>Tromsø</mark>"),
 ])
 def test_title_search_folds_accents_as_message_search_does(user, title, query, marked):
     found = _conversation(user, title)

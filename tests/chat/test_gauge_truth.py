@@ -71,3 +71,27 @@ def test_the_gauge_after_a_reply_still_says_the_prompt_is_shortened(user, fake_o
     assert sent.names[-1] == "done"
     assert sent.named("start")[0]["context"]["prompt_shortened"] is True
     assert sent.named("done")[0]["context"]["prompt_shortened"] is True
+
+
+def test_a_message_too_long_for_the_budget_is_named_shortened(user, fake_openai, no_rate_limit):
+    """A pasted text longer than the budget goes as its beginning and end: the gauge names the message,
+    so the chat can mark it (it said nothing, and the gauge looked healthy)."""
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    pasted = "\n".join(f"Line {i} of the log: service {i % 7} answered in {i * 3} ms." for i in range(600))
+
+    sent = post_stream(user, f"/api/conversations/{conversation.pk}/messages/", {"content": pasted})
+
+    assert sent.names[-1] == "done"
+    question = sent.named("start")[0]["user_message"]["id"]
+    assert sent.named("start")[0]["context"]["shortened_message_ids"] == [question]
+    assert sent.named("done")[0]["context"]["tokens"] <= sent.named("done")[0]["context"]["budget"]
+    client = APIClient()
+    client.force_authenticate(user)
+    gauge = client.get(f"/api/conversations/{conversation.pk}/context/").json()
+    assert question in gauge["shortened_message_ids"]  # the next request sends it shortened too
+
+    # A message that fits is named by none.
+    short = Conversation.objects.create(owner=user, llm_config=config)
+    sent = post_stream(user, f"/api/conversations/{short.pk}/messages/", {"content": "Hello there"})
+    assert sent.named("start")[0]["context"]["shortened_message_ids"] == []

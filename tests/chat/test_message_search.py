@@ -112,6 +112,15 @@ def test_case_and_accents_are_folded_both_ways(user):
     assert str(hit.snippet_html) == "Une <mark>école</mark> près de <mark>Zürich</mark>."
 
 
+def test_letters_with_a_stroke_are_found_as_typed_without_it(user):
+    chat = _chat(user)
+    (north,) = _say(chat, "The ferry to Tromsø leaves at nine; bring the æbleskiver for Łukasz.")
+    for query in ("tromso", "Tromsø", "TROMSO", "aebleskiver", "lukasz"):
+        assert _message_ids(message_search(owner=user, query=query)) == [north.pk], query
+    (hit,) = message_search(owner=user, query="tromso").hits
+    assert "<mark>Tromsø</mark>" in str(hit.snippet_html)
+
+
 def test_words_written_with_combining_marks_are_found_whole(user):
     # Devanagari's and Tamil's vowel signs are combining marks: the words must be indexed whole, and
     # SQLite's FTS5 tables must not cut them again (a cut term became a phrase, which they refuse).

@@ -8,6 +8,8 @@ statistics moved by the difference to exactly what indexing from scratch gives
   whole run was one term; English rows are untouched.
 - chat.0011: each such run also ends with its last character alone, so that one character searched
   finds the runs ending with it (a database that ran 0010 before that analyzer had only the pairs).
+- chat.0015: Latin letters with a stroke or a ligature are folded as typed without it ("tromsø" is
+  "tromso", "æ" is "ae").
 
 (chat.0009, which also swaps SQLite's FTS5 tokenizer, has its own test: test_migration_marked_words.)
 """
@@ -32,6 +34,11 @@ UNPAIRED = [("user", "私は東京に行きました", "私は東京に行きま
 PAIRS = ["私は は東 東京 京に に行 行き きま まし した", "서울 울에 에서"]
 UNPAIRED_0010 = [("user", UNPAIRED[0][1], PAIRS[0]), ("assistant", UNPAIRED[1][1], f"{PAIRS[1]} 만나 나요")]
 
+# Each message with the terms the analyzer gave while "ø", "ł" and "æ" were kept.
+STROKED = [("user", "Ferry to Tromsø with Łukasz", "ferri tromsø łukasz"),
+           ("assistant", "The ferry leaves at nine", "ferri leav nine"),
+           ("user", "Æbleskiver in Tromsø", "æbleskiv tromsø")]
+
 CASES = {
     "0008-folded-terms": dict(
         before="0007_summaryjob_quota_idx", after="0008_search_folded_terms", messages=UNFOLDED,
@@ -50,6 +57,12 @@ CASES = {
         terms=[(f"{PAIRS[0]} た", 10), (f"{PAIRS[1]} 서 만나 나요 요", 7), ("lisbon trip book", 3)],
         df={"た": 1, "서": 1, "요": 1, "東京": 1}, corpus=(3, 20),
         found={"た": [0], "요": [1], "東京": [0]},
+    ),
+    "0015-stroked-letters": dict(
+        before="0014_import_fingerprints", after="0015_search_fold_stroked_letters", messages=STROKED,
+        terms=[("ferri tromso lukasz", 3), ("ferri leav nine", 3), ("aebleskiv tromso", 2)], corpus=(3, 8),
+        df={"tromso": 2, "ferri": 2, "lukasz": 1, "tromsø": None, "æbleskiv": None},
+        found={"tromso": [2, 0], "Tromsø": [2, 0], "aebleskiver": [2]},
     ),
 }
 

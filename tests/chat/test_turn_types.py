@@ -16,6 +16,7 @@ def _turn(*, tokens: int, recall: int | None, trigger: int = 8_000, question: in
     context: dict[str, Any] = {
         "tokens": tokens, "budget": 10_000, "history_tokens": 50_000, "window_start_id": 41, "strategy": "truncate",
         "estimated": False, "summary_through_id": None, "summary_quota_reached": False, "prompt_shortened": False,
+        "shortened_message_ids": [],
         "recall": None if recall is None else {"messages": 4, "hits": 2, "tokens": recall, "terms": [], "ids": []},
     }
     return ChatTurn(conversation_id=1, user_message_id=2, reply_id=3, record_id=4, target=TARGET,

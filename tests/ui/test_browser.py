@@ -321,6 +321,24 @@ def test_enter_while_a_reply_streams_sends_the_message_when_it_ends(asgi_server,
     assert [m.status for m in replies] == ["complete"] * 3  # the one written meanwhile ran to its end
 
 
+def test_a_message_too_long_for_the_window_is_marked_sent_shortened(asgi_server, browser, fake_openai):
+    _, config = _sign_up_with_model(browser, asgi_server.url, "browser-long-paste", fake_url=fake_openai.base_url,
+                                    model="gpt-4o-mini", name="Small")
+    LLMConfig.objects.filter(pk=config.pk).update(context_window=4_000)
+    browser.refresh()
+    box = _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))[0]
+    pasted = "\n".join(f"Line {i} of the log: service {i % 7} answered in {i * 3} ms." for i in range(600))
+    browser.execute_script("arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'))",
+                           box, pasted)
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user .badge--shortened"), timeout=30)
+    assert browser.find_element(By.CSS_SELECTOR, ".msg--user .badge--shortened").text == "Sent shortened"
+    browser.find_element(By.ID, "gauge").click()
+    _wait(browser, lambda d: "too long for this budget" in d.find_element(By.ID, "gauge-details").text)
+    browser.refresh()  # the page's first gauge marks it too
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user .badge--shortened"))
+
+
 def test_rejected_send_is_reported_inline_and_the_text_is_kept(asgi_server, browser, settings):
     settings.SEND_RATE_LIMIT_PER_MINUTE = 1
     _sign_up(browser, asgi_server.url, "browser-limit")

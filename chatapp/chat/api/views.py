@@ -213,6 +213,10 @@ class ConversationContextApi(APIView):
             help_text="The system prompt or custom instructions do not fit the budget beside the newest "
             "message: they are sent shortened (head and tail)."
         )
+        shortened_message_ids = serializers.ListField(
+            child=serializers.IntegerField(),
+            help_text="Messages too long for the budget beside the rest: sent shortened (head and tail).",
+        )
 
     @extend_schema(responses=OutputSerializer, summary="Context gauge for the next request")
     def get(self, request: Request, pk: int) -> Response:

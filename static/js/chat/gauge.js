@@ -1,5 +1,5 @@
 /* The context gauge and where the context starts in the timeline (window, summaries, recall). */
-import { el } from "./dom.js";
+import { addBadge, el } from "./dom.js";
 import { renderJob } from "./jobs.js";
 import { api, formatTokens, gaugeBtn, jobBanner, messagesEl, state } from "./state.js";
 
@@ -45,6 +45,9 @@ export function updateGauge(g) {
   if (state.lastGauge.strategy) row("Strategy", strategyWords(state.lastGauge));
   row("Counting", state.lastGauge.estimated ? "estimated (a model unknown to the tokenizer, or counts made for another model)" : "exact");
   if (g.prompt_shortened) row("System prompt", "too long for this budget: sent shortened (its beginning and end)");
+  const shortened = g.shortened_message_ids || [];
+  if (shortened.length) row("Shortened", `${shortened.length} message${shortened.length === 1 ? "" : "s"} too long for this budget: sent as ${shortened.length === 1 ? "its" : "their"} beginning and end`);
+  markShortened(shortened);
   if (state.lastGauge.recall) row("Recalled", recallWords(state.lastGauge.recall) + " for your last message");
   if (state.lastGauge.reason) {
     const reason = el("dd", "gauge-reason", state.lastGauge.reason);
@@ -53,6 +56,19 @@ export function updateGauge(g) {
   if ("window_start_id" in g) placeWindowMarker(g.window_start_id, state.lastGauge.strategy);
   // A pending "compact now?" question quotes the gauge: keep the two in step.
   if (state.currentJob && state.currentJob.status === "awaiting" && !jobBanner.hidden) renderJob(state.currentJob);
+}
+
+/** Mark the messages the request sends shortened (too long for the budget), where the page shows them. */
+function markShortened(ids) {
+  const wanted = new Set(ids.map(String));
+  messagesEl.querySelectorAll(".badge--shortened").forEach((b) => { if (!wanted.has(b.closest(".msg").dataset.id)) b.remove(); });
+  for (const id of wanted) {
+    const article = document.getElementById(`m-${id}`);
+    if (article && !article.querySelector(".badge--shortened")) {
+      addBadge(article, "badge--accent badge--shortened", "Sent shortened",
+        "Too long for this model's window beside the rest: the model gets its beginning and end (the dashboard's record shows what it saw).");
+    }
+  }
 }
 
 // The start event's context is this request's decision; its recall (or null) holds until the next one.
