@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -321,8 +322,9 @@ class ReplyReader:
 # Replies whose client left, still being read (ReplyReader.detach).
 _unwatched_tasks: set[asyncio.Task] = set()
 
-# Readers of this process whose reply is not stored yet (replies_interrupt).
-_open_readers: set[ReplyReader] = set()
+# Readers of this process whose reply is not stored yet (replies_interrupt); weak, so that one whose
+# store never came (its conversation deleted meanwhile) is not kept.
+_open_readers: weakref.WeakSet[ReplyReader] = weakref.WeakSet()
 
 
 async def replies_interrupt() -> int:
