@@ -322,7 +322,7 @@ def test_enter_while_a_reply_streams_sends_the_message_when_it_ends(asgi_server,
 
 
 def test_a_message_too_long_for_the_window_is_marked_sent_shortened(asgi_server, browser, fake_openai):
-    _, config = _sign_up_with_model(browser, asgi_server.url, "browser-long-paste", fake_url=fake_openai.base_url,
+    _, config = _sign_up_with_model(browser, asgi_server.url, "log-paster", fake_url=fake_openai.base_url,
                                     model="gpt-4o-mini", name="Small")
     LLMConfig.objects.filter(pk=config.pk).update(context_window=4_000)
     browser.refresh()
