@@ -308,6 +308,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 # A reply still "streaming" with no heartbeat (every 3 s) for this long lost its process: the periodic
 # sweep finishes it as interrupted, with its checkpointed text.
 STREAM_ORPHAN_SECONDS = env_int("STREAM_ORPHAN_SECONDS", 60, minimum=5)
+# A web process stopped with SIGTERM lets the replies it streams go on this long (those whose page is
+# open: uvicorn's --timeout-graceful-shutdown, which serve sets to it; then those whose page left), then
+# stores the rest as interrupted (chatapp.chat.lifespan).
+SHUTDOWN_GRACE_SECONDS = env_int("SHUTDOWN_GRACE_SECONDS", 10)
 # A reply is cut (and marked) past this many characters: a runaway cannot fill the database or page.
 MAX_REPLY_CHARS = env_int("MAX_REPLY_CHARS", 1_000_000, minimum=1000)
 # Chat turns that may be prepared at once per web process (ASGI); more wait in line, so that a burst

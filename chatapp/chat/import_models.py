@@ -89,3 +89,6 @@ class ImportedConversation(models.Model):
             # of one file running at once store each conversation once.
             models.UniqueConstraint(fields=["owner", "fingerprint"], name="importedconv_owner_fp_uniq"),
         ]
+
+    def __str__(self) -> str:
+        return f"imported conversation {self.conversation_id}"

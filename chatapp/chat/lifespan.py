@@ -9,6 +9,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from django.conf import settings
+
 from chatapp.chat.reply_stream import replies_interrupt
 
 logger = logging.getLogger(__name__)
@@ -22,7 +24,7 @@ async def lifespan_serve(receive: Callable[[], Awaitable[dict[str, Any]]],
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             try:
-                interrupted = await replies_interrupt()
+                interrupted = await replies_interrupt(grace=settings.SHUTDOWN_GRACE_SECONDS)
             except Exception:  # the database gone with the machine: the sweep finishes them later
                 logger.exception("replies streaming at shutdown could not be stored")
             else:

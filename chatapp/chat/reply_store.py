@@ -93,6 +93,10 @@ def reply_store(
                 change = (1, len(content), tokens)
             else:
                 status = Message.Status.STOPPED
+        # Refused (401, 429, 5xx...) or never reached: no reply text and no usage, nothing billed (also
+        # when a stop was accepted before the refusal came, which keeps the reply stopped); nor a turn
+        # never sent (`sent`: its client left while the context was packed).
+        billed = sent and not (status == Message.Status.ERROR and not content and usage is None)
         if not counted:
             status, change = _stored_over(reply_id=turn.reply_id, status=status, values=values)
         # The live totals (increments: concurrent writers add up) and the claim given back, in one statement.
@@ -113,10 +117,7 @@ def reply_store(
             statements_run([release])
             message_index_sync(message_ids=[turn.reply_id])  # the reply's text and status arrive here
         if turn.record_id is not None:
-            # Refused (401, 429, 5xx...) or never reached: no reply text and no usage, nothing billed;
-            # nor a turn never sent (`sent`: its client left while the context was packed).
-            refused = status == Message.Status.ERROR and not content and usage is None
-            record_finish(turn=turn, usage=usage, billed=sent and not refused)
+            record_finish(turn=turn, usage=usage, billed=billed)
         if not counted or revived:
             reply = Message.objects.get(pk=turn.reply_id)
     # A reply is never the first user message: the window start alone places it.

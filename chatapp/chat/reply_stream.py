@@ -327,17 +327,20 @@ _unwatched_tasks: set[asyncio.Task] = set()
 _open_readers: weakref.WeakSet[ReplyReader] = weakref.WeakSet()
 
 
-async def replies_interrupt() -> int:
+async def replies_interrupt(*, grace: float) -> int:
     """Store every reply this process still streams as interrupted, with the text it had, and give its
     chat's claim back; returns how many. For a server that stops (SIGTERM: a deploy, a restart) once
-    its grace period has ended: it has just cancelled the connections, and what is not stored now
-    would stay "streaming", its chat refusing sends, until the orphan sweep (STREAM_ORPHAN_SECONDS
-    later) found it. Called at the ASGI lifespan's shutdown (lifespan.py)."""
+    its grace period for open connections has ended: it has just cancelled them, and what is not
+    stored now would stay "streaming", its chat refusing sends, until the orphan sweep
+    (STREAM_ORPHAN_SECONDS later) found it. The replies whose page left (no connection for the server
+    to wait for) get `grace` seconds more to end first. Called at the ASGI lifespan's shutdown."""
     await asyncio.sleep(0.05)  # the cancelled connections hand their readers over (detach)
     unwatched = list(_unwatched_tasks)
-    for task in unwatched:
-        task.cancel()
-    await asyncio.gather(*unwatched, return_exceptions=True)
+    if unwatched:
+        _, late = await asyncio.wait(unwatched, timeout=grace)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
     readers = [reader for reader in _open_readers if not reader.finished]
     for reader in readers:
         await reader.close()

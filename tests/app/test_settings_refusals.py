@@ -85,3 +85,13 @@ def test_serve_names_a_port_that_is_no_port(tmp_path):
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0 and "PORT must be a port number" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "chatapp.sqlite3").exists()  # nothing started
+
+
+def test_serve_reads_a_blank_host_or_port_as_unset(monkeypatch):
+    """`HOST=` bound every interface (uvicorn's --host ""), and `PORT=` stopped start-up."""
+    from chatapp.chat.management.commands.serve import Command, _env_port
+
+    monkeypatch.setenv("HOST", "")
+    monkeypatch.setenv("PORT", " ")
+    options = Command().create_parser("manage.py", "serve").parse_args([])
+    assert (options.host, _env_port()) == ("127.0.0.1", 8000)

@@ -14,7 +14,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from chatapp.chat import import_services
-from chatapp.chat.imports import ConversationRecord, MessageRecord
+from chatapp.chat.imports import ConversationRecord, MessageRecord, chatgpt
 from chatapp.chat.imports.records import record_fingerprint
 from chatapp.chat.models import Conversation, Message
 from tests.chat.importkit import chatgpt_conversation, import_now
@@ -147,3 +147,35 @@ def test_the_fingerprint_is_the_conversation_not_its_title():
     assert record_fingerprint(swapped) != base
     # Text a database cannot store as it is still has a fingerprint (a lone surrogate).
     assert record_fingerprint(_record("\ud800 odd")) != record_fingerprint(_record("odd"))
+
+
+def _undated(index: int, title: str, *, source_id: str | None = None) -> dict:
+    chat = chatgpt_conversation(index, messages=2, text="thanks")
+    chat["title"], chat["create_time"], chat["update_time"] = title, None, None
+    if source_id is not None:
+        chat["id"] = source_id
+    for node in chat["mapping"].values():
+        if node["message"]:
+            node["message"]["create_time"] = None
+    return chat
+
+
+def test_undated_chats_saying_the_same_words_are_told_apart_by_their_ids_or_titles(owner):
+    by_title = [_undated(0, "Thanking the plumber"), _undated(1, "Thanking my sister")]
+    by_id = [_undated(2, "Thanks", source_id="a1"), _undated(3, "Thanks", source_id="b2")]
+    job = import_now(owner, _file([*by_title, *by_id]))
+    assert _counts(job) == (4, 0, 0, 4)
+    again = import_now(owner, _file([*by_title, *by_id]))
+    assert _counts(again) == (0, 4, 0, 4)
+
+
+def test_the_source_id_is_part_of_what_makes_a_chat_the_same():
+    dated = chatgpt_conversation(0, messages=2)
+    ours, theirs = deepcopy(dated), deepcopy(dated)
+    ours["id"], theirs["id"] = "conv-1", "conv-2"
+    one, two = (chatgpt.conversation_parse(c, index=0) for c in (ours, theirs))
+    assert one.source_id == "conv-1"
+    assert record_fingerprint(one) != record_fingerprint(two)
+    renamed = deepcopy(ours)
+    renamed["title"] = "Renamed"
+    assert record_fingerprint(chatgpt.conversation_parse(renamed, index=0)) == record_fingerprint(one)

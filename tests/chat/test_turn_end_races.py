@@ -13,6 +13,8 @@ from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
 from chatapp.chat.message_services import message_stop
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.dashboard.headline import dashboard_headline
+from chatapp.providers.crypto import secret_encrypt
+from chatapp.providers.models import LLMConfig
 from tests.support.chat import make_config
 
 pytestmark = pytest.mark.django_db
@@ -67,3 +69,24 @@ def test_a_turn_left_while_its_context_was_packed_costs_nothing(user, fake_opena
     # Nothing was sent to the endpoint: this request cost nothing, as a refused one costs nothing.
     assert float(record.cost_sent_usd or 0) == 0.0, (record.cost_sent_usd, record.cost_full_usd)
     assert money["sent_usd"] == 0.0, money
+
+
+@pytest.mark.parametrize("stop_first", [False, True], ids=["refused", "stop-then-refused"])
+def test_a_request_the_endpoint_refused_costs_nothing_also_after_a_stop(user, fake_openai, stop_first):
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini")
+    LLMConfig.objects.filter(pk=config.pk).update(api_key_encrypted=secret_encrypt("bad-key-0000"))  # a 401
+    config.refresh_from_db()
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    start = chat_turn_start(user=user, conversation=conversation, content="hello, what is a B-tree?")
+
+    async def run() -> None:
+        async for event in chat_turn_stream(start=start):
+            if stop_first and event.get("event") == "start":
+                reply_id = event["data"]["assistant_message"]["id"]
+                await sync_to_async(message_stop)(message=await sync_to_async(Message.objects.get)(pk=reply_id))
+
+    async_to_sync(run)()
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    record = OptimizationRecord.objects.get(conversation=conversation)
+    assert reply.status == ("stopped" if stop_first else "error") and reply.content == ""
+    assert float(record.cost_sent_usd or 0) == float(record.cost_full_usd or 0) == 0.0, record.cost_sent_usd

@@ -112,3 +112,29 @@ def test_a_reply_whose_connection_drops_is_followed_to_its_stored_end(asgi_serve
     assert not shown.find_elements(By.CSS_SELECTOR, ".msg-error")
     assert shown.find_element(By.CSS_SELECTOR, ".msg-model").text == "slow-150"
     assert Message.objects.get(pk=reply_id).status == "complete"
+
+
+def _sent_and_dropped(browser, asgi_server, text: str) -> int:
+    """Send `text` and drop the connection once its reply has begun: the reply's id."""
+    browser.find_element(By.ID, "composer-input").send_keys(text, Keys.ENTER)
+    reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming[data-id]"))[0]
+    _wait(browser, lambda d: reply.find_element(By.CSS_SELECTOR, ".msg-content").text.strip())
+    _connections_drop(asgi_server)
+    return int(reply.get_attribute("data-id"))
+
+
+def _followed_to_its_end(browser, reply_id: int) -> None:
+    _wait(browser, lambda d: _shown(d, reply_id).get_attribute("data-status") == "complete", timeout=30)
+    _wait(browser, lambda d: d.find_element(By.ID, "send-btn").is_displayed(), timeout=10)
+
+
+def test_a_dropped_connection_long_after_the_first_is_followed_too(asgi_server, browser, fake_openai):
+    """The follow's 15-minute bound counted from the page's first followed reply: a connection lost
+    later than that was never followed, and the chat stayed 'Writing…' until a reload."""
+    _sign_up_with_model(browser, asgi_server.url, "dropped-twice", fake_url=fake_openai.base_url,
+                        model="slow-150", name="Slow")
+    browser.refresh()
+    _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))
+    _followed_to_its_end(browser, _sent_and_dropped(browser, asgi_server, "First answer, line by line"))
+    browser.execute_script("const real = Date.now; Date.now = () => real() + 16 * 60 * 1000;")  # 16 min pass
+    _followed_to_its_end(browser, _sent_and_dropped(browser, asgi_server, "Second answer, line by line"))

@@ -51,6 +51,7 @@ def _parse(conversation: Any) -> records.ConversationRecord:
     messages = records.tree_records(nodes, conversation.get("current_node"))
     title = conversation.get("title")
     return records.ConversationRecord(
+        source_id=records.source_id_of(conversation.get("conversation_id") or conversation.get("id")),
         title=title if isinstance(title, str) else "",
         created_at=records.epoch_time(conversation.get("create_time"), what="create_time"),
         updated_at=records.epoch_time(conversation.get("update_time"), what="update_time"),

@@ -29,6 +29,7 @@ from .records import (
     link_column,
     object_of,
     role_of,
+    source_id_of,
     text_of,
 )
 
@@ -85,6 +86,7 @@ def _parse(document: Any) -> ConversationRecord:
     config = head.get("llm_config")
     window = _ref(head.get("window_start_id"), what="the window start")
     return ConversationRecord(
+        source_id=source_id_of(head.get("id")),
         title=text_of(head.get("title"), what="the title", allow_null=True),
         title_is_custom=flag_of(head.get("title_is_custom", True), what="title_is_custom"),
         system_prompt=text_of(head.get("system_prompt", ""), what="the system prompt", allow_null=True),

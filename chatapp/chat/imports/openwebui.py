@@ -66,6 +66,7 @@ def _parse(item: Any) -> records.ConversationRecord:
         chat.get("timestamp"), what="the chat's timestamp"
     )
     return records.ConversationRecord(
+        source_id=records.source_id_of(item.get("id") or chat.get("id")),
         title=_title(item),
         created_at=created,
         updated_at=records.epoch_time(item.get("updated_at"), what="updated_at"),

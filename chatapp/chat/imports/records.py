@@ -80,21 +80,34 @@ class ConversationRecord:
     window_start_ref: str = ""
     # What the source had that was not imported, by reason ("tool_messages": 3, ...).
     omitted: dict[str, int] = field(default_factory=dict)
+    # The source's own id of the conversation ("" when it has none): part of its fingerprint.
+    source_id: str = ""
 
 
 def record_fingerprint(record: ConversationRecord) -> str:
-    """What makes two imported conversations the same one: its start, system prompt and messages
-    (roles, kinds, texts, dates, branches), not its title, which a person renames. A later export of
-    the same chat (ChatGPT's hold every chat each time) gives the same fingerprint and is not
-    imported again; a chat continued since gives another and is imported as a new chat, so nothing in
-    the file is lost. SHA-256 of a canonical JSON, 64 hex digits."""
+    """What makes two imported conversations the same one: the source's id for it, its start, system
+    prompt and messages (roles, kinds, texts, dates, branches), not its title, which a person renames.
+    A later export of the same chat (ChatGPT's hold every chat each time) gives the same fingerprint
+    and is not imported again; a chat continued since gives another and is imported as a new chat,
+    so nothing in the file is lost. Two chats with neither an id nor a date that say the same words
+    would be one: their titles tell them apart. SHA-256 of a canonical JSON, 64 hex digits."""
     messages = [
         [m.role, m.kind, m.status, m.content, m.superseded, m.created_at.isoformat() if m.created_at else None]
         for m in record.messages
     ]
     started = record.created_at.isoformat() if record.created_at else None
-    canonical = json.dumps([started, record.system_prompt, messages], ensure_ascii=False, separators=(",", ":"))
+    undated = started is None and not any(m.created_at for m in record.messages)
+    title = record.title if undated and not record.source_id else None
+    identity = [record.source_id, title, started, record.system_prompt, messages]
+    canonical = json.dumps(identity, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def source_id_of(value: Any) -> str:
+    """A conversation's id in its source, as text (a string or a whole number; anything else: none)."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return ""
+    return str(value)[:200]
 
 
 def describe(value: Any) -> str:

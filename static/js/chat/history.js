@@ -167,7 +167,7 @@ export function followElsewhere() {
   if (followTimer || !state.conversationId) return;
   const pending = streamingElsewhere();
   showFollowed(pending.length > 0);
-  if (!pending.length) return;
+  if (!pending.length) { followSince = 0; return; } // the next reply followed gets its own time
   if (!followSince) followSince = Date.now();
   if (Date.now() - followSince > FOLLOW_FOR_MS) return;
   followTimer = setTimeout(async () => {

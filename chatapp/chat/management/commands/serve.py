@@ -14,13 +14,15 @@ import time
 from django.conf import settings
 from django.core.management import BaseCommand, CommandError, call_command
 
+from chatapp.env import env_str
+
 
 def _raise_keyboard_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
 def _env_port() -> int:
-    raw = os.environ.get("PORT", "8000")
+    raw = env_str("PORT", "8000")
     try:
         port = int(raw)
     except ValueError:
@@ -28,13 +30,6 @@ def _env_port() -> int:
     if not 1 <= port <= 65_535:
         raise CommandError(f"PORT must be a port number (1-65535), got {raw!r}")
     return port
-
-
-# SIGTERM: replies still streaming get this long to end, then are stored as interrupted, with their text
-# so far (reply_stream's exit hook), and their chats take sends at once when the server is back. The
-# children are waited for a while longer before they are killed.
-SHUTDOWN_GRACE_SECONDS = 10
-_CHILD_EXIT_WAIT_SECONDS = SHUTDOWN_GRACE_SECONDS + 15
 
 
 def worker_queues() -> str:
@@ -46,7 +41,7 @@ class Command(BaseCommand):
     help = "Migrate, then run the web server (uvicorn, ASGI) and a Celery worker together."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--host", default=env_str("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=None, help="default: PORT, else 8000")
         parser.add_argument("--no-worker", action="store_true", help="run the web server only")
         parser.add_argument(
@@ -63,7 +58,10 @@ class Command(BaseCommand):
         web = [
             python, "-m", "uvicorn", "chatapp.asgi:application",
             "--host", host, "--port", str(port), "--lifespan", "on",
-            "--timeout-graceful-shutdown", str(SHUTDOWN_GRACE_SECONDS),
+            # SIGTERM: replies still streaming get settings.SHUTDOWN_GRACE_SECONDS to end, then are
+            # stored as interrupted with their text so far (chatapp.chat.lifespan), and their chats
+            # take sends at once when the server is back.
+            "--timeout-graceful-shutdown", str(settings.SHUTDOWN_GRACE_SECONDS),
         ]  # fmt: skip
         children.append(subprocess.Popen(web, env=env))
         if not no_worker:
@@ -99,7 +97,8 @@ class Command(BaseCommand):
                     child.send_signal(signal.SIGTERM)
             for child in children:
                 try:
-                    child.wait(timeout=_CHILD_EXIT_WAIT_SECONDS)
+                    # The grace twice (open pages' replies, then those whose page left), and some more.
+                    child.wait(timeout=2 * settings.SHUTDOWN_GRACE_SECONDS + 15)
                 except subprocess.TimeoutExpired:
                     child.kill()
         failed = [c for c in children if c.returncode not in (0, -signal.SIGTERM, None)]
