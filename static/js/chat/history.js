@@ -90,6 +90,14 @@ function markSearchWords(article) {
   }
 }
 
+// A page opened from a search hit gets the sidebar's hits (their marked words) by a fetch of its own,
+// which may end after the message was revealed: its words are marked then.
+document.addEventListener("longchat:sidebar-updated", () => {
+  const match = window.location.hash.match(/^#m-(\d+)$/);
+  const target = match && document.getElementById(`m-${match[1]}`);
+  if (target) markSearchWords(target);
+});
+
 export async function revealHash() {
   const match = window.location.hash.match(/^#m-(\d+)$/);
   if (!match) return;

@@ -27,6 +27,7 @@ export async function refreshSidebar() {
     const res = await fetch(url, { credentials: "same-origin" });
     if (!res.ok || seq !== searchSeq) return;
     nav.innerHTML = await res.text(); // server-rendered, autoescaped fragment
+    document.dispatchEvent(new CustomEvent("longchat:sidebar-updated"));
   } catch { /* keep the current list */ }
 }
 
