@@ -152,7 +152,6 @@ class ReplyReader:
         self.usage: Any = None
         self.failure: BaseException | None = None
         self.stopped = False
-        self.finished = False
         self.stored: asyncio.Future | None = None  # the store's work, once finish began
         self.queue: asyncio.Queue = asyncio.Queue()
         self.held: Any = None  # a model event taken from the queue while joining deltas (_joined)
@@ -270,7 +269,6 @@ class ReplyReader:
     async def finish(self, status: str, error: str = "") -> dict[str, Any]:
         """Store the reply, once: a second call (the turn's end meeting a server's stop) gets the first's."""
         if self.stored is None:
-            self.finished = True
             _open_readers.discard(self)
             work = db_short(self.store)(
                 turn=self.turn,
@@ -341,7 +339,7 @@ async def replies_interrupt(*, grace: float) -> int:
         for task in late:
             task.cancel()
         await asyncio.gather(*late, return_exceptions=True)
-    readers = [reader for reader in _open_readers if not reader.finished]
+    readers = list(_open_readers)  # a reader leaves the set when its finish begins
     for reader in readers:
         await reader.close()
     await asyncio.gather(

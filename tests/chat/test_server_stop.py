@@ -86,9 +86,9 @@ def server(tmp_path: Path):
 
 def _chat(fake_openai, model: str) -> tuple[Conversation, str]:
     user = get_user_model().objects.create_user(username=f"deployer-{model}", password="a long test password 9")
-    token = Token.objects.create(user=user)
-    return Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url, model=model)), \
-        token.key
+    config = make_config(user, fake_openai.base_url, model=model)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    return conversation, Token.objects.create(user=user).key
 
 
 @pytest.mark.parametrize("client_stays", [True, False], ids=["client-connected", "client-left"])
