@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import select
 import signal
 import subprocess
@@ -143,10 +144,10 @@ def seed(n: int, *, fake_url: str, chat_model: str, summary_model: str, turns: i
     """n users (token, settings, a chat and a summary config), one conversation each, histories by bulk insert."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.hashers import make_password
-    from rest_framework.authtoken.models import Token
 
     import optimizer
     from chatapp.chat.models import Conversation, Message, UserSettings
+    from chatapp.chat.token_models import HINT_CHARS, ApiToken, key_digest
     from chatapp.providers.crypto import secret_encrypt
     from chatapp.providers.models import LLMConfig
     from tests.support.fake_openai import echo_reply
@@ -155,7 +156,11 @@ def seed(n: int, *, fake_url: str, chat_model: str, summary_model: str, turns: i
     unusable = make_password(None)
     users = user_model.objects.bulk_create(
         [user_model(username=f"load-{i:04d}", password=unusable) for i in range(n)])
-    tokens = Token.objects.bulk_create([Token(key=Token.generate_key(), user=u) for u in users])
+    keys = [secrets.token_hex(20) for _ in users]
+    ApiToken.objects.bulk_create([
+        ApiToken(user=u, digest=key_digest(key), hint=key[:HINT_CHARS], name="load bench")
+        for u, key in zip(users, keys, strict=True)
+    ])
     key = secret_encrypt("sk-bench-0000")
 
     def config(user, name: str, model: str, default: bool) -> LLMConfig:
@@ -185,7 +190,7 @@ def seed(n: int, *, fake_url: str, chat_model: str, summary_model: str, turns: i
         conversation.live_message_count = len(history)
         conversation.live_char_count = sum(len(c) for _, c, _ in history)
         conversation.live_token_count = sum(t for _, _, t in history)
-        plans.append(UserPlan(i, tokens[i].key, conversation.pk, preference, k))
+        plans.append(UserPlan(i, keys[i], conversation.pk, preference, k))
     created = Message.objects.bulk_create(rows, batch_size=5000)
     Conversation.objects.bulk_update(conversations, ["live_message_count", "live_char_count", "live_token_count"])
     last = {}

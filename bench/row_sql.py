@@ -50,11 +50,12 @@ def main() -> int:
         from django.db.models import F, Value
         from django.db.models.functions import Coalesce, Greatest, Least
         from django.utils import timezone
-        from rest_framework.authtoken.models import Token
 
         from chatapp.chat.models import Conversation, Message
         from chatapp.chat.rowsql import row_read, row_update
-        from chatapp.chat.selectors import api_token_with_user, conversation_get_for_send
+        from chatapp.chat.selectors import conversation_get_for_send
+        from chatapp.chat.token_models import ApiToken, key_digest
+        from chatapp.chat.token_selectors import api_token_with_user
         from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
 
         user, key, config = seed_user(username=f"bench-rowsql-{secrets.token_hex(4)}", base_url="http://127.0.0.1:9/v1",
@@ -103,7 +104,7 @@ def main() -> int:
                                      fields=(*last, "turns", "first_optimized_turn"), lock=True),
                 ),
                 "API token with its user (a join)": (
-                    lambda: Token.objects.select_related("user").get(key=key),
+                    lambda: ApiToken.objects.select_related("user").get(digest=key_digest(key)),
                     lambda: api_token_with_user(key=key),
                 ),
                 "conversation with its model config (a join)": (

@@ -130,18 +130,18 @@ def uvicorn_process(env: dict[str, str], tmp: Path):
 def seed_user(*, username: str, base_url: str, model: str) -> tuple[Any, str, Any]:
     """A user with an API token and a default config on the fake endpoint."""
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
 
+    from chatapp.chat.token_services import api_token_create
     from chatapp.providers.crypto import secret_encrypt
     from chatapp.providers.models import LLMConfig
 
     user = get_user_model().objects.create_user(username=username, password=secrets.token_urlsafe(16))
-    token = Token.objects.create(user=user)
+    key = api_token_create(user=user, name="bench").key
     config = LLMConfig.objects.create(
         owner=user, name="bench", base_url=base_url, model=model, api_key_encrypted=secret_encrypt("sk-bench-0000"),
         api_key_last4="0000", context_window=WINDOW, max_output_tokens=MAX_OUTPUT, temperature=0.0, is_default=True,
     )
-    return user, token.key, config
+    return user, key, config
 
 
 _WORDS = ("index", "query", "cache", "replica", "window", "budget", "summary", "token", "deploy", "worker",

@@ -1,5 +1,6 @@
 """The admin's user pages, with one change: setting a user's password there is a reset, and revokes
-their API token like the user's own change (services.user_password_change)."""
+their API tokens like the user's own change (services.user_password_change). And the API tokens, which
+an admin can list and revoke (delete) but neither create nor read: only their digests are stored."""
 
 from __future__ import annotations
 
@@ -12,19 +13,20 @@ from django.contrib.auth.models import User
 from django.http import HttpRequest
 
 from chatapp.chat import services
+from chatapp.chat.token_models import ApiToken
 
 
 class AdminPasswordResetForm(AdminPasswordChangeForm):
     """The admin's "Change password" form, saved through the service. An admin resets a password when an
     account is suspected compromised, so a token issued under the old password must not outlive it."""
 
-    api_token_revoked = False
+    api_tokens_revoked = 0
 
     def save(self, commit: bool = True) -> User:
         # Always written, whatever `commit` says (the admin always commits): the password and the
         # revocation go together, in the service's one transaction.
         password = self.cleaned_data["password1"] if self.cleaned_data["set_usable_password"] else None
-        self.api_token_revoked = services.user_password_change(user=self.user, password=password)
+        self.api_tokens_revoked = services.user_password_change(user=self.user, password=password)
         return self.user
 
 
@@ -34,10 +36,27 @@ class AppUserAdmin(UserAdmin):
     def construct_change_message(self, request: HttpRequest, form: Any, formsets: Any, add: bool = False) -> Any:
         # The one hook of the admin's password view that sees the saved form: says what the reset
         # also did, as the user's own change page does.
-        if getattr(form, "api_token_revoked", False):
-            self.message_user(request, "The API token of this account was revoked too.", messages.WARNING)
+        revoked = getattr(form, "api_tokens_revoked", 0)
+        if revoked:
+            what = "API token of this account was" if revoked == 1 else f"{revoked} API tokens of this account were"
+            self.message_user(request, f"The {what} revoked too.", messages.WARNING)
         return super().construct_change_message(request, form, formsets, add)
 
 
 admin.site.unregister(User)
 admin.site.register(User, AppUserAdmin)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("name", "hint", "user", "created_at")
+    list_select_related = ("user",)
+    search_fields = ("user__username", "name", "hint")
+    fields = ("user", "name", "hint", "created_at")  # not the digest: it tells an admin nothing
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a key is shown once, to its owner: Settings or /api/auth/token/ create them
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

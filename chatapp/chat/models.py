@@ -367,3 +367,6 @@ from chatapp.chat.search_models import MessageSearch, RecallCorpus, RecallTerm  
 
 # Issue 13 (share links): the table lives in its own module (this one is at its size bound).
 from chatapp.chat.share_models import ConversationShare  # noqa: E402, F401
+
+# API tokens, stored as digests.
+from chatapp.chat.token_models import ApiToken  # noqa: E402, F401

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable
-from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
-from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from .models import Conversation, Message, OptimizationRecord, UserSettings
 from .rowsql import CompiledQuery, row_instance
@@ -149,33 +145,3 @@ def user_settings_get(*, user: User) -> UserSettings:
         return found
     settings, _ = UserSettings.objects.get_or_create(user=user)
     return settings
-
-
-# --- API tokens --------------------------------------------------------------------------------------
-
-
-def _token_query(_shape: None, *, key: str) -> QuerySet[Token]:
-    return Token.objects.select_related("user").filter(key=key)
-
-
-# Every API request authenticates: compiled once (rowsql.CompiledQuery).
-_TOKEN_WITH_USER = CompiledQuery(_token_query)
-
-
-def api_token_with_user(*, key: str) -> Token | None:
-    """The API token `key` with its user loaded, or None."""
-    found = _TOKEN_WITH_USER.instances(None, key=key)
-    return found[0] if found else None
-
-
-def api_token_get(*, user: User) -> Token | None:
-    return Token.objects.filter(user=user).first()
-
-
-def api_token_expires_at(*, token: Token) -> datetime:
-    """API tokens end settings.API_TOKEN_DAYS after they were created."""
-    return token.created + timedelta(days=settings.API_TOKEN_DAYS)
-
-
-def api_token_expired(*, token: Token) -> bool:
-    return api_token_expires_at(token=token) <= timezone.now()

@@ -1,5 +1,6 @@
-"""Writes for user settings, conversations, "Not now" on a summary prompt, API tokens and password
-changes. Model configs are in chatapp/providers/services.py; the chat turn in chat_turn.py.
+"""Writes for user settings, conversations, "Not now" on a summary prompt and password changes. API
+tokens are in token_services.py, model configs in chatapp/providers/services.py, the chat turn in
+chat_turn.py.
 
 Errors are django.core.exceptions.ValidationError keyed by field name, in plain words; views and the
 API turn them into form and field errors.
@@ -13,7 +14,6 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from chatapp.chat.context import conversation_config
 from chatapp.chat.summary_cooldown import history_tokens_now, not_now_reason
@@ -24,8 +24,9 @@ from chatapp.providers.services import text_field_clean
 from optimizer.tokens import encoding_for
 
 from .models import Conversation, Preference, SummaryJob, UserSettings
-from .selectors import api_token_expired, user_settings_get
+from .selectors import user_settings_get
 from .textsafe import text_storable
+from .token_services import api_tokens_revoke_all
 
 DEFAULT_TITLE = "New chat"
 
@@ -222,51 +223,10 @@ def summary_job_dismiss(*, job: SummaryJob) -> SummaryJob:
     return job
 
 
-def _password_unchanged_lock(*, user: User) -> None:
-    """Lock `user`'s row, refusing if their password changed since `user` was read (the caller signed
-    them in with the password `user` holds). Inside the caller's transaction.
-
-    A password change revokes the token (user_password_change) by updating this row first: a change
-    that committed while the caller was still checking the old password (hashing it takes a good
-    part of a second) is seen here, or the token issued would outlive the password it was issued
-    under; a change that starts now waits for the caller's commit, then revokes what it issued."""
-    current = User.objects.select_for_update().filter(pk=user.pk).values_list("password", flat=True).first()
-    if current != user.password:
-        raise ValidationError({"password": ["The password was changed meanwhile: sign in with the new one."]})
-
-
-def api_token_issue(*, user: User) -> Token:
-    """The user's API token: the current one while it is valid, else a new one (an expired token is
-    replaced, never handed back); refused if the password the caller checked has changed since."""
-    with transaction.atomic():
-        _password_unchanged_lock(user=user)
-        token = Token.objects.select_for_update().filter(user=user).first()
-        if token is not None and not api_token_expired(token=token):
-            return token
-        if token is not None:
-            token.delete()
-        return Token.objects.create(user=user)
-
-
-def api_token_revoke(*, user: User) -> bool:
-    """Revoke the user's API token; whether there was one."""
-    deleted, _ = Token.objects.filter(user=user).delete()
-    return bool(deleted)
-
-
-def api_token_renew(*, user: User) -> Token:
-    """A fresh token replacing the current one (shown once by the caller); refused if the password
-    `user`'s session was checked against has changed since (_password_unchanged_lock)."""
-    with transaction.atomic():
-        _password_unchanged_lock(user=user)
-        Token.objects.filter(user=user).delete()
-        return Token.objects.create(user=user)
-
-
-def user_password_change(*, user: User, password: str | None) -> bool:
+def user_password_change(*, user: User, password: str | None) -> int:
     """Set `user`'s new password (already validated by the caller's form; None: no password, sign-in by
-    password disabled) and revoke their API token; whether there was a token to revoke. The user's own
-    change (Settings) and an admin's reset both come here.
+    password disabled) and revoke their API tokens; how many there were. The user's own change
+    (Settings), an admin's reset and the `changepassword` command all come here.
 
     People change a password when they fear a credential got out, so everything issued under the old
     one must stop working. Django already ends the user's other sessions (each holds a hash of the
@@ -276,4 +236,4 @@ def user_password_change(*, user: User, password: str | None) -> bool:
     with transaction.atomic():
         user.set_password(password)
         user.save(update_fields=["password"])
-        return api_token_revoke(user=user)
+        return api_tokens_revoke_all(user=user)

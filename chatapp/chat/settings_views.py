@@ -12,17 +12,18 @@ from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.http import require_http_methods, require_POST
-from rest_framework.authtoken.models import Token
 
-from chatapp.chat import selectors, services
+from chatapp.chat import selectors, services, token_services
 from chatapp.chat.forms import PREFERENCE_HELP, InstructionsForm, LLMConfigForm, PreferencesForm
 from chatapp.chat.share_selectors import share_list
+from chatapp.chat.token_models import ApiToken, key_digest
+from chatapp.chat.token_selectors import api_token_expired, api_token_expires_at, api_token_list
 from chatapp.chat.views import page_csp, user_configs
 from chatapp.providers import selectors as config_selectors
 from chatapp.providers import services as config_services
@@ -59,7 +60,8 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
     """Everything the settings page shows; `bound` replaces the blank forms with submitted ones."""
     bound = bound or {}
     configs = user_configs(request.user)
-    token = selectors.api_token_get(user=request.user)
+    tokens = api_token_list(user=request.user)
+    live = [t for t in tokens if not api_token_expired(token=t)]
     user_settings = selectors.user_settings_get(user=request.user)
     prefs_form = bound.get("prefs") or PreferencesForm(
         initial={
@@ -95,9 +97,13 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
         "preference_cards": preference_cards,
         "current_preference": prefs_form["preference"].value(),
         "user_settings": user_settings,
-        "api_token": token,
-        "api_token_expires_at": selectors.api_token_expires_at(token=token) if token else None,
-        "api_token_expired": bool(token and selectors.api_token_expired(token=token)),
+        "api_tokens": [
+            {"token": t, "expires_at": api_token_expires_at(token=t), "expired": api_token_expired(token=t)}
+            for t in tokens
+        ],
+        # Creating one more revokes the oldest (token_services): the button asks first.
+        "api_token_oldest": live[-1] if len(live) >= token_services.MAX_TOKENS_PER_USER else None,
+        "api_token_max": token_services.MAX_TOKENS_PER_USER,
         "api_token_days": settings.API_TOKEN_DAYS,
         "import_max_bytes": settings.IMPORT_MAX_BYTES,  # the import section's limit
         "shares": share_list(owner=request.user),  # Shared links (chat/_shares.html)
@@ -124,13 +130,17 @@ def _settings_form_post(view: Callable[..., HttpResponse]) -> Callable[..., Http
 REVEAL_SESSION_KEY = "settings_new_api_token"
 
 
-def _new_api_token_take(request: HttpRequest, *, current: Token | None) -> str | None:
-    """The key api_token_create left for this page, forgotten as it is read; None if there is none or
-    it is no longer the user's token (replaced or revoked since, e.g. from another tab)."""
-    key = request.session.pop(REVEAL_SESSION_KEY, None)
-    if not key or current is None or not constant_time_compare(key, current.key):
+def _new_api_token_take(request: HttpRequest, *, tokens: list[ApiToken]) -> tuple[int, str] | None:
+    """(id, key) of the token api_token_create left for this page, forgotten as it is read; None if there
+    is none or it is no longer one of the user's tokens (revoked since, e.g. from another tab)."""
+    left = request.session.pop(REVEAL_SESSION_KEY, None)
+    if not isinstance(left, list) or len(left) != 2:
         return None
-    return key
+    token_id, key = left
+    token = next((t for t in tokens if t.pk == token_id), None)
+    if token is None or not constant_time_compare(key_digest(str(key)), token.digest):
+        return None
+    return token.pk, str(key)
 
 
 @page_csp
@@ -147,7 +157,8 @@ def settings_page(request: HttpRequest) -> HttpResponse:
             return redirect(reverse("settings") + "#opt-h")  # back where the form was, not the page's top
         return _settings_refused(request, bound={"prefs": form})
     context = _settings_context(request)
-    context["new_api_token"] = _new_api_token_take(request, current=context["api_token"])
+    new = _new_api_token_take(request, tokens=[row["token"] for row in context["api_tokens"]])
+    context["new_api_token"], context["new_api_token_id"] = (new[1], new[0]) if new else (None, None)
     response = render(request, "chat/settings.html", context)
     if context["new_api_token"]:
         # Nor kept by the browser, for Back to show again once the user has moved on.
@@ -170,22 +181,25 @@ def instructions_save(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def api_token_create(request: HttpRequest) -> HttpResponse:
-    """A new API token, shown once by the settings page this redirects to (REVEAL_SESSION_KEY says why)."""
+    """A new API token, named by the form's `name`, shown once by the settings page this redirects to
+    (REVEAL_SESSION_KEY says why)."""
     try:
-        token = services.api_token_renew(user=request.user)
+        issued = token_services.api_token_create(user=request.user, name=request.POST.get("name", "") or "Settings")
     except ValidationError:
         # The password changed while this request ran: its session has ended, and the page
         # redirected to says so by asking to sign in.
         return redirect(reverse("settings") + "#api-h")
-    request.session[REVEAL_SESSION_KEY] = token.key
+    request.session[REVEAL_SESSION_KEY] = [issued.token.pk, issued.key]
     return redirect(reverse("settings") + "#api-h")
 
 
 @login_required
 @require_POST
-def api_token_revoke(request: HttpRequest) -> HttpResponse:
-    if services.api_token_revoke(user=request.user):
-        flash.success(request, "API token revoked: scripts using it are refused from now on.")
+def api_token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    token = token_services.api_token_revoke(user=request.user, token_id=pk)
+    if token is None:
+        raise Http404("No such API token.")
+    flash.success(request, f"API token “{token.name}” revoked: scripts using it are refused from now on.")
     return redirect(reverse("settings") + "#api-h")
 
 

@@ -139,8 +139,8 @@ def password_change(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def password_changed(request: HttpRequest) -> HttpResponse:
-    token_revoked = bool(request.session.pop(REVOKED_NOTE_SESSION_KEY, False))
-    return render(request, "registration/password_changed.html", {"token_revoked": token_revoked})
+    revoked = request.session.pop(REVOKED_NOTE_SESSION_KEY, 0)
+    return render(request, "registration/password_changed.html", {"tokens_revoked": int(revoked or 0)})
 
 
 def user_configs(user) -> list[LLMConfig]:

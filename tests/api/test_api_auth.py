@@ -6,7 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from chatapp.chat.models import Conversation
-from tests.support.accounts import PASSWORD
+from tests.support.accounts import PASSWORD, api_key_for
 
 pytestmark = pytest.mark.django_db
 
@@ -80,13 +80,12 @@ def test_session_csrf_also_guards_patch_and_delete(user, make_conversation):
 
 
 def test_an_inactive_users_token_is_refused(user):
-    from rest_framework.authtoken.models import Token
 
-    token = Token.objects.create(user=user)
+    token = api_key_for(user)
     user.is_active = False
     user.save(update_fields=["is_active"])
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     response = client.get("/api/conversations/")
     assert response.status_code in (401, 403)
     assert response.json()["detail"] == "User inactive or deleted."

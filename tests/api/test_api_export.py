@@ -18,12 +18,12 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from markdown_it import MarkdownIt
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from chatapp.chat import conversation_export
 from chatapp.chat.conversation_export import conversation_export_chunks
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from tests.support.accounts import api_key_for
 from tests.support.asgi_server import asgi_server  # noqa: F401  (the live uvicorn fixture)
 from tests.support.chat import seed_messages
 
@@ -285,7 +285,7 @@ def test_through_uvicorn_first_bytes_arrive_before_the_last_page_is_read(asgi_se
     """The real ASGI path: Django's handler would read a sync iterator whole before sending anything.
     The second page read waits for the client to have received bytes; buffered, it would time out."""
     user = get_user_model().objects.create_user(username="hedy", password="a long test password 4")
-    token = Token.objects.create(user=user)
+    token = api_key_for(user)
     conversation = Conversation.objects.create(owner=user, title="Long one")
     ids = seed_messages(conversation, 1200)
     received_first = threading.Event()
@@ -298,7 +298,7 @@ def test_through_uvicorn_first_bytes_arrive_before_the_last_page_is_read(asgi_se
         return await read_page(**kwargs)
 
     monkeypatch.setattr(conversation_export, "_read_page", gated_read_page)
-    headers = {"Authorization": f"Token {token.key}"}
+    headers = {"Authorization": f"Token {token}"}
     with httpx.Client(base_url=asgi_server.url, headers=headers, timeout=30) as client:
         body = b""
         with client.stream("GET", f"/api/conversations/{conversation.pk}/export/") as response:

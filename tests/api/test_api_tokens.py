@@ -1,5 +1,6 @@
-"""API tokens expire and can be revoked or replaced from Settings (issue 11, finding 8); a new one is shown
-once, a reload neither shows nor renews it; a password change revokes it."""
+"""API tokens expire and can be revoked one by one from Settings (issue 11, finding 8); only a digest of
+each key is stored, so a new key is shown once; a user holds several (one per script), a password change
+revokes them all."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from chatapp.chat import services
+from chatapp.chat import services, token_services
+from chatapp.chat.token_models import ApiToken
+from chatapp.chat.token_services import MAX_TOKENS_PER_USER, api_token_create
 from tests.support.accounts import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -27,101 +30,166 @@ def _with_token(key: str) -> APIClient:
     return client
 
 
-def test_an_expired_token_is_refused_and_the_token_endpoint_replaces_it(user, settings):
-    password = "a long test password for tokens"
-    user.set_password(password)
-    user.save()
-    issued = APIClient().post("/api/auth/token/", {"username": user.username, "password": password}, format="json")
-    assert issued.status_code == 200 and issued.json()["expires_at"]
-    key = issued.json()["token"]
-    assert _with_token(key).get("/api/conversations/").status_code == 200
+def _works(key: str) -> bool:
+    answer = _with_token(key).get("/api/conversations/")
+    assert answer.status_code in {200, 401}
+    return answer.status_code == 200
 
-    Token.objects.filter(key=key).update(created=Token.objects.get(key=key).created - timedelta(days=31))
+
+def _sign_in(user: User, password: str = PASSWORD, **extra: str) -> dict:
+    answer = APIClient().post("/api/auth/token/", {"username": user.username, "password": password, **extra},
+                              format="json")
+    assert answer.status_code == 200, answer.content
+    return answer.json()
+
+
+def _logged_in(user: User) -> Client:
+    page = Client()
+    page.force_login(user)
+    return page
+
+
+def _created_in_settings(page: Client, name: str = "") -> str:
+    """The key Settings shows once after creating a token."""
+    shown = page.post("/settings/api-token/", {"name": name}, follow=True).content.decode()
+    start = shown.index('id="api-token-key">') + len('id="api-token-key">')
+    return shown[start:shown.index("</code>", start)]
+
+
+def test_an_expired_token_is_refused_and_the_token_endpoint_gives_a_new_one(user):
+    key = _sign_in(user)["token"]
+    assert _works(key)
+
+    ApiToken.objects.filter(user=user).update(created_at=ApiToken.objects.get(user=user).created_at - timedelta(days=31))
     refused = _with_token(key).get("/api/conversations/")
     assert refused.status_code == 401 and "expired" in refused.json()["detail"]
 
-    # the script still sends its expired token: the token endpoint ignores it and renews
-    again = _with_token(key).post("/api/auth/token/", {"username": user.username, "password": password},
+    # the script still sends its expired token: the token endpoint ignores it and issues a new one
+    again = _with_token(key).post("/api/auth/token/", {"username": user.username, "password": PASSWORD},
                                   format="json")
-    assert again.status_code == 200
-    assert again.json()["token"] != key
-    assert _with_token(again.json()["token"]).get("/api/conversations/").status_code == 200
+    assert again.status_code == 200 and again.json()["token"] != key
+    assert _works(again.json()["token"])
+    assert ApiToken.objects.filter(user=user).count() == 1  # the expired one was deleted with it
 
 
-def test_settings_list_replace_and_revoke_the_token(user):
-    page = Client()
-    page.force_login(user)
-    assert "No token." in page.get("/settings/").content.decode()
+def test_only_a_digest_of_each_key_is_stored(user):
+    key = _sign_in(user)["token"]
+    settings_key = _created_in_settings(_logged_in(user))
 
-    created = page.post("/settings/api-token/", follow=True).content.decode()
-    key = Token.objects.get(user=user).key
-    assert key in created and "not shown again" in created
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {ApiToken._meta.db_table}")  # noqa: S608
+        stored = " ".join(str(value) for row in cursor.fetchall() for value in row)
+    assert len(key) == len(settings_key) == 40
+    assert key not in stored and settings_key not in stored
+    assert key[:6] in stored  # the hint Settings shows, and no more of it
+    assert key[:7] not in stored
+
+
+def test_each_sign_in_makes_a_token_of_its_own_and_the_earlier_ones_keep_working(user):
+    first = _sign_in(user, name="backup script")
+    second = _sign_in(user)
+    assert first["token"] != second["token"]
+    assert _works(first["token"]) and _works(second["token"])
+    assert sorted(ApiToken.objects.filter(user=user).values_list("name", flat=True)) == ["API sign-in", "backup script"]
+
+    listed = _logged_in(user).get("/settings/").content.decode()
+    assert "backup script" in listed and first["token"][:6] + "…" in listed
+    assert first["token"] not in listed and second["token"] not in listed
+
+
+def test_past_the_most_tokens_a_user_holds_a_new_one_revokes_the_oldest(user):
+    keys = [api_token_create(user=user, name=f"script {n}").key for n in range(MAX_TOKENS_PER_USER)]
+    page = _logged_in(user)
+    # Settings asks before the oldest goes, and names it
+    asked = page.get("/settings/").content.decode()
+    assert "a new one revokes the oldest, “script 0”" in asked
+
+    newest = _created_in_settings(page, "one more")
+    assert not _works(keys[0])
+    assert all(_works(key) for key in [*keys[1:], newest])
+    assert ApiToken.objects.filter(user=user).count() == MAX_TOKENS_PER_USER
+
+
+def test_settings_create_list_and_revoke_tokens_one_by_one(user):
+    page = _logged_in(user)
+    assert "No tokens." in page.get("/settings/").content.decode()
+
+    first = _created_in_settings(page, "laptop")
+    second = _created_in_settings(page, "  build   server ")
     listed = page.get("/settings/").content.decode()
-    assert "expires" in listed and key not in listed  # shown once, then only its dates
+    assert "laptop" in listed and "build server" in listed and "expires" in listed
+    assert first not in listed and second not in listed  # shown once, then only the hint and dates
+    assert _works(first) and _works(second)  # a second token leaves the first alone
 
-    page.post("/settings/api-token/")  # replace: the old key stops working
-    assert _with_token(key).get("/api/conversations/").status_code == 401
-    new_key = Token.objects.get(user=user).key
-    assert page.post("/settings/api-token/revoke/").status_code == 302
-    assert _with_token(new_key).get("/api/conversations/").status_code == 401
-    assert not Token.objects.filter(user=user).exists()
+    laptop = ApiToken.objects.get(user=user, name="laptop")
+    revoked = page.post(reverse("api-token-revoke", args=[laptop.pk]), follow=True).content.decode()
+    assert "API token “laptop” revoked" in revoked
+    assert not _works(first) and _works(second)
+
+
+def test_another_users_token_cannot_be_revoked(user, other_user):
+    key = api_token_create(user=other_user, name="theirs").key
+    token = ApiToken.objects.get(user=other_user)
+
+    answer = _logged_in(user).post(reverse("api-token-revoke", args=[token.pk]))
+
+    assert answer.status_code == 404
+    assert _works(key)
 
 
 def test_a_new_token_is_shown_once_and_a_reload_neither_shows_nor_renews_it(user, caplog):
     caplog.set_level(logging.DEBUG)
-    page = Client()
-    page.force_login(user)
+    page = _logged_in(user)
 
-    created = page.post("/settings/api-token/")
-    key = Token.objects.get(user=user).key
+    created = page.post("/settings/api-token/", {"name": "ci"})
     # the POST answers with a redirect, so the browser's reload is a GET, not a second creation
     assert created.status_code == 302 and created["Location"] == "/settings/#api-h"
-    assert key not in created["Location"] and key not in created.content.decode()
-    assert all(key not in morsel.value for morsel in created.cookies.values())
+    assert all(morsel.value == "" or len(morsel.value) != 40 for morsel in created.cookies.values())
 
     shown = page.get("/settings/")
     body = shown.content.decode()
+    start = body.index('id="api-token-key">') + len('id="api-token-key">')
+    key = body[start:body.index("</code>", start)]
     assert body.count(key) == 1 and "not shown again" in body and 'data-action="copy-api-token"' in body
+    assert key not in created["Location"] and key not in created.content.decode()
     assert "no-store" in shown["Cache-Control"]  # nor kept for Back
-    assert _with_token(key).get("/api/conversations/").status_code == 200
+    assert _works(key)
 
     reloaded = page.get("/settings/").content.decode()
     assert key not in reloaded and "not shown again" not in reloaded and "expires" in reloaded
-    assert Token.objects.get(user=user).key == key  # not renewed: the copied key still works
-    assert _with_token(key).get("/api/conversations/").status_code == 200
+    assert ApiToken.objects.filter(user=user).count() == 1  # not renewed: the copied key still works
+    assert _works(key)
     assert key not in caplog.text
 
 
-def test_a_new_token_replaced_or_revoked_before_its_page_loads_is_not_shown(user):
-    page = Client()
-    page.force_login(user)
-    page.post("/settings/api-token/")
-    key = Token.objects.get(user=user).key
-    page.post("/settings/api-token/revoke/")  # e.g. from another tab
+def test_a_new_token_revoked_before_its_page_loads_is_not_shown(user):
+    page = _logged_in(user)
+    page.post("/settings/api-token/", {"name": "ci"})
+    token = ApiToken.objects.get(user=user)
+    page.post(reverse("api-token-revoke", args=[token.pk]))  # e.g. from another tab
 
     body = page.get("/settings/").content.decode()
-    assert key not in body and "No token." in body
+    assert "not shown again" not in body and "No tokens." in body
 
 
-def test_a_password_change_revokes_the_api_token_and_says_so(user):
+def test_a_password_change_revokes_the_api_tokens_and_says_so(user):
     page = Client()
     assert page.post("/accounts/login/", {"username": user.username, "password": PASSWORD}).status_code == 302
     elsewhere = Client()
     elsewhere.force_login(user)
-    issued = APIClient().post("/api/auth/token/", {"username": user.username, "password": PASSWORD}, format="json")
-    key = issued.json()["token"]
-    assert _with_token(key).get("/api/conversations/").status_code == 200
+    key = _sign_in(user)["token"]
+    other = _sign_in(user, name="cron")["token"]
+    assert _works(key) and _works(other)
 
     changed = page.post("/accounts/password/", {
         "old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
     assert changed.status_code == 302 and changed["Location"] == "/accounts/password/done/"
 
-    refused = _with_token(key).get("/api/conversations/")
-    assert refused.status_code == 401
+    assert not _works(key) and not _works(other)
     done = page.get("/accounts/password/done/").content.decode()
-    assert "Your API token was revoked" in done
+    assert "Your 2 API tokens were revoked" in done and "using them" in done
     # said once: the page reloaded is the plain confirmation
-    assert "Your API token was revoked" not in page.get("/accounts/password/done/").content.decode()
+    assert "API tokens were revoked" not in page.get("/accounts/password/done/").content.decode()
     # this browser stays signed in, the other session ends
     assert page.get("/settings/").status_code == 200
     assert elsewhere.get("/settings/").status_code == 302
@@ -133,25 +201,19 @@ def test_a_password_change_revokes_the_api_token_and_says_so(user):
 
 
 def test_a_token_created_in_settings_is_revoked_by_a_password_change(user):
-    page = Client()
-    page.force_login(user)
-    page.post("/settings/api-token/")
-    key = Token.objects.get(user=user).key
+    page = _logged_in(user)
+    key = _created_in_settings(page)
 
     page.post("/accounts/password/", {
         "old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
 
-    assert _with_token(key).get("/api/conversations/").status_code == 401
-    # its one-time reveal, still pending, is not shown either: the key is dead
-    settings_page = page.get("/settings/").content.decode()
-    assert key not in settings_page and "No token." in settings_page
+    assert not _works(key)
+    assert "No tokens." in page.get("/settings/").content.decode()
 
 
 def test_a_refused_password_change_keeps_the_token(user):
-    page = Client()
-    page.force_login(user)
-    page.post("/settings/api-token/")
-    key = Token.objects.get(user=user).key
+    page = _logged_in(user)
+    key = _created_in_settings(page)
 
     wrong = page.post("/accounts/password/", {
         "old_password": "not the password", "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
@@ -174,10 +236,8 @@ def test_a_password_change_without_a_token_mentions_none(user):
 # A new password, or none (password sign-in disabled: the admin's "unset-password" button)
 @pytest.mark.parametrize(("usable", "button"), [("true", "_save"), ("false", "unset-password")])
 def test_an_admins_password_reset_revokes_the_users_token_and_says_so(user, django_user_model, usable, button):
-    user_page = Client()
-    user_page.force_login(user)
-    user_page.post("/settings/api-token/")
-    key = Token.objects.get(user=user).key
+    user_page = _logged_in(user)
+    key = _created_in_settings(user_page)
     admin_page = Client()
     admin_page.force_login(django_user_model.objects.create_superuser(username="root", password=PASSWORD + "!"))
 
@@ -193,10 +253,8 @@ def test_an_admins_password_reset_revokes_the_users_token_and_says_so(user, djan
 
 def test_an_admins_own_password_change_from_the_admin_revokes_their_token(django_user_model):
     admin = django_user_model.objects.create_superuser(username="root", password=PASSWORD)
-    page = Client()
-    page.force_login(admin)
-    page.post("/settings/api-token/")
-    key = Token.objects.get(user=admin).key
+    page = _logged_in(admin)
+    key = _created_in_settings(page)
 
     # the admin header's "Change password" opens the app's own page, not Django's, which kept the token
     opened = page.get(reverse("admin:password_change"), follow=True)
@@ -226,24 +284,37 @@ def test_a_token_asked_for_with_the_old_password_as_it_changes_is_refused(user, 
     answer = APIClient().post("/api/auth/token/", {"username": user.username, "password": PASSWORD}, format="json")
 
     assert answer.status_code == 400 and "changed meanwhile" in answer.json()["password"][0]
-    assert not Token.objects.filter(user=user).exists()
+    assert not ApiToken.objects.filter(user=user).exists()
 
 
 def test_a_token_created_in_settings_as_the_password_changes_is_refused(user, monkeypatch):
-    page = Client()
-    page.force_login(user)
-    page.post("/settings/api-token/")
-    old_key = Token.objects.get(user=user).key
-    renew = services.api_token_renew
+    page = _logged_in(user)
+    old_key = _created_in_settings(page)
+    create = token_services.api_token_create
 
-    def changed_first(*, user):  # the change commits after this request's session was checked
+    def changed_first(*, user, name):  # the change commits after this request's session was checked
         services.user_password_change(user=User.objects.get(pk=user.pk), password=NEW_PASSWORD)
-        return renew(user=user)
+        return create(user=user, name=name)
 
-    monkeypatch.setattr(services, "api_token_renew", changed_first)
+    monkeypatch.setattr(token_services, "api_token_create", changed_first)
     created = page.post("/settings/api-token/")
 
     assert created.status_code == 302 and created["Location"] == "/settings/#api-h"
-    assert not Token.objects.filter(user=user).exists()
+    assert not ApiToken.objects.filter(user=user).exists()
     assert old_key not in page.get("/settings/", follow=True).content.decode()
     assert page.get("/settings/").status_code == 302  # the session ended with the old password
+
+
+def test_an_admin_lists_and_revokes_a_users_tokens_but_never_sees_a_key(user, django_user_model):
+    key = api_token_create(user=user, name="laptop").key
+    token = ApiToken.objects.get(user=user)
+    admin_page = _logged_in(django_user_model.objects.create_superuser(username="root", password=PASSWORD + "!"))
+
+    listed = admin_page.get("/admin/chat/apitoken/").content.decode()
+    assert "laptop" in listed and key[:6] in listed and key not in listed
+    assert key not in admin_page.get(f"/admin/chat/apitoken/{token.pk}/change/").content.decode()
+    assert token.digest not in admin_page.get(f"/admin/chat/apitoken/{token.pk}/change/").content.decode()
+    assert admin_page.get("/admin/chat/apitoken/add/").status_code == 403
+
+    deleted = admin_page.post(f"/admin/chat/apitoken/{token.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 302 and not _works(key)

@@ -7,9 +7,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from rest_framework.authtoken.models import Token
 
 from chatapp.chat.management.commands.changepassword import Command
+from chatapp.chat.token_models import ApiToken
+from chatapp.chat.token_selectors import api_token_with_user
+from chatapp.chat.token_services import api_token_create
 
 OLD = "an old password of the test"
 NEW = "a brand new password for the test"
@@ -27,13 +29,22 @@ def _typed(monkeypatch, *answers: str) -> None:
 
 
 def test_the_new_password_revokes_the_api_token(person, monkeypatch):
-    Token.objects.create(user=person)
+    api_token_create(user=person, name="script")
     _typed(monkeypatch, NEW, NEW)
     said = call_command("changepassword", person.username)
     person.refresh_from_db()
     assert person.check_password(NEW)
-    assert not Token.objects.filter(user=person).exists()
-    assert "API token was revoked" in said
+    assert not ApiToken.objects.filter(user=person).exists()
+    assert "Their API token was revoked" in said
+
+
+def test_the_new_password_revokes_every_api_token_and_counts_them(person, monkeypatch):
+    keys = [api_token_create(user=person, name=f"script {n}").key for n in range(3)]
+    _typed(monkeypatch, NEW, NEW)
+    said = call_command("changepassword", person.username)
+    assert not ApiToken.objects.filter(user=person).exists()
+    assert all(api_token_with_user(key=key) is None for key in keys)
+    assert "Their 3 API tokens were revoked" in said
 
 
 def test_a_user_without_a_token_just_gets_the_password(person, monkeypatch):
@@ -45,10 +56,10 @@ def test_a_user_without_a_token_just_gets_the_password(person, monkeypatch):
 
 
 def test_a_refused_change_keeps_the_password_and_the_token(person, monkeypatch):
-    token = Token.objects.create(user=person)
+    token = api_token_create(user=person, name="script").token
     _typed(monkeypatch, NEW, "typed otherwise 1", NEW, "typed otherwise 2", NEW, "typed otherwise 3")
     with pytest.raises(CommandError):
         call_command("changepassword", person.username)
     person.refresh_from_db()
     assert person.check_password(OLD)
-    assert Token.objects.filter(pk=token.pk).exists()
+    assert ApiToken.objects.filter(pk=token.pk).exists()

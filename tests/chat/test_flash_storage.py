@@ -7,9 +7,9 @@ from django.contrib import messages
 from django.contrib.auth.models import User
 from django.contrib.messages.storage.fallback import FallbackStorage
 from django.test import RequestFactory
-from rest_framework.authtoken.models import Token
 
 from chatapp.chat.flash_storage import LazyFallbackStorage
+from tests.support.accounts import api_key_for
 
 pytestmark = pytest.mark.django_db
 
@@ -39,9 +39,9 @@ def test_an_api_call_builds_no_message_storage_and_sets_no_cookie(client, monkey
 
     monkeypatch.setattr(FallbackStorage, "__init__", counting)
     user = User.objects.create_user(username="api-flash", password="pw-flash-2")
-    token = Token.objects.create(user=user)
+    token = api_key_for(user)
 
-    response = client.get("/api/conversations/", HTTP_AUTHORIZATION=f"Token {token.key}")
+    response = client.get("/api/conversations/", HTTP_AUTHORIZATION=f"Token {token}")
 
     assert response.status_code == 200
     assert built == []

@@ -10,11 +10,11 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from chatapp.chat import reply_stream
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.tasks import sweep_pending_summary_jobs
+from tests.support.accounts import api_key_for
 from tests.support.chat import make_config, post_stream, sse_events
 
 pytestmark = pytest.mark.django_db
@@ -23,11 +23,11 @@ pytestmark = pytest.mark.django_db
 def test_a_streaming_reply_checkpoints_its_text(asgi_server, fake_openai, monkeypatch):
     monkeypatch.setattr(reply_stream, "STREAM_HEARTBEAT_SECONDS", 0.3)
     user = get_user_model().objects.create_user(username="kit", password="a long test password 8")
-    token = Token.objects.create(user=user)
+    token = api_key_for(user)
     config = make_config(user, fake_openai.base_url, model="slow-150")
     conversation = Conversation.objects.create(owner=user, llm_config=config)
     seen, stored = "", ""
-    with httpx.Client(base_url=asgi_server.url, headers={"Authorization": f"Token {token.key}"},
+    with httpx.Client(base_url=asgi_server.url, headers={"Authorization": f"Token {token}"},
                       timeout=30) as client, client.stream(
         "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "talk slowly please"}
     ) as response:
@@ -46,11 +46,11 @@ def test_a_reply_the_sweep_took_for_dead_that_completes_is_stored_complete(asgi_
     that stream then finishes, the reply is complete and counted, not "stopped"."""
     monkeypatch.setattr(reply_stream, "STREAM_HEARTBEAT_SECONDS", 3600.0)  # the heartbeat stalls
     user = get_user_model().objects.create_user(username="lee", password="a long test password 9")
-    token = Token.objects.create(user=user)
+    token = api_key_for(user)
     conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url,
                                                                                   model="slow-150"))
     swept, events = 0, []
-    with httpx.Client(base_url=asgi_server.url, headers={"Authorization": f"Token {token.key}"},
+    with httpx.Client(base_url=asgi_server.url, headers={"Authorization": f"Token {token}"},
                       timeout=30) as client, client.stream(
         "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "talk slowly please"}
     ) as response:
@@ -74,10 +74,10 @@ def test_a_stop_still_wins_over_a_reply_the_sweep_took_for_dead(asgi_server, fak
     """Stop pressed while a swept stream is still alive: the reply ends stopped, not complete."""
     monkeypatch.setattr(reply_stream, "STREAM_HEARTBEAT_SECONDS", 3600.0)  # the heartbeat stalls
     user = get_user_model().objects.create_user(username="stopper", password="a long test password 9")
-    token = Token.objects.create(user=user)
+    token = api_key_for(user)
     conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url,
                                                                                   model="slow-150"))
-    headers = {"Authorization": f"Token {token.key}"}
+    headers = {"Authorization": f"Token {token}"}
     swept, events = 0, []
     with httpx.Client(base_url=asgi_server.url, headers=headers, timeout=30) as client, client.stream(
         "POST", f"/api/conversations/{conversation.pk}/messages/", json={"content": "talk slowly please"}

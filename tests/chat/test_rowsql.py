@@ -12,7 +12,6 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.rowsql import (
@@ -25,6 +24,8 @@ from chatapp.chat.rowsql import (
     row_update_statement,
     statements_run,
 )
+from chatapp.chat.token_models import ApiToken
+from chatapp.chat.token_services import api_token_create
 from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
 from tests.support.chat import make_config
 
@@ -300,12 +301,12 @@ def test_compiled_instances_load_as_the_orm_loads_them(conversation):
 
 
 def test_compiled_instances_take_text_values(conversation):
-    token = Token.objects.create(user=conversation.owner)
+    token = api_token_create(user=conversation.owner, name="test").token
 
-    def by_key(shape, *, key: str):
-        return Token.objects.select_related("user").filter(key=key)
+    def by_digest(shape, *, digest: str):
+        return ApiToken.objects.select_related("user").filter(digest=digest)
 
-    query = CompiledQuery(by_key)
-    (got,) = query.instances(None, key=token.key)
+    query = CompiledQuery(by_digest)
+    (got,) = query.instances(None, digest=token.digest)
     assert got.pk == token.pk and got.user.username == conversation.owner.username
-    assert query.instances(None, key="0" * 40) == []
+    assert query.instances(None, digest="0" * 64) == []

@@ -9,9 +9,9 @@ import threading
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message
+from tests.support.accounts import api_key_for
 from tests.support.chat import make_config, post_stream, sse_events
 
 pytestmark = pytest.mark.django_db
@@ -50,10 +50,10 @@ def test_an_empty_client_key_in_the_body_leaves_the_header_key(user, conversatio
 
 def test_a_send_while_a_reply_streams_elsewhere_is_refused(asgi_server, fake_openai):
     user = get_user_model().objects.create_user(username="two-tabs", password="a long test password 10")
-    token = Token.objects.create(user=user)
+    token = api_key_for(user)
     config = make_config(user, fake_openai.base_url, model="slow-150")
     conversation = Conversation.objects.create(owner=user, llm_config=config)
-    headers = {"Authorization": f"Token {token.key}"}
+    headers = {"Authorization": f"Token {token}"}
     path = f"/api/conversations/{conversation.pk}/messages/"
     streaming, second = threading.Event(), {}
 

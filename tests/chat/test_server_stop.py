@@ -21,10 +21,10 @@ import httpx
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.reply_stream import INTERRUPTED_WORDS
+from tests.support.accounts import api_key_for
 from tests.support.chat import make_config, sse_events
 from tests.support.worker import ROOT, _database_url
 
@@ -88,7 +88,7 @@ def _chat(fake_openai, model: str) -> tuple[Conversation, str]:
     user = get_user_model().objects.create_user(username=f"deployer-{model}", password="a long test password 9")
     config = make_config(user, fake_openai.base_url, model=model)
     conversation = Conversation.objects.create(owner=user, llm_config=config)
-    return conversation, Token.objects.create(user=user).key
+    return conversation, api_key_for(user)
 
 
 @pytest.mark.parametrize("client_stays", [True, False], ids=["client-connected", "client-left"])

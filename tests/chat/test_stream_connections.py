@@ -14,9 +14,9 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message
+from tests.support.accounts import api_key_for
 from tests.support.chat import make_config, sse_events
 
 
@@ -26,10 +26,10 @@ def test_more_slow_streams_than_pooled_connections_leave_room_for_others(asgi_se
     assert pool is not None
     streams = pool.max_size + 2  # more than the pool could serve if each held its connection
     user = get_user_model().objects.create_user(username="lin", password="a long test password 7")
-    token = Token.objects.create(user=user)
+    token = api_key_for(user)
     config = make_config(user, fake_openai.base_url, model="slow-300")
     conversations = [Conversation.objects.create(owner=user, llm_config=config) for _ in range(streams)]
-    headers = {"Authorization": f"Token {token.key}"}
+    headers = {"Authorization": f"Token {token}"}
     streaming = threading.Barrier(streams + 1, timeout=30)
     outcomes: list[str] = []
 
@@ -81,10 +81,10 @@ def test_a_burst_of_sends_waiting_in_line_does_not_take_the_pool(asgi_server, fa
     assert pool is not None
     sends = pool.max_size + 2 * settings.TURN_START_CONCURRENCY
     user = get_user_model().objects.create_user(username="burst", password="a long test password 7")
-    token = Token.objects.create(user=user)
+    token = api_key_for(user)
     config = make_config(user, fake_openai.base_url)
     conversations = [Conversation.objects.create(owner=user, llm_config=config) for _ in range(sends)]
-    headers = {"Authorization": f"Token {token.key}"}
+    headers = {"Authorization": f"Token {token}"}
     start = threading.Barrier(sends, timeout=30)
     outcomes: list[tuple[int, str]] = []
 

@@ -15,12 +15,12 @@ from django.core.signals import request_finished
 from django.db import close_old_connections
 from django.http import HttpResponse
 from django.test import RequestFactory
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIRequestFactory, force_authenticate
 
 from chatapp.chat.admission import SyncStackASGIHandler, admission_middleware
 from chatapp.chat.api.stream_views import ConversationMessagesApi
 from chatapp.chat.models import Conversation, Message, MessageSearch
+from tests.support.accounts import api_key_for
 from tests.support.asgi_call import asgi_post_left
 from tests.support.chat import make_config, send
 
@@ -91,11 +91,11 @@ def test_a_turn_start_whose_client_left_while_its_view_ran_has_its_response_clos
 @pytest.mark.django_db(transaction=True)
 def test_a_send_whose_client_left_at_once_leaves_the_chat_free(fake_openai):
     user, conversation = _chat(fake_openai, "ada")
-    token = Token.objects.create(user=user)
+    token = api_key_for(user)
 
     sent = asgi_post_left(SyncStackASGIHandler(), f"/api/conversations/{conversation.pk}/messages/",
                           body=json.dumps({"content": "are you there?"}).encode(),
-                          headers=[(b"authorization", f"Token {token.key}".encode())])
+                          headers=[(b"authorization", f"Token {token}".encode())])
 
     assert sent == []  # gone before anything could reach it
     # The view ran to its end: the message is kept with no reply, and no turn holds the chat.

@@ -7,20 +7,20 @@ import time
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from tests.support.accounts import api_key_for
 from tests.support.chat import make_config, sse_events
 
 
 @pytest.fixture
 def live_setup(asgi_server, fake_openai):
     user = get_user_model().objects.create_user(username="grace", password="a long test password 3")
-    token = Token.objects.create(user=user)
+    token = api_key_for(user)
     config = make_config(user, fake_openai.base_url, model="slow-120")
     conversation = Conversation.objects.create(owner=user, llm_config=config)
     client = httpx.Client(
-        base_url=asgi_server.url, headers={"Authorization": f"Token {token.key}"}, timeout=30
+        base_url=asgi_server.url, headers={"Authorization": f"Token {token}"}, timeout=30
     )
     yield client, conversation
     client.close()

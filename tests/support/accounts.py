@@ -1,12 +1,11 @@
 """Accounts for tests: two users and no send rate limit (fixtures shared by the page, browser, chat
-and dashboard tests), and an API client holding a user's token."""
+and dashboard tests), a user's new API key, and an API client holding one."""
 
 from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 PASSWORD = "a long test password 1"  # `user`'s, for the tests that log in with it
@@ -31,9 +30,16 @@ def no_rate_limit(settings):
     cache.clear()
 
 
+def api_key_for(user) -> str:
+    """The key of a new API token of `user`'s (as Settings creates one)."""
+    from chatapp.chat.token_services import api_token_create
+
+    # Read again: the service refuses a user object whose password is not the stored one.
+    return api_token_create(user=get_user_model().objects.get(pk=user.pk), name="test").key
+
+
 def token_client(user, client: APIClient | None = None) -> APIClient:
-    """`client` (a new APIClient by default) authenticated with `user`'s API token: no CSRF involved."""
+    """`client` (a new APIClient by default) authenticated with a new API token of `user`'s: no CSRF involved."""
     client = client if client is not None else APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_key_for(user)}")
     return client

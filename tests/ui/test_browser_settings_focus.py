@@ -1,16 +1,16 @@
-"""Settings in a real browser: a refused form opens at its section with focus on the wrong field; a
-token is replaced only once asked, and the new one is where the page opens, once."""
+"""Settings in a real browser: a refused form opens at its section with focus on the wrong field; a new
+token is where the page opens, once; one that would revoke the oldest is created only once asked."""
 
 from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from chatapp.chat.services import api_token_issue
+from chatapp.chat.token_models import ApiToken
+from chatapp.chat.token_services import MAX_TOKENS_PER_USER, api_token_create
 from tests.ui.test_browser import _sign_up, _sign_up_with_model, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -32,29 +32,34 @@ def test_a_refused_form_opens_at_its_section_with_the_wrong_field_focused(asgi_s
         "const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && r.top < innerHeight", focused)
 
 
-def test_replacing_the_token_asks_first_and_shows_the_new_one_in_view(asgi_server, browser):
+def test_a_new_token_past_the_most_asks_first_and_shows_the_new_one_in_view(asgi_server, browser):
     _sign_up(browser, asgi_server.url, "token-replace")
-    old = api_token_issue(user=get_user_model().objects.get(username="token-replace")).key
+    user = get_user_model().objects.get(username="token-replace")
+    keys = [api_token_create(user=user, name=f"script {n}").key for n in range(MAX_TOKENS_PER_USER)]
     browser.get(f"{asgi_server.url}/settings/")
-    replace = browser.find_element(By.XPATH, "//button[contains(., 'Replace token')]")
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", replace)
-    replace.click()
+    browser.find_element(By.ID, "api-token-name").send_keys("deploy bot")
+    create = browser.find_element(By.XPATH, "//button[contains(., 'Create token')]")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", create)
+    create.click()
     dialog = _wait(browser, lambda d: d.find_element(By.ID, "confirm-dialog"))
-    assert "stops working" in dialog.text  # it replaced the token without a word
+    assert "revokes the oldest, “script 0”" in dialog.text  # it would have revoked a token without a word
     browser.find_element(By.ID, "confirm-ok").click()
 
     new = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".api-token-key"))[0].text
-    assert new and new != old
+    assert new and new not in keys
     focused = browser.switch_to.active_element
     assert "api-token-new" in focused.get_attribute("class")
     assert browser.execute_script(
         "const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && r.top < innerHeight", focused)
+    listed = browser.find_element(By.CSS_SELECTOR, "#api-token-list .is-new").text
+    assert "deploy bot" in listed and new[:6] in listed
 
-    # a reload neither shows the key again nor replaces it (the page is a GET: nothing re-posted)
+    # a reload neither shows the key again nor creates another (the page is a GET: nothing re-posted)
     browser.refresh()
-    assert browser.find_element(By.ID, "api-token-state").text.startswith("Created")
+    assert "deploy bot" in browser.find_element(By.ID, "api-token-list").text
     assert browser.find_elements(By.CSS_SELECTOR, ".api-token-key") == []
-    assert Token.objects.get(user__username="token-replace").key == new
+    assert ApiToken.objects.filter(user=user).count() == MAX_TOKENS_PER_USER
+    assert not ApiToken.objects.filter(user=user, name="script 0").exists()
 
 
 def test_test_connection_pressed_from_the_keyboard_keeps_the_focus(asgi_server, browser, fake_openai):

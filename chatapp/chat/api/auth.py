@@ -1,8 +1,8 @@
 """API tokens that expire (settings.API_TOKEN_DAYS) and that their owner can list and revoke.
 
-DRF's Token (one per user) is kept as the store; what it lacked is an end: a token leaked from a
-script or a shell history worked forever. An expired token is refused with a message saying how to
-get a new one; `/api/auth/token/` replaces an expired token instead of handing it back.
+DRF's `Authorization: Token <key>` header, over our own store (token_models: digests, several tokens a
+user). A token leaked from a script or a shell history would otherwise work forever: an expired token
+is refused with a message saying how to get a new one.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
-from chatapp.chat.selectors import api_token_expired, api_token_with_user
+from chatapp.chat.token_selectors import api_token_expired, api_token_with_user
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):

@@ -13,8 +13,8 @@ from chatapp.chat.api import import_views as import_api
 from chatapp.chat.api import share_views as share_api
 from chatapp.chat.api.parsers import PARSERS
 from chatapp.chat.login_throttle import login_attempt_start, login_failures_clear
-from chatapp.chat.selectors import api_token_expires_at
-from chatapp.chat.services import api_token_issue
+from chatapp.chat.token_selectors import api_token_expires_at
+from chatapp.chat.token_services import api_token_create
 
 
 # DRF's token view names its own parsers: the bounded ones instead (its body is unauthenticated), and
@@ -28,13 +28,24 @@ class TokenApi(ObtainAuthToken):
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "auth_token"
 
+    class InputSerializer(AuthTokenSerializer):
+        name = serializers.CharField(
+            required=False, allow_blank=True, max_length=80, write_only=True,
+            help_text="What the token is for (Settings lists it by this name). Default: \"API sign-in\".",
+        )
+
     # The answer's shape, for the schema: drf-spectacular documents DRF's input serializer as the answer
     # too ({token}), without the expiry a client needs to renew in time.
     class OutputSerializer(serializers.Serializer):
-        token = serializers.CharField()
+        token = serializers.CharField(help_text="The key, shown this once: only a digest of it is stored.")
         expires_at = serializers.DateTimeField(help_text="The token stops working then (API_TOKEN_DAYS).")
 
-    @extend_schema(request=AuthTokenSerializer, responses=OutputSerializer)
+    serializer_class = InputSerializer
+
+    @extend_schema(
+        request=InputSerializer, responses=OutputSerializer,
+        summary="A new API token for a username and password (each call makes one; the oldest past 20 is revoked)",
+    )
     def post(self, request, *args, **kwargs):  # type: ignore[no-untyped-def]
         data = request.data
         username = str(data.get("username") or "") if hasattr(data, "get") else ""
@@ -46,8 +57,9 @@ class TokenApi(ObtainAuthToken):
         serializer = self.get_serializer(data=data)
         serializer.is_valid(raise_exception=True)
         login_failures_clear(request=request, username=username)
-        token = api_token_issue(user=serializer.validated_data["user"])
-        return Response({"token": token.key, "expires_at": api_token_expires_at(token=token).isoformat()})
+        issued = api_token_create(user=serializer.validated_data["user"],
+                                  name=serializer.validated_data.get("name") or "API sign-in")
+        return Response({"token": issued.key, "expires_at": api_token_expires_at(token=issued.token).isoformat()})
 
 
 obtain_auth_token = TokenApi.as_view()
