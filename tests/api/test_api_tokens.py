@@ -60,7 +60,8 @@ def test_an_expired_token_is_refused_and_the_token_endpoint_gives_a_new_one(user
     key = _sign_in(user)["token"]
     assert _works(key)
 
-    ApiToken.objects.filter(user=user).update(created_at=ApiToken.objects.get(user=user).created_at - timedelta(days=31))
+    made = ApiToken.objects.get(user=user).created_at
+    ApiToken.objects.filter(user=user).update(created_at=made - timedelta(days=31))
     refused = _with_token(key).get("/api/conversations/")
     assert refused.status_code == 401 and "expired" in refused.json()["detail"]
 
