@@ -4,6 +4,7 @@
 import os
 import socket
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from django.core.cache import cache
@@ -103,6 +104,26 @@ def login_rates(settings, monkeypatch):
         }
 
     return set_rates
+
+
+class TitleRequests(list):
+    """(conversation id, title to replace) of each title request; `publish` is the real publisher."""
+
+    publish: Any = None
+
+
+@pytest.fixture(autouse=True)
+def titles_requested(monkeypatch) -> TitleRequests:
+    """Chat titles requested of the workers, recorded instead of published: a worker of another test
+    would otherwise call the fake model for them, and tests count its requests. tests/chat/test_titles.py
+    puts `publish` back to publish them for real."""
+    from chatapp.chat import title_services
+
+    requested = TitleRequests()
+    requested.publish = title_services._title_publish
+    monkeypatch.setattr(title_services, "_title_publish",
+                        lambda *, conversation_id, expected: requested.append((conversation_id, expected)))
+    return requested
 
 
 @pytest.fixture

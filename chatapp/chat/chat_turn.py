@@ -49,6 +49,7 @@ from chatapp.chat.rowsql import row_create
 from chatapp.chat.search_services import message_index_add
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
+from chatapp.chat.title_services import title_due, title_request
 from chatapp.chat.turn_claim import REPEATED_WORDS, send_claim_take, turn_claim_release
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
 from chatapp.chat.turn_types import ChatTurn, ReplyGoneError, TurnFailure, TurnStart
@@ -250,6 +251,8 @@ def turn_prepare(
         dropped_ranges=tuple((first, last) for first, last in dropped.sum_ranges),
         dropped_less=dropped.less,
         summary_requested=summary_requested,
+        title_due=title_due(prefs=prefs, conversation=conversation, user_message=user_message,
+                            first_user_id=ctx.first_user_id, target=target),
     )
 
 
@@ -384,9 +387,11 @@ async def _turn_end(reader: ReplyReader) -> dict[str, Any]:
     title = turn.title
     if gauge is None:
         gauge, title = await db_short(_after_turn)(turn=turn)
+    if turn.title_due:
+        title_request(conversation_id=turn.conversation_id, expected=turn.title)
     margin = turn.summary_ahead_due(reply_tokens=message["token_count"])
     if margin is not None:
         # Planned and requested in the background: nothing here waits for it.
         summary_ahead_submit(conversation_id=turn.conversation_id, target=turn.target, margin_tokens=margin)
     return stream_event("done", {"message": message, "context": gauge, "title": title,
-                                 "summary_requested": margin is not None})
+                                 "summary_requested": margin is not None, "title_pending": turn.title_due})

@@ -135,6 +135,7 @@ class PreferencesForm(forms.Form):
     preference = forms.ChoiceField(choices=Preference.choices, widget=forms.RadioSelect)
     auto_optimize = forms.BooleanField(label="Automatic optimization", required=False)
     confirm_compaction = forms.BooleanField(label="Ask before compacting", required=False)
+    generate_titles = forms.BooleanField(label="Name new chats with the model", required=False)
     summary_config = forms.ModelChoiceField(
         queryset=LLMConfig.objects.none(),
         required=False,

@@ -220,9 +220,13 @@ def title_from_text(*, text: str) -> str:
     """A short title from the first user message: its first line as plain text (a code fence's marker
     line passed by), cut at a word boundary."""
     line = next((ln for ln in text.strip().splitlines() if ln.strip() and not _TITLE_FENCE.match(ln)), "")
-    line = _title_plain(re.sub(r"\s+", " ", line).strip())
+    return title_cut(_title_plain(re.sub(r"\s+", " ", line).strip())) or "New chat"
+
+
+def title_cut(line: str) -> str:
+    """`line` cut to TITLE_MAX_CHARS at a word boundary, marked with an ellipsis when cut."""
     if len(line) <= TITLE_MAX_CHARS:
-        return line or "New chat"
+        return line
     cut = line[: TITLE_MAX_CHARS - 1]
     if " " in cut[TITLE_MAX_CHARS // 2 :]:
         cut = cut[: cut.rfind(" ")]

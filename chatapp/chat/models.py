@@ -28,6 +28,9 @@ class UserSettings(models.Model):
     auto_optimize = models.BooleanField(default=True)
     # Issue 4: ask before an automatic compaction instead of enqueuing it.
     confirm_compaction = models.BooleanField(default=False)
+    # A new chat is named by the model after its first reply (title_services), as ChatGPT, Open WebUI
+    # and LibreChat do; off: the first words of the first message stay its title.
+    generate_titles = models.BooleanField(default=True)
     # Issue 4: a separate (cheaper) model for summaries; null = the conversation's own config.
     summary_config = models.ForeignKey(
         LLMConfig, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

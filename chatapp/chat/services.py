@@ -49,6 +49,7 @@ def user_settings_update(
     preference: str | None = None,
     auto_optimize: bool | None = None,
     confirm_compaction: bool | None = None,
+    generate_titles: bool | None = None,
     summary_config: LLMConfig | None = UNSET,
     custom_instructions: str | None = None,
 ) -> UserSettings:
@@ -62,7 +63,9 @@ def user_settings_update(
         )
     if preference is not None and preference not in Preference.values:
         errors["preference"] = ["Choose fast, balanced or quality."]
-    for field, value in (("auto_optimize", auto_optimize), ("confirm_compaction", confirm_compaction)):
+    flags = (("auto_optimize", auto_optimize), ("confirm_compaction", confirm_compaction),
+             ("generate_titles", generate_titles))
+    for field, value in flags:
         if value is not None and not isinstance(value, bool):
             errors[field] = ["Must be true or false."]
     foreign = not isinstance(summary_config, LLMConfig) or summary_config.owner_id != user.pk
@@ -74,8 +77,7 @@ def user_settings_update(
     user_settings = user_settings_get(user=user)
     changed: list[str] = []
     updates: tuple[tuple[str, str | bool | None], ...] = (
-        ("preference", preference), ("auto_optimize", auto_optimize), ("confirm_compaction", confirm_compaction),
-        ("custom_instructions", custom_instructions),
+        ("preference", preference), *flags, ("custom_instructions", custom_instructions),
     )
     for name, new in updates:
         if new is not None:

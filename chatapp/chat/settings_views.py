@@ -68,6 +68,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
             "preference": user_settings.preference,
             "auto_optimize": user_settings.auto_optimize,
             "confirm_compaction": user_settings.confirm_compaction,
+            "generate_titles": user_settings.generate_titles,
             "summary_config": user_settings.summary_config_id,
         },
         configs=config_selectors.llm_config_list(owner=request.user),

@@ -1,12 +1,15 @@
 """Summary jobs requested from the request path without waiting: a small thread pool that runs
-after commit, so a turn never waits on the broker (see summary_services for the jobs themselves)."""
+after commit, so a turn never waits on the broker (see summary_services for the jobs themselves).
+Chat titles are requested on the same thread (title_services)."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
+from typing import Any
 
 from django.db import close_old_connections, connection
 
@@ -38,6 +41,22 @@ _summary_futures_lock = threading.Lock()
 def summary_request_submit(*, conversation_id: int, span: SummarySpan | None, trigger: str) -> None:
     """Request a summary job of the conversation in the background; returns at once."""
     _track(_summary_executor.submit(_summary_request_run, conversation_id=conversation_id, span=span, trigger=trigger))
+
+
+def background_submit(run: Callable[..., None], /, **kwargs: Any) -> None:
+    """Run `run(**kwargs)` on the summary requests' thread (other work the request path hands a worker
+    without waiting for the broker); returns at once. `run` gives back its database connection."""
+    _track(_summary_executor.submit(_closing, run, kwargs))
+
+
+def _closing(run: Callable[..., None], kwargs: dict[str, Any]) -> None:
+    close_old_connections()
+    try:
+        run(**kwargs)
+    except Exception:
+        logger.exception("background request %s failed", getattr(run, "__name__", run))
+    finally:
+        connection.close()
 
 
 def _track(future: Future) -> None:

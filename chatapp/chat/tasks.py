@@ -1,4 +1,4 @@
-"""Celery tasks for background summaries and conversation imports. Thin: the work is in summary_services
+"""Celery tasks for background summaries, conversation imports and chat titles. Thin: the work is in summary_services
 and import_services.
 
 Imported by the Celery app (worker, beat) and by summary_services when it publishes a job. The task
@@ -27,6 +27,7 @@ from chatapp.chat.import_services import import_job_run, import_jobs_sweep
 from chatapp.chat.reply_stream import reply_orphans_finish
 from chatapp.chat.summary_runner import summary_job_run
 from chatapp.chat.summary_services import summary_jobs_sweep
+from chatapp.chat.title_services import conversation_title_generate
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,16 @@ def summarize_conversation(self, job_id: int) -> str:
 def import_conversations(self, job_id: int) -> str:
     # "busy": another delivery holds the job; it is looked at again once that one's lease ends.
     return _job_deliver(self, job_id=job_id, kind="import", run=import_job_run, retry_status="busy")
+
+
+# Safe to deliver twice: the title is stored only over the one it was asked to replace, so a second run
+# finds it changed and skips (title_services). The model call's own retries are its bound.
+@app.task(name="chatapp.chat.tasks.generate_conversation_title", acks_late=True, reject_on_worker_lost=True,
+          ignore_result=True)
+def generate_conversation_title(conversation_id: int, expected: str) -> str:
+    outcome = conversation_title_generate(conversation_id=conversation_id, expected=expected)
+    logger.info("title of conversation %s: %s", conversation_id, outcome)
+    return outcome
 
 
 @app.task(name="optimizer.tasks.sweep_pending_summary_jobs", ignore_result=True)

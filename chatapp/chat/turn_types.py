@@ -86,6 +86,8 @@ class ChatTurn:
     # A summary was requested when the turn was packed: it is created a moment later, in the
     # background (summary_requests), so the page is told to look for it rather than to find it.
     summary_requested: bool = False
+    # The model names the chat once this reply is complete (title_services.title_due).
+    title_due: bool = False
 
     def _stable_tokens(self) -> int:
         """What this turn sent but its recall block: the part the trigger judges (the window, the

@@ -7,6 +7,8 @@ Behaviour is chosen by the request's model name (anything not listed behaves lik
 config can use a registry name such as `gpt-4o-mini` and still get answers):
 
 - `fake-echo`            a deterministic reply describing what was received.
+- `fake-title`           names a chat as a chatty local model does: some thinking, then `Title: "…"` with the
+                         first three words after "User:" in the last message (title_services' prompt).
 - `fail-400`             400 context_length_exceeded (a bad request).
 - `fail-401`             401 invalid_api_key; the message echoes the received key verbatim (as a careless
                          proxy would) so tests can prove the app never passes it on.
@@ -357,9 +359,16 @@ def _refusal(body: dict, model: str, *, key: str, fake: FakeOpenAI
     return None
 
 
+def _title_reply(messages: list[dict]) -> str:
+    last = _message_text(messages[-1].get("content")) if messages else ""
+    words = last.split("User:", 1)[-1].split()[:3]
+    return f"<think>A short name for it.</think>\nTitle: \"{' '.join(words).capitalize()}\"."
+
+
 def _reply_pieces(body: dict, model: str) -> tuple[list[str], str]:
     """The reply's streamed pieces and its finish_reason (`length` when max tokens cut it)."""
-    pieces = _chunks(echo_reply(body["messages"]))
+    reply = _title_reply(body["messages"]) if model == "fake-title" else echo_reply(body["messages"])
+    pieces = _chunks(reply)
     if model == "odd-bytes":
         # what JSON allows and storage does not: NUL, a surrogate pair split across two chunks, a lone one
         pieces += [" NUL\x00 here,", " pair \ud83d", "\ude00, lone \udc00 end."]

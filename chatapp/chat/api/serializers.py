@@ -142,7 +142,8 @@ class UserSettingsOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = UserSettings
         fields = [
-            "preference", "auto_optimize", "confirm_compaction", "summary_config", "custom_instructions", "updated_at"
+            "preference", "auto_optimize", "confirm_compaction", "generate_titles", "summary_config",
+            "custom_instructions", "updated_at",
         ]
         read_only_fields = fields
 

@@ -245,6 +245,9 @@ class UserSettingsApi(APIView):
         preference = serializers.ChoiceField(choices=Preference.choices, required=False)
         auto_optimize = serializers.BooleanField(required=False)
         confirm_compaction = serializers.BooleanField(required=False)
+        generate_titles = serializers.BooleanField(
+            required=False, help_text="Name a new chat with the model after its first reply (title_services)."
+        )
         summary_config = serializers.IntegerField(
             required=False, allow_null=True, help_text="Config used for summaries; null = the conversation's own."
         )

@@ -5,6 +5,7 @@ import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
 import { followedReply, followLost, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
 import { refreshSidebar, setTitle } from "./sidebar.js";
+import { titleFollow } from "./title_follow.js";
 import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, sendBtn, state, stopBtn, toast } from "./state.js";
 
 export function setStreaming(on) {
@@ -114,6 +115,7 @@ export async function runStream(url, body, ctx) {
       markLastReply(asstEl);
       if (data.context) updateGauge(data.context);
       if (data.title) setTitle(data.title);
+      if (data.title_pending) titleFollow(state.conversationId, data.title);
       announce(m.status === "stopped" ? "Reply stopped." : "Reply complete.");
     },
     error(data) {

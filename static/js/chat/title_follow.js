@@ -1,0 +1,32 @@
+/* A chat named by the model: the turn's `done` said `title_pending`, and a worker writes the title a
+   moment after the first reply (chatapp/chat/title_services.py). The page asks for the conversation a
+   few times until its title changes, then shows it in the header, the tab and the sidebar. */
+import { setTitle } from "./sidebar.js";
+import { api, state } from "./state.js";
+
+// Seconds between looks: a worker usually answers within a few seconds, a busy one within a minute;
+// after that the first words stay (the model call failed, or no worker runs).
+const WAITS = [1.5, 2, 3, 4, 6, 8, 12, 20];
+
+export async function titleFollow(conversationId, asked) {
+  for (const wait of WAITS) {
+    await new Promise((resolve) => { setTimeout(resolve, wait * 1000); });
+    const res = await api(`/api/conversations/${conversationId}/`);
+    if (!res.ok || res.data.title_is_custom) return; // deleted, signed out, or named by the user meanwhile
+    if (res.data.title !== asked) {
+      titleShow(conversationId, res.data.title);
+      return;
+    }
+  }
+}
+
+function titleShow(conversationId, title) {
+  if (state.conversationId === conversationId) {
+    setTitle(title);
+    return;
+  }
+  // The user moved to another chat of this tab's: only the sidebar names this one.
+  document.querySelectorAll(`.conv-item[data-id="${conversationId}"] .conv-title`).forEach((item) => {
+    item.textContent = title;
+  });
+}

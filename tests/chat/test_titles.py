@@ -1,0 +1,157 @@
+"""Chat titles written by the model (title_services): asked for after a new chat's first complete reply,
+off the request path, of the summary model when the user chose one; never over a title the user set."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatapp.chat import title_services
+from chatapp.chat.message_services import TITLE_MAX_CHARS
+from chatapp.chat.models import Conversation, UserSettings
+from chatapp.chat.summary_requests import summary_requests_wait
+from chatapp.chat.title_services import conversation_title_generate, title_clean
+from tests.support.chat import make_config, send
+from tests.support.fake_openai import echo_reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+QUESTION = "how do I rotate the nginx logs every night without losing lines?"
+
+
+@pytest.fixture(autouse=True)
+def _no_send_rate_limit(settings):
+    settings.SEND_RATE_LIMIT_PER_MINUTE = 1000
+
+
+@pytest.mark.parametrize(("answer", "title"), [
+    ('Title: "Nightly nginx log rotation".', "Nightly nginx log rotation"),
+    ("<think>They ask about logs.\nA short name.</think>\n\n**Rotating nginx logs**\nMore text", "Rotating nginx logs"),
+    ("«Rotation des journaux»", "Rotation des journaux"),
+    ("<think>never closed", ""),
+    ("  \n\"\"\n", ""),
+])
+def test_a_models_answer_is_cleaned_to_its_title(answer, title):
+    assert title_clean(answer) == title
+
+
+def test_a_long_answer_is_cut_at_a_word():
+    cleaned = title_clean("word " * 40)
+    assert len(cleaned) <= TITLE_MAX_CHARS and cleaned.endswith("…") and not cleaned.endswith(" …")
+
+
+def test_the_first_reply_asks_for_a_title_and_later_ones_do_not(user, fake_openai, titles_requested):
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url))
+
+    first = send(user, conversation, QUESTION)
+    assert first.named("done")[0]["title_pending"] is True
+    summary_requests_wait(timeout=10)
+    first_words = Conversation.objects.get(pk=conversation.pk).title
+    assert first_words.startswith("how do I rotate") and titles_requested == [(conversation.pk, first_words)]
+
+    second = send(user, conversation, "and weekly?")
+    assert second.named("done")[0]["title_pending"] is False
+    summary_requests_wait(timeout=10)
+    assert len(titles_requested) == 1
+
+
+@pytest.mark.parametrize("why", ["setting off", "title set by the user", "offline model"])
+def test_no_title_is_asked_for_when(why, user, fake_openai, titles_requested):
+    UserSettings.objects.update_or_create(user=user, defaults={"generate_titles": why != "setting off"})
+    config = None if why == "offline model" else make_config(user, fake_openai.base_url)
+    conversation = Conversation.objects.create(owner=user, llm_config=config, offline=why == "offline model")
+    if why == "title set by the user":
+        Conversation.objects.filter(pk=conversation.pk).update(title="Logs", title_is_custom=True)
+
+    done = send(user, conversation, QUESTION).named("done")[0]
+
+    summary_requests_wait(timeout=10)
+    assert done["title_pending"] is False and titles_requested == []
+
+
+def _first_exchange(user, fake_openai, *, summary_model: str | None = None) -> Conversation:
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url))
+    if summary_model is not None:
+        titler = make_config(user, fake_openai.base_url, model=summary_model)
+        UserSettings.objects.update_or_create(user=user, defaults={"summary_config": titler})
+    assert send(user, conversation, QUESTION).named("done")
+    conversation.refresh_from_db()
+    return conversation
+
+
+def test_the_summary_model_names_the_chat(user, fake_openai):
+    conversation = _first_exchange(user, fake_openai, summary_model="fake-title")
+
+    assert conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title) == "named"
+
+    assert Conversation.objects.get(pk=conversation.pk).title == "How do i"  # fake-title's 3 words
+    asked = fake_openai.completions[-1]
+    assert asked.model == "fake-title" and asked.body["max_tokens"] == title_services.MAX_TOKENS
+    assert QUESTION in asked.messages[-1]["content"] and "Echo:" in asked.messages[-1]["content"]
+
+
+def test_without_a_summary_model_the_chats_own_model_names_it(user, fake_openai):
+    conversation = _first_exchange(user, fake_openai)
+
+    conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title)
+
+    asked = fake_openai.completions[-1]
+    assert asked.model == "fake-echo"
+    assert Conversation.objects.get(pk=conversation.pk).title == title_clean(
+        " ".join(echo_reply(asked.messages).split()[:title_services.MAX_TOKENS]))
+
+
+def test_a_chat_renamed_before_the_title_arrives_keeps_the_users_name(user, fake_openai):
+    conversation = _first_exchange(user, fake_openai, summary_model="fake-title")
+    asked_with = conversation.title
+    Conversation.objects.filter(pk=conversation.pk).update(title="My logs", title_is_custom=True)
+
+    assert conversation_title_generate(conversation_id=conversation.pk, expected=asked_with) == "skipped"
+    assert Conversation.objects.get(pk=conversation.pk).title == "My logs"
+
+
+def test_a_second_delivery_changes_nothing(user, fake_openai):
+    conversation = _first_exchange(user, fake_openai, summary_model="fake-title")
+    conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title)
+    calls = len(fake_openai.completions)
+
+    assert conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title) == "skipped"
+    assert len(fake_openai.completions) == calls  # the model is not asked again
+
+
+def test_a_failing_model_leaves_the_first_words(user, fake_openai):
+    conversation = _first_exchange(user, fake_openai, summary_model="fail-500")
+
+    assert conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title) == "failed"
+    assert Conversation.objects.get(pk=conversation.pk).title == conversation.title
+    assert sum(r.model == "fail-500" for r in fake_openai.completions) == 3  # the call and its two retries
+
+
+def test_the_request_reaches_the_task_through_the_broker(user, fake_openai, monkeypatch, titles_requested):
+    """The publish the other tests record: the task, run as a worker would (eagerly), names the chat."""
+    from chatapp.celery import app
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    monkeypatch.setattr(title_services, "_title_publish", titles_requested.publish)
+    conversation = _first_exchange(user, fake_openai, summary_model="fake-title")
+    summary_requests_wait(timeout=30)
+
+    assert Conversation.objects.get(pk=conversation.pk).title == "How do i"
+
+
+def test_the_setting_is_kept_from_the_settings_page_and_the_api(user):
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    page = Client()
+    page.force_login(user)
+    assert 'name="generate_titles"' in page.get("/settings/").content.decode()
+    # the form's switches, this one left unticked
+    saved = page.post("/settings/", {"preference": "balanced", "auto_optimize": "on"})
+    assert saved.status_code == 302
+    assert UserSettings.objects.get(user=user).generate_titles is False
+
+    api = APIClient()
+    api.force_authenticate(user)
+    answer = api.patch("/api/settings/", {"generate_titles": True}, format="json")
+    assert answer.status_code == 200 and answer.json()["generate_titles"] is True
+    assert UserSettings.objects.get(user=user).generate_titles is True

@@ -1,0 +1,38 @@
+"""A new chat named by the model, in a real browser: after the first reply the header, the tab and the
+sidebar change from the first words to the title a worker stored (title_services, title_follow.js)."""
+
+from __future__ import annotations
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from chatapp.celery import app as celery_app
+from chatapp.chat import title_services
+from chatapp.chat.models import Conversation, UserSettings
+from chatapp.providers.models import LLMConfig
+from tests.ui.test_browser import _send, _sign_up_with_model, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_first_reply_is_followed_by_the_models_title(asgi_server, browser, fake_openai, monkeypatch,
+                                                          titles_requested):
+    # A worker's run, in the web process: the request is published and run at once (Celery's eager mode).
+    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
+    monkeypatch.setattr(title_services, "_title_publish", titles_requested.publish)
+    user, _ = _sign_up_with_model(browser, asgi_server.url, "titled-chat", fake_url=fake_openai.base_url,
+                                  model="fake-echo", name="Echo")
+    titler = LLMConfig.objects.create(owner=user, name="Titler", base_url=fake_openai.base_url, model="fake-title",
+                                      context_window=16_000, max_output_tokens=500)
+    UserSettings.objects.update_or_create(user=user, defaults={"summary_config": titler})
+    browser.get(f"{asgi_server.url}/")
+
+    _send(browser, "rotate the nginx logs every night, please")
+
+    header = browser.find_element(By.ID, "chat-title")
+    _wait(browser, lambda d: header.text == "Rotate the nginx")  # fake-title's three words, capitalised
+    assert browser.title.startswith("Rotate the nginx")
+    conversation = Conversation.objects.get(owner=user)
+    item = browser.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{conversation.pk}"] .conv-title')
+    assert item.text == "Rotate the nginx"
+    assert conversation.title == "Rotate the nginx" and not conversation.title_is_custom
