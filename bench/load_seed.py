@@ -158,7 +158,7 @@ def seed(n: int, *, fake_url: str, chat_model: str, summary_model: str, turns: i
         [user_model(username=f"load-{i:04d}", password=unusable) for i in range(n)])
     keys = [secrets.token_hex(20) for _ in users]
     ApiToken.objects.bulk_create([
-        ApiToken(user=u, digest=key_digest(key), hint=key[:HINT_CHARS], name="load bench")
+        ApiToken(user=u, digest=key_digest(key), hint=key[:HINT_CHARS], name="load bench", made_in="api")
         for u, key in zip(users, keys, strict=True)
     ])
     key = secret_encrypt("sk-bench-0000")

@@ -136,7 +136,7 @@ def seed_user(*, username: str, base_url: str, model: str) -> tuple[Any, str, An
     from chatapp.providers.models import LLMConfig
 
     user = get_user_model().objects.create_user(username=username, password=secrets.token_urlsafe(16))
-    key = api_token_create(user=user, name="bench").key
+    key = api_token_create(user=user, name="bench", made_in="api").key
     config = LLMConfig.objects.create(
         owner=user, name="bench", base_url=base_url, model=model, api_key_encrypted=secret_encrypt("sk-bench-0000"),
         api_key_last4="0000", context_window=WINDOW, max_output_tokens=MAX_OUTPUT, temperature=0.0, is_default=True,

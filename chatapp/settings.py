@@ -67,7 +67,7 @@ if BEHIND_TLS_PROXY:
 
 INSTALLED_APPS = [
     "django.contrib.admin",
-    # Before django.contrib.auth: its `changepassword` command (which also revokes the API token)
+    # Before django.contrib.auth: its `changepassword` command (which also revokes the API tokens)
     # takes the place of Django's.
     "chatapp.chat",
     "django.contrib.auth",

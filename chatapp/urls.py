@@ -5,7 +5,7 @@ from django.views.generic import RedirectView
 urlpatterns = [
     # One sign-in page, with its failed sign-in limits: the admin's own would be a way around them.
     path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
-    # One password change page, which revokes the API token (views.password_change): the admin's own
+    # One password change page, which revokes the API tokens (views.password_change): the admin's own
     # (its header's "Change password") would leave a staff member's token working after the change.
     path("admin/password_change/", RedirectView.as_view(pattern_name="password_change")),
     path("admin/", admin.site.urls),

@@ -185,10 +185,13 @@ def api_token_create(request: HttpRequest) -> HttpResponse:
     """A new API token, named by the form's `name`, shown once by the settings page this redirects to
     (REVEAL_SESSION_KEY says why)."""
     try:
-        issued = token_services.api_token_create(user=request.user, name=request.POST.get("name", "") or "Settings")
-    except ValidationError:
-        # The password changed while this request ran: its session has ended, and the page
-        # redirected to says so by asking to sign in.
+        issued = token_services.api_token_create(user=request.user, name=request.POST.get("name", ""),
+                                                 made_in=ApiToken.MadeIn.SETTINGS)
+    except ValidationError as exc:
+        # A name that cannot be stored is said; otherwise the password changed while this request ran:
+        # its session has ended, and the page redirected to says so by asking to sign in.
+        for words in getattr(exc, "error_dict", {}).get("name", []):
+            flash.error(request, " ".join(words.messages))
         return redirect(reverse("settings") + "#api-h")
     request.session[REVEAL_SESSION_KEY] = [issued.token.pk, issued.key]
     return redirect(reverse("settings") + "#api-h")

@@ -29,7 +29,14 @@ class ApiToken(models.Model):
     digest = models.CharField(max_length=64)
     # The key's first HINT_CHARS characters, which Settings shows to tell the tokens apart (24 of its 160 bits).
     hint = models.CharField(max_length=8)
+    class MadeIn(models.TextChoices):
+        SETTINGS = "settings", "Settings"
+        API = "api", "API sign-in"
+
     name = models.CharField(max_length=80)
+    # Where it was made: past the most a user may hold, a sign-in by the API replaces only a token
+    # made the same way (a script signing in on every run must not revoke what the user made in Settings).
+    made_in = models.CharField(max_length=8, choices=MadeIn.choices)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -40,6 +47,7 @@ class ApiToken(models.Model):
         constraints = [
             # Every API request: the token by its key's digest, one unique-index seek.
             models.UniqueConstraint(fields=["digest"], name="apitoken_digest_uniq"),
+            models.CheckConstraint(condition=models.Q(made_in__in=["settings", "api"]), name="apitoken_made_in_valid"),
         ]
 
     def __str__(self) -> str:

@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from .textsafe import text_problem
 from .token_models import HINT_CHARS, ApiToken, key_digest
 from .token_selectors import api_token_expired
 
@@ -40,21 +41,36 @@ def _password_unchanged_lock(*, user: User) -> None:
         raise ValidationError({"password": ["The password was changed meanwhile: sign in with the new one."]})
 
 
-def api_token_create(*, user: User, name: str) -> IssuedToken:
-    """A new token for `user`, named `name` (cut to NAME_MAX_CHARS; blank: "API token"), its key returned
-    once. The user's expired tokens are deleted, and past MAX_TOKENS_PER_USER the oldest; refused if the
-    password the caller checked has changed since."""
-    name = " ".join(name.split())[:NAME_MAX_CHARS] or "API token"
+def api_token_create(*, user: User, name: str, made_in: str) -> IssuedToken:
+    """A new token for `user`, named `name` (white space folded, cut to NAME_MAX_CHARS; blank: where it
+    was made), its key returned once. The user's expired tokens are deleted. Past MAX_TOKENS_PER_USER
+    live ones, the oldest goes: any token for one made in Settings (which asks first), only one made by
+    an API sign-in for a sign-in, which is refused when there is none (a script signing in on every run
+    must not revoke what the user made in Settings). Refused too if the password the caller checked has
+    changed since (ValidationError on `password`), or the name is not storable text (on `name`)."""
+    if made_in not in ApiToken.MadeIn.values:
+        raise ValueError(f"made_in is one of {ApiToken.MadeIn.values}")
+    if text_problem(name):
+        raise ValidationError({"name": ["A name cannot hold a NUL character or an unpaired surrogate."]})
+    name = " ".join(name.split())[:NAME_MAX_CHARS] or ApiToken.MadeIn(made_in).label
     key = secrets.token_hex(20)  # 160 random bits, the 40 hex characters DRF's keys had
     with transaction.atomic():
         _password_unchanged_lock(user=user)
         held = list(ApiToken.objects.filter(user=user).order_by("-created_at", "-id"))
-        gone = [t.pk for t in held if api_token_expired(token=t)]
-        live = [t for t in held if t.pk not in gone]
-        gone += [t.pk for t in live[MAX_TOKENS_PER_USER - 1:]]
+        gone = [t for t in held if api_token_expired(token=t)]
+        live = [t for t in held if t not in gone]
+        if len(live) >= MAX_TOKENS_PER_USER:
+            replaceable = [t for t in live if made_in == ApiToken.MadeIn.SETTINGS or t.made_in == made_in]
+            if not replaceable:
+                raise ValidationError(
+                    f"You hold {MAX_TOKENS_PER_USER} API tokens, the most there can be, all made in Settings: "
+                    "revoke one there first.", code="conflict",
+                )
+            gone += replaceable[-(len(live) - MAX_TOKENS_PER_USER + 1):]
         if gone:
-            ApiToken.objects.filter(pk__in=gone).delete()
-        token = ApiToken.objects.create(user=user, digest=key_digest(key), hint=key[:HINT_CHARS], name=name)
+            ApiToken.objects.filter(pk__in=[t.pk for t in gone]).delete()
+        token = ApiToken.objects.create(user=user, digest=key_digest(key), hint=key[:HINT_CHARS], name=name,
+                                        made_in=made_in)
     return IssuedToken(token=token, key=key)
 
 

@@ -99,7 +99,7 @@ def test_each_sign_in_makes_a_token_of_its_own_and_the_earlier_ones_keep_working
 
 
 def test_past_the_most_tokens_a_user_holds_a_new_one_revokes_the_oldest(user):
-    keys = [api_token_create(user=user, name=f"script {n}").key for n in range(MAX_TOKENS_PER_USER)]
+    keys = [api_token_create(user=user, name=f"script {n}", made_in="settings").key for n in range(MAX_TOKENS_PER_USER)]
     page = _logged_in(user)
     # Settings asks before the oldest goes, and names it
     asked = page.get("/settings/").content.decode()
@@ -129,7 +129,7 @@ def test_settings_create_list_and_revoke_tokens_one_by_one(user):
 
 
 def test_another_users_token_cannot_be_revoked(user, other_user):
-    key = api_token_create(user=other_user, name="theirs").key
+    key = api_token_create(user=other_user, name="theirs", made_in="settings").key
     token = ApiToken.objects.get(user=other_user)
 
     answer = _logged_in(user).post(reverse("api-token-revoke", args=[token.pk]))
@@ -293,9 +293,9 @@ def test_a_token_created_in_settings_as_the_password_changes_is_refused(user, mo
     old_key = _created_in_settings(page)
     create = token_services.api_token_create
 
-    def changed_first(*, user, name):  # the change commits after this request's session was checked
+    def changed_first(*, user, name, made_in):  # the change commits after this request's session was checked
         services.user_password_change(user=User.objects.get(pk=user.pk), password=NEW_PASSWORD)
-        return create(user=user, name=name)
+        return create(user=user, name=name, made_in=made_in)
 
     monkeypatch.setattr(token_services, "api_token_create", changed_first)
     created = page.post("/settings/api-token/")
@@ -307,7 +307,7 @@ def test_a_token_created_in_settings_as_the_password_changes_is_refused(user, mo
 
 
 def test_an_admin_lists_and_revokes_a_users_tokens_but_never_sees_a_key(user, django_user_model):
-    key = api_token_create(user=user, name="laptop").key
+    key = api_token_create(user=user, name="laptop", made_in="settings").key
     token = ApiToken.objects.get(user=user)
     admin_page = _logged_in(django_user_model.objects.create_superuser(username="root", password=PASSWORD + "!"))
 
@@ -319,3 +319,35 @@ def test_an_admin_lists_and_revokes_a_users_tokens_but_never_sees_a_key(user, dj
 
     deleted = admin_page.post(f"/admin/chat/apitoken/{token.pk}/delete/", {"post": "yes"})
     assert deleted.status_code == 302 and not _works(key)
+
+
+def test_api_sign_ins_past_the_most_replace_only_their_own_kind(user):
+    laptop = _created_in_settings(_logged_in(user), "laptop")
+    # earlier sign-ins (made by the service: the endpoint is throttled), then five more by the endpoint
+    keys = [api_token_create(user=user, name="", made_in="api").key for _ in range(MAX_TOKENS_PER_USER - 1)]
+    keys += [_sign_in(user)["token"] for _ in range(5)]
+
+    assert _works(laptop)  # a script signing in on every run never revokes what was made in Settings
+    assert ApiToken.objects.filter(user=user).count() == MAX_TOKENS_PER_USER
+    assert all(_works(key) for key in keys[5:])
+    assert not any(_works(key) for key in keys[:5])  # the five oldest sign-ins made room
+
+
+def test_an_api_sign_in_is_refused_when_every_token_was_made_in_settings(user):
+    keys = [api_token_create(user=user, name=f"script {n}", made_in="settings").key
+            for n in range(MAX_TOKENS_PER_USER)]
+
+    answer = APIClient().post("/api/auth/token/", {"username": user.username, "password": PASSWORD}, format="json")
+
+    assert answer.status_code == 409 and "revoke one there first" in answer.json()["detail"]
+    assert all(_works(key) for key in keys)
+
+
+def test_a_name_that_cannot_be_stored_is_refused_and_a_blank_one_says_where_it_was_made(user):
+    page = _logged_in(user)
+    refused = page.post("/settings/api-token/", {"name": "a\x00b"}, follow=True).content.decode()
+    assert "cannot hold a NUL character" in refused and not ApiToken.objects.exists()
+
+    _created_in_settings(page, "   ")
+    _sign_in(user, name=" ")
+    assert sorted(ApiToken.objects.values_list("name", flat=True)) == ["API sign-in", "Settings"]

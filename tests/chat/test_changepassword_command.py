@@ -29,7 +29,7 @@ def _typed(monkeypatch, *answers: str) -> None:
 
 
 def test_the_new_password_revokes_the_api_token(person, monkeypatch):
-    api_token_create(user=person, name="script")
+    api_token_create(user=person, name="script", made_in="settings")
     _typed(monkeypatch, NEW, NEW)
     said = call_command("changepassword", person.username)
     person.refresh_from_db()
@@ -39,7 +39,7 @@ def test_the_new_password_revokes_the_api_token(person, monkeypatch):
 
 
 def test_the_new_password_revokes_every_api_token_and_counts_them(person, monkeypatch):
-    keys = [api_token_create(user=person, name=f"script {n}").key for n in range(3)]
+    keys = [api_token_create(user=person, name=f"script {n}", made_in="settings").key for n in range(3)]
     _typed(monkeypatch, NEW, NEW)
     said = call_command("changepassword", person.username)
     assert not ApiToken.objects.filter(user=person).exists()
@@ -56,7 +56,7 @@ def test_a_user_without_a_token_just_gets_the_password(person, monkeypatch):
 
 
 def test_a_refused_change_keeps_the_password_and_the_token(person, monkeypatch):
-    token = api_token_create(user=person, name="script").token
+    token = api_token_create(user=person, name="script", made_in="settings").token
     _typed(monkeypatch, NEW, "typed otherwise 1", NEW, "typed otherwise 2", NEW, "typed otherwise 3")
     with pytest.raises(CommandError):
         call_command("changepassword", person.username)

@@ -1,11 +1,14 @@
 """chat.0016: the keys DRF's token table held are moved over as digests (ApiToken), so every script's key
-keeps working, its expiry still counted from when it was made, and no key is left in the database."""
+keeps working, its expiry still counted from when it was made; DRF's app then leaves the database (its
+table, migration records, content types and permissions), so no key is left there."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission
+from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
@@ -35,7 +38,11 @@ def test_drf_tokens_are_moved_as_digests_and_keep_working(user, other_user):
                        "user_id integer NOT NULL UNIQUE)")
     try:
         with migrated_back(BEFORE):
+            token_type = ContentType.objects.create(app_label="authtoken", model="token")
+            Permission.objects.create(content_type=token_type, codename="view_token", name="Can view Token")
             with connection.cursor() as cursor:
+                cursor.execute("INSERT INTO django_migrations (app, name, applied) VALUES (%s, %s, %s)",
+                               ["authtoken", "0001_initial", made])
                 for user_id, key in keys.items():
                     cursor.execute(f'INSERT INTO {LEGACY} ("key", created, user_id) VALUES (%s, %s, %s)',  # noqa: S608
                                    [key, made if connection.vendor == "postgresql" else made.replace(tzinfo=None),
@@ -45,12 +52,17 @@ def test_drf_tokens_are_moved_as_digests_and_keep_working(user, other_user):
         assert all(_works(key) for key in keys.values())
         moved = ApiToken.objects.get(user=user)
         assert moved.hint == "0a1b2c" and abs(moved.created_at - made) < timedelta(seconds=1)
+        assert moved.made_in == ApiToken.MadeIn.SETTINGS  # an API sign-in never replaces it
+        assert ApiToken.objects.filter(created_at__lt=timezone.now() - timedelta(days=9)).count() == 2
+        assert LEGACY not in connection.introspection.table_names()  # the keys themselves are gone
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT COUNT(*) FROM {LEGACY}")  # noqa: S608
-            assert cursor.fetchone()[0] == 0  # the keys themselves are gone
+            cursor.execute("SELECT COUNT(*) FROM django_migrations WHERE app = %s", ["authtoken"])
+            assert cursor.fetchone()[0] == 0  # an older release's migrate makes its table again
             cursor.execute(f"SELECT * FROM {ApiToken._meta.db_table}")  # noqa: S608
             stored = " ".join(str(value) for row in cursor.fetchall() for value in row)
         assert not any(key in stored for key in keys.values())
+        assert not ContentType.objects.filter(app_label="authtoken").exists()
+        assert not Permission.objects.filter(codename="view_token").exists()
     finally:
         with connection.cursor() as cursor:
             cursor.execute(f"DROP TABLE IF EXISTS {LEGACY}")

@@ -301,7 +301,7 @@ def test_compiled_instances_load_as_the_orm_loads_them(conversation):
 
 
 def test_compiled_instances_take_text_values(conversation):
-    token = api_token_create(user=conversation.owner, name="test").token
+    token = api_token_create(user=conversation.owner, name="test", made_in="settings").token
 
     def by_digest(shape, *, digest: str):
         return ApiToken.objects.select_related("user").filter(digest=digest)

@@ -35,7 +35,7 @@ def api_key_for(user) -> str:
     from chatapp.chat.token_services import api_token_create
 
     # Read again: the service refuses a user object whose password is not the stored one.
-    return api_token_create(user=get_user_model().objects.get(pk=user.pk), name="test").key
+    return api_token_create(user=get_user_model().objects.get(pk=user.pk), name="test", made_in="settings").key
 
 
 def token_client(user, client: APIClient | None = None) -> APIClient:

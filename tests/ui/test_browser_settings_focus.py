@@ -35,7 +35,7 @@ def test_a_refused_form_opens_at_its_section_with_the_wrong_field_focused(asgi_s
 def test_a_new_token_past_the_most_asks_first_and_shows_the_new_one_in_view(asgi_server, browser):
     _sign_up(browser, asgi_server.url, "token-replace")
     user = get_user_model().objects.get(username="token-replace")
-    keys = [api_token_create(user=user, name=f"script {n}").key for n in range(MAX_TOKENS_PER_USER)]
+    keys = [api_token_create(user=user, name=f"script {n}", made_in="settings").key for n in range(MAX_TOKENS_PER_USER)]
     browser.get(f"{asgi_server.url}/settings/")
     browser.find_element(By.ID, "api-token-name").send_keys("deploy bot")
     create = browser.find_element(By.XPATH, "//button[contains(., 'Create token')]")

@@ -497,15 +497,15 @@ def test_a_missing_chat_gets_the_apps_own_page_with_a_way_back(page):
 
 
 def test_revoking_a_token_or_a_share_asks_first_with_a_revoke_button(page, user):
-    from chatapp.chat.services import api_token_issue
     from chatapp.chat.share_services import conversation_share_create
+    from chatapp.chat.token_services import api_token_create
 
-    api_token_issue(user=user)
+    api_token_create(user=user, name="laptop", made_in="settings")
     conversation_share_create(owner=user, conversation=Conversation.objects.create(owner=user, title="Shared"))
     body = page.get("/settings/").content.decode()
     # settings.js asks with the form's data-confirm, its button labelled by data-confirm-label
     assert body.count('data-confirm-label="Revoke"') == 2
-    assert 'data-confirm="Revoke your API token?' in body
+    assert 'data-confirm="Revoke the token “laptop”' in body
 
 
 def _dangling_references(html: str) -> list[str]:

@@ -1,5 +1,6 @@
+from django.core.exceptions import ValidationError
 from django.urls import include, path
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework import serializers
 from rest_framework.authtoken.serializers import AuthTokenSerializer
@@ -13,6 +14,7 @@ from chatapp.chat.api import import_views as import_api
 from chatapp.chat.api import share_views as share_api
 from chatapp.chat.api.parsers import PARSERS
 from chatapp.chat.login_throttle import login_attempt_start, login_failures_clear
+from chatapp.chat.token_models import ApiToken
 from chatapp.chat.token_selectors import api_token_expires_at
 from chatapp.chat.token_services import api_token_create
 
@@ -43,8 +45,10 @@ class TokenApi(ObtainAuthToken):
     serializer_class = InputSerializer
 
     @extend_schema(
-        request=InputSerializer, responses=OutputSerializer,
-        summary="A new API token for a username and password (each call makes one; the oldest past 20 is revoked)",
+        request=InputSerializer,
+        responses={200: OutputSerializer, 409: OpenApiResponse(description="All 20 tokens were made in Settings.")},
+        summary="A new API token for a username and password: each call makes one. Past 20, the oldest made "
+                "this way is revoked; 409 when all 20 were made in Settings.",
     )
     def post(self, request, *args, **kwargs):  # type: ignore[no-untyped-def]
         data = request.data
@@ -57,8 +61,13 @@ class TokenApi(ObtainAuthToken):
         serializer = self.get_serializer(data=data)
         serializer.is_valid(raise_exception=True)
         login_failures_clear(request=request, username=username)
-        issued = api_token_create(user=serializer.validated_data["user"],
-                                  name=serializer.validated_data.get("name") or "API sign-in")
+        try:
+            issued = api_token_create(user=serializer.validated_data["user"],
+                                      name=serializer.validated_data.get("name", ""), made_in=ApiToken.MadeIn.API)
+        except ValidationError as exc:
+            if getattr(exc, "code", None) != "conflict":
+                raise
+            return Response({"detail": exc.messages[0]}, status=409)
         return Response({"token": issued.key, "expires_at": api_token_expires_at(token=issued.token).isoformat()})
 
 

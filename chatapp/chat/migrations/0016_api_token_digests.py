@@ -1,7 +1,8 @@
 """API tokens are stored as digests (ApiToken), several a user, instead of DRF's Token (the key itself,
 one a user). The tokens DRF's table holds are moved over as digests, so every key in use keeps working,
-and the keys are deleted from that table. The table itself is left, empty: DRF's app is no longer
-installed, and code from before this migration, run again, finds no token there instead of failing.
+its expiry still counted from when it was made. Then DRF's app is taken out of the database: its table
+(the keys themselves), its migration records, content types and permissions. Going back to a release
+from before this one, its `migrate` makes that table again, empty: each user creates a new token.
 """
 
 import datetime as dt
@@ -12,7 +13,9 @@ from django.db import migrations, models
 
 from chatapp.chat.token_models import HINT_CHARS, key_digest
 
+LEGACY_APP = "authtoken"
 LEGACY_TABLE = "authtoken_token"
+BATCH = 2000
 
 
 def _aware(value):
@@ -24,28 +27,34 @@ def _aware(value):
 
 def drf_tokens_move(apps, schema_editor):
     connection = schema_editor.connection
-    if LEGACY_TABLE not in connection.introspection.table_names():
-        return  # a database made after DRF's tokens were given up
-    ApiToken = apps.get_model("chat", "ApiToken")
-    with connection.cursor() as cursor:
-        cursor.execute(f'SELECT "key", user_id, created FROM {LEGACY_TABLE}')  # noqa: S608 (a fixed name)
-        rows = cursor.fetchall()
-    moved = [
-        ApiToken(user_id=user_id, digest=key_digest(key), hint=key[:HINT_CHARS], name="Created before tokens were hashed")
-        for key, user_id, _created in rows
-    ]
-    ApiToken.objects.bulk_create(moved)
-    # created_at is auto_now_add, which bulk_create fills in: the expiry counts from the old token's start.
-    for key, _user_id, created in rows:
-        ApiToken.objects.filter(digest=key_digest(key)).update(created_at=_aware(created))
-    with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {LEGACY_TABLE}")  # noqa: S608
+    if LEGACY_TABLE in connection.introspection.table_names():
+        target = apps.get_model("chat", "ApiToken")._meta.db_table
+        insert = (
+            f"INSERT INTO {target} (user_id, digest, hint, name, made_in, created_at) "  # noqa: S608 (our names)
+            "VALUES (%s, %s, %s, %s, %s, %s)"
+        )
+        with connection.cursor() as reader, connection.cursor() as writer:
+            reader.execute(f'SELECT "key", user_id, created FROM {LEGACY_TABLE}')  # noqa: S608
+            while rows := reader.fetchmany(BATCH):
+                # Made in Settings, for what a token is worth: an API sign-in never replaces these.
+                writer.executemany(insert, [
+                    (user_id, key_digest(key), key[:HINT_CHARS], "Created before tokens were hashed", "settings",
+                     connection.ops.adapt_datetimefield_value(_aware(created)))
+                    for key, user_id, created in rows
+                ])
+        schema_editor.execute(f"DROP TABLE {LEGACY_TABLE}")
+    # Recorded as not applied, so that an older release's `migrate` makes the table again.
+    schema_editor.execute("DELETE FROM django_migrations WHERE app = %s", [LEGACY_APP])
+    # Its permissions (the admin's picker) go with their content type.
+    apps.get_model("contenttypes", "ContentType").objects.filter(app_label=LEGACY_APP).delete()
 
 
 class Migration(migrations.Migration):
 
     dependencies = [
         ('chat', '0015_search_fold_stroked_letters'),
+        ('contenttypes', '0002_remove_content_type_name'),
+        ('auth', '0012_alter_user_first_name_max_length'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -57,12 +66,16 @@ class Migration(migrations.Migration):
                 ('digest', models.CharField(max_length=64)),
                 ('hint', models.CharField(max_length=8)),
                 ('name', models.CharField(max_length=80)),
+                ('made_in', models.CharField(choices=[('settings', 'Settings'), ('api', 'API sign-in')], max_length=8)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_tokens', to=settings.AUTH_USER_MODEL)),
             ],
             options={
                 'indexes': [models.Index(fields=['user', '-created_at'], name='apitoken_user_created_idx')],
-                'constraints': [models.UniqueConstraint(fields=('digest',), name='apitoken_digest_uniq')],
+                'constraints': [
+                    models.UniqueConstraint(fields=('digest',), name='apitoken_digest_uniq'),
+                    models.CheckConstraint(condition=models.Q(('made_in__in', ['settings', 'api'])), name='apitoken_made_in_valid'),
+                ],
             },
         ),
         # Backwards the keys are gone: only their digests were kept.
