@@ -1,5 +1,6 @@
 /* Earlier messages on demand, links to a message (#m-<id>), and a reply streaming in another tab. */
 import { enhance, nearBottom, scrollToBottom, setStatus, showError } from "./dom.js";
+import { foldLong } from "./fold.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
 
@@ -23,6 +24,7 @@ export async function loadEarlier(btn) {
   enhance(holder);
   const loaded = [...holder.querySelectorAll(":scope > .msg")];
   messagesEl.prepend(...holder.childNodes);
+  foldLong(loaded); // before the view is put back where it was: their height is the folded one
   timeline.scrollTop += timeline.scrollHeight - before;
   if (res.headers.get("X-Has-Earlier") === "1" && res.headers.get("X-Oldest-Id")) {
     btn.dataset.before = res.headers.get("X-Oldest-Id");
@@ -64,6 +66,7 @@ export async function showMissedBefore(userEl, userMessage) {
   for (const node of nodes || []) { // none: offline for a moment, and the notice below says to reload
     if (node.id && !document.getElementById(node.id) && Number(node.dataset.id) < userMessage.id) userEl.before(node);
   }
+  foldLong(nodes || []);
   if (!document.getElementById(`m-${userMessage.parent}`)) {
     toast("This chat changed in another tab: reload to see what your message follows.", "info", 8000);
   }
@@ -188,6 +191,7 @@ export function followElsewhere() {
         if (existing && existing.parentElement === messagesEl) existing.replaceWith(node);
         else if (!existing && node.id) messagesEl.append(node);
       }
+      foldLong(nodes);
       placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
       if (!streamingElsewhere().length) refreshGauge();
       if (stick) scrollToBottom(true);
