@@ -1,6 +1,6 @@
 """A long message of yours is folded in a real browser (js/chat/fold.js): taller than 14 lines, it shows
-10 under a fade with a "Show more" / "Show less" button, as loaded with the page, paged in and just
-sent; the model's replies are never folded; Copy and Edit take the whole text."""
+10 under a fade with a "Show more" / "Show less" button, as loaded with the page, paged in, just sent
+and opened from a search hit; the model's replies are never folded; Copy and Edit take the whole text."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.search_services import conversation_index_rebuild
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _send, _sign_up, _wait
 
@@ -188,3 +189,30 @@ def test_a_narrowed_window_folds_a_message_grown_long(asgi_server, browser):
     _wait(browser, lambda d: _fold_button(article) is None and "is-folded" not in article.get_attribute("class"))
     assert console_errors(browser) == []
 
+
+def test_a_search_hit_opens_its_long_message_whole_with_the_word_in_view(asgi_server, browser):
+    base = asgi_server.url
+    _sign_up(browser, base, "fold-search")
+    user = get_user_model().objects.get(username="fold-search")
+    pasted = LOG.replace("processed job 1876", "processed job 1876 for the quokka census")  # line 268 of 300
+    assert pasted != LOG
+    later = [("user" if i % 2 == 0 else "assistant", f"later message {i}") for i in range(120)]
+    chat, (target, *_rest) = _chat(user, [("user", pasted), ("assistant", "Noted."), *later])
+    conversation_index_rebuild(conversation=chat)
+    browser.get(f"{base}/c/new/")
+    browser.find_element(By.ID, "chat-search").send_keys("quokka")
+    hit = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{chat.pk}"] .conv-hit'))
+    hit.click()
+
+    message = _wait(browser, lambda d: d.find_element(By.ID, f"m-{target.pk}"))
+    _wait(browser, lambda d: message.find_elements(By.CSS_SELECTOR, "mark.search-mark"))
+    button = _fold_button(message)
+    assert button is not None and button.get_attribute("aria-expanded") == "true"
+    assert "is-folded" not in message.get_attribute("class").split()
+    mark = message.find_element(By.CSS_SELECTOR, "mark.search-mark")
+    assert mark.text == "quokka"
+    # The marked word is on screen, inside the timeline's view, not only in the page.
+    in_view = ("const m = arguments[0].getBoundingClientRect(), t = document.getElementById('timeline')"
+               ".getBoundingClientRect(); return m.top >= t.top && m.bottom <= t.bottom")
+    _wait(browser, lambda d: d.execute_script(in_view, mark))
+    assert console_errors(browser) == []

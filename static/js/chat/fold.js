@@ -65,6 +65,13 @@ export function foldLong(nodes) {
   }
 }
 
+/** Show the whole of `article` (a message a link or a search hit opens); false when it was not folded. */
+export function unfold(article) {
+  if (!article || !article.classList.contains("is-folded")) return false;
+  show(article, false);
+  return true;
+}
+
 const reducedMotion = window.matchMedia("(prefers-reduced-motion: reduce)");
 
 function toggle(button) {
