@@ -1,5 +1,6 @@
-"""On a phone, a new chat's header shows the name of the model it will use: the gauge and the chat's
-menu are not there yet, so the model menu has their room (it read "Mi…" for "Mirror")."""
+"""On a phone, the chat header shows the name of the model a chat uses and the chat's title, each in a
+row of its own (css/app.css, max-width 560px): in a new chat (it read "Mi…" for "Mirror") and once the
+gauge and the chat's menu have come beside the model menu (it read "Fa…")."""
 
 from __future__ import annotations
 
@@ -42,4 +43,52 @@ def test_a_new_chat_on_a_phone_shows_its_models_name(asgi_server, browser, fake_
     _wait(browser, lambda d: d.find_element(By.ID, "conv-tools").is_displayed())
     assert browser.execute_script("return document.documentElement.scrollWidth") <= 390
     assert browser.find_element(By.ID, "conv-menu-btn").rect["x"] + 36 <= 390
+    assert console_errors(browser) == []
+
+
+# Where an element is on screen, in CSS pixels.
+RECT = ("const r = arguments[0].getBoundingClientRect();"
+        "return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}")
+
+
+def test_an_open_chat_on_a_phone_shows_its_models_name_and_its_title(asgi_server, browser, fake_openai):
+    # With the gauge and the chat's menu beside them in one row, the model's name and the title were cut
+    # to a few letters each; the header now gives them a row each. A desktop's header is one row, as before.
+    _sign_up_with_model(browser, asgi_server.url, "phone-open-chat", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Llama 3.1 8B Instruct")
+    _send(browser, "Plan a three day hiking trip in the Dolomites for late September")
+    _wait(browser, lambda d: "/" in d.find_element(By.ID, "gauge-text").text)
+    header = browser.find_element(By.CSS_SELECTOR, ".topbar")
+    desktop = browser.execute_script(RECT, header)
+    assert desktop["bottom"] - desktop["top"] < 60  # one row
+    chip = browser.find_element(By.CSS_SELECTOR, ".model-chip")
+    assert browser.execute_script(RECT, chip)["top"] == browser.execute_script(RECT, browser.find_element(
+        By.ID, "gauge"))["top"]
+
+    browser.set_window_size(390, 844)
+    browser.refresh()
+    _wait(browser, lambda d: "/" in d.find_element(By.ID, "gauge-text").text)
+    assert browser.execute_script(NAME_CLIPPED) <= 0
+    title = browser.find_element(By.ID, "chat-title")
+    assert title.rect["width"] >= 250, title.rect  # the title is read too, not cut to a word
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= 390
+    for tool in ("model-select", "gauge", "conv-menu-btn"):
+        spot = browser.execute_script(RECT, browser.find_element(By.ID, tool))
+        assert spot["left"] >= 0 and spot["right"] <= 390, (tool, spot)
+    # The gauge's panel opens under the header, leaving the gauge itself in view.
+    browser.find_element(By.ID, "gauge").click()
+    panel = _wait(browser, lambda d: d.find_element(By.ID, "gauge-pop"))
+    _wait(browser, lambda d: panel.is_displayed())
+    spot = browser.execute_script(RECT, panel)
+    header = browser.find_element(By.CSS_SELECTOR, ".topbar")
+    assert spot["top"] >= browser.execute_script(RECT, header)["bottom"]
+    assert spot["left"] >= 0 and spot["right"] <= 390
+
+    # A narrower phone still fits the header, the gauge's figure on one line.
+    browser.set_window_size(360, 740)
+    _wait(browser, lambda d: d.execute_script("return innerWidth") == 360)
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= 360
+    gauge = browser.find_element(By.ID, "gauge")
+    assert gauge.rect["height"] <= 34 and gauge.rect["x"] + gauge.rect["width"] <= 360
+    assert browser.find_element(By.ID, "conv-menu-btn").rect["x"] + 36 <= 360
     assert console_errors(browser) == []

@@ -4,6 +4,7 @@
  * the new text and streams its reply as a send does. Handles its own clicks (imported by main.js). */
 import { buildMessage, el, icon, moveFocusOff, scrollToBottom } from "./dom.js";
 import { sendKey } from "./composer.js";
+import { foldLong } from "./fold.js";
 import { busyNow, runStream } from "./stream.js";
 import { api, errorText, messagesEl, state, toast } from "./state.js";
 
@@ -121,6 +122,7 @@ async function submitEdit(article, content) {
   moveFocusOff(article); // the editor goes with the old version
   dropFrom(article);
   messagesEl.append(userEl, asstEl);
+  foldLong([userEl]);
   scrollToBottom(true);
   await runStream(`/api/messages/${id}/edit/`, { content, client_key: sendKey() }, {
     userEl,

@@ -1,6 +1,7 @@
 /* The composer: sending a message (a new chat is created on the first), /compact, the model picker. */
 import { announce, buildMessage, el, icon, scrollToBottom } from "./dom.js";
 import { draftAdopt, draftKeep } from "./draft.js";
+import { foldLong } from "./fold.js";
 import { refreshGauge } from "./gauge.js";
 import { followedReply } from "./history.js";
 import { compactNow, renderJob } from "./jobs.js";
@@ -75,6 +76,7 @@ export async function sendMessage(content) {
   const userEl = buildMessage("user", content);
   const asstEl = buildMessage("assistant", "");
   messagesEl.append(userEl, asstEl);
+  foldLong([userEl]);
   scrollToBottom(true);
   input.value = "";
   autosize();

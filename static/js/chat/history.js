@@ -1,5 +1,6 @@
 /* Earlier messages on demand, links to a message (#m-<id>), and a reply streaming in another tab. */
 import { enhance, nearBottom, scrollToBottom, setStatus, showError } from "./dom.js";
+import { foldLong, unfold } from "./fold.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
 
@@ -23,6 +24,7 @@ export async function loadEarlier(btn) {
   enhance(holder);
   const loaded = [...holder.querySelectorAll(":scope > .msg")];
   messagesEl.prepend(...holder.childNodes);
+  foldLong(loaded); // before the view is put back where it was: their height is the folded one
   timeline.scrollTop += timeline.scrollHeight - before;
   if (res.headers.get("X-Has-Earlier") === "1" && res.headers.get("X-Oldest-Id")) {
     btn.dataset.before = res.headers.get("X-Oldest-Id");
@@ -64,6 +66,7 @@ export async function showMissedBefore(userEl, userMessage) {
   for (const node of nodes || []) { // none: offline for a moment, and the notice below says to reload
     if (node.id && !document.getElementById(node.id) && Number(node.dataset.id) < userMessage.id) userEl.before(node);
   }
+  foldLong(nodes || []);
   if (!document.getElementById(`m-${userMessage.parent}`)) {
     toast("This chat changed in another tab: reload to see what your message follows.", "info", 8000);
   }
@@ -72,12 +75,13 @@ export async function showMissedBefore(userEl, userMessage) {
 const escapeRe = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 /** A message opened from a search hit: the words the search matched in it, as the sidebar's snippet
- *  of it marks them (the server's analysis: stems, accents), are marked in the message too. */
+ *  of it marks them (the server's analysis: stems, accents), are marked in the message too. Returns
+ *  the first word it marked (none: no hit names the message yet, or its words are marked already). */
 function markSearchWords(article) {
   const words = new Set([...document.querySelectorAll(`.conv-hit[href$="#m-${article.dataset.id}"] mark`)]
     .map((m) => m.textContent.trim()).filter(Boolean));
   const content = article.querySelector(".msg-content");
-  if (!words.size || !content || content.querySelector("mark.search-mark")) return;
+  if (!words.size || !content || content.querySelector("mark.search-mark")) return null;
   const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(${[...words].map(escapeRe).join("|")})(?![\\p{L}\\p{N}])`, "giu");
   const walker = document.createTreeWalker(content, NodeFilter.SHOW_TEXT);
   const texts = [];
@@ -88,6 +92,14 @@ function markSearchWords(article) {
     node.replaceWith(...parts.map((part, i) => (i % 2 ? Object.assign(document.createElement("mark"),
       { className: "search-mark", textContent: part }) : part)));
   }
+  return content.querySelector("mark.search-mark");
+}
+
+/** The first word marked in a message, scrolled into view unless it is in view already. */
+function showMark(mark) {
+  const seen = mark.getBoundingClientRect();
+  const view = timeline.getBoundingClientRect();
+  if (seen.top < view.top || seen.bottom > view.bottom) mark.scrollIntoView({ block: "center" });
 }
 
 // A page opened from a search hit gets the sidebar's hits (their marked words) by a fetch of its own,
@@ -95,7 +107,8 @@ function markSearchWords(article) {
 document.addEventListener("longchat:sidebar-updated", () => {
   const match = window.location.hash.match(/^#m-(\d+)$/);
   const target = match && document.getElementById(`m-${match[1]}`);
-  if (target) markSearchWords(target);
+  const mark = target && markSearchWords(target);
+  if (mark) { unfold(target); showMark(mark); }
 });
 
 export async function revealHash() {
@@ -107,8 +120,12 @@ export async function revealHash() {
   }
   const target = document.getElementById(`m-${match[1]}`);
   if (target) {
-    markSearchWords(target);
-    target.scrollIntoView({ block: "center" });
+    // Shown whole, not folded (fold.js): the words a search hit marks may be anywhere in it. Its first
+    // marked word is brought into view; else the message, from its start when it is taller than the view.
+    unfold(target);
+    const mark = markSearchWords(target);
+    if (mark) showMark(mark);
+    else target.scrollIntoView({ block: target.offsetHeight > timeline.clientHeight ? "start" : "center" });
     target.classList.add("is-flash");
     target.animate([{ background: "var(--accent-soft)" }, { background: "transparent" }], { duration: 2000 });
   }
@@ -188,6 +205,7 @@ export function followElsewhere() {
         if (existing && existing.parentElement === messagesEl) existing.replaceWith(node);
         else if (!existing && node.id) messagesEl.append(node);
       }
+      foldLong(nodes);
       placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
       if (!streamingElsewhere().length) refreshGauge();
       if (stick) scrollToBottom(true);

@@ -2,6 +2,7 @@
 import { autosize } from "./composer.js";
 import { enhance, moveFocusOff, nearBottom, scrollToBottom } from "./dom.js";
 import { draftRestore } from "./draft.js";
+import { foldLong } from "./fold.js"; // also handles its own clicks (Show more / Show less)
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { followElsewhere, loadEarlier, revealHash, stopFollowed } from "./history.js";
 import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.js";
@@ -212,6 +213,8 @@ document.addEventListener("keydown", (e) => {
 });
 
 enhance(messagesEl);
+
+foldLong([messagesEl]); // before the timeline is scrolled to its end: that end is where folding leaves it
 
 const lastReply = messagesEl.querySelector(".msg:has([data-action='regenerate'])");
 
