@@ -18,7 +18,7 @@ from chatapp.chat.token_models import ApiToken
 from tests.support.migrations import migrated_back
 
 BEFORE = ("chat", "0015_search_fold_stroked_letters")
-AFTER = ("chat", "0016_api_token_digests")
+AFTER = ("chat", "0016_api_tokens_and_titles")
 LEGACY = "authtoken_token"  # DRF's table, as its app made it (the app is no longer installed)
 
 

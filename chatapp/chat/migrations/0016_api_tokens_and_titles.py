@@ -1,8 +1,13 @@
-"""API tokens are stored as digests (ApiToken), several a user, instead of DRF's Token (the key itself,
-one a user). The tokens DRF's table holds are moved over as digests, so every key in use keeps working,
-its expiry still counted from when it was made. Then DRF's app is taken out of the database: its table
-(the keys themselves), its migration records, content types and permissions. Going back to a release
-from before this one, its `migrate` makes that table again, empty: each user creates a new token.
+"""Two changes of one release.
+
+Users choose whether the model names their new chats (UserSettings.generate_titles, title_services).
+
+API tokens are stored as digests (ApiToken), several a user, instead of DRF's Token (the key itself,
+one a user). The tokens DRF's table holds are moved over as digests, so every key in use keeps
+working, its expiry still counted from when it was made. Then DRF's app is taken out of the database:
+its table (the keys themselves), its migration records, content types and permissions. Going back to
+a release from before this one, its `migrate` makes that table again, empty: each user creates a new
+token.
 """
 
 import datetime as dt
@@ -80,4 +85,9 @@ class Migration(migrations.Migration):
         ),
         # Backwards the keys are gone: only their digests were kept.
         migrations.RunPython(drf_tokens_move, migrations.RunPython.noop),
+        migrations.AddField(
+            model_name='usersettings',
+            name='generate_titles',
+            field=models.BooleanField(default=True),
+        ),
     ]
