@@ -179,6 +179,10 @@ if REDIS_URL:
         "unacked_restore_throttle": env_int("CELERY_UNACKED_RESTORE_THROTTLE", 10, minimum=1),
         # An unreachable broker must fail an enqueue fast: the chat answers and the job stays pending.
         "socket_connect_timeout": env_int("CELERY_BROKER_CONNECT_TIMEOUT", 3, minimum=1),
+        # And a broker that accepts the connection but never answers (hung, or a black hole past a
+        # proxy): without a read timeout a publish waits forever, and with it every request queued
+        # behind it on the web process's one background thread (summary_requests).
+        "socket_timeout": env_int("CELERY_BROKER_SOCKET_TIMEOUT", 10, minimum=2),
     }
 else:
     # A broker that needs no server: kombu's filesystem transport, shared by web and worker on one machine

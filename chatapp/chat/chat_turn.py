@@ -251,8 +251,7 @@ def turn_prepare(
         dropped_ranges=tuple((first, last) for first, last in dropped.sum_ranges),
         dropped_less=dropped.less,
         summary_requested=summary_requested,
-        title_due=title_due(prefs=prefs, conversation=conversation, user_message=user_message,
-                            first_user_id=ctx.first_user_id, target=target),
+        title_due=title_due(prefs=prefs, conversation=conversation, target=target),
     )
 
 

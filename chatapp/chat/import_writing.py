@@ -95,6 +95,7 @@ def conversation_import(*, owner: User, record: ConversationRecord, index: int, 
         owner=owner,
         title=title,
         title_is_custom=custom,
+        title_requested=True,  # the title the other app gave it (or its first words) stays
         system_prompt=_system_prompt(record=record, label=label),
         llm_config=config,
         offline=offline,

@@ -49,6 +49,9 @@ class Conversation(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, default="New chat")
     title_is_custom = models.BooleanField(default=False)
+    # The model was asked to name the chat (title_services): once, after its first complete reply. Set
+    # for chats made before that existed, and imported ones, so their titles are not replaced.
+    title_requested = models.BooleanField(default=False)
     # The chat's model, fixed when it starts and changed only by the user. Null with `offline` false
     # only when the config was deleted (or none was default): the owner's default is used then.
     llm_config = models.ForeignKey(LLMConfig, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

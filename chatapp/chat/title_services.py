@@ -16,9 +16,10 @@ import re
 from django.conf import settings
 
 from chatapp.chat.context import conversation_config, live_chat_q
-from chatapp.chat.message_services import title_cut, title_from_text
+from chatapp.chat.message_services import title_cut
 from chatapp.chat.models import Conversation, Message, UserSettings
 from chatapp.chat.summary_requests import background_submit
+from chatapp.chat.textsafe import text_storable
 from chatapp.providers.llm import LLMError, LLMTarget, llm_complete, llm_target_for
 
 logger = logging.getLogger(__name__)
@@ -31,35 +32,39 @@ TITLE_PROMPT = (
 # pasted document would otherwise make this small call a large one.
 USER_EXCERPT_CHARS = 2000
 REPLY_EXCERPT_CHARS = 800
-# Room for a title, and for the short thinking some local models print first (<think>…</think>).
-MAX_TOKENS = 60
+# Room for a title, and for the thinking of reasoning models, which counts against the limit (local ones
+# print it first, <think>…</think>; OpenAI's spend it unseen): with 60, many never reached the title.
+# Other models stop after a few words whatever the limit; what is stored is cut to TITLE_MAX_CHARS.
+MAX_TOKENS = 600
 
 _THINKING = re.compile(r"<think>.*?(</think>|$)", re.S | re.I)
-_LABEL = re.compile(r"^\s*(title|titre|titel|título|titolo)\s*:\s*", re.I)
+# "Title:", "**Title:**", "## Title:" and the like, in a few languages.
+_LABEL = re.compile(r"^[\s*_#]*(title|titre|titel|título|titolo)[\s*_]*:[\s*_]*", re.I)
 # Quotes (straight, curly, guillemets) and markdown a model may wrap a title in.
 _WRAPPERS = "\"'\u201c\u201d\u2018\u2019\u00ab\u00bb`*_#"
 
 
-def title_due(*, prefs: UserSettings, conversation: Conversation, user_message: Message, first_user_id: int | None,
-              target: LLMTarget) -> bool:
+def title_due(*, prefs: UserSettings, conversation: Conversation, target: LLMTarget) -> bool:
     """Whether this turn's reply, once complete, should have the model name the chat: the user wants it,
-    the chat talks to a real model, and its title is still the first words of this, its first message
-    (so a regenerated first reply does not rename a chat the model or the user named already)."""
+    the chat talks to a real model, was not named by the user, and the model was not asked yet (its
+    first complete reply; a first reply that failed leaves it to the next one, a Retry, an Edit or a
+    new message)."""
     return (
         prefs.generate_titles
         and not target.offline
         and not conversation.title_is_custom
-        and first_user_id == user_message.pk
-        and conversation.title == title_from_text(text=user_message.content)
+        and not conversation.title_requested
     )
 
 
 def title_clean(text: str) -> str:
     """The title in a model's answer: its thinking, a "Title:" label, quotes and markdown taken off, the
     first line, cut to TITLE_MAX_CHARS at a word; "" when nothing is left."""
-    text = _THINKING.sub("", text)
-    line = next((ln for ln in text.splitlines() if ln.strip(_WRAPPERS + " \t")), "")
-    line = _LABEL.sub("", line.strip()).strip(_WRAPPERS + " \t").rstrip(".!?;:,").strip(_WRAPPERS + " \t")
+    # A provider's JSON may carry what no database column stores (NUL, a lone surrogate).
+    text = _THINKING.sub("", text_storable(text))
+    lines = (_LABEL.sub("", ln.strip()).strip(_WRAPPERS + " \t") for ln in text.splitlines())
+    line = next((ln for ln in lines if ln), "")  # a label alone on its line: the title is on the next
+    line = line.rstrip(".!?;:,").strip(_WRAPPERS + " \t")
     return title_cut(" ".join(line.split()))
 
 
@@ -82,14 +87,13 @@ def conversation_title_generate(*, conversation_id: int, expected: str) -> str:
     conversation = Conversation.objects.select_related("llm_config").filter(pk=conversation_id).first()
     if conversation is None or conversation.title_is_custom or conversation.title != expected:
         return "skipped"
-    first_two = list(
-        Message.objects.filter(live_chat_q(), conversation=conversation,
-                               role__in=[Message.Role.USER, Message.Role.ASSISTANT])
-        .order_by("id").values_list("role", "content")[:2]
-    )
-    if len(first_two) < 2 or first_two[0][0] != Message.Role.USER:
+    # The first exchange that has an answer (a first message whose reply failed has none).
+    first = (Message.objects.filter(live_chat_q(), conversation=conversation, role=Message.Role.ASSISTANT)
+             .order_by("id").values_list("reply_to_id", "content").first())
+    question = Message.objects.filter(pk=first[0]).values_list("content", flat=True).first() if first else None
+    if first is None or question is None:
         return "skipped"
-    (_, question), (_, answer) = first_two
+    answer = first[1]
     target = _target(conversation)
     if target.offline:
         return "skipped"
@@ -113,8 +117,17 @@ def conversation_title_generate(*, conversation_id: int, expected: str) -> str:
 
 
 def title_request(*, conversation_id: int, expected: str) -> None:
-    """Publish the title's request to the workers, off the request path (summary_requests.background_submit)."""
-    background_submit(_title_publish, conversation_id=conversation_id, expected=expected)
+    """Ask a worker to name the chat, off the request path (summary_requests.background_submit)."""
+    background_submit(_title_request_run, conversation_id=conversation_id, expected=expected)
+
+
+def _title_request_run(*, conversation_id: int, expected: str) -> None:
+    # Once per chat: two tabs' first replies, or a reply after a failed publish, find it asked already.
+    asked = Conversation.objects.filter(pk=conversation_id, title_requested=False, title_is_custom=False).update(
+        title_requested=True
+    )
+    if asked:
+        _title_publish(conversation_id=conversation_id, expected=expected)
 
 
 def _title_publish(*, conversation_id: int, expected: str) -> None:
@@ -124,8 +137,8 @@ def _title_publish(*, conversation_id: int, expected: str) -> None:
         # One connection attempt and no publish retries, as summary jobs: a dead broker loses the title,
         # and the first words stay (nothing else depends on it).
         with generate_conversation_title.app.connection_for_write(transport_options={"max_retries": 0}) as conn:
-            generate_conversation_title.apply_async(
-                args=[conversation_id, expected], queue=settings.CELERY_SUMMARY_QUEUE, retry=False, connection=conn
-            )
+            # Celery's default queue, not the summaries': a title must not wait behind a backlog of
+            # summaries (every worker the README starts, and serve's, consume both).
+            generate_conversation_title.apply_async(args=[conversation_id, expected], retry=False, connection=conn)
     except Exception as exc:  # kombu and redis raise several connection error types
         logger.warning("title of conversation %s not requested (broker unreachable: %s)", conversation_id, exc)

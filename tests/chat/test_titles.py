@@ -3,6 +3,8 @@ off the request path, of the summary model when the user chose one; never over a
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from chatapp.chat import title_services
@@ -28,6 +30,10 @@ def _no_send_rate_limit(settings):
     ("<think>They ask about logs.\nA short name.</think>\n\n**Rotating nginx logs**\nMore text", "Rotating nginx logs"),
     ("«Rotation des journaux»", "Rotation des journaux"),
     ("<think>never closed", ""),
+    ("**Title:** Nightly nginx log rotation", "Nightly nginx log rotation"),
+    ("## Title:\nNightly nginx log rotation", "Nightly nginx log rotation"),
+    ("Nginx\x00 log rotation", "Nginx\ufffd log rotation"),  # what no column stores (NUL, a lone surrogate)
+    ("Log rotation \udc00", "Log rotation \ufffd"),
     ("  \n\"\"\n", ""),
 ])
 def test_a_models_answer_is_cleaned_to_its_title(answer, title):
@@ -40,6 +46,7 @@ def test_a_long_answer_is_cut_at_a_word():
 
 
 def test_the_first_reply_asks_for_a_title_and_later_ones_do_not(user, fake_openai, titles_requested):
+    """Once per chat: later replies, a regenerated first one, or the same request made twice ask nothing."""
     conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url))
 
     first = send(user, conversation, QUESTION)
@@ -50,6 +57,7 @@ def test_the_first_reply_asks_for_a_title_and_later_ones_do_not(user, fake_opena
 
     second = send(user, conversation, "and weekly?")
     assert second.named("done")[0]["title_pending"] is False
+    title_services.title_request(conversation_id=conversation.pk, expected=first_words)  # e.g. from another tab
     summary_requests_wait(timeout=10)
     assert len(titles_requested) == 1
 
@@ -66,6 +74,25 @@ def test_no_title_is_asked_for_when(why, user, fake_openai, titles_requested):
 
     summary_requests_wait(timeout=10)
     assert done["title_pending"] is False and titles_requested == []
+
+
+def test_a_first_reply_that_failed_leaves_the_title_to_the_first_complete_one(user, fake_openai, titles_requested):
+    failing = make_config(user, fake_openai.base_url, model="fail-400")
+    conversation = Conversation.objects.create(owner=user, llm_config=failing)
+    assert send(user, conversation, QUESTION).named("error")
+    summary_requests_wait(timeout=10)
+    assert titles_requested == []
+
+    Conversation.objects.filter(pk=conversation.pk).update(llm_config=make_config(user, fake_openai.base_url))
+    done = send(user, conversation, "the logs of nginx, I mean").named("done")[0]  # a new message, not a Retry
+    summary_requests_wait(timeout=10)
+    assert done["title_pending"] is True and len(titles_requested) == 1
+    titler = make_config(user, fake_openai.base_url, model="fake-title")
+    UserSettings.objects.update_or_create(user=user, defaults={"summary_config": titler})
+
+    assert conversation_title_generate(conversation_id=conversation.pk, expected=titles_requested[0][1]) == "named"
+    # the exchange that has an answer is the one named
+    assert Conversation.objects.get(pk=conversation.pk).title == "The logs of"
 
 
 def _first_exchange(user, fake_openai, *, summary_model: str | None = None) -> Conversation:
@@ -155,3 +182,18 @@ def test_the_setting_is_kept_from_the_settings_page_and_the_api(user):
     answer = api.patch("/api/settings/", {"generate_titles": True}, format="json")
     assert answer.status_code == 200 and answer.json()["generate_titles"] is True
     assert UserSettings.objects.get(user=user).generate_titles is True
+
+
+def test_an_imported_chat_keeps_the_title_it_came_with(user, fake_openai, titles_requested):
+    from tests.chat.importkit import chatgpt_conversation, import_now
+
+    untitled = {**chatgpt_conversation(0, messages=2), "title": ""}  # named by its first words, not by the user
+    job = import_now(user, json.dumps([untitled]).encode())
+    conversation = Conversation.objects.get(pk=job.conversation_ids[0])
+    assert not conversation.title_is_custom
+    Conversation.objects.filter(pk=conversation.pk).update(llm_config=make_config(user, fake_openai.base_url),
+                                                           offline=False)
+
+    assert send(user, conversation, QUESTION).named("done")[0]["title_pending"] is False
+    summary_requests_wait(timeout=10)
+    assert titles_requested == [] and Conversation.objects.get(pk=conversation.pk).title == conversation.title

@@ -1,16 +1,18 @@
 """A new chat named by the model, in a real browser: after the first reply the header, the tab and the
-sidebar change from the first words to the title a worker stored (title_services, title_follow.js)."""
+sidebar change from the first words to the title a worker stored (title_services, title_follow.js), and
+the next reply's end does not put the first words back."""
 
 from __future__ import annotations
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from chatapp.celery import app as celery_app
 from chatapp.chat import title_services
 from chatapp.chat.models import Conversation, UserSettings
 from chatapp.providers.models import LLMConfig
-from tests.ui.test_browser import _send, _sign_up_with_model, _wait
+from tests.ui.test_browser import _idle, _send, _sign_up_with_model, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -36,3 +38,28 @@ def test_the_first_reply_is_followed_by_the_models_title(asgi_server, browser, f
     item = browser.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{conversation.pk}"] .conv-title')
     assert item.text == "Rotate the nginx"
     assert conversation.title == "Rotate the nginx" and not conversation.title_is_custom
+
+
+def test_a_title_given_while_the_next_reply_streams_is_not_undone_by_its_end(asgi_server, browser, fake_openai):
+    user, _ = _sign_up_with_model(browser, asgi_server.url, "late-title", fake_url=fake_openai.base_url,
+                                  model="slow-400", name="Slow echo")
+    browser.get(f"{asgi_server.url}/")
+    _send(browser, "rotate the nginx logs every night, please")
+    header = browser.find_element(By.ID, "chat-title")
+    first_words = header.text
+    conversation = Conversation.objects.get(owner=user)
+
+    _wait(browser, _idle)
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("and weekly?", Keys.ENTER)
+    replies = lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")  # noqa: E731
+    _wait(browser, lambda d: len(replies(d)) == 2 and "Echo" in replies(d)[-1].text)  # the second one streams
+    # the worker's conditional update, as it lands while that reply is written (its turn read the first words)
+    assert Conversation.objects.filter(pk=conversation.pk, title=first_words).update(title="Nginx log rotation")
+    _wait(browser, lambda d: header.text == "Nginx log rotation")  # followed since the first reply's end
+    _wait(browser, lambda d: replies(d)[-1].get_attribute("data-status") == "complete", timeout=60)
+
+    # its `done` still says the first words: they are not news, and do not come back
+    assert header.text == "Nginx log rotation" and browser.title.startswith("Nginx log rotation")
+    item = browser.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{conversation.pk}"] .conv-title')
+    assert item.text == "Nginx log rotation"

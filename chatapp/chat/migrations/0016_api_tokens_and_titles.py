@@ -1,6 +1,8 @@
 """Two changes of one release.
 
-Users choose whether the model names their new chats (UserSettings.generate_titles, title_services).
+Users choose whether the model names their new chats (UserSettings.generate_titles, title_services),
+once each (Conversation.title_requested): the chats made before are marked as named already, so that
+their titles are not replaced on their next message.
 
 API tokens are stored as digests (ApiToken), several a user, instead of DRF's Token (the key itself,
 one a user). The tokens DRF's table holds are moved over as digests, so every key in use keeps
@@ -54,6 +56,10 @@ def drf_tokens_move(apps, schema_editor):
     apps.get_model("contenttypes", "ContentType").objects.filter(app_label=LEGACY_APP).delete()
 
 
+def chats_before_marked_named(apps, schema_editor):
+    apps.get_model("chat", "Conversation").objects.update(title_requested=True)
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -90,4 +96,10 @@ class Migration(migrations.Migration):
             name='generate_titles',
             field=models.BooleanField(default=True),
         ),
+        migrations.AddField(
+            model_name='conversation',
+            name='title_requested',
+            field=models.BooleanField(default=False),
+        ),
+        migrations.RunPython(chats_before_marked_named, migrations.RunPython.noop),
     ]

@@ -4,8 +4,8 @@ import { announce, buildMessage, enhance, markLastReply, moveFocusOff, scrollToB
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
 import { followedReply, followLost, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
-import { refreshSidebar, setTitle } from "./sidebar.js";
-import { titleFollow } from "./title_follow.js";
+import { refreshSidebar } from "./sidebar.js";
+import { titleFollow, titleFromStream } from "./title_follow.js";
 import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, sendBtn, state, stopBtn, toast } from "./state.js";
 
 export function setStreaming(on) {
@@ -63,7 +63,7 @@ export async function runStream(url, body, ctx) {
 
   // The message as stored: at `accepted` (first, before the context is packed) and again at `start`.
   function stored(data) {
-    if (data.title) setTitle(data.title);
+    titleFromStream(data.title);
     if (data.user_message && data.user_message.id) {
       userId = data.user_message.id;
       if (ctx.userEl) {
@@ -114,7 +114,7 @@ export async function runStream(url, body, ctx) {
       enhance(asstEl);
       markLastReply(asstEl);
       if (data.context) updateGauge(data.context);
-      if (data.title) setTitle(data.title);
+      titleFromStream(data.title);
       if (data.title_pending) titleFollow(state.conversationId, data.title);
       announce(m.status === "stopped" ? "Reply stopped." : "Reply complete.");
     },

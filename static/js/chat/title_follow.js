@@ -8,6 +8,17 @@ import { api, state } from "./state.js";
 // after that the first words stay (the model call failed, or no worker runs).
 const WAITS = [1.5, 2, 3, 4, 6, 8, 12, 20];
 
+// The title the stream's events last said. A turn's events carry the title its claim read, so a title
+// the model gave while the turn's reply streamed is newer than what its `done` says: said again, the
+// events' title is not news, and must not put the first words back.
+let streamTitle = null;
+
+export function titleFromStream(title) {
+  if (!title || title === streamTitle) return;
+  streamTitle = title;
+  setTitle(title);
+}
+
 export async function titleFollow(conversationId, asked) {
   for (const wait of WAITS) {
     await new Promise((resolve) => { setTimeout(resolve, wait * 1000); });

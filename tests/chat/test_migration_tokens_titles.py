@@ -1,6 +1,7 @@
-"""chat.0016: the keys DRF's token table held are moved over as digests (ApiToken), so every script's key
-keeps working, its expiry still counted from when it was made; DRF's app then leaves the database (its
-table, migration records, content types and permissions), so no key is left there."""
+"""chat.0016: the chats made before are marked as named, so the model does not rename them; and the keys
+DRF's token table held are moved over as digests (ApiToken), so every script's key keeps working, its
+expiry still counted from when it was made; DRF's app then leaves the database (its table, migration
+records, content types and permissions), so no key is left there."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from chatapp.chat.models import Conversation
 from chatapp.chat.token_models import ApiToken
 from tests.support.migrations import migrated_back
 
@@ -73,3 +75,13 @@ def test_a_database_without_drfs_table_migrates_with_no_token(user):
     with migrated_back(BEFORE):
         call_command("migrate", *AFTER, verbosity=0)
     assert not ApiToken.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_chats_made_before_are_not_named_again_by_the_model(user):
+    with migrated_back(BEFORE) as old:
+        before = old.get_model("chat", "Conversation").objects.create(owner_id=user.pk, title="hello there").pk
+        call_command("migrate", *AFTER, verbosity=0)
+
+    assert Conversation.objects.get(pk=before).title_requested is True
+    assert Conversation.objects.create(owner=user).title_requested is False
