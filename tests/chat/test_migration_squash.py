@@ -93,7 +93,9 @@ def release_data() -> None:
     config = LLMConfig.objects.create(owner=owner, name="main", base_url="https://llm.example/v1", model="gpt-4o",
                                       api_key_encrypted="token", context_window=128_000, is_default=True)
     UserSettings.objects.create(user=owner, summary_config=config, custom_instructions="Be brief.")
-    chat = Conversation.objects.create(owner=owner, llm_config=config, title="kept", live_message_count=2)
+    # title_requested: chat 0016 marks the chats made before it as named (the model does not rename them)
+    chat = Conversation.objects.create(owner=owner, llm_config=config, title="kept", live_message_count=2,
+                                       title_requested=True)
     question = Message.objects.create(conversation=chat, role="user", content="which bike for gravel?")
     answer = Message.objects.create(conversation=chat, role="assistant", content="a gravel bike", parent=question,
                                     reply_to=question)
