@@ -259,3 +259,34 @@ def test_load_earlier_from_the_keyboard_keeps_the_focus_in_the_timeline(asgi_ser
     focused = browser.switch_to.active_element  # was BODY: the button went, nothing earlier is left
     assert "msg" in focused.get_attribute("class").split()
     assert "message number 29" in focused.text  # the newest of those just loaded, right above the rest
+
+
+# A desktop with a mouse, where the end of a reply puts the focus back in the message box: headless
+# Chromium says it has no hovering pointer, so (hover: hover) is made to match, as on any desktop.
+_DESKTOP_POINTER = """
+  const real = window.matchMedia.bind(window);
+  window.matchMedia = (q) => q.replace(/\\s/g, '') === '(hover:hover)' ? real('all') : real(q);
+"""
+
+
+def test_the_end_of_a_reply_leaves_a_field_being_typed_in_alone(asgi_server, browser, fake_openai):
+    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _DESKTOP_POINTER})
+    _sign_up_with_model(browser, asgi_server.url, "typing-elsewhere", fake_url=fake_openai.base_url,
+                        model="slow-150", name="Slow echo")
+    browser.get(f"{asgi_server.url}/")
+    _send(browser, "first question about nginx")
+    assert _focused_id(browser) == "composer-input"  # nothing else was being typed in: back to the box
+
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("rotate the nginx logs every night, please", Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming"))
+    search = browser.find_element(By.ID, "chat-search")
+    search.click()
+    search.send_keys("postgres back")
+    assert browser.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming")  # typed while it streamed
+    _wait(browser, lambda d: _reply_done(d) and len(d.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 2)
+
+    # the reply ended while the search was being typed: the rest of the words go on into the search
+    ActionChains(browser).send_keys("ups").perform()
+    assert search.get_attribute("value") == "postgres backups"
+    assert box.get_attribute("value") == ""

@@ -216,3 +216,13 @@ def test_a_search_hit_opens_its_long_message_whole_with_the_word_in_view(asgi_se
                ".getBoundingClientRect(); return m.top >= t.top && m.bottom <= t.bottom")
     _wait(browser, lambda d: d.execute_script(in_view, mark))
     assert console_errors(browser) == []
+
+    # Shown once: the address forgets the message, so a reload opens the chat at its end, as any load
+    # does (before, every reload went back to the hit, its long message unfolded).
+    _wait(browser, lambda d: "#m-" not in d.current_url)
+    browser.refresh()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant"))
+    at_end = ("const t = document.getElementById('timeline');"
+              "return t.scrollHeight - t.scrollTop - t.clientHeight < 80")
+    _wait(browser, lambda d: d.execute_script(at_end))
+    assert not browser.find_elements(By.CSS_SELECTOR, f"#m-{target.pk}:not(.is-folded)")

@@ -99,3 +99,18 @@ def test_a_new_token_has_a_copy_button_and_stays_in_its_box_on_a_phone(asgi_serv
     pasted = browser.execute_async_script(
         "const done = arguments[0]; navigator.clipboard.readText().then(done, (e) => done('error: ' + e));")
     assert pasted == key.text and len(pasted) >= 20
+
+
+def test_a_token_name_without_spaces_wraps_in_its_card_on_a_phone(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "token-long-name")
+    browser.set_window_size(390, 844)
+    browser.get(f"{asgi_server.url}/settings/")
+    browser.find_element(By.ID, "api-token-name").send_keys("backup@nas-01.home.arpa:/volume1/backups/nightly", Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.ID, "api-token-key"))
+
+    # the page does not scroll sideways, and the name stays inside its card
+    assert browser.execute_script("return document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    assert browser.execute_script("""
+      const card = document.querySelector('#api-token-list .config-card').getBoundingClientRect();
+      const name = document.querySelector('#api-token-list .config-title h3').getBoundingClientRect();
+      return name.right <= card.right""")

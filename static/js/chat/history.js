@@ -102,11 +102,14 @@ function showMark(mark) {
   if (seen.top < view.top || seen.bottom > view.bottom) mark.scrollIntoView({ block: "center" });
 }
 
+// The message the address named (#m-<id>), once shown. The address then forgets it, so that a later
+// reload opens the chat at its end again, its long messages folded, as any other load.
+let revealedId = null;
+
 // A page opened from a search hit gets the sidebar's hits (their marked words) by a fetch of its own,
 // which may end after the message was revealed: its words are marked then.
 document.addEventListener("longchat:sidebar-updated", () => {
-  const match = window.location.hash.match(/^#m-(\d+)$/);
-  const target = match && document.getElementById(`m-${match[1]}`);
+  const target = revealedId && document.getElementById(`m-${revealedId}`);
   const mark = target && markSearchWords(target);
   if (mark) { unfold(target); showMark(mark); }
 });
@@ -128,6 +131,8 @@ export async function revealHash() {
     else target.scrollIntoView({ block: target.offsetHeight > timeline.clientHeight ? "start" : "center" });
     target.classList.add("is-flash");
     target.animate([{ background: "var(--accent-soft)" }, { background: "transparent" }], { duration: 2000 });
+    revealedId = match[1];
+    window.history.replaceState(window.history.state, "", window.location.pathname + window.location.search);
   }
 }
 

@@ -22,7 +22,9 @@ export function setStreaming(on) {
   if (on && pressed) stopBtn.focus();
   if (!on) {
     state.streaming = null;
-    if (pressed || window.matchMedia("(hover: hover)").matches) input.focus();
+    // With a mouse, back to the box, but never out of a field the user is typing in (a rename, search).
+    const free = [document.body, null, input].includes(document.activeElement);
+    if (pressed || (free && window.matchMedia("(hover: hover)").matches)) input.focus();
     document.dispatchEvent(new CustomEvent("longchat:reply-ended")); // a message queued meanwhile goes now
   }
 }
