@@ -105,7 +105,8 @@ def test_a_token_name_without_spaces_wraps_in_its_card_on_a_phone(asgi_server, b
     _sign_up(browser, asgi_server.url, "token-long-name")
     browser.set_window_size(390, 844)
     browser.get(f"{asgi_server.url}/settings/")
-    browser.find_element(By.ID, "api-token-name").send_keys("backup@nas-01.home.arpa:/volume1/backups/nightly", Keys.ENTER)
+    name = "backup@nas-01.home.arpa:/volume1/backups/nightly"
+    browser.find_element(By.ID, "api-token-name").send_keys(name, Keys.ENTER)
     _wait(browser, lambda d: d.find_elements(By.ID, "api-token-key"))
 
     # the page does not scroll sideways, and the name stays inside its card
