@@ -54,7 +54,8 @@ def test_words_with_marks_are_indexed_again_and_looked_up_whole():
         if connection.vendor == "sqlite":
             assert _tokenizers() == {"ascii"}
         # Exactly what indexing the conversation from scratch gives.
-        conversation_index_rebuild(conversation=Conversation.objects.get(pk=chat))
+        # Today's model reads only what this state has: later migrations add columns (chat 0016's).
+        conversation_index_rebuild(conversation=Conversation.objects.only("id", "owner_id").get(pk=chat))
         assert search_index_state(chat) == migrated
 
         call_command("migrate", *BEFORE, verbosity=0)
