@@ -40,22 +40,25 @@ _summary_futures_lock = threading.Lock()
 
 def summary_request_submit(*, conversation_id: int, span: SummarySpan | None, trigger: str) -> None:
     """Request a summary job of the conversation in the background; returns at once."""
-    _track(_summary_executor.submit(_summary_request_run, conversation_id=conversation_id, span=span, trigger=trigger))
+    background_submit(_summary_request_run, conversation_id=conversation_id, span=span, trigger=trigger)
 
 
-def background_submit(run: Callable[..., None], /, **kwargs: Any) -> None:
-    """Run `run(**kwargs)` on the summary requests' thread (other work the request path hands a worker
-    without waiting for the broker); returns at once. `run` gives back its database connection."""
-    _track(_summary_executor.submit(_closing, run, kwargs))
+def background_submit(run: Callable[..., None], /, *, conversation_id: int, **kwargs: Any) -> None:
+    """Run `run(conversation_id=…, **kwargs)` on the summary requests' thread (work the request path hands
+    a worker without waiting for the broker: summaries, titles); returns at once."""
+    _track(_summary_executor.submit(_closing, run, conversation_id, kwargs))
 
 
-def _closing(run: Callable[..., None], kwargs: dict[str, Any]) -> None:
+def _closing(run: Callable[..., None], conversation_id: int, kwargs: dict[str, Any]) -> None:
     close_old_connections()
     try:
-        run(**kwargs)
+        run(conversation_id=conversation_id, **kwargs)
     except Exception:
-        logger.exception("background request %s failed", getattr(run, "__name__", run))
+        # Asked again by a later turn (a summary's span is still uncovered). Only the id is logged: the
+        # arguments may hold a model target, and with it a key.
+        logger.exception("%s failed for conversation %s", getattr(run, "__name__", run), conversation_id)
     finally:
+        # This thread outlives requests: give its database connection back like a request would.
         connection.close()
 
 
@@ -79,18 +82,10 @@ def summary_requests_wait(*, timeout: float) -> bool:
 
 
 def _summary_request_run(*, conversation_id: int, span: SummarySpan | None, trigger: str) -> None:
-    close_old_connections()
-    try:
-        conversation = Conversation.objects.filter(pk=conversation_id).first()
-        # Deleted in the meantime: nothing to summarize. A job in flight: a second would be refused.
-        if conversation is not None and not _job_in_flight(conversation=conversation):
-            summary_job_request(conversation=conversation, span=span, trigger=trigger)
-    except Exception:
-        # A summary that cannot be requested now is requested again by a later turn.
-        logger.exception("could not request a summary of conversation %s", conversation_id)
-    finally:
-        # This thread outlives requests: give its database connection back like a request would.
-        connection.close()
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    # Deleted in the meantime: nothing to summarize. A job in flight: a second would be refused.
+    if conversation is not None and not _job_in_flight(conversation=conversation):
+        summary_job_request(conversation=conversation, span=span, trigger=trigger)
 
 
 def _job_in_flight(*, conversation: Conversation) -> bool:
@@ -102,23 +97,15 @@ def _job_in_flight(*, conversation: Conversation) -> bool:
 
 def summary_ahead_submit(*, conversation_id: int, target: llm.LLMTarget, margin_tokens: int) -> None:
     """Plan and request a summary ahead of need, in the background (see context_ahead_span)."""
-    _track(_summary_executor.submit(
-        _summary_ahead_run, conversation_id=conversation_id, target=target, margin_tokens=margin_tokens
-    ))
+    background_submit(_summary_ahead_run, conversation_id=conversation_id, target=target, margin_tokens=margin_tokens)
 
 
 def _summary_ahead_run(*, conversation_id: int, target: llm.LLMTarget, margin_tokens: int) -> None:
-    close_old_connections()
-    try:
-        conversation = Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
-        if conversation is None or _job_in_flight(conversation=conversation):
-            return
-        span = context_ahead_span(
-            conversation=conversation, user=conversation.owner, target=target, margin_tokens=margin_tokens
-        )
-        if span is not None:
-            summary_job_request(conversation=conversation, span=span, trigger="ahead")
-    except Exception:
-        logger.exception("could not plan a summary ahead of need for conversation %s", conversation_id)
-    finally:
-        connection.close()
+    conversation = Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
+    if conversation is None or _job_in_flight(conversation=conversation):
+        return
+    span = context_ahead_span(
+        conversation=conversation, user=conversation.owner, target=target, margin_tokens=margin_tokens
+    )
+    if span is not None:
+        summary_job_request(conversation=conversation, span=span, trigger="ahead")
