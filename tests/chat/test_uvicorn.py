@@ -84,13 +84,15 @@ def _settled(reply_id: int) -> Message:
     """The reply once its stream has stored it: the turn's claim on the conversation is given back in
     the same transaction (a stop request marks the row stopped at once, with the text checkpointed so
     far, and the stream stores the rest at its next chunk)."""
-    reply = Message.objects.get(pk=reply_id)
+    conversation_id = Message.objects.values_list("conversation_id", flat=True).get(pk=reply_id)
     for _ in range(400):
-        claimed = Conversation.objects.filter(pk=reply.conversation_id).values_list("turn_claimed_at", flat=True).get()
+        # The claim first, then the reply: read the other way round, a store committing in between
+        # would leave the reply read as it was before (stopped, with the text checkpointed then).
+        claimed = Conversation.objects.filter(pk=conversation_id).values_list("turn_claimed_at", flat=True).get()
+        reply = Message.objects.get(pk=reply_id)
         if reply.status != "streaming" and claimed is None:
             break
         time.sleep(0.05)
-        reply.refresh_from_db()
     return reply
 
 
