@@ -14,6 +14,7 @@ import logging
 import re
 
 from django.conf import settings
+from django.core.cache import cache
 
 from chatapp.chat.context import conversation_config, live_chat_q
 from chatapp.chat.message_services import title_cut
@@ -36,6 +37,9 @@ REPLY_EXCERPT_CHARS = 800
 # print it first, <think>…</think>; OpenAI's spend it unseen): with 60, many never reached the title.
 # Other models stop after a few words whatever the limit; what is stored is cut to TITLE_MAX_CHARS.
 MAX_TOKENS = 600
+# How long a chat's title counts as coming (title_pending): a worker usually names it within seconds; past
+# this, the first words stay (the model call failed, or no worker runs) and no page waits for it.
+TITLE_PENDING_SECONDS = 90
 
 _THINKING = re.compile(r"<think>.*?(</think>|$)", re.S | re.I)
 # "Title:", "**Title:**", "## Title:" and the like, in a few languages.
@@ -83,7 +87,15 @@ def _target(conversation: Conversation) -> LLMTarget:
 def conversation_title_generate(*, conversation_id: int, expected: str) -> str:
     """Ask the model for the chat's title and store it over `expected`, the title it had when asked; what
     happened, in a word. A chat renamed, named or deleted since is left alone (a conditional update, so a
-    second delivery of the same request changes nothing either)."""
+    second delivery of the same request changes nothing either). Whatever happened, the title is no
+    longer pending."""
+    try:
+        return _title_generate(conversation_id=conversation_id, expected=expected)
+    finally:
+        _pending_clear(conversation_id)
+
+
+def _title_generate(*, conversation_id: int, expected: str) -> str:
     conversation = Conversation.objects.select_related("llm_config").filter(pk=conversation_id).first()
     if conversation is None or conversation.title_is_custom or conversation.title != expected:
         return "skipped"
@@ -116,6 +128,26 @@ def conversation_title_generate(*, conversation_id: int, expected: str) -> str:
     return "named" if named else "skipped"
 
 
+def _pending_key(conversation_id: int) -> str:
+    return f"chat-title-pending:{conversation_id}"
+
+
+async def title_pending_mark(*, conversation_id: int) -> None:
+    """Say a title is coming, before the first reply is stored complete: a tab that follows that reply
+    (another tab's, or one from before a reload) then finds it pending as soon as it sees the reply end.
+    In the shared cache, so every web process knows; it lapses by itself if no worker ever answers."""
+    await cache.aset(_pending_key(conversation_id), 1, TITLE_PENDING_SECONDS)
+
+
+def title_pending(*, conversation: Conversation) -> bool:
+    """Whether the model's title for this chat is on its way (the page then follows it: title_follow.js)."""
+    return not conversation.title_is_custom and cache.get(_pending_key(conversation.pk)) is not None
+
+
+def _pending_clear(conversation_id: int) -> None:
+    cache.delete(_pending_key(conversation_id))
+
+
 def title_request(*, conversation_id: int, expected: str) -> None:
     """Ask a worker to name the chat, off the request path (summary_requests.background_submit)."""
     background_submit(_title_request_run, conversation_id=conversation_id, expected=expected)
@@ -128,6 +160,8 @@ def _title_request_run(*, conversation_id: int, expected: str) -> None:
     )
     if asked:
         _title_publish(conversation_id=conversation_id, expected=expected)
+    else:
+        _pending_clear(conversation_id)  # asked before (its worker clears it) or named by the user meanwhile
 
 
 def _title_publish(*, conversation_id: int, expected: str) -> None:
@@ -142,3 +176,4 @@ def _title_publish(*, conversation_id: int, expected: str) -> None:
             generate_conversation_title.apply_async(args=[conversation_id, expected], retry=False, connection=conn)
     except Exception as exc:  # kombu and redis raise several connection error types
         logger.warning("title of conversation %s not requested (broker unreachable: %s)", conversation_id, exc)
+        _pending_clear(conversation_id)

@@ -34,6 +34,7 @@ from chatapp.chat.rendering import code_style_css, markdown_render
 from chatapp.chat.search_match import MAX_QUERY_CHARS
 from chatapp.chat.search_selectors import SearchHit, message_search
 from chatapp.chat.summary_selectors import summary_kept_pins
+from chatapp.chat.title_services import title_pending
 from chatapp.providers import selectors as config_selectors
 from chatapp.providers.models import LLMConfig
 
@@ -249,6 +250,7 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
         ctx["message_views"] = _message_views(conversation=conversation, items=items, newest_page=True)
         ctx["has_earlier"] = has_earlier
         ctx["oldest_id"] = items[0].pk if items else None
+        ctx["title_pending"] = title_pending(conversation=conversation)
     return ctx
 
 

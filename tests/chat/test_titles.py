@@ -197,3 +197,60 @@ def test_an_imported_chat_keeps_the_title_it_came_with(user, fake_openai, titles
     assert send(user, conversation, QUESTION).named("done")[0]["title_pending"] is False
     summary_requests_wait(timeout=10)
     assert titles_requested == [] and Conversation.objects.get(pk=conversation.pk).title == conversation.title
+
+
+def test_a_page_that_did_not_stream_the_first_reply_learns_that_a_title_is_coming(
+    user, fake_openai, titles_requested, monkeypatch
+):
+    """Another tab, or the page reloaded mid-reply, never sees the turn's `done`: the conversation says the
+    title is pending, from before its first reply is stored complete until the worker has answered."""
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from chatapp.chat import chat_turn
+
+    api = APIClient()
+    api.force_authenticate(user)
+    page = Client()
+    page.force_login(user)
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url))
+    detail = f"/api/conversations/{conversation.pk}/"
+    assert api.get(detail).json()["title_pending"] is False
+
+    pending_when_stored: list[bool] = []
+
+    def store(**kwargs):
+        pending_when_stored.append(title_services.title_pending(conversation=conversation))
+        return chat_turn.reply_store.__wrapped__(**kwargs)
+
+    store.__wrapped__ = chat_turn.reply_store
+    monkeypatch.setattr(chat_turn, "reply_store", store)
+    assert send(user, conversation, QUESTION).named("done")
+    summary_requests_wait(timeout=10)
+
+    assert pending_when_stored == [True]  # a page that sees the reply complete finds the title coming
+    assert api.get(detail).json()["title_pending"] is True
+    assert 'data-title-pending="1"' in page.get(f"/c/{conversation.pk}/").content.decode()
+    UserSettings.objects.update_or_create(user=user, defaults={"summary_config": make_config(
+        user, fake_openai.base_url, model="fake-title")})
+
+    conversation_title_generate(conversation_id=conversation.pk, expected=titles_requested[0][1])
+
+    named = api.get(detail).json()
+    assert named["title_pending"] is False and named["title"] == "How do i"
+    assert 'data-title-pending="0"' in page.get(f"/c/{conversation.pk}/").content.decode()
+
+
+@pytest.mark.parametrize("end", ["model failed", "renamed by the user"])
+def test_a_title_that_will_not_come_is_not_pending(end, user, fake_openai, titles_requested):
+    conversation = _first_exchange(user, fake_openai, summary_model="fail-500")
+    summary_requests_wait(timeout=10)
+    assert title_services.title_pending(conversation=conversation)
+
+    if end == "model failed":
+        conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title)
+    else:
+        Conversation.objects.filter(pk=conversation.pk).update(title="Logs", title_is_custom=True)
+        conversation.refresh_from_db()
+
+    assert not title_services.title_pending(conversation=conversation)

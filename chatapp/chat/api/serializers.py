@@ -18,6 +18,7 @@ from chatapp.chat.message_services import message_serialize
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, UserSettings
 from chatapp.chat.rendering import markdown_render
 from chatapp.chat.summary_selectors import summary_kept_pins
+from chatapp.chat.title_services import title_pending
 
 
 class ConversationOutputSerializer(serializers.ModelSerializer):
@@ -39,6 +40,20 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = fields
+
+
+class ConversationDetailOutputSerializer(ConversationOutputSerializer):
+    # Only here, not in the list: one cache read per conversation shown.
+    title_pending = serializers.SerializerMethodField(
+        help_text="The model is naming this chat (after its first reply): its title changes within a minute."
+    )
+
+    class Meta(ConversationOutputSerializer.Meta):
+        fields = [*ConversationOutputSerializer.Meta.fields, "title_pending"]
+        read_only_fields = fields
+
+    def get_title_pending(self, conversation: Conversation) -> bool:
+        return title_pending(conversation=conversation)
 
 
 class MessageOutputSerializer(serializers.ModelSerializer):

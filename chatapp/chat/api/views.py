@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.pagination import BeforeIdPagination, PaginatedApi
 from chatapp.chat.api.serializers import (
+    ConversationDetailOutputSerializer,
     ConversationOutputSerializer,
     MessageOutputSerializer,
     OptimizationRecordOutputSerializer,
@@ -130,12 +131,12 @@ class ConversationDetailApi(APIView):
                 raise serializers.ValidationError({"offline": ["Send either a config or offline, not both."]})
             return attrs
 
-    @extend_schema(responses=ConversationOutputSerializer)
+    @extend_schema(responses=ConversationDetailOutputSerializer)
     def get(self, request: Request, pk: int) -> Response:
         conversation = conversation_get(owner=request.user, pk=pk)
-        return Response(ConversationOutputSerializer(conversation).data)
+        return Response(ConversationDetailOutputSerializer(conversation).data)
 
-    @extend_schema(request=InputSerializer, responses=ConversationOutputSerializer)
+    @extend_schema(request=InputSerializer, responses=ConversationDetailOutputSerializer)
     def patch(self, request: Request, pk: int) -> Response:
         conversation = conversation_get(owner=request.user, pk=pk)
         data = validated(self.InputSerializer, request.data)
@@ -153,7 +154,7 @@ class ConversationDetailApi(APIView):
             conversation = conversation_set_config(
                 conversation=conversation, llm_config=config, offline=data.get("offline", False)
             )
-        return Response(ConversationOutputSerializer(conversation).data)
+        return Response(ConversationDetailOutputSerializer(conversation).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, pk: int) -> Response:

@@ -3,6 +3,7 @@ import { enhance, nearBottom, scrollToBottom, setStatus, showError } from "./dom
 import { foldLong, unfold } from "./fold.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
+import { titleCheck } from "./title_follow.js";
 
 export async function loadEarlier(btn) {
   // Disabled while loading (and gone when nothing earlier is left), the button drops the focus:
@@ -212,7 +213,10 @@ export function followElsewhere() {
       }
       foldLong(nodes);
       placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
-      if (!streamingElsewhere().length) refreshGauge();
+      if (!streamingElsewhere().length) {
+        refreshGauge();
+        titleCheck(state.conversationId);
+      }
       if (stick) scrollToBottom(true);
     }
     followElsewhere();

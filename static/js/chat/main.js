@@ -12,6 +12,7 @@ import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesE
 import "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
 import { openShortcuts } from "./shortcuts.js"; // also handles its own keys
+import { titleFollow } from "./title_follow.js";
 import { regenerate, retry, stop } from "./stream.js";
 import { discardSummary, editSummary, revealSummary, togglePin } from "./summaries.js";
 
@@ -230,6 +231,8 @@ autosize();
 if (state.conversationId) {
   refreshGauge().then(() => refreshJobs());
   followElsewhere();
+  // Opened just after another tab's first reply ended: the model is naming the chat.
+  if (app.dataset.titlePending === "1") titleFollow(state.conversationId, titleEl.textContent);
   revealHash();
   window.addEventListener("hashchange", revealHash);
 }

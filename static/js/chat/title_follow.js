@@ -2,7 +2,7 @@
    moment after the first reply (chatapp/chat/title_services.py). The page asks for the conversation a
    few times until its title changes, then shows it in the header, the tab and the sidebar. */
 import { setTitle } from "./sidebar.js";
-import { api, state } from "./state.js";
+import { api, state, titleEl } from "./state.js";
 
 // Seconds between looks: a worker usually answers within a few seconds, a busy one within a minute;
 // after that the first words stay (the model call failed, or no worker runs).
@@ -29,6 +29,15 @@ export async function titleFollow(conversationId, asked) {
       return;
     }
   }
+}
+
+/** A reply this page followed but did not stream (another tab's, or one from before a reload) ended:
+ *  the chat may have been named meanwhile, or be about to be (its `done` went to the other page). */
+export async function titleCheck(conversationId) {
+  const res = await api(`/api/conversations/${conversationId}/`);
+  if (!res.ok) return;
+  if (titleEl && res.data.title !== titleEl.textContent) titleShow(conversationId, res.data.title);
+  if (res.data.title_pending) titleFollow(conversationId, res.data.title);
 }
 
 function titleShow(conversationId, title) {
