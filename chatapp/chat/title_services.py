@@ -132,20 +132,36 @@ def _pending_key(conversation_id: int) -> str:
     return f"chat-title-pending:{conversation_id}"
 
 
+# The mark is a convenience for other pages: a cache that fails (Redis restarting) must never cost the
+# reply stored after it, nor the page that reads it; it is then as if no title were coming.
+
+
 async def title_pending_mark(*, conversation_id: int) -> None:
     """Say a title is coming, before the first reply is stored complete: a tab that follows that reply
     (another tab's, or one from before a reload) then finds it pending as soon as it sees the reply end.
     In the shared cache, so every web process knows; it lapses by itself if no worker ever answers."""
-    await cache.aset(_pending_key(conversation_id), 1, TITLE_PENDING_SECONDS)
+    try:
+        await cache.aset(_pending_key(conversation_id), 1, TITLE_PENDING_SECONDS)
+    except Exception as exc:  # redis-py raises several connection error types
+        logger.warning("title of conversation %s not marked pending (cache: %s)", conversation_id, exc)
 
 
 def title_pending(*, conversation: Conversation) -> bool:
     """Whether the model's title for this chat is on its way (the page then follows it: title_follow.js)."""
-    return not conversation.title_is_custom and cache.get(_pending_key(conversation.pk)) is not None
+    if conversation.title_is_custom:
+        return False
+    try:
+        return cache.get(_pending_key(conversation.pk)) is not None
+    except Exception as exc:
+        logger.warning("title of conversation %s: pending unknown (cache: %s)", conversation.pk, exc)
+        return False
 
 
 def _pending_clear(conversation_id: int) -> None:
-    cache.delete(_pending_key(conversation_id))
+    try:
+        cache.delete(_pending_key(conversation_id))
+    except Exception as exc:  # the mark then lapses by itself
+        logger.warning("title of conversation %s still marked pending (cache: %s)", conversation_id, exc)
 
 
 def title_request(*, conversation_id: int, expected: str) -> None:

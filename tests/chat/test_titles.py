@@ -254,3 +254,25 @@ def test_a_title_that_will_not_come_is_not_pending(end, user, fake_openai, title
         conversation.refresh_from_db()
 
     assert not title_services.title_pending(conversation=conversation)
+
+
+def test_a_failing_cache_costs_neither_the_reply_nor_the_page(user, fake_openai, titles_requested, monkeypatch):
+    from django.test import Client
+
+    class Down:
+        def __getattr__(self, name):
+            def down(*args, **kwargs):
+                raise ConnectionError("Redis is restarting")
+            return down
+
+    monkeypatch.setattr(title_services, "cache", Down())  # only the titles' reads and writes fail here
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url))
+
+    done = send(user, conversation, QUESTION).named("done")[0]
+    summary_requests_wait(timeout=10)
+
+    assert done["message"]["status"] == "complete" and done["title_pending"] is True
+    assert len(titles_requested) == 1  # the worker is asked all the same
+    page = Client()
+    page.force_login(user)
+    assert 'data-title-pending="0"' in page.get(f"/c/{conversation.pk}/").content.decode()
