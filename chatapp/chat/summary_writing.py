@@ -14,7 +14,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 import optimizer
-from chatapp.chat.context import conversation_config, first_user_message_id, live_chat_q, offline_reply_q
+from chatapp.chat.context import first_user_message_id, live_chat_q, offline_reply_q
 from chatapp.chat.layout import static_layer_q
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.selectors import message_numbers
@@ -98,10 +98,11 @@ def _span_rows(
 ) -> tuple[QuerySet[Message], Message | None, int, QuerySet[Message]] | None:
     """(the span's rows, unordered; the summary it extends; its exclusive upper id; the rows the span
     is chosen from, static ones included), or None: no span."""
-    live = Message.objects.filter(live_chat_q(), conversation=conversation)
-    if conversation_config(conversation=conversation) is not None:
-        # A real model never sees the offline demo model's replies (context_load), nor in a summary.
-        live = live.exclude(offline_reply_q())
+    # The offline demo model's replies are never history for a real model (context_load), nor in a
+    # summary; not even in one written while the chat is on the demo, since the chat may move to a real
+    # model and take its summary along. They describe the context, not the conversation: quoted, they
+    # crowded out the user's own messages.
+    live = Message.objects.filter(live_chat_q(), conversation=conversation).exclude(offline_reply_q())
     upper = conversation.window_start_id
     planned = job.span_through_id
     if planned is not None and not Message.objects.filter(live_chat_q(), pk=planned).exists():

@@ -29,6 +29,7 @@ from chatapp.chat.tasks import summarize_conversation
 from chatapp.providers.llm import OFFLINE_MODEL
 from chatapp.providers.models import LLMConfig
 from tests.support.accounts import token_client
+from tests.support.chat import send
 from tests.support.worker import summaries_of, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -316,14 +317,31 @@ def test_a_summary_for_a_real_model_leaves_the_demo_replies_out(
     assert summary_job_run(job_id=job.pk).status == "done"
     prompt = "\n".join(str(m["content"]) for m in fake_openai.requests[-1].messages)
     assert "Offline demo reply" not in prompt and "INV-1001" in prompt
-    # The demo itself still summarizes its own replies.
-    offline = long_conversation(config=None)
-    Conversation.objects.filter(pk=offline.pk).update(offline=True)
-    offline.refresh_from_db()
-    offline.messages.filter(role="assistant").update(model=OFFLINE_MODEL)
-    own = summary_writing.span_plan(job=SummaryJob(conversation=offline, trigger=SummaryJob.Trigger.MANUAL),
-                                    conversation=offline)
-    assert own is not None and any(m.role == "assistant" for m in own.rows)
+
+
+def test_a_summary_written_on_the_demo_leaves_its_replies_out_too(owner, make_config, fake_openai, published,
+                                                                  settings):
+    """Compacted on the demo, then switched to a real model: the summary goes along, so it holds the
+    user's messages only (the demo's replies describe the context; quoted, they crowded out the user's)."""
+    settings.SEND_RATE_LIMIT_PER_MINUTE = 1000
+    conversation = Conversation.objects.create(owner=owner, title="Demo first", offline=True)
+    for i in range(12):
+        facts = " ".join(f"the cabinet {i}-{j} is oak, {40 + j} cm wide" for j in range(6))
+        assert send(owner, conversation, f"Kitchen plan {i}: {facts}.").named("done")
+    demo_lines = {line for reply in conversation.messages.filter(role="assistant", model=OFFLINE_MODEL)
+                  for line in reply.content.splitlines() if len(line.strip()) > 20}
+    assert demo_lines
+    job = conversation_compact(conversation=conversation)
+    assert summary_job_run(job_id=job.pk).status == "done"
+    job.refresh_from_db()
+    summary = job.summary.content
+    assert not [line for line in demo_lines if line.strip() in summary] and "Kitchen plan" in summary
+
+    Conversation.objects.filter(pk=conversation.pk).update(offline=False, llm_config=make_config("fake-echo"))
+    fake_openai.reset()
+    assert send(owner, conversation, "What about the oak cabinets?").named("done")
+    sent = "\n".join(str(m["content"]) for m in fake_openai.requests[-1].messages)
+    assert summary in sent and not [line for line in demo_lines if line.strip() in sent]
 
 
 def test_a_compaction_whose_summary_is_not_shorter_changes_nothing(
