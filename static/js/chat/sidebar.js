@@ -6,9 +6,20 @@ export function setTitle(title) {
   const h1 = document.getElementById("chat-title");
   if (h1) { h1.textContent = title; h1.title = title; }
   document.title = `${title} · Longchat`;
-  const item = document.querySelector(`.conv-item[data-id="${state.conversationId}"] .conv-title`);
-  if (item) item.textContent = title;
-  else refreshSidebar();
+  if (!nameInSidebar(state.conversationId, title)) refreshSidebar();
+}
+
+/** Every place the sidebar names a chat, so a screen reader's Rename and Delete say the name shown;
+ *  false when the chat is not listed. */
+export function nameInSidebar(id, title) {
+  const rows = document.querySelectorAll(`.conv-item[data-id="${id}"]`);
+  rows.forEach((row) => {
+    row.querySelectorAll(".conv-title").forEach((t) => { t.textContent = title; });
+    row.querySelector(".conv-link")?.setAttribute("title", title);
+    row.querySelector('[data-action="rename-conversation"]')?.setAttribute("aria-label", `Rename “${title}”`);
+    row.querySelector('[data-action="delete-conversation"]')?.setAttribute("aria-label", `Delete “${title}”`);
+  });
+  return rows.length > 0;
 }
 
 let searchTimer = null;
@@ -82,7 +93,8 @@ export function inlineRename(target, current, onSave) {
   };
   field.addEventListener("keydown", (e) => {
     if (e.key === "Enter") { e.preventDefault(); finish(true); }
-    if (e.key === "Escape") { e.preventDefault(); finish(false); }
+    // Stopped here: the page's own Esc would close the chats drawer (on a phone) with the rename.
+    if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); finish(false); }
   });
   field.addEventListener("blur", () => finish(true));
 }
@@ -91,8 +103,8 @@ export async function renameConversation(id, title) {
   const res = await api(`/api/conversations/${id}/`, { method: "PATCH", body: { title } });
   if (!res.ok) { toast(errorText(res.data, res.status), "error"); return false; }
   const saved = (res.data && res.data.title) || title;
-  document.querySelectorAll(`.conv-item[data-id="${id}"] .conv-title`).forEach((t) => { t.textContent = saved; });
   if (Number(id) === state.conversationId) setTitle(saved);
+  else nameInSidebar(id, saved);
   return true;
 }
 

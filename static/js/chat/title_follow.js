@@ -1,7 +1,7 @@
 /* A chat named by the model: the turn's `done` said `title_pending`, and a worker writes the title a
    moment after the first reply (chatapp/chat/title_services.py). The page asks for the conversation a
    few times until its title changes, then shows it in the header, the tab and the sidebar. */
-import { setTitle } from "./sidebar.js";
+import { nameInSidebar, setTitle } from "./sidebar.js";
 import { api, state, titleEl } from "./state.js";
 
 // Seconds between looks: a worker usually answers within a few seconds, a busy one within a minute;
@@ -45,8 +45,5 @@ function titleShow(conversationId, title) {
     setTitle(title);
     return;
   }
-  // The user moved to another chat of this tab's: only the sidebar names this one.
-  document.querySelectorAll(`.conv-item[data-id="${conversationId}"] .conv-title`).forEach((item) => {
-    item.textContent = title;
-  });
+  nameInSidebar(conversationId, title); // the user moved to another chat of this tab's
 }
