@@ -1,6 +1,7 @@
 """A long message of yours is folded in a real browser (js/chat/fold.js): taller than 14 lines, it shows
 10 under a fade with a "Show more" / "Show less" button, as loaded with the page, paged in, just sent
-and opened from a search hit; the model's replies are never folded; Copy and Edit take the whole text."""
+and opened from a search hit; the model's replies are never folded; Copy and Edit take the whole text;
+the lines beyond the fold are hidden until found, so the browser's find in page reveals them."""
 
 from __future__ import annotations
 
@@ -226,3 +227,58 @@ def test_a_search_hit_opens_its_long_message_whole_with_the_word_in_view(asgi_se
               "return t.scrollHeight - t.scrollTop - t.clientHeight < 80")
     _wait(browser, lambda d: d.execute_script(at_end))
     assert not browser.find_elements(By.CSS_SELECTOR, f"#m-{target.pk}:not(.is-folded)")
+
+
+# The folded message's text: what shows, what is hidden until found (find in page reaches it), and all
+# of it as the page holds it.
+PARTS = """
+const content = arguments[0].querySelector('.msg-content');
+const rest = content.querySelector('[hidden="until-found"]');
+let shown = '';
+for (const node of content.childNodes) if (node !== rest) shown += node.textContent;
+// Find in page looks in a hidden-until-found element the page lays out (not display: none).
+const findable = rest !== null && getComputedStyle(rest).display !== 'none'
+  && getComputedStyle(rest).contentVisibility === 'hidden';
+return {shown, rest: rest ? rest.textContent : null, whole: content.textContent, findable};
+"""
+
+
+def test_find_in_page_reaches_the_folded_text_and_reveals_it(asgi_server, browser):
+    # Ctrl+F found a word beyond the fold but could not show it: the text was only clipped. It is now
+    # in an element hidden until found, which the browser reveals (firing beforematch on it) to show a
+    # match; the message then shows whole, its button saying so.
+    base = asgi_server.url
+    _sign_up(browser, base, "fold-find")
+    user = get_user_model().objects.get(username="fold-find")
+    chat, (message, *_rest) = _chat(user, [("user", LOG), ("assistant", "Noted.")])
+    browser.get(f"{base}/c/{chat.pk}/")
+    article = _wait(browser, lambda d: d.find_element(By.ID, f"m-{message.pk}"))
+    assert _folded(article)
+    lines = LOG.split("\n")
+    parts = browser.execute_script(PARTS, article)
+    assert parts["shown"].rstrip("\n") == "\n".join(lines[:10]), parts["shown"]
+    assert parts["rest"] is not None and parts["rest"].lstrip("\n") == "\n".join(lines[10:])
+    assert parts["whole"] == LOG  # the text once, nothing lost at the fold
+    assert parts["findable"]
+    assert 9.9 < browser.execute_script(BOX, article)["shown"] < 11
+
+    # What the browser does for a match in line 268: beforematch on the hidden element, which it then shows.
+    browser.execute_script("""
+        const rest = arguments[0].querySelector('[hidden="until-found"]');
+        rest.dispatchEvent(new Event('beforematch', {bubbles: true}));
+        rest.removeAttribute('hidden');""", article)
+    button = _fold_button(article)
+    _wait(browser, lambda d: button.get_attribute("aria-expanded") == "true" and button.text == "Show less")
+    assert "is-folded" not in article.get_attribute("class").split()
+    content = article.find_element(By.CSS_SELECTOR, ".msg-content")
+    assert browser.execute_script(WHOLE, content)
+    assert browser.execute_script(BOX, article)["shown"] > 290
+
+    # Folded again, the text beyond the fold is hidden until found again, and still held once.
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center', behavior: 'instant'})", button)
+    button.click()
+    _wait(browser, lambda d: _folded(article))
+    parts = browser.execute_script(PARTS, article)
+    assert parts["rest"] is not None and parts["whole"] == LOG and parts["findable"]
+    assert parts["shown"].rstrip("\n") == "\n".join(lines[:10])
+    assert console_errors(browser) == []

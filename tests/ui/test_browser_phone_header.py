@@ -1,6 +1,7 @@
 """On a phone, the chat header shows the name of the model a chat uses and the chat's title, each in a
-row of its own (css/app.css, max-width 560px): in a new chat (it read "Mi…" for "Mirror") and once the
-gauge and the chat's menu have come beside the model menu (it read "Fa…")."""
+row of its own (css/app.css, a chat column 680px wide or less; a tablet's: test_browser_tablet_header.py):
+in a new chat (it read "Mi…" for "Mirror") and once the gauge and the chat's menu have come beside the
+model menu (it read "Fa…")."""
 
 from __future__ import annotations
 

@@ -2,6 +2,9 @@
  * yours taller than FOLD_ABOVE_LINES shows its first lines under a fade (how many: --fold-lines in
  * app.css), with a "Show more" / "Show less" button. Only the view is folded: Copy and Edit read the
  * message's source (.msg-source), never what shows. The model's replies are never folded.
+ * The text beyond the fold is moved (not copied) into an element hidden until found: clipped alone, it
+ * was found by the browser's find in page, which could not show it; hidden until found, find in page
+ * reveals it (beforematch), and the message then shows whole.
  * Handles its own clicks (imported by main.js). */
 import { el, icon } from "./dom.js";
 import { messagesEl, timeline } from "./state.js";
@@ -35,11 +38,83 @@ function foldButton(content) {
   return button;
 }
 
+const textOf = (article) => article.querySelector(":scope > .msg-body > .msg-content--plain");
+const restOf = (content) => content.querySelector(":scope > .msg-fold-rest");
+
 function show(article, folded) {
   article.classList.toggle("is-folded", folded);
+  if (!folded) restOf(textOf(article))?.removeAttribute("hidden");
   const button = article.querySelector(".msg-fold");
   button.setAttribute("aria-expanded", String(!folded));
   button.querySelector(".msg-fold-label").textContent = folded ? "Show more" : "Show less";
+}
+
+/** The text beyond the fold back in line with the rest: where the fold falls moves with the width. */
+function join(content) {
+  const rest = restOf(content);
+  if (!rest) return;
+  rest.replaceWith(...rest.childNodes);
+  content.normalize();
+}
+
+/** Where the fold of `content` (folded: clipped to its first lines) falls: the first character not
+ *  wholly shown (a text node and an offset), and the height of the text from there on; null when
+ *  nothing is hidden, or the text is not laid out. */
+function foldPoint(content) {
+  if (!content.getClientRects().length) return null;
+  const shownEnd = content.getBoundingClientRect().top + content.clientTop + content.clientHeight
+    - parseFloat(getComputedStyle(content).paddingBottom);
+  const nodes = [];
+  let total = 0;
+  const walker = document.createTreeWalker(content, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    nodes.push([node, total]);
+    total += node.length;
+  }
+  if (!nodes.length) return null;
+  const at = (index) => {
+    let i = nodes.length - 1;
+    while (i > 0 && nodes[i][1] > index) i -= 1;
+    return [nodes[i][0], index - nodes[i][1]];
+  };
+  // The text from its start up to a character reaches further down the more characters it holds,
+  // whatever the box of a single one (a line break's) says: the first to reach past the shown lines.
+  const range = document.createRange();
+  range.selectNodeContents(content);
+  const textEnd = range.getBoundingClientRect().bottom;
+  range.setStart(nodes[0][0], 0);
+  let low = 0;
+  let high = total;
+  while (low < high) {
+    const mid = Math.floor((low + high) / 2);
+    range.setEnd(...at(mid + 1));
+    if (range.getBoundingClientRect().bottom > shownEnd + 0.5) high = mid;
+    else low = mid + 1;
+  }
+  if (low >= total) return null;
+  const [node, offset] = at(low);
+  return { node, offset, height: textEnd - shownEnd };
+}
+
+/** Folds `articles` (already marked folded, so clipped): the text beyond each one's fold is moved into
+ *  an element after it, hidden until found. That element keeps the height its text takes, so the box
+ *  still measures the whole message (its scroll height), as when it was only clipped. All are measured
+ *  before any is changed, so the page is laid out once. */
+function hideRest(articles) {
+  const contents = articles.map(textOf).filter((content) => content.getClientRects().length);
+  contents.forEach(join);
+  const points = contents.map((content) => [content, foldPoint(content)]).filter(([, point]) => point);
+  for (const [content, { node, offset, height }] of points) {
+    const range = document.createRange();
+    range.setStart(node, offset);
+    range.setEndAfter(content.lastChild);
+    const rest = document.createElement("span");
+    rest.className = "msg-fold-rest";
+    rest.append(range.extractContents());
+    rest.style.containIntrinsicBlockSize = `${height}px`;
+    rest.setAttribute("hidden", "until-found");
+    content.append(rest);
+  }
 }
 
 function userMessages(nodes) {
@@ -63,6 +138,7 @@ export function foldLong(nodes) {
     content.after(foldButton(content));
     show(article, true);
   }
+  hideRest(long);
 }
 
 /** Show the whole of `article` (a message a link or a search hit opens); false when it was not folded. */
@@ -92,6 +168,7 @@ function toggle(button) {
   // it was on screen (the timeline scrolls with it), so the next message follows it as before.
   const before = button.getBoundingClientRect().top;
   show(article, true);
+  hideRest([article]);
   const after = button.getBoundingClientRect().top;
   if (after < timeline.getBoundingClientRect().top) {
     timeline.style.scrollBehavior = "auto";
@@ -105,6 +182,13 @@ document.addEventListener("click", (e) => {
   if (button) toggle(button);
 });
 
+// Find in page has a match beyond the fold: the browser shows the hidden text, and the message is
+// shown whole around it (no sliding open: the browser scrolls to the match at once).
+document.addEventListener("beforematch", (e) => {
+  const article = e.target.matches?.(".msg-fold-rest") && e.target.closest(".msg.is-folded");
+  if (article) show(article, false);
+});
+
 // The lines a message takes change with the width: a narrowed window (a phone turned) folds the
 // messages that have grown long, and one no longer long loses its button (unless it has the focus).
 let width = messagesEl.clientWidth;
@@ -114,10 +198,15 @@ new ResizeObserver(() => {
   width = messagesEl.clientWidth;
   const foldable = [...messagesEl.querySelectorAll(".msg--user .msg-fold")]
     .filter((button) => button !== document.activeElement).map((button) => button.closest(".msg"));
+  // Measured whole: the text hidden beyond the fold keeps the height it took at the old width.
+  const folded = [...messagesEl.querySelectorAll(".msg--user.is-folded")];
+  folded.map(textOf).filter((content) => content.getClientRects().length).forEach(join);
   const short = foldable.filter((article) => { const n = lines(article); return n !== null && n <= FOLD_ABOVE_LINES; });
   for (const article of short) {
     article.classList.remove("is-folded");
     article.querySelector(".msg-fold").remove();
+    join(textOf(article));
   }
+  hideRest(folded.filter((article) => !short.includes(article)));
   foldLong([messagesEl]);
 }).observe(messagesEl);
