@@ -34,7 +34,7 @@ def _login(driver, live_server, user) -> Client:
     return client
 
 
-def _wait_ready(driver, timeout: float = 20) -> None:
+def _wait_ready(driver, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         ready = driver.execute_script("return document.getElementById('dash').dataset.ready || ''")
