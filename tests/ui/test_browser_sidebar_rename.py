@@ -60,6 +60,8 @@ def test_esc_in_a_rename_on_a_phone_keeps_the_chats_drawer_open(asgi_server, bro
     browser.find_element(By.CSS_SELECTOR, ".sidebar-toggle").click()
     app = browser.find_element(By.ID, "app")
     _wait(browser, lambda d: "sidebar-open" in app.get_attribute("class"))
+    # The drawer gives its New chat the focus a moment after it opens: the rename begins after that.
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "new-chat")
 
     row, field = _rename_from_sidebar(browser, conversation)
     field.send_keys("something else", Keys.ESCAPE)
