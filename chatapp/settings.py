@@ -92,7 +92,8 @@ MIDDLEWARE = [
     "chatapp.chat.csp.csp_middleware",
     "chatapp.static_files.WholeFileWhiteNoiseMiddleware",  # WhiteNoise, without streaming a file (why: there)
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    # Django's, but an API address without its final slash is a JSON 404, not a redirect (not_found.py).
+    "chatapp.chat.api.not_found.PageCommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -12,3 +12,6 @@ urlpatterns = [
     path("api/", include("chatapp.chat.api.urls")),
     path("", include("chatapp.chat.urls")),
 ]
+
+# JSON under /api/ (an API client reads `detail`), the site's page elsewhere.
+handler404 = "chatapp.chat.api.not_found.not_found"
