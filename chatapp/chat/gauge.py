@@ -80,6 +80,10 @@ def packed_gauge(*, result: PackResult, ctx: ContextInput, budget: int) -> dict[
     strategy = info.strategy_chosen
     if info.optimization_applied and not info.triggered and info.summary_used:
         strategy = "summarize"
+    elif strategy == "truncate" and not info.messages_removed:
+        # Nothing before the window is left out: the cut only shortened a message (or the system
+        # prompt) too long for the budget, which shortened_message_ids and prompt_shortened say.
+        strategy = "none"
     return gauge_payload(
         tokens=info.tokens_after,
         budget=budget,

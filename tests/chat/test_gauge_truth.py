@@ -85,6 +85,8 @@ def test_a_message_too_long_for_the_budget_is_named_shortened(user, fake_openai,
     assert sent.names[-1] == "done"
     question = sent.named("start")[0]["user_message"]["id"]
     assert sent.named("start")[0]["context"]["shortened_message_ids"] == [question]
+    # Nothing is left out: the strategy says none (it said truncate, which the chat read as turns dropped).
+    assert sent.named("start")[0]["context"]["strategy"] == sent.named("done")[0]["context"]["strategy"] == "none"
     assert sent.named("done")[0]["context"]["tokens"] <= sent.named("done")[0]["context"]["budget"]
     client = APIClient()
     client.force_authenticate(user)

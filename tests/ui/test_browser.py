@@ -335,6 +335,9 @@ def test_a_message_too_long_for_the_window_is_marked_sent_shortened(asgi_server,
     assert browser.find_element(By.CSS_SELECTOR, ".msg--user .badge--shortened").text == "Sent shortened"
     browser.find_element(By.ID, "gauge").click()
     _wait(browser, lambda d: "too long for this budget" in d.find_element(By.ID, "gauge-details").text)
+    # Nothing was left out: the panel says so, not that turns were dropped.
+    assert "Nothing left out" in browser.find_element(By.ID, "gauge-details").text
+    assert "dropped" not in browser.find_element(By.ID, "gauge-details").text
     browser.refresh()  # the page's first gauge marks it too
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user .badge--shortened"))
 

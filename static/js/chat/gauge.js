@@ -11,8 +11,9 @@ export const STRATEGY_WORDS = {
 
 // A turn that cut nothing new still leaves out what an earlier cut did: said so, beside a reason
 // that starts "no cut".
-function strategyWords({ strategy, reason }) {
+function strategyWords({ strategy, reason, shortened_message_ids: shortened, prompt_shortened: promptShortened }) {
   if (strategy === "truncate" && (reason || "").startsWith("no cut")) return "Older turns left out (the window is kept)";
+  if (strategy === "none" && ((shortened || []).length || promptShortened)) return "Nothing left out; what is too long is sent shortened";
   return STRATEGY_WORDS[strategy] || strategy;
 }
 
