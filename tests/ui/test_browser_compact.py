@@ -240,6 +240,8 @@ def test_confirm_before_compaction_asks_and_not_now_dismisses(asgi_server, brows
     # "Not now": the question goes away and the job is cancelled, nothing was enqueued.
     not_now.click()
     _wait(browser, lambda d: not _banner(d).is_displayed())
+    # the focus goes to the message box with the banner, not to the page
+    assert browser.switch_to.active_element.get_attribute("id") == "composer-input"
     job.refresh_from_db()
     assert job.status == SummaryJob.Status.CANCELLED
     browser.refresh()

@@ -128,14 +128,17 @@ document.addEventListener("click", async (e) => {
     }
     case "compact":
       closeMenus();
+      moveFocusOff(jobBanner); // its question is replaced by the job's progress
       await compactNow("");
       break;
     case "dismiss-job":
       if (state.currentJob) dismissedJobs.add(state.currentJob.id);
+      moveFocusOff(jobBanner);
       jobBanner.hidden = true;
       state.watchedJobId = null;
       break;
     case "not-now":
+      moveFocusOff(jobBanner); // first: a focused button that is disabled drops the focus to the page
       target.disabled = true;
       await dismissAwaiting();
       break;
