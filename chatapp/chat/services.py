@@ -133,12 +133,18 @@ def _model_choice(
 
 
 def conversation_create(
-    *, owner: User, title: str | None = None, llm_config: LLMConfig | None = None, offline: bool = False
+    *, owner: User, title: str | None = None, llm_config: LLMConfig | None = None, offline: bool = False,
+    system_prompt: str = "",
 ) -> Conversation:
     """A new conversation on `llm_config`, else on the owner's default config (kept until the user
-    switches), else on the offline demo model (`offline=True` asks for it)."""
+    switches), else on the offline demo model (`offline=True` asks for it); with its own system prompt
+    when one is given (ValidationError, nothing made, when it cannot be one)."""
+    errors: dict[str, list[str]] = {}
+    prompt = _prompt_clean(system_prompt, field="system_prompt", label="The system prompt", errors=errors)
+    if errors:
+        raise ValidationError(errors)
     config, offline = _model_choice(owner=owner, llm_config=llm_config, offline=offline)
-    conversation = Conversation(owner=owner, llm_config=config, offline=offline)
+    conversation = Conversation(owner=owner, llm_config=config, offline=offline, system_prompt=prompt)
     if title is not None:
         conversation.title = _title_clean(title)
         conversation.title_is_custom = True

@@ -92,6 +92,16 @@ def test_conversation_create_with_own_config(api, user, make_config):
     assert response.json()["llm_config"] == mine.pk
 
 
+def test_a_chat_is_created_with_its_system_prompt_or_not_at_all(api, user):
+    made = api.post("/api/conversations/", {"title": "Brief", "system_prompt": "  Be brief.\r\n"}, format="json")
+    assert made.status_code == 201 and made.json()["system_prompt"] == "Be brief."
+    assert Conversation.objects.get(pk=made.json()["id"]).system_prompt == "Be brief."
+
+    too_long = api.post("/api/conversations/", {"title": "Long", "system_prompt": "x" * 20_001}, format="json")
+    assert too_long.status_code == 400 and "at most 20,000 characters" in too_long.json()["system_prompt"][0]
+    assert not Conversation.objects.filter(title="Long").exists()
+
+
 def test_malformed_json_is_a_clear_400(api, user, make_conversation):
     conversation = make_conversation(user)
     for method, url in [

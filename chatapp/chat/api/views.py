@@ -83,6 +83,7 @@ class ConversationListApi(PaginatedApi):
         offline = serializers.BooleanField(
             required=False, default=False, help_text="Chat with the built-in offline demo model."
         )
+        system_prompt = serializers.CharField(required=False, default="", allow_blank=True, help_text=_PROMPT_HELP)
 
         def validate(self, attrs: dict) -> dict:
             if attrs.get("offline") and attrs.get("llm_config") is not None:
@@ -104,7 +105,8 @@ class ConversationListApi(PaginatedApi):
         data = validated(self.InputSerializer, request.data)
         config = _owned_config_or_field_error(user=request.user, pk=data.get("llm_config"), field="llm_config")
         conversation = conversation_create(
-            owner=request.user, title=data.get("title"), llm_config=config, offline=data["offline"]
+            owner=request.user, title=data.get("title"), llm_config=config, offline=data["offline"],
+            system_prompt=data["system_prompt"],
         )
         return Response(ConversationOutputSerializer(conversation).data, status=status.HTTP_201_CREATED)
 
