@@ -9,11 +9,11 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chatapp.chat.api.pagination import CheckedLimitOffsetPagination
 from chatapp.chat.api.serializers import SummaryCoverageSerializer
 from chatapp.chat.models import Conversation
 from chatapp.dashboard.headline import dashboard_conversation_get, dashboard_headline
@@ -35,10 +35,8 @@ from chatapp.dashboard.turns import (
     dashboard_summary_page,
 )
 
-MAX_OFFSET = 2**31 - 1
 
-
-class DashboardPagination(LimitOffsetPagination):
+class DashboardPagination(CheckedLimitOffsetPagination):
     default_limit = 50
     max_limit = 500
 
@@ -47,10 +45,8 @@ class DashboardPagination(LimitOffsetPagination):
         it already knows (stored totals, one read of the summaries), instead of a COUNT over the rows."""
         self.request = request
         self.count = 0
-        self.limit = self.get_limit(request) or self.default_limit
-        # Past any conversation's rows, so the page is empty as it was; a larger number would reach the
-        # database as an integer it cannot hold (a 500 instead of an empty page).
-        self.offset = min(self.get_offset(request), MAX_OFFSET)
+        self.limit = self.get_limit(request)
+        self.offset = self.get_offset(request)
         return self.offset, self.limit
 
 

@@ -68,6 +68,20 @@ def test_conversation_list_paginated(api, user, make_conversation):
     assert len(set(ids)) == 7
 
 
+@pytest.mark.parametrize("path", ["/api/conversations/", "/api/conversations/{id}/records/",
+                                  "/api/conversations/{id}/summary-jobs/", "/api/dashboard/conversations/{id}/records/"])
+@pytest.mark.parametrize(("query", "field"), [
+    ({"limit": "abc"}, "limit"), ({"limit": 0}, "limit"), ({"limit": -3}, "limit"),
+    ({"offset": -1}, "offset"), ({"offset": "xyz"}, "offset"),
+])
+def test_every_list_refuses_a_bad_limit_or_offset(api, user, make_conversation, path, query, field):
+    # DRF's pages answered their defaults instead: a client asking for limit=abc got 50 and no word of it.
+    url = path.format(id=make_conversation(user).pk)
+    answer = api.get(url, query)
+    assert answer.status_code == 400 and field in answer.json() and answer.json()["detail"].startswith(field)
+    assert api.get(url, {"limit": 2, "offset": 10**30}).json()["results"] == []  # past the end: empty, not a 500
+
+
 def test_conversation_rename_validation(api, user, make_conversation):
     conversation = make_conversation(user)
     response = api.patch(f"/api/conversations/{conversation.pk}/", {"title": ""}, format="json")

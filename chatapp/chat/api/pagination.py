@@ -12,8 +12,40 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
+# Past any table's rows, so the page is empty; a larger offset would reach the database as an integer it
+# cannot hold (a 500 instead of an empty page).
+MAX_OFFSET = 2**31 - 1
 
-class DefaultPagination(LimitOffsetPagination):
+
+def _whole_number(raw: str, *, name: str, least: int) -> int:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise serializers.ValidationError({name: ["Must be a whole number."]}) from None
+    if value < least:
+        raise serializers.ValidationError({name: [f"Must be at least {least}."]})
+    return value
+
+
+class CheckedLimitOffsetPagination(LimitOffsetPagination):
+    """DRF's LimitOffsetPagination, refusing a bad `limit` or `offset` (400) where DRF answers its
+    defaults: a client asking for limit=abc or offset=-1 got the first page and no word of it, where
+    the timeline's pages refuse them. One rule for every list."""
+
+    def get_limit(self, request: Request) -> int:
+        raw = request.query_params.get(self.limit_query_param)
+        if raw is None or raw == "":
+            return self.default_limit
+        return min(_whole_number(raw, name=self.limit_query_param, least=1), self.max_limit)
+
+    def get_offset(self, request: Request) -> int:
+        raw = request.query_params.get(self.offset_query_param)
+        if raw is None or raw == "":
+            return 0
+        return min(_whole_number(raw, name=self.offset_query_param, least=0), MAX_OFFSET)
+
+
+class DefaultPagination(CheckedLimitOffsetPagination):
     default_limit = 50
     max_limit = 200
 
@@ -55,13 +87,10 @@ class BeforeIdPagination(BasePagination):
     max_limit = 200
 
     def get_limit(self, request: Request) -> int:
-        try:
-            limit = int(request.query_params.get(self.limit_query_param, self.default_limit))
-        except (TypeError, ValueError):
-            raise serializers.ValidationError({self.limit_query_param: ["Must be a whole number."]}) from None
-        if limit < 1:
-            raise serializers.ValidationError({self.limit_query_param: ["Must be at least 1."]})
-        return min(limit, self.max_limit)
+        raw = request.query_params.get(self.limit_query_param)
+        if raw is None or raw == "":
+            return self.default_limit
+        return min(_whole_number(raw, name=self.limit_query_param, least=1), self.max_limit)
 
     def get_before(self, request: Request) -> int | None:
         raw = request.query_params.get(self.before_query_param)

@@ -9,7 +9,7 @@ from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import IsAuthenticated
 
-from chatapp.chat.api.pagination import BeforeIdPagination
+from chatapp.chat.api.pagination import BeforeIdPagination, CheckedLimitOffsetPagination
 
 # Every error body leads with a `detail` message (api.errors): a client shows it and needs no other
 # rule. Extra keys say more: a 400's field errors (each field: its messages), 429: retry_after,
@@ -75,10 +75,11 @@ class AutoSchema(SpectacularAutoSchema):
     def _error_codes(self) -> list[str]:
         codes = []
         has_body = self.method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None
-        # A read refuses its query only where the view checks it (LimitOffsetPagination falls back to
-        # its defaults instead); views whose checks are elsewhere declare their 400 themselves.
-        checks_query = hasattr(self.view, "FilterSerializer") or getattr(
-            self.view, "pagination_class", None) is BeforeIdPagination
+        # A read refuses its query where the view checks it (a filter, or pages that refuse a bad
+        # limit or offset); views whose checks are elsewhere declare their 400 themselves.
+        pages = getattr(self.view, "pagination_class", None)
+        checks_query = hasattr(self.view, "FilterSerializer") or (
+            isinstance(pages, type) and issubclass(pages, (BeforeIdPagination, CheckedLimitOffsetPagination)))
         if has_body or checks_query:
             codes.append("400")
         if any(isinstance(p, IsAuthenticated) for p in self.view.get_permissions()):
