@@ -68,8 +68,10 @@ def test_conversation_list_paginated(api, user, make_conversation):
     assert len(set(ids)) == 7
 
 
-@pytest.mark.parametrize("path", ["/api/conversations/", "/api/conversations/{id}/records/",
-                                  "/api/conversations/{id}/summary-jobs/", "/api/dashboard/conversations/{id}/records/"])
+@pytest.mark.parametrize("path", [
+    "/api/conversations/", "/api/conversations/{id}/records/", "/api/conversations/{id}/summary-jobs/",
+    "/api/dashboard/conversations/{id}/records/",
+])
 @pytest.mark.parametrize(("query", "field"), [
     ({"limit": "abc"}, "limit"), ({"limit": 0}, "limit"), ({"limit": -3}, "limit"),
     ({"offset": -1}, "offset"), ({"offset": "xyz"}, "offset"),

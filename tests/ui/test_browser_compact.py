@@ -379,3 +379,19 @@ def test_a_question_asked_after_the_reply_ended_still_shows(asgi_server, browser
     assert asked.status == SummaryJob.Status.AWAITING_CONFIRMATION
     assert _banner(browser).get_attribute("data-job-id") == str(asked.pk)
     assert console_errors(browser) == []
+
+
+def test_the_question_wraps_in_a_tablets_narrow_column(asgi_server, browser, fake_openai):
+    # Beside a tablet's sidebar the chat column is as narrow as a phone: the question's buttons go under
+    # its words there too, rather than squeezing them.
+    _, conversation = _asking_chat(browser, asgi_server.url, "tablet-ask", fake_url=fake_openai.base_url,
+                                   title="Invoices")
+    summary_job_request(conversation=conversation, trigger=SummaryJob.Trigger.AUTO)
+    browser.set_window_size(800, 1000)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    _wait(browser, lambda d: _banner_status(d) == "awaiting")
+    banner = _banner(browser)
+    words = banner.find_element(By.CSS_SELECTOR, ".job-text").rect
+    actions = banner.find_element(By.CSS_SELECTOR, ".job-actions").rect
+    assert actions["y"] >= words["y"] + words["height"] - 1 and words["width"] > 300
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= 800
