@@ -164,6 +164,9 @@ def test_show_more_and_show_less_from_the_keyboard_copy_and_edit(asgi_server, br
     assert browser.execute_script(opening, button, content) == 1
     browser.execute_script("arguments[0].click()", button)
     _wait(browser, lambda d: _folded(article))
+    # Shown whole and folded again before the slide ends: the slide stops, the box does not stay open.
+    twice = "arguments[0].click(); arguments[0].click(); return arguments[1].getAnimations().length"
+    assert browser.execute_script(twice, button, content) == 0 and _folded(article)
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
         {"name": "prefers-reduced-motion", "value": "reduce"}, {"name": "prefers-color-scheme", "value": "dark"}]})
     _wait(browser, lambda d: d.execute_script("return document.documentElement.dataset.theme") == "dark")

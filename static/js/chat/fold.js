@@ -153,6 +153,8 @@ const reducedMotion = window.matchMedia("(prefers-reduced-motion: reduce)");
 function toggle(button) {
   const article = button.closest(".msg");
   const content = article.querySelector(".msg-content--plain");
+  // A slide still running (pressed twice quickly) would hold the box open over the fold, and pile up.
+  content.getAnimations().forEach((slide) => slide.cancel());
   if (article.classList.contains("is-folded")) {
     // It opens downwards: what is above stays where it is, and so does the button's focus.
     const from = content.clientHeight;
