@@ -19,17 +19,24 @@ from tests.ui.test_browser import _idle, _send, _sign_up, _sign_up_with_model, _
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_first_reply_is_followed_by_the_models_title(asgi_server, browser, fake_openai, monkeypatch,
-                                                          titles_requested):
-    # A worker's run, in the web process: the request is published and run at once (Celery's eager mode).
+def _titling_user(browser, asgi_server, fake_openai, monkeypatch, titles_requested, *, username, model):
+    """A user signed up on a new chat's page, chatting with `model`, whose titles `fake-title` writes in a
+    worker's run in the web process (the request published and run at once: Celery's eager mode)."""
     monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
     monkeypatch.setattr(title_services, "_title_publish", titles_requested.publish)
-    user, _ = _sign_up_with_model(browser, asgi_server.url, "titled-chat", fake_url=fake_openai.base_url,
-                                  model="fake-echo", name="Echo")
+    user, _ = _sign_up_with_model(browser, asgi_server.url, username, fake_url=fake_openai.base_url,
+                                  model=model, name="Echo")
     titler = LLMConfig.objects.create(owner=user, name="Titler", base_url=fake_openai.base_url, model="fake-title",
                                       context_window=16_000, max_output_tokens=500)
     UserSettings.objects.update_or_create(user=user, defaults={"summary_config": titler})
     browser.get(f"{asgi_server.url}/")
+    return user
+
+
+def test_the_first_reply_is_followed_by_the_models_title(asgi_server, browser, fake_openai, monkeypatch,
+                                                          titles_requested):
+    user = _titling_user(browser, asgi_server, fake_openai, monkeypatch, titles_requested,
+                         username="titled-chat", model="fake-echo")
 
     _send(browser, "rotate the nginx logs every night, please")
 
@@ -71,14 +78,8 @@ def test_a_page_reloaded_while_the_first_reply_streams_shows_the_models_title(as
                                                                               monkeypatch, titles_requested):
     # The reloaded page never sees the turn's `done` (it went to the page that left): it follows the reply
     # to its end, then asks the conversation, which says the title is coming (or has come).
-    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
-    monkeypatch.setattr(title_services, "_title_publish", titles_requested.publish)
-    user, _ = _sign_up_with_model(browser, asgi_server.url, "reloaded-title", fake_url=fake_openai.base_url,
-                                  model="slow-500", name="Slow echo")
-    titler = LLMConfig.objects.create(owner=user, name="Titler", base_url=fake_openai.base_url, model="fake-title",
-                                      context_window=16_000, max_output_tokens=500)
-    UserSettings.objects.update_or_create(user=user, defaults={"summary_config": titler})
-    browser.get(f"{asgi_server.url}/")
+    user = _titling_user(browser, asgi_server, fake_openai, monkeypatch, titles_requested,
+                         username="reloaded-title", model="slow-500")
     _wait(browser, _idle)
     browser.find_element(By.ID, "composer-input").send_keys("rotate the nginx logs every night, please", Keys.ENTER)
     _wait(browser, lambda d: "Echo" in d.find_element(By.CSS_SELECTOR, ".msg--assistant").text)  # it streams
