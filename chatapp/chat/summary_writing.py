@@ -287,6 +287,12 @@ def summary_save(
     covers_from = previous.covers_from_id if previous is not None and previous.covers_from_id else plan.rows[0].pk
     # A span may hold only messages unpinned below the previous summary's end: the coverage never shrinks.
     covers_through = max(plan.rows[-1].pk, (previous.covers_through_id or 0) if previous is not None else 0)
+    if conversation.offline_reply_count:
+        # The demo's replies are never read (_span_rows), but passed over all the same: one after the last
+        # message read is covered, or the chat would say a later summary is still to read it.
+        passed = Message.objects.filter(live_chat_q(), offline_reply_q(), conversation=conversation,
+                                        id__gt=covers_through, id__lt=plan.upper_exclusive)
+        covers_through = max(covers_through, max(passed.values_list("id", flat=True), default=0))
     covered = (previous.covered_message_count or 0 if previous is not None else 0) + len(plan.rows)
     source_chars = (previous.source_chars or 0 if previous is not None else 0) + sum(
         r.char_count or len(r.content) for r in plan.rows

@@ -336,6 +336,10 @@ def test_a_summary_written_on_the_demo_leaves_its_replies_out_too(owner, make_co
     job.refresh_from_db()
     summary = job.summary.content
     assert not [line for line in demo_lines if line.strip() in summary] and "Kitchen plan" in summary
+    # the demo's reply just before the window is passed over, not left for a later summary to read
+    conversation.refresh_from_db()
+    before_window = conversation.messages.filter(kind="chat", id__lt=conversation.window_start_id).order_by("-id")
+    assert before_window[0].model == OFFLINE_MODEL and job.summary.covers_through_id == before_window[0].pk
 
     Conversation.objects.filter(pk=conversation.pk).update(offline=False, llm_config=make_config("fake-echo"))
     fake_openai.reset()
