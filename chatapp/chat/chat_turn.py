@@ -49,7 +49,7 @@ from chatapp.chat.rowsql import row_create
 from chatapp.chat.search_services import message_index_add
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
-from chatapp.chat.title_services import title_due, title_pending_mark, title_request
+from chatapp.chat.title_services import title_due, title_pending_drop, title_pending_mark, title_request
 from chatapp.chat.turn_claim import REPEATED_WORDS, send_claim_take, turn_claim_release
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
 from chatapp.chat.turn_types import ChatTurn, ReplyGoneError, TurnFailure, TurnStart
@@ -380,9 +380,11 @@ async def _turn_end(reader: ReplyReader) -> dict[str, Any]:
             return stream_event("error", {"message": message, **stopped})
         return stream_event("error", {"message": message, "error": words, "kind": kind, "retryable": retryable})
     if turn.title_due:
-        await title_pending_mark(conversation_id=turn.conversation_id)
+        await title_pending_mark(conversation_id=turn.conversation_id, expected=turn.title)
     message = await reader.finish(Message.Status.COMPLETE)
     if message["status"] == Message.Status.STOPPED:  # the stop request landed after the last chunk
+        if turn.title_due:
+            await title_pending_drop(conversation_id=turn.conversation_id)
         return stream_event("error", {"message": message, **stopped})
     gauge = turn.gauge_without_repacking(reply_tokens=message["token_count"])
     title = turn.title

@@ -136,22 +136,34 @@ def _pending_key(conversation_id: int) -> str:
 # reply stored after it, nor the page that reads it; it is then as if no title were coming.
 
 
-async def title_pending_mark(*, conversation_id: int) -> None:
-    """Say a title is coming, before the first reply is stored complete: a tab that follows that reply
-    (another tab's, or one from before a reload) then finds it pending as soon as it sees the reply end.
-    In the shared cache, so every web process knows; it lapses by itself if no worker ever answers."""
+async def title_pending_mark(*, conversation_id: int, expected: str) -> None:
+    """Say a title is coming to replace `expected`, before the first reply is stored complete: a tab that
+    follows that reply (another tab's, or one from before a reload) then finds it pending as soon as it
+    sees the reply end. In the cache, which Redis shares between every process; it lapses by itself if
+    no worker ever answers."""
     try:
-        await cache.aset(_pending_key(conversation_id), 1, TITLE_PENDING_SECONDS)
+        await cache.aset(_pending_key(conversation_id), expected, TITLE_PENDING_SECONDS)
     except Exception as exc:  # redis-py raises several connection error types
         logger.warning("title of conversation %s not marked pending (cache: %s)", conversation_id, exc)
 
 
+async def title_pending_drop(*, conversation_id: int) -> None:
+    """The first reply was stopped after all (a stop landing after its last chunk): no title is asked."""
+    try:
+        await cache.adelete(_pending_key(conversation_id))
+    except Exception as exc:  # the mark then lapses by itself
+        logger.warning("title of conversation %s still marked pending (cache: %s)", conversation_id, exc)
+
+
 def title_pending(*, conversation: Conversation) -> bool:
-    """Whether the model's title for this chat is on its way (the page then follows it: title_follow.js)."""
+    """Whether the model's title for this chat is on its way (the page then follows it: title_follow.js):
+    marked, and the chat still has the title it was to replace. The title itself says when the worker
+    named the chat, also where its clearing of the mark cannot reach this process (without Redis, each
+    process's cache is its own)."""
     if conversation.title_is_custom:
         return False
     try:
-        return cache.get(_pending_key(conversation.pk)) is not None
+        return cache.get(_pending_key(conversation.pk)) == conversation.title
     except Exception as exc:
         logger.warning("title of conversation %s: pending unknown (cache: %s)", conversation.pk, exc)
         return False

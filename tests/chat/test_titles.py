@@ -220,7 +220,7 @@ def test_a_page_that_did_not_stream_the_first_reply_learns_that_a_title_is_comin
     pending_when_stored: list[bool] = []
 
     def store(**kwargs):
-        pending_when_stored.append(title_services.title_pending(conversation=conversation))
+        pending_when_stored.append(title_services.title_pending(conversation=Conversation.objects.get(pk=conversation.pk)))
         return chat_turn.reply_store.__wrapped__(**kwargs)
 
     store.__wrapped__ = chat_turn.reply_store
@@ -276,3 +276,38 @@ def test_a_failing_cache_costs_neither_the_reply_nor_the_page(user, fake_openai,
     page = Client()
     page.force_login(user)
     assert 'data-title-pending="0"' in page.get(f"/c/{conversation.pk}/").content.decode()
+
+
+def test_a_named_chat_is_not_pending_where_the_workers_clearing_does_not_reach(user, fake_openai, titles_requested,
+                                                                              monkeypatch):
+    # Without Redis each process's cache is its own: the worker's clearing never reaches the web process.
+    # The title the mark was to replace says it all the same.
+    conversation = _first_exchange(user, fake_openai, summary_model="fake-title")
+    summary_requests_wait(timeout=10)
+    assert title_services.title_pending(conversation=conversation)
+    monkeypatch.setattr(title_services, "_pending_clear", lambda conversation_id: None)
+
+    assert conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title) == "named"
+
+    assert not title_services.title_pending(conversation=Conversation.objects.get(pk=conversation.pk))
+
+
+def test_a_first_reply_stopped_after_its_last_chunk_leaves_no_title_pending(user, fake_openai, titles_requested,
+                                                                            monkeypatch):
+    from chatapp.chat import chat_turn
+    from chatapp.chat.message_services import message_stop
+    from chatapp.chat.models import Message
+
+    def stopped_then_stored(**kwargs):
+        message_stop(message=Message.objects.get(pk=kwargs["turn"].reply_id))  # the stop lands just before
+        return stopped_then_stored.__wrapped__(**kwargs)
+
+    stopped_then_stored.__wrapped__ = chat_turn.reply_store
+    monkeypatch.setattr(chat_turn, "reply_store", stopped_then_stored)
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url))
+
+    assert send(user, conversation, QUESTION).named("error")[0]["kind"] == "stopped"
+    summary_requests_wait(timeout=10)
+
+    assert titles_requested == [] and not title_services.title_pending(
+        conversation=Conversation.objects.get(pk=conversation.pk))

@@ -101,7 +101,7 @@ def test_a_page_opened_while_the_title_is_coming_shows_it(asgi_server, browser):
     _sign_up(browser, asgi_server.url, "opened-title")
     conversation = Conversation.objects.create(owner=get_user_model().objects.get(username="opened-title"),
                                                title="rotate the nginx")
-    cache.set(title_services._pending_key(conversation.pk), 1, 60)
+    cache.set(title_services._pending_key(conversation.pk), "rotate the nginx", 60)
     browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
     header = browser.find_element(By.ID, "chat-title")
     assert header.text == "rotate the nginx"
