@@ -74,8 +74,14 @@ def _image_as_link(_renderer, tokens, idx, _options, _env) -> str:
     return f'<a href="{html.escape(src, quote=True)}"{title_attr}>{html.escape(alt)}</a>'
 
 
+# How deep blocks may nest (a list level takes two). Past it markdown-it drops the rest of the text without
+# a word: commonmark's 20 lost everything after a list ten levels deep, which a model writes. Each level
+# costs a few frames of the parser's recursion, far from Python's limit.
+MAX_NESTING = 200
+
 _md = (
-    MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "highlight": _highlight})
+    MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "highlight": _highlight,
+                              "maxNesting": MAX_NESTING})
     .enable("table")
     .enable("strikethrough")
 )

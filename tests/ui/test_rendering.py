@@ -153,3 +153,11 @@ def test_markdown_plain_keeps_the_words_the_rendering_shows(markdown):
                     markdown_render(markdown))
     rendered = html.unescape(re.sub(r"<[^>]+>", "", blocks))
     assert words(markdown_plain(markdown)) == words(rendered)
+
+
+def test_a_deeply_nested_list_loses_no_text():
+    # commonmark's nesting cap (20, a list level takes two) dropped everything after a list ten levels deep.
+    nested = "\n".join("  " * i + f"- level {i} item" for i in range(40)) + "\n\n1. after one\n2. after two\n"
+    rendered = markdown_render(nested)
+    assert "level 39 item" in rendered and "after two" in rendered
+    assert "deep quote text" in markdown_render("> " * 25 + "deep quote text")
