@@ -69,6 +69,7 @@ export function inlineRename(target, current, onSave) {
   field.value = current;
   field.maxLength = 200;
   field.setAttribute("aria-label", "Chat title");
+  field.dir = "auto"; // a right-to-left title is typed from its own side
   const opener = document.activeElement;
   target.hidden = true;
   target.after(field);
@@ -114,7 +115,8 @@ export async function deleteConversation(id, title) {
   const row = nav.querySelector(`.conv-item[data-id="${id}"]`);
   nav.querySelectorAll(".is-confirming").forEach((other) => other.classList.remove("is-confirming"));
   row?.classList.add("is-confirming");
-  const ok = await confirmAction(`Delete “${title}”? Its messages and records are removed for good.`);
+  // The title isolated (U+2068…U+2069, as <bdi>): a right-to-left one would carry the quotes and "?" along.
+  const ok = await confirmAction(`Delete “\u2068${title}\u2069”? Its messages and records are removed for good.`);
   // Open again, the dialog asks about a Delete pressed since: that row keeps its buttons shown.
   if (!document.getElementById("confirm-dialog")?.open) row?.classList.remove("is-confirming");
   if (!ok) return;

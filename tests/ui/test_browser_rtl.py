@@ -1,0 +1,52 @@
+"""Right-to-left writing in a real browser: a paragraph in Arabic or Hebrew starts at the right, beside
+English ones at the left, in your messages, the model's replies, the chat's title and the sidebar."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from selenium.webdriver.common.by import By
+
+from chatapp.chat.branch_services import conversation_path_thread
+from chatapp.chat.models import Conversation, Message
+from tests.ui.test_browser import _sign_up, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ARABIC = "مرحبا! كيف حالك؟ أستخدم Python 3.11 كل يوم."
+HEBREW = "שלום, מה שלומך? (חשוב!)"
+
+# Where a block's text sits in its box: the gaps between its text and the box's left and right edges.
+GAPS = """
+const box = arguments[0], range = document.createRange();
+range.selectNodeContents(box);
+const text = range.getBoundingClientRect(), edge = box.getBoundingClientRect();
+const style = getComputedStyle(box);
+return {left: text.left - edge.left - parseFloat(style.paddingLeft),
+        right: edge.right - text.right - parseFloat(style.paddingRight)};
+"""
+
+
+def test_right_to_left_paragraphs_start_at_the_right(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "rtl-reader")
+    conversation = Conversation.objects.create(owner=get_user_model().objects.get(username="rtl-reader"),
+                                               title=HEBREW)
+    Message.objects.create(conversation=conversation, role="user", content=ARABIC)
+    Message.objects.create(conversation=conversation, role="assistant",
+                           content=f"{HEBREW}\n\nAnd an English paragraph after it.")
+    conversation_path_thread(conversation_id=conversation.pk)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    reply = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--assistant .md"))
+
+    hebrew, english = reply.find_elements(By.CSS_SELECTOR, "p")
+    at = {name: browser.execute_script(GAPS, p) for name, p in (("hebrew", hebrew), ("english", english))}
+    assert at["hebrew"]["right"] < 2 < at["hebrew"]["left"], at
+    assert at["english"]["left"] < 2 < at["english"]["right"], at
+    question = browser.find_element(By.CSS_SELECTOR, ".msg--user .msg-content--plain")
+    gaps = browser.execute_script(GAPS, question)
+    assert gaps["right"] < 2 or gaps["left"] < 2  # a bubble that fits its text: no side to start from
+    assert browser.execute_script("return getComputedStyle(arguments[0]).unicodeBidi", question) == "plaintext"
+    for title in (browser.find_element(By.ID, "chat-title"),
+                  browser.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{conversation.pk}"] .conv-title')):
+        assert browser.execute_script("return getComputedStyle(arguments[0]).unicodeBidi", title) == "plaintext"
+    assert browser.find_element(By.ID, "composer-input").get_attribute("dir") == "auto"
