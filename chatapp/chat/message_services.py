@@ -22,7 +22,7 @@ from chatapp.chat.rendering import markdown_render
 from chatapp.chat.reply_stream import INTERRUPTED_WORDS, stop_flag
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.size_limits import TooLarge
-from chatapp.chat.textsafe import text_problem
+from chatapp.chat.textsafe import cluster_edge, text_problem
 from chatapp.providers import llm
 
 TITLE_MAX_CHARS = 60
@@ -227,7 +227,7 @@ def title_cut(line: str) -> str:
     """`line` cut to TITLE_MAX_CHARS at a word boundary, marked with an ellipsis when cut."""
     if len(line) <= TITLE_MAX_CHARS:
         return line
-    cut = line[: TITLE_MAX_CHARS - 1]
+    cut = line[: cluster_edge(line, TITLE_MAX_CHARS - 1, forward=False)]
     if " " in cut[TITLE_MAX_CHARS // 2 :]:
         cut = cut[: cut.rfind(" ")]
     return cut.rstrip(" ,.;:-") + "…"

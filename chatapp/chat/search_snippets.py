@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import regex
 
+from chatapp.chat.textsafe import cluster_edge
 from optimizer.lexical import analyze, fold, term_spans, unspaced
 
 SNIPPET_WORDS_BEFORE = 10
@@ -123,6 +124,7 @@ def snippet_parts(*, content: str, matcher: WordMatcher) -> tuple[SnippetPart, .
     elif hi < len(content) and ends:
         # the last word found may be cut by the limit: end on the one before it then
         hi = ends[-1] if ends[-1] < hi or len(ends) == 1 else ends[-2]
+    lo, hi = cluster_edge(content, lo, forward=True), cluster_edge(content, hi, forward=False)
     text = " ".join(content[lo:hi].split())
     parts = list(marked_spans(text, list(matcher.spans(text))))
     if lo > 0:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+import regex
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 
@@ -36,3 +38,21 @@ def text_problem(text: str) -> str | None:
     except UnicodeEncodeError:
         return "The message contains an unpaired surrogate, which is not valid Unicode text. Remove it and send again."
     return None
+
+
+# One user-perceived character (a grapheme cluster): a letter with its vowel signs, an emoji family.
+_CLUSTER = regex.compile(r"\X")
+
+
+def cluster_edge(text: str, at: int, *, forward: bool) -> int:
+    """`at`, or the nearest boundary between user-perceived characters after it (`forward`) or before it:
+    a text cut between code points lost a vowel sign (Devanagari, Thai) or split an emoji family,
+    leaving a stray joiner."""
+    if at <= 0 or at >= len(text) or text[at - 1 : at + 1].isascii():
+        return at
+    for found in _CLUSTER.finditer(text, max(0, at - 32), min(len(text), at + 32)):
+        if found.start() < at < found.end():
+            return found.end() if forward else found.start()
+        if found.start() >= at:
+            break
+    return at

@@ -60,3 +60,19 @@ def test_a_snippet_holds_its_match_within_the_columns_before_it_and_in_all(befor
     assert marked[:1] == ["大阪"]
     assert _columns(text[: text.index("大阪")]) <= SNIPPET_COLUMNS_BEFORE
     assert _columns(text) <= SNIPPET_COLUMNS
+
+
+_CLUSTERS = ["\U0001f469\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466", "नमस्ते", "ตัดคำ", "e\u0301", "東京", " "]
+
+
+@given(st.lists(st.sampled_from(_CLUSTERS), min_size=1, max_size=120).map("".join),
+       st.lists(st.sampled_from(_CLUSTERS), min_size=0, max_size=120).map("".join))
+def test_a_snippet_is_cut_between_user_perceived_characters(before, after):
+    # A cut between code points lost a vowel sign or split an emoji family, leaving a stray joiner.
+    import regex
+
+    content = before + " 大阪 " + after
+    text = "".join(p.text for p in snippet_parts(content=content, matcher=WordMatcher.for_terms(terms=["大阪"])))
+    text = text.removeprefix("… ").removesuffix(" …")
+    clusters = set(regex.findall(r"\X", content))
+    assert set(regex.findall(r"\X", text)) <= clusters

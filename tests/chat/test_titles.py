@@ -8,7 +8,7 @@ import json
 import pytest
 
 from chatapp.chat import title_services
-from chatapp.chat.message_services import TITLE_MAX_CHARS
+from chatapp.chat.message_services import TITLE_MAX_CHARS, title_cut
 from chatapp.chat.models import Conversation, UserSettings
 from chatapp.chat.summary_requests import summary_requests_wait
 from chatapp.chat.title_services import conversation_title_generate, title_clean
@@ -38,6 +38,17 @@ def _no_send_rate_limit(settings):
 ])
 def test_a_models_answer_is_cleaned_to_its_title(answer, title):
     assert title_clean(answer) == title
+
+
+@pytest.mark.parametrize("cluster", ["नमस्ते", "ตัดคำ", "\U0001f469\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466"])
+def test_a_long_title_is_cut_between_user_perceived_characters(cluster):
+    # Cut between code points, Devanagari lost its vowel sign, Thai its last mark, an emoji family its members.
+    import regex
+
+    for lead in range(4):
+        line = "a" * lead + cluster * 40
+        cut = title_cut(line).removesuffix("…")
+        assert cut and set(regex.findall(r"\X", cut)) <= set(regex.findall(r"\X", line))
 
 
 def test_a_long_answer_is_cut_at_a_word():
