@@ -107,6 +107,7 @@ export async function switchModel() {
   const previous = picker.dataset.current;
   if (!state.conversationId) {
     input.placeholder = `Message ${option.textContent}…`;
+    describeChoice(option);
     return;
   }
   // Disabled while the switch is saved, the menu drops the focus: given back after, so the arrow
@@ -127,6 +128,18 @@ export async function switchModel() {
   // The budget follows the new model's window.
   await refreshGauge();
   if (state.currentJob && state.currentJob.status === "awaiting") renderJob(state.currentJob);
+}
+
+/** A new chat's empty page says where its first message goes: the model picked, or the offline demo. */
+function describeChoice(option) {
+  const offline = option.value === "offline";
+  document.getElementById("empty-offline").hidden = !offline;
+  const about = document.getElementById("empty-model");
+  about.hidden = offline;
+  if (offline) return;
+  about.querySelector('[data-about="name"]').textContent = option.textContent;
+  about.querySelector('[data-about="model"]').textContent = option.dataset.model;
+  about.querySelector('[data-about="window"]').textContent = option.dataset.window;
 }
 
 if (picker) picker.addEventListener("change", switchModel);
