@@ -28,12 +28,14 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     path = request.path_info
     if not path.startswith(API_PREFIX):
         return page_not_found(request, exception)
-    detail = "Not found."
-    if not path.endswith("/"):
-        try:
-            resolve(path + "/")
-        except Resolver404:
-            pass
-        else:
-            detail = f"Not found. The API's addresses end with a slash: {request.path}/"
-    return JsonResponse({"detail": detail}, status=404)
+    if not path.endswith("/") and _resolves(path + "/"):
+        return JsonResponse({"detail": f"Not found. The API's addresses end with a slash: {request.path}/"}, status=404)
+    return JsonResponse({"detail": "Not found."}, status=404)
+
+
+def _resolves(path: str) -> bool:
+    try:
+        resolve(path)
+    except Resolver404:
+        return False
+    return True
