@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Max, Q, QuerySet
 from django.utils import timezone
 
 import optimizer
@@ -292,7 +292,7 @@ def summary_save(
         # message read is covered, or the chat would say a later summary is still to read it.
         passed = Message.objects.filter(live_chat_q(), offline_reply_q(), conversation=conversation,
                                         id__gt=covers_through, id__lt=plan.upper_exclusive)
-        covers_through = max(covers_through, max(passed.values_list("id", flat=True), default=0))
+        covers_through = passed.aggregate(last=Max("id"))["last"] or covers_through
     covered = (previous.covered_message_count or 0 if previous is not None else 0) + len(plan.rows)
     source_chars = (previous.source_chars or 0 if previous is not None else 0) + sum(
         r.char_count or len(r.content) for r in plan.rows
