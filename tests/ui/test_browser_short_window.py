@@ -25,6 +25,7 @@ def test_the_chats_drawer_of_a_short_window_shows_its_chats(asgi_server, browser
     nav = browser.find_element(By.CSS_SELECTOR, ".conv-nav")
     assert nav.rect["height"] > 200  # the chats have room: the drawer scrolls, not the list in a sliver
     last = browser.find_elements(By.CSS_SELECTOR, ".conv-item")[-1]
-    browser.execute_script("arguments[0].scrollIntoView({block: 'end', behavior: 'instant'})", last)
-    _wait(browser, lambda d: last.rect["y"] >= 0 and last.rect["y"] + last.rect["height"]
-          <= d.execute_script("return window.innerHeight") + 1)
+    # Scrolled to once the drawer has come in (it slides; a scroll asked meanwhile may land short).
+    in_view = ("arguments[0].scrollIntoView({block: 'end', behavior: 'instant'});"
+               "const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight + 1")
+    _wait(browser, lambda d: d.execute_script(in_view, last))
