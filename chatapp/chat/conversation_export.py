@@ -13,17 +13,18 @@ What is exported is fixed when the export starts: every message up to the newest
 JSON (`{"format": "longchat.conversation", "version": 1, ...}`): the conversation (title, dates, the
 model config's name and model — never its key or address — the preference its latest turn used, the
 window start) and every stored message in id order with every field that carries meaning: role,
-kind, status, content, dates, pinned, superseded, the message a reply answers, usage and cost, the
-error, and for summaries the ids they cover and their edit / discard state. Left out: `client_key`
-(an idempotency key of one client of this server) and `char_count` (the content's length). Ids are
-this server's: an import maps them (covers_*, reply_to_id, edited_from_id, window_start_id).
+kind, status, content, a reasoning model's thinking (`reasoning`, null without any), dates, pinned,
+superseded, the message a reply answers, usage and cost, the error, and for summaries the ids they
+cover and their edit / discard state. Left out: `client_key` (an idempotency key of one client of
+this server) and `char_count` (the content's length). Ids are this server's: an import maps them
+(covers_*, reply_to_id, edited_from_id, window_start_id).
 
 Markdown: a title, then each message under `### 12 · User — 2024-03-09 14:02 UTC`, numbered as the
 chat numbers them (chat messages only, summaries not numbered). Nothing stored is hidden except
 discarded summaries (an edit replaced them, or the user discarded them; the JSON keeps them): a
 replaced reply, a failed, stopped or unfinished one stays, marked in its heading, so the numbers
 match the chat's and the summaries' ranges. Summaries are blockquotes headed "Summary of messages
-n\u2013m".
+n\u2013m"; a reply's thinking is a blockquote headed "Thinking" above its text.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ MESSAGE_EXPORT_FIELDS: tuple[str, ...] = (
     "id", "role", "kind", "status", "content", "created_at", "updated_at", "pinned", "superseded",
     "reply_to_id", "model", "token_count", "prompt_tokens", "completion_tokens", "latency_ms", "cost_usd",
     "error", "covers_from_id", "covers_through_id", "covered_message_count", "source_chars", "extractive",
-    "discarded", "edited", "edited_from_id", "parent_id", "off_path_by", "skipped_pin_ids",
+    "discarded", "edited", "edited_from_id", "parent_id", "off_path_by", "skipped_pin_ids", "reasoning",
 )
 
 _ROLE_NAMES = {Message.Role.USER: "User", Message.Role.ASSISTANT: "Assistant", Message.Role.SYSTEM: "System"}
@@ -310,7 +311,11 @@ def _markdown_chat(*, row: dict[str, Any], number: int | None) -> str:
         marks.append(_STATUS_MARKS[row["status"]])
     if marks:
         heading += " · " + ", ".join(_one_line(m) for m in marks)
-    parts = [heading, _markdown_text(row["content"]) if row["content"] else "*(no text)*"]
+    parts = [heading]
+    thinking = _quoted_block("Thinking", _fences_closed(row["reasoning"] or ""))
+    if thinking:
+        parts.append(thinking.rstrip("\n"))
+    parts.append(_markdown_text(row["content"]) if row["content"] else "*(no text)*")
     if row["status"] == Message.Status.ERROR and row["error"]:
         parts.append(f"*Error: {_one_line(row['error'])}*")
     return "\n\n".join(parts) + "\n\n"
@@ -341,12 +346,13 @@ def _markdown_page(*, page: Iterable[dict[str, Any]], numbering: _ChatNumbers) -
     return "".join(out)
 
 
-def _markdown_system_prompt(text: str) -> str:
-    """The chat's system prompt as a quoted block under its own label (nothing when it has none)."""
+def _quoted_block(label: str, text: str) -> str:
+    """`text` as a quoted block under a bold label (nothing when it is blank)."""
     if not text.strip():
         return ""
     quoted = "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
-    return f"> **System prompt**\n>\n{quoted}\n\n"
+    return f"> **{label}**\n>\n{quoted}\n\n"
+
 
 
 async def _markdown_chunks(*, conversation: Conversation, chunk_rows: int) -> AsyncIterator[str]:
@@ -356,7 +362,7 @@ async def _markdown_chunks(*, conversation: Conversation, chunk_rows: int) -> As
         f"# {title}\n\n"
         f"*Exported from Longchat {_utc_minute(timezone.now())} · model: {_one_line(head.config_label)} · "
         f"started {_utc_minute(conversation.created_at)}*\n\n"
-        + _markdown_system_prompt(conversation.system_prompt)
+        + _quoted_block("System prompt", conversation.system_prompt)
         + "---\n\n"
     )
     numbering = _ChatNumbers(wanted=head.summary_covers)

@@ -257,6 +257,7 @@ def message_serialize(
         "role": message.role,
         "kind": message.kind,
         "content": message.content,
+        "reasoning": message.reasoning or "",
         "html": markdown_render(message.content) if render else None,
         "token_count": message.token_count,
         "char_count": message.char_count,

@@ -20,6 +20,7 @@ from chatapp.chat.search_services import message_index_statements, message_index
 from chatapp.chat.textsafe import text_storable
 from chatapp.chat.turn_claim import turn_claim_release_statement
 from chatapp.chat.turn_types import ChatTurn, ReplyGoneError
+from chatapp.providers import llm
 
 
 def _stored_over(*, reply_id: int, status: str, values: dict[str, Any]) -> tuple[str, tuple[int, int, int]]:
@@ -55,6 +56,7 @@ def reply_store(
     latency_ms: int,
     error: str = "",
     sent: bool = True,
+    reasoning: str = "",
 ) -> dict[str, Any]:
     """Persist the reply once, at the end of the stream; returns the stored reply as an event dict.
 
@@ -64,9 +66,13 @@ def reply_store(
     conversation was deleted meanwhile.
     """
     content = text_storable(content)  # a NUL or an unpaired surrogate from the model must not lose the reply
+    if not reasoning and not turn.target.offline:  # the demo repeats what it is sent: no template opened a block
+        reasoning, content = llm.unopened_split(content)
     tokens = optimizer.count_message({"role": "assistant", "content": content}, model=turn.target.model)
     values: dict[str, Any] = {
         "content": content,
+        # Not counted: the thinking is never sent back (providers.llm.thinking).
+        "reasoning": text_storable(reasoning) or None,
         "token_count": tokens,
         "char_count": len(content),
         "latency_ms": latency_ms,

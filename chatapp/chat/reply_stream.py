@@ -70,14 +70,15 @@ def stream_event(name: str, data: dict[str, Any]) -> dict[str, Any]:
 KEEPALIVE: dict[str, Any] = {"comment": "keep-alive"}
 
 
-def _reply_poll(reply_id: int, *, heartbeat: bool, text: str = "") -> str | None:
-    """The reply's status. With `heartbeat`, a streaming reply's updated_at is touched and its text so
-    far checkpointed first, so a long stream never looks dead to Retry (chat_retry) and
-    a killed process loses only the last seconds; one query either way."""
+def _reply_poll(reply_id: int, *, heartbeat: bool, text: str = "", reasoning: str = "") -> str | None:
+    """The reply's status. With `heartbeat`, a streaming reply's updated_at is touched and its text
+    (and thinking) so far checkpointed first, so a long stream never looks dead to Retry (chat_retry),
+    a killed process loses only the last seconds, and a page following the reply shows both; one
+    query either way."""
     if heartbeat:
         text = text_storable(text)
         if Message.objects.filter(pk=reply_id, status=Message.Status.STREAMING).update(
-            updated_at=timezone.now(), content=text, char_count=len(text)
+            updated_at=timezone.now(), content=text, char_count=len(text), reasoning=text_storable(reasoning) or None
         ):
             return Message.Status.STREAMING
     return Message.objects.filter(pk=reply_id).values_list("status", flat=True).first()
@@ -100,9 +101,9 @@ def reply_orphans_finish() -> int:
     return done
 
 
-def reply_cut_note() -> str:
-    """The marker a reply cut at settings.MAX_REPLY_CHARS ends with."""
-    return f"\n\n[Reply cut here: it reached the {settings.MAX_REPLY_CHARS:,}-character limit.]"
+def reply_cut_note(what: str = "Reply") -> str:
+    """The marker a reply (or its thinking) cut at settings.MAX_REPLY_CHARS ends with."""
+    return f"\n\n[{what} cut here: it reached the {settings.MAX_REPLY_CHARS:,}-character limit.]"
 
 
 _END = object()
@@ -149,6 +150,8 @@ class ReplyReader:
         self.started = time.monotonic()
         self.parts: list[str] = []
         self.received = 0
+        self.thinking: list[str] = []  # a reasoning model's thinking (llm.Reasoning), kept apart
+        self.thought = 0
         self.usage: Any = None
         self.failure: BaseException | None = None
         self.stopped = False
@@ -176,14 +179,12 @@ class ReplyReader:
             if isinstance(item, BaseException):
                 self.failure = item
                 return
-            if isinstance(item, llm.Delta) and item.text:
-                text, cut = self._take(self._joined(item.text))
-                yield stream_event("delta", {"text": text})
+            event, cut = self._model_event(item)
+            if event is not None:
+                yield event
                 last_sent = time.monotonic()
                 if cut:
                     return
-            elif isinstance(item, llm.Usage):
-                self.usage = item
             if self.turn.reply_id in stopped_here:
                 self.stopped = True
                 return
@@ -200,10 +201,23 @@ class ReplyReader:
                     next_heartbeat = time.monotonic() + STREAM_HEARTBEAT_SECONDS
                 next_check = time.monotonic() + STOP_POLL_SECONDS
 
-    def _joined(self, text: str) -> str:
-        """`text` and the deltas already waiting behind it, as one: each event costs the server the
-        same whatever its size, and chunks pile up exactly when it is busy. The first non-delta
-        item is held for the next `_next`."""
+    def _model_event(self, item: Any) -> tuple[dict[str, Any] | None, bool]:
+        """The event a model event makes (None: nothing to send), and whether the reply ends there (cut)."""
+        if isinstance(item, llm.Delta) and item.text:
+            text, cut = self._take(self._joined(item))
+            return stream_event("delta", {"text": text}), cut
+        if isinstance(item, llm.Reasoning) and item.text:
+            thought = self._think(self._joined(item))
+            return (stream_event("reasoning", {"text": thought}) if thought else None), False
+        if isinstance(item, llm.Usage):
+            self.usage = item
+        return None, False
+
+    def _joined(self, first: llm.Delta | llm.Reasoning) -> str:
+        """`first`'s text and that of the events of its kind already waiting behind it, as one: each
+        event costs the server the same whatever its size, and chunks pile up exactly when it is
+        busy. The first item of another kind is held for the next `_next`."""
+        kind, text = type(first), first.text
         parts = [text]
         size = len(text)
         while size < _JOIN_MAX_CHARS and self.held is None:
@@ -211,7 +225,7 @@ class ReplyReader:
                 item = self.queue.get_nowait()
             except asyncio.QueueEmpty:
                 break
-            if isinstance(item, llm.Delta):
+            if type(item) is kind:
                 parts.append(item.text)
                 size += len(item.text)
             else:
@@ -260,9 +274,24 @@ class ReplyReader:
         self.parts.append(text)
         return text, cut
 
+    def _think(self, text: str) -> str:
+        """Keep a piece of thinking, up to MAX_REPLY_CHARS of it: past that it is dropped (marked once),
+        and the answer still comes."""
+        room = settings.MAX_REPLY_CHARS - self.thought
+        if room <= 0:
+            return ""
+        if len(text) > room:
+            text = text[:room] + reply_cut_note("Thinking")
+            self.thought = settings.MAX_REPLY_CHARS  # the mark closes the thinking: nothing more is kept
+        else:
+            self.thought += len(text)
+        self.thinking.append(text)
+        return text
+
     async def _stopped_elsewhere(self, *, heartbeat: bool) -> bool:
         text = "".join(self.parts) if heartbeat else ""
-        status = await db_short(_reply_poll)(self.turn.reply_id, heartbeat=heartbeat, text=text)
+        reasoning = "".join(self.thinking) if heartbeat else ""
+        status = await db_short(_reply_poll)(self.turn.reply_id, heartbeat=heartbeat, text=text, reasoning=reasoning)
         # None: the row is gone with its conversation; the model need not go on writing for nobody.
         return status in (Message.Status.STOPPED, None)
 
@@ -273,6 +302,7 @@ class ReplyReader:
             work = db_short(self.store)(
                 turn=self.turn,
                 content="".join(self.parts),
+                reasoning="".join(self.thinking),
                 status=status,
                 usage=self.usage,
                 latency_ms=int((time.monotonic() - self.started) * 1000),

@@ -36,6 +36,7 @@ MESSAGE_KEYS = {
     "error", "covers_from_id", "covers_through_id", "covered_message_count", "source_chars", "extractive",
     "discarded", "edited", "edited_from_id", "parent_id", "off_path_by",  # the tree: issue 13, branches
     "skipped_pin_ids",  # a summary's pins passed over
+    "reasoning",  # a reasoning model's thinking
 }
 T0 = datetime(2024, 3, 9, 14, 2, 33, 123456, tzinfo=UTC)
 FENCE_OPEN = "Here is code:\n```python\nprint('never closed')"
@@ -56,7 +57,8 @@ def chat(user, make_config, plain_key):
     c = Conversation.objects.create(owner=user, title="Trip to Lisbon", llm_config=config)
     u1 = _msg(c, 0, role="user", content="Plan a trip to Lisbon in May, please.", pinned=True, token_count=15)
     a1 = _msg(c, 1, role="assistant", content="Sure — **day 1**: Alfama.", reply_to=u1, model="gpt-4o-mini",
-              prompt_tokens=40, completion_tokens=12, latency_ms=830, cost_usd=Decimal("0.000123"))
+              prompt_tokens=40, completion_tokens=12, latency_ms=830, cost_usd=Decimal("0.000123"),
+              reasoning="Three days: start with the old town.")
     old = _msg(c, 2, role="assistant", content="An earlier answer", reply_to=u1, superseded=True)
     u2 = _msg(c, 3, role="user", content=FENCE_OPEN)
     failed = _msg(c, 4, role="assistant", content="", status="error", error="Model unreachable (timeout).", reply_to=u2)

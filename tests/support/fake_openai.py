@@ -26,6 +26,14 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
                          (wants `max_completion_tokens`) and to a temperature other than 1.
 - `slow-<ms>`            like fake-echo with <ms> milliseconds before each chunk (and before a JSON reply).
 - `odd-bytes`            like fake-echo, then NUL, a surrogate pair split across two chunks and a lone surrogate.
+- `think-fields[-<ms>]`  a reasoning model with a reasoning parser (DeepSeek, vLLM): thinking (`thinking_text`) in
+                         `reasoning_content` deltas (in the message's `reasoning_content` unstreamed), then
+                         fake-echo's reply; <ms> milliseconds before each chunk.
+- `think-inline[-<ms>]`  a reasoning model served without one (Qwen3, R1 under Ollama or llama.cpp): the same
+                         thinking inline, `<think>…</think>` before fake-echo's reply, in chunks that cut
+                         both tags.
+- `think-unopened[-<ms>]` the same thinking as a model whose chat template opened the block in the prompt
+                         (DeepSeek-R1 under vLLM without a reasoning parser): its content holds `</think>` only.
 - `strict-<name>`        like fake-echo, but refuses (400) what strict chat templates of local models refuse
                          (Llama, Mistral... under vLLM or llama.cpp): a system message anywhere but first,
                          roles not alternating user/assistant, or a first or last turn that is not the user's.
@@ -58,6 +66,7 @@ CUT_AFTER_CHUNKS = 3
 # What GET /models lists; other names still work (they behave like fake-echo or as named above).
 FAKE_MODELS = ("fake-echo", "gpt-4o-mini", "flaky-500-then-200")
 _SLOW = re.compile(r"^slow-(\d{1,6})$")
+_THINK = re.compile(r"^think-(fields|inline|unopened)(?:-(\d{1,6}))?$")
 
 
 def strict_template_problem(messages: list[dict[str, Any]]) -> str | None:
@@ -271,18 +280,21 @@ class _Handler(BaseHTTPRequestHandler):
             status, message, type_, code, headers = refusal
             self._send_error(status, message, type_, code, **headers)
             return
-        delay = int(m.group(1)) / 1000 if (m := _SLOW.match(model)) else 0.0
+        delay = _delay_of(model)
         messages = body["messages"]
         pieces, finish = _reply_pieces(body, model)
         reply = "".join(pieces)
+        thought, pieces = _thinking_of(model, messages, pieces)
         usage = fake.usage_for(messages, model=model, reply=reply)
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         created = int(time.time())
         if not body.get("stream"):
             if delay:
                 fake.stopping.wait(delay)
-            choice = {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": finish,
-                      "logprobs": None}
+            message = {"role": "assistant", "content": "".join(pieces)}
+            if thought:
+                message["reasoning_content"] = thought
+            choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
             self._send_json(200, {"id": completion_id, "object": "chat.completion", "created": created,
                                   "model": model, "choices": [choice], "usage": usage})
             return
@@ -299,14 +311,15 @@ class _Handler(BaseHTTPRequestHandler):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         self._start_sse()
         self._sse(chunk({"role": "assistant", "content": ""}))
-        for i, piece in enumerate(pieces):
+        thinking = [{"content": None, "reasoning_content": piece} for piece in _chunks(thought)] if thought else []
+        for i, delta in enumerate([*thinking, *({"content": piece} for piece in pieces)]):
             if model in {"cut-stream", "early-end", "stream-error"} and i == CUT_AFTER_CHUNKS:
                 self._misbehave(model)
                 return
             if delay and fake.stopping.wait(delay):
                 self._drop_connection()
                 return
-            self._sse(chunk({"content": piece}))
+            self._sse(chunk(delta))
         self._sse(chunk({}, finish))
         if include_usage:
             self._sse({**chunk({}), "choices": [], "usage": usage})
@@ -357,6 +370,34 @@ def _refusal(body: dict, model: str, *, key: str, fake: FakeOpenAI
     if model.startswith("strict-") and (problem := strict_template_problem(body["messages"])):
         return 400, problem, "invalid_request_error", None, {}
     return None
+
+
+def _delay_of(model: str) -> float:
+    """Seconds before each chunk: `slow-<ms>`, `think-…-<ms>`."""
+    if found := _SLOW.match(model) or _THINK.match(model):
+        return int(found.groups()[-1] or 0) / 1000
+    return 0.0
+
+
+def _thinking_of(model: str, messages: list[dict], pieces: list[str]) -> tuple[str, list[str]]:
+    """A `think-*` model's (thinking for `reasoning_content`, the content's pieces): `think-inline` puts it
+    before the reply in `<think>` tags, in pieces that cut both tags as a tokenizer may cut them."""
+    found = _THINK.match(model)
+    if found is None:
+        return "", pieces
+    thought = thinking_text(messages)
+    if found.group(1) == "fields":
+        return thought, pieces
+    if found.group(1) == "unopened":
+        return "", [*_chunks(thought), "\n</think>\n\n", *pieces]
+    inline = f"<think>{thought}</think>\n\n"
+    return "", [inline[:4], inline[4:9], *_chunks(inline[9:-7]), inline[-7:-3], inline[-3:], *pieces]
+
+
+def thinking_text(messages: list[dict]) -> str:
+    """What the `think-*` models think before they answer: it names the last message's first words."""
+    last = _message_text(messages[-1].get("content")) if messages else ""
+    return f"Thinking it over: the user wrote {' '.join(last.split()[:4])!r}. I should describe what I received."
 
 
 def _title_reply(messages: list[dict]) -> str:

@@ -72,6 +72,11 @@ class MessageOutputSerializer(serializers.ModelSerializer):
     # `siblings` (branch_selectors.message_sibling_places) in the context to read a page's at once.
     sibling_index = serializers.IntegerField(min_value=1)
     sibling_count = serializers.IntegerField(min_value=1)
+    reasoning = serializers.CharField(
+        allow_blank=True,
+        help_text="A reasoning model's thinking before the answer (plain text; \"\" without any). Never sent back "
+        "to a model.",
+    )
 
     class Meta:
         model = Message
@@ -81,6 +86,7 @@ class MessageOutputSerializer(serializers.ModelSerializer):
             "role",
             "kind",
             "content",
+            "reasoning",
             "html",
             "token_count",
             "char_count",

@@ -154,6 +154,7 @@ def _message(row: Any, *, number: int) -> MessageRecord:
     extra: dict[str, Any] = {
         "model": model,
         "error": text_of(row.get("error"), what=f"{what}'s error", allow_null=True),
+        "reasoning": text_of(row.get("reasoning"), what=f"{what}'s reasoning", allow_null=True),
         "cost_usd": cost_of(row.get("cost_usd"), what=f"{what}'s cost_usd"),
     }
     for name in _COUNTS:

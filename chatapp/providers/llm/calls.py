@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import openai
@@ -27,8 +27,9 @@ from chatapp.providers.llm.errors import (
 from chatapp.providers.llm.offline import _offline_stream, offline_reply, offline_target
 from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
 from chatapp.providers.llm.sse import sse_events
+from chatapp.providers.llm.thinking import ThinkSplitter, reasoning_of, think_split
 from chatapp.providers.llm.transport import _async_client, _sync_client
-from chatapp.providers.llm.types import Completion, Delta, LLMError, LLMEvent, LLMTarget, Usage
+from chatapp.providers.llm.types import Completion, Delta, LLMError, LLMEvent, LLMTarget, Reasoning, Usage
 
 if TYPE_CHECKING:
     from chatapp.providers.models import LLMConfig
@@ -100,8 +101,8 @@ async def llm_stream(
     try:
         try:
             async for chunk in sse_events(stream.response):  # to the body's end: the connection is kept (sse)
-                for text in reading.take(chunk):
-                    yield Delta(text)
+                for event in reading.take(chunk):
+                    yield event
         except _CALL_ERRORS as exc:
             reading.error = _llm_error(exc, target, started=reading.started, timeout=timeout)
     finally:
@@ -114,6 +115,8 @@ async def llm_stream(
         if reading.chunks == 0 and "event-stream" not in content_type:
             raise _not_chat_completions_error(target, content_type)
         raise _stream_cut_error()
+    for event in reading.ended():
+        yield event
     if reading.usage is not None:
         yield reading.usage
 
@@ -127,9 +130,11 @@ class _StreamReading:
     chunks: int = 0
     usage: Usage | None = None
     error: LLMError | None = None
+    splitter: ThinkSplitter = field(default_factory=ThinkSplitter)
 
-    def take(self, chunk: Any) -> list[str]:
-        """The chunk's text pieces (a chunk as parsed JSON); notes its usage and finish_reason.
+    def take(self, chunk: Any) -> list[Delta | Reasoning]:
+        """The chunk's pieces of answer and of thinking (a chunk as parsed JSON); notes its usage and
+        finish_reason.
 
         Read as plain JSON, defensively: building the SDK's typed chunk cost ~0.25 ms of CPU per
         chunk (about half of a short reply's server time), and an endpoint may send odd shapes."""
@@ -139,18 +144,36 @@ class _StreamReading:
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = _usage_from(usage)
-        texts = []
+        events: list[Delta | Reasoning] = []
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict):
                 continue
             delta = choice.get("delta")
-            text = delta.get("content") if isinstance(delta, dict) else None
-            if isinstance(text, str) and text:
-                self.started = True
-                texts.append(text)
+            if isinstance(delta, dict):
+                thought = reasoning_of(delta)
+                if thought:
+                    self.started = True
+                    events.append(Reasoning(thought))
+                text = delta.get("content")
+                if isinstance(text, str) and text:
+                    self.started = True
+                    self._add(*self.splitter.feed(text), events)
             if choice.get("finish_reason"):
                 self.finished = True
-        return texts
+        return events
+
+    def ended(self) -> list[Delta | Reasoning]:
+        """What the splitter still held back when the stream ended (a few characters at most)."""
+        events: list[Delta | Reasoning] = []
+        self._add(*self.splitter.end(), events)
+        return events
+
+    @staticmethod
+    def _add(thinking: str, answer: str, events: list[Delta | Reasoning]) -> None:
+        if thinking:
+            events.append(Reasoning(thinking))
+        if answer:
+            events.append(Delta(answer))
 
 
 async def _stream_open(target: LLMTarget, messages: list[dict], *, timeout: float) -> openai.AsyncStream[Any]:
@@ -249,8 +272,11 @@ def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list
         raise _not_chat_completions_error(target, "text/html or other non-JSON")
     choice = response.choices[0] if response.choices else None
     usage = _usage_from(response.usage) if response.usage is not None else Usage(0, 0, 0)
+    # A reasoning model's inline thinking is not part of a summary or a title (structured thinking
+    # is a field of its own, not read).
+    _, text = think_split((choice.message.content or "") if choice is not None else "")
     return Completion(
-        text=(choice.message.content or "") if choice is not None else "",
+        text=text,
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         cached_tokens=usage.cached_tokens or 0,

@@ -45,6 +45,13 @@ class Delta:
 
 
 @dataclass(frozen=True, slots=True)
+class Reasoning:
+    """A piece of a reasoning model's thinking (llm.thinking): shown apart, never sent back."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     prompt_tokens: int
     completion_tokens: int
@@ -52,7 +59,7 @@ class Usage:
     cached_tokens: int | None = 0
 
 
-LLMEvent = Delta | Usage
+LLMEvent = Delta | Reasoning | Usage
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,8 @@ import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
 import { followedReply, followLost, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
 import { refreshSidebar } from "./sidebar.js";
+import { parseEvent } from "./sse.js";
+import { thinkingAdd, thinkingEnd, thinkingShown } from "./thinking.js";
 import { titleFollow, titleFromStream } from "./title_follow.js";
 import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, sendBtn, state, stopBtn, toast } from "./state.js";
 
@@ -26,21 +28,6 @@ export function setStreaming(on) {
     const free = [document.body, null, input].includes(document.activeElement);
     if (pressed || (free && window.matchMedia("(hover: hover)").matches)) input.focus();
     document.dispatchEvent(new CustomEvent("longchat:reply-ended")); // a message queued meanwhile goes now
-  }
-}
-
-export function parseEvent(raw) {
-  let name = "message";
-  const data = [];
-  for (const line of raw.split("\n")) {
-    if (line.startsWith("event:")) name = line.slice(6).trim();
-    else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
-  }
-  if (!data.length) return null;
-  try {
-    return { name, data: JSON.parse(data.join("\n")) };
-  } catch {
-    return null;
   }
 }
 
@@ -96,8 +83,9 @@ export async function runStream(url, body, ctx) {
       }
       if (data.context) showDecision(data.context);
     },
+    reasoning(data) { thinkingAdd(asstEl, data.text || ""); scrollToBottom(); },
     delta(data) {
-      if (!text) contentEl.replaceChildren();
+      if (!text) { contentEl.replaceChildren(); thinkingEnd(asstEl); }
       text += data.text || "";
       // Text only: never interpret model output as HTML while it streams.
       contentEl.append(document.createTextNode(data.text || ""));
@@ -108,6 +96,7 @@ export async function runStream(url, body, ctx) {
       const m = data.message || {};
       contentEl.classList.remove("is-plain");
       contentEl.innerHTML = m.html || ""; // server-rendered and sanitized
+      thinkingShown(asstEl, m.reasoning);
       asstEl.querySelector(".msg-source").value = m.content ?? text;
       setMessageId(asstEl, m.id);
       setStatus(asstEl, m.status || "complete");
@@ -201,6 +190,7 @@ export async function runStream(url, body, ctx) {
     if (!(err && err.name === "AbortError")) console.warn("stream read failed", err);
   }
 
+  thinkingEnd(asstEl); // a reply that ended while the model was still thinking
   let lost = false; // the connection closed without a final event: what arrived is kept
   if (!finished) {
     asstEl.classList.remove("is-streaming"); asstEl.removeAttribute("aria-busy");

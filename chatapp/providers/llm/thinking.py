@@ -1,0 +1,108 @@
+"""A reasoning model's thinking, kept apart from its answer.
+
+Endpoints give the thinking one of two ways. Structured: a delta field beside `content`
+(`reasoning_content`: DeepSeek, vLLM's reasoning parsers, LM Studio; `reasoning`: OpenRouter, newer
+Ollama). Inline: the content opens with `<think>…</think>` (Qwen3, QwQ and DeepSeek-R1 served without
+a reasoning parser, older Ollama), or holds only its end when the chat template opened the block in
+the prompt (`unopened_split`). Either way the thinking is shown apart and never sent back: it is
+often longer than the answer, and the providers say not to return it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+OPEN_TAG = "<think>"
+CLOSE_TAG = "</think>"
+
+# The delta fields that carry thinking, the first present wins: some servers send the same text under
+# both names.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def reasoning_of(delta: Mapping[str, Any]) -> str:
+    """The structured thinking in a streamed delta (or a whole message), "" without any."""
+    for name in REASONING_FIELDS:
+        value = delta.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _held_back(text: str, tag: str) -> int:
+    """How many characters at the end of `text` could be the start of `tag` cut by a chunk boundary."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if tag.startswith(text[-size:]):
+            return size
+    return 0
+
+
+class ThinkSplitter:
+    """Splits streamed content into (thinking, answer) pieces by a leading `<think>…</think>`.
+
+    Only a block that opens the content (after white space) is thinking: a `<think>` later on is the
+    answer's own text (a reply about these tags). Chunk boundaries may fall inside a tag, so the
+    little that could be a tag's start is held back until the next chunk (or `end`) settles it. Once
+    the answer has begun, a chunk passes straight through.
+    """
+
+    __slots__ = ("_buffer", "_state")
+
+    def __init__(self) -> None:
+        self._state = "head"  # head: nothing but white space yet; think: inside the block; answer
+        self._buffer = ""
+
+    def feed(self, text: str) -> tuple[str, str]:
+        """(thinking, answer) that this chunk settles."""
+        if self._state == "answer":
+            return "", text
+        self._buffer += text
+        return self._settle(final=False)
+
+    def end(self) -> tuple[str, str]:
+        """What is still held back, settled: the stream is over."""
+        if self._state == "answer":
+            return "", ""
+        return self._settle(final=True)
+
+    def _settle(self, *, final: bool) -> tuple[str, str]:
+        thinking = ""
+        if self._state == "head":
+            stripped = self._buffer.lstrip()
+            if stripped.startswith(OPEN_TAG):
+                self._state, self._buffer = "think", stripped[len(OPEN_TAG):]
+            elif OPEN_TAG.startswith(stripped) and not final:
+                return "", ""  # white space, or the tag's first characters: wait for more
+            else:
+                self._state, answer, self._buffer = "answer", self._buffer, ""
+                return "", answer
+        at = self._buffer.find(CLOSE_TAG)
+        if at >= 0:
+            thinking, rest = self._buffer[:at], self._buffer[at + len(CLOSE_TAG):]
+            self._state, self._buffer = "answer", ""
+            # The blank line models put after the block is layout, not the answer's first words.
+            return thinking, rest.lstrip()
+        keep = 0 if final else _held_back(self._buffer, CLOSE_TAG)
+        thinking, self._buffer = self._buffer[: len(self._buffer) - keep], self._buffer[len(self._buffer) - keep:]
+        return thinking, ""
+
+
+def unopened_split(text: str) -> tuple[str, str]:
+    """(thinking, answer) of a reply whose block was opened by the chat template, in the prompt
+    (DeepSeek-R1's and Qwen3's thinking templates served without a reasoning parser): its text holds
+    the close tag only, so the thinking can be told apart once the reply has ended, not while it
+    streams. Read so only with one close tag and no open tag; otherwise ("", text)."""
+    if text.count(CLOSE_TAG) != 1 or OPEN_TAG in text:
+        return "", text
+    thinking, answer = text.split(CLOSE_TAG)
+    return thinking.strip(), answer.lstrip()
+
+
+def think_split(text: str) -> tuple[str, str]:
+    """(thinking, answer) of a whole reply (a non-streamed completion), however its block was opened."""
+    splitter = ThinkSplitter()
+    thinking, answer = splitter.feed(text)
+    more_thinking, more_answer = splitter.end()
+    thinking, answer = thinking + more_thinking, answer + more_answer
+    return (thinking, answer) if thinking else unopened_split(answer)

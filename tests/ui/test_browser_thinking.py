@@ -1,0 +1,54 @@
+"""A reasoning model's reply in the browser: its thinking streams into an open "Thinking…" block above
+the answer, folds away once the answer starts, opens on a click, and is drawn the same after a reload."""
+
+from __future__ import annotations
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from chatapp.chat.models import Message
+from tests.support.fake_openai import thinking_text
+from tests.ui.test_browser import _sign_up_with_model, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _thinking(reply):
+    return reply.find_element(By.CSS_SELECTOR, ".msg-thinking")
+
+
+@pytest.mark.parametrize("model", ["think-inline-120", "think-fields-120", "think-unopened-120"])
+def test_the_thinking_streams_open_then_folds_above_the_answer(asgi_server, browser, fake_openai, model):
+    _sign_up_with_model(browser, asgi_server.url, f"thinker-{model[6:12]}", fake_url=fake_openai.base_url,
+                        model=model, name="Thinker")
+    browser.find_element(By.ID, "composer-input").send_keys("Where did we leave the bikes?", Keys.ENTER)
+
+    reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming"))[0]
+    if "unopened" not in model:
+        # While the model thinks: the block is open, says so, and the answer has not begun. (A block the
+        # template opened is told apart only once the reply is whole: it streams as text.)
+        _wait(browser, lambda d: _thinking(reply).find_element(By.CSS_SELECTOR, ".msg-thinking-text").text.strip())
+        assert _thinking(reply).get_attribute("open") is not None
+        assert _thinking(reply).find_element(By.CSS_SELECTOR, ".msg-thinking-label").text == "Thinking…"
+        assert not reply.find_element(By.CSS_SELECTOR, ".msg-content").text.strip()
+
+    _wait(browser, lambda d: reply.get_attribute("data-status") == "complete")
+    thought = thinking_text(fake_openai.completions[-1].messages)
+    stored = Message.objects.get(pk=int(reply.get_attribute("data-id")))
+    assert stored.reasoning == thought
+    box = _thinking(reply)
+    assert box.get_attribute("open") is None and "is-done" in box.get_attribute("class")
+    assert box.find_element(By.CSS_SELECTOR, ".msg-thinking-label").text == "Thinking"
+    answer = reply.find_element(By.CSS_SELECTOR, ".msg-content").text
+    assert answer.startswith("Echo:") and "Thinking it over" not in answer
+
+    box.find_element(By.CSS_SELECTOR, "summary").click()
+    _wait(browser, lambda d: box.find_element(By.CSS_SELECTOR, ".msg-thinking-text").text == thought)
+
+    browser.refresh()
+    again = _wait(browser, lambda d: d.find_elements(By.ID, f"m-{stored.pk}"))[0]
+    box = _thinking(again)
+    assert box.get_attribute("open") is None
+    assert box.get_attribute("textContent").count(thought) == 1
+    assert "Thinking it over" not in again.find_element(By.CSS_SELECTOR, ".msg-content").text
