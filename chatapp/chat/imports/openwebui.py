@@ -7,7 +7,8 @@ shows last: the whole tree is imported (`records.tree_records`), the path up fro
 from the newest leaf) as the active path and every other branch off it, as a branch the chat
 switches to. Without a history, `chat.messages` (the visible list) is imported as it is. Timestamps are Unix
 seconds, in some versions milliseconds (told apart by size). Messages with no text (a failed reply)
-are counted in `omitted["empty_messages"]`.
+are counted in `omitted["empty_messages"]`. The chat's own system prompt (`chat.params.system`,
+set in its Chat Controls) is the imported chat's: Open WebUI sends it before the messages.
 """
 
 from __future__ import annotations
@@ -62,12 +63,15 @@ def _parse(item: Any) -> records.ConversationRecord:
             record for number, node in enumerate(listed, 1)
             if (record := _message(node, what=f"message {number}", omitted=omitted)) is not None
         ]
+    params = chat.get("params")
+    system = params.get("system") if isinstance(params, dict) else None
     created = records.epoch_time(item.get("created_at"), what="created_at") or records.epoch_time(
         chat.get("timestamp"), what="the chat's timestamp"
     )
     return records.ConversationRecord(
         source_id=records.source_id_of(item.get("id") or chat.get("id")),
         title=_title(item),
+        system_prompt=system if isinstance(system, str) else "",
         created_at=created,
         updated_at=records.epoch_time(item.get("updated_at"), what="updated_at"),
         messages=messages,

@@ -1,0 +1,46 @@
+"""A chat's own system prompt comes with it from Open WebUI, as it does in our own format (our round
+trip: test_import.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from chatapp.chat.models import Conversation
+from tests.chat.importkit import import_now
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owner(db):
+    return get_user_model().objects.create_user(username="webui", password="a long test password 5")
+
+
+def _openwebui_chat(title: str, **chat: object) -> dict:
+    messages = {
+        "u1": {"id": "u1", "parentId": None, "childrenIds": ["a1"], "role": "user", "content": "Bonjour ?",
+               "timestamp": 1720000010},
+        "a1": {"id": "a1", "parentId": "u1", "childrenIds": [], "role": "assistant", "content": "Bonjour !",
+               "model": "llama3.1", "timestamp": 1720000020},
+    }
+    return {"id": f"id-{title}", "title": title, "created_at": 1720000000, "updated_at": 1720000020,
+            "chat": {"title": title, "history": {"messages": messages, "currentId": "a1"}, **chat}}
+
+
+def test_an_open_webui_chats_system_prompt_is_the_imported_chats(owner):
+    """Open WebUI keeps a chat's system prompt (Chat Controls → System Prompt) in `chat.params.system`
+    and sends it before the messages; the chat here must send it too, not start without it."""
+    document = [
+        _openwebui_chat("French", params={"system": "Answer in French only.\nBe brief. 🇫🇷"}),
+        _openwebui_chat("Plain", params={"temperature": 0.2}),
+        _openwebui_chat("Odd", params={"system": 42}),  # not text: nothing to keep
+    ]
+
+    job = import_now(owner, json.dumps(document).encode())
+
+    assert (job.status, job.skipped) == ("done", [])
+    prompts = [Conversation.objects.get(pk=pk).system_prompt for pk in job.conversation_ids]
+    assert prompts == ["Answer in French only.\nBe brief. 🇫🇷", "", ""]
