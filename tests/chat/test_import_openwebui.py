@@ -1,5 +1,5 @@
-"""A chat's own system prompt comes with it from Open WebUI, as it does in our own format (our round
-trip: test_import.py)."""
+"""What an Open WebUI chat brings beyond its messages' text: its own system prompt (as our own format
+does: test_import.py) and, for a message of attachments only, what was attached."""
 
 from __future__ import annotations
 
@@ -44,3 +44,27 @@ def test_an_open_webui_chats_system_prompt_is_the_imported_chats(owner):
     assert (job.status, job.skipped) == ("done", [])
     prompts = [Conversation.objects.get(pk=pk).system_prompt for pk in job.conversation_ids]
     assert prompts == ["Answer in French only.\nBe brief. 🇫🇷", "", ""]
+
+
+def test_an_open_webui_message_of_attachments_only_keeps_its_place(owner):
+    """A question sent as a picture alone (Open WebUI sends it with empty text) was dropped as empty:
+    its answer then followed the previous answer, a reply to nothing. It stays, as a placeholder
+    saying what was attached, as ChatGPT's pictures do ("[image]")."""
+    chat = _openwebui_chat("Photo")
+    history = chat["chat"]["history"]["messages"]
+    history["a1"]["childrenIds"] = ["u2"]
+    history["u2"] = {"id": "u2", "parentId": "a1", "childrenIds": ["a2"], "role": "user", "content": "",
+                     "files": [{"type": "image", "url": "data:image/png;base64,AAAA"},
+                               {"type": "file", "name": "notes.pdf", "content_type": "application/pdf"}],
+                     "timestamp": 1720000030}
+    history["a2"] = {"id": "a2", "parentId": "u2", "childrenIds": [], "role": "assistant",
+                     "content": "A cat on a pile of notes.", "timestamp": 1720000040}
+    chat["chat"]["history"]["currentId"] = "a2"
+
+    job = import_now(owner, json.dumps([chat]).encode())
+
+    assert (job.status, job.omitted) == ("done", {})
+    rows = list(Conversation.objects.get(pk=job.conversation_ids[0]).messages.order_by("id"))
+    assert [(m.role, m.content) for m in rows[2:]] == [
+        ("user", "[image]\n[file: notes.pdf]"), ("assistant", "A cat on a pile of notes.")]
+    assert rows[3].reply_to_id == rows[2].pk
