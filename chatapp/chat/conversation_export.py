@@ -253,6 +253,9 @@ _COMMONMARK = MarkdownIt("commonmark")
 _FENCE_LINE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
 # A line that may open an HTML block (at most three spaces in), which runs on past a blank line.
 _HTML_START = re.compile(r"^ {0,3}<", re.MULTILINE)
+# An indented fence line: whether it opens or closes depends on indentation rules (at most three spaces
+# in, counted from a list item's content; a tab is four columns) that `_fences_closed` does not follow.
+_INDENTED_FENCE = re.compile(r"^[ \t]+(?:`{3,}|~{3,})", re.MULTILINE)
 _PROBE = "\n\n### end\n"
 
 
@@ -277,9 +280,9 @@ def _fences_closed(text: str) -> str:
 def _markdown_text(text: str) -> str:
     """A message's text for the Markdown export: its Markdown, fences closed; shown as written (in a
     fence of its own) when it would still run into the next message's heading, as an HTML block left
-    open does (a user's "<!-- is this a comment?")."""
+    open does (a user's "<!-- is this a comment?"), or a fence the scan misread (an indented one)."""
     closed = _fences_closed(text)
-    if _HTML_START.search(closed) is None:
+    if _HTML_START.search(closed) is None and _INDENTED_FENCE.search(closed) is None:
         return closed
     tokens = _COMMONMARK.parse(closed + _PROBE)
     if len(tokens) >= 3 and tokens[-3].type == "heading_open" and tokens[-2].content == "end":

@@ -359,6 +359,11 @@ def test_a_user_message_is_not_read_as_markup_that_hides_the_rest(api, user):
     "Steps:\n\n```python\nprint(1)\n````\nmore",  # closed by a longer run: nothing to add
     "~~~\nnever closed",
     "<script>\nlet x = 1;",  # an HTML block that would run to the end: shown as written
+    # A line of ``` indented by four columns or more is code, not the fence's end (CommonMark)...
+    "```python\ndef f():\n    \"\"\"\n    ```\n    example",
+    "```\ncode\n\t```",
+    # ...and a fence opened in a list item ends with the item, so a ``` at the margin opens another.
+    "1. Install it:\n\n   ```bash\n   pip install x\n```\nmore",
 ])
 def test_no_message_text_takes_the_next_message_in(api, user, text):
     c = Conversation.objects.create(owner=user, title="Edges")

@@ -6,8 +6,10 @@ created_at, updated_at}`.
 shows last: the whole tree is imported (`records.tree_records`), the path up from `currentId` (else
 from the newest leaf) as the active path and every other branch off it, as a branch the chat
 switches to. Without a history, `chat.messages` (the visible list) is imported as it is. Timestamps are Unix
-seconds, in some versions milliseconds (told apart by size). Messages with no text (a failed reply)
-are counted in `omitted["empty_messages"]`.
+seconds, in some versions milliseconds (told apart by size). A message of attachments only (a
+picture sent alone) says what they were ("[image]", "[file: name]"); other messages with no text (a
+failed reply) are counted in `omitted["empty_messages"]`. The chat's own system prompt (`chat.params.system`,
+set in its Chat Controls) is the imported chat's: Open WebUI sends it before the messages.
 """
 
 from __future__ import annotations
@@ -62,12 +64,15 @@ def _parse(item: Any) -> records.ConversationRecord:
             record for number, node in enumerate(listed, 1)
             if (record := _message(node, what=f"message {number}", omitted=omitted)) is not None
         ]
+    params = chat.get("params")
+    system = params.get("system") if isinstance(params, dict) else None
     created = records.epoch_time(item.get("created_at"), what="created_at") or records.epoch_time(
         chat.get("timestamp"), what="the chat's timestamp"
     )
     return records.ConversationRecord(
         source_id=records.source_id_of(item.get("id") or chat.get("id")),
         title=_title(item),
+        system_prompt=system if isinstance(system, str) else "",
         created_at=created,
         updated_at=records.epoch_time(item.get("updated_at"), what="updated_at"),
         messages=messages,
@@ -78,6 +83,9 @@ def _parse(item: Any) -> records.ConversationRecord:
 def _message(node: Any, *, what: str, omitted: Counter[str]) -> records.MessageRecord | None:
     role = records.role_of(records.object_of(node, what=what).get("role"), what=what)
     text = _content_text(node.get("content"), what=what)
+    if not text.strip():
+        # A picture or a file sent alone has no text: dropped, its answer would answer nothing.
+        text = _attachments_text(node.get("files"))
     if not text.strip():
         omitted["empty_messages"] += 1
         return None
@@ -102,3 +110,23 @@ def _content_text(content: Any, *, what: str) -> str:
                 texts.append("[image]" if "image" in kind else f"[{kind}]")
         return "\n".join(texts)
     raise records.ConversationError(f"{what}'s content is {records.describe(content)}, not text")
+
+
+def _attachments_text(files: Any) -> str:
+    """What a message's `files` were, one placeholder a line ("[image]", "[file: notes.pdf]"), as the
+    ChatGPT import marks a picture: the files themselves are not in the export."""
+    if not isinstance(files, list):
+        return ""
+    lines = []
+    for item in files:
+        if not isinstance(item, dict):
+            continue
+        kind, media = str(item.get("type") or ""), str(item.get("content_type") or "")
+        name = item.get("name")
+        if "image" in kind or media.startswith("image/"):
+            lines.append("[image]")
+        elif isinstance(name, str) and name.strip():
+            lines.append(f"[file: {' '.join(name.split())[:200]}]")
+        else:
+            lines.append("[file]")
+    return "\n".join(lines)

@@ -72,7 +72,7 @@ class ConversationRecord:
     updated_at: datetime | None
     messages: list[MessageRecord]
     title_is_custom: bool = True
-    system_prompt: str = ""  # our own format only: the chat's system prompt
+    system_prompt: str = ""  # the chat's own system prompt (our format, Open WebUI's chat params)
     # Our own format only: the model the chat used ({"name", "model"}), whether it was the offline
     # demo model, and the source id of its verbatim window's first message.
     llm_config: dict[str, Any] | None = None

@@ -1,0 +1,70 @@
+"""What an Open WebUI chat brings beyond its messages' text: its own system prompt (as our own format
+does: test_import.py) and, for a message of attachments only, what was attached."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from chatapp.chat.models import Conversation
+from tests.chat.importkit import import_now
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owner(db):
+    return get_user_model().objects.create_user(username="webui", password="a long test password 5")
+
+
+def _openwebui_chat(title: str, **chat: object) -> dict:
+    messages = {
+        "u1": {"id": "u1", "parentId": None, "childrenIds": ["a1"], "role": "user", "content": "Bonjour ?",
+               "timestamp": 1720000010},
+        "a1": {"id": "a1", "parentId": "u1", "childrenIds": [], "role": "assistant", "content": "Bonjour !",
+               "model": "llama3.1", "timestamp": 1720000020},
+    }
+    return {"id": f"id-{title}", "title": title, "created_at": 1720000000, "updated_at": 1720000020,
+            "chat": {"title": title, "history": {"messages": messages, "currentId": "a1"}, **chat}}
+
+
+def test_an_open_webui_chats_system_prompt_is_the_imported_chats(owner):
+    """Open WebUI keeps a chat's system prompt (Chat Controls → System Prompt) in `chat.params.system`
+    and sends it before the messages; the chat here must send it too, not start without it."""
+    document = [
+        _openwebui_chat("French", params={"system": "Answer in French only.\nBe brief. 🇫🇷"}),
+        _openwebui_chat("Plain", params={"temperature": 0.2}),
+        _openwebui_chat("Odd", params={"system": 42}),  # not text: nothing to keep
+    ]
+
+    job = import_now(owner, json.dumps(document).encode())
+
+    assert (job.status, job.skipped) == ("done", [])
+    prompts = [Conversation.objects.get(pk=pk).system_prompt for pk in job.conversation_ids]
+    assert prompts == ["Answer in French only.\nBe brief. 🇫🇷", "", ""]
+
+
+def test_an_open_webui_message_of_attachments_only_keeps_its_place(owner):
+    """A question sent as a picture alone (Open WebUI sends it with empty text) was dropped as empty:
+    its answer then followed the previous answer, a reply to nothing. It stays, as a placeholder
+    saying what was attached, as ChatGPT's pictures do ("[image]")."""
+    chat = _openwebui_chat("Photo")
+    history = chat["chat"]["history"]["messages"]
+    history["a1"]["childrenIds"] = ["u2"]
+    history["u2"] = {"id": "u2", "parentId": "a1", "childrenIds": ["a2"], "role": "user", "content": "",
+                     "files": [{"type": "image", "url": "data:image/png;base64,AAAA"},
+                               {"type": "file", "name": "notes.pdf", "content_type": "application/pdf"}],
+                     "timestamp": 1720000030}
+    history["a2"] = {"id": "a2", "parentId": "u2", "childrenIds": [], "role": "assistant",
+                     "content": "A cat on a pile of notes.", "timestamp": 1720000040}
+    chat["chat"]["history"]["currentId"] = "a2"
+
+    job = import_now(owner, json.dumps([chat]).encode())
+
+    assert (job.status, job.omitted) == ("done", {})
+    rows = list(Conversation.objects.get(pk=job.conversation_ids[0]).messages.order_by("id"))
+    assert [(m.role, m.content) for m in rows[2:]] == [
+        ("user", "[image]\n[file: notes.pdf]"), ("assistant", "A cat on a pile of notes.")]
+    assert rows[3].reply_to_id == rows[2].pk
