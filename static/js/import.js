@@ -1,4 +1,4 @@
-/* Settings → Import conversations: upload the file (POST /api/imports/), poll the job every second
+/* Settings → Import and export: upload the file (POST /api/imports/), poll the job every second
    (GET /api/imports/<id>/) into a <progress> bar, then link the imported chats or say what went wrong.
    Uses the page's classic helpers (common.js: Longchat). */
 

@@ -261,7 +261,7 @@ def test_settings_page_has_the_import_section(client, owner, settings):
     settings.IMPORT_MAX_BYTES = 50_000_000
     client.force_login(owner)
     page = client.get("/settings/").content.decode()
-    assert '<h2 id="import-h">Import conversations</h2>' in page and "up to 50 MB." in page
+    assert '<h2 id="import-h">Import and export</h2>' in page and "up to 50 MB." in page
     assert '<label class="field-label" for="import-file">File to import</label>' in page
     assert '<progress id="import-progress"' in page and 'data-max-bytes="50000000"' in page
     assert '<script type="module" src="/static/js/import.js">' in page

@@ -1,4 +1,4 @@
-"""Settings → Import conversations in a real browser: choose a file, watch the progress bar, follow
+"""Settings → Import and export in a real browser: choose a file, watch the progress bar, follow
 the links to the imported chats; a foreign file shows the reason. The job runs in the server's
 process at publish time (as a worker would run it; tests/worker runs a real one)."""
 

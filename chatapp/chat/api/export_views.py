@@ -1,4 +1,5 @@
-"""`GET /api/conversations/<id>/export/?format=json|markdown`: the conversation as a streamed download.
+"""`GET /api/conversations/<id>/export/?format=json|markdown`: the conversation as a streamed download;
+`GET /api/conversations/export/`: every conversation of the user, as one JSON list (account_export).
 
 A thin sync DRF view (authentication, ownership, the format) returning a StreamingHttpResponse over
 the async iterator of conversation_export: under ASGI the body streams from the event loop, page by
@@ -7,9 +8,11 @@ page, instead of being built in memory first (see that module for the formats).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from django.http import StreamingHttpResponse
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -18,6 +21,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from chatapp.chat.account_export import account_export_chunks
 from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.serializers import SummaryCoverageSerializer
 from chatapp.chat.conversation_export import EXPORT_FORMATS, conversation_export_chunks
@@ -84,6 +88,9 @@ class ConversationExportMessage(SummaryCoverageSerializer):
         child=serializers.IntegerField(), allow_null=True,
         help_text="A summary's pinned messages it passed over (sent as themselves while unpinned since).",
     )
+    reasoning = serializers.CharField(
+        allow_null=True, help_text="A reasoning model's thinking before the answer (null: none); never sent back."
+    )
 
 
 class ConversationExportDocument(serializers.Serializer):
@@ -138,11 +145,35 @@ class ConversationExportApi(APIView):
         conversation = conversation_get(owner=request.user, pk=pk)
         fmt = validated(self.InputSerializer, request.query_params)["format"]
         kind = EXPORT_FORMATS[fmt]
-        response = StreamingHttpResponse(
-            conversation_export_chunks(conversation=conversation, fmt=fmt), content_type=kind.media_type
-        )
-        response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.{kind.extension}"'
-        # The rows were read when asked for; a stored copy would be stale. Proxies pass pages on at once.
-        response["Cache-Control"] = "no-store"
-        response["X-Accel-Buffering"] = "no"
-        return response
+        return _download(conversation_export_chunks(conversation=conversation, fmt=fmt), media_type=kind.media_type,
+                         filename=f"conversation-{conversation.pk}.{kind.extension}")
+
+
+class AccountExportApi(APIView):
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = ExportNegotiation
+
+    @extend_schema(
+        operation_id="conversations_export_all",
+        summary="Download every conversation of yours (streamed) as one JSON list",
+        responses={
+            (200, "application/json"): OpenApiResponse(
+                response=ConversationExportDocument(many=True),
+                description="A list of conversation documents (each as the one-conversation export writes it), oldest "
+                "first; the import reads the file back whole.",
+            ),
+        },
+    )
+    def get(self, request: Request) -> Any:
+        day = timezone.localdate().isoformat()
+        return _download(account_export_chunks(owner_id=request.user.pk), media_type="application/json",
+                         filename=f"longchat-chats-{day}.json")
+
+
+def _download(chunks: AsyncIterator[str], *, media_type: str, filename: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(chunks, content_type=media_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    # The rows were read when asked for; a stored copy would be stale. Proxies pass pages on at once.
+    response["Cache-Control"] = "no-store"
+    response["X-Accel-Buffering"] = "no"
+    return response
