@@ -72,7 +72,7 @@ def reply_store(
     values: dict[str, Any] = {
         "content": content,
         # Not counted: the thinking is never sent back (providers.llm.thinking).
-        "reasoning": text_storable(reasoning) or None,
+        "reasoning": text_storable(reasoning).rstrip() or None,
         "token_count": tokens,
         "char_count": len(content),
         "latency_ms": latency_ms,

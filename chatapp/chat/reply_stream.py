@@ -276,9 +276,12 @@ class ReplyReader:
 
     def _think(self, text: str) -> str:
         """Keep a piece of thinking, up to MAX_REPLY_CHARS of it: past that it is dropped (marked once),
-        and the answer still comes."""
+        and the answer still comes. White space before its first word is dropped: a model asked not
+        to think (Qwen3's /no_think) still writes an empty block, which is no thinking to show."""
+        if not self.thinking:
+            text = text.lstrip()
         room = settings.MAX_REPLY_CHARS - self.thought
-        if room <= 0:
+        if room <= 0 or not text:
             return ""
         if len(text) > room:
             text = text[:room] + reply_cut_note("Thinking")

@@ -13,6 +13,7 @@ from django.test import Client
 import optimizer
 from chatapp.chat.models import Conversation, Message
 from tests.chat.importkit import export_document, import_now
+from tests.support import fake_openai as fake_openai_module
 from tests.support.chat import make_config, send
 from tests.support.fake_openai import echo_reply, thinking_text
 
@@ -23,6 +24,20 @@ pytestmark = pytest.mark.django_db
 def fake(fake_openai):
     fake_openai.reset()
     return fake_openai
+
+
+def test_an_empty_block_is_no_thinking(user, fake, monkeypatch):
+    # Qwen3 asked not to think (/no_think) still writes `<think>\n\n</think>\n\n` before its answer.
+    monkeypatch.setattr(fake_openai_module, "thinking_text", lambda messages: "\n\n")
+    conversation = Conversation.objects.create(
+        owner=user, llm_config=make_config(user, fake.base_url, model="think-inline")
+    )
+
+    result = send(user, conversation, "Just answer")
+
+    assert "reasoning" not in result.names and result.names[-1] == "done"
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert (reply.reasoning, reply.content) == (None, echo_reply(fake.completions[-1].messages))
 
 
 def test_a_block_the_template_opened_is_stored_apart_once_the_reply_ends(user, fake):

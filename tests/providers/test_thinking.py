@@ -37,6 +37,11 @@ def test_a_leading_block_is_thinking_and_the_rest_the_answer():
     assert think_split("No thinking here.") == ("", "No thinking here.")
 
 
+def test_the_blank_lines_after_the_block_are_not_the_answer_s_whatever_the_chunks():
+    assert _streamed(["<think>a</think>", "\n", "\n", "The answer.\n"]) == ("a", "The answer.\n")
+    assert _streamed(["<think>a</think>\n", "\nThe", " answer."]) == ("a", "The answer.")
+
+
 def test_a_think_tag_later_in_the_text_is_the_answer_s_own():
     text = "Models write <think>…</think> before answering."
     assert think_split(text) == ("", text)

@@ -50,19 +50,29 @@ class ThinkSplitter:
     __slots__ = ("_buffer", "_state")
 
     def __init__(self) -> None:
-        self._state = "head"  # head: nothing but white space yet; think: inside the block; answer
+        # head: nothing but white space yet; think: inside the block; gap: after it, before the answer's
+        # first character (the blank line models put there is layout); answer
+        self._state = "head"
         self._buffer = ""
 
     def feed(self, text: str) -> tuple[str, str]:
         """(thinking, answer) that this chunk settles."""
         if self._state == "answer":
             return "", text
+        if self._state == "gap":
+            return "", self._after_gap(text)
         self._buffer += text
         return self._settle(final=False)
 
+    def _after_gap(self, text: str) -> str:
+        text = text.lstrip()
+        if text:
+            self._state = "answer"
+        return text
+
     def end(self) -> tuple[str, str]:
         """What is still held back, settled: the stream is over."""
-        if self._state == "answer":
+        if self._state in ("answer", "gap"):
             return "", ""
         return self._settle(final=True)
 
@@ -80,9 +90,8 @@ class ThinkSplitter:
         at = self._buffer.find(CLOSE_TAG)
         if at >= 0:
             thinking, rest = self._buffer[:at], self._buffer[at + len(CLOSE_TAG):]
-            self._state, self._buffer = "answer", ""
-            # The blank line models put after the block is layout, not the answer's first words.
-            return thinking, rest.lstrip()
+            self._state, self._buffer = "gap", ""
+            return thinking, self._after_gap(rest)
         keep = 0 if final else _held_back(self._buffer, CLOSE_TAG)
         thinking, self._buffer = self._buffer[: len(self._buffer) - keep], self._buffer[len(self._buffer) - keep:]
         return thinking, ""
