@@ -44,6 +44,19 @@ def test_a_block_the_template_opened_is_stored_apart_once_the_reply_ends(user, f
     assert not any(thought in json.dumps(m) for m in fake.completions[-1].messages)
 
 
+def test_a_plain_reply_that_names_the_close_tag_keeps_its_whole_answer(user, fake):
+    # fake-echo repeats the question: its answer names </think> once, as an answer about Qwen's output may.
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake.base_url))
+
+    send(user, conversation, "In Qwen's output, what does </think> mean?")
+
+    answer = echo_reply(fake.completions[-1].messages)
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert (reply.reasoning, reply.content) == (None, answer)
+    send(user, conversation, "And then?")
+    assert [m["content"] for m in fake.completions[-1].messages if m["role"] == "assistant"] == [answer]
+
+
 @pytest.mark.parametrize("model", ["think-fields", "think-inline"])
 def test_the_thinking_streams_and_is_stored_apart_from_the_answer(user, fake, model):
     conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake.base_url, model=model))
