@@ -276,9 +276,11 @@ class ReplyReader:
 
     def _think(self, text: str) -> str:
         """Keep a piece of thinking, up to MAX_REPLY_CHARS of it: past that it is dropped (marked once),
-        and the answer still comes."""
+        and the answer still comes. White space alone is no thinking: Qwen3 told `/no_think` still
+        writes its block, empty, and an empty "Thinking" would then fold above every reply."""
+        text = text if self.thinking else text.lstrip()
         room = settings.MAX_REPLY_CHARS - self.thought
-        if room <= 0:
+        if not text or room <= 0:
             return ""
         if len(text) > room:
             text = text[:room] + reply_cut_note("Thinking")

@@ -78,6 +78,20 @@ def test_the_thinking_streams_and_is_stored_apart_from_the_answer(user, fake, mo
     assert thought not in done["html"]
 
 
+@pytest.mark.parametrize("model", ["think-fields", "think-inline"])
+def test_an_empty_block_is_no_thinking(user, fake, model):
+    # Qwen3 told /no_think still writes <think>\n\n</think>: no empty "Thinking" above the answer.
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake.base_url, model=model))
+
+    result = send(user, conversation, "Where are the bikes? /no_think")
+
+    assert result.named("reasoning") == []
+    assert result.text == echo_reply(fake.completions[-1].messages)
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert (reply.reasoning, reply.content) == (None, result.text)
+    assert result.named("done")[0]["message"]["reasoning"] == ""
+
+
 def test_the_thinking_is_never_sent_back_to_the_model(user, fake):
     conversation = Conversation.objects.create(
         owner=user, llm_config=make_config(user, fake.base_url, model="think-inline")

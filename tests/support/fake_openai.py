@@ -31,7 +31,7 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
                          fake-echo's reply; <ms> milliseconds before each chunk.
 - `think-inline[-<ms>]`  a reasoning model served without one (Qwen3, R1 under Ollama or llama.cpp): the same
                          thinking inline, `<think>…</think>` before fake-echo's reply, in chunks that cut
-                         both tags.
+                         both tags. Told `/no_think` (Qwen3's switch), both think white space only.
 - `think-unopened[-<ms>]` the same thinking as a model whose chat template opened the block in the prompt
                          (DeepSeek-R1 under vLLM without a reasoning parser): its content holds `</think>` only.
 - `strict-<name>`        like fake-echo, but refuses (400) what strict chat templates of local models refuse
@@ -386,6 +386,8 @@ def _thinking_of(model: str, messages: list[dict], pieces: list[str]) -> tuple[s
     if found is None:
         return "", pieces
     thought = thinking_text(messages)
+    if messages and "/no_think" in _message_text(messages[-1].get("content")):
+        thought = "\n\n"  # Qwen3's soft switch: the block is still written, empty
     if found.group(1) == "fields":
         return thought, pieces
     if found.group(1) == "unopened":
