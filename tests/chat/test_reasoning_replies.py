@@ -131,7 +131,7 @@ def test_the_page_and_the_api_show_the_thinking_folded_and_as_text(user):
     # A reply still thinking, as a page following it from another tab reads it.
     Message.objects.filter(pk=reply.pk).update(status=Message.Status.STREAMING, content="")
     fragment = client.get(f"/c/{conversation.pk}/messages/?since={reply.pk}").content.decode()
-    assert '<details class="msg-thinking">' in fragment and "Thinking…" in fragment
+    assert '<details class="msg-thinking" open>' in fragment and "Thinking…" in fragment
 
 
 async def _read(chunks) -> str:

@@ -52,3 +52,37 @@ def test_the_thinking_streams_open_then_folds_above_the_answer(asgi_server, brow
     assert box.get_attribute("open") is None
     assert box.get_attribute("textContent").count(thought) == 1
     assert "Thinking it over" not in again.find_element(By.CSS_SELECTOR, ".msg-content").text
+
+
+def test_a_followed_reply_s_thinking_stays_as_the_reader_left_it(asgi_server, browser, fake_openai):
+    # Reloaded while the model thinks, the page follows the reply from the server, redrawing it every
+    # few seconds: the block is drawn open, as the streaming page draws it, and what the reader does with
+    # it (fold it from the keyboard) holds through those rounds instead of snapping back, focus included.
+    _sign_up_with_model(browser, asgi_server.url, "thinker-follow", fake_url=fake_openai.base_url,
+                        model="think-fields-400", name="Thinker")
+    browser.find_element(By.ID, "composer-input").send_keys("Where did we leave the bikes?", Keys.ENTER)
+    reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming[data-id]"))[0]
+    reply_id = reply.get_attribute("data-id")
+    # The checkpoint (every few seconds) holds some thinking and no answer yet.
+    _wait(browser, lambda d: Message.objects.filter(pk=int(reply_id)).exclude(reasoning=None).exists())
+    browser.refresh()
+
+    box = _thinking(_wait(browser, lambda d: d.find_elements(By.ID, f"m-{reply_id}"))[0])
+    assert box.get_attribute("open") is not None
+    assert box.find_element(By.CSS_SELECTOR, ".msg-thinking-label").text == "Thinking…"
+    summary = box.find_element(By.CSS_SELECTOR, "summary")
+    browser.execute_script("arguments[0].focus()", summary)
+    summary.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: box.get_attribute("open") is None)
+
+    # Past a follow round (FOLLOW_EVERY_MS) the node was redrawn, and the block is still folded and focused.
+    _wait(browser, lambda d: _thinking(d.find_element(By.ID, f"m-{reply_id}")) != box, timeout=10)
+    redrawn = _thinking(browser.find_element(By.ID, f"m-{reply_id}"))
+    assert redrawn.get_attribute("open") is None
+    assert browser.switch_to.active_element == redrawn.find_element(By.CSS_SELECTOR, "summary")
+
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply_id}").get_attribute("data-status") == "complete")
+    done = _thinking(browser.find_element(By.ID, f"m-{reply_id}"))
+    assert done.get_attribute("open") is None and "is-done" in done.get_attribute("class")
+    assert done.find_element(By.CSS_SELECTOR, ".msg-thinking-label").text == "Thinking"
+
