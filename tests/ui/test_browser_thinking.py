@@ -86,3 +86,29 @@ def test_a_followed_reply_s_thinking_stays_as_the_reader_left_it(asgi_server, br
     assert done.get_attribute("open") is None and "is-done" in done.get_attribute("class")
     assert done.find_element(By.CSS_SELECTOR, ".msg-thinking-label").text == "Thinking"
 
+
+def test_a_long_thinking_streams_in_view_in_its_box_unless_the_reader_scrolled_up(asgi_server, browser, fake_openai):
+    # The box is held to a max-height; the newest thinking must not grow out of sight below it.
+    _sign_up_with_model(browser, asgi_server.url, "thinker-long", fake_url=fake_openai.base_url,
+                        model="think-fields", name="Thinker")
+    browser.get(f"{asgi_server.url}/")
+    _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))
+    gaps = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        import("/static/js/chat/thinking.js").then(({ thinkingAdd }) => {
+          const article = document.createElement("article");
+          article.innerHTML = '<div class="msg-content"></div>';
+          document.getElementById("messages").append(article);
+          const body = () => article.querySelector(".msg-thinking-text");
+          const gap = () => body().scrollHeight - body().scrollTop - body().clientHeight;
+          for (let i = 0; i < 80; i += 1) thinkingAdd(article, `Step ${i}: weigh it once more.\\n`);
+          const following = gap();
+          body().scrollTop = 0;  // the reader scrolls up to read the start
+          thinkingAdd(article, "One more step.\\n");
+          done([following, body().scrollTop, body().scrollHeight > body().clientHeight]);
+        }).catch((e) => done(String(e)));
+    """)
+    following, top, overflowing = gaps
+    assert overflowing
+    assert following < 2
+    assert top == 0

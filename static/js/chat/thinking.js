@@ -20,7 +20,12 @@ export function thinkingAdd(article, text) {
     box.append(summary, body);
     article.querySelector(".msg-content").before(box);
   }
-  box.querySelector(".msg-thinking-text").append(document.createTextNode(text));
+  const body = box.querySelector(".msg-thinking-text");
+  // Past the box's max-height the newest thinking would grow out of sight: it stays in view, unless
+  // the reader scrolled up in the box to read.
+  const follow = atEnd(body);
+  body.append(document.createTextNode(text));
+  if (follow) body.scrollTop = body.scrollHeight;
 }
 
 /** A stored reply's thinking that the stream did not show as such (a block the chat template opened
