@@ -112,3 +112,22 @@ def test_a_long_thinking_streams_in_view_in_its_box_unless_the_reader_scrolled_u
     assert overflowing
     assert following < 2
     assert top == 0
+
+
+def test_a_stopped_reply_whose_template_opened_the_block_shows_its_thinking_apart(asgi_server, browser, fake_openai):
+    # Told apart only when the reply is stored, the thinking arrives with the final event: a stopped
+    # reply (an `error` event, as a failed one) must draw it too, not only a complete one.
+    _sign_up_with_model(browser, asgi_server.url, "thinker-stop", fake_url=fake_openai.base_url,
+                        model="think-unopened-300", name="Thinker")
+    browser.find_element(By.ID, "composer-input").send_keys("Where did we leave the bikes?", Keys.ENTER)
+    reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming"))[0]
+    _wait(browser, lambda d: "Echo:" in reply.find_element(By.CSS_SELECTOR, ".msg-content").text)
+    browser.find_element(By.ID, "composer-input").send_keys(Keys.ESCAPE)
+    _wait(browser, lambda d: reply.get_attribute("data-status") == "stopped")
+
+    stored = Message.objects.get(pk=int(reply.get_attribute("data-id")))
+    assert stored.reasoning and stored.content.startswith("Echo:")
+    box = _thinking(reply)
+    assert box.get_attribute("open") is None
+    assert box.find_element(By.CSS_SELECTOR, ".msg-thinking-text").get_attribute("textContent") == stored.reasoning
+    assert "Thinking it over" not in reply.find_element(By.CSS_SELECTOR, ".msg-content").text
