@@ -11,7 +11,7 @@ from asgiref.sync import async_to_sync
 from django.test import Client
 
 import optimizer
-from chatapp.chat.models import Conversation, Message
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from tests.chat.importkit import export_document, import_now
 from tests.support.chat import make_config, send
 from tests.support.fake_openai import echo_reply, thinking_text
@@ -90,6 +90,23 @@ def test_an_empty_block_is_no_thinking(user, fake, model):
     reply = Message.objects.get(conversation=conversation, role="assistant")
     assert (reply.reasoning, reply.content) == (None, result.text)
     assert result.named("done")[0]["message"]["reasoning"] == ""
+
+
+def test_a_reply_cut_off_while_the_model_thought_was_billed(user, fake, monkeypatch):
+    # The endpoint took the request and streamed thinking (billed tokens) before the connection broke:
+    # no answer text, no usage, but not a refusal, whose cost the dashboard counts as nothing.
+    monkeypatch.setattr(optimizer, "cost_usd", lambda model, **tokens: 0.25)
+    conversation = Conversation.objects.create(
+        owner=user, llm_config=make_config(user, fake.base_url, model="think-fields-cut")
+    )
+
+    assert send(user, conversation, "Where did we leave the bikes?").names[-1] == "error"
+
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert (reply.status, reply.content) == (Message.Status.ERROR, "")
+    assert reply.reasoning
+    record = OptimizationRecord.objects.get(conversation=conversation)
+    assert float(record.cost_sent_usd) == 0.25
 
 
 def test_the_thinking_is_never_sent_back_to_the_model(user, fake):
