@@ -276,12 +276,11 @@ class ReplyReader:
 
     def _think(self, text: str) -> str:
         """Keep a piece of thinking, up to MAX_REPLY_CHARS of it: past that it is dropped (marked once),
-        and the answer still comes. White space before its first word is dropped: a model asked not
-        to think (Qwen3's /no_think) still writes an empty block, which is no thinking to show."""
-        if not self.thinking:
-            text = text.lstrip()
+        and the answer still comes. White space alone is no thinking: Qwen3 told `/no_think` still
+        writes its block, empty, and an empty "Thinking" would then fold above every reply."""
+        text = text if self.thinking else text.lstrip()
         room = settings.MAX_REPLY_CHARS - self.thought
-        if room <= 0 or not text:
+        if not text or room <= 0:
             return ""
         if len(text) > room:
             text = text[:room] + reply_cut_note("Thinking")

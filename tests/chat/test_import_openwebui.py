@@ -68,3 +68,47 @@ def test_an_open_webui_message_of_attachments_only_keeps_its_place(owner):
     assert [(m.role, m.content) for m in rows[2:]] == [
         ("user", "[image]\n[file: notes.pdf]"), ("assistant", "A cat on a pile of notes.")]
     assert rows[3].reply_to_id == rows[2].pk
+
+
+def test_an_open_webui_reasoning_block_is_the_reply_s_thinking_not_its_answer(owner):
+    """Open WebUI keeps a reasoning model's thinking in the reply's text, as a `<details type="reasoning">`
+    block of quoted lines before the answer (HTML-escaped in newer versions). Imported as text, it was
+    answer: sent back to the model at every turn, counted, summarized and searched. It is the reply's
+    thinking, as a reply streamed here keeps it."""
+    chat = _openwebui_chat("Bikes")
+    history = chat["chat"]["history"]["messages"]
+    history["a1"]["content"] = (
+        '<details type="reasoning" done="true" duration="12">\n<summary>Thought for 12 seconds</summary>\n'
+        "> The user greets me in French.\n>\n> Answer <b>briefly</b> & kindly.\n</details>\nBonjour !"
+    )
+    history["a1"]["childrenIds"] = ["u2"]
+    history["u2"] = {"id": "u2", "parentId": "a1", "childrenIds": ["a2"], "role": "user", "content": "Et toi ?",
+                     "timestamp": 1720000030}
+    history["a2"] = {"id": "a2", "parentId": "u2", "childrenIds": [], "role": "assistant", "timestamp": 1720000040,
+                     "content": '<details type="reasoning" done="true" duration="3">\n<summary>Thought for 3 '
+                                "seconds</summary>\n&gt; A question back: 5 &lt; 6.\n</details>\n\nÇa va.",
+                     "model": "deepseek-r1"}
+    history["a2"]["childrenIds"] = ["u3"]
+    history["u3"] = {"id": "u3", "parentId": "a2", "childrenIds": ["a3"], "role": "user", "content": "Et hier ?",
+                     "timestamp": 1720000050}
+    # Versions before the block kept the model's text as it came.
+    history["a3"] = {"id": "a3", "parentId": "u3", "childrenIds": [], "role": "assistant", "timestamp": 1720000060,
+                     "content": "<think>\nYesterday, then.\n</think>\n\nHier aussi."}
+    chat["chat"]["history"]["currentId"] = "a3"
+    # A reply that only writes about the tag keeps its text.
+    plain = _openwebui_chat("Tags")
+    plain["chat"]["history"]["messages"]["a1"]["content"] = 'Open WebUI writes <details type="reasoning">.'
+
+    job = import_now(owner, json.dumps([chat, plain]).encode())
+
+    assert (job.status, job.skipped) == ("done", [])
+    bikes, tags = (Conversation.objects.get(pk=pk) for pk in job.conversation_ids)
+    replies = list(bikes.messages.filter(role="assistant").order_by("id").values_list("content", "reasoning"))
+    assert replies == [
+        ("Bonjour !", "The user greets me in French.\n\nAnswer <b>briefly</b> & kindly."),
+        ("Ça va.", "A question back: 5 < 6."),
+        ("Hier aussi.", "Yesterday, then."),
+    ]
+    assert list(tags.messages.filter(role="assistant").values_list("content", "reasoning")) == [
+        ('Open WebUI writes <details type="reasoning">.', None)
+    ]

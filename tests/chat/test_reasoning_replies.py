@@ -11,9 +11,8 @@ from asgiref.sync import async_to_sync
 from django.test import Client
 
 import optimizer
-from chatapp.chat.models import Conversation, Message
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from tests.chat.importkit import export_document, import_now
-from tests.support import fake_openai as fake_openai_module
 from tests.support.chat import make_config, send
 from tests.support.fake_openai import echo_reply, thinking_text
 
@@ -24,20 +23,6 @@ pytestmark = pytest.mark.django_db
 def fake(fake_openai):
     fake_openai.reset()
     return fake_openai
-
-
-def test_an_empty_block_is_no_thinking(user, fake, monkeypatch):
-    # Qwen3 asked not to think (/no_think) still writes `<think>\n\n</think>\n\n` before its answer.
-    monkeypatch.setattr(fake_openai_module, "thinking_text", lambda messages: "\n\n")
-    conversation = Conversation.objects.create(
-        owner=user, llm_config=make_config(user, fake.base_url, model="think-inline")
-    )
-
-    result = send(user, conversation, "Just answer")
-
-    assert "reasoning" not in result.names and result.names[-1] == "done"
-    reply = Message.objects.get(conversation=conversation, role="assistant")
-    assert (reply.reasoning, reply.content) == (None, echo_reply(fake.completions[-1].messages))
 
 
 def test_a_block_the_template_opened_is_stored_apart_once_the_reply_ends(user, fake):
@@ -59,6 +44,19 @@ def test_a_block_the_template_opened_is_stored_apart_once_the_reply_ends(user, f
     assert not any(thought in json.dumps(m) for m in fake.completions[-1].messages)
 
 
+def test_a_plain_reply_that_names_the_close_tag_keeps_its_whole_answer(user, fake):
+    # fake-echo repeats the question: its answer names </think> once, as an answer about Qwen's output may.
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake.base_url))
+
+    send(user, conversation, "In Qwen's output, what does </think> mean?")
+
+    answer = echo_reply(fake.completions[-1].messages)
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert (reply.reasoning, reply.content) == (None, answer)
+    send(user, conversation, "And then?")
+    assert [m["content"] for m in fake.completions[-1].messages if m["role"] == "assistant"] == [answer]
+
+
 @pytest.mark.parametrize("model", ["think-fields", "think-inline"])
 def test_the_thinking_streams_and_is_stored_apart_from_the_answer(user, fake, model):
     conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake.base_url, model=model))
@@ -78,6 +76,37 @@ def test_the_thinking_streams_and_is_stored_apart_from_the_answer(user, fake, mo
     done = result.named("done")[0]["message"]
     assert (done["reasoning"], done["content"]) == (thought, answer)
     assert thought not in done["html"]
+
+
+@pytest.mark.parametrize("model", ["think-fields", "think-inline"])
+def test_an_empty_block_is_no_thinking(user, fake, model):
+    # Qwen3 told /no_think still writes <think>\n\n</think>: no empty "Thinking" above the answer.
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake.base_url, model=model))
+
+    result = send(user, conversation, "Where are the bikes? /no_think")
+
+    assert result.named("reasoning") == []
+    assert result.text == echo_reply(fake.completions[-1].messages)
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert (reply.reasoning, reply.content) == (None, result.text)
+    assert result.named("done")[0]["message"]["reasoning"] == ""
+
+
+def test_a_reply_cut_off_while_the_model_thought_was_billed(user, fake, monkeypatch):
+    # The endpoint took the request and streamed thinking (billed tokens) before the connection broke:
+    # no answer text, no usage, but not a refusal, whose cost the dashboard counts as nothing.
+    monkeypatch.setattr(optimizer, "cost_usd", lambda model, **tokens: 0.25)
+    conversation = Conversation.objects.create(
+        owner=user, llm_config=make_config(user, fake.base_url, model="think-fields-cut")
+    )
+
+    assert send(user, conversation, "Where did we leave the bikes?").names[-1] == "error"
+
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert (reply.status, reply.content) == (Message.Status.ERROR, "")
+    assert reply.reasoning
+    record = OptimizationRecord.objects.get(conversation=conversation)
+    assert float(record.cost_sent_usd) == 0.25
 
 
 def test_the_thinking_is_never_sent_back_to_the_model(user, fake):
@@ -119,7 +148,7 @@ def test_the_page_and_the_api_show_the_thinking_folded_and_as_text(user):
     # A reply still thinking, as a page following it from another tab reads it.
     Message.objects.filter(pk=reply.pk).update(status=Message.Status.STREAMING, content="")
     fragment = client.get(f"/c/{conversation.pk}/messages/?since={reply.pk}").content.decode()
-    assert '<details class="msg-thinking">' in fragment and "Thinking…" in fragment
+    assert '<details class="msg-thinking" open>' in fragment and "Thinking…" in fragment
 
 
 async def _read(chunks) -> str:

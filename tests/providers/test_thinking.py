@@ -80,10 +80,13 @@ def test_any_chunking_splits_as_the_whole_text_does(parts, opened, closed, cuts)
 def test_a_block_opened_by_the_template_is_told_apart_once_the_reply_is_whole():
     # DeepSeek-R1's template opens the block in the prompt: the output holds its end only.
     assert think_split("Weigh it.\n</think>\n\nThe answer.") == ("Weigh it.", "The answer.")
-    assert unopened_split("Weigh it.</think>The answer.") == ("Weigh it.", "The answer.")
+    assert unopened_split("Weigh it.</think>  \r\nThe answer.") == ("Weigh it.", "The answer.")
+    assert unopened_split("Still weighing, cut off.\n</think>") == ("Still weighing, cut off.", "")
     # Anything else is an answer that talks about the tags: left whole.
-    for text in ("Close it with </think>, then </think> again.", "Write <think>, then </think>.", "Plain."):
+    for text in ("Close it with </think>, then </think> again.", "Write <think>, then </think>.", "Plain.",
+                 "Qwen ends its thinking with </think>. Then the answer follows.", "Is `</think>` a tag?\nYes."):
         assert unopened_split(text) == ("", text)
+        assert think_split(text) == ("", text)
 
 
 def test_the_structured_fields_first_present_wins():

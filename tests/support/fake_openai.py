@@ -31,9 +31,10 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
                          fake-echo's reply; <ms> milliseconds before each chunk.
 - `think-inline[-<ms>]`  a reasoning model served without one (Qwen3, R1 under Ollama or llama.cpp): the same
                          thinking inline, `<think>…</think>` before fake-echo's reply, in chunks that cut
-                         both tags.
+                         both tags. Told `/no_think` (Qwen3's switch), both think white space only.
 - `think-unopened[-<ms>]` the same thinking as a model whose chat template opened the block in the prompt
                          (DeepSeek-R1 under vLLM without a reasoning parser): its content holds `</think>` only.
+                         Any of the three ending in `-cut` drops the connection as `cut-stream` does, while it thinks.
 - `strict-<name>`        like fake-echo, but refuses (400) what strict chat templates of local models refuse
                          (Llama, Mistral... under vLLM or llama.cpp): a system message anywhere but first,
                          roles not alternating user/assistant, or a first or last turn that is not the user's.
@@ -272,6 +273,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _complete(self, body: dict, number: int) -> None:
         model = str(body["model"])
         fake = self.server.fake
+        misbehaviour = model if model in {"cut-stream", "early-end", "stream-error"} else None
+        if model.endswith("-cut") and _THINK.match(model.removesuffix("-cut")):
+            model, misbehaviour = model.removesuffix("-cut"), "cut-stream"
         if model == "fail-timeout":
             self._hang()
             return
@@ -313,8 +317,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._sse(chunk({"role": "assistant", "content": ""}))
         thinking = [{"content": None, "reasoning_content": piece} for piece in _chunks(thought)] if thought else []
         for i, delta in enumerate([*thinking, *({"content": piece} for piece in pieces)]):
-            if model in {"cut-stream", "early-end", "stream-error"} and i == CUT_AFTER_CHUNKS:
-                self._misbehave(model)
+            if misbehaviour and i == CUT_AFTER_CHUNKS:
+                self._misbehave(misbehaviour)
                 return
             if delay and fake.stopping.wait(delay):
                 self._drop_connection()
@@ -386,6 +390,8 @@ def _thinking_of(model: str, messages: list[dict], pieces: list[str]) -> tuple[s
     if found is None:
         return "", pieces
     thought = thinking_text(messages)
+    if messages and "/no_think" in _message_text(messages[-1].get("content")):
+        thought = "\n\n"  # Qwen3's soft switch: the block is still written, empty
     if found.group(1) == "fields":
         return thought, pieces
     if found.group(1) == "unopened":

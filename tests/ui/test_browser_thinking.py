@@ -52,3 +52,82 @@ def test_the_thinking_streams_open_then_folds_above_the_answer(asgi_server, brow
     assert box.get_attribute("open") is None
     assert box.get_attribute("textContent").count(thought) == 1
     assert "Thinking it over" not in again.find_element(By.CSS_SELECTOR, ".msg-content").text
+
+
+def test_a_followed_reply_s_thinking_stays_as_the_reader_left_it(asgi_server, browser, fake_openai):
+    # Reloaded while the model thinks, the page follows the reply from the server, redrawing it every
+    # few seconds: the block is drawn open, as the streaming page draws it, and what the reader does with
+    # it (fold it from the keyboard) holds through those rounds instead of snapping back, focus included.
+    _sign_up_with_model(browser, asgi_server.url, "thinker-follow", fake_url=fake_openai.base_url,
+                        model="think-fields-400", name="Thinker")
+    browser.find_element(By.ID, "composer-input").send_keys("Where did we leave the bikes?", Keys.ENTER)
+    reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming[data-id]"))[0]
+    reply_id = reply.get_attribute("data-id")
+    # The checkpoint (every few seconds) holds some thinking and no answer yet.
+    _wait(browser, lambda d: Message.objects.filter(pk=int(reply_id)).exclude(reasoning=None).exists())
+    browser.refresh()
+
+    box = _thinking(_wait(browser, lambda d: d.find_elements(By.ID, f"m-{reply_id}"))[0])
+    assert box.get_attribute("open") is not None
+    assert box.find_element(By.CSS_SELECTOR, ".msg-thinking-label").text == "Thinking…"
+    summary = box.find_element(By.CSS_SELECTOR, "summary")
+    browser.execute_script("arguments[0].focus()", summary)
+    summary.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: box.get_attribute("open") is None)
+
+    # Past a follow round (FOLLOW_EVERY_MS) the node was redrawn, and the block is still folded and focused.
+    _wait(browser, lambda d: _thinking(d.find_element(By.ID, f"m-{reply_id}")) != box, timeout=10)
+    redrawn = _thinking(browser.find_element(By.ID, f"m-{reply_id}"))
+    assert redrawn.get_attribute("open") is None
+    assert browser.switch_to.active_element == redrawn.find_element(By.CSS_SELECTOR, "summary")
+
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply_id}").get_attribute("data-status") == "complete")
+    done = _thinking(browser.find_element(By.ID, f"m-{reply_id}"))
+    assert done.get_attribute("open") is None and "is-done" in done.get_attribute("class")
+    assert done.find_element(By.CSS_SELECTOR, ".msg-thinking-label").text == "Thinking"
+
+
+def test_a_long_thinking_streams_in_view_in_its_box_unless_the_reader_scrolled_up(asgi_server, browser, fake_openai):
+    # The box is held to a max-height; the newest thinking must not grow out of sight below it.
+    _sign_up_with_model(browser, asgi_server.url, "thinker-long", fake_url=fake_openai.base_url,
+                        model="think-fields", name="Thinker")
+    browser.get(f"{asgi_server.url}/")
+    _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))
+    gaps = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        import("/static/js/chat/thinking.js").then(({ thinkingAdd }) => {
+          const article = document.createElement("article");
+          article.innerHTML = '<div class="msg-content"></div>';
+          document.getElementById("messages").append(article);
+          const body = () => article.querySelector(".msg-thinking-text");
+          const gap = () => body().scrollHeight - body().scrollTop - body().clientHeight;
+          for (let i = 0; i < 80; i += 1) thinkingAdd(article, `Step ${i}: weigh it once more.\\n`);
+          const following = gap();
+          body().scrollTop = 0;  // the reader scrolls up to read the start
+          thinkingAdd(article, "One more step.\\n");
+          done([following, body().scrollTop, body().scrollHeight > body().clientHeight]);
+        }).catch((e) => done(String(e)));
+    """)
+    following, top, overflowing = gaps
+    assert overflowing
+    assert following < 2
+    assert top == 0
+
+
+def test_a_stopped_reply_whose_template_opened_the_block_shows_its_thinking_apart(asgi_server, browser, fake_openai):
+    # Told apart only when the reply is stored, the thinking arrives with the final event: a stopped
+    # reply (an `error` event, as a failed one) must draw it too, not only a complete one.
+    _sign_up_with_model(browser, asgi_server.url, "thinker-stop", fake_url=fake_openai.base_url,
+                        model="think-unopened-300", name="Thinker")
+    browser.find_element(By.ID, "composer-input").send_keys("Where did we leave the bikes?", Keys.ENTER)
+    reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming"))[0]
+    _wait(browser, lambda d: "Echo:" in reply.find_element(By.CSS_SELECTOR, ".msg-content").text)
+    browser.find_element(By.ID, "composer-input").send_keys(Keys.ESCAPE)
+    _wait(browser, lambda d: reply.get_attribute("data-status") == "stopped")
+
+    stored = Message.objects.get(pk=int(reply.get_attribute("data-id")))
+    assert stored.reasoning and stored.content.startswith("Echo:")
+    box = _thinking(reply)
+    assert box.get_attribute("open") is None
+    assert box.find_element(By.CSS_SELECTOR, ".msg-thinking-text").get_attribute("textContent") == stored.reasoning
+    assert "Thinking it over" not in reply.find_element(By.CSS_SELECTOR, ".msg-content").text

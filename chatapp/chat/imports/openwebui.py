@@ -9,13 +9,19 @@ switches to. Without a history, `chat.messages` (the visible list) is imported a
 seconds, in some versions milliseconds (told apart by size). A message of attachments only (a
 picture sent alone) says what they were ("[image]", "[file: name]"); other messages with no text (a
 failed reply) are counted in `omitted["empty_messages"]`. The chat's own system prompt (`chat.params.system`,
-set in its Chat Controls) is the imported chat's: Open WebUI sends it before the messages.
+set in its Chat Controls) is the imported chat's: Open WebUI sends it before the messages. A reply's
+reasoning block (`<details type="reasoning">` before its answer; `<think>…</think>` in older versions)
+is its thinking (Message.reasoning).
 """
 
 from __future__ import annotations
 
+import html
+import re
 from collections import Counter
 from typing import Any
+
+from chatapp.providers.llm.thinking import think_split
 
 from . import records
 
@@ -83,16 +89,43 @@ def _parse(item: Any) -> records.ConversationRecord:
 def _message(node: Any, *, what: str, omitted: Counter[str]) -> records.MessageRecord | None:
     role = records.role_of(records.object_of(node, what=what).get("role"), what=what)
     text = _content_text(node.get("content"), what=what)
-    if not text.strip():
+    thinking, text = _thinking_lifted(text) if role == "assistant" else ("", text)
+    if not text.strip() and not thinking:
         # A picture or a file sent alone has no text: dropped, its answer would answer nothing.
         text = _attachments_text(node.get("files"))
-    if not text.strip():
+    if not text.strip() and not thinking:
         omitted["empty_messages"] += 1
         return None
-    return records.other_app_message(
+    record = records.other_app_message(
         role, text, model=node.get("model"),
         created_at=records.epoch_time(node.get("timestamp"), what=f"{what}'s timestamp"),
     )
+    if thinking:
+        record.extra["reasoning"] = thinking
+    return record
+
+
+# How Open WebUI keeps a reasoning model's thinking in the reply's text: a block before the answer,
+# its lines quoted ("> "), HTML-escaped by newer versions.
+_THINKING_BLOCK = re.compile(
+    r'\s*<details\s+type="reasoning"[^>]*>\s*(?:<summary>.*?</summary>)?(.*?)</details>[ \t]*(?:\r?\n|\Z)', re.DOTALL
+)
+
+
+def _thinking_lifted(text: str) -> tuple[str, str]:
+    """(thinking, answer) of a reply: left in the answer, the thinking would be sent back to the model
+    at every turn, counted, summarized and searched, which a reply streamed here never is."""
+    thoughts = []
+    while found := _THINKING_BLOCK.match(text):
+        lines = found.group(1).strip("\r\n").splitlines()
+        if all(line.startswith("&gt;") or not line.strip() for line in lines):
+            lines = html.unescape("\n".join(lines)).splitlines()
+        thoughts.append("\n".join(line[2:] if line.startswith("> ") else line.removeprefix(">") for line in lines))
+        text = text[found.end():]
+    if not thoughts:  # versions before the block kept the model's own <think>…</think> as it came
+        thinking, answer = think_split(text)
+        return (thinking.strip(), answer) if thinking.strip() else ("", text)
+    return "\n\n".join(t.strip() for t in thoughts if t.strip()), text.lstrip()
 
 
 def _content_text(content: Any, *, what: str) -> str:

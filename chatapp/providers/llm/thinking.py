@@ -10,6 +10,7 @@ often longer than the answer, and the providers say not to return it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,12 +98,20 @@ class ThinkSplitter:
         return thinking, ""
 
 
+# The close tag as these templates' models write it: the answer starts on a line of its own after it.
+_CLOSE_LINE_END = re.compile(re.escape(CLOSE_TAG) + r"[ \t]*(?:\r?\n|\Z)")
+
+
 def unopened_split(text: str) -> tuple[str, str]:
     """(thinking, answer) of a reply whose block was opened by the chat template, in the prompt
     (DeepSeek-R1's and Qwen3's thinking templates served without a reasoning parser): its text holds
     the close tag only, so the thinking can be told apart once the reply has ended, not while it
-    streams. Read so only with one close tag and no open tag; otherwise ("", text)."""
-    if text.count(CLOSE_TAG) != 1 or OPEN_TAG in text:
+    streams. Read so only with one close tag, ending its line, and no open tag; otherwise ("", text).
+
+    Every reply of every model goes through here, so the rule must not catch a plain answer that
+    names the tag ("close it with </think>."): that answer would lose its start to a folded block,
+    and the model would never see it again. The models this is for put the answer on a new line."""
+    if text.count(CLOSE_TAG) != 1 or OPEN_TAG in text or not _CLOSE_LINE_END.search(text):
         return "", text
     thinking, answer = text.split(CLOSE_TAG)
     return thinking.strip(), answer.lstrip()

@@ -3,6 +3,7 @@ import { enhance, nearBottom, scrollToBottom, setStatus, showError } from "./dom
 import { foldLong, unfold } from "./fold.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
+import { thinkingReplace } from "./thinking.js";
 import { titleCheck } from "./title_follow.js";
 
 export async function loadEarlier(btn) {
@@ -208,7 +209,7 @@ export function followElsewhere() {
       const stick = nearBottom();
       for (const node of nodes) {
         const existing = node.id ? document.getElementById(node.id) : null;
-        if (existing && existing.parentElement === messagesEl) existing.replaceWith(node);
+        if (existing && existing.parentElement === messagesEl) thinkingReplace(existing, node);
         else if (!existing && node.id) messagesEl.append(node);
       }
       foldLong(nodes);

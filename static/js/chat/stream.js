@@ -115,6 +115,7 @@ export async function runStream(url, body, ctx) {
       contentEl.classList.remove("is-plain");
       if (m.html !== undefined) contentEl.innerHTML = m.html || "";
       else contentEl.textContent = text;
+      thinkingShown(asstEl, m.reasoning); // stopped or failed after a block the template opened
       asstEl.querySelector(".msg-source").value = m.content ?? text;
       setMessageId(asstEl, m.id);
       const status = m.status || "error";

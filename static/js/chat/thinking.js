@@ -3,6 +3,11 @@
  * (_thinking.html). Model text, so only ever inserted as text. */
 import { el, icon } from "./dom.js";
 
+// A box scrolled this close to its end is following the thinking as it grows.
+const AT_END_PX = 24;
+
+const atEnd = (body) => body.scrollHeight - body.scrollTop - body.clientHeight < AT_END_PX;
+
 export function thinkingAdd(article, text) {
   let box = article.querySelector(".msg-thinking");
   if (!box) {
@@ -15,7 +20,12 @@ export function thinkingAdd(article, text) {
     box.append(summary, body);
     article.querySelector(".msg-content").before(box);
   }
-  box.querySelector(".msg-thinking-text").append(document.createTextNode(text));
+  const body = box.querySelector(".msg-thinking-text");
+  // Past the box's max-height the newest thinking would grow out of sight: it stays in view, unless
+  // the reader scrolled up in the box to read.
+  const follow = atEnd(body);
+  body.append(document.createTextNode(text));
+  if (follow) body.scrollTop = body.scrollHeight;
 }
 
 /** A stored reply's thinking that the stream did not show as such (a block the chat template opened
@@ -31,4 +41,21 @@ export function thinkingEnd(article) {
   box.classList.add("is-done");
   box.open = false;
   box.querySelector(".msg-thinking-label").textContent = "Thinking";
+}
+
+/** A followed reply (history.js) redrawn from the server every few seconds: its thinking block stays
+ * as the reader left it, opened or folded (until the answer starts and it folds, as a streamed one
+ * does), scrolled, and focused, rather than snapping back at each round. */
+export function thinkingReplace(existing, node) {
+  const was = existing.querySelector(".msg-thinking");
+  const now = node.querySelector(".msg-thinking");
+  const wasBody = was && was.querySelector(".msg-thinking-text");
+  const seen = wasBody && { top: wasBody.scrollTop, end: atEnd(wasBody) };
+  const focused = Boolean(was) && was.querySelector("summary") === document.activeElement;
+  existing.replaceWith(node);
+  if (!was || !now) return;
+  if (was.classList.contains("is-done") === now.classList.contains("is-done")) now.open = was.open;
+  const body = now.querySelector(".msg-thinking-text");
+  body.scrollTop = seen.end ? body.scrollHeight : seen.top;
+  if (focused) now.querySelector("summary").focus({ preventScroll: true });
 }
