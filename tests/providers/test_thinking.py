@@ -122,3 +122,14 @@ def test_a_whole_completion_leaves_the_thinking_out_of_its_text(fake):
     for model in ("think-inline", "think-fields"):
         completion = llm.llm_complete(target=make_target(fake.base_url, model), messages=MESSAGES)
         assert completion.text == echo_reply(MESSAGES), model
+
+
+def test_a_close_tag_in_a_code_block_is_the_answer_s_own_text():
+    # An answer about these templates shows the tag on a line of its own in a fence: not thinking, or
+    # the answer's start would fold away and never be sent back to the model.
+    for text in ("Qwen3 ends its thinking with this line:\n\n```\n</think>\n```\n\nThen the answer follows.",
+                 "In the template:\n~~~jinja\n{{ reasoning }}\n</think>\n~~~\nKeep it."):
+        assert unopened_split(text) == ("", text)
+        assert think_split(text) == ("", text)
+    # A fence the thinking opened and closed does not hide the real end of the block.
+    assert unopened_split("Try:\n```\nx = 1\n```\n</think>\n\nIt is 1.") == ("Try:\n```\nx = 1\n```", "It is 1.")

@@ -100,6 +100,25 @@ class ThinkSplitter:
 
 # The close tag as these templates' models write it: the answer starts on a line of its own after it.
 _CLOSE_LINE_END = re.compile(re.escape(CLOSE_TAG) + r"[ \t]*(?:\r?\n|\Z)")
+# A code fence line (CommonMark: at most three spaces in): its run of ``` or ~~~ and the rest.
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+
+
+def _in_code_block(text: str) -> bool:
+    """Whether `text` ends inside a code fence it opened: a close tag there is a sample of the tag in an
+    answer about these templates, which shows it on a line of its own."""
+    open_run = ""
+    for line in text.splitlines():
+        found = _FENCE.match(line)
+        if found is None:
+            continue
+        run, rest = found.groups()
+        if not open_run:
+            if not (run[0] == "`" and "`" in rest):  # a backtick opener's info string holds no backtick
+                open_run = run
+        elif run[0] == open_run[0] and len(run) >= len(open_run) and not rest.strip():
+            open_run = ""
+    return bool(open_run)
 
 
 def unopened_split(text: str) -> tuple[str, str]:
@@ -109,11 +128,14 @@ def unopened_split(text: str) -> tuple[str, str]:
     streams. Read so only with one close tag, ending its line, and no open tag; otherwise ("", text).
 
     Every reply of every model goes through here, so the rule must not catch a plain answer that
-    names the tag ("close it with </think>."): that answer would lose its start to a folded block,
-    and the model would never see it again. The models this is for put the answer on a new line."""
+    names the tag ("close it with </think>.", or shows it in a code block): that answer would lose its
+    start to a folded block, and the model would never see it again. The models this is for put the
+    answer on a new line."""
     if text.count(CLOSE_TAG) != 1 or OPEN_TAG in text or not _CLOSE_LINE_END.search(text):
         return "", text
     thinking, answer = text.split(CLOSE_TAG)
+    if _in_code_block(thinking):
+        return "", text
     return thinking.strip(), answer.lstrip()
 
 
