@@ -162,3 +162,13 @@ def test_the_token_answer_is_documented_with_its_expiry(user, schema):
     body = _documented_body(schema, "/api/auth/token/", "post", 200)
     assert set(answer.json()) == set(body["properties"]) == {"token", "expires_at"}
     jsonschema.validate(answer.json(), body)
+
+
+def test_the_streaming_answers_name_every_event_they_send(schema):
+    # A client that reads only the schema must learn of the reasoning events (a reasoning model's
+    # thinking), or it drops them, or takes them for an unknown error.
+    for path in ("/api/conversations/{id}/messages/", "/api/messages/{id}/regenerate/",
+                 "/api/messages/{id}/retry/", "/api/messages/{id}/edit/"):
+        described = schema["paths"][path]["post"]["responses"]["200"]["description"]
+        for event in ("accepted", "start", "reasoning", "delta", "done", "error"):
+            assert f"`{event}`" in described, (path, event)

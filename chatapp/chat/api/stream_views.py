@@ -43,7 +43,8 @@ from chatapp.chat.turn_types import TurnStart
 _SSE_RESPONSES = {
     200: OpenApiResponse(
         description="text/event-stream: `accepted` (the message is stored), `start` (the context is packed "
-        "and the reply opened), `delta`…, then `done` or `error` (JSON data per event)."
+        "and the reply opened), `reasoning`… (a reasoning model's thinking, `{text}`: shown apart, never sent "
+        "back), `delta`… (the answer's text, `{text}`), then `done` or `error` (JSON data per event)."
     ),
     400: OpenApiResponse(description="Empty message, malformed JSON, or not the latest exchange."),
     404: OpenApiResponse(description="No such object of yours."),
