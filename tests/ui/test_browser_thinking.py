@@ -131,3 +131,30 @@ def test_a_stopped_reply_whose_template_opened_the_block_shows_its_thinking_apar
     assert box.get_attribute("open") is None
     assert box.find_element(By.CSS_SELECTOR, ".msg-thinking-text").get_attribute("textContent") == stored.reasoning
     assert "Thinking it over" not in reply.find_element(By.CSS_SELECTOR, ".msg-content").text
+
+
+def test_a_streamed_block_s_chevron_turns_as_the_server_drawn_one_does(asgi_server, browser, fake_openai):
+    # The block drawn while the reply streams must say folded or open as the one a reload draws does:
+    # its chevron pointed down (open) once folded, so a folded thinking looked already open.
+    _sign_up_with_model(browser, asgi_server.url, "thinker-chevron", fake_url=fake_openai.base_url,
+                        model="think-fields", name="Thinker")
+    browser.get(f"{asgi_server.url}/")
+    _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))
+    turns = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        import("/static/js/chat/thinking.js").then(({ thinkingAdd, thinkingEnd }) => {
+          const article = document.createElement("article");
+          article.innerHTML = '<div class="msg-content"></div>';
+          document.getElementById("messages").append(article);
+          thinkingAdd(article, "Weigh it.");
+          const chevron = article.querySelector(".msg-thinking summary svg");
+          chevron.style.transition = "none"; // the turned state itself, not a moment of its turning
+          const turn = () => getComputedStyle(chevron).transform;
+          const open = turn();
+          thinkingEnd(article);
+          done([open, turn()]);
+        }).catch((e) => done(String(e)));
+    """)
+    open_turn, folded_turn = turns
+    assert open_turn == "none"
+    assert folded_turn not in ("none", open_turn)

@@ -14,7 +14,9 @@ export function thinkingAdd(article, text) {
     box = el("details", "msg-thinking");
     box.open = true;
     const summary = el("summary");
-    summary.append(icon("chevron"), el("span", "msg-thinking-label", "Thinking…"));
+    const chevron = icon("chevron");
+    chevron.classList.add("chevron"); // what turns it with the block (app.css), as _thinking.html has it
+    summary.append(chevron, el("span", "msg-thinking-label", "Thinking…"));
     const body = el("div", "msg-thinking-text");
     body.dir = "auto";
     box.append(summary, body);
