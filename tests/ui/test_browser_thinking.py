@@ -87,18 +87,27 @@ def test_a_followed_reply_s_thinking_stays_as_the_reader_left_it(asgi_server, br
     assert done.find_element(By.CSS_SELECTOR, ".msg-thinking-label").text == "Thinking"
 
 
-def test_a_long_thinking_streams_in_view_in_its_box_unless_the_reader_scrolled_up(asgi_server, browser, fake_openai):
-    # The box is held to a max-height; the newest thinking must not grow out of sight below it.
-    _sign_up_with_model(browser, asgi_server.url, "thinker-long", fake_url=fake_openai.base_url,
-                        model="think-fields", name="Thinker")
+def _thinking_js(browser, asgi_server, fake_openai, username: str, body: str):
+    """Run `body` (JavaScript with `thinkingAdd`, `thinkingEnd`, a fresh reply `article` in the timeline
+    and `done`) on a chat page, with the page's own thinking.js; what it passes to `done`."""
+    _sign_up_with_model(browser, asgi_server.url, username, fake_url=fake_openai.base_url, model="think-fields",
+                        name="Thinker")
     browser.get(f"{asgi_server.url}/")
     _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))
-    gaps = browser.execute_async_script("""
+    return browser.execute_async_script("""
         const done = arguments[arguments.length - 1];
-        import("/static/js/chat/thinking.js").then(({ thinkingAdd }) => {
+        import("/static/js/chat/thinking.js").then(({ thinkingAdd, thinkingEnd }) => {
           const article = document.createElement("article");
           article.innerHTML = '<div class="msg-content"></div>';
           document.getElementById("messages").append(article);
+    """ + body + """
+        }).catch((e) => done(String(e)));
+    """)
+
+
+def test_a_long_thinking_streams_in_view_in_its_box_unless_the_reader_scrolled_up(asgi_server, browser, fake_openai):
+    # The box is held to a max-height; the newest thinking must not grow out of sight below it.
+    following, top, overflowing = _thinking_js(browser, asgi_server, fake_openai, "thinker-long", """
           const body = () => article.querySelector(".msg-thinking-text");
           const gap = () => body().scrollHeight - body().scrollTop - body().clientHeight;
           for (let i = 0; i < 80; i += 1) thinkingAdd(article, `Step ${i}: weigh it once more.\\n`);
@@ -106,9 +115,7 @@ def test_a_long_thinking_streams_in_view_in_its_box_unless_the_reader_scrolled_u
           body().scrollTop = 0;  // the reader scrolls up to read the start
           thinkingAdd(article, "One more step.\\n");
           done([following, body().scrollTop, body().scrollHeight > body().clientHeight]);
-        }).catch((e) => done(String(e)));
     """)
-    following, top, overflowing = gaps
     assert overflowing
     assert following < 2
     assert top == 0
@@ -136,16 +143,7 @@ def test_a_stopped_reply_whose_template_opened_the_block_shows_its_thinking_apar
 def test_a_streamed_block_s_chevron_turns_as_the_server_drawn_one_does(asgi_server, browser, fake_openai):
     # The block drawn while the reply streams must say folded or open as the one a reload draws does:
     # its chevron pointed down (open) once folded, so a folded thinking looked already open.
-    _sign_up_with_model(browser, asgi_server.url, "thinker-chevron", fake_url=fake_openai.base_url,
-                        model="think-fields", name="Thinker")
-    browser.get(f"{asgi_server.url}/")
-    _wait(browser, lambda d: d.find_elements(By.ID, "composer-input"))
-    turns = browser.execute_async_script("""
-        const done = arguments[arguments.length - 1];
-        import("/static/js/chat/thinking.js").then(({ thinkingAdd, thinkingEnd }) => {
-          const article = document.createElement("article");
-          article.innerHTML = '<div class="msg-content"></div>';
-          document.getElementById("messages").append(article);
+    open_turn, folded_turn = _thinking_js(browser, asgi_server, fake_openai, "thinker-chevron", """
           thinkingAdd(article, "Weigh it.");
           const chevron = article.querySelector(".msg-thinking summary svg");
           chevron.style.transition = "none"; // the turned state itself, not a moment of its turning
@@ -153,8 +151,6 @@ def test_a_streamed_block_s_chevron_turns_as_the_server_drawn_one_does(asgi_serv
           const open = turn();
           thinkingEnd(article);
           done([open, turn()]);
-        }).catch((e) => done(String(e)));
     """)
-    open_turn, folded_turn = turns
     assert open_turn == "none"
     assert folded_turn not in ("none", open_turn)
