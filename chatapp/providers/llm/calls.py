@@ -26,7 +26,7 @@ from chatapp.providers.llm.errors import (
 )
 from chatapp.providers.llm.offline import _offline_stream, offline_reply, offline_target
 from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
-from chatapp.providers.llm.sse import sse_events
+from chatapp.providers.llm.sse import DONE, sse_events
 from chatapp.providers.llm.thinking import ThinkSplitter, reasoning_of, think_split
 from chatapp.providers.llm.transport import _async_client, _sync_client
 from chatapp.providers.llm.types import Completion, Delta, LLMError, LLMEvent, LLMTarget, Reasoning, Usage
@@ -86,7 +86,7 @@ async def llm_stream(
 
     `context_note` is read only by the offline model (a sentence from the caller on what the
     optimizer did, e.g. that older messages were left out); real endpoints never see it.
-    Raises LLMError; a stream that ends without a finish_reason raises kind "stream_cut".
+    Raises LLMError; a stream that ends without a finish_reason or `[DONE]` raises kind "stream_cut".
     """
     if target.offline:
         async for event in _offline_stream(target=target, messages=messages, context_note=context_note):
@@ -138,6 +138,9 @@ class _StreamReading:
 
         Read as plain JSON, defensively: building the SDK's typed chunk cost ~0.25 ms of CPU per
         chunk (about half of a short reply's server time), and an endpoint may send odd shapes."""
+        if chunk is DONE:
+            self.finished = True
+            return []
         self.chunks += 1
         if not isinstance(chunk, dict):
             return []

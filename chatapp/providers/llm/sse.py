@@ -26,9 +26,14 @@ import orjson
 DRAIN_SECONDS = 1.0
 
 
+# The last event of a stream that ended with `[DONE]`: proof of a clean end that a cut connection
+# cannot give, for servers that never set a finish_reason.
+DONE: Any = object()
+
+
 async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
-    """Each event's data as parsed JSON, until `[DONE]` or the end of the body. An in-band error
-    event (`{"error": ...}`) raises openai.APIError, as the SDK's stream does."""
+    """Each event's data as parsed JSON, until the end of the body or `[DONE]` (then DONE, last). An
+    in-band error event (`{"error": ...}`) raises openai.APIError, as the SDK's stream does."""
     lines = sse_lines(response.aiter_bytes())
     data: list[bytes] = []
     async for line in lines:
@@ -43,6 +48,7 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
         data = []
         if payload.startswith(b"[DONE]"):
             await _drain(lines)
+            yield DONE
             return
         event = _parsed(payload)
         if isinstance(event, dict) and event.get("error"):
