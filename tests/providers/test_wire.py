@@ -33,3 +33,14 @@ def test_done_without_a_finish_reason_is_a_whole_reply():
     assert error is None
     assert _text(events) == "Hello"
     assert _usage(events) == [llm.Usage(10, 3, None)]
+
+
+def test_a_refusal_is_the_reply_text():
+    """OpenAI streams a refusal in `delta.refusal`, `content` staying null: the chat shows it rather than
+    an empty reply stored as complete."""
+    events, error = _stream(sse(chunk({"role": "assistant", "content": None, "refusal": ""}),
+                                chunk({"refusal": "I'm sorry, "}), chunk({"refusal": "I can't help with that."}),
+                                chunk({}, "stop"), "[DONE]"))
+
+    assert error is None
+    assert _text(events) == "I'm sorry, I can't help with that."

@@ -161,6 +161,10 @@ class _StreamReading:
                 if isinstance(text, str) and text:
                     self.started = True
                     self._add(*self.splitter.feed(text), events)
+                refusal = delta.get("refusal")  # OpenAI's refusal comes in a field of its own, content null
+                if isinstance(refusal, str) and refusal:
+                    self.started = True
+                    events.append(Delta(refusal))
             if choice.get("finish_reason"):
                 self.finished = True
         return events
