@@ -3,6 +3,8 @@ the chat gets from each, in plain words."""
 
 from __future__ import annotations
 
+import pytest
+
 from chatapp.providers import llm
 from tests.support.llm import make_target, run_stream
 from tests.support.wire import chunk, chunked, head, sse, wire_server
@@ -44,3 +46,34 @@ def test_a_refusal_is_the_reply_text():
 
     assert error is None
     assert _text(events) == "I'm sorry, I can't help with that."
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        # Azure OpenAI: the filter ends the reply before any text.
+        (sse(chunk({"role": "assistant", "content": None}), chunk({}, "content_filter"), chunk(None, usage=USAGE),
+             "[DONE]"), "content filter stopped this reply"),
+        # A model (Ollama, vLLM with a tool parser) that called a tool nobody offered.
+        (sse(chunk({"role": "assistant", "content": None, "tool_calls": [
+            {"index": 0, "id": "call_1", "type": "function", "function": {"name": "web_search", "arguments": ""}}]}),
+             chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"q": "x"}'}}]}), chunk({}, "tool_calls"),
+             chunk(None, usage=USAGE), "[DONE]"), "asked to call a tool (“web_search”)"),
+        # A reasoning model whose thinking used up the output limit.
+        (sse(chunk({"reasoning_content": "Let me think"}), chunk({}, "length"), chunk(None, usage=USAGE), "[DONE]"),
+         "reached its output limit (256 tokens) before writing any answer"),
+    ],
+)
+def test_a_reply_that_ends_without_an_answer_says_why_and_is_billed(body, words):
+    events, error = _stream(body)
+
+    assert _text(events) == ""
+    assert error is not None and error.kind == "bad_request" and error.retryable
+    assert words in error.user_message
+    assert _usage(events) == [llm.Usage(10, 3, None)]  # the tokens were spent: the record bills them
+
+
+def test_a_reply_cut_by_the_output_limit_keeps_its_text():
+    events, error = _stream(sse(chunk({"content": "Half an ans"}), chunk({}, "length"), "[DONE]"))
+
+    assert error is None and _text(events) == "Half an ans"

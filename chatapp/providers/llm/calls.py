@@ -21,6 +21,7 @@ from chatapp.providers.llm.errors import (
     _endpoint_name,
     _key_unreadable_error,
     _llm_error,
+    _no_answer_error,
     _not_chat_completions_error,
     _stream_cut_error,
 )
@@ -111,14 +112,14 @@ async def llm_stream(
     if reading.error is not None:
         raise reading.error
     if not reading.finished:
-        content_type = stream.response.headers.get("content-type", "")
-        if reading.chunks == 0 and "event-stream" not in content_type:
-            raise _not_chat_completions_error(target, content_type)
-        raise _stream_cut_error()
+        raise reading.unfinished_error(target, stream.response.headers.get("content-type", ""))
     for event in reading.ended():
         yield event
     if reading.usage is not None:
         yield reading.usage
+    unanswered = None if reading.answered else _no_answer_error(reading.finish_reason, reading.tool, target)
+    if unanswered is not None:  # after the usage: those tokens were spent
+        raise unanswered
 
 
 @dataclass
@@ -126,7 +127,10 @@ class _StreamReading:
     """What a streamed reply has shown so far: text started, finish_reason seen, usage, chunks."""
 
     started: bool = False
+    answered: bool = False  # some of the answer itself came (not only thinking)
     finished: bool = False
+    finish_reason: str = ""
+    tool: str = ""  # the first tool the model asked to call (none is ever offered)
     chunks: int = 0
     usage: Usage | None = None
     error: LLMError | None = None
@@ -163,11 +167,29 @@ class _StreamReading:
                     self._add(*self.splitter.feed(text), events)
                 refusal = delta.get("refusal")  # OpenAI's refusal comes in a field of its own, content null
                 if isinstance(refusal, str) and refusal:
-                    self.started = True
+                    self.started = self.answered = True
                     events.append(Delta(refusal))
+                self._note_tool(delta.get("tool_calls"))
             if choice.get("finish_reason"):
                 self.finished = True
+                self.finish_reason = str(choice["finish_reason"])
         return events
+
+    def _note_tool(self, calls: Any) -> None:
+        if self.tool or not isinstance(calls, list):
+            return
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            name = function.get("name") if isinstance(function, dict) else None
+            if isinstance(name, str) and name:
+                self.tool = name
+                return
+
+    def unfinished_error(self, target: LLMTarget, content_type: str) -> LLMError:
+        """A body that ended with neither a finish_reason nor [DONE]: cut, or never a stream at all."""
+        if self.chunks == 0 and "event-stream" not in content_type:
+            return _not_chat_completions_error(target, content_type)
+        return _stream_cut_error()
 
     def ended(self) -> list[Delta | Reasoning]:
         """What the splitter still held back when the stream ended (a few characters at most)."""
@@ -175,11 +197,11 @@ class _StreamReading:
         self._add(*self.splitter.end(), events)
         return events
 
-    @staticmethod
-    def _add(thinking: str, answer: str, events: list[Delta | Reasoning]) -> None:
+    def _add(self, thinking: str, answer: str, events: list[Delta | Reasoning]) -> None:
         if thinking:
             events.append(Reasoning(thinking))
         if answer:
+            self.answered = True
             events.append(Delta(answer))
 
 

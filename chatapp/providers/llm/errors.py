@@ -164,6 +164,24 @@ def _not_chat_completions_error(target: LLMTarget, content_type: str) -> LLMErro
     )
 
 
+def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget) -> LLMError | None:
+    """Why a reply that ended cleanly has no answer, by its finish_reason; None when the reason says
+    nothing (an empty "stop" is the model's own choice). Retryable: another try may well answer."""
+    if finish_reason == "content_filter":
+        words = ("The provider's content filter stopped this reply before it had any text (finish_reason "
+                 "“content_filter”). Rephrase the message, or retry.")
+    elif finish_reason in ("tool_calls", "function_call"):
+        named = f" (“{text_storable(tool)[:100]}”)" if tool else ""
+        words = (f"The model asked to call a tool{named} instead of answering, and this chat offers no tools. "
+                 "Retry, or ask it to answer in text.")
+    elif finish_reason == "length":
+        words = (f"The model reached its output limit ({target.max_output_tokens:,} tokens) before writing any "
+                 "answer. Raise “Max output tokens” in Settings, or retry.")
+    else:
+        return None
+    return LLMError("bad_request", words, retryable=True)
+
+
 def _stream_cut_error() -> LLMError:
     return LLMError("stream_cut", "The reply was cut off before it finished: the connection to the model endpoint "
                     "closed mid-stream. Retry to get a full reply.")
