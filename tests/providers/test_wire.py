@@ -3,6 +3,8 @@ the chat gets from each, in plain words."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from chatapp.providers import llm
@@ -77,3 +79,37 @@ def test_a_reply_cut_by_the_output_limit_keeps_its_text():
     events, error = _stream(sse(chunk({"content": "Half an ans"}), chunk({}, "length"), "[DONE]"))
 
     assert error is None and _text(events) == "Half an ans"
+
+
+def _json_answer(payload: dict) -> tuple[list, llm.LLMError | None]:
+    body = json.dumps(payload).encode()
+    with wire_server(([head(content_type="application/json", chunked_body=False, length=len(body)), body],
+                      False)) as server:
+        return run_stream(make_target(server.base_url, "m"), MESSAGES)
+
+
+def test_a_server_that_ignores_stream_true_still_answers():
+    """Some servers and proxies answer a streamed request with the whole completion as JSON."""
+    events, error = _json_answer({"id": "x", "object": "chat.completion", "model": "m", "usage": USAGE, "choices": [
+        {"index": 0, "finish_reason": "stop",
+         "message": {"role": "assistant", "content": "Whole answer", "reasoning_content": "Thought"}}]})
+
+    assert error is None
+    assert _text(events) == "Whole answer"
+    assert [e.text for e in events if isinstance(e, llm.Reasoning)] == ["Thought"]
+    assert _usage(events) == [llm.Usage(10, 3, None)]
+
+
+def test_an_error_answered_as_json_with_200_says_what_the_provider_said():
+    # OpenRouter answers some failures with 200 and an error object.
+    events, error = _json_answer({"error": {"message": "No endpoints found for m.", "code": 404}})
+
+    assert events == []
+    assert error is not None and "No endpoints found for m." in error.user_message
+    assert "not with a chat completion" not in error.user_message
+
+
+def test_json_that_is_no_completion_is_still_explained():
+    events, error = _json_answer({"object": "list", "data": []})
+
+    assert events == [] and error is not None and "not with a chat completion" in error.user_message

@@ -33,7 +33,14 @@ DONE: Any = object()
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
     """Each event's data as parsed JSON, until the end of the body or `[DONE]` (then DONE, last). An
-    in-band error event (`{"error": ...}`) raises openai.APIError, as the SDK's stream does."""
+    in-band error event (`{"error": ...}`) raises openai.APIError, as the SDK's stream does. A whole
+    completion answered as JSON (a server that ignored `stream: true`) is read as one chunk."""
+    if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
+        completion = _error_checked(_json_or_none(await response.aread()), response)
+        if isinstance(completion, dict) and isinstance(completion.get("choices"), list):
+            yield _as_chunk(completion)
+            yield DONE
+        return  # anything else: not a chat completion, which the caller reports
     lines = sse_lines(response.aiter_bytes())
     data: list[bytes] = []
     async for line in lines:
@@ -50,13 +57,30 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
             await _drain(lines)
             yield DONE
             return
-        event = _parsed(payload)
-        if isinstance(event, dict) and event.get("error"):
-            error = event["error"]
-            message = error.get("message") if isinstance(error, dict) else None
-            raise openai.APIError(message if isinstance(message, str) and message else
-                                  "An error occurred during streaming", request=response.request, body=error)
-        yield event
+        yield _error_checked(_parsed(payload), response)
+
+
+def _error_checked(event: Any, response: httpx.Response) -> Any:
+    if isinstance(event, dict) and event.get("error"):
+        error = event["error"]
+        message = error.get("message") if isinstance(error, dict) else None
+        raise openai.APIError(message if isinstance(message, str) and message else
+                              "An error occurred during streaming", request=response.request, body=error)
+    return event
+
+
+def _json_or_none(body: bytes) -> Any:
+    try:
+        return _parsed(body)
+    except ValueError:
+        return None
+
+
+def _as_chunk(completion: dict[str, Any]) -> dict[str, Any]:
+    """A whole completion as the one stream chunk that says the same: each choice's message as its delta."""
+    choices = [{**choice, "delta": choice.get("message")}
+               for choice in completion["choices"] if isinstance(choice, dict)]
+    return {**completion, "choices": choices}
 
 
 async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
