@@ -113,3 +113,12 @@ def test_json_that_is_no_completion_is_still_explained():
     events, error = _json_answer({"object": "list", "data": []})
 
     assert events == [] and error is not None and "not with a chat completion" in error.user_message
+
+
+def test_data_events_that_are_not_json_are_passed_over(caplog):
+    """An empty `data:` (no event at all, by the SSE rules) and a proxy's `data: ping` keep-alive must not
+    end the reply with an unexplained failure."""
+    events, error = _stream(b"data:\n\ndata: ping\n\n" + sse(chunk({"content": "Hello"}), chunk({}, "stop"), "[DONE]"))
+
+    assert error is None and _text(events) == "Hello"
+    assert "not JSON" in caplog.text

@@ -14,12 +14,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import openai
 import orjson
+
+logger = logging.getLogger(__name__)
+
 
 # After [DONE] the body normally ends at once; one that stays open is given up (and the connection
 # with it) after this long rather than holding the reply's end back.
@@ -57,7 +61,13 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
             await _drain(lines)
             yield DONE
             return
-        yield _error_checked(_parsed(payload), response)
+        event = _json_or_none(payload)
+        if event is None:
+            # An empty `data:` is no event by the SSE rules; a proxy's `data: ping` carries no text.
+            if payload:
+                logger.warning("model stream: passed over an event that is not JSON: %r", payload[:80])
+            continue
+        yield _error_checked(event, response)
 
 
 def _error_checked(event: Any, response: httpx.Response) -> Any:
