@@ -122,3 +122,15 @@ def test_data_events_that_are_not_json_are_passed_over(caplog):
 
     assert error is None and _text(events) == "Hello"
     assert "not JSON" in caplog.text
+
+
+def test_only_the_first_choice_is_the_reply():
+    """A server that streams several choices (n ignored the other way, or a proxy fanning out) interleaves
+    their deltas: the reply is choice 0's text, not a mix."""
+    events, error = _stream(sse({"choices": [{"index": 0, "delta": {"content": "A1 "}},
+                                             {"index": 1, "delta": {"content": "B1 "}}]},
+                                {"choices": [{"index": 1, "delta": {"content": "B2"}, "finish_reason": "stop"}]},
+                                {"choices": [{"index": 0, "delta": {"content": "A2"}, "finish_reason": "stop"}]},
+                                "[DONE]"))
+
+    assert error is None and _text(events) == "A1 A2"

@@ -153,7 +153,8 @@ class _StreamReading:
             self.usage = _usage_from(usage)
         events: list[Delta | Reasoning] = []
         for choice in chunk.get("choices") or ():
-            if not isinstance(choice, dict):
+            # Choice 0 only: other indexes are other replies, whose deltas would interleave with it.
+            if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
                 continue
             delta = choice.get("delta")
             if isinstance(delta, dict):
