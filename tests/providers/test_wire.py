@@ -134,3 +134,10 @@ def test_only_the_first_choice_is_the_reply():
                                 "[DONE]"))
 
     assert error is None and _text(events) == "A1 A2"
+
+
+def test_groq_usage_in_x_groq_is_billed():
+    events, error = _stream(sse(chunk({"content": "a"}), chunk({}, "stop", x_groq={"id": "req_1", "usage": USAGE}),
+                                "[DONE]"))
+
+    assert error is None and _usage(events) == [llm.Usage(10, 3, None)]

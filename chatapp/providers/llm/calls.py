@@ -149,6 +149,9 @@ class _StreamReading:
         if not isinstance(chunk, dict):
             return []
         usage = chunk.get("usage")
+        if not isinstance(usage, dict):  # Groq gives the usage under its own key
+            groq = chunk.get("x_groq")
+            usage = groq.get("usage") if isinstance(groq, dict) else None
         if isinstance(usage, dict):
             self.usage = _usage_from(usage)
         events: list[Delta | Reasoning] = []
