@@ -3,7 +3,10 @@ the chat gets from each, in plain words."""
 
 from __future__ import annotations
 
+import email.utils
 import json
+import re
+import time
 
 import pytest
 
@@ -141,3 +144,20 @@ def test_groq_usage_in_x_groq_is_billed():
                                 "[DONE]"))
 
     assert error is None and _usage(events) == [llm.Usage(10, 3, None)]
+
+
+def _refused(status: str, content_type: str, body: bytes, extra: str = "") -> llm.LLMError | None:
+    with wire_server(([head(status, content_type, chunked_body=False, length=len(body), extra=extra), body],
+                      False)) as server:
+        events, error = run_stream(make_target(server.base_url, "m"), MESSAGES)
+    assert events == []
+    return error
+
+
+def test_retry_after_as_an_http_date_is_read_as_seconds():
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)  # a proxy's form of the header
+    error = _refused("429 Too Many Requests", "application/json", b'{"error": {"message": "Slow down"}}',
+                     extra=f"Retry-After: {when}")
+
+    assert error is not None and error.kind == "rate_limit"
+    assert re.search(r"Wait (29|30|31) seconds and retry\.", error.user_message), error.user_message

@@ -4,7 +4,10 @@ are scrubbed of the API key and anything key-like.
 
 from __future__ import annotations
 
+import email.utils
+import math
 import re
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import httpx
@@ -53,10 +56,16 @@ def _endpoint_name(target: LLMTarget) -> str:
 
 
 def _retry_after(exc: openai.APIStatusError) -> str | None:
-    value = exc.response.headers.get("retry-after") if exc.response is not None else None
-    if value and value.strip().isdecimal():
-        return value.strip()
-    return None
+    value = (exc.response.headers.get("retry-after") or "").strip() if exc.response is not None else ""
+    if value.isdecimal():
+        return value
+    try:  # the header's other form, an HTTP date (proxies and CDNs send it)
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return str(max(1, math.ceil((when - datetime.now(UTC)).total_seconds())))
 
 
 def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout: float) -> LLMError:
