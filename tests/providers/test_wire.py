@@ -161,3 +161,12 @@ def test_retry_after_as_an_http_date_is_read_as_seconds():
 
     assert error is not None and error.kind == "rate_limit"
     assert re.search(r"Wait (29|30|31) seconds and retry\.", error.user_message), error.user_message
+
+
+def test_a_proxys_html_error_page_is_told_by_its_title_not_its_markup():
+    page = (b"<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request "
+            b"Entity Too Large</h1></center><hr><center>nginx</center></body></html>")
+    error = _refused("413 Request Entity Too Large", "text/html", page)
+
+    assert error is not None and error.kind == "bad_request"
+    assert error.user_message == "The model endpoint rejected the request (413): 413 Request Entity Too Large"

@@ -5,6 +5,7 @@ are scrubbed of the API key and anything key-like.
 from __future__ import annotations
 
 import email.utils
+import html
 import math
 import re
 from datetime import UTC, datetime
@@ -46,7 +47,19 @@ def _provider_message(exc: Exception) -> str:
         message = inner.get("message") if isinstance(inner, dict) else None
         if isinstance(message, str) and message:
             return message
-    return getattr(exc, "message", None) or str(exc)
+    return _page_text(getattr(exc, "message", None) or str(exc))
+
+
+_TITLE = re.compile(r"(?is)<title[^>]*>(.*?)</title>")
+_TAG = re.compile(r"(?s)<[^>]*>")
+
+
+def _page_text(text: str) -> str:
+    """A proxy's HTML error page (nginx, a load balancer, a CDN) as words: its title, else its text."""
+    if not re.search(r"(?i)<(html|!doctype|body|head)\b", text):
+        return text
+    title = _TITLE.search(text)
+    return " ".join(html.unescape(_TAG.sub(" ", title.group(1) if title else text)).split())
 
 
 def _endpoint_name(target: LLMTarget) -> str:
