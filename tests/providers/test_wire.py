@@ -170,3 +170,19 @@ def test_a_proxys_html_error_page_is_told_by_its_title_not_its_markup():
 
     assert error is not None and error.kind == "bad_request"
     assert error.user_message == "The model endpoint rejected the request (413): 413 Request Entity Too Large"
+
+
+def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
+    body = b'{"error": {"message": "No endpoints found for m.", "code": 404}}'
+
+    def script(n: int) -> tuple[list[bytes | float], bool]:
+        return [head(content_type="application/json", chunked_body=False, length=len(body)), body], False
+
+    with wire_server(script) as server:
+        target = make_target(f"{server.base_url}", "m")
+        with pytest.raises(llm.LLMError) as info:
+            llm.llm_complete(target=target, messages=MESSAGES)
+        ok, message = llm.llm_test_connection(target=target)  # /models answers the same error: no list
+
+    assert "No endpoints found for m." in info.value.user_message
+    assert ok is False and "No endpoints found for m." in message

@@ -18,6 +18,7 @@ import optimizer
 from chatapp.providers.crypto import SecretDecryptError, secret_decrypt
 from chatapp.providers.llm.errors import (
     _CALL_ERRORS,
+    _answered_error,
     _endpoint_name,
     _key_unreadable_error,
     _llm_error,
@@ -303,6 +304,8 @@ def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list
     attempts.raise_failure()
     if not hasattr(response, "choices"):  # the SDK hands back raw text when the body is not JSON
         raise _not_chat_completions_error(target, "text/html or other non-JSON")
+    if getattr(response, "error", None):
+        raise _answered_error(response.error, target)
     choice = response.choices[0] if response.choices else None
     usage = _usage_from(response.usage) if response.usage is not None else Usage(0, 0, 0)
     # A reasoning model's inline thinking is not part of a summary or a title (structured thinking

@@ -204,6 +204,13 @@ def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget) -> LLMErr
     return LLMError("bad_request", words, retryable=True)
 
 
+def _answered_error(error: object, target: LLMTarget) -> LLMError:
+    """An error object answered with 200 in place of a completion (OpenRouter does so)."""
+    message = error.get("message") if isinstance(error, dict) else error
+    detail = _scrub(str(message or "no message"), target.api_key)[:300]
+    return LLMError("server", f"The model endpoint reported an error: {detail} Retry in a moment.", detail=detail)
+
+
 def _stream_cut_error() -> LLMError:
     return LLMError("stream_cut", "The reply was cut off before it finished: the connection to the model endpoint "
                     "closed mid-stream. Retry to get a full reply.")
