@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chatapp.providers.llm import sse
-from chatapp.providers.llm.sse import sse_events
+from chatapp.providers.llm.sse import DONE, sse_events
 
 
 class _Body(httpx.AsyncByteStream):
@@ -42,7 +42,7 @@ def test_events_split_anywhere_with_comments_and_multiline_data():
             b'data:{"c": "\xc3\xa9"}\n\ndata: [DONE]\n\n')
     body = _Body([wire[i:i + 7] for i in range(0, len(wire), 7)])  # cut mid-line and mid-character
 
-    assert _events(body) == [{"a": 1}, {"b": 2}, {"c": "é"}]
+    assert _events(body) == [{"a": 1}, {"b": 2}, {"c": "é"}, DONE]
     assert body.read_all  # drained after [DONE]: the connection can be reused
 
 
@@ -50,7 +50,7 @@ def test_a_body_left_open_after_done_is_given_up(monkeypatch):
     monkeypatch.setattr(sse, "DRAIN_SECONDS", 0.05)
     body = _Body([b'data: {"a": 1}\n\ndata: [DONE]\n\n'], then_hang=True)
 
-    assert _events(body) == [{"a": 1}]
+    assert _events(body) == [{"a": 1}, DONE]
     assert not body.read_all
 
 

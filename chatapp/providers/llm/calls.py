@@ -18,15 +18,17 @@ import optimizer
 from chatapp.providers.crypto import SecretDecryptError, secret_decrypt
 from chatapp.providers.llm.errors import (
     _CALL_ERRORS,
+    _answered_error,
     _endpoint_name,
     _key_unreadable_error,
     _llm_error,
+    _no_answer_error,
     _not_chat_completions_error,
     _stream_cut_error,
 )
 from chatapp.providers.llm.offline import _offline_stream, offline_reply, offline_target
 from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
-from chatapp.providers.llm.sse import sse_events
+from chatapp.providers.llm.sse import DONE, sse_events
 from chatapp.providers.llm.thinking import ThinkSplitter, reasoning_of, think_split
 from chatapp.providers.llm.transport import _async_client, _sync_client
 from chatapp.providers.llm.types import Completion, Delta, LLMError, LLMEvent, LLMTarget, Reasoning, Usage
@@ -86,7 +88,7 @@ async def llm_stream(
 
     `context_note` is read only by the offline model (a sentence from the caller on what the
     optimizer did, e.g. that older messages were left out); real endpoints never see it.
-    Raises LLMError; a stream that ends without a finish_reason raises kind "stream_cut".
+    Raises LLMError; a stream that ends without a finish_reason or `[DONE]` raises kind "stream_cut".
     """
     if target.offline:
         async for event in _offline_stream(target=target, messages=messages, context_note=context_note):
@@ -111,14 +113,14 @@ async def llm_stream(
     if reading.error is not None:
         raise reading.error
     if not reading.finished:
-        content_type = stream.response.headers.get("content-type", "")
-        if reading.chunks == 0 and "event-stream" not in content_type:
-            raise _not_chat_completions_error(target, content_type)
-        raise _stream_cut_error()
+        raise reading.unfinished_error(target, stream.response.headers.get("content-type", ""))
     for event in reading.ended():
         yield event
     if reading.usage is not None:
         yield reading.usage
+    unanswered = None if reading.answered else _no_answer_error(reading.finish_reason, reading.tool, target)
+    if unanswered is not None:  # after the usage: those tokens were spent
+        raise unanswered
 
 
 @dataclass
@@ -126,7 +128,10 @@ class _StreamReading:
     """What a streamed reply has shown so far: text started, finish_reason seen, usage, chunks."""
 
     started: bool = False
+    answered: bool = False  # some of the answer itself came (not only thinking)
     finished: bool = False
+    finish_reason: str = ""
+    tool: str = ""  # the first tool the model asked to call (none is ever offered)
     chunks: int = 0
     usage: Usage | None = None
     error: LLMError | None = None
@@ -138,15 +143,22 @@ class _StreamReading:
 
         Read as plain JSON, defensively: building the SDK's typed chunk cost ~0.25 ms of CPU per
         chunk (about half of a short reply's server time), and an endpoint may send odd shapes."""
+        if chunk is DONE:
+            self.finished = True
+            return []
         self.chunks += 1
         if not isinstance(chunk, dict):
             return []
         usage = chunk.get("usage")
+        if not isinstance(usage, dict):  # Groq gives the usage under its own key
+            groq = chunk.get("x_groq")
+            usage = groq.get("usage") if isinstance(groq, dict) else None
         if isinstance(usage, dict):
             self.usage = _usage_from(usage)
         events: list[Delta | Reasoning] = []
         for choice in chunk.get("choices") or ():
-            if not isinstance(choice, dict):
+            # Choice 0 only: other indexes are other replies, whose deltas would interleave with it.
+            if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
                 continue
             delta = choice.get("delta")
             if isinstance(delta, dict):
@@ -158,9 +170,31 @@ class _StreamReading:
                 if isinstance(text, str) and text:
                     self.started = True
                     self._add(*self.splitter.feed(text), events)
+                refusal = delta.get("refusal")  # OpenAI's refusal comes in a field of its own, content null
+                if isinstance(refusal, str) and refusal:
+                    self.started = self.answered = True
+                    events.append(Delta(refusal))
+                self._note_tool(delta.get("tool_calls"))
             if choice.get("finish_reason"):
                 self.finished = True
+                self.finish_reason = str(choice["finish_reason"])
         return events
+
+    def _note_tool(self, calls: Any) -> None:
+        if self.tool or not isinstance(calls, list):
+            return
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            name = function.get("name") if isinstance(function, dict) else None
+            if isinstance(name, str) and name:
+                self.tool = name
+                return
+
+    def unfinished_error(self, target: LLMTarget, content_type: str) -> LLMError:
+        """A body that ended with neither a finish_reason nor [DONE]: cut, or never a stream at all."""
+        if self.chunks == 0 and "event-stream" not in content_type:
+            return _not_chat_completions_error(target, content_type)
+        return _stream_cut_error()
 
     def ended(self) -> list[Delta | Reasoning]:
         """What the splitter still held back when the stream ended (a few characters at most)."""
@@ -168,11 +202,11 @@ class _StreamReading:
         self._add(*self.splitter.end(), events)
         return events
 
-    @staticmethod
-    def _add(thinking: str, answer: str, events: list[Delta | Reasoning]) -> None:
+    def _add(self, thinking: str, answer: str, events: list[Delta | Reasoning]) -> None:
         if thinking:
             events.append(Reasoning(thinking))
         if answer:
+            self.answered = True
             events.append(Delta(answer))
 
 
@@ -270,6 +304,8 @@ def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list
     attempts.raise_failure()
     if not hasattr(response, "choices"):  # the SDK hands back raw text when the body is not JSON
         raise _not_chat_completions_error(target, "text/html or other non-JSON")
+    if getattr(response, "error", None):
+        raise _answered_error(response.error, target)
     choice = response.choices[0] if response.choices else None
     usage = _usage_from(response.usage) if response.usage is not None else Usage(0, 0, 0)
     # A reasoning model's inline thinking is not part of a summary or a title (structured thinking

@@ -4,7 +4,11 @@ are scrubbed of the API key and anything key-like.
 
 from __future__ import annotations
 
+import email.utils
+import html
+import math
 import re
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import httpx
@@ -43,7 +47,19 @@ def _provider_message(exc: Exception) -> str:
         message = inner.get("message") if isinstance(inner, dict) else None
         if isinstance(message, str) and message:
             return message
-    return getattr(exc, "message", None) or str(exc)
+    return _page_text(getattr(exc, "message", None) or str(exc))
+
+
+_TITLE = re.compile(r"(?is)<title[^>]*>(.*?)</title>")
+_TAG = re.compile(r"(?s)<[^>]*>")
+
+
+def _page_text(text: str) -> str:
+    """A proxy's HTML error page (nginx, a load balancer, a CDN) as words: its title, else its text."""
+    if not re.search(r"(?i)<(html|!doctype|body|head)\b", text):
+        return text
+    title = _TITLE.search(text)
+    return " ".join(html.unescape(_TAG.sub(" ", title.group(1) if title else text)).split())
 
 
 def _endpoint_name(target: LLMTarget) -> str:
@@ -53,10 +69,16 @@ def _endpoint_name(target: LLMTarget) -> str:
 
 
 def _retry_after(exc: openai.APIStatusError) -> str | None:
-    value = exc.response.headers.get("retry-after") if exc.response is not None else None
-    if value and value.strip().isdecimal():
-        return value.strip()
-    return None
+    value = (exc.response.headers.get("retry-after") or "").strip() if exc.response is not None else ""
+    if value.isdecimal():
+        return value
+    try:  # the header's other form, an HTTP date (proxies and CDNs send it)
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return str(max(1, math.ceil((when - datetime.now(UTC)).total_seconds())))
 
 
 def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout: float) -> LLMError:
@@ -162,6 +184,31 @@ def _not_chat_completions_error(target: LLMTarget, content_type: str) -> LLMErro
         "Check the base URL: OpenAI-compatible servers usually end in /v1.",
         retryable=False,
     )
+
+
+def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget) -> LLMError | None:
+    """Why a reply that ended cleanly has no answer, by its finish_reason; None when the reason says
+    nothing (an empty "stop" is the model's own choice). Retryable: another try may well answer."""
+    if finish_reason == "content_filter":
+        words = ("The provider's content filter stopped this reply before it had any text (finish_reason "
+                 "“content_filter”). Rephrase the message, or retry.")
+    elif finish_reason in ("tool_calls", "function_call"):
+        named = f" (“{text_storable(tool)[:100]}”)" if tool else ""
+        words = (f"The model asked to call a tool{named} instead of answering, and this chat offers no tools. "
+                 "Retry, or ask it to answer in text.")
+    elif finish_reason == "length":
+        words = (f"The model reached its output limit ({target.max_output_tokens:,} tokens) before writing any "
+                 "answer. Raise “Max output tokens” in Settings, or retry.")
+    else:
+        return None
+    return LLMError("bad_request", words, retryable=True)
+
+
+def _answered_error(error: object, target: LLMTarget) -> LLMError:
+    """An error object answered with 200 in place of a completion (OpenRouter does so)."""
+    message = error.get("message") if isinstance(error, dict) else error
+    detail = _scrub(str(message or "no message"), target.api_key)[:300]
+    return LLMError("server", f"The model endpoint reported an error: {detail} Retry in a moment.", detail=detail)
 
 
 def _stream_cut_error() -> LLMError:

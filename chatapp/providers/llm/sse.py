@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,14 +22,29 @@ import httpx
 import openai
 import orjson
 
+logger = logging.getLogger(__name__)
+
+
 # After [DONE] the body normally ends at once; one that stays open is given up (and the connection
 # with it) after this long rather than holding the reply's end back.
 DRAIN_SECONDS = 1.0
 
 
+# The last event of a stream that ended with `[DONE]`: proof of a clean end that a cut connection
+# cannot give, for servers that never set a finish_reason.
+DONE: Any = object()
+
+
 async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
-    """Each event's data as parsed JSON, until `[DONE]` or the end of the body. An in-band error
-    event (`{"error": ...}`) raises openai.APIError, as the SDK's stream does."""
+    """Each event's data as parsed JSON, until the end of the body or `[DONE]` (then DONE, last). An
+    in-band error event (`{"error": ...}`) raises openai.APIError, as the SDK's stream does. A whole
+    completion answered as JSON (a server that ignored `stream: true`) is read as one chunk."""
+    if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
+        completion = _error_checked(_json_or_none(await response.aread()), response)
+        if isinstance(completion, dict) and isinstance(completion.get("choices"), list):
+            yield _as_chunk(completion)
+            yield DONE
+        return  # anything else: not a chat completion, which the caller reports
     lines = sse_lines(response.aiter_bytes())
     data: list[bytes] = []
     async for line in lines:
@@ -43,14 +59,38 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
         data = []
         if payload.startswith(b"[DONE]"):
             await _drain(lines)
+            yield DONE
             return
-        event = _parsed(payload)
-        if isinstance(event, dict) and event.get("error"):
-            error = event["error"]
-            message = error.get("message") if isinstance(error, dict) else None
-            raise openai.APIError(message if isinstance(message, str) and message else
-                                  "An error occurred during streaming", request=response.request, body=error)
-        yield event
+        event = _json_or_none(payload)
+        if event is None:
+            # An empty `data:` is no event by the SSE rules; a proxy's `data: ping` carries no text.
+            if payload:
+                logger.warning("model stream: passed over an event that is not JSON: %r", payload[:80])
+            continue
+        yield _error_checked(event, response)
+
+
+def _error_checked(event: Any, response: httpx.Response) -> Any:
+    if isinstance(event, dict) and event.get("error"):
+        error = event["error"]
+        message = error.get("message") if isinstance(error, dict) else None
+        raise openai.APIError(message if isinstance(message, str) and message else
+                              "An error occurred during streaming", request=response.request, body=error)
+    return event
+
+
+def _json_or_none(body: bytes) -> Any:
+    try:
+        return _parsed(body)
+    except ValueError:
+        return None
+
+
+def _as_chunk(completion: dict[str, Any]) -> dict[str, Any]:
+    """A whole completion as the one stream chunk that says the same: each choice's message as its delta."""
+    choices = [{**choice, "delta": choice.get("message")}
+               for choice in completion["choices"] if isinstance(choice, dict)]
+    return {**completion, "choices": choices}
 
 
 async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

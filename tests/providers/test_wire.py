@@ -1,0 +1,188 @@
+"""llm_stream against byte-exact answers of real endpoints' wire shapes (tests/support/wire.py): what
+the chat gets from each, in plain words."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import time
+
+import pytest
+
+from chatapp.providers import llm
+from tests.support.llm import make_target, run_stream
+from tests.support.wire import chunk, chunked, head, sse, wire_server
+
+MESSAGES = [{"role": "user", "content": "Hi"}]
+USAGE = {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
+
+
+def _stream(body: bytes, *, model: str = "m") -> tuple[list, llm.LLMError | None]:
+    with wire_server(([head(), chunked(body)], False)) as server:
+        return run_stream(make_target(server.base_url, model), MESSAGES)
+
+
+def _text(events: list) -> str:
+    return "".join(e.text for e in events if isinstance(e, llm.Delta))
+
+
+def _usage(events: list) -> list[llm.Usage]:
+    return [e for e in events if isinstance(e, llm.Usage)]
+
+
+def test_done_without_a_finish_reason_is_a_whole_reply():
+    """Servers that never fill finish_reason in a stream (older llama.cpp builds, some proxies) still end
+    it with [DONE], which a cut connection cannot send: the reply is whole, not "cut off"."""
+    events, error = _stream(sse(chunk({"role": "assistant", "content": ""}), chunk({"content": "Hello"}),
+                                chunk(None, usage=USAGE), "[DONE]"))
+
+    assert error is None
+    assert _text(events) == "Hello"
+    assert _usage(events) == [llm.Usage(10, 3, None)]
+
+
+def test_a_refusal_is_the_reply_text():
+    """OpenAI streams a refusal in `delta.refusal`, `content` staying null: the chat shows it rather than
+    an empty reply stored as complete."""
+    events, error = _stream(sse(chunk({"role": "assistant", "content": None, "refusal": ""}),
+                                chunk({"refusal": "I'm sorry, "}), chunk({"refusal": "I can't help with that."}),
+                                chunk({}, "stop"), "[DONE]"))
+
+    assert error is None
+    assert _text(events) == "I'm sorry, I can't help with that."
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        # Azure OpenAI: the filter ends the reply before any text.
+        (sse(chunk({"role": "assistant", "content": None}), chunk({}, "content_filter"), chunk(None, usage=USAGE),
+             "[DONE]"), "content filter stopped this reply"),
+        # A model (Ollama, vLLM with a tool parser) that called a tool nobody offered.
+        (sse(chunk({"role": "assistant", "content": None, "tool_calls": [
+            {"index": 0, "id": "call_1", "type": "function", "function": {"name": "web_search", "arguments": ""}}]}),
+             chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"q": "x"}'}}]}), chunk({}, "tool_calls"),
+             chunk(None, usage=USAGE), "[DONE]"), "asked to call a tool (“web_search”)"),
+        # A reasoning model whose thinking used up the output limit.
+        (sse(chunk({"reasoning_content": "Let me think"}), chunk({}, "length"), chunk(None, usage=USAGE), "[DONE]"),
+         "reached its output limit (256 tokens) before writing any answer"),
+    ],
+)
+def test_a_reply_that_ends_without_an_answer_says_why_and_is_billed(body, words):
+    events, error = _stream(body)
+
+    assert _text(events) == ""
+    assert error is not None and error.kind == "bad_request" and error.retryable
+    assert words in error.user_message
+    assert _usage(events) == [llm.Usage(10, 3, None)]  # the tokens were spent: the record bills them
+
+
+def test_a_reply_cut_by_the_output_limit_keeps_its_text():
+    events, error = _stream(sse(chunk({"content": "Half an ans"}), chunk({}, "length"), "[DONE]"))
+
+    assert error is None and _text(events) == "Half an ans"
+
+
+def _json_answer(payload: dict) -> tuple[list, llm.LLMError | None]:
+    body = json.dumps(payload).encode()
+    with wire_server(([head(content_type="application/json", chunked_body=False, length=len(body)), body],
+                      False)) as server:
+        return run_stream(make_target(server.base_url, "m"), MESSAGES)
+
+
+def test_a_server_that_ignores_stream_true_still_answers():
+    """Some servers and proxies answer a streamed request with the whole completion as JSON."""
+    events, error = _json_answer({"id": "x", "object": "chat.completion", "model": "m", "usage": USAGE, "choices": [
+        {"index": 0, "finish_reason": "stop",
+         "message": {"role": "assistant", "content": "Whole answer", "reasoning_content": "Thought"}}]})
+
+    assert error is None
+    assert _text(events) == "Whole answer"
+    assert [e.text for e in events if isinstance(e, llm.Reasoning)] == ["Thought"]
+    assert _usage(events) == [llm.Usage(10, 3, None)]
+
+
+def test_an_error_answered_as_json_with_200_says_what_the_provider_said():
+    # OpenRouter answers some failures with 200 and an error object.
+    events, error = _json_answer({"error": {"message": "No endpoints found for m.", "code": 404}})
+
+    assert events == []
+    assert error is not None and "No endpoints found for m." in error.user_message
+    assert "not with a chat completion" not in error.user_message
+
+
+def test_json_that_is_no_completion_is_still_explained():
+    events, error = _json_answer({"object": "list", "data": []})
+
+    assert events == [] and error is not None and "not with a chat completion" in error.user_message
+
+
+def test_data_events_that_are_not_json_are_passed_over(caplog):
+    """An empty `data:` (no event at all, by the SSE rules) and a proxy's `data: ping` keep-alive must not
+    end the reply with an unexplained failure."""
+    events, error = _stream(b"data:\n\ndata: ping\n\n" + sse(chunk({"content": "Hello"}), chunk({}, "stop"), "[DONE]"))
+
+    assert error is None and _text(events) == "Hello"
+    assert "not JSON" in caplog.text
+
+
+def test_only_the_first_choice_is_the_reply():
+    """A server that streams several choices (n ignored the other way, or a proxy fanning out) interleaves
+    their deltas: the reply is choice 0's text, not a mix."""
+    events, error = _stream(sse({"choices": [{"index": 0, "delta": {"content": "A1 "}},
+                                             {"index": 1, "delta": {"content": "B1 "}}]},
+                                {"choices": [{"index": 1, "delta": {"content": "B2"}, "finish_reason": "stop"}]},
+                                {"choices": [{"index": 0, "delta": {"content": "A2"}, "finish_reason": "stop"}]},
+                                "[DONE]"))
+
+    assert error is None and _text(events) == "A1 A2"
+
+
+def test_groq_usage_in_x_groq_is_billed():
+    events, error = _stream(sse(chunk({"content": "a"}), chunk({}, "stop", x_groq={"id": "req_1", "usage": USAGE}),
+                                "[DONE]"))
+
+    assert error is None and _usage(events) == [llm.Usage(10, 3, None)]
+
+
+def _refused(status: str, content_type: str, body: bytes, extra: str = "") -> llm.LLMError | None:
+    with wire_server(([head(status, content_type, chunked_body=False, length=len(body), extra=extra), body],
+                      False)) as server:
+        events, error = run_stream(make_target(server.base_url, "m"), MESSAGES)
+    assert events == []
+    return error
+
+
+def test_retry_after_as_an_http_date_is_read_as_seconds():
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)  # a proxy's form of the header
+    error = _refused("429 Too Many Requests", "application/json", b'{"error": {"message": "Slow down"}}',
+                     extra=f"Retry-After: {when}")
+
+    assert error is not None and error.kind == "rate_limit"
+    assert re.search(r"Wait (29|30|31) seconds and retry\.", error.user_message), error.user_message
+
+
+def test_a_proxys_html_error_page_is_told_by_its_title_not_its_markup():
+    page = (b"<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request "
+            b"Entity Too Large</h1></center><hr><center>nginx</center></body></html>")
+    error = _refused("413 Request Entity Too Large", "text/html", page)
+
+    assert error is not None and error.kind == "bad_request"
+    assert error.user_message == "The model endpoint rejected the request (413): 413 Request Entity Too Large"
+
+
+def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
+    body = b'{"error": {"message": "No endpoints found for m.", "code": 404}}'
+
+    def script(n: int) -> tuple[list[bytes | float], bool]:
+        return [head(content_type="application/json", chunked_body=False, length=len(body)), body], False
+
+    with wire_server(script) as server:
+        target = make_target(f"{server.base_url}", "m")
+        with pytest.raises(llm.LLMError) as info:
+            llm.llm_complete(target=target, messages=MESSAGES)
+        ok, message = llm.llm_test_connection(target=target)  # /models answers the same error: no list
+
+    assert "No endpoints found for m." in info.value.user_message
+    assert ok is False and "No endpoints found for m." in message
