@@ -124,7 +124,7 @@ class Message(models.Model):
     role = models.CharField(max_length=16, choices=Role.choices)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CHAT)
     content = models.TextField()
-    # A reasoning model's thinking before this reply's answer (providers.llm.thinking): shown folded,
+    # A reasoning model's thinking before this reply's answer (providers.thinking): shown folded,
     # never sent back to a model, counted, summarized, recalled nor searched. Null: none. Nullable with
     # no default so that adding it rewrites no table (migration 0017).
     reasoning = models.TextField(null=True, blank=True)  # noqa: DJ001 - null here is "none", and no table rewrite

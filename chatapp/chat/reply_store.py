@@ -71,7 +71,7 @@ def reply_store(
     tokens = optimizer.count_message({"role": "assistant", "content": content}, model=turn.target.model)
     values: dict[str, Any] = {
         "content": content,
-        # Not counted: the thinking is never sent back (providers.llm.thinking).
+        # Not counted: the thinking is never sent back (providers.thinking).
         "reasoning": text_storable(reasoning).rstrip() or None,
         "token_count": tokens,
         "char_count": len(content),

@@ -1,4 +1,4 @@
-"""A reasoning model's thinking kept apart from its answer (providers.llm.thinking): the inline
+"""A reasoning model's thinking kept apart from its answer (providers.thinking): the inline
 `<think>` splitter under any chunking, the structured delta fields, and both through the real client
 path against the fake endpoint."""
 
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chatapp.providers import llm
-from chatapp.providers.llm.thinking import ThinkSplitter, reasoning_of, think_split, unopened_split
+from chatapp.providers.thinking import ThinkSplitter, reasoning_of, think_split, unopened_split
 from tests.support.fake_openai import echo_reply, thinking_text
 from tests.support.llm import make_target, run_stream
 

@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from chatapp.providers.llm.thinking import think_split
+from chatapp.providers.thinking import think_split
 
 from . import records
 

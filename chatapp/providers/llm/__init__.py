@@ -13,14 +13,14 @@ guard checked (cached a few seconds per host), never to a second lookup's answer
 after the save-time check reaches nothing (`addresses`).
 
 Modules: `types` (what callers get), `calls` (stream, complete, test connection, targets), `errors`,
-`quirks`, `thinking` (a reasoning model's thinking kept apart from its answer), `transport` (the
-clients), `addresses` (where their connections may go), `offline` (the demo model and its target).
+`quirks`, `transport` (the clients), `addresses` (where their connections may go), `offline` (the
+demo model and its target). A reasoning model's thinking is told apart by `chatapp.providers.thinking`
+(pure Python, which the import readers use too).
 """
 
 from chatapp.providers.llm.addresses import EndpointAddressRefused
 from chatapp.providers.llm.calls import llm_complete, llm_stream, llm_target_for, llm_test_connection
 from chatapp.providers.llm.offline import offline_reply, offline_target
-from chatapp.providers.llm.thinking import unopened_split
 from chatapp.providers.llm.types import (
     ERROR_KINDS,
     NO_KEY,
@@ -37,6 +37,7 @@ from chatapp.providers.llm.types import (
     Reasoning,
     Usage,
 )
+from chatapp.providers.thinking import unopened_split
 
 __all__ = [
     "ERROR_KINDS", "NO_KEY", "OFFLINE_CONTEXT_WINDOW", "OFFLINE_LABEL", "OFFLINE_MAX_OUTPUT", "OFFLINE_MODEL",

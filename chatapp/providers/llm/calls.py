@@ -29,9 +29,9 @@ from chatapp.providers.llm.errors import (
 from chatapp.providers.llm.offline import _offline_stream, offline_reply, offline_target
 from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
 from chatapp.providers.llm.sse import DONE, sse_events
-from chatapp.providers.llm.thinking import ThinkSplitter, reasoning_of, think_split
 from chatapp.providers.llm.transport import _async_client, _sync_client
 from chatapp.providers.llm.types import Completion, Delta, LLMError, LLMEvent, LLMTarget, Reasoning, Usage
+from chatapp.providers.thinking import ThinkSplitter, reasoning_of, think_split
 
 if TYPE_CHECKING:
     from chatapp.providers.models import LLMConfig

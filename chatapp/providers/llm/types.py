@@ -46,7 +46,7 @@ class Delta:
 
 @dataclass(frozen=True, slots=True)
 class Reasoning:
-    """A piece of a reasoning model's thinking (llm.thinking): shown apart, never sent back."""
+    """A piece of a reasoning model's thinking (providers.thinking): shown apart, never sent back."""
 
     text: str
 

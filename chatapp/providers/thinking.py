@@ -6,6 +6,9 @@ Ollama). Inline: the content opens with `<think>…</think>` (Qwen3, QwQ and Dee
 a reasoning parser, older Ollama), or holds only its end when the chat template opened the block in
 the prompt (`unopened_split`). Either way the thinking is shown apart and never sent back: it is
 often longer than the answer, and the providers say not to return it.
+
+Pure Python, outside the `llm` package (whose import brings Django and the SDK): the import readers
+(chatapp.chat.imports, which stay free of both) read an Open WebUI reply's thinking with it too.
 """
 
 from __future__ import annotations
