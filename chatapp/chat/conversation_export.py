@@ -42,6 +42,7 @@ from markdown_it import MarkdownIt
 
 from chatapp.chat.dbconn import db_short
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from chatapp.chat.textsafe import fence_left_open
 from chatapp.providers.models import LLMConfig
 
 EXPORT_FORMAT = "longchat.conversation"
@@ -249,8 +250,6 @@ def _one_line(text: str) -> str:
 
 
 _COMMONMARK = MarkdownIt("commonmark")
-# A fence line: its indentation, its run of ``` or ~~~, the rest (the opener's info string).
-_FENCE_LINE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
 # A line that may open an HTML block (at most three spaces in), which runs on past a blank line.
 _HTML_START = re.compile(r"^ {0,3}<", re.MULTILINE)
 # An indented fence line: whether it opens or closes depends on indentation rules (at most three spaces
@@ -261,20 +260,9 @@ _PROBE = "\n\n### end\n"
 
 def _fences_closed(text: str) -> str:
     """`text` with a code fence it leaves open closed, at the opener's indentation (in a list item
-    too): one unclosed ``` would swallow the rest of the document into a code block. A fence closes
-    on a run of its own character at least as long as the opener's (CommonMark's rule)."""
-    open_fence, indent = "", ""
-    for line in text.splitlines():
-        found = _FENCE_LINE.match(line)
-        if found is None:
-            continue
-        lead, run, rest = found.groups()
-        if open_fence:
-            if run[0] == open_fence[0] and len(run) >= len(open_fence) and not rest.strip():
-                open_fence = ""
-        elif not (run[0] == "`" and "`" in rest):  # a backtick opener's info string holds no backtick
-            open_fence, indent = run, lead
-    return f"{text}\n{indent}{open_fence}" if open_fence else text
+    too): one unclosed ``` would swallow the rest of the document into a code block."""
+    left_open = fence_left_open(text)
+    return f"{text}\n{left_open[0]}{left_open[1]}" if left_open else text
 
 
 def _markdown_text(text: str) -> str:

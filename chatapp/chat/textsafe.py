@@ -56,3 +56,25 @@ def cluster_edge(text: str, at: int, *, forward: bool) -> int:
         if found.start() >= at:
             break
     return at
+
+
+# A fence line: its indentation, its run of ``` or ~~~, the rest (the opener's info string).
+_FENCE_LINE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
+
+
+def fence_left_open(text: str) -> tuple[str, str] | None:
+    """The (indentation, run) of a code fence `text` opens and never closes, at any indentation (a list
+    item's too); None when every fence closes. A fence closes on a run of its own character at least
+    as long as the opener's (CommonMark's rule); a backtick opener's info string holds no backtick."""
+    open_run, indent = "", ""
+    for line in text.splitlines():
+        found = _FENCE_LINE.match(line)
+        if found is None:
+            continue
+        lead, run, rest = found.groups()
+        if open_run:
+            if run[0] == open_run[0] and len(run) >= len(open_run) and not rest.strip():
+                open_run = ""
+        elif not (run[0] == "`" and "`" in rest):
+            open_run, indent = run, lead
+    return (indent, open_run) if open_run else None

@@ -17,6 +17,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from chatapp.chat.textsafe import fence_left_open
+
 OPEN_TAG = "<think>"
 CLOSE_TAG = "</think>"
 
@@ -103,27 +105,6 @@ class ThinkSplitter:
 
 # The close tag as these templates' models write it: the answer starts on a line of its own after it.
 _CLOSE_LINE_END = re.compile(re.escape(CLOSE_TAG) + r"[ \t]*(?:\r?\n|\Z)")
-# A code fence line (CommonMark: at most three spaces in): its run of ``` or ~~~ and the rest.
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-
-
-def _in_code_block(text: str) -> bool:
-    """Whether `text` ends inside a code fence it opened: a close tag there is a sample of the tag in an
-    answer about these templates, which shows it on a line of its own."""
-    open_run = ""
-    for line in text.splitlines():
-        found = _FENCE.match(line)
-        if found is None:
-            continue
-        run, rest = found.groups()
-        if not open_run:
-            if not (run[0] == "`" and "`" in rest):  # a backtick opener's info string holds no backtick
-                open_run = run
-        elif run[0] == open_run[0] and len(run) >= len(open_run) and not rest.strip():
-            open_run = ""
-    return bool(open_run)
-
-
 def unopened_split(text: str) -> tuple[str, str]:
     """(thinking, answer) of a reply whose block was opened by the chat template, in the prompt
     (DeepSeek-R1's and Qwen3's thinking templates served without a reasoning parser): its text holds
@@ -137,7 +118,8 @@ def unopened_split(text: str) -> tuple[str, str]:
     if text.count(CLOSE_TAG) != 1 or OPEN_TAG in text or not _CLOSE_LINE_END.search(text):
         return "", text
     thinking, answer = text.split(CLOSE_TAG)
-    if _in_code_block(thinking):
+    if fence_left_open(thinking) is not None:
+        # The tag sits in a code block the answer opened: a sample of it, in an answer about these templates.
         return "", text
     return thinking.strip(), answer.lstrip()
 
