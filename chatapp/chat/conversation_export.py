@@ -66,9 +66,11 @@ MESSAGE_EXPORT_FIELDS: tuple[str, ...] = (
     "reply_to_id", "model", "token_count", "prompt_tokens", "completion_tokens", "latency_ms", "cost_usd",
     "error", "covers_from_id", "covers_through_id", "covered_message_count", "source_chars", "extractive",
     "discarded", "edited", "edited_from_id", "parent_id", "off_path_by", "skipped_pin_ids", "reasoning",
+    "finish_reason",
 )
 
 _ROLE_NAMES = {Message.Role.USER: "User", Message.Role.ASSISTANT: "Assistant", Message.Role.SYSTEM: "System"}
+OUTPUT_LIMIT_MARK = "cut at the output limit"
 _STATUS_MARKS = {
     Message.Status.STOPPED: "stopped",
     Message.Status.ERROR: "failed",
@@ -300,6 +302,8 @@ def _markdown_chat(*, row: dict[str, Any], number: int | None) -> str:
         marks.append(_off_path_mark(row))
     if row["status"] in _STATUS_MARKS:
         marks.append(_STATUS_MARKS[row["status"]])
+    elif row["status"] == Message.Status.COMPLETE and row["finish_reason"] == "length":
+        marks.append(OUTPUT_LIMIT_MARK)
     if marks:
         heading += " · " + ", ".join(_one_line(m) for m in marks)
     parts = [heading]

@@ -39,7 +39,7 @@ from chatapp.providers.selectors import llm_config_default
 TITLE_MAX_CHARS = 200
 UNTITLED = "Imported chat"
 _BATCH_ROWS = 1000
-_EXTRA_TEXT = ("model", "error", "reasoning")
+_EXTRA_TEXT = ("model", "error", "reasoning", "finish_reason")
 _EXTRA_VALUES = (
     "prompt_tokens", "completion_tokens", "latency_ms", "cost_usd", "covered_message_count", "source_chars",
     "extractive", "discarded", "edited",

@@ -258,6 +258,7 @@ def message_serialize(
         "kind": message.kind,
         "content": message.content,
         "reasoning": message.reasoning or "",
+        "finish_reason": message.finish_reason,
         "html": markdown_render(message.content) if render else None,
         "token_count": message.token_count,
         "char_count": message.char_count,

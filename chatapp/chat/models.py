@@ -128,6 +128,10 @@ class Message(models.Model):
     # never sent back to a model, counted, summarized, recalled nor searched. Null: none. Nullable with
     # no default so that adding it rewrites no table (migration 0017).
     reasoning = models.TextField(null=True, blank=True)  # noqa: DJ001 - null here is "none", and no table rewrite
+    # Why the model ended a complete reply, as it said (llm.Finish): "length" is a reply cut at the
+    # output limit, which the chat marks and offers to continue. Null: not said, not a model's reply,
+    # or stored before migration 0018 (nullable, like `reasoning`, so no table is rewritten).
+    finish_reason = models.CharField(max_length=32, null=True, blank=True)  # noqa: DJ001 - null: not said
     # Full chat-format token count (OpenAI per-message overhead included), computed once at write.
     token_count = models.PositiveIntegerField(default=0)
     char_count = models.PositiveIntegerField(default=0)

@@ -57,6 +57,7 @@ def reply_store(
     error: str = "",
     sent: bool = True,
     reasoning: str = "",
+    finish_reason: str = "",
 ) -> dict[str, Any]:
     """Persist the reply once, at the end of the stream; returns the stored reply as an event dict.
 
@@ -80,6 +81,8 @@ def reply_store(
         "prompt_tokens": getattr(usage, "prompt_tokens", None),
         "completion_tokens": getattr(usage, "completion_tokens", None),
         "error": error,
+        # Only a complete reply keeps it: a stopped one ended by the user's hand, a failed one by the error.
+        "finish_reason": finish_reason[:32] or None if status == Message.Status.COMPLETE else None,
         "updated_at": timezone.now(),
     }
     with transaction.atomic():
@@ -98,7 +101,7 @@ def reply_store(
             if counted:
                 change = (1, len(content), tokens)
             else:
-                status = Message.Status.STOPPED
+                status, values["finish_reason"] = Message.Status.STOPPED, None
         # Refused (401, 429, 5xx...) or never reached: no reply text, no thinking and no usage, nothing
         # billed (also when a stop was accepted before the refusal came, which keeps the reply stopped);
         # nor a turn never sent (`sent`: its client left while the context was packed). Thinking alone

@@ -153,6 +153,7 @@ class ReplyReader:
         self.thinking: list[str] = []  # a reasoning model's thinking (llm.Reasoning), kept apart
         self.thought = 0
         self.usage: Any = None
+        self.finish_reason = ""  # why the model ended, as it said (llm.Finish): "length" marks a cut reply
         self.failure: BaseException | None = None
         self.stopped = False
         self.stored: asyncio.Future | None = None  # the store's work, once finish began
@@ -211,6 +212,8 @@ class ReplyReader:
             return (stream_event("reasoning", {"text": thought}) if thought else None), False
         if isinstance(item, llm.Usage):
             self.usage = item
+        elif isinstance(item, llm.Finish):
+            self.finish_reason = item.reason
         return None, False
 
     def _joined(self, first: llm.Delta | llm.Reasoning) -> str:
@@ -309,6 +312,7 @@ class ReplyReader:
                 usage=self.usage,
                 latency_ms=int((time.monotonic() - self.started) * 1000),
                 error=error,
+                finish_reason=self.finish_reason,
             )
             self.stored = asyncio.ensure_future(work)
         # Shielded: a client that disconnects right now must not cost the stored reply.

@@ -37,6 +37,7 @@ MESSAGE_KEYS = {
     "discarded", "edited", "edited_from_id", "parent_id", "off_path_by",  # the tree: issue 13, branches
     "skipped_pin_ids",  # a summary's pins passed over
     "reasoning",  # a reasoning model's thinking
+    "finish_reason",  # why the model ended a reply ("length": cut at its output limit)
 }
 T0 = datetime(2024, 3, 9, 14, 2, 33, 123456, tzinfo=UTC)
 FENCE_OPEN = "Here is code:\n```python\nprint('never closed')"
@@ -58,7 +59,7 @@ def chat(user, make_config, plain_key):
     u1 = _msg(c, 0, role="user", content="Plan a trip to Lisbon in May, please.", pinned=True, token_count=15)
     a1 = _msg(c, 1, role="assistant", content="Sure — **day 1**: Alfama.", reply_to=u1, model="gpt-4o-mini",
               prompt_tokens=40, completion_tokens=12, latency_ms=830, cost_usd=Decimal("0.000123"),
-              reasoning="Three days: start with the old town.")
+              reasoning="Three days: start with the old town.", finish_reason="length")
     old = _msg(c, 2, role="assistant", content="An earlier answer", reply_to=u1, superseded=True)
     u2 = _msg(c, 3, role="user", content=FENCE_OPEN)
     failed = _msg(c, 4, role="assistant", content="", status="error", error="Model unreachable (timeout).", reply_to=u2)
@@ -170,7 +171,7 @@ def test_markdown_has_dates_numbers_marks_and_summary_ranges(api, chat):
     headings = re.findall(r"^### .*$", text, flags=re.M)
     assert headings == [
         "### 1 · User — 2024-03-09 14:02 UTC · pinned",
-        "### 2 · Assistant — 2024-03-09 14:03 UTC · gpt-4o-mini",
+        "### 2 · Assistant — 2024-03-09 14:03 UTC · gpt-4o-mini, cut at the output limit",
         # Issue 13 (branches): numbered as the app numbers messages, along the active path; a replaced
         # reply is another branch, unnumbered.
         "### — · Assistant — 2024-03-09 14:04 UTC · another version (not on the active path)",

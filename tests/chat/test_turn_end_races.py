@@ -15,7 +15,7 @@ from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.dashboard.headline import dashboard_headline
 from chatapp.providers.crypto import secret_encrypt
 from chatapp.providers.models import LLMConfig
-from tests.support.chat import make_config
+from tests.support.chat import make_config, send_stopped_elsewhere
 
 pytestmark = pytest.mark.django_db
 
@@ -23,19 +23,7 @@ pytestmark = pytest.mark.django_db
 def test_a_stop_accepted_before_the_stream_fails_stays_a_stop(user, fake_openai):
     config = make_config(user, fake_openai.base_url, model="stream-error")
     conversation = Conversation.objects.create(owner=user, llm_config=config)
-    start = chat_turn_start(user=user, conversation=conversation, content="tell me a long story please")
-    seen: list[dict] = []
-
-    async def run() -> None:
-        async for event in chat_turn_stream(start=start):
-            seen.append(event)
-            if event.get("event") == "start":
-                reply_id = event["data"]["assistant_message"]["id"]
-                # Stop pressed in a tab served by another web process: the row is marked stopped
-                # (message_stop); this process's flag is not set (stop_flag runs where the stop was made).
-                await sync_to_async(message_stop)(message=await sync_to_async(Message.objects.get)(pk=reply_id))
-
-    async_to_sync(run)()
+    seen = send_stopped_elsewhere(user, conversation, "tell me a long story please")
     reply = Message.objects.get(conversation=conversation, role="assistant")
     assert (reply.status, reply.error) == ("stopped", "")
     assert reply.content  # what arrived before the stop is what the user kept

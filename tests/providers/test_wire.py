@@ -186,3 +186,19 @@ def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
 
     assert "No endpoints found for m." in info.value.user_message
     assert ok is False and "No endpoints found for m." in message
+
+
+def test_a_reply_cut_at_the_output_limit_says_so_after_its_text():
+    """`length` after some answer is a whole reply the model could not finish: its text is kept and
+    the reason handed on (the chat marks the reply and offers to continue it); a reply that ends on its
+    own says `stop`, and one that gives no reason says nothing."""
+    events, error = _stream(sse(chunk({"role": "assistant", "content": "The bikes are in"}), chunk({}, "length"),
+                                chunk(None, usage=USAGE), "[DONE]"))
+    assert error is None and _text(events) == "The bikes are in"
+    assert [e for e in events if isinstance(e, llm.Finish)] == [llm.Finish("length")]
+    assert _usage(events) == [llm.Usage(10, 3, None)]
+
+    events, _ = _stream(sse(chunk({"content": "Done."}), chunk({}, "stop"), "[DONE]"))
+    assert [e for e in events if isinstance(e, llm.Finish)] == [llm.Finish("stop")]
+    events, _ = _stream(sse(chunk({"content": "Done."}), "[DONE]"))
+    assert not any(isinstance(e, llm.Finish) for e in events)

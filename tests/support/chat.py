@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.test import AsyncClient
 
 import optimizer
@@ -146,3 +146,25 @@ def post_stream(user, path: str, payload: Any = None, *, raw: str | None = None,
 
 def send(user, conversation: Conversation, content: str, **kwargs: Any) -> StreamResult:
     return post_stream(user, f"/api/conversations/{conversation.pk}/messages/", {"content": content}, **kwargs)
+
+
+def send_stopped_elsewhere(user, conversation: Conversation, content: str) -> list[dict[str, Any]]:
+    """Run a turn whose reply is stopped as it starts, the way Stop pressed in a tab served by another web
+    process stops it: the row is marked stopped (message_stop); this process's flag is not set (stop_flag
+    runs where the stop was made), so the stream learns of it by polling, or when its reply is stored.
+    Returns the turn's events."""
+    from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
+    from chatapp.chat.message_services import message_stop
+
+    start = chat_turn_start(user=user, conversation=conversation, content=content)
+    seen: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        async for event in chat_turn_stream(start=start):
+            seen.append(event)
+            if event.get("event") == "start":
+                reply_id = event["data"]["assistant_message"]["id"]
+                await sync_to_async(message_stop)(message=await sync_to_async(Message.objects.get)(pk=reply_id))
+
+    async_to_sync(run)()
+    return seen

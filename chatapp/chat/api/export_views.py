@@ -91,6 +91,9 @@ class ConversationExportMessage(SummaryCoverageSerializer):
     reasoning = serializers.CharField(
         allow_null=True, help_text="A reasoning model's thinking before the answer (null: none); never sent back."
     )
+    finish_reason = serializers.CharField(
+        allow_null=True, help_text='Why the model ended a complete reply ("length": cut at its output limit).'
+    )
 
 
 class ConversationExportDocument(serializers.Serializer):
@@ -107,7 +110,7 @@ _JSON_DESCRIPTION = (
 )
 _MARKDOWN_DESCRIPTION = (
     "Markdown for reading: a title, each message under `### n · Role — YYYY-MM-DD HH:MM UTC` (replaced, "
-    "stopped and failed replies marked), summaries as blockquotes headed `Summary of messages n\u2013m`."
+    "stopped, failed and cut replies marked), summaries as blockquotes headed `Summary of messages n\u2013m`."
 )
 
 

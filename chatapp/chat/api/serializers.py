@@ -78,6 +78,12 @@ class MessageOutputSerializer(serializers.ModelSerializer):
         "to a model.",
     )
 
+    finish_reason = serializers.CharField(
+        allow_null=True,
+        help_text="Why the model ended a complete reply, as it said: \"stop\", or \"length\" when it reached its "
+        "output limit mid-answer (the chat marks such a reply as cut). Null when not said.",
+    )
+
     class Meta:
         model = Message
         fields = [
@@ -87,6 +93,7 @@ class MessageOutputSerializer(serializers.ModelSerializer):
             "kind",
             "content",
             "reasoning",
+            "finish_reason",
             "html",
             "token_count",
             "char_count",

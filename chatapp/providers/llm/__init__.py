@@ -31,6 +31,7 @@ from chatapp.providers.llm.types import (
     SUMMARY_PREFIX,
     Completion,
     Delta,
+    Finish,
     LLMError,
     LLMEvent,
     LLMTarget,
@@ -41,7 +42,7 @@ from chatapp.providers.thinking import unopened_split
 
 __all__ = [
     "ERROR_KINDS", "NO_KEY", "OFFLINE_CONTEXT_WINDOW", "OFFLINE_LABEL", "OFFLINE_MAX_OUTPUT", "OFFLINE_MODEL",
-    "SUMMARY_PREFIX", "Completion", "Delta", "EndpointAddressRefused", "LLMError", "LLMEvent", "LLMTarget", "Reasoning",
-    "Usage", "llm_complete", "llm_stream", "llm_target_for", "llm_test_connection", "offline_reply", "offline_target",
-    "unopened_split",
+    "SUMMARY_PREFIX", "Completion", "Delta", "EndpointAddressRefused", "Finish", "LLMError", "LLMEvent", "LLMTarget",
+    "Reasoning", "Usage", "llm_complete", "llm_stream", "llm_target_for", "llm_test_connection", "offline_reply",
+    "offline_target", "unopened_split",
 ]

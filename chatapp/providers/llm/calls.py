@@ -30,7 +30,7 @@ from chatapp.providers.llm.offline import _offline_stream, offline_reply, offlin
 from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
 from chatapp.providers.llm.sse import DONE, sse_events
 from chatapp.providers.llm.transport import _async_client, _sync_client
-from chatapp.providers.llm.types import Completion, Delta, LLMError, LLMEvent, LLMTarget, Reasoning, Usage
+from chatapp.providers.llm.types import Completion, Delta, Finish, LLMError, LLMEvent, LLMTarget, Reasoning, Usage
 from chatapp.providers.thinking import ThinkSplitter, reasoning_of, think_split
 
 if TYPE_CHECKING:
@@ -84,7 +84,8 @@ def _payload(params: dict[str, Any]) -> dict[str, Any]:
 async def llm_stream(
     *, target: LLMTarget, messages: list[dict], context_note: str | None = None
 ) -> AsyncIterator[LLMEvent]:
-    """Stream a reply as Delta events, then one Usage event when the endpoint reports usage.
+    """Stream a reply as Delta (and Reasoning) events, then a Finish event with the model's finish_reason
+    when it gave one after some answer, then one Usage event when the endpoint reports usage.
 
     `context_note` is read only by the offline model (a sentence from the caller on what the
     optimizer did, e.g. that older messages were left out); real endpoints never see it.
@@ -116,8 +117,6 @@ async def llm_stream(
         raise reading.unfinished_error(target, stream.response.headers.get("content-type", ""))
     for event in reading.ended():
         yield event
-    if reading.usage is not None:
-        yield reading.usage
     unanswered = None if reading.answered else _no_answer_error(reading.finish_reason, reading.tool, target)
     if unanswered is not None:  # after the usage: those tokens were spent
         raise unanswered
@@ -196,11 +195,17 @@ class _StreamReading:
             return _not_chat_completions_error(target, content_type)
         return _stream_cut_error()
 
-    def ended(self) -> list[Delta | Reasoning]:
-        """What the splitter still held back when the stream ended (a few characters at most)."""
+    def ended(self) -> list[LLMEvent]:
+        """The events of a stream's end: what the splitter still held back (a few characters at most),
+        the model's finish_reason when it gave one after some answer, and the usage."""
         events: list[Delta | Reasoning] = []
         self._add(*self.splitter.end(), events)
-        return events
+        tail: list[LLMEvent] = [*events]
+        if self.answered and self.finish_reason:
+            tail.append(Finish(self.finish_reason))
+        if self.usage is not None:
+            tail.append(self.usage)
+        return tail
 
     def _add(self, thinking: str, answer: str, events: list[Delta | Reasoning]) -> None:
         if thinking:

@@ -59,7 +59,15 @@ class Usage:
     cached_tokens: int | None = 0
 
 
-LLMEvent = Delta | Reasoning | Usage
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Why the model ended a reply that has an answer, as it said (`finish_reason`): "stop", or
+    "length" when it reached its output limit mid-answer (the chat marks that reply as cut)."""
+
+    reason: str
+
+
+LLMEvent = Delta | Reasoning | Usage | Finish
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,8 @@ export function clearComposerError() {
   if (old) old.remove();
 }
 
-export async function sendMessage(content) {
+/** Send `content`; `keepDraft` (a button's message, not the box's) leaves what is typed in the box. */
+export async function sendMessage(content, { keepDraft = false } = {}) {
   clearComposerError();
   const compact = content.match(/^\/compact(?:\s+([\s\S]*))?$/);
   if (compact) {
@@ -78,8 +79,10 @@ export async function sendMessage(content) {
   messagesEl.append(userEl, asstEl);
   foldLong([userEl]);
   scrollToBottom(true);
-  input.value = "";
-  autosize();
+  if (!keepDraft) {
+    input.value = "";
+    autosize();
+  }
   // One key per send: if the request is repeated (a double submit, a network retry) the server
   // stores the message once.
   await runStream(`/api/conversations/${pk}/messages/`, { content, client_key: sendKey() }, {
@@ -89,7 +92,7 @@ export async function sendMessage(content) {
       // Rejected before state.streaming: nothing was stored, so take the bubbles back and restore the text.
       userEl.remove();
       asstEl.remove();
-      restoreText(content);
+      if (!keepDraft) restoreText(content);
       showComposerError(msg);
       if (!messagesEl.querySelector(".msg")) emptyState.hidden = false;
     },

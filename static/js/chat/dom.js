@@ -186,12 +186,32 @@ export function setModel(article, model) {
 
 // Regenerate and Retry act on the latest exchange only (the server refuses the others), as the
 // server-rendered page shows them.
+const LAST_ONLY = '[data-action="regenerate"], [data-action="retry"], [data-action="continue"]';
+
 export function markLastReply(article) {
-  messagesEl.querySelectorAll('[data-action="regenerate"], [data-action="retry"]').forEach((b) => { b.hidden = true; });
+  messagesEl.querySelectorAll(LAST_ONLY).forEach((b) => { b.hidden = true; });
   messagesEl.querySelectorAll(".msg.is-last").forEach((m) => m.classList.remove("is-last"));
   if (!article) return;
   article.classList.add("is-last");
-  article.querySelectorAll('[data-action="regenerate"], [data-action="retry"]').forEach((b) => { b.hidden = false; });
+  article.querySelectorAll(LAST_ONLY).forEach((b) => { b.hidden = false; });
+}
+
+/** A reply the model ended at its output limit (finish_reason "length"), as templates/chat/_cut_note.html
+ * marks it: a badge, and a note whose Continue asks for the rest (shown on the latest reply only). */
+export function showCutNote(article, message) {
+  article.querySelector(".msg-cut")?.remove();
+  if (message.status !== "complete" || message.finish_reason !== "length") return;
+  addBadge(article, "badge--warn", "Cut at output limit", "The model reached its output limit before it finished this reply.");
+  const note = el("div", "msg-cut");
+  const text = el("span", "msg-cut-text");
+  text.append("The model reached its output limit before it finished. ", el("em", "", "Continue"),
+    " asks it to go on; ", el("em", "", "Max output tokens"), " in Settings raises the limit.");
+  const btn = el("button", "btn btn--sm", "Continue");
+  btn.type = "button";
+  btn.dataset.action = "continue";
+  btn.hidden = !article.classList.contains("is-last");
+  note.append(icon("alert"), text, btn);
+  article.querySelector(".msg-body").insertBefore(note, article.querySelector(".msg-actions"));
 }
 
 export function showError(article, text, { retry = true, userId = null } = {}) {

@@ -1,5 +1,5 @@
 /* The chat page: wires the modules together (clicks, keys) and starts. Plain ES modules, no build step. */
-import { autosize } from "./composer.js";
+import { autosize, sendMessage } from "./composer.js";
 import { enhance, moveFocusOff, nearBottom, scrollToBottom } from "./dom.js";
 import { draftRestore } from "./draft.js";
 import { foldLong } from "./fold.js"; // also handles its own clicks (Show more / Show less)
@@ -13,8 +13,12 @@ import "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
 import { openShortcuts } from "./shortcuts.js"; // also handles its own keys
 import { titleFollow } from "./title_follow.js";
-import { regenerate, retry, stop } from "./stream.js";
+import { busyNow, regenerate, retry, stop } from "./stream.js";
 import { discardSummary, editSummary, revealSummary, togglePin } from "./summaries.js";
+
+// What Continue sends after a reply cut at the output limit: the cut reply is in the context as far as
+// it went (as after Stop), so a plain request for the rest works with every model and server.
+const CONTINUE_WORDS = "Continue exactly where your last reply stopped.";
 
 timeline.addEventListener("scroll", () => { jumpBtn.hidden = nearBottom(); }, { passive: true });
 
@@ -112,6 +116,9 @@ document.addEventListener("click", async (e) => {
       break;
     case "retry":
       if (article) await retry(article);
+      break;
+    case "continue": // a reply cut at the output limit: the model is asked for the rest, the draft kept
+      if (!busyNow()) await sendMessage(CONTINUE_WORDS, { keepDraft: true });
       break;
     case "stop": // the composer's Stop: this page's reply, or the one it follows (history.js)
       await (state.streaming ? stop() : stopFollowed());

@@ -1,6 +1,6 @@
 /* One reply over Server-Sent Events: send, regenerate, retry, stop. */
 import { setSiblings } from "./branches.js";
-import { announce, buildMessage, enhance, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showError, typingDots } from "./dom.js";
+import { announce, buildMessage, enhance, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showCutNote, showError, typingDots } from "./dom.js";
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
 import { followedReply, followLost, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
@@ -104,6 +104,7 @@ export async function runStream(url, body, ctx) {
       setSiblings(asstEl, m);
       enhance(asstEl);
       markLastReply(asstEl);
+      showCutNote(asstEl, m);
       if (data.context) updateGauge(data.context);
       titleFromStream(data.title);
       if (data.title_pending) titleFollow(state.conversationId, data.title);

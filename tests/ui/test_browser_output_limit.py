@@ -1,0 +1,53 @@
+"""A reply cut at the model's output limit in the browser: marked as it ends, with a Continue on the latest
+reply that asks the model for the rest and leaves what is typed in the message box alone."""
+
+from __future__ import annotations
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from chatapp.providers.models import LLMConfig
+from tests.ui.test_browser import _sign_up_with_model, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CONTINUE_WORDS = "Continue exactly where your last reply stopped."
+
+
+def _continue_buttons(driver):
+    return [b for b in driver.find_elements(By.CSS_SELECTOR, '[data-action="continue"]') if b.is_displayed()]
+
+
+def test_a_cut_reply_is_marked_and_continue_asks_for_the_rest(asgi_server, browser, fake_openai):
+    _, config = _sign_up_with_model(browser, asgi_server.url, "cut-reader", fake_url=fake_openai.base_url,
+                                    model="fake-echo", name="Echo")
+    # The fake server streams a word-sized piece per token: 3 output tokens cut every reply.
+    LLMConfig.objects.filter(pk=config.pk).update(max_output_tokens=3)
+    composer = browser.find_element(By.ID, "composer-input")
+    composer.send_keys("Tell me everything about the bikes in the shed.", Keys.ENTER)
+
+    first = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))[0]
+    assert "Cut at output limit" in first.find_element(By.CSS_SELECTOR, ".msg-meta").text
+    assert "reached its output limit" in first.find_element(By.CSS_SELECTOR, ".msg-cut").text
+    assert [b.find_element(By.XPATH, "ancestor::article") for b in _continue_buttons(browser)] == [first]
+    cut = first.find_element(By.CSS_SELECTOR, ".msg-source").get_attribute("value")
+
+    composer.send_keys("a draft of mine")
+    _continue_buttons(browser)[0].click()
+
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]')) == 2)
+    asked = browser.find_elements(By.CSS_SELECTOR, ".msg--user .msg-content")[-1].text
+    assert asked == CONTINUE_WORDS
+    assert composer.get_attribute("value") == "a draft of mine"
+    sent = fake_openai.completions[-1].messages
+    assert [m["content"] for m in sent if m["role"] == "assistant"] == [cut]
+    assert sent[-1] == {"role": "user", "content": CONTINUE_WORDS}
+    # Only the latest reply offers Continue (as Regenerate), after a reload too.
+    second = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1]
+    assert [b.find_element(By.XPATH, "ancestor::article") for b in _continue_buttons(browser)] == [second]
+
+    browser.refresh()
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg-cut")) == 2)
+    replies = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")
+    assert [b.find_element(By.XPATH, "ancestor::article") for b in _continue_buttons(browser)] == [replies[-1]]
