@@ -71,10 +71,12 @@ class ThinkSplitter:
         return self._settle(final=False)
 
     def _after_gap(self, text: str) -> str:
-        text = text.lstrip()
-        if text:
-            self._state = "answer"
-        return text
+        # White space is held until the answer's first character shows which of it is layout.
+        self._buffer += text
+        if not self._buffer.strip():
+            return ""
+        self._state, answer, self._buffer = "answer", blank_lines_off(self._buffer), ""
+        return answer
 
     def end(self) -> tuple[str, str]:
         """What is still held back, settled: the stream is over."""
@@ -121,7 +123,16 @@ def unopened_split(text: str) -> tuple[str, str]:
     if fence_left_open(thinking) is not None:
         # The tag sits in a code block the answer opened: a sample of it, in an answer about these templates.
         return "", text
-    return thinking.strip(), answer.lstrip()
+    return thinking.strip(), blank_lines_off(answer)
+
+
+def blank_lines_off(answer: str) -> str:
+    """The answer after a thinking block without the blank lines (and the spaces after the close tag)
+    that lay it out, its first line's indentation kept: an answer that opens with an indented code
+    block or a nested list item must not lose it."""
+    stripped = answer.lstrip()
+    newline = answer.rfind("\n", 0, len(answer) - len(stripped))
+    return stripped if newline < 0 or not stripped else answer[newline + 1:]
 
 
 def think_split(text: str) -> tuple[str, str]:

@@ -72,9 +72,29 @@ def test_any_chunking_splits_as_the_whole_text_does(parts, opened, closed, cuts)
         assert whole == ("", text)
     elif "</think>" in (body := stripped[len("<think>"):]):
         at = body.index("</think>")
-        assert whole == (body[:at], body[at + len("</think>"):].lstrip())
+        assert whole == (body[:at], _laid_out(body[at + len("</think>"):]))
     else:
         assert whole == (body, "")
+
+
+def _laid_out(rest: str) -> str:
+    """What follows a close tag without its layout: the spaces after the tag on its line, the blank lines
+    after it; the first line of text keeps its indentation."""
+    lines = rest.split("\n")
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return ""
+    return "\n".join([lines[0].lstrip(), *lines[1:]]) if first == 0 else "\n".join(lines[first:])
+
+
+def test_the_answer_s_first_line_keeps_its_indentation_whatever_the_chunks():
+    # An answer that opens with an indented code block (or a nested list item) after the thinking.
+    text = "<think>Plan.</think>\n\n    indented code\nafter"
+    assert think_split(text) == ("Plan.", "    indented code\nafter")
+    chunks = ["<think>Plan.</think>\n", "\n  ", "  indented code\nafter"]
+    assert _streamed(chunks) == ("Plan.", "    indented code\nafter")
+    assert think_split("<think>Plan.</think>   Same line.") == ("Plan.", "Same line.")
+    assert unopened_split("Weigh it.\n</think>\n\n  - nested item") == ("Weigh it.", "  - nested item")
 
 
 def test_a_block_opened_by_the_template_is_told_apart_once_the_reply_is_whole():
