@@ -29,6 +29,7 @@ from chatapp.chat.imports import ConversationError, ConversationRecord, MessageR
 from chatapp.chat.imports.records import link_column, where
 from chatapp.chat.message_services import title_from_text
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.reply_stream import reply_cut_note
 from chatapp.chat.search_services import conversation_index_rebuild
 from chatapp.chat.services import SYSTEM_PROMPT_MAX_CHARS
 from chatapp.chat.textsafe import text_storable
@@ -192,6 +193,9 @@ def _message_rows(
 def _row(*, message: MessageRecord, content: str, token_model: str) -> Message:
     extra = message.extra
     fields = {name: text_storable(extra[name]) for name in _EXTRA_TEXT if extra.get(name)}
+    if len(fields.get("reasoning", "")) > settings.MAX_REPLY_CHARS:
+        # Held to the limit a streamed reply's thinking has, and cut the same way: the answer matters more.
+        fields["reasoning"] = fields["reasoning"][: settings.MAX_REPLY_CHARS] + reply_cut_note("Thinking")
     fields.update({name: extra[name] for name in _EXTRA_VALUES if extra.get(name) is not None})
     return Message(
         role=message.role,

@@ -169,3 +169,19 @@ def test_exports_carry_the_thinking_and_an_import_of_the_json_keeps_it(user):
     assert job.status == "done", job.error
     copy = Conversation.objects.exclude(pk=conversation.pk).get(owner=user)
     assert list(copy.messages.order_by("id").values_list("reasoning", flat=True)) == [None, reply.reasoning]
+
+
+def test_imported_thinking_is_held_to_the_reply_limit_as_streamed_thinking_is(user, settings):
+    conversation, reply = _reasoned_chat(user)
+    Message.objects.filter(pk=reply.pk).update(reasoning="Weighing it. " * 20)
+    document = export_document(conversation)
+    settings.MAX_REPLY_CHARS = 60
+
+    job = import_now(user, json.dumps(document).encode())
+
+    assert job.status == "done", job.error
+    copy = Conversation.objects.exclude(pk=conversation.pk).get(owner=user)
+    imported = copy.messages.get(role="assistant")
+    assert imported.reasoning.startswith(("Weighing it. " * 5)[:60])
+    assert imported.reasoning.endswith("[Thinking cut here: it reached the 60-character limit.]")
+    assert imported.content == "In the **shed**."
