@@ -658,3 +658,19 @@ def test_a_job_saving_while_a_discard_commits_does_not_fold_the_discarded_text(
         assert job.status == SummaryJob.Status.QUEUED and "edited or discarded" in job.error
     else:  # SQLite: the whole delivery waited (write transactions are serial), then found nothing to do
         assert outcomes == ["cancelled"] and job.status == SummaryJob.Status.CANCELLED
+
+
+def test_compact_now_while_an_automatic_job_is_queued_compacts_as_asked(owner, long_conversation, published):
+    """An automatic job waits in the queue (it would summarize only what the window left behind) when
+    the user asks to compact now: the job the click gets back keeps only the newest rounds word for
+    word and moves the window past what it summarized, as a compaction of its own would."""
+    conversation = long_conversation(config=None, rounds=12, window_rounds=6)
+    automatic = summary_job_request(conversation=conversation, trigger="auto")
+    clicked = conversation_compact(conversation=conversation)
+    assert clicked.pk == automatic.pk
+    assert summary_job_run(job_id=clicked.pk).status == "done"
+    users = list(conversation.messages.filter(role="user").order_by("id").values_list("id", flat=True))
+    conversation.refresh_from_db()
+    summary = summary_current(conversation=conversation)
+    assert conversation.window_start_id == users[-2]  # the newest 2 rounds kept word for word
+    assert summary.covers_through_id == users[-2] - 1
