@@ -674,3 +674,17 @@ def test_compact_now_while_an_automatic_job_is_queued_compacts_as_asked(owner, l
     summary = summary_current(conversation=conversation)
     assert conversation.window_start_id == users[-2]  # the newest 2 rounds kept word for word
     assert summary.covers_through_id == users[-2] - 1
+
+
+def test_a_rate_limited_job_waits_as_long_as_the_endpoint_asks(
+    owner, make_config, long_conversation, fake_openai, published, settings
+):
+    """A 429 says when to come back (`Retry-After: 2`): a retry sooner is refused again, and the retries
+    run out against the limit and leave an extractive summary where the model would have written one."""
+    settings.SUMMARY_RETRY_BACKOFF_MS = 100
+    conversation = long_conversation(config=make_config("fail-429"))
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    outcome = summary_job_run(job_id=job.pk)
+    assert outcome.status == "retry" and outcome.retry_in >= 2
+    job.refresh_from_db()
+    assert job.status == SummaryJob.Status.QUEUED and "Retrying in 2.0 s" in job.error
