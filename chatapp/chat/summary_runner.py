@@ -195,7 +195,7 @@ def _claimed_run(*, job: SummaryJob, chat_target: LLMTarget | None) -> SummaryRu
             reason = getattr(exc, "user_message", "") or str(exc)
             retryable = isinstance(exc, EmptySummaryError) or bool(getattr(exc, "retryable", False))
             if retryable and job.attempts <= settings.SUMMARY_MAX_RETRIES:
-                return _job_release_for_retry(job=job, reason=reason)
+                return _job_release_for_retry(job=job, reason=reason, at_least=getattr(exc, "retry_after", None))
             if retryable:
                 note = f"The model failed {job.attempts} times ({reason}); an extractive summary was written instead."
             else:
@@ -254,8 +254,13 @@ def _held_elsewhere(*, job_id: int) -> SummaryRunOutcome:
     return SummaryRunOutcome(job_id=job_id, status="retry", detail="held by another delivery", retry_in=wait)
 
 
-def _job_release_for_retry(*, job: SummaryJob, reason: str) -> SummaryRunOutcome:
+def _job_release_for_retry(*, job: SummaryJob, reason: str, at_least: float | None = None) -> SummaryRunOutcome:
+    """`at_least`: the seconds a rate-limited endpoint asked for (Retry-After). A retry sooner is refused
+    again, and the retries would run out against the limit; up to the backoff's cap, which the broker's
+    visibility timeout is set above."""
     countdown = summary_retry_countdown(attempt=job.attempts)
+    if at_least:
+        countdown = max(countdown, min(at_least, settings.SUMMARY_RETRY_BACKOFF_MAX_MS / 1000))
     # The lease covers the backoff plus a margin: if the retry message is lost, the sweep republishes.
     lease = timezone.now() + timedelta(seconds=countdown + settings.SUMMARY_QUEUED_STALE_SECONDS)
     SummaryJob.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts).update(

@@ -146,8 +146,8 @@ def summary_job_request(
         existing = summary_job_active(conversation=conversation)
         if existing is None:  # it finished between the insert and this read: the caller may ask again
             return None
-        if trigger == Trigger.MANUAL and instructions:
-            _instructions_merge(job=existing, instructions=instructions)
+        if trigger == Trigger.MANUAL:
+            _compaction_merge(job=existing, instructions=instructions)
         return existing
     if status == Status.PENDING and publish:
         job_id = job.pk
@@ -155,20 +155,27 @@ def summary_job_request(
     return job
 
 
-def _instructions_merge(*, job: SummaryJob, instructions: str) -> None:
-    """Hand /compact instructions to a job that has not started yet (a started one keeps its own)."""
+def _compaction_merge(*, job: SummaryJob, instructions: str) -> None:
+    """Make a job that has not started yet the compaction the user asked for, with their instructions
+    (a started one keeps its own). An automatic job left as it was would summarize only what the window
+    left behind and leave the window where it is: the click would compact nothing, or be cancelled
+    with nothing to summarize."""
+    fields: dict[str, str] = {"trigger": Trigger.MANUAL}
+    if instructions:  # a second click without any keeps the first one's
+        fields["instructions"] = instructions
     updated = SummaryJob.objects.filter(
         pk=job.pk, status__in=[Status.PENDING, Status.QUEUED, Status.AWAITING_CONFIRMATION]
-    ).update(instructions=instructions)
+    ).update(**fields)
     if updated:
-        job.instructions = instructions
+        for name, value in fields.items():
+            setattr(job, name, value)
 
 
 def conversation_compact(*, conversation: Conversation, instructions: str = "") -> SummaryJob:
     """"Compact now" / `/compact [instructions]`: summarize at once, whatever the quota.
 
-    A job waiting for confirmation is confirmed (with the instructions); a job that is queued gets
-    the instructions; a running job is returned as is; otherwise a manual job is created, unless
+    A job waiting for confirmation is confirmed (with the instructions); a job that is queued becomes
+    this compaction (with the instructions); a running job is returned as is; otherwise a manual job is created, unless
     there is nothing to summarize (ValidationError: the request is refused, not queued to be cancelled).
     """
     instructions = _clean_instructions(instructions)

@@ -61,6 +61,16 @@ class SpanPlan:
     # The pins the summary will not hold (Message.skipped_pin_ids): those in its span, and the
     # previous summary's that are still pinned.
     skipped_pin_ids: list[int]
+    # A manual compaction's: the path's newest message below `upper_exclusive` when planned. The window
+    # moves to `upper_exclusive` only while the path below it is still this one (summary_save).
+    path_below_upper: int | None = None
+
+
+def _path_below(*, conversation_id: int, upper: int) -> int | None:
+    """The id of the newest message of the path shown below `upper`. A path is a chain in id order, so
+    the same id means the same path below `upper`."""
+    return (Message.objects.filter(conversation_id=conversation_id, kind=Message.Kind.CHAT, superseded=False,
+                                   id__lt=upper).order_by("-id").values_list("id", flat=True).first())
 
 
 def span_plan(*, job: SummaryJob, conversation: Conversation) -> SpanPlan | None:
@@ -84,6 +94,8 @@ def span_plan(*, job: SummaryJob, conversation: Conversation) -> SpanPlan | None
         # A system message is sent whether pinned or not: never listed (as by migration 0013 and imports).
         skipped_pin_ids=list(candidates.filter(pinned=True).exclude(role=Message.Role.SYSTEM)
                              .order_by("id").values_list("id", flat=True)),
+        path_below_upper=(_path_below(conversation_id=conversation.pk, upper=upper)
+                          if job.trigger == Trigger.MANUAL else None),
     )
 
 
@@ -342,11 +354,14 @@ def summary_save(
             cost_usd=money(result.cost_usd),
             skipped_pin_ids=plan.skipped_pin_ids or None,
         )
-        if job.trigger == Trigger.MANUAL and hidden_with is None:
+        if (job.trigger == Trigger.MANUAL and hidden_with is None
+                and _path_below(conversation_id=conversation.pk, upper=plan.upper_exclusive) == plan.path_below_upper):
             # A manual compaction moves the verbatim window past what it summarized, so the next
             # request sends the summary instead of those messages (an automatic one follows the window).
-            # Not for a summary that went with a branch left meanwhile: its ids would put the window
-            # past every message of the path shown, which has no summary of them.
+            # Not for a summary that went with a branch left meanwhile, nor when a switch changed the
+            # path below the rounds kept (a branch parting after the span): the planned ids would put the
+            # window past messages of the path shown that no summary holds (the switch cleared the
+            # window: the next request refits it).
             Conversation.objects.filter(
                 Q(window_start_id__isnull=True) | Q(window_start_id__lt=plan.upper_exclusive), pk=conversation.pk
             ).update(window_start_id=plan.upper_exclusive)

@@ -94,3 +94,36 @@ def test_compact_now_after_switching_to_an_older_branch_keeps_the_newest_rounds(
     assert any("Answer b7" in text for text in sent), (
         f"window_start_id={conversation.window_start_id}; the model got only: {[t[:30] for t in sent]}"
     )
+
+
+def test_a_compaction_whose_span_ends_where_the_branches_part_leaves_the_other_branch_its_window(
+    owner, published, monkeypatch
+):
+    """Branch A parts from B at its second-newest question, so /compact on A sums up only what the two
+    share (A's two rounds stay word for word). The user switches to B while the summary is written:
+    the summary is B's too (it covers what they share), but the window A's compaction would move to its
+    own question lies past every message of B."""
+    conversation = Conversation.objects.create(owner=owner, title="Long", offline=True)
+    b = [_round(conversation, i, "b") for i in range(8)]
+    edited_q = b[3][0]
+    branch_hide(conversation_id=conversation.pk, start_id=edited_q.pk)
+    conversation.refresh_from_db()
+    a = [_round(conversation, 3, "a", parent_id=edited_q.parent_id), _round(conversation, 4, "a")]
+    job = conversation_compact(conversation=conversation)
+    real = optimizer.extractive_summary
+
+    def summary_during_switch(*args, **kwargs):
+        branch_switch(message=edited_q, index=1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(optimizer, "extractive_summary", summary_during_switch)
+    assert summary_job_run(job_id=job.pk).status == "done"
+    job.refresh_from_db()
+    conversation.refresh_from_db()
+    assert job.summary.covers_through_id == b[2][1].pk and not job.summary.superseded  # shared by A and B
+    assert active_path(conversation)[-1] == b[-1][1].pk
+    sent = _next_request(owner, conversation)
+    assert any("Answer b7" in text for text in sent), (
+        f"window_start_id={conversation.window_start_id} (A's question {a[0][0].pk}) lies past every message "
+        f"of branch B (its last is {b[-1][1].pk}); the model got only: {[t[:30] for t in sent]}"
+    )

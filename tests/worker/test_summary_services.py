@@ -658,3 +658,33 @@ def test_a_job_saving_while_a_discard_commits_does_not_fold_the_discarded_text(
         assert job.status == SummaryJob.Status.QUEUED and "edited or discarded" in job.error
     else:  # SQLite: the whole delivery waited (write transactions are serial), then found nothing to do
         assert outcomes == ["cancelled"] and job.status == SummaryJob.Status.CANCELLED
+
+
+def test_compact_now_while_an_automatic_job_is_queued_compacts_as_asked(owner, long_conversation, published):
+    """An automatic job waits in the queue (it would summarize only what the window left behind) when
+    the user asks to compact now: the job the click gets back keeps only the newest rounds word for
+    word and moves the window past what it summarized, as a compaction of its own would."""
+    conversation = long_conversation(config=None, rounds=12, window_rounds=6)
+    automatic = summary_job_request(conversation=conversation, trigger="auto")
+    clicked = conversation_compact(conversation=conversation)
+    assert clicked.pk == automatic.pk
+    assert summary_job_run(job_id=clicked.pk).status == "done"
+    users = list(conversation.messages.filter(role="user").order_by("id").values_list("id", flat=True))
+    conversation.refresh_from_db()
+    summary = summary_current(conversation=conversation)
+    assert conversation.window_start_id == users[-2]  # the newest 2 rounds kept word for word
+    assert summary.covers_through_id == users[-2] - 1
+
+
+def test_a_rate_limited_job_waits_as_long_as_the_endpoint_asks(
+    owner, make_config, long_conversation, fake_openai, published, settings
+):
+    """A 429 says when to come back (`Retry-After: 2`): a retry sooner is refused again, and the retries
+    run out against the limit and leave an extractive summary where the model would have written one."""
+    settings.SUMMARY_RETRY_BACKOFF_MS = 100
+    conversation = long_conversation(config=make_config("fail-429"))
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    outcome = summary_job_run(job_id=job.pk)
+    assert outcome.status == "retry" and outcome.retry_in >= 2
+    job.refresh_from_db()
+    assert job.status == SummaryJob.Status.QUEUED and "Retrying in 2.0 s" in job.error

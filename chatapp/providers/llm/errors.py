@@ -156,7 +156,7 @@ def _rate_limit_error(exc: openai.APIStatusError, detail: str) -> LLMError:
     wait = _retry_after(exc)
     when = f"Wait {wait} seconds and retry." if wait else "Wait a moment and retry."
     return LLMError("rate_limit", f"The model endpoint is rate-limiting requests (429). {when}",
-                    status=429, detail=detail)
+                    status=429, detail=detail, retry_after=float(wait) if wait else None)
 
 
 def _redirect_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:

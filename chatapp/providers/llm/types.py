@@ -100,6 +100,7 @@ class LLMError(Exception):
         status: int | None = None,
         retryable: bool | None = None,
         detail: str = "",
+        retry_after: float | None = None,
     ) -> None:
         if kind not in ERROR_KINDS:
             raise ValueError(f"unknown LLMError kind {kind!r}")
@@ -109,6 +110,8 @@ class LLMError(Exception):
         self.status = status
         self.retryable = kind in _RETRYABLE if retryable is None else retryable
         self.detail = detail
+        # Seconds the endpoint asked to wait before the next request (a 429's Retry-After), if it said.
+        self.retry_after = retry_after
 
     def __repr__(self) -> str:
         return f"LLMError(kind={self.kind!r}, status={self.status!r}, user_message={self.user_message!r})"
