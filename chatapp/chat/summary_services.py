@@ -175,8 +175,9 @@ def conversation_compact(*, conversation: Conversation, instructions: str = "") 
     """"Compact now" / `/compact [instructions]`: summarize at once, whatever the quota.
 
     A job waiting for confirmation is confirmed (with the instructions); a job that is queued becomes
-    this compaction (with the instructions); a running job is returned as is; otherwise a manual job is created, unless
-    there is nothing to summarize (ValidationError: the request is refused, not queued to be cancelled).
+    this compaction (with the instructions); a running compaction is returned as is; otherwise a manual
+    job is created, unless there is nothing to summarize or an automatic summary is being written
+    (ValidationError: the request is refused, not queued to be cancelled or lost).
     """
     instructions = _clean_instructions(instructions)
     confirmed = SummaryJob.objects.filter(
@@ -194,6 +195,13 @@ def conversation_compact(*, conversation: Conversation, instructions: str = "") 
         )
     for _ in range(3):
         job = summary_job_request(conversation=conversation, trigger=Trigger.MANUAL, instructions=instructions)
+        if job is not None and job.trigger != Trigger.MANUAL:
+            # Started already, as an automatic one: it summarizes only what the window left behind and
+            # moves no window; handing it back would drop this compaction and its instructions unsaid.
+            raise ValidationError(
+                "An automatic summary is being written right now: compact again once it is done (in a moment).",
+                code="busy",
+            )
         if job is not None:
             return job
     raise ValidationError("A summary is finishing right now; try again in a moment.")

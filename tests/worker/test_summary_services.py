@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
@@ -688,3 +689,19 @@ def test_a_rate_limited_job_waits_as_long_as_the_endpoint_asks(
     assert outcome.status == "retry" and outcome.retry_in >= 2
     job.refresh_from_db()
     assert job.status == SummaryJob.Status.QUEUED and "Retrying in 2.0 s" in job.error
+
+
+def test_compact_now_while_an_automatic_job_runs_is_refused_with_the_reason(owner, long_conversation, published):
+    """A started automatic job cannot become a compaction (its span is planned): handed back, the click
+    would compact nothing and drop its instructions. It is refused, saying why, and taken once the job is done."""
+    conversation = long_conversation(config=None, rounds=12, window_rounds=6)
+    automatic = summary_job_request(conversation=conversation, trigger="auto")
+    SummaryJob.objects.filter(pk=automatic.pk).update(status=SummaryJob.Status.RUNNING)
+
+    with pytest.raises(ValidationError, match="automatic summary is being written right now"):
+        conversation_compact(conversation=conversation, instructions="Keep the dates.")
+
+    SummaryJob.objects.filter(pk=automatic.pk).update(status=SummaryJob.Status.DONE)
+    clicked = conversation_compact(conversation=conversation, instructions="Keep the dates.")
+    assert clicked.pk != automatic.pk
+    assert (clicked.trigger, clicked.instructions) == ("manual", "Keep the dates.")
