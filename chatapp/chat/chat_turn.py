@@ -52,7 +52,7 @@ from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_
 from chatapp.chat.title_services import title_due, title_pending_drop, title_pending_mark, title_request
 from chatapp.chat.turn_claim import REPEATED_WORDS, send_claim_take, turn_claim_release
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
-from chatapp.chat.turn_types import ChatTurn, ReplyGoneError, TurnFailure, TurnStart
+from chatapp.chat.turn_types import ChatTurn, ReplyGoneError, TurnFailure, TurnStart, shaped_trigger
 from chatapp.providers import llm
 from optimizer.types import ContextTooLargeError
 
@@ -247,7 +247,7 @@ def turn_prepare(
         messages=ctx.request.messages if ctx.request is not None else [],
         context=context_event(result=result, budget=budget, ctx=ctx),
         context_note=turn_context_note(result=result, budget=budget) if target.offline else "",
-        trigger_tokens=info.trigger_tokens,
+        trigger_tokens=shaped_trigger(result),
         dropped_ranges=tuple((first, last) for first, last in dropped.sum_ranges),
         dropped_less=dropped.less,
         summary_requested=summary_requested,

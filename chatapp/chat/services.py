@@ -13,6 +13,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from chatapp.chat.context import conversation_config
@@ -207,6 +208,23 @@ def conversation_set_config(
     # updated_at is left alone, as for a rename: the sidebar orders by activity, not by settings.
     conversation.save(update_fields=fields)
     return conversation
+
+
+def conversations_model_moved(
+    *, owner_id: int, config_ids: tuple[int, ...], followers: bool, before: str, after: str, **_: Any
+) -> None:
+    """Chats whose model changed with their config (providers.services.chats_model_moved: its model
+    edited, the config deleted, the default they follow changed), not through conversation_set_config:
+    when the tokenizer changed, their stored counts are the old one's and are marked estimated, as a
+    switch marks them (context_pack then counts the packed request with the new one)."""
+    if encoding_for(before).name == encoding_for(after).name:
+        return
+    chats = Q(llm_config_id__in=config_ids)
+    if followers:
+        chats |= Q(llm_config__isnull=True, offline=False)
+    Conversation.objects.filter(chats, owner_id=owner_id, live_message_count__gt=0, token_counts_mixed=False).update(
+        token_counts_mixed=True
+    )
 
 
 def summary_job_dismiss(*, job: SummaryJob) -> SummaryJob:

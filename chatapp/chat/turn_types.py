@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from chatapp.chat.gauge import gauge_payload
 from chatapp.providers import llm
+from optimizer.tokens import REPLY_PRIMING
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
     from chatapp.chat.models import Conversation, Message
     from chatapp.dashboard.totals import PreviousRequest
+    from optimizer.types import PackResult
 
 
 class ReplyGoneError(Exception):
@@ -41,6 +43,14 @@ class TurnStart:
     accepted: dict[str, Any]
     # A send stores its message with one statement; its search and recall rows follow in the packing.
     unindexed: bool = False
+
+
+def shaped_trigger(result: PackResult) -> int:
+    """`ChatTurn.trigger_tokens` of a packing: its trigger in the terms of the gauge's figures. The packer
+    judges the request as packed, the gauge counts it as shaped (optimizer.shape: the prompts joined,
+    consecutive turns merged), fewer tokens by what shaping saved; the next request's shaping saves the same."""
+    packed = sum(p.tokens for p in result.messages) + REPLY_PRIMING
+    return result.info.trigger_tokens - (packed - result.info.tokens_after)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +79,7 @@ class ChatTurn:
     # What the optimizer did, in a sentence: read only by the offline model, which describes it.
     context_note: str = ""
     # The trigger of this turn's packing: below it, the next request sends this context plus the reply.
+    # In the terms of `context`'s figures (the request as shaped): the trigger less what shaping saved.
     trigger_tokens: int | None = None
     # The tokens the turn dropped, measured when it ends (record_finish): the live tokens of these
     # ranges less `dropped_less` (turn_records.DroppedRanges).

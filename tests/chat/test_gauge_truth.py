@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from chatapp.chat import chat_turn
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation
 from chatapp.chat.services import user_settings_update
@@ -97,3 +98,36 @@ def test_a_message_too_long_for_the_budget_is_named_shortened(user, fake_openai,
     short = Conversation.objects.create(owner=user, llm_config=config)
     sent = post_stream(user, f"/api/conversations/{short.pk}/messages/", {"content": "Hello there"})
     assert sent.named("start")[0]["context"]["shortened_message_ids"] == []
+
+
+def test_the_gauge_a_reply_ends_with_is_the_next_requests_just_under_the_trigger(user, fake_openai, no_rate_limit,
+                                                                                  monkeypatch):
+    """Below the trigger the `done` gauge is this context plus the reply, without packing again. The
+    trigger judges the request as packed, while the gauge counts it as shaped (the custom instructions
+    and the system prompt joined into one message, a few tokens fewer): a history those few tokens
+    under the trigger by the gauge's count is over it by the packer's, and the next request cut it to
+    half while the gauge said nothing would move."""
+    user_settings_update(user=user, custom_instructions="Answer briefly.", generate_titles=False)
+    # no summaries ahead of need: their background thread would outlive the test
+    monkeypatch.setattr(chat_turn, "summary_ahead_submit", lambda **kwargs: None)
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=2_500, max_output=500)
+    client = APIClient()
+    client.force_authenticate(user)
+    cut = 0
+    for pad in range(12):  # the history a token or two at a time across the trigger (1,600 of 2,000)
+        conversation = Conversation.objects.create(owner=user, llm_config=config, system_prompt="You guide hikes.")
+        for n in range(14):
+            message_append(conversation=conversation, role="user" if n % 2 == 0 else "assistant",
+                           content=f"Turn {n}: " + "walk " * 100)
+        message_append(conversation=conversation, role="user", content="pad " * (pad + 1))
+        message_append(conversation=conversation, role="assistant", content="ok")
+        conversation.refresh_from_db()
+
+        sent = post_stream(user, f"/api/conversations/{conversation.pk}/messages/", {"content": "and then?"})
+
+        assert sent.names[-1] == "done"
+        done = sent.named("done")[0]["context"]
+        gauge = client.get(f"/api/conversations/{conversation.pk}/context/").json()
+        assert (done["tokens"], done["window_start_id"]) == (gauge["tokens"], gauge["window_start_id"]), pad
+        cut += gauge["window_start_id"] is not None
+    assert 0 < cut < 12  # the trigger was crossed within the range

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 import optimizer
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, OptimizationRecord
+from chatapp.providers.services import llm_config_delete, llm_config_make_default, llm_config_update
 from tests.support.chat import make_config, send
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_rate_limit")]
@@ -106,3 +107,59 @@ def test_must_keep_messages_that_only_fit_by_the_old_counts_are_refused_against_
     assert needed > 7_692
     # nothing the provider would refuse was sent
     assert not any("купили сыр?" in str(c.messages) for c in fake_openai.completions[before:])
+
+
+def _route_chat(user, config) -> Conversation:
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    for n in range(240):  # about 13,000 tokens as o200k counts them, stored with the chat
+        message_append(conversation=conversation, role="user" if n % 2 == 0 else "assistant",
+                       content=ROUTE.format(n=n))
+    return conversation
+
+
+def _edit_model(user, o200k, fake_openai):
+    llm_config_update(config=o200k, model="gpt-4", context_window=8_192)
+
+
+def _delete_config(user, o200k, fake_openai):
+    llm_config_make_default(config=make_config(user, fake_openai.base_url, model="gpt-4", window=8_192,
+                                               max_output=500, name="gpt-4"))
+    llm_config_delete(config=o200k)  # its chats follow the default from now on
+
+
+def _default_followed_changes(user, o200k, fake_openai):
+    llm_config_delete(config=o200k)  # its chats follow the default: gpt-4o-mini's, the same tokenizer
+    llm_config_make_default(config=make_config(user, fake_openai.base_url, model="gpt-4", window=8_192,
+                                               max_output=500, name="gpt-4"))
+
+
+@pytest.mark.parametrize("move", [_edit_model, _delete_config, _default_followed_changes])
+def test_a_chat_whose_model_moves_with_its_config_counts_for_the_new_tokenizer(user, fake_openai, move):
+    """The model of a chat also changes without the chat being edited: its config's model is edited, its
+    config is deleted (it follows the default), or the default it follows changes. Its counts are the
+    old tokenizer's then too: estimates, and the request fits what the model's tokenizer counts."""
+    o200k = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=8_192, max_output=500)
+    make_config(user, fake_openai.base_url, model="gpt-4o", window=8_192, max_output=500, name="4o")
+    llm_config_make_default(config=o200k)
+    conversation = _route_chat(user, o200k)
+    api = APIClient()
+    api.force_authenticate(user)
+    assert api.get(f"/api/conversations/{conversation.pk}/context/").json()["estimated"] is False
+
+    move(user, o200k, fake_openai)
+
+    conversation.refresh_from_db()
+    assert api.get(f"/api/conversations/{conversation.pk}/context/").json()["estimated"] is True
+    assert send(user, conversation, "Где мы ночевали на второй день похода?").names[-1] == "done"
+    sent = fake_openai.completions[-1].messages
+    assert fake_openai.completions[-1].model == "gpt-4"
+    assert optimizer.count_messages(sent, model="gpt-4") <= 8_192 - 500
+
+
+def test_a_config_edited_to_a_model_of_the_same_tokenizer_keeps_its_chats_counts_exact(user, fake_openai):
+    o200k = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=8_192, max_output=500)
+    conversation = Conversation.objects.create(owner=user, llm_config=o200k)
+    message_append(conversation=conversation, role="user", content=ROUTE.format(n=1))
+    llm_config_update(config=o200k, model="gpt-4o")
+    conversation.refresh_from_db()
+    assert conversation.token_counts_mixed is False
