@@ -16,6 +16,15 @@ from tests.support.chat import make_config, post_stream, seed_messages
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _no_summary_ahead(monkeypatch):
+    """These turns end near the trigger, where a reply asks for a summary ahead of need on the summary
+    requests' thread, which outlives the test: its job landed in a later test's database
+    (tests/chat/test_summary_requests.py then found an `ahead` job where it looks for its own). The
+    gauge is what is tested here; summaries ahead are tested in test_summary_requests.py."""
+    monkeypatch.setattr(chat_turn, "summary_ahead_submit", lambda **kwargs: None)
+
+
 @pytest.fixture
 def long_chat(user, fake_openai):
     config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=4_000, max_output=500)
@@ -100,16 +109,13 @@ def test_a_message_too_long_for_the_budget_is_named_shortened(user, fake_openai,
     assert sent.named("start")[0]["context"]["shortened_message_ids"] == []
 
 
-def test_the_gauge_a_reply_ends_with_is_the_next_requests_just_under_the_trigger(user, fake_openai, no_rate_limit,
-                                                                                  monkeypatch):
+def test_the_gauge_a_reply_ends_with_is_the_next_requests_just_under_the_trigger(user, fake_openai, no_rate_limit):
     """Below the trigger the `done` gauge is this context plus the reply, without packing again. The
     trigger judges the request as packed, while the gauge counts it as shaped (the custom instructions
     and the system prompt joined into one message, a few tokens fewer): a history those few tokens
     under the trigger by the gauge's count is over it by the packer's, and the next request cut it to
     half while the gauge said nothing would move."""
     user_settings_update(user=user, custom_instructions="Answer briefly.", generate_titles=False)
-    # no summaries ahead of need: their background thread would outlive the test
-    monkeypatch.setattr(chat_turn, "summary_ahead_submit", lambda **kwargs: None)
     config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=2_500, max_output=500)
     client = APIClient()
     client.force_authenticate(user)
