@@ -18,10 +18,15 @@ too (an emergency), the summary kept if it fits beside them, and if even that fa
 from __future__ import annotations
 
 from ..layout import starts_round
+from ..tokens import REPLY_PRIMING
 from ..types import ContextTooLargeError
 from .base import PackState
 
 MUST_KEEP_DETAIL = "system, pinned, first and newest messages; oversized ones compressed"
+# The least an oversized must-keep may be compressed to (the oversize share of the budget): below it
+# the omission marker alone does not fit, and the message would go out as a fragment of the marker,
+# its words gone: a budget that small cannot send it (ContextTooLargeError), not send it empty.
+MIN_COMPRESSED_TOKENS = 32
 
 
 def choose_window(state: PackState, lo: int, base: int) -> tuple[int, int]:
@@ -75,7 +80,11 @@ class TruncateStrategy:
     def _emergency(self, state: PackState, *, passed: tuple[int, int]) -> None:
         """Compress oversized must-keeps too, and try the window again with the passed summary (the
         room compression made may hold it), then without; if even that does not fit, report the numbers."""
-        state.must_compressed.update(i for i in state.layout.must_keep if state.toks[i] > state.oversize)
+        oversized = [i for i in state.layout.must_keep if state.toks[i] > state.oversize]
+        if oversized and state.oversize < MIN_COMPRESSED_TOKENS:
+            needed = sum(state.toks[i] for i in state.layout.must_keep) + REPLY_PRIMING
+            raise ContextTooLargeError(needed=needed, budget=state.budget, detail=MUST_KEEP_DETAIL)
+        state.must_compressed.update(oversized)
         state.fixed = state.fixed_tokens()
         state.summary_tokens, state.lo = passed
         if state.summary_tokens:

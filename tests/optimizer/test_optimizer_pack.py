@@ -137,6 +137,20 @@ def test_must_keeps_that_cannot_fit_raise_with_numbers():
     assert "1,000" in str(info.value)
 
 
+def test_a_budget_too_small_to_compress_a_must_keep_into_raises_instead_of_sending_a_fragment():
+    # 25 % of 60 tokens leaves an oversized newest message less room than the omission marker needs: it
+    # went out as "[... 101 to", the question gone; it is reported with the numbers instead.
+    question = "Which of the three bikes in the shed needs new brakes before the trip on Saturday? " * 15
+    msgs = [msg("u0", "user", "hi"), msg("a0", "assistant", "hello"), msg("q", "user", question)]
+    with pytest.raises(ContextTooLargeError) as info:
+        pack(msgs, budget=60, model=MODEL)
+    assert info.value.budget == 60 and info.value.needed > 60
+    # With room for the marker and some of its words, it is still sent compressed.
+    r = pack(msgs, budget=200, model=MODEL)
+    assert r.messages[-1].origin == "compressed" and r.messages[-1].content.startswith("Which of the three bikes")
+    assert sent_tokens(r) <= 200
+
+
 def test_oversized_system_prompt_is_compressed_only_when_nothing_else_helps():
     msgs = [msg("sys", "system", "\n".join(f"rule {i}: be nice" for i in range(600))), msg("q", "user", "hi")]
     r = pack(msgs, budget=1000, model=MODEL)
