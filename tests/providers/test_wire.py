@@ -186,3 +186,26 @@ def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
 
     assert "No endpoints found for m." in info.value.user_message
     assert ok is False and "No endpoints found for m." in message
+
+
+@pytest.mark.parametrize("status", ["404 Not Found", "405 Method Not Allowed", "501 Not Implemented"])
+def test_a_server_without_a_model_list_is_tested_with_a_one_token_request(status):
+    """Servers with no /models route answer it 404, 405 or 501 (a bare http.server, some gateways):
+    the test makes a one-token request instead of reporting the missing list as a failure."""
+    completion = json.dumps({
+        "id": "c1", "object": "chat.completion", "created": 1, "model": "m", "usage": USAGE,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"}, "finish_reason": "length"}],
+    }).encode()
+
+    def script(n: int) -> tuple[list[bytes | float], bool]:
+        if n == 0:  # GET /models
+            return [head(status, "text/plain", chunked_body=False, length=0)], False
+        return [head(content_type="application/json", chunked_body=False, length=len(completion)), completion], False
+
+    with wire_server(script) as server:
+        ok, message = llm.llm_test_connection(target=make_target(server.base_url, "m"))
+        requests = list(server.requests)
+
+    assert [r.split(b" ", 2)[:2] for r in requests] == [[b"GET", b"/v1/models"], [b"POST", b"/v1/chat/completions"]]
+    assert ok is True, message
+    assert "has no model list" in message and "answered a one-token test request" in message

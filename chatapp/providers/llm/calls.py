@@ -335,7 +335,8 @@ def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
     try:
         model_ids = [m.id for m in client.models.list()]
     except openai.APIStatusError as exc:
-        if exc.status_code in {404, 405}:
+        # No model list: 404, 405, or 501 (a server with no GET at all, e.g. one on Python's http.server).
+        if exc.status_code in {404, 405, 501}:
             return _one_token_test(client, target, prefix=f"Connected to {endpoint} (it has no model list). ",
                                    timeout=timeout)
         error = _llm_error(exc, target, started=False, timeout=timeout)
