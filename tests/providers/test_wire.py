@@ -188,24 +188,46 @@ def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
     assert ok is False and "No endpoints found for m." in message
 
 
+_ONE_TOKEN = json.dumps({
+    "id": "c1", "object": "chat.completion", "created": 1, "model": "m", "usage": USAGE,
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"}, "finish_reason": "length"}],
+}).encode()
+
+
+def _connection_test_with_models_answer(models: list[bytes]) -> tuple[bool, str, list[bytes]]:
+    """llm_test_connection against a server answering GET /models with `models` and the one-token
+    request with a completion; (ok, message, each request's method and path)."""
+
+    def script(n: int) -> tuple[list[bytes | float], bool]:
+        if n == 0:
+            return [*models], False
+        return [head(content_type="application/json", chunked_body=False, length=len(_ONE_TOKEN)), _ONE_TOKEN], False
+
+    with wire_server(script) as server:
+        ok, message = llm.llm_test_connection(target=make_target(server.base_url, "m"))
+        return ok, message, [b" ".join(r.split(b" ", 2)[:2]) for r in server.requests]
+
+
 @pytest.mark.parametrize("status", ["404 Not Found", "405 Method Not Allowed", "501 Not Implemented"])
 def test_a_server_without_a_model_list_is_tested_with_a_one_token_request(status):
     """Servers with no /models route answer it 404, 405 or 501 (a bare http.server, some gateways):
     the test makes a one-token request instead of reporting the missing list as a failure."""
-    completion = json.dumps({
-        "id": "c1", "object": "chat.completion", "created": 1, "model": "m", "usage": USAGE,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"}, "finish_reason": "length"}],
-    }).encode()
+    ok, message, requests = _connection_test_with_models_answer([head(status, "text/plain", chunked_body=False,
+                                                                      length=0)])
 
-    def script(n: int) -> tuple[list[bytes | float], bool]:
-        if n == 0:  # GET /models
-            return [head(status, "text/plain", chunked_body=False, length=0)], False
-        return [head(content_type="application/json", chunked_body=False, length=len(completion)), completion], False
-
-    with wire_server(script) as server:
-        ok, message = llm.llm_test_connection(target=make_target(server.base_url, "m"))
-        requests = list(server.requests)
-
-    assert [r.split(b" ", 2)[:2] for r in requests] == [[b"GET", b"/v1/models"], [b"POST", b"/v1/chat/completions"]]
+    assert requests == [b"GET /v1/models", b"POST /v1/chat/completions"]
     assert ok is True, message
     assert "has no model list" in message and "answered a one-token test request" in message
+
+
+def test_a_key_that_may_not_list_models_is_tested_with_a_one_token_request():
+    """OpenAI's restricted keys can be denied /models (403, missing scope api.model.read) and still
+    chat: the test said the key may not use the model."""
+    body = json.dumps({"error": {"message": "You have insufficient permissions for this operation. Missing scopes: "
+                                            "api.model.read.", "type": "invalid_request_error", "code": None}}).encode()
+    ok, message, requests = _connection_test_with_models_answer(
+        [head("403 Forbidden", "application/json", chunked_body=False, length=len(body)), body])
+
+    assert requests == [b"GET /v1/models", b"POST /v1/chat/completions"]
+    assert ok is True, message
+    assert "answered a one-token test request" in message
