@@ -147,6 +147,11 @@ def _config_clean(
         errors.setdefault("base_url", []).append("Base URL is required, e.g. https://api.openai.com/v1.")
     elif len(url) > 500:
         errors.setdefault("base_url", []).append("Base URL must be at most 500 characters.")
+    elif "?" in url.partition("#")[0]:
+        # The client adds each request's path (/chat/completions) at the end, inside the query then.
+        errors.setdefault("base_url", []).append(
+            "Base URL must have no query (the part from “?”), e.g. https://api.openai.com/v1."
+        )
     else:
         try:
             base_url_validate(url, allow_private=settings.ALLOW_PRIVATE_LLM_URLS)
