@@ -21,7 +21,7 @@ from django.http import Http404
 import optimizer
 from chatapp.providers.models import LLMConfig
 
-from .crypto import secret_encrypt
+from .crypto import SecretDecryptError, secret_encrypt, secret_rotate
 from .netguard import base_url_validate
 
 DEFAULT_CONTEXT_WINDOW = 8192
@@ -356,3 +356,19 @@ def llm_config_delete(*, config: LLMConfig) -> LLMConfig | None:
                 LLMConfig.objects.filter(pk=successor.pk).update(is_default=True)
             return successor
     return None
+
+
+def llm_config_keys_rotate() -> tuple[int, int]:
+    """Re-encrypt every stored API key under the first FIELD_ENCRYPTION_KEY, so the others can be
+    removed; (keys rotated, keys no configured key reads: left as they are, their owners re-enter them)."""
+    rotated = unreadable = 0
+    stored = LLMConfig.objects.exclude(api_key_encrypted="").values_list("pk", "api_key_encrypted")
+    for pk, token in stored.iterator():
+        try:
+            new_token = secret_rotate(token)
+        except SecretDecryptError:
+            unreadable += 1
+            continue
+        # Only if the key is still the one read: one saved meanwhile is under the first key already.
+        rotated += LLMConfig.objects.filter(pk=pk, api_key_encrypted=token).update(api_key_encrypted=new_token)
+    return rotated, unreadable
