@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 
 from chatapp.chat.login_throttle import login_attempt_start, login_attempt_take_back, login_failures_clear
 from chatapp.chat.models import Preference
@@ -51,9 +53,26 @@ class LoginForm(AuthenticationForm):
         return cleaned
 
 
+class _EndpointURLValidator(URLValidator):
+    """Django's URL check, also taking a host name of one label: a Docker service's or a LAN machine's
+    (http://ollama:11434/v1), which Django's wants a dot in. Where it resolves the services check (netguard)."""
+
+    regex = re.compile(
+        URLValidator.regex.pattern.replace(
+            URLValidator.host_re, "(" + URLValidator.hostname_re + URLValidator.domain_re + URLValidator.tld_re
+            + "|" + URLValidator.hostname_re + ")"
+        ),
+        re.IGNORECASE,
+    )
+
+
+class _EndpointURLField(forms.URLField):
+    default_validators = [_EndpointURLValidator()]
+
+
 class LLMConfigForm(forms.Form):
     name = forms.CharField(max_length=100, widget=forms.TextInput(attrs={"placeholder": "e.g. OpenAI GPT-4o mini"}))
-    base_url = forms.URLField(
+    base_url = _EndpointURLField(
         label="Base URL",
         max_length=500,
         assume_scheme="https",

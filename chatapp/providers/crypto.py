@@ -1,7 +1,7 @@
 """API keys at rest: Fernet tokens under settings.FIELD_ENCRYPTION_KEYS.
 
 The first key encrypts; every key decrypts, so a key is rotated by putting the new one first, running
-`secret_rotate` over stored tokens, then removing the old one.
+`manage.py secret_rotate` (secret_rotate over stored tokens), then removing the old one.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from django.http import Http404
 import optimizer
 from chatapp.providers.models import LLMConfig
 
-from .crypto import secret_encrypt
+from .crypto import SecretDecryptError, secret_encrypt, secret_rotate
 from .llm.types import OFFLINE_MODEL
 from .netguard import base_url_validate
 
@@ -170,6 +170,11 @@ def _config_clean(
         errors.setdefault("base_url", []).append("Base URL is required, e.g. https://api.openai.com/v1.")
     elif len(url) > 500:
         errors.setdefault("base_url", []).append("Base URL must be at most 500 characters.")
+    elif "?" in url.partition("#")[0]:
+        # The client adds each request's path (/chat/completions) at the end, inside the query then.
+        errors.setdefault("base_url", []).append(
+            "Base URL must have no query (the part from “?”), e.g. https://api.openai.com/v1."
+        )
     else:
         try:
             base_url_validate(url, allow_private=settings.ALLOW_PRIVATE_LLM_URLS)
@@ -384,3 +389,19 @@ def llm_config_delete(*, config: LLMConfig) -> LLMConfig | None:
         if successor is not None:
             LLMConfig.objects.filter(pk=successor.pk).update(is_default=True)
         return successor
+
+
+def llm_config_keys_rotate() -> tuple[int, int]:
+    """Re-encrypt every stored API key under the first FIELD_ENCRYPTION_KEY, so the others can be
+    removed; (keys rotated, keys no configured key reads: left as they are, their owners re-enter them)."""
+    rotated = unreadable = 0
+    stored = LLMConfig.objects.exclude(api_key_encrypted="").values_list("pk", "api_key_encrypted")
+    for pk, token in stored.iterator():
+        try:
+            new_token = secret_rotate(token)
+        except SecretDecryptError:
+            unreadable += 1
+            continue
+        # Only if the key is still the one read: one saved meanwhile is under the first key already.
+        rotated += LLMConfig.objects.filter(pk=pk, api_key_encrypted=token).update(api_key_encrypted=new_token)
+    return rotated, unreadable

@@ -492,3 +492,33 @@ def test_a_closed_loops_clients_are_let_go_without_an_unclosed_session_error(fak
     said = [str(w.message) for w in caught if issubclass(w.category, kinds)]
     assert [m for m in said if not m.startswith(("unclosed <socket", "unclosed transport"))] == []
     assert "Unclosed" not in caplog.text
+
+
+def test_a_reply_streaming_on_a_client_dropped_from_the_cache_still_ends(fake, monkeypatch):
+    """Clients are cached per endpoint and key, 32 per loop: with more users than that chatting at once,
+    a streaming reply's client is dropped from the cache mid-reply. Closing it then left the reply
+    waiting for chunks that never came (no error, no end), and a request starting on a dropped client
+    failed to connect; it is closed once its last request ends."""
+    monkeypatch.setattr(llm_transport, "_CLIENT_CACHE_SIZE", 2)
+    slow = make_target(fake.base_url, "slow-100", api_key="sk-user-A-0123456789")
+    others = [make_target(fake.base_url, "fake-echo", api_key=f"sk-user-{n}-0123456789") for n in "BCDEF"]
+
+    async def reply(target: llm.LLMTarget) -> str:
+        return _text([event async for event in llm.llm_stream(target=target, messages=MESSAGES)])
+
+    async def chats() -> tuple[str, list[str], bool]:
+        streaming = asyncio.create_task(reply(slow))
+        while not fake.completions:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # a few chunks in
+        (_, transport), = [v for k, v in llm_transport._async_clients[asyncio.get_running_loop()].items()
+                           if k[1] == llm_transport._client_key(slow, 0, 0)[1]]
+        at_once = await asyncio.gather(*(reply(t) for t in others))  # the slow reply's client is dropped
+        text = await asyncio.wait_for(streaming, 30)
+        await asyncio.sleep(0.05)  # its closing, once the reply ended, is a task of its own
+        return text, at_once, transport.session is not None and transport.session.closed
+
+    text, at_once, closed = asyncio.run(chats())
+    assert text == echo_reply(MESSAGES)
+    assert at_once == [echo_reply(MESSAGES)] * len(others)
+    assert closed  # let go once its reply ended, not left open

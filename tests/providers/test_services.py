@@ -84,6 +84,8 @@ def test_update_window_follows_the_model_unless_overridden(user):
         ({"temperature": float("nan")}, "temperature", "from 0 to 2"),
         ({"base_url": "not a url"}, "base_url", "http:// or https://"),
         ({"base_url": ""}, "base_url", "required"),
+        # Each request's path would be added after the query (…/v1?api-version=1/chat/completions).
+        ({"base_url": "https://api.example.com/v1?api-version=2024-06-01"}, "base_url", "no query"),
         ({"name": "   "}, "name", "required"),
         ({"model": ""}, "model", "required"),
         ({"api_key": "sk bad key"}, "api_key", "spaces"),

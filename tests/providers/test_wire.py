@@ -202,3 +202,48 @@ def test_a_reply_cut_at_the_output_limit_says_so_after_its_text():
     assert [e for e in events if isinstance(e, llm.Finish)] == [llm.Finish("stop")]
     events, _ = _stream(sse(chunk({"content": "Done."}), "[DONE]"))
     assert not any(isinstance(e, llm.Finish) for e in events)
+
+
+_ONE_TOKEN = json.dumps({
+    "id": "c1", "object": "chat.completion", "created": 1, "model": "m", "usage": USAGE,
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"}, "finish_reason": "length"}],
+}).encode()
+
+
+def _connection_test_with_models_answer(models: list[bytes]) -> tuple[bool, str, list[bytes]]:
+    """llm_test_connection against a server answering GET /models with `models` and the one-token
+    request with a completion; (ok, message, each request's method and path)."""
+
+    def script(n: int) -> tuple[list[bytes | float], bool]:
+        if n == 0:
+            return [*models], False
+        return [head(content_type="application/json", chunked_body=False, length=len(_ONE_TOKEN)), _ONE_TOKEN], False
+
+    with wire_server(script) as server:
+        ok, message = llm.llm_test_connection(target=make_target(server.base_url, "m"))
+        return ok, message, [b" ".join(r.split(b" ", 2)[:2]) for r in server.requests]
+
+
+@pytest.mark.parametrize("status", ["404 Not Found", "405 Method Not Allowed", "501 Not Implemented"])
+def test_a_server_without_a_model_list_is_tested_with_a_one_token_request(status):
+    """Servers with no /models route answer it 404, 405 or 501 (a bare http.server, some gateways):
+    the test makes a one-token request instead of reporting the missing list as a failure."""
+    ok, message, requests = _connection_test_with_models_answer([head(status, "text/plain", chunked_body=False,
+                                                                      length=0)])
+
+    assert requests == [b"GET /v1/models", b"POST /v1/chat/completions"]
+    assert ok is True, message
+    assert "has no model list" in message and "answered a one-token test request" in message
+
+
+def test_a_key_that_may_not_list_models_is_tested_with_a_one_token_request():
+    """OpenAI's restricted keys can be denied /models (403, missing scope api.model.read) and still
+    chat: the test said the key may not use the model."""
+    body = json.dumps({"error": {"message": "You have insufficient permissions for this operation. Missing scopes: "
+                                            "api.model.read.", "type": "invalid_request_error", "code": None}}).encode()
+    ok, message, requests = _connection_test_with_models_answer(
+        [head("403 Forbidden", "application/json", chunked_body=False, length=len(body)), body])
+
+    assert requests == [b"GET /v1/models", b"POST /v1/chat/completions"]
+    assert ok is True, message
+    assert "answered a one-token test request" in message

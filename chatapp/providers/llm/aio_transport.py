@@ -45,8 +45,9 @@ def _httpx_errors(request: httpx.Request, *, reading: bool) -> Iterator[None]:
 
 
 class _Body(httpx.AsyncByteStream):
-    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
-        self.response, self.request = response, request
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request, transport: AiohttpTransport) -> None:
+        self.response, self.request, self.transport = response, request, transport
+        self.closed = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         with _httpx_errors(self.request, reading=True):
@@ -57,6 +58,9 @@ class _Body(httpx.AsyncByteStream):
     async def aclose(self) -> None:
         # A body read to its end gives its connection back to the pool; one left unread closes it.
         self.response.release()
+        if not self.closed:
+            self.closed = True
+            await self.transport._request_ended()
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
@@ -69,6 +73,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self.ssl = httpx.create_ssl_context()
         self.session: aiohttp.ClientSession | None = None
         self.connector: aiohttp.TCPConnector | None = None
+        self.requests = 0  # sent and not yet ended (their body not closed)
+        self.retired = False  # closed while requests ran: the session closes when the last one ends
 
     def _session(self) -> aiohttp.ClientSession:
         if self.session is None or self.session.closed:
@@ -87,27 +93,45 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         timeout = request.extensions.get("timeout", {})
         body = await request.aread()
-        with _httpx_errors(request, reading=False):
-            response = await self._session().request(
-                request.method,
-                str(request.url),
-                headers=list(request.headers.multi_items()),
-                data=body or None,
-                allow_redirects=False,
-                compress=None,
-                timeout=aiohttp.ClientTimeout(
-                    total=None, connect=timeout.get("pool"), sock_connect=timeout.get("connect"),
-                    sock_read=timeout.get("read"),
-                ),
-            )
+        self.requests += 1
+        try:
+            with _httpx_errors(request, reading=False):
+                response = await self._session().request(
+                    request.method,
+                    str(request.url),
+                    headers=list(request.headers.multi_items()),
+                    data=body or None,
+                    allow_redirects=False,
+                    compress=None,
+                    timeout=aiohttp.ClientTimeout(
+                        total=None, connect=timeout.get("pool"), sock_connect=timeout.get("connect"),
+                        sock_read=timeout.get("read"),
+                    ),
+                )
+        except BaseException:
+            await self._request_ended()
+            raise
         return httpx.Response(
             status_code=response.status,
             headers=list(response.raw_headers),
-            stream=_Body(response, request),
+            stream=_Body(response, request, self),
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": (response.reason or "").encode("latin-1")},
         )
 
+    async def _request_ended(self) -> None:
+        self.requests -= 1
+        if self.retired and not self.requests:
+            await self._session_close()
+
     async def aclose(self) -> None:
+        """Close the session, or once its requests have ended: a client dropped from the cache
+        (transport.py) may still be streaming a reply, which closing its connection now would leave
+        waiting for chunks that never come."""
+        self.retired = True
+        if not self.requests:
+            await self._session_close()
+
+    async def _session_close(self) -> None:
         if self.session is not None:
             await self.session.close()
 

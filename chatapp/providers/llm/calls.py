@@ -340,9 +340,15 @@ def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
     try:
         model_ids = [m.id for m in client.models.list()]
     except openai.APIStatusError as exc:
-        if exc.status_code in {404, 405}:
+        # No model list: 404, 405, or 501 (a server with no GET at all, e.g. one on Python's http.server).
+        if exc.status_code in {404, 405, 501}:
             return _one_token_test(client, target, prefix=f"Connected to {endpoint} (it has no model list). ",
                                    timeout=timeout)
+        # A key denied the list may still chat (OpenAI's restricted keys without the api.model.read scope):
+        # the request the chat makes says whether it may use the model.
+        if exc.status_code == 403:
+            return _one_token_test(client, target, prefix=f"Connected to {endpoint} (this key may not list its "
+                                   "models). ", timeout=timeout)
         error = _llm_error(exc, target, started=False, timeout=timeout)
     except _CALL_ERRORS as exc:
         error = _llm_error(exc, target, started=False, timeout=timeout)

@@ -150,8 +150,10 @@ def _async_client(target: LLMTarget, *, timeout: float) -> openai.AsyncOpenAI:
     client = openai.AsyncOpenAI(**_client_kwargs(target, timeout, 0), http_client=_async_http_client(transport))
     clients[key] = (client, transport)
     while len(clients) > _CLIENT_CACHE_SIZE:
-        _, (old, _) = clients.popitem(last=False)
-        task = loop.create_task(old.close())
+        # The transport only, which waits for the requests still running (a reply streaming): the
+        # client itself, once closed, would refuse the next attempt of a request that holds it.
+        _, (_, old_transport) = clients.popitem(last=False)
+        task = loop.create_task(old_transport.aclose())
         _closing.add(task)
         task.add_done_callback(_closing.discard)
     return client
