@@ -7,7 +7,7 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from chatapp.providers.services import chats_model_moved
+        from chatapp.providers.model_moves import chats_model_moved
 
         from . import checks  # noqa: F401  (registers the system checks)
         from .services import conversations_model_moved

@@ -213,7 +213,7 @@ def conversation_set_config(
 def conversations_model_moved(
     *, owner_id: int, config_ids: tuple[int, ...], followers: bool, before: str, after: str, **_: Any
 ) -> None:
-    """Chats whose model changed with their config (providers.services.chats_model_moved: its model
+    """Chats whose model changed with their config (providers.model_moves.chats_model_moved: its model
     edited, the config deleted, the default they follow changed), not through conversation_set_config:
     when the tokenizer changed, their stored counts are the old one's and are marked estimated, as a
     switch marks them (context_pack then counts the packed request with the new one)."""

@@ -16,7 +16,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.dispatch import Signal
 from django.http import Http404
 
 import optimizer
@@ -24,30 +23,10 @@ from chatapp.providers.models import LLMConfig
 
 from .crypto import SecretDecryptError, secret_encrypt, secret_rotate
 from .llm.types import OFFLINE_MODEL
+from .model_moves import chats_moved, default_model
 from .netguard import base_url_validate
 
 DEFAULT_CONTEXT_WINDOW = 8192
-
-
-# Sent when the model of some of an owner's chats changes without a chat being edited: their config's
-# model was edited, their config was deleted (they follow the default then), or the default that chats
-# without a config follow changed. Arguments: `owner_id`; `config_ids`, the chats on these configs;
-# `followers`, also the chats on no config; `before` and `after`, the model names. The chat app marks
-# their stored token counts as estimates when the tokenizer changed (chat.services.conversations_model_moved):
-# this app imports nothing of chat.
-chats_model_moved = Signal()
-
-
-def _chats_moved(*, owner_id: int, config_ids: tuple[int, ...], followers: bool, before: str, after: str) -> None:
-    if before != after and (config_ids or followers):
-        chats_model_moved.send(sender=LLMConfig, owner_id=owner_id, config_ids=config_ids, followers=followers,
-                               before=before, after=after)
-
-
-def _default_model(owner_id: int) -> str:
-    """The model chats on no config use: the owner's default config's, else the offline model."""
-    default = LLMConfig.objects.filter(owner_id=owner_id, is_default=True)
-    return default.values_list("model", flat=True).first() or OFFLINE_MODEL
 
 
 MAX_CONTEXT_WINDOW = 10_000_000
@@ -267,7 +246,7 @@ def llm_config_create(
             raise ValidationError({"name": ["You already have a configuration with this name."]})
         make_default = bool(is_default) or not LLMConfig.objects.filter(owner=owner).exists()
         if make_default:
-            _chats_moved(owner_id=owner.pk, config_ids=(), followers=True, before=_default_model(owner.pk),
+            chats_moved(owner_id=owner.pk, config_ids=(), followers=True, before=default_model(owner_id=owner.pk),
                          after=cleaned["model"])
             LLMConfig.objects.filter(owner=owner, is_default=True).update(is_default=False)
         config = LLMConfig(owner=owner, context_window_source=source, is_default=make_default, **cleaned)
@@ -341,7 +320,7 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
         config.is_default = current
         if _name_taken(owner_id=config.owner_id, name=cleaned["name"], exclude_pk=config.pk):
             raise ValidationError({"name": ["You already have a configuration with this name."]})
-        _chats_moved(owner_id=config.owner_id, config_ids=(config.pk,), followers=config.is_default,
+        chats_moved(owner_id=config.owner_id, config_ids=(config.pk,), followers=config.is_default,
                      before=config.model, after=cleaned["model"])
         for attr, value in cleaned.items():
             setattr(config, attr, value)
@@ -360,8 +339,8 @@ def llm_config_make_default(*, config: LLMConfig) -> LLMConfig:
     with transaction.atomic():
         _lock_owner(config.owner)
         if not LLMConfig.objects.filter(pk=config.pk, is_default=True).exists():
-            _chats_moved(owner_id=config.owner_id, config_ids=(), followers=True,
-                         before=_default_model(config.owner_id), after=config.model)
+            chats_moved(owner_id=config.owner_id, config_ids=(), followers=True,
+                         before=default_model(owner_id=config.owner_id), after=config.model)
         # Unset first: the database allows one default per owner at any moment.
         LLMConfig.objects.filter(owner_id=config.owner_id, is_default=True).exclude(pk=config.pk).update(
             is_default=False
@@ -382,9 +361,9 @@ def llm_config_delete(*, config: LLMConfig) -> LLMConfig | None:
         successor = (LLMConfig.objects.filter(owner_id=owner_id).exclude(pk=config.pk).order_by("name", "id").first()
                      if was_default else None)
         # Its chats follow the default from now on; when it was the default, so do the chats on no config.
-        _chats_moved(owner_id=owner_id, config_ids=(config.pk,), followers=was_default, before=config.model,
+        chats_moved(owner_id=owner_id, config_ids=(config.pk,), followers=was_default, before=config.model,
                      after=(successor.model if successor is not None else OFFLINE_MODEL) if was_default
-                     else _default_model(owner_id))
+                     else default_model(owner_id=owner_id))
         config.delete()
         if successor is not None:
             LLMConfig.objects.filter(pk=successor.pk).update(is_default=True)
