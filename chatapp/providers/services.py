@@ -8,6 +8,7 @@ API turn them into form and field errors.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,6 +31,7 @@ DEFAULT_CONTEXT_WINDOW = 8192
 
 
 MAX_CONTEXT_WINDOW = 10_000_000
+_FULL_ENDPOINT = re.compile(r"/chat/completions/*$", re.IGNORECASE)
 
 
 MAX_API_KEY_CHARS = 1000
@@ -145,6 +147,9 @@ def _config_clean(
     model = text_field_clean(model, field="model", label="Model", max_length=200, errors=errors)
 
     url = str(base_url or "").strip().rstrip("/")
+    # The endpoint pasted whole, as providers' docs show it: the client adds that path itself, and
+    # every request went to …/chat/completions/chat/completions (a 404, "does not know the model").
+    url = _FULL_ENDPOINT.sub("", url)
     if not url:
         errors.setdefault("base_url", []).append("Base URL is required, e.g. https://api.openai.com/v1.")
     elif len(url) > 500:

@@ -98,6 +98,13 @@ def test_invalid_fields_are_reported_by_name(user, overrides, field, words):
     assert not LLMConfig.objects.exists()
 
 
+@pytest.mark.parametrize("pasted", ["https://openrouter.ai/api/v1/chat/completions",
+                                    "https://openrouter.ai/api/v1/Chat/Completions/"])
+def test_a_base_url_pasted_with_the_endpoint_path_is_kept_without_it(user, pasted):
+    # Providers' docs show the whole endpoint; the client adds /chat/completions to the base itself.
+    assert _create(user, base_url=pasted).base_url == "https://openrouter.ai/api/v1"
+
+
 def test_names_are_unique_per_owner(user, other_user):
     _create(user, name="Work")
     _create(other_user, name="Work")
