@@ -193,6 +193,14 @@ def test_connection_refused(fake):
     assert "Could not connect to the model endpoint at 127.0.0.1:" in error.user_message
 
 
+def test_an_ipv6_endpoint_is_named_with_its_address_in_brackets():
+    # Nothing listens on the IPv6 loopback's port 9 (discard): the refusal names the endpoint.
+    _, error = run_stream(make_target("http://[::1]:9/v1", "fake-echo"), MESSAGES)
+
+    assert error is not None and error.kind == "connection"
+    assert "at [::1]:9" in error.user_message
+
+
 def test_slow_stream_still_completes(fake):
     events, error = run_stream(make_target(fake.base_url, "slow-5"), MESSAGES)
     assert error is None and _text(events) == echo_reply(MESSAGES)

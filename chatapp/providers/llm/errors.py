@@ -65,6 +65,8 @@ def _page_text(text: str) -> str:
 def _endpoint_name(target: LLMTarget) -> str:
     parts = urlsplit(target.base_url)
     host = parts.hostname or target.base_url
+    if ":" in host:  # an IPv6 address: bracketed, or its port reads as one more group ("::1:8000")
+        host = f"[{host}]"
     return f"{host}:{parts.port}" if parts.port else host
 
 
