@@ -82,6 +82,17 @@ def _owner_busy(*, job_id: int, owner_id: int | None) -> str:
     return "another summary of this user is running" if running.exists() else ""
 
 
+def _queued_lease_renew(*, job_id: int) -> None:
+    """A queued job that waits its turn is alive (its message comes back every few seconds): its lease is
+    renewed as it nears its end, or the sweep took the message for lost and published another, one more
+    every SUMMARY_QUEUED_STALE_SECONDS for as long as the other job ran. One write in that many seconds."""
+    now = timezone.now()
+    SummaryJob.objects.filter(
+        pk=job_id, status=Status.QUEUED,
+        lease_expires_at__lt=now + timedelta(seconds=2 * settings.SUMMARY_USER_WAIT_SECONDS),
+    ).update(lease_expires_at=now + timedelta(seconds=settings.SUMMARY_QUEUED_STALE_SECONDS))
+
+
 def _job_claim(*, job_id: int) -> SummaryJob | None:
     """Take the job for this delivery, or None if another delivery has it or it is finished."""
     now = timezone.now()
@@ -140,6 +151,7 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
     if waiting:
         # One running summary per user: another user's job gets the worker meanwhile, so a user whose
         # endpoint hangs delays only their own summaries. The job stays queued; no attempt is used.
+        _queued_lease_renew(job_id=job_id)
         return SummaryRunOutcome(job_id=job_id, status="retry", detail=waiting,
                                  retry_in=float(settings.SUMMARY_USER_WAIT_SECONDS))
     if job is None:

@@ -514,6 +514,24 @@ def test_after_compact_now_the_next_turn_sends_the_summary_whatever_the_preferen
     assert record.summary_id == summary.pk
 
 
+def test_a_job_waiting_for_the_user_s_running_one_is_not_published_again(owner, long_conversation, published):
+    """Its message comes back every few seconds while the other job runs: the job is alive, and the sweep
+    must not take its message for lost (it published one more every SUMMARY_QUEUED_STALE_SECONDS)."""
+    hung = summary_job_request(conversation=long_conversation(config=None), trigger="auto")
+    SummaryJob.objects.filter(pk=hung.pk).update(
+        status=SummaryJob.Status.RUNNING, attempts=1, lease_expires_at=timezone.now() + timedelta(hours=1))
+    second = summary_job_request(conversation=long_conversation(config=None), trigger="manual")
+    # Queued a while ago: its lease is about to end.
+    SummaryJob.objects.filter(pk=second.pk).update(status=SummaryJob.Status.QUEUED,
+                                                   lease_expires_at=timezone.now() + timedelta(seconds=1))
+
+    assert summary_job_run(job_id=second.pk).status == "retry"
+
+    second.refresh_from_db()
+    assert second.lease_expires_at > timezone.now() + timedelta(seconds=60)
+    assert second.pk not in summary_services.summary_jobs_to_sweep()
+
+
 def test_one_running_summary_per_user_lets_other_users_through(owner, long_conversation, published):
     """Issue 11, finding 5: a user whose endpoint hangs holds one worker at most; their next job
     waits (queued, no attempt used) while another user's job runs at once."""
