@@ -76,3 +76,11 @@ def test_continue_pressed_from_the_keyboard_leaves_the_focus_in_the_message_box(
     _wait(browser, lambda d: "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
     assert not button.is_displayed()
     assert browser.switch_to.active_element.get_attribute("id") == "composer-input"
+
+
+def test_a_screen_reader_is_told_the_reply_was_cut(asgi_server, browser, fake_openai):
+    # The badge and the note are seen; a screen reader hears only the live region, which must not say "complete".
+    _cut_reply(browser, asgi_server, fake_openai, "cut-listener")
+    status = browser.find_element(By.ID, "stream-status")
+    _wait(browser, lambda d: "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    assert "cut at the output limit" in status.get_attribute("textContent")
