@@ -42,6 +42,7 @@ class SharedMessage:
     text: str
     html: str
     stopped: bool
+    cut: bool  # ended by the model's output limit (finish_reason "length"): it stops mid-sentence
 
 
 def _public(response: HttpResponse) -> HttpResponse:
@@ -58,6 +59,7 @@ def _shared(message: Message) -> SharedMessage:
         text=message.content if is_user else "",
         html="" if is_user else markdown_render(message.content),
         stopped=message.status == Message.Status.STOPPED,
+        cut=message.status == Message.Status.COMPLETE and message.finish_reason == "length",
     )
 
 

@@ -112,3 +112,20 @@ def test_an_open_webui_reasoning_block_is_the_reply_s_thinking_not_its_answer(ow
     assert list(tags.messages.filter(role="assistant").values_list("content", "reasoning")) == [
         ('Open WebUI writes <details type="reasoning">.', None)
     ]
+
+
+def test_an_answer_after_an_open_webui_reasoning_block_keeps_its_first_line_s_indentation(owner):
+    """As a reply streamed here after its thinking keeps it (providers.thinking.blank_lines_off): an answer
+    that opens with an indented code block or a nested list item lost its first line's indentation."""
+    chat = _openwebui_chat("Code")
+    chat["chat"]["history"]["messages"]["a1"]["content"] = (
+        '<details type="reasoning" done="true" duration="2">\n<summary>Thought for 2 seconds</summary>\n'
+        "> Show the loop.\n</details>\n\n    for bike in shed:\n        print(bike)\n\nThat is all."
+    )
+
+    job = import_now(owner, json.dumps([chat]).encode())
+
+    assert (job.status, job.skipped) == ("done", [])
+    reply = Conversation.objects.get(pk=job.conversation_ids[0]).messages.get(role="assistant")
+    assert (reply.content, reply.reasoning) == ("    for bike in shed:\n        print(bike)\n\nThat is all.",
+                                                "Show the loop.")

@@ -346,3 +346,13 @@ def test_the_snapshots_walk_up_the_tree_ends_even_where_parents_loop(db):
         ids = [row[0] for row in cursor.fetchall()]
 
     assert sorted(ids) == sorted([first.pk, second.pk])
+
+
+def test_a_reply_cut_at_the_output_limit_is_marked_as_in_the_chat(chat, owner):
+    # It ends mid-sentence: the reader is told why, as for a stopped reply (and as the chat and both exports do).
+    question = _msg(chat, "user", "Tell me everything.")
+    _msg(chat, "assistant", "CUT-REPLY The bikes are in", reply_to=question, parent=question, finish_reason="length")
+    share = conversation_share_create(owner=owner, conversation=chat)
+    body = Client().get(_path(share)).content.decode()
+    assert "CUT-REPLY" in body and "Cut at output limit" in body
+    assert body.count("Cut at output limit") == 1  # the replies that ended on their own are not marked

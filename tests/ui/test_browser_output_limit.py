@@ -51,3 +51,36 @@ def test_a_cut_reply_is_marked_and_continue_asks_for_the_rest(asgi_server, brows
     _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg-cut")) == 2)
     replies = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")
     assert [b.find_element(By.XPATH, "ancestor::article") for b in _continue_buttons(browser)] == [replies[-1]]
+
+
+def _cut_reply(browser, asgi_server, fake_openai, username):
+    """A chat whose first reply the model cut at its output limit; returns that reply."""
+    _, config = _sign_up_with_model(browser, asgi_server.url, username, fake_url=fake_openai.base_url,
+                                    model="fake-echo", name="Echo")
+    LLMConfig.objects.filter(pk=config.pk).update(max_output_tokens=3)
+    composer = browser.find_element(By.ID, "composer-input")
+    composer.send_keys("Tell me everything about the bikes in the shed.", Keys.ENTER)
+    return _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))[0]
+
+
+def test_continue_pressed_from_the_keyboard_leaves_the_focus_in_the_message_box(asgi_server, browser, fake_openai):
+    # The button is hidden once the next reply is the latest: the focus it held must not fall to the page
+    # (a touch device's screen reader would start again from its top), whatever the pointer.
+    _cut_reply(browser, asgi_server, fake_openai, "cut-keyboard")
+    _wait(browser, lambda d: "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    button = _continue_buttons(browser)[0]
+    browser.execute_script("arguments[0].focus()", button)
+    button.send_keys(Keys.ENTER)
+
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]')) == 2)
+    _wait(browser, lambda d: "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    assert not button.is_displayed()
+    assert browser.switch_to.active_element.get_attribute("id") == "composer-input"
+
+
+def test_a_screen_reader_is_told_the_reply_was_cut(asgi_server, browser, fake_openai):
+    # The badge and the note are seen; a screen reader hears only the live region, which must not say "complete".
+    _cut_reply(browser, asgi_server, fake_openai, "cut-listener")
+    status = browser.find_element(By.ID, "stream-status")
+    _wait(browser, lambda d: "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    assert "cut at the output limit" in status.get_attribute("textContent")

@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from chatapp.providers.thinking import think_split
+from chatapp.providers.thinking import blank_lines_off, think_split
 
 from . import records
 
@@ -106,9 +106,10 @@ def _message(node: Any, *, what: str, omitted: Counter[str]) -> records.MessageR
 
 
 # How Open WebUI keeps a reasoning model's thinking in the reply's text: a block before the answer,
-# its lines quoted ("> "), HTML-escaped by newer versions.
+# its lines quoted ("> "), HTML-escaped by newer versions. The line end after it is left to the answer:
+# it tells the first line's indentation (kept) from spaces after the tag.
 _THINKING_BLOCK = re.compile(
-    r'\s*<details\s+type="reasoning"[^>]*>\s*(?:<summary>.*?</summary>)?(.*?)</details>[ \t]*(?:\r?\n|\Z)', re.DOTALL
+    r'\s*<details\s+type="reasoning"[^>]*>\s*(?:<summary>.*?</summary>)?(.*?)</details>[ \t]*(?=\r?\n|\Z)', re.DOTALL
 )
 
 
@@ -125,7 +126,7 @@ def _thinking_lifted(text: str) -> tuple[str, str]:
     if not thoughts:  # versions before the block kept the model's own <think>…</think> as it came
         thinking, answer = think_split(text)
         return (thinking.strip(), answer) if thinking.strip() else ("", text)
-    return "\n\n".join(t.strip() for t in thoughts if t.strip()), text.lstrip()
+    return "\n\n".join(t.strip() for t in thoughts if t.strip()), blank_lines_off(text)
 
 
 def _content_text(content: Any, *, what: str) -> str:

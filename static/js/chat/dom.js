@@ -189,7 +189,12 @@ export function setModel(article, model) {
 const LAST_ONLY = '[data-action="regenerate"], [data-action="retry"], [data-action="continue"]';
 
 export function markLastReply(article) {
-  messagesEl.querySelectorAll(LAST_ONLY).forEach((b) => { b.hidden = true; });
+  // One hidden for good that holds the focus (a Continue pressed from the keyboard, its answer now the
+  // latest reply) gives it to the message box, not to the page.
+  messagesEl.querySelectorAll(LAST_ONLY).forEach((b) => {
+    if (!article || !article.contains(b)) moveFocusOff(b);
+    b.hidden = true;
+  });
   messagesEl.querySelectorAll(".msg.is-last").forEach((m) => m.classList.remove("is-last"));
   if (!article) return;
   article.classList.add("is-last");

@@ -108,7 +108,9 @@ export async function runStream(url, body, ctx) {
       if (data.context) updateGauge(data.context);
       titleFromStream(data.title);
       if (data.title_pending) titleFollow(state.conversationId, data.title);
-      announce(m.status === "stopped" ? "Reply stopped." : "Reply complete.");
+      // The cut is said too: "complete" would tell a screen reader the opposite of what the note shows.
+      const cut = m.status === "complete" && m.finish_reason === "length";
+      announce(m.status === "stopped" ? "Reply stopped." : cut ? "Reply cut at the output limit: Continue asks for the rest." : "Reply complete.");
     },
     error(data) {
       finished = true;
