@@ -10,6 +10,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import Client
 
+from chatapp.chat.imports.longchat import conversation_parse
 from chatapp.chat.models import Conversation, Message
 from tests.chat.importkit import export_document, import_now
 from tests.support.chat import make_config, send, send_stopped_elsewhere
@@ -99,6 +100,11 @@ def test_exports_carry_the_reason_and_an_import_of_the_json_keeps_it(user, fake)
     assert job.status == "done", job.error
     copy = Conversation.objects.exclude(pk=conversation.pk).get(owner=user)
     assert list(copy.messages.order_by("id").values_list("finish_reason", flat=True)) == [None, "length"]
+
+    # A file edited by hand gives one to the user's message: only a model's reply keeps it.
+    document["messages"][0]["finish_reason"] = "length"
+    record = conversation_parse(document, index=0)
+    assert [m.extra["finish_reason"] for m in record.messages] == ["", "length"]
 
 
 def test_continue_sends_the_cut_reply_back_so_the_model_can_go_on(user, fake):

@@ -155,8 +155,10 @@ def _message(row: Any, *, number: int) -> MessageRecord:
         "model": model,
         "error": text_of(row.get("error"), what=f"{what}'s error", allow_null=True),
         "reasoning": text_of(row.get("reasoning"), what=f"{what}'s reasoning", allow_null=True),
-        # Exports made before it was stored have none; anything longer than a reason is no reason.
-        "finish_reason": text_of(row.get("finish_reason"), what=f"{what}'s finish_reason", allow_null=True)[:32],
+        # Exports made before it was stored have none; anything longer than a reason is no reason; and
+        # only a model's reply has one (the chat would mark another message "cut at the output limit").
+        "finish_reason": text_of(row.get("finish_reason"), what=f"{what}'s finish_reason", allow_null=True)[:32]
+        if role == "assistant" else "",
         "cost_usd": cost_of(row.get("cost_usd"), what=f"{what}'s cost_usd"),
     }
     for name in _COUNTS:
