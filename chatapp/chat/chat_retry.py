@@ -28,7 +28,7 @@ from chatapp.chat.message_services import (
 )
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_services import message_index_sync
-from chatapp.chat.turn_claim import turn_claim_take
+from chatapp.chat.turn_claim import REPEATED_WORDS, turn_claim_take
 from chatapp.chat.turn_types import TurnStart
 
 
@@ -136,9 +136,14 @@ def chat_edit_start(*, user: User, message: Message, content: object, client_key
     text = message_content_validate(content=content)
     if message.role != Message.Role.USER or message.kind != Message.Kind.CHAT:
         raise ValidationError("Only your own messages can be edited.", code="not_user_message")
-    if message.superseded:
-        raise ValidationError("This message is not on the branch shown; switch to it first.", code="off_path")
     client_key = client_key_validate(client_key=client_key)
+    if message.superseded:
+        # The first edit took the message off the path: the same edit arriving again (a client's retry
+        # after a lost answer) is answered as a repeated send is, not as a request to switch branches.
+        repeated = Message.objects.filter(conversation_id=message.conversation_id, client_key=client_key)
+        if client_key and repeated.exists():
+            raise ValidationError(REPEATED_WORDS, code="conflict")
+        raise ValidationError("This message is not on the branch shown; switch to it first.", code="off_path")
     conversation = _conversation_of(message=message)
     target = target_for(conversation=conversation)
     with transaction.atomic():

@@ -106,3 +106,18 @@ def test_schema_documents_the_sibling_fields(api):
     assert message["sibling_index"]["type"] == "integer"
     edit = schema["paths"]["/api/messages/{id}/edit/"]["post"]
     assert "content" in str(edit["requestBody"])
+
+
+def test_the_same_edit_sent_twice_is_stored_once_and_answered_as_a_repeat(api, chat):
+    q2 = _timeline(api, chat)[2]
+    body = {"content": "second question, edited", "client_key": "edit-k1"}
+    once = api.post(f"/api/messages/{q2['id']}/edit/", body, format="json")
+    assert sse_events(once.recorded_body)[-1][0] == "done"
+
+    # The client lost the first answer and sends the edit again: a repeat, as for a send (409), not a
+    # request to switch branches (400), and nothing more is stored.
+    again = api.post(f"/api/messages/{q2['id']}/edit/", body, format="json")
+    assert again.status_code == 409
+    assert again.json()["detail"] == "This message was already sent (the same send arrived twice)."
+    assert Message.objects.filter(conversation_id=chat, client_key="edit-k1").count() == 1
+    assert Message.objects.filter(conversation_id=chat).count() == 6
