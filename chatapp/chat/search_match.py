@@ -34,6 +34,9 @@ def title_match(*, owner_id: int, text: str) -> Q:
     folds to its lower case, which the database compares (`icontains` of the folded text); the owner's
     titles holding another character, usually few, are folded here, in Python."""
     folded = fold(text)
+    if not folded:
+        # Combining marks alone fold to nothing, which every title "contains": no title is found.
+        return Q(pk__in=[])
     accented = Conversation.objects.filter(owner_id=owner_id, title__regex=NON_ASCII).values_list("id", "title")
     return Q(title__icontains=folded) | Q(pk__in=[pk for pk, title in accented if folded in fold(title)])
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import unicodedata
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
@@ -127,7 +128,8 @@ def message_search(*, owner: User, query: str, page: int = 1, page_size: int = P
         raise ValueError(f"page must be between 1 and {MAX_PAGE}")
     page_size = max(1, min(int(page_size), MAX_PAGE_SIZE))
     query = " ".join(query.split())
-    if len(query) < MIN_QUERY_CHARS and not unspaced(query):
+    # Counted composed: a letter and its combining accent ("e" + U+0301, as pasted from macOS) are one.
+    if len(unicodedata.normalize("NFC", query)) < MIN_QUERY_CHARS and not unspaced(query):
         return SearchPage(query=query, page=page, page_size=page_size, hits=[], has_more=False, ranked=0,
                           window_full=False)
     hits = title_hits(owner=owner, query=query) if page == 1 else []

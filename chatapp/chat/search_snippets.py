@@ -173,6 +173,12 @@ def folded_spans(text: str, query: str) -> list[tuple[int, int]]:
         return []
     pieces = [fold(ch) for ch in text]
     origin = [i for i, piece in enumerate(pieces) for _ in piece]
+    # Where each character's folded letters start (and the end): the next match is looked for from
+    # the character after a span, not from inside its last one ("sßs", "ss": a second "ss" opening in
+    # the "ß" gave spans that overlap, and the title showed the "ß" twice).
+    starts = [0]
+    for piece in pieces:
+        starts.append(starts[-1] + len(piece))
     folded = "".join(pieces)
     spans: list[tuple[int, int]] = []
     at = folded.find(needle)
@@ -181,7 +187,7 @@ def folded_spans(text: str, query: str) -> list[tuple[int, int]]:
         while end < len(text) and not pieces[end]:
             end += 1
         spans.append((begin, end))
-        at = folded.find(needle, at + len(needle))
+        at = folded.find(needle, starts[end])
     return spans
 
 

@@ -15,6 +15,7 @@ from django.db.models.expressions import RawSQL
 from django.shortcuts import get_object_or_404
 
 from .models import ConversationShare, Message
+from .reply_stream import INTERRUPTED_WORDS
 
 # Messages per page of the public page: a snapshot of 100k messages is read and rendered 200 at a
 # time (keyset pages on the (conversation, id) index, oldest first), never whole.
@@ -66,10 +67,13 @@ def share_live_of_snapshot(*, conversation_id: int, through_message_id: int, tit
 
 def share_snapshot_tail(*, conversation_id: int) -> int | None:
     """The last message a link made now shows through: the active path's last one, unless that is a
-    reply still being written, whose text comes after the link was made (its question is the end)."""
+    reply still being written, whose text comes after the link was made (its question is the end).
+    So is one the orphan sweep took for dead (interrupted): its stream may yet finish it, stored
+    complete in the same row (reply_store), and a link through it would then publish the whole reply."""
     return (
         Message.objects.filter(conversation_id=conversation_id, kind=Message.Kind.CHAT, superseded=False)
         .exclude(status=Message.Status.STREAMING)
+        .exclude(status=Message.Status.ERROR, error=INTERRUPTED_WORDS)
         .order_by("-id")
         .values_list("id", flat=True)
         .first()

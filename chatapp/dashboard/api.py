@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.pagination import CheckedLimitOffsetPagination
 from chatapp.chat.api.serializers import SummaryCoverageSerializer
 from chatapp.chat.models import Conversation
@@ -91,29 +92,33 @@ DashboardHeadlineApi = _figures_api(
 )
 
 
-def _turn_param(request: Request, name: str) -> int | None:
-    try:
-        return int(request.query_params[name])
-    except (KeyError, ValueError):
-        return None
-
-
 class DashboardSeriesApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        # A range that is not one is refused (400), as the lists refuse a bad limit: read as the default,
+        # it drew other turns than were asked for. One past the last turn is cut to it (dashboard_series).
+        first = serializers.IntegerField(required=False, min_value=1)
+        last = serializers.IntegerField(required=False, min_value=1)
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if attrs.get("last", attrs.get("first", 1)) < attrs.get("first", 1):
+                raise serializers.ValidationError({"last": ["Must be at least first."]})
+            return attrs
+
     @extend_schema(
         operation_id="dashboard_conversation_series",
         summary="Chart data (columnar: one array per field, one entry per point; at most 2,000 points, "
                 "each one turn or a bucket of consecutive turns)",
         parameters=[
             OpenApiParameter("first", OpenApiTypes.INT, description="First turn (1-based) of the range; default 1"),
-            OpenApiParameter("last", OpenApiTypes.INT, description="Last turn of the range; default the latest"),
+            OpenApiParameter("last", OpenApiTypes.INT, description="Last turn of the range; default the latest, and "
+                             "cut to it. Either one not a whole number from 1, or last before first: 400"),
         ],
         responses=SeriesSerializer,
     )
     def get(self, request: Request, pk: int) -> Response:
+        params = validated(self.InputSerializer, request.query_params)
         conversation = dashboard_conversation_get(user=request.user, pk=pk)
-        return Response(dashboard_series(
-            conversation=conversation, first=_turn_param(request, "first"), last=_turn_param(request, "last"),
-        ))
+        return Response(dashboard_series(conversation=conversation, first=params.get("first"), last=params.get("last")))
 
 
 DashboardMessageMapApi = _figures_api(

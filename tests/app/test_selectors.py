@@ -86,6 +86,17 @@ def test_title_search_folds_accents_as_message_search_does(user, title, query, m
     assert not list(selectors.conversation_list(owner=user, query=query + "x"))
 
 
+def test_a_query_that_folds_to_nothing_finds_no_title(user):
+    """Combining marks alone fold to nothing (accents off); an empty text is in every title, so every
+    chat was listed, and the newest five came back as title hits with nothing marked."""
+    _conversation(user, "Groceries")
+    _conversation(user, "Café plans")
+    query = "\u0301\u0301"
+    assert list(selectors.conversation_list(owner=user, query=query)) == []
+    assert search_selectors.title_hits(owner=user, query=query) == []
+    assert search_selectors.message_search(owner=user, query=query).hits == []
+
+
 def test_list_is_newest_first(user):
     old = _conversation(user, "Old")
     new = _conversation(user, "New")

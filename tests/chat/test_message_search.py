@@ -225,6 +225,15 @@ def test_short_and_stop_word_queries(user):
     assert [(h.kind, h.conversation_id) for h in message_search(owner=user, query="猫").hits] == [("title", cats.pk)]
 
 
+def test_one_letter_written_decomposed_is_as_short_as_written_whole(user):
+    # "é" typed as "e" and a combining acute (pasted from a file name on macOS) is one letter too: it
+    # passed as two characters and searched "e", every title holding an "e" and every word opening with it.
+    chat = _chat(user, title="Weekly plan")
+    _say(chat, "every evening")
+    assert message_search(owner=user, query="\u00e9").hits == []
+    assert message_search(owner=user, query="e\u0301").hits == []
+
+
 # --- snippets ---------------------------------------------------------------------------------------------
 
 

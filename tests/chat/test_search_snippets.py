@@ -6,7 +6,7 @@ import re
 import unicodedata
 from itertools import pairwise
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from chatapp.chat.search_snippets import (
@@ -14,6 +14,7 @@ from chatapp.chat.search_snippets import (
     SNIPPET_COLUMNS_BEFORE,
     WordMatcher,
     folded_spans,
+    marked_spans,
     snippet_parts,
 )
 from optimizer.lexical import fold
@@ -28,6 +29,15 @@ def test_spans_cover_the_letters_as_written():
     assert folded_spans("Straße", "") == [] and folded_spans("Straße", "x") == []
 
 
+def test_a_match_never_starts_inside_the_letter_the_previous_one_ended_in():
+    # "sßs" folds to "ssss": the second "ss" starts in the "ß" the first one ends in. Both spans held
+    # the "ß", and a title hit showed it twice ("sßßs"), marked twice.
+    spans = folded_spans("sßs", "ss")
+    assert spans == [(0, 2)]
+    assert "".join(p.text for p in marked_spans("sßs", spans)) == "sßs"
+    assert folded_spans("ßß", "ss") == [(0, 1), (1, 2)]
+
+
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=40),
        st.text(alphabet=st.characters(max_codepoint=127), min_size=1, max_size=4))
 def test_on_ascii_they_are_a_case_blind_search(text, query):
@@ -35,6 +45,7 @@ def test_on_ascii_they_are_a_case_blind_search(text, query):
 
 
 @given(st.text(max_size=40), st.text(min_size=1, max_size=4))
+@example("sßs", "ss")
 def test_spans_are_ordered_disjoint_and_hold_the_folded_query(text, query):
     spans = folded_spans(text, query)
     assert all(0 <= b < e <= len(text) for b, e in spans)

@@ -16,6 +16,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from chatapp.chat.models import Conversation, ConversationShare, Message
+from chatapp.chat.reply_stream import INTERRUPTED_WORDS
 from chatapp.chat.share_selectors import SHARE_PAGE, _ancestors, share_messages
 from chatapp.chat.share_services import conversation_share_create, conversation_share_revoke
 from chatapp.chat.views import PAGE_CSP
@@ -143,6 +144,21 @@ def test_a_reply_still_streaming_is_not_part_of_the_snapshot(chat, owner):
     assert share.through_message_id == question.pk
     # The reply ends after the link was made (reply_store's final write): what it says is not published.
     Message.objects.filter(pk=reply.pk).update(content="WRITTEN-AFTER sharing", status=Message.Status.COMPLETE)
+    body = Client().get(_path(share)).content.decode()
+    assert "And the PRIVATE plan?" in body
+    assert "WRITTEN-AFTER" not in body
+
+
+def test_a_reply_the_sweep_took_for_dead_is_not_part_of_the_snapshot(chat, owner):
+    question = _msg(chat, "user", "And the PRIVATE plan?")
+    reply = _msg(chat, "assistant", "Part of it", status=Message.Status.ERROR, error=INTERRUPTED_WORDS,
+                 reply_to=question, parent=question)
+    share = conversation_share_create(owner=owner, conversation=chat)
+    assert share.through_message_id == question.pk
+    # Its stream was only stalled: it finishes after the link was made and reply_store stores it complete
+    # in the same row (checked end to end against a live stream too): the link must not publish it.
+    Message.objects.filter(pk=reply.pk, status=Message.Status.ERROR, error=INTERRUPTED_WORDS).update(
+        content="WRITTEN-AFTER sharing", status=Message.Status.COMPLETE, error="")
     body = Client().get(_path(share)).content.decode()
     assert "And the PRIVATE plan?" in body
     assert "WRITTEN-AFTER" not in body

@@ -92,6 +92,23 @@ def test_records_are_paginated_in_turn_order(owner_client, small):
     assert second["next"] is None
 
 
+@pytest.mark.parametrize(("query", "field"), [
+    ("first=abc", "first"), ("last=1.5", "last"), ("first=0", "first"), ("last=-1", "last"), ("first=3&last=2", "last"),
+])
+def test_a_bad_series_range_is_refused_naming_the_field(owner_client, small, query, field):
+    """A range that is not one was read as the default (the whole series, or turn 1 alone): a client
+    with a typo got a chart of other turns than it asked for, and no word of it (the lists refuse a
+    bad limit or offset the same way)."""
+    response = owner_client.get(api(small.conversation.pk, f"series/?{query}"))
+    assert response.status_code == 400
+    assert set(response.json()) - {"detail"} == {field}
+
+
+def test_a_series_range_past_the_last_turn_is_cut_to_it(owner_client, small):
+    data = owner_client.get(api(small.conversation.pk, "series/?first=2&last=99")).json()
+    assert (data["first_turn"], data["last_turn"]) == (2, 3)
+
+
 def test_summaries_are_paginated(owner_client, small):
     data = owner_client.get(api(small.conversation.pk, "summaries/?limit=1")).json()
     assert data["count"] == 1
