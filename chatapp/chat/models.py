@@ -256,6 +256,11 @@ class Message(models.Model):
     def __str__(self) -> str:
         return f"{self.role}#{self.pk}"
 
+    @property
+    def cut_at_output_limit(self) -> bool:
+        """A complete reply the model ended at its output limit: it stops mid-sentence (marked so)."""
+        return self.status == self.Status.COMPLETE and self.finish_reason == "length"
+
 
 class OptimizationRecord(models.Model):
     """What the optimizer decided for one model request: enough to rebuild what the model saw."""

@@ -59,7 +59,7 @@ def _shared(message: Message) -> SharedMessage:
         text=message.content if is_user else "",
         html="" if is_user else markdown_render(message.content),
         stopped=message.status == Message.Status.STOPPED,
-        cut=message.status == Message.Status.COMPLETE and message.finish_reason == "length",
+        cut=message.cut_at_output_limit,
     )
 
 
