@@ -35,7 +35,8 @@ def conversation_list(*, owner: User, query: str | None = None) -> QuerySet[Conv
     message text (every content word, the last as a prefix, through the full-text index: a substring
     scan of every message would read the owner's whole history on each keystroke)."""
     conversations = Conversation.objects.filter(owner=owner)
-    query = (query or "").strip()
+    # Runs of white space as one, as message_search reads a query: a title is written with single spaces.
+    query = " ".join((query or "").split())
     if query:
         matches = title_match(owner_id=owner.pk, text=query)
         in_messages = conversation_ids_matching(owner=owner, text=query)

@@ -86,6 +86,13 @@ def test_title_search_folds_accents_as_message_search_does(user, title, query, m
     assert not list(selectors.conversation_list(owner=user, query=query + "x"))
 
 
+def test_a_query_typed_with_two_spaces_finds_the_title_as_search_does(user):
+    found = _conversation(user, "Lunch at the Café Müller")
+    assert [c.pk for c in selectors.conversation_list(owner=user, query="cafe  muller")] == [found.pk]
+    hits = search_selectors.message_search(owner=user, query="cafe  muller").hits
+    assert [h.conversation_id for h in hits if h.kind == "title"] == [found.pk]
+
+
 def test_a_query_that_folds_to_nothing_finds_no_title(user):
     """Combining marks alone fold to nothing (accents off); an empty text is in every title, so every
     chat was listed, and the newest five came back as title hits with nothing marked."""
