@@ -82,7 +82,7 @@ def reply_store(
         "completion_tokens": getattr(usage, "completion_tokens", None),
         "error": error,
         # Only a complete reply keeps it: a stopped one ended by the user's hand, a failed one by the error.
-        "finish_reason": finish_reason[:32] or None if status == Message.Status.COMPLETE else None,
+        "finish_reason": (finish_reason[:32] or None) if status == Message.Status.COMPLETE else None,
         "updated_at": timezone.now(),
     }
     with transaction.atomic():
