@@ -80,6 +80,9 @@ def test_usage_reports_provider_cached_tokens(fake):
         ("fail-403", "auth", 403, False, "refused access"),
         ("fail-404", "not_found", 404, False, "does not know the model “fail-404” (404)"),
         ("fail-429", "rate_limit", 429, True, "Wait 2 seconds and retry."),
+        ("fail-quota", "rate_limit", 429, False, "run out of credit or quota (429). Check billing"),
+        # a per-minute quota that says when to come back is a rate limit, whatever its words
+        ("fail-quota-minute", "rate_limit", 429, True, "Wait 42 seconds and retry."),
         ("fail-500", "server", 500, True, "internal error (500)"),
     ],
 )
@@ -93,6 +96,14 @@ def test_http_failures_map_to_kinds_in_plain_words(fake, model, kind, status, re
     assert str(error) == error.user_message
     # No retries on the chat path: the user decides (Retry button).
     assert len(fake.completions) == 1
+
+
+def test_a_wait_given_in_words_is_kept_for_the_retries(fake):
+    # Google's compatible endpoint: a list body, no Retry-After header, the wait in the message.
+    _, error = run_stream(make_target(fake.base_url, "fail-quota-minute"), MESSAGES)
+
+    assert error is not None and error.retry_after == 42
+    assert error.detail.startswith("You exceeded your current quota")  # the message, not the body's repr
 
 
 def test_errors_never_carry_the_api_key(fake, caplog):

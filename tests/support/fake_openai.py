@@ -15,6 +15,9 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
 - `fail-403`             403 permission denied.
 - `fail-404`             404 model_not_found.
 - `fail-429`             429 rate_limit_exceeded with `Retry-After: 2`.
+- `fail-quota`           429 insufficient_quota: the account is out of credit (OpenAI's words, no Retry-After).
+- `fail-quota-minute`    429 of a free tier's per-minute quota as Google's compatible endpoint answers it: the
+                         same words about quota and billing, then "Please retry in 41.6s.", in a list body.
 - `fail-500`             500 server_error.
 - `fail-odd-400`         400 whose message holds a NUL and a lone surrogate (JSON allows both).
 - `fail-timeout`         accepts the request and answers nothing until HANG_SECONDS (or server stop).
@@ -182,7 +185,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         return self.server.fake.record(RecordedRequest(self.command, self.path, headers, body, self.client_address[1]))
 
-    def _send_json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+    def _send_json(self, status: int, payload: dict | list, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -193,7 +196,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_error(self, status: int, message: str, type_: str, code: str | None, **headers: str) -> None:
-        self._send_json(status, {"error": {"message": message, "type": type_, "param": None, "code": code}}, headers)
+        body: dict | list = {"error": {"message": message, "type": type_, "param": None, "code": code}}
+        if type_ == "RESOURCE_EXHAUSTED":  # Google's shape: a list, a status where OpenAI has a type
+            body = [{"error": {"code": status, "message": message, "status": type_}}]
+        self._send_json(status, body, headers)
 
     def _start_sse(self) -> None:
         self.send_response(200)
@@ -350,6 +356,11 @@ _FIXED_FAILURES: dict[str, tuple[int, str, str, str | None, dict[str, str]]] = {
                  "model_not_found", {}),
     "fail-429": (429, "Rate limit reached for requests. Please try again in 2s.", "requests", "rate_limit_exceeded",
                  {"Retry-After": "2"}),
+    "fail-quota": (429, "You exceeded your current quota, please check your plan and billing details.",
+                   "insufficient_quota", "insufficient_quota", {}),
+    "fail-quota-minute": (429, "You exceeded your current quota, please check your plan and billing details. Quota "
+                          "exceeded for metric: generate_content_free_tier_requests, limit: 10. Please retry in "
+                          "41.6s.", "RESOURCE_EXHAUSTED", None, {}),
     "fail-500": (500, "The server had an error while processing your request.", "server_error", None, {}),
     "fail-odd-400": (400, "Invalid byte \x00 at position 3; lone \ud800 here.", "invalid_request_error", None, {}),
 }

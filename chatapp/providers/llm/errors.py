@@ -42,6 +42,8 @@ def _scrub(text: str, api_key: str) -> str:
 
 def _provider_message(exc: Exception) -> str:
     body = getattr(exc, "body", None)
+    if isinstance(body, list) and body:  # Google's compatible endpoint wraps its error in a list
+        body = body[0]
     if isinstance(body, dict):
         inner = body.get("error", body)
         message = inner.get("message") if isinstance(inner, dict) else None
@@ -150,12 +152,30 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
     return LLMError(words[0], words[1], status=status, detail=detail)
 
 
+# A wait written in the words only: "Please try again in 1.2s" (OpenAI, Groq), "Please retry in 42.5s"
+# (Google), "retry after 6 seconds" (Azure).
+_WAIT_IN_WORDS = re.compile(r"(?i)\b(?:retry|try again)\s+(?:in|after)\s+(\d+(?:\.\d+)?)\s*"
+                            r"(ms|milliseconds?|s|secs?|seconds?)\b")
+_CREDIT_WORDS = re.compile(r"(?i)quota|billing|credit")
+
+
+def _wait_in_words(detail: str) -> str | None:
+    found = _WAIT_IN_WORDS.search(detail)
+    if found is None:
+        return None
+    seconds = float(found.group(1)) / (1000 if found.group(2).lower().startswith("m") else 1)
+    return str(max(1, math.ceil(seconds)))
+
+
 def _rate_limit_error(exc: openai.APIStatusError, detail: str) -> LLMError:
     code = str(getattr(exc, "code", None) or "")
-    if "insufficient_quota" in code or "quota" in detail.lower():
+    wait = _retry_after(exc) or _wait_in_words(detail)
+    # Out of credit only when nothing says when to come back: Google's per-minute limits of a free tier
+    # read "You exceeded your current quota, please check your plan and billing details ... Please retry
+    # in 42s", and taking them for an empty account stopped the summaries' retries for good.
+    if "insufficient_quota" in code or (wait is None and _CREDIT_WORDS.search(detail)):
         return LLMError("rate_limit", "The account behind this API key has run out of credit or quota (429). "
                         "Check billing with your provider.", status=429, retryable=False, detail=detail)
-    wait = _retry_after(exc)
     when = f"Wait {wait} seconds and retry." if wait else "Wait a moment and retry."
     return LLMError("rate_limit", f"The model endpoint is rate-limiting requests (429). {when}",
                     status=429, detail=detail, retry_after=float(wait) if wait else None)
