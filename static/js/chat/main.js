@@ -9,6 +9,7 @@ import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.
 import { editSystemPrompt, pointExportLinks } from "./prompt.js";
 import { deleteConversation, inlineRename, renameConversation } from "./sidebar.js";
 import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
+import "./attach.js"; // text files into the message box: the paperclip, a drop, a paste
 import "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
 import { openShortcuts } from "./shortcuts.js"; // also handles its own keys
