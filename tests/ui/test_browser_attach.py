@@ -22,7 +22,7 @@ const [name, bytes, kind, event] = arguments;
 const file = new File([new Uint8Array(bytes)], name, {type: "text/plain"});
 const data = new DataTransfer();
 data.items.add(file);
-const target = kind === "paste" ? document.getElementById("composer-input") : document.getElementById("composer");
+const target = document.getElementById(kind === "paste" ? "composer-input" : kind === "drop" ? "composer" : "timeline");
 if (kind === "paste") {
   target.dispatchEvent(new ClipboardEvent("paste", {clipboardData: data, bubbles: true, cancelable: true}));
 } else {
@@ -74,7 +74,8 @@ def test_a_dropped_file_lands_at_the_cursor_and_a_binary_one_is_refused(asgi_ser
     browser.execute_script(DROP, "notes.md", list(b"# Plan\n\nShip it.\n"), "drop")
     _wait(browser, lambda d: _box(d) == "Before.\n\nFile: notes.md\n```md\n# Plan\n\nShip it.\n```\n\nAfter.")
 
-    browser.execute_script(DROP, "photo.png", [137, 80, 78, 71, 0, 0, 0, 13], "drop")
+    # Beside the box (on the messages) too: the browser would open the file in the chat's place.
+    browser.execute_script(DROP, "photo.png", [137, 80, 78, 71, 0, 0, 0, 13], "drop-beside")
     _wait(browser, lambda d: _error(d) == "photo.png is not a text file.")
     browser.execute_script(DROP, "latin1.txt", list("café".encode("latin-1")), "paste")
     _wait(browser, lambda d: "latin1.txt is not UTF-8 text" in _error(d))

@@ -1,4 +1,4 @@
-/* Text files into the message: the paperclip, a file dropped on the message box, or pasted into it.
+/* Text files into the message: the paperclip, a file dropped on the page, or one pasted into the box.
  *
  * A file's text goes into the box, fenced and named, where the cursor is: what the model is sent is
  * what the box shows, and it can be edited, kept as the draft, searched and recalled as any message.
@@ -93,16 +93,18 @@ function carriesFiles(e) {
   return e.dataTransfer && [...e.dataTransfer.types].includes("Files");
 }
 
-form.addEventListener("dragover", (e) => {
+// Anywhere on the page: a file dropped beside the box would otherwise be opened by the browser in
+// the chat's place. The box is outlined while a file is over the page.
+document.addEventListener("dragover", (e) => {
   if (!carriesFiles(e)) return;
-  e.preventDefault(); // the browser would open the file in the tab, leaving the chat
+  e.preventDefault();
   e.dataTransfer.dropEffect = "copy";
   form.classList.add("composer--drop");
 });
-form.addEventListener("dragleave", (e) => {
-  if (!form.contains(e.relatedTarget)) form.classList.remove("composer--drop");
+document.addEventListener("dragleave", (e) => {
+  if (!e.relatedTarget) form.classList.remove("composer--drop"); // left the window
 });
-form.addEventListener("drop", (e) => {
+document.addEventListener("drop", (e) => {
   form.classList.remove("composer--drop");
   if (!carriesFiles(e)) return;
   e.preventDefault();
