@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from django import forms
-from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
+from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm, UserCreationForm
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 
@@ -26,6 +26,13 @@ class SignupForm(UserCreationForm):
         fields = ("username",)
 
 
+def _too_many_failures(wait: int) -> ValidationError:
+    minutes = -(-wait // 60)
+    return ValidationError(
+        f"Too many failed sign-ins. Try again in {minutes} minute{'s' if minutes != 1 else ''}.", code="throttled"
+    )
+
+
 class LoginForm(AuthenticationForm):
     """Django's sign-in form, refused before the password is even checked past the failed sign-in
     limits (login_throttle); `wait` is then the seconds until the next try."""
@@ -37,11 +44,7 @@ class LoginForm(AuthenticationForm):
         # Counted as a failure from here on (a ValidationError below keeps it so): see login_attempt_start.
         self.wait = login_attempt_start(request=self.request, username=username)
         if self.wait:
-            minutes = -(-self.wait // 60)
-            raise ValidationError(
-                f"Too many failed sign-ins. Try again in {minutes} minute{'s' if minutes != 1 else ''}.",
-                code="throttled",
-            )
+            raise _too_many_failures(self.wait)
         cleaned = super().clean()
         # Only a real sign-in clears the count: AuthenticationForm.clean() passes a form with no
         # password without checking anything (the field's own "required" refuses it), which is
@@ -51,6 +54,29 @@ class LoginForm(AuthenticationForm):
         else:
             login_attempt_take_back(request=self.request, username=username)
         return cleaned
+
+
+class ThrottledPasswordChangeForm(PasswordChangeForm):
+    """Django's password change form, whose check of the current password keeps the failed sign-in
+    limits (login_throttle), counted with the sign-ins of the same username: it checks the same
+    password, and a session left open (a shared computer) could otherwise guess it here without end,
+    learning the password that outlives the session. `wait` is then the seconds until the next try."""
+
+    wait = 0
+
+    def __init__(self, user: Any, data: Any = None, *, request: Any) -> None:
+        super().__init__(user, data)
+        self.request = request
+
+    def clean_old_password(self) -> str:
+        username = self.user.get_username()
+        # Counted as a failure from here on (the ValidationError of a wrong password keeps it so).
+        self.wait = login_attempt_start(request=self.request, username=username)
+        if self.wait:
+            raise _too_many_failures(self.wait)
+        old_password = super().clean_old_password()
+        login_failures_clear(request=self.request, username=username)
+        return old_password
 
 
 class _EndpointURLValidator(URLValidator):

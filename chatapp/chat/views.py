@@ -15,7 +15,6 @@ from django.conf import settings
 from django.contrib.auth import login, update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import PasswordChangeForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -26,7 +25,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from chatapp.chat import selectors, services
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.context import first_user_message_id
-from chatapp.chat.forms import LoginForm, SignupForm
+from chatapp.chat.forms import LoginForm, SignupForm, ThrottledPasswordChangeForm
 from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.query_params import query_id
@@ -126,14 +125,19 @@ REVOKED_NOTE_SESSION_KEY = "password_change_revoked_token"
 @login_required
 @require_http_methods(["GET", "POST"])
 def password_change(request: HttpRequest) -> HttpResponse:
-    form = PasswordChangeForm(request.user, request.POST if request.method == "POST" else None)
+    form = ThrottledPasswordChangeForm(request.user, request.POST if request.method == "POST" else None,
+                                       request=request)
     if form.is_valid():
         revoked = services.user_password_change(user=request.user, password=form.cleaned_data["new_password1"])
         # The password's hash is in every session: this one is brought up to date, the others end.
         update_session_auth_hash(request, request.user)
         request.session[REVOKED_NOTE_SESSION_KEY] = revoked
         return redirect("password-changed")
-    return render(request, "registration/password_change.html", {"form": form})
+    response = render(request, "registration/password_change.html", {"form": form})
+    if form.wait:
+        response.status_code = 429
+        response["Retry-After"] = str(form.wait)
+    return response
 
 
 @page_csp

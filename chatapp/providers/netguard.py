@@ -57,6 +57,13 @@ def base_url_validate(url: str, *, allow_private: bool) -> None:
     """Raise ValidationError (plain words) unless `url` is an http(s) URL whose host resolves and,
     when `allow_private` is False, resolves only to public addresses."""
     url = (url or "").strip()
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        # A line break or tab pasted inside, or another ASCII control character: the model client
+        # refuses such a URL at every request, and urlsplit drops tabs and line breaks unseen, so the
+        # checks below would read another URL than the one stored.
+        raise ValidationError(
+            "The URL contains a line break, a tab or another control character: remove it.", code="invalid"
+        )
     try:
         parts = urlsplit(url)
         port = parts.port

@@ -258,3 +258,22 @@ def test_a_stored_key_never_follows_a_new_host(api, user, plain_key, fake_openai
     rekeyed = api.patch(f"/api/configs/{pk}/", {"base_url": "https://llm.example.net/v1", "api_key": "sk-new-key-9876"},
                         format="json")
     assert rekeyed.status_code == 200 and rekeyed.json()["api_key_last4"] == "9876"
+
+
+@pytest.mark.parametrize("inside", ["\r\n", "\n", "\t", "\x1b", "\x7f"])
+def test_a_base_url_holding_a_control_character_is_a_field_error(api, user, fake_openai, inside):
+    """Such a URL was stored (Python's URL parser, which the checks read, drops tabs and line breaks
+    unseen), then the model client refused it: Test connection answered an HTML 500 and every message
+    failed with "Something went wrong"."""
+    broken = fake_openai.base_url.replace("/v1", f"/v{inside}1")
+
+    created = _create(api, name="pasted", base_url=broken, model="fake-echo")
+
+    assert created.status_code == 400
+    assert "control character" in created.json()["base_url"][0]
+    assert not LLMConfig.objects.filter(owner=user).exists()
+    pk = _create(api, name="fine", base_url=fake_openai.base_url, model="fake-echo").json()["id"]
+    edited = api.patch(f"/api/configs/{pk}/", {"base_url": broken}, format="json")
+    assert edited.status_code == 400 and "control character" in edited.json()["base_url"][0]
+    assert LLMConfig.objects.get(pk=pk).base_url == fake_openai.base_url
+    assert api.post(f"/api/configs/{pk}/test/").json()["ok"] is True

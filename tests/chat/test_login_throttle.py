@@ -83,3 +83,42 @@ def test_guesses_sent_at_once_stop_at_the_limit(login_rates, monkeypatch):
 
     assert len(checked) == 2
     assert sorted(answers) == [200, 200, *[429] * 6]
+
+
+def test_guesses_of_the_current_password_on_the_password_change_page_keep_the_limits(client, user, login_rates):
+    """The page checks the same password as the sign-in: a session left open (a shared computer) could
+    guess it there without end, and learn the password that outlives the session."""
+    from django.test import Client
+
+    login_rates(address="100/hour", username="3/hour")
+    client.force_login(user)
+    new = "another long password 9"
+    for attempt in range(3):
+        page = client.post("/accounts/password/", {"old_password": f"wrong {attempt}", "new_password1": new,
+                                                   "new_password2": new}, REMOTE_ADDR="203.0.113.7")
+        assert page.status_code == 200  # the form, with its error
+
+    refused = client.post("/accounts/password/", {"old_password": PASSWORD, "new_password1": new,
+                                                  "new_password2": new}, REMOTE_ADDR="203.0.113.7")
+
+    assert refused.status_code == 429 and 0 < int(refused["Retry-After"]) <= 3600
+    assert "Too many failed sign-ins. Try again in" in refused.content.decode()
+    user.refresh_from_db()
+    assert user.check_password(PASSWORD)
+    # The guesses count for the sign-in page too: one username, one count.
+    assert _login(Client(), "ada", PASSWORD, address="198.51.100.9").status_code == 429
+
+
+def test_the_right_current_password_changes_it_and_clears_the_count(client, user, login_rates):
+    login_rates(address="100/hour", username="2/hour")
+    client.force_login(user)
+    new = "another long password 9"
+    client.post("/accounts/password/", {"old_password": "wrong", "new_password1": new, "new_password2": new})
+
+    changed = client.post("/accounts/password/", {"old_password": PASSWORD, "new_password1": new,
+                                                  "new_password2": new})
+
+    assert changed.status_code == 302
+    client.post("/accounts/logout/")
+    _login(client, "ada", "wrong again")
+    assert _login(client, "ada", new).status_code == 302
