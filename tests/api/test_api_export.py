@@ -369,6 +369,9 @@ def test_a_user_message_is_not_read_as_markup_that_hides_the_rest(api, user):
     # so the ``` after one is text on the code's line, not the fence's end.
     "```\npage one\x0c```",
     "```js\nlet s = 'a\u2028```",
+    # A lone CR ends a line for CommonMark too: the HTML block and the indented fence after one count.
+    "Old Mac text\r<!-- a comment left open",
+    "1. Install it:\r\r   ```bash\r   pip install x\r```\rmore",
 ])
 def test_no_message_text_takes_the_next_message_in(api, user, text):
     c = Conversation.objects.create(owner=user, title="Edges")
