@@ -159,6 +159,45 @@ def test_a_zip_as_chatgpt_exports_it_is_read(owner):
     assert (job.status, len(job.conversation_ids)) == ("done", 2)
 
 
+def test_a_zip_whose_conversations_are_split_in_numbered_files_is_read_whole(owner):
+    """ChatGPT's exports since early 2026 split the chats into conversations-000.json, -001.json, … beside
+    other JSON files (export_manifest.json, user.json): every part is imported, in order."""
+    chats = [chatgpt_conversation(i, messages=2) for i in range(5)]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("chat.html", "<html></html>")
+        archive.writestr("conversations-001.json", json.dumps(chats[3:], indent=1))
+        archive.writestr("conversations-000.json", "\ufeff" + json.dumps(chats[:3]) + "\n")
+        archive.writestr("conversations-002.json", "[ ]")
+        archive.writestr("export_manifest.json", json.dumps({"files": 3}))
+        archive.writestr("user.json", json.dumps({"id": "user-1"}))
+    job = import_now(owner, buffer.getvalue(), name="export.zip")
+    assert (job.status, job.error, job.total, job.skipped) == ("done", "", 5, [])
+    titles = [Conversation.objects.get(pk=pk).title for pk in job.conversation_ids]
+    assert titles == [f"Chat {i}" for i in range(5)]
+
+
+def test_a_split_part_that_is_not_a_list_fails_the_file_naming_it(owner):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("conversations-000.json", json.dumps([chatgpt_conversation(0, messages=2)]))
+        archive.writestr("conversations-001.json", json.dumps({"mapping": {}}))
+    job = import_now(owner, buffer.getvalue(), name="export.zip")
+    assert job.status == "failed" and "conversations-001.json" in job.error and "not a list" in job.error
+    assert not Conversation.objects.filter(owner=owner).exists()
+
+
+def test_split_parts_larger_than_the_limit_together_fail_the_file(owner, settings):
+    settings.IMPORT_MAX_BYTES = 100_000
+    part = json.dumps([chatgpt_conversation(0, messages=1, text="word " * 12_000)])  # 60 kB each: one fits
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("conversations-000.json", part)
+        archive.writestr("conversations-001.json", part)
+    job = import_now(owner, buffer.getvalue(), name="export.zip")
+    assert job.status == "failed" and "more than 0.1 MB unpacked together" in job.error, job.error
+
+
 # --- our own format: the round trip -------------------------------------------------------------------
 
 
