@@ -11,7 +11,8 @@ picture sent alone) says what they were ("[image]", "[file: name]"); other messa
 failed reply) are counted in `omitted["empty_messages"]`. The chat's own system prompt (`chat.params.system`,
 set in its Chat Controls) is the imported chat's: Open WebUI sends it before the messages. A reply's
 reasoning block (`<details type="reasoning">` before its answer; `<think>…</think>` in older versions)
-is its thinking (Message.reasoning).
+is its thinking (Message.reasoning). A reply with no text in `content` is read from its `output` items
+(Open WebUI 0.10's structured reply: `message` items the answer, `reasoning` items the thinking).
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ def _message(node: Any, *, what: str, omitted: Counter[str]) -> records.MessageR
     role = records.role_of(records.object_of(node, what=what).get("role"), what=what)
     text = _content_text(node.get("content"), what=what)
     thinking, text = _thinking_lifted(text) if role == "assistant" else ("", text)
+    if role == "assistant" and not text.strip():
+        # Open WebUI 0.10 keeps a reply as items in `output`, which its page shows before `content`;
+        # some of its versions stored `content` empty: the reply would be dropped as one with no text.
+        output_thinking, output_text = _output_read(node.get("output"))
+        text, thinking = output_text or text, thinking or output_thinking
     if not text.strip() and not thinking:
         # A picture or a file sent alone has no text: dropped, its answer would answer nothing.
         text = _attachments_text(node.get("files"))
@@ -127,6 +133,29 @@ def _thinking_lifted(text: str) -> tuple[str, str]:
         thinking, answer = think_split(text)
         return (thinking.strip(), answer) if thinking.strip() else ("", text)
     return "\n\n".join(t.strip() for t in thoughts if t.strip()), blank_lines_off(text)
+
+
+def _output_read(output: Any) -> tuple[str, str]:
+    """(thinking, answer) of a reply's `output` items (Responses-style), read as Open WebUI's page reads
+    them: the answer is the text of its `message` items, a line each; the thinking, its `reasoning`
+    items' summary (else their content)."""
+    thoughts, answers = [], []
+    for item in output if isinstance(output, list) else []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message":
+            answers.append(_parts_text(item.get("content")))
+        elif item.get("type") == "reasoning":
+            summary = item.get("summary")
+            thoughts.append(_parts_text(item.get("content") if summary is None else summary).strip())
+    return "\n\n".join(t for t in thoughts if t), "\n".join(a for a in answers if a.strip())
+
+
+def _parts_text(parts: Any) -> str:
+    """The text of an output item's parts ([{"type": "output_text", "text": ...}, ...]), joined."""
+    if not isinstance(parts, list):
+        return ""
+    return "".join(part["text"] for part in parts if isinstance(part, dict) and isinstance(part.get("text"), str))
 
 
 def _content_text(content: Any, *, what: str) -> str:
