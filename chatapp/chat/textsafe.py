@@ -76,7 +76,8 @@ def fence_left_open(text: str) -> tuple[str, str] | None:
             continue
         lead, run, rest = found.groups()
         if open_run:
-            if run[0] == open_run[0] and len(run) >= len(open_run) and not rest.strip():
+            # Only spaces and tabs may follow a closing run (str.strip would also take a no-break space).
+            if run[0] == open_run[0] and len(run) >= len(open_run) and not rest.strip(" \t"):
                 open_run = ""
         elif not (run[0] == "`" and "`" in rest):
             open_run, indent = run, lead

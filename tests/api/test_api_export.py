@@ -372,6 +372,9 @@ def test_a_user_message_is_not_read_as_markup_that_hides_the_rest(api, user):
     # A lone CR ends a line for CommonMark too: the HTML block and the indented fence after one count.
     "Old Mac text\r<!-- a comment left open",
     "1. Install it:\r\r   ```bash\r   pip install x\r```\rmore",
+    # Only spaces and tabs may follow a closing fence: one with a no-break space after it (pasted from a
+    # web page) closes nothing.
+    "```\ncode\n```\u00a0",
 ])
 def test_no_message_text_takes_the_next_message_in(api, user, text):
     c = Conversation.objects.create(owner=user, title="Edges")
