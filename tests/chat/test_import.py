@@ -198,6 +198,26 @@ def test_split_parts_larger_than_the_limit_together_fail_the_file(owner, setting
     assert job.status == "failed" and "more than 0.1 MB unpacked together" in job.error, job.error
 
 
+def test_a_chatgpt_voice_chat_reads_as_its_transcripts_not_as_pictures(owner):
+    """A voice conversation's messages hold the recording beside its transcription: the recording is not
+    a picture ("[image]"), nor a part type to show ("[real_time_user_audio_video_asset_pointer]"); the
+    transcription is the message, and a recording without one says it was audio."""
+    chat = chatgpt_conversation(0, messages=3)
+    recording = {"content_type": "audio_asset_pointer", "asset_pointer": "sediment://file_1", "format": "wav"}
+    parts = [
+        [{"content_type": "real_time_user_audio_video_asset_pointer", "audio_asset_pointer": recording,
+          "frames_asset_pointers": [], "video_container_asset_pointer": None},
+         {"content_type": "audio_transcription", "text": "Will it rain in Porto?", "direction": "in"}],
+        [{"content_type": "audio_transcription", "text": "Not before Sunday.", "direction": "out"}, recording],
+        [recording],
+    ]
+    for n, node_parts in enumerate(parts):
+        chat["mapping"][f"n{n}"]["message"]["content"] = {"content_type": "multimodal_text", "parts": node_parts}
+    job = import_now(owner, json.dumps([chat]).encode())
+    rows = _messages(Conversation.objects.get(pk=job.conversation_ids[0]))
+    assert [m.content for m in rows] == ["Will it rain in Porto?", "Not before Sunday.", "[audio]"]
+
+
 # --- our own format: the round trip -------------------------------------------------------------------
 
 
