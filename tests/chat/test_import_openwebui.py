@@ -154,3 +154,20 @@ def test_an_open_webui_reply_kept_in_its_structured_output_is_imported_not_dropp
     assert (job.status, job.skipped, job.omitted) == ("done", [], {})
     reply = Conversation.objects.get(pk=job.conversation_ids[0]).messages.get(role="assistant")
     assert (reply.content, reply.reasoning) == ("Bonjour ! Ça va ?\nIl est 9 h.", "They greet me in French.")
+
+
+def test_an_open_webui_reply_that_failed_is_kept_failed_with_its_error(owner):
+    """Open WebUI shows a failed reply with its error (`error: {"content": ...}`, the text empty): it was
+    dropped as a message with no text, the question left unanswered with no trace; it is kept as a
+    failed reply here, never sent to the model, as failed replies are."""
+    failed = _openwebui_chat("Failed")
+    reply = failed["chat"]["history"]["messages"]["a1"]
+    reply["content"], reply["error"] = "", {"content": "Ollama: model 'llama9' not found"}
+
+    job = import_now(owner, json.dumps([failed]).encode())
+
+    assert (job.status, job.omitted) == ("done", {})
+    conversation = Conversation.objects.get(pk=job.conversation_ids[0])
+    row = conversation.messages.get(role="assistant")
+    assert (row.status, row.error, row.content) == ("error", "Ollama: model 'llama9' not found", "")
+    assert conversation.live_message_count == 1  # the question only: a failed reply is not sent

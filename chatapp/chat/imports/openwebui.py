@@ -2,17 +2,18 @@
 messages, history: {messages: {id: {role, content, timestamp, parentId, childrenIds}}, currentId}},
 created_at, updated_at}`.
 
-`history` is the tree (edits and regenerations branch it) and `currentId` the message the chat
-shows last: the whole tree is imported (`records.tree_records`), the path up from `currentId` (else
-from the newest leaf) as the active path and every other branch off it, as a branch the chat
-switches to. Without a history, `chat.messages` (the visible list) is imported as it is. Timestamps are Unix
-seconds, in some versions milliseconds (told apart by size). A message of attachments only (a
-picture sent alone) says what they were ("[image]", "[file: name]"); other messages with no text (a
-failed reply) are counted in `omitted["empty_messages"]`. The chat's own system prompt (`chat.params.system`,
-set in its Chat Controls) is the imported chat's: Open WebUI sends it before the messages. A reply's
-reasoning block (`<details type="reasoning">` before its answer; `<think>…</think>` in older versions)
-is its thinking (Message.reasoning). A reply with no text in `content` is read from its `output` items
-(Open WebUI 0.10's structured reply: `message` items the answer, `reasoning` items the thinking).
+`history` is the tree (edits and regenerations branch it) and `currentId` the message the chat shows
+last: the whole tree is imported (`records.tree_records`), the path up from `currentId` (else from the
+newest leaf) as the active path and every other branch off it, as a branch the chat switches to. Without
+a history, `chat.messages` (the visible list) is imported as it is. Timestamps are Unix seconds, in some
+versions milliseconds (told apart by size). A message of attachments only (a picture sent alone) says
+what they were ("[image]", "[file: name]"); other messages with no text (a reply stopped before its
+first word) are counted in `omitted["empty_messages"]`. The chat's own system prompt
+(`chat.params.system`, set in its Chat Controls) is the imported chat's: Open WebUI sends it before the
+messages. A reply's reasoning block (`<details type="reasoning">` before its answer; `<think>…</think>`
+in older versions) is its thinking (Message.reasoning). A reply with no text in `content` is read from
+its `output` items (Open WebUI 0.10's structured reply: `message` items the answer, `reasoning` items
+the thinking). A reply that failed (`error: {"content": ...}`) is kept failed, with its error.
 """
 
 from __future__ import annotations
@@ -99,7 +100,8 @@ def _message(node: Any, *, what: str, omitted: Counter[str]) -> records.MessageR
     if not text.strip() and not thinking:
         # A picture or a file sent alone has no text: dropped, its answer would answer nothing.
         text = _attachments_text(node.get("files"))
-    if not text.strip() and not thinking:
+    failure = _failure(node.get("error")) if role == "assistant" else ""
+    if not text.strip() and not thinking and not failure:
         omitted["empty_messages"] += 1
         return None
     record = records.other_app_message(
@@ -108,7 +110,16 @@ def _message(node: Any, *, what: str, omitted: Counter[str]) -> records.MessageR
     )
     if thinking:
         record.extra["reasoning"] = thinking
+    if failure:
+        # Shown with its error, as Open WebUI shows it, and never sent to the model, as a failed reply here.
+        record.status, record.extra["error"] = "error", failure
     return record
+
+
+def _failure(error: Any) -> str:
+    """The error a reply failed with, as Open WebUI keeps it (`error: {"content": "..."}`); "" if none."""
+    content = error.get("content") if isinstance(error, dict) else None
+    return content if isinstance(content, str) and content.strip() else ""
 
 
 # How Open WebUI keeps a reasoning model's thinking in the reply's text: a block before the answer,
