@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 import zipfile
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -378,6 +379,39 @@ def test_a_damaged_zip_fails_with_the_reason(owner):
     job = import_now(owner, bytes(damaged), name="export.zip")
 
     assert job.status == "failed" and "looks like a ZIP archive but cannot be read" in job.error
+
+
+def _name_not_utf8(damaged: bytearray) -> None:
+    directory = damaged.find(b"PK\x01\x02")
+    damaged[directory + 9] |= 0x08  # general purpose flag bit 11: the name is UTF-8
+    name_at = damaged.find(b"conversations.json", directory)
+    damaged[name_at:name_at + 2] = b"\xff\xfe"
+
+
+def _directory_past_its_place(damaged: bytearray) -> None:
+    end = damaged.rfind(b"PK\x05\x06")  # the end record's offset of the central directory, 1000 too far
+    struct.pack_into("<I", damaged, end + 16, struct.unpack_from("<I", damaged, end + 16)[0] + 1000)
+
+
+def _name_of_no_length(damaged: bytearray) -> None:
+    directory = damaged.find(b"PK\x01\x02")
+    length = struct.unpack_from("<H", damaged, directory + 28)[0]
+    struct.pack_into("<HHH", damaged, directory + 28, 0, 0, length)  # the name's bytes read as a comment
+
+
+@pytest.mark.parametrize("damage", [_name_not_utf8, _directory_past_its_place, _name_of_no_length])
+def test_a_zip_damaged_in_its_directory_fails_with_the_reason(owner, damage):
+    """Damage zipfile reports as ValueError, UnicodeDecodeError or IndexError, not BadZipFile: the import
+    said "Internal error while importing (ValueError)" (the task crashed and was logged as one)."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("conversations.json", json.dumps([chatgpt_conversation(0, messages=2)]))
+    damaged = bytearray(archive.getvalue())
+    damage(damaged)
+
+    job = import_now(owner, bytes(damaged), name="export.zip")
+
+    assert job.status == "failed" and "looks like a ZIP archive but cannot be read" in job.error, job.error
 
 
 def test_a_number_longer_than_python_reads_fails_the_file_with_the_reason(owner):

@@ -57,9 +57,11 @@ def _zip_member(data: bytes, *, max_bytes: int) -> bytes:
                     f"it holds: {listed}."
                 )
             return _member_read(archive, candidates[0], max_bytes=max_bytes)
-    # zlib.error and EOFError: a damaged or cut-off member, found while it is inflated.
+    # zlib.error and EOFError: a damaged or cut-off member, found while it is inflated. ValueError (with
+    # UnicodeDecodeError) and IndexError: a damaged directory (an offset before the file's start, a name the
+    # directory marks UTF-8 that is not, a name of no length), which zipfile does not report as BadZipFile.
     except (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError, OSError, zlib.error,
-            EOFError) as exc:
+            EOFError, ValueError, IndexError) as exc:
         raise ImportFileError(f"The file looks like a ZIP archive but cannot be read ({exc}).") from None
 
 
