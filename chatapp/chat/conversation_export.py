@@ -252,11 +252,13 @@ def _one_line(text: str) -> str:
 
 
 _COMMONMARK = MarkdownIt("commonmark")
+# A line's start as CommonMark reads it: after \n, \r\n or a lone \r (re's MULTILINE ^ knows only \n).
+_LINE_START = r"(?:^|(?<=\r))"
 # A line that may open an HTML block (at most three spaces in), which runs on past a blank line.
-_HTML_START = re.compile(r"^ {0,3}<", re.MULTILINE)
+_HTML_START = re.compile(_LINE_START + r" {0,3}<", re.MULTILINE)
 # An indented fence line: whether it opens or closes depends on indentation rules (at most three spaces
 # in, counted from a list item's content; a tab is four columns) that `_fences_closed` does not follow.
-_INDENTED_FENCE = re.compile(r"^[ \t]+(?:`{3,}|~{3,})", re.MULTILINE)
+_INDENTED_FENCE = re.compile(_LINE_START + r"[ \t]+(?:`{3,}|~{3,})", re.MULTILINE)
 _PROBE = "\n\n### end\n"
 
 

@@ -48,7 +48,7 @@ from chatapp.chat.body_limit import import_too_large_words
 from chatapp.chat.import_models import ImportedConversation, ImportJob
 from chatapp.chat.import_writing import ModelChoice, conversation_import
 from chatapp.chat.imports import ConversationError, ConversationRecord, ImportFileError, document_open
-from chatapp.chat.imports.records import record_fingerprint, where
+from chatapp.chat.imports.records import record_fingerprint, record_fingerprint_shown_branch, where
 from chatapp.chat.size_limits import TooLarge
 from chatapp.chat.textsafe import text_storable
 
@@ -251,7 +251,9 @@ class _Import:
 
     def _store(self, *, index: int, record: ConversationRecord) -> None:
         fingerprint = record_fingerprint(record)
-        if self._imported_before(fingerprint):
+        # Chats imported before the shown branch was left out of the fingerprint are found by the earlier one.
+        fingerprints = (fingerprint, record_fingerprint_shown_branch(record))
+        if self._imported_before(fingerprints):
             self._duplicate()
             return
         try:
@@ -270,7 +272,7 @@ class _Import:
         except DatabaseError as exc:
             # The same conversation stored meanwhile by another import of this owner (the unique
             # fingerprint), or a value the database refuses (a check, a range): rolled back either way.
-            if isinstance(exc, IntegrityError) and self._imported_before(fingerprint):
+            if isinstance(exc, IntegrityError) and self._imported_before(fingerprints):
                 self._duplicate()
             else:
                 self._refused(index=index, record=record, exc=exc)
@@ -282,8 +284,8 @@ class _Import:
         self._fenced(done=F("done") + 1, duplicates=F("duplicates") + 1)
         self.duplicates += 1
 
-    def _imported_before(self, fingerprint: str) -> bool:
-        return ImportedConversation.objects.filter(owner=self.job.owner, fingerprint=fingerprint).exists()
+    def _imported_before(self, fingerprints: tuple[str, ...]) -> bool:
+        return ImportedConversation.objects.filter(owner=self.job.owner, fingerprint__in=fingerprints).exists()
 
     def _refused(self, *, index: int, record: ConversationRecord, exc: DatabaseError) -> None:
         logger.warning("import job %s: conversation %s refused by the database: %s", self.job.pk, index, exc)

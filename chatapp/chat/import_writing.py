@@ -174,12 +174,15 @@ def _message_rows(
 ) -> tuple[list[Message], list[tuple[datetime, datetime]]]:
     """Unsaved rows and their (created_at, updated_at); a message with no date takes the one before."""
     limit = max(settings.MAX_MESSAGE_CHARS, settings.MAX_REPLY_CHARS)
+    cut_mark = reply_cut_note()
     rows: list[Message] = []
     dates: list[tuple[datetime, datetime]] = []
     previous = started
     for number, message in enumerate(record.messages, 1):
         content = text_storable(message.content)
-        if len(content) > limit:
+        # A reply cut at MAX_REPLY_CHARS is stored with its mark after the cut: the mark is not counted,
+        # or the export of such a reply (an exact round trip) would be refused here.
+        if len(content.removesuffix(cut_mark)) > limit:
             raise ConversationError(
                 f"{label}: message {number} is {len(content):,} characters long; the limit is {limit:,}"
             )

@@ -60,6 +60,9 @@ def cluster_edge(text: str, at: int, *, forward: bool) -> int:
 
 # A fence line: its indentation, its run of ``` or ~~~, the rest (the opener's info string).
 _FENCE_LINE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
+# CommonMark's line endings. str.splitlines also ends a line at a form feed, U+2028 and other
+# separators, which Markdown reads as text: a ``` after one would be taken for the fence's end.
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 def fence_left_open(text: str) -> tuple[str, str] | None:
@@ -67,13 +70,14 @@ def fence_left_open(text: str) -> tuple[str, str] | None:
     item's too); None when every fence closes. A fence closes on a run of its own character at least
     as long as the opener's (CommonMark's rule); a backtick opener's info string holds no backtick."""
     open_run, indent = "", ""
-    for line in text.splitlines():
+    for line in _LINE_END.split(text):
         found = _FENCE_LINE.match(line)
         if found is None:
             continue
         lead, run, rest = found.groups()
         if open_run:
-            if run[0] == open_run[0] and len(run) >= len(open_run) and not rest.strip():
+            # Only spaces and tabs may follow a closing run (str.strip would also take a no-break space).
+            if run[0] == open_run[0] and len(run) >= len(open_run) and not rest.strip(" \t"):
                 open_run = ""
         elif not (run[0] == "`" and "`" in rest):
             open_run, indent = run, lead

@@ -365,6 +365,16 @@ def test_a_user_message_is_not_read_as_markup_that_hides_the_rest(api, user):
     "```\ncode\n\t```",
     # ...and a fence opened in a list item ends with the item, so a ``` at the margin opens another.
     "1. Install it:\n\n   ```bash\n   pip install x\n```\nmore",
+    # Python's splitlines ends a line at a form feed (pasted from a PDF) or U+2028; CommonMark does not,
+    # so the ``` after one is text on the code's line, not the fence's end.
+    "```\npage one\x0c```",
+    "```js\nlet s = 'a\u2028```",
+    # A lone CR ends a line for CommonMark too: the HTML block and the indented fence after one count.
+    "Old Mac text\r<!-- a comment left open",
+    "1. Install it:\r\r   ```bash\r   pip install x\r```\rmore",
+    # Only spaces and tabs may follow a closing fence: one with a no-break space after it (pasted from a
+    # web page) closes nothing.
+    "```\ncode\n```\u00a0",
 ])
 def test_no_message_text_takes_the_next_message_in(api, user, text):
     c = Conversation.objects.create(owner=user, title="Edges")

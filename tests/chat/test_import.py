@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 import zipfile
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -157,6 +158,65 @@ def test_a_zip_as_chatgpt_exports_it_is_read(owner):
         archive.writestr("conversations.json", file_bytes("chatgpt_branch.json"))
     job = import_now(owner, buffer.getvalue(), name="export.zip")
     assert (job.status, len(job.conversation_ids)) == ("done", 2)
+
+
+def test_a_zip_whose_conversations_are_split_in_numbered_files_is_read_whole(owner):
+    """ChatGPT's exports since early 2026 split the chats into conversations-000.json, -001.json, … beside
+    other JSON files (export_manifest.json, user.json): every part is imported, in order."""
+    chats = [chatgpt_conversation(i, messages=2) for i in range(5)]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("chat.html", "<html></html>")
+        archive.writestr("conversations-001.json", json.dumps(chats[3:], indent=1))
+        archive.writestr("conversations-000.json", "\ufeff" + json.dumps(chats[:3]) + "\n")
+        archive.writestr("conversations-002.json", "[ ]")
+        archive.writestr("export_manifest.json", json.dumps({"files": 3}))
+        archive.writestr("user.json", json.dumps({"id": "user-1"}))
+    job = import_now(owner, buffer.getvalue(), name="export.zip")
+    assert (job.status, job.error, job.total, job.skipped) == ("done", "", 5, [])
+    titles = [Conversation.objects.get(pk=pk).title for pk in job.conversation_ids]
+    assert titles == [f"Chat {i}" for i in range(5)]
+
+
+def test_a_split_part_that_is_not_a_list_fails_the_file_naming_it(owner):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("conversations-000.json", json.dumps([chatgpt_conversation(0, messages=2)]))
+        archive.writestr("conversations-001.json", json.dumps({"mapping": {}}))
+    job = import_now(owner, buffer.getvalue(), name="export.zip")
+    assert job.status == "failed" and "conversations-001.json" in job.error and "not a list" in job.error
+    assert not Conversation.objects.filter(owner=owner).exists()
+
+
+def test_split_parts_larger_than_the_limit_together_fail_the_file(owner, settings):
+    settings.IMPORT_MAX_BYTES = 100_000
+    part = json.dumps([chatgpt_conversation(0, messages=1, text="word " * 12_000)])  # 60 kB each: one fits
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("conversations-000.json", part)
+        archive.writestr("conversations-001.json", part)
+    job = import_now(owner, buffer.getvalue(), name="export.zip")
+    assert job.status == "failed" and "more than 0.1 MB unpacked together" in job.error, job.error
+
+
+def test_a_chatgpt_voice_chat_reads_as_its_transcripts_not_as_pictures(owner):
+    """A voice conversation's messages hold the recording beside its transcription: the recording is not
+    a picture ("[image]"), nor a part type to show ("[real_time_user_audio_video_asset_pointer]"); the
+    transcription is the message, and a recording without one says it was audio."""
+    chat = chatgpt_conversation(0, messages=3)
+    recording = {"content_type": "audio_asset_pointer", "asset_pointer": "sediment://file_1", "format": "wav"}
+    parts = [
+        [{"content_type": "real_time_user_audio_video_asset_pointer", "audio_asset_pointer": recording,
+          "frames_asset_pointers": [], "video_container_asset_pointer": None},
+         {"content_type": "audio_transcription", "text": "Will it rain in Porto?", "direction": "in"}],
+        [{"content_type": "audio_transcription", "text": "Not before Sunday.", "direction": "out"}, recording],
+        [recording],
+    ]
+    for n, node_parts in enumerate(parts):
+        chat["mapping"][f"n{n}"]["message"]["content"] = {"content_type": "multimodal_text", "parts": node_parts}
+    job = import_now(owner, json.dumps([chat]).encode())
+    rows = _messages(Conversation.objects.get(pk=job.conversation_ids[0]))
+    assert [m.content for m in rows] == ["Will it rain in Porto?", "Not before Sunday.", "[audio]"]
 
 
 # --- our own format: the round trip -------------------------------------------------------------------
@@ -319,6 +379,39 @@ def test_a_damaged_zip_fails_with_the_reason(owner):
     job = import_now(owner, bytes(damaged), name="export.zip")
 
     assert job.status == "failed" and "looks like a ZIP archive but cannot be read" in job.error
+
+
+def _name_not_utf8(damaged: bytearray) -> None:
+    directory = damaged.find(b"PK\x01\x02")
+    damaged[directory + 9] |= 0x08  # general purpose flag bit 11: the name is UTF-8
+    name_at = damaged.find(b"conversations.json", directory)
+    damaged[name_at:name_at + 2] = b"\xff\xfe"
+
+
+def _directory_past_its_place(damaged: bytearray) -> None:
+    end = damaged.rfind(b"PK\x05\x06")  # the end record's offset of the central directory, 1000 too far
+    struct.pack_into("<I", damaged, end + 16, struct.unpack_from("<I", damaged, end + 16)[0] + 1000)
+
+
+def _name_of_no_length(damaged: bytearray) -> None:
+    directory = damaged.find(b"PK\x01\x02")
+    length = struct.unpack_from("<H", damaged, directory + 28)[0]
+    struct.pack_into("<HHH", damaged, directory + 28, 0, 0, length)  # the name's bytes read as a comment
+
+
+@pytest.mark.parametrize("damage", [_name_not_utf8, _directory_past_its_place, _name_of_no_length])
+def test_a_zip_damaged_in_its_directory_fails_with_the_reason(owner, damage):
+    """Damage zipfile reports as ValueError, UnicodeDecodeError or IndexError, not BadZipFile: the import
+    said "Internal error while importing (ValueError)" (the task crashed and was logged as one)."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("conversations.json", json.dumps([chatgpt_conversation(0, messages=2)]))
+    damaged = bytearray(archive.getvalue())
+    damage(damaged)
+
+    job = import_now(owner, bytes(damaged), name="export.zip")
+
+    assert job.status == "failed" and "looks like a ZIP archive but cannot be read" in job.error, job.error
 
 
 def test_a_number_longer_than_python_reads_fails_the_file_with_the_reason(owner):

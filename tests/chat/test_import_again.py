@@ -14,10 +14,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from chatapp.chat import import_services
+from chatapp.chat.import_models import ImportedConversation
 from chatapp.chat.imports import ConversationRecord, MessageRecord, chatgpt
-from chatapp.chat.imports.records import record_fingerprint
+from chatapp.chat.imports.records import record_fingerprint, record_fingerprint_shown_branch
 from chatapp.chat.models import Conversation, Message
-from tests.chat.importkit import chatgpt_conversation, import_now
+from tests.chat.importkit import chatgpt_conversation, file_bytes, import_now
 
 pytestmark = pytest.mark.django_db
 
@@ -82,6 +83,29 @@ def test_another_owner_imports_the_same_file_as_their_own(owner):
     job = import_now(other, data)
     assert _counts(job) == (1, 0, 0, 1)
     assert Conversation.objects.filter(owner=other).count() == 1
+
+
+def test_a_chat_whose_shown_branch_was_switched_in_chatgpt_is_imported_before(owner):
+    """Looking at another version of a regenerated answer in ChatGPT moves the export's current_node
+    and nothing else: no message was added, so the chat is the one imported before, not a new copy."""
+    chats = json.loads(file_bytes("chatgpt_branch.json"))
+    first = import_now(owner, _file(chats))
+    leaves = [key for key, node in chats[0]["mapping"].items() if not node["children"]]
+    switched = deepcopy(chats)
+    switched[0]["current_node"] = next(key for key in leaves if key != chats[0]["current_node"])
+    job = import_now(owner, _file(switched))
+    assert (_counts(first), _counts(job)) == ((2, 0, 0, 2), (0, 2, 0, 2))
+
+
+def test_a_chat_imported_under_the_earlier_fingerprint_is_still_recognised(owner):
+    """Imports stored before the fingerprint left the shown branch out hold the earlier one: the same
+    file imported again after the upgrade adds nothing."""
+    data = _file(json.loads(file_bytes("chatgpt_branch.json")))
+    import_now(owner, data)
+    for row, chat in zip(ImportedConversation.objects.order_by("id"), json.loads(data), strict=True):
+        row.fingerprint = record_fingerprint_shown_branch(chatgpt.conversation_parse(chat, index=0))
+        row.save(update_fields=["fingerprint"])
+    assert _counts(import_now(owner, data)) == (0, 2, 0, 2)
 
 
 def test_two_identical_chats_in_one_file_are_one_chat(owner):

@@ -129,3 +129,45 @@ def test_an_answer_after_an_open_webui_reasoning_block_keeps_its_first_line_s_in
     reply = Conversation.objects.get(pk=job.conversation_ids[0]).messages.get(role="assistant")
     assert (reply.content, reply.reasoning) == ("    for bike in shed:\n        print(bike)\n\nThat is all.",
                                                 "Show the loop.")
+
+
+def test_an_open_webui_reply_kept_in_its_structured_output_is_imported_not_dropped(owner):
+    """Open WebUI 0.10 keeps a reply as Responses-style items in `output` (its page shows their text
+    before `content`, which that version stored empty): the reply was dropped as a message with no
+    text, and the question after it followed the question before. Its answer and its reasoning come
+    from those items, as Open WebUI shows them."""
+    chat = _openwebui_chat("Structured")
+    history = chat["chat"]["history"]["messages"]
+    history["a1"]["content"] = ""
+    history["a1"]["output"] = [
+        {"type": "reasoning", "id": "rs_1", "status": "completed",
+         "summary": [{"type": "summary_text", "text": "They greet me in French."}]},
+        {"type": "function_call", "call_id": "c1", "name": "clock", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "9:00"}]},
+        {"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Bonjour ! "}, {"type": "output_text", "text": "Ça va ?"}]},
+        {"type": "message", "id": "m2", "content": [{"type": "output_text", "text": "Il est 9 h."}]},
+    ]
+
+    job = import_now(owner, json.dumps([chat]).encode())
+
+    assert (job.status, job.skipped, job.omitted) == ("done", [], {})
+    reply = Conversation.objects.get(pk=job.conversation_ids[0]).messages.get(role="assistant")
+    assert (reply.content, reply.reasoning) == ("Bonjour ! Ça va ?\nIl est 9 h.", "They greet me in French.")
+
+
+def test_an_open_webui_reply_that_failed_is_kept_failed_with_its_error(owner):
+    """Open WebUI shows a failed reply with its error (`error: {"content": ...}`, the text empty): it was
+    dropped as a message with no text, the question left unanswered with no trace; it is kept as a
+    failed reply here, never sent to the model, as failed replies are."""
+    failed = _openwebui_chat("Failed")
+    reply = failed["chat"]["history"]["messages"]["a1"]
+    reply["content"], reply["error"] = "", {"content": "Ollama: model 'llama9' not found"}
+
+    job = import_now(owner, json.dumps([failed]).encode())
+
+    assert (job.status, job.omitted) == ("done", {})
+    conversation = Conversation.objects.get(pk=job.conversation_ids[0])
+    row = conversation.messages.get(role="assistant")
+    assert (row.status, row.error, row.content) == ("error", "Ollama: model 'llama9' not found", "")
+    assert conversation.live_message_count == 1  # the question only: a failed reply is not sent

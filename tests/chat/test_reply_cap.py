@@ -3,6 +3,8 @@ cache holds a bounded number of characters whatever the replies."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from chatapp.chat import rendering
@@ -41,3 +43,21 @@ def test_the_render_cache_is_bounded_by_characters_not_entries():
     big = "y" * 5_000
     cache.put(big, big)
     assert cache.get(big) is None  # larger than an item may be: rendered each time, never held
+
+
+def test_a_reply_cut_at_the_cap_comes_back_whole_from_its_export(user, fake_openai, settings):
+    # The stored reply is the cap's characters and the mark after them: longer than the cap, as every
+    # reply cut there is, and the JSON export is an exact round trip (README, Import).
+    from tests.chat.importkit import export_document, import_now
+
+    settings.MAX_MESSAGE_CHARS = settings.MAX_REPLY_CHARS = 60
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url))
+    send(user, conversation, "Tell me everything, at length, please, with many words")
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert reply.content.endswith(reply_cut_note())
+
+    job = import_now(user, json.dumps(export_document(conversation)).encode())
+
+    assert (job.status, job.skipped, len(job.conversation_ids)) == ("done", [], 1)
+    copy = Message.objects.get(conversation_id=job.conversation_ids[0], role="assistant")
+    assert copy.content == reply.content

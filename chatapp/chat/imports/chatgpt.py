@@ -8,7 +8,8 @@ answer's siblings) is stored off it, as a branch the chat's `< n/m >` switches t
 counted: tool messages (browsing results, code output: this app has no tool role), hidden messages
 with text (ChatGPT's custom-instruction context), and user or assistant messages with no text; their
 children hang from the nearest stored message above them. Empty system messages (every tree's root)
-are skipped silently. Text parts are joined; a part that is not text (an image) becomes "[image]".
+are skipped silently. Text parts are joined; a part that is not text (an image) becomes "[image]"; a
+voice message is its transcription (its recording "[audio]" only when it has none).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from . import records
 
 # ChatGPT's roles: this app's, and a tool's (left out and counted).
 _ROLES = (*records.ROLES, "tool")
+# What a voice recording without a transcription reads as (a picture reads "[image]").
+_AUDIO = "[audio]"
 
 
 def is_conversation(value: Any) -> bool:
@@ -89,7 +92,11 @@ def _content_text(content: Any, *, what: str) -> str:
         return ""
     parts = records.object_of(content, what=f"{what}'s content").get("parts")
     if isinstance(parts, list):
-        return "\n".join(text for text in (_part_text(part) for part in parts) if text)
+        texts = [text for text in (_part_text(part) for part in parts) if text]
+        if any(text != _AUDIO for text in texts):
+            # A voice message's words are its transcription part: the recording beside it adds nothing.
+            texts = [text for text in texts if text != _AUDIO]
+        return "\n".join(texts)
     text = content.get("text")
     if isinstance(text, str):
         # A code message is the model's code for a tool (ChatGPT shows it as a code block).
@@ -104,6 +111,8 @@ def _part_text(part: Any) -> str:
         if isinstance(part.get("text"), str):  # an audio transcription
             return str(part["text"])
         kind = str(part.get("content_type") or "")
+        if "audio" in kind or "video" in kind:  # a voice message's recording (also with the camera on)
+            return _AUDIO
         if "image" in kind or "asset_pointer" in part:
             return "[image]"
         return f"[{kind or 'attachment'}]"

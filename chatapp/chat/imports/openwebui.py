@@ -2,16 +2,18 @@
 messages, history: {messages: {id: {role, content, timestamp, parentId, childrenIds}}, currentId}},
 created_at, updated_at}`.
 
-`history` is the tree (edits and regenerations branch it) and `currentId` the message the chat
-shows last: the whole tree is imported (`records.tree_records`), the path up from `currentId` (else
-from the newest leaf) as the active path and every other branch off it, as a branch the chat
-switches to. Without a history, `chat.messages` (the visible list) is imported as it is. Timestamps are Unix
-seconds, in some versions milliseconds (told apart by size). A message of attachments only (a
-picture sent alone) says what they were ("[image]", "[file: name]"); other messages with no text (a
-failed reply) are counted in `omitted["empty_messages"]`. The chat's own system prompt (`chat.params.system`,
-set in its Chat Controls) is the imported chat's: Open WebUI sends it before the messages. A reply's
-reasoning block (`<details type="reasoning">` before its answer; `<think>…</think>` in older versions)
-is its thinking (Message.reasoning).
+`history` is the tree (edits and regenerations branch it) and `currentId` the message the chat shows
+last: the whole tree is imported (`records.tree_records`), the path up from `currentId` (else from the
+newest leaf) as the active path and every other branch off it, as a branch the chat switches to. Without
+a history, `chat.messages` (the visible list) is imported as it is. Timestamps are Unix seconds, in some
+versions milliseconds (told apart by size). A message of attachments only (a picture sent alone) says
+what they were ("[image]", "[file: name]"); other messages with no text (a reply stopped before its
+first word) are counted in `omitted["empty_messages"]`. The chat's own system prompt
+(`chat.params.system`, set in its Chat Controls) is the imported chat's: Open WebUI sends it before the
+messages. A reply's reasoning block (`<details type="reasoning">` before its answer; `<think>…</think>`
+in older versions) is its thinking (Message.reasoning). A reply with no text in `content` is read from
+its `output` items (Open WebUI 0.10's structured reply: `message` items the answer, `reasoning` items
+the thinking). A reply that failed (`error: {"content": ...}`) is kept failed, with its error.
 """
 
 from __future__ import annotations
@@ -90,10 +92,16 @@ def _message(node: Any, *, what: str, omitted: Counter[str]) -> records.MessageR
     role = records.role_of(records.object_of(node, what=what).get("role"), what=what)
     text = _content_text(node.get("content"), what=what)
     thinking, text = _thinking_lifted(text) if role == "assistant" else ("", text)
+    if role == "assistant" and not text.strip():
+        # Open WebUI 0.10 keeps a reply as items in `output`, which its page shows before `content`;
+        # some of its versions stored `content` empty: the reply would be dropped as one with no text.
+        output_thinking, output_text = _output_read(node.get("output"))
+        text, thinking = output_text or text, thinking or output_thinking
     if not text.strip() and not thinking:
         # A picture or a file sent alone has no text: dropped, its answer would answer nothing.
         text = _attachments_text(node.get("files"))
-    if not text.strip() and not thinking:
+    failure = _failure(node.get("error")) if role == "assistant" else ""
+    if not text.strip() and not thinking and not failure:
         omitted["empty_messages"] += 1
         return None
     record = records.other_app_message(
@@ -102,7 +110,16 @@ def _message(node: Any, *, what: str, omitted: Counter[str]) -> records.MessageR
     )
     if thinking:
         record.extra["reasoning"] = thinking
+    if failure:
+        # Shown with its error, as Open WebUI shows it, and never sent to the model, as a failed reply here.
+        record.status, record.extra["error"] = "error", failure
     return record
+
+
+def _failure(error: Any) -> str:
+    """The error a reply failed with, as Open WebUI keeps it (`error: {"content": "..."}`); "" if none."""
+    content = error.get("content") if isinstance(error, dict) else None
+    return content if isinstance(content, str) and content.strip() else ""
 
 
 # How Open WebUI keeps a reasoning model's thinking in the reply's text: a block before the answer,
@@ -127,6 +144,29 @@ def _thinking_lifted(text: str) -> tuple[str, str]:
         thinking, answer = think_split(text)
         return (thinking.strip(), answer) if thinking.strip() else ("", text)
     return "\n\n".join(t.strip() for t in thoughts if t.strip()), blank_lines_off(text)
+
+
+def _output_read(output: Any) -> tuple[str, str]:
+    """(thinking, answer) of a reply's `output` items (Responses-style), read as Open WebUI's page reads
+    them: the answer is the text of its `message` items, a line each; the thinking, its `reasoning`
+    items' summary (else their content)."""
+    thoughts, answers = [], []
+    for item in output if isinstance(output, list) else []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message":
+            answers.append(_parts_text(item.get("content")))
+        elif item.get("type") == "reasoning":
+            summary = item.get("summary")
+            thoughts.append(_parts_text(item.get("content") if summary is None else summary).strip())
+    return "\n\n".join(t for t in thoughts if t), "\n".join(a for a in answers if a.strip())
+
+
+def _parts_text(parts: Any) -> str:
+    """The text of an output item's parts ([{"type": "output_text", "text": ...}, ...]), joined."""
+    if not isinstance(parts, list):
+        return ""
+    return "".join(part["text"] for part in parts if isinstance(part, dict) and isinstance(part.get("text"), str))
 
 
 def _content_text(content: Any, *, what: str) -> str:

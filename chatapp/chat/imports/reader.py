@@ -8,7 +8,8 @@ item larger than that), parsing one item of the top-level array at a time with t
 of one conversation) is one item.
 
 It also takes what people actually upload: ChatGPT's export as downloaded (a ZIP holding
-conversations.json), a UTF-8 byte order mark. Errors say what is wrong in words, with a line number.
+conversations.json, or since early 2026 its numbered parts, joined into one list), a UTF-8 byte
+order mark. Errors say what is wrong in words, with a line number.
 """
 
 from __future__ import annotations
@@ -44,7 +45,10 @@ def _zip_member(data: bytes, *, max_bytes: int) -> bytes:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = [i for i in archive.infolist() if not i.is_dir()]
-            named = [i for i in members if i.filename.rsplit("/", 1)[-1] == "conversations.json"]
+            named = [i for i in members if _base_name(i) == "conversations.json"]
+            parts = sorted((i for i in members if _PART.fullmatch(_base_name(i))), key=_part_number)
+            if parts and not named:
+                return _parts_joined(archive, parts, max_bytes=max_bytes)
             candidates = named or [i for i in members if i.filename.lower().endswith(".json")]
             if len(candidates) != 1:
                 listed = ", ".join(i.filename for i in members[:10]) or "nothing"
@@ -52,19 +56,61 @@ def _zip_member(data: bytes, *, max_bytes: int) -> bytes:
                     "The ZIP archive has no conversations.json (nor a single JSON file) to import; "
                     f"it holds: {listed}."
                 )
-            member = candidates[0]
-            # The size in the directory may lie (a crafted archive): the read is bounded too.
-            if member.file_size > max_bytes:
-                raise ImportFileError(_too_large(member.filename, member.file_size, max_bytes))
-            with archive.open(member) as handle:
-                content = handle.read(max_bytes + 1)
-            if len(content) > max_bytes:
-                raise ImportFileError(_too_large(member.filename, len(content), max_bytes))
-            return content
-    # zlib.error and EOFError: a damaged or cut-off member, found while it is inflated.
+            return _member_read(archive, candidates[0], max_bytes=max_bytes)
+    # zlib.error and EOFError: a damaged or cut-off member, found while it is inflated. ValueError (with
+    # UnicodeDecodeError) and IndexError: a damaged directory (an offset before the file's start, a name the
+    # directory marks UTF-8 that is not, a name of no length), which zipfile does not report as BadZipFile.
     except (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError, OSError, zlib.error,
-            EOFError) as exc:
+            EOFError, ValueError, IndexError) as exc:
         raise ImportFileError(f"The file looks like a ZIP archive but cannot be read ({exc}).") from None
+
+
+# ChatGPT's exports since early 2026 split the chats into numbered parts (conversations-000.json, -001.json,
+# …), each a list of conversations, beside other JSON files (export_manifest.json, user.json).
+_PART = re.compile(r"conversations-(\d{1,9})\.json")
+_JSON_SPACE = b" \t\r\n"
+
+
+def _base_name(member: zipfile.ZipInfo) -> str:
+    return member.filename.rsplit("/", 1)[-1]
+
+
+def _part_number(member: zipfile.ZipInfo) -> int:
+    found = _PART.fullmatch(_base_name(member))
+    return int(found.group(1)) if found else 0
+
+
+def _member_read(archive: zipfile.ZipFile, member: zipfile.ZipInfo, *, max_bytes: int) -> bytes:
+    # The size in the directory may lie (a crafted archive): the read is bounded too.
+    if member.file_size > max_bytes:
+        raise ImportFileError(_too_large(member.filename, member.file_size, max_bytes))
+    with archive.open(member) as handle:
+        content = handle.read(max_bytes + 1)
+    if len(content) > max_bytes:
+        raise ImportFileError(_too_large(member.filename, len(content), max_bytes))
+    return content
+
+
+def _parts_joined(archive: zipfile.ZipFile, parts: list[zipfile.ZipInfo], *, max_bytes: int) -> bytes:
+    """The numbered parts' conversations as one JSON list, in the parts' order, within `max_bytes` in all."""
+    items: list[bytes] = []
+    room = max_bytes
+    for member in parts:
+        try:
+            content = _member_read(archive, member, max_bytes=room)
+        except ImportFileError:
+            raise ImportFileError(
+                f"The archive's conversations-NNN.json files are more than {max_bytes / 1e6:,.1f} MB unpacked "
+                "together, the limit."
+            ) from None
+        room -= len(content)
+        body = content.removeprefix(_BOM).strip(_JSON_SPACE)
+        if not (body.startswith(b"[") and body.endswith(b"]")):
+            raise ImportFileError(f"{member.filename} in the archive is not a list of conversations.")
+        inner = body[1:-1].strip(_JSON_SPACE)
+        if inner:  # a part may be an empty list
+            items.append(inner)
+    return b"[" + b",".join(items) + b"]"
 
 
 def _too_large(name: str, size: int, limit: int) -> str:

@@ -86,13 +86,27 @@ class ConversationRecord:
 
 def record_fingerprint(record: ConversationRecord) -> str:
     """What makes two imported conversations the same one: the source's id for it, its start, system
-    prompt and messages (roles, kinds, texts, dates, branches), not its title, which a person renames.
+    prompt and messages (roles, kinds, texts, dates, the tree they make), not its title, which a person
+    renames, nor which branch it showed: looking at another version of an answer there adds nothing.
     A later export of the same chat (ChatGPT's hold every chat each time) gives the same fingerprint
     and is not imported again; a chat continued since gives another and is imported as a new chat,
     so nothing in the file is lost. Two chats with neither an id nor a date that say the same words
     would be one: their titles tell them apart. SHA-256 of a canonical JSON, 64 hex digits."""
+    # A source with a tree says where each message hangs (its parent's id); one without (a plain list,
+    # where a replaced reply is marked off the path) says it by the mark.
+    tree = any("parent" in m.links for m in record.messages)
+    return _fingerprint(record, place=lambda m: m.links.get("parent") if tree else m.superseded)
+
+
+def record_fingerprint_shown_branch(record: ConversationRecord) -> str:
+    """The fingerprint imports stored before the shown branch was left out of it (each message with
+    whether it was off the shown path): still looked for, so a chat imported then is not imported again."""
+    return _fingerprint(record, place=lambda m: m.superseded)
+
+
+def _fingerprint(record: ConversationRecord, *, place: Callable[[MessageRecord], Any]) -> str:
     messages = [
-        [m.role, m.kind, m.status, m.content, m.superseded, m.created_at.isoformat() if m.created_at else None]
+        [m.role, m.kind, m.status, m.content, place(m), m.created_at.isoformat() if m.created_at else None]
         for m in record.messages
     ]
     started = record.created_at.isoformat() if record.created_at else None
