@@ -40,7 +40,8 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import Resolver404, resolve
 from django.utils.decorators import async_only_middleware, sync_only_middleware
 
-from chatapp.chat.body_limit import BodyGuard, BodyTooLarge, body_refuse
+from chatapp.chat.body_limit import BodyGuard, BodyTooLarge, body_refuse, sender_signed_in
+from chatapp.chat.dbconn import db_short
 from chatapp.chat.lifespan import lifespan_serve
 from chatapp.chat.request_threads import request_thread_give, request_thread_take
 
@@ -135,6 +136,8 @@ class SyncStackASGIHandler(ASGIHandler):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         guard = BodyGuard(scope)
+        if guard.may_import(scope):
+            guard.signed_in = await db_short(sender_signed_in)(scope)
         try:
             guard.announced(scope)
         except BodyTooLarge as exc:  # refused before a byte of it is read

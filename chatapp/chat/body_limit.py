@@ -6,17 +6,24 @@ handler) refuse a body only once all of it is on disk: anyone, signed in or not,
 server write gigabytes. Here a body is refused with a 413 as soon as its announced length, or the
 bytes received, pass the largest any endpoint takes: the import's file (settings.IMPORT_MAX_BYTES and
 its multipart framing) on the import endpoint, DATA_UPLOAD_MAX_MEMORY_SIZE everywhere else (what
-Django refuses there anyway, only later).
+Django refuses there anyway, only later). The import's larger limit is only for a sender who is signed
+in (a valid API token or session, `sender_signed_in`, looked up before the body is read): anyone else
+is answered 401 unread, where the view would have answered it once the whole file was on disk.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
+from http.cookies import CookieError, SimpleCookie
+from importlib import import_module
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
 from django.conf import settings
-from django.urls import Resolver404, resolve
+from django.contrib.auth import get_user
+from django.urls import Resolver404, resolve, reverse
 
 # Room for the multipart framing around an import's file (boundaries, part headers, a filename).
 MULTIPART_SLACK = 64 * 1024
@@ -51,6 +58,8 @@ class BodyGuard:
         self.path: str = scope["path"]
         self.limit: int | None = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         self.is_import = False
+        # Whether the import's sender is signed in: set (sender_signed_in) before its body is read.
+        self.signed_in = False
         self._widened = False
         self.received = 0
 
@@ -62,10 +71,16 @@ class BodyGuard:
             self._widened = True
             if _is_import(self.path):
                 self.is_import = True
-                self.limit = settings.IMPORT_MAX_BYTES + MULTIPART_SLACK
+                if self.signed_in:
+                    self.limit = settings.IMPORT_MAX_BYTES + MULTIPART_SLACK
                 if size <= self.limit:
                     return
         raise BodyTooLarge(limit=self.limit, size=size)
+
+    def may_import(self, scope: dict[str, Any]) -> bool:
+        """Whether this request is an import's upload, whose sender is then looked up first."""
+        # A string comparison: every send is a POST, and a URL resolve would be paid on each.
+        return scope.get("method") == "POST" and self.path == _import_path()
 
     def announced(self, scope: dict[str, Any]) -> None:
         for name, value in scope.get("headers", ()):
@@ -86,7 +101,10 @@ class BodyGuard:
         return counted
 
     def refusal(self, exc: BodyTooLarge) -> tuple[int, bytes, bytes]:
-        """(status, content type, body) of the 413: JSON under /api/, plain text for a page."""
+        """(status, content type, body) of the 413 (the 401 of an import whose sender is not signed in):
+        JSON under /api/, plain text for a page."""
+        if self.is_import and not self.signed_in:
+            return 401, b"application/json", orjson.dumps({"detail": NOT_SIGNED_IN_WORDS})
         if self.is_import:
             limit = settings.IMPORT_MAX_BYTES  # the file's limit, as the import view says it
             words = import_too_large_words(limit=limit, size=exc.size)
@@ -96,6 +114,38 @@ class BodyGuard:
         if self.path.startswith("/api/"):
             return 413, b"application/json", orjson.dumps({"detail": words, "limit": limit})
         return 413, b"text/plain; charset=utf-8", words.encode()
+
+
+# DRF's words for a request without credentials (what the import view answers such a request).
+NOT_SIGNED_IN_WORDS = "Authentication credentials were not provided."
+
+
+def sender_signed_in(scope: dict[str, Any]) -> bool:
+    """Whether the request carries a valid API token, or a session of an active user (the two ways the
+    API takes a user). Reads the database: called off the event loop."""
+    from chatapp.chat.api.auth import ExpiringTokenAuthentication  # the API's own check (its module needs the apps)
+
+    headers = {name.lower(): value.decode("latin-1") for name, value in scope.get("headers", ())}
+    scheme, _, key = headers.get(b"authorization", "").strip().partition(" ")
+    if scheme.lower() == "token" and key.strip():
+        try:
+            ExpiringTokenAuthentication().authenticate_credentials(key.strip())
+        except Exception:  # AuthenticationFailed: a wrong, expired or inactive user's token
+            return False
+        return True
+    try:
+        morsel = SimpleCookie(headers.get(b"cookie", "")).get(settings.SESSION_COOKIE_NAME)
+    except CookieError:
+        return False
+    if morsel is None or not morsel.value:
+        return False
+    session = import_module(settings.SESSION_ENGINE).SessionStore(morsel.value)
+    return bool(get_user(SimpleNamespace(session=session)).is_authenticated)  # type: ignore[arg-type]
+
+
+@functools.cache
+def _import_path() -> str:
+    return reverse(IMPORT_URL_NAME)
 
 
 def _is_import(path: str) -> bool:

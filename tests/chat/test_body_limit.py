@@ -11,19 +11,22 @@ import socket
 
 import httpx
 import pytest
+from django.conf import settings
 
 from chatapp.chat.admission import SyncStackASGIHandler
 from chatapp.chat.body_limit import BodyGuard, BodyTooLarge
+from tests.support.accounts import api_key_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CHUNK = 16 * 1024
 
 
-def _post(path: str, *, total: int, announce: bool, content_type: bytes = b"application/json") -> dict:
-    """POST `total` bytes of body to `path`, CHUNK at a time. Returns the status, the body answered,
-    its content type and how many body bytes the application had taken when it answered."""
-    headers = [(b"host", b"testserver"), (b"content-type", content_type)]
+def _post(path: str, *, total: int, announce: bool, content_type: bytes = b"application/json",
+          extra: tuple[tuple[bytes, bytes], ...] = ()) -> dict:
+    """POST `total` bytes of body to `path`, CHUNK at a time, with `extra` headers. Returns the status,
+    the body answered, its content type and how many body bytes the application had taken when it answered."""
+    headers = [(b"host", b"testserver"), (b"content-type", content_type), *extra]
     if announce:
         headers.append((b"content-length", str(total).encode()))
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
@@ -78,15 +81,44 @@ def test_a_body_without_a_length_is_refused_once_it_passes_the_limit(limits):
     assert json.loads(answer["body"])["detail"] == "The request body is larger than 65,536 bytes."
 
 
-def test_the_import_endpoint_takes_its_own_larger_limit(limits):
-    # Over the ordinary limit, under the import's: read whole, then the view answers (no credentials).
-    within = _post("/api/imports/", total=200 * 1024, announce=True, content_type=b"multipart/form-data; boundary=x")
-    assert within["status"] == 401
+MULTIPART = b"multipart/form-data; boundary=x"
+
+
+def test_the_import_endpoint_takes_its_own_larger_limit_from_a_signed_in_sender(limits, user):
+    token = ((b"authorization", f"Token {api_key_for(user)}".encode()),)
+    # Over the ordinary limit, under the import's: read whole, then the view answers (no file part in it).
+    within = _post("/api/imports/", total=200 * 1024, announce=True, content_type=MULTIPART, extra=token)
+    assert within["status"] == 400
     assert within["taken_at_answer"] == 200 * 1024
     # Past the import's limit and its multipart framing: refused unread, in the import's words.
-    past = _post("/api/imports/", total=2 * 1024 * 1024, announce=True, content_type=b"multipart/form-data; boundary=x")
+    past = _post("/api/imports/", total=2 * 1024 * 1024, announce=True, content_type=MULTIPART, extra=token)
     assert past["status"] == 413 and past["taken_at_answer"] == 0
     assert json.loads(past["body"]) == {"detail": "The file is 2.1 MB; the largest import is 0.3 MB.", "limit": 262144}
+
+
+def test_a_signed_in_session_takes_the_import_limit_too(limits, user, client):
+    client.force_login(user)
+    name = settings.SESSION_COOKIE_NAME
+    cookie = ((b"cookie", f"{name}={client.cookies[name].value}".encode()),)
+    answer = _post("/api/imports/", total=200 * 1024, announce=False, content_type=MULTIPART, extra=cookie)
+    assert answer["status"] == 403  # read whole; the view wants the session's CSRF token
+    assert answer["taken_at_answer"] == 200 * 1024
+
+
+@pytest.mark.parametrize("extra", [
+    (),
+    ((b"authorization", b"Token not-a-key"),),
+    ((b"cookie", b"sessionid=not-a-session"),),
+    ((b"cookie", b"\x00;;=="),),
+], ids=["nothing", "wrong token", "unknown session", "garbled cookie"])
+@pytest.mark.parametrize("announce", [True, False])
+def test_an_upload_past_the_ordinary_limit_without_a_sign_in_is_refused_unread(limits, extra, announce):
+    # Anyone could otherwise have the server write IMPORT_MAX_BYTES (200 MB) to disk per request
+    # before the view said 401.
+    answer = _post("/api/imports/", total=200 * 1024, announce=announce, content_type=MULTIPART, extra=extra)
+    assert answer["status"] == 401
+    assert answer["taken_at_answer"] <= (0 if announce else 64 * 1024 + CHUNK)
+    assert json.loads(answer["body"]) == {"detail": "Authentication credentials were not provided."}
 
 
 def test_a_length_of_thousands_of_digits_is_refused_not_a_500(limits):
