@@ -8,7 +8,8 @@ download holds no pooled connection, and memory stays at one page whatever the h
 server-side cursor (`aiterator`) would hold one connection for the whole download instead.
 
 What is exported is fixed when the export starts: every message up to the newest at that moment
-(a reply still streaming then is exported with status "streaming" and its text so far).
+(a reply still streaming then is exported with status "streaming" and its text so far). A chat
+deleted before its last page was read fails the download (ExportGoneError) instead.
 
 JSON (`{"format": "longchat.conversation", "version": 1, ...}`): the conversation (title, dates, the
 model config's name and model — never its key or address — the preference its latest turn used, the
@@ -164,6 +165,11 @@ _read_head = db_short(_conversation_head)
 _read_page = db_short(_message_page)
 
 
+class ExportGoneError(Exception):
+    """The conversation was deleted (another tab) while its export was being read: what is left to read
+    is gone, and the download must fail rather than end as a whole document holding part of it."""
+
+
 async def _message_pages(*, conversation_id: int, through_id: int, chunk_rows: int) -> AsyncIterator[list[dict]]:
     after_id = 0
     while after_id < through_id:
@@ -171,7 +177,9 @@ async def _message_pages(*, conversation_id: int, through_id: int, chunk_rows: i
             conversation_id=conversation_id, after_id=after_id, through_id=through_id, limit=chunk_rows
         )
         if not page:
-            return
+            # Messages up to `through_id` existed when the export started and are deleted only with
+            # their conversation: closing the document here would hand over a truncated copy as whole.
+            raise ExportGoneError(conversation_id)
         yield page
         after_id = page[-1]["id"]
 
