@@ -94,6 +94,12 @@ def conversation_export_chunks(
 # --- reads ---------------------------------------------------------------------------------------------
 
 
+class ExportGoneError(Exception):
+    """The conversation was deleted (another tab) before or while its export was read: what is left to read
+    is gone, and the download must fail rather than end as a whole document holding part of it (the
+    account's export leaves out a chat deleted before its turn came)."""
+
+
 @dataclass(frozen=True)
 class _Head:
     conversation: dict[str, Any]
@@ -103,6 +109,11 @@ class _Head:
 
 
 def _conversation_head(*, conversation: Conversation) -> _Head:
+    # Read again: the caller's row may be older than the download (a page of the account's chats).
+    fresh = Conversation.objects.filter(pk=conversation.pk).first()
+    if fresh is None:
+        raise ExportGoneError(conversation.pk)
+    conversation = fresh
     config: LLMConfig | None = None
     if conversation.llm_config_id is not None:
         config = LLMConfig.objects.filter(pk=conversation.llm_config_id).first()
@@ -163,11 +174,6 @@ def _message_page(*, conversation_id: int, after_id: int, through_id: int, limit
 
 _read_head = db_short(_conversation_head)
 _read_page = db_short(_message_page)
-
-
-class ExportGoneError(Exception):
-    """The conversation was deleted (another tab) while its export was being read: what is left to read
-    is gone, and the download must fail rather than end as a whole document holding part of it."""
 
 
 async def _message_pages(*, conversation_id: int, through_id: int, chunk_rows: int) -> AsyncIterator[list[dict]]:
