@@ -36,3 +36,30 @@ def test_a_page_follows_a_reply_streaming_elsewhere(asgi_server, browser):
     assert "Writing…" not in browser.find_element(By.ID, f"m-{reply.pk}").text
     assert "about rain" in browser.find_element(By.ID, f"m-{later.pk}").text
     assert console_errors(browser) == []
+
+
+def test_a_followed_reply_whose_chat_is_deleted_elsewhere_says_so_and_frees_the_composer(asgi_server, browser):
+    """The chat deleted in the tab that streams it: this page went on showing "Writing…" with Stop (which
+    did nothing) and asked the server every 2 s for a quarter of an hour. It says the chat was deleted,
+    as the streaming tab does, and the composer is free again."""
+    base = asgi_server.url
+    _sign_up(browser, base, "tab-left-behind")
+    user = get_user_model().objects.get(username="tab-left-behind")
+    conversation = Conversation.objects.create(owner=user, title="Deleted elsewhere")
+    Message.objects.create(conversation=conversation, role="user", content="Write a haiku about tiles.")
+    reply = Message.objects.create(conversation=conversation, role="assistant", content="Blue tiles",
+                                   status=Message.Status.STREAMING)
+    browser.get(f"{base}/c/{conversation.pk}/")
+    assert "Writing…" in browser.find_element(By.ID, f"m-{reply.pk}").text
+    assert browser.find_element(By.ID, "stop-btn").is_displayed()
+
+    conversation.delete()
+
+    _wait(browser, lambda d: "was deleted" in d.find_element(By.ID, f"m-{reply.pk}").text, timeout=15)
+    article = browser.find_element(By.ID, f"m-{reply.pk}")
+    assert "Writing…" not in article.text and article.get_attribute("data-status") == "error"
+    assert not article.find_elements(By.XPATH, ".//button[normalize-space()='Retry']")
+    assert browser.find_element(By.ID, "send-btn").is_displayed()
+    assert not browser.find_element(By.ID, "stop-btn").is_displayed()
+    # The page's own requests for the deleted chat answer 404 (a failed load); no script failed.
+    assert [e for e in console_errors(browser) if "Failed to load resource" not in e["message"]] == []

@@ -195,6 +195,15 @@ export function followLost(article, userId) {
   followElsewhere();
 }
 
+// What the tab that streams the reply shows when the chat is deleted (its `gone` event, chat_turn).
+const GONE_WORDS = "This conversation was deleted while the reply was being written; nothing more is stored.";
+
+/** Whether the chat is gone (deleted in another tab): its messages could not be read, and it answers 404. */
+async function chatGone() {
+  const res = await api(`/api/conversations/${state.conversationId}/`);
+  return res.status === 404;
+}
+
 export function followElsewhere() {
   if (followTimer || !state.conversationId) return;
   const pending = streamingElsewhere();
@@ -205,6 +214,16 @@ export function followElsewhere() {
   followTimer = setTimeout(async () => {
     followTimer = null;
     const nodes = await messagesSince(Math.min(...pending.map((m) => Number(m.dataset.id))));
+    if (!nodes && (await chatGone())) {
+      // Nothing more will come: said as the streaming tab says it, and the composer is free again.
+      for (const article of streamingElsewhere()) {
+        setStatus(article, "error");
+        showError(article, GONE_WORDS, { retry: false });
+      }
+      showFollowed(false);
+      followSince = 0;
+      return;
+    }
     if (nodes) { // none: offline for a moment, tried again on the next round
       const stick = nearBottom();
       for (const node of nodes) {
