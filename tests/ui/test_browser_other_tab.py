@@ -63,3 +63,30 @@ def test_a_followed_reply_whose_chat_is_deleted_elsewhere_says_so_and_frees_the_
     assert not browser.find_element(By.ID, "stop-btn").is_displayed()
     # The page's own requests for the deleted chat answer 404 (a failed load); no script failed.
     assert [e for e in console_errors(browser) if "Failed to load resource" not in e["message"]] == []
+
+
+def test_a_followed_reply_replaced_by_a_retry_elsewhere_gives_way_to_the_new_one(asgi_server, browser):
+    """The server process streaming the reply died; a minute later another tab's Retry took its silent
+    stream over (chat_retry), so it left the path. This page followed it as "Writing…" for good: the
+    path's messages no longer held it, and the composer stayed busy. It gives way to the new reply."""
+    base = asgi_server.url
+    _sign_up(browser, base, "tab-retried-elsewhere")
+    user = get_user_model().objects.get(username="tab-retried-elsewhere")
+    conversation = Conversation.objects.create(owner=user, title="Retried elsewhere")
+    question = Message.objects.create(conversation=conversation, role="user", content="Write a haiku about tiles.")
+    silent = Message.objects.create(conversation=conversation, role="assistant", content="Blue tiles",
+                                    status=Message.Status.STREAMING, parent=question, reply_to=question)
+    browser.get(f"{base}/c/{conversation.pk}/")
+    assert "Writing…" in browser.find_element(By.ID, f"m-{silent.pk}").text
+
+    # What chat_retry_start does in the other tab: the silent reply leaves the path, a new one answers.
+    Message.objects.filter(pk=silent.pk).update(superseded=True, off_path_by=silent.pk)
+    retried = Message.objects.create(conversation=conversation, role="assistant", parent=question, reply_to=question,
+                                     content="Blue tiles at noon\nsea light on the old facade\na cat sleeps on them")
+
+    _wait(browser, lambda d: "a cat sleeps on them" in d.find_element(By.ID, f"m-{retried.pk}").text, timeout=15)
+    _wait(browser, lambda d: not d.find_elements(By.ID, f"m-{silent.pk}"), timeout=15)
+    assert "Writing…" not in browser.find_element(By.ID, "messages").text
+    assert browser.find_element(By.ID, "send-btn").is_displayed()
+    assert not browser.find_element(By.ID, "stop-btn").is_displayed()
+    assert console_errors(browser) == []

@@ -231,6 +231,13 @@ export function followElsewhere() {
         if (existing && existing.parentElement === messagesEl) thinkingReplace(existing, node);
         else if (!existing && node.id) messagesEl.append(node);
       }
+      // A followed reply the path no longer holds (a Retry in another tab took its silent stream over,
+      // chat_retry): its row would read "Writing…" for good and hold the composer; its answer is shown.
+      const returned = new Set(nodes.map((node) => node.id));
+      const through = Math.max(0, ...nodes.map((node) => Number(node.dataset.id) || 0));
+      for (const article of pending) {
+        if (!returned.has(article.id) && (Number(article.dataset.id) <= through || !nodes.length)) article.remove();
+      }
       foldLong(nodes);
       placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
       if (!streamingElsewhere().length) {
