@@ -90,3 +90,43 @@ def test_a_followed_reply_replaced_by_a_retry_elsewhere_gives_way_to_the_new_one
     assert browser.find_element(By.ID, "send-btn").is_displayed()
     assert not browser.find_element(By.ID, "stop-btn").is_displayed()
     assert console_errors(browser) == []
+
+
+# The page's clock moved on by `ms` (Date.now), and its reads of the followed reply held until released:
+# a quarter of an hour of following, without waiting for it.
+_CLOCK_AND_GATE = """
+const realNow = Date.now; let shift = 0;
+Date.now = () => realNow() + shift;
+window.__shiftClock = (ms) => { shift += ms; };
+const realFetch = window.fetch; let open = null; const gate = new Promise((resolve) => { open = resolve; });
+window.__openReads = () => open();
+window.fetch = async (url, init) => { if (String(url).includes("?since=")) await gate; return realFetch(url, init); };
+"""
+
+
+def test_a_reply_still_written_after_a_quarter_of_an_hour_is_followed_to_its_end(asgi_server, browser):
+    """A slow local model (a few tokens a second on a CPU) writes a long answer for more than 15 minutes:
+    a page reloaded meanwhile, or another tab, stopped following it then, left "Writing…" and its composer
+    busy for good, though the reply went on and ended. Following stops after 15 minutes without progress."""
+    base = asgi_server.url
+    _sign_up(browser, base, "tab-slow-model")
+    user = get_user_model().objects.get(username="tab-slow-model")
+    conversation = Conversation.objects.create(owner=user, title="Slow model")
+    Message.objects.create(conversation=conversation, role="user", content="Write a long haiku about tiles.")
+    reply = Message.objects.create(conversation=conversation, role="assistant", content="Blue tiles",
+                                   status=Message.Status.STREAMING)
+    browser.get(f"{base}/c/{conversation.pk}/")
+    assert "Writing…" in browser.find_element(By.ID, f"m-{reply.pk}").text
+    browser.execute_script(_CLOCK_AND_GATE)
+    browser.execute_script("window.__shiftClock(16 * 60 * 1000);")
+    Message.objects.filter(pk=reply.pk).update(content="Blue tiles at noon")  # a checkpoint of its stream
+    browser.execute_script("window.__openReads();")
+    _wait(browser, lambda d: "at noon" in d.find_element(By.ID, f"m-{reply.pk}").text, timeout=15)
+
+    Message.objects.filter(pk=reply.pk).update(
+        status=Message.Status.COMPLETE, content="Blue tiles at noon\nsea light on the old facade\na cat sleeps on them"
+    )
+    _wait(browser, lambda d: "a cat sleeps on them" in d.find_element(By.ID, f"m-{reply.pk}").text, timeout=15)
+    assert "Writing…" not in browser.find_element(By.ID, f"m-{reply.pk}").text
+    assert browser.find_element(By.ID, "send-btn").is_displayed()
+    assert console_errors(browser) == []

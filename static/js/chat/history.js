@@ -139,8 +139,8 @@ export async function revealHash() {
 }
 
 // A page opened while another tab (or device) streams a reply shows it as "Writing…": follow it
-// from the server until it ends, then show it as stored. Bounded, so a reply orphaned by a crashed
-// server process is not polled forever.
+// from the server until it ends, then show it as stored. Bounded (FOLLOW_FOR_MS without progress), so a
+// reply orphaned by a crashed server process is not polled forever.
 export const FOLLOW_EVERY_MS = 2000;
 
 export const FOLLOW_FOR_MS = 15 * 60 * 1000;
@@ -228,6 +228,11 @@ export function followElsewhere() {
       const stick = nearBottom();
       for (const node of nodes) {
         const existing = node.id ? document.getElementById(node.id) : null;
+        // A reply that moved on (its checkpoints) is alive: the bound counts from its last progress, so a
+        // slow model writing for longer than FOLLOW_FOR_MS is followed to its end.
+        if (existing && existing.dataset.status === "streaming" && existing.textContent !== node.textContent) {
+          followSince = Date.now();
+        }
         if (existing && existing.parentElement === messagesEl) thinkingReplace(existing, node);
         else if (!existing && node.id) messagesEl.append(node);
       }
