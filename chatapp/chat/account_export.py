@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from chatapp.chat.conversation_export import EXPORT_CHUNK_ROWS, conversation_export_chunks
+from chatapp.chat.conversation_export import EXPORT_CHUNK_ROWS, ExportGoneError, conversation_export_chunks
 from chatapp.chat.dbconn import db_short
 from chatapp.chat.models import Conversation
 
@@ -34,8 +34,13 @@ async def account_export_chunks(
     after_id = 0
     while chats := await _read_chats(owner_id=owner_id, after_id=after_id, limit=chats_per_page):
         for conversation in chats:
-            yield separator
-            async for chunk in conversation_export_chunks(conversation=conversation, fmt="json", chunk_rows=chunk_rows):
+            chunks = conversation_export_chunks(conversation=conversation, fmt="json", chunk_rows=chunk_rows)
+            try:
+                head = await anext(chunks)
+            except ExportGoneError:
+                continue  # deleted (another tab) since its page of chats was read: not an empty copy
+            yield separator + head
+            async for chunk in chunks:
                 yield chunk
             separator = ",\n"
         after_id = chats[-1].pk

@@ -51,6 +51,7 @@ from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
 from chatapp.chat.title_services import title_due, title_pending_drop, title_pending_mark, title_request
 from chatapp.chat.turn_claim import REPEATED_WORDS, send_claim_take, turn_claim_release
+from chatapp.chat.turn_left import gone_event, turn_abandon
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
 from chatapp.chat.turn_types import ChatTurn, ReplyGoneError, TurnFailure, TurnStart, shaped_trigger
 from chatapp.providers import llm
@@ -58,7 +59,6 @@ from optimizer.types import ContextTooLargeError
 
 logger = logging.getLogger(__name__)
 
-GONE_WORDS = "This conversation was deleted while the reply was being written; nothing more is stored."
 PACK_FAILED_WORDS = "The context for this reply could not be prepared (a server error). Your message is kept: retry."
 
 
@@ -135,6 +135,9 @@ def turn_pack(*, start: TurnStart) -> ChatTurn:
                 user_siblings=(1, 1) if start.unindexed else None,
             )
     except Exception:
+        if not Conversation.objects.filter(pk=start.conversation.pk).exists():
+            # Deleted (another tab) while the turn waited in line or was packed: its rows were refused.
+            raise ReplyGoneError(start.user_message.pk) from None
         logger.exception("packing the context failed in conversation %s", start.conversation.pk)
         with transaction.atomic():
             if start.unindexed:
@@ -283,8 +286,11 @@ async def chat_turn_stream(*, start: TurnStart) -> AsyncGenerator[dict[str, Any]
         # Shielded: a client that leaves meanwhile must not leave a reply opened and never finished.
         packing = asyncio.ensure_future(_turn_pack_gated(start))
         turn = await asyncio.shield(packing)
+    except ReplyGoneError:
+        yield gone_event()
+        return
     except (GeneratorExit, asyncio.CancelledError):
-        await _turn_abandon(start=start, packing=packing)
+        await turn_abandon(start=start, packing=packing)
         raise
     # Closed with this one: a client that leaves mid-reply reaches turn_stream now, not when the
     # stream is collected.
@@ -334,7 +340,7 @@ async def turn_stream(*, turn: ChatTurn) -> AsyncGenerator[dict[str, Any], None]
     try:
         end = await _turn_end(reader)
     except ReplyGoneError:
-        end = stream_event("error", {"message": None, "error": GONE_WORDS, "kind": "gone", "retryable": False})
+        end = gone_event()
     yield end
 
 
@@ -343,28 +349,6 @@ async def _turn_pack_gated(start: TurnStart) -> ChatTurn:
     # goes back before the model is waited on (dbconn).
     async with pack_gate():
         return await db_short(turn_pack)(start=start)
-
-
-async def _turn_abandon(*, start: TurnStart, packing: asyncio.Future[ChatTurn] | None) -> None:
-    """The client left before the reply streamed: finish what the turn began, so the claim is given
-    back and the message is kept with its reply stopped (Retry answers it)."""
-    if packing is None:  # left at `accepted`: nothing opened yet
-        await db_short(turn_unstarted_end)(start=start)
-        return
-    turn = await packing
-    if turn.failure is None:
-        with contextlib.suppress(ReplyGoneError):  # deleted with its conversation: nothing to keep
-            await db_short(reply_store)(turn=turn, content="", status=Message.Status.STOPPED, usage=None,
-                                         latency_ms=0, sent=False)
-
-
-def turn_unstarted_end(*, start: TurnStart) -> None:
-    """Give back a turn whose context was never packed (the client left first): the message stays,
-    indexed, with no reply (Retry answers it), and the conversation takes sends again."""
-    with transaction.atomic():
-        if start.unindexed:
-            message_index_add(message=start.user_message)
-        turn_claim_release(conversation_id=start.conversation.pk, claimed_at=start.claimed_at)
 
 
 async def _turn_end(reader: ReplyReader) -> dict[str, Any]:

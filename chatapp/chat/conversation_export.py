@@ -8,7 +8,8 @@ download holds no pooled connection, and memory stays at one page whatever the h
 server-side cursor (`aiterator`) would hold one connection for the whole download instead.
 
 What is exported is fixed when the export starts: every message up to the newest at that moment
-(a reply still streaming then is exported with status "streaming" and its text so far).
+(a reply still streaming then is exported with status "streaming" and its text so far). A chat
+deleted before its last page was read fails the download (ExportGoneError) instead.
 
 JSON (`{"format": "longchat.conversation", "version": 1, ...}`): the conversation (title, dates, the
 model config's name and model — never its key or address — the preference its latest turn used, the
@@ -93,6 +94,12 @@ def conversation_export_chunks(
 # --- reads ---------------------------------------------------------------------------------------------
 
 
+class ExportGoneError(Exception):
+    """The conversation was deleted (another tab) before or while its export was read: what is left to read
+    is gone, and the download must fail rather than end as a whole document holding part of it (the
+    account's export leaves out a chat deleted before its turn came)."""
+
+
 @dataclass(frozen=True)
 class _Head:
     conversation: dict[str, Any]
@@ -102,6 +109,11 @@ class _Head:
 
 
 def _conversation_head(*, conversation: Conversation) -> _Head:
+    # Read again: the caller's row may be older than the download (a page of the account's chats).
+    fresh = Conversation.objects.filter(pk=conversation.pk).first()
+    if fresh is None:
+        raise ExportGoneError(conversation.pk)
+    conversation = fresh
     config: LLMConfig | None = None
     if conversation.llm_config_id is not None:
         config = LLMConfig.objects.filter(pk=conversation.llm_config_id).first()
@@ -171,7 +183,9 @@ async def _message_pages(*, conversation_id: int, through_id: int, chunk_rows: i
             conversation_id=conversation_id, after_id=after_id, through_id=through_id, limit=chunk_rows
         )
         if not page:
-            return
+            # Messages up to `through_id` existed when the export started and are deleted only with
+            # their conversation: closing the document here would hand over a truncated copy as whole.
+            raise ExportGoneError(conversation_id)
         yield page
         after_id = page[-1]["id"]
 

@@ -54,20 +54,21 @@ class ModelChoice:
     and the model its token counts are for."""
 
     owner: User
-    _configs: list[LLMConfig] | None = None
     _token_models: dict[int | None, str] = field(default_factory=dict)
 
     def choose(self, *, record: ConversationRecord) -> tuple[LLMConfig | None, bool]:
         if record.offline:
             return None, True
-        if self._configs is None:
-            self._configs = list(LLMConfig.objects.filter(owner=self.owner))
+        # Read for each conversation, not once per job: the owner may delete a config (or make another
+        # the default) while a long import runs, and a conversation stored on a config read before
+        # was refused by the database's foreign key, every one after it with it.
+        configs = list(LLMConfig.objects.filter(owner=self.owner))
         wanted = record.llm_config
         if wanted is not None:
-            for config in self._configs:
+            for config in configs:
                 if (config.name, config.model) == (wanted["name"], wanted["model"]):
                     return config, False
-        default = next((c for c in self._configs if c.is_default), None) or llm_config_default(owner=self.owner)
+        default = next((c for c in configs if c.is_default), None) or llm_config_default(owner=self.owner)
         return default, default is None
 
     def token_model(self, *, config: LLMConfig | None) -> str:

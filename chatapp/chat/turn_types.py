@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 
 class ReplyGoneError(Exception):
-    """The reply's row is gone: its conversation was deleted (another tab) while the reply streamed."""
+    """The reply's row is gone, or could not be opened: its conversation was deleted (another tab) while the
+    reply streamed, or while the turn waited to be packed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from chatapp.chat.conversation_export import ExportGoneError
 from chatapp.chat.dbconn import db_short
 from chatapp.chat.models import Conversation, OptimizationRecord
 from chatapp.dashboard.costs import as_float
@@ -40,6 +41,13 @@ def _record_page(*, conversation_id: int, after_id: int, limit: int) -> list[dic
 _read_record_page = db_short(_record_page)
 
 
+def _conversation_exists(*, conversation_id: int) -> bool:
+    return Conversation.objects.filter(pk=conversation_id).exists()
+
+
+_still_there = db_short(_conversation_exists)
+
+
 async def dashboard_record_chunks(
     *, conversation: Conversation, chunk_size: int = 500
 ) -> AsyncIterator[list[ExportRow]]:
@@ -48,6 +56,10 @@ async def dashboard_record_chunks(
     while True:
         page = await _read_record_page(conversation_id=conversation.pk, after_id=after_id, limit=chunk_size)
         if not page:
+            # Records go only with their conversation: deleted (another tab) while the download ran, it
+            # left a file that would read as whole; it fails instead, as the chat's own export does.
+            if not await _still_there(conversation_id=conversation.pk):
+                raise ExportGoneError(conversation.pk)
             return
         rows = []
         for row in page:

@@ -159,6 +159,25 @@ def test_export_stops_at_the_newest_message_when_it_started(user, chat):
     assert doc["messages"][-1]["content"] == "later" and len(doc["messages"]) == len(messages) + 1
 
 
+@pytest.mark.parametrize("fmt", ["json", "markdown"])
+def test_a_conversation_deleted_while_it_is_exported_fails_the_download(user, chat, fmt):
+    """Export, then Delete in another tab before the download ended (a long chat, a slow connection):
+    the download ended as a whole document holding only the pages read before the deletion, which
+    the user kept as the chat's copy. It fails instead (the connection closes before the end)."""
+    conversation, _ = chat
+
+    async def export_while_the_chat_is_deleted() -> None:
+        stream = conversation_export_chunks(conversation=conversation, fmt=fmt, chunk_rows=3)
+        await anext(stream)
+        await anext(stream)  # the first page
+        await sync_to_async(Conversation.objects.filter(pk=conversation.pk).delete)()
+        async for _ in stream:
+            pass
+
+    with pytest.raises(conversation_export.ExportGoneError):
+        async_to_sync(export_while_the_chat_is_deleted)()
+
+
 def test_markdown_has_dates_numbers_marks_and_summary_ranges(api, chat):
     conversation, _ = chat
     response = _export(api, conversation.pk, "markdown")

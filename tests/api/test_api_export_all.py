@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -60,7 +60,9 @@ def test_chats_and_messages_are_read_a_page_at_a_time(user, make_conversation):
 
     with CaptureQueriesContext(connection) as queries:
         chunks = async_to_sync(read)()
-    chat_pages = [q["sql"] for q in queries.captured_queries if "FROM \"chat_conversation\"" in q["sql"]]
+    # The owner's chats, a page at a time (each chat's head reads its own row again, by id).
+    chat_pages = [q["sql"] for q in queries.captured_queries
+                  if "FROM \"chat_conversation\"" in q["sql"] and "\"owner_id\" =" in q["sql"]]
     assert len(chat_pages) == 4  # 2 + 2 + 1, then the read that finds no more
     assert all("LIMIT 2" in sql for sql in chat_pages)
     assert len(json.loads("".join(chunks))) == 5
@@ -74,3 +76,24 @@ def test_settings_offer_the_download_beside_the_import(client, user):
     client.force_login(user)
     page = client.get("/settings/").content.decode()
     assert '<a class="btn" href="/api/conversations/export/" download aria-describedby="export-help">' in page
+
+
+def test_a_chat_deleted_while_the_download_runs_is_left_out_not_exported_empty(user, make_conversation):
+    """Export all, then delete a chat in another tab while the chats before it download: the file held it
+    as an empty chat (its title, none of its messages), which an import brought back as one."""
+    first = make_conversation(user, title="First", messages=3)
+    deleted = make_conversation(user, title="Deleted meanwhile", messages=2)
+    make_conversation(user, title="Third", messages=2)
+
+    async def read() -> str:
+        chunks = []
+        async for chunk in account_export_chunks(owner_id=user.pk, chats_per_page=10, chunk_rows=2):
+            chunks.append(chunk)
+            if len(chunks) == 2:  # the first chat's head: the page of chats is read, its messages not yet
+                await sync_to_async(Conversation.objects.filter(pk=deleted.pk).delete)()
+        return "".join(chunks)
+
+    documents = json.loads(async_to_sync(read)())
+    assert [d["conversation"]["title"] for d in documents] == ["First", "Third"]
+    assert [len(d["messages"]) for d in documents] == [3, 2]
+    assert documents[0]["conversation"]["id"] == first.pk

@@ -19,6 +19,8 @@ from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_services import import_job_create, import_job_run
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.tasks import import_conversations
+from chatapp.providers.models import LLMConfig
+from chatapp.providers.services import llm_config_delete
 from tests.chat.importkit import chatgpt_conversation, file_bytes
 from tests.support.accounts import token_client
 from tests.support.worker import wait_for
@@ -353,3 +355,29 @@ def test_a_delivery_that_crashes_holding_the_job_fails_it_and_keeps_what_it_impo
     job.refresh_from_db()
     assert job.status == "failed" and "Internal error while importing (RuntimeError)" in job.error
     assert len(job.conversation_ids) == 1 and Conversation.objects.filter(owner=owner).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)  # the foreign key is checked when each conversation commits
+def test_a_model_config_deleted_while_an_import_runs_costs_none_of_the_chats_after_it(owner, monkeypatch):
+    """The chats after the deletion take the default that follows, as a new chat would: they were all
+    skipped, "the database refused it", pointed at the config that was gone."""
+    first = LLMConfig.objects.create(owner=owner, name="first", base_url="http://models.example/v1",
+                                     model="gpt-4o-mini", context_window=8000, is_default=True)
+    second = LLMConfig.objects.create(owner=owner, name="second", base_url="http://models.example/v1",
+                                      model="gpt-4o-mini", context_window=8000)
+    document = [chatgpt_conversation(i, messages=2) for i in range(3)]
+    job = import_job_create(owner=owner, upload=SimpleUploadedFile("c.json", json.dumps(document).encode()))
+    store = import_services.conversation_import
+
+    def deleted_after_the_first(**kwargs):
+        stored = store(**kwargs)
+        if kwargs["index"] == 0:
+            llm_config_delete(config=LLMConfig.objects.get(pk=first.pk))  # Settings, in another tab
+        return stored
+
+    monkeypatch.setattr(import_services, "conversation_import", deleted_after_the_first)
+    assert import_job_run(job_id=job.pk).status == "done"
+    job.refresh_from_db()
+    assert (len(job.conversation_ids), job.skipped) == (3, [])
+    configs = Conversation.objects.filter(owner=owner).order_by("id").values_list("llm_config_id", flat=True)
+    assert list(configs) == [None, second.pk, second.pk]

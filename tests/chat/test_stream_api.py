@@ -317,6 +317,26 @@ def test_a_conversation_deleted_while_its_reply_streams_ends_the_stream_with_gon
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
 
 
+@pytest.mark.django_db(transaction=True)  # the deletion meets the packing's commit, as on a server
+def test_a_conversation_deleted_while_its_turn_waits_to_be_packed_ends_the_stream_with_gone(
+    user, conversation, echo_config, fake_openai, caplog
+):
+    """Deleted in another tab after `accepted`, while the turn waited in line to be packed (admission):
+    the stream ends with `gone` as it does mid-reply, where it broke off with no event at all and
+    logged the packing's foreign-key failure as a server error."""
+    async def delete_the_conversation(client, name, data):
+        if name == "accepted":
+            assert (await client.delete(f"/api/conversations/{conversation.pk}/")).status_code == 204
+
+    result = send(user, conversation, "Tell me about indexes", on_event=delete_the_conversation)
+
+    assert result.names == ["accepted", "error"]
+    error = result.named("error")[0]
+    assert (error["kind"], error["retryable"], error["message"]) == ("gone", False, None)
+    assert not Message.objects.exists() and not OptimizationRecord.objects.exists()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
 def test_other_users_objects_answer_404(user, other_user, conversation):
     done = send(user, conversation, "mine").named("done")[0]["message"]
     user_id = Message.objects.get(conversation=conversation, role="user").pk

@@ -7,10 +7,11 @@ import io
 import json
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.core.management import call_command
 
-from chatapp.chat.models import Message, OptimizationRecord
+from chatapp.chat.conversation_export import ExportGoneError
+from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.dashboard.export import dashboard_record_chunks
 from tests.dashboard.factories import make_conversation, make_record
 from tests.support.streaming import streamed_body
@@ -170,6 +171,20 @@ def test_exports_stream_from_async_iterators_page_by_page(owner_client, small):
 
     assert async_to_sync(pages)() == [[(1, small.records[0].pk), (2, small.records[1].pk)],
                                       [(3, small.records[2].pk)]]
+
+
+def test_a_conversation_deleted_while_its_records_download_fails_the_download(small):
+    """Deleted in another tab while its records downloaded: the CSV or JSON ended as a whole file of the
+    pages read before the deletion. The download fails instead."""
+    async def pages_while_the_chat_is_deleted() -> None:
+        chunks = dashboard_record_chunks(conversation=small.conversation, chunk_size=2)
+        await anext(chunks)
+        await sync_to_async(Conversation.objects.filter(pk=small.conversation.pk).delete)()
+        async for _ in chunks:
+            pass
+
+    with pytest.raises(ExportGoneError):
+        async_to_sync(pages_while_the_chat_is_deleted)()
 
 
 def test_json_export_of_an_empty_conversation(owner_client, user):

@@ -36,3 +36,97 @@ def test_a_page_follows_a_reply_streaming_elsewhere(asgi_server, browser):
     assert "Writing…" not in browser.find_element(By.ID, f"m-{reply.pk}").text
     assert "about rain" in browser.find_element(By.ID, f"m-{later.pk}").text
     assert console_errors(browser) == []
+
+
+def test_a_followed_reply_whose_chat_is_deleted_elsewhere_says_so_and_frees_the_composer(asgi_server, browser):
+    """The chat deleted in the tab that streams it: this page went on showing "Writing…" with Stop (which
+    did nothing) and asked the server every 2 s for a quarter of an hour. It says the chat was deleted,
+    as the streaming tab does, and the composer is free again."""
+    base = asgi_server.url
+    _sign_up(browser, base, "tab-left-behind")
+    user = get_user_model().objects.get(username="tab-left-behind")
+    conversation = Conversation.objects.create(owner=user, title="Deleted elsewhere")
+    Message.objects.create(conversation=conversation, role="user", content="Write a haiku about tiles.")
+    reply = Message.objects.create(conversation=conversation, role="assistant", content="Blue tiles",
+                                   status=Message.Status.STREAMING)
+    browser.get(f"{base}/c/{conversation.pk}/")
+    assert "Writing…" in browser.find_element(By.ID, f"m-{reply.pk}").text
+    assert browser.find_element(By.ID, "stop-btn").is_displayed()
+
+    conversation.delete()
+
+    _wait(browser, lambda d: "was deleted" in d.find_element(By.ID, f"m-{reply.pk}").text, timeout=15)
+    article = browser.find_element(By.ID, f"m-{reply.pk}")
+    assert "Writing…" not in article.text and article.get_attribute("data-status") == "error"
+    assert not article.find_elements(By.XPATH, ".//button[normalize-space()='Retry']")
+    assert browser.find_element(By.ID, "send-btn").is_displayed()
+    assert not browser.find_element(By.ID, "stop-btn").is_displayed()
+    # The page's own requests for the deleted chat answer 404 (a failed load); no script failed.
+    assert [e for e in console_errors(browser) if "Failed to load resource" not in e["message"]] == []
+
+
+def test_a_followed_reply_replaced_by_a_retry_elsewhere_gives_way_to_the_new_one(asgi_server, browser):
+    """The server process streaming the reply died; a minute later another tab's Retry took its silent
+    stream over (chat_retry), so it left the path. This page followed it as "Writing…" for good: the
+    path's messages no longer held it, and the composer stayed busy. It gives way to the new reply."""
+    base = asgi_server.url
+    _sign_up(browser, base, "tab-retried-elsewhere")
+    user = get_user_model().objects.get(username="tab-retried-elsewhere")
+    conversation = Conversation.objects.create(owner=user, title="Retried elsewhere")
+    question = Message.objects.create(conversation=conversation, role="user", content="Write a haiku about tiles.")
+    silent = Message.objects.create(conversation=conversation, role="assistant", content="Blue tiles",
+                                    status=Message.Status.STREAMING, parent=question, reply_to=question)
+    browser.get(f"{base}/c/{conversation.pk}/")
+    assert "Writing…" in browser.find_element(By.ID, f"m-{silent.pk}").text
+
+    # What chat_retry_start does in the other tab: the silent reply leaves the path, a new one answers.
+    Message.objects.filter(pk=silent.pk).update(superseded=True, off_path_by=silent.pk)
+    retried = Message.objects.create(conversation=conversation, role="assistant", parent=question, reply_to=question,
+                                     content="Blue tiles at noon\nsea light on the old facade\na cat sleeps on them")
+
+    _wait(browser, lambda d: "a cat sleeps on them" in d.find_element(By.ID, f"m-{retried.pk}").text, timeout=15)
+    _wait(browser, lambda d: not d.find_elements(By.ID, f"m-{silent.pk}"), timeout=15)
+    assert "Writing…" not in browser.find_element(By.ID, "messages").text
+    assert browser.find_element(By.ID, "send-btn").is_displayed()
+    assert not browser.find_element(By.ID, "stop-btn").is_displayed()
+    assert console_errors(browser) == []
+
+
+# The page's clock moved on by `ms` (Date.now), and its reads of the followed reply held until released:
+# a quarter of an hour of following, without waiting for it.
+_CLOCK_AND_GATE = """
+const realNow = Date.now; let shift = 0;
+Date.now = () => realNow() + shift;
+window.__shiftClock = (ms) => { shift += ms; };
+const realFetch = window.fetch; let open = null; const gate = new Promise((resolve) => { open = resolve; });
+window.__openReads = () => open();
+window.fetch = async (url, init) => { if (String(url).includes("?since=")) await gate; return realFetch(url, init); };
+"""
+
+
+def test_a_reply_still_written_after_a_quarter_of_an_hour_is_followed_to_its_end(asgi_server, browser):
+    """A slow local model (a few tokens a second on a CPU) writes a long answer for more than 15 minutes:
+    a page reloaded meanwhile, or another tab, stopped following it then, left "Writing…" and its composer
+    busy for good, though the reply went on and ended. Following stops after 15 minutes without progress."""
+    base = asgi_server.url
+    _sign_up(browser, base, "tab-slow-model")
+    user = get_user_model().objects.get(username="tab-slow-model")
+    conversation = Conversation.objects.create(owner=user, title="Slow model")
+    Message.objects.create(conversation=conversation, role="user", content="Write a long haiku about tiles.")
+    reply = Message.objects.create(conversation=conversation, role="assistant", content="Blue tiles",
+                                   status=Message.Status.STREAMING)
+    browser.get(f"{base}/c/{conversation.pk}/")
+    assert "Writing…" in browser.find_element(By.ID, f"m-{reply.pk}").text
+    browser.execute_script(_CLOCK_AND_GATE)
+    browser.execute_script("window.__shiftClock(16 * 60 * 1000);")
+    Message.objects.filter(pk=reply.pk).update(content="Blue tiles at noon")  # a checkpoint of its stream
+    browser.execute_script("window.__openReads();")
+    _wait(browser, lambda d: "at noon" in d.find_element(By.ID, f"m-{reply.pk}").text, timeout=15)
+
+    Message.objects.filter(pk=reply.pk).update(
+        status=Message.Status.COMPLETE, content="Blue tiles at noon\nsea light on the old facade\na cat sleeps on them"
+    )
+    _wait(browser, lambda d: "a cat sleeps on them" in d.find_element(By.ID, f"m-{reply.pk}").text, timeout=15)
+    assert "Writing…" not in browser.find_element(By.ID, f"m-{reply.pk}").text
+    assert browser.find_element(By.ID, "send-btn").is_displayed()
+    assert console_errors(browser) == []

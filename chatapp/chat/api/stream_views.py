@@ -32,12 +32,13 @@ from chatapp.chat.api.serializers import MessageOutputSerializer
 from chatapp.chat.api.views import MessageListApi
 from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start, chat_retry_start
-from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream, turn_unstarted_end
+from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
 from chatapp.chat.jsontext import event_json
 from chatapp.chat.message_services import MessageTooLarge, message_content_validate, message_stop
 from chatapp.chat.models import Message
 from chatapp.chat.rate_limit import RateLimited, send_rate_check
 from chatapp.chat.selectors import conversation_get_for_send
+from chatapp.chat.turn_left import turn_unstarted_end
 from chatapp.chat.turn_types import TurnStart
 
 _SSE_RESPONSES = {

@@ -139,8 +139,8 @@ export async function revealHash() {
 }
 
 // A page opened while another tab (or device) streams a reply shows it as "Writing…": follow it
-// from the server until it ends, then show it as stored. Bounded, so a reply orphaned by a crashed
-// server process is not polled forever.
+// from the server until it ends, then show it as stored. Bounded (FOLLOW_FOR_MS without progress), so a
+// reply orphaned by a crashed server process is not polled forever.
 export const FOLLOW_EVERY_MS = 2000;
 
 export const FOLLOW_FOR_MS = 15 * 60 * 1000;
@@ -195,6 +195,15 @@ export function followLost(article, userId) {
   followElsewhere();
 }
 
+// What the tab that streams the reply shows when the chat is deleted (its `gone` event, chat_turn).
+const GONE_WORDS = "This conversation was deleted while the reply was being written; nothing more is stored.";
+
+/** Whether the chat is gone (deleted in another tab): its messages could not be read, and it answers 404. */
+async function chatGone() {
+  const res = await api(`/api/conversations/${state.conversationId}/`);
+  return res.status === 404;
+}
+
 export function followElsewhere() {
   if (followTimer || !state.conversationId) return;
   const pending = streamingElsewhere();
@@ -205,12 +214,34 @@ export function followElsewhere() {
   followTimer = setTimeout(async () => {
     followTimer = null;
     const nodes = await messagesSince(Math.min(...pending.map((m) => Number(m.dataset.id))));
+    if (!nodes && (await chatGone())) {
+      // Nothing more will come: said as the streaming tab says it, and the composer is free again.
+      for (const article of streamingElsewhere()) {
+        setStatus(article, "error");
+        showError(article, GONE_WORDS, { retry: false });
+      }
+      showFollowed(false);
+      followSince = 0;
+      return;
+    }
     if (nodes) { // none: offline for a moment, tried again on the next round
       const stick = nearBottom();
       for (const node of nodes) {
         const existing = node.id ? document.getElementById(node.id) : null;
+        // A reply that moved on (its checkpoints) is alive: the bound counts from its last progress, so a
+        // slow model writing for longer than FOLLOW_FOR_MS is followed to its end.
+        if (existing && existing.dataset.status === "streaming" && existing.textContent !== node.textContent) {
+          followSince = Date.now();
+        }
         if (existing && existing.parentElement === messagesEl) thinkingReplace(existing, node);
         else if (!existing && node.id) messagesEl.append(node);
+      }
+      // A followed reply the path no longer holds (a Retry in another tab took its silent stream over,
+      // chat_retry): its row would read "Writing…" for good and hold the composer; its answer is shown.
+      const returned = new Set(nodes.map((node) => node.id));
+      const through = Math.max(0, ...nodes.map((node) => Number(node.dataset.id) || 0));
+      for (const article of pending) {
+        if (!returned.has(article.id) && (Number(article.dataset.id) <= through || !nodes.length)) article.remove();
       }
       foldLong(nodes);
       placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
