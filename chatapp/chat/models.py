@@ -82,6 +82,8 @@ class Conversation(models.Model):
     # claim with one conditional UPDATE of this row and gives it back when its reply is stored, so the
     # message can be acknowledged before the context is packed (turn_claim).
     turn_claimed_at = models.DateTimeField(null=True, blank=True)
+    # Pinned to the top of the sidebar (when; null: not pinned). Not activity: updated_at stays.
+    pinned_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -89,6 +91,9 @@ class Conversation(models.Model):
         indexes = [
             # Sidebar: a user's conversations, newest first.
             models.Index(fields=["owner", "-updated_at"], name="conv_owner_updated_idx"),
+            # Sidebar: a user's pinned conversations, the latest pinned first (few rows of many).
+            models.Index(fields=["owner", "-pinned_at"], condition=models.Q(pinned_at__isnull=False),
+                         name="conv_owner_pinned_idx"),
         ]
 
     def __str__(self) -> str:

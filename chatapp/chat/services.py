@@ -163,6 +163,17 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
     return conversation
 
 
+def conversation_pin_set(*, conversation: Conversation, pinned: bool) -> Conversation:
+    """Pin the chat to the top of the sidebar, or unpin it. Pinning a pinned chat keeps its place (the
+    time it was first pinned orders the pinned chats, the latest first)."""
+    if pinned == (conversation.pinned_at is not None):
+        return conversation
+    conversation.pinned_at = timezone.now() if pinned else None
+    # updated_at is left alone, as for a rename: a pin is not activity.
+    conversation.save(update_fields=["pinned_at"])
+    return conversation
+
+
 def conversation_set_system_prompt(*, conversation: Conversation, text: str) -> Conversation:
     """Set the chat's system prompt ("" removes it). It applies from the next request, which records
     the change (turn_records: `stats.system_prompt_changed`); earlier records keep what they sent."""

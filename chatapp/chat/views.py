@@ -169,11 +169,18 @@ def _sidebar_limit(request: HttpRequest) -> int:
     return min(max(int(raw), SIDEBAR_LIMIT), SIDEBAR_MAX) if raw.isdecimal() and len(raw) < 7 else SIDEBAR_LIMIT
 
 
-def _conversation_groups(conversations, *, limit: int = SIDEBAR_LIMIT) -> tuple[list[dict], bool]:
+def _conversation_groups(conversations, *, limit: int = SIDEBAR_LIMIT, pinned_first: bool = False
+                         ) -> tuple[list[dict], bool]:
     """Sidebar sections by last activity (Today, Yesterday, Previous 7 and 30 days, Older) of the
-    first `limit` chats, and whether there are more."""
+    first `limit` chats, and whether there are more; with `pinned_first`, the pinned chats before them
+    (the latest pinned first; index conv_owner_pinned_idx), each listed once."""
     today = timezone.localdate()
     groups: dict[str, list[Conversation]] = {}
+    if pinned_first:
+        pinned = list(conversations.filter(pinned_at__isnull=False).order_by("-pinned_at", "-id")[:SIDEBAR_LIMIT])
+        if pinned:
+            groups["Pinned"] = pinned
+        conversations = conversations.filter(pinned_at__isnull=True)
     rows = list(conversations[: limit + 1])
     for c in rows[:limit]:
         age = (today - timezone.localdate(c.updated_at)).days
@@ -232,7 +239,8 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
     query = _search_text(request)
     configs = user_configs(request.user)
     config = _effective_config(conversation=conversation, configs=configs)
-    groups, more = _conversation_groups(selectors.conversation_list(owner=request.user, query=query or None))
+    groups, more = _conversation_groups(selectors.conversation_list(owner=request.user, query=query or None),
+                                        pinned_first=not query)
     ctx = {
         "conversation": conversation,
         "conversation_groups": groups,
@@ -344,7 +352,7 @@ def chat_sidebar(request: HttpRequest) -> HttpResponse:
             groups.append({"label": "Best matches", "items": [best[pk] for pk in found if pk in best]})
         conversations = conversations.exclude(pk__in=list(best))
     limit = _sidebar_limit(request)
-    listed, more = _conversation_groups(conversations, limit=limit)
+    listed, more = _conversation_groups(conversations, limit=limit, pinned_first=not query)
     return render(
         request,
         "chat/_conversation_list.html",

@@ -36,10 +36,14 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
             "live_token_count",
             "summary_count",
             "truncation_count",
+            "pinned_at",
             "created_at",
             "updated_at",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "pinned_at": {"help_text": "When the chat was pinned to the top of the sidebar; null: not pinned."},
+        }
 
 
 class ConversationDetailOutputSerializer(ConversationOutputSerializer):

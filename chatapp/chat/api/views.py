@@ -40,6 +40,7 @@ from chatapp.chat.selectors import (
 from chatapp.chat.services import (
     conversation_create,
     conversation_delete,
+    conversation_pin_set,
     conversation_rename,
     conversation_set_config,
     conversation_set_system_prompt,
@@ -125,10 +126,11 @@ class ConversationDetailApi(APIView):
             "(no change for a chat that is not offline).",
         )
         system_prompt = serializers.CharField(required=False, allow_blank=True, help_text=_PROMPT_HELP)
+        pinned = serializers.BooleanField(required=False, help_text="true: pin the chat to the top of the sidebar.")
 
         def validate(self, attrs: dict) -> dict:
             if not attrs:
-                raise serializers.ValidationError("Send a title, an llm_config, offline or a system_prompt.")
+                raise serializers.ValidationError("Send a title, an llm_config, offline, a system_prompt or pinned.")
             if attrs.get("offline") and attrs.get("llm_config") is not None:
                 raise serializers.ValidationError({"offline": ["Send either a config or offline, not both."]})
             return attrs
@@ -149,6 +151,8 @@ class ConversationDetailApi(APIView):
             conversation = conversation_set_system_prompt(conversation=conversation, text=data["system_prompt"])
         if "title" in data:
             conversation = conversation_rename(conversation=conversation, title=data["title"])
+        if "pinned" in data:
+            conversation = conversation_pin_set(conversation=conversation, pinned=data["pinned"])
         # offline=false alone leaves the demo for the default config (llm_config=null); on a chat with
         # a model it asks for what already holds, and its config stays.
         leaves_offline = data.get("offline") is False and conversation.offline

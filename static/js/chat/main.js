@@ -7,7 +7,7 @@ import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { followElsewhere, loadEarlier, revealHash, stopFollowed } from "./history.js";
 import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.js";
 import { editSystemPrompt, pointExportLinks } from "./prompt.js";
-import { deleteConversation, inlineRename, renameConversation } from "./sidebar.js";
+import { deleteConversation, inlineRename, pinConversation, renameConversation } from "./sidebar.js";
 import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
 import "./attach.js"; // text files into the message box: the paperclip, a drop, a paste
 import "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
@@ -174,6 +174,9 @@ document.addEventListener("click", async (e) => {
       inlineRename(titleEl, titleEl.textContent.trim(), (title) => renameConversation(item.dataset.id, title));
       break;
     }
+    case "pin-conversation":
+      await pinConversation(target.closest(".conv-item").dataset.id, target.dataset.pinned !== "1");
+      break;
     case "delete-conversation": {
       const item = target.closest(".conv-item");
       await deleteConversation(item.dataset.id, item.querySelector(".conv-title").textContent.trim());

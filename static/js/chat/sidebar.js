@@ -1,5 +1,5 @@
-/* The sidebar: the conversation list and its search, renaming and deleting chats, the title. */
-import { el } from "./dom.js";
+/* The sidebar: the conversation list and its search, pinning, renaming and deleting chats, the title. */
+import { announce, el } from "./dom.js";
 import { api, confirmAction, errorText, nav, searchInput, state, toast } from "./state.js";
 
 export function setTitle(title) {
@@ -18,6 +18,8 @@ export function nameInSidebar(id, title) {
     row.querySelector(".conv-link")?.setAttribute("title", title);
     row.querySelector('[data-action="rename-conversation"]')?.setAttribute("aria-label", `Rename “${title}”`);
     row.querySelector('[data-action="delete-conversation"]')?.setAttribute("aria-label", `Delete “${title}”`);
+    const pin = row.querySelector('[data-action="pin-conversation"]');
+    pin?.setAttribute("aria-label", `${pin.dataset.pinned === "1" ? "Unpin" : "Pin"} “${title}”`);
   });
   return rows.length > 0;
 }
@@ -107,6 +109,22 @@ export async function renameConversation(id, title) {
   if (Number(id) === state.conversationId) setTitle(saved);
   else nameInSidebar(id, saved);
   return true;
+}
+
+/** Pin a chat to the top of the list, or unpin it. The list is drawn again (the chat moves between
+ *  "Pinned" and its date), and the focus stays on the chat's pin button where it was on it. */
+export async function pinConversation(id, pinned) {
+  const hadFocus = nav.contains(document.activeElement);
+  const res = await api(`/api/conversations/${id}/`, { method: "PATCH", body: { pinned } });
+  if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
+  await refreshSidebar();
+  const row = nav.querySelector(`.conv-item[data-id="${id}"]`);
+  if (hadFocus && row) {
+    // The row's buttons show only while it holds the focus: its link takes it first, so the button can.
+    row.querySelector(".conv-link")?.focus();
+    row.querySelector('[data-action="pin-conversation"]')?.focus();
+  }
+  announce(pinned ? "Chat pinned to the top of the list." : "Chat unpinned.");
 }
 
 export async function deleteConversation(id, title) {
