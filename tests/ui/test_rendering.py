@@ -161,3 +161,42 @@ def test_a_deeply_nested_list_loses_no_text():
     rendered = markdown_render(nested)
     assert "level 39 item" in rendered and "after two" in rendered
     assert "deep quote text" in markdown_render("> " * 25 + "deep quote text")
+
+
+@pytest.mark.parametrize(
+    ("source", "display"),
+    [
+        ("The area is $\\pi r^2$.", "inline"),
+        ("The area is \\(\\pi r^2\\).", "inline"),
+        ("$$\n\\pi r^2\n$$", "block"),
+        ("\\[\n\\pi r^2\n\\]", "block"),
+        ("Before:\n\\[ \\pi r^2 \\]\nafter.", "block"),
+    ],
+)
+def test_math_in_any_of_the_four_notations_becomes_mathml(source, display):
+    rendered = markdown_render(source)
+    assert f'<math display="{display}"><mrow><mi>π</mi><msup><mi>r</mi><mn>2</mn></msup></mrow></math>' in rendered
+    assert "\\pi" not in rendered
+
+
+@pytest.mark.parametrize("source", [
+    "It costs $5 and $10 a month.",
+    "Prices: $ 5 and 6 $ each.",
+    "Code `$x$` and `\\(y\\)` stay code.",
+    "```\n$$ x $$\n\\[ y \\]\n```",
+    "An escaped \\$ sign.",
+])
+def test_prices_code_and_escapes_are_not_math(source):
+    assert "<math" not in markdown_render(source)
+
+
+@pytest.mark.parametrize("source", [
+    "\\(\\text{<img src=x onerror=alert(1)>}\\)",  # latex2mathml writes \\text's words unescaped
+    "\\(\\href{javascript:alert(1)}{x}\\)",
+    "\\(\\frac{1}{\\)",  # not LaTeX that can be read
+])
+def test_math_that_cannot_be_drawn_safely_is_shown_as_its_source(source):
+    rendered = markdown_render(source)
+    assert "<math" not in rendered and "<img" not in rendered
+    assert not re.search(r'="javascript:', rendered)  # in the code's text, as written; never in an attribute
+    assert '<code class="math-source">' in rendered

@@ -1,0 +1,122 @@
+"""LaTeX math in messages, rendered on the server as MathML (which browsers draw natively: no script
+and no font files in the page).
+
+Models write math four ways: `$…$` and `$$…$$` (Markdown's habit), `\\(…\\)` and `\\[…\\]` (LaTeX's,
+which most chat models use). The dollar forms are read by mdit-py-plugins' dollarmath rules, with
+its guards for prices: no space just inside the dollars and no digit right after the closing one,
+so "$5 and $10" stays text. The bracket forms are read by the two rules below: CommonMark would
+otherwise take `\\(` for an escaped parenthesis and print the formula bare.
+
+latex2mathml writes the text of `\\text{…}` unescaped, so its output is checked before it is used:
+well-formed XML made only of the MathML elements and attributes listed here. Anything else (or a
+formula it cannot read) is shown as its LaTeX source in a code span, as the model wrote it; the
+sanitizer (rendering._sanitize) then passes only these names through as well.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from latex2mathml.converter import convert
+from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
+from markdown_it.rules_inline import StateInline
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+MATH_TAGS = frozenset({
+    "math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "mfrac", "msqrt", "mroot", "msub", "msup",
+    "msubsup", "munder", "mover", "munderover", "mtable", "mtr", "mtd", "mstyle", "mpadded", "mphantom",
+    "menclose", "merror", "mmultiscripts", "mprescripts", "none", "semantics", "annotation",
+})
+MATH_ATTRIBUTES = frozenset({
+    "display", "mathvariant", "stretchy", "fence", "separator", "accent", "accentunder", "lspace", "rspace",
+    "columnalign", "columnlines", "columnspacing", "rowalign", "rowlines", "rowspacing", "linethickness",
+    "displaystyle", "scriptlevel", "width", "height", "depth", "notation", "minsize", "maxsize",
+    "movablelimits", "form", "largeop", "symmetric", "frame", "framespacing", "mathcolor", "mathbackground",
+    "encoding",
+})
+_NAMESPACE = "{http://www.w3.org/1998/Math/MathML}"
+# A formula longer than this is shown as source: the converter's time grows with it, and no reply
+# needs one formula of this size.
+MAX_FORMULA_CHARS = 5_000
+
+
+def mathml(latex: str, *, display: bool) -> str:
+    """The formula as MathML, or its source in a code span when it cannot be drawn safely."""
+    latex = latex.strip()
+    if latex and len(latex) <= MAX_FORMULA_CHARS:
+        try:
+            markup = convert(latex, display="block" if display else "inline")
+        except Exception:
+            markup = ""
+        if markup and _only_mathml(markup):
+            return markup
+    source = html.escape(f"\\[{latex}\\]" if display else f"\\({latex}\\)")
+    return f'<code class="math-source">{source}</code>'
+
+
+def _only_mathml(markup: str) -> bool:
+    try:
+        root = ET.fromstring(markup)  # noqa: S314 - see the import
+    except ET.ParseError:
+        return False
+    for element in root.iter():
+        tag = element.tag.removeprefix(_NAMESPACE)
+        if tag not in MATH_TAGS or any(name not in MATH_ATTRIBUTES and name != "xmlns" for name in element.attrib):
+            return False
+    return True
+
+
+def _bracket_inline(state: StateInline, silent: bool) -> bool:
+    """`\\(…\\)` on one paragraph's text: a math_inline token (rendered as dollarmath's are)."""
+    if not state.src.startswith("\\(", state.pos):
+        return False
+    end = state.src.find("\\)", state.pos + 2)
+    if end < 0 or not state.src[state.pos + 2 : end].strip():
+        return False
+    if not silent:
+        token = state.push("math_inline", "math", 0)
+        token.content = state.src[state.pos + 2 : end]
+        token.markup = "\\("
+    state.pos = end + 2
+    return True
+
+
+_BLOCK_END = re.compile(r"\\\]\s*$")
+
+
+def _bracket_block(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """A `\\[` line (at most three spaces in) through the line that ends with `\\]`: a math_block token."""
+    first = state.bMarks[start] + state.tShift[start]
+    if state.sCount[start] - state.blkIndent >= 4 or not state.src.startswith("\\[", first):
+        return False
+    line, body = start, [state.src[first + 2 : state.eMarks[start]]]
+    while not _BLOCK_END.search(body[-1]):
+        line += 1
+        if line >= end:
+            return False
+        body.append(state.src[state.bMarks[line] + state.tShift[line] : state.eMarks[line]])
+    if silent:
+        return True
+    token = state.push("math_block", "math", 0)
+    token.block, token.markup = True, "\\["
+    token.content = _BLOCK_END.sub("", "\n".join(body))
+    token.map = [start, line + 1]
+    state.line = line + 1
+    return True
+
+
+def math_plugin(md: MarkdownIt) -> None:
+    """Math in all four notations, rendered by `mathml`."""
+
+    def render(latex: str, options: dict[str, Any]) -> str:
+        return mathml(latex, display=bool(options.get("display_mode")))
+
+    dollarmath_plugin(md, allow_space=False, allow_digits=False, double_inline=True, allow_labels=False,
+                      renderer=render)
+    md.inline.ruler.before("escape", "math_inline_brackets", _bracket_inline)
+    md.block.ruler.before("fence", "math_block_brackets", _bracket_block,
+                          {"alt": ["paragraph", "reference", "blockquote", "list"]})
