@@ -150,14 +150,16 @@ class _ByteBoundedCache:
 _render_cache = _ByteBoundedCache(total_limit=16_000_000, item_limit=400_000)
 
 
-def markdown_render(text: str) -> str:
-    """Render a message's markdown to HTML that is safe to insert into the page as is."""
+def markdown_render(text: str, *, cached: bool = True) -> str:
+    """Render a message's markdown to HTML that is safe to insert into the page as is. Not `cached`:
+    a text shown once (a streaming reply so far), which would only push stored replies out."""
     if not text:
         return ""
-    rendered = _render_cache.get(text)
+    rendered = _render_cache.get(text) if cached else None
     if rendered is None:
         rendered = _sanitize(_md.render(text))
-        _render_cache.put(text, rendered)
+        if cached:
+            _render_cache.put(text, rendered)
     return rendered
 
 

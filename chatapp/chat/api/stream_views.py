@@ -38,6 +38,7 @@ from chatapp.chat.message_services import MessageTooLarge, message_content_valid
 from chatapp.chat.models import Message
 from chatapp.chat.rate_limit import RateLimited, send_rate_check
 from chatapp.chat.selectors import conversation_get_for_send
+from chatapp.chat.stream_markup import StreamMarkup
 from chatapp.chat.turn_left import turn_unstarted_end
 from chatapp.chat.turn_types import TurnStart
 
@@ -45,7 +46,8 @@ _SSE_RESPONSES = {
     200: OpenApiResponse(
         description="text/event-stream: `accepted` (the message is stored), `start` (the context is packed "
         "and the reply opened), `reasoning`… (a reasoning model's thinking, `{text}`: shown apart, never sent "
-        "back), `delta`… (the answer's text, `{text}`), then `done` or `error` (JSON data per event)."
+        "back), `delta`… (the answer's text, `{text}`), now and then `markup` (the answer so far rendered, "
+        "`{html}`, sanitized: shown in place of the deltas before it), then `done` or `error` (JSON data per event)."
     ),
     400: OpenApiResponse(description="Empty message, malformed JSON, or not the latest exchange."),
     404: OpenApiResponse(description="No such object of yours."),
@@ -100,9 +102,12 @@ class _TurnEventStream(StreamingHttpResponse):
 
     async def _events(self) -> AsyncIterator[bytes]:
         self.settled = True
+        markup = StreamMarkup()
         async with contextlib.aclosing(chat_turn_stream(start=self.turn_start)) as events:
             async for event in events:
                 yield _sse_encode(event)
+                if (drawn := markup.after(event)) is not None:
+                    yield _sse_encode(drawn)
 
     def close(self) -> None:
         try:

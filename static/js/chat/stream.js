@@ -5,6 +5,7 @@ import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
 import { followedReply, followLost, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
 import { refreshSidebar } from "./sidebar.js";
+import { markupAppend, markupShow } from "./progressive.js";
 import { parseEvent } from "./sse.js";
 import { thinkingAdd, thinkingEnd, thinkingShown } from "./thinking.js";
 import { titleFollow, titleFromStream } from "./title_follow.js";
@@ -87,10 +88,11 @@ export async function runStream(url, body, ctx) {
     delta(data) {
       if (!text) { contentEl.replaceChildren(); thinkingEnd(asstEl); }
       text += data.text || "";
-      // Text only: never interpret model output as HTML while it streams.
-      contentEl.append(document.createTextNode(data.text || ""));
+      // Text only: the model's output is never read as HTML here (markup events are the server's).
+      markupAppend(contentEl, data.text || "");
       scrollToBottom();
     },
+    markup(data) { markupShow(contentEl, data.html || ""); scrollToBottom(); },
     done(data) {
       finished = true;
       const m = data.message || {};
