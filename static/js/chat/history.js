@@ -1,5 +1,5 @@
 /* Earlier messages on demand, links to a message (#m-<id>), and a reply streaming in another tab. */
-import { enhance, nearBottom, scrollToBottom, setStatus, showError } from "./dom.js";
+import { announceReplyEnd, enhance, nearBottom, scrollToBottom, setStatus, showError } from "./dom.js";
 import { foldLong, unfold } from "./fold.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
@@ -214,6 +214,13 @@ export function followElsewhere() {
       }
       foldLong(nodes);
       placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
+      // A screen reader hears a followed reply end as it hears the page's own (its last, if several).
+      const ended = pending.map((m) => document.getElementById(m.id)).filter((m) => m && m.dataset.status !== "streaming");
+      const last = ended[ended.length - 1];
+      if (last) {
+        announceReplyEnd(last.dataset.status, { cut: Boolean(last.querySelector(".msg-cut")),
+          error: last.querySelector(".msg-error-text")?.textContent.trim() || "" });
+      }
       if (!streamingElsewhere().length) {
         refreshGauge();
         titleCheck(state.conversationId);

@@ -1,6 +1,6 @@
 /* One reply over Server-Sent Events: send, regenerate, retry, stop. */
 import { setSiblings } from "./branches.js";
-import { announce, buildMessage, enhance, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showCutNote, showError, typingDots } from "./dom.js";
+import { announce, announceReplyEnd, buildMessage, enhance, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showCutNote, showError, typingDots } from "./dom.js";
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
 import { followedReply, followLost, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
@@ -108,9 +108,7 @@ export async function runStream(url, body, ctx) {
       if (data.context) updateGauge(data.context);
       titleFromStream(data.title);
       if (data.title_pending) titleFollow(state.conversationId, data.title);
-      // The cut is said too: "complete" would tell a screen reader the opposite of what the note shows.
-      const cut = m.status === "complete" && m.finish_reason === "length";
-      announce(m.status === "stopped" ? "Reply stopped." : cut ? "Reply cut at the output limit: Continue asks for the rest." : "Reply complete.");
+      announceReplyEnd(m.status || "complete", { cut: m.finish_reason === "length" });
     },
     error(data) {
       finished = true;
@@ -133,7 +131,7 @@ export async function runStream(url, body, ctx) {
         showError(asstEl, data.error || "The model request failed.", { retry: data.kind !== "gone", userId });
       }
       if (data.context) updateGauge(data.context);
-      announce(status === "stopped" ? "Reply stopped." : `Reply failed: ${data.error || ""}`);
+      announceReplyEnd(status === "stopped" ? "stopped" : "error", { error: data.error || "" });
     },
   };
 
