@@ -9,7 +9,7 @@ import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.
 import { editSystemPrompt, pointExportLinks } from "./prompt.js";
 import { deleteConversation, inlineRename, renameConversation } from "./sidebar.js";
 import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
-import "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
+import { branchFocusRestore } from "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
 import { openShortcuts } from "./shortcuts.js"; // also handles its own keys
 import { titleFollow } from "./title_follow.js";
@@ -243,7 +243,7 @@ if (state.conversationId) {
   followElsewhere();
   // Opened just after another tab's first reply ended: the model is naming the chat.
   if (app.dataset.titlePending === "1") titleFollow(state.conversationId, titleEl.textContent);
-  revealHash();
+  revealHash().then(branchFocusRestore); // after the message box takes the focus, below
   window.addEventListener("hashchange", revealHash);
 }
 
