@@ -40,6 +40,16 @@ function closeMenus(except) {
   }
 }
 
+// Tab (or Shift+Tab) out of an open menu or the gauge's popover closes it, as a menu's role promises:
+// left open, it covered the controls the focus went on to. Focus on a menu's own button keeps it.
+document.addEventListener("focusin", (e) => {
+  const at = e.target;
+  if (!(at instanceof Element)) return;
+  const own = at.closest(".menu, .gauge-pop") || (at === gaugeBtn ? gaugePop : null)
+    || (at.nextElementSibling?.matches(".menu") ? at.nextElementSibling : null);
+  closeMenus(own);
+});
+
 // The chats drawer (phones).
 function setSidebar(open) {
   app.classList.toggle("sidebar-open", open);
