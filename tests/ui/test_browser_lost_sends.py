@@ -93,3 +93,39 @@ def test_the_length_check_counts_characters_as_the_server_does(asgi_server, brow
           or d.find_elements(By.ID, "composer-error"))
     assert browser.find_elements(By.ID, "composer-error") == []
     assert _user_texts("emoji-limit") == ["\U0001F600" * 10]
+
+
+def test_a_send_refused_while_another_tab_streams_shows_that_reply_to_stop(asgi_server, browser, fake_openai):
+    """The tab left behind was told "A reply is still being written… Wait for it or stop it", and
+    showed no such reply, nor anything to stop it with, until it was reloaded."""
+    _sign_up_with_model(browser, asgi_server.url, "busy-tabs", fake_url=fake_openai.base_url, model="slow-400",
+                        name="Slow")
+    browser.find_element(By.ID, "composer-input").send_keys("From tab one: first", Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
+    url = browser.current_url
+    one = browser.current_window_handle
+    browser.switch_to.new_window("tab")
+    browser.get(url)
+    two = browser.current_window_handle
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-id]"))
+    browser.switch_to.window(one)
+    browser.find_element(By.ID, "composer-input").send_keys("From tab one: a long answer", Keys.ENTER)
+    reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming[data-id]"))[0]
+    reply_id = reply.get_attribute("data-id")
+    browser.switch_to.window(two)
+
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("From tab two: meanwhile", Keys.ENTER)
+    _wait(browser, lambda d: "still being written" in d.find_element(By.ID, "composer-error").text)
+    assert box.get_attribute("value") == "From tab two: meanwhile"
+    # The reply it is told to wait for or stop is shown, followed, and stopped from here.
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply_id}").get_attribute("data-status") == "streaming")
+    assert "a long answer" in browser.find_elements(By.CSS_SELECTOR, ".msg--user .msg-content")[-1].text
+    # Regenerate is the newest reply's only, as everywhere.
+    regenerate = [b for b in browser.find_elements(By.CSS_SELECTOR, '[data-action="regenerate"]') if b.is_displayed()]
+    assert [b.find_element(By.XPATH, "ancestor::article").get_attribute("id") for b in regenerate] == [f"m-{reply_id}"]
+    _wait(browser, lambda d: d.find_element(By.ID, "stop-btn").is_displayed())
+    box.send_keys(Keys.ESCAPE)
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply_id}").get_attribute("data-status") == "stopped")
+    assert Message.objects.get(pk=int(reply_id)).status == "stopped"
+    assert box.get_attribute("value") == "From tab two: meanwhile"

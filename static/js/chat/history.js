@@ -1,5 +1,5 @@
 /* Earlier messages on demand, links to a message (#m-<id>), and a reply streaming in another tab. */
-import { announceReplyEnd, enhance, nearBottom, scrollToBottom, setStatus, showError } from "./dom.js";
+import { announceReplyEnd, enhance, markLastReply, nearBottom, scrollToBottom, setStatus, showError } from "./dom.js";
 import { foldLong, unfold } from "./fold.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
@@ -72,6 +72,21 @@ export async function showMissedBefore(userEl, userMessage) {
   if (!document.getElementById(`m-${userMessage.parent}`)) {
     toast("This chat changed in another tab: reload to see what your message follows.", "info", 8000);
   }
+}
+
+/** A send refused because a reply is being written (started in another tab or device, after this page
+ *  drew the chat): the page shows what it missed and follows that reply, so that the Stop and Esc the
+ *  refusal speaks of reach it, and Enter waits for it. */
+export async function catchUp() {
+  const shown = [...messagesEl.querySelectorAll(".msg[data-id]")].map((m) => Number(m.dataset.id));
+  const newest = shown.length ? Math.max(...shown) : 0;
+  const nodes = (await messagesSince(newest + 1)) || [];
+  const missed = nodes.filter((node) => node.id && !document.getElementById(node.id) && Number(node.dataset.id) > newest);
+  messagesEl.append(...missed);
+  foldLong(missed);
+  const reply = missed.filter((node) => node.dataset.role === "assistant").pop();
+  if (reply) markLastReply(reply); // Regenerate and Continue only on the newest reply
+  followElsewhere();
 }
 
 const escapeRe = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
