@@ -95,10 +95,10 @@ def test_the_length_check_counts_characters_as_the_server_does(asgi_server, brow
     assert _user_texts("emoji-limit") == ["\U0001F600" * 10]
 
 
-def test_a_send_refused_while_another_tab_streams_shows_that_reply_to_stop(asgi_server, browser, fake_openai):
-    """The tab left behind was told "A reply is still being written… Wait for it or stop it", and
-    showed no such reply, nor anything to stop it with, until it was reloaded."""
-    _sign_up_with_model(browser, asgi_server.url, "busy-tabs", fake_url=fake_openai.base_url, model="slow-400",
+def _tab_left_behind(browser, fake_openai, asgi_server, username: str) -> str:
+    """A chat with one exchange open in two tabs; the first sends again, and the second, which has the
+    focus when this returns, does not know: the id of the reply streaming."""
+    _sign_up_with_model(browser, asgi_server.url, username, fake_url=fake_openai.base_url, model="slow-400",
                         name="Slow")
     browser.find_element(By.ID, "composer-input").send_keys("From tab one: first", Keys.ENTER)
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
@@ -113,6 +113,13 @@ def test_a_send_refused_while_another_tab_streams_shows_that_reply_to_stop(asgi_
     reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming[data-id]"))[0]
     reply_id = reply.get_attribute("data-id")
     browser.switch_to.window(two)
+    return reply_id
+
+
+def test_a_send_refused_while_another_tab_streams_shows_that_reply_to_stop(asgi_server, browser, fake_openai):
+    """The tab left behind was told "A reply is still being written… Wait for it or stop it", and
+    showed no such reply, nor anything to stop it with, until it was reloaded."""
+    reply_id = _tab_left_behind(browser, fake_openai, asgi_server, "busy-tabs")
 
     box = browser.find_element(By.ID, "composer-input")
     box.send_keys("From tab two: meanwhile", Keys.ENTER)
@@ -129,3 +136,18 @@ def test_a_send_refused_while_another_tab_streams_shows_that_reply_to_stop(asgi_
     _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply_id}").get_attribute("data-status") == "stopped")
     assert Message.objects.get(pk=int(reply_id)).status == "stopped"
     assert box.get_attribute("value") == "From tab two: meanwhile"
+
+
+def test_a_regenerate_refused_while_another_tab_streams_shows_that_reply(asgi_server, browser, fake_openai):
+    """Refused as "Only the latest exchange can be regenerated", the tab went on showing the reply it
+    asked for as the latest, and nothing of the exchange the other tab had started."""
+    reply_id = _tab_left_behind(browser, fake_openai, asgi_server, "busy-regenerate")
+    old = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1]
+    browser.execute_script("arguments[0].click()", old.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
+    _wait(browser, lambda d: any("latest exchange" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
+
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply_id}").get_attribute("data-status") == "streaming")
+    _wait(browser, lambda d: d.find_element(By.ID, "stop-btn").is_displayed())
+    assert old.is_displayed()  # the reply it asked to regenerate is back, as it was
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply_id}").get_attribute("data-status") == "complete",
+          timeout=60)

@@ -5,6 +5,7 @@
 import { buildMessage, el, icon, moveFocusOff, scrollToBottom } from "./dom.js";
 import { sendKey } from "./composer.js";
 import { foldLong } from "./fold.js";
+import { catchUp } from "./history.js";
 import { busyNow, runStream } from "./stream.js";
 import { api, errorText, messagesEl, state, toast } from "./state.js";
 
@@ -151,13 +152,14 @@ async function submitEdit(article, content) {
     userEl,
     asstEl,
     onUserMessage(m) { setSiblings(userEl, m); },
-    onRejected(msg) {
+    onRejected(msg, status) {
       // Nothing was stored: the path comes back as it was, the editor still open on the new text
       // (it came back with the message), and why it was refused said beside it.
       userEl.remove();
       asstEl.remove();
       if (anchor) anchor.after(...removed); else parent.prepend(...removed);
       showEditError(article, msg);
+      if (status === 400 || status === 409) catchUp(); // another tab went on: shown, to wait for or stop
     },
   });
 }

@@ -75,8 +75,9 @@ export async function showMissedBefore(userEl, userMessage) {
 }
 
 /** A send refused because a reply is being written (started in another tab or device, after this page
- *  drew the chat): the page shows what it missed and follows that reply, so that the Stop and Esc the
- *  refusal speaks of reach it, and Enter waits for it. */
+ *  drew the chat), or a Regenerate, Retry or Edit refused as no longer on the latest exchange: the page
+ *  shows what it missed and follows a reply still written, so that the Stop and Esc the refusal speaks
+ *  of reach it, and Enter waits for it. */
 export async function catchUp() {
   const shown = [...messagesEl.querySelectorAll(".msg[data-id]")].map((m) => Number(m.dataset.id));
   const newest = shown.length ? Math.max(...shown) : 0;

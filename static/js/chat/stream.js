@@ -2,7 +2,7 @@
 import { setSiblings } from "./branches.js";
 import { announce, announceReplyEnd, buildMessage, enhance, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showCutNote, showError, typingDots } from "./dom.js";
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
-import { followedReply, followLost, showMissedBefore } from "./history.js";
+import { catchUp, followedReply, followLost, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
 import { refreshSidebar } from "./sidebar.js";
 import { parseEvent } from "./sse.js";
@@ -231,11 +231,12 @@ export async function regenerate(article) {
   await runStream(`/api/messages/${id}/regenerate/`, {}, {
     asstEl,
     userId: article.dataset.replyTo ? Number(article.dataset.replyTo) : null,
-    onRejected(msg) {
+    onRejected(msg, status) {
       asstEl.remove();
       previous.hidden = false;
       markLastReply(previous);
       toast(msg, "error", 5000);
+      if (status === 400 || status === 409) catchUp(); // refused as not the latest: another tab went on
     },
   });
   // The old reply is a branch now (‹ n/m › on the new one reaches it), no longer on the page's path.
@@ -264,9 +265,10 @@ export async function retry(article) {
   await runStream(`/api/messages/${userId}/retry/`, {}, {
     asstEl,
     userId,
-    onRejected(msg) {
+    onRejected(msg, status) {
       asstEl.remove();
       showError(article, msg, { userId, retry: article.classList.contains("is-last") });
+      if (status === 400 || status === 409) catchUp();
     },
   });
   // The failed reply is a branch now (‹ n/m › on the new one reaches it).
