@@ -1,6 +1,6 @@
 /* The chat page: wires the modules together (clicks, keys) and starts. Plain ES modules, no build step. */
 import { autosize, sendMessage } from "./composer.js";
-import { enhance, moveFocusOff, nearBottom, scrollToBottom } from "./dom.js";
+import { announce, enhance, moveFocusOff, nearBottom, scrollToBottom } from "./dom.js";
 import { draftRestore } from "./draft.js";
 import { foldLong } from "./fold.js"; // also handles its own clicks (Show more / Show less)
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
@@ -91,6 +91,8 @@ document.addEventListener("click", async (e) => {
       const ok = await copyText(pre.innerText.replace(/\n$/, ""));
       const label = target.querySelector("span");
       label.textContent = ok ? "Copied" : "Copy failed";
+      // Heard too: a screen reader reads the button by its fixed label ("Copy code"), not this text.
+      announce(ok ? "Code copied to the clipboard." : "Could not copy the code.");
       setTimeout(() => { label.textContent = "Copy"; }, 1500);
       break;
     }
