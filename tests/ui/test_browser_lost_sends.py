@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from chatapp.chat.models import Message
+from chatapp.chat.models import Conversation, Message
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _send, _sign_up, _sign_up_with_model, _wait
 
@@ -151,3 +151,20 @@ def test_a_regenerate_refused_while_another_tab_streams_shows_that_reply(asgi_se
     assert old.is_displayed()  # the reply it asked to regenerate is back, as it was
     _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply_id}").get_attribute("data-status") == "complete",
           timeout=60)
+
+
+def test_a_send_to_a_chat_deleted_elsewhere_says_so_in_plain_words(asgi_server, browser):
+    """It said "No Conversation matches the given query." (Django's words for a missing row)."""
+    _sign_up(browser, asgi_server.url, "deleted-elsewhere")
+    _send(browser, "A chat about to go")
+    user = get_user_model().objects.get(username="deleted-elsewhere")
+    Conversation.objects.filter(owner=user).delete()  # another tab or device deleted it
+
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("Anyone there?", Keys.ENTER)
+    error = _wait(browser, lambda d: d.find_element(By.ID, "composer-error"))
+    assert error.text == "This chat no longer exists: it was deleted (in another tab or device?)."
+    assert box.get_attribute("value") == "Anyone there?"
+    regenerate = browser.find_elements(By.CSS_SELECTOR, '[data-action="regenerate"]')[-1]
+    browser.execute_script("arguments[0].click()", regenerate)
+    _wait(browser, lambda d: any("no longer exists" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))

@@ -166,6 +166,9 @@ export async function runStream(url, body, ctx) {
     const data = type.includes("json") ? await response.json().catch(() => null) : null;
     let msg = errorText(data, response.status);
     if (response.status === 429 && !/wait|slow|quickly|too many/i.test(msg)) msg = `You are sending messages too quickly. ${msg}`;
+    // Only a chat deleted since the page drew it (another tab or device) is not found: said so, not in
+    // the server's words, which name a database row ("No Conversation matches the given query.").
+    if (response.status === 404) msg = "This chat no longer exists: it was deleted (in another tab or device?).";
     setStreaming(false);
     if (ctx.onRejected) ctx.onRejected(msg, response.status);
     return;
