@@ -158,3 +158,18 @@ def test_a_followed_reply_is_announced_when_it_ends(asgi_server, browser, fake_o
     browser.find_element(By.ID, "composer-input").send_keys(Keys.ESCAPE)
     _wait(browser, lambda d: _shown(d, second_id).get_attribute("data-status") == "stopped", timeout=30)
     _wait(browser, lambda d: _said(d) == "Reply stopped.")
+
+
+def test_a_followed_reply_stopped_from_the_keyboard_keeps_the_focus_off_the_page(asgi_server, browser, fake_openai):
+    """The reply's own Stop, disabled once pressed, dropped the focus to the page (<body>), where it
+    stayed after the reply ended."""
+    _sign_up_with_model(browser, asgi_server.url, "reload-stop-keys", fake_url=fake_openai.base_url,
+                        model="slow-500", name="Slower")
+    reply_id = _send_then_reload(browser, "A long answer, please, that I will stop from the keyboard")
+    stop = _shown(browser, reply_id).find_element(By.CSS_SELECTOR, '[data-action="stop-reply"]')
+    browser.execute_script("arguments[0].focus()", stop)
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "stop-btn")
+    _wait(browser, lambda d: _shown(d, reply_id).get_attribute("data-status") == "stopped", timeout=30)
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "composer-input")

@@ -179,7 +179,11 @@ export function followedReply() {
 
 export async function stopFollowed(article = followedReply()) {
   if (!article || !article.dataset.id) return;
-  article.querySelector('[data-action="stop-reply"]')?.setAttribute("disabled", "");
+  const own = article.querySelector('[data-action="stop-reply"]');
+  // Disabled once pressed, the reply's own Stop would drop the focus to the page: the composer's Stop
+  // takes it (and hands it to the message box when the reply ends, as for the page's own reply).
+  if (own && own === document.activeElement) (stopBtn.hidden ? input : stopBtn).focus();
+  own?.setAttribute("disabled", "");
   await api(`/api/messages/${article.dataset.id}/stop/`, { method: "POST", body: {} });
   followElsewhere();
 }
