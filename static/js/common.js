@@ -99,7 +99,9 @@ const Longchat = (() => {
       await navigator.clipboard.writeText(text);
       return true;
     } catch {
-      // Clipboard API needs a secure context; fall back to a hidden textarea.
+      // Clipboard API needs a secure context; fall back to a hidden textarea. Selecting its text takes
+      // the focus, given back once it is copied (else it falls to the page when the textarea goes).
+      const had = document.activeElement;
       const area = document.createElement("textarea");
       area.value = text;
       area.setAttribute("readonly", "");
@@ -110,6 +112,7 @@ const Longchat = (() => {
       let ok = false;
       try { ok = document.execCommand("copy"); } catch { ok = false; }
       area.remove();
+      if (had instanceof HTMLElement && had.isConnected) had.focus({ preventScroll: true });
       return ok;
     }
   }

@@ -108,3 +108,37 @@ def test_edit_a_message_then_switch_between_versions(asgi_server, browser):
     last_id = _user_messages(browser)[-1].get_attribute("data-id")
     _wait(browser, lambda d: _message(d, last_id).find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "3/3")
     assert console_errors(browser) == []
+
+
+def _focused_action(browser) -> tuple[str | None, str | None]:
+    """The focused control's action and the message it is in."""
+    return tuple(browser.execute_script(
+        "const a = document.activeElement;"
+        "return [a.dataset.action || null, a.closest('.msg')?.dataset.id || null];"))
+
+
+def test_a_version_switched_from_the_keyboard_keeps_the_focus_on_its_arrows(asgi_server, browser):
+    """The switch reloads the page, whose focus went to the message box: a keyboard user who pressed
+    "previous" had to find the arrows again (Shift+Tab through every control below) to step on or back."""
+    _sign_up(browser, asgi_server.url, "branch-keys")
+    first = _send(browser, "Tell me about apples.")
+    first_id = first.get_attribute("data-id")
+    _click(browser, first.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-id")
+          not in (None, first_id)
+          and d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status") == "complete")
+    second_id = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-id")
+    previous = _wait(browser, lambda d: _message(d, second_id).find_element(
+        By.CSS_SELECTOR, '[data-action="branch-prev"]'))
+    browser.execute_script("arguments[0].focus()", previous)
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+
+    # On the first version "previous" is disabled: the focus is on "next", which leads back.
+    _wait(browser, lambda d: _focused_action(d) == ("branch-next", first_id))
+    assert _message(browser, first_id).find_element(By.CSS_SELECTOR, ".msg-branches-pos").text == "1/2"
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    _wait(browser, lambda d: _focused_action(d) == ("branch-prev", second_id))
+    # The page's next load (a reload of its own) opens with the focus in the message box again.
+    browser.refresh()
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "composer-input")
+    assert console_errors(browser) == []

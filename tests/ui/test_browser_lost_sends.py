@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from chatapp.chat.models import Message
+from chatapp.chat.models import Conversation, Message
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _send, _sign_up, _sign_up_with_model, _wait
 
@@ -93,3 +93,78 @@ def test_the_length_check_counts_characters_as_the_server_does(asgi_server, brow
           or d.find_elements(By.ID, "composer-error"))
     assert browser.find_elements(By.ID, "composer-error") == []
     assert _user_texts("emoji-limit") == ["\U0001F600" * 10]
+
+
+def _tab_left_behind(browser, fake_openai, asgi_server, username: str) -> str:
+    """A chat with one exchange open in two tabs; the first sends again, and the second, which has the
+    focus when this returns, does not know: the id of the reply streaming."""
+    _sign_up_with_model(browser, asgi_server.url, username, fake_url=fake_openai.base_url, model="slow-400",
+                        name="Slow")
+    browser.find_element(By.ID, "composer-input").send_keys("From tab one: first", Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
+    url = browser.current_url
+    one = browser.current_window_handle
+    browser.switch_to.new_window("tab")
+    browser.get(url)
+    two = browser.current_window_handle
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-id]"))
+    browser.switch_to.window(one)
+    browser.find_element(By.ID, "composer-input").send_keys("From tab one: a long answer", Keys.ENTER)
+    reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming[data-id]"))[0]
+    reply_id = reply.get_attribute("data-id")
+    browser.switch_to.window(two)
+    return reply_id
+
+
+def test_a_send_refused_while_another_tab_streams_shows_that_reply_to_stop(asgi_server, browser, fake_openai):
+    """The tab left behind was told "A reply is still being written… Wait for it or stop it", and
+    showed no such reply, nor anything to stop it with, until it was reloaded."""
+    reply_id = _tab_left_behind(browser, fake_openai, asgi_server, "busy-tabs")
+
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("From tab two: meanwhile", Keys.ENTER)
+    _wait(browser, lambda d: "still being written" in d.find_element(By.ID, "composer-error").text)
+    assert box.get_attribute("value") == "From tab two: meanwhile"
+    # The reply it is told to wait for or stop is shown, followed, and stopped from here.
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply_id}").get_attribute("data-status") == "streaming")
+    assert "a long answer" in browser.find_elements(By.CSS_SELECTOR, ".msg--user .msg-content")[-1].text
+    # Regenerate is the newest reply's only, as everywhere.
+    regenerate = [b for b in browser.find_elements(By.CSS_SELECTOR, '[data-action="regenerate"]') if b.is_displayed()]
+    assert [b.find_element(By.XPATH, "ancestor::article").get_attribute("id") for b in regenerate] == [f"m-{reply_id}"]
+    _wait(browser, lambda d: d.find_element(By.ID, "stop-btn").is_displayed())
+    box.send_keys(Keys.ESCAPE)
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply_id}").get_attribute("data-status") == "stopped")
+    assert Message.objects.get(pk=int(reply_id)).status == "stopped"
+    assert box.get_attribute("value") == "From tab two: meanwhile"
+
+
+def test_a_regenerate_refused_while_another_tab_streams_shows_that_reply(asgi_server, browser, fake_openai):
+    """Refused as "Only the latest exchange can be regenerated", the tab went on showing the reply it
+    asked for as the latest, and nothing of the exchange the other tab had started."""
+    reply_id = _tab_left_behind(browser, fake_openai, asgi_server, "busy-regenerate")
+    old = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1]
+    browser.execute_script("arguments[0].click()", old.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
+    _wait(browser, lambda d: any("latest exchange" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
+
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply_id}").get_attribute("data-status") == "streaming")
+    _wait(browser, lambda d: d.find_element(By.ID, "stop-btn").is_displayed())
+    assert old.is_displayed()  # the reply it asked to regenerate is back, as it was
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply_id}").get_attribute("data-status") == "complete",
+          timeout=60)
+
+
+def test_a_send_to_a_chat_deleted_elsewhere_says_so_in_plain_words(asgi_server, browser):
+    """It said "No Conversation matches the given query." (Django's words for a missing row)."""
+    _sign_up(browser, asgi_server.url, "deleted-elsewhere")
+    _send(browser, "A chat about to go")
+    user = get_user_model().objects.get(username="deleted-elsewhere")
+    Conversation.objects.filter(owner=user).delete()  # another tab or device deleted it
+
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("Anyone there?", Keys.ENTER)
+    error = _wait(browser, lambda d: d.find_element(By.ID, "composer-error"))
+    assert error.text == "This chat no longer exists: it was deleted (in another tab or device?)."
+    assert box.get_attribute("value") == "Anyone there?"
+    regenerate = browser.find_elements(By.CSS_SELECTOR, '[data-action="regenerate"]')[-1]
+    browser.execute_script("arguments[0].click()", regenerate)
+    _wait(browser, lambda d: any("no longer exists" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))

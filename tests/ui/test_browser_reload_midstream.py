@@ -138,3 +138,38 @@ def test_a_dropped_connection_long_after_the_first_is_followed_too(asgi_server, 
     _followed_to_its_end(browser, _sent_and_dropped(browser, asgi_server, "First answer, line by line"))
     browser.execute_script("const real = Date.now; Date.now = () => real() + 16 * 60 * 1000;")  # 16 min pass
     _followed_to_its_end(browser, _sent_and_dropped(browser, asgi_server, "Second answer, line by line"))
+
+
+def test_a_followed_reply_is_announced_when_it_ends(asgi_server, browser, fake_openai):
+    """The page's live region said nothing when a reply it followed (after a reload, or a dropped
+    connection) ended: a screen reader user never heard the reply was complete, or stopped."""
+    _sign_up_with_model(browser, asgi_server.url, "reload-hear", fake_url=fake_openai.base_url, model="slow-150",
+                        name="Slow")
+    reply_id = _send_then_reload(browser, "Tell me something I will hear the end of")
+    _wait(browser, lambda d: _shown(d, reply_id).get_attribute("data-status") == "complete", timeout=30)
+    _wait(browser, lambda d: _said(d) == "Reply complete.")
+
+    browser.find_element(By.ID, "composer-input").send_keys("And a second answer, that Esc stops", Keys.ENTER)
+    second = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming[data-id]"))[0]
+    second_id = int(second.get_attribute("data-id"))
+    _wait(browser, lambda d: second.find_element(By.CSS_SELECTOR, ".msg-content").text.strip())
+    _connections_drop(asgi_server)
+    _wait(browser, lambda d: "connection to the server was lost" in _shown(d, second_id).text)
+    browser.find_element(By.ID, "composer-input").send_keys(Keys.ESCAPE)
+    _wait(browser, lambda d: _shown(d, second_id).get_attribute("data-status") == "stopped", timeout=30)
+    _wait(browser, lambda d: _said(d) == "Reply stopped.")
+
+
+def test_a_followed_reply_stopped_from_the_keyboard_keeps_the_focus_off_the_page(asgi_server, browser, fake_openai):
+    """The reply's own Stop, disabled once pressed, dropped the focus to the page (<body>), where it
+    stayed after the reply ended."""
+    _sign_up_with_model(browser, asgi_server.url, "reload-stop-keys", fake_url=fake_openai.base_url,
+                        model="slow-500", name="Slower")
+    reply_id = _send_then_reload(browser, "A long answer, please, that I will stop from the keyboard")
+    stop = _shown(browser, reply_id).find_element(By.CSS_SELECTOR, '[data-action="stop-reply"]')
+    browser.execute_script("arguments[0].focus()", stop)
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "stop-btn")
+    _wait(browser, lambda d: _shown(d, reply_id).get_attribute("data-status") == "stopped", timeout=30)
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "composer-input")

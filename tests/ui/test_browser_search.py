@@ -12,7 +12,7 @@ from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_services import conversation_index_rebuild
 from tests.support.browser import console_errors
-from tests.ui.test_browser import _sign_up, _wait
+from tests.ui.test_browser import _idle, _send, _sign_up, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -57,4 +57,45 @@ def test_a_search_hit_links_to_its_message(asgi_server, browser, screenshot_dir)
     assert browser.find_element(By.ID, "chat-search").get_attribute("value") == "quokka"
     again = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{long_chat.pk}"] .conv-hit'))
     assert again.find_element(By.CSS_SELECTOR, "mark").text == "quokka"
+    assert console_errors(browser) == []
+
+
+# Records the live region every change of the page falls in (what a screen reader reads out).
+HEAR = """
+window.__heard = [];
+window.__listed = 0;  // the chats list redrawn
+document.addEventListener("longchat:sidebar-updated", () => { window.__listed += 1; });
+new MutationObserver((records) => {
+  for (const r of records) {
+    const node = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+    const region = node && node.closest('[aria-live]:not([aria-live="off"]), [role="status"], [role="alert"]');
+    if (region) window.__heard.push(region.id || region.className);
+  }
+}).observe(document.body, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def _status(browser) -> str:
+    return browser.find_element(By.ID, "search-status").get_attribute("textContent").strip()
+
+
+def test_the_chats_list_is_not_read_out_at_each_reply_and_a_search_says_what_it_found(asgi_server, browser):
+    """The whole list of chats was a live region: redrawn after every reply (and at every search), a
+    screen reader read out every title listed, over the reply's own "Reply complete."."""
+    _sign_up(browser, asgi_server.url, "search-hear")
+    _send(browser, "Tell me about the quokka photos")
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#conv-nav .conv-item") and _idle(d))
+    browser.execute_script(HEAR)
+    _send(browser, "And about the wombats")
+    _wait(browser, lambda d: "Reply complete." in d.find_element(By.ID, "stream-status").get_attribute("textContent"))
+    _wait(browser, lambda d: d.execute_script("return window.__listed") > 0)
+    assert "conv-nav" not in browser.execute_script("return window.__heard")
+    browser.find_element(By.ID, "chat-search").send_keys("wombats")
+    _wait(browser, lambda d: _status(d) == "1 chat matches “wombats”.")
+    assert "conv-nav" not in browser.execute_script("return window.__heard")
+
+    browser.find_element(By.ID, "chat-search").send_keys(" zebra")
+    _wait(browser, lambda d: _status(d) == "No chats match “wombats zebra”.")
+    assert browser.find_element(By.CSS_SELECTOR, "#conv-nav .conv-empty").text == "No chats match “wombats zebra”."
+    assert "conv-nav" not in browser.execute_script("return window.__heard")
     assert console_errors(browser) == []

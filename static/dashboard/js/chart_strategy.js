@@ -46,6 +46,12 @@ export function drawStrategy() {
   if (totalSaved <= 0) {
     const note = svg("text", { class: "band-label", x: m.l + pw / 2, y: areaTop + ah / 2, "text-anchor": "middle" }, el);
     note.textContent = "Nothing saved in these turns: everything fit under the trigger.";
+    // A phone's plot is narrower than the sentence (SVG text does not wrap): two lines, centred as one.
+    if (note.getComputedTextLength() > pw) {
+      note.textContent = "";
+      svg("tspan", { x: m.l + pw / 2, dy: "-0.6em" }, note).textContent = "Nothing saved in these turns:";
+      svg("tspan", { x: m.l + pw / 2, dy: "1.2em" }, note).textContent = "everything fit under the trigger.";
+    }
     xLabels(svg("g", { class: "axis" }, el), s, xt, W, H);
     return;
   }

@@ -50,7 +50,7 @@ async function boot() {
   setupMap();
   setupTurnPicker();
   document.getElementById("summaries-more").addEventListener("click", loadSummaries);
-  await Promise.all([setupRecords(), loadSummaries(), selectTurn(series.count), showNextRequest()]);
+  await Promise.all([setupRecords(), loadSummaries(), selectTurn(series.count, { say: false }), showNextRequest()]);
   root.dataset.ready = "1";
   let lastW = window.innerWidth;
   window.addEventListener("resize", debounce(() => {

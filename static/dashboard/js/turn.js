@@ -13,7 +13,8 @@ async function recordIdOf(turn) {
   return page.results[0].id;
 }
 
-export async function selectTurn(turn) {
+/** Show turn `turn` in "What the model saw"; `say`: a screen reader is told which (not at the page's load). */
+export async function selectTurn(turn, { say = true } = {}) {
   const s = state.series;
   // An empty box means the latest turn; 0 or less, the first.
   turn = Math.max(1, Math.min(s.count, Number.isFinite(turn) ? Math.round(turn) : s.count));
@@ -104,6 +105,10 @@ export async function selectTurn(turn) {
     (recalled.length ? ` Recalled (quoted, not dropped): ${recalled.slice(0, 8).map(num).join(", ")}${recalled.length > 8 ? ` and ${recalled.length - 8} more` : ""}.` : "") +
     (dropped.length ? ` Dropped: ${dropped.slice(0, 8).join(", ")}${dropped.length > 8 ? ` and ${dropped.length - 8} more ranges` : ""}.` : "") }));
   view.replaceChildren(...parts);
+  if (say) {
+    document.getElementById("turn-status").textContent =
+      `Turn ${nf.format(turn)} of ${nf.format(s.count)}: ${count} sent, ${nf.format(r.tokens_sent)} tokens.`;
+  }
 }
 
 // Why a recall block was sent: the query terms, then each quoted message linked to its place in

@@ -5,6 +5,7 @@
 import { buildMessage, el, icon, moveFocusOff, scrollToBottom } from "./dom.js";
 import { sendKey } from "./composer.js";
 import { foldLong } from "./fold.js";
+import { catchUp } from "./history.js";
 import { busyNow, runStream } from "./stream.js";
 import { api, errorText, messagesEl, state, toast } from "./state.js";
 
@@ -50,14 +51,37 @@ function dropFrom(article) {
   }
 }
 
-async function switchBranch(article, step) {
+// The arrow a keyboard user pressed, kept across the reload a switch makes (this tab only).
+const FOCUS_KEY = "longchat:branch-focus";
+
+async function switchBranch(article, step, fromKeyboard) {
   if (busyNow() || !article.dataset.id) return;
   const index = Number(article.dataset.siblingIndex || 1) + step;
   const res = await api(`/api/messages/${article.dataset.id}/branch/`, { method: "POST", body: { index } });
   if (!res.ok) { toast(errorText(res.data, res.status), "error", 5000); return; }
+  if (fromKeyboard) {
+    try {
+      sessionStorage.setItem(FOCUS_KEY, JSON.stringify({ id: res.data.id, action: step < 0 ? "branch-prev" : "branch-next" }));
+    } catch { /* storage refused: the page opens with the focus in the message box, as any load */ }
+  }
   // The path below changed as a whole: the page shows the new one, this version in view.
   window.location.hash = `m-${res.data.id}`;
   window.location.reload();
+}
+
+/** After a switch made from the keyboard, the focus goes back to the arrows of the version now shown
+ *  (the same arrow, or the other one at either end), so ‹ › can be pressed again, not to the message box. */
+export function branchFocusRestore() {
+  let saved = null;
+  try {
+    saved = JSON.parse(sessionStorage.getItem(FOCUS_KEY) || "null");
+    sessionStorage.removeItem(FOCUS_KEY);
+  } catch { return; }
+  const nav = saved && document.getElementById(`m-${saved.id}`)?.querySelector(".msg-branches");
+  if (!nav) return;
+  const same = nav.querySelector(`[data-action="${saved.action}"]`);
+  const target = same && !same.disabled ? same : nav.querySelector("button:not([disabled])");
+  target?.focus({ preventScroll: true });
 }
 
 // Where focus was when each editor opened (its Edit button, or the message box for ↑): it goes back
@@ -128,13 +152,14 @@ async function submitEdit(article, content) {
     userEl,
     asstEl,
     onUserMessage(m) { setSiblings(userEl, m); },
-    onRejected(msg) {
+    onRejected(msg, status) {
       // Nothing was stored: the path comes back as it was, the editor still open on the new text
       // (it came back with the message), and why it was refused said beside it.
       userEl.remove();
       asstEl.remove();
       if (anchor) anchor.after(...removed); else parent.prepend(...removed);
       showEditError(article, msg);
+      if (status === 400 || status === 409) catchUp(); // another tab went on: shown, to wait for or stop
     },
   });
 }
@@ -165,8 +190,9 @@ document.addEventListener("click", (e) => {
   const article = target?.closest(".msg");
   if (!target || !article) return;
   const action = target.dataset.action;
-  if (action === "branch-prev") switchBranch(article, -1);
-  else if (action === "branch-next") switchBranch(article, 1);
+  // A button pressed with Enter or Space is a click of no pointer (`detail` 0).
+  if (action === "branch-prev") switchBranch(article, -1, e.detail === 0);
+  else if (action === "branch-next") switchBranch(article, 1, e.detail === 0);
   else if (action === "edit-message") openEditor(article);
   else if (action === "edit-cancel") closeEditor(article);
 });

@@ -3,7 +3,7 @@ import { announce, buildMessage, el, icon, scrollToBottom } from "./dom.js";
 import { draftAdopt, draftKeep } from "./draft.js";
 import { foldLong } from "./fold.js";
 import { refreshGauge } from "./gauge.js";
-import { followedReply } from "./history.js";
+import { catchUp, followedReply } from "./history.js";
 import { compactNow, renderJob } from "./jobs.js";
 import { refreshSidebar } from "./sidebar.js";
 import { api, app, busyHint, emptyState, errorText, form, input, maxChars, messagesEl, picker, state, toast } from "./state.js";
@@ -88,13 +88,14 @@ export async function sendMessage(content, { keepDraft = false } = {}) {
   await runStream(`/api/conversations/${pk}/messages/`, { content, client_key: sendKey() }, {
     userEl,
     asstEl,
-    onRejected(msg) {
+    onRejected(msg, status) {
       // Rejected before state.streaming: nothing was stored, so take the bubbles back and restore the text.
       userEl.remove();
       asstEl.remove();
       if (!keepDraft) restoreText(content);
       showComposerError(msg);
       if (!messagesEl.querySelector(".msg")) emptyState.hidden = false;
+      if (status === 409) catchUp(); // a reply written elsewhere: shown, to wait for or stop
     },
   });
 }

@@ -27,6 +27,15 @@ export const announce = (text) => {
   setTimeout(() => { statusEl.textContent = text; }, 60);
 };
 
+/** What the live region says when a reply ends: one the page streamed, or one it followed (another
+ *  tab's, or its own after a reload or a dropped connection). */
+export function announceReplyEnd(status, { cut = false, error = "" } = {}) {
+  if (status === "stopped") announce("Reply stopped.");
+  else if (status === "error") announce(`Reply failed: ${error}`);
+  // The cut is said too: "complete" would tell a screen reader the opposite of what the note shows.
+  else announce(cut ? "Reply cut at the output limit: Continue asks for the rest." : "Reply complete.");
+}
+
 export function nearBottom() {
   return timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 160;
 }

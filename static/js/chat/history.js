@@ -1,5 +1,5 @@
 /* Earlier messages on demand, links to a message (#m-<id>), and a reply streaming in another tab. */
-import { enhance, nearBottom, scrollToBottom, setStatus, showError } from "./dom.js";
+import { announceReplyEnd, enhance, markLastReply, nearBottom, scrollToBottom, setStatus, showError } from "./dom.js";
 import { foldLong, unfold } from "./fold.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
@@ -72,6 +72,22 @@ export async function showMissedBefore(userEl, userMessage) {
   if (!document.getElementById(`m-${userMessage.parent}`)) {
     toast("This chat changed in another tab: reload to see what your message follows.", "info", 8000);
   }
+}
+
+/** A send refused because a reply is being written (started in another tab or device, after this page
+ *  drew the chat), or a Regenerate, Retry or Edit refused as no longer on the latest exchange: the page
+ *  shows what it missed and follows a reply still written, so that the Stop and Esc the refusal speaks
+ *  of reach it, and Enter waits for it. */
+export async function catchUp() {
+  const shown = [...messagesEl.querySelectorAll(".msg[data-id]")].map((m) => Number(m.dataset.id));
+  const newest = shown.length ? Math.max(...shown) : 0;
+  const nodes = (await messagesSince(newest + 1)) || [];
+  const missed = nodes.filter((node) => node.id && !document.getElementById(node.id) && Number(node.dataset.id) > newest);
+  messagesEl.append(...missed);
+  foldLong(missed);
+  const reply = missed.filter((node) => node.dataset.role === "assistant").pop();
+  if (reply) markLastReply(reply); // Regenerate and Continue only on the newest reply
+  followElsewhere();
 }
 
 const escapeRe = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
@@ -163,7 +179,11 @@ export function followedReply() {
 
 export async function stopFollowed(article = followedReply()) {
   if (!article || !article.dataset.id) return;
-  article.querySelector('[data-action="stop-reply"]')?.setAttribute("disabled", "");
+  const own = article.querySelector('[data-action="stop-reply"]');
+  // Disabled once pressed, the reply's own Stop would drop the focus to the page: the composer's Stop
+  // takes it (and hands it to the message box when the reply ends, as for the page's own reply).
+  if (own && own === document.activeElement) (stopBtn.hidden ? input : stopBtn).focus();
+  own?.setAttribute("disabled", "");
   await api(`/api/messages/${article.dataset.id}/stop/`, { method: "POST", body: {} });
   followElsewhere();
 }
@@ -245,6 +265,13 @@ export function followElsewhere() {
       }
       foldLong(nodes);
       placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
+      // A screen reader hears a followed reply end as it hears the page's own (its last, if several).
+      const ended = pending.map((m) => document.getElementById(m.id)).filter((m) => m && m.dataset.status !== "streaming");
+      const last = ended[ended.length - 1];
+      if (last) {
+        announceReplyEnd(last.dataset.status, { cut: Boolean(last.querySelector(".msg-cut")),
+          error: last.querySelector(".msg-error-text")?.textContent.trim() || "" });
+      }
       if (!streamingElsewhere().length) {
         refreshGauge();
         titleCheck(state.conversationId);

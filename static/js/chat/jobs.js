@@ -52,19 +52,25 @@ export function renderJob(job) {
   // A button of the banner may hold focus ("Compact now"): it comes back to the banner's new first
   // button, or to the message box, instead of falling to the page.
   const hadFocus = jobBanner.contains(document.activeElement);
-  drawJob(job);
+  // Drawn apart, and put in place only where it reads otherwise: the banner is a live region, and a
+  // redraw had a screen reader say it again at every look the page takes at a running job.
+  const draft = jobBanner.cloneNode(false);
+  drawJob(job, draft);
+  for (const { name } of [...jobBanner.attributes]) if (!draft.hasAttribute(name)) jobBanner.removeAttribute(name);
+  for (const { name, value } of [...draft.attributes]) if (jobBanner.getAttribute(name) !== value) jobBanner.setAttribute(name, value);
+  if (jobBanner.innerHTML !== draft.innerHTML) jobBanner.replaceChildren(...draft.childNodes);
   if (hadFocus && !jobBanner.contains(document.activeElement)) {
     const next = jobBanner.hidden ? null : jobBanner.querySelector(".job-actions button");
     (next || document.getElementById("composer-input"))?.focus();
   }
 }
 
-function drawJob(job) {
+function drawJob(job, banner) {
   state.currentJob = job;
   clearTimeout(doneBannerTimer);
-  jobBanner.replaceChildren();
-  jobBanner.className = "job-banner";
-  if (!job) { jobBanner.hidden = true; delete jobBanner.dataset.status; return; }
+  banner.replaceChildren();
+  banner.className = "job-banner";
+  if (!job) { banner.hidden = true; delete banner.dataset.status; return; }
   const status = job.status;
   // Finished jobs are news only if this page saw them run, or they ended moments before it loaded,
   // and only until closed (by hand, or on its own for a success).
@@ -73,8 +79,8 @@ function drawJob(job) {
   const text = el("span", "job-text");
   const actions = el("span", "job-actions");
   if (ACTIVE_JOB.includes(status)) {
-    jobBanner.classList.add("is-active");
-    jobBanner.append(el("span", "spinner"));
+    banner.classList.add("is-active");
+    banner.append(el("span", "spinner"));
     // Every job is pending from its creation until its message is published, a moment later: only
     // one still pending after a few seconds says the queue is unreachable.
     const stuck = status === "pending" && Date.now() - Date.parse(job.created_at) > PENDING_GRACE_MS;
@@ -85,8 +91,8 @@ function drawJob(job) {
           : "Summary queued — the chat keeps working meanwhile."));
     if (job.instructions) text.append(el("span", "job-note", `Instructions: “${job.instructions}”`));
   } else if (status === "awaiting") {
-    jobBanner.classList.add("is-ask");
-    jobBanner.append(icon("compress"));
+    banner.classList.add("is-ask");
+    banner.append(icon("compress"));
     const pct = gaugePercents();
     // Each figure says what it measures: the history (the trigger's measure) and, when it differs,
     // the next request the gauge shows.
@@ -97,32 +103,32 @@ function drawJob(job) {
     text.append(el("span", "job-note", "A summary of the earlier messages would replace them; until then the oldest turns are truncated."));
     actions.append(bannerButton("Not now", "not-now", "btn btn--sm btn--ghost"), bannerButton("Compact now", "compact", "btn btn--sm btn--primary"));
   } else if (status === "done" && fresh) {
-    jobBanner.classList.add("is-done");
-    jobBanner.append(icon("check"));
+    banner.classList.add("is-done");
+    banner.append(icon("check"));
     const secs = jobDuration(job);
     text.append(stateChip("Done"), document.createTextNode(
       `Summary ready${secs !== null ? ` in ${formatSeconds(secs)}` : ""}${job.extractive ? " (extractive)" : ""} — the model uses it from your next message.`));
     if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
   } else if (status === "failed" && fresh) {
-    jobBanner.classList.add("is-failed");
-    jobBanner.append(icon("alert"));
+    banner.classList.add("is-failed");
+    banner.append(icon("alert"));
     text.append(stateChip("Failed"), document.createTextNode(`Summary failed: ${job.error || "unknown reason"}. `));
     text.append(el("span", "job-note", job.summary_id
       ? "An extractive summary stands in meanwhile."
       : "The chat falls back to truncation; nothing is lost."));
     if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
   } else if (status === "cancelled" && job.id === state.watchedJobId) {
-    jobBanner.classList.add("is-muted");
-    jobBanner.append(icon("compress"));
+    banner.classList.add("is-muted");
+    banner.append(icon("compress"));
     text.append(stateChip("Cancelled"), document.createTextNode(job.error || "Nothing to summarize yet."));
   } else {
-    jobBanner.hidden = true;
-    delete jobBanner.dataset.status;
+    banner.hidden = true;
+    delete banner.dataset.status;
     return;
   }
-  jobBanner.dataset.status = status;
-  jobBanner.dataset.jobId = String(job.id);
-  jobBanner.append(text);
+  banner.dataset.status = status;
+  banner.dataset.jobId = String(job.id);
+  banner.append(text);
   if (!["awaiting", ...ACTIVE_JOB].includes(status)) {
     const close = el("button", "icon-btn icon-btn--sm");
     close.type = "button";
@@ -132,8 +138,8 @@ function drawJob(job) {
     close.append(icon("close"));
     actions.append(close);
   }
-  if (actions.childNodes.length) jobBanner.append(actions);
-  jobBanner.hidden = false;
+  if (actions.childNodes.length) banner.append(actions);
+  banner.hidden = false;
   // Good news needs no answer: "Summary ready" leaves by itself, unless the pointer or focus is on it.
   if (status === "done") doneBannerTimer = setTimeout(() => dismissDone(job.id), DONE_BANNER_MS);
 }

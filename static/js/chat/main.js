@@ -1,6 +1,6 @@
 /* The chat page: wires the modules together (clicks, keys) and starts. Plain ES modules, no build step. */
 import { autosize, sendMessage } from "./composer.js";
-import { enhance, moveFocusOff, nearBottom, scrollToBottom } from "./dom.js";
+import { announce, enhance, moveFocusOff, nearBottom, scrollToBottom } from "./dom.js";
 import { draftRestore } from "./draft.js";
 import { foldLong } from "./fold.js"; // also handles its own clicks (Show more / Show less)
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
@@ -10,7 +10,7 @@ import { editSystemPrompt, pointExportLinks } from "./prompt.js";
 import { deleteConversation, inlineRename, pinConversation, renameConversation } from "./sidebar.js";
 import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
 import "./attach.js"; // text files into the message box: the paperclip, a drop, a paste
-import "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
+import { branchFocusRestore } from "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
 import { openShortcuts } from "./shortcuts.js"; // also handles its own keys
 import { titleFollow } from "./title_follow.js";
@@ -40,6 +40,16 @@ function closeMenus(except) {
     if (hadFocus) gaugeBtn.focus();
   }
 }
+
+// Tab (or Shift+Tab) out of an open menu or the gauge's popover closes it, as a menu's role promises:
+// left open, it covered the controls the focus went on to. Focus on a menu's own button keeps it.
+document.addEventListener("focusin", (e) => {
+  const at = e.target;
+  if (!(at instanceof Element)) return;
+  const own = at.closest(".menu, .gauge-pop") || (at === gaugeBtn ? gaugePop : null)
+    || (at.nextElementSibling?.matches(".menu") ? at.nextElementSibling : null);
+  closeMenus(own);
+});
 
 // The chats drawer (phones).
 function setSidebar(open) {
@@ -82,6 +92,8 @@ document.addEventListener("click", async (e) => {
       const ok = await copyText(pre.innerText.replace(/\n$/, ""));
       const label = target.querySelector("span");
       label.textContent = ok ? "Copied" : "Copy failed";
+      // Heard too: a screen reader reads the button by its fixed label ("Copy code"), not this text.
+      announce(ok ? "Code copied to the clipboard." : "Could not copy the code.");
       setTimeout(() => { label.textContent = "Copy"; }, 1500);
       break;
     }
@@ -247,7 +259,7 @@ if (state.conversationId) {
   followElsewhere();
   // Opened just after another tab's first reply ended: the model is naming the chat.
   if (app.dataset.titlePending === "1") titleFollow(state.conversationId, titleEl.textContent);
-  revealHash();
+  revealHash().then(branchFocusRestore); // after the message box takes the focus, below
   window.addEventListener("hashchange", revealHash);
 }
 

@@ -31,15 +31,28 @@ let searchSeq = 0;
 // How many chats the list shows once "Show older chats" was pressed (0: the server's first page).
 let listLimit = 0;
 
-export async function refreshSidebar() {
+const searchStatus = document.getElementById("search-status");
+
+/** Say what the search typed found (the list is not read out: it is redrawn after every reply too). */
+function searchSay(query) {
+  const found = nav.querySelectorAll(".conv-item").length;
+  searchStatus.textContent = !query ? ""
+    : found ? `${found} chat${found === 1 ? " matches" : "s match"} “${query}”.`
+      : nav.querySelector(".conv-empty")?.textContent.trim() || "";
+}
+
+/** Draw the chats list again (the search typed, a new title, a chat moved up); `say`: a search typed. */
+export async function refreshSidebar({ say = false } = {}) {
   const seq = ++searchSeq;
-  const params = new URLSearchParams({ q: searchInput.value.trim(), current: state.conversationId || "" });
+  const query = searchInput.value.trim();
+  const params = new URLSearchParams({ q: query, current: state.conversationId || "" });
   if (listLimit) params.set("limit", String(listLimit));
   const url = `${searchInput.form.dataset.sidebarUrl}?${params}`;
   try {
     const res = await fetch(url, { credentials: "same-origin" });
     if (!res.ok || seq !== searchSeq) return;
     nav.innerHTML = await res.text(); // server-rendered, autoescaped fragment
+    if (say) searchSay(query);
     document.dispatchEvent(new CustomEvent("longchat:sidebar-updated"));
   } catch { /* keep the current list */ }
 }
@@ -57,10 +70,10 @@ nav.addEventListener("click", async (e) => {
 
 searchInput.addEventListener("input", () => {
   clearTimeout(searchTimer);
-  searchTimer = setTimeout(refreshSidebar, 220);
+  searchTimer = setTimeout(() => refreshSidebar({ say: true }), 220);
 });
 
-searchInput.form.addEventListener("submit", (e) => { e.preventDefault(); refreshSidebar(); });
+searchInput.form.addEventListener("submit", (e) => { e.preventDefault(); refreshSidebar({ say: true }); });
 
 // A page opened from a search result keeps the search (?q=): its hits, with their snippets, again.
 if (searchInput.value.trim()) refreshSidebar();

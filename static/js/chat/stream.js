@@ -1,8 +1,8 @@
 /* One reply over Server-Sent Events: send, regenerate, retry, stop. */
 import { setSiblings } from "./branches.js";
-import { announce, buildMessage, enhance, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showCutNote, showError, typingDots } from "./dom.js";
+import { announce, announceReplyEnd, buildMessage, enhance, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showCutNote, showError, typingDots } from "./dom.js";
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
-import { followedReply, followLost, showMissedBefore } from "./history.js";
+import { catchUp, followedReply, followLost, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
 import { refreshSidebar } from "./sidebar.js";
 import { markupAppend, markupShow } from "./progressive.js";
@@ -110,9 +110,7 @@ export async function runStream(url, body, ctx) {
       if (data.context) updateGauge(data.context);
       titleFromStream(data.title);
       if (data.title_pending) titleFollow(state.conversationId, data.title);
-      // The cut is said too: "complete" would tell a screen reader the opposite of what the note shows.
-      const cut = m.status === "complete" && m.finish_reason === "length";
-      announce(m.status === "stopped" ? "Reply stopped." : cut ? "Reply cut at the output limit: Continue asks for the rest." : "Reply complete.");
+      announceReplyEnd(m.status || "complete", { cut: m.finish_reason === "length" });
     },
     error(data) {
       finished = true;
@@ -135,7 +133,7 @@ export async function runStream(url, body, ctx) {
         showError(asstEl, data.error || "The model request failed.", { retry: data.kind !== "gone", userId });
       }
       if (data.context) updateGauge(data.context);
-      announce(status === "stopped" ? "Reply stopped." : `Reply failed: ${data.error || ""}`);
+      announceReplyEnd(status === "stopped" ? "stopped" : "error", { error: data.error || "" });
     },
   };
 
@@ -170,6 +168,9 @@ export async function runStream(url, body, ctx) {
     const data = type.includes("json") ? await response.json().catch(() => null) : null;
     let msg = errorText(data, response.status);
     if (response.status === 429 && !/wait|slow|quickly|too many/i.test(msg)) msg = `You are sending messages too quickly. ${msg}`;
+    // Only a chat deleted since the page drew it (another tab or device) is not found: said so, not in
+    // the server's words, which name a database row ("No Conversation matches the given query.").
+    if (response.status === 404) msg = "This chat no longer exists: it was deleted (in another tab or device?).";
     setStreaming(false);
     if (ctx.onRejected) ctx.onRejected(msg, response.status);
     return;
@@ -235,11 +236,12 @@ export async function regenerate(article) {
   await runStream(`/api/messages/${id}/regenerate/`, {}, {
     asstEl,
     userId: article.dataset.replyTo ? Number(article.dataset.replyTo) : null,
-    onRejected(msg) {
+    onRejected(msg, status) {
       asstEl.remove();
       previous.hidden = false;
       markLastReply(previous);
       toast(msg, "error", 5000);
+      if (status === 400 || status === 409) catchUp(); // refused as not the latest: another tab went on
     },
   });
   // The old reply is a branch now (‹ n/m › on the new one reaches it), no longer on the page's path.
@@ -268,9 +270,10 @@ export async function retry(article) {
   await runStream(`/api/messages/${userId}/retry/`, {}, {
     asstEl,
     userId,
-    onRejected(msg) {
+    onRejected(msg, status) {
       asstEl.remove();
       showError(article, msg, { userId, retry: article.classList.contains("is-last") });
+      if (status === 400 || status === 409) catchUp();
     },
   });
   // The failed reply is a branch now (‹ n/m › on the new one reaches it).

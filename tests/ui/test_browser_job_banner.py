@@ -1,0 +1,51 @@
+"""The summary banner is a live region: a screen reader reads out what changes in it. A job's state
+is said once, not again at each look the page takes at it while the job runs."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from selenium.webdriver.common.by import By
+
+from chatapp.chat.models import Conversation, Message, SummaryJob
+from tests.support.browser import console_errors
+from tests.ui.test_browser import _sign_up, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# Counts the page's reads of the job list, and each redraw of the banner's content.
+WATCH = """
+window.__polls = 0;
+const real = window.fetch;
+window.fetch = (...args) => {
+  if (String(args[0]).includes('/summary-jobs/')) window.__polls += 1;
+  return real(...args);
+};
+window.__drawn = 0;
+new MutationObserver(() => { window.__drawn += 1; })
+  .observe(document.getElementById('job-banner'), {childList: true, subtree: true, characterData: true});
+"""
+
+
+def test_a_running_summary_is_announced_once_not_at_every_poll(asgi_server, browser):
+    """Redrawn at every poll (1 s, 1.6 s, 2.6 s… up to every 15 s), the banner had a screen reader say
+    "Running. Summarizing earlier messages in the background…" again and again while the job ran."""
+    _sign_up(browser, asgi_server.url, "banner-heard")
+    user = get_user_model().objects.get(username="banner-heard")
+    conversation = Conversation.objects.create(owner=user, title="Summarizing")
+    Message.objects.create(conversation=conversation, role="user", content="A question.")
+    Message.objects.create(conversation=conversation, role="assistant", content="An answer.")
+    job = SummaryJob.objects.create(conversation=conversation, status=SummaryJob.Status.RUNNING)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    banner = browser.find_element(By.ID, "job-banner")
+    _wait(browser, lambda d: "Summarizing earlier messages" in banner.text)
+    browser.execute_script(WATCH)
+
+    _wait(browser, lambda d: d.execute_script("return window.__polls") >= 2, timeout=15)
+    assert browser.execute_script("return window.__drawn") == 0
+
+    # A change is still said: the job ends.
+    SummaryJob.objects.filter(pk=job.pk).update(status=SummaryJob.Status.FAILED, error="The model was down.")
+    _wait(browser, lambda d: "Summary failed" in banner.text, timeout=30)
+    assert browser.execute_script("return window.__drawn") > 0
+    assert console_errors(browser) == []
