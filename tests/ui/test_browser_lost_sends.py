@@ -168,3 +168,18 @@ def test_a_send_to_a_chat_deleted_elsewhere_says_so_in_plain_words(asgi_server, 
     regenerate = browser.find_elements(By.CSS_SELECTOR, '[data-action="regenerate"]')[-1]
     browser.execute_script("arguments[0].click()", regenerate)
     _wait(browser, lambda d: any("no longer exists" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
+
+
+def test_renaming_a_chat_deleted_elsewhere_says_so_in_plain_words(asgi_server, browser):
+    """Rename said "No Conversation matches the given query." (as Pin said "No Message matches…")."""
+    _sign_up(browser, asgi_server.url, "gone-rename")
+    _send(browser, "A chat about to go")
+    user = get_user_model().objects.get(username="gone-rename")
+    Conversation.objects.filter(owner=user).delete()  # another tab or device deleted it
+
+    browser.find_element(By.CSS_SELECTOR, '[data-action="rename-current"]').click()
+    field = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".title-input"))
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys("A new name", Keys.ENTER)
+    _wait(browser, lambda d: any("no longer exists" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
+    assert not any("matches the given query" in t.text for t in browser.find_elements(By.CSS_SELECTOR, ".toast"))

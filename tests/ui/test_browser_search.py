@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message
@@ -98,4 +99,27 @@ def test_the_chats_list_is_not_read_out_at_each_reply_and_a_search_says_what_it_
     _wait(browser, lambda d: _status(d) == "No chats match “wombats zebra”.")
     assert browser.find_element(By.CSS_SELECTOR, "#conv-nav .conv-empty").text == "No chats match “wombats zebra”."
     assert "conv-nav" not in browser.execute_script("return window.__heard")
+    assert console_errors(browser) == []
+
+
+def test_a_search_hit_opened_from_the_keyboard_puts_the_focus_on_its_message(asgi_server, browser):
+    """The message was shown and flashed, but the focus went to the message box at the bottom: a
+    screen reader said nothing of the hit, and Tab could not reach the message's own controls."""
+    _sign_up(browser, asgi_server.url, "search-focus")
+    user = get_user_model().objects.get(username="search-focus")
+    chat = Conversation.objects.create(owner=user, title="Animals", offline=True)
+    target = message_append(conversation=chat, role="user", token_model="gpt-4o-mini",
+                            content="the quokka photos from Rottnest")
+    for i in range(6):
+        message_append(conversation=chat, role="user" if i % 2 else "assistant", token_model="gpt-4o-mini",
+                       content=f"later message {i}")
+    conversation_index_rebuild(conversation=chat)
+    browser.find_element(By.ID, "chat-search").send_keys("quokka")
+    hit = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{chat.pk}"] .conv-hit'))
+    browser.execute_script("arguments[0].focus()", hit)
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == f"m-{target.pk}")
+    browser.switch_to.active_element.send_keys(Keys.TAB)  # on to the message's own controls
+    assert browser.switch_to.active_element.get_attribute("data-action") == "copy-message"
     assert console_errors(browser) == []

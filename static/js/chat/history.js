@@ -147,6 +147,10 @@ export async function revealHash() {
     const mark = markSearchWords(target);
     if (mark) showMark(mark);
     else target.scrollIntoView({ block: target.offsetHeight > timeline.clientHeight ? "start" : "center" });
+    // The focus goes to it, as a link to a place in a page takes it there: a screen reader reads the
+    // message, and Tab goes on to its controls rather than from the message box at the bottom.
+    if (!target.hasAttribute("tabindex")) target.tabIndex = -1;
+    target.focus({ preventScroll: true });
     target.classList.add("is-flash");
     target.animate([{ background: "var(--accent-soft)" }, { background: "transparent" }], { duration: 2000 });
     revealedId = match[1];

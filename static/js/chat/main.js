@@ -254,14 +254,16 @@ scrollToBottom(true);
 draftRestore();
 autosize();
 
+// The composer has the focus on load, except on a touch screen (where it would open the keyboard), or
+// when the address names a message (revealHash, below).
+if (!window.matchMedia("(pointer: coarse)").matches) input.focus();
+
 if (state.conversationId) {
   refreshGauge().then(() => refreshJobs());
   followElsewhere();
   // Opened just after another tab's first reply ended: the model is naming the chat.
   if (app.dataset.titlePending === "1") titleFollow(state.conversationId, titleEl.textContent);
-  revealHash().then(branchFocusRestore); // after the message box takes the focus, below
+  revealHash().then(branchFocusRestore); // after the message box, then the message named, took the focus
   window.addEventListener("hashchange", revealHash);
 }
 
-// The composer has the focus on load, except on a touch screen (where it would open the keyboard).
-if (!window.matchMedia("(pointer: coarse)").matches) input.focus();
