@@ -247,3 +247,28 @@ def test_a_key_that_may_not_list_models_is_tested_with_a_one_token_request():
     assert requests == [b"GET /v1/models", b"POST /v1/chat/completions"]
     assert ok is True, message
     assert "answered a one-token test request" in message
+
+
+def _model_list(*ids: str) -> list[bytes]:
+    body = json.dumps({"object": "list", "data": [{"id": i, "object": "model", "owned_by": "x"} for i in ids]}).encode()
+    return [head(content_type="application/json", chunked_body=False, length=len(body)), body]
+
+
+@pytest.mark.parametrize(
+    ("listed", "words"),
+    [
+        # vLLM, llama.cpp's server and an Ollama with one model pulled list exactly one model.
+        (["m"], "It lists 1 model, “m”."),
+        (["served-name"], "“m” is not the model it lists (served-name), but it answered a one-token test request."),
+        (["m", "other"], "It lists 2 models, including “m”."),
+        (["a", "b"], "“m” is not among the 2 models it lists, but it answered a one-token test request."),
+        ([], "“m” is not listed (its model list is empty), but it answered a one-token test request."),
+    ],
+)
+def test_a_connection_test_counts_the_listed_models_in_words(listed, words):
+    """A server serving one model was said to list "1 models" ("is not among the 1 models it lists"), an
+    empty list "the 0 models it lists"."""
+    ok, message, _ = _connection_test_with_models_answer(_model_list(*listed))
+
+    assert ok is True
+    assert words in message, message
