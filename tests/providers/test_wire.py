@@ -163,6 +163,26 @@ def test_retry_after_as_an_http_date_is_read_as_seconds():
     assert re.search(r"Wait (29|30|31) seconds and retry\.", error.user_message), error.user_message
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("Retry-After: 1", "Rate limit reached."),
+        ("Retry-After: 0", "Rate limit reached."),
+        # OpenAI's tokens-per-minute limit names a wait in milliseconds, no header.
+        ("X-Request-Id: r1", "Rate limit reached for gpt-4o-mini on tokens per min. Please try again in 428ms."),
+    ],
+)
+def test_a_wait_of_a_second_or_less_is_said_as_one_second(extra, message):
+    """The most common wait a rate limit names read "Wait 1 seconds and retry." (and a Retry-After of 0,
+    "Wait 0 seconds")."""
+    body = json.dumps({"error": {"message": message, "type": "requests", "code": "rate_limit_exceeded"}}).encode()
+    error = _refused("429 Too Many Requests", "application/json", body, extra=extra)
+
+    assert error is not None and error.kind == "rate_limit"
+    assert error.user_message.endswith("(429). Wait 1 second and retry."), error.user_message
+    assert error.retry_after == 1
+
+
 def test_a_proxys_html_error_page_is_told_by_its_title_not_its_markup():
     page = (b"<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request "
             b"Entity Too Large</h1></center><hr><center>nginx</center></body></html>")

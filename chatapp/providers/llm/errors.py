@@ -75,7 +75,7 @@ def _endpoint_name(target: LLMTarget) -> str:
 def _retry_after(exc: openai.APIStatusError) -> str | None:
     value = (exc.response.headers.get("retry-after") or "").strip() if exc.response is not None else ""
     if value.isdecimal():
-        return value
+        return str(max(1, int(value)))  # "0" (retry now) is a second's wait, as the other forms' shortest
     try:  # the header's other form, an HTTP date (proxies and CDNs send it)
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -176,7 +176,7 @@ def _rate_limit_error(exc: openai.APIStatusError, detail: str) -> LLMError:
     if "insufficient_quota" in code or (wait is None and _CREDIT_WORDS.search(detail)):
         return LLMError("rate_limit", "The account behind this API key has run out of credit or quota (429). "
                         "Check billing with your provider.", status=429, retryable=False, detail=detail)
-    when = f"Wait {wait} seconds and retry." if wait else "Wait a moment and retry."
+    when = f"Wait {wait} second{'' if wait == '1' else 's'} and retry." if wait else "Wait a moment and retry."
     return LLMError("rate_limit", f"The model endpoint is rate-limiting requests (429). {when}",
                     status=429, detail=detail, retry_after=float(wait) if wait else None)
 
