@@ -35,6 +35,12 @@ def test_window_from_registry_for_a_known_model(user):
     assert (config.context_window, config.context_window_source) == (128000, "registry")
 
 
+def test_window_from_registry_for_an_openai_fine_tune(user):
+    # Its id adds organization, suffix and job to the base's: the window fell to the 8,192 default.
+    config = _create(user, model="ft:gpt-4o-mini-2024-07-18:acme::9ABCdef1")
+    assert (config.context_window, config.context_window_source) == (128000, "registry")
+
+
 def test_window_default_for_an_unknown_model(user):
     config = _create(user, model="my-local-finetune")
     assert (config.context_window, config.context_window_source) == (8192, "default")
