@@ -292,3 +292,24 @@ def test_a_connection_test_counts_the_listed_models_in_words(listed, words):
 
     assert ok is True
     assert words in message, message
+
+
+@pytest.mark.parametrize("entries", [[{"name": "llama3", "object": "model"}], [{"id": None}, {"id": 7}]])
+def test_a_model_list_without_text_ids_is_no_crash(entries):
+    """Entries with no id (a server naming its models under `name`) or an id that is no text made the
+    test's report of what the endpoint lists fail with a TypeError (a 500) when the one-token request
+    then failed too."""
+    models = json.dumps({"object": "list", "data": [*entries, {"id": "served"}]}).encode()
+    refusal = json.dumps({"error": {"message": "The model `m` does not exist.", "type": "invalid_request_error",
+                                    "code": "model_not_found"}}).encode()
+
+    def script(n: int) -> tuple[list[bytes | float], bool]:
+        if n == 0:
+            return [head(content_type="application/json", chunked_body=False, length=len(models)), models], False
+        return [head("404 Not Found", "application/json", chunked_body=False, length=len(refusal)), refusal], False
+
+    with wire_server(script) as server:
+        ok, message = llm.llm_test_connection(target=make_target(server.base_url, "m"))
+
+    assert ok is False
+    assert message.endswith("It lists: served."), message

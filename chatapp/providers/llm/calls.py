@@ -338,7 +338,8 @@ def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
     error: LLMError | None = None
     model_ids: list[str] = []
     try:
-        model_ids = [m.id for m in client.models.list()]
+        # Only text ids name models: an entry without one (a server naming them under `name`) is passed over.
+        model_ids = [m.id for m in client.models.list() if isinstance(getattr(m, "id", None), str)]
     except openai.APIStatusError as exc:
         # No model list: 404, 405, or 501 (a server with no GET at all, e.g. one on Python's http.server).
         if exc.status_code in {404, 405, 501}:
