@@ -212,6 +212,19 @@ def test_an_ipv6_endpoint_is_named_with_its_address_in_brackets():
     assert "at [::1]:9" in error.user_message
 
 
+def test_a_401_to_a_model_with_no_key_asks_for_one(fake):
+    """A config with no key (never entered, or cleared when its base URL moved to another server) was told
+    the endpoint "rejected the API key" and to check it, when there is none to check."""
+    target = make_target(fake.base_url, "fail-401", api_key="")
+    _, error = run_stream(target, MESSAGES)
+
+    assert error is not None and (error.kind, error.status, error.retryable) == ("auth", 401, False)
+    assert error.user_message == ("The model endpoint wants an API key (401), and none is set for “Test endpoint”: "
+                                  "enter it in Settings.")
+    ok, message = llm.llm_test_connection(target=target)
+    assert ok is False and "none is set for “Test endpoint”" in message
+
+
 def test_slow_stream_still_completes(fake):
     events, error = run_stream(make_target(fake.base_url, "slow-5"), MESSAGES)
     assert error is None and _text(events) == echo_reply(MESSAGES)

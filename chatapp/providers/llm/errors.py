@@ -138,7 +138,10 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
     if status == 429:
         return _rate_limit_error(exc, detail)
     words = {
-        401: ("auth", "The model endpoint rejected the API key (401). Check the key in Settings."),
+        401: ("auth", "The model endpoint rejected the API key (401). Check the key in Settings.") if target.api_key
+        # No key stored (never entered, or cleared when the base URL moved to another server): none to check.
+        else ("auth", f"The model endpoint wants an API key (401), and none is set for “{target.label}”: enter it "
+              "in Settings."),
         403: ("auth", f"The model endpoint refused access to “{target.model}” (403). "
               "Check that the API key may use this model."),
         404: ("not_found", f"The model endpoint does not know the model “{target.model}” (404). "
