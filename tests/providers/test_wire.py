@@ -183,6 +183,20 @@ def test_a_wait_of_a_second_or_less_is_said_as_one_second(extra, message):
     assert error.retry_after == 1
 
 
+@pytest.mark.parametrize(("wait", "seconds"), [("7m12s", 432), ("1h0m0s", 3600), ("2m", 120), ("1m30.5s", 91)])
+def test_a_wait_written_in_minutes_and_hours_is_read(wait, seconds):
+    """OpenAI's per-day limits name their wait as "7m12s", with no Retry-After: it was read as no wait
+    at all ("Wait a moment and retry.", and the summary worker's retries came back at once)."""
+    message = (f"Rate limit reached for gpt-4o in organization org-x on requests per day (RPD): Limit 200, Used 200, "
+               f"Requested 1. Please try again in {wait}. Visit https://platform.openai.com/account/rate-limits.")
+    body = json.dumps({"error": {"message": message, "type": "requests", "code": "rate_limit_exceeded"}}).encode()
+    error = _refused("429 Too Many Requests", "application/json", body, extra="X-Request-Id: r1")
+
+    assert error is not None and error.kind == "rate_limit" and error.retryable
+    assert error.user_message.endswith(f"(429). Wait {seconds} seconds and retry."), error.user_message
+    assert error.retry_after == seconds
+
+
 def test_a_proxys_html_error_page_is_told_by_its_title_not_its_markup():
     page = (b"<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request "
             b"Entity Too Large</h1></center><hr><center>nginx</center></body></html>")

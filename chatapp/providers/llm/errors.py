@@ -155,18 +155,26 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
     return LLMError(words[0], words[1], status=status, detail=detail)
 
 
-# A wait written in the words only: "Please try again in 1.2s" (OpenAI, Groq), "Please retry in 42.5s"
-# (Google), "retry after 6 seconds" (Azure).
-_WAIT_IN_WORDS = re.compile(r"(?i)\b(?:retry|try again)\s+(?:in|after)\s+(\d+(?:\.\d+)?)\s*"
-                            r"(ms|milliseconds?|s|secs?|seconds?)\b")
+# A wait written in the words only: "Please try again in 1.2s" (OpenAI, Groq), "Please try again in 7m12s"
+# (OpenAI's per-day limits), "Please retry in 42.5s" (Google), "retry after 6 seconds" (Azure).
+_WAIT_LEAD = re.compile(r"(?i)\b(?:retry|try again)\s+(?:in|after)\s+")
+_WAIT_PART = re.compile(r"(?i)\s*(\d+(?:\.\d+)?)\s*"
+                        r"(hours?|h|milliseconds?|ms|minutes?|mins?|m|seconds?|secs?|s)(?![a-z])")
 _CREDIT_WORDS = re.compile(r"(?i)quota|billing|credit")
 
 
 def _wait_in_words(detail: str) -> str | None:
-    found = _WAIT_IN_WORDS.search(detail)
-    if found is None:
+    lead = _WAIT_LEAD.search(detail)
+    if lead is None:
         return None
-    seconds = float(found.group(1)) / (1000 if found.group(2).lower().startswith("m") else 1)
+    seconds, at = 0.0, lead.end()
+    while (part := _WAIT_PART.match(detail, at)) is not None:  # "7m12s": each unit in turn
+        unit = part.group(2).lower()
+        scale = 0.001 if unit == "ms" or unit.startswith("milli") else {"h": 3600.0, "m": 60.0}.get(unit[0], 1.0)
+        seconds += float(part.group(1)) * scale
+        at = part.end()
+    if at == lead.end():
+        return None
     return str(max(1, math.ceil(seconds)))
 
 
