@@ -104,6 +104,19 @@ def test_invalid_fields_are_reported_by_name(user, overrides, field, words):
     assert not LLMConfig.objects.exists()
 
 
+@pytest.mark.parametrize(("model", "words"), [
+    ("my-local-finetune", "Max output tokens (9,000) must be smaller than the model's context window, which the "
+                          "model registry does not know: 8,192 tokens is assumed. Enter the model's context window."),
+    ("gpt-4o-mini", "Max output tokens (200,000) must be smaller than the model's context window (128,000)."),
+])
+def test_an_output_past_the_window_says_whether_the_window_is_known(user, model, words):
+    """A model the registry does not know was said to have a context window of 8,192 tokens, the default
+    assumed for it: the user lowered the max output instead of entering the window."""
+    with pytest.raises(ValidationError) as info:
+        _create(user, model=model, max_output_tokens=9_000 if model == "my-local-finetune" else 200_000)
+    assert _field_errors(info)["max_output_tokens"] == [words]
+
+
 @pytest.mark.parametrize("pasted", ["https://openrouter.ai/api/v1/chat/completions",
                                     "https://openrouter.ai/api/v1/Chat/Completions/"])
 def test_a_base_url_pasted_with_the_endpoint_path_is_kept_without_it(user, pasted):
