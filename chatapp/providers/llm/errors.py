@@ -152,7 +152,16 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
         words = ("server", f"The model endpoint had an internal error ({status}). Retry in a moment.")
     if words is None:
         words = ("bad_request", f"The model endpoint rejected the request ({status}): {detail}")
+        if status == 400 and (_CONTEXT_WORDS.search(detail) or "context_length" in str(getattr(exc, "code", ""))):
+            # Requests that long come from the config's window (typed, or the default for a model the
+            # registry does not know): the endpoint's words alone do not say which setting to change.
+            said = words[1] if words[1].endswith((".", "!", "?")) else f"{words[1]}."
+            words = (words[0], f"{said} The context window set for “{target.label}” ({target.context_window:,} "
+                     "tokens) is more than the endpoint takes: lower it in Settings.")
     return LLMError(words[0], words[1], status=status, detail=detail)
+
+
+_CONTEXT_WORDS = re.compile(r"(?i)context[ _]length|context window|maximum context|prompt is too long")
 
 
 # A wait written in the words only: "Please try again in 1.2s" (OpenAI, Groq), "Please try again in 7m12s"
