@@ -59,6 +59,9 @@ def _candidates(model: str) -> list[str]:
     while "/" in rest:
         rest = rest.split("/", 1)[1]
         out.append(rest)
+    # An OpenAI fine-tune, "ft:<base>:<organization>:<suffix>:<job>" (the suffix may be empty), is listed
+    # as "ft:<base>": the rule litellm itself applies (utils._strip_openai_finetune_model_name).
+    out += [f"ft:{parts[1]}" for parts in (c.split(":") for c in list(out)) if parts[0] == "ft" and len(parts) >= 5]
     return out
 
 

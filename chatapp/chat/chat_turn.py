@@ -34,7 +34,7 @@ from chatapp.chat.admission import pack_gate
 from chatapp.chat.context import context_budget, conversation_config, first_user_message_id
 from chatapp.chat.context_pack import context_build_for
 from chatapp.chat.dbconn import db_short
-from chatapp.chat.gauge import context_gauge, too_large_gauge
+from chatapp.chat.gauge import context_gauge, too_large_gauge, too_large_words
 from chatapp.chat.layout import message_place_get, new_message_place
 from chatapp.chat.message_services import (
     client_key_validate,
@@ -185,12 +185,7 @@ def turn_prepare(
     try:
         result, ctx = context_build_for(prefs=prefs, conversation=conversation, target=target, through_id=through_id)
     except ContextTooLargeError as exc:
-        error = (
-            f"This conversation can't be sent to {target.label}: the messages that must always be sent "
-            f"(system and pinned messages, your first and your latest message) need {exc.needed:,} tokens, "
-            f"but the model's budget is {exc.budget:,}. Unpin some messages or choose a model with a "
-            "larger context window, then retry."
-        )
+        error = too_large_words(exc=exc, target=target)
         context = {**too_large_gauge(exc=exc, conversation=conversation, target=target),
                    "reason": "", "triggered": False, "recall": None}
         start = TurnStart(user=user, conversation=conversation, user_message=user_message, target=target,

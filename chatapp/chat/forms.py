@@ -79,14 +79,20 @@ class ThrottledPasswordChangeForm(PasswordChangeForm):
         return old_password
 
 
+# A host name's labels with underscores too: Docker Compose resolves a service by its name as written
+# (`local_llm`), and hosts files take such names; the model client connects to them.
+_LABEL_RE = URLValidator.hostname_re.replace("0-9", "0-9_")
+_LABELS_RE = URLValidator.domain_re.replace("0-9", "0-9_")
+
+
 class _EndpointURLValidator(URLValidator):
     """Django's URL check, also taking a host name of one label: a Docker service's or a LAN machine's
-    (http://ollama:11434/v1), which Django's wants a dot in. Where it resolves the services check (netguard)."""
+    (http://ollama:11434/v1), which Django's wants a dot in, and labels with underscores. Where it
+    resolves the services check (netguard)."""
 
     regex = re.compile(
         URLValidator.regex.pattern.replace(
-            URLValidator.host_re, "(" + URLValidator.hostname_re + URLValidator.domain_re + URLValidator.tld_re
-            + "|" + URLValidator.hostname_re + ")"
+            URLValidator.host_re, "(" + _LABEL_RE + _LABELS_RE + URLValidator.tld_re + "|" + _LABEL_RE + ")"
         ),
         re.IGNORECASE,
     )

@@ -39,6 +39,8 @@ def _saving_tone(x: float | None) -> str:
 def _usd(x: float | None) -> str:
     if x is None:
         return "—"
+    if round(x, _usd_places(x)) == 0:
+        return "$0"  # not "$0.0000", nor minus that for a hair below zero
     sign = MINUS if x < 0 else ""
     x = abs(x)
     if x >= 100:
@@ -231,7 +233,7 @@ def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
          "meter": overview["tokens"]["saved_share"], "tone": "good" if overview["tokens"]["saved"] > 0 else ""},
         {"key": "money", "label": "Money saved (net)", "value": net_label,
          "detail": f"{gross_label} saved {MINUS} {summary_label} summarizing",
-         "tone": "good" if (net_shown or 0) > 0 else ""},
+         "tone": _saving_tone(net_shown)},  # a loss overall as on a conversation's card
         {"key": "summaries", "label": "Summaries made", "value": f"{overview['summaries']['made']:,}",
          "detail": _plural(overview["summaries"]["jobs"], "summary job")},
         {"key": "turns", "label": "Requests", "value": f"{overview['turns']:,}",

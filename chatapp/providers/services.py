@@ -139,7 +139,7 @@ def _config_clean(
     context_window: Any,
     max_output_tokens: Any,
     temperature: Any,
-    window_is_auto: bool,
+    window_source: str,
 ) -> dict[str, Any]:
     """Validated field values; raises ValidationError with every problem found, keyed by field."""
     errors: dict[str, list[str]] = {}
@@ -173,7 +173,13 @@ def _config_clean(
         context_window, field="context_window", label="Context window", errors=errors, maximum=MAX_CONTEXT_WINDOW
     )
     if window is not None and max_output is not None and window <= max_output:
-        if window_is_auto:
+        if window_source == LLMConfig.WindowSource.DEFAULT:
+            # Not the model's window: the one assumed for a model the registry does not know.
+            errors.setdefault("max_output_tokens", []).append(
+                f"Max output tokens ({max_output:,}) must be smaller than the model's context window, which the "
+                f"model registry does not know: {window:,} tokens is assumed. Enter the model's context window."
+            )
+        elif window_source == LLMConfig.WindowSource.REGISTRY:
             errors.setdefault("max_output_tokens", []).append(
                 f"Max output tokens ({max_output:,}) must be smaller than the model's context window ({window:,})."
             )
@@ -242,7 +248,7 @@ def llm_config_create(
     # Validation resolves DNS: done before the transaction so no lock is held meanwhile.
     cleaned = _config_clean(
         name=name, base_url=base_url, model=model, context_window=window, max_output_tokens=max_output_tokens,
-        temperature=temperature, window_is_auto=context_window is None,
+        temperature=temperature, window_source=source,
     )
     key = _api_key_clean(api_key)
     with transaction.atomic():
@@ -306,7 +312,7 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
         context_window=window,
         max_output_tokens=fields.get("max_output_tokens", config.max_output_tokens),
         temperature=fields.get("temperature", config.temperature),
-        window_is_auto=source != LLMConfig.WindowSource.USER,
+        window_source=source,
     )
     new_key = _api_key_clean(fields.get("api_key"))
     drop_key = llm_config_key_left_behind(config=config, fields=fields)

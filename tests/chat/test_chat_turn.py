@@ -111,6 +111,20 @@ def test_context_too_large_keeps_the_user_message(user, fake_openai):
     assert Message.objects.get(pk=turn.reply_id).status == "error"
 
 
+def test_context_too_large_for_the_output_kept_names_max_output_tokens(user, fake_openai):
+    """A config whose max output takes nearly all its window (2,000 of 2,001 tokens: a budget of 1) was
+    told only to unpin messages or choose a model with a larger context window, when lowering its max
+    output is what makes room."""
+    from tests.support.chat import make_config
+
+    config = make_config(user, fake_openai.base_url, window=2_001, max_output=2_000)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    turn = turn_pack(start=chat_turn_start(user=user, conversation=conversation, content="hello there"))
+    assert turn.failure is not None and turn.failure.kind == "context_too_large"
+    assert "budget is 1 (its 2,001-token context window less the 2,000 tokens kept for the reply)" in turn.failure.error
+    assert f"Lower Max output tokens of “{config.name}” in Settings" in turn.failure.error
+
+
 def test_a_greeting_before_the_first_question_is_among_the_dropped_ranges(user, fake_openai):
     """An imported chat opening with the assistant's greeting: once a cut leaves it out, the record
     says so (and counts its tokens), as for any other message below the window."""

@@ -75,3 +75,31 @@ def test_the_overview_card_follows_the_same_rule(monkeypatch, rf, user):
     inspect.unwrap(pages.dashboard_overview_page)(request)
     card = next(c for c in seen["cards"] if c["key"] == "money")
     assert (card["value"], card["detail"]) == ("—", f"— saved {MINUS} $0.2959 summarizing")
+
+
+@pytest.mark.parametrize(("net", "label", "tone"), [
+    (-0.000004, "$0", ""),          # summarizing cost a hair more than the saving: no minus $0.0000
+    (0.00004, "$0", ""),
+    (-0.0031, f"{MINUS}$0.0031", "bad"),  # a loss overall is toned as on a conversation's card
+    (0.0031, "$0.0031", "good"),
+])
+def test_the_overview_shows_a_net_that_rounds_to_nothing_as_zero(monkeypatch, rf, user, net, label, tone):
+    from chatapp.dashboard import pages
+
+    row = {"id": 1, "title": "Chat", "turns": 2, "optimized_turns": 1, "tokens_full": 100, "tokens_sent": 90,
+           "tokens_saved": 10, "saved_share": 0.1, "net_saved_usd": net, "summary_cost_usd": 0.0}
+    overview = {
+        "conversations": 1, "conversations_with_records": 1, "turns": 2, "optimized_turns": 1, "top": [row],
+        "tokens": {"full": 100, "sent": 90, "saved": 10, "saved_share": 0.1, "dropped": 10, "summarized": 0},
+        "money": {"full_usd": 0.5 + net, "sent_usd": 0.5, "summary_cost_usd": 0.0, "net_saved_usd": net,
+                  "unpriced_records": 0},
+        "summaries": {"made": 0, "jobs": 0},
+    }
+    seen = {}
+    monkeypatch.setattr(pages, "dashboard_overview", lambda **kw: overview)
+    monkeypatch.setattr(pages, "render", lambda request, template, context: seen.update(context))
+    request = rf.get("/")
+    request.user = user
+    inspect.unwrap(pages.dashboard_overview_page)(request)
+    card = next(c for c in seen["cards"] if c["key"] == "money")
+    assert (seen["top"][0]["money_label"], card["value"], card["tone"]) == (label, label, tone)

@@ -34,3 +34,23 @@ def test_budget():
     assert compute_budget(context_window=16_384, max_output_tokens=2_000, safety_margin=384) == 14_000
     assert compute_budget(context_window=1_000, max_output_tokens=2_000) == 0
     assert budget_for_model("gpt-4o-mini") == 128_000 - 2_000
+
+
+@pytest.mark.parametrize("name", [
+    "ft:gpt-4o-mini-2024-07-18:acme::9ABCdef1",             # no suffix given: OpenAI leaves it empty
+    "ft:gpt-4o-mini-2024-07-18:acme:support-bot:9ABCdef1",
+    "openai/ft:gpt-4o-mini-2024-07-18:acme::9ABCdef1",
+])
+def test_an_openai_fine_tune_is_its_base_model_s_fine_tune_entry(name):
+    """A fine-tuned model's id names its organization, suffix and job after the base (litellm's own rule
+    strips those three parts): it was unknown, so its window fell to the 8,192 default and its requests
+    went unpriced."""
+    info = model_info(name)
+    assert info is not None and info.key == "ft:gpt-4o-mini-2024-07-18"
+    assert info.context_window == 128_000
+    assert cost_usd(name, prompt_tokens=1_000_000) == pytest.approx(0.30)
+
+
+def test_other_names_with_colons_are_not_taken_for_fine_tunes():
+    assert model_info("qwen2.5:7b") is None  # an Ollama tag
+    assert model_info("ft:my-own-base:acme::9ABCdef1") is None

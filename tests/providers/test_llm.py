@@ -212,6 +212,33 @@ def test_an_ipv6_endpoint_is_named_with_its_address_in_brackets():
     assert "at [::1]:9" in error.user_message
 
 
+def test_a_401_to_a_model_with_no_key_asks_for_one(fake):
+    """A config with no key (never entered, or cleared when its base URL moved to another server) was told
+    the endpoint "rejected the API key" and to check it, when there is none to check."""
+    target = make_target(fake.base_url, "fail-401", api_key="")
+    _, error = run_stream(target, MESSAGES)
+
+    assert error is not None and (error.kind, error.status, error.retryable) == ("auth", 401, False)
+    assert error.user_message == ("The model endpoint wants an API key (401), and none is set for “Test endpoint”: "
+                                  "enter it in Settings.")
+    ok, message = llm.llm_test_connection(target=target)
+    assert ok is False and "none is set for “Test endpoint”" in message
+
+
+def test_a_context_length_refusal_points_at_the_configs_window(fake):
+    """The endpoint's own window is smaller than the config's (a window typed too large, or the 8,192
+    assumed for a model the registry does not know): its 400 was passed on alone, with nothing said of
+    the setting that sends requests that long."""
+    _, error = run_stream(make_target(fake.base_url, "fail-400"), MESSAGES)
+
+    assert error is not None and (error.kind, error.status, error.retryable) == ("bad_request", 400, False)
+    assert error.user_message == (
+        "The model endpoint rejected the request (400): This model's maximum context length is 8192 tokens. However, "
+        "your messages resulted in 9000 tokens. The context window set for “Test endpoint” (8,192 tokens) is more "
+        "than the endpoint takes: lower it in Settings."
+    )
+
+
 def test_slow_stream_still_completes(fake):
     events, error = run_stream(make_target(fake.base_url, "slow-5"), MESSAGES)
     assert error is None and _text(events) == echo_reply(MESSAGES)

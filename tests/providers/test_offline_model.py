@@ -66,3 +66,10 @@ def test_offline_complete_and_connection_test():
     assert completion.text.startswith("**Offline demo model**") and completion.prompt_tokens > 0
     ok, message = llm.llm_test_connection(target=llm.llm_target_for(config=None))
     assert ok and "built in" in message
+
+
+def test_a_one_character_message_is_said_in_the_singular():
+    """A message of one character ("?", "k") was described as "1 characters"."""
+    text = llm.offline_reply(messages=[{"role": "user", "content": "?"}])
+    assert "- **Your last message:** 1 character, starting “?”" in text
+    assert "- **Your last message:** 2 characters" in llm.offline_reply(messages=[{"role": "user", "content": "ok"}])

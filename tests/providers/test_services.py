@@ -35,6 +35,12 @@ def test_window_from_registry_for_a_known_model(user):
     assert (config.context_window, config.context_window_source) == (128000, "registry")
 
 
+def test_window_from_registry_for_an_openai_fine_tune(user):
+    # Its id adds organization, suffix and job to the base's: the window fell to the 8,192 default.
+    config = _create(user, model="ft:gpt-4o-mini-2024-07-18:acme::9ABCdef1")
+    assert (config.context_window, config.context_window_source) == (128000, "registry")
+
+
 def test_window_default_for_an_unknown_model(user):
     config = _create(user, model="my-local-finetune")
     assert (config.context_window, config.context_window_source) == (8192, "default")
@@ -96,6 +102,19 @@ def test_invalid_fields_are_reported_by_name(user, overrides, field, words):
         _create(user, **overrides)
     assert any(words in m for m in _field_errors(info)[field])
     assert not LLMConfig.objects.exists()
+
+
+@pytest.mark.parametrize(("model", "words"), [
+    ("my-local-finetune", "Max output tokens (9,000) must be smaller than the model's context window, which the "
+                          "model registry does not know: 8,192 tokens is assumed. Enter the model's context window."),
+    ("gpt-4o-mini", "Max output tokens (200,000) must be smaller than the model's context window (128,000)."),
+])
+def test_an_output_past_the_window_says_whether_the_window_is_known(user, model, words):
+    """A model the registry does not know was said to have a context window of 8,192 tokens, the default
+    assumed for it: the user lowered the max output instead of entering the window."""
+    with pytest.raises(ValidationError) as info:
+        _create(user, model=model, max_output_tokens=9_000 if model == "my-local-finetune" else 200_000)
+    assert _field_errors(info)["max_output_tokens"] == [words]
 
 
 @pytest.mark.parametrize("pasted", ["https://openrouter.ai/api/v1/chat/completions",

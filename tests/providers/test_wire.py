@@ -163,6 +163,40 @@ def test_retry_after_as_an_http_date_is_read_as_seconds():
     assert re.search(r"Wait (29|30|31) seconds and retry\.", error.user_message), error.user_message
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("Retry-After: 1", "Rate limit reached."),
+        ("Retry-After: 0", "Rate limit reached."),
+        # OpenAI's tokens-per-minute limit names a wait in milliseconds, no header.
+        ("X-Request-Id: r1", "Rate limit reached for gpt-4o-mini on tokens per min. Please try again in 428ms."),
+    ],
+)
+def test_a_wait_of_a_second_or_less_is_said_as_one_second(extra, message):
+    """The most common wait a rate limit names read "Wait 1 seconds and retry." (and a Retry-After of 0,
+    "Wait 0 seconds")."""
+    body = json.dumps({"error": {"message": message, "type": "requests", "code": "rate_limit_exceeded"}}).encode()
+    error = _refused("429 Too Many Requests", "application/json", body, extra=extra)
+
+    assert error is not None and error.kind == "rate_limit"
+    assert error.user_message.endswith("(429). Wait 1 second and retry."), error.user_message
+    assert error.retry_after == 1
+
+
+@pytest.mark.parametrize(("wait", "seconds"), [("7m12s", 432), ("1h0m0s", 3600), ("2m", 120), ("1m30.5s", 91)])
+def test_a_wait_written_in_minutes_and_hours_is_read(wait, seconds):
+    """OpenAI's per-day limits name their wait as "7m12s", with no Retry-After: it was read as no wait
+    at all ("Wait a moment and retry.", and the summary worker's retries came back at once)."""
+    message = (f"Rate limit reached for gpt-4o in organization org-x on requests per day (RPD): Limit 200, Used 200, "
+               f"Requested 1. Please try again in {wait}. Visit https://platform.openai.com/account/rate-limits.")
+    body = json.dumps({"error": {"message": message, "type": "requests", "code": "rate_limit_exceeded"}}).encode()
+    error = _refused("429 Too Many Requests", "application/json", body, extra="X-Request-Id: r1")
+
+    assert error is not None and error.kind == "rate_limit" and error.retryable
+    assert error.user_message.endswith(f"(429). Wait {seconds} seconds and retry."), error.user_message
+    assert error.retry_after == seconds
+
+
 def test_a_proxys_html_error_page_is_told_by_its_title_not_its_markup():
     page = (b"<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request "
             b"Entity Too Large</h1></center><hr><center>nginx</center></body></html>")
@@ -247,3 +281,49 @@ def test_a_key_that_may_not_list_models_is_tested_with_a_one_token_request():
     assert requests == [b"GET /v1/models", b"POST /v1/chat/completions"]
     assert ok is True, message
     assert "answered a one-token test request" in message
+
+
+def _model_list(*ids: str) -> list[bytes]:
+    body = json.dumps({"object": "list", "data": [{"id": i, "object": "model", "owned_by": "x"} for i in ids]}).encode()
+    return [head(content_type="application/json", chunked_body=False, length=len(body)), body]
+
+
+@pytest.mark.parametrize(
+    ("listed", "words"),
+    [
+        # vLLM, llama.cpp's server and an Ollama with one model pulled list exactly one model.
+        (["m"], "It lists 1 model, “m”."),
+        (["served-name"], "“m” is not the model it lists (served-name), but it answered a one-token test request."),
+        (["m", "other"], "It lists 2 models, including “m”."),
+        (["a", "b"], "“m” is not among the 2 models it lists, but it answered a one-token test request."),
+        ([], "“m” is not listed (its model list is empty), but it answered a one-token test request."),
+    ],
+)
+def test_a_connection_test_counts_the_listed_models_in_words(listed, words):
+    """A server serving one model was said to list "1 models" ("is not among the 1 models it lists"), an
+    empty list "the 0 models it lists"."""
+    ok, message, _ = _connection_test_with_models_answer(_model_list(*listed))
+
+    assert ok is True
+    assert words in message, message
+
+
+@pytest.mark.parametrize("entries", [[{"name": "llama3", "object": "model"}], [{"id": None}, {"id": 7}]])
+def test_a_model_list_without_text_ids_is_no_crash(entries):
+    """Entries with no id (a server naming its models under `name`) or an id that is no text made the
+    test's report of what the endpoint lists fail with a TypeError (a 500) when the one-token request
+    then failed too."""
+    models = json.dumps({"object": "list", "data": [*entries, {"id": "served"}]}).encode()
+    refusal = json.dumps({"error": {"message": "The model `m` does not exist.", "type": "invalid_request_error",
+                                    "code": "model_not_found"}}).encode()
+
+    def script(n: int) -> tuple[list[bytes | float], bool]:
+        if n == 0:
+            return [head(content_type="application/json", chunked_body=False, length=len(models)), models], False
+        return [head("404 Not Found", "application/json", chunked_body=False, length=len(refusal)), refusal], False
+
+    with wire_server(script) as server:
+        ok, message = llm.llm_test_connection(target=make_target(server.base_url, "m"))
+
+    assert ok is False
+    assert message.endswith("It lists: served."), message

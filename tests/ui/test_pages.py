@@ -342,6 +342,19 @@ def test_a_base_url_on_a_single_label_host_name_is_accepted(page, user, base_url
     assert LLMConfig.objects.get(owner=user).base_url == base_url
 
 
+@pytest.mark.parametrize("base_url", ["http://local_llm:8000/v1", "http://gpu_box.lan:11434/v1"])
+def test_a_base_url_on_a_host_name_with_an_underscore_is_accepted(page, user, base_url):
+    """Docker Compose resolves a service by its name as written, underscores and all (`local_llm:`), and
+    so do hosts files: the API took such a base URL, the page refused it as "Enter a valid URL"."""
+    response = page.post(
+        "/settings/configs/new/",
+        {"new-name": "Local", "new-base_url": base_url, "new-model": "llama3.1", "new-max_output_tokens": "100",
+         "new-temperature": "0.3"},
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert LLMConfig.objects.get(owner=user).base_url == base_url
+
+
 def test_private_base_url_is_refused_when_not_allowed(page, user, settings):
     settings.ALLOW_PRIVATE_LLM_URLS = False
     response = page.post(
@@ -502,6 +515,27 @@ def test_a_new_key_that_cannot_be_sent_is_a_field_error_not_a_500(page, user):
     assert "cannot be sent" in body and 'value="Mini renamed"' in body
     config.refresh_from_db()
     assert config.name == "Mini"
+
+
+def test_a_refused_form_asks_for_the_key_it_did_not_keep(page, user):
+    """A key typed into a form refused for another field is not sent back to the page (write-only), and
+    the field said "Leave empty for endpoints that need no key": saved again as it stood, the model had
+    no key and every message failed with a 401. The page asks for the key again."""
+    response = page.post("/settings/configs/new/", {
+        "new-name": "Mini", "new-base_url": "https://api.openai.com/v1", "new-model": "gpt-4o-mini",
+        "new-api_key": KEY, "new-context_window": "1000", "new-max_output_tokens": "2000", "new-temperature": "0.3"})
+    body = response.content.decode()
+    assert response.status_code == 400 and KEY not in body
+    assert 'id="id_new-api_key_again"' in body and "Type the API key again" in body
+
+    config, prefix = _config_with_a_key(page, user)
+    edit = {f"{prefix}-name": "Mini", f"{prefix}-base_url": "https://api.openai.com/v1",
+            f"{prefix}-model": "gpt-4o-mini", f"{prefix}-max_output_tokens": "1000", f"{prefix}-temperature": "9"}
+    body = page.post(f"/settings/configs/{config.pk}/", {**edit, f"{prefix}-api_key": "sk-replacement-0000"}
+                     ).content.decode()
+    assert "sk-replacement-0000" not in body and f'id="id_{prefix}-api_key_again"' in body
+    # Nothing typed there, nothing to ask for: the stored key stays.
+    assert "api_key_again" not in page.post(f"/settings/configs/{config.pk}/", edit).content.decode()
 
 
 def test_a_missing_chat_gets_the_apps_own_page_with_a_way_back(page):

@@ -338,7 +338,8 @@ def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
     error: LLMError | None = None
     model_ids: list[str] = []
     try:
-        model_ids = [m.id for m in client.models.list()]
+        # Only text ids name models: an entry without one (a server naming them under `name`) is passed over.
+        model_ids = [m.id for m in client.models.list() if isinstance(getattr(m, "id", None), str)]
     except openai.APIStatusError as exc:
         # No model list: 404, 405, or 501 (a server with no GET at all, e.g. one on Python's http.server).
         if exc.status_code in {404, 405, 501}:
@@ -357,12 +358,19 @@ def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
         error = _not_chat_completions_error(target, "not an OpenAI-compatible model list")
     if error is not None:
         return False, error.user_message
+    # A server of one model (vLLM, llama.cpp's server, an Ollama with one model pulled) is said so, not
+    # as "1 models".
+    only = model_ids[0] if len(model_ids) == 1 else None
     if target.model in model_ids:
-        return True, f"Connected to {endpoint}. It lists {len(model_ids)} models, including “{target.model}”."
+        listed_it = f"1 model, “{only}”" if only is not None else f"{len(model_ids)} models, including “{target.model}”"
+        return True, f"Connected to {endpoint}. It lists {listed_it}."
     ok, message = _one_token_test(client, target, prefix="", timeout=timeout)
     if ok:
-        return True, (f"Connected to {endpoint}. “{target.model}” is not among the {len(model_ids)} models it lists, "
-                      "but it answered a one-token test request.")
+        elsewhere = ("is not listed (its model list is empty)" if not model_ids
+                     else f"is not the model it lists ({only})" if only is not None
+                     else f"is not among the {len(model_ids)} models it lists")
+        return True, (f"Connected to {endpoint}. “{target.model}” {elsewhere}, but it answered a one-token test "
+                      "request.")
     shown = ", ".join(model_ids[:8]) + (f" and {len(model_ids) - 8} more" if len(model_ids) > 8 else "")
     listed = f" It lists: {shown}." if model_ids else " It lists no models."
     return False, f"Connected to {endpoint}, but the test request failed: {message}{listed}"

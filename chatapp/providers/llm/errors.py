@@ -75,7 +75,7 @@ def _endpoint_name(target: LLMTarget) -> str:
 def _retry_after(exc: openai.APIStatusError) -> str | None:
     value = (exc.response.headers.get("retry-after") or "").strip() if exc.response is not None else ""
     if value.isdecimal():
-        return value
+        return str(max(1, int(value)))  # "0" (retry now) is a second's wait, as the other forms' shortest
     try:  # the header's other form, an HTTP date (proxies and CDNs send it)
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -138,7 +138,10 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
     if status == 429:
         return _rate_limit_error(exc, detail)
     words = {
-        401: ("auth", "The model endpoint rejected the API key (401). Check the key in Settings."),
+        401: ("auth", "The model endpoint rejected the API key (401). Check the key in Settings.") if target.api_key
+        # No key stored (never entered, or cleared when the base URL moved to another server): none to check.
+        else ("auth", f"The model endpoint wants an API key (401), and none is set for “{target.label}”: enter it "
+              "in Settings."),
         403: ("auth", f"The model endpoint refused access to “{target.model}” (403). "
               "Check that the API key may use this model."),
         404: ("not_found", f"The model endpoint does not know the model “{target.model}” (404). "
@@ -149,21 +152,38 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
         words = ("server", f"The model endpoint had an internal error ({status}). Retry in a moment.")
     if words is None:
         words = ("bad_request", f"The model endpoint rejected the request ({status}): {detail}")
+        if status == 400 and (_CONTEXT_WORDS.search(detail) or "context_length" in str(getattr(exc, "code", ""))):
+            # Requests that long come from the config's window (typed, or the default for a model the
+            # registry does not know): the endpoint's words alone do not say which setting to change.
+            said = words[1] if words[1].endswith((".", "!", "?")) else f"{words[1]}."
+            words = (words[0], f"{said} The context window set for “{target.label}” ({target.context_window:,} "
+                     "tokens) is more than the endpoint takes: lower it in Settings.")
     return LLMError(words[0], words[1], status=status, detail=detail)
 
 
-# A wait written in the words only: "Please try again in 1.2s" (OpenAI, Groq), "Please retry in 42.5s"
-# (Google), "retry after 6 seconds" (Azure).
-_WAIT_IN_WORDS = re.compile(r"(?i)\b(?:retry|try again)\s+(?:in|after)\s+(\d+(?:\.\d+)?)\s*"
-                            r"(ms|milliseconds?|s|secs?|seconds?)\b")
+_CONTEXT_WORDS = re.compile(r"(?i)context[ _]length|context window|maximum context|prompt is too long")
+
+
+# A wait written in the words only: "Please try again in 1.2s" (OpenAI, Groq), "Please try again in 7m12s"
+# (OpenAI's per-day limits), "Please retry in 42.5s" (Google), "retry after 6 seconds" (Azure).
+_WAIT_LEAD = re.compile(r"(?i)\b(?:retry|try again)\s+(?:in|after)\s+")
+_WAIT_PART = re.compile(r"(?i)\s*(\d+(?:\.\d+)?)\s*"
+                        r"(hours?|h|milliseconds?|ms|minutes?|mins?|m|seconds?|secs?|s)(?![a-z])")
 _CREDIT_WORDS = re.compile(r"(?i)quota|billing|credit")
 
 
 def _wait_in_words(detail: str) -> str | None:
-    found = _WAIT_IN_WORDS.search(detail)
-    if found is None:
+    lead = _WAIT_LEAD.search(detail)
+    if lead is None:
         return None
-    seconds = float(found.group(1)) / (1000 if found.group(2).lower().startswith("m") else 1)
+    seconds, at = 0.0, lead.end()
+    while (part := _WAIT_PART.match(detail, at)) is not None:  # "7m12s": each unit in turn
+        unit = part.group(2).lower()
+        scale = 0.001 if unit == "ms" or unit.startswith("milli") else {"h": 3600.0, "m": 60.0}.get(unit[0], 1.0)
+        seconds += float(part.group(1)) * scale
+        at = part.end()
+    if at == lead.end():
+        return None
     return str(max(1, math.ceil(seconds)))
 
 
@@ -176,7 +196,7 @@ def _rate_limit_error(exc: openai.APIStatusError, detail: str) -> LLMError:
     if "insufficient_quota" in code or (wait is None and _CREDIT_WORDS.search(detail)):
         return LLMError("rate_limit", "The account behind this API key has run out of credit or quota (429). "
                         "Check billing with your provider.", status=429, retryable=False, detail=detail)
-    when = f"Wait {wait} seconds and retry." if wait else "Wait a moment and retry."
+    when = f"Wait {wait} second{'' if wait == '1' else 's'} and retry." if wait else "Wait a moment and retry."
     return LLMError("rate_limit", f"The model endpoint is rate-limiting requests (429). {when}",
                     status=429, detail=detail, retry_after=float(wait) if wait else None)
 

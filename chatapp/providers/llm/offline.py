@@ -83,7 +83,8 @@ def offline_reply(*, messages: Sequence[dict], model: str = OFFLINE_MODEL, conte
         f"- **Context size:** {tokens:,} tokens{estimated}",
         summary_line,
         trim_line,
-        f"- **Your last message:** {len(last_user):,} characters" + (f", starting “{snippet}”" if snippet else ""),
+        f"- **Your last message:** {len(last_user):,} character{'' if len(last_user) == 1 else 's'}"
+        + (f", starting “{snippet}”" if snippet else ""),
         "",
         "Add an OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, …) in Settings to get real answers.",
     ]
