@@ -154,6 +154,7 @@ def _conversation_head(*, conversation: Conversation) -> _Head:
             "created_at": conversation.created_at.isoformat(),
             "updated_at": conversation.updated_at.isoformat(),
             "offline": conversation.offline,
+            "pinned_at": conversation.pinned_at.isoformat() if conversation.pinned_at else None,
             "llm_config": config_out,
             "preference": preference,
             "window_start_id": conversation.window_start_id,

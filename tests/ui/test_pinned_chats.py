@@ -1,18 +1,21 @@
-"""Chats pinned to the top of the sidebar: the API's `pinned` (PATCH) and `pinned_at`, and the list the
-page and its fragment draw (a "Pinned" section first, the latest pinned first, each chat listed once;
-a search lists its matches by activity, pinned or not)."""
+"""Chats pinned to the top of the sidebar: the API's `pinned` (PATCH) and `pinned_at`, the list the page
+and its fragment draw (a "Pinned" section first, the latest pinned first, each chat listed once; a
+search lists its matches as found, pinned or not), and the pin through an export and an import."""
 
 from __future__ import annotations
 
 import html
+import json
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation
+from tests.chat.importkit import export_document, import_now
 from tests.support.accounts import token_client
 
 pytestmark = pytest.mark.django_db
@@ -90,3 +93,31 @@ def test_a_search_lists_its_matches_as_found_pinned_or_not(page, user):
 
     # Ranked as any search (title hits first, the newest first), no "Pinned" section above them.
     assert found == [("Best matches", ["Garden tools", "Garden plans"])]
+
+
+def test_a_pin_goes_with_the_chat_through_its_export_and_import(user, other_user):
+    pinned, plain = _chat(user, "Pinned one"), _chat(user, "Plain one")
+    for chat in (pinned, plain):
+        message_append(conversation=chat, role="user", content=f"About {chat.title}")
+    token_client(user).patch(f"/api/conversations/{pinned.pk}/", {"pinned": True}, format="json")
+    documents = [export_document(Conversation.objects.get(pk=chat.pk)) for chat in (pinned, plain)]
+    assert documents[0]["conversation"]["pinned_at"] == Conversation.objects.get(pk=pinned.pk).pinned_at.isoformat()
+    assert documents[1]["conversation"]["pinned_at"] is None
+
+    job = import_now(other_user, json.dumps(documents).encode())
+
+    copies = [Conversation.objects.get(pk=pk) for pk in job.conversation_ids]
+    assert [c.pinned_at for c in copies] == [Conversation.objects.get(pk=pinned.pk).pinned_at, None]
+
+
+def test_a_chat_pinned_in_open_webui_comes_in_pinned(user):
+    def chat(title: str, **extra: object) -> dict:
+        messages = {"u1": {"id": "u1", "parentId": None, "childrenIds": [], "role": "user", "content": "Hi",
+                           "timestamp": 1720000010}}
+        return {"id": f"id-{title}", "title": title, "created_at": 1720000000, "updated_at": 1720000020,
+                "chat": {"title": title, "history": {"messages": messages, "currentId": "u1"}}, **extra}
+
+    job = import_now(user, json.dumps([chat("Pinned", pinned=True), chat("Not", pinned=False), chat("Old")]).encode())
+
+    stamps = [Conversation.objects.get(pk=pk).pinned_at for pk in job.conversation_ids]
+    assert stamps == [datetime.fromtimestamp(1720000020, tz=UTC), None, None]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 from chatapp.providers.thinking import blank_lines_off, think_split
@@ -77,12 +78,15 @@ def _parse(item: Any) -> records.ConversationRecord:
     created = records.epoch_time(item.get("created_at"), what="created_at") or records.epoch_time(
         chat.get("timestamp"), what="the chat's timestamp"
     )
+    updated = records.epoch_time(item.get("updated_at"), what="updated_at")
     return records.ConversationRecord(
         source_id=records.source_id_of(item.get("id") or chat.get("id")),
         title=_title(item),
         system_prompt=system if isinstance(system, str) else "",
         created_at=created,
-        updated_at=records.epoch_time(item.get("updated_at"), what="updated_at"),
+        updated_at=updated,
+        # Pinned in Open WebUI's sidebar (`pinned`, with no date of its own): pinned here since its last activity.
+        pinned_at=(updated or created or datetime.now(UTC)) if item.get("pinned") is True else None,
         messages=messages,
         omitted={reason: n for reason, n in omitted.items() if n},
     )

@@ -82,6 +82,9 @@ class ConversationRecord:
     omitted: dict[str, int] = field(default_factory=dict)
     # The source's own id of the conversation ("" when it has none): part of its fingerprint.
     source_id: str = ""
+    # Pinned to the top of the sidebar, since when (our format; Open WebUI's pins have no date: its last
+    # activity). Like the title, not part of the fingerprint: a person pins and unpins.
+    pinned_at: datetime | None = None
 
 
 def record_fingerprint(record: ConversationRecord) -> str:
