@@ -116,14 +116,19 @@ def llm_config_key_left_behind(*, config: LLMConfig, fields: dict[str, Any]) -> 
     return base_url is not None and _origin(str(base_url).strip()) != _origin(config.base_url)
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 def _origin(url: str) -> tuple[str, str, int | None]:
-    """Scheme, host and port: where a request (and its Authorization header) goes."""
+    """Scheme, host and port: where a request (and its Authorization header) goes. The scheme's own
+    port written out is the same place (https://host:443 is https://host), as browsers have it."""
     parts = urlsplit(url)
+    scheme = parts.scheme.lower()
     try:
         port = parts.port
     except ValueError:
         port = None
-    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+    return scheme, (parts.hostname or "").lower(), port if port is not None else _DEFAULT_PORTS.get(scheme)
 
 
 def _api_key_store(config: LLMConfig, key: str) -> None:

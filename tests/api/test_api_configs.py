@@ -241,9 +241,14 @@ def test_a_stored_key_never_follows_a_new_host(api, user, plain_key, fake_openai
     cleared (and the response says so); the new host receives no key."""
     pk = _create(api, api_key=plain_key).json()["id"]
 
-    # Same server, another path: the key stays.
+    # Same server, another path: the key stays; so it does with the scheme's own port written out.
     same = api.patch(f"/api/configs/{pk}/", {"base_url": "https://api.openai.com/v2"}, format="json")
     assert same.status_code == 200 and same.json()["has_api_key"] is True and "notice" not in same.json()
+    port = api.patch(f"/api/configs/{pk}/", {"base_url": "https://api.openai.com:443/v1"}, format="json")
+    assert port.status_code == 200 and port.json()["has_api_key"] is True and "notice" not in port.json()
+    elsewhere = api.patch(f"/api/configs/{pk}/", {"base_url": "https://api.openai.com:8443/v1"}, format="json")
+    assert elsewhere.json()["has_api_key"] is False  # another port is another server
+    api.patch(f"/api/configs/{pk}/", {"base_url": "https://api.openai.com/v1", "api_key": plain_key}, format="json")
 
     moved = api.patch(f"/api/configs/{pk}/", {"base_url": fake_openai.base_url, "model": "fake-echo"}, format="json")
 
