@@ -50,6 +50,7 @@ from chatapp.chat.search_services import message_index_add
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
 from chatapp.chat.title_services import title_due, title_pending_drop, title_pending_mark, title_request
+from chatapp.chat.too_large import too_large_words
 from chatapp.chat.turn_claim import REPEATED_WORDS, send_claim_take, turn_claim_release
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
 from chatapp.chat.turn_types import ChatTurn, ReplyGoneError, TurnFailure, TurnStart, shaped_trigger
@@ -182,12 +183,7 @@ def turn_prepare(
     try:
         result, ctx = context_build_for(prefs=prefs, conversation=conversation, target=target, through_id=through_id)
     except ContextTooLargeError as exc:
-        error = (
-            f"This conversation can't be sent to {target.label}: the messages that must always be sent "
-            f"(system and pinned messages, your first and your latest message) need {exc.needed:,} tokens, "
-            f"but the model's budget is {exc.budget:,}. Unpin some messages or choose a model with a "
-            "larger context window, then retry."
-        )
+        error = too_large_words(conversation=conversation, label=target.label, exc=exc)
         context = {**too_large_gauge(exc=exc, conversation=conversation, target=target),
                    "reason": "", "triggered": False, "recall": None}
         start = TurnStart(user=user, conversation=conversation, user_message=user_message, target=target,
