@@ -34,7 +34,7 @@ from chatapp.chat.admission import pack_gate
 from chatapp.chat.context import context_budget, conversation_config, first_user_message_id
 from chatapp.chat.context_pack import context_build_for
 from chatapp.chat.dbconn import db_short
-from chatapp.chat.gauge import context_gauge, too_large_gauge, too_large_words
+from chatapp.chat.gauge import context_gauge, too_large_gauge
 from chatapp.chat.layout import message_place_get, new_message_place
 from chatapp.chat.message_services import (
     client_key_validate,
@@ -50,6 +50,7 @@ from chatapp.chat.search_services import message_index_add
 from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
 from chatapp.chat.title_services import title_due, title_pending_drop, title_pending_mark, title_request
+from chatapp.chat.too_large import too_large_words
 from chatapp.chat.turn_claim import REPEATED_WORDS, send_claim_take, turn_claim_release
 from chatapp.chat.turn_left import gone_event, turn_abandon
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
@@ -185,7 +186,7 @@ def turn_prepare(
     try:
         result, ctx = context_build_for(prefs=prefs, conversation=conversation, target=target, through_id=through_id)
     except ContextTooLargeError as exc:
-        error = too_large_words(exc=exc, target=target)
+        error = too_large_words(conversation=conversation, target=target, exc=exc)
         context = {**too_large_gauge(exc=exc, conversation=conversation, target=target),
                    "reason": "", "triggered": False, "recall": None}
         start = TurnStart(user=user, conversation=conversation, user_message=user_message, target=target,

@@ -204,29 +204,27 @@ def context_build(
     return result, ctx
 
 
-# How many times a request of estimated counts is packed again, each time in less room, before it is
-# sent as it is (the test's Russian chat, moved from o200k to cl100k, fits at the second packing).
-REFIT_TRIES = 3
-
-
 def _refit(result: PackResult, *, budget: int, model: str, pack: Callable[[int], PackResult]) -> PackResult:
-    """The packed request counted with `model`'s own tokenizer, and packed again in less room while
-    that count exceeds `budget`.
+    """The packed request counted with `model`'s own tokenizer, and packed again in less room until
+    that count fits `budget`.
 
     Stored counts are made once, by the tokenizer of the model the chat had then; a chat moved to a
     model with another tokenizer (Conversation.token_counts_mixed) is packed on those estimates. From
     o200k to cl100k, Russian or Japanese text counts about 1.3-1.6 times as many tokens: a request
     packed to its budget went out past the model's window, and the provider refused it. Counting the
-    packed request (not the history) costs a few milliseconds, on these chats only. The room given
-    up is the overshoot plus 1 % of the budget, as the two tokenizers' ratio varies from text to text.
-    Raises ContextTooLargeError when the messages that must be sent do not fit the smaller room.
+    packed request (not the history) costs a few milliseconds, on these chats only. The next room holds
+    the packed request's estimate scaled by how much the estimates undercount it, less 1 % of the
+    budget (the two tokenizers' ratio varies from text to text): taking only the overshoot off a room
+    whose trigger the history stays under changed nothing, and after a fixed number of such tries the
+    last packing went out uncounted, past the window. Every packing is counted; the room shrinks each
+    time, so this ends: fitted, or ContextTooLargeError when the must-keep messages do not fit it.
     """
     room = budget
-    for _ in range(REFIT_TRIES):
-        exact = optimizer.count_messages(shape_request(result.messages, model=model).messages, model=model)
-        if exact <= budget:
-            break
-        room -= exact - budget + budget // 100
+    while (exact := optimizer.count_messages(shape_request(result.messages, model=model).messages,
+                                             model=model)) > budget:
+        if room == 1:  # a last stop: no request of a message fits a room of one token
+            raise optimizer.ContextTooLargeError(needed=exact, budget=budget, detail="the packed request")
+        room = max(1, min(room - (exact - budget), result.info.tokens_after * budget // exact) - budget // 100)
         try:
             result = pack(room)
         except optimizer.ContextTooLargeError as exc:

@@ -110,20 +110,6 @@ def too_large_gauge(*, exc: ContextTooLargeError, conversation: Conversation, ta
     )
 
 
-def too_large_words(*, exc: ContextTooLargeError, target: LLMTarget) -> str:
-    """What a turn whose must-keep messages exceed the budget says. When they would fit the window but
-    for the tokens the config keeps for the reply, it says so: lowering Max output tokens makes room."""
-    words = (f"This conversation can't be sent to {target.label}: the messages that must always be sent (system "
-             f"and pinned messages, your first and your latest message) need {exc.needed:,} tokens, but the "
-             f"model's budget is {exc.budget:,}")
-    if not target.offline and exc.needed < target.context_window:
-        return (f"{words} (its {target.context_window:,}-token context window less the "
-                f"{target.max_output_tokens:,} tokens kept for the reply). Lower Max output tokens of "
-                f"“{target.label}” in Settings, unpin some messages or choose a model with a larger context "
-                "window, then retry.")
-    return f"{words}. Unpin some messages or choose a model with a larger context window, then retry."
-
-
 def context_gauge(
     *, conversation: Conversation, user: User, target: LLMTarget | None = None
 ) -> dict[str, Any]:

@@ -4,7 +4,7 @@ the extractive fallback's header, and the save, fenced by the attempt that claim
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -194,6 +194,9 @@ def model_summarize(
     """
     prev_tokens = optimizer.count_text(previous, model=target.model) if previous else 0
     limit = max(1024, int(target.context_window * _CHUNK_SHARE) - prev_tokens)
+    # A message longer than a chunk (a pasted log) would go alone in a call over the model's window,
+    # which the endpoint refuses: it is read as the chat sends it, head and tail (optimizer.truncation).
+    msgs = [_within(msg, limit=limit, model=target.model) for msg in msgs]
     result = ModelSummary(text=previous or "", model=target.model)
     cost = 0.0
     priced = True
@@ -229,6 +232,17 @@ def model_summarize(
             cost += call_cost
     result.cost_usd = cost if priced else None
     return result
+
+
+def _within(msg: Msg, *, limit: int, model: str) -> Msg:
+    """`msg` shortened to at most `limit` tokens of content (itself when it fits)."""
+    if not isinstance(msg.content, str):
+        return msg
+    content = optimizer.compress_text(msg.content, limit=limit, model=model)
+    if content is msg.content:
+        return msg
+    shortened = replace(msg, content=content, chars=None)
+    return replace(shortened, tokens=optimizer.count_message(shortened, model=model))  # chunks add these up
 
 
 class EmptySummaryError(Exception):

@@ -116,9 +116,12 @@ class ChatTurn:
         block standing for the next one. The trigger judges the context without its recall block, so
         a block that takes the total past the trigger does not move the window. At or above the
         trigger, or when the total would not fit the budget (the block would be cut to the room
-        left), the next request repacks, so the caller asks context_gauge.
+        left), the next request repacks, so the caller asks context_gauge. So does a turn that cut:
+        its recall block filled the room the cut freed (all of it, before any window was stored), and
+        the next request, packed against the window this one stored, quotes in far less: counted as
+        the next one's, the block put the gauge at 67 % where the context endpoint says 40 %.
         """
-        if self.trigger_tokens is None:
+        if self.trigger_tokens is None or self.context.get("triggered"):
             return None
         tokens = int(self.context["tokens"]) + reply_tokens
         budget = int(self.context["budget"])

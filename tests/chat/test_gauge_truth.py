@@ -137,3 +137,26 @@ def test_the_gauge_a_reply_ends_with_is_the_next_requests_just_under_the_trigger
         assert (done["tokens"], done["window_start_id"]) == (gauge["tokens"], gauge["window_start_id"]), pad
         cut += gauge["window_start_id"] is not None
     assert 0 < cut < 12  # the trigger was crossed within the range
+
+
+def test_the_gauge_a_cut_turn_ends_with_is_the_context_endpoints(user, fake_openai, no_rate_limit):
+    """The turn that first cuts the window lets recall fill the room the cut freed (no prompt prefix is
+    cached yet); its `done` gauge counted that block as the next request's, 67 % of the budget, where
+    the next request (and the context endpoint, after a reload) sends 40 %: the figures the README says
+    are the context endpoint's."""
+    user_settings_update(user=user, preference="fast", generate_titles=False)
+    config = make_config(user, fake_openai.base_url, model="gpt-4", window=2_500, max_output=100)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    client = APIClient()
+    client.force_authenticate(user)
+    cuts = 0
+    for turn in range(14):
+        topic = ["invoices", "orders", "tents", "routes"][turn % 4]
+        words = " ".join(f"{topic}{(turn * 13 + j) % 50}" for j in range(40 if turn % 3 else 120))
+        sent = post_stream(user, f"/api/conversations/{conversation.pk}/messages/",
+                           {"content": f"Turn {turn}: {words}"})
+        assert sent.names[-1] == "done"
+        cuts += sent.named("start")[0]["context"]["triggered"]
+        gauge = client.get(f"/api/conversations/{conversation.pk}/context/").json()
+        assert sent.named("done")[0]["context"] == gauge, turn
+    assert cuts  # the chat was cut at least once

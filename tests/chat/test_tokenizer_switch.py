@@ -163,3 +163,27 @@ def test_a_config_edited_to_a_model_of_the_same_tokenizer_keeps_its_chats_counts
     llm_config_update(config=o200k, model="gpt-4o")
     conversation.refresh_from_db()
     assert conversation.token_counts_mixed is False
+
+
+def test_a_history_under_the_trigger_that_the_new_tokenizer_counts_just_past_the_budget_still_fits(
+        user, fake_openai):
+    """1,099 tokens as o200k counts them, 1,784 for gpt-4, whose budget is 1,780: packed again in less
+    room, the history stayed under that room's trigger and went out unchanged, three times, and the
+    third packing was sent without being counted: 4 tokens past the window (context_length_exceeded)."""
+    o200k = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=128_000, max_output=500)
+    cl100k = make_config(user, fake_openai.base_url, model="gpt-4", window=2_080, max_output=300, name="gpt-4")
+    conversation = Conversation.objects.create(owner=user, llm_config=o200k)
+    for n in range(20):
+        message_append(conversation=conversation, role="user" if n % 2 == 0 else "assistant",
+                       content=ROUTE.format(n=n))
+    api = APIClient()
+    api.force_authenticate(user)
+    _switch(api, conversation, cl100k)
+    conversation.refresh_from_db()
+
+    assert send(user, conversation, "Где мы ночевали на второй день похода?").names[-1] == "done"
+
+    sent = fake_openai.completions[-1].messages
+    assert optimizer.count_messages(sent, model="gpt-4") <= 2_080 - 300
+    record = OptimizationRecord.objects.filter(conversation=conversation).latest("id")
+    assert record.tokens_sent <= record.budget

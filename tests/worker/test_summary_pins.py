@@ -17,6 +17,7 @@ from chatapp.chat.summary_runner import summary_job_run
 from chatapp.chat.summary_services import summary_edit, summary_job_request
 from chatapp.providers import llm
 from tests.support.accounts import token_client
+from tests.support.chat import send
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -125,3 +126,32 @@ def test_the_timeline_shows_it_still_sent_after_the_unpin(summarized, owner):
     _summarize(conversation)  # folded in: it takes the place of any summarized message
     places = {m["id"]: m["place"] for m in api.get(f"/api/conversations/{conversation.pk}/messages/").json()["results"]}
     assert places[pinned.pk] == "evicted"
+
+
+def test_a_chat_too_large_for_messages_unpinned_since_the_summary_says_to_compact_not_to_unpin(
+        owner, make_config, fake_openai, published):
+    """Four long questions pinned, a compaction passing them over, then all four unpinned: they are still
+    sent until a summary takes them in, and on a 2,000-token model every turn failed with "Unpin some
+    messages" — with nothing pinned. What takes them out of the must-keeps is compacting."""
+    config = make_config("gpt-4o-mini")
+    config.context_window, config.max_output_tokens = 2_000, 300
+    config.save()
+    conversation = Conversation.objects.create(owner=owner, llm_config=config)
+    long = " ".join(f"detail{i}" for i in range(200))
+    pins = []
+    for i in range(10):
+        question = message_append(conversation=conversation, role="user",
+                                  content=f"Q{i} {long}" if 2 <= i <= 5 else f"Q{i} short", token_model="gpt-4o-mini")
+        if 2 <= i <= 5:
+            pins.append(message_pin_set(message=question, pinned=True))
+        message_append(conversation=conversation, role="assistant", token_model="gpt-4o-mini",
+                       content=f"A{i}. " + " ".join(f"note{i}x{j}" for j in range(80)))
+    assert summary_job_run(job_id=summary_job_request(conversation=conversation, trigger="manual").pk).status == "done"
+    for pin in pins:
+        message_pin_set(message=pin, pinned=False)
+
+    [error] = send(owner, conversation, f"Now {long}").named("error")
+
+    assert error["kind"] == "context_too_large"
+    assert "/compact" in error["error"] and "the 4 you unpinned" in error["error"]
+    assert "Unpin some messages" not in error["error"]  # nothing is pinned
