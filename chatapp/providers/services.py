@@ -116,19 +116,16 @@ def llm_config_key_left_behind(*, config: LLMConfig, fields: dict[str, Any]) -> 
     return base_url is not None and _origin(str(base_url).strip()) != _origin(config.base_url)
 
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
 def _origin(url: str) -> tuple[str, str, int | None]:
     """Scheme, host and port: where a request (and its Authorization header) goes. The scheme's own
     port written out is the same place (https://host:443 is https://host), as browsers have it."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     try:
-        port = parts.port
+        port = parts.port or {"http": 80, "https": 443}.get(scheme)
     except ValueError:
         port = None
-    return scheme, (parts.hostname or "").lower(), port if port is not None else _DEFAULT_PORTS.get(scheme)
+    return scheme, (parts.hostname or "").lower(), port
 
 
 def _api_key_store(config: LLMConfig, key: str) -> None:
