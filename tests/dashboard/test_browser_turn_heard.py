@@ -8,24 +8,12 @@ from selenium.webdriver.common.by import By
 
 from tests.dashboard.factories import make_conversation, make_message, make_record, sent_entry
 from tests.dashboard.test_browser import _login, _wait_ready
-from tests.support.browser import browser, console_errors
+from tests.support.browser import HEAR_LIVE_REGIONS, browser, console_errors
 from tests.ui.test_browser import _wait
 
 __all__ = ["browser"]
 
 pytestmark = [pytest.mark.browser]
-
-# Records the live region every change of the page falls in.
-HEAR = """
-window.__heard = [];
-new MutationObserver((records) => {
-  for (const r of records) {
-    const node = r.target.nodeType === 1 ? r.target : r.target.parentElement;
-    const region = node && node.closest('[aria-live]:not([aria-live="off"]), [role="status"], [role="alert"]');
-    if (region) window.__heard.push(region.id || region.className);
-  }
-}).observe(document.body, {subtree: true, childList: true, characterData: true});
-"""
 
 
 def test_stepping_to_a_turn_says_it_in_a_sentence(live_server, transactional_db, browser, user):
@@ -42,7 +30,7 @@ def test_stepping_to_a_turn_says_it_in_a_sentence(live_server, transactional_db,
     browser.get(f"{live_server.url}/c/{conversation.pk}/dashboard/")
     _wait_ready(browser)
     latest = browser.find_element(By.ID, "sent-list").get_attribute("data-record")
-    browser.execute_script(HEAR)
+    browser.execute_script(HEAR_LIVE_REGIONS)
     browser.find_element(By.CSS_SELECTOR, "[data-turn=prev]").click()
 
     _wait(browser, lambda d: d.find_element(By.ID, "sent-list").get_attribute("data-record") != latest)

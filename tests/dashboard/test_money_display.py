@@ -53,7 +53,6 @@ def test_the_displayed_net_follows_from_the_displayed_parts(gross, summary):
 
 
 def test_the_overview_card_follows_the_same_rule(monkeypatch, rf, user):
-    from chatapp.dashboard import pages
 
     overview = {
         "conversations": 1, "conversations_with_records": 1, "turns": 1, "optimized_turns": 1, "top": [],
@@ -62,19 +61,27 @@ def test_the_overview_card_follows_the_same_rule(monkeypatch, rf, user):
                   "net_saved_usd": 18.1849 - 0.2959, "unpriced_records": 0},
         "summaries": {"made": 1, "jobs": 1},
     }
-    seen = {}
+    seen = _overview_page(monkeypatch, rf, user, overview)
+    card = next(c for c in seen["cards"] if c["key"] == "money")
+    assert (card["value"], card["detail"]) == ("$17.89", f"$18.1849 saved {MINUS} $0.2959 summarizing")
+    # nothing priced: the gross saving is unknown, as the net, not "$0 saved"
+    overview["money"].update(full_usd=0.0, net_saved_usd=None)
+    seen = _overview_page(monkeypatch, rf, user, overview)
+    card = next(c for c in seen["cards"] if c["key"] == "money")
+    assert (card["value"], card["detail"]) == ("—", f"— saved {MINUS} $0.2959 summarizing")
+
+
+def _overview_page(monkeypatch, rf, user, overview: dict) -> dict:
+    """The context the overview page renders with, for `overview` as the selector's answer."""
+    from chatapp.dashboard import pages
+
+    seen: dict = {}
     monkeypatch.setattr(pages, "dashboard_overview", lambda **kw: overview)
     monkeypatch.setattr(pages, "render", lambda request, template, context: seen.update(context))
     request = rf.get("/")
     request.user = user
     inspect.unwrap(pages.dashboard_overview_page)(request)
-    card = next(c for c in seen["cards"] if c["key"] == "money")
-    assert (card["value"], card["detail"]) == ("$17.89", f"$18.1849 saved {MINUS} $0.2959 summarizing")
-    # nothing priced: the gross saving is unknown, as the net, not "$0 saved"
-    overview["money"].update(full_usd=0.0, net_saved_usd=None)
-    inspect.unwrap(pages.dashboard_overview_page)(request)
-    card = next(c for c in seen["cards"] if c["key"] == "money")
-    assert (card["value"], card["detail"]) == ("—", f"— saved {MINUS} $0.2959 summarizing")
+    return seen
 
 
 @pytest.mark.parametrize(("net", "label", "tone"), [
@@ -84,7 +91,6 @@ def test_the_overview_card_follows_the_same_rule(monkeypatch, rf, user):
     (0.0031, "$0.0031", "good"),
 ])
 def test_the_overview_shows_a_net_that_rounds_to_nothing_as_zero(monkeypatch, rf, user, net, label, tone):
-    from chatapp.dashboard import pages
 
     row = {"id": 1, "title": "Chat", "turns": 2, "optimized_turns": 1, "tokens_full": 100, "tokens_sent": 90,
            "tokens_saved": 10, "saved_share": 0.1, "net_saved_usd": net, "summary_cost_usd": 0.0}
@@ -95,11 +101,6 @@ def test_the_overview_shows_a_net_that_rounds_to_nothing_as_zero(monkeypatch, rf
                   "unpriced_records": 0},
         "summaries": {"made": 0, "jobs": 0},
     }
-    seen = {}
-    monkeypatch.setattr(pages, "dashboard_overview", lambda **kw: overview)
-    monkeypatch.setattr(pages, "render", lambda request, template, context: seen.update(context))
-    request = rf.get("/")
-    request.user = user
-    inspect.unwrap(pages.dashboard_overview_page)(request)
+    seen = _overview_page(monkeypatch, rf, user, overview)
     card = next(c for c in seen["cards"] if c["key"] == "money")
     assert (seen["top"][0]["money_label"], card["value"], card["tone"]) == (label, label, tone)

@@ -60,6 +60,20 @@ def headless_chromium(*, size: tuple[int, int] = LAPTOP) -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
+# Run in a page: records in `window.__heard` the live region (its id, else its class) each change of the
+# page falls in, i.e. what a screen reader would read out.
+HEAR_LIVE_REGIONS = """
+window.__heard = [];
+new MutationObserver((records) => {
+  for (const r of records) {
+    const node = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+    const region = node && node.closest('[aria-live]:not([aria-live="off"]), [role="status"], [role="alert"]');
+    if (region) window.__heard.push(region.id || region.className);
+  }
+}).observe(document.body, {subtree: true, childList: true, characterData: true});
+"""
+
+
 def console_errors(driver: Any) -> list[dict]:
     """The console errors logged since the last call (script errors, CSP violations, failed loads)."""
     return [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]

@@ -14,17 +14,22 @@ from tests.ui.test_browser import _sign_up, _wait
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_page_follows_a_reply_streaming_elsewhere(asgi_server, browser):
-    base = asgi_server.url
-    _sign_up(browser, base, "tab-follower")
-    user = get_user_model().objects.get(username="tab-follower")
-    conversation = Conversation.objects.create(owner=user, title="Two tabs")
-    Message.objects.create(conversation=conversation, role="user", content="Write a haiku about tiles.")
+def _following(browser, base: str, username: str, title: str, *, question: str = "Write a haiku about tiles."):
+    """A new user's chat whose reply is streaming elsewhere, opened in the browser, which shows it
+    "Writing…": (conversation, question, reply)."""
+    _sign_up(browser, base, username)
+    user = get_user_model().objects.get(username=username)
+    conversation = Conversation.objects.create(owner=user, title=title)
+    asked = Message.objects.create(conversation=conversation, role="user", content=question)
     reply = Message.objects.create(conversation=conversation, role="assistant", content="Blue tiles",
-                                   status=Message.Status.STREAMING)
+                                   status=Message.Status.STREAMING, parent=asked, reply_to=asked)
     browser.get(f"{base}/c/{conversation.pk}/")
-    article = browser.find_element(By.ID, f"m-{reply.pk}")
-    assert "Writing…" in article.text
+    assert "Writing…" in browser.find_element(By.ID, f"m-{reply.pk}").text
+    return conversation, asked, reply
+
+
+def test_a_page_follows_a_reply_streaming_elsewhere(asgi_server, browser):
+    conversation, _, reply = _following(browser, asgi_server.url, "tab-follower", "Two tabs")
 
     # the other tab's stream ends: the reply is stored whole, and the next question arrives too
     Message.objects.filter(pk=reply.pk).update(
@@ -42,15 +47,7 @@ def test_a_followed_reply_whose_chat_is_deleted_elsewhere_says_so_and_frees_the_
     """The chat deleted in the tab that streams it: this page went on showing "Writing…" with Stop (which
     did nothing) and asked the server every 2 s for a quarter of an hour. It says the chat was deleted,
     as the streaming tab does, and the composer is free again."""
-    base = asgi_server.url
-    _sign_up(browser, base, "tab-left-behind")
-    user = get_user_model().objects.get(username="tab-left-behind")
-    conversation = Conversation.objects.create(owner=user, title="Deleted elsewhere")
-    Message.objects.create(conversation=conversation, role="user", content="Write a haiku about tiles.")
-    reply = Message.objects.create(conversation=conversation, role="assistant", content="Blue tiles",
-                                   status=Message.Status.STREAMING)
-    browser.get(f"{base}/c/{conversation.pk}/")
-    assert "Writing…" in browser.find_element(By.ID, f"m-{reply.pk}").text
+    conversation, _, reply = _following(browser, asgi_server.url, "tab-left-behind", "Deleted elsewhere")
     assert browser.find_element(By.ID, "stop-btn").is_displayed()
 
     conversation.delete()
@@ -69,15 +66,7 @@ def test_a_followed_reply_replaced_by_a_retry_elsewhere_gives_way_to_the_new_one
     """The server process streaming the reply died; a minute later another tab's Retry took its silent
     stream over (chat_retry), so it left the path. This page followed it as "Writing…" for good: the
     path's messages no longer held it, and the composer stayed busy. It gives way to the new reply."""
-    base = asgi_server.url
-    _sign_up(browser, base, "tab-retried-elsewhere")
-    user = get_user_model().objects.get(username="tab-retried-elsewhere")
-    conversation = Conversation.objects.create(owner=user, title="Retried elsewhere")
-    question = Message.objects.create(conversation=conversation, role="user", content="Write a haiku about tiles.")
-    silent = Message.objects.create(conversation=conversation, role="assistant", content="Blue tiles",
-                                    status=Message.Status.STREAMING, parent=question, reply_to=question)
-    browser.get(f"{base}/c/{conversation.pk}/")
-    assert "Writing…" in browser.find_element(By.ID, f"m-{silent.pk}").text
+    conversation, question, silent = _following(browser, asgi_server.url, "tab-retried-elsewhere", "Retried elsewhere")
 
     # What chat_retry_start does in the other tab: the silent reply leaves the path, a new one answers.
     Message.objects.filter(pk=silent.pk).update(superseded=True, off_path_by=silent.pk)
@@ -108,15 +97,8 @@ def test_a_reply_still_written_after_a_quarter_of_an_hour_is_followed_to_its_end
     """A slow local model (a few tokens a second on a CPU) writes a long answer for more than 15 minutes:
     a page reloaded meanwhile, or another tab, stopped following it then, left "Writing…" and its composer
     busy for good, though the reply went on and ended. Following stops after 15 minutes without progress."""
-    base = asgi_server.url
-    _sign_up(browser, base, "tab-slow-model")
-    user = get_user_model().objects.get(username="tab-slow-model")
-    conversation = Conversation.objects.create(owner=user, title="Slow model")
-    Message.objects.create(conversation=conversation, role="user", content="Write a long haiku about tiles.")
-    reply = Message.objects.create(conversation=conversation, role="assistant", content="Blue tiles",
-                                   status=Message.Status.STREAMING)
-    browser.get(f"{base}/c/{conversation.pk}/")
-    assert "Writing…" in browser.find_element(By.ID, f"m-{reply.pk}").text
+    _, _, reply = _following(browser, asgi_server.url, "tab-slow-model", "Slow model",
+                             question="Write a long haiku about tiles.")
     browser.execute_script(_CLOCK_AND_GATE)
     browser.execute_script("window.__shiftClock(16 * 60 * 1000);")
     Message.objects.filter(pk=reply.pk).update(content="Blue tiles at noon")  # a checkpoint of its stream

@@ -12,7 +12,7 @@ from selenium.webdriver.common.keys import Keys
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_services import conversation_index_rebuild
-from tests.support.browser import console_errors
+from tests.support.browser import HEAR_LIVE_REGIONS, console_errors
 from tests.ui.test_browser import _idle, _send, _sign_up, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -61,18 +61,10 @@ def test_a_search_hit_links_to_its_message(asgi_server, browser, screenshot_dir)
     assert console_errors(browser) == []
 
 
-# Records the live region every change of the page falls in (what a screen reader reads out).
-HEAR = """
-window.__heard = [];
-window.__listed = 0;  // the chats list redrawn
+# What a screen reader reads out (HEAR_LIVE_REGIONS), and how often the chats list is redrawn.
+HEAR = HEAR_LIVE_REGIONS + """
+window.__listed = 0;
 document.addEventListener("longchat:sidebar-updated", () => { window.__listed += 1; });
-new MutationObserver((records) => {
-  for (const r of records) {
-    const node = r.target.nodeType === 1 ? r.target : r.target.parentElement;
-    const region = node && node.closest('[aria-live]:not([aria-live="off"]), [role="status"], [role="alert"]');
-    if (region) window.__heard.push(region.id || region.className);
-  }
-}).observe(document.body, {subtree: true, childList: true, characterData: true});
 """
 
 
