@@ -4,14 +4,13 @@ reader while the button shows "Copied", says in the page's live region whether i
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from chatapp.chat.models import Conversation, Message
 from tests.support.browser import console_errors
-from tests.ui.test_browser import _sign_up, _wait
+from tests.ui.test_browser import _wait
+from tests.ui.test_browser_focus_kept import open_code_chat
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -21,12 +20,7 @@ def _said(browser) -> str:
 
 
 def test_copying_a_code_block_is_announced(asgi_server, browser):
-    _sign_up(browser, asgi_server.url, "copy-heard")
-    user = get_user_model().objects.get(username="copy-heard")
-    conversation = Conversation.objects.create(owner=user, title="Code")
-    Message.objects.create(conversation=conversation, role="user", content="Show me some code.")
-    Message.objects.create(conversation=conversation, role="assistant", content="Here:\n\n```python\nprint('hi')\n```")
-    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    open_code_chat(browser, asgi_server.url, "copy-heard")
     copy_code = browser.find_element(By.CSS_SELECTOR, '[data-action="copy-code"]')
     browser.execute_script("arguments[0].focus()", copy_code)
     ActionChains(browser).send_keys(Keys.ENTER).perform()

@@ -293,6 +293,16 @@ def test_the_end_of_a_reply_leaves_a_field_being_typed_in_alone(asgi_server, bro
     assert box.get_attribute("value") == ""
 
 
+def open_code_chat(browser, base: str, username: str) -> None:
+    """A new user's chat whose reply holds a code block, opened in the browser."""
+    _sign_up(browser, base, username)
+    user = get_user_model().objects.get(username=username)
+    conversation = Conversation.objects.create(owner=user, title="Code")
+    Message.objects.create(conversation=conversation, role="user", content="Show me some code.")
+    Message.objects.create(conversation=conversation, role="assistant", content="Here:\n\n```python\nprint('hi')\n```")
+    browser.get(f"{base}/c/{conversation.pk}/")
+
+
 # A page served over plain HTTP on a network (a self-hosted box at http://192.168.1.5:8000) is not a
 # secure context: the browser has no navigator.clipboard, and copying goes through a hidden text area.
 NO_CLIPBOARD_API = "Object.defineProperty(navigator, 'clipboard', {value: undefined, configurable: true});"
@@ -301,12 +311,7 @@ NO_CLIPBOARD_API = "Object.defineProperty(navigator, 'clipboard', {value: undefi
 def test_copy_without_the_clipboard_api_keeps_the_focus_on_the_button(asgi_server, browser):
     """The fallback's hidden text area took the focus to select its text and was removed: the focus fell
     to the page after every Copy (a message, a code block) pressed from the keyboard."""
-    _sign_up(browser, asgi_server.url, "copy-over-http")
-    user = get_user_model().objects.get(username="copy-over-http")
-    conversation = Conversation.objects.create(owner=user, title="Code")
-    Message.objects.create(conversation=conversation, role="user", content="Show me some code.")
-    Message.objects.create(conversation=conversation, role="assistant", content="Here:\n\n```python\nprint('hi')\n```")
-    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    open_code_chat(browser, asgi_server.url, "copy-over-http")
     browser.execute_script(NO_CLIPBOARD_API)
     copy_message = browser.find_elements(By.CSS_SELECTOR, '.msg--assistant [data-action="copy-message"]')[-1]
     _press(browser, copy_message)
