@@ -123,6 +123,8 @@ NOT_SIGNED_IN_WORDS = "Authentication credentials were not provided."
 def sender_signed_in(scope: dict[str, Any]) -> bool:
     """Whether the request carries a valid API token, or a session of an active user (the two ways the
     API takes a user). Reads the database: called off the event loop."""
+    from rest_framework.exceptions import AuthenticationFailed
+
     from chatapp.chat.api.auth import ExpiringTokenAuthentication  # the API's own check (its module needs the apps)
 
     headers = {name.lower(): value.decode("latin-1") for name, value in scope.get("headers", ())}
@@ -130,7 +132,7 @@ def sender_signed_in(scope: dict[str, Any]) -> bool:
     if scheme.lower() == "token" and key.strip():
         try:
             ExpiringTokenAuthentication().authenticate_credentials(key.strip())
-        except Exception:  # AuthenticationFailed: a wrong, expired or inactive user's token
+        except AuthenticationFailed:  # a wrong or expired token, or an inactive user's
             return False
         return True
     try:
