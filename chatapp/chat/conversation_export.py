@@ -155,6 +155,7 @@ def _conversation_head(*, conversation: Conversation) -> _Head:
             "updated_at": conversation.updated_at.isoformat(),
             "offline": conversation.offline,
             "pinned_at": conversation.pinned_at.isoformat() if conversation.pinned_at else None,
+            "archived_at": conversation.archived_at.isoformat() if conversation.archived_at else None,
             "llm_config": config_out,
             "preference": preference,
             "window_start_id": conversation.window_start_id,

@@ -121,6 +121,7 @@ def conversation_import(*, owner: User, record: ConversationRecord, index: int, 
         updated_at=record.updated_at or max(last, started),
         window_start_id=ids.get(record.window_start_ref) if record.window_start_ref else None,
         pinned_at=record.pinned_at,
+        archived_at=record.archived_at,
     )
     if not any("parent" in m.links for m in record.messages):
         # A source with no tree (another product, an export from before branches): one path, each

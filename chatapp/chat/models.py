@@ -84,6 +84,8 @@ class Conversation(models.Model):
     turn_claimed_at = models.DateTimeField(null=True, blank=True)
     # Pinned to the top of the sidebar (when; null: not pinned). Not activity: updated_at stays.
     pinned_at = models.DateTimeField(null=True, blank=True)
+    # Archived: out of the sidebar, listed in Settings (when; null: not). A turn brings it back (turn_claim).
+    archived_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -91,9 +93,11 @@ class Conversation(models.Model):
         indexes = [
             # Sidebar: a user's conversations, newest first.
             models.Index(fields=["owner", "-updated_at"], name="conv_owner_updated_idx"),
-            # Sidebar: a user's pinned conversations, the latest pinned first (few rows of many).
+            # Sidebar: a user's pinned chats; Settings: the archived ones. Latest first, few rows of many.
             models.Index(fields=["owner", "-pinned_at"], condition=models.Q(pinned_at__isnull=False),
                          name="conv_owner_pinned_idx"),
+            models.Index(fields=["owner", "-archived_at"], condition=models.Q(archived_at__isnull=False),
+                         name="conv_owner_archived_idx"),
         ]
 
     def __str__(self) -> str:

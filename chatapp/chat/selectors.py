@@ -26,15 +26,20 @@ MESSAGE_PAGE_MAX = 500
 def conversation_back_url(*, owner: User) -> str:
     """Where a page's "back to the chat" goes: the chat last active, as it was left, or a new chat
     when there is none (`/` is always a new chat)."""
-    newest = conversation_list(owner=owner).values_list("pk", flat=True).first()
+    newest = conversation_list(owner=owner, archived=False).values_list("pk", flat=True).first()
     return reverse("chat-detail", args=[newest]) if newest is not None else reverse("chat-home")
 
 
-def conversation_list(*, owner: User, query: str | None = None) -> QuerySet[Conversation]:
+def conversation_list(
+    *, owner: User, query: str | None = None, archived: bool | None = None
+) -> QuerySet[Conversation]:
     """The owner's conversations, newest first; `query` matches titles (as a substring) or chat
     message text (every content word, the last as a prefix, through the full-text index: a substring
-    scan of every message would read the owner's whole history on each keystroke)."""
+    scan of every message would read the owner's whole history on each keystroke). `archived`: only
+    the archived chats (True), only the others (False), or both (None)."""
     conversations = Conversation.objects.filter(owner=owner)
+    if archived is not None:
+        conversations = conversations.filter(archived_at__isnull=not archived)
     # Runs of white space as one, as message_search reads a query: a title is written with single spaces.
     query = " ".join((query or "").split())
     if query:
@@ -44,6 +49,11 @@ def conversation_list(*, owner: User, query: str | None = None) -> QuerySet[Conv
             matches |= Q(pk__in=in_messages)
         conversations = conversations.filter(matches)
     return conversations.order_by("-updated_at", "-id")
+
+
+def conversation_archived_list(*, owner: User) -> QuerySet[Conversation]:
+    """The owner's archived conversations, the latest archived first (conv_owner_archived_idx)."""
+    return Conversation.objects.filter(owner=owner, archived_at__isnull=False).order_by("-archived_at", "-id")
 
 
 def conversation_get(*, owner: User, pk: int) -> Conversation:

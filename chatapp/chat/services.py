@@ -174,6 +174,24 @@ def conversation_pin_set(*, conversation: Conversation, pinned: bool) -> Convers
     return conversation
 
 
+def conversation_archive_set(*, conversation: Conversation, archived: bool) -> Conversation:
+    """Archive the chat (out of the sidebar, listed in Settings; a search still finds it) or bring it
+    back. Nothing is deleted or changed in it, and any turn in it brings it back (turn_claim)."""
+    if archived == (conversation.archived_at is not None):
+        return conversation
+    conversation.archived_at = timezone.now() if archived else None
+    # updated_at is left alone: brought back, the chat returns to its place by its last activity.
+    conversation.save(update_fields=["archived_at"])
+    return conversation
+
+
+def conversation_archive_all(*, owner: User, archived: bool) -> int:
+    """Archive every chat of `owner`'s that is not (or bring back every archived one): how many changed.
+    One UPDATE; those already so keep their date."""
+    rows = Conversation.objects.filter(owner=owner, archived_at__isnull=archived)
+    return rows.update(archived_at=timezone.now() if archived else None)
+
+
 def conversation_set_system_prompt(*, conversation: Conversation, text: str) -> Conversation:
     """Set the chat's system prompt ("" removes it). It applies from the next request, which records
     the change (turn_records: `stats.system_prompt_changed`); earlier records keep what they sent."""

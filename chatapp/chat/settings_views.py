@@ -20,6 +20,7 @@ from django.utils.crypto import constant_time_compare
 from django.views.decorators.http import require_http_methods, require_POST
 
 from chatapp.chat import selectors, services, token_services
+from chatapp.chat.archive_views import archived_context
 from chatapp.chat.forms import PREFERENCE_HELP, InstructionsForm, LLMConfigForm, PreferencesForm
 from chatapp.chat.share_selectors import share_list
 from chatapp.chat.token_models import ApiToken, key_digest
@@ -108,6 +109,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
         "api_token_days": settings.API_TOKEN_DAYS,
         "import_max_bytes": settings.IMPORT_MAX_BYTES,  # the import section's limit
         "shares": share_list(owner=request.user),  # Shared links (chat/_shares.html)
+        **archived_context(owner=request.user),  # Archived chats (chat/_archived.html)
     }
 
 

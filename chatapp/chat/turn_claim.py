@@ -7,6 +7,9 @@ parent): the message is then stored and acknowledged before the context is packe
 (`chat_turn.turn_pack`) runs under the claim. Only a claim that is already held goes the slow way
 (`turn_busy_check`): the row locked, then a reply still streaming or a claim younger than
 settings.STREAM_ORPHAN_SECONDS answers "conflict"; anything older was left by a turn that died.
+
+A turn brings an archived chat back to the sidebar (it is activity, as updated_at says): the claim
+clears `archived_at` in the same statement.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class SendClaim:
 # and the title are decided atomically with the claim; the tail of the path is read in the same
 # statement (msg_conv_path_idx).
 _CLAIM_SQL = (
-    "UPDATE chat_conversation SET turn_claimed_at = %s, updated_at = %s, "
+    "UPDATE chat_conversation SET turn_claimed_at = %s, updated_at = %s, archived_at = NULL, "
     "title = CASE WHEN title_is_custom OR live_message_count > 0 THEN title ELSE %s END, "
     "live_message_count = live_message_count + 1, live_char_count = live_char_count + %s, "
     "live_token_count = live_token_count + %s "
@@ -94,6 +97,7 @@ def send_claim_take(
     conversation.live_char_count += chars
     conversation.live_token_count += tokens
     conversation.turn_claimed_at = claim.claimed_at
+    conversation.archived_at = None
     return claim
 
 
@@ -126,7 +130,7 @@ def turn_claim_take(*, conversation_id: int, client_key: str = "") -> datetime:
     edit): the slow way, with the checks it makes anyway. Returns the claim, for its release."""
     turn_busy_check(conversation_id=conversation_id, client_key=client_key)
     now = timezone.now()
-    Conversation.objects.filter(pk=conversation_id).update(turn_claimed_at=now)
+    Conversation.objects.filter(pk=conversation_id).update(turn_claimed_at=now, archived_at=None)
     return now
 
 

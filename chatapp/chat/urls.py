@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from chatapp.chat import settings_views, views
+from chatapp.chat import archive_views, settings_views, views
 from chatapp.chat import share_views as share_pages
 
 urlpatterns = [
@@ -15,6 +15,9 @@ urlpatterns = [
     path("settings/api-token/", settings_views.api_token_create, name="api-token-create"),
     path("settings/api-tokens/<int:pk>/revoke/", settings_views.api_token_revoke, name="api-token-revoke"),
     path("settings/shares/<int:pk>/revoke/", share_pages.share_revoke, name="share-revoke"),
+    path("settings/archived/<int:pk>/restore/", archive_views.archived_restore, name="archived-restore"),
+    path("settings/archived/<int:pk>/delete/", archive_views.archived_delete, name="archived-delete"),
+    path("settings/archived/all/", archive_views.archived_all, name="archived-all"),
     path("settings/configs/new/", settings_views.config_create, name="config-create"),
     path("settings/configs/<int:pk>/", settings_views.config_update, name="config-update"),
     path("settings/configs/<int:pk>/delete/", settings_views.config_delete, name="config-delete"),

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth import login, update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -169,6 +170,11 @@ def _sidebar_limit(request: HttpRequest) -> int:
     return min(max(int(raw), SIDEBAR_LIMIT), SIDEBAR_MAX) if raw.isdecimal() and len(raw) < 7 else SIDEBAR_LIMIT
 
 
+def _sidebar_conversations(request: HttpRequest, *, query: str) -> QuerySet[Conversation]:
+    """The chats the sidebar lists: not the archived ones, unless a search finds them (marked so)."""
+    return selectors.conversation_list(owner=request.user, query=query or None, archived=None if query else False)
+
+
 def _conversation_groups(conversations, *, limit: int = SIDEBAR_LIMIT, pinned_first: bool = False
                          ) -> tuple[list[dict], bool]:
     """Sidebar sections by last activity (Today, Yesterday, Previous 7 and 30 days, Older) of the
@@ -239,8 +245,7 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
     query = _search_text(request)
     configs = user_configs(request.user)
     config = _effective_config(conversation=conversation, configs=configs)
-    groups, more = _conversation_groups(selectors.conversation_list(owner=request.user, query=query or None),
-                                        pinned_first=not query)
+    groups, more = _conversation_groups(_sidebar_conversations(request, query=query), pinned_first=not query)
     ctx = {
         "conversation": conversation,
         "conversation_groups": groups,
@@ -336,7 +341,7 @@ def chat_sidebar(request: HttpRequest) -> HttpResponse:
     """
     query = _search_text(request)
     current = request.GET.get("current", "")
-    conversations = selectors.conversation_list(owner=request.user, query=query or None)
+    conversations = _sidebar_conversations(request, query=query)
     groups = []
     if query:
         hits_per_conversation = 3

@@ -47,7 +47,8 @@ def test_a_chat_renamed_in_the_sidebar_is_named_everywhere_in_its_row(asgi_serve
     _wait(browser, lambda d: row.find_element(By.CSS_SELECTOR, ".conv-title").text == "Lisbon trip 2")
     assert row.find_element(By.CSS_SELECTOR, ".conv-link").get_attribute("title") == "Lisbon trip 2"
     labels = [b.get_attribute("aria-label") for b in row.find_elements(By.CSS_SELECTOR, "button[data-action]")]
-    assert labels == ["Pin “Lisbon trip 2”", "Rename “Lisbon trip 2”", "Delete “Lisbon trip 2”"]
+    assert labels == ["Pin “Lisbon trip 2”", "Archive “Lisbon trip 2”", "Rename “Lisbon trip 2”",
+                      "Delete “Lisbon trip 2”"]
     assert Conversation.objects.get(pk=other.pk).title == "Lisbon trip 2"
     assert console_errors(browser) == []
 

@@ -55,6 +55,8 @@ class ConversationExportConversation(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     offline = serializers.BooleanField()
+    pinned_at = serializers.DateTimeField(allow_null=True, help_text="Pinned since; null: not.")
+    archived_at = serializers.DateTimeField(allow_null=True, help_text="Archived since; null: not.")
     llm_config = ConversationExportConfig(
         allow_null=True, help_text="Name and model only: never the key or the address."
     )

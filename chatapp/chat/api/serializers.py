@@ -37,12 +37,14 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
             "summary_count",
             "truncation_count",
             "pinned_at",
+            "archived_at",
             "created_at",
             "updated_at",
         ]
         read_only_fields = fields
         extra_kwargs = {
             "pinned_at": {"help_text": "When the chat was pinned to the top of the sidebar; null: not pinned."},
+            "archived_at": {"help_text": "When the chat was archived (out of the sidebar); null: not archived."},
         }
 
 

@@ -76,6 +76,7 @@ obtain_auth_token = TokenApi.as_view()
 urlpatterns = [
     path("auth/token/", obtain_auth_token, name="api-token"),
     path("conversations/", views.ConversationListApi.as_view(), name="api-conversations"),
+    path("conversations/archive/", views.ConversationArchiveAllApi.as_view(), name="api-archive-all"),
     path("conversations/export/", export_views.AccountExportApi.as_view(), name="api-export-all"),
     path("conversations/<int:pk>/", views.ConversationDetailApi.as_view(), name="api-conversation"),
     # GET: timeline (views.MessageListApi); POST: send, streamed (APP-B's stream_views).

@@ -38,6 +38,8 @@ from chatapp.chat.selectors import (
     user_settings_get,
 )
 from chatapp.chat.services import (
+    conversation_archive_all,
+    conversation_archive_set,
     conversation_create,
     conversation_delete,
     conversation_pin_set,
@@ -72,6 +74,7 @@ class ConversationListApi(PaginatedApi):
         # A CharField refuses a NUL (400): PostgreSQL cannot take one as a parameter (a 500 otherwise).
         q = serializers.CharField(required=False, default="", allow_blank=True, trim_whitespace=True,
                                   max_length=MAX_QUERY_CHARS)
+        archived = serializers.BooleanField(required=False, allow_null=True, default=None)
 
     class InputSerializer(serializers.Serializer):
         title = serializers.CharField(max_length=200, required=False)
@@ -93,12 +96,16 @@ class ConversationListApi(PaginatedApi):
 
     @extend_schema(
         operation_id="conversations_list",
-        parameters=[OpenApiParameter("q", str, description="Search titles and message content.")],
+        parameters=[
+            OpenApiParameter("q", str, description="Search titles and message content."),
+            OpenApiParameter("archived", bool, description="true: only archived chats; false: only the others; "
+                             "absent: both."),
+        ],
         responses=ConversationOutputSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        query = validated(self.FilterSerializer, request.query_params)["q"] or None
-        conversations = conversation_list(owner=request.user, query=query)
+        filters = validated(self.FilterSerializer, request.query_params)
+        conversations = conversation_list(owner=request.user, query=filters["q"] or None, archived=filters["archived"])
         return self.paginated_response(request, queryset=conversations, serializer_class=ConversationOutputSerializer)
 
     @extend_schema(request=InputSerializer, responses={201: ConversationOutputSerializer})
@@ -127,10 +134,15 @@ class ConversationDetailApi(APIView):
         )
         system_prompt = serializers.CharField(required=False, allow_blank=True, help_text=_PROMPT_HELP)
         pinned = serializers.BooleanField(required=False, help_text="true: pin the chat to the top of the sidebar.")
+        archived = serializers.BooleanField(
+            required=False, help_text="true: archive the chat (out of the sidebar; a send brings it back)."
+        )
 
         def validate(self, attrs: dict) -> dict:
             if not attrs:
-                raise serializers.ValidationError("Send a title, an llm_config, offline, a system_prompt or pinned.")
+                raise serializers.ValidationError(
+                    "Send a title, an llm_config, offline, a system_prompt, pinned or archived."
+                )
             if attrs.get("offline") and attrs.get("llm_config") is not None:
                 raise serializers.ValidationError({"offline": ["Send either a config or offline, not both."]})
             return attrs
@@ -153,6 +165,8 @@ class ConversationDetailApi(APIView):
             conversation = conversation_rename(conversation=conversation, title=data["title"])
         if "pinned" in data:
             conversation = conversation_pin_set(conversation=conversation, pinned=data["pinned"])
+        if "archived" in data:
+            conversation = conversation_archive_set(conversation=conversation, archived=data["archived"])
         # offline=false alone leaves the demo for the default config (llm_config=null); on a chat with
         # a model it asks for what already holds, and its config stays.
         leaves_offline = data.get("offline") is False and conversation.offline
@@ -167,6 +181,23 @@ class ConversationDetailApi(APIView):
         conversation = conversation_get(owner=request.user, pk=pk)
         conversation_delete(conversation=conversation)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ConversationArchiveAllApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        archived = serializers.BooleanField(
+            help_text="true: archive every chat of yours; false: bring every archived chat back."
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        changed = serializers.IntegerField(help_text="How many chats this archived or brought back.")
+
+    @extend_schema(operation_id="conversations_archive_all", request=InputSerializer,
+                   responses=OutputSerializer)
+    def post(self, request: Request) -> Response:
+        archived = validated(self.InputSerializer, request.data)["archived"]
+        changed = conversation_archive_all(owner=request.user, archived=archived)
+        return Response(self.OutputSerializer({"changed": changed}).data)
 
 
 class MessageListApi(APIView):

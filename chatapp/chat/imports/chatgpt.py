@@ -15,6 +15,7 @@ voice message is its transcription (its recording "[audio]" only when it has non
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 from . import records
@@ -53,11 +54,15 @@ def _parse(conversation: Any) -> records.ConversationRecord:
         nodes[str(key)] = records.tree_node(record, parent=node.get("parent"), stamp=stamp, what="a parent")
     messages = records.tree_records(nodes, conversation.get("current_node"))
     title = conversation.get("title")
+    created = records.epoch_time(conversation.get("create_time"), what="create_time")
+    updated = records.epoch_time(conversation.get("update_time"), what="update_time")
     return records.ConversationRecord(
         source_id=records.source_id_of(conversation.get("conversation_id") or conversation.get("id")),
         title=title if isinstance(title, str) else "",
-        created_at=records.epoch_time(conversation.get("create_time"), what="create_time"),
-        updated_at=records.epoch_time(conversation.get("update_time"), what="update_time"),
+        created_at=created,
+        updated_at=updated,
+        # Archived in ChatGPT (`is_archived`, with no date of its own): archived here since its last activity.
+        archived_at=(updated or created or datetime.now(UTC)) if conversation.get("is_archived") is True else None,
         messages=messages,
         omitted={reason: n for reason, n in omitted.items() if n},
     )

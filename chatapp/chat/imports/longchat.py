@@ -94,6 +94,7 @@ def _parse(document: Any) -> ConversationRecord:
         updated_at=iso_time(head.get("updated_at"), what="the conversation's updated_at"),
         offline=flag_of(head.get("offline", False), what="offline"),
         pinned_at=iso_time(head.get("pinned_at"), what="the conversation's pinned_at"),
+        archived_at=iso_time(head.get("archived_at"), what="the conversation's archived_at"),
         llm_config=(
             {"name": config["name"], "model": config["model"]}
             if isinstance(config, dict) and isinstance(config.get("name"), str) and isinstance(config.get("model"), str)

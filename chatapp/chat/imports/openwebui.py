@@ -87,6 +87,7 @@ def _parse(item: Any) -> records.ConversationRecord:
         updated_at=updated,
         # Pinned in Open WebUI's sidebar (`pinned`, with no date of its own): pinned here since its last activity.
         pinned_at=(updated or created or datetime.now(UTC)) if item.get("pinned") is True else None,
+        archived_at=(updated or created or datetime.now(UTC)) if item.get("archived") is True else None,
         messages=messages,
         omitted={reason: n for reason, n in omitted.items() if n},
     )

@@ -85,6 +85,9 @@ class ConversationRecord:
     # Pinned to the top of the sidebar, since when (our format; Open WebUI's pins have no date: its last
     # activity). Like the title, not part of the fingerprint: a person pins and unpins.
     pinned_at: datetime | None = None
+    # Archived (out of the sidebar), since when: our format, ChatGPT's `is_archived` and Open WebUI's
+    # `archived` (with no date of their own: the last activity). Not part of the fingerprint either.
+    archived_at: datetime | None = None
 
 
 def record_fingerprint(record: ConversationRecord) -> str:

@@ -11,6 +11,7 @@ import { deleteConversation, inlineRename, pinConversation, renameConversation }
 import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
 import "./attach.js"; // text files into the message box: the paperclip, a drop, a paste
 import { branchFocusRestore } from "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
+import "./archive.js"; // Archive / Unarchive (sidebar row, header menu, the archived note): handles its own clicks
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
 import { openShortcuts } from "./shortcuts.js"; // also handles its own keys
 import { titleFollow } from "./title_follow.js";

@@ -20,6 +20,8 @@ export function nameInSidebar(id, title) {
     row.querySelector('[data-action="delete-conversation"]')?.setAttribute("aria-label", `Delete “${title}”`);
     const pin = row.querySelector('[data-action="pin-conversation"]');
     pin?.setAttribute("aria-label", `${pin.dataset.pinned === "1" ? "Unpin" : "Pin"} “${title}”`);
+    const archive = row.querySelector('[data-action="archive-conversation"]');
+    archive?.setAttribute("aria-label", `${archive.dataset.archived === "1" ? "Unarchive" : "Archive"} “${title}”`);
   });
   return rows.length > 0;
 }
@@ -160,7 +162,7 @@ export async function deleteConversation(id, title) {
 
 /** A deleted chat leaves the list. Its Delete button, which has the focus, goes with it: the focus
  * moves to the chat listed next (else the one before, else "New chat"), not to the page. */
-function removeRow(row) {
+export function removeRow(row) {
   if (!row) return;
   if (row.contains(document.activeElement)) {
     const rows = [...nav.querySelectorAll(".conv-item")];
