@@ -386,15 +386,10 @@ class SummaryJob(LeasedJob):
         return f"summary job #{self.pk} ({self.status})"
 
 
-# Issue 13 (imports): the job table and the imported conversations' fingerprints live in their own module
-# (this one is at its size bound).
+# Tables in modules of their own (this one is at its size bound): imports' jobs and fingerprints, the
+# full-text index and recall statistics, share links, saved prompts and API tokens.
 from chatapp.chat.import_models import ImportedConversation, ImportJob  # noqa: E402, F401
-
-# The full-text index and recall statistics tables.
+from chatapp.chat.prompt_models import SavedPrompt  # noqa: E402, F401
 from chatapp.chat.search_models import MessageSearch, RecallCorpus, RecallTerm  # noqa: E402, F401
-
-# Issue 13 (share links): the table lives in its own module (this one is at its size bound).
 from chatapp.chat.share_models import ConversationShare  # noqa: E402, F401
-
-# API tokens, stored as digests.
 from chatapp.chat.token_models import ApiToken  # noqa: E402, F401

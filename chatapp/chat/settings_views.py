@@ -22,6 +22,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 from chatapp.chat import selectors, services, token_services
 from chatapp.chat.archive_views import archived_context
 from chatapp.chat.forms import PREFERENCE_HELP, InstructionsForm, LLMConfigForm, PreferencesForm
+from chatapp.chat.prompt_pages import prompt_form, prompts_context
+from chatapp.chat.prompt_selectors import prompt_get
+from chatapp.chat.prompt_services import prompt_create, prompt_delete, prompt_update
 from chatapp.chat.share_selectors import share_list
 from chatapp.chat.token_models import ApiToken, key_digest
 from chatapp.chat.token_selectors import api_token_expired, api_token_expires_at, api_token_list
@@ -110,6 +113,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
         "import_max_bytes": settings.IMPORT_MAX_BYTES,  # the import section's limit
         "shares": share_list(owner=request.user),  # Shared links (chat/_shares.html)
         **archived_context(owner=request.user),  # Archived chats (chat/_archived.html)
+        **prompts_context(owner=request.user, bound=bound),  # Prompts (chat/_prompts.html)
     }
 
 
@@ -280,3 +284,33 @@ def config_make_default(request: HttpRequest, pk: int) -> HttpResponse:
     config_services.llm_config_make_default(config=config)
     flash.success(request, f"“{config.name}” is now used for new chats.")
     return redirect(reverse("settings") + "#models-h")
+
+
+@_settings_form_post
+def prompt_add(request: HttpRequest) -> HttpResponse:
+    form = prompt_form(data=request.POST)
+    saved = _form_save(form, lambda: prompt_create(owner=request.user, **form.cleaned_data))
+    if saved is not None:
+        flash.success(request, f"Saved “/{saved.command}”: type it in the message box.")
+        return redirect(reverse("settings") + f"#prompt-{saved.pk}")
+    return _settings_refused(request, bound={"prompt-new": form})
+
+
+@_settings_form_post
+def prompt_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    prompt = prompt_get(owner=request.user, pk=pk)
+    form = prompt_form(pk=pk, data=request.POST)
+    saved = _form_save(form, lambda: prompt_update(prompt=prompt, **form.cleaned_data))
+    if saved is not None:
+        flash.success(request, f"Saved “/{saved.command}”.")
+        return redirect(reverse("settings") + f"#prompt-{saved.pk}")
+    return _settings_refused(request, bound={f"prompt-{pk}": form})
+
+
+@login_required
+@require_POST
+def prompt_remove(request: HttpRequest, pk: int) -> HttpResponse:
+    prompt = prompt_get(owner=request.user, pk=pk)
+    prompt_delete(prompt=prompt)
+    flash.success(request, f"Deleted “/{prompt.command}”.")
+    return redirect(reverse("settings") + "#prompts-h")

@@ -11,6 +11,7 @@ from rest_framework.throttling import ScopedRateThrottle
 
 from chatapp.chat.api import export_views, search_views, stream_views, summary_views, views
 from chatapp.chat.api import import_views as import_api
+from chatapp.chat.api import prompt_views as prompt_api
 from chatapp.chat.api import share_views as share_api
 from chatapp.chat.api.parsers import PARSERS
 from chatapp.chat.login_throttle import login_attempt_start, login_failures_clear
@@ -103,6 +104,8 @@ urlpatterns = [
     path("messages/<int:pk>/branch/", stream_views.message_branch_api, name="api-message-branch"),
     path("settings/", views.UserSettingsApi.as_view(), name="api-settings"),
     path("search/", search_views.SearchApi.as_view(), name="api-search"),
+    path("prompts/", prompt_api.PromptListApi.as_view(), name="api-prompts"),
+    path("prompts/<int:pk>/", prompt_api.PromptDetailApi.as_view(), name="api-prompt"),
     path("configs/", include("chatapp.providers.api_urls")),
     path("dashboard/", include("chatapp.dashboard.api_urls")),
     path("imports/", import_api.ImportJobListApi.as_view(), name="api-imports"),

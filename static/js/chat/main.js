@@ -13,6 +13,7 @@ import "./attach.js"; // text files into the message box: the paperclip, a drop,
 import { branchFocusRestore } from "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
 import "./archive.js"; // Archive / Unarchive (sidebar row, header menu, the archived note): handles its own clicks
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
+import "./slash.js"; // the message box's "/" menu: saved prompts and /compact
 import { openShortcuts } from "./shortcuts.js"; // also handles its own keys
 import { titleFollow } from "./title_follow.js";
 import { busyNow, regenerate, retry, stop } from "./stream.js";

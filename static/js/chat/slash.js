@@ -1,0 +1,108 @@
+/* The message box's "/" menu: typed at the start of an empty box, "/" and a command list the saved
+ * prompts (Settings → Prompts, GET /api/prompts/) and the box's own /compact; ↑ ↓ choose, Enter or Tab
+ * puts the choice in the box (a prompt's text, to finish and send), Esc closes the menu and keeps the
+ * text. Self-contained: main.js only imports it. */
+import { announce, el } from "./dom.js";
+import { api, form, input } from "./state.js";
+
+const menu = document.getElementById("slash-menu");
+const OWN = [{ command: "compact", title: "Summarize this chat now (instructions may follow)", own: true }];
+const FRESH_MS = 30_000; // prompts edited in another tab show within this
+let prompts = [];
+let fetchedAt = 0;
+let shown = [];
+let active = 0;
+
+async function promptsLoad() {
+  if (Date.now() - fetchedAt < FRESH_MS) return;
+  fetchedAt = Date.now();
+  const res = await api("/api/prompts/?limit=200");
+  if (res.ok && res.data && Array.isArray(res.data.results)) prompts = res.data.results;
+}
+
+/** The command typed, when the box holds nothing else ("/" and word characters); null otherwise. */
+function typed() {
+  const match = input.value.match(/^\/([\w-]*)$/);
+  return match ? match[1].toLowerCase() : null;
+}
+
+function matches(word) {
+  const all = [...prompts, ...OWN];
+  const first = all.filter((p) => p.command.startsWith(word));
+  const then = word ? all.filter((p) => !p.command.startsWith(word) && p.title.toLowerCase().includes(word)) : [];
+  return [...first, ...then].slice(0, 8);
+}
+
+function close() {
+  if (menu.hidden) return;
+  menu.hidden = true;
+  menu.replaceChildren();
+  input.removeAttribute("aria-activedescendant");
+  shown = [];
+}
+
+function draw() {
+  menu.replaceChildren(...shown.map((p, i) => {
+    const option = el("div", "slash-option");
+    option.id = `slash-option-${i}`;
+    option.setAttribute("role", "option");
+    option.setAttribute("aria-selected", String(i === active));
+    option.append(el("code", "slash-command", `/${p.command}`), el("span", "slash-title", p.title));
+    option.addEventListener("mousedown", (e) => { e.preventDefault(); pick(i); }); // the box keeps the focus
+    return option;
+  }));
+  input.setAttribute("aria-activedescendant", `slash-option-${active}`);
+  menu.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: "nearest" });
+}
+
+async function update() {
+  if (typed() === null) { close(); return; }
+  await promptsLoad();
+  const word = typed(); // read again: the box may have changed while the prompts loaded
+  if (word === null) { close(); return; }
+  const before = shown.length;
+  shown = matches(word);
+  if (!shown.length) { close(); return; }
+  active = Math.min(active, shown.length - 1);
+  const opening = menu.hidden;
+  menu.hidden = false;
+  draw();
+  if (opening || before !== shown.length) {
+    announce(`${shown.length} command${shown.length === 1 ? "" : "s"}: up and down to choose, Enter to use.`);
+  }
+}
+
+function pick(i) {
+  const choice = shown[i];
+  close();
+  if (!choice) return;
+  input.value = choice.own ? `/${choice.command} ` : choice.content;
+  input.setSelectionRange(input.value.length, input.value.length);
+  input.dispatchEvent(new Event("input", { bubbles: true })); // the box's size and the kept draft follow
+  input.focus();
+  if (!choice.own) announce(`“/${choice.command}” is in the message box: finish it and send.`);
+}
+
+input.addEventListener("input", () => { active = typed() === null ? 0 : active; update(); });
+input.addEventListener("blur", close);
+
+// Capture, on the form: before the box's own Enter (send) and the page's Esc (stop a reply).
+form.addEventListener("keydown", (e) => {
+  if (menu.hidden || e.target !== input || e.isComposing) return;
+  const step = { ArrowDown: 1, ArrowUp: -1 }[e.key];
+  if (step) {
+    active = (active + step + shown.length) % shown.length;
+    draw();
+  } else if (e.key === "Enter" && !e.shiftKey && shown[active]?.own && shown[active].command === typed()) {
+    close(); // "/compact" typed whole: Enter does what it did before the menu, it sends
+    return;
+  } else if ((e.key === "Enter" && !e.shiftKey) || e.key === "Tab") {
+    pick(active);
+  } else if (e.key === "Escape") {
+    close();
+  } else {
+    return;
+  }
+  e.preventDefault();
+  e.stopPropagation();
+}, true);

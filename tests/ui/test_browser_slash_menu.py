@@ -1,0 +1,62 @@
+"""The message box's "/" menu in a real browser: "/" and the start of a command list the user's saved
+prompts (and /compact); ↑ ↓ choose, Enter puts the prompt's text in the box without sending it, Esc
+closes the menu and keeps what was typed."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from chatapp.chat.models import Conversation
+from chatapp.chat.prompt_services import prompt_create
+from tests.support.browser import console_errors
+from tests.ui.test_browser import _sign_up, _wait
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _options(driver) -> list[str]:
+    menu = driver.find_element(By.ID, "slash-menu")
+    if not menu.is_displayed():
+        return []
+    return [o.find_element(By.CSS_SELECTOR, ".slash-command").text for o in menu.find_elements(By.CSS_SELECTOR,
+                                                                                               "[role=option]")]
+
+
+def _selected(driver) -> str:
+    return driver.find_element(By.CSS_SELECTOR, '#slash-menu [aria-selected="true"] .slash-command').text
+
+
+def test_a_saved_prompt_is_put_in_the_box_from_the_slash_menu(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "slash-keys")
+    owner = get_user_model().objects.get(username="slash-keys")
+    prompt_create(owner=owner, command="review", title="Code review", content="Review this code for bugs:\n")
+    prompt_create(owner=owner, command="eli5", title="Explain simply", content="Explain as to a child:")
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+
+    box.send_keys("/")
+    _wait(browser, lambda d: _options(d) == ["/eli5", "/review", "/compact"])
+    assert _selected(browser) == "/eli5"
+    box.send_keys(Keys.ARROW_DOWN)
+    assert _selected(browser) == "/review"
+    assert box.get_attribute("aria-activedescendant") == "slash-option-1"
+
+    box.send_keys(Keys.ESCAPE)  # closes the menu, keeps the text
+    _wait(browser, lambda d: _options(d) == [])
+    assert box.get_attribute("value") == "/"
+
+    box.send_keys("re")
+    _wait(browser, lambda d: _options(d) == ["/review"])
+    box.send_keys(Keys.ENTER)
+
+    _wait(browser, lambda d: box.get_attribute("value") == "Review this code for bugs:\n")
+    assert _options(browser) == []
+    assert browser.switch_to.active_element == box
+    assert not Conversation.objects.filter(owner=owner).exists()  # put in the box, not sent
+
+    box.send_keys("def f(): pass", Keys.ENTER)  # finished and sent as any message
+    _wait(browser, lambda d: Conversation.objects.filter(owner=owner).exists())
+    assert console_errors(browser) == []
