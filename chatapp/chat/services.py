@@ -163,26 +163,27 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
     return conversation
 
 
-def conversation_pin_set(*, conversation: Conversation, pinned: bool) -> Conversation:
-    """Pin the chat to the top of the sidebar, or unpin it. Pinning a pinned chat keeps its place (the
-    time it was first pinned orders the pinned chats, the latest first)."""
-    if pinned == (conversation.pinned_at is not None):
+def _conversation_mark_set(*, conversation: Conversation, field: str, on: bool) -> Conversation:
+    """Set a dated mark (`field`: when; null, not marked) or take it off. Marked again, the chat keeps
+    its first date. updated_at is left alone, as for a rename: a mark is not activity, and taken off,
+    the chat returns to its place by its last activity."""
+    if on == (getattr(conversation, field) is not None):
         return conversation
-    conversation.pinned_at = timezone.now() if pinned else None
-    # updated_at is left alone, as for a rename: a pin is not activity.
-    conversation.save(update_fields=["pinned_at"])
+    setattr(conversation, field, timezone.now() if on else None)
+    conversation.save(update_fields=[field])
     return conversation
+
+
+def conversation_pin_set(*, conversation: Conversation, pinned: bool) -> Conversation:
+    """Pin the chat to the top of the sidebar, or unpin it. The time it was first pinned orders the
+    pinned chats, the latest first."""
+    return _conversation_mark_set(conversation=conversation, field="pinned_at", on=pinned)
 
 
 def conversation_archive_set(*, conversation: Conversation, archived: bool) -> Conversation:
     """Archive the chat (out of the sidebar, listed in Settings; a search still finds it) or bring it
     back. Nothing is deleted or changed in it, and any turn in it brings it back (turn_claim)."""
-    if archived == (conversation.archived_at is not None):
-        return conversation
-    conversation.archived_at = timezone.now() if archived else None
-    # updated_at is left alone: brought back, the chat returns to its place by its last activity.
-    conversation.save(update_fields=["archived_at"])
-    return conversation
+    return _conversation_mark_set(conversation=conversation, field="archived_at", on=archived)
 
 
 def conversation_archive_all(*, owner: User, archived: bool) -> int:

@@ -5,7 +5,7 @@ default, delete) and API tokens. Thin function views, as in views.py.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django import forms
 from django.conf import settings
@@ -58,6 +58,19 @@ def _form_save(form: forms.BaseForm, save: Callable[[], Saved]) -> Saved | None:
     except ValidationError as exc:
         _validation_to_form(form, exc)
         return None
+
+
+def _form_answer(request: HttpRequest, form: forms.BaseForm, save: Callable[[], Saved], *, bound: Any,
+                 said: Callable[[Saved], tuple[str, str]]) -> HttpResponse:
+    """A settings form's POST: saved (`_form_save`), the success said and the page shown where it is
+    (`said(saved)`: the words and the anchor); refused, the page again with the form showing why
+    (`bound`: its key among the page's forms)."""
+    saved = _form_save(form, save)
+    if saved is None:
+        return _settings_refused(request, bound={bound: form})
+    words, anchor = said(saved)
+    flash.success(request, words)
+    return redirect(reverse("settings") + anchor)
 
 
 def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dict:
@@ -176,13 +189,12 @@ def settings_page(request: HttpRequest) -> HttpResponse:
 @_settings_form_post
 def instructions_save(request: HttpRequest) -> HttpResponse:
     form = InstructionsForm(request.POST)
-    saved = _form_save(form, lambda: services.user_settings_update(
-        user=request.user, custom_instructions=form.cleaned_data["custom_instructions"]
-    ))
-    if saved is not None:
-        flash.success(request, "Custom instructions saved. They apply to your next message in every chat.")
-        return redirect(reverse("settings") + "#instructions-h")
-    return _settings_refused(request, bound={"instructions": form})
+    return _form_answer(
+        request, form, lambda: services.user_settings_update(
+            user=request.user, custom_instructions=form.cleaned_data["custom_instructions"]),
+        bound="instructions",
+        said=lambda _: ("Custom instructions saved. They apply to your next message in every chat.", "#instructions-h"),
+    )
 
 
 @login_required
@@ -228,16 +240,12 @@ def _config_fields(form: LLMConfigForm) -> dict:
 @_settings_form_post
 def config_create(request: HttpRequest) -> HttpResponse:
     form = LLMConfigForm(request.POST)
-    config = _form_save(form, lambda: config_services.llm_config_create(
-        owner=request.user,
-        api_key=form.cleaned_data["api_key"],
-        is_default=form.cleaned_data["is_default"],
-        **_config_fields(form),
-    ))
-    if config is not None:
-        flash.success(request, f"Added “{config.name}”.")
-        return redirect(reverse("settings") + f"#config-{config.pk}")
-    return _settings_refused(request, bound={"new": form})
+    return _form_answer(
+        request, form, lambda: config_services.llm_config_create(
+            owner=request.user, api_key=form.cleaned_data["api_key"], is_default=form.cleaned_data["is_default"],
+            **_config_fields(form)),
+        bound="new", said=lambda config: (f"Added “{config.name}”.", f"#config-{config.pk}"),
+    )
 
 
 @_settings_form_post
@@ -289,22 +297,20 @@ def config_make_default(request: HttpRequest, pk: int) -> HttpResponse:
 @_settings_form_post
 def prompt_add(request: HttpRequest) -> HttpResponse:
     form = prompt_form(data=request.POST)
-    saved = _form_save(form, lambda: prompt_create(owner=request.user, **form.cleaned_data))
-    if saved is not None:
-        flash.success(request, f"Saved “/{saved.command}”: type it in the message box.")
-        return redirect(reverse("settings") + f"#prompt-{saved.pk}")
-    return _settings_refused(request, bound={"prompt-new": form})
+    return _form_answer(
+        request, form, lambda: prompt_create(owner=request.user, **form.cleaned_data), bound="prompt-new",
+        said=lambda saved: (f"Saved “/{saved.command}”: type it in the message box.", f"#prompt-{saved.pk}"),
+    )
 
 
 @_settings_form_post
 def prompt_edit(request: HttpRequest, pk: int) -> HttpResponse:
     prompt = prompt_get(owner=request.user, pk=pk)
     form = prompt_form(pk=pk, data=request.POST)
-    saved = _form_save(form, lambda: prompt_update(prompt=prompt, **form.cleaned_data))
-    if saved is not None:
-        flash.success(request, f"Saved “/{saved.command}”.")
-        return redirect(reverse("settings") + f"#prompt-{saved.pk}")
-    return _settings_refused(request, bound={f"prompt-{pk}": form})
+    return _form_answer(
+        request, form, lambda: prompt_update(prompt=prompt, **form.cleaned_data), bound=f"prompt-{pk}",
+        said=lambda saved: (f"Saved “/{saved.command}”.", f"#prompt-{saved.pk}"),
+    )
 
 
 @login_required
