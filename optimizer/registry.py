@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -51,6 +51,26 @@ def _registry() -> dict[str, Any]:
     }
 
 
+# OpenRouter names a model "<vendor>/<model>". litellm's table has no openrouter/ entries, but Vercel's
+# AI Gateway, which it does have, uses the same ids for the same models at the vendor's list prices:
+# looked up there, exactly, after every other spelling, so a vendor's own entry still comes first.
+_GATEWAY = "vercel_ai_gateway/"
+# OpenRouter's spellings of a vendor that the gateway (and litellm) spell otherwise.
+_VENDOR_ALIASES = {"x-ai": "xai", "mistralai": "mistral"}
+# OpenRouter's free variant ("deepseek/deepseek-r1:free"): the same model, not billed. Its other
+# variants (":nitro", ":floor", ":extended") change the price or the window, so they stay unknown.
+_FREE_VARIANT = ":free"
+
+
+def _gateway_candidates(names: list[str]) -> list[str]:
+    out = []
+    for name in names:
+        vendor, slash, rest = name.partition("/")
+        if slash and rest and "/" not in rest:
+            out.append(f"{_GATEWAY}{_VENDOR_ALIASES.get(vendor, vendor)}/{rest}")
+    return out
+
+
 def _candidates(model: str) -> list[str]:
     name = model.strip().lower()
     out = [name]
@@ -62,7 +82,9 @@ def _candidates(model: str) -> list[str]:
     # An OpenAI fine-tune, "ft:<base>:<organization>:<suffix>:<job>" (the suffix may be empty), is listed
     # as "ft:<base>": the rule litellm itself applies (utils._strip_openai_finetune_model_name).
     out += [f"ft:{parts[1]}" for parts in (c.split(":") for c in list(out)) if parts[0] == "ft" and len(parts) >= 5]
-    return out
+    out += [f"{_VENDOR_ALIASES[vendor]}/{rest}" for vendor, slash, rest in (c.partition("/") for c in list(out))
+            if slash and vendor in _VENDOR_ALIASES]
+    return out + _gateway_candidates(out)
 
 
 def _as_int(value: Any) -> int | None:
@@ -76,6 +98,15 @@ def _as_float(value: Any) -> float | None:
 @lru_cache(maxsize=512)
 def model_info(model: str) -> ModelInfo | None:
     """Registry facts for `model` (exact name first, then without provider prefixes), or None if unknown."""
+    info = _lookup(model)
+    if info is None and model.strip().lower().endswith(_FREE_VARIANT):
+        base = _lookup(model.strip()[: -len(_FREE_VARIANT)])
+        if base is not None:
+            return replace(base, input_cost_per_token=0.0, output_cost_per_token=0.0, cached_input_cost_per_token=0.0)
+    return info
+
+
+def _lookup(model: str) -> ModelInfo | None:
     table = _registry()
     for cand in _candidates(model):
         hit = table.get(cand)
