@@ -16,6 +16,7 @@ from chatapp.chat.api.inputs import validated
 from chatapp.chat.dbconn import db_connection_release
 from chatapp.providers.llm import llm_target_for, llm_test_connection
 from chatapp.providers.models import LLMConfig
+from chatapp.providers.netguard import base_url_unresolved
 from chatapp.providers.selectors import llm_config_get, llm_config_list
 from chatapp.providers.services import (
     KEY_LEFT_BEHIND,
@@ -87,7 +88,11 @@ class LLMConfigListApi(APIView):
     @extend_schema(request=InputSerializer, responses={201: LLMConfigOutputSerializer})
     def post(self, request: Request) -> Response:
         config = llm_config_create(owner=request.user, **validated(self.InputSerializer, request.data))
-        return Response(LLMConfigOutputSerializer(config).data, status=status.HTTP_201_CREATED)
+        data = LLMConfigOutputSerializer(config).data
+        unresolved = base_url_unresolved(config.base_url)
+        if unresolved:
+            data["notice"] = unresolved
+        return Response(data, status=status.HTTP_201_CREATED)
 
 
 class LLMConfigDetailApi(APIView):
@@ -107,8 +112,10 @@ class LLMConfigDetailApi(APIView):
         left_behind = llm_config_key_left_behind(config=config, fields=fields)
         config = llm_config_update(config=config, **fields)
         data = LLMConfigOutputSerializer(config).data
-        if left_behind:
-            data["notice"] = KEY_LEFT_BEHIND
+        notices = [KEY_LEFT_BEHIND] if left_behind else []
+        notices += [text for text in [base_url_unresolved(config.base_url)] if text]
+        if notices:
+            data["notice"] = " ".join(notices)
         return Response(data)
 
     @extend_schema(responses={204: None})

@@ -28,15 +28,9 @@ from .model_moves import chats_moved, default_model
 from .netguard import base_url_validate
 
 DEFAULT_CONTEXT_WINDOW = 8192
-
-
 MAX_CONTEXT_WINDOW = 10_000_000
 _FULL_ENDPOINT = re.compile(r"/chat/completions/*$", re.IGNORECASE)
-
-
 MAX_API_KEY_CHARS = 1000
-
-
 # Below this length, showing the last four characters would give away too much of the key.
 LAST4_MIN_KEY_CHARS = 12
 
@@ -133,21 +127,7 @@ def _api_key_store(config: LLMConfig, key: str) -> None:
     config.api_key_last4 = key[-4:] if len(key) >= LAST4_MIN_KEY_CHARS else ""
 
 
-def _config_clean(
-    *,
-    name: Any,
-    base_url: Any,
-    model: Any,
-    context_window: Any,
-    max_output_tokens: Any,
-    temperature: Any,
-    window_source: str,
-) -> dict[str, Any]:
-    """Validated field values; raises ValidationError with every problem found, keyed by field."""
-    errors: dict[str, list[str]] = {}
-    name = text_field_clean(name, field="name", label="Name", max_length=100, errors=errors)
-    model = text_field_clean(model, field="model", label="Model", max_length=200, errors=errors)
-
+def _base_url_clean(base_url: Any, *, errors: dict[str, list[str]]) -> str:
     url = str(base_url or "").strip().rstrip("/")
     # The endpoint pasted whole, as providers' docs show it: the client adds that path itself, and
     # every request went to …/chat/completions/chat/completions (a 404, "does not know the model").
@@ -165,8 +145,28 @@ def _config_clean(
         try:
             base_url_validate(url, allow_private=settings.ALLOW_PRIVATE_LLM_URLS)
         except ValidationError as exc:
-            errors.setdefault("base_url", []).extend(exc.messages)
+            # A host not resolving yet (a Compose service not up) is saved, the caller saying so
+            # (netguard.base_url_unresolved): each connection is checked where it resolves (llm/addresses.py).
+            if exc.code != "dns":
+                errors.setdefault("base_url", []).extend(exc.messages)
+    return url
 
+
+def _config_clean(
+    *,
+    name: Any,
+    base_url: Any,
+    model: Any,
+    context_window: Any,
+    max_output_tokens: Any,
+    temperature: Any,
+    window_source: str,
+) -> dict[str, Any]:
+    """Validated field values; raises ValidationError with every problem found, keyed by field."""
+    errors: dict[str, list[str]] = {}
+    name = text_field_clean(name, field="name", label="Name", max_length=100, errors=errors)
+    model = text_field_clean(model, field="model", label="Model", max_length=200, errors=errors)
+    url = _base_url_clean(base_url, errors=errors)
     max_output = _int_field(
         max_output_tokens, field="max_output_tokens", label="Max output tokens", errors=errors,
         maximum=MAX_CONTEXT_WINDOW,

@@ -282,3 +282,21 @@ def test_a_base_url_holding_a_control_character_is_a_field_error(api, user, fake
     assert edited.status_code == 400 and "control character" in edited.json()["base_url"][0]
     assert LLMConfig.objects.get(pk=pk).base_url == fake_openai.base_url
     assert api.post(f"/api/configs/{pk}/test/").json()["ok"] is True
+
+
+def test_a_host_that_does_not_resolve_yet_is_saved_with_a_notice(api, user, settings):
+    """A Docker Compose service named before it is up (http://ollama:11434/v1) does not resolve: it was
+    refused ("could not be resolved"), so the config could not be saved until the service ran. The SSRF
+    guard needs no lookup at saving: each connection is checked where it is resolved."""
+    settings.ALLOW_PRIVATE_LLM_URLS = False
+    created = _create(api, base_url="http://ollama-later.invalid:11434/v1", model="llama3.1")
+    assert created.status_code == 201, created.content
+    assert "does not resolve" in created.json()["notice"]
+    pk = created.json()["id"]
+    moved = api.patch(f"/api/configs/{pk}/", {"base_url": "http://vllm-later.invalid:8000/v1"}, format="json")
+    assert moved.status_code == 200, moved.content
+    assert "“vllm-later.invalid” does not resolve" in moved.json()["notice"]
+    assert LLMConfig.objects.get(pk=pk).base_url == "http://vllm-later.invalid:8000/v1"
+    # A host that resolves to a private address is still refused when saved.
+    private = _create(api, name="Local", base_url="http://localhost:11434/v1")
+    assert private.status_code == 400 and "loopback" in json.dumps(private.json())

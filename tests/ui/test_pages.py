@@ -493,6 +493,15 @@ def test_moving_a_config_to_another_host_clears_its_key_and_says_so(page, user):
     assert config.base_url == "https://llm.example.net/v1" and not config.api_key_encrypted
 
 
+def test_a_host_that_does_not_resolve_yet_is_saved_and_said_so(page, user):
+    response = page.post("/settings/configs/new/", {
+        "new-name": "Compose Ollama", "new-base_url": "http://ollama-later.invalid:11434/v1", "new-model": "llama3.1",
+        "new-max_output_tokens": "1000", "new-temperature": "0.3"}, follow=True)
+    assert response.status_code == 200
+    assert "“ollama-later.invalid” does not resolve" in response.content.decode()
+    assert LLMConfig.objects.get(owner=user).base_url == "http://ollama-later.invalid:11434/v1"
+
+
 def test_a_new_key_that_cannot_be_sent_is_a_field_error_not_a_500(page, user):
     config, prefix = _config_with_a_key(page, user)
     response = page.post(f"/settings/configs/{config.pk}/", {
