@@ -17,7 +17,7 @@ from chatapp.chat.dbconn import db_connection_release
 from chatapp.providers.llm import llm_target_for, llm_test_connection
 from chatapp.providers.models import LLMConfig
 from chatapp.providers.netguard import base_url_unresolved
-from chatapp.providers.selectors import llm_config_get, llm_config_list
+from chatapp.providers.selectors import llm_config_get, llm_config_list, llm_config_output_warning
 from chatapp.providers.services import (
     KEY_LEFT_BEHIND,
     llm_config_create,
@@ -152,6 +152,10 @@ class LLMConfigTestApi(APIView):
         # The endpoint may take its whole timeout to answer: no pooled connection waits with it.
         db_connection_release()
         ok, message = llm_test_connection(target=target)
+        # The test asks for one token, so it passes a max output the model cannot write: said here.
+        warning = llm_config_output_warning(config=config)
+        if warning:
+            message = f"{message} {warning}"
         return Response(self.OutputSerializer({"ok": ok, "message": message}).data)
 
 

@@ -300,3 +300,19 @@ def test_a_host_that_does_not_resolve_yet_is_saved_with_a_notice(api, user, sett
     # A host that resolves to a private address is still refused when saved.
     private = _create(api, name="Local", base_url="http://localhost:11434/v1")
     assert private.status_code == 400 and "loopback" in json.dumps(private.json())
+
+
+def test_test_connection_warns_of_a_max_output_the_model_cannot_write(api, user, fake_openai):
+    """gpt-4o-mini writes at most 16,384 tokens: with 20,000 asked for, the one-token test passed and
+    every chat reply was then refused by the endpoint. A warning, not a refusal: the registry may be stale."""
+    over = _create(api, name="over", base_url=fake_openai.base_url, model="gpt-4o-mini", api_key="good-key-1234",
+                   max_output_tokens=20_000).json()
+    response = api.post(f"/api/configs/{over['id']}/test/").json()
+    assert response["ok"] is True
+    assert "Max output tokens (20,000)" in response["message"]
+    assert "at most 16,384" in response["message"]
+
+    within = _create(api, name="within", base_url=fake_openai.base_url, model="gpt-4o-mini",
+                     api_key="good-key-1234", max_output_tokens=16_384).json()
+    response = api.post(f"/api/configs/{within['id']}/test/").json()
+    assert response["ok"] is True and "Max output tokens" not in response["message"]
