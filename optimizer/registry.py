@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 REGISTRY_FILE = "model_prices_and_context_window_backup.json"
 _FIELDS = ("max_input_tokens", "max_tokens", "max_output_tokens", "input_cost_per_token", "output_cost_per_token",
@@ -62,6 +63,33 @@ _VENDOR_ALIASES = {"x-ai": "xai", "mistralai": "mistral"}
 _FREE_VARIANT = ":free"
 
 
+# An endpoint's host -> litellm's prefix for the models it serves under unprefixed names: Mistral's API
+# calls "mistral/mistral-large-latest" "mistral-large-latest". That host's own entry (its window, its
+# prices) comes first; the name alone does not say the host (Azure lists the same name, priced apart).
+_HOST_PROVIDERS = {
+    "api.mistral.ai": "mistral",
+    "api.together.xyz": "together_ai",
+    "api.together.ai": "together_ai",
+    "api.groq.com": "groq",
+    "generativelanguage.googleapis.com": "gemini",
+    "api.deepseek.com": "deepseek",
+    "api.x.ai": "xai",
+    "api.fireworks.ai": "fireworks_ai",
+    "api.deepinfra.com": "deepinfra",
+    "api.perplexity.ai": "perplexity",
+    "api.cerebras.ai": "cerebras",
+}
+
+
+def provider_for_base_url(base_url: str) -> str | None:
+    """litellm's provider prefix for the models of an endpoint (its base URL), when its host is known."""
+    try:
+        host = urlsplit(base_url.strip()).hostname
+    except ValueError:
+        return None
+    return _HOST_PROVIDERS.get(host or "")
+
+
 def _gateway_candidates(names: list[str]) -> list[str]:
     out = []
     for name in names:
@@ -96,19 +124,21 @@ def _as_float(value: Any) -> float | None:
 
 
 @lru_cache(maxsize=512)
-def model_info(model: str) -> ModelInfo | None:
-    """Registry facts for `model` (exact name first, then without provider prefixes), or None if unknown."""
-    info = _lookup(model)
+def model_info(model: str, *, provider: str | None = None) -> ModelInfo | None:
+    """Registry facts for `model` (the `provider`'s entry of that name first, when given
+    (provider_for_base_url); then the exact name, then without provider prefixes), or None if unknown."""
+    info = _lookup(model, provider)
     if info is None and model.strip().lower().endswith(_FREE_VARIANT):
-        base = _lookup(model.strip()[: -len(_FREE_VARIANT)])
+        base = _lookup(model.strip()[: -len(_FREE_VARIANT)], provider)
         if base is not None:
             return replace(base, input_cost_per_token=0.0, output_cost_per_token=0.0, cached_input_cost_per_token=0.0)
     return info
 
 
-def _lookup(model: str) -> ModelInfo | None:
+def _lookup(model: str, provider: str | None) -> ModelInfo | None:
     table = _registry()
-    for cand in _candidates(model):
+    own = [f"{provider}/{model.strip().lower()}"] if provider else []
+    for cand in own + _candidates(model):
         hit = table.get(cand)
         if hit is None:
             continue

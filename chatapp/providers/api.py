@@ -162,6 +162,8 @@ class LLMConfigTestApi(APIView):
 class ModelInfoApi(APIView):
     class FilterSerializer(serializers.Serializer):
         model = serializers.CharField(max_length=200)
+        # The endpoint's host may say which provider's entry of that name is meant (api.mistral.ai).
+        base_url = serializers.CharField(max_length=500, required=False, allow_blank=True)
 
     class OutputSerializer(serializers.Serializer):
         model = serializers.CharField()
@@ -171,13 +173,15 @@ class ModelInfoApi(APIView):
         context_window_source_label = serializers.CharField()
 
     @extend_schema(
-        parameters=[OpenApiParameter("model", str, required=True, description="Model name, e.g. gpt-4o-mini")],
+        parameters=[OpenApiParameter("model", str, required=True, description="Model name, e.g. gpt-4o-mini"),
+                    OpenApiParameter("base_url", str, description="The endpoint's base URL, e.g. https://api.mistral.ai/v1")],
         responses=OutputSerializer,
         summary="Context window for a model name, and where the value comes from",
     )
     def get(self, request: Request) -> Response:
-        model = validated(self.FilterSerializer, request.query_params)["model"]
-        window, source = model_window_lookup(model=model)
+        query = validated(self.FilterSerializer, request.query_params)
+        model = query["model"]
+        window, source = model_window_lookup(model=model, base_url=query.get("base_url", ""))
         data = {
             "model": model,
             "context_window": window,

@@ -316,3 +316,25 @@ def test_test_connection_warns_of_a_max_output_the_model_cannot_write(api, user,
                      api_key="good-key-1234", max_output_tokens=16_384).json()
     response = api.post(f"/api/configs/{within['id']}/test/").json()
     assert response["ok"] is True and "Max output tokens" not in response["message"]
+
+
+@pytest.mark.parametrize("base_url, model, window", [
+    ("https://api.mistral.ai/v1", "mistral-large-latest", 262_144),
+    ("https://api.together.xyz/v1", "meta-llama/Llama-3.3-70B-Instruct-Turbo", 131_072),
+    ("https://api.fireworks.ai/inference/v1", "accounts/fireworks/models/deepseek-v3", 131_072),
+])
+def test_a_provider_s_own_model_name_gets_its_window(api, user, base_url, model, window):
+    """Mistral's, Together's and Fireworks' APIs name their models without the prefix litellm's table
+    lists them under ("mistral/mistral-large-latest"): the config got the 8,192 default for a model
+    of 262,144, and the optimizer cut its chats to fit a window 30 times too small."""
+    data = _create(api, name=model, base_url=base_url, model=model).json()
+    assert (data["context_window"], data["context_window_source"]) == (window, "registry")
+    hint = api.get("/api/configs/model-info/", {"model": model, "base_url": base_url}).json()
+    assert (hint["context_window"], hint["context_window_source"]) == (window, "registry")
+
+
+def test_another_host_does_not_borrow_a_provider_s_entry_until_the_config_moves_there(api, user):
+    data = _create(api, name="proxy", base_url="https://llm.example.net/v1", model="mistral-large-latest").json()
+    assert data["context_window_source"] == "default"
+    moved = api.patch(f"/api/configs/{data['id']}/", {"base_url": "https://api.mistral.ai/v1"}, format="json").json()
+    assert (moved["context_window"], moved["context_window_source"]) == (262_144, "registry")

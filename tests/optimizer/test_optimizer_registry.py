@@ -2,7 +2,7 @@
 
 import pytest
 
-from optimizer import compute_budget, cost_usd, model_info
+from optimizer import compute_budget, cost_usd, model_info, provider_for_base_url
 from optimizer.budget import budget_for_model
 
 
@@ -90,3 +90,13 @@ def test_an_openrouter_free_variant_is_its_model_at_no_cost():
 ])
 def test_an_openrouter_name_matches_no_other_model(name):
     assert model_info(name) is None
+
+
+def test_a_provider_s_entry_is_found_by_its_endpoint_s_host():
+    provider = provider_for_base_url("https://api.mistral.ai/v1")
+    assert provider == "mistral"
+    info = model_info("mistral-large-latest", provider=provider)
+    assert info is not None and info.key == "mistral/mistral-large-latest"
+    assert model_info("mistral-large-latest") is None  # Azure lists it too: no host, no guess
+    assert provider_for_base_url("http://localhost:11434/v1") is None
+    assert provider_for_base_url("not a url") is None
