@@ -37,7 +37,7 @@ def llm_config_get_or_none(*, owner: User, pk: int | None) -> LLMConfig | None:
 def llm_config_output_warning(*, config: LLMConfig) -> str | None:
     """Words for a max output the model registry says the model cannot write, else None. A warning,
     not a refusal: the registry may be out of date, and an endpoint (a proxy, a local server) may allow more."""
-    info = optimizer.model_info(config.model)
+    info = optimizer.model_info(config.model, provider=optimizer.provider_for_base_url(config.base_url))
     limit = info.max_output_tokens if info is not None else None
     if limit is None or config.max_output_tokens <= limit:
         return None

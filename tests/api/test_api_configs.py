@@ -338,3 +338,13 @@ def test_another_host_does_not_borrow_a_provider_s_entry_until_the_config_moves_
     assert data["context_window_source"] == "default"
     moved = api.patch(f"/api/configs/{data['id']}/", {"base_url": "https://api.mistral.ai/v1"}, format="json").json()
     assert (moved["context_window"], moved["context_window_source"]) == (262_144, "registry")
+
+
+def test_test_connection_reads_a_provider_s_own_output_limit(api, user, monkeypatch):
+    """Fireworks' deepseek-v3 writes at most 8,192 tokens: its entry is found by the endpoint's host."""
+    config = _create(api, name="fw", base_url="https://api.fireworks.ai/inference/v1",
+                     model="accounts/fireworks/models/deepseek-v3", max_output_tokens=10_000).json()
+    # No request leaves: the registry alone is read, by the endpoint's host.
+    monkeypatch.setattr("chatapp.providers.api.llm_test_connection", lambda *, target: (True, "Connected."))
+    message = api.post(f"/api/configs/{config['id']}/test/").json()["message"]
+    assert "Max output tokens (10,000)" in message and "at most 8,192" in message
