@@ -8,6 +8,7 @@ import email.utils
 import html
 import math
 import re
+import ssl
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -85,6 +86,26 @@ def _retry_after(exc: openai.APIStatusError) -> str | None:
     return str(max(1, math.ceil((when - datetime.now(UTC)).total_seconds())))
 
 
+def _tls_failure(exc: BaseException, endpoint: str) -> str | None:
+    """Words for a failed TLS handshake among the causes of `exc` (aiohttp keeps it as `os_error`), else
+    None: the server was reached, so "check that it is running" would send the user the wrong way."""
+    seen: BaseException | None = exc
+    for _ in range(10):
+        if seen is None:
+            return None
+        cause = seen if isinstance(seen, ssl.SSLError) else getattr(seen, "os_error", None)
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            # aiohttp's error of that class keeps the ssl module's own as `certificate_error`.
+            why = getattr(getattr(cause, "certificate_error", cause), "verify_message", None) or "verification failed"
+            return (f"The model endpoint at {endpoint} has a certificate this server does not trust ({why}). Use "
+                    "its trusted address, or http:// on a network you trust.")
+        if isinstance(cause, ssl.SSLError):
+            return (f"The model endpoint at {endpoint} answered, but not over HTTPS (the TLS handshake failed). A "
+                    "local server (Ollama, LM Studio, vLLM) is usually plain HTTP: start the base URL with http://.")
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout: float) -> LLMError:
     """Map an SDK/transport exception to an LLMError with plain words and no secret in it.
 
@@ -104,6 +125,9 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
         if isinstance(exc.__cause__, EndpointAddressRefused):
             return LLMError("connection", f"The model endpoint's address was refused: {exc.__cause__} "
                             "Check the base URL in Settings.", retryable=False)
+        tls = _tls_failure(exc, endpoint)
+        if tls is not None:
+            return LLMError("connection", tls, retryable=False)
         return LLMError("connection", f"Could not connect to the model endpoint at {endpoint}. Check the base URL "
                         "in Settings and that the server is running.")
     if isinstance(exc, openai.APIError):  # an error event inside an otherwise good stream
