@@ -620,3 +620,13 @@ def test_a_certificate_not_trusted_is_said_so(self_signed_server):
     assert error is not None and "certificate this server does not trust" in error.user_message
     ok, message = llm.llm_test_connection(target=target)
     assert ok is False and "certificate this server does not trust" in message
+
+
+def test_a_host_that_does_not_resolve_is_said_so():
+    """A base URL whose host does not resolve yet may be saved (a Compose service not up): its requests
+    said "Could not connect … check that the server is running", not that the name is unknown."""
+    target = make_target("http://ollama-later.invalid:11434/v1", "llama3.1")
+    _, error = run_stream(target, MESSAGES)
+    assert error is not None and "“ollama-later.invalid” does not resolve" in error.user_message
+    ok, message = llm.llm_test_connection(target=target)
+    assert ok is False and "“ollama-later.invalid” does not resolve" in message
