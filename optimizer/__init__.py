@@ -11,7 +11,7 @@ and `recall` (query analysis, BM25, the recall block), `safety` (recommendation 
 from .budget import budget_for_model, compute_budget, target_tokens, trigger_tokens
 from .layout import is_static, message_place
 from .packing import pack
-from .registry import ModelInfo, cost_usd, model_info
+from .registry import ModelInfo, cost_usd, model_info, provider_for_base_url
 from .safety import check_context_safety, get_optimization_recommendation, optimize_chat_context
 from .selector import PREFERENCES, select_strategy
 from .summaries import SummaryPrompt, build_summary_prompt, extractive_summary, summary_body, summary_header
@@ -65,6 +65,7 @@ __all__ = [
     "omitted_marker",
     "optimize_chat_context",
     "pack",
+    "provider_for_base_url",
     "select_strategy",
     "summary_body",
     "summary_header",

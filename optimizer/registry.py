@@ -11,9 +11,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 REGISTRY_FILE = "model_prices_and_context_window_backup.json"
 _FIELDS = ("max_input_tokens", "max_tokens", "max_output_tokens", "input_cost_per_token", "output_cost_per_token",
@@ -51,6 +52,53 @@ def _registry() -> dict[str, Any]:
     }
 
 
+# OpenRouter names a model "<vendor>/<model>". litellm's table has no openrouter/ entries, but Vercel's
+# AI Gateway, which it does have, uses the same ids for the same models at the vendor's list prices:
+# looked up there, exactly, after every other spelling, so a vendor's own entry still comes first.
+_GATEWAY = "vercel_ai_gateway/"
+# OpenRouter's spellings of a vendor that the gateway (and litellm) spell otherwise.
+_VENDOR_ALIASES = {"x-ai": "xai", "mistralai": "mistral"}
+# OpenRouter's free variant ("deepseek/deepseek-r1:free"): the same model, not billed. Its other
+# variants (":nitro", ":floor", ":extended") change the price or the window, so they stay unknown.
+_FREE_VARIANT = ":free"
+
+
+# An endpoint's host -> litellm's prefix for the models it serves under unprefixed names: Mistral's API
+# calls "mistral/mistral-large-latest" "mistral-large-latest". That host's own entry (its window, its
+# prices) comes first; the name alone does not say the host (Azure lists the same name, priced apart).
+_HOST_PROVIDERS = {
+    "api.mistral.ai": "mistral",
+    "api.together.xyz": "together_ai",
+    "api.together.ai": "together_ai",
+    "api.groq.com": "groq",
+    "generativelanguage.googleapis.com": "gemini",
+    "api.deepseek.com": "deepseek",
+    "api.x.ai": "xai",
+    "api.fireworks.ai": "fireworks_ai",
+    "api.deepinfra.com": "deepinfra",
+    "api.perplexity.ai": "perplexity",
+    "api.cerebras.ai": "cerebras",
+}
+
+
+def provider_for_base_url(base_url: str) -> str | None:
+    """litellm's provider prefix for the models of an endpoint (its base URL), when its host is known."""
+    try:
+        host = urlsplit(base_url.strip()).hostname
+    except ValueError:
+        return None
+    return _HOST_PROVIDERS.get(host or "")
+
+
+def _gateway_candidates(names: list[str]) -> list[str]:
+    out = []
+    for name in names:
+        vendor, slash, rest = name.partition("/")
+        if slash and rest and "/" not in rest:
+            out.append(f"{_GATEWAY}{_VENDOR_ALIASES.get(vendor, vendor)}/{rest}")
+    return out
+
+
 def _candidates(model: str) -> list[str]:
     name = model.strip().lower()
     out = [name]
@@ -62,7 +110,9 @@ def _candidates(model: str) -> list[str]:
     # An OpenAI fine-tune, "ft:<base>:<organization>:<suffix>:<job>" (the suffix may be empty), is listed
     # as "ft:<base>": the rule litellm itself applies (utils._strip_openai_finetune_model_name).
     out += [f"ft:{parts[1]}" for parts in (c.split(":") for c in list(out)) if parts[0] == "ft" and len(parts) >= 5]
-    return out
+    out += [f"{_VENDOR_ALIASES[vendor]}/{rest}" for vendor, slash, rest in (c.partition("/") for c in list(out))
+            if slash and vendor in _VENDOR_ALIASES]
+    return out + _gateway_candidates(out)
 
 
 def _as_int(value: Any) -> int | None:
@@ -74,10 +124,21 @@ def _as_float(value: Any) -> float | None:
 
 
 @lru_cache(maxsize=512)
-def model_info(model: str) -> ModelInfo | None:
-    """Registry facts for `model` (exact name first, then without provider prefixes), or None if unknown."""
+def model_info(model: str, *, provider: str | None = None) -> ModelInfo | None:
+    """Registry facts for `model` (the `provider`'s entry of that name first, when given
+    (provider_for_base_url); then the exact name, then without provider prefixes), or None if unknown."""
+    info = _lookup(model, provider)
+    if info is None and model.strip().lower().endswith(_FREE_VARIANT):
+        base = _lookup(model.strip()[: -len(_FREE_VARIANT)], provider)
+        if base is not None:
+            return replace(base, input_cost_per_token=0.0, output_cost_per_token=0.0, cached_input_cost_per_token=0.0)
+    return info
+
+
+def _lookup(model: str, provider: str | None) -> ModelInfo | None:
     table = _registry()
-    for cand in _candidates(model):
+    own = [f"{provider}/{model.strip().lower()}"] if provider else []
+    for cand in own + _candidates(model):
         hit = table.get(cand)
         if hit is None:
             continue

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm, UserCreationForm
@@ -98,8 +100,33 @@ class _EndpointURLValidator(URLValidator):
     )
 
 
+# Hosts whose servers (Ollama, LM Studio, vLLM, a Compose service) speak plain HTTP when no scheme is typed.
+_LOCAL_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa")
+
+
+def _speaks_plain_http(host: str) -> bool:
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host or host.endswith(_LOCAL_SUFFIXES)  # localhost, a Docker service's name
+    return address.is_private or address.is_loopback or address.is_link_local
+
+
 class _EndpointURLField(forms.URLField):
+    """Typed without a scheme, a local server's address gets http:// (its servers speak no TLS), any
+    other https://; Django's own rule would read "localhost:11434/v1" as the scheme "localhost"."""
+
     default_validators = [_EndpointURLValidator()]
+
+    def to_python(self, value: Any) -> str:
+        text = str(value or "").strip()
+        if text and "://" not in text:
+            try:
+                host = (urlsplit(f"//{text}").hostname or "").lower()
+            except ValueError:
+                host = ""
+            text = f"{'http' if host and _speaks_plain_http(host) else 'https'}://{text}"
+        return super().to_python(text)
 
 
 class LLMConfigForm(forms.Form):

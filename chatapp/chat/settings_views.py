@@ -32,6 +32,8 @@ from chatapp.chat.views import page_csp, user_configs
 from chatapp.providers import selectors as config_selectors
 from chatapp.providers import services as config_services
 from chatapp.providers.crypto import secret_readable
+from chatapp.providers.models import LLMConfig
+from chatapp.providers.netguard import base_url_unresolved
 
 
 def _validation_to_form(form, exc: ValidationError) -> None:
@@ -237,15 +239,26 @@ def _config_fields(form: LLMConfigForm) -> dict:
     }
 
 
+def _unresolved_warn(request: HttpRequest, config: LLMConfig) -> None:
+    unresolved = base_url_unresolved(config.base_url)
+    if unresolved:
+        flash.warning(request, unresolved)
+
+
 @_settings_form_post
 def config_create(request: HttpRequest) -> HttpResponse:
     form = LLMConfigForm(request.POST)
-    return _form_answer(
-        request, form, lambda: config_services.llm_config_create(
-            owner=request.user, api_key=form.cleaned_data["api_key"], is_default=form.cleaned_data["is_default"],
-            **_config_fields(form)),
-        bound="new", said=lambda config: (f"Added “{config.name}”.", f"#config-{config.pk}"),
-    )
+    config = _form_save(form, lambda: config_services.llm_config_create(
+        owner=request.user,
+        api_key=form.cleaned_data["api_key"],
+        is_default=form.cleaned_data["is_default"],
+        **_config_fields(form),
+    ))
+    if config is not None:
+        flash.success(request, f"Added “{config.name}”.")
+        _unresolved_warn(request, config)
+        return redirect(reverse("settings") + f"#config-{config.pk}")
+    return _settings_refused(request, bound={"new": form})
 
 
 @_settings_form_post
@@ -269,6 +282,7 @@ def config_update(request: HttpRequest, pk: int) -> HttpResponse:
         flash.success(request, f"Saved “{saved.name}”.")
         if left_behind:
             flash.warning(request, config_services.KEY_LEFT_BEHIND)
+        _unresolved_warn(request, saved)
         return redirect(reverse("settings") + f"#config-{saved.pk}")
     return _settings_refused(request, bound={config.pk: form})
 

@@ -16,7 +16,8 @@ from chatapp.chat.api.inputs import validated
 from chatapp.chat.dbconn import db_connection_release
 from chatapp.providers.llm import llm_target_for, llm_test_connection
 from chatapp.providers.models import LLMConfig
-from chatapp.providers.selectors import llm_config_get, llm_config_list
+from chatapp.providers.netguard import base_url_unresolved
+from chatapp.providers.selectors import llm_config_get, llm_config_list, llm_config_output_warning
 from chatapp.providers.services import (
     KEY_LEFT_BEHIND,
     llm_config_create,
@@ -87,7 +88,11 @@ class LLMConfigListApi(APIView):
     @extend_schema(request=InputSerializer, responses={201: LLMConfigOutputSerializer})
     def post(self, request: Request) -> Response:
         config = llm_config_create(owner=request.user, **validated(self.InputSerializer, request.data))
-        return Response(LLMConfigOutputSerializer(config).data, status=status.HTTP_201_CREATED)
+        data = LLMConfigOutputSerializer(config).data
+        unresolved = base_url_unresolved(config.base_url)
+        if unresolved:
+            data["notice"] = unresolved
+        return Response(data, status=status.HTTP_201_CREATED)
 
 
 class LLMConfigDetailApi(APIView):
@@ -107,8 +112,10 @@ class LLMConfigDetailApi(APIView):
         left_behind = llm_config_key_left_behind(config=config, fields=fields)
         config = llm_config_update(config=config, **fields)
         data = LLMConfigOutputSerializer(config).data
-        if left_behind:
-            data["notice"] = KEY_LEFT_BEHIND
+        notices = [KEY_LEFT_BEHIND] if left_behind else []
+        notices += [text for text in [base_url_unresolved(config.base_url)] if text]
+        if notices:
+            data["notice"] = " ".join(notices)
         return Response(data)
 
     @extend_schema(responses={204: None})
@@ -145,12 +152,18 @@ class LLMConfigTestApi(APIView):
         # The endpoint may take its whole timeout to answer: no pooled connection waits with it.
         db_connection_release()
         ok, message = llm_test_connection(target=target)
+        # The test asks for one token, so it passes a max output the model cannot write: said here.
+        warning = llm_config_output_warning(config=config)
+        if warning:
+            message = f"{message} {warning}"
         return Response(self.OutputSerializer({"ok": ok, "message": message}).data)
 
 
 class ModelInfoApi(APIView):
     class FilterSerializer(serializers.Serializer):
         model = serializers.CharField(max_length=200)
+        # The endpoint's host may say which provider's entry of that name is meant (api.mistral.ai).
+        base_url = serializers.CharField(max_length=500, required=False, allow_blank=True)
 
     class OutputSerializer(serializers.Serializer):
         model = serializers.CharField()
@@ -160,13 +173,15 @@ class ModelInfoApi(APIView):
         context_window_source_label = serializers.CharField()
 
     @extend_schema(
-        parameters=[OpenApiParameter("model", str, required=True, description="Model name, e.g. gpt-4o-mini")],
+        parameters=[OpenApiParameter("model", str, required=True, description="Model name, e.g. gpt-4o-mini"),
+                    OpenApiParameter("base_url", str, description="The endpoint's base URL, e.g. https://api.mistral.ai/v1")],
         responses=OutputSerializer,
         summary="Context window for a model name, and where the value comes from",
     )
     def get(self, request: Request) -> Response:
-        model = validated(self.FilterSerializer, request.query_params)["model"]
-        window, source = model_window_lookup(model=model)
+        query = validated(self.FilterSerializer, request.query_params)
+        model = query["model"]
+        window, source = model_window_lookup(model=model, base_url=query.get("base_url", ""))
         data = {
             "model": model,
             "context_window": window,

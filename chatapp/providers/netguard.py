@@ -5,9 +5,11 @@ into the server's own network (cloud metadata at 169.254.169.254, databases on 1
 is refused unless ALLOW_PRIVATE_LLM_URLS is on. Every address the host name resolves to is checked,
 since one public and one private record would otherwise slip through.
 
-`base_url_validate` checks at save time. Connections are held to the same rule later by
-`host_addresses` (llm/addresses.py): each one goes to an address of a lookup checked here, never to
-what a second lookup answers, so a record changed afterwards (DNS rebinding) is refused too.
+`base_url_validate` checks at save time, where a host that does not resolve yet (a Docker Compose
+service not started) is let through by the services, with `base_url_unresolved`'s words. Connections
+are held to the same rule later by `host_addresses` (llm/addresses.py): each one goes to an address
+of a lookup checked here, never to what a second lookup answers, so a record changed afterwards (DNS
+rebinding) is refused too.
 """
 
 from __future__ import annotations
@@ -78,6 +80,18 @@ def base_url_validate(url: str, *, allow_private: bool) -> None:
         raise ValidationError("Put credentials in the API key field, not in the URL.", code="credentials")
     port = port or (443 if parts.scheme == "https" else 80)
     host_addresses(host, port, allow_private=allow_private)
+
+
+def base_url_unresolved(url: str) -> str | None:
+    """Words for a saved base URL whose host does not resolve (yet), or None when it does."""
+    try:
+        base_url_validate(url, allow_private=True)
+    except ValidationError as exc:
+        if exc.code == "dns":
+            host = urlsplit(url.strip()).hostname
+            return (f"Saved, but the host “{host}” does not resolve (yet): check its spelling. A service that "
+                    "is not up yet is fine: chats with this model fail until the host resolves.")
+    return None
 
 
 def host_addresses(host: str, port: int, *, allow_private: bool) -> list[str]:

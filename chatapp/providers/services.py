@@ -28,15 +28,9 @@ from .model_moves import chats_moved, default_model
 from .netguard import base_url_validate
 
 DEFAULT_CONTEXT_WINDOW = 8192
-
-
 MAX_CONTEXT_WINDOW = 10_000_000
 _FULL_ENDPOINT = re.compile(r"/chat/completions/*$", re.IGNORECASE)
-
-
 MAX_API_KEY_CHARS = 1000
-
-
 # Below this length, showing the last four characters would give away too much of the key.
 LAST4_MIN_KEY_CHARS = 12
 
@@ -76,9 +70,11 @@ def text_field_clean(value: Any, *, field: str, label: str, max_length: int, err
     return text
 
 
-def model_window_lookup(*, model: str) -> tuple[int, str]:
-    """The context window for a model name and where it comes from ("registry" or "default")."""
-    info = optimizer.model_info(model.strip()) if model and model.strip() else None
+def model_window_lookup(*, model: str, base_url: str = "") -> tuple[int, str]:
+    """The context window for a model name at an endpoint (whose host may say the registry's provider
+    prefix) and where it comes from ("registry" or "default")."""
+    provider = optimizer.provider_for_base_url(base_url)
+    info = optimizer.model_info(model.strip(), provider=provider) if model and model.strip() else None
     if info is not None and info.context_window:
         return info.context_window, LLMConfig.WindowSource.REGISTRY.value
     return DEFAULT_CONTEXT_WINDOW, LLMConfig.WindowSource.DEFAULT.value
@@ -133,21 +129,7 @@ def _api_key_store(config: LLMConfig, key: str) -> None:
     config.api_key_last4 = key[-4:] if len(key) >= LAST4_MIN_KEY_CHARS else ""
 
 
-def _config_clean(
-    *,
-    name: Any,
-    base_url: Any,
-    model: Any,
-    context_window: Any,
-    max_output_tokens: Any,
-    temperature: Any,
-    window_source: str,
-) -> dict[str, Any]:
-    """Validated field values; raises ValidationError with every problem found, keyed by field."""
-    errors: dict[str, list[str]] = {}
-    name = text_field_clean(name, field="name", label="Name", max_length=100, errors=errors)
-    model = text_field_clean(model, field="model", label="Model", max_length=200, errors=errors)
-
+def _base_url_clean(base_url: Any, *, errors: dict[str, list[str]]) -> str:
     url = str(base_url or "").strip().rstrip("/")
     # The endpoint pasted whole, as providers' docs show it: the client adds that path itself, and
     # every request went to …/chat/completions/chat/completions (a 404, "does not know the model").
@@ -165,8 +147,28 @@ def _config_clean(
         try:
             base_url_validate(url, allow_private=settings.ALLOW_PRIVATE_LLM_URLS)
         except ValidationError as exc:
-            errors.setdefault("base_url", []).extend(exc.messages)
+            # A host not resolving yet (a Compose service not up) is saved, the caller saying so
+            # (netguard.base_url_unresolved): each connection is checked where it resolves (llm/addresses.py).
+            if exc.code != "dns":
+                errors.setdefault("base_url", []).extend(exc.messages)
+    return url
 
+
+def _config_clean(
+    *,
+    name: Any,
+    base_url: Any,
+    model: Any,
+    context_window: Any,
+    max_output_tokens: Any,
+    temperature: Any,
+    window_source: str,
+) -> dict[str, Any]:
+    """Validated field values; raises ValidationError with every problem found, keyed by field."""
+    errors: dict[str, list[str]] = {}
+    name = text_field_clean(name, field="name", label="Name", max_length=100, errors=errors)
+    model = text_field_clean(model, field="model", label="Model", max_length=200, errors=errors)
+    url = _base_url_clean(base_url, errors=errors)
     max_output = _int_field(
         max_output_tokens, field="max_output_tokens", label="Max output tokens", errors=errors,
         maximum=MAX_CONTEXT_WINDOW,
@@ -244,7 +246,7 @@ def llm_config_create(
     """Add a config. No window given: the registry's for a known model, else 8192. A user's first
     config becomes the default."""
     if context_window is None:
-        window, source = model_window_lookup(model=str(model or ""))
+        window, source = model_window_lookup(model=str(model or ""), base_url=str(base_url or ""))
     else:
         window, source = context_window, LLMConfig.WindowSource.USER.value
     # Validation resolves DNS: done before the transaction so no lock is held meanwhile.
@@ -281,7 +283,7 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
       forms send nothing when it is unchanged). `clear_api_key=True` removes it.
     - `context_window`: a number is the user's override; None returns to the automatic value. A
       number equal to the current automatic value is not an override (a form re-submitting what it
-      was shown), and the automatic value follows a model change.
+      was shown), and the automatic value follows a change of model or of the endpoint's host.
     - `is_default=True` makes it the default; a default cannot be unset directly (make another one
       the default instead).
     """
@@ -289,27 +291,25 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
     if unknown:
         raise TypeError(f"llm_config_update() got unexpected fields: {', '.join(sorted(unknown))}")
 
-    model = fields.get("model", config.model)
-    model_changed = " ".join(str(model or "").split()) != config.model
+    model, base_url = fields.get("model", config.model), str(fields.get("base_url", config.base_url) or "")
+    # The automatic window follows the model and the endpoint's host (whose registry entries it reads).
+    model_changed = " ".join(str(model or "").split()) != config.model or _origin(base_url) != _origin(config.base_url)
     is_auto = config.context_window_source != LLMConfig.WindowSource.USER
     if "context_window" in fields and fields["context_window"] is not None:
         requested = fields["context_window"]
         if is_auto and requested == config.context_window:
-            window, source = (
-                model_window_lookup(model=str(model or ""))
-                if model_changed
-                else (config.context_window, config.context_window_source)
-            )
+            window, source = (model_window_lookup(model=str(model or ""), base_url=base_url) if model_changed
+                              else (config.context_window, config.context_window_source))
         else:
             window, source = requested, LLMConfig.WindowSource.USER.value
     elif "context_window" in fields or (model_changed and is_auto):
-        window, source = model_window_lookup(model=str(model or ""))
+        window, source = model_window_lookup(model=str(model or ""), base_url=base_url)
     else:
         window, source = config.context_window, config.context_window_source
 
     cleaned = _config_clean(
         name=fields.get("name", config.name),
-        base_url=fields.get("base_url", config.base_url),
+        base_url=base_url,
         model=model,
         context_window=window,
         max_output_tokens=fields.get("max_output_tokens", config.max_output_tokens),

@@ -66,6 +66,8 @@
   /* Context window: show what the model registry knows for the typed model name. */
   document.querySelectorAll("form[data-model-info]").forEach((formEl) => {
     const model = formEl.querySelector('input[name$="model"]');
+    // The endpoint's host can say whose entry the name is (api.mistral.ai: "mistral/…").
+    const baseUrl = formEl.querySelector('input[name$="base_url"]');
     const windowInput = formEl.querySelector('input[name$="context_window"]');
     const note = formEl.querySelector(".window-source");
     if (!model || !windowInput || !note) return;
@@ -77,7 +79,8 @@
       const name = model.value.trim();
       if (!name) { note.textContent = original; windowInput.placeholder = ""; return; }
       const mine = ++seq;
-      const res = await api(`/api/configs/model-info/?model=${encodeURIComponent(name)}`);
+      const where = baseUrl && baseUrl.value.trim() ? `&base_url=${encodeURIComponent(baseUrl.value.trim())}` : "";
+      const res = await api(`/api/configs/model-info/?model=${encodeURIComponent(name)}${where}`);
       if (mine !== seq) return;
       const data = res.data || {};
       const size = data.context_window;
@@ -97,6 +100,7 @@
     }
 
     model.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(lookup, 300); });
+    if (baseUrl) baseUrl.addEventListener("change", () => { clearTimeout(timer); timer = setTimeout(lookup, 150); });
     windowInput.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(lookup, 150); });
     if (model.value.trim() && !formEl.closest(".config-edit")) lookup();
   });

@@ -282,3 +282,69 @@ def test_a_base_url_holding_a_control_character_is_a_field_error(api, user, fake
     assert edited.status_code == 400 and "control character" in edited.json()["base_url"][0]
     assert LLMConfig.objects.get(pk=pk).base_url == fake_openai.base_url
     assert api.post(f"/api/configs/{pk}/test/").json()["ok"] is True
+
+
+def test_a_host_that_does_not_resolve_yet_is_saved_with_a_notice(api, user, settings):
+    """A Docker Compose service named before it is up (http://ollama:11434/v1) does not resolve: it was
+    refused ("could not be resolved"), so the config could not be saved until the service ran. The SSRF
+    guard needs no lookup at saving: each connection is checked where it is resolved."""
+    settings.ALLOW_PRIVATE_LLM_URLS = False
+    created = _create(api, base_url="http://ollama-later.invalid:11434/v1", model="llama3.1")
+    assert created.status_code == 201, created.content
+    assert "does not resolve" in created.json()["notice"]
+    pk = created.json()["id"]
+    moved = api.patch(f"/api/configs/{pk}/", {"base_url": "http://vllm-later.invalid:8000/v1"}, format="json")
+    assert moved.status_code == 200, moved.content
+    assert "“vllm-later.invalid” does not resolve" in moved.json()["notice"]
+    assert LLMConfig.objects.get(pk=pk).base_url == "http://vllm-later.invalid:8000/v1"
+    # A host that resolves to a private address is still refused when saved.
+    private = _create(api, name="Local", base_url="http://localhost:11434/v1")
+    assert private.status_code == 400 and "loopback" in json.dumps(private.json())
+
+
+def test_test_connection_warns_of_a_max_output_the_model_cannot_write(api, user, fake_openai):
+    """gpt-4o-mini writes at most 16,384 tokens: with 20,000 asked for, the one-token test passed and
+    every chat reply was then refused by the endpoint. A warning, not a refusal: the registry may be stale."""
+    over = _create(api, name="over", base_url=fake_openai.base_url, model="gpt-4o-mini", api_key="good-key-1234",
+                   max_output_tokens=20_000).json()
+    response = api.post(f"/api/configs/{over['id']}/test/").json()
+    assert response["ok"] is True
+    assert "Max output tokens (20,000)" in response["message"]
+    assert "at most 16,384" in response["message"]
+
+    within = _create(api, name="within", base_url=fake_openai.base_url, model="gpt-4o-mini",
+                     api_key="good-key-1234", max_output_tokens=16_384).json()
+    response = api.post(f"/api/configs/{within['id']}/test/").json()
+    assert response["ok"] is True and "Max output tokens" not in response["message"]
+
+
+@pytest.mark.parametrize("base_url, model, window", [
+    ("https://api.mistral.ai/v1", "mistral-large-latest", 262_144),
+    ("https://api.together.xyz/v1", "meta-llama/Llama-3.3-70B-Instruct-Turbo", 131_072),
+    ("https://api.fireworks.ai/inference/v1", "accounts/fireworks/models/deepseek-v3", 131_072),
+])
+def test_a_provider_s_own_model_name_gets_its_window(api, user, base_url, model, window):
+    """Mistral's, Together's and Fireworks' APIs name their models without the prefix litellm's table
+    lists them under ("mistral/mistral-large-latest"): the config got the 8,192 default for a model
+    of 262,144, and the optimizer cut its chats to fit a window 30 times too small."""
+    data = _create(api, name=model, base_url=base_url, model=model).json()
+    assert (data["context_window"], data["context_window_source"]) == (window, "registry")
+    hint = api.get("/api/configs/model-info/", {"model": model, "base_url": base_url}).json()
+    assert (hint["context_window"], hint["context_window_source"]) == (window, "registry")
+
+
+def test_another_host_does_not_borrow_a_provider_s_entry_until_the_config_moves_there(api, user):
+    data = _create(api, name="proxy", base_url="https://llm.example.net/v1", model="mistral-large-latest").json()
+    assert data["context_window_source"] == "default"
+    moved = api.patch(f"/api/configs/{data['id']}/", {"base_url": "https://api.mistral.ai/v1"}, format="json").json()
+    assert (moved["context_window"], moved["context_window_source"]) == (262_144, "registry")
+
+
+def test_test_connection_reads_a_provider_s_own_output_limit(api, user, monkeypatch):
+    """Fireworks' deepseek-v3 writes at most 8,192 tokens: its entry is found by the endpoint's host."""
+    config = _create(api, name="fw", base_url="https://api.fireworks.ai/inference/v1",
+                     model="accounts/fireworks/models/deepseek-v3", max_output_tokens=10_000).json()
+    # No request leaves: the registry alone is read, by the endpoint's host.
+    monkeypatch.setattr("chatapp.providers.api.llm_test_connection", lambda *, target: (True, "Connected."))
+    message = api.post(f"/api/configs/{config['id']}/test/").json()["message"]
+    assert "Max output tokens (10,000)" in message and "at most 8,192" in message

@@ -2,7 +2,7 @@
 
 import pytest
 
-from optimizer import compute_budget, cost_usd, model_info
+from optimizer import compute_budget, cost_usd, model_info, provider_for_base_url
 from optimizer.budget import budget_for_model
 
 
@@ -54,3 +54,49 @@ def test_an_openai_fine_tune_is_its_base_model_s_fine_tune_entry(name):
 def test_other_names_with_colons_are_not_taken_for_fine_tunes():
     assert model_info("qwen2.5:7b") is None  # an Ollama tag
     assert model_info("ft:my-own-base:acme::9ABCdef1") is None
+
+
+@pytest.mark.parametrize("name, window, output, input_price", [
+    ("anthropic/claude-3.5-sonnet", 200_000, 8_192, 3e-06),
+    ("openrouter/anthropic/claude-3.5-sonnet", 200_000, 8_192, 3e-06),  # litellm's spelling of the same
+    ("anthropic/claude-sonnet-4.5", 1_000_000, 64_000, 3e-06),
+    ("x-ai/grok-4", 256_000, 256_000, 3e-06),  # OpenRouter's "x-ai" is xAI
+    ("mistralai/mistral-large", 32_000, 4_000, 2e-06),  # and its "mistralai" is Mistral
+])
+def test_an_openrouter_name_is_the_vendor_s_model(name, window, output, input_price):
+    """OpenRouter names a model "<vendor>/<model>"; litellm's table has no openrouter/ entries, so
+    Claude through OpenRouter was unknown: an 8,192-token window assumed for a 200,000-token model and
+    every request unpriced. Vercel's AI Gateway, in the table, uses the same ids for the same models."""
+    info = model_info(name)
+    assert info is not None
+    assert (info.context_window, info.max_output_tokens) == (window, output)
+    assert info.input_cost_per_token == pytest.approx(input_price)
+
+
+def test_an_openrouter_free_variant_is_its_model_at_no_cost():
+    info = model_info("deepseek/deepseek-r1:free")
+    assert info is not None and info.context_window == model_info("deepseek/deepseek-r1").context_window
+    assert cost_usd("deepseek/deepseek-r1:free", prompt_tokens=1_000_000, completion_tokens=1_000) == 0
+    assert cost_usd("openai/gpt-4o-mini:free", prompt_tokens=1_000_000) == 0
+
+
+@pytest.mark.parametrize("name", [
+    "meta-llama/llama-3.1-70b-instruct",  # the gateway lists "meta/llama-3.1-70b", not the same id
+    "google/gemma-2-9b-it:free",  # nor "gemma-2-9b-it", only "gemma-2-9b"
+    "acme/claude-3.5-sonnet",  # the gateway's entries are matched under their vendor only
+    "claude-3.5-sonnet",
+    "llama3.1:8b",  # an Ollama tag, not a variant
+    "deepseek/deepseek-r1:nitro",  # a routing variant: its prices are the chosen provider's
+])
+def test_an_openrouter_name_matches_no_other_model(name):
+    assert model_info(name) is None
+
+
+def test_a_provider_s_entry_is_found_by_its_endpoint_s_host():
+    provider = provider_for_base_url("https://api.mistral.ai/v1")
+    assert provider == "mistral"
+    info = model_info("mistral-large-latest", provider=provider)
+    assert info is not None and info.key == "mistral/mistral-large-latest"
+    assert model_info("mistral-large-latest") is None  # Azure lists it too: no host, no guess
+    assert provider_for_base_url("http://localhost:11434/v1") is None
+    assert provider_for_base_url("not a url") is None

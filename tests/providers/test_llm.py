@@ -568,3 +568,65 @@ def test_a_reply_streaming_on_a_client_dropped_from_the_cache_still_ends(fake, m
     assert text == echo_reply(MESSAGES)
     assert at_once == [echo_reply(MESSAGES)] * len(others)
     assert closed  # let go once its reply ended, not left open
+
+
+def test_https_to_a_plain_http_server_says_to_use_http(fake):
+    """"localhost:11434/v1" typed without its scheme is saved as https:// (the form assumes it), and
+    Ollama, LM Studio and vLLM answer plain HTTP: the TLS handshake failed, and the message said
+    "Could not connect … check that the server is running" of a server that was running."""
+    target = make_target(fake.base_url.replace("http://", "https://", 1), "fake-echo")
+    _, error = run_stream(target, MESSAGES)
+    assert error is not None and error.kind == "connection"
+    assert "not over HTTPS" in error.user_message and "http://" in error.user_message
+    ok, message = llm.llm_test_connection(target=target)
+    assert ok is False and "not over HTTPS" in message and "http://" in message
+
+
+@pytest.fixture
+def self_signed_server(tmp_path) -> Iterator[str]:
+    """An HTTPS server on 127.0.0.1 whose certificate nobody signed (a LAN vLLM behind its own TLS)."""
+    import datetime
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                         serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{server.server_port}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_certificate_not_trusted_is_said_so(self_signed_server):
+    target = make_target(self_signed_server, "fake-echo")
+    _, error = run_stream(target, MESSAGES)
+    assert error is not None and "certificate this server does not trust" in error.user_message
+    ok, message = llm.llm_test_connection(target=target)
+    assert ok is False and "certificate this server does not trust" in message
+
+
+def test_a_host_that_does_not_resolve_is_said_so():
+    """A base URL whose host does not resolve yet may be saved (a Compose service not up): its requests
+    said "Could not connect … check that the server is running", not that the name is unknown."""
+    target = make_target("http://ollama-later.invalid:11434/v1", "llama3.1")
+    _, error = run_stream(target, MESSAGES)
+    assert error is not None and "“ollama-later.invalid” does not resolve" in error.user_message
+    ok, message = llm.llm_test_connection(target=target)
+    assert ok is False and "“ollama-later.invalid” does not resolve" in message

@@ -125,9 +125,16 @@ def test_sign_up_chat_stream_settings_and_no_xss(asgi_server, browser, fake_open
     # 3. Add a real (fake) OpenAI-compatible model in settings; the window comes from the model name.
     browser.get(f"{base}/settings/")
     browser.find_element(By.ID, "id_new-name").send_keys("Echo")
-    browser.find_element(By.ID, "id_new-base_url").send_keys(fake_openai.base_url)
+    base_url = browser.find_element(By.ID, "id_new-base_url")
     model = browser.find_element(By.ID, "id_new-model")
     note = browser.find_element(By.CSS_SELECTOR, "#add-config .window-source")
+    # A provider's own name is looked up under its prefix, which the endpoint's host says.
+    base_url.send_keys("https://api.mistral.ai/v1")
+    model.send_keys("mistral-large-latest")
+    _wait(browser, lambda d: "262,144" in note.text)
+    base_url.clear()
+    model.clear()
+    base_url.send_keys(fake_openai.base_url)
     model.send_keys("gpt-4o-mini")
     _wait(browser, lambda d: "128,000" in note.text)
     assert "model registry" in note.text

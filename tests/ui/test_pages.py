@@ -493,6 +493,32 @@ def test_moving_a_config_to_another_host_clears_its_key_and_says_so(page, user):
     assert config.base_url == "https://llm.example.net/v1" and not config.api_key_encrypted
 
 
+def test_a_host_that_does_not_resolve_yet_is_saved_and_said_so(page, user):
+    response = page.post("/settings/configs/new/", {
+        "new-name": "Compose Ollama", "new-base_url": "http://ollama-later.invalid:11434/v1", "new-model": "llama3.1",
+        "new-max_output_tokens": "1000", "new-temperature": "0.3"}, follow=True)
+    assert response.status_code == 200
+    assert "“ollama-later.invalid” does not resolve" in response.content.decode()
+    assert LLMConfig.objects.get(owner=user).base_url == "http://ollama-later.invalid:11434/v1"
+
+
+@pytest.mark.parametrize("typed, saved", [
+    ("localhost:11434/v1", "http://localhost:11434/v1"),  # Ollama
+    ("ollama:11434/v1", "http://ollama:11434/v1"),  # a Compose service
+    ("host.docker.internal:11434/v1", "http://host.docker.internal:11434/v1"),
+    ("127.0.0.1:1234/v1", "http://127.0.0.1:1234/v1"),  # LM Studio
+    ("192.168.1.5:8000/v1", "http://192.168.1.5:8000/v1"),  # vLLM on the LAN
+    ("api.openai.com/v1", "https://api.openai.com/v1"),
+])
+def test_a_base_url_typed_without_its_scheme_gets_the_one_its_host_speaks(page, user, typed, saved):
+    """Typed without http://, a local server's address was "Enter a valid URL." (localhost:11434 read as
+    a scheme) or saved as https://, which Ollama, LM Studio and vLLM do not speak."""
+    page.post("/settings/configs/new/", {
+        "new-name": "Local", "new-base_url": typed, "new-model": "llama3.1", "new-max_output_tokens": "1000",
+        "new-temperature": "0.3"})
+    assert LLMConfig.objects.get(owner=user).base_url == saved
+
+
 def test_a_new_key_that_cannot_be_sent_is_a_field_error_not_a_500(page, user):
     config, prefix = _config_with_a_key(page, user)
     response = page.post(f"/settings/configs/{config.pk}/", {

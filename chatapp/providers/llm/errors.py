@@ -8,6 +8,7 @@ import email.utils
 import html
 import math
 import re
+import ssl
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -15,7 +16,7 @@ import httpx
 import openai
 
 from chatapp.chat.textsafe import text_storable
-from chatapp.providers.llm.addresses import EndpointAddressRefused
+from chatapp.providers.llm.addresses import EndpointAddressRefused, EndpointUnresolvable
 from chatapp.providers.llm.types import LLMError, LLMTarget
 
 
@@ -85,6 +86,33 @@ def _retry_after(exc: openai.APIStatusError) -> str | None:
     return str(max(1, math.ceil((when - datetime.now(UTC)).total_seconds())))
 
 
+def _connect_failure(exc: BaseException, target: LLMTarget, endpoint: str) -> LLMError | None:
+    """The error for a host name that does not resolve or a failed TLS handshake among the causes of `exc`
+    (aiohttp keeps them as `os_error`), else None: "check that the server is running" would send the
+    user the wrong way (the name is the fault, or the server was reached)."""
+    seen: BaseException | None = exc
+    for _ in range(10):
+        if seen is None:
+            return None
+        cause = seen if isinstance(seen, ssl.SSLError | EndpointUnresolvable) else getattr(seen, "os_error", None)
+        if isinstance(cause, EndpointUnresolvable):
+            # Retryable: a service not up yet resolves once it is.
+            return LLMError("connection", f"The host “{urlsplit(target.base_url).hostname}” does not resolve: is "
+                            "the service up yet, and the name spelled right? Check the base URL in Settings.")
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            # aiohttp's error of that class keeps the ssl module's own as `certificate_error`.
+            why = getattr(getattr(cause, "certificate_error", cause), "verify_message", None) or "verification failed"
+            return LLMError("connection", f"The model endpoint at {endpoint} has a certificate this server does "
+                            f"not trust ({why}). Use its trusted address, or http:// on a network you trust.",
+                            retryable=False)
+        if isinstance(cause, ssl.SSLError):
+            return LLMError("connection", f"The model endpoint at {endpoint} answered, but not over HTTPS (the TLS "
+                            "handshake failed). A local server (Ollama, LM Studio, vLLM) is usually plain HTTP: start "
+                            "the base URL with http://.", retryable=False)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout: float) -> LLMError:
     """Map an SDK/transport exception to an LLMError with plain words and no secret in it.
 
@@ -104,6 +132,9 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
         if isinstance(exc.__cause__, EndpointAddressRefused):
             return LLMError("connection", f"The model endpoint's address was refused: {exc.__cause__} "
                             "Check the base URL in Settings.", retryable=False)
+        failure = _connect_failure(exc, target, endpoint)
+        if failure is not None:
+            return failure
         return LLMError("connection", f"Could not connect to the model endpoint at {endpoint}. Check the base URL "
                         "in Settings and that the server is running.")
     if isinstance(exc, openai.APIError):  # an error event inside an otherwise good stream
