@@ -92,7 +92,7 @@ export async function runStream(url, body, ctx) {
       markupAppend(contentEl, data.text || "");
       scrollToBottom();
     },
-    markup(data) { markupShow(contentEl, data.html || ""); scrollToBottom(); },
+    markup(data) { markupShow(contentEl, data.html || "", text); scrollToBottom(); },
     done(data) {
       finished = true;
       const m = data.message || {};
