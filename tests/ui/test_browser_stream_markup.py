@@ -80,3 +80,25 @@ def test_the_words_after_a_drawing_go_on_where_the_text_does(asgi_server, browse
     # (the closing fence, the last word, shows in the code until the reply's end draws it whole)
     assert [code for _, code in seen if code is not None and not CODE.startswith(code.removesuffix("```"))] == []
     assert console_errors(browser) == []
+
+
+def test_a_reply_drawn_taller_at_its_end_keeps_its_end_in_view(asgi_server, browser, fake_openai):
+    """The page followed a streaming reply only while its end stayed within 160px of the view, checked
+    after each change: the reply drawn whole at its end (each code block given its header and Copy
+    button) grew past that at once, and the page stayed where it was, the reply's last lines and its
+    actions out of view, with no jump button."""
+    _sign_up_with_model(browser, asgi_server.url, "markup-end-in-view", fake_url=fake_openai.base_url,
+                        model="verbatim-20", name="Verbatim")
+    blocks = [f"```python\nprint({i})\nx = {i}\n```" for i in range(8)]
+    box = browser.find_element(By.ID, "composer-input")
+    for line in ["Eight blocks:", "", *"\n\n".join(blocks).splitlines(), "", "The last words."]:
+        box.send_keys(line, Keys.SHIFT, Keys.ENTER)
+    box.send_keys(Keys.ENTER)
+
+    reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant"))[-1]
+    _wait(browser, lambda d: reply.get_attribute("data-status") == "complete")
+    assert len(reply.find_elements(By.CSS_SELECTOR, '[data-action="copy-code"]')) == 8
+    below = browser.execute_script(
+        "const t = document.getElementById('timeline'); return t.scrollHeight - t.scrollTop - t.clientHeight")
+    assert below <= 1
+    assert console_errors(browser) == []
