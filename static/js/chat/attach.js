@@ -46,8 +46,10 @@ export function fencedFile(name, text) {
 
 /** Put `block` into the box at the cursor, a blank line either side of it; the cursor after it. */
 function insertBlock(block) {
-  const start = document.activeElement === input ? input.selectionStart : input.value.length;
-  const end = document.activeElement === input ? input.selectionEnd : input.value.length;
+  // The box keeps its cursor while the focus is elsewhere: on the paperclip, whose file picker has just
+  // closed (read only while the box had the focus, a chosen file went to the end of the message).
+  const start = input.selectionStart;
+  const end = input.selectionEnd;
   const before = input.value.slice(0, start).replace(/\s+$/, "");
   const after = input.value.slice(end).replace(/^\s+/, "");
   const head = before ? `${before}\n\n${block}` : block;
