@@ -57,6 +57,18 @@ function insertBlock(block) {
   input.focus();
   input.setSelectionRange(head.length + 2, head.length + 2);
   autosize();
+  showCursor(head.length + 2);
+}
+
+/** Scroll the box to its cursor at `at`, which setting its text does not: after a long file the box
+ *  showed its first lines, the cursor (where the question goes) out of view until a key was typed. */
+function showCursor(at) {
+  const text = input.value;
+  input.value = text.slice(0, at); // the height of the text before the cursor
+  const height = input.scrollHeight;
+  input.value = text;
+  input.setSelectionRange(at, at);
+  input.scrollTop = Math.max(0, height - input.clientHeight);
 }
 
 /** Attach `files` in order; the first refusal is shown and stops the rest (those before it stay). */
