@@ -28,6 +28,8 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
 - `reasoning-<name>`     like fake-echo, but (as OpenAI's reasoning models do) answers 400 to `max_tokens`
                          (wants `max_completion_tokens`) and to a temperature other than 1.
 - `slow-<ms>`            like fake-echo with <ms> milliseconds before each chunk (and before a JSON reply).
+- `verbatim-<ms>`        the last user message word for word (its lines, fences and all), in word-sized chunks
+                         <ms> milliseconds apart: a reply of the Markdown a test chooses.
 - `odd-bytes`            like fake-echo, then NUL, a surrogate pair split across two chunks and a lone surrogate.
 - `think-fields[-<ms>]`  a reasoning model with a reasoning parser (DeepSeek, vLLM): thinking (`thinking_text`) in
                          `reasoning_content` deltas (in the message's `reasoning_content` unstreamed), then
@@ -70,6 +72,7 @@ CUT_AFTER_CHUNKS = 3
 # What GET /models lists; other names still work (they behave like fake-echo or as named above).
 FAKE_MODELS = ("fake-echo", "gpt-4o-mini", "flaky-500-then-200")
 _SLOW = re.compile(r"^slow-(\d{1,6})$")
+_VERBATIM = re.compile(r"^verbatim-(\d{1,6})$")
 _THINK = re.compile(r"^think-(fields|inline|unopened)(?:-(\d{1,6}))?$")
 
 
@@ -388,8 +391,8 @@ def _refusal(body: dict, model: str, *, key: str, fake: FakeOpenAI
 
 
 def _delay_of(model: str) -> float:
-    """Seconds before each chunk: `slow-<ms>`, `think-…-<ms>`."""
-    if found := _SLOW.match(model) or _THINK.match(model):
+    """Seconds before each chunk: `slow-<ms>`, `verbatim-<ms>`, `think-…-<ms>`."""
+    if found := _SLOW.match(model) or _VERBATIM.match(model) or _THINK.match(model):
         return int(found.groups()[-1] or 0) / 1000
     return 0.0
 
@@ -425,7 +428,13 @@ def _title_reply(messages: list[dict]) -> str:
 
 def _reply_pieces(body: dict, model: str) -> tuple[list[str], str]:
     """The reply's streamed pieces and its finish_reason (`length` when max tokens cut it)."""
-    reply = _title_reply(body["messages"]) if model == "fake-title" else echo_reply(body["messages"])
+    if model == "fake-title":
+        reply = _title_reply(body["messages"])
+    elif _VERBATIM.match(model):
+        users = [m for m in body["messages"] if m.get("role") == "user"]
+        reply = _message_text(users[-1].get("content")) if users else ""
+    else:
+        reply = echo_reply(body["messages"])
     pieces = _chunks(reply)
     if model == "odd-bytes":
         # what JSON allows and storage does not: NUL, a surrogate pair split across two chunks, a lone one

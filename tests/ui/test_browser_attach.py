@@ -93,3 +93,38 @@ def test_a_file_that_would_pass_the_message_limit_is_refused(asgi_server, browse
     _wait(browser, lambda d: "log.txt would make this message" in _error(d))
     assert "the limit is 60" in _error(browser)
     assert _box(browser) == "Read this."
+
+
+def test_a_file_chosen_with_the_paperclip_lands_at_the_cursor(asgi_server, browser, fake_openai, tmp_path):
+    """Chosen with the paperclip, a file went to the end of the message, not where the cursor was: the
+    box's cursor was read only while the box held the focus, and the paperclip pressed had taken it."""
+    _sign_up_with_model(browser, asgi_server.url, "attach-clip-cursor", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    path = tmp_path / "notes.md"
+    path.write_bytes(b"# Plan\n\nShip it.\n")
+    browser.find_element(By.ID, "composer-input").send_keys("Before.After.")
+    browser.execute_script("document.getElementById('composer-input').setSelectionRange(7, 7)")
+    browser.find_element(By.ID, "attach-btn").send_keys("")  # the focus on the paperclip, as pressing it leaves it
+
+    browser.find_element(By.ID, "attach-input").send_keys(str(path))
+
+    _wait(browser, lambda d: "notes.md" in _box(d))
+    assert _box(browser) == "Before.\n\nFile: notes.md\n```md\n# Plan\n\nShip it.\n```\n\nAfter."
+
+
+def test_after_a_long_file_the_box_shows_the_cursor(asgi_server, browser, fake_openai):
+    """After a long file (a log of 400 lines) the box showed its first lines: the cursor, after the file
+    where the question goes, was out of view until a key was typed."""
+    _sign_up_with_model(browser, asgi_server.url, "attach-long-cursor", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    browser.find_element(By.ID, "composer-input").send_keys("What went wrong here?")
+
+    browser.execute_script(DROP, "server.log", list(b"GET /health 200 OK in 3 ms\n" * 400), "paste")
+
+    box = browser.find_element(By.ID, "composer-input")
+    _wait(browser, lambda d: "server.log" in _box(d))
+    cursor, length, below = browser.execute_script(
+        "const b = arguments[0];"
+        "return [b.selectionStart, b.value.length, b.scrollHeight - b.scrollTop - b.clientHeight]", box)
+    assert cursor == length
+    assert below <= 1

@@ -54,3 +54,33 @@ def test_a_chat_pinned_from_the_keyboard_moves_to_the_top_and_back(asgi_server, 
     _wait(browser, lambda d: _sections(d) == [("Today", ["Groceries", "Lisbon trip"])])
     assert browser.switch_to.active_element.get_attribute("aria-label") == "Pin “Lisbon trip”"
     assert console_errors(browser) == []
+
+
+# How far a row's title (its "…" included) runs under the row's first button, in CSS pixels.
+TITLE_UNDER_BUTTONS = """
+const row = arguments[0];
+const title = row.querySelector('.conv-title').getBoundingClientRect();
+return title.right - row.querySelector('.conv-actions button').getBoundingClientRect().left;
+"""
+
+
+def test_a_long_title_ends_before_its_rows_buttons(asgi_server, browser):
+    """Beside the Pin, Rename and Delete buttons a long title was cut mid-letter under the Pin, its "…"
+    hidden: on a phone (the buttons always shown, 70px left them for two) and where a row held the
+    keyboard's focus (the room was made on hover only)."""
+    _sign_up(browser, asgi_server.url, "pin-long-title")
+    long_one = _chat("pin-long-title", "Planning the whole family's summer holiday in the Dolomites and Lisbon")
+    _chat("pin-long-title", "Short")  # the chat opened below: the long one is not the current row
+    browser.set_window_size(390, 844)
+    browser.get(asgi_server.url + "/")
+    browser.find_element(By.CSS_SELECTOR, ".sidebar-toggle").click()
+    row = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{long_one.pk}"]'))
+    _wait(browser, lambda d: row.find_element(By.CSS_SELECTOR, ".conv-actions button").is_displayed())
+    assert browser.execute_script(TITLE_UNDER_BUTTONS, row) <= 0
+
+    browser.set_window_size(1366, 900)
+    row = browser.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{long_one.pk}"]')
+    browser.execute_script("arguments[0].focus()", row.find_element(By.CSS_SELECTOR, ".conv-link"))
+    _wait(browser, lambda d: row.find_element(By.CSS_SELECTOR, ".conv-actions button").is_displayed())
+    assert browser.execute_script(TITLE_UNDER_BUTTONS, row) <= 0
+    assert console_errors(browser) == []

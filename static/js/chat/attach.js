@@ -46,8 +46,10 @@ export function fencedFile(name, text) {
 
 /** Put `block` into the box at the cursor, a blank line either side of it; the cursor after it. */
 function insertBlock(block) {
-  const start = document.activeElement === input ? input.selectionStart : input.value.length;
-  const end = document.activeElement === input ? input.selectionEnd : input.value.length;
+  // The box keeps its cursor while the focus is elsewhere: on the paperclip, whose file picker has just
+  // closed (read only while the box had the focus, a chosen file went to the end of the message).
+  const start = input.selectionStart;
+  const end = input.selectionEnd;
   const before = input.value.slice(0, start).replace(/\s+$/, "");
   const after = input.value.slice(end).replace(/^\s+/, "");
   const head = before ? `${before}\n\n${block}` : block;
@@ -55,6 +57,18 @@ function insertBlock(block) {
   input.focus();
   input.setSelectionRange(head.length + 2, head.length + 2);
   autosize();
+  showCursor(head.length + 2);
+}
+
+/** Scroll the box to its cursor at `at`, which setting its text does not: after a long file the box
+ *  showed its first lines, the cursor (where the question goes) out of view until a key was typed. */
+function showCursor(at) {
+  const text = input.value;
+  input.value = text.slice(0, at); // the height of the text before the cursor
+  const height = input.scrollHeight;
+  input.value = text;
+  input.setSelectionRange(at, at);
+  input.scrollTop = Math.max(0, height - input.clientHeight);
 }
 
 /** Attach `files` in order; the first refusal is shown and stops the rest (those before it stay). */

@@ -7,7 +7,7 @@ import { sendKey } from "./composer.js";
 import { foldLong } from "./fold.js";
 import { catchUp } from "./history.js";
 import { busyNow, runStream } from "./stream.js";
-import { api, errorText, messagesEl, state, toast } from "./state.js";
+import { api, enterSends, errorText, messagesEl, state, toast } from "./state.js";
 
 /** Show "‹ n/m ›" on `article` for a message shape with sibling_index / sibling_count (none when 1). */
 export function setSiblings(article, message) {
@@ -127,7 +127,7 @@ function openEditor(article) {
   form.addEventListener("submit", (e) => { e.preventDefault(); submitEdit(article, area.value); });
   area.addEventListener("keydown", (e) => {
     if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); closeEditor(article); }
-    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit(); }
+    if (enterSends(e)) { e.preventDefault(); form.requestSubmit(); }
   });
   area.focus();
   area.setSelectionRange(area.value.length, area.value.length);

@@ -6,7 +6,7 @@ import { refreshGauge } from "./gauge.js";
 import { catchUp, followedReply } from "./history.js";
 import { compactNow, renderJob } from "./jobs.js";
 import { refreshSidebar } from "./sidebar.js";
-import { api, app, busyHint, emptyState, errorText, form, input, maxChars, messagesEl, picker, state, toast } from "./state.js";
+import { api, app, busyHint, emptyState, enterSends, errorText, form, input, maxChars, messagesEl, picker, state, toast } from "./state.js";
 import { runStream } from "./stream.js";
 
 /** A random idempotency key (crypto.randomUUID needs a secure context; getRandomValues does not). */
@@ -190,7 +190,7 @@ function sendQueued() {
 document.addEventListener("longchat:reply-ended", sendQueued);
 
 input.addEventListener("keydown", (e) => {
-  if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+  if (enterSends(e)) {
     e.preventDefault();
     form.requestSubmit();
   }

@@ -40,6 +40,16 @@ export function nearBottom() {
   return timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 160;
 }
 
+/** Make a change to the timeline (`change`), keeping its end in view if it was: checked only after it,
+ *  a reply drawn taller at once (its code blocks given their headers at its end) left the end out of view
+ *  and out of the check's reach. The jump button says whether the end is in view. */
+export function keepEnd(change) {
+  const following = nearBottom();
+  change();
+  scrollToBottom(following);
+  if (jumpBtn) jumpBtn.hidden = nearBottom();
+}
+
 export function scrollToBottom(force = false) {
   if (force || nearBottom()) {
     timeline.style.scrollBehavior = "auto";

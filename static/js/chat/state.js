@@ -33,3 +33,13 @@ export const state = {
   queued: false, // Enter was pressed while a reply was written: the box's text is sent when it ends
 };
 
+
+// A phone's on-screen keyboard has no Shift+Enter: on a touch screen with no mouse or trackpad, Enter
+// adds a line and the send button sends (as in ChatGPT and Open WebUI). Elsewhere Enter sends.
+const touchOnly = window.matchMedia("(pointer: coarse)");
+const finePointer = window.matchMedia("(any-pointer: fine)");
+
+/** Whether this keydown sends the message (or the edit) being typed. */
+export function enterSends(e) {
+  return e.key === "Enter" && !e.shiftKey && !e.isComposing && !(touchOnly.matches && !finePointer.matches);
+}

@@ -1,6 +1,6 @@
 /* One reply over Server-Sent Events: send, regenerate, retry, stop. */
 import { setSiblings } from "./branches.js";
-import { announce, announceReplyEnd, buildMessage, enhance, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showCutNote, showError, typingDots } from "./dom.js";
+import { announce, announceReplyEnd, buildMessage, enhance, keepEnd, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showCutNote, showError, typingDots } from "./dom.js";
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
 import { catchUp, followedReply, followLost, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
@@ -84,15 +84,14 @@ export async function runStream(url, body, ctx) {
       }
       if (data.context) showDecision(data.context);
     },
-    reasoning(data) { thinkingAdd(asstEl, data.text || ""); scrollToBottom(); },
+    reasoning(data) { thinkingAdd(asstEl, data.text || ""); },
     delta(data) {
       if (!text) { contentEl.replaceChildren(); thinkingEnd(asstEl); }
       text += data.text || "";
       // Text only: the model's output is never read as HTML here (markup events are the server's).
       markupAppend(contentEl, data.text || "");
-      scrollToBottom();
     },
-    markup(data) { markupShow(contentEl, data.html || ""); scrollToBottom(); },
+    markup(data) { markupShow(contentEl, data.html || "", text); },
     done(data) {
       finished = true;
       const m = data.message || {};
@@ -189,7 +188,7 @@ export async function runStream(url, body, ctx) {
         const raw = buffer.slice(0, cut);
         buffer = buffer.slice(cut + 2);
         const ev = parseEvent(raw);
-        if (ev && handlers[ev.name]) handlers[ev.name](ev.data);
+        if (ev && handlers[ev.name]) keepEnd(() => handlers[ev.name](ev.data));
         if (ev && ev.data && ev.data.summary_requested) summaryRequested = true;
       }
     }
