@@ -247,8 +247,10 @@ message_retry_api = _message_turn_api(
 def message_stop_api(request: Request, pk: int) -> Response:
     message = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
     message_stop(message=message)
-    message.refresh_from_db(fields=["status"])
-    return Response({"id": message.pk, "status": message.status})
+    # Read back, not refreshed: the chat may have been deleted (another tab) since it was found, and
+    # a reply that no longer exists is the same 404 as one that never did.
+    stopped = get_object_or_404(Message.objects.only("status"), pk=pk)
+    return Response({"id": stopped.pk, "status": stopped.status})
 
 
 def _content_or_error(request: Request) -> tuple[Any, Response | None]:
