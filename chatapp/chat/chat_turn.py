@@ -255,7 +255,10 @@ def turn_prepare(
 
 
 def _after_turn(*, turn: ChatTurn) -> tuple[dict[str, Any] | None, str]:
-    conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=turn.conversation_id)
+    conversation = Conversation.objects.select_related("llm_config", "owner").filter(pk=turn.conversation_id).first()
+    if conversation is None:
+        # Deleted (another tab) just after the reply was stored: the stream ends as for one deleted mid-reply.
+        raise ReplyGoneError(turn.reply_id)
     try:
         gauge = context_gauge(conversation=conversation, user=conversation.owner, target=turn.target)
     except Exception:
