@@ -78,14 +78,15 @@ def target_for(*, conversation: Conversation) -> llm.LLMTarget:
 
 
 def chat_turn_start(
-    *, user: User, conversation: Conversation, content: Any, client_key: str = ""
+    *, user: User, conversation: Conversation, content: Any, client_key: str = "", parent_id: int | None = None
 ) -> TurnStart:
     """Validate, claim the conversation and store the user's message; the context is packed in the
     stream (`turn_pack`), after the client has heard that the message is stored.
 
     Raises ValidationError (empty / not text) or MessageTooLarge before anything is stored, and
     ValidationError(code="conflict") when `client_key` was already sent in this conversation or a
-    turn is still running in it (another tab): sends are one at a time, never interleaved.
+    turn is still running in it (another tab): sends are one at a time, never interleaved; also when
+    `parent_id` is given and the chat's last message is another one now (send_claim_take).
     """
     text = message_content_validate(content=content)
     client_key = client_key_validate(client_key=client_key)
@@ -99,9 +100,8 @@ def chat_turn_start(
         # One transaction, two statements: each commit costs an fsync on PostgreSQL, and the first
         # byte waits for it.
         with transaction.atomic():
-            claim = send_claim_take(
-                conversation=conversation, client_key=client_key, chars=len(text), tokens=tokens, title=title
-            )
+            claim = send_claim_take(conversation=conversation, client_key=client_key, chars=len(text),
+                                    tokens=tokens, title=title, parent_id=parent_id)
             user_message = row_create(
                 Message, conversation=conversation, role=Message.Role.USER, content=text, token_count=tokens,
                 char_count=len(text), parent_id=claim.parent_id, client_key=client_key,

@@ -30,6 +30,10 @@ BUSY_WORDS = (
     "send again: your text is kept."
 )
 REPEATED_WORDS = "This message was already sent (the same send arrived twice)."
+LEFT_BEHIND_WORDS = (
+    "This chat went on in another tab or device since this page showed it: the message you answered is no "
+    "longer its latest. Nothing was sent; the chat now shows where it is."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +72,14 @@ def _send_claim_try(*, conversation_id: int, chars: int, tokens: int, title: str
 
 
 def send_claim_take(
-    *, conversation: Conversation, client_key: str, chars: int, tokens: int, title: str
+    *, conversation: Conversation, client_key: str, chars: int, tokens: int, title: str,
+    parent_id: int | None = None,
 ) -> SendClaim:
     """Claim the conversation for a send of a message of `chars` characters and `tokens` tokens (counted
     into the live totals here); inside the transaction that stores the message. ValidationError
-    "conflict" while another turn runs or `client_key` was already sent and is still streaming."""
+    "conflict" while another turn runs or `client_key` was already sent and is still streaming, and
+    when `parent_id` (the message the sender answers) is no longer the active path's tail: the caller's
+    transaction then rolls the claim back."""
     claim = _send_claim_try(conversation_id=conversation.pk, chars=chars, tokens=tokens, title=title)
     if claim is None:
         turn_busy_check(conversation_id=conversation.pk, client_key=client_key)
@@ -88,6 +95,11 @@ def send_claim_take(
         if claim.parent_id is not None:
             tail = Message.objects.filter(pk=claim.parent_id, role=Message.Role.USER).values_list("id", flat=True)
             message_index_sync(message_ids=list(tail))
+    if parent_id is not None and claim.parent_id != parent_id:
+        # Continue pressed on a page left behind: another tab continued, regenerated or switched away
+        # from that reply since. Chained after the chat's new tail, the words would ask the model to
+        # go on from a reply that is not the one meant.
+        raise ValidationError(LEFT_BEHIND_WORDS, code="conflict")
     # The caller's instance follows along, as message_append keeps it.
     conversation.title = claim.title
     conversation.live_message_count += 1

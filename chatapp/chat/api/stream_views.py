@@ -176,20 +176,34 @@ def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse
     if error is not None:
         return error
     content = data.get("content")
+    parent = validated(SendParentInput, {"parent": data.get("parent")})["parent"]
     return _start(request, lambda: chat_turn_start(
-        user=request.user, conversation=conversation, content=content, client_key=_client_key(request, data)
+        user=request.user, conversation=conversation, content=content, client_key=_client_key(request, data),
+        parent_id=parent,
     ))
 
 
-def _content_input(name: str, *, what: str) -> serializers.Serializer:
-    """The body of a send or an edit: the text, and an optional idempotency key."""
-    return inline_serializer(name, {
+_PARENT_HELP = ("The message this one answers, as the sender's page shows the chat's latest (the page's "
+                "Continue sends it): 409, nothing stored, when the chat went on elsewhere since. Left out: "
+                "the message follows whatever is latest.")
+
+
+class SendParentInput(serializers.Serializer):
+    parent = serializers.IntegerField(required=False, allow_null=True, min_value=1, help_text=_PARENT_HELP)
+
+
+def _content_input(name: str, *, what: str, send: bool = False) -> serializers.Serializer:
+    """The body of a send or an edit: the text, and an optional idempotency key (a send's, its parent)."""
+    fields: dict[str, serializers.Field] = {
         "content": serializers.CharField(),
         "client_key": serializers.CharField(
             required=False, max_length=64,
             help_text=f"Idempotency key (or the Idempotency-Key header): the same {what} twice is stored once.",
         ),
-    })
+    }
+    if send:
+        fields["parent"] = serializers.IntegerField(required=False, allow_null=True, help_text=_PARENT_HELP)
+    return inline_serializer(name, fields)
 
 
 class ConversationMessagesApi(MessageListApi):
@@ -201,7 +215,7 @@ class ConversationMessagesApi(MessageListApi):
     @extend_schema(
         operation_id="conversations_messages_send",
         summary="Send a message; the reply streams back as Server-Sent Events",
-        request=_content_input("MessageSendInput", what="send"),
+        request=_content_input("MessageSendInput", what="send", send=True),
         responses=_SSE_RESPONSES,
     )
     def post(self, request: Request, pk: int) -> Response | StreamingHttpResponse:

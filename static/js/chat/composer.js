@@ -51,7 +51,7 @@ export function clearComposerError() {
 }
 
 /** Send `content`; `keepDraft` (a button's message, not the box's) leaves what is typed in the box. */
-export async function sendMessage(content, { keepDraft = false } = {}) {
+export async function sendMessage(content, { keepDraft = false, parent = null } = {}) {
   clearComposerError();
   const compact = content.match(/^\/compact(?:\s+([\s\S]*))?$/);
   if (compact) {
@@ -85,7 +85,8 @@ export async function sendMessage(content, { keepDraft = false } = {}) {
   }
   // One key per send: if the request is repeated (a double submit, a network retry) the server
   // stores the message once.
-  await runStream(`/api/conversations/${pk}/messages/`, { content, client_key: sendKey() }, {
+  const body = { content, client_key: sendKey(), ...(parent ? { parent: Number(parent) } : {}) };
+  await runStream(`/api/conversations/${pk}/messages/`, body, {
     userEl,
     asstEl,
     onRejected(msg, status) {
