@@ -25,7 +25,6 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
@@ -51,7 +50,7 @@ from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
 from chatapp.chat.title_services import title_due, title_pending_drop, title_pending_mark, title_request
 from chatapp.chat.too_large import too_large_words
-from chatapp.chat.turn_claim import REPEATED_WORDS, send_claim_take, turn_claim_release
+from chatapp.chat.turn_claim import RepeatedSend, send_claim_take, turn_claim_release
 from chatapp.chat.turn_left import gone_event, turn_abandon
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
 from chatapp.chat.turn_types import ChatTurn, ReplyGoneError, TurnFailure, TurnStart, shaped_trigger
@@ -109,7 +108,7 @@ def chat_turn_start(
     except IntegrityError:
         # msg_conv_client_key_uniq: the same send, arrived again after the first one's reply ended.
         if client_key and Message.objects.filter(conversation=conversation, client_key=client_key).exists():
-            raise ValidationError(REPEATED_WORDS, code="conflict") from None
+            raise RepeatedSend from None
         raise
     # The newest message of the path, the only child of its parent: no sibling query needed.
     accepted = message_serialize(

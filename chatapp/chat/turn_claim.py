@@ -30,6 +30,14 @@ BUSY_WORDS = (
     "send again: your text is kept."
 )
 REPEATED_WORDS = "This message was already sent (the same send arrived twice)."
+
+
+class RepeatedSend(ValidationError):
+    """A send or edit whose idempotency key is stored already: a 409 that says `repeated` (stream_views),
+    so a page that sent it again after its answer was lost knows it is stored, not refused."""
+
+    def __init__(self) -> None:
+        super().__init__(REPEATED_WORDS, code="conflict")
 LEFT_BEHIND_WORDS = (
     "This chat went on in another tab or device since this page showed it: the message you answered is no "
     "longer its latest. Nothing was sent; the chat now shows where it is."
@@ -128,7 +136,7 @@ def turn_busy_check(*, conversation_id: int, client_key: str = "") -> None:
     clashes = list(Message.objects.filter(live, conversation_id=conversation_id).order_by().values_list(
         "client_key", flat=True)[:2])
     if client_key and client_key in clashes:
-        raise ValidationError(REPEATED_WORDS, code="conflict")
+        raise RepeatedSend
     if clashes or (claimed_at is not None and claimed_at >= fresh):
         raise ValidationError(BUSY_WORDS, code="conflict")
 

@@ -39,6 +39,7 @@ from chatapp.chat.models import Message
 from chatapp.chat.rate_limit import RateLimited, send_rate_check
 from chatapp.chat.selectors import conversation_get_for_send
 from chatapp.chat.stream_markup import StreamMarkup
+from chatapp.chat.turn_claim import RepeatedSend
 from chatapp.chat.turn_left import turn_unstarted_end
 from chatapp.chat.turn_types import TurnStart
 
@@ -51,7 +52,8 @@ _SSE_RESPONSES = {
     ),
     400: OpenApiResponse(description="Empty message, malformed JSON, or not the latest exchange."),
     404: OpenApiResponse(description="No such object of yours."),
-    409: OpenApiResponse(description="Another regenerate / retry of the same exchange got there first."),
+    409: OpenApiResponse(description="Another regenerate / retry of the same exchange got there first, a reply "
+                         "is still being written there, or (`repeated: true`) this client_key was stored already."),
     413: OpenApiResponse(description="Message longer than the configured limit (stated in the answer)."),
     429: OpenApiResponse(description="Too many requests; `Retry-After` says when to try again."),
 }
@@ -148,7 +150,9 @@ def _validation_response(exc: DjangoValidationError) -> Response:
         return _error(str(exc.messages[0]), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, limit=exc.limit)
     conflict = not hasattr(exc, "error_dict") and getattr(exc, "code", None) == "conflict"
     code = status.HTTP_409_CONFLICT if conflict else status.HTTP_400_BAD_REQUEST
-    return Response(validation_error_body(exc), status=code)
+    # Stored already (the same key sent again): the client's text is not to be given back as unsent.
+    repeated = {"repeated": True} if isinstance(exc, RepeatedSend) else {}
+    return Response({**validation_error_body(exc), **repeated}, status=code)
 
 
 def _rate_limited(exc: RateLimited) -> Response:
