@@ -137,8 +137,19 @@ def turn_busy_check(*, conversation_id: int, client_key: str = "") -> None:
         "client_key", flat=True)[:2])
     if client_key and client_key in clashes:
         raise RepeatedSend
-    if clashes or (claimed_at is not None and claimed_at >= fresh):
+    if clashes or (claimed_at is not None and claimed_at >= fresh and not _turn_over(conversation_id=conversation_id)):
         raise ValidationError(BUSY_WORDS, code="conflict")
+
+
+def _turn_over(*, conversation_id: int) -> bool:
+    """The turn holding a fresh claim has ended all but its bookkeeping: the path ends with its reply, no
+    longer streaming. A reply stopped after its process died (a restart mid-reply) leaves the claim for
+    STREAM_ORPHAN_SECONDS, and Stop, which the page then offers, would free nothing meanwhile; a live
+    process stores the stop within a second, and its release leaves a claim taken since alone. While a
+    turn is packed the path ends with its user message. One seek on msg_conv_path_idx."""
+    tail = Message.objects.filter(conversation_id=conversation_id, kind=Message.Kind.CHAT, superseded=False).order_by(
+        "-id").values_list("role", "status").first()
+    return tail is not None and tail[0] == Message.Role.ASSISTANT and tail[1] != Message.Status.STREAMING
 
 
 def turn_claim_take(*, conversation_id: int, client_key: str = "") -> datetime:
