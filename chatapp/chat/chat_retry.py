@@ -28,7 +28,7 @@ from chatapp.chat.message_services import (
 )
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_services import message_index_sync
-from chatapp.chat.turn_claim import REPEATED_WORDS, turn_claim_take
+from chatapp.chat.turn_claim import RepeatedSend, turn_claim_take
 from chatapp.chat.turn_types import TurnStart
 
 
@@ -142,7 +142,7 @@ def chat_edit_start(*, user: User, message: Message, content: object, client_key
         # after a lost answer) is answered as a repeated send is, not as a request to switch branches.
         repeated = Message.objects.filter(conversation_id=message.conversation_id, client_key=client_key)
         if client_key and repeated.exists():
-            raise ValidationError(REPEATED_WORDS, code="conflict")
+            raise RepeatedSend
         raise ValidationError("This message is not on the branch shown; switch to it first.", code="off_path")
     conversation = _conversation_of(message=message)
     target = target_for(conversation=conversation)

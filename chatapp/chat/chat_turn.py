@@ -25,7 +25,6 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
@@ -51,7 +50,7 @@ from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
 from chatapp.chat.title_services import title_due, title_pending_drop, title_pending_mark, title_request
 from chatapp.chat.too_large import too_large_words
-from chatapp.chat.turn_claim import REPEATED_WORDS, send_claim_take, turn_claim_release
+from chatapp.chat.turn_claim import RepeatedSend, send_claim_take, turn_claim_release
 from chatapp.chat.turn_left import gone_event, turn_abandon
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
 from chatapp.chat.turn_types import ChatTurn, ReplyGoneError, TurnFailure, TurnStart, shaped_trigger
@@ -78,14 +77,15 @@ def target_for(*, conversation: Conversation) -> llm.LLMTarget:
 
 
 def chat_turn_start(
-    *, user: User, conversation: Conversation, content: Any, client_key: str = ""
+    *, user: User, conversation: Conversation, content: Any, client_key: str = "", parent_id: int | None = None
 ) -> TurnStart:
     """Validate, claim the conversation and store the user's message; the context is packed in the
     stream (`turn_pack`), after the client has heard that the message is stored.
 
     Raises ValidationError (empty / not text) or MessageTooLarge before anything is stored, and
     ValidationError(code="conflict") when `client_key` was already sent in this conversation or a
-    turn is still running in it (another tab): sends are one at a time, never interleaved.
+    turn is still running in it (another tab): sends are one at a time, never interleaved; also when
+    `parent_id` is given and the chat's last message is another one now (send_claim_take).
     """
     text = message_content_validate(content=content)
     client_key = client_key_validate(client_key=client_key)
@@ -99,9 +99,8 @@ def chat_turn_start(
         # One transaction, two statements: each commit costs an fsync on PostgreSQL, and the first
         # byte waits for it.
         with transaction.atomic():
-            claim = send_claim_take(
-                conversation=conversation, client_key=client_key, chars=len(text), tokens=tokens, title=title
-            )
+            claim = send_claim_take(conversation=conversation, client_key=client_key, chars=len(text),
+                                    tokens=tokens, title=title, parent_id=parent_id)
             user_message = row_create(
                 Message, conversation=conversation, role=Message.Role.USER, content=text, token_count=tokens,
                 char_count=len(text), parent_id=claim.parent_id, client_key=client_key,
@@ -109,7 +108,7 @@ def chat_turn_start(
     except IntegrityError:
         # msg_conv_client_key_uniq: the same send, arrived again after the first one's reply ended.
         if client_key and Message.objects.filter(conversation=conversation, client_key=client_key).exists():
-            raise ValidationError(REPEATED_WORDS, code="conflict") from None
+            raise RepeatedSend from None
         raise
     # The newest message of the path, the only child of its parent: no sibling query needed.
     accepted = message_serialize(
@@ -255,7 +254,10 @@ def turn_prepare(
 
 
 def _after_turn(*, turn: ChatTurn) -> tuple[dict[str, Any] | None, str]:
-    conversation = Conversation.objects.select_related("llm_config", "owner").get(pk=turn.conversation_id)
+    conversation = Conversation.objects.select_related("llm_config", "owner").filter(pk=turn.conversation_id).first()
+    if conversation is None:
+        # Deleted (another tab) just after the reply was stored: the stream ends as for one deleted mid-reply.
+        raise ReplyGoneError(turn.reply_id)
     try:
         gauge = context_gauge(conversation=conversation, user=conversation.owner, target=turn.target)
     except Exception:

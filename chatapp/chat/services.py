@@ -14,6 +14,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
+from django.http import Http404
 from django.utils import timezone
 
 from chatapp.chat.context import conversation_config
@@ -155,11 +156,20 @@ def conversation_create(
     return conversation
 
 
+def _conversation_save(*, conversation: Conversation, fields: list[str]) -> None:
+    """Write these fields of the chat. Http404 when it was deleted (another tab) since the request found
+    it: the answer to a chat that never was, where save() raised DatabaseError ("did not affect any
+    rows"), a 500."""
+    if not Conversation.objects.filter(pk=conversation.pk).update(**{name: getattr(conversation, name)
+                                                                     for name in fields}):
+        raise Http404("No Conversation matches the given query.")
+
+
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
     conversation.title = _title_clean(title)
     conversation.title_is_custom = True
     # updated_at is left alone: renaming should not move the conversation to the top of the sidebar.
-    conversation.save(update_fields=["title", "title_is_custom"])
+    _conversation_save(conversation=conversation, fields=["title", "title_is_custom"])
     return conversation
 
 
@@ -170,7 +180,7 @@ def _conversation_mark_set(*, conversation: Conversation, field: str, on: bool) 
     if on == (getattr(conversation, field) is not None):
         return conversation
     setattr(conversation, field, timezone.now() if on else None)
-    conversation.save(update_fields=[field])
+    _conversation_save(conversation=conversation, fields=[field])
     return conversation
 
 
@@ -203,7 +213,7 @@ def conversation_set_system_prompt(*, conversation: Conversation, text: str) -> 
     if cleaned != conversation.system_prompt:
         conversation.system_prompt = cleaned
         # updated_at is left alone, as for a rename: the sidebar orders by activity, not by settings.
-        conversation.save(update_fields=["system_prompt"])
+        _conversation_save(conversation=conversation, fields=["system_prompt"])
     return conversation
 
 
@@ -236,7 +246,7 @@ def conversation_set_config(
         conversation.token_counts_mixed = True
         fields.append("token_counts_mixed")
     # updated_at is left alone, as for a rename: the sidebar orders by activity, not by settings.
-    conversation.save(update_fields=fields)
+    _conversation_save(conversation=conversation, fields=fields)
     return conversation
 
 

@@ -27,6 +27,11 @@ class ConversationShare(models.Model):
     title = models.CharField(max_length=200)
     # The newest message id at share time (0: the conversation was empty).
     through_message_id = models.BigIntegerField()
+    # Replies of the snapshot that were not shown when it was made but may yet be, in the same row: one
+    # the orphan sweep took for dead (interrupted) whose stalled stream then finishes or is stopped,
+    # or one still streaming below the tail. Kept out of the page, as the owner saw them. Null: none
+    # (and every link made before migration 0022). Nullable with no default: no table rewrite.
+    hidden_ids = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import User
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.shortcuts import get_object_or_404
 
@@ -26,6 +26,9 @@ SHARE_PAGE = 200
 # reply (its error text may name the owner's endpoint), no reply still being written.
 _SHOWN_STATUSES = (Message.Status.COMPLETE, Message.Status.STOPPED)
 _SHOWN_ROLES = (Message.Role.USER, Message.Role.ASSISTANT)
+# A reply not shown now that may be later, in the same row: still being written, or taken for dead by
+# the orphan sweep (interrupted) while its stream may yet finish it (reply_store) or a Stop keep it.
+_UNFINISHED = Q(status=Message.Status.STREAMING) | Q(status=Message.Status.ERROR, error=INTERRUPTED_WORDS)
 
 
 @dataclass(frozen=True)
@@ -50,19 +53,15 @@ def share_get_public(*, token: str) -> ConversationShare:
     return get_object_or_404(ConversationShare, token=token, revoked_at__isnull=True)
 
 
-def share_live_of_snapshot(*, conversation_id: int, through_message_id: int, title: str) -> ConversationShare | None:
-    """A live link of this conversation showing exactly this snapshot: the same last message and title
-    (index share_conv_live_idx)."""
-    return (
-        ConversationShare.objects.filter(
-            conversation_id=conversation_id,
-            through_message_id=through_message_id,
-            title=title,
-            revoked_at__isnull=True,
-        )
-        .order_by("-id")
-        .first()
-    )
+def share_live_of_snapshot(
+    *, conversation_id: int, through_message_id: int, title: str, hidden_ids: list[int] | None
+) -> ConversationShare | None:
+    """A live link of this conversation showing exactly this snapshot: the same last message, title
+    and hidden replies (index share_conv_live_idx; the few links of one snapshot compared here)."""
+    links = ConversationShare.objects.filter(
+        conversation_id=conversation_id, through_message_id=through_message_id, title=title, revoked_at__isnull=True,
+    ).order_by("-id")
+    return next((link for link in links if (link.hidden_ids or None) == hidden_ids), None)
 
 
 def share_snapshot_tail(*, conversation_id: int) -> int | None:
@@ -72,12 +71,25 @@ def share_snapshot_tail(*, conversation_id: int) -> int | None:
     complete in the same row (reply_store), and a link through it would then publish the whole reply."""
     return (
         Message.objects.filter(conversation_id=conversation_id, kind=Message.Kind.CHAT, superseded=False)
-        .exclude(status=Message.Status.STREAMING)
-        .exclude(status=Message.Status.ERROR, error=INTERRUPTED_WORDS)
+        .exclude(_UNFINISHED)
         .order_by("-id")
         .values_list("id", flat=True)
         .first()
     )
+
+
+def share_snapshot_hidden(*, conversation_id: int, through_message_id: int) -> list[int] | None:
+    """The snapshot's replies left out because they are unfinished now (_UNFINISHED): an older reply
+    the sweep took for dead, the chat gone on past it, must not show whole when its stream ends after
+    the link was made. None when there are none (the usual case). Read from the covering index
+    msg_conv_id_idx (status is in it; only an error row's text is read from its row)."""
+    ids = list(
+        Message.objects.filter(
+            _UNFINISHED, conversation_id=conversation_id, kind=Message.Kind.CHAT, superseded=False,
+            id__lte=through_message_id,
+        ).order_by("id").values_list("id", flat=True)
+    )
+    return ids or None
 
 
 def share_messages(*, share: ConversationShare, after_id: int | None = None, limit: int = SHARE_PAGE) -> SharePage:
@@ -104,6 +116,8 @@ def share_messages(*, share: ConversationShare, after_id: int | None = None, lim
         rows = rows.filter(id__in=_ancestors(message_id=share.through_message_id))
     else:
         rows = rows.filter(superseded=False)
+    if share.hidden_ids:
+        rows = rows.exclude(id__in=share.hidden_ids)
     if after_id is not None:
         rows = rows.filter(id__gt=after_id)
     page = list(rows.order_by("id")[: limit + 1])

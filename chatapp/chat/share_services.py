@@ -16,7 +16,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from .models import Conversation, ConversationShare
-from .share_selectors import share_live_of_snapshot, share_snapshot_tail
+from .share_selectors import share_live_of_snapshot, share_snapshot_hidden, share_snapshot_tail
 
 # 24 random bytes (192 bits) in URL-safe base64: 32 characters, not guessable, so the token alone is
 # the credential and a collision on the unique index is not worth retrying for.
@@ -32,8 +32,10 @@ def conversation_share_create(*, owner: User, conversation: Conversation) -> Con
     # (its ancestors), so a later switch to another branch changes nothing the link shows
     # (share_selectors.share_messages), nor does the end of a reply under way.
     through = share_snapshot_tail(conversation_id=conversation.pk) or 0
+    # Nor does the end of an older reply that was unfinished now: it stays out, as the owner saw it.
+    hidden = share_snapshot_hidden(conversation_id=conversation.pk, through_message_id=through)
     existing = share_live_of_snapshot(
-        conversation_id=conversation.pk, through_message_id=through, title=conversation.title
+        conversation_id=conversation.pk, through_message_id=through, title=conversation.title, hidden_ids=hidden
     )
     if existing is not None:
         return existing
@@ -43,6 +45,7 @@ def conversation_share_create(*, owner: User, conversation: Conversation) -> Con
         token=secrets.token_urlsafe(TOKEN_BYTES),
         title=conversation.title,
         through_message_id=through,
+        hidden_ids=hidden,
     )
 
 

@@ -35,6 +35,18 @@ BUSY_WORDS = (
 REPEATED_WORDS = "This message was already sent (the same send arrived twice)."
 
 
+class RepeatedSend(ValidationError):
+    """A send or edit whose idempotency key is stored already: a 409 that says `repeated` (stream_views),
+    so a page that sent it again after its answer was lost knows it is stored, not refused."""
+
+    def __init__(self) -> None:
+        super().__init__(REPEATED_WORDS, code="conflict")
+LEFT_BEHIND_WORDS = (
+    "This chat went on in another tab or device since this page showed it: the message you answered is no "
+    "longer its latest. Nothing was sent; the chat now shows where it is."
+)
+
+
 @dataclass(frozen=True, slots=True)
 class SendClaim:
     claimed_at: datetime
@@ -71,11 +83,14 @@ def _send_claim_try(*, conversation_id: int, chars: int, tokens: int, title: str
 
 
 def send_claim_take(
-    *, conversation: Conversation, client_key: str, chars: int, tokens: int, title: str
+    *, conversation: Conversation, client_key: str, chars: int, tokens: int, title: str,
+    parent_id: int | None = None,
 ) -> SendClaim:
     """Claim the conversation for a send of a message of `chars` characters and `tokens` tokens (counted
     into the live totals here); inside the transaction that stores the message. ValidationError
-    "conflict" while another turn runs or `client_key` was already sent and is still streaming."""
+    "conflict" while another turn runs or `client_key` was already sent and is still streaming, and
+    when `parent_id` (the message the sender answers) is no longer the active path's tail: the caller's
+    transaction then rolls the claim back."""
     claim = _send_claim_try(conversation_id=conversation.pk, chars=chars, tokens=tokens, title=title)
     if claim is None:
         turn_busy_check(conversation_id=conversation.pk, client_key=client_key)
@@ -91,6 +106,11 @@ def send_claim_take(
         if claim.parent_id is not None:
             tail = Message.objects.filter(pk=claim.parent_id, role=Message.Role.USER).values_list("id", flat=True)
             message_index_sync(message_ids=list(tail))
+    if parent_id is not None and claim.parent_id != parent_id:
+        # Continue pressed on a page left behind: another tab continued, regenerated or switched away
+        # from that reply since. Chained after the chat's new tail, the words would ask the model to
+        # go on from a reply that is not the one meant.
+        raise ValidationError(LEFT_BEHIND_WORDS, code="conflict")
     # The caller's instance follows along, as message_append keeps it.
     conversation.title = claim.title
     conversation.live_message_count += 1
@@ -120,9 +140,20 @@ def turn_busy_check(*, conversation_id: int, client_key: str = "") -> None:
     clashes = list(Message.objects.filter(live, conversation_id=conversation_id).order_by().values_list(
         "client_key", flat=True)[:2])
     if client_key and client_key in clashes:
-        raise ValidationError(REPEATED_WORDS, code="conflict")
-    if clashes or (claimed_at is not None and claimed_at >= fresh):
+        raise RepeatedSend
+    if clashes or (claimed_at is not None and claimed_at >= fresh and not _turn_over(conversation_id=conversation_id)):
         raise ValidationError(BUSY_WORDS, code="conflict")
+
+
+def _turn_over(*, conversation_id: int) -> bool:
+    """The turn holding a fresh claim has ended all but its bookkeeping: the path ends with its reply, no
+    longer streaming. A reply stopped after its process died (a restart mid-reply) leaves the claim for
+    STREAM_ORPHAN_SECONDS, and Stop, which the page then offers, would free nothing meanwhile; a live
+    process stores the stop within a second, and its release leaves a claim taken since alone. While a
+    turn is packed the path ends with its user message. One seek on msg_conv_path_idx."""
+    tail = Message.objects.filter(conversation_id=conversation_id, kind=Message.Kind.CHAT, superseded=False).order_by(
+        "-id").values_list("role", "status").first()
+    return tail is not None and tail[0] == Message.Role.ASSISTANT and tail[1] != Message.Status.STREAMING
 
 
 def turn_claim_take(*, conversation_id: int, client_key: str = "") -> datetime:

@@ -84,6 +84,30 @@ def test_every_list_refuses_a_bad_limit_or_offset(api, user, make_conversation, 
     assert api.get(url, {"limit": 2, "offset": 10**30}).json()["results"] == []  # past the end: empty, not a 500
 
 
+@pytest.mark.parametrize("change", [{"title": "Renamed"}, {"pinned": True}, {"system_prompt": "Be brief."},
+                                    {"offline": True}], ids=["rename", "pin", "system-prompt", "model"])
+def test_a_change_to_a_chat_deleted_meanwhile_answers_404_not_500(api, user, make_conversation, monkeypatch, change):
+    # Renamed (pinned, …) in one tab as it is deleted in another: found, then deleted, then saved. The
+    # save of a row no longer there raised ("did not affect any rows"): a 500 and an error box.
+    from chatapp.chat.api import views
+
+    conversation = make_conversation(user)
+    real_get = views.conversation_get
+
+    def found_then_deleted(**kwargs):
+        found = real_get(**kwargs)
+        Conversation.objects.filter(pk=found.pk).delete()
+        return found
+
+    monkeypatch.setattr(views, "conversation_get", found_then_deleted)
+    response = api.patch(f"/api/conversations/{conversation.pk}/", change, format="json")
+    assert response.status_code == 404, response.content
+    monkeypatch.undo()
+    # The same answer as for a chat that never was.
+    assert response.json() == api.patch(f"/api/conversations/{conversation.pk}/", change, format="json").json()
+    assert not Conversation.objects.filter(pk=conversation.pk).exists()
+
+
 def test_conversation_rename_validation(api, user, make_conversation):
     conversation = make_conversation(user)
     response = api.patch(f"/api/conversations/{conversation.pk}/", {"title": ""}, format="json")

@@ -80,6 +80,31 @@ def test_stop_marks_a_streaming_reply_stopped(api, user, make_conversation):
     assert response.json() == {"id": reply.pk, "status": "stopped"}
 
 
+@pytest.mark.parametrize("deleted", ["before-the-stop", "after-the-stop"])
+def test_stop_in_a_chat_deleted_meanwhile_answers_404_not_500(api, user, make_conversation, monkeypatch, deleted):
+    # Another tab deletes the chat while this Stop is between its statements: found, then stopped,
+    # then read back. A 500 there showed the user an error box for a stop of a chat that is gone.
+    from chatapp.chat.api import stream_views
+
+    conversation = make_conversation(user)
+    reply = Message.objects.create(conversation=conversation, role="assistant", content="partial", status="streaming")
+    real_stop = stream_views.message_stop
+
+    def stop_as_the_chat_is_deleted(*, message):
+        if deleted == "after-the-stop":
+            real_stop(message=message)
+        conversation.delete()
+        if deleted == "before-the-stop":
+            real_stop(message=message)
+
+    monkeypatch.setattr(stream_views, "message_stop", stop_as_the_chat_is_deleted)
+    response = api.post(f"/api/messages/{reply.pk}/stop/")
+    assert response.status_code == 404, response.content
+    # The same answer as a stop of a reply that never was (the page says the chat is gone).
+    assert response.json() == api.post(f"/api/messages/{reply.pk}/stop/").json()
+    assert not Message.objects.filter(pk=reply.pk).exists()
+
+
 def test_streamed_error_never_carries_the_key(api, user, fake_openai, plain_key):
     config = api.post(
         "/api/configs/",

@@ -13,7 +13,7 @@ from django.test import Client
 from chatapp.chat.imports.longchat import conversation_parse
 from chatapp.chat.models import Conversation, Message
 from tests.chat.importkit import export_document, import_now
-from tests.support.chat import make_config, send, send_stopped_elsewhere
+from tests.support.chat import make_config, post_stream, send, send_stopped_elsewhere
 from tests.support.fake_openai import echo_reply
 
 pytestmark = pytest.mark.django_db
@@ -118,3 +118,41 @@ def test_continue_sends_the_cut_reply_back_so_the_model_can_go_on(user, fake):
     sent = fake.completions[-1].messages
     assert [m["content"] for m in sent if m["role"] == "assistant"] == [cut]
     assert sent[-1] == {"role": "user", "content": "Continue exactly where your last reply stopped."}
+
+
+CONTINUE_WORDS = "Continue exactly where your last reply stopped."
+
+
+def _continue(user, conversation: Conversation, parent):
+    return post_stream(user, f"/api/conversations/{conversation.pk}/messages/",
+                       {"content": CONTINUE_WORDS, "parent": parent})
+
+
+def test_continue_from_a_page_left_behind_is_refused_and_sends_nothing(user, fake):
+    # Two tabs show the cut reply; one continues it. Continue in the other appended a second "Continue"
+    # after the first's answer: the model was asked to go on from a reply that was not the cut one.
+    conversation = _cut_chat(user, fake)
+    send(user, conversation, "Tell me everything about the bikes in the shed.")
+    cut = Message.objects.get(conversation=conversation, role="assistant")
+    assert _continue(user, conversation, cut.pk).names[-1] == "done"  # the first tab
+    asked = len(fake.completions)
+
+    stale = _continue(user, conversation, cut.pk)  # the tab left behind
+
+    assert stale.status == 409, stale.body
+    assert "another tab" in stale.body["detail"]
+    assert Message.objects.filter(conversation=conversation, content=CONTINUE_WORDS).count() == 1
+    assert len(fake.completions) == asked
+    conversation.refresh_from_db()
+    assert (conversation.live_message_count, conversation.turn_claimed_at) == (4, None)
+    # The chat is free: the reply now last can be continued.
+    newest = Message.objects.filter(conversation=conversation, role="assistant").latest("id")
+    assert _continue(user, conversation, newest.pk).names[-1] == "done"
+
+
+@pytest.mark.parametrize("parent", ["twelve", True, 1.5, [1], 0])
+def test_a_parent_that_is_not_a_message_id_is_a_400(user, fake, parent):
+    conversation = _cut_chat(user, fake)
+    refused = _continue(user, conversation, parent)
+    assert refused.status == 400 and "parent" in refused.body
+    assert not Message.objects.filter(conversation=conversation).exists()

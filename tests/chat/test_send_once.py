@@ -24,6 +24,7 @@ def test_the_same_client_key_twice_stores_one_message(user, conversation):
 
     assert once.names[-1] == "done"
     assert again.status == 409 and "already sent" in again.body["detail"]
+    assert again.body["repeated"] is True  # stored: a page does not give the text back as unsent
     assert Message.objects.filter(conversation=conversation, role="user", content="Pay the invoice").count() == 1
 
 
@@ -74,6 +75,7 @@ def test_a_send_while_a_reply_streams_elsewhere_is_refused(asgi_server, fake_ope
     tab.join(60)
 
     assert second["status"] == 409 and "still being written" in second["body"]["detail"]
+    assert "repeated" not in second["body"]  # refused, not stored: the page gives the text back
     users = list(Message.objects.filter(conversation=conversation, role="user").values_list("content", flat=True))
     assert users == ["first tab asks"]
     # once it has finished, the second tab's send goes through

@@ -164,6 +164,30 @@ def test_a_reply_the_sweep_took_for_dead_is_not_part_of_the_snapshot(chat, owner
     assert "WRITTEN-AFTER" not in body
 
 
+@pytest.mark.parametrize("ends", ["complete", "stopped"])
+def test_an_older_reply_the_sweep_took_for_dead_stays_out_of_the_snapshot(chat, owner, ends):
+    # The owner saw the older reply interrupted, went on with another question and shared: the link
+    # showed that reply whole once its stalled stream finished (or stopped) in the same row.
+    question = _msg(chat, "user", "And the PRIVATE plan?")
+    reply = _msg(chat, "assistant", "Part of it", status=Message.Status.ERROR, error=INTERRUPTED_WORDS,
+                 reply_to=question, parent=question)
+    later = _msg(chat, "user", "Never mind: the museums?", parent=reply)
+    _msg(chat, "assistant", "The tiles museum.", reply_to=later, parent=later)
+    share = conversation_share_create(owner=owner, conversation=chat)
+    before = Client().get(_path(share)).content.decode()
+    assert "Part of it" not in before and "The tiles museum." in before
+    # reply_store's revival of a swept reply (or message_stop's stop of one): the same row, shown now.
+    Message.objects.filter(pk=reply.pk, status=Message.Status.ERROR, error=INTERRUPTED_WORDS).update(
+        content="WRITTEN-AFTER sharing", status=ends, error="")
+    body = Client().get(_path(share)).content.decode()
+    assert "Never mind: the museums?" in body and "The tiles museum." in body
+    assert "WRITTEN-AFTER" not in body
+    # Shared again now, the owner publishes what the chat shows now: a new link, with the reply.
+    again = conversation_share_create(owner=owner, conversation=chat)
+    assert again.pk != share.pk
+    assert "WRITTEN-AFTER" in Client().get(_path(again)).content.decode()
+
+
 def test_only_the_live_conversation_is_shown(chat, owner):
     question = _msg(chat, "user", "What about dessert?")
     _msg(chat, "assistant", "SUPERSEDED-REPLY pastel", superseded=True, reply_to=question)

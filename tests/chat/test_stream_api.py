@@ -337,6 +337,34 @@ def test_a_conversation_deleted_while_its_turn_waits_to_be_packed_ends_the_strea
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
 
 
+def test_a_conversation_deleted_as_its_reply_past_the_trigger_is_stored_ends_the_stream_with_gone(
+    user, fake_openai, monkeypatch, caplog
+):
+    """Deleted in another tab just as the reply is stored, in a chat past its trigger (the gauge is then
+    counted again, from the conversation's row): the stream broke off with no event at all, the page
+    left with a reply that never ended, and a server error logged."""
+    from chatapp.chat import chat_turn
+
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    seed_messages(conversation, 600, model="gpt-4o-mini")
+    real_store = chat_turn.reply_store
+
+    def store_then_the_chat_is_deleted(**kwargs):
+        stored = real_store(**kwargs)
+        Conversation.objects.filter(pk=conversation.pk).delete()
+        return stored
+
+    monkeypatch.setattr(chat_turn, "reply_store", store_then_the_chat_is_deleted)
+    result = send(user, conversation, "Summarize where we are")
+
+    assert result.named("start")[0]["context"]["triggered"]
+    assert result.names[-1] == "error", result.names
+    error = result.named("error")[0]
+    assert (error["kind"], error["retryable"], error["message"]) == ("gone", False, None)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
 def test_other_users_objects_answer_404(user, other_user, conversation):
     done = send(user, conversation, "mine").named("done")[0]["message"]
     user_id = Message.objects.get(conversation=conversation, role="user").pk

@@ -18,6 +18,7 @@ from django.utils import timezone
 from chatapp.chat import chat_turn
 from chatapp.chat.chat_retry import chat_retry_start
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream, turn_pack
+from chatapp.chat.message_services import message_stop
 from chatapp.chat.models import Conversation, Message, MessageSearch
 from chatapp.chat.search_selectors import message_search
 from tests.support.branches import assert_path_consistent
@@ -117,6 +118,22 @@ def test_a_stalled_reply_whose_claim_was_taken_over_is_still_stored_when_it_ends
     assert async_to_sync(stream)()[-1]["event"] == "done"
     assert Message.objects.get(pk=stalled.reply_id).status == Message.Status.COMPLETE
     _run(taken)
+    assert_path_consistent(conversation)
+
+
+def test_a_reply_stopped_after_its_process_died_frees_the_chat_at_once(user, conversation):
+    """The server restarted mid-reply: the page showed it "Writing…", Stop marked it stopped, and every
+    send, Regenerate or Retry was then refused ("A reply is still being written") for up to
+    STREAM_ORPHAN_SECONDS, by the claim of the turn that had died."""
+    dead = turn_pack(start=chat_turn_start(user=user, conversation=conversation, content="slow thoughts"))
+    message_stop(message=Message.objects.get(pk=dead.reply_id))
+
+    taken = chat_turn_start(user=user, conversation=conversation, content="next question")
+
+    assert taken.user_message.parent_id == dead.reply_id
+    _run(taken)
+    assert Message.objects.get(pk=dead.reply_id).status == Message.Status.STOPPED
+    assert not _claimed(conversation)
     assert_path_consistent(conversation)
 
 

@@ -183,3 +183,44 @@ def test_renaming_a_chat_deleted_elsewhere_says_so_in_plain_words(asgi_server, b
     field.send_keys("A new name", Keys.ENTER)
     _wait(browser, lambda d: any("no longer exists" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
     assert not any("matches the given query" in t.text for t in browser.find_elements(By.CSS_SELECTOR, ".toast"))
+
+
+# The first POST of a message reaches the server, which stores it, but its answer is lost on the way back
+# (a connection dropped after the request went out): fetch fails as for a send that never left.
+LOSE_THE_FIRST_ANSWER = """
+const real = window.fetch;
+let lost = false;
+window.fetch = async (url, options) => {
+  const response = await real(url, options);
+  if (!lost && /\\/messages\\/$/.test(String(url)) && options && options.method === "POST") {
+    lost = true;
+    response.body.cancel();
+    throw new TypeError("Failed to fetch");
+  }
+  return response;
+};
+"""
+
+
+def test_a_send_whose_answer_was_lost_sent_again_is_stored_once(asgi_server, browser, fake_openai):
+    # "Could not reach the server" gave the text back, and Enter sent it again under a new idempotency
+    # key: stored twice, the question asked twice, and the model answered it twice.
+    _sign_up_with_model(browser, asgi_server.url, "answer-lost", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    assert _send(browser, "First question").get_attribute("data-status") == "complete"
+    browser.execute_script(LOSE_THE_FIRST_ANSWER)
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("Second question, typed with care", Keys.ENTER)
+    error = _wait(browser, lambda d: d.find_elements(By.ID, "composer-error"))[0]
+    assert "Could not reach the server" in error.text
+    assert box.get_attribute("value") == "Second question, typed with care"
+    # The server had it, and answers it without the page (the reply goes on when its client leaves).
+    _wait(browser, lambda d: Message.objects.filter(
+        role="assistant", status="complete", conversation__owner__username="answer-lost").count() == 2, timeout=15)
+
+    box.send_keys(Keys.ENTER)  # sent again, as the error invites
+
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")) == 2)
+    assert _user_texts("answer-lost") == ["First question", "Second question, typed with care"]
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]')) == 2)
+    assert box.get_attribute("value") == ""  # sent: not given back to be sent a third time

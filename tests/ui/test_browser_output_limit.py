@@ -7,7 +7,9 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
+from chatapp.chat.models import Conversation, Message
 from chatapp.providers.models import LLMConfig
+from tests.support.chat import send
 from tests.ui.test_browser import _sign_up_with_model, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -84,3 +86,30 @@ def test_a_screen_reader_is_told_the_reply_was_cut(asgi_server, browser, fake_op
     status = browser.find_element(By.ID, "stream-status")
     _wait(browser, lambda d: "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
     assert "cut at the output limit" in status.get_attribute("textContent")
+
+
+def test_continue_on_a_page_left_behind_sends_nothing_and_shows_where_the_chat_went(asgi_server, browser, fake_openai):
+    # Another tab continued the cut reply; this page, left behind, still offered Continue on it, and it
+    # sent a second "Continue" after the first's answer, asking the model to go on from that one.
+    first = _cut_reply(browser, asgi_server, fake_openai, "cut-two-tabs")
+    _wait(browser, lambda d: "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    conversation = Conversation.objects.get(owner__username="cut-two-tabs")
+    assert send(conversation.owner, conversation, CONTINUE_WORDS).names[-1] == "done"  # the other tab
+    asked = len(fake_openai.completions)
+    composer = browser.find_element(By.ID, "composer-input")
+    composer.send_keys("a draft of mine")
+
+    [button] = _continue_buttons(browser)
+    assert button.find_element(By.XPATH, "ancestor::article") == first
+    button.click()
+
+    error = _wait(browser, lambda d: d.find_elements(By.ID, "composer-error"))[0]
+    assert "another tab" in error.text
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]')) == 2)
+    asked_on_page = [m.text for m in browser.find_elements(By.CSS_SELECTOR, ".msg--user .msg-content")]
+    assert asked_on_page == ["Tell me everything about the bikes in the shed.", CONTINUE_WORDS]
+    assert Message.objects.filter(conversation=conversation, content=CONTINUE_WORDS).count() == 1
+    assert len(fake_openai.completions) == asked
+    assert composer.get_attribute("value") == "a draft of mine"
+    newest = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1]
+    assert [b.find_element(By.XPATH, "ancestor::article") for b in _continue_buttons(browser)] == [newest]

@@ -44,7 +44,7 @@ class ConversationShareApi(APIView):
             "regenerated-away, failed or summary messages) up to its newest message now: what is said "
             "later is not shown. Nothing of the owner (username, models, keys, settings) is on the page, "
             "which search engines are asked not to index. While no message was added and the title is "
-            "unchanged, sharing again answers the same live link."
+            "unchanged (nor an interrupted reply finished), sharing again answers the same live link."
         ),
         request=None,
         responses={201: ShareOutputSerializer, 404: OpenApiResponse(description="Not your conversation.")},

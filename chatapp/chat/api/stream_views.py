@@ -39,6 +39,7 @@ from chatapp.chat.models import Message
 from chatapp.chat.rate_limit import RateLimited, send_rate_check
 from chatapp.chat.selectors import conversation_get_for_send
 from chatapp.chat.stream_markup import StreamMarkup
+from chatapp.chat.turn_claim import RepeatedSend
 from chatapp.chat.turn_left import turn_unstarted_end
 from chatapp.chat.turn_types import TurnStart
 
@@ -51,7 +52,8 @@ _SSE_RESPONSES = {
     ),
     400: OpenApiResponse(description="Empty message, malformed JSON, or not the latest exchange."),
     404: OpenApiResponse(description="No such object of yours."),
-    409: OpenApiResponse(description="Another regenerate / retry of the same exchange got there first."),
+    409: OpenApiResponse(description="Another regenerate / retry of the same exchange got there first, a reply "
+                         "is still being written there, or (`repeated: true`) this client_key was stored already."),
     413: OpenApiResponse(description="Message longer than the configured limit (stated in the answer)."),
     429: OpenApiResponse(description="Too many requests; `Retry-After` says when to try again."),
 }
@@ -148,7 +150,9 @@ def _validation_response(exc: DjangoValidationError) -> Response:
         return _error(str(exc.messages[0]), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, limit=exc.limit)
     conflict = not hasattr(exc, "error_dict") and getattr(exc, "code", None) == "conflict"
     code = status.HTTP_409_CONFLICT if conflict else status.HTTP_400_BAD_REQUEST
-    return Response(validation_error_body(exc), status=code)
+    # Stored already (the same key sent again): the client's text is not to be given back as unsent.
+    repeated = {"repeated": True} if isinstance(exc, RepeatedSend) else {}
+    return Response({**validation_error_body(exc), **repeated}, status=code)
 
 
 def _rate_limited(exc: RateLimited) -> Response:
@@ -176,20 +180,34 @@ def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse
     if error is not None:
         return error
     content = data.get("content")
+    parent = validated(SendParentInput, {"parent": data.get("parent")})["parent"]
     return _start(request, lambda: chat_turn_start(
-        user=request.user, conversation=conversation, content=content, client_key=_client_key(request, data)
+        user=request.user, conversation=conversation, content=content, client_key=_client_key(request, data),
+        parent_id=parent,
     ))
 
 
-def _content_input(name: str, *, what: str) -> serializers.Serializer:
-    """The body of a send or an edit: the text, and an optional idempotency key."""
-    return inline_serializer(name, {
+_PARENT_HELP = ("The message this one answers, as the sender's page shows the chat's latest (the page's "
+                "Continue sends it): 409, nothing stored, when the chat went on elsewhere since. Left out: "
+                "the message follows whatever is latest.")
+
+
+class SendParentInput(serializers.Serializer):
+    parent = serializers.IntegerField(required=False, allow_null=True, min_value=1, help_text=_PARENT_HELP)
+
+
+def _content_input(name: str, *, what: str, send: bool = False) -> serializers.Serializer:
+    """The body of a send or an edit: the text, and an optional idempotency key (a send's, its parent)."""
+    fields: dict[str, serializers.Field] = {
         "content": serializers.CharField(),
         "client_key": serializers.CharField(
             required=False, max_length=64,
             help_text=f"Idempotency key (or the Idempotency-Key header): the same {what} twice is stored once.",
         ),
-    })
+    }
+    if send:
+        fields["parent"] = serializers.IntegerField(required=False, allow_null=True, help_text=_PARENT_HELP)
+    return inline_serializer(name, fields)
 
 
 class ConversationMessagesApi(MessageListApi):
@@ -201,7 +219,7 @@ class ConversationMessagesApi(MessageListApi):
     @extend_schema(
         operation_id="conversations_messages_send",
         summary="Send a message; the reply streams back as Server-Sent Events",
-        request=_content_input("MessageSendInput", what="send"),
+        request=_content_input("MessageSendInput", what="send", send=True),
         responses=_SSE_RESPONSES,
     )
     def post(self, request: Request, pk: int) -> Response | StreamingHttpResponse:
@@ -247,8 +265,10 @@ message_retry_api = _message_turn_api(
 def message_stop_api(request: Request, pk: int) -> Response:
     message = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
     message_stop(message=message)
-    message.refresh_from_db(fields=["status"])
-    return Response({"id": message.pk, "status": message.status})
+    # Read back, not refreshed: the chat may have been deleted (another tab) since it was found, and
+    # a reply that no longer exists is the same 404 as one that never did.
+    stopped = get_object_or_404(Message.objects.only("status"), pk=pk)
+    return Response({"id": stopped.pk, "status": stopped.status})
 
 
 def _content_or_error(request: Request) -> tuple[Any, Response | None]:

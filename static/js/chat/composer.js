@@ -51,7 +51,10 @@ export function clearComposerError() {
 }
 
 /** Send `content`; `keepDraft` (a button's message, not the box's) leaves what is typed in the box. */
-export async function sendMessage(content, { keepDraft = false } = {}) {
+// The last send that had no answer at all ({pk, content, key}): see sendMessage.
+let unanswered = null;
+
+export async function sendMessage(content, { keepDraft = false, parent = null } = {}) {
   clearComposerError();
   const compact = content.match(/^\/compact(?:\s+([\s\S]*))?$/);
   if (compact) {
@@ -84,16 +87,25 @@ export async function sendMessage(content, { keepDraft = false } = {}) {
     autosize();
   }
   // One key per send: if the request is repeated (a double submit, a network retry) the server
-  // stores the message once.
-  await runStream(`/api/conversations/${pk}/messages/`, { content, client_key: sendKey() }, {
+  // stores the message once. So is the same text sent again after a send that had no answer at all:
+  // the connection may have broken on the way back, the message stored.
+  const again = unanswered && unanswered.pk === pk && unanswered.content === content;
+  const key = again ? unanswered.key : sendKey();
+  unanswered = null;
+  const body = { content, client_key: key, ...(parent ? { parent: Number(parent) } : {}) };
+  await runStream(`/api/conversations/${pk}/messages/`, body, {
     userEl,
     asstEl,
-    onRejected(msg, status) {
-      // Rejected before state.streaming: nothing was stored, so take the bubbles back and restore the text.
+    onRejected(msg, status, data) {
+      // Rejected before state.streaming: take the bubbles back and restore the text, unless the server
+      // says it has it (sent before, its answer lost): then catchUp shows it, with its reply.
+      const stored = status === 409 && Boolean(data && data.repeated);
       userEl.remove();
       asstEl.remove();
-      if (!keepDraft) restoreText(content);
-      showComposerError(msg);
+      if (status === 0) unanswered = { pk, content, key };
+      if (!keepDraft && !stored) restoreText(content);
+      if (stored) toast("Your message had reached the server after all: it is shown with its reply.", "info", 6000);
+      else showComposerError(msg);
       if (!messagesEl.querySelector(".msg")) emptyState.hidden = false;
       if (status === 409) catchUp(); // a reply written elsewhere: shown, to wait for or stop
     },

@@ -133,7 +133,8 @@ document.addEventListener("click", async (e) => {
       if (article) await retry(article);
       break;
     case "continue": // a reply cut at the output limit: the model is asked for the rest, the draft kept
-      if (!busyNow()) await sendMessage(CONTINUE_WORDS, { keepDraft: true });
+      // As the answer to that reply: refused (409) if another tab went on from it meanwhile.
+      if (!busyNow()) await sendMessage(CONTINUE_WORDS, { keepDraft: true, parent: article && article.dataset.id });
       break;
     case "stop": // the composer's Stop: this page's reply, or the one it follows (history.js)
       await (state.streaming ? stop() : stopFollowed());

@@ -171,7 +171,7 @@ export async function runStream(url, body, ctx) {
     // the server's words, which name a database row ("No Conversation matches the given query.").
     if (response.status === 404) msg = "This chat no longer exists: it was deleted (in another tab or device?).";
     setStreaming(false);
-    if (ctx.onRejected) ctx.onRejected(msg, response.status);
+    if (ctx.onRejected) ctx.onRejected(msg, response.status, data);
     return;
   }
 
