@@ -121,6 +121,7 @@ class CacheEstimateSerializer(serializers.Serializer):
     sent_usd = _float(allow_null=True)
     sent_usd_with_cache = _float(allow_null=True)
     provider_reported_turns = _int()
+    unpriced_turns = _int(help_text="Turns whose model has no input price: left out of the two costs")
 
 
 class SeriesTotalsSerializer(serializers.Serializer):

@@ -145,6 +145,9 @@ def _add_cache_estimate(out: dict[str, Any], facts: Mapping[str, Any], *, previo
         and previous.summary_id == facts["summary_id"] and previous.tokens_sent >= PROMPT_CACHE_MIN_TOKENS
     ):
         cached = min(previous.tokens_sent, sent)
+    # A token figure: counted whatever the price, so the share cached reads the same with an unpriced
+    # turn among the others (the money below is summed over the priced ones, the others counted).
+    out["cache_cached_tokens"] = cached
     price = _prices(facts["model"], prices)
     input_price = price.get("input")
     if input_price is None:
@@ -153,7 +156,6 @@ def _add_cache_estimate(out: dict[str, Any], facts: Mapping[str, Any], *, previo
     cached_price = price.get("cached_input")
     if cached_price is None:  # 0.0 is a price (a free cache hit), not a missing one
         cached_price = input_price
-    out["cache_cached_tokens"] = cached
     out["cache_sent_usd"] = sent * input_price
     out["cache_sent_usd_with_cache"] = (sent - cached) * input_price + cached * cached_price
 

@@ -11,6 +11,7 @@ from chatapp.chat.models import Conversation, Message, OptimizationRecord, Summa
 from chatapp.chat.services import user_settings_update
 from chatapp.chat.summary_runner import summary_job_run
 from chatapp.providers.crypto import secret_encrypt
+from tests.dashboard.factories import make_conversation, make_record
 from tests.support.chat import TEST_KEY, make_config, post_stream, send
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_rate_limit")]
@@ -101,3 +102,23 @@ def test_the_offline_demo_gives_no_counting_accuracy(user, client):
     assert record.provider_prompt_tokens is None
     client.force_login(user)
     assert client.get(f"/api/dashboard/conversations/{conversation.pk}/").json()["accuracy"] is None
+
+
+def test_one_unpriced_turn_keeps_the_priced_turns_cache_estimate(user, client):
+    # Three turns on a priced model, then one on a local model the registry has no price for (the
+    # chat was switched to it): the priced turns' prompt-cache figures stay, the unpriced one is named.
+    c = make_conversation(owner=user)
+    make_record(conversation=c, tokens_full=2000, tokens_sent=2000)
+    make_record(conversation=c, tokens_full=2500, tokens_sent=2500)  # starts with the 2000 above: cached
+    make_record(conversation=c, tokens_full=3000, tokens_sent=3000)  # starts with the 2500 above
+    make_record(conversation=c, tokens_full=3500, tokens_sent=3500, model="my-local-llama")
+    client.force_login(user)
+    estimate = client.get(f"/api/dashboard/conversations/{c.pk}/series/").json()["prompt_cache_estimate"]
+    mini = optimizer.model_info("gpt-4o-mini")
+    sent = (2000 + 2500 + 3000) * mini.input_cost_per_token
+    saving = (2000 + 2500) * (mini.input_cost_per_token - mini.cached_input_cost_per_token)
+    assert estimate["sent_usd"] == pytest.approx(sent), estimate
+    assert estimate["sent_usd_with_cache"] == pytest.approx(sent - saving)
+    assert estimate["unpriced_turns"] == 1
+    # a token figure, whatever the prices: the local turn (another model) starts no cached prefix
+    assert estimate["cached_share"] == pytest.approx((2000 + 2500) / (2000 + 2500 + 3000 + 3500))

@@ -79,12 +79,12 @@ def from_scratch(conversation: Conversation) -> dict:
               and previous["summary_id"] == r["summary_id"] and previous["tokens_sent"] >= 1024):
             hit = min(previous["tokens_sent"], r["tokens_sent"])
         info = optimizer.model_info(r["model"])
+        cached += hit
         if info is None or info.input_cost_per_token is None:
             unpriced_turns += 1
         else:
             cached_price = info.cached_input_cost_per_token
             cached_price = info.input_cost_per_token if cached_price is None else cached_price
-            cached += hit
             sent_usd += r["tokens_sent"] * info.input_cost_per_token
             with_cache += (r["tokens_sent"] - hit) * info.input_cost_per_token + hit * cached_price
         previous = r
