@@ -51,6 +51,7 @@ class MoneySerializer(serializers.Serializer):
     summary_cost_usd = _float(allow_null=True)
     net_saved_usd = _float(allow_null=True)
     unpriced_records = _int()
+    refused_turns = _int(help_text="Requests the endpoint refused: billed nothing, no saving priced")
     prices = PricesSerializer(allow_null=True)
 
 

@@ -67,6 +67,10 @@ def from_scratch(conversation: Conversation) -> dict:
     )
     unpriced = [r for r in rows if r["cost_full_usd"] is None or r["cost_sent_usd"] is None]
     out["unpriced_records"] = sum(1 for r in unpriced if optimizer.cost_usd(r["model"], prompt_tokens=1) is None)
+    out["refused_turns"] = sum(  # billed nothing where the price gives the full history a cost
+        1 for r in rows if r["tokens_sent"] and r["cost_full_usd"] == 0 == r["cost_sent_usd"]
+        and round(optimizer.cost_usd(r["model"], prompt_tokens=r["tokens_full"]) or 0, 6) > 0
+    )
     cached = sent_usd = with_cache = 0.0
     reported = unpriced_turns = 0
     previous = None
