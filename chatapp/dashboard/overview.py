@@ -33,7 +33,7 @@ def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
     totals["tokens_saved"] = totals["tokens_full"] - totals["tokens_sent"]
     cost_full = float(totals["cost_full_usd"]) + totals["registry_full_usd"]
     cost_sent = float(totals["cost_sent_usd"]) + totals["registry_sent_usd"]
-    jobs = SummaryJob.objects.filter(conversation__owner=user).aggregate(n=Count("id"))
+    jobs = SummaryJob.objects.filter(conversation__owner=user).aggregate(n=Count("id"), cost=Sum("cost_usd"))
     summaries_made = Message.objects.filter(
         conversation__owner=user, kind=Message.Kind.SUMMARY, edited_from__isnull=True
     ).count()
@@ -56,6 +56,9 @@ def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
             "summary_cost_usd": summary_cost,
             # Unknown when no request could be priced, as for one conversation's below.
             "net_saved_usd": cost_full - cost_sent - summary_cost if known else None,
+            # and what summarizing the others cost (no request priced and billed, or none yet): spent
+            # all the same, named beside the net rather than left out of the page.
+            "summary_cost_other_usd": max(0.0, (as_float(jobs["cost"]) or 0.0) - summary_cost),
             "unpriced_records": totals["unpriced_records"],
         },
         "summaries": {"made": summaries_made, "jobs": jobs["n"]},

@@ -302,6 +302,8 @@ class OverviewMoneySerializer(serializers.Serializer):
     sent_usd = _float(allow_null=True)
     summary_cost_usd = _float(allow_null=True)
     net_saved_usd = _float(allow_null=True)
+    summary_cost_other_usd = _float(
+        help_text="What summarizing the conversations with no saving known cost (not in the net)")
     unpriced_records = _int()
 
 

@@ -175,3 +175,18 @@ def test_a_turn_billed_at_nothing_is_not_called_refused(user, client, model, tok
     # priced at nothing: the saving is known (none), and what summarizing cost is the net
     assert money["net_saved_usd"] == pytest.approx(-0.0005)
     assert "refused" not in client.get(f"/c/{c.pk}/dashboard/").content.decode()
+
+
+def test_the_overview_names_what_summarizing_chats_with_no_saving_known_cost(user, client):
+    # A chat compacted before any request (imported, then compacted): its summary was paid for. The
+    # overview read "— saved, minus $0 summarizing", as if summarizing had cost nothing.
+    c = make_conversation(owner=user, title="Imported")
+    make_job(conversation=c, summary=None, cost="0.000100")
+    client.force_login(user)
+    money = client.get("/api/dashboard/overview/").json()["money"]
+    assert money["net_saved_usd"] is None
+    assert money["summary_cost_other_usd"] == pytest.approx(0.0001)
+    page = client.get("/dashboard/").content.decode()
+    card = page[page.index('data-card="money"'):]
+    card = card[:card.index("</article>")]
+    assert "$0.0001 summarizing chats with no saving known" in card, card
