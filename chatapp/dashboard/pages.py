@@ -118,7 +118,8 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{gross_label} saved {MINUS} {summary_label} summarizing"
                 + (f" · {price_note}" if price_note else "")
                 + (f" · {_plural(money['unpriced_records'], 'turn')} unpriced" if money["unpriced_records"] else "")
-                + (f" · {_plural(money['refused_turns'], 'turn')} refused by the endpoint (not billed)"
+                # record_finish's billed=False: refused before any reply text, or never sent at all
+                + (f" · {_plural(money['refused_turns'], 'turn')} not billed (refused by the endpoint or never sent)"
                    if money["refused_turns"] else "")
             ),
             "tone": _saving_tone(net_shown),

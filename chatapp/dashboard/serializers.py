@@ -51,7 +51,7 @@ class MoneySerializer(serializers.Serializer):
     summary_cost_usd = _float(allow_null=True)
     net_saved_usd = _float(allow_null=True)
     unpriced_records = _int()
-    refused_turns = _int(help_text="Requests the endpoint refused: billed nothing, no saving priced")
+    refused_turns = _int(help_text="Requests not billed (refused by the endpoint, or never sent): no saving priced")
     prices = PricesSerializer(allow_null=True)
 
 

@@ -143,7 +143,8 @@ def test_a_chat_whose_only_request_was_refused_claims_no_loss(user, client):
     page = client.get(f"/c/{c.pk}/dashboard/").content.decode()
     card = page[page.index('data-card="money"'):]
     card = card[:card.index("</article>")] if "</article>" in card else card[:2000]
-    assert "1 turn refused by the endpoint (not billed)" in card
+    # (also what a request never sent is: its client left while the context was packed)
+    assert "1 turn not billed (refused by the endpoint or never sent)" in card
     assert "\u2212$0.0005" not in card  # no loss claimed
 
 
