@@ -34,7 +34,7 @@ def _record_page(*, conversation_id: int, after_id: int, limit: int) -> list[dic
     return list(
         OptimizationRecord.objects.filter(conversation_id=conversation_id, id__gt=after_id)
         .order_by("id")
-        .values(*EXPORT_FIELDS)[:limit]
+        .values(*EXPORT_FIELDS, "reply__superseded")[:limit]
     )
 
 
@@ -68,6 +68,9 @@ async def dashboard_record_chunks(
                 row[key] = as_float(row[key])
             row["created_at"] = row["created_at"].isoformat()
             row["tokens_saved"] = row["tokens_full"] - row["tokens_sent"]
+            # As the records API and the turn list say it ("other branch"): an edit, a regenerate or
+            # a branch switch took the turn's reply off the active path (no reply yet: on it).
+            row["on_active_path"] = not row.pop("reply__superseded")
             rows.append(ExportRow(turn=turn, data=row))
         yield rows
         after_id = page[-1]["id"]

@@ -4,6 +4,7 @@ saved, cost, accuracy, strategies, recall), the summaries, the latest request.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import Count, Q, Sum
@@ -37,8 +38,15 @@ def totals_figures(totals: DashboardTotals) -> dict[str, Any]:
         "cost_full_usd": float(totals.cost_full_usd) + totals.registry_full_usd,
         "cost_sent_usd": float(totals.cost_sent_usd) + totals.registry_sent_usd,
         "unpriced_records": totals.unpriced_records,
+        "refused_turns": totals.refused_turns,
         "optimized": totals.optimized_turns,
     }
+
+
+def savings_known(totals: Mapping[str, Any]) -> bool:
+    """Whether some request was priced and billed, so that a money saving can be said (`totals` as
+    totals_figures gives them, or a row of the same sums)."""
+    return totals["unpriced_records"] + totals["refused_turns"] < totals["turns"]
 
 
 def token_figures(totals: dict[str, Any]) -> dict[str, Any]:
@@ -78,9 +86,9 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
         .first()
     )
     summary_cost = as_float(jobs["cost"]) or 0.0
-    # Nothing priced (a local model the registry has no price for): the saving is unknown, not
-    # minus what summarizing cost.
-    priced = stored.unpriced_records < totals["turns"]
+    # Nothing priced (a local model the registry has no price for) or billed (every request refused
+    # by the endpoint): the saving is unknown, not minus what summarizing cost.
+    priced = savings_known(totals)
     gross_saved = totals["cost_full_usd"] - totals["cost_sent_usd"] if priced else None
     accuracy = None
     if stored.provider_turns and stored.provider_theirs:
@@ -103,6 +111,7 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
             "summary_cost_usd": summary_cost,
             "net_saved_usd": gross_saved - summary_cost if gross_saved is not None else None,
             "unpriced_records": stored.unpriced_records,
+            "refused_turns": stored.refused_turns,
             "prices": model_prices(latest["model"]) if latest else None,
         },
         "strategies": {

@@ -33,6 +33,9 @@ class DashboardTotals(models.Model):
     registry_full_usd = models.FloatField(default=0)
     registry_sent_usd = models.FloatField(default=0)
     unpriced_records = models.PositiveIntegerField(default=0)
+    # Requests the endpoint refused (record_finish: both costs stored as zero, tokens sent): billed
+    # nothing, so they price no saving; a chat with only these (and unpriced ones) has none known.
+    refused_turns = models.PositiveIntegerField(default=0)
     optimized_turns = models.PositiveIntegerField(default=0)
     triggered_turns = models.PositiveIntegerField(default=0)
     truncate_turns = models.PositiveIntegerField(default=0)

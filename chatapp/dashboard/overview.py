@@ -11,12 +11,12 @@ from django.db.models import Count, F, Sum
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.dashboard.costs import as_float
 from chatapp.dashboard.figures import dashboard_totals_heal
-from chatapp.dashboard.headline import token_figures
+from chatapp.dashboard.headline import savings_known, token_figures
 from chatapp.dashboard.models import DashboardTotals
 
 _SUMMED = (
     "turns", "tokens_full", "tokens_sent", "dropped_tokens", "dropped_measured", "cost_full_usd", "cost_sent_usd",
-    "registry_full_usd", "registry_sent_usd", "unpriced_records", "optimized_turns",
+    "registry_full_usd", "registry_sent_usd", "unpriced_records", "refused_turns", "optimized_turns",
 )
 
 
@@ -28,19 +28,20 @@ def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
     # PostgreSQL sums big integers as numeric: ints back, as each row holds them.
     totals: dict[str, Any] = {name: sums[name] or 0 for name in _SUMMED}
     for name in ("turns", "tokens_full", "tokens_sent", "dropped_tokens", "dropped_measured", "unpriced_records",
-                 "optimized_turns"):
+                 "refused_turns", "optimized_turns"):
         totals[name] = int(totals[name])
     totals["tokens_saved"] = totals["tokens_full"] - totals["tokens_sent"]
     cost_full = float(totals["cost_full_usd"]) + totals["registry_full_usd"]
     cost_sent = float(totals["cost_sent_usd"]) + totals["registry_sent_usd"]
-    jobs = SummaryJob.objects.filter(conversation__owner=user).aggregate(n=Count("id"))
+    jobs = SummaryJob.objects.filter(conversation__owner=user).aggregate(n=Count("id"), cost=Sum("cost_usd"))
     summaries_made = Message.objects.filter(
         conversation__owner=user, kind=Message.Kind.SUMMARY, edited_from__isnull=True
     ).count()
     savings = dashboard_conversation_savings(user=user, healed=True)
-    # The net is the sum of the conversations' known nets: a conversation with no priced request (a
-    # local model) has an unknown saving ("—" in the list), so what its summaries cost is not taken
-    # from the others' savings either (its full and sent costs add nothing to the gross).
+    # The net is the sum of the conversations' known nets: a conversation with no priced and billed
+    # request (a local model, or every request refused) has an unknown saving ("—" in the list), so
+    # what its summaries cost is not taken from the others' savings either (its full and sent costs
+    # add nothing to the gross).
     known = [row for row in savings if row["net_saved_usd"] is not None]
     summary_cost = sum(row["summary_cost_usd"] for row in known)
     return {
@@ -55,6 +56,9 @@ def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
             "summary_cost_usd": summary_cost,
             # Unknown when no request could be priced, as for one conversation's below.
             "net_saved_usd": cost_full - cost_sent - summary_cost if known else None,
+            # and what summarizing the others cost (no request priced and billed, or none yet): spent
+            # all the same, named beside the net rather than left out of the page.
+            "summary_cost_other_usd": max(0.0, (as_float(jobs["cost"]) or 0.0) - summary_cost),
             "unpriced_records": totals["unpriced_records"],
         },
         "summaries": {"made": summaries_made, "jobs": jobs["n"]},
@@ -73,7 +77,7 @@ def dashboard_conversation_savings(*, user, healed: bool = False) -> list[dict[s
         .annotate(title=F("conversation__title"), saved=F("tokens_full") - F("tokens_sent"))
         .order_by("-saved", "conversation_id")
         .values("conversation_id", "title", "turns", "optimized_turns", "tokens_full", "tokens_sent", "cost_full_usd",
-                "cost_sent_usd", "registry_full_usd", "registry_sent_usd", "unpriced_records")
+                "cost_sent_usd", "registry_full_usd", "registry_sent_usd", "unpriced_records", "refused_turns")
     )
     job_cost = dict(
         SummaryJob.objects.filter(conversation__owner=user, conversation_id__in=[r["conversation_id"] for r in rows])
@@ -86,8 +90,8 @@ def dashboard_conversation_savings(*, user, healed: bool = False) -> list[dict[s
     for row in rows:
         full, sent = row["tokens_full"], row["tokens_sent"]
         summary_cost = as_float(job_cost.get(row["conversation_id"])) or 0.0
-        # No money figure when no request of the conversation could be priced.
-        priced = row["unpriced_records"] < row["turns"]
+        # No money figure when no request of the conversation could be priced, or was billed.
+        priced = savings_known(row)
         cost_full = float(row["cost_full_usd"]) + row["registry_full_usd"]
         cost_sent = float(row["cost_sent_usd"]) + row["registry_sent_usd"]
         out.append({

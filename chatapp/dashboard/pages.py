@@ -118,6 +118,9 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{gross_label} saved {MINUS} {summary_label} summarizing"
                 + (f" · {price_note}" if price_note else "")
                 + (f" · {_plural(money['unpriced_records'], 'turn')} unpriced" if money["unpriced_records"] else "")
+                # record_finish's billed=False: refused before any reply text, or never sent at all
+                + (f" · {_plural(money['refused_turns'], 'turn')} not billed (refused by the endpoint or never sent)"
+                   if money["refused_turns"] else "")
             ),
             "tone": _saving_tone(net_shown),
         },
@@ -232,7 +235,9 @@ def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
                    f"{_tokens(overview['tokens']['dropped'])} dropped with no summary",
          "meter": overview["tokens"]["saved_share"], "tone": "good" if overview["tokens"]["saved"] > 0 else ""},
         {"key": "money", "label": "Money saved (net)", "value": net_label,
-         "detail": f"{gross_label} saved {MINUS} {summary_label} summarizing",
+         "detail": f"{gross_label} saved {MINUS} {summary_label} summarizing"
+                   + (f" · {other} summarizing chats with no saving known"
+                      if (other := _usd(money["summary_cost_other_usd"])) != "$0" else ""),
          "tone": _saving_tone(net_shown)},  # a loss overall as on a conversation's card
         {"key": "summaries", "label": "Summaries made", "value": f"{overview['summaries']['made']:,}",
          "detail": _plural(overview["summaries"]["jobs"], "summary job")},

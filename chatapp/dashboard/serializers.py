@@ -51,6 +51,7 @@ class MoneySerializer(serializers.Serializer):
     summary_cost_usd = _float(allow_null=True)
     net_saved_usd = _float(allow_null=True)
     unpriced_records = _int()
+    refused_turns = _int(help_text="Requests not billed (refused by the endpoint, or never sent): no saving priced")
     prices = PricesSerializer(allow_null=True)
 
 
@@ -121,6 +122,7 @@ class CacheEstimateSerializer(serializers.Serializer):
     sent_usd = _float(allow_null=True)
     sent_usd_with_cache = _float(allow_null=True)
     provider_reported_turns = _int()
+    unpriced_turns = _int(help_text="Turns whose model has no input price: left out of the two costs")
 
 
 class SeriesTotalsSerializer(serializers.Serializer):
@@ -300,6 +302,8 @@ class OverviewMoneySerializer(serializers.Serializer):
     sent_usd = _float(allow_null=True)
     summary_cost_usd = _float(allow_null=True)
     net_saved_usd = _float(allow_null=True)
+    summary_cost_other_usd = _float(
+        help_text="What summarizing the conversations with no saving known cost (not in the net)")
     unpriced_records = _int()
 
 

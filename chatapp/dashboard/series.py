@@ -232,11 +232,14 @@ def _totals(totals: DashboardTotals) -> dict[str, int]:
 
 
 def _cache_estimate(totals: DashboardTotals) -> dict[str, Any]:
-    priced = not totals.cache_unpriced_turns
+    # The priced turns' figures, the others counted: one turn on a local model (no input price) does
+    # not make the rest unknown. Unknown only when no turn is priced.
+    priced = totals.cache_unpriced_turns < totals.turns
     return {
         "cached_tokens": totals.cache_cached_tokens,
         "cached_share": totals.cache_cached_tokens / totals.tokens_sent if totals.tokens_sent else 0.0,
         "sent_usd": totals.cache_sent_usd if priced else None,
         "sent_usd_with_cache": totals.cache_sent_usd_with_cache if priced else None,
         "provider_reported_turns": totals.cache_reported_turns,
+        "unpriced_turns": totals.cache_unpriced_turns,
     }

@@ -78,6 +78,18 @@ def record_code(facts: Mapping[str, Any]) -> int:
     return _CODE["window"] if facts["tokens_sent"] < facts["tokens_full"] else _CODE["none"]
 
 
+def record_refused(facts: Mapping[str, Any]) -> bool:
+    """A request the endpoint refused: record_finish stored both its costs as zero (billed nothing)
+    where its model's price gives the full history a cost. Zero is also the price of a free model
+    (litellm lists some at $0) and, stored to six decimals, of a few tokens on a cheap one: those
+    were billed, at nothing."""
+    full, sent = facts["cost_full_usd"], facts["cost_sent_usd"]
+    if not facts["tokens_sent"] or full is None or sent is None or full or sent:
+        return False
+    listed = optimizer.cost_usd(facts["model"], prompt_tokens=facts["tokens_full"])
+    return listed is not None and round(listed, 6) > 0
+
+
 def _prices(model: str, prices: dict[str, dict[str, float | None]]) -> dict[str, float | None]:
     if model not in prices:
         prices[model] = model_prices(model) or {}
@@ -102,8 +114,9 @@ def record_contribution(
         "dropped_tokens": dropped or 0, "dropped_measured": int(dropped is not None),
         "provider_turns": 0, "provider_ours": 0, "provider_theirs": 0, "provider_abs_error": 0,
         "cost_full_usd": Decimal(0), "cost_sent_usd": Decimal(0), "registry_full_usd": 0.0, "registry_sent_usd": 0.0,
-        "unpriced_records": 0, "cache_cached_tokens": 0, "cache_sent_usd": 0.0, "cache_sent_usd_with_cache": 0.0,
-        "cache_unpriced_turns": 0, "cache_reported_turns": int(reported is not None),
+        "unpriced_records": 0, "refused_turns": int(record_refused(facts)),
+        "cache_cached_tokens": 0, "cache_sent_usd": 0.0, "cache_sent_usd_with_cache": 0.0, "cache_unpriced_turns": 0,
+        "cache_reported_turns": int(reported is not None),
     }
     if provider is not None:
         out.update(provider_turns=1, provider_ours=sent, provider_theirs=provider,
@@ -145,6 +158,9 @@ def _add_cache_estimate(out: dict[str, Any], facts: Mapping[str, Any], *, previo
         and previous.summary_id == facts["summary_id"] and previous.tokens_sent >= PROMPT_CACHE_MIN_TOKENS
     ):
         cached = min(previous.tokens_sent, sent)
+    # A token figure: counted whatever the price, so the share cached reads the same with an unpriced
+    # turn among the others (the money below is summed over the priced ones, the others counted).
+    out["cache_cached_tokens"] = cached
     price = _prices(facts["model"], prices)
     input_price = price.get("input")
     if input_price is None:
@@ -153,7 +169,6 @@ def _add_cache_estimate(out: dict[str, Any], facts: Mapping[str, Any], *, previo
     cached_price = price.get("cached_input")
     if cached_price is None:  # 0.0 is a price (a free cache hit), not a missing one
         cached_price = input_price
-    out["cache_cached_tokens"] = cached
     out["cache_sent_usd"] = sent * input_price
     out["cache_sent_usd_with_cache"] = (sent - cached) * input_price + cached * cached_price
 

@@ -11,6 +11,7 @@ from chatapp.chat.models import Conversation, Message, OptimizationRecord, Summa
 from chatapp.chat.services import user_settings_update
 from chatapp.chat.summary_runner import summary_job_run
 from chatapp.providers.crypto import secret_encrypt
+from tests.dashboard.factories import make_conversation, make_job, make_record
 from tests.support.chat import TEST_KEY, make_config, post_stream, send
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_rate_limit")]
@@ -86,6 +87,7 @@ def test_a_request_the_endpoint_refused_costs_nothing(user, fake_openai, client)
     # it was counted as sent and paid for, twice the spend
     assert money["sent_usd"] == pytest.approx(float(answered.cost_sent_usd))
     assert money["full_usd"] == pytest.approx(float(answered.cost_full_usd))
+    assert money["refused_turns"] == 1  # counted when its turn ended, as the card names it
     # and the card's prompt-cache estimate priced its tokens too
     series = client.get(f"/api/dashboard/conversations/{conversation.pk}/series/").json()
     estimate = series["prompt_cache_estimate"]
@@ -101,3 +103,91 @@ def test_the_offline_demo_gives_no_counting_accuracy(user, client):
     assert record.provider_prompt_tokens is None
     client.force_login(user)
     assert client.get(f"/api/dashboard/conversations/{conversation.pk}/").json()["accuracy"] is None
+
+
+def test_one_unpriced_turn_keeps_the_priced_turns_cache_estimate(user, client):
+    # Three turns on a priced model, then one on a local model the registry has no price for (the
+    # chat was switched to it): the priced turns' prompt-cache figures stay, the unpriced one is named.
+    c = make_conversation(owner=user)
+    make_record(conversation=c, tokens_full=2000, tokens_sent=2000)
+    make_record(conversation=c, tokens_full=2500, tokens_sent=2500)  # starts with the 2000 above: cached
+    make_record(conversation=c, tokens_full=3000, tokens_sent=3000)  # starts with the 2500 above
+    make_record(conversation=c, tokens_full=3500, tokens_sent=3500, model="my-local-llama")
+    client.force_login(user)
+    estimate = client.get(f"/api/dashboard/conversations/{c.pk}/series/").json()["prompt_cache_estimate"]
+    mini = optimizer.model_info("gpt-4o-mini")
+    sent = (2000 + 2500 + 3000) * mini.input_cost_per_token
+    saving = (2000 + 2500) * (mini.input_cost_per_token - mini.cached_input_cost_per_token)
+    assert estimate["sent_usd"] == pytest.approx(sent), estimate
+    assert estimate["sent_usd_with_cache"] == pytest.approx(sent - saving)
+    assert estimate["unpriced_turns"] == 1
+    # a token figure, whatever the prices: the local turn (another model) starts no cached prefix
+    assert estimate["cached_share"] == pytest.approx((2000 + 2500) / (2000 + 2500 + 3000 + 3500))
+
+
+def test_a_chat_whose_only_request_was_refused_claims_no_loss(user, client):
+    # A long chat compacted (its summary paid for), then its one request refused by the endpoint
+    # (a bad key): billed nothing, so nothing could be saved either; what the summary cost is not a
+    # loss of the optimizer's, as with a chat nothing could be priced for.
+    c = make_conversation(owner=user)
+    make_record(conversation=c, tokens_full=9000, tokens_sent=3000, strategy="summarize", triggered=True,
+                cost_full="0", cost_sent="0")  # as record_finish leaves a refused request
+    make_job(conversation=c, summary=None, cost="0.000500")
+    client.force_login(user)
+    money = client.get(f"/api/dashboard/conversations/{c.pk}/").json()["money"]
+    assert money["net_saved_usd"] is None, money
+    assert money["gross_saved_usd"] is None
+    assert money["refused_turns"] == 1
+    row = client.get("/api/dashboard/conversations/").json()["results"][0]
+    assert row["net_saved_usd"] is None
+    page = client.get(f"/c/{c.pk}/dashboard/").content.decode()
+    card = page[page.index('data-card="money"'):]
+    card = card[:card.index("</article>")] if "</article>" in card else card[:2000]
+    # (also what a request never sent is: its client left while the context was packed)
+    assert "1 turn not billed (refused by the endpoint or never sent)" in card
+    assert "\u2212$0.0005" not in card  # no loss claimed
+
+
+def test_a_refused_request_beside_billed_ones_leaves_their_saving(user, client):
+    c = make_conversation(owner=user)
+    make_record(conversation=c, tokens_full=4000, tokens_sent=1000, strategy="truncate", triggered=True,
+                cost_full="0.004000", cost_sent="0.001000")
+    make_record(conversation=c, tokens_full=4500, tokens_sent=1500, cost_full="0", cost_sent="0")  # refused
+    make_job(conversation=c, summary=None, cost="0.000500")
+    client.force_login(user)
+    money = client.get(f"/api/dashboard/conversations/{c.pk}/").json()["money"]
+    assert money["gross_saved_usd"] == pytest.approx(0.003)
+    assert money["net_saved_usd"] == pytest.approx(0.0025)
+    assert money["refused_turns"] == 1
+
+
+@pytest.mark.parametrize(("model", "tokens"), [
+    ("codestral/codestral-latest", 3000),  # listed at $0 by litellm: every turn costs nothing
+    ("gpt-4o-mini", 3),  # a few tokens: $0.00000045, stored to six decimals as 0
+])
+def test_a_turn_billed_at_nothing_is_not_called_refused(user, client, model, tokens):
+    assert optimizer.cost_usd(model, prompt_tokens=tokens) is not None
+    c = make_conversation(owner=user)
+    make_record(conversation=c, tokens_full=tokens, tokens_sent=tokens, model=model, cost_full="0", cost_sent="0")
+    make_job(conversation=c, summary=None, cost="0.000500")
+    client.force_login(user)
+    money = client.get(f"/api/dashboard/conversations/{c.pk}/").json()["money"]
+    assert money["refused_turns"] == 0
+    # priced at nothing: the saving is known (none), and what summarizing cost is the net
+    assert money["net_saved_usd"] == pytest.approx(-0.0005)
+    assert "refused" not in client.get(f"/c/{c.pk}/dashboard/").content.decode()
+
+
+def test_the_overview_names_what_summarizing_chats_with_no_saving_known_cost(user, client):
+    # A chat compacted before any request (imported, then compacted): its summary was paid for. The
+    # overview read "— saved, minus $0 summarizing", as if summarizing had cost nothing.
+    c = make_conversation(owner=user, title="Imported")
+    make_job(conversation=c, summary=None, cost="0.000100")
+    client.force_login(user)
+    money = client.get("/api/dashboard/overview/").json()["money"]
+    assert money["net_saved_usd"] is None
+    assert money["summary_cost_other_usd"] == pytest.approx(0.0001)
+    page = client.get("/dashboard/").content.decode()
+    card = page[page.index('data-card="money"'):]
+    card = card[:card.index("</article>")]
+    assert "$0.0001 summarizing chats with no saving known" in card, card

@@ -67,6 +67,10 @@ def from_scratch(conversation: Conversation) -> dict:
     )
     unpriced = [r for r in rows if r["cost_full_usd"] is None or r["cost_sent_usd"] is None]
     out["unpriced_records"] = sum(1 for r in unpriced if optimizer.cost_usd(r["model"], prompt_tokens=1) is None)
+    out["refused_turns"] = sum(  # billed nothing where the price gives the full history a cost
+        1 for r in rows if r["tokens_sent"] and r["cost_full_usd"] == 0 == r["cost_sent_usd"]
+        and round(optimizer.cost_usd(r["model"], prompt_tokens=r["tokens_full"]) or 0, 6) > 0
+    )
     cached = sent_usd = with_cache = 0.0
     reported = unpriced_turns = 0
     previous = None
@@ -79,12 +83,12 @@ def from_scratch(conversation: Conversation) -> dict:
               and previous["summary_id"] == r["summary_id"] and previous["tokens_sent"] >= 1024):
             hit = min(previous["tokens_sent"], r["tokens_sent"])
         info = optimizer.model_info(r["model"])
+        cached += hit
         if info is None or info.input_cost_per_token is None:
             unpriced_turns += 1
         else:
             cached_price = info.cached_input_cost_per_token
             cached_price = info.input_cost_per_token if cached_price is None else cached_price
-            cached += hit
             sent_usd += r["tokens_sent"] * info.input_cost_per_token
             with_cache += (r["tokens_sent"] - hit) * info.input_cost_per_token + hit * cached_price
         previous = r

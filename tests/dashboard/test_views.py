@@ -262,3 +262,22 @@ def test_cards_say_one_request_turn_or_job_in_the_singular(owner_client, user):
     overview = owner_client.get("/dashboard/").content.decode()
     assert "1 summary job<" in overview.replace("\n", "").replace("  ", "")
     assert "1 summary jobs" not in overview
+
+
+def test_exports_mark_the_turns_of_another_branch_as_the_page_does(owner_client, user):
+    """The turn list marks a turn whose reply an edit or a regenerate took off the active path ("other
+    branch"); the CSV and JSON of the same records did not say which turns those were."""
+    c = make_conversation(owner=user)
+    old = Message.objects.create(conversation=c, role="assistant", content="old", token_count=1, char_count=3,
+                                 superseded=True)
+    new = Message.objects.create(conversation=c, role="assistant", content="new", token_count=1, char_count=3)
+    make_record(conversation=c, tokens_full=100, tokens_sent=100, reply=old)
+    make_record(conversation=c, tokens_full=100, tokens_sent=100, reply=new)
+    make_record(conversation=c, tokens_full=120, tokens_sent=120)  # its reply not written yet
+    page = [r["on_active_path"] for r in owner_client.get(api(c.pk, "records/")).json()["results"]]
+    assert page == [False, True, True]
+    csv_text = streamed_body(owner_client.get(f"/c/{c.pk}/dashboard/export.csv")).decode()
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
+    assert [r["on_active_path"] for r in rows] == ["False", "True", "True"]
+    data = json.loads(streamed_body(owner_client.get(f"/c/{c.pk}/dashboard/export.json")))
+    assert [r["on_active_path"] for r in data["records"]] == page

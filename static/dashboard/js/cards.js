@@ -11,7 +11,9 @@ export function showCacheEstimate(est) {
   const source = !reported ? "est." : reported >= state.series.count ? "reported by the endpoint" : "partly estimated";
   card.append(h("p", { class: "dash-card-detail", "data-cache-estimate": est.cached_tokens,
     title: "Turns whose endpoint reported its cached prompt tokens use that figure; for the others, between triggers each request starts with the previous one, which the provider's prompt cache bills at the cached-input price.",
-    text: `Sent ${usd(est.sent_usd)}, ≈ ${usd(est.sent_usd_with_cache)} with prompt caching (${Math.round(est.cached_share * 100)}% cached, ${source})` }));
+    text: `Sent ${usd(est.sent_usd)}, ≈ ${usd(est.sent_usd_with_cache)} with prompt caching (${Math.round(est.cached_share * 100)}% cached, ${source})`
+      // The costs are the priced turns'; the turns of a model with no price are named, not hidden.
+      + (est.unpriced_turns ? ` · ${nf.format(est.unpriced_turns)} turn${est.unpriced_turns === 1 ? "" : "s"} unpriced` : "") }));
 }
 
 // The usage card also shows what the next request will send (the chat's context gauge), when available.

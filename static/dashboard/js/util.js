@@ -15,8 +15,14 @@ export function fmt(n) {
 
 export function usd(x) {
   if (x === null || x === undefined) return "—";
-  if (Math.abs(x) >= 1) return "$" + x.toFixed(2);
-  return "$" + x.toFixed(4);
+  if (x === 0) return "$0"; // as the server's cards write it (also -0)
+  const a = Math.abs(x);
+  const sign = x < 0 ? "\u2212" : "";
+  if (a >= 1) return sign + "$" + a.toFixed(2);
+  if (a >= 0.0001) return sign + "$" + a.toFixed(4);
+  // A short turn on a cheap model costs millionths of a dollar: two significant digits, not "$0.0000"
+  // (which reads as free beside the cards that priced it).
+  return sign + "$" + a.toFixed(Math.min(20, 1 - Math.floor(Math.log10(a))));
 }
 
 export function svg(tag, attrs, parent) {
