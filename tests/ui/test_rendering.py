@@ -63,6 +63,21 @@ def test_many_images_render_in_the_time_as_many_links():
     assert image_seconds < 3 * link_seconds + 2, (image_seconds, link_seconds)
 
 
+def test_unclosed_display_math_lines_render_in_linear_time():
+    """Each `\\[` line looked for its `\\]` line by line to the end, and was asked again at every line of
+    the paragraph: 4,000 lines opening display math that never closes (a model's reply cut short, a
+    pasted transcript) took half a minute to draw, against a blink for as many plain lines."""
+    count = 4_000
+    started = time.perf_counter()
+    plain = markdown_render("( x\n" * count, cached=False)
+    plain_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    opened = markdown_render("\\[ x\n" * count, cached=False)
+    opened_seconds = time.perf_counter() - started
+    assert opened.replace("[", "(") == plain  # text, as CommonMark reads `\\[` (an escaped bracket)
+    assert opened_seconds < 3 * plain_seconds + 2, (opened_seconds, plain_seconds)
+
+
 @pytest.mark.parametrize(
     "source",
     [
