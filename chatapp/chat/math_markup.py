@@ -72,11 +72,27 @@ def _only_mathml(markup: str) -> bool:
     return True
 
 
+_INLINE_END = re.compile(r"\\\)")
+
+
+def _inline_ends(state: StateInline) -> list[int]:
+    """Where `\\)` stands in the paragraph's text, in order: found once per paragraph (kept in the parse's
+    env). Each `\\(` searched the rest of the text for one, and a paragraph of thousands that never
+    close read its text that many times (40,000 took most of a minute to draw)."""
+    found = state.env.get("math_inline_ends")
+    if found is None or found[0] is not state.src:
+        # Two occurrences cannot overlap: ")" is not "\\".
+        found = state.env["math_inline_ends"] = (state.src, [m.start() for m in _INLINE_END.finditer(state.src)])
+    return found[1]
+
+
 def _bracket_inline(state: StateInline, silent: bool) -> bool:
     """`\\(…\\)` on one paragraph's text: a math_inline token (rendered as dollarmath's are)."""
     if not state.src.startswith("\\(", state.pos):
         return False
-    end = state.src.find("\\)", state.pos + 2)
+    ends = _inline_ends(state)
+    at = bisect_left(ends, state.pos + 2)
+    end = ends[at] if at < len(ends) else -1
     if end < 0 or not state.src[state.pos + 2 : end].strip():
         return False
     if not silent:

@@ -78,6 +78,20 @@ def test_unclosed_display_math_lines_render_in_linear_time():
     assert opened_seconds < 3 * plain_seconds + 2, (opened_seconds, plain_seconds)
 
 
+def test_unclosed_inline_math_renders_in_linear_time():
+    """Each `\\(` searched the rest of its paragraph for a `\\)`: a paragraph of 40,000 that never close
+    took most of a minute to draw (each search read on to the end), against seconds for as many `\\{`."""
+    count = 40_000
+    started = time.perf_counter()
+    plain = markdown_render("a \\{ b " * count, cached=False)  # escaped as well: as many tokens
+    plain_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    opened = markdown_render("a \\( b " * count, cached=False)
+    opened_seconds = time.perf_counter() - started
+    assert opened.replace("(", "{") == plain  # text, as CommonMark reads `\\(` (an escaped parenthesis)
+    assert opened_seconds < 3 * plain_seconds + 2, (opened_seconds, plain_seconds)
+
+
 @pytest.mark.parametrize(
     "source",
     [
