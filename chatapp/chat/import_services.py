@@ -60,6 +60,10 @@ MAX_ATTEMPTS = 3
 _COMPRESS_LEVEL = 1
 # The most skipped conversations kept with their reasons (a foreign file would list each item).
 MAX_SKIPPED_LISTED = 200
+# Imports one owner may have queued or running at once. Jobs share the workers' default queue with
+# every user's chat titles: without a bound, one account (or a script that uploads again on each
+# timeout) could queue file after file and hold everyone's titles and imports behind them.
+MAX_UNFINISHED_IMPORTS = 3
 
 
 class ImportTooLarge(TooLarge):
@@ -70,8 +74,25 @@ class ImportTooLarge(TooLarge):
         return import_too_large_words(limit=limit, size=size)
 
 
+class ImportBacklogFull(ValidationError):
+    """`owner` already has MAX_UNFINISHED_IMPORTS imports queued or running; nothing was stored."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"You already have {MAX_UNFINISHED_IMPORTS} imports waiting or running: wait until one has "
+            "finished, then upload this file again.", code="throttled",
+        )
+
+
+def _unfinished_imports(*, owner: User) -> int:
+    return ImportJob.objects.filter(owner=owner, status__in=(Status.QUEUED, Status.RUNNING)).count()
+
+
 def import_job_create(*, owner: User, upload: UploadedFile) -> ImportJob:
-    """Store the upload as a queued job of `owner` and publish it once committed."""
+    """Store the upload as a queued job of `owner` and publish it once committed. ImportBacklogFull
+    when `owner` has MAX_UNFINISHED_IMPORTS imports queued or running."""
+    if _unfinished_imports(owner=owner) >= MAX_UNFINISHED_IMPORTS:
+        raise ImportBacklogFull  # before the file is compressed: it would only be dropped
     limit = settings.IMPORT_MAX_BYTES
     if upload.size is not None and upload.size > limit:
         raise ImportTooLarge(limit=limit, size=upload.size)
@@ -88,6 +109,10 @@ def import_job_create(*, owner: User, upload: UploadedFile) -> ImportJob:
     parts.append(compressor.flush())
     name = " ".join((upload.name or "").split())[:255]
     with transaction.atomic():
+        # Counted again under the owner's row lock: two uploads at once cannot both take the last place.
+        User.objects.select_for_update().filter(pk=owner.pk).values_list("pk", flat=True).first()
+        if _unfinished_imports(owner=owner) >= MAX_UNFINISHED_IMPORTS:
+            raise ImportBacklogFull
         # A lease from the start: if no worker has claimed the job when it ends (the message was lost),
         # the sweep publishes the job again, as for a worker that died.
         job = ImportJob.objects.create(owner=owner, filename=name, size_bytes=size, payload=b"".join(parts),

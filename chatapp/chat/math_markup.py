@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 import re
 import xml.etree.ElementTree as ET
+from bisect import bisect_left
 from typing import Any
 
 from latex2mathml.converter import convert
@@ -71,11 +72,27 @@ def _only_mathml(markup: str) -> bool:
     return True
 
 
+_INLINE_END = re.compile(r"\\\)")
+
+
+def _inline_ends(state: StateInline) -> list[int]:
+    """Where `\\)` stands in the paragraph's text, in order: found once per paragraph (kept in the parse's
+    env). Each `\\(` searched the rest of the text for one, and a paragraph of thousands that never
+    close read its text that many times (40,000 took most of a minute to draw)."""
+    found = state.env.get("math_inline_ends")
+    if found is None or found[0] is not state.src:
+        # Two occurrences cannot overlap: ")" is not "\\".
+        found = state.env["math_inline_ends"] = (state.src, [m.start() for m in _INLINE_END.finditer(state.src)])
+    return found[1]
+
+
 def _bracket_inline(state: StateInline, silent: bool) -> bool:
     """`\\(…\\)` on one paragraph's text: a math_inline token (rendered as dollarmath's are)."""
     if not state.src.startswith("\\(", state.pos):
         return False
-    end = state.src.find("\\)", state.pos + 2)
+    ends = _inline_ends(state)
+    at = bisect_left(ends, state.pos + 2)
+    end = ends[at] if at < len(ends) else -1
     if end < 0 or not state.src[state.pos + 2 : end].strip():
         return False
     if not silent:
@@ -89,19 +106,35 @@ def _bracket_inline(state: StateInline, silent: bool) -> bool:
 _BLOCK_END = re.compile(r"\\\]\s*$")
 
 
+def _block_end_lines(state: StateBlock) -> list[int]:
+    """The numbers of the lines ending with `\\]`, in order: found once per text (kept in the parse's
+    env). Each `\\[` looked for its end line by line, and is asked again at every line of a paragraph
+    (whether it interrupts it): a reply of a few thousand unclosed `\\[` lines took minutes to draw."""
+    found = state.env.get("math_block_end_lines")
+    if found is None or found[0] is not state.src:
+        # Every line of the text (a quote parsing its lines lowers lineMax meanwhile); a line's end is
+        # the same whatever a quote or a list takes off its start.
+        count = len(state.bMarks) - 1  # the last mark is a line past the end
+        lines = [n for n in range(count) if _BLOCK_END.search(state.src, state.bMarks[n], state.eMarks[n])]
+        found = state.env["math_block_end_lines"] = (state.src, lines)
+    return found[1]
+
+
 def _bracket_block(state: StateBlock, start: int, end: int, silent: bool) -> bool:
     """A `\\[` line (at most three spaces in) through the line that ends with `\\]`: a math_block token."""
     first = state.bMarks[start] + state.tShift[start]
     if state.sCount[start] - state.blkIndent >= 4 or not state.src.startswith("\\[", first):
         return False
-    line, body = start, [state.src[first + 2 : state.eMarks[start]]]
-    while not _BLOCK_END.search(body[-1]):
-        line += 1
-        if line >= end:
-            return False
-        body.append(state.src[state.bMarks[line] + state.tShift[line] : state.eMarks[line]])
+    ends = _block_end_lines(state)
+    at = bisect_left(ends, start)
+    # The first line's `\\[` cannot be the start of its own `\\]` ("[" is not "\\").
+    if at == len(ends) or ends[at] >= end:
+        return False
     if silent:
         return True
+    line = ends[at]
+    body = [state.src[first + 2 : state.eMarks[start]]]
+    body += [state.src[state.bMarks[n] + state.tShift[n] : state.eMarks[n]] for n in range(start + 1, line + 1)]
     token = state.push("math_block", "math", 0)
     token.block, token.markup = True, "\\["
     token.content = _BLOCK_END.sub("", "\n".join(body))

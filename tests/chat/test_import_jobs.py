@@ -381,3 +381,24 @@ def test_a_model_config_deleted_while_an_import_runs_costs_none_of_the_chats_aft
     assert (len(job.conversation_ids), job.skipped) == (3, [])
     configs = Conversation.objects.filter(owner=owner).order_by("id").values_list("llm_config_id", flat=True)
     assert list(configs) == [None, second.pk, second.pk]
+
+
+def test_an_owner_cannot_queue_imports_past_the_backlog_limit(api, owner):
+    """Imports share the workers' default queue with everyone's chat titles: one account uploading
+    file after file (a script retrying on each timeout) queued them all, holding every user's titles
+    and imports behind its own. A few at a time: past them a 429 that says why, nothing stored."""
+    # No worker runs: each upload stays queued.
+    accepted = [_upload(api, file_bytes("chatgpt_branch.json")) for _ in range(3)]  # the README's three
+    assert [r.status_code for r in accepted] == [202, 202, 202]
+
+    refused = _upload(api, file_bytes("chatgpt_branch.json"))
+    assert refused.status_code == 429, refused.content
+    assert "waiting or running" in refused.json()["detail"]
+    assert ImportJob.objects.filter(owner=owner).count() == 3
+    # Another account's imports are its own.
+    other = get_user_model().objects.create_user(username="neighbour", password="a long test password 8")
+    assert _upload(token_client(other), file_bytes("chatgpt_branch.json")).status_code == 202
+
+    # Once one has ended, the next file is taken.
+    ImportJob.objects.filter(pk=accepted[0].json()["id"]).update(status=ImportJob.Status.DONE)
+    assert _upload(api, file_bytes("chatgpt_branch.json")).status_code == 202

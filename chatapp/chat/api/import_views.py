@@ -28,7 +28,7 @@ from chatapp.chat.api.pagination import PaginatedApi
 from chatapp.chat.body_limit import MULTIPART_SLACK, import_too_large_words
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_selectors import import_job_conversations, import_job_get, import_job_list
-from chatapp.chat.import_services import ImportTooLarge, import_job_create
+from chatapp.chat.import_services import ImportBacklogFull, ImportTooLarge, import_job_create
 
 
 class UploadTooLarge(APIException):
@@ -142,6 +142,7 @@ class ImportJobListApi(PaginatedApi):
             202: ImportJobOutputSerializer,
             400: OpenApiResponse(description="No file, or an empty one."),
             413: OpenApiResponse(description="The file is larger than IMPORT_MAX_BYTES."),
+            429: OpenApiResponse(description="You already have 3 imports waiting or running."),
         },
         summary="Import conversations from a file (a background job: poll its progress)",
     )
@@ -151,6 +152,8 @@ class ImportJobListApi(PaginatedApi):
             job = import_job_create(owner=request.user, upload=upload)
         except ImportTooLarge as exc:
             raise UploadTooLarge(size=exc.size) from None
+        except ImportBacklogFull as exc:
+            return Response({"detail": exc.messages[0]}, status=status.HTTP_429_TOO_MANY_REQUESTS)
         job = import_job_get(owner=request.user, pk=job.pk)  # as stored, without the upload
         headers = {"Location": f"/api/imports/{job.pk}/"}
         return Response(ImportJobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED, headers=headers)
