@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import re
-import time
 
 import pytest
 from hypothesis import given
@@ -48,48 +47,29 @@ def test_image_inside_a_link_keeps_one_link():
     assert 'href="https://ci.example/"' in html and ">build</a>" in html
 
 
-def test_many_images_render_in_the_time_as_many_links():
-    """Each image looked back over every token before it for an open link: a reply (or an imported one,
-    or the public share page showing it) of 12,000 images took a minute of a server thread per view,
-    against seconds for as many links; an image's place in a link is now read in one pass."""
-    count = 12_000
-    started = time.perf_counter()
-    links = markdown_render("[a](https://x.example/) " * count, cached=False)
-    link_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    images = markdown_render("![a](https://x.example/) " * count, cached=False)
-    image_seconds = time.perf_counter() - started
-    assert images == links  # an image is drawn as the same link
-    assert image_seconds < 3 * link_seconds + 2, (image_seconds, link_seconds)
+# Texts that made a rule quadratic (one rule looking back over every token, or on to the end of the
+# text, for each of thousands of openings): rendered as their twins are. Their time beside the twins',
+# at two sizes, is bench/render_worst.py's (a test does not time).
 
 
-def test_unclosed_display_math_lines_render_in_linear_time():
-    """Each `\\[` line looked for its `\\]` line by line to the end, and was asked again at every line of
-    the paragraph: 4,000 lines opening display math that never closes (a model's reply cut short, a
-    pasted transcript) took half a minute to draw, against a blink for as many plain lines."""
-    count = 4_000
-    started = time.perf_counter()
-    plain = markdown_render("( x\n" * count, cached=False)
-    plain_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    opened = markdown_render("\\[ x\n" * count, cached=False)
-    opened_seconds = time.perf_counter() - started
-    assert opened.replace("[", "(") == plain  # text, as CommonMark reads `\\[` (an escaped bracket)
-    assert opened_seconds < 3 * plain_seconds + 2, (opened_seconds, plain_seconds)
+def test_many_images_render_as_as_many_links():
+    """Each image looked back over every token before it for an open link (12,000 images: a minute and a
+    half of a server thread per view); an image's place in a link is now read in one pass."""
+    assert markdown_render("![a](https://x.example/) " * 3_000, cached=False) == markdown_render(
+        "[a](https://x.example/) " * 3_000, cached=False)  # an image is drawn as the same link
 
 
-def test_unclosed_inline_math_renders_in_linear_time():
-    """Each `\\(` searched the rest of its paragraph for a `\\)`: a paragraph of 40,000 that never close
-    took most of a minute to draw (each search read on to the end), against seconds for as many `\\{`."""
-    count = 40_000
-    started = time.perf_counter()
-    plain = markdown_render("a \\{ b " * count, cached=False)  # escaped as well: as many tokens
-    plain_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    opened = markdown_render("a \\( b " * count, cached=False)
-    opened_seconds = time.perf_counter() - started
-    assert opened.replace("(", "{") == plain  # text, as CommonMark reads `\\(` (an escaped parenthesis)
-    assert opened_seconds < 3 * plain_seconds + 2, (opened_seconds, plain_seconds)
+def test_unclosed_display_math_lines_are_text():
+    """Each `\\[` line looked for its `\\]` line by line to the end, asked again at every line of the
+    paragraph (4,000 such lines: half a minute); the closing lines are now found once per text."""
+    opened = markdown_render("\\[ x\n" * 1_000, cached=False)
+    assert opened.replace("[", "(") == markdown_render("( x\n" * 1_000, cached=False)  # escaped brackets
+
+
+def test_unclosed_inline_math_is_text():
+    """Each `\\(` searched the rest of its paragraph for a `\\)` (40,000 of them: most of a minute)."""
+    opened = markdown_render("a \\( b " * 10_000, cached=False)
+    assert opened.replace("(", "{") == markdown_render("a \\{ b " * 10_000, cached=False)
 
 
 @pytest.mark.parametrize(
@@ -191,18 +171,10 @@ _PARAGRAPH = st.lists(st.sampled_from(_INLINE), min_size=1, max_size=6).map(" ".
 
 
 @pytest.mark.parametrize("opening", ["[a ", "![a](b "])
-def test_markdown_plain_reads_a_line_of_unclosed_brackets_once(opening):
-    """The link pattern read from each `[` (or `](`) to the end of its line for the bracket closing it: a
-    reply holding a line of 20,000 (a pasted log, an imported chat) took 20 to 40 s for each search hit
-    showing it, while the sidebar searched as the user typed. Now each try ends at the next bracket."""
-    count = 20_000
-    started = time.perf_counter()
-    assert markdown_plain("(a " * count) == "(a " * count
-    plain_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    assert markdown_plain(opening * count) == opening * count  # no link in it: the text as it is
-    opened_seconds = time.perf_counter() - started
-    assert opened_seconds < 3 * plain_seconds + 1, (opened_seconds, plain_seconds)
+def test_markdown_plain_leaves_a_line_of_unclosed_brackets_as_it_is(opening):
+    """The link pattern read from each `[` (or `](`) to the end of its line for the bracket closing it (a
+    line of 20,000: 20 to 40 s for each search hit showing it); each try now ends at the next bracket."""
+    assert markdown_plain(opening * 5_000) == opening * 5_000  # no link in it: the text as it is
 
 
 def test_markdown_plain_keeps_a_link_whose_address_holds_parentheses_whole():
