@@ -327,3 +327,13 @@ def test_a_model_list_without_text_ids_is_no_crash(entries):
 
     assert ok is False
     assert message.endswith("It lists: served."), message
+
+
+def test_gemini_listing_its_models_as_models_slash_id_lists_the_model():
+    """Gemini's OpenAI-compatible endpoint lists `models/gemini-2.5-flash` for the model its chat
+    requests name `gemini-2.5-flash`: the test said the model was not among those listed."""
+    ok, message, requests = _connection_test_with_models_answer(_model_list("models/m", "models/other"))
+
+    assert ok is True
+    assert "It lists 2 models, including “m”." in message, message
+    assert requests == [b"GET /v1/models"]
