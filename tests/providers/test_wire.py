@@ -337,3 +337,13 @@ def test_gemini_listing_its_models_as_models_slash_id_lists_the_model():
     assert ok is True
     assert "It lists 2 models, including “m”." in message, message
     assert requests == [b"GET /v1/models"]
+
+
+def test_ollama_listing_a_model_under_its_latest_tag_lists_the_model():
+    """Ollama lists `llama3.1:latest` for the model pulled as `llama3.1`, the name the README's table
+    gives (Ollama serves it by either): the test said the model was not among those listed."""
+    ok, message, requests = _connection_test_with_models_answer(_model_list("m:latest", "qwen3:8b"))
+
+    assert ok is True
+    assert "It lists 2 models, including “m”." in message, message
+    assert requests == [b"GET /v1/models"]

@@ -361,9 +361,9 @@ def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
     # A server of one model (vLLM, llama.cpp's server, an Ollama with one model pulled) is said so, not
     # as "1 models".
     only = model_ids[0] if len(model_ids) == 1 else None
-    # Gemini's OpenAI-compatible endpoint lists "models/gemini-2.5-flash" for the model its requests
-    # name "gemini-2.5-flash" (either spelling is served).
-    if target.model in model_ids or f"models/{target.model}" in model_ids:
+    # Other spellings of the same model, each served by its name: Gemini's OpenAI-compatible endpoint
+    # lists "models/gemini-2.5-flash", Ollama "llama3.1:latest" for the model pulled as "llama3.1".
+    if {target.model, f"models/{target.model}", f"{target.model}:latest"} & set(model_ids):
         listed_it = f"1 model, “{only}”" if only is not None else f"{len(model_ids)} models, including “{target.model}”"
         return True, f"Connected to {endpoint}. It lists {listed_it}."
     ok, message = _one_token_test(client, target, prefix="", timeout=timeout)
