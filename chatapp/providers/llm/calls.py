@@ -248,6 +248,8 @@ def _field(value: Any, name: str) -> Any:
 def _usage_from(usage: Any) -> Usage:
     details = _field(usage, "prompt_tokens_details")
     cached = _field(details, "cached_tokens") if details is not None else None
+    if cached is None:  # DeepSeek's own field for its prompt cache's hits
+        cached = _field(usage, "prompt_cache_hit_tokens")
     return Usage(
         prompt_tokens=_token_count(_field(usage, "prompt_tokens")),
         completion_tokens=_token_count(_field(usage, "completion_tokens")),
