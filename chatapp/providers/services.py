@@ -244,8 +244,8 @@ def llm_config_create(
     temperature: float = 0.7,
     is_default: bool = False,
 ) -> LLMConfig:
-    """Add a config. No window given: the registry's for a known model, else 8192. A user's first
-    config becomes the default."""
+    """Add a config. No window given: the registry's for a known model, else 8192 (4096 at an Ollama
+    server). A user's first config becomes the default."""
     if context_window is None:
         window, source = model_window_lookup(model=str(model or ""), base_url=str(base_url or ""))
     else:
