@@ -158,13 +158,16 @@ def _lookup(model: str, provider: str | None) -> ModelInfo | None:
     return None
 
 
-def cost_usd(model: str, *, prompt_tokens: int, completion_tokens: int = 0, cached_tokens: int = 0) -> float | None:
+def cost_usd(
+    model: str, *, prompt_tokens: int, completion_tokens: int = 0, cached_tokens: int = 0, provider: str | None = None
+) -> float | None:
     """Price of one call in USD, or None when the model or its prices are unknown.
 
     `cached_tokens` is the part of `prompt_tokens` served from the provider's prompt cache (OpenAI's
-    usage convention); it is billed at the cached-input price when the registry has one.
+    usage convention); it is billed at the cached-input price when the registry has one. `provider`:
+    as for model_info, the prefix the endpoint's host names (its own entry first).
     """
-    info = model_info(model)
+    info = model_info(model, provider=provider)
     if info is None or info.input_cost_per_token is None or info.output_cost_per_token is None:
         return None
     cached = max(0, min(cached_tokens, prompt_tokens))

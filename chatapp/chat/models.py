@@ -283,6 +283,9 @@ class OptimizationRecord(models.Model):
     reply = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     preference = models.CharField(max_length=16, choices=Preference.choices)
     model = models.CharField(max_length=200)
+    # The registry's provider prefix the endpoint's host named at request time (provider_for_base_url,
+    # "" for other hosts): the model is priced as its window was found, whatever the base URL is later.
+    registry_provider = models.CharField(max_length=32, blank=True, default="")
     context_window = models.PositiveIntegerField()
     budget = models.PositiveIntegerField()
     triggered = models.BooleanField(default=False)

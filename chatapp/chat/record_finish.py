@@ -71,7 +71,8 @@ def record_finish(*, turn: ChatTurn, usage: Any, billed: bool = True) -> None:
         # (the offline demo's "usage" is our own count handed back: no provider's figure to compare)
         tokens_full = turn.record_facts["tokens_full"] if turn.record_facts is not None else None
         fields.update(_usage_fields(tokens_sent=int(turn.context["tokens"]), tokens_full=tokens_full,
-                                    model=turn.target.model, usage=usage))
+                                    model=turn.target.model, usage=usage,
+                                    provider=optimizer.provider_for_base_url(turn.target.base_url)))
     if turn.record_id is not None and turn.record_facts is not None:
         stats = _prompt_change_stats(record_id=turn.record_id, facts=turn.record_facts, previous=turn.record_previous)
         if stats is not None:
@@ -97,7 +98,9 @@ def _prompt_change_stats(
     return {**(stats or {}), "system_prompt_changed": True}
 
 
-def _usage_fields(*, tokens_sent: int, tokens_full: int | None, model: str, usage: Any) -> dict[str, Any]:
+def _usage_fields(
+    *, tokens_sent: int, tokens_full: int | None, model: str, usage: Any, provider: str | None
+) -> dict[str, Any]:
     """The provider's prompt figures, and both costs at the cached price for the tokens its cache served.
 
     The full history is priced with the same cache hit: the provider would have cached at least that
@@ -109,8 +112,9 @@ def _usage_fields(*, tokens_sent: int, tokens_full: int | None, model: str, usag
         fields["provider_cached_tokens"] = int(reported)
     cached = min(int(reported or 0), tokens_sent)
     if cached:
-        cost = optimizer.cost_usd(model, prompt_tokens=tokens_sent, cached_tokens=cached)
-        full = optimizer.cost_usd(model, prompt_tokens=tokens_full, cached_tokens=cached) if tokens_full else None
+        cost = optimizer.cost_usd(model, prompt_tokens=tokens_sent, cached_tokens=cached, provider=provider)
+        full = (optimizer.cost_usd(model, prompt_tokens=tokens_full, cached_tokens=cached, provider=provider)
+                if tokens_full else None)
         if cost is not None and full is not None:
             fields.update(cost_sent_usd=money(cost), cost_full_usd=money(full))
     return fields

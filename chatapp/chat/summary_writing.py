@@ -225,6 +225,7 @@ def model_summarize(
             prompt_tokens=completion.prompt_tokens or 0,
             completion_tokens=completion.completion_tokens or 0,
             cached_tokens=completion.cached_tokens or 0,
+            provider=optimizer.provider_for_base_url(target.base_url),  # priced as the window was found
         )
         if call_cost is None:
             priced = False

@@ -333,12 +333,14 @@ def record_create(
     quoted = _recall_quotes(conversation=conversation, packed=recall_packed, read=ctx.recall_contents)
     summary_used = any(m.origin == "summary" for m in result.messages)
     tokens_sent, tokens_full = info.tokens_after, info.tokens_before
+    provider = optimizer.provider_for_base_url(target.base_url)
     record = row_create(
         OptimizationRecord,
         conversation=conversation,
         reply=reply,
         preference=preference,
         model=target.model,
+        registry_provider=provider or "",
         context_window=target.context_window,
         budget=budget,
         triggered=info.triggered,
@@ -360,8 +362,8 @@ def record_create(
         messages_before=info.messages_before,
         messages_after=info.messages_after,
         pack_ms=ctx.pack_ms,
-        cost_sent_usd=money(optimizer.cost_usd(target.model, prompt_tokens=tokens_sent)),
-        cost_full_usd=money(optimizer.cost_usd(target.model, prompt_tokens=tokens_full)),
+        cost_sent_usd=money(optimizer.cost_usd(target.model, prompt_tokens=tokens_sent, provider=provider)),
+        cost_full_usd=money(optimizer.cost_usd(target.model, prompt_tokens=tokens_full, provider=provider)),
         stats=_json_safe(_record_stats(info=info, ctx=ctx, messages=result.messages)),
     )
     facts, previous = dashboard_totals_record_add(record=record)  # counted in the turn's transaction

@@ -20,9 +20,10 @@ def money(value: float | None) -> Decimal | None:
     return None if value is None else Decimal(str(round(value, 6)))
 
 
-def model_prices(model: str) -> dict[str, float | None] | None:
-    """Registry prices (USD per token) via the optimizer, which reads litellm's bundled table."""
-    info = optimizer.model_info(model)
+def model_prices(model: str, *, provider: str | None = None) -> dict[str, float | None] | None:
+    """Registry prices (USD per token) via the optimizer, which reads litellm's bundled table
+    (`provider`: a record's registry_provider, the prefix its endpoint's host named)."""
+    info = optimizer.model_info(model, provider=provider)
     if info is None:
         return None
     return {

@@ -81,8 +81,8 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
     summaries = ledger_read(conversation_id=conversation.pk, totals=stored, live=True)
     latest = (
         OptimizationRecord.objects.filter(conversation=conversation).order_by("-id")
-        .values("id", "model", "budget", "context_window", "tokens_sent", "tokens_full", "strategy",
-                "provider_prompt_tokens", "estimated", "created_at")
+        .values("id", "model", "registry_provider", "budget", "context_window", "tokens_sent", "tokens_full",
+                "strategy", "provider_prompt_tokens", "estimated", "created_at")
         .first()
     )
     summary_cost = as_float(jobs["cost"]) or 0.0
@@ -112,7 +112,7 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
             "net_saved_usd": gross_saved - summary_cost if gross_saved is not None else None,
             "unpriced_records": stored.unpriced_records,
             "refused_turns": stored.refused_turns,
-            "prices": model_prices(latest["model"]) if latest else None,
+            "prices": model_prices(latest["model"], provider=latest["registry_provider"] or None) if latest else None,
         },
         "strategies": {
             "optimized_turns": stored.optimized_turns,

@@ -33,6 +33,9 @@ BLOCK_TURNS = 16
 STRATEGY_CODES: tuple[str, ...] = ("none", "window", "truncate", "summarize")
 _CODE = {name: i for i, name in enumerate(STRATEGY_CODES)}
 
+# A per-call cache of registry prices by (model, registry provider).
+Prices = dict[tuple[str, str | None], dict[str, float | None]]
+
 # OpenAI caches prompt prefixes from this length on; shorter prompts are never served from cache.
 PROMPT_CACHE_MIN_TOKENS = 1024
 
@@ -40,7 +43,7 @@ PROMPT_CACHE_MIN_TOKENS = 1024
 FACT_FIELDS: tuple[str, ...] = (
     "id", "conversation_id", "model", "summary_id", "triggered", "strategy", "tokens_full", "tokens_sent", "budget",
     "estimated", "provider_prompt_tokens", "provider_cached_tokens", "cost_full_usd", "cost_sent_usd", "recall_tokens",
-    "recall_message_count", "dropped_tokens", "reply_id",
+    "recall_message_count", "dropped_tokens", "reply_id", "registry_provider",
 )
 
 
@@ -86,18 +89,24 @@ def record_refused(facts: Mapping[str, Any]) -> bool:
     full, sent = facts["cost_full_usd"], facts["cost_sent_usd"]
     if not facts["tokens_sent"] or full is None or sent is None or full or sent:
         return False
-    listed = optimizer.cost_usd(facts["model"], prompt_tokens=facts["tokens_full"])
+    listed = optimizer.cost_usd(facts["model"], prompt_tokens=facts["tokens_full"], provider=_provider(facts))
     return listed is not None and round(listed, 6) > 0
 
 
-def _prices(model: str, prices: dict[str, dict[str, float | None]]) -> dict[str, float | None]:
-    if model not in prices:
-        prices[model] = model_prices(model) or {}
-    return prices[model]
+def _provider(facts: Mapping[str, Any]) -> str | None:
+    """The registry provider the record's endpoint named when it was made ("" stored: none)."""
+    return facts.get("registry_provider") or None
+
+
+def _prices(facts: Mapping[str, Any], prices: Prices) -> dict[str, float | None]:
+    key = (facts["model"], _provider(facts))
+    if key not in prices:
+        prices[key] = model_prices(key[0], provider=key[1]) or {}
+    return prices[key]
 
 
 def record_contribution(
-    facts: Mapping[str, Any], *, previous: PreviousRequest | None, prices: dict[str, dict[str, float | None]]
+    facts: Mapping[str, Any], *, previous: PreviousRequest | None, prices: Prices
 ) -> dict[str, Any]:
     """What one record adds to each additive DashboardTotals field (`prices`: a per-call lookup cache)."""
     full, sent = facts["tokens_full"], facts["tokens_sent"]
@@ -128,8 +137,8 @@ def record_contribution(
         # price in both (record_finish._usage_fields says why).
         model = facts["model"]
         cached = min(reported, sent) if reported else 0
-        cost_full = optimizer.cost_usd(model, prompt_tokens=full, cached_tokens=cached)
-        cost_sent = optimizer.cost_usd(model, prompt_tokens=sent, cached_tokens=cached)
+        cost_full = optimizer.cost_usd(model, prompt_tokens=full, cached_tokens=cached, provider=_provider(facts))
+        cost_sent = optimizer.cost_usd(model, prompt_tokens=sent, cached_tokens=cached, provider=_provider(facts))
         if cost_full is None or cost_sent is None:
             out["unpriced_records"] = 1
         else:
@@ -139,7 +148,7 @@ def record_contribution(
 
 
 def _add_cache_estimate(out: dict[str, Any], facts: Mapping[str, Any], *, previous: PreviousRequest | None,
-                        prices: dict[str, dict[str, float | None]]) -> None:
+                        prices: Prices) -> None:
     """Cost of what was sent if the provider's prompt cache served the stable prefix.
 
     Between two triggers the request path keeps the window, so each request starts with the whole
@@ -161,7 +170,7 @@ def _add_cache_estimate(out: dict[str, Any], facts: Mapping[str, Any], *, previo
     # A token figure: counted whatever the price, so the share cached reads the same with an unpriced
     # turn among the others (the money below is summed over the priced ones, the others counted).
     out["cache_cached_tokens"] = cached
-    price = _prices(facts["model"], prices)
+    price = _prices(facts, prices)
     input_price = price.get("input")
     if input_price is None:
         out["cache_unpriced_turns"] = 1
@@ -308,7 +317,7 @@ def _totals_correct(
 ) -> None:
     """Correct the locked totals (its ledger fields read) and the record's turn block by what its
     contribution became."""
-    prices: dict[str, dict[str, float | None]] = {}
+    prices: Prices = {}
     old = record_contribution(before, previous=previous, prices=prices)
     new = record_contribution(after, previous=previous, prices=prices)
     delta = _nonzero({name: new[name] - old[name] for name in new})
@@ -338,7 +347,7 @@ def totals_from_facts(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any]
     and the data migration share it)."""
     totals: dict[str, Any] = {}
     blocks: list[dict[str, Any]] = []
-    prices: dict[str, dict[str, float | None]] = {}
+    prices: Prices = {}
     previous: PreviousRequest | None = None
     last: Mapping[str, Any] | None = None
     for turn, facts in enumerate(rows, start=1):

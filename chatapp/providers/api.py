@@ -17,6 +17,7 @@ from chatapp.chat.dbconn import db_connection_release
 from chatapp.providers.llm import llm_target_for, llm_test_connection
 from chatapp.providers.models import LLMConfig
 from chatapp.providers.netguard import base_url_unresolved
+from chatapp.providers.ollama import ollama_window_note
 from chatapp.providers.selectors import llm_config_get, llm_config_list, llm_config_output_warning
 from chatapp.providers.services import (
     KEY_LEFT_BEHIND,
@@ -171,6 +172,8 @@ class ModelInfoApi(APIView):
         # Same name as on a config, so clients (and the schema) see one field and one enum.
         context_window_source = serializers.ChoiceField(choices=LLMConfig.WindowSource.choices)
         context_window_source_label = serializers.CharField()
+        context_window_note = serializers.CharField(
+            allow_blank=True, help_text="Where the endpoint's window comes from, when it is not the model's (Ollama)")
 
     @extend_schema(
         parameters=[OpenApiParameter("model", str, required=True, description="Model name, e.g. gpt-4o-mini"),
@@ -187,5 +190,6 @@ class ModelInfoApi(APIView):
             "context_window": window,
             "context_window_source": source,
             "context_window_source_label": LLMConfig.WindowSource(source).label,
+            "context_window_note": ollama_window_note(query.get("base_url", "")),
         }
         return Response(self.OutputSerializer(data).data)

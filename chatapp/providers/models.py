@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from .ollama import ollama_window_note
+
 
 class LLMConfig(models.Model):
     class WindowSource(models.TextChoices):
@@ -52,6 +54,11 @@ class LLMConfig(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.model})"
+
+    @property
+    def window_note(self) -> str:
+        """Where its endpoint's window comes from when it is not the model's (an Ollama server's)."""
+        return ollama_window_note(self.base_url)
 
     @property
     def has_api_key(self) -> bool:

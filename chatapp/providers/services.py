@@ -26,6 +26,7 @@ from .crypto import SecretDecryptError, secret_encrypt, secret_rotate
 from .llm.types import OFFLINE_MODEL
 from .model_moves import chats_moved, default_model
 from .netguard import base_url_validate
+from .ollama import assumed_window
 
 DEFAULT_CONTEXT_WINDOW = 8192
 MAX_CONTEXT_WINDOW = 10_000_000
@@ -77,7 +78,7 @@ def model_window_lookup(*, model: str, base_url: str = "") -> tuple[int, str]:
     info = optimizer.model_info(model.strip(), provider=provider) if model and model.strip() else None
     if info is not None and info.context_window:
         return info.context_window, LLMConfig.WindowSource.REGISTRY.value
-    return DEFAULT_CONTEXT_WINDOW, LLMConfig.WindowSource.DEFAULT.value
+    return assumed_window(base_url, default=DEFAULT_CONTEXT_WINDOW), LLMConfig.WindowSource.DEFAULT.value
 
 
 def _api_key_clean(api_key: Any) -> str:
@@ -243,8 +244,8 @@ def llm_config_create(
     temperature: float = 0.7,
     is_default: bool = False,
 ) -> LLMConfig:
-    """Add a config. No window given: the registry's for a known model, else 8192. A user's first
-    config becomes the default."""
+    """Add a config. No window given: the registry's for a known model, else 8192 (4096 at an Ollama
+    server). A user's first config becomes the default."""
     if context_window is None:
         window, source = model_window_lookup(model=str(model or ""), base_url=str(base_url or ""))
     else:

@@ -97,6 +97,8 @@
           ? "Set by you."
           : `This model is not in the registry: enter its context window${size ? `, or the default of ${Number(size).toLocaleString()} tokens is used` : ""}.`;
       }
+      // An Ollama server's window is its own setting, not the model's: said where to find it.
+      if (res.ok && data.context_window_note) note.textContent += ` ${data.context_window_note}`;
     }
 
     model.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(lookup, 300); });

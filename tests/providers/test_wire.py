@@ -327,3 +327,46 @@ def test_a_model_list_without_text_ids_is_no_crash(entries):
 
     assert ok is False
     assert message.endswith("It lists: served."), message
+
+
+def test_gemini_listing_its_models_as_models_slash_id_lists_the_model():
+    """Gemini's OpenAI-compatible endpoint lists `models/gemini-2.5-flash` for the model its chat
+    requests name `gemini-2.5-flash`: the test said the model was not among those listed."""
+    ok, message, requests = _connection_test_with_models_answer(_model_list("models/m", "models/other"))
+
+    assert ok is True
+    assert "It lists 2 models, including “m”." in message, message
+    assert requests == [b"GET /v1/models"]
+
+
+def test_ollama_listing_a_model_under_its_latest_tag_lists_the_model():
+    """Ollama lists `llama3.1:latest` for the model pulled as `llama3.1`, the name the README's table
+    gives (Ollama serves it by either): the test said the model was not among those listed."""
+    ok, message, requests = _connection_test_with_models_answer(_model_list("m:latest", "qwen3:8b"))
+
+    assert ok is True
+    assert "It lists 2 models, including “m”." in message, message
+    assert requests == [b"GET /v1/models"]
+
+
+_DEEPSEEK_USAGE = {"prompt_tokens": 1200, "completion_tokens": 3, "total_tokens": 1203,
+                   "prompt_cache_hit_tokens": 1024, "prompt_cache_miss_tokens": 176}
+
+
+def test_deepseeks_prompt_cache_hits_are_read_as_cached_tokens():
+    """DeepSeek reports its prompt cache's hits as `prompt_cache_hit_tokens`, not OpenAI's
+    `prompt_tokens_details.cached_tokens`: they were read as unknown, and its requests billed at the
+    full input price on the dashboard (DeepSeek bills cache hits at a fraction of it)."""
+    events, error = _stream(sse(chunk({"role": "assistant", "content": "Hi"}), chunk({}, "stop"),
+                                chunk(None, usage=_DEEPSEEK_USAGE), "[DONE]"))
+    assert error is None
+    assert _usage(events) == [llm.Usage(1200, 3, 1024)]
+
+    body = json.dumps({
+        "id": "c1", "object": "chat.completion", "created": 1, "model": "m", "usage": _DEEPSEEK_USAGE,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"}, "finish_reason": "stop"}],
+    }).encode()
+    with wire_server(([head(content_type="application/json", chunked_body=False, length=len(body)), body], False)
+                     ) as server:
+        completion = llm.llm_complete(target=make_target(server.base_url, "m"), messages=MESSAGES)
+    assert completion.cached_tokens == 1024

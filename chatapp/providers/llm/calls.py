@@ -248,6 +248,8 @@ def _field(value: Any, name: str) -> Any:
 def _usage_from(usage: Any) -> Usage:
     details = _field(usage, "prompt_tokens_details")
     cached = _field(details, "cached_tokens") if details is not None else None
+    if cached is None:  # DeepSeek's own field for its prompt cache's hits
+        cached = _field(usage, "prompt_cache_hit_tokens")
     return Usage(
         prompt_tokens=_token_count(_field(usage, "prompt_tokens")),
         completion_tokens=_token_count(_field(usage, "completion_tokens")),
@@ -361,7 +363,9 @@ def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
     # A server of one model (vLLM, llama.cpp's server, an Ollama with one model pulled) is said so, not
     # as "1 models".
     only = model_ids[0] if len(model_ids) == 1 else None
-    if target.model in model_ids:
+    # Other spellings of the same model, each served by its name: Gemini's OpenAI-compatible endpoint
+    # lists "models/gemini-2.5-flash", Ollama "llama3.1:latest" for the model pulled as "llama3.1".
+    if {target.model, f"models/{target.model}", f"{target.model}:latest"} & set(model_ids):
         listed_it = f"1 model, “{only}”" if only is not None else f"{len(model_ids)} models, including “{target.model}”"
         return True, f"Connected to {endpoint}. It lists {listed_it}."
     ok, message = _one_token_test(client, target, prefix="", timeout=timeout)
