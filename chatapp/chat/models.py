@@ -284,8 +284,9 @@ class OptimizationRecord(models.Model):
     preference = models.CharField(max_length=16, choices=Preference.choices)
     model = models.CharField(max_length=200)
     # The registry's provider prefix the endpoint's host named at request time (provider_for_base_url,
-    # "" for other hosts): the model is priced as its window was found, whatever the base URL is later.
-    registry_provider = models.CharField(max_length=32, blank=True, default="")
+    # null for other hosts): the model is priced as its window was found, whatever the base URL is later.
+    # Nullable with no default (chat migration 0023): neither database rewrites the records' table.
+    registry_provider = models.CharField(max_length=32, null=True, blank=True)  # noqa: DJ001
     context_window = models.PositiveIntegerField()
     budget = models.PositiveIntegerField()
     triggered = models.BooleanField(default=False)

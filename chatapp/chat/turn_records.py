@@ -340,7 +340,7 @@ def record_create(
         reply=reply,
         preference=preference,
         model=target.model,
-        registry_provider=provider or "",
+        registry_provider=provider,
         context_window=target.context_window,
         budget=budget,
         triggered=info.triggered,
