@@ -1,0 +1,71 @@
+"""Requests on a chat that another tab deletes while they run: each answers as for a chat that never was
+(404, which the page reads as "the chat is gone"), never a 500 nor a 200 for a change that was lost."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatapp.chat.models import Conversation, Message, SummaryJob
+
+pytestmark = pytest.mark.django_db
+
+
+def _deleted_once_found(monkeypatch, module, name: str, conversation: Conversation) -> None:
+    """`module.name` (a lookup) finds its row, then the chat is deleted, as by another tab just then."""
+    real = getattr(module, name)
+
+    def found_then_deleted(**kwargs):
+        found = real(**kwargs)
+        Conversation.objects.filter(pk=conversation.pk).delete()
+        return found
+
+    monkeypatch.setattr(module, name, found_then_deleted)
+
+
+def _summary(conversation: Conversation) -> Message:
+    first, last = conversation.messages.order_by("id")[:1].get(), conversation.messages.order_by("-id")[:1].get()
+    return Message.objects.create(
+        conversation=conversation, role="system", kind="summary", content="[Conversation summary]\n\nWe chose SQL.",
+        covers_from_id=first.pk, covers_through_id=last.pk, covered_message_count=4,
+    )
+
+
+@pytest.mark.parametrize("deleted", ["before-the-compaction", "after-the-compaction"])
+def test_compact_in_a_chat_deleted_meanwhile_answers_404(api, user, make_conversation, monkeypatch, deleted):
+    # "Compact now" (or /compact) as the chat is deleted in another tab: found, then compacted, then its
+    # job read back. Deleted before, it was refused "Nothing to summarize yet" (a 400 the composer
+    # showed); deleted after, the job read back was gone with the chat: a 500 and an error box.
+    from chatapp.chat.api import summary_views
+
+    conversation = make_conversation(user, messages=40)
+    url = f"/api/conversations/{conversation.pk}/compact/"
+    if deleted == "before-the-compaction":
+        _deleted_once_found(monkeypatch, summary_views, "conversation_get", conversation)
+    else:
+        _deleted_once_found(monkeypatch, summary_views, "conversation_compact", conversation)
+    response = api.post(url, {"content": "/compact keep SQL"}, format="json")
+    assert response.status_code == 404, response.content
+    monkeypatch.undo()
+    # The same answer as for a chat that never was.
+    assert response.json() == api.post(url, {"content": "/compact keep SQL"}, format="json").json()
+    assert not SummaryJob.objects.exists()
+
+
+@pytest.mark.parametrize("method", ["patch", "delete"], ids=["edit", "discard"])
+def test_a_summary_edited_or_discarded_in_a_chat_deleted_meanwhile_answers_404(
+    api, user, make_conversation, monkeypatch, method
+):
+    # The summary's Edit or Discard as the chat is deleted in another tab: a discard read back a summary
+    # gone with it (a 500), an edit answered "Only the summary in use can be edited" (a 400) for a chat
+    # that is gone.
+    from chatapp.chat.api import summary_views
+
+    conversation = make_conversation(user, messages=6)
+    summary = _summary(conversation)
+    url = f"/api/summaries/{summary.pk}/"
+    _deleted_once_found(monkeypatch, summary_views, "summary_get", conversation)
+    response = getattr(api, method)(url, {"content": "We chose PostgreSQL."}, format="json")
+    assert response.status_code == 404, response.content
+    monkeypatch.undo()
+    assert response.json() == getattr(api, method)(url, {"content": "We chose PostgreSQL."}, format="json").json()
+    assert not Message.objects.exists()
