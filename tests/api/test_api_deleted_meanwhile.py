@@ -69,3 +69,19 @@ def test_a_summary_edited_or_discarded_in_a_chat_deleted_meanwhile_answers_404(
     monkeypatch.undo()
     assert response.json() == getattr(api, method)(url, {"content": "We chose PostgreSQL."}, format="json").json()
     assert not Message.objects.exists()
+
+
+def test_a_message_pinned_in_a_chat_deleted_meanwhile_answers_404(api, user, make_conversation, monkeypatch):
+    # Pinned as the chat is deleted in another tab: the pin changed no row, yet answered 200 "pinned",
+    # and the page showed the message pinned in a chat that is gone.
+    from chatapp.chat.api import views
+
+    conversation = make_conversation(user, messages=2)
+    message = conversation.messages.first()
+    url = f"/api/messages/{message.pk}/pin/"
+    _deleted_once_found(monkeypatch, views, "message_get", conversation)
+    response = api.post(url, {"pinned": True}, format="json")
+    assert response.status_code == 404, response.content
+    monkeypatch.undo()
+    assert response.json() == api.post(url, {"pinned": True}, format="json").json()
+
