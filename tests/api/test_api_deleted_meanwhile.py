@@ -85,3 +85,23 @@ def test_a_message_pinned_in_a_chat_deleted_meanwhile_answers_404(api, user, mak
     monkeypatch.undo()
     assert response.json() == api.post(url, {"pinned": True}, format="json").json()
 
+
+def test_not_now_in_a_chat_deleted_meanwhile_answers_404(api, user, make_conversation, monkeypatch):
+    # "Not now" on the compaction question as the chat is deleted in another tab: the job read back was
+    # gone with the chat, a 500.
+    from chatapp.chat.api import summary_views
+
+    conversation = make_conversation(user, messages=6)
+    job = SummaryJob.objects.create(conversation=conversation, status=SummaryJob.Status.AWAITING_CONFIRMATION)
+    url = f"/api/conversations/{conversation.pk}/summary-jobs/{job.pk}/dismiss/"
+    real_dismiss = summary_views.summary_job_dismiss
+
+    def dismissed_as_the_chat_is_deleted(*, job):
+        Conversation.objects.filter(pk=conversation.pk).delete()
+        return real_dismiss(job=job)
+
+    monkeypatch.setattr(summary_views, "summary_job_dismiss", dismissed_as_the_chat_is_deleted)
+    response = api.post(url)
+    assert response.status_code == 404, response.content
+    monkeypatch.undo()
+    assert response.json() == api.post(url).json()
