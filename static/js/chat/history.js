@@ -79,14 +79,27 @@ export async function showMissedBefore(userEl, userMessage) {
  *  shows what it missed and follows a reply still written, so that the Stop and Esc the refusal speaks
  *  of reach it, and Enter waits for it. */
 export async function catchUp() {
-  const shown = [...messagesEl.querySelectorAll(".msg[data-id]")].map((m) => Number(m.dataset.id));
-  const newest = shown.length ? Math.max(...shown) : 0;
-  const nodes = (await messagesSince(newest + 1)) || [];
-  const missed = nodes.filter((node) => node.id && !document.getElementById(node.id) && Number(node.dataset.id) > newest);
-  messagesEl.append(...missed);
+  const shownEls = () => [...messagesEl.querySelectorAll('[id^="m-"][data-id]')];
+  const ids = shownEls().map((m) => Number(m.dataset.id)).sort((a, b) => a - b);
+  // Read from a few messages back: another tab's Regenerate, Edit or branch switch may have taken some
+  // of those shown off the chat's path (in id order), and they go, or the old reply stayed above the new.
+  const since = ids.length ? ids[Math.max(0, ids.length - 20)] : 0;
+  const nodes = (await messagesSince(since)) || [];
+  const onPath = nodes.filter((node) => node.id && node.dataset.id);
+  const through = onPath.length >= 100 ? Math.max(...onPath.map((n) => Number(n.dataset.id))) : Infinity; // one page (views.TIMELINE_PAGE)
+  const kept = new Set(onPath.map((node) => node.id));
+  if (onPath.length) {
+    shownEls().filter((m) => !kept.has(m.id) && Number(m.dataset.id) >= since && Number(m.dataset.id) <= through)
+      .forEach((m) => m.remove());
+  }
+  const missed = onPath.filter((node) => !document.getElementById(node.id));
+  for (const node of missed) {
+    const next = shownEls().find((m) => Number(m.dataset.id) > Number(node.dataset.id));
+    if (next) next.before(node); else messagesEl.append(node);
+  }
   foldLong(missed);
-  const reply = missed.filter((node) => node.dataset.role === "assistant").pop();
-  if (reply) markLastReply(reply); // Regenerate and Continue only on the newest reply
+  const reply = [...messagesEl.querySelectorAll(".msg--assistant[data-id]")].pop();
+  if (missed.length && reply) markLastReply(reply); // Regenerate and Continue only on the newest reply
   followElsewhere();
 }
 
