@@ -105,3 +105,20 @@ def test_not_now_in_a_chat_deleted_meanwhile_answers_404(api, user, make_convers
     assert response.status_code == 404, response.content
     monkeypatch.undo()
     assert response.json() == api.post(url).json()
+
+
+@pytest.mark.django_db(transaction=True)  # committed as the server commits: the link's row is checked then
+def test_a_share_of_a_chat_deleted_meanwhile_answers_404(api, user, make_conversation, monkeypatch):
+    # Share pressed as the chat is deleted in another tab: the link's row pointed at a chat no longer
+    # there, and its commit failed (a 500 and an error box).
+    from chatapp.chat.api import share_views
+    from chatapp.chat.models import ConversationShare
+
+    conversation = make_conversation(user, messages=2)
+    url = f"/api/conversations/{conversation.pk}/share/"
+    _deleted_once_found(monkeypatch, share_views, "conversation_get", conversation)
+    response = api.post(url)
+    assert response.status_code == 404, response.content
+    monkeypatch.undo()
+    assert response.json() == api.post(url).json()
+    assert not ConversationShare.objects.exists()
