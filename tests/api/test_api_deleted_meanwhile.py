@@ -122,3 +122,29 @@ def test_a_share_of_a_chat_deleted_meanwhile_answers_404(api, user, make_convers
     monkeypatch.undo()
     assert response.json() == api.post(url).json()
     assert not ConversationShare.objects.exists()
+
+
+def test_a_branch_switch_in_a_chat_deleted_meanwhile_answers_404(api, user, echo_config, monkeypatch):
+    # "< 1/2" pressed as the chat is deleted in another tab: the switch done, the message it shows was
+    # read back gone with the chat, a 500 and an error box.
+    from chatapp.chat import branch_services
+    from tests.support.streaming import sse_events
+
+    pk = api.post("/api/conversations/", {}, format="json").json()["id"]
+    sent = api.post(f"/api/conversations/{pk}/messages/", {"content": "a question"}, format="json")
+    first = sse_events(sent.recorded_body)[-1][1]["message"]["id"]
+    again = sse_events(api.post(f"/api/messages/{first}/regenerate/").recorded_body)[-1]
+    assert again[0] == "done"
+    url = f"/api/messages/{again[1]['message']['id']}/branch/"
+    real_show = branch_services.branch_show
+
+    def shown_as_the_chat_is_deleted(**kwargs):
+        shown = real_show(**kwargs)
+        Conversation.objects.filter(pk=pk).delete()
+        return shown
+
+    monkeypatch.setattr(branch_services, "branch_show", shown_as_the_chat_is_deleted)
+    response = api.post(url, {"index": 1}, format="json")
+    assert response.status_code == 404, response.content
+    monkeypatch.undo()
+    assert response.json() == api.post(url, {"index": 1}, format="json").json()
