@@ -138,3 +138,22 @@ def test_continue_on_a_page_left_behind_by_a_regenerate_shows_the_new_reply_only
         "Tell me everything about the bikes in the shed."
     ]
     assert not Message.objects.filter(conversation=conversation, content=CONTINUE_WORDS).exists()
+
+
+def test_a_send_from_a_page_left_behind_by_a_regenerate_shows_the_path_it_follows(asgi_server, browser, fake_openai):
+    # Another tab regenerated the reply; this page's next message went after the regenerated one (as the
+    # model saw it), and the page put that reply in above it, below the old: two answers in a row.
+    first = _cut_reply(browser, asgi_server, fake_openai, "send-after-regenerate")
+    _wait(browser, lambda d: "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    conversation = Conversation.objects.get(owner__username="send-after-regenerate")
+    regenerated = post_stream(conversation.owner, f"/api/messages/{first.get_attribute('data-id')}/regenerate/", {})
+    new_id = regenerated.named("done")[0]["message"]["id"]
+
+    browser.find_element(By.ID, "composer-input").send_keys("And the red one?", Keys.ENTER)
+
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]')) >= 2
+          and "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    shown = [int(m.get_attribute("data-id")) for m in browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")]
+    path = list(Message.objects.filter(conversation=conversation, role="assistant", superseded=False)
+                .order_by("id").values_list("id", flat=True))
+    assert shown == path and path[0] == new_id
