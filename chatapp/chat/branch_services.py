@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -111,7 +112,10 @@ def branch_switch(*, message: Message, index: int) -> Message:
             branch_show(conversation_id=conversation.pk, start_id=target_id)
             # The path changed under the stored window: the next request refits the new path's history.
             Conversation.objects.filter(pk=conversation.pk).update(window_start_id=None)
-    return Message.objects.get(pk=target_id)
+    shown = Message.objects.filter(pk=target_id).first()
+    if shown is None:  # deleted with its chat (another tab) the moment the switch was done
+        raise Http404("No Message matches the given query.")
+    return shown
 
 
 def conversation_path_thread(*, conversation_id: int) -> None:

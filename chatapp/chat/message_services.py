@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, Q
+from django.http import Http404
 from django.utils import timezone
 
 import optimizer
@@ -107,7 +108,10 @@ def message_pin_set(*, message: Message, pinned: bool) -> Message:
     if message.kind != Message.Kind.CHAT:
         raise ValidationError({"pinned": "Only chat messages can be pinned."})
     if message.pinned != pinned:
-        Message.objects.filter(pk=message.pk).update(pinned=pinned, updated_at=timezone.now())
+        if not Message.objects.filter(pk=message.pk).update(pinned=pinned, updated_at=timezone.now()):
+            # Deleted with its chat (another tab) since the request found it: the answer to a message
+            # that never was, not a 200 saying it is pinned.
+            raise Http404("No Message matches the given query.")
         message.pinned = pinned
     return message
 

@@ -281,7 +281,10 @@ def summary_job_dismiss(*, job: SummaryJob) -> SummaryJob:
     dismissed = SummaryJob.objects.filter(pk=job.pk, status=SummaryJob.Status.AWAITING_CONFIRMATION).update(
         status=SummaryJob.Status.CANCELLED, error=reason, finished_at=now
     )
-    job.refresh_from_db()
+    try:
+        job.refresh_from_db()
+    except SummaryJob.DoesNotExist:  # gone with its chat, deleted in another tab since the request found it
+        raise Http404("No Conversation matches the given query.") from None
     if not dismissed and job.status != SummaryJob.Status.CANCELLED:
         raise ValidationError(
             {"status": [f"This summary is {job.get_status_display().lower()}; only a waiting one can be dismissed."]}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
@@ -28,6 +29,15 @@ def conversation_share_create(*, owner: User, conversation: Conversation) -> Con
     if conversation.owner_id != owner.pk:
         # Callers look the conversation up scoped to its owner; this guards a caller that did not.
         raise Http404("No such conversation.")
+    with transaction.atomic():
+        # The chat's row first: deleted in another tab since the request found it, the link's row would
+        # point at nothing and fail its commit (a 500); it is the 404 of a chat that never was.
+        if not Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk", flat=True):
+            raise Http404("No Conversation matches the given query.")
+        return _share_of_now(owner=owner, conversation=conversation)
+
+
+def _share_of_now(*, owner: User, conversation: Conversation) -> ConversationShare:
     # The active path's last message (not a reply still streaming): the snapshot is the path up to it
     # (its ancestors), so a later switch to another branch changes nothing the link shows
     # (share_selectors.share_messages), nor does the end of a reply under way.

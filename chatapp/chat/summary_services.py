@@ -35,6 +35,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.http import Http404
 from django.utils import timezone
 
 import optimizer
@@ -180,6 +181,14 @@ def conversation_compact(*, conversation: Conversation, instructions: str = "") 
     (ValidationError: the request is refused, not queued to be cancelled or lost).
     """
     instructions = _clean_instructions(instructions)
+    with transaction.atomic():
+        # Deleted in another tab since the request found it: a 404, not "Nothing to summarize yet"
+        # (its messages are gone) nor a job inserted for a chat no longer there.
+        _conversation_lock(conversation_id=conversation.pk, missing="No Conversation matches the given query.")
+        return _compact_locked(conversation=conversation, instructions=instructions)
+
+
+def _compact_locked(*, conversation: Conversation, instructions: str) -> SummaryJob:
     confirmed = SummaryJob.objects.filter(
         conversation=conversation, status=Status.AWAITING_CONFIRMATION
     ).update(status=Status.PENDING, trigger=Trigger.MANUAL, instructions=instructions)
@@ -307,7 +316,7 @@ def summary_edit(*, summary: Message, content: str) -> Message:
         # The conversation's row first, as a branch switch and summary_save take it: a switch cannot
         # take the summary off the path between this check and the edited copy's insert (the copy
         # would stay on a path whose messages it does not cover).
-        Conversation.objects.select_for_update().filter(pk=summary.conversation_id).values_list("pk", flat=True).first()
+        _conversation_lock(conversation_id=summary.conversation_id, missing="No such summary.")
         # Locks the old summary so two edits at once cannot both replace it (the loser gets the error).
         current = (
             Message.objects.select_for_update()
@@ -362,10 +371,20 @@ def summary_discard(*, summary: Message) -> Message:
         # The conversation's row first, as summary_save and summary_edit take it: a job saving now waits
         # for this discard and sees it (SummaryChangedError) instead of reading the summary as kept and
         # writing one that folds the discarded text in (it would also lock in the other order).
-        Conversation.objects.select_for_update().filter(pk=summary.conversation_id).values_list("pk", flat=True).first()
+        _conversation_lock(conversation_id=summary.conversation_id, missing="No such summary.")
         in_use = live.select_for_update().order_by("-id").values_list("id", flat=True).first()
         live.filter(id__in=chain).update(discarded=True, updated_at=timezone.now())
         if in_use in chain:
             Conversation.objects.filter(pk=summary.conversation_id).update(window_start_id=None)
-    summary.refresh_from_db()
+    try:
+        summary.refresh_from_db()
+    except Message.DoesNotExist:  # the chat was deleted the moment the discard was done
+        raise Http404("No such summary.") from None
     return summary
+
+
+def _conversation_lock(*, conversation_id: int, missing: str) -> None:
+    """Lock the chat's row until the transaction ends. Http404 (`missing`, the answer to what never was)
+    when another tab deleted the chat since the request found it (services._conversation_save)."""
+    if Conversation.objects.select_for_update().filter(pk=conversation_id).values_list("pk", flat=True).first() is None:
+        raise Http404(missing)

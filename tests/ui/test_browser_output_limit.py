@@ -9,7 +9,7 @@ from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.models import Conversation, Message
 from chatapp.providers.models import LLMConfig
-from tests.support.chat import send
+from tests.support.chat import post_stream, send
 from tests.ui.test_browser import _sign_up_with_model, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -113,3 +113,47 @@ def test_continue_on_a_page_left_behind_sends_nothing_and_shows_where_the_chat_w
     assert composer.get_attribute("value") == "a draft of mine"
     newest = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1]
     assert [b.find_element(By.XPATH, "ancestor::article") for b in _continue_buttons(browser)] == [newest]
+
+
+def test_continue_on_a_page_left_behind_by_a_regenerate_shows_the_new_reply_only(asgi_server, browser, fake_openai):
+    # Another tab regenerated the cut reply; this page's Continue on the old one was refused, and its
+    # catch-up appended the regenerated reply below the old: two answers to one question, as if the
+    # model had replied twice in a row, until a reload.
+    first = _cut_reply(browser, asgi_server, fake_openai, "cut-regenerated")
+    _wait(browser, lambda d: "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    conversation = Conversation.objects.get(owner__username="cut-regenerated")
+    old_id = int(first.get_attribute("data-id"))
+    regenerated = post_stream(conversation.owner, f"/api/messages/{old_id}/regenerate/", {})  # the other tab
+    assert regenerated.names[-1] == "done", regenerated.events
+    new_id = regenerated.named("done")[0]["message"]["id"]
+
+    _continue_buttons(browser)[0].click()
+
+    _wait(browser, lambda d: d.find_elements(By.ID, f"m-{new_id}"))
+    error = _wait(browser, lambda d: d.find_elements(By.ID, "composer-error"))[0]
+    assert "another tab" in error.text
+    shown = [int(m.get_attribute("data-id")) for m in browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")]
+    assert shown == [new_id]
+    assert [m.text for m in browser.find_elements(By.CSS_SELECTOR, ".msg--user .msg-content")] == [
+        "Tell me everything about the bikes in the shed."
+    ]
+    assert not Message.objects.filter(conversation=conversation, content=CONTINUE_WORDS).exists()
+
+
+def test_a_send_from_a_page_left_behind_by_a_regenerate_shows_the_path_it_follows(asgi_server, browser, fake_openai):
+    # Another tab regenerated the reply; this page's next message went after the regenerated one (as the
+    # model saw it), and the page put that reply in above it, below the old: two answers in a row.
+    first = _cut_reply(browser, asgi_server, fake_openai, "send-after-regenerate")
+    _wait(browser, lambda d: "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    conversation = Conversation.objects.get(owner__username="send-after-regenerate")
+    regenerated = post_stream(conversation.owner, f"/api/messages/{first.get_attribute('data-id')}/regenerate/", {})
+    new_id = regenerated.named("done")[0]["message"]["id"]
+
+    browser.find_element(By.ID, "composer-input").send_keys("And the red one?", Keys.ENTER)
+
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]')) >= 2
+          and "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    shown = [int(m.get_attribute("data-id")) for m in browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")]
+    path = list(Message.objects.filter(conversation=conversation, role="assistant", superseded=False)
+                .order_by("id").values_list("id", flat=True))
+    assert shown == path and path[0] == new_id

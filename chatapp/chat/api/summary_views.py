@@ -99,7 +99,10 @@ class ConversationCompactApi(APIView):
         conversation = conversation_get(owner=request.user, pk=pk)
         instructions = validated(self.InputSerializer, request.data)["instructions"]
         job = conversation_compact(conversation=conversation, instructions=instructions)
-        job.refresh_from_db()
+        try:
+            job.refresh_from_db()
+        except SummaryJob.DoesNotExist:  # the chat (and its jobs) deleted in another tab just now
+            raise Http404("No Conversation matches the given query.") from None
         return Response(SummaryJobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -59,16 +59,34 @@ async function messagesSince(since) {
   return [...holder.children];
 }
 
+/** The page's messages from a few back (below id `below`), brought in line with the chat's path, in id
+ * order: those another tab's Regenerate, Edit or branch switch took off it go (or the old reply stayed
+ * above the new one), the missing come in their place (before `tail` when none follows). Returns the
+ * nodes put in; null when the path could not be read. */
+async function pathSync(below = Infinity, tail = null) {
+  const shownEls = () => [...messagesEl.querySelectorAll('[id^="m-"][data-id]')].filter((m) => Number(m.dataset.id) < below);
+  const ids = shownEls().map((m) => Number(m.dataset.id)).sort((a, b) => a - b);
+  const since = ids.length ? ids[Math.max(0, ids.length - 20)] : 0;
+  const nodes = await messagesSince(since);
+  if (!nodes) return null;
+  const onPath = nodes.filter((node) => node.id && node.dataset.id && Number(node.dataset.id) < below);
+  const through = nodes.length >= 100 ? Math.max(...onPath.map((n) => Number(n.dataset.id))) : Infinity; // one page (views.TIMELINE_PAGE)
+  const kept = new Set(onPath.map((node) => node.id));
+  shownEls().filter((m) => !kept.has(m.id) && Number(m.dataset.id) >= since && Number(m.dataset.id) <= through)
+    .forEach((m) => m.remove());
+  const missed = onPath.filter((node) => !document.getElementById(node.id));
+  for (const node of missed) {
+    const next = shownEls().find((m) => Number(m.dataset.id) > Number(node.dataset.id));
+    if (next) next.before(node); else if (tail) tail.before(node); else messagesEl.append(node);
+  }
+  foldLong(missed);
+  return missed;
+}
+
 /** A send from a page left behind: another tab or device sent since, and the server chained this
  * message after turns the page never showed (the model got them). They are shown above it. */
 export async function showMissedBefore(userEl, userMessage) {
-  const shown = [...messagesEl.querySelectorAll("[data-id]")].map((m) => Number(m.dataset.id))
-    .filter((id) => id < userMessage.id);
-  const nodes = await messagesSince(shown.length ? Math.max(...shown) + 1 : 0);
-  for (const node of nodes || []) { // none: offline for a moment, and the notice below says to reload
-    if (node.id && !document.getElementById(node.id) && Number(node.dataset.id) < userMessage.id) userEl.before(node);
-  }
-  foldLong(nodes || []);
+  await pathSync(userMessage.id, userEl); // none read: offline for a moment, and the notice below says to reload
   if (!document.getElementById(`m-${userMessage.parent}`)) {
     toast("This chat changed in another tab: reload to see what your message follows.", "info", 8000);
   }
@@ -79,14 +97,9 @@ export async function showMissedBefore(userEl, userMessage) {
  *  shows what it missed and follows a reply still written, so that the Stop and Esc the refusal speaks
  *  of reach it, and Enter waits for it. */
 export async function catchUp() {
-  const shown = [...messagesEl.querySelectorAll(".msg[data-id]")].map((m) => Number(m.dataset.id));
-  const newest = shown.length ? Math.max(...shown) : 0;
-  const nodes = (await messagesSince(newest + 1)) || [];
-  const missed = nodes.filter((node) => node.id && !document.getElementById(node.id) && Number(node.dataset.id) > newest);
-  messagesEl.append(...missed);
-  foldLong(missed);
-  const reply = missed.filter((node) => node.dataset.role === "assistant").pop();
-  if (reply) markLastReply(reply); // Regenerate and Continue only on the newest reply
+  const missed = await pathSync();
+  const reply = [...messagesEl.querySelectorAll(".msg--assistant[data-id]")].pop();
+  if (missed && missed.length && reply) markLastReply(reply); // Regenerate and Continue only on the newest reply
   followElsewhere();
 }
 
