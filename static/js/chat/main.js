@@ -112,7 +112,12 @@ document.addEventListener("click", async (e) => {
       closeMenus(menu);
       menu.hidden = !open;
       target.setAttribute("aria-expanded", String(open));
-      if (open) menu.querySelector("[role='menuitem']")?.focus();
+      if (open) {
+        menu.querySelector("[role='menuitem']")?.focus({ preventScroll: true });
+        // Under the last reply the menu reached past the timeline's bottom edge, its end hidden
+        // under the composer: the timeline scrolls just enough to show it whole.
+        menu.scrollIntoView({ block: "nearest" });
+      }
       break;
     }
     case "edit-system-prompt":
