@@ -50,3 +50,33 @@ def test_right_to_left_paragraphs_start_at_the_right(asgi_server, browser):
                   browser.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{conversation.pk}"] .conv-title')):
         assert browser.execute_script("return getComputedStyle(arguments[0]).unicodeBidi", title) == "plaintext"
     assert browser.find_element(By.ID, "composer-input").get_attribute("dir") == "auto"
+
+
+# Where a list's item sits in the list: its gaps to the list's left and right edges (the markers' side
+# is the wider one).
+ITEM_GAPS = """
+const list = arguments[0].getBoundingClientRect(), item = arguments[0].firstElementChild.getBoundingClientRect();
+return {left: item.left - list.left, right: list.right - item.right};
+"""
+
+
+def test_a_right_to_left_list_has_its_markers_at_the_right(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "rtl-lists")
+    conversation = Conversation.objects.create(owner=get_user_model().objects.get(username="rtl-lists"),
+                                               title="Lists")
+    Message.objects.create(conversation=conversation, role="user", content="Two lists, please.")
+    Message.objects.create(conversation=conversation, role="assistant",
+                           content=f"- {ARABIC}\n- بند ثاني\n\ntext\n\n1. {HEBREW}\n2. שני\n\n"
+                                   "text\n\n- first\n- second")
+    conversation_path_thread(conversation_id=conversation.pk)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    reply = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--assistant .md"))
+
+    arabic, hebrew, english = reply.find_elements(By.CSS_SELECTOR, "ul, ol")
+    # the Arabic and Hebrew items read from the right, but their bullets and numbers stood at the left,
+    # the list's whole width away
+    for rtl in (arabic, hebrew):
+        gaps = browser.execute_script(ITEM_GAPS, rtl)
+        assert gaps["left"] < 1 < gaps["right"], gaps
+    gaps = browser.execute_script(ITEM_GAPS, english)
+    assert gaps["right"] < 1 < gaps["left"], gaps
