@@ -9,6 +9,7 @@ from selenium.webdriver.common.by import By
 
 from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.share_services import conversation_share_create
 from tests.ui.test_browser import _sign_up, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -80,3 +81,20 @@ def test_a_right_to_left_list_has_its_markers_at_the_right(asgi_server, browser)
         assert gaps["left"] < 1 < gaps["right"], gaps
     gaps = browser.execute_script(ITEM_GAPS, english)
     assert gaps["right"] < 1 < gaps["left"], gaps
+
+
+def test_a_right_to_left_title_starts_at_the_right_on_the_share_and_dashboard_pages(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "rtl-titles")
+    owner = get_user_model().objects.get(username="rtl-titles")
+    conversation = Conversation.objects.create(owner=owner, title=HEBREW)
+    Message.objects.create(conversation=conversation, role="user", content=ARABIC)
+    conversation_path_thread(conversation_id=conversation.pk)
+    share = conversation_share_create(owner=owner, conversation=conversation)
+
+    # The share page's heading and the dashboard's: the Hebrew title stood at the left.
+    pages = ((f"/s/{share.token}/", "#share-title"), (f"/c/{conversation.pk}/dashboard/", ".dash-heading h1"))
+    for path, heading in pages:
+        browser.get(asgi_server.url + path)
+        title = _wait(browser, lambda d, heading=heading: d.find_element(By.CSS_SELECTOR, heading))
+        gaps = browser.execute_script(GAPS, title)
+        assert gaps["right"] < 2 < gaps["left"], (path, gaps)
