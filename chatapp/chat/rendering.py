@@ -121,7 +121,10 @@ def _sanitize(fragment: str) -> str:
         link_rel="noopener noreferrer nofollow",
         # A code block or table wider than the reply scrolls sideways: focusable, the keyboard can
         # scroll it too (only some browsers make a scrolling box focusable on their own).
-        set_tag_attribute_values={"a": {"target": "_blank"}, "pre": {"tabindex": "0"}, "table": {"tabindex": "0"}},
+        # A list takes the direction of its first letter (dir="auto"), so an Arabic or Hebrew list has its
+        # bullets and numbers at the right, beside its items (the CSS sets its items' text alone).
+        set_tag_attribute_values={"a": {"target": "_blank"}, "pre": {"tabindex": "0"}, "table": {"tabindex": "0"},
+                                  "ul": {"dir": "auto"}, "ol": {"dir": "auto"}},
         filter_style_properties=_STYLE_PROPERTIES,
         strip_comments=True,
     )

@@ -108,3 +108,22 @@ def test_widening_the_window_with_the_drawer_open_leaves_the_chat_usable(asgi_se
     focused = browser.execute_script("const box = document.getElementById('composer-input'); box.focus();"
                                      "return document.activeElement === box;")
     assert focused is True
+
+
+def test_on_a_phone_esc_in_the_search_clears_it_first_and_then_closes_the_drawer(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "esc-phone-search")
+    browser.set_window_size(375, 800)
+    browser.get(asgi_server.url + "/c/new/")
+    browser.find_element(By.CSS_SELECTOR, ".sidebar-toggle").click()
+    search = _wait(browser, lambda d: d.find_element(By.ID, "chat-search"))
+    _wait(browser, lambda d: search.is_displayed())
+    search.send_keys("budget")
+    search.send_keys(Keys.ESCAPE)
+
+    _wait(browser, lambda d: search.get_attribute("value") == "")
+    # the same press closed the drawer too: the chats list went away with the search just cleared
+    assert "sidebar-open" in browser.find_element(By.ID, "app").get_attribute("class")
+    assert browser.switch_to.active_element == search
+    search.send_keys(Keys.ESCAPE)
+    _wait(browser, lambda d: "sidebar-open" not in d.find_element(By.ID, "app").get_attribute("class"))
+    assert console_errors(browser) == []

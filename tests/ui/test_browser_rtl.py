@@ -9,6 +9,7 @@ from selenium.webdriver.common.by import By
 
 from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.share_services import conversation_share_create
 from tests.ui.test_browser import _sign_up, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -50,3 +51,50 @@ def test_right_to_left_paragraphs_start_at_the_right(asgi_server, browser):
                   browser.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{conversation.pk}"] .conv-title')):
         assert browser.execute_script("return getComputedStyle(arguments[0]).unicodeBidi", title) == "plaintext"
     assert browser.find_element(By.ID, "composer-input").get_attribute("dir") == "auto"
+
+
+# Where a list's item sits in the list: its gaps to the list's left and right edges (the markers' side
+# is the wider one).
+ITEM_GAPS = """
+const list = arguments[0].getBoundingClientRect(), item = arguments[0].firstElementChild.getBoundingClientRect();
+return {left: item.left - list.left, right: list.right - item.right};
+"""
+
+
+def test_a_right_to_left_list_has_its_markers_at_the_right(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "rtl-lists")
+    conversation = Conversation.objects.create(owner=get_user_model().objects.get(username="rtl-lists"),
+                                               title="Lists")
+    Message.objects.create(conversation=conversation, role="user", content="Two lists, please.")
+    Message.objects.create(conversation=conversation, role="assistant",
+                           content=f"- {ARABIC}\n- بند ثاني\n\ntext\n\n1. {HEBREW}\n2. שני\n\n"
+                                   "text\n\n- first\n- second")
+    conversation_path_thread(conversation_id=conversation.pk)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    reply = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--assistant .md"))
+
+    arabic, hebrew, english = reply.find_elements(By.CSS_SELECTOR, "ul, ol")
+    # the Arabic and Hebrew items read from the right, but their bullets and numbers stood at the left,
+    # the list's whole width away
+    for rtl in (arabic, hebrew):
+        gaps = browser.execute_script(ITEM_GAPS, rtl)
+        assert gaps["left"] < 1 < gaps["right"], gaps
+    gaps = browser.execute_script(ITEM_GAPS, english)
+    assert gaps["right"] < 1 < gaps["left"], gaps
+
+
+def test_a_right_to_left_title_starts_at_the_right_on_the_share_and_dashboard_pages(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "rtl-titles")
+    owner = get_user_model().objects.get(username="rtl-titles")
+    conversation = Conversation.objects.create(owner=owner, title=HEBREW)
+    Message.objects.create(conversation=conversation, role="user", content=ARABIC)
+    conversation_path_thread(conversation_id=conversation.pk)
+    share = conversation_share_create(owner=owner, conversation=conversation)
+
+    # The share page's heading and the dashboard's: the Hebrew title stood at the left.
+    pages = ((f"/s/{share.token}/", "#share-title"), (f"/c/{conversation.pk}/dashboard/", ".dash-heading h1"))
+    for path, heading in pages:
+        browser.get(asgi_server.url + path)
+        title = _wait(browser, lambda d, heading=heading: d.find_element(By.CSS_SELECTOR, heading))
+        gaps = browser.execute_script(GAPS, title)
+        assert gaps["right"] < 2 < gaps["left"], (path, gaps)

@@ -27,7 +27,12 @@ export async function loadRecords(offset, limit = PAGE) {
       h("td", { class: "hide-sm", text: r.pack_ms.toFixed(1) + " ms" }));
     markSelected(tr, r.turn === state.turn);
     tr.addEventListener("click", () => selectTurn(r.turn));
-    tr.addEventListener("keydown", (e) => { if (e.key === "Enter") selectTurn(r.turn); });
+    // Enter or Space, as on a button (Space scrolled the page a screen down instead).
+    tr.addEventListener("keydown", (e) => {
+      if (e.target !== tr || (e.key !== "Enter" && e.key !== " ")) return;
+      e.preventDefault();
+      selectTurn(r.turn);
+    });
     return tr;
   });
   body.replaceChildren(...rows);

@@ -231,3 +231,13 @@ form.addEventListener("submit", async (e) => {
     sendQueued();
   }
 });
+
+// Toasts show above the message box and the summary line over it: a fixed offset from the window's
+// foot left them over the lines of a long draft. The offset follows the top of the box's area.
+const composerArea = form.closest(".composer-wrap");
+function placeToasts() {
+  const above = window.innerHeight - composerArea.getBoundingClientRect().top;
+  document.documentElement.style.setProperty("--toasts-bottom", `${Math.max(0, Math.round(above)) + 12}px`);
+}
+new ResizeObserver(placeToasts).observe(composerArea);
+window.addEventListener("resize", placeToasts);

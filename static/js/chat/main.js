@@ -112,7 +112,12 @@ document.addEventListener("click", async (e) => {
       closeMenus(menu);
       menu.hidden = !open;
       target.setAttribute("aria-expanded", String(open));
-      if (open) menu.querySelector("[role='menuitem']")?.focus();
+      if (open) {
+        menu.querySelector("[role='menuitem']")?.focus({ preventScroll: true });
+        // Under the last reply the menu reached past the timeline's bottom edge, its end hidden
+        // under the composer: the timeline scrolls just enough to show it whole.
+        menu.scrollIntoView({ block: "nearest" });
+      }
       break;
     }
     case "edit-system-prompt":
@@ -222,6 +227,9 @@ document.addEventListener("keydown", (e) => {
       || document.querySelector("dialog[open]") || document.querySelector(".conv-rename, .title-input");
     // Esc in another field (the chats search clears itself) or closing the drawer is not a Stop.
     const field = document.activeElement?.closest("input, textarea, select");
+    // A search box with text clears itself (the browser's own Esc): that press does only that, the
+    // drawer it is in stays open for the next look (the same press closed it, on phones).
+    if (field?.type === "search" && field.value) return;
     const elsewhere = menuOpen || app.classList.contains("sidebar-open") || (field && field.id !== "composer-input");
     if (!elsewhere) state.streaming ? stop() : stopFollowed();
     // A menu closed from inside gives focus back to its button, not to the page.
