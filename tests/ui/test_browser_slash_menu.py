@@ -60,3 +60,23 @@ def test_a_saved_prompt_is_put_in_the_box_from_the_slash_menu(asgi_server, brows
     box.send_keys("def f(): pass", Keys.ENTER)  # finished and sent as any message
     _wait(browser, lambda d: Conversation.objects.filter(owner=owner).exists())
     assert console_errors(browser) == []
+
+
+def test_compact_typed_whole_compacts_even_beside_a_prompt_whose_command_starts_so(asgi_server, browser):
+    # A prompt "/compact-brief" is listed before the box's own /compact by the menu's order (saved
+    # prompts first): Enter on "/compact" put the prompt's text in the box instead of compacting.
+    _sign_up(browser, asgi_server.url, "slash-compact")
+    owner = get_user_model().objects.get(username="slash-compact")
+    prompt_create(owner=owner, command="compact-brief", title="Short summary", content="Summarize in 3 lines:")
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+
+    box.send_keys("/compact")
+    _wait(browser, lambda d: _options(d) == ["/compact", "/compact-brief"])
+    assert _selected(browser) == "/compact"
+    box.send_keys(Keys.ENTER)
+
+    # A new chat has nothing to compact: the compaction was asked for, and said so.
+    _wait(browser, lambda d: "nothing to compact" in d.find_element(By.ID, "toasts").text)
+    assert box.get_attribute("value") == "/compact"
+

@@ -28,7 +28,8 @@ function typed() {
 
 function matches(word) {
   const all = [...prompts, ...OWN];
-  const first = all.filter((p) => p.command.startsWith(word));
+  // The command typed whole first: "/compact" then Enter compacts, even beside a "/compact-brief".
+  const first = all.filter((p) => p.command.startsWith(word)).sort((a, b) => (b.command === word) - (a.command === word));
   const then = word ? all.filter((p) => !p.command.startsWith(word) && p.title.toLowerCase().includes(word)) : [];
   return [...first, ...then].slice(0, 8);
 }
