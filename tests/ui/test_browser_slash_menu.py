@@ -10,7 +10,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.models import Conversation
-from chatapp.chat.prompt_services import prompt_create
+from chatapp.chat.prompt_services import prompt_create, prompt_delete, prompt_update
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _sign_up, _wait
 
@@ -80,3 +80,24 @@ def test_compact_typed_whole_compacts_even_beside_a_prompt_whose_command_starts_
     _wait(browser, lambda d: "nothing to compact" in d.find_element(By.ID, "toasts").text)
     assert box.get_attribute("value") == "/compact"
 
+
+def test_a_prompt_edited_in_another_tab_is_offered_as_it_now_reads(asgi_server, browser):
+    # The menu kept the prompts it had read for 30 s: edited in Settings in another tab, a prompt came
+    # back to this tab's menu with its old text (and a deleted one was still offered).
+    _sign_up(browser, asgi_server.url, "slash-fresh")
+    owner = get_user_model().objects.get(username="slash-fresh")
+    prompt = prompt_create(owner=owner, command="review", title="Code review", content="Review this:")
+    gone = prompt_create(owner=owner, command="retro", title="Retrospective", content="What went well?")
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("/re")
+    _wait(browser, lambda d: _options(d) == ["/retro", "/review"])
+    box.send_keys(Keys.ESCAPE, Keys.BACKSPACE, Keys.BACKSPACE, Keys.BACKSPACE)
+
+    prompt_update(prompt=prompt, content="Review this for security holes:")  # Settings, another tab
+    prompt_delete(prompt=gone)
+
+    box.send_keys("/re")
+    _wait(browser, lambda d: _options(d) == ["/review"], timeout=10)
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: box.get_attribute("value") == "Review this for security holes:", timeout=10)

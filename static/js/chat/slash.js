@@ -7,17 +7,18 @@ import { api, form, input } from "./state.js";
 
 const menu = document.getElementById("slash-menu");
 const OWN = [{ command: "compact", title: "Summarize this chat now (instructions may follow)", own: true }];
-const FRESH_MS = 30_000; // prompts edited in another tab show within this
 let prompts = [];
-let fetchedAt = 0;
+let loading = null;
 let shown = [];
 let active = 0;
 
-async function promptsLoad() {
-  if (Date.now() - fetchedAt < FRESH_MS) return;
-  fetchedAt = Date.now();
-  const res = await api("/api/prompts/?limit=200");
-  if (res.ok && res.data && Array.isArray(res.data.results)) prompts = res.data.results;
+/** Read at each opening of the menu, not kept for a while: a prompt edited or deleted in Settings in
+ *  another tab is offered as it now reads (one small request per "/", typed into an empty box). */
+function promptsLoad() {
+  loading ??= api("/api/prompts/?limit=200").then((res) => {
+    if (res.ok && res.data && Array.isArray(res.data.results)) prompts = res.data.results;
+  }).finally(() => { loading = null; });
+  return loading;
 }
 
 /** The command typed, when the box holds nothing else ("/" and word characters); null otherwise. */
@@ -58,7 +59,7 @@ function draw() {
 
 async function update() {
   if (typed() === null) { close(); return; }
-  await promptsLoad();
+  if (menu.hidden) await promptsLoad(); // opening; narrowing an open menu reads no more
   const word = typed(); // read again: the box may have changed while the prompts loaded
   if (word === null) { close(); return; }
   const before = shown.length;
