@@ -101,3 +101,25 @@ def test_a_prompt_edited_in_another_tab_is_offered_as_it_now_reads(asgi_server, 
     _wait(browser, lambda d: _options(d) == ["/review"], timeout=10)
     box.send_keys(Keys.ENTER)
     _wait(browser, lambda d: box.get_attribute("value") == "Review this for security holes:", timeout=10)
+
+
+def test_a_long_prompt_put_in_the_box_shows_its_end_where_the_cursor_is(asgi_server, browser):
+    # A prompt of many lines filled the box showing its first lines, the cursor after its last (where
+    # the message is finished) out of view until a key was typed: setting the box's text does not scroll.
+    _sign_up(browser, asgi_server.url, "slash-long")
+    owner = get_user_model().objects.get(username="slash-long")
+    text = "\n".join(f"Rule {i}: be precise." for i in range(60)) + "\nMy question: "
+    prompt_create(owner=owner, command="rules", title="House rules", content=text)
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+
+    box.send_keys("/rules")
+    _wait(browser, lambda d: _options(d) == ["/rules"])
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: box.get_attribute("value") == text)
+
+    scroll_top, scroll_height, client_height, cursor = browser.execute_script(
+        "const b = arguments[0]; return [b.scrollTop, b.scrollHeight, b.clientHeight, b.selectionStart];", box)
+    assert cursor == len(text)
+    assert scroll_height > client_height  # the box is at its tallest: the text scrolls in it
+    assert scroll_top + client_height >= scroll_height - 1  # its last line, the cursor's, in view

@@ -82,6 +82,9 @@ function pick(i) {
   input.setSelectionRange(input.value.length, input.value.length);
   input.dispatchEvent(new Event("input", { bubbles: true })); // the box's size and the kept draft follow
   input.focus();
+  // Setting the text does not scroll the box: a long prompt showed its first lines, the cursor after
+  // its last (where the message is finished) out of view.
+  input.scrollTop = input.scrollHeight;
   if (!choice.own) announce(`“/${choice.command}” is in the message box: finish it and send.`);
 }
 
