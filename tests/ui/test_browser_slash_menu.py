@@ -123,3 +123,23 @@ def test_a_long_prompt_put_in_the_box_shows_its_end_where_the_cursor_is(asgi_ser
     assert cursor == len(text)
     assert scroll_height > client_height  # the box is at its tallest: the text scrolls in it
     assert scroll_top + client_height >= scroll_height - 1  # its last line, the cursor's, in view
+
+
+def test_the_menu_fits_above_the_box_on_a_short_screen(asgi_server, browser):
+    # On a phone held sideways (or with its keyboard up) the menu's 280px ran off the top of the screen
+    # with its first options, the one chosen among them.
+    _sign_up(browser, asgi_server.url, "slash-short")
+    owner = get_user_model().objects.get(username="slash-short")
+    for i in range(8):
+        prompt_create(owner=owner, command=f"p{i}", title=f"Prompt {i}", content=f"Text {i}")
+    browser.set_window_size(844, 390)
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+
+    box.send_keys("/")
+    _wait(browser, lambda d: len(_options(d)) == 8)
+    menu_top, chosen_top, box_top = browser.execute_script(
+        "const top = (s) => document.querySelector(s).getBoundingClientRect().top;"
+        "return [top('#slash-menu'), top('#slash-menu [aria-selected=true]'), top('#composer-input')];")
+    assert 0 <= menu_top <= chosen_top < box_top
+    assert _selected(browser) == "/p0"

@@ -54,7 +54,16 @@ function draw() {
     return option;
   }));
   input.setAttribute("aria-activedescendant", `slash-option-${active}`);
+  fit();
   menu.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: "nearest" });
+}
+
+/** The menu sits above the box and scrolls within the room there: on a phone held sideways, or with its
+ *  keyboard up, its 280px ran off the top of the screen, the first options (the one chosen) with it. */
+function fit() {
+  const top = menu.parentElement.getBoundingClientRect().top + 4; // its bottom: calc(100% - 4px)
+  const room = top - (window.visualViewport?.offsetTop ?? 0) - 8;
+  menu.style.maxHeight = `${Math.max(48, Math.min(280, Math.floor(room)))}px`;
 }
 
 async function update() {
