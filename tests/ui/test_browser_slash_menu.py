@@ -137,9 +137,30 @@ def test_the_menu_fits_above_the_box_on_a_short_screen(asgi_server, browser):
     box = browser.find_element(By.ID, "composer-input")
 
     box.send_keys("/")
-    _wait(browser, lambda d: len(_options(d)) == 8)
+    _wait(browser, lambda d: len(_options(d)) >= 8)
     menu_top, chosen_top, box_top = browser.execute_script(
         "const top = (s) => document.querySelector(s).getBoundingClientRect().top;"
         "return [top('#slash-menu'), top('#slash-menu [aria-selected=true]'), top('#composer-input')];")
     assert 0 <= menu_top <= chosen_top < box_top
     assert _selected(browser) == "/p0"
+
+
+def test_slash_lists_every_prompt_and_compact_however_many_there_are(asgi_server, browser):
+    # The menu showed its first 8 options: with 8 prompts or more "/" listed neither /compact nor any
+    # prompt after the 8th by command, and ↓ from the 8th went back to the 1st.
+    _sign_up(browser, asgi_server.url, "slash-many")
+    owner = get_user_model().objects.get(username="slash-many")
+    for i in range(12):
+        prompt_create(owner=owner, command=f"p{i:02}", title=f"Prompt {i}", content=f"Text {i}")
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+
+    box.send_keys("/")
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#slash-menu [role=option]")) > 1)
+    commands = browser.execute_script(
+        "return [...document.querySelectorAll('#slash-menu .slash-command')].map((c) => c.textContent);")
+    assert commands == [f"/p{i:02}" for i in range(12)] + ["/compact"]
+    box.send_keys(*[Keys.ARROW_UP] * 2)  # from the first, up goes round to the last, then above it
+    assert _selected(browser) == "/p11"  # scrolled into view in the menu
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: box.get_attribute("value") == "Text 11")

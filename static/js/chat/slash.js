@@ -32,7 +32,7 @@ function matches(word) {
   // The command typed whole first: "/compact" then Enter compacts, even beside a "/compact-brief".
   const first = all.filter((p) => p.command.startsWith(word)).sort((a, b) => (b.command === word) - (a.command === word));
   const then = word ? all.filter((p) => !p.command.startsWith(word) && p.title.toLowerCase().includes(word)) : [];
-  return [...first, ...then].slice(0, 8);
+  return [...first, ...then]; // all of them, scrolled in the menu: "/" alone lists every prompt and /compact
 }
 
 function close() {
