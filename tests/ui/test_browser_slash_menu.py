@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from chatapp.chat.models import Conversation
+from chatapp.chat.models import Conversation, Message
 from chatapp.chat.prompt_services import prompt_create, prompt_delete, prompt_update
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _sign_up, _wait
@@ -164,3 +164,35 @@ def test_slash_lists_every_prompt_and_compact_however_many_there_are(asgi_server
     assert _selected(browser) == "/p11"  # scrolled into view in the menu
     box.send_keys(Keys.ENTER)
     _wait(browser, lambda d: box.get_attribute("value") == "Text 11")
+
+
+_SAFARI_IME_ENTER = (
+    # Safari's Enter that picks an input method's characters: sent after compositionend, so isComposing
+    # is false; keyCode 229 says it belongs to the composition.
+    "arguments[0].dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', keyCode: 229, bubbles: true,"
+    " cancelable: true}));"
+)
+
+
+def test_an_input_methods_enter_in_safari_neither_picks_a_prompt_nor_sends(asgi_server, browser):
+    # With pinyin, "/rev" is typed in a composition and Enter commits those letters: in Safari that Enter
+    # put the prompt in the box (or, in a box with text, sent the message half typed).
+    _sign_up(browser, asgi_server.url, "slash-ime")
+    owner = get_user_model().objects.get(username="slash-ime")
+    prompt_create(owner=owner, command="review", title="Code review", content="Review this code:")
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("/rev")
+    _wait(browser, lambda d: _options(d) == ["/review"])
+
+    browser.execute_script(_SAFARI_IME_ENTER, box)
+    assert box.get_attribute("value") == "/rev"
+    assert _options(browser) == ["/review"]
+
+    box.send_keys(Keys.ESCAPE, Keys.BACKSPACE * 4, "日本語の")
+    browser.execute_script(_SAFARI_IME_ENTER, box)
+    box.send_keys("質問")
+    browser.execute_script("arguments[0].form.requestSubmit();", box)  # sent when the user means it
+    sent = Message.objects.filter(conversation__owner=owner, role="user")
+    _wait(browser, lambda d: sent.exists())
+    assert list(sent.values_list("content", flat=True)) == ["日本語の質問"]

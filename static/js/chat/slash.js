@@ -3,7 +3,7 @@
  * puts the choice in the box (a prompt's text, to finish and send), Esc closes the menu and keeps the
  * text. Self-contained: main.js only imports it. */
 import { announce, el } from "./dom.js";
-import { api, form, input } from "./state.js";
+import { api, composing, form, input } from "./state.js";
 
 const menu = document.getElementById("slash-menu");
 const OWN = [{ command: "compact", title: "Summarize this chat now (instructions may follow)", own: true }];
@@ -102,7 +102,7 @@ input.addEventListener("blur", close);
 
 // Capture, on the form: before the box's own Enter (send) and the page's Esc (stop a reply).
 form.addEventListener("keydown", (e) => {
-  if (menu.hidden || e.target !== input || e.isComposing) return;
+  if (menu.hidden || e.target !== input || composing(e)) return;
   const step = { ArrowDown: 1, ArrowUp: -1 }[e.key];
   if (step) {
     active = (active + step + shown.length) % shown.length;
