@@ -196,3 +196,33 @@ def test_an_input_methods_enter_in_safari_neither_picks_a_prompt_nor_sends(asgi_
     sent = Message.objects.filter(conversation__owner=owner, role="user")
     _wait(browser, lambda d: sent.exists())
     assert list(sent.values_list("content", flat=True)) == ["日本語の質問"]
+
+
+def test_typing_on_keeps_the_option_chosen_or_goes_back_to_the_first(asgi_server, browser):
+    # The option chosen was kept by its place, not by what it was: typed on, the menu narrowed and the
+    # same place held another prompt (or /compact), which Enter then put in the box.
+    _sign_up(browser, asgi_server.url, "slash-narrow")
+    owner = get_user_model().objects.get(username="slash-narrow")
+    for command, title in (("api", "API docs"), ("bug", "Bug report"), ("bugfix", "Fix it")):
+        prompt_create(owner=owner, command=command, title=title, content=f"{title}:")
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+
+    box.send_keys("/")
+    _wait(browser, lambda d: _options(d) == ["/api", "/bug", "/bugfix", "/compact"])
+    box.send_keys(Keys.ARROW_DOWN)
+    assert _selected(browser) == "/bug"
+    box.send_keys("b")
+    _wait(browser, lambda d: _options(d) == ["/bug", "/bugfix"])
+    assert _selected(browser) == "/bug"  # still listed: still chosen
+
+    box.send_keys(Keys.BACKSPACE)
+    _wait(browser, lambda d: len(_options(d)) == 4)
+    assert _selected(browser) == "/bug"
+    box.send_keys(Keys.ARROW_DOWN)
+    assert _selected(browser) == "/bugfix"
+    box.send_keys("a")  # /api, then /compact, whose title holds an "a"
+    _wait(browser, lambda d: _options(d) == ["/api", "/compact"])
+    assert _selected(browser) == "/api"  # no longer listed: the first
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: box.get_attribute("value") == "API docs:")

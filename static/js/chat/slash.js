@@ -72,9 +72,12 @@ async function update() {
   const word = typed(); // read again: the box may have changed while the prompts loaded
   if (word === null) { close(); return; }
   const before = shown.length;
+  const chosen = shown[active];
   shown = matches(word);
   if (!shown.length) { close(); return; }
-  active = Math.min(active, shown.length - 1);
+  // Typed on, the option chosen stays chosen while listed, else the first is: kept by its place, the
+  // place came to hold another prompt, which Enter put in the box.
+  active = Math.max(0, shown.findIndex((p) => p.command === chosen?.command));
   const opening = menu.hidden;
   menu.hidden = false;
   draw();
@@ -97,7 +100,7 @@ function pick(i) {
   if (!choice.own) announce(`“/${choice.command}” is in the message box: finish it and send.`);
 }
 
-input.addEventListener("input", () => { active = typed() === null ? 0 : active; update(); });
+input.addEventListener("input", update);
 input.addEventListener("blur", close);
 
 // Capture, on the form: before the box's own Enter (send) and the page's Esc (stop a reply).
