@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.models import Conversation, Message
-from tests.ui.test_browser import _sign_up, _wait
+from tests.ui.test_browser import _idle, _sign_up, _sign_up_with_model, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -34,3 +35,21 @@ def test_an_input_methods_esc_in_a_message_being_edited_keeps_the_edit(asgi_serv
 
     assert browser.find_elements(By.CSS_SELECTOR, ".msg-edit-input") == [area]
     assert area.get_attribute("value") == "Where do we sleep? 東京"
+
+
+def test_an_input_methods_esc_in_the_message_box_does_not_stop_the_reply(asgi_server, browser, fake_openai):
+    # Typing the next message while a reply is written, the Esc that drops a composition stopped the reply.
+    _sign_up_with_model(browser, asgi_server.url, "ime-stop", fake_url=fake_openai.base_url, model="slow-150",
+                        name="Slow")
+    browser.refresh()
+    box = _wait(browser, lambda d: d.find_element(By.ID, "composer-input"))
+    box.send_keys("Tell me about Tokyo", Keys.ENTER)
+    _wait(browser, lambda d: not _idle(d))
+    box.send_keys("東京")
+
+    browser.execute_script(_COMPOSING_KEY, box, "Escape")
+
+    reply = browser.find_element(By.CSS_SELECTOR, ".msg--assistant")
+    _wait(browser, lambda d: reply.get_attribute("data-status") in ("complete", "stopped"))
+    assert reply.get_attribute("data-status") == "complete"
+    assert box.get_attribute("value") == "東京"
