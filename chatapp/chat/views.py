@@ -175,6 +175,14 @@ def _sidebar_conversations(request: HttpRequest, *, query: str) -> QuerySet[Conv
     return selectors.conversation_list(owner=request.user, query=query or None, archived=None if query else False)
 
 
+def _archived_only(request: HttpRequest, *, query: str, listed: list[dict]) -> int:
+    """How many chats are archived, when the sidebar lists none and no search is typed: the empty list
+    then says where they are, not "No chats yet" (after Archive all, every chat is still there)."""
+    if query or listed:
+        return 0
+    return selectors.conversation_archived_list(owner=request.user).count()
+
+
 def _conversation_groups(conversations, *, limit: int = SIDEBAR_LIMIT, pinned_first: bool = False
                          ) -> tuple[list[dict], bool]:
     """Sidebar sections by last activity (Today, Yesterday, Previous 7 and 30 days, Older) of the
@@ -250,6 +258,7 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
         "conversation": conversation,
         "conversation_groups": groups,
         "more_chats_limit": SIDEBAR_LIMIT * 2 if more else None,
+        "archived_only": _archived_only(request, query=query, listed=groups),
         "query": query,
         "max_query_chars": MAX_QUERY_CHARS,
         "config": config,
@@ -364,6 +373,7 @@ def chat_sidebar(request: HttpRequest) -> HttpResponse:
         {
             "conversation_groups": groups + listed,
             "more_chats_limit": min(limit + SIDEBAR_LIMIT, SIDEBAR_MAX) if more and limit < SIDEBAR_MAX else None,
+            "archived_only": _archived_only(request, query=query, listed=groups + listed),
             "query": query,
             "current_id": query_id(current),
         },

@@ -201,3 +201,17 @@ def test_chats_archived_in_chatgpt_and_open_webui_come_in_archived(user):
     assert stamps == [datetime.fromtimestamp(1720000030, tz=UTC), None]
     stamps = [Conversation.objects.get(pk=pk).archived_at for pk in from_webui.conversation_ids]
     assert stamps == [datetime.fromtimestamp(1720000020, tz=UTC), None]
+
+
+def test_a_sidebar_emptied_by_archiving_says_where_the_chats_are(page, user):
+    # After Archive all the sidebar read "No chats yet. Start one below.", as if every chat was gone.
+    for title in ("Taxes", "Garden"):
+        _archive(user, _chat(user, title))
+
+    for url in (reverse("chat-sidebar"), reverse("chat-new")):
+        body = page.get(url).content.decode()
+        assert "No chats yet" not in body
+        assert "Your 2 chats are archived" in body and f'href="{reverse("settings")}#archived-h"' in body
+
+    _archive(user, Conversation.objects.get(title="Taxes"), False)
+    assert "are archived" not in page.get(reverse("chat-sidebar")).content.decode()

@@ -87,3 +87,22 @@ def test_esc_in_the_headers_rename_does_not_stop_the_reply(asgi_server, browser,
 
     _wait(browser, lambda d: reply(d).get_attribute("data-status") in {"complete", "stopped", "error"}, timeout=60)
     assert reply(browser).get_attribute("data-status") == "complete", reply(browser).text
+
+
+def test_an_input_methods_enter_or_esc_leaves_the_rename_open(asgi_server, browser):
+    # Typing a title with a Japanese or Chinese IME, the Enter that picks the characters (isComposing)
+    # saved the title half typed, and its Esc (which drops the composition) cancelled the rename.
+    _sign_up(browser, asgi_server.url, "ime-rename")
+    conversation = _chat("ime-rename", "Trip")
+    browser.get(f"{asgi_server.url}/c/new/")
+    _row, field = _rename_from_sidebar(browser, conversation)
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys("東京")
+
+    for key in ("Enter", "Escape"):
+        browser.execute_script(
+            "arguments[0].dispatchEvent(new KeyboardEvent('keydown', {key: arguments[1], isComposing: true,"
+            " keyCode: 229, bubbles: true, cancelable: true}));", field, key)
+        assert field.is_displayed()  # still renaming
+    field.send_keys("旅行", Keys.ENTER)
+    _wait(browser, lambda d: Conversation.objects.get(pk=conversation.pk).title == "東京旅行")

@@ -9,8 +9,8 @@ from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from chatapp.chat.models import Conversation
-from chatapp.chat.prompt_services import prompt_create
+from chatapp.chat.models import Conversation, Message
+from chatapp.chat.prompt_services import prompt_create, prompt_delete, prompt_update
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _sign_up, _wait
 
@@ -60,3 +60,169 @@ def test_a_saved_prompt_is_put_in_the_box_from_the_slash_menu(asgi_server, brows
     box.send_keys("def f(): pass", Keys.ENTER)  # finished and sent as any message
     _wait(browser, lambda d: Conversation.objects.filter(owner=owner).exists())
     assert console_errors(browser) == []
+
+
+def test_compact_typed_whole_compacts_even_beside_a_prompt_whose_command_starts_so(asgi_server, browser):
+    # A prompt "/compact-brief" is listed before the box's own /compact by the menu's order (saved
+    # prompts first): Enter on "/compact" put the prompt's text in the box instead of compacting.
+    _sign_up(browser, asgi_server.url, "slash-compact")
+    owner = get_user_model().objects.get(username="slash-compact")
+    prompt_create(owner=owner, command="compact-brief", title="Short summary", content="Summarize in 3 lines:")
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+
+    box.send_keys("/compact")
+    _wait(browser, lambda d: _options(d) == ["/compact", "/compact-brief"])
+    assert _selected(browser) == "/compact"
+    box.send_keys(Keys.ENTER)
+
+    # A new chat has nothing to compact: the compaction was asked for, and said so.
+    _wait(browser, lambda d: "nothing to compact" in d.find_element(By.ID, "toasts").text)
+    assert box.get_attribute("value") == "/compact"
+
+
+def test_a_prompt_edited_in_another_tab_is_offered_as_it_now_reads(asgi_server, browser):
+    # The menu kept the prompts it had read for 30 s: edited in Settings in another tab, a prompt came
+    # back to this tab's menu with its old text (and a deleted one was still offered).
+    _sign_up(browser, asgi_server.url, "slash-fresh")
+    owner = get_user_model().objects.get(username="slash-fresh")
+    prompt = prompt_create(owner=owner, command="review", title="Code review", content="Review this:")
+    gone = prompt_create(owner=owner, command="retro", title="Retrospective", content="What went well?")
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("/re")
+    _wait(browser, lambda d: _options(d) == ["/retro", "/review"])
+    box.send_keys(Keys.ESCAPE, Keys.BACKSPACE, Keys.BACKSPACE, Keys.BACKSPACE)
+
+    prompt_update(prompt=prompt, content="Review this for security holes:")  # Settings, another tab
+    prompt_delete(prompt=gone)
+
+    box.send_keys("/re")
+    _wait(browser, lambda d: _options(d) == ["/review"], timeout=10)
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: box.get_attribute("value") == "Review this for security holes:", timeout=10)
+
+
+def test_a_long_prompt_put_in_the_box_shows_its_end_where_the_cursor_is(asgi_server, browser):
+    # A prompt of many lines filled the box showing its first lines, the cursor after its last (where
+    # the message is finished) out of view until a key was typed: setting the box's text does not scroll.
+    _sign_up(browser, asgi_server.url, "slash-long")
+    owner = get_user_model().objects.get(username="slash-long")
+    text = "\n".join(f"Rule {i}: be precise." for i in range(60)) + "\nMy question: "
+    prompt_create(owner=owner, command="rules", title="House rules", content=text)
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+
+    box.send_keys("/rules")
+    _wait(browser, lambda d: _options(d) == ["/rules"])
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: box.get_attribute("value") == text)
+
+    scroll_top, scroll_height, client_height, cursor = browser.execute_script(
+        "const b = arguments[0]; return [b.scrollTop, b.scrollHeight, b.clientHeight, b.selectionStart];", box)
+    assert cursor == len(text)
+    assert scroll_height > client_height  # the box is at its tallest: the text scrolls in it
+    assert scroll_top + client_height >= scroll_height - 1  # its last line, the cursor's, in view
+
+
+def test_the_menu_fits_above_the_box_on_a_short_screen(asgi_server, browser):
+    # On a phone held sideways (or with its keyboard up) the menu's 280px ran off the top of the screen
+    # with its first options, the one chosen among them.
+    _sign_up(browser, asgi_server.url, "slash-short")
+    owner = get_user_model().objects.get(username="slash-short")
+    for i in range(8):
+        prompt_create(owner=owner, command=f"p{i}", title=f"Prompt {i}", content=f"Text {i}")
+    browser.set_window_size(844, 390)
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+
+    box.send_keys("/")
+    _wait(browser, lambda d: len(_options(d)) >= 8)
+    menu_top, chosen_top, box_top = browser.execute_script(
+        "const top = (s) => document.querySelector(s).getBoundingClientRect().top;"
+        "return [top('#slash-menu'), top('#slash-menu [aria-selected=true]'), top('#composer-input')];")
+    assert 0 <= menu_top <= chosen_top < box_top
+    assert _selected(browser) == "/p0"
+
+
+def test_slash_lists_every_prompt_and_compact_however_many_there_are(asgi_server, browser):
+    # The menu showed its first 8 options: with 8 prompts or more "/" listed neither /compact nor any
+    # prompt after the 8th by command, and ↓ from the 8th went back to the 1st.
+    _sign_up(browser, asgi_server.url, "slash-many")
+    owner = get_user_model().objects.get(username="slash-many")
+    for i in range(12):
+        prompt_create(owner=owner, command=f"p{i:02}", title=f"Prompt {i}", content=f"Text {i}")
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+
+    box.send_keys("/")
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#slash-menu [role=option]")) > 1)
+    commands = browser.execute_script(
+        "return [...document.querySelectorAll('#slash-menu .slash-command')].map((c) => c.textContent);")
+    assert commands == [f"/p{i:02}" for i in range(12)] + ["/compact"]
+    box.send_keys(*[Keys.ARROW_UP] * 2)  # from the first, up goes round to the last, then above it
+    assert _selected(browser) == "/p11"  # scrolled into view in the menu
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: box.get_attribute("value") == "Text 11")
+
+
+_SAFARI_IME_ENTER = (
+    # Safari's Enter that picks an input method's characters: sent after compositionend, so isComposing
+    # is false; keyCode 229 says it belongs to the composition.
+    "arguments[0].dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', keyCode: 229, bubbles: true,"
+    " cancelable: true}));"
+)
+
+
+def test_an_input_methods_enter_in_safari_neither_picks_a_prompt_nor_sends(asgi_server, browser):
+    # With pinyin, "/rev" is typed in a composition and Enter commits those letters: in Safari that Enter
+    # put the prompt in the box (or, in a box with text, sent the message half typed).
+    _sign_up(browser, asgi_server.url, "slash-ime")
+    owner = get_user_model().objects.get(username="slash-ime")
+    prompt_create(owner=owner, command="review", title="Code review", content="Review this code:")
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("/rev")
+    _wait(browser, lambda d: _options(d) == ["/review"])
+
+    browser.execute_script(_SAFARI_IME_ENTER, box)
+    assert box.get_attribute("value") == "/rev"
+    assert _options(browser) == ["/review"]
+
+    box.send_keys(Keys.ESCAPE, Keys.BACKSPACE * 4, "日本語の")
+    browser.execute_script(_SAFARI_IME_ENTER, box)
+    box.send_keys("質問")
+    browser.execute_script("arguments[0].form.requestSubmit();", box)  # sent when the user means it
+    sent = Message.objects.filter(conversation__owner=owner, role="user")
+    _wait(browser, lambda d: sent.exists())
+    assert list(sent.values_list("content", flat=True)) == ["日本語の質問"]
+
+
+def test_typing_on_keeps_the_option_chosen_or_goes_back_to_the_first(asgi_server, browser):
+    # The option chosen was kept by its place, not by what it was: typed on, the menu narrowed and the
+    # same place held another prompt (or /compact), which Enter then put in the box.
+    _sign_up(browser, asgi_server.url, "slash-narrow")
+    owner = get_user_model().objects.get(username="slash-narrow")
+    for command, title in (("api", "API docs"), ("bug", "Bug report"), ("bugfix", "Fix it")):
+        prompt_create(owner=owner, command=command, title=title, content=f"{title}:")
+    browser.get(f"{asgi_server.url}/c/new/")
+    box = browser.find_element(By.ID, "composer-input")
+
+    box.send_keys("/")
+    _wait(browser, lambda d: _options(d) == ["/api", "/bug", "/bugfix", "/compact"])
+    box.send_keys(Keys.ARROW_DOWN)
+    assert _selected(browser) == "/bug"
+    box.send_keys("b")
+    _wait(browser, lambda d: _options(d) == ["/bug", "/bugfix"])
+    assert _selected(browser) == "/bug"  # still listed: still chosen
+
+    box.send_keys(Keys.BACKSPACE)
+    _wait(browser, lambda d: len(_options(d)) == 4)
+    assert _selected(browser) == "/bug"
+    box.send_keys(Keys.ARROW_DOWN)
+    assert _selected(browser) == "/bugfix"
+    box.send_keys("a")  # /api, then /compact, whose title holds an "a"
+    _wait(browser, lambda d: _options(d) == ["/api", "/compact"])
+    assert _selected(browser) == "/api"  # no longer listed: the first
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: box.get_attribute("value") == "API docs:")

@@ -24,7 +24,7 @@ class PromptOutputSerializer(serializers.ModelSerializer):
         extra_kwargs = {"command": {"help_text": "Typed after “/” in the message box to insert the content."}}
 
 
-class _PromptInput(serializers.Serializer):
+class PromptInputSerializer(serializers.Serializer):
     # Lengths and forms are the service's checks (its messages name the field).
     command = serializers.CharField(trim_whitespace=True, help_text="1 to 40 of a-z, 0-9, “-”, “_”; not “compact”.")
     title = serializers.CharField(required=False, allow_blank=True,
@@ -38,16 +38,16 @@ class PromptListApi(PaginatedApi):
         return self.paginated_response(request, queryset=prompt_list(owner=request.user),
                                        serializer_class=PromptOutputSerializer)
 
-    @extend_schema(request=_PromptInput, responses={201: PromptOutputSerializer})
+    @extend_schema(request=PromptInputSerializer, responses={201: PromptOutputSerializer})
     def post(self, request: Request) -> Response:
-        data = validated(_PromptInput, request.data)
+        data = validated(PromptInputSerializer, request.data)
         prompt = prompt_create(owner=request.user, command=data["command"], title=data.get("title", ""),
                                content=data["content"])
         return Response(PromptOutputSerializer(prompt).data, status=status.HTTP_201_CREATED)
 
 
 class PromptDetailApi(APIView):
-    class InputSerializer(_PromptInput):
+    class InputSerializer(PromptInputSerializer):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             for field in self.fields.values():

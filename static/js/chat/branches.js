@@ -7,7 +7,7 @@ import { sendKey } from "./composer.js";
 import { foldLong } from "./fold.js";
 import { catchUp } from "./history.js";
 import { busyNow, runStream } from "./stream.js";
-import { api, enterSends, errorText, messagesEl, state, toast } from "./state.js";
+import { api, composing, enterSends, errorText, messagesEl, state, toast } from "./state.js";
 
 /** Show "‹ n/m ›" on `article` for a message shape with sibling_index / sibling_count (none when 1). */
 export function setSiblings(article, message) {
@@ -126,6 +126,7 @@ function openEditor(article) {
   article.querySelector(".msg-content").after(form);
   form.addEventListener("submit", (e) => { e.preventDefault(); submitEdit(article, area.value); });
   area.addEventListener("keydown", (e) => {
+    if (composing(e)) return; // an input method's Esc drops its composition, not the edit
     if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); closeEditor(article); }
     if (enterSends(e)) { e.preventDefault(); form.requestSubmit(); }
   });

@@ -8,7 +8,7 @@ import { followElsewhere, loadEarlier, revealHash, stopFollowed } from "./histor
 import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.js";
 import { editSystemPrompt, pointExportLinks } from "./prompt.js";
 import { deleteConversation, inlineRename, pinConversation, renameConversation } from "./sidebar.js";
-import { app, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
+import { app, composing, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
 import "./attach.js"; // text files into the message box: the paperclip, a drop, a paste
 import { branchFocusRestore } from "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
 import "./archive.js"; // Archive / Unarchive (sidebar row, header menu, the archived note): handles its own clicks
@@ -221,6 +221,7 @@ titleEl.addEventListener("dblclick", () => {
 });
 
 document.addEventListener("keydown", (e) => {
+  if (composing(e)) return; // an input method's Esc drops its composition: it stops no reply
   if (e.key === "Escape" && !e.shiftKey) { // Shift+Esc focuses the composer (shortcuts.js)
     // Escape stops a state.streaming reply unless it is closing a menu or dialog first.
     const menuOpen = document.querySelector(".menu:not([hidden])") || (gaugePop && !gaugePop.hidden)

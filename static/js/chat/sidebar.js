@@ -1,6 +1,6 @@
 /* The sidebar: the conversation list and its search, pinning, renaming and deleting chats, the title. */
 import { announce, el } from "./dom.js";
-import { api, confirmAction, errorText, nav, searchInput, state, toast } from "./state.js";
+import { api, composing, confirmAction, errorText, nav, searchInput, state, toast } from "./state.js";
 
 export function setTitle(title) {
   const h1 = document.getElementById("chat-title");
@@ -110,6 +110,7 @@ export function inlineRename(target, current, onSave) {
     if (save && value && value !== current) await onSave(value);
   };
   field.addEventListener("keydown", (e) => {
+    if (composing(e)) return; // an input method's Enter picks its characters, its Esc drops them
     if (e.key === "Enter") { e.preventDefault(); finish(true); }
     // Stopped here: the page's own Esc would close the chats drawer (on a phone) with the rename.
     if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); finish(false); }

@@ -3,21 +3,22 @@
  * puts the choice in the box (a prompt's text, to finish and send), Esc closes the menu and keeps the
  * text. Self-contained: main.js only imports it. */
 import { announce, el } from "./dom.js";
-import { api, form, input } from "./state.js";
+import { api, composing, form, input } from "./state.js";
 
 const menu = document.getElementById("slash-menu");
 const OWN = [{ command: "compact", title: "Summarize this chat now (instructions may follow)", own: true }];
-const FRESH_MS = 30_000; // prompts edited in another tab show within this
 let prompts = [];
-let fetchedAt = 0;
+let loading = null;
 let shown = [];
 let active = 0;
 
-async function promptsLoad() {
-  if (Date.now() - fetchedAt < FRESH_MS) return;
-  fetchedAt = Date.now();
-  const res = await api("/api/prompts/?limit=200");
-  if (res.ok && res.data && Array.isArray(res.data.results)) prompts = res.data.results;
+/** Read at each opening of the menu, not kept for a while: a prompt edited or deleted in Settings in
+ *  another tab is offered as it now reads (one small request per "/", typed into an empty box). */
+function promptsLoad() {
+  loading ??= api("/api/prompts/?limit=200").then((res) => {
+    if (res.ok && res.data && Array.isArray(res.data.results)) prompts = res.data.results;
+  }).finally(() => { loading = null; });
+  return loading;
 }
 
 /** The command typed, when the box holds nothing else ("/" and word characters); null otherwise. */
@@ -28,9 +29,10 @@ function typed() {
 
 function matches(word) {
   const all = [...prompts, ...OWN];
-  const first = all.filter((p) => p.command.startsWith(word));
+  // The command typed whole first: "/compact" then Enter compacts, even beside a "/compact-brief".
+  const first = all.filter((p) => p.command.startsWith(word)).sort((a, b) => (b.command === word) - (a.command === word));
   const then = word ? all.filter((p) => !p.command.startsWith(word) && p.title.toLowerCase().includes(word)) : [];
-  return [...first, ...then].slice(0, 8);
+  return [...first, ...then]; // all of them, scrolled in the menu: "/" alone lists every prompt and /compact
 }
 
 function close() {
@@ -52,18 +54,30 @@ function draw() {
     return option;
   }));
   input.setAttribute("aria-activedescendant", `slash-option-${active}`);
+  fit();
   menu.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: "nearest" });
+}
+
+/** The menu sits above the box and scrolls within the room there: on a phone held sideways, or with its
+ *  keyboard up, its 280px ran off the top of the screen, the first options (the one chosen) with it. */
+function fit() {
+  const top = menu.parentElement.getBoundingClientRect().top + 4; // its bottom: calc(100% - 4px)
+  const room = top - (window.visualViewport?.offsetTop ?? 0) - 8;
+  menu.style.maxHeight = `${Math.max(48, Math.min(280, Math.floor(room)))}px`;
 }
 
 async function update() {
   if (typed() === null) { close(); return; }
-  await promptsLoad();
+  if (menu.hidden) await promptsLoad(); // opening; narrowing an open menu reads no more
   const word = typed(); // read again: the box may have changed while the prompts loaded
   if (word === null) { close(); return; }
   const before = shown.length;
+  const chosen = shown[active];
   shown = matches(word);
   if (!shown.length) { close(); return; }
-  active = Math.min(active, shown.length - 1);
+  // Typed on, the option chosen stays chosen while listed, else the first is: kept by its place, the
+  // place came to hold another prompt, which Enter put in the box.
+  active = Math.max(0, shown.findIndex((p) => p.command === chosen?.command));
   const opening = menu.hidden;
   menu.hidden = false;
   draw();
@@ -80,15 +94,18 @@ function pick(i) {
   input.setSelectionRange(input.value.length, input.value.length);
   input.dispatchEvent(new Event("input", { bubbles: true })); // the box's size and the kept draft follow
   input.focus();
+  // Setting the text does not scroll the box: a long prompt showed its first lines, the cursor after
+  // its last (where the message is finished) out of view.
+  input.scrollTop = input.scrollHeight;
   if (!choice.own) announce(`“/${choice.command}” is in the message box: finish it and send.`);
 }
 
-input.addEventListener("input", () => { active = typed() === null ? 0 : active; update(); });
+input.addEventListener("input", update);
 input.addEventListener("blur", close);
 
 // Capture, on the form: before the box's own Enter (send) and the page's Esc (stop a reply).
 form.addEventListener("keydown", (e) => {
-  if (menu.hidden || e.target !== input || e.isComposing) return;
+  if (menu.hidden || e.target !== input || composing(e)) return;
   const step = { ArrowDown: 1, ArrowUp: -1 }[e.key];
   if (step) {
     active = (active + step + shown.length) % shown.length;

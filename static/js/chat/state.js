@@ -39,7 +39,13 @@ export const state = {
 const touchOnly = window.matchMedia("(pointer: coarse)");
 const finePointer = window.matchMedia("(any-pointer: fine)");
 
+/** Whether this keydown belongs to an input method's composition (a Japanese or Chinese IME's Enter picks
+ *  the characters): Safari sends that Enter after compositionend, isComposing false, keyCode 229. */
+export function composing(e) {
+  return e.isComposing || e.keyCode === 229;
+}
+
 /** Whether this keydown sends the message (or the edit) being typed. */
 export function enterSends(e) {
-  return e.key === "Enter" && !e.shiftKey && !e.isComposing && !(touchOnly.matches && !finePointer.matches);
+  return e.key === "Enter" && !e.shiftKey && !composing(e) && !(touchOnly.matches && !finePointer.matches);
 }
