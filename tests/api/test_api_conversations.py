@@ -6,6 +6,7 @@ import pytest
 
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
+from tests.support.chat import chat_deleted_around
 
 pytestmark = pytest.mark.django_db
 
@@ -92,14 +93,7 @@ def test_a_change_to_a_chat_deleted_meanwhile_answers_404_not_500(api, user, mak
     from chatapp.chat.api import views
 
     conversation = make_conversation(user)
-    real_get = views.conversation_get
-
-    def found_then_deleted(**kwargs):
-        found = real_get(**kwargs)
-        Conversation.objects.filter(pk=found.pk).delete()
-        return found
-
-    monkeypatch.setattr(views, "conversation_get", found_then_deleted)
+    chat_deleted_around(monkeypatch, views, "conversation_get", conversation_id=conversation.pk)
     response = api.patch(f"/api/conversations/{conversation.pk}/", change, format="json")
     assert response.status_code == 404, response.content
     monkeypatch.undo()

@@ -6,20 +6,9 @@ from __future__ import annotations
 import pytest
 
 from chatapp.chat.models import Conversation, Message, SummaryJob
+from tests.support.chat import chat_deleted_around
 
 pytestmark = pytest.mark.django_db
-
-
-def _deleted_once_found(monkeypatch, module, name: str, conversation: Conversation) -> None:
-    """`module.name` (a lookup) finds its row, then the chat is deleted, as by another tab just then."""
-    real = getattr(module, name)
-
-    def found_then_deleted(**kwargs):
-        found = real(**kwargs)
-        Conversation.objects.filter(pk=conversation.pk).delete()
-        return found
-
-    monkeypatch.setattr(module, name, found_then_deleted)
 
 
 def _summary(conversation: Conversation) -> Message:
@@ -40,9 +29,9 @@ def test_compact_in_a_chat_deleted_meanwhile_answers_404(api, user, make_convers
     conversation = make_conversation(user, messages=40)
     url = f"/api/conversations/{conversation.pk}/compact/"
     if deleted == "before-the-compaction":
-        _deleted_once_found(monkeypatch, summary_views, "conversation_get", conversation)
+        chat_deleted_around(monkeypatch, summary_views, "conversation_get", conversation_id=conversation.pk)
     else:
-        _deleted_once_found(monkeypatch, summary_views, "conversation_compact", conversation)
+        chat_deleted_around(monkeypatch, summary_views, "conversation_compact", conversation_id=conversation.pk)
     response = api.post(url, {"content": "/compact keep SQL"}, format="json")
     assert response.status_code == 404, response.content
     monkeypatch.undo()
@@ -63,7 +52,7 @@ def test_a_summary_edited_or_discarded_in_a_chat_deleted_meanwhile_answers_404(
     conversation = make_conversation(user, messages=6)
     summary = _summary(conversation)
     url = f"/api/summaries/{summary.pk}/"
-    _deleted_once_found(monkeypatch, summary_views, "summary_get", conversation)
+    chat_deleted_around(monkeypatch, summary_views, "summary_get", conversation_id=conversation.pk)
     response = getattr(api, method)(url, {"content": "We chose PostgreSQL."}, format="json")
     assert response.status_code == 404, response.content
     monkeypatch.undo()
@@ -79,7 +68,7 @@ def test_a_message_pinned_in_a_chat_deleted_meanwhile_answers_404(api, user, mak
     conversation = make_conversation(user, messages=2)
     message = conversation.messages.first()
     url = f"/api/messages/{message.pk}/pin/"
-    _deleted_once_found(monkeypatch, views, "message_get", conversation)
+    chat_deleted_around(monkeypatch, views, "message_get", conversation_id=conversation.pk)
     response = api.post(url, {"pinned": True}, format="json")
     assert response.status_code == 404, response.content
     monkeypatch.undo()
@@ -94,13 +83,7 @@ def test_not_now_in_a_chat_deleted_meanwhile_answers_404(api, user, make_convers
     conversation = make_conversation(user, messages=6)
     job = SummaryJob.objects.create(conversation=conversation, status=SummaryJob.Status.AWAITING_CONFIRMATION)
     url = f"/api/conversations/{conversation.pk}/summary-jobs/{job.pk}/dismiss/"
-    real_dismiss = summary_views.summary_job_dismiss
-
-    def dismissed_as_the_chat_is_deleted(*, job):
-        Conversation.objects.filter(pk=conversation.pk).delete()
-        return real_dismiss(job=job)
-
-    monkeypatch.setattr(summary_views, "summary_job_dismiss", dismissed_as_the_chat_is_deleted)
+    chat_deleted_around(monkeypatch, summary_views, "summary_job_dismiss", conversation_id=conversation.pk, before=True)
     response = api.post(url)
     assert response.status_code == 404, response.content
     monkeypatch.undo()
@@ -116,7 +99,7 @@ def test_a_share_of_a_chat_deleted_meanwhile_answers_404(api, user, make_convers
 
     conversation = make_conversation(user, messages=2)
     url = f"/api/conversations/{conversation.pk}/share/"
-    _deleted_once_found(monkeypatch, share_views, "conversation_get", conversation)
+    chat_deleted_around(monkeypatch, share_views, "conversation_get", conversation_id=conversation.pk)
     response = api.post(url)
     assert response.status_code == 404, response.content
     monkeypatch.undo()
@@ -136,14 +119,7 @@ def test_a_branch_switch_in_a_chat_deleted_meanwhile_answers_404(api, user, echo
     again = sse_events(api.post(f"/api/messages/{first}/regenerate/").recorded_body)[-1]
     assert again[0] == "done"
     url = f"/api/messages/{again[1]['message']['id']}/branch/"
-    real_show = branch_services.branch_show
-
-    def shown_as_the_chat_is_deleted(**kwargs):
-        shown = real_show(**kwargs)
-        Conversation.objects.filter(pk=pk).delete()
-        return shown
-
-    monkeypatch.setattr(branch_services, "branch_show", shown_as_the_chat_is_deleted)
+    chat_deleted_around(monkeypatch, branch_services, "branch_show", conversation_id=pk)
     response = api.post(url, {"index": 1}, format="json")
     assert response.status_code == 404, response.content
     monkeypatch.undo()

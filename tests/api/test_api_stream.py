@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from chatapp.chat.models import Message, OptimizationRecord
+from tests.support.chat import chat_deleted_around
 from tests.support.streaming import sse_events
 
 pytestmark = pytest.mark.django_db
@@ -88,16 +89,8 @@ def test_stop_in_a_chat_deleted_meanwhile_answers_404_not_500(api, user, make_co
 
     conversation = make_conversation(user)
     reply = Message.objects.create(conversation=conversation, role="assistant", content="partial", status="streaming")
-    real_stop = stream_views.message_stop
-
-    def stop_as_the_chat_is_deleted(*, message):
-        if deleted == "after-the-stop":
-            real_stop(message=message)
-        conversation.delete()
-        if deleted == "before-the-stop":
-            real_stop(message=message)
-
-    monkeypatch.setattr(stream_views, "message_stop", stop_as_the_chat_is_deleted)
+    chat_deleted_around(monkeypatch, stream_views, "message_stop", conversation_id=conversation.pk,
+                        before=deleted == "before-the-stop")
     response = api.post(f"/api/messages/{reply.pk}/stop/")
     assert response.status_code == 404, response.content
     # The same answer as a stop of a reply that never was (the page says the chat is gone).

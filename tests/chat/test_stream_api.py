@@ -15,7 +15,7 @@ from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.dashboard.headline import dashboard_headline
 from chatapp.providers.models import LLMConfig
 from optimizer import count_message, count_messages
-from tests.support.chat import TEST_KEY, make_config, post_stream, seed_messages, send
+from tests.support.chat import TEST_KEY, chat_deleted_around, make_config, post_stream, seed_messages, send
 from tests.support.fake_openai import closed_port_url
 
 pytestmark = pytest.mark.django_db
@@ -348,14 +348,7 @@ def test_a_conversation_deleted_as_its_reply_past_the_trigger_is_stored_ends_the
     config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=6_000, max_output=1_000)
     conversation = Conversation.objects.create(owner=user, llm_config=config)
     seed_messages(conversation, 600, model="gpt-4o-mini")
-    real_store = chat_turn.reply_store
-
-    def store_then_the_chat_is_deleted(**kwargs):
-        stored = real_store(**kwargs)
-        Conversation.objects.filter(pk=conversation.pk).delete()
-        return stored
-
-    monkeypatch.setattr(chat_turn, "reply_store", store_then_the_chat_is_deleted)
+    chat_deleted_around(monkeypatch, chat_turn, "reply_store", conversation_id=conversation.pk)
     result = send(user, conversation, "Summarize where we are")
 
     assert result.named("start")[0]["context"]["triggered"]

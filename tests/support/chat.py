@@ -168,3 +168,21 @@ def send_stopped_elsewhere(user, conversation: Conversation, content: str) -> li
 
     async_to_sync(run)()
     return seen
+
+
+def chat_deleted_around(
+    monkeypatch: Any, module: Any, name: str, *, conversation_id: int, before: bool = False
+) -> None:
+    """`module.name` runs as another tab deletes the chat: just after it (`before`: just before it), as a
+    request that found the chat goes on between its statements."""
+    real = getattr(module, name)
+
+    def deleted_around(*args: Any, **kwargs: Any) -> Any:
+        if before:
+            Conversation.objects.filter(pk=conversation_id).delete()
+        done = real(*args, **kwargs)
+        if not before:
+            Conversation.objects.filter(pk=conversation_id).delete()
+        return done
+
+    monkeypatch.setattr(module, name, deleted_around)

@@ -17,6 +17,18 @@ from tests.ui.test_browser import _sign_up, _wait
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def _signed_up(browser, base: str, username: str):
+    """Signed up in the browser: the new user."""
+    _sign_up(browser, base, username)
+    return get_user_model().objects.get(username=username)
+
+
+def _new_chat_box(browser, base: str):
+    """A new chat's page opened: its message box."""
+    browser.get(f"{base}/c/new/")
+    return browser.find_element(By.ID, "composer-input")
+
+
 def _options(driver) -> list[str]:
     menu = driver.find_element(By.ID, "slash-menu")
     if not menu.is_displayed():
@@ -30,12 +42,10 @@ def _selected(driver) -> str:
 
 
 def test_a_saved_prompt_is_put_in_the_box_from_the_slash_menu(asgi_server, browser):
-    _sign_up(browser, asgi_server.url, "slash-keys")
-    owner = get_user_model().objects.get(username="slash-keys")
+    owner = _signed_up(browser, asgi_server.url, "slash-keys")
     prompt_create(owner=owner, command="review", title="Code review", content="Review this code for bugs:\n")
     prompt_create(owner=owner, command="eli5", title="Explain simply", content="Explain as to a child:")
-    browser.get(f"{asgi_server.url}/c/new/")
-    box = browser.find_element(By.ID, "composer-input")
+    box = _new_chat_box(browser, asgi_server.url)
 
     box.send_keys("/")
     _wait(browser, lambda d: _options(d) == ["/eli5", "/review", "/compact"])
@@ -65,11 +75,9 @@ def test_a_saved_prompt_is_put_in_the_box_from_the_slash_menu(asgi_server, brows
 def test_compact_typed_whole_compacts_even_beside_a_prompt_whose_command_starts_so(asgi_server, browser):
     # A prompt "/compact-brief" is listed before the box's own /compact by the menu's order (saved
     # prompts first): Enter on "/compact" put the prompt's text in the box instead of compacting.
-    _sign_up(browser, asgi_server.url, "slash-compact")
-    owner = get_user_model().objects.get(username="slash-compact")
+    owner = _signed_up(browser, asgi_server.url, "slash-compact")
     prompt_create(owner=owner, command="compact-brief", title="Short summary", content="Summarize in 3 lines:")
-    browser.get(f"{asgi_server.url}/c/new/")
-    box = browser.find_element(By.ID, "composer-input")
+    box = _new_chat_box(browser, asgi_server.url)
 
     box.send_keys("/compact")
     _wait(browser, lambda d: _options(d) == ["/compact", "/compact-brief"])
@@ -84,12 +92,10 @@ def test_compact_typed_whole_compacts_even_beside_a_prompt_whose_command_starts_
 def test_a_prompt_edited_in_another_tab_is_offered_as_it_now_reads(asgi_server, browser):
     # The menu kept the prompts it had read for 30 s: edited in Settings in another tab, a prompt came
     # back to this tab's menu with its old text (and a deleted one was still offered).
-    _sign_up(browser, asgi_server.url, "slash-fresh")
-    owner = get_user_model().objects.get(username="slash-fresh")
+    owner = _signed_up(browser, asgi_server.url, "slash-fresh")
     prompt = prompt_create(owner=owner, command="review", title="Code review", content="Review this:")
     gone = prompt_create(owner=owner, command="retro", title="Retrospective", content="What went well?")
-    browser.get(f"{asgi_server.url}/c/new/")
-    box = browser.find_element(By.ID, "composer-input")
+    box = _new_chat_box(browser, asgi_server.url)
     box.send_keys("/re")
     _wait(browser, lambda d: _options(d) == ["/retro", "/review"])
     box.send_keys(Keys.ESCAPE, Keys.BACKSPACE, Keys.BACKSPACE, Keys.BACKSPACE)
@@ -106,12 +112,10 @@ def test_a_prompt_edited_in_another_tab_is_offered_as_it_now_reads(asgi_server, 
 def test_a_long_prompt_put_in_the_box_shows_its_end_where_the_cursor_is(asgi_server, browser):
     # A prompt of many lines filled the box showing its first lines, the cursor after its last (where
     # the message is finished) out of view until a key was typed: setting the box's text does not scroll.
-    _sign_up(browser, asgi_server.url, "slash-long")
-    owner = get_user_model().objects.get(username="slash-long")
+    owner = _signed_up(browser, asgi_server.url, "slash-long")
     text = "\n".join(f"Rule {i}: be precise." for i in range(60)) + "\nMy question: "
     prompt_create(owner=owner, command="rules", title="House rules", content=text)
-    browser.get(f"{asgi_server.url}/c/new/")
-    box = browser.find_element(By.ID, "composer-input")
+    box = _new_chat_box(browser, asgi_server.url)
 
     box.send_keys("/rules")
     _wait(browser, lambda d: _options(d) == ["/rules"])
@@ -128,13 +132,11 @@ def test_a_long_prompt_put_in_the_box_shows_its_end_where_the_cursor_is(asgi_ser
 def test_the_menu_fits_above_the_box_on_a_short_screen(asgi_server, browser):
     # On a phone held sideways (or with its keyboard up) the menu's 280px ran off the top of the screen
     # with its first options, the one chosen among them.
-    _sign_up(browser, asgi_server.url, "slash-short")
-    owner = get_user_model().objects.get(username="slash-short")
+    owner = _signed_up(browser, asgi_server.url, "slash-short")
     for i in range(8):
         prompt_create(owner=owner, command=f"p{i}", title=f"Prompt {i}", content=f"Text {i}")
     browser.set_window_size(844, 390)
-    browser.get(f"{asgi_server.url}/c/new/")
-    box = browser.find_element(By.ID, "composer-input")
+    box = _new_chat_box(browser, asgi_server.url)
 
     box.send_keys("/")
     _wait(browser, lambda d: len(_options(d)) >= 8)
@@ -148,12 +150,10 @@ def test_the_menu_fits_above_the_box_on_a_short_screen(asgi_server, browser):
 def test_slash_lists_every_prompt_and_compact_however_many_there_are(asgi_server, browser):
     # The menu showed its first 8 options: with 8 prompts or more "/" listed neither /compact nor any
     # prompt after the 8th by command, and ↓ from the 8th went back to the 1st.
-    _sign_up(browser, asgi_server.url, "slash-many")
-    owner = get_user_model().objects.get(username="slash-many")
+    owner = _signed_up(browser, asgi_server.url, "slash-many")
     for i in range(12):
         prompt_create(owner=owner, command=f"p{i:02}", title=f"Prompt {i}", content=f"Text {i}")
-    browser.get(f"{asgi_server.url}/c/new/")
-    box = browser.find_element(By.ID, "composer-input")
+    box = _new_chat_box(browser, asgi_server.url)
 
     box.send_keys("/")
     _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#slash-menu [role=option]")) > 1)
@@ -177,11 +177,9 @@ _SAFARI_IME_ENTER = (
 def test_an_input_methods_enter_in_safari_neither_picks_a_prompt_nor_sends(asgi_server, browser):
     # With pinyin, "/rev" is typed in a composition and Enter commits those letters: in Safari that Enter
     # put the prompt in the box (or, in a box with text, sent the message half typed).
-    _sign_up(browser, asgi_server.url, "slash-ime")
-    owner = get_user_model().objects.get(username="slash-ime")
+    owner = _signed_up(browser, asgi_server.url, "slash-ime")
     prompt_create(owner=owner, command="review", title="Code review", content="Review this code:")
-    browser.get(f"{asgi_server.url}/c/new/")
-    box = browser.find_element(By.ID, "composer-input")
+    box = _new_chat_box(browser, asgi_server.url)
     box.send_keys("/rev")
     _wait(browser, lambda d: _options(d) == ["/review"])
 
@@ -201,12 +199,10 @@ def test_an_input_methods_enter_in_safari_neither_picks_a_prompt_nor_sends(asgi_
 def test_typing_on_keeps_the_option_chosen_or_goes_back_to_the_first(asgi_server, browser):
     # The option chosen was kept by its place, not by what it was: typed on, the menu narrowed and the
     # same place held another prompt (or /compact), which Enter then put in the box.
-    _sign_up(browser, asgi_server.url, "slash-narrow")
-    owner = get_user_model().objects.get(username="slash-narrow")
+    owner = _signed_up(browser, asgi_server.url, "slash-narrow")
     for command, title in (("api", "API docs"), ("bug", "Bug report"), ("bugfix", "Fix it")):
         prompt_create(owner=owner, command=command, title=title, content=f"{title}:")
-    browser.get(f"{asgi_server.url}/c/new/")
-    box = browser.find_element(By.ID, "composer-input")
+    box = _new_chat_box(browser, asgi_server.url)
 
     box.send_keys("/")
     _wait(browser, lambda d: _options(d) == ["/api", "/bug", "/bugfix", "/compact"])
