@@ -112,10 +112,11 @@ def test_deleting_another_chat_moves_the_focus_to_the_next_one_in_the_list(asgi_
 
     def tab_to_delete(title):
         row = browser.find_element(By.XPATH, f'//li[contains(@class, "conv-item")][.//*[text()="{title}"]]')
-        # The row's buttons show once the row holds the focus: Tab from its link to Pin, Rename, then Delete.
+        # The row's buttons show once the row holds the focus: Tab from its link to Pin, Archive, Rename,
+        # then Delete.
         _press(browser, row.find_element(By.CSS_SELECTOR, ".conv-link"), Keys.TAB)
-        ActionChains(browser).send_keys(Keys.TAB).perform()
-        ActionChains(browser).send_keys(Keys.TAB).perform()
+        for _ in range(3):
+            ActionChains(browser).send_keys(Keys.TAB).perform()
         delete = browser.switch_to.active_element
         assert delete.get_attribute("data-action") == "delete-conversation"
         return delete
