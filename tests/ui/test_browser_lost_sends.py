@@ -216,7 +216,7 @@ def test_a_send_whose_answer_was_lost_sent_again_is_stored_once(asgi_server, bro
     assert box.get_attribute("value") == "Second question, typed with care"
     # The server had it, and answers it without the page (the reply goes on when its client leaves).
     _wait(browser, lambda d: Message.objects.filter(
-        role="assistant", status="complete", conversation__owner__username="answer-lost").count() == 2, timeout=15)
+        role="assistant", status="complete", conversation__owner__username="answer-lost").count() == 2)
 
     box.send_keys(Keys.ENTER)  # sent again, as the error invites
 
