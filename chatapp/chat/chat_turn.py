@@ -51,7 +51,7 @@ from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_
 from chatapp.chat.title_services import title_due, title_pending_drop, title_pending_mark, title_request
 from chatapp.chat.too_large import too_large_words
 from chatapp.chat.turn_claim import RepeatedSend, send_claim_take, turn_claim_release
-from chatapp.chat.turn_left import gone_event, turn_abandon
+from chatapp.chat.turn_left import gone_event
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
 from chatapp.chat.turn_types import ChatTurn, ReplyGoneError, TurnFailure, TurnStart, shaped_trigger
 from chatapp.providers import llm
@@ -274,9 +274,9 @@ async def chat_turn_stream(*, start: TurnStart) -> AsyncGenerator[dict[str, Any]
     context is packed and the reply opened. While the model is silent for
     settings.SSE_KEEPALIVE_SECONDS, `KEEPALIVE` (a comment, no event) is yielded in between.
 
-    The reply is persisted exactly once — also when the client goes away: before `start` it is kept
-    as stopped, mid-stream it is read to its end without the client (ReplyReader.detach) — and the
-    user's message is never removed.
+    The reply is persisted exactly once — also when the client goes away, before `start` or mid-stream:
+    it is then read to its end without the client (ReplyReader.detach) — and the user's message is
+    never removed.
     """
     packing: asyncio.Future[ChatTurn] | None = None
     try:
@@ -288,13 +288,23 @@ async def chat_turn_stream(*, start: TurnStart) -> AsyncGenerator[dict[str, Any]
         yield gone_event()
         return
     except (GeneratorExit, asyncio.CancelledError):
-        await turn_abandon(start=start, packing=packing)
+        await _turn_answer_unwatched(start=start, packing=packing)
         raise
     # Closed with this one: a client that leaves mid-reply reaches turn_stream now, not when the
     # stream is collected.
     async with contextlib.aclosing(turn_stream(turn=turn)) as events:
         async for event in events:
             yield event
+
+
+async def _turn_answer_unwatched(*, start: TurnStart, packing: asyncio.Future[ChatTurn] | None) -> None:
+    """The client left before the reply began (a connection dropped just after the send): the message
+    is stored, so it is answered all the same, as when the client leaves mid-stream. The packing is
+    awaited here, in the request, which its database work needs; the reply is read without it."""
+    with contextlib.suppress(ReplyGoneError):  # deleted with its conversation: nothing to answer
+        turn = await (packing if packing is not None else asyncio.ensure_future(_turn_pack_gated(start)))
+        if turn.failure is None:  # a failure is stored as the turn's reply already
+            ReplyReader(turn, store=reply_store).detach(end=_turn_end)
 
 
 async def turn_stream(*, turn: ChatTurn) -> AsyncGenerator[dict[str, Any], None]:

@@ -55,7 +55,6 @@ def reply_store(
     usage: Any,
     latency_ms: int,
     error: str = "",
-    sent: bool = True,
     reasoning: str = "",
     finish_reason: str = "",
 ) -> dict[str, Any]:
@@ -103,10 +102,9 @@ def reply_store(
             else:
                 status, values["finish_reason"] = Message.Status.STOPPED, None
         # Refused (401, 429, 5xx...) or never reached: no reply text, no thinking and no usage, nothing
-        # billed (also when a stop was accepted before the refusal came, which keeps the reply stopped);
-        # nor a turn never sent (`sent`: its client left while the context was packed). Thinking alone
-        # was billed: the model was at work when the stream broke.
-        billed = sent and not (status == Message.Status.ERROR and not content and not reasoning and usage is None)
+        # billed (also when a stop was accepted before the refusal came, which keeps the reply stopped).
+        # Thinking alone was billed: the model was at work when the stream broke.
+        billed = not (status == Message.Status.ERROR and not content and not reasoning and usage is None)
         if not counted:
             status, change = _stored_over(reply_id=turn.reply_id, status=status, values=values)
         # The live totals (increments: concurrent writers add up) and the claim given back, in one statement.

@@ -1,21 +1,16 @@
-"""A turn whose client left before its reply streamed, or whose conversation was deleted before it was
-packed (chat_turn): what it began is finished, so the claim is given back and nothing is left half-done."""
+"""A turn whose client left before its response's body began, or whose conversation was deleted before it
+was packed (chat_turn): what it began is finished, so the claim is given back and nothing is left half-done."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import Any
 
 from django.db import transaction
 
-from chatapp.chat.dbconn import db_short
-from chatapp.chat.models import Message
-from chatapp.chat.reply_store import reply_store
 from chatapp.chat.reply_stream import stream_event
 from chatapp.chat.search_services import message_index_add
 from chatapp.chat.turn_claim import turn_claim_release
-from chatapp.chat.turn_types import ChatTurn, ReplyGoneError, TurnStart
+from chatapp.chat.turn_types import TurnStart
 
 GONE_WORDS = "This conversation was deleted while the reply was being written; nothing more is stored."
 
@@ -23,19 +18,6 @@ GONE_WORDS = "This conversation was deleted while the reply was being written; n
 def gone_event() -> dict[str, Any]:
     """The stream's end for a turn whose conversation was deleted (another tab): no message to show, no Retry."""
     return stream_event("error", {"message": None, "error": GONE_WORDS, "kind": "gone", "retryable": False})
-
-
-async def turn_abandon(*, start: TurnStart, packing: asyncio.Future[ChatTurn] | None) -> None:
-    """The client left before the reply streamed: finish what the turn began, so the claim is given
-    back and the message is kept with its reply stopped (Retry answers it)."""
-    if packing is None:  # left at `accepted`: nothing opened yet
-        await db_short(turn_unstarted_end)(start=start)
-        return
-    with contextlib.suppress(ReplyGoneError):  # deleted with its conversation: nothing to keep
-        turn = await packing
-        if turn.failure is None:
-            await db_short(reply_store)(turn=turn, content="", status=Message.Status.STOPPED, usage=None,
-                                         latency_ms=0, sent=False)
 
 
 def turn_unstarted_end(*, start: TurnStart) -> None:

@@ -1,6 +1,6 @@
 """How a turn ends when two things happen to it: a stop accepted before the model's stream fails stays a
-stop (the user kept that text), and a turn whose client left while its context was packed is kept
-but costs nothing (the model was never called)."""
+stop (the user kept that text), and a turn whose client left before its reply began is answered all
+the same."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import asyncio
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 
+from chatapp.chat import reply_stream
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
 from chatapp.chat.message_services import message_stop
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
@@ -31,7 +32,11 @@ def test_a_stop_accepted_before_the_stream_fails_stays_a_stop(user, fake_openai)
     assert (last["event"], last["data"]["kind"], last["data"]["message"]["status"]) == ("error", "stopped", "stopped")
 
 
-def test_a_turn_left_while_its_context_was_packed_costs_nothing(user, fake_openai):
+@pytest.mark.parametrize("left_at", ["packing", "accepted"])
+def test_a_turn_whose_client_left_before_its_reply_began_is_answered_all_the_same(user, fake_openai, left_at):
+    # A connection dropped just after a send (a phone between networks): the message was stored, and
+    # the page that comes back, or the send made again under its key, finds the reply, as it would had
+    # the client left a moment later, mid-stream. It was stopped, empty, the model never asked.
     config = make_config(user, fake_openai.base_url, model="gpt-4o-mini")
     conversation = Conversation.objects.create(owner=user, llm_config=config)
     fake_openai.reset()
@@ -41,22 +46,27 @@ def test_a_turn_left_while_its_context_was_packed_costs_nothing(user, fake_opena
         events = chat_turn_stream(start=start)
         first = await anext(events)
         assert first["event"] == "accepted"
-        nxt = asyncio.ensure_future(anext(events))  # the generator now awaits the packing
-        await asyncio.sleep(0)
-        nxt.cancel()  # the client leaves (Django cancels the body's task) while the context is packed
-        with pytest.raises((asyncio.CancelledError, StopAsyncIteration)):
-            await nxt
+        if left_at == "accepted":
+            await events.aclose()  # Django closes the body at the yield
+        else:
+            nxt = asyncio.ensure_future(anext(events))  # the generator now awaits the packing
+            await asyncio.sleep(0)
+            nxt.cancel()  # the client leaves (Django cancels the body's task) while the context is packed
+            with pytest.raises((asyncio.CancelledError, StopAsyncIteration)):
+                await nxt
+        # The reply goes on without its client; this loop ends with run(), the server's would not.
+        await reply_stream.unwatched_replies_wait()
 
     async_to_sync(run)()
 
     reply = Message.objects.get(conversation=conversation, role="assistant")
-    assert reply.status == "stopped" and reply.content == ""
-    assert fake_openai.completions == []  # the model was never asked
+    assert reply.status == "complete" and reply.content != ""
+    assert len(fake_openai.completions) == 1  # asked once
+    conversation.refresh_from_db()
+    assert conversation.turn_claimed_at is None  # the chat takes sends again
     record = OptimizationRecord.objects.get(conversation=conversation)
     money = dashboard_headline(conversation=conversation)["money"]
-    # Nothing was sent to the endpoint: this request cost nothing, as a refused one costs nothing.
-    assert float(record.cost_sent_usd or 0) == 0.0, (record.cost_sent_usd, record.cost_full_usd)
-    assert money["sent_usd"] == 0.0, money
+    assert money["sent_usd"] == float(record.cost_sent_usd) > 0  # what was sent is counted
 
 
 @pytest.mark.parametrize("stop_first", [False, True], ids=["refused", "stop-then-refused"])
