@@ -17,3 +17,11 @@ def prompt_list(*, owner: User) -> QuerySet[SavedPrompt]:
 def prompt_get(*, owner: User, pk: int) -> SavedPrompt:
     """One of the owner's prompts; 404 for anyone else's."""
     return get_object_or_404(SavedPrompt, owner=owner, pk=pk)
+
+
+def prompt_export_items(*, owner: User) -> list[dict[str, str]]:
+    """The owner's prompts as a file of prompts holds them (prompt_services.prompts_import reads it
+    back): the command with its "/", as Open WebUI writes and reads its prompts' export, so one file
+    moves between the two."""
+    return [{"command": f"/{p.command}", "title": p.title, "content": p.content}
+            for p in prompt_list(owner=owner).only("command", "title", "content")]

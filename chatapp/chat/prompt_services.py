@@ -4,7 +4,10 @@ naming its field, so the API and Settings' forms say it beside the field."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+from typing import Any
 
+import orjson
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -76,3 +79,63 @@ def prompt_update(*, prompt: SavedPrompt, command: str | None = None, title: str
 
 def prompt_delete(*, prompt: SavedPrompt) -> None:
     prompt.delete()
+
+
+@dataclass
+class PromptsImported:
+    """What an import did: the commands added, those skipped (already yours, or twice in the file),
+    and the items refused, each with why."""
+
+    added: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+
+def _file_items(data: bytes) -> list[Any]:
+    try:
+        items = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise ValidationError("The file is not JSON: choose a prompts file exported here or from Open WebUI.") from None
+    if isinstance(items, dict) and isinstance(items.get("prompts"), list):
+        items = items["prompts"]
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise ValidationError("Expected a list of prompts, each with a “command” and a “content”, as this page's "
+                              "export or Open WebUI's writes them.")
+    if not items:
+        raise ValidationError("The file holds no prompts.")
+    return items
+
+
+def _item_text(item: dict[str, Any], name: str) -> str:
+    value = item.get(name)
+    return value if isinstance(value, str) else ""
+
+
+def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
+    """Add the prompts of a file (this page's export, Open WebUI's, or `{"prompts": [...]}`): each
+    checked as one typed in the form; a command the owner already has is skipped, never overwritten,
+    so an import loses nothing. A file that is not such a list is refused whole, adding nothing."""
+    items = _file_items(data)
+    done = PromptsImported()
+    room = MAX_PROMPTS_PER_USER - SavedPrompt.objects.filter(owner=owner).count()
+    for number, item in enumerate(items, start=1):
+        name = _item_text(item, "command").strip() or f"item {number}"
+        try:
+            fields = _cleaned(command=_item_text(item, "command"), title=_item_text(item, "title"),
+                              content=_item_text(item, "content"))
+        except ValidationError as exc:
+            done.refused.append(f"{name}: {' '.join(exc.messages)}")
+            continue
+        if room <= 0:
+            done.refused.append(f"/{fields['command']}: you hold {MAX_PROMPTS_PER_USER} prompts, the most there "
+                                "can be.")
+            continue
+        try:
+            with transaction.atomic():  # one already there (or added meanwhile) is refused by the constraint
+                SavedPrompt.objects.create(owner=owner, **fields)
+        except IntegrityError:
+            done.skipped.append(fields["command"])
+            continue
+        done.added.append(fields["command"])
+        room -= 1
+    return done

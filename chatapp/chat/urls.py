@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from chatapp.chat import archive_views, settings_views, views
+from chatapp.chat import archive_views, prompt_file_views, settings_views, views
 from chatapp.chat import share_views as share_pages
 
 urlpatterns = [
@@ -19,6 +19,8 @@ urlpatterns = [
     path("settings/archived/<int:pk>/delete/", archive_views.archived_delete, name="archived-delete"),
     path("settings/archived/all/", archive_views.archived_all, name="archived-all"),
     path("settings/prompts/new/", settings_views.prompt_add, name="prompt-add"),
+    path("settings/prompts/export/", prompt_file_views.prompt_export, name="prompt-export"),
+    path("settings/prompts/import/", prompt_file_views.prompt_import, name="prompt-import"),
     path("settings/prompts/<int:pk>/", settings_views.prompt_edit, name="prompt-edit"),
     path("settings/prompts/<int:pk>/delete/", settings_views.prompt_remove, name="prompt-remove"),
     path("settings/configs/new/", settings_views.config_create, name="config-create"),

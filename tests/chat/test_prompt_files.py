@@ -1,0 +1,127 @@
+"""Settings → Prompts: the prompts exported as a JSON file, and such a file imported (this page's
+export, here or on another server, or Open WebUI's), adding what is new and never overwriting."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.messages import get_messages
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from chatapp.chat.prompt_models import SavedPrompt
+from chatapp.chat.prompt_services import MAX_PROMPTS_PER_USER, prompt_create
+
+pytestmark = pytest.mark.django_db
+
+
+def _signed_in(client, username: str):
+    user = get_user_model().objects.create_user(username=username, password="a long test password 9")
+    client.force_login(user)
+    return user
+
+
+def _import(client, content: bytes | str, name: str = "prompts.json"):
+    data = content.encode() if isinstance(content, str) else content
+    response = client.post(reverse("prompt-import"), {"file": SimpleUploadedFile(name, data)})
+    assert response.status_code == 302 and response["Location"].endswith("#prompts-h")
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def _mine(user) -> list[tuple[str, str, str]]:
+    return list(SavedPrompt.objects.filter(owner=user).order_by("command").values_list("command", "title", "content"))
+
+
+def test_exported_prompts_imported_by_another_account_are_the_same_prompts(client):
+    ada = _signed_in(client, "ada")
+    prompt_create(owner=ada, command="review", title="Review my code", content="Review this code:\n\n")
+    prompt_create(owner=ada, command="eli5", content="Explain as to a child: «ça va»")
+
+    exported = client.get(reverse("prompt-export"))
+
+    assert exported.status_code == 200
+    assert exported["Content-Disposition"] == 'attachment; filename="prompts.json"'
+    grace = _signed_in(client, "grace")
+    said = _import(client, exported.content)
+    assert _mine(grace) == _mine(ada)
+    assert said == ["Imported 2 prompts: /eli5, /review."]
+
+
+def test_a_file_of_open_webuis_prompts_export_is_imported(client):
+    # Open WebUI writes its prompts with the "/" and fields of its own, which are not ours to keep.
+    items = [{"command": "/summarize", "user_id": "u-1", "title": "Summarize", "content": "Summarize: {{CLIPBOARD}}",
+              "timestamp": 1732000000, "access_control": None}]
+    user = _signed_in(client, "owui")
+
+    assert _import(client, json.dumps(items)) == ["Imported 1 prompt: /summarize."]
+    assert _mine(user) == [("summarize", "Summarize", "Summarize: {{CLIPBOARD}}")]
+
+
+def test_an_import_never_overwrites_a_prompt_already_there_and_says_which_it_skipped(client):
+    user = _signed_in(client, "keeper")
+    prompt_create(owner=user, command="review", title="Mine", content="My own words")
+    file = [{"command": "/review", "title": "Theirs", "content": "Their words"},
+            {"command": "/fix", "title": "", "content": "Fix this:"},
+            {"command": "/fix", "title": "Again", "content": "Twice in the file"}]
+
+    said = _import(client, json.dumps(file))
+
+    assert _mine(user) == [("fix", "fix", "Fix this:"), ("review", "Mine", "My own words")]
+    assert said[0] == "Imported 1 prompt: /fix."
+    assert said[1].startswith("Skipped 2 whose command you already have") and said[1].endswith("/review, /fix.")
+
+
+def test_items_that_fail_the_forms_checks_are_refused_with_why_and_the_rest_imported(client):
+    user = _signed_in(client, "mixed")
+    file = {"prompts": [{"command": "two words", "content": "x"}, {"command": "/ok", "content": "Fine"},
+                        {"command": "/compact", "content": "x"}, {"command": "/empty", "content": "  "},
+                        {"title": "no command", "content": "x"}]}
+
+    said = _import(client, json.dumps(file))
+
+    assert _mine(user) == [("ok", "ok", "Fine")]
+    assert said[0] == "Imported 1 prompt: /ok."
+    assert said[1].startswith("Not imported: two words: Use 1 to 40 lowercase letters")
+    assert "/compact: “/compact” is the message box's own command" in said[1] and "(and 1 more)" in said[1]
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    (b"\x89PNG not json", "The file is not JSON"),
+    ('{"format": "longchat.conversation", "messages": []}', "Expected a list of prompts"),
+    ('[["review", "x"]]', "Expected a list of prompts"),
+    ("[]", "holds no prompts"),
+])
+def test_a_file_that_is_not_a_list_of_prompts_is_refused_whole(client, content, words):
+    user = _signed_in(client, "wrong-file")
+
+    said = _import(client, content)
+
+    assert len(said) == 1 and words in said[0]
+    assert _mine(user) == []
+
+
+def test_an_import_stops_adding_at_the_most_prompts_an_account_holds(client):
+    user = _signed_in(client, "full")
+    SavedPrompt.objects.bulk_create(SavedPrompt(owner=user, command=f"p{i}", title=f"p{i}", content="x")
+                                    for i in range(MAX_PROMPTS_PER_USER - 1))
+    file = [{"command": f"/new{i}", "content": "y"} for i in range(3)]
+
+    said = _import(client, json.dumps(file))
+
+    assert SavedPrompt.objects.filter(owner=user).count() == MAX_PROMPTS_PER_USER
+    assert said[0] == "Imported 1 prompt: /new0."
+    assert said[1].startswith(f"Not imported: /new1: you hold {MAX_PROMPTS_PER_USER} prompts")
+
+
+def test_the_export_holds_only_the_signed_in_users_prompts_and_needs_a_sign_in(client):
+    other = get_user_model().objects.create_user(username="other", password="a long test password 9")
+    prompt_create(owner=other, command="secret", content="Not yours")
+    assert client.get(reverse("prompt-export"))["Location"].startswith(reverse("login"))
+    assert client.post(reverse("prompt-import"))["Location"].startswith(reverse("login"))
+    _signed_in(client, "me")
+
+    assert json.loads(client.get(reverse("prompt-export")).content) == []
+    chosen_none = client.post(reverse("prompt-import"))
+    assert [str(m) for m in get_messages(chosen_none.wsgi_request)] == ["Choose a prompts file to import."]
