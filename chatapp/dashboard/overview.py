@@ -74,10 +74,12 @@ def dashboard_conversation_savings(*, user, healed: bool = False) -> list[dict[s
         dashboard_totals_heal(owner=user)
     rows = list(
         DashboardTotals.objects.filter(conversation__owner=user, turns__gt=0)
-        .annotate(title=F("conversation__title"), saved=F("tokens_full") - F("tokens_sent"))
+        .annotate(title=F("conversation__title"), archived_at=F("conversation__archived_at"),
+                  saved=F("tokens_full") - F("tokens_sent"))
         .order_by("-saved", "conversation_id")
-        .values("conversation_id", "title", "turns", "optimized_turns", "tokens_full", "tokens_sent", "cost_full_usd",
-                "cost_sent_usd", "registry_full_usd", "registry_sent_usd", "unpriced_records", "refused_turns")
+        .values("conversation_id", "title", "archived_at", "turns", "optimized_turns", "tokens_full", "tokens_sent",
+                "cost_full_usd", "cost_sent_usd", "registry_full_usd", "registry_sent_usd", "unpriced_records",
+                "refused_turns")
     )
     job_cost = dict(
         SummaryJob.objects.filter(conversation__owner=user, conversation_id__in=[r["conversation_id"] for r in rows])
@@ -97,6 +99,7 @@ def dashboard_conversation_savings(*, user, healed: bool = False) -> list[dict[s
         out.append({
             "id": row["conversation_id"],
             "title": row["title"],
+            "archived": row["archived_at"] is not None,
             "turns": row["turns"],
             "optimized_turns": row["optimized_turns"],
             "tokens_full": full,

@@ -287,6 +287,7 @@ class RecordContextSerializer(serializers.Serializer):
 class ConversationSavingsSerializer(serializers.Serializer):
     id = _int()
     title = _str()
+    archived = serializers.BooleanField(help_text="Archived: out of the sidebar, kept whole")
     turns = _int()
     optimized_turns = _int()
     tokens_full = _int()

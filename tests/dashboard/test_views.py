@@ -9,6 +9,7 @@ import json
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.core.management import call_command
+from django.utils import timezone
 
 from chatapp.chat.conversation_export import ExportGoneError
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
@@ -281,3 +282,17 @@ def test_exports_mark_the_turns_of_another_branch_as_the_page_does(owner_client,
     assert [r["on_active_path"] for r in rows] == ["False", "True", "True"]
     data = json.loads(streamed_body(owner_client.get(f"/c/{c.pk}/dashboard/export.json")))
     assert [r["on_active_path"] for r in data["records"]] == page
+
+
+def test_an_archived_chat_in_the_overview_is_marked_archived(owner_client, small):
+    # Archived chats are out of the sidebar: their row in the savings list says why it is not there.
+    Conversation.objects.filter(pk=small.conversation.pk).update(archived_at=timezone.now())
+
+    [row] = owner_client.get("/api/dashboard/overview/").json()["top"]
+    html = owner_client.get("/dashboard/").content.decode()
+
+    assert row["archived"] is True
+    assert 'title="Small one">Small one</a> <span class="dash-tag">Archived</span>' in html
+    Conversation.objects.filter(pk=small.conversation.pk).update(archived_at=None)
+    assert owner_client.get("/api/dashboard/overview/").json()["top"][0]["archived"] is False
+    assert "Archived</span>" not in owner_client.get("/dashboard/").content.decode()
