@@ -26,10 +26,12 @@ def import_job_get(*, owner: User, pk: int) -> ImportJob:
 
 
 def import_job_conversations(*, job: ImportJob) -> list[dict[str, Any]]:
-    """The conversations the job created that still exist, as {"id", "title"}, in file order."""
+    """The conversations the job created that still exist, as {"id", "title", "archived"}, in file order.
+    `archived`: out of the sidebar (archived at the source, or since), so the report says where it is."""
     ids: list[int] = list(job.conversation_ids)
-    titles: dict[int, str] = {}
+    found: dict[int, tuple[str, bool]] = {}
     for start in range(0, len(ids), _IN_CHUNK):
         rows = Conversation.objects.filter(owner_id=job.owner_id, pk__in=ids[start:start + _IN_CHUNK])
-        titles.update(rows.values_list("id", "title"))
-    return [{"id": pk, "title": titles[pk]} for pk in ids if pk in titles]
+        found.update((pk, (title, archived_at is not None))
+                     for pk, title, archived_at in rows.values_list("id", "title", "archived_at"))
+    return [{"id": pk, "title": found[pk][0], "archived": found[pk][1]} for pk in ids if pk in found]

@@ -143,6 +143,14 @@ function setUp(formEl) {
       const what = omitted.map(([reason, n]) => `${n} ${OMITTED_WORDS[reason] || reason.replace("_", " ")}`);
       parts.push(`Messages not imported: ${what.join(", ")}.`);
     }
+    // Archived at their source (ChatGPT, Open WebUI, an export of ours), they came in archived: not
+    // in the sidebar, where the links' "more in your chat list" would send the user looking.
+    const archived = (job.conversations || []).filter((c) => c.archived).length;
+    if (archived) {
+      parts.push(archived === 1
+        ? "1 came in archived: out of the sidebar, Settings → Archived chats lists it."
+        : `${archived.toLocaleString()} came in archived: out of the sidebar, Settings → Archived chats lists them.`);
+    }
     return parts.join(" ");
   }
 
@@ -153,6 +161,12 @@ function setUp(formEl) {
       link.href = `/c/${c.id}/`;
       link.textContent = c.title;
       item.append(link);
+      if (c.archived) {
+        const tag = document.createElement("span");
+        tag.className = "import-tag";
+        tag.textContent = "Archived";
+        item.append(" ", tag);
+      }
       return item;
     }));
     if (conversations.length > LINKS_SHOWN) {

@@ -72,7 +72,8 @@ def test_upload_answers_202_then_the_job_reports_its_conversations(api, owner, p
     assert state["omitted"] == {"tool_messages": 1, "hidden_messages": 1}  # branches are imported, not omitted
     ids = list(Conversation.objects.filter(owner=owner).order_by("id").values_list("id", flat=True))
     assert state["conversations"] == [
-        {"id": ids[0], "title": "Sourdough schedule"}, {"id": ids[1], "title": "Bike gear ratios"}]
+        {"id": ids[0], "title": "Sourdough schedule", "archived": False},
+        {"id": ids[1], "title": "Bike gear ratios", "archived": False}]
     listed = api.get("/api/imports/").json()
     assert [j["id"] for j in listed["results"]] == [body["id"]] and "conversations" not in listed["results"][0]
 

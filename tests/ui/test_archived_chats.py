@@ -215,3 +215,18 @@ def test_a_sidebar_emptied_by_archiving_says_where_the_chats_are(page, user):
 
     _archive(user, Conversation.objects.get(title="Taxes"), False)
     assert "are archived" not in page.get(reverse("chat-sidebar")).content.decode()
+
+
+def test_an_import_says_which_chats_came_in_archived(user):
+    # An import of chats archived at their source listed them among the others, with no word that they
+    # were out of the sidebar: its report ("… and 3 more in your chat list") sent the user looking there.
+    def webui(title: str, **extra: object) -> dict:
+        messages = {"u1": {"id": "u1", "parentId": None, "childrenIds": [], "role": "user", "content": title,
+                           "timestamp": 1720000010}}
+        return {"id": f"id-{title}", "title": title, "created_at": 1720000000, "updated_at": 1720000020,
+                "chat": {"title": title, "history": {"messages": messages, "currentId": "u1"}}, **extra}
+
+    job = import_now(user, json.dumps([webui("Away", archived=True), webui("Here")]).encode())
+
+    state = token_client(user).get(f"/api/imports/{job.pk}/").json()
+    assert [(c["title"], c["archived"]) for c in state["conversations"]] == [("Away", True), ("Here", False)]

@@ -123,3 +123,29 @@ def test_import_started_from_the_keyboard_keeps_the_focus_on_its_button(asgi_ser
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#import-links a")
           and not start.get_attribute("disabled"))
     assert browser.switch_to.active_element == start  # disabled meanwhile, it had dropped the focus to the page
+
+
+def test_chats_that_came_in_archived_are_marked_and_said_to_be_out_of_the_sidebar(
+        asgi_server, browser, inline_worker, tmp_path):
+    # Chats archived at their source come in archived: out of the sidebar. The report listed them as the
+    # others, and said nothing of where they went.
+    def webui(title: str, **extra: object) -> dict:
+        messages = {"u1": {"id": "u1", "parentId": None, "childrenIds": [], "role": "user", "content": title,
+                           "timestamp": 1720000010}}
+        return {"id": f"id-{title}", "title": title, "created_at": 1720000000, "updated_at": 1720000020,
+                "chat": {"title": title, "history": {"messages": messages, "currentId": "u1"}}, **extra}
+
+    upload = tmp_path / "webui.json"
+    upload.write_text(json.dumps([webui("Old taxes", archived=True), webui("Garden", archived=False)]))
+    _sign_up(browser, asgi_server.url, "archive-importer")
+    browser.get(f"{asgi_server.url}/settings/")
+
+    _import(browser, upload)
+
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#import-links a"))
+    message = browser.find_element(By.ID, "import-message").text
+    assert message.startswith("2 of 2 conversations imported. 1 came in archived: out of the sidebar, "
+                              "Settings → Archived chats lists it.")
+    items = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#import-links li")]
+    assert items == ["Old taxes Archived", "Garden"]
+    assert console_errors(browser) == []

@@ -102,6 +102,7 @@ class ImportJobOutputSerializer(serializers.ModelSerializer):
 class ImportedConversationSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     title = serializers.CharField()
+    archived = serializers.BooleanField(help_text="Archived (as at its source): out of the sidebar.")
 
 
 class ImportJobDetailOutputSerializer(ImportJobOutputSerializer):
