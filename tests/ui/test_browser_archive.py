@@ -6,6 +6,7 @@ menu, a message sent in it brings it back."""
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -63,4 +64,25 @@ def test_a_chat_archived_from_the_sidebar_leaves_it_and_its_page_brings_it_back(
     _wait(browser, lambda d: _sections(d) == [("Today", ["Groceries", "Lisbon trip"])])
     _wait(browser, lambda d: not d.find_element(By.ID, "archived-note").is_displayed())
     assert Conversation.objects.get(pk=groceries.pk).archived_at is None
+    assert console_errors(browser) == []
+
+
+def test_a_send_brings_back_a_chat_the_sidebars_search_does_not_list_and_its_note_goes(asgi_server, browser):
+    # The note learnt that the chat was back only from its row in the list drawn again after the reply:
+    # with a search typed that the chat does not match, there was no row, and the note stayed ("This chat
+    # is archived"), its menu offering Unarchive, though the send had brought it back.
+    _sign_up(browser, asgi_server.url, "archive-search")
+    trip = _chat("archive-search", "Lisbon trip")
+    Conversation.objects.filter(pk=trip.pk).update(archived_at=timezone.now())
+    browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+    assert browser.find_element(By.ID, "archived-note").is_displayed()
+    browser.find_element(By.ID, "chat-search").send_keys("groceries")
+    _wait(browser, lambda d: "No chats match" in d.find_element(By.ID, "conv-nav").text)
+
+    browser.find_element(By.ID, "composer-input").send_keys("Still there?", Keys.ENTER)
+
+    _wait(browser, lambda d: Conversation.objects.get(pk=trip.pk).archived_at is None)
+    _wait(browser, lambda d: not d.find_element(By.ID, "archived-note").is_displayed())
+    browser.find_element(By.ID, "conv-menu-btn").click()
+    assert browser.find_element(By.CSS_SELECTOR, '#conv-menu [data-action="archive-current"]').text == "Archive"
     assert console_errors(browser) == []

@@ -76,8 +76,17 @@ document.addEventListener("click", (e) => {
 });
 
 // A turn here or in another tab brings the chat back (turn_claim), and the list is drawn again when a
-// reply ends: the chat listed with no "Archived" mark is back.
-document.addEventListener("longchat:sidebar-updated", () => {
-  const row = state.conversationId && nav.querySelector(`.conv-item[data-id="${state.conversationId}"]`);
-  if (row && !row.querySelector(".conv-archived")) showArchived(false);
+// reply ends: the chat listed with no "Archived" mark is back. Not listed (a search typed that it does
+// not match), the list cannot tell: while the note says "archived", the chat itself is asked.
+document.addEventListener("longchat:sidebar-updated", async () => {
+  if (!state.conversationId) return;
+  const row = nav.querySelector(`.conv-item[data-id="${state.conversationId}"]`);
+  if (row) {
+    if (!row.querySelector(".conv-archived")) showArchived(false);
+    return;
+  }
+  if (!note || note.hidden) return;
+  const id = state.conversationId;
+  const res = await api(`/api/conversations/${id}/`);
+  if (res.ok && res.data && id === state.conversationId && !res.data.archived_at) showArchived(false);
 });
