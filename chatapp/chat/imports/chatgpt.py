@@ -9,7 +9,8 @@ counted: tool messages (browsing results, code output: this app has no tool role
 with text (ChatGPT's custom-instruction context), and user or assistant messages with no text; their
 children hang from the nearest stored message above them. Empty system messages (every tree's root)
 are skipped silently. Text parts are joined; a part that is not text (an image) becomes "[image]"; a
-voice message is its transcription (its recording "[audio]" only when it has none).
+voice message is its transcription (its recording "[audio]" only when it has none). A reply keeps how
+it ended (`metadata.finish_details`): stopped by the user, or cut at the output limit.
 """
 
 from __future__ import annotations
@@ -85,11 +86,25 @@ def _message(message: Any, *, what: str, omitted: Counter[str]) -> records.Messa
     if metadata.get("is_visually_hidden_from_conversation") is True:
         omitted["hidden_messages"] += 1
         return None
-    return records.other_app_message(
+    record = records.other_app_message(
         role, text, model=metadata.get("model_slug"),
         created_at=records.epoch_time(message.get("create_time"), what=f"{what}'s create_time"),
         updated_at=records.epoch_time(message.get("update_time"), what=f"{what}'s update_time"),
     )
+    if role == "assistant":
+        _ending_read(record, metadata.get("finish_details"))
+    return record
+
+
+def _ending_read(record: records.MessageRecord, finish: Any) -> None:
+    """How the reply ended, as ChatGPT's page showed it: stopped by the user (`interrupted`) is a stopped
+    reply here, cut at the model's output limit (`max_tokens`, where ChatGPT offered "Continue
+    generating") a reply cut at the output limit (`finish_reason` "length": its note offers Continue)."""
+    kind = finish.get("type") if isinstance(finish, dict) else None
+    if kind == "interrupted":
+        record.status, record.fingerprint_status = "stopped", record.status
+    elif kind == "max_tokens":
+        record.extra["finish_reason"] = "length"
 
 
 def _content_text(content: Any, *, what: str) -> str:

@@ -63,6 +63,9 @@ class MessageRecord:
     # A summary's pinned messages it passed over (the source ids), where the file says (our export):
     # None where it does not.
     skipped_pins: list[str] | None = None
+    # The status the fingerprint reads where it is not `status`: a ChatGPT reply its user stopped was read
+    # complete before how replies ended was read, and a chat imported then must still be found.
+    fingerprint_status: str | None = None
 
 
 @dataclass(slots=True)
@@ -112,7 +115,8 @@ def record_fingerprint_shown_branch(record: ConversationRecord) -> str:
 
 def _fingerprint(record: ConversationRecord, *, place: Callable[[MessageRecord], Any]) -> str:
     messages = [
-        [m.role, m.kind, m.status, m.content, place(m), m.created_at.isoformat() if m.created_at else None]
+        [m.role, m.kind, m.fingerprint_status or m.status, m.content, place(m),
+         m.created_at.isoformat() if m.created_at else None]
         for m in record.messages
     ]
     started = record.created_at.isoformat() if record.created_at else None
