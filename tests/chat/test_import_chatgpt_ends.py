@@ -56,3 +56,33 @@ def test_a_chat_imported_before_its_stop_was_read_is_not_imported_again(owner):
     again = import_now(owner, json.dumps([conversation]).encode())
 
     assert (again.status, again.conversation_ids, again.duplicates) == ("done", [], 1)
+
+
+def test_a_chatgpt_reasoning_models_thoughts_come_in_as_its_replys_thinking(owner):
+    # ChatGPT keeps a reasoning model's thinking in nodes of their own above the reply: its thoughts
+    # ("content_type": "thoughts") and a "Thought for 12s" label ("reasoning_recap"). Both were dropped
+    # and counted as "2 with no text" messages not imported, the thinking lost.
+    conversation = chatgpt_conversation(3, messages=2)
+    mapping = conversation["mapping"]
+    thought = {"id": "t", "parent": "n0", "children": ["recap"], "message": {
+        "id": "t", "author": {"role": "assistant"}, "create_time": 1_700_003_000.5, "metadata": {},
+        "content": {"content_type": "thoughts", "source_analysis_msg_id": "x", "thoughts": [
+            {"summary": "Weighing the routes", "content": "The coast road is longer but flat.", "chunks": [],
+             "finished": True},
+            {"summary": "Searched 3 websites", "content": "", "chunks": [], "finished": True}]}}}
+    recap = {"id": "recap", "parent": "t", "children": ["n1"], "message": {
+        "id": "recap", "author": {"role": "assistant"}, "create_time": 1_700_003_000.7, "metadata": {},
+        "content": {"content_type": "reasoning_recap", "content": "Thought for 12s"}}}
+    mapping.update({"t": thought, "recap": recap})
+    mapping["n0"]["children"] = ["t"]
+    mapping["n1"]["parent"] = "recap"
+
+    job = import_now(owner, json.dumps([conversation]).encode())
+
+    assert job.status == "done", job.error
+    chat = Conversation.objects.get(pk=job.conversation_ids[0])
+    assert [(m.role, m.reasoning) for m in chat.messages.order_by("id")] == [
+        ("user", None),
+        ("assistant", "Weighing the routes\nThe coast road is longer but flat.\n\nSearched 3 websites"),
+    ]
+    assert job.omitted == {}

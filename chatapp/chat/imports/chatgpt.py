@@ -10,7 +10,8 @@ with text (ChatGPT's custom-instruction context), and user or assistant messages
 children hang from the nearest stored message above them. Empty system messages (every tree's root)
 are skipped silently. Text parts are joined; a part that is not text (an image) becomes "[image]"; a
 voice message is its transcription (its recording "[audio]" only when it has none). A reply keeps how
-it ended (`metadata.finish_details`): stopped by the user, or cut at the output limit.
+it ended (`metadata.finish_details`): stopped by the user, or cut at the output limit. A reasoning
+model's thoughts, kept in nodes above its reply, are that reply's thinking.
 """
 
 from __future__ import annotations
@@ -46,13 +47,20 @@ def _parse(conversation: Any) -> records.ConversationRecord:
         raise records.ConversationError(f'its "mapping" is {records.describe(mapping)}, not an object of messages')
     omitted: Counter[str] = Counter()
     nodes: dict[str, records.TreeNode] = {}
+    thoughts: dict[str, str] = {}  # a reasoning model's thinking, by the id of the node that holds it
     number = 0  # messages are counted as a person reads the file: nodes without one (the root) aside
     for key, node in mapping.items():
         message = records.object_of(node, what="a node of its mapping").get("message")
         number += message is not None
-        record = None if message is None else _message(message, what=f"message {number}", omitted=omitted)
+        thinking = _thinking_of(message)
+        if thinking is not None:
+            record = None  # not a message: the thinking of the reply below it
+            thoughts[str(key)] = thinking
+        else:
+            record = None if message is None else _message(message, what=f"message {number}", omitted=omitted)
         stamp = message.get("create_time") if message is not None else None  # _message checked it
         nodes[str(key)] = records.tree_node(record, parent=node.get("parent"), stamp=stamp, what="a parent")
+    _thinking_hand_down(nodes, thoughts)
     messages = records.tree_records(nodes, conversation.get("current_node"))
     title = conversation.get("title")
     created = records.epoch_time(conversation.get("create_time"), what="create_time")
@@ -67,6 +75,47 @@ def _parse(conversation: Any) -> records.ConversationRecord:
         messages=messages,
         omitted={reason: n for reason, n in omitted.items() if n},
     )
+
+
+def _thinking_of(message: Any) -> str | None:
+    """The thinking a reasoning model's node holds, None for any other node. ChatGPT keeps it above
+    the reply, in nodes of their own: the thoughts (`thoughts`: a summary and its text each) and a
+    label saying how long it took (`reasoning_recap`, "Thought for 12s": no thinking of its own)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, dict):
+        return None
+    kind = content.get("content_type")
+    if kind == "reasoning_recap":
+        return ""
+    if kind != "thoughts":
+        return None
+    listed = content.get("thoughts")
+    parts = []
+    for thought in listed if isinstance(listed, list) else []:
+        if isinstance(thought, dict):
+            lines = [thought.get(name) for name in ("summary", "content")]
+            parts.append("\n".join(line.strip() for line in lines if isinstance(line, str) and line.strip()))
+    return "\n\n".join(part for part in parts if part)
+
+
+def _thinking_hand_down(nodes: dict[str, records.TreeNode], thoughts: dict[str, str]) -> None:
+    """Each reply's thinking (`reasoning`, shown folded, never sent back): what the thinking nodes
+    between it and the message above it hold, in order. A walk that meets a node twice (a loop, which
+    tree_records refuses) stops."""
+    for node in nodes.values():
+        record = node.record
+        if record is None or record.role != "assistant":
+            continue
+        found: list[str] = []
+        seen: set[str] = set()
+        up = node.parent
+        while up is not None and up in nodes and nodes[up].record is None and up not in seen:
+            seen.add(up)
+            if thoughts.get(up):
+                found.append(thoughts[up])
+            up = nodes[up].parent
+        if found:
+            record.extra["reasoning"] = "\n\n".join(reversed(found))
 
 
 def _message(message: Any, *, what: str, omitted: Counter[str]) -> records.MessageRecord | None:
