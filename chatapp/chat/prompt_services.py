@@ -3,6 +3,7 @@ naming its field, so the API and Settings' forms say it beside the field."""
 
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,9 +92,22 @@ class PromptsImported:
     refused: list[str] = field(default_factory=list)
 
 
+def _unmarked(data: bytes) -> bytes:
+    """The file's JSON as UTF-8, without the byte order mark a Windows tool writes first (Notepad's
+    "UTF-8 with BOM", PowerShell 5's UTF-16), which JSON's RFC lets a reader ignore and orjson refuses."""
+    if data.startswith(codecs.BOM_UTF8):
+        return data[len(codecs.BOM_UTF8):]
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return data.decode("utf-16").encode()
+        except UnicodeDecodeError:
+            return data  # refused below as not JSON
+    return data
+
+
 def _file_items(data: bytes) -> list[Any]:
     try:
-        items = orjson.loads(data)
+        items = orjson.loads(_unmarked(data))
     except orjson.JSONDecodeError:
         raise ValidationError("The file is not JSON: choose a prompts file exported here or from Open WebUI.") from None
     if isinstance(items, dict) and isinstance(items.get("prompts"), list):

@@ -125,3 +125,18 @@ def test_the_export_holds_only_the_signed_in_users_prompts_and_needs_a_sign_in(c
     assert json.loads(client.get(reverse("prompt-export")).content) == []
     chosen_none = client.post(reverse("prompt-import"))
     assert [str(m) for m in get_messages(chosen_none.wsgi_request)] == ["Choose a prompts file to import."]
+
+
+@pytest.mark.parametrize("encoded", [
+    lambda text: b"\xef\xbb\xbf" + text.encode(),  # Notepad's "UTF-8 with BOM"
+    lambda text: text.encode("utf-16"),  # Windows PowerShell 5's Out-File: UTF-16 with its BOM
+], ids=["utf-8 with bom", "utf-16"])
+def test_a_file_saved_by_windows_tools_with_a_byte_order_mark_is_imported(client, encoded):
+    # A prompts file opened and saved again in Notepad, or written by PowerShell, starts with a byte order
+    # mark: it was refused whole as "not JSON", though JSON's RFC lets a reader ignore the mark.
+    user = _signed_in(client, "windows")
+
+    said = _import(client, encoded(json.dumps([{"command": "/fix", "content": "Fix «this»"}], ensure_ascii=False)))
+
+    assert _mine(user) == [("fix", "fix", "Fix «this»")]
+    assert said == ["Imported 1 prompt: /fix."]
