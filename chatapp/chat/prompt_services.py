@@ -131,7 +131,10 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
     so an import loses nothing. A file that is not such a list is refused whole, adding nothing."""
     items = _file_items(data)
     done = PromptsImported()
-    room = MAX_PROMPTS_PER_USER - SavedPrompt.objects.filter(owner=owner).count()
+    # The commands held (and those added here): one already there is skipped before the limit is
+    # weighed, so a full account importing its own export is told nothing was missing, not refused.
+    held = set(SavedPrompt.objects.filter(owner=owner).values_list("command", flat=True))
+    room = MAX_PROMPTS_PER_USER - len(held)
     for number, item in enumerate(items, start=1):
         name = _item_text(item, "command").strip() or f"item {number}"
         try:
@@ -139,6 +142,9 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
                               content=_item_text(item, "content"))
         except ValidationError as exc:
             done.refused.append(f"{name}: {' '.join(exc.messages)}")
+            continue
+        if fields["command"] in held:
+            done.skipped.append(fields["command"])
             continue
         if room <= 0:
             done.refused.append(f"/{fields['command']}: you hold {MAX_PROMPTS_PER_USER} prompts, the most there "
@@ -151,5 +157,6 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
             done.skipped.append(fields["command"])
             continue
         done.added.append(fields["command"])
+        held.add(fields["command"])
         room -= 1
     return done

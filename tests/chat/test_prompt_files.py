@@ -140,3 +140,18 @@ def test_a_file_saved_by_windows_tools_with_a_byte_order_mark_is_imported(client
 
     assert _mine(user) == [("fix", "fix", "Fix «this»")]
     assert said == ["Imported 1 prompt: /fix."]
+
+
+def test_a_full_account_importing_prompts_it_already_has_is_told_they_were_skipped_not_refused(client):
+    # At the most prompts there can be, every item of the file was refused for the limit, even the
+    # prompts already there: importing one's own export said "Not imported: … you hold 200 prompts",
+    # as if prompts were lost, when nothing was missing.
+    user = _signed_in(client, "full-again")
+    SavedPrompt.objects.bulk_create(SavedPrompt(owner=user, command=f"p{i:03}", title=f"p{i}", content="x")
+                                    for i in range(MAX_PROMPTS_PER_USER))
+    exported = client.get(reverse("prompt-export")).content
+
+    said = _import(client, exported)
+
+    assert len(said) == 1 and said[0].startswith(f"Skipped {MAX_PROMPTS_PER_USER} whose command you already have")
+    assert SavedPrompt.objects.filter(owner=user).count() == MAX_PROMPTS_PER_USER
