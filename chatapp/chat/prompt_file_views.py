@@ -43,6 +43,9 @@ def _said(request: HttpRequest, done: PromptsImported) -> None:
     if done.skipped:
         flash.warning(request, f"Skipped {len(done.skipped)} whose command you already have (yours kept as it "
                                f"was): {_named(done.skipped)}.")
+    if done.repeated:
+        flash.warning(request, f"Skipped {len(done.repeated)} given again in the file (the first one imported): "
+                               f"{_named(done.repeated)}.")
     if done.refused:
         more = f" (and {len(done.refused) - 3} more)" if len(done.refused) > 3 else ""
         flash.error(request, f"Not imported: {'; '.join(done.refused[:3])}{more}")

@@ -84,11 +84,12 @@ def prompt_delete(*, prompt: SavedPrompt) -> None:
 
 @dataclass
 class PromptsImported:
-    """What an import did: the commands added, those skipped (already yours, or twice in the file),
-    and the items refused, each with why."""
+    """What an import did: the commands added, those skipped (already yours), those given again in
+    the file after one was added, and the items refused, each with why."""
 
     added: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    repeated: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
 
 
@@ -135,6 +136,7 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
     # weighed, so a full account importing its own export is told nothing was missing, not refused.
     held = set(SavedPrompt.objects.filter(owner=owner).values_list("command", flat=True))
     room = MAX_PROMPTS_PER_USER - len(held)
+    added: set[str] = set()  # by this import: a command again in the file is not one the owner had
     for number, item in enumerate(items, start=1):
         name = _item_text(item, "command").strip() or f"item {number}"
         try:
@@ -142,6 +144,9 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
                               content=_item_text(item, "content"))
         except ValidationError as exc:
             done.refused.append(f"{name}: {' '.join(exc.messages)}")
+            continue
+        if fields["command"] in added:
+            done.repeated.append(fields["command"])
             continue
         if fields["command"] in held:
             done.skipped.append(fields["command"])
@@ -158,5 +163,6 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
             continue
         done.added.append(fields["command"])
         held.add(fields["command"])
+        added.add(fields["command"])
         room -= 1
     return done

@@ -70,7 +70,8 @@ def test_an_import_never_overwrites_a_prompt_already_there_and_says_which_it_ski
 
     assert _mine(user) == [("fix", "fix", "Fix this:"), ("review", "Mine", "My own words")]
     assert said[0] == "Imported 1 prompt: /fix."
-    assert said[1].startswith("Skipped 2 whose command you already have") and said[1].endswith("/review, /fix.")
+    assert said[1] == "Skipped 1 whose command you already have (yours kept as it was): /review."
+    assert said[2] == "Skipped 1 given again in the file (the first one imported): /fix."
 
 
 def test_items_that_fail_the_forms_checks_are_refused_with_why_and_the_rest_imported(client):
@@ -155,3 +156,16 @@ def test_a_full_account_importing_prompts_it_already_has_is_told_they_were_skipp
 
     assert len(said) == 1 and said[0].startswith(f"Skipped {MAX_PROMPTS_PER_USER} whose command you already have")
     assert SavedPrompt.objects.filter(owner=user).count() == MAX_PROMPTS_PER_USER
+
+
+def test_a_command_twice_in_the_file_is_said_to_be_twice_in_the_file(client):
+    # The second of two items with one command was listed among those "whose command you already have":
+    # the user, who had no such prompt, read that the file's first one had not been imported.
+    user = _signed_in(client, "twice")
+    file = [{"command": "/fix", "title": "First", "content": "Fix this:"},
+            {"command": "/FIX", "title": "Second", "content": "Fix that:"}]
+
+    said = _import(client, json.dumps(file))
+
+    assert _mine(user) == [("fix", "First", "Fix this:")]
+    assert said == ["Imported 1 prompt: /fix.", "Skipped 1 given again in the file (the first one imported): /fix."]
