@@ -126,6 +126,14 @@ def _item_text(item: dict[str, Any], name: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _title_fitted(title: str) -> str:
+    """A file's title within ours (100 characters), shortened with "…": Open WebUI keeps titles of any
+    length, and its prompt is worth importing under the start of its title, where the form refuses one
+    typed too long for the user to shorten."""
+    title = " ".join(title.split())
+    return title if len(title) <= 100 else title[:99].rstrip() + "…"
+
+
 def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
     """Add the prompts of a file (this page's export, Open WebUI's, or `{"prompts": [...]}`): each
     checked as one typed in the form; a command the owner already has is skipped, never overwritten,
@@ -140,7 +148,7 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
     for number, item in enumerate(items, start=1):
         name = _item_text(item, "command").strip() or f"item {number}"
         try:
-            fields = _cleaned(command=_item_text(item, "command"), title=_item_text(item, "title"),
+            fields = _cleaned(command=_item_text(item, "command"), title=_title_fitted(_item_text(item, "title")),
                               content=_item_text(item, "content"))
         except ValidationError as exc:
             done.refused.append(f"{name}: {' '.join(exc.messages)}")

@@ -169,3 +169,17 @@ def test_a_command_twice_in_the_file_is_said_to_be_twice_in_the_file(client):
 
     assert _mine(user) == [("fix", "First", "Fix this:")]
     assert said == ["Imported 1 prompt: /fix.", "Skipped 1 given again in the file (the first one imported): /fix."]
+
+
+def test_a_title_longer_than_ours_from_open_webui_is_shortened_not_the_prompt_refused(client):
+    # Open WebUI keeps a title of any length: such a prompt was refused whole, said as "Ensure this field
+    # has no more than 100 characters." (which field, the file's user could not tell), its text lost.
+    user = _signed_in(client, "long-title")
+    title = "Rewrite the following paragraph in plain English for a general audience, keeping every fact " * 2
+
+    said = _import(client, json.dumps([{"command": "/plain", "title": title, "content": "Rewrite:"}]))
+
+    assert said == ["Imported 1 prompt: /plain."]
+    [(command, kept, content)] = _mine(user)
+    assert (command, content) == ("plain", "Rewrite:")
+    assert len(kept) <= 100 and kept.endswith("…") and title.startswith(kept[:-1])
