@@ -105,6 +105,22 @@ def test_a_signed_in_session_takes_the_import_limit_too(limits, user, client):
     assert answer["taken_at_answer"] == 200 * 1024
 
 
+def test_a_prompts_file_past_the_ordinary_limit_reaches_settings_prompts_import(limits, user, client):
+    # Settings → Prompts' export of a few long prompts (each up to a message's 200,000 characters) is
+    # past the ordinary body limit: importing it back answered a bare "The request body is larger than
+    # 1,265,536 bytes." page, the prompts file refused before the view could read it.
+    client.force_login(user)
+    name = settings.SESSION_COOKIE_NAME
+    cookie = ((b"cookie", f"{name}={client.cookies[name].value}".encode()),)
+    signed_in = _post("/settings/prompts/import/", total=200 * 1024, announce=True, content_type=MULTIPART,
+                      extra=cookie)
+    assert signed_in["status"] == 403  # read whole; the view wants the session's CSRF token
+    assert signed_in["taken_at_answer"] == 200 * 1024
+    # Without a sign-in it is refused unread, as the conversations' import is.
+    anyone = _post("/settings/prompts/import/", total=200 * 1024, announce=True, content_type=MULTIPART)
+    assert (anyone["status"], anyone["taken_at_answer"], anyone["body"]) == (401, 0, b"Sign in to import a file.")
+
+
 @pytest.mark.parametrize("extra", [
     (),
     ((b"authorization", b"Token not-a-key"),),
