@@ -222,3 +222,19 @@ def test_typing_on_keeps_the_option_chosen_or_goes_back_to_the_first(asgi_server
     assert _selected(browser) == "/api"  # no longer listed: the first
     box.send_keys(Keys.ENTER)
     _wait(browser, lambda d: box.get_attribute("value") == "API docs:")
+
+
+def test_shift_tab_leaves_the_box_and_puts_no_prompt_in_it(asgi_server, browser):
+    # Tab puts the option chosen in the box; Shift+Tab, a keyboard user's way back out of the box, did
+    # the same: the prompt's text replaced what was typed and the focus stayed in the box.
+    owner = _signed_up(browser, asgi_server.url, "slash-shift-tab")
+    prompt_create(owner=owner, command="review", title="Code review", content="Review this code:")
+    box = _new_chat_box(browser, asgi_server.url)
+    box.send_keys("/re")
+    _wait(browser, lambda d: _options(d) == ["/review"])
+
+    box.send_keys(Keys.SHIFT, Keys.TAB, Keys.SHIFT)
+
+    _wait(browser, lambda d: d.switch_to.active_element != box)
+    assert box.get_attribute("value") == "/re"
+    assert _options(browser) == []

@@ -113,8 +113,8 @@ form.addEventListener("keydown", (e) => {
   } else if (e.key === "Enter" && !e.shiftKey && shown[active]?.own && shown[active].command === typed()) {
     close(); // "/compact" typed whole: Enter does what it did before the menu, it sends
     return;
-  } else if ((e.key === "Enter" && !e.shiftKey) || e.key === "Tab") {
-    pick(active);
+  } else if ((e.key === "Enter" || e.key === "Tab") && !e.shiftKey) {
+    pick(active); // Shift+Tab is left to leave the box (its blur closes the menu)
   } else if (e.key === "Escape") {
     close();
   } else {
