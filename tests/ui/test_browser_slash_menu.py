@@ -238,3 +238,34 @@ def test_shift_tab_leaves_the_box_and_puts_no_prompt_in_it(asgi_server, browser)
     _wait(browser, lambda d: d.switch_to.active_element != box)
     assert box.get_attribute("value") == "/re"
     assert _options(browser) == []
+
+
+_HOLD_PROMPTS = (
+    # The prompts' list answered only once the test says so (a slow connection): window.releasePrompts().
+    # window.promptsRead is set in a task after its JSON was read, so after every step the page takes on
+    # it (promises, run before any next task).
+    "const real = window.fetch; let release; const held = new Promise((r) => { release = r; });"
+    "window.releasePrompts = release;"
+    "window.fetch = (url, ...rest) => !String(url).startsWith('/api/prompts/') ? real(url, ...rest)"
+    "  : held.then(() => real(url, ...rest)).then((res) => {"
+    "      const json = res.json.bind(res);"
+    "      res.json = () => json().then((data) => { setTimeout(() => { window.promptsRead = true; }); return data; });"
+    "      return res; });"
+)
+
+
+def test_the_menu_stays_closed_when_the_box_was_left_before_the_prompts_came(asgi_server, browser):
+    # On a slow connection, "/" typed then the box left (a tap elsewhere) before the prompts arrived:
+    # the menu opened anyway once they came, over the box, which no longer had the focus to close it.
+    owner = _signed_up(browser, asgi_server.url, "slash-slow")
+    prompt_create(owner=owner, command="review", title="Code review", content="Review this code:")
+    box = _new_chat_box(browser, asgi_server.url)
+    browser.execute_script(_HOLD_PROMPTS)
+    box.send_keys("/")
+    browser.execute_script("arguments[0].blur();", box)
+
+    browser.execute_script("window.releasePrompts();")
+    _wait(browser, lambda d: d.execute_script("return window.promptsRead === true;"))
+
+    assert browser.execute_script("return document.getElementById('slash-menu').hidden;")
+    assert box.get_attribute("aria-activedescendant") is None

@@ -69,8 +69,8 @@ function fit() {
 async function update() {
   if (typed() === null) { close(); return; }
   if (menu.hidden) await promptsLoad(); // opening; narrowing an open menu reads no more
-  const word = typed(); // read again: the box may have changed while the prompts loaded
-  if (word === null) { close(); return; }
+  const word = typed(); // read again: the box may have changed, or been left, while the prompts loaded
+  if (word === null || document.activeElement !== input) { close(); return; }
   const before = shown.length;
   const chosen = shown[active];
   shown = matches(word);
