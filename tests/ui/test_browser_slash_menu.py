@@ -269,3 +269,21 @@ def test_the_menu_stays_closed_when_the_box_was_left_before_the_prompts_came(asg
 
     assert browser.execute_script("return document.getElementById('slash-menu').hidden;")
     assert box.get_attribute("aria-activedescendant") is None
+
+
+def test_a_long_command_fits_the_menu_on_a_phone(asgi_server, browser):
+    # A command may be 40 characters: on a phone's width its option was wider than the menu, which
+    # then scrolled sideways, the title cut off behind the right edge.
+    owner = _signed_up(browser, asgi_server.url, "slash-narrow-phone")
+    command = "translate-to-formal-french-keep-glossary"
+    prompt_create(owner=owner, command=command, title="Formal French", content="Translate into formal French:")
+    browser.set_window_size(360, 740)
+    box = _new_chat_box(browser, asgi_server.url)
+
+    box.send_keys("/tra")
+    _wait(browser, lambda d: _options(d) == [f"/{command}"])
+
+    wide, room = browser.execute_script(
+        "const m = document.getElementById('slash-menu'); return [m.scrollWidth, m.clientWidth];")
+    assert wide <= room
+    assert browser.find_element(By.CSS_SELECTOR, "#slash-menu .slash-title").text == "Formal French"  # not cut off
