@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from chatapp.chat.prompt_selectors import prompt_export_items
-from chatapp.chat.prompt_services import PromptsImported, prompts_import
+from chatapp.chat.prompt_services import MAX_PROMPTS_PER_USER, PromptsImported, prompts_import
 
 # Names listed in a flash message before "and N more".
 _NAMED = 8
@@ -46,6 +46,11 @@ def _said(request: HttpRequest, done: PromptsImported) -> None:
     if done.repeated:
         flash.warning(request, f"Skipped {len(done.repeated)} given again in the file (the first one imported): "
                                f"{_named(done.repeated)}.")
+    if done.over_limit:
+        # One reason for all of them, said once, with the way to get them: importing again skips the rest.
+        flash.error(request, f"Not imported, past the {MAX_PROMPTS_PER_USER} prompts an account holds: "
+                             f"{_named(done.over_limit)}. Delete some, then import the file again (the prompts "
+                             "already here are skipped).")
     if done.refused:
         more = f" (and {len(done.refused) - 3} more)" if len(done.refused) > 3 else ""
         flash.error(request, f"Not imported: {'; '.join(done.refused[:3])}{more}")

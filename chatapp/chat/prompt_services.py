@@ -85,11 +85,12 @@ def prompt_delete(*, prompt: SavedPrompt) -> None:
 @dataclass
 class PromptsImported:
     """What an import did: the commands added, those skipped (already yours), those given again in
-    the file after one was added, and the items refused, each with why."""
+    the file after one was added, those left out for the limit, and the items refused, each with why."""
 
     added: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     repeated: list[str] = field(default_factory=list)
+    over_limit: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
 
 
@@ -160,8 +161,7 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
             done.skipped.append(fields["command"])
             continue
         if room <= 0:
-            done.refused.append(f"/{fields['command']}: you hold {MAX_PROMPTS_PER_USER} prompts, the most there "
-                                "can be.")
+            done.over_limit.append(fields["command"])
             continue
         try:
             with transaction.atomic():  # one already there (or added meanwhile) is refused by the constraint

@@ -113,7 +113,7 @@ def test_an_import_stops_adding_at_the_most_prompts_an_account_holds(client):
 
     assert SavedPrompt.objects.filter(owner=user).count() == MAX_PROMPTS_PER_USER
     assert said[0] == "Imported 1 prompt: /new0."
-    assert said[1].startswith(f"Not imported: /new1: you hold {MAX_PROMPTS_PER_USER} prompts")
+    assert said[1].startswith(f"Not imported, past the {MAX_PROMPTS_PER_USER} prompts an account holds: /new1, /new2.")
 
 
 def test_the_export_holds_only_the_signed_in_users_prompts_and_needs_a_sign_in(client):
@@ -183,3 +183,21 @@ def test_a_title_longer_than_ours_from_open_webui_is_shortened_not_the_prompt_re
     [(command, kept, content)] = _mine(user)
     assert (command, content) == ("plain", "Rewrite:")
     assert len(kept) <= 100 and kept.endswith("…") and title.startswith(kept[:-1])
+
+
+def test_prompts_past_the_limit_are_named_once_with_how_to_import_them_later(client):
+    # Past the limit each prompt left out was a refusal of its own, the reason said again for each
+    # ("…the most there can be.; /new2: you hold 200 prompts, the most there can be.; …") and only 3
+    # named: the user could not tell which prompts of the file were missing, nor how to get them.
+    user = _signed_in(client, "over")
+    SavedPrompt.objects.bulk_create(SavedPrompt(owner=user, command=f"p{i:03}", title="t", content="x")
+                                    for i in range(MAX_PROMPTS_PER_USER - 1))
+    file = [{"command": f"/new{i}", "content": "y"} for i in range(6)] + [{"command": "two words", "content": "z"}]
+
+    said = _import(client, json.dumps(file))
+
+    assert said[0] == "Imported 1 prompt: /new0."
+    assert said[1] == (f"Not imported, past the {MAX_PROMPTS_PER_USER} prompts an account holds: /new1, /new2, "
+                       "/new3, /new4, /new5. Delete some, then import the file again (the prompts already here "
+                       "are skipped).")
+    assert said[2].startswith("Not imported: two words: Use 1 to 40 lowercase letters")
