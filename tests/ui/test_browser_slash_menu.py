@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
@@ -287,3 +288,24 @@ def test_a_long_command_fits_the_menu_on_a_phone(asgi_server, browser):
         "const m = document.getElementById('slash-menu'); return [m.scrollWidth, m.clientWidth];")
     assert wide <= room
     assert browser.find_element(By.CSS_SELECTOR, "#slash-menu .slash-title").text == "Formal French"  # not cut off
+
+
+def test_a_press_on_the_menu_beside_its_options_keeps_it_open(asgi_server, browser):
+    # A press on the menu's edge, beside the options (a near miss), took the focus from the box to the
+    # menu (a scrolling box the browser lets take the focus), and the box's blur closed the menu.
+    owner = _signed_up(browser, asgi_server.url, "slash-edge")
+    for i in range(20):
+        prompt_create(owner=owner, command=f"p{i:02}", title=f"Prompt {i}", content=f"Text {i}")
+    box = _new_chat_box(browser, asgi_server.url)
+    box.send_keys("/")
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#slash-menu [role=option]")) == 21)
+    menu = browser.find_element(By.ID, "slash-menu")
+    width = menu.rect["width"]
+
+    for x in (-(width // 2) + 3, width // 2 - 4):  # its left edge; its scrollbar, on the right
+        ActionChains(browser).move_to_element_with_offset(menu, x, 0).click().perform()
+        assert browser.switch_to.active_element == box
+        assert len(_options(browser)) == 21
+
+    browser.find_element(By.ID, "slash-option-3").click()  # an option still picks
+    _wait(browser, lambda d: box.get_attribute("value") == "Text 3")

@@ -50,7 +50,6 @@ function draw() {
     option.setAttribute("role", "option");
     option.setAttribute("aria-selected", String(i === active));
     option.append(el("code", "slash-command", `/${p.command}`), el("span", "slash-title", p.title));
-    option.addEventListener("mousedown", (e) => { e.preventDefault(); pick(i); }); // the box keeps the focus
     return option;
   }));
   input.setAttribute("aria-activedescendant", `slash-option-${active}`);
@@ -100,6 +99,13 @@ function pick(i) {
   if (!choice.own) announce(`“/${choice.command}” is in the message box: finish it and send.`);
 }
 
+// On the whole menu, not its options only: a press beside them (its edge, a near miss) moved the focus
+// to the menu, a scrolling box, and the box's blur closed it. The box keeps the focus.
+menu.addEventListener("mousedown", (e) => {
+  e.preventDefault();
+  const option = e.target.closest('[role="option"]');
+  if (option) pick(Number(option.id.slice("slash-option-".length)));
+});
 input.addEventListener("input", update);
 input.addEventListener("blur", close);
 
