@@ -52,8 +52,8 @@ def _said(request: HttpRequest, done: PromptsImported) -> None:
                              f"{_named(done.over_limit)}. Delete some, then import the file again (the prompts "
                              "already here are skipped).")
     if done.refused:
-        more = f" (and {len(done.refused) - 3} more)" if len(done.refused) > 3 else ""
-        flash.error(request, f"Not imported: {'; '.join(done.refused[:3])}{more}")
+        more = f" And {len(done.refused) - 3} more." if len(done.refused) > 3 else ""
+        flash.error(request, f"Not imported: {' '.join(done.refused[:3])}{more}")  # each reason a sentence
 
 
 @login_required

@@ -33,7 +33,7 @@ def _cleaned(*, command: str, title: str, content: str) -> dict[str, str]:
     elif command in RESERVED_COMMANDS:
         errors["command"] = f"“/{command}” is the message box's own command: choose another."
     if not title:
-        title = command
+        title = command[:100]  # a command refused for its length is not also a title refused for it
     if len(title) > 100:
         errors["title"] = "Ensure this field has no more than 100 characters."
     if not content.strip():
@@ -135,6 +135,17 @@ def _title_fitted(title: str) -> str:
     return title if len(title) <= 100 else title[:99].rstrip() + "…"
 
 
+def _item_named(item: dict[str, Any], number: int) -> str:
+    """A refused item as a message names it: its command as the file gives it, cut at a word within 40
+    characters (a file's "command" may hold a whole text), or its place in the file."""
+    command = " ".join(_item_text(item, "command").split())
+    if not command:
+        return f"item {number}"
+    if len(command) > 40:
+        command = (command[:40].rsplit(" ", 1)[0] if " " in command[:40] else command[:40]) + "…"
+    return f"“{command}”"
+
+
 def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
     """Add the prompts of a file (this page's export, Open WebUI's, or `{"prompts": [...]}`): each
     checked as one typed in the form; a command the owner already has is skipped, never overwritten,
@@ -147,12 +158,12 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
     room = MAX_PROMPTS_PER_USER - len(held)
     added: set[str] = set()  # by this import: a command again in the file is not one the owner had
     for number, item in enumerate(items, start=1):
-        name = _item_text(item, "command").strip() or f"item {number}"
         try:
             fields = _cleaned(command=_item_text(item, "command"), title=_title_fitted(_item_text(item, "title")),
                               content=_item_text(item, "content"))
         except ValidationError as exc:
-            done.refused.append(f"{name}: {' '.join(exc.messages)}")
+            why = " ".join(exc.messages)
+            done.refused.append(f"{_item_named(item, number)}: {why[:1].lower()}{why[1:]}")
             continue
         if fields["command"] in added:
             done.repeated.append(fields["command"])

@@ -84,8 +84,8 @@ def test_items_that_fail_the_forms_checks_are_refused_with_why_and_the_rest_impo
 
     assert _mine(user) == [("ok", "ok", "Fine")]
     assert said[0] == "Imported 1 prompt: /ok."
-    assert said[1].startswith("Not imported: two words: Use 1 to 40 lowercase letters")
-    assert "/compact: “/compact” is the message box's own command" in said[1] and "(and 1 more)" in said[1]
+    assert said[1].startswith("Not imported: “two words”: use 1 to 40 lowercase letters")
+    assert "“/compact”: “/compact” is the message box's own command" in said[1] and said[1].endswith(" And 1 more.")
 
 
 @pytest.mark.parametrize(("content", "words"), [
@@ -200,4 +200,22 @@ def test_prompts_past_the_limit_are_named_once_with_how_to_import_them_later(cli
     assert said[1] == (f"Not imported, past the {MAX_PROMPTS_PER_USER} prompts an account holds: /new1, /new2, "
                        "/new3, /new4, /new5. Delete some, then import the file again (the prompts already here "
                        "are skipped).")
-    assert said[2].startswith("Not imported: two words: Use 1 to 40 lowercase letters")
+    assert said[2].startswith("Not imported: “two words”: use 1 to 40 lowercase letters")
+
+
+def test_refused_items_are_said_in_readable_sentences_with_their_names_kept_short(client):
+    # Each reason ended with its full stop before the next was joined on ("…box).; /compact: …"), and an
+    # item's "command" was quoted whole however long (a file whose commands hold whole texts).
+    user = _signed_in(client, "refused")
+    long_command = "Summarize the following meeting notes into a list of decisions and actions " * 20
+    file = [{"command": "two words", "content": "x"}, {"command": "/compact", "content": "x"},
+            {"command": long_command, "content": "x"}]
+
+    said = _import(client, json.dumps(file))
+
+    assert _mine(user) == []
+    assert said == ["Not imported: “two words”: use 1 to 40 lowercase letters, digits, “-” or “_”, starting with a "
+                    "letter or digit (typed after “/” in the message box). “/compact”: “/compact” is the message "
+                    "box's own command: choose another. “Summarize the following meeting notes…”: use 1 to 40 "
+                    "lowercase letters, digits, “-” or “_”, starting with a letter or digit (typed after “/” in the "
+                    "message box)."]
