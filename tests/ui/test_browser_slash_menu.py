@@ -53,7 +53,7 @@ def test_a_saved_prompt_is_put_in_the_box_from_the_slash_menu(asgi_server, brows
     assert _selected(browser) == "/eli5"
     box.send_keys(Keys.ARROW_DOWN)
     assert _selected(browser) == "/review"
-    assert box.get_attribute("aria-activedescendant") == "slash-option-1"
+    assert box.get_attribute("aria-activedescendant") == "slash-option-review"
 
     box.send_keys(Keys.ESCAPE)  # closes the menu, keeps the text
     _wait(browser, lambda d: _options(d) == [])
@@ -307,5 +307,26 @@ def test_a_press_on_the_menu_beside_its_options_keeps_it_open(asgi_server, brows
         assert browser.switch_to.active_element == box
         assert len(_options(browser)) == 21
 
-    browser.find_element(By.ID, "slash-option-3").click()  # an option still picks
+    browser.find_element(By.ID, "slash-option-p03").click()  # an option still picks
     _wait(browser, lambda d: box.get_attribute("value") == "Text 3")
+
+
+def test_a_screen_reader_is_pointed_at_the_new_option_when_typing_changes_the_one_chosen(asgi_server, browser):
+    # Options were named by their place: typed on, "/" → "/b" put /bug where /api was, chosen, and the
+    # box's aria-activedescendant kept its value ("slash-option-0"), so a screen reader, told of no
+    # change, still read the option it had announced, not the one Enter would now put in the box.
+    owner = _signed_up(browser, asgi_server.url, "slash-sr")
+    for command, title in (("api", "API docs"), ("bug", "Bug report")):
+        prompt_create(owner=owner, command=command, title=title, content=f"{title}:")
+    box = _new_chat_box(browser, asgi_server.url)
+    box.send_keys("/")
+    _wait(browser, lambda d: _options(d) == ["/api", "/bug", "/compact"])
+    before = box.get_attribute("aria-activedescendant")
+
+    box.send_keys("b")
+    _wait(browser, lambda d: _options(d) == ["/bug"])
+
+    after = box.get_attribute("aria-activedescendant")
+    assert after != before
+    assert browser.find_element(By.ID, after).get_attribute("aria-selected") == "true"
+    assert browser.find_element(By.ID, after).find_element(By.CSS_SELECTOR, ".slash-command").text == "/bug"

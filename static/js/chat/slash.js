@@ -43,16 +43,24 @@ function close() {
   shown = [];
 }
 
+/** An option's id, by its command (a-z, 0-9, "-", "_": a valid id; unique, /compact reserved): named by its
+ *  place, typing on put another prompt where the chosen one was and aria-activedescendant kept its value,
+ *  so a screen reader, told of no change, still read the option it had announced. */
+function optionId(p) {
+  return `slash-option-${p.command}`;
+}
+
 function draw() {
   menu.replaceChildren(...shown.map((p, i) => {
     const option = el("div", "slash-option");
-    option.id = `slash-option-${i}`;
+    option.id = optionId(p); // by its command, not its place: see optionId
+    option.dataset.index = String(i);
     option.setAttribute("role", "option");
     option.setAttribute("aria-selected", String(i === active));
     option.append(el("code", "slash-command", `/${p.command}`), el("span", "slash-title", p.title));
     return option;
   }));
-  input.setAttribute("aria-activedescendant", `slash-option-${active}`);
+  input.setAttribute("aria-activedescendant", optionId(shown[active]));
   fit();
   menu.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: "nearest" });
 }
@@ -104,7 +112,7 @@ function pick(i) {
 menu.addEventListener("mousedown", (e) => {
   e.preventDefault();
   const option = e.target.closest('[role="option"]');
-  if (option) pick(Number(option.id.slice("slash-option-".length)));
+  if (option) pick(Number(option.dataset.index));
 });
 input.addEventListener("input", update);
 input.addEventListener("blur", close);
