@@ -3,7 +3,9 @@ export, here or on another server, or Open WebUI's), adding what is new and neve
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -23,11 +25,17 @@ def _signed_in(client, username: str):
     return user
 
 
+def _report(page) -> list[str]:
+    """The lines of the import's report on Settings' page."""
+    return [html.unescape(text) for text in re.findall(r'<p class="prompt-import-line[^"]*">(.*?)</p>',
+                                                       page.content.decode(), flags=re.S)]
+
+
 def _import(client, content: bytes | str, name: str = "prompts.json"):
     data = content.encode() if isinstance(content, str) else content
-    response = client.post(reverse("prompt-import"), {"file": SimpleUploadedFile(name, data)})
-    assert response.status_code == 302 and response["Location"].endswith("#prompts-h")
-    return [str(m) for m in get_messages(response.wsgi_request)]
+    page = client.post(reverse("prompt-import"), {"file": SimpleUploadedFile(name, data)}, follow=True)
+    assert page.redirect_chain[-1][0].endswith("#prompt-import-report")
+    return _report(page)
 
 
 def _mine(user) -> list[tuple[str, str, str]]:
@@ -124,8 +132,7 @@ def test_the_export_holds_only_the_signed_in_users_prompts_and_needs_a_sign_in(c
     _signed_in(client, "me")
 
     assert json.loads(client.get(reverse("prompt-export")).content) == []
-    chosen_none = client.post(reverse("prompt-import"))
-    assert [str(m) for m in get_messages(chosen_none.wsgi_request)] == ["Choose a prompts file to import."]
+    assert _report(client.post(reverse("prompt-import"), follow=True)) == ["Choose a prompts file to import."]
 
 
 @pytest.mark.parametrize("encoded", [
@@ -219,3 +226,23 @@ def test_refused_items_are_said_in_readable_sentences_with_their_names_kept_shor
                     "box's own command: choose another. “Summarize the following meeting notes…”: use 1 to 40 "
                     "lowercase letters, digits, “-” or “_”, starting with a letter or digit (typed after “/” in the "
                     "message box)."]
+
+
+def test_the_imports_report_stays_in_the_prompts_section_until_the_page_is_left(client):
+    # The report was a toast, which fades after 4.5 s like any: "Imported … Skipped … Not imported: …"
+    # (up to 8 commands each, and 3 reasons) was gone before it could be read, and nothing said it again.
+    user = _signed_in(client, "reader")
+    prompt_create(owner=user, command="review", content="Mine")
+    file = [{"command": "/review", "content": "x"}, {"command": "/fix", "content": "Fix:"},
+            {"command": "two words", "content": "x"}]
+
+    page = client.post(reverse("prompt-import"), {"file": SimpleUploadedFile("p.json", json.dumps(file).encode())},
+                       follow=True)
+
+    body = page.content.decode()
+    section = body[body.index('id="prompts-h"'):body.index("</section>", body.index('id="prompts-h"'))]
+    report = section[section.index('id="prompt-import-report"'):]
+    assert "Imported 1 prompt: /fix." in report and "/review" in report and "“two words”" in report
+    assert 'role="status"' in section[section.index('id="prompt-import-report"') - 200:][:400]
+    assert [str(m) for m in get_messages(page.wsgi_request)] == []  # not also a toast
+    assert 'id="prompt-import-report"' not in client.get(reverse("settings")).content.decode()  # said once
