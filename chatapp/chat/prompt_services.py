@@ -114,7 +114,10 @@ def _file_items(data: bytes) -> list[Any]:
         raise ValidationError("The file is not JSON: choose a prompts file exported here or from Open WebUI.") from None
     if isinstance(items, dict) and isinstance(items.get("prompts"), list):
         items = items["prompts"]
-    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+    # Objects none of which has a command or a text are another file (chats exported from Open WebUI or
+    # ChatGPT, lists of objects too), not prompts each to be refused.
+    if (not isinstance(items, list) or not all(isinstance(item, dict) for item in items)
+            or (items and not any("command" in item or "content" in item for item in items))):
         raise ValidationError("Expected a list of prompts, each with a “command” and a “content”, as this page's "
                               "export or Open WebUI's writes them.")
     if not items:

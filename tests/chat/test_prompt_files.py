@@ -101,6 +101,12 @@ def test_items_that_fail_the_forms_checks_are_refused_with_why_and_the_rest_impo
     ('{"format": "longchat.conversation", "messages": []}', "Expected a list of prompts"),
     ('[["review", "x"]]', "Expected a list of prompts"),
     ("[]", "holds no prompts"),
+    # Open WebUI's chats export and ChatGPT's conversations.json, lists of objects too, picked by mistake
+    # beside the prompts file: each was refused as a prompt, "item 1: use 1 to 40 lowercase letters…"
+    # three times and "And 497 more.", as if the file were prompts with bad commands.
+    ('[{"id": "c1", "user_id": "u", "title": "Trip plan", "chat": {"messages": []}}]', "Expected a list of prompts"),
+    ('[{"title": "Trip plan", "create_time": 1.5, "mapping": {}}, {"title": "Other", "mapping": {}}]',
+     "Expected a list of prompts"),
 ])
 def test_a_file_that_is_not_a_list_of_prompts_is_refused_whole(client, content, words):
     user = _signed_in(client, "wrong-file")
