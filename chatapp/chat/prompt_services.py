@@ -45,6 +45,12 @@ def _cleaned(*, command: str, title: str, content: str) -> dict[str, str]:
     return {"command": command, "title": title, "content": content}
 
 
+def prompt_fields_check(*, command: str, title: str, content: str) -> None:
+    """Raise the ValidationError (by field) a prompt of these fields would be refused with, writing nothing:
+    Settings' form says the service's words on the fields it did not refuse itself, all at once."""
+    _cleaned(command=command, title=title, content=content)
+
+
 def _taken(command: str) -> ValidationError:
     return ValidationError({"command": f"You already have a prompt “/{command}”."})
 

@@ -135,3 +135,16 @@ def test_every_field_refused_is_said_at_once(user):
     assert refused.status_code == 400
     assert "lowercase letters" in " ".join(refused.json()["command"])
     assert "Write the prompt's text." in refused.json()["content"]
+
+
+def test_settings_says_every_field_refused_at_once(page, user):
+    # The form's own "required" on the text refused it before the command was looked at: fixed and sent
+    # again, the form then said the command was wrong too.
+    refused = page.post(reverse("prompt-add"), {"prompt-new-command": "two words", "prompt-new-title": "",
+                                                "prompt-new-content": ""})
+
+    assert refused.status_code == 400
+    body = refused.content.decode()
+    assert 'id="id_prompt-new-command_error"' in body and "lowercase letters, digits" in body
+    assert 'id="id_prompt-new-content_error"' in body
+    assert 'value="two words"' in body
