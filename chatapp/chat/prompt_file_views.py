@@ -42,6 +42,10 @@ def _said(done: PromptsImported) -> list[dict[str, str]]:
     if done.added:
         noun = "prompt" if len(done.added) == 1 else "prompts"
         lines.append(_line("success", f"Imported {len(done.added)} {noun}: {_named(done.added)}."))
+    if done.cut:
+        became = ", ".join(f"/{given} became /{command}" for given, command in done.cut[:_NAMED])
+        more = f" and {len(done.cut) - _NAMED} more" if len(done.cut) > _NAMED else ""
+        lines.append(_line("warning", f"Cut to 40 characters, the longest a command is here: {became}{more}."))
     if done.skipped:
         lines.append(_line("warning", f"Skipped {len(done.skipped)} whose command you already have (yours kept as "
                                       f"it was): {_named(done.skipped)}."))

@@ -97,6 +97,7 @@ class PromptsImported:
     skipped: list[str] = field(default_factory=list)
     repeated: list[str] = field(default_factory=list)
     over_limit: list[str] = field(default_factory=list)
+    cut: list[tuple[str, str]] = field(default_factory=list)  # (the file's command, the one added)
     refused: list[str] = field(default_factory=list)
 
 
@@ -144,6 +145,15 @@ def _title_fitted(title: str) -> str:
     return title if len(title) <= 100 else title[:99].rstrip() + "…"
 
 
+def _command_fitted(command: str) -> str:
+    """A file's command within ours: one of our characters only but longer than 40, cut to 40 (Open WebUI
+    makes commands of titles, of any length); anything else as it is, for the checks to say why."""
+    bare = command.strip().removeprefix("/").lower()
+    if len(bare) > 40 and re.fullmatch(r"[a-z0-9][a-z0-9_-]*", bare):
+        return bare[:40].rstrip("-_")
+    return command
+
+
 def _item_named(item: dict[str, Any], number: int) -> str:
     """A refused item as a message names it: its command as the file gives it, cut at a word within 40
     characters (a file's "command" may hold a whole text), or its place in the file."""
@@ -167,8 +177,9 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
     room = MAX_PROMPTS_PER_USER - len(held)
     added: set[str] = set()  # by this import: a command again in the file is not one the owner had
     for number, item in enumerate(items, start=1):
+        given = _item_text(item, "command")
         try:
-            fields = _cleaned(command=_item_text(item, "command"), title=_title_fitted(_item_text(item, "title")),
+            fields = _cleaned(command=_command_fitted(given), title=_title_fitted(_item_text(item, "title")),
                               content=_item_text(item, "content"))
         except ValidationError as exc:
             why = " ".join(exc.messages)
@@ -190,6 +201,8 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
             done.skipped.append(fields["command"])
             continue
         done.added.append(fields["command"])
+        if fields["command"] != given.strip().removeprefix("/").lower():
+            done.cut.append((given.strip().removeprefix("/").lower(), fields["command"]))
         held.add(fields["command"])
         added.add(fields["command"])
         room -= 1

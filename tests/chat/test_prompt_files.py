@@ -252,3 +252,18 @@ def test_the_imports_report_stays_in_the_prompts_section_until_the_page_is_left(
     assert 'role="status"' in section[section.index('id="prompt-import-report"') - 200:][:400]
     assert [str(m) for m in get_messages(page.wsgi_request)] == []  # not also a toast
     assert 'id="prompt-import-report"' not in client.get(reverse("settings")).content.decode()  # said once
+
+
+def test_an_open_webui_command_longer_than_ours_is_imported_cut_to_40_characters(client):
+    # Open WebUI makes a command from the title (its slug), of any length: such a prompt was refused
+    # whole ("use 1 to 40 lowercase letters…"), its text lost to the import.
+    user = _signed_in(client, "long-command")
+    command = "/summarize-the-meeting-notes-into-a-list-of-actions"
+
+    said = _import(client, json.dumps([{"command": command, "title": "Meeting actions", "content": "Summarize:"}]))
+
+    assert _mine(user) == [("summarize-the-meeting-notes-into-a-list", "Meeting actions", "Summarize:")]
+    assert said == ["Imported 1 prompt: /summarize-the-meeting-notes-into-a-list.",
+                    "Cut to 40 characters, the longest a command is here: "
+                    "/summarize-the-meeting-notes-into-a-list-of-actions became "
+                    "/summarize-the-meeting-notes-into-a-list."]
