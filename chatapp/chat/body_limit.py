@@ -5,8 +5,9 @@ middleware or view runs, so its own limits (DATA_UPLOAD_MAX_MEMORY_SIZE, the imp
 handler) refuse a body only once all of it is on disk: anyone, signed in or not, could have the
 server write gigabytes. Here a body is refused with a 413 as soon as its announced length, or the
 bytes received, pass the largest any endpoint takes: the import's file (settings.IMPORT_MAX_BYTES and
-its multipart framing) on the import endpoints (conversations' in the API, Settings → Prompts' file: an
-export of a few long prompts is past the ordinary limit), DATA_UPLOAD_MAX_MEMORY_SIZE everywhere else (what
+its multipart framing) on the import endpoints (conversations' in the API; Settings → Prompts' file, whose
+export of a few long prompts is past the ordinary limit, up to PROMPTS_FILE_MAX_BYTES: it is read whole in
+the request), DATA_UPLOAD_MAX_MEMORY_SIZE everywhere else (what
 Django refuses there anyway, only later). The import's larger limit is only for a sender who is signed
 in (a valid API token or session, `sender_signed_in`, looked up before the body is read): anyone else
 is answered 401 unread, where the view would have answered it once the whole file was on disk.
@@ -28,7 +29,8 @@ from django.urls import Resolver404, resolve, reverse
 
 # Room for the multipart framing around an import's file (boundaries, part headers, a filename).
 MULTIPART_SLACK = 64 * 1024
-IMPORT_URL_NAMES = ("api-imports", "prompt-import")
+# The import endpoints, by URL name, each with the setting of its file's limit.
+IMPORT_LIMITS = {"api-imports": "IMPORT_MAX_BYTES", "prompt-import": "PROMPTS_FILE_MAX_BYTES"}
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -59,6 +61,7 @@ class BodyGuard:
         self.path: str = scope["path"]
         self.limit: int | None = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         self.is_import = False
+        self.file_limit = 0  # an import's file limit, once the path is known to be an import's
         # Whether the import's sender is signed in: set (sender_signed_in) before its body is read.
         self.signed_in = False
         self._widened = False
@@ -70,10 +73,12 @@ class BodyGuard:
             return
         if not self._widened:
             self._widened = True
-            if _is_import(self.path):
+            name = _import_name(self.path)
+            if name is not None:
                 self.is_import = True
+                self.file_limit = getattr(settings, IMPORT_LIMITS[name])
                 if self.signed_in:
-                    self.limit = settings.IMPORT_MAX_BYTES + MULTIPART_SLACK
+                    self.limit = self.file_limit + MULTIPART_SLACK
                 if size <= self.limit:
                     return
         raise BodyTooLarge(limit=self.limit, size=size)
@@ -109,7 +114,7 @@ class BodyGuard:
                 return 401, b"text/plain; charset=utf-8", b"Sign in to import a file."
             return 401, b"application/json", orjson.dumps({"detail": NOT_SIGNED_IN_WORDS})
         if self.is_import:
-            limit = settings.IMPORT_MAX_BYTES  # the file's limit, as the import view says it
+            limit = self.file_limit  # the file's limit, as the import view says it
             words = import_too_large_words(limit=limit, size=exc.size)
         else:
             limit = exc.limit
@@ -150,14 +155,16 @@ def sender_signed_in(scope: dict[str, Any]) -> bool:
 
 @functools.cache
 def _import_paths() -> frozenset[str]:
-    return frozenset(reverse(name) for name in IMPORT_URL_NAMES)
+    return frozenset(reverse(name) for name in IMPORT_LIMITS)
 
 
-def _is_import(path: str) -> bool:
+def _import_name(path: str) -> str | None:
+    """The URL name of the import endpoint at `path`, None for any other path."""
     try:
-        return resolve(path).url_name in IMPORT_URL_NAMES
+        name = resolve(path).url_name
     except Resolver404:
-        return False
+        return None
+    return name if name in IMPORT_LIMITS else None
 
 
 async def body_refuse(send: Send, answer: tuple[int, bytes, bytes]) -> None:
