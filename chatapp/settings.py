@@ -342,6 +342,9 @@ SUMMARIES_PER_DAY = env_int("SUMMARIES_PER_DAY", 3, minimum=0)
 # and the queue their jobs go to (Celery's default queue, beside the summaries one).
 IMPORT_MAX_BYTES = env_int("IMPORT_MAX_BYTES", 200_000_000, minimum=1024)
 CELERY_IMPORT_QUEUE = env_str("CELERY_IMPORT_QUEUE", "celery")
+# Settings → Prompts' import reads its file whole in the request (no worker): its own, smaller limit,
+# room for 200 prompts of 100,000 bytes each.
+PROMPTS_FILE_MAX_BYTES = env_int("PROMPTS_FILE_MAX_BYTES", 20_000_000, minimum=1024)
 # A running import not heard from for this long is taken over by a redelivery (its worker died).
 IMPORT_LEASE_SECONDS = env_int("IMPORT_LEASE_SECONDS", 300, minimum=1)
 

@@ -5,7 +5,9 @@ middleware or view runs, so its own limits (DATA_UPLOAD_MAX_MEMORY_SIZE, the imp
 handler) refuse a body only once all of it is on disk: anyone, signed in or not, could have the
 server write gigabytes. Here a body is refused with a 413 as soon as its announced length, or the
 bytes received, pass the largest any endpoint takes: the import's file (settings.IMPORT_MAX_BYTES and
-its multipart framing) on the import endpoint, DATA_UPLOAD_MAX_MEMORY_SIZE everywhere else (what
+its multipart framing) on the import endpoints (conversations' in the API; Settings → Prompts' file, whose
+export of a few long prompts is past the ordinary limit, up to PROMPTS_FILE_MAX_BYTES: it is read whole in
+the request), DATA_UPLOAD_MAX_MEMORY_SIZE everywhere else (what
 Django refuses there anyway, only later). The import's larger limit is only for a sender who is signed
 in (a valid API token or session, `sender_signed_in`, looked up before the body is read): anyone else
 is answered 401 unread, where the view would have answered it once the whole file was on disk.
@@ -27,7 +29,8 @@ from django.urls import Resolver404, resolve, reverse
 
 # Room for the multipart framing around an import's file (boundaries, part headers, a filename).
 MULTIPART_SLACK = 64 * 1024
-IMPORT_URL_NAME = "api-imports"
+# The import endpoints, by URL name, each with the setting of its file's limit.
+IMPORT_LIMITS = {"api-imports": "IMPORT_MAX_BYTES", "prompt-import": "PROMPTS_FILE_MAX_BYTES"}
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -58,6 +61,7 @@ class BodyGuard:
         self.path: str = scope["path"]
         self.limit: int | None = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         self.is_import = False
+        self.file_limit = 0  # an import's file limit, once the path is known to be an import's
         # Whether the import's sender is signed in: set (sender_signed_in) before its body is read.
         self.signed_in = False
         self._widened = False
@@ -69,10 +73,12 @@ class BodyGuard:
             return
         if not self._widened:
             self._widened = True
-            if _is_import(self.path):
+            name = _import_name(self.path)
+            if name is not None:
                 self.is_import = True
+                self.file_limit = getattr(settings, IMPORT_LIMITS[name])
                 if self.signed_in:
-                    self.limit = settings.IMPORT_MAX_BYTES + MULTIPART_SLACK
+                    self.limit = self.file_limit + MULTIPART_SLACK
                 if size <= self.limit:
                     return
         raise BodyTooLarge(limit=self.limit, size=size)
@@ -80,7 +86,7 @@ class BodyGuard:
     def may_import(self, scope: dict[str, Any]) -> bool:
         """Whether this request is an import's upload, whose sender is then looked up first."""
         # A string comparison: every send is a POST, and a URL resolve would be paid on each.
-        return scope.get("method") == "POST" and self.path == _import_path()
+        return scope.get("method") == "POST" and self.path in _import_paths()
 
     def announced(self, scope: dict[str, Any]) -> None:
         for name, value in scope.get("headers", ()):
@@ -104,9 +110,11 @@ class BodyGuard:
         """(status, content type, body) of the 413 (the 401 of an import whose sender is not signed in):
         JSON under /api/, plain text for a page."""
         if self.is_import and not self.signed_in:
+            if not self.path.startswith("/api/"):  # Settings → Prompts' import, a page
+                return 401, b"text/plain; charset=utf-8", b"Sign in to import a file."
             return 401, b"application/json", orjson.dumps({"detail": NOT_SIGNED_IN_WORDS})
         if self.is_import:
-            limit = settings.IMPORT_MAX_BYTES  # the file's limit, as the import view says it
+            limit = self.file_limit  # the file's limit, as the import view says it
             words = import_too_large_words(limit=limit, size=exc.size)
         else:
             limit = exc.limit
@@ -146,15 +154,17 @@ def sender_signed_in(scope: dict[str, Any]) -> bool:
 
 
 @functools.cache
-def _import_path() -> str:
-    return reverse(IMPORT_URL_NAME)
+def _import_paths() -> frozenset[str]:
+    return frozenset(reverse(name) for name in IMPORT_LIMITS)
 
 
-def _is_import(path: str) -> bool:
+def _import_name(path: str) -> str | None:
+    """The URL name of the import endpoint at `path`, None for any other path."""
     try:
-        return resolve(path).url_name == IMPORT_URL_NAME
+        name = resolve(path).url_name
     except Resolver404:
-        return False
+        return None
+    return name if name in IMPORT_LIMITS else None
 
 
 async def body_refuse(send: Send, answer: tuple[int, bytes, bytes]) -> None:

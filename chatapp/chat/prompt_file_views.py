@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import cast
 
 import orjson
-from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -16,10 +15,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from chatapp.chat.prompt_selectors import prompt_export_items
-from chatapp.chat.prompt_services import PromptsImported, prompts_import
+from chatapp.chat.prompt_services import MAX_PROMPTS_PER_USER, PromptsImported, prompts_import
 
-# Names listed in a flash message before "and N more".
+# Names listed in a line of the report before "and N more".
 _NAMED = 8
+# The session's key of the last import's report, until Settings' page shows it (prompt_import_report).
+_REPORT = "prompt_import_report"
 
 
 @login_required
@@ -36,16 +37,40 @@ def _named(commands: list[str]) -> str:
     return shown + (f" and {len(commands) - _NAMED} more" if len(commands) > _NAMED else "")
 
 
-def _said(request: HttpRequest, done: PromptsImported) -> None:
+def _said(done: PromptsImported) -> list[dict[str, str]]:
+    lines: list[dict[str, str]] = []
     if done.added:
         noun = "prompt" if len(done.added) == 1 else "prompts"
-        flash.success(request, f"Imported {len(done.added)} {noun}: {_named(done.added)}.")
+        lines.append(_line("success", f"Imported {len(done.added)} {noun}: {_named(done.added)}."))
+    if done.cut:
+        became = ", ".join(f"/{given} became /{command}" for given, command in done.cut[:_NAMED])
+        more = f" and {len(done.cut) - _NAMED} more" if len(done.cut) > _NAMED else ""
+        lines.append(_line("warning", f"Cut to 40 characters, the longest a command is here: {became}{more}."))
     if done.skipped:
-        flash.warning(request, f"Skipped {len(done.skipped)} whose command you already have (yours kept as it "
-                               f"was): {_named(done.skipped)}.")
+        lines.append(_line("warning", f"Skipped {len(done.skipped)} whose command you already have (yours kept as "
+                                      f"it was): {_named(done.skipped)}."))
+    if done.repeated:
+        lines.append(_line("warning", f"Skipped {len(done.repeated)} given again in the file (the first one "
+                                      f"imported): {_named(done.repeated)}."))
+    if done.over_limit:
+        # One reason for all of them, said once, with the way to get them: importing again skips the rest.
+        lines.append(_line("error", f"Not imported, past the {MAX_PROMPTS_PER_USER} prompts an account holds: "
+                                    f"{_named(done.over_limit)}. Delete some, then import the file again (the "
+                                    "prompts already here are skipped)."))
     if done.refused:
-        more = f" (and {len(done.refused) - 3} more)" if len(done.refused) > 3 else ""
-        flash.error(request, f"Not imported: {'; '.join(done.refused[:3])}{more}")
+        more = f" And {len(done.refused) - 3} more." if len(done.refused) > 3 else ""
+        lines.append(_line("error", f"Not imported: {' '.join(done.refused[:3])}{more}"))  # each reason a sentence
+    return lines
+
+
+def _line(level: str, text: str) -> dict[str, str]:
+    return {"level": level, "text": text}
+
+
+def prompt_import_report(request: HttpRequest) -> list[dict[str, str]]:
+    """The last import's report, once (Settings' page shows it in the Prompts section, by the import):
+    not a toast, which fades after seconds, too soon to read up to 8 commands a line and 3 reasons."""
+    return request.session.pop(_REPORT, []) if hasattr(request, "session") else []
 
 
 @login_required
@@ -53,10 +78,11 @@ def _said(request: HttpRequest, done: PromptsImported) -> None:
 def prompt_import(request: HttpRequest) -> HttpResponse:
     upload = request.FILES.get("file")
     if upload is None:
-        flash.error(request, "Choose a prompts file to import.")
+        report = [_line("error", "Choose a prompts file to import.")]
     else:
         try:
-            _said(request, prompts_import(owner=cast(User, request.user), data=upload.read()))
+            report = _said(prompts_import(owner=cast(User, request.user), data=upload.read()))
         except ValidationError as exc:
-            flash.error(request, " ".join(exc.messages))
-    return redirect(reverse("settings") + "#prompts-h")
+            report = [_line("error", " ".join(exc.messages))]
+    request.session[_REPORT] = report
+    return redirect(reverse("settings") + "#prompt-import-report")

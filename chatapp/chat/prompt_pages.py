@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 
 from .prompt_selectors import prompt_list
+from .prompt_services import prompt_fields_check
 
 
 class PromptForm(forms.Form):
@@ -18,6 +20,21 @@ class PromptForm(forms.Form):
                             widget=forms.TextInput(attrs={"placeholder": "e.g. Review my code"}))
     content = forms.CharField(label="Text", strip=False, widget=forms.Textarea(attrs={"rows": 4}),
                               help_text="Put into the message box in place of the command, to finish and send.")
+
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        if self.errors:
+            # A field the form refused (a blank, a length) kept the service's checks from the others, said
+            # only once that one was fixed: they are said now, beside the fields the form let pass.
+            raw = {name: str(self.data.get(self.add_prefix(name), "")) for name in ("command", "title", "content")}
+            try:
+                prompt_fields_check(**raw)
+            except ValidationError as exc:
+                for name, errors in exc.error_dict.items():
+                    if name not in self.errors:
+                        self.add_error(name, errors)
+        return cleaned
 
 
 def prompt_form(*, pk: int | None = None, data: dict | None = None, initial: dict | None = None) -> PromptForm:

@@ -3,6 +3,7 @@ naming its field, so the API and Settings' forms say it beside the field."""
 
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,7 @@ def _cleaned(*, command: str, title: str, content: str) -> dict[str, str]:
     elif command in RESERVED_COMMANDS:
         errors["command"] = f"“/{command}” is the message box's own command: choose another."
     if not title:
-        title = command
+        title = command[:100]  # a command refused for its length is not also a title refused for it
     if len(title) > 100:
         errors["title"] = "Ensure this field has no more than 100 characters."
     if not content.strip():
@@ -42,6 +43,12 @@ def _cleaned(*, command: str, title: str, content: str) -> dict[str, str]:
     if errors:
         raise ValidationError(errors)
     return {"command": command, "title": title, "content": content}
+
+
+def prompt_fields_check(*, command: str, title: str, content: str) -> None:
+    """Raise the ValidationError (by field) a prompt of these fields would be refused with, writing nothing:
+    Settings' form says the service's words on the fields it did not refuse itself, all at once."""
+    _cleaned(command=command, title=title, content=content)
 
 
 def _taken(command: str) -> ValidationError:
@@ -83,22 +90,41 @@ def prompt_delete(*, prompt: SavedPrompt) -> None:
 
 @dataclass
 class PromptsImported:
-    """What an import did: the commands added, those skipped (already yours, or twice in the file),
-    and the items refused, each with why."""
+    """What an import did: the commands added, those skipped (already yours), those given again in
+    the file after one was added, those left out for the limit, and the items refused, each with why."""
 
     added: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    repeated: list[str] = field(default_factory=list)
+    over_limit: list[str] = field(default_factory=list)
+    cut: list[tuple[str, str]] = field(default_factory=list)  # (the file's command, the one added)
     refused: list[str] = field(default_factory=list)
+
+
+def _unmarked(data: bytes) -> bytes:
+    """The file's JSON as UTF-8, without the byte order mark a Windows tool writes first (Notepad's
+    "UTF-8 with BOM", PowerShell 5's UTF-16), which JSON's RFC lets a reader ignore and orjson refuses."""
+    if data.startswith(codecs.BOM_UTF8):
+        return data[len(codecs.BOM_UTF8):]
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return data.decode("utf-16").encode()
+        except UnicodeDecodeError:
+            return data  # refused below as not JSON
+    return data
 
 
 def _file_items(data: bytes) -> list[Any]:
     try:
-        items = orjson.loads(data)
+        items = orjson.loads(_unmarked(data))
     except orjson.JSONDecodeError:
         raise ValidationError("The file is not JSON: choose a prompts file exported here or from Open WebUI.") from None
     if isinstance(items, dict) and isinstance(items.get("prompts"), list):
         items = items["prompts"]
-    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+    # Objects none of which has a command or a text are another file (chats exported from Open WebUI or
+    # ChatGPT, lists of objects too), not prompts each to be refused.
+    if (not isinstance(items, list) or not all(isinstance(item, dict) for item in items)
+            or (items and not any("command" in item or "content" in item for item in items))):
         raise ValidationError("Expected a list of prompts, each with a “command” and a “content”, as this page's "
                               "export or Open WebUI's writes them.")
     if not items:
@@ -111,24 +137,62 @@ def _item_text(item: dict[str, Any], name: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _title_fitted(title: str) -> str:
+    """A file's title within ours (100 characters), shortened with "…": Open WebUI keeps titles of any
+    length, and its prompt is worth importing under the start of its title, where the form refuses one
+    typed too long for the user to shorten."""
+    title = " ".join(title.split())
+    return title if len(title) <= 100 else title[:99].rstrip() + "…"
+
+
+def _command_fitted(command: str) -> str:
+    """A file's command within ours: one of our characters only but longer than 40, cut to 40 (Open WebUI
+    makes commands of titles, of any length); anything else as it is, for the checks to say why."""
+    bare = command.strip().removeprefix("/").lower()
+    if len(bare) > 40 and re.fullmatch(r"[a-z0-9][a-z0-9_-]*", bare):
+        return bare[:40].rstrip("-_")
+    return command
+
+
+def _item_named(item: dict[str, Any], number: int) -> str:
+    """A refused item as a message names it: its command as the file gives it, cut at a word within 40
+    characters (a file's "command" may hold a whole text), or its place in the file."""
+    command = " ".join(_item_text(item, "command").split())
+    if not command:
+        return f"item {number}"
+    if len(command) > 40:
+        command = (command[:40].rsplit(" ", 1)[0] if " " in command[:40] else command[:40]) + "…"
+    return f"“{command}”"
+
+
 def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
     """Add the prompts of a file (this page's export, Open WebUI's, or `{"prompts": [...]}`): each
     checked as one typed in the form; a command the owner already has is skipped, never overwritten,
     so an import loses nothing. A file that is not such a list is refused whole, adding nothing."""
     items = _file_items(data)
     done = PromptsImported()
-    room = MAX_PROMPTS_PER_USER - SavedPrompt.objects.filter(owner=owner).count()
+    # The commands held (and those added here): one already there is skipped before the limit is
+    # weighed, so a full account importing its own export is told nothing was missing, not refused.
+    held = set(SavedPrompt.objects.filter(owner=owner).values_list("command", flat=True))
+    room = MAX_PROMPTS_PER_USER - len(held)
+    added: set[str] = set()  # by this import: a command again in the file is not one the owner had
     for number, item in enumerate(items, start=1):
-        name = _item_text(item, "command").strip() or f"item {number}"
+        given = _item_text(item, "command")
         try:
-            fields = _cleaned(command=_item_text(item, "command"), title=_item_text(item, "title"),
+            fields = _cleaned(command=_command_fitted(given), title=_title_fitted(_item_text(item, "title")),
                               content=_item_text(item, "content"))
         except ValidationError as exc:
-            done.refused.append(f"{name}: {' '.join(exc.messages)}")
+            why = " ".join(exc.messages)
+            done.refused.append(f"{_item_named(item, number)}: {why[:1].lower()}{why[1:]}")
+            continue
+        if fields["command"] in added:
+            done.repeated.append(fields["command"])
+            continue
+        if fields["command"] in held:
+            done.skipped.append(fields["command"])
             continue
         if room <= 0:
-            done.refused.append(f"/{fields['command']}: you hold {MAX_PROMPTS_PER_USER} prompts, the most there "
-                                "can be.")
+            done.over_limit.append(fields["command"])
             continue
         try:
             with transaction.atomic():  # one already there (or added meanwhile) is refused by the constraint
@@ -137,5 +201,9 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
             done.skipped.append(fields["command"])
             continue
         done.added.append(fields["command"])
+        if fields["command"] != given.strip().removeprefix("/").lower():
+            done.cut.append((given.strip().removeprefix("/").lower(), fields["command"]))
+        held.add(fields["command"])
+        added.add(fields["command"])
         room -= 1
     return done

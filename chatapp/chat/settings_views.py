@@ -22,6 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from chatapp.chat import selectors, services, token_services
 from chatapp.chat.archive_views import archived_context
 from chatapp.chat.forms import PREFERENCE_HELP, InstructionsForm, LLMConfigForm, PreferencesForm
+from chatapp.chat.prompt_file_views import prompt_import_report
 from chatapp.chat.prompt_pages import prompt_form, prompts_context
 from chatapp.chat.prompt_selectors import prompt_get
 from chatapp.chat.prompt_services import prompt_create, prompt_delete, prompt_update
@@ -129,6 +130,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
         "shares": share_list(owner=request.user),  # Shared links (chat/_shares.html)
         **archived_context(owner=request.user),  # Archived chats (chat/_archived.html)
         **prompts_context(owner=request.user, bound=bound),  # Prompts (chat/_prompts.html)
+        "prompt_import_report": prompt_import_report(request),  # its import's report, shown once
     }
 
 

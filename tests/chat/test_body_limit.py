@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 
 from chatapp.chat.admission import SyncStackASGIHandler
-from chatapp.chat.body_limit import BodyGuard, BodyTooLarge
+from chatapp.chat.body_limit import MULTIPART_SLACK, BodyGuard, BodyTooLarge
 from tests.support.accounts import api_key_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -103,6 +103,37 @@ def test_a_signed_in_session_takes_the_import_limit_too(limits, user, client):
     answer = _post("/api/imports/", total=200 * 1024, announce=False, content_type=MULTIPART, extra=cookie)
     assert answer["status"] == 403  # read whole; the view wants the session's CSRF token
     assert answer["taken_at_answer"] == 200 * 1024
+
+
+def test_a_prompts_file_past_the_ordinary_limit_reaches_settings_prompts_import(limits, user, client):
+    # Settings → Prompts' export of a few long prompts (each up to a message's 200,000 characters) is
+    # past the ordinary body limit: importing it back answered a bare "The request body is larger than
+    # 1,265,536 bytes." page, the prompts file refused before the view could read it.
+    client.force_login(user)
+    name = settings.SESSION_COOKIE_NAME
+    cookie = ((b"cookie", f"{name}={client.cookies[name].value}".encode()),)
+    signed_in = _post("/settings/prompts/import/", total=200 * 1024, announce=True, content_type=MULTIPART,
+                      extra=cookie)
+    assert signed_in["status"] == 403  # read whole; the view wants the session's CSRF token
+    assert signed_in["taken_at_answer"] == 200 * 1024
+    # Without a sign-in it is refused unread, as the conversations' import is.
+    anyone = _post("/settings/prompts/import/", total=200 * 1024, announce=True, content_type=MULTIPART)
+    assert (anyone["status"], anyone["taken_at_answer"], anyone["body"]) == (401, 0, b"Sign in to import a file.")
+
+
+def test_a_prompts_file_past_its_own_limit_is_refused_unread(limits, user, client):
+    # The prompts' import reads its file whole in the request (a conversations' import streams it to a
+    # worker): up to the conversations' 200 MB, a signed-in sender had the server hold and parse that.
+    limits.PROMPTS_FILE_MAX_BYTES = 100 * 1024
+    client.force_login(user)
+    name = settings.SESSION_COOKIE_NAME
+    cookie = ((b"cookie", f"{name}={client.cookies[name].value}".encode()),)
+
+    past = _post("/settings/prompts/import/", total=200 * 1024 + MULTIPART_SLACK, announce=True,
+                 content_type=MULTIPART, extra=cookie)
+
+    assert past["status"] == 413 and past["taken_at_answer"] == 0
+    assert past["body"] == b"The file is 0.3 MB; the largest import is 0.1 MB."
 
 
 @pytest.mark.parametrize("extra", [

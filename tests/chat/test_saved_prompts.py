@@ -47,7 +47,8 @@ def test_a_prompt_made_through_the_api_is_listed_read_changed_and_deleted(user):
 
 @pytest.mark.parametrize(("fields", "field", "words"), [
     ({"command": "two words", "content": "x"}, "command", "lowercase letters"),
-    ({"command": "", "content": "x"}, "command", "blank"),
+    ({"command": "", "content": "x"}, "command", "lowercase letters"),
+    ({"command": "ok", "content": ""}, "content", "Write the prompt"),
     ({"command": "compact", "content": "x"}, "command", "own command"),
     ({"command": "ok", "content": "   "}, "content", "Write the prompt"),
     ({"command": "ok", "title": "t" * 101, "content": "x"}, "title", "100 characters"),
@@ -124,3 +125,26 @@ def test_a_refused_settings_form_shows_why_and_keeps_the_text_typed(page, user):
     assert "A long text I typed</textarea>" in body
     assert '<details class="add-config" id="add-prompt" open>' in body
     assert SavedPrompt.objects.count() == 1
+
+
+def test_every_field_refused_is_said_at_once(user):
+    # A blank text was refused by the API's own check before the service looked at the command: the
+    # client fixed the text and sent again, only then told its command was wrong too.
+    refused = token_client(user).post("/api/prompts/", {"command": "two words", "content": ""}, format="json")
+
+    assert refused.status_code == 400
+    assert "lowercase letters" in " ".join(refused.json()["command"])
+    assert "Write the prompt's text." in refused.json()["content"]
+
+
+def test_settings_says_every_field_refused_at_once(page, user):
+    # The form's own "required" on the text refused it before the command was looked at: fixed and sent
+    # again, the form then said the command was wrong too.
+    refused = page.post(reverse("prompt-add"), {"prompt-new-command": "two words", "prompt-new-title": "",
+                                                "prompt-new-content": ""})
+
+    assert refused.status_code == 400
+    body = refused.content.decode()
+    assert 'id="id_prompt-new-command_error"' in body and "lowercase letters, digits" in body
+    assert 'id="id_prompt-new-content_error"' in body
+    assert 'value="two words"' in body

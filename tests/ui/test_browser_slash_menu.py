@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
@@ -52,7 +53,7 @@ def test_a_saved_prompt_is_put_in_the_box_from_the_slash_menu(asgi_server, brows
     assert _selected(browser) == "/eli5"
     box.send_keys(Keys.ARROW_DOWN)
     assert _selected(browser) == "/review"
-    assert box.get_attribute("aria-activedescendant") == "slash-option-1"
+    assert box.get_attribute("aria-activedescendant") == "slash-option-review"
 
     box.send_keys(Keys.ESCAPE)  # closes the menu, keeps the text
     _wait(browser, lambda d: _options(d) == [])
@@ -222,3 +223,110 @@ def test_typing_on_keeps_the_option_chosen_or_goes_back_to_the_first(asgi_server
     assert _selected(browser) == "/api"  # no longer listed: the first
     box.send_keys(Keys.ENTER)
     _wait(browser, lambda d: box.get_attribute("value") == "API docs:")
+
+
+def test_shift_tab_leaves_the_box_and_puts_no_prompt_in_it(asgi_server, browser):
+    # Tab puts the option chosen in the box; Shift+Tab, a keyboard user's way back out of the box, did
+    # the same: the prompt's text replaced what was typed and the focus stayed in the box.
+    owner = _signed_up(browser, asgi_server.url, "slash-shift-tab")
+    prompt_create(owner=owner, command="review", title="Code review", content="Review this code:")
+    box = _new_chat_box(browser, asgi_server.url)
+    box.send_keys("/re")
+    _wait(browser, lambda d: _options(d) == ["/review"])
+
+    box.send_keys(Keys.SHIFT, Keys.TAB, Keys.SHIFT)
+
+    _wait(browser, lambda d: d.switch_to.active_element != box)
+    assert box.get_attribute("value") == "/re"
+    assert _options(browser) == []
+
+
+_HOLD_PROMPTS = (
+    # The prompts' list answered only once the test says so (a slow connection): window.releasePrompts().
+    # window.promptsRead is set in a task after its JSON was read, so after every step the page takes on
+    # it (promises, run before any next task).
+    "const real = window.fetch; let release; const held = new Promise((r) => { release = r; });"
+    "window.releasePrompts = release;"
+    "window.fetch = (url, ...rest) => !String(url).startsWith('/api/prompts/') ? real(url, ...rest)"
+    "  : held.then(() => real(url, ...rest)).then((res) => {"
+    "      const json = res.json.bind(res);"
+    "      res.json = () => json().then((data) => { setTimeout(() => { window.promptsRead = true; }); return data; });"
+    "      return res; });"
+)
+
+
+def test_the_menu_stays_closed_when_the_box_was_left_before_the_prompts_came(asgi_server, browser):
+    # On a slow connection, "/" typed then the box left (a tap elsewhere) before the prompts arrived:
+    # the menu opened anyway once they came, over the box, which no longer had the focus to close it.
+    owner = _signed_up(browser, asgi_server.url, "slash-slow")
+    prompt_create(owner=owner, command="review", title="Code review", content="Review this code:")
+    box = _new_chat_box(browser, asgi_server.url)
+    browser.execute_script(_HOLD_PROMPTS)
+    box.send_keys("/")
+    browser.execute_script("arguments[0].blur();", box)
+
+    browser.execute_script("window.releasePrompts();")
+    _wait(browser, lambda d: d.execute_script("return window.promptsRead === true;"))
+
+    assert browser.execute_script("return document.getElementById('slash-menu').hidden;")
+    assert box.get_attribute("aria-activedescendant") is None
+
+
+def test_a_long_command_fits_the_menu_on_a_phone(asgi_server, browser):
+    # A command may be 40 characters: on a phone's width its option was wider than the menu, which
+    # then scrolled sideways, the title cut off behind the right edge.
+    owner = _signed_up(browser, asgi_server.url, "slash-narrow-phone")
+    command = "translate-to-formal-french-keep-glossary"
+    prompt_create(owner=owner, command=command, title="Formal French", content="Translate into formal French:")
+    browser.set_window_size(360, 740)
+    box = _new_chat_box(browser, asgi_server.url)
+
+    box.send_keys("/tra")
+    _wait(browser, lambda d: _options(d) == [f"/{command}"])
+
+    wide, room = browser.execute_script(
+        "const m = document.getElementById('slash-menu'); return [m.scrollWidth, m.clientWidth];")
+    assert wide <= room
+    assert browser.find_element(By.CSS_SELECTOR, "#slash-menu .slash-title").text == "Formal French"  # not cut off
+
+
+def test_a_press_on_the_menu_beside_its_options_keeps_it_open(asgi_server, browser):
+    # A press on the menu's edge, beside the options (a near miss), took the focus from the box to the
+    # menu (a scrolling box the browser lets take the focus), and the box's blur closed the menu.
+    owner = _signed_up(browser, asgi_server.url, "slash-edge")
+    for i in range(20):
+        prompt_create(owner=owner, command=f"p{i:02}", title=f"Prompt {i}", content=f"Text {i}")
+    box = _new_chat_box(browser, asgi_server.url)
+    box.send_keys("/")
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#slash-menu [role=option]")) == 21)
+    menu = browser.find_element(By.ID, "slash-menu")
+    width = menu.rect["width"]
+
+    for x in (-(width // 2) + 3, width // 2 - 4):  # its left edge; its scrollbar, on the right
+        ActionChains(browser).move_to_element_with_offset(menu, x, 0).click().perform()
+        assert browser.switch_to.active_element == box
+        assert len(_options(browser)) == 21
+
+    browser.find_element(By.ID, "slash-option-p03").click()  # an option still picks
+    _wait(browser, lambda d: box.get_attribute("value") == "Text 3")
+
+
+def test_a_screen_reader_is_pointed_at_the_new_option_when_typing_changes_the_one_chosen(asgi_server, browser):
+    # Options were named by their place: typed on, "/" → "/b" put /bug where /api was, chosen, and the
+    # box's aria-activedescendant kept its value ("slash-option-0"), so a screen reader, told of no
+    # change, still read the option it had announced, not the one Enter would now put in the box.
+    owner = _signed_up(browser, asgi_server.url, "slash-sr")
+    for command, title in (("api", "API docs"), ("bug", "Bug report")):
+        prompt_create(owner=owner, command=command, title=title, content=f"{title}:")
+    box = _new_chat_box(browser, asgi_server.url)
+    box.send_keys("/")
+    _wait(browser, lambda d: _options(d) == ["/api", "/bug", "/compact"])
+    before = box.get_attribute("aria-activedescendant")
+
+    box.send_keys("b")
+    _wait(browser, lambda d: _options(d) == ["/bug"])
+
+    after = box.get_attribute("aria-activedescendant")
+    assert after != before
+    assert browser.find_element(By.ID, after).get_attribute("aria-selected") == "true"
+    assert browser.find_element(By.ID, after).find_element(By.CSS_SELECTOR, ".slash-command").text == "/bug"

@@ -25,11 +25,14 @@ class PromptOutputSerializer(serializers.ModelSerializer):
 
 
 class PromptInputSerializer(serializers.Serializer):
-    # Lengths and forms are the service's checks (its messages name the field).
-    command = serializers.CharField(trim_whitespace=True, help_text="1 to 40 of a-z, 0-9, “-”, “_”; not “compact”.")
+    # Lengths and forms, blanks too, are the service's checks (its messages name the field): all fields'
+    # faults said at once, where a blank refused here hid the service's word on the others.
+    command = serializers.CharField(trim_whitespace=True, allow_blank=True,
+                                    help_text="1 to 40 of a-z, 0-9, “-”, “_”; not “compact”.")
     title = serializers.CharField(required=False, allow_blank=True,
                                   help_text="Shown in the menu; the command if blank.")
-    content = serializers.CharField(trim_whitespace=False, help_text="The text inserted into the message box.")
+    content = serializers.CharField(trim_whitespace=False, allow_blank=True,
+                                    help_text="The text inserted into the message box.")
 
 
 class PromptListApi(PaginatedApi):

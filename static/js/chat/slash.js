@@ -43,17 +43,24 @@ function close() {
   shown = [];
 }
 
+/** An option's id, by its command (a-z, 0-9, "-", "_": a valid id; unique, /compact reserved): named by its
+ *  place, typing on put another prompt where the chosen one was and aria-activedescendant kept its value,
+ *  so a screen reader, told of no change, still read the option it had announced. */
+function optionId(p) {
+  return `slash-option-${p.command}`;
+}
+
 function draw() {
   menu.replaceChildren(...shown.map((p, i) => {
     const option = el("div", "slash-option");
-    option.id = `slash-option-${i}`;
+    option.id = optionId(p); // by its command, not its place: see optionId
+    option.dataset.index = String(i);
     option.setAttribute("role", "option");
     option.setAttribute("aria-selected", String(i === active));
     option.append(el("code", "slash-command", `/${p.command}`), el("span", "slash-title", p.title));
-    option.addEventListener("mousedown", (e) => { e.preventDefault(); pick(i); }); // the box keeps the focus
     return option;
   }));
-  input.setAttribute("aria-activedescendant", `slash-option-${active}`);
+  input.setAttribute("aria-activedescendant", optionId(shown[active]));
   fit();
   menu.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: "nearest" });
 }
@@ -69,8 +76,8 @@ function fit() {
 async function update() {
   if (typed() === null) { close(); return; }
   if (menu.hidden) await promptsLoad(); // opening; narrowing an open menu reads no more
-  const word = typed(); // read again: the box may have changed while the prompts loaded
-  if (word === null) { close(); return; }
+  const word = typed(); // read again: the box may have changed, or been left, while the prompts loaded
+  if (word === null || document.activeElement !== input) { close(); return; }
   const before = shown.length;
   const chosen = shown[active];
   shown = matches(word);
@@ -100,6 +107,13 @@ function pick(i) {
   if (!choice.own) announce(`“/${choice.command}” is in the message box: finish it and send.`);
 }
 
+// On the whole menu, not its options only: a press beside them (its edge, a near miss) moved the focus
+// to the menu, a scrolling box, and the box's blur closed it. The box keeps the focus.
+menu.addEventListener("mousedown", (e) => {
+  e.preventDefault();
+  const option = e.target.closest('[role="option"]');
+  if (option) pick(Number(option.dataset.index));
+});
 input.addEventListener("input", update);
 input.addEventListener("blur", close);
 
@@ -113,8 +127,8 @@ form.addEventListener("keydown", (e) => {
   } else if (e.key === "Enter" && !e.shiftKey && shown[active]?.own && shown[active].command === typed()) {
     close(); // "/compact" typed whole: Enter does what it did before the menu, it sends
     return;
-  } else if ((e.key === "Enter" && !e.shiftKey) || e.key === "Tab") {
-    pick(active);
+  } else if ((e.key === "Enter" || e.key === "Tab") && !e.shiftKey) {
+    pick(active); // Shift+Tab is left to leave the box (its blur closes the menu)
   } else if (e.key === "Escape") {
     close();
   } else {
