@@ -30,6 +30,21 @@ def _new_chat_box(browser, base: str):
     return browser.find_element(By.ID, "composer-input")
 
 
+def _box_with_numbered_prompts(browser, url: str, username: str, count: int):
+    """A new chat's message box, for a user who saved `count` prompts, /p00 ("Prompt 0", "Text 0") on."""
+    owner = _signed_up(browser, url, username)
+    for i in range(count):
+        prompt_create(owner=owner, command=f"p{i:02}", title=f"Prompt {i}", content=f"Text {i}")
+    return _new_chat_box(browser, url)
+
+
+def _box_with_review_prompt(browser, url: str, username: str):
+    """A new chat's message box, for a user who saved one prompt, /review."""
+    owner = _signed_up(browser, url, username)
+    prompt_create(owner=owner, command="review", title="Code review", content="Review this code:")
+    return _new_chat_box(browser, url)
+
+
 def _options(driver) -> list[str]:
     menu = driver.find_element(By.ID, "slash-menu")
     if not menu.is_displayed():
@@ -151,10 +166,7 @@ def test_the_menu_fits_above_the_box_on_a_short_screen(asgi_server, browser):
 def test_slash_lists_every_prompt_and_compact_however_many_there_are(asgi_server, browser):
     # The menu showed its first 8 options: with 8 prompts or more "/" listed neither /compact nor any
     # prompt after the 8th by command, and ↓ from the 8th went back to the 1st.
-    owner = _signed_up(browser, asgi_server.url, "slash-many")
-    for i in range(12):
-        prompt_create(owner=owner, command=f"p{i:02}", title=f"Prompt {i}", content=f"Text {i}")
-    box = _new_chat_box(browser, asgi_server.url)
+    box = _box_with_numbered_prompts(browser, asgi_server.url, "slash-many", 12)
 
     box.send_keys("/")
     _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#slash-menu [role=option]")) > 1)
@@ -178,9 +190,7 @@ _SAFARI_IME_ENTER = (
 def test_an_input_methods_enter_in_safari_neither_picks_a_prompt_nor_sends(asgi_server, browser):
     # With pinyin, "/rev" is typed in a composition and Enter commits those letters: in Safari that Enter
     # put the prompt in the box (or, in a box with text, sent the message half typed).
-    owner = _signed_up(browser, asgi_server.url, "slash-ime")
-    prompt_create(owner=owner, command="review", title="Code review", content="Review this code:")
-    box = _new_chat_box(browser, asgi_server.url)
+    box = _box_with_review_prompt(browser, asgi_server.url, "slash-ime")
     box.send_keys("/rev")
     _wait(browser, lambda d: _options(d) == ["/review"])
 
@@ -192,7 +202,7 @@ def test_an_input_methods_enter_in_safari_neither_picks_a_prompt_nor_sends(asgi_
     browser.execute_script(_SAFARI_IME_ENTER, box)
     box.send_keys("質問")
     browser.execute_script("arguments[0].form.requestSubmit();", box)  # sent when the user means it
-    sent = Message.objects.filter(conversation__owner=owner, role="user")
+    sent = Message.objects.filter(conversation__owner__username="slash-ime", role="user")
     _wait(browser, lambda d: sent.exists())
     assert list(sent.values_list("content", flat=True)) == ["日本語の質問"]
 
@@ -228,9 +238,7 @@ def test_typing_on_keeps_the_option_chosen_or_goes_back_to_the_first(asgi_server
 def test_shift_tab_leaves_the_box_and_puts_no_prompt_in_it(asgi_server, browser):
     # Tab puts the option chosen in the box; Shift+Tab, a keyboard user's way back out of the box, did
     # the same: the prompt's text replaced what was typed and the focus stayed in the box.
-    owner = _signed_up(browser, asgi_server.url, "slash-shift-tab")
-    prompt_create(owner=owner, command="review", title="Code review", content="Review this code:")
-    box = _new_chat_box(browser, asgi_server.url)
+    box = _box_with_review_prompt(browser, asgi_server.url, "slash-shift-tab")
     box.send_keys("/re")
     _wait(browser, lambda d: _options(d) == ["/review"])
 
@@ -258,9 +266,7 @@ _HOLD_PROMPTS = (
 def test_the_menu_stays_closed_when_the_box_was_left_before_the_prompts_came(asgi_server, browser):
     # On a slow connection, "/" typed then the box left (a tap elsewhere) before the prompts arrived:
     # the menu opened anyway once they came, over the box, which no longer had the focus to close it.
-    owner = _signed_up(browser, asgi_server.url, "slash-slow")
-    prompt_create(owner=owner, command="review", title="Code review", content="Review this code:")
-    box = _new_chat_box(browser, asgi_server.url)
+    box = _box_with_review_prompt(browser, asgi_server.url, "slash-slow")
     browser.execute_script(_HOLD_PROMPTS)
     box.send_keys("/")
     browser.execute_script("arguments[0].blur();", box)
@@ -293,10 +299,7 @@ def test_a_long_command_fits_the_menu_on_a_phone(asgi_server, browser):
 def test_a_press_on_the_menu_beside_its_options_keeps_it_open(asgi_server, browser):
     # A press on the menu's edge, beside the options (a near miss), took the focus from the box to the
     # menu (a scrolling box the browser lets take the focus), and the box's blur closed the menu.
-    owner = _signed_up(browser, asgi_server.url, "slash-edge")
-    for i in range(20):
-        prompt_create(owner=owner, command=f"p{i:02}", title=f"Prompt {i}", content=f"Text {i}")
-    box = _new_chat_box(browser, asgi_server.url)
+    box = _box_with_numbered_prompts(browser, asgi_server.url, "slash-edge", 20)
     box.send_keys("/")
     _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#slash-menu [role=option]")) == 21)
     menu = browser.find_element(By.ID, "slash-menu")
