@@ -224,3 +224,50 @@ def test_a_send_whose_answer_was_lost_sent_again_is_stored_once(asgi_server, bro
     assert _user_texts("answer-lost") == ["First question", "Second question, typed with care"]
     _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]')) == 2)
     assert box.get_attribute("value") == ""  # sent: not given back to be sent a third time
+
+
+# The page's own give-up timers (Stop's, after 4 s without the server's answer) come at once: no test waits
+# them out.
+TIMERS_AT_ONCE = """
+const real = window.setTimeout;
+window.setTimeout = (fn, ms, ...rest) => real(fn, ms >= 4000 ? 0 : ms, ...rest);
+"""
+
+
+def test_stop_pressed_while_the_context_is_packed_stops_the_reply(asgi_server, browser, fake_openai, monkeypatch):
+    # Stop pressed before the reply had an id waited 4 s for it, then dropped the connection: the server,
+    # which answers a send whose client left, wrote the whole reply (and billed it) while the page said
+    # "Stopped".
+    import threading
+
+    from chatapp.chat import chat_turn
+
+    packing, packed = threading.Event(), threading.Event()
+    real_pack = chat_turn.turn_pack
+
+    def held_pack(*, start):
+        packing.set()
+        packed.wait(30)
+        return real_pack(start=start)
+
+    monkeypatch.setattr(chat_turn, "turn_pack", held_pack)
+    _sign_up_with_model(browser, asgi_server.url, "stop-early", fake_url=fake_openai.base_url,
+                        model="slow-300", name="Slow")
+    browser.execute_script(TIMERS_AT_ONCE)
+    browser.find_element(By.ID, "composer-input").send_keys("Tell me a long story", Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))  # stored: `accepted`
+    assert packing.wait(30)
+    stop = _wait(browser, lambda d: d.find_element(By.ID, "stop-btn"))
+    _wait(browser, lambda d: stop.is_displayed())
+    stop.click()
+    _wait(browser, lambda d: stop.is_enabled())  # the page has done what Stop does before `start`
+    packed.set()
+
+    def ended(_):
+        return Message.objects.filter(conversation__owner__username="stop-early", role="assistant").exclude(
+            status="streaming").first()
+
+    reply = _wait(browser, ended)
+    assert reply.status == "stopped"
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply.pk}").get_attribute("data-status") == "stopped")
+    assert Conversation.objects.get(owner__username="stop-early").turn_claimed_at is None
