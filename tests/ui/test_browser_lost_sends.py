@@ -3,11 +3,14 @@ shows what the model was given."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
+from chatapp.chat import chat_turn
 from chatapp.chat.models import Conversation, Message
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _send, _sign_up, _sign_up_with_model, _wait
@@ -226,6 +229,21 @@ def test_a_send_whose_answer_was_lost_sent_again_is_stored_once(asgi_server, bro
     assert box.get_attribute("value") == ""  # sent: not given back to be sent a third time
 
 
+def _packing_held(monkeypatch) -> tuple[threading.Event, threading.Event]:
+    """The server's packing of a turn's context waits until the test lets it go: (set once it waits, set
+    by the test to let it go)."""
+    packing, packed = threading.Event(), threading.Event()
+    real_pack = chat_turn.turn_pack
+
+    def held_pack(*, start):
+        packing.set()
+        packed.wait(30)
+        return real_pack(start=start)
+
+    monkeypatch.setattr(chat_turn, "turn_pack", held_pack)
+    return packing, packed
+
+
 # The page's own give-up timers (Stop's, after 4 s without the server's answer) come at once: no test waits
 # them out.
 TIMERS_AT_ONCE = """
@@ -238,19 +256,7 @@ def test_stop_pressed_while_the_context_is_packed_stops_the_reply(asgi_server, b
     # Stop pressed before the reply had an id waited 4 s for it, then dropped the connection: the server,
     # which answers a send whose client left, wrote the whole reply (and billed it) while the page said
     # "Stopped".
-    import threading
-
-    from chatapp.chat import chat_turn
-
-    packing, packed = threading.Event(), threading.Event()
-    real_pack = chat_turn.turn_pack
-
-    def held_pack(*, start):
-        packing.set()
-        packed.wait(30)
-        return real_pack(start=start)
-
-    monkeypatch.setattr(chat_turn, "turn_pack", held_pack)
+    packing, packed = _packing_held(monkeypatch)
     _sign_up_with_model(browser, asgi_server.url, "stop-early", fake_url=fake_openai.base_url,
                         model="slow-300", name="Slow")
     browser.execute_script(TIMERS_AT_ONCE)
@@ -271,3 +277,59 @@ def test_stop_pressed_while_the_context_is_packed_stops_the_reply(asgi_server, b
     assert reply.status == "stopped"
     _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply.pk}").get_attribute("data-status") == "stopped")
     assert Conversation.objects.get(owner__username="stop-early").turn_claimed_at is None
+
+
+# The answer to the first POST of a message breaks right after its `accepted` event (the message is
+# stored): a connection dropped while the context was packed.
+CUT_AFTER_ACCEPTED = """
+const real = window.fetch;
+let cut = false;
+window.fetch = async (url, options) => {
+  const response = await real(url, options);
+  if (cut || !/\\/messages\\/$/.test(String(url)) || !options || options.method !== "POST") return response;
+  cut = true;
+  const source = response.body.getReader();
+  const decoder = new TextDecoder();
+  let seen = "";
+  const body = new ReadableStream({
+    async pull(controller) {
+      const { value, done } = await source.read();
+      if (done) { controller.close(); return; }
+      seen += decoder.decode(value, { stream: true });
+      const end = seen.indexOf("\\n\\n", seen.indexOf("event: accepted"));
+      if (seen.includes("event: accepted") && end >= 0) {
+        controller.enqueue(new TextEncoder().encode(seen.slice(0, end + 2)));
+        source.cancel();
+        controller.error(new TypeError("network error"));
+      }
+    },
+  });
+  return new Response(body, { status: response.status, headers: response.headers });
+};
+"""
+
+
+def test_a_send_whose_connection_closed_before_its_reply_began_shows_the_reply(
+    asgi_server, browser, fake_openai, monkeypatch
+):
+    # The server answers such a send all the same; the page said "The connection closed before the reply
+    # started… Retry asks again", and its Retry was refused: "This message already has a reply".
+    packing, packed = _packing_held(monkeypatch)
+    _sign_up_with_model(browser, asgi_server.url, "cut-early", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    browser.execute_script(CUT_AFTER_ACCEPTED)
+    browser.find_element(By.ID, "composer-input").send_keys("What is a B-tree?", Keys.ENTER)
+    assert packing.wait(30)
+    bubble = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--assistant .msg-error-text"))
+    assert "Retry" not in bubble.text
+    packed.set()
+
+    def answered(_):
+        return Message.objects.filter(conversation__owner__username="cut-early", role="assistant",
+                                      status="complete").first()
+
+    reply = _wait(browser, answered)
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply.pk}").get_attribute("data-status") == "complete")
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1  # the reply, in the waiting one's place
+    assert not [b for b in browser.find_elements(By.CSS_SELECTOR, '[data-action="retry"]') if b.is_displayed()]
+    assert console_errors(browser) == []
