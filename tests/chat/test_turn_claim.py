@@ -20,6 +20,7 @@ from chatapp.chat.chat_retry import chat_retry_start
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream, turn_pack
 from chatapp.chat.message_services import message_stop
 from chatapp.chat.models import Conversation, Message, MessageSearch
+from chatapp.chat.reply_stream import unwatched_replies_wait
 from chatapp.chat.search_selectors import message_search
 from tests.support.branches import assert_path_consistent
 from tests.support.chat import send
@@ -185,22 +186,23 @@ def test_a_packing_failure_keeps_the_message_and_frees_the_chat(user, conversati
     assert retry.failure is None and retry.messages[-1]["content"] == "please keep this"
 
 
-def test_a_client_gone_before_the_packing_frees_the_chat(user, conversation):
+def test_a_client_gone_before_the_packing_is_answered_and_frees_the_chat(user, conversation):
     start = chat_turn_start(user=user, conversation=conversation, content="hello and goodbye")
 
     async def leave_after_accepted() -> str:
         stream = chat_turn_stream(start=start)
         event = await anext(stream)
         await stream.aclose()
+        await unwatched_replies_wait()  # answered without its client; this loop ends with the call
         return event["event"]
 
     assert async_to_sync(leave_after_accepted)() == "accepted"
     assert not _claimed(conversation)
-    assert Message.objects.filter(conversation=conversation).count() == 1  # kept; Retry answers it
-    assert _found(user, "goodbye") == 1
+    assert Message.objects.get(conversation=conversation, role="assistant").status == "complete"
+    assert MessageSearch.objects.filter(message=start.user_message).exists()  # search and recall find it
 
 
-def test_a_client_gone_while_packing_ends_the_reply_stopped(user, conversation):
+def test_a_client_gone_while_packing_is_answered_and_frees_the_chat(user, conversation):
     start = chat_turn_start(user=user, conversation=conversation, content="pack then leave")
 
     async def leave_during_packing() -> None:
@@ -211,10 +213,11 @@ def test_a_client_gone_while_packing_ends_the_reply_stopped(user, conversation):
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await unwatched_replies_wait()
 
     async_to_sync(leave_during_packing)()
     reply = Message.objects.get(conversation=conversation, role="assistant")
-    assert reply.status == "stopped" and not _claimed(conversation)
+    assert reply.status == "complete" and not _claimed(conversation)
 
 
 def _found(user, word: str) -> int:
