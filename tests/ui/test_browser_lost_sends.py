@@ -333,3 +333,29 @@ def test_a_send_whose_connection_closed_before_its_reply_began_shows_the_reply(
     assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1  # the reply, in the waiting one's place
     assert not [b for b in browser.find_elements(By.CSS_SELECTOR, '[data-action="retry"]') if b.is_displayed()]
     assert console_errors(browser) == []
+
+
+def test_a_page_reloaded_while_the_context_is_packed_shows_the_reply_when_it_comes(
+    asgi_server, browser, fake_openai, monkeypatch
+):
+    # The reply goes on being written when the page is reloaded before its first word; the page that came
+    # back showed the question alone, and the reply only after another reload.
+    packing, packed = _packing_held(monkeypatch)
+    _sign_up_with_model(browser, asgi_server.url, "reload-early", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    browser.find_element(By.ID, "composer-input").send_keys("What is a B-tree?", Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))  # stored: `accepted`
+    assert packing.wait(30)
+    _wait(browser, lambda d: "/c/new/" not in d.current_url)  # the chat's own address
+    browser.refresh()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))
+    packed.set()
+
+    def answered(_):
+        return Message.objects.filter(conversation__owner__username="reload-early", role="assistant",
+                                      status="complete").first()
+
+    reply = _wait(browser, answered)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#m-{reply.pk}[data-status="complete"]'))
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1
+    assert console_errors(browser) == []

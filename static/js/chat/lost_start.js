@@ -1,7 +1,8 @@
-/* A send whose connection closed after the server stored its message (`accepted`) but before its reply
- * had an id (`start`): the server answers it all the same, as one whose page left mid-reply (chat_turn),
- * so the page waits for that reply and follows it, rather than offer a Retry the server would refuse
- * ("already has a reply", or a reply still being written). */
+/* A reply the page waits for before it has an id, which the server writes all the same (chat_turn):
+ * that of a send whose connection closed after the server stored its message (`accepted`) but before
+ * the reply began (`start`), and that of a page opened (a reload) while the reply's context is packed.
+ * The page catches up until the reply is there, then follows it as one from another tab, rather than
+ * show the message unanswered, or offer a Retry the server would refuse ("already has a reply"). */
 import { setStatus, showError } from "./dom.js";
 import { catchUp, FOLLOW_EVERY_MS } from "./history.js";
 import { messagesEl } from "./state.js";
@@ -13,17 +14,33 @@ const UNANSWERED_WORDS = "The connection closed before the reply started. Your m
 // server that stored the message is gone (a restart), and nothing will answer it but a Retry.
 const WAIT_FOR_MS = 2 * 60 * 1000;
 
+/** Catch up every FOLLOW_EVERY_MS while `live()` until the reply to user message `userId` is on the page
+ *  (catchUp follows it while it is written), WAIT_FOR_MS at most; then `ended(whether it came)`. */
+function replyAwait(userId, live, ended) {
+  const since = Date.now();
+  const look = async () => {
+    if (!live()) return; // another chat opened, or the page redrawn meanwhile
+    await catchUp();
+    if (messagesEl.querySelector(`.msg--assistant[data-id][data-reply-to="${userId}"]`)) ended(true);
+    else if (Date.now() - since > WAIT_FOR_MS) ended(false);
+    else setTimeout(look, FOLLOW_EVERY_MS);
+  };
+  setTimeout(look, FOLLOW_EVERY_MS);
+}
+
+/** The page's own reply, lost before it had an id: `article` says it is coming, and gives way to it. */
 export function followUnstarted(article, userId) {
   setStatus(article, "error");
   if (!userId) { showError(article, UNANSWERED_WORDS, { userId }); return; }
   showError(article, WAITING_WORDS, { retry: false });
-  const since = Date.now();
-  const look = async () => {
-    if (!article.isConnected) return; // another chat opened, or the page redrawn meanwhile
-    await catchUp(); // brings the reply in, and follows it while it is written (followElsewhere)
-    if (messagesEl.querySelector(`.msg--assistant[data-id][data-reply-to="${userId}"]`)) article.remove();
-    else if (Date.now() - since > WAIT_FOR_MS) showError(article, UNANSWERED_WORDS, { userId });
-    else setTimeout(look, FOLLOW_EVERY_MS);
-  };
-  setTimeout(look, FOLLOW_EVERY_MS);
+  replyAwait(userId, () => article.isConnected, (came) => {
+    if (came) article.remove();
+    else showError(article, UNANSWERED_WORDS, { userId });
+  });
+}
+
+/** A page opened while the chat's last message waits for its reply's context (data-reply-coming). */
+export function followComing() {
+  const tail = [...messagesEl.querySelectorAll(".msg[data-id]")].pop();
+  if (tail && tail.dataset.role === "user") replyAwait(Number(tail.dataset.id), () => tail.isConnected, () => {});
 }
