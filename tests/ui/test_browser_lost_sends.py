@@ -359,3 +359,30 @@ def test_a_page_reloaded_while_the_context_is_packed_shows_the_reply_when_it_com
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#m-{reply.pk}[data-status="complete"]'))
     assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1
     assert console_errors(browser) == []
+
+
+def test_a_send_made_again_while_its_context_is_packed_shows_the_reply_when_it_comes(
+    asgi_server, browser, fake_openai, monkeypatch
+):
+    # "Your message had reached the server after all: it is shown with its reply", said the page, which
+    # then showed the question alone: its reply, written all the same, came after the page had looked.
+    packing, packed = _packing_held(monkeypatch)
+    _sign_up_with_model(browser, asgi_server.url, "again-early", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    browser.execute_script(LOSE_THE_FIRST_ANSWER)
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("What is a B-tree?", Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.ID, "composer-error"))
+    assert packing.wait(30)
+    box.send_keys(Keys.ENTER)  # sent again, as the error invites: stored already (409 repeated)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))
+    packed.set()
+
+    def answered(_):
+        return Message.objects.filter(conversation__owner__username="again-early", role="assistant",
+                                      status="complete").first()
+
+    reply = _wait(browser, answered)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#m-{reply.pk}[data-status="complete"]'))
+    assert _user_texts("again-early") == ["What is a B-tree?"]
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1

@@ -1,6 +1,7 @@
 /* A reply the page waits for before it has an id, which the server writes all the same (chat_turn):
  * that of a send whose connection closed after the server stored its message (`accepted`) but before
- * the reply began (`start`), and that of a page opened (a reload) while the reply's context is packed.
+ * the reply began (`start`), that of a page opened (a reload) while the reply's context is packed, and
+ * that of a send made again which the server had stored already (409 `repeated`, composer.js).
  * The page catches up until the reply is there, then follows it as one from another tab, rather than
  * show the message unanswered, or offer a Retry the server would refuse ("already has a reply"). */
 import { setStatus, showError } from "./dom.js";
@@ -39,7 +40,7 @@ export function followUnstarted(article, userId) {
   });
 }
 
-/** A page opened while the chat's last message waits for its reply's context (data-reply-coming). */
+/** The chat's last message, when it waits for its reply's context (data-reply-coming, or a send found stored). */
 export function followComing() {
   const tail = [...messagesEl.querySelectorAll(".msg[data-id]")].pop();
   if (tail && tail.dataset.role === "user") replyAwait(Number(tail.dataset.id), () => tail.isConnected, () => {});
