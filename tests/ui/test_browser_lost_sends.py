@@ -386,3 +386,35 @@ def test_a_send_made_again_while_its_context_is_packed_shows_the_reply_when_it_c
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#m-{reply.pk}[data-status="complete"]'))
     assert _user_texts("again-early") == ["What is a B-tree?"]
     assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1
+
+
+def test_a_send_refused_while_another_tabs_context_is_packed_shows_that_reply_when_it_comes(
+    asgi_server, browser, fake_openai, monkeypatch
+):
+    # Told "A reply is still being written… Wait for it or stop it", the tab showed the other tab's
+    # question alone, and never the reply it was told to wait for.
+    _sign_up_with_model(browser, asgi_server.url, "busy-early", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    assert _send(browser, "From tab one: first").get_attribute("data-status") == "complete"
+    url = browser.current_url
+    one = browser.current_window_handle
+    browser.switch_to.new_window("tab")
+    browser.get(url)
+    two = browser.current_window_handle
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-id]"))
+    packing, packed = _packing_held(monkeypatch)
+    browser.switch_to.window(one)
+    browser.find_element(By.ID, "composer-input").send_keys("From tab one: second", Keys.ENTER)
+    assert packing.wait(30)
+    browser.switch_to.window(two)
+    browser.find_element(By.ID, "composer-input").send_keys("From tab two: meanwhile", Keys.ENTER)
+    _wait(browser, lambda d: "still being written" in d.find_element(By.ID, "composer-error").text)
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")) == 2)
+    packed.set()
+
+    def answered(_):
+        return Message.objects.filter(conversation__owner__username="busy-early", role="assistant",
+                                      status="complete").order_by("-id").exclude(content__contains="first").first()
+
+    reply = _wait(browser, answered)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#m-{reply.pk}[data-status="complete"]'))

@@ -108,8 +108,9 @@ export async function sendMessage(content, { keepDraft = false, parent = null } 
       if (stored) toast("Your message had reached the server after all: it is shown with its reply.", "info", 6000);
       else showComposerError(msg);
       if (!messagesEl.querySelector(".msg")) emptyState.hidden = false;
-      // A reply written elsewhere: shown, to wait for or stop; this send's, not begun yet, when it comes.
-      if (status === 409) catchUp().then(() => stored && followComing());
+      // A reply written elsewhere: shown, to wait for or stop; one not begun yet (its context being
+      // packed: another tab's, or this send's own, stored already) when it comes.
+      if (status === 409) catchUp().then(followComing);
     },
   });
 }

@@ -1,7 +1,8 @@
 /* A reply the page waits for before it has an id, which the server writes all the same (chat_turn):
  * that of a send whose connection closed after the server stored its message (`accepted`) but before
  * the reply began (`start`), that of a page opened (a reload) while the reply's context is packed, and
- * that of a send made again which the server had stored already (409 `repeated`, composer.js).
+ * that a send refused (409, composer.js) finds on its way: this send's own, stored already (`repeated`),
+ * or another tab's.
  * The page catches up until the reply is there, then follows it as one from another tab, rather than
  * show the message unanswered, or offer a Retry the server would refuse ("already has a reply"). */
 import { setStatus, showError } from "./dom.js";
