@@ -322,6 +322,7 @@ def test_a_send_whose_connection_closed_before_its_reply_began_shows_the_reply(
     assert packing.wait(30)
     bubble = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--assistant .msg-error-text"))
     assert "Retry" not in bubble.text
+    assert not browser.find_elements(By.CSS_SELECTOR, ".msg--assistant .badge--danger")  # nothing failed
     packed.set()
 
     def answered(_):

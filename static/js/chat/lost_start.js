@@ -32,13 +32,10 @@ function replyAwait(userId, live, ended) {
 
 /** The page's own reply, lost before it had an id: `article` says it is coming, and gives way to it. */
 export function followUnstarted(article, userId) {
-  setStatus(article, "error");
-  if (!userId) { showError(article, UNANSWERED_WORDS, { userId }); return; }
-  showError(article, WAITING_WORDS, { retry: false });
-  replyAwait(userId, () => article.isConnected, (came) => {
-    if (came) article.remove();
-    else showError(article, UNANSWERED_WORDS, { userId });
-  });
+  const unanswered = () => { setStatus(article, "error"); showError(article, UNANSWERED_WORDS, { userId }); };
+  if (!userId) { unanswered(); return; }
+  showError(article, WAITING_WORDS, { retry: false }); // no "Failed" badge: nothing failed yet
+  replyAwait(userId, () => article.isConnected, (came) => (came ? article.remove() : unanswered()));
 }
 
 /** The chat's last message, when it waits for its reply's context (data-reply-coming, or a send found stored). */
