@@ -107,8 +107,9 @@ def admission_middleware(get_response: Callable) -> Callable:
 
 async def _answered(view: Awaitable[HttpResponseBase]) -> HttpResponseBase:
     """The view's response. Django cancels the request when its client leaves, but the view goes on
-    in its thread and may have claimed the conversation for a turn: its response is then closed, which
-    gives the turn back (stream_views._TurnEventStream), instead of being dropped with the claim held."""
+    in its thread and may have stored a message and claimed the conversation for it: its response is then
+    closed, which answers the message without its client (stream_views._TurnEventStream), instead of
+    being dropped with the claim held."""
     answer = asyncio.ensure_future(view)
     try:
         return await asyncio.shield(answer)

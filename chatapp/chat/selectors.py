@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable
+from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
+from django.utils import timezone
 
 from .models import Conversation, Message, OptimizationRecord, UserSettings
 from .rowsql import CompiledQuery, row_instance
@@ -156,3 +159,12 @@ def user_settings_get(*, user: User) -> UserSettings:
         return found
     settings, _ = UserSettings.objects.get_or_create(user=user)
     return settings
+
+
+def reply_coming(*, conversation: Conversation, tail: Message | None) -> bool:
+    """A turn holds the chat (a fresh claim) and its path ends with the user's message (`tail`): the reply's
+    context is being packed, its row not stored yet. A page opened now (a reload just after a send, whose
+    reply goes on all the same) waits for it, then follows it (lost_start.js)."""
+    claimed = conversation.turn_claimed_at
+    fresh = timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS)
+    return claimed is not None and claimed >= fresh and tail is not None and tail.role == Message.Role.USER

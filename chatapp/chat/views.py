@@ -277,6 +277,7 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
         ctx["has_earlier"] = has_earlier
         ctx["oldest_id"] = items[0].pk if items else None
         ctx["title_pending"] = title_pending(conversation=conversation)
+        ctx["reply_coming"] = selectors.reply_coming(conversation=conversation, tail=items[-1] if items else None)
     return ctx
 
 

@@ -1,8 +1,9 @@
-"""A client that leaves before its reply's stream starts: the turn it began is given back.
+"""A client that leaves before its reply's stream starts: its message is answered all the same, and the
+chat is given back.
 
-A client leaving while the body streams is chat_turn_stream's (test_uvicorn: a stopped reply). Before
-that, Django never runs the body: it cancels a request whose client left while the view ran, and
-only closes a response whose body had not begun."""
+A client leaving while the body streams is chat_turn_stream's. Before that, Django never runs the body:
+it cancels a request whose client left while the view ran, and only closes a response whose body had
+not begun (stream_views._TurnEventStream.close)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ import asyncio
 import json
 
 import pytest
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth import get_user_model
-from django.core.signals import request_finished
-from django.db import close_old_connections
 from django.http import HttpResponse
 from django.test import RequestFactory
 from rest_framework.test import APIRequestFactory, force_authenticate
@@ -20,6 +20,7 @@ from rest_framework.test import APIRequestFactory, force_authenticate
 from chatapp.chat.admission import SyncStackASGIHandler, admission_middleware
 from chatapp.chat.api.stream_views import ConversationMessagesApi
 from chatapp.chat.models import Conversation, Message, MessageSearch
+from chatapp.chat.reply_stream import unwatched_replies_wait
 from tests.support.accounts import api_key_for
 from tests.support.asgi_call import asgi_post_left
 from tests.support.chat import make_config, send
@@ -34,9 +35,10 @@ def _chat(fake_openai, username: str):
     return user, conversation
 
 
-@pytest.mark.django_db
-def test_a_send_closed_before_its_body_began_gives_the_turn_back(fake_openai):
+@pytest.mark.django_db(transaction=True)
+def test_a_send_closed_before_its_body_began_is_answered_and_gives_the_turn_back(fake_openai):
     user, conversation = _chat(fake_openai, "grace")
+    fake_openai.reset()
     request = APIRequestFactory().post(f"/api/conversations/{conversation.pk}/messages/",
                                        {"content": "are you there?"}, format="json")
     force_authenticate(request, user=user)
@@ -44,18 +46,20 @@ def test_a_send_closed_before_its_body_began_gives_the_turn_back(fake_openai):
     conversation.refresh_from_db()
     assert response.status_code == 200 and conversation.turn_claimed_at is not None  # the turn is on
 
-    # What Django does when the client left before the body's first step (without the close of the
-    # database connection that comes with it, as Django's test client does: the test's transaction).
-    request_finished.disconnect(close_old_connections)
-    try:
-        response.close()
-    finally:
-        request_finished.connect(close_old_connections)
+    async def left() -> None:
+        # What Django does when the client left before the body's first step: the response closed in
+        # the request's thread. The reply is then read without its client; this loop ends with left().
+        await sync_to_async(response.close)()
+        await unwatched_replies_wait()
+
+    async_to_sync(left)()
 
     conversation.refresh_from_db()
     assert conversation.turn_claimed_at is None
-    [message] = Message.objects.filter(conversation=conversation)
-    assert (message.role, message.content) == ("user", "are you there?")  # kept, Retry answers it
+    message, reply = Message.objects.filter(conversation=conversation).order_by("id")
+    assert (message.role, message.content) == ("user", "are you there?")
+    assert (reply.role, reply.status, reply.reply_to_id) == ("assistant", "complete", message.pk)  # answered
+    assert len(fake_openai.completions) == 1
     assert MessageSearch.objects.filter(message=message).exists()  # and found by search and recall
     assert send(user, conversation, "hello again").names[-1] == "done"
 
@@ -89,8 +93,9 @@ def test_a_turn_start_whose_client_left_while_its_view_ran_has_its_response_clos
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_send_whose_client_left_at_once_leaves_the_chat_free(fake_openai):
+def test_a_send_whose_client_left_at_once_is_answered_and_leaves_the_chat_free(fake_openai):
     user, conversation = _chat(fake_openai, "ada")
+    fake_openai.reset()
     token = api_key_for(user)
 
     sent = asgi_post_left(SyncStackASGIHandler(), f"/api/conversations/{conversation.pk}/messages/",
@@ -98,9 +103,13 @@ def test_a_send_whose_client_left_at_once_leaves_the_chat_free(fake_openai):
                           headers=[(b"authorization", f"Token {token}".encode())])
 
     assert sent == []  # gone before anything could reach it
-    # The view ran to its end: the message is kept with no reply, and no turn holds the chat.
-    [message] = Message.objects.filter(conversation=conversation)
+    # The view ran to its end: the message is stored, so it is answered all the same (a connection
+    # dropped just after the send: the page that comes back, or the send made again under its key,
+    # finds the reply), and no turn holds the chat after. It was kept with no reply.
+    message, reply = Message.objects.filter(conversation=conversation).order_by("id")
     assert (message.role, message.content) == ("user", "are you there?")
+    assert (reply.role, reply.status, reply.reply_to_id) == ("assistant", "complete", message.pk)
+    assert len(fake_openai.completions) == 1
     conversation.refresh_from_db()
     assert conversation.turn_claimed_at is None
     assert send(user, conversation, "hello again").names[-1] == "done"

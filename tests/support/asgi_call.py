@@ -48,7 +48,8 @@ def asgi_get(application: Any, path: str) -> int:
 def asgi_post_left(application: Any, path: str, *, body: bytes, headers: list[tuple[bytes, bytes]]) -> list[dict]:
     """A POST whose client leaves as soon as the request is sent: the body is read, and the next
     receive (Django's disconnect listener, which starts with the view) says the client is gone.
-    Returns what the application sent."""
+    Returns what the application sent, once the replies it goes on writing without its client are
+    stored (this loop ends with the call; a server's would not)."""
     scope = _scope("POST", path, [(b"content-type", b"application/json"),
                                   (b"content-length", str(len(body)).encode()), *headers])
     sent: list[dict] = []
@@ -63,5 +64,11 @@ def asgi_post_left(application: Any, path: str, *, body: bytes, headers: list[tu
     async def send(message: dict) -> None:
         sent.append(message)
 
-    asyncio.run(application(scope, receive, send))
+    async def call() -> None:
+        from chatapp.chat.reply_stream import unwatched_replies_wait
+
+        await application(scope, receive, send)
+        await unwatched_replies_wait()
+
+    asyncio.run(call())
     return sent

@@ -3,11 +3,14 @@ shows what the model was given."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
+from chatapp.chat import chat_turn
 from chatapp.chat.models import Conversation, Message
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _send, _sign_up, _sign_up_with_model, _wait
@@ -224,3 +227,195 @@ def test_a_send_whose_answer_was_lost_sent_again_is_stored_once(asgi_server, bro
     assert _user_texts("answer-lost") == ["First question", "Second question, typed with care"]
     _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]')) == 2)
     assert box.get_attribute("value") == ""  # sent: not given back to be sent a third time
+
+
+def _packing_held(monkeypatch) -> tuple[threading.Event, threading.Event]:
+    """The server's packing of a turn's context waits until the test lets it go: (set once it waits, set
+    by the test to let it go)."""
+    packing, packed = threading.Event(), threading.Event()
+    real_pack = chat_turn.turn_pack
+
+    def held_pack(*, start):
+        packing.set()
+        packed.wait(30)
+        return real_pack(start=start)
+
+    monkeypatch.setattr(chat_turn, "turn_pack", held_pack)
+    return packing, packed
+
+
+# The page's own give-up timers (Stop's, after 4 s without the server's answer) come at once: no test waits
+# them out.
+TIMERS_AT_ONCE = """
+const real = window.setTimeout;
+window.setTimeout = (fn, ms, ...rest) => real(fn, ms >= 4000 ? 0 : ms, ...rest);
+"""
+
+
+def test_stop_pressed_while_the_context_is_packed_stops_the_reply(asgi_server, browser, fake_openai, monkeypatch):
+    # Stop pressed before the reply had an id waited 4 s for it, then dropped the connection: the server,
+    # which answers a send whose client left, wrote the whole reply (and billed it) while the page said
+    # "Stopped".
+    packing, packed = _packing_held(monkeypatch)
+    _sign_up_with_model(browser, asgi_server.url, "stop-early", fake_url=fake_openai.base_url,
+                        model="slow-300", name="Slow")
+    browser.execute_script(TIMERS_AT_ONCE)
+    browser.find_element(By.ID, "composer-input").send_keys("Tell me a long story", Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))  # stored: `accepted`
+    assert packing.wait(30)
+    stop = _wait(browser, lambda d: d.find_element(By.ID, "stop-btn"))
+    _wait(browser, lambda d: stop.is_displayed())
+    stop.click()
+    _wait(browser, lambda d: stop.is_enabled())  # the page has done what Stop does before `start`
+    packed.set()
+
+    def ended(_):
+        return Message.objects.filter(conversation__owner__username="stop-early", role="assistant").exclude(
+            status="streaming").first()
+
+    reply = _wait(browser, ended)
+    assert reply.status == "stopped"
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply.pk}").get_attribute("data-status") == "stopped")
+    assert Conversation.objects.get(owner__username="stop-early").turn_claimed_at is None
+
+
+# The answer to the first POST of a message breaks right after its `accepted` event (the message is
+# stored): a connection dropped while the context was packed.
+CUT_AFTER_ACCEPTED = """
+const real = window.fetch;
+let cut = false;
+window.fetch = async (url, options) => {
+  const response = await real(url, options);
+  if (cut || !/\\/messages\\/$/.test(String(url)) || !options || options.method !== "POST") return response;
+  cut = true;
+  const source = response.body.getReader();
+  const decoder = new TextDecoder();
+  let seen = "";
+  const body = new ReadableStream({
+    async pull(controller) {
+      const { value, done } = await source.read();
+      if (done) { controller.close(); return; }
+      seen += decoder.decode(value, { stream: true });
+      const end = seen.indexOf("\\n\\n", seen.indexOf("event: accepted"));
+      if (seen.includes("event: accepted") && end >= 0) {
+        controller.enqueue(new TextEncoder().encode(seen.slice(0, end + 2)));
+        source.cancel();
+        controller.error(new TypeError("network error"));
+      }
+    },
+  });
+  return new Response(body, { status: response.status, headers: response.headers });
+};
+"""
+
+
+def test_a_send_whose_connection_closed_before_its_reply_began_shows_the_reply(
+    asgi_server, browser, fake_openai, monkeypatch
+):
+    # The server answers such a send all the same; the page said "The connection closed before the reply
+    # started… Retry asks again", and its Retry was refused: "This message already has a reply".
+    packing, packed = _packing_held(monkeypatch)
+    _sign_up_with_model(browser, asgi_server.url, "cut-early", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    browser.execute_script(CUT_AFTER_ACCEPTED)
+    browser.find_element(By.ID, "composer-input").send_keys("What is a B-tree?", Keys.ENTER)
+    assert packing.wait(30)
+    bubble = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--assistant .msg-error-text"))
+    assert "Retry" not in bubble.text
+    assert not browser.find_elements(By.CSS_SELECTOR, ".msg--assistant .badge--danger")  # nothing failed
+    packed.set()
+
+    def answered(_):
+        return Message.objects.filter(conversation__owner__username="cut-early", role="assistant",
+                                      status="complete").first()
+
+    reply = _wait(browser, answered)
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply.pk}").get_attribute("data-status") == "complete")
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1  # the reply, in the waiting one's place
+    assert not [b for b in browser.find_elements(By.CSS_SELECTOR, '[data-action="retry"]') if b.is_displayed()]
+    assert console_errors(browser) == []
+
+
+def test_a_page_reloaded_while_the_context_is_packed_shows_the_reply_when_it_comes(
+    asgi_server, browser, fake_openai, monkeypatch
+):
+    # The reply goes on being written when the page is reloaded before its first word; the page that came
+    # back showed the question alone, and the reply only after another reload.
+    packing, packed = _packing_held(monkeypatch)
+    _sign_up_with_model(browser, asgi_server.url, "reload-early", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    browser.find_element(By.ID, "composer-input").send_keys("What is a B-tree?", Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))  # stored: `accepted`
+    assert packing.wait(30)
+    _wait(browser, lambda d: "/c/new/" not in d.current_url)  # the chat's own address
+    browser.refresh()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))
+    packed.set()
+
+    def answered(_):
+        return Message.objects.filter(conversation__owner__username="reload-early", role="assistant",
+                                      status="complete").first()
+
+    reply = _wait(browser, answered)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#m-{reply.pk}[data-status="complete"]'))
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1
+    assert console_errors(browser) == []
+
+
+def test_a_send_made_again_while_its_context_is_packed_shows_the_reply_when_it_comes(
+    asgi_server, browser, fake_openai, monkeypatch
+):
+    # "Your message had reached the server after all: it is shown with its reply", said the page, which
+    # then showed the question alone: its reply, written all the same, came after the page had looked.
+    packing, packed = _packing_held(monkeypatch)
+    _sign_up_with_model(browser, asgi_server.url, "again-early", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    browser.execute_script(LOSE_THE_FIRST_ANSWER)
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("What is a B-tree?", Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.ID, "composer-error"))
+    assert packing.wait(30)
+    box.send_keys(Keys.ENTER)  # sent again, as the error invites: stored already (409 repeated)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))
+    packed.set()
+
+    def answered(_):
+        return Message.objects.filter(conversation__owner__username="again-early", role="assistant",
+                                      status="complete").first()
+
+    reply = _wait(browser, answered)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#m-{reply.pk}[data-status="complete"]'))
+    assert _user_texts("again-early") == ["What is a B-tree?"]
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1
+
+
+def test_a_send_refused_while_another_tabs_context_is_packed_shows_that_reply_when_it_comes(
+    asgi_server, browser, fake_openai, monkeypatch
+):
+    # Told "A reply is still being written… Wait for it or stop it", the tab showed the other tab's
+    # question alone, and never the reply it was told to wait for.
+    _sign_up_with_model(browser, asgi_server.url, "busy-early", fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    assert _send(browser, "From tab one: first").get_attribute("data-status") == "complete"
+    url = browser.current_url
+    one = browser.current_window_handle
+    browser.switch_to.new_window("tab")
+    browser.get(url)
+    two = browser.current_window_handle
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-id]"))
+    packing, packed = _packing_held(monkeypatch)
+    browser.switch_to.window(one)
+    browser.find_element(By.ID, "composer-input").send_keys("From tab one: second", Keys.ENTER)
+    assert packing.wait(30)
+    browser.switch_to.window(two)
+    browser.find_element(By.ID, "composer-input").send_keys("From tab two: meanwhile", Keys.ENTER)
+    _wait(browser, lambda d: "still being written" in d.find_element(By.ID, "composer-error").text)
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")) == 2)
+    packed.set()
+
+    def answered(_):
+        return Message.objects.filter(conversation__owner__username="busy-early", role="assistant",
+                                      status="complete").order_by("-id").exclude(content__contains="first").first()
+
+    reply = _wait(browser, answered)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#m-{reply.pk}[data-status="complete"]'))

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import StreamingHttpResponse
@@ -40,7 +41,6 @@ from chatapp.chat.rate_limit import RateLimited, send_rate_check
 from chatapp.chat.selectors import conversation_get_for_send
 from chatapp.chat.stream_markup import StreamMarkup
 from chatapp.chat.turn_claim import RepeatedSend
-from chatapp.chat.turn_left import turn_unstarted_end
 from chatapp.chat.turn_types import TurnStart
 
 _SSE_RESPONSES = {
@@ -90,9 +90,11 @@ def _sse_encode(event: dict[str, Any]) -> bytes:
 
 class _TurnEventStream(StreamingHttpResponse):
     """A turn's reply as Server-Sent Events. A client that leaves while the body streams is handled
-    there (chat_turn_stream finishes what the turn began); one that leaves before the body's first
+    there (chat_turn_stream answers the message without it); one that leaves before the body's first
     step never reaches it: Django then only closes the response (admission_middleware closes one
-    whose view was still running), and `close()` gives the turn back (turn_unstarted_end)."""
+    whose view was still running), and `close()` answers it all the same, as one that left at
+    `accepted` (the message is stored: the page that comes back, or the send made again under its
+    key, finds the reply)."""
 
     def __init__(self, start: TurnStart) -> None:
         self.turn_start = start
@@ -115,9 +117,16 @@ class _TurnEventStream(StreamingHttpResponse):
         try:
             if not self.settled:
                 self.settled = True
-                turn_unstarted_end(start=self.turn_start)
+                # Called in the request's thread (Django's handler, admission._answered): the turn goes
+                # back to the server's event loop, where the reply is read without its client.
+                async_to_sync(self._left_at_accepted)()
         finally:
             super().close()
+
+    async def _left_at_accepted(self) -> None:
+        events = chat_turn_stream(start=self.turn_start)
+        await anext(events)  # `accepted`, which nobody hears
+        await events.aclose()  # the client is gone: chat_turn packs the context and detaches the reply
 
 
 def _turn_start_api(*, operation_id: str, summary: str, request: Any = None) -> Callable[[Any], Any]:

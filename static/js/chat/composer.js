@@ -5,6 +5,7 @@ import { foldLong } from "./fold.js";
 import { refreshGauge } from "./gauge.js";
 import { catchUp, followedReply } from "./history.js";
 import { compactNow, renderJob } from "./jobs.js";
+import { followComing } from "./lost_start.js";
 import { refreshSidebar } from "./sidebar.js";
 import { api, app, busyHint, emptyState, enterSends, errorText, form, input, maxChars, messagesEl, picker, state, toast } from "./state.js";
 import { runStream } from "./stream.js";
@@ -107,7 +108,9 @@ export async function sendMessage(content, { keepDraft = false, parent = null } 
       if (stored) toast("Your message had reached the server after all: it is shown with its reply.", "info", 6000);
       else showComposerError(msg);
       if (!messagesEl.querySelector(".msg")) emptyState.hidden = false;
-      if (status === 409) catchUp(); // a reply written elsewhere: shown, to wait for or stop
+      // A reply written elsewhere: shown, to wait for or stop; one not begun yet (its context being
+      // packed: another tab's, or this send's own, stored already) when it comes.
+      if (status === 409) catchUp().then(followComing);
     },
   });
 }

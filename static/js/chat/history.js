@@ -1,6 +1,7 @@
 /* Earlier messages on demand, links to a message (#m-<id>), and a reply streaming in another tab. */
 import { announceReplyEnd, enhance, markLastReply, nearBottom, scrollToBottom, setStatus, showError } from "./dom.js";
 import { foldLong, unfold } from "./fold.js";
+import { followUnstarted } from "./lost_start.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
 import { thinkingReplace } from "./thinking.js";
@@ -220,13 +221,9 @@ function showFollowed(on) {
 /** The page's own reply lost its connection before its last event (a proxy, the network, the server
  *  restarting): what arrived stays as it came, and the reply is followed as one from another tab (the
  *  server may still be writing it, or be back soon), then shown as the server stored it: rendered, with
- *  its model and how it ended. Lost before it had an id, it can only say so. */
+ *  its model and how it ended. Lost before it had an id, the reply is waited for (lost_start.js). */
 export function followLost(article, userId) {
-  if (!article.dataset.id) {
-    setStatus(article, "error");
-    showError(article, "The connection closed before the reply started. Your message is kept; Retry asks again.", { userId });
-    return;
-  }
+  if (!article.dataset.id) { followUnstarted(article, userId); return; }
   setStatus(article, "streaming");
   showError(article, "The connection to the server was lost. What arrived is kept; the reply is followed until the server says how it ended.", { retry: false });
   followElsewhere();

@@ -5,6 +5,7 @@ import { draftRestore } from "./draft.js";
 import { foldLong } from "./fold.js"; // also handles its own clicks (Show more / Show less)
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { followElsewhere, loadEarlier, revealHash, stopFollowed } from "./history.js";
+import { followComing } from "./lost_start.js";
 import { compactNow, dismissAwaiting, dismissedJobs, refreshJobs } from "./jobs.js";
 import { editSystemPrompt, pointExportLinks } from "./prompt.js";
 import { deleteConversation, inlineRename, pinConversation, renameConversation } from "./sidebar.js";
@@ -273,6 +274,7 @@ if (!window.matchMedia("(pointer: coarse)").matches) input.focus();
 if (state.conversationId) {
   refreshGauge().then(() => refreshJobs());
   followElsewhere();
+  if (app.dataset.replyComing === "1") followComing(); // reloaded just after a send: its reply comes all the same
   // Opened just after another tab's first reply ended: the model is naming the chat.
   if (app.dataset.titlePending === "1") titleFollow(state.conversationId, titleEl.textContent);
   revealHash().then(branchFocusRestore); // after the message box, then the message named, took the focus

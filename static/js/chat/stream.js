@@ -289,8 +289,9 @@ export async function stop(again = false) {
   stopBtn.disabled = true;
   const current = state.streaming;
   if (current.assistantId) await api(`/api/messages/${current.assistantId}/stop/`, { method: "POST", body: {} });
-  // The server ends the stream with the partial reply marked stopped; if it does not, cut it here.
-  setTimeout(() => { if (state.streaming === current) current.controller.abort(); }, 4000);
+  // The server ends the stream with the partial reply marked stopped; if it does not, cut it here. Not before
+  // `start`, which sends the stop: a client gone then is one whose message the server answers all the same.
+  if (current.assistantId) setTimeout(() => { if (state.streaming === current) current.controller.abort(); }, 4000);
   stopBtn.disabled = false;
   if (hadFocus && (!document.activeElement || document.activeElement === document.body)) {
     (stopBtn.hidden ? input : stopBtn).focus();
