@@ -89,7 +89,7 @@ def test_json_round_trips_every_message_field_in_order(api, chat, plain_key):
     response = _export(api, conversation.pk)
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
-    assert response["Content-Disposition"] == f'attachment; filename="conversation-{conversation.pk}.json"'
+    assert response["Content-Disposition"] == 'attachment; filename="Trip to Lisbon.json"'
     doc = json.loads(response.recorded_body)
     assert (doc["format"], doc["version"]) == ("longchat.conversation", 1)
     assert abs(datetime.fromisoformat(doc["exported_at"]) - datetime.now(UTC)) < timedelta(minutes=1)
@@ -183,7 +183,7 @@ def test_markdown_has_dates_numbers_marks_and_summary_ranges(api, chat):
     response = _export(api, conversation.pk, "markdown")
     assert response.status_code == 200
     assert response["Content-Type"] == "text/markdown; charset=utf-8"
-    assert response["Content-Disposition"] == f'attachment; filename="conversation-{conversation.pk}.md"'
+    assert response["Content-Disposition"] == 'attachment; filename="Trip to Lisbon.md"'
     text = response.recorded_body.decode()
     assert text.startswith("# Trip to Lisbon\n")
     assert "model: Work model (gpt-4o-mini)" in text
@@ -400,3 +400,15 @@ def test_no_message_text_takes_the_next_message_in(api, user, text):
     Message.objects.create(conversation=c, role="assistant", content=text)
     Message.objects.create(conversation=c, role="user", content="next")
     assert len(_headings(_export_markdown(api, c))) == 2
+
+
+@pytest.mark.parametrize(("title", "disposition"), [
+    ("Voyage à Lisbonne", "attachment; filename*=utf-8''Voyage%20%C3%A0%20Lisbonne.md"),
+    ('Plan: a/b "test" <v2>?', 'attachment; filename="Plan a b test v2.md"'),
+    ("../..", 'attachment; filename="conversation.md"'),
+])
+def test_a_download_is_named_after_its_chat_whatever_the_title_holds(api, user, title, disposition):
+    # It was conversation-<id>.md: a folder of exports said nothing of what each held.
+    conversation = Conversation.objects.create(owner=user, title=title)
+
+    assert _export(api, conversation.pk, "markdown")["Content-Disposition"] == disposition

@@ -8,11 +8,13 @@ page, instead of being built in memory first (see that module for the formats).
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 from django.http import StreamingHttpResponse
 from django.utils import timezone
+from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -151,7 +153,7 @@ class ConversationExportApi(APIView):
         fmt = validated(self.InputSerializer, request.query_params)["format"]
         kind = EXPORT_FORMATS[fmt]
         return _download(conversation_export_chunks(conversation=conversation, fmt=fmt), media_type=kind.media_type,
-                         filename=f"conversation-{conversation.pk}.{kind.extension}")
+                         filename=export_filename(conversation.title, extension=kind.extension))
 
 
 class AccountExportApi(APIView):
@@ -175,9 +177,22 @@ class AccountExportApi(APIView):
                          filename=f"longchat-chats-{day}.json")
 
 
+# What no file name holds on Windows, macOS or Linux: the separators, the reserved characters, controls.
+_UNSAFE_IN_NAMES = re.compile(r'[\\/:*?"<>|\x00-\x1f\x7f]+')
+
+
+def export_filename(title: str, *, extension: str) -> str:
+    """A chat's download named after its title ("Trip to Lisbon.md"), as Open WebUI and LibreChat name
+    theirs: a folder of exports is read by name, not by id. What a file name cannot hold becomes a space;
+    a title with nothing left is "conversation"."""
+    name = " ".join(_UNSAFE_IN_NAMES.sub(" ", title).split())[:100].strip(" .")
+    return f"{name or 'conversation'}.{extension}"
+
+
 def _download(chunks: AsyncIterator[str], *, media_type: str, filename: str) -> StreamingHttpResponse:
     response = StreamingHttpResponse(chunks, content_type=media_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    # filename*= (RFC 6266) for a name past ASCII: a title in any script comes through whole.
+    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=filename)
     # The rows were read when asked for; a stored copy would be stale. Proxies pass pages on at once.
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
