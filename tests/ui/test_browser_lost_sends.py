@@ -98,6 +98,16 @@ def test_the_length_check_counts_characters_as_the_server_does(asgi_server, brow
     assert _user_texts("emoji-limit") == ["\U0001F600" * 10]
 
 
+def _chat_in_a_second_tab(browser) -> tuple[str, str]:
+    """The chat shown opened in a new tab too, which then has the focus: (the first tab, the new one)."""
+    url = browser.current_url
+    one = browser.current_window_handle
+    browser.switch_to.new_window("tab")
+    browser.get(url)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-id]"))
+    return one, browser.current_window_handle
+
+
 def _tab_left_behind(browser, fake_openai, asgi_server, username: str) -> str:
     """A chat with one exchange open in two tabs; the first sends again, and the second, which has the
     focus when this returns, does not know: the id of the reply streaming."""
@@ -105,12 +115,7 @@ def _tab_left_behind(browser, fake_openai, asgi_server, username: str) -> str:
                         name="Slow")
     browser.find_element(By.ID, "composer-input").send_keys("From tab one: first", Keys.ENTER)
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
-    url = browser.current_url
-    one = browser.current_window_handle
-    browser.switch_to.new_window("tab")
-    browser.get(url)
-    two = browser.current_window_handle
-    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-id]"))
+    one, two = _chat_in_a_second_tab(browser)
     browser.switch_to.window(one)
     browser.find_element(By.ID, "composer-input").send_keys("From tab one: a long answer", Keys.ENTER)
     reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming[data-id]"))[0]
@@ -244,6 +249,14 @@ def _packing_held(monkeypatch) -> tuple[threading.Event, threading.Event]:
     return packing, packed
 
 
+def _echo_chat_packing_held(browser, asgi_server, fake_openai, monkeypatch, username: str):
+    """Signed up as `username` with the instant echo model, the packing held (_packing_held)."""
+    held = _packing_held(monkeypatch)
+    _sign_up_with_model(browser, asgi_server.url, username, fake_url=fake_openai.base_url,
+                        model="fake-echo", name="Echo")
+    return held
+
+
 # The page's own give-up timers (Stop's, after 4 s without the server's answer) come at once: no test waits
 # them out.
 TIMERS_AT_ONCE = """
@@ -314,9 +327,7 @@ def test_a_send_whose_connection_closed_before_its_reply_began_shows_the_reply(
 ):
     # The server answers such a send all the same; the page said "The connection closed before the reply
     # started… Retry asks again", and its Retry was refused: "This message already has a reply".
-    packing, packed = _packing_held(monkeypatch)
-    _sign_up_with_model(browser, asgi_server.url, "cut-early", fake_url=fake_openai.base_url,
-                        model="fake-echo", name="Echo")
+    packing, packed = _echo_chat_packing_held(browser, asgi_server, fake_openai, monkeypatch, "cut-early")
     browser.execute_script(CUT_AFTER_ACCEPTED)
     browser.find_element(By.ID, "composer-input").send_keys("What is a B-tree?", Keys.ENTER)
     assert packing.wait(30)
@@ -325,15 +336,21 @@ def test_a_send_whose_connection_closed_before_its_reply_began_shows_the_reply(
     assert not browser.find_elements(By.CSS_SELECTOR, ".msg--assistant .badge--danger")  # nothing failed
     packed.set()
 
+    _the_reply_shown(browser, "cut-early")  # in the waiting one's place
+    assert not [b for b in browser.find_elements(By.CSS_SELECTOR, '[data-action="retry"]') if b.is_displayed()]
+    assert console_errors(browser) == []
+
+
+def _the_reply_shown(browser, username: str) -> None:
+    """Wait for the reply of `username`'s chat, written without its client, stored complete and shown: the
+    only reply on the page."""
     def answered(_):
-        return Message.objects.filter(conversation__owner__username="cut-early", role="assistant",
+        return Message.objects.filter(conversation__owner__username=username, role="assistant",
                                       status="complete").first()
 
     reply = _wait(browser, answered)
-    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply.pk}").get_attribute("data-status") == "complete")
-    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1  # the reply, in the waiting one's place
-    assert not [b for b in browser.find_elements(By.CSS_SELECTOR, '[data-action="retry"]') if b.is_displayed()]
-    assert console_errors(browser) == []
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#m-{reply.pk}[data-status="complete"]'))
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1
 
 
 def test_a_page_reloaded_while_the_context_is_packed_shows_the_reply_when_it_comes(
@@ -341,9 +358,7 @@ def test_a_page_reloaded_while_the_context_is_packed_shows_the_reply_when_it_com
 ):
     # The reply goes on being written when the page is reloaded before its first word; the page that came
     # back showed the question alone, and the reply only after another reload.
-    packing, packed = _packing_held(monkeypatch)
-    _sign_up_with_model(browser, asgi_server.url, "reload-early", fake_url=fake_openai.base_url,
-                        model="fake-echo", name="Echo")
+    packing, packed = _echo_chat_packing_held(browser, asgi_server, fake_openai, monkeypatch, "reload-early")
     browser.find_element(By.ID, "composer-input").send_keys("What is a B-tree?", Keys.ENTER)
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))  # stored: `accepted`
     assert packing.wait(30)
@@ -352,13 +367,7 @@ def test_a_page_reloaded_while_the_context_is_packed_shows_the_reply_when_it_com
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))
     packed.set()
 
-    def answered(_):
-        return Message.objects.filter(conversation__owner__username="reload-early", role="assistant",
-                                      status="complete").first()
-
-    reply = _wait(browser, answered)
-    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#m-{reply.pk}[data-status="complete"]'))
-    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1
+    _the_reply_shown(browser, "reload-early")
     assert console_errors(browser) == []
 
 
@@ -367,9 +376,7 @@ def test_a_send_made_again_while_its_context_is_packed_shows_the_reply_when_it_c
 ):
     # "Your message had reached the server after all: it is shown with its reply", said the page, which
     # then showed the question alone: its reply, written all the same, came after the page had looked.
-    packing, packed = _packing_held(monkeypatch)
-    _sign_up_with_model(browser, asgi_server.url, "again-early", fake_url=fake_openai.base_url,
-                        model="fake-echo", name="Echo")
+    packing, packed = _echo_chat_packing_held(browser, asgi_server, fake_openai, monkeypatch, "again-early")
     browser.execute_script(LOSE_THE_FIRST_ANSWER)
     box = browser.find_element(By.ID, "composer-input")
     box.send_keys("What is a B-tree?", Keys.ENTER)
@@ -379,14 +386,8 @@ def test_a_send_made_again_while_its_context_is_packed_shows_the_reply_when_it_c
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))
     packed.set()
 
-    def answered(_):
-        return Message.objects.filter(conversation__owner__username="again-early", role="assistant",
-                                      status="complete").first()
-
-    reply = _wait(browser, answered)
-    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#m-{reply.pk}[data-status="complete"]'))
+    _the_reply_shown(browser, "again-early")
     assert _user_texts("again-early") == ["What is a B-tree?"]
-    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1
 
 
 def test_a_send_refused_while_another_tabs_context_is_packed_shows_that_reply_when_it_comes(
@@ -397,12 +398,7 @@ def test_a_send_refused_while_another_tabs_context_is_packed_shows_that_reply_wh
     _sign_up_with_model(browser, asgi_server.url, "busy-early", fake_url=fake_openai.base_url,
                         model="fake-echo", name="Echo")
     assert _send(browser, "From tab one: first").get_attribute("data-status") == "complete"
-    url = browser.current_url
-    one = browser.current_window_handle
-    browser.switch_to.new_window("tab")
-    browser.get(url)
-    two = browser.current_window_handle
-    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-id]"))
+    one, two = _chat_in_a_second_tab(browser)
     packing, packed = _packing_held(monkeypatch)
     browser.switch_to.window(one)
     browser.find_element(By.ID, "composer-input").send_keys("From tab one: second", Keys.ENTER)
