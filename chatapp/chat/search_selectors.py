@@ -95,6 +95,7 @@ class SearchHit:
     created_at: dt.datetime
     parts: tuple[SnippetPart, ...]
     score: float | None = None
+    conversation_archived: bool = False
 
     @property
     def snippet_html(self) -> SafeString:
@@ -152,12 +153,13 @@ def title_hits(*, owner: User, query: str) -> list[SearchHit]:
     rows = (
         Conversation.objects.filter(title_match(owner_id=owner.pk, text=query), owner=owner)
         .order_by("-updated_at", "-id")
-        .values_list("id", "title", "updated_at")[:TITLE_HITS]
+        .values_list("id", "title", "updated_at", "archived_at")[:TITLE_HITS]
     )
     return [
         SearchHit(kind="title", conversation_id=pk, conversation_title=title, message_id=None, role=None,
-                  created_at=updated_at, parts=marked_spans(title, folded_spans(title, query)))
-        for pk, title, updated_at in rows
+                  created_at=updated_at, parts=marked_spans(title, folded_spans(title, query)),
+                  conversation_archived=archived_at is not None)
+        for pk, title, updated_at, archived_at in rows
     ]
 
 
@@ -320,7 +322,8 @@ def _message_hits(
         for row in Message.objects.filter(
             pk__in=[pk for pk, _ in chosen], conversation__owner=owner, superseded=False
         ).values_list(
-            "id", "conversation_id", "conversation__title", "role", "created_at", "content"
+            "id", "conversation_id", "conversation__title", "role", "created_at", "content",
+            "conversation__archived_at",
         )
     }
     matcher = WordMatcher.for_terms(terms=terms, prefix_stems=prefix_stems)
@@ -329,10 +332,11 @@ def _message_hits(
         row = rows.get(pk)
         if row is None:  # deleted since it was ranked
             continue
-        _, conversation_id, title, role, created_at, content = row
+        _, conversation_id, title, role, created_at, content, archived_at = row
         # As the chat shows it: the user's text as typed, a reply's Markdown as the words it renders.
         shown = content if role == Message.Role.USER else markdown_plain(content)
         hits.append(SearchHit(kind="message", conversation_id=conversation_id, conversation_title=title,
                               message_id=pk, role=role, created_at=created_at,
-                              parts=snippet_parts(content=shown, matcher=matcher), score=score))
+                              parts=snippet_parts(content=shown, matcher=matcher), score=score,
+                              conversation_archived=archived_at is not None))
     return hits

@@ -386,6 +386,18 @@ def test_api_answers_hits_with_snippets_and_links(user):
     assert hit["url"] == f"/c/{chat.pk}/#m-{user_message.pk}"
 
 
+def test_api_hits_say_whether_their_chat_is_archived(user):
+    # Archived chats stay searchable (README: Archived chats); a hit says so, as the sidebar marks them.
+    kept, archived = _chat(user, title="Ferry plans"), _chat(user, title="Ferry tickets")
+    _say(kept, "The ferry to Naxos")
+    _say(archived, "The ferry to Paros")
+    Conversation.objects.filter(pk=archived.pk).update(archived_at=archived.created_at)
+    results = token_client(user).get("/api/search/", {"q": "ferry"}).json()["results"]
+    marks = {(r["kind"], r["conversation_id"]): r["conversation_archived"] for r in results}
+    assert marks == {("title", kept.pk): False, ("title", archived.pk): True,
+                     ("message", kept.pk): False, ("message", archived.pk): True}
+
+
 def test_api_validates_the_page_and_answers_short_queries_empty(user):
     api = APIClient()
     assert api.get("/api/search/", {"q": "ferry"}).status_code == 401

@@ -26,6 +26,9 @@ class SearchHitOutputSerializer(serializers.Serializer):
     )
     conversation_id = serializers.IntegerField()
     conversation_title = serializers.CharField()
+    conversation_archived = serializers.BooleanField(
+        help_text="The chat is archived (out of the sidebar's list; its messages are still found)."
+    )
     message_id = serializers.IntegerField(allow_null=True, help_text="null for a title hit.")
     role = serializers.CharField(allow_null=True, help_text="user or assistant; null for a title hit.")
     created_at = serializers.DateTimeField(help_text="The message's; a title hit: the conversation's last activity.")
