@@ -39,8 +39,13 @@ class SharePage:
 
 
 def share_list(*, owner: User) -> QuerySet[ConversationShare]:
-    """The owner's live links, newest first (index share_owner_live_idx)."""
-    return ConversationShare.objects.filter(owner=owner, revoked_at__isnull=True).order_by("-created_at", "-id")
+    """The owner's live links, newest first (index share_owner_live_idx), each with its chat (the list
+    marks an archived one)."""
+    return (
+        ConversationShare.objects.filter(owner=owner, revoked_at__isnull=True)
+        .select_related("conversation")
+        .order_by("-created_at", "-id")
+    )
 
 
 def share_get(*, owner: User, pk: int) -> ConversationShare:

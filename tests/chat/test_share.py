@@ -346,6 +346,31 @@ def test_settings_lists_live_links_and_revokes_one(chat, owner):
     assert f"/s/{share.token}/" not in body and "No shared links." in body
 
 
+def _share_card(page: Client, share: ConversationShare) -> str:
+    """The link's card in Settings -> Shared links, as HTML."""
+    body = page.get("/settings/").content.decode()
+    card = body[body.index(f'id="share-{share.pk}"'):]
+    return card[:card.index("</li>")]
+
+
+def test_links_of_an_archived_chat_are_marked_archived(chat, owner):
+    # An archived chat's links still open (archiving changes nothing in the chat); the list says whose
+    # chat is out of the sidebar, as Settings -> Archived chats and a sidebar search mark it.
+    share = conversation_share_create(owner=owner, conversation=chat)
+    page = Client()
+    page.force_login(owner)
+    api = _api(owner)
+    listed = api.get("/api/shares/").json()["results"]
+    assert [row["conversation_archived"] for row in listed] == [False]
+    assert "Archived chat" not in _share_card(page, share)
+
+    Conversation.objects.filter(pk=chat.pk).update(archived_at=chat.created_at)
+    listed = api.get("/api/shares/").json()["results"]
+    assert [row["conversation_archived"] for row in listed] == [True]
+    assert "Archived chat" in _share_card(page, share)
+    assert Client().get(_path(share)).status_code == 200
+
+
 def test_settings_revoke_is_owner_scoped_post_only_and_csrf_checked(chat, owner, stranger):
     share = conversation_share_create(owner=owner, conversation=chat)
     theirs = Client()

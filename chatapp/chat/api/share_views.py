@@ -27,7 +27,13 @@ class ShareOutputSerializer(serializers.Serializer):
     )
     title = serializers.CharField(help_text="The conversation's title when it was shared.")
     conversation_id = serializers.IntegerField()
+    conversation_archived = serializers.SerializerMethodField(
+        help_text="The chat is archived (out of the sidebar); its link still opens."
+    )
     created_at = serializers.DateTimeField()
+
+    def get_conversation_archived(self, share: ConversationShare) -> bool:
+        return share.conversation.archived_at is not None
 
     def get_url(self, share: ConversationShare) -> str:
         path = reverse("share-page", args=[share.token])
