@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import User
-from django.db.models import QuerySet
+from django.db.models import Count, Max, QuerySet
 from django.shortcuts import get_object_or_404
 
 from .prompt_models import SavedPrompt
@@ -12,6 +12,14 @@ from .prompt_models import SavedPrompt
 def prompt_list(*, owner: User) -> QuerySet[SavedPrompt]:
     """The owner's prompts by command (the unique constraint's index)."""
     return SavedPrompt.objects.filter(owner=owner).order_by("command")
+
+
+def prompt_list_version(*, owner: User) -> str:
+    """What changes whenever the owner's list does: an edit moves the newest `updated_at`, an addition
+    the highest id, a deletion the count. One aggregate over the owner's rows (a few hundred at most)."""
+    found = SavedPrompt.objects.filter(owner=owner).aggregate(n=Count("id"), last=Max("id"), edited=Max("updated_at"))
+    edited = found["edited"].isoformat() if found["edited"] is not None else "-"
+    return f"{owner.pk}.{found['n']}.{found['last'] or 0}.{edited}"
 
 
 def prompt_get(*, owner: User, pk: int) -> SavedPrompt:

@@ -79,6 +79,33 @@ def test_a_command_is_one_per_user_and_there_is_a_limit(user, other_user, settin
     assert full.status_code == 400 and "the most there can be" in full.json()["detail"]
 
 
+def test_the_list_the_slash_menu_reads_again_is_not_sent_again_while_unchanged(user, other_user):
+    # The "/" menu reads the list at every opening; a browser revalidates its copy (If-None-Match), and
+    # the prompts' texts (up to 200 of 200,000 characters) come again only when something changed.
+    api = token_client(user)
+    tldr = prompt_create(owner=user, command="tldr", title="", content="Summarize this")
+    first = api.get("/api/prompts/?limit=200")
+    etag = first["ETag"]
+    assert first.status_code == 200 and etag and "no-cache" in first["Cache-Control"]
+    unchanged = api.get("/api/prompts/?limit=200", HTTP_IF_NONE_MATCH=etag)
+    assert unchanged.status_code == 304 and not unchanged.content
+
+    changes = [
+        lambda: api.patch(f"/api/prompts/{tldr.pk}/", {"content": "Summarize this, briefly"}, format="json"),
+        lambda: api.post("/api/prompts/", {"command": "fix", "content": "Fix the grammar"}, format="json"),
+        lambda: api.delete(f"/api/prompts/{tldr.pk}/"),
+    ]
+    for change in changes:
+        assert change().status_code in (200, 201, 204)
+        again = api.get("/api/prompts/?limit=200", HTTP_IF_NONE_MATCH=etag)
+        assert again.status_code == 200 and again["ETag"] != etag
+        etag = again["ETag"]
+    assert api.get("/api/prompts/?limit=1", HTTP_IF_NONE_MATCH=etag).status_code == 200  # another page
+    prompt_create(owner=other_user, command="fix", title="", content="Theirs")
+    theirs = token_client(other_user).get("/api/prompts/?limit=200", HTTP_IF_NONE_MATCH=etag)
+    assert theirs.status_code == 200 and theirs.json()["results"][0]["content"] == "Theirs"
+
+
 def test_another_users_prompt_is_404_everywhere(user, other_user, page):
     theirs = prompt_create(owner=other_user, command="secret", content="Their text")
     api = token_client(user)

@@ -3,6 +3,10 @@ reads for its "/" menu. Thin: the services check and write (prompt_services)."""
 
 from __future__ import annotations
 
+import hashlib
+
+from django.http import HttpResponseBase
+from django.utils.cache import get_conditional_response, patch_cache_control
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -12,7 +16,7 @@ from rest_framework.views import APIView
 from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.pagination import PaginatedApi
 from chatapp.chat.prompt_models import SavedPrompt
-from chatapp.chat.prompt_selectors import prompt_get, prompt_list
+from chatapp.chat.prompt_selectors import prompt_get, prompt_list, prompt_list_version
 from chatapp.chat.prompt_services import prompt_create, prompt_delete, prompt_update
 
 
@@ -36,10 +40,23 @@ class PromptInputSerializer(serializers.Serializer):
 
 
 class PromptListApi(PaginatedApi):
-    @extend_schema(operation_id="prompts_list", responses=PromptOutputSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        return self.paginated_response(request, queryset=prompt_list(owner=request.user),
-                                       serializer_class=PromptOutputSerializer)
+    @extend_schema(
+        operation_id="prompts_list",
+        description="Answers with an `ETag`: asked again with `If-None-Match`, an unchanged list is a 304 "
+                    "with no body (the message box's \"/\" menu reads the list at every opening).",
+        responses=PromptOutputSerializer(many=True),
+    )
+    def get(self, request: Request) -> HttpResponseBase:
+        version = f"{prompt_list_version(owner=request.user)}?{request.GET.urlencode()}"
+        etag = f'"{hashlib.sha256(version.encode()).hexdigest()[:32]}"'
+        response: HttpResponseBase | None = get_conditional_response(request, etag=etag)
+        if response is None:
+            response = self.paginated_response(request, queryset=prompt_list(owner=request.user),
+                                               serializer_class=PromptOutputSerializer)
+        response["ETag"] = etag
+        # Kept by the browser for this user only, and always asked again (a prompt edited in another tab).
+        patch_cache_control(response, private=True, no_cache=True)
+        return response
 
     @extend_schema(request=PromptInputSerializer, responses={201: PromptOutputSerializer})
     def post(self, request: Request) -> Response:

@@ -13,7 +13,8 @@ let shown = [];
 let active = 0;
 
 /** Read at each opening of the menu, not kept for a while: a prompt edited or deleted in Settings in
- *  another tab is offered as it now reads (one small request per "/", typed into an empty box). */
+ *  another tab is offered as it now reads. The browser asks with the list's ETag, so while nothing
+ *  changed the answer is a 304 with no body and the texts are not sent again. */
 function promptsLoad() {
   loading ??= api("/api/prompts/?limit=200").then((res) => {
     if (res.ok && res.data && Array.isArray(res.data.results)) prompts = res.data.results;
