@@ -4,6 +4,8 @@ closes the menu and keeps what was typed."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.contrib.auth import get_user_model
 from selenium.webdriver.common.action_chains import ActionChains
@@ -333,3 +335,48 @@ def test_a_screen_reader_is_pointed_at_the_new_option_when_typing_changes_the_on
     assert after != before
     assert browser.find_element(By.ID, after).get_attribute("aria-selected") == "true"
     assert browser.find_element(By.ID, after).find_element(By.CSS_SELECTOR, ".slash-command").text == "/bug"
+
+
+def test_a_prompts_variables_are_filled_in_and_its_blank_is_selected_to_type_over(asgi_server, browser):
+    # Open WebUI's variables, as its prompts imported here hold them; {{CLIPBOARD}} read once allowed.
+    owner = _signed_up(browser, asgi_server.url, "slash-vars")
+    prompt_create(owner=owner, command="standup", title="Stand-up",
+                  content="{{USER_NAME}}, {{CURRENT_WEEKDAY}} {{CURRENT_DATE}}: about {{topic}}, see {{CLIPBOARD}}")
+    box = _new_chat_box(browser, asgi_server.url)
+    browser.execute_cdp_cmd("Browser.grantPermissions", {
+        "origin": asgi_server.url, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"],
+    })
+    browser.execute_async_script("navigator.clipboard.writeText('the {{draft}} notes').then(arguments[0])")
+    days = [dt.date.today(), dt.date.today() + dt.timedelta(days=1)]  # a run across midnight
+
+    box.send_keys("/stand")
+    _wait(browser, lambda d: _options(d) == ["/standup"])
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: box.get_attribute("value").startswith("slash-vars, "))
+    assert box.get_attribute("value") in {
+        f"slash-vars, {day:%A} {day:%Y-%m-%d}: about {{{{topic}}}}, see the {{{{draft}}}} notes" for day in days
+    }
+    selected = browser.execute_script("const b = arguments[0]; return b.value.slice(b.selectionStart, b.selectionEnd)",
+                                      box)
+    assert selected == "{{topic}}"  # the prompt's blank, not the clipboard's text
+    box.send_keys("the release")
+    assert "about the release, see" in box.get_attribute("value")
+    assert console_errors(browser) == []
+
+
+def test_a_clipboard_the_page_may_not_read_is_left_as_the_blank_to_paste_over(asgi_server, browser):
+    owner = _signed_up(browser, asgi_server.url, "slash-noclip")
+    prompt_create(owner=owner, command="fix", title="Fix", content="Fix the grammar of: {{CLIPBOARD}}")
+    box = _new_chat_box(browser, asgi_server.url)
+    browser.execute_cdp_cmd("Browser.setPermission", {
+        "origin": asgi_server.url, "permission": {"name": "clipboard-read"}, "setting": "denied",
+    })
+
+    box.send_keys("/fix")
+    _wait(browser, lambda d: _options(d) == ["/fix"])
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: box.get_attribute("value") == "Fix the grammar of: {{CLIPBOARD}}")
+    selected = browser.execute_script("const b = arguments[0]; return b.value.slice(b.selectionStart, b.selectionEnd)",
+                                      box)
+    assert selected == "{{CLIPBOARD}}"
+    assert console_errors(browser) == []

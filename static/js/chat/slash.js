@@ -1,8 +1,9 @@
 /* The message box's "/" menu: typed at the start of an empty box, "/" and a command list the saved
  * prompts (Settings → Prompts, GET /api/prompts/) and the box's own /compact; ↑ ↓ choose, Enter or Tab
- * puts the choice in the box (a prompt's text, to finish and send), Esc closes the menu and keeps the
- * text. Self-contained: main.js only imports it. */
+ * puts the choice in the box (a prompt's text with its variables filled in, prompt_vars.js: to finish
+ * and send), Esc closes the menu and keeps the text. Self-contained: main.js only imports it. */
 import { announce, el } from "./dom.js";
+import { promptFilled } from "./prompt_vars.js";
 import { api, composing, form, input } from "./state.js";
 
 const menu = document.getElementById("slash-menu");
@@ -94,14 +95,24 @@ async function update() {
   }
 }
 
-function pick(i) {
+async function pick(i) {
   const choice = shown[i];
   close();
   if (!choice) return;
-  input.value = choice.own ? `/${choice.command} ` : choice.content;
-  input.setSelectionRange(input.value.length, input.value.length);
+  const typedThen = input.value;
+  const { text, blank } = choice.own ? { text: `/${choice.command} `, blank: null }
+    : await promptFilled(choice.content, { userName: document.getElementById("app")?.dataset.userName ?? "" });
+  if (input.value !== typedThen) return; // typed on while the browser asked for the clipboard: theirs wins
+  input.value = text;
   input.dispatchEvent(new Event("input", { bubbles: true })); // the box's size and the kept draft follow
   input.focus();
+  if (blank) {
+    // A {{…}} to fill in: selected, so what is typed replaces it (the browser scrolls to it).
+    input.setSelectionRange(...blank);
+    announce(`“/${choice.command}” is in the message box: type over the selected ${text.slice(...blank)}, then send.`);
+    return;
+  }
+  input.setSelectionRange(text.length, text.length);
   // Setting the text does not scroll the box: a long prompt showed its first lines, the cursor after
   // its last (where the message is finished) out of view.
   input.scrollTop = input.scrollHeight;
