@@ -19,7 +19,9 @@ class PromptForm(forms.Form):
     title = forms.CharField(label="Title", required=False, max_length=100,
                             widget=forms.TextInput(attrs={"placeholder": "e.g. Review my code"}))
     content = forms.CharField(label="Text", strip=False, widget=forms.Textarea(attrs={"rows": 4}),
-                              help_text="Put into the message box in place of the command, to finish and send.")
+                              help_text="Put into the message box in place of the command, to finish and send. "
+                              "{{CURRENT_DATE}}, {{CURRENT_TIME}}, {{USER_NAME}} and {{CLIPBOARD}} are filled in "
+                              "then; any other {{…}}, such as {{topic}}, is a blank selected for you to type over.")
 
 
     def clean(self) -> dict:
