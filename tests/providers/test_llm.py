@@ -291,6 +291,23 @@ def test_connection_test_reports_in_plain_words(fake, base, model, api_key, ok, 
     assert api_key not in message
 
 
+def test_a_base_url_without_its_path_says_where_the_api_usually_is(fake):
+    """The server's root as base URL (http://localhost:11434, as Open WebUI addresses Ollama): Ollama,
+    vLLM and OpenAI answer 404 to /models and /chat/completions there, and the chat and the connection
+    test said the endpoint "does not know the model", sending the user to pull a model they have."""
+    target = make_target(fake.root_url, "llama3.1")
+
+    _, error = run_stream(target, MESSAGES)
+    assert error is not None and (error.kind, error.status) == ("not_found", 404)
+    assert "does not know the model" not in error.user_message
+    assert f"try {fake.root_url}/v1" in error.user_message
+
+    ok, message = llm.llm_test_connection(target=target)
+    assert ok is False
+    assert "does not know the model" not in message and "has no model list" not in message
+    assert f"try {fake.root_url}/v1" in message
+
+
 def test_connection_test_refused():
     from tests.support.fake_openai import closed_port_url
 

@@ -44,7 +44,8 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
                          (Llama, Mistral... under vLLM or llama.cpp): a system message anywhere but first,
                          roles not alternating user/assistant, or a first or last turn that is not the user's.
 
-An API key starting with `bad-` is refused with 401 on every endpoint. A base URL whose path contains
+An API key starting with `bad-` is refused with 401 on every endpoint. The server's root as base URL (`root_url`, no
+`/v1`) answers `404 page not found` in plain text to every request, as Ollama does. A base URL whose path contains
 `/no-models/` answers 404 to GET /models (some OpenAI-compatible servers have no models endpoint); one
 containing `/html/` answers everything with a 200 HTML page (a base URL pointing at a website).
 
@@ -256,9 +257,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         return True
 
+    def _at_root(self) -> bool:
+        """A request made under the server's root, not under /v1: answered as Ollama, vLLM and OpenAI do."""
+        if self.path.split("?", 1)[0].rstrip("/") not in ("/models", "/chat/completions"):
+            return False
+        data = b"404 page not found"
+        self.send_response(404)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return True
+
     def do_GET(self) -> None:
         self._record(None)
-        if self._html_page() or self._api_key_refused():
+        if self._html_page() or self._at_root() or self._api_key_refused():
             return
         if self.path.rstrip("/").endswith("/models") and "/no-models/" not in self.path:
             data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in FAKE_MODELS]
@@ -269,7 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self._read_body()
         number = self._record(body)
-        if self._html_page() or self._api_key_refused():
+        if self._html_page() or self._at_root() or self._api_key_refused():
             return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_error(404, f"Unknown path {self.path}", "invalid_request_error", "unknown_url")

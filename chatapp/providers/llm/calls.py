@@ -25,6 +25,7 @@ from chatapp.providers.llm.errors import (
     _no_answer_error,
     _not_chat_completions_error,
     _stream_cut_error,
+    base_url_bare,
 )
 from chatapp.providers.llm.offline import _offline_stream, offline_reply, offline_target
 from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
@@ -385,5 +386,7 @@ def _one_token_test(client: openai.OpenAI, target: LLMTarget, *, prefix: str, ti
         _complete_with(_raw_create(client), target, [{"role": "user", "content": "Reply with OK."}],
                        max_tokens=1, timeout=timeout)
     except LLMError as exc:
-        return False, prefix + exc.user_message
+        # A 404 at a server's root: the list's 404 was the same miss, not a server without a model list.
+        missed = exc.status == 404 and base_url_bare(target)
+        return False, (exc.user_message if missed else prefix + exc.user_message)
     return True, prefix + f"“{target.model}” answered a one-token test request."
