@@ -21,7 +21,8 @@
     if (hadFocus && (!document.activeElement || document.activeElement === document.body)) btn.focus();
     const data = res.data || {};
     const ok = res.ok && data.ok !== false;
-    const text = data.message || data.detail || data.result || (ok ? "The endpoint answered." : errorText(data, res.status));
+    // A refusal of the request itself (the config deleted in another tab, the test throttled) in errorText's words.
+    const text = data.message || (ok ? "The endpoint answered." : errorText(data, res.status));
     out.className = `test-result ${ok ? "is-ok" : "is-fail"}`;
     // The server's sentence says what happened ("Connected to …", "… failed: …"): only the mark is added.
     out.textContent = `${ok ? "✓" : "✗"} ${text}`;
