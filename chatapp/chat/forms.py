@@ -183,6 +183,22 @@ class LLMConfigForm(forms.Form):
         if instance is None:
             del self.fields["clear_api_key"]
 
+    @property
+    def api_key_dropped(self) -> bool:
+        """A key was typed into this form, refused for another field: the page does not send it back."""
+        return bool(self.errors and self["api_key"].value() and not self["api_key"].errors)
+
+    def api_key_input(self) -> str:
+        """The key's input, tied to what the template says beside it (its help, which depends on the stored
+        key; the request to type it again), which Django's own describedby knows nothing of."""
+        field = self["api_key"]
+        said = [f"{field.auto_id}_helptext"]
+        if self.api_key_dropped:
+            said.append(f"{field.auto_id}_again")
+        if field.errors:
+            said.append(f"{field.auto_id}_error")
+        return field.as_widget(attrs={"aria-describedby": " ".join(said)})
+
     def clean(self) -> dict:
         data = super().clean()
         window = data.get("context_window")

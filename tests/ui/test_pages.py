@@ -554,6 +554,40 @@ def test_a_refused_form_asks_for_the_key_it_did_not_keep(page, user):
     assert "api_key_again" not in page.post(f"/settings/configs/{config.pk}/", edit).content.decode()
 
 
+def _described_by(body: str, input_id: str) -> list[str]:
+    """The texts of the elements the input's aria-describedby names (what a screen reader reads with it)."""
+    tag = re.search(rf'<input[^>]*id="{input_id}"[^>]*>', body)
+    assert tag is not None
+    ids = re.search(r'aria-describedby="([^"]*)"', tag.group(0))
+    texts = []
+    for described in (ids.group(1).split() if ids else []):
+        element = re.search(rf'<(\w+)[^>]*id="{described}"[^>]*>(.*?)</\1>', body, re.S)
+        assert element is not None, f"aria-describedby names {described}, which is not on the page"
+        texts.append(re.sub(r"<[^>]+>", "", element.group(2)))
+    return texts
+
+
+def test_the_api_key_field_is_described_by_its_help_and_by_the_request_to_type_it_again(page, user):
+    """The API key's help (a key is set; empty keeps it) and the "Type the API key again" of a refused
+    form were shown beside the field but not tied to it: a screen reader on the field read neither, and
+    the form was saved again without its key."""
+    response = page.post("/settings/configs/new/", {
+        "new-name": "Mini", "new-base_url": "https://api.openai.com/v1", "new-model": "gpt-4o-mini",
+        "new-api_key": KEY, "new-context_window": "1000", "new-max_output_tokens": "2000", "new-temperature": "0.3"})
+    said = " ".join(_described_by(response.content.decode(), "id_new-api_key"))
+    assert "Stored encrypted and never shown again" in said and "Type the API key again" in said
+
+    config, prefix = _config_with_a_key(page, user)
+    said = " ".join(_described_by(page.get("/settings/").content.decode(), f"id_{prefix}-api_key"))
+    assert "A key is set, ending in ••••wxyz. Leave empty to keep it" in said
+
+    response = page.post(f"/settings/configs/{config.pk}/", {
+        f"{prefix}-name": "Mini", f"{prefix}-base_url": "https://api.openai.com/v1", f"{prefix}-model": "gpt-4o-mini",
+        f"{prefix}-api_key": "sk-new kéy", f"{prefix}-max_output_tokens": "1000", f"{prefix}-temperature": "0.3"})
+    said = _described_by(response.content.decode(), f"id_{prefix}-api_key")
+    assert any("cannot be sent" in text for text in said)
+
+
 def test_a_missing_chat_gets_the_apps_own_page_with_a_way_back(page):
     response = page.get("/c/999999/")
     body = response.content.decode()
