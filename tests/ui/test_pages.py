@@ -401,6 +401,28 @@ def test_make_default_and_delete(page, user):
     assert "Deleted “Second”. “First” is now used for new chats." in page.get("/settings/").content.decode()
 
 
+def _delete_question(body: str, config: LLMConfig) -> str:
+    form = re.search(rf'action="/settings/configs/{config.pk}/delete/" data-confirm="([^"]*)"', body)
+    assert form is not None
+    return form.group(1)
+
+
+def test_deleting_a_model_asks_naming_where_its_chats_go(page, user):
+    """It asked "Chats that use it switch to your default model." of the default itself (its chats and new
+    ones go to the first other model) and of the only model (they go to the offline demo model)."""
+    only = _config(user, name="Only")
+    assert _delete_question(page.get("/settings/").content.decode(), only) == (
+        "Delete “Only”? Its chats switch to the offline demo model, as new chats do.")
+
+    second = _config(user, name="Beta")
+    third = _config(user, name="Gamma")
+    body = page.get("/settings/").content.decode()
+    assert _delete_question(body, only) == (
+        "Delete “Only”? Its chats switch to “Beta”, which becomes the default for new chats.")
+    assert _delete_question(body, third) == "Delete “Gamma”? Its chats switch to your default model, “Only”."
+    assert _delete_question(body, second) == "Delete “Beta”? Its chats switch to your default model, “Only”."
+
+
 def test_a_short_stored_key_is_said_to_be_set_without_an_empty_ending(page, user):
     config = _config(user, name="Short key")
     LLMConfig.objects.filter(pk=config.pk).update(api_key_last4="")  # a key too short to show any of
