@@ -46,6 +46,8 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
 
 An API key starting with `bad-` is refused with 401 on every endpoint. The server's root as base URL (`root_url`, no
 `/v1`) answers `404 page not found` in plain text to every request, as Ollama does. A base URL whose path contains
+`/public-models/` lists its models to any key, or none, and answers GET /key (the key's own details) 401 to a `bad-`
+key or none, as OpenRouter does. A base URL whose path contains
 `/no-models/` answers 404 to GET /models (some OpenAI-compatible servers have no models endpoint); one
 containing `/html/` answers everything with a 200 HTML page (a base URL pointing at a website).
 
@@ -269,9 +271,27 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         return True
 
+    def _public_models(self) -> bool:
+        """OpenRouter's: a model list for anyone, and GET /key, which wants the key."""
+        if "/public-models/" not in self.path:
+            return False
+        if self.path.rstrip("/").endswith("/models"):
+            data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in FAKE_MODELS]
+            self._send_json(200, {"object": "list", "data": data})
+            return True
+        if not self.path.rstrip("/").endswith("/key"):
+            return False
+        auth = self.headers.get("Authorization", "")
+        key = auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
+        if key.startswith("bad-") or key in ("", "no-key"):
+            self._send_json(401, {"error": {"message": "User not found.", "code": 401}})
+        else:
+            self._send_json(200, {"data": {"label": "sk-or-v1-…", "usage": 0, "limit": None}})
+        return True
+
     def do_GET(self) -> None:
         self._record(None)
-        if self._html_page() or self._at_root() or self._api_key_refused():
+        if self._html_page() or self._at_root() or self._public_models() or self._api_key_refused():
             return
         if self.path.rstrip("/").endswith("/models") and "/no-models/" not in self.path:
             data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in FAKE_MODELS]
@@ -512,6 +532,11 @@ class FakeOpenAI:
     def base_url_html(self) -> str:
         """A base URL that answers everything with a 200 HTML page (a website, not an API)."""
         return f"{self.root_url}/html/v1"
+
+    @property
+    def base_url_public_models(self) -> str:
+        """A base URL listing its models to any key, whose GET /key checks the key (OpenRouter's)."""
+        return f"{self.root_url}/public-models/v1"
 
     @property
     def base_url_without_models(self) -> str:
