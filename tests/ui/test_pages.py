@@ -555,6 +555,19 @@ def test_a_new_key_that_cannot_be_sent_is_a_field_error_not_a_500(page, user):
     assert config.name == "Mini"
 
 
+def test_a_new_key_typed_with_remove_the_stored_key_ticked_replaces_it(page, user):
+    """Both at once (the old key removed, the new one typed) saved no key at all: the key typed was
+    dropped without a word, and every message then failed with "wants an API key (401)"."""
+    config, prefix = _config_with_a_key(page, user)
+    response = page.post(f"/settings/configs/{config.pk}/", {
+        f"{prefix}-name": "Mini", f"{prefix}-base_url": "https://api.openai.com/v1", f"{prefix}-model": "gpt-4o-mini",
+        f"{prefix}-api_key": "sk-replacement-key-0000", f"{prefix}-clear_api_key": "on",
+        f"{prefix}-max_output_tokens": "1000", f"{prefix}-temperature": "0.3", f"{prefix}-is_default": "on"})
+    assert response.status_code == 302
+    config.refresh_from_db()
+    assert config.has_api_key and config.api_key_last4 == "0000"
+
+
 def test_a_refused_form_asks_for_the_key_it_did_not_keep(page, user):
     """A key typed into a form refused for another field is not sent back to the page (write-only), and
     the field said "Leave empty for endpoints that need no key": saved again as it stood, the model had
