@@ -423,6 +423,23 @@ def test_deleting_a_model_asks_naming_where_its_chats_go(page, user):
     assert _delete_question(body, second) == "Delete “Beta”? Its chats switch to your default model, “Only”."
 
 
+def test_each_models_buttons_name_the_model(page, user):
+    """Every card had a "Test connection", a "Make default" and an "Edit" named alike (only Delete named its
+    model): a screen reader's list of the page's buttons gave no way to tell whose was whose."""
+    _config(user, name="Work")
+    config = _config(user, name="Home lab")
+    body = page.get("/settings/").content.decode()
+    card = body.split(f'id="config-{config.pk}"', 1)[1].split('class="config-form"', 1)[0]
+    controls = re.findall(r"<(button|summary)\b([^>]*)>(.*?)</\1>", card, re.S)
+    assert len(controls) == 4
+    for _, attributes, inner in controls:
+        visible = re.sub(r"<[^>]+>", "", inner).strip()
+        label = re.search(r'aria-label="([^"]*)"', attributes)
+        assert label is not None, visible
+        # the visible words first (WCAG 2.5.3, label in name), then the model's name
+        assert label.group(1).startswith(visible) and "Home lab" in label.group(1)
+
+
 def test_a_short_stored_key_is_said_to_be_set_without_an_empty_ending(page, user):
     config = _config(user, name="Short key")
     LLMConfig.objects.filter(pk=config.pk).update(api_key_last4="")  # a key too short to show any of
