@@ -135,3 +135,20 @@ def test_the_default_models_switch_turned_off_is_refused_with_the_focus_on_it(as
         "return arguments[0].getAttribute('aria-describedby').split(' ')"
         ".map((id) => (document.getElementById(id) || {textContent: ''}).textContent).join(' ')", focused)
     assert "One configuration is always the default" in said
+
+
+def test_testing_a_model_with_unsaved_edits_says_it_tested_the_saved_settings(asgi_server, browser, fake_openai):
+    _, config = _sign_up_with_model(browser, asgi_server.url, "unsaved-test", fake_url=fake_openai.base_url,
+                                    model="fake-echo", name="Echo")
+    browser.get(f"{asgi_server.url}/settings/")
+    card = browser.find_element(By.ID, f"config-{config.pk}")
+    card.find_element(By.CSS_SELECTOR, ".config-edit summary").click()
+    address = card.find_element(By.ID, f"id_cfg{config.pk}-base_url")
+    address.clear()
+    address.send_keys("http://localhost:1/v1")  # a fix being typed, not saved yet
+
+    card.find_element(By.CSS_SELECTOR, '[data-action="test-config"]').click()
+
+    result = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f"#test-result-{config.pk}.is-ok"))[0]
+    # it said "✓ Connected to 127.0.0.1:…" of the address being replaced, as if of the one typed
+    assert "the saved settings" in result.text and "Save changes" in result.text
