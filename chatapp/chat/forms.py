@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 from typing import Any
 from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm, UserCreationForm
 from django.core.exceptions import ValidationError
-from django.core.validators import URLValidator
 
 from chatapp.chat.login_throttle import login_attempt_start, login_attempt_take_back, login_failures_clear
 from chatapp.chat.models import Preference
+from chatapp.providers.endpoint_url import EndpointURLValidator
 from chatapp.providers.models import LLMConfig
 
 PREFERENCE_HELP = {
@@ -81,25 +80,6 @@ class ThrottledPasswordChangeForm(PasswordChangeForm):
         return old_password
 
 
-# A host name's labels with underscores too: Docker Compose resolves a service by its name as written
-# (`local_llm`), and hosts files take such names; the model client connects to them.
-_LABEL_RE = URLValidator.hostname_re.replace("0-9", "0-9_")
-_LABELS_RE = URLValidator.domain_re.replace("0-9", "0-9_")
-
-
-class _EndpointURLValidator(URLValidator):
-    """Django's URL check, also taking a host name of one label: a Docker service's or a LAN machine's
-    (http://ollama:11434/v1), which Django's wants a dot in, and labels with underscores. Where it
-    resolves the services check (netguard)."""
-
-    regex = re.compile(
-        URLValidator.regex.pattern.replace(
-            URLValidator.host_re, "(" + _LABEL_RE + _LABELS_RE + URLValidator.tld_re + "|" + _LABEL_RE + ")"
-        ),
-        re.IGNORECASE,
-    )
-
-
 # Hosts whose servers (Ollama, LM Studio, vLLM, a Compose service) speak plain HTTP when no scheme is typed.
 _LOCAL_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa")
 
@@ -116,7 +96,7 @@ class _EndpointURLField(forms.URLField):
     """Typed without a scheme, a local server's address gets http:// (its servers speak no TLS), any
     other https://; Django's own rule would read "localhost:11434/v1" as the scheme "localhost"."""
 
-    default_validators = [_EndpointURLValidator()]
+    default_validators = [EndpointURLValidator()]
 
     def to_python(self, value: Any) -> str:
         text = str(value or "").strip()
@@ -182,6 +162,22 @@ class LLMConfigForm(forms.Form):
         self.prefix = f"cfg{instance.pk}" if instance is not None else "new"
         if instance is None:
             del self.fields["clear_api_key"]
+
+    @property
+    def api_key_dropped(self) -> bool:
+        """A key was typed into this form, refused for another field: the page does not send it back."""
+        return bool(self.errors and self["api_key"].value() and not self["api_key"].errors)
+
+    def api_key_input(self) -> str:
+        """The key's input, tied to what the template says beside it (its help, which depends on the stored
+        key; the request to type it again), which Django's own describedby knows nothing of."""
+        field = self["api_key"]
+        said = [f"{field.auto_id}_helptext"]
+        if self.api_key_dropped:
+            said.append(f"{field.auto_id}_again")
+        if field.errors:
+            said.append(f"{field.auto_id}_error")
+        return field.as_widget(attrs={"aria-describedby": " ".join(said)})
 
     def clean(self) -> dict:
         data = super().clean()

@@ -76,6 +76,19 @@ def _form_answer(request: HttpRequest, form: forms.BaseForm, save: Callable[[], 
     return redirect(reverse("settings") + anchor)
 
 
+def _delete_question(config: LLMConfig, configs: list[LLMConfig]) -> str:
+    """What a model's Delete asks, naming where its chats go (llm_config_delete: the default's, with the
+    chats on no config, to the first other model by name, the new default; the others' to the default)."""
+    asked = f"Delete “{config.name}”?"
+    default = next((c for c in configs if c.is_default), None)
+    successor = next((c for c in configs if c.pk != config.pk), None)
+    if default is not None and default.pk != config.pk:
+        return f"{asked} Its chats switch to your default model, “{default.name}”."
+    if config.is_default and successor is not None:
+        return f"{asked} Its chats switch to “{successor.name}”, which becomes the default for new chats."
+    return f"{asked} Its chats switch to the offline demo model, as new chats do."
+
+
 def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dict:
     """Everything the settings page shows; `bound` replaces the blank forms with submitted ones."""
     bound = bound or {}
@@ -97,7 +110,8 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
         initial={"custom_instructions": user_settings.custom_instructions}
     )
     config_forms = [
-        (config, bound.get(config.pk) or LLMConfigForm(instance=config)) for config in configs
+        (config, bound.get(config.pk) or LLMConfigForm(instance=config), _delete_question(config, configs))
+        for config in configs
     ]
     new_form = bound.get("new") or LLMConfigForm(initial={"max_output_tokens": 2000, "temperature": 0.7})
     preference_cards = [

@@ -99,7 +99,8 @@ class LLMConfigListApi(APIView):
 class LLMConfigDetailApi(APIView):
     class InputSerializer(LLMConfigInputSerializer):
         # The key is write-only, so an empty api_key means "unchanged"; removing it is explicit.
-        clear_api_key = serializers.BooleanField(required=False, help_text="Remove the stored API key.")
+        clear_api_key = serializers.BooleanField(
+            required=False, help_text="Remove the stored API key (an api_key sent with it is stored instead).")
 
     @extend_schema(responses=LLMConfigOutputSerializer)
     def get(self, request: Request, pk: int) -> Response:

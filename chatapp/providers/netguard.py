@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 
+from .endpoint_url import EndpointURLValidator
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -56,8 +58,8 @@ def _refusal_reason(ip: IPAddress) -> str | None:
 
 
 def base_url_validate(url: str, *, allow_private: bool) -> None:
-    """Raise ValidationError (plain words) unless `url` is an http(s) URL whose host resolves and,
-    when `allow_private` is False, resolves only to public addresses."""
+    """Raise ValidationError (plain words) unless `url` is an http(s) URL of the settings form's shape
+    (endpoint_url) whose host resolves and, when `allow_private` is False, resolves only to public addresses."""
     url = (url or "").strip()
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in url):
         # A line break or tab pasted inside, or another ASCII control character: the model client
@@ -78,6 +80,11 @@ def base_url_validate(url: str, *, allow_private: bool) -> None:
         raise ValidationError("The URL has no host name, e.g. https://api.openai.com/v1.", code="invalid")
     if parts.username is not None or parts.password is not None:
         raise ValidationError("Put credentials in the API key field, not in the URL.", code="credentials")
+    try:
+        # What the settings form refuses (a space in the host, a label starting with "-"), the API refuses too.
+        EndpointURLValidator()(url)
+    except ValidationError:
+        raise ValidationError("Enter a valid URL, such as https://api.openai.com/v1.", code="invalid") from None
     port = port or (443 if parts.scheme == "https" else 80)
     host_addresses(host, port, allow_private=allow_private)
 

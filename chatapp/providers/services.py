@@ -281,7 +281,7 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
     """Change the given fields.
 
     - `api_key`: a non-empty value replaces the key; "" or None keeps it (the key is write-only, so
-      forms send nothing when it is unchanged). `clear_api_key=True` removes it.
+      forms send nothing when it is unchanged). `clear_api_key=True` removes it; a new key with it replaces it.
     - `context_window`: a number is the user's override; None returns to the automatic value. A
       number equal to the current automatic value is not an override (a form re-submitting what it
       was shown), and the automatic value follows a change of model or of the endpoint's host.
@@ -341,7 +341,7 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
         config.context_window_source = source
         written = [*cleaned, "context_window_source", "updated_at"]
         if fields.get("clear_api_key") or drop_key or new_key:
-            _api_key_store(config, "" if fields.get("clear_api_key") or drop_key else new_key)
+            _api_key_store(config, new_key)  # a new key given with clear_api_key is the key wanted
             written += ["api_key_encrypted", "api_key_last4"]
         _save_config(config, update_fields=written)
         if fields.get("is_default") and not config.is_default:

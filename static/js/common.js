@@ -15,7 +15,8 @@ const Longchat = (() => {
     // Django's words for a row not found ("No Conversation matches the given query."): on these pages,
     // one deleted since the page was drawn (in another tab or device), said so plainly.
     const gone = status === 404 && typeof data.detail === "string" && /^No (\w+) matches the given query\.$/.exec(data.detail);
-    if (gone) return `This ${gone[1] === "Conversation" ? "chat" : gone[1].toLowerCase()} no longer exists: it was deleted (in another tab or device?).`;
+    const named = { Conversation: "chat", LLMConfig: "model" };
+    if (gone) return `This ${named[gone[1]] || gone[1].toLowerCase()} no longer exists: it was deleted (in another tab or device?).`;
     if (typeof data.detail === "string") return data.detail;
     if (typeof data.error === "string") return data.error;
     if (typeof data.message === "string") return data.message;

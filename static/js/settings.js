@@ -21,11 +21,20 @@
     if (hadFocus && (!document.activeElement || document.activeElement === document.body)) btn.focus();
     const data = res.data || {};
     const ok = res.ok && data.ok !== false;
-    const text = data.message || data.detail || data.result || (ok ? "The endpoint answered." : errorText(data, res.status));
+    // A refusal of the request itself (the config deleted in another tab, the test throttled) in errorText's words.
+    const text = data.message || (ok ? "The endpoint answered." : errorText(data, res.status));
     out.className = `test-result ${ok ? "is-ok" : "is-fail"}`;
     // The server's sentence says what happened ("Connected to …", "… failed: …"): only the mark is added.
-    out.textContent = `${ok ? "✓" : "✗"} ${text}`;
+    // The test reads the stored config: edits typed in its form and not saved were not what it tried.
+    const unsaved = unsavedEdits(btn.closest(".config-card"));
+    out.textContent = `${ok ? "✓" : "✗"} ${text}${unsaved ? " (This tested the saved settings: press Save changes to test the ones typed.)" : ""}`;
   });
+
+  /** Whether a model's edit form holds changes not saved yet. */
+  function unsavedEdits(card) {
+    const fields = card ? card.querySelectorAll(".config-edit form input:not([type=hidden])") : [];
+    return [...fields].some((f) => (f.type === "checkbox" ? f.checked !== f.defaultChecked : f.value !== f.defaultValue));
+  }
 
   /* A new API token is shown once: Copy puts it on the clipboard. */
   document.addEventListener("click", async (e) => {

@@ -348,3 +348,23 @@ def test_test_connection_reads_a_provider_s_own_output_limit(api, user, monkeypa
     monkeypatch.setattr("chatapp.providers.api.llm_test_connection", lambda *, target: (True, "Connected."))
     message = api.post(f"/api/configs/{config['id']}/test/").json()["message"]
     assert "Max output tokens (10,000)" in message and "at most 8,192" in message
+
+
+@pytest.mark.parametrize("base_url", [
+    "https://api.exa mple.com/v1",  # a space typed in the host
+    "https://api.example.com/v 1",
+    "https://-api.example.com/v1",
+])
+def test_a_base_url_the_settings_form_refuses_is_refused_by_the_api_too(api, user, client, base_url):
+    """The form said "Enter a valid URL."; the API saved it (its host "does not resolve (yet)"), and every
+    chat with the model then failed."""
+    client.force_login(user)
+    form = client.post("/settings/configs/new/", {
+        "new-name": "Typo", "new-base_url": base_url, "new-model": "gpt-4o-mini", "new-max_output_tokens": "100",
+        "new-temperature": "0.3"})
+    assert form.status_code == 400
+
+    answer = _create(api, base_url=base_url)
+    assert answer.status_code == 400
+    assert answer.json()["base_url"] == ["Enter a valid URL, such as https://api.openai.com/v1."]
+    assert not LLMConfig.objects.filter(owner=user).exists()

@@ -31,3 +31,17 @@ def test_an_unreadable_key_sends_nothing_and_says_what_to_do(user, fake_openai, 
     page.force_login(user)
     body = page.get("/settings/").content.decode()
     assert "key unreadable: enter it again" in body
+
+
+def test_the_edit_form_of_an_unreadable_key_asks_for_it_again(user, settings):
+    """The card said "key unreadable: enter it again" and its edit form, under the key field, "A key is
+    set, ending in ••••1234. Leave empty to keep it": kept, every message failed."""
+    config = make_config(user, "https://api.example.com/v1")
+    settings.FIELD_ENCRYPTION_KEYS = [base64.urlsafe_b64encode(b"9" * 32).decode()]
+    page = Client()
+    page.force_login(user)
+    body = page.get("/settings/").content.decode()
+
+    help_text = body.split(f'id="id_cfg{config.pk}-api_key_helptext">', 1)[1].split("</p>", 1)[0]
+    assert "Leave empty to keep it" not in help_text
+    assert "can no longer be read" in help_text and "type it again" in help_text

@@ -291,6 +291,40 @@ def test_connection_test_reports_in_plain_words(fake, base, model, api_key, ok, 
     assert api_key not in message
 
 
+def test_a_base_url_without_its_path_says_where_the_api_usually_is(fake):
+    """The server's root as base URL (http://localhost:11434, as Open WebUI addresses Ollama): Ollama,
+    vLLM and OpenAI answer 404 to /models and /chat/completions there, and the chat and the connection
+    test said the endpoint "does not know the model", sending the user to pull a model they have."""
+    target = make_target(fake.root_url, "llama3.1")
+
+    _, error = run_stream(target, MESSAGES)
+    assert error is not None and (error.kind, error.status) == ("not_found", 404)
+    assert "does not know the model" not in error.user_message
+    assert f"try {fake.root_url}/v1" in error.user_message
+
+    ok, message = llm.llm_test_connection(target=target)
+    assert ok is False
+    assert "does not know the model" not in message and "has no model list" not in message
+    assert f"try {fake.root_url}/v1" in message
+
+
+@pytest.mark.parametrize(("api_key", "words"), [
+    ("bad-key-0123456789", "rejected the API key (401). Check the key in Settings."),
+    ("", "wants an API key (401), and none is set"),
+])
+def test_a_model_list_open_to_any_key_does_not_pass_a_wrong_key(fake, api_key, words):
+    """OpenRouter lists its models to any key, or none: a mistyped key (or none) passed the test, "It lists
+    … including", and every chat then failed with a 401. Its GET /key (free) says whether the key is good."""
+    ok, message = llm.llm_test_connection(target=make_target(fake.base_url_public_models, "fake-echo",
+                                                             api_key=api_key))
+    assert ok is False
+    assert words in message and "including “fake-echo”" in message
+    assert fake.completions == []  # no paid request made to find out
+
+    ok, message = llm.llm_test_connection(target=make_target(fake.base_url_public_models, "fake-echo"))
+    assert ok is True and "It lists 3 models, including “fake-echo”." in message
+
+
 def test_connection_test_refused():
     from tests.support.fake_openai import closed_port_url
 

@@ -336,7 +336,7 @@ def test_gemini_listing_its_models_as_models_slash_id_lists_the_model():
 
     assert ok is True
     assert "It lists 2 models, including “m”." in message, message
-    assert requests == [b"GET /v1/models"]
+    assert b"POST /v1/chat/completions" not in requests  # listed: no one-token request
 
 
 def test_ollama_listing_a_model_under_its_latest_tag_lists_the_model():
@@ -346,7 +346,7 @@ def test_ollama_listing_a_model_under_its_latest_tag_lists_the_model():
 
     assert ok is True
     assert "It lists 2 models, including “m”." in message, message
-    assert requests == [b"GET /v1/models"]
+    assert b"POST /v1/chat/completions" not in requests  # listed: no one-token request
 
 
 _DEEPSEEK_USAGE = {"prompt_tokens": 1200, "completion_tokens": 3, "total_tokens": 1203,

@@ -44,7 +44,10 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
                          (Llama, Mistral... under vLLM or llama.cpp): a system message anywhere but first,
                          roles not alternating user/assistant, or a first or last turn that is not the user's.
 
-An API key starting with `bad-` is refused with 401 on every endpoint. A base URL whose path contains
+An API key starting with `bad-` is refused with 401 on every endpoint. The server's root as base URL (`root_url`, no
+`/v1`) answers `404 page not found` in plain text to every request, as Ollama does. A base URL whose path contains
+`/public-models/` lists its models to any key, or none, and answers GET /key (the key's own details) 401 to a `bad-`
+key or none, as OpenRouter does. A base URL whose path contains
 `/no-models/` answers 404 to GET /models (some OpenAI-compatible servers have no models endpoint); one
 containing `/html/` answers everything with a 200 HTML page (a base URL pointing at a website).
 
@@ -256,9 +259,39 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         return True
 
+    def _at_root(self) -> bool:
+        """A request made under the server's root, not under /v1: answered as Ollama, vLLM and OpenAI do."""
+        if self.path.split("?", 1)[0].rstrip("/") not in ("/models", "/chat/completions"):
+            return False
+        data = b"404 page not found"
+        self.send_response(404)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return True
+
+    def _public_models(self) -> bool:
+        """OpenRouter's: a model list for anyone, and GET /key, which wants the key."""
+        if "/public-models/" not in self.path:
+            return False
+        if self.path.rstrip("/").endswith("/models"):
+            data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in FAKE_MODELS]
+            self._send_json(200, {"object": "list", "data": data})
+            return True
+        if not self.path.rstrip("/").endswith("/key"):
+            return False
+        auth = self.headers.get("Authorization", "")
+        key = auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
+        if key.startswith("bad-") or key in ("", "no-key"):
+            self._send_json(401, {"error": {"message": "User not found.", "code": 401}})
+        else:
+            self._send_json(200, {"data": {"label": "sk-or-v1-…", "usage": 0, "limit": None}})
+        return True
+
     def do_GET(self) -> None:
         self._record(None)
-        if self._html_page() or self._api_key_refused():
+        if self._html_page() or self._at_root() or self._public_models() or self._api_key_refused():
             return
         if self.path.rstrip("/").endswith("/models") and "/no-models/" not in self.path:
             data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in FAKE_MODELS]
@@ -269,7 +302,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self._read_body()
         number = self._record(body)
-        if self._html_page() or self._api_key_refused():
+        if self._html_page() or self._at_root() or self._api_key_refused():
             return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_error(404, f"Unknown path {self.path}", "invalid_request_error", "unknown_url")
@@ -499,6 +532,11 @@ class FakeOpenAI:
     def base_url_html(self) -> str:
         """A base URL that answers everything with a 200 HTML page (a website, not an API)."""
         return f"{self.root_url}/html/v1"
+
+    @property
+    def base_url_public_models(self) -> str:
+        """A base URL listing its models to any key, whose GET /key checks the key (OpenRouter's)."""
+        return f"{self.root_url}/public-models/v1"
 
     @property
     def base_url_without_models(self) -> str:

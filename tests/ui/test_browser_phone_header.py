@@ -1,7 +1,7 @@
 """On a phone, the chat header shows the name of the model a chat uses and the chat's title, each in a
 row of its own (css/app.css, a chat column 680px wide or less; a tablet's: test_browser_tablet_header.py):
 in a new chat (it read "Mi…" for "Mirror") and once the gauge and the chat's menu have come beside the
-model menu (it read "Fa…")."""
+model menu (it read "Fa…"). A new chat's page names its model whole, wrapped within the screen."""
 
 from __future__ import annotations
 
@@ -93,3 +93,19 @@ def test_an_open_chat_on_a_phone_shows_its_models_name_and_its_title(asgi_server
     assert gauge.rect["height"] <= 34 and gauge.rect["x"] + gauge.rect["width"] <= 360
     assert browser.find_element(By.ID, "conv-menu-btn").rect["x"] + 36 <= 360
     assert console_errors(browser) == []
+
+
+def test_a_new_chats_page_wraps_a_long_model_id_within_a_phones_screen(asgi_server, browser, fake_openai):
+    model = "casperhansen/deepseek_r1_distill_qwen_32b_instruct_awq_4bit"  # a vLLM model id: no hyphen to wrap at
+    _sign_up_with_model(browser, asgi_server.url, "phone-long-model", fake_url=fake_openai.base_url, model=model,
+                        name="Lab_vLLM_DeepSeek_R1_Distill_32B")
+    browser.set_window_size(390, 844)
+    browser.get(asgi_server.url + "/c/new/")
+    about = _wait(browser, lambda d: d.find_element(By.ID, "empty-model"))
+    assert model in about.text
+    # it ran past the screen's edge, the chat column scrolling sideways to read it
+    assert browser.execute_script("return arguments[0].getBoundingClientRect().right <= innerWidth", about)
+    assert browser.execute_script("return [...document.querySelectorAll('#empty-model *')]"
+                                  ".every((e) => e.getBoundingClientRect().right <= innerWidth)")
+    assert browser.execute_script("const m = document.getElementById('messages');"
+                                  "return m.scrollWidth <= m.clientWidth")

@@ -115,3 +115,40 @@ def test_a_token_name_without_spaces_wraps_in_its_card_on_a_phone(asgi_server, b
       const card = document.querySelector('#api-token-list .config-card').getBoundingClientRect();
       const name = document.querySelector('#api-token-list .config-title h3').getBoundingClientRect();
       return name.right <= card.right""")
+
+
+def test_the_default_models_switch_turned_off_is_refused_with_the_focus_on_it(asgi_server, browser, fake_openai):
+    _, config = _sign_up_with_model(browser, asgi_server.url, "default-off", fake_url=fake_openai.base_url,
+                                    model="fake-echo", name="Echo")
+    browser.get(f"{asgi_server.url}/settings/")
+    card = browser.find_element(By.ID, f"config-{config.pk}")
+    card.find_element(By.CSS_SELECTOR, ".config-edit summary").click()
+    switch = card.find_element(By.ID, f"id_cfg{config.pk}-is_default")
+    browser.execute_script("arguments[0].click()", switch)  # the input sits under its drawn track
+    card.find_element(By.CSS_SELECTOR, ".config-form button[type=submit]").click()
+
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".config-edit[open]"))
+    focused = browser.switch_to.active_element
+    # the refusal was shown under the switch, tied to no element, and the focus was on none
+    assert focused.get_attribute("id") == f"id_cfg{config.pk}-is_default"
+    said = browser.execute_script(
+        "return arguments[0].getAttribute('aria-describedby').split(' ')"
+        ".map((id) => (document.getElementById(id) || {textContent: ''}).textContent).join(' ')", focused)
+    assert "One configuration is always the default" in said
+
+
+def test_testing_a_model_with_unsaved_edits_says_it_tested_the_saved_settings(asgi_server, browser, fake_openai):
+    _, config = _sign_up_with_model(browser, asgi_server.url, "unsaved-test", fake_url=fake_openai.base_url,
+                                    model="fake-echo", name="Echo")
+    browser.get(f"{asgi_server.url}/settings/")
+    card = browser.find_element(By.ID, f"config-{config.pk}")
+    card.find_element(By.CSS_SELECTOR, ".config-edit summary").click()
+    address = card.find_element(By.ID, f"id_cfg{config.pk}-base_url")
+    address.clear()
+    address.send_keys("http://localhost:1/v1")  # a fix being typed, not saved yet
+
+    card.find_element(By.CSS_SELECTOR, '[data-action="test-config"]').click()
+
+    result = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f"#test-result-{config.pk}.is-ok"))[0]
+    # it said "✓ Connected to 127.0.0.1:…" of the address being replaced, as if of the one typed
+    assert "the saved settings" in result.text and "Save changes" in result.text

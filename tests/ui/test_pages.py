@@ -401,6 +401,45 @@ def test_make_default_and_delete(page, user):
     assert "Deleted “Second”. “First” is now used for new chats." in page.get("/settings/").content.decode()
 
 
+def _delete_question(body: str, config: LLMConfig) -> str:
+    form = re.search(rf'action="/settings/configs/{config.pk}/delete/" data-confirm="([^"]*)"', body)
+    assert form is not None
+    return form.group(1)
+
+
+def test_deleting_a_model_asks_naming_where_its_chats_go(page, user):
+    """It asked "Chats that use it switch to your default model." of the default itself (its chats and new
+    ones go to the first other model) and of the only model (they go to the offline demo model)."""
+    only = _config(user, name="Only")
+    assert _delete_question(page.get("/settings/").content.decode(), only) == (
+        "Delete “Only”? Its chats switch to the offline demo model, as new chats do.")
+
+    second = _config(user, name="Beta")
+    third = _config(user, name="Gamma")
+    body = page.get("/settings/").content.decode()
+    assert _delete_question(body, only) == (
+        "Delete “Only”? Its chats switch to “Beta”, which becomes the default for new chats.")
+    assert _delete_question(body, third) == "Delete “Gamma”? Its chats switch to your default model, “Only”."
+    assert _delete_question(body, second) == "Delete “Beta”? Its chats switch to your default model, “Only”."
+
+
+def test_each_models_buttons_name_the_model(page, user):
+    """Every card had a "Test connection", a "Make default" and an "Edit" named alike (only Delete named its
+    model): a screen reader's list of the page's buttons gave no way to tell whose was whose."""
+    _config(user, name="Work")
+    config = _config(user, name="Home lab")
+    body = page.get("/settings/").content.decode()
+    card = body.split(f'id="config-{config.pk}"', 1)[1].split('class="config-form"', 1)[0]
+    controls = re.findall(r"<(button|summary)\b([^>]*)>(.*?)</\1>", card, re.S)
+    assert len(controls) == 4
+    for _, attributes, inner in controls:
+        visible = re.sub(r"<[^>]+>", "", inner).strip()
+        label = re.search(r'aria-label="([^"]*)"', attributes)
+        assert label is not None, visible
+        # the visible words first (WCAG 2.5.3, label in name), then the model's name
+        assert label.group(1).startswith(visible) and "Home lab" in label.group(1)
+
+
 def test_a_short_stored_key_is_said_to_be_set_without_an_empty_ending(page, user):
     config = _config(user, name="Short key")
     LLMConfig.objects.filter(pk=config.pk).update(api_key_last4="")  # a key too short to show any of
@@ -533,6 +572,19 @@ def test_a_new_key_that_cannot_be_sent_is_a_field_error_not_a_500(page, user):
     assert config.name == "Mini"
 
 
+def test_a_new_key_typed_with_remove_the_stored_key_ticked_replaces_it(page, user):
+    """Both at once (the old key removed, the new one typed) saved no key at all: the key typed was
+    dropped without a word, and every message then failed with "wants an API key (401)"."""
+    config, prefix = _config_with_a_key(page, user)
+    response = page.post(f"/settings/configs/{config.pk}/", {
+        f"{prefix}-name": "Mini", f"{prefix}-base_url": "https://api.openai.com/v1", f"{prefix}-model": "gpt-4o-mini",
+        f"{prefix}-api_key": "sk-replacement-key-0000", f"{prefix}-clear_api_key": "on",
+        f"{prefix}-max_output_tokens": "1000", f"{prefix}-temperature": "0.3", f"{prefix}-is_default": "on"})
+    assert response.status_code == 302
+    config.refresh_from_db()
+    assert config.has_api_key and config.api_key_last4 == "0000"
+
+
 def test_a_refused_form_asks_for_the_key_it_did_not_keep(page, user):
     """A key typed into a form refused for another field is not sent back to the page (write-only), and
     the field said "Leave empty for endpoints that need no key": saved again as it stood, the model had
@@ -552,6 +604,40 @@ def test_a_refused_form_asks_for_the_key_it_did_not_keep(page, user):
     assert "sk-replacement-0000" not in body and f'id="id_{prefix}-api_key_again"' in body
     # Nothing typed there, nothing to ask for: the stored key stays.
     assert "api_key_again" not in page.post(f"/settings/configs/{config.pk}/", edit).content.decode()
+
+
+def _described_by(body: str, input_id: str) -> list[str]:
+    """The texts of the elements the input's aria-describedby names (what a screen reader reads with it)."""
+    tag = re.search(rf'<input[^>]*id="{input_id}"[^>]*>', body)
+    assert tag is not None
+    ids = re.search(r'aria-describedby="([^"]*)"', tag.group(0))
+    texts = []
+    for described in (ids.group(1).split() if ids else []):
+        element = re.search(rf'<(\w+)[^>]*id="{described}"[^>]*>(.*?)</\1>', body, re.S)
+        assert element is not None, f"aria-describedby names {described}, which is not on the page"
+        texts.append(re.sub(r"<[^>]+>", "", element.group(2)))
+    return texts
+
+
+def test_the_api_key_field_is_described_by_its_help_and_by_the_request_to_type_it_again(page, user):
+    """The API key's help (a key is set; empty keeps it) and the "Type the API key again" of a refused
+    form were shown beside the field but not tied to it: a screen reader on the field read neither, and
+    the form was saved again without its key."""
+    response = page.post("/settings/configs/new/", {
+        "new-name": "Mini", "new-base_url": "https://api.openai.com/v1", "new-model": "gpt-4o-mini",
+        "new-api_key": KEY, "new-context_window": "1000", "new-max_output_tokens": "2000", "new-temperature": "0.3"})
+    said = " ".join(_described_by(response.content.decode(), "id_new-api_key"))
+    assert "Stored encrypted and never shown again" in said and "Type the API key again" in said
+
+    config, prefix = _config_with_a_key(page, user)
+    said = " ".join(_described_by(page.get("/settings/").content.decode(), f"id_{prefix}-api_key"))
+    assert "A key is set, ending in ••••wxyz. Leave empty to keep it" in said
+
+    response = page.post(f"/settings/configs/{config.pk}/", {
+        f"{prefix}-name": "Mini", f"{prefix}-base_url": "https://api.openai.com/v1", f"{prefix}-model": "gpt-4o-mini",
+        f"{prefix}-api_key": "sk-new kéy", f"{prefix}-max_output_tokens": "1000", f"{prefix}-temperature": "0.3"})
+    said = _described_by(response.content.decode(), f"id_{prefix}-api_key")
+    assert any("cannot be sent" in text for text in said)
 
 
 def test_a_missing_chat_gets_the_apps_own_page_with_a_way_back(page):

@@ -25,7 +25,9 @@ from chatapp.providers.llm.errors import (
     _no_answer_error,
     _not_chat_completions_error,
     _stream_cut_error,
+    base_url_bare,
 )
+from chatapp.providers.llm.key_check import key_refused
 from chatapp.providers.llm.offline import _offline_stream, offline_reply, offline_target
 from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
 from chatapp.providers.llm.sse import DONE, sse_events
@@ -367,6 +369,9 @@ def llm_test_connection(*, target: LLMTarget) -> tuple[bool, str]:
     # lists "models/gemini-2.5-flash", Ollama "llama3.1:latest" for the model pulled as "llama3.1".
     if {target.model, f"models/{target.model}", f"{target.model}:latest"} & set(model_ids):
         listed_it = f"1 model, “{only}”" if only is not None else f"{len(model_ids)} models, including “{target.model}”"
+        refused = key_refused(client, target, timeout=timeout)
+        if refused is not None:
+            return False, f"Connected to {endpoint}. It lists {listed_it}, to anyone. {refused}"
         return True, f"Connected to {endpoint}. It lists {listed_it}."
     ok, message = _one_token_test(client, target, prefix="", timeout=timeout)
     if ok:
@@ -385,5 +390,7 @@ def _one_token_test(client: openai.OpenAI, target: LLMTarget, *, prefix: str, ti
         _complete_with(_raw_create(client), target, [{"role": "user", "content": "Reply with OK."}],
                        max_tokens=1, timeout=timeout)
     except LLMError as exc:
-        return False, prefix + exc.user_message
+        # A 404 at a server's root: the list's 404 was the same miss, not a server without a model list.
+        missed = exc.status == 404 and base_url_bare(target)
+        return False, (exc.user_message if missed else prefix + exc.user_message)
     return True, prefix + f"“{target.model}” answered a one-token test request."

@@ -175,8 +175,7 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
               "in Settings."),
         403: ("auth", f"The model endpoint refused access to “{target.model}” (403). "
               "Check that the API key may use this model."),
-        404: ("not_found", f"The model endpoint does not know the model “{target.model}” (404). "
-              "Check the model name and the base URL in Settings."),
+        404: _not_found_words(target),
         408: ("timeout", "The model endpoint gave up on the request (408). Retry."),
     }.get(status)
     if words is None and status >= 500:
@@ -190,6 +189,23 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
             words = (words[0], f"{said} The context window set for “{target.label}” ({target.context_window:,} "
                      "tokens) is more than the endpoint takes: lower it in Settings.")
     return LLMError(words[0], words[1], status=status, detail=detail)
+
+
+def base_url_bare(target: LLMTarget) -> bool:
+    """Whether the base URL is a server's root, with no path: where Ollama, vLLM and OpenAI answer 404
+    to everything (their OpenAI-compatible API is under /v1; Open WebUI addresses Ollama at its root)."""
+    return urlsplit(target.base_url).path.strip("/") == ""
+
+
+def _not_found_words(target: LLMTarget) -> tuple[str, str]:
+    if base_url_bare(target):
+        # Not "does not know the model": the request missed the API, and the user would pull the model again.
+        root = target.base_url.rstrip("/")
+        return ("not_found", f"The model endpoint answered 404 (not found) for “{target.model}” at {root}, which "
+                f"has no path: OpenAI-compatible servers usually take requests under /v1. In Settings, try {root}/v1 "
+                "as the base URL, and check the model name.")
+    return ("not_found", f"The model endpoint does not know the model “{target.model}” (404). "
+            "Check the model name and the base URL in Settings.")
 
 
 _CONTEXT_WORDS = re.compile(r"(?i)context[ _]length|context window|maximum context|prompt is too long")

@@ -18,10 +18,16 @@ export function sendKey() {
 
 export async function ensureConversation() {
   if (state.conversationId) return state.conversationId;
-  const body = picker && picker.value ? modelChoice(picker.value) : {};
+  const option = picker && picker.value ? picker.selectedOptions[0] : null;
+  const body = option ? modelChoice(option.value) : {};
   const res = await api("/api/conversations/", { method: "POST", body });
   if (!res.ok || !res.data || !res.data.id) {
-    throw new Error(errorText(res.data, res.status));
+    const gone = option && modelGone(res, option);
+    if (!gone) throw new Error(errorText(res.data, res.status));
+    // The send is the user's to repeat, to the model the menu shows now (the default it was drawn with).
+    if ([...picker.options].some((o) => o.value === picker.dataset.current)) picker.value = picker.dataset.current;
+    await switchModel();
+    throw new Error(`${gone} Send again to use “${picker.selectedOptions[0].textContent}”.`);
   }
   state.conversationId = res.data.id;
   app.dataset.conversationId = String(state.conversationId);
@@ -120,6 +126,14 @@ export function modelChoice(value) {
   return value === "offline" ? { offline: true } : { llm_config: Number(value) };
 }
 
+/** Words for a config deleted since the page was drawn (in another tab), whose entry then leaves the
+    menu; null for any other refusal. The API names the field ("llm_config: No such model configuration."). */
+function modelGone(res, option) {
+  if (res.status !== 400 || !res.data || !res.data.llm_config) return null;
+  option.remove();
+  return `“${option.textContent}” no longer exists: it was deleted (in another tab or device?).`;
+}
+
 /** The header's model selector: picks the model of a new chat, or switches an existing one. */
 export async function switchModel() {
   const option = picker.selectedOptions[0];
@@ -137,8 +151,9 @@ export async function switchModel() {
   picker.disabled = false;
   if (hadFocus && (!document.activeElement || document.activeElement === document.body)) picker.focus();
   if (!res.ok) {
+    const gone = modelGone(res, option);
     picker.value = previous;
-    toast(errorText(res.data, res.status), "error", 5000);
+    toast(gone || errorText(res.data, res.status), "error", 5000);
     return;
   }
   picker.dataset.current = picker.value;
