@@ -17,6 +17,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.utils.crypto import constant_time_compare
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
 from chatapp.chat import selectors, services, token_services
@@ -261,6 +262,9 @@ def _unresolved_warn(request: HttpRequest, config: LLMConfig) -> None:
         flash.warning(request, unresolved)
 
 
+# The API key typed is kept out of error reports (mailed to ADMINS, the DEBUG page), as Django's own
+# password views keep the passwords: every field, since the forms' prefixes name them by config.
+@sensitive_post_parameters()
 @_settings_form_post
 def config_create(request: HttpRequest) -> HttpResponse:
     form = LLMConfigForm(request.POST)
@@ -277,6 +281,7 @@ def config_create(request: HttpRequest) -> HttpResponse:
     return _settings_refused(request, bound={"new": form})
 
 
+@sensitive_post_parameters()
 @_settings_form_post
 def config_update(request: HttpRequest, pk: int) -> HttpResponse:
     config = config_selectors.llm_config_get(owner=request.user, pk=pk)

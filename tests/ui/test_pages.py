@@ -306,6 +306,37 @@ def test_add_config_fills_the_window_from_the_model_name(page, user):
     assert config.api_key_last4 == "wxyz"
 
 
+@pytest.mark.parametrize("url", ["/settings/configs/new/", "config"])
+def test_a_key_posted_in_a_model_form_is_kept_out_of_error_reports(page, user, url, monkeypatch):
+    # A server error while saving (a database gone away) is reported with the request: by mail to the
+    # ADMINS, in the DEBUG page, to an error tracker. The typed key must not be in it.
+    from django.core.signals import got_request_exception
+    from django.views.debug import SafeExceptionReporterFilter
+
+    if url == "config":
+        url = f"/settings/configs/{_config(user).pk}/"
+    prefix = "new-" if "new" in url else f"cfg{url.split('/')[-2]}-"
+
+    def broken(**_: object) -> None:
+        raise RuntimeError("database gone away")
+
+    monkeypatch.setattr(config_services, "llm_config_create", broken)
+    monkeypatch.setattr(config_services, "llm_config_update", broken)
+    reported = []
+    got_request_exception.connect(lambda sender, request, **kw: reported.append(request), weak=False,
+                                  dispatch_uid="key-report")
+    page.raise_request_exception = False
+    try:
+        response = page.post(url, {f"{prefix}name": "Mini", f"{prefix}base_url": "https://api.openai.com/v1",
+                                   f"{prefix}model": "gpt-4o-mini", f"{prefix}api_key": KEY,
+                                   f"{prefix}max_output_tokens": "1000", f"{prefix}temperature": "0.3"})
+    finally:
+        got_request_exception.disconnect(dispatch_uid="key-report")
+    assert response.status_code == 500 and len(reported) == 1
+    shown = SafeExceptionReporterFilter().get_post_parameters(reported[0])
+    assert KEY not in str(dict(shown)) and shown.get(f"{prefix}name") != "Mini"
+
+
 @pytest.mark.parametrize(
     ("fields", "field", "words"),
     [
