@@ -22,6 +22,7 @@ from django.http import Http404
 import optimizer
 from chatapp.providers.models import LLMConfig
 
+from .api_keys import api_key_clean
 from .crypto import SecretDecryptError, secret_encrypt, secret_rotate
 from .llm.types import OFFLINE_MODEL
 from .model_moves import chats_moved, default_model
@@ -31,7 +32,6 @@ from .ollama import assumed_window
 DEFAULT_CONTEXT_WINDOW = 8192
 MAX_CONTEXT_WINDOW = 10_000_000
 _FULL_ENDPOINT = re.compile(r"/chat/completions/*$", re.IGNORECASE)
-MAX_API_KEY_CHARS = 1000
 # Below this length, showing the last four characters would give away too much of the key.
 LAST4_MIN_KEY_CHARS = 12
 
@@ -81,16 +81,6 @@ def model_window_lookup(*, model: str, base_url: str = "") -> tuple[int, str]:
     return assumed_window(base_url, default=DEFAULT_CONTEXT_WINDOW), LLMConfig.WindowSource.DEFAULT.value
 
 
-def _api_key_clean(api_key: Any) -> str:
-    key = str(api_key or "").strip()
-    if len(key) > MAX_API_KEY_CHARS:
-        raise ValidationError({"api_key": [f"The API key must be at most {MAX_API_KEY_CHARS} characters."]})
-    # It travels in an HTTP header: only printable ASCII without spaces can.
-    if any(not (33 <= ord(ch) <= 126) for ch in key):
-        raise ValidationError({"api_key": ["The API key contains spaces or characters that cannot be sent."]})
-    return key
-
-
 KEY_LEFT_BEHIND = (
     "The base URL now points at another server, so the stored API key was cleared: "
     "enter the key for the new server (leave it empty if it needs none)."
@@ -104,7 +94,7 @@ def llm_config_key_left_behind(*, config: LLMConfig, fields: dict[str, Any]) -> 
     if not config.api_key_encrypted or fields.get("clear_api_key"):
         return False
     try:
-        if _api_key_clean(fields.get("api_key")):
+        if api_key_clean(fields.get("api_key")):
             return False
     except ValidationError:
         return False  # a key that cannot be sent: the update itself refuses it, as a field error
@@ -255,7 +245,7 @@ def llm_config_create(
         name=name, base_url=base_url, model=model, context_window=window, max_output_tokens=max_output_tokens,
         temperature=temperature, window_source=source,
     )
-    key = _api_key_clean(api_key)
+    key = api_key_clean(api_key)
     with transaction.atomic():
         _lock_owner(owner)
         if _name_taken(owner_id=owner.pk, name=cleaned["name"], exclude_pk=None):
@@ -317,7 +307,7 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
         temperature=fields.get("temperature", config.temperature),
         window_source=source,
     )
-    new_key = _api_key_clean(fields.get("api_key"))
+    new_key = api_key_clean(fields.get("api_key"))
     drop_key = llm_config_key_left_behind(config=config, fields=fields)
     if "is_default" in fields and not fields["is_default"] and config.is_default:
         raise ValidationError(

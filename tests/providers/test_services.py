@@ -208,6 +208,16 @@ def test_api_key_is_encrypted_write_only_and_never_shown(user, caplog):
         assert KEY not in text
 
 
+@pytest.mark.parametrize("pasted", [f'"{KEY}"', f"'{KEY}'", f"Bearer {KEY}", f"bearer  {KEY}", f'Bearer "{KEY}"'])
+def test_a_key_pasted_with_its_quotes_or_bearer_is_stored_as_the_key(user, pasted):
+    # As copied from a .env file (OPENAI_API_KEY="sk-...") or a curl command (Authorization: Bearer sk-...):
+    # stored as it was, every request was refused (401), the quotes or "Bearer " sent inside the header.
+    config = _create(user, api_key=pasted)
+    assert secret_decrypt(config.api_key_encrypted) == KEY and config.api_key_last4 == KEY[-4:]
+    config = config_services.llm_config_update(config=config, api_key=pasted.replace(KEY, "sk-second-key-0000"))
+    assert secret_decrypt(config.api_key_encrypted) == "sk-second-key-0000"
+
+
 def test_short_keys_show_no_last_four(user):
     assert _create(user, api_key="abc123").api_key_last4 == ""
 
