@@ -89,7 +89,8 @@ def chat_turn_start(
     """
     text = message_content_validate(content=content)
     client_key = client_key_validate(client_key=client_key)
-    target = target_for(conversation=conversation)
+    config = conversation_config(conversation=conversation)
+    target = llm.llm_target_for(config=config)
     tokens = optimizer.count_message({"role": Message.Role.USER, "content": text}, model=target.model)
     # The title a first message gives (the claim's UPDATE decides whether it is the first).
     title = conversation.title
@@ -117,7 +118,11 @@ def chat_turn_start(
     )
     return TurnStart(
         user=user, conversation=conversation, user_message=user_message, target=target, through_id=None,
-        claimed_at=claim.claimed_at, accepted={"user_message": accepted, "title": claim.title}, unindexed=True,
+        claimed_at=claim.claimed_at, unindexed=True,
+        # `model`: what answers, as the page's model menu names it (a chat whose model was deleted
+        # elsewhere is answered by the default, and the menu follows).
+        accepted={"user_message": accepted, "title": claim.title,
+                  "model": "offline" if config is None else str(config.pk)},
     )
 
 

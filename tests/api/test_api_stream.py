@@ -41,6 +41,23 @@ def test_send_streams_and_is_then_listed(api, user, echo_config):
     assert records["results"][0]["reply"] == timeline[1]["id"]
 
 
+def test_accepted_names_the_model_that_answers_also_after_the_chats_was_deleted(api, user, echo_config, fake_openai):
+    # The page's model menu follows it: a chat whose model was deleted in another tab is answered by the
+    # default, and the menu went on naming the deleted one until a reload.
+    other = api.post("/api/configs/", {"name": "other", "base_url": fake_openai.base_url, "model": "fake-echo"},
+                     format="json").json()
+    conversation = api.post("/api/conversations/", {"llm_config": other["id"]}, format="json").json()
+    accepted = dict(sse_events(_send(api, conversation["id"], "First").recorded_body))["accepted"]
+    assert accepted["model"] == str(other["id"])
+
+    assert api.delete(f"/api/configs/{other['id']}/").status_code == 204
+    accepted = dict(sse_events(_send(api, conversation["id"], "Second").recorded_body))["accepted"]
+    assert accepted["model"] == str(echo_config["id"])  # the default
+
+    offline = api.post("/api/conversations/", {"offline": True}, format="json").json()
+    assert dict(sse_events(_send(api, offline["id"], "Hi").recorded_body))["accepted"]["model"] == "offline"
+
+
 def test_send_bad_input(api, user, echo_config):
     conversation = api.post("/api/conversations/", {}, format="json").json()
     url = f"/api/conversations/{conversation['id']}/messages/"

@@ -74,3 +74,22 @@ def test_a_new_chat_on_a_model_deleted_in_another_tab_keeps_the_message_and_says
     box.send_keys(Keys.ENTER)
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
     assert Conversation.objects.get(owner=user).llm_config.name == "Echo"
+
+
+def test_a_send_in_a_chat_whose_model_was_deleted_elsewhere_shows_the_model_that_answered(asgi_server, browser,
+                                                                                          fake_openai):
+    user, config = _sign_up_with_model(browser, asgi_server.url, "gone-send", fake_url=fake_openai.base_url,
+                                       model="fake-echo", name="Echo")
+    gone = LLMConfig.objects.create(owner=user, name="Gone", base_url=fake_openai.base_url, model="fake-echo",
+                                    context_window=16_000, max_output_tokens=500)
+    conversation = Conversation.objects.create(owner=user, title="Moved", llm_config=gone)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    assert Select(browser.find_element(By.ID, "model-select")).first_selected_option.text == "Gone"
+    LLMConfig.objects.filter(pk=gone.pk).delete()  # in another tab: the chat follows the default
+
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("Hello", Keys.ENTER)
+
+    # the menu went on naming "Gone" until a reload, though "Echo" answered
+    _wait(browser, lambda d: Select(d.find_element(By.ID, "model-select")).first_selected_option.text == "Echo")
+    assert box.get_attribute("placeholder") == "Message Echo…"

@@ -45,7 +45,8 @@ from chatapp.chat.turn_types import TurnStart
 
 _SSE_RESPONSES = {
     200: OpenApiResponse(
-        description="text/event-stream: `accepted` (the message is stored), `start` (the context is packed "
+        description="text/event-stream: `accepted` (the message is stored; on a send, `model`: the config "
+        "that answers, its id as text, or \"offline\"), `start` (the context is packed "
         "and the reply opened), `reasoning`… (a reasoning model's thinking, `{text}`: shown apart, never sent "
         "back), `delta`… (the answer's text, `{text}`), now and then `markup` (the answer so far rendered, "
         "`{html}`, sanitized: shown in place of the deltas before it), then `done` or `error` (JSON data per event)."

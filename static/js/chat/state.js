@@ -49,3 +49,13 @@ export function composing(e) {
 export function enterSends(e) {
   return e.key === "Enter" && !e.shiftKey && !composing(e) && !(touchOnly.matches && !finePointer.matches);
 }
+
+/** The model a send is answered by (`accepted`'s `model`: a config's id, or "offline"), shown by the
+ *  menu: a chat whose model was deleted in another tab is answered by the default, which the menu then
+ *  names instead of the one deleted. */
+export function modelInUse(value) {
+  if (!picker || !value || picker.value === value || ![...picker.options].some((o) => o.value === value)) return;
+  picker.value = value;
+  picker.dataset.current = value;
+  input.placeholder = `Message ${picker.selectedOptions[0].textContent}…`;
+}

@@ -9,7 +9,7 @@ import { markupAppend, markupShow } from "./progressive.js";
 import { parseEvent } from "./sse.js";
 import { thinkingAdd, thinkingEnd, thinkingShown } from "./thinking.js";
 import { titleFollow, titleFromStream } from "./title_follow.js";
-import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, sendBtn, state, stopBtn, toast } from "./state.js";
+import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, modelInUse, sendBtn, state, stopBtn, toast } from "./state.js";
 
 export function setStreaming(on) {
   // The box stays open: the next message can be written while this reply streams (Enter waits for it).
@@ -54,6 +54,7 @@ export async function runStream(url, body, ctx) {
   // The message as stored: at `accepted` (first, before the context is packed) and again at `start`.
   function stored(data) {
     titleFromStream(data.title);
+    modelInUse(data.model);
     if (data.user_message && data.user_message.id) {
       userId = data.user_message.id;
       if (ctx.userEl) {
