@@ -192,9 +192,13 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.fake.record(RecordedRequest(self.command, self.path, headers, body, self.client_address[1]))
 
     def _send_json(self, status: int, payload: dict | list, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
+        self._send_bytes(status, json.dumps(payload).encode(), content_type="application/json", headers=headers)
+
+    def _send_bytes(
+        self, status: int, data: bytes, *, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -251,24 +255,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _html_page(self) -> bool:
         if "/html/" not in self.path:
             return False
-        data = b"<!doctype html><title>Welcome</title><p>This is a website, not an API.</p>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self._send_bytes(200, b"<!doctype html><title>Welcome</title><p>This is a website, not an API.</p>",
+                         content_type="text/html; charset=utf-8")
         return True
 
     def _at_root(self) -> bool:
         """A request made under the server's root, not under /v1: answered as Ollama, vLLM and OpenAI do."""
         if self.path.split("?", 1)[0].rstrip("/") not in ("/models", "/chat/completions"):
             return False
-        data = b"404 page not found"
-        self.send_response(404)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self._send_bytes(404, b"404 page not found", content_type="text/plain")
         return True
 
     def _public_models(self) -> bool:

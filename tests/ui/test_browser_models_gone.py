@@ -34,14 +34,22 @@ def _menu_names(browser) -> list[str]:
     return [option.text for option in Select(browser.find_element(By.ID, "model-select")).options]
 
 
-def test_switching_a_chat_to_a_model_deleted_in_another_tab_says_it_is_gone(asgi_server, browser, fake_openai):
-    user, config = _sign_up_with_model(browser, asgi_server.url, "gone-switch", fake_url=fake_openai.base_url,
-                                       model="fake-echo", name="Echo")
-    gone = LLMConfig.objects.create(owner=user, name="Gone", base_url=fake_openai.base_url, model="fake-echo",
+def _chat_open_then_model_deleted(browser, url: str, fake_url: str, username: str, *, on_gone: bool):
+    """A user with models Echo (the default) and Gone, a chat on Gone (`on_gone`) or on Echo open in the
+    browser, and then Gone deleted, as in another tab (a chat on it follows the default): the user."""
+    user, config = _sign_up_with_model(browser, url, username, fake_url=fake_url, model="fake-echo", name="Echo")
+    gone = LLMConfig.objects.create(owner=user, name="Gone", base_url=fake_url, model="fake-echo",
                                     context_window=16_000, max_output_tokens=500)
-    conversation = Conversation.objects.create(owner=user, title="Kept", llm_config=config)
-    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    conversation = Conversation.objects.create(owner=user, title="Chat", llm_config=gone if on_gone else config)
+    browser.get(f"{url}/c/{conversation.pk}/")
+    shown = Select(browser.find_element(By.ID, "model-select")).first_selected_option.text
+    assert shown == ("Gone" if on_gone else "Echo")
     LLMConfig.objects.filter(pk=gone.pk).delete()
+    return user
+
+
+def test_switching_a_chat_to_a_model_deleted_in_another_tab_says_it_is_gone(asgi_server, browser, fake_openai):
+    _chat_open_then_model_deleted(browser, asgi_server.url, fake_openai.base_url, "gone-switch", on_gone=False)
 
     Select(browser.find_element(By.ID, "model-select")).select_by_visible_text("Gone")
 
@@ -78,14 +86,7 @@ def test_a_new_chat_on_a_model_deleted_in_another_tab_keeps_the_message_and_says
 
 def test_a_send_in_a_chat_whose_model_was_deleted_elsewhere_shows_the_model_that_answered(asgi_server, browser,
                                                                                           fake_openai):
-    user, config = _sign_up_with_model(browser, asgi_server.url, "gone-send", fake_url=fake_openai.base_url,
-                                       model="fake-echo", name="Echo")
-    gone = LLMConfig.objects.create(owner=user, name="Gone", base_url=fake_openai.base_url, model="fake-echo",
-                                    context_window=16_000, max_output_tokens=500)
-    conversation = Conversation.objects.create(owner=user, title="Moved", llm_config=gone)
-    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
-    assert Select(browser.find_element(By.ID, "model-select")).first_selected_option.text == "Gone"
-    LLMConfig.objects.filter(pk=gone.pk).delete()  # in another tab: the chat follows the default
+    _chat_open_then_model_deleted(browser, asgi_server.url, fake_openai.base_url, "gone-send", on_gone=True)
 
     box = browser.find_element(By.ID, "composer-input")
     box.send_keys("Hello", Keys.ENTER)

@@ -117,12 +117,17 @@ def test_a_token_name_without_spaces_wraps_in_its_card_on_a_phone(asgi_server, b
       return name.right <= card.right""")
 
 
-def test_the_default_models_switch_turned_off_is_refused_with_the_focus_on_it(asgi_server, browser, fake_openai):
-    _, config = _sign_up_with_model(browser, asgi_server.url, "default-off", fake_url=fake_openai.base_url,
-                                    model="fake-echo", name="Echo")
-    browser.get(f"{asgi_server.url}/settings/")
+def _model_card_opened(browser, url: str, fake_url: str, username: str):
+    """Settings of a new user with one model, Echo, its card's editor open: (the config, its card)."""
+    _, config = _sign_up_with_model(browser, url, username, fake_url=fake_url, model="fake-echo", name="Echo")
+    browser.get(f"{url}/settings/")
     card = browser.find_element(By.ID, f"config-{config.pk}")
     card.find_element(By.CSS_SELECTOR, ".config-edit summary").click()
+    return config, card
+
+
+def test_the_default_models_switch_turned_off_is_refused_with_the_focus_on_it(asgi_server, browser, fake_openai):
+    config, card = _model_card_opened(browser, asgi_server.url, fake_openai.base_url, "default-off")
     switch = card.find_element(By.ID, f"id_cfg{config.pk}-is_default")
     browser.execute_script("arguments[0].click()", switch)  # the input sits under its drawn track
     card.find_element(By.CSS_SELECTOR, ".config-form button[type=submit]").click()
@@ -138,11 +143,7 @@ def test_the_default_models_switch_turned_off_is_refused_with_the_focus_on_it(as
 
 
 def test_testing_a_model_with_unsaved_edits_says_it_tested_the_saved_settings(asgi_server, browser, fake_openai):
-    _, config = _sign_up_with_model(browser, asgi_server.url, "unsaved-test", fake_url=fake_openai.base_url,
-                                    model="fake-echo", name="Echo")
-    browser.get(f"{asgi_server.url}/settings/")
-    card = browser.find_element(By.ID, f"config-{config.pk}")
-    card.find_element(By.CSS_SELECTOR, ".config-edit summary").click()
+    config, card = _model_card_opened(browser, asgi_server.url, fake_openai.base_url, "unsaved-test")
     address = card.find_element(By.ID, f"id_cfg{config.pk}-base_url")
     address.clear()
     address.send_keys("http://localhost:1/v1")  # a fix being typed, not saved yet
