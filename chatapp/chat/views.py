@@ -87,6 +87,7 @@ class MessageView:
         return self.message.kind == Message.Kind.SUMMARY
 
 
+@sensitive_post_parameters("password1", "password2")  # kept out of error reports, as Django's login keeps its own
 @page_csp
 @require_http_methods(["GET", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:

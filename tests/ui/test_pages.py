@@ -306,35 +306,49 @@ def test_add_config_fills_the_window_from_the_model_name(page, user):
     assert config.api_key_last4 == "wxyz"
 
 
-@pytest.mark.parametrize("url", ["/settings/configs/new/", "config"])
-def test_a_key_posted_in_a_model_form_is_kept_out_of_error_reports(page, user, url, monkeypatch):
-    # A server error while saving (a database gone away) is reported with the request: by mail to the
-    # ADMINS, in the DEBUG page, to an error tracker. The typed key must not be in it.
+def _error_report_post(client, url: str, data: dict) -> dict:
+    """POST `data` to `url` whose saving fails with a server error (a database gone away), and the POST
+    parameters the error report then shows (mailed to the ADMINS, the DEBUG page, an error tracker)."""
     from django.core.signals import got_request_exception
     from django.views.debug import SafeExceptionReporterFilter
 
+    reported = []
+    got_request_exception.connect(lambda sender, request, **kw: reported.append(request), weak=False,
+                                  dispatch_uid="error-report")
+    client.raise_request_exception = False
+    try:
+        response = client.post(url, data)
+    finally:
+        got_request_exception.disconnect(dispatch_uid="error-report")
+    assert response.status_code == 500 and len(reported) == 1
+    return dict(SafeExceptionReporterFilter().get_post_parameters(reported[0]))
+
+
+def _broken(*_: object, **__: object) -> None:
+    raise RuntimeError("database gone away")
+
+
+@pytest.mark.parametrize("url", ["/settings/configs/new/", "config"])
+def test_a_key_posted_in_a_model_form_is_kept_out_of_error_reports(page, user, url, monkeypatch):
     if url == "config":
         url = f"/settings/configs/{_config(user).pk}/"
     prefix = "new-" if "new" in url else f"cfg{url.split('/')[-2]}-"
+    monkeypatch.setattr(config_services, "llm_config_create", _broken)
+    monkeypatch.setattr(config_services, "llm_config_update", _broken)
+    shown = _error_report_post(page, url, {
+        f"{prefix}name": "Mini", f"{prefix}base_url": "https://api.openai.com/v1", f"{prefix}model": "gpt-4o-mini",
+        f"{prefix}api_key": KEY, f"{prefix}max_output_tokens": "1000", f"{prefix}temperature": "0.3"})
+    assert KEY not in str(shown) and shown.get(f"{prefix}name") != "Mini"
 
-    def broken(**_: object) -> None:
-        raise RuntimeError("database gone away")
 
-    monkeypatch.setattr(config_services, "llm_config_create", broken)
-    monkeypatch.setattr(config_services, "llm_config_update", broken)
-    reported = []
-    got_request_exception.connect(lambda sender, request, **kw: reported.append(request), weak=False,
-                                  dispatch_uid="key-report")
-    page.raise_request_exception = False
-    try:
-        response = page.post(url, {f"{prefix}name": "Mini", f"{prefix}base_url": "https://api.openai.com/v1",
-                                   f"{prefix}model": "gpt-4o-mini", f"{prefix}api_key": KEY,
-                                   f"{prefix}max_output_tokens": "1000", f"{prefix}temperature": "0.3"})
-    finally:
-        got_request_exception.disconnect(dispatch_uid="key-report")
-    assert response.status_code == 500 and len(reported) == 1
-    shown = SafeExceptionReporterFilter().get_post_parameters(reported[0])
-    assert KEY not in str(dict(shown)) and shown.get(f"{prefix}name") != "Mini"
+def test_a_password_posted_to_sign_up_is_kept_out_of_error_reports(client, db, monkeypatch):
+    from chatapp.chat.forms import SignupForm
+
+    monkeypatch.setattr(SignupForm, "save", _broken)
+    secret = "A-long-passphrase-9931"
+    shown = _error_report_post(client, "/accounts/signup/",
+                               {"username": "newcomer", "password1": secret, "password2": secret})
+    assert secret not in str(shown)
 
 
 @pytest.mark.parametrize(
