@@ -108,6 +108,9 @@ function drawJob(job, banner) {
     const secs = jobDuration(job);
     text.append(stateChip("Done"), document.createTextNode(
       `Summary ready${secs !== null ? ` in ${formatSeconds(secs)}` : ""}${job.extractive ? " (extractive)" : ""} — the model uses it from your next message.`));
+    // A done job with a note: the model kept failing and the extractive summarizer wrote it. Said,
+    // or a summary model that is down goes unnoticed.
+    if (job.error) text.append(el("span", "job-note", job.error));
     if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
   } else if (status === "failed" && fresh) {
     banner.classList.add("is-failed");
