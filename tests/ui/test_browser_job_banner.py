@@ -84,3 +84,18 @@ def test_a_summary_written_without_the_model_says_why_the_model_failed(
     assert "internal error (500)" in banner.text
     assert "extractive summary was written instead" in banner.text
     assert console_errors(browser) == []
+
+
+def test_a_failed_summary_says_its_reason_once_in_sentences(asgi_server, browser, fake_openai, published):
+    """The endpoint refused the key (no retry): the banner read "…Check the key in Settings. An extractive
+    summary was written instead.. An extractive summary stands in meanwhile." (a second full stop
+    after the reason, and the fallback said twice)."""
+    job = _compacted_with("fail-401", browser=browser, base=asgi_server.url, fake_url=fake_openai.base_url,
+                          username="banner-refused")
+    assert (job.status, job.summary.extractive) == (SummaryJob.Status.FAILED, True)
+    banner = browser.find_element(By.ID, "job-banner")
+    _wait(browser, lambda d: "Summary failed" in banner.text)
+    assert "rejected the API key (401)" in banner.text
+    assert ".." not in banner.text
+    assert banner.text.lower().count("extractive summary") == 1
+    assert console_errors(browser) == []

@@ -115,10 +115,15 @@ function drawJob(job, banner) {
   } else if (status === "failed" && fresh) {
     banner.classList.add("is-failed");
     banner.append(icon("alert"));
-    text.append(stateChip("Failed"), document.createTextNode(`Summary failed: ${job.error || "unknown reason"}. `));
-    text.append(el("span", "job-note", job.summary_id
-      ? "An extractive summary stands in meanwhile."
-      : "The chat falls back to truncation; nothing is lost."));
+    // The worker's reasons are sentences already ("… Check the key in Settings."): no second full stop.
+    const reason = job.error || "unknown reason";
+    text.append(stateChip("Failed"), document.createTextNode(`Summary failed: ${reason}${/[.!?]$/.test(reason) ? "" : "."} `));
+    // A reason given with an extractive summary says that it was written (summary_runner): not twice.
+    if (!job.summary_id || !job.error) {
+      text.append(el("span", "job-note", job.summary_id
+        ? "An extractive summary stands in meanwhile."
+        : "The chat falls back to truncation; nothing is lost."));
+    }
     if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
   } else if (status === "cancelled" && job.id === state.watchedJobId) {
     banner.classList.add("is-muted");
