@@ -83,7 +83,7 @@ def dashboard_summary_details(*, conversation: Conversation, summaries: list[dic
         j["summary_id"]: j
         for j in SummaryJob.objects.filter(conversation=conversation, summary_id__in=ids).values(
             "id", "summary_id", "model", "cost_usd", "prompt_tokens", "completion_tokens", "trigger",
-            "started_at", "finished_at",
+            "started_at", "finished_at", "error",
         )
     }
     used = dict(
@@ -115,6 +115,9 @@ def dashboard_summary_details(*, conversation: Conversation, summaries: list[dic
             "model": model,
             "job_id": job["id"] if job else None,
             "trigger": job["trigger"] if job else None,
+            # Why the job wrote it without the model (the model kept failing, or refused): the
+            # extractive fallback's note (summary_runner), "" for a summary the model wrote.
+            "job_note": job["error"] if job else "",
             "duration_s": duration,
             "prompt_tokens": job["prompt_tokens"] if job else None,
             "completion_tokens": job["completion_tokens"] if job else None,
