@@ -132,6 +132,7 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{summaries['extractive']} extractive · {summaries['discarded']} discarded"
                 # requests sent with a truncated window (a cut, or the window an earlier cut left)
                 f" · {_plural(strat['truncate'], 'request')} truncated" + _recall_detail(h["recall"])
+                + _failed_detail(summaries)
             ),
         },
     ]
@@ -173,6 +174,14 @@ def _recall_detail(recall: dict[str, Any]) -> str:
         f" · {_plural(recall['messages'], 'message')} recalled on {_plural(recall['turns'], 'turn')}"
         f" ({_tokens(recall['tokens'])} tokens)"
     )
+
+
+def _failed_detail(summaries: dict[str, Any]) -> str:
+    """Summary jobs that failed, with the latest one's reason (a sentence, as the worker wrote it)."""
+    if not summaries["jobs_failed"]:
+        return ""
+    reason = summaries["latest_failure"]
+    return f" · {_plural(summaries['jobs_failed'], 'summary job')} failed" + (f": {reason}" if reason else "")
 
 
 def _with_meters(cards: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -72,6 +72,7 @@ class SummaryTotalsSerializer(serializers.Serializer):
     jobs = _int()
     jobs_done = _int()
     jobs_failed = _int()
+    latest_failure = _str(allow_null=True, help_text="The latest failed summary job's reason (null: none failed)")
 
 
 class UsageSerializer(serializers.Serializer):
