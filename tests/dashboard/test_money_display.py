@@ -14,6 +14,7 @@ from chatapp.dashboard.pages import MINUS, _cards
 
 def _headline(gross: float | None, summary: float) -> dict:
     return {
+        "turns": 1,
         "tokens": {"full": 0, "sent": 0, "saved": 0, "saved_share": 0.0, "dropped": 0, "summarized": 0,
                    "dropped_unmeasured": 0},
         "money": {"full_usd": gross or 0.0, "sent_usd": 0.0, "gross_saved_usd": gross, "summary_cost_usd": summary,

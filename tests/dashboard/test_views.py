@@ -312,3 +312,14 @@ def test_a_summary_job_that_failed_is_counted_with_its_reason(owner_client, user
     assert "1 summary job failed: Gave up after 4 attempts (the worker stopped or the model kept failing)." in page
     assert owner_client.get(api(c.pk)).json()["summaries"]["latest_failure"] == (
         "Gave up after 4 attempts (the worker stopped or the model kept failing).")
+
+
+def test_the_cards_of_a_chat_or_an_account_with_no_request_say_so(owner_client, user):
+    """With no request the cards read "0% of 0 full-history tokens: 0 replaced by summaries or compressed
+    · 0 dropped with no summary" and "— saved - $0 summarizing": figures of nothing, where the usage
+    card beside them already said "No request yet"."""
+    c = make_conversation(owner=user, title="Nothing sent")
+    for page in (f"/c/{c.pk}/dashboard/", "/dashboard/"):
+        body = owner_client.get(page).content.decode()
+        assert "0% of 0" not in body and "— saved" not in body
+        assert body.count("No request yet") >= 2
