@@ -220,6 +220,8 @@ class RecordSerializer(serializers.Serializer):
     cost_full_usd = _float(allow_null=True)
     recall_tokens = _int()
     recall_message_count = _int()
+    reply_status = _str(allow_null=True, help_text="How the turn's reply ended: complete, stopped, error (failed "
+                                                   "or interrupted) or streaming; null: no reply opened")
 
 
 class RecordDetailSerializer(RecordSerializer):
