@@ -94,7 +94,11 @@ export async function loadSummaries() {
   }
   state.summariesOffset += data.results.length;
   ul.dataset.count = data.count;
+  const pressed = document.activeElement === btn;
   btn.hidden = !data.next;
+  // The oldest listed hides the button pressed: the keyboard's focus goes to the first summary it
+  // brought, not to the page's start.
+  if (pressed && btn.hidden && data.results.length) focusSummary(data.results[0].id);
 }
 
 export function reloadSummaries() {
