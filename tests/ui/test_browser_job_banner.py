@@ -99,3 +99,21 @@ def test_a_failed_summary_says_its_reason_once_in_sentences(asgi_server, browser
     assert ".." not in banner.text
     assert banner.text.lower().count("extractive summary") == 1
     assert console_errors(browser) == []
+
+
+def test_a_summary_retrying_after_a_failed_attempt_says_why_it_waits(asgi_server, browser):
+    """Between attempts a job is queued again, with why: the banner read only "Summary queued — the
+    chat keeps working meanwhile." for as long as the retries took (up to a minute each)."""
+    _sign_up(browser, asgi_server.url, "banner-retry")
+    user = get_user_model().objects.get(username="banner-retry")
+    conversation = Conversation.objects.create(owner=user, title="Retrying")
+    seed_messages(conversation, 4)
+    SummaryJob.objects.create(
+        conversation=conversation, status=SummaryJob.Status.QUEUED, attempts=1,
+        error="Attempt 1 failed: The model endpoint had an internal error (500). Retry in a moment. Retrying in 2.0 s.",
+    )
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    banner = browser.find_element(By.ID, "job-banner")
+    _wait(browser, lambda d: "Summary queued" in banner.text)
+    assert "Attempt 1 failed: The model endpoint had an internal error (500)" in banner.text
+    assert console_errors(browser) == []

@@ -90,6 +90,9 @@ function drawJob(job, banner) {
         : stuck ? "The job queue is unreachable; the summary starts as soon as it is back."
           : "Summary queued — the chat keeps working meanwhile."));
     if (job.instructions) text.append(el("span", "job-note", `Instructions: “${job.instructions}”`));
+    // Queued again after a failed attempt: why it waits (the worker's note, with the wait; a running
+    // job may still hold the note of the attempt before, no longer news).
+    if (status === "queued" && job.error) text.append(el("span", "job-note", job.error));
   } else if (status === "awaiting") {
     banner.classList.add("is-ask");
     banner.append(icon("compress"));
