@@ -176,9 +176,10 @@ def conversation_compact(*, conversation: Conversation, instructions: str = "") 
     """"Compact now" / `/compact [instructions]`: summarize at once, whatever the quota.
 
     A job waiting for confirmation is confirmed (with the instructions); a job that is queued becomes
-    this compaction (with the instructions); a running compaction is returned as is; otherwise a manual
-    job is created, unless there is nothing to summarize or an automatic summary is being written
-    (ValidationError: the request is refused, not queued to be cancelled or lost).
+    this compaction (with the instructions); a running compaction is returned as is (asked other
+    instructions, it refuses them); otherwise a manual job is created, unless there is nothing to
+    summarize or an automatic summary is being written (ValidationError: the request is refused, not
+    queued to be cancelled or lost).
     """
     instructions = _clean_instructions(instructions)
     with transaction.atomic():
@@ -209,6 +210,14 @@ def _compact_locked(*, conversation: Conversation, instructions: str) -> Summary
             # moves no window; handing it back would drop this compaction and its instructions unsaid.
             raise ValidationError(
                 "An automatic summary is being written right now: compact again once it is done (in a moment).",
+                code="busy",
+            )
+        if job is not None and job.status == Status.RUNNING and instructions and instructions != job.instructions:
+            # A compaction being written keeps its own instructions: handing it back would clear the
+            # box and lose these ones unsaid (a second click asking nothing new still gets it).
+            asked = f"with other instructions (“{job.instructions}”)" if job.instructions else "without instructions"
+            raise ValidationError(
+                f"A compaction is being written right now {asked}: compact again once it is done (in a moment).",
                 code="busy",
             )
         if job is not None:

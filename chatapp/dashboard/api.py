@@ -172,6 +172,7 @@ class DashboardSummaryListApi(_ConversationPageApi):
         completion_tokens = serializers.IntegerField(allow_null=True)
         trigger = serializers.CharField(allow_null=True)
         job_id = serializers.IntegerField(allow_null=True)
+        job_note = serializers.CharField(help_text="Why the job wrote the summary without the model (\"\": it did not)")
         used_by_requests = serializers.IntegerField()
         created_at = serializers.DateTimeField()
         number = serializers.IntegerField(allow_null=True, help_text="1-based order among the conversation's summaries")

@@ -30,7 +30,9 @@ class _Echo:
 _JSON_COLUMNS = ("scores", "sent", "dropped_ranges", "stats")
 
 
-CSV_COLUMNS: tuple[str, ...] = ("turn", *RECORD_LIST_FIELDS, "tokens_saved", "on_active_path", *_JSON_COLUMNS)
+CSV_COLUMNS: tuple[str, ...] = (
+    "turn", *RECORD_LIST_FIELDS, "tokens_saved", "on_active_path", "reply_status", *_JSON_COLUMNS,
+)
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -34,7 +34,7 @@ def _record_page(*, conversation_id: int, after_id: int, limit: int) -> list[dic
     return list(
         OptimizationRecord.objects.filter(conversation_id=conversation_id, id__gt=after_id)
         .order_by("id")
-        .values(*EXPORT_FIELDS, "reply__superseded")[:limit]
+        .values(*EXPORT_FIELDS, "reply__superseded", "reply__status")[:limit]
     )
 
 
@@ -71,6 +71,7 @@ async def dashboard_record_chunks(
             # As the records API and the turn list say it ("other branch"): an edit, a regenerate or
             # a branch switch took the turn's reply off the active path (no reply yet: on it).
             row["on_active_path"] = not row.pop("reply__superseded")
+            row["reply_status"] = row.pop("reply__status")  # as the records API says it
             rows.append(ExportRow(turn=turn, data=row))
         yield rows
         after_id = page[-1]["id"]

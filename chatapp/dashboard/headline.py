@@ -85,6 +85,13 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
                 "strategy", "provider_prompt_tokens", "estimated", "created_at")
         .first()
     )
+    # Why the latest failed job failed: one that wrote no summary is otherwise told only by the chat
+    # page's banner, at the time.
+    latest_failure = (
+        SummaryJob.objects.filter(conversation=conversation, status=SummaryJob.Status.FAILED)
+        .order_by("-id").values_list("error", flat=True).first()
+        if jobs["failed"] else None
+    )
     summary_cost = as_float(jobs["cost"]) or 0.0
     # Nothing priced (a local model the registry has no price for) or billed (every request refused
     # by the endpoint): the saving is unknown, not minus what summarizing cost.
@@ -131,6 +138,7 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
             "jobs": jobs["jobs"],
             "jobs_done": jobs["done"],
             "jobs_failed": jobs["failed"],
+            "latest_failure": latest_failure or None,
         },
         "usage": None if latest is None else {
             "record_id": latest["id"],

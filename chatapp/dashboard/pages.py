@@ -19,6 +19,8 @@ from chatapp.dashboard.overview import dashboard_overview
 
 MINUS = "\u2212"
 
+NO_REQUEST = "No request yet"
+
 
 def _tokens(n: int | None) -> str:
     if n is None:
@@ -94,7 +96,7 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
         if prices.get("cached_input") is not None:
             price_note += f", cached {_per_million(prices['cached_input'])}"
     gross_label, summary_label, net_label, net_shown = _net_saved(money["gross_saved_usd"], money["summary_cost_usd"])
-    cards = [
+    cards = _quiet_when_empty(h["turns"], [
         {
             "key": "tokens",
             "label": "Tokens not sent",
@@ -132,9 +134,10 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{summaries['extractive']} extractive · {summaries['discarded']} discarded"
                 # requests sent with a truncated window (a cut, or the window an earlier cut left)
                 f" · {_plural(strat['truncate'], 'request')} truncated" + _recall_detail(h["recall"])
+                + _failed_detail(summaries)
             ),
         },
-    ]
+    ], summarizing=money["summary_cost_usd"])
     if usage:
         cards.append({
             "key": "usage",
@@ -146,7 +149,7 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
             "tone": "bad" if (usage["ratio"] or 0) > 1 else ("warn" if (usage["ratio"] or 0) > 0.8 else ""),
         })
     else:
-        cards.append({"key": "usage", "label": "Current usage", "value": "—", "detail": "No request yet"})
+        cards.append({"key": "usage", "label": "Current usage", "value": "—", "detail": NO_REQUEST})
     if acc:
         # One claim per figure: the value is how close each request's count was (bounded: a provider
         # that counts very differently gives "—", not a negative accuracy); the detail adds the totals.
@@ -173,6 +176,26 @@ def _recall_detail(recall: dict[str, Any]) -> str:
         f" · {_plural(recall['messages'], 'message')} recalled on {_plural(recall['turns'], 'turn')}"
         f" ({_tokens(recall['tokens'])} tokens)"
     )
+
+
+def _quiet_when_empty(turns: int, cards: list[dict[str, Any]], *, summarizing: float) -> list[dict[str, Any]]:
+    """With no request yet, the token and money cards say so, as the usage card does, instead of
+    figures of nothing ("0% of 0 full-history tokens", "— saved - $0 summarizing"); the money card
+    keeps its figures where summarizing cost something all the same (a chat imported, then compacted)."""
+    if turns:
+        return cards
+    for card in cards:
+        if card["key"] == "tokens" or (card["key"] == "money" and not summarizing):
+            card.update(detail=NO_REQUEST, meter=None, tone="")
+    return cards
+
+
+def _failed_detail(summaries: dict[str, Any]) -> str:
+    """Summary jobs that failed, with the latest one's reason (a sentence, as the worker wrote it)."""
+    if not summaries["jobs_failed"]:
+        return ""
+    reason = summaries["latest_failure"]
+    return f" · {_plural(summaries['jobs_failed'], 'summary job')} failed" + (f": {reason}" if reason else "")
 
 
 def _with_meters(cards: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -228,7 +251,7 @@ def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
     # As on a conversation's card: the gross saving is unknown ("—") when no request was priced.
     gross = None if money["net_saved_usd"] is None else money["full_usd"] - money["sent_usd"]
     gross_label, summary_label, net_label, net_shown = _net_saved(gross, money["summary_cost_usd"])
-    cards = [
+    cards = _quiet_when_empty(overview["turns"], [
         {"key": "tokens", "label": "Tokens not sent", "value": _tokens(overview["tokens"]["saved"]),
          "detail": f"{_pct(overview['tokens']['saved_share'])} of {_tokens(overview['tokens']['full'])}: "
                    f"{_tokens(overview['tokens']['summarized'])} replaced by summaries or compressed · "
@@ -244,7 +267,7 @@ def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
         {"key": "turns", "label": "Requests", "value": f"{overview['turns']:,}",
          "detail": f"{overview['optimized_turns']:,} optimized · "
                    f"{_plural(overview['conversations_with_records'], 'conversation')} with requests"},
-    ]
+    ], summarizing=money["summary_cost_usd"] + money["summary_cost_other_usd"])
     subtitle = f"{_plural(overview['conversations'], 'conversation')} · {_plural(overview['turns'], 'request')}"
     return render(request, "dashboard/overview.html", {
         "overview": overview, "cards": _with_meters(cards), "top": top, "subtitle": subtitle,

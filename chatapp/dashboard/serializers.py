@@ -72,6 +72,7 @@ class SummaryTotalsSerializer(serializers.Serializer):
     jobs = _int()
     jobs_done = _int()
     jobs_failed = _int()
+    latest_failure = _str(allow_null=True, help_text="The latest failed summary job's reason (null: none failed)")
 
 
 class UsageSerializer(serializers.Serializer):
@@ -219,6 +220,8 @@ class RecordSerializer(serializers.Serializer):
     cost_full_usd = _float(allow_null=True)
     recall_tokens = _int()
     recall_message_count = _int()
+    reply_status = _str(allow_null=True, help_text="How the turn's reply ended: complete, stopped, error (failed "
+                                                   "or interrupted) or streaming; null: no reply opened")
 
 
 class RecordDetailSerializer(RecordSerializer):

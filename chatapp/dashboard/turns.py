@@ -38,12 +38,15 @@ def dashboard_record_page(*, conversation: Conversation, offset: int, limit: int
     in turn order, reached through their turn block (no rows skipped)."""
     turns = dashboard_totals_get(conversation=conversation).turns
     rows = dashboard_record_rows(
-        conversation=conversation, offset=offset, limit=limit, fields=(*RECORD_LIST_FIELDS, "reply__superseded")
+        conversation=conversation, offset=offset, limit=limit,
+        fields=(*RECORD_LIST_FIELDS, "reply__superseded", "reply__status"),
     )
     for row in rows:
         # A turn whose reply an edit, a regenerate or a branch switch took off the active path (issue
         # 13): its cost was paid and stays in the totals, but its context was another branch's.
         row["on_active_path"] = not row.pop("reply__superseded")
+        # A turn whose reply failed reads otherwise like one answered: say how it ended.
+        row["reply_status"] = row.pop("reply__status")
     return turns, rows
 
 
@@ -83,7 +86,7 @@ def dashboard_summary_details(*, conversation: Conversation, summaries: list[dic
         j["summary_id"]: j
         for j in SummaryJob.objects.filter(conversation=conversation, summary_id__in=ids).values(
             "id", "summary_id", "model", "cost_usd", "prompt_tokens", "completion_tokens", "trigger",
-            "started_at", "finished_at",
+            "started_at", "finished_at", "error",
         )
     }
     used = dict(
@@ -115,6 +118,9 @@ def dashboard_summary_details(*, conversation: Conversation, summaries: list[dic
             "model": model,
             "job_id": job["id"] if job else None,
             "trigger": job["trigger"] if job else None,
+            # Why the job wrote it without the model (the model kept failing, or refused): the
+            # extractive fallback's note (summary_runner), "" for a summary the model wrote.
+            "job_note": job["error"] if job else "",
             "duration_s": duration,
             "prompt_tokens": job["prompt_tokens"] if job else None,
             "completion_tokens": job["completion_tokens"] if job else None,
@@ -290,6 +296,10 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
             "turn": dashboard_record_turn(conversation=conversation, record_id=record.pk),
             "created_at": record.created_at.isoformat(),
             "reply_id": record.reply_id,
+            "reply_status": (
+                Message.objects.filter(pk=record.reply_id).values_list("status", flat=True).first()
+                if record.reply_id else None
+            ),
             "preference": record.preference,
             "model": record.model,
             "context_window": record.context_window,

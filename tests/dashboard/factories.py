@@ -58,14 +58,14 @@ def make_record(*, conversation: Conversation, tokens_full: int, tokens_sent: in
 
 
 def make_job(*, conversation: Conversation, summary: Message | None, cost: str | None, seconds: float = 2.0,
-             **fields: Any) -> SummaryJob:
+             status: str = SummaryJob.Status.DONE, **fields: Any) -> SummaryJob:
     from datetime import timedelta
 
     from django.utils import timezone
 
     finished = timezone.now()
     return SummaryJob.objects.create(
-        conversation=conversation, status=SummaryJob.Status.DONE, summary=summary,
+        conversation=conversation, status=status, summary=summary,
         cost_usd=Decimal(cost) if cost is not None else None,
         started_at=finished - timedelta(seconds=seconds), finished_at=finished, **fields,
     )

@@ -14,12 +14,13 @@ from chatapp.dashboard.pages import MINUS, _cards
 
 def _headline(gross: float | None, summary: float) -> dict:
     return {
+        "turns": 1,
         "tokens": {"full": 0, "sent": 0, "saved": 0, "saved_share": 0.0, "dropped": 0, "summarized": 0,
                    "dropped_unmeasured": 0},
         "money": {"full_usd": gross or 0.0, "sent_usd": 0.0, "gross_saved_usd": gross, "summary_cost_usd": summary,
                   "net_saved_usd": None if gross is None else gross - summary, "unpriced_records": 0,
                   "refused_turns": 0, "prices": None},
-        "summaries": {"made": 0, "extractive": 0, "discarded": 0},
+        "summaries": {"made": 0, "extractive": 0, "discarded": 0, "jobs_failed": 0},
         "strategies": {"truncate": 0},
         "recall": {"turns": 0},
         "usage": None,

@@ -296,3 +296,30 @@ def test_an_archived_chat_in_the_overview_is_marked_archived(owner_client, small
     Conversation.objects.filter(pk=small.conversation.pk).update(archived_at=None)
     assert owner_client.get("/api/dashboard/overview/").json()["top"][0]["archived"] is False
     assert "Archived</span>" not in owner_client.get("/dashboard/").content.decode()
+
+
+def test_a_summary_job_that_failed_is_counted_with_its_reason(owner_client, user):
+    """A job that gave up wrote no summary: the dashboard said "Summaries made 0" and nothing else, so
+    why the chat went on truncating was told only by a banner on the chat page at the time."""
+    from chatapp.chat.models import SummaryJob
+    from tests.dashboard.factories import make_job
+
+    c = make_conversation(owner=user, title="Gave up")
+    make_record(conversation=c, tokens_full=900, tokens_sent=400, strategy="summarize", triggered=True)
+    make_job(conversation=c, summary=None, cost=None, status=SummaryJob.Status.FAILED,
+             error="Gave up after 4 attempts (the worker stopped or the model kept failing).")
+    page = owner_client.get(f"/c/{c.pk}/dashboard/").content.decode()
+    assert "1 summary job failed: Gave up after 4 attempts (the worker stopped or the model kept failing)." in page
+    assert owner_client.get(api(c.pk)).json()["summaries"]["latest_failure"] == (
+        "Gave up after 4 attempts (the worker stopped or the model kept failing).")
+
+
+def test_the_cards_of_a_chat_or_an_account_with_no_request_say_so(owner_client, user):
+    """With no request the cards read "0% of 0 full-history tokens: 0 replaced by summaries or compressed
+    · 0 dropped with no summary" and "— saved - $0 summarizing": figures of nothing, where the usage
+    card beside them already said "No request yet"."""
+    c = make_conversation(owner=user, title="Nothing sent")
+    for page in (f"/c/{c.pk}/dashboard/", "/dashboard/"):
+        body = owner_client.get(page).content.decode()
+        assert "0% of 0" not in body and "— saved" not in body
+        assert body.count("No request yet") >= 2

@@ -395,3 +395,26 @@ def test_the_question_wraps_in_a_tablets_narrow_column(asgi_server, browser, fak
     actions = banner.find_element(By.CSS_SELECTOR, ".job-actions").rect
     assert actions["y"] >= words["y"] + words["height"] - 1 and words["width"] > 300
     assert browser.execute_script("return document.documentElement.scrollWidth") <= 800
+
+
+def test_compact_typed_with_a_capital_compacts_as_the_menu_and_the_server_read_it(
+    asgi_server, browser, fake_openai, published
+):
+    """"/Compact" (a phone's keyboard capitalizes the first letter) was listed by the "/" menu as
+    /compact, and the server reads it so, but the composer sent it to the model as a message."""
+    base = asgi_server.url
+    _, conversation = _seeded_chat(browser, base, "capital-compact", title="Capital", fake_url=fake_openai.base_url)
+    browser.get(f"{base}/c/{conversation.pk}/")
+    _wait(browser, lambda d: "/" in d.find_element(By.ID, "gauge-text").text)
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("/Compact")
+    _wait(browser, lambda d: d.find_element(By.ID, "slash-menu").is_displayed())
+    box.send_keys(" keep the SQL")
+    box.send_keys(Keys.ENTER)
+
+    _wait(browser, lambda d: _banner_status(d) in {"pending", "queued", "running"})
+    job = SummaryJob.objects.get(conversation=conversation)
+    assert (job.trigger, job.instructions) == (SummaryJob.Trigger.MANUAL, "keep the SQL")
+    assert not Message.objects.filter(conversation=conversation, content__icontains="compact").exists()
+    assert box.get_attribute("value") == ""
+    assert console_errors(browser) == []

@@ -8,7 +8,10 @@ from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 
 from chatapp.chat.models import Conversation, Message, SummaryJob
+from chatapp.chat.summary_runner import summary_job_run
+from chatapp.chat.summary_services import conversation_compact
 from tests.support.browser import console_errors
+from tests.support.chat import make_config, seed_messages
 from tests.ui.test_browser import _sign_up, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -48,4 +51,69 @@ def test_a_running_summary_is_announced_once_not_at_every_poll(asgi_server, brow
     SummaryJob.objects.filter(pk=job.pk).update(status=SummaryJob.Status.FAILED, error="The model was down.")
     _wait(browser, lambda d: "Summary failed" in banner.text, timeout=30)
     assert browser.execute_script("return window.__drawn") > 0
+    assert console_errors(browser) == []
+
+
+def _compacted_with(model: str, *, browser, base: str, fake_url: str, username: str) -> SummaryJob:
+    """A chat of 12 messages on a model of the fake endpoint, compacted by the real runner (the model
+    called, then the extractive fallback); its page opened just after."""
+    _sign_up(browser, base, username)
+    user = get_user_model().objects.get(username=username)
+    config = make_config(user, fake_url, model=model)
+    conversation = Conversation.objects.create(owner=user, title="Compacted", llm_config=config)
+    seed_messages(conversation, 12)
+    job = conversation_compact(conversation=conversation, instructions="keep the numbers")
+    while summary_job_run(job_id=job.pk).status == "retry":
+        pass
+    browser.get(f"{base}/c/{conversation.pk}/")
+    job.refresh_from_db()
+    return job
+
+
+def test_a_summary_written_without_the_model_says_why_the_model_failed(
+    asgi_server, browser, fake_openai, published, settings
+):
+    """The model failed on every attempt and the extractive summarizer wrote the summary: the banner
+    said only "Summary ready in 0.1 s (extractive)", so a summary model that is down went unnoticed."""
+    settings.SUMMARY_MAX_RETRIES = 1
+    job = _compacted_with("fail-500", browser=browser, base=asgi_server.url, fake_url=fake_openai.base_url,
+                          username="banner-fallback")
+    assert (job.status, job.summary.extractive) == (SummaryJob.Status.DONE, True)
+    banner = browser.find_element(By.ID, "job-banner")
+    _wait(browser, lambda d: "Summary ready" in banner.text)
+    assert "internal error (500)" in banner.text
+    assert "extractive summary was written instead" in banner.text
+    assert console_errors(browser) == []
+
+
+def test_a_failed_summary_says_its_reason_once_in_sentences(asgi_server, browser, fake_openai, published):
+    """The endpoint refused the key (no retry): the banner read "…Check the key in Settings. An extractive
+    summary was written instead.. An extractive summary stands in meanwhile." (a second full stop
+    after the reason, and the fallback said twice)."""
+    job = _compacted_with("fail-401", browser=browser, base=asgi_server.url, fake_url=fake_openai.base_url,
+                          username="banner-refused")
+    assert (job.status, job.summary.extractive) == (SummaryJob.Status.FAILED, True)
+    banner = browser.find_element(By.ID, "job-banner")
+    _wait(browser, lambda d: "Summary failed" in banner.text)
+    assert "rejected the API key (401)" in banner.text
+    assert ".." not in banner.text
+    assert banner.text.lower().count("extractive summary") == 1
+    assert console_errors(browser) == []
+
+
+def test_a_summary_retrying_after_a_failed_attempt_says_why_it_waits(asgi_server, browser):
+    """Between attempts a job is queued again, with why: the banner read only "Summary queued — the
+    chat keeps working meanwhile." for as long as the retries took (up to a minute each)."""
+    _sign_up(browser, asgi_server.url, "banner-retry")
+    user = get_user_model().objects.get(username="banner-retry")
+    conversation = Conversation.objects.create(owner=user, title="Retrying")
+    seed_messages(conversation, 4)
+    SummaryJob.objects.create(
+        conversation=conversation, status=SummaryJob.Status.QUEUED, attempts=1,
+        error="Attempt 1 failed: The model endpoint had an internal error (500). Retry in a moment. Retrying in 2.0 s.",
+    )
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    banner = browser.find_element(By.ID, "job-banner")
+    _wait(browser, lambda d: "Summary queued" in banner.text)
+    assert "Attempt 1 failed: The model endpoint had an internal error (500)" in banner.text
     assert console_errors(browser) == []

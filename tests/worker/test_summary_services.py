@@ -100,6 +100,22 @@ def test_instructions_reach_a_job_that_has_not_started(owner, long_conversation,
     assert job.instructions == "keep the invoice numbers"
 
 
+def test_other_instructions_while_a_compaction_is_written_are_refused_not_dropped(owner, long_conversation, published):
+    """`/compact keep the SQL` while an earlier `/compact keep ids` was being written answered 202 with
+    that job: the page said "Compacting with your instructions." and cleared the box, and the new
+    instructions were lost. They are refused now, so the page gives them back; a second click that
+    asks nothing new still gets the running job."""
+    conversation = long_conversation(config=None)
+    job = conversation_compact(conversation=conversation, instructions="keep ids")
+    SummaryJob.objects.filter(pk=job.pk).update(status=SummaryJob.Status.RUNNING, attempts=1)
+    with pytest.raises(ValidationError, match="keep ids"):
+        conversation_compact(conversation=conversation, instructions="keep the SQL")
+    job.refresh_from_db()
+    assert job.instructions == "keep ids"
+    assert conversation_compact(conversation=conversation, instructions="").pk == job.pk
+    assert conversation_compact(conversation=conversation, instructions="keep ids").pk == job.pk
+
+
 def test_offline_run_writes_extractive_summary_of_the_evicted_span_only(owner, long_conversation, published):
     conversation = long_conversation(config=None, rounds=10, window_rounds=3)
     replies = list(conversation.messages.filter(role="assistant").order_by("id"))

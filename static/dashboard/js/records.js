@@ -1,7 +1,7 @@
 /* The requests table (paginated API, newest first). */
 import { api, getJSON, state } from "./state.js";
 import { markSelected, selectTurn } from "./turn.js";
-import { fmt, h, nf, percent, strategyBadge } from "./util.js";
+import { fmt, h, nf, percent, replyBadge, strategyBadge } from "./util.js";
 
 export const PAGE = 15;
 
@@ -19,7 +19,8 @@ export async function loadRecords(offset, limit = PAGE) {
       h("td", { text: nf.format(r.turn) }),
       h("td", { class: "l" }, strategyBadge(r.strategy, r.tokens_saved > 0),
         r.on_active_path ? null : h("span", { class: "badge badge--muted", text: "other branch",
-          title: "This turn's reply is on another branch of the chat; its tokens and cost still count." })),
+          title: "This turn's reply is on another branch of the chat; its tokens and cost still count." }),
+        replyBadge(r.reply_status)),
       h("td", { text: fmt(r.tokens_full) }),
       h("td", { text: fmt(r.tokens_sent) }),
       h("td", { text: percent(r.tokens_saved, r.tokens_full) }),

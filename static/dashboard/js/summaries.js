@@ -15,6 +15,7 @@ export function summaryItem(sm, inUse) {
       sm.covered_message_count ? ` (${nf.format(sm.covered_message_count)} messages)` : ""),
     sm.source_chars ? h("span", { text: `${fmt(sm.source_chars)} → ${fmt(sm.summary_chars)} characters` }) : null,
     h("span", { text: sm.extractive ? "Extractive (no model)" : "Model: " + (sm.model || "—") }),
+    sm.job_note ? h("span", { class: "dash-summary-note", text: sm.job_note }) : null,
     h("span", { text: "Job " + duration + " · " + (sm.cost_usd === null ? "no cost" : usd(sm.cost_usd)) }),
     h("span", { text: `Used by ${nf.format(sm.used_by_requests)} request${sm.used_by_requests === 1 ? "" : "s"}` }));
   const more = h("button", { type: "button", class: "dash-more", text: "Show all",
@@ -93,7 +94,11 @@ export async function loadSummaries() {
   }
   state.summariesOffset += data.results.length;
   ul.dataset.count = data.count;
+  const pressed = document.activeElement === btn;
   btn.hidden = !data.next;
+  // The oldest listed hides the button pressed: the keyboard's focus goes to the first summary it
+  // brought, not to the page's start.
+  if (pressed && btn.hidden && data.results.length) focusSummary(data.results[0].id);
 }
 
 export function reloadSummaries() {

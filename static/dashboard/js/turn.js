@@ -13,6 +13,9 @@ async function recordIdOf(turn) {
   return page.results[0].id;
 }
 
+// How a turn whose reply did not come whole ended (its figures read otherwise like an answered one's).
+const REPLY_ENDED = { error: "Reply failed (the chat shows why)", stopped: "Reply stopped" };
+
 /** Show turn `turn` in "What the model saw"; `say`: a screen reader is told which (not at the page's load). */
 export async function selectTurn(turn, { say = true } = {}) {
   const s = state.series;
@@ -38,6 +41,7 @@ export async function selectTurn(turn, { say = true } = {}) {
   const r = data.record;
   const meta = h("div", { class: "dash-turnmeta" },
     h("span", null, strategyBadge(r.strategy, r.tokens_sent < r.tokens_full), r.triggered ? " triggered" : ""),
+    REPLY_ENDED[r.reply_status] ? h("span", { class: "dash-reply-ended", text: REPLY_ENDED[r.reply_status] }) : null,
     h("span", null, "Sent ", h("b", { text: nf.format(r.tokens_sent) }), " / budget " + nf.format(r.budget)),
     h("span", null, "Full history ", h("b", { text: nf.format(r.tokens_full) })),
     h("span", null, "Messages ", h("b", { text: `${nf.format(r.messages_after)} of ${nf.format(r.messages_before)}` })),

@@ -169,6 +169,13 @@ export function strategyBadge(strategy, saved) {
   return h("span", { class: "dash-badge st-" + label, text: label });
 }
 
+// A turn whose reply did not come whole: it failed (or was interrupted), or was stopped (null:
+// answered, or still being written).
+export function replyBadge(status) {
+  const label = { error: "reply failed", stopped: "reply stopped" }[status];
+  return label ? h("span", { class: "badge " + (status === "error" ? "badge--danger" : "badge--muted"), text: label }) : null;
+}
+
 // The point under the pointer, from a chart's geometry (the nearest by turn number).
 export function turnIndexAt(evt, el, { W, left, pw, v }) {
   const r = el.getBoundingClientRect();

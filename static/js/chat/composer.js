@@ -63,7 +63,9 @@ let unanswered = null;
 
 export async function sendMessage(content, { keepDraft = false, parent = null } = {}) {
   clearComposerError();
-  const compact = content.match(/^\/compact(?:\s+([\s\S]*))?$/);
+  // Read as the server reads it (summary_services.compact_command_parse) and the "/" menu lists it: in
+  // any case ("/Compact", as a phone's keyboard capitalizes it), white space around it.
+  const compact = content.match(/^\s*\/compact(?:\s+([\s\S]*))?$/i);
   if (compact) {
     input.value = "";
     autosize();

@@ -90,6 +90,9 @@ function drawJob(job, banner) {
         : stuck ? "The job queue is unreachable; the summary starts as soon as it is back."
           : "Summary queued — the chat keeps working meanwhile."));
     if (job.instructions) text.append(el("span", "job-note", `Instructions: “${job.instructions}”`));
+    // Queued again after a failed attempt: why it waits (the worker's note, with the wait; a running
+    // job may still hold the note of the attempt before, no longer news).
+    if (status === "queued" && job.error) text.append(el("span", "job-note", job.error));
   } else if (status === "awaiting") {
     banner.classList.add("is-ask");
     banner.append(icon("compress"));
@@ -108,14 +111,22 @@ function drawJob(job, banner) {
     const secs = jobDuration(job);
     text.append(stateChip("Done"), document.createTextNode(
       `Summary ready${secs !== null ? ` in ${formatSeconds(secs)}` : ""}${job.extractive ? " (extractive)" : ""} — the model uses it from your next message.`));
+    // A done job with a note: the model kept failing and the extractive summarizer wrote it. Said,
+    // or a summary model that is down goes unnoticed.
+    if (job.error) text.append(el("span", "job-note", job.error));
     if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
   } else if (status === "failed" && fresh) {
     banner.classList.add("is-failed");
     banner.append(icon("alert"));
-    text.append(stateChip("Failed"), document.createTextNode(`Summary failed: ${job.error || "unknown reason"}. `));
-    text.append(el("span", "job-note", job.summary_id
-      ? "An extractive summary stands in meanwhile."
-      : "The chat falls back to truncation; nothing is lost."));
+    // The worker's reasons are sentences already ("… Check the key in Settings."): no second full stop.
+    const reason = job.error || "unknown reason";
+    text.append(stateChip("Failed"), document.createTextNode(`Summary failed: ${reason}${/[.!?]$/.test(reason) ? "" : "."} `));
+    // A reason given with an extractive summary says that it was written (summary_runner): not twice.
+    if (!job.summary_id || !job.error) {
+      text.append(el("span", "job-note", job.summary_id
+        ? "An extractive summary stands in meanwhile."
+        : "The chat falls back to truncation; nothing is lost."));
+    }
     if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
   } else if (status === "cancelled" && job.id === state.watchedJobId) {
     banner.classList.add("is-muted");
