@@ -70,6 +70,13 @@ def _compacted_with(model: str, *, browser, base: str, fake_url: str, username: 
     return job
 
 
+def _banner_saying(browser, words: str) -> str:
+    """The job banner's text once it says `words`."""
+    banner = browser.find_element(By.ID, "job-banner")
+    _wait(browser, lambda d: words in banner.text)
+    return banner.text
+
+
 def test_a_summary_written_without_the_model_says_why_the_model_failed(
     asgi_server, browser, fake_openai, published, settings
 ):
@@ -79,10 +86,8 @@ def test_a_summary_written_without_the_model_says_why_the_model_failed(
     job = _compacted_with("fail-500", browser=browser, base=asgi_server.url, fake_url=fake_openai.base_url,
                           username="banner-fallback")
     assert (job.status, job.summary.extractive) == (SummaryJob.Status.DONE, True)
-    banner = browser.find_element(By.ID, "job-banner")
-    _wait(browser, lambda d: "Summary ready" in banner.text)
-    assert "internal error (500)" in banner.text
-    assert "extractive summary was written instead" in banner.text
+    said = _banner_saying(browser, "Summary ready")
+    assert "internal error (500)" in said and "extractive summary was written instead" in said
     assert console_errors(browser) == []
 
 
@@ -93,11 +98,9 @@ def test_a_failed_summary_says_its_reason_once_in_sentences(asgi_server, browser
     job = _compacted_with("fail-401", browser=browser, base=asgi_server.url, fake_url=fake_openai.base_url,
                           username="banner-refused")
     assert (job.status, job.summary.extractive) == (SummaryJob.Status.FAILED, True)
-    banner = browser.find_element(By.ID, "job-banner")
-    _wait(browser, lambda d: "Summary failed" in banner.text)
-    assert "rejected the API key (401)" in banner.text
-    assert ".." not in banner.text
-    assert banner.text.lower().count("extractive summary") == 1
+    said = _banner_saying(browser, "Summary failed")
+    assert "rejected the API key (401)" in said and ".." not in said
+    assert said.lower().count("extractive summary") == 1
     assert console_errors(browser) == []
 
 
