@@ -4,12 +4,14 @@ whole branch below coming back with the version; Cancel leaves the message as it
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from chatapp.chat.models import Message
+from chatapp.chat.models import Conversation, Message
 from tests.support.browser import console_errors
+from tests.support.chat import post_stream, seed_messages
 from tests.ui.test_browser import _send, _sign_up, _wait
 
 
@@ -141,4 +143,37 @@ def test_a_version_switched_from_the_keyboard_keeps_the_focus_on_its_arrows(asgi
     # The page's next load (a reload of its own) opens with the focus in the message box again.
     browser.refresh()
     _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "composer-input")
+    assert console_errors(browser) == []
+
+
+def _shown_ids(browser) -> list[int]:
+    return [int(i) for i in browser.execute_script(
+        "return [...document.querySelectorAll('#messages [data-id]')].map((m) => m.dataset.id)")]
+
+
+def test_a_send_from_a_tab_left_behind_by_an_edit_far_up_shows_the_path_it_follows(asgi_server, browser):
+    """Another tab edited a message far above the last pages: this page's next message went after the
+    edited version's reply (as the model saw it), and the page put that exchange in above it, under
+    eighty messages of the branch the edit had left (read only from the last twenty back)."""
+    _sign_up(browser, asgi_server.url, "edited-far-up")
+    user = get_user_model().objects.get(username="edited-far-up")
+    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
+    seeded = seed_messages(conversation, 300)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    _wait(browser, lambda d: d.find_elements(By.ID, f"m-{seeded[-1]}"))
+    edited = post_stream(user, f"/api/messages/{seeded[150]}/edit/", {"content": "Edited in the other tab"})
+    assert edited.status == 200
+
+    browser.find_element(By.ID, "composer-input").send_keys("And from this tab?", Keys.ENTER)
+
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
+          == "complete" and "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    path = list(Message.objects.filter(conversation=conversation, superseded=False).order_by("id")
+                .values_list("id", flat=True))
+    shown = _shown_ids(browser)
+    assert shown == path[-len(shown):] and seeded[149] in shown
+    # The messages before come in order with "Load earlier messages", as on a page opened now.
+    _click(browser, browser.find_element(By.CSS_SELECTOR, '[data-action="load-earlier"]'))
+    _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, '[data-action="load-earlier"]'))
+    assert _shown_ids(browser) == path
     assert console_errors(browser) == []
