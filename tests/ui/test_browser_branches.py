@@ -177,3 +177,52 @@ def test_a_send_from_a_tab_left_behind_by_an_edit_far_up_shows_the_path_it_follo
     _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, '[data-action="load-earlier"]'))
     assert _shown_ids(browser) == path
     assert console_errors(browser) == []
+
+
+def test_an_edit_refused_as_another_tab_edited_that_message_keeps_the_new_text(asgi_server, browser):
+    """Another tab edited the message meanwhile: Save & submit was refused, the page caught up with the
+    path and took the old version away, and with it the editor, the rewritten text and why it failed.
+    The editor opens again on the version now in its place, holding the text."""
+    _sign_up(browser, asgi_server.url, "edit-edited-elsewhere")
+    _send(browser, "First question")
+    _send(browser, "Second question")
+    second_id = _user_messages(browser)[1].get_attribute("data-id")
+    user = get_user_model().objects.get(username="edit-edited-elsewhere")
+    assert post_stream(user, f"/api/messages/{second_id}/edit/", {"content": "Edited elsewhere"}).status == 200
+    _click(browser, _message(browser, second_id).find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    editor.clear()
+    editor.send_keys("A long, carefully rewritten question")
+    editor.send_keys(Keys.ENTER)
+
+    shown = Message.objects.get(conversation__owner=user, role="user", superseded=False, content="Edited elsewhere")
+    _wait(browser, lambda d: not d.find_elements(By.ID, f"m-{second_id}")
+          and _message(d, shown.pk).find_elements(By.CSS_SELECTOR, ".msg-edit .inline-error"))
+    editor = _message(browser, shown.pk).find_element(By.CSS_SELECTOR, ".msg-edit-input")
+    assert editor.get_attribute("value") == "A long, carefully rewritten question"
+    assert "another tab" in _message(browser, shown.pk).find_element(By.CSS_SELECTOR, ".inline-error").text
+    assert browser.switch_to.active_element == editor
+    # The refusal's own answer (400) is the page's only failed request.
+    assert [e for e in console_errors(browser) if "/edit/ - Failed to load resource" not in e["message"]] == []
+
+
+def test_an_edit_refused_as_another_tab_edited_a_message_above_gives_the_text_to_the_message_box(
+        asgi_server, browser):
+    """No version stands in its place (the other tab edited the question before it): the text goes to
+    the message box, and the page says so."""
+    _sign_up(browser, asgi_server.url, "edit-above-elsewhere")
+    _send(browser, "First question")
+    _send(browser, "Second question")
+    first_id, second_id = (m.get_attribute("data-id") for m in _user_messages(browser))
+    user = get_user_model().objects.get(username="edit-above-elsewhere")
+    assert post_stream(user, f"/api/messages/{first_id}/edit/", {"content": "Edited elsewhere"}).status == 200
+    _click(browser, _message(browser, second_id).find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    editor.clear()
+    editor.send_keys("A long, carefully rewritten question")
+    editor.send_keys(Keys.ENTER)
+
+    box = browser.find_element(By.ID, "composer-input")
+    _wait(browser, lambda d: box.get_attribute("value") == "A long, carefully rewritten question")
+    assert not browser.find_elements(By.ID, f"m-{second_id}")
+    assert "message box" in browser.find_element(By.CSS_SELECTOR, ".toast").text
