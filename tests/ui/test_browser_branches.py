@@ -226,3 +226,28 @@ def test_an_edit_refused_as_another_tab_edited_a_message_above_gives_the_text_to
     _wait(browser, lambda d: box.get_attribute("value") == "A long, carefully rewritten question")
     assert not browser.find_elements(By.ID, f"m-{second_id}")
     assert "message box" in browser.find_element(By.CSS_SELECTOR, ".toast").text
+
+
+def test_a_version_switch_refused_on_a_page_left_behind_shows_the_path_it_was_refused_on(asgi_server, browser):
+    """Another tab edited the question above: "previous version" on one below was refused as not on the branch
+    shown, "switch the branch above it first", while the page went on showing it on that branch and no
+    other version above it to switch."""
+    _sign_up(browser, asgi_server.url, "switch-left-behind")
+    _send(browser, "First question")
+    _send(browser, "Second question")
+    first_id, second_id = (m.get_attribute("data-id") for m in _user_messages(browser))
+    user = get_user_model().objects.get(username="switch-left-behind")
+    edited = post_stream(user, f"/api/messages/{second_id}/edit/", {"content": "Second, edited"})
+    browser.refresh()
+    version = edited.named("accepted")[0]["user_message"]["id"]
+    _wait(browser, lambda d: _message(d, version).find_elements(By.CSS_SELECTOR, ".msg-branches"))
+    assert post_stream(user, f"/api/messages/{first_id}/edit/", {"content": "First, edited"}).status == 200
+
+    _click(browser, _message(browser, version).find_element(By.CSS_SELECTOR, '[data-action="branch-prev"]'))
+
+    conversation = Conversation.objects.get(owner=user)
+    path = list(Message.objects.filter(conversation=conversation, superseded=False).order_by("id")
+                .values_list("id", flat=True))
+    _wait(browser, lambda d: _shown_ids(d) == path)
+    assert "switch the branch above" in browser.find_element(By.CSS_SELECTOR, ".toast").text
+    assert [e for e in console_errors(browser) if "/branch/ - Failed to load resource" not in e["message"]] == []

@@ -58,7 +58,12 @@ async function switchBranch(article, step, fromKeyboard) {
   if (busyNow() || !article.dataset.id) return;
   const index = Number(article.dataset.siblingIndex || 1) + step;
   const res = await api(`/api/messages/${article.dataset.id}/branch/`, { method: "POST", body: { index } });
-  if (!res.ok) { toast(errorText(res.data, res.status), "error", 5000); return; }
+  if (!res.ok) {
+    toast(errorText(res.data, res.status), "error", 5000);
+    // Another tab went on (a version above shown, a reply being written): the page shows where it went.
+    if (res.status === 400 || res.status === 409) catchUp();
+    return;
+  }
   if (fromKeyboard) {
     try {
       sessionStorage.setItem(FOCUS_KEY, JSON.stringify({ id: res.data.id, action: step < 0 ? "branch-prev" : "branch-next" }));
