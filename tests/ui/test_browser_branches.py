@@ -251,3 +251,21 @@ def test_a_version_switch_refused_on_a_page_left_behind_shows_the_path_it_was_re
     _wait(browser, lambda d: _shown_ids(d) == path)
     assert "switch the branch above" in browser.find_element(By.CSS_SELECTOR, ".toast").text
     assert [e for e in console_errors(browser) if "/branch/ - Failed to load resource" not in e["message"]] == []
+
+
+def test_a_link_to_a_message_of_another_version_says_where_it_went(asgi_server, browser):
+    """A search hit, or a link, to a message an edit has since taken off the path (another tab's search
+    list, a bookmark): the page read every earlier page looking for it, then showed the chat's end with
+    nothing said."""
+    _sign_up(browser, asgi_server.url, "link-elsewhere")
+    _send(browser, "First question")
+    _send(browser, "Second question")
+    second_id = _user_messages(browser)[1].get_attribute("data-id")
+    user = get_user_model().objects.get(username="link-elsewhere")
+    assert post_stream(user, f"/api/messages/{second_id}/edit/", {"content": "Second, edited"}).status == 200
+    conversation = Conversation.objects.get(owner=user)
+
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/?q=second#m-{second_id}")  # as a search hit links
+
+    _wait(browser, lambda d: any("another version" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
+    assert console_errors(browser) == []

@@ -70,7 +70,8 @@ async function switchBranch(article, step, fromKeyboard) {
     } catch { /* storage refused: the page opens with the focus in the message box, as any load */ }
   }
   // The path below changed as a whole: the page shows the new one, this version in view.
-  window.location.hash = `m-${res.data.id}`;
+  // Set without a hashchange, which would look for the version on this page before it reloads.
+  window.history.replaceState(window.history.state, "", `${window.location.pathname}${window.location.search}#m-${res.data.id}`);
   window.location.reload();
 }
 

@@ -116,6 +116,12 @@ export async function revealHash() {
     if (!btn || !(await loadEarlier(btn))) break;
   }
   const target = document.getElementById(`m-${match[1]}`);
+  if (!target && !document.querySelector('[data-action="load-earlier"]')) {
+    // Every page read, and not on the path: an edit, a Regenerate or a switch (here or in another tab)
+    // took it off since the link was made (a search hit, a bookmark). Said, not left to guess.
+    toast("That message is on another version of this chat, not the one shown: ‹ › on a message above it show the other versions.", "info", 8000);
+    window.history.replaceState(window.history.state, "", window.location.pathname + window.location.search);
+  }
   if (target) {
     // Shown whole, not folded (fold.js): the words a search hit marks may be anywhere in it. Its first
     // marked word is brought into view; else the message, from its start when it is taller than the view.
