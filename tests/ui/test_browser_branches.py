@@ -269,3 +269,27 @@ def test_a_link_to_a_message_of_another_version_says_where_it_went(asgi_server, 
 
     _wait(browser, lambda d: any("another version" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
     assert console_errors(browser) == []
+
+
+def test_an_edit_far_up_refused_as_another_tab_edited_that_message_keeps_the_new_text_there(asgi_server, browser):
+    """The catch-up after the refusal reads the chat's newest page afresh when the change is that far up:
+    the message before the edited one was drawn anew, and the text went to the message box although
+    the version now in its place was shown."""
+    _sign_up(browser, asgi_server.url, "edit-far-up-elsewhere")
+    user = get_user_model().objects.get(username="edit-far-up-elsewhere")
+    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
+    seeded = seed_messages(conversation, 300)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    _click(browser, _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="load-earlier"]')))
+    _click(browser, _wait(browser, lambda d: _message(d, seeded[150]).find_element(
+        By.CSS_SELECTOR, '[data-action="edit-message"]')))
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    edited = post_stream(user, f"/api/messages/{seeded[150]}/edit/", {"content": "Edited in the other tab"})
+    version = edited.named("accepted")[0]["user_message"]["id"]
+    editor.send_keys(Keys.CONTROL, "a")
+    editor.send_keys("A long, carefully rewritten question", Keys.ENTER)
+
+    _wait(browser, lambda d: _message(d, version).find_elements(By.CSS_SELECTOR, ".msg-edit .inline-error"))
+    editor = _message(browser, version).find_element(By.CSS_SELECTOR, ".msg-edit-input")
+    assert editor.get_attribute("value") == "A long, carefully rewritten question"
+    assert browser.find_element(By.ID, "composer-input").get_attribute("value") == ""

@@ -188,8 +188,8 @@ function editKept(before, content) {
   let place = null;
   if (before === null) { // the first message, with no earlier ones to load: the first shown now
     if (!document.querySelector('[data-action="load-earlier"]')) place = messagesEl.querySelector(".msg[data-id]");
-  } else if (before && before.isConnected) {
-    place = before.nextElementSibling;
+  } else if (before && document.getElementById(before.id)) { // by id: the catch-up may have drawn it anew
+    place = document.getElementById(before.id).nextElementSibling;
     while (place && !place.matches(".msg[data-id]")) place = place.nextElementSibling;
   }
   if (place && place.matches(".msg--user")) {
