@@ -293,3 +293,25 @@ def test_an_edit_far_up_refused_as_another_tab_edited_that_message_keeps_the_new
     editor = _message(browser, version).find_element(By.CSS_SELECTOR, ".msg-edit-input")
     assert editor.get_attribute("value") == "A long, carefully rewritten question"
     assert browser.find_element(By.ID, "composer-input").get_attribute("value") == ""
+
+
+def test_a_regenerate_refused_on_a_tab_left_behind_by_an_edit_far_up_shows_the_path_with_its_controls(
+        asgi_server, browser):
+    """The page caught up with the path, but its newest reply came without Regenerate (drawn as a page of
+    earlier messages is), so the reply the refusal pointed to could not be regenerated from there."""
+    _sign_up(browser, asgi_server.url, "regenerate-far-up")
+    user = get_user_model().objects.get(username="regenerate-far-up")
+    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
+    seeded = seed_messages(conversation, 300)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    old_reply = _wait(browser, lambda d: _message(d, seeded[-1]))
+    assert post_stream(user, f"/api/messages/{seeded[150]}/edit/", {"content": "Edited in the other tab"}).status == 200
+
+    _click(browser, old_reply.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
+
+    path = list(Message.objects.filter(conversation=conversation, superseded=False).order_by("id")
+                .values_list("id", flat=True))
+    _wait(browser, lambda d: _shown_ids(d) == path[-len(_shown_ids(d)):] and seeded[149] in _shown_ids(d))
+    newest = _message(browser, path[-1])
+    assert newest.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]').is_displayed()
+    assert [e for e in console_errors(browser) if "/regenerate/ - Failed to load resource" not in e["message"]] == []

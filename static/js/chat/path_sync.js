@@ -30,13 +30,14 @@ export async function messagesSince(since) {
 const shownBelow = (below) => [...messagesEl.querySelectorAll('[id^="m-"][data-id]')]
   .filter((m) => Number(m.dataset.id) < below);
 
-/** The page's messages below id `below` replaced by the newest page of the path before `before`, and
- *  "Load earlier messages" reading on from its oldest, as on a page opened now. Returns the nodes put
- *  in that the page did not show; null when the page could not be read. */
-async function pageReplace(below, before) {
+/** The page's messages below id `below` replaced by the path's `newer` ones (read from `before` on,
+ *  drawn as the path's end is: Regenerate on its last reply) under the newest page of those before
+ *  them, "Load earlier messages" reading on from its oldest, as on a page opened now. Returns the nodes
+ *  put in that the page did not show; null when the page could not be read. */
+async function pageReplace(below, before, newer) {
   const read = await fragment(`before=${before}`);
   if (!read) return null;
-  const nodes = read.nodes.filter((node) => node.id && node.dataset.id && Number(node.dataset.id) < below);
+  const nodes = [...read.nodes.filter((node) => node.id && node.dataset.id), ...newer];
   const missed = nodes.filter((node) => !document.getElementById(node.id));
   shownBelow(below).forEach((m) => m.remove());
   messagesEl.prepend(...nodes);
@@ -73,8 +74,7 @@ export async function pathSync(below = Infinity, tail = null) {
   if (since && !onPath.some((node) => Number(node.dataset.id) === since)) {
     // The message read from is off the path too: the branch was left above it (an edit or a switch far
     // up), and what the page shows before it may be as well. The path's newest page takes its place.
-    const newest = Math.max(0, ...nodes.map((node) => Number(node.dataset.id) || 0));
-    return pageReplace(below, Math.min(below, newest ? newest + 1 : since));
+    return pageReplace(below, since, onPath);
   }
   const through = nodes.length >= 100 ? Math.max(...onPath.map((n) => Number(n.dataset.id))) : Infinity; // one page (views.TIMELINE_PAGE)
   const kept = new Set(onPath.map((node) => node.id));
