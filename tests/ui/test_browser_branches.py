@@ -315,3 +315,19 @@ def test_a_regenerate_refused_on_a_tab_left_behind_by_an_edit_far_up_shows_the_p
     newest = _message(browser, path[-1])
     assert newest.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]').is_displayed()
     assert [e for e in console_errors(browser) if "/regenerate/ - Failed to load resource" not in e["message"]] == []
+
+
+def test_a_version_switch_in_a_chat_deleted_elsewhere_says_the_chat_is_gone(asgi_server, browser):
+    """It said "This message no longer exists: it was deleted", of a message nobody can delete."""
+    _sign_up(browser, asgi_server.url, "switch-deleted")
+    first = _send(browser, "Tell me about apples.")
+    _click(browser, first.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant .msg-branches")
+          and "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    Conversation.objects.filter(owner__username="switch-deleted").delete()  # in another tab
+
+    _click(browser, browser.find_element(By.CSS_SELECTOR, '[data-action="branch-prev"]'))
+
+    _wait(browser, lambda d: any("This chat no longer exists" in t.text
+                                 for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
+    assert [e for e in console_errors(browser) if "/branch/ - Failed to load resource" not in e["message"]] == []

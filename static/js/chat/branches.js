@@ -59,7 +59,9 @@ async function switchBranch(article, step, fromKeyboard) {
   const index = Number(article.dataset.siblingIndex || 1) + step;
   const res = await api(`/api/messages/${article.dataset.id}/branch/`, { method: "POST", body: { index } });
   if (!res.ok) {
-    toast(errorText(res.data, res.status), "error", 5000);
+    // Only a chat deleted since the page drew it (another tab or device) is not found: no one deletes a message.
+    const gone = "This chat no longer exists: it was deleted (in another tab or device?).";
+    toast(res.status === 404 ? gone : errorText(res.data, res.status), "error", 5000);
     // Another tab went on (a version above shown, a reply being written): the page shows where it went.
     if (res.status === 400 || res.status === 409) catchUp();
     return;
