@@ -331,3 +331,21 @@ def test_a_version_switch_in_a_chat_deleted_elsewhere_says_the_chat_is_gone(asgi
     _wait(browser, lambda d: any("This chat no longer exists" in t.text
                                  for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
     assert [e for e in console_errors(browser) if "/branch/ - Failed to load resource" not in e["message"]] == []
+
+
+def test_a_tab_left_behind_catching_up_with_an_edit_far_up_stays_at_the_chats_end(asgi_server, browser):
+    """The newest page drawn in place of the old one is far taller: the view kept its distance from the
+    top, and showed messages from the middle of it rather than the newest, where the user was."""
+    _sign_up(browser, asgi_server.url, "catch-up-at-end")
+    user = get_user_model().objects.get(username="catch-up-at-end")
+    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
+    seeded = seed_messages(conversation, 150, words=150) + seed_messages(conversation, 150, start=150)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    old_reply = _wait(browser, lambda d: _message(d, seeded[-1]))
+    assert post_stream(user, f"/api/messages/{seeded[148]}/edit/", {"content": "Edited in the other tab"}).status == 200
+
+    _click(browser, old_reply.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
+
+    _wait(browser, lambda d: seeded[147] in _shown_ids(d))
+    _wait(browser, lambda d: d.execute_script(
+        "const t = document.getElementById('timeline'); return t.scrollHeight - t.scrollTop - t.clientHeight < 80"))

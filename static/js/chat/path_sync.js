@@ -1,6 +1,6 @@
 /* The page's messages brought in line with the chat's path, which another tab's Regenerate, Edit or
  * branch switch (or send) changed since the page drew it (history.js: catch up, a send left behind). */
-import { el, enhance } from "./dom.js";
+import { el, enhance, keepEnd } from "./dom.js";
 import { foldLong } from "./fold.js";
 import { placeWindowMarker } from "./gauge.js";
 import { app, messagesEl, state } from "./state.js";
@@ -39,9 +39,11 @@ async function pageReplace(below, before, newer) {
   if (!read) return null;
   const nodes = [...read.nodes.filter((node) => node.id && node.dataset.id), ...newer];
   const missed = nodes.filter((node) => !document.getElementById(node.id));
-  shownBelow(below).forEach((m) => m.remove());
-  messagesEl.prepend(...nodes);
-  foldLong(missed);
+  keepEnd(() => { // a page of another height: the end stays in view if it was
+    shownBelow(below).forEach((m) => m.remove());
+    messagesEl.prepend(...nodes);
+    foldLong(missed);
+  });
   let btn = document.querySelector('[data-action="load-earlier"]');
   const oldest = read.res.headers.get("X-Oldest-Id");
   if (read.res.headers.get("X-Has-Earlier") === "1" && oldest) {
