@@ -349,3 +349,30 @@ def test_a_tab_left_behind_catching_up_with_an_edit_far_up_stays_at_the_chats_en
     _wait(browser, lambda d: seeded[147] in _shown_ids(d))
     _wait(browser, lambda d: d.execute_script(
         "const t = document.getElementById('timeline'); return t.scrollHeight - t.scrollTop - t.clientHeight < 80"))
+
+
+def test_a_tab_left_behind_catching_up_with_another_tabs_edit_counts_the_path_it_shows(asgi_server, browser):
+    """The page showed the path the other tab's edit left, and its gauge went on counting the 300
+    messages the model is no longer sent, until the next reply."""
+    _sign_up(browser, asgi_server.url, "catch-up-gauge")
+    user = get_user_model().objects.get(username="catch-up-gauge")
+    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
+    seeded = seed_messages(conversation, 300)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    old_reply = _wait(browser, lambda d: _message(d, seeded[-1]))
+    gauge = browser.find_element(By.ID, "gauge-text")
+    stale = _wait(browser, lambda d: gauge.text if gauge.text not in ("", "…") else None)
+    assert post_stream(user, f"/api/messages/{seeded[10]}/edit/", {"content": "Edited in the other tab"}).status == 200
+    one = browser.current_window_handle
+    browser.switch_to.new_window("tab")  # the chat opened now, in a second tab
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    fresh = _wait(browser, lambda d: d.find_element(By.ID, "gauge-text").text
+                  if d.find_element(By.ID, "gauge-text").text not in ("", "…") else None)
+    assert fresh != stale
+    browser.close()
+    browser.switch_to.window(one)
+
+    _click(browser, old_reply.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
+
+    _wait(browser, lambda d: seeded[9] in _shown_ids(d))
+    _wait(browser, lambda d: d.find_element(By.ID, "gauge-text").text == fresh)

@@ -64,6 +64,8 @@ export async function catchUp() {
   const reply = [...messagesEl.querySelectorAll(".msg--assistant[data-id]")].pop();
   if (missed && missed.length && reply) markLastReply(reply); // Regenerate and Continue only on the newest reply
   followElsewhere();
+  // The path shown may be another (an edit or a switch elsewhere): the gauge counts what is sent now.
+  if (missed && missed.length && !streamingElsewhere().length) refreshGauge();
 }
 
 const escapeRe = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
