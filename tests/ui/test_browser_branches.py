@@ -4,12 +4,14 @@ whole branch below coming back with the version; Cancel leaves the message as it
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from chatapp.chat.models import Message
+from chatapp.chat.models import Conversation, Message
 from tests.support.browser import console_errors
+from tests.support.chat import post_stream, seed_messages
 from tests.ui.test_browser import _send, _sign_up, _wait
 
 
@@ -142,3 +144,235 @@ def test_a_version_switched_from_the_keyboard_keeps_the_focus_on_its_arrows(asgi
     browser.refresh()
     _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "composer-input")
     assert console_errors(browser) == []
+
+
+def _shown_ids(browser) -> list[int]:
+    return [int(i) for i in browser.execute_script(
+        "return [...document.querySelectorAll('#messages [data-id]')].map((m) => m.dataset.id)")]
+
+
+def test_a_send_from_a_tab_left_behind_by_an_edit_far_up_shows_the_path_it_follows(asgi_server, browser):
+    """Another tab edited a message far above the last pages: this page's next message went after the
+    edited version's reply (as the model saw it), and the page put that exchange in above it, under
+    eighty messages of the branch the edit had left (read only from the last twenty back)."""
+    _sign_up(browser, asgi_server.url, "edited-far-up")
+    user = get_user_model().objects.get(username="edited-far-up")
+    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
+    seeded = seed_messages(conversation, 300)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    _wait(browser, lambda d: d.find_elements(By.ID, f"m-{seeded[-1]}"))
+    edited = post_stream(user, f"/api/messages/{seeded[150]}/edit/", {"content": "Edited in the other tab"})
+    assert edited.status == 200
+
+    browser.find_element(By.ID, "composer-input").send_keys("And from this tab?", Keys.ENTER)
+
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
+          == "complete" and "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    path = list(Message.objects.filter(conversation=conversation, superseded=False).order_by("id")
+                .values_list("id", flat=True))
+    shown = _shown_ids(browser)
+    assert shown == path[-len(shown):] and seeded[149] in shown
+    # The messages before come in order with "Load earlier messages", as on a page opened now.
+    _click(browser, browser.find_element(By.CSS_SELECTOR, '[data-action="load-earlier"]'))
+    _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, '[data-action="load-earlier"]'))
+    assert _shown_ids(browser) == path
+    assert console_errors(browser) == []
+
+
+def test_an_edit_refused_as_another_tab_edited_that_message_keeps_the_new_text(asgi_server, browser):
+    """Another tab edited the message meanwhile: Save & submit was refused, the page caught up with the
+    path and took the old version away, and with it the editor, the rewritten text and why it failed.
+    The editor opens again on the version now in its place, holding the text."""
+    _sign_up(browser, asgi_server.url, "edit-edited-elsewhere")
+    _send(browser, "First question")
+    _send(browser, "Second question")
+    second_id = _user_messages(browser)[1].get_attribute("data-id")
+    user = get_user_model().objects.get(username="edit-edited-elsewhere")
+    assert post_stream(user, f"/api/messages/{second_id}/edit/", {"content": "Edited elsewhere"}).status == 200
+    _click(browser, _message(browser, second_id).find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    editor.clear()
+    editor.send_keys("A long, carefully rewritten question")
+    editor.send_keys(Keys.ENTER)
+
+    shown = Message.objects.get(conversation__owner=user, role="user", superseded=False, content="Edited elsewhere")
+    _wait(browser, lambda d: not d.find_elements(By.ID, f"m-{second_id}")
+          and _message(d, shown.pk).find_elements(By.CSS_SELECTOR, ".msg-edit .inline-error"))
+    editor = _message(browser, shown.pk).find_element(By.CSS_SELECTOR, ".msg-edit-input")
+    assert editor.get_attribute("value") == "A long, carefully rewritten question"
+    assert "another tab" in _message(browser, shown.pk).find_element(By.CSS_SELECTOR, ".inline-error").text
+    assert browser.switch_to.active_element == editor
+    # The refusal's own answer (400) is the page's only failed request.
+    assert [e for e in console_errors(browser) if "/edit/ - Failed to load resource" not in e["message"]] == []
+
+
+def test_an_edit_refused_as_another_tab_edited_a_message_above_gives_the_text_to_the_message_box(
+        asgi_server, browser):
+    """No version stands in its place (the other tab edited the question before it): the text goes to
+    the message box, and the page says so."""
+    _sign_up(browser, asgi_server.url, "edit-above-elsewhere")
+    _send(browser, "First question")
+    _send(browser, "Second question")
+    first_id, second_id = (m.get_attribute("data-id") for m in _user_messages(browser))
+    user = get_user_model().objects.get(username="edit-above-elsewhere")
+    assert post_stream(user, f"/api/messages/{first_id}/edit/", {"content": "Edited elsewhere"}).status == 200
+    _click(browser, _message(browser, second_id).find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    editor.clear()
+    editor.send_keys("A long, carefully rewritten question")
+    editor.send_keys(Keys.ENTER)
+
+    box = browser.find_element(By.ID, "composer-input")
+    _wait(browser, lambda d: box.get_attribute("value") == "A long, carefully rewritten question")
+    assert not browser.find_elements(By.ID, f"m-{second_id}")
+    assert "message box" in browser.find_element(By.CSS_SELECTOR, ".toast").text
+
+
+def test_a_version_switch_refused_on_a_page_left_behind_shows_the_path_it_was_refused_on(asgi_server, browser):
+    """Another tab edited the question above: "previous version" on one below was refused as not on the branch
+    shown, "switch the branch above it first", while the page went on showing it on that branch and no
+    other version above it to switch."""
+    _sign_up(browser, asgi_server.url, "switch-left-behind")
+    _send(browser, "First question")
+    _send(browser, "Second question")
+    first_id, second_id = (m.get_attribute("data-id") for m in _user_messages(browser))
+    user = get_user_model().objects.get(username="switch-left-behind")
+    edited = post_stream(user, f"/api/messages/{second_id}/edit/", {"content": "Second, edited"})
+    browser.refresh()
+    version = edited.named("accepted")[0]["user_message"]["id"]
+    _wait(browser, lambda d: _message(d, version).find_elements(By.CSS_SELECTOR, ".msg-branches"))
+    assert post_stream(user, f"/api/messages/{first_id}/edit/", {"content": "First, edited"}).status == 200
+
+    _click(browser, _message(browser, version).find_element(By.CSS_SELECTOR, '[data-action="branch-prev"]'))
+
+    conversation = Conversation.objects.get(owner=user)
+    path = list(Message.objects.filter(conversation=conversation, superseded=False).order_by("id")
+                .values_list("id", flat=True))
+    _wait(browser, lambda d: _shown_ids(d) == path)
+    assert "switch the branch above" in browser.find_element(By.CSS_SELECTOR, ".toast").text
+    assert [e for e in console_errors(browser) if "/branch/ - Failed to load resource" not in e["message"]] == []
+
+
+def test_a_link_to_a_message_of_another_version_says_where_it_went(asgi_server, browser):
+    """A search hit, or a link, to a message an edit has since taken off the path (another tab's search
+    list, a bookmark): the page read every earlier page looking for it, then showed the chat's end with
+    nothing said."""
+    _sign_up(browser, asgi_server.url, "link-elsewhere")
+    _send(browser, "First question")
+    _send(browser, "Second question")
+    second_id = _user_messages(browser)[1].get_attribute("data-id")
+    user = get_user_model().objects.get(username="link-elsewhere")
+    assert post_stream(user, f"/api/messages/{second_id}/edit/", {"content": "Second, edited"}).status == 200
+    conversation = Conversation.objects.get(owner=user)
+
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/?q=second#m-{second_id}")  # as a search hit links
+
+    _wait(browser, lambda d: any("another version" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
+    assert console_errors(browser) == []
+
+
+def test_an_edit_far_up_refused_as_another_tab_edited_that_message_keeps_the_new_text_there(asgi_server, browser):
+    """The catch-up after the refusal reads the chat's newest page afresh when the change is that far up:
+    the message before the edited one was drawn anew, and the text went to the message box although
+    the version now in its place was shown."""
+    _sign_up(browser, asgi_server.url, "edit-far-up-elsewhere")
+    user = get_user_model().objects.get(username="edit-far-up-elsewhere")
+    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
+    seeded = seed_messages(conversation, 300)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    _click(browser, _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="load-earlier"]')))
+    _click(browser, _wait(browser, lambda d: _message(d, seeded[150]).find_element(
+        By.CSS_SELECTOR, '[data-action="edit-message"]')))
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    edited = post_stream(user, f"/api/messages/{seeded[150]}/edit/", {"content": "Edited in the other tab"})
+    version = edited.named("accepted")[0]["user_message"]["id"]
+    editor.send_keys(Keys.CONTROL, "a")
+    editor.send_keys("A long, carefully rewritten question", Keys.ENTER)
+
+    _wait(browser, lambda d: _message(d, version).find_elements(By.CSS_SELECTOR, ".msg-edit .inline-error"))
+    editor = _message(browser, version).find_element(By.CSS_SELECTOR, ".msg-edit-input")
+    assert editor.get_attribute("value") == "A long, carefully rewritten question"
+    assert browser.find_element(By.ID, "composer-input").get_attribute("value") == ""
+
+
+def test_a_regenerate_refused_on_a_tab_left_behind_by_an_edit_far_up_shows_the_path_with_its_controls(
+        asgi_server, browser):
+    """The page caught up with the path, but its newest reply came without Regenerate (drawn as a page of
+    earlier messages is), so the reply the refusal pointed to could not be regenerated from there."""
+    _sign_up(browser, asgi_server.url, "regenerate-far-up")
+    user = get_user_model().objects.get(username="regenerate-far-up")
+    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
+    seeded = seed_messages(conversation, 300)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    old_reply = _wait(browser, lambda d: _message(d, seeded[-1]))
+    assert post_stream(user, f"/api/messages/{seeded[150]}/edit/", {"content": "Edited in the other tab"}).status == 200
+
+    _click(browser, old_reply.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
+
+    path = list(Message.objects.filter(conversation=conversation, superseded=False).order_by("id")
+                .values_list("id", flat=True))
+    _wait(browser, lambda d: _shown_ids(d) == path[-len(_shown_ids(d)):] and seeded[149] in _shown_ids(d))
+    newest = _message(browser, path[-1])
+    assert newest.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]').is_displayed()
+    assert [e for e in console_errors(browser) if "/regenerate/ - Failed to load resource" not in e["message"]] == []
+
+
+def test_a_version_switch_in_a_chat_deleted_elsewhere_says_the_chat_is_gone(asgi_server, browser):
+    """It said "This message no longer exists: it was deleted", of a message nobody can delete."""
+    _sign_up(browser, asgi_server.url, "switch-deleted")
+    first = _send(browser, "Tell me about apples.")
+    _click(browser, first.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant .msg-branches")
+          and "is-streaming" not in d.find_element(By.ID, "app").get_attribute("class"))
+    Conversation.objects.filter(owner__username="switch-deleted").delete()  # in another tab
+
+    _click(browser, browser.find_element(By.CSS_SELECTOR, '[data-action="branch-prev"]'))
+
+    _wait(browser, lambda d: any("This chat no longer exists" in t.text
+                                 for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
+    assert [e for e in console_errors(browser) if "/branch/ - Failed to load resource" not in e["message"]] == []
+
+
+def test_a_tab_left_behind_catching_up_with_an_edit_far_up_stays_at_the_chats_end(asgi_server, browser):
+    """The newest page drawn in place of the old one is far taller: the view kept its distance from the
+    top, and showed messages from the middle of it rather than the newest, where the user was."""
+    _sign_up(browser, asgi_server.url, "catch-up-at-end")
+    user = get_user_model().objects.get(username="catch-up-at-end")
+    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
+    seeded = seed_messages(conversation, 150, words=150) + seed_messages(conversation, 150, start=150)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    old_reply = _wait(browser, lambda d: _message(d, seeded[-1]))
+    assert post_stream(user, f"/api/messages/{seeded[148]}/edit/", {"content": "Edited in the other tab"}).status == 200
+
+    _click(browser, old_reply.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
+
+    _wait(browser, lambda d: seeded[147] in _shown_ids(d))
+    _wait(browser, lambda d: d.execute_script(
+        "const t = document.getElementById('timeline'); return t.scrollHeight - t.scrollTop - t.clientHeight < 80"))
+
+
+def test_a_tab_left_behind_catching_up_with_another_tabs_edit_counts_the_path_it_shows(asgi_server, browser):
+    """The page showed the path the other tab's edit left, and its gauge went on counting the 300
+    messages the model is no longer sent, until the next reply."""
+    _sign_up(browser, asgi_server.url, "catch-up-gauge")
+    user = get_user_model().objects.get(username="catch-up-gauge")
+    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
+    seeded = seed_messages(conversation, 300)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    old_reply = _wait(browser, lambda d: _message(d, seeded[-1]))
+    gauge = browser.find_element(By.ID, "gauge-text")
+    stale = _wait(browser, lambda d: gauge.text if gauge.text not in ("", "…") else None)
+    assert post_stream(user, f"/api/messages/{seeded[10]}/edit/", {"content": "Edited in the other tab"}).status == 200
+    one = browser.current_window_handle
+    browser.switch_to.new_window("tab")  # the chat opened now, in a second tab
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    fresh = _wait(browser, lambda d: d.find_element(By.ID, "gauge-text").text
+                  if d.find_element(By.ID, "gauge-text").text not in ("", "…") else None)
+    assert fresh != stale
+    browser.close()
+    browser.switch_to.window(one)
+
+    _click(browser, old_reply.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
+
+    _wait(browser, lambda d: seeded[9] in _shown_ids(d))
+    _wait(browser, lambda d: d.find_element(By.ID, "gauge-text").text == fresh)

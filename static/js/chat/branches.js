@@ -3,11 +3,11 @@
  * then the page shows it. Edit on your message opens it in place; Save & submit adds a version with
  * the new text and streams its reply as a send does. Handles its own clicks (imported by main.js). */
 import { buildMessage, el, icon, moveFocusOff, scrollToBottom } from "./dom.js";
-import { sendKey } from "./composer.js";
+import { autosize, sendKey } from "./composer.js";
 import { foldLong } from "./fold.js";
 import { catchUp } from "./history.js";
 import { busyNow, runStream } from "./stream.js";
-import { api, composing, enterSends, errorText, messagesEl, state, toast } from "./state.js";
+import { api, composing, enterSends, errorText, input, messagesEl, state, toast } from "./state.js";
 
 /** Show "‹ n/m ›" on `article` for a message shape with sibling_index / sibling_count (none when 1). */
 export function setSiblings(article, message) {
@@ -58,14 +58,22 @@ async function switchBranch(article, step, fromKeyboard) {
   if (busyNow() || !article.dataset.id) return;
   const index = Number(article.dataset.siblingIndex || 1) + step;
   const res = await api(`/api/messages/${article.dataset.id}/branch/`, { method: "POST", body: { index } });
-  if (!res.ok) { toast(errorText(res.data, res.status), "error", 5000); return; }
+  if (!res.ok) {
+    // Only a chat deleted since the page drew it (another tab or device) is not found: no one deletes a message.
+    const gone = "This chat no longer exists: it was deleted (in another tab or device?).";
+    toast(res.status === 404 ? gone : errorText(res.data, res.status), "error", 5000);
+    // Another tab went on (a version above shown, a reply being written): the page shows where it went.
+    if (res.status === 400 || res.status === 409) catchUp();
+    return;
+  }
   if (fromKeyboard) {
     try {
       sessionStorage.setItem(FOCUS_KEY, JSON.stringify({ id: res.data.id, action: step < 0 ? "branch-prev" : "branch-next" }));
     } catch { /* storage refused: the page opens with the focus in the message box, as any load */ }
   }
   // The path below changed as a whole: the page shows the new one, this version in view.
-  window.location.hash = `m-${res.data.id}`;
+  // Set without a hashchange, which would look for the version on this page before it reloads.
+  window.history.replaceState(window.history.state, "", `${window.location.pathname}${window.location.search}#m-${res.data.id}`);
   window.location.reload();
 }
 
@@ -101,14 +109,15 @@ function closeEditor(article) {
   }
 }
 
-function openEditor(article) {
-  if (busyNow() || !article.dataset.id || article.querySelector(".msg-edit")) return;
+function openEditor(article, text = null) {
+  // Opened again with the text of a refused edit, it waits for no reply: Save & submit does.
+  if ((text === null && busyNow()) || !article.dataset.id || article.querySelector(".msg-edit")) return;
   const form = el("form", "msg-edit");
   const label = el("label", "visually-hidden", "Edit your message");
   const area = el("textarea", "msg-edit-input");
   area.id = `edit-${article.dataset.id}`;
   label.htmlFor = area.id;
-  area.value = article.querySelector(".msg-source").value;
+  area.value = text ?? article.querySelector(".msg-source").value;
   // Tall enough to show the message (up to 14 lines; it scrolls beyond), never under 3.
   area.rows = Math.min(14, Math.max(3, area.value.split("\n").length + Math.floor(area.value.length / 90)));
   const save = el("button", "btn btn--sm btn--primary", "Save & submit");
@@ -134,6 +143,12 @@ function openEditor(article) {
   area.setSelectionRange(area.value.length, area.value.length);
 }
 
+const messageBefore = (node) => {
+  let prev = node && node.previousElementSibling;
+  while (prev && !prev.matches(".msg[data-id]")) prev = prev.previousElementSibling;
+  return prev;
+};
+
 async function submitEdit(article, content) {
   if (busyNow()) return;
   if (!content.trim()) { toast("Type a message before sending.", "error"); return; }
@@ -141,6 +156,7 @@ async function submitEdit(article, content) {
   const userEl = buildMessage("user", content);
   const asstEl = buildMessage("assistant", "");
   const anchor = article.previousElementSibling;
+  const before = messageBefore(article); // the message it answers, whose next version takes its edit
   const parent = article.parentElement;
   const removed = [];
   for (let node = article; node; node = node.nextElementSibling) removed.push(node);
@@ -160,9 +176,32 @@ async function submitEdit(article, content) {
       asstEl.remove();
       if (anchor) anchor.after(...removed); else parent.prepend(...removed);
       showEditError(article, msg);
-      if (status === 400 || status === 409) catchUp(); // another tab went on: shown, to wait for or stop
+      // Another tab went on: shown, to wait for or stop. Its edit or switch may take this version away.
+      if (status === 400 || status === 409) catchUp().then(() => { if (!article.isConnected) editKept(before, content); });
     },
   });
+}
+
+/** A refused edit whose message the catch-up took off the page (another tab edited it, or showed
+ *  another version of it or of one above): the text is not lost with it. The editor opens again on
+ *  the version now in its place, else the text goes to the message box. */
+function editKept(before, content) {
+  const words = "This message was changed in another tab meanwhile";
+  let place = null;
+  if (before === null) { // the first message, with no earlier ones to load: the first shown now
+    if (!document.querySelector('[data-action="load-earlier"]')) place = messagesEl.querySelector(".msg[data-id]");
+  } else if (before && document.getElementById(before.id)) { // by id: the catch-up may have drawn it anew
+    place = document.getElementById(before.id).nextElementSibling;
+    while (place && !place.matches(".msg[data-id]")) place = place.nextElementSibling;
+  }
+  if (place && place.matches(".msg--user")) {
+    openEditor(place, content);
+    showEditError(place, `${words}: your text is kept here, on the version now shown.`);
+    return;
+  }
+  input.value = input.value.trim() ? `${content}\n\n${input.value}` : content;
+  autosize();
+  toast(`${words}: your text is in the message box.`, "info", 8000);
 }
 
 function showEditError(article, text) {

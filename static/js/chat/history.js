@@ -3,6 +3,7 @@ import { announceReplyEnd, enhance, markLastReply, nearBottom, scrollToBottom, s
 import { foldLong, unfold } from "./fold.js";
 import { followUnstarted } from "./lost_start.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
+import { messagesSince, pathSync } from "./path_sync.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
 import { thinkingReplace } from "./thinking.js";
 import { titleCheck } from "./title_follow.js";
@@ -45,45 +46,6 @@ export async function loadEarlier(btn) {
   return true;
 }
 
-/** The messages of the path from id `since` on, as the page shows them; null when they could not be read. */
-async function messagesSince(since) {
-  let res;
-  try {
-    res = await fetch(`/c/${state.conversationId}/messages/?since=${since}`, { credentials: "same-origin" });
-  } catch (_) {
-    return null;
-  }
-  if (!res.ok) return null;
-  const holder = document.createElement("div");
-  holder.innerHTML = await res.text(); // server-rendered, sanitized fragment
-  enhance(holder);
-  return [...holder.children];
-}
-
-/** The page's messages from a few back (below id `below`), brought in line with the chat's path, in id
- * order: those another tab's Regenerate, Edit or branch switch took off it go (or the old reply stayed
- * above the new one), the missing come in their place (before `tail` when none follows). Returns the
- * nodes put in; null when the path could not be read. */
-async function pathSync(below = Infinity, tail = null) {
-  const shownEls = () => [...messagesEl.querySelectorAll('[id^="m-"][data-id]')].filter((m) => Number(m.dataset.id) < below);
-  const ids = shownEls().map((m) => Number(m.dataset.id)).sort((a, b) => a - b);
-  const since = ids.length ? ids[Math.max(0, ids.length - 20)] : 0;
-  const nodes = await messagesSince(since);
-  if (!nodes) return null;
-  const onPath = nodes.filter((node) => node.id && node.dataset.id && Number(node.dataset.id) < below);
-  const through = nodes.length >= 100 ? Math.max(...onPath.map((n) => Number(n.dataset.id))) : Infinity; // one page (views.TIMELINE_PAGE)
-  const kept = new Set(onPath.map((node) => node.id));
-  shownEls().filter((m) => !kept.has(m.id) && Number(m.dataset.id) >= since && Number(m.dataset.id) <= through)
-    .forEach((m) => m.remove());
-  const missed = onPath.filter((node) => !document.getElementById(node.id));
-  for (const node of missed) {
-    const next = shownEls().find((m) => Number(m.dataset.id) > Number(node.dataset.id));
-    if (next) next.before(node); else if (tail) tail.before(node); else messagesEl.append(node);
-  }
-  foldLong(missed);
-  return missed;
-}
-
 /** A send from a page left behind: another tab or device sent since, and the server chained this
  * message after turns the page never showed (the model got them). They are shown above it. */
 export async function showMissedBefore(userEl, userMessage) {
@@ -102,6 +64,8 @@ export async function catchUp() {
   const reply = [...messagesEl.querySelectorAll(".msg--assistant[data-id]")].pop();
   if (missed && missed.length && reply) markLastReply(reply); // Regenerate and Continue only on the newest reply
   followElsewhere();
+  // The path shown may be another (an edit or a switch elsewhere): the gauge counts what is sent now.
+  if (missed && missed.length && !streamingElsewhere().length) refreshGauge();
 }
 
 const escapeRe = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
@@ -154,6 +118,12 @@ export async function revealHash() {
     if (!btn || !(await loadEarlier(btn))) break;
   }
   const target = document.getElementById(`m-${match[1]}`);
+  if (!target && !document.querySelector('[data-action="load-earlier"]')) {
+    // Every page read, and not on the path: an edit, a Regenerate or a switch (here or in another tab)
+    // took it off since the link was made (a search hit, a bookmark). Said, not left to guess.
+    toast("That message is on another version of this chat, not the one shown: ‹ › on a message above it show the other versions.", "info", 8000);
+    window.history.replaceState(window.history.state, "", window.location.pathname + window.location.search);
+  }
   if (target) {
     // Shown whole, not folded (fold.js): the words a search hit marks may be anywhere in it. Its first
     // marked word is brought into view; else the message, from its start when it is taller than the view.
