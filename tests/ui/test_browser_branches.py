@@ -179,21 +179,34 @@ def test_a_send_from_a_tab_left_behind_by_an_edit_far_up_shows_the_path_it_follo
     assert console_errors(browser) == []
 
 
+def _two_questions_one_edited_elsewhere(browser, url: str, username: str, *, edited: int):
+    """Two questions asked in the browser, then the `edited`-th (0 or 1) edited to "Edited elsewhere" as
+    from another tab, the page not told: (the user, the first question's id, the second's)."""
+    _sign_up(browser, url, username)
+    _send(browser, "First question")
+    _send(browser, "Second question")
+    ids = [m.get_attribute("data-id") for m in _user_messages(browser)]
+    user = get_user_model().objects.get(username=username)
+    assert post_stream(user, f"/api/messages/{ids[edited]}/edit/", {"content": "Edited elsewhere"}).status == 200
+    return user, ids[0], ids[1]
+
+
+def _edit_submitted(browser, message_id: str, text: str) -> None:
+    """Edit on the message, its text replaced by `text`, and Save & submit (Enter)."""
+    _click(browser, _message(browser, message_id).find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    editor.clear()
+    editor.send_keys(text)
+    editor.send_keys(Keys.ENTER)
+
+
 def test_an_edit_refused_as_another_tab_edited_that_message_keeps_the_new_text(asgi_server, browser):
     """Another tab edited the message meanwhile: Save & submit was refused, the page caught up with the
     path and took the old version away, and with it the editor, the rewritten text and why it failed.
     The editor opens again on the version now in its place, holding the text."""
-    _sign_up(browser, asgi_server.url, "edit-edited-elsewhere")
-    _send(browser, "First question")
-    _send(browser, "Second question")
-    second_id = _user_messages(browser)[1].get_attribute("data-id")
-    user = get_user_model().objects.get(username="edit-edited-elsewhere")
-    assert post_stream(user, f"/api/messages/{second_id}/edit/", {"content": "Edited elsewhere"}).status == 200
-    _click(browser, _message(browser, second_id).find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
-    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
-    editor.clear()
-    editor.send_keys("A long, carefully rewritten question")
-    editor.send_keys(Keys.ENTER)
+    user, _, second_id = _two_questions_one_edited_elsewhere(browser, asgi_server.url, "edit-edited-elsewhere",
+                                                             edited=1)
+    _edit_submitted(browser, second_id, "A long, carefully rewritten question")
 
     shown = Message.objects.get(conversation__owner=user, role="user", superseded=False, content="Edited elsewhere")
     _wait(browser, lambda d: not d.find_elements(By.ID, f"m-{second_id}")
@@ -210,17 +223,8 @@ def test_an_edit_refused_as_another_tab_edited_a_message_above_gives_the_text_to
         asgi_server, browser):
     """No version stands in its place (the other tab edited the question before it): the text goes to
     the message box, and the page says so."""
-    _sign_up(browser, asgi_server.url, "edit-above-elsewhere")
-    _send(browser, "First question")
-    _send(browser, "Second question")
-    first_id, second_id = (m.get_attribute("data-id") for m in _user_messages(browser))
-    user = get_user_model().objects.get(username="edit-above-elsewhere")
-    assert post_stream(user, f"/api/messages/{first_id}/edit/", {"content": "Edited elsewhere"}).status == 200
-    _click(browser, _message(browser, second_id).find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
-    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
-    editor.clear()
-    editor.send_keys("A long, carefully rewritten question")
-    editor.send_keys(Keys.ENTER)
+    _, _, second_id = _two_questions_one_edited_elsewhere(browser, asgi_server.url, "edit-above-elsewhere", edited=0)
+    _edit_submitted(browser, second_id, "A long, carefully rewritten question")
 
     box = browser.find_element(By.ID, "composer-input")
     _wait(browser, lambda d: box.get_attribute("value") == "A long, carefully rewritten question")
@@ -295,16 +299,22 @@ def test_an_edit_far_up_refused_as_another_tab_edited_that_message_keeps_the_new
     assert browser.find_element(By.ID, "composer-input").get_attribute("value") == ""
 
 
+def _long_chat_open(browser, url: str, username: str, *, seed=lambda c: seed_messages(c, 300)):
+    """A new user's chat of `seed`'s messages (300) open in the browser, its last reply shown:
+    (the user, the chat, the seeded ids, that reply)."""
+    _sign_up(browser, url, username)
+    user = get_user_model().objects.get(username=username)
+    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
+    seeded = seed(conversation)
+    browser.get(f"{url}/c/{conversation.pk}/")
+    return user, conversation, seeded, _wait(browser, lambda d: _message(d, seeded[-1]))
+
+
 def test_a_regenerate_refused_on_a_tab_left_behind_by_an_edit_far_up_shows_the_path_with_its_controls(
         asgi_server, browser):
     """The page caught up with the path, but its newest reply came without Regenerate (drawn as a page of
     earlier messages is), so the reply the refusal pointed to could not be regenerated from there."""
-    _sign_up(browser, asgi_server.url, "regenerate-far-up")
-    user = get_user_model().objects.get(username="regenerate-far-up")
-    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
-    seeded = seed_messages(conversation, 300)
-    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
-    old_reply = _wait(browser, lambda d: _message(d, seeded[-1]))
+    user, conversation, seeded, old_reply = _long_chat_open(browser, asgi_server.url, "regenerate-far-up")
     assert post_stream(user, f"/api/messages/{seeded[150]}/edit/", {"content": "Edited in the other tab"}).status == 200
 
     _click(browser, old_reply.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
@@ -336,12 +346,9 @@ def test_a_version_switch_in_a_chat_deleted_elsewhere_says_the_chat_is_gone(asgi
 def test_a_tab_left_behind_catching_up_with_an_edit_far_up_stays_at_the_chats_end(asgi_server, browser):
     """The newest page drawn in place of the old one is far taller: the view kept its distance from the
     top, and showed messages from the middle of it rather than the newest, where the user was."""
-    _sign_up(browser, asgi_server.url, "catch-up-at-end")
-    user = get_user_model().objects.get(username="catch-up-at-end")
-    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
-    seeded = seed_messages(conversation, 150, words=150) + seed_messages(conversation, 150, start=150)
-    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
-    old_reply = _wait(browser, lambda d: _message(d, seeded[-1]))
+    user, _, seeded, old_reply = _long_chat_open(
+        browser, asgi_server.url, "catch-up-at-end",
+        seed=lambda c: seed_messages(c, 150, words=150) + seed_messages(c, 150, start=150))
     assert post_stream(user, f"/api/messages/{seeded[148]}/edit/", {"content": "Edited in the other tab"}).status == 200
 
     _click(browser, old_reply.find_element(By.CSS_SELECTOR, '[data-action="regenerate"]'))
@@ -354,12 +361,7 @@ def test_a_tab_left_behind_catching_up_with_an_edit_far_up_stays_at_the_chats_en
 def test_a_tab_left_behind_catching_up_with_another_tabs_edit_counts_the_path_it_shows(asgi_server, browser):
     """The page showed the path the other tab's edit left, and its gauge went on counting the 300
     messages the model is no longer sent, until the next reply."""
-    _sign_up(browser, asgi_server.url, "catch-up-gauge")
-    user = get_user_model().objects.get(username="catch-up-gauge")
-    conversation = Conversation.objects.create(owner=user, title="A long chat", offline=True)
-    seeded = seed_messages(conversation, 300)
-    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
-    old_reply = _wait(browser, lambda d: _message(d, seeded[-1]))
+    user, conversation, seeded, old_reply = _long_chat_open(browser, asgi_server.url, "catch-up-gauge")
     gauge = browser.find_element(By.ID, "gauge-text")
     stale = _wait(browser, lambda d: gauge.text if gauge.text not in ("", "…") else None)
     assert post_stream(user, f"/api/messages/{seeded[10]}/edit/", {"content": "Edited in the other tab"}).status == 200
