@@ -118,6 +118,15 @@ def test_summaries_are_paginated(owner_client, small):
     assert data["results"][0]["duration_s"] == pytest.approx(3.0)
 
 
+@pytest.mark.parametrize("extension", ["csv", "json"])
+def test_the_records_download_is_named_after_its_chat(owner_client, small, extension):
+    # As the chat's own download (Trip to Lisbon.md): a folder of downloads is read by name, and
+    # "conversation-412-records.csv" said nothing of which chat's records it held.
+    Conversation.objects.filter(pk=small.conversation.pk).update(title="Trip: Lisbon / Porto")
+    response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.{extension}")
+    assert response["Content-Disposition"] == f'attachment; filename="Trip Lisbon Porto records.{extension}"'
+
+
 def test_csv_export(owner_client, small):
     response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.csv")
     assert response["Content-Type"].startswith("text/csv")

@@ -8,7 +8,6 @@ page, instead of being built in memory first (see that module for the formats).
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,6 +26,7 @@ from chatapp.chat.account_export import account_export_chunks
 from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.serializers import SummaryCoverageSerializer
 from chatapp.chat.conversation_export import EXPORT_FORMATS, conversation_export_chunks
+from chatapp.chat.download_names import download_filename
 from chatapp.chat.selectors import conversation_get
 
 
@@ -153,7 +153,7 @@ class ConversationExportApi(APIView):
         fmt = validated(self.InputSerializer, request.query_params)["format"]
         kind = EXPORT_FORMATS[fmt]
         return _download(conversation_export_chunks(conversation=conversation, fmt=fmt), media_type=kind.media_type,
-                         filename=export_filename(conversation.title, extension=kind.extension))
+                         filename=download_filename(conversation.title, extension=kind.extension))
 
 
 class AccountExportApi(APIView):
@@ -175,18 +175,6 @@ class AccountExportApi(APIView):
         day = timezone.localdate().isoformat()
         return _download(account_export_chunks(owner_id=request.user.pk), media_type="application/json",
                          filename=f"longchat-chats-{day}.json")
-
-
-# What no file name holds on Windows, macOS or Linux: the separators, the reserved characters, controls.
-_UNSAFE_IN_NAMES = re.compile(r'[\\/:*?"<>|\x00-\x1f\x7f]+')
-
-
-def export_filename(title: str, *, extension: str) -> str:
-    """A chat's download named after its title ("Trip to Lisbon.md"), as Open WebUI and LibreChat name
-    theirs: a folder of exports is read by name, not by id. What a file name cannot hold becomes a space;
-    a title with nothing left is "conversation"."""
-    name = " ".join(_UNSAFE_IN_NAMES.sub(" ", title).split())[:100].strip(" .")
-    return f"{name or 'conversation'}.{extension}"
 
 
 def _download(chunks: AsyncIterator[str], *, media_type: str, filename: str) -> StreamingHttpResponse:
