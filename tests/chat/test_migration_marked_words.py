@@ -11,9 +11,8 @@ from django.core.management import call_command
 from django.db import connection
 
 from chatapp.chat.models import Conversation
-from chatapp.chat.search_selectors import message_search
 from chatapp.chat.search_services import conversation_index_rebuild
-from tests.support.migrations import conversation_indexed_as, migrated_back, search_index_state
+from tests.support.migrations import conversation_indexed_as, message_ids_found, migrated_back, search_index_state
 
 BEFORE, AFTER = ("chat", "0008_search_folded_terms"), ("chat", "0009_search_marked_words")
 
@@ -50,7 +49,7 @@ def test_words_with_marks_are_indexed_again_and_looked_up_whole():
         assert "रश" not in df_after and "बन" not in df_after
         assert corpus == (3, 15)
         first = min(rows)
-        assert [h.message_id for h in message_search(owner=owner, query="रश्मि लिस्बन").hits] == [first]
+        assert message_ids_found(owner_id=owner.pk, text="रश्मि लिस्बन") == [first]
         if connection.vendor == "sqlite":
             assert _tokenizers() == {"ascii"}
         # Exactly what indexing the conversation from scratch gives.
@@ -62,4 +61,4 @@ def test_words_with_marks_are_indexed_again_and_looked_up_whole():
         if connection.vendor == "sqlite":
             assert _tokenizers() == {"unicode61"}
         # The tables were filled again from the rows: the ASCII terms are found as before.
-        assert [h.message_id for h in message_search(owner=owner, query="lisbon trip").hits] == [max(rows)]
+        assert message_ids_found(owner_id=owner.pk, text="lisbon trip") == [max(rows)]

@@ -10,6 +10,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from chatapp.chat.search_match import owner_match_query, search_prefix_stems, search_terms
+
 
 @contextmanager
 def migrated_back(target: tuple[str, str]) -> Iterator[Any]:
@@ -74,3 +76,19 @@ def reindexed_by_migration(
     conversation_index_rebuild(conversation=Conversation.objects.get(pk=chat))
     assert search_index_state(chat) == migrated
     return chat, migrated
+
+
+def message_ids_found(*, owner_id: int, text: str) -> list[int]:
+    """The ids of the owner's messages the full-text index finds for `text` (every content word, the
+    last as a prefix), as message search looks them up, read with the columns every release had: today's
+    search reads the chat's later columns (archived_at, chat migration 0020) to say more of each hit."""
+    terms = search_terms(text=text)
+    query = owner_match_query(owner_id=owner_id, terms=terms, prefix_stems=search_prefix_stems(text=text, terms=terms))
+    if connection.vendor == "postgresql":
+        sql = "SELECT message_id FROM chat_messagesearch WHERE tsv @@ %s::tsquery"
+    else:
+        sql = ("SELECT s.message_id FROM chat_message_fts f JOIN chat_messagesearch s ON s.message_id = f.rowid "
+               "WHERE chat_message_fts MATCH %s")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [query])
+        return sorted(pk for (pk,) in cursor.fetchall())
