@@ -204,13 +204,19 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def _json_message(*, row: dict[str, Any]) -> str:
+def message_export_values(*, row: dict[str, Any]) -> dict[str, Any]:
+    """One message of our JSON export, from its MESSAGE_EXPORT_FIELDS values (also what a branch into
+    a new chat hands the import's reader: fork_services)."""
     out = {key: _json_value(row[key]) for key in MESSAGE_EXPORT_FIELDS}
     if row["kind"] == Message.Kind.SUMMARY and out["skipped_pin_ids"] is None:
         # Stored as null when a summary passed over no pin; a file's null says nothing (the import
         # then guesses, as for other apps' files), so the export says "none".
         out["skipped_pin_ids"] = []
-    return json.dumps(out, ensure_ascii=False)
+    return out
+
+
+def _json_message(*, row: dict[str, Any]) -> str:
+    return json.dumps(message_export_values(row=row), ensure_ascii=False)
 
 
 async def _json_chunks(*, conversation: Conversation, chunk_rows: int) -> AsyncIterator[str]:

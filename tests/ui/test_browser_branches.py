@@ -378,3 +378,28 @@ def test_a_tab_left_behind_catching_up_with_another_tabs_edit_counts_the_path_it
 
     _wait(browser, lambda d: seeded[9] in _shown_ids(d))
     _wait(browser, lambda d: d.find_element(By.ID, "gauge-text").text == fresh)
+
+
+def test_branch_in_new_chat_opens_a_chat_holding_the_path_to_the_message(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "browser-fork")
+    _send(browser, "Tell me about apples.")
+    _send(browser, "And about pears?")
+    original = Conversation.objects.get(owner__username="browser-fork")
+    first_reply = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")[0]
+    reply_id = first_reply.get_attribute("data-id")
+
+    # From the menu of a reply the page drew itself as it streamed (dom.js), not one the server rendered.
+    _click(browser, first_reply.find_element(By.CSS_SELECTOR, '[data-action="message-menu"]'))
+    _click(browser, _message(browser, reply_id).find_element(By.CSS_SELECTOR, '[data-action="fork-chat"]'))
+    _wait(browser, lambda d: f"/c/{original.pk}/" not in d.current_url and "/c/" in d.current_url)
+    fork = Conversation.objects.exclude(pk=original.pk).get(owner__username="browser-fork")
+    _wait(browser, lambda d: len(_texts(d)) == 2)
+    assert _texts(browser)[0] == "Tell me about apples."
+    assert browser.current_url.endswith(f"/c/{fork.pk}/") and fork.title.endswith(" (branch)")
+
+    # The original is as it was; from its server-rendered page, the menu item is there too.
+    browser.get(f"{asgi_server.url}/c/{original.pk}/")
+    _wait(browser, lambda d: len(_texts(d)) == 4)
+    item = _message(browser, reply_id).find_element(By.CSS_SELECTOR, '[data-action="fork-chat"]')
+    assert item.get_attribute("role") == "menuitem" and "Branch in new chat" in item.get_attribute("textContent")
+    assert console_errors(browser) == []

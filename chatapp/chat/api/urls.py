@@ -97,6 +97,7 @@ urlpatterns = [
     path("shares/<int:pk>/", share_api.ShareDetailApi.as_view(), name="api-share"),
     path("summaries/<int:pk>/", summary_views.SummaryDetailApi.as_view(), name="api-summary"),
     path("messages/<int:pk>/pin/", views.MessagePinApi.as_view(), name="api-message-pin"),
+    path("messages/<int:pk>/fork/", views.MessageForkApi.as_view(), name="api-message-fork"),
     path("messages/<int:pk>/stop/", stream_views.message_stop_api, name="api-message-stop"),
     path("messages/<int:pk>/regenerate/", stream_views.message_regenerate_api, name="api-message-regenerate"),
     path("messages/<int:pk>/retry/", stream_views.message_retry_api, name="api-message-retry"),

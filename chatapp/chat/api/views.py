@@ -25,6 +25,7 @@ from chatapp.chat.api.serializers import (
     UserSettingsOutputSerializer,
 )
 from chatapp.chat.branch_selectors import message_sibling_places
+from chatapp.chat.fork_services import conversation_fork
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.message_services import message_pin_set
 from chatapp.chat.models import Preference
@@ -229,6 +230,17 @@ class MessagePinApi(APIView):
         message = message_get(owner=request.user, pk=pk)
         message = message_pin_set(message=message, pinned=validated(self.InputSerializer, request.data)["pinned"])
         return Response(MessageOutputSerializer(message).data)
+
+
+class MessageForkApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={201: ConversationOutputSerializer},
+        summary="Branch in new chat: a new chat holding the shown path up to this message",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        conversation = conversation_fork(owner=request.user, message_id=pk)
+        return Response(ConversationOutputSerializer(conversation).data, status=status.HTTP_201_CREATED)
 
 
 class ConversationContextApi(APIView):

@@ -77,6 +77,24 @@ async function switchBranch(article, step, fromKeyboard) {
   window.location.reload();
 }
 
+/** Branch in new chat: a new chat holding the path shown up to this message (its dates, pins and
+ *  summaries, the chat's model and system prompt) opens; this chat stays as it is. */
+let forking = false;
+export async function forkChat(article) {
+  if (forking) return; // a second click while a long chat is copied would make a second new chat
+  forking = true;
+  toast("Making a new chat from this message…", "info", 4000);
+  const res = await api(`/api/messages/${article.dataset.id}/fork/`, { method: "POST" });
+  forking = res.ok; // the page is left on success
+  if (!res.ok) {
+    const gone = "This chat no longer exists: it was deleted (in another tab or device?).";
+    toast(res.status === 404 ? gone : errorText(res.data, res.status), "error", 6000);
+    if (res.status === 400) catchUp(); // another tab switched the version this page shows
+    return;
+  }
+  window.location.href = `/c/${res.data.id}/`;
+}
+
 /** After a switch made from the keyboard, the focus goes back to the arrows of the version now shown
  *  (the same arrow, or the other one at either end), so ‹ › can be pressed again, not to the message box. */
 export function branchFocusRestore() {

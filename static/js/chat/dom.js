@@ -132,7 +132,12 @@ export function actionsRow(isAssistant) {
   pinItem.setAttribute("role", "menuitem");
   pinItem.dataset.action = "toggle-pin";
   pinItem.append(icon("pin"), el("span", "", "Pin — always send to the model"));
-  menu.append(pinItem);
+  const forkItem = el("button");
+  forkItem.type = "button";
+  forkItem.setAttribute("role", "menuitem");
+  forkItem.dataset.action = "fork-chat";
+  forkItem.append(icon("fork"), el("span", "", "Branch in new chat"));
+  menu.append(pinItem, forkItem);
   wrap.append(more, menu);
   actions.append(wrap);
   return actions;

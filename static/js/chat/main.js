@@ -11,7 +11,7 @@ import { editSystemPrompt, pointExportLinks } from "./prompt.js";
 import { deleteConversation, inlineRename, pinConversation, renameConversation } from "./sidebar.js";
 import { app, composing, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
 import "./attach.js"; // text files into the message box: the paperclip, a drop, a paste
-import { branchFocusRestore } from "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
+import { branchFocusRestore, forkChat } from "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
 import "./archive.js"; // Archive / Unarchive (sidebar row, header menu, the archived note): handles its own clicks
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
 import "./slash.js"; // the message box's "/" menu: saved prompts and /compact
@@ -131,6 +131,10 @@ document.addEventListener("click", async (e) => {
     case "toggle-pin":
       closeMenus();
       if (article && article.dataset.id) await togglePin(article);
+      break;
+    case "fork-chat":
+      closeMenus();
+      if (article && article.dataset.id) await forkChat(article);
       break;
     case "regenerate":
       if (article && article.dataset.id) await regenerate(article);
