@@ -75,7 +75,8 @@ def instance_prepare() -> Path:
     found = var.stat()
     if found.st_mode & 0o077 and found.st_uid == os.getuid():
         var.chmod(found.st_mode & 0o700)  # one made by an earlier release, readable by every local user
-    if not os.environ.get("REDIS_URL"):
+    # Blank (white space alone) is unset, as the settings read it (chatapp.env): the embedded broker.
+    if not (os.environ.get("REDIS_URL") or "").strip():
         for folder in BROKER_FOLDERS:
             (var / "celery-broker" / folder).mkdir(parents=True, exist_ok=True)
     # whitenoise warns on every start until collectstatic has run

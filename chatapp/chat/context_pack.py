@@ -210,7 +210,7 @@ def _refit(result: PackResult, *, budget: int, model: str, pack: Callable[[int],
 
     Stored counts are made once, by the tokenizer of the model the chat had then; a chat moved to a
     model with another tokenizer (Conversation.token_counts_mixed) is packed on those estimates. From
-    o200k to cl100k, Russian or Japanese text counts about 1.3-1.6 times as many tokens: a request
+    o200k to cl100k, Russian text counts some 1.7-2.3 times as many tokens (Japanese 1.4): a request
     packed to its budget went out past the model's window, and the provider refused it. Counting the
     packed request (not the history) costs a few milliseconds, on these chats only. The next room holds
     the packed request's estimate scaled by how much the estimates undercount it, less 1 % of the

@@ -95,3 +95,19 @@ def test_serve_reads_a_blank_host_or_port_as_unset(monkeypatch):
     monkeypatch.setenv("PORT", " ")
     options = Command().create_parser("manage.py", "serve").parse_args([])
     assert (options.host, _env_port()) == ("127.0.0.1", 8000)
+
+
+_ENQUEUE = ("from chatapp.instance import instance_prepare; instance_prepare(); " + _LOAD
+            + "; from chatapp.celery import app; app.send_task('chat.nothing', queue='summaries'); print('queued')")
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_redis_url_is_unset_for_the_embedded_brokers_folders_too(tmp_path, blank):
+    """`REDIS_URL= ` (a space left after it in an env file) chose the embedded broker, as blank means
+    unset, but its folders were not made: every summary, title and import failed to enqueue."""
+    environ = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEY"}}
+    environ.update({"CHATAPP_VAR_DIR": str(tmp_path), "REDIS_URL": blank})
+    done = subprocess.run([sys.executable, "-c", _ENQUEUE], cwd=ROOT, env=environ, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "queued"

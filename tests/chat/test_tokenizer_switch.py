@@ -57,7 +57,7 @@ def test_a_new_chat_switched_before_its_first_message_stays_exact(user, fake_ope
     assert _switch(api, conversation, cl100k)["estimated"] is False
 
 
-# Written for this test: Russian prose, which cl100k cuts into about 1.5 times the tokens o200k does.
+# Written for this test: Russian prose, which cl100k cuts into about 1.7 times the tokens o200k does.
 ROUTE = ("День {n}: мы поднялись к перевалу по каменистой тропе, поставили палатку у холодного озера, "  # noqa: RUF001 - Cyrillic on purpose
          "а утром спустились через берёзовый лес к деревне, где купили хлеб и сыр.")  # noqa: RUF001 - Cyrillic on purpose
 

@@ -39,7 +39,12 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         # DRF's own text ("JSON parse error - Expecting value: line 1 column 1 (char 0)") is accurate
         # but reads like a traceback; keep it as the detail for developers, lead with plain words.
         exc = exceptions.ParseError({"detail": "The request body is not valid JSON.", "parse_error": str(exc.detail)})
-    return exception_handler(exc, context)
+    response = exception_handler(exc, context)
+    if isinstance(exc, exceptions.Throttled) and response is not None and exc.wait is not None:
+        # The wait in the body too, as the send limit's 429 gives it: one shape for every rate limit,
+        # for a client that reads the body and not the headers. The same whole seconds as Retry-After.
+        response.data["retry_after"] = int(exc.wait)
+    return response
 
 
 def validation_error_body(exc: DjangoValidationError) -> dict[str, Any]:
