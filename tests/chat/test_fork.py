@@ -3,9 +3,14 @@ pins, summaries, system prompt and model; the original untouched."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+
 import pytest
 from django.core.exceptions import ValidationError
 from django.http import Http404
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from chatapp.chat import fork_services
 from chatapp.chat.chat_retry import chat_edit_start
@@ -17,10 +22,13 @@ from chatapp.chat.models import Conversation, Message
 from chatapp.chat.search_selectors import message_search
 from chatapp.chat.summary_selectors import summary_current
 from tests.chat.test_branches import exchange, finish
+from tests.chat.test_branches_property import OPS, _apply
 from tests.support.branches import active_path, assert_path_consistent
+from tests.support.chat import make_config
 
 pytestmark = pytest.mark.django_db
 
+_configs = itertools.count()
 FIELDS = ("role", "kind", "content", "created_at", "pinned", "status")
 
 
@@ -124,3 +132,29 @@ def test_a_long_title_keeps_its_mark_within_the_limit(user, chat):
     Conversation.objects.filter(pk=chat.pk).update(title="x" * 200)
     fork = conversation_fork(owner=user, message_id=active_path(chat)[0])
     assert len(fork.title) == 200 and fork.title.endswith(" (branch)")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, where=st.integers(0, 1_000))
+def test_whatever_the_branches_the_new_chat_is_the_path_up_to_the_message(user, fake_openai, ops, where):
+    config = make_config(user, fake_openai.base_url, window=420, max_output=100, name=f"fork {next(_configs)}")
+    conversation = Conversation.objects.create(owner=user, llm_config=config)
+    for op, pick in [("send", 0), ("send", 1), *ops]:
+        with contextlib.suppress(ValidationError):  # a refusal (not the latest exchange) stores nothing
+            _apply(user, conversation, op, pick)
+    path = active_path(conversation)
+    point = path[where % len(path)]
+    fork = conversation_fork(owner=user, message_id=point)
+
+    def shown(pks: list[int]) -> list[tuple]:
+        return [Message.objects.values_list("role", "content", "created_at", "status").get(pk=pk) for pk in pks]
+
+    assert shown(active_path(fork)) == shown(path[: path.index(point) + 1])
+    assert fork.llm_config_id == config.pk
+    assert_path_consistent(fork)
+    # The summaries that came along are those of messages up to the point, each covering the same messages.
+    wanted = Message.objects.filter(conversation=conversation, kind="summary", superseded=False,
+                                    covers_through_id__lte=point).order_by("id")
+    came = Message.objects.filter(conversation=fork, kind="summary").order_by("id")
+    assert [(s.content, shown([s.covers_from_id, s.covers_through_id])) for s in came] == [
+        (s.content, shown([s.covers_from_id, s.covers_through_id])) for s in wanted]
