@@ -108,7 +108,14 @@ def message_pin_set(*, message: Message, pinned: bool) -> Message:
     if message.kind != Message.Kind.CHAT:
         raise ValidationError({"pinned": "Only chat messages can be pinned."})
     if message.pinned != pinned:
-        if not Message.objects.filter(pk=message.pk).update(pinned=pinned, updated_at=timezone.now()):
+        rows = Message.objects.filter(pk=message.pk)
+        # Pinned is "always sent": a message another version replaced (a tab still showing it) is sent
+        # by nothing. Unpinning sends nothing more, so it is taken wherever the message is.
+        if not (rows.filter(superseded=False) if pinned else rows).update(pinned=pinned, updated_at=timezone.now()):
+            if rows.exists():
+                raise ValidationError(
+                    {"pinned": "That message is on a version the chat no longer shows: switch to it first."}
+                )
             # Deleted with its chat (another tab) since the request found it: the answer to a message
             # that never was, not a 200 saying it is pinned.
             raise Http404("No Message matches the given query.")

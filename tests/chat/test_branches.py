@@ -15,7 +15,7 @@ from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start
 from chatapp.chat.chat_turn import chat_turn_start, turn_pack, turn_stream
 from chatapp.chat.context import context_load
-from chatapp.chat.message_services import message_append
+from chatapp.chat.message_services import message_append, message_pin_set
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.search_selectors import message_search
 from chatapp.chat.selectors import conversation_list
@@ -332,3 +332,23 @@ def test_a_send_waiting_on_a_branch_switch_follows_the_branch_it_switched_to(use
     assert_path_consistent(offline)
     offline.refresh_from_db()
     assert offline.turn_claimed_at is None
+
+
+def test_a_message_another_version_replaced_cannot_be_pinned_but_can_be_unpinned(user, offline):
+    q1, a1 = exchange(user, offline, "first question about tomatoes")
+    Message.objects.filter(pk=a1.pk).update(pinned=True)
+    finish(turn_pack(start=chat_edit_start(user=user, message=q1, content="first question about peppers")))
+    q1.refresh_from_db()
+    a1.refresh_from_db()
+    assert q1.superseded and a1.superseded
+    # A tab still showing the old version: its pin would say "always sent" of a message nothing sends.
+    with pytest.raises(ValidationError, match="switch to it first"):
+        message_pin_set(message=q1, pinned=True)
+    assert not Message.objects.get(pk=q1.pk).pinned
+    # Unpinning is always allowed: it sends nothing more.
+    assert not message_pin_set(message=a1, pinned=False).pinned
+    assert not Message.objects.get(pk=a1.pk).pinned
+    # Back on that version, it pins again.
+    branch_switch(message=q1, index=1)
+    q1.refresh_from_db()
+    assert message_pin_set(message=q1, pinned=True).pinned

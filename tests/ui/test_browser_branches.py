@@ -403,3 +403,20 @@ def test_branch_in_new_chat_opens_a_chat_holding_the_path_to_the_message(asgi_se
     item = _message(browser, reply_id).find_element(By.CSS_SELECTOR, '[data-action="fork-chat"]')
     assert item.get_attribute("role") == "menuitem" and "Branch in new chat" in item.get_attribute("textContent")
     assert console_errors(browser) == []
+
+
+def test_a_pin_on_a_version_another_tab_replaced_is_refused_and_the_page_catches_up(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "tab-left-behind")
+    _send(browser, "Tell me about apples.")
+    user = get_user_model().objects.get(username="tab-left-behind")
+    first = Message.objects.get(conversation__owner=user, role="user")
+    # Another tab edits the question: this page still shows the old version and its reply.
+    post_stream(user, f"/api/messages/{first.pk}/edit/", {"content": "Tell me about quinces."})
+
+    _click(browser, _message(browser, first.pk).find_element(By.CSS_SELECTOR, '[data-action="message-menu"]'))
+    _click(browser, _message(browser, first.pk).find_element(By.CSS_SELECTOR, '[data-action="toggle-pin"]'))
+    toast = _wait(browser, lambda d: [t for t in d.find_elements(By.CSS_SELECTOR, "#toasts .toast")
+                                      if "switch to it first" in t.text])[0]
+    assert "no longer shows" in toast.text
+    _wait(browser, lambda d: "Tell me about quinces." in _texts(d) and "Tell me about apples." not in _texts(d))
+    assert not Message.objects.get(pk=first.pk).pinned

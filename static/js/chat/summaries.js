@@ -1,6 +1,7 @@
 /* Summary markers in the timeline (show, edit, discard) and pins. */
 import { bannerButton, el, enhance, icon, setPlace } from "./dom.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
+import { catchUp } from "./history.js";
 import { api, app, confirmAction, errorText, messagesEl, state, toast } from "./state.js";
 
 export function summaryMeta(m) {
@@ -70,7 +71,11 @@ export function revealSummary(id) {
 export async function togglePin(article) {
   const pinned = article.dataset.pinned !== "1";
   const res = await api(`/api/messages/${article.dataset.id}/pin/`, { method: "POST", body: { pinned } });
-  if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
+  if (!res.ok) {
+    toast(errorText(res.data, res.status), "error");
+    if (res.status === 400) catchUp(); // another tab showed another version: this page shows it too
+    return;
+  }
   article.dataset.pinned = pinned ? "1" : "0";
   setPlace(article, res.data && res.data.place);
   article.classList.toggle("is-pinned", pinned);
