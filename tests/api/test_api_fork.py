@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from rest_framework.test import APIClient
 
 from tests.support.streaming import sse_events
 
@@ -22,6 +23,7 @@ def test_a_new_chat_from_a_reply_keeps_the_path_and_the_model(api, other_api, ec
     q1, a1, q2, a2 = _timeline(api, pk)
 
     assert other_api.post(f"/api/messages/{a1['id']}/fork/").status_code == 404
+    assert APIClient().post(f"/api/messages/{a1['id']}/fork/").status_code in (401, 403)
     response = api.post(f"/api/messages/{a1['id']}/fork/")
     assert response.status_code == 201
     fork = response.json()

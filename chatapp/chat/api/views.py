@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
+from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -232,15 +233,16 @@ class MessagePinApi(APIView):
         return Response(MessageOutputSerializer(message).data)
 
 
-class MessageForkApi(APIView):
-    @extend_schema(
-        request=None,
-        responses={201: ConversationOutputSerializer},
-        summary="Branch in new chat: a new chat holding the shown path up to this message",
-    )
-    def post(self, request: Request, pk: int) -> Response:
-        conversation = conversation_fork(owner=request.user, message_id=pk)
-        return Response(ConversationOutputSerializer(conversation).data, status=status.HTTP_201_CREATED)
+@extend_schema(
+    operation_id="messages_fork",
+    summary="Branch in new chat: a new chat holding the shown path up to this message",
+    request=None,
+    responses={201: ConversationOutputSerializer},
+)
+@api_view(["POST"])
+def message_fork_api(request: Request, pk: int) -> Response:
+    fork = conversation_fork(owner=request.user, message_id=pk)
+    return Response(ConversationOutputSerializer(fork).data, status=status.HTTP_201_CREATED)
 
 
 class ConversationContextApi(APIView):
