@@ -1,7 +1,8 @@
 """Every address that names an object by id, walked from the URL resolver itself: another user's object
 answers exactly as a missing one does (a 404, or the 405 of a method the address never takes), for
 every method, signed in by session or by API token, and nothing of the owner's changes; signed out,
-the API answers 401 and the pages send to the sign-in page. A new address with an id fails
+the API answers 401 and the pages send to the sign-in page; a write riding the owner's session without
+the CSRF token is refused. A new address with an id fails
 `test_every_address_with_an_id_is_swept` until it is added to ADDRESSES below, so none is left out."""
 
 from __future__ import annotations
@@ -274,3 +275,18 @@ def test_the_owner_reaches_each_address(user, other_user, name):
     answers = {method: _send(owner, method, path, api=api).status_code for method in ("GET",)}
 
     assert answers["GET"] in {200, 405}, f"{path}: {answers}"
+
+
+@pytest.mark.parametrize("name", sorted(ADDRESSES))
+def test_a_write_by_session_without_the_csrf_token_is_refused(user, other_user, name):
+    """The owner's own object, from a page of another site riding the owner's session cookie: 403."""
+    world = _world(user, other_user)
+    path = _path(name, world, ADDRESSES[name](world))
+    owner = Client(enforce_csrf_checks=True)
+    owner.force_login(user)
+    before = world.snapshot()
+
+    answers = {method: _send(owner, method, path, api=path.startswith("/api/")).status_code for method in METHODS[1:]}
+
+    assert set(answers.values()) == {403}, f"{path}: {answers}"
+    assert world.snapshot() == before
