@@ -39,7 +39,12 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         # DRF's own text ("JSON parse error - Expecting value: line 1 column 1 (char 0)") is accurate
         # but reads like a traceback; keep it as the detail for developers, lead with plain words.
         exc = exceptions.ParseError({"detail": "The request body is not valid JSON.", "parse_error": str(exc.detail)})
-    return exception_handler(exc, context)
+    response = exception_handler(exc, context)
+    limit = getattr(exc, "limit", None)
+    if response is not None and isinstance(limit, int) and isinstance(response.data, dict):
+        # A refusal over a size limit (an import file) says the limit in bytes, as every 413 does.
+        response.data["limit"] = limit
+    return response
 
 
 def validation_error_body(exc: DjangoValidationError) -> dict[str, Any]:

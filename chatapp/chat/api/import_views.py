@@ -36,7 +36,8 @@ class UploadTooLarge(APIException):
     default_code = "too_large"
 
     def __init__(self, *, size: int | None = None) -> None:
-        super().__init__(import_too_large_words(limit=settings.IMPORT_MAX_BYTES, size=size))
+        self.limit: int = settings.IMPORT_MAX_BYTES  # in the answer beside `detail` (api.errors)
+        super().__init__(import_too_large_words(limit=self.limit, size=size))
 
 
 class _LimitedUpload(FileUploadHandler):
