@@ -40,6 +40,9 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         # but reads like a traceback; keep it as the detail for developers, lead with plain words.
         exc = exceptions.ParseError({"detail": "The request body is not valid JSON.", "parse_error": str(exc.detail)})
     response = exception_handler(exc, context)
+    if isinstance(exc, exceptions.Throttled) and response is not None and "Retry-After" in response:
+        # In the body too, as the send limit's 429 has it: a client reading `retry_after` found none here.
+        response.data["retry_after"] = int(response["Retry-After"])
     limit = getattr(exc, "limit", None)
     if response is not None and isinstance(limit, int) and isinstance(response.data, dict):
         # A refusal over a size limit (an import file) says the limit in bytes, as every 413 does.
