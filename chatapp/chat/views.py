@@ -51,10 +51,8 @@ PAGE_CSP = (
 
 TIMELINE_PAGE = 100
 
-
 SIDEBAR_LIMIT = 200  # chats the sidebar lists at first; "Show older chats" adds as many again
 SIDEBAR_MAX = 20_000
-
 
 OFFLINE_LABEL = "Offline demo model"
 
@@ -116,6 +114,10 @@ class LoginView(auth_views.LoginView):
         self.admin_refused = request.user.is_authenticated and not admin.site.has_permission(request) and (
             self.get_redirect_url().startswith(reverse("admin:index")))
         self.redirect_authenticated_user = not self.admin_refused
+
+    def get_redirect_url(self) -> str:
+        url = super().get_redirect_url()  # this page itself: Django's loop check raised, a server error
+        return "" if url == self.request.path else url
 
     def form_invalid(self, form: LoginForm) -> HttpResponse:
         response = super().form_invalid(form)

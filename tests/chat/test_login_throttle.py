@@ -56,6 +56,15 @@ def test_a_signed_in_account_that_is_not_staff_gets_the_form_at_the_admin_not_a_
     assert client.get("/accounts/login/?next=/c/new/")["Location"] == "/c/new/"  # elsewhere: as before
 
 
+def test_a_signed_in_account_sent_to_the_sign_in_page_after_itself_goes_home_not_to_a_500(client, user):
+    """`next` naming the sign-in page itself: Django's own loop check raised, a server error."""
+    client.force_login(user)
+
+    answer = client.get("/accounts/login/?next=/accounts/login/")
+
+    assert answer.status_code == 302 and answer["Location"] == "/"
+
+
 def test_a_sign_in_with_no_password_does_not_clear_the_count(client, user, login_rates):
     # The form raised nothing for a blank password ("required" is the field's), and that cleared the
     # count: a guess, a blank, a guess, a blank... never reached the username's limit.
