@@ -124,7 +124,17 @@ def test_login_logout_and_password_change(client, user):
 
 
 def test_logout_requires_post(page):
-    assert page.get("/accounts/logout/").status_code == 405
+    """A GET (the address typed, an old bookmark) signs nobody out: a link or an image could. It answered
+    a blank 405 page; it shows a page whose button signs out (a POST, with the CSRF token)."""
+    asked = page.get("/accounts/logout/")
+
+    assert asked.status_code == 200 and "_auth_user_id" in page.session
+    html = asked.content.decode()
+    assert re.search(r'<form method="post" action="/accounts/logout/"[^>]*>\s*<input type="hidden" '
+                     r'name="csrfmiddlewaretoken"', html)
+    assert ">Log out</button>" in html and "signed in as ada" in html
+    assert page.post("/accounts/logout/")["Location"] == "/accounts/login/"
+    assert page.get("/accounts/logout/")["Location"] == "/accounts/login/"  # signed out: nothing to ask
 
 
 # --- chat pages ---------------------------------------------------------------------------------
