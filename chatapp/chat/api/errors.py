@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -31,6 +31,12 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return Response({"detail": body_too_large_words(limit), "limit": limit},
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        # Django's own answer is its HTML "Bad Request (400)" page, as for a body too large.
+        what = "files" if isinstance(exc, TooManyFilesSent) else "fields"
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES if what == "files" else settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        return Response({"detail": f"The request sent too many {what}: at most {limit:,}.", "limit": limit},
+                        status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, DjangoValidationError):
         return Response(validation_error_body(exc), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, exceptions.ValidationError):
