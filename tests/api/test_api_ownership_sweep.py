@@ -253,6 +253,27 @@ def test_signed_out_the_api_answers_401_and_a_page_sends_to_sign_in(user, other_
     assert world.snapshot() == before
 
 
+# Addresses without an id that open without an account: the sign-in pages, the API's token endpoint and
+# its schema and docs, the code highlighting's stylesheet.
+PUBLIC = {"api-token", "api-schema", "api-docs", "code-css", "signup", "login", "logout"}
+
+
+def test_signed_out_every_other_address_answers_401_or_sends_to_sign_in():
+    """The lists, settings and every address to come, walked from the resolver as the sweep's are."""
+    names = sorted(name for route, name, takes in _routes(get_resolver().url_patterns)
+                   if name and not takes and not route.startswith(NOT_OWNED) and name not in PUBLIC)
+    refused = {}
+    for name in names:
+        path = reverse(name)
+        for method in ("GET", "POST"):
+            response = Client().generic(method, path)
+            page = response.status_code == 302 and response["Location"].startswith(reverse("login") + "?next=")
+            if (response.status_code != 401) if path.startswith("/api/") else not page:
+                refused[f"{method} {path}"] = response.status_code
+
+    assert len(names) > 20 and refused == {}
+
+
 @pytest.mark.parametrize("name", sorted(name for name in ADDRESSES if not name.startswith("api-")))
 def test_an_api_token_opens_no_page(user, name):
     """Pages take the session only: a token (its header) is no way into them, the owner's own included."""
