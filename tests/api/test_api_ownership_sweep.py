@@ -103,60 +103,43 @@ def _world(ada, eve) -> World:
     )
 
 
-def _chat(w: World) -> dict[str, int]:
-    return {"pk": w.conversation.pk}
+# URL name → the World field holding ada's object it names by `pk`. The API's and the pages' addresses alike.
+ADDRESSES: dict[str, str] = {
+    **dict.fromkeys([
+        "chat-detail", "chat-messages-before", "archived-restore", "archived-delete", "dashboard-conversation",
+        "dashboard-export-csv", "dashboard-export-json", "api-conversation", "api-messages", "api-export",
+        "api-context", "api-records", "api-compact", "api-summary-jobs", "api-conversation-share",
+        "api-dashboard-headline", "api-dashboard-series", "api-dashboard-map", "api-dashboard-records",
+        "api-dashboard-summaries", "api-summary-job-dismiss", "api-dashboard-record"], "conversation"),
+    **dict.fromkeys(["api-token-revoke"], "token"),
+    **dict.fromkeys(["share-revoke", "api-share"], "share"),
+    **dict.fromkeys(["prompt-edit", "prompt-remove", "api-prompt"], "prompt"),
+    **dict.fromkeys(["config-update", "config-delete", "config-default", "api-config", "api-config-default",
+                     "api-config-test"], "config"),
+    **dict.fromkeys(["api-summary"], "summary"),
+    **dict.fromkeys(["api-message-pin", "api-message-edit", "api-message-branch"], "question"),
+    **dict.fromkeys(["api-message-stop", "api-message-regenerate", "api-message-retry"], "reply"),
+    **dict.fromkeys(["api-import"], "import_job"),
+}
+# Addresses naming an object inside the chat `pk`: (its argument, the World field). They are swept in eve's
+# own chat too ("+eve's chat"): the object must be looked up in the chat named, not by its id alone.
+NESTED: dict[str, tuple[str, str]] = {
+    "api-summary-job-dismiss": ("job_pk", "summary_job"),
+    "api-dashboard-record": ("record_pk", "record"),
+}
 
 
-# URL name → the ids of ada's object it names. The API's and the pages' addresses alike.
-ADDRESSES: dict[str, Callable[[World], dict[str, int]]] = {
-    "chat-detail": _chat,
-    "chat-messages-before": _chat,
-    "archived-restore": _chat,
-    "archived-delete": _chat,
-    "dashboard-conversation": _chat,
-    "dashboard-export-csv": _chat,
-    "dashboard-export-json": _chat,
-    "api-conversation": _chat,
-    "api-messages": _chat,
-    "api-export": _chat,
-    "api-context": _chat,
-    "api-records": _chat,
-    "api-compact": _chat,
-    "api-summary-jobs": _chat,
-    "api-conversation-share": _chat,
-    "api-dashboard-headline": _chat,
-    "api-dashboard-series": _chat,
-    "api-dashboard-map": _chat,
-    "api-dashboard-records": _chat,
-    "api-dashboard-summaries": _chat,
-    "api-summary-job-dismiss": lambda w: {"pk": w.conversation.pk, "job_pk": w.summary_job},
-    "api-dashboard-record": lambda w: {"pk": w.conversation.pk, "record_pk": w.record},
-    "api-token-revoke": lambda w: {"pk": w.token.pk},
-    "share-revoke": lambda w: {"pk": w.share.pk},
-    "api-share": lambda w: {"pk": w.share.pk},
-    "prompt-edit": lambda w: {"pk": w.prompt},
-    "prompt-remove": lambda w: {"pk": w.prompt},
-    "api-prompt": lambda w: {"pk": w.prompt},
-    "config-update": lambda w: {"pk": w.config.pk},
-    "config-delete": lambda w: {"pk": w.config.pk},
-    "config-default": lambda w: {"pk": w.config.pk},
-    "api-config": lambda w: {"pk": w.config.pk},
-    "api-config-default": lambda w: {"pk": w.config.pk},
-    "api-config-test": lambda w: {"pk": w.config.pk},
-    "api-summary": lambda w: {"pk": w.summary.pk},
-    "api-message-pin": lambda w: {"pk": w.question.pk},
-    "api-message-edit": lambda w: {"pk": w.question.pk},
-    "api-message-branch": lambda w: {"pk": w.question.pk},
-    "api-message-stop": lambda w: {"pk": w.reply.pk},
-    "api-message-regenerate": lambda w: {"pk": w.reply.pk},
-    "api-message-retry": lambda w: {"pk": w.reply.pk},
-    "api-import": lambda w: {"pk": w.import_job},
-}
-# eve's own chat around ada's object: the object must be looked up in the chat named, not by its id alone.
-NESTED: dict[str, Callable[[World], dict[str, int]]] = {
-    "api-summary-job-dismiss": lambda w: {"pk": w.eves_conversation.pk, "job_pk": w.summary_job},
-    "api-dashboard-record": lambda w: {"pk": w.eves_conversation.pk, "record_pk": w.record},
-}
+def _ids(name: str, world: World, *, in_eves_chat: bool = False) -> dict[str, int]:
+    """The arguments of address `name` naming ada's objects (the chat `pk` eve's, `in_eves_chat`)."""
+    def pk(field: str) -> int:
+        found = getattr(world, field)
+        return found if isinstance(found, int) else found.pk
+
+    ids = {"pk": world.eves_conversation.pk if in_eves_chat else pk(ADDRESSES[name])}
+    if name in NESTED:
+        argument, field = NESTED[name]
+        ids[argument] = pk(field)
+    return ids
 
 
 # What an address needs besides its ids to answer its owner (the 404 of a missing parameter is no test).
@@ -221,7 +204,7 @@ def _clients(eve, *, api: bool) -> dict[str, Client]:
 def test_another_users_object_answers_as_a_missing_one(user, other_user, name):
     world = _world(user, other_user)
     url_name, nested = name.removesuffix("+eve's chat"), name.endswith("+eve's chat")
-    ids = (NESTED if nested else ADDRESSES)[url_name](world)
+    ids = _ids(url_name, world, in_eves_chat=nested)
     path = _path(url_name, world, ids)
     missing = _path(url_name, world, {**ids, **{key: MISSING for key in ids if not nested or key != "pk"}})
     api = path.startswith("/api/")
@@ -238,7 +221,7 @@ def test_another_users_object_answers_as_a_missing_one(user, other_user, name):
 @pytest.mark.parametrize("name", sorted(ADDRESSES))
 def test_signed_out_the_api_answers_401_and_a_page_sends_to_sign_in(user, other_user, name):
     world = _world(user, other_user)
-    path = _path(name, world, ADDRESSES[name](world))
+    path = _path(name, world, _ids(name, world))
     before = world.snapshot()
 
     for method in METHODS:
@@ -278,7 +261,7 @@ def test_signed_out_every_other_address_answers_401_or_sends_to_sign_in():
 def test_an_api_token_opens_no_page(user, name):
     """Pages take the session only: a token (its header) is no way into them, the owner's own included."""
     world = _world(user, get_user_model().objects.create_user(username="mallory", password="a long password 3"))
-    path = _path(name, world, ADDRESSES[name](world))
+    path = _path(name, world, _ids(name, world))
 
     response = token_client(user).get(path)
 
@@ -289,7 +272,7 @@ def test_an_api_token_opens_no_page(user, name):
 def test_the_owner_reaches_each_address(user, other_user, name):
     """The control: the sweep's objects are ones their owner reaches, so its 404s are about ownership."""
     world = _world(user, other_user)
-    path = _path(name, world, ADDRESSES[name](world))
+    path = _path(name, world, _ids(name, world))
     api = path.startswith("/api/")
     owner = _clients(user, api=api)["session"]
 
@@ -302,7 +285,7 @@ def test_the_owner_reaches_each_address(user, other_user, name):
 def test_a_write_by_session_without_the_csrf_token_is_refused(user, other_user, name):
     """The owner's own object, from a page of another site riding the owner's session cookie: 403."""
     world = _world(user, other_user)
-    path = _path(name, world, ADDRESSES[name](world))
+    path = _path(name, world, _ids(name, world))
     owner = Client(enforce_csrf_checks=True)
     owner.force_login(user)
     before = world.snapshot()
