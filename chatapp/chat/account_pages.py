@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import REASON_NO_CSRF_COOKIE
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -35,4 +36,6 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     same_site = url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()},
                                                 require_https=request.is_secure())
     again = urlsplit(back)._replace(scheme="", netloc="").geturl() if same_site and back else reverse("chat-home")
-    return render(request, "registration/csrf_failure.html", {"again": again}, status=403)
+    # No cookie at all: a browser keeping none for this site, which no sign-in can get past.
+    context = {"again": again, "no_cookie": reason == REASON_NO_CSRF_COOKIE}
+    return render(request, "registration/csrf_failure.html", context, status=403)

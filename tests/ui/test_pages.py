@@ -162,6 +162,8 @@ def test_a_form_opened_before_signing_in_elsewhere_says_so_in_the_apps_page(user
     assert stale["Content-Security-Policy"].startswith("default-src 'self'; script-src 'self';")
     elsewhere = browser.post("/settings/instructions/", {"instructions": "x"}, HTTP_REFERER="https://evil.example/")
     assert elsewhere.status_code == 403 and 'href="/"' in elsewhere.content.decode()  # not back to another site
+    no_cookies = Client(enforce_csrf_checks=True).post("/accounts/login/", signed_in)  # none kept, none sent
+    assert no_cookies.status_code == 403 and "did not send this site's cookies" in no_cookies.content.decode()
 
 
 # --- chat pages ---------------------------------------------------------------------------------
