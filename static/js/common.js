@@ -3,10 +3,12 @@
 
 const Longchat = (() => {
   function csrfToken() {
-    const meta = document.querySelector('meta[name="csrf-token"]');
-    if (meta && meta.content) return meta.content;
+    // The cookie first: signing in, in another tab too, renews it, and a page drawn before kept the old
+    // token in its meta tag (its calls were refused until a reload). The tag when no cookie is readable.
     const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-    return match ? decodeURIComponent(match[1]) : "";
+    if (match) return decodeURIComponent(match[1]);
+    const meta = document.querySelector('meta[name="csrf-token"]');
+    return meta ? meta.content : "";
   }
 
   /** Plain-words message from a DRF-style error body. */
