@@ -13,6 +13,9 @@ const Longchat = (() => {
 
   /** Plain-words message from a DRF-style error body. */
   function errorText(data, status) {
+    // DRF's words ("Authentication credentials were not provided.") to a page whose user signed out
+    // since it was drawn, in another tab or by the session's end: what happened, and the way back.
+    if (status === 401) return "You are signed out (in another tab, or your session ended): reload the page to sign in again.";
     if (!data || typeof data !== "object") return `The server answered with an error (${status}).`;
     // Django's words for a row not found ("No Conversation matches the given query."): on these pages,
     // one deleted since the page was drawn (in another tab or device), said so plainly.
