@@ -59,6 +59,8 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", Fals
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# A form sent from a page opened before its user signed in or out elsewhere: the app's page, not Django's.
+CSRF_FAILURE_VIEW = "chatapp.chat.account_pages.csrf_failure"
 # Behind a TLS-terminating proxy (nginx, a load balancer) that sets X-Forwarded-Proto: trust it only
 # when told to, since a client could send the header itself to a server facing it directly.
 BEHIND_TLS_PROXY = env_bool("BEHIND_TLS_PROXY", False)

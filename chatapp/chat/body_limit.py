@@ -137,7 +137,7 @@ def sender_signed_in(scope: dict[str, Any]) -> bool:
 
     headers = {name.lower(): value.decode("latin-1") for name, value in scope.get("headers", ())}
     scheme, _, key = headers.get(b"authorization", "").strip().partition(" ")
-    if scheme.lower() == "token" and key.strip():
+    if scheme.lower() in ("token", "bearer") and key.strip():  # the schemes the API reads (api.auth)
         try:
             ExpiringTokenAuthentication().authenticate_credentials(key.strip())
         except AuthenticationFailed:  # a wrong or expired token, or an inactive user's

@@ -1,7 +1,6 @@
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from chatapp.chat import archive_views, prompt_file_views, settings_views, views
+from chatapp.chat import account_pages, archive_views, prompt_file_views, settings_views, views
 from chatapp.chat import share_views as share_pages
 
 urlpatterns = [
@@ -36,7 +35,7 @@ urlpatterns = [
         views.page_csp(views.LoginView.as_view()),
         name="login",
     ),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", views.page_csp(account_pages.LogoutView.as_view()), name="logout"),
     path("accounts/password/", views.password_change, name="password_change"),
     path("accounts/password/done/", views.password_changed, name="password-changed"),
 ]

@@ -12,12 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib import admin
 from django.contrib.auth import login, update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import cache_control, never_cache
 from django.views.decorators.debug import sensitive_post_parameters
@@ -49,10 +51,8 @@ PAGE_CSP = (
 
 TIMELINE_PAGE = 100
 
-
 SIDEBAR_LIMIT = 200  # chats the sidebar lists at first; "Show older chats" adds as many again
 SIDEBAR_MAX = 20_000
-
 
 OFFLINE_LABEL = "Offline demo model"
 
@@ -106,6 +106,18 @@ class LoginView(auth_views.LoginView):
 
     form_class = LoginForm
     redirect_authenticated_user = True
+
+    def setup(self, request: HttpRequest, *args, **kwargs) -> None:
+        super().setup(request, *args, **kwargs)
+        # The admin sends an account it refuses (not staff) here: sent back to `next`, it came here again,
+        # until the browser gave up. It gets the form instead, saying why (login.html).
+        self.admin_refused = request.user.is_authenticated and not admin.site.has_permission(request) and (
+            self.get_redirect_url().startswith(reverse("admin:index")))
+        self.redirect_authenticated_user = not self.admin_refused
+
+    def get_redirect_url(self) -> str:
+        url = super().get_redirect_url()  # this page itself: Django's loop check raised, a server error
+        return "" if url == self.request.path else url
 
     def form_invalid(self, form: LoginForm) -> HttpResponse:
         response = super().form_invalid(form)

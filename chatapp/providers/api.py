@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from chatapp.chat.api.inputs import validated
+from chatapp.chat.api.inputs import ChangesSomething, validated
 from chatapp.chat.dbconn import db_connection_release
 from chatapp.providers.llm import llm_target_for, llm_test_connection
 from chatapp.providers.models import LLMConfig
@@ -97,7 +97,7 @@ class LLMConfigListApi(APIView):
 
 
 class LLMConfigDetailApi(APIView):
-    class InputSerializer(LLMConfigInputSerializer):
+    class InputSerializer(ChangesSomething, LLMConfigInputSerializer):
         # The key is write-only, so an empty api_key means "unchanged"; removing it is explicit.
         clear_api_key = serializers.BooleanField(
             required=False, help_text="Remove the stored API key (an api_key sent with it is stored instead).")

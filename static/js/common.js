@@ -3,14 +3,19 @@
 
 const Longchat = (() => {
   function csrfToken() {
-    const meta = document.querySelector('meta[name="csrf-token"]');
-    if (meta && meta.content) return meta.content;
+    // The cookie first: signing in, in another tab too, renews it, and a page drawn before kept the old
+    // token in its meta tag (its calls were refused until a reload). The tag when no cookie is readable.
     const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-    return match ? decodeURIComponent(match[1]) : "";
+    if (match) return decodeURIComponent(match[1]);
+    const meta = document.querySelector('meta[name="csrf-token"]');
+    return meta ? meta.content : "";
   }
 
   /** Plain-words message from a DRF-style error body. */
   function errorText(data, status) {
+    // DRF's words ("Authentication credentials were not provided.") to a page whose user signed out
+    // since it was drawn, in another tab or by the session's end: what happened, and the way back.
+    if (status === 401) return "You are signed out (in another tab, or your session ended): reload the page to sign in again.";
     if (!data || typeof data !== "object") return `The server answered with an error (${status}).`;
     // Django's words for a row not found ("No Conversation matches the given query."): on these pages,
     // one deleted since the page was drawn (in another tab or device), said so plainly.

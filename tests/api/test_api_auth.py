@@ -89,3 +89,15 @@ def test_an_inactive_users_token_is_refused(user):
     response = client.get("/api/conversations/")
     assert response.status_code in (401, 403)
     assert response.json()["detail"] == "User inactive or deleted."
+
+
+def test_the_key_is_taken_under_the_bearer_scheme_too(user):
+    """`Authorization: Bearer <key>`, what OpenAI-style clients and most HTTP tools send, was answered
+    "Authentication credentials were not provided." though the key was right there."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_for(user)}")
+    assert client.get("/api/conversations/").status_code == 200
+
+    client.credentials(HTTP_AUTHORIZATION="Bearer 0123456789abcdef0123456789abcdef01234567")
+    refused = client.get("/api/conversations/")
+    assert refused.status_code == 401 and refused.json()["detail"] == "Invalid token."

@@ -46,3 +46,27 @@ def test_an_oversized_body_is_a_json_413_and_a_long_message_its_own_413(api, use
     anonymous = APIClient().post("/api/auth/token/", data=json.dumps({"username": "x" * 10_000_000}),
                                  content_type="application/json")
     assert anonymous.status_code == 413
+
+
+def _parts(names: list[str], *, files: bool) -> str:
+    disposition = 'form-data; name="file"; filename="{}.json"' if files else 'form-data; name="{}"'
+    parts = [f"--x\r\nContent-Disposition: {disposition.format(name)}\r\n\r\n[]\r\n" for name in names]
+    return "".join(parts) + "--x--\r\n"
+
+
+def test_a_body_of_too_many_fields_or_files_is_a_json_400(api, user, settings):
+    """Django refuses a form past DATA_UPLOAD_MAX_NUMBER_FIELDS or a multipart past ..._FILES with its
+    HTML "Bad Request (400)" page, which an API client cannot read."""
+    fields = [f"f{i}" for i in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1)]
+    form = "&".join(f"{name}=x" for name in fields)
+    sent = [
+        ("POST", "/api/conversations/", form, "application/x-www-form-urlencoded"),
+        ("PATCH", "/api/settings/", _parts(fields, files=False), "multipart/form-data; boundary=x"),
+        ("POST", "/api/imports/", _parts([f"f{i}" for i in range(settings.DATA_UPLOAD_MAX_NUMBER_FILES + 1)],
+                                         files=True), "multipart/form-data; boundary=x"),
+    ]
+    for method, path, body, kind in sent:
+        response = api.generic(method, path, body, content_type=kind)
+        assert response.status_code == 400 and response["Content-Type"] == "application/json", path
+        assert "too many" in response.json()["detail"], path
+    assert not Conversation.objects.exists()

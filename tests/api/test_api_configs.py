@@ -198,6 +198,28 @@ def test_settings_unknown_preference_is_a_field_error(api, user):
     assert api.get("/api/settings/").json()["preference"] == "balanced"
 
 
+@pytest.mark.parametrize("body", [{}, {"preferences": "fast"}, {"custom_instruction": "Answer in French."}])
+def test_a_settings_patch_that_sets_none_of_them_is_refused_naming_them(api, body):
+    """A misspelt field changed nothing and answered 200, its echo looking like a save."""
+    response = api.patch("/api/settings/", body, format="json")
+
+    assert response.status_code == 400
+    assert "preference" in response.json()["detail"] and "custom_instructions" in response.json()["detail"]
+    assert api.get("/api/settings/").json()["preference"] == "balanced"
+
+
+@pytest.mark.parametrize("body", [{}, {"nme": "Renamed"}, {"context": 8000}])
+def test_a_config_patch_that_sets_none_of_its_fields_is_refused_naming_them(api, body):
+    pk = api.post("/api/configs/", {"name": "Local", "base_url": "https://api.openai.com/v1", "model": "gpt-4o"},
+                  format="json").json()["id"]
+
+    response = api.patch(f"/api/configs/{pk}/", body, format="json")
+
+    assert response.status_code == 400
+    assert "name" in response.json()["detail"] and "context_window" in response.json()["detail"]
+    assert api.get(f"/api/configs/{pk}/").json()["name"] == "Local"
+
+
 def test_settings_someone_elses_summary_config_is_a_field_error(api, other_user, make_config):
     theirs = make_config(other_user)
     response = api.patch("/api/settings/", {"summary_config": theirs.pk}, format="json")

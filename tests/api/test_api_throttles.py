@@ -14,6 +14,8 @@ pytestmark = pytest.mark.django_db
 
 
 def _throttled(response) -> bool:
+    """A 429 of the API's shape: `detail`, and `retry_after` in the body as in the Retry-After header (a
+    client reading the body, as the send limit's 429 has it, found no wait in the throttles' own)."""
     body = response.json()
     return (response.status_code == 429 and int(response["Retry-After"]) > 0 and "detail" in body
             and body.get("retry_after") == int(response["Retry-After"]))

@@ -96,6 +96,12 @@ def test_the_import_endpoint_takes_its_own_larger_limit_from_a_signed_in_sender(
     assert json.loads(past["body"]) == {"detail": "The file is 2.1 MB; the largest import is 0.3 MB.", "limit": 262144}
 
 
+def test_a_key_sent_as_bearer_takes_the_import_limit_too(limits, user):
+    bearer = ((b"authorization", f"Bearer {api_key_for(user)}".encode()),)
+    within = _post("/api/imports/", total=200 * 1024, announce=True, content_type=MULTIPART, extra=bearer)
+    assert within["status"] == 400 and within["taken_at_answer"] == 200 * 1024
+
+
 def test_a_signed_in_session_takes_the_import_limit_too(limits, user, client):
     client.force_login(user)
     name = settings.SESSION_COOKIE_NAME

@@ -108,6 +108,29 @@ def test_upload_over_the_limit_is_a_413_and_stores_nothing(api, settings):
     assert not ImportJob.objects.exists()
 
 
+def test_an_upload_over_the_limit_says_the_limit_as_every_413_does(api, settings):
+    """The server's body guard answered {detail, limit}; the same file refused while it was parsed (a body
+    whose length the guard could not hold against it) answered {detail} alone."""
+    settings.IMPORT_MAX_BYTES = 2000
+
+    response = _upload(api, b"[" + b" " * 3000 + b"]")
+
+    assert response.status_code == 413
+    assert response.json() == {"detail": "The file is too large: the largest import is 0.0 MB.", "limit": 2000}
+
+
+def test_two_files_in_one_upload_are_refused_not_one_of_them_dropped(api):
+    """`curl -F file=@a.json -F file=@b.json` answered 202 for a job of b.json alone: a.json was never
+    imported, and nothing said so."""
+    files = [SimpleUploadedFile("a.json", b"[]"), SimpleUploadedFile("b.json", b"[]")]
+
+    response = api.post("/api/imports/", {"file": files}, format="multipart")
+
+    assert response.status_code == 400
+    assert response.json()["file"] == ["Send one file per upload: this one held 2."]
+    assert not ImportJob.objects.exists()
+
+
 def test_the_service_refuses_a_large_upload_too(owner, settings):
     settings.IMPORT_MAX_BYTES = 1024
     with pytest.raises(import_services.ImportTooLarge, match="the largest import is"):

@@ -43,6 +43,28 @@ def test_the_admin_signs_in_through_the_same_page(client):
     assert response.status_code == 302 and response["Location"] == "/accounts/login/?next=/admin/"
 
 
+def test_a_signed_in_account_that_is_not_staff_gets_the_form_at_the_admin_not_a_redirect_loop(client, user):
+    """The admin sent it to this page, which sent a signed-in account back to `next`, the admin: the
+    browser gave up on too many redirects. It gets the form, saying why, to sign in as a staff account."""
+    client.force_login(user)
+
+    admin = client.get("/admin/", follow=True)
+
+    assert admin.status_code == 200 and admin.request["PATH_INFO"] == "/accounts/login/"
+    assert len(admin.redirect_chain) == 2
+    assert "You are signed in as ada, which cannot open the admin" in admin.content.decode()
+    assert client.get("/accounts/login/?next=/c/new/")["Location"] == "/c/new/"  # elsewhere: as before
+
+
+def test_a_signed_in_account_sent_to_the_sign_in_page_after_itself_goes_home_not_to_a_500(client, user):
+    """`next` naming the sign-in page itself: Django's own loop check raised, a server error."""
+    client.force_login(user)
+
+    answer = client.get("/accounts/login/?next=/accounts/login/")
+
+    assert answer.status_code == 302 and answer["Location"] == "/"
+
+
 def test_a_sign_in_with_no_password_does_not_clear_the_count(client, user, login_rates):
     # The form raised nothing for a blank password ("required" is the field's), and that cleared the
     # count: a guess, a blank, a guess, a blank... never reached the username's limit.

@@ -222,6 +222,23 @@ def test_deleting_the_conversation_ends_its_links(chat, owner):
     assert not ConversationShare.objects.filter(pk=share.pk).exists()
 
 
+def test_a_deactivated_accounts_links_stop_opening_and_come_back_with_it(chat, owner):
+    """An admin turns an account off (the admin's Active box, Django's way to close one without deleting
+    it): its sessions and tokens stop at once, and so do the chats it published, until it is back on."""
+    share = conversation_share_create(owner=owner, conversation=chat)
+    missing = Client().get("/s/not-a-real-token-at-all/")
+    owner.is_active = False
+    owner.save(update_fields=["is_active"])
+
+    off = Client().get(_path(share))
+
+    assert off.status_code == 404 and off.content == missing.content
+    assert Client().get(_path(share), {"after": chat.messages.first().pk}).status_code == 404
+    owner.is_active = True
+    owner.save(update_fields=["is_active"])
+    assert Client().get(_path(share)).status_code == 200
+
+
 def test_a_long_snapshot_is_read_a_bounded_page_at_a_time(owner, django_assert_max_num_queries):
     conversation = Conversation.objects.create(owner=owner, title="Long one")
     Message.objects.bulk_create(

@@ -157,6 +157,10 @@ def test_every_page_passes_axe(live_server, transactional_db, browser, theme):
     _wait(driver, lambda d: d.find_elements("id", "main"))
     pages["overview"] = _run_axe(driver, source)
 
+    driver.get(f"{base}/accounts/logout/")  # a GET asks (a POST signs out)
+    _wait(driver, lambda d: d.find_elements("css selector", "form"))
+    pages["logout"] = _run_axe(driver, source)
+
     failures = {page: [v for v in found if _held(v["id"])] for page, found in pages.items()}
     counts = {page: len(found) for page, found in failures.items()}
     report = json.dumps({page: found for page, found in failures.items() if found}, indent=1)

@@ -124,7 +124,46 @@ def test_login_logout_and_password_change(client, user):
 
 
 def test_logout_requires_post(page):
-    assert page.get("/accounts/logout/").status_code == 405
+    """A GET (the address typed, an old bookmark) signs nobody out: a link or an image could. It answered
+    a blank 405 page; it shows a page whose button signs out (a POST, with the CSRF token)."""
+    asked = page.get("/accounts/logout/")
+
+    assert asked.status_code == 200 and "_auth_user_id" in page.session
+    html = asked.content.decode()
+    assert re.search(r'<form method="post" action="/accounts/logout/"[^>]*>\s*<input type="hidden" '
+                     r'name="csrfmiddlewaretoken"', html)
+    assert ">Log out</button>" in html and "signed in as ada" in html
+    assert page.post("/accounts/logout/")["Location"] == "/accounts/login/"
+    assert page.get("/accounts/logout/")["Location"] == "/accounts/login/"  # signed out: nothing to ask
+
+
+def _form_token(html: str) -> str:
+    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
+
+
+def test_a_form_opened_before_signing_in_elsewhere_says_so_in_the_apps_page(user):
+    """A sign-in page left open in one tab, the sign-in done in another (which renews the CSRF token): sent,
+    it got Django's bare "403 Forbidden — CSRF verification failed. Request aborted." page."""
+    from django.test import Client
+
+    browser = Client(enforce_csrf_checks=True)
+    left_open = _form_token(browser.get("/accounts/login/").content.decode())
+    other_tab = _form_token(browser.get("/accounts/login/").content.decode())
+    signed_in = {"username": "ada", "password": "a long test password 1"}
+    assert browser.post("/accounts/login/", {**signed_in, "csrfmiddlewaretoken": other_tab}).status_code == 302
+
+    stale = browser.post("/accounts/login/", {**signed_in, "csrfmiddlewaretoken": left_open},
+                         HTTP_REFERER="http://testserver/accounts/login/?next=/settings/")
+
+    html = stale.content.decode()
+    assert stale.status_code == 403 and "CSRF verification failed" not in html
+    assert "This page had expired" in html and "nothing it sent was done" in html
+    assert 'href="/accounts/login/?next=/settings/"' in html  # open it again
+    assert stale["Content-Security-Policy"].startswith("default-src 'self'; script-src 'self';")
+    elsewhere = browser.post("/settings/instructions/", {"instructions": "x"}, HTTP_REFERER="https://evil.example/")
+    assert elsewhere.status_code == 403 and 'href="/"' in elsewhere.content.decode()  # not back to another site
+    no_cookies = Client(enforce_csrf_checks=True).post("/accounts/login/", signed_in)  # none kept, none sent
+    assert no_cookies.status_code == 403 and "did not send this site's cookies" in no_cookies.content.decode()
 
 
 # --- chat pages ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -31,6 +31,12 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return Response({"detail": body_too_large_words(limit), "limit": limit},
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        # Django's own answer is its HTML "Bad Request (400)" page, as for a body too large.
+        what = "files" if isinstance(exc, TooManyFilesSent) else "fields"
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES if what == "files" else settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        return Response({"detail": f"The request sent too many {what}: at most {limit:,}.", "limit": limit},
+                        status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, DjangoValidationError):
         return Response(validation_error_body(exc), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, exceptions.ValidationError):
@@ -40,10 +46,13 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         # but reads like a traceback; keep it as the detail for developers, lead with plain words.
         exc = exceptions.ParseError({"detail": "The request body is not valid JSON.", "parse_error": str(exc.detail)})
     response = exception_handler(exc, context)
-    if isinstance(exc, exceptions.Throttled) and response is not None and exc.wait is not None:
-        # The wait in the body too, as the send limit's 429 gives it: one shape for every rate limit,
-        # for a client that reads the body and not the headers. The same whole seconds as Retry-After.
-        response.data["retry_after"] = int(exc.wait)
+    if isinstance(exc, exceptions.Throttled) and response is not None and "Retry-After" in response:
+        # In the body too, as the send limit's 429 has it: a client reading `retry_after` found none here.
+        response.data["retry_after"] = int(response["Retry-After"])
+    limit = getattr(exc, "limit", None)
+    if response is not None and isinstance(limit, int) and isinstance(response.data, dict):
+        # A refusal over a size limit (an import file) says the limit in bytes, as every 413 does.
+        response.data["limit"] = limit
     return response
 
 

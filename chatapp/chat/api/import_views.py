@@ -36,7 +36,8 @@ class UploadTooLarge(APIException):
     default_code = "too_large"
 
     def __init__(self, *, size: int | None = None) -> None:
-        super().__init__(import_too_large_words(limit=settings.IMPORT_MAX_BYTES, size=size))
+        self.limit: int = settings.IMPORT_MAX_BYTES  # in the answer beside `detail` (api.errors)
+        super().__init__(import_too_large_words(limit=self.limit, size=size))
 
 
 class _LimitedUpload(FileUploadHandler):
@@ -141,13 +142,17 @@ class ImportJobListApi(PaginatedApi):
         request={"multipart/form-data": InputSerializer},
         responses={
             202: ImportJobOutputSerializer,
-            400: OpenApiResponse(description="No file, or an empty one."),
+            400: OpenApiResponse(description="No file, an empty one, or more than one."),
             413: OpenApiResponse(description="The file is larger than IMPORT_MAX_BYTES."),
             429: OpenApiResponse(description="You already have 3 imports waiting or running."),
         },
         summary="Import conversations from a file (a background job: poll its progress)",
     )
     def post(self, request: Request) -> Response:
+        held = len(request.FILES.getlist("file"))
+        if held > 1:
+            # The field reads the last part alone: the others would be dropped without a word.
+            raise serializers.ValidationError({"file": [f"Send one file per upload: this one held {held}."]})
         upload = validated(self.InputSerializer, request.data)["file"]
         try:
             job = import_job_create(owner=request.user, upload=upload)

@@ -22,3 +22,15 @@ def validated(serializer_class: type[serializers.Serializer], data: Any, *, part
             field.default_empty_html = empty
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+class ChangesSomething(serializers.Serializer):
+    """The input of a PATCH whose fields are each optional: a body that sets none of them is refused,
+    naming them. Left to pass, a misspelt field (`preferences`, `nme`) changed nothing and answered
+    200 with the unchanged object, which reads as a save."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            names = ", ".join(name for name, field in self.fields.items() if not field.read_only)
+            raise serializers.ValidationError(f"Send at least one of: {names}.")
+        return super().validate(attrs)

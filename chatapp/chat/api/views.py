@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chatapp.chat.api.inputs import validated
+from chatapp.chat.api.inputs import ChangesSomething, validated
 from chatapp.chat.api.pagination import BeforeIdPagination, PaginatedApi
 from chatapp.chat.api.serializers import (
     ConversationDetailOutputSerializer,
@@ -293,7 +293,7 @@ class OptimizationRecordListApi(PaginatedApi):
 
 
 class UserSettingsApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(ChangesSomething):
         preference = serializers.ChoiceField(choices=Preference.choices, required=False)
         auto_optimize = serializers.BooleanField(required=False)
         confirm_compaction = serializers.BooleanField(required=False)
