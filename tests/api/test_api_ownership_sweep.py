@@ -117,7 +117,7 @@ ADDRESSES: dict[str, str] = {
     **dict.fromkeys(["config-update", "config-delete", "config-default", "api-config", "api-config-default",
                      "api-config-test"], "config"),
     **dict.fromkeys(["api-summary"], "summary"),
-    **dict.fromkeys(["api-message-pin", "api-message-edit", "api-message-branch"], "question"),
+    **dict.fromkeys(["api-message-pin", "api-message-edit", "api-message-branch", "api-message-fork"], "question"),
     **dict.fromkeys(["api-message-stop", "api-message-regenerate", "api-message-retry"], "reply"),
     **dict.fromkeys(["api-import"], "import_job"),
 }
