@@ -5,8 +5,10 @@ processes under your supervisor of choice (the README shows both command lines).
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,6 +34,23 @@ def _env_port() -> int:
     return port
 
 
+def _port_check(*, host: str, port: int) -> None:
+    """Refuse a port another server already listens on, before anything starts: uvicorn would fail
+    to bind only after the banner announced the chat there (the other server's address)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn picks it
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no clash
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(
+                    f"port {port} on {host} is already in use (an earlier `serve`, or another server such as "
+                    "a model server, listens there): stop it, or choose another port with --port or PORT"
+                ) from None
+            raise CommandError(f"cannot listen on {host} port {port}: {exc.strerror}") from None
+
+
 def worker_queues() -> str:
     """Every queue this app publishes to: summaries, imports (both configurable), Celery's default."""
     return ",".join(dict.fromkeys([settings.CELERY_SUMMARY_QUEUE, settings.CELERY_IMPORT_QUEUE, "celery"]))
@@ -50,6 +69,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int | None, no_worker: bool, concurrency: int, **options) -> None:
         port = port if port is not None else _env_port()  # checked before anything starts
+        _port_check(host=host, port=port)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         python = sys.executable

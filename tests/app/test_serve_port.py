@@ -1,0 +1,31 @@
+"""`manage.py serve` on a port something else already listens on (an earlier `serve`, or vLLM, whose
+default is 8000 too) says so and how to choose another, before it starts or announces anything."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_serve_on_a_port_in_use_names_it_and_starts_nothing(tmp_path):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        environ = {**os.environ, "CHATAPP_VAR_DIR": str(tmp_path)}
+        environ.pop("DATABASE_URL", None)
+        done = subprocess.run(
+            [sys.executable, "manage.py", "serve", "--no-worker", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT, env=environ, capture_output=True, text=True, timeout=60, check=False,
+        )
+    # It printed "Chat is running at …" (the other server's address), then uvicorn's bind error, then
+    # "CommandError: a process exited with code 3".
+    assert done.returncode != 0
+    assert f"port {port} on 127.0.0.1 is already in use" in done.stderr and "--port" in done.stderr
+    assert "Chat is running" not in done.stdout and "exited with code" not in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "chatapp.sqlite3").exists()  # nothing started
