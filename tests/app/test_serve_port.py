@@ -29,3 +29,31 @@ def test_serve_on_a_port_in_use_names_it_and_starts_nothing(tmp_path):
     assert f"port {port} on 127.0.0.1 is already in use" in done.stderr and "--port" in done.stderr
     assert "Chat is running" not in done.stdout and "exited with code" not in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "chatapp.sqlite3").exists()  # nothing started
+
+
+def test_serve_on_every_interface_says_other_addresses_need_allowed_hosts(tmp_path):
+    """`serve --host 0.0.0.0` (to open it from a phone, or in a container) answered "Bad Request (400)"
+    at its machine's address, with the reason only in the server's log."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    environ = {**os.environ, "CHATAPP_VAR_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
+    for name in ("DATABASE_URL", "ALLOWED_HOSTS"):
+        environ.pop(name, None)
+    serve = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--no-worker", "--host", "0.0.0.0", "--port", str(port)],  # noqa: S104
+        cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+    )
+    try:
+        assert serve.stdout is not None
+        banner = []
+        for line in serve.stdout:  # the banner ends with this line
+            banner.append(line)
+            if "Ctrl-C stops everything" in line:
+                break
+    finally:
+        serve.terminate()
+        serve.wait(timeout=60)
+    text = "".join(banner)
+    assert "Chat is running at http://localhost:" in text
+    assert "ALLOWED_HOSTS" in text and "localhost,127.0.0.1,[::1]" in text

@@ -51,6 +51,16 @@ def _port_check(*, host: str, port: int) -> None:
             raise CommandError(f"cannot listen on {host} port {port}: {exc.strerror}") from None
 
 
+def _hosts_note(*, host: str) -> str:
+    """Listening beyond this machine, a page opened by its address or name (from a phone, a container's
+    host) is refused with "Bad Request (400)" unless ALLOWED_HOSTS holds it: say so where it is read."""
+    if host.strip("[]") in {"127.0.0.1", "localhost", "::1"} or "*" in settings.ALLOWED_HOSTS:
+        return ""
+    allowed = ",".join(settings.ALLOWED_HOSTS)
+    return (f"  To open it by this machine's address or another name, add that to ALLOWED_HOSTS (now {allowed});\n"
+            "  any other gets \"Bad Request (400)\".\n")
+
+
 def worker_queues() -> str:
     """Every queue this app publishes to: summaries, imports (both configurable), Celery's default."""
     return ",".join(dict.fromkeys([settings.CELERY_SUMMARY_QUEUE, settings.CELERY_IMPORT_QUEUE, "celery"]))
@@ -101,6 +111,7 @@ class Command(BaseCommand):
             self.style.SUCCESS(f"\n  Chat is running at http://{shown_host}:{port}/\n")
             + f"  Create the first account at http://{shown_host}:{port}/accounts/signup/\n"
             + f"  Database: {database}; summaries: {'off' if no_worker else f'Celery worker on {broker}'}\n"
+            + _hosts_note(host=host)
             + "  Ctrl-C stops everything.\n"
         )
         # A supervisor (or `timeout`) stops us with SIGTERM: treat it like Ctrl-C so the children
