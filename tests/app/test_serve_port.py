@@ -4,6 +4,7 @@ default is 8000 too) says so and how to choose another, before it starts or anno
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -52,8 +53,15 @@ def test_serve_on_every_interface_says_other_addresses_need_allowed_hosts(tmp_pa
             if "Ctrl-C stops everything" in line:
                 break
     finally:
-        serve.terminate()
+        serve.terminate()  # as a supervisor stops it, just as it has started
         serve.wait(timeout=60)
+        # Stopped so soon, its uvicorn was left running, orphaned: SIGTERM was still fatal to serve then.
+        try:
+            os.killpg(serve.pid, signal.SIGTERM)  # its session's processes: none once it has stopped them
+            left_behind = True
+        except ProcessLookupError:
+            left_behind = False
     text = "".join(banner)
     assert "Chat is running at http://localhost:" in text
     assert "ALLOWED_HOSTS" in text and "localhost,127.0.0.1,[::1]" in text
+    assert not left_behind, "serve stopped by SIGTERM left its web server running"

@@ -93,31 +93,32 @@ class Command(BaseCommand):
             # take sends at once when the server is back.
             "--timeout-graceful-shutdown", str(settings.SHUTDOWN_GRACE_SECONDS),
         ]  # fmt: skip
-        children.append(subprocess.Popen(web, env=env))
-        if not no_worker:
-            worker = [
-                python, "-m", "celery", "-A", "chatapp", "worker",
-                "-Q", worker_queues(),
-                "--concurrency", str(concurrency),
-                # Embedded beat runs the periodic sweep that enqueues jobs recorded while the broker was down.
-                "--beat", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule"),
-                "--loglevel", "INFO",
-            ]  # fmt: skip
-            children.append(subprocess.Popen(worker, env=env))
+        worker = [
+            python, "-m", "celery", "-A", "chatapp", "worker",
+            "-Q", worker_queues(),
+            "--concurrency", str(concurrency),
+            # Embedded beat runs the periodic sweep that enqueues jobs recorded while the broker was down.
+            "--beat", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule"),
+            "--loglevel", "INFO",
+        ]  # fmt: skip
         shown_host = "localhost" if host in {"127.0.0.1", "0.0.0.0"} else host  # noqa: S104
         broker = "Redis" if settings.REDIS_URL else "embedded filesystem broker"
         database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-        self.stdout.write(
-            self.style.SUCCESS(f"\n  Chat is running at http://{shown_host}:{port}/\n")
-            + f"  Create the first account at http://{shown_host}:{port}/accounts/signup/\n"
-            + f"  Database: {database}; summaries: {'off' if no_worker else f'Celery worker on {broker}'}\n"
-            + _hosts_note(host=host)
-            + "  Ctrl-C stops everything.\n"
-        )
         # A supervisor (or `timeout`) stops us with SIGTERM: treat it like Ctrl-C so the children
-        # are stopped too instead of being orphaned.
+        # are stopped too instead of being orphaned; from before the first starts (set after the
+        # banner, a SIGTERM just after it still killed serve alone, its uvicorn left running).
         signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         try:
+            children.append(subprocess.Popen(web, env=env))
+            if not no_worker:
+                children.append(subprocess.Popen(worker, env=env))
+            self.stdout.write(
+                self.style.SUCCESS(f"\n  Chat is running at http://{shown_host}:{port}/\n")
+                + f"  Create the first account at http://{shown_host}:{port}/accounts/signup/\n"
+                + f"  Database: {database}; summaries: {'off' if no_worker else f'Celery worker on {broker}'}\n"
+                + _hosts_note(host=host)
+                + "  Ctrl-C stops everything.\n"
+            )
             while all(child.poll() is None for child in children):
                 time.sleep(0.5)
         except KeyboardInterrupt:
