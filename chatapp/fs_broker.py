@@ -86,3 +86,9 @@ class Channel(filesystem.Channel):
 
 class Transport(filesystem.Transport):
     Channel = Channel
+
+    @property
+    def default_connection_params(self) -> dict[str, Any]:
+        # No host: kombu's virtual transports default to 'localhost', and every connection's info()
+        # (the worker's banner, each start) logged "No hostname was supplied" as a WARNING.
+        return {"port": self.default_port}

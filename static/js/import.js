@@ -30,6 +30,13 @@ function setUp(formEl) {
     message.className = `import-message${kind ? ` is-${kind}` : ""}`;
   }
 
+  // Nothing was imported: the box's label and bar say so, not the page's "Importing…" nor the last import's figures.
+  function refuse(text) {
+    label.textContent = "Not imported";
+    bar.value = 0;
+    say(text, "fail");
+  }
+
   function megabytes(bytes) {
     return `${(bytes / 1e6).toLocaleString(undefined, { maximumFractionDigits: 1 })} MB`;
   }
@@ -39,9 +46,9 @@ function setUp(formEl) {
     const file = input.files && input.files[0];
     box.hidden = false;
     links.replaceChildren();
-    if (!file) { say("Choose a file to import first.", "fail"); return; }
+    if (!file) { refuse("Choose a file to import first."); return; }
     if (file.size > maxBytes) {
-      say(`The file is ${megabytes(file.size)}; the largest import is ${megabytes(maxBytes)}.`, "fail");
+      refuse(`The file is ${megabytes(file.size)}; the largest import is ${megabytes(maxBytes)}.`);
       return;
     }
     // Disabled while the file uploads and imports, the button drops the focus: given back after.
@@ -73,10 +80,8 @@ function setUp(formEl) {
     }
     const data = await response.json().catch(() => null);
     if (!response.ok) {
-      label.textContent = "Not imported";
-      bar.value = 0;
       // The form has one field: its error is said without the field's name in front ("file: …").
-      say(data && Array.isArray(data.file) ? data.file.join(" ") : errorText(data, response.status), "fail");
+      refuse(data && Array.isArray(data.file) ? data.file.join(" ") : errorText(data, response.status));
       return;
     }
     await follow(data.id);

@@ -117,3 +117,14 @@ def test_settings_choose_this_transport_only_without_redis(tmp_path, redis_url, 
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == module
+
+
+def test_the_embedded_broker_starts_without_a_hostname_warning(folder, caplog):
+    """Every `serve` (and worker) printed "WARNING No hostname was supplied. Reverting to default
+    'localhost'": the folder broker has no host, and its address is shown all the same."""
+    options = _options(folder)
+    with Connection("filesystem://", transport=TRANSPORT, transport_options=options) as conn, caplog.at_level(30):
+        shown = conn.as_uri()
+        conn.info()
+    assert [record.getMessage() for record in caplog.records] == []
+    assert shown.startswith("chatapp.fs_broker.Transport://")

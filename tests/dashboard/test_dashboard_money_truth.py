@@ -191,3 +191,22 @@ def test_the_overview_names_what_summarizing_chats_with_no_saving_known_cost(use
     card = page[page.index('data-card="money"'):]
     card = card[:card.index("</article>")]
     assert "$0.0001 summarizing chats with no saving known" in card, card
+
+
+def _money_card(page: str) -> str:
+    card = page[page.index('data-card="money"'):]
+    return card[:card.index("</article>")]
+
+
+def test_a_chat_on_a_model_with_no_prices_says_no_request_was_priced(user, client):
+    # A local model (Ollama, vLLM) the registry has no price for, no summary paid for: both cards read
+    # "— saved - $0 summarizing", a subtraction of nothing from nothing.
+    c = make_conversation(owner=user, title="Local")
+    for _ in range(3):
+        make_record(conversation=c, tokens_full=900, tokens_sent=600, model="my-local-llama")
+    client.force_login(user)
+    card = _money_card(client.get(f"/c/{c.pk}/dashboard/").content.decode())
+    assert "No saving to count: no request was priced · 3 turns unpriced" in card, card
+    assert "summarizing" not in card
+    overview = _money_card(client.get("/dashboard/").content.decode())
+    assert "No saving to count: no request was priced" in overview and "summarizing" not in overview, overview

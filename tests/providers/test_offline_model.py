@@ -73,3 +73,13 @@ def test_a_one_character_message_is_said_in_the_singular():
     text = llm.offline_reply(messages=[{"role": "user", "content": "?"}])
     assert "- **Your last message:** 1 character, starting “?”" in text
     assert "- **Your last message:** 2 characters" in llm.offline_reply(messages=[{"role": "user", "content": "ok"}])
+
+
+def test_the_demo_reply_says_a_chat_takes_an_added_model_from_its_model_menu():
+    """A chat begun on the demo stays on it once a model is added (README): its replies went on saying
+    "Add an OpenAI-compatible endpoint … in Settings to get real answers", to a user who had, and
+    whose next step is the chat's own model menu."""
+    events, _ = run_stream(llm.llm_target_for(config=None), [{"role": "user", "content": "and now?"}])
+    text = "".join(e.text for e in events if isinstance(e, llm.Delta))
+    assert "then pick it in this chat's model menu (in its header)" in text
+    assert "before adding a model" not in text

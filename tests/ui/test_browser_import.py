@@ -149,3 +149,21 @@ def test_chats_that_came_in_archived_are_marked_and_said_to_be_out_of_the_sideba
     items = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#import-links li")]
     assert items == ["Old taxes Archived", "Garden"]
     assert console_errors(browser) == []
+
+
+def test_import_pressed_without_a_file_does_not_say_importing(asgi_server, browser, inline_worker):
+    # The box read "Importing…" over an empty bar beside "Choose a file to import first."; after an
+    # import, "Imported 2 conversations" over a full bar, with no link left under it.
+    _sign_up(browser, asgi_server.url, "fileless-importer")
+    browser.get(f"{asgi_server.url}/settings/")
+    browser.find_element(By.ID, "import-start").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "import-message").text == "Choose a file to import first.")
+    assert browser.find_element(By.ID, "import-progress-label").text == "Not imported"
+
+    _import(browser, FILES / "openwebui_branch.json")
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#import-links a"))
+    browser.execute_script("document.getElementById('import-file').value = ''")  # the choice cleared
+    browser.find_element(By.ID, "import-start").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "import-message").text == "Choose a file to import first.")
+    assert browser.find_element(By.ID, "import-progress-label").text == "Not imported"
+    assert browser.find_element(By.ID, "import-progress").get_attribute("value") == "0"

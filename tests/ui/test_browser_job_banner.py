@@ -120,3 +120,24 @@ def test_a_summary_retrying_after_a_failed_attempt_says_why_it_waits(asgi_server
     _wait(browser, lambda d: "Summary queued" in banner.text)
     assert "Attempt 1 failed: The model endpoint had an internal error (500)" in banner.text
     assert console_errors(browser) == []
+
+
+def test_a_summary_no_worker_takes_says_a_worker_is_wanted(asgi_server, browser):
+    """With no worker running (`serve --no-worker`, or uvicorn started alone), the banner read
+    "Summary queued — the chat keeps working meanwhile." for as long as the page stayed open."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    _sign_up(browser, asgi_server.url, "banner-no-worker")
+    user = get_user_model().objects.get(username="banner-no-worker")
+    conversation = Conversation.objects.create(owner=user, title="Waiting")
+    seed_messages(conversation, 4)
+    job = SummaryJob.objects.create(conversation=conversation, status=SummaryJob.Status.QUEUED)
+    SummaryJob.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(minutes=3))
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    banner = browser.find_element(By.ID, "job-banner")
+    _wait(browser, lambda d: "Summary queued" in banner.text)  # a worker may yet take it, in a moment
+    _wait(browser, lambda d: "No worker has taken it yet" in banner.text)
+    assert "manage.py serve" in banner.text
+    assert console_errors(browser) == []

@@ -77,7 +77,7 @@ def offline_reply(*, messages: Sequence[dict], model: str = OFFLINE_MODEL, conte
     )
     lines = [
         f"**{OFFLINE_LABEL}** — a built-in stand-in that answers without any network call. It describes the "
-        "context the optimizer sent it, so you can explore the app before adding a model in Settings.",
+        "context the optimizer sent it, so you can explore the app without a key.",
         "",
         f"- **Messages received:** {len(messages)} ({role_text or 'none'})",
         f"- **Context size:** {tokens:,} tokens{estimated}",
@@ -86,7 +86,9 @@ def offline_reply(*, messages: Sequence[dict], model: str = OFFLINE_MODEL, conte
         f"- **Your last message:** {len(last_user):,} character{'' if len(last_user) == 1 else 's'}"
         + (f", starting “{snippet}”" if snippet else ""),
         "",
-        "Add an OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, …) in Settings to get real answers.",
+        # A chat keeps the model it began with: one added later answers here once picked in the header.
+        "For real answers, add an OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, …) in Settings, "
+        "then pick it in this chat's model menu (in its header): a chat keeps the model it began with.",
     ]
     return "\n".join(lines)
 

@@ -16,6 +16,14 @@ export const POLL_MAX_MS = 15000;
 // the queue is unreachable.
 const PENDING_GRACE_MS = 5000;
 
+// How long a job may wait queued, not retrying, before the banner says no worker has taken it: with
+// none running (`serve --no-worker`, uvicorn alone) it read "Summary queued" for as long as it stayed.
+// A job asked about ("compact now?") keeps the date it was made, maybe long before it was queued: so
+// it must also have been seen queued by this page for a few seconds, which a running worker never lets it.
+const QUEUED_GRACE_MS = 60000;
+const QUEUED_SEEN_MS = 5000;
+const queuedSeen = new Map();
+
 let pollDelay = POLL_FIRST_MS;
 
 let jobsSeq = 0;
@@ -84,11 +92,16 @@ function drawJob(job, banner) {
     // Every job is pending from its creation until its message is published, a moment later: only
     // one still pending after a few seconds says the queue is unreachable.
     const stuck = status === "pending" && Date.now() - Date.parse(job.created_at) > PENDING_GRACE_MS;
+    if (status === "queued" && !queuedSeen.has(job.id)) queuedSeen.set(job.id, Date.now());
+    const unclaimed = status === "queued" && !job.error && Date.now() - Date.parse(job.created_at) > QUEUED_GRACE_MS
+      && Date.now() - queuedSeen.get(job.id) > QUEUED_SEEN_MS;
     const label = { pending: stuck ? "Pending" : "Queued", queued: "Queued", running: "Running" }[status];
     text.append(stateChip(label), document.createTextNode(
       status === "running" ? "Summarizing earlier messages in the background…"
         : stuck ? "The job queue is unreachable; the summary starts as soon as it is back."
-          : "Summary queued — the chat keeps working meanwhile."));
+          : unclaimed ? "No worker has taken it yet — the chat keeps working meanwhile."
+            : "Summary queued — the chat keeps working meanwhile."));
+    if (unclaimed) text.append(el("span", "job-note", "Summaries are written by a Celery worker: manage.py serve starts one (not with --no-worker)."));
     if (job.instructions) text.append(el("span", "job-note", `Instructions: “${job.instructions}”`));
     // Queued again after a failed attempt: why it waits (the worker's note, with the wait; a running
     // job may still hold the note of the attempt before, no longer news).

@@ -5,8 +5,10 @@ processes under your supervisor of choice (the README shows both command lines).
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,6 +34,33 @@ def _env_port() -> int:
     return port
 
 
+def _port_check(*, host: str, port: int) -> None:
+    """Refuse a port another server already listens on, before anything starts: uvicorn would fail
+    to bind only after the banner announced the chat there (the other server's address)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn picks it
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no clash
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(
+                    f"port {port} on {host} is already in use (an earlier `serve`, or another server such as "
+                    "a model server, listens there): stop it, or choose another port with --port or PORT"
+                ) from None
+            raise CommandError(f"cannot listen on {host} port {port}: {exc.strerror}") from None
+
+
+def _hosts_note(*, host: str) -> str:
+    """Listening beyond this machine, a page opened by its address or name (from a phone, a container's
+    host) is refused with "Bad Request (400)" unless ALLOWED_HOSTS holds it: say so where it is read."""
+    if host.strip("[]") in {"127.0.0.1", "localhost", "::1"} or "*" in settings.ALLOWED_HOSTS:
+        return ""
+    allowed = ",".join(settings.ALLOWED_HOSTS)
+    return (f"  To open it by this machine's address or another name, add that to ALLOWED_HOSTS (now {allowed});\n"
+            "  any other gets \"Bad Request (400)\".\n")
+
+
 def worker_queues() -> str:
     """Every queue this app publishes to: summaries, imports (both configurable), Celery's default."""
     return ",".join(dict.fromkeys([settings.CELERY_SUMMARY_QUEUE, settings.CELERY_IMPORT_QUEUE, "celery"]))
@@ -50,6 +79,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int | None, no_worker: bool, concurrency: int, **options) -> None:
         port = port if port is not None else _env_port()  # checked before anything starts
+        _port_check(host=host, port=port)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         python = sys.executable
@@ -63,30 +93,32 @@ class Command(BaseCommand):
             # take sends at once when the server is back.
             "--timeout-graceful-shutdown", str(settings.SHUTDOWN_GRACE_SECONDS),
         ]  # fmt: skip
-        children.append(subprocess.Popen(web, env=env))
-        if not no_worker:
-            worker = [
-                python, "-m", "celery", "-A", "chatapp", "worker",
-                "-Q", worker_queues(),
-                "--concurrency", str(concurrency),
-                # Embedded beat runs the periodic sweep that enqueues jobs recorded while the broker was down.
-                "--beat", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule"),
-                "--loglevel", "INFO",
-            ]  # fmt: skip
-            children.append(subprocess.Popen(worker, env=env))
+        worker = [
+            python, "-m", "celery", "-A", "chatapp", "worker",
+            "-Q", worker_queues(),
+            "--concurrency", str(concurrency),
+            # Embedded beat runs the periodic sweep that enqueues jobs recorded while the broker was down.
+            "--beat", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule"),
+            "--loglevel", "INFO",
+        ]  # fmt: skip
         shown_host = "localhost" if host in {"127.0.0.1", "0.0.0.0"} else host  # noqa: S104
         broker = "Redis" if settings.REDIS_URL else "embedded filesystem broker"
         database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-        self.stdout.write(
-            self.style.SUCCESS(f"\n  Chat is running at http://{shown_host}:{port}/\n")
-            + f"  Create the first account at http://{shown_host}:{port}/accounts/signup/\n"
-            + f"  Database: {database}; summaries: {'off' if no_worker else f'Celery worker on {broker}'}\n"
-            + "  Ctrl-C stops everything.\n"
-        )
         # A supervisor (or `timeout`) stops us with SIGTERM: treat it like Ctrl-C so the children
-        # are stopped too instead of being orphaned.
+        # are stopped too instead of being orphaned; from before the first starts (set after the
+        # banner, a SIGTERM just after it still killed serve alone, its uvicorn left running).
         signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         try:
+            children.append(subprocess.Popen(web, env=env))
+            if not no_worker:
+                children.append(subprocess.Popen(worker, env=env))
+            self.stdout.write(
+                self.style.SUCCESS(f"\n  Chat is running at http://{shown_host}:{port}/\n")
+                + f"  Create the first account at http://{shown_host}:{port}/accounts/signup/\n"
+                + f"  Database: {database}; summaries: {'off' if no_worker else f'Celery worker on {broker}'}\n"
+                + _hosts_note(host=host)
+                + "  Ctrl-C stops everything.\n"
+            )
             while all(child.poll() is None for child in children):
                 time.sleep(0.5)
         except KeyboardInterrupt:
