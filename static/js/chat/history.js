@@ -29,7 +29,9 @@ export async function loadEarlier(btn) {
   const loaded = [...holder.querySelectorAll(":scope > .msg")];
   messagesEl.prepend(...holder.childNodes);
   foldLong(loaded); // before the view is put back where it was: their height is the folded one
-  timeline.scrollTop += timeline.scrollHeight - before;
+  // At once: the timeline scrolls smoothly (app.css), and a smooth scroll would show the top of the page
+  // just loaded, then run down through all of it back to the message that was being read.
+  timeline.scrollBy({ top: timeline.scrollHeight - before, behavior: "instant" });
   if (res.headers.get("X-Has-Earlier") === "1" && res.headers.get("X-Oldest-Id")) {
     btn.dataset.before = res.headers.get("X-Oldest-Id");
     btn.disabled = false;
