@@ -54,3 +54,50 @@ def test_load_earlier_keeps_what_was_read_in_place(asgi_server, browser):
     # thousands of pixels) to land off where it was.
     assert all(abs(top - tops[0]) < 2 for top in tops), tops
     assert console_errors(browser) == []
+
+
+# Run in the page before a click on "Load earlier messages": every change of a class of a message
+# already shown, counted in `window.__restyled` until the button is given back.
+COUNT_RESTYLED = """
+const shown = new Set(document.querySelectorAll('#messages > .msg[data-id]'));
+const button = document.querySelector('[data-action="load-earlier"]');
+window.__restyled = null;
+let count = 0;
+const classes = new MutationObserver((records) => {
+  count += records.filter((r) => shown.has(r.target)).length;
+});
+classes.observe(document.getElementById('messages'), {attributes: true, attributeFilter: ['class'], subtree: true});
+new MutationObserver((records, observer) => {
+  if (button.isConnected && button.disabled) return;
+  observer.disconnect();
+  count += classes.takeRecords().filter((r) => shown.has(r.target)).length;
+  classes.disconnect();
+  window.__restyled = count;
+}).observe(document.getElementById('timeline'), {attributes: true, attributeFilter: ['disabled'], childList: true,
+  subtree: true});
+"""
+
+
+def test_load_earlier_leaves_the_messages_shown_unstyled_again(asgi_server, browser):
+    # Messages before the window are marked as not sent verbatim. A page loaded above them used to
+    # take the mark off every message shown and put it back, so each load restyled the whole
+    # timeline: 12,000 messages in, a click on the button cost seconds of style and layout.
+    _sign_up(browser, asgi_server.url, "long-window")
+    user = get_user_model().objects.get(username="long-window")
+    conversation = Conversation.objects.create(owner=user, title="Long window")
+    ids = seed_messages(conversation, 260)
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[-10])
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    button = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-action="load-earlier"]'))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#messages > .msg.is-outside")) == 90
+
+    for loaded in (200, 260):
+        browser.execute_script(COUNT_RESTYLED)
+        browser.execute_script("arguments[0].click()", button)
+        _wait(browser, lambda d: d.execute_script("return window.__restyled") is not None)
+        assert browser.execute_script("return window.__restyled") == 0
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#messages > .msg[data-id]")) == loaded
+    # All 250 before the window but the first message, which is always sent.
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#messages > .msg.is-outside")) == 249
+    assert console_errors(browser) == []
+
