@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 
-from chatapp.chat.models import Conversation
+from chatapp.chat.models import Conversation, Message
 from tests.support.browser import console_errors
 from tests.support.chat import seed_messages
 from tests.ui.test_browser import _sign_up, _wait
@@ -101,3 +101,27 @@ def test_load_earlier_leaves_the_messages_shown_unstyled_again(asgi_server, brow
     assert len(browser.find_elements(By.CSS_SELECTOR, "#messages > .msg.is-outside")) == 249
     assert console_errors(browser) == []
 
+
+def test_a_link_to_a_message_far_up_opens_it(asgi_server, browser, monkeypatch):
+    # The page reads its way up to the message a link names (a search hit, a pinned message). It used
+    # to give up after 100 pages of 100: in a chat of 12,000 messages a hit among the first ones was
+    # never shown after minutes of loading, and nothing said so. Small pages here stand in for a
+    # long chat: 4 messages a page, 5 at most for any request (the server's own bound, 500).
+    monkeypatch.setattr("chatapp.chat.views.TIMELINE_PAGE", 4)
+    monkeypatch.setattr("chatapp.chat.selectors.MESSAGE_PAGE_MAX", 5)
+    _sign_up(browser, asgi_server.url, "long-link")
+    user = get_user_model().objects.get(username="long-link")
+    conversation = Conversation.objects.create(owner=user, title="Long link")
+    ids = seed_messages(conversation, 600, words=2)
+    Message.objects.filter(pk=ids[1]).update(pinned=True)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/#m-{ids[1]}")
+
+    target = _wait(browser, lambda d: d.find_elements(By.ID, f"m-{ids[1]}")
+                   and d.execute_script("return location.hash") == "" and d.find_element(By.ID, f"m-{ids[1]}"), 120)
+    assert browser.switch_to.active_element == target
+    assert "is-pinned" in target.get_attribute("class").split()
+    shown = browser.execute_script(
+        "return [...document.querySelectorAll('#messages > .msg[data-id]')].map((m) => +m.dataset.id)")
+    assert shown == ids  # every message, in order, once
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-action="load-earlier"]')
+    assert console_errors(browser) == []
