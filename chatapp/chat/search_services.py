@@ -111,6 +111,7 @@ def message_index_sync(*, message_ids: Iterable[int]) -> None:
         # Locked (PostgreSQL) so two syncs of one message cannot both apply the same difference.
         old = {row.message_id: row for row in MessageSearch.objects.select_for_update().filter(message_id__in=ids)}
         deltas: dict[int, _Delta] = {}
+        rows: list[MessageSearch] = []
         for pk, conversation_id, owner_id, role, kind, status, superseded, content in messages:
             before = old.pop(pk, None)
             if kind != Message.Kind.CHAT:
@@ -129,16 +130,12 @@ def message_index_sync(*, message_ids: Iterable[int]) -> None:
                 delta.add(before.terms, before.length, -1)
             if recallable:
                 delta.add(terms, length, +1)
-            MessageSearch.objects.update_or_create(
-                message_id=pk,
-                defaults={
-                    "conversation_id": conversation_id,
-                    "scope": scope,
-                    "terms": terms,
-                    "length": length,
-                    "recallable": recallable,
-                },
-            )
+            rows.append(MessageSearch(message_id=pk, conversation_id=conversation_id, scope=scope, terms=terms,
+                                      length=length, recallable=recallable))
+        # Written (inserted or updated) in batches, not read and written one by one: a version switched
+        # far up a long chat moves thousands of messages (two statements each took seconds).
+        MessageSearch.objects.bulk_create(rows, batch_size=500, update_conflicts=True, unique_fields=["message"],
+                                          update_fields=["conversation", "scope", "terms", "length", "recallable"])
         for row in old.values():  # rows whose message is gone
             _forget(row=row, deltas=deltas)
         for conversation_id, delta in sorted(deltas.items()):

@@ -333,11 +333,14 @@ def chat_messages_before(request: HttpRequest, pk: int) -> HttpResponse:
         )
     try:
         before = int(request.GET["before"])
+        # `limit`: a page opened at a message far up (a link, a search hit) reads its way there in the
+        # largest pages the selector gives, one more row than the page telling whether any are left.
+        page = max(1, min(int(request.GET.get("limit", TIMELINE_PAGE)), selectors.MESSAGE_PAGE_MAX - 1))
     except (KeyError, ValueError):
-        raise Http404("before=<message id> is required") from None
-    items = list(selectors.message_list(conversation=conversation, before_id=before, limit=TIMELINE_PAGE + 1))
-    has_earlier = len(items) > TIMELINE_PAGE
-    items = items[-TIMELINE_PAGE:]
+        raise Http404("before=<message id> is required, limit=<count> optional") from None
+    items = list(selectors.message_list(conversation=conversation, before_id=before, limit=page + 1))
+    has_earlier = len(items) > page
+    items = items[-page:]
     response = render(
         request,
         "chat/_messages.html",

@@ -282,6 +282,17 @@ def test_long_conversation_shows_the_newest_page_and_loads_earlier(page, user):
     assert older["X-Has-Earlier"] == "0"
 
 
+def test_earlier_messages_come_in_the_page_size_asked_up_to_the_bound(page, user):
+    # A page opened at a message far up asks for the largest pages (history.js's SEEK_PAGE).
+    conv = _conversation(user)
+    ids = [_message(conv, "user" if i % 2 == 0 else "assistant", f"msg-{i:03d}").pk for i in range(620)]
+    big = page.get(f"/c/{conv.pk}/messages/?before={ids[-1]}&limit=500")
+    assert big.content.decode().count('class="msg ') == 499  # one row of the selector's 500 tells what is left
+    assert big["X-Has-Earlier"] == "1" and big["X-Oldest-Id"] == str(ids[-500])
+    rest = page.get(f"/c/{conv.pk}/messages/?before={ids[-500]}&limit=500")
+    assert rest.content.decode().count('class="msg ') == 120 and rest["X-Has-Earlier"] == "0"
+    assert page.get(f"/c/{conv.pk}/messages/?before={ids[-1]}&limit=x").status_code == 404
+
 def test_messages_since_one_are_the_fragment_a_following_page_needs(page, user):
     conv = _conversation(user)
     ids = [_message(conv, "user" if i % 2 == 0 else "assistant", f"msg-{i:03d}").pk for i in range(6)]

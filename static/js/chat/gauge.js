@@ -132,10 +132,8 @@ export function markSummaryStates() {
 export function placeWindowMarker(windowStart, strategy) {
   placeSummaries();
   messagesEl.querySelectorAll(".window-marker").forEach((m) => m.remove());
-  messagesEl.querySelectorAll(".msg.is-outside").forEach((m) => m.classList.remove("is-outside"));
   markRecalled();
   const ws = Number(windowStart || 0);
-  if (!ws) return;
   const items = [...messagesEl.querySelectorAll(":scope > .msg[data-id]")];
   const coveredThrough = Number((state.lastGauge && state.lastGauge.summary_through_id) || 0);
   let anchor = null;
@@ -143,16 +141,20 @@ export function placeWindowMarker(windowStart, strategy) {
   let uncovered = 0;
   for (const item of items) {
     const id = Number(item.dataset.id);
-    if (id >= ws) { anchor = item; break; }
+    if (ws && id >= ws && !anchor) anchor = item;
     // The static layer stays whatever the window; the server said which messages belong to it.
     // The window start moves with every gauge update, so the rest is placed against it here.
     const place = item.dataset.place;
-    if (place === "window" || place === "evicted") {
-      item.classList.add("is-outside");
+    const out = Boolean(ws) && !anchor && (place === "window" || place === "evicted");
+    // Changed only where it changes: taken off and put back on every message, the mark restyled the
+    // whole timeline at each page loaded above it (seconds a click, thousands of messages in).
+    if (item.classList.contains("is-outside") !== out) item.classList.toggle("is-outside", out);
+    if (out) {
       outside += 1;
       if (id > coveredThrough) uncovered += 1;
     }
   }
+  if (!ws) return;
   const hasEarlier = !!document.querySelector('[data-action="load-earlier"]');
   if (!anchor || (!outside && !hasEarlier)) return;
   // Say what the next request really does with them: the summary it sends covers up to

@@ -8,13 +8,19 @@ import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, t
 import { thinkingReplace } from "./thinking.js";
 import { titleCheck } from "./title_follow.js";
 
-export async function loadEarlier(btn) {
+// A page opened at a message far up reads its way there in pages this large (the server's largest,
+// views.chat_messages_before): a fifth of the requests, each restyling the timeline once.
+const SEEK_PAGE = 500;
+
+/** One more page of earlier messages above those shown (`limit` of them: the server's default page). */
+export async function loadEarlier(btn, limit = 0) {
   // Disabled while loading (and gone when nothing earlier is left), the button drops the focus:
   // it gets it back, or the newest of the messages just loaded takes it.
   const hadFocus = document.activeElement === btn;
   const focusLost = () => hadFocus && (!document.activeElement || document.activeElement === document.body);
   btn.disabled = true;
-  const res = await fetch(`/c/${state.conversationId}/messages/?before=${btn.dataset.before}`, { credentials: "same-origin" });
+  const size = limit ? `&limit=${limit}` : "";
+  const res = await fetch(`/c/${state.conversationId}/messages/?before=${btn.dataset.before}${size}`, { credentials: "same-origin" });
   if (!res.ok) {
     btn.disabled = false;
     if (focusLost()) btn.focus();
@@ -29,7 +35,9 @@ export async function loadEarlier(btn) {
   const loaded = [...holder.querySelectorAll(":scope > .msg")];
   messagesEl.prepend(...holder.childNodes);
   foldLong(loaded); // before the view is put back where it was: their height is the folded one
-  timeline.scrollTop += timeline.scrollHeight - before;
+  // At once: the timeline scrolls smoothly (app.css), and a smooth scroll would show the top of the page
+  // just loaded, then run down through all of it back to the message that was being read.
+  timeline.scrollBy({ top: timeline.scrollHeight - before, behavior: "instant" });
   if (res.headers.get("X-Has-Earlier") === "1" && res.headers.get("X-Oldest-Id")) {
     btn.dataset.before = res.headers.get("X-Oldest-Id");
     btn.disabled = false;
@@ -113,9 +121,10 @@ document.addEventListener("longchat:sidebar-updated", () => {
 export async function revealHash() {
   const match = window.location.hash.match(/^#m-(\d+)$/);
   if (!match) return;
-  for (let i = 0; i < 100 && !document.getElementById(`m-${match[1]}`); i += 1) {
+  // However far up it is (a hit among the first of 20,000 messages): to it, or to the first message.
+  while (!document.getElementById(`m-${match[1]}`)) {
     const btn = document.querySelector('[data-action="load-earlier"]');
-    if (!btn || !(await loadEarlier(btn))) break;
+    if (!btn || !(await loadEarlier(btn, SEEK_PAGE))) break;
   }
   const target = document.getElementById(`m-${match[1]}`);
   if (!target && !document.querySelector('[data-action="load-earlier"]')) {
