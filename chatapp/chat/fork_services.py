@@ -47,7 +47,8 @@ def conversation_fork(*, owner: User, message_id: int) -> Conversation:
         raise ValidationError("A new chat branches from a message of the chat, not from a summary.")
     if message.superseded:
         raise ValidationError(
-            "That message is on a version the chat no longer shows: switch to it first, then branch from it."
+            "That message is on a version the chat no longer shows: switch to it first, then branch from it.",
+            code="off_path",
         )
     if message.status == Message.Status.STREAMING:
         raise ValidationError("That reply is still being written: branch from it once it has ended.")

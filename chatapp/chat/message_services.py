@@ -114,7 +114,7 @@ def message_pin_set(*, message: Message, pinned: bool) -> Message:
         if not (rows.filter(superseded=False) if pinned else rows).update(pinned=pinned, updated_at=timezone.now()):
             if rows.exists():
                 raise ValidationError(
-                    {"pinned": "That message is on a version the chat no longer shows: switch to it first."}
+                    "That message is on a version the chat no longer shows: switch to it first.", code="off_path"
                 )
             # Deleted with its chat (another tab) since the request found it: the answer to a message
             # that never was, not a 200 saying it is pinned.
