@@ -325,12 +325,7 @@ def chat_messages_before(request: HttpRequest, pk: int) -> HttpResponse:
         except ValueError:
             raise Http404("since=<message id>") from None
         items = selectors.message_list_since(conversation=conversation, since_id=since, limit=TIMELINE_PAGE)
-        return render(
-            request,
-            "chat/_messages.html",
-            {"conversation": conversation,
-             "message_views": _message_views(conversation=conversation, items=items, newest_page=True)},
-        )
+        return _messages_fragment(request, conversation=conversation, items=items, newest_page=True)
     try:
         before = int(request.GET["before"])
         # `limit`: a page opened at a message far up (a link, a search hit) reads its way there in the
@@ -341,17 +336,16 @@ def chat_messages_before(request: HttpRequest, pk: int) -> HttpResponse:
     items = list(selectors.message_list(conversation=conversation, before_id=before, limit=page + 1))
     has_earlier = len(items) > page
     items = items[-page:]
-    response = render(
-        request,
-        "chat/_messages.html",
-        {
-            "conversation": conversation,
-            "message_views": _message_views(conversation=conversation, items=items, newest_page=False),
-        },
-    )
+    response = _messages_fragment(request, conversation=conversation, items=items, newest_page=False)
     response["X-Has-Earlier"] = "1" if has_earlier else "0"
     response["X-Oldest-Id"] = str(items[0].pk) if items else ""
     return response
+
+
+def _messages_fragment(request: HttpRequest, *, conversation: Conversation, items: list[Message],
+                       newest_page: bool) -> HttpResponse:
+    views = _message_views(conversation=conversation, items=items, newest_page=newest_page)
+    return render(request, "chat/_messages.html", {"conversation": conversation, "message_views": views})
 
 
 @page_csp  # a fragment opened as a page (its URL typed in) gets the pages' policy too
