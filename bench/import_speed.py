@@ -3,7 +3,10 @@ messages (made-up text), imported by the job's own code in this process: `import
 upload: compress, store) and `import_job_run` (the task's body: read the file twice, store each
 conversation in its transaction with token counts, live totals and its full-text index).
 
-    .venv/bin/python bench/import_speed.py [--conversations 1000] [--messages 50]
+    .venv/bin/python bench/import_speed.py [--conversations 1000] [--messages 50] [--fork]
+
+`--fork` then times Branch in new chat (fork_services, written as an import is) from the newest message
+of the first chat imported: `--conversations 1 --messages 5000 --fork` is the README's figure.
 
 The database is a fresh SQLite file in a temporary directory, or, when DATABASE_URL names PostgreSQL, a
 fresh database created beside it for the run and dropped afterwards.
@@ -64,6 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=1000)
     parser.add_argument("--messages", type=int, default=50)
+    parser.add_argument("--fork", action="store_true", help="then time Branch in new chat from the first chat's end")
     args = parser.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="import-bench-")
@@ -130,6 +134,14 @@ def run(args: argparse.Namespace) -> None:
     print(f"upload (compress + store): {uploaded - started:.2f} s; import: {seconds:.2f} s ({outcome.status}, "
           f"{len(job.conversation_ids):,} conversations, {stored:,} messages)")
     print(f"  {len(job.conversation_ids) / seconds:,.0f} conversations/s, {stored / seconds:,.0f} messages/s")
+    if args.fork:
+        from chatapp.chat.fork_services import conversation_fork
+
+        newest = Message.objects.filter(conversation_id=job.conversation_ids[0]).order_by("-id").first()
+        started = time.perf_counter()
+        fork = conversation_fork(owner=user, message_id=newest.pk)
+        forked = Message.objects.filter(conversation=fork).count()
+        print(f"Branch in new chat from message {forked:,}: {time.perf_counter() - started:.2f} s")
 
 
 if __name__ == "__main__":

@@ -31,9 +31,9 @@ from chatapp.chat.models import Conversation, Message
 from chatapp.chat.selectors import message_get
 
 BRANCH_TITLE_SUFFIX = " (branch)"
-# Written in the request, as an import writes one chat (5,000 messages: 2.4 s on SQLite, whose other
-# writers wait meanwhile, 1.6 s on PostgreSQL): a longer path would hold the request, and SQLite's
-# writers, for longer than a click should.
+# Written in the request, as an import writes one chat (5,000 messages: about a second on SQLite, whose
+# other writers wait meanwhile, as on PostgreSQL; bench/import_speed.py --fork): a longer path would
+# hold the request, and SQLite's writers, for longer than a click should.
 MAX_FORK_MESSAGES = 5_000
 
 
