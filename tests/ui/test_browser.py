@@ -87,6 +87,17 @@ def _sign_up(driver, base, username):
     _wait(driver, lambda d: d.find_elements(By.ID, "composer-input"))
 
 
+def _add_model_form(driver, base):
+    """Settings opened at `base`: the add-a-model form's base URL and model inputs, and the note under
+    its context window that says where the window comes from."""
+    driver.get(f"{base}/settings/")
+    return (
+        driver.find_element(By.ID, "id_new-base_url"),
+        driver.find_element(By.ID, "id_new-model"),
+        driver.find_element(By.CSS_SELECTOR, "#add-config .window-source"),
+    )
+
+
 def _sign_up_with_model(driver, base, username, *, fake_url, model, name, **fields):
     """Sign up in the browser, then give the new user a default model on the fake endpoint (a 16k
     window, 500-token replies; `fields` for more); returns the user and the config."""
@@ -123,11 +134,8 @@ def test_sign_up_chat_stream_settings_and_no_xss(asgi_server, browser, fake_open
     assert "<script>window.__xss=1</script>" in bubble.text
 
     # 3. Add a real (fake) OpenAI-compatible model in settings; the window comes from the model name.
-    browser.get(f"{base}/settings/")
+    base_url, model, note = _add_model_form(browser, base)
     browser.find_element(By.ID, "id_new-name").send_keys("Echo")
-    base_url = browser.find_element(By.ID, "id_new-base_url")
-    model = browser.find_element(By.ID, "id_new-model")
-    note = browser.find_element(By.CSS_SELECTOR, "#add-config .window-source")
     # A provider's own name is looked up under its prefix, which the endpoint's host says.
     base_url.send_keys("https://api.mistral.ai/v1")
     model.send_keys("mistral-large-latest")

@@ -4,20 +4,16 @@ window is its own setting (OLLAMA_CONTEXT_LENGTH, a model's num_ctx), not the mo
 from __future__ import annotations
 
 import pytest
-from selenium.webdriver.common.by import By
 
 from tests.support.browser import console_errors
-from tests.ui.test_browser import _sign_up, _wait
+from tests.ui.test_browser import _add_model_form, _sign_up, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_typing_an_ollama_base_url_says_where_its_window_is_set(asgi_server, browser):
     _sign_up(browser, asgi_server.url, "ollama-window")
-    browser.get(f"{asgi_server.url}/settings/")
-    base_url = browser.find_element(By.ID, "id_new-base_url")
-    model = browser.find_element(By.ID, "id_new-model")
-    note = browser.find_element(By.CSS_SELECTOR, "#add-config .window-source")
+    base_url, model, note = _add_model_form(browser, asgi_server.url)
 
     base_url.send_keys("http://localhost:11434/v1")
     model.send_keys("qwen3:8b")
