@@ -106,6 +106,15 @@ function actionButton(action, title, label, iconName) {
   return button;
 }
 
+function menuItem(action, iconName, text) {
+  const item = el("button");
+  item.type = "button";
+  item.setAttribute("role", "menuitem");
+  item.dataset.action = action;
+  item.append(icon(iconName), el("span", "", text));
+  return item;
+}
+
 export function actionsRow(isAssistant) {
   const actions = el("div", "msg-actions");
   actions.append(actionButton("copy-message", "Copy", "Copy message", "copy"));
@@ -127,17 +136,11 @@ export function actionsRow(isAssistant) {
   const menu = el("div", "menu");
   menu.setAttribute("role", "menu");
   menu.hidden = true;
-  const pinItem = el("button");
-  pinItem.type = "button";
-  pinItem.setAttribute("role", "menuitem");
-  pinItem.dataset.action = "toggle-pin";
-  pinItem.append(icon("pin"), el("span", "", "Pin — always send to the model"));
-  const forkItem = el("button");
-  forkItem.type = "button";
-  forkItem.setAttribute("role", "menuitem");
-  forkItem.dataset.action = "fork-chat";
-  forkItem.append(icon("fork"), el("span", "", "Branch in new chat"));
-  menu.append(pinItem, forkItem);
+  menu.append(
+    menuItem("toggle-pin", "pin", "Pin — always send to the model"),
+    menuItem("fork-chat", "fork", "Branch in new chat"),
+    menuItem("read-aloud", "speaker", "Read aloud"),
+  );
   wrap.append(more, menu);
   actions.append(wrap);
   return actions;

@@ -16,6 +16,7 @@ import "./archive.js"; // Archive / Unarchive (sidebar row, header menu, the arc
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
 import "./slash.js"; // the message box's "/" menu: saved prompts and /compact
 import { openShortcuts } from "./shortcuts.js"; // also handles its own keys
+import { readAloud } from "./speech.js"; // Read aloud: the browser's speech synthesis
 import { titleFollow } from "./title_follow.js";
 import { busyNow, regenerate, retry, stop } from "./stream.js";
 import { discardSummary, editSummary, revealSummary, togglePin } from "./summaries.js";
@@ -135,6 +136,10 @@ document.addEventListener("click", async (e) => {
     case "fork-chat":
       closeMenus();
       if (article && article.dataset.id) await forkChat(article);
+      break;
+    case "read-aloud":
+      closeMenus();
+      if (article) readAloud(article);
       break;
     case "regenerate":
       if (article && article.dataset.id) await regenerate(article);
