@@ -301,8 +301,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    # Status choice sets differ by model: each enum named after its own (no guessed "StatusD4fEnum").
-    "ENUM_NAME_OVERRIDES": {"ImportJobStatusEnum": "chatapp.chat.import_models.ImportJob.Status"},
+    # Choice sets of one name (status, kind) differ by model: each enum named after its own (no guessed
+    # "StatusD4fEnum").
+    "ENUM_NAME_OVERRIDES": {
+        "ImportJobStatusEnum": "chatapp.chat.import_models.ImportJob.Status",
+        "ImportJobKindEnum": "chatapp.chat.import_models.ImportJob.Kind",
+    },
 }
 
 # --- Chat limits and model access -------------------------------------------------------------

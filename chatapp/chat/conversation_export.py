@@ -215,7 +215,7 @@ def message_export_values(*, row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _json_message(*, row: dict[str, Any]) -> str:
+def message_export_json(*, row: dict[str, Any]) -> str:
     return json.dumps(message_export_values(row=row), ensure_ascii=False)
 
 
@@ -233,7 +233,7 @@ async def _json_chunks(*, conversation: Conversation, chunk_rows: int) -> AsyncI
     async for page in _message_pages(
         conversation_id=conversation.pk, through_id=head.through_id, chunk_rows=chunk_rows
     ):
-        yield separator + ",\n".join(_json_message(row=row) for row in page)
+        yield separator + ",\n".join(message_export_json(row=row) for row in page)
         separator = ",\n"
     yield "\n]}\n"
 

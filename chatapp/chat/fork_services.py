@@ -8,40 +8,79 @@ versions and the original's records stay where they are; nothing of the original
 
 It is stored as an import of our own export is (the export's message values, read by the import's
 reader for our format and written by import_writing): token counts, running totals and the search
-index come out as they do for any chat brought in, with the checks that guard an import.
+index come out as they do for any chat brought in, with the checks that guard an import. A path longer
+than a request should write (MAX_FORK_MESSAGES) goes to the import worker as that export, in an import
+job marked as a branch (import_services): the client follows the job as it follows an upload.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from typing import Any
+
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from chatapp.chat.conversation_export import (
     EXPORT_FORMAT,
     EXPORT_VERSION,
     MESSAGE_EXPORT_FIELDS,
+    message_export_json,
     message_export_values,
+)
+from chatapp.chat.import_models import ImportJob
+from chatapp.chat.import_services import (
+    ImportPayload,
+    ImportTooLarge,
+    branch_model_keep,
+    import_backlog_check,
+    import_job_store,
 )
 from chatapp.chat.import_writing import TITLE_MAX_CHARS, ModelChoice, conversation_import
 from chatapp.chat.imports import ConversationError, longchat
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.selectors import message_get
+from chatapp.chat.size_limits import TooLarge
 
 BRANCH_TITLE_SUFFIX = " (branch)"
-# Written in the request, as an import writes one chat (5,000 messages: about a second on SQLite, whose
-# other writers wait meanwhile, as on PostgreSQL; bench/import_speed.py --fork): a longer path would
-# hold the request, and SQLite's writers, for longer than a click should.
+# Written in the request up to this many messages, as an import writes one chat (5,000 messages: about a
+# second on SQLite, whose other writers wait meanwhile, as on PostgreSQL; bench/import_speed.py --fork). A
+# longer path would hold the request, and SQLite's writers, for longer than a click should: it is stored
+# as an import job of the branch (ForkQueued) and written by the import worker, as an upload is.
 MAX_FORK_MESSAGES = 5_000
+# Rows read per query while a long path is written into the job's payload.
+_CHUNK_ROWS = 500
 
 
-def conversation_fork(*, owner: User, message_id: int) -> Conversation:
-    """A new chat of `owner` holding the shown path of `message_id`'s chat up to that message.
+class ForkTooLarge(TooLarge):
+    """A path past MAX_FORK_MESSAGES whose export is larger than settings.IMPORT_MAX_BYTES (bytes)."""
+
+    @staticmethod
+    def describe(*, limit: int, size: int) -> str:
+        return (f"The chat up to there is more than {size / 1e6:,.1f} MB as an export; the largest branch written "
+                f"in the background is {limit / 1e6:,.1f} MB (the import limit). Branch from an earlier message, "
+                "or from a version (Edit) in this chat.")
+
+
+@dataclass(frozen=True, slots=True)
+class ForkQueued:
+    """A path past MAX_FORK_MESSAGES: stored as an import job (Kind.BRANCH) the worker writes the new chat from."""
+
+    job: ImportJob
+    messages: int
+
+
+def conversation_fork(*, owner: User, message_id: int) -> Conversation | ForkQueued:
+    """A new chat of `owner` holding the shown path of `message_id`'s chat up to that message; past
+    MAX_FORK_MESSAGES messages, the queued job that writes it.
 
     Http404 for a message that is not theirs; ValidationError for one the chat no longer shows (another
-    version replaced it), a summary, or a reply still being written."""
+    version replaced it), a summary, or a reply still being written; past the limit, ForkTooLarge and
+    ImportBacklogFull as for an upload."""
     message = message_get(owner=owner, pk=message_id)
     if message.kind != Message.Kind.CHAT:
         raise ValidationError("A new chat branches from a message of the chat, not from a summary.")
@@ -65,15 +104,27 @@ def conversation_fork(*, owner: User, message_id: int) -> Conversation:
         .order_by("id")
         .values(*MESSAGE_EXPORT_FIELDS)
     )
-    if rows.count() > MAX_FORK_MESSAGES:
-        raise ValidationError(
-            f"The chat holds more than {MAX_FORK_MESSAGES:,} messages up to there: too many to copy into a new "
-            "chat at once. Branch from a version (Edit) in this chat instead."
-        )
+    count = rows.count()
+    if count > MAX_FORK_MESSAGES:
+        return ForkQueued(job=_fork_job_create(owner=owner, source=source, rows=rows), messages=count)
+    document = {**_document_head(source=source), "messages": [message_export_values(row=row) for row in rows]}
+    try:
+        record = longchat.conversation_parse(document, index=0)
+        with transaction.atomic():
+            fork = conversation_import(owner=owner, record=record, index=0, models=ModelChoice(owner=owner))
+            branch_model_keep(conversation_id=fork.pk, source_id=source.pk)
+    except ConversationError as exc:
+        raise ValidationError(f"This chat cannot be copied as it is: {exc}") from None
+    fork.refresh_from_db()
+    return fork
+
+
+def _document_head(*, source: Conversation) -> dict[str, Any]:
+    """Our export's document for the branch of `source`, without its messages."""
     now = timezone.now()
     title = source.title[: TITLE_MAX_CHARS - len(BRANCH_TITLE_SUFFIX)] + BRANCH_TITLE_SUFFIX
     config = source.llm_config
-    document = {
+    return {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
         "conversation": {
@@ -84,16 +135,25 @@ def conversation_fork(*, owner: User, message_id: int) -> Conversation:
             "offline": source.offline,
             "llm_config": {"name": config.name, "model": config.model} if config is not None else None,
         },
-        "messages": [message_export_values(row=row) for row in rows],
     }
+
+
+def _fork_job_create(*, owner: User, source: Conversation, rows: QuerySet[Message, dict[str, Any]]) -> ImportJob:
+    """The branch's export, compressed as its messages are read (a page at a time), stored as a queued
+    import job the worker writes the new chat from."""
+    then = "branch from this message again"
+    import_backlog_check(owner=owner, then=then)  # before the path is read: it would only be dropped
+    head = _document_head(source=source)
+    payload = ImportPayload()
     try:
-        record = longchat.conversation_parse(document, index=0)
-        with transaction.atomic():
-            fork = conversation_import(owner=owner, record=record, index=0, models=ModelChoice(owner=owner))
-            # The chat's own model, as it is set there: the import matches a config by name and model,
-            # and gives a chat that follows the default (no config of its own) the default itself.
-            Conversation.objects.filter(pk=fork.pk).update(llm_config=source.llm_config_id, offline=source.offline)
-    except ConversationError as exc:
-        raise ValidationError(f"This chat cannot be copied as it is: {exc}") from None
-    fork.refresh_from_db()
-    return fork
+        # The head with its closing brace replaced by the opening of the messages array, as the export writes it.
+        payload.write((json.dumps(head, ensure_ascii=False)[:-1] + ', "messages": [').encode())
+        separator = "\n"
+        for row in rows.iterator(chunk_size=_CHUNK_ROWS):
+            payload.write((separator + message_export_json(row=row)).encode())
+            separator = ",\n"
+        payload.write(b"\n]}")
+    except ImportTooLarge as exc:
+        raise ForkTooLarge(limit=exc.limit, size=exc.size) from None
+    title = head["conversation"]["title"]
+    return import_job_store(owner=owner, payload=payload, filename=title, then=then, source_conversation_id=source.pk)

@@ -35,7 +35,19 @@ class ImportJob(LeasedJob):
         CHATGPT = "chatgpt", "ChatGPT conversations.json"
         OPENWEBUI = "openwebui", "Open WebUI export"
 
+    class Kind(models.TextChoices):
+        UPLOAD = "upload", "Uploaded file"
+        # Branch in new chat past MAX_FORK_MESSAGES (fork_services): the path as our export, written by the
+        # worker. Not checked against earlier imports (a branch is meant to be made again) nor recorded as one.
+        BRANCH = "branch", "Branch in new chat"
+
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="import_jobs")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.UPLOAD)
+    # A branch's original chat, whose model and offline flag the new chat takes as it is when the job runs;
+    # null once deleted (the payload holds the rest: the branch is still written, as its export reads).
+    source_conversation = models.ForeignKey(
+        "chat.Conversation", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     filename = models.CharField(max_length=255, blank=True, default="")
     size_bytes = models.PositiveBigIntegerField(default=0)
@@ -65,6 +77,7 @@ class ImportJob(LeasedJob):
             models.CheckConstraint(
                 condition=Q(status__in=["queued", "running", "done", "failed"]), name="importjob_status_valid"
             ),
+            models.CheckConstraint(condition=Q(kind__in=["upload", "branch"]), name="importjob_kind_valid"),
         ]
 
     def __str__(self) -> str:

@@ -49,6 +49,7 @@ from chatapp.chat.import_models import ImportedConversation, ImportJob
 from chatapp.chat.import_writing import ModelChoice, conversation_import
 from chatapp.chat.imports import ConversationError, ConversationRecord, ImportFileError, document_open
 from chatapp.chat.imports.records import record_fingerprint, record_fingerprint_shown_branch, where
+from chatapp.chat.models import Conversation
 from chatapp.chat.size_limits import TooLarge
 from chatapp.chat.textsafe import text_storable
 
@@ -75,12 +76,13 @@ class ImportTooLarge(TooLarge):
 
 
 class ImportBacklogFull(ValidationError):
-    """`owner` already has MAX_UNFINISHED_IMPORTS imports queued or running; nothing was stored."""
+    """`owner` already has MAX_UNFINISHED_IMPORTS imports queued or running; nothing was stored.
+    `then`: what to do again once one has finished."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, then: str = "upload this file again") -> None:
         super().__init__(
             f"You already have {MAX_UNFINISHED_IMPORTS} imports waiting or running: wait until one has "
-            "finished, then upload this file again.", code="throttled",
+            f"finished, then {then}.", code="throttled",
         )
 
 
@@ -88,34 +90,61 @@ def _unfinished_imports(*, owner: User) -> int:
     return ImportJob.objects.filter(owner=owner, status__in=(Status.QUEUED, Status.RUNNING)).count()
 
 
+def import_backlog_check(*, owner: User, then: str = "upload this file again") -> None:
+    """ImportBacklogFull when `owner` has MAX_UNFINISHED_IMPORTS imports queued or running: asked before a
+    payload is compressed, which would only be dropped (import_job_store counts again under a lock)."""
+    if _unfinished_imports(owner=owner) >= MAX_UNFINISHED_IMPORTS:
+        raise ImportBacklogFull(then=then)
+
+
+class ImportPayload:
+    """A job's payload compressed as it is written, so the whole text is never held beside its
+    compressed copy. ImportTooLarge once past settings.IMPORT_MAX_BYTES (read when it is made)."""
+
+    def __init__(self) -> None:
+        self.limit: int = settings.IMPORT_MAX_BYTES
+        self.size = 0
+        self._compressor = zlib.compressobj(_COMPRESS_LEVEL)
+        self._parts: list[bytes] = []
+
+    def write(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.limit:
+            raise ImportTooLarge(limit=self.limit, size=self.size)
+        self._parts.append(self._compressor.compress(chunk))
+
+    def compressed(self) -> bytes:
+        return b"".join([*self._parts, self._compressor.flush()])
+
+
 def import_job_create(*, owner: User, upload: UploadedFile) -> ImportJob:
     """Store the upload as a queued job of `owner` and publish it once committed. ImportBacklogFull
     when `owner` has MAX_UNFINISHED_IMPORTS imports queued or running."""
-    if _unfinished_imports(owner=owner) >= MAX_UNFINISHED_IMPORTS:
-        raise ImportBacklogFull  # before the file is compressed: it would only be dropped
-    limit = settings.IMPORT_MAX_BYTES
-    if upload.size is not None and upload.size > limit:
-        raise ImportTooLarge(limit=limit, size=upload.size)
-    compressor = zlib.compressobj(_COMPRESS_LEVEL)
-    parts: list[bytes] = []
-    size = 0
+    import_backlog_check(owner=owner)
+    payload = ImportPayload()
+    if upload.size is not None and upload.size > payload.limit:
+        raise ImportTooLarge(limit=payload.limit, size=upload.size)
     for chunk in upload.chunks():
-        size += len(chunk)
-        if size > limit:  # a size the client did not announce truthfully
-            raise ImportTooLarge(limit=limit, size=size)
-        parts.append(compressor.compress(chunk))
-    if size == 0:
+        payload.write(chunk)  # the size counted again: the client may not have announced it truthfully
+    if payload.size == 0:
         raise ValidationError({"file": ["The file is empty."]}, code="empty")
-    parts.append(compressor.flush())
     name = " ".join((upload.name or "").split())[:255]
+    return import_job_store(owner=owner, payload=payload, filename=name)
+
+
+def import_job_store(*, owner: User, payload: ImportPayload, filename: str, then: str = "upload this file again",
+                     source_conversation_id: int | None = None) -> ImportJob:
+    """Store `payload` as a queued job of `owner` and publish it once committed; a branch's job
+    (Kind.BRANCH) names its `source_conversation_id`. ImportBacklogFull (`then`) when the backlog is full."""
     with transaction.atomic():
         # Counted again under the owner's row lock: two uploads at once cannot both take the last place.
         User.objects.select_for_update().filter(pk=owner.pk).values_list("pk", flat=True).first()
-        if _unfinished_imports(owner=owner) >= MAX_UNFINISHED_IMPORTS:
-            raise ImportBacklogFull
+        import_backlog_check(owner=owner, then=then)
+        kind = ImportJob.Kind.UPLOAD if source_conversation_id is None else ImportJob.Kind.BRANCH
         # A lease from the start: if no worker has claimed the job when it ends (the message was lost),
         # the sweep publishes the job again, as for a worker that died.
-        job = ImportJob.objects.create(owner=owner, filename=name, size_bytes=size, payload=b"".join(parts),
+        job = ImportJob.objects.create(owner=owner, kind=kind, source_conversation_id=source_conversation_id,
+                                       filename=filename, size_bytes=payload.size, payload=payload.compressed(),
                                        lease_expires_at=_lease_end())
         job_id = job.pk
         transaction.on_commit(lambda: import_job_enqueue(job_id=job_id))
@@ -235,6 +264,18 @@ def import_job_run(*, job_id: int) -> ImportRunOutcome:
         raise
 
 
+def branch_model_keep(*, conversation_id: int, source_id: int | None) -> None:
+    """Give a branch (`conversation_id`) its original chat's model as it is set there, and its offline flag:
+    the import matches a config by name and model, and gives a chat that follows the default (no config of
+    its own) the default itself. An original deleted meanwhile leaves what its export said."""
+    if source_id is None:
+        return
+    source = Conversation.objects.filter(pk=source_id).values("llm_config_id", "offline").first()
+    if source is not None:
+        Conversation.objects.filter(pk=conversation_id).update(llm_config=source["llm_config_id"],
+                                                               offline=source["offline"])
+
+
 def _lease_end() -> Any:
     return timezone.now() + timedelta(seconds=settings.IMPORT_LEASE_SECONDS)
 
@@ -275,9 +316,11 @@ class _Import:
         return ImportRunOutcome(job_id=self.job.pk, status="done", detail=detail)
 
     def _store(self, *, index: int, record: ConversationRecord) -> None:
+        branch = self.job.kind == ImportJob.Kind.BRANCH
         fingerprint = record_fingerprint(record)
         # Chats imported before the shown branch was left out of the fingerprint are found by the earlier one.
-        fingerprints = (fingerprint, record_fingerprint_shown_branch(record))
+        # A branch is not looked for: branching again from the same message makes another new chat.
+        fingerprints = () if branch else (fingerprint, record_fingerprint_shown_branch(record))
         if self._imported_before(fingerprints):
             self._duplicate()
             return
@@ -286,9 +329,12 @@ class _Import:
                 conversation = conversation_import(
                     owner=self.job.owner, record=record, index=index, models=self.models
                 )
-                ImportedConversation.objects.create(
-                    owner=self.job.owner, conversation=conversation, fingerprint=fingerprint
-                )
+                if branch:
+                    branch_model_keep(conversation_id=conversation.pk, source_id=self.job.source_conversation_id)
+                else:
+                    ImportedConversation.objects.create(
+                        owner=self.job.owner, conversation=conversation, fingerprint=fingerprint
+                    )
                 omitted = self.omitted + Counter(record.omitted)
                 self._fenced(done=F("done") + 1, conversation_ids=[*self.ids, conversation.pk], omitted=dict(omitted))
         except ConversationError as exc:
@@ -310,6 +356,8 @@ class _Import:
         self.duplicates += 1
 
     def _imported_before(self, fingerprints: tuple[str, ...]) -> bool:
+        if not fingerprints:
+            return False
         return ImportedConversation.objects.filter(owner=self.job.owner, fingerprint__in=fingerprints).exists()
 
     def _refused(self, *, index: int, record: ConversationRecord, exc: DatabaseError) -> None:

@@ -1,8 +1,9 @@
 /* Settings → Import and export: upload the file (POST /api/imports/), poll the job every second
    (GET /api/imports/<id>/) into a <progress> bar, then link the imported chats or say what went wrong.
-   Uses the page's classic helpers (common.js: Longchat). */
+   Uses the page's classic helpers (common.js: Longchat); the job is followed by import_follow.js. */
 
-const POLL_MS = 1000;
+import { followImport } from "./import_follow.js";
+
 const LINKS_SHOWN = 50;
 const OMITTED_WORDS = {
   branch_messages: "on other branches",
@@ -15,7 +16,7 @@ const form = document.getElementById("import-form");
 if (form) setUp(form);
 
 function setUp(formEl) {
-  const { api, csrfToken, errorText } = Longchat; // common.js (a classic script: a global binding, not a window property)
+  const { csrfToken, errorText } = Longchat; // common.js (a classic script: a global binding, not a window property)
   const input = formEl.querySelector("#import-file");
   const button = formEl.querySelector("#import-start");
   const box = document.getElementById("import-status");
@@ -88,24 +89,13 @@ function setUp(formEl) {
   }
 
   async function follow(id) {
-    for (;;) {
-      let res = null;
-      try {
-        res = await api(`/api/imports/${id}/`);
-      } catch { /* offline for a moment: the next round tries again */ }
-      if (!res || !res.ok) {
-        const why = res ? errorText(res.data, res.status) : "Could not reach the server.";
-        // Gone (404) or signed out (401/403) does not come back by asking again: say so and stop.
-        if (res && [401, 403, 404].includes(res.status)) { label.textContent = "The import stopped"; say(why, "fail"); return; }
-        say(`${why} Retrying…`, "fail");
-        await sleep(POLL_MS * 3);
-        continue;
-      }
-      const job = res.data;
-      show(job);
-      if (job.status === "done" || job.status === "failed") return;
-      await sleep(POLL_MS);
-    }
+    await followImport(id, {
+      onJob: show,
+      onTrouble(why, stopped) {
+        if (stopped) label.textContent = "The import stopped";
+        say(why, "fail");
+      },
+    });
   }
 
   function show(job) {
@@ -180,8 +170,4 @@ function setUp(formEl) {
       links.append(more);
     }
   }
-}
-
-function sleep(ms) {
-  return new Promise((resolve) => { setTimeout(resolve, ms); });
 }

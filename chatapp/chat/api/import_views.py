@@ -82,7 +82,8 @@ class ImportJobOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = ImportJob
         fields = [
-            "id", "status", "format", "format_label", "filename", "size_bytes", "total", "done", "progress",
+            "id", "kind", "source_conversation", "status", "format", "format_label", "filename", "size_bytes", "total",
+            "done", "progress",
             "imported", "already_imported", "skipped_count", "skipped", "omitted", "error", "created_at", "started_at",
             "finished_at",
         ]
@@ -98,6 +99,20 @@ class ImportJobOutputSerializer(serializers.ModelSerializer):
         if job.status == ImportJob.Status.DONE:
             return 1.0
         return round(job.done / job.total, 4) if job.total else 0.0
+
+
+class ForkJobOutputSerializer(ImportJobOutputSerializer):
+    """Branch in new chat past MAX_FORK_MESSAGES: the import job (kind "branch") that writes the new chat,
+    followed at GET /api/imports/<id>/ like an upload's (its `conversations` once done)."""
+
+    messages = serializers.SerializerMethodField(help_text="Messages the new chat will hold.")
+
+    class Meta(ImportJobOutputSerializer.Meta):
+        fields = [*ImportJobOutputSerializer.Meta.fields, "messages"]
+        read_only_fields = fields
+
+    def get_messages(self, job: ImportJob) -> int:
+        return int(self.context["messages"])
 
 
 class ImportedConversationSerializer(serializers.Serializer):

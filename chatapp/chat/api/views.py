@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chatapp.chat.api.import_views import ForkJobOutputSerializer
 from chatapp.chat.api.inputs import ChangesSomething, validated
 from chatapp.chat.api.pagination import BeforeIdPagination, PaginatedApi
 from chatapp.chat.api.serializers import (
@@ -26,8 +27,10 @@ from chatapp.chat.api.serializers import (
     UserSettingsOutputSerializer,
 )
 from chatapp.chat.branch_selectors import message_sibling_places
-from chatapp.chat.fork_services import conversation_fork
+from chatapp.chat.fork_services import ForkQueued, conversation_fork
 from chatapp.chat.gauge import context_gauge
+from chatapp.chat.import_selectors import import_job_get
+from chatapp.chat.import_services import ImportBacklogFull
 from chatapp.chat.message_services import message_pin_set
 from chatapp.chat.models import Preference
 from chatapp.chat.search_match import MAX_QUERY_CHARS
@@ -236,12 +239,27 @@ class MessagePinApi(APIView):
 @extend_schema(
     operation_id="messages_fork",
     summary="Branch in new chat: a new chat holding the shown path up to this message",
+    description="Up to 5,000 messages the new chat is written in the request (201). A longer path is written "
+                "by the import worker: 202 and its job, to follow at GET /api/imports/<id>/ (its `conversations` "
+                "once done, else its `error` or `skipped`).",
     request=None,
-    responses={201: ConversationOutputSerializer},
+    responses={
+        201: ConversationOutputSerializer,
+        202: ForkJobOutputSerializer,
+        400: OpenApiResponse(description="A message that cannot be branched from, or a path past the import limit."),
+        429: OpenApiResponse(description="A longer path while you already have 3 imports waiting or running."),
+    },
 )
 @api_view(["POST"])
 def message_fork_api(request: Request, pk: int) -> Response:
-    fork = conversation_fork(owner=request.user, message_id=pk)
+    try:
+        fork = conversation_fork(owner=request.user, message_id=pk)
+    except ImportBacklogFull as exc:
+        return Response({"detail": exc.messages[0]}, status=status.HTTP_429_TOO_MANY_REQUESTS)
+    if isinstance(fork, ForkQueued):
+        job = import_job_get(owner=request.user, pk=fork.job.pk)  # as stored, without the payload
+        data = ForkJobOutputSerializer(job, context={"messages": fork.messages}).data
+        return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": f"/api/imports/{job.pk}/"})
     return Response(ConversationOutputSerializer(fork).data, status=status.HTTP_201_CREATED)
 
 

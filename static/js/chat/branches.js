@@ -5,6 +5,7 @@
 import { buildMessage, el, icon, moveFocusOff, scrollToBottom } from "./dom.js";
 import { autosize, sendKey } from "./composer.js";
 import { foldLong } from "./fold.js";
+import { followFork } from "./fork_job.js";
 import { catchUp } from "./history.js";
 import { busyNow, runStream } from "./stream.js";
 import { api, composing, enterSends, errorText, input, messagesEl, state, toast } from "./state.js";
@@ -78,14 +79,16 @@ async function switchBranch(article, step, fromKeyboard) {
 }
 
 /** Branch in new chat: a new chat holding the path shown up to this message (its dates, pins and
- *  summaries, the chat's model and system prompt) opens; this chat stays as it is. */
+ *  summaries, the chat's model and system prompt) opens; this chat stays as it is. A path too long to
+ *  copy in the request (202) is copied by the import worker: fork_job.js follows it. */
 let forking = false;
 export async function forkChat(article) {
   if (forking) return; // a second click while a long chat is copied would make a second new chat
   forking = true;
   toast("Making a new chat from this message…", "info", 4000);
   const res = await api(`/api/messages/${article.dataset.id}/fork/`, { method: "POST" });
-  forking = res.ok; // the page is left on success
+  forking = res.status === 201; // the page is left on success
+  if (res.status === 202) { followFork(article, res.data); return; }
   if (!res.ok) {
     const gone = "This chat no longer exists: it was deleted (in another tab or device?).";
     toast(res.status === 404 ? gone : errorText(res.data, res.status), "error", 6000);
