@@ -56,7 +56,9 @@ def test_read_aloud_speaks_a_reply_as_it_reads_and_the_same_item_stops_it(asgi_s
 
     _choose(browser, answer.pk, "read-aloud")
     # The words, not the markup: the code block and the formula are named, not spelled out.
-    assert _spoken(browser) == ["Hi there. Some details:", "one", "two", "Code block.", "So formula holds. See the docs."]
+    assert _spoken(browser) == [
+        "Hi there. Some details:", "one", "two", "Code block.", "So formula holds. See the docs.",
+    ]
     assert _item_label(browser, answer.pk) == "Stop reading"
     assert "is-speaking" in browser.find_element(By.ID, f"m-{answer.pk}").get_attribute("class")
 
