@@ -1,4 +1,5 @@
-"""Account pages Django leaves bare: the sign-out page (signing out is Django's LogoutView, a POST: a link
+"""Account pages: sign-up, limited per client address (login_throttle.signup_attempt_start), and those
+Django leaves bare: the sign-out page (signing out is Django's LogoutView, a POST: a link
 or an image in a page could sign anyone out; its GET answered a blank 405 page to an address typed or
 bookmarked), and the page of a form whose CSRF token had expired."""
 
@@ -7,14 +8,40 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import REASON_NO_CSRF_COOKIE
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_http_methods
 
+from chatapp.chat.forms import SignupForm, throttled_error
+from chatapp.chat.login_throttle import signup_attempt_start
 from chatapp.chat.views import page_csp
+
+
+@sensitive_post_parameters("password1", "password2")  # kept out of error reports, as Django's login keeps its own
+@page_csp
+@require_http_methods(["GET", "POST"])
+def signup(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        return redirect("chat-home")
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        # Counted once the form is valid (password rules included): a typo is not an account.
+        wait = signup_attempt_start(request=request)
+        if not wait:
+            user = form.save()
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            return redirect("chat-home")
+        form.add_error(None, throttled_error(what="Too many accounts were made from this address", wait=wait))
+        response = render(request, "registration/signup.html", {"form": form}, status=429)
+        response["Retry-After"] = str(wait)
+        return response
+    return render(request, "registration/signup.html", {"form": form})
 
 
 class LogoutView(auth_views.LogoutView):

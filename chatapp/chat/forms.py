@@ -27,11 +27,10 @@ class SignupForm(UserCreationForm):
         fields = ("username",)
 
 
-def _too_many_failures(wait: int) -> ValidationError:
+def throttled_error(*, what: str = "Too many failed sign-ins", wait: int) -> ValidationError:
+    """`what` happened too often: the error saying when to try again (`wait` seconds, in minutes)."""
     minutes = -(-wait // 60)
-    return ValidationError(
-        f"Too many failed sign-ins. Try again in {minutes} minute{'s' if minutes != 1 else ''}.", code="throttled"
-    )
+    return ValidationError(f"{what}. Try again in {minutes} minute{'s' if minutes != 1 else ''}.", code="throttled")
 
 
 class LoginForm(AuthenticationForm):
@@ -45,7 +44,7 @@ class LoginForm(AuthenticationForm):
         # Counted as a failure from here on (a ValidationError below keeps it so): see login_attempt_start.
         self.wait = login_attempt_start(request=self.request, username=username)
         if self.wait:
-            raise _too_many_failures(self.wait)
+            raise throttled_error(wait=self.wait)
         cleaned = super().clean()
         # Only a real sign-in clears the count: AuthenticationForm.clean() passes a form with no
         # password without checking anything (the field's own "required" refuses it), which is
@@ -74,7 +73,7 @@ class ThrottledPasswordChangeForm(PasswordChangeForm):
         # Counted as a failure from here on (the ValidationError of a wrong password keeps it so).
         self.wait = login_attempt_start(request=self.request, username=username)
         if self.wait:
-            raise _too_many_failures(self.wait)
+            raise throttled_error(wait=self.wait)
         old_password = super().clean_old_password()
         login_failures_clear(request=self.request, username=username)
         return old_password

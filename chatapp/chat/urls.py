@@ -29,7 +29,7 @@ urlpatterns = [
     path("assets/code.css", views.code_css, name="code-css"),
     # A read-only share link: public, no login (share_views).
     path("s/<slug:token>/", share_pages.share_page, name="share-page"),
-    path("accounts/signup/", views.signup, name="signup"),
+    path("accounts/signup/", account_pages.signup, name="signup"),
     path(
         "accounts/login/",
         views.page_csp(views.LoginView.as_view()),

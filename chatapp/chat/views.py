@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth import login, update_session_auth_hash
+from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
@@ -28,7 +28,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from chatapp.chat import selectors, services
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.context import first_user_message_id
-from chatapp.chat.forms import LoginForm, SignupForm, ThrottledPasswordChangeForm
+from chatapp.chat.forms import LoginForm, ThrottledPasswordChangeForm
 from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.query_params import query_id
@@ -85,20 +85,6 @@ class MessageView:
     @property
     def is_summary(self) -> bool:
         return self.message.kind == Message.Kind.SUMMARY
-
-
-@sensitive_post_parameters("password1", "password2")  # kept out of error reports, as Django's login keeps its own
-@page_csp
-@require_http_methods(["GET", "POST"])
-def signup(request: HttpRequest) -> HttpResponse:
-    if request.user.is_authenticated:
-        return redirect("chat-home")
-    form = SignupForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect("chat-home")
-    return render(request, "registration/signup.html", {"form": form})
 
 
 class LoginView(auth_views.LoginView):
