@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import time
 
+from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
@@ -74,6 +76,27 @@ def signup_attempt_start(*, request: HttpRequest) -> int:
     Counted before it is made, as a sign-in is, so that forms sent at once cannot all pass; a form
     refused for its fields is not counted (the caller counts only a valid one)."""
     return _count(keys=[_key(scope="signup_address", who=BaseThrottle().get_ident(request))])
+
+
+class TooManyFailures(Exception):
+    """Past a failed sign-in limit: nothing was checked; `wait` is the seconds until the next try."""
+
+    def __init__(self, *, wait: int) -> None:
+        super().__init__(f"Too many failed sign-ins: try again in {wait} s.")
+        self.wait = wait
+
+
+def password_confirm(*, request: HttpRequest, user: User, password: str) -> None:
+    """Check `user`'s password again before what cannot be undone (deleting the account), counted with
+    the sign-ins of the same username: a session left open (a shared computer) must not guess it here
+    without end. TooManyFailures past a limit; ValidationError (code "wrong_password") when wrong."""
+    username = user.get_username()
+    wait = login_attempt_start(request=request, username=username)
+    if wait:
+        raise TooManyFailures(wait=wait)
+    if not user.check_password(password):
+        raise ValidationError("That is not your password.", code="wrong_password")
+    login_failures_clear(request=request, username=username)
 
 
 def login_attempt_take_back(*, request: HttpRequest, username: str) -> None:

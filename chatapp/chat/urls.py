@@ -38,6 +38,7 @@ urlpatterns = [
     path("accounts/logout/", views.page_csp(account_pages.LogoutView.as_view()), name="logout"),
     path("accounts/password/", views.password_change, name="password_change"),
     path("accounts/password/done/", views.password_changed, name="password-changed"),
+    path("accounts/delete/", account_pages.account_delete, name="account-delete"),
 ]
 
 # The dashboard pages (/c/<pk>/dashboard/, /dashboard/) and their downloads.

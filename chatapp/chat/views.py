@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.contrib import admin
@@ -67,6 +68,15 @@ def page_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         return response
 
     return wrapped
+
+
+def form_page(request: HttpRequest, template: str, form: Any, *, wait: int) -> HttpResponse:
+    """A page of one form; past a failed sign-in or sign-up limit (`wait` seconds, the form saying so),
+    a 429 with Retry-After."""
+    response = render(request, template, {"form": form}, status=429 if wait else 200)
+    if wait:
+        response["Retry-After"] = str(wait)
+    return response
 
 
 @dataclass(frozen=True)
@@ -133,11 +143,7 @@ def password_change(request: HttpRequest) -> HttpResponse:
         update_session_auth_hash(request, request.user)
         request.session[REVOKED_NOTE_SESSION_KEY] = revoked
         return redirect("password-changed")
-    response = render(request, "registration/password_change.html", {"form": form})
-    if form.wait:
-        response.status_code = 429
-        response["Retry-After"] = str(form.wait)
-    return response
+    return form_page(request, "registration/password_change.html", form, wait=form.wait)
 
 
 @page_csp
