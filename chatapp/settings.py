@@ -284,6 +284,8 @@ REST_FRAMEWORK = {
         # Failed sign-ins on the login page (chat/login_throttle.py), per client address and per username.
         "login_address": env_rate("THROTTLE_LOGIN_ADDRESS", "20/hour"),
         "login_username": env_rate("THROTTLE_LOGIN_USERNAME", "50/hour"),
+        # Accounts made on the sign-up page, per client address (login_throttle.signup_attempt_start).
+        "signup_address": env_rate("THROTTLE_SIGNUP_ADDRESS", "10/hour"),
     },
     # JSON nesting is bounded (400) and bodies by DATA_UPLOAD_MAX_MEMORY_SIZE (413): see api/parsers.py.
     "DEFAULT_PARSER_CLASSES": [

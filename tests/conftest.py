@@ -85,9 +85,9 @@ def _fast_password_hashing(settings):
 
 @pytest.fixture
 def login_rates(settings, monkeypatch):
-    """Sets the failed sign-in limits (login_throttle), on a clock in the middle of a day, an hour and
-    a minute that goes on from there: the limits count in calendar windows, and a test straddling a
-    window's end would see its failures start again from zero."""
+    """Sets the failed sign-in limits and the sign-up one (login_throttle), on a clock in the middle of
+    a day, an hour and a minute that goes on from there: the limits count in calendar windows, and a
+    test straddling a window's end would see its failures start again from zero."""
     import time
 
     from chatapp.chat import login_throttle
@@ -96,11 +96,12 @@ def login_rates(settings, monkeypatch):
     middle = start // 86_400 * 86_400 + 43_200 + 1_800 + 30
     monkeypatch.setattr(login_throttle, "time", SimpleNamespace(time=lambda: middle + time.time() - start))
 
-    def set_rates(*, address: str, username: str) -> None:
+    def set_rates(*, address: str = "20/hour", username: str = "50/hour", signup: str = "10/hour") -> None:
         settings.REST_FRAMEWORK = {
             **settings.REST_FRAMEWORK,
             "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
-                                       "login_address": address, "login_username": username},
+                                       "login_address": address, "login_username": username,
+                                       "signup_address": signup},
         }
 
     return set_rates

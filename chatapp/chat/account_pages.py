@@ -1,4 +1,5 @@
-"""Account pages Django leaves bare: the sign-out page (signing out is Django's LogoutView, a POST: a link
+"""Account pages: sign-up, limited per client address (login_throttle.signup_attempt_start), and those
+Django leaves bare: the sign-out page (signing out is Django's LogoutView, a POST: a link
 or an image in a page could sign anyone out; its GET answered a blank 405 page to an address typed or
 bookmarked), and the page of a form whose CSRF token had expired."""
 
@@ -7,14 +8,59 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib import messages as flash
+from django.contrib.auth import login, logout
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import REASON_NO_CSRF_COOKIE
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_http_methods
 
-from chatapp.chat.views import page_csp
+from chatapp.chat.account_services import account_delete as account_delete_service
+from chatapp.chat.forms import AccountDeleteForm, SignupForm, throttled_error
+from chatapp.chat.login_throttle import signup_attempt_start
+from chatapp.chat.views import form_page, page_csp
+
+
+@sensitive_post_parameters("password1", "password2")  # kept out of error reports, as Django's login keeps its own
+@page_csp
+@require_http_methods(["GET", "POST"])
+def signup(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        return redirect("chat-home")
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        # Counted once the form is valid (password rules included): a typo is not an account.
+        wait = signup_attempt_start(request=request)
+        if not wait:
+            user = form.save()
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            return redirect("chat-home")
+        form.add_error(None, throttled_error(what="Too many accounts were made from this address", wait=wait))
+        return form_page(request, "registration/signup.html", form, wait=wait)
+    return form_page(request, "registration/signup.html", form, wait=0)
+
+
+@sensitive_post_parameters("password")
+@never_cache
+@page_csp
+@login_required
+@require_http_methods(["GET", "POST"])
+def account_delete(request: HttpRequest) -> HttpResponse:
+    """Settings → Account → Delete account…: the password again, then the account and everything in it
+    go (account_services.account_delete) and the browser is signed out."""
+    form = AccountDeleteForm(request.user, request.POST if request.method == "POST" else None, request=request)
+    if form.is_valid():
+        account_delete_service(user=request.user)
+        logout(request)
+        flash.success(request, "Your account was deleted, with everything in it.")
+        return redirect("login")
+    return form_page(request, "registration/account_delete.html", form, wait=form.wait)
 
 
 class LogoutView(auth_views.LogoutView):

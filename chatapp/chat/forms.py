@@ -10,7 +10,13 @@ from django import forms
 from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm, UserCreationForm
 from django.core.exceptions import ValidationError
 
-from chatapp.chat.login_throttle import login_attempt_start, login_attempt_take_back, login_failures_clear
+from chatapp.chat.login_throttle import (
+    TooManyFailures,
+    login_attempt_start,
+    login_attempt_take_back,
+    login_failures_clear,
+    password_confirm,
+)
 from chatapp.chat.models import Preference
 from chatapp.providers.endpoint_url import EndpointURLValidator
 from chatapp.providers.models import LLMConfig
@@ -27,11 +33,10 @@ class SignupForm(UserCreationForm):
         fields = ("username",)
 
 
-def _too_many_failures(wait: int) -> ValidationError:
+def throttled_error(*, what: str = "Too many failed sign-ins", wait: int) -> ValidationError:
+    """`what` happened too often: the error saying when to try again (`wait` seconds, in minutes)."""
     minutes = -(-wait // 60)
-    return ValidationError(
-        f"Too many failed sign-ins. Try again in {minutes} minute{'s' if minutes != 1 else ''}.", code="throttled"
-    )
+    return ValidationError(f"{what}. Try again in {minutes} minute{'s' if minutes != 1 else ''}.", code="throttled")
 
 
 class LoginForm(AuthenticationForm):
@@ -45,7 +50,7 @@ class LoginForm(AuthenticationForm):
         # Counted as a failure from here on (a ValidationError below keeps it so): see login_attempt_start.
         self.wait = login_attempt_start(request=self.request, username=username)
         if self.wait:
-            raise _too_many_failures(self.wait)
+            raise throttled_error(wait=self.wait)
         cleaned = super().clean()
         # Only a real sign-in clears the count: AuthenticationForm.clean() passes a form with no
         # password without checking anything (the field's own "required" refuses it), which is
@@ -74,10 +79,33 @@ class ThrottledPasswordChangeForm(PasswordChangeForm):
         # Counted as a failure from here on (the ValidationError of a wrong password keeps it so).
         self.wait = login_attempt_start(request=self.request, username=username)
         if self.wait:
-            raise _too_many_failures(self.wait)
+            raise throttled_error(wait=self.wait)
         old_password = super().clean_old_password()
         login_failures_clear(request=self.request, username=username)
         return old_password
+
+
+class AccountDeleteForm(forms.Form):
+    """The password asked again before the account is deleted (login_throttle.password_confirm: under
+    the failed sign-in limits); `wait` is then the seconds until the next try."""
+
+    password = forms.CharField(
+        label="Your password", strip=False, widget=forms.PasswordInput(attrs={"autocomplete": "current-password"})
+    )
+    wait = 0
+
+    def __init__(self, user: Any, data: Any = None, *, request: Any) -> None:
+        super().__init__(data)
+        self.user, self.request = user, request
+
+    def clean_password(self) -> str:
+        password = self.cleaned_data["password"]
+        try:
+            password_confirm(request=self.request, user=self.user, password=password)
+        except TooManyFailures as exc:
+            self.wait = exc.wait
+            raise throttled_error(wait=exc.wait) from None
+        return password
 
 
 # Hosts whose servers (Ollama, LM Studio, vLLM, a Compose service) speak plain HTTP when no scheme is typed.

@@ -244,6 +244,12 @@ def import_job_run(*, job_id: int) -> ImportRunOutcome:
     if not claimed:
         return ImportRunOutcome(job_id=job_id, status="skipped", detail="claimed by another delivery")
     job.refresh_from_db()
+    if not User.objects.filter(pk=job.owner_id, is_active=True).exists():
+        # An admin turned the account off after the upload: it can do nothing else, nor is anything
+        # written to it. Failed, not left queued (the sweep would publish it again and again), the file dropped.
+        reason = "The account was turned off before the import ran: nothing was imported. Upload the file again."
+        import_job_fail(job_id=job_id, reason=reason, attempt=attempt)
+        return ImportRunOutcome(job_id=job_id, status="failed", detail=reason)
     if attempt > MAX_ATTEMPTS:
         reason = (f"The import stopped {attempt - 1} times before it could finish (its worker was stopped, or ran "
                   f"out of memory); {len(job.conversation_ids)} of {job.total} conversations were imported.")

@@ -2,7 +2,8 @@
 counted per client address and per username in the cache (shared through Redis when configured):
 past either limit both refuse (429) until its window ends, whatever the password. Each attempt is
 counted before its password is checked (`login_attempt_start`), so guesses sent at once cannot all
-pass. A success clears the username's count. The address is the one the API's throttles use
+pass. A success clears the username's count. Accounts made on the sign-up page are counted the same
+way, per client address (`signup_attempt_start`). The address is the one the API's throttles use
 (`NUM_PROXIES`: only a trusted proxy's X-Forwarded-For entry counts)."""
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import time
 
+from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
@@ -26,14 +29,16 @@ def _rate(scope: str) -> tuple[int, int]:
 
 def _keys(*, request: HttpRequest, username: str) -> list[tuple[str, int, int]]:
     """(cache key, limit, window end) of each count this attempt falls under."""
-    now = time.time()
-    keys = []
-    for scope, who in (("login_address", BaseThrottle().get_ident(request)),
-                       ("login_username", username.strip().lower())):
-        limit, window = _rate(scope)
-        bucket = int(now // window)
-        keys.append((f"login-fail:{scope}:{who}:{bucket}", limit, (bucket + 1) * window))
-    return keys
+    return [
+        _key(scope="login_address", who=BaseThrottle().get_ident(request)),
+        _key(scope="login_username", who=username.strip().lower()),
+    ]
+
+
+def _key(*, scope: str, who: str) -> tuple[str, int, int]:
+    limit, window = _rate(scope)
+    bucket = int(time.time() // window)
+    return f"login-fail:{scope}:{who}:{bucket}", limit, (bucket + 1) * window
 
 
 def login_attempt_start(*, request: HttpRequest, username: str) -> int:
@@ -42,7 +47,12 @@ def login_attempt_start(*, request: HttpRequest, username: str) -> int:
     purpose): counted only once it failed, guesses sent together all found the count below the limit
     and were all checked. A refused attempt is taken back at once (it checked nothing); one that
     succeeds, or checks nothing, is taken back by `login_failures_clear` / `login_attempt_take_back`."""
-    keys = _keys(request=request, username=username)
+    return _count(keys=_keys(request=request, username=username))
+
+
+def _count(*, keys: list[tuple[str, int, int]]) -> int:
+    """Count one attempt under each of `keys`; the seconds to wait when that passes a limit, the attempt
+    then taken back (0: go on)."""
     over = []
     for key, limit, end in keys:
         # add then incr: atomic in every cache backend (Redis INCR), so parallel guesses all count.
@@ -58,6 +68,35 @@ def login_attempt_start(*, request: HttpRequest, username: str) -> int:
         return 0
     _take_back(keys=[key for key, _, _ in keys])
     return max(1, int(max(over) - time.time()) + 1)
+
+
+def signup_attempt_start(*, request: HttpRequest) -> int:
+    """Count an account about to be made from this client address (settings' rate "signup_address"),
+    and say how many seconds to wait when that passes the limit (0: go on; the account is not made).
+    Counted before it is made, as a sign-in is, so that forms sent at once cannot all pass; a form
+    refused for its fields is not counted (the caller counts only a valid one)."""
+    return _count(keys=[_key(scope="signup_address", who=BaseThrottle().get_ident(request))])
+
+
+class TooManyFailures(Exception):
+    """Past a failed sign-in limit: nothing was checked; `wait` is the seconds until the next try."""
+
+    def __init__(self, *, wait: int) -> None:
+        super().__init__(f"Too many failed sign-ins: try again in {wait} s.")
+        self.wait = wait
+
+
+def password_confirm(*, request: HttpRequest, user: User, password: str) -> None:
+    """Check `user`'s password again before what cannot be undone (deleting the account), counted with
+    the sign-ins of the same username: a session left open (a shared computer) must not guess it here
+    without end. TooManyFailures past a limit; ValidationError (code "wrong_password") when wrong."""
+    username = user.get_username()
+    wait = login_attempt_start(request=request, username=username)
+    if wait:
+        raise TooManyFailures(wait=wait)
+    if not user.check_password(password):
+        raise ValidationError("That is not your password.", code="wrong_password")
+    login_failures_clear(request=request, username=username)
 
 
 def login_attempt_take_back(*, request: HttpRequest, username: str) -> None:

@@ -15,14 +15,16 @@ class ConversationShare(models.Model):
     The snapshot is `through_message_id`: the newest message when the link was made. The public page
     shows the conversation's live user/assistant messages up to it, so what is said afterwards is never
     exposed. A conversation may have several live links (each its own snapshot, revoked one by one);
-    sharing again with no new message reuses the live link of that snapshot (share_services).
+    each share makes a new link, since a link is shown only when it is made (share_services).
     Revoking keeps the row (`revoked_at`), so a revoked token can never be issued or resolve again.
     """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     conversation = models.ForeignKey("chat.Conversation", on_delete=models.CASCADE, related_name="shares")
-    # secrets.token_urlsafe(24): 192 random bits, the only credential of the public page.
-    token = models.CharField(max_length=64)
+    # token_models.key_digest of the link's token (secrets.token_urlsafe(24): 192 random bits, the only
+    # credential of the public page), as API tokens are kept: a copy of the database opens no link.
+    # Links made before chat migration 0024 had their token stored here; that migration digested them.
+    digest = models.CharField(max_length=64)
     # The title when shared: a later rename is not published.
     title = models.CharField(max_length=200)
     # The newest message id at share time (0: the conversation was empty).
@@ -41,16 +43,10 @@ class ConversationShare(models.Model):
             models.Index(
                 fields=["owner", "-created_at"], condition=Q(revoked_at__isnull=True), name="share_owner_live_idx"
             ),
-            # Sharing again: the conversation's live link of the same snapshot, if any.
-            models.Index(
-                fields=["conversation", "through_message_id"],
-                condition=Q(revoked_at__isnull=True),
-                name="share_conv_live_idx",
-            ),
         ]
         constraints = [
-            # Public page /s/<token>/: the share by its token, one unique-index seek per view.
-            models.UniqueConstraint(fields=["token"], name="share_token_uniq"),
+            # Public page /s/<token>/: the share by its token's digest, one unique-index seek per view.
+            models.UniqueConstraint(fields=["digest"], name="share_digest_uniq"),
         ]
 
     def __str__(self) -> str:

@@ -16,6 +16,7 @@ from django.shortcuts import get_object_or_404
 
 from .models import ConversationShare, Message
 from .reply_stream import INTERRUPTED_WORDS
+from .token_models import key_digest
 
 # Messages per page of the public page: a snapshot of 100k messages is read and rendered 200 at a
 # time (keyset pages on the (conversation, id) index, oldest first), never whole.
@@ -54,21 +55,13 @@ def share_get(*, owner: User, pk: int) -> ConversationShare:
 
 
 def share_get_public(*, token: str) -> ConversationShare:
-    """The live link with this token (unique index share_token_uniq); revoked or unknown: 404. So is the
+    """The live link with this token, found by its digest (unique index share_digest_uniq); revoked or
+    unknown: 404. So is the
     link of an account an admin turned off (is_active): it publishes nothing while the account can do
     nothing else, and opens again when the account is turned back on (nothing is revoked)."""
-    return get_object_or_404(ConversationShare, token=token, revoked_at__isnull=True, owner__is_active=True)
-
-
-def share_live_of_snapshot(
-    *, conversation_id: int, through_message_id: int, title: str, hidden_ids: list[int] | None
-) -> ConversationShare | None:
-    """A live link of this conversation showing exactly this snapshot: the same last message, title
-    and hidden replies (index share_conv_live_idx; the few links of one snapshot compared here)."""
-    links = ConversationShare.objects.filter(
-        conversation_id=conversation_id, through_message_id=through_message_id, title=title, revoked_at__isnull=True,
-    ).order_by("-id")
-    return next((link for link in links if (link.hidden_ids or None) == hidden_ids), None)
+    return get_object_or_404(
+        ConversationShare, digest=key_digest(token), revoked_at__isnull=True, owner__is_active=True
+    )
 
 
 def share_snapshot_tail(*, conversation_id: int) -> int | None:

@@ -77,6 +77,9 @@ def share_page(request: HttpRequest, token: str) -> HttpResponse:
     page = share_messages(share=share, after_id=after_id)
     context = {
         "share": share,
+        # The page's own links (continue, from the start) carry the token it was opened by: only its
+        # digest is stored.
+        "token": token,
         "shared_messages": [_shared(m) for m in page.messages],
         "next_after": page.next_after,
         "continued": after_id is not None,

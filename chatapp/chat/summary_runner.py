@@ -113,7 +113,7 @@ def _job_claim(*, job_id: int) -> SummaryJob | None:
             lease_expires_at=None,
         )
         return None
-    return SummaryJob.objects.select_related("conversation").get(pk=job_id)
+    return SummaryJob.objects.select_related("conversation__owner").get(pk=job_id)
 
 
 def _job_finish(*, job: SummaryJob, status: str, error: str, result: ModelSummary | None = None) -> None:
@@ -156,6 +156,12 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
                                  retry_in=float(settings.SUMMARY_USER_WAIT_SECONDS))
     if job is None:
         return _held_elsewhere(job_id=job_id)
+    if not job.conversation.owner.is_active:
+        # An admin turned the account off after the job was queued: it can do nothing else, so its
+        # endpoint is not called for it either. Ended, not left queued, or the sweep would publish it
+        # again and again; a summary is asked for again when the chat next needs one.
+        _job_finish(job=job, status=Status.CANCELLED, error="Not summarized: the account is turned off.")
+        return SummaryRunOutcome(job_id=job_id, status="cancelled", detail="the account is turned off")
     try:
         return _claimed_run(job=job, chat_target=chat_target)
     except Exception as exc:

@@ -96,7 +96,11 @@ def conversation_title_generate(*, conversation_id: int, expected: str) -> str:
 
 
 def _title_generate(*, conversation_id: int, expected: str) -> str:
-    conversation = Conversation.objects.select_related("llm_config").filter(pk=conversation_id).first()
+    # Not for an account an admin turned off since the title was asked for: it can do nothing else, and
+    # its endpoint is not called for it.
+    conversation = (
+        Conversation.objects.select_related("llm_config").filter(pk=conversation_id, owner__is_active=True).first()
+    )
     if conversation is None or conversation.title_is_custom or conversation.title != expected:
         return "skipped"
     # The first exchange that has an answer (a first message whose reply failed has none).

@@ -29,7 +29,7 @@ urlpatterns = [
     path("assets/code.css", views.code_css, name="code-css"),
     # A read-only share link: public, no login (share_views).
     path("s/<slug:token>/", share_pages.share_page, name="share-page"),
-    path("accounts/signup/", views.signup, name="signup"),
+    path("accounts/signup/", account_pages.signup, name="signup"),
     path(
         "accounts/login/",
         views.page_csp(views.LoginView.as_view()),
@@ -38,6 +38,7 @@ urlpatterns = [
     path("accounts/logout/", views.page_csp(account_pages.LogoutView.as_view()), name="logout"),
     path("accounts/password/", views.password_change, name="password_change"),
     path("accounts/password/done/", views.password_changed, name="password-changed"),
+    path("accounts/delete/", account_pages.account_delete, name="account-delete"),
 ]
 
 # The dashboard pages (/c/<pk>/dashboard/, /dashboard/) and their downloads.

@@ -10,10 +10,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth import login, update_session_auth_hash
+from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
@@ -28,7 +29,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from chatapp.chat import selectors, services
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.context import first_user_message_id
-from chatapp.chat.forms import LoginForm, SignupForm, ThrottledPasswordChangeForm
+from chatapp.chat.forms import LoginForm, ThrottledPasswordChangeForm
 from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.query_params import query_id
@@ -69,6 +70,15 @@ def page_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     return wrapped
 
 
+def form_page(request: HttpRequest, template: str, form: Any, *, wait: int) -> HttpResponse:
+    """A page of one form; past a failed sign-in or sign-up limit (`wait` seconds, the form saying so),
+    a 429 with Retry-After."""
+    response = render(request, template, {"form": form}, status=429 if wait else 200)
+    if wait:
+        response["Retry-After"] = str(wait)
+    return response
+
+
 @dataclass(frozen=True)
 class MessageView:
     """What the timeline template needs for one message."""
@@ -85,20 +95,6 @@ class MessageView:
     @property
     def is_summary(self) -> bool:
         return self.message.kind == Message.Kind.SUMMARY
-
-
-@sensitive_post_parameters("password1", "password2")  # kept out of error reports, as Django's login keeps its own
-@page_csp
-@require_http_methods(["GET", "POST"])
-def signup(request: HttpRequest) -> HttpResponse:
-    if request.user.is_authenticated:
-        return redirect("chat-home")
-    form = SignupForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect("chat-home")
-    return render(request, "registration/signup.html", {"form": form})
 
 
 class LoginView(auth_views.LoginView):
@@ -147,11 +143,7 @@ def password_change(request: HttpRequest) -> HttpResponse:
         update_session_auth_hash(request, request.user)
         request.session[REVOKED_NOTE_SESSION_KEY] = revoked
         return redirect("password-changed")
-    response = render(request, "registration/password_change.html", {"form": form})
-    if form.wait:
-        response.status_code = 429
-        response["Retry-After"] = str(form.wait)
-    return response
+    return form_page(request, "registration/password_change.html", form, wait=form.wait)
 
 
 @page_csp

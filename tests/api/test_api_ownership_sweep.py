@@ -91,7 +91,7 @@ def _world(ada, eve) -> World:
                            content="[Conversation summary — covers messages 1-2]\n\nhello")
     return World(
         conversation=conversation, question=question, reply=reply, summary=summary,
-        share=conversation_share_create(owner=ada, conversation=conversation),
+        share=conversation_share_create(owner=ada, conversation=conversation).share,
         prompt=prompt_create(owner=ada, command="review", content="Review this.").pk,
         config=config,
         token=api_token_create(user=get_user_model().objects.get(pk=ada.pk), name="ada's script",

@@ -270,7 +270,7 @@ def test_a_share_link_keeps_the_branch_it_was_made_on(user, offline):
     q2, _ = exchange(user, offline, "SECRET-DRAFT question about my salary")
     turn = turn_pack(start=chat_edit_start(user=user, message=q2, content="second question about peppers"))
     finish(turn)
-    share = conversation_share_create(owner=user, conversation=offline)
+    share = conversation_share_create(owner=user, conversation=offline).share
     shown_before = [m.pk for m in share_messages(share=share).messages]
     assert shown_before == active_path(offline)
 

@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 from chatapp.chat.models import Conversation, ConversationShare, Message
 from chatapp.chat.reply_stream import INTERRUPTED_WORDS
 from chatapp.chat.share_selectors import SHARE_PAGE, _ancestors, share_messages
-from chatapp.chat.share_services import conversation_share_create, conversation_share_revoke
+from chatapp.chat.share_services import IssuedShare, conversation_share_create, conversation_share_revoke
 from chatapp.chat.views import PAGE_CSP
 from chatapp.providers.services import llm_config_create
 
@@ -78,16 +78,16 @@ def _tags(body: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
     return collector.tags
 
 
-def _path(share: ConversationShare) -> str:
-    return f"/s/{share.token}/"
+def _path(issued: IssuedShare) -> str:
+    return f"/s/{issued.token}/"
 
 
 # --- the public page ---------------------------------------------------------------------------------
 
 
 def test_public_page_works_logged_out_rendered_and_sanitized(chat, owner):
-    share = conversation_share_create(owner=owner, conversation=chat)
-    response = Client().get(_path(share))
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    response = Client().get(_path(issued))
     assert response.status_code == 200
     body = response.content.decode()
     assert "Shared conversation" in body and "Trip to Lisbon" in body
@@ -106,8 +106,8 @@ def test_public_page_works_logged_out_rendered_and_sanitized(chat, owner):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in reply[: reply.index("</article>")]
 
 def test_public_page_keeps_search_engines_out_and_sends_no_referrer(chat, owner):
-    share = conversation_share_create(owner=owner, conversation=chat)
-    response = Client().get(_path(share))
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    response = Client().get(_path(issued))
     body = response.content.decode()
     assert '<meta name="robots" content="noindex, nofollow">' in body
     assert response["X-Robots-Tag"] == "noindex, nofollow"
@@ -120,19 +120,19 @@ def test_public_page_keeps_search_engines_out_and_sends_no_referrer(chat, owner)
 
 
 def test_public_page_shows_nothing_of_the_owner(chat, owner):
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
     _msg(chat, "assistant", "failed here", status=Message.Status.ERROR, error=f"{BASE_URL} refused {API_KEY[-4:]}")
-    body = Client().get(_path(share)).content.decode()
+    body = Client().get(_path(issued)).content.decode()
     for secret in (OWNER_NAME, API_KEY, API_KEY[-4:], CONFIG_NAME, MODEL_NAME, BASE_URL, "share-secret"):
         assert secret not in body, secret
 
 
 def test_messages_after_the_snapshot_are_not_shown(chat, owner):
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
     _msg(chat, "user", "LATER-QUESTION after sharing")
     _msg(chat, "assistant", "LATER-ANSWER after sharing")
     Conversation.objects.filter(pk=chat.pk).update(title="Renamed afterwards")
-    body = Client().get(_path(share)).content.decode()
+    body = Client().get(_path(issued)).content.decode()
     assert "LATER-" not in body
     assert "Renamed afterwards" not in body and "Trip to Lisbon" in body
 
@@ -140,11 +140,12 @@ def test_messages_after_the_snapshot_are_not_shown(chat, owner):
 def test_a_reply_still_streaming_is_not_part_of_the_snapshot(chat, owner):
     question = _msg(chat, "user", "And the PRIVATE plan?")
     reply = _msg(chat, "assistant", "", status=Message.Status.STREAMING, reply_to=question, parent=question)
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    share = issued.share
     assert share.through_message_id == question.pk
     # The reply ends after the link was made (reply_store's final write): what it says is not published.
     Message.objects.filter(pk=reply.pk).update(content="WRITTEN-AFTER sharing", status=Message.Status.COMPLETE)
-    body = Client().get(_path(share)).content.decode()
+    body = Client().get(_path(issued)).content.decode()
     assert "And the PRIVATE plan?" in body
     assert "WRITTEN-AFTER" not in body
 
@@ -153,13 +154,14 @@ def test_a_reply_the_sweep_took_for_dead_is_not_part_of_the_snapshot(chat, owner
     question = _msg(chat, "user", "And the PRIVATE plan?")
     reply = _msg(chat, "assistant", "Part of it", status=Message.Status.ERROR, error=INTERRUPTED_WORDS,
                  reply_to=question, parent=question)
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    share = issued.share
     assert share.through_message_id == question.pk
     # Its stream was only stalled: it finishes after the link was made and reply_store stores it complete
     # in the same row (checked end to end against a live stream too): the link must not publish it.
     Message.objects.filter(pk=reply.pk, status=Message.Status.ERROR, error=INTERRUPTED_WORDS).update(
         content="WRITTEN-AFTER sharing", status=Message.Status.COMPLETE, error="")
-    body = Client().get(_path(share)).content.decode()
+    body = Client().get(_path(issued)).content.decode()
     assert "And the PRIVATE plan?" in body
     assert "WRITTEN-AFTER" not in body
 
@@ -173,18 +175,19 @@ def test_an_older_reply_the_sweep_took_for_dead_stays_out_of_the_snapshot(chat, 
                  reply_to=question, parent=question)
     later = _msg(chat, "user", "Never mind: the museums?", parent=reply)
     _msg(chat, "assistant", "The tiles museum.", reply_to=later, parent=later)
-    share = conversation_share_create(owner=owner, conversation=chat)
-    before = Client().get(_path(share)).content.decode()
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    share = issued.share
+    before = Client().get(_path(issued)).content.decode()
     assert "Part of it" not in before and "The tiles museum." in before
     # reply_store's revival of a swept reply (or message_stop's stop of one): the same row, shown now.
     Message.objects.filter(pk=reply.pk, status=Message.Status.ERROR, error=INTERRUPTED_WORDS).update(
         content="WRITTEN-AFTER sharing", status=ends, error="")
-    body = Client().get(_path(share)).content.decode()
+    body = Client().get(_path(issued)).content.decode()
     assert "Never mind: the museums?" in body and "The tiles museum." in body
     assert "WRITTEN-AFTER" not in body
     # Shared again now, the owner publishes what the chat shows now: a new link, with the reply.
     again = conversation_share_create(owner=owner, conversation=chat)
-    assert again.pk != share.pk
+    assert again.share.pk != share.pk
     assert "WRITTEN-AFTER" in Client().get(_path(again)).content.decode()
 
 
@@ -196,8 +199,8 @@ def test_only_the_live_conversation_is_shown(chat, owner):
     _msg(chat, "system", "SUMMARY-TEXT of the chat", kind=Message.Kind.SUMMARY)
     _msg(chat, "system", "SYSTEM-CHAT message")
     _msg(chat, "assistant", "STREAMING-REPLY", status=Message.Status.STREAMING)
-    share = conversation_share_create(owner=owner, conversation=chat)
-    body = Client().get(_path(share)).content.decode()
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    body = Client().get(_path(issued)).content.decode()
     assert "STOPPED-REPLY" in body and "Stopped" in body  # a stopped reply is what the reader saw
     for hidden in ("SUPERSEDED-REPLY", "FAILED-REPLY", "boom", "SUMMARY-TEXT", "SYSTEM-CHAT", "STREAMING-REPLY"):
         assert hidden not in body, hidden
@@ -208,35 +211,37 @@ def test_unknown_and_revoked_links_are_404(chat, owner):
     assert missing.status_code == 404
     assert missing["X-Robots-Tag"] == "noindex, nofollow"
     assert "Trip to Lisbon" not in missing.content.decode()
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    share = issued.share
     conversation_share_revoke(owner=owner, share=share)
-    revoked = Client().get(_path(share))
+    revoked = Client().get(_path(issued))
     assert revoked.status_code == 404
     assert revoked.content == missing.content  # the same answer: a revoked link says nothing more
 
 
 def test_deleting_the_conversation_ends_its_links(chat, owner):
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    share = issued.share
     chat.delete()
-    assert Client().get(_path(share)).status_code == 404
+    assert Client().get(_path(issued)).status_code == 404
     assert not ConversationShare.objects.filter(pk=share.pk).exists()
 
 
 def test_a_deactivated_accounts_links_stop_opening_and_come_back_with_it(chat, owner):
     """An admin turns an account off (the admin's Active box, Django's way to close one without deleting
     it): its sessions and tokens stop at once, and so do the chats it published, until it is back on."""
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
     missing = Client().get("/s/not-a-real-token-at-all/")
     owner.is_active = False
     owner.save(update_fields=["is_active"])
 
-    off = Client().get(_path(share))
+    off = Client().get(_path(issued))
 
     assert off.status_code == 404 and off.content == missing.content
-    assert Client().get(_path(share), {"after": chat.messages.first().pk}).status_code == 404
+    assert Client().get(_path(issued), {"after": chat.messages.first().pk}).status_code == 404
     owner.is_active = True
     owner.save(update_fields=["is_active"])
-    assert Client().get(_path(share)).status_code == 200
+    assert Client().get(_path(issued)).status_code == 200
 
 
 def test_a_long_snapshot_is_read_a_bounded_page_at_a_time(owner, django_assert_max_num_queries):
@@ -245,10 +250,10 @@ def test_a_long_snapshot_is_read_a_bounded_page_at_a_time(owner, django_assert_m
         Message(conversation=conversation, role="user" if i % 2 == 0 else "assistant", content=f"line-{i:04d}.")
         for i in range(2 * SHARE_PAGE + 50)
     )
-    share = conversation_share_create(owner=owner, conversation=conversation)
+    issued = conversation_share_create(owner=owner, conversation=conversation)
     client = Client()
     with django_assert_max_num_queries(3):
-        first = client.get(_path(share)).content.decode()
+        first = client.get(_path(issued)).content.decode()
     assert first.count('<article class="msg') == SHARE_PAGE
     assert "line-0000." in first and f"line-{SHARE_PAGE - 1:04d}." in first and f"line-{SHARE_PAGE:04d}." not in first
     next_url = re.search(r'href="(/s/[^"]+\?after=\d+)"', first).group(1)
@@ -261,13 +266,14 @@ def test_a_long_snapshot_is_read_a_bounded_page_at_a_time(owner, django_assert_m
 
 @pytest.mark.parametrize("after", ["\u00b2", "x", "-1", "", "\u0663", "1" * 19, "1" * 5_000])
 def test_an_odd_page_mark_reads_from_the_start(chat, owner, after):
-    share = conversation_share_create(owner=owner, conversation=chat)
-    response = Client().get(_path(share), {"after": after})
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    response = Client().get(_path(issued), {"after": after})
     assert response.status_code == 200 and "Where" in response.content.decode()
 
 
 def test_share_messages_never_reads_past_the_snapshot(chat, owner):
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    share = issued.share
     _msg(chat, "user", "after")
     page = share_messages(share=share)
     assert [m.content.split()[0] for m in page.messages] == ["Where", "Try"]
@@ -281,16 +287,16 @@ def test_tokens_are_long_random_and_unique(chat, owner):
     first = conversation_share_create(owner=owner, conversation=chat)
     _msg(chat, "user", "one more")
     second = conversation_share_create(owner=owner, conversation=chat)
-    assert first.pk != second.pk and first.token != second.token
+    assert first.share.pk != second.share.pk and first.token != second.token
     assert len(first.token) >= 32 and re.fullmatch(r"[A-Za-z0-9_-]+", first.token)
 
 
-def test_sharing_again_with_nothing_new_reuses_the_live_link(chat, owner):
+def test_a_revoked_link_stays_revoked_when_the_chat_is_shared_again(chat, owner):
     first = conversation_share_create(owner=owner, conversation=chat)
-    assert conversation_share_create(owner=owner, conversation=chat).pk == first.pk
-    conversation_share_revoke(owner=owner, share=first)
+    conversation_share_revoke(owner=owner, share=first.share)
     again = conversation_share_create(owner=owner, conversation=chat)
-    assert again.pk != first.pk and again.token != first.token
+    assert again.share.pk != first.share.pk and again.token != first.token
+    assert Client().get(_path(first)).status_code == 404 and Client().get(_path(again)).status_code == 200
 
 
 # --- the API -----------------------------------------------------------------------------------------
@@ -303,8 +309,9 @@ def test_api_creates_lists_and_revokes(chat, owner):
     data = created.json()
     assert {"id", "url", "created_at"} <= set(data)
     share = ConversationShare.objects.get(pk=data["id"])
-    assert data["url"] == f"http://testserver/s/{share.token}/"
-    assert Client().get(data["url"].removeprefix("http://testserver")).status_code == 200
+    assert data["url"].startswith("http://testserver/s/")
+    path = data["url"].removeprefix("http://testserver")
+    assert Client().get(path).status_code == 200
 
     listed = api.get("/api/shares/").json()
     assert [s["id"] for s in listed["results"]] == [share.pk]
@@ -312,7 +319,7 @@ def test_api_creates_lists_and_revokes(chat, owner):
 
     assert api.delete(f"/api/shares/{share.pk}/").status_code == 204
     assert api.get("/api/shares/").json()["results"] == []
-    assert Client().get(_path(share)).status_code == 404
+    assert Client().get(path).status_code == 404
     assert api.delete(f"/api/shares/{share.pk}/").status_code == 404  # already revoked
 
 
@@ -320,7 +327,8 @@ def test_api_another_users_conversation_cannot_be_shared_nor_their_link_revoked(
     theirs = _api(stranger)
     assert theirs.post(f"/api/conversations/{chat.pk}/share/").status_code == 404
     assert not ConversationShare.objects.exists()
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    share = issued.share
     assert theirs.delete(f"/api/shares/{share.pk}/").status_code == 404
     assert theirs.get("/api/shares/").json()["results"] == []
     share.refresh_from_db()
@@ -328,7 +336,8 @@ def test_api_another_users_conversation_cannot_be_shared_nor_their_link_revoked(
 
 
 def test_api_requires_authentication(chat, owner):
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    share = issued.share
     anonymous = APIClient()
     assert anonymous.post(f"/api/conversations/{chat.pk}/share/").status_code in {401, 403}
     assert anonymous.get("/api/shares/").status_code in {401, 403}
@@ -346,21 +355,22 @@ def test_api_schema_documents_the_share_endpoints(owner):
 
 
 def test_settings_lists_live_links_and_revokes_one(chat, owner):
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    share = issued.share
     page = Client()
     page.force_login(owner)
     body = page.get("/settings/").content.decode()
     assert "Shared links" in body
     section = body[body.index('id="shares-h"'):]
-    assert "Trip to Lisbon" in section and f"/s/{share.token}/" in section
+    assert "Trip to Lisbon" in section and issued.token not in section  # shown only when made
     assert f'action="/settings/shares/{share.pk}/revoke/"' in section
     assert "csrfmiddlewaretoken" in section
 
     response = page.post(f"/settings/shares/{share.pk}/revoke/")
     assert response.status_code == 302 and response["Location"].endswith("/settings/#shares-h")
-    assert Client().get(_path(share)).status_code == 404
+    assert Client().get(_path(issued)).status_code == 404
     body = page.get("/settings/").content.decode()
-    assert f"/s/{share.token}/" not in body and "No shared links." in body
+    assert f"/s/{issued.token}/" not in body and "No shared links." in body
 
 
 def _share_card(page: Client, share: ConversationShare) -> str:
@@ -373,7 +383,8 @@ def _share_card(page: Client, share: ConversationShare) -> str:
 def test_links_of_an_archived_chat_are_marked_archived(chat, owner):
     # An archived chat's links still open (archiving changes nothing in the chat); the list says whose
     # chat is out of the sidebar, as Settings -> Archived chats and a sidebar search mark it.
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    share = issued.share
     page = Client()
     page.force_login(owner)
     api = _api(owner)
@@ -385,15 +396,16 @@ def test_links_of_an_archived_chat_are_marked_archived(chat, owner):
     listed = api.get("/api/shares/").json()["results"]
     assert [row["conversation_archived"] for row in listed] == [True]
     assert "Archived chat" in _share_card(page, share)
-    assert Client().get(_path(share)).status_code == 200
+    assert Client().get(_path(issued)).status_code == 200
 
 
 def test_settings_revoke_is_owner_scoped_post_only_and_csrf_checked(chat, owner, stranger):
-    share = conversation_share_create(owner=owner, conversation=chat)
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    share = issued.share
     theirs = Client()
     theirs.force_login(stranger)
     assert theirs.post(f"/settings/shares/{share.pk}/revoke/").status_code == 404
-    assert f"/s/{share.token}/" not in theirs.get("/settings/").content.decode()
+    assert f"/s/{issued.token}/" not in theirs.get("/settings/").content.decode()
     mine = Client()
     mine.force_login(owner)
     assert mine.get(f"/settings/shares/{share.pk}/revoke/").status_code == 405
@@ -434,7 +446,7 @@ def test_a_reply_cut_at_the_output_limit_is_marked_as_in_the_chat(chat, owner):
     # It ends mid-sentence: the reader is told why, as for a stopped reply (and as the chat and both exports do).
     question = _msg(chat, "user", "Tell me everything.")
     _msg(chat, "assistant", "CUT-REPLY The bikes are in", reply_to=question, parent=question, finish_reason="length")
-    share = conversation_share_create(owner=owner, conversation=chat)
-    body = Client().get(_path(share)).content.decode()
+    issued = conversation_share_create(owner=owner, conversation=chat)
+    body = Client().get(_path(issued)).content.decode()
     assert "CUT-REPLY" in body and "Cut at output limit" in body
     assert body.count("Cut at output limit") == 1  # the replies that ended on their own are not marked

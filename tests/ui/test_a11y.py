@@ -157,6 +157,10 @@ def test_every_page_passes_axe(live_server, transactional_db, browser, theme):
     _wait(driver, lambda d: d.find_elements("id", "main"))
     pages["overview"] = _run_axe(driver, source)
 
+    driver.get(f"{base}/accounts/delete/")  # a danger button; a GET only asks for the password
+    _wait(driver, lambda d: d.find_elements("css selector", "form"))
+    pages["account-delete"] = _run_axe(driver, source)
+
     driver.get(f"{base}/accounts/logout/")  # a GET asks (a POST signs out)
     _wait(driver, lambda d: d.find_elements("css selector", "form"))
     pages["logout"] = _run_axe(driver, source)

@@ -89,10 +89,10 @@ def test_a_right_to_left_title_starts_at_the_right_on_the_share_and_dashboard_pa
     conversation = Conversation.objects.create(owner=owner, title=HEBREW)
     Message.objects.create(conversation=conversation, role="user", content=ARABIC)
     conversation_path_thread(conversation_id=conversation.pk)
-    share = conversation_share_create(owner=owner, conversation=conversation)
+    token = conversation_share_create(owner=owner, conversation=conversation).token
 
     # The share page's heading and the dashboard's: the Hebrew title stood at the left.
-    pages = ((f"/s/{share.token}/", "#share-title"), (f"/c/{conversation.pk}/dashboard/", ".dash-heading h1"))
+    pages = ((f"/s/{token}/", "#share-title"), (f"/c/{conversation.pk}/dashboard/", ".dash-heading h1"))
     for path, heading in pages:
         browser.get(asgi_server.url + path)
         title = _wait(browser, lambda d, heading=heading: d.find_element(By.CSS_SELECTOR, heading))

@@ -22,9 +22,6 @@ from chatapp.chat.share_services import conversation_share_create, conversation_
 
 class ShareOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
-    url = serializers.SerializerMethodField(
-        help_text="The public page (/s/<token>/): anyone with it can read the snapshot, without an account."
-    )
     title = serializers.CharField(help_text="The conversation's title when it was shared.")
     conversation_id = serializers.IntegerField()
     conversation_archived = serializers.SerializerMethodField(
@@ -35,10 +32,16 @@ class ShareOutputSerializer(serializers.Serializer):
     def get_conversation_archived(self, share: ConversationShare) -> bool:
         return share.conversation.archived_at is not None
 
+
+class ShareCreatedSerializer(ShareOutputSerializer):
+    url = serializers.SerializerMethodField(
+        help_text="The public page (/s/<token>/): anyone with it can read the snapshot, without an account. "
+        "Shown this once: only a digest of its token is stored, so no list shows it again."
+    )
+
     def get_url(self, share: ConversationShare) -> str:
-        path = reverse("share-page", args=[share.token])
-        request = self.context.get("request")
-        return request.build_absolute_uri(path) if request is not None else path
+        path = reverse("share-page", args=[self.context["token"]])
+        return self.context["request"].build_absolute_uri(path)
 
 
 class ConversationShareApi(APIView):
@@ -49,18 +52,17 @@ class ConversationShareApi(APIView):
             "The link shows the conversation's user messages and replies (complete or stopped; not "
             "regenerated-away, failed or summary messages) up to its newest message now: what is said "
             "later is not shown. Nothing of the owner (username, models, keys, settings) is on the page, "
-            "which search engines are asked not to index. While no message was added and the title is "
-            "unchanged (nor an interrupted reply finished), sharing again answers the same live link."
+            "which search engines are asked not to index. The link is in this answer only (a digest of its "
+            "token is stored): each call makes a new one."
         ),
         request=None,
-        responses={201: ShareOutputSerializer, 404: OpenApiResponse(description="Not your conversation.")},
+        responses={201: ShareCreatedSerializer, 404: OpenApiResponse(description="Not your conversation.")},
     )
     def post(self, request: Request, pk: int) -> Response:
         conversation = conversation_get(owner=request.user, pk=pk)
-        share = conversation_share_create(owner=request.user, conversation=conversation)
-        return Response(
-            ShareOutputSerializer(share, context={"request": request}).data, status=status.HTTP_201_CREATED
-        )
+        issued = conversation_share_create(owner=request.user, conversation=conversation)
+        context = {"request": request, "token": issued.token}
+        return Response(ShareCreatedSerializer(issued.share, context=context).data, status=status.HTTP_201_CREATED)
 
 
 class ShareListApi(PaginatedApi):
@@ -70,10 +72,9 @@ class ShareListApi(PaginatedApi):
         responses=ShareOutputSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        # The links are absolute, built from the request.
+        # Without their links: only the answer that made one holds it.
         return self.paginated_response(
-            request, queryset=share_list(owner=request.user), serializer_class=ShareOutputSerializer,
-            context={"request": request},
+            request, queryset=share_list(owner=request.user), serializer_class=ShareOutputSerializer
         )
 
 

@@ -1,11 +1,13 @@
 /* "Share…" in the chat header's menu: a dialog that says what a read-only link publishes, makes one
  * when asked (POST /api/conversations/<id>/share/: the chat as it is now) and shows it with a Copy
- * button. Opening the dialog publishes nothing. Self-contained: main.js only imports it. */
+ * button, this once (only its digest is stored). Opening the dialog publishes nothing. Self-contained:
+ * main.js only imports it. */
 import { api, copyText, errorText, state, toast } from "./state.js";
 
 const dialog = document.getElementById("share-dialog");
 const field = document.getElementById("share-link");
 const linkRow = document.getElementById("share-link-row");
+const once = document.getElementById("share-once");
 const ask = document.getElementById("share-ask");
 const made = document.getElementById("share-made");
 
@@ -24,6 +26,7 @@ function openDialog(item) {
   if (!state.conversationId || !dialog) return;
   field.value = "";
   linkRow.hidden = true;
+  once.hidden = true;
   made.hidden = true;
   ask.hidden = false;
   dialog.showModal();
@@ -41,6 +44,7 @@ async function createLink(button) {
   field.value = res.data.url;
   ask.hidden = true;
   linkRow.hidden = false;
+  once.hidden = false;
   made.hidden = false;
   field.focus();
   field.select();

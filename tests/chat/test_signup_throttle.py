@@ -1,0 +1,47 @@
+"""Accounts made on the sign-up page are limited per client address (login_throttle, in the cache:
+shared through Redis when configured): past the limit, 429 with Retry-After and the form saying how
+long to wait, and no account is made."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+pytestmark = pytest.mark.django_db
+
+PASSWORD = "a long test password 1"
+
+
+def _sign_up(client, username: str, *, address: str = "203.0.113.7", again: str = PASSWORD):
+    client.logout()
+    return client.post(
+        "/accounts/signup/", {"username": username, "password1": PASSWORD, "password2": again}, REMOTE_ADDR=address
+    )
+
+
+def test_past_the_address_limit_no_account_is_made_and_the_page_says_how_long_to_wait(client, login_rates):
+    login_rates(signup="2/hour")
+    assert _sign_up(client, "first").status_code == 302
+    assert _sign_up(client, "second").status_code == 302
+
+    refused = _sign_up(client, "third")
+
+    assert refused.status_code == 429 and 0 < int(refused["Retry-After"]) <= 3600
+    assert "Too many accounts were made from this address. Try again in" in refused.content.decode()
+    assert not get_user_model().objects.filter(username="third").exists()
+    assert "_auth_user_id" not in client.session
+    assert _sign_up(client, "third", address="198.51.100.9").status_code == 302  # another address
+
+
+def test_a_form_refused_for_its_fields_makes_no_account_and_does_not_count(client, login_rates):
+    login_rates(signup="1/hour")
+    assert _sign_up(client, "typo", again="not the same password").status_code == 200
+    assert _sign_up(client, "ok").status_code == 302
+
+
+def test_the_limit_has_a_default_named_in_the_readme(settings):
+    from pathlib import Path
+
+    assert settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["signup_address"]
+    readme = (Path(settings.BASE_DIR) / "README.md").read_text(encoding="utf-8")
+    assert "THROTTLE_SIGNUP_ADDRESS" in readme
