@@ -1,5 +1,5 @@
 """Share links are stored as a digest of their token (as API tokens are): a copy of the database holds no
-link that opens. The link is shown once, when it is made; links made before (chat migration 0024)
+link that opens. The link is shown once, when it is made; links made before (chat migration 0025)
 keep opening by their old address."""
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ def test_the_link_is_shown_at_creation_only(chat, user):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_link_made_before_the_digests_still_opens_by_its_old_address(user):
-    old_token = "plaintext-link-made-before-0024-abcdefgh"
-    with migrated_back(("chat", "0023_optimizationrecord_registry_provider")) as old:
+    old_token = "plaintext-link-made-before-0025-abcdefgh"
+    with migrated_back(("chat", "0024_importjob_branch")) as old:
         conversation = old.get_model("chat", "Conversation").objects.create(owner_id=user.pk, title="Old share")
         message = old.get_model("chat", "Message").objects.create(
             conversation=conversation,

@@ -27,7 +27,7 @@ def digest_tokens(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0023_optimizationrecord_registry_provider"),
+        ("chat", "0024_importjob_branch"),
     ]
 
     operations = [
