@@ -32,9 +32,7 @@ class UserSettings(models.Model):
     # and LibreChat do; off: the first words of the first message stay its title.
     generate_titles = models.BooleanField(default=True)
     # Issue 4: a separate (cheaper) model for summaries; null = the conversation's own config.
-    summary_config = models.ForeignKey(
-        LLMConfig, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    summary_config = models.ForeignKey(LLMConfig, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # Issue 13: sent first in every chat of the user (before the chat's system prompt) and never
     # dropped by the optimizer; at most services.SYSTEM_PROMPT_MAX_CHARS.
     custom_instructions = models.TextField(blank=True, default="")
@@ -86,6 +84,9 @@ class Conversation(models.Model):
     pinned_at = models.DateTimeField(null=True, blank=True)
     # Archived: out of the sidebar, listed in Settings (when; null: not). A turn brings it back (turn_claim).
     archived_at = models.DateTimeField(null=True, blank=True)
+    # In one folder of the owner's, or none (null); its folder deleted, the chat is back in the main list.
+    folder = models.ForeignKey("chat.Folder", null=True, blank=True, on_delete=models.SET_NULL, db_index=False,
+                               related_name="conversations")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -98,6 +99,9 @@ class Conversation(models.Model):
                          name="conv_owner_pinned_idx"),
             models.Index(fields=["owner", "-archived_at"], condition=models.Q(archived_at__isnull=False),
                          name="conv_owner_archived_idx"),
+            # Sidebar: each folder's chats by last activity; a folder's delete sets its chats' column null.
+            models.Index(fields=["folder", "-updated_at"], condition=models.Q(folder__isnull=False),
+                         name="conv_folder_updated_idx"),
         ]
 
     def __str__(self) -> str:
@@ -127,9 +131,7 @@ class Message(models.Model):
     # No index of its own: msg_conv_id_idx (conversation, id) serves every lookup by conversation in
     # id order. With both, PostgreSQL read a long conversation through the one-column index and
     # sorted 100,000 rows on disk for the dashboard's message map.
-    conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="messages", db_index=False
-    )
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages", db_index=False)
     role = models.CharField(max_length=16, choices=Role.choices)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CHAT)
     content = models.TextField()
@@ -181,9 +183,7 @@ class Message(models.Model):
     skipped_pin_ids = models.JSONField(null=True, blank=True)
     # An edited summary is a new message (records keep pointing at the exact text they sent); this is
     # the summary it replaced, which is kept, discarded.
-    edited_from = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    edited_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     # A user message's idempotency key from the client ("" if none): the same send twice (a double
     # click, a retried request) is stored once.
@@ -203,9 +203,7 @@ class Message(models.Model):
                 name="msg_conv_id_idx",
             ),
             # Request path: the static layer (pins) without scanning history.
-            models.Index(
-                fields=["conversation", "id"], condition=Q(pinned=True), name="msg_conv_pinned_idx"
-            ),
+            models.Index(fields=["conversation", "id"], condition=Q(pinned=True), name="msg_conv_pinned_idx"),
             # Request path: system messages of the static layer, same reason.
             models.Index(
                 fields=["conversation", "id"],
@@ -213,9 +211,7 @@ class Message(models.Model):
                 name="msg_conv_system_idx",
             ),
             # Send: a conversation's reply still streaming (one at a time) and a repeated client key.
-            models.Index(
-                fields=["conversation"], condition=Q(status="streaming"), name="msg_conv_streaming_idx"
-            ),
+            models.Index(fields=["conversation"], condition=Q(status="streaming"), name="msg_conv_streaming_idx"),
             # Request path: the newest live summary of the active path.
             models.Index(
                 fields=["conversation", "-id"],
@@ -254,9 +250,7 @@ class Message(models.Model):
             ),
         ]
         constraints = [
-            models.CheckConstraint(
-                condition=~Q(kind="summary") | Q(role="system"), name="msg_summary_is_system"
-            ),
+            models.CheckConstraint(condition=~Q(kind="summary") | Q(role="system"), name="msg_summary_is_system"),
             models.UniqueConstraint(
                 fields=["conversation", "client_key"], condition=~Q(client_key=""), name="msg_conv_client_key_uniq"
             ),
@@ -391,7 +385,8 @@ class SummaryJob(LeasedJob):
 
 
 # Tables in modules of their own (this one is at its size bound): imports' jobs and fingerprints, the
-# full-text index and recall statistics, share links, saved prompts and API tokens.
+# full-text index and recall statistics, share links, saved prompts, API tokens and folders.
+from chatapp.chat.folder_models import Folder  # noqa: E402, F401
 from chatapp.chat.import_models import ImportedConversation, ImportJob  # noqa: E402, F401
 from chatapp.chat.prompt_models import SavedPrompt  # noqa: E402, F401
 from chatapp.chat.search_models import MessageSearch, RecallCorpus, RecallTerm  # noqa: E402, F401

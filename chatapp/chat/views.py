@@ -17,11 +17,9 @@ from django.contrib import admin
 from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.cache import cache_control, never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods
@@ -36,6 +34,7 @@ from chatapp.chat.query_params import query_id
 from chatapp.chat.rendering import code_style_css, markdown_render
 from chatapp.chat.search_match import MAX_QUERY_CHARS
 from chatapp.chat.search_selectors import SearchHit, message_search
+from chatapp.chat.sidebar import SIDEBAR_LIMIT, sidebar_conversations, sidebar_limit, sidebar_lists
 from chatapp.chat.summary_selectors import summary_kept_pins
 from chatapp.chat.title_services import title_pending
 from chatapp.providers import selectors as config_selectors
@@ -52,8 +51,6 @@ PAGE_CSP = (
 
 TIMELINE_PAGE = 100
 
-SIDEBAR_LIMIT = 200  # chats the sidebar lists at first; "Show older chats" adds as many again
-SIDEBAR_MAX = 20_000
 
 OFFLINE_LABEL = "Offline demo model"
 
@@ -169,54 +166,6 @@ def _effective_config(*, conversation: Conversation | None, configs: list[LLMCon
     return next((c for c in configs if c.is_default), None)
 
 
-def _sidebar_limit(request: HttpRequest) -> int:
-    """How many chats the sidebar lists: `?limit=` once "Show older chats" was pressed (bounded)."""
-    raw = request.GET.get("limit", "")
-    return min(max(int(raw), SIDEBAR_LIMIT), SIDEBAR_MAX) if raw.isdecimal() and len(raw) < 7 else SIDEBAR_LIMIT
-
-
-def _sidebar_conversations(request: HttpRequest, *, query: str) -> QuerySet[Conversation]:
-    """The chats the sidebar lists: not the archived ones, unless a search finds them (marked so)."""
-    return selectors.conversation_list(owner=request.user, query=query or None, archived=None if query else False)
-
-
-def _archived_only(request: HttpRequest, *, query: str, listed: list[dict]) -> int:
-    """How many chats are archived, when the sidebar lists none and no search is typed: the empty list
-    then says where they are, not "No chats yet" (after Archive all, every chat is still there)."""
-    if query or listed:
-        return 0
-    return selectors.conversation_archived_list(owner=request.user).count()
-
-
-def _conversation_groups(conversations, *, limit: int = SIDEBAR_LIMIT, pinned_first: bool = False
-                         ) -> tuple[list[dict], bool]:
-    """Sidebar sections by last activity (Today, Yesterday, Previous 7 and 30 days, Older) of the
-    first `limit` chats, and whether there are more; with `pinned_first`, the pinned chats before them
-    (the latest pinned first; index conv_owner_pinned_idx), each listed once."""
-    today = timezone.localdate()
-    groups: dict[str, list[Conversation]] = {}
-    if pinned_first:
-        pinned = list(conversations.filter(pinned_at__isnull=False).order_by("-pinned_at", "-id")[:SIDEBAR_LIMIT])
-        if pinned:
-            groups["Pinned"] = pinned
-        conversations = conversations.filter(pinned_at__isnull=True)
-    rows = list(conversations[: limit + 1])
-    for c in rows[:limit]:
-        age = (today - timezone.localdate(c.updated_at)).days
-        if age <= 0:
-            label = "Today"
-        elif age == 1:
-            label = "Yesterday"
-        elif age < 8:
-            label = "Previous 7 days"
-        elif age < 31:
-            label = "Previous 30 days"
-        else:
-            label = "Older"
-        groups.setdefault(label, []).append(c)
-    return [{"label": label, "items": items} for label, items in groups.items()], len(rows) > limit
-
-
 def _message_views(*, conversation: Conversation, items: list[Message], newest_page: bool) -> list[MessageView]:
     window_start = conversation.window_start_id
     last_reply_id = None
@@ -258,12 +207,10 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
     query = _search_text(request)
     configs = user_configs(request.user)
     config = _effective_config(conversation=conversation, configs=configs)
-    groups, more = _conversation_groups(_sidebar_conversations(request, query=query), pinned_first=not query)
     ctx = {
+        **sidebar_lists(owner=request.user, conversations=sidebar_conversations(owner=request.user, query=query),
+                        query=query, limit=SIDEBAR_LIMIT),
         "conversation": conversation,
-        "conversation_groups": groups,
-        "more_chats_limit": SIDEBAR_LIMIT * 2 if more else None,
-        "archived_only": _archived_only(request, query=query, listed=groups),
         "query": query,
         "max_query_chars": MAX_QUERY_CHARS,
         "config": config,
@@ -353,7 +300,7 @@ def chat_sidebar(request: HttpRequest) -> HttpResponse:
     """
     query = _search_text(request)
     current = request.GET.get("current", "")
-    conversations = _sidebar_conversations(request, query=query)
+    conversations = sidebar_conversations(owner=request.user, query=query)
     groups = []
     if query:
         hits_per_conversation = 3
@@ -368,18 +315,12 @@ def chat_sidebar(request: HttpRequest) -> HttpResponse:
         if best:
             groups.append({"label": "Best matches", "items": [best[pk] for pk in found if pk in best]})
         conversations = conversations.exclude(pk__in=list(best))
-    limit = _sidebar_limit(request)
-    listed, more = _conversation_groups(conversations, limit=limit, pinned_first=not query)
+    lists = sidebar_lists(owner=request.user, conversations=conversations, query=query, limit=sidebar_limit(request))
+    lists["conversation_groups"] = groups + lists["conversation_groups"]
     return render(
         request,
         "chat/_conversation_list.html",
-        {
-            "conversation_groups": groups + listed,
-            "more_chats_limit": min(limit + SIDEBAR_LIMIT, SIDEBAR_MAX) if more and limit < SIDEBAR_MAX else None,
-            "archived_only": _archived_only(request, query=query, listed=groups + listed),
-            "query": query,
-            "current_id": query_id(current),
-        },
+        {**lists, "query": query, "current_id": query_id(current)},
     )
 
 

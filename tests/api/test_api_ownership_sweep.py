@@ -18,6 +18,8 @@ from django.core.cache import cache
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from chatapp.chat.folder_models import Folder
+from chatapp.chat.folder_services import folder_create
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.prompt_models import SavedPrompt
@@ -60,6 +62,7 @@ class World:
     record: int
     summary_job: int
     import_job: int
+    folder: int
     # eve's own chat, for the addresses naming a chat and an object in it: ada's object under eve's chat.
     eves_conversation: Conversation
 
@@ -68,7 +71,7 @@ class World:
         ada = self.conversation.owner_id
         return {
             "conversations": list(Conversation.objects.filter(owner_id=ada).values_list(
-                "id", "title", "pinned_at", "archived_at", "system_prompt", "llm_config_id", "offline")),
+                "id", "title", "pinned_at", "archived_at", "system_prompt", "llm_config_id", "offline", "folder_id")),
             "messages": list(Message.objects.filter(conversation=self.conversation)
                              .values_list("id", "content", "pinned", "status", "off_path_by").order_by("id")),
             "shares": list(ConversationShare.objects.filter(owner_id=ada).values_list("id", "revoked_at")),
@@ -78,6 +81,7 @@ class World:
             "tokens": list(ApiToken.objects.filter(user_id=ada).values_list("id", "name")),
             "summary_jobs": list(SummaryJob.objects.values_list("id", "status")),
             "import_jobs": list(ImportJob.objects.filter(owner_id=ada).values_list("id", "status")),
+            "folders": list(Folder.objects.filter(owner_id=ada).values_list("id", "name")),
         }
 
 
@@ -99,6 +103,7 @@ def _world(ada, eve) -> World:
         record=make_record(conversation=conversation, tokens_full=100, tokens_sent=50).pk,
         summary_job=SummaryJob.objects.create(conversation=conversation, status=SummaryJob.Status.FAILED).pk,
         import_job=ImportJob.objects.create(owner=ada, filename="ada.json").pk,
+        folder=folder_create(owner=ada, name="Ada's folder").pk,
         eves_conversation=Conversation.objects.create(owner=eve, title="Eve's chat", offline=True),
     )
 
@@ -120,6 +125,7 @@ ADDRESSES: dict[str, str] = {
     **dict.fromkeys(["api-message-pin", "api-message-edit", "api-message-branch", "api-message-fork"], "question"),
     **dict.fromkeys(["api-message-stop", "api-message-regenerate", "api-message-retry"], "reply"),
     **dict.fromkeys(["api-import"], "import_job"),
+    **dict.fromkeys(["api-folder"], "folder"),
 }
 # Addresses naming an object inside the chat `pk`: (its argument, the World field). They are swept in eve's
 # own chat too ("+eve's chat"): the object must be looked up in the chat named, not by its id alone.

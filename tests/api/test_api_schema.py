@@ -22,6 +22,8 @@ EXPECTED_PATHS = {
     "/api/conversations/{id}/context/": {"get"},
     "/api/conversations/{id}/records/": {"get"},
     "/api/messages/{id}/pin/": {"post"},
+    "/api/folders/": {"get", "post"},
+    "/api/folders/{id}/": {"patch", "delete"},
     "/api/configs/": {"get", "post"},
     "/api/configs/{id}/": {"get", "patch", "delete"},
     "/api/configs/{id}/default/": {"post"},
@@ -91,6 +93,7 @@ def test_nested_serializers_get_distinct_component_names(schema):
     assert not names & {"Input", "Output", "PatchedInput"}
     # A generated client names its types after these: the saved prompts' body was "_PromptInput".
     assert "PromptInput" in names and not [name for name in names if not name[0].isalpha()]
+    assert {"FolderInput", "FolderOutput"} <= names
 
 
 def test_docs_page(api):

@@ -21,6 +21,7 @@ from django.test import Client
 from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.branch_services import conversation_path_thread
+from chatapp.chat.folder_services import conversation_folder_set, folder_create
 from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
 from chatapp.chat.models import Message
 from tests.support.browser import browser, console_errors
@@ -123,6 +124,9 @@ def test_every_page_passes_axe(live_server, transactional_db, browser, theme):
         Message.objects.create(conversation=conversation, role=role, content=content, token_count=100,
                                char_count=len(content))
     conversation_path_thread(conversation_id=conversation.pk)
+    # The sidebar's folders: one holding the chat, one empty.
+    conversation_folder_set(conversation=conversation, folder=folder_create(owner=user, name="Accounts"))
+    folder_create(owner=user, name="Empty one")
     _set_theme(driver, base, os_scheme, chosen)
 
     pages = {}
@@ -145,6 +149,12 @@ def test_every_page_passes_axe(live_server, transactional_db, browser, theme):
     _wait(driver, lambda d: d.find_element("id", "confirm-dialog").get_attribute("open") is not None)
     pages["chat-delete-confirm"] = _run_axe(driver, source)
     driver.find_element("css selector", "#confirm-dialog [value=cancel], #confirm-dialog .btn--ghost").click()
+    _wait(driver, lambda d: d.find_element("id", "confirm-dialog").get_attribute("open") is None)
+    driver.find_element("id", "conv-menu-btn").click()
+    driver.find_element("css selector", '[data-action="move-to-folder"]').click()
+    _wait(driver, lambda d: d.find_elements("css selector", "#folder-move-dialog[open] .folder-choice"))
+    pages["chat-move-to-folder"] = _run_axe(driver, source)
+    driver.find_element("css selector", "body").send_keys(Keys.ESCAPE)
 
     driver.get(f"{base}/settings/")
     pages["settings"] = _run_axe(driver, source)

@@ -38,6 +38,7 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
             "truncation_count",
             "pinned_at",
             "archived_at",
+            "folder",
             "created_at",
             "updated_at",
         ]
@@ -45,6 +46,7 @@ class ConversationOutputSerializer(serializers.ModelSerializer):
         extra_kwargs = {
             "pinned_at": {"help_text": "When the chat was pinned to the top of the sidebar; null: not pinned."},
             "archived_at": {"help_text": "When the chat was archived (out of the sidebar); null: not archived."},
+            "folder": {"help_text": "The id of the folder the chat is in (GET /api/folders/); null: in none."},
         }
 
 

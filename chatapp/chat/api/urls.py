@@ -9,7 +9,7 @@ from rest_framework.exceptions import Throttled
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
-from chatapp.chat.api import account_views, export_views, search_views, stream_views, summary_views, views
+from chatapp.chat.api import account_views, export_views, folder_views, search_views, stream_views, summary_views, views
 from chatapp.chat.api import import_views as import_api
 from chatapp.chat.api import prompt_views as prompt_api
 from chatapp.chat.api import share_views as share_api
@@ -106,6 +106,8 @@ urlpatterns = [
     path("settings/", views.UserSettingsApi.as_view(), name="api-settings"),
     path("account/", account_views.AccountApi.as_view(), name="api-account"),
     path("search/", search_views.SearchApi.as_view(), name="api-search"),
+    path("folders/", folder_views.folder_list_api, name="api-folders"),
+    path("folders/<int:pk>/", folder_views.folder_detail_api, name="api-folder"),
     path("prompts/", prompt_api.PromptListApi.as_view(), name="api-prompts"),
     path("prompts/<int:pk>/", prompt_api.PromptDetailApi.as_view(), name="api-prompt"),
     path("configs/", include("chatapp.providers.api_urls")),

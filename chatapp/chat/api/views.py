@@ -27,6 +27,8 @@ from chatapp.chat.api.serializers import (
     UserSettingsOutputSerializer,
 )
 from chatapp.chat.branch_selectors import message_sibling_places
+from chatapp.chat.folder_selectors import folder_get
+from chatapp.chat.folder_services import conversation_folder_set
 from chatapp.chat.fork_services import ForkQueued, conversation_fork
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.import_selectors import import_job_get
@@ -142,11 +144,14 @@ class ConversationDetailApi(APIView):
         archived = serializers.BooleanField(
             required=False, help_text="true: archive the chat (out of the sidebar; a send brings it back)."
         )
+        folder = serializers.IntegerField(
+            required=False, allow_null=True, help_text="Put the chat in this folder of yours; null: in none."
+        )
 
         def validate(self, attrs: dict) -> dict:
             if not attrs:
                 raise serializers.ValidationError(
-                    "Send a title, an llm_config, offline, a system_prompt, pinned or archived."
+                    "Send a title, an llm_config, offline, a system_prompt, pinned, archived or folder."
                 )
             if attrs.get("offline") and attrs.get("llm_config") is not None:
                 raise serializers.ValidationError({"offline": ["Send either a config or offline, not both."]})
@@ -163,6 +168,8 @@ class ConversationDetailApi(APIView):
         data = validated(self.InputSerializer, request.data)
         # Every check that can refuse the request runs before the first write, so a 400 changes nothing.
         config = _owned_config_or_field_error(user=request.user, pk=data.get("llm_config"), field="llm_config")
+        # Another user's folder is a 404, as their chat is: it does not exist for this user.
+        folder = folder_get(owner=request.user, pk=data["folder"]) if data.get("folder") is not None else None
         if "system_prompt" in data:
             # First: of the writes below only this one can still refuse (its length is the service's check).
             conversation = conversation_set_system_prompt(conversation=conversation, text=data["system_prompt"])
@@ -172,6 +179,8 @@ class ConversationDetailApi(APIView):
             conversation = conversation_pin_set(conversation=conversation, pinned=data["pinned"])
         if "archived" in data:
             conversation = conversation_archive_set(conversation=conversation, archived=data["archived"])
+        if "folder" in data:
+            conversation = conversation_folder_set(conversation=conversation, folder=folder)
         # offline=false alone leaves the demo for the default config (llm_config=null); on a chat with
         # a model it asks for what already holds, and its config stays.
         leaves_offline = data.get("offline") is False and conversation.offline

@@ -12,6 +12,7 @@ import { deleteConversation, inlineRename, pinConversation, renameConversation }
 import { app, composing, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
 import "./attach.js"; // text files into the message box: the paperclip, a drop, a paste
 import { branchFocusRestore, forkChat } from "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
+import "./folders.js"; // New folder, a folder's fold and menu, "Move to folder…": handles its own clicks
 import "./archive.js"; // Archive / Unarchive (sidebar row, header menu, the archived note): handles its own clicks
 import "./share.js"; // "Share…" in the header menu: handles its own clicks
 import "./slash.js"; // the message box's "/" menu: saved prompts and /compact
@@ -107,6 +108,7 @@ document.addEventListener("click", async (e) => {
       break;
     }
     case "conv-menu":
+    case "folder-menu": // a folder's ⋯ in the sidebar (its items: folders.js)
     case "message-menu": {
       if (action === "conv-menu") pointExportLinks();
       const menu = target.nextElementSibling;

@@ -1,0 +1,81 @@
+"""Writes of chat folders (folder_models): make, rename and delete one, and put a chat in one or in
+none. Each refusal is a ValidationError on its field with a `code` ("blank", "too_long", "taken",
+"too_many"): the API and the sidebar say its words beside the name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.http import Http404
+
+from .folder_models import FOLDER_NAME_MAX_CHARS, Folder
+from .models import Conversation
+from .textsafe import text_storable
+
+# The sidebar lists every folder whole: bounded, as saved prompts are.
+MAX_FOLDERS_PER_USER = 100
+
+
+def _refused(message: str, *, code: str) -> ValidationError:
+    return ValidationError({"name": ValidationError(message, code=code)})
+
+
+def _name_clean(name: Any) -> str:
+    # White space as one: a name is shown on one line, and "Work  notes" would clash unseen with "Work notes".
+    text = " ".join(text_storable(str(name or "")).split())
+    if not text:
+        raise _refused("Name the folder.", code="blank")
+    if len(text) > FOLDER_NAME_MAX_CHARS:
+        raise _refused(f"A folder's name is at most {FOLDER_NAME_MAX_CHARS} characters.", code="too_long")
+    return text
+
+
+def _saved(folder: Folder, *, fields: list[str] | None = None) -> Folder:
+    """Write the folder; a name another folder of the owner's has (in any case) is refused, whatever the
+    race: the unique constraint decides, the look-up before it only words the common case."""
+    clash = Folder.objects.filter(owner_id=folder.owner_id, name__iexact=folder.name).exclude(pk=folder.pk)
+    taken = _refused(f"You already have a folder “{folder.name}”.", code="taken")
+    if clash.exists():
+        raise taken
+    try:
+        with transaction.atomic():
+            folder.save(update_fields=fields)
+    except IntegrityError:
+        raise taken from None
+    return folder
+
+
+def folder_create(*, owner: User, name: str) -> Folder:
+    cleaned = _name_clean(name)
+    if Folder.objects.filter(owner=owner).count() >= MAX_FOLDERS_PER_USER:
+        raise _refused(
+            f"You have {MAX_FOLDERS_PER_USER} folders, the most there can be: delete one first.", code="too_many"
+        )
+    return _saved(Folder(owner=owner, name=cleaned))
+
+
+def folder_rename(*, folder: Folder, name: str) -> Folder:
+    """Another name, unique among the owner's folders (its own in another case is allowed)."""
+    folder.name = _name_clean(name)
+    return _saved(folder, fields=["name"])
+
+
+def folder_delete(*, folder: Folder) -> None:
+    """Delete the folder, never its chats: they are back in the main list (the column set null), each
+    in its place by last activity (one UPDATE, updated_at left alone)."""
+    folder.delete()
+
+
+def conversation_folder_set(*, conversation: Conversation, folder: Folder | None) -> Conversation:
+    """Put the chat in `folder` (one of its owner's), or in none. Not activity: updated_at stays, as for
+    a pin. Http404 for another user's folder (it does not exist for this chat's owner), and for a chat
+    deleted since it was read."""
+    if folder is not None and folder.owner_id != conversation.owner_id:
+        raise Http404("No Folder matches the given query.")
+    if not Conversation.objects.filter(pk=conversation.pk).update(folder=folder):
+        raise Http404("No Conversation matches the given query.")
+    conversation.folder = folder
+    return conversation

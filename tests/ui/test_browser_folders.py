@@ -1,0 +1,142 @@
+"""Chat folders in a real browser: New folder from the keyboard (a clash said in the dialog), the chat
+shown moved into it from its header menu's "Move to folder…", the folder folded and opened (kept
+folded across a reload), then deleted from its own menu, whose confirmation says the chats are kept:
+the chat is back in the main list (renamed from the same menu first). On a phone's width the
+folders are in the chats drawer."""
+
+from __future__ import annotations
+
+import pytest
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from chatapp.chat.folder_models import Folder
+from chatapp.chat.models import Conversation
+from tests.support.browser import console_errors
+from tests.ui.test_browser import _menu_dialog, _sign_up, _wait
+from tests.ui.test_browser_pin import _sections
+from tests.ui.test_browser_sidebar_rename import _chat
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _folders(driver) -> list[tuple[str, list[str]]]:
+    """(name, titles of the chats shown in it) of each folder in the sidebar, in order."""
+    found = []
+    for folder in driver.find_elements(By.CSS_SELECTOR, "#conv-nav .folder"):
+        titles = [t.get_attribute("textContent") for t in folder.find_elements(By.CSS_SELECTOR, ".conv-title")]
+        found.append((folder.find_element(By.CSS_SELECTOR, ".folder-name").text, titles))
+    return found
+
+
+def _type_name(browser, name: str) -> None:
+    field = browser.find_element(By.ID, "folder-name-input")
+    _wait(browser, lambda d: d.switch_to.active_element == field)
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(name, Keys.ENTER)
+
+
+def test_a_folder_is_made_holds_a_chat_folds_and_its_delete_keeps_the_chat(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "folders")
+    trip = _chat("folders", "Lisbon trip")
+    _chat("folders", "Groceries")
+    browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+    dialog = browser.find_element(By.ID, "folder-name-dialog")
+
+    browser.execute_script("document.getElementById('new-folder').focus()")
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    _wait(browser, lambda d: dialog.get_attribute("open") is not None)
+    _type_name(browser, "Travel")
+    _wait(browser, lambda d: _folders(d) == [("Travel", [])])
+    _wait(browser, lambda d: dialog.get_attribute("open") is None)
+    assert browser.switch_to.active_element.get_attribute("class") == "folder-toggle"
+
+    # The same name in another case: said in the dialog, which stays open.
+    browser.find_element(By.ID, "new-folder").click()
+    _type_name(browser, "TRAVEL")
+    _wait(browser, lambda d: "already have a folder" in d.find_element(By.ID, "folder-name-error").text)
+    assert dialog.get_attribute("open") is not None
+    ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+    _wait(browser, lambda d: dialog.get_attribute("open") is None)
+    assert Folder.objects.count() == 1
+    # The refusal's 400, which the browser logs: the only error of the page.
+    assert [
+        "/api/folders/ - " in e["message"] and "400 (Bad Request)" in e["message"] for e in console_errors(browser)
+    ] == [True]
+
+    move = _menu_dialog(browser, "move-to-folder", "folder-move-dialog")
+    labels = [c.text for c in move.find_elements(By.CSS_SELECTOR, ".folder-choice")]
+    assert labels == ["No folder", "Travel"]
+    assert browser.switch_to.active_element.get_attribute("value") == ""  # "No folder": where it is now
+    ActionChains(browser).send_keys(Keys.ARROW_DOWN).perform()  # the radio group's own keys
+    move.find_element(By.ID, "folder-move-save").click()
+    _wait(browser, lambda d: _folders(d) == [("Travel", ["Lisbon trip"])])
+    assert _sections(browser) == [("Today", ["Groceries"])]
+    assert browser.switch_to.active_element.get_attribute("id") == "conv-menu-btn"
+    folder = Folder.objects.get()
+    assert Conversation.objects.get(pk=trip.pk).folder_id == folder.pk
+
+    toggle = browser.find_element(By.CSS_SELECTOR, ".folder-toggle")
+    toggle.click()
+    assert toggle.get_attribute("aria-expanded") == "false"
+    assert not browser.find_element(By.CSS_SELECTOR, ".folder-chats").is_displayed()
+    browser.refresh()  # folded it stays, in this browser
+    toggle = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".folder-toggle"))
+    _wait(browser, lambda d: toggle.get_attribute("aria-expanded") == "false")
+    assert not browser.find_element(By.CSS_SELECTOR, ".folder-chats").is_displayed()
+    browser.execute_script("arguments[0].focus()", toggle)
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".folder-chats").is_displayed())
+    assert toggle.get_attribute("aria-expanded") == "true"
+
+    browser.find_element(By.CSS_SELECTOR, ".folder-menu-btn").click()
+    browser.find_element(By.CSS_SELECTOR, '[data-action="rename-folder"]').click()
+    dialog = browser.find_element(By.ID, "folder-name-dialog")  # the page was loaded again
+    _wait(browser, lambda d: dialog.get_attribute("open") is not None)
+    assert browser.find_element(By.ID, "folder-name-input").get_attribute("value") == "Travel"
+    _type_name(browser, "Trips")
+    _wait(browser, lambda d: _folders(d) == [("Trips", ["Lisbon trip"])])
+    _wait(browser, lambda d: "folder-menu-btn" in d.switch_to.active_element.get_attribute("class"))
+    assert Folder.objects.get().name == "Trips"
+
+    browser.find_element(By.CSS_SELECTOR, ".folder-menu-btn").click()
+    delete = browser.find_element(By.CSS_SELECTOR, '[data-action="delete-folder"]')
+    _wait(browser, lambda d: d.switch_to.active_element.text == "Rename")  # the menu's first item
+    ActionChains(browser).send_keys(Keys.ARROW_DOWN).perform()
+    assert browser.switch_to.active_element == delete
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    confirm = browser.find_element(By.ID, "confirm-dialog")
+    _wait(browser, lambda d: confirm.get_attribute("open") is not None)
+    assert "Its chats are kept" in confirm.find_element(By.ID, "confirm-text").text
+    confirm.find_element(By.ID, "confirm-ok").click()
+
+    _wait(browser, lambda d: _folders(d) == [])
+    _wait(browser, lambda d: _sections(d) == [("Today", ["Groceries", "Lisbon trip"])])
+    assert browser.switch_to.active_element.get_attribute("id") == "new-folder"
+    assert not Folder.objects.exists()
+    assert Conversation.objects.get(pk=trip.pk).folder_id is None
+    assert console_errors(browser) == []
+
+
+def test_on_a_phone_the_folders_are_in_the_chats_drawer(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "folders-phone")
+    trip = _chat("folders-phone", "Lisbon trip")
+    owner = trip.owner
+    Conversation.objects.filter(pk=trip.pk).update(folder=Folder.objects.create(owner=owner, name="Travel"))
+    browser.set_window_size(390, 844)
+    try:
+        browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+        browser.find_element(By.CSS_SELECTOR, ".sidebar-toggle").click()
+        toggle = browser.find_element(By.CSS_SELECTOR, ".folder-toggle")
+        _wait(browser, lambda d: toggle.is_displayed())
+        menu_button = browser.find_element(By.CSS_SELECTOR, ".folder-menu-btn")
+        assert menu_button.is_displayed()
+        right = browser.execute_script("return arguments[0].getBoundingClientRect().right", menu_button)
+        assert right <= 390  # within the screen
+        toggle.click()
+        _wait(browser, lambda d: not d.find_element(By.CSS_SELECTOR, ".folder-chats").is_displayed())
+        assert _folders(browser) == [("Travel", ["Lisbon trip"])]
+        assert console_errors(browser) == []
+    finally:
+        browser.set_window_size(1280, 900)
