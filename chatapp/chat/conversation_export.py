@@ -13,19 +13,20 @@ deleted before its last page was read fails the download (ExportGoneError) inste
 
 JSON (`{"format": "longchat.conversation", "version": 1, ...}`): the conversation (title, dates, the
 model config's name and model — never its key or address — the preference its latest turn used, the
-window start) and every stored message in id order with every field that carries meaning: role,
-kind, status, content, a reasoning model's thinking (`reasoning`, null without any), dates, pinned,
-superseded, the message a reply answers, usage and cost, the error, and for summaries the ids they
-cover and their edit / discard state. Left out: `client_key` (an idempotency key of one client of
-this server) and `char_count` (the content's length). Ids are this server's: an import maps them
-(covers_*, reply_to_id, edited_from_id, window_start_id).
+window start, its folder's name or null) and every stored message in id order with every field
+that carries meaning: role, kind, status, content, a reasoning model's thinking (`reasoning`, null
+without any), dates, pinned, superseded, the message a reply answers, usage and cost, the error,
+and for summaries the ids they cover and their edit / discard state. Left out: `client_key` (an
+idempotency key of one client of this server) and `char_count` (the content's length). Ids are this
+server's: an import maps them (covers_*, reply_to_id, edited_from_id, window_start_id).
 
-Markdown: a title, then each message under `### 12 · User — 2024-03-09 14:02 UTC`, numbered as the
-chat numbers them (chat messages only, summaries not numbered). Nothing stored is hidden except
-discarded summaries (an edit replaced them, or the user discarded them; the JSON keeps them): a
-replaced reply, a failed, stopped or unfinished one stays, marked in its heading, so the numbers
-match the chat's and the summaries' ranges. Summaries are blockquotes headed "Summary of messages
-n\u2013m"; a reply's thinking is a blockquote headed "Thinking" above its text.
+Markdown: a title (and "Folder: name" below it, for a chat in one), then each message under
+`### 12 · User — 2024-03-09 14:02 UTC`, numbered as the chat numbers them (chat messages only,
+summaries not numbered). Nothing stored is hidden except discarded summaries (an edit replaced
+them, or the user discarded them; the JSON keeps them): a replaced reply, a failed, stopped or
+unfinished one stays, marked in its heading, so the numbers match the chat's and the summaries'
+ranges. Summaries are blockquotes headed "Summary of messages n\u2013m"; a reply's thinking is a
+blockquote headed "Thinking" above its text.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class _Head:
 
 def _conversation_head(*, conversation: Conversation) -> _Head:
     # Read again: the caller's row may be older than the download (a page of the account's chats).
-    fresh = Conversation.objects.filter(pk=conversation.pk).first()
+    fresh = Conversation.objects.select_related("folder").filter(pk=conversation.pk).first()
     if fresh is None:
         raise ExportGoneError(conversation.pk)
     conversation = fresh
@@ -159,6 +160,8 @@ def _conversation_head(*, conversation: Conversation) -> _Head:
             "llm_config": config_out,
             "preference": preference,
             "window_start_id": conversation.window_start_id,
+            # By name: ids are this server's, and the import files the chat in its owner's folder of that name.
+            "folder": conversation.folder.name if conversation.folder is not None else None,
         },
         through_id=through_id,
         config_label=label,
@@ -381,6 +384,7 @@ async def _markdown_chunks(*, conversation: Conversation, chunk_rows: int) -> As
         f"# {title}\n\n"
         f"*Exported from Longchat {_utc_minute(timezone.now())} · model: {_one_line(head.config_label)} · "
         f"started {_utc_minute(conversation.created_at)}*\n\n"
+        + (f"Folder: {_one_line(folder)}\n\n" if (folder := head.conversation["folder"]) else "")
         + _quoted_block("System prompt", conversation.system_prompt)
         + "---\n\n"
     )

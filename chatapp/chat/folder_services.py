@@ -57,6 +57,26 @@ def folder_create(*, owner: User, name: str) -> Folder:
     return _saved(Folder(owner=owner, name=cleaned))
 
 
+def folder_for_import(*, owner: User, name: str) -> Folder | None:
+    """The owner's folder named `name` whatever the case, made if missing, for a chat an import brings
+    in (our export names its folder); None for a name no folder can have, or when the owner has the
+    most folders there can be: the chat comes in unfiled rather than not at all."""
+    try:
+        cleaned = _name_clean(name)
+    except ValidationError:
+        return None
+    for _ in range(2):  # a folder of that name made meanwhile (another import) is found the second time
+        found = Folder.objects.filter(owner=owner, name__iexact=cleaned).first()
+        if found is not None:
+            return found
+        try:
+            return folder_create(owner=owner, name=cleaned)
+        except ValidationError as exc:
+            if exc.error_dict["name"][0].code != "taken":
+                return None
+    return None
+
+
 def folder_rename(*, folder: Folder, name: str) -> Folder:
     """Another name, unique among the owner's folders (its own in another case is allowed)."""
     folder.name = _name_clean(name)

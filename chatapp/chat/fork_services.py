@@ -3,8 +3,8 @@
 What ChatGPT calls "Branch in new chat" and LibreChat "Fork": a side question or a new direction
 taken from a point of a long chat without adding to it. The new chat holds the messages of the path
 the chat shows, up to and including that message, as they stood: texts, dates (recall quotes them),
-pins, the summaries of those messages, the chat's system prompt and model. What came later, the other
-versions and the original's records stay where they are; nothing of the original changes.
+pins, the summaries of those messages, the chat's system prompt, model and folder. What came later,
+the other versions and the original's records stay where they are; nothing of the original changes.
 
 It is stored as an import of our own export is (the export's message values, read by the import's
 reader for our format and written by import_writing): token counts, running totals and the search
@@ -36,7 +36,7 @@ from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_services import (
     ImportPayload,
     ImportTooLarge,
-    branch_model_keep,
+    branch_original_keep,
     import_backlog_check,
     import_job_store,
 )
@@ -112,7 +112,7 @@ def conversation_fork(*, owner: User, message_id: int) -> Conversation | ForkQue
         record = longchat.conversation_parse(document, index=0)
         with transaction.atomic():
             fork = conversation_import(owner=owner, record=record, index=0, models=ModelChoice(owner=owner))
-            branch_model_keep(conversation_id=fork.pk, source_id=source.pk)
+            branch_original_keep(conversation_id=fork.pk, source_id=source.pk)
     except ConversationError as exc:
         raise ValidationError(f"This chat cannot be copied as it is: {exc}") from None
     fork.refresh_from_db()
@@ -134,6 +134,7 @@ def _document_head(*, source: Conversation) -> dict[str, Any]:
             "updated_at": now.isoformat(),
             "offline": source.offline,
             "llm_config": {"name": config.name, "model": config.model} if config is not None else None,
+            "folder": source.folder.name if source.folder is not None else None,
         },
     }
 

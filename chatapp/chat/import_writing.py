@@ -25,6 +25,7 @@ from django.utils import timezone
 import optimizer
 from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.context import is_offline_reply, message_is_live
+from chatapp.chat.folder_services import folder_for_import
 from chatapp.chat.imports import ConversationError, ConversationRecord, MessageRecord
 from chatapp.chat.imports.records import link_column, where
 from chatapp.chat.message_services import title_from_text
@@ -108,6 +109,7 @@ def conversation_import(*, owner: User, record: ConversationRecord, index: int, 
         offline_reply_chars=sum(r.char_count for r in demo),
         offline_reply_tokens=sum(r.token_count for r in demo),
         summary_count=sum(1 for r in rows if r.kind == Message.Kind.SUMMARY and not r.edited),
+        folder=folder_for_import(owner=owner, name=record.folder) if record.folder else None,
     )
     for row in rows:
         row.conversation = conversation

@@ -101,6 +101,8 @@ def _parse(document: Any) -> ConversationRecord:
             else None
         ),
         window_start_ref=window if window in refs else "",
+        # Exports made before folders were exported have none: the chat comes in unfiled.
+        folder=text_of(head.get("folder"), what="the folder", allow_null=True),
         messages=messages,
     )
 

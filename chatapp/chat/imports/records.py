@@ -91,6 +91,9 @@ class ConversationRecord:
     # Archived (out of the sidebar), since when: our format, ChatGPT's `is_archived` and Open WebUI's
     # `archived` (with no date of their own: the last activity). Not part of the fingerprint either.
     archived_at: datetime | None = None
+    # The name of the folder it was in ("" for none; our format): the import files it in the owner's
+    # folder of that name. Not part of the fingerprint either: a person moves chats.
+    folder: str = ""
 
 
 def record_fingerprint(record: ConversationRecord) -> str:
