@@ -140,3 +140,30 @@ def test_on_a_phone_the_folders_are_in_the_chats_drawer(asgi_server, browser):
         assert console_errors(browser) == []
     finally:
         browser.set_window_size(1280, 900)
+
+
+def _fits(browser, element) -> bool:
+    return browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", element)
+
+
+def test_a_long_name_without_spaces_wraps_in_the_dialogs(asgi_server, browser):
+    """80 characters and no space (a pasted id, a name in a script without spaces): the clash said in
+    the name dialog and the delete confirmation wrap within their dialog, not past its right edge."""
+    _sign_up(browser, asgi_server.url, "folders-long")
+    trip = _chat("folders-long", "Lisbon trip")
+    Folder.objects.create(owner=trip.owner, name="W" * 80)
+    browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+
+    browser.find_element(By.ID, "new-folder").click()
+    _type_name(browser, "w" * 80)
+    dialog = browser.find_element(By.ID, "folder-name-dialog")
+    _wait(browser, lambda d: "already have a folder" in d.find_element(By.ID, "folder-name-error").text)
+    assert _fits(browser, dialog)
+    ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+    _wait(browser, lambda d: dialog.get_attribute("open") is None)
+
+    browser.find_element(By.CSS_SELECTOR, ".folder-menu-btn").click()
+    browser.find_element(By.CSS_SELECTOR, '[data-action="delete-folder"]').click()
+    confirm = browser.find_element(By.ID, "confirm-dialog")
+    _wait(browser, lambda d: confirm.get_attribute("open") is not None)
+    assert _fits(browser, confirm)
