@@ -36,9 +36,10 @@ def _name_clean(name: Any) -> str:
 def _saved(folder: Folder, *, fields: list[str] | None = None) -> Folder:
     """Write the folder; a name another folder of the owner's has (in any case) is refused, whatever the
     race: the unique constraint decides, the look-up before it only words the common case."""
-    clash = Folder.objects.filter(owner_id=folder.owner_id, name__iexact=folder.name).exclude(pk=folder.pk)
-    taken = _refused(f"You already have a folder “{folder.name}”.", code="taken")
-    if clash.exists():
+    clash = Folder.objects.filter(owner_id=folder.owner_id, name__iexact=folder.name).exclude(pk=folder.pk).first()
+    # Named as the sidebar shows it: "Travel" when "TRAVEL" was typed, which would read as no clash.
+    taken = _refused(f"You already have a folder “{clash.name if clash else folder.name}”.", code="taken")
+    if clash is not None:
         raise taken
     try:
         with transaction.atomic():

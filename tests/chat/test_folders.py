@@ -65,6 +65,8 @@ def test_renaming_keeps_the_rule_and_may_change_only_the_case(user):
     with pytest.raises(ValidationError) as taken:
         folder_rename(folder=home, name="work")
     assert _code(taken) == "taken"
+    # The folder the user has is named as it is shown in the sidebar, not as typed.
+    assert taken.value.error_dict["name"][0].message == "You already have a folder “WORK”."
     assert Folder.objects.get(pk=home.pk).name == "Home"
     assert folder_rename(folder=home, name="Family").name == "Family"
     assert Folder.objects.get(pk=home.pk).name == "Family"
