@@ -181,3 +181,15 @@ def test_the_sidebar_pages_a_long_folder_with_the_other_chats(user, monkeypatch)
     assert 'data-action="more-chats"' in first
     more = client.get(reverse("chat-sidebar"), {"limit": "6"}).content.decode()
     assert _folders(more) == [("Work", ["w0", "w1", "w2", "w3", "w4"])]
+
+
+def test_a_folder_name_cut_short_in_the_sidebar_is_whole_in_its_tooltip(user):
+    """The sidebar ends a long name with "…", as it does a chat's title: the pointer's tooltip says it
+    whole, as the chat rows' does."""
+    name = "Project 07 with a long descriptive name here"
+    folder_create(owner=user, name=name)
+    client = Client()
+    client.force_login(user)
+    page = client.get(reverse("chat-sidebar")).content.decode()
+    toggle = re.search(r'<button type="button" class="folder-toggle"[^>]*>', page)
+    assert toggle and f'title="{name}"' in toggle.group(0)
