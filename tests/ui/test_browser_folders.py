@@ -167,3 +167,24 @@ def test_a_long_name_without_spaces_wraps_in_the_dialogs(asgi_server, browser):
     confirm = browser.find_element(By.ID, "confirm-dialog")
     _wait(browser, lambda d: confirm.get_attribute("open") is not None)
     assert _fits(browser, confirm)
+
+
+def test_move_to_folder_after_the_chats_folder_was_deleted_in_another_tab(asgi_server, browser):
+    """The sidebar still shows the chat in a folder deleted meanwhile (another tab): the dialog, which
+    lists the folders as they are now, has the chat in none, so Enter there is not a silent no-op."""
+    _sign_up(browser, asgi_server.url, "folders-gone")
+    trip = _chat("folders-gone", "Lisbon trip")
+    gone = Folder.objects.create(owner=trip.owner, name="Travel")
+    Folder.objects.create(owner=trip.owner, name="Work")
+    Conversation.objects.filter(pk=trip.pk).update(folder=gone)
+    browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+    gone.delete()  # in another tab
+
+    move = _menu_dialog(browser, "move-to-folder", "folder-move-dialog")
+    assert [c.text for c in move.find_elements(By.CSS_SELECTOR, ".folder-choice")] == ["No folder", "Work"]
+    checked = move.find_elements(By.CSS_SELECTOR, "input:checked")
+    assert [c.get_attribute("value") for c in checked] == [""]
+    assert browser.switch_to.active_element == checked[0]
+    ActionChains(browser).send_keys(Keys.ARROW_DOWN, Keys.ENTER).perform()
+    _wait(browser, lambda d: _folders(d) == [("Work", ["Lisbon trip"])])
+    assert move.get_attribute("open") is None

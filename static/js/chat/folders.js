@@ -172,7 +172,10 @@ async function openMove(item) {
   if (!state.conversationId || !moveDialog) return;
   const res = await api("/api/folders/");
   if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
-  const current = currentFolder();
+  // A folder this list lacks was deleted meanwhile (another tab; or this one, the chat not in the
+  // sidebar): the chat is in none now. Left unchecked, Enter on the dialog did nothing.
+  const shown = currentFolder();
+  const current = res.data.some((f) => String(f.id) === shown) ? shown : "";
   choices.querySelectorAll(".folder-choice").forEach((c) => c.remove());
   choices.append(choice("", "No folder", current === ""));
   for (const f of res.data) choices.append(choice(String(f.id), f.name, String(f.id) === current));
