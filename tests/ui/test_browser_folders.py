@@ -188,3 +188,19 @@ def test_move_to_folder_after_the_chats_folder_was_deleted_in_another_tab(asgi_s
     ActionChains(browser).send_keys(Keys.ARROW_DOWN, Keys.ENTER).perform()
     _wait(browser, lambda d: _folders(d) == [("Work", ["Lisbon trip"])])
     assert move.get_attribute("open") is None
+
+
+def test_the_toast_of_a_move_wraps_a_long_folder_name_on_a_phone(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "folders-toast")
+    trip = _chat("folders-toast", "Lisbon trip")
+    Folder.objects.create(owner=trip.owner, name="Z" * 80)
+    browser.set_window_size(390, 844)
+    try:
+        browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+        move = _menu_dialog(browser, "move-to-folder", "folder-move-dialog")
+        move.find_elements(By.CSS_SELECTOR, ".folder-choice input")[-1].click()
+        move.find_element(By.ID, "folder-move-save").click()
+        said = _wait(browser, lambda d: [t for t in d.find_elements(By.CSS_SELECTOR, ".toast") if "moved" in t.text])
+        assert _fits(browser, said[0])
+    finally:
+        browser.set_window_size(1280, 900)
