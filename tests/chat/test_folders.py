@@ -193,3 +193,18 @@ def test_a_folder_name_cut_short_in_the_sidebar_is_whole_in_its_tooltip(user):
     page = client.get(reverse("chat-sidebar")).content.decode()
     toggle = re.search(r'<button type="button" class="folder-toggle"[^>]*>', page)
     assert toggle and f'title="{name}"' in toggle.group(0)
+
+
+def test_a_folder_holding_only_pinned_chats_says_where_they_are(user):
+    """A pinned chat is listed once, under Pinned: its folder said "No chats in this folder." and
+    counted 0 right after "Move to folder…" put it there."""
+    work = folder_create(owner=user, name="Work")
+    for title in ("Plan", "Budget"):
+        conversation_folder_set(conversation=_chat(user, title, pinned_at=timezone.now()), folder=work)
+    client = Client()
+    client.force_login(user)
+    page = client.get(reverse("chat-sidebar")).content.decode()
+    assert _folders(page) == [("Work", [])]
+    assert "No chats in this folder." not in page
+    assert "Its 2 pinned chats are listed under Pinned." in page
+    assert re.search(r'class="folder-count">2<', page)
