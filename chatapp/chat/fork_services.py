@@ -36,7 +36,7 @@ from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_services import (
     ImportPayload,
     ImportTooLarge,
-    branch_model_keep,
+    branch_source_keep,
     import_backlog_check,
     import_job_store,
 )
@@ -112,7 +112,7 @@ def conversation_fork(*, owner: User, message_id: int) -> Conversation | ForkQue
         record = longchat.conversation_parse(document, index=0)
         with transaction.atomic():
             fork = conversation_import(owner=owner, record=record, index=0, models=ModelChoice(owner=owner))
-            branch_model_keep(conversation_id=fork.pk, source_id=source.pk)
+            branch_source_keep(conversation_id=fork.pk, source_id=source.pk)
     except ConversationError as exc:
         raise ValidationError(f"This chat cannot be copied as it is: {exc}") from None
     fork.refresh_from_db()

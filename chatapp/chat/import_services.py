@@ -270,16 +270,18 @@ def import_job_run(*, job_id: int) -> ImportRunOutcome:
         raise
 
 
-def branch_model_keep(*, conversation_id: int, source_id: int | None) -> None:
-    """Give a branch (`conversation_id`) its original chat's model as it is set there, and its offline flag:
-    the import matches a config by name and model, and gives a chat that follows the default (no config of
-    its own) the default itself. An original deleted meanwhile leaves what its export said."""
+def branch_source_keep(*, conversation_id: int, source_id: int | None) -> None:
+    """Give a branch (`conversation_id`) its original chat's model as it is set there, its offline flag and
+    its folder: the import matches a config by name and model, gives a chat that follows the default (no
+    config of its own) the default itself, and knows no folders (a branch of a chat in "Work" was put in
+    none). An original deleted meanwhile leaves what its export said."""
     if source_id is None:
         return
-    source = Conversation.objects.filter(pk=source_id).values("llm_config_id", "offline").first()
+    source = Conversation.objects.filter(pk=source_id).values("llm_config_id", "offline", "folder_id").first()
     if source is not None:
-        Conversation.objects.filter(pk=conversation_id).update(llm_config=source["llm_config_id"],
-                                                               offline=source["offline"])
+        Conversation.objects.filter(pk=conversation_id).update(
+            llm_config=source["llm_config_id"], offline=source["offline"], folder=source["folder_id"]
+        )
 
 
 def _lease_end() -> Any:
@@ -336,7 +338,7 @@ class _Import:
                     owner=self.job.owner, record=record, index=index, models=self.models
                 )
                 if branch:
-                    branch_model_keep(conversation_id=conversation.pk, source_id=self.job.source_conversation_id)
+                    branch_source_keep(conversation_id=conversation.pk, source_id=self.job.source_conversation_id)
                 else:
                     ImportedConversation.objects.create(
                         owner=self.job.owner, conversation=conversation, fingerprint=fingerprint

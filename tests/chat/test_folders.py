@@ -15,6 +15,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from chatapp.chat import fork_services
 from chatapp.chat.folder_models import Folder
 from chatapp.chat.folder_selectors import folder_get, folder_list
 from chatapp.chat.folder_services import (
@@ -24,7 +25,12 @@ from chatapp.chat.folder_services import (
     folder_delete,
     folder_rename,
 )
+from chatapp.chat.fork_services import ForkQueued, conversation_fork
+from chatapp.chat.import_models import ImportJob
+from chatapp.chat.import_services import import_job_run
+from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation
+from chatapp.chat.tasks import import_conversations
 
 pytestmark = pytest.mark.django_db
 
@@ -208,3 +214,23 @@ def test_a_folder_holding_only_pinned_chats_says_where_they_are(user):
     assert "No chats in this folder." not in page
     assert "Its 2 pinned chats are listed under Pinned." in page
     assert re.search(r'class="folder-count">2<', page)
+
+
+@pytest.mark.parametrize("limit", [100, 0], ids=["in-request", "import-job"])
+def test_a_branch_in_new_chat_is_in_the_folder_of_its_chat(
+    user, limit, monkeypatch, django_capture_on_commit_callbacks
+):
+    """Branch in new chat keeps the chat's model and system prompt; its folder too, whether written in
+    the request or, past the limit, by the import worker (its folder as it is when the worker runs)."""
+    monkeypatch.setattr(fork_services, "MAX_FORK_MESSAGES", limit)
+    monkeypatch.setattr(import_conversations, "apply_async", lambda **kwargs: None)
+    work = folder_create(owner=user, name="Work")
+    source = _chat(user, "Plan", offline=True)
+    conversation_folder_set(conversation=source, folder=work)
+    asked = message_append(conversation=source, role="user", content="What next?")
+    with django_capture_on_commit_callbacks(execute=True):
+        made = conversation_fork(owner=user, message_id=asked.pk)
+    if isinstance(made, ForkQueued):
+        assert import_job_run(job_id=made.job.pk).status == "done"
+        made = Conversation.objects.get(pk=ImportJob.objects.get(pk=made.job.pk).conversation_ids[0])
+    assert Conversation.objects.get(pk=made.pk).folder_id == work.pk
