@@ -57,6 +57,10 @@ def test_a_folder_is_named_once_per_owner_whatever_the_case(user, other_user):
     with pytest.raises(ValidationError) as blank:
         folder_create(owner=user, name="   ")
     assert _code(blank) == "blank"
+    for unseen in ("\u200b", "\u200b\u2060 \ufeff", "\u202e", "\u00ad\u3000"):  # a name of nothing visible
+        with pytest.raises(ValidationError) as blank:
+            folder_create(owner=user, name=unseen)
+        assert _code(blank) == "blank"
     with pytest.raises(ValidationError) as long:
         folder_create(owner=user, name="x" * 81)
     assert _code(long) == "too_long"
