@@ -204,3 +204,20 @@ def test_the_toast_of_a_move_wraps_a_long_folder_name_on_a_phone(asgi_server, br
         assert _fits(browser, said[0])
     finally:
         browser.set_window_size(1280, 900)
+
+
+def test_renaming_a_folder_deleted_in_another_tab_says_so_and_drops_it_from_the_list(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "folders-renamed-gone")
+    trip = _chat("folders-renamed-gone", "Lisbon trip")
+    gone = Folder.objects.create(owner=trip.owner, name="Travel")
+    Folder.objects.create(owner=trip.owner, name="Work")
+    browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+    Folder.objects.filter(pk=gone.pk).delete()  # in another tab
+
+    browser.find_element(By.CSS_SELECTOR, f'.folder[data-folder-id="{gone.pk}"] .folder-menu-btn').click()
+    browser.find_element(By.CSS_SELECTOR, f'#folder-menu-{gone.pk} [data-action="rename-folder"]').click()
+    _type_name(browser, "Trips")
+    _wait(browser, lambda d: "no longer exists" in d.find_element(By.ID, "folder-name-error").text)
+    _wait(browser, lambda d: _folders(d) == [("Work", [])])  # the list as it is now
+    ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "new-folder")

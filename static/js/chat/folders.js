@@ -116,6 +116,7 @@ function renameFolder(item) {
     title: "Rename folder", saveLabel: "Rename", value: folder.querySelector(".folder-name").textContent,
     save: async (name) => {
       const res = await api(`/api/folders/${id}/`, { method: "PATCH", body: { name } });
+      if (res.status === 404) refreshSidebar(); // deleted elsewhere: said in the dialog, gone from the list
       if (!res.ok) return refusal(res);
       await refreshSidebar();
       announce(`Folder renamed “${res.data.name}”.`);
