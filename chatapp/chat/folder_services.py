@@ -4,6 +4,7 @@ none. Each refusal is a ValidationError on its field with a `code` ("blank", "to
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -14,6 +15,9 @@ from django.http import Http404
 from .folder_models import FOLDER_NAME_MAX_CHARS, Folder
 from .models import Conversation
 from .textsafe import text_storable
+
+# Separators, controls and format characters (U+200B, U+2060, U+FEFF, U+202E…): nothing a name shows.
+_UNSEEN = {"Zs", "Zl", "Zp", "Cc", "Cf"}
 
 # The sidebar lists every folder whole: bounded, as saved prompts are.
 MAX_FOLDERS_PER_USER = 100
@@ -26,7 +30,8 @@ def _refused(message: str, *, code: str) -> ValidationError:
 def _name_clean(name: Any) -> str:
     # White space as one: a name is shown on one line, and "Work  notes" would clash unseen with "Work notes".
     text = " ".join(text_storable(str(name or "")).split())
-    if not text:
+    # Nothing visible (zero-width spaces, joiners, direction marks, pasted along): a folder without a name.
+    if all(unicodedata.category(ch) in _UNSEEN for ch in text):
         raise _refused("Name the folder.", code="blank")
     if len(text) > FOLDER_NAME_MAX_CHARS:
         raise _refused(f"A folder's name is at most {FOLDER_NAME_MAX_CHARS} characters.", code="too_long")
@@ -36,9 +41,10 @@ def _name_clean(name: Any) -> str:
 def _saved(folder: Folder, *, fields: list[str] | None = None) -> Folder:
     """Write the folder; a name another folder of the owner's has (in any case) is refused, whatever the
     race: the unique constraint decides, the look-up before it only words the common case."""
-    clash = Folder.objects.filter(owner_id=folder.owner_id, name__iexact=folder.name).exclude(pk=folder.pk)
-    taken = _refused(f"You already have a folder “{folder.name}”.", code="taken")
-    if clash.exists():
+    clash = Folder.objects.filter(owner_id=folder.owner_id, name__iexact=folder.name).exclude(pk=folder.pk).first()
+    # Named as the sidebar shows it: "Travel" when "TRAVEL" was typed, which would read as no clash.
+    taken = _refused(f"You already have a folder “{clash.name if clash else folder.name}”.", code="taken")
+    if clash is not None:
         raise taken
     try:
         with transaction.atomic():

@@ -89,8 +89,12 @@ class AccountDeleteForm(forms.Form):
     """The password asked again before the account is deleted (login_throttle.password_confirm: under
     the failed sign-in limits); `wait` is then the seconds until the next try."""
 
+    # Focused as the page opens and again once refused (as Django's password change form does): without
+    # it the focus fell to the page's top and a keyboard user had to find the field again.
     password = forms.CharField(
-        label="Your password", strip=False, widget=forms.PasswordInput(attrs={"autocomplete": "current-password"})
+        label="Your password",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password", "autofocus": True}),
     )
     wait = 0
 

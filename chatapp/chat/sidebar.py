@@ -4,6 +4,7 @@ in a folder or not. Archived chats are out of every list unless a search finds t
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -78,7 +79,10 @@ def sidebar_lists(*, owner: User, conversations: QuerySet[Conversation], query: 
         owned = list(folder_list(owner=owner))
         if owned:
             in_folders, more_in_folders = folder_conversations(conversations=conversations, limit=limit)
-            folders = [{"folder": f, "items": in_folders.get(f.pk, [])} for f in owned]
+            # A pinned chat is listed under Pinned only: its folder counts it, and says where it is
+            # when it holds nothing else (not "No chats in this folder." right after a move).
+            pinned_in = Counter(c.folder_id for c in pinned if c.folder_id)
+            folders = [{"folder": f, "items": in_folders.get(f.pk, []), "pinned": pinned_in[f.pk]} for f in owned]
             conversations = conversations.filter(folder__isnull=True)
     groups, more = conversation_groups(conversations, limit=limit)
     more = (more or more_in_folders) and limit < SIDEBAR_MAX

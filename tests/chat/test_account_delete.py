@@ -4,6 +4,8 @@ and nothing of another's; the user is signed out; jobs queued for it before run 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -60,6 +62,9 @@ def test_the_page_deletes_the_account_with_the_right_password_and_signs_out(user
     wrong = page.post("/accounts/delete/", {"password": "not my password"})
     assert wrong.status_code == 200 and not _gone(user)
     assert "password" in wrong.content.decode().lower()
+    # The page's one field holds the focus, refused or not: a keyboard user types again at once.
+    field = re.search(r"<input[^>]*type=\"password\"[^>]*>", wrong.content.decode())
+    assert field and "autofocus" in field.group(0) and 'aria-invalid="true"' in field.group(0)
 
     deleted = page.post("/accounts/delete/", {"password": PASSWORD})
 

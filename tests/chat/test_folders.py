@@ -15,6 +15,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from chatapp.chat import fork_services
 from chatapp.chat.folder_models import Folder
 from chatapp.chat.folder_selectors import folder_get, folder_list
 from chatapp.chat.folder_services import (
@@ -24,7 +25,12 @@ from chatapp.chat.folder_services import (
     folder_delete,
     folder_rename,
 )
+from chatapp.chat.fork_services import ForkQueued, conversation_fork
+from chatapp.chat.import_models import ImportJob
+from chatapp.chat.import_services import import_job_run
+from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation
+from chatapp.chat.tasks import import_conversations
 
 pytestmark = pytest.mark.django_db
 
@@ -51,6 +57,10 @@ def test_a_folder_is_named_once_per_owner_whatever_the_case(user, other_user):
     with pytest.raises(ValidationError) as blank:
         folder_create(owner=user, name="   ")
     assert _code(blank) == "blank"
+    for unseen in ("\u200b", "\u200b\u2060 \ufeff", "\u202e", "\u00ad\u3000"):  # a name of nothing visible
+        with pytest.raises(ValidationError) as blank:
+            folder_create(owner=user, name=unseen)
+        assert _code(blank) == "blank"
     with pytest.raises(ValidationError) as long:
         folder_create(owner=user, name="x" * 81)
     assert _code(long) == "too_long"
@@ -65,6 +75,8 @@ def test_renaming_keeps_the_rule_and_may_change_only_the_case(user):
     with pytest.raises(ValidationError) as taken:
         folder_rename(folder=home, name="work")
     assert _code(taken) == "taken"
+    # The folder the user has is named as it is shown in the sidebar, not as typed.
+    assert taken.value.error_dict["name"][0].message == "You already have a folder “WORK”."
     assert Folder.objects.get(pk=home.pk).name == "Home"
     assert folder_rename(folder=home, name="Family").name == "Family"
     assert Folder.objects.get(pk=home.pk).name == "Family"
@@ -179,3 +191,50 @@ def test_the_sidebar_pages_a_long_folder_with_the_other_chats(user, monkeypatch)
     assert 'data-action="more-chats"' in first
     more = client.get(reverse("chat-sidebar"), {"limit": "6"}).content.decode()
     assert _folders(more) == [("Work", ["w0", "w1", "w2", "w3", "w4"])]
+
+
+def test_a_folder_name_cut_short_in_the_sidebar_is_whole_in_its_tooltip(user):
+    """The sidebar ends a long name with "…", as it does a chat's title: the pointer's tooltip says it
+    whole, as the chat rows' does."""
+    name = "Project 07 with a long descriptive name here"
+    folder_create(owner=user, name=name)
+    client = Client()
+    client.force_login(user)
+    page = client.get(reverse("chat-sidebar")).content.decode()
+    toggle = re.search(r'<button type="button" class="folder-toggle"[^>]*>', page)
+    assert toggle and f'title="{name}"' in toggle.group(0)
+
+
+def test_a_folder_holding_only_pinned_chats_says_where_they_are(user):
+    """A pinned chat is listed once, under Pinned: its folder said "No chats in this folder." and
+    counted 0 right after "Move to folder…" put it there."""
+    work = folder_create(owner=user, name="Work")
+    for title in ("Plan", "Budget"):
+        conversation_folder_set(conversation=_chat(user, title, pinned_at=timezone.now()), folder=work)
+    client = Client()
+    client.force_login(user)
+    page = client.get(reverse("chat-sidebar")).content.decode()
+    assert _folders(page) == [("Work", [])]
+    assert "No chats in this folder." not in page
+    assert "Its 2 pinned chats are listed under Pinned." in page
+    assert re.search(r'class="folder-count">2<', page)
+
+
+@pytest.mark.parametrize("limit", [100, 0], ids=["in-request", "import-job"])
+def test_a_branch_in_new_chat_is_in_the_folder_of_its_chat(
+    user, limit, monkeypatch, django_capture_on_commit_callbacks
+):
+    """Branch in new chat keeps the chat's model and system prompt; its folder too, whether written in
+    the request or, past the limit, by the import worker (its folder as it is when the worker runs)."""
+    monkeypatch.setattr(fork_services, "MAX_FORK_MESSAGES", limit)
+    monkeypatch.setattr(import_conversations, "apply_async", lambda **kwargs: None)
+    work = folder_create(owner=user, name="Work")
+    source = _chat(user, "Plan", offline=True)
+    conversation_folder_set(conversation=source, folder=work)
+    asked = message_append(conversation=source, role="user", content="What next?")
+    with django_capture_on_commit_callbacks(execute=True):
+        made = conversation_fork(owner=user, message_id=asked.pk)
+    if isinstance(made, ForkQueued):
+        assert import_job_run(job_id=made.job.pk).status == "done"
+        made = Conversation.objects.get(pk=ImportJob.objects.get(pk=made.job.pk).conversation_ids[0])
+    assert Conversation.objects.get(pk=made.pk).folder_id == work.pk

@@ -140,3 +140,84 @@ def test_on_a_phone_the_folders_are_in_the_chats_drawer(asgi_server, browser):
         assert console_errors(browser) == []
     finally:
         browser.set_window_size(1280, 900)
+
+
+def _fits(browser, element) -> bool:
+    return browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", element)
+
+
+def test_a_long_name_without_spaces_wraps_in_the_dialogs(asgi_server, browser):
+    """80 characters and no space (a pasted id, a name in a script without spaces): the clash said in
+    the name dialog and the delete confirmation wrap within their dialog, not past its right edge."""
+    _sign_up(browser, asgi_server.url, "folders-long")
+    trip = _chat("folders-long", "Lisbon trip")
+    Folder.objects.create(owner=trip.owner, name="W" * 80)
+    browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+
+    browser.find_element(By.ID, "new-folder").click()
+    _type_name(browser, "w" * 80)
+    dialog = browser.find_element(By.ID, "folder-name-dialog")
+    _wait(browser, lambda d: "already have a folder" in d.find_element(By.ID, "folder-name-error").text)
+    assert _fits(browser, dialog)
+    ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+    _wait(browser, lambda d: dialog.get_attribute("open") is None)
+
+    browser.find_element(By.CSS_SELECTOR, ".folder-menu-btn").click()
+    browser.find_element(By.CSS_SELECTOR, '[data-action="delete-folder"]').click()
+    confirm = browser.find_element(By.ID, "confirm-dialog")
+    _wait(browser, lambda d: confirm.get_attribute("open") is not None)
+    assert _fits(browser, confirm)
+
+
+def test_move_to_folder_after_the_chats_folder_was_deleted_in_another_tab(asgi_server, browser):
+    """The sidebar still shows the chat in a folder deleted meanwhile (another tab): the dialog, which
+    lists the folders as they are now, has the chat in none, so Enter there is not a silent no-op."""
+    _sign_up(browser, asgi_server.url, "folders-gone")
+    trip = _chat("folders-gone", "Lisbon trip")
+    gone = Folder.objects.create(owner=trip.owner, name="Travel")
+    Folder.objects.create(owner=trip.owner, name="Work")
+    Conversation.objects.filter(pk=trip.pk).update(folder=gone)
+    browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+    gone.delete()  # in another tab
+
+    move = _menu_dialog(browser, "move-to-folder", "folder-move-dialog")
+    assert [c.text for c in move.find_elements(By.CSS_SELECTOR, ".folder-choice")] == ["No folder", "Work"]
+    checked = move.find_elements(By.CSS_SELECTOR, "input:checked")
+    assert [c.get_attribute("value") for c in checked] == [""]
+    assert browser.switch_to.active_element == checked[0]
+    ActionChains(browser).send_keys(Keys.ARROW_DOWN, Keys.ENTER).perform()
+    _wait(browser, lambda d: _folders(d) == [("Work", ["Lisbon trip"])])
+    assert move.get_attribute("open") is None
+
+
+def test_the_toast_of_a_move_wraps_a_long_folder_name_on_a_phone(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "folders-toast")
+    trip = _chat("folders-toast", "Lisbon trip")
+    Folder.objects.create(owner=trip.owner, name="Z" * 80)
+    browser.set_window_size(390, 844)
+    try:
+        browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+        move = _menu_dialog(browser, "move-to-folder", "folder-move-dialog")
+        move.find_elements(By.CSS_SELECTOR, ".folder-choice input")[-1].click()
+        move.find_element(By.ID, "folder-move-save").click()
+        said = _wait(browser, lambda d: [t for t in d.find_elements(By.CSS_SELECTOR, ".toast") if "moved" in t.text])
+        assert _fits(browser, said[0])
+    finally:
+        browser.set_window_size(1280, 900)
+
+
+def test_renaming_a_folder_deleted_in_another_tab_says_so_and_drops_it_from_the_list(asgi_server, browser):
+    _sign_up(browser, asgi_server.url, "folders-renamed-gone")
+    trip = _chat("folders-renamed-gone", "Lisbon trip")
+    gone = Folder.objects.create(owner=trip.owner, name="Travel")
+    Folder.objects.create(owner=trip.owner, name="Work")
+    browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+    Folder.objects.filter(pk=gone.pk).delete()  # in another tab
+
+    browser.find_element(By.CSS_SELECTOR, f'.folder[data-folder-id="{gone.pk}"] .folder-menu-btn').click()
+    browser.find_element(By.CSS_SELECTOR, f'#folder-menu-{gone.pk} [data-action="rename-folder"]').click()
+    _type_name(browser, "Trips")
+    _wait(browser, lambda d: "no longer exists" in d.find_element(By.ID, "folder-name-error").text)
+    _wait(browser, lambda d: _folders(d) == [("Work", [])])  # the list as it is now
+    ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "new-folder")

@@ -87,3 +87,26 @@ def test_a_long_branch_is_followed_in_the_chat_then_opened_or_linked(asgi_server
     _wait(browser, lambda d: len(_texts(d)) == 3)
     assert _texts(browser)[0] == "Tell me about apples." and _texts(browser)[2] == "And about pears?"
     assert console_errors(browser) == []
+
+
+def test_branching_again_while_the_long_branch_is_copied_makes_no_second_chat(
+    asgi_server, browser, monkeypatch, published
+):
+    monkeypatch.setattr(fork_services, "MAX_FORK_MESSAGES", 2)
+    _sign_up(browser, asgi_server.url, "browser-fork-twice")
+    _send(browser, "Tell me about apples.")
+    _send(browser, "And about pears?")
+    second = browser.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")[1].get_attribute("data-id")
+    job_id, _ = _fork(browser, second, published)
+
+    # Chosen again (the note looks idle while no worker runs): said, not queued a second time.
+    menu = _message(browser, second).find_element(By.CSS_SELECTOR, '[data-action="message-menu"]')
+    _click(browser, menu)
+    _click(browser, _message(browser, second).find_element(By.CSS_SELECTOR, '[data-action="fork-chat"]'))
+    _wait(browser, lambda d: any("still being copied" in t.text for t in d.find_elements(By.CSS_SELECTOR, ".toast")))
+    assert published == [job_id]
+
+    assert import_job_run(job_id=job_id).status == "done"
+    _wait(browser, lambda d: "/c/" in d.current_url and d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))
+    assert Conversation.objects.filter(owner__username="browser-fork-twice").count() == 2
+    assert console_errors(browser) == []

@@ -110,3 +110,26 @@ def test_no_read_aloud_where_the_browser_has_no_speech_synthesis(asgi_server, br
     _click(browser, latest.find_element(By.CSS_SELECTOR, '[data-action="message-menu"]'))
     assert not latest.find_element(By.CSS_SELECTOR, '[data-action="read-aloud"]').is_displayed()
     assert console_errors(browser) == []
+
+
+def test_a_browser_that_cannot_speak_says_so_and_the_item_reads_read_aloud_again(asgi_server, browser):
+    """A browser with the API but no voice it can use (Chromium on Linux without speech-dispatcher) fails
+    each utterance: nothing was heard, and nothing said why. Stopping it is no failure."""
+    answer = _open_chat(browser, asgi_server.url, "speech-failed", "One paragraph.\n\nAnother one.")
+    browser.execute_script(RECORD_SPEECH)
+    fail = (
+        "const u = window.__spoken[0];"
+        "u.dispatchEvent(new SpeechSynthesisErrorEvent('error', {utterance: u, error: arguments[0]}))"
+    )
+
+    _choose(browser, answer.pk, "read-aloud")
+    assert _spoken(browser) == ["One paragraph.", "Another one."]
+    browser.execute_script(fail, "interrupted")  # as when stopped: said by no one
+    assert _item_label(browser, answer.pk) == "Stop reading"
+    browser.execute_script(fail, "synthesis-failed")
+    toast = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".toast--error"))[0]
+    said = toast.get_attribute("textContent")
+    assert "could not read" in said and "synthesis-failed" in said
+    assert _item_label(browser, answer.pk) == "Read aloud"
+    assert "is-speaking" not in browser.find_element(By.ID, f"m-{answer.pk}").get_attribute("class")
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".toast--error")) == 1

@@ -82,13 +82,19 @@ async function switchBranch(article, step, fromKeyboard) {
  *  summaries, the chat's model and system prompt) opens; this chat stays as it is. A path too long to
  *  copy in the request (202) is copied by the import worker: fork_job.js follows it. */
 let forking = false;
+let copying = false; // a long branch's job followed: it may wait minutes for a worker
 export async function forkChat(article) {
-  if (forking) return; // a second click while a long chat is copied would make a second new chat
+  if (copying) { toast("A new chat is still being copied from this one: wait until it is made.", "info", 5000); return; }
+  if (forking) return; // a second click meanwhile would make a second new chat
   forking = true;
   toast("Making a new chat from this message…", "info", 4000);
   const res = await api(`/api/messages/${article.dataset.id}/fork/`, { method: "POST" });
   forking = res.status === 201; // the page is left on success
-  if (res.status === 202) { followFork(article, res.data); return; }
+  if (res.status === 202) {
+    copying = true;
+    try { await followFork(article, res.data); } finally { copying = false; }
+    return;
+  }
   if (!res.ok) {
     const gone = "This chat no longer exists: it was deleted (in another tab or device?).";
     toast(res.status === 404 ? gone : errorText(res.data, res.status), "error", 6000);

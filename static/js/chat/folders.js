@@ -116,6 +116,7 @@ function renameFolder(item) {
     title: "Rename folder", saveLabel: "Rename", value: folder.querySelector(".folder-name").textContent,
     save: async (name) => {
       const res = await api(`/api/folders/${id}/`, { method: "PATCH", body: { name } });
+      if (res.status === 404) refreshSidebar(); // deleted elsewhere: said in the dialog, gone from the list
       if (!res.ok) return refusal(res);
       await refreshSidebar();
       announce(`Folder renamed “${res.data.name}”.`);
@@ -172,7 +173,10 @@ async function openMove(item) {
   if (!state.conversationId || !moveDialog) return;
   const res = await api("/api/folders/");
   if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
-  const current = currentFolder();
+  // A folder this list lacks was deleted meanwhile (another tab; or this one, the chat not in the
+  // sidebar): the chat is in none now. Left unchecked, Enter on the dialog did nothing.
+  const shown = currentFolder();
+  const current = res.data.some((f) => String(f.id) === shown) ? shown : "";
   choices.querySelectorAll(".folder-choice").forEach((c) => c.remove());
   choices.append(choice("", "No folder", current === ""));
   for (const f of res.data) choices.append(choice(String(f.id), f.name, String(f.id) === current));

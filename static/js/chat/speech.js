@@ -8,6 +8,8 @@
  * chat should not do unasked; with no local voice the browser's default speaks. Where the browser
  * has no speech synthesis the item is not shown (the `no-speech` class on <body>, app.css). */
 
+import { toast } from "./state.js";
+
 const synth = window.speechSynthesis;
 export const speechSupported = Boolean(synth && window.SpeechSynthesisUtterance);
 if (!speechSupported) document.body.classList.add("no-speech");
@@ -82,9 +84,17 @@ export function readAloud(article) {
   reading = article;
   label(article, true);
   const voice = localVoice();
+  // A browser with the API but no voice it can use (Chromium on Linux without speech-dispatcher) fails
+  // every piece: said once. Our own stop (cancel) fails the pieces left as "interrupted" or "canceled".
+  const failed = (e) => {
+    if (reading !== article || e.error === "interrupted" || e.error === "canceled") return;
+    stopReading();
+    toast(`This browser could not read the message aloud (${e.error}): it may have no voice installed.`, "error", 6000);
+  };
   pieces.forEach((piece, i) => {
     const utterance = new SpeechSynthesisUtterance(piece);
     if (voice) utterance.voice = voice;
+    utterance.addEventListener("error", failed);
     if (i === pieces.length - 1) {
       // The last piece ended, or the engine gave up: the item says Read aloud again.
       const done = () => { if (reading === article) { reading = null; label(article, false); } };
