@@ -56,9 +56,9 @@ def share_get(*, owner: User, pk: int) -> ConversationShare:
 
 def share_get_public(*, token: str) -> ConversationShare:
     """The live link with this token, found by its digest (unique index share_digest_uniq); revoked or
-    unknown: 404. So is the
-    link of an account an admin turned off (is_active): it publishes nothing while the account can do
-    nothing else, and opens again when the account is turned back on (nothing is revoked)."""
+    unknown: 404. So is the link of an account an admin turned off (is_active): it publishes nothing
+    while the account can do nothing else, and opens again when the account is turned back on (nothing
+    is revoked)."""
     return get_object_or_404(
         ConversationShare, digest=key_digest(token), revoked_at__isnull=True, owner__is_active=True
     )

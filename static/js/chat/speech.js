@@ -6,7 +6,7 @@
  * and a formula as the word "formula". A voice of the machine itself is preferred for the page's language:
  * some browsers also offer voices that send the text to their maker's servers, which a self-hosted
  * chat should not do unasked; with no local voice the browser's default speaks. Where the browser
- * has no speech synthesis the item is not shown (the `no-speech` class on <body>, app.css). */
+ * has no speech synthesis the item is not shown (the `no-speech` class on <body>, chat-menu.css). */
 
 import { toast } from "./state.js";
 
