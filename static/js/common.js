@@ -33,6 +33,20 @@ const Longchat = (() => {
     return parts.length ? parts.join(" ") : `The server answered with an error (${status}).`;
   }
 
+  // The browser's other tabs of this site hear of a change to the chats list made in this one (a rename,
+  // a pin, an archive, a folder, a deletion, a new chat, a reply that moved a chat up), so that their
+  // sidebars are drawn again at once (chat/sidebar.js) instead of at their next redraw or reload.
+  const tabs = "BroadcastChannel" in window ? new BroadcastChannel("longchat-chats") : null;
+  const LISTED = /^\/api\/(conversations|folders)(\/|$)/;
+
+  function tellTabs(change) {
+    try { tabs?.postMessage(change); } catch { /* a page being closed */ }
+  }
+
+  function hearTabs(handler) {
+    tabs?.addEventListener("message", (e) => handler(e.data || {}));
+  }
+
   /** fetch() with the CSRF header and JSON in/out. Resolves to {ok, status, data}; never throws on HTTP errors. */
   async function api(url, { method = "GET", body, signal } = {}) {
     const headers = { Accept: "application/json" };
@@ -47,6 +61,10 @@ const Longchat = (() => {
     } catch (err) {
       if (err && err.name === "AbortError") throw err;
       return { ok: false, status: 0, data: { detail: "Could not reach the server. Check your connection and try again." } };
+    }
+    if (response.ok && method !== "GET") {
+      const path = new URL(url, window.location.href).pathname;
+      if (LISTED.test(path)) tellTabs({ method, path });
     }
     let data = null;
     if (response.status !== 204) {
@@ -140,5 +158,5 @@ const Longchat = (() => {
     document.querySelectorAll("#toasts .toast").forEach((el) => setTimeout(() => el.remove(), 4500));
   });
 
-  return { csrfToken, api, getJSON, errorText, toast, confirmAction, copyText, formatTokens };
+  return { csrfToken, api, getJSON, errorText, toast, confirmAction, copyText, formatTokens, tellTabs, hearTabs };
 })();

@@ -1,6 +1,6 @@
 /* The sidebar: the conversation list and its search, pinning, renaming and deleting chats, the title. */
 import { announce, el } from "./dom.js";
-import { api, composing, confirmAction, errorText, nav, searchInput, state, toast } from "./state.js";
+import { api, composing, confirmAction, errorText, hearTabs, nav, searchInput, state, tellTabs, toast } from "./state.js";
 
 export function setTitle(title) {
   const h1 = document.getElementById("chat-title");
@@ -54,10 +54,54 @@ export async function refreshSidebar({ say = false } = {}) {
     const res = await fetch(url, { credentials: "same-origin" });
     if (!res.ok || seq !== searchSeq) return;
     nav.innerHTML = await res.text(); // server-rendered, autoescaped fragment
+    drawnAt = Date.now();
     if (say) searchSay(query);
     document.dispatchEvent(new CustomEvent("longchat:sidebar-updated"));
   } catch { /* keep the current list */ }
 }
+
+/** A reply ended: its chat moved to the top of the list (and may have a new title), here and in the
+ *  browser's other tabs. A rename being typed is not swept away. */
+export function listAfterReply() {
+  if (!document.querySelector(".conv-rename")) refreshSidebar();
+  tellTabs({ reply: state.conversationId });
+}
+
+// When the list was last drawn: a tab brought back after a while draws it again (what another device did).
+let drawnAt = Date.now();
+const STALE_MS = 30_000;
+let heardTimer = null;
+
+/** Another tab of this browser changed the chats list (common.js's tellTabs): drawn again here, once for
+ *  a burst of changes, keeping the focus on the control it was on. */
+hearTabs((change) => {
+  if (change.method === "DELETE" && state.conversationId && change.path === `/api/conversations/${state.conversationId}/`) {
+    toast("This chat was deleted in another tab: what it shows here is no longer kept.", "error", 10_000);
+  }
+  clearTimeout(heardTimer);
+  heardTimer = setTimeout(redrawHeard, 150);
+});
+
+async function redrawHeard() {
+  // A rename being typed here is not swept away with the list: drawn once it is done.
+  if (nav.querySelector(".conv-rename")) { heardTimer = setTimeout(redrawHeard, 1000); return; }
+  const focused = nav.contains(document.activeElement) ? document.activeElement : null;
+  const holder = focused?.closest(".conv-item, .folder");
+  const where = !holder ? null : holder.matches(".folder") ? `.folder[data-folder-id="${holder.dataset.folderId}"]`
+    : `.conv-item[data-id="${holder.dataset.id}"]`;
+  const action = focused?.dataset.action;
+  await refreshSidebar();
+  if (!focused || focused.isConnected) return;
+  const row = where && nav.querySelector(where);
+  if (!row) return;
+  // The row's buttons show only while it holds the focus: its link takes it first, so the button can.
+  row.querySelector(".conv-link")?.focus();
+  if (action) row.querySelector(`[data-action="${action}"]`)?.focus();
+}
+
+document.addEventListener("visibilitychange", () => {
+  if (document.visibilityState === "visible" && Date.now() - drawnAt > STALE_MS) redrawHeard();
+});
 
 nav.addEventListener("click", async (e) => {
   const more = e.target.closest('[data-action="more-chats"]');

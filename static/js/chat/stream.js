@@ -4,7 +4,7 @@ import { announce, announceReplyEnd, buildMessage, enhance, keepEnd, markLastRep
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
 import { catchUp, followedReply, followLost, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
-import { refreshSidebar } from "./sidebar.js";
+import { listAfterReply } from "./sidebar.js";
 import { markupAppend, markupShow } from "./progressive.js";
 import { parseEvent } from "./sse.js";
 import { thinkingAdd, thinkingEnd, thinkingShown } from "./thinking.js";
@@ -211,8 +211,7 @@ export async function runStream(url, body, ctx) {
   // The gauge first: a "compact now?" question quotes its percentage.
   await refreshGauge();
   refreshJobs({ restart: true, expectNew: summaryRequested });
-  // The conversation moved to the top of the list (and may have a new title).
-  if (!document.querySelector(".conv-rename")) refreshSidebar();
+  listAfterReply();
 }
 
 /** Regenerate, Retry and Edit wait for a reply that is streaming (this page's, or one it follows): said so. */

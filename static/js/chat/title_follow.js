@@ -2,7 +2,7 @@
    moment after the first reply (chatapp/chat/title_services.py). The page asks for the conversation a
    few times until its title changes, then shows it in the header, the tab and the sidebar. */
 import { nameInSidebar, setTitle } from "./sidebar.js";
-import { api, state, titleEl } from "./state.js";
+import { api, state, tellTabs, titleEl } from "./state.js";
 
 // Seconds between looks: a worker usually answers within a few seconds, a busy one within a minute;
 // after that the first words stay (the model call failed, or no worker runs).
@@ -41,6 +41,7 @@ export async function titleCheck(conversationId) {
 }
 
 function titleShow(conversationId, title) {
+  tellTabs({ title: conversationId }); // the model named it: other tabs' sidebars still say the first words
   if (state.conversationId === conversationId) {
     setTitle(title);
     return;

@@ -1,0 +1,86 @@
+"""Two tabs of one browser: what one does to the chats list shows in the other's sidebar at once (it
+showed only after that tab redrew its list for a reason of its own, or a reload): a rename, a pin, a
+new folder, a chat deleted (the tab showing it says so), a reply that moves a chat to the top."""
+
+from __future__ import annotations
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from tests.support.browser import console_errors
+from tests.ui.test_browser import _send, _sign_up_with_model, _wait
+from tests.ui.test_browser_folders import _folders
+from tests.ui.test_browser_pin import _press_pin, _sections
+from tests.ui.test_browser_sidebar_rename import _chat, _rename_from_sidebar
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _titles(driver) -> list[str]:
+    return [t.get_attribute("textContent") for t in driver.find_elements(By.CSS_SELECTOR, "#conv-nav .conv-title")]
+
+
+@pytest.fixture
+def two_tabs(asgi_server, browser, fake_openai):
+    """A user with two chats, the older first, open in two tabs: (first tab, second tab, older, newer)."""
+    _sign_up_with_model(
+        browser, asgi_server.url, "two-tabs", fake_url=fake_openai.base_url, model="fake-echo", name="Echo"
+    )
+    older, newer = _chat("two-tabs", "Lisbon trip"), _chat("two-tabs", "Garden plans")
+    browser.get(f"{asgi_server.url}/c/{older.pk}/")
+    first = browser.current_window_handle
+    browser.switch_to.new_window("tab")
+    browser.get(f"{asgi_server.url}/c/{newer.pk}/")
+    second = browser.current_window_handle
+    _wait(browser, lambda d: _titles(d) == ["Garden plans", "Lisbon trip"])
+    yield first, second, older, newer
+    for handle in browser.window_handles:
+        if handle != first:
+            browser.switch_to.window(handle)
+            browser.close()
+    browser.switch_to.window(first)
+
+
+def test_a_rename_a_pin_and_a_folder_in_one_tab_show_in_the_other(browser, two_tabs):
+    first, second, older, _ = two_tabs
+    browser.switch_to.window(first)
+    _, field = _rename_from_sidebar(browser, older)
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys("Porto trip", Keys.ENTER)
+    _press_pin(browser, older)
+    browser.find_element(By.CSS_SELECTOR, '[data-action="new-folder"]').click()
+    field = browser.find_element(By.ID, "folder-name-input")
+    _wait(browser, lambda d: d.switch_to.active_element == field)
+    field.send_keys("Travel", Keys.ENTER)
+    _wait(browser, lambda d: [name for name, _ in _folders(d)] == ["Travel"])
+
+    browser.switch_to.window(second)
+    _wait(browser, lambda d: _sections(d)[:1] == [("Pinned", ["Porto trip"])], timeout=10)
+    _wait(browser, lambda d: [name for name, _ in _folders(d)] == ["Travel"], timeout=10)
+    assert "Lisbon trip" not in _titles(browser)
+    assert console_errors(browser) == []
+
+
+def test_a_reply_in_one_tab_moves_its_chat_up_in_the_other(browser, two_tabs):
+    first, second, _, _ = two_tabs
+    browser.switch_to.window(first)  # the older chat
+    _send(browser, "Which day do we leave?")
+
+    browser.switch_to.window(second)
+    _wait(browser, lambda d: _titles(d)[:1] == ["Lisbon trip"], timeout=10)
+    assert console_errors(browser) == []
+
+
+def test_the_chat_shown_deleted_in_another_tab_is_said_to_be_gone(browser, two_tabs):
+    first, second, _, newer = two_tabs
+    browser.switch_to.window(first)
+    # the page's own API client, as its Delete button uses it (the dialog is another test's)
+    browser.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        f"Longchat.api('/api/conversations/{newer.pk}/', {{method: 'DELETE'}}).then(done);"
+    )
+
+    browser.switch_to.window(second)
+    _wait(browser, lambda d: "deleted in another tab" in d.find_element(By.ID, "toasts").text, timeout=10)
+    _wait(browser, lambda d: _titles(d) == ["Lisbon trip"], timeout=10)
