@@ -221,3 +221,28 @@ def test_renaming_a_folder_deleted_in_another_tab_says_so_and_drops_it_from_the_
     _wait(browser, lambda d: _folders(d) == [("Work", [])])  # the list as it is now
     ActionChains(browser).send_keys(Keys.ESCAPE).perform()
     _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "new-folder")
+
+
+def test_the_chat_shown_moved_into_a_folded_folder_opens_it(asgi_server, browser):
+    """Moved into a folder folded in this browser, the chat shown had no row to be seen in the sidebar
+    (its folder stayed folded): the folder it went to is opened, and stays open."""
+    _sign_up(browser, asgi_server.url, "folded-move")
+    trip = _chat("folded-move", "Lisbon trip")
+    porto = _chat("folded-move", "Porto trip")
+    Conversation.objects.filter(pk=porto.pk).update(folder=Folder.objects.create(owner=trip.owner, name="Travel"))
+    browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+    toggle = browser.find_element(By.CSS_SELECTOR, ".folder-toggle")
+    toggle.click()
+    _wait(browser, lambda d: not d.find_element(By.CSS_SELECTOR, ".folder-chats").is_displayed())
+
+    move = _menu_dialog(browser, "move-to-folder", "folder-move-dialog")
+    ActionChains(browser).send_keys(Keys.ARROW_DOWN).perform()
+    move.find_element(By.ID, "folder-move-save").click()
+
+    _wait(browser, lambda d: _folders(d) == [("Travel", ["Porto trip", "Lisbon trip"])])
+    row = browser.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{trip.pk}"]')
+    _wait(browser, lambda d: row.is_displayed())
+    assert browser.find_element(By.CSS_SELECTOR, ".folder-toggle").get_attribute("aria-expanded") == "true"
+    browser.refresh()
+    _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{trip.pk}"]').is_displayed())
+    assert console_errors(browser) == []

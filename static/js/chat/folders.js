@@ -194,6 +194,9 @@ moveForm?.addEventListener("submit", async (e) => {
   if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
   if (moveItem) moveItem.dataset.folder = picked.value;
   moveDialog.close("moved");
+  // Into a folder folded here, the chat shown would have no row in sight: its folder is opened.
+  const ids = folded();
+  if (ids.delete(picked.value)) foldedSave(ids);
   await refreshSidebar();
   const name = picked.closest(".folder-choice").textContent;
   toast(folder === null ? "Chat moved out of its folder." : `Chat moved to “\u2068${name}\u2069”.`, "info", 3000);
