@@ -53,7 +53,8 @@ def signup(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def account_delete(request: HttpRequest) -> HttpResponse:
     """Settings → Account → Delete account…: the password again, then the account and everything in it
-    go (account_services.account_delete) and the browser is signed out."""
+    go (account_services.account_delete: off at once, its data deleted by a worker) and the browser is
+    signed out."""
     form = AccountDeleteForm(request.user, request.POST if request.method == "POST" else None, request=request)
     if form.is_valid():
         account_delete_service(user=request.user)

@@ -1,6 +1,7 @@
 """The account itself: `DELETE /api/account/` deletes it with everything in it, as Settings → Account →
 Delete account… does, asked for the password again (under the failed sign-in limits, as
-/api/auth/token/). Thin: the deletion is account_services.account_delete."""
+/api/auth/token/). Thin: the deletion is account_services.account_delete (the account off at once,
+its data deleted by a worker after)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ class AccountApi(APIView):
         summary="Delete your account and everything in it, for good",
         description=(
             "Chats with their messages, model configs and their keys, prompts, imports, API tokens (this "
-            "one too), share links and dashboard records. Wrong passwords count as failed sign-ins."
+            "one too), share links and dashboard records. The account is off at once (no sign-in, no "
+            "token); a background worker then deletes its data. Wrong passwords count as failed sign-ins."
         ),
         request=InputSerializer,
         responses={
