@@ -7,12 +7,16 @@ Django's ValidationError, as in services.py.
 from __future__ import annotations
 
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from chatapp.chat.account_models import AccountDeletion
 from chatapp.chat.account_purge import account_purge_enqueue
 from chatapp.chat.token_models import ApiToken
+
+# The code of the refusal to delete the last active administrator: the API answers it with a 409.
+LAST_ADMIN = "last_admin"
 
 
 def account_delete(*, user: User) -> None:
@@ -34,6 +38,8 @@ def account_delete(*, user: User) -> None:
         locked = User.objects.select_for_update().filter(pk=user.pk).first()
         if locked is None:
             return
+        if locked.is_superuser and locked.is_active:
+            _last_admin_refuse(user_id=locked.pk)
         locked.is_active = False
         locked.set_unusable_password()
         locked.save(update_fields=["is_active", "password"])
@@ -41,3 +47,16 @@ def account_delete(*, user: User) -> None:
         AccountDeletion.objects.get_or_create(user_id=locked.pk, defaults={"touched_at": timezone.now()})
         user_id = locked.pk
         transaction.on_commit(lambda: account_purge_enqueue(user_id=user_id))
+
+
+def _last_admin_refuse(*, user_id: int) -> None:
+    """Refuse to turn off the last active administrator: no one could then administer the instance (the
+    admin site, other accounts). The other administrators' rows are locked (on PostgreSQL; SQLite runs
+    one write at a time), so two of the last two deleting at once cannot both go."""
+    others = User.objects.select_for_update().filter(is_superuser=True, is_active=True).exclude(pk=user_id)
+    if not list(others.values_list("pk", flat=True)):
+        raise ValidationError(
+            "You are the only administrator of this instance: make another account an administrator "
+            "(the admin's user page, Superuser status) before you delete yours.",
+            code=LAST_ADMIN,
+        )

@@ -1,7 +1,7 @@
 """A deleted account is turned off in the request and its data deleted by a worker afterwards, in
 bounded steps (account_services.account_delete, account_purge): nothing of it left in any table (the
 search index's FTS tables included), nothing of another account touched, safe to run twice and to
-finish after a worker died mid-way."""
+finish after a worker died mid-way; the last active administrator cannot delete their own account."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from chatapp.chat.account_services import account_delete
 from chatapp.chat.management.commands.seed_long_conversation import conversation_seed_long
 from chatapp.chat.models import Conversation, Message
 from tests.support.account_data import account_rows, account_with_everything, table_rows
-from tests.support.accounts import PASSWORD, api_key_for
+from tests.support.accounts import PASSWORD, api_key_for, token_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -108,3 +108,23 @@ def test_the_sweep_publishes_again_a_deletion_no_worker_went_on_with(user, purge
     assert account_purge.account_purges_sweep() == 1
     assert purges_published == [user.pk, user.pk]
     assert account_purge.account_purges_sweep() == 0  # once per lease
+
+
+def test_the_last_active_administrator_cannot_delete_their_account(purges_published):
+    users = get_user_model().objects
+    admin = users.create_superuser(username="root", password=PASSWORD)
+    users.create_superuser(username="retired", password=PASSWORD, is_active=False)
+    api = token_client(admin)
+
+    refused = api.delete("/api/account/", {"password": PASSWORD}, format="json")
+
+    assert refused.status_code == 409 and "administrator" in refused.json()["detail"]
+    page = Client()
+    page.force_login(admin)
+    shown = page.post("/accounts/delete/", {"password": PASSWORD})
+    assert shown.status_code == 200 and "administrator" in shown.content.decode()
+    assert users.get(pk=admin.pk).is_active and purges_published == []
+
+    users.create_superuser(username="second", password=PASSWORD)
+    assert api.delete("/api/account/", {"password": PASSWORD}, format="json").status_code == 204
+    assert not users.get(pk=admin.pk).is_active and purges_published == [admin.pk]

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chatapp.chat.account_services import account_delete
+from chatapp.chat.account_services import LAST_ADMIN, account_delete
 from chatapp.chat.api.inputs import validated
 from chatapp.chat.login_throttle import TooManyFailures, password_confirm
 
@@ -36,6 +36,7 @@ class AccountApi(APIView):
         responses={
             204: OpenApiResponse(description="Deleted."),
             400: OpenApiResponse(description="No password, or not the account's."),
+            409: OpenApiResponse(description="The account is the instance's last active administrator."),
             429: OpenApiResponse(description="Too many failed sign-ins: see retry_after."),
         },
     )
@@ -47,5 +48,10 @@ class AccountApi(APIView):
             raise Throttled(wait=exc.wait, detail="Too many failed sign-ins. Try again later.") from None
         except ValidationError as exc:  # a 400 naming the field (api.errors), its code kept
             raise ValidationError({"password": exc.error_list}) from None
-        account_delete(user=request.user)
+        try:
+            account_delete(user=request.user)
+        except ValidationError as exc:
+            if getattr(exc, "code", None) != LAST_ADMIN:
+                raise
+            return Response({"detail": exc.messages[0]}, status=status.HTTP_409_CONFLICT)
         return Response(status=status.HTTP_204_NO_CONTENT)
