@@ -23,6 +23,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import models, transaction
+from django.db.models import ForeignObjectRel
 from django.utils import timezone
 
 from chatapp.chat.account_models import AccountDeletion
@@ -55,9 +56,16 @@ def account_purge(*, user_id: int) -> str:
 def _conversation_purge(*, conversation_id: int) -> None:
     """Every table that hangs from the chat, step by step, its messages last (the other tables' rows
     point at them: deleted first, the collector has no key of theirs to set null), then the chat row."""
-    related = [rel for rel in Conversation._meta.related_objects if rel.on_delete is models.CASCADE]
+    # Hidden relations too (related_name="+": the search rows, recall terms, chart blocks), as the
+    # collector's own cascade finds them; `_meta.related_objects` leaves them out.
+    related = [
+        rel
+        for rel in Conversation._meta.get_fields(include_hidden=True)
+        if isinstance(rel, ForeignObjectRel) and not rel.many_to_many and rel.on_delete is models.CASCADE
+    ]
     for rel in sorted(related, key=lambda rel: rel.related_model is Message):
-        _rows_purge(rows=rel.related_model._default_manager.filter(**{rel.field.name: conversation_id}))
+        table: type[models.Model] = rel.related_model  # type: ignore[assignment]  # a model, not a name, once loaded
+        _rows_purge(rows=table._default_manager.filter(**{rel.field.name: conversation_id}))
     with transaction.atomic():
         Conversation.objects.filter(pk=conversation_id).delete()
 
@@ -69,12 +77,12 @@ def _rows_purge(*, rows: models.QuerySet) -> None:
     (an order by key there would sort all of a chat's rows at every step)."""
     model = rows.model
     rows = rows.order_by("-pk") if model is Message else rows.order_by()
-    while True:
+    deleted = 1
+    while deleted:
         with transaction.atomic():
-            step = list(rows.values_list("pk", flat=True)[:PURGE_BATCH])
-            if not step:
-                return
-            model._default_manager.filter(pk__in=step).only("pk").delete()
+            # The step's keys as a subquery: a table no key points at (search rows, recall terms, chart
+            # blocks) is then one DELETE … WHERE pk IN (SELECT … LIMIT n), no key read into Python.
+            deleted, _ = model._default_manager.filter(pk__in=rows.values("pk")[:PURGE_BATCH]).only("pk").delete()
 
 
 def account_purge_enqueue(*, user_id: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -128,3 +129,24 @@ def test_the_last_active_administrator_cannot_delete_their_account(purges_publis
     users.create_superuser(username="second", password=PASSWORD)
     assert api.delete("/api/account/", {"password": PASSWORD}, format="json").status_code == 204
     assert not users.get(pk=admin.pk).is_active and purges_published == [admin.pk]
+
+
+def test_no_statement_of_the_worker_deletes_more_than_a_step(user, fake_openai, small_batches, purges_published):
+    """Every table of a chat goes PURGE_BATCH rows a transaction, the recall terms and the search rows
+    (related_name="+", which Django's `related_objects` leaves out) included: none in one statement."""
+    chats = _big_account(user, fake_openai)
+    account_delete(user=user)
+    counts: list[tuple[int, str]] = []
+
+    def counted(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if sql.startswith("DELETE"):
+            counts.append((context["cursor"].rowcount, sql.split(" WHERE ")[0]))
+        return result
+
+    with connection.execute_wrapper(counted):
+        account_purge.account_purge(user_id=user.pk)
+
+    assert account_rows(user.pk, chats) == {}
+    assert {sql for deleted, sql in counts if deleted > account_purge.PURGE_BATCH} == set()
+    assert any(deleted == account_purge.PURGE_BATCH and "recallterm" in sql for deleted, sql in counts)
