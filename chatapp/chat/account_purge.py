@@ -2,8 +2,9 @@
 after account_services.account_delete turned it off.
 
 One collector delete of a whole account (Django's `user.delete()`) loaded every row of it into the
-process and held one transaction over all of them: 22 s and +341 MiB of the web process for 200,000
-messages on SQLite (bench/account_delete.py), and SQLite's one writer lock the whole while. Here each
+process and held one transaction over all of them: 26 s and +340 MiB of the web process for
+200,000 messages on SQLite, 46 s and +182 MiB on PostgreSQL (bench/account_delete.py, the README's
+figures), and SQLite's one writer lock the whole while. Here each
 step is one transaction over at most PURGE_BATCH rows of one table of one chat, read by primary key
 only (`only("pk")`: no message text is loaded), through Django's collector all the same, so every
 key to those rows is followed as the models say (a reply's `reply_to`, a tree's `parent`, a record's
