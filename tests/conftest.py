@@ -127,6 +127,25 @@ def titles_requested(monkeypatch) -> TitleRequests:
     return requested
 
 
+class PurgeRequests(list):
+    """Ids of the accounts whose deletion was handed to the workers; `publish` is the real publisher."""
+
+    publish: Any = None
+
+
+@pytest.fixture(autouse=True)
+def purges_published(monkeypatch) -> PurgeRequests:
+    """Ids of the accounts whose deletion was handed to the workers (account_services.account_delete),
+    recorded instead of published: a test runs the task itself (tasks.purge_account), and a worker of
+    another test must not delete the account meanwhile. tests/worker puts `publish` back."""
+    from chatapp.chat import account_purge
+
+    ids = PurgeRequests()
+    ids.publish = account_purge._purge_publish
+    monkeypatch.setattr(account_purge, "_purge_publish", lambda *, user_id: ids.append(user_id) or True)
+    return ids
+
+
 @pytest.fixture
 def published(monkeypatch) -> list[int]:
     """Summary job ids published, recorded instead of sent to a broker (tests/worker runs the real one)."""

@@ -12,6 +12,7 @@ from django.contrib import messages as flash
 from django.contrib.auth import login, logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import REASON_NO_CSRF_COOKIE
 from django.shortcuts import redirect, render
@@ -53,10 +54,15 @@ def signup(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def account_delete(request: HttpRequest) -> HttpResponse:
     """Settings → Account → Delete account…: the password again, then the account and everything in it
-    go (account_services.account_delete) and the browser is signed out."""
+    go (account_services.account_delete: off at once, its data deleted by a worker) and the browser is
+    signed out. The last active administrator is refused, saying why, on the form."""
     form = AccountDeleteForm(request.user, request.POST if request.method == "POST" else None, request=request)
     if form.is_valid():
-        account_delete_service(user=request.user)
+        try:
+            account_delete_service(user=request.user)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+            return form_page(request, "registration/account_delete.html", form, wait=form.wait)
         logout(request)
         flash.success(request, "Your account was deleted, with everything in it.")
         return redirect("login")

@@ -1,5 +1,5 @@
-"""Celery tasks for background summaries, conversation imports and chat titles. Thin: the work is in summary_services
-and import_services.
+"""Celery tasks for background summaries, conversation imports, chat titles and account deletions. Thin: the work
+is in summary_services, import_services, title_services and account_purge.
 
 Imported by the Celery app (worker, beat) and by summary_services when it publishes a job. The task
 names keep the `optimizer.tasks.` prefix of the release in which this module lived in the optimizer
@@ -20,8 +20,10 @@ from typing import Any
 
 from celery import Task
 from celery.signals import worker_init, worker_ready
+from django.db import DatabaseError
 
 from chatapp.celery import app
+from chatapp.chat.account_purge import account_purge, account_purges_sweep
 from chatapp.chat.dbclock import CLOCK_SYNC_HINT, clock_skew_measure, clock_skew_problem
 from chatapp.chat.import_services import import_job_run, import_jobs_sweep
 from chatapp.chat.reply_stream import reply_orphans_finish
@@ -87,6 +89,21 @@ def generate_conversation_title(conversation_id: int, expected: str) -> str:
     return outcome
 
 
+# Safe to deliver twice (acks_late): each step deletes what is still there, and a run after the last one
+# finds no deletion and skips (account_purge). A database error (a lock wait timing out, a connection
+# lost) is retried a few times; the steps done stay done, and the sweep publishes what is still left.
+@app.task(name="chatapp.chat.tasks.purge_account", bind=True, acks_late=True, reject_on_worker_lost=True,
+          ignore_result=True, max_retries=5)
+def purge_account(self, user_id: int) -> str:
+    try:
+        outcome = account_purge(user_id=user_id)
+    except DatabaseError as exc:
+        logger.warning("deletion of account %s: retrying (%s)", user_id, exc)
+        raise self.retry(exc=exc, countdown=30) from None
+    logger.info("deletion of account %s: %s", user_id, outcome)
+    return outcome
+
+
 @app.task(name="optimizer.tasks.sweep_pending_summary_jobs", ignore_result=True)
 def sweep_pending_summary_jobs() -> dict[str, int]:
     outcome = summary_jobs_sweep()
@@ -94,6 +111,8 @@ def sweep_pending_summary_jobs() -> dict[str, int]:
     outcome["replies_interrupted"] = reply_orphans_finish()
     # Imports whose worker died: published again (import_services).
     outcome["imports_republished"] = import_jobs_sweep()
+    # Account deletions whose worker died, or whose message was never published.
+    outcome["account_deletions_republished"] = account_purges_sweep()
     return outcome
 
 
@@ -116,7 +135,8 @@ def _on_worker_start(sender=None, **kwargs) -> None:
     """A worker coming up publishes what was missed while no worker (or no broker) was there:
     imports as well as summaries, or an import whose message a restarted broker lost would wait for
     the periodic sweep. Then it compares its clock with the database's."""
-    for kind, sweep in (("summary", summary_jobs_sweep), ("import", import_jobs_sweep)):
+    for kind, sweep in (("summary", summary_jobs_sweep), ("import", import_jobs_sweep),
+                        ("account deletion", account_purges_sweep)):
         try:
             sweep()
         except Exception:  # the worker must start even if the database is momentarily unreachable

@@ -1,6 +1,7 @@
 """A user deletes their own account (Settings → Account → Delete account…, or DELETE /api/account/):
-asked for the password again, under the failed sign-in limits; everything of the account goes with it
-and nothing of another's; the user is signed out; jobs queued for it before run harmlessly after."""
+asked for the password again, under the failed sign-in limits; the account is off at once and a worker
+deletes everything of it after (tests/chat/test_account_purge.py: in steps), nothing of another's; the
+user is signed out; jobs queued for it before run harmlessly, before the worker and after it."""
 
 from __future__ import annotations
 
@@ -26,18 +27,26 @@ def _gone(user) -> bool:
     return not get_user_model().objects.filter(pk=user.pk).exists()
 
 
+def _worker_deletes(user, published: list[int]) -> None:
+    """The account is off, its deletion handed to the workers: run it as a worker would."""
+    assert not get_user_model().objects.get(pk=user.pk).is_active and published == [user.pk]
+    assert tasks.purge_account.apply(args=[user.pk]).get() == "deleted"
+
+
 def _refused(link: str, key: str) -> bool:
     tokened = APIClient()
     tokened.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return Client().get(f"/s/{link}/").status_code == 404 and tokened.get("/api/conversations/").status_code == 401
 
 
-def test_the_service_deletes_all_of_the_account_and_nothing_else(user, other_user, fake_openai):
+def test_the_service_deletes_all_of_the_account_and_nothing_else(user, other_user, fake_openai, purges_published):
     account_with_everything(other_user, fake_openai)
     theirs = table_rows()
     link, key = account_with_everything(user, fake_openai)
 
     account_delete(user=user)
+    assert _refused(link, key)  # at once, before the worker
+    _worker_deletes(user, purges_published)
 
     assert _gone(user) and table_rows() == theirs and _refused(link, key)
 
@@ -52,7 +61,9 @@ def test_settings_leads_to_a_page_that_asks_for_the_password(user):
     assert Client().get("/accounts/delete/").status_code == 302  # signed out: to the sign-in page
 
 
-def test_the_page_deletes_the_account_with_the_right_password_and_signs_out(user, other_user, fake_openai):
+def test_the_page_deletes_the_account_with_the_right_password_and_signs_out(
+    user, other_user, fake_openai, purges_published
+):
     account_with_everything(other_user, fake_openai)
     theirs = table_rows()
     link, key = account_with_everything(user, fake_openai)
@@ -67,6 +78,7 @@ def test_the_page_deletes_the_account_with_the_right_password_and_signs_out(user
     assert field and "autofocus" in field.group(0) and 'aria-invalid="true"' in field.group(0)
 
     deleted = page.post("/accounts/delete/", {"password": PASSWORD})
+    _worker_deletes(user, purges_published)
 
     assert deleted.status_code == 302 and deleted["Location"] == "/accounts/login/"
     assert _gone(user) and table_rows() == theirs and _refused(link, key)
@@ -87,7 +99,7 @@ def test_wrong_passwords_on_the_page_count_as_failed_sign_ins(user, login_rates)
     assert "Too many failed sign-ins" in refused.content.decode()
 
 
-def test_the_api_deletes_the_account_with_the_password(user, other_user, fake_openai, login_rates):
+def test_the_api_deletes_the_account_with_the_password(user, other_user, fake_openai, login_rates, purges_published):
     account_with_everything(other_user, fake_openai)
     theirs = table_rows()
     link, key = account_with_everything(user, fake_openai)
@@ -98,6 +110,7 @@ def test_the_api_deletes_the_account_with_the_password(user, other_user, fake_op
     assert api.delete("/api/account/", {}, format="json").status_code == 400
 
     assert api.delete("/api/account/", {"password": PASSWORD}, format="json").status_code == 204
+    _worker_deletes(user, purges_published)
     assert _gone(user) and table_rows() == theirs and _refused(link, key)
 
 
@@ -112,10 +125,12 @@ def test_the_api_throttles_wrong_passwords(user, login_rates):
 
 
 def test_jobs_queued_before_the_deletion_run_harmlessly_after_it(
-    user, fake_openai, monkeypatch, django_capture_on_commit_callbacks
+    user, fake_openai, monkeypatch, django_capture_on_commit_callbacks, purges_published
 ):
     """A summary, a title and an import published for the account, then the account deleted before a
-    worker took them: each runs to a skip, writes nothing and raises nothing."""
+    worker took them: run while the account is off, each ends without calling a model or writing a row
+    (a summary cancelled, a title left, an import failed); run again once its data is deleted, each
+    skips. None raises."""
     published: list[tuple[object, list]] = []
     for task in (tasks.summarize_conversation, tasks.import_conversations, tasks.generate_conversation_title):
         monkeypatch.setattr(task, "apply_async", lambda *, args, _task=task, **kw: published.append((_task, args)))
@@ -133,8 +148,13 @@ def test_jobs_queued_before_the_deletion_run_harmlessly_after_it(
     before = table_rows()
 
     account_delete(user=user)
+    off, asked = table_rows(), len(fake_openai.requests)
+    meanwhile = [task.apply(args=args).get() for task, args in published]
+    assert table_rows() == off and len(fake_openai.requests) == asked
+    _worker_deletes(user, purges_published)
     after = table_rows()
     outcomes = [task.apply(args=args).get() for task, args in published]
 
+    assert meanwhile == ["cancelled", "skipped", "failed"]
     assert after != before and table_rows() == after
     assert outcomes == ["skipped", "skipped", "skipped"]

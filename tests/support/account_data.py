@@ -33,3 +33,27 @@ def account_with_everything(owner, fake_openai) -> tuple[str, str]:
     ImportJob.objects.create(owner=owner, filename="conversations.json")
     prompt_create(owner=owner, command="review", content="Review this.")
     return conversation_share_create(owner=owner, conversation=chat).token, api_key_for(owner)
+
+
+def account_rows(user_id: int, conversation_ids: list[int]) -> dict[str, int]:
+    """Rows of `user_id`'s in every table of the app's models, each counted by its key to the user (owner,
+    user) or to one of `conversation_ids` (the search index and totals hang from the chat), and the user
+    row itself. Only the tables that have rows are listed: an account deleted whole gives {}."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    rows = {"auth.User": get_user_model().objects.filter(pk=user_id).count()}
+    for app in ("chat", "dashboard", "providers"):
+        for model in apps.get_app_config(app).get_models():
+            fields = {f.name for f in model._meta.get_fields() if f.concrete and f.is_relation}
+            for key, ids in (("owner", [user_id]), ("user", [user_id]), ("conversation", conversation_ids)):
+                if key in fields:
+                    rows[f"{model._meta.label}.{key}"] = model.objects.filter(**{f"{key}_id__in": ids}).count()
+    if connection.vendor == "sqlite":
+        # The FTS5 tables the search rows' triggers keep: an entry whose row is gone stays found by nothing.
+        with connection.cursor() as cursor:
+            for fts, kept in (("chat_message_fts", ""), ("chat_message_rfts", " WHERE recallable")):
+                cursor.execute(f"SELECT (SELECT count(*) FROM {fts}_docsize)"  # noqa: S608 - names above
+                               f" - (SELECT count(*) FROM chat_messagesearch{kept})")
+                rows[f"{fts} orphans"] = cursor.fetchone()[0]
+    return {label: count for label, count in rows.items() if count}

@@ -1,6 +1,7 @@
 """The account itself: `DELETE /api/account/` deletes it with everything in it, as Settings → Account →
 Delete account… does, asked for the password again (under the failed sign-in limits, as
-/api/auth/token/). Thin: the deletion is account_services.account_delete."""
+/api/auth/token/). Thin: the deletion is account_services.account_delete (the account off at once,
+its data deleted by a worker after)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chatapp.chat.account_services import account_delete
+from chatapp.chat.account_services import LAST_ADMIN, account_delete
 from chatapp.chat.api.inputs import validated
 from chatapp.chat.login_throttle import TooManyFailures, password_confirm
 
@@ -28,12 +29,14 @@ class AccountApi(APIView):
         summary="Delete your account and everything in it, for good",
         description=(
             "Chats with their messages, model configs and their keys, prompts, imports, API tokens (this "
-            "one too), share links and dashboard records. Wrong passwords count as failed sign-ins."
+            "one too), share links and dashboard records. The account is off at once (no sign-in, no "
+            "token); a background worker then deletes its data. Wrong passwords count as failed sign-ins."
         ),
         request=InputSerializer,
         responses={
             204: OpenApiResponse(description="Deleted."),
             400: OpenApiResponse(description="No password, or not the account's."),
+            409: OpenApiResponse(description="The account is the instance's last active administrator."),
             429: OpenApiResponse(description="Too many failed sign-ins: see retry_after."),
         },
     )
@@ -45,5 +48,10 @@ class AccountApi(APIView):
             raise Throttled(wait=exc.wait, detail="Too many failed sign-ins. Try again later.") from None
         except ValidationError as exc:  # a 400 naming the field (api.errors), its code kept
             raise ValidationError({"password": exc.error_list}) from None
-        account_delete(user=request.user)
+        try:
+            account_delete(user=request.user)
+        except ValidationError as exc:
+            if getattr(exc, "code", None) != LAST_ADMIN:
+                raise
+            return Response({"detail": exc.messages[0]}, status=status.HTTP_409_CONFLICT)
         return Response(status=status.HTTP_204_NO_CONTENT)

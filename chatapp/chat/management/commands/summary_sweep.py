@@ -1,7 +1,7 @@
 """`manage.py summary_sweep`: the periodic pass that celery beat runs every
 SUMMARY_SWEEP_INTERVAL_SECONDS, run once: summary jobs left pending (broker was down) or stale (worker
-died) and imports whose lease ran out are published again, unanswered compaction questions expire,
-and replies a dead web process left streaming are finished.
+died), imports whose lease ran out and account deletions no worker went on with are published again,
+unanswered compaction questions expire, and replies a dead web process left streaming are finished.
 
 The workers sweep at start-up too; this command is for deployments without beat (e.g. a cron line)
 and for operators after a broker outage.
@@ -14,8 +14,8 @@ from chatapp.chat.tasks import sweep_pending_summary_jobs
 
 class Command(BaseCommand):
     help = (
-        "Publish pending or stale summary and import jobs to the broker, expire unanswered compaction "
-        "questions and finish replies left streaming."
+        "Publish pending or stale summary and import jobs and account deletions to the broker, expire "
+        "unanswered compaction questions and finish replies left streaming."
     )
 
     def handle(self, *args, **options) -> None:
@@ -25,5 +25,6 @@ class Command(BaseCommand):
             f"{result['published']} of {result['candidates']} summary jobs published, "
             f"{result['expired']} unanswered compaction questions expired, "
             f"{result['imports_republished']} imports published again, "
+            f"{result['account_deletions_republished']} account deletions published again, "
             f"{result['replies_interrupted']} replies left streaming finished."
         )
