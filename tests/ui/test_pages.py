@@ -54,6 +54,8 @@ def test_another_users_conversation_is_404(page, other_user):
     assert page.get(f"/c/{theirs.pk}/").status_code == 404
     assert page.get(f"/c/{theirs.pk}/messages/?before=999999").status_code == 404
     assert page.get(f"/c/{theirs.pk}/messages/?since=1").status_code == 404
+    assert page.get(f"/c/{theirs.pk}/messages/?after=1").status_code == 404
+    assert page.get(f"/c/{theirs.pk}/messages/").status_code == 404
 
 
 def test_another_users_config_cannot_be_edited_deleted_or_made_default(page, other_user):
@@ -292,6 +294,35 @@ def test_earlier_messages_come_in_the_page_size_asked_up_to_the_bound(page, user
     rest = page.get(f"/c/{conv.pk}/messages/?before={ids[-500]}&limit=500")
     assert rest.content.decode().count('class="msg ') == 120 and rest["X-Has-Earlier"] == "0"
     assert page.get(f"/c/{conv.pk}/messages/?before={ids[-1]}&limit=x").status_code == 404
+
+
+def test_newer_messages_come_after_an_id_in_pages_and_say_whether_more_follow(page, user):
+    # The bounded timeline (static/js/chat/window.js) drops the newest messages shown when read far up,
+    # and reads them back page by page: `after=<id>`, oldest first, with X-Has-Newer / X-Newest-Id.
+    conv = _conversation(user)
+    ids = [_message(conv, "user" if i % 2 == 0 else "assistant", f"msg-{i:03d}").pk for i in range(130)]
+    first = page.get(f"/c/{conv.pk}/messages/?after={ids[9]}")
+    text = first.content.decode()
+    assert text.count('class="msg ') == 100 and "msg-009" not in text and "msg-010" in text and "msg-109" in text
+    assert first["X-Has-Newer"] == "1" and first["X-Newest-Id"] == str(ids[109])
+    assert "is-last" not in text  # Regenerate only on the chat's newest reply
+    last = page.get(f"/c/{conv.pk}/messages/?after={ids[109]}&limit=100")
+    text = last.content.decode()
+    assert text.count('class="msg ') == 20 and last["X-Has-Newer"] == "0" and last["X-Newest-Id"] == str(ids[129])
+    assert text.count("is-last") == 1 and 'data-action="regenerate"' in text
+    assert page.get(f"/c/{conv.pk}/messages/?after=x").status_code == 404
+
+
+def test_the_newest_page_comes_without_an_id(page, user):
+    # What the page shows on load, read again in place (a send from far up goes back to the chat's end).
+    conv = _conversation(user)
+    ids = [_message(conv, "user" if i % 2 == 0 else "assistant", f"msg-{i:03d}").pk for i in range(130)]
+    newest = page.get(f"/c/{conv.pk}/messages/")
+    text = newest.content.decode()
+    assert text.count('class="msg ') == 100 and "msg-029" not in text and "msg-129" in text
+    assert newest["X-Has-Earlier"] == "1" and newest["X-Oldest-Id"] == str(ids[30])
+    assert text.count("is-last") == 1
+
 
 def test_messages_since_one_are_the_fragment_a_following_page_needs(page, user):
     conv = _conversation(user)
