@@ -59,6 +59,8 @@ def _read_up(browser, ids, pages):
         shown = _press(browser, "load-earlier")
         assert len(shown) <= BOUND
         assert _run_of(ids, shown)
+        # Nor do the nodes between them pile up (the white space around each message read in).
+        assert browser.execute_script("return document.getElementById('messages').childNodes.length") <= 2 * BOUND + 10
     return shown
 
 

@@ -99,8 +99,9 @@ export function trimNewest() {
   if (items.length <= MAX_RENDERED || state.streaming) return;
   const last = items[MAX_RENDERED - 1];
   const dropped = [];
-  for (let node = last.nextElementSibling; node; node = node.nextElementSibling) dropped.push(node);
-  if (dropped.some((node) => node.matches(KEEP))) return;
+  // Every node, not only the elements: the white space between messages read in would stay, one a message.
+  for (let node = last.nextSibling; node; node = node.nextSibling) dropped.push(node);
+  if (dropped.some((node) => node.nodeType === Node.ELEMENT_NODE && node.matches(KEEP))) return;
   dropped.forEach((node) => node.remove());
   setNewer(last.dataset.id);
 }
@@ -112,8 +113,8 @@ function trimOldest(kept) {
   if (items.length <= MAX_RENDERED) return;
   const first = items[items.length - MAX_RENDERED];
   const dropped = [];
-  for (let node = first.previousElementSibling; node; node = node.previousElementSibling) dropped.push(node);
-  if (dropped.some((node) => node === kept || node.matches(KEEP))) return;
+  for (let node = first.previousSibling; node; node = node.previousSibling) dropped.push(node);
+  if (dropped.some((node) => node === kept || (node.nodeType === Node.ELEMENT_NODE && node.matches(KEEP)))) return;
   dropped.forEach((node) => node.remove());
   setEarlier(first.dataset.id);
 }
