@@ -155,3 +155,31 @@ def test_a_link_to_a_message_deep_in_a_long_chat_shows_the_run_around_it(asgi_se
     shown = _press(browser, "load-newer")
     assert _run_of(ids, shown) and len(shown) <= BOUND
     assert console_errors(browser) == []
+
+
+def test_an_edit_far_up_takes_what_followed_it_off_the_page(asgi_server, browser):
+    # What followed the edited message is another version now, the part dropped below included: no
+    # "Load newer messages" reads it back, and the edit's reply is the chat's end.
+    _, ids = _chat(browser, asgi_server.url, "dom-editor", 800)
+    shown = _read_up(browser, ids, 5)
+    edited = shown[100] if shown[100] in ids[::2] else shown[101]  # a message of yours (ids[::2]: user)
+    article = browser.find_element(By.ID, f"m-{edited}")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", article)
+    browser.execute_script(
+        "arguments[0].click()", article.find_element(By.CSS_SELECTOR, '[data-action="edit-message"]')
+    )
+    area = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f"#m-{edited} .msg-edit-input"))
+    area.clear()
+    area.send_keys("Edited far up", Keys.ENTER)
+    _wait(
+        browser,
+        lambda d: d.execute_script(
+            "const m = [...document.querySelectorAll('#messages > .msg')].pop();"
+            "return m.dataset.role === 'assistant' && +m.dataset.id > arguments[0] && m.dataset.status === 'complete'",
+            ids[-1],
+        ),
+    )
+    now = browser.execute_script(SHOWN)
+    assert now[:-2] == shown[: shown.index(edited)] and now[-2] > ids[-1]
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-action="load-newer"]')
+    assert console_errors(browser) == []
