@@ -255,8 +255,10 @@ def chat_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def chat_messages_before(request: HttpRequest, pk: int) -> HttpResponse:
-    """An HTML fragment of older messages, for "Load earlier messages"; with `since=<id>` instead,
-    the messages from that one on (a page following a reply that streams in another tab)."""
+    """An HTML fragment of older messages, for "Load earlier messages" (`before=<id>`; none: the newest
+    page, the one the chat opens at); with `after=<id>`, the newer ones, for "Load newer messages" (the
+    page keeps a bounded run of messages, window.js); with `since=<id>` instead, the messages from that
+    one on (a page following a reply that streams in another tab)."""
     conversation = selectors.conversation_get(owner=request.user, pk=pk)
     if "since" in request.GET:
         try:
@@ -266,16 +268,26 @@ def chat_messages_before(request: HttpRequest, pk: int) -> HttpResponse:
         items = selectors.message_list_since(conversation=conversation, since_id=since, limit=TIMELINE_PAGE)
         return _messages_fragment(request, conversation=conversation, items=items, newest_page=True)
     try:
-        before = int(request.GET["before"])
+        before = int(request.GET["before"]) if "before" in request.GET else None
+        after = int(request.GET["after"]) if "after" in request.GET else None
         # `limit`: a page opened at a message far up (a link, a search hit) reads its way there in the
         # largest pages the selector gives, one more row than the page telling whether any are left.
         page = max(1, min(int(request.GET.get("limit", TIMELINE_PAGE)), selectors.MESSAGE_PAGE_MAX - 1))
-    except (KeyError, ValueError):
-        raise Http404("before=<message id> is required, limit=<count> optional") from None
+    except ValueError:
+        raise Http404("before=<message id> or after=<message id>, limit=<count>: optional") from None
+    if after is not None:
+        items = selectors.message_list_since(conversation=conversation, since_id=after + 1, limit=page + 1)
+        has_newer = len(items) > page
+        items = items[:page]
+        # Regenerate on the last reply only when this page is the chat's end, as on the page first drawn.
+        response = _messages_fragment(request, conversation=conversation, items=items, newest_page=not has_newer)
+        response["X-Has-Newer"] = "1" if has_newer else "0"
+        response["X-Newest-Id"] = str(items[-1].pk) if items else ""
+        return response
     items = list(selectors.message_list(conversation=conversation, before_id=before, limit=page + 1))
     has_earlier = len(items) > page
     items = items[-page:]
-    response = _messages_fragment(request, conversation=conversation, items=items, newest_page=False)
+    response = _messages_fragment(request, conversation=conversation, items=items, newest_page=before is None)
     response["X-Has-Earlier"] = "1" if has_earlier else "0"
     response["X-Oldest-Id"] = str(items[0].pk) if items else ""
     return response

@@ -35,8 +35,9 @@ def chromium_require(*, chromium: str = CHROMIUM, chromedriver: str = CHROMEDRIV
 
 
 @contextmanager
-def headless_chromium(*, size: tuple[int, int] = LAPTOP) -> Iterator[Any]:
-    """A Selenium Chrome driver on a throw-away profile, with the page console captured."""
+def headless_chromium(*, size: tuple[int, int] = LAPTOP, flags: tuple[str, ...] = ()) -> Iterator[Any]:
+    """A Selenium Chrome driver on a throw-away profile, with the page console captured; `flags`: more
+    command-line switches (a bench's --enable-precise-memory-info)."""
     chromium_require()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -48,6 +49,8 @@ def headless_chromium(*, size: tuple[int, int] = LAPTOP) -> Iterator[Any]:
         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
         f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}",
     ):
+        options.add_argument(flag)
+    for flag in flags:
         options.add_argument(flag)
     options.binary_location = CHROMIUM
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})

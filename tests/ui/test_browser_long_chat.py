@@ -1,6 +1,7 @@
 """A long chat read from its end upwards in headless Chromium: "Load earlier messages" puts the older
 page above what was read, which stays where it was on the screen, and a link to a message deep in
-the history (a search hit, a pinned message) opens it however many pages above it lie."""
+the history (a search hit, a pinned message) opens it however many pages above it lie (the run kept
+bounded as it is read further: test_browser_dom_window.py)."""
 
 from __future__ import annotations
 
@@ -103,10 +104,11 @@ def test_load_earlier_leaves_the_messages_shown_unstyled_again(asgi_server, brow
 
 
 def test_a_link_to_a_message_far_up_opens_it(asgi_server, browser, monkeypatch):
-    # The page reads its way up to the message a link names (a search hit, a pinned message). It used
-    # to give up after 100 pages of 100: in a chat of 12,000 messages a hit among the first ones was
-    # never shown after minutes of loading, and nothing said so. Small pages here stand in for a
-    # long chat: 4 messages a page, 5 at most for any request (the server's own bound, 500).
+    # The page shows the message a link names (a search hit, a pinned message) however far up it is. It
+    # used to give up after 100 pages of 100: in a chat of 12,000 messages a hit among the first ones was
+    # never shown after minutes of loading, and nothing said so; then it read every page up to it, all
+    # kept in the tab. Now the page of the path around it is read (window.js). Small pages here stand in
+    # for a long chat: 4 messages a page, 5 at most for any request (the server's own bound, 500).
     monkeypatch.setattr("chatapp.chat.views.TIMELINE_PAGE", 4)
     monkeypatch.setattr("chatapp.chat.selectors.MESSAGE_PAGE_MAX", 5)
     _sign_up(browser, asgi_server.url, "long-link")
@@ -122,6 +124,8 @@ def test_a_link_to_a_message_far_up_opens_it(asgi_server, browser, monkeypatch):
     assert "is-pinned" in target.get_attribute("class").split()
     shown = browser.execute_script(
         "return [...document.querySelectorAll('#messages > .msg[data-id]')].map((m) => +m.dataset.id)")
-    assert shown == ids  # every message, in order, once
+    assert shown == ids[:6]  # the page ending at it and the page after it, in order, once
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-action="load-earlier"]')
+    newer = browser.find_element(By.CSS_SELECTOR, '[data-action="load-newer"]')
+    assert newer.get_attribute("data-after") == str(ids[5])
     assert console_errors(browser) == []

@@ -28,6 +28,8 @@ def _counts(client, conversation: Conversation, ids: list[int]) -> dict[str, int
         "earlier": f"/c/{pk}/messages/?before={ids[-10]}",
         "earlier, far up": f"/c/{pk}/messages/?before={ids[5]}&limit=500",
         "since": f"/c/{pk}/messages/?since={ids[-3]}",
+        "newer": f"/c/{pk}/messages/?after={ids[5]}",
+        "newest page": f"/c/{pk}/messages/",
         "api messages": f"/api/conversations/{pk}/messages/",
         "api messages, earlier": f"/api/conversations/{pk}/messages/?before={ids[-10]}",
         "api conversation": f"/api/conversations/{pk}/",

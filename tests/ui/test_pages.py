@@ -54,6 +54,8 @@ def test_another_users_conversation_is_404(page, other_user):
     assert page.get(f"/c/{theirs.pk}/").status_code == 404
     assert page.get(f"/c/{theirs.pk}/messages/?before=999999").status_code == 404
     assert page.get(f"/c/{theirs.pk}/messages/?since=1").status_code == 404
+    assert page.get(f"/c/{theirs.pk}/messages/?after=1").status_code == 404
+    assert page.get(f"/c/{theirs.pk}/messages/").status_code == 404
 
 
 def test_another_users_config_cannot_be_edited_deleted_or_made_default(page, other_user):
@@ -268,9 +270,14 @@ def test_sidebar_search_matches_titles_and_message_content(page, user):
     assert "No chats match" in page.get("/c/sidebar/?q=zzzz").content.decode()
 
 
+def _turns(conv, count):
+    """`count` messages, user and assistant in turn, "msg-000" on; their ids in order."""
+    return [_message(conv, "user" if i % 2 == 0 else "assistant", f"msg-{i:03d}").pk for i in range(count)]
+
+
 def test_long_conversation_shows_the_newest_page_and_loads_earlier(page, user):
     conv = _conversation(user)
-    ids = [_message(conv, "user" if i % 2 == 0 else "assistant", f"msg-{i:03d}").pk for i in range(130)]
+    ids = _turns(conv, 130)
     body = page.get(f"/c/{conv.pk}/").content.decode()
     assert "msg-129" in body and "msg-030" in body
     assert "msg-029" not in body
@@ -285,7 +292,7 @@ def test_long_conversation_shows_the_newest_page_and_loads_earlier(page, user):
 def test_earlier_messages_come_in_the_page_size_asked_up_to_the_bound(page, user):
     # A page opened at a message far up asks for the largest pages (history.js's SEEK_PAGE).
     conv = _conversation(user)
-    ids = [_message(conv, "user" if i % 2 == 0 else "assistant", f"msg-{i:03d}").pk for i in range(620)]
+    ids = _turns(conv, 620)
     big = page.get(f"/c/{conv.pk}/messages/?before={ids[-1]}&limit=500")
     assert big.content.decode().count('class="msg ') == 499  # one row of the selector's 500 tells what is left
     assert big["X-Has-Earlier"] == "1" and big["X-Oldest-Id"] == str(ids[-500])
@@ -293,9 +300,31 @@ def test_earlier_messages_come_in_the_page_size_asked_up_to_the_bound(page, user
     assert rest.content.decode().count('class="msg ') == 120 and rest["X-Has-Earlier"] == "0"
     assert page.get(f"/c/{conv.pk}/messages/?before={ids[-1]}&limit=x").status_code == 404
 
+
+def test_newer_messages_come_after_an_id_in_pages_and_the_newest_page_without_one(page, user):
+    # The bounded timeline (static/js/chat/window.js) drops the newest messages shown when read far up,
+    # and reads them back page by page: `after=<id>`, oldest first, with X-Has-Newer / X-Newest-Id.
+    conv = _conversation(user)
+    ids = _turns(conv, 130)
+    first = page.get(f"/c/{conv.pk}/messages/?after={ids[9]}")
+    text = first.content.decode()
+    assert text.count('class="msg ') == 100 and "msg-009" not in text and "msg-010" in text and "msg-109" in text
+    assert first["X-Has-Newer"] == "1" and first["X-Newest-Id"] == str(ids[109])
+    assert "is-last" not in text  # Regenerate only on the chat's newest reply
+    last = page.get(f"/c/{conv.pk}/messages/?after={ids[109]}&limit=100")
+    text = last.content.decode()
+    assert text.count('class="msg ') == 20 and last["X-Has-Newer"] == "0" and last["X-Newest-Id"] == str(ids[129])
+    assert text.count("is-last") == 1 and 'data-action="regenerate"' in text
+    assert page.get(f"/c/{conv.pk}/messages/?after=x").status_code == 404
+    # No id: the newest page, as the chat opens at it (a send from far up goes back to the chat's end).
+    newest = page.get(f"/c/{conv.pk}/messages/")
+    assert newest.content.decode().count('class="msg ') == 100 and newest.content.decode().count("is-last") == 1
+    assert newest["X-Has-Earlier"] == "1" and newest["X-Oldest-Id"] == str(ids[30])
+
+
 def test_messages_since_one_are_the_fragment_a_following_page_needs(page, user):
     conv = _conversation(user)
-    ids = [_message(conv, "user" if i % 2 == 0 else "assistant", f"msg-{i:03d}").pk for i in range(6)]
+    ids = _turns(conv, 6)
     text = page.get(f"/c/{conv.pk}/messages/?since={ids[3]}").content.decode()
     assert "msg-002" not in text and all(f"msg-{i:03d}" in text for i in (3, 4, 5))
     assert page.get(f"/c/{conv.pk}/messages/?since=x").status_code == 404

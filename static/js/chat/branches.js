@@ -9,6 +9,7 @@ import { followFork } from "./fork_job.js";
 import { catchUp } from "./history.js";
 import { busyNow, runStream } from "./stream.js";
 import { api, composing, enterSends, errorText, input, messagesEl, state, toast } from "./state.js";
+import { hasNewer, newerAfter, setNewer, toNewest } from "./window.js";
 
 /** Show "‹ n/m ›" on `article` for a message shape with sibling_index / sibling_count (none when 1). */
 export function setSiblings(article, message) {
@@ -189,6 +190,8 @@ async function submitEdit(article, content) {
   for (let node = article; node; node = node.nextElementSibling) removed.push(node);
   moveFocusOff(article); // the editor goes with the old version
   dropFrom(article);
+  const newer = newerAfter(); // what followed it far below is the old version's too: it goes with it
+  setNewer(null);
   messagesEl.append(userEl, asstEl);
   foldLong([userEl]);
   scrollToBottom(true);
@@ -202,6 +205,7 @@ async function submitEdit(article, content) {
       userEl.remove();
       asstEl.remove();
       if (anchor) anchor.after(...removed); else parent.prepend(...removed);
+      setNewer(newer);
       showEditError(article, msg);
       // Another tab went on: shown, to wait for or stop. Its edit or switch may take this version away.
       if (status === 400 || status === 409) catchUp().then(() => { if (!article.isConnected) editKept(before, content); });
@@ -244,6 +248,8 @@ function showEditError(article, text) {
 
 /** ↑ in an empty composer: open your last message for editing in place. */
 export function editLastMessage() {
+  // Read far up (window.js): the chat's end comes back first, the last message opened there.
+  if (hasNewer() && !state.streaming) { toNewest().then((ok) => ok && editLastMessage()); return true; }
   const mine = messagesEl.querySelectorAll('.msg[data-role="user"][data-id]');
   const last = mine[mine.length - 1];
   if (!last || state.streaming) return false;

@@ -9,6 +9,7 @@ import { followComing } from "./lost_start.js";
 import { refreshSidebar } from "./sidebar.js";
 import { api, app, busyHint, emptyState, enterSends, errorText, form, input, maxChars, messagesEl, picker, state, toast } from "./state.js";
 import { runStream } from "./stream.js";
+import { toNewest } from "./window.js";
 
 /** A random idempotency key (crypto.randomUUID needs a secure context; getRandomValues does not). */
 export function sendKey() {
@@ -85,6 +86,8 @@ export async function sendMessage(content, { keepDraft = false, parent = null } 
     showComposerError(`Could not start a new chat: ${err.message}`);
     return;
   }
+  // Read far up, the send goes where a user expects it: to the chat's end, shown again first (window.js).
+  if (!(await toNewest())) return; // said; the text stays in the box
   emptyState.hidden = true;
   const userEl = buildMessage("user", content);
   const asstEl = buildMessage("assistant", "");

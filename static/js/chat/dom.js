@@ -36,7 +36,9 @@ export function announceReplyEnd(status, { cut = false, error = "" } = {}) {
   else announce(cut ? "Reply cut at the output limit: Continue asks for the rest." : "Reply complete.");
 }
 
+/** Whether the chat's end is in view: not when newer messages are left unread below (window.js). */
 export function nearBottom() {
+  if (document.getElementById("load-newer")) return false;
   return timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 160;
 }
 

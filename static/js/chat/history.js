@@ -7,20 +7,16 @@ import { messagesSince, pathSync } from "./path_sync.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
 import { thinkingReplace } from "./thinking.js";
 import { titleCheck } from "./title_follow.js";
+import { hasNewer, showAround, toNewest, trimNewest } from "./window.js";
 
-// A page opened at a message far up reads its way there in pages this large (the server's largest,
-// views.chat_messages_before): a fifth of the requests, each restyling the timeline once.
-const SEEK_PAGE = 500;
-
-/** One more page of earlier messages above those shown (`limit` of them: the server's default page). */
-export async function loadEarlier(btn, limit = 0) {
+/** One more page of earlier messages above those shown; the newest shown beyond the bound go (window.js). */
+export async function loadEarlier(btn) {
   // Disabled while loading (and gone when nothing earlier is left), the button drops the focus:
   // it gets it back, or the newest of the messages just loaded takes it.
   const hadFocus = document.activeElement === btn;
   const focusLost = () => hadFocus && (!document.activeElement || document.activeElement === document.body);
   btn.disabled = true;
-  const size = limit ? `&limit=${limit}` : "";
-  const res = await fetch(`/c/${state.conversationId}/messages/?before=${btn.dataset.before}${size}`, { credentials: "same-origin" });
+  const res = await fetch(`/c/${state.conversationId}/messages/?before=${btn.dataset.before}`, { credentials: "same-origin" });
   if (!res.ok) {
     btn.disabled = false;
     if (focusLost()) btn.focus();
@@ -38,6 +34,7 @@ export async function loadEarlier(btn, limit = 0) {
   // At once: the timeline scrolls smoothly (app.css), and a smooth scroll would show the top of the page
   // just loaded, then run down through all of it back to the message that was being read.
   timeline.scrollBy({ top: timeline.scrollHeight - before, behavior: "instant" });
+  trimNewest(); // below the view: nothing on the screen moves
   if (res.headers.get("X-Has-Earlier") === "1" && res.headers.get("X-Oldest-Id")) {
     btn.dataset.before = res.headers.get("X-Oldest-Id");
     btn.disabled = false;
@@ -68,6 +65,7 @@ export async function showMissedBefore(userEl, userMessage) {
  *  shows what it missed and follows a reply still written, so that the Stop and Esc the refusal speaks
  *  of reach it, and Enter waits for it. */
 export async function catchUp() {
+  if (!(await toNewest())) return; // read far up: what it missed is at the chat's end
   const missed = await pathSync();
   const reply = [...messagesEl.querySelectorAll(".msg--assistant[data-id]")].pop();
   if (missed && missed.length && reply) markLastReply(reply); // Regenerate and Continue only on the newest reply
@@ -121,15 +119,13 @@ document.addEventListener("longchat:sidebar-updated", () => {
 export async function revealHash() {
   const match = window.location.hash.match(/^#m-(\d+)$/);
   if (!match) return;
-  // However far up it is (a hit among the first of 20,000 messages): to it, or to the first message.
-  while (!document.getElementById(`m-${match[1]}`)) {
-    const btn = document.querySelector('[data-action="load-earlier"]');
-    if (!btn || !(await loadEarlier(btn, SEEK_PAGE))) break;
-  }
+  // However far up it is (a hit among the first of 20,000 messages): the page of the path around it
+  // takes the place of the messages shown (window.js), read in two requests, not page by page.
+  const shownNow = document.getElementById(`m-${match[1]}`) ? true : await showAround(Number(match[1]));
   const target = document.getElementById(`m-${match[1]}`);
-  if (!target && !document.querySelector('[data-action="load-earlier"]')) {
-    // Every page read, and not on the path: an edit, a Regenerate or a switch (here or in another tab)
-    // took it off since the link was made (a search hit, a bookmark). Said, not left to guess.
+  if (shownNow === false) {
+    // Not on the path: an edit, a Regenerate or a switch (here or in another tab) took it off since the
+    // link was made (a search hit, a bookmark). Said, not left to guess.
     toast("That message is on another version of this chat, not the one shown: ‹ › on a message above it show the other versions.", "info", 8000);
     window.history.replaceState(window.history.state, "", window.location.pathname + window.location.search);
   }
@@ -247,7 +243,7 @@ export function followElsewhere() {
           followSince = Date.now();
         }
         if (existing && existing.parentElement === messagesEl) thinkingReplace(existing, node);
-        else if (!existing && node.id) messagesEl.append(node);
+        else if (!existing && node.id && !hasNewer()) messagesEl.append(node); // else read with newer ones
       }
       // A followed reply the path no longer holds (a Retry in another tab took its silent stream over,
       // chat_retry): its row would read "Writing…" for good and hold the composer; its answer is shown.

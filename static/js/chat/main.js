@@ -19,6 +19,7 @@ import "./slash.js"; // the message box's "/" menu: saved prompts and /compact
 import { openShortcuts } from "./shortcuts.js"; // also handles its own keys
 import { readAloud } from "./speech.js"; // Read aloud: the browser's speech synthesis
 import { titleFollow } from "./title_follow.js";
+import { toNewest } from "./window.js"; // also handles its own clicks (Load newer messages)
 import { busyNow, regenerate, retry, stop } from "./stream.js";
 import { discardSummary, editSummary, revealSummary, togglePin } from "./summaries.js";
 
@@ -187,8 +188,9 @@ document.addEventListener("click", async (e) => {
         window.location.href = `/c/${state.conversationId}/#m-${state.currentJob.summary_id}`;
       }
       break;
-    case "jump-bottom":
+    case "jump-bottom": // read far up, the chat's newest page comes back first (window.js)
       moveFocusOff(jumpBtn); // pressed from the keyboard, it hides: the message box takes the focus
+      if (!(await toNewest())) break;
       scrollToBottom(true);
       jumpBtn.hidden = true;
       break;

@@ -1,25 +1,10 @@
 /* The page's messages brought in line with the chat's path, which another tab's Regenerate, Edit or
  * branch switch (or send) changed since the page drew it (history.js: catch up, a send left behind). */
-import { el, enhance, keepEnd } from "./dom.js";
+import { keepEnd } from "./dom.js";
 import { foldLong } from "./fold.js";
 import { placeWindowMarker } from "./gauge.js";
 import { app, messagesEl, state } from "./state.js";
-
-/** A fragment of the timeline (views.chat_messages_before) as nodes, with its response; null when it
- *  could not be read. */
-async function fragment(query) {
-  let res;
-  try {
-    res = await fetch(`/c/${state.conversationId}/messages/?${query}`, { credentials: "same-origin" });
-  } catch (_) {
-    return null;
-  }
-  if (!res.ok) return null;
-  const holder = document.createElement("div");
-  holder.innerHTML = await res.text(); // server-rendered, sanitized fragment
-  enhance(holder);
-  return { nodes: [...holder.children], res };
-}
+import { earlierFrom, fragment } from "./window.js";
 
 /** The messages of the path from id `since` on, as the page shows them; null when they could not be read. */
 export async function messagesSince(since) {
@@ -44,21 +29,7 @@ async function pageReplace(below, before, newer) {
     messagesEl.prepend(...nodes);
     foldLong(missed);
   });
-  let btn = document.querySelector('[data-action="load-earlier"]');
-  const oldest = read.res.headers.get("X-Oldest-Id");
-  if (read.res.headers.get("X-Has-Earlier") === "1" && oldest) {
-    if (!btn) {
-      btn = el("button", "btn btn--ghost btn--sm", "Load earlier messages");
-      btn.type = "button";
-      btn.dataset.action = "load-earlier";
-      const wrap = el("div", "load-earlier");
-      wrap.append(btn);
-      messagesEl.before(wrap);
-    }
-    btn.dataset.before = oldest;
-  } else {
-    btn?.parentElement.remove();
-  }
+  earlierFrom(read.res);
   placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
   return missed;
 }

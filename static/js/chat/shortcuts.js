@@ -2,6 +2,7 @@
    sidebar). Esc while a reply streams stops it (main.js); the rest are here. */
 import { copyText, input, messagesEl, state, toast } from "./state.js";
 import { editLastMessage } from "./branches.js";
+import { toNewest } from "./window.js";
 
 const dialog = document.getElementById("shortcuts-dialog");
 
@@ -19,6 +20,7 @@ export function openShortcuts() {
 }
 
 async function copyLastReply() {
+  if (!(await toNewest())) return; // read far up: the last reply is at the chat's end (window.js)
   const replies = messagesEl.querySelectorAll('.msg[data-role="assistant"]:not([aria-busy="true"]) .msg-source');
   const last = replies[replies.length - 1];
   if (!last || !last.value) { toast("No reply to copy yet.", "info", 1800); return; }

@@ -3,6 +3,7 @@ import { bannerButton, el, enhance, icon, setPlace } from "./dom.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { catchUp } from "./history.js";
 import { api, app, confirmAction, errorText, messagesEl, state, toast } from "./state.js";
+import { hasNewer } from "./window.js";
 
 export function summaryMeta(m) {
   const parts = [];
@@ -53,7 +54,7 @@ export function showSummary(m) {
   if (existing) {
     marker.open = existing.open;
     existing.replaceWith(marker);
-  } else {
+  } else if (!hasNewer()) { // else it comes with the newer messages read below (window.js)
     messagesEl.append(marker);
   }
   placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
