@@ -123,17 +123,20 @@ def message_images_store(*, message: Message, uploads: Sequence[ImageUpload]) ->
     )
 
 
-def image_shape(image: MessageImage, *, url: str | None = None) -> dict[str, Any]:
-    """One image in a message's API shape; `url` where it is read (the owner's endpoint by default)."""
+def image_facts(image: MessageImage) -> dict[str, Any]:
+    """What the API and the exports say of an image besides its bytes."""
     return {
-        "id": image.pk,
-        "url": url or reverse("api-image", args=[image.pk]),
         "mime": image.mime,
         "width": image.width,
         "height": image.height,
         "bytes": image.byte_count,
         "name": image.name,
     }
+
+
+def image_shape(image: MessageImage, *, url: str | None = None) -> dict[str, Any]:
+    """One image in a message's API shape; `url` where it is read (the owner's endpoint by default)."""
+    return {"id": image.pk, "url": url or reverse("api-image", args=[image.pk]), **image_facts(image)}
 
 
 def message_images_shape(*, message: Message, images: Sequence[MessageImage] | None = None) -> list[dict[str, Any]]:
