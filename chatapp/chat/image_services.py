@@ -123,6 +123,16 @@ def message_images_store(*, message: Message, uploads: Sequence[ImageUpload]) ->
     )
 
 
+def message_images_copy(*, images: Sequence[MessageImage], message: Message) -> list[MessageImage]:
+    """`images` (another message's) stored again as `message`'s: an edit keeps them, only its text is new."""
+    return message_images_store(
+        message=message,
+        uploads=[
+            ImageUpload(data=bytes(i.data), info=ImageInfo(i.mime, i.width, i.height), name=i.name) for i in images
+        ],
+    )
+
+
 def image_facts(image: MessageImage) -> dict[str, Any]:
     """What the API and the exports say of an image besides its bytes."""
     return {

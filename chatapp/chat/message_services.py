@@ -67,6 +67,7 @@ def message_append(
     content: str,
     kind: str = Message.Kind.CHAT,
     token_model: str | None = None,
+    extra_tokens: int = 0,
     **fields: Any,
 ) -> Message:
     """Store a message with its token and character counts and keep the live totals in step.
@@ -74,12 +75,13 @@ def message_append(
     `token_model` is the model to count for (the caller usually has the target already); by default
     the conversation's config model, else the offline model. A chat message follows the tail of the
     active path unless `parent_id` says otherwise (an edit: the edited message's parent).
+    `extra_tokens`: what the message carries besides its text (an edit's images: image_services).
     """
     if kind == Message.Kind.CHAT and "parent_id" not in fields:
         fields["parent_id"] = path_tail_id(conversation_id=conversation.pk)
     if token_model is None:
         token_model = llm.llm_target_for(config=conversation_config(conversation=conversation)).model
-    tokens = optimizer.count_message({"role": role, "content": content}, model=token_model)
+    tokens = optimizer.count_message({"role": role, "content": content}, model=token_model) + extra_tokens
     with transaction.atomic(savepoint=False):  # nested in a turn: no savepoint round trips
         message = Message.objects.create(
             conversation=conversation,

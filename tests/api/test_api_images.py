@@ -91,3 +91,14 @@ def test_another_users_image_is_not_found(api, other_api, chat):
     image = MessageImage.objects.get()
     assert other_api.get(f"/api/images/{image.pk}/").status_code == 404
     assert api.get(f"/api/images/{image.pk}/").status_code == 200
+
+
+def test_an_edit_keeps_the_messages_images(api, chat):
+    _send(api, chat["id"], [{"data": b64(png_bytes(1024, 1024)), "name": "a.png"}], content="hi")
+    original = Message.objects.get(role="user")
+    response = api.post(f"/api/messages/{original.pk}/edit/", {"content": "hi"}, format="json")
+    accepted = dict(sse_events(response.recorded_body))["accepted"]["user_message"]
+    assert [(i["name"], i["width"]) for i in accepted["images"]] == [("a.png", 1024)]
+    edited = Message.objects.get(pk=accepted["id"])
+    assert edited.images.get().data == original.images.get().data
+    assert edited.token_count == original.token_count  # the same text, the same image
