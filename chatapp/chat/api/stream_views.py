@@ -29,6 +29,7 @@ from rest_framework.response import Response
 from chatapp.chat.admission import turn_start_view
 from chatapp.chat.api.errors import validation_error_body
 from chatapp.chat.api.inputs import validated
+from chatapp.chat.api.parsers import SEND_PARSERS
 from chatapp.chat.api.serializers import MessageOutputSerializer
 from chatapp.chat.api.views import MessageListApi
 from chatapp.chat.branch_services import branch_switch
@@ -239,6 +240,7 @@ class ConversationMessagesApi(MessageListApi):
     """`conversations/<pk>/messages/`: GET is the timeline page (MessageListApi), POST sends."""
 
     content_negotiation_class = EventStreamNegotiation
+    parser_classes = SEND_PARSERS  # a send's images pass the ordinary body limit (parsers.SendJSONParser)
     turn_start = True  # POST: admission_middleware
 
     @extend_schema(
