@@ -32,7 +32,7 @@ from chatapp.chat.conversation_export import (
     message_export_json,
     message_export_values,
 )
-from chatapp.chat.image_export import page_images_add
+from chatapp.chat.image_export import page_images_add, rows_with_images
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_services import (
     ImportPayload,
@@ -152,7 +152,7 @@ def _fork_job_create(*, owner: User, source: Conversation, rows: QuerySet[Messag
         # The head with its closing brace replaced by the opening of the messages array, as the export writes it.
         payload.write((json.dumps(head, ensure_ascii=False)[:-1] + ', "messages": [').encode())
         separator = "\n"
-        for row in rows.iterator(chunk_size=_CHUNK_ROWS):
+        for row in rows_with_images(rows.iterator(chunk_size=_CHUNK_ROWS), size=_CHUNK_ROWS):
             payload.write((separator + message_export_json(row=row)).encode())
             separator = ",\n"
         payload.write(b"\n]}")

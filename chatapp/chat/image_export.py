@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -29,6 +29,17 @@ def page_images_add(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         row["images"] = found.get(row["id"], [])
     return rows
+
+
+def rows_with_images(rows: Iterable[dict[str, Any]], *, size: int) -> Iterator[dict[str, Any]]:
+    """`rows` as they come, each with its `images` (page_images_add, `size` rows a query)."""
+    batch: list[dict[str, Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= size:
+            yield from page_images_add(batch)
+            batch = []
+    yield from page_images_add(batch)
 
 
 def image_values(image: MessageImage) -> dict[str, Any]:
