@@ -39,11 +39,14 @@ def image_part(image: MessageImage) -> dict[str, Any]:
 
 def _with_images(packed: PackedMessage, images: list[MessageImage], *, sees: bool, model: str) -> PackedMessage:
     text = packed.content if isinstance(packed.content, str) else optimizer.tokens.content_text(packed.content)
+    # A message sent as itself carries its stored count, images included; one compressed was counted
+    # again, from its shortened text alone.
+    tokens = packed.tokens + (images_tokens(images) if packed.origin == "compressed" else 0)
     if sees:
         parts: list[dict[str, Any]] = [{"type": "text", "text": text}, *(image_part(i) for i in images)]
-        return dataclasses.replace(packed, content=parts)
+        return dataclasses.replace(packed, content=parts, tokens=tokens)
     placeholders = "\n".join(image_placeholder(i) for i in images)
-    tokens = packed.tokens - images_tokens(images) + optimizer.count_text("\n\n" + placeholders, model=model)
+    tokens += optimizer.count_text("\n\n" + placeholders, model=model) - images_tokens(images)
     return dataclasses.replace(packed, content=f"{text}\n\n{placeholders}", tokens=max(tokens, 1))
 
 

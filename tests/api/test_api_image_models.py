@@ -7,9 +7,11 @@ import base64
 
 import pytest
 
-from chatapp.chat.context_images import messages_with_placeholders
+import optimizer
+from chatapp.chat.context_images import messages_with_placeholders, packed_images_attach
 from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.providers.services import llm_config_create
+from optimizer.types import PackedMessage
 from tests.support.images import b64, png_bytes
 from tests.support.streaming import sse_events
 
@@ -80,3 +82,22 @@ def test_summaries_are_written_from_text_with_a_placeholder_per_image(api, echo_
     assert rows[0].content == "What is this?\n\n[image: 640x480]"
     assert "[image" not in rows[1].content
     assert Message.objects.get(pk=rows[0].pk).content == "What is this?"  # nothing written
+
+
+@pytest.mark.parametrize("origin", ["verbatim", "compressed"])
+@pytest.mark.parametrize("sees", [True, False])
+def test_a_packed_messages_count_follows_what_its_images_are_sent_as(api, echo_config, origin, sees):
+    chat = _chat_with(api, echo_config, accepts_images=True)
+    _send_image(api, chat, png_bytes(1024, 1024))
+    question = Message.objects.get(conversation_id=chat["id"], role="user")
+    count = {"verbatim": 800, "compressed": 40}[origin]  # stored (the image's 765 in it), or counted again
+    packed = PackedMessage(role="user", content="What", source_ids=(str(question.pk),), origin=origin, tokens=count)
+    [sent] = packed_images_attach([packed], sees=sees, model="gpt-4o")
+    placeholder = optimizer.count_text("\n\n[image: 1024x1024]", model="gpt-4o")
+    expected = {
+        ("verbatim", True): 800,
+        ("compressed", True): 40 + 765,  # counted from its shortened text: the image added
+        ("verbatim", False): 800 - 765 + placeholder,  # the image's cost replaced by its placeholder's
+        ("compressed", False): 40 + placeholder,
+    }
+    assert sent.tokens == expected[origin, sees]
