@@ -87,3 +87,26 @@ def test_a_model_that_cannot_see_images_is_named_and_an_image_can_be_removed(
     composer.send_keys(Keys.ENTER)
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
     assert fake_openai.completions[-1].messages[-1]["content"] == "And this?\n\n[image: 4x4]"
+
+
+def test_an_edited_message_keeps_its_images(asgi_server, browser, fake_openai, tmp_path):
+    _signed_up(asgi_server, browser, fake_openai, "images-edit", accepts_images=True)
+    path = tmp_path / "cat.png"
+    path.write_bytes(png_bytes(30, 20))
+    browser.find_element(By.ID, "attach-input").send_keys(str(path))
+    _wait(browser, lambda d: len(_thumbs(d)) == 1)
+    composer = browser.find_element(By.ID, "composer-input")
+    composer.send_keys("First words")
+    composer.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
+
+    browser.find_element(By.CSS_SELECTOR, '.msg--user [data-action="edit-message"]').click()
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--user textarea:not(.msg-source)"))
+    editor.clear()
+    editor.send_keys("Second words")
+    editor.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--user[data-sibling-count="2"]'))
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
+    assert browser.find_element(By.CSS_SELECTOR, ".msg--user .msg-images img").get_attribute("alt") == "cat.png (30x20)"
+    sent = fake_openai.completions[-1].messages[-1]["content"]
+    assert sent[0] == {"type": "text", "text": "Second words"} and sent[1]["type"] == "image_url"
