@@ -313,9 +313,15 @@ SPECTACULAR_SETTINGS = {
 
 # --- Chat limits and model access -------------------------------------------------------------
 MAX_MESSAGE_CHARS = env_int("MAX_MESSAGE_CHARS", 200_000, minimum=1)
+# Images a message may carry (PNG, JPEG, WebP, GIF), each at most MAX_IMAGE_BYTES; 0 images: none taken.
+MAX_IMAGE_BYTES = env_int("MAX_IMAGE_BYTES", 5_000_000, minimum=1024)
+MAX_IMAGES_PER_MESSAGE = env_int("MAX_IMAGES_PER_MESSAGE", 4, minimum=0)
 # Largest API request body: room for a message of MAX_MESSAGE_CHARS even if every character is sent
 # as a 6-byte JSON escape, so a long message meets its own clear 413 (characters), not this one.
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", MAX_MESSAGE_CHARS * 6 + 65_536, minimum=1024)
+# A send's body from a signed-in sender (body_limit): room for its images too, base64 in the JSON (4
+# characters per 3 bytes), so they meet their own limit (MAX_IMAGE_BYTES), not this one.
+SEND_MAX_BODY_BYTES = API_MAX_BODY_BYTES + MAX_IMAGES_PER_MESSAGE * (MAX_IMAGE_BYTES * 4 // 3 + 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 # A reply still "streaming" with no heartbeat (every 3 s) for this long lost its process: the periodic
 # sweep finishes it as interrupted, with its checkpointed text.

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 REGISTRY_FILE = "model_prices_and_context_window_backup.json"
 _FIELDS = ("max_input_tokens", "max_tokens", "max_output_tokens", "input_cost_per_token", "output_cost_per_token",
-           "cache_read_input_token_cost", "litellm_provider")
+           "cache_read_input_token_cost", "litellm_provider", "supports_vision")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,7 @@ class ModelInfo:
     output_cost_per_token: float | None
     cached_input_cost_per_token: float | None
     provider: str | None = None
+    supports_vision: bool | None = None  # whether it takes images; None: the registry does not say
 
 
 @lru_cache(maxsize=1)
@@ -154,6 +155,7 @@ def _lookup(model: str, provider: str | None) -> ModelInfo | None:
             output_cost_per_token=_as_float(entry.get("output_cost_per_token")),
             cached_input_cost_per_token=_as_float(entry.get("cache_read_input_token_cost")),
             provider=entry.get("litellm_provider"),
+            supports_vision=entry["supports_vision"] if isinstance(entry.get("supports_vision"), bool) else None,
         )
     return None
 

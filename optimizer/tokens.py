@@ -12,14 +12,16 @@ Why this module looks the way it does:
   3 tokens of framing plus its role and content, a ``name`` costs 1 token plus its text, and the
   reply is primed with 3 more tokens. The same formula is used by ``../shared/bench/score.py``.
 * Content in the list-of-parts form is counted part by part, by a documented rule (see
-  `count_content`), because the provider's real figure for images depends on detail/size we do not
-  know at write time.
+  `count_content`): an image the request carries (a data: URL) at OpenAI's documented cost for its
+  size (`images.image_tokens`), one only linked at the flat low-detail figure, its size unknown.
 * A message's count is computed once (callers store it in ``Msg.tokens``) and handed back in, so
   the request path never re-tokenizes history.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import importlib.util
 import json
 import os
@@ -28,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from .images import image_info, image_tokens
 from .types import Msg
 
 TOKENS_PER_MESSAGE = 3  # <|start|>{role}<|message|>{content}<|end|> framing
@@ -166,9 +169,11 @@ def _count_cached(text: str, model: str) -> int:
 def count_content(content: str | list[dict[str, Any]] | None, *, model: str) -> int:
     """Tokens of a message's content, string or OpenAI list-of-parts.
 
-    Rule for parts: ``{"type": "text"}`` parts count their text; ``image_url`` (and ``image``) parts
-    count a flat 85 tokens, OpenAI's base cost of one low-detail image (higher-detail images cost
-    more at the provider; this is an estimate); any other part counts the tokens of its compact JSON.
+    Rule for parts: ``{"type": "text"}`` parts count their text; an ``image_url`` part whose URL is a
+    base64 data: URL of a PNG, JPEG, WebP or GIF costs what OpenAI documents for its size and detail
+    (`images.image_tokens`); any other image part (a link, an ``image`` part) a flat 85 tokens, OpenAI's
+    base cost of one low-detail image, its size unknown here; any other part the tokens of its
+    compact JSON.
     """
     if content is None:
         return 0
@@ -180,11 +185,28 @@ def count_content(content: str | list[dict[str, Any]] | None, *, model: str) -> 
         if kind == "text":
             total += count_text(str(part.get("text", "")), model=model)
         elif kind in ("image_url", "image"):
-            total += IMAGE_PART_TOKENS
+            total += _image_part_tokens(part)
         else:
             as_json = json.dumps(part, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
             total += count_text(as_json, model=model)
     return total
+
+
+def _image_part_tokens(part: Mapping[str, Any]) -> int:
+    image = part.get("image_url")
+    if not isinstance(image, Mapping):
+        return IMAGE_PART_TOKENS
+    url, detail = str(image.get("url", "")), str(image.get("detail", "auto"))
+    head, comma, payload = url.partition(",")
+    if not (head.startswith("data:") and head.endswith(";base64") and comma):
+        return IMAGE_PART_TOKENS
+    try:
+        # The first 64 KiB of the file: every header image_info reads lies there but a JPEG's behind
+        # a larger EXIF block (then the flat figure, an underestimate the provider's count corrects).
+        info = image_info(base64.b64decode(payload[:87_384], validate=True))
+    except (ValueError, binascii.Error):
+        return IMAGE_PART_TOKENS
+    return IMAGE_PART_TOKENS if info is None else image_tokens(info.width, info.height, detail=detail)
 
 
 def content_chars(content: str | list[dict[str, Any]] | None) -> int:

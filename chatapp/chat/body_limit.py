@@ -11,11 +11,15 @@ the request), DATA_UPLOAD_MAX_MEMORY_SIZE everywhere else (what
 Django refuses there anyway, only later). The import's larger limit is only for a sender who is signed
 in (a valid API token or session, `sender_signed_in`, looked up before the body is read): anyone else
 is answered 401 unread, where the view would have answered it once the whole file was on disk.
+A send (`/api/conversations/<id>/messages/`) with an announced length past the ordinary limit (its
+images, base64) takes settings.SEND_MAX_BODY_BYTES from a signed-in sender the same way; anyone else,
+or a send that announces no length, meets the ordinary 413.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Awaitable, Callable
 from http.cookies import CookieError, SimpleCookie
 from importlib import import_module
@@ -31,6 +35,11 @@ from django.urls import Resolver404, resolve, reverse
 MULTIPART_SLACK = 64 * 1024
 # The import endpoints, by URL name, each with the setting of its file's limit.
 IMPORT_LIMITS = {"api-imports": "IMPORT_MAX_BYTES", "prompt-import": "PROMPTS_FILE_MAX_BYTES"}
+# Endpoints that take more than the ordinary limit from a signed-in sender: the imports, and a send (its
+# images). A send's sender is looked up only when its announced length is past the ordinary limit: a
+# send without images pays for no lookup.
+WIDER_LIMITS = {**IMPORT_LIMITS, "api-messages": "SEND_MAX_BODY_BYTES"}
+_SEND_PATH = re.compile(r"/api/conversations/[0-9]+/messages/")
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -75,8 +84,8 @@ class BodyGuard:
             self._widened = True
             name = _import_name(self.path)
             if name is not None:
-                self.is_import = True
-                self.file_limit = getattr(settings, IMPORT_LIMITS[name])
+                self.is_import = name in IMPORT_LIMITS
+                self.file_limit = getattr(settings, WIDER_LIMITS[name])
                 if self.signed_in:
                     self.limit = self.file_limit + MULTIPART_SLACK
                 if size <= self.limit:
@@ -84,15 +93,27 @@ class BodyGuard:
         raise BodyTooLarge(limit=self.limit, size=size)
 
     def may_import(self, scope: dict[str, Any]) -> bool:
-        """Whether this request is an import's upload, whose sender is then looked up first."""
+        """Whether this request is an import's upload, or a send past the ordinary limit (its images),
+        whose sender is then looked up first."""
         # A string comparison: every send is a POST, and a URL resolve would be paid on each.
-        return scope.get("method") == "POST" and self.path in _import_paths()
+        if scope.get("method") != "POST":
+            return False
+        if self.path in _import_paths():
+            return True
+        return _SEND_PATH.fullmatch(self.path) is not None and self._announced_size(scope) > (self.limit or 0)
 
-    def announced(self, scope: dict[str, Any]) -> None:
+    @staticmethod
+    def _announced_size(scope: dict[str, Any]) -> int:
         for name, value in scope.get("headers", ()):
             if name == b"content-length" and value.isdigit():
                 # Past 18 digits it is past every limit (and int() refuses 4,300 digits).
-                self.check(int(value) if len(value) <= 18 else 10**18)
+                return int(value) if len(value) <= 18 else 10**18
+        return -1
+
+    def announced(self, scope: dict[str, Any]) -> None:
+        size = self._announced_size(scope)
+        if size >= 0:
+            self.check(size)
 
     def receiving(self, receive: Receive) -> Receive:
         """`receive`, counting the body's bytes as they come and refusing past the limit."""
@@ -159,12 +180,12 @@ def _import_paths() -> frozenset[str]:
 
 
 def _import_name(path: str) -> str | None:
-    """The URL name of the import endpoint at `path`, None for any other path."""
+    """The URL name of the import (or send) endpoint at `path`, None for any other path."""
     try:
         name = resolve(path).url_name
     except Resolver404:
         return None
-    return name if name in IMPORT_LIMITS else None
+    return name if name in WIDER_LIMITS else None
 
 
 async def body_refuse(send: Send, answer: tuple[int, bytes, bytes]) -> None:

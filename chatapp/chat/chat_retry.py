@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from chatapp.chat.branch_services import branch_hide
 from chatapp.chat.chat_turn import target_for
+from chatapp.chat.image_services import images_tokens, message_images_copy
 from chatapp.chat.layout import new_message_place
 from chatapp.chat.message_services import (
     client_key_validate,
@@ -156,13 +157,15 @@ def chat_edit_start(*, user: User, message: Message, content: object, client_key
             )
         branch_hide(conversation_id=conversation.pk, start_id=message.pk)
         conversation.refresh_from_db()
+        images = list(message.images.all())  # kept: an edit changes the text
         edited = message_append(
             conversation=conversation, role=Message.Role.USER, content=text, token_model=target.model,
-            client_key=client_key, parent_id=message.parent_id,
+            client_key=client_key, parent_id=message.parent_id, extra_tokens=images_tokens(images),
         )
+        images = message_images_copy(images=images, message=edited)
     # Its place: the first user message when it edits a root (it becomes the chat's first request).
     place = new_message_place(role=Message.Role.USER, is_first_user=edited.parent_id is None)
-    accepted = {"user_message": message_serialize(message=edited, place=place, render=False),
+    accepted = {"user_message": message_serialize(message=edited, place=place, render=False, images=images),
                 "title": conversation.title}
     return TurnStart(user=user, conversation=conversation, user_message=edited, target=target, through_id=None,
                      claimed_at=claimed_at, accepted=accepted)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +34,7 @@ from chatapp.chat.context import context_budget, conversation_config, first_user
 from chatapp.chat.context_pack import context_build_for
 from chatapp.chat.dbconn import db_short
 from chatapp.chat.gauge import context_gauge, too_large_gauge
+from chatapp.chat.image_services import ImageUpload, images_tokens, message_images_store
 from chatapp.chat.layout import message_place_get, new_message_place
 from chatapp.chat.message_services import (
     client_key_validate,
@@ -77,7 +78,8 @@ def target_for(*, conversation: Conversation) -> llm.LLMTarget:
 
 
 def chat_turn_start(
-    *, user: User, conversation: Conversation, content: Any, client_key: str = "", parent_id: int | None = None
+    *, user: User, conversation: Conversation, content: Any, client_key: str = "", parent_id: int | None = None,
+    images: Sequence[ImageUpload] = (),
 ) -> TurnStart:
     """Validate, claim the conversation and store the user's message; the context is packed in the
     stream (`turn_pack`), after the client has heard that the message is stored.
@@ -92,13 +94,13 @@ def chat_turn_start(
     config = conversation_config(conversation=conversation)
     target = llm.llm_target_for(config=config)
     tokens = optimizer.count_message({"role": Message.Role.USER, "content": text}, model=target.model)
+    tokens += images_tokens(images)  # `images`: image_services.images_validate's, at a seeing model's cost
     # The title a first message gives (the claim's UPDATE decides whether it is the first).
     title = conversation.title
     if not conversation.title_is_custom and conversation.live_message_count == 0:
         title = title_from_text(text=text)
     try:
-        # One transaction, two statements: each commit costs an fsync on PostgreSQL, and the first
-        # byte waits for it.
+        # One transaction (a commit costs an fsync on PostgreSQL, and the first byte waits for it).
         with transaction.atomic():
             claim = send_claim_take(conversation=conversation, client_key=client_key, chars=len(text),
                                     tokens=tokens, title=title, parent_id=parent_id)
@@ -106,6 +108,7 @@ def chat_turn_start(
                 Message, conversation=conversation, role=Message.Role.USER, content=text, token_count=tokens,
                 char_count=len(text), parent_id=claim.parent_id, client_key=client_key,
             )
+            stored = message_images_store(message=user_message, uploads=images)
     except IntegrityError:
         # msg_conv_client_key_uniq: the same send, arrived again after the first one's reply ended.
         if client_key and Message.objects.filter(conversation=conversation, client_key=client_key).exists():
@@ -114,15 +117,14 @@ def chat_turn_start(
     # The newest message of the path, the only child of its parent: no sibling query needed.
     accepted = message_serialize(
         message=user_message, place=new_message_place(role=Message.Role.USER, is_first_user=claim.first),
-        render=False, siblings=(1, 1),
+        render=False, siblings=(1, 1), images=stored,
     )
     return TurnStart(
         user=user, conversation=conversation, user_message=user_message, target=target, through_id=None,
         claimed_at=claim.claimed_at, unindexed=True,
         # `model`: what answers, as the page's model menu names it (a chat whose model was deleted
         # elsewhere is answered by the default, and the menu follows).
-        accepted={"user_message": accepted, "title": claim.title,
-                  "model": "offline" if config is None else str(config.pk)},
+        accepted={"user_message": accepted, "title": claim.title, "model": str(config.pk) if config else "offline"},
     )
 
 

@@ -14,6 +14,7 @@ from django.db.models import Q
 
 import optimizer
 from chatapp.chat.context import ContextInput, context_budget, context_load, live_history, tail_start_id
+from chatapp.chat.context_images import packed_images_attach
 from chatapp.chat.models import Conversation, Preference, UserSettings
 from chatapp.chat.prompts import PROMPT_IDS, prompt_msgs
 from chatapp.chat.recall_source import DatabaseRecallSource
@@ -181,7 +182,8 @@ def context_build(
         ctx.recall_contents = source.contents
         ctx.recall_token_counts = source.token_counts
     # What goes on the wire is the shaped request; every figure (record, gauge, note) reports its tokens.
-    ctx.request = shape_request(result.messages, model=target.model)
+    sent = packed_images_attach(result.messages, sees=target.sees_images, model=target.model)
+    ctx.request = shape_request(sent, model=target.model)
     if ctx.request.tokens != result.info.tokens_after:
         # The whole history would go out shaped the same way (the prompts merged into one system
         # message): "full" moves with "sent", so shaping alone never reads as tokens saved.

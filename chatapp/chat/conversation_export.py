@@ -14,11 +14,12 @@ deleted before its last page was read fails the download (ExportGoneError) inste
 JSON (`{"format": "longchat.conversation", "version": 1, ...}`): the conversation (title, dates, the
 model config's name and model — never its key or address — the preference its latest turn used, the
 window start, its folder's name or null) and every stored message in id order with every field
-that carries meaning: role, kind, status, content, a reasoning model's thinking (`reasoning`, null
-without any), dates, pinned, superseded, the message a reply answers, usage and cost, the error,
-and for summaries the ids they cover and their edit / discard state. Left out: `client_key` (an
-idempotency key of one client of this server) and `char_count` (the content's length). Ids are this
-server's: an import maps them (covers_*, reply_to_id, edited_from_id, window_start_id).
+that carries meaning: role, kind, status, content, a user message's images (`images`: image_export),
+a reasoning model's thinking (`reasoning`, null without any), dates, pinned, superseded, the message
+a reply answers, usage and cost, the error, and for summaries the ids they cover and their edit /
+discard state. Left out: `client_key` (an idempotency key of one client of this server) and
+`char_count` (the content's length). Ids are this server's: an import maps them (covers_*,
+reply_to_id, edited_from_id, window_start_id).
 
 Markdown: a title (and "Folder: name" below it, for a chat in one), then each message under
 `### 12 · User — 2024-03-09 14:02 UTC`, numbered as the chat numbers them (chat messages only,
@@ -43,6 +44,7 @@ from django.utils import timezone
 from markdown_it import MarkdownIt
 
 from chatapp.chat.dbconn import db_short
+from chatapp.chat.image_export import image_values, images_markdown, page_images_add
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.textsafe import fence_left_open
 from chatapp.providers.models import LLMConfig
@@ -170,11 +172,11 @@ def _conversation_head(*, conversation: Conversation) -> _Head:
 
 
 def _message_page(*, conversation_id: int, after_id: int, through_id: int, limit: int) -> list[dict[str, Any]]:
-    return list(
+    return page_images_add(list(  # and the user messages' images: image_export
         Message.objects.filter(conversation_id=conversation_id, id__gt=after_id, id__lte=through_id)
         .order_by("id")
         .values(*MESSAGE_EXPORT_FIELDS)[:limit]
-    )
+    ))
 
 
 _read_head = db_short(_conversation_head)
@@ -211,6 +213,7 @@ def message_export_values(*, row: dict[str, Any]) -> dict[str, Any]:
     """One message of our JSON export, from its MESSAGE_EXPORT_FIELDS values (also what a branch into
     a new chat hands the import's reader: fork_services)."""
     out = {key: _json_value(row[key]) for key in MESSAGE_EXPORT_FIELDS}
+    out["images"] = [image_values(image) for image in row.get("images", ())]
     if row["kind"] == Message.Kind.SUMMARY and out["skipped_pin_ids"] is None:
         # Stored as null when a summary passed over no pin; a file's null says nothing (the import
         # then guesses, as for other apps' files), so the export says "none".
@@ -338,6 +341,7 @@ def _markdown_chat(*, row: dict[str, Any], number: int | None) -> str:
     if thinking:
         parts.append(thinking.rstrip("\n"))
     parts.append(_markdown_text(row["content"]) if row["content"] else "*(no text)*")
+    parts += [images_markdown(row["images"])] if row.get("images") else []
     if row["status"] == Message.Status.ERROR and row["error"]:
         parts.append(f"*Error: {_one_line(row['error'])}*")
     return "\n\n".join(parts) + "\n\n"

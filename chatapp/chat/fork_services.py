@@ -32,6 +32,7 @@ from chatapp.chat.conversation_export import (
     message_export_json,
     message_export_values,
 )
+from chatapp.chat.image_export import page_images_add, rows_with_images
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_services import (
     ImportPayload,
@@ -107,7 +108,8 @@ def conversation_fork(*, owner: User, message_id: int) -> Conversation | ForkQue
     count = rows.count()
     if count > MAX_FORK_MESSAGES:
         return ForkQueued(job=_fork_job_create(owner=owner, source=source, rows=rows), messages=count)
-    document = {**_document_head(source=source), "messages": [message_export_values(row=row) for row in rows]}
+    messages = [message_export_values(row=row) for row in page_images_add(list(rows))]  # images: image_export
+    document = {**_document_head(source=source), "messages": messages}
     try:
         record = longchat.conversation_parse(document, index=0)
         with transaction.atomic():
@@ -150,7 +152,7 @@ def _fork_job_create(*, owner: User, source: Conversation, rows: QuerySet[Messag
         # The head with its closing brace replaced by the opening of the messages array, as the export writes it.
         payload.write((json.dumps(head, ensure_ascii=False)[:-1] + ', "messages": [').encode())
         separator = "\n"
-        for row in rows.iterator(chunk_size=_CHUNK_ROWS):
+        for row in rows_with_images(rows.iterator(chunk_size=_CHUNK_ROWS), size=_CHUNK_ROWS):
             payload.write((separator + message_export_json(row=row)).encode())
             separator = ",\n"
         payload.write(b"\n]}")

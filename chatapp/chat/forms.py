@@ -172,6 +172,15 @@ class LLMConfigForm(forms.Form):
         min_value=0, max_value=2, initial=0.7, widget=forms.NumberInput(attrs={"step": "0.1"})
     )
     is_default = forms.BooleanField(label="Use for new chats (default)", required=False)
+    # LLMConfig.accepts_images: "" (null) follows the model registry.
+    accepts_images = forms.TypedChoiceField(
+        label="Accepts images",
+        choices=[("", "As the model registry says"), ("yes", "Yes: send it images"), ("no", "No: send a placeholder")],
+        coerce=lambda value: value == "yes",
+        empty_value=None,
+        required=False,
+        help_text="A model that does not see images is sent “[image: WxH]” in each one's place.",
+    )
 
     def __init__(self, *args, instance: LLMConfig | None = None, **kwargs) -> None:
         self.instance = instance
@@ -189,6 +198,7 @@ class LLMConfigForm(forms.Form):
                 "max_output_tokens": instance.max_output_tokens,
                 "temperature": instance.temperature,
                 "is_default": instance.is_default,
+                "accepts_images": {True: "yes", False: "no"}.get(instance.accepts_images, ""),  # type: ignore[arg-type]
             }
         super().__init__(*args, **kwargs)
         self.prefix = f"cfg{instance.pk}" if instance is not None else "new"

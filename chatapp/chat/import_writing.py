@@ -26,6 +26,8 @@ import optimizer
 from chatapp.chat.branch_services import conversation_path_thread
 from chatapp.chat.context import is_offline_reply, message_is_live
 from chatapp.chat.folder_services import folder_for_import
+from chatapp.chat.image_export import images_parse, imported_images_store
+from chatapp.chat.image_services import ImageUpload, images_tokens
 from chatapp.chat.imports import ConversationError, ConversationRecord, MessageRecord
 from chatapp.chat.imports.records import link_column, where
 from chatapp.chat.message_services import title_from_text
@@ -90,7 +92,7 @@ def conversation_import(*, owner: User, record: ConversationRecord, index: int, 
     token_model = models.token_model(config=config)
     now = timezone.now()
     started = record.created_at or next((m.created_at for m in record.messages if m.created_at), None) or now
-    rows, dates = _message_rows(record=record, label=label, token_model=token_model, started=started)
+    rows, dates, images = _message_rows(record=record, label=label, token_model=token_model, started=started)
     live = [r for r in rows if message_is_live(kind=r.kind, status=r.status, superseded=r.superseded)]
     demo = [r for r in live if is_offline_reply(role=r.role, model=r.model)]
     title, custom = _title(record=record)
@@ -114,6 +116,7 @@ def conversation_import(*, owner: User, record: ConversationRecord, index: int, 
     for row in rows:
         row.conversation = conversation
     Message.objects.bulk_create(rows, batch_size=_BATCH_ROWS)
+    imported_images_store(rows=rows, images=images)
     ids = {m.ref: row.pk for m, row in zip(record.messages, rows, strict=True) if m.ref}
     _dates_and_links_write(rows=rows, records=record.messages, dates=dates, ids=ids)
     _summary_pins_list(rows=rows, records=record.messages, ids=ids)
@@ -176,12 +179,13 @@ def _summary_pins_list(*, rows: list[Message], records: list[MessageRecord], ids
 
 def _message_rows(
     *, record: ConversationRecord, label: str, token_model: str, started: datetime
-) -> tuple[list[Message], list[tuple[datetime, datetime]]]:
-    """Unsaved rows and their (created_at, updated_at); a message with no date takes the one before."""
+) -> tuple[list[Message], list[tuple[datetime, datetime]], list[list[ImageUpload]]]:
+    """Unsaved rows, their (created_at, updated_at) and images; a message with no date takes the one before."""
     limit = max(settings.MAX_MESSAGE_CHARS, settings.MAX_REPLY_CHARS)
     cut_mark = reply_cut_note()
     rows: list[Message] = []
     dates: list[tuple[datetime, datetime]] = []
+    images: list[list[ImageUpload]] = []
     previous = started
     for number, message in enumerate(record.messages, 1):
         content = text_storable(message.content)
@@ -194,8 +198,10 @@ def _message_rows(
         created = message.created_at or previous
         previous = created
         dates.append((created, message.updated_at or created))
+        images.append(images_parse(message.extra.get("images"), what=f"{label}: message {number}"))
         rows.append(_row(message=message, content=content, token_model=token_model))
-    return rows, dates
+        rows[-1].token_count += images_tokens(images[-1])  # as a send counts them
+    return rows, dates, images
 
 
 def _row(*, message: MessageRecord, content: str, token_model: str) -> Message:

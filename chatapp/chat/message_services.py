@@ -4,6 +4,7 @@ shapes around them (validation, the title a first message gives its chat, the st
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +18,8 @@ from django.utils import timezone
 import optimizer
 from chatapp.chat.branch_selectors import SiblingPlace, message_sibling_places, path_tail_id
 from chatapp.chat.context import conversation_config, is_offline_reply, message_is_live
+from chatapp.chat.image_models import MessageImage
+from chatapp.chat.image_services import message_images_shape
 from chatapp.chat.layout import Place
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.rendering import markdown_render
@@ -64,6 +67,7 @@ def message_append(
     content: str,
     kind: str = Message.Kind.CHAT,
     token_model: str | None = None,
+    extra_tokens: int = 0,
     **fields: Any,
 ) -> Message:
     """Store a message with its token and character counts and keep the live totals in step.
@@ -71,12 +75,13 @@ def message_append(
     `token_model` is the model to count for (the caller usually has the target already); by default
     the conversation's config model, else the offline model. A chat message follows the tail of the
     active path unless `parent_id` says otherwise (an edit: the edited message's parent).
+    `extra_tokens`: what the message carries besides its text (an edit's images: image_services).
     """
     if kind == Message.Kind.CHAT and "parent_id" not in fields:
         fields["parent_id"] = path_tail_id(conversation_id=conversation.pk)
     if token_model is None:
         token_model = llm.llm_target_for(config=conversation_config(conversation=conversation)).model
-    tokens = optimizer.count_message({"role": role, "content": content}, model=token_model)
+    tokens = optimizer.count_message({"role": role, "content": content}, model=token_model) + extra_tokens
     with transaction.atomic(savepoint=False):  # nested in a turn: no savepoint round trips
         message = Message.objects.create(
             conversation=conversation,
@@ -253,13 +258,15 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def message_serialize(
-    *, message: Message, place: Place | None, render: bool = True, siblings: SiblingPlace | None = None
+    *, message: Message, place: Place | None, render: bool = True, siblings: SiblingPlace | None = None,
+    images: Sequence[MessageImage] | None = None,
 ) -> dict[str, Any]:
     """The one shape of a message: the REST API's (api.serializers.MessageOutputSerializer, which
     documents it) and the stream's `start`, `done` and `error` events. `place` as message_place_get
     gives it; `html` is the sanitized rendering the timeline shows, or None with `render=False` (the
     user's message in the start event: rendering a long paste would delay the reply's first byte).
-    `siblings` (message_sibling_places) is read here, one query, when the caller has not read a page's."""
+    `siblings` (message_sibling_places) is read here, one query, when the caller has not read a page's;
+    so are a user message's `images` (image_services.message_images_shape)."""
     if siblings is None:
         siblings = message_sibling_places(messages=[message]).get(message.pk, (1, 1))
     return {
@@ -268,6 +275,7 @@ def message_serialize(
         "role": message.role,
         "kind": message.kind,
         "content": message.content,
+        "images": message_images_shape(message=message, images=images),
         "reasoning": message.reasoning or "",
         "finish_reason": message.finish_reason,
         "html": markdown_render(message.content) if render else None,

@@ -385,9 +385,11 @@ class SummaryJob(LeasedJob):
 
 
 # Tables in modules of their own (this one is at its size bound): imports' jobs and fingerprints, the
-# full-text index and recall statistics, share links, saved prompts, API tokens and folders.
+# full-text index and recall statistics, share links, saved prompts, API tokens, folders, images and
+# account deletions.
 from chatapp.chat.account_models import AccountDeletion  # noqa: E402, F401
 from chatapp.chat.folder_models import Folder  # noqa: E402, F401
+from chatapp.chat.image_models import MessageImage  # noqa: E402, F401
 from chatapp.chat.import_models import ImportedConversation, ImportJob  # noqa: E402, F401
 from chatapp.chat.prompt_models import SavedPrompt  # noqa: E402, F401
 from chatapp.chat.search_models import MessageSearch, RecallCorpus, RecallTerm  # noqa: E402, F401

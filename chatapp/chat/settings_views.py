@@ -253,6 +253,7 @@ def _config_fields(form: LLMConfigForm) -> dict:
         "context_window": data.get("context_window"),
         "max_output_tokens": data["max_output_tokens"],
         "temperature": data["temperature"],
+        "accepts_images": data.get("accepts_images"),
     }
 
 

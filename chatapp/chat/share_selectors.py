@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import User
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.shortcuts import get_object_or_404
 
-from .models import ConversationShare, Message
+from .models import ConversationShare, Message, MessageImage
 from .reply_stream import INTERRUPTED_WORDS
 from .token_models import key_digest
 
@@ -103,6 +103,25 @@ def share_messages(*, share: ConversationShare, after_id: int | None = None, lim
     the owner switched to later nor what was edited away before sharing.
     """
     limit = max(1, min(int(limit), SHARE_PAGE))
+    rows = _shown(share=share)
+    if after_id is not None:
+        rows = rows.filter(id__gt=after_id)
+    # Whether each has images, in the same query: a page without any reads none (share_views).
+    has_images = Exists(MessageImage.objects.filter(message_id=OuterRef("pk")))
+    page: list[Message] = list(rows.annotate(has_images=has_images).order_by("id")[: limit + 1])
+    if len(page) > limit:
+        page = page[:limit]
+        return SharePage(messages=page, next_after=page[-1].pk)
+    return SharePage(messages=page, next_after=None)
+
+
+def share_image_get(*, share: ConversationShare, pk: int) -> MessageImage:
+    """The image `pk` of a message the share shows (its snapshot, less what it hides), or Http404."""
+    return get_object_or_404(MessageImage, pk=pk, message_id__in=_shown(share=share).values("id"))
+
+
+def _shown(*, share: ConversationShare) -> QuerySet[Message]:
+    """The messages the share shows (see share_messages), unordered."""
     rows = Message.objects.filter(
         conversation_id=share.conversation_id,
         id__lte=share.through_message_id,
@@ -118,13 +137,7 @@ def share_messages(*, share: ConversationShare, after_id: int | None = None, lim
         rows = rows.filter(superseded=False)
     if share.hidden_ids:
         rows = rows.exclude(id__in=share.hidden_ids)
-    if after_id is not None:
-        rows = rows.filter(id__gt=after_id)
-    page = list(rows.order_by("id")[: limit + 1])
-    if len(page) > limit:
-        page = page[:limit]
-        return SharePage(messages=page, next_after=page[-1].pk)
-    return SharePage(messages=page, next_after=None)
+    return rows
 
 
 def _ancestors(*, message_id: int) -> RawSQL:

@@ -15,16 +15,19 @@ from typing import cast
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
+from django.db.models import prefetch_related_objects
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from chatapp.chat.models import Message
+from chatapp.chat.api.image_views import image_response
+from chatapp.chat.image_services import images_prefetch
+from chatapp.chat.models import Message, MessageImage
 from chatapp.chat.query_params import query_id
 from chatapp.chat.rendering import markdown_render
-from chatapp.chat.share_selectors import share_get, share_get_public, share_messages
+from chatapp.chat.share_selectors import share_get, share_get_public, share_image_get, share_messages
 from chatapp.chat.share_services import conversation_share_revoke
 from chatapp.chat.views import page_csp
 
@@ -43,6 +46,7 @@ class SharedMessage:
     html: str
     stopped: bool
     cut: bool  # ended by the model's output limit (finish_reason "length"): it stops mid-sentence
+    images: list[MessageImage]  # a user message's, read through the link (share_image)
 
 
 def _public(response: HttpResponse) -> HttpResponse:
@@ -60,6 +64,7 @@ def _shared(message: Message) -> SharedMessage:
         html="" if is_user else markdown_render(message.content),
         stopped=message.status == Message.Status.STOPPED,
         cut=message.cut_at_output_limit,
+        images=list(message.images.all()) if is_user and getattr(message, "has_images", False) else [],
     )
 
 
@@ -75,6 +80,7 @@ def share_page(request: HttpRequest, token: str) -> HttpResponse:
     after = request.GET.get("after", "")
     after_id = query_id(after)
     page = share_messages(share=share, after_id=after_id)
+    prefetch_related_objects([m for m in page.messages if getattr(m, "has_images", False)], images_prefetch())
     context = {
         "share": share,
         # The page's own links (continue, from the start) carry the token it was opened by: only its
@@ -85,6 +91,19 @@ def share_page(request: HttpRequest, token: str) -> HttpResponse:
         "continued": after_id is not None,
     }
     return _public(render(request, "chat/share.html", context))
+
+
+@never_cache
+@require_GET
+def share_image(request: HttpRequest, token: str, pk: int) -> HttpResponse:
+    """An image of a message the link shows, read through its token: 404 once the link is revoked (no
+    copy is kept: `no-store`), for an unknown token, and for an image the link does not show."""
+    try:
+        share = share_get_public(token=token)
+        image = share_image_get(share=share, pk=pk)
+    except Http404:
+        return _public(HttpResponse("Not found.", status=404, content_type="text/plain; charset=utf-8"))
+    return _public(image_response(image, cache_control="no-store"))
 
 
 @login_required

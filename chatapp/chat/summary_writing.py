@@ -15,6 +15,7 @@ from django.utils import timezone
 
 import optimizer
 from chatapp.chat.context import first_user_message_id, live_chat_q, offline_reply_q
+from chatapp.chat.context_images import messages_with_placeholders
 from chatapp.chat.layout import static_layer_q
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.selectors import message_numbers
@@ -88,7 +89,9 @@ def span_plan(*, job: SummaryJob, conversation: Conversation) -> SpanPlan | None
         return None
     rows, previous, upper, candidates = found
     return SpanPlan(
-        rows=list(rows.order_by("id").only("id", "role", "content", "token_count", "char_count")),
+        # Text only, each image a placeholder: the summarizer is not sent images.
+        rows=messages_with_placeholders(list(rows.order_by("id").only("id", "role", "content", "token_count",
+                                                                       "char_count"))),
         previous=previous,
         upper_exclusive=upper,
         # A system message is sent whether pinned or not: never listed (as by migration 0013 and imports).

@@ -29,6 +29,7 @@ urlpatterns = [
     path("assets/code.css", views.code_css, name="code-css"),
     # A read-only share link: public, no login (share_views).
     path("s/<slug:token>/", share_pages.share_page, name="share-page"),
+    path("s/<slug:token>/images/<int:pk>/", share_pages.share_image, name="share-image"),
     path("accounts/signup/", account_pages.signup, name="signup"),
     path(
         "accounts/login/",

@@ -17,6 +17,7 @@ from django.contrib import admin
 from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.db.models import prefetch_related_objects
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -28,6 +29,7 @@ from chatapp.chat import selectors, services
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.context import first_user_message_id
 from chatapp.chat.forms import LoginForm, ThrottledPasswordChangeForm
+from chatapp.chat.image_services import images_prefetch
 from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.query_params import query_id
@@ -179,6 +181,7 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
     first_user_id = first_user_message_id(conversation=conversation)
     kept_ids = summary_kept_pins(conversation=conversation)
     siblings = message_sibling_places(messages=items)
+    prefetch_related_objects(items, images_prefetch())  # the user messages' images, one query
     views = []
     for m in items:
         # User text is shown as typed (escaped by the template); model and summary text is markdown.
@@ -218,6 +221,8 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
         "offline": config is None,
         "model_label": OFFLINE_LABEL if config is None else config.name,
         "max_message_chars": settings.MAX_MESSAGE_CHARS,
+        "max_image_bytes": settings.MAX_IMAGE_BYTES,
+        "max_images": settings.MAX_IMAGES_PER_MESSAGE,
         "message_views": [],
         "has_earlier": False,
     }

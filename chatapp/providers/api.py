@@ -32,6 +32,12 @@ from chatapp.providers.services import (
 
 class LLMConfigOutputSerializer(serializers.ModelSerializer):
     has_api_key = serializers.BooleanField(read_only=True)
+    accepts_images = serializers.BooleanField(
+        allow_null=True, read_only=True, help_text="As set; null: as the model registry says (see sees_images)."
+    )
+    sees_images = serializers.BooleanField(
+        read_only=True, help_text="Whether the model is sent images: accepts_images, else the registry's word."
+    )
 
     class Meta:
         model = LLMConfig
@@ -48,6 +54,8 @@ class LLMConfigOutputSerializer(serializers.ModelSerializer):
             "max_output_tokens",
             "temperature",
             "is_default",
+            "accepts_images",
+            "sees_images",
             "created_at",
             "updated_at",
         ]
@@ -74,6 +82,11 @@ class LLMConfigInputSerializer(serializers.Serializer):
     max_output_tokens = serializers.IntegerField(min_value=1, required=False)
     temperature = serializers.FloatField(min_value=0, max_value=2, required=False)
     is_default = serializers.BooleanField(required=False)
+    accepts_images = serializers.BooleanField(
+        required=False, allow_null=True,
+        help_text="Send the model a message's images (else a \"[image: WxH]\" placeholder each). Null: as the model "
+        "registry says (supports_vision), off for a model it does not know.",
+    )
 
 
 class LLMConfigListApi(APIView):

@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+import optimizer
+
 from .ollama import ollama_window_note
 
 
@@ -30,6 +32,9 @@ class LLMConfig(models.Model):
     max_output_tokens = models.PositiveIntegerField(default=2000)
     temperature = models.FloatField(default=0.7)
     is_default = models.BooleanField(default=False)
+    # Whether the model is sent a message's images (else a "[image: WxH]" placeholder). Null: as the
+    # model registry says (litellm's supports_vision), off for a model it does not know.
+    accepts_images = models.BooleanField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -59,6 +64,14 @@ class LLMConfig(models.Model):
     def window_note(self) -> str:
         """Where its endpoint's window comes from when it is not the model's (an Ollama server's)."""
         return ollama_window_note(self.base_url)
+
+    @property
+    def sees_images(self) -> bool:
+        """The user's word on images, else the registry's (for the model at this endpoint), else no."""
+        if self.accepts_images is not None:
+            return self.accepts_images
+        info = optimizer.model_info(self.model, provider=optimizer.provider_for_base_url(self.base_url))
+        return bool(info and info.supports_vision)
 
     @property
     def has_api_key(self) -> bool:

@@ -233,6 +233,7 @@ def llm_config_create(
     max_output_tokens: int = 2000,
     temperature: float = 0.7,
     is_default: bool = False,
+    accepts_images: bool | None = None,
 ) -> LLMConfig:
     """Add a config. No window given: the registry's for a known model, else 8192 (4096 at an Ollama
     server). A user's first config becomes the default."""
@@ -255,7 +256,8 @@ def llm_config_create(
             chats_moved(owner_id=owner.pk, config_ids=(), followers=True, before=default_model(owner_id=owner.pk),
                          after=cleaned["model"])
             LLMConfig.objects.filter(owner=owner, is_default=True).update(is_default=False)
-        config = LLMConfig(owner=owner, context_window_source=source, is_default=make_default, **cleaned)
+        config = LLMConfig(owner=owner, context_window_source=source, is_default=make_default,
+                           accepts_images=accepts_images, **cleaned)
         _api_key_store(config, key)
         _save_config(config)
     return config
@@ -263,7 +265,7 @@ def llm_config_create(
 
 _UPDATABLE = frozenset(
     {"name", "base_url", "model", "api_key", "clear_api_key", "context_window", "max_output_tokens", "temperature",
-     "is_default"}
+     "is_default", "accepts_images"}
 )
 
 
@@ -330,6 +332,8 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
             setattr(config, attr, value)
         config.context_window_source = source
         written = [*cleaned, "context_window_source", "updated_at"]
+        if "accepts_images" in fields:  # None: back to the registry's word
+            config.accepts_images, written = fields["accepts_images"], [*written, "accepts_images"]
         if fields.get("clear_api_key") or drop_key or new_key:
             _api_key_store(config, new_key)  # a new key given with clear_api_key is the key wanted
             written += ["api_key_encrypted", "api_key_last4"]

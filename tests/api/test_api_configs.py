@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 # server, not even encrypted), with has_api_key in the ciphertext's place. Read from the model rather
 # than listed, so that a column added later fails here until it is either sent or kept back on purpose.
 COLUMNS = {field.name for field in LLMConfig._meta.concrete_fields}
-OUTPUT_FIELDS = (COLUMNS - {"owner", "api_key_encrypted"}) | {"has_api_key"}
+OUTPUT_FIELDS = (COLUMNS - {"owner", "api_key_encrypted"}) | {"has_api_key", "sees_images"}
 
 
 def _create(api, **overrides):

@@ -38,6 +38,7 @@ MESSAGE_KEYS = {
     "skipped_pin_ids",  # a summary's pins passed over
     "reasoning",  # a reasoning model's thinking
     "finish_reason",  # why the model ended a reply ("length": cut at its output limit)
+    "images",  # a user message's images (image_export): tests/api/test_api_image_exports.py
 }
 T0 = datetime(2024, 3, 9, 14, 2, 33, 123456, tzinfo=UTC)
 FENCE_OPEN = "Here is code:\n```python\nprint('never closed')"
@@ -104,7 +105,8 @@ def test_json_round_trips_every_message_field_in_order(api, chat, plain_key):
     assert [m["id"] for m in doc["messages"]] == [m.pk for m in messages]
     for out, stored in zip(doc["messages"], messages, strict=True):
         assert set(out) == MESSAGE_KEYS
-        for key in MESSAGE_KEYS - {"created_at", "updated_at", "cost_usd", "skipped_pin_ids"}:
+        assert out["images"] == []
+        for key in MESSAGE_KEYS - {"created_at", "updated_at", "cost_usd", "skipped_pin_ids", "images"}:
             assert out[key] == getattr(stored, key), key
         # A summary that passed over no pin stores null: the file says "none" ([]), which a null would not.
         summary_none = [] if stored.kind == "summary" else None

@@ -20,6 +20,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from chatapp.chat.folder_models import Folder
 from chatapp.chat.folder_services import folder_create
+from chatapp.chat.image_models import MessageImage
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.prompt_models import SavedPrompt
@@ -63,6 +64,7 @@ class World:
     summary_job: int
     import_job: int
     folder: int
+    image: int
     # eve's own chat, for the addresses naming a chat and an object in it: ada's object under eve's chat.
     eves_conversation: Conversation
 
@@ -104,6 +106,8 @@ def _world(ada, eve) -> World:
         summary_job=SummaryJob.objects.create(conversation=conversation, status=SummaryJob.Status.FAILED).pk,
         import_job=ImportJob.objects.create(owner=ada, filename="ada.json").pk,
         folder=folder_create(owner=ada, name="Ada's folder").pk,
+        image=MessageImage.objects.create(message=question, mime="image/gif", width=1, height=1, byte_count=16,
+                                          data=b"GIF89a\x01\x00\x01\x00\x00\x00\x00;").pk,
         eves_conversation=Conversation.objects.create(owner=eve, title="Eve's chat", offline=True),
     )
 
@@ -126,6 +130,7 @@ ADDRESSES: dict[str, str] = {
     **dict.fromkeys(["api-message-stop", "api-message-regenerate", "api-message-retry"], "reply"),
     **dict.fromkeys(["api-import"], "import_job"),
     **dict.fromkeys(["api-folder"], "folder"),
+    **dict.fromkeys(["api-image"], "image"),
 }
 # Addresses naming an object inside the chat `pk`: (its argument, the World field). They are swept in eve's
 # own chat too ("+eve's chat"): the object must be looked up in the chat named, not by its id alone.

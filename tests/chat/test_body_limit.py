@@ -15,7 +15,11 @@ from django.conf import settings
 
 from chatapp.chat.admission import SyncStackASGIHandler
 from chatapp.chat.body_limit import MULTIPART_SLACK, BodyGuard, BodyTooLarge
+from chatapp.chat.image_models import MessageImage
+from chatapp.chat.models import Conversation
 from tests.support.accounts import api_key_for
+from tests.support.chat import make_config
+from tests.support.images import b64, png_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -206,3 +210,32 @@ def test_a_real_server_refuses_and_stays_up(limits, asgi_server):
                         headers="Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n")
     assert chunked.startswith(b"HTTP/1.1 413 ")
     assert httpx.get(f"{asgi_server.url}/api/schema/", timeout=10).status_code == 200
+
+
+def test_a_send_with_images_takes_the_send_limit_from_a_signed_in_sender_only(limits, user):
+    limits.SEND_MAX_BODY_BYTES = 256 * 1024
+    token = ((b"authorization", f"Token {api_key_for(user)}".encode()),)
+    path = "/api/conversations/987654/messages/"
+    # Over the ordinary limit, under a send's: read whole, then the view answers (no such chat).
+    within = _post(path, total=200 * 1024, announce=True, extra=token)
+    assert within["taken_at_answer"] == 200 * 1024 and within["status"] in (400, 404)
+    past = _post(path, total=2 * 1024 * 1024, announce=True, extra=token)
+    assert past["status"] == 413 and past["taken_at_answer"] == 0
+    # Not signed in: the ordinary limit, unread.
+    anyone = _post(path, total=200 * 1024, announce=True)
+    assert anyone["status"] == 413 and anyone["taken_at_answer"] == 0
+    assert json.loads(anyone["body"])["limit"] == 64 * 1024
+
+
+def test_a_real_server_takes_a_send_whose_images_pass_the_ordinary_limit(limits, asgi_server, user, fake_openai):
+    limits.SEND_MAX_BODY_BYTES = 1024 * 1024
+    conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, fake_openai.base_url))
+    image = png_bytes(8, 8) + b"\0" * 200_000  # a PNG by its header, past the ordinary 64 KiB in base64
+    response = httpx.post(
+        f"{asgi_server.url}/api/conversations/{conversation.pk}/messages/",
+        json={"content": "What is this?", "images": [{"data": b64(image)}]},
+        headers={"Authorization": f"Token {api_key_for(user)}"}, timeout=30,
+    )
+    assert response.status_code == 200, response.text[:300]
+    assert "event: done" in response.text
+    assert MessageImage.objects.get().byte_count == len(image)

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 
 from chatapp.chat import fork_services
 from chatapp.chat.fork_services import ForkQueued, conversation_fork
+from chatapp.chat.image_models import MessageImage
 from chatapp.chat.import_models import ImportedConversation, ImportJob
 from chatapp.chat.import_services import MAX_UNFINISHED_IMPORTS, import_job_run
 from chatapp.chat.message_services import message_append
@@ -17,6 +18,7 @@ from chatapp.providers.models import LLMConfig
 from tests.chat.test_fork import _path_rows, chat
 from tests.support.branches import active_path, assert_path_consistent
 from tests.support.chat import make_config
+from tests.support.images import png_bytes
 
 pytestmark = pytest.mark.django_db
 # The in-request fork's tests' chat (an offline chat of three exchanges, one question edited), by that name.
@@ -177,3 +179,16 @@ def test_the_backlog_and_the_size_limit_refuse_a_branch_job_and_store_nothing(
         conversation_fork(owner=user, message_id=point)
     assert throttled.value.code == "throttled"
     assert ImportJob.objects.count() == MAX_UNFINISHED_IMPORTS and not published
+
+
+def test_a_branch_job_keeps_the_images(user, chat, monkeypatch, published, django_capture_on_commit_callbacks):
+    q1, _, _, a2, _, _ = active_path(chat)
+    MessageImage.objects.create(message_id=q1, mime="image/png", width=3, height=2, byte_count=len(png_bytes(3, 2)),
+                                name="a.png", data=png_bytes(3, 2))
+    monkeypatch.setattr(fork_services, "MAX_FORK_MESSAGES", 0)
+    job = _queued(user, a2, django_capture_on_commit_callbacks).job
+    assert import_job_run(job_id=job.pk).status == "done"
+    job.refresh_from_db()
+    (pk,) = job.conversation_ids
+    [copied] = MessageImage.objects.filter(message__conversation_id=pk)
+    assert (copied.name, copied.width, copied.height, bytes(copied.data)) == ("a.png", 3, 2, png_bytes(3, 2))

@@ -49,7 +49,7 @@ def test_a_file_chosen_with_the_paperclip_is_sent_named_and_fenced(asgi_server, 
     path.write_text(SOURCE, encoding="utf-8")
     composer = browser.find_element(By.ID, "composer-input")
     composer.send_keys("Why does this fail?")
-    assert browser.find_element(By.ID, "attach-btn").get_attribute("aria-label") == "Attach text files"
+    assert browser.find_element(By.ID, "attach-btn").get_attribute("aria-label") == "Attach images or text files"
 
     browser.find_element(By.ID, "attach-input").send_keys(str(path))
 

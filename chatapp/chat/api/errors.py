@@ -28,7 +28,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     """DRF EXCEPTION_HANDLER (settings.REST_FRAMEWORK)."""
     if isinstance(exc, RequestDataTooBig):
         # Django's own answer is a bare HTML 400: a client of the API gets JSON, and the right status.
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        limit = getattr(exc, "limit", settings.DATA_UPLOAD_MAX_MEMORY_SIZE)  # a send's own (SendJSONParser)
         return Response({"detail": body_too_large_words(limit), "limit": limit},
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):

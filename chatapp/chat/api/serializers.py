@@ -64,6 +64,16 @@ class ConversationDetailOutputSerializer(ConversationOutputSerializer):
         return title_pending(conversation=conversation)
 
 
+class MessageImageOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    url = serializers.CharField(help_text="Where its bytes are read: the owner's /api/images/<id>/, or a share's.")
+    mime = serializers.CharField(help_text="image/png, image/jpeg, image/webp or image/gif, read from the bytes.")
+    width = serializers.IntegerField()
+    height = serializers.IntegerField()
+    bytes = serializers.IntegerField()
+    name = serializers.CharField(allow_blank=True, help_text="The file's name when attached (\"\" when pasted).")
+
+
 class MessageOutputSerializer(serializers.ModelSerializer):
     # Sanitized HTML, so API clients (and the page when it loads older history) show exactly what the
     # server-rendered timeline shows, and never have to sanitize model output themselves.
@@ -86,6 +96,10 @@ class MessageOutputSerializer(serializers.ModelSerializer):
         "to a model.",
     )
 
+    images = MessageImageOutputSerializer(
+        many=True, help_text="A user message's images (sent along with it); [] for every other message."
+    )
+
     finish_reason = serializers.CharField(
         allow_null=True,
         help_text="Why the model ended a complete reply, as it said: \"stop\", or \"length\" when it reached its "
@@ -100,6 +114,7 @@ class MessageOutputSerializer(serializers.ModelSerializer):
             "role",
             "kind",
             "content",
+            "images",
             "reasoning",
             "finish_reason",
             "html",

@@ -29,16 +29,19 @@ from rest_framework.response import Response
 from chatapp.chat.admission import turn_start_view
 from chatapp.chat.api.errors import validation_error_body
 from chatapp.chat.api.inputs import validated
+from chatapp.chat.api.parsers import SEND_PARSERS
 from chatapp.chat.api.serializers import MessageOutputSerializer
 from chatapp.chat.api.views import MessageListApi
 from chatapp.chat.branch_services import branch_switch
 from chatapp.chat.chat_retry import chat_edit_start, chat_regenerate_start, chat_retry_start
 from chatapp.chat.chat_turn import chat_turn_start, chat_turn_stream
+from chatapp.chat.image_services import images_validate
 from chatapp.chat.jsontext import event_json
-from chatapp.chat.message_services import MessageTooLarge, message_content_validate, message_stop
+from chatapp.chat.message_services import message_content_validate, message_stop
 from chatapp.chat.models import Message
 from chatapp.chat.rate_limit import RateLimited, send_rate_check
 from chatapp.chat.selectors import conversation_get_for_send
+from chatapp.chat.size_limits import TooLarge
 from chatapp.chat.stream_markup import StreamMarkup
 from chatapp.chat.turn_claim import RepeatedSend
 from chatapp.chat.turn_types import TurnStart
@@ -55,7 +58,7 @@ _SSE_RESPONSES = {
     404: OpenApiResponse(description="No such object of yours."),
     409: OpenApiResponse(description="Another regenerate / retry of the same exchange got there first, a reply "
                          "is still being written there, or (`repeated: true`) this client_key was stored already."),
-    413: OpenApiResponse(description="Message longer than the configured limit (stated in the answer)."),
+    413: OpenApiResponse(description="Message (or an image) larger than the configured limit (stated in the answer)."),
     429: OpenApiResponse(description="Too many requests; `Retry-After` says when to try again."),
 }
 
@@ -156,7 +159,7 @@ def _error(message: str, code: int, **extra: Any) -> Response:
 
 
 def _validation_response(exc: DjangoValidationError) -> Response:
-    if isinstance(exc, MessageTooLarge):
+    if isinstance(exc, TooLarge):  # the text's characters, an image's bytes
         return _error(str(exc.messages[0]), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, limit=exc.limit)
     conflict = not hasattr(exc, "error_dict") and getattr(exc, "code", None) == "conflict"
     code = status.HTTP_409_CONFLICT if conflict else status.HTTP_400_BAD_REQUEST
@@ -191,9 +194,13 @@ def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse
         return error
     content = data.get("content")
     parent = validated(SendParentInput, {"parent": data.get("parent")})["parent"]
+    try:
+        images = images_validate(images=data.get("images"))  # before the rate limit, as the text
+    except DjangoValidationError as exc:
+        return _validation_response(exc)
     return _start(request, lambda: chat_turn_start(
         user=request.user, conversation=conversation, content=content, client_key=_client_key(request, data),
-        parent_id=parent,
+        parent_id=parent, images=images,
     ))
 
 
@@ -217,6 +224,15 @@ def _content_input(name: str, *, what: str, send: bool = False) -> serializers.S
     }
     if send:
         fields["parent"] = serializers.IntegerField(required=False, allow_null=True, help_text=_PARENT_HELP)
+        fields["images"] = serializers.ListField(
+            child=inline_serializer("MessageImageInput", {
+                "data": serializers.CharField(help_text="The file, base64 (a data: URL is taken too)."),
+                "name": serializers.CharField(required=False, help_text="The file's name, for exports."),
+            }),
+            required=False,
+            help_text="Images for a model that sees them: PNG, JPEG, WebP or GIF, their type read from their "
+            "bytes; at most MAX_IMAGES_PER_MESSAGE, each at most MAX_IMAGE_BYTES (413 past it).",
+        )
     return inline_serializer(name, fields)
 
 
@@ -224,6 +240,7 @@ class ConversationMessagesApi(MessageListApi):
     """`conversations/<pk>/messages/`: GET is the timeline page (MessageListApi), POST sends."""
 
     content_negotiation_class = EventStreamNegotiation
+    parser_classes = SEND_PARSERS  # a send's images pass the ordinary body limit (parsers.SendJSONParser)
     turn_start = True  # POST: admission_middleware
 
     @extend_schema(

@@ -9,7 +9,16 @@ from rest_framework.exceptions import Throttled
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
-from chatapp.chat.api import account_views, export_views, folder_views, search_views, stream_views, summary_views, views
+from chatapp.chat.api import (
+    account_views,
+    export_views,
+    folder_views,
+    image_views,
+    search_views,
+    stream_views,
+    summary_views,
+    views,
+)
 from chatapp.chat.api import import_views as import_api
 from chatapp.chat.api import prompt_views as prompt_api
 from chatapp.chat.api import share_views as share_api
@@ -103,6 +112,7 @@ urlpatterns = [
     path("messages/<int:pk>/retry/", stream_views.message_retry_api, name="api-message-retry"),
     path("messages/<int:pk>/edit/", stream_views.message_edit_api, name="api-message-edit"),
     path("messages/<int:pk>/branch/", stream_views.message_branch_api, name="api-message-branch"),
+    path("images/<int:pk>/", image_views.image_api, name="api-image"),
     path("settings/", views.UserSettingsApi.as_view(), name="api-settings"),
     path("account/", account_views.AccountApi.as_view(), name="api-account"),
     path("search/", search_views.SearchApi.as_view(), name="api-search"),

@@ -8,6 +8,7 @@ exception handler in api/errors.py answers it as a 400 with field errors.
 from __future__ import annotations
 
 from django.contrib.auth.models import User
+from django.db.models import prefetch_related_objects
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -31,6 +32,7 @@ from chatapp.chat.folder_selectors import folder_get
 from chatapp.chat.folder_services import conversation_folder_set
 from chatapp.chat.fork_services import ForkQueued, conversation_fork
 from chatapp.chat.gauge import context_gauge
+from chatapp.chat.image_services import images_prefetch
 from chatapp.chat.import_selectors import import_job_get
 from chatapp.chat.import_services import ImportBacklogFull
 from chatapp.chat.message_services import message_pin_set
@@ -229,6 +231,7 @@ class MessageListApi(APIView):
             fetch=lambda before_id, limit: message_list(conversation=conversation, before_id=before_id, limit=limit),
             request=request,
         )
+        prefetch_related_objects(page, images_prefetch())  # a page's images in one query
         context = {"conversation": conversation, "siblings": message_sibling_places(messages=page)}
         data = MessageOutputSerializer(page, many=True, context=context).data
         return paginator.get_paginated_response(data)

@@ -164,6 +164,8 @@ def _message(row: Any, *, number: int) -> MessageRecord:
         "finish_reason": text_of(row.get("finish_reason"), what=f"{what}'s finish_reason", allow_null=True)[:32]
         if role == "assistant" else "",
         "cost_usd": cost_of(row.get("cost_usd"), what=f"{what}'s cost_usd"),
+        # A user message's images, as exported (checked when stored: import_writing); others have none.
+        "images": row.get("images") if role == "user" else None,
     }
     for name in _COUNTS:
         extra[name] = count_of(row.get(name), what=f"{what}'s {name}")

@@ -66,6 +66,7 @@ def llm_target_for(*, config: LLMConfig | None) -> LLMTarget:
         offline=False,
         label=config.name,
         key_unreadable=unreadable,
+        sees_images=config.sees_images,
     )
 
 

@@ -37,6 +37,8 @@ class LLMTarget:
     label: str
     # The stored key could not be decrypted (the server's encryption key changed): nothing is sent.
     key_unreadable: bool = False
+    # The model is sent a message's images (LLMConfig.sees_images); else a text placeholder for each.
+    sees_images: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,6 @@
-/* Text files into the message: the paperclip, a file dropped on the page, or one pasted into the box.
+/* Files into the message: the paperclip, a file dropped on the page, or one pasted into the box.
+ * An image (PNG, JPEG, WebP, GIF) goes to the strip above the box, sent with the message (images.js);
+ * any other file is read as text:
  *
  * A file's text goes into the box, fenced and named, where the cursor is: what the model is sent is
  * what the box shows, and it can be edited, kept as the draft, searched and recalled as any message.
@@ -7,6 +9,7 @@
  * refusal. */
 import { autosize, clearComposerError, showComposerError } from "./composer.js";
 import { announce } from "./dom.js";
+import { addImages, isImage } from "./images.js";
 import { form, input, maxChars } from "./state.js";
 
 const button = document.getElementById("attach-btn");
@@ -74,8 +77,10 @@ function showCursor(at) {
 /** Attach `files` in order; the first refusal is shown and stops the rest (those before it stay). */
 export async function attachFiles(files) {
   clearComposerError();
+  const refused = files.some(isImage) ? await addImages(files.filter(isImage)) : null;
+  if (refused) showComposerError(refused);
   const names = [];
-  for (const file of files) {
+  for (const file of files.filter((f) => !isImage(f))) {
     const read = await readText(file);
     if (read.refused) {
       showComposerError(read.refused);

@@ -182,6 +182,8 @@ async function submitEdit(article, content) {
   if (!content.trim()) { toast("Type a message before sending.", "error"); return; }
   const id = article.dataset.id;
   const userEl = buildMessage("user", content);
+  const images = article.querySelector(".msg-images"); // an edit keeps them: the text alone is new
+  if (images) userEl.querySelector(".msg-content").after(images.cloneNode(true));
   const asstEl = buildMessage("assistant", "");
   const anchor = article.previousElementSibling;
   const before = messageBefore(article); // the message it answers, whose next version takes its edit

@@ -4,6 +4,7 @@ import { draftAdopt, draftKeep } from "./draft.js";
 import { foldLong } from "./fold.js";
 import { refreshGauge } from "./gauge.js";
 import { catchUp, followedReply } from "./history.js";
+import { hasImages, imagesPayload, imagesRow, imagesStored, restoreImages, takeImages } from "./images.js";
 import { compactNow, renderJob } from "./jobs.js";
 import { followComing } from "./lost_start.js";
 import { refreshSidebar } from "./sidebar.js";
@@ -89,7 +90,9 @@ export async function sendMessage(content, { keepDraft = false, parent = null } 
   // Read far up, the send goes where a user expects it: to the chat's end, shown again first (window.js).
   if (!(await toNewest())) return; // said; the text stays in the box
   emptyState.hidden = true;
+  const images = keepDraft ? [] : takeImages(); // a button's message (Continue) takes none
   const userEl = buildMessage("user", content);
+  if (images.length) userEl.querySelector(".msg-content").after(imagesRow(images));
   const asstEl = buildMessage("assistant", "");
   messagesEl.append(userEl, asstEl);
   foldLong([userEl]);
@@ -105,9 +108,11 @@ export async function sendMessage(content, { keepDraft = false, parent = null } 
   const key = again ? unanswered.key : sendKey();
   unanswered = null;
   const body = { content, client_key: key, ...(parent ? { parent: Number(parent) } : {}) };
+  if (images.length) body.images = imagesPayload(images);
   await runStream(`/api/conversations/${pk}/messages/`, body, {
     userEl,
     asstEl,
+    onStored: (stored) => imagesStored(userEl, stored.images),
     onRejected(msg, status, data) {
       // Rejected before state.streaming: take the bubbles back and restore the text, unless the server
       // says it has it (sent before, its answer lost): then catchUp shows it, with its reply.
@@ -115,7 +120,7 @@ export async function sendMessage(content, { keepDraft = false, parent = null } 
       userEl.remove();
       asstEl.remove();
       if (status === 0) unanswered = { pk, content, key };
-      if (!keepDraft && !stored) restoreText(content);
+      if (!keepDraft && !stored) { restoreText(content); restoreImages(images); }
       if (stored) toast("Your message had reached the server after all: it is shown with its reply.", "info", 6000);
       else showComposerError(msg);
       if (!messagesEl.querySelector(".msg")) emptyState.hidden = false;
@@ -244,7 +249,11 @@ form.addEventListener("submit", async (e) => {
   }
   if (sending) return;
   const content = input.value;
-  if (!content.trim()) { input.focus(); return; }
+  if (!content.trim()) {
+    if (hasImages()) showComposerError("Type a message to go with the images.");
+    input.focus();
+    return;
+  }
   // Guards the gap before the stream starts (creating the conversation) against a double send.
   sending = true;
   try {

@@ -50,7 +50,6 @@ export async function runStream(url, body, ctx) {
   let finished = false;
   let summaryRequested = false; // `start` or `done` said a summary job is being asked for
   let userId = ctx.userId || null;
-
   // The message as stored: at `accepted` (first, before the context is packed) and again at `start`.
   function stored(data) {
     titleFromStream(data.title);
@@ -61,6 +60,7 @@ export async function runStream(url, body, ctx) {
         setMessageId(ctx.userEl, data.user_message.id);
         setPlace(ctx.userEl, data.user_message.place);
         setSiblings(ctx.userEl, data.user_message);
+        if (ctx.onStored) ctx.onStored(data.user_message); // the sender's own follow-up (its images' addresses)
         const parent = data.user_message.parent;
         // Once: `start` repeats what `accepted` said.
         if (parent && !ctx.caughtUp && !document.getElementById(`m-${parent}`)) {

@@ -1,0 +1,103 @@
+"""Images on their way to the model: content parts for a model that sees them, a placeholder for one
+that does not; and which models see them (a config's accepts_images, else the model registry's word)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+import optimizer
+from chatapp.chat.context_images import messages_with_placeholders, packed_images_attach
+from chatapp.chat.models import Message, OptimizationRecord
+from chatapp.providers.services import llm_config_create
+from optimizer.types import PackedMessage
+from tests.support.images import b64, png_bytes
+from tests.support.streaming import sse_events
+
+pytestmark = pytest.mark.django_db
+
+
+def _chat_with(api, echo_config, *, accepts_images):
+    patched = api.patch(f"/api/configs/{echo_config['id']}/", {"accepts_images": accepts_images}, format="json")
+    assert patched.status_code == 200
+    return api.post("/api/conversations/", {}, format="json").json()
+
+
+def _send_image(api, chat, png: bytes):
+    response = api.post(
+        f"/api/conversations/{chat['id']}/messages/",
+        {"content": "What is this?", "images": [{"data": b64(png)}]},
+        format="json",
+    )
+    assert sse_events(response.recorded_body)[-1][0] == "done"
+
+
+def test_a_model_that_sees_images_is_sent_them_as_content_parts(api, echo_config, fake_openai):
+    chat = _chat_with(api, echo_config, accepts_images=True)
+    png = png_bytes(1024, 1024)
+    fake_openai.reset()
+    _send_image(api, chat, png)
+    user = [m for m in fake_openai.requests[-1].messages if m["role"] == "user"][-1]
+    text, image = user["content"]
+    assert text == {"type": "text", "text": "What is this?"}
+    assert image["type"] == "image_url"
+    assert image["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(png).decode()
+    # The next turn sends it again, with the history.
+    api.post(f"/api/conversations/{chat['id']}/messages/", {"content": "And now?"}, format="json")
+    first = next(m for m in fake_openai.requests[-1].messages if m["role"] == "user")
+    assert first["content"][1] == image
+    record = OptimizationRecord.objects.order_by("id").first()
+    assert record.tokens_sent > 765  # the image's documented cost is in the figures
+
+
+def test_a_model_that_does_not_is_sent_a_placeholder(api, echo_config, fake_openai):
+    chat = _chat_with(api, echo_config, accepts_images=False)
+    fake_openai.reset()
+    _send_image(api, chat, png_bytes(640, 480))
+    user = [m for m in fake_openai.requests[-1].messages if m["role"] == "user"][-1]
+    assert user["content"] == "What is this?\n\n[image: 640x480]"
+    assert OptimizationRecord.objects.get().tokens_sent < 100  # not the image's 765 tokens
+
+
+def test_the_registry_decides_until_the_user_does(api, user):
+    vision = llm_config_create(owner=user, name="4o", base_url="https://api.openai.com/v1", model="gpt-4o")
+    text_only = llm_config_create(owner=user, name="3.5", base_url="https://api.openai.com/v1", model="gpt-3.5-turbo")
+    unknown = llm_config_create(owner=user, name="mine", base_url="https://api.openai.com/v1", model="my-own")
+    assert (vision.sees_images, text_only.sees_images, unknown.sees_images) == (True, False, False)
+    shown = api.get(f"/api/configs/{unknown.pk}/").json()
+    assert (shown["accepts_images"], shown["sees_images"]) == (None, False)
+    shown = api.patch(f"/api/configs/{unknown.pk}/", {"accepts_images": True}, format="json").json()
+    assert (shown["accepts_images"], shown["sees_images"]) == (True, True)
+    shown = api.patch(f"/api/configs/{vision.pk}/", {"accepts_images": False}, format="json").json()
+    assert shown["sees_images"] is False
+    shown = api.patch(f"/api/configs/{vision.pk}/", {"accepts_images": None}, format="json").json()
+    assert (shown["accepts_images"], shown["sees_images"]) == (None, True)
+
+
+def test_summaries_are_written_from_text_with_a_placeholder_per_image(api, echo_config):
+    chat = _chat_with(api, echo_config, accepts_images=True)
+    _send_image(api, chat, png_bytes(640, 480))
+    rows = messages_with_placeholders(list(Message.objects.filter(conversation_id=chat["id"]).order_by("id")))
+    assert rows[0].content == "What is this?\n\n[image: 640x480]"
+    assert "[image" not in rows[1].content
+    assert Message.objects.get(pk=rows[0].pk).content == "What is this?"  # nothing written
+
+
+@pytest.mark.parametrize("origin", ["verbatim", "compressed"])
+@pytest.mark.parametrize("sees", [True, False])
+def test_a_packed_messages_count_follows_what_its_images_are_sent_as(api, echo_config, origin, sees):
+    chat = _chat_with(api, echo_config, accepts_images=True)
+    _send_image(api, chat, png_bytes(1024, 1024))
+    question = Message.objects.get(conversation_id=chat["id"], role="user")
+    count = {"verbatim": 800, "compressed": 40}[origin]  # stored (the image's 765 in it), or counted again
+    packed = PackedMessage(role="user", content="What", source_ids=(str(question.pk),), origin=origin, tokens=count)
+    [sent] = packed_images_attach([packed], sees=sees, model="gpt-4o")
+    placeholder = optimizer.count_text("\n\n[image: 1024x1024]", model="gpt-4o")
+    expected = {
+        ("verbatim", True): 800,
+        ("compressed", True): 40 + 765,  # counted from its shortened text: the image added
+        ("verbatim", False): 800 - 765 + placeholder,  # the image's cost replaced by its placeholder's
+        ("compressed", False): 40 + placeholder,
+    }
+    assert sent.tokens == expected[origin, sees]
