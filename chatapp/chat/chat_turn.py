@@ -65,12 +65,13 @@ PACK_FAILED_WORDS = "The context for this reply could not be prepared (a server 
 
 def _user_message_payload(
     *, message: Message, first_user_id: int | None, window_start_id: int | None,
-    siblings: tuple[int, int] | None = None,
+    siblings: tuple[int, int] | None = None, has_images: bool = True,
 ) -> dict[str, Any]:
     """The user's message for the start event, with its place so the browser need not derive it; not
-    rendered (the browser shows the user's text as typed; the API renders it)."""
+    rendered (the browser shows the user's text as typed; the API renders it); images read if any."""
     place = message_place_get(message=message, first_user_id=first_user_id, window_start_id=window_start_id)
-    return message_serialize(message=message, place=place, render=False, siblings=siblings)
+    return message_serialize(message=message, place=place, render=False, siblings=siblings,
+                             images=None if has_images else [])
 
 
 def target_for(*, conversation: Conversation) -> llm.LLMTarget:
@@ -241,7 +242,7 @@ def turn_prepare(
         title=conversation.title, user_id=user.pk, claimed_at=claimed_at,
         user_message=_user_message_payload(
             message=user_message, first_user_id=ctx.first_user_id, window_start_id=window_start_id,
-            siblings=user_siblings,
+            siblings=user_siblings, has_images=conversation.has_images,
         ),
         reply_id=reply.pk,
         record_id=created.record.pk,

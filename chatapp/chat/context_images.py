@@ -3,9 +3,10 @@
 per image ("[image: 640x480]") to one that does not.
 
 Put in after packing (context_pack.context_build), so only the images of the messages that are sent
-are read, in one query. The optimizer packed with each message's stored count, which holds its images'
-cost as a seeing model is charged it (image_services.images_tokens): for a model that does not see
-them the packed message's count is brought down to its placeholders'.
+are read, in one query, and only in a chat that holds an image (Conversation.has_images). The
+optimizer packed with each message's stored count, which holds its images' cost as a seeing model is
+charged it (image_services.images_tokens): for a model that does not see them the packed message's
+count is brought down to its placeholders'.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from chatapp.chat.image_services import images_tokens
 from chatapp.chat.models import Message
 from optimizer.types import PackedMessage
 
-# What a message is sent as itself (its text whole, compressed, or pinned): its images go with it.
-# A summary, or the recall block quoting it, is text only.
-_OWN_ORIGINS = ("verbatim", "pinned", "compressed")
+# What a message is sent as itself, whole (in the window, or pinned): its images go with it. A message
+# shortened to fit its share of the budget ("compressed") was counted again from its shortened text
+# alone, and is sent as the packer counted it: its images added would take the request past the
+# budget. A summary, or the recall block quoting a message, is text only.
+_OWN_ORIGINS = ("verbatim", "pinned")
 
 
 def image_placeholder(image: MessageImage) -> str:
@@ -39,9 +42,7 @@ def image_part(image: MessageImage) -> dict[str, Any]:
 
 def _with_images(packed: PackedMessage, images: list[MessageImage], *, sees: bool, model: str) -> PackedMessage:
     text = packed.content if isinstance(packed.content, str) else optimizer.tokens.content_text(packed.content)
-    # A message sent as itself carries its stored count, images included; one compressed was counted
-    # again, from its shortened text alone.
-    tokens = packed.tokens + (images_tokens(images) if packed.origin == "compressed" else 0)
+    tokens = packed.tokens  # its stored count, its images' cost in it
     if sees:
         parts: list[dict[str, Any]] = [{"type": "text", "text": text}, *(image_part(i) for i in images)]
         return dataclasses.replace(packed, content=parts, tokens=tokens)
@@ -66,10 +67,11 @@ def packed_images_attach(packed: Sequence[PackedMessage], *, sees: bool, model: 
     return [_with_images(p, found[own], sees=sees, model=model) if (own := _own_id(p)) in found else p for p in packed]
 
 
-def messages_with_placeholders(messages: list[Message]) -> list[Message]:
+def messages_with_placeholders(messages: list[Message], *, has_images: bool = True) -> list[Message]:
     """`messages` (as read, never saved) with a placeholder per image after a user message's text: what
-    a summary is written from, text only, yet knowing an image was there and its size."""
-    ids = [m.pk for m in messages if m.role == Message.Role.USER]
+    a summary is written from, text only, yet knowing an image was there and its size. Nothing is read
+    for a chat that holds no image (`has_images`: Conversation.has_images)."""
+    ids = [m.pk for m in messages if m.role == Message.Role.USER] if has_images else []
     sizes: defaultdict[int, list[str]] = defaultdict(list)
     for message_id, width, height in (
         MessageImage.objects.filter(message_id__in=ids).order_by("id").values_list("message_id", "width", "height")

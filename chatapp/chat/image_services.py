@@ -16,7 +16,7 @@ from django.db.models import Prefetch
 from django.urls import reverse
 
 from chatapp.chat.image_models import IMAGE_NAME_MAX_CHARS, MessageImage
-from chatapp.chat.models import Message
+from chatapp.chat.models import Conversation, Message
 from chatapp.chat.size_limits import TooLarge
 from optimizer.images import ImageInfo, image_info, image_tokens
 
@@ -107,6 +107,10 @@ def images_prefetch() -> Prefetch:
 def message_images_store(*, message: Message, uploads: Sequence[ImageUpload]) -> list[MessageImage]:
     if not uploads:
         return []
+    # The chat holds an image from now on: its turns look for the images of what they send (context_images).
+    Conversation.objects.filter(pk=message.conversation_id, has_images=False).update(has_images=True)
+    if Message.conversation.is_cached(message):  # the turn storing it packs with this instance
+        message.conversation.has_images = True
     return MessageImage.objects.bulk_create(
         [
             MessageImage(

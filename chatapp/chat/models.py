@@ -56,6 +56,8 @@ class Conversation(models.Model):
     # The chat talks to the built-in offline demo model and stays with it when a real model is added:
     # the demo's replies describe the context and are not conversation to send another model.
     offline = models.BooleanField(default=False)
+    # One of its messages has an image (image_services): only then does a turn look for the packed ones'.
+    has_images = models.BooleanField(default=False)
     # Issue 13: this chat's system prompt, sent after the owner's custom instructions and never dropped.
     system_prompt = models.TextField(blank=True, default="")
     # Optimizer window state: id of the first message of the verbatim window. It moves only when the

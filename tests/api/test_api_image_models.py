@@ -96,8 +96,30 @@ def test_a_packed_messages_count_follows_what_its_images_are_sent_as(api, echo_c
     placeholder = optimizer.count_text("\n\n[image: 1024x1024]", model="gpt-4o")
     expected = {
         ("verbatim", True): 800,
-        ("compressed", True): 40 + 765,  # counted from its shortened text: the image added
+        # Shortened to fit its share of the budget, counted from its text alone: sent as the packer
+        # counted it, its images left out (added, they would take the request past the budget).
+        ("compressed", True): 40,
         ("verbatim", False): 800 - 765 + placeholder,  # the image's cost replaced by its placeholder's
-        ("compressed", False): 40 + placeholder,
+        ("compressed", False): 40,
     }
     assert sent.tokens == expected[origin, sees]
+    assert (sent.content == "What") is (origin == "compressed")
+
+
+def test_a_turn_in_a_chat_without_images_does_not_look_for_any(api, echo_config, fake_openai):
+    """Most chats hold no image: their turns read no image rows (a statement more on every turn's path)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    chat = _chat_with(api, echo_config, accepts_images=True)
+    with CaptureQueriesContext(connection) as plain:
+        api.post(f"/api/conversations/{chat['id']}/messages/", {"content": "Hello"}, format="json")
+    assert not [q for q in plain.captured_queries if "chat_messageimage" in q["sql"]]
+    assert fake_openai.requests[-1].messages[-1]["content"] == "Hello"
+    # Its first image is sent in that very turn, and with the history after it.
+    fake_openai.reset()
+    _send_image(api, chat, png_bytes(64, 64))
+    assert [p["type"] for p in fake_openai.requests[-1].messages[-1]["content"]] == ["text", "image_url"]
+    api.post(f"/api/conversations/{chat['id']}/messages/", {"content": "And now?"}, format="json")
+    sent = [m for m in fake_openai.requests[-1].messages if m["role"] == "user"]
+    assert [p["type"] for p in sent[-2]["content"]] == ["text", "image_url"]

@@ -1,5 +1,6 @@
-"""Images sent with a user's message (image_models.MessageImage): a new table, nothing else rewritten.
-Backwards, the table goes (the messages' text stays)."""
+"""Images sent with a user's message (image_models.MessageImage): a new table, and Conversation.has_images
+(a column with a constant default: no table rewrite on PostgreSQL 11+ or SQLite; no chat held an image
+before it). Backwards, both go (the messages' text stays)."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -32,5 +33,10 @@ class Migration(migrations.Migration):
             options={
                 "ordering": ["id"],
             },
+        ),
+        migrations.AddField(
+            model_name="conversation",
+            name="has_images",
+            field=models.BooleanField(default=False),
         ),
     ]
