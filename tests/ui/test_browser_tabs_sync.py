@@ -5,11 +5,13 @@ new folder, a chat deleted (the tab showing it says so), a reply that moves a ch
 from __future__ import annotations
 
 import pytest
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _send, _sign_up_with_model, _wait
+from tests.ui.test_browser_focus_kept import _confirm, _tab_to_delete
 from tests.ui.test_browser_folders import _folders
 from tests.ui.test_browser_pin import _press_pin, _sections
 from tests.ui.test_browser_sidebar_rename import _chat, _rename_from_sidebar
@@ -84,3 +86,44 @@ def test_the_chat_shown_deleted_in_another_tab_is_said_to_be_gone(browser, two_t
     browser.switch_to.window(second)
     _wait(browser, lambda d: "deleted in another tab" in d.find_element(By.ID, "toasts").text, timeout=10)
     _wait(browser, lambda d: _titles(d) == ["Lisbon trip"], timeout=10)
+
+
+def _rename_elsewhere(browser, tab, chat, title):
+    """Another tab renames `chat` through the page's own API client (its sidebar then tells the others)."""
+    here = browser.current_window_handle
+    browser.switch_to.window(tab)
+    browser.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        f"Longchat.api('/api/conversations/{chat.pk}/', {{method: 'PATCH', body: {{title: '{title}'}}}}).then(done);"
+    )
+    browser.switch_to.window(here)
+
+
+def test_a_redraw_heard_under_a_delete_being_confirmed_leaves_the_focus_in_the_list(browser, two_tabs):
+    # The list was drawn again under the open dialog: the dialog gave the focus back to a Delete no
+    # longer on the page, and the keyboard user was thrown to the top of the page (Cancel), or stayed
+    # there with the chat deleted (Delete), not on the next chat.
+    first, second, older, newer = two_tabs
+    browser.switch_to.window(second)
+    _tab_to_delete(browser, browser.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{older.pk}"]'))
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    cancel = _confirm(browser)
+    _rename_elsewhere(browser, first, newer, "Garden redone")
+    _wait(browser, lambda d: "Garden redone" in _titles(d), timeout=10)
+    cancel.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: not d.find_element(By.ID, "confirm-dialog").get_attribute("open"))
+    delete = browser.find_element(
+        By.CSS_SELECTOR, f'.conv-item[data-id="{older.pk}"] [data-action="delete-conversation"]'
+    )
+    _wait(browser, lambda d: d.switch_to.active_element == delete)  # was BODY
+
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    _confirm(browser, "confirm-ok")
+    _rename_elsewhere(browser, first, newer, "Garden again")
+    _wait(browser, lambda d: "Garden again" in _titles(d), timeout=10)
+    browser.find_element(By.ID, "confirm-ok").send_keys(Keys.ENTER)
+    _wait(browser, lambda d: _titles(d) == ["Garden again"])
+    assert browser.switch_to.active_element == browser.find_element(
+        By.CSS_SELECTOR, f'.conv-item[data-id="{newer.pk}"] .conv-link'
+    )  # was BODY
+    assert console_errors(browser) == []

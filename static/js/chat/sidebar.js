@@ -93,8 +93,12 @@ async function redrawHeard() {
   await refreshSidebar();
   if (!focused || focused.isConnected) return;
   const row = where && nav.querySelector(where);
-  if (!row) return;
-  // The row's buttons show only while it holds the focus: its link takes it first, so the button can.
+  if (row) focusRow(row, action);
+}
+
+/** The focus on the row's control `action` (none: its link). The row's buttons show only while it holds
+ *  the focus: its link takes it first, so the button can. */
+function focusRow(row, action) {
   row.querySelector(".conv-link")?.focus();
   if (action) row.querySelector(`[data-action="${action}"]`)?.focus();
 }
@@ -179,11 +183,7 @@ export async function pinConversation(id, pinned) {
   if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
   await refreshSidebar();
   const row = nav.querySelector(`.conv-item[data-id="${id}"]`);
-  if (hadFocus && row) {
-    // The row's buttons show only while it holds the focus: its link takes it first, so the button can.
-    row.querySelector(".conv-link")?.focus();
-    row.querySelector('[data-action="pin-conversation"]')?.focus();
-  }
+  if (hadFocus && row) focusRow(row, "pin-conversation");
   announce(pinned ? "Chat pinned to the top of the list." : "Chat unpinned.");
 }
 
@@ -196,12 +196,19 @@ export async function deleteConversation(id, title) {
   // The title isolated (U+2068…U+2069, as <bdi>): a right-to-left one would carry the quotes and "?" along.
   const ok = await confirmAction(`Delete “\u2068${title}\u2069”? Its messages and records are removed for good.`);
   // Open again, the dialog asks about a Delete pressed since: that row keeps its buttons shown.
-  if (!document.getElementById("confirm-dialog")?.open) row?.classList.remove("is-confirming");
+  const dialog = document.getElementById("confirm-dialog");
+  if (!dialog?.open) row?.classList.remove("is-confirming");
+  // The list drawn again under the dialog (another tab's change): the Delete it was to give the focus
+  // back to is gone (the focus stays in the closed dialog, then falls to the page), the row's new one
+  // takes it (and, the chat deleted, hands it on to the next chat).
+  const redrawn = nav.querySelector(`.conv-item[data-id="${id}"]`);
+  const lost = document.activeElement === document.body || dialog?.contains(document.activeElement);
+  if (row && !row.isConnected && redrawn && dialog && !dialog.open && lost) focusRow(redrawn, "delete-conversation");
   if (!ok) return;
   const res = await api(`/api/conversations/${id}/`, { method: "DELETE" });
   if (!res.ok && res.status !== 404) { toast(errorText(res.data, res.status), "error"); return; }
   if (Number(id) === state.conversationId) { window.location.href = "/"; return; }
-  removeRow(nav.querySelector(`.conv-item[data-id="${id}"]`)); // looked up again: a search may have redrawn the list
+  removeRow(nav.querySelector(`.conv-item[data-id="${id}"]`)); // looked up again: the list may have been redrawn
   toast("Chat deleted.");
 }
 
