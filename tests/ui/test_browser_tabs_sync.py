@@ -9,9 +9,11 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
+from chatapp.chat.folder_models import Folder
+from chatapp.chat.models import Conversation
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _send, _sign_up_with_model, _wait
-from tests.ui.test_browser_focus_kept import _confirm, _tab_to_delete
+from tests.ui.test_browser_focus_kept import _confirm, _press, _tab_to_delete
 from tests.ui.test_browser_folders import _folders
 from tests.ui.test_browser_pin import _press_pin, _sections
 from tests.ui.test_browser_sidebar_rename import _chat, _rename_from_sidebar
@@ -126,4 +128,23 @@ def test_a_redraw_heard_under_a_delete_being_confirmed_leaves_the_focus_in_the_l
     assert browser.switch_to.active_element == browser.find_element(
         By.CSS_SELECTOR, f'.conv-item[data-id="{newer.pk}"] .conv-link'
     )  # was BODY
+    assert console_errors(browser) == []
+
+
+def test_a_redraw_heard_with_a_folder_menu_open_gives_the_focus_to_its_menu_button(browser, two_tabs):
+    # The menu item that had the focus was redrawn in a closed menu: the focus went to the first chat
+    # of the folder, or to the page when the folder was empty or folded.
+    first, second, older, newer = two_tabs
+    folder = Folder.objects.create(owner=older.owner, name="Travel")
+    Conversation.objects.filter(pk=older.pk).update(folder=folder)
+    browser.switch_to.window(second)
+    browser.refresh()
+    button = _wait(browser, lambda d: d.find_element(By.ID, f"folder-menu-btn-{folder.pk}"))
+    _press(browser, button)
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("data-action") == "rename-folder")
+    _rename_elsewhere(browser, first, newer, "Garden redone")
+    _wait(browser, lambda d: "Garden redone" in _titles(d), timeout=10)
+    button = browser.find_element(By.ID, f"folder-menu-btn-{folder.pk}")
+    _wait(browser, lambda d: d.switch_to.active_element == button)
+    assert button.get_attribute("aria-expanded") == "false"
     assert console_errors(browser) == []

@@ -96,11 +96,13 @@ async function redrawHeard() {
   if (row) focusRow(row, action);
 }
 
-/** The focus on the row's control `action` (none: its link). The row's buttons show only while it holds
- *  the focus: its link takes it first, so the button can. */
+/** The focus on the row's control `action` (none: its link). A chat's buttons show only while its row
+ *  holds the focus: its own link takes it first, so the button can (a folder has none: its first chat's
+ *  is not it). An item of a menu, closed since (drawn again), gives it to the menu's button. */
 function focusRow(row, action) {
-  row.querySelector(".conv-link")?.focus();
-  if (action) row.querySelector(`[data-action="${action}"]`)?.focus();
+  row.querySelector(":scope > .conv-link")?.focus();
+  const target = action && row.querySelector(`[data-action="${action}"]`);
+  (target?.closest(".menu[hidden]")?.previousElementSibling || target)?.focus();
 }
 
 document.addEventListener("visibilitychange", () => {
