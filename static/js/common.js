@@ -156,6 +156,9 @@ const Longchat = (() => {
   // Flash messages fade after a while.
   document.addEventListener("DOMContentLoaded", () => {
     document.querySelectorAll("#toasts .toast").forEach((el) => setTimeout(() => el.remove(), 4500));
+    // A change a form post made (Settings' Archived chats: no api() call told it), told by the page it led to.
+    const told = document.getElementById("tabs-told");
+    if (told) tellTabs(JSON.parse(told.textContent));
   });
 
   return { csrfToken, api, getJSON, errorText, toast, confirmAction, copyText, formatTokens, tellTabs, hearTabs };

@@ -148,3 +148,27 @@ def test_a_redraw_heard_with_a_folder_menu_open_gives_the_focus_to_its_menu_butt
     _wait(browser, lambda d: d.switch_to.active_element == button)
     assert button.get_attribute("aria-expanded") == "false"
     assert console_errors(browser) == []
+
+
+def test_settings_archive_all_and_delete_show_in_the_other_tabs(browser, two_tabs):
+    # Settings' Archived chats are form posts, not the API: the other tabs heard none of them, their
+    # sidebars listed every chat archived until a reload, and the tab showing a chat deleted there did
+    # not say it was gone.
+    first, second, older, _ = two_tabs
+    browser.switch_to.window(second)
+    browser.get(browser.current_url.split("/c/")[0] + "/settings/")
+    browser.execute_script("arguments[0].click()", browser.find_element(By.ID, "archive-all"))
+    _confirm(browser, "confirm-ok").click()
+    delete = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'[aria-label="Delete “{older.title}”"]'))
+
+    browser.switch_to.window(first)
+    _wait(browser, lambda d: "Garden plans" not in _titles(d), timeout=10)
+
+    browser.switch_to.window(second)
+    browser.execute_script("arguments[0].click()", delete)
+    _confirm(browser, "confirm-ok").click()
+    _wait(browser, lambda d: "deleted" in d.find_element(By.ID, "toasts").text)
+
+    browser.switch_to.window(first)
+    _wait(browser, lambda d: "deleted in another tab" in d.find_element(By.ID, "toasts").text, timeout=10)
+    assert console_errors(browser) == []
