@@ -10,7 +10,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.folder_models import Folder
+from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation
+from chatapp.chat.search_services import conversation_index_rebuild
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _send, _sign_up_with_model, _wait
 from tests.ui.test_browser_focus_kept import _confirm, _press, _tab_to_delete
@@ -171,4 +173,22 @@ def test_settings_archive_all_and_delete_show_in_the_other_tabs(browser, two_tab
 
     browser.switch_to.window(first)
     _wait(browser, lambda d: "deleted in another tab" in d.find_element(By.ID, "toasts").text, timeout=10)
+    assert console_errors(browser) == []
+
+
+def test_a_redraw_heard_keeps_the_focus_on_the_search_hit_it_was_on(browser, two_tabs):
+    # The focus on a search hit under a chat went to the chat's own link when another tab's change drew
+    # the list again: a keyboard user stepping through the hits was thrown back up to the chat's title.
+    first, second, older, _ = two_tabs
+    message_append(conversation=older, role="user", token_model="gpt-4o-mini", content="the quokka photos")
+    conversation_index_rebuild(conversation=older)
+    browser.switch_to.window(second)
+    browser.find_element(By.ID, "chat-search").send_keys("quokka")
+    hit = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{older.pk}"] .conv-hit'))
+    href = hit.get_attribute("href")
+    _press(browser, hit, Keys.SHIFT)  # a keyboard user on the hit
+    _rename_elsewhere(browser, first, older, "Lisbon quokka")
+    _wait(browser, lambda d: _titles(d) == ["Lisbon quokka"], timeout=10)
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("href") == href)
+    assert "conv-hit" in browser.switch_to.active_element.get_attribute("class")
     assert console_errors(browser) == []

@@ -90,10 +90,13 @@ async function redrawHeard() {
   const where = !holder ? null : holder.matches(".folder") ? `.folder[data-folder-id="${holder.dataset.folderId}"]`
     : `.conv-item[data-id="${holder.dataset.id}"]`;
   const action = focused?.dataset.action;
+  const href = focused?.getAttribute("href"); // a search hit under the chat: the same hit, not the chat's link
   await refreshSidebar();
   if (!focused || focused.isConnected) return;
   const row = where && nav.querySelector(where);
-  if (row) focusRow(row, action);
+  const link = href && row && [...row.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === href);
+  if (link) link.focus();
+  else if (row) focusRow(row, action);
 }
 
 /** The focus on the row's control `action` (none: its link). A chat's buttons show only while its row
