@@ -192,3 +192,34 @@ def test_a_redraw_heard_keeps_the_focus_on_the_search_hit_it_was_on(browser, two
     _wait(browser, lambda d: d.switch_to.active_element.get_attribute("href") == href)
     assert "conv-hit" in browser.switch_to.active_element.get_attribute("class")
     assert console_errors(browser) == []
+
+
+HOLD_FIRST_SEARCH = """
+const real = window.fetch;
+let held = false;
+window.__release = null;
+window.fetch = (url, options) => {
+  if (!held && String(url).includes("q=quokka")) {
+    held = true;
+    return new Promise((resolve) => { window.__release = () => resolve(real(url, options)); });
+  }
+  return real(url, options);
+};
+"""
+
+
+def test_a_search_answered_after_a_redraw_heard_is_still_said(browser, two_tabs):
+    # The search typed was read out ("1 chat matches …") only from its own answer: a redraw heard from
+    # another tab meanwhile superseded it, and a screen reader heard nothing of what the search found.
+    first, second, older, _ = two_tabs
+    message_append(conversation=older, role="user", token_model="gpt-4o-mini", content="the quokka photos")
+    conversation_index_rebuild(conversation=older)
+    browser.switch_to.window(second)
+    browser.execute_script(HOLD_FIRST_SEARCH)
+    browser.find_element(By.ID, "chat-search").send_keys("quokka")
+    _wait(browser, lambda d: d.execute_script("return window.__release !== null"))  # the search asked, held
+    _rename_elsewhere(browser, first, older, "Lisbon quokka")
+    _wait(browser, lambda d: _titles(d) == ["Lisbon quokka"], timeout=10)  # the redraw heard, with the search
+    browser.execute_script("window.__release()")  # the search's own answer, superseded
+    _wait(browser, lambda d: d.find_element(By.ID, "search-status").get_attribute("textContent") != "")
+    assert browser.find_element(By.ID, "search-status").get_attribute("textContent") == "1 chat matches “quokka”."

@@ -43,9 +43,13 @@ function searchSay(query) {
       : nav.querySelector(".conv-empty")?.textContent.trim() || "";
 }
 
+// A search typed whose answer a later redraw (another tab's change) superseded: that redraw says it.
+let sayOwed = false;
+
 /** Draw the chats list again (the search typed, a new title, a chat moved up); `say`: a search typed. */
 export async function refreshSidebar({ say = false } = {}) {
   const seq = ++searchSeq;
+  if (say) sayOwed = true;
   const query = searchInput.value.trim();
   const params = new URLSearchParams({ q: query, current: state.conversationId || "" });
   if (listLimit) params.set("limit", String(listLimit));
@@ -55,7 +59,7 @@ export async function refreshSidebar({ say = false } = {}) {
     if (!res.ok || seq !== searchSeq) return;
     nav.innerHTML = await res.text(); // server-rendered, autoescaped fragment
     drawnAt = Date.now();
-    if (say) searchSay(query);
+    if (sayOwed) { sayOwed = false; searchSay(query); }
     document.dispatchEvent(new CustomEvent("longchat:sidebar-updated"));
   } catch { /* keep the current list */ }
 }
