@@ -1,6 +1,6 @@
 /* The sidebar: the conversation list and its search, pinning, renaming and deleting chats, the title. */
 import { announce, el } from "./dom.js";
-import { api, composing, confirmAction, errorText, hearTabs, nav, searchInput, state, tellTabs, toast } from "./state.js";
+import { api, composing, confirmAction, errorText, hearTabs, nav, searchInput, signedOut, state, tellTabs, toast } from "./state.js";
 
 export function setTitle(title) {
   const h1 = document.getElementById("chat-title");
@@ -56,7 +56,7 @@ export async function refreshSidebar({ say = false } = {}) {
   const url = `${searchInput.form.dataset.sidebarUrl}?${params}`;
   try {
     const res = await fetch(url, { credentials: "same-origin" });
-    if (!res.ok || seq !== searchSeq) return;
+    if (!res.ok || signedOut(res) || seq !== searchSeq) return;
     nav.innerHTML = await res.text(); // server-rendered, autoescaped fragment
     drawnAt = Date.now();
     if (sayOwed) { sayOwed = false; searchSay(query); }

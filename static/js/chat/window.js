@@ -7,7 +7,7 @@
 import { el, enhance, nearBottom, scrollToBottom } from "./dom.js";
 import { foldLong } from "./fold.js";
 import { placeWindowMarker } from "./gauge.js";
-import { app, jumpBtn, messagesEl, state, timeline, toast } from "./state.js";
+import { app, jumpBtn, messagesEl, signedOut, state, timeline, toast } from "./state.js";
 
 // At most this many messages rendered (summary markers count as one). Three pages of the server's 100
 // (views.TIMELINE_PAGE): the page read and a whole page either side of it, so a load in either direction
@@ -34,7 +34,7 @@ export async function fragment(query) {
   } catch (_) {
     return null;
   }
-  if (!res.ok) return null;
+  if (!res.ok || signedOut(res)) return null;
   const holder = document.createElement("div");
   holder.innerHTML = await res.text(); // server-rendered, sanitized fragment
   enhance(holder);
