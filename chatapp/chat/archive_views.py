@@ -19,8 +19,20 @@ from chatapp.chat import selectors, services
 ARCHIVED_SHOWN = 100
 
 
-def _back() -> HttpResponse:
+# The change made, told to the browser's other tabs by the page the post leads to (settings.html,
+# common.js's tellTabs) as the API call making it would tell them: their sidebars are drawn again, and a
+# tab showing a chat deleted here says so. A form post is no fetch of common.js's api(), which tells them.
+TABS_TOLD = "tabs_told"
+
+
+def _back(request: HttpRequest, *, method: str, path: str) -> HttpResponse:
+    request.session[TABS_TOLD] = {"method": method, "path": path}
     return redirect(reverse("settings") + "#archived-h")
+
+
+def tabs_told(request: HttpRequest) -> dict | None:
+    """The change a post of this section made, once (settings.html tells the other tabs of it)."""
+    return request.session.pop(TABS_TOLD, None)
 
 
 def archived_context(*, owner: User) -> dict:
@@ -40,7 +52,7 @@ def archived_restore(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = selectors.conversation_get(owner=cast(User, request.user), pk=pk)
     services.conversation_archive_set(conversation=conversation, archived=False)
     flash.success(request, f"“{conversation.title}” is back in the sidebar.")
-    return _back()
+    return _back(request, method="PATCH", path=f"/api/conversations/{pk}/")
 
 
 @login_required
@@ -49,7 +61,7 @@ def archived_delete(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = selectors.conversation_get(owner=cast(User, request.user), pk=pk)
     services.conversation_delete(conversation=conversation)
     flash.success(request, f"“{conversation.title}” deleted.")
-    return _back()
+    return _back(request, method="DELETE", path=f"/api/conversations/{pk}/")
 
 
 @login_required
@@ -60,4 +72,4 @@ def archived_all(request: HttpRequest) -> HttpResponse:
     changed = services.conversation_archive_all(owner=cast(User, request.user), archived=archived)
     chats = f"{changed} chat{'' if changed == 1 else 's'}"
     flash.success(request, f"{chats} archived." if archived else f"{chats} back in the sidebar.")
-    return _back()
+    return _back(request, method="PATCH", path="/api/conversations/")

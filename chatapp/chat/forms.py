@@ -18,6 +18,7 @@ from chatapp.chat.login_throttle import (
     password_confirm,
 )
 from chatapp.chat.models import Preference
+from chatapp.chat.selectors import username_held_by_deletion
 from chatapp.providers.endpoint_url import EndpointURLValidator
 from chatapp.providers.models import LLMConfig
 
@@ -31,6 +32,18 @@ PREFERENCE_HELP = {
 class SignupForm(UserCreationForm):
     class Meta(UserCreationForm.Meta):
         fields = ("username",)
+
+    def clean_username(self) -> str:
+        # Just told "Your account was deleted", a user signing up again under its name read "A user with
+        # that username already exists." while the worker deleted its data: said as it is, and for how long.
+        username = self.cleaned_data.get("username") or ""
+        if username and username_held_by_deletion(username=username):
+            raise ValidationError(
+                "An account with this username is being deleted: the name is free again once its data "
+                "is gone, usually within minutes. Try again then, or pick another name.",
+                code="unique",
+            )
+        return super().clean_username()
 
 
 def throttled_error(*, what: str = "Too many failed sign-ins", wait: int) -> ValidationError:

@@ -16,6 +16,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
 
+from .account_models import AccountDeletion
 from .models import Conversation, Message, OptimizationRecord, UserSettings
 from .rowsql import CompiledQuery, row_instance
 from .search_match import conversation_ids_matching, title_match
@@ -146,6 +147,15 @@ def message_get(*, owner: User, pk: int) -> Message:
 def optimization_record_list(*, conversation: Conversation) -> QuerySet[OptimizationRecord]:
     """A conversation's optimization records in turn order."""
     return OptimizationRecord.objects.filter(conversation=conversation).order_by("id")
+
+
+# --- accounts ------------------------------------------------------------------------------------------
+
+
+def username_held_by_deletion(*, username: str) -> bool:
+    """Whether `username` (any case, as sign-up compares them) is an account its user deleted whose data a
+    worker is still deleting (account_purge): the name comes free once the user row goes, last."""
+    return AccountDeletion.objects.filter(user__username__iexact=username).exists()
 
 
 # --- user settings -------------------------------------------------------------------------------

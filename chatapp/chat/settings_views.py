@@ -21,7 +21,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
 from chatapp.chat import selectors, services, token_services
-from chatapp.chat.archive_views import archived_context
+from chatapp.chat.archive_views import archived_context, tabs_told
 from chatapp.chat.forms import PREFERENCE_HELP, InstructionsForm, LLMConfigForm, PreferencesForm
 from chatapp.chat.prompt_file_views import prompt_import_report
 from chatapp.chat.prompt_pages import prompt_form, prompts_context
@@ -144,6 +144,7 @@ def _settings_context(request: HttpRequest, *, bound: dict | None = None) -> dic
         "import_max_bytes": settings.IMPORT_MAX_BYTES,  # the import section's limit
         "shares": share_list(owner=request.user),  # Shared links (chat/_shares.html)
         **archived_context(owner=request.user),  # Archived chats (chat/_archived.html)
+        "tabs_told": tabs_told(request),
         **prompts_context(owner=request.user, bound=bound),  # Prompts (chat/_prompts.html)
         "prompt_import_report": prompt_import_report(request),  # its import's report, shown once
     }

@@ -81,6 +81,14 @@ const Longchat = (() => {
     return res.data;
   }
 
+  /** Whether a page fragment's fetch was answered with the sign-in page (fetch follows the redirect of a
+   *  session that ended: signed out, or the account deleted, in another tab): said, and not to be drawn. */
+  function signedOut(response) {
+    if (!response.redirected) return false;
+    toast("You are signed out (in another tab?): reload the page to sign in again.", "error", 10_000);
+    return true;
+  }
+
   function toast(text, kind = "info", ms = 3500) {
     const box = document.getElementById("toasts");
     if (!box) return;
@@ -156,7 +164,10 @@ const Longchat = (() => {
   // Flash messages fade after a while.
   document.addEventListener("DOMContentLoaded", () => {
     document.querySelectorAll("#toasts .toast").forEach((el) => setTimeout(() => el.remove(), 4500));
+    // A change a form post made (Settings' Archived chats: no api() call told it), told by the page it led to.
+    const told = document.getElementById("tabs-told");
+    if (told) tellTabs(JSON.parse(told.textContent));
   });
 
-  return { csrfToken, api, getJSON, errorText, toast, confirmAction, copyText, formatTokens, tellTabs, hearTabs };
+  return { csrfToken, api, getJSON, errorText, toast, confirmAction, copyText, formatTokens, tellTabs, hearTabs, signedOut };
 })();

@@ -16,7 +16,7 @@ const form = document.getElementById("import-form");
 if (form) setUp(form);
 
 function setUp(formEl) {
-  const { csrfToken, errorText } = Longchat; // common.js (a classic script: a global binding, not a window property)
+  const { csrfToken, errorText, tellTabs } = Longchat; // common.js (a classic script: a global binding, not a window property)
   const input = formEl.querySelector("#import-file");
   const button = formEl.querySelector("#import-start");
   const box = document.getElementById("import-status");
@@ -89,13 +89,15 @@ function setUp(formEl) {
   }
 
   async function follow(id) {
-    await followImport(id, {
+    const job = await followImport(id, {
       onJob: show,
       onTrouble(why, stopped) {
         if (stopped) label.textContent = "The import stopped";
         say(why, "fail");
       },
     });
+    // The chats imported join the sidebars of the browser's other tabs (no api() call of this page told them).
+    if (job && job.imported) tellTabs({ method: "POST", path: "/api/conversations/" });
   }
 
   function show(job) {

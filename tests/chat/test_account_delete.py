@@ -158,3 +158,15 @@ def test_jobs_queued_before_the_deletion_run_harmlessly_after_it(
     assert meanwhile == ["cancelled", "skipped", "failed"]
     assert after != before and table_rows() == after
     assert outcomes == ["skipped", "skipped", "skipped"]
+
+
+def test_signing_up_again_with_the_name_of_an_account_being_deleted_says_so(user, purges_published):
+    # Told "Your account was deleted", the user signing up again under the same name read "A user with
+    # that username already exists." until the worker was done: the name is said to come free soon.
+    account_delete(user=user)
+    form = {"username": user.username.upper(), "password1": "Zx9!a-long-pass", "password2": "Zx9!a-long-pass"}
+    page = Client().post("/accounts/signup/", form).content.decode()
+    assert "being deleted" in page and "already exists" not in page
+
+    _worker_deletes(user, purges_published)
+    assert Client().post("/accounts/signup/", form).status_code == 302  # the name is free: signed up

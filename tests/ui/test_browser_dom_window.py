@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
+from chatapp.chat.account_services import account_delete
 from chatapp.chat.models import Conversation
 from tests.support.browser import console_errors
 from tests.support.chat import seed_messages
@@ -183,3 +184,41 @@ def test_an_edit_far_up_takes_what_followed_it_off_the_page(asgi_server, browser
     assert now[:-2] == shown[: shown.index(edited)] and now[-2] > ids[-1]
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-action="load-newer"]')
     assert console_errors(browser) == []
+
+
+def test_load_newer_pressed_from_the_keyboard_keeps_the_focus(asgi_server, browser):
+    # Disabled while it reads, the button lost the focus to the page (Chromium's focus fixup) and did
+    # not get it back: a keyboard or screen-reader user was thrown to the top of the page at each press.
+    _, ids = _chat(browser, asgi_server.url, "dom-keys", 800)
+    _read_up(browser, ids, 5)
+    newer = browser.find_element(By.CSS_SELECTOR, '[data-action="load-newer"]')
+    browser.execute_script("arguments[0].focus({preventScroll: true})", newer)
+    before = browser.execute_script(SHOWN)
+    newer.send_keys(Keys.ENTER)
+    _wait(
+        browser,
+        lambda d: (
+            d.execute_script(SHOWN) != before
+            and not d.find_elements(By.CSS_SELECTOR, '[data-action="load-newer"][disabled]')
+        ),
+    )
+    assert browser.find_elements(By.CSS_SELECTOR, '[data-action="load-newer"]')  # more pages below still
+    assert browser.switch_to.active_element == newer  # was BODY
+    assert console_errors(browser) == []
+
+
+def test_a_page_whose_account_was_deleted_meanwhile_draws_no_sign_in_page_into_itself(asgi_server, browser):
+    # The account deleted in another tab (or signed out there), the page's fragments were answered by a
+    # redirect to the sign-in page, which fetch follows: the whole sign-in page was drawn into the chats
+    # list (a search, a redraw heard) and into the timeline (Load earlier messages), password field and all.
+    conversation, _ = _chat(browser, asgi_server.url, "dom-deleted", 250)
+    account_delete(user=conversation.owner)
+
+    browser.find_element(By.ID, "chat-search").send_keys("anything")
+    _wait(browser, lambda d: "signed out" in d.find_element(By.ID, "toasts").text)
+    browser.execute_script(
+        "arguments[0].click()", browser.find_element(By.CSS_SELECTOR, '[data-action="load-earlier"]')
+    )
+    _wait(browser, lambda d: "Could not load earlier messages" in d.find_element(By.ID, "toasts").text)
+    assert not browser.find_elements(By.CSS_SELECTOR, "#conv-nav input[type=password], #messages input[type=password]")
+    assert browser.find_element(By.CSS_SELECTOR, '[data-action="load-earlier"]').is_enabled()

@@ -101,6 +101,17 @@ def _confirm(browser, button_id=None):
     return _wait(browser, shown)
 
 
+def _tab_to_delete(browser, row):
+    """A keyboard user at a chat's Delete: the row's buttons show once the row holds the focus, Tab from
+    its link to Pin, Archive, Rename, then Delete."""
+    _press(browser, row.find_element(By.CSS_SELECTOR, ".conv-link"), Keys.TAB)
+    for _ in range(3):
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+    delete = browser.switch_to.active_element
+    assert delete.get_attribute("data-action") == "delete-conversation"
+    return delete
+
+
 def test_deleting_another_chat_moves_the_focus_to_the_next_one_in_the_list(asgi_server, browser):
     _sign_up(browser, asgi_server.url, "focus-delete")
     user = get_user_model().objects.get(username="focus-delete")
@@ -112,14 +123,7 @@ def test_deleting_another_chat_moves_the_focus_to_the_next_one_in_the_list(asgi_
 
     def tab_to_delete(title):
         row = browser.find_element(By.XPATH, f'//li[contains(@class, "conv-item")][.//*[text()="{title}"]]')
-        # The row's buttons show once the row holds the focus: Tab from its link to Pin, Archive, Rename,
-        # then Delete.
-        _press(browser, row.find_element(By.CSS_SELECTOR, ".conv-link"), Keys.TAB)
-        for _ in range(3):
-            ActionChains(browser).send_keys(Keys.TAB).perform()
-        delete = browser.switch_to.active_element
-        assert delete.get_attribute("data-action") == "delete-conversation"
-        return delete
+        return _tab_to_delete(browser, row)
 
     delete = tab_to_delete("Middle chat")
     ActionChains(browser).send_keys(Keys.ENTER).perform()

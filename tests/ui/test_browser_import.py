@@ -167,3 +167,26 @@ def test_import_pressed_without_a_file_does_not_say_importing(asgi_server, brows
     _wait(browser, lambda d: d.find_element(By.ID, "import-message").text == "Choose a file to import first.")
     assert browser.find_element(By.ID, "import-progress-label").text == "Not imported"
     assert browser.find_element(By.ID, "import-progress").get_attribute("value") == "0"
+
+
+def test_chats_imported_show_in_the_sidebar_of_the_other_tabs(asgi_server, browser, inline_worker):
+    # The import's chats were listed in the other tabs' sidebars only at their next redraw or reload
+    # (an import is no change of common.js's api() to tell them, README "Tabs in step").
+    _sign_up(browser, asgi_server.url, "tabs-importer")
+    chat_tab = browser.current_window_handle
+    browser.get(f"{asgi_server.url}/c/new/")
+    browser.switch_to.new_window("tab")
+    try:
+        browser.get(f"{asgi_server.url}/settings/")
+        _import(browser, FILES / "openwebui_branch.json")
+        _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#import-links a"))
+        browser.switch_to.window(chat_tab)
+        titles = "return [...document.querySelectorAll('#conv-nav .conv-title')].map((t) => t.textContent)"
+        _wait(browser, lambda d: "Tomato seedlings" in d.execute_script(titles), timeout=10)
+        assert console_errors(browser) == []
+    finally:
+        for handle in browser.window_handles:
+            if handle != chat_tab:
+                browser.switch_to.window(handle)
+                browser.close()
+        browser.switch_to.window(chat_tab)

@@ -4,7 +4,7 @@ import { foldLong, unfold } from "./fold.js";
 import { followUnstarted } from "./lost_start.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { messagesSince, pathSync } from "./path_sync.js";
-import { api, app, busyHint, hint, input, messagesEl, sendBtn, state, stopBtn, timeline, toast } from "./state.js";
+import { api, app, busyHint, hint, input, messagesEl, sendBtn, signedOut, state, stopBtn, timeline, toast } from "./state.js";
 import { thinkingReplace } from "./thinking.js";
 import { titleCheck } from "./title_follow.js";
 import { hasNewer, showAround, toNewest, trimNewest } from "./window.js";
@@ -17,7 +17,7 @@ export async function loadEarlier(btn) {
   const focusLost = () => hadFocus && (!document.activeElement || document.activeElement === document.body);
   btn.disabled = true;
   const res = await fetch(`/c/${state.conversationId}/messages/?before=${btn.dataset.before}`, { credentials: "same-origin" });
-  if (!res.ok) {
+  if (!res.ok || signedOut(res)) {
     btn.disabled = false;
     if (focusLost()) btn.focus();
     toast("Could not load earlier messages.", "error");

@@ -1,6 +1,6 @@
 /* The sidebar: the conversation list and its search, pinning, renaming and deleting chats, the title. */
 import { announce, el } from "./dom.js";
-import { api, composing, confirmAction, errorText, hearTabs, nav, searchInput, state, tellTabs, toast } from "./state.js";
+import { api, composing, confirmAction, errorText, hearTabs, nav, searchInput, signedOut, state, tellTabs, toast } from "./state.js";
 
 export function setTitle(title) {
   const h1 = document.getElementById("chat-title");
@@ -43,19 +43,23 @@ function searchSay(query) {
       : nav.querySelector(".conv-empty")?.textContent.trim() || "";
 }
 
+// A search typed whose answer a later redraw (another tab's change) superseded: that redraw says it.
+let sayOwed = false;
+
 /** Draw the chats list again (the search typed, a new title, a chat moved up); `say`: a search typed. */
 export async function refreshSidebar({ say = false } = {}) {
   const seq = ++searchSeq;
+  if (say) sayOwed = true;
   const query = searchInput.value.trim();
   const params = new URLSearchParams({ q: query, current: state.conversationId || "" });
   if (listLimit) params.set("limit", String(listLimit));
   const url = `${searchInput.form.dataset.sidebarUrl}?${params}`;
   try {
     const res = await fetch(url, { credentials: "same-origin" });
-    if (!res.ok || seq !== searchSeq) return;
+    if (!res.ok || signedOut(res) || seq !== searchSeq) return;
     nav.innerHTML = await res.text(); // server-rendered, autoescaped fragment
     drawnAt = Date.now();
-    if (say) searchSay(query);
+    if (sayOwed) { sayOwed = false; searchSay(query); }
     document.dispatchEvent(new CustomEvent("longchat:sidebar-updated"));
   } catch { /* keep the current list */ }
 }
@@ -90,13 +94,22 @@ async function redrawHeard() {
   const where = !holder ? null : holder.matches(".folder") ? `.folder[data-folder-id="${holder.dataset.folderId}"]`
     : `.conv-item[data-id="${holder.dataset.id}"]`;
   const action = focused?.dataset.action;
+  const href = focused?.getAttribute("href"); // a search hit under the chat: the same hit, not the chat's link
   await refreshSidebar();
   if (!focused || focused.isConnected) return;
   const row = where && nav.querySelector(where);
-  if (!row) return;
-  // The row's buttons show only while it holds the focus: its link takes it first, so the button can.
-  row.querySelector(".conv-link")?.focus();
-  if (action) row.querySelector(`[data-action="${action}"]`)?.focus();
+  const link = href && row && [...row.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === href);
+  if (link) link.focus();
+  else if (row) focusRow(row, action);
+}
+
+/** The focus on the row's control `action` (none: its link). A chat's buttons show only while its row
+ *  holds the focus: its own link takes it first, so the button can (a folder has none: its first chat's
+ *  is not it). An item of a menu, closed since (drawn again), gives it to the menu's button. */
+function focusRow(row, action) {
+  row.querySelector(":scope > .conv-link")?.focus();
+  const target = action && row.querySelector(`[data-action="${action}"]`);
+  (target?.closest(".menu[hidden]")?.previousElementSibling || target)?.focus();
 }
 
 document.addEventListener("visibilitychange", () => {
@@ -179,11 +192,7 @@ export async function pinConversation(id, pinned) {
   if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
   await refreshSidebar();
   const row = nav.querySelector(`.conv-item[data-id="${id}"]`);
-  if (hadFocus && row) {
-    // The row's buttons show only while it holds the focus: its link takes it first, so the button can.
-    row.querySelector(".conv-link")?.focus();
-    row.querySelector('[data-action="pin-conversation"]')?.focus();
-  }
+  if (hadFocus && row) focusRow(row, "pin-conversation");
   announce(pinned ? "Chat pinned to the top of the list." : "Chat unpinned.");
 }
 
@@ -196,12 +205,19 @@ export async function deleteConversation(id, title) {
   // The title isolated (U+2068…U+2069, as <bdi>): a right-to-left one would carry the quotes and "?" along.
   const ok = await confirmAction(`Delete “\u2068${title}\u2069”? Its messages and records are removed for good.`);
   // Open again, the dialog asks about a Delete pressed since: that row keeps its buttons shown.
-  if (!document.getElementById("confirm-dialog")?.open) row?.classList.remove("is-confirming");
+  const dialog = document.getElementById("confirm-dialog");
+  if (!dialog?.open) row?.classList.remove("is-confirming");
+  // The list drawn again under the dialog (another tab's change): the Delete it was to give the focus
+  // back to is gone (the focus stays in the closed dialog, then falls to the page), the row's new one
+  // takes it (and, the chat deleted, hands it on to the next chat).
+  const redrawn = nav.querySelector(`.conv-item[data-id="${id}"]`);
+  const lost = document.activeElement === document.body || dialog?.contains(document.activeElement);
+  if (row && !row.isConnected && redrawn && dialog && !dialog.open && lost) focusRow(redrawn, "delete-conversation");
   if (!ok) return;
   const res = await api(`/api/conversations/${id}/`, { method: "DELETE" });
   if (!res.ok && res.status !== 404) { toast(errorText(res.data, res.status), "error"); return; }
   if (Number(id) === state.conversationId) { window.location.href = "/"; return; }
-  removeRow(nav.querySelector(`.conv-item[data-id="${id}"]`)); // looked up again: a search may have redrawn the list
+  removeRow(nav.querySelector(`.conv-item[data-id="${id}"]`)); // looked up again: the list may have been redrawn
   toast("Chat deleted.");
 }
 

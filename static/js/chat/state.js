@@ -1,5 +1,5 @@
 /* Page elements and the state the chat's modules share (what changes lives in `state`). */
-export const { api, errorText, toast, confirmAction, copyText, formatTokens, csrfToken, tellTabs, hearTabs } = Longchat; // common.js (a classic script: its top-level const is global, not on window)
+export const { api, errorText, toast, confirmAction, copyText, formatTokens, csrfToken, tellTabs, hearTabs, signedOut } = Longchat; // common.js (a classic script: its top-level const is global, not on window)
 
 export const app = document.getElementById("app");
 export const messagesEl = document.getElementById("messages");

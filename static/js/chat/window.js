@@ -7,7 +7,7 @@
 import { el, enhance, nearBottom, scrollToBottom } from "./dom.js";
 import { foldLong } from "./fold.js";
 import { placeWindowMarker } from "./gauge.js";
-import { app, jumpBtn, messagesEl, state, timeline, toast } from "./state.js";
+import { app, jumpBtn, messagesEl, signedOut, state, timeline, toast } from "./state.js";
 
 // At most this many messages rendered (summary markers count as one). Three pages of the server's 100
 // (views.TIMELINE_PAGE): the page read and a whole page either side of it, so a load in either direction
@@ -34,7 +34,7 @@ export async function fragment(query) {
   } catch (_) {
     return null;
   }
-  if (!res.ok) return null;
+  if (!res.ok || signedOut(res)) return null;
   const holder = document.createElement("div");
   holder.innerHTML = await res.text(); // server-rendered, sanitized fragment
   enhance(holder);
@@ -122,11 +122,14 @@ function trimOldest(kept) {
 /** One more page of the messages after those shown, at the bottom ("Load newer messages"). */
 export async function loadNewer(btn) {
   if (btn.disabled) return false;
+  // Disabled while it reads, the button drops the focus (to the page): it gets it back while it stays.
   const hadFocus = document.activeElement === btn;
+  const focusLost = () => hadFocus && (!document.activeElement || document.activeElement === document.body);
   btn.disabled = true;
   const read = await fragment(`after=${btn.dataset.after}`);
   if (!read) {
     btn.disabled = false;
+    if (focusLost()) btn.focus({ preventScroll: true });
     toast("Could not load newer messages.", "error");
     return false;
   }
@@ -143,6 +146,7 @@ export async function loadNewer(btn) {
   trimOldest(anchor && anchor.item);
   redrawMarkers();
   keepAnchor(anchor);
+  if (more && focusLost()) btn.focus({ preventScroll: true });
   // The button gone with the chat's end reached, the focus goes on to the first message it brought.
   if (hadFocus && !more && fresh[0]) {
     fresh[0].tabIndex = -1;
