@@ -65,6 +65,18 @@ def _read_up(browser, ids, pages):
     return shown
 
 
+def _wait_reply_after(browser, newest: int) -> None:
+    """Until the page ends with a complete reply newer than message `newest`."""
+    _wait(
+        browser,
+        lambda d: d.execute_script(
+            "const m = [...document.querySelectorAll('#messages > .msg')].pop();"
+            "return m.dataset.role === 'assistant' && +m.dataset.id > arguments[0] && m.dataset.status === 'complete'",
+            newest,
+        ),
+    )
+
+
 def test_reading_far_up_keeps_the_run_bounded_and_reading_down_gets_back_to_the_end(asgi_server, browser):
     _, ids = _chat(browser, asgi_server.url, "dom-reader", 2400)
     shown = _read_up(browser, ids, 12)  # 1,300 messages up
@@ -109,14 +121,7 @@ def test_a_send_from_far_up_shows_the_reply_at_the_end(asgi_server, browser):
 
     box = browser.find_element(By.ID, "composer-input")
     box.send_keys("Back at the end?", Keys.ENTER)
-    _wait(
-        browser,
-        lambda d: d.execute_script(
-            "const m = [...document.querySelectorAll('#messages > .msg')].pop();"
-            "return m.dataset.role === 'assistant' && +m.dataset.id > arguments[0] && m.dataset.status === 'complete'",
-            ids[-1],
-        ),
-    )
+    _wait_reply_after(browser, ids[-1])
     shown = browser.execute_script(SHOWN)
     assert shown[:-2] == ids[-len(shown) + 2 :]  # the chat's newest page, then the send and its reply
     last_user = browser.find_elements(By.CSS_SELECTOR, "#messages > .msg--user")[-1]
@@ -172,14 +177,7 @@ def test_an_edit_far_up_takes_what_followed_it_off_the_page(asgi_server, browser
     area = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f"#m-{edited} .msg-edit-input"))
     area.clear()
     area.send_keys("Edited far up", Keys.ENTER)
-    _wait(
-        browser,
-        lambda d: d.execute_script(
-            "const m = [...document.querySelectorAll('#messages > .msg')].pop();"
-            "return m.dataset.role === 'assistant' && +m.dataset.id > arguments[0] && m.dataset.status === 'complete'",
-            ids[-1],
-        ),
-    )
+    _wait_reply_after(browser, ids[-1])
     now = browser.execute_script(SHOWN)
     assert now[:-2] == shown[: shown.index(edited)] and now[-2] > ids[-1]
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-action="load-newer"]')
