@@ -4,7 +4,7 @@ another user's ids look exactly like ids that do not exist."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
 from django.conf import settings
@@ -156,6 +156,22 @@ def username_held_by_deletion(*, username: str) -> bool:
     """Whether `username` (any case, as sign-up compares them) is an account its user deleted whose data a
     worker is still deleting (account_purge): the name comes free once the user row goes, last."""
     return AccountDeletion.objects.filter(user__username__iexact=username).exists()
+
+
+def account_is_last_admin(*, user: User) -> bool:
+    """Whether `user` is the instance's only active administrator (account_services refuses to turn that
+    account off: no one could administer the instance)."""
+    admins = User.objects.filter(is_superuser=True, is_active=True)
+    return user.is_superuser and user.is_active and not admins.exclude(pk=user.pk).exists()
+
+
+def account_holdings(*, user_ids: Sequence[int]) -> dict[str, int]:
+    """How many chats and messages these accounts hold: what deleting them takes, counted, not listed
+    (the admin's delete page), two index-served counts."""
+    return {
+        "chats": Conversation.objects.filter(owner_id__in=user_ids).count(),
+        "messages": Message.objects.filter(conversation__owner_id__in=user_ids).count(),
+    }
 
 
 # --- user settings -------------------------------------------------------------------------------
