@@ -53,10 +53,16 @@ class AppUserAdmin(UserAdmin):
         # Django's page draws every row the delete takes, each one read: minutes and megabytes for an
         # account of 200,000 messages. Counted instead; the worker deletes them (account_purge).
         users = list(objs)
-        held = account_holdings(user_ids=[u.pk for u in users])
-        gone = f"{held['chats']:,} chats and {held['messages']:,} messages, deleted by a background worker"
-        listed = [f"User: {u.username}" for u in users] + [[gone + " after the accounts are turned off"]]
-        counts = {"users": len(users), "chats": held["chats"], "messages": held["messages"]}
+        listed: list = []
+        counts = {"users": len(users), "chats": 0, "messages": 0}
+        for user in users:
+            held = account_holdings(user_id=user.pk)
+            listed += [f"User: {user.username}", [
+                f"{held['chats']:,} chats and {held['messages']:,} messages, deleted by a background worker "
+                "once the account is turned off"
+            ]]
+            counts["chats"] += held["chats"]
+            counts["messages"] += held["messages"]
         # Listed as protected, the page refuses the delete and says why (both the page and the action).
         protected = [
             f"{u.username} is the only active administrator of this instance: make another account an "

@@ -4,7 +4,7 @@ another user's ids look exactly like ids that do not exist."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import timedelta
 
 from django.conf import settings
@@ -165,12 +165,12 @@ def account_is_last_admin(*, user: User) -> bool:
     return user.is_superuser and user.is_active and not admins.exclude(pk=user.pk).exists()
 
 
-def account_holdings(*, user_ids: Sequence[int]) -> dict[str, int]:
-    """How many chats and messages these accounts hold: what deleting them takes, counted, not listed
-    (the admin's delete page), two index-served counts."""
+def account_holdings(*, user_id: int) -> dict[str, int]:
+    """How many chats and messages an account holds: what deleting it takes, counted, not listed (the
+    admin's delete page), two index-served counts."""
     return {
-        "chats": Conversation.objects.filter(owner_id__in=user_ids).count(),
-        "messages": Message.objects.filter(conversation__owner_id__in=user_ids).count(),
+        "chats": Conversation.objects.filter(owner_id=user_id).count(),
+        "messages": Message.objects.filter(conversation__owner_id=user_id).count(),
     }
 
 
