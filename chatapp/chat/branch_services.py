@@ -26,7 +26,7 @@ from chatapp.chat.branch_selectors import message_sibling_ids
 from chatapp.chat.context import live_chat_q, offline_reply_q
 from chatapp.chat.message_services import live_totals_add
 from chatapp.chat.models import Conversation, Message
-from chatapp.chat.search_services import message_index_sync
+from chatapp.chat.search_services import message_index_move
 from chatapp.chat.turn_claim import turn_busy_check
 
 
@@ -54,7 +54,7 @@ def _move(*, conversation_id: int, rows: QuerySet[Message], hide: bool, tag: int
             offline=(sign * sums["offline_n"], sign * (sums["offline_chars"] or 0),
                      sign * (sums["offline_tokens"] or 0)),
         )
-    message_index_sync(message_ids=chat_ids)  # off the path: neither recalled nor counted in BM25
+    message_index_move(message_ids=chat_ids)  # off the path: neither recalled nor counted in BM25
     return len(chat_ids)
 
 

@@ -14,7 +14,9 @@ Callers, explicitly (house style: no index writes from signals, so every write p
 keeps in step): `message_services.message_append` (`message_index_add`, every new chat message), the
 reply creations of a turn (`message_index_add`: an empty reply has nothing to find and is indexed
 when it finishes), `reply_store.reply_store` (a reply's text and status arrive), Stop (the status leaves
-streaming), Regenerate and Retry (a reply is superseded) through `message_index_sync`; bulk writes
+streaming), Regenerate and Retry (a reply is superseded) through `message_index_sync`; a version
+switch (branch_services: messages move on or off the path, their text unchanged) through
+`message_index_move`; bulk writes
 (the `pack` and `seed_long_conversation` commands, imports) through `conversation_index_rebuild`.
 Writes that bypass these (a raw `Message.objects.create`, a queryset update, `loaddata`) are not
 indexed until one of them or the rebuild runs. Summaries are not indexed: they are system text,
@@ -140,6 +142,49 @@ def message_index_sync(*, message_ids: Iterable[int]) -> None:
             _forget(row=row, deltas=deltas)
         for conversation_id, delta in sorted(deltas.items()):
             _stats_apply(conversation_id=conversation_id, delta=delta)
+
+
+def message_index_move(*, message_ids: Iterable[int]) -> None:
+    """`message_index_sync` for messages whose text has not changed, only their place on or off the
+    active path (branch_services): the stored terms are reused, not analysed again, and only the rows'
+    scope and recallable flag are written, one statement per pair of values. A version switched far up
+    a chat of 6,000 messages of 100 words took 1.6 s to show, 0.6 s of it analysing text that was
+    already analysed (the SQLite FTS5 rows and PostgreSQL's tsvectors follow the rows as before).
+    A message without an index row (written by a path that bypasses the index) is synced in full."""
+    ids = sorted({int(i) for i in message_ids})
+    if not ids:
+        return
+    with transaction.atomic(savepoint=False):
+        old = {
+            row.message_id: row
+            for row in MessageSearch.objects.select_for_update()
+            .filter(message_id__in=ids)
+            .only("message_id", "conversation_id", "scope", "terms", "length", "recallable")
+        }
+        messages = Message.objects.filter(pk__in=ids).values_list(
+            "id", "conversation_id", "conversation__owner_id", "role", "kind", "status", "superseded"
+        )
+        full: list[int] = []
+        deltas: dict[int, _Delta] = {}
+        changed: dict[tuple[str, bool], list[int]] = {}
+        for pk, conversation_id, owner_id, role, kind, status, superseded in messages:
+            before = old.pop(pk, None)
+            if before is None or kind != Message.Kind.CHAT or before.conversation_id != conversation_id:
+                full.append(pk)
+                continue
+            recallable = is_recallable(role=role, kind=kind, status=status, superseded=superseded)
+            scope = index_scope(conversation_id=conversation_id, owner_id=owner_id, on_path=not superseded)
+            if (before.scope, before.recallable) == (scope, recallable):
+                continue
+            if before.recallable != recallable:
+                delta = deltas.setdefault(conversation_id, _Delta(df=Counter()))
+                delta.add(before.terms, before.length, 1 if recallable else -1)
+            changed.setdefault((scope, recallable), []).append(pk)
+        for (scope, recallable), pks in changed.items():
+            MessageSearch.objects.filter(message_id__in=pks).update(scope=scope, recallable=recallable)
+        for conversation_id, delta in sorted(deltas.items()):
+            _stats_apply(conversation_id=conversation_id, delta=delta)
+        message_index_sync(message_ids=[*full, *old])  # and rows whose message is gone: forgotten there
 
 
 def _forget(*, row: MessageSearch, deltas: dict[int, _Delta]) -> None:

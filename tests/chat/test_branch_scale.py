@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from chatapp.chat.branch_services import branch_hide, branch_show
-from chatapp.chat.models import Conversation
+from chatapp.chat.models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
 from chatapp.chat.search_services import conversation_index_rebuild
 from tests.support.branches import assert_path_consistent
 from tests.support.chat import seed_messages
@@ -33,3 +33,30 @@ def test_a_switch_far_up_costs_the_statements_of_a_short_one(user):
     # 48,000 and about 7 s for a switch at the top of a 12,000-message chat.
     short, long = _statements(user, 40), _statements(user, 1200)
     assert all(many <= few + 1200 // 100 for many, few in zip(long, short, strict=True)), (long, short)
+
+
+def _index_state(conversation: Conversation) -> tuple:
+    rows = sorted(MessageSearch.objects.filter(conversation=conversation).values_list(
+        "message_id", "scope", "terms", "length", "recallable"))
+    terms = sorted(RecallTerm.objects.filter(conversation=conversation, df__gt=0).values_list("term", "df"))
+    corpus = list(RecallCorpus.objects.filter(conversation=conversation).values_list("docs", "length"))
+    return rows, terms, corpus
+
+
+def test_the_index_after_switches_is_the_one_a_rebuild_makes(user):
+    """A switch brings the index in step from the rows' stored terms (the text is not analysed again):
+    every row's scope and flag, each term's document frequency and the corpus are what indexing the
+    chat from scratch gives, with a message stopped half-way (not recallable) among those that move."""
+    conversation = Conversation.objects.create(owner=user, title="versions")
+    ids = seed_messages(conversation, 30, words=8)
+    Message.objects.filter(pk=ids[5]).update(status=Message.Status.ERROR)
+    conversation_index_rebuild(conversation=conversation)
+    branch_hide(conversation_id=conversation.pk, start_id=ids[4])
+    hidden = _index_state(conversation)
+    conversation_index_rebuild(conversation=conversation)
+    assert _index_state(conversation) == hidden
+
+    branch_show(conversation_id=conversation.pk, start_id=ids[4])
+    shown = _index_state(conversation)
+    conversation_index_rebuild(conversation=conversation)
+    assert _index_state(conversation) == shown
