@@ -189,3 +189,29 @@ def test_a_packed_image_alone_is_never_an_empty_message(api, echo_config, origin
         (False, "compressed"): ("[image: 1024x1024]", count + placeholder),
     }
     assert (sent.content, sent.tokens) == expected[sees, origin]
+
+
+@pytest.mark.parametrize("content", ["", "   "])
+def test_an_edit_of_an_image_message_may_leave_the_image_alone(api, echo_config, fake_openai, content):
+    chat = _chat(api, echo_config)
+    _send(api, chat, {"content": "What is this?", "images": [_image()]})
+    original = Message.objects.get(conversation_id=chat["id"], role="user")
+    fake_openai.reset()
+    response = api.post(f"/api/messages/{original.pk}/edit/", {"content": content}, format="json")
+    assert response.status_code == 200, response.recorded_body
+    events = sse_events(response.recorded_body)
+    assert events[-1][0] == "done"
+    accepted = dict(events)["accepted"]["user_message"]
+    assert accepted["content"] == "" and [i["name"] for i in accepted["images"]] == ["cat.png"]
+    assert [p["type"] for p in _last_user(fake_openai)["content"]] == ["image_url"]
+    text_only = optimizer.count_message({"role": "user", "content": ""}, model="fake-echo")
+    assert Message.objects.get(pk=accepted["id"]).token_count == text_only + image_tokens(640, 480)
+
+
+def test_an_edit_to_no_text_of_a_message_without_images_is_refused(api, echo_config):
+    chat = _chat(api, echo_config)
+    _send(api, chat, {"content": "Hello"})
+    original = Message.objects.get(conversation_id=chat["id"], role="user")
+    response = api.post(f"/api/messages/{original.pk}/edit/", {"content": "  "}, format="json")
+    assert response.status_code == 400 and "Type a message" in json.dumps(response.json())
+    assert Message.objects.filter(conversation_id=chat["id"], role="user").count() == 1
