@@ -215,3 +215,45 @@ def test_an_edit_to_no_text_of_a_message_without_images_is_refused(api, echo_con
     response = api.post(f"/api/messages/{original.pk}/edit/", {"content": "  "}, format="json")
     assert response.status_code == 400 and "Type a message" in json.dumps(response.json())
     assert Message.objects.filter(conversation_id=chat["id"], role="user").count() == 1
+
+
+def _image_alone_chat(api, echo_config):
+    chat = _chat(api, echo_config)
+    assert sse_events(_send(api, chat, {"content": "", "images": [_image()]}).recorded_body)[-1][0] == "done"
+    return Conversation.objects.get(pk=chat["id"])
+
+
+def test_exports_and_an_import_keep_an_image_alone(api, user, echo_config):
+    from chatapp.chat.import_writing import ModelChoice, conversation_import
+    from chatapp.chat.imports import longchat
+
+    chat = _image_alone_chat(api, echo_config)
+    document = json.loads(api.get(f"/api/conversations/{chat.pk}/export/?format=json").recorded_body)
+    question = document["messages"][0]
+    assert question["content"] == "" and [i["name"] for i in question["images"]] == ["cat.png"]
+    copy = conversation_import(
+        owner=user, record=longchat.conversation_parse(document, index=0), index=0, models=ModelChoice(owner=user)
+    )
+    imported = Message.objects.get(conversation=copy, role="user")
+    assert imported.content == "" and imported.images.get().name == "cat.png"
+    assert imported.token_count == Message.objects.get(conversation=chat, role="user").token_count
+
+    markdown = api.get(f"/api/conversations/{chat.pk}/export/?format=markdown").recorded_body.decode()
+    user_part = markdown.split("· User —", 1)[1].split("###", 1)[0]
+    assert "[image: cat.png 640x480]" in user_part and "(no text)" not in user_part
+
+
+def test_a_share_link_and_the_chat_page_show_an_image_alone(api, user, echo_config):
+    from django.test import Client
+
+    from chatapp.chat.share_services import conversation_share_create
+
+    chat = _image_alone_chat(api, echo_config)
+    issued = conversation_share_create(owner=user, conversation=chat)
+    image = MessageImage.objects.get()
+    page = Client().get(f"/s/{issued.token}/").content.decode()
+    assert f'src="/s/{issued.token}/images/{image.pk}/"' in page
+    owner = Client()
+    owner.force_login(user)
+    drawn = owner.get(f"/c/{chat.pk}/").content.decode()
+    assert f'src="/api/images/{image.pk}/"' in drawn
