@@ -134,7 +134,8 @@ def chat_edit_start(*, user: User, message: Message, content: object, client_key
     """Edit a user message: a sibling with the new text (same parent) and its reply become the active
     path; the edited message and everything after it stay as a branch. Streams like a send (same
     claim, idempotency key and events)."""
-    text = message_content_validate(content=content)
+    images = list(message.images.all())  # kept: an edit changes the text, which they let go blank
+    text = message_content_validate(content=content, with_images=bool(images))
     if message.role != Message.Role.USER or message.kind != Message.Kind.CHAT:
         raise ValidationError("Only your own messages can be edited.", code="not_user_message")
     client_key = client_key_validate(client_key=client_key)
@@ -157,7 +158,6 @@ def chat_edit_start(*, user: User, message: Message, content: object, client_key
             )
         branch_hide(conversation_id=conversation.pk, start_id=message.pk)
         conversation.refresh_from_db()
-        images = list(message.images.all())  # kept: an edit changes the text
         edited = message_append(
             conversation=conversation, role=Message.Role.USER, content=text, token_model=target.model,
             client_key=client_key, parent_id=message.parent_id, extra_tokens=images_tokens(images),

@@ -90,7 +90,7 @@ def chat_turn_start(
     turn is still running in it (another tab): sends are one at a time, never interleaved; also when
     `parent_id` is given and the chat's last message is another one now (send_claim_take).
     """
-    text = message_content_validate(content=content)
+    text = message_content_validate(content=content, with_images=bool(images))
     client_key = client_key_validate(client_key=client_key)
     config = conversation_config(conversation=conversation)
     target = llm.llm_target_for(config=config)
@@ -99,7 +99,7 @@ def chat_turn_start(
     # The title a first message gives (the claim's UPDATE decides whether it is the first).
     title = conversation.title
     if not conversation.title_is_custom and conversation.live_message_count == 0:
-        title = title_from_text(text=text)
+        title = title_from_text(text=text, image_names=[i.name for i in images])
     try:
         # One transaction (a commit costs an fsync on PostgreSQL, and the first byte waits for it).
         with transaction.atomic():

@@ -26,7 +26,8 @@ from optimizer.types import PackedMessage
 # What a message is sent as itself, whole (in the window, or pinned): its images go with it. A message
 # shortened to fit its share of the budget ("compressed") was counted again from its shortened text
 # alone, and is sent as the packer counted it: its images added would take the request past the
-# budget. A summary, or the recall block quoting a message, is text only.
+# budget (an image alone, shortened to no text, is sent its placeholders: a few tokens, not an empty
+# message). A summary, or the recall block quoting a message, is text only.
 _OWN_ORIGINS = ("verbatim", "pinned")
 
 
@@ -42,18 +43,25 @@ def image_part(image: MessageImage) -> dict[str, Any]:
 
 def _with_images(packed: PackedMessage, images: list[MessageImage], *, sees: bool, model: str) -> PackedMessage:
     text = packed.content if isinstance(packed.content, str) else optimizer.tokens.content_text(packed.content)
-    tokens = packed.tokens  # its stored count, its images' cost in it
-    if sees:
-        parts: list[dict[str, Any]] = [{"type": "text", "text": text}, *(image_part(i) for i in images)]
-        return dataclasses.replace(packed, content=parts, tokens=tokens)
+    text = text if text.strip() else ""  # an image sent alone: no empty text part, no blank line before it
+    whole = packed.origin in _OWN_ORIGINS
+    if sees and whole:
+        head: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+        # its stored count, its images' cost in it
+        return dataclasses.replace(packed, content=[*head, *(image_part(i) for i in images)], tokens=packed.tokens)
     placeholders = "\n".join(image_placeholder(i) for i in images)
-    tokens += optimizer.count_text("\n\n" + placeholders, model=model) - images_tokens(images)
-    return dataclasses.replace(packed, content=f"{text}\n\n{placeholders}", tokens=max(tokens, 1))
+    added = f"\n\n{placeholders}" if text else placeholders
+    # Whole, its stored count held the images' cost, replaced by their placeholders'; shortened (an
+    # image alone, its text gone), it was counted without them.
+    tokens = packed.tokens + optimizer.count_text(added, model=model) - (images_tokens(images) if whole else 0)
+    return dataclasses.replace(packed, content=text + added, tokens=max(tokens, 1))
 
 
 def _own_id(packed: PackedMessage) -> str | None:
-    """The id of the user's message `packed` is, sent as itself; None for anything else."""
-    own = packed.role == "user" and packed.origin in _OWN_ORIGINS and len(packed.source_ids) == 1
+    """The id of the user's message `packed` is, sent as itself, or shortened to nothing (an image alone,
+    whose placeholders are then all it is sent as); None for anything else."""
+    shortened_blank = packed.origin == "compressed" and isinstance(packed.content, str) and not packed.content.strip()
+    own = packed.role == "user" and (packed.origin in _OWN_ORIGINS or shortened_blank) and len(packed.source_ids) == 1
     return packed.source_ids[0] if own and packed.source_ids[0].isdigit() else None
 
 
@@ -81,5 +89,6 @@ def messages_with_placeholders(messages: list[Message], *, has_images: bool = Tr
         sizes[message_id].append(image_placeholder(MessageImage(width=width, height=height)))
     for message in messages:
         if message.pk in sizes:
-            message.content = f"{message.content}\n\n" + "\n".join(sizes[message.pk])
+            placeholders = "\n".join(sizes[message.pk])
+            message.content = f"{message.content}\n\n{placeholders}" if message.content else placeholders
     return messages

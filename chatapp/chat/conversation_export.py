@@ -340,7 +340,8 @@ def _markdown_chat(*, row: dict[str, Any], number: int | None) -> str:
     thinking = _quoted_block("Thinking", _fences_closed(row["reasoning"] or ""))
     if thinking:
         parts.append(thinking.rstrip("\n"))
-    parts.append(_markdown_text(row["content"]) if row["content"] else "*(no text)*")
+    if row["content"] or not row.get("images"):  # an image sent alone is its image line
+        parts.append(_markdown_text(row["content"]) if row["content"] else "*(no text)*")
     parts += [images_markdown(row["images"])] if row.get("images") else []
     if row["status"] == Message.Status.ERROR and row["error"]:
         parts.append(f"*Error: {_one_line(row['error'])}*")

@@ -165,11 +165,14 @@ def _stopped_reply_count(*, message_id: int) -> None:
                         offline=(1, chars, tokens) if offline else (0, 0, 0))
 
 
-def message_content_validate(*, content: Any) -> str:
-    """The message text, or ValidationError (not text, empty) / MessageTooLarge."""
+def message_content_validate(*, content: Any, with_images: bool = False) -> str:
+    """The message text, or ValidationError (not text, empty) / MessageTooLarge. A message that carries
+    an image (`with_images`) may have no text, as in ChatGPT or Open WebUI: its blank text is stored as ""."""
     if not isinstance(content, str):
         raise ValidationError({"content": "The message must be text."}, code="invalid")
     if not content.strip():
+        if with_images:
+            return ""
         raise ValidationError({"content": "Type a message before sending."}, code="blank")
     limit = settings.MAX_MESSAGE_CHARS
     if len(content) > limit:
@@ -232,10 +235,14 @@ def _title_plain(line: str) -> str:
     return line.strip()
 
 
-def title_from_text(*, text: str) -> str:
+def title_from_text(*, text: str, image_names: Sequence[str] = ()) -> str:
     """A short title from the first user message: its first line as plain text (a code fence's marker
-    line passed by), cut at a word boundary."""
+    line passed by), cut at a word boundary. An image alone (`image_names`: the message's images'; a
+    pasted one has none) is named by its file until the model names the chat (title_services)."""
     line = next((ln for ln in text.strip().splitlines() if ln.strip() and not _TITLE_FENCE.match(ln)), "")
+    if not line and image_names:  # a file's name as it is, no Markdown read in it
+        name = " ".join(next((n for n in image_names if n.strip()), "").split())
+        return title_cut(f"Image: {name}") if name else "Image"
     return title_cut(_title_plain(re.sub(r"\s+", " ", line).strip())) or "New chat"
 
 

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from chatapp.chat.context import conversation_config, live_chat_q
+from chatapp.chat.context_images import messages_with_placeholders
 from chatapp.chat.message_services import title_cut
 from chatapp.chat.models import Conversation, Message, UserSettings
 from chatapp.chat.summary_requests import background_submit
@@ -106,16 +107,18 @@ def _title_generate(*, conversation_id: int, expected: str) -> str:
     # The first exchange that has an answer (a first message whose reply failed has none).
     first = (Message.objects.filter(live_chat_q(), conversation=conversation, role=Message.Role.ASSISTANT)
              .order_by("id").values_list("reply_to_id", "content").first())
-    question = Message.objects.filter(pk=first[0]).values_list("content", flat=True).first() if first else None
+    question = Message.objects.filter(pk=first[0]).only("id", "role", "content").first() if first else None
     if first is None or question is None:
         return "skipped"
+    # Its images as the summarizer reads them ("[image: 640x480]"): an image sent alone is all there is to name.
+    [question] = messages_with_placeholders([question], has_images=conversation.has_images)
     answer = first[1]
     target = _target(conversation)
     if target.offline:
         return "skipped"
     messages = [
         {"role": "system", "content": TITLE_PROMPT},
-        {"role": "user", "content": f"User:\n{_excerpt(question, USER_EXCERPT_CHARS)}\n\n"
+        {"role": "user", "content": f"User:\n{_excerpt(question.content, USER_EXCERPT_CHARS)}\n\n"
                                     f"Assistant:\n{_excerpt(answer, REPLY_EXCERPT_CHARS)}"},
     ]
     try:

@@ -110,3 +110,42 @@ def test_an_edited_message_keeps_its_images(asgi_server, browser, fake_openai, t
     assert browser.find_element(By.CSS_SELECTOR, ".msg--user .msg-images img").get_attribute("alt") == "cat.png (30x20)"
     sent = fake_openai.completions[-1].messages[-1]["content"]
     assert sent[0] == {"type": "text", "text": "Second words"} and sent[1]["type"] == "image_url"
+
+
+def test_an_image_alone_is_sent_with_an_empty_box(asgi_server, browser, fake_openai, tmp_path):
+    _signed_up(asgi_server, browser, fake_openai, "images-alone", accepts_images=True)
+    composer = browser.find_element(By.ID, "composer-input")
+    composer.send_keys(Keys.ENTER)  # neither text nor image: nothing is sent
+    browser.find_element(By.ID, "send-btn").click()
+    assert not browser.find_elements(By.CSS_SELECTOR, ".msg--user")
+
+    path = tmp_path / "cat.png"
+    path.write_bytes(png_bytes(30, 20))
+    browser.find_element(By.ID, "attach-input").send_keys(str(path))
+    _wait(browser, lambda d: len(_thumbs(d)) == 1)
+    fake_openai.reset()
+    composer.send_keys("  ")
+    composer.send_keys(Keys.ENTER)  # white space and an image: the image alone
+
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
+    assert not browser.find_elements(By.ID, "composer-error")
+    [part] = fake_openai.completions[-1].messages[-1]["content"]
+    assert part["type"] == "image_url" and part["image_url"]["url"].startswith("data:image/png;base64,")
+    bubble = browser.find_element(By.CSS_SELECTOR, ".msg--user")
+    assert bubble.find_element(By.CSS_SELECTOR, ".msg-images img").get_attribute("alt") == "cat.png (30x20)"
+    assert not bubble.find_element(By.CSS_SELECTOR, ".msg-content").is_displayed()  # no empty text bubble
+    _wait(browser, lambda d: d.find_element(By.ID, "chat-title").text == "Image: cat.png")
+
+    browser.refresh()  # drawn by the server: the same
+    bubble = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--user"))
+    assert bubble.find_element(By.CSS_SELECTOR, ".msg-images img").get_attribute("alt") == "cat.png (30x20)"
+    assert not bubble.find_element(By.CSS_SELECTOR, ".msg-content").is_displayed()
+
+    # Its edit may stay an image alone (the edit keeps the images): Enter in the empty editor sends it.
+    browser.find_element(By.CSS_SELECTOR, '.msg--user [data-action="edit-message"]').click()
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--user textarea:not(.msg-source)"))
+    fake_openai.reset()
+    editor.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--user[data-sibling-count="2"]'))
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
+    assert [p["type"] for p in fake_openai.completions[-1].messages[-1]["content"]] == ["image_url"]

@@ -189,10 +189,10 @@ def _start(request: Request, start: Any) -> Response | StreamingHttpResponse:
 
 def _message_send(request: Request, pk: int) -> Response | StreamingHttpResponse:
     conversation = conversation_get_for_send(owner=request.user, pk=pk)
-    data, error = _content_or_error(request)
+    data, error = _content_or_error(request, with_images=lambda body: bool(body.get("images")))
     if error is not None:
         return error
-    content = data.get("content")
+    content = data.get("content", "")  # left out, or blank, with an image: the image alone
     parent = validated(SendParentInput, {"parent": data.get("parent")})["parent"]
     try:
         images = images_validate(images=data.get("images"))  # before the rate limit, as the text
@@ -216,7 +216,11 @@ class SendParentInput(serializers.Serializer):
 def _content_input(name: str, *, what: str, send: bool = False) -> serializers.Serializer:
     """The body of a send or an edit: the text, and an optional idempotency key (a send's, its parent)."""
     fields: dict[str, serializers.Field] = {
-        "content": serializers.CharField(),
+        "content": serializers.CharField(
+            required=False, allow_blank=True,
+            help_text="The message's text: blank, or left out, only when the message carries an image "
+            "(sent with it, or kept by an edit); otherwise 400.",
+        ),
         "client_key": serializers.CharField(
             required=False, max_length=64,
             help_text=f"Idempotency key (or the Idempotency-Key header): the same {what} twice is stored once.",
@@ -298,13 +302,17 @@ def message_stop_api(request: Request, pk: int) -> Response:
     return Response({"id": stopped.pk, "status": stopped.status})
 
 
-def _content_or_error(request: Request) -> tuple[Any, Response | None]:
+def _content_or_error(request: Request, *, with_images: Callable[[Any], bool]) -> tuple[Any, Response | None]:
+    """The body, once its text is checked: a message with an image (`with_images(body)`) may have none."""
     data = request.data  # parses now: malformed JSON answers 400 before anything happens
-    if not hasattr(data, "get") or "content" not in data:
+    if not hasattr(data, "get"):
+        return None, _error('Send a JSON object with the message text in "content".', status.HTTP_400_BAD_REQUEST)
+    images = with_images(data)
+    if "content" not in data and not images:
         return None, _error('Send a JSON object with the message text in "content".', status.HTTP_400_BAD_REQUEST)
     try:
         # Bad input is answered before the rate limiter so it does not use up the user's quota.
-        message_content_validate(content=data.get("content"))
+        message_content_validate(content=data.get("content", ""), with_images=images)
     except DjangoValidationError as exc:
         return None, _validation_response(exc)
     return data, None
@@ -317,11 +325,12 @@ def _content_or_error(request: Request) -> tuple[Any, Response | None]:
 )
 def message_edit_api(request: Request, pk: int) -> Response | StreamingHttpResponse:
     message = get_object_or_404(Message, pk=pk, conversation__owner=request.user)
-    data, error = _content_or_error(request)
+    # An edit keeps the message's images: with them, the text may go.
+    data, error = _content_or_error(request, with_images=lambda _body: message.images.exists())
     if error is not None:
         return error
     return _start(request, lambda: chat_edit_start(
-        user=request.user, message=message, content=data.get("content"), client_key=_client_key(request, data)
+        user=request.user, message=message, content=data.get("content", ""), client_key=_client_key(request, data)
     ))
 
 

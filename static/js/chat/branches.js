@@ -179,10 +179,11 @@ const messageBefore = (node) => {
 
 async function submitEdit(article, content) {
   if (busyNow()) return;
-  if (!content.trim()) { toast("Type a message before sending.", "error"); return; }
-  const id = article.dataset.id;
-  const userEl = buildMessage("user", content);
   const images = article.querySelector(".msg-images"); // an edit keeps them: the text alone is new
+  // With them, the text may go (the image alone), as a send's; without, it is needed.
+  if (!content.trim() && !images) { toast("Type a message before sending.", "error"); return; }
+  const id = article.dataset.id;
+  const userEl = buildMessage("user", content.trim() ? content : "");
   if (images) userEl.querySelector(".msg-content").after(images.cloneNode(true));
   const asstEl = buildMessage("assistant", "");
   const anchor = article.previousElementSibling;

@@ -60,7 +60,7 @@ export function clearComposerError() {
 }
 
 /** Send `content`; `keepDraft` (a button's message, not the box's) leaves what is typed in the box. */
-// The last send that had no answer at all ({pk, content, key}): see sendMessage.
+// The last send that had no answer at all ({pk, sent: its text and images, key}): see sendMessage.
 let unanswered = null;
 
 export async function sendMessage(content, { keepDraft = false, parent = null } = {}) {
@@ -104,7 +104,9 @@ export async function sendMessage(content, { keepDraft = false, parent = null } 
   // One key per send: if the request is repeated (a double submit, a network retry) the server
   // stores the message once. So is the same text sent again after a send that had no answer at all:
   // the connection may have broken on the way back, the message stored.
-  const again = unanswered && unanswered.pk === pk && unanswered.content === content;
+  // The same images too: an image sent alone has no text to tell two sends apart.
+  const sent = `${content}\u0000${images.map((i) => `${i.name}:${i.url.length}`).join("|")}`;
+  const again = unanswered && unanswered.pk === pk && unanswered.sent === sent;
   const key = again ? unanswered.key : sendKey();
   unanswered = null;
   const body = { content, client_key: key, ...(parent ? { parent: Number(parent) } : {}) };
@@ -119,7 +121,7 @@ export async function sendMessage(content, { keepDraft = false, parent = null } 
       const stored = status === 409 && Boolean(data && data.repeated);
       userEl.remove();
       asstEl.remove();
-      if (status === 0) unanswered = { pk, content, key };
+      if (status === 0) unanswered = { pk, sent, key };
       if (!keepDraft && !stored) { restoreText(content); restoreImages(images); }
       if (stored) toast("Your message had reached the server after all: it is shown with its reply.", "info", 6000);
       else showComposerError(msg);
@@ -190,6 +192,7 @@ if (picker) picker.addEventListener("change", switchModel);
 
 /** Give a refused message back to the box, before anything typed there since it was sent. */
 function restoreText(content) {
+  if (!content) return; // an image sent alone: its images come back, no text
   input.value = input.value.trim() ? `${content}\n\n${input.value}` : content;
   autosize();
 }
@@ -204,8 +207,11 @@ export function autosize() {
 
 input.addEventListener("input", () => {
   autosize();
-  if (state.queued && !input.value.trim()) queueSend(false); // an emptied box sends nothing
+  if (state.queued && !somethingToSend()) queueSend(false); // an emptied box sends nothing
 });
+
+/** Text typed, or an image attached (sent alone, with no text, as in ChatGPT or Open WebUI). */
+const somethingToSend = () => Boolean(input.value.trim()) || hasImages();
 
 /* Enter while a reply is written queues the box's text: it is sent, as it then reads, when that reply
  * is complete; stopping the reply, or emptying the box, takes it back. The busy hint says which holds. */
@@ -224,7 +230,7 @@ function sendQueued() {
   queueSend(false);
   // Only after a reply that ran to its end: one stopped (the user took over) or failed hands the box back.
   const last = [...messagesEl.querySelectorAll(".msg--assistant")].pop();
-  if (input.value.trim() && last && last.dataset.status === "complete") form.requestSubmit();
+  if (somethingToSend() && last && last.dataset.status === "complete") form.requestSubmit();
 }
 
 document.addEventListener("longchat:reply-ended", sendQueued);
@@ -241,16 +247,15 @@ let sending = false;
 form.addEventListener("submit", async (e) => {
   e.preventDefault();
   if (state.streaming || followedReply()) {
-    if (input.value.trim()) queueSend(true);
-    announce(input.value.trim()
+    if (somethingToSend()) queueSend(true);
+    announce(somethingToSend()
       ? "The reply is still being written: your message is sent when it ends. Esc stops the reply."
       : "The reply is still being written. Esc stops it.");
     return;
   }
   if (sending) return;
   const content = input.value;
-  if (!content.trim()) {
-    if (hasImages()) showComposerError("Type a message to go with the images.");
+  if (!somethingToSend()) {
     input.focus();
     return;
   }
