@@ -4,7 +4,7 @@
  * a message bring back the run they need (the chat's end, or the page around the message). Before this,
  * every page read stayed: 12,000 messages up, a tab held hundreds of thousands of nodes and each load
  * restyled them all (bench/dom_window.py, README "Long conversations"). Handles its own clicks. */
-import { el, enhance, nearBottom, scrollToBottom } from "./dom.js";
+import { announce, el, enhance, nearBottom, scrollToBottom } from "./dom.js";
 import { foldLong } from "./fold.js";
 import { placeWindowMarker } from "./gauge.js";
 import { app, jumpBtn, messagesEl, signedOut, state, timeline, toast } from "./state.js";
@@ -74,6 +74,14 @@ export function setNewer(after) {
 
 /** Where newer messages are read from (null: the chat's end is shown). */
 export const newerAfter = () => document.querySelector('[data-action="load-newer"]')?.dataset.after || null;
+
+/** Said once a page came in (`which`: "earlier" or "newer"): a screen reader heard nothing of the
+ *  messages put above or below, nor that the chat's first message or its end was reached (`last`). */
+export function sayLoaded(nodes, which, last) {
+  const count = nodes.filter((node) => node.nodeType === Node.ELEMENT_NODE && node.matches(".msg")).length;
+  const came = `${count} ${which} message${count === 1 ? "" : "s"} loaded`;
+  announce(!last ? `${came}.` : `${came}: this is the ${which === "earlier" ? "start" : "end"} of the chat.`);
+}
 
 /** A message in view and its place on the screen: what a change above it must leave where it is. */
 function anchorOf() {
@@ -153,6 +161,7 @@ export async function loadNewer(btn) {
     fresh[0].focus({ preventScroll: true });
   }
   if (jumpBtn) jumpBtn.hidden = nearBottom();
+  sayLoaded(fresh, "newer", !more);
   return true;
 }
 
