@@ -7,7 +7,7 @@ import { messagesSince, pathSync } from "./path_sync.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, signedOut, state, stopBtn, timeline, toast } from "./state.js";
 import { thinkingReplace } from "./thinking.js";
 import { titleCheck } from "./title_follow.js";
-import { hasNewer, sayLoaded, showAround, toNewest, trimNewest } from "./window.js";
+import { bringIntoView, hasNewer, sayLoaded, showAround, toNewest, trimNewest } from "./window.js";
 
 /** One more page of earlier messages above those shown; the newest shown beyond the bound go (window.js). */
 export async function loadEarlier(btn) {
@@ -103,7 +103,7 @@ function markSearchWords(article) {
 function showMark(mark) {
   const seen = mark.getBoundingClientRect();
   const view = timeline.getBoundingClientRect();
-  if (seen.top < view.top || seen.bottom > view.bottom) mark.scrollIntoView({ block: "center" });
+  if (seen.top < view.top || seen.bottom > view.bottom) bringIntoView(mark);
 }
 
 // The message the address named (#m-<id>), once shown. The address then forgets it, so that a later
@@ -137,7 +137,7 @@ export async function revealHash() {
     unfold(target);
     const mark = markSearchWords(target);
     if (mark) showMark(mark);
-    else target.scrollIntoView({ block: target.offsetHeight > timeline.clientHeight ? "start" : "center" });
+    else bringIntoView(target, target.offsetHeight > timeline.clientHeight ? "start" : "center");
     // The focus goes to it, as a link to a place in a page takes it there: a screen reader reads the
     // message, and Tab goes on to its controls rather than from the message box at the bottom.
     if (!target.hasAttribute("tabindex")) target.tabIndex = -1;

@@ -83,6 +83,21 @@ export function sayLoaded(nodes, which, last) {
   announce(!last ? `${came}.` : `${came}: this is the ${which === "earlier" ? "start" : "end"} of the chat.`);
 }
 
+// Farther than this many screens, a jump lands at once: the timeline scrolls smoothly (app.css), and
+// a link to a message 90 up, or a summary's "Show it", slid through the whole run to get there.
+const FAR_SCREENS = 2;
+
+/** `node` scrolled into the timeline's view (`block` as scrollIntoView's): smoothly when it is near,
+ *  at once when it is far, or when the user asked for reduced motion (an explicit "smooth" overrides
+ *  the stylesheet's reduce rule, so it is asked here). */
+export function bringIntoView(node, block = "center") {
+  const view = timeline.getBoundingClientRect();
+  const seen = node.getBoundingClientRect();
+  const far = Math.abs(seen.top + seen.height / 2 - (view.top + view.height / 2)) > FAR_SCREENS * view.height;
+  const still = far || window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  node.scrollIntoView({ block, behavior: still ? "instant" : "smooth" });
+}
+
 /** A message in view and its place on the screen: what a change above it must leave where it is. */
 function anchorOf() {
   const top = timeline.getBoundingClientRect().top;
