@@ -165,6 +165,7 @@ export async function loadNewer(btn) {
   const newest = read.res.headers.get("X-Newest-Id");
   const more = read.res.headers.get("X-Has-Newer") === "1" && newest;
   setNewer(more ? newest : null);
+  putLiveBack();
   btn.disabled = false;
   trimOldest(anchor && anchor.item);
   redrawMarkers();
@@ -186,13 +187,53 @@ export function earlierFrom(res) {
   setEarlier(res.headers.get("X-Has-Earlier") === "1" && oldest ? oldest : null);
 }
 
+// The page's own reply being written when a jump far up (a link, a search hit) replaced the run: taken
+// off with it, its stream wrote on into a node no longer shown, and the way back brought the server's
+// copy of it, stuck at "Writing…". Kept here, written on, and put back in place of that copy once the
+// chat's end is shown again; meanwhile the jump button (the way back) says a reply is being written.
+let live = null;
+
+function showWriting(on) {
+  if (!jumpBtn) return;
+  const label = `Scroll to the newest message${on ? ": a reply is being written" : ""}`;
+  jumpBtn.classList.toggle("is-writing", on);
+  jumpBtn.setAttribute("aria-label", label);
+  if (on) jumpBtn.title = label;
+  else jumpBtn.removeAttribute("title");
+}
+
+function keepLive() {
+  const own = messagesEl.querySelector(":scope > .msg.is-streaming");
+  if (!own || !state.streaming) return;
+  live = own;
+  showWriting(true);
+}
+
+/** The chat's end shown again: the live reply in place of the server's copy (or last, none read yet). */
+function putLiveBack() {
+  if (!live || hasNewer()) return;
+  const copy = live.id && document.getElementById(live.id);
+  if (copy) copy.replaceWith(live);
+  else messagesEl.append(live);
+  live = null;
+  showWriting(false);
+}
+
+// Ended off the page, the reply is stored as it ended: the copy the way back reads is the reply. (The
+// event also says a reply followed from another tab ended: the page's own goes on while state.streaming.)
+document.addEventListener("longchat:reply-ended", () => {
+  if (live && !live.isConnected && !state.streaming) { live = null; showWriting(false); }
+});
+
 /** The run shown replaced by `above` and `below` (fragments read around a place in the path). */
 function showRun(above, below) {
   const nodes = [...above.nodes, ...(below ? below.nodes : [])];
+  keepLive();
   messagesEl.replaceChildren(...nodes);
   earlierFrom(above.res);
   const newest = below && below.res.headers.get("X-Newest-Id");
   setNewer(below && below.res.headers.get("X-Has-Newer") === "1" && newest ? newest : null);
+  putLiveBack();
   foldLong(nodes);
   redrawMarkers();
 }
