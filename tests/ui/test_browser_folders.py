@@ -246,3 +246,26 @@ def test_the_chat_shown_moved_into_a_folded_folder_opens_it(asgi_server, browser
     browser.refresh()
     _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'.conv-item[data-id="{trip.pk}"]').is_displayed())
     assert console_errors(browser) == []
+
+
+def test_a_folder_made_while_a_search_is_typed_is_shown(asgi_server, browser):
+    # A search lists its matches only, no folders: a folder made then was not in the list, and the
+    # user, told "made" but shown nothing, took it for a failure. The search is cleared to show it.
+    _sign_up(browser, asgi_server.url, "folders-search")
+    trip = _chat("folders-search", "Lisbon trip")
+    _chat("folders-search", "Groceries")
+    browser.get(f"{asgi_server.url}/c/{trip.pk}/")
+    browser.find_element(By.ID, "chat-search").send_keys("Lisbon")
+    _wait(browser, lambda d: "match" in d.find_element(By.ID, "search-status").get_attribute("textContent"))
+
+    browser.find_element(By.ID, "new-folder").click()
+    _type_name(browser, "Travel")
+    dialog = browser.find_element(By.ID, "folder-name-dialog")
+    _wait(browser, lambda d: dialog.get_attribute("open") is None)
+    assert _folders(browser) == [("Travel", [])]
+    assert browser.find_element(By.ID, "chat-search").get_attribute("value") == ""
+    assert [(name, sorted(titles)) for name, titles in _sections(browser)] == [("Today", ["Groceries", "Lisbon trip"])]
+    assert browser.switch_to.active_element == browser.find_element(By.CSS_SELECTOR, ".folder-toggle")
+    said = browser.find_element(By.ID, "stream-status").get_attribute("textContent")
+    assert said == "Folder “Travel” made; the search was cleared to show it."
+    assert console_errors(browser) == []

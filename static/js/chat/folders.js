@@ -4,7 +4,7 @@
  * server's (_conversation_list.html): each change draws them again. Self-contained: main.js only imports it. */
 import { announce, el } from "./dom.js";
 import { refreshSidebar } from "./sidebar.js";
-import { api, confirmAction, errorText, nav, state, toast } from "./state.js";
+import { api, confirmAction, errorText, nav, searchInput, state, toast } from "./state.js";
 
 const FOLDED_KEY = "longchat.foldedFolders";
 const nameDialog = document.getElementById("folder-name-dialog");
@@ -91,11 +91,17 @@ function newFolder(opener) {
     save: async (name) => {
       const res = await api("/api/folders/", { method: "POST", body: { name } });
       if (!res.ok) return refusal(res);
+      // A search lists its matches, no folder: the one made would not be in sight, taken for a failure.
+      const searched = Boolean(searchInput.value.trim());
+      if (searched) {
+        searchInput.value = "";
+        document.getElementById("search-status").textContent = "";
+      }
       await refreshSidebar();
       nameDialog.addEventListener("close", () => {
         (folderById(res.data.id)?.querySelector(".folder-toggle") || opener).focus();
       }, { once: true });
-      announce(`Folder “${res.data.name}” made.`);
+      announce(`Folder “${res.data.name}” made${searched ? "; the search was cleared to show it" : ""}.`);
       return "";
     },
   });

@@ -7,7 +7,7 @@ import { messagesSince, pathSync } from "./path_sync.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, signedOut, state, stopBtn, timeline, toast } from "./state.js";
 import { thinkingReplace } from "./thinking.js";
 import { titleCheck } from "./title_follow.js";
-import { hasNewer, showAround, toNewest, trimNewest } from "./window.js";
+import { bringIntoView, hasNewer, sayLoaded, showAround, toNewest, trimNewest } from "./window.js";
 
 /** One more page of earlier messages above those shown; the newest shown beyond the bound go (window.js). */
 export async function loadEarlier(btn) {
@@ -35,7 +35,8 @@ export async function loadEarlier(btn) {
   // just loaded, then run down through all of it back to the message that was being read.
   timeline.scrollBy({ top: timeline.scrollHeight - before, behavior: "instant" });
   trimNewest(); // below the view: nothing on the screen moves
-  if (res.headers.get("X-Has-Earlier") === "1" && res.headers.get("X-Oldest-Id")) {
+  const more = res.headers.get("X-Has-Earlier") === "1" && res.headers.get("X-Oldest-Id");
+  if (more) {
     btn.dataset.before = res.headers.get("X-Oldest-Id");
     btn.disabled = false;
     if (focusLost()) btn.focus({ preventScroll: true });
@@ -48,6 +49,7 @@ export async function loadEarlier(btn) {
     }
   }
   placeWindowMarker(state.lastGauge ? state.lastGauge.window_start_id : app.dataset.windowStart, state.lastGauge && state.lastGauge.strategy);
+  sayLoaded(loaded, "earlier", !more);
   return true;
 }
 
@@ -101,7 +103,7 @@ function markSearchWords(article) {
 function showMark(mark) {
   const seen = mark.getBoundingClientRect();
   const view = timeline.getBoundingClientRect();
-  if (seen.top < view.top || seen.bottom > view.bottom) mark.scrollIntoView({ block: "center" });
+  if (seen.top < view.top || seen.bottom > view.bottom) bringIntoView(mark);
 }
 
 // The message the address named (#m-<id>), once shown. The address then forgets it, so that a later
@@ -135,7 +137,7 @@ export async function revealHash() {
     unfold(target);
     const mark = markSearchWords(target);
     if (mark) showMark(mark);
-    else target.scrollIntoView({ block: target.offsetHeight > timeline.clientHeight ? "start" : "center" });
+    else bringIntoView(target, target.offsetHeight > timeline.clientHeight ? "start" : "center");
     // The focus goes to it, as a link to a place in a page takes it there: a screen reader reads the
     // message, and Tab goes on to its controls rather than from the message box at the bottom.
     if (!target.hasAttribute("tabindex")) target.tabIndex = -1;

@@ -3,7 +3,7 @@ import { bannerButton, el, enhance, icon, setPlace } from "./dom.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { catchUp } from "./history.js";
 import { api, app, confirmAction, errorText, messagesEl, state, toast } from "./state.js";
-import { hasNewer } from "./window.js";
+import { bringIntoView, hasNewer } from "./window.js";
 
 export function summaryMeta(m) {
   const parts = [];
@@ -65,7 +65,7 @@ export function revealSummary(id) {
   const marker = document.getElementById(`m-${id}`);
   if (!marker) return false;
   marker.open = true;
-  marker.scrollIntoView({ block: "center", behavior: "smooth" });
+  bringIntoView(marker);
   return true;
 }
 

@@ -4,7 +4,7 @@
  * a message bring back the run they need (the chat's end, or the page around the message). Before this,
  * every page read stayed: 12,000 messages up, a tab held hundreds of thousands of nodes and each load
  * restyled them all (bench/dom_window.py, README "Long conversations"). Handles its own clicks. */
-import { el, enhance, nearBottom, scrollToBottom } from "./dom.js";
+import { announce, el, enhance, nearBottom, scrollToBottom } from "./dom.js";
 import { foldLong } from "./fold.js";
 import { placeWindowMarker } from "./gauge.js";
 import { app, jumpBtn, messagesEl, signedOut, state, timeline, toast } from "./state.js";
@@ -75,6 +75,29 @@ export function setNewer(after) {
 /** Where newer messages are read from (null: the chat's end is shown). */
 export const newerAfter = () => document.querySelector('[data-action="load-newer"]')?.dataset.after || null;
 
+/** Said once a page came in (`which`: "earlier" or "newer"): a screen reader heard nothing of the
+ *  messages put above or below, nor that the chat's first message or its end was reached (`last`). */
+export function sayLoaded(nodes, which, last) {
+  const count = nodes.filter((node) => node.nodeType === Node.ELEMENT_NODE && node.matches(".msg")).length;
+  const came = `${count} ${which} message${count === 1 ? "" : "s"} loaded`;
+  announce(!last ? `${came}.` : `${came}: this is the ${which === "earlier" ? "start" : "end"} of the chat.`);
+}
+
+// Farther than this many screens, a jump lands at once: the timeline scrolls smoothly (app.css), and
+// a link to a message 90 up, or a summary's "Show it", slid through the whole run to get there.
+const FAR_SCREENS = 2;
+
+/** `node` scrolled into the timeline's view (`block` as scrollIntoView's): smoothly when it is near,
+ *  at once when it is far, or when the user asked for reduced motion (an explicit "smooth" overrides
+ *  the stylesheet's reduce rule, so it is asked here). */
+export function bringIntoView(node, block = "center") {
+  const view = timeline.getBoundingClientRect();
+  const seen = node.getBoundingClientRect();
+  const far = Math.abs(seen.top + seen.height / 2 - (view.top + view.height / 2)) > FAR_SCREENS * view.height;
+  const still = far || window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  node.scrollIntoView({ block, behavior: still ? "instant" : "smooth" });
+}
+
 /** A message in view and its place on the screen: what a change above it must leave where it is. */
 function anchorOf() {
   const top = timeline.getBoundingClientRect().top;
@@ -142,6 +165,7 @@ export async function loadNewer(btn) {
   const newest = read.res.headers.get("X-Newest-Id");
   const more = read.res.headers.get("X-Has-Newer") === "1" && newest;
   setNewer(more ? newest : null);
+  putLiveBack();
   btn.disabled = false;
   trimOldest(anchor && anchor.item);
   redrawMarkers();
@@ -153,6 +177,7 @@ export async function loadNewer(btn) {
     fresh[0].focus({ preventScroll: true });
   }
   if (jumpBtn) jumpBtn.hidden = nearBottom();
+  sayLoaded(fresh, "newer", !more);
   return true;
 }
 
@@ -162,13 +187,53 @@ export function earlierFrom(res) {
   setEarlier(res.headers.get("X-Has-Earlier") === "1" && oldest ? oldest : null);
 }
 
+// The page's own reply being written when a jump far up (a link, a search hit) replaced the run: taken
+// off with it, its stream wrote on into a node no longer shown, and the way back brought the server's
+// copy of it, stuck at "Writing…". Kept here, written on, and put back in place of that copy once the
+// chat's end is shown again; meanwhile the jump button (the way back) says a reply is being written.
+let live = null;
+
+function showWriting(on) {
+  if (!jumpBtn) return;
+  const label = `Scroll to the newest message${on ? ": a reply is being written" : ""}`;
+  jumpBtn.classList.toggle("is-writing", on);
+  jumpBtn.setAttribute("aria-label", label);
+  if (on) jumpBtn.title = label;
+  else jumpBtn.removeAttribute("title");
+}
+
+function keepLive() {
+  const own = messagesEl.querySelector(":scope > .msg.is-streaming");
+  if (!own || !state.streaming) return;
+  live = own;
+  showWriting(true);
+}
+
+/** The chat's end shown again: the live reply in place of the server's copy (or last, none read yet). */
+function putLiveBack() {
+  if (!live || hasNewer()) return;
+  const copy = live.id && document.getElementById(live.id);
+  if (copy) copy.replaceWith(live);
+  else messagesEl.append(live);
+  live = null;
+  showWriting(false);
+}
+
+// Ended off the page, the reply is stored as it ended: the copy the way back reads is the reply. (The
+// event also says a reply followed from another tab ended: the page's own goes on while state.streaming.)
+document.addEventListener("longchat:reply-ended", () => {
+  if (live && !live.isConnected && !state.streaming) { live = null; showWriting(false); }
+});
+
 /** The run shown replaced by `above` and `below` (fragments read around a place in the path). */
 function showRun(above, below) {
   const nodes = [...above.nodes, ...(below ? below.nodes : [])];
+  keepLive();
   messagesEl.replaceChildren(...nodes);
   earlierFrom(above.res);
   const newest = below && below.res.headers.get("X-Newest-Id");
   setNewer(below && below.res.headers.get("X-Has-Newer") === "1" && newest ? newest : null);
+  putLiveBack();
   foldLong(nodes);
   redrawMarkers();
 }
