@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.expected_conditions import staleness_of
 
 from chatapp.chat.token_models import ApiToken
 from chatapp.chat.token_services import MAX_TOKENS_PER_USER, api_token_create
@@ -132,6 +133,8 @@ def test_the_default_models_switch_turned_off_is_refused_with_the_focus_on_it(as
     browser.execute_script("arguments[0].click()", switch)  # the input sits under its drawn track
     card.find_element(By.CSS_SELECTOR, ".config-form button[type=submit]").click()
 
+    # the card opened above matched at once, before the refusal's page replaced it: wait for that page
+    _wait(browser, staleness_of(card))
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".config-edit[open]"))
     focused = browser.switch_to.active_element
     # the refusal was shown under the switch, tied to no element, and the focus was on none
