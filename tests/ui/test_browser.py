@@ -166,7 +166,10 @@ def test_sign_up_chat_stream_settings_and_no_xss(asgi_server, browser, fake_open
 
     # 4. Switch to quality; it is kept.
     browser.find_element(By.CSS_SELECTOR, 'label[for="pref-quality"]').click()
-    browser.find_element(By.ID, "prefs-save").click()
+    save = browser.find_element(By.ID, "prefs-save")
+    save.click()
+    # the radio was checked by the click above: wait for the saved page, not a refresh racing the POST
+    _wait(browser, lambda d: d.current_url.endswith("#opt-h"))
     _wait(browser, lambda d: d.find_element(By.ID, "pref-quality").is_selected())
     browser.refresh()
     assert browser.find_element(By.ID, "pref-quality").is_selected()

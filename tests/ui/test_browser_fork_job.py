@@ -97,6 +97,7 @@ def test_branching_again_while_the_long_branch_is_copied_makes_no_second_chat(
     _send(browser, "Tell me about apples.")
     _send(browser, "And about pears?")
     second = browser.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]")[1].get_attribute("data-id")
+    original = Conversation.objects.get(owner__username="browser-fork-twice")
     job_id, _ = _fork(browser, second, published)
 
     # Chosen again (the note looks idle while no worker runs): said, not queued a second time.
@@ -107,6 +108,9 @@ def test_branching_again_while_the_long_branch_is_copied_makes_no_second_chat(
     assert published == [job_id]
 
     assert import_job_run(job_id=job_id).status == "done"
-    _wait(browser, lambda d: "/c/" in d.current_url and d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))
+    # the original chat's page matched the wait below at once: wait for the new chat's page
+    fork = Conversation.objects.filter(owner__username="browser-fork-twice").exclude(pk=original.pk).get()
+    _wait(browser, lambda d: d.current_url.endswith(f"/c/{fork.pk}/"))
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--user[data-id]"))
     assert Conversation.objects.filter(owner__username="browser-fork-twice").count() == 2
     assert console_errors(browser) == []
