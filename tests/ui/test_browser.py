@@ -8,6 +8,7 @@ from selenium.common.exceptions import StaleElementReferenceException, WebDriver
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from chatapp.chat.models import Conversation, Message, UserSettings
@@ -168,8 +169,9 @@ def test_sign_up_chat_stream_settings_and_no_xss(asgi_server, browser, fake_open
     browser.find_element(By.CSS_SELECTOR, 'label[for="pref-quality"]').click()
     save = browser.find_element(By.ID, "prefs-save")
     save.click()
-    # the radio was checked by the click above: wait for the saved page, not a refresh racing the POST
-    _wait(browser, lambda d: d.current_url.endswith("#opt-h"))
+    # the radio was checked by the click above: wait for the page being left to go, or the refresh
+    # below races the POST
+    _wait(browser, staleness_of(save))
     _wait(browser, lambda d: d.find_element(By.ID, "pref-quality").is_selected())
     browser.refresh()
     assert browser.find_element(By.ID, "pref-quality").is_selected()
