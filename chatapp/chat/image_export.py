@@ -14,7 +14,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from chatapp.chat.image_models import MessageImage
-from chatapp.chat.image_services import ImageUpload, image_facts, images_validate, message_images_store
+from chatapp.chat.image_services import ImageUpload, image_facts, images_validate, messages_images_store
 from chatapp.chat.imports.records import ConversationError
 from chatapp.chat.models import Message
 
@@ -65,6 +65,4 @@ def images_parse(value: Any, *, what: str) -> list[ImageUpload]:
 
 def imported_images_store(*, rows: Sequence[Message], images: Sequence[list[ImageUpload]]) -> None:
     """Each stored row's images (`images[k]` are `rows[k]`'s)."""
-    for row, uploads in zip(rows, images, strict=True):
-        if uploads:
-            message_images_store(message=row, uploads=uploads)
+    messages_images_store(stored=list(zip(rows, images, strict=True)))

@@ -105,26 +105,32 @@ def images_prefetch() -> Prefetch:
 
 
 def message_images_store(*, message: Message, uploads: Sequence[ImageUpload]) -> list[MessageImage]:
-    if not uploads:
+    return messages_images_store(stored=[(message, uploads)])
+
+
+# Images per INSERT: an import stores a chunk's at once, and each may be MAX_IMAGE_BYTES.
+_IMAGES_PER_INSERT = 16
+
+
+def messages_images_store(*, stored: Sequence[tuple[Message, Sequence[ImageUpload]]]) -> list[MessageImage]:
+    """Messages' images (each message with its uploads), inserted together, each chat flagged once (an
+    import's chunk: one statement where a message at a time cost two round trips)."""
+    images = [
+        MessageImage(message=message, mime=u.info.mime, width=u.info.width, height=u.info.height,
+                     byte_count=len(u.data), name=u.name, data=u.data)
+        for message, uploads in stored
+        for u in uploads
+    ]
+    if not images:
         return []
-    # The chat holds an image from now on: its turns look for the images of what they send (context_images).
-    Conversation.objects.filter(pk=message.conversation_id, has_images=False).update(has_images=True)
-    if Message.conversation.is_cached(message):  # the turn storing it packs with this instance
-        message.conversation.has_images = True
-    return MessageImage.objects.bulk_create(
-        [
-            MessageImage(
-                message=message,
-                mime=u.info.mime,
-                width=u.info.width,
-                height=u.info.height,
-                byte_count=len(u.data),
-                name=u.name,
-                data=u.data,
-            )
-            for u in uploads
-        ]
-    )
+    # The chat holds an image from now on: its turns and pages look for the images of what they show
+    # (context_images, the timeline).
+    for conversation_id in {message.conversation_id for message, uploads in stored if uploads}:
+        Conversation.objects.filter(pk=conversation_id, has_images=False).update(has_images=True)
+    for message, uploads in stored:
+        if uploads and Message.conversation.is_cached(message):  # a turn packs with this instance
+            message.conversation.has_images = True
+    return MessageImage.objects.bulk_create(images, batch_size=_IMAGES_PER_INSERT)
 
 
 def message_images_copy(*, images: Sequence[MessageImage], message: Message) -> list[MessageImage]:

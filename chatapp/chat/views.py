@@ -8,7 +8,7 @@ settings_views.py.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from chatapp.chat import selectors, services
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.context import first_user_message_id
 from chatapp.chat.forms import LoginForm, ThrottledPasswordChangeForm
+from chatapp.chat.image_models import MessageImage
 from chatapp.chat.image_services import images_prefetch
 from chatapp.chat.layout import Place, message_place_get
 from chatapp.chat.models import Conversation, Message
@@ -90,6 +91,8 @@ class MessageView:
     # Issue 13 (branches): 1-based position among the messages sharing its parent, and how many there are.
     sibling_index: int = 1
     sibling_count: int = 1
+    # A user message's images (MessageImage, bytes deferred); [] for every other message.
+    images: Sequence[MessageImage] = ()
 
     @property
     def is_summary(self) -> bool:
@@ -181,7 +184,10 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
     first_user_id = first_user_message_id(conversation=conversation)
     kept_ids = summary_kept_pins(conversation=conversation)
     siblings = message_sibling_places(messages=items)
-    prefetch_related_objects(items, images_prefetch())  # the user messages' images, one query
+    # The user messages' images in one query; none in a chat that never held one (most chats).
+    users = [m for m in items if m.role == Message.Role.USER] if conversation.has_images else []
+    prefetch_related_objects(users, images_prefetch())
+    with_images = {m.pk for m in users}
     views = []
     for m in items:
         # User text is shown as typed (escaped by the template); model and summary text is markdown.
@@ -195,6 +201,7 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
                 is_last_reply=m.pk == last_reply_id,
                 sibling_index=siblings.get(m.pk, (1, 1))[0],
                 sibling_count=siblings.get(m.pk, (1, 1))[1],
+                images=list(m.images.all()) if m.pk in with_images else (),
             )
         )
     return views

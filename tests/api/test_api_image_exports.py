@@ -111,3 +111,35 @@ def test_a_share_link_shows_its_images_through_its_token(user, chat, api):
     assert anyone.get(f"/s/{issued.token}/images/{later.pk}/").status_code == 404
     conversation_share_revoke(owner=user, share=issued.share)
     assert anyone.get(address).status_code == 404
+
+
+def test_an_import_stores_its_images_together_and_flags_the_chat(api, user, chat):
+    """An import's images go in with a few inserts, not two statements a message, and the new chat is
+    known to hold images (its pages and turns look for them)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    document = _export(api, chat)
+    question, reply = document["messages"]
+    sizes = [(32 + k, 24) for k in range(20)]
+    document["messages"] = [
+        message
+        for k, (width, height) in enumerate(sizes)
+        for message in (
+            {**question, "id": 2 * k + 1, "parent_id": 2 * k or None, "content": f"Look {k}",
+             "images": [{**question["images"][0], "width": width, "data": b64(png_bytes(width, height))}]},
+            {**reply, "id": 2 * k + 2, "parent_id": 2 * k + 1, "reply_to_id": 2 * k + 1, "content": f"A picture {k}."},
+        )
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        copy = conversation_import(
+            owner=user, record=longchat.conversation_parse(document, index=0), index=0, models=ModelChoice(owner=user)
+        )
+    inserts = [q for q in queries.captured_queries
+               if q["sql"].startswith("INSERT") and MessageImage._meta.db_table in q["sql"]]
+    assert len(inserts) == 2  # 20 images, 16 an insert
+    restored = MessageImage.objects.filter(message__conversation=copy).order_by("message_id", "id")
+    assert [(i.width, i.height, i.message.content) for i in restored] == [
+        (width, height, f"Look {k}") for k, (width, height) in enumerate(sizes)
+    ]
+    assert Conversation.objects.get(pk=copy.pk).has_images

@@ -102,3 +102,26 @@ def test_an_edit_keeps_the_messages_images(api, chat):
     edited = Message.objects.get(pk=accepted["id"])
     assert edited.images.get().data == original.images.get().data
     assert edited.token_count == original.token_count  # the same text, the same image
+
+
+def test_a_chat_that_never_held_an_image_looks_for_none(api, client, user, chat):
+    """Most chats hold no image: their page and their message list read no image rows; once an image is
+    sent, both show it."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(user)
+    assert _send(api, chat["id"], [], content="Just words").status_code == 200
+    page_url, list_url = f"/c/{chat['id']}/", f"/api/conversations/{chat['id']}/messages/"
+    with CaptureQueriesContext(connection) as plain:
+        assert client.get(page_url).status_code == 200
+        assert [m["images"] for m in api.get(list_url).json()["results"]] == [[], []]
+    assert plain.captured_queries
+    assert not [q for q in plain.captured_queries if MessageImage._meta.db_table in q["sql"]]
+
+    _send(api, chat["id"], [{"data": b64(png_bytes(64, 48)), "name": "cat.png"}])
+    listed = api.get(list_url).json()["results"]
+    assert [len(m["images"]) for m in listed] == [0, 0, 1, 0]
+    [shown] = listed[2]["images"]
+    page = client.get(page_url).content.decode()
+    assert page.count('class="msg-image"') == 1 and f'href="{shown["url"]}"' in page

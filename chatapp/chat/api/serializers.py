@@ -148,7 +148,12 @@ class MessageOutputSerializer(serializers.ModelSerializer):
         # One message shape for the REST API and the stream's events: message_services builds it, these
         # fields document it (a test checks the two agree).
         siblings = self.context.get("siblings", {}).get(instance.pk)
-        return message_serialize(message=instance, place=self.get_place(instance), siblings=siblings)
+        # A chat that never held an image (Conversation.has_images) has none to read.
+        conversation = self.context.get("conversation")
+        without = (conversation is not None and conversation.pk == instance.conversation_id
+                   and not conversation.has_images)
+        return message_serialize(message=instance, place=self.get_place(instance), siblings=siblings,
+                                 images=[] if without else None)
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_html(self, obj: Message) -> str | None:

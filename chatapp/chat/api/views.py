@@ -231,7 +231,8 @@ class MessageListApi(APIView):
             fetch=lambda before_id, limit: message_list(conversation=conversation, before_id=before_id, limit=limit),
             request=request,
         )
-        prefetch_related_objects(page, images_prefetch())  # a page's images in one query
+        if conversation.has_images:  # a page's images in one query; none in a chat that never held one
+            prefetch_related_objects(page, images_prefetch())
         context = {"conversation": conversation, "siblings": message_sibling_places(messages=page)}
         data = MessageOutputSerializer(page, many=True, context=context).data
         return paginator.get_paginated_response(data)
