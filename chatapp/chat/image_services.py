@@ -114,7 +114,7 @@ _IMAGES_PER_INSERT = 16
 
 def messages_images_store(*, stored: Sequence[tuple[Message, Sequence[ImageUpload]]]) -> list[MessageImage]:
     """Messages' images (each message with its uploads), inserted together, each chat flagged once (an
-    import's chunk: one statement where a message at a time cost two round trips)."""
+    import's: an insert per _IMAGES_PER_INSERT images, where a message at a time cost two statements)."""
     images = [
         MessageImage(message=message, mime=u.info.mime, width=u.info.width, height=u.info.height,
                      byte_count=len(u.data), name=u.name, data=u.data)

@@ -91,7 +91,7 @@ class MessageView:
     # Issue 13 (branches): 1-based position among the messages sharing its parent, and how many there are.
     sibling_index: int = 1
     sibling_count: int = 1
-    # A user message's images (MessageImage, bytes deferred); [] for every other message.
+    # A user message's images (MessageImage, bytes deferred); none for every other message.
     images: Sequence[MessageImage] = ()
 
     @property
