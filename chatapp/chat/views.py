@@ -187,7 +187,6 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
     # The user messages' images in one query; none in a chat that never held one (most chats).
     users = [m for m in items if m.role == Message.Role.USER] if conversation.has_images else []
     prefetch_related_objects(users, images_prefetch())
-    with_images = {m.pk for m in users}
     views = []
     for m in items:
         # User text is shown as typed (escaped by the template); model and summary text is markdown.
@@ -201,7 +200,7 @@ def _message_views(*, conversation: Conversation, items: list[Message], newest_p
                 is_last_reply=m.pk == last_reply_id,
                 sibling_index=siblings.get(m.pk, (1, 1))[0],
                 sibling_count=siblings.get(m.pk, (1, 1))[1],
-                images=list(m.images.all()) if m.pk in with_images else (),
+                images=list(m.images.all()) if conversation.has_images and m.role == Message.Role.USER else (),
             )
         )
     return views
