@@ -124,8 +124,13 @@ def messages_images_store(*, stored: Sequence[tuple[Message, Sequence[ImageUploa
     if not images:
         return []
     # The chat holds an image from now on: its turns and pages look for the images of what they show
-    # (context_images, the timeline).
-    for conversation_id in {message.conversation_id for message, uploads in stored if uploads}:
+    # (context_images, the timeline). The flag is never cleared, so a chat already known to hold one
+    # (an import's, made with it set) needs no statement.
+    unflagged = {
+        message.conversation_id for message, uploads in stored
+        if uploads and not (Message.conversation.is_cached(message) and message.conversation.has_images)
+    }
+    for conversation_id in unflagged:
         Conversation.objects.filter(pk=conversation_id, has_images=False).update(has_images=True)
     for message, uploads in stored:
         if uploads and Message.conversation.is_cached(message):  # a turn packs with this instance

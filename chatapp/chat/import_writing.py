@@ -112,6 +112,7 @@ def conversation_import(*, owner: User, record: ConversationRecord, index: int, 
         offline_reply_tokens=sum(r.token_count for r in demo),
         summary_count=sum(1 for r in rows if r.kind == Message.Kind.SUMMARY and not r.edited),
         folder=folder_for_import(owner=owner, name=record.folder) if record.folder else None,
+        has_images=any(images),  # known here: the image store then has no flag to set
     )
     for row in rows:
         row.conversation = conversation

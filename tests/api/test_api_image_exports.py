@@ -138,6 +138,8 @@ def test_an_import_stores_its_images_together_and_flags_the_chat(api, user, chat
     inserts = [q for q in queries.captured_queries
                if q["sql"].startswith("INSERT") and MessageImage._meta.db_table in q["sql"]]
     assert len(inserts) == 2  # 20 images, 16 an insert
+    # The chat is made knowing it holds images: no UPDATE comes back to flag it.
+    assert not [q for q in queries.captured_queries if q["sql"].startswith("UPDATE") and "has_images" in q["sql"]]
     restored = MessageImage.objects.filter(message__conversation=copy).order_by("message_id", "id")
     assert [(i.width, i.height, i.message.content) for i in restored] == [
         (width, height, f"Look {k}") for k, (width, height) in enumerate(sizes)
