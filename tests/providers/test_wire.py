@@ -222,6 +222,32 @@ def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
     assert ok is False and "No endpoints found for m." in message
 
 
+def test_a_200_labelled_json_that_does_not_parse_is_a_model_error_not_a_crash():
+    """A gateway's plain-text answer labelled JSON, or JSON garbled on the way: the SDK's own parse raised
+    a bare JSONDecodeError, which crashed a summary job (no retry, no extractive summary), a title, and
+    the connection test of a server without a model list."""
+    body = b'{"id": "c1", "choices": ['
+
+    def script(n: int) -> tuple[list[bytes | float], bool]:
+        return [head(content_type="application/json", chunked_body=False, length=len(body)), body], False
+
+    with wire_server(script) as server:
+        target = make_target(server.base_url, "m")
+        with pytest.raises(llm.LLMError) as info:
+            llm.llm_complete(target=target, messages=MESSAGES)
+    assert info.value.kind == "server" and info.value.retryable
+    assert "not valid JSON" in info.value.user_message
+
+    def no_list(n: int) -> tuple[list[bytes | float], bool]:
+        if n == 0:
+            return [head("404 Not Found", "text/plain", chunked_body=False, length=0)], False
+        return [head(content_type="application/json", chunked_body=False, length=len(body)), body], False
+
+    with wire_server(no_list) as server:
+        ok, message = llm.llm_test_connection(target=make_target(server.base_url, "m"))
+    assert ok is False and "not valid JSON" in message
+
+
 def test_a_reply_cut_at_the_output_limit_says_so_after_its_text():
     """`length` after some answer is a whole reply the model could not finish: its text is kept and
     the reason handed on (the chat marks the reply and offers to continue it); a reply that ends on its

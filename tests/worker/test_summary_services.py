@@ -31,6 +31,7 @@ from chatapp.providers.llm import OFFLINE_MODEL
 from chatapp.providers.models import LLMConfig
 from tests.support.accounts import token_client
 from tests.support.chat import send
+from tests.support.wire import head, wire_server
 from tests.support.worker import summaries_of, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -183,6 +184,24 @@ def test_retryable_model_error_releases_the_job_for_a_retry(
     job.refresh_from_db()
     assert job.status == SummaryJob.Status.QUEUED and "Attempt 1 failed" in job.error
     assert summaries_of(conversation) == []
+
+
+def test_a_garbled_json_answer_is_retried_like_any_model_failure_not_a_crash(
+    owner, make_config, long_conversation, published
+):
+    """A 200 labelled JSON whose body does not parse (a gateway's plain text, a garbled answer) crashed the
+    delivery: the job failed as an internal error, with neither a retry nor the extractive summary."""
+    body = b"upstream connect error or disconnect/reset before headers"
+    answer = [head(content_type="application/json", chunked_body=False, length=len(body)), body]
+    with wire_server((answer, False)) as server:
+        config = make_config("m")
+        LLMConfig.objects.filter(pk=config.pk).update(base_url=server.base_url)
+        conversation = long_conversation(config=config)
+        job = summary_job_request(conversation=conversation, trigger="auto")
+        outcome = summary_job_run(job_id=job.pk)
+    assert outcome.status == "retry"
+    job.refresh_from_db()
+    assert job.status == SummaryJob.Status.QUEUED and "not valid JSON" in job.error
 
 
 def test_edit_and_discard(owner, long_conversation, published):

@@ -18,6 +18,7 @@ import optimizer
 from chatapp.providers.crypto import SecretDecryptError, secret_decrypt
 from chatapp.providers.llm.errors import (
     _CALL_ERRORS,
+    _COMPLETE_ERRORS,
     _answered_error,
     _endpoint_name,
     _key_unreadable_error,
@@ -309,7 +310,7 @@ def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list
         try:
             response = create(**_request_params(target, messages, stream=False, max_tokens=max_tokens, quirks=quirks))
             break
-        except _CALL_ERRORS as exc:
+        except _COMPLETE_ERRORS as exc:
             attempts.failed(exc)
     attempts.raise_failure()
     if not hasattr(response, "choices"):  # the SDK hands back raw text when the body is not JSON

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import email.utils
 import html
+import json
 import math
 import re
 import ssl
@@ -128,6 +129,10 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
         content_type = exc.response.headers.get("content-type", "") if exc.response is not None else ""
         return _not_chat_completions_error(target, content_type)
     endpoint = _endpoint_name(target)
+    if isinstance(exc, json.JSONDecodeError):
+        return LLMError("server", f"The model endpoint at {endpoint} answered with a body labelled JSON that is not "
+                        "valid JSON (a gateway's own words, or an answer garbled on the way). Retry in a moment; if it "
+                        "keeps happening, check the base URL in Settings.")
     if isinstance(exc, openai.APIConnectionError):
         if isinstance(exc.__cause__, EndpointAddressRefused):
             return LLMError("connection", f"The model endpoint's address was refused: {exc.__cause__} "
@@ -306,3 +311,8 @@ def _stream_cut_error() -> LLMError:
 
 
 _CALL_ERRORS = (openai.OpenAIError, httpx.HTTPError)
+
+
+# A whole (not streamed) answer is parsed by the SDK, which lets a body labelled JSON that does not parse
+# out as the standard library's error: taken for a crash, it skipped a summary's retries and fallback.
+_COMPLETE_ERRORS = (*_CALL_ERRORS, json.JSONDecodeError)
