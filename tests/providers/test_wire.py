@@ -206,6 +206,23 @@ def test_a_proxys_html_error_page_is_told_by_its_title_not_its_markup():
     assert error.user_message == "The model endpoint rejected the request (413): 413 Request Entity Too Large"
 
 
+@pytest.mark.parametrize("body", [
+    # llama.cpp's server, older and newer words
+    b'{"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", '
+    b'"type": "exceed_context_size_error", "n_prompt_tokens": 9000, "n_ctx": 8192}}',
+    b'{"error": {"code": 400, "message": "request (9000 tokens) exceeds the available context size (8192 tokens), '
+    b'try increasing it", "type": "exceed_context_size_error"}}',
+])
+def test_llama_cpps_context_size_refusal_points_at_the_configs_window(body):
+    """llama.cpp answers a request longer than its `n_ctx` in words of its own ("try increasing it", a server
+    flag the chat's user may not hold): the config's window, which makes requests that long, went unnamed."""
+    error = _refused("400 Bad Request", "application/json", body)
+
+    assert error is not None and (error.kind, error.retryable) == ("bad_request", False)
+    assert error.user_message.endswith("The context window set for “Test endpoint” (8,192 tokens) is more than the "
+                                       "endpoint takes: lower it in Settings.")
+
+
 def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
     body = b'{"error": {"message": "No endpoints found for m.", "code": 404}}'
 

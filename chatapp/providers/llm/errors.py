@@ -213,7 +213,8 @@ def _not_found_words(target: LLMTarget) -> tuple[str, str]:
             "Check the model name and the base URL in Settings.")
 
 
-_CONTEXT_WORDS = re.compile(r"(?i)context[ _]length|context window|maximum context|prompt is too long")
+# llama.cpp's own words: "the request exceeds the available context size, try increasing it".
+_CONTEXT_WORDS = re.compile(r"(?i)context[ _]length|context window|context size|maximum context|prompt is too long")
 
 
 # A wait written in the words only: "Please try again in 1.2s" (OpenAI, Groq), "Please try again in 7m12s"
