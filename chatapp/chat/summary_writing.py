@@ -19,9 +19,7 @@ from chatapp.chat.context_images import messages_with_placeholders
 from chatapp.chat.layout import static_layer_q
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.selectors import message_numbers
-from chatapp.chat.summary_selectors import (
-    summary_current,
-)
+from chatapp.chat.summary_selectors import summary_current
 from chatapp.chat.textsafe import text_storable
 from chatapp.dashboard.costs import money
 from chatapp.providers.llm import llm_complete
@@ -217,8 +215,10 @@ def model_summarize(
         completion = llm_complete(target=target, messages=prompt.messages, max_tokens=prompt.max_tokens,
                                   timeout=settings.SUMMARY_TIMEOUT_SECONDS)
         text = text_storable((completion.text or "").strip())
-        if not text:
-            raise EmptySummaryError("The model returned an empty summary.")
+        # A summary cut at its limit stops mid-sentence: what the span held after that point would be lost.
+        if not text or completion.finish_reason == "length":
+            raise EmptySummaryError("The model's summary was cut at its output limit." if text else
+                                    "The model returned an empty summary.")
         result.text = text
         result.model = completion.model or target.model
         result.prompt_tokens += completion.prompt_tokens or 0
@@ -250,7 +250,8 @@ def _within(msg: Msg, *, limit: int, model: str) -> Msg:
 
 
 class EmptySummaryError(Exception):
-    """An empty reply: treated like a transient model failure (retried, then extractive)."""
+    """An empty reply, or one cut at its output limit: treated like a transient model failure (retried,
+    then extractive)."""
 
 
 def summary_header_for(*, conversation_id: int, covers_from: int, covers_through: int, covered: int, source_chars: int,

@@ -204,6 +204,27 @@ def test_a_garbled_json_answer_is_retried_like_any_model_failure_not_a_crash(
     assert job.status == SummaryJob.Status.QUEUED and "not valid JSON" in job.error
 
 
+def test_a_summary_cut_at_its_output_limit_is_not_saved_as_a_whole_one(
+    owner, make_config, long_conversation, fake_openai, published, settings
+):
+    """A model that writes past the summary's max_tokens (a verbose local model, inline thinking that
+    counts against the limit) ends with finish_reason "length": its summary stopped mid-sentence, and
+    everything the span held after that point was gone from the chat's context, with nothing to say so.
+    It is retried as an empty summary is, then the extractive summary stands in."""
+    settings.SUMMARY_MAX_RETRIES = 0
+    # `verbatim-0` answers the prompt's transcript word for word: longer than the summary's limit.
+    conversation = long_conversation(config=make_config("verbatim-0"), rounds=30)
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    summary_job_run(job_id=job.pk)
+
+    asked = fake_openai.completions[-1]
+    assert asked.body["max_tokens"] < len(asked.messages[-1]["content"].split())  # the model was cut
+    [summary] = summaries_of(conversation)
+    assert summary.extractive
+    job.refresh_from_db()
+    assert "cut at its output limit" in job.error
+
+
 def test_edit_and_discard(owner, long_conversation, published):
     conversation = long_conversation(config=None)
     job = summary_job_request(conversation=conversation, trigger="auto")
