@@ -135,6 +135,17 @@ def blank_lines_off(answer: str) -> str:
     return stripped if newline < 0 or not stripped else answer[newline + 1:]
 
 
+def content_answer(content: Any) -> str:
+    """The text of a whole message's `content`: a string as it is, a list of content blocks by its text
+    blocks (Mistral's Magistral puts its thinking in a block of its own, left out as structured thinking
+    is), anything else (null, an odd shape) no text."""
+    if isinstance(content, str):
+        return content
+    blocks = content if isinstance(content, list) else []
+    return "".join(block["text"] for block in blocks
+                   if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str))
+
+
 def think_split(text: str) -> tuple[str, str]:
     """(thinking, answer) of a whole reply (a non-streamed completion), however its block was opened."""
     splitter = ThinkSplitter()

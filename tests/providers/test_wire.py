@@ -265,6 +265,37 @@ def test_a_200_labelled_json_that_does_not_parse_is_a_model_error_not_a_crash():
     assert ok is False and "not valid JSON" in message
 
 
+def _whole_answer(body: bytes) -> llm.Completion:
+    answer = [head(content_type="application/json", chunked_body=False, length=len(body)), body]
+    with wire_server((answer, False)) as server:
+        return llm.llm_complete(target=make_target(server.base_url, "m"), messages=MESSAGES)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"choices": [{"index": 0, "message": null, "finish_reason": "stop"}]}',
+    b'{"choices": [{"index": 0, "message": "Hello", "finish_reason": "stop"}]}',
+    b'{"choices": "Hello"}',
+])
+def test_a_whole_answer_of_an_odd_shape_is_an_empty_answer_not_a_crash(body):
+    """What a summary or a title reads was taken on trust (`choices[0].message.content`): a message null
+    or not an object crashed the summary job (no retry, no extractive summary) and the title task, and
+    answered the connection test of a server without a model list with a 500. The stream reads the same
+    shapes as no answer."""
+    assert _whole_answer(body).text == ""
+
+
+def test_a_whole_answer_in_content_blocks_is_read_from_its_text_blocks():
+    """Mistral's Magistral answers `content` as a list of blocks, its thinking in one of its own: the text
+    is the answer, the thinking is left out (as structured thinking is)."""
+    body = json.dumps({"model": "m", "choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": [
+            {"type": "thinking", "thinking": [{"type": "text", "text": "Let me think."}]},
+            {"type": "text", "text": "The answer."},
+        ]}}]}).encode()
+    completion = _whole_answer(body)
+    assert completion.text == "The answer." and completion.finish_reason == "stop"
+
+
 def test_a_reply_cut_at_the_output_limit_says_so_after_its_text():
     """`length` after some answer is a whole reply the model could not finish: its text is kept and
     the reason handed on (the chat marks the reply and offers to continue it); a reply that ends on its

@@ -34,7 +34,7 @@ from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
 from chatapp.providers.llm.sse import DONE, sse_events
 from chatapp.providers.llm.transport import _async_client, _sync_client
 from chatapp.providers.llm.types import Completion, Delta, Finish, LLMError, LLMEvent, LLMTarget, Reasoning, Usage
-from chatapp.providers.thinking import ThinkSplitter, reasoning_of, think_split
+from chatapp.providers.thinking import ThinkSplitter, content_answer, reasoning_of, think_split
 
 if TYPE_CHECKING:
     from chatapp.providers.models import LLMConfig
@@ -317,18 +317,19 @@ def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list
         raise _not_chat_completions_error(target, "text/html or other non-JSON")
     if getattr(response, "error", None):
         raise _answered_error(response.error, target)
-    choice = response.choices[0] if response.choices else None
+    # Read as the stream is, defensively: an odd shape (a message null or not an object) is no answer, not a crash.
+    choice = response.choices[0] if isinstance(response.choices, list) and response.choices else None
     usage = _usage_from(response.usage) if response.usage is not None else Usage(0, 0, 0)
     # A reasoning model's inline thinking is not part of a summary or a title (structured thinking
     # is a field of its own, not read).
-    _, text = think_split((choice.message.content or "") if choice is not None else "")
+    _, text = think_split(content_answer(_field(_field(choice, "message"), "content")))
     return Completion(
         text=text,
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         cached_tokens=usage.cached_tokens or 0,
         model=response.model or target.model,
-        finish_reason=choice.finish_reason if choice is not None else None,
+        finish_reason=_field(choice, "finish_reason"),
     )
 
 
