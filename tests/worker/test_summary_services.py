@@ -225,6 +225,28 @@ def test_a_summary_cut_at_its_output_limit_is_not_saved_as_a_whole_one(
     assert "cut at its output limit" in job.error
 
 
+def test_a_job_records_what_each_of_its_model_calls_spent_also_when_no_model_summary_is_kept(
+    owner, make_config, long_conversation, fake_openai, published, settings
+):
+    """Every answered call is billed: one whose summary was empty or cut, and so retried, and the last
+    one before the extractive summary stood in, recorded nothing, and the dashboard's summary cost (the
+    jobs' sum) left them out."""
+    settings.SUMMARY_MAX_RETRIES = 1
+    conversation = long_conversation(config=make_config("verbatim-0"), rounds=30)  # cut every time
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    fake_openai.reset()
+    assert summary_job_run(job_id=job.pk).status == "retry"
+    summary_job_run(job_id=job.pk)
+
+    [summary] = summaries_of(conversation)
+    assert summary.extractive
+    calls = fake_openai.completions
+    job.refresh_from_db()
+    assert len(calls) == 2
+    assert job.prompt_tokens == sum(optimizer.count_messages(c.messages, model="verbatim-0") for c in calls)
+    assert job.completion_tokens and job.completion_tokens > calls[0].body["max_tokens"]  # both calls'
+
+
 def test_edit_and_discard(owner, long_conversation, published):
     conversation = long_conversation(config=None)
     job = summary_job_request(conversation=conversation, trigger="auto")
