@@ -223,6 +223,19 @@ def test_llama_cpps_context_size_refusal_points_at_the_configs_window(body):
                                        "endpoint takes: lower it in Settings.")
 
 
+def test_llama_cpps_streamed_error_field_is_the_error_it_says_not_an_empty_reply():
+    """llama.cpp's server (builds before late 2025) answers a streamed request it cannot serve with 200, an
+    `error:` field (not `data:`) and `[DONE]`: the error was passed over and the chat stored an empty,
+    complete reply, with nothing said. Its context-size refusal is told as the 400 it stands for."""
+    events, error = _stream(b'error: {"code": 400, "message": "the request exceeds the available context size, try '
+                            b'increasing it", "type": "exceed_context_size_error"}\n\n' + sse("[DONE]"))
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("bad_request", False)
+    assert "the request exceeds the available context size" in error.user_message
+    assert error.user_message.endswith("The context window set for “Test endpoint” (8,192 tokens) is more than the "
+                                       "endpoint takes: lower it in Settings.")
+
+
 def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
     body = b'{"error": {"message": "No endpoints found for m.", "code": 404}}'
 

@@ -143,14 +143,22 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
         return LLMError("connection", f"Could not connect to the model endpoint at {endpoint}. Check the base URL "
                         "in Settings and that the server is running.")
     if isinstance(exc, openai.APIError):  # an error event inside an otherwise good stream
-        detail = _scrub(_provider_message(exc), target.api_key)[:300]
-        return LLMError("server", f"The model endpoint reported an error mid-reply: {detail} Retry in a moment.",
-                        detail=detail)
+        return _in_band_error(exc, target, started=started)
     if isinstance(exc, httpx.TransportError):
         if started:
             return _stream_cut_error()
         return LLMError("connection", f"The connection to the model endpoint at {endpoint} failed. Retry in a moment.")
     return LLMError("server", "The model call failed unexpectedly. Retry in a moment.")
+
+
+def _in_band_error(exc: openai.APIError, target: LLMTarget, *, started: bool) -> LLMError:
+    detail = _scrub(_provider_message(exc), target.api_key)[:300]
+    if not started and _CONTEXT_WORDS.search(detail):
+        # A refusal sent in the stream (llama.cpp): "retry in a moment" would only be refused again.
+        return LLMError("bad_request", _context_hint(f"The model endpoint rejected the request: {detail}", target),
+                        retryable=False, detail=detail)
+    return LLMError("server", f"The model endpoint reported an error mid-reply: {detail} Retry in a moment.",
+                    detail=detail)
 
 
 def _timeout_error(*, started: bool, seconds: float) -> LLMError:
@@ -188,12 +196,17 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
     if words is None:
         words = ("bad_request", f"The model endpoint rejected the request ({status}): {detail}")
         if status == 400 and (_CONTEXT_WORDS.search(detail) or "context_length" in str(getattr(exc, "code", ""))):
-            # Requests that long come from the config's window (typed, or the default for a model the
-            # registry does not know): the endpoint's words alone do not say which setting to change.
-            said = words[1] if words[1].endswith((".", "!", "?")) else f"{words[1]}."
-            words = (words[0], f"{said} The context window set for “{target.label}” ({target.context_window:,} "
-                     "tokens) is more than the endpoint takes: lower it in Settings.")
+            words = (words[0], _context_hint(words[1], target))
     return LLMError(words[0], words[1], status=status, detail=detail)
+
+
+def _context_hint(words: str, target: LLMTarget) -> str:
+    """`words` of a context-length refusal, and the setting to change. Requests that long come from the
+    config's window (typed, or the default for a model the registry does not know): the endpoint's words
+    alone do not say which setting to change."""
+    said = words if words.endswith((".", "!", "?")) else f"{words}."
+    return (f"{said} The context window set for “{target.label}” ({target.context_window:,} tokens) is more than "
+            "the endpoint takes: lower it in Settings.")
 
 
 def base_url_bare(target: LLMTarget) -> bool:
