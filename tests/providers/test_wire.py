@@ -236,6 +236,18 @@ def test_llama_cpps_streamed_error_field_is_the_error_it_says_not_an_empty_reply
                                        "endpoint takes: lower it in Settings.")
 
 
+def test_an_error_event_before_any_text_is_not_said_to_be_mid_reply():
+    """OpenRouter passes an upstream provider's failure on as an error event, often before any text: the
+    chat said "an error mid-reply" of a reply that never began, and ran the provider's unpunctuated words
+    into its own ("Provider returned error Retry in a moment.")."""
+    events, error = _stream(sse(chunk({"role": "assistant", "content": ""}),
+                                {"error": {"code": 502, "message": "Provider returned error"}}))
+
+    assert events == [] and error is not None and error.kind == "server" and error.retryable
+    assert error.user_message == ("The model endpoint reported an error before replying: Provider returned error. "
+                                  "Retry in a moment.")
+
+
 def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
     body = b'{"error": {"message": "No endpoints found for m.", "code": 404}}'
 

@@ -157,8 +157,14 @@ def _in_band_error(exc: openai.APIError, target: LLMTarget, *, started: bool) ->
         # A refusal sent in the stream (llama.cpp): "retry in a moment" would only be refused again.
         return LLMError("bad_request", _context_hint(f"The model endpoint rejected the request: {detail}", target),
                         retryable=False, detail=detail)
-    return LLMError("server", f"The model endpoint reported an error mid-reply: {detail} Retry in a moment.",
-                    detail=detail)
+    # OpenRouter passes an upstream failure on this way, often before any text.
+    return LLMError("server", f"The model endpoint reported an error {'mid-reply' if started else 'before replying'}: "
+                    f"{_sentence(detail)} Retry in a moment.", detail=detail)
+
+
+def _sentence(words: str) -> str:
+    """A provider's words ended as a sentence, so that ours after them read apart."""
+    return words if words.endswith((".", "!", "?")) else f"{words}."
 
 
 def _timeout_error(*, started: bool, seconds: float) -> LLMError:
@@ -204,9 +210,8 @@ def _context_hint(words: str, target: LLMTarget) -> str:
     """`words` of a context-length refusal, and the setting to change. Requests that long come from the
     config's window (typed, or the default for a model the registry does not know): the endpoint's words
     alone do not say which setting to change."""
-    said = words if words.endswith((".", "!", "?")) else f"{words}."
-    return (f"{said} The context window set for “{target.label}” ({target.context_window:,} tokens) is more than "
-            "the endpoint takes: lower it in Settings.")
+    return (f"{_sentence(words)} The context window set for “{target.label}” ({target.context_window:,} tokens) "
+            "is more than the endpoint takes: lower it in Settings.")
 
 
 def base_url_bare(target: LLMTarget) -> bool:
@@ -316,7 +321,8 @@ def _answered_error(error: object, target: LLMTarget) -> LLMError:
     """An error object answered with 200 in place of a completion (OpenRouter does so)."""
     message = error.get("message") if isinstance(error, dict) else error
     detail = _scrub(str(message or "no message"), target.api_key)[:300]
-    return LLMError("server", f"The model endpoint reported an error: {detail} Retry in a moment.", detail=detail)
+    return LLMError("server", f"The model endpoint reported an error: {_sentence(detail)} Retry in a moment.",
+                    detail=detail)
 
 
 def _stream_cut_error() -> LLMError:
