@@ -248,6 +248,24 @@ def test_an_error_event_before_any_text_is_not_said_to_be_mid_reply():
                                   "Retry in a moment.")
 
 
+def test_content_streamed_as_blocks_is_the_reply_and_its_thinking():
+    """Mistral's Magistral streams `content` as lists of blocks: its thinking in `thinking` blocks, then the
+    answer in `text` blocks. Only a string was read, so every reply ended empty and complete, nothing said."""
+    events, error = _stream(sse(
+        chunk({"role": "assistant",
+               "content": [{"type": "thinking", "thinking": [{"type": "text", "text": "Basic "}]}]}),
+        chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "arithmetic."}]}]}),
+        chunk({"content": [{"type": "text", "text": "2 + 2 "}]}),
+        chunk({"content": [{"type": "text", "text": "= 4"}]}),
+        chunk({"content": ""}, "stop"),
+        "[DONE]",
+    ))
+
+    assert error is None and _text(events) == "2 + 2 = 4"
+    assert "".join(e.text for e in events if isinstance(e, llm.Reasoning)) == "Basic arithmetic."
+    assert [e for e in events if isinstance(e, llm.Finish)] == [llm.Finish("stop")]
+
+
 def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
     body = b'{"error": {"message": "No endpoints found for m.", "code": 404}}'
 

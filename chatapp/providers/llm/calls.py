@@ -34,7 +34,7 @@ from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
 from chatapp.providers.llm.sse import DONE, sse_events
 from chatapp.providers.llm.transport import _async_client, _sync_client
 from chatapp.providers.llm.types import Completion, Delta, Finish, LLMError, LLMEvent, LLMTarget, Reasoning, Usage
-from chatapp.providers.thinking import ThinkSplitter, content_answer, reasoning_of, think_split
+from chatapp.providers.thinking import ThinkSplitter, content_answer, content_parts, reasoning_of, think_split
 
 if TYPE_CHECKING:
     from chatapp.providers.models import LLMConfig
@@ -165,12 +165,13 @@ class _StreamReading:
                 continue
             delta = choice.get("delta")
             if isinstance(delta, dict):
-                thought = reasoning_of(delta)
+                # A string, or blocks (Mistral's Magistral) with its thinking in blocks of its own.
+                block_thought, text = content_parts(delta.get("content"))
+                thought = reasoning_of(delta) + block_thought
                 if thought:
                     self.started = True
                     events.append(Reasoning(thought))
-                text = delta.get("content")
-                if isinstance(text, str) and text:
+                if text:
                     self.started = True
                     self._add(*self.splitter.feed(text), events)
                 refusal = delta.get("refusal")  # OpenAI's refusal comes in a field of its own, content null
@@ -276,14 +277,9 @@ def llm_complete(
     `timeout` (seconds, default settings.LLM_TIMEOUT_SECONDS) bounds each call."""
     if target.offline:
         text = offline_reply(messages=messages, model=target.model)
-        return Completion(
-            text=text,
-            prompt_tokens=optimizer.count_messages(messages, model=target.model),
-            completion_tokens=optimizer.count_text(text, model=target.model),
-            cached_tokens=0,
-            model=target.model,
-            finish_reason="stop",
-        )
+        return Completion(text=text, prompt_tokens=optimizer.count_messages(messages, model=target.model),
+                          completion_tokens=optimizer.count_text(text, model=target.model), cached_tokens=0,
+                          model=target.model, finish_reason="stop")
     if target.key_unreadable:
         raise _key_unreadable_error(target)
     seconds = float(settings.LLM_TIMEOUT_SECONDS if timeout is None else timeout)
