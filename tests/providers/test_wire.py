@@ -266,6 +266,18 @@ def test_content_streamed_as_blocks_is_the_reply_and_its_thinking():
     assert [e for e in events if isinstance(e, llm.Finish)] == [llm.Finish("stop")]
 
 
+def test_a_server_errors_words_are_passed_on():
+    """Ollama answers 500 to a model it cannot load, saying why: the chat said only "an internal error (500).
+    Retry in a moment.", which no retry cures, and kept the reason from the user."""
+    body = (b'{"error": {"message": "model requires more system memory (8.0 GiB) than is available (4.1 GiB)", '
+            b'"type": "api_error", "param": null, "code": null}}')
+    error = _refused("500 Internal Server Error", "application/json", body)
+
+    assert error is not None and (error.kind, error.status, error.retryable) == ("server", 500, True)
+    assert error.user_message == ("The model endpoint had an internal error (500): model requires more system memory "
+                                  "(8.0 GiB) than is available (4.1 GiB). Retry in a moment.")
+
+
 def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
     body = b'{"error": {"message": "No endpoints found for m.", "code": 404}}'
 

@@ -198,7 +198,9 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
         408: ("timeout", "The model endpoint gave up on the request (408). Retry."),
     }.get(status)
     if words is None and status >= 500:
-        words = ("server", f"The model endpoint had an internal error ({status}). Retry in a moment.")
+        # The server's own words when it gave some (Ollama says why it cannot load a model): no retry cures that.
+        said = f": {_sentence(detail)}" if detail and not detail.startswith("Error code:") else "."
+        words = ("server", f"The model endpoint had an internal error ({status}){said} Retry in a moment.")
     if words is None:
         words = ("bad_request", f"The model endpoint rejected the request ({status}): {detail}")
         if status == 400 and (_CONTEXT_WORDS.search(detail) or "context_length" in str(getattr(exc, "code", ""))):
