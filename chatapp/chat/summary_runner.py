@@ -33,7 +33,6 @@ from chatapp.chat.summary_writing import (
     span_plan,
     summary_save,
 )
-from chatapp.dashboard.costs import money
 from chatapp.providers.llm import LLMError, LLMTarget, llm_target_for
 from optimizer.types import Msg, Role
 
@@ -117,12 +116,9 @@ def _job_claim(*, job_id: int) -> SummaryJob | None:
 
 
 def _job_finish(*, job: SummaryJob, status: str, error: str, result: ModelSummary | None = None) -> None:
-    """Finish a job that wrote no summary; `result`: the model call it made all the same (its usage)."""
-    usage: dict[str, object] = {}
-    if result is not None:
-        usage = {"model": result.model, "prompt_tokens": result.prompt_tokens,
-                 "completion_tokens": result.completion_tokens,
-                 "cost_usd": money(result.cost_usd)}
+    """Finish a job that wrote no summary; `result`: the model summary it wrote all the same (its model:
+    what its calls spent is on the job already, summary_writing._spent_add)."""
+    usage = {"model": result.model} if result is not None else {}
     SummaryJob.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts).update(
         status=status, error=error[:2000], finished_at=timezone.now(), lease_expires_at=None, **usage
     )

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 import optimizer
@@ -19,18 +20,13 @@ from chatapp.chat.context_images import messages_with_placeholders
 from chatapp.chat.layout import static_layer_q
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.selectors import message_numbers
-from chatapp.chat.summary_selectors import (
-    summary_current,
-)
+from chatapp.chat.summary_selectors import summary_current
 from chatapp.chat.textsafe import text_storable
 from chatapp.dashboard.costs import money
 from chatapp.providers.llm import llm_complete
 from optimizer.types import Msg
 
-Status = SummaryJob.Status
-
-
-Trigger = SummaryJob.Trigger
+Status, Trigger = SummaryJob.Status, SummaryJob.Trigger
 
 
 # Share of the summary model's window one summarizing call may fill with span messages; the rest is
@@ -176,11 +172,8 @@ def _lease_renew(*, job: SummaryJob) -> bool:
     finished elsewhere), and then this one must stop instead of spending model calls for nothing.
     """
     lease = timezone.now() + timedelta(seconds=settings.SUMMARY_JOB_LEASE_SECONDS)
-    return bool(
-        SummaryJob.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts).update(
-            lease_expires_at=lease
-        )
-    )
+    held = SummaryJob.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts)
+    return bool(held.update(lease_expires_at=lease))
 
 
 class LeaseLostError(Exception):
@@ -201,8 +194,7 @@ def model_summarize(
     # which the endpoint refuses: it is read as the chat sends it, head and tail (optimizer.truncation).
     msgs = [_within(msg, limit=limit, model=target.model) for msg in msgs]
     result = ModelSummary(text=previous or "", model=target.model)
-    cost = 0.0
-    priced = True
+    cost: float | None = 0.0
     for chunk in _chunks(msgs, limit=limit):
         if not _lease_renew(job=job):
             raise LeaseLostError
@@ -216,26 +208,35 @@ def model_summarize(
         # Shorter than a chat reply's timeout: a dead endpoint holds a shared worker for less.
         completion = llm_complete(target=target, messages=prompt.messages, max_tokens=prompt.max_tokens,
                                   timeout=settings.SUMMARY_TIMEOUT_SECONDS)
+        call_cost = optimizer.cost_usd(target.model, prompt_tokens=completion.prompt_tokens or 0,
+                                       completion_tokens=completion.completion_tokens or 0,
+                                       cached_tokens=completion.cached_tokens or 0,
+                                       # priced as the window was found: by the endpoint's host
+                                       provider=optimizer.provider_for_base_url(target.base_url))
+        # Billed whether its summary is kept or not (empty, cut, a later chunk failing): on the job at once,
+        # whose figures the dashboard's summary cost sums.
+        _spent_add(job=job, completion=completion, cost=call_cost)
         text = text_storable((completion.text or "").strip())
-        if not text:
-            raise EmptySummaryError("The model returned an empty summary.")
+        # A summary cut at its limit stops mid-sentence: what the span held after that point would be lost.
+        if not text or completion.finish_reason == "length":
+            raise EmptySummaryError("The model's summary was cut at its output limit." if text else
+                                    "The model returned an empty summary.")
         result.text = text
         result.model = completion.model or target.model
         result.prompt_tokens += completion.prompt_tokens or 0
         result.completion_tokens += completion.completion_tokens or 0
-        call_cost = optimizer.cost_usd(
-            target.model,
-            prompt_tokens=completion.prompt_tokens or 0,
-            completion_tokens=completion.completion_tokens or 0,
-            cached_tokens=completion.cached_tokens or 0,
-            provider=optimizer.provider_for_base_url(target.base_url),  # priced as the window was found
-        )
-        if call_cost is None:
-            priced = False
-        else:
-            cost += call_cost
-    result.cost_usd = cost if priced else None
+        cost = None if cost is None or call_cost is None else cost + call_cost
+    result.cost_usd = cost
     return result
+
+
+def _spent_add(*, job: SummaryJob, completion: Any, cost: float | None) -> None:
+    """Add one answered call's usage to its job's (null until the first: a job that made none)."""
+    spent: dict[str, Any] = {name: Coalesce(F(name), 0) + (getattr(completion, name) or 0)
+                             for name in ("prompt_tokens", "completion_tokens")}
+    if cost is not None:
+        spent["cost_usd"] = Coalesce(F("cost_usd"), money(0.0)) + money(cost)
+    SummaryJob.objects.filter(pk=job.pk).update(**spent)
 
 
 def _within(msg: Msg, *, limit: int, model: str) -> Msg:
@@ -250,7 +251,8 @@ def _within(msg: Msg, *, limit: int, model: str) -> Msg:
 
 
 class EmptySummaryError(Exception):
-    """An empty reply: treated like a transient model failure (retried, then extractive)."""
+    """An empty reply, or one cut at its output limit: treated like a transient model failure (retried,
+    then extractive)."""
 
 
 def summary_header_for(*, conversation_id: int, covers_from: int, covers_through: int, covered: int, source_chars: int,
@@ -390,9 +392,6 @@ def summary_save(
             status=status,
             error=note[:2000],
             model=result.model,
-            prompt_tokens=summary.prompt_tokens,
-            completion_tokens=summary.completion_tokens,
-            cost_usd=summary.cost_usd,
             finished_at=timezone.now(),
             lease_expires_at=None,
         )

@@ -1,8 +1,9 @@
 """A reasoning model's thinking, kept apart from its answer.
 
-Endpoints give the thinking one of two ways. Structured: a delta field beside `content`
+Endpoints give the thinking one of three ways. Structured: a delta field beside `content`
 (`reasoning_content`: DeepSeek, vLLM's reasoning parsers, LM Studio; `reasoning`: OpenRouter, newer
-Ollama). Inline: the content opens with `<think>…</think>` (Qwen3, QwQ and DeepSeek-R1 served without
+Ollama). In blocks: `content` as a list of blocks, the thinking in blocks of its own (Mistral's
+Magistral). Inline: the content opens with `<think>…</think>` (Qwen3, QwQ and DeepSeek-R1 served without
 a reasoning parser, older Ollama), or holds only its end when the chat template opened the block in
 the prompt (`unopened_split`). Either way the thinking is shown apart and never sent back: it is
 often longer than the answer, and the providers say not to return it.
@@ -133,6 +134,30 @@ def blank_lines_off(answer: str) -> str:
     stripped = answer.lstrip()
     newline = answer.rfind("\n", 0, len(answer) - len(stripped))
     return stripped if newline < 0 or not stripped else answer[newline + 1:]
+
+
+def content_answer(content: Any) -> str:
+    """The text of a whole message's `content` (`content_parts`), its thinking left out as structured
+    thinking is; no text for an odd shape (null, a number)."""
+    return content_parts(content)[1]
+
+
+def content_parts(content: Any) -> tuple[str, str]:
+    """(thinking, text) of a message's or a delta's `content`: a string is text; a list of blocks, as
+    Mistral's Magistral gives it whole and streamed, has its thinking in `thinking` blocks (themselves
+    text blocks) and the answer in `text` blocks; anything else is neither."""
+    if isinstance(content, str):
+        return "", content
+    thinking: list[str] = []
+    text: list[str] = []
+    for block in content if isinstance(content, list) else ():
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            text.append(block["text"])
+        elif kind == "thinking":
+            inner = block.get("thinking")
+            thinking.append(inner if isinstance(inner, str) else content_parts(inner)[1])
+    return "".join(thinking), "".join(text)
 
 
 def think_split(text: str) -> tuple[str, str]:

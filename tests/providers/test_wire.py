@@ -206,6 +206,78 @@ def test_a_proxys_html_error_page_is_told_by_its_title_not_its_markup():
     assert error.user_message == "The model endpoint rejected the request (413): 413 Request Entity Too Large"
 
 
+@pytest.mark.parametrize("body", [
+    # llama.cpp's server, older and newer words
+    b'{"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", '
+    b'"type": "exceed_context_size_error", "n_prompt_tokens": 9000, "n_ctx": 8192}}',
+    b'{"error": {"code": 400, "message": "request (9000 tokens) exceeds the available context size (8192 tokens), '
+    b'try increasing it", "type": "exceed_context_size_error"}}',
+])
+def test_llama_cpps_context_size_refusal_points_at_the_configs_window(body):
+    """llama.cpp answers a request longer than its `n_ctx` in words of its own ("try increasing it", a server
+    flag the chat's user may not hold): the config's window, which makes requests that long, went unnamed."""
+    error = _refused("400 Bad Request", "application/json", body)
+
+    assert error is not None and (error.kind, error.retryable) == ("bad_request", False)
+    assert error.user_message.endswith("The context window set for “Test endpoint” (8,192 tokens) is more than the "
+                                       "endpoint takes: lower it in Settings.")
+
+
+def test_llama_cpps_streamed_error_field_is_the_error_it_says_not_an_empty_reply():
+    """llama.cpp's server (builds before late 2025) answers a streamed request it cannot serve with 200, an
+    `error:` field (not `data:`) and `[DONE]`: the error was passed over and the chat stored an empty,
+    complete reply, with nothing said. Its context-size refusal is told as the 400 it stands for."""
+    events, error = _stream(b'error: {"code": 400, "message": "the request exceeds the available context size, try '
+                            b'increasing it", "type": "exceed_context_size_error"}\n\n' + sse("[DONE]"))
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("bad_request", False)
+    assert "the request exceeds the available context size" in error.user_message
+    assert error.user_message.endswith("The context window set for “Test endpoint” (8,192 tokens) is more than the "
+                                       "endpoint takes: lower it in Settings.")
+
+
+def test_an_error_event_before_any_text_is_not_said_to_be_mid_reply():
+    """OpenRouter passes an upstream provider's failure on as an error event, often before any text: the
+    chat said "an error mid-reply" of a reply that never began, and ran the provider's unpunctuated words
+    into its own ("Provider returned error Retry in a moment.")."""
+    events, error = _stream(sse(chunk({"role": "assistant", "content": ""}),
+                                {"error": {"code": 502, "message": "Provider returned error"}}))
+
+    assert events == [] and error is not None and error.kind == "server" and error.retryable
+    assert error.user_message == ("The model endpoint reported an error before replying: Provider returned error. "
+                                  "Retry in a moment.")
+
+
+def test_content_streamed_as_blocks_is_the_reply_and_its_thinking():
+    """Mistral's Magistral streams `content` as lists of blocks: its thinking in `thinking` blocks, then the
+    answer in `text` blocks. Only a string was read, so every reply ended empty and complete, nothing said."""
+    events, error = _stream(sse(
+        chunk({"role": "assistant",
+               "content": [{"type": "thinking", "thinking": [{"type": "text", "text": "Basic "}]}]}),
+        chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "arithmetic."}]}]}),
+        chunk({"content": [{"type": "text", "text": "2 + 2 "}]}),
+        chunk({"content": [{"type": "text", "text": "= 4"}]}),
+        chunk({"content": ""}, "stop"),
+        "[DONE]",
+    ))
+
+    assert error is None and _text(events) == "2 + 2 = 4"
+    assert "".join(e.text for e in events if isinstance(e, llm.Reasoning)) == "Basic arithmetic."
+    assert [e for e in events if isinstance(e, llm.Finish)] == [llm.Finish("stop")]
+
+
+def test_a_server_errors_words_are_passed_on():
+    """Ollama answers 500 to a model it cannot load, saying why: the chat said only "an internal error (500).
+    Retry in a moment.", which no retry cures, and kept the reason from the user."""
+    body = (b'{"error": {"message": "model requires more system memory (8.0 GiB) than is available (4.1 GiB)", '
+            b'"type": "api_error", "param": null, "code": null}}')
+    error = _refused("500 Internal Server Error", "application/json", body)
+
+    assert error is not None and (error.kind, error.status, error.retryable) == ("server", 500, True)
+    assert error.user_message == ("The model endpoint had an internal error (500): model requires more system memory "
+                                  "(8.0 GiB) than is available (4.1 GiB). Retry in a moment.")
+
+
 def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
     body = b'{"error": {"message": "No endpoints found for m.", "code": 404}}'
 
@@ -220,6 +292,63 @@ def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
 
     assert "No endpoints found for m." in info.value.user_message
     assert ok is False and "No endpoints found for m." in message
+
+
+def test_a_200_labelled_json_that_does_not_parse_is_a_model_error_not_a_crash():
+    """A gateway's plain-text answer labelled JSON, or JSON garbled on the way: the SDK's own parse raised
+    a bare JSONDecodeError, which crashed a summary job (no retry, no extractive summary), a title, and
+    the connection test of a server without a model list."""
+    body = b'{"id": "c1", "choices": ['
+
+    def script(n: int) -> tuple[list[bytes | float], bool]:
+        return [head(content_type="application/json", chunked_body=False, length=len(body)), body], False
+
+    with wire_server(script) as server:
+        target = make_target(server.base_url, "m")
+        with pytest.raises(llm.LLMError) as info:
+            llm.llm_complete(target=target, messages=MESSAGES)
+    assert info.value.kind == "server" and info.value.retryable
+    assert "not valid JSON" in info.value.user_message
+
+    def no_list(n: int) -> tuple[list[bytes | float], bool]:
+        if n == 0:
+            return [head("404 Not Found", "text/plain", chunked_body=False, length=0)], False
+        return [head(content_type="application/json", chunked_body=False, length=len(body)), body], False
+
+    with wire_server(no_list) as server:
+        ok, message = llm.llm_test_connection(target=make_target(server.base_url, "m"))
+    assert ok is False and "not valid JSON" in message
+
+
+def _whole_answer(body: bytes) -> llm.Completion:
+    answer = [head(content_type="application/json", chunked_body=False, length=len(body)), body]
+    with wire_server((answer, False)) as server:
+        return llm.llm_complete(target=make_target(server.base_url, "m"), messages=MESSAGES)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"choices": [{"index": 0, "message": null, "finish_reason": "stop"}]}',
+    b'{"choices": [{"index": 0, "message": "Hello", "finish_reason": "stop"}]}',
+    b'{"choices": "Hello"}',
+])
+def test_a_whole_answer_of_an_odd_shape_is_an_empty_answer_not_a_crash(body):
+    """What a summary or a title reads was taken on trust (`choices[0].message.content`): a message null
+    or not an object crashed the summary job (no retry, no extractive summary) and the title task, and
+    answered the connection test of a server without a model list with a 500. The stream reads the same
+    shapes as no answer."""
+    assert _whole_answer(body).text == ""
+
+
+def test_a_whole_answer_in_content_blocks_is_read_from_its_text_blocks():
+    """Mistral's Magistral answers `content` as a list of blocks, its thinking in one of its own: the text
+    is the answer, the thinking is left out (as structured thinking is)."""
+    body = json.dumps({"model": "m", "choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": [
+            {"type": "thinking", "thinking": [{"type": "text", "text": "Let me think."}]},
+            {"type": "text", "text": "The answer."},
+        ]}}]}).encode()
+    completion = _whole_answer(body)
+    assert completion.text == "The answer." and completion.finish_reason == "stop"
 
 
 def test_a_reply_cut_at_the_output_limit_says_so_after_its_text():

@@ -31,6 +31,7 @@ from chatapp.providers.llm import OFFLINE_MODEL
 from chatapp.providers.models import LLMConfig
 from tests.support.accounts import token_client
 from tests.support.chat import send
+from tests.support.wire import head, wire_server
 from tests.support.worker import summaries_of, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -183,6 +184,67 @@ def test_retryable_model_error_releases_the_job_for_a_retry(
     job.refresh_from_db()
     assert job.status == SummaryJob.Status.QUEUED and "Attempt 1 failed" in job.error
     assert summaries_of(conversation) == []
+
+
+def test_a_garbled_json_answer_is_retried_like_any_model_failure_not_a_crash(
+    owner, make_config, long_conversation, published
+):
+    """A 200 labelled JSON whose body does not parse (a gateway's plain text, a garbled answer) crashed the
+    delivery: the job failed as an internal error, with neither a retry nor the extractive summary."""
+    body = b"upstream connect error or disconnect/reset before headers"
+    answer = [head(content_type="application/json", chunked_body=False, length=len(body)), body]
+    with wire_server((answer, False)) as server:
+        config = make_config("m")
+        LLMConfig.objects.filter(pk=config.pk).update(base_url=server.base_url)
+        conversation = long_conversation(config=config)
+        job = summary_job_request(conversation=conversation, trigger="auto")
+        outcome = summary_job_run(job_id=job.pk)
+    assert outcome.status == "retry"
+    job.refresh_from_db()
+    assert job.status == SummaryJob.Status.QUEUED and "not valid JSON" in job.error
+
+
+def test_a_summary_cut_at_its_output_limit_is_not_saved_as_a_whole_one(
+    owner, make_config, long_conversation, fake_openai, published, settings
+):
+    """A model that writes past the summary's max_tokens (a verbose local model, inline thinking that
+    counts against the limit) ends with finish_reason "length": its summary stopped mid-sentence, and
+    everything the span held after that point was gone from the chat's context, with nothing to say so.
+    It is retried as an empty summary is, then the extractive summary stands in."""
+    settings.SUMMARY_MAX_RETRIES = 0
+    # `verbatim-0` answers the prompt's transcript word for word: longer than the summary's limit.
+    conversation = long_conversation(config=make_config("verbatim-0"), rounds=30)
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    summary_job_run(job_id=job.pk)
+
+    asked = fake_openai.completions[-1]
+    assert asked.body["max_tokens"] < len(asked.messages[-1]["content"].split())  # the model was cut
+    [summary] = summaries_of(conversation)
+    assert summary.extractive
+    job.refresh_from_db()
+    assert "cut at its output limit" in job.error
+
+
+def test_a_job_records_what_each_of_its_model_calls_spent_also_when_no_model_summary_is_kept(
+    owner, make_config, long_conversation, fake_openai, published, settings
+):
+    """Every answered call is billed: one whose summary was empty or cut, and so retried, and the last
+    one before the extractive summary stood in, recorded nothing, and the dashboard's summary cost (the
+    jobs' sum) left them out."""
+    settings.SUMMARY_MAX_RETRIES = 1
+    conversation = long_conversation(config=make_config("verbatim-0"), rounds=30)  # cut every time
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    fake_openai.reset()
+    assert summary_job_run(job_id=job.pk).status == "retry"
+    summary_job_run(job_id=job.pk)
+
+    [summary] = summaries_of(conversation)
+    assert summary.extractive
+    calls = fake_openai.completions
+    job.refresh_from_db()
+    assert len(calls) == 2
+    assert job.prompt_tokens == sum(optimizer.count_messages(c.messages, model="verbatim-0") for c in calls)
+    assert job.completion_tokens and job.completion_tokens > calls[0].body["max_tokens"]  # both calls'
 
 
 def test_edit_and_discard(owner, long_conversation, published):

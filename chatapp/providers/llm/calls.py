@@ -18,6 +18,7 @@ import optimizer
 from chatapp.providers.crypto import SecretDecryptError, secret_decrypt
 from chatapp.providers.llm.errors import (
     _CALL_ERRORS,
+    _COMPLETE_ERRORS,
     _answered_error,
     _endpoint_name,
     _key_unreadable_error,
@@ -33,7 +34,7 @@ from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
 from chatapp.providers.llm.sse import DONE, sse_events
 from chatapp.providers.llm.transport import _async_client, _sync_client
 from chatapp.providers.llm.types import Completion, Delta, Finish, LLMError, LLMEvent, LLMTarget, Reasoning, Usage
-from chatapp.providers.thinking import ThinkSplitter, reasoning_of, think_split
+from chatapp.providers.thinking import ThinkSplitter, content_answer, content_parts, reasoning_of, think_split
 
 if TYPE_CHECKING:
     from chatapp.providers.models import LLMConfig
@@ -164,12 +165,13 @@ class _StreamReading:
                 continue
             delta = choice.get("delta")
             if isinstance(delta, dict):
-                thought = reasoning_of(delta)
+                # A string, or blocks (Mistral's Magistral) with its thinking in blocks of its own.
+                block_thought, text = content_parts(delta.get("content"))
+                thought = reasoning_of(delta) + block_thought
                 if thought:
                     self.started = True
                     events.append(Reasoning(thought))
-                text = delta.get("content")
-                if isinstance(text, str) and text:
+                if text:
                     self.started = True
                     self._add(*self.splitter.feed(text), events)
                 refusal = delta.get("refusal")  # OpenAI's refusal comes in a field of its own, content null
@@ -275,14 +277,9 @@ def llm_complete(
     `timeout` (seconds, default settings.LLM_TIMEOUT_SECONDS) bounds each call."""
     if target.offline:
         text = offline_reply(messages=messages, model=target.model)
-        return Completion(
-            text=text,
-            prompt_tokens=optimizer.count_messages(messages, model=target.model),
-            completion_tokens=optimizer.count_text(text, model=target.model),
-            cached_tokens=0,
-            model=target.model,
-            finish_reason="stop",
-        )
+        return Completion(text=text, prompt_tokens=optimizer.count_messages(messages, model=target.model),
+                          completion_tokens=optimizer.count_text(text, model=target.model), cached_tokens=0,
+                          model=target.model, finish_reason="stop")
     if target.key_unreadable:
         raise _key_unreadable_error(target)
     seconds = float(settings.LLM_TIMEOUT_SECONDS if timeout is None else timeout)
@@ -309,25 +306,26 @@ def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list
         try:
             response = create(**_request_params(target, messages, stream=False, max_tokens=max_tokens, quirks=quirks))
             break
-        except _CALL_ERRORS as exc:
+        except _COMPLETE_ERRORS as exc:
             attempts.failed(exc)
     attempts.raise_failure()
     if not hasattr(response, "choices"):  # the SDK hands back raw text when the body is not JSON
         raise _not_chat_completions_error(target, "text/html or other non-JSON")
     if getattr(response, "error", None):
         raise _answered_error(response.error, target)
-    choice = response.choices[0] if response.choices else None
+    # Read as the stream is, defensively: an odd shape (a message null or not an object) is no answer, not a crash.
+    choice = response.choices[0] if isinstance(response.choices, list) and response.choices else None
     usage = _usage_from(response.usage) if response.usage is not None else Usage(0, 0, 0)
     # A reasoning model's inline thinking is not part of a summary or a title (structured thinking
     # is a field of its own, not read).
-    _, text = think_split((choice.message.content or "") if choice is not None else "")
+    _, text = think_split(content_answer(_field(_field(choice, "message"), "content")))
     return Completion(
         text=text,
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         cached_tokens=usage.cached_tokens or 0,
         model=response.model or target.model,
-        finish_reason=choice.finish_reason if choice is not None else None,
+        finish_reason=_field(choice, "finish_reason"),
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import email.utils
 import html
+import json
 import math
 import re
 import ssl
@@ -128,6 +129,10 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
         content_type = exc.response.headers.get("content-type", "") if exc.response is not None else ""
         return _not_chat_completions_error(target, content_type)
     endpoint = _endpoint_name(target)
+    if isinstance(exc, json.JSONDecodeError):
+        return LLMError("server", f"The model endpoint at {endpoint} answered with a body labelled JSON that is not "
+                        "valid JSON (a gateway's own words, or an answer garbled on the way). Retry in a moment; if it "
+                        "keeps happening, check the base URL in Settings.")
     if isinstance(exc, openai.APIConnectionError):
         if isinstance(exc.__cause__, EndpointAddressRefused):
             return LLMError("connection", f"The model endpoint's address was refused: {exc.__cause__} "
@@ -138,14 +143,28 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
         return LLMError("connection", f"Could not connect to the model endpoint at {endpoint}. Check the base URL "
                         "in Settings and that the server is running.")
     if isinstance(exc, openai.APIError):  # an error event inside an otherwise good stream
-        detail = _scrub(_provider_message(exc), target.api_key)[:300]
-        return LLMError("server", f"The model endpoint reported an error mid-reply: {detail} Retry in a moment.",
-                        detail=detail)
+        return _in_band_error(exc, target, started=started)
     if isinstance(exc, httpx.TransportError):
         if started:
             return _stream_cut_error()
         return LLMError("connection", f"The connection to the model endpoint at {endpoint} failed. Retry in a moment.")
     return LLMError("server", "The model call failed unexpectedly. Retry in a moment.")
+
+
+def _in_band_error(exc: openai.APIError, target: LLMTarget, *, started: bool) -> LLMError:
+    detail = _scrub(_provider_message(exc), target.api_key)[:300]
+    if not started and _CONTEXT_WORDS.search(detail):
+        # A refusal sent in the stream (llama.cpp): "retry in a moment" would only be refused again.
+        return LLMError("bad_request", _context_hint(f"The model endpoint rejected the request: {detail}", target),
+                        retryable=False, detail=detail)
+    # OpenRouter passes an upstream failure on this way, often before any text.
+    return LLMError("server", f"The model endpoint reported an error {'mid-reply' if started else 'before replying'}: "
+                    f"{_sentence(detail)} Retry in a moment.", detail=detail)
+
+
+def _sentence(words: str) -> str:
+    """A provider's words ended as a sentence, so that ours after them read apart."""
+    return words if words.endswith((".", "!", "?")) else f"{words}."
 
 
 def _timeout_error(*, started: bool, seconds: float) -> LLMError:
@@ -179,16 +198,22 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
         408: ("timeout", "The model endpoint gave up on the request (408). Retry."),
     }.get(status)
     if words is None and status >= 500:
-        words = ("server", f"The model endpoint had an internal error ({status}). Retry in a moment.")
+        # The server's own words when it gave some (Ollama says why it cannot load a model): no retry cures that.
+        said = f": {_sentence(detail)}" if detail and not detail.startswith("Error code:") else "."
+        words = ("server", f"The model endpoint had an internal error ({status}){said} Retry in a moment.")
     if words is None:
         words = ("bad_request", f"The model endpoint rejected the request ({status}): {detail}")
         if status == 400 and (_CONTEXT_WORDS.search(detail) or "context_length" in str(getattr(exc, "code", ""))):
-            # Requests that long come from the config's window (typed, or the default for a model the
-            # registry does not know): the endpoint's words alone do not say which setting to change.
-            said = words[1] if words[1].endswith((".", "!", "?")) else f"{words[1]}."
-            words = (words[0], f"{said} The context window set for “{target.label}” ({target.context_window:,} "
-                     "tokens) is more than the endpoint takes: lower it in Settings.")
+            words = (words[0], _context_hint(words[1], target))
     return LLMError(words[0], words[1], status=status, detail=detail)
+
+
+def _context_hint(words: str, target: LLMTarget) -> str:
+    """`words` of a context-length refusal, and the setting to change. Requests that long come from the
+    config's window (typed, or the default for a model the registry does not know): the endpoint's words
+    alone do not say which setting to change."""
+    return (f"{_sentence(words)} The context window set for “{target.label}” ({target.context_window:,} tokens) "
+            "is more than the endpoint takes: lower it in Settings.")
 
 
 def base_url_bare(target: LLMTarget) -> bool:
@@ -208,7 +233,8 @@ def _not_found_words(target: LLMTarget) -> tuple[str, str]:
             "Check the model name and the base URL in Settings.")
 
 
-_CONTEXT_WORDS = re.compile(r"(?i)context[ _]length|context window|maximum context|prompt is too long")
+# llama.cpp's own words: "the request exceeds the available context size, try increasing it".
+_CONTEXT_WORDS = re.compile(r"(?i)context[ _]length|context window|context size|maximum context|prompt is too long")
 
 
 # A wait written in the words only: "Please try again in 1.2s" (OpenAI, Groq), "Please try again in 7m12s"
@@ -297,7 +323,8 @@ def _answered_error(error: object, target: LLMTarget) -> LLMError:
     """An error object answered with 200 in place of a completion (OpenRouter does so)."""
     message = error.get("message") if isinstance(error, dict) else error
     detail = _scrub(str(message or "no message"), target.api_key)[:300]
-    return LLMError("server", f"The model endpoint reported an error: {detail} Retry in a moment.", detail=detail)
+    return LLMError("server", f"The model endpoint reported an error: {_sentence(detail)} Retry in a moment.",
+                    detail=detail)
 
 
 def _stream_cut_error() -> LLMError:
@@ -306,3 +333,8 @@ def _stream_cut_error() -> LLMError:
 
 
 _CALL_ERRORS = (openai.OpenAIError, httpx.HTTPError)
+
+
+# A whole (not streamed) answer is parsed by the SDK, which lets a body labelled JSON that does not parse
+# out as the standard library's error: taken for a crash, it skipped a summary's retries and fallback.
+_COMPLETE_ERRORS = (*_CALL_ERRORS, json.JSONDecodeError)

@@ -37,7 +37,8 @@ DONE: Any = object()
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
     """Each event's data as parsed JSON, until the end of the body or `[DONE]` (then DONE, last). An
-    in-band error event (`{"error": ...}`) raises openai.APIError, as the SDK's stream does. A whole
+    in-band error event (`{"error": ...}`, or llama.cpp's `error:` field) raises openai.APIError, as the SDK's
+    stream does. A whole
     completion answered as JSON (a server that ignored `stream: true`) is read as one chunk."""
     if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
         completion = _error_checked(_json_or_none(await response.aread()), response)
@@ -52,6 +53,12 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
             field, _, value = line.partition(b":")
             if field == b"data":
                 data.append(value[1:] if value.startswith(b" ") else value)
+            elif field == b"error":
+                # llama.cpp's server (builds before late 2025) sends a streamed error in a field of its own,
+                # then [DONE]: passed over, the reply ended empty and complete with nothing said.
+                error = _json_or_none(value.strip())
+                words = value.strip().decode("utf-8", "replace") or "An error occurred during streaming"
+                _error_checked({"error": error if isinstance(error, dict) else {"message": words}}, response)
             continue
         if not data:
             continue
