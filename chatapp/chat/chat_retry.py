@@ -127,6 +127,9 @@ def chat_retry_start(*, user: User, message: Message) -> TurnStart:
                 "Reload the conversation to see the newest reply.",
                 code="conflict",
             )
+    # The totals as the hide left them: a stopped reply taken off the path is no longer history, and
+    # counted still, it made the record's full history (and the saving) larger than what was there.
+    conversation.refresh_from_db()
     return _existing_start(user=user, conversation=conversation, user_message=message, claimed_at=claimed_at)
 
 
