@@ -127,6 +127,9 @@ def chat_retry_start(*, user: User, message: Message) -> TurnStart:
                 "Reload the conversation to see the newest reply.",
                 code="conflict",
             )
+    # The totals as the hide left them: a stopped reply taken off the path is no longer history, and
+    # counted still, it made the record's full history (and the saving) larger than what was there.
+    conversation.refresh_from_db()
     return _existing_start(user=user, conversation=conversation, user_message=message, claimed_at=claimed_at)
 
 
@@ -158,13 +161,16 @@ def chat_edit_start(*, user: User, message: Message, content: object, client_key
             )
         branch_hide(conversation_id=conversation.pk, start_id=message.pk)
         conversation.refresh_from_db()
+        # The new version is the message now, so it keeps the pin as it keeps the images: left on the
+        # version taken off the path, the pin would keep nothing, and the new text would be cut.
         edited = message_append(
             conversation=conversation, role=Message.Role.USER, content=text, token_model=target.model,
             client_key=client_key, parent_id=message.parent_id, extra_tokens=images_tokens(images),
+            pinned=message.pinned,
         )
         images = message_images_copy(images=images, message=edited)
     # Its place: the first user message when it edits a root (it becomes the chat's first request).
-    place = new_message_place(role=Message.Role.USER, is_first_user=edited.parent_id is None)
+    place = new_message_place(role=Message.Role.USER, is_first_user=edited.parent_id is None, pinned=edited.pinned)
     accepted = {"user_message": message_serialize(message=edited, place=place, render=False, images=images),
                 "title": conversation.title}
     return TurnStart(user=user, conversation=conversation, user_message=edited, target=target, through_id=None,

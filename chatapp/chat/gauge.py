@@ -176,6 +176,9 @@ def _conversation_snapshot(conversation: Conversation) -> Conversation:
         "summary_count",
         "system_prompt",
         "token_counts_mixed",
+        # Whether to look for images: without it a dry run counted each at its image cost, as stored,
+        # where a model that does not see them is sent a placeholder.
+        "has_images",
     ):
         setattr(copy, name, getattr(conversation, name))
     return copy

@@ -41,9 +41,10 @@ def message_place_get(
     )
 
 
-def new_message_place(*, role: str, is_first_user: bool) -> Place:
-    """The place of a message just written: newer than any window start, and not pinned yet."""
-    return message_place(role=role, pinned=False, is_first_user=is_first_user, before_window=False)
+def new_message_place(*, role: str, is_first_user: bool, pinned: bool = False) -> Place:
+    """The place of a message just written: newer than any window start, and not pinned yet (but for
+    an edit of a pinned message, which keeps its pin)."""
+    return message_place(role=role, pinned=pinned, is_first_user=is_first_user, before_window=False)
 
 
 def static_layer_q(*, first_user_id: int | None, **within: object) -> Q:

@@ -373,16 +373,16 @@ def summary_discard(*, summary: Message) -> Message:
     while older is not None and older not in chain:  # what it was edited from
         chain.add(older)
         older = Message.objects.filter(pk=older).values_list("edited_from_id", flat=True).first()
-    live = Message.objects.filter(
-        conversation_id=summary.conversation_id, kind=Message.Kind.SUMMARY, discarded=False, superseded=False
-    )
+    kept = Message.objects.filter(conversation_id=summary.conversation_id, kind=Message.Kind.SUMMARY, discarded=False)
     with transaction.atomic():
         # The conversation's row first, as summary_save and summary_edit take it: a job saving now waits
         # for this discard and sees it (SummaryChangedError) instead of reading the summary as kept and
         # writing one that folds the discarded text in (it would also lock in the other order).
         _conversation_lock(conversation_id=summary.conversation_id, missing="No such summary.")
-        in_use = live.select_for_update().order_by("-id").values_list("id", flat=True).first()
-        live.filter(id__in=chain).update(discarded=True, updated_at=timezone.now())
+        in_use = kept.filter(superseded=False).select_for_update().order_by("-id").values_list("id", flat=True).first()
+        # Off the path too (a tab left behind by an edit or a switch elsewhere): left as it was, it came
+        # back in use with its branch, though the answer to the discard had been a 200.
+        kept.filter(id__in=chain).update(discarded=True, updated_at=timezone.now())
         if in_use in chain:
             Conversation.objects.filter(pk=summary.conversation_id).update(window_start_id=None)
     try:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from chatapp.chat.models import Message
+from chatapp.chat.models import Message, OptimizationRecord
+from chatapp.chat.services import user_settings_update
+from tests.support.chat import make_config
 from tests.support.streaming import sse_events
 
 pytestmark = pytest.mark.django_db
@@ -121,3 +123,36 @@ def test_the_same_edit_sent_twice_is_stored_once_and_answered_as_a_repeat(api, c
     assert again.json()["detail"] == "This message was already sent (the same send arrived twice)."
     assert Message.objects.filter(conversation_id=chat, client_key="edit-k1").count() == 1
     assert Message.objects.filter(conversation_id=chat).count() == 6
+
+
+def test_an_edit_of_a_pinned_message_keeps_the_pin_so_it_is_sent_once_out_of_the_window(api, user, fake_openai):
+    """Pin a message, then fix it with Edit: the new version is the message now (as the edit keeps its
+    images), so it is pinned too. It was not: the pin stayed on the version the edit took off the path,
+    which nothing sends, and the new text was cut with the rest once the window moved past it."""
+    # Cut by truncation alone (no summary job to run): the pin is what keeps the message sent.
+    user_settings_update(user=user, auto_optimize=False, generate_titles=False)
+    config = make_config(user, fake_openai.base_url, model="gpt-4o-mini", window=2_500, max_output=500)
+    pk = api.post("/api/conversations/", {"llm_config": config.pk}, format="json").json()["id"]
+
+    def send(text: str) -> list[tuple[str, dict]]:
+        events = sse_events(api.post(f"/api/conversations/{pk}/messages/", {"content": text}, format="json")
+                            .recorded_body)
+        assert events[-1][0] == "done", events
+        return events
+
+    send("Hello there.")
+    spec = send("The spec: PostgreSQL 16 on port 5433.")[0][1]["user_message"]["id"]
+    assert api.post(f"/api/messages/{spec}/pin/", {"pinned": True}, format="json").status_code == 200
+
+    edit = api.post(f"/api/messages/{spec}/edit/", {"content": "The spec: PostgreSQL 17 on port 5434."}, format="json")
+    events = sse_events(edit.recorded_body)
+    assert events[-1][0] == "done", events
+    edited = events[0][1]["user_message"]
+    assert (edited["pinned"], edited["place"]) == (True, "static")
+    for turn in range(12):  # unrelated turns, until the window has moved well past the edited message
+        send(f"Turn {turn}: " + " ".join(f"tent{turn}x{j}" for j in range(120)))
+
+    record = OptimizationRecord.objects.filter(conversation_id=pk).latest("id")
+    assert record.window_start_id > edited["id"]  # the message lies below the window
+    assert [e["origin"] for e in record.sent if e["source_ids"] == [edited["id"]]] == ["pinned"]
+    assert any("PostgreSQL 17" in str(m["content"]) for m in fake_openai.completions[-1].messages)

@@ -60,6 +60,22 @@ def test_a_model_that_does_not_is_sent_a_placeholder(api, echo_config, fake_open
     assert OptimizationRecord.objects.get().tokens_sent < 100  # not the image's 765 tokens
 
 
+def test_the_gauge_counts_an_image_as_the_model_is_sent_it(api, echo_config):
+    """The context endpoint packed a copy of the chat that left out `has_images`: it never looked for
+    the images, so for a model that does not see them it counted each at its image cost (765 tokens
+    here) where the request sends a placeholder of a few, and said another figure than the turn's own
+    `done` gauge, which the README says is the endpoint's."""
+    chat = _chat_with(api, echo_config, accepts_images=False)
+    response = api.post(f"/api/conversations/{chat['id']}/messages/",
+                        {"content": "What is this?", "images": [{"data": b64(png_bytes(1024, 1024))}]}, format="json")
+    done = sse_events(response.recorded_body)[-1]
+    assert done[0] == "done"
+
+    gauge = api.get(f"/api/conversations/{chat['id']}/context/").json()
+    assert gauge == done[1]["context"]
+    assert gauge["tokens"] < 100  # the question, its placeholder and the reply; not the image's 765
+
+
 def test_the_registry_decides_until_the_user_does(api, user):
     vision = llm_config_create(owner=user, name="4o", base_url="https://api.openai.com/v1", model="gpt-4o")
     text_only = llm_config_create(owner=user, name="3.5", base_url="https://api.openai.com/v1", model="gpt-3.5-turbo")

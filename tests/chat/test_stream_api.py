@@ -8,6 +8,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 from django.db.models import Q
+from django.test import Client
 
 from chatapp.chat.api import stream_views
 from chatapp.chat.chat_retry import chat_regenerate_start
@@ -283,6 +284,30 @@ def test_retry_after_stop_takes_the_stopped_reply_off_the_path(user, conversatio
     assert Message.objects.get(pk=state["reply"]).superseded
     conversation.refresh_from_db()
     assert conversation.live_message_count == 2  # the question and the new reply
+
+
+def test_retry_after_stop_counts_the_history_without_the_stopped_reply(user, conversation, echo_config, fake_openai):
+    """Retry takes the stopped reply off the path before packing, but the turn counted the history from
+    the chat's totals as read before that: the stopped reply stayed in its full history, so the record
+    and the dashboard showed tokens saved on a turn that left nothing out, and its `done` gauge said a
+    larger history than the context endpoint."""
+    async def stop_by_the_api(client, reply_id):
+        return (await client.post(f"/api/messages/{reply_id}/stop/")).status_code
+
+    result, _ = _send_stopped_at_first_delta(user, conversation, echo_config, stop_by_the_api)
+    assert result.named("error")[0]["kind"] == "stopped"
+    _use_model(echo_config, "fake-echo")
+    question = Message.objects.get(conversation=conversation, role="user")
+    retried = post_stream(user, f"/api/messages/{question.pk}/retry/")
+    assert retried.names[-1] == "done"
+
+    record = OptimizationRecord.objects.get(reply_id=retried.named("start")[0]["assistant_message"]["id"])
+    assert record.tokens_full == record.tokens_sent  # the question alone: nothing left out, nothing saved
+    assert dashboard_headline(conversation=conversation)["tokens"]["saved"] == 0
+    client = Client()
+    client.force_login(user)
+    gauge = client.get(f"/api/conversations/{conversation.pk}/context/").json()
+    assert retried.named("done")[0]["context"] == gauge
 
 
 def test_a_stop_made_by_another_process_is_seen_by_the_stream(user, conversation, echo_config, fake_openai):

@@ -10,7 +10,7 @@ import optimizer
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.summary_services import summary_discard
-from tests.support.chat import make_config, seed_messages, send
+from tests.support.chat import make_config, post_stream, seed_messages, send
 
 pytestmark = pytest.mark.django_db
 
@@ -87,3 +87,24 @@ def test_discarding_stops_where_an_edit_chain_loops(user):
     assert set(Message.objects.filter(kind="summary", discarded=True).values_list("id", flat=True)) == {
         first.pk, second.pk
     }
+
+
+def test_a_summary_discarded_on_a_branch_not_shown_stays_discarded_when_the_branch_comes_back(user, conversation):
+    """A tab left behind by an edit elsewhere still shows the summary and its Discard: the discard
+    answered 200 with nothing done (`discarded` false), and the summary came back in use with its
+    branch. It is discarded, as an unpin on such a version is taken."""
+    ids = seed_messages(conversation, 40)
+    summary = _summary(conversation, first=ids[1], through=ids[19], text="We chose MySQL.")
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[20])
+    assert post_stream(user, f"/api/messages/{ids[10]}/edit/", {"content": "edited"}).names[-1] == "done"
+    client = APIClient()
+    client.force_authenticate(user)
+
+    response = client.delete(f"/api/summaries/{summary.pk}/")
+
+    assert response.status_code == 200 and response.json()["discarded"] is True
+    assert client.post(f"/api/messages/{ids[10]}/branch/", {"index": 1}, format="json").status_code == 200
+    result = send(user, conversation, "Which database did we choose?")
+    assert result.names[-1] == "done", result.events
+    record = OptimizationRecord.objects.get(reply_id=result.named("start")[0]["assistant_message"]["id"])
+    assert record.summary_id is None

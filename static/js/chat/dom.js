@@ -185,6 +185,13 @@ export function setPlace(article, place) {
   else delete article.dataset.place;
 }
 
+export function setPinned(article, pinned) {
+  article.dataset.pinned = pinned ? "1" : "0";
+  article.classList.toggle("is-pinned", pinned);
+  article.querySelector(".badge--pin").hidden = !pinned;
+  article.querySelector('[data-action="toggle-pin"] span').textContent = pinned ? "Unpin" : "Pin — always send to the model";
+}
+
 export function addBadge(article, cls, text, title) {
   const meta = article.querySelector(".msg-meta");
   const badge = el("span", `badge ${cls}`, text);

@@ -1,6 +1,6 @@
 /* One reply over Server-Sent Events: send, regenerate, retry, stop. */
 import { setSiblings } from "./branches.js";
-import { announce, announceReplyEnd, buildMessage, enhance, keepEnd, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPlace, setStatus, showCutNote, showError, typingDots } from "./dom.js";
+import { announce, announceReplyEnd, buildMessage, enhance, keepEnd, markLastReply, moveFocusOff, scrollToBottom, setMessageId, setModel, setPinned, setPlace, setStatus, showCutNote, showError, typingDots } from "./dom.js";
 import { refreshGauge, showDecision, updateGauge } from "./gauge.js";
 import { catchUp, followedReply, followLost, showMissedBefore } from "./history.js";
 import { refreshJobs } from "./jobs.js";
@@ -59,6 +59,7 @@ export async function runStream(url, body, ctx) {
       if (ctx.userEl) {
         setMessageId(ctx.userEl, data.user_message.id);
         setPlace(ctx.userEl, data.user_message.place);
+        setPinned(ctx.userEl, data.user_message.pinned); // an edit of a pinned message keeps the pin
         setSiblings(ctx.userEl, data.user_message);
         if (ctx.onStored) ctx.onStored(data.user_message); // the sender's own follow-up (its images' addresses)
         const parent = data.user_message.parent;

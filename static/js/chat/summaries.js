@@ -1,5 +1,5 @@
 /* Summary markers in the timeline (show, edit, discard) and pins. */
-import { bannerButton, el, enhance, icon, setPlace } from "./dom.js";
+import { bannerButton, el, enhance, icon, setPinned, setPlace } from "./dom.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { catchUp } from "./history.js";
 import { api, app, confirmAction, errorText, messagesEl, state, toast } from "./state.js";
@@ -77,11 +77,8 @@ export async function togglePin(article) {
     if (res.status === 400) catchUp(); // another tab showed another version: this page shows it too
     return;
   }
-  article.dataset.pinned = pinned ? "1" : "0";
+  setPinned(article, pinned);
   setPlace(article, res.data && res.data.place);
-  article.classList.toggle("is-pinned", pinned);
-  article.querySelector(".badge--pin").hidden = !pinned;
-  article.querySelector('[data-action="toggle-pin"] span').textContent = pinned ? "Unpin" : "Pin — always send to the model";
   // Older than the window it is no longer sent as itself ("evicted"): the summary holds it (or the next
   // will) and recall quotes it. One the summary in use passed over while it was pinned stays "static",
   // sent as itself until a summary takes it in.
