@@ -420,3 +420,36 @@ def test_a_pin_on_a_version_another_tab_replaced_is_refused_and_the_page_catches
     assert "no longer shows" in toast.text
     _wait(browser, lambda d: "Tell me about quinces." in _texts(d) and "Tell me about apples." not in _texts(d))
     assert not Message.objects.get(pk=first.pk).pinned
+
+
+def test_an_edit_of_a_pinned_message_shows_the_pin_on_the_new_version(asgi_server, browser):
+    """The new version keeps the pin (the server sends it as pinned): the bubble the edit streams into
+    says so at once, with Unpin in its menu, as it does after a reload."""
+    _sign_up(browser, asgi_server.url, "browser-pinned-edit")
+    _send(browser, "The spec: PostgreSQL 16 on port 5433.")
+    first_id = _user_messages(browser)[0].get_attribute("data-id")
+    _click(browser, _message(browser, first_id).find_element(By.CSS_SELECTOR, '[data-action="message-menu"]'))
+    _click(browser, _message(browser, first_id).find_element(By.CSS_SELECTOR, '[data-action="toggle-pin"]'))
+    _wait(browser, lambda d: _message(d, first_id).get_attribute("data-pinned") == "1")
+
+    _click(browser, _message(browser, first_id).find_element(By.CSS_SELECTOR, '[data-action="edit-message"]'))
+    editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg-edit-input"))
+    editor.clear()
+    editor.send_keys("The spec: PostgreSQL 17 on port 5434.")
+    browser.find_element(By.CSS_SELECTOR, ".msg-edit button[type=submit]").click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
+          == "complete" and _user_messages(d)[0].get_attribute("data-id") != first_id)
+
+    def shows_the_pin(d) -> bool:
+        edited = _user_messages(d)[0]
+        return (edited.get_attribute("data-pinned") == "1"
+                and edited.find_element(By.CSS_SELECTOR, ".badge--pin").is_displayed()
+                and edited.find_element(By.CSS_SELECTOR, '[data-action="toggle-pin"] span')
+                .get_attribute("textContent") == "Unpin")
+
+    _wait(browser, shows_the_pin)
+    edited_id = int(_user_messages(browser)[0].get_attribute("data-id"))
+    assert Message.objects.get(pk=edited_id).pinned
+    browser.refresh()
+    _wait(browser, shows_the_pin)
+    assert not console_errors(browser)
