@@ -278,6 +278,18 @@ def test_a_server_errors_words_are_passed_on():
                                   "(8.0 GiB) than is available (4.1 GiB). Retry in a moment.")
 
 
+def test_a_503s_retry_after_is_the_wait_said_and_kept():
+    """A server loading a model, or a gateway draining, answers 503 with Retry-After: the wait was read for
+    a 429 only, so a summary's retry came back at its own backoff, and the user was told "in a moment"."""
+    error = _refused("503 Service Unavailable", "application/json", b'{"error": {"message": "Loading model"}}',
+                     extra="Retry-After: 20")
+
+    assert error is not None and (error.kind, error.status, error.retryable) == ("server", 503, True)
+    assert error.retry_after == 20
+    assert error.user_message == ("The model endpoint had an internal error (503): Loading model. "
+                                  "Wait 20 seconds and retry.")
+
+
 def test_a_200_json_error_fails_a_whole_completion_and_the_connection_test():
     body = b'{"error": {"message": "No endpoints found for m.", "code": 404}}'
 

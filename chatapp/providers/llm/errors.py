@@ -200,7 +200,11 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
     if words is None and status >= 500:
         # The server's own words when it gave some (Ollama says why it cannot load a model): no retry cures that.
         said = f": {_sentence(detail)}" if detail and not detail.startswith("Error code:") else "."
-        words = ("server", f"The model endpoint had an internal error ({status}){said} Retry in a moment.")
+        # A 503's Retry-After (a server loading a model, a gateway draining) is the wait a summary's retry keeps.
+        wait = _retry_after(exc)
+        when = f"Wait {wait} second{'' if wait == '1' else 's'} and retry." if wait else "Retry in a moment."
+        return LLMError("server", f"The model endpoint had an internal error ({status}){said} {when}",
+                        status=status, detail=detail, retry_after=float(wait) if wait else None)
     if words is None:
         words = ("bad_request", f"The model endpoint rejected the request ({status}): {detail}")
         if status == 400 and (_CONTEXT_WORDS.search(detail) or "context_length" in str(getattr(exc, "code", ""))):
