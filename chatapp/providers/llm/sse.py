@@ -37,9 +37,9 @@ DONE: Any = object()
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
     """Each event's data as parsed JSON, until the end of the body or `[DONE]` (then DONE, last). An
-    in-band error event (`{"error": ...}`, or llama.cpp's `error:` field) raises openai.APIError, as the SDK's
-    stream does. A whole
-    completion answered as JSON (a server that ignored `stream: true`) is read as one chunk."""
+    in-band error event (`{"error": ...}`, or llama.cpp's `error:` field) raises openai.APIError, as the
+    SDK's stream does. A whole completion answered as JSON (a server that ignored `stream: true`) is read
+    as one chunk."""
     if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
         completion = _error_checked(_json_or_none(await response.aread()), response)
         if isinstance(completion, dict) and isinstance(completion.get("choices"), list):
