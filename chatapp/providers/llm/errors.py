@@ -202,7 +202,7 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
         said = f": {_sentence(detail)}" if detail and not detail.startswith("Error code:") else "."
         # A 503's Retry-After (a server loading a model, a gateway draining) is the wait a summary's retry keeps.
         wait = _retry_after(exc)
-        when = f"Wait {wait} second{'' if wait == '1' else 's'} and retry." if wait else "Retry in a moment."
+        when = _wait_words(wait) if wait else "Retry in a moment."
         return LLMError("server", f"The model endpoint had an internal error ({status}){said} {when}",
                         status=status, detail=detail, retry_after=float(wait) if wait else None)
     if words is None:
@@ -273,9 +273,14 @@ def _rate_limit_error(exc: openai.APIStatusError, detail: str) -> LLMError:
     if "insufficient_quota" in code or (wait is None and _CREDIT_WORDS.search(detail)):
         return LLMError("rate_limit", "The account behind this API key has run out of credit or quota (429). "
                         "Check billing with your provider.", status=429, retryable=False, detail=detail)
-    when = f"Wait {wait} second{'' if wait == '1' else 's'} and retry." if wait else "Wait a moment and retry."
+    when = _wait_words(wait) if wait else "Wait a moment and retry."
     return LLMError("rate_limit", f"The model endpoint is rate-limiting requests (429). {when}",
                     status=429, detail=detail, retry_after=float(wait) if wait else None)
+
+
+def _wait_words(wait: str) -> str:
+    """A wait the endpoint named (`_retry_after`'s whole seconds), as the user is told it."""
+    return f"Wait {wait} second{'' if wait == '1' else 's'} and retry."
 
 
 def _redirect_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
