@@ -149,3 +149,34 @@ def test_an_image_alone_is_sent_with_an_empty_box(asgi_server, browser, fake_ope
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--user[data-sibling-count="2"]'))
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
     assert [p["type"] for p in fake_openai.completions[-1].messages[-1]["content"]] == ["image_url"]
+
+
+def _link_and_image_boxes(driver):
+    return driver.execute_script(
+        "const a = document.querySelector('.msg--user .msg-image'), i = a.querySelector('img');"
+        "return i.complete && i.naturalWidth ? [a.getBoundingClientRect().width, i.getBoundingClientRect().width,"
+        " a.getBoundingClientRect().right, document.querySelector('.msg--user .msg-images').getBoundingClientRect().right]"
+        " : null;"
+    )
+
+
+def test_a_large_image_is_shown_scaled_down_with_its_link_no_wider(asgi_server, browser, fake_openai, tmp_path):
+    """A picture wider than the timeline's thumbnail size is drawn at that size; its link (what a click
+    opens) is the picture, not a box as wide as the file, which left a blank clickable strip beside it
+    and the picture off the bubble's edge."""
+    _signed_up(asgi_server, browser, fake_openai, "images-large", accepts_images=True)
+    path = tmp_path / "wide.png"
+    path.write_bytes(png_bytes(640, 400))
+    browser.find_element(By.ID, "attach-input").send_keys(str(path))
+    _wait(browser, lambda d: len(_thumbs(d)) == 1)
+    composer = browser.find_element(By.ID, "composer-input")
+    composer.send_keys("And this one?")
+    composer.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
+
+    for _ in ("sent", "reloaded"):
+        link, image, link_right, row_right = _wait(browser, _link_and_image_boxes)
+        assert image < 640  # scaled down
+        assert link == image
+        assert link_right == row_right  # at the row's edge, under the bubble
+        browser.refresh()
