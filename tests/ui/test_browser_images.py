@@ -152,11 +152,11 @@ def test_an_image_alone_is_sent_with_an_empty_box(asgi_server, browser, fake_ope
 
 
 def _link_and_image_boxes(driver):
+    """(link width, picture width, link's right edge, the row's right edge) once the picture is drawn."""
     return driver.execute_script(
-        "const a = document.querySelector('.msg--user .msg-image'), i = a.querySelector('img');"
-        "return i.complete && i.naturalWidth ? [a.getBoundingClientRect().width, i.getBoundingClientRect().width,"
-        " a.getBoundingClientRect().right, document.querySelector('.msg--user .msg-images').getBoundingClientRect().right]"
-        " : null;"
+        "const row = document.querySelector('.msg--user .msg-images'), a = row.querySelector('.msg-image'),"
+        " i = a.querySelector('img'), box = (e) => e.getBoundingClientRect();"
+        "return i.complete && i.naturalWidth ? [box(a).width, box(i).width, box(a).right, box(row).right] : null;"
     )
 
 
