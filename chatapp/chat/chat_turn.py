@@ -44,7 +44,7 @@ from chatapp.chat.message_services import (
 )
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.reply_store import reply_store
-from chatapp.chat.reply_stream import STOPPED_WORDS, ReplyReader, failure_words, stream_event
+from chatapp.chat.reply_stream import STOPPED_WORDS, ReplyReader, failure_fields, stream_event
 from chatapp.chat.rowsql import row_create
 from chatapp.chat.search_services import message_index_add
 from chatapp.chat.selectors import user_settings_get
@@ -374,11 +374,11 @@ async def _turn_end(reader: ReplyReader) -> dict[str, Any]:
     if reader.stopped:
         return stream_event("error", {"message": await reader.finish(Message.Status.STOPPED), **stopped})
     if reader.failure is not None:
-        words, kind, retryable = failure_words(reader.failure)
-        message = await reader.finish(Message.Status.ERROR, error=words)
+        failure = failure_fields(reader.failure)
+        message = await reader.finish(Message.Status.ERROR, error=failure["error"])
         if message["status"] == Message.Status.STOPPED:  # a stop accepted before the failure stays one
             return stream_event("error", {"message": message, **stopped})
-        return stream_event("error", {"message": message, "error": words, "kind": kind, "retryable": retryable})
+        return stream_event("error", {"message": message, **failure})
     if turn.title_due:
         await title_pending_mark(conversation_id=turn.conversation_id, expected=turn.title)
     message = await reader.finish(Message.Status.COMPLETE)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import math
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -127,15 +128,15 @@ async def _pump(*, turn: ChatTurn, queue: asyncio.Queue) -> None:
         await queue.put(exc)
 
 
-def failure_words(exc: BaseException) -> tuple[str, str, bool]:
+def failure_fields(exc: BaseException) -> dict[str, Any]:
+    """An `error` event's words, kind, whether Retry may help, and the whole seconds the endpoint asked
+    to wait (a 429's or 503's Retry-After) or None: the page holds Retry that long, as sooner is refused."""
     if isinstance(exc, llm.LLMError):
-        return exc.user_message, exc.kind, exc.retryable
+        wait = math.ceil(exc.retry_after) if exc.retry_after else None
+        return {"error": exc.user_message, "kind": exc.kind, "retryable": exc.retryable, "retry_after": wait}
     logger.error("unexpected failure while streaming a reply", exc_info=exc)
-    return (
-        "Something went wrong while the reply was streaming. Your message is saved; try again.",
-        "server",
-        True,
-    )
+    words = "Something went wrong while the reply was streaming. Your message is saved; try again."
+    return {"error": words, "kind": "server", "retryable": True, "retry_after": None}
 
 
 STOPPED_WORDS = "You stopped this reply; the text received so far is kept."

@@ -156,6 +156,8 @@ def test_model_failure_keeps_the_message_and_marks_the_reply(
     assert result.names[:2] == ["accepted", "start"] and result.names[-1] == "error"
     error = result.named("error")[0]
     assert error["kind"] == kind and error["retryable"] is retryable
+    # The wait the endpoint named (fail-429's Retry-After: 2), for the page to hold Retry that long.
+    assert error["retry_after"] == (2 if model == "fail-429" else None)
     assert error["error"] and "Traceback" not in error["error"] and TEST_KEY not in error["error"]
     assert TEST_KEY[-12:] not in json.dumps(result.events)
 

@@ -15,6 +15,7 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
 - `fail-403`             403 permission denied.
 - `fail-404`             404 model_not_found.
 - `fail-429`             429 rate_limit_exceeded with `Retry-After: 2`.
+- `fail-429-wait-<s>`    the same with `Retry-After: <s>`: a wait long enough to see what is held during it.
 - `fail-quota`           429 insufficient_quota: the account is out of credit (OpenAI's words, no Retry-After).
 - `fail-quota-minute`    429 of a free tier's per-minute quota as Google's compatible endpoint answers it: the
                          same words about quota and billing, then "Please retry in 41.6s.", in a list body.
@@ -74,6 +75,7 @@ HANG_SECONDS = 30.0
 CUT_AFTER_CHUNKS = 3
 # What GET /models lists; other names still work (they behave like fake-echo or as named above).
 FAKE_MODELS = ("fake-echo", "gpt-4o-mini", "flaky-500-then-200")
+_WAIT_429 = re.compile(r"fail-429-wait-(\d{1,3})")
 _SLOW = re.compile(r"^slow-(\d{1,6})$")
 _VERBATIM = re.compile(r"^verbatim-(\d{1,6})$")
 _THINK = re.compile(r"^think-(fields|inline|unopened)(?:-(\d{1,6}))?$")
@@ -402,6 +404,9 @@ def _refusal(body: dict, model: str, *, key: str, fake: FakeOpenAI
     """The error a request to `model` gets instead of a reply, or None."""
     if model in _FIXED_FAILURES:
         return _FIXED_FAILURES[model]
+    if found := _WAIT_429.fullmatch(model):
+        return (429, f"Rate limit reached for requests. Please try again in {found[1]}s.", "requests",
+                "rate_limit_exceeded", {"Retry-After": found[1]})
     if model == "fail-401":
         return 401, f"Incorrect API key provided: {key}.", "invalid_request_error", "invalid_api_key", {}
     if model == "flaky-500-then-200" and fake.flaky_count(model) % 2 == 1:

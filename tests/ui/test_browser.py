@@ -535,3 +535,17 @@ def test_a_menu_is_used_from_the_keyboard(asgi_server, browser):
     ActionChains(browser).send_keys(Keys.ESCAPE).perform()
     _wait(browser, lambda d: not menu.is_displayed())
     assert browser.switch_to.active_element == button
+
+
+def test_retry_is_held_for_the_wait_a_rate_limit_names(asgi_server, browser, fake_openai):
+    """A 429 with Retry-After: 5 says "Wait 5 seconds and retry."; its Retry button is held that long
+    (a click sooner would be refused again), then offered."""
+    _sign_up_with_model(browser, asgi_server.url, "rate-limited-retry", fake_url=fake_openai.base_url,
+                        model="fail-429-wait-5", name="Limited")
+    browser.get(asgi_server.url + "/c/new/")
+    failed = _send(browser, "Are you there?")
+    assert "Wait 5 seconds" in failed.find_element(By.CSS_SELECTOR, ".msg-error-text").text
+    retry = failed.find_element(By.CSS_SELECTOR, '[data-action="retry"]')
+    assert not retry.is_enabled()
+    _wait(browser, lambda d: retry.is_enabled())
+    assert console_errors(browser) == []

@@ -255,7 +255,7 @@ export function showCutNote(article, message) {
   article.querySelector(".msg-body").insertBefore(note, article.querySelector(".msg-actions"));
 }
 
-export function showError(article, text, { retry = true, userId = null } = {}) {
+export function showError(article, text, { retry = true, userId = null, wait = 0 } = {}) {
   let box = article.querySelector(".msg-error");
   if (!box) {
     box = el("div", "msg-error");
@@ -271,6 +271,8 @@ export function showError(article, text, { retry = true, userId = null } = {}) {
     btn.dataset.action = "retry";
     if (userId) article.dataset.replyTo = String(userId);
     box.append(btn);
+    // The endpoint named a wait (a 429's Retry-After), which the words say: a Retry sooner is refused again.
+    if (wait > 0) { btn.disabled = true; setTimeout(() => { btn.disabled = false; }, wait * 1000); }
   }
 }
 

@@ -131,7 +131,7 @@ export async function runStream(url, body, ctx) {
       // A stopped reply is the user's doing: its "Stopped" badge says so, as after a reload (no error box nor Retry).
       if (status !== "stopped" && (status === "error" || data.error)) {
         // Nothing to retry in a conversation deleted meanwhile (another tab).
-        showError(asstEl, data.error || "The model request failed.", { retry: data.kind !== "gone", userId });
+        showError(asstEl, data.error || "The model request failed.", { retry: data.kind !== "gone", userId, wait: data.retry_after });
       }
       if (data.context) updateGauge(data.context);
       announceReplyEnd(status === "stopped" ? "stopped" : "error", { error: data.error || "" });
