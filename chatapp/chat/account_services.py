@@ -1,7 +1,7 @@
 """Writes of a whole account: a user deleting their own (Settings → Account, DELETE /api/account/).
 
-An admin deletes one from the admin's user page, through Django's cascade in that request. Errors are
-Django's ValidationError, as in services.py.
+An admin's delete of a user (its page, or Delete selected users) is the same deletion (admin.py calls
+account_delete). Errors are Django's ValidationError, as in services.py.
 """
 
 from __future__ import annotations

@@ -281,8 +281,8 @@ def chat_messages_before(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         before = int(request.GET["before"]) if "before" in request.GET else None
         after = int(request.GET["after"]) if "after" in request.GET else None
-        # `limit`: a page opened at a message far up (a link, a search hit) reads its way there in the
-        # largest pages the selector gives, one more row than the page telling whether any are left.
+        # `limit`: another page size, up to the largest the selector gives less the one row more that tells
+        # whether any are left. The chat's own pages ask for none: a link far up reads two pages (window.js).
         page = max(1, min(int(request.GET.get("limit", TIMELINE_PAGE)), selectors.MESSAGE_PAGE_MAX - 1))
     except ValueError:
         raise Http404("before=<message id> or after=<message id>, limit=<count>: optional") from None
