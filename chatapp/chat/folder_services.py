@@ -29,7 +29,8 @@ def _refused(message: str, *, code: str) -> ValidationError:
 
 def _name_clean(name: Any) -> str:
     # White space as one: a name is shown on one line, and "Work  notes" would clash unseen with "Work notes".
-    text = " ".join(text_storable(str(name or "")).split())
+    # Composed: "é" pasted as "e" and a combining accent (macOS) is the "é" typed, and is stored as it.
+    text = unicodedata.normalize("NFC", " ".join(text_storable(str(name or "")).split()))
     # Nothing visible (zero-width spaces, joiners, direction marks, pasted along): a folder without a name.
     if all(unicodedata.category(ch) in _UNSEEN for ch in text):
         raise _refused("Name the folder.", code="blank")
@@ -38,10 +39,24 @@ def _name_clean(name: Any) -> str:
     return text
 
 
+def _name_key(name: str) -> str:
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold())
+
+
+def _clash(*, owner_id: int, name: str, pk: int | None = None) -> Folder | None:
+    """The owner's folder (other than `pk`) whose name reads as `name`: in any case by Unicode's full
+    folding ("STRASSE" is "Straße"), written composed or not. Compared here, not by the database: both
+    compare code points (a decomposed "é" is not "é") and PostgreSQL's UPPER() keeps "ß", so such pairs
+    were two folders that look one. Bounded: an owner has at most MAX_FOLDERS_PER_USER."""
+    key = _name_key(name)
+    return next((f for f in Folder.objects.filter(owner_id=owner_id) if f.pk != pk and _name_key(f.name) == key), None)
+
+
 def _saved(folder: Folder, *, fields: list[str] | None = None) -> Folder:
     """Write the folder; a name another folder of the owner's has (in any case) is refused, whatever the
-    race: the unique constraint decides, the look-up before it only words the common case."""
-    clash = Folder.objects.filter(owner_id=folder.owner_id, name__iexact=folder.name).exclude(pk=folder.pk).first()
+    race: the unique constraint decides (in the cases the database folds), the look-up before it words
+    the common case and decides the others."""
+    clash = _clash(owner_id=folder.owner_id, name=folder.name, pk=folder.pk)
     # Named as the sidebar shows it: "Travel" when "TRAVEL" was typed, which would read as no clash.
     taken = _refused(f"You already have a folder “{clash.name if clash else folder.name}”.", code="taken")
     if clash is not None:
@@ -72,7 +87,7 @@ def folder_for_import(*, owner: User, name: str) -> Folder | None:
     except ValidationError:
         return None
     for _ in range(2):  # a folder of that name made meanwhile (another import) is found the second time
-        found = Folder.objects.filter(owner=owner, name__iexact=cleaned).first()
+        found = _clash(owner_id=owner.pk, name=cleaned)
         if found is not None:
             return found
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from datetime import timedelta
 
 import pytest
@@ -23,6 +24,7 @@ from chatapp.chat.folder_services import (
     conversation_folder_set,
     folder_create,
     folder_delete,
+    folder_for_import,
     folder_rename,
 )
 from chatapp.chat.fork_services import ForkQueued, conversation_fork
@@ -80,6 +82,26 @@ def test_renaming_keeps_the_rule_and_may_change_only_the_case(user):
     assert Folder.objects.get(pk=home.pk).name == "Home"
     assert folder_rename(folder=home, name="Family").name == "Family"
     assert Folder.objects.get(pk=home.pk).name == "Family"
+
+
+@pytest.mark.parametrize(("kept", "typed"), [
+    ("Café", "Cafe\u0301"),  # é typed whole, then pasted decomposed (macOS): one name to a reader
+    ("Cafe\u0301", "CAFÉ"),
+    ("Straße", "STRASSE"),  # Unicode's upper case of "ß" is "SS"
+])
+def test_names_that_read_the_same_clash_on_every_database(user, kept, typed):
+    first = folder_create(owner=user, name=kept)
+    assert first.name == unicodedata.normalize("NFC", kept)  # stored composed, as the sidebar shows it
+    with pytest.raises(ValidationError) as taken:
+        folder_create(owner=user, name=typed)
+    assert _code(taken) == "taken"
+    other = folder_create(owner=user, name="Other")
+    with pytest.raises(ValidationError) as renamed:
+        folder_rename(folder=other, name=typed)
+    assert _code(renamed) == "taken"
+    # An import naming the folder so files its chat in the one there is, not in a second of that name.
+    assert folder_for_import(owner=user, name=typed) == first
+    assert Folder.objects.filter(owner=user).count() == 2
 
 
 def test_an_owner_holds_a_bounded_number_of_folders(user):
