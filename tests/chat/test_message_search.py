@@ -112,6 +112,18 @@ def test_case_and_accents_are_folded_both_ways(user):
     assert str(hit.snippet_html) == "Une <mark>école</mark> près de <mark>Zürich</mark>."
 
 
+def test_a_word_written_decomposed_is_marked_as_it_is_found(user):
+    # As pasted from macOS: a letter, then its accent as a combining mark. The tilde, the dot below, the
+    # macron below and the overline are also used with Thai, Lao or Myanmar letters (their script
+    # extensions): the highlighter took each for a run of such a script and cut its word there.
+    chat = _chat(user)
+    year, viet = _say(chat, "Feliz an\u0303o nuevo a todos", "Tho\u031bi tie\u0302\u0301t Vie\u0323t Nam")
+    (hit,) = message_search(owner=user, query="año").hits
+    assert hit.message_id == year.pk and "Feliz <mark>an\u0303o</mark> nuevo" in str(hit.snippet_html)
+    (hit,) = message_search(owner=user, query="viet nam").hits
+    assert hit.message_id == viet.pk and "<mark>Vie\u0323t</mark> <mark>Nam</mark>" in str(hit.snippet_html)
+
+
 def test_letters_with_a_stroke_are_found_as_typed_without_it(user):
     chat = _chat(user)
     (north,) = _say(chat, "The ferry to Tromsø leaves at nine; bring the æbleskiver for Łukasz.")
