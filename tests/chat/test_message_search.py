@@ -124,6 +124,23 @@ def test_a_word_written_decomposed_is_marked_as_it_is_found(user):
     assert hit.message_id == viet.pk and "<mark>Vie\u0323t</mark> <mark>Nam</mark>" in str(hit.snippet_html)
 
 
+def test_a_word_with_the_modifier_apostrophe_is_found_by_any_apostrophe(user):
+    # Ukrainian writes its apostrophe as U+02BC (a letter to Unicode, and one whose script extensions
+    # name Thai): "м", U+02BC, "ясо" was cut into the apostrophe and "ясо", so "м'ясо" as typed on a
+    # keyboard found nothing.
+    chat = _chat(user)
+    meat, typed, _ = _say(chat, "Це м\u02bcясо дуже смачне", "П\u02bcять хвилин, don't wait",  # noqa: RUF001 - Cyrillic on purpose
+                          "Свіжа м\u02bcята в саду")  # noqa: RUF001 - Cyrillic on purpose
+    for query in ("м'ясо", "м\u2019ясо", "м\u02bcясо", "мясо", "М\u02bcЯСО"):  # noqa: RUF001 - Cyrillic on purpose
+        assert _message_ids(message_search(owner=user, query=query)) == [meat.pk], query
+    (hit,) = message_search(owner=user, query="м'ясо").hits
+    assert str(hit.snippet_html) == "Це <mark>м\u02bcясо</mark> дуже смачне"  # noqa: RUF001 - Cyrillic on purpose
+    assert _message_ids(message_search(owner=user, query="п'ять")) == [typed.pk]
+    # Nor does a word lose its first letter to it: "п", U+02BC, "ята" (a heel) was the apostrophe and "ята",
+    # as "м", U+02BC, "ята" (mint) was.
+    assert _message_ids(message_search(owner=user, query="п\u02bcята")) == []  # noqa: RUF001 - Cyrillic on purpose
+
+
 def test_letters_with_a_stroke_are_found_as_typed_without_it(user):
     chat = _chat(user)
     (north,) = _say(chat, "The ferry to Tromsø leaves at nine; bring the æbleskiver for Łukasz.")
