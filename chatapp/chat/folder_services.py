@@ -23,6 +23,10 @@ _UNSEEN = {"Zs", "Zl", "Zp", "Cc", "Cf"}
 MAX_FOLDERS_PER_USER = 100
 
 
+def _missing() -> Http404:
+    return Http404("No Folder matches the given query.")
+
+
 def _refused(message: str, *, code: str) -> ValidationError:
     return ValidationError({"name": ValidationError(message, code=code)})
 
@@ -63,7 +67,12 @@ def _saved(folder: Folder, *, fields: list[str] | None = None) -> Folder:
         raise taken
     try:
         with transaction.atomic():
-            folder.save(update_fields=fields)
+            if fields is None:
+                folder.save()
+            # An update, not save(update_fields): a folder deleted in another tab since the request read
+            # it is the 404 of any folder not there (save raised a DatabaseError, a 500).
+            elif not Folder.objects.filter(pk=folder.pk).update(**{f: getattr(folder, f) for f in fields}):
+                raise _missing()
     except IntegrityError:
         raise taken from None
     return folder
@@ -107,7 +116,11 @@ def folder_rename(*, folder: Folder, name: str) -> Folder:
 def folder_delete(*, folder: Folder) -> None:
     """Delete the folder, never its chats: they are back in the main list (the column set null), each
     in its place by last activity (one UPDATE, updated_at left alone)."""
-    folder.delete()
+    with transaction.atomic():
+        # Its row locked first (PostgreSQL), as a move into it does: a chat moved in meanwhile is then
+        # seen by the UPDATE that takes the folder's chats out, not left pointing at a deleted row.
+        if Folder.objects.select_for_update().filter(pk=folder.pk).values_list("pk", flat=True):
+            folder.delete()
 
 
 def conversation_folder_set(*, conversation: Conversation, folder: Folder | None) -> Conversation:
@@ -115,8 +128,15 @@ def conversation_folder_set(*, conversation: Conversation, folder: Folder | None
     a pin. Http404 for another user's folder (it does not exist for this chat's owner), and for a chat
     deleted since it was read."""
     if folder is not None and folder.owner_id != conversation.owner_id:
-        raise Http404("No Folder matches the given query.")
-    if not Conversation.objects.filter(pk=conversation.pk).update(folder=folder):
-        raise Http404("No Conversation matches the given query.")
+        raise _missing()
+    with transaction.atomic():
+        # The folder's row first, locked (PostgreSQL): deleted in another tab since the request read it,
+        # the chat would point at nothing and fail the commit (a 500); it is the 404 of a folder not there.
+        if folder is not None and not Folder.objects.select_for_update().filter(pk=folder.pk).values_list(
+            "pk", flat=True
+        ):
+            raise _missing()
+        if not Conversation.objects.filter(pk=conversation.pk).update(folder=folder):
+            raise Http404("No Conversation matches the given query.")
     conversation.folder = folder
     return conversation

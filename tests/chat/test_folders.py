@@ -145,6 +145,22 @@ def test_deleting_a_folder_keeps_its_chats(user):
     assert all(c.folder_id is None and c.updated_at == dates[c.pk] for c in kept.values())
 
 
+@pytest.mark.django_db(transaction=True)  # committed, as a request is: the chat's link is checked then
+def test_a_folder_deleted_meanwhile_is_not_found_by_a_move_nor_a_rename(user):
+    """Another tab deleted the folder after this request read it: a 404, as for any folder not there,
+    not the database's refusal of a chat filed in nothing (a 500)."""
+    chat = _chat(user, "Taxes")
+    stale = folder_create(owner=user, name="Work")
+    Folder.objects.filter(pk=stale.pk).delete()
+
+    with pytest.raises(Http404):
+        conversation_folder_set(conversation=chat, folder=stale)
+    assert Conversation.objects.get(pk=chat.pk).folder_id is None
+    with pytest.raises(Http404):
+        folder_rename(folder=stale, name="Home")
+    assert not Folder.objects.filter(owner=user).exists()
+
+
 def test_another_users_folder_is_not_found(user, other_user):
     theirs = folder_create(owner=other_user, name="Eve's")
     with pytest.raises(Http404):
