@@ -125,8 +125,8 @@ def folder_delete(*, folder: Folder) -> None:
 
 def conversation_folder_set(*, conversation: Conversation, folder: Folder | None) -> Conversation:
     """Put the chat in `folder` (one of its owner's), or in none. Not activity: updated_at stays, as for
-    a pin. Http404 for another user's folder (it does not exist for this chat's owner), and for a chat
-    deleted since it was read."""
+    a pin. Http404 for another user's folder (it does not exist for this chat's owner), and for a folder
+    or a chat deleted since it was read."""
     if folder is not None and folder.owner_id != conversation.owner_id:
         raise _missing()
     with transaction.atomic():
