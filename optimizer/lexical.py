@@ -39,7 +39,9 @@ from itertools import pairwise
 import regex
 import snowballstemmer
 
-_RSQUO = "\u2019"  # the typographic apostrophe, folded into "'"
+# Apostrophes folded into "'": the typographic one, and the modifier letter apostrophe (U+02BC), which
+# Ukrainian writes (between "м" and "ясо") and some keyboards and models type for any apostrophe.
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'"})
 _WORD_PATTERN = r"[^\W_]+(?:'[^\W_]+)*"
 _WORD = re.compile(_WORD_PATTERN)
 # Outside ASCII, words by the `regex` module, whose word characters are Unicode's (TR 18): a
@@ -105,13 +107,14 @@ def fold(text: str) -> str:
     """`text` as the index compares it: case-folded ("ß" is "ss"), compatibility forms made plain
     (full-width letters, ligatures, superscript digits), Latin, Greek and Cyrillic accents off, the
     Latin letters with a stroke or a ligature written plain (`_UNDECOMPOSED`: "ø" is "o", "æ" is
-    "ae"), and the typographic apostrophe made plain. ASCII text is only lower-cased."""
+    "ae"), and the typographic and modifier letter apostrophes made plain. ASCII text is only
+    lower-cased."""
     if text.isascii():
         return text.lower()
     # Decomposed before folding too: a mathematical bold capital has no case until it is a plain one.
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
     plain = unicodedata.normalize("NFC", _DIACRITICS.sub("", decomposed)).translate(_UNDECOMPOSED)
-    return plain.replace(_RSQUO, "'")
+    return plain.translate(_APOSTROPHES)
 
 
 def words(text: str) -> list[str]:
@@ -126,8 +129,13 @@ _UNSPACED_CLASS = (
     r"\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}\p{scx=Thai}\p{scx=Lao}\p{scx=Khmer}"
     r"\p{scx=Myanmar}"
 )
-_UNSPACED = regex.compile(f"[{_UNSPACED_CLASS}]")
-_UNSPACED_RUN = regex.compile(f"(?:[{_UNSPACED_CLASS}]\\p{{M}}*)+")
+# Less what some of them share with other scripts (their script extensions name Thai, Lao or Myanmar
+# too): the Latin combining marks (a tilde, a dot below) and the modifier letter apostrophe. A run never
+# opens with one, or the highlighter, which reads the text as written, cut "año" pasted decomposed (an,
+# U+0303, o) at its tilde and marked nothing, and Ukrainian's "м", U+02BC, "ясо" lost its "м".
+_NOT_UNSPACED = "(?![\u0300-\u036f\u02bc])"
+_UNSPACED = regex.compile(f"{_NOT_UNSPACED}[{_UNSPACED_CLASS}]")
+_UNSPACED_RUN = regex.compile(f"(?:{_NOT_UNSPACED}[{_UNSPACED_CLASS}]\\p{{M}}*)+")
 _GRAPHEME = regex.compile(r"\X")
 
 

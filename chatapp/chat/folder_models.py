@@ -19,8 +19,8 @@ class Folder(models.Model):
     class Meta:
         constraints = [
             # One folder per name and user, whatever the case ("Work" and "work" would look one in the
-            # sidebar). Its index (owner, lower(name)) also serves the sidebar's list of a user's
-            # folders in name order (folder_selectors.folder_list) and the clash check.
+            # sidebar). Its index (owner, lower(name)) also serves the reads of a user's folders
+            # (folder_selectors.folder_list, folder_services' clash check).
             models.UniqueConstraint("owner", Lower("name"), name="folder_owner_name_ci_uniq"),
             models.CheckConstraint(condition=~models.Q(name=""), name="folder_name_not_blank"),
         ]

@@ -23,13 +23,18 @@ _UNSEEN = {"Zs", "Zl", "Zp", "Cc", "Cf"}
 MAX_FOLDERS_PER_USER = 100
 
 
+def _missing() -> Http404:
+    return Http404("No Folder matches the given query.")
+
+
 def _refused(message: str, *, code: str) -> ValidationError:
     return ValidationError({"name": ValidationError(message, code=code)})
 
 
 def _name_clean(name: Any) -> str:
     # White space as one: a name is shown on one line, and "Work  notes" would clash unseen with "Work notes".
-    text = " ".join(text_storable(str(name or "")).split())
+    # Composed: "é" pasted as "e" and a combining accent (macOS) is the "é" typed, and is stored as it.
+    text = unicodedata.normalize("NFC", " ".join(text_storable(str(name or "")).split()))
     # Nothing visible (zero-width spaces, joiners, direction marks, pasted along): a folder without a name.
     if all(unicodedata.category(ch) in _UNSEEN for ch in text):
         raise _refused("Name the folder.", code="blank")
@@ -38,17 +43,36 @@ def _name_clean(name: Any) -> str:
     return text
 
 
+def _name_key(name: str) -> str:
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold())
+
+
+def _clash(*, owner_id: int, name: str, pk: int | None = None) -> Folder | None:
+    """The owner's folder (other than `pk`) whose name reads as `name`: in any case by Unicode's full
+    folding ("STRASSE" is "Straße"), written composed or not. Compared here, not by the database: both
+    compare code points (a decomposed "é" is not "é") and PostgreSQL's UPPER() keeps "ß", so such pairs
+    were two folders that look one. Bounded: an owner has at most MAX_FOLDERS_PER_USER."""
+    key = _name_key(name)
+    return next((f for f in Folder.objects.filter(owner_id=owner_id) if f.pk != pk and _name_key(f.name) == key), None)
+
+
 def _saved(folder: Folder, *, fields: list[str] | None = None) -> Folder:
     """Write the folder; a name another folder of the owner's has (in any case) is refused, whatever the
-    race: the unique constraint decides, the look-up before it only words the common case."""
-    clash = Folder.objects.filter(owner_id=folder.owner_id, name__iexact=folder.name).exclude(pk=folder.pk).first()
+    race: the unique constraint decides (in the cases the database folds), the look-up before it words
+    the common case and decides the others."""
+    clash = _clash(owner_id=folder.owner_id, name=folder.name, pk=folder.pk)
     # Named as the sidebar shows it: "Travel" when "TRAVEL" was typed, which would read as no clash.
     taken = _refused(f"You already have a folder “{clash.name if clash else folder.name}”.", code="taken")
     if clash is not None:
         raise taken
     try:
         with transaction.atomic():
-            folder.save(update_fields=fields)
+            if fields is None:
+                folder.save()
+            # An update, not save(update_fields): a folder deleted in another tab since the request read
+            # it is the 404 of any folder not there (save raised a DatabaseError, a 500).
+            elif not Folder.objects.filter(pk=folder.pk).update(**{f: getattr(folder, f) for f in fields}):
+                raise _missing()
     except IntegrityError:
         raise taken from None
     return folder
@@ -72,7 +96,7 @@ def folder_for_import(*, owner: User, name: str) -> Folder | None:
     except ValidationError:
         return None
     for _ in range(2):  # a folder of that name made meanwhile (another import) is found the second time
-        found = Folder.objects.filter(owner=owner, name__iexact=cleaned).first()
+        found = _clash(owner_id=owner.pk, name=cleaned)
         if found is not None:
             return found
         try:
@@ -92,16 +116,27 @@ def folder_rename(*, folder: Folder, name: str) -> Folder:
 def folder_delete(*, folder: Folder) -> None:
     """Delete the folder, never its chats: they are back in the main list (the column set null), each
     in its place by last activity (one UPDATE, updated_at left alone)."""
-    folder.delete()
+    with transaction.atomic():
+        # Its row locked first (PostgreSQL), as a move into it does: a chat moved in meanwhile is then
+        # seen by the UPDATE that takes the folder's chats out, not left pointing at a deleted row.
+        if Folder.objects.select_for_update().filter(pk=folder.pk).values_list("pk", flat=True):
+            folder.delete()
 
 
 def conversation_folder_set(*, conversation: Conversation, folder: Folder | None) -> Conversation:
     """Put the chat in `folder` (one of its owner's), or in none. Not activity: updated_at stays, as for
-    a pin. Http404 for another user's folder (it does not exist for this chat's owner), and for a chat
-    deleted since it was read."""
+    a pin. Http404 for another user's folder (it does not exist for this chat's owner), and for a folder
+    or a chat deleted since it was read."""
     if folder is not None and folder.owner_id != conversation.owner_id:
-        raise Http404("No Folder matches the given query.")
-    if not Conversation.objects.filter(pk=conversation.pk).update(folder=folder):
-        raise Http404("No Conversation matches the given query.")
+        raise _missing()
+    with transaction.atomic():
+        # The folder's row first, locked (PostgreSQL): deleted in another tab since the request read it,
+        # the chat would point at nothing and fail the commit (a 500); it is the 404 of a folder not there.
+        if folder is not None and not Folder.objects.select_for_update().filter(pk=folder.pk).values_list(
+            "pk", flat=True
+        ):
+            raise _missing()
+        if not Conversation.objects.filter(pk=conversation.pk).update(folder=folder):
+            raise Http404("No Conversation matches the given query.")
     conversation.folder = folder
     return conversation

@@ -1,5 +1,5 @@
 """Indexing stored messages again after the analyzer changed, for data migrations (chat 0008, 0009,
-0010, 0011, 0015); `stats_move` also serves 0012 (stopped replies joining the recall corpus).
+0010, 0011, 0015, 0029); `stats_move` also serves 0012 (stopped replies joining the recall corpus).
 
 Only messages holding a non-ASCII character are read: ASCII text is analyzed as it always was
 (`optimizer.lexical` keeps a fast path for it), so a database of English chats reads its few other
@@ -26,15 +26,16 @@ from chatapp.chat.search_services import index_terms
 BATCH = 1000
 
 
-def non_ascii_messages_reindex(apps: Any) -> None:
-    """Analyze every non-ASCII chat message again, a thousand at a time (PostgreSQL matches them in
-    the database; SQLite through Django's REGEXP function)."""
+def non_ascii_messages_reindex(apps: Any, *, pattern: str = NON_ASCII) -> None:
+    """Analyze every non-ASCII chat message again (or only those matching `pattern`, a regular
+    expression: the characters the analyzer changed for), a thousand at a time (PostgreSQL matches
+    them in the database; SQLite through Django's REGEXP function)."""
     Message = apps.get_model("chat", "Message")
     MessageSearch = apps.get_model("chat", "MessageSearch")
     df: defaultdict[int, Counter[str]] = defaultdict(Counter)
     length_delta: Counter[int] = Counter()
     rows = (
-        Message.objects.filter(kind="chat", content__regex=NON_ASCII)
+        Message.objects.filter(kind="chat", content__regex=pattern)
         .order_by("id")
         .values_list("id", "content")
         .iterator(chunk_size=BATCH)

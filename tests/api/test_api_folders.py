@@ -35,6 +35,15 @@ def test_folders_are_made_listed_renamed_and_deleted(api):
     assert [f["name"] for f in api.get("/api/folders/").json()] == ["archive"]
 
 
+def test_folders_are_listed_by_name_whatever_their_first_letters_accent(api):
+    for name in ["Zeitung", "Été", "apple", "Ärger", "Bücher", "école", "Eagle"]:
+        assert api.post("/api/folders/", {"name": name}, format="json").status_code == 201
+
+    # By name as a reader looks one up: "Été" among the E's, not after "Zeitung" where its code point is.
+    names = [f["name"] for f in api.get("/api/folders/").json()]
+    assert names == ["apple", "Ärger", "Bücher", "Eagle", "école", "Été", "Zeitung"]
+
+
 def test_a_chat_moves_into_a_folder_and_out_and_says_where_it_is(api, user):
     folder = api.post("/api/folders/", {"name": "Work"}, format="json").json()
     chat = api.post("/api/conversations/", {"title": "Plan"}, format="json").json()

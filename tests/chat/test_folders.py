@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from datetime import timedelta
 
 import pytest
@@ -23,6 +24,7 @@ from chatapp.chat.folder_services import (
     conversation_folder_set,
     folder_create,
     folder_delete,
+    folder_for_import,
     folder_rename,
 )
 from chatapp.chat.fork_services import ForkQueued, conversation_fork
@@ -82,6 +84,26 @@ def test_renaming_keeps_the_rule_and_may_change_only_the_case(user):
     assert Folder.objects.get(pk=home.pk).name == "Family"
 
 
+@pytest.mark.parametrize(("kept", "typed"), [
+    ("Café", "Cafe\u0301"),  # é typed whole, then pasted decomposed (macOS): one name to a reader
+    ("Cafe\u0301", "CAFÉ"),
+    ("Straße", "STRASSE"),  # Unicode's upper case of "ß" is "SS"
+])
+def test_names_that_read_the_same_clash_on_every_database(user, kept, typed):
+    first = folder_create(owner=user, name=kept)
+    assert first.name == unicodedata.normalize("NFC", kept)  # stored composed, as the sidebar shows it
+    with pytest.raises(ValidationError) as taken:
+        folder_create(owner=user, name=typed)
+    assert _code(taken) == "taken"
+    other = folder_create(owner=user, name="Other")
+    with pytest.raises(ValidationError) as renamed:
+        folder_rename(folder=other, name=typed)
+    assert _code(renamed) == "taken"
+    # An import naming the folder so files its chat in the one there is, not in a second of that name.
+    assert folder_for_import(owner=user, name=typed) == first
+    assert Folder.objects.filter(owner=user).count() == 2
+
+
 def test_an_owner_holds_a_bounded_number_of_folders(user):
     Folder.objects.bulk_create([Folder(owner=user, name=f"f{i}") for i in range(MAX_FOLDERS_PER_USER)])
     with pytest.raises(ValidationError) as many:
@@ -121,6 +143,22 @@ def test_deleting_a_folder_keeps_its_chats(user):
     kept = {c.pk: c for c in Conversation.objects.filter(owner=user)}
     assert set(kept) == set(dates)
     assert all(c.folder_id is None and c.updated_at == dates[c.pk] for c in kept.values())
+
+
+@pytest.mark.django_db(transaction=True)  # committed, as a request is: the chat's link is checked then
+def test_a_folder_deleted_meanwhile_is_not_found_by_a_move_nor_a_rename(user):
+    """Another tab deleted the folder after this request read it: a 404, as for any folder not there,
+    not the database's refusal of a chat filed in nothing (a 500)."""
+    chat = _chat(user, "Taxes")
+    stale = folder_create(owner=user, name="Work")
+    Folder.objects.filter(pk=stale.pk).delete()
+
+    with pytest.raises(Http404):
+        conversation_folder_set(conversation=chat, folder=stale)
+    assert Conversation.objects.get(pk=chat.pk).folder_id is None
+    with pytest.raises(Http404):
+        folder_rename(folder=stale, name="Home")
+    assert not Folder.objects.filter(owner=user).exists()
 
 
 def test_another_users_folder_is_not_found(user, other_user):

@@ -10,6 +10,8 @@ statistics moved by the difference to exactly what indexing from scratch gives
   finds the runs ending with it (a database that ran 0010 before that analyzer had only the pairs).
 - chat.0015: Latin letters with a stroke or a ligature are folded as typed without it ("tromsø" is
   "tromso", "æ" is "ae").
+- chat.0029: the modifier letter apostrophe (U+02BC, Ukrainian's) is an apostrophe (a word written
+  with it is the word without it, "мясо"), where it was a term of its own that cut its word.
 
 (chat.0009, which also swaps SQLite's FTS5 tokenizer, has its own test: test_migration_marked_words.)
 """
@@ -39,6 +41,11 @@ STROKED = [("user", "Ferry to Tromsø with Łukasz", "ferri tromsø łukasz"),
            ("assistant", "The ferry leaves at nine", "ferri leav nine"),
            ("user", "Æbleskiver in Tromsø", "æbleskiv tromsø")]
 
+# Each message with the terms the analyzer gave while U+02BC was a letter of a run of its own.
+APOSTROPHE = [("user", "Це м\u02bcясо дуже смачне", "це \u02bc ясо дуже смачне"),  # noqa: RUF001 - Cyrillic on purpose
+              ("assistant", "Свіжа м\u02bcята в саду", "свіжа \u02bc ята саду"),  # noqa: RUF001 - Cyrillic on purpose
+              ("user", "The Lisbon trip is booked", "lisbon trip book")]
+
 CASES = {
     "0008-folded-terms": dict(
         before="0007_summaryjob_quota_idx", after="0008_search_folded_terms", messages=UNFOLDED,
@@ -63,6 +70,12 @@ CASES = {
         terms=[("ferri tromso lukasz", 3), ("ferri leav nine", 3), ("aebleskiv tromso", 2)], corpus=(3, 8),
         df={"tromso": 2, "ferri": 2, "lukasz": 1, "tromsø": None, "æbleskiv": None},
         found={"tromso": [2, 0], "Tromsø": [2, 0], "aebleskiver": [2]},
+    ),
+    "0029-modifier-apostrophe": dict(
+        before="0028_message_images", after="0029_search_modifier_apostrophe", messages=APOSTROPHE,
+        terms=[("це мясо дуже смачне", 4), ("свіжа мята саду", 3), ("lisbon trip book", 3)], corpus=(3, 10),
+        df={"мясо": 1, "мята": 1, "\u02bc": None, "ясо": None},
+        found={"м'ясо": [0], "м\u02bcята": [1], "п\u02bcята": []},  # noqa: RUF001 - Cyrillic on purpose
     ),
 }
 

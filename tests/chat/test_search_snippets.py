@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import random
 import re
 import unicodedata
 from itertools import pairwise
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from chatapp.chat.search_snippets import (
     SNIPPET_COLUMNS,
     SNIPPET_COLUMNS_BEFORE,
+    STRETCH_CHARS,
     WordMatcher,
     folded_spans,
     marked_spans,
@@ -87,3 +90,23 @@ def test_a_snippet_is_cut_between_user_perceived_characters(before, after):
     text = text.removeprefix("… ").removesuffix(" …")
     clusters = set(regex.findall(r"\X", content))
     assert set(regex.findall(r"\X", text)) <= clusters
+
+
+_TOKENS = ["Ärger", "о'нил", "м\u02bcясо", "dying", "Éclair", "straße", "東京に行く", "猫が好き",  # noqa: RUF001 - Cyrillic
+           "café,", "«слово»", "x_y", "ﬁle", "naïve", "…", "—", "(1)", "ÇA", "sí.", "日本語の文章です。", "a" * 70]
+
+
+@pytest.mark.parametrize("terms", [["arger"], ["мясо"], ["die"], ["eclair", "strass"], ["東京"], ["猫"], ["file"],
+                                   ["si"], ["слово"], ["онил"], ["文章"]])
+def test_a_long_text_is_marked_as_each_of_its_words_alone(terms):
+    """Spans of a text far longer than a stretch (search_snippets.STRETCH_CHARS, read only where its
+    folded text holds a term's opening) are those of its words read one by one."""
+    rng = random.Random(11)
+    text = " ".join(rng.choice(_TOKENS) for _ in range(6000))
+    matcher = WordMatcher.for_terms(terms=terms)
+    alone = []
+    for m in re.finditer(r"\S+", text):
+        alone += [(m.start() + a, m.start() + b) for a, b in matcher.spans(m.group())]
+    assert len(text) > 10 * STRETCH_CHARS
+    assert list(matcher.spans(text)) == alone
+    assert alone  # the text holds a match of every query

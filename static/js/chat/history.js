@@ -5,6 +5,7 @@ import { followUnstarted } from "./lost_start.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { messagesSince, pathSync } from "./path_sync.js";
 import { api, app, busyHint, hint, input, messagesEl, sendBtn, signedOut, state, stopBtn, timeline, toast } from "./state.js";
+import { searchWordsPattern } from "./search_marks.js";
 import { thinkingReplace } from "./thinking.js";
 import { titleCheck } from "./title_follow.js";
 import { bringIntoView, hasNewer, sayLoaded, showAround, toNewest, trimNewest } from "./window.js";
@@ -76,8 +77,6 @@ export async function catchUp() {
   if (missed && missed.length && !streamingElsewhere().length) refreshGauge();
 }
 
-const escapeRe = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-
 /** A message opened from a search hit: the words the search matched in it, as the sidebar's snippet
  *  of it marks them (the server's analysis: stems, accents), are marked in the message too. Returns
  *  the first word it marked (none: no hit names the message yet, or its words are marked already). */
@@ -86,7 +85,7 @@ function markSearchWords(article) {
     .map((m) => m.textContent.trim()).filter(Boolean));
   const content = article.querySelector(".msg-content");
   if (!words.size || !content || content.querySelector("mark.search-mark")) return null;
-  const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(${[...words].map(escapeRe).join("|")})(?![\\p{L}\\p{N}])`, "giu");
+  const pattern = searchWordsPattern(words);
   const walker = document.createTreeWalker(content, NodeFilter.SHOW_TEXT);
   const texts = [];
   for (let node = walker.nextNode(); node; node = walker.nextNode()) texts.push(node);
