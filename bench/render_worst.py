@@ -24,10 +24,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chatapp.chat.rendering import markdown_plain, markdown_render
+from chatapp.chat.search_snippets import WordMatcher, snippet_parts
+from optimizer.lexical import analyze
 
 
 def _render(text: str) -> str:
     return markdown_render(text, cached=False)
+
+
+def _snippet(word: str) -> Callable[[str], str]:
+    """A search hit's snippet of a text whose match is its last word (the page shows 20 such hits)."""
+    matcher = WordMatcher.for_terms(terms=analyze(word))  # the search box's terms (search_match)
+    return lambda text: "".join(part.text for part in snippet_parts(content=f"{text} {word}", matcher=matcher))
+
+
+def _words(letters: str, n: int) -> str:
+    """n words of 3 to 9 of `letters`, always the same ones."""
+    return " ".join(letters[i % 7:i % 7 + 3 + i % 7] for i in range(n))
 
 
 # (what, its text of n units, its twin's, the function, n at full size)
@@ -38,6 +51,10 @@ CASES: list[tuple[str, Callable[[int], str], Callable[[int], str], Callable[[str
     ("unclosed \\( in a paragraph", lambda n: "a \\( b " * n, lambda n: "a \\{ b " * n, _render, 40_000),
     ("plain text: unclosed [", lambda n: "[a " * n, lambda n: "(a " * n, markdown_plain, 20_000),
     ("plain text: unclosed ](", lambda n: "![a](b " * n, lambda n: "(a " * n, markdown_plain, 20_000),
+    # Outside ASCII each word was analysed on the way to the match: 0.4 s a hit at 25,000 words of
+    # Russian. Its twin is as many English words.
+    ("snippet: Russian, match last", lambda n: _words("абвгдежзийклмнопрс", n),
+     lambda n: _words("abcdefghijklmnopqrs", n), _snippet("велосипед"), 25_000),
 ]
 
 

@@ -9,7 +9,6 @@ conversation_index_rebuild as the seed and import commands do.
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 from django.db import transaction
@@ -305,10 +304,10 @@ def test_snippet_is_a_window_around_the_first_match_of_a_long_message(user):
     assert len(text.split()) <= search_snippets.SNIPPET_WORDS + 2
 
 
-def test_a_long_message_in_another_script_is_cut_to_its_snippet_without_analysing_every_word(user):
-    # Outside ASCII every word was analyzed on the way to the first match: 0.4 s of CPU for a 200,000-
-    # character message in Russian whose match stands at its end, 0.3 s for 90,000 in Japanese, per hit
-    # (a page holds 20, the sidebar asks on every keystroke).
+def test_a_long_message_in_another_script_is_found_and_marked_at_its_end(user):
+    # Outside ASCII the snippet reads the text in stretches, skipping those that cannot hold a match
+    # (search_snippets._stretches): the match at the end of a long message is still found and marked.
+    # Its time, once 0.4 s of CPU a hit, is bench/render_worst.py's "snippet" rows.
     rng = random.Random(7)
     letters = "абвгдежзийклмнопрстуфхцчшщыэюя"
     vocabulary = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 10))) for _ in range(5000)]
@@ -316,12 +315,9 @@ def test_a_long_message_in_another_script_is_cut_to_its_snippet_without_analysin
     japanese = "東京に行きます。猫が好きです、" * 6000
     chat = _chat(user)
     far = _say(chat, f"{russian} велосипед.", f"{japanese}自転車を買った", f"{russian}\n\nКупил велосипед")  # noqa: RUF001 - Cyrillic on purpose
-    started = time.process_time()
     hits = message_search(owner=user, query="велосипед").hits + message_search(owner=user, query="自転車").hits
-    spent = time.process_time() - started
     assert sorted(h.message_id for h in hits) == sorted(m.pk for m in far)
     assert all("<mark>" in str(h.snippet_html) for h in hits)
-    assert spent < 0.3, spent
 
 
 def test_a_snippet_in_japanese_shows_its_match_within_the_first_lines(user):
