@@ -30,6 +30,18 @@ def _thumbs(driver):
     return driver.find_elements(By.CSS_SELECTOR, "#attach-list .attach-thumb img")
 
 
+def _send_with_image(browser, tmp_path, text, *, name="cat.png", size=(30, 20)):
+    """Attach a PNG of `size`, send it with `text`, and wait for the reply."""
+    path = tmp_path / name
+    path.write_bytes(png_bytes(*size))
+    browser.find_element(By.ID, "attach-input").send_keys(str(path))
+    _wait(browser, lambda d: len(_thumbs(d)) == 1)
+    composer = browser.find_element(By.ID, "composer-input")
+    composer.send_keys(text)
+    composer.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
+
+
 def test_an_image_is_attached_sent_to_the_model_and_shown(asgi_server, browser, fake_openai, tmp_path):
     _signed_up(
         asgi_server, browser, fake_openai, "images-send", accepts_images=True
@@ -91,14 +103,7 @@ def test_a_model_that_cannot_see_images_is_named_and_an_image_can_be_removed(
 
 def test_an_edited_message_keeps_its_images(asgi_server, browser, fake_openai, tmp_path):
     _signed_up(asgi_server, browser, fake_openai, "images-edit", accepts_images=True)
-    path = tmp_path / "cat.png"
-    path.write_bytes(png_bytes(30, 20))
-    browser.find_element(By.ID, "attach-input").send_keys(str(path))
-    _wait(browser, lambda d: len(_thumbs(d)) == 1)
-    composer = browser.find_element(By.ID, "composer-input")
-    composer.send_keys("First words")
-    composer.send_keys(Keys.ENTER)
-    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
+    _send_with_image(browser, tmp_path, "First words")
 
     browser.find_element(By.CSS_SELECTOR, '.msg--user [data-action="edit-message"]').click()
     editor = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--user textarea:not(.msg-source)"))
@@ -165,14 +170,7 @@ def test_a_large_image_is_shown_scaled_down_with_its_link_no_wider(asgi_server, 
     opens) is the picture, not a box as wide as the file, which left a blank clickable strip beside it
     and the picture off the bubble's edge."""
     _signed_up(asgi_server, browser, fake_openai, "images-large", accepts_images=True)
-    path = tmp_path / "wide.png"
-    path.write_bytes(png_bytes(640, 400))
-    browser.find_element(By.ID, "attach-input").send_keys(str(path))
-    _wait(browser, lambda d: len(_thumbs(d)) == 1)
-    composer = browser.find_element(By.ID, "composer-input")
-    composer.send_keys("And this one?")
-    composer.send_keys(Keys.ENTER)
-    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
+    _send_with_image(browser, tmp_path, "And this one?", name="wide.png", size=(640, 400))
 
     for _ in ("sent", "reloaded"):
         link, image, link_right, row_right = _wait(browser, _link_and_image_boxes)
