@@ -48,7 +48,7 @@ _SEARCH_TABLE = MessageSearch._meta.db_table
 _MESSAGE_TABLE = Message._meta.db_table
 _CORPUS_TABLE = RecallCorpus._meta.db_table
 _TERM_TABLE = RecallTerm._meta.db_table
-FTS_TABLE = "chat_message_fts"  # SQLite only: chat migration 0001_squashed_0016, tokenizer 0009
+FTS_TABLE = "chat_message_fts"  # SQLite only: chat migration 0001_squashed_0029
 RECALL_FTS_TABLE = "chat_message_rfts"  # SQLite only: recall's scoped tokens (chat migrations 0002, 0009)
 # A term in more recallable messages than MAX_POSTINGS is looked up only among the conversation's
 # newest RECENT_MESSAGES: reading all of a very common term's postings is what would make a query
@@ -112,7 +112,7 @@ def _match_sql(
     `terms` but none of `seen` (those were fetched already), served by the vendor's full-text index;
     only messages from id `since` on when given."""
     # Conversation-scoped tokens (`c<id>_term`): PostgreSQL's `rtsv` column, SQLite's chat_message_rfts
-    # (chat migrations 0001_squashed_0016 and 0002): only this conversation's postings of each term.
+    # (chat migration 0001_squashed_0029): only this conversation's postings of each term.
     postgres = connection.vendor == "postgresql"
     quote, but_not, either = (ts_lexeme, " & !(", " | ") if postgres else (fts_phrase, " NOT (", " OR ")
 

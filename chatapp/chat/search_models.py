@@ -15,7 +15,7 @@ class MessageSearch(models.Model):
     terms; `scope` holds the conversation and owner as tokens ("_c12 _u3") the analyzer can never
     produce, so one full-text lookup is scoped by the index itself. The vendor part (an FTS5 table
     over these rows on SQLite, a generated tsvector with a GIN index on PostgreSQL) is raw SQL in
-    chat migration 0001_squashed_0016. `recallable` marks live user/assistant chat messages: the recall corpus.
+    chat migration 0001_squashed_0029. `recallable` marks live user/assistant chat messages: the recall corpus.
     """
 
     message = models.OneToOneField("chat.Message", primary_key=True, on_delete=models.CASCADE, related_name="+")

@@ -1,5 +1,6 @@
-"""Indexing stored messages again after the analyzer changed, for data migrations (chat 0008, 0009,
-0010, 0011, 0015, 0029); `stats_move` also serves 0012 (stopped replies joining the recall corpus).
+"""Indexing stored messages again after the analyzer changed, for the data migration that comes with
+such a change (those so far are squashed into chat 0001_squashed_0029; tests/chat/test_search_reindex.py
+replays each); `stats_move` also serves one that moves messages into or out of the recall corpus.
 
 Only messages holding a non-ASCII character are read: ASCII text is analyzed as it always was
 (`optimizer.lexical` keeps a fast path for it), so a database of English chats reads its few other

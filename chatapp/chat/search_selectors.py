@@ -4,7 +4,7 @@ highlighted snippet (issue 12 item 2, issue 13: results that jump to the message
 Matching is `search_match.conversation_ids_matching`'s, through the same helpers: every content word
 of the query analyzed as the index stores it (`optimizer.lexical.analyze`, so "running" finds
 "runs"), the last one as a prefix, scoped to the owner by the index itself (SQLite FTS5, PostgreSQL
-tsvector + GIN; chat migration 0001_squashed_0016).
+tsvector + GIN; chat migration 0001_squashed_0029).
 
 Ranking is BM25 (`optimizer.bm25.bm25`) over the newest `RANK_WINDOW` matching messages — all of
 them when fewer match — ordered by score, then newest first. Why not the vendor's own ranking:

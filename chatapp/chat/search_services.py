@@ -4,7 +4,7 @@ search may find.
 One row per chat message in `MessageSearch` (its `optimizer.lexical` terms); the vendor full-text
 structure follows those rows by itself (SQLite: triggers into an FTS5 table; PostgreSQL: a generated
 tsvector column under a GIN index, and one of conversation-scoped lexemes for recall; see
-chat migration 0001_squashed_0016). Next to it, BM25's statistics per
+chat migration 0001_squashed_0029). Next to it, BM25's statistics per
 conversation — document frequency per term (`RecallTerm`) and corpus size (`RecallCorpus`) — are
 kept at write time, over recallable messages only (live user and assistant chat messages, as
 `context.live_chat_q()` defines live), so a query reads a handful of rows instead of counting

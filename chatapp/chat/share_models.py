@@ -23,7 +23,7 @@ class ConversationShare(models.Model):
     conversation = models.ForeignKey("chat.Conversation", on_delete=models.CASCADE, related_name="shares")
     # token_models.key_digest of the link's token (secrets.token_urlsafe(24): 192 random bits, the only
     # credential of the public page), as API tokens are kept: a copy of the database opens no link.
-    # Links made before chat migration 0025 had their token stored here; that migration digested them.
+    # (Links made before the digests had their token stored here; a data migration digested them.)
     digest = models.CharField(max_length=64)
     # The title when shared: a later rename is not published.
     title = models.CharField(max_length=200)

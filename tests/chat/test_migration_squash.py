@@ -1,7 +1,7 @@
 """The migration history squashed into one migration per app (issue 10): a database the release at
-commit f89204b made upgrades running none of the squashes' operations (only migrations written after
-them) and keeps every row; one from an older release
-is stopped before `migrate` touches it; a fresh one has what the models say, search index included."""
+commit 452c170 made upgrades running none of the squashes' operations and keeps every row; one from an
+older release (part way through that history, or from before the history the squashes replace) is
+stopped before `migrate` touches it; a fresh one has what the models say, search index included."""
 
 from __future__ import annotations
 
@@ -18,23 +18,36 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
 
+from chatapp.chat.checks import SQUASHED_AT
 from chatapp.chat.models import Conversation, Message, OptimizationRecord, UserSettings
 from chatapp.chat.search_models import MessageSearch
 from chatapp.dashboard.models import DashboardTotals, DashboardTurnBlock
 from chatapp.providers.models import LLMConfig
 
 APPS = ("chat", "dashboard", "providers")
-# What the release at f89204b recorded: the squashes must replace exactly these, or its databases
+# What the release at 452c170 recorded: the squashes must replace exactly these, or its databases
 # would run a squash over tables they already have (or keep a migration no file provides).
-RELEASE_HISTORY = {("providers", "0001_initial"), ("dashboard", "0001_initial")} | {
+RELEASE_HISTORY = {
+    ("providers", "0001_squashed_0001"), ("providers", "0002_config_accepts_images"),
+    ("dashboard", "0001_squashed_0001"), ("dashboard", "0002_totals_last_prompt_hash"),
+    ("dashboard", "0003_totals_refused_turns"),
+} | {
     ("chat", name) for name in (
-        "0001_initial", "0002_message_search", "0003_optimizationrecord_recall", "0004_recall_lexemes",
-        "0005_conversation_keeps_its_model", "0006_record_dropped_tokens", "0007_one_send_at_a_time",
-        "0008_system_prompts", "0009_conversation_share", "0010_import_jobs", "0011_dashboard_totals",
-        "0012_message_tree", "0013_turn_claim", "0014_dashboard_moves_to_its_app", "0015_message_indexes",
-        "0016_llmconfig_moves_to_providers",
+        "0001_squashed_0016", "0002_recall_scoped_fts", "0003_search_hidden_branches", "0004_offline_reply_totals",
+        "0005_conversation_token_counts_mixed", "0006_record_sent_orjson", "0007_summaryjob_quota_idx",
+        "0008_search_folded_terms", "0009_search_marked_words", "0010_search_character_pairs",
+        "0011_search_run_last_character", "0012_stopped_replies_live", "0013_summary_skipped_pins",
+        "0014_import_fingerprints", "0015_search_fold_stroked_letters", "0016_api_tokens_and_titles",
+        "0017_reply_reasoning", "0018_reply_finish_reason", "0019_conversation_pinned",
+        "0020_conversation_archived", "0021_saved_prompts", "0022_share_hidden_ids",
+        "0023_optimizationrecord_registry_provider", "0024_importjob_branch", "0025_share_token_digests",
+        "0026_folders", "0027_account_deletion", "0028_message_images", "0029_search_modifier_apostrophe",
     )
 }
+# What a database of a release before f89204b recorded (the history the previous squashes replaced):
+# none of RELEASE_HISTORY, so it is no new database either.
+OLDER_HISTORY = {("providers", "0001_initial"), ("dashboard", "0001_initial"), ("chat", "0001_initial"),
+                 ("chat", "0002_message_search"), ("chat", "0016_llmconfig_moves_to_providers")}
 MODELS = (get_user_model(), LLMConfig, UserSettings, Conversation, Message, MessageSearch, OptimizationRecord,
           DashboardTotals, DashboardTurnBlock)
 
@@ -89,11 +102,10 @@ def every_row() -> dict[str, list[dict]]:
 
 def release_data() -> None:
     """A row in each app's main tables, linked as the app links them."""
-    owner = get_user_model().objects.create_user(username="from-f89204b", password="a long test password 1")
+    owner = get_user_model().objects.create_user(username="from-452c170", password="a long test password 1")
     config = LLMConfig.objects.create(owner=owner, name="main", base_url="https://llm.example/v1", model="gpt-4o",
                                       api_key_encrypted="token", context_window=128_000, is_default=True)
     UserSettings.objects.create(user=owner, summary_config=config, custom_instructions="Be brief.")
-    # title_requested: chat 0016 marks the chats made before it as named (the model does not rename them)
     chat = Conversation.objects.create(owner=owner, llm_config=config, title="kept", live_message_count=2,
                                        title_requested=True)
     question = Message.objects.create(conversation=chat, role="user", content="which bike for gravel?")
@@ -140,13 +152,16 @@ def test_a_database_of_the_release_runs_only_what_came_after_it_and_keeps_every_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_database_of_an_older_release_is_stopped_before_anything_runs():
-    partly = {("chat", "0001_initial"), ("chat", "0002_message_search"), ("chat", "0003_optimizationrecord_recall")}
+@pytest.mark.parametrize("older", [
+    pytest.param(set(sorted(RELEASE_HISTORY)[:9]), id="part-way-through-the-squashed-history"),
+    pytest.param(OLDER_HISTORY, id="before-the-squashed-history"),
+])
+def test_a_database_of_an_older_release_is_stopped_before_anything_runs(older):
     tables = schema()
-    with history(partly):
-        with pytest.raises(SystemCheckError, match="f89204b"):
+    with history(older):
+        with pytest.raises(SystemCheckError, match=SQUASHED_AT):
             call_command("migrate", verbosity=0, skip_checks=False)
-        assert recorded() == partly
+        assert recorded() == older
     assert schema() == tables
 
 

@@ -231,7 +231,7 @@ def test_database_source_ranks_like_memory_source(user, conversation):
 
 @pytest.mark.parametrize(("rows", "question", "first"), [
     # Hindi's vowel signs are combining marks: each word is one term, and recall's scoped index looks
-    # it up whole (SQLite's FTS5 tables no longer cut it at the marks: chat 0009).
+    # it up whole (SQLite's FTS5 tables do not cut it at the marks: their `ascii` tokenizer).
     ([("user", "मेरी बहन रश्मि मार्च में लिस्बन जा रही है।"), ("assistant", "लिस्बन बहुत सुंदर शहर है।"),
       ("user", "आज मौसम अच्छा है।"), ("assistant", "हाँ, धूप खिली है।")], "रश्मि कहाँ जा रही है?", "मेरी बहन"),
     # Japanese writes no space between words: a run is indexed as pairs of characters, so a question

@@ -1,18 +1,15 @@
 """Share links are stored as a digest of their token (as API tokens are): a copy of the database holds no
-link that opens. The link is shown once, when it is made; links made before (chat migration 0025)
-keep opening by their old address."""
+link that opens. The link is shown once, when it is made."""
 
 from __future__ import annotations
 
 import pytest
-from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
 from chatapp.chat.models import Conversation, ConversationShare, Message
 from chatapp.chat.share_services import conversation_share_create
 from chatapp.chat.token_models import key_digest
-from tests.support.migrations import migrated_back
 
 
 @pytest.fixture
@@ -63,29 +60,3 @@ def test_the_link_is_shown_at_creation_only(chat, user):
     page.force_login(user)
     settings = page.get("/settings/").content.decode()
     assert "Trip to Lisbon" in settings and token not in settings and "/s/" not in settings
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_link_made_before_the_digests_still_opens_by_its_old_address(user):
-    old_token = "plaintext-link-made-before-0025-abcdefgh"
-    with migrated_back(("chat", "0024_importjob_branch")) as old:
-        conversation = old.get_model("chat", "Conversation").objects.create(owner_id=user.pk, title="Old share")
-        message = old.get_model("chat", "Message").objects.create(
-            conversation=conversation,
-            role="user",
-            content="Shared before the upgrade",
-            token_count=4,
-            char_count=25,
-        )
-        share = old.get_model("chat", "ConversationShare").objects.create(
-            owner_id=user.pk,
-            conversation=conversation,
-            token=old_token,
-            title="Old share",
-            through_message_id=message.pk,
-        )
-        call_command("migrate", "chat", verbosity=0)
-
-    assert not any(old_token in value for value in _stored(share.pk))
-    opened = Client().get(f"/s/{old_token}/")
-    assert opened.status_code == 200 and "Shared before the upgrade" in opened.content.decode()
