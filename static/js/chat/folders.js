@@ -3,6 +3,7 @@
  * "Move to folder…" for the chat shown (PATCH /api/conversations/<id>/ {folder}). The lists are the
  * server's (_conversation_list.html): each change draws them again. Self-contained: main.js only imports it. */
 import { announce, el } from "./dom.js";
+import { closeMenuOf, handleActions, refocusMenuButtonOnClose } from "./menu_actions.js";
 import { refreshSidebar } from "./sidebar.js";
 import { api, confirmAction, errorText, nav, searchInput, state, toast } from "./state.js";
 
@@ -107,13 +108,6 @@ function newFolder(opener) {
   });
 }
 
-function closeMenuOf(item) {
-  const menu = item.closest(".menu");
-  if (!menu) return;
-  menu.hidden = true;
-  menu.previousElementSibling?.setAttribute("aria-expanded", "false");
-}
-
 function renameFolder(item) {
   const folder = item.closest(".folder");
   const id = folder.dataset.folderId;
@@ -208,8 +202,7 @@ moveForm?.addEventListener("submit", async (e) => {
   toast(folder === null ? "Chat moved out of its folder." : `Chat moved to “\u2068${name}\u2069”.`, "info", 3000);
 });
 
-// The menu item that opened the dialog is hidden by then: focus goes back to the menu's button.
-moveDialog?.addEventListener("close", () => document.getElementById("conv-menu-btn")?.focus());
+refocusMenuButtonOnClose(moveDialog);
 
 const ACTIONS = {
   "new-folder": newFolder, "toggle-folder": toggleFolder, "rename-folder": renameFolder,
@@ -217,11 +210,7 @@ const ACTIONS = {
   "folder-dialog-cancel": (button) => button.closest("dialog").close("cancel"),
 };
 
-document.addEventListener("click", (e) => {
-  const target = e.target.closest("[data-action]");
-  const action = target && ACTIONS[target.dataset.action];
-  if (action) action(target);
-});
+handleActions(ACTIONS);
 
 document.addEventListener("longchat:sidebar-updated", applyFolded);
 applyFolded();

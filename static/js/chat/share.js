@@ -2,6 +2,7 @@
  * when asked (POST /api/conversations/<id>/share/: the chat as it is now) and shows it with a Copy
  * button, this once (only its digest is stored). Opening the dialog publishes nothing. Self-contained:
  * main.js only imports it. */
+import { closeMenuOf, handleActions, refocusMenuButtonOnClose } from "./menu_actions.js";
 import { api, copyText, errorText, state, toast } from "./state.js";
 
 const dialog = document.getElementById("share-dialog");
@@ -11,15 +12,7 @@ const once = document.getElementById("share-once");
 const ask = document.getElementById("share-ask");
 const made = document.getElementById("share-made");
 
-function closeMenuOf(item) {
-  const menu = item.closest(".menu");
-  if (!menu) return;
-  menu.hidden = true;
-  menu.previousElementSibling?.setAttribute("aria-expanded", "false");
-}
-
-// The menu item that opened the dialog is hidden by then: focus goes back to the menu's button.
-dialog?.addEventListener("close", () => document.getElementById("conv-menu-btn")?.focus());
+refocusMenuButtonOnClose(dialog);
 
 function openDialog(item) {
   closeMenuOf(item);
@@ -58,9 +51,4 @@ async function copyLink(button) {
 }
 
 const ACTIONS = { "share-conversation": openDialog, "create-share-link": createLink, "copy-share-link": copyLink };
-
-document.addEventListener("click", (e) => {
-  const target = e.target.closest("[data-action]");
-  const action = target && ACTIONS[target.dataset.action];
-  if (action) action(target);
-});
+handleActions(ACTIONS);
