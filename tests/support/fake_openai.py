@@ -484,6 +484,20 @@ class _Server(ThreadingHTTPServer):
     fake: FakeOpenAI
 
 
+class _BaseUrl:
+    """A base URL of the running server: each behaviour variant is only a path prefix the handler
+    dispatches on (see the module docstring), so one descriptor serves them all."""
+
+    def __init__(self, prefix: str, doc: str) -> None:
+        self.prefix = prefix
+        self.__doc__ = doc
+
+    def __get__(self, fake: FakeOpenAI | None, owner: type | None = None) -> Any:
+        if fake is None:  # looked up on the class (help(), introspection): the descriptor itself
+            return self
+        return f"{fake.root_url}{self.prefix}/v1"
+
+
 @dataclass
 class FakeOpenAI:
     """The server plus what it has received. Use as a context manager or call start()/stop()."""
@@ -524,24 +538,11 @@ class FakeOpenAI:
         assert self._server is not None, "server not started"
         return f"http://{self.host}:{self._server.server_address[1]}"
 
-    @property
-    def base_url(self) -> str:
-        return f"{self.root_url}/v1"
-
-    @property
-    def base_url_html(self) -> str:
-        """A base URL that answers everything with a 200 HTML page (a website, not an API)."""
-        return f"{self.root_url}/html/v1"
-
-    @property
-    def base_url_public_models(self) -> str:
-        """A base URL listing its models to any key, whose GET /key checks the key (OpenRouter's)."""
-        return f"{self.root_url}/public-models/v1"
-
-    @property
-    def base_url_without_models(self) -> str:
-        """A base URL whose GET /models answers 404 (chat completions still work)."""
-        return f"{self.root_url}/no-models/v1"
+    base_url = _BaseUrl("", "The OpenAI-compatible API.")
+    base_url_html = _BaseUrl("/html", "Answers everything with a 200 HTML page (a website, not an API).")
+    base_url_public_models = _BaseUrl(
+        "/public-models", "Lists its models to any key; its GET /key checks the key (OpenRouter's).")
+    base_url_without_models = _BaseUrl("/no-models", "GET /models answers 404 (chat completions still work).")
 
     # -- what was received --------------------------------------------------------------------------
     @property
