@@ -3,17 +3,15 @@ migration runs after the analyzer changed)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.apps import apps
 
 
 def conversation_indexed_as(*, owner_id: int, title: str, messages: list[tuple[str, str, str]]) -> int:
     """A conversation whose (role, content, terms) messages are indexed with the terms given (as an
     older analyzer gave them), its recall statistics to match; returns its id."""
-    old: Any = apps  # the models through the registry, as a data migration reads them
-    conversation = old.get_model("chat", "Conversation").objects.create(owner_id=owner_id, title=title)
-    Message, Search = old.get_model("chat", "Message"), old.get_model("chat", "MessageSearch")
+    # The models through the registry (get_model), as a data migration reads them.
+    conversation = apps.get_model("chat", "Conversation").objects.create(owner_id=owner_id, title=title)
+    Message, Search = apps.get_model("chat", "Message"), apps.get_model("chat", "MessageSearch")
     df: dict[str, int] = {}
     for role, content, terms in messages:
         message = Message.objects.create(conversation=conversation, role=role, content=content, token_count=9,
@@ -23,9 +21,9 @@ def conversation_indexed_as(*, owner_id: int, title: str, messages: list[tuple[s
                               recallable=True)
         for term in set(terms.split()):
             df[term] = df.get(term, 0) + 1
-    Term = old.get_model("chat", "RecallTerm")
+    Term = apps.get_model("chat", "RecallTerm")
     Term.objects.bulk_create([Term(conversation_id=conversation.pk, term=t, df=n) for t, n in df.items()])
-    old.get_model("chat", "RecallCorpus").objects.create(
+    apps.get_model("chat", "RecallCorpus").objects.create(
         conversation_id=conversation.pk, docs=len(messages), length=sum(len(t.split()) for _, _, t in messages)
     )
     return conversation.pk
