@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 from django.core.exceptions import ImproperlyConfigured
 
 from chatapp.env import comma_list, env_bool, env_int, env_list, env_rate, env_str
+from chatapp.env_urls import redis_url_checked, text_redacted, url_redacted
 from chatapp.instance import ENCRYPTION_KEY_FILE, SECRET_FILE, secret_read, var_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -129,7 +130,10 @@ try:
 
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 except ValueError as exc:
-    raise ImproperlyConfigured(f"DATABASE_URL is not a database URL this app supports: {exc}") from None
+    raise ImproperlyConfigured(
+        f"DATABASE_URL {url_redacted(DATABASE_URL)!r} is not a database URL this app supports: "
+        f"{text_redacted(str(exc), DATABASE_URL)}"
+    ) from None
 if DATABASES["default"]["ENGINE"] not in {"django.db.backends.sqlite3", "django.db.backends.postgresql"}:
     raise ImproperlyConfigured(
         f"DATABASE_URL names {DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}: this app runs on PostgreSQL "
@@ -168,9 +172,7 @@ EMBEDDED_MODE = DATABASES["default"]["ENGINE"] == "chatapp.sqlite3"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Celery -----------------------------------------------------------------------------------
-REDIS_URL = env_str("REDIS_URL", "")
-if REDIS_URL and urlparse(REDIS_URL).scheme not in {"redis", "rediss"}:
-    raise ImproperlyConfigured(f"REDIS_URL must start with redis:// or rediss://, got {REDIS_URL!r}")
+REDIS_URL = redis_url_checked("REDIS_URL", env_str("REDIS_URL", ""))
 CELERY_BROKER_DIR = VAR_DIR / "celery-broker"
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
@@ -236,14 +238,14 @@ def _next_redis_database(url: str) -> str:
     parts = urlparse(url)
     path = parts.path.strip("/")
     if path and not path.isdigit():
-        raise ImproperlyConfigured(f"REDIS_URL's database must be a number, got {path!r}")
+        raise ImproperlyConfigured(f"REDIS_URL's database must be a number, got {url_redacted(url)!r}")
     return parts._replace(path=f"/{(int(path or 0) + 1) % 16}").geturl()
 
 
-CACHE_URL = env_str("CACHE_URL", "") or (_next_redis_database(REDIS_URL) if REDIS_URL else "")
+CACHE_URL = redis_url_checked("CACHE_URL", env_str("CACHE_URL", "")) or (
+    _next_redis_database(REDIS_URL) if REDIS_URL else ""
+)
 if CACHE_URL:
-    if urlparse(CACHE_URL).scheme not in {"redis", "rediss"}:
-        raise ImproperlyConfigured(f"CACHE_URL must start with redis:// or rediss://, got {CACHE_URL!r}")
     # Django's backend with one connection pool per process, not per request (chatapp/redis_cache.py).
     CACHES = {"default": {"BACKEND": "chatapp.redis_cache.RedisCache", "LOCATION": CACHE_URL}}
 

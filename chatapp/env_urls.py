@@ -1,0 +1,37 @@
+"""Server URLs read by settings (DATABASE_URL, REDIS_URL, CACHE_URL): checks whose errors name the
+URL, with its password masked — start-up errors end up in logs, terminals and bug reports."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+def url_redacted(url: str) -> str:
+    """The URL with the password of its user part replaced by ***."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    # The last "@", not urlparse's netloc: a password with an unencoded "/", "?" or "#" would otherwise
+    # end the host early and be shown, in part, as the path.
+    userinfo, host = rest.rsplit("@", 1)
+    user, colon, _ = userinfo.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}@{host}"
+
+
+def text_redacted(text: str, url: str) -> str:
+    """A library's error text about `url`, with the URL's password masked wherever it is quoted."""
+    _, _, rest = url.partition("://")
+    password = rest.rsplit("@", 1)[0].partition(":")[2] if "@" in rest else ""
+    text = text.replace(url, url_redacted(url))
+    for secret in {password, unquote(password)} - {""}:
+        text = text.replace(secret, "***")
+    return text
+
+
+def redis_url_checked(name: str, url: str) -> str:
+    """The URL (blank: unset) if it is a Redis one."""
+    if url and urlparse(url).scheme not in {"redis", "rediss"}:
+        raise ImproperlyConfigured(f"{name} must start with redis:// or rediss://, got {url_redacted(url)!r}")
+    return url

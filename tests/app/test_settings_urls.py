@@ -1,0 +1,46 @@
+"""Server URLs in settings (DATABASE_URL, REDIS_URL, CACHE_URL): a refused one is named in the error
+with its password masked, since start-up errors land in logs and terminals others read."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_LOAD = "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'chatapp.settings'; import django; django.setup()"
+_SERVER_VARS = {"DATABASE_URL", "REDIS_URL", "CACHE_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEY"}
+
+
+def _start(tmp_path: Path, code: str = _LOAD, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in _SERVER_VARS}
+    environ.update({"CHATAPP_VAR_DIR": str(tmp_path), **env})
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environ, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+@pytest.mark.parametrize(("name", "value", "shown"), [
+    ("REDIS_URL", "http://:hunter2secret@broker.internal:6379/0", "http://:***@broker.internal:6379/0"),
+    ("REDIS_URL", "redis://:hunter2secret@broker.internal:6379/zero", "redis://:***@broker.internal:6379/zero"),
+    ("CACHE_URL", "memcached://cacheuser:hunter2secret@cache.internal:11211", "memcached://cacheuser:***@cache.internal:11211"),
+    ("DATABASE_URL", "foo://chat:hunter2secret@db.internal/chat", "foo://chat:***@db.internal/chat"),
+    ("DATABASE_URL", "postgres://chat:hunter2secret@db.internal:port/chat", "postgres://chat:***@db.internal:port/chat"),
+])
+def test_a_refused_url_is_named_with_its_password_masked(tmp_path, name, value, shown):
+    started = _start(tmp_path, **{name: value})
+    assert started.returncode != 0
+    assert "ImproperlyConfigured" in started.stderr and name in started.stderr
+    assert shown in started.stderr
+    assert "hunter2" not in started.stderr + started.stdout
+
+
+def test_a_password_with_an_unencoded_slash_is_not_shown_in_part():
+    from chatapp.env_urls import url_redacted
+
+    # urlparse ends the host at the first "/": the password's tail would read as the database number.
+    assert url_redacted("redis://:hun/ter2@broker.internal:6379/x") == "redis://:***@broker.internal:6379/x"
+    assert url_redacted("redis://broker.internal:6379/0") == "redis://broker.internal:6379/0"
+    assert url_redacted("redis://user@broker.internal/0") == "redis://user@broker.internal/0"
