@@ -3,6 +3,7 @@ URL, with its password masked — start-up errors end up in logs, terminals and 
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
@@ -35,3 +36,17 @@ def redis_url_checked(name: str, url: str) -> str:
     if url and urlparse(url).scheme not in {"redis", "rediss"}:
         raise ImproperlyConfigured(f"{name} must start with redis:// or rediss://, got {url_redacted(url)!r}")
     return url
+
+
+def sqlite_path_checked(name: str) -> None:
+    """DATABASE_URL's SQLite file must be one file whichever process (web server, worker) opens it."""
+    if name in {"", ":memory:"}:
+        # Each process would open an empty database of its own.
+        raise ImproperlyConfigured("DATABASE_URL names an in-memory SQLite database: give a file (sqlite:////path.sqlite3)")
+    if not Path(name).is_absolute():
+        # Opened relative to each process's working directory: a server and a worker started from
+        # different folders would each have a database of their own.
+        raise ImproperlyConfigured(
+            f"DATABASE_URL names the SQLite file {name!r} by a relative path: give an absolute path "
+            f"(sqlite:////absolute/path.sqlite3, four slashes)"
+        )

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 from django.core.exceptions import ImproperlyConfigured
 
 from chatapp.env import comma_list, env_bool, env_int, env_list, env_rate, env_str
-from chatapp.env_urls import redis_url_checked, text_redacted, url_redacted
+from chatapp.env_urls import redis_url_checked, sqlite_path_checked, text_redacted, url_redacted
 from chatapp.instance import ENCRYPTION_KEY_FILE, SECRET_FILE, secret_read, var_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -124,7 +124,8 @@ TEMPLATES = [
 ASGI_APPLICATION = "chatapp.asgi.application"
 
 # --- Database -------------------------------------------------------------------------------
-DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'chatapp.sqlite3'}"
+# Set but blank (`DATABASE_URL=` in a compose file): the default, as with every variable (chatapp.env).
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'chatapp.sqlite3'}")
 try:
     import dj_database_url
 
@@ -139,10 +140,8 @@ if DATABASES["default"]["ENGINE"] not in {"django.db.backends.sqlite3", "django.
         f"DATABASE_URL names {DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}: this app runs on PostgreSQL "
         "(postgres://...) or SQLite (sqlite:////absolute/path.sqlite3)"
     )
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" and DATABASES["default"]["NAME"] in {"", ":memory:"}:
-    # Each process (web server, worker) would open an empty database of its own.
-    raise ImproperlyConfigured("DATABASE_URL names an in-memory SQLite database: give a file (sqlite:////path.sqlite3)")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    sqlite_path_checked(DATABASES["default"]["NAME"])
     # Django's backend, keeping the connections requests close for the next ones (chatapp/sqlite3).
     DATABASES["default"]["ENGINE"] = "chatapp.sqlite3"
     # WAL lets the web server read while the worker writes a summary.

@@ -44,3 +44,29 @@ def test_a_password_with_an_unencoded_slash_is_not_shown_in_part():
     assert url_redacted("redis://:hun/ter2@broker.internal:6379/x") == "redis://:***@broker.internal:6379/x"
     assert url_redacted("redis://broker.internal:6379/0") == "redis://broker.internal:6379/0"
     assert url_redacted("redis://user@broker.internal/0") == "redis://user@broker.internal/0"
+
+
+_DATABASE = _LOAD + "; from django.conf import settings as s; print(s.DATABASES['default']['NAME'])"
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t"])
+def test_a_blank_database_url_is_the_default_sqlite_file(tmp_path, blank):
+    """`DATABASE_URL=` was the default but `DATABASE_URL= ` failed on an unknown scheme "://"."""
+    started = _start(tmp_path, _DATABASE, DATABASE_URL=blank)
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert started.stdout.strip().splitlines()[-1] == str(tmp_path / "chatapp.sqlite3")
+
+
+def test_a_relative_sqlite_path_is_refused_asking_for_an_absolute_one(tmp_path):
+    """sqlite:///chat.sqlite3 opened chat.sqlite3 in each process's working directory: a web server and
+    a worker started from different folders each had a database of their own."""
+    started = _start(tmp_path, DATABASE_URL="sqlite:///chat.sqlite3")
+    assert started.returncode != 0
+    assert "ImproperlyConfigured" in started.stderr and "absolute path" in started.stderr
+    assert "sqlite:////" in started.stderr
+
+
+def test_an_absolute_sqlite_path_is_taken(tmp_path):
+    started = _start(tmp_path, _DATABASE, DATABASE_URL=f"sqlite:///{tmp_path / 'other.sqlite3'}")
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert started.stdout.strip().splitlines()[-1] == str(tmp_path / "other.sqlite3")
