@@ -4,7 +4,7 @@ URL, with its password masked — start-up errors end up in logs, terminals and 
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -35,6 +35,12 @@ def redis_url_checked(name: str, url: str) -> str:
     """The URL (blank: unset) if it is a Redis one."""
     if url and urlparse(url).scheme not in {"redis", "rediss"}:
         raise ImproperlyConfigured(f"{name} must start with redis:// or rediss://, got {url_redacted(url)!r}")
+    # The values both kombu (broker) and redis-py (cache) read; either failed only at the first connection.
+    for value in parse_qs(urlparse(url).query).get("ssl_cert_reqs", []):
+        if value not in {"none", "optional", "required"}:
+            raise ImproperlyConfigured(
+                f"{name}'s ssl_cert_reqs must be none, optional or required, got {value!r} in {url_redacted(url)!r}"
+            )
     return url
 
 

@@ -8,6 +8,7 @@ server. DATABASE_URL and REDIS_URL switch to PostgreSQL and Redis.
 from __future__ import annotations
 
 import os
+import ssl
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -188,6 +189,10 @@ if REDIS_URL:
         # behind it on the web process's one background thread (summary_requests).
         "socket_timeout": env_int("CELERY_BROKER_SOCKET_TIMEOUT", 10, minimum=2),
     }
+    # kombu takes a rediss:// broker without ssl_cert_reqs on any certificate (CERT_NONE): verify it
+    # unless the URL says otherwise (its own ssl_* parameters replace these).
+    if urlparse(REDIS_URL).scheme == "rediss":
+        CELERY_BROKER_USE_SSL = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
 else:
     # A broker that needs no server: kombu's filesystem transport, shared by web and worker on one machine
     # (its folders are made by instance_prepare), in chatapp.fs_broker's version that loses no message.

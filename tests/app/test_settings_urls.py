@@ -70,3 +70,44 @@ def test_an_absolute_sqlite_path_is_taken(tmp_path):
     started = _start(tmp_path, _DATABASE, DATABASE_URL=f"sqlite:///{tmp_path / 'other.sqlite3'}")
     assert started.returncode == 0, started.stderr[-2000:]
     assert started.stdout.strip().splitlines()[-1] == str(tmp_path / "other.sqlite3")
+
+
+# What the worker and the web process would connect with, built without connecting: the broker's
+# certificate check (kombu's Connection) and the cache's (redis-py's connection pool).
+_TLS = _LOAD + """
+from django.core.cache import caches
+from chatapp.celery import app
+ssl = app.connection_for_write().ssl
+pool = caches['default']._cache._get_connection_pool(False)
+print(int(ssl['ssl_cert_reqs']) if ssl else None, pool.connection_class.__name__,
+      pool.connection_kwargs.get('ssl_cert_reqs', 'default'))
+"""
+
+
+@pytest.mark.parametrize(("query", "broker_reqs", "cache_reqs"), [
+    # kombu's default for rediss:// without options was CERT_NONE: a TLS broker taken on any certificate
+    ("", 2, "default"),  # redis-py's default for the cache is "required"
+    ("?ssl_cert_reqs=required", 2, "required"),
+    ("?ssl_cert_reqs=optional", 1, "optional"),
+    ("?ssl_cert_reqs=none", 0, "none"),
+])
+def test_a_tls_redis_verifies_certificates_unless_its_url_says_otherwise(tmp_path, query, broker_reqs, cache_reqs):
+    started = _start(tmp_path, _TLS, REDIS_URL=f"rediss://:pw@broker.internal:6380/0{query}")
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert started.stdout.strip().splitlines()[-1] == f"{broker_reqs} SSLConnection {cache_reqs}"
+
+
+def test_plain_redis_stays_plain(tmp_path):
+    started = _start(tmp_path, _TLS, REDIS_URL="redis://broker.internal:6379/0")
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert started.stdout.strip().splitlines()[-1] == "None Connection default"
+
+
+@pytest.mark.parametrize("name", ["REDIS_URL", "CACHE_URL"])
+def test_an_unknown_certificate_requirement_stops_start_up(tmp_path, name):
+    """It failed only at the first connection (a KeyError in kombu, a RedisError in redis-py)."""
+    started = _start(tmp_path, **{name: "rediss://:hunter2@broker.internal:6380/0?ssl_cert_reqs=strict"})
+    assert started.returncode != 0
+    assert "ImproperlyConfigured" in started.stderr
+    assert "ssl_cert_reqs must be none, optional or required" in started.stderr
+    assert "hunter2" not in started.stderr
