@@ -46,6 +46,15 @@ def test_a_password_with_an_unencoded_slash_is_not_shown_in_part():
     assert url_redacted("redis://user@broker.internal/0") == "redis://user@broker.internal/0"
 
 
+def test_a_library_error_quoting_the_url_or_its_decoded_password_is_masked():
+    from chatapp.env_urls import text_redacted
+
+    url = "postgres://chat:hun%40ter2@db.internal/chat"
+    said = f"cannot parse {url!r}; password 'hun@ter2' rejected"
+    assert text_redacted(said, url) == "cannot parse 'postgres://chat:***@db.internal/chat'; password '***' rejected"
+    assert text_redacted("Scheme 'foo://' is unknown", "foo://db.internal/x") == "Scheme 'foo://' is unknown"
+
+
 _DATABASE = _LOAD + "; from django.conf import settings as s; print(s.DATABASES['default']['NAME'])"
 
 
