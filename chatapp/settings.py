@@ -22,6 +22,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # Settings read and never write: var/ and its secrets are made by chatapp.instance.instance_prepare,
 # which every entry point (manage.py, the ASGI app, the Celery app) calls before Django starts.
 VAR_DIR = var_dir()
+if not VAR_DIR.is_absolute():  # each process (web server, worker) would find it from its own working directory
+    raise ImproperlyConfigured(f"CHATAPP_VAR_DIR must be an absolute path, got {str(VAR_DIR)!r}")
 
 
 # Empty until the instance is prepared (then Django refuses to start: "SECRET_KEY must not be empty").

@@ -31,6 +31,8 @@ def _start(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     ("SECRET_KEY", "   ", "SECRET_KEY is set but blank"),
     ("DATABASE_URL", "sqlite://", "in-memory SQLite"),
     ("DATABASE_URL", "mysql://u:p@db.internal/chat", "runs on PostgreSQL"),
+    # the default SQLite file, secrets and broker folders found from each process's working directory
+    ("CHATAPP_VAR_DIR", "var-here", "CHATAPP_VAR_DIR must be an absolute path"),
     # started, then answered every request 400 (DisallowedHost)
     ("ALLOWED_HOSTS", ",", "ALLOWED_HOSTS must list at least one item"),
 ])
