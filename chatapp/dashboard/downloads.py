@@ -13,9 +13,8 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, StreamingHttpResponse
-from django.utils.http import content_disposition_header
 
-from chatapp.chat.download_names import download_filename
+from chatapp.chat.download_names import download_filename, streamed_download
 from chatapp.chat.models import Conversation
 from chatapp.dashboard.export import ExportRow, dashboard_record_chunks, export_json_value
 from chatapp.dashboard.headline import dashboard_conversation_get
@@ -74,10 +73,8 @@ def _records_download(
 ) -> StreamingHttpResponse:
     """The requesting user's conversation's records (others: 404) as an attachment, streamed from `chunks`."""
     conversation = dashboard_conversation_get(user=request.user, pk=pk)
-    response = StreamingHttpResponse(chunks(conversation=conversation), content_type=content_type)
-    response["Content-Disposition"] = content_disposition_header(
-        as_attachment=True, filename=download_filename(f"{conversation.title} records", extension=extension))
-    return response
+    return streamed_download(chunks(conversation=conversation), content_type=content_type,
+                             filename=download_filename(f"{conversation.title} records", extension=extension))
 
 
 @login_required

@@ -294,6 +294,7 @@ def test_response_streams_from_an_async_iterator(api, user, make_conversation):
         response = _export(api, conversation.pk, fmt)
         assert response.streaming and response.is_async
         assert response["Cache-Control"] == "no-store"
+        assert response["X-Accel-Buffering"] == "no"
 
 
 def test_schema_documents_the_route_format_and_both_media_types(api):

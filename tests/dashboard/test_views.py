@@ -127,6 +127,15 @@ def test_the_records_download_is_named_after_its_chat(owner_client, small, exten
     assert response["Content-Disposition"] == f'attachment; filename="Trip Lisbon Porto records.{extension}"'
 
 
+@pytest.mark.parametrize("extension", ["csv", "json"])
+def test_the_records_download_is_not_cached_nor_buffered(owner_client, small, extension):
+    # The records are private (a shared or browser cache must not keep them) and streamed (nginx must
+    # pass each page on, not gather the file): they lacked both headers the chat's own export carries.
+    response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.{extension}")
+    assert response["Cache-Control"] == "no-store"
+    assert response["X-Accel-Buffering"] == "no"
+
+
 def test_csv_export(owner_client, small):
     response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.csv")
     assert response["Content-Type"].startswith("text/csv")
