@@ -61,9 +61,13 @@ def _csv_cells(*, row: ExportRow) -> list[Any]:
     return out
 
 
+# Excel reads a CSV without one in the local code page, garbling any title or reason past ASCII.
+_UTF8_BOM = "\ufeff"
+
+
 async def _csv_rows(*, conversation: Conversation) -> AsyncIterator[str]:
     writer = csv.writer(_Echo())
-    yield writer.writerow(CSV_COLUMNS)
+    yield _UTF8_BOM + writer.writerow(CSV_COLUMNS)
     async for page in dashboard_record_chunks(conversation=conversation):
         yield "".join(writer.writerow(_csv_cells(row=row)) for row in page)
 
