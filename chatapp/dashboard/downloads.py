@@ -78,7 +78,8 @@ def _records_download(
     """The requesting user's conversation's records (others: 404) as an attachment, streamed from `chunks`."""
     conversation = dashboard_conversation_get(user=request.user, pk=pk)
     return streamed_download(chunks(conversation=conversation), content_type=content_type,
-                             filename=download_filename(f"{conversation.title} records", extension=extension))
+                             filename=download_filename(conversation.title, fallback=f"conversation-{conversation.pk}",
+                                                        suffix=" records", extension=extension))
 
 
 @login_required

@@ -408,10 +408,13 @@ def test_no_message_text_takes_the_next_message_in(api, user, text):
 @pytest.mark.parametrize(("title", "disposition"), [
     ("Voyage à Lisbonne", "attachment; filename*=utf-8''Voyage%20%C3%A0%20Lisbonne.md"),
     ('Plan: a/b "test" <v2>?', 'attachment; filename="Plan a b test v2.md"'),
-    ("../..", 'attachment; filename="conversation.md"'),
+    # Nothing to name it by: the chat's id, so two such chats' files are told apart.
+    ("../..", 'attachment; filename="conversation-{pk}.md"'),
+    ("x" * 200, 'attachment; filename="' + "x" * 100 + '.md"'),
 ])
 def test_a_download_is_named_after_its_chat_whatever_the_title_holds(api, user, title, disposition):
     # It was conversation-<id>.md: a folder of exports said nothing of what each held.
     conversation = Conversation.objects.create(owner=user, title=title)
 
-    assert _export(api, conversation.pk, "markdown")["Content-Disposition"] == disposition
+    expected = disposition.replace("{pk}", str(conversation.pk))
+    assert _export(api, conversation.pk, "markdown")["Content-Disposition"] == expected

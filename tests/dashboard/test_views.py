@@ -125,6 +125,10 @@ def test_the_records_download_is_named_after_its_chat(owner_client, small, exten
     Conversation.objects.filter(pk=small.conversation.pk).update(title="Trip: Lisbon / Porto")
     response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.{extension}")
     assert response["Content-Disposition"] == f'attachment; filename="Trip Lisbon Porto records.{extension}"'
+    # Past 100 characters of title " records" was cut off: the file bore the chat export's name.
+    Conversation.objects.filter(pk=small.conversation.pk).update(title="x" * 200)  # the longest a title is stored
+    response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.{extension}")
+    assert response["Content-Disposition"] == f'attachment; filename="{"x" * 100} records.{extension}"'
 
 
 @pytest.mark.parametrize("extension", ["csv", "json"])

@@ -149,7 +149,8 @@ class ConversationExportApi(APIView):
         conversation = conversation_get(owner=request.user, pk=pk)
         fmt = validated(self.InputSerializer, request.query_params)["format"]
         kind = EXPORT_FORMATS[fmt]
-        filename = download_filename(conversation.title, extension=kind.extension)
+        filename = download_filename(conversation.title, fallback=f"conversation-{conversation.pk}",
+                                     extension=kind.extension)
         return streamed_download(conversation_export_chunks(conversation=conversation, fmt=fmt),
                                  content_type=kind.media_type, filename=filename)
 
