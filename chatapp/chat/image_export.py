@@ -7,6 +7,7 @@ branch into a new chat, which goes through the import) restores them; Markdown s
 from __future__ import annotations
 
 import base64
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -46,9 +47,20 @@ def image_values(image: MessageImage) -> dict[str, Any]:
     return {**image_facts(image), "data": base64.b64encode(bytes(image.data)).decode("ascii")}
 
 
+# What in a name would be Markdown, not text: a "]" closed the bracket, "](url)" made a link, "*" or
+# "_" emphasis, "<" HTML, "&" an entity, a backslash an escape of what follows it.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()<>!&~|#])")
+
+
+def _markdown_text(name: str) -> str:
+    """`name` (any text the browser sent) as plain text on one line: a break would end the line."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(name.split()))
+
+
 def images_markdown(images: Sequence[MessageImage]) -> str:
     """The images as a Markdown export shows them, one a line."""
-    return "  \n".join(f"[image: {f'{i.name} ' if i.name else ''}{i.width}x{i.height}]" for i in images)
+    return "  \n".join(
+        f"[image: {f'{_markdown_text(i.name)} ' if i.name.strip() else ''}{i.width}x{i.height}]" for i in images)
 
 
 def images_parse(value: Any, *, what: str) -> list[ImageUpload]:

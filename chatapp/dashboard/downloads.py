@@ -13,9 +13,8 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, StreamingHttpResponse
-from django.utils.http import content_disposition_header
 
-from chatapp.chat.download_names import download_filename
+from chatapp.chat.download_names import download_filename, streamed_download
 from chatapp.chat.models import Conversation
 from chatapp.dashboard.export import ExportRow, dashboard_record_chunks, export_json_value
 from chatapp.dashboard.headline import dashboard_conversation_get
@@ -62,9 +61,13 @@ def _csv_cells(*, row: ExportRow) -> list[Any]:
     return out
 
 
+# Excel reads a CSV without one in the local code page, garbling any title or reason past ASCII.
+_UTF8_BOM = "\ufeff"
+
+
 async def _csv_rows(*, conversation: Conversation) -> AsyncIterator[str]:
     writer = csv.writer(_Echo())
-    yield writer.writerow(CSV_COLUMNS)
+    yield _UTF8_BOM + writer.writerow(CSV_COLUMNS)
     async for page in dashboard_record_chunks(conversation=conversation):
         yield "".join(writer.writerow(_csv_cells(row=row)) for row in page)
 
@@ -74,10 +77,9 @@ def _records_download(
 ) -> StreamingHttpResponse:
     """The requesting user's conversation's records (others: 404) as an attachment, streamed from `chunks`."""
     conversation = dashboard_conversation_get(user=request.user, pk=pk)
-    response = StreamingHttpResponse(chunks(conversation=conversation), content_type=content_type)
-    response["Content-Disposition"] = content_disposition_header(
-        as_attachment=True, filename=download_filename(f"{conversation.title} records", extension=extension))
-    return response
+    return streamed_download(chunks(conversation=conversation), content_type=content_type,
+                             filename=download_filename(conversation.title, fallback=f"conversation-{conversation.pk}",
+                                                        suffix=" records", extension=extension))
 
 
 @login_required

@@ -294,6 +294,7 @@ def test_response_streams_from_an_async_iterator(api, user, make_conversation):
         response = _export(api, conversation.pk, fmt)
         assert response.streaming and response.is_async
         assert response["Cache-Control"] == "no-store"
+        assert response["X-Accel-Buffering"] == "no"
 
 
 def test_schema_documents_the_route_format_and_both_media_types(api):
@@ -407,10 +408,13 @@ def test_no_message_text_takes_the_next_message_in(api, user, text):
 @pytest.mark.parametrize(("title", "disposition"), [
     ("Voyage à Lisbonne", "attachment; filename*=utf-8''Voyage%20%C3%A0%20Lisbonne.md"),
     ('Plan: a/b "test" <v2>?', 'attachment; filename="Plan a b test v2.md"'),
-    ("../..", 'attachment; filename="conversation.md"'),
+    # Nothing to name it by: the chat's id, so two such chats' files are told apart.
+    ("../..", 'attachment; filename="conversation-{pk}.md"'),
+    ("x" * 200, 'attachment; filename="' + "x" * 100 + '.md"'),
 ])
 def test_a_download_is_named_after_its_chat_whatever_the_title_holds(api, user, title, disposition):
     # It was conversation-<id>.md: a folder of exports said nothing of what each held.
     conversation = Conversation.objects.create(owner=user, title=title)
 
-    assert _export(api, conversation.pk, "markdown")["Content-Disposition"] == disposition
+    expected = disposition.replace("{pk}", str(conversation.pk))
+    assert _export(api, conversation.pk, "markdown")["Content-Disposition"] == expected

@@ -8,6 +8,7 @@ import json
 
 import pytest
 from django.test import Client
+from markdown_it import MarkdownIt
 
 from chatapp.chat.image_models import MessageImage
 from chatapp.chat.import_writing import ModelChoice, conversation_import
@@ -76,6 +77,16 @@ def test_markdown_export_names_each_image(api, chat):
     response = api.get(f"/api/conversations/{chat.pk}/export/?format=markdown")
     text = response.recorded_body.decode()
     assert "Look\n\n[image: cat.png 640x480]" in text
+
+
+def test_an_image_name_cannot_break_the_markdown(api, chat):
+    # The name (any text the browser sent) was written as is: a "]" closed the image's bracket, a
+    # "](url)" made a link of it, a line break a heading, "*" emphasis.
+    MessageImage.objects.update(name="cat]\n\n# not a heading](https://x.test) *bold* <b>\\")
+    text = api.get(f"/api/conversations/{chat.pk}/export/?format=markdown").recorded_body.decode()
+    [line] = [line for line in text.splitlines() if line.startswith("[image:")]
+    html = MarkdownIt("commonmark").render(line)
+    assert html == "<p>[image: cat] # not a heading](https://x.test) *bold* &lt;b&gt;\\ 640x480]</p>\n"
 
 
 def test_a_branch_into_a_new_chat_keeps_the_images(api, chat):

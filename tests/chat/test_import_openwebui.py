@@ -8,6 +8,8 @@ import json
 import pytest
 from django.contrib.auth import get_user_model
 
+from chatapp.chat.imports import openwebui
+from chatapp.chat.imports.records import record_fingerprint
 from chatapp.chat.models import Conversation
 from tests.chat.importkit import import_now
 
@@ -171,3 +173,31 @@ def test_an_open_webui_reply_that_failed_is_kept_failed_with_its_error(owner):
     row = conversation.messages.get(role="assistant")
     assert (row.status, row.error, row.content) == ("error", "Ollama: model 'llama9' not found", "")
     assert conversation.live_message_count == 1  # the question only: a failed reply is not sent
+
+
+def test_an_open_webui_reply_marked_failed_with_its_error_in_its_text_is_kept_failed(owner):
+    """Versions before the error object set `error: true` and wrote the error where the answer would be
+    ("Uh-oh! There was an issue connecting to Ollama."), and showed it as an error: it was imported as
+    the model's answer, sent back to the model at every turn."""
+    failed = _openwebui_chat("Failed before")
+    reply = failed["chat"]["history"]["messages"]["a1"]
+    reply["content"], reply["error"] = "Uh-oh! There was an issue connecting to Ollama.", True
+
+    job = import_now(owner, json.dumps([failed]).encode())
+
+    assert (job.status, job.omitted) == ("done", {})
+    conversation = Conversation.objects.get(pk=job.conversation_ids[0])
+    row = conversation.messages.get(role="assistant")
+    assert (row.status, row.error, row.content) == ("error", "Uh-oh! There was an issue connecting to Ollama.", "")
+    assert conversation.live_message_count == 1
+
+
+def test_a_chat_imported_while_error_true_was_read_as_an_answer_is_not_imported_again(owner):
+    # Its fingerprint then held the reply as a complete answer of that text: it must still be found.
+    failed = _openwebui_chat("Failed before")
+    reply = failed["chat"]["history"]["messages"]["a1"]
+    reply["content"] = "Uh-oh! There was an issue connecting to Ollama."
+    as_read_then = record_fingerprint(openwebui.conversation_parse(failed, index=0))
+    reply["error"] = True
+
+    assert record_fingerprint(openwebui.conversation_parse(failed, index=0)) == as_read_then

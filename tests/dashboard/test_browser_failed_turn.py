@@ -55,7 +55,7 @@ def test_a_turn_whose_reply_failed_says_so(live_server, transactional_db, browse
 
     listed = client.get(f"/api/dashboard/conversations/{c.pk}/records/").json()["results"]
     assert [r["reply_status"] for r in listed] == ["complete", "error"]
-    text = streamed_body(client.get(f"/c/{c.pk}/dashboard/export.csv")).decode()
+    text = streamed_body(client.get(f"/c/{c.pk}/dashboard/export.csv")).decode("utf-8-sig")
     assert [r["reply_status"] for r in csv.DictReader(io.StringIO(text))] == ["complete", "error"]
     records = json.loads(streamed_body(client.get(f"/c/{c.pk}/dashboard/export.json")))["records"]
     assert [r["reply_status"] for r in records] == ["complete", "error"]

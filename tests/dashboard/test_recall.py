@@ -130,7 +130,7 @@ def test_page_card_and_apis_carry_recall(owner_client, recalled):
     assert [(r["recall_tokens"], r["recall_message_count"]) for r in records] == [(0, 0), (61, 3)]
     saw = owner_client.get(f"/api/dashboard/conversations/{c.pk}/records/{recalled.record.pk}/").json()
     assert saw["entries"][4]["content"] == recalled.block
-    text = streamed_body(owner_client.get(f"/c/{c.pk}/dashboard/export.csv")).decode()
+    text = streamed_body(owner_client.get(f"/c/{c.pk}/dashboard/export.csv")).decode("utf-8-sig")
     rows = list(csv.DictReader(io.StringIO(text)))
     assert rows[1]["recall_tokens"] == "61" and rows[1]["recall_message_count"] == "3"
 

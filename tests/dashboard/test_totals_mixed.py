@@ -138,7 +138,7 @@ def test_every_figure_after_a_conversation_that_does_everything(user, fake_opena
     assert len(rows) == api["count"] == h["turns"]
     exported = json.loads(_body(client.get(f"/c/{conversation.pk}/dashboard/export.json")))
     table = list(csv.DictReader(io.StringIO(
-        _body(client.get(f"/c/{conversation.pk}/dashboard/export.csv")).decode())))
+        _body(client.get(f"/c/{conversation.pk}/dashboard/export.csv")).decode("utf-8-sig"))))
     assert [r["id"] for r in exported["records"]] == [int(r["id"]) for r in table] == [r["id"] for r in rows]
     for row, out, cell in zip(rows, exported["records"], table, strict=True):
         for key in ("tokens_full", "tokens_sent", "strategy", "model"):

