@@ -7,21 +7,11 @@ import os
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from chatapp.instance import instance_prepare
-
-ROOT = Path(__file__).resolve().parents[2]
-_LOAD = "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'chatapp.settings'; import django; django.setup()"
-
-
-def _start(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEY"}}
-    environ.update({"CHATAPP_VAR_DIR": str(tmp_path), **env})
-    return subprocess.run([sys.executable, "-c", _LOAD], cwd=ROOT, env=environ, capture_output=True, text=True,
-                          timeout=60, check=False)
+from tests.support.settings_start import ROOT, SETTINGS_LOAD, settings_start
 
 
 @pytest.mark.parametrize(("name", "value", "words"), [
@@ -37,27 +27,26 @@ def _start(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     ("ALLOWED_HOSTS", ",", "ALLOWED_HOSTS must list at least one item"),
 ])
 def test_a_value_that_cannot_work_stops_start_up_naming_it(tmp_path, name, value, words):
-    started = _start(tmp_path, **{name: value})
+    started = settings_start(tmp_path, **{name: value})
     assert started.returncode != 0
     assert "ImproperlyConfigured" in started.stderr and words in started.stderr
 
 
-def test_the_defaults_start(tmp_path):
-    started = _start(tmp_path)
+def test_the_defaultssettings_start(tmp_path):
+    started = settings_start(tmp_path)
     assert started.returncode == 0, started.stderr[-2000:]
 
 
-_HOSTS = _LOAD + "; from django.conf import settings as s; print(s.ALLOWED_HOSTS, s.LOG_LEVEL, s.CELERY_IMPORT_QUEUE)"
+_HOSTS = SETTINGS_LOAD + (
+    "; from django.conf import settings as s; print(s.ALLOWED_HOSTS, s.LOG_LEVEL, s.CELERY_IMPORT_QUEUE)"
+)
 
 
 def test_blank_values_start_with_the_defaults(tmp_path):
     """`NAME=` in an env or compose file is unset: ALLOWED_HOSTS= answered every request 400, and a blank
     throttle rate or log level stopped start-up."""
     blank = {"ALLOWED_HOSTS": "", "LOG_LEVEL": " ", "CELERY_IMPORT_QUEUE": "", "THROTTLE_COMPACT": ""}
-    environ = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEY"}}
-    environ.update({"CHATAPP_VAR_DIR": str(tmp_path), **blank})
-    started = subprocess.run([sys.executable, "-c", _HOSTS], cwd=ROOT, env=environ, capture_output=True, text=True,
-                             timeout=60, check=False)
+    started = settings_start(tmp_path, _HOSTS, **blank)
     assert started.returncode == 0, started.stderr[-2000:]
     assert started.stdout.strip() == "['localhost', '127.0.0.1', '[::1]'] INFO celery"
 
@@ -76,7 +65,7 @@ def test_var_is_the_owners_alone_and_an_older_one_is_closed(tmp_path, monkeypatc
 
 
 def test_a_log_level_that_is_no_level_is_named(tmp_path):
-    started = _start(tmp_path, LOG_LEVEL="LOUD")  # "Unable to configure root logger", no variable named
+    started = settings_start(tmp_path, LOG_LEVEL="LOUD")  # "Unable to configure root logger", no variable named
     assert started.returncode != 0 and "LOG_LEVEL must be" in started.stderr
 
 
@@ -99,7 +88,7 @@ def test_serve_reads_a_blank_host_or_port_as_unset(monkeypatch):
     assert (options.host, _env_port()) == ("127.0.0.1", 8000)
 
 
-_ENQUEUE = ("from chatapp.instance import instance_prepare; instance_prepare(); " + _LOAD
+_ENQUEUE = ("from chatapp.instance import instance_prepare; instance_prepare(); " + SETTINGS_LOAD
             + "; from chatapp.celery import app; app.send_task('chat.nothing', queue='summaries'); print('queued')")
 
 

@@ -3,23 +3,9 @@ with its password masked, since start-up errors land in logs and terminals other
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-_LOAD = "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'chatapp.settings'; import django; django.setup()"
-_SERVER_VARS = {"DATABASE_URL", "REDIS_URL", "CACHE_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEY"}
-
-
-def _start(tmp_path: Path, code: str = _LOAD, **env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k not in _SERVER_VARS}
-    environ.update({"CHATAPP_VAR_DIR": str(tmp_path), **env})
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environ, capture_output=True, text=True,
-                          timeout=60, check=False)
+from tests.support.settings_start import SETTINGS_LOAD, settings_start
 
 
 @pytest.mark.parametrize(("name", "value", "shown"), [
@@ -30,7 +16,7 @@ def _start(tmp_path: Path, code: str = _LOAD, **env: str) -> subprocess.Complete
     ("DATABASE_URL", "postgres://chat:hunter2secret@db.internal:port/chat", "postgres://chat:***@db.internal:port/chat"),
 ])
 def test_a_refused_url_is_named_with_its_password_masked(tmp_path, name, value, shown):
-    started = _start(tmp_path, **{name: value})
+    started = settings_start(tmp_path, **{name: value})
     assert started.returncode != 0
     assert "ImproperlyConfigured" in started.stderr and name in started.stderr
     assert shown in started.stderr
@@ -55,13 +41,13 @@ def test_a_library_error_quoting_the_url_or_its_decoded_password_is_masked():
     assert text_redacted("Scheme 'foo://' is unknown", "foo://db.internal/x") == "Scheme 'foo://' is unknown"
 
 
-_DATABASE = _LOAD + "; from django.conf import settings as s; print(s.DATABASES['default']['NAME'])"
+_DATABASE = SETTINGS_LOAD + "; from django.conf import settings as s; print(s.DATABASES['default']['NAME'])"
 
 
 @pytest.mark.parametrize("blank", ["", " ", "\t"])
 def test_a_blank_database_url_is_the_default_sqlite_file(tmp_path, blank):
     """`DATABASE_URL=` was the default but `DATABASE_URL= ` failed on an unknown scheme "://"."""
-    started = _start(tmp_path, _DATABASE, DATABASE_URL=blank)
+    started = settings_start(tmp_path, _DATABASE, DATABASE_URL=blank)
     assert started.returncode == 0, started.stderr[-2000:]
     assert started.stdout.strip().splitlines()[-1] == str(tmp_path / "chatapp.sqlite3")
 
@@ -69,21 +55,21 @@ def test_a_blank_database_url_is_the_default_sqlite_file(tmp_path, blank):
 def test_a_relative_sqlite_path_is_refused_asking_for_an_absolute_one(tmp_path):
     """sqlite:///chat.sqlite3 opened chat.sqlite3 in each process's working directory: a web server and
     a worker started from different folders each had a database of their own."""
-    started = _start(tmp_path, DATABASE_URL="sqlite:///chat.sqlite3")
+    started = settings_start(tmp_path, DATABASE_URL="sqlite:///chat.sqlite3")
     assert started.returncode != 0
     assert "ImproperlyConfigured" in started.stderr and "absolute path" in started.stderr
     assert "sqlite:////" in started.stderr
 
 
 def test_an_absolute_sqlite_path_is_taken(tmp_path):
-    started = _start(tmp_path, _DATABASE, DATABASE_URL=f"sqlite:///{tmp_path / 'other.sqlite3'}")
+    started = settings_start(tmp_path, _DATABASE, DATABASE_URL=f"sqlite:///{tmp_path / 'other.sqlite3'}")
     assert started.returncode == 0, started.stderr[-2000:]
     assert started.stdout.strip().splitlines()[-1] == str(tmp_path / "other.sqlite3")
 
 
 # What the worker and the web process would connect with, built without connecting: the broker's
 # certificate check (kombu's Connection) and the cache's (redis-py's connection pool).
-_TLS = _LOAD + """
+_TLS = SETTINGS_LOAD + """
 from django.core.cache import caches
 from chatapp.celery import app
 ssl = app.connection_for_write().ssl
@@ -101,13 +87,13 @@ print(int(ssl['ssl_cert_reqs']) if ssl else None, pool.connection_class.__name__
     ("?ssl_cert_reqs=none", 0, "none"),
 ])
 def test_a_tls_redis_verifies_certificates_unless_its_url_says_otherwise(tmp_path, query, broker_reqs, cache_reqs):
-    started = _start(tmp_path, _TLS, REDIS_URL=f"rediss://:pw@broker.internal:6380/0{query}")
+    started = settings_start(tmp_path, _TLS, REDIS_URL=f"rediss://:pw@broker.internal:6380/0{query}")
     assert started.returncode == 0, started.stderr[-2000:]
     assert started.stdout.strip().splitlines()[-1] == f"{broker_reqs} SSLConnection {cache_reqs}"
 
 
 def test_plain_redis_stays_plain(tmp_path):
-    started = _start(tmp_path, _TLS, REDIS_URL="redis://broker.internal:6379/0")
+    started = settings_start(tmp_path, _TLS, REDIS_URL="redis://broker.internal:6379/0")
     assert started.returncode == 0, started.stderr[-2000:]
     assert started.stdout.strip().splitlines()[-1] == "None Connection default"
 
@@ -115,7 +101,7 @@ def test_plain_redis_stays_plain(tmp_path):
 @pytest.mark.parametrize("name", ["REDIS_URL", "CACHE_URL"])
 def test_an_unknown_certificate_requirement_stops_start_up(tmp_path, name):
     """It failed only at the first connection (a KeyError in kombu, a RedisError in redis-py)."""
-    started = _start(tmp_path, **{name: "rediss://:hunter2@broker.internal:6380/0?ssl_cert_reqs=strict"})
+    started = settings_start(tmp_path, **{name: "rediss://:hunter2@broker.internal:6380/0?ssl_cert_reqs=strict"})
     assert started.returncode != 0
     assert "ImproperlyConfigured" in started.stderr
     assert "ssl_cert_reqs must be none, optional or required" in started.stderr
