@@ -29,6 +29,8 @@ def prompt_export(request: HttpRequest) -> HttpResponse:
     items = prompt_export_items(owner=cast(User, request.user))
     response = HttpResponse(orjson.dumps(items, option=orjson.OPT_INDENT_2), content_type="application/json")
     response["Content-Disposition"] = 'attachment; filename="prompts.json"'
+    # The user's own data, as the chats' and records' downloads (download_names.streamed_download).
+    response["Cache-Control"] = "no-store"
     return response
 
 

@@ -51,6 +51,7 @@ def test_exported_prompts_imported_by_another_account_are_the_same_prompts(clien
 
     assert exported.status_code == 200
     assert exported["Content-Disposition"] == 'attachment; filename="prompts.json"'
+    assert exported["Cache-Control"] == "no-store"  # the user's own data, as every other download
     grace = _signed_in(client, "grace")
     said = _import(client, exported.content)
     assert _mine(grace) == _mine(ada)
