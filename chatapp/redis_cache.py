@@ -53,3 +53,18 @@ class RedisCache(django_redis.RedisCache):
             if client is None:
                 client = _clients[key] = self._class(self._servers, **self._options)
         return client
+
+    def window_count(self, key: str, previous_key: str, *, timeout: int) -> tuple[int, int]:
+        """Count one more in `key` (created with `timeout` seconds to live) and read `previous_key`'s
+        count, in one round trip: (this count, the other's, 0 when it has none). The send limit's
+        sliding minute (chat/rate_limit.py) took four (add, Django's incr = EXISTS + INCRBY, get)
+        on every turn."""
+        this, previous = self.make_and_validate_key(key), self.make_and_validate_key(previous_key)
+        pipe = self._cache.get_client(this, write=True).pipeline(transaction=False)
+        # INCR is atomic, so racing senders in any process never read the same count; SET NX only
+        # gives a new key its expiry (a key INCR made alone would never expire).
+        pipe.set(this, 0, ex=timeout, nx=True)
+        pipe.incr(this)
+        pipe.get(previous)
+        _, current, before = pipe.execute()
+        return int(current), int(before or 0)

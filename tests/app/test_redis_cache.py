@@ -82,3 +82,35 @@ def test_concurrent_commands_are_served(server):
     assert not errors
     assert RedisCache(URL, params).get(key) == 400
     assert 1 <= _connections(server, name) <= 8
+
+
+def test_a_window_count_increments_reads_the_previous_count_and_expires(server):
+    name = f"cache-test-{secrets.token_hex(4)}"
+    cache = RedisCache(URL, {"OPTIONS": {"client_name": name}, "KEY_PREFIX": name})
+    assert cache.window_count("now", "before", timeout=130) == (1, 0)
+    cache.set("before", 7, timeout=30)
+    assert cache.window_count("now", "before", timeout=130) == (2, 7)
+    # Django's own calls read and change the same counter (the limit takes a refused send back).
+    assert cache.get("now") == 2
+    assert cache.decr("now") == 1
+    assert cache.window_count("now", "before", timeout=130) == (2, 7)
+    ttl = server.ttl(cache.make_and_validate_key("now"))
+    assert 0 < ttl <= 130  # made with its expiry, which later counts leave alone
+
+
+def test_window_counts_racing_in_threads_are_each_counted_once(server):
+    name = f"cache-test-{secrets.token_hex(4)}"
+    params = {"OPTIONS": {"client_name": name}, "KEY_PREFIX": name}
+    seen: list[int] = []
+
+    def count() -> None:
+        cache = RedisCache(URL, params)
+        for _ in range(25):
+            seen.append(cache.window_count("now", "before", timeout=130)[0])
+
+    threads = [threading.Thread(target=count) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(seen) == list(range(1, 201))

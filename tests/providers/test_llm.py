@@ -656,6 +656,23 @@ def test_a_certificate_not_trusted_is_said_so(self_signed_server):
     assert ok is False and "certificate this server does not trust" in message
 
 
+def test_every_model_client_verifies_with_one_trust_store_loaded_once(self_signed_server):
+    """Loading the CA bundle cost 20 ms of CPU per client made: the clients of every endpoint share
+    one context (the sync clients' pools too), which still refuses a certificate nobody signed."""
+    import ssl
+
+    async def transports() -> list:
+        for base_url in ("https://one.example/v1", "https://two.example/v1"):
+            llm_transport._async_client(make_target(base_url, "m"), timeout=5)
+        return [t for _, t in llm_transport._async_clients[asyncio.get_running_loop()].values()]
+
+    contexts = {id(t.ssl) for t in asyncio.run(transports())}
+    assert contexts == {id(llm_transport.tls_context())}
+    assert llm_transport.tls_context().verify_mode == ssl.CERT_REQUIRED
+    _, error = run_stream(make_target(self_signed_server, "fake-echo"), MESSAGES)
+    assert error is not None and "certificate this server does not trust" in error.user_message
+
+
 def test_a_host_that_does_not_resolve_is_said_so():
     """A base URL whose host does not resolve yet may be saved (a Compose service not up): its requests
     said "Could not connect … check that the server is running", not that the name is unknown."""

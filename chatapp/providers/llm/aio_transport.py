@@ -15,6 +15,8 @@ since the SDK (timeout or connection error) and `errors.py` (a reply cut mid-str
 from __future__ import annotations
 
 import contextlib
+import functools
+import ssl
 from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
@@ -44,6 +46,14 @@ def _httpx_errors(request: httpx.Request, *, reading: bool) -> Iterator[None]:
         raise error(str(exc) or type(exc).__name__, request=request) from exc
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """httpx's default trust store and TLS settings (certificates verify as through httpx's own
+    transport), made once per process: loading the CA bundle took 20 ms of CPU, for every model
+    client made. A context is safe to share between connections and threads."""
+    return httpx.create_ssl_context()
+
+
 class _Body(httpx.AsyncByteStream):
     def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request, transport: AiohttpTransport) -> None:
         self.response, self.request, self.transport = response, request, transport
@@ -69,8 +79,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     def __init__(self, *, limits: httpx.Limits, resolver: type[AbstractResolver] | None = None) -> None:
         self.limits = limits
         self.resolver = resolver  # made per session: a resolver, like the session, belongs to one loop
-        # httpx's default trust store and TLS settings, so certificates verify as before.
-        self.ssl = httpx.create_ssl_context()
+        self.ssl = tls_context()
         self.session: aiohttp.ClientSession | None = None
         self.connector: aiohttp.TCPConnector | None = None
         self.requests = 0  # sent and not yet ended (their body not closed)

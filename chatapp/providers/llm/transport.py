@@ -23,7 +23,7 @@ from chatapp.providers.llm.addresses import (
     PinnedResolver,
     host_addresses,
 )
-from chatapp.providers.llm.aio_transport import AiohttpTransport
+from chatapp.providers.llm.aio_transport import AiohttpTransport, tls_context
 from chatapp.providers.llm.types import NO_KEY, LLMTarget
 
 _CLIENT_CACHE_SIZE = 32
@@ -74,7 +74,7 @@ class _GuardedTransport(httpx.HTTPTransport):
         super().__init__(limits=limits)
         # The pool httpx would make, with the network backend it has no parameter for.
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(), max_connections=limits.max_connections,
+            ssl_context=tls_context(), max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
             network_backend=PinnedBackend(),
         )
