@@ -10,7 +10,6 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.cache import cache
 
-
 # A minute's counter lives past the next minute, which reads it as the previous one.
 _KEY_SECONDS = 130
 
