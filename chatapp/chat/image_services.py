@@ -18,6 +18,7 @@ from django.urls import reverse
 from chatapp.chat.image_models import IMAGE_NAME_MAX_CHARS, MessageImage
 from chatapp.chat.models import Conversation, Message
 from chatapp.chat.size_limits import TooLarge
+from chatapp.chat.textsafe import text_storable
 from optimizer.images import ImageInfo, image_info, image_tokens
 
 IMAGE_TYPES_WORDS = "PNG, JPEG, WebP or GIF"
@@ -53,7 +54,8 @@ def _payload(item: Any) -> tuple[str, str]:
     if data.startswith("data:"):
         # The URL's own type is the client's word: the bytes say what the file is.
         data = data.partition(",")[2]
-    return data, name.replace("\x00", "")[:IMAGE_NAME_MAX_CHARS]
+    # A name is shown, never checked like a message's text: what no column stores is replaced, not refused.
+    return data, text_storable(name.replace("\x00", ""))[:IMAGE_NAME_MAX_CHARS]
 
 
 def images_validate(*, images: Any) -> list[ImageUpload]:

@@ -186,7 +186,9 @@ def import_job_fail(
     if attempt is not None:
         jobs = jobs.filter(attempts=attempt)
     jobs.update(
-        status=Status.FAILED, error=reason[:2000], finished_at=timezone.now(), lease_expires_at=None, payload=b""
+        # A reason may quote the file (the keys a foreign JSON has), which may hold what no column stores.
+        status=Status.FAILED, error=text_storable(reason)[:2000], finished_at=timezone.now(), lease_expires_at=None,
+        payload=b"",
     )
 
 

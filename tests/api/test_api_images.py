@@ -3,6 +3,8 @@ to their owner only."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from chatapp.chat.image_models import MessageImage
@@ -49,6 +51,17 @@ def test_the_type_is_read_from_the_bytes_not_the_client(api, chat):
     assert _send(api, chat["id"], [{"data": data}]).status_code == 200
     image = MessageImage.objects.get()
     assert (image.mime, image.width, image.height, image.name) == ("image/jpeg", 800, 600, "")
+
+
+def test_a_name_that_is_not_valid_unicode_is_stored_with_its_character_replaced(api, chat):
+    """JSON may spell a lone surrogate, which no UTF-8 column stores: the send went through the checks
+    and failed at the write, losing the message."""
+    body = {"content": "What is this?", "images": [{"data": b64(png_bytes(64, 48)), "name": "cat\ud800\x00.png"}]}
+    response = api.post(f"/api/conversations/{chat['id']}/messages/", json.dumps(body),  # escaped: ASCII
+                        content_type="application/json")
+    assert response.status_code == 200
+    assert MessageImage.objects.get().name == "cat\ufffd.png"
+    assert Message.objects.filter(role="user", content="What is this?").exists()
 
 
 def test_the_message_counts_the_images_cost(api, chat):

@@ -475,3 +475,23 @@ def test_our_format_with_an_edit_older_than_its_original_is_skipped(owner):
 
     assert (job.status, job.conversation_ids) == ("done", [])
     assert "original summary" in job.skipped[0]["error"] and "comes after" in job.skipped[0]["error"]
+
+
+def test_a_foreign_file_whose_keys_are_not_valid_unicode_fails_with_a_storable_reason(owner):
+    """JSON may spell a lone surrogate ("\\ud800"), which no UTF-8 column stores: the reason that names
+    the keys it found must still be saved (and shown), not crash the job."""
+    job = import_now(owner, b'[{"name\\ud800": 1, "version": 2}]')
+    assert job.status == "failed"
+    assert "not a known export" in job.error
+    assert "found a list whose first item is an object with keys name\ufffd, version" in job.error
+    job.error.encode("utf-8")
+
+
+def test_a_skipped_conversation_titled_with_a_lone_surrogate_is_reported_storably(owner):
+    bad = chatgpt_conversation(1, messages=2)
+    bad["title"] = "Broken \ud83d title"
+    del bad["mapping"]["n1"]["message"]["author"]
+    job = import_now(owner, json.dumps([chatgpt_conversation(0, messages=2), bad]).encode())
+    assert job.status == "done" and len(job.conversation_ids) == 1
+    assert job.skipped[0]["error"] == "conversation 2 ('Broken \ufffd title'): message 2 has no role"
+    job.skipped[0]["title"].encode("utf-8")
