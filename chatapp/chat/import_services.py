@@ -330,7 +330,8 @@ class _Import:
         fingerprint = record_fingerprint(record)
         # Chats imported before the shown branch was left out of the fingerprint are found by the earlier one.
         # A branch is not looked for: branching again from the same message makes another new chat.
-        fingerprints = () if branch else (fingerprint, record_fingerprint_shown_branch(record))
+        fingerprints = () if branch else (fingerprint, record_fingerprint_shown_branch(record),
+                                          *record.earlier_fingerprints)
         if self._imported_before(fingerprints):
             self._duplicate()
             return

@@ -8,6 +8,7 @@ const LINKS_SHOWN = 50;
 const OMITTED_WORDS = {
   branch_messages: "on other branches",
   tool_messages: "from tools",
+  tool_calls: "calls to tools",
   hidden_messages: "hidden by the source",
   empty_messages: "with no text",
 };

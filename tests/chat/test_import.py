@@ -495,3 +495,74 @@ def test_a_skipped_conversation_titled_with_a_lone_surrogate_is_reported_storabl
     assert job.status == "done" and len(job.conversation_ids) == 1
     assert job.skipped[0]["error"] == "conversation 2 ('Broken \ufffd title'): message 2 has no role"
     job.skipped[0]["title"].encode("utf-8")
+
+
+def _chatgpt_line(*messages: tuple[str, str | None, str, str]) -> dict:
+    """A ChatGPT conversation of (role, recipient, content type, text) messages in one line."""
+    conversation = chatgpt_conversation(0, messages=0)
+    mapping, parent = conversation["mapping"], "r"
+    for n, (role, recipient, kind, text) in enumerate(messages):
+        content = {"content_type": kind, "text": text} if kind == "code" else {"content_type": kind, "parts": [text]}
+        message = {"id": f"m{n}", "author": {"role": role}, "create_time": 1_700_000_000 + n, "content": content,
+                   "metadata": {}}
+        if recipient is not None:
+            message["recipient"] = recipient
+        mapping[f"m{n}"] = {"id": f"m{n}", "parent": parent, "children": [], "message": message}
+        mapping[parent]["children"].append(f"m{n}")
+        parent = f"m{n}"
+    conversation["current_node"] = parent
+    return conversation
+
+
+def test_chatgpt_calls_to_hidden_tools_are_left_out_and_code_for_python_is_kept(owner):
+    """ChatGPT's page hides what the model sends to DALL·E, the browser or its memory (a JSON prompt, a
+    `search(...)` line) and shows only the code it runs: imported, the hidden calls read as replies."""
+    conversation = _chatgpt_line(
+        ("user", "all", "text", "Draw a cat in a hat."),
+        ("assistant", "dalle.text2im", "text", '{"prompt": "a cat in a hat", "size": "1024x1024"}'),
+        ("tool", "all", "text", "DALL·E displayed 1 image."),
+        ("assistant", "all", "text", "Here is your cat in a hat."),
+        ("user", "all", "text", "What is the news today?"),
+        ("assistant", "browser", "code", 'search("news today")'),
+        ("tool", "all", "tether_browsing_display", "Results"),
+        ("assistant", "all", "text", "Here are today's headlines."),
+        ("user", "all", "text", "And 6 times 7?"),
+        ("assistant", "python", "code", "print(6 * 7)"),
+        ("tool", "all", "execution_output", "42"),
+        ("assistant", "all", "text", "It is 42."),
+    )
+    job = import_now(owner, json.dumps([conversation]).encode())
+    assert job.status == "done"
+    rows = _path(Conversation.objects.get(pk=job.conversation_ids[0]))
+    assert [(m.role, m.content) for m in rows] == [
+        ("user", "Draw a cat in a hat."),
+        ("assistant", "Here is your cat in a hat."),
+        ("user", "What is the news today?"),
+        ("assistant", "Here are today's headlines."),
+        ("user", "And 6 times 7?"),
+        ("assistant", "```\nprint(6 * 7)\n```"),
+        ("assistant", "It is 42."),
+    ]
+    assert [m.parent_id for m in rows[1:]] == [m.pk for m in rows[:-1]]
+    assert job.omitted == {"tool_calls": 2, "tool_messages": 3}
+
+
+def test_a_chatgpt_chat_imported_with_its_hidden_calls_as_replies_is_not_imported_again(owner):
+    """Before the hidden calls were left out they were stored as replies, and the chat's fingerprint
+    counted them: the same chat in a later export must still be found (`already_imported`)."""
+    conversation = _chatgpt_line(
+        ("user", "all", "text", "Draw a cat in a hat."),
+        ("assistant", "dalle.text2im", "text", '{"prompt": "a cat in a hat"}'),
+        ("tool", "all", "text", "DALL·E displayed 1 image."),
+        ("assistant", "all", "text", "Here is your cat in a hat."),
+    )
+    # What the earlier reader read: the same file with the call's recipient unread.
+    as_before = json.loads(json.dumps(conversation))
+    for node in as_before["mapping"].values():
+        if node["message"] is not None:
+            node["message"].pop("recipient", None)
+    first = import_now(owner, json.dumps([as_before]).encode())
+    assert len(Message.objects.filter(conversation_id=first.conversation_ids[0])) == 3  # the call as a reply
+    again = import_now(owner, json.dumps([conversation]).encode())
+    assert (again.status, again.conversation_ids, again.duplicates) == ("done", [], 1)
+    assert Conversation.objects.filter(owner=owner).count() == 1

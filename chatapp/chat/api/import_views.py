@@ -76,7 +76,7 @@ class ImportJobOutputSerializer(serializers.ModelSerializer):
     omitted = serializers.DictField(
         child=serializers.IntegerField(),
         help_text='Messages the source had that were not imported, by reason ("tool_messages", '
-                  '"hidden_messages", "empty_messages").',
+                  '"tool_calls", "hidden_messages", "empty_messages").',
     )
 
     class Meta:

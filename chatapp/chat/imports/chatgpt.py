@@ -1,21 +1,25 @@
-"""ChatGPT's `conversations.json` (Settings → Data controls → Export): a list of conversations, each
-a tree of messages in `mapping` ({node id: {message, parent, children}}) whose visible branch ends
-at `current_node`.
+"""ChatGPT's `conversations.json` (Settings → Data controls → Export): a list of conversations, each a
+tree of messages in `mapping` ({node id: {message, parent, children}}) whose visible branch ends at
+`current_node`.
 
 The whole tree is imported (`records.tree_records`): the path to `current_node` (else to the newest
 leaf) is the active path, and every other branch (an edited question's first version, a regenerated
 answer's siblings) is stored off it, as a branch the chat's `< n/m >` switches to. Left out and
-counted: tool messages (browsing results, code output: this app has no tool role), hidden messages
-with text (ChatGPT's custom-instruction context), and user or assistant messages with no text; their
-children hang from the nearest stored message above them. Empty system messages (every tree's root)
-are skipped silently. Text parts are joined; a part that is not text (an image) becomes "[image]"; a
-voice message is its transcription (its recording "[audio]" only when it has none). A reply keeps how
-it ended (`metadata.finish_details`): stopped by the user, or cut at the output limit. A reasoning
-model's thoughts, kept in nodes above its reply, are that reply's thinking.
+counted: tool messages (browsing results, code output: this app has no tool role), the model's calls
+to tools that ChatGPT's page hides (a DALL·E prompt, a browser search; its code for "python" and its
+canvas stay), hidden messages with text (ChatGPT's custom-instruction context), and user or
+assistant messages with no text; their children hang from the nearest stored message above them.
+Empty system messages (every tree's root) are skipped silently. Text parts are joined; a part that
+is not text (an image) becomes "[image]"; a voice message is its transcription (its recording
+"[audio]" only when it has none). A reply keeps how it ended (`metadata.finish_details`): stopped by
+the user, or cut at the output limit. A reasoning model's thoughts, kept in nodes above its reply,
+are that reply's thinking.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
@@ -48,6 +52,7 @@ def _parse(conversation: Any) -> records.ConversationRecord:
     omitted: Counter[str] = Counter()
     nodes: dict[str, records.TreeNode] = {}
     thoughts: dict[str, str] = {}  # a reasoning model's thinking, by the id of the node that holds it
+    calls: dict[str, records.MessageRecord] = {}  # hidden tool calls, by node: left out (_hidden_call)
     number = 0  # messages are counted as a person reads the file: nodes without one (the root) aside
     for key, node in mapping.items():
         message = records.object_of(node, what="a node of its mapping").get("message")
@@ -58,14 +63,19 @@ def _parse(conversation: Any) -> records.ConversationRecord:
             thoughts[str(key)] = thinking
         else:
             record = None if message is None else _message(message, what=f"message {number}", omitted=omitted)
+            if record is not None and record.role == "assistant" and _hidden_call(message):
+                omitted["tool_calls"] += 1
+                calls[str(key)] = record
+                record = None
         stamp = message.get("create_time") if message is not None else None  # _message checked it
         nodes[str(key)] = records.tree_node(record, parent=node.get("parent"), stamp=stamp, what="a parent")
     _thinking_hand_down(nodes, thoughts)
+    earlier = _earlier_reading(nodes, calls, conversation.get("current_node")) if calls else None
     messages = records.tree_records(nodes, conversation.get("current_node"))
     title = conversation.get("title")
     created = records.epoch_time(conversation.get("create_time"), what="create_time")
     updated = records.epoch_time(conversation.get("update_time"), what="update_time")
-    return records.ConversationRecord(
+    parsed = records.ConversationRecord(
         source_id=records.source_id_of(conversation.get("conversation_id") or conversation.get("id")),
         title=title if isinstance(title, str) else "",
         created_at=created,
@@ -75,6 +85,21 @@ def _parse(conversation: Any) -> records.ConversationRecord:
         messages=messages,
         omitted={reason: n for reason, n in omitted.items() if n},
     )
+    if earlier is not None:
+        as_before = dataclasses.replace(parsed, messages=earlier)
+        parsed.earlier_fingerprints = (records.record_fingerprint(as_before),
+                                       records.record_fingerprint_shown_branch(as_before))
+    return parsed
+
+
+def _earlier_reading(nodes: dict[str, records.TreeNode], calls: dict[str, records.MessageRecord],
+                     leaf: Any) -> list[records.MessageRecord]:
+    """The messages as readers before the hidden calls were left out stored them (the calls among the
+    replies), on copies: `tree_records` sets the links of the records it is given."""
+    before = copy.deepcopy(nodes)
+    for key, call in calls.items():
+        before[key].record = copy.deepcopy(call)
+    return records.tree_records(before, leaf)
 
 
 def _thinking_of(message: Any) -> str | None:
@@ -143,6 +168,16 @@ def _message(message: Any, *, what: str, omitted: Counter[str]) -> records.Messa
     if role == "assistant":
         _ending_read(record, metadata.get("finish_details"))
     return record
+
+
+def _hidden_call(message: Any) -> bool:
+    """Whether an assistant message is a call ChatGPT's page does not show: one addressed to a tool
+    (`recipient` is "all" for what the user reads) other than the code it runs ("python", shown as a
+    code block) and its canvas ("canmore.…", the document the user wrote with it)."""
+    recipient = message.get("recipient")
+    if not isinstance(recipient, str) or recipient in ("all", ""):
+        return False
+    return recipient != "python" and not recipient.startswith("canmore.")
 
 
 def _ending_read(record: records.MessageRecord, finish: Any) -> None:

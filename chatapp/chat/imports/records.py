@@ -1,12 +1,11 @@
 """The neutral shape every importer produces, and the checks they share. No Django: the parsers are
 pure functions of a parsed JSON document, tested without a database.
 
-A `ConversationRecord` is what the service stores for one conversation: its title and dates, and
-its messages in the order they are stored (the app orders messages by id, so list order is
-conversation order). References between messages (a reply's question, a summary's covered range, an
-edited summary's original) are by the source's own ids (`MessageRecord.ref`), mapped to the new
-ids when the rows exist.
-"""
+A `ConversationRecord` is what the service stores for one conversation: its title and dates, and its
+messages in the order they are stored (the app orders messages by id, so list order is conversation
+order). References between messages (a reply's question, a summary's covered range, an edited
+summary's original) are by the source's own ids (`MessageRecord.ref`), mapped to the new ids when the
+rows exist."""
 
 from __future__ import annotations
 
@@ -95,6 +94,8 @@ class ConversationRecord:
     # The name of the folder it was in ("" for none; our format): the import files it in the owner's
     # folder of that name. Not part of the fingerprint either: a person moves chats.
     folder: str = ""
+    # Fingerprints earlier readers gave it (ChatGPT's hidden calls): a chat imported then is found by them.
+    earlier_fingerprints: tuple[str, ...] = ()
 
 
 def record_fingerprint(record: ConversationRecord) -> str:
@@ -105,15 +106,14 @@ def record_fingerprint(record: ConversationRecord) -> str:
     and is not imported again; a chat continued since gives another and is imported as a new chat,
     so nothing in the file is lost. Two chats with neither an id nor a date that say the same words
     would be one: their titles tell them apart. SHA-256 of a canonical JSON, 64 hex digits."""
-    # A source with a tree says where each message hangs (its parent's id); one without (a plain list,
-    # where a replaced reply is marked off the path) says it by the mark.
+    # A tree says where each message hangs (its parent's id); a plain list, by a replaced reply's off-path mark.
     tree = any("parent" in m.links for m in record.messages)
     return _fingerprint(record, place=lambda m: m.links.get("parent") if tree else m.superseded)
 
 
 def record_fingerprint_shown_branch(record: ConversationRecord) -> str:
-    """The fingerprint imports stored before the shown branch was left out of it (each message with
-    whether it was off the shown path): still looked for, so a chat imported then is not imported again."""
+    """The fingerprint imports stored before the shown branch was left out of it (each message marked
+    off the shown path or not): still looked for, so a chat imported then is not imported again."""
     return _fingerprint(record, place=lambda m: m.superseded)
 
 
