@@ -189,17 +189,25 @@ def _message_rows(
     images: list[list[ImageUpload]] = []
     previous = started
     for number, message in enumerate(record.messages, 1):
-        content = text_storable(message.content)
+        what = f"{label}: message {number}"
+        text = message.content
+        try:
+            taken = images_parse(message.extra.get("images"), what=what)
+        except ConversationError:
+            # Pictures another app kept (images_fallback: the text saying they were there) that a send
+            # here would refuse: the message keeps its place without them, not the chat skipped whole.
+            if message.extra.get("images_fallback") is None:
+                raise
+            taken, text = [], message.extra["images_fallback"]
+        content = text_storable(text)
         # A reply cut at MAX_REPLY_CHARS is stored with its mark after the cut: the mark is not counted,
         # or the export of such a reply (an exact round trip) would be refused here.
         if len(content.removesuffix(cut_mark)) > limit:
-            raise ConversationError(
-                f"{label}: message {number} is {len(content):,} characters long; the limit is {limit:,}"
-            )
+            raise ConversationError(f"{what} is {len(content):,} characters long; the limit is {limit:,}")
         created = message.created_at or previous
         previous = created
         dates.append((created, message.updated_at or created))
-        images.append(images_parse(message.extra.get("images"), what=f"{label}: message {number}"))
+        images.append(taken)
         rows.append(_row(message=message, content=content, token_model=token_model))
         rows[-1].token_count += images_tokens(images[-1])  # as a send counts them
     return rows, dates, images

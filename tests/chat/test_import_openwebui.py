@@ -12,6 +12,7 @@ from chatapp.chat.imports import openwebui
 from chatapp.chat.imports.records import record_fingerprint
 from chatapp.chat.models import Conversation
 from tests.chat.importkit import import_now
+from tests.support.images import b64, png_bytes
 
 pytestmark = pytest.mark.django_db
 
@@ -201,3 +202,64 @@ def test_a_chat_imported_while_error_true_was_read_as_an_answer_is_not_imported_
     reply["error"] = True
 
     assert record_fingerprint(openwebui.conversation_parse(failed, index=0)) == as_read_then
+
+
+def _with_question(chat: dict, question: dict) -> dict:
+    """`chat` with `question` (a user message) and an answer to it after its first exchange."""
+    history = chat["chat"]["history"]["messages"]
+    history["a1"]["childrenIds"] = ["u2"]
+    history["u2"] = {"id": "u2", "parentId": "a1", "childrenIds": ["a2"], "role": "user", "timestamp": 1720000030,
+                     **question}
+    history["a2"] = {"id": "a2", "parentId": "u2", "childrenIds": [], "role": "assistant",
+                     "content": "A black square.", "timestamp": 1720000040}
+    chat["chat"]["history"]["currentId"] = "a2"
+    return chat
+
+
+def _data_url(data: bytes) -> str:
+    return f"data:image/png;base64,{b64(data)}"
+
+
+def test_an_open_webui_picture_kept_in_the_chat_is_imported_as_the_messages_image(owner):
+    """Open WebUI keeps a picture a user sent in the chat itself, as a data: URL (in the message's
+    `files`, or as an `image_url` part of its content): it was imported as the words "[image]"."""
+    alone = _with_question(_openwebui_chat("Alone"), {"content": "", "files": [
+        {"type": "image", "url": _data_url(png_bytes(64, 48)), "name": "square.png"}]})
+    with_text = _with_question(_openwebui_chat("With text"), {"content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": _data_url(png_bytes(32, 32))}}]})
+
+    job = import_now(owner, json.dumps([alone, with_text]).encode())
+
+    assert (job.status, job.skipped, job.omitted) == ("done", [], {})
+    first, second = (Conversation.objects.get(pk=pk) for pk in job.conversation_ids)
+    question = first.messages.get(role="user", content="")
+    assert [(i.name, i.width, i.height) for i in question.images.all()] == [("square.png", 64, 48)]
+    assert first.messages.filter(reply_to=question, content="A black square.").exists()
+    asked = second.messages.get(role="user", content="What is this?")
+    assert [(i.mime, i.width) for i in asked.images.all()] == [("image/png", 32)]
+    assert question.token_count > 0 and asked.token_count > len("What is this?") // 4 + 20
+
+
+def test_an_open_webui_picture_this_chat_cannot_take_stays_a_placeholder(owner, settings):
+    """A picture refused as a send's would be (too large, not an image) must not skip the whole chat."""
+    settings.MAX_IMAGE_BYTES = 2048
+    too_large = _with_question(_openwebui_chat("Large"), {"content": "Look", "files": [
+        {"type": "image", "url": "data:image/png;base64," + b64(bytes(range(256)) * 16)}]})
+    unreadable = _with_question(_openwebui_chat("Unreadable"), {"content": "", "files": [
+        {"type": "image", "url": "data:image/png;base64," + b64(b"not a picture")}]})
+    job = import_now(owner, json.dumps([too_large, unreadable]).encode())
+    assert (job.status, job.skipped) == ("done", [])
+    large, broken = (Conversation.objects.get(pk=pk) for pk in job.conversation_ids)
+    assert not large.messages.get(role="user", content="Look").images.exists()
+    assert not broken.messages.get(role="user", content="[image]").images.exists()
+
+
+def test_a_chat_imported_when_its_pictures_were_placeholders_is_not_imported_again(owner):
+    picture = {"content": "", "files": [{"type": "image", "url": _data_url(png_bytes(8, 8))}]}
+    now = openwebui.conversation_parse(_with_question(_openwebui_chat("Photo"), picture), index=0)
+    # What the reader read before: the same chat with a picture it did not take (a link, not data).
+    linked = {"content": "", "files": [{"type": "image", "url": "https://example.com/photo.png"}]}
+    before = openwebui.conversation_parse(_with_question(_openwebui_chat("Photo"), linked), index=0)
+    assert [m.content for m in before.messages][2] == "[image]"
+    assert record_fingerprint(now) == record_fingerprint(before)

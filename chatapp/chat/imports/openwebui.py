@@ -1,20 +1,21 @@
-"""Open WebUI's export (Settings → Chats → Export): a list of chats `{id, title, chat: {title,
-messages, history: {messages: {id: {role, content, timestamp, parentId, childrenIds}}, currentId}},
-created_at, updated_at}`.
+"""Open WebUI's export (Settings → Chats → Export): a list of chats `{id, title, chat: {title, messages,
+history: {messages: {id: {role, content, timestamp, parentId, childrenIds}}, currentId}}, created_at,
+updated_at}`.
 
 `history` is the tree (edits and regenerations branch it) and `currentId` the message the chat shows
 last: the whole tree is imported (`records.tree_records`), the path up from `currentId` (else from the
 newest leaf) as the active path and every other branch off it, as a branch the chat switches to. Without
 a history, `chat.messages` (the visible list) is imported as it is. Timestamps are Unix seconds, in some
-versions milliseconds (told apart by size). A message of attachments only (a picture sent alone) says
-what they were ("[image]", "[file: name]"); other messages with no text (a reply stopped before its
-first word) are counted in `omitted["empty_messages"]`. The chat's own system prompt
+versions milliseconds (told apart by size). A picture a user sent, kept in the chat as a data: URL, is
+the message's image (`_pictures_take`). A message of attachments only says what the others were
+("[image]" for a picture kept elsewhere, "[file: name]"); other messages with no text (a reply stopped
+before its first word) are counted in `omitted["empty_messages"]`. The chat's own system prompt
 (`chat.params.system`, set in its Chat Controls) is the imported chat's: Open WebUI sends it before the
 messages. A reply's reasoning block (`<details type="reasoning">` before its answer; `<think>…</think>`
 in older versions) is its thinking (Message.reasoning). A reply with no text in `content` is read from
 its `output` items (Open WebUI 0.10's structured reply: `message` items the answer, `reasoning` items
-the thinking). A reply that failed (`error: {"content": ...}`; in older versions `error: true`, the error
-written as its text) is kept failed, with its error.
+the thinking). A reply that failed (`error: {"content": ...}`; in older versions `error: true`, the
+error written as its text) is kept failed, with its error.
 """
 
 from __future__ import annotations
@@ -126,7 +127,41 @@ def _message(node: Any, *, what: str, omitted: Counter[str]) -> records.MessageR
         record.status, record.extra["error"] = "error", failure
     if shown_as_answer is not None:  # as imported before `error: true` was read: found, not imported again
         record.fingerprint_status, record.fingerprint_content = "complete", shown_as_answer
+    if role == "user":
+        _pictures_take(record, node)
     return record
+
+
+# An image Open WebUI keeps in the chat itself (not a link to its own server's files).
+_DATA_IMAGE = "data:image/"
+_PLACEHOLDER = "[image]"
+
+
+def _pictures_take(record: records.MessageRecord, node: dict[str, Any]) -> None:
+    """The pictures a user message holds as data: URLs (its `files`, its content's `image_url` parts)
+    become its images, checked when stored as a send's are; their "[image]" placeholders leave its
+    text. The text with them stays what is stored if the pictures cannot be taken (import_writing),
+    and what the chat's fingerprint is made of, as it was before pictures were read."""
+    pictures = [{"data": item["url"], "name": item.get("name") if isinstance(item.get("name"), str) else ""}
+                for item in node.get("files") or [] if isinstance(item, dict) and _is_data_image(item.get("url"))]
+    content = node.get("content")
+    for part in content if isinstance(content, list) else []:
+        url = part.get("image_url") if isinstance(part, dict) else None
+        url = url.get("url") if isinstance(url, dict) else url
+        if _is_data_image(url):
+            pictures.append({"data": url, "name": ""})
+    if not pictures:
+        return
+    lines = record.content.split("\n")
+    for _ in pictures:
+        if _PLACEHOLDER in lines:
+            lines.remove(_PLACEHOLDER)
+    record.extra["images"], record.extra["images_fallback"] = pictures, record.content
+    record.fingerprint_content, record.content = record.content, "\n".join(lines)
+
+
+def _is_data_image(url: Any) -> bool:
+    return isinstance(url, str) and url.startswith(_DATA_IMAGE)
 
 
 def _failure(error: Any) -> str:
