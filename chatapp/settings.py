@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 from django.core.exceptions import ImproperlyConfigured
 
 from chatapp.env import comma_list, env_bool, env_int, env_list, env_rate, env_str
-from chatapp.env_urls import redis_url_checked, sqlite_path_checked, text_redacted, url_redacted
+from chatapp.env_urls import redis_next_database, redis_url_checked, sqlite_path_checked, text_redacted, url_redacted
 from chatapp.instance import ENCRYPTION_KEY_FILE, SECRET_FILE, secret_read, var_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -238,18 +238,8 @@ SUMMARY_MANUAL_KEEP_ROUNDS = env_int("SUMMARY_MANUAL_KEEP_ROUNDS", 2, minimum=1)
 # see the same one: with Redis configured the cache is there — CACHE_URL, or by default REDIS_URL's
 # server with the next database number (the broker's own database is never flushed by a cache clear).
 # Without Redis (the embedded mode: one web process) it is the process's memory.
-
-
-def _next_redis_database(url: str) -> str:
-    parts = urlparse(url)
-    path = parts.path.strip("/")
-    if path and not path.isdigit():
-        raise ImproperlyConfigured(f"REDIS_URL's database must be a number, got {url_redacted(url)!r}")
-    return parts._replace(path=f"/{(int(path or 0) + 1) % 16}").geturl()
-
-
 CACHE_URL = redis_url_checked("CACHE_URL", env_str("CACHE_URL", "")) or (
-    _next_redis_database(REDIS_URL) if REDIS_URL else ""
+    redis_next_database(REDIS_URL) if REDIS_URL else ""
 )
 if CACHE_URL:
     # Django's backend with one connection pool per process, not per request (chatapp/redis_cache.py).
