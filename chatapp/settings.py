@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 from django.core.exceptions import ImproperlyConfigured
 
 from chatapp.env import comma_list, env_bool, env_int, env_list, env_rate, env_str
+from chatapp.env_celery import visibility_timeout_checked
 from chatapp.env_urls import redis_next_database, redis_url_checked, sqlite_path_checked, text_redacted, url_redacted
 from chatapp.instance import ENCRYPTION_KEY_FILE, SECRET_FILE, secret_read, var_dir
 
@@ -180,7 +181,7 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {
         # A message whose worker died unacked is redelivered after this many seconds (acks_late);
-        # tests shorten it. It must exceed the longest retry countdown (SUMMARY_RETRY_BACKOFF_MAX_MS).
+        # tests shorten it. It must exceed the longest retry backoff (checked below the backoff's setting).
         "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
         "unacked_restore_interval": env_int("CELERY_UNACKED_RESTORE_INTERVAL", 10, minimum=1),
         "unacked_restore_throttle": env_int("CELERY_UNACKED_RESTORE_THROTTLE", 10, minimum=1),
@@ -222,6 +223,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 SUMMARY_MAX_RETRIES = env_int("SUMMARY_MAX_RETRIES", 3)
 SUMMARY_RETRY_BACKOFF_MS = env_int("SUMMARY_RETRY_BACKOFF_MS", 2000, minimum=1)
 SUMMARY_RETRY_BACKOFF_MAX_MS = env_int("SUMMARY_RETRY_BACKOFF_MAX_MS", 60_000, minimum=1)
+if REDIS_URL:  # the filesystem broker has no visibility timeout
+    visibility_timeout_checked(CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"],
+                               backoff_max_ms=SUMMARY_RETRY_BACKOFF_MAX_MS)
 # A running job whose worker has not finished within the lease may be taken over (worker died).
 SUMMARY_JOB_LEASE_SECONDS = env_int("SUMMARY_JOB_LEASE_SECONDS", 300, minimum=1)
 # A queued job still unclaimed after this long has its message published again (it may be lost).

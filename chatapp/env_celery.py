@@ -1,0 +1,20 @@
+"""Celery settings checked together: values valid one by one that the broker would turn into a task run
+twice. Read by settings; each refusal names the variables to change."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+def visibility_timeout_checked(visibility_timeout: int, *, backoff_max_ms: int) -> None:
+    """With Redis, a retry's message is taken by a worker at once and held, unacknowledged (acks_late),
+    until its countdown ends; Redis hands a message unacknowledged for the visibility timeout to another
+    worker. A backoff that can reach the timeout runs its job twice: refused, not shortened, since the
+    backoff honours a rate-limited endpoint's Retry-After."""
+    if visibility_timeout * 1000 > backoff_max_ms:
+        return
+    raise ImproperlyConfigured(
+        f"CELERY_VISIBILITY_TIMEOUT ({visibility_timeout} s) must exceed SUMMARY_RETRY_BACKOFF_MAX_MS "
+        f"({backoff_max_ms} ms = {backoff_max_ms / 1000:g} s): Redis would deliver a retry waiting out its "
+        "backoff to a second worker and the job would run twice. Raise the first or lower the second."
+    )
