@@ -18,3 +18,13 @@ def visibility_timeout_checked(visibility_timeout: int, *, backoff_max_ms: int) 
         f"({backoff_max_ms} ms = {backoff_max_ms / 1000:g} s): Redis would deliver a retry waiting out its "
         "backoff to a second worker and the job would run twice. Raise the first or lower the second."
     )
+
+
+def recheck_wait(seconds: float) -> float:
+    """How long a job that found its work held elsewhere (a lease, its owner's other summary) waits to
+    look again: with Redis at most half the visibility timeout, since the wait is spent holding the
+    message unacknowledged (see above). Looking sooner costs one query; a lease can outlast the timeout."""
+    from django.conf import settings
+
+    timeout = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout")
+    return seconds if timeout is None else min(seconds, timeout / 2)
