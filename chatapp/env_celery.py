@@ -1,9 +1,25 @@
-"""Celery settings checked together: values valid one by one that the broker would turn into a task run
-twice. Read by settings; each refusal names the variables to change."""
+"""Celery settings: queue names a worker can read, and values valid one by one that the broker would
+turn into a task run twice. Read by settings; each refusal names the variables to change."""
 
 from __future__ import annotations
 
+import re
+
 from django.core.exceptions import ImproperlyConfigured
+
+from chatapp.env import env_str
+
+
+def env_queue(name: str, default: str) -> str:
+    """A queue name. A worker's -Q (and `serve`'s) is a comma-separated list, so a name with a comma is
+    never consumed; the filesystem broker names message files after their queue, so a "/" fails every
+    enqueue. Both were found only as jobs left queued."""
+    value = env_str(name, default)
+    if not re.fullmatch(r"[A-Za-z0-9._:-]+", value):
+        raise ImproperlyConfigured(
+            f"{name} must be one queue name, of letters, digits, '.', '_', '-' and ':', got {value!r}"
+        )
+    return value
 
 
 def visibility_timeout_checked(visibility_timeout: int, *, backoff_max_ms: int) -> None:

@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 from django.core.exceptions import ImproperlyConfigured
 
 from chatapp.env import comma_list, env_bool, env_int, env_list, env_rate, env_str
-from chatapp.env_celery import visibility_timeout_checked
+from chatapp.env_celery import env_queue, visibility_timeout_checked
 from chatapp.env_urls import redis_next_database, redis_url_checked, sqlite_path_checked, text_redacted, url_redacted
 from chatapp.instance import ENCRYPTION_KEY_FILE, SECRET_FILE, secret_read, var_dir
 
@@ -213,7 +213,7 @@ else:
     }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_CONCURRENCY", 2, minimum=1)
-CELERY_SUMMARY_QUEUE = env_str("CELERY_SUMMARY_QUEUE", "summaries")
+CELERY_SUMMARY_QUEUE = env_queue("CELERY_SUMMARY_QUEUE", "summaries")
 # Summary jobs run minutes, not milliseconds: take one message at a time so a busy worker does not
 # hold messages another worker could run.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -357,7 +357,7 @@ SUMMARIES_PER_DAY = env_int("SUMMARIES_PER_DAY", 3, minimum=0)
 # bounded the same, unpacked) — the worker holds the file's bytes plus one conversation's objects —
 # and the queue their jobs go to (Celery's default queue, beside the summaries one).
 IMPORT_MAX_BYTES = env_int("IMPORT_MAX_BYTES", 200_000_000, minimum=1024)
-CELERY_IMPORT_QUEUE = env_str("CELERY_IMPORT_QUEUE", "celery")
+CELERY_IMPORT_QUEUE = env_queue("CELERY_IMPORT_QUEUE", "celery")
 # Settings → Prompts' import reads its file whole in the request (no worker): its own, smaller limit,
 # room for 200 prompts of 100,000 bytes each.
 PROMPTS_FILE_MAX_BYTES = env_int("PROMPTS_FILE_MAX_BYTES", 20_000_000, minimum=1024)

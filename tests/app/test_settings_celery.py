@@ -41,3 +41,30 @@ def test_a_visibility_timeout_beyond_the_backoff_is_taken(tmp_path, env, shown):
     started = settings_start(tmp_path, _VISIBILITY, **env)
     assert started.returncode == 0, started.stderr[-2000:]
     assert started.stdout.strip().splitlines()[-1] == shown
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    # published to the queue "summaries,celery", while the worker (-Q takes a comma-separated list)
+    # read "summaries" and "celery": every summary stayed queued
+    ("CELERY_SUMMARY_QUEUE", "summaries,celery"),
+    ("CELERY_IMPORT_QUEUE", "imports,"),
+    # the filesystem broker names each message's file after its queue: every enqueue failed
+    ("CELERY_IMPORT_QUEUE", "imports/big"),
+])
+def test_a_queue_name_no_worker_could_read_stops_start_up(tmp_path, name, value):
+    started = settings_start(tmp_path, **{name: value})
+    assert started.returncode != 0
+    assert "ImproperlyConfigured" in started.stderr and f"{name} must be one queue name" in started.stderr
+    assert repr(value) in started.stderr
+
+
+_QUEUES = SETTINGS_LOAD + (
+    "; from django.conf import settings as s; print(s.CELERY_SUMMARY_QUEUE, s.CELERY_IMPORT_QUEUE)"
+)
+
+
+def test_queue_names_of_letters_digits_dots_dashes_and_colons_are_taken(tmp_path):
+    started = settings_start(tmp_path, _QUEUES, CELERY_SUMMARY_QUEUE="chat.summaries-1",
+                             CELERY_IMPORT_QUEUE="jobs:import_2")
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert started.stdout.strip().splitlines()[-1] == "chat.summaries-1 jobs:import_2"
