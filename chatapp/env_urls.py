@@ -3,6 +3,7 @@ URL, with its password masked — start-up errors end up in logs, terminals and 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -41,7 +42,45 @@ def redis_url_checked(name: str, url: str) -> str:
             raise ImproperlyConfigured(
                 f"{name}'s ssl_cert_reqs must be none, optional or required, got {value!r} in {url_redacted(url)!r}"
             )
+    if url:
+        redis_database(name, url)
     return url
+
+
+# Redis's default `databases 16`, which is also what the cache's derived database wraps at.
+REDIS_DATABASES = 16
+
+
+def redis_database(name: str, url: str) -> int:
+    """The database number a Redis URL selects. redis-py and kombu read a path each in their own way, and
+    neither said so at start-up: redis-py dropped a path that is no number (database 0) and removed the
+    slashes of one with several ("/1/2": 12), kombu failed at the first enqueue; a number the server
+    lacks failed only at the first connection. Hence one plain form, "/N", or nothing (0)."""
+    parts = urlparse(url)
+    shown = url_redacted(url)
+    wrong = f"{name}'s database must be a number from 0 to {REDIS_DATABASES - 1} (redis://host:6379/N), got {shown!r}"
+    path = parts.path.removeprefix("/")
+    if not re.fullmatch(r"[0-9]{0,5}", path) or int(path or 0) >= REDIS_DATABASES:
+        raise ImproperlyConfigured(wrong)
+    number = int(path or 0)
+    for value in parse_qs(parts.query).get("db", []):
+        if name == "REDIS_URL":
+            # kombu's Connection takes ?db= as a keyword it does not have: a TypeError at the first enqueue.
+            raise ImproperlyConfigured(f"{name} must give its database as the path (redis://host:6379/N), not ?db=: "
+                                       f"got {shown!r}")
+        if not re.fullmatch(r"[0-9]{1,5}", value) or int(value) >= REDIS_DATABASES:
+            raise ImproperlyConfigured(wrong)
+        if path and int(value) != number:
+            # redis-py's ?db= wins: the URL would read as one database and use another.
+            raise ImproperlyConfigured(f"{name}'s ?db={value} disagrees with its path /{path}: give one, got {shown!r}")
+        number = int(value)
+    return number
+
+
+def redis_next_database(url: str) -> str:
+    """The URL with the database after its own (wrapping at the last), for the cache beside the broker."""
+    parts = urlparse(url)
+    return parts._replace(path=f"/{(redis_database('REDIS_URL', url) + 1) % REDIS_DATABASES}").geturl()
 
 
 def sqlite_path_checked(name: str) -> None:

@@ -32,7 +32,8 @@ TRANSPORT = "chatapp.fs_broker.Transport"
 
 
 class Channel(filesystem.Channel):
-    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
+    # kombu's base class names the message `message`, its filesystem channel `payload`: one is overridden wrongly.
+    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]
         # kombu's name: milliseconds first, so a consumer's sorted listing is roughly oldest first.
         name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
@@ -48,9 +49,18 @@ class Channel(filesystem.Channel):
                 os.remove(partial)  # a full disk: leave nothing behind
             raise ChannelError(f"Cannot add a message to {self.data_folder_out!r}") from exc
 
-    def _get(self, queue: str) -> Any:
+    def _get(self, queue: str, timeout: Any = None) -> Any:
         wanted = f"{queue}.msg"
-        for name in sorted(os.listdir(self.data_folder_in)):
+        try:
+            names = os.listdir(self.data_folder_in)
+        except FileNotFoundError:
+            # Deleted while this worker ran: kombu took the error for a broken connection and the
+            # consumer stopped. Made again, empty, so that publishers (which make no folder: an unmounted
+            # volume must not be written under) get through again; their failed jobs stay pending for
+            # the sweep.
+            _folder_make(self.data_folder_in)
+            raise Empty() from None
+        for name in sorted(names):
             if name.partition(".")[2] != wanted:
                 continue
             taken = self._take(name)
@@ -78,10 +88,44 @@ class Channel(filesystem.Channel):
                 if not os.path.exists(source):
                     return None
                 # The processed folder is what is missing (deleted while the worker ran): make it.
-                os.makedirs(self.processed_folder, exist_ok=True)
+                _folder_make(self.processed_folder)
             except OSError as exc:
                 raise ChannelError(f"Cannot take {name!r} from {self.data_folder_in!r}") from exc
         raise ChannelError(f"Cannot move {name!r} into {self.processed_folder!r}")
+
+    def _size(self, queue: str) -> int:
+        # Asked by every queue declaration, a publisher's too: a missing folder holds no message.
+        try:
+            return super()._size(queue)
+        except FileNotFoundError:
+            return 0
+
+    def get_table(self, exchange: str) -> list[Any]:
+        """The exchange's bindings, which route every message (a direct exchange's too). kombu reads them
+        from the control folder only, while a process declares a binding once: with the folder deleted,
+        its publishes matched nothing and went to the dead-letter queue, which no worker reads. This
+        process's own bindings fill in, written back for the other processes."""
+        table = super().get_table(exchange)
+        if table:
+            return table
+        known = [filesystem.exchange_queue_t(*meta) for meta in self.state.exchanges.get(exchange, {}).get("table", [])]
+        for meta in known:
+            self._queue_bind(exchange, *meta)
+        return known
+
+    def _queue_bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
+        try:
+            super()._queue_bind(exchange, routing_key, pattern, queue)
+        except FileNotFoundError as exc:  # kombu's own mkdir of the control folder, its parent gone
+            raise ChannelError(f"Cannot bind {queue!r} in {str(self.control_folder)!r}") from exc
+
+
+def _folder_make(path: str) -> None:
+    """Make a broker folder again, owner-only as instance_prepare makes var/."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise ChannelError(f"Cannot make the broker folder {path!r}") from exc
 
 
 class Transport(filesystem.Transport):

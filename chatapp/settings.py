@@ -15,7 +15,8 @@ from urllib.parse import urlparse
 from django.core.exceptions import ImproperlyConfigured
 
 from chatapp.env import comma_list, env_bool, env_int, env_list, env_rate, env_str
-from chatapp.env_urls import redis_url_checked, sqlite_path_checked, text_redacted, url_redacted
+from chatapp.env_celery import env_queue, visibility_timeout_checked
+from chatapp.env_urls import redis_next_database, redis_url_checked, sqlite_path_checked, text_redacted, url_redacted
 from chatapp.instance import ENCRYPTION_KEY_FILE, SECRET_FILE, secret_read, var_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -180,7 +181,7 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {
         # A message whose worker died unacked is redelivered after this many seconds (acks_late);
-        # tests shorten it. It must exceed the longest retry countdown (SUMMARY_RETRY_BACKOFF_MAX_MS).
+        # tests shorten it. It must exceed the longest retry backoff (checked below the backoff's setting).
         "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
         "unacked_restore_interval": env_int("CELERY_UNACKED_RESTORE_INTERVAL", 10, minimum=1),
         "unacked_restore_throttle": env_int("CELERY_UNACKED_RESTORE_THROTTLE", 10, minimum=1),
@@ -212,7 +213,7 @@ else:
     }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_CONCURRENCY", 2, minimum=1)
-CELERY_SUMMARY_QUEUE = env_str("CELERY_SUMMARY_QUEUE", "summaries")
+CELERY_SUMMARY_QUEUE = env_queue("CELERY_SUMMARY_QUEUE", "summaries")
 # Summary jobs run minutes, not milliseconds: take one message at a time so a busy worker does not
 # hold messages another worker could run.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -222,6 +223,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 SUMMARY_MAX_RETRIES = env_int("SUMMARY_MAX_RETRIES", 3)
 SUMMARY_RETRY_BACKOFF_MS = env_int("SUMMARY_RETRY_BACKOFF_MS", 2000, minimum=1)
 SUMMARY_RETRY_BACKOFF_MAX_MS = env_int("SUMMARY_RETRY_BACKOFF_MAX_MS", 60_000, minimum=1)
+if REDIS_URL:  # the filesystem broker has no visibility timeout
+    visibility_timeout_checked(CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"],
+                               backoff_max_ms=SUMMARY_RETRY_BACKOFF_MAX_MS)
 # A running job whose worker has not finished within the lease may be taken over (worker died).
 SUMMARY_JOB_LEASE_SECONDS = env_int("SUMMARY_JOB_LEASE_SECONDS", 300, minimum=1)
 # A queued job still unclaimed after this long has its message published again (it may be lost).
@@ -238,18 +242,8 @@ SUMMARY_MANUAL_KEEP_ROUNDS = env_int("SUMMARY_MANUAL_KEEP_ROUNDS", 2, minimum=1)
 # see the same one: with Redis configured the cache is there — CACHE_URL, or by default REDIS_URL's
 # server with the next database number (the broker's own database is never flushed by a cache clear).
 # Without Redis (the embedded mode: one web process) it is the process's memory.
-
-
-def _next_redis_database(url: str) -> str:
-    parts = urlparse(url)
-    path = parts.path.strip("/")
-    if path and not path.isdigit():
-        raise ImproperlyConfigured(f"REDIS_URL's database must be a number, got {url_redacted(url)!r}")
-    return parts._replace(path=f"/{(int(path or 0) + 1) % 16}").geturl()
-
-
 CACHE_URL = redis_url_checked("CACHE_URL", env_str("CACHE_URL", "")) or (
-    _next_redis_database(REDIS_URL) if REDIS_URL else ""
+    redis_next_database(REDIS_URL) if REDIS_URL else ""
 )
 if CACHE_URL:
     # Django's backend with one connection pool per process, not per request (chatapp/redis_cache.py).
@@ -363,7 +357,7 @@ SUMMARIES_PER_DAY = env_int("SUMMARIES_PER_DAY", 3, minimum=0)
 # bounded the same, unpacked) — the worker holds the file's bytes plus one conversation's objects —
 # and the queue their jobs go to (Celery's default queue, beside the summaries one).
 IMPORT_MAX_BYTES = env_int("IMPORT_MAX_BYTES", 200_000_000, minimum=1024)
-CELERY_IMPORT_QUEUE = env_str("CELERY_IMPORT_QUEUE", "celery")
+CELERY_IMPORT_QUEUE = env_queue("CELERY_IMPORT_QUEUE", "celery")
 # Settings → Prompts' import reads its file whole in the request (no worker): its own, smaller limit,
 # room for 200 prompts of 100,000 bytes each.
 PROMPTS_FILE_MAX_BYTES = env_int("PROMPTS_FILE_MAX_BYTES", 20_000_000, minimum=1024)

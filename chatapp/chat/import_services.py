@@ -52,6 +52,7 @@ from chatapp.chat.imports.records import record_fingerprint, record_fingerprint_
 from chatapp.chat.models import Conversation
 from chatapp.chat.size_limits import TooLarge
 from chatapp.chat.textsafe import text_storable
+from chatapp.env_celery import recheck_wait
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ def import_job_run(*, job_id: int) -> ImportRunOutcome:
         return ImportRunOutcome(job_id=job_id, status="skipped", detail="no such job, or it has ended")
     now = timezone.now()
     if job.status == Status.RUNNING and job.lease_expires_at is not None and job.lease_expires_at > now:
-        wait = (job.lease_expires_at - now).total_seconds() + 1
+        wait = recheck_wait((job.lease_expires_at - now).total_seconds() + 1)
         return ImportRunOutcome(job_id=job_id, status="busy", detail="another worker holds it", retry_in=wait)
     attempt = job.attempts + 1
     claimed = ImportJob.objects.filter(

@@ -33,6 +33,7 @@ from chatapp.chat.summary_writing import (
     span_plan,
     summary_save,
 )
+from chatapp.env_celery import recheck_wait
 from chatapp.providers.llm import LLMError, LLMTarget, llm_target_for
 from optimizer.types import Msg, Role
 
@@ -149,7 +150,7 @@ def summary_job_run(*, job_id: int, chat_target: LLMTarget | None = None) -> Sum
         # endpoint hangs delays only their own summaries. The job stays queued; no attempt is used.
         _queued_lease_renew(job_id=job_id)
         return SummaryRunOutcome(job_id=job_id, status="retry", detail=waiting,
-                                 retry_in=float(settings.SUMMARY_USER_WAIT_SECONDS))
+                                 retry_in=recheck_wait(settings.SUMMARY_USER_WAIT_SECONDS))
     if job is None:
         return _held_elsewhere(job_id=job_id)
     if not job.conversation.owner.is_active:
@@ -264,7 +265,7 @@ def _held_elsewhere(*, job_id: int) -> SummaryRunOutcome:
     )
     if held is None:
         return SummaryRunOutcome(job_id=job_id, status="skipped", detail="finished or unknown")
-    wait = max(0.0, (held - timezone.now()).total_seconds()) + 1.0
+    wait = recheck_wait(max(0.0, (held - timezone.now()).total_seconds()) + 1.0)
     return SummaryRunOutcome(job_id=job_id, status="retry", detail="held by another delivery", retry_in=wait)
 
 

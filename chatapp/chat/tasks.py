@@ -30,6 +30,7 @@ from chatapp.chat.reply_stream import reply_orphans_finish
 from chatapp.chat.summary_runner import summary_job_run
 from chatapp.chat.summary_services import summary_jobs_sweep
 from chatapp.chat.title_services import conversation_title_generate
+from chatapp.env_celery import recheck_wait
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def purge_account(self, user_id: int) -> str:
         outcome = account_purge(user_id=user_id)
     except DatabaseError as exc:
         logger.warning("deletion of account %s: retrying (%s)", user_id, exc)
-        raise self.retry(exc=exc, countdown=30) from None
+        raise self.retry(exc=exc, countdown=recheck_wait(30)) from None
     logger.info("deletion of account %s: %s", user_id, outcome)
     return outcome
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from kombu import Connection
+from kombu.exceptions import ChannelError
 
 from chatapp.fs_broker import TRANSPORT
 
@@ -128,3 +130,45 @@ def test_the_embedded_broker_starts_without_a_hostname_warning(folder, caplog):
         conn.info()
     assert [record.getMessage() for record in caplog.records] == []
     assert shown.startswith("chatapp.fs_broker.Transport://")
+
+
+def test_with_the_broker_folder_deleted_a_publish_fails_clearly_until_a_worker_polls(tmp_path):
+    """var/celery-broker deleted (or its volume unmounted) under a running web process: a publish fails
+    naming the folder, and makes none (the job stays pending for the sweep); the worker's next poll
+    makes the folder again, and the next publish is delivered."""
+    folder = tmp_path / "celery-broker"
+    options = _options(folder)  # none of its folders exists, as after `rm -r var/celery-broker`
+    with (Connection("filesystem://", transport=TRANSPORT, transport_options=options) as web,
+          pytest.raises(ChannelError, match="celery-broker")):
+        web.SimpleQueue("after-delete").put({"n": 6})
+    assert not folder.exists()
+    with Connection("filesystem://", transport=TRANSPORT, transport_options=options) as worker:
+        queue = worker.SimpleQueue("after-delete")
+        with pytest.raises(queue.Empty):
+            queue.get(timeout=0.2)
+        with Connection("filesystem://", transport=TRANSPORT, transport_options=options) as web:
+            web.SimpleQueue("after-delete").put({"n": 7})
+        message = queue.get(timeout=5)
+        assert message.payload == {"n": 7}
+        message.ack()
+    assert os.listdir(folder / "out") == []
+
+
+def test_a_consumer_whose_folder_is_deleted_goes_on_and_takes_the_next_message(folder):
+    """The worker's poll met FileNotFoundError listing the missing folder, which kombu took for a broken
+    connection; and a process that had declared its queue before published to the dead-letter queue
+    ("ae.undeliver"), the bindings that route its messages having gone with the folder."""
+    with Connection("filesystem://", transport=TRANSPORT, transport_options=_options(folder)) as worker:
+        queue = worker.SimpleQueue("while-deleted")
+        with pytest.raises(queue.Empty):
+            queue.get(timeout=0.2)
+        shutil.rmtree(folder)
+        with pytest.raises(queue.Empty):
+            queue.get(timeout=0.2)
+        with Connection("filesystem://", transport=TRANSPORT, transport_options=_options(folder)) as web:
+            web.SimpleQueue("while-deleted").put({"n": 8})
+        message = queue.get(timeout=5)
+        assert message.payload == {"n": 8}
+        message.ack()
+    assert sorted(os.listdir(folder)) == ["control", "out", "processed"]
+    assert os.listdir(folder / "out") == []

@@ -7,6 +7,8 @@ deliveries and double clicks.
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from django.db import connection
 
@@ -207,6 +209,25 @@ def test_filesystem_broker_unreachable_at_enqueue_job_runs_once_it_is_back(
     celery_use_broker(url=broker.url, options=broker.options)  # the folders are back
     worker()  # worker start-up sweeps pending jobs
     done = wait_for(lambda: job_finished(job.pk), what="the pending job")
+    assert done.status == SummaryJob.Status.DONE, done.error
+    assert len(summaries_of(conversation)) == 1
+
+
+@pytest.mark.parametrize("broker", ["filesystem"], indirect=True)
+def test_filesystem_broker_folders_deleted_under_a_running_worker_the_next_job_runs(
+    broker, worker, make_config, long_conversation, tmp_path
+):
+    """The broker's folders deleted while the worker ran (a clean-up of var/): its consumer stopped on
+    the missing folder and every enqueue failed until a restart."""
+    conversation = long_conversation(config=make_config("fake-echo"))
+    worker()
+    folders = [tmp_path / "broker" / sub for sub in ("out", "processed", "control")]
+    for folder in folders:
+        shutil.rmtree(folder)
+    wait_for(lambda: folders[0].is_dir(), what="the worker's poll to make the message folder again")
+    job = summary_job_request(conversation=conversation, trigger="auto")
+    assert job is not None
+    done = wait_for(lambda: job_finished(job.pk), what="the job published after the deletion")
     assert done.status == SummaryJob.Status.DONE, done.error
     assert len(summaries_of(conversation)) == 1
 
