@@ -47,20 +47,21 @@ def redis_url_checked(name: str, url: str) -> str:
     return url
 
 
-# Redis's default `databases 16`, which is also what the cache's derived database wraps at.
+# Redis's default `databases 16`: the cache beside the broker's last one wraps to database 0.
 REDIS_DATABASES = 16
 
 
 def redis_database(name: str, url: str) -> int:
     """The database number a Redis URL selects. redis-py and kombu read a path each in their own way, and
     neither said so at start-up: redis-py dropped a path that is no number (database 0) and removed the
-    slashes of one with several ("/1/2": 12), kombu failed at the first enqueue; a number the server
-    lacks failed only at the first connection. Hence one plain form, "/N", or nothing (0)."""
+    slashes of one with several ("/1/2": 12), kombu failed at the first enqueue. Hence one plain form,
+    "/N", or nothing (0). A number past the server's last database is left to the server to refuse, at
+    the first connection: a server may be configured with more than Redis's default 16."""
     parts = urlparse(url)
     shown = url_redacted(url)
-    wrong = f"{name}'s database must be a number from 0 to {REDIS_DATABASES - 1} (redis://host:6379/N), got {shown!r}"
+    wrong = f"{name}'s database must be a whole number (redis://host:6379/N), got {shown!r}"
     path = parts.path.removeprefix("/")
-    if not re.fullmatch(r"[0-9]{0,5}", path) or int(path or 0) >= REDIS_DATABASES:
+    if not re.fullmatch(r"[0-9]{0,9}", path):
         raise ImproperlyConfigured(wrong)
     number = int(path or 0)
     for value in parse_qs(parts.query).get("db", []):
@@ -68,7 +69,7 @@ def redis_database(name: str, url: str) -> int:
             # kombu's Connection takes ?db= as a keyword it does not have: a TypeError at the first enqueue.
             raise ImproperlyConfigured(f"{name} must give its database as the path (redis://host:6379/N), not ?db=: "
                                        f"got {shown!r}")
-        if not re.fullmatch(r"[0-9]{1,5}", value) or int(value) >= REDIS_DATABASES:
+        if not re.fullmatch(r"[0-9]{1,9}", value):
             raise ImproperlyConfigured(wrong)
         if path and int(value) != number:
             # redis-py's ?db= wins: the URL would read as one database and use another.
@@ -78,9 +79,11 @@ def redis_database(name: str, url: str) -> int:
 
 
 def redis_next_database(url: str) -> str:
-    """The URL with the database after its own (wrapping at the last), for the cache beside the broker."""
+    """The URL with the database after its own, for the cache beside the broker: the last of Redis's
+    default 16 wraps to 0 (a server configured with more serves the ones past it)."""
     parts = urlparse(url)
-    return parts._replace(path=f"/{(redis_database('REDIS_URL', url) + 1) % REDIS_DATABASES}").geturl()
+    number = redis_database("REDIS_URL", url)
+    return parts._replace(path=f"/{0 if number == REDIS_DATABASES - 1 else number + 1}").geturl()
 
 
 def sqlite_path_checked(name: str) -> None:

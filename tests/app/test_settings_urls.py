@@ -111,19 +111,16 @@ def test_an_unknown_certificate_requirement_stops_start_up(tmp_path, name):
 @pytest.mark.parametrize(("name", "value", "words"), [
     # redis-py read these as database 0 (a path that is no number is dropped) or 12 ("/1/2": its
     # slashes removed), on the cache's first use; kombu refused them with a ValueError at the first enqueue
-    ("CACHE_URL", "redis://:hunter2@cache.internal:6379/abc", "database must be a number from 0 to 15"),
-    ("CACHE_URL", "redis://:hunter2@cache.internal:6379/1/2", "database must be a number from 0 to 15"),
-    ("REDIS_URL", "redis://:hunter2@broker.internal:6379/0/extra", "database must be a number from 0 to 15"),
-    ("REDIS_URL", "redis://:hunter2@broker.internal:6379/3/", "database must be a number from 0 to 15"),
-    # a SELECT the server refused ("DB index is out of range") at the first connection
-    ("REDIS_URL", "redis://:hunter2@broker.internal:6379/-1", "database must be a number from 0 to 15"),
-    ("CACHE_URL", "redis://:hunter2@cache.internal:6379/99999", "database must be a number from 0 to 15"),
-    ("REDIS_URL", "redis://:hunter2@broker.internal:6379/16", "database must be a number from 0 to 15"),
+    ("CACHE_URL", "redis://:hunter2@cache.internal:6379/abc", "database must be a whole number"),
+    ("CACHE_URL", "redis://:hunter2@cache.internal:6379/1/2", "database must be a whole number"),
+    ("REDIS_URL", "redis://:hunter2@broker.internal:6379/0/extra", "database must be a whole number"),
+    ("REDIS_URL", "redis://:hunter2@broker.internal:6379/3/", "database must be a whole number"),
+    ("REDIS_URL", "redis://:hunter2@broker.internal:6379/-1", "database must be a whole number"),
     # kombu's Connection took ?db= as an argument it does not have (TypeError at the first enqueue)
     ("REDIS_URL", "redis://:hunter2@broker.internal:6379/0?db=3", "database as the path"),
     # redis-py's ?db= wins over the path: the cache was in database 3, not the 0 the URL shows first
     ("CACHE_URL", "redis://:hunter2@cache.internal:6379/0?db=3", "disagrees with its path"),
-    ("CACHE_URL", "redis://:hunter2@cache.internal:6379?db=x", "database must be a number from 0 to 15"),
+    ("CACHE_URL", "redis://:hunter2@cache.internal:6379?db=x", "database must be a whole number"),
 ])
 def test_a_redis_database_the_client_would_refuse_or_reread_stops_start_up(tmp_path, name, value, words):
     started = settings_start(tmp_path, **{name: value})
@@ -143,6 +140,9 @@ print(caches['default']._cache._get_connection_pool(False).connection_kwargs.get
     ({"REDIS_URL": "redis://broker.internal:6379"}, 1),  # no path: database 0, the cache in 1
     ({"REDIS_URL": "redis://broker.internal:6379/"}, 1),
     ({"REDIS_URL": "redis://broker.internal:6379/15"}, 0),
+    # past Redis's default 16: a server configured with more databases serves them
+    ({"REDIS_URL": "redis://broker.internal:6379/20"}, 21),
+    ({"REDIS_URL": "redis://broker.internal:6379/0", "CACHE_URL": "redis://cache.internal:6379/31"}, 31),
     ({"REDIS_URL": "redis://broker.internal:6379/0", "CACHE_URL": "redis://cache.internal:6379/7"}, 7),
     ({"REDIS_URL": "redis://broker.internal:6379/0", "CACHE_URL": "redis://cache.internal:6379?db=7"}, 7),
     ({"REDIS_URL": "redis://broker.internal:6379/0", "CACHE_URL": "redis://cache.internal:6379/7?db=7"}, 7),
