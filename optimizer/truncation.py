@@ -30,6 +30,16 @@ def omitted_marker(*, lines: int | None, tokens: int) -> str:
     return f"[... {lines:,} line{'s' if lines != 1 else ''}, {tokens:,} tokens omitted ...]"
 
 
+def _whole_characters(data: bytes) -> str:
+    """The characters of `data`, a run of tokens' bytes cut from a UTF-8 text's start or end.
+
+    A character's bytes may be split between two tokens (an emoji, a CJK character, an accented
+    letter), so such a run can open or close with part of one; decoding it with replacement sent
+    U+FFFD at the cut. Within the run the bytes are the text's own, so what is dropped here is only
+    the cut character's part."""
+    return data.decode("utf-8", errors="ignore")
+
+
 def _by_tokens(text: str, limit: int, model: str) -> str:
     enc = encoding_for(model)
     ids = enc.encode_ordinary(text)
@@ -37,10 +47,10 @@ def _by_tokens(text: str, limit: int, model: str) -> str:
     while True:
         head, tail = keep - keep // 2, keep // 2
         omitted = len(ids) - head - tail
-        parts = [enc.decode(ids[:head])] if head else []
+        parts = [_whole_characters(enc.decode_bytes(ids[:head]))] if head else []
         parts.append(omitted_marker(lines=None, tokens=omitted))
         if tail:
-            parts.append(enc.decode(ids[-tail:]))
+            parts.append(_whole_characters(enc.decode_bytes(ids[-tail:])))
         out = "\n".join(parts)
         if count_text(out, model=model) <= limit or keep == 0:
             return out
