@@ -24,8 +24,8 @@ from .base import PackState
 
 MUST_KEEP_DETAIL = "system, pinned, first and newest messages; oversized ones compressed"
 # The least an oversized must-keep may be compressed to (the oversize share of the budget): below it
-# the omission marker alone does not fit, and the message would go out as a fragment of the marker,
-# its words gone: a budget that small cannot send it (ContextTooLargeError), not send it empty.
+# the omission marker and some of its words do not fit, and the message would go out as a marker
+# alone, its words gone: a budget that small cannot send it (ContextTooLargeError), not send it empty.
 MIN_COMPRESSED_TOKENS = 32
 
 
