@@ -3,9 +3,9 @@
     python -m optimizer pack [--input FILE] [--budget N] [--preference fast|balanced|quality]
                              [--model NAME] [--summarizer none|extractive]
 
-Input (``--input`` or standard input): one JSON request, or JSON lines (one request per line, blank
-lines ignored). JSON lines are read and answered one line at a time, so a long input is never held
-whole in memory. A request:
+Input (``--input`` or standard input, UTF-8, a byte order mark at its start allowed): one JSON
+request, or JSON lines (one request per line, blank lines ignored). JSON lines are read and answered
+one line at a time, so a long input is never held whole in memory. A request:
 
     {"id", "budget", "preference", "model", "summarizer", "window_start",
      "messages": [{"id", "role", "content", "pinned", "name", "created_at"}]}
@@ -54,6 +54,7 @@ from .types import ContextTooLargeError, Msg, PackResult
 ROLES = ("system", "user", "assistant", "tool")
 SUMMARIZERS = ("none", "extractive")
 EXIT_BAD_INPUT = 2
+BOM = "\ufeff"
 
 
 class BadRequest(Exception):
@@ -65,9 +66,13 @@ class BadRequest(Exception):
 
 def read_requests(stream: IO[str]) -> Iterator[tuple[int, Any]]:
     """Yield (line number, decoded request). A first line that is not JSON by itself is taken as the
-    start of one (pretty-printed) JSON document spanning the whole input."""
+    start of one (pretty-printed) JSON document spanning the whole input. A byte order mark opening
+    the input is read past."""
     first_line_no, first = 0, None
     for no, line in enumerate(stream, 1):
+        if no == 1:
+            # Windows tools open UTF-8 text with U+FEFF ("UTF-8 with BOM"); JSON does not allow it
+            line = line.removeprefix(BOM)
         if line.strip():
             first_line_no, first = no, line
             break

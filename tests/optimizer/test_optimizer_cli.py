@@ -245,3 +245,20 @@ def test_every_result_is_one_line_whatever_splits_lines(texts):
     assert proc.returncode == 0, proc.stderr
     out = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [o["messages"][0]["content"] for o in out] == texts
+
+
+def test_a_byte_order_mark_opening_the_input_is_read_past(tmp_path):
+    """Windows tools (Notepad's "UTF-8 with BOM", PowerShell's redirection) open the file with U+FEFF;
+    it was read as the first character of the JSON and refused as malformed."""
+    lines = json.dumps(request("a")) + "\n" + json.dumps(request("b")) + "\n"
+    proc = run([], "\ufeff" + lines)
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(x)["id"] for x in proc.stdout.splitlines()] == ["a", "b"]
+    path = tmp_path / "bom.json"
+    path.write_text(json.dumps(request("doc"), indent=2), encoding="utf-8-sig")  # one pretty-printed document
+    proc = run(["--input", str(path)])
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["id"] == "doc"
+    # only the input's own first character is a byte order mark: inside a line it is still bad JSON
+    proc = run([], lines + "\ufeff" + json.dumps(request("c")) + "\n")
+    assert proc.returncode == 2 and "line 3" in proc.stderr
