@@ -31,6 +31,7 @@ preference/summarizer, or must-keep messages that cannot fit the budget -> one l
 error naming the request id (or the input line when the id is unknown) and exit code 2; so does an
 input file that cannot be read or is not UTF-8. Processing stops at the first bad request; the
 results of the requests before it have already been written, and nothing of the bad one is.
+A reader that closes the output early (``| head -1``) ends the run quietly: no message, exit code 1.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -54,6 +56,7 @@ from .types import ContextTooLargeError, Msg, PackResult
 ROLES = ("system", "user", "assistant", "tool")
 SUMMARIZERS = ("none", "extractive")
 EXIT_BAD_INPUT = 2
+EXIT_OUTPUT_CLOSED = 1  # as Python's own documentation has a program do on EPIPE
 BOM = "\ufeff"
 
 
@@ -306,7 +309,8 @@ def run_pack(
 ) -> int:
     """Read requests from `args.input` and answer each with `handle(request, label)` as one JSON line
     on `out` (standard output); on BadRequest write `<prog>: error: ...` on `err` (standard error) and
-    return 2. Shared by `python -m optimizer pack` and `manage.py pack`."""
+    return 2; when the reader of `out` has gone, stop and return 1, saying nothing. Shared by
+    `python -m optimizer pack` and `manage.py pack`."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     try:
@@ -316,23 +320,46 @@ def run_pack(
         err.flush()
         return EXIT_BAD_INPUT
     try:
-        for line_no, req in read_requests(stream):
-            answer = handle(req, request_label(line_no, req))
-            try:
-                out.write(_one_line(json.dumps(answer, ensure_ascii=False, separators=(",", ":"))) + "\n")
-            except UnicodeEncodeError:  # an unpaired surrogate (`\ud800` in the input): written escaped
-                out.write(json.dumps(answer, separators=(",", ":")) + "\n")
+        try:
+            _answer_all(stream, handle, out)
+        except (BadRequest, UnicodeDecodeError) as exc:
             out.flush()
-    except (BadRequest, UnicodeDecodeError) as exc:
-        out.flush()
-        problem = f"the input is not UTF-8 text ({exc.reason})" if isinstance(exc, UnicodeDecodeError) else exc
-        err.write(f"{prog}: error: {problem}\n")
-        err.flush()
-        return EXIT_BAD_INPUT
+            problem = f"the input is not UTF-8 text ({exc.reason})" if isinstance(exc, UnicodeDecodeError) else exc
+            err.write(f"{prog}: error: {problem}\n")
+            err.flush()
+            return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # the reader stopped reading (`| head -1`): its choice, not an error to report
+        _drop_output(out)
+        return EXIT_OUTPUT_CLOSED
     finally:
         if stream is not sys.stdin:
             stream.close()
     return 0
+
+
+def _answer_all(stream: IO[str], handle: Callable[[Any, str], dict[str, Any]], out: IO[str]) -> None:
+    for line_no, req in read_requests(stream):
+        answer = handle(req, request_label(line_no, req))
+        try:
+            out.write(_one_line(json.dumps(answer, ensure_ascii=False, separators=(",", ":"))) + "\n")
+        except UnicodeEncodeError:  # an unpaired surrogate (`\ud800` in the input): written escaped
+            out.write(json.dumps(answer, separators=(",", ":")) + "\n")
+        out.flush()
+
+
+def _drop_output(out: IO[str]) -> None:
+    """Point `out`'s descriptor at the null device: what is still buffered for a reader that has gone
+    would fail again in the interpreter's flush at exit, which prints its own traceback-like message."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):  # no descriptor (an in-memory stream): nothing flushes at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _one_line(text: str) -> str:

@@ -262,3 +262,30 @@ def test_a_byte_order_mark_opening_the_input_is_read_past(tmp_path):
     # only the input's own first character is a byte order mark: inside a line it is still bad JSON
     proc = run([], lines + "\ufeff" + json.dumps(request("c")) + "\n")
     assert proc.returncode == 2 and "line 3" in proc.stderr
+
+
+class ClosedPipe(io.StringIO):
+    """Standard output whose reader has gone (`python -m optimizer pack ... | head -1`)."""
+
+    def __init__(self, lines_taken: int) -> None:
+        super().__init__()
+        self.left = lines_taken
+
+    def write(self, text: str) -> int:
+        if self.left <= 0:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.left -= text.count("\n")
+        return super().write(text)
+
+
+@pytest.mark.parametrize("lines_taken", [0, 1])
+def test_a_reader_that_stops_reading_ends_the_run_quietly(lines_taken):
+    pipe, err, saved = ClosedPipe(lines_taken), io.StringIO(), sys.stdin
+    sys.stdin = io.StringIO("".join(json.dumps(request(f"r{k}")) + "\n" for k in range(3)))
+    try:
+        with contextlib.redirect_stdout(pipe), contextlib.redirect_stderr(err):
+            code = main(["pack"])
+    finally:
+        sys.stdin = saved
+    assert code == 1 and err.getvalue() == ""  # no traceback, no message: the reader chose to stop
+    assert [json.loads(x)["id"] for x in pipe.getvalue().splitlines()] == [f"r{k}" for k in range(lines_taken)]
