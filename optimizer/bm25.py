@@ -47,7 +47,16 @@ def bm25_of_term_texts(
     """(key, BM25 score) of documents given as (key, length, their terms joined by single spaces),
     for query terms with their idf x weight: the floats `bm25` gives, summed term by term in the
     order of `weights`. Counting " t " in the terms with every separator doubled counts whole terms,
-    repeats included, without splitting a document into a list (the database's stored terms)."""
+    repeats included, without splitting a document into a list (the database's stored terms).
+
+    A query of many terms (a pasted document as the newest message) counts the other way round:
+    scanning every document once per query term cost terms x documents x their length, and a longer
+    query matches more documents too, so a 20,000-word message took tens of seconds where counting a
+    document's terms once is linear in each (bench/recall_long_query.py). Both give the same floats.
+    """
+    if len(weights) > _SCAN_TERMS_MAX:
+        yield from _scores_by_counting(docs, avg_len=avg_len, weights=weights)
+        return
     needles = [(f" {term} ", weight) for term, weight in weights]
     for key, length, terms in docs:
         spaced = f"  {terms.replace(' ', '  ')}  "
@@ -58,6 +67,31 @@ def bm25_of_term_texts(
             if tf:
                 score += bm25_normed(tf, norm, weight)
         yield key, score
+
+
+# Up to this many query terms a document's text is scanned once per term (C speed, no list built);
+# past it its terms are counted once. Either is exact; a typical question has under 10 terms.
+_SCAN_TERMS_MAX = 16
+
+
+def _scores_by_counting(
+    docs: Iterable[tuple[int, int, str]], *, avg_len: float, weights: Sequence[tuple[str, float]]
+) -> Iterator[tuple[int, float]]:
+    places: dict[str, list[tuple[int, float]]] = {}  # term -> its (place in `weights`, weight)
+    for k, (term, weight) in enumerate(weights):
+        places.setdefault(term, []).append((k, weight))
+    for key, length, terms in docs:
+        counts = Counter(t for t in terms.split(" ") if t in places)
+        norm = bm25_norm(length, avg_len)
+        score = 0.0
+        # summed in the order of `weights`, as the scan adds them up: the same float
+        for _, weight, tf in sorted((k, weight, tf) for term, tf in counts.items() for k, weight in places[term]):
+            score += bm25_normed(tf, norm, weight)
+        yield key, score
+
+
+# The bound is checked once the postings read come to this share of the documents found (1/8).
+_CHECK_EVERY_SHARE = 8
 
 
 class LexicalIndex:
@@ -93,20 +127,41 @@ class LexicalIndex:
         order = sorted(weighted, key=lambda t: -weighted[t])
         left = sum(weighted.values()) * (K1 + 1)
         partial: dict[int, float] = {}
+        read = 0  # postings read since the bound was last checked
         for term in order:
-            if len(partial) >= limit and left < heapq.nlargest(limit, partial.values())[-1]:
-                break  # no document outside `partial` can reach the result
+            postings = self.postings[term]
+            # The check is a pass over `partial` (in C, some times cheaper a document than reading a
+            # posting here): made when the postings read since the last one and this term's come to
+            # a share of it, its cost stays in proportion to the reading it may save or follows.
+            # Checked before every term, a query of thousands of rare terms cost terms x documents.
+            # A term with many postings is always checked before; a later break is still exact.
+            if len(partial) >= limit and (read + len(postings)) * _CHECK_EVERY_SHARE >= len(partial):
+                read = 0
+                if left < heapq.nlargest(limit, partial.values())[-1]:
+                    break  # no document outside `partial` can reach the result
             w = weighted[term]
-            for doc, tf in self.postings[term].items():
+            read += len(postings)
+            for doc, tf in postings.items():
                 if doc not in skip:
                     partial[doc] = partial.get(doc, 0.0) + bm25_normed(tf, self.norms[doc], w)
             left -= w * (K1 + 1)
-        scores = {}
-        for doc in partial:
-            score = 0.0
-            for term, w in weighted.items():
-                tf_doc = self.postings[term].get(doc)
-                if tf_doc:
-                    score += bm25_normed(tf_doc, self.norms[doc], w)
-            scores[doc] = score
+        scores = self._scores(partial, weighted)
         return heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def _scores(self, docs: Iterable[int], weighted: dict[str, float]) -> dict[int, float]:
+        """The whole scores of `docs`, summed in query order. Term at a time, over each term's postings
+        or over `docs`, whichever is fewer: the floats a pass over every query term for each document
+        adds up, without that pass's terms x documents."""
+        scores = dict.fromkeys(docs, 0.0)
+        for term, w in weighted.items():
+            postings = self.postings[term]
+            if len(postings) <= len(scores):
+                for doc, tf in postings.items():
+                    if doc in scores:
+                        scores[doc] += bm25_normed(tf, self.norms[doc], w)
+            else:
+                for doc in scores:
+                    tf_doc = postings.get(doc)
+                    if tf_doc:
+                        scores[doc] += bm25_normed(tf_doc, self.norms[doc], w)
+        return scores

@@ -3,13 +3,17 @@
     python -m optimizer pack [--input FILE] [--budget N] [--preference fast|balanced|quality]
                              [--model NAME] [--summarizer none|extractive]
 
-Input (``--input`` or standard input): one JSON request, or JSON lines (one request per line, blank
-lines ignored). JSON lines are read and answered one line at a time, so a long input is never held
-whole in memory. A request:
+Input (``--input`` or standard input, UTF-8, a byte order mark at its start allowed): one JSON
+request, or JSON lines (one request per line, blank lines ignored). JSON lines are read and answered
+one line at a time, so a long input is never held whole in memory. A request:
 
     {"id", "budget", "preference", "model", "summarizer", "window_start",
-     "messages": [{"id", "role", "content", "pinned", "name"}]}
+     "messages": [{"id", "role", "content", "pinned", "name", "created_at"}]}
 
+Types: budget a positive integer; model, preference and summarizer strings; window_start and a
+message's id a string or an integer; content a string or a list of part objects; pinned true or
+false; name a string; created_at an ISO 8601 date string. null is the same as a field left out; a
+value of any other type is refused, never coerced ("pinned": "false" is an error, not a pin).
 Fields present in a request override the flags. Without a budget anywhere, the budget is the model's
 context window (litellm's registry; 8,192 if unknown) minus 2,000 reserved for the reply.
 Output: one JSON line per request, in order (NEL, U+2028 and U+2029 in strings written as JSON
@@ -21,12 +25,13 @@ escapes, so that a reader splitting on every Unicode line boundary reads one lin
 covered by an extractive summary written on the spot. With ``none`` (the default) the summarize
 strategy still packs by truncation and reports the span to summarize in ``stats.summary_span``.
 
-Errors: malformed JSON, a request that is not an object, a missing/unknown role, missing content,
-duplicate message ids, a budget <= 0, an unknown preference/summarizer, or must-keep messages that
-cannot fit the budget -> one line on standard error naming the request id (or the input line when
-the id is unknown) and exit code 2; so does an input file that cannot be read or is not UTF-8.
-Processing stops at the first bad request; the results of the requests before it have already been
-written, and nothing of the bad one is.
+Errors: malformed JSON, a request that is not an object, a field of the wrong type (named), a
+missing/unknown role, missing content, duplicate message ids, a budget <= 0, an unknown
+preference/summarizer, or must-keep messages that cannot fit the budget -> one line on standard
+error naming the request id (or the input line when the id is unknown) and exit code 2; so does an
+input file that cannot be read or is not UTF-8. Processing stops at the first bad request; the
+results of the requests before it have already been written, and nothing of the bad one is.
+A reader that closes the output early (``| head -1``) ends the run quietly: no message, exit code 1.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -50,6 +56,8 @@ from .types import ContextTooLargeError, Msg, PackResult
 ROLES = ("system", "user", "assistant", "tool")
 SUMMARIZERS = ("none", "extractive")
 EXIT_BAD_INPUT = 2
+EXIT_OUTPUT_CLOSED = 1  # as Python's own documentation has a program do on EPIPE
+BOM = "\ufeff"
 
 
 class BadRequest(Exception):
@@ -61,9 +69,13 @@ class BadRequest(Exception):
 
 def read_requests(stream: IO[str]) -> Iterator[tuple[int, Any]]:
     """Yield (line number, decoded request). A first line that is not JSON by itself is taken as the
-    start of one (pretty-printed) JSON document spanning the whole input."""
+    start of one (pretty-printed) JSON document spanning the whole input. A byte order mark opening
+    the input is read past."""
     first_line_no, first = 0, None
     for no, line in enumerate(stream, 1):
+        if no == 1:
+            # Windows tools open UTF-8 text with U+FEFF ("UTF-8 with BOM"); JSON does not allow it
+            line = line.removeprefix(BOM)
         if line.strip():
             first_line_no, first = no, line
             break
@@ -115,30 +127,73 @@ def _parse_messages(raw: Any, where: str) -> list[Msg]:
     msgs: list[Msg] = []
     seen: set[str] = set()
     for i, m in enumerate(raw):
-        if not isinstance(m, dict):
-            raise BadRequest(where, f"message {i} is not an object")
-        mid = str(m["id"]) if m.get("id") is not None else str(i)
-        label = f"message {mid!r}"
-        if mid in seen:
-            raise BadRequest(where, f"{label}: duplicate id")
-        seen.add(mid)
-        role = m.get("role")
-        if role not in ROLES:
-            raise BadRequest(where, f"{label}: unknown role {role!r} (expected one of {', '.join(ROLES)})")
-        content = m.get("content")
-        if not isinstance(content, (str, list)):
-            raise BadRequest(where, f"{label}: missing content")
-        name = m.get("name")
-        created = m.get("created_at")
-        when = None
-        if created is not None:
-            try:
-                when = dt.datetime.fromisoformat(str(created))
-            except ValueError:
-                raise BadRequest(where, f"{label}: created_at {created!r} is not an ISO 8601 date") from None
-        msgs.append(Msg(id=mid, role=role, content=content, pinned=bool(m.get("pinned", False)),
-                        name=str(name) if name else None, created_at=when))
+        msg = _parse_message(m, i, where)
+        if msg.id in seen:
+            raise BadRequest(where, f"message {msg.id!r}: duplicate id")
+        seen.add(msg.id)
+        msgs.append(msg)
     return msgs
+
+
+def _parse_message(m: Any, i: int, where: str) -> Msg:
+    """Message `i` of a request. JSON null stands for a field left out; any other value of the wrong
+    type is refused, not coerced: bool("false") pinned a message its sender meant to leave unpinned."""
+    if not isinstance(m, dict):
+        raise BadRequest(where, f"message {i} is not an object")
+    raw_id = m.get("id")
+    if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
+        raise BadRequest(where, f"message {i}: 'id' must be a string or an integer, got {_json_type(raw_id)}")
+    mid = str(raw_id) if raw_id is not None else str(i)
+    label = f"message {mid!r}"
+    role = m.get("role")
+    if role not in ROLES:
+        raise BadRequest(where, f"{label}: unknown role {role!r} (expected one of {', '.join(ROLES)})")
+    content = _content(m.get("content"), label, where)
+    pinned = m.get("pinned")
+    if pinned is not None and not isinstance(pinned, bool):
+        raise BadRequest(where, f"{label}: 'pinned' must be true or false, got {json.dumps(pinned)[:40]}")
+    name = m.get("name")
+    if name is not None and not isinstance(name, str):
+        raise BadRequest(where, f"{label}: 'name' must be a string, got {_json_type(name)}")
+    return Msg(id=mid, role=role, content=content, pinned=bool(pinned), name=name or None,
+               created_at=_created_at(m.get("created_at"), label, where))
+
+
+def _content(content: Any, label: str, where: str) -> str | list[dict[str, Any]]:
+    if content is None:
+        raise BadRequest(where, f"{label}: missing content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise BadRequest(where, f"{label}: 'content' must be a string or a list of parts, got {_json_type(content)}")
+    for k, part in enumerate(content):
+        if not isinstance(part, dict):
+            raise BadRequest(where, f"{label}: 'content' part {k} must be an object, got {_json_type(part)}")
+    return content
+
+
+def _created_at(created: Any, label: str, where: str) -> dt.datetime | None:
+    if created is None:
+        return None
+    if not isinstance(created, str):
+        raise BadRequest(where, f"{label}: 'created_at' must be an ISO 8601 date string, got {_json_type(created)}")
+    try:
+        return dt.datetime.fromisoformat(created)
+    except ValueError:
+        raise BadRequest(where, f"{label}: created_at {created!r} is not an ISO 8601 date") from None
+
+
+def _json_type(value: Any) -> str:
+    """What a decoded JSON value is, in JSON's words, for an error line."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
 
 
 def memory_source(msgs: list[Msg]) -> MemorySource:
@@ -170,28 +225,35 @@ def parse_request(req: Any, where: str, args: argparse.Namespace) -> PackRequest
     """
     if not isinstance(req, dict):
         raise BadRequest(where, "a request must be a JSON object")
-    model = req.get("model") or args.model
-    if not isinstance(model, str):
-        raise BadRequest(where, "'model' must be a string")
-    budget = req.get("budget", args.budget)
+    # A field present overrides its flag; null stands for a field left out. An empty or falsy value
+    # ("", 0) is a value given, refused like any other bad one, not taken as the flag's.
+    model = _field(req, "model", args.model)
+    if not isinstance(model, str) or not model.strip():
+        raise BadRequest(where, f"'model' must be a non-empty string, got {json.dumps(model)[:40]}")
+    budget = _field(req, "budget", args.budget)
     if budget is None:
         budget = budget_for_model(model)
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise BadRequest(where, f"budget must be a positive integer, got {budget!r}")
-    preference = req.get("preference") or args.preference
-    if preference not in PREFERENCES:
+    preference = _field(req, "preference", args.preference)
+    if not isinstance(preference, str) or preference not in PREFERENCES:
         raise BadRequest(where, f"unknown preference {preference!r} (expected one of {', '.join(PREFERENCES)})")
-    summarizer = req.get("summarizer") or args.summarizer
-    if summarizer not in SUMMARIZERS:
+    summarizer = _field(req, "summarizer", args.summarizer)
+    if not isinstance(summarizer, str) or summarizer not in SUMMARIZERS:
         raise BadRequest(where, f"unknown summarizer {summarizer!r} (expected one of {', '.join(SUMMARIZERS)})")
     window_start = req.get("window_start")
-    if window_start is not None and not isinstance(window_start, (str, int)):
-        raise BadRequest(where, "'window_start' must be a message id")
+    if window_start is not None and (isinstance(window_start, bool) or not isinstance(window_start, (str, int))):
+        raise BadRequest(where, "'window_start' must be a message id (a string or an integer)")
     msgs = _parse_messages(req.get("messages"), where)
     return PackRequest(
         id=req.get("id"), model=model, budget=budget, preference=preference, summarizer=summarizer,
         window_start=None if window_start is None else str(window_start), messages=msgs,
     )
+
+
+def _field(req: dict[str, Any], name: str, default: Any) -> Any:
+    value = req.get(name)
+    return default if value is None else value
 
 
 def result_dict(request_id: Any, result: PackResult) -> dict[str, Any]:
@@ -247,7 +309,8 @@ def run_pack(
 ) -> int:
     """Read requests from `args.input` and answer each with `handle(request, label)` as one JSON line
     on `out` (standard output); on BadRequest write `<prog>: error: ...` on `err` (standard error) and
-    return 2. Shared by `python -m optimizer pack` and `manage.py pack`."""
+    return 2; when the reader of `out` has gone, stop and return 1, saying nothing. Shared by
+    `python -m optimizer pack` and `manage.py pack`."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     try:
@@ -257,23 +320,46 @@ def run_pack(
         err.flush()
         return EXIT_BAD_INPUT
     try:
-        for line_no, req in read_requests(stream):
-            answer = handle(req, request_label(line_no, req))
-            try:
-                out.write(_one_line(json.dumps(answer, ensure_ascii=False, separators=(",", ":"))) + "\n")
-            except UnicodeEncodeError:  # an unpaired surrogate (`\ud800` in the input): written escaped
-                out.write(json.dumps(answer, separators=(",", ":")) + "\n")
+        try:
+            _answer_all(stream, handle, out)
+        except (BadRequest, UnicodeDecodeError) as exc:
             out.flush()
-    except (BadRequest, UnicodeDecodeError) as exc:
-        out.flush()
-        problem = f"the input is not UTF-8 text ({exc.reason})" if isinstance(exc, UnicodeDecodeError) else exc
-        err.write(f"{prog}: error: {problem}\n")
-        err.flush()
-        return EXIT_BAD_INPUT
+            problem = f"the input is not UTF-8 text ({exc.reason})" if isinstance(exc, UnicodeDecodeError) else exc
+            err.write(f"{prog}: error: {problem}\n")
+            err.flush()
+            return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # the reader stopped reading (`| head -1`): its choice, not an error to report
+        _drop_output(out)
+        return EXIT_OUTPUT_CLOSED
     finally:
         if stream is not sys.stdin:
             stream.close()
     return 0
+
+
+def _answer_all(stream: IO[str], handle: Callable[[Any, str], dict[str, Any]], out: IO[str]) -> None:
+    for line_no, req in read_requests(stream):
+        answer = handle(req, request_label(line_no, req))
+        try:
+            out.write(_one_line(json.dumps(answer, ensure_ascii=False, separators=(",", ":"))) + "\n")
+        except UnicodeEncodeError:  # an unpaired surrogate (`\ud800` in the input): written escaped
+            out.write(json.dumps(answer, separators=(",", ":")) + "\n")
+        out.flush()
+
+
+def _drop_output(out: IO[str]) -> None:
+    """Point `out`'s descriptor at the null device: what is still buffered for a reader that has gone
+    would fail again in the interpreter's flush at exit, which prints its own traceback-like message."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):  # no descriptor (an in-memory stream): nothing flushes at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _one_line(text: str) -> str:

@@ -23,11 +23,35 @@ _MIN_LINES = 6  # below this, cut by tokens instead of by lines
 _FLAGGED_SHARE = 0.2  # at most this share of the limit goes to flagged lines from the middle
 
 
+# The marker when the one with the counts does not fit (1 or 2 tokens in tiktoken's encodings).
+SHORT_MARKER = "[...]"
+
+
 def omitted_marker(*, lines: int | None, tokens: int) -> str:
     """The marker put where content was cut, e.g. ``[... 412 lines, 9,800 tokens omitted ...]``."""
     if lines is None:
         return f"[... {tokens:,} tokens omitted ...]"
     return f"[... {lines:,} line{'s' if lines != 1 else ''}, {tokens:,} tokens omitted ...]"
+
+
+def _marker_alone(tokens: int, limit: int, model: str) -> str:
+    """What a limit too small for any of the text sends: the whole marker, or when even that does
+    not fit the shortest one, `SHORT_MARKER`; nothing when not even that fits. Never a piece of a
+    marker: "[... 1" tells the model neither that something was cut nor how much."""
+    for marker in (omitted_marker(lines=None, tokens=tokens), SHORT_MARKER):
+        if count_text(marker, model=model) <= limit:
+            return marker
+    return ""
+
+
+def _whole_characters(data: bytes) -> str:
+    """The characters of `data`, a run of tokens' bytes cut from a UTF-8 text's start or end.
+
+    A character's bytes may be split between two tokens (an emoji, a CJK character, an accented
+    letter), so such a run can open or close with part of one; decoding it with replacement sent
+    U+FFFD at the cut. Within the run the bytes are the text's own, so what is dropped here is only
+    the cut character's part."""
+    return data.decode("utf-8", errors="ignore")
 
 
 def _by_tokens(text: str, limit: int, model: str) -> str:
@@ -37,10 +61,10 @@ def _by_tokens(text: str, limit: int, model: str) -> str:
     while True:
         head, tail = keep - keep // 2, keep // 2
         omitted = len(ids) - head - tail
-        parts = [enc.decode(ids[:head])] if head else []
+        parts = [_whole_characters(enc.decode_bytes(ids[:head]))] if head else []
         parts.append(omitted_marker(lines=None, tokens=omitted))
         if tail:
-            parts.append(enc.decode(ids[-tail:]))
+            parts.append(_whole_characters(enc.decode_bytes(ids[-tail:])))
         out = "\n".join(parts)
         if count_text(out, model=model) <= limit or keep == 0:
             return out
@@ -94,11 +118,14 @@ def _by_lines(lines: list[str], line_tokens: list[int], limit: int, model: str) 
 
 @lru_cache(maxsize=64)
 def compress_text(text: str, *, limit: int, model: str) -> str:
-    """Shorten `text` to at most `limit` tokens (content only), keeping head, flagged lines and tail."""
+    """Shorten `text` to at most `limit` tokens (content only), keeping head, flagged lines and tail.
+
+    Below 24 tokens none of the text is kept: the marker alone, or `SHORT_MARKER` when it does not
+    fit, or "" at a limit too small for that."""
     if count_text(text, model=model) <= limit:
         return text
     if limit < 24:
-        return omitted_marker(lines=None, tokens=count_text(text, model=model))[: max(0, limit)]
+        return _marker_alone(count_text(text, model=model), limit, model)
     lines = text.split("\n")
     if len(lines) >= _MIN_LINES:
         enc = encoding_for(model)

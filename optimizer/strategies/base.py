@@ -92,7 +92,11 @@ class PackState:
     # compression: must-keeps are compressed only in an emergency; results are cached per position
     oversize: int = 1
     must_compressed: set[int] = field(default_factory=set)
-    compressed: dict[int, tuple[str, int]] = field(default_factory=dict)
+    compressed: dict[int, tuple[int, str, int]] = field(default_factory=dict)  # position: (limit, text, tokens)
+    # replies after the newest user message, when the budget cannot hold them beside the must-keeps
+    # (truncate): a lower limit than `oversize` per position, or left out
+    caps: dict[int, int] = field(default_factory=dict)
+    dropped: set[int] = field(default_factory=set)
 
     @property
     def n(self) -> int:
@@ -106,19 +110,26 @@ class PackState:
     def use_summary(self) -> bool:
         return self.summary_tokens > 0
 
+    def limit(self, i: int) -> int:
+        """The most tokens message i may cost as sent before it is compressed."""
+        return self.caps.get(i, self.oversize)
+
     def is_compressed(self, i: int) -> bool:
-        if self.toks[i] <= self.oversize:
+        if self.toks[i] <= self.limit(i):
             return False
         return i not in self.layout.must_keep or i in self.must_compressed
 
     def eff(self, i: int) -> int:
-        """Tokens message i costs as sent (compressed size when it is sent compressed)."""
+        """Tokens message i costs as sent (compressed size when it is sent compressed; 0 left out)."""
+        if i in self.dropped:
+            return 0
         return self.compress(i)[1] if self.is_compressed(i) else self.toks[i]
 
     def compress(self, i: int) -> tuple[str, int]:
-        """(content, tokens) of message i cut down to the oversize limit."""
+        """(content, tokens) of message i cut down to its limit."""
+        limit = self.limit(i)
         hit = self.compressed.get(i)
-        if hit is None:
+        if hit is None or hit[0] != limit:
             m = self.msgs[i]
             overhead = count_message(Msg(id=m.id, role=m.role, content="", name=m.name), model=self.model)
             text = content_text(m.content)
@@ -126,10 +137,10 @@ class PackState:
                 others = sum(1 for p in m.content if not (isinstance(p, dict) and p.get("type") == "text"))
                 if others:
                     text += f"\n[{others} non-text part{'s' if others != 1 else ''} omitted]"
-            body = compress_text(text, limit=max(0, self.oversize - overhead), model=self.model)
-            hit = (body, overhead + count_text(body, model=self.model))
+            body = compress_text(text, limit=max(0, limit - overhead), model=self.model)
+            hit = (limit, body, overhead + count_text(body, model=self.model))
             self.compressed[i] = hit
-        return hit
+        return hit[1], hit[2]
 
     def fixed_tokens(self) -> int:
         return sum(self.eff(i) for i in self.layout.static) + REPLY_PRIMING
@@ -163,12 +174,13 @@ class PackState:
             self.out.append(self.packed(i))
         self.summary_at = len(self.out)
         self.removed = [m.id for a, b in segments(0, self.ws, static) for m in self.msgs[a:b]]
+        self.removed += [self.msgs[i].id for i in sorted(self.dropped)]
         self.summary_msg = self.new_summary_msg
         if self.summary_msg is None and self.use_summary:
             self.summary_msg = self.passed_summary_message()
         if self.summary_msg is not None:
             self.out.append(self.summary_msg)
-        self.out.extend(self.packed(i) for i in range(self.ws, self.n))
+        self.out.extend(self.packed(i) for i in range(self.ws, self.n) if i not in self.dropped)
 
 
 def begin(

@@ -10,9 +10,10 @@ oversized messages compressed). The design notes' minimum recent window (4 / 6 /
 conversation length) yields to the target: when those rounds were allowed past it, a small context
 window (4k tokens, long messages) ended every cut above the trigger again, so the window moved on
 nearly every turn and no prompt prefix was ever reused. A passed summary that crowds out the newest
-round is dropped. If the must-keeps still do not fit, oversized ones are compressed
-too (an emergency), the summary kept if it fits beside them, and if even that fails
-`ContextTooLargeError` reports the numbers.
+round is dropped. Replies after the newest user message (the newest round's, e.g. regenerated ones)
+that do not fit beside the must-keeps are shrunk, then left out oldest first (`fit_replies`). If the
+must-keeps still do not fit, oversized ones are compressed too (an emergency), the summary kept if
+it fits beside them, and if even that fails `ContextTooLargeError` reports the numbers.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from .base import PackState
 
 MUST_KEEP_DETAIL = "system, pinned, first and newest messages; oversized ones compressed"
 # The least an oversized must-keep may be compressed to (the oversize share of the budget): below it
-# the omission marker alone does not fit, and the message would go out as a fragment of the marker,
-# its words gone: a budget that small cannot send it (ContextTooLargeError), not send it empty.
+# the omission marker and some of its words do not fit, and the message would go out as a marker
+# alone, its words gone: a budget that small cannot send it (ContextTooLargeError), not send it empty.
 MIN_COMPRESSED_TOKENS = 32
 
 
@@ -45,6 +46,41 @@ def choose_window(state: PackState, lo: int, base: int) -> tuple[int, int]:
                 break
             used, ws, rounds, acc = used + acc, i, rounds + 1, 0
     return ws, used
+
+
+def fit_replies(state: PackState) -> None:
+    """Shrink the replies after the newest user message (a regenerated answer, say: the newest round,
+    which the window always takes) until the context fits the budget, before any must-keep is touched.
+
+    They share the room the rest leaves, a reply shorter than its share sent whole, the others cut to
+    one limit, never below `MIN_COMPRESSED_TOKENS` (a marker alone says nothing); where even that
+    does not fit, the oldest replies are left out first, the newest (the one the user reads) last.
+    """
+    newest, static = state.layout.newest_user, state.layout.static_set
+    if newest < 0 or state.ws > newest:
+        return
+    replies = [i for i in range(newest + 1, state.n) if i not in static and i not in state.dropped]
+    if not replies:
+        return
+    current = sum(state.eff(i) for i in replies)
+    room = current - (state.used - state.budget)
+    while replies and sum(min(state.toks[i], MIN_COMPRESSED_TOKENS) for i in replies) > room:
+        state.dropped.add(replies.pop(0))
+    if replies:
+        cap = _level([state.toks[i] for i in replies], room)
+        state.caps.update((i, cap) for i in replies)
+    state.used += sum(state.eff(i) for i in replies) - current
+
+
+def _level(sizes: list[int], room: int) -> int:
+    """The largest limit c with sum(min(size, c)) <= room: the sizes under it whole, the rest cut to it."""
+    left, count = room, len(sizes)
+    for size in sorted(sizes):
+        if size * count > left:
+            return left // count
+        left -= size
+        count -= 1
+    return max(sizes)
 
 
 class TruncateStrategy:
@@ -69,6 +105,8 @@ class TruncateStrategy:
             if state.summary_tokens and state.used > state.budget:
                 # without the summary, what it covered may be sent verbatim again (from the stored start)
                 self._without_summary(state)
+        if state.used > state.budget:
+            fit_replies(state)
         if state.used > state.budget:
             self._emergency(state, passed=passed)
 

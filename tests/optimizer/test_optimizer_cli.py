@@ -142,6 +142,24 @@ def bad(mutate):
         (json.dumps(bad(lambda r: r.update(messages=[]))), "messages"),
         (json.dumps(bad(lambda r: r["messages"].append(dict(r["messages"][1])))), "duplicate id"),
         ("[1, 2]", "line 2"),
+        # fields of the wrong type: named, never coerced ("pinned": "false" pinned the message)
+        (json.dumps(bad(lambda r: r["messages"][5].update(content=5))), "'content' must be"),
+        (json.dumps(bad(lambda r: r["messages"][5].update(content=["text"]))), "'content' part 0"),
+        (json.dumps(bad(lambda r: r.update(budget="100"))), "budget must be a positive integer"),
+        (json.dumps(bad(lambda r: r["messages"][5].update(pinned="yes"))), "'pinned' must be true or false"),
+        (json.dumps(bad(lambda r: r["messages"][5].update(pinned="false"))), "'pinned' must be true or false"),
+        (json.dumps(bad(lambda r: r["messages"][5].update(pinned=1))), "'pinned' must be true or false"),
+        (json.dumps(bad(lambda r: r["messages"][5].update(name=5))), "'name' must be a string"),
+        (json.dumps(bad(lambda r: r["messages"][5].update(id={"n": 5}))), "'id' must be a string or an integer"),
+        (json.dumps(bad(lambda r: r["messages"][5].update(id=True))), "'id' must be a string or an integer"),
+        (json.dumps(bad(lambda r: r["messages"][5].update(created_at=5))), "'created_at' must be"),
+        (json.dumps(bad(lambda r: r.update(messages={"m": r["messages"]}))), "'messages' must be a non-empty list"),
+        (json.dumps(bad(lambda r: r.update(messages="hello"))), "'messages' must be a non-empty list"),
+        (json.dumps(bad(lambda r: r.update(model=""))), "'model' must be a non-empty string"),
+        (json.dumps(bad(lambda r: r.update(model=5))), "'model' must be a non-empty string"),
+        (json.dumps(bad(lambda r: r.update(preference=""))), "unknown preference"),
+        (json.dumps(bad(lambda r: r.update(summarizer=0))), "unknown summarizer"),
+        (json.dumps(bad(lambda r: r.update(window_start=True))), "'window_start' must be a message id"),
     ],
 )
 def test_bad_input_exit_2_names_the_request_and_keeps_earlier_results(line, needle):
@@ -227,3 +245,47 @@ def test_every_result_is_one_line_whatever_splits_lines(texts):
     assert proc.returncode == 0, proc.stderr
     out = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [o["messages"][0]["content"] for o in out] == texts
+
+
+def test_a_byte_order_mark_opening_the_input_is_read_past(tmp_path):
+    """Windows tools (Notepad's "UTF-8 with BOM", PowerShell's redirection) open the file with U+FEFF;
+    it was read as the first character of the JSON and refused as malformed."""
+    lines = json.dumps(request("a")) + "\n" + json.dumps(request("b")) + "\n"
+    proc = run([], "\ufeff" + lines)
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(x)["id"] for x in proc.stdout.splitlines()] == ["a", "b"]
+    path = tmp_path / "bom.json"
+    path.write_text(json.dumps(request("doc"), indent=2), encoding="utf-8-sig")  # one pretty-printed document
+    proc = run(["--input", str(path)])
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["id"] == "doc"
+    # only the input's own first character is a byte order mark: inside a line it is still bad JSON
+    proc = run([], lines + "\ufeff" + json.dumps(request("c")) + "\n")
+    assert proc.returncode == 2 and "line 3" in proc.stderr
+
+
+class ClosedPipe(io.StringIO):
+    """Standard output whose reader has gone (`python -m optimizer pack ... | head -1`)."""
+
+    def __init__(self, lines_taken: int) -> None:
+        super().__init__()
+        self.left = lines_taken
+
+    def write(self, text: str) -> int:
+        if self.left <= 0:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.left -= text.count("\n")
+        return super().write(text)
+
+
+@pytest.mark.parametrize("lines_taken", [0, 1])
+def test_a_reader_that_stops_reading_ends_the_run_quietly(lines_taken):
+    pipe, err, saved = ClosedPipe(lines_taken), io.StringIO(), sys.stdin
+    sys.stdin = io.StringIO("".join(json.dumps(request(f"r{k}")) + "\n" for k in range(3)))
+    try:
+        with contextlib.redirect_stdout(pipe), contextlib.redirect_stderr(err):
+            code = main(["pack"])
+    finally:
+        sys.stdin = saved
+    assert code == 1 and err.getvalue() == ""  # no traceback, no message: the reader chose to stop
+    assert [json.loads(x)["id"] for x in pipe.getvalue().splitlines()] == [f"r{k}" for k in range(lines_taken)]

@@ -3,6 +3,8 @@
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from optkit import MODEL, conversation, msg, refeed, shape
 
 from optimizer import (
@@ -400,3 +402,52 @@ def test_a_shell_paste_sent_whole_fits_the_budget_by_tiktokens_own_count():
     enc = encoding_for(MODEL)
     sent = 3 + sum(3 + len(enc.encode_ordinary(p.role)) + len(enc.encode_ordinary(p.content)) for p in r.messages)
     assert sent == r.stats["tokens_after"] <= budget
+
+
+def _regenerated(reply_words: list[int]) -> list[Msg]:
+    """A conversation that ends with its newest question and then replies to it (regenerated ones)."""
+    msgs = [msg("sys", "system", "You are a careful assistant. " * 20),
+            msg("u0", "user", "Please help me plan the garden. " * 10)]
+    for r in range(1, 6):
+        msgs += [msg(f"u{r}", "user", f"Question {r} about the beds. " * 8),
+                 msg(f"a{r}", "assistant", f"Answer {r} about soil. " * 30)]
+    msgs.append(msg("q", "user", "Which tomato variety should I plant in the north bed? " * 3))
+    msgs += [msg(f"r{k}", "assistant", f"Reply {k}: plant Roma near the fence. " * n)
+             for k, n in enumerate(reply_words)]
+    return msgs
+
+
+def test_replies_after_the_newest_question_shrink_before_the_must_keeps():
+    # 3 replies of 405 tokens after the question; the must-keeps (system, first request, question) need
+    # 241 tokens. Each reply was compressed only to a quarter of the budget, and all three together
+    # still overflowed it: the request was refused as "the messages that must be kept need 670 tokens".
+    msgs = _regenerated([40, 40, 40])
+    for budget in (400, 600, 800):
+        r = pack(msgs, budget=budget, model=MODEL)
+        assert sent_tokens(r) <= budget
+        sent = {p.source_ids[0]: p for p in r.messages}
+        assert all(sent[i].origin == "verbatim" for i in ("sys", "u0", "q"))
+        assert "r2" in sent and sent["r2"].origin == "compressed"  # the newest reply is the last to go
+        assert r.window_start == "q"
+    # Room for one shortened reply beside the must-keeps: the newest; then for none.
+    r = pack(msgs, budget=300, model=MODEL)
+    assert [p.source_ids[0] for p in r.messages] == ["sys", "u0", "q", "r2"]
+    assert r.messages[-1].content.startswith("Reply 2: plant Roma") and {"r0", "r1"} <= set(r.removed_ids)
+    r = pack(msgs, budget=260, model=MODEL)
+    assert [p.source_ids[0] for p in r.messages] == ["sys", "u0", "q"]
+    assert {"r0", "r1", "r2"} <= set(r.removed_ids) and r.info.tokens_after <= 260
+
+
+@settings(max_examples=60, deadline=None)
+@given(reply_words=st.lists(st.integers(min_value=1, max_value=120), min_size=1, max_size=4),
+       budget=st.integers(min_value=245, max_value=1600))
+def test_must_keeps_that_fit_are_sent_verbatim_whatever_replies_follow_the_newest_question(reply_words, budget):
+    msgs = _regenerated(reply_words)
+    r = pack(msgs, budget=budget, model=MODEL)
+    assert sent_tokens(r) <= budget
+    sent = {p.source_ids[0]: p for p in r.messages}
+    assert all(sent[i].origin == "verbatim" for i in ("sys", "u0", "q"))
+    replies = [p.source_ids[0] for p in r.messages if p.source_ids[0].startswith("r")]
+    # what is left out of them is the oldest first; what is sent stays in order
+    assert replies == [f"r{k}" for k in range(len(reply_words) - len(replies), len(reply_words))]
+    assert r.window_start in sent

@@ -309,6 +309,49 @@ def test_scores_of_term_texts_are_the_floats_bm25_gives(docs, weights, avg_len):
     assert list(bm25_of_term_texts(rows, avg_len=avg_len, weights=weights)) == expected
 
 
+_MANY_TERMS = [f"w{k}" for k in range(80)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(_MANY_TERMS), max_size=30), min_size=1, max_size=60),
+    st.lists(st.sampled_from(_MANY_TERMS), min_size=17, max_size=200),
+    st.integers(1, 12),
+    st.sets(st.integers(0, 59), max_size=5),
+    st.floats(0.5, 30.0),
+)
+def test_a_query_of_many_terms_scores_and_ranks_as_a_short_one(docs, query_terms, limit, exclude, avg_len):
+    """A pasted document as the newest message: hundreds of query terms, repeats among them. Scores
+    and ranking are the floats a plain pass over every query term for every document gives (both
+    paths count differently past a few query terms: bench/recall_long_query.py)."""
+    weights = [(t, 1.0 + (k % 3) / 2) for k, t in enumerate(query_terms)]  # repeats: the scan counts each
+    rows = [(key, len(doc), " ".join(doc)) for key, doc in enumerate(docs)]
+    expected = []
+    for key, doc in enumerate(docs):
+        score = 0.0
+        for term, weight in weights:
+            if doc.count(term):
+                score += bm25(doc.count(term), len(doc), avg_len, weight)
+        expected.append((key, score))
+    assert list(bm25_of_term_texts(rows, avg_len=avg_len, weights=weights)) == expected
+
+    idx = LexicalIndex(docs)
+    query = Query(weights=dict(weights))
+    full = {}
+    for doc in range(len(docs)):
+        if doc in exclude:
+            continue
+        score = 0.0
+        for term, weight in query.weights.items():
+            tf = docs[doc].count(term)
+            if tf:
+                score += bm25(tf, len(docs[doc]), idx.avg_len, idf(sum(term in d for d in docs), len(docs)) * weight)
+        if score:
+            full[doc] = score
+    best = sorted(full.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    assert idx.search(query, limit=limit, exclude=exclude) == best
+
+
 def test_an_exchange_that_matches_outranks_a_lone_match():
     """The answer whose question and follow-up match too comes first, though alone it scores lower
     than an exclamation that only repeats the name and the place."""
