@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from .lexical import Query
 
@@ -24,6 +24,23 @@ def idf(df: int, n_docs: int) -> float:
     """BM25's inverse document frequency, floored just above zero as FTS5 does for very common terms."""
     value = math.log((n_docs - df + 0.5) / (df + 0.5))
     return value if value > 1e-6 else 1e-6
+
+
+# A longer newest message (a pasted document: hundreds of distinct terms) is searched by this many of
+# its strongest terms, as query reduction for long queries does (Lucene's MoreLikeThis keeps 25): its
+# other terms add little to any ranking, and each one was a lookup, so a 500-word message cost
+# PostgreSQL over a second of recall. A question's terms are far fewer: it is searched whole.
+MAX_QUERY_TERMS = 64
+
+
+def strongest_terms(weighted: Mapping[str, float], df: Mapping[str, int]) -> dict[str, float]:
+    """`weighted` (term: idf x query weight), in its order, cut to its `MAX_QUERY_TERMS` strongest
+    when longer. A term in one message only (`df` 1) comes after the others: the message holding it is
+    the newest one itself, which recall never returns, so it can find nothing."""
+    if len(weighted) <= MAX_QUERY_TERMS:
+        return dict(weighted)
+    kept = set(sorted(weighted, key=lambda t: (df[t] < 2, -weighted[t], t))[:MAX_QUERY_TERMS])
+    return {t: w for t, w in weighted.items() if t in kept}
 
 
 def bm25_norm(doc_len: int, avg_len: float) -> float:
@@ -123,6 +140,7 @@ class LexicalIndex:
             return []
         skip = set(exclude)
         weighted = {t: idf(len(p), self.n) * w for t, w in query.weights.items() if (p := self.postings.get(t))}
+        weighted = strongest_terms(weighted, {t: len(self.postings[t]) for t in weighted})
         # a term adds at most idf * weight * (k1 + 1) to a score (tf -> infinity)
         order = sorted(weighted, key=lambda t: -weighted[t])
         left = sum(weighted.values()) * (K1 + 1)

@@ -37,7 +37,7 @@ from functools import lru_cache
 from django.db import connection
 
 from chatapp.providers.llm import OFFLINE_MODEL
-from optimizer.bm25 import K1, bm25_of_term_texts, idf
+from optimizer.bm25 import K1, bm25_of_term_texts, idf, strongest_terms
 from optimizer.lexical import Query
 from optimizer.recall import RELATIVE_FLOOR, Links, RecallItem
 
@@ -262,7 +262,7 @@ class DatabaseRecallSource:
             return []
         avg_len = total / n_docs
         # Query order is kept for summing (the same float sums as MemorySource).
-        weighted = {t: idf(df[t], n_docs) * query.weights[t] for t in query.weights if t in df}
+        weighted = strongest_terms({t: idf(df[t], n_docs) * query.weights[t] for t in query.weights if t in df}, df)
         if not weighted:
             return []
         # A term adds at most idf * weight * (k1 + 1) to a message's score (tf -> infinity). Terms are

@@ -19,6 +19,7 @@ from chatapp.chat.search_services import conversation_index_rebuild, message_ind
 from chatapp.chat.selectors import conversation_list, user_settings_get
 from chatapp.chat.services import conversation_delete
 from chatapp.chat.summary_services import summary_edit
+from optimizer.bm25 import MAX_QUERY_TERMS
 from optimizer.lexical import Query, build_query, index_text
 from optimizer.recall import HEADER, MemorySource, RecallItem, recall_cap
 from tests.support.chat import make_config, seed_messages, send
@@ -529,3 +530,19 @@ def test_recalls_scoped_index_follows_every_write(user, conversation, fake_opena
     conversation_delete(conversation=conversation)
     assert _recall_match(conversation, "lisbon") == []
     assert _recall_match(other, "pumpernickel") == [m.pk for m in kept]
+
+
+def test_a_long_message_is_searched_by_its_strongest_terms_as_memory_source_does(user, conversation):
+    """A pasted document is searched by MAX_QUERY_TERMS of its terms in both sources alike."""
+    msgs = _append(conversation)
+    pasted = " ".join(f"zeta{k}" for k in range(MAX_QUERY_TERMS + 30))
+    about = "Pumpernickel the grey cat and Rosalind in Lisbon, with the server migration"
+    newest = message_append(conversation=conversation, role="user", content=f"{pasted} {about}")
+    query = build_query(newest.content)
+    assert len(query.weights) > MAX_QUERY_TERMS
+    exclude = frozenset({str(newest.pk)})
+    expected = _memory(conversation).search(query, limit=20, exclude_ids=exclude)
+    got = DatabaseRecallSource(conversation=conversation, floor_ratio=0).search(query, limit=20, exclude_ids=exclude)
+    assert expected and [i for i, _ in got] == [i for i, _ in expected]
+    assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12)
+    assert str(msgs[0].pk) in {i for i, _ in got}  # the cat's message, found by its name

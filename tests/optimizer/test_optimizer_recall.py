@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from optkit import MODEL, msg, source_of
 
 from optimizer import Msg, count_message, pack
-from optimizer.bm25 import LexicalIndex, bm25, bm25_of_term_texts, idf
+from optimizer.bm25 import MAX_QUERY_TERMS, LexicalIndex, bm25, bm25_of_term_texts, idf, strongest_terms
 from optimizer.lexical import (
     Query,
     analyze,
@@ -629,3 +629,35 @@ def test_render_marks_a_gap_only_between_quotes_the_conversation_does_not_have_t
     shown = render([q, a, later], {"10": (None, "14"), "40": ("30", None)}).splitlines()
     assert shown[2:] == ["user: Which port?", "assistant: Port 8443.", GAP, "user: And the host?"]
     assert GAP in render([q, a])  # without the source's links, ids far apart are a gap
+
+
+def test_a_long_query_is_searched_by_its_strongest_terms_that_other_messages_hold():
+    """A pasted document's hundreds of terms were each a lookup (seconds on PostgreSQL). It is searched
+    by MAX_QUERY_TERMS of them, the strongest, except that a term only the newest message holds (df 1:
+    recall never returns that message) comes last: kept by strength alone, those would be all."""
+    pasted = [f"zeta{k}" for k in range(MAX_QUERY_TERMS + 40)] + ["pumpernickel", "lisbon", "aquarium"]
+    docs = [["pumpernickel", "cat", "shelter"], ["rosalind", "lisbon", "aquarium", "march"], ["weather", "rain"],
+            pasted]
+    index = LexicalIndex(docs)
+    query = Query(weights=dict.fromkeys(pasted, 1.0))
+    got = index.search(query, limit=5, exclude=[3])
+    assert [doc for doc, _ in got] == [1, 0]
+    # the same as the search of those terms alone
+    df = {t: sum(t in d for d in docs) for t in pasted}
+    kept = strongest_terms({t: idf(df[t], len(docs)) for t in pasted}, df)
+    assert len(kept) == MAX_QUERY_TERMS and {"pumpernickel", "lisbon", "aquarium"} <= set(kept)
+    assert got == index.search(Query(weights=dict.fromkeys(kept, 1.0)), limit=5, exclude=[3])
+
+
+@given(st.lists(st.sampled_from([f"w{k}" for k in range(150)]), min_size=1, max_size=400), st.integers(0, 2**32))
+@settings(max_examples=40, deadline=None)
+def test_a_query_up_to_max_query_terms_is_searched_whole_and_a_longer_one_in_its_order(words, seed):
+    rnd = random.Random(seed)
+    vocab = sorted(set(words))
+    docs = [rnd.sample(vocab, min(len(vocab), rnd.randint(1, 8))) for _ in range(30)]
+    weighted = {t: idf(sum(t in d for d in docs), len(docs)) for t in vocab if any(t in d for d in docs)}
+    df = {t: sum(t in d for d in docs) for t in weighted}
+    kept = strongest_terms(weighted, df)
+    assert list(kept) == [t for t in weighted if t in kept]  # query order kept
+    assert len(kept) == min(len(weighted), MAX_QUERY_TERMS)
+    assert (kept == weighted) == (len(weighted) <= MAX_QUERY_TERMS)
