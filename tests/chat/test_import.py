@@ -514,22 +514,22 @@ def _chatgpt_line(*messages: tuple[str, str | None, str, str]) -> dict:
     return conversation
 
 
+def _tool_round(question: str, call: tuple[str, str, str], output: tuple[str, str], answer: str) -> list[tuple]:
+    """A question, the model's call to a tool (recipient, content type, text), the tool's output
+    (content type, text) and the answer, as `_chatgpt_line` takes them."""
+    return [("user", "all", "text", question), ("assistant", *call), ("tool", "all", *output),
+            ("assistant", "all", "text", answer)]
+
+
 def test_chatgpt_calls_to_hidden_tools_are_left_out_and_code_for_python_is_kept(owner):
     """ChatGPT's page hides what the model sends to DALL·E, the browser or its memory (a JSON prompt, a
     `search(...)` line) and shows only the code it runs: imported, the hidden calls read as replies."""
     conversation = _chatgpt_line(
-        ("user", "all", "text", "Draw a cat in a hat."),
-        ("assistant", "dalle.text2im", "text", '{"prompt": "a cat in a hat", "size": "1024x1024"}'),
-        ("tool", "all", "text", "DALL·E displayed 1 image."),
-        ("assistant", "all", "text", "Here is your cat in a hat."),
-        ("user", "all", "text", "What is the news today?"),
-        ("assistant", "browser", "code", 'search("news today")'),
-        ("tool", "all", "tether_browsing_display", "Results"),
-        ("assistant", "all", "text", "Here are today's headlines."),
-        ("user", "all", "text", "And 6 times 7?"),
-        ("assistant", "python", "code", "print(6 * 7)"),
-        ("tool", "all", "execution_output", "42"),
-        ("assistant", "all", "text", "It is 42."),
+        *_tool_round("Draw a cat in a hat.", ("dalle.text2im", "text", '{"prompt": "a cat in a hat"}'),
+                     ("text", "DALL·E displayed 1 image."), "Here is your cat in a hat."),
+        *_tool_round("What is the news today?", ("browser", "code", 'search("news today")'),
+                     ("tether_browsing_display", "Results"), "Here are today's headlines."),
+        *_tool_round("And 6 times 7?", ("python", "code", "print(6 * 7)"), ("execution_output", "42"), "It is 42."),
     )
     job = import_now(owner, json.dumps([conversation]).encode())
     assert job.status == "done"

@@ -289,6 +289,18 @@ def test_pruned_search_equals_scoring_every_document(docs, weights, limit, exclu
     assert idx.search(Query(weights=weights), limit=limit, exclude=exclude) == expected
 
 
+def _plain_scores(docs: list[list[str]], weights: list[tuple[str, float]], avg_len: float) -> list[tuple[int, float]]:
+    """Each document's score by a plain pass over every query term, in the query's order."""
+    out = []
+    for key, doc in enumerate(docs):
+        score = 0.0
+        for term, weight in weights:
+            if doc.count(term):
+                score += bm25(doc.count(term), len(doc), avg_len, weight)
+        out.append((key, score))
+    return out
+
+
 @given(
     # terms that prefix one another (t1, t10) and repeats side by side, as stored term texts hold them
     st.lists(st.lists(st.sampled_from(["t1", "t10", "t2", "x", "t1t"]), max_size=15), min_size=1, max_size=20),
@@ -299,13 +311,7 @@ def test_scores_of_term_texts_are_the_floats_bm25_gives(docs, weights, avg_len):
     """The database's stored terms are scored to the same floats as the in-memory index's term lists:
     whole terms only, repeats counted, summed in the query's order."""
     rows = [(key, len(doc), " ".join(doc)) for key, doc in enumerate(docs)]
-    expected = []
-    for key, doc in enumerate(docs):
-        score = 0.0
-        for term, weight in weights:
-            if doc.count(term):
-                score += bm25(doc.count(term), len(doc), avg_len, weight)
-        expected.append((key, score))
+    expected = _plain_scores(docs, weights, avg_len)
     assert list(bm25_of_term_texts(rows, avg_len=avg_len, weights=weights)) == expected
 
 
@@ -326,13 +332,7 @@ def test_a_query_of_many_terms_scores_and_ranks_as_a_short_one(docs, query_terms
     paths count differently past a few query terms: bench/recall_long_query.py)."""
     weights = [(t, 1.0 + (k % 3) / 2) for k, t in enumerate(query_terms)]  # repeats: the scan counts each
     rows = [(key, len(doc), " ".join(doc)) for key, doc in enumerate(docs)]
-    expected = []
-    for key, doc in enumerate(docs):
-        score = 0.0
-        for term, weight in weights:
-            if doc.count(term):
-                score += bm25(doc.count(term), len(doc), avg_len, weight)
-        expected.append((key, score))
+    expected = _plain_scores(docs, weights, avg_len)
     assert list(bm25_of_term_texts(rows, avg_len=avg_len, weights=weights)) == expected
 
     idx = LexicalIndex(docs)
