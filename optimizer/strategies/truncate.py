@@ -64,6 +64,10 @@ def fit_replies(state: PackState) -> None:
         return
     current = sum(state.eff(i) for i in replies)
     room = current - (state.used - state.budget)
+    if room < 0:
+        # The rest alone is over the budget: a must-keep will be compressed whatever the replies
+        # cost (the emergency), so they stay as they are, compressed like any oversized message.
+        return
     while replies and sum(min(state.toks[i], MIN_COMPRESSED_TOKENS) for i in replies) > room:
         state.dropped.add(replies.pop(0))
     if replies:

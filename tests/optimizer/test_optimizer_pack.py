@@ -451,3 +451,15 @@ def test_must_keeps_that_fit_are_sent_verbatim_whatever_replies_follow_the_newes
     # what is left out of them is the oldest first; what is sent stays in order
     assert replies == [f"r{k}" for k in range(len(reply_words) - len(replies), len(reply_words))]
     assert r.window_start in sent
+
+
+def test_a_reply_to_a_question_over_the_budget_is_shortened_not_left_out():
+    """The question alone is over the budget, so it goes shortened whatever its reply costs: the reply
+    was left out to make room first (the chat then said "oldest turns dropped"), now it is shortened
+    like any oversized message, as before replies after the newest question were fitted."""
+    pasted = "\n".join(f"Line {i} of the log: service {i % 7} answered in {i * 3} ms." for i in range(600))
+    msgs = [msg("q", "user", pasted), msg("a", "assistant", "Echo: " + pasted[:3000])]
+    r = pack(msgs, budget=3_500, model=MODEL)
+    assert sent_tokens(r) <= 3_500
+    assert [p.source_ids[0] for p in r.messages] == ["q", "a"] and r.removed_ids == []
+    assert [p.origin for p in r.messages] == ["compressed", "compressed"]
