@@ -81,7 +81,8 @@ def import_conversations(self, job_id: int) -> str:
 
 
 # Safe to deliver twice: the title is stored only over the one it was asked to replace, so a second run
-# finds it changed and skips (title_services). The model call's own retries are its bound.
+# finds it changed and skips (title_services). The model call's own retries are its bound, and a third
+# delivery (its worker died twice) gives up (title_services.TITLE_MAX_DELIVERIES).
 @app.task(name="chatapp.chat.tasks.generate_conversation_title", acks_late=True, reject_on_worker_lost=True,
           ignore_result=True)
 def generate_conversation_title(conversation_id: int, expected: str) -> str:

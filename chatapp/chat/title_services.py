@@ -41,6 +41,11 @@ MAX_TOKENS = 600
 # How long a chat's title counts as coming (title_pending): a worker usually names it within seconds; past
 # this, the first words stay (the model call failed, or no worker runs) and no page waits for it.
 TITLE_PENDING_SECONDS = 90
+# A title's message is delivered again when its worker dies (acks_late). A chat whose title request kills
+# its worker every time (a reply that exhausts the worker's memory) would loop for ever: it runs twice at
+# most, counted in the cache (Redis, where redeliveries happen: the embedded broker does not redeliver).
+TITLE_MAX_DELIVERIES = 2
+_DELIVERIES_SECONDS = 86_400
 
 _THINKING = re.compile(r"<think>.*?(</think>|$)", re.S | re.I)
 # "Title:", "**Title:**", "## Title:" and the like, in a few languages.
@@ -91,9 +96,25 @@ def conversation_title_generate(*, conversation_id: int, expected: str) -> str:
     second delivery of the same request changes nothing either). Whatever happened, the title is no
     longer pending."""
     try:
+        if _deliveries_count(conversation_id) > TITLE_MAX_DELIVERIES:
+            logger.error("no title for conversation %s: its worker died on each of %d deliveries",
+                         conversation_id, TITLE_MAX_DELIVERIES)
+            return "abandoned"
         return _title_generate(conversation_id=conversation_id, expected=expected)
     finally:
         _pending_clear(conversation_id)
+
+
+def _deliveries_count(conversation_id: int) -> int:
+    """This delivery's number among the chat's title deliveries (1 where the cache fails: then unbounded,
+    as a title is worth no more than that)."""
+    key = f"chat-title-deliveries:{conversation_id}"
+    try:
+        cache.add(key, 0, _DELIVERIES_SECONDS)
+        return int(cache.incr(key))
+    except Exception as exc:  # redis-py raises several connection error types; incr a lapsed key, ValueError
+        logger.warning("title of conversation %s: deliveries not counted (cache: %s)", conversation_id, exc)
+        return 1
 
 
 def _title_generate(*, conversation_id: int, expected: str) -> str:

@@ -326,3 +326,32 @@ def test_a_first_reply_stopped_after_its_last_chunk_leaves_no_title_pending(user
 
     assert titles_requested == [] and not title_services.title_pending(
         conversation=Conversation.objects.get(pk=conversation.pk))
+
+
+def test_a_title_whose_worker_died_twice_is_not_asked_a_third_time(user, fake_openai, monkeypatch):
+    conversation = _first_exchange(user, fake_openai, summary_model="fake-title")
+
+    def worker_dies(**kwargs):
+        raise SystemExit(137)  # as near as a test comes to a SIGKILL mid-call: the run ends without an outcome
+
+    with monkeypatch.context() as patch:
+        patch.setattr(title_services, "llm_complete", worker_dies)
+        for _ in range(title_services.TITLE_MAX_DELIVERIES):
+            with pytest.raises(SystemExit):
+                conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title)
+    calls = len(fake_openai.completions)
+
+    assert conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title) == "abandoned"
+    assert len(fake_openai.completions) == calls
+    assert Conversation.objects.get(pk=conversation.pk).title == conversation.title
+
+
+def test_a_title_redelivered_once_is_still_asked_for(user, fake_openai, monkeypatch):
+    conversation = _first_exchange(user, fake_openai, summary_model="fake-title")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(title_services, "llm_complete", lambda **kwargs: (_ for _ in ()).throw(SystemExit(137)))
+        with pytest.raises(SystemExit):
+            conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title)
+
+    assert conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title) == "named"
