@@ -23,6 +23,8 @@ BAD_BODIES: list[str] = [
     '{"temperature": "hot"}', '{"temperature": NaN}', '{"base_url": "javascript:alert(1)"}',
     '{"base_url": "http://169.254.169.254/latest"}', '{"name": ""}', '{"model": null}', '{"api_key": 5}',
     '{"client_key": 7}', '{"username": [], "password": {}}',
+    # a refusal that repeats the value sent ('"…" is not a valid choice.'): an unpaired surrogate in it
+    '{"preference": "\\ud800"}',
     # a good message with a key the database cannot hold, or that is not text: refused, not stored
     '{"content": "hi", "client_key": "a\\u0000b"}', '{"content": "hi", "client_key": "\\ud800"}',
     '{"content": "hi", "client_key": ["k"]}', '{"content": "hi", "client_key": {"k": 1}}',

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from django.core.exceptions import ValidationError
 from rest_framework import exceptions
 
@@ -74,3 +77,16 @@ def test_json_parse_error_reworded_other_parse_errors_untouched():
 
 def test_unhandled_exceptions_are_left_to_django():
     assert api_exception_handler(RuntimeError("boom"), {}) is None
+
+
+@pytest.mark.django_db
+def test_a_refusal_repeating_an_unpaired_surrogate_is_a_json_400(api):
+    """JSON may carry "\\ud800", which UTF-8 cannot: a refusal quoting it ('"…" is not a valid choice.')
+    failed to render, an HTML 500. It answers a 400 with the character shown as U+FFFD."""
+    response = api.patch("/api/settings/", data='{"preference": "\\ud800"}', content_type="application/json")
+
+    assert response.status_code == 400
+    body = json.loads(response.content)
+    assert body["detail"] == 'preference: "\ufffd" is not a valid choice.'
+    assert body["preference"] == ['"\ufffd" is not a valid choice.']
+    assert json.loads(api.get("/api/settings/").content)["preference"] == "balanced"

@@ -15,11 +15,13 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions, status
+from rest_framework.exceptions import ErrorDetail
 from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
 from rest_framework.views import exception_handler
 
 from chatapp.chat.body_limit import body_too_large_words
+from chatapp.chat.textsafe import text_storable
 
 NON_FIELD = "non_field_errors"
 
@@ -58,11 +60,25 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
 
 def validation_error_body(exc: DjangoValidationError) -> dict[str, Any]:
     """A service's refusal as a 400 body: its sentences as `detail`, beside each field's messages."""
-    fields = as_serializer_error(exc)
+    fields = _encodable(as_serializer_error(exc))
     return {"detail": " ".join(m for messages in fields.values() for m in messages), **fields}
 
 
+def _encodable(errors: Any) -> Any:
+    """`errors` with each message made encodable (textsafe.text_storable): a refusal may quote the value
+    sent ('"…" is not a valid choice.'), and JSON carries an unpaired surrogate ("\\ud800") that UTF-8
+    cannot, so rendering the 400 failed (a 500). Each message keeps its code."""
+    if isinstance(errors, dict):
+        return {key: _encodable(value) for key, value in errors.items()}
+    if isinstance(errors, list):
+        return [_encodable(value) for value in errors]
+    if isinstance(errors, str):
+        return ErrorDetail(text_storable(errors), code=getattr(errors, "code", None))
+    return errors
+
+
 def _serializer_error_body(detail: Any) -> dict[str, Any]:
+    detail = _encodable(detail)
     if not isinstance(detail, dict):  # serializers.ValidationError("...") raised outside a field
         detail = {NON_FIELD: detail if isinstance(detail, list) else [detail]}
     if isinstance(detail.get("detail"), str):  # a view that wrote its own `detail` (e.g. the JSON one)
