@@ -128,6 +128,23 @@ def test_message_map_keeps_the_summary_the_latest_request_sent_after_it_is_set_a
     assert data["summary_id"] == small.summary.pk
 
 
+def test_current_usage_is_the_latest_request_of_the_path_shown(user):
+    # A reply regenerated, then the first version switched back to: the newest request (the
+    # regeneration's) is another branch's. The usage card described it while the map, on the same
+    # page, showed the request of the path shown.
+    from tests.dashboard.factories import make_message
+
+    c = make_conversation(owner=user)
+    make_message(conversation=c, role="user", content="question")
+    first = make_message(conversation=c, role="assistant", content="first answer")
+    regenerated = make_message(conversation=c, role="assistant", content="second answer", superseded=True)
+    shown = make_record(conversation=c, tokens_full=300, tokens_sent=300, budget=1000, reply=first)
+    make_record(conversation=c, tokens_full=300, tokens_sent=900, budget=1000, reply=regenerated, model="gpt-4o")
+    usage = dashboard_headline(conversation=c)["usage"]
+    assert usage["record_id"] == shown.pk == dashboard_message_map(conversation=c)["record_id"]
+    assert (usage["tokens"], usage["ratio"], usage["model"]) == (300, pytest.approx(0.3), "gpt-4o-mini")
+
+
 def test_message_map_without_records_marks_everything_new(user):
     c = make_conversation(owner=user)
     from tests.dashboard.factories import make_message
