@@ -28,13 +28,38 @@ SNIPPET_WORDS = 30
 SNIPPET_COLUMNS_BEFORE = 60
 SNIPPET_COLUMNS = 320
 
+
+def _folding_to_words() -> str:
+    """A character class of what is no word character as written but holds one folded (`lexical.fold`
+    makes compatibility forms plain): superscript and subscript digits ("CO₂", "m²"), circled numbers,
+    squared units ("㎏"), letterlike symbols ("™"). The index finds "co2" in "CO₂": the highlighter
+    must read "CO₂" as one word to mark it."""
+    letter = regex.compile(r"[^\W_]")
+    found = [
+        cp for cp in range(0xA0, 0x30000)
+        if unicodedata.decomposition(chr(cp)).startswith("<") and not letter.match(chr(cp))
+        and letter.search(unicodedata.normalize("NFKD", chr(cp)))
+    ]
+    runs: list[list[int]] = []
+    for cp in found:
+        if runs and cp == runs[-1][1] + 1:
+            runs[-1][1] = cp
+        else:
+            runs.append([cp, cp])
+    return "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" if b > a else f"\\U{a:08x}" for a, b in runs) + "]"
+
+
+_FOLDING = _folding_to_words()
+# A word character of the text as written: one as it stands, or one once folded.
+_LETTER = rf"(?:[^\W_]|{_FOLDING})"
 # optimizer.lexical's word pattern on the original text (so offsets are the content's), with the
 # typographic apostrophe it folds, and a word never starting inside another ("o'neil" is one word).
 # By the `regex` module, as lexical outside ASCII: a combining mark is inside its word ("हिन्दी").
+# (`_WORD_BODY`: the words of ASCII text, which holds no character that folding makes a letter.)
 _WORD_BODY = r"[^\W_]*(?:['\u2019][^\W_]+)*"
-_WORD = regex.compile(r"(?<![^\W_])(?<![^\W_]['\u2019])[^\W_]" + _WORD_BODY)
+_WORD = regex.compile(rf"(?<!{_LETTER})(?<!{_LETTER}['\u2019]){_LETTER}+(?:['\u2019]{_LETTER}+)*")
 _GRAPHEME = regex.compile(r"\X")
-_SEPARATOR = regex.compile(r"[^\w'\u2019]|_")
+_SEPARATOR = regex.compile(rf"(?!{_FOLDING})(?:[^\w'\u2019]|_)")
 STRETCH_CHARS = 2000
 
 

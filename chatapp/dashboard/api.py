@@ -182,6 +182,11 @@ class DashboardSummaryListApi(_ConversationPageApi):
         )
         covers_through_number = serializers.IntegerField(allow_null=True)
         summary_chars = serializers.IntegerField(help_text="Characters of the summary text, header excluded")
+        in_use = serializers.BooleanField(
+            help_text="The summary the next request sends (the newest neither discarded nor on another branch); "
+                      "the only one that can be edited")
+        on_active_path = serializers.BooleanField(
+            help_text="False: an edit, a regenerate or a branch switch took messages it covers off the path shown")
 
     @extend_schema(summary="A conversation's summaries, newest first, with their jobs (paginated)",
                    responses=OutputSerializer(many=True))

@@ -69,7 +69,7 @@ def token_figures(totals: dict[str, Any]) -> dict[str, Any]:
 
 def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
     """The numbers of the headline cards: the stored totals, the summary jobs' aggregate, one read of
-    the summary messages and the latest record; nothing that grows with the number of records."""
+    the summary messages and the latest record of the path shown; nothing that grows with the number of records."""
     stored = dashboard_totals_get(conversation=conversation)
     totals = totals_figures(stored)
     jobs = SummaryJob.objects.filter(conversation=conversation).aggregate(
@@ -79,8 +79,11 @@ def dashboard_headline(*, conversation: Conversation) -> dict[str, Any]:
         cost=Sum("cost_usd"),
     )
     summaries = ledger_read(conversation_id=conversation.pk, totals=stored, live=True)
+    # The latest request of the path shown, as the message map's: after a regeneration switched back
+    # from (or an edit's), the newest request may be another branch's.
     latest = (
-        OptimizationRecord.objects.filter(conversation=conversation).order_by("-id")
+        OptimizationRecord.objects.filter(conversation=conversation)
+        .filter(Q(reply__isnull=True) | Q(reply__superseded=False)).order_by("-id")
         .values("id", "model", "registry_provider", "budget", "context_window", "tokens_sent", "tokens_full",
                 "strategy", "provider_prompt_tokens", "estimated", "created_at")
         .first()

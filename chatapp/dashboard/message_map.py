@@ -24,7 +24,8 @@ MAP_STATUSES: tuple[str, ...] = (
     "summarized",  # not sent, covered by the summary that was sent
     "dropped",  # not sent and not covered
     "summary",  # a summary message itself
-    "excluded",  # never sendable: a regenerated-away or failed reply, a discarded summary, or
+    "excluded",  # never sendable: a regenerated-away or failed reply, a discarded summary (but the one
+    # the latest request sent, discarded or edited since: "summary"), or
     # (the latest request going to a real model) the offline demo's replies
     "new",  # written after the latest request (its reply, or later)
     "unsent",  # older than the window and not accounted for by the record (old records)
@@ -61,10 +62,12 @@ _ROLE_CODE = Case(
 
 def _map_status_expression(*, origin_ids: dict[str, list[int]], horizon: int | None,
                            covered: tuple[int, int] | None, dropped: list[tuple[int, int]],
-                           real_model: bool = False) -> Case:
-    """Each message's status index, computed by the database (first matching rule wins)."""
+                           real_model: bool = False, summary_id: int | None = None) -> Case:
+    """Each message's status index, computed by the database (first matching rule wins). `summary_id`:
+    the summary the latest request sent, a summary of that request whatever became of it since."""
     code = _STATUS_INDEX
     whens = [
+        *([When(id=summary_id, then=Value(code["summary"]))] if summary_id is not None else []),
         When(kind=Message.Kind.SUMMARY, discarded=True, then=Value(code["excluded"])),
         When(kind=Message.Kind.SUMMARY, then=Value(code["summary"])),
     ]
@@ -149,6 +152,7 @@ def dashboard_message_map(*, conversation: Conversation) -> dict[str, Any]:
         horizon = max([*sent_ids, *(hi for _, hi in dropped), latest.window_start_id or 0, *(covered or ())])
 
     status = _map_status_expression(origin_ids=origin_ids, horizon=horizon, covered=covered, dropped=dropped,
+                                    summary_id=latest.summary_id if latest is not None else None,
                                     real_model=latest is not None and latest.model != OFFLINE_MODEL
                                     and conversation.offline_reply_count > 0)
     ids, codes = _map_rows(conversation=conversation, status=status)

@@ -25,11 +25,16 @@ NO_REQUEST = "No request yet"
 def _tokens(n: int | None) -> str:
     if n is None:
         return "—"
-    for div, suffix in ((1_000_000_000, "B"), (1_000_000, "M"), (1_000, "k")):
-        if abs(n) >= div:
-            value = n / div
-            return f"{value:.1f}{suffix}" if abs(value) < 100 else f"{value:.0f}{suffix}"
-    return f"{n:,}"
+    if abs(n) < 1_000:
+        return f"{n:,}"
+    # Digits chosen on the value as rounded, and the unit too: 999,999 is "1.0M", not "1000k".
+    for div, suffix in ((1_000, "k"), (1_000_000, "M"), (1_000_000_000, "B")):
+        value = n / div
+        digits = 1 if abs(round(value, 1)) < 100 else 0
+        shown = round(value, digits)
+        if abs(shown) < 1_000 or suffix == "B":
+            return f"{shown:.{digits}f}{suffix}"
+    raise AssertionError("unreachable")  # the last unit returns
 
 
 def _saving_tone(x: float | None) -> str:

@@ -157,8 +157,10 @@ def _add_cache_estimate(out: dict[str, Any], facts: Mapping[str, Any], *, previo
     only for turns whose endpoint did not report its cached prompt tokens (a measurement beats it).
     """
     sent, reported = facts["tokens_sent"], facts["provider_cached_tokens"]
-    if sent and facts["cost_sent_usd"] is not None and not facts["cost_sent_usd"]:
-        return  # refused by the endpoint, billed nothing (record_finish): no spend to estimate
+    if record_refused(facts):
+        # Refused by the endpoint, billed nothing (record_finish): no spend to estimate. A turn stored
+        # at $0 but billed (a free model, a few tokens rounded to six decimals) is estimated as any other.
+        return
     cached = 0
     if reported is not None:
         cached = min(reported, sent)

@@ -53,6 +53,7 @@ def dashboard_record_page(*, conversation: Conversation, offset: int, limit: int
 SUMMARY_LIST_FIELDS = (
     "id", "content", "token_count", "char_count", "covers_from_id", "covers_through_id", "covered_message_count",
     "source_chars", "extractive", "discarded", "edited", "edited_from_id", "model", "cost_usd", "created_at",
+    "superseded",
 )
 
 
@@ -98,6 +99,12 @@ def dashboard_summary_details(*, conversation: Conversation, summaries: list[dic
     )
     scan = scan or ledger_read(conversation_id=conversation.pk)
     ordinals = scan.numbers
+    # The summary the next request sends, as context_load picks it: the newest neither discarded nor on
+    # another branch (an edit or a switch took what it covers off the path). Only it can be edited.
+    in_use = (
+        Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY, discarded=False, superseded=False)
+        .order_by("-id").values_list("id", flat=True).first()
+    )
     numbers = dashboard_message_numbers(
         conversation_id=conversation.pk,
         ids=[i for s in summaries for i in (s["covers_from_id"], s["covers_through_id"]) if i is not None],
@@ -113,6 +120,8 @@ def dashboard_summary_details(*, conversation: Conversation, summaries: list[dic
         model = (job["model"] if job else "") or s["model"]
         out.append({
             **s,
+            "in_use": s["id"] == in_use,
+            "on_active_path": not s.pop("superseded"),
             "cost_usd": as_float(cost),
             "method": "extractive" if s["extractive"] else (model or "model"),
             "model": model,

@@ -210,3 +210,22 @@ def test_a_chat_on_a_model_with_no_prices_says_no_request_was_priced(user, clien
     assert "summarizing" not in card
     overview = _money_card(client.get("/dashboard/").content.decode())
     assert "No saving to count: no request was priced" in overview and "summarizing" not in overview, overview
+
+
+@pytest.mark.parametrize(("model", "tokens", "cached"), [
+    ("codestral/codestral-latest", 3000, 2048),  # listed at $0: the provider's cache still served 2,048 tokens
+    ("gpt-4o-mini", 3, 0),  # a few tokens: $0.00000045, stored to six decimals as 0
+])
+def test_a_turn_billed_at_nothing_keeps_its_prompt_cache_figures(user, client, model, tokens, cached):
+    # Stored at $0 but billed (not refused: test_a_turn_billed_at_nothing_is_not_called_refused): the
+    # prompt-cache estimate left such a turn out as if refused, its cached tokens and its spend unsaid.
+    c = make_conversation(owner=user)
+    make_record(conversation=c, tokens_full=tokens, tokens_sent=tokens, model=model, cost_full="0", cost_sent="0",
+                provider_cached_tokens=cached)
+    client.force_login(user)
+    estimate = client.get(f"/api/dashboard/conversations/{c.pk}/series/").json()["prompt_cache_estimate"]
+    price = optimizer.model_info(model).input_cost_per_token
+    assert estimate["provider_reported_turns"] == 1
+    assert estimate["cached_tokens"] == cached
+    assert estimate["cached_share"] == pytest.approx(cached / tokens)
+    assert estimate["sent_usd"] == pytest.approx(tokens * price)

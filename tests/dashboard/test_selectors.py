@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import optimizer
+from chatapp.chat.summary_services import summary_discard, summary_edit
 from chatapp.dashboard.headline import dashboard_conversation_get, dashboard_headline
 from chatapp.dashboard.message_map import MAP_STATUSES, dashboard_message_map
 from chatapp.dashboard.overview import dashboard_overview
@@ -110,6 +111,38 @@ def test_message_map_statuses_in_latest_request(small):
     assert len(data["status_runs"]) == 9  # m6, m7 share a run
     assert data["status_counts"]["verbatim"] == 3
     assert set(data["status_counts"]) == set(MAP_STATUSES)
+
+
+@pytest.mark.parametrize("change", ["discard", "edit"])
+def test_message_map_keeps_the_summary_the_latest_request_sent_after_it_is_set_aside(small, change):
+    # Discarded (or replaced by an edit, which discards it) after the latest request sent it: the map
+    # said "Never sent" of it, beside the messages it stood for, "Summarized" in that same request.
+    if change == "discard":
+        summary_discard(summary=small.summary)
+    else:
+        summary_edit(summary=small.summary, content="[Summary] m1..m3, edited")
+    data = dashboard_message_map(conversation=small.conversation)
+    status = dict(zip(*decode_map(data), strict=True))
+    assert status[small.summary.pk] == "summary"
+    assert [status[small.m[i].pk] for i in (1, 3)] == ["summarized", "summarized"]
+    assert data["summary_id"] == small.summary.pk
+
+
+def test_current_usage_is_the_latest_request_of_the_path_shown(user):
+    # A reply regenerated, then the first version switched back to: the newest request (the
+    # regeneration's) is another branch's. The usage card described it while the map, on the same
+    # page, showed the request of the path shown.
+    from tests.dashboard.factories import make_message
+
+    c = make_conversation(owner=user)
+    make_message(conversation=c, role="user", content="question")
+    first = make_message(conversation=c, role="assistant", content="first answer")
+    regenerated = make_message(conversation=c, role="assistant", content="second answer", superseded=True)
+    shown = make_record(conversation=c, tokens_full=300, tokens_sent=300, budget=1000, reply=first)
+    make_record(conversation=c, tokens_full=300, tokens_sent=900, budget=1000, reply=regenerated, model="gpt-4o")
+    usage = dashboard_headline(conversation=c)["usage"]
+    assert usage["record_id"] == shown.pk == dashboard_message_map(conversation=c)["record_id"]
+    assert (usage["tokens"], usage["ratio"], usage["model"]) == (300, pytest.approx(0.3), "gpt-4o-mini")
 
 
 def test_message_map_without_records_marks_everything_new(user):

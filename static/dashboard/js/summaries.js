@@ -10,7 +10,8 @@ export function summaryItem(sm, inUse) {
   const duration = sm.duration_s !== null ? sm.duration_s.toFixed(1) + " s" : "—";
   const meta = h("div", { class: "dash-summary-meta" },
     h("span", null, h("b", { text: "Summary " + (sm.number ?? "") }), sm.edited_from_number ? ` · edit of summary ${sm.edited_from_number}` : "",
-      h("span", { "data-state": "", text: sm.discarded ? " · discarded" : inUse ? " · in use" : " · replaced by a later summary" })),
+      h("span", { "data-state": "", text: sm.discarded ? " · discarded" : inUse ? " · in use"
+        : !sm.on_active_path ? " · on another branch" : " · replaced by a later summary" })),
     h("span", null, "Covers messages ", h("a", { href: messageLink(sm.covers_from_id), text: `${sm.covers_from_number}–${sm.covers_through_number}` }),
       sm.covered_message_count ? ` (${nf.format(sm.covered_message_count)} messages)` : ""),
     sm.source_chars ? h("span", { text: `${fmt(sm.source_chars)} → ${fmt(sm.summary_chars)} characters` }) : null,
@@ -30,7 +31,7 @@ export function summaryItem(sm, inUse) {
       await Promise.all([reloadSummaries(), refreshCards()]);
       focusSummary(sm.id); // its button went with the list
     });
-    // Only the summary in use (the newest live one) reaches the model, so only it can be edited.
+    // Only the summary in use (the newest live one on the path shown) reaches the model, so only it can be edited.
     if (inUse) actions.append(summaryEditButton(sm, li, status));
     actions.append(discard);
   }
@@ -86,12 +87,9 @@ export async function loadSummaries() {
   const btn = document.getElementById("summaries-more");
   const data = await getJSON(`${api}summaries/?limit=5&offset=${state.summariesOffset}`);
   if (state.summariesOffset === 0 && !data.results.length) ul.replaceChildren(h("li", { class: "dash-empty", text: "No summaries yet." }));
-  for (const sm of data.results) {
-    // Newest first: the first live summary listed is the one in use.
-    const inUse = !sm.discarded && !state.summaryInUseShown;
-    if (inUse) state.summaryInUseShown = true;
-    ul.append(summaryItem(sm, inUse));
-  }
+  // The server names the summary in use: the newest live one may be on another branch (an edit or a
+  // switch took what it covers off the path), and the one in use then reads as replaced by it.
+  for (const sm of data.results) ul.append(summaryItem(sm, sm.in_use));
   state.summariesOffset += data.results.length;
   ul.dataset.count = data.count;
   const pressed = document.activeElement === btn;
@@ -104,6 +102,5 @@ export async function loadSummaries() {
 export function reloadSummaries() {
   document.getElementById("summaries").replaceChildren();
   state.summariesOffset = 0;
-  state.summaryInUseShown = false;
   return loadSummaries();
 }

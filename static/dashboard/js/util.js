@@ -5,12 +5,13 @@ export const nf = new Intl.NumberFormat();
 
 export function fmt(n) {
   if (n === null || n === undefined) return "—";
-  const a = Math.abs(n);
-  const short = (v, digits) => v.toFixed(digits).replace(/\.0$/, "");
-  if (a >= 1e9) return short(n / 1e9, a >= 1e11 ? 0 : 1) + "B";
-  if (a >= 1e6) return short(n / 1e6, a >= 1e8 ? 0 : 1) + "M";
-  if (a >= 1e4) return short(n / 1e3, a >= 1e5 ? 0 : 1) + "k";
-  return nf.format(n);
+  if (Math.abs(n) < 1e4) return nf.format(n);
+  // Digits chosen on the value as rounded, and the unit too: 999,999 is "1M", not "1000k".
+  for (const [div, suffix] of [[1e3, "k"], [1e6, "M"], [1e9, "B"]]) {
+    const v = n / div;
+    const text = v.toFixed(Math.abs(Number(v.toFixed(1))) < 100 ? 1 : 0);
+    if (Math.abs(Number(text)) < 1000 || suffix === "B") return text.replace(/\.0$/, "") + suffix;
+  }
 }
 
 export function usd(x) {
