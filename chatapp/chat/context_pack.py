@@ -14,7 +14,7 @@ from django.db.models import Q
 
 import optimizer
 from chatapp.chat.context import ContextInput, context_budget, context_load, live_history, tail_start_id
-from chatapp.chat.context_images import packed_images_attach
+from chatapp.chat.context_images import msgs_counted_as_sent, packed_images_attach
 from chatapp.chat.models import Conversation, Preference, UserSettings
 from chatapp.chat.prompts import PROMPT_IDS, prompt_msgs
 from chatapp.chat.recall_source import DatabaseRecallSource
@@ -144,6 +144,8 @@ def context_build(
     if quota_exhausted:
         summarizer = False
     ctx = context_load(conversation=conversation, offline_replies=target.offline, prompts=prompts, **load)
+    if conversation.has_images and not target.sees_images:
+        ctx.msgs = msgs_counted_as_sent(ctx.msgs, model=target.model)  # placeholders, not the images' cost
     # Recall quotes old messages the window left out; when the whole history is loaded it is all
     # sent, so there is nothing to recall. The source runs no query until pack asks it to search.
     source = None if load.get("load_all") else DatabaseRecallSource(
