@@ -20,8 +20,8 @@ from typing import Any
 
 import optimizer
 from chatapp.chat.image_models import MessageImage
-from chatapp.chat.image_services import images_tokens
 from chatapp.chat.models import Message
+from optimizer.images import image_tokens
 from optimizer.types import Msg, PackedMessage
 
 # What a message is sent as itself, whole (in the window, or pinned): its images go with it. A message
@@ -63,10 +63,27 @@ def _placeholders_added(text: str, images: Sequence[MessageImage]) -> str:
     return f"\n\n{placeholders}" if text.strip() else placeholders
 
 
+def images_overcount(*, conversation_id: int, model: str) -> int:
+    """How far the live history's stored counts exceed what a model that does not see images is sent:
+    each image's cost less its placeholder's, which the running totals (Conversation.live_token_count)
+    cannot tell. Each placeholder counted with the line break that puts it after text (an image alone
+    has none): never more than is saved, so the history is never read as smaller than it is sent. One
+    query, over the images only."""
+    rows = MessageImage.objects.filter(
+        message__conversation_id=conversation_id, message__role=Message.Role.USER, message__kind=Message.Kind.CHAT,
+        message__status__in=Message.LIVE_STATUSES, message__superseded=False,
+    ).values_list("width", "height")
+    total = 0
+    for width, height in rows:
+        placeholder = image_placeholder(MessageImage(width=width, height=height))
+        total += max(image_tokens(width, height) - optimizer.count_text(f"\n\n{placeholder}", model=model), 0)
+    return total
+
+
 def msgs_counted_as_sent(msgs: Sequence[Msg], *, model: str) -> list[Msg]:
     """`msgs` (loaded for a model that does not see images) with each user message that has images
-    counted as it is sent: its stored count, which holds the images' cost, with their placeholders'
-    instead. One query, for the loaded messages only."""
+    counted as it is sent, its text with their placeholders (its stored count holds the images' cost).
+    One query, for the loaded messages only."""
     ids = [int(m.id) for m in msgs if m.role == "user" and m.id.isdigit()]
     found: defaultdict[str, list[MessageImage]] = defaultdict(list)
     for message_id, width, height in (
@@ -77,10 +94,10 @@ def msgs_counted_as_sent(msgs: Sequence[Msg], *, model: str) -> list[Msg]:
     counted = []
     for m in msgs:
         images = found.get(m.id)
-        if images and m.tokens is not None:
+        if images:
             text = m.content if isinstance(m.content, str) else optimizer.tokens.content_text(m.content)
-            added = optimizer.count_text(_placeholders_added(text, images), model=model)
-            m = dataclasses.replace(m, tokens=max(m.tokens - images_tokens(images) + added, 1))
+            sent = (text if text.strip() else "") + _placeholders_added(text, images)  # as _with_images sends it
+            m = dataclasses.replace(m, tokens=optimizer.count_message({"role": m.role, "content": sent}, model=model))
         counted.append(m)
     return counted
 

@@ -156,3 +156,22 @@ def test_a_model_that_does_not_see_images_is_sent_the_placeholder_where_the_imag
     assert user["content"] == "What is this?\n\n[image: 1024x1024]"
     gauge = api.get(f"/api/conversations/{chat['id']}/context/").json()
     assert (gauge["shortened_message_ids"], gauge["budget"]) == ([], 600)
+
+
+def test_a_model_that_does_not_see_images_judges_the_history_by_their_placeholders(api, echo_config, fake_openai):
+    """The live totals hold each image's cost as a seeing model is charged it: for a model sent its
+    placeholder instead, a chat of 250 tokens with two images read as 1,700 and, past the trigger, cut
+    its oldest turns out of a 1,200-token budget (and the gauge said the history was 140 % of it)."""
+    api.patch(f"/api/configs/{echo_config['id']}/", {"context_window": 1_400, "max_output_tokens": 200}, format="json")
+    chat = _chat_with(api, echo_config, accepts_images=False)
+    api.post(f"/api/conversations/{chat['id']}/messages/", {"content": "Hello"}, format="json")
+    _send_image(api, chat, png_bytes(1024, 1024))
+    _send_image(api, chat, png_bytes(1024, 1024))
+    api.post(f"/api/conversations/{chat['id']}/messages/", {"content": "And now?"}, format="json")
+
+    sent = fake_openai.requests[-1].messages
+    assert [m["role"] for m in sent] == ["user", "assistant"] * 3 + ["user"]
+    assert sent[0]["content"] == "Hello" and sent[2]["content"] == "What is this?\n\n[image: 1024x1024]"
+    gauge = api.get(f"/api/conversations/{chat['id']}/context/").json()
+    assert (gauge["window_start_id"], gauge["strategy"]) == (None, "none")
+    assert gauge["tokens"] <= gauge["history_tokens"] < 400  # not the images' 1,530
