@@ -3,10 +3,11 @@
 per image ("[image: 640x480]") to one that does not.
 
 Put in after packing (context_pack.context_build), so only the images of the messages that are sent
-are read, in one query, and only in a chat that holds an image (Conversation.has_images). The
-optimizer packed with each message's stored count, which holds its images' cost as a seeing model is
-charged it (image_services.images_tokens): for a model that does not see them the packed message's
-count is brought down to its placeholders'.
+are read, in one query, and only in a chat that holds an image (Conversation.has_images). A message's
+stored count holds its images' cost as a seeing model is charged it (image_services.images_tokens):
+for a model that does not see them the loaded messages are counted with their placeholders instead
+before packing (`msgs_counted_as_sent`), or a question beside an image too large for the budget was
+shortened to its text, and the model never told of the image.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from typing import Any
 
 import optimizer
 from chatapp.chat.image_models import MessageImage
-from chatapp.chat.image_services import images_tokens
 from chatapp.chat.models import Message
-from optimizer.types import PackedMessage
+from optimizer.images import image_tokens
+from optimizer.types import Msg, PackedMessage
 
 # What a message is sent as itself, whole (in the window, or pinned): its images go with it. A message
 # shortened to fit its share of the budget ("compressed") was counted again from its shortened text
@@ -49,12 +50,56 @@ def _with_images(packed: PackedMessage, images: list[MessageImage], *, sees: boo
         head: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
         # its stored count, its images' cost in it
         return dataclasses.replace(packed, content=[*head, *(image_part(i) for i in images)], tokens=packed.tokens)
-    placeholders = "\n".join(image_placeholder(i) for i in images)
-    added = f"\n\n{placeholders}" if text else placeholders
-    # Whole, its stored count held the images' cost, replaced by their placeholders'; shortened (an
-    # image alone, its text gone), it was counted without them.
-    tokens = packed.tokens + optimizer.count_text(added, model=model) - (images_tokens(images) if whole else 0)
+    added = _placeholders_added(text, images)
+    # Whole, it was packed counted with its placeholders (msgs_counted_as_sent); shortened (an image
+    # alone, its text gone), it was counted without them.
+    tokens = packed.tokens if whole else packed.tokens + optimizer.count_text(added, model=model)
     return dataclasses.replace(packed, content=text + added, tokens=max(tokens, 1))
+
+
+def _placeholders_added(text: str, images: Sequence[MessageImage]) -> str:
+    """What a model that does not see `images` is sent after the message's `text`."""
+    placeholders = "\n".join(image_placeholder(i) for i in images)
+    return f"\n\n{placeholders}" if text.strip() else placeholders
+
+
+def images_overcount(*, conversation_id: int, model: str) -> int:
+    """How far the live history's stored counts exceed what a model that does not see images is sent:
+    each image's cost less its placeholder's, which the running totals (Conversation.live_token_count)
+    cannot tell. Each placeholder counted with the line break that puts it after text (an image alone
+    has none): never more than is saved, so the history is never read as smaller than it is sent. One
+    query, over the images only."""
+    rows = MessageImage.objects.filter(
+        message__conversation_id=conversation_id, message__role=Message.Role.USER, message__kind=Message.Kind.CHAT,
+        message__status__in=Message.LIVE_STATUSES, message__superseded=False,
+    ).values_list("width", "height")
+    total = 0
+    for width, height in rows:
+        placeholder = image_placeholder(MessageImage(width=width, height=height))
+        total += max(image_tokens(width, height) - optimizer.count_text(f"\n\n{placeholder}", model=model), 0)
+    return total
+
+
+def msgs_counted_as_sent(msgs: Sequence[Msg], *, model: str) -> list[Msg]:
+    """`msgs` (loaded for a model that does not see images) with each user message that has images
+    counted as it is sent, its text with their placeholders (its stored count holds the images' cost).
+    One query, for the loaded messages only."""
+    ids = [int(m.id) for m in msgs if m.role == "user" and m.id.isdigit()]
+    found: defaultdict[str, list[MessageImage]] = defaultdict(list)
+    for message_id, width, height in (
+        MessageImage.objects.filter(message_id__in=ids).order_by("id").values_list("message_id", "width", "height")
+        if ids else ()
+    ):
+        found[str(message_id)].append(MessageImage(width=width, height=height))
+    counted = []
+    for m in msgs:
+        images = found.get(m.id)
+        if images:
+            text = m.content if isinstance(m.content, str) else optimizer.tokens.content_text(m.content)
+            sent = (text if text.strip() else "") + _placeholders_added(text, images)  # as _with_images sends it
+            m = dataclasses.replace(m, tokens=optimizer.count_message({"role": m.role, "content": sent}, model=model))
+        counted.append(m)
+    return counted
 
 
 def _own_id(packed: PackedMessage) -> str | None:

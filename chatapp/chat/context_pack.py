@@ -14,7 +14,7 @@ from django.db.models import Q
 
 import optimizer
 from chatapp.chat.context import ContextInput, context_budget, context_load, live_history, tail_start_id
-from chatapp.chat.context_images import packed_images_attach
+from chatapp.chat.context_images import images_overcount, msgs_counted_as_sent, packed_images_attach
 from chatapp.chat.models import Conversation, Preference, UserSettings
 from chatapp.chat.prompts import PROMPT_IDS, prompt_msgs
 from chatapp.chat.recall_source import DatabaseRecallSource
@@ -129,9 +129,12 @@ def context_build(
     """
     budget = context_budget(target=target)
     prompts = prompt_msgs(instructions=instructions, system_prompt=conversation.system_prompt, model=target.model)
+    # A model that does not see images is sent a placeholder for each: the history as it is sent.
+    placeholders = conversation.has_images and not target.sees_images
+    overcount = images_overcount(conversation_id=conversation.pk, model=target.model) if placeholders else 0
     history = live_history(conversation=conversation, offline_replies=target.offline).tokens + sum(
         m.tokens or 0 for m in prompts
-    )
+    ) - overcount
     if recall_fill is None:
         recall_fill = conversation.window_start_id is None
     load, config, summarizer = _pack_plan(
@@ -144,6 +147,9 @@ def context_build(
     if quota_exhausted:
         summarizer = False
     ctx = context_load(conversation=conversation, offline_replies=target.offline, prompts=prompts, **load)
+    if placeholders:
+        ctx.msgs = msgs_counted_as_sent(ctx.msgs, model=target.model)  # placeholders, not the images' cost
+        ctx.history = dataclasses.replace(ctx.history, tokens=ctx.history.tokens - overcount)
     # Recall quotes old messages the window left out; when the whole history is loaded it is all
     # sent, so there is nothing to recall. The source runs no query until pack asks it to search.
     source = None if load.get("load_all") else DatabaseRecallSource(

@@ -26,7 +26,7 @@ from chatapp.chat.rendering import markdown_render
 from chatapp.chat.reply_stream import INTERRUPTED_WORDS, stop_flag
 from chatapp.chat.search_services import message_index_add, message_index_sync
 from chatapp.chat.size_limits import TooLarge
-from chatapp.chat.textsafe import cluster_edge, text_problem
+from chatapp.chat.textsafe import cluster_edge, text_blank, text_problem
 from chatapp.providers import llm
 
 TITLE_MAX_CHARS = 60
@@ -170,7 +170,7 @@ def message_content_validate(*, content: Any, with_images: bool = False) -> str:
     an image (`with_images`) may have no text, as in ChatGPT or Open WebUI: its blank text is stored as ""."""
     if not isinstance(content, str):
         raise ValidationError({"content": "The message must be text."}, code="invalid")
-    if not content.strip():
+    if text_blank(content):  # white space, or characters that do not show (a zero-width space)
         if with_images:
             return ""
         raise ValidationError({"content": "Type a message before sending."}, code="blank")
@@ -239,7 +239,7 @@ def title_from_text(*, text: str, image_names: Sequence[str] = ()) -> str:
     """A short title from the first user message: its first line as plain text (a code fence's marker
     line passed by), cut at a word boundary. An image alone (`image_names`: the message's images'; a
     pasted one has none) is named by its file until the model names the chat (title_services)."""
-    line = next((ln for ln in text.strip().splitlines() if ln.strip() and not _TITLE_FENCE.match(ln)), "")
+    line = next((ln for ln in text.strip().splitlines() if not text_blank(ln) and not _TITLE_FENCE.match(ln)), "")
     if not line and image_names:  # a file's name as it is, no Markdown read in it
         name = " ".join(next((n for n in image_names if n.strip()), "").split())
         return title_cut(f"Image: {name}") if name else "Image"

@@ -9,6 +9,7 @@ text is made storable once it is whole, not chunk by chunk.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import regex
 
@@ -38,6 +39,13 @@ def text_problem(text: str) -> str | None:
     except UnicodeEncodeError:
         return "The message contains an unpaired surrogate, which is not valid Unicode text. Remove it and send again."
     return None
+
+
+def text_blank(text: str) -> bool:
+    """Nothing of `text` shows: white space and invisible format characters only (zero-width spaces and
+    joiners, the word joiner, a byte order mark, tag characters: Unicode's category Cf), which
+    `str.strip` leaves. Stops at the first character that shows."""
+    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)
 
 
 # One user-perceived character (a grapheme cluster): a letter with its vowel signs, an emoji family.

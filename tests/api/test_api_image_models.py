@@ -7,7 +7,6 @@ import base64
 
 import pytest
 
-import optimizer
 from chatapp.chat.context_images import messages_with_placeholders, packed_images_attach
 from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.providers.services import llm_config_create
@@ -106,16 +105,17 @@ def test_a_packed_messages_count_follows_what_its_images_are_sent_as(api, echo_c
     chat = _chat_with(api, echo_config, accepts_images=True)
     _send_image(api, chat, png_bytes(1024, 1024))
     question = Message.objects.get(conversation_id=chat["id"], role="user")
-    count = {"verbatim": 800, "compressed": 40}[origin]  # stored (the image's 765 in it), or counted again
+    # as packed: stored (the image's 765 in it; its placeholder's for a model not seeing it), or counted again
+    count = {"verbatim": 800, "compressed": 40}[origin]
     packed = PackedMessage(role="user", content="What", source_ids=(str(question.pk),), origin=origin, tokens=count)
     [sent] = packed_images_attach([packed], sees=sees, model="gpt-4o")
-    placeholder = optimizer.count_text("\n\n[image: 1024x1024]", model="gpt-4o")
     expected = {
         ("verbatim", True): 800,
         # Shortened to fit its share of the budget, counted from its text alone: sent as the packer
         # counted it, its images left out (added, they would take the request past the budget).
         ("compressed", True): 40,
-        ("verbatim", False): 800 - 765 + placeholder,  # the image's cost replaced by its placeholder's
+        # Packed counted with its placeholder in place of the image's cost (msgs_counted_as_sent).
+        ("verbatim", False): 800,
         ("compressed", False): 40,
     }
     assert sent.tokens == expected[origin, sees]
@@ -139,3 +139,39 @@ def test_a_turn_in_a_chat_without_images_does_not_look_for_any(api, echo_config,
     api.post(f"/api/conversations/{chat['id']}/messages/", {"content": "And now?"}, format="json")
     sent = [m for m in fake_openai.requests[-1].messages if m["role"] == "user"]
     assert [p["type"] for p in sent[-2]["content"]] == ["text", "image_url"]
+
+
+def test_a_model_that_does_not_see_images_is_sent_the_placeholder_where_the_image_would_not_fit(
+    api, echo_config, fake_openai
+):
+    """The packer judged the message by its stored count, which holds the image's cost as a seeing model
+    is charged it (765 tokens), more than this model's whole budget: it shortened the message to its text
+    and the model was sent "What is this?" alone, never told of an image, though the placeholder it is
+    sent instead takes a few tokens."""
+    api.patch(f"/api/configs/{echo_config['id']}/", {"context_window": 700, "max_output_tokens": 100}, format="json")
+    chat = _chat_with(api, echo_config, accepts_images=False)
+    _send_image(api, chat, png_bytes(1024, 1024))
+
+    user = [m for m in fake_openai.requests[-1].messages if m["role"] == "user"][-1]
+    assert user["content"] == "What is this?\n\n[image: 1024x1024]"
+    gauge = api.get(f"/api/conversations/{chat['id']}/context/").json()
+    assert (gauge["shortened_message_ids"], gauge["budget"]) == ([], 600)
+
+
+def test_a_model_that_does_not_see_images_judges_the_history_by_their_placeholders(api, echo_config, fake_openai):
+    """The live totals hold each image's cost as a seeing model is charged it: for a model sent its
+    placeholder instead, a chat of 250 tokens with two images read as 1,700 and, past the trigger, cut
+    its oldest turns out of a 1,200-token budget (and the gauge said the history was 140 % of it)."""
+    api.patch(f"/api/configs/{echo_config['id']}/", {"context_window": 1_400, "max_output_tokens": 200}, format="json")
+    chat = _chat_with(api, echo_config, accepts_images=False)
+    api.post(f"/api/conversations/{chat['id']}/messages/", {"content": "Hello"}, format="json")
+    _send_image(api, chat, png_bytes(1024, 1024))
+    _send_image(api, chat, png_bytes(1024, 1024))
+    api.post(f"/api/conversations/{chat['id']}/messages/", {"content": "And now?"}, format="json")
+
+    sent = fake_openai.requests[-1].messages
+    assert [m["role"] for m in sent] == ["user", "assistant"] * 3 + ["user"]
+    assert sent[0]["content"] == "Hello" and sent[2]["content"] == "What is this?\n\n[image: 1024x1024]"
+    gauge = api.get(f"/api/conversations/{chat['id']}/context/").json()
+    assert (gauge["window_start_id"], gauge["strategy"]) == (None, "none")
+    assert gauge["tokens"] <= gauge["history_tokens"] < 400  # not the images' 1,530

@@ -170,20 +170,23 @@ def test_the_image_alone_is_listed_with_no_text(api, echo_config):
 @pytest.mark.parametrize("origin", ["verbatim", "compressed"])
 @pytest.mark.parametrize("sees", [True, False])
 def test_a_packed_image_alone_is_never_an_empty_message(api, echo_config, origin, sees):
-    from chatapp.chat.context_images import packed_images_attach
-    from optimizer.types import PackedMessage
+    from chatapp.chat.context_images import msgs_counted_as_sent, packed_images_attach
+    from optimizer.types import Msg, PackedMessage
 
     chat = _chat(api, echo_config)
     _send(api, chat, {"content": "", "images": [_image(1024, 1024)]})
     question = Message.objects.get(conversation_id=chat["id"], role="user")
-    count = {"verbatim": question.token_count, "compressed": 4}[origin]
+    stored = question.token_count
+    # As packed: a model that does not see the image packs it counted with its placeholder.
+    [loaded] = msgs_counted_as_sent([Msg(str(question.pk), "user", "", False, stored)], model="gpt-4o")
+    count = {"verbatim": stored if sees else loaded.tokens, "compressed": 4}[origin]
     packed = PackedMessage(role="user", content="", source_ids=(str(question.pk),), origin=origin, tokens=count)
     [sent] = packed_images_attach([packed], sees=sees, model="gpt-4o")
     placeholder = optimizer.count_text("[image: 1024x1024]", model="gpt-4o")
     image = [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64(png_bytes(1024, 1024))}"}}]
     expected = {
         (True, "verbatim"): (image, count),  # the image alone, at its stored count
-        (False, "verbatim"): ("[image: 1024x1024]", count - image_tokens(1024, 1024) + placeholder),
+        (False, "verbatim"): ("[image: 1024x1024]", stored - image_tokens(1024, 1024) + placeholder),
         # Shortened to fit its share (counted without its image): its placeholder, not an empty message.
         (True, "compressed"): ("[image: 1024x1024]", count + placeholder),
         (False, "compressed"): ("[image: 1024x1024]", count + placeholder),

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from chatapp.chat.models import Conversation, Message
+from chatapp.chat.services import user_settings_update
 from chatapp.chat.textsafe import text_problem, text_storable
 from tests.support.chat import make_config, post_stream, send
 
@@ -68,3 +69,30 @@ def test_a_provider_error_with_odd_bytes_is_stored_and_frees_the_chat(user, fake
     conversation.llm_config.model = "fake-echo"
     conversation.llm_config.save(update_fields=["model"])
     assert send(user, conversation, "again").names[-1] == "done"
+
+
+# Text nothing of which shows: zero-width spaces and joiners, a word joiner, a byte order mark, tag
+# characters (Unicode's format characters), alone or between white space.
+INVISIBLE = ["\u200b", "\ufeff", " \u200b\u200d\n\u2060 ", "\U000e0001\U000e0020"]
+
+
+@pytest.mark.parametrize("text", INVISIBLE)
+def test_a_message_nothing_of_which_shows_is_refused_as_empty(user, conversation, text):
+    path = f"/api/conversations/{conversation.pk}/messages/"
+    refused = post_stream(user, path, raw=json.dumps({"content": text}))
+    assert (refused.status, refused.body["detail"]) == (400, "Type a message before sending.")
+    assert not Message.objects.filter(conversation=conversation).exists()
+
+    send(user, conversation, "A question")
+    asked = Message.objects.get(conversation=conversation, role="user")
+    edit = post_stream(user, f"/api/messages/{asked.pk}/edit/", raw=json.dumps({"content": text}))
+    assert (edit.status, edit.body["detail"]) == (400, "Type a message before sending.")
+    assert list(Message.objects.filter(conversation=conversation, role="user").values_list("content", flat=True)) == [
+        "A question"]
+
+
+def test_an_invisible_first_line_does_not_name_the_chat(user, conversation):
+    user_settings_update(user=user, generate_titles=False)  # the title the first message gives, kept
+    send(user, conversation, "\u200b\u2060\nWhere is the config file?")
+    conversation.refresh_from_db()
+    assert conversation.title == "Where is the config file?"
