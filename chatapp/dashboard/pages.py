@@ -28,13 +28,11 @@ def _tokens(n: int | None) -> str:
     if abs(n) < 1_000:
         return f"{n:,}"
     # Digits chosen on the value as rounded, and the unit too: 999,999 is "1.0M", not "1000k".
-    for div, suffix in ((1_000, "k"), (1_000_000, "M"), (1_000_000_000, "B")):
-        value = n / div
-        digits = 1 if abs(round(value, 1)) < 100 else 0
-        shown = round(value, digits)
-        if abs(shown) < 1_000 or suffix == "B":
-            return f"{shown:.{digits}f}{suffix}"
-    raise AssertionError("unreachable")  # the last unit returns
+    div, suffix = next((d, s) for d, s in ((1_000, "k"), (1_000_000, "M"), (1_000_000_000, "B"))
+                       if s == "B" or abs(round(n / d)) < 1_000)
+    value = n / div
+    digits = 1 if abs(round(value, 1)) < 100 else 0
+    return f"{value:.{digits}f}{suffix}"
 
 
 def _saving_tone(x: float | None) -> str:
