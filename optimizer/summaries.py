@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .budget import target_tokens
+from .recall import format_date
 from .tokens import content_text, count_text, message_tokens
 from .truncation import FLAGGED_LINE
 from .types import DEFAULT_CONFIG, Msg, PackConfig
@@ -109,7 +110,24 @@ _SECTIONS = (
 
 
 def _transcript(span: Sequence[Msg]) -> str:
-    return "\n\n".join(f"{m.role.upper()}: {content_text(m.content)}" for m in span)
+    """The span as the summarizer reads it: each message after its speaker, and a line for each new day
+    before its first message, so that what happened keeps its date (recall's date format)."""
+    parts: list[str] = []
+    day = None
+    for m in span:
+        if m.created_at is not None and (said := format_date(m.created_at)) != day:
+            parts.append(f"[{said}]")
+            day = said
+        parts.append(f"{m.role.upper()}: {content_text(m.content)}")
+    return "\n\n".join(parts)
+
+
+# Chats run over weeks: "yesterday" in a summary read a month later points at the wrong day.
+_DATES = (
+    "The messages are under the date they were written ([Mon 8 May 2023]). Give each event, plan and "
+    "decision you keep its date, and write a relative time (yesterday, last week, next Friday) as the "
+    "date it means, counted from the day it was said."
+)
 
 
 def build_summary_prompt(
@@ -136,11 +154,13 @@ def build_summary_prompt(
         # capped to its share of the budget, so that at a cut it never crowds out the recent window
         target = min(target, summary_room(budget, config))
     tier = "brief" if span_tokens < _SHORT_SPAN else "key_points" if span_tokens < _LONG_SPAN else "detailed"
+    dates = f"{_DATES}\n" if any(m.created_at is not None for m in span) else ""
     system = (
         "You compress chat history so that an assistant can continue the conversation without the "
         "original messages. Keep every concrete fact exactly as stated: names, numbers, dates, "
         "identifiers, commands. When a fact was corrected later, keep only the corrected value. "
         f"{_TIER_INSTRUCTIONS[tier]}\n{_SECTIONS}\n"
+        f"{dates}"
         f"Aim for about {target} tokens. Write the summary only, no preamble."
     )
     if instructions.strip():
@@ -251,14 +271,29 @@ def extractive_summary(
         return ""
     chosen = _best_lines(candidates, target_tokens, model)
     while chosen:
-        text = "\n".join(line for _, _, line in sorted(chosen, key=lambda c: c[1]))
+        text = _lines_under_days(chosen)
         if count_text(text, model=model) <= target_tokens:  # joins can merge tokens differently
             return text
         chosen.pop()  # the weakest line goes first
     return ""
 
 
-_Line = tuple[float, int, str]  # (score, position, text) of a candidate summary line
+_Line = tuple[float, int, str, str]  # (score, position, text, the day it was said or "") of a candidate line
+# The line `_transcript` and this summary put before a day's first message or fact.
+_DAY_LINE = re.compile(r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d{1,2} [A-Z][a-z]+ \d{4}\]")
+
+
+def _lines_under_days(chosen: list[_Line]) -> str:
+    """The chosen lines in order, each day's under a line naming it (a fact read later keeps its date,
+    and "yesterday" in it stays readable)."""
+    out: list[str] = []
+    day = ""
+    for _, _, line, said in sorted(chosen, key=lambda c: c[1]):
+        if said and said != day:
+            out.append(f"[{said}]")
+            day = said
+        out.append(line)
+    return "\n".join(out)
 
 
 def _candidates(span: Sequence[Msg], previous_summary: str | None) -> list[_Line]:
@@ -266,22 +301,26 @@ def _candidates(span: Sequence[Msg], previous_summary: str | None) -> list[_Line
     candidates: list[_Line] = []
     seen: set[str] = set()
     pos = 0
+    day = ""
     if previous_summary:
         for line in summary_body(previous_summary).split("\n"):
             line = line.strip()
-            if line and _norm(line) not in seen:
+            if _DAY_LINE.fullmatch(line):  # the day of the lines below it, not a fact to rank
+                day = line[1:-1]
+            elif line and _norm(line) not in seen:
                 seen.add(_norm(line))
                 # lines that survived an earlier round were already chosen once: a small bonus keeps them stable
-                candidates.append((_score(line, "user") + 1, pos, line))
+                candidates.append((_score(line, "user") + 1, pos, line, day))
                 pos += 1
     for msg in span:
         who = "User" if msg.role == "user" else "Assistant" if msg.role == "assistant" else msg.role.capitalize()
+        said = format_date(msg.created_at) if msg.created_at is not None else ""
         for sentence in _units(msg):
             key = _norm(sentence)
             if len(key) < 12 or key in seen:
                 continue
             seen.add(key)
-            candidates.append((_score(sentence, msg.role), pos, f"{who}: {sentence}"))
+            candidates.append((_score(sentence, msg.role), pos, f"{who}: {sentence}", said))
             pos += 1
     return candidates
 
@@ -291,14 +330,18 @@ def _best_lines(candidates: list[_Line], target_tokens: int, model: str) -> list
     # best first; among equals the newer one (a correction beats the value it corrects)
     ranked = sorted(candidates, key=lambda c: (-c[0], -c[1]))
     chosen: list[_Line] = []
+    days: set[str] = set()
     used = 0
-    for score, position, line in ranked:
+    for score, position, line, said in ranked:
         if score <= 0 and chosen:
             break
-        cost = count_text(line, model=model) + 1
+        # a day's line is paid for by its first fact (the rendering may repeat it: the final count decides)
+        cost = count_text(line, model=model) + 1 + (count_text(f"[{said}]", model=model) + 1
+                                                     if said and said not in days else 0)
         if used + cost > target_tokens:
             continue
-        chosen.append((score, position, line))
+        chosen.append((score, position, line, said))
+        days.add(said)
         used += cost
         if target_tokens - used < 8:
             break

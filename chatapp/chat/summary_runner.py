@@ -188,7 +188,9 @@ def _claimed_run(*, job: SummaryJob, chat_target: LLMTarget | None) -> SummaryRu
     target = llm_target_for(config=summary_config)
 
     msgs = [
-        Msg(id=str(r.pk), role=cast(Role, r.role), content=r.content, tokens=r.token_count or None) for r in plan.rows
+        Msg(id=str(r.pk), role=cast(Role, r.role), content=r.content, tokens=r.token_count or None,
+            created_at=r.created_at)  # the model dates what it keeps by them
+        for r in plan.rows
     ]
     previous_text = optimizer.summary_body(plan.previous.content) if plan.previous is not None else None
     final_status = Status.DONE

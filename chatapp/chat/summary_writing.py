@@ -87,7 +87,7 @@ def span_plan(*, job: SummaryJob, conversation: Conversation) -> SpanPlan | None
     return SpanPlan(
         # Text only, each image a placeholder: the summarizer is not sent images.
         rows=messages_with_placeholders(list(rows.order_by("id").only("id", "role", "content", "token_count",
-                                        "char_count")), has_images=conversation.has_images),
+                                        "char_count", "created_at")), has_images=conversation.has_images),
         previous=previous,
         upper_exclusive=upper,
         # A system message is sent whether pinned or not: never listed (as by migration 0013 and imports).

@@ -96,3 +96,56 @@ def test_compress_text_keeps_head_tail_and_flagged_lines():
     one_line = "word " * 5000
     assert count_text(compress_text(one_line, limit=100, model=MODEL), model=MODEL) <= 100
     assert omitted_marker(lines=412, tokens=9_800) == "[... 412 lines, 9,800 tokens omitted ...]"
+
+
+def test_prompt_puts_the_span_under_its_dates_and_asks_to_keep_them():
+    import dataclasses
+    import datetime as dt
+
+    def said(m, day, hour=9):
+        return dataclasses.replace(m, created_at=dt.datetime(2023, 5, day, hour, tzinfo=dt.UTC))
+
+    span = [said(msg("1", "user", "I went to the support group yesterday."), 8),
+            said(msg("2", "assistant", "How was it?"), 8, 10),
+            said(msg("3", "user", "We adopted a dog named Rex."), 20)]
+    p = build_summary_prompt(span, previous_summary=None, model=MODEL)
+    system, user = p.messages[0]["content"], p.messages[1]["content"]
+    # one line per new day, before the first message said on it
+    assert user.count("[Mon 8 May 2023]") == 1 and user.count("[Sat 20 May 2023]") == 1
+    assert user.index("[Mon 8 May 2023]") < user.index("USER: I went") < user.index("ASSISTANT: How was it?")
+    assert user.index("ASSISTANT: How was it?") < user.index("[Sat 20 May 2023]") < user.index("USER: We adopted")
+    assert "date" in system and "yesterday" in system
+
+    undated = build_summary_prompt([dataclasses.replace(m, created_at=None) for m in span], previous_summary=None,
+                                   model=MODEL)
+    assert "2023" not in undated.messages[1]["content"]
+    assert "yesterday" not in undated.messages[0]["content"]
+
+
+def test_extractive_lines_stand_under_the_day_they_were_said_across_rolls():
+    import dataclasses
+    import datetime as dt
+    import itertools
+
+    def said(m, day):
+        return dataclasses.replace(m, created_at=dt.datetime(2023, 5, day, 9, tzinfo=dt.UTC))
+
+    first = [said(msg("1", "user", "My sister Ana moved to Lisbon yesterday."), 8),
+             said(msg("2", "assistant", "Noted."), 8),
+             said(msg("3", "user", "We booked the flight to Porto for 14 June."), 9)]
+    text = extractive_summary(first, previous_summary=None, target_tokens=200, model=MODEL)
+    lines = text.split("\n")
+    assert lines == ["[Mon 8 May 2023]", "User: My sister Ana moved to Lisbon yesterday.",
+                     "[Tue 9 May 2023]", "User: We booked the flight to Porto for 14 June."]
+    # rolled into the next summary, the kept lines keep their days; the day lines are not facts to rank
+    later = [said(msg("4", "user", "My car is a red Fiat 500, plate 12-AB-34."), 20)]
+    rolled = extractive_summary(later, previous_summary=text, target_tokens=200, model=MODEL).split("\n")
+    assert rolled == [*lines, "[Sat 20 May 2023]", "User: My car is a red Fiat 500, plate 12-AB-34."]
+    assert count_text("\n".join(rolled), model=MODEL) <= 200
+    # a tight target drops whole facts, never leaves a day line with nothing under it
+    tight = extractive_summary(later, previous_summary=text, target_tokens=30, model=MODEL).split("\n")
+    assert tight and not tight[-1].startswith("[")
+    assert all(not a.startswith("[") or not b.startswith("[") for a, b in itertools.pairwise(tight))
+    # undated messages give the lines as before
+    assert "[" not in extractive_summary([dataclasses.replace(m, created_at=None) for m in first],
+                                         previous_summary=None, target_tokens=200, model=MODEL)
