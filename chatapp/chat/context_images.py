@@ -7,7 +7,9 @@ are read, in one query, and only in a chat that holds an image (Conversation.has
 stored count holds its images' cost as a seeing model is charged it (image_services.images_tokens):
 for a model that does not see them the loaded messages are counted with their placeholders instead
 before packing (`msgs_counted_as_sent`), or a question beside an image too large for the budget was
-shortened to its text, and the model never told of the image.
+shortened to its text, and the model never told of the image. A message shortened to fit its share of
+the budget is sent its placeholders, to a seeing model too, its text shortened again to make room
+for them (`_shortened_for`): without them the model was never told there were images.
 """
 
 from __future__ import annotations
@@ -22,13 +24,15 @@ import optimizer
 from chatapp.chat.image_models import MessageImage
 from chatapp.chat.models import Message
 from optimizer.images import image_tokens
+from optimizer.truncation import compress_text
 from optimizer.types import Msg, PackedMessage
 
 # What a message is sent as itself, whole (in the window, or pinned): its images go with it. A message
 # shortened to fit its share of the budget ("compressed") was counted again from its shortened text
-# alone, and is sent as the packer counted it: its images added would take the request past the
-# budget (an image alone, shortened to no text, is sent its placeholders: a few tokens, not an empty
-# message). A summary, or the recall block quoting a message, is text only.
+# alone: its images added would take the request past the budget, so it is sent their placeholders,
+# its text shortened that much more, within the count the packer gave it (an image alone, shortened to
+# no text, is sent its placeholders: a few tokens, not an empty message). A summary, or the recall
+# block quoting a message, is text only.
 _OWN_ORIGINS = ("verbatim", "pinned")
 
 
@@ -42,7 +46,10 @@ def image_part(image: MessageImage) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _with_images(packed: PackedMessage, images: list[MessageImage], *, sees: bool, model: str) -> PackedMessage:
+def _with_images(
+    packed: PackedMessage, images: list[MessageImage], *, sees: bool, model: str, original: str | None,
+) -> PackedMessage:
+    """`original`: the text of the message `packed` is, as loaded (for one the packer shortened)."""
     text = packed.content if isinstance(packed.content, str) else optimizer.tokens.content_text(packed.content)
     text = text if text.strip() else ""  # an image sent alone: no empty text part, no blank line before it
     whole = packed.origin in _OWN_ORIGINS
@@ -50,11 +57,30 @@ def _with_images(packed: PackedMessage, images: list[MessageImage], *, sees: boo
         head: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
         # its stored count, its images' cost in it
         return dataclasses.replace(packed, content=[*head, *(image_part(i) for i in images)], tokens=packed.tokens)
-    added = _placeholders_added(text, images)
-    # Whole, it was packed counted with its placeholders (msgs_counted_as_sent); shortened (an image
-    # alone, its text gone), it was counted without them.
-    tokens = packed.tokens if whole else packed.tokens + optimizer.count_text(added, model=model)
-    return dataclasses.replace(packed, content=text + added, tokens=max(tokens, 1))
+    if whole:  # packed counted with its placeholders (msgs_counted_as_sent)
+        return dataclasses.replace(packed, content=text + _placeholders_added(text, images), tokens=packed.tokens)
+    # Shortened, it was counted without them: its text gives them room; an image alone (its text gone)
+    # has none to give, and is sent its placeholders a few tokens past its count.
+    shortened = text
+    if text and original:
+        shortened = _shortened_for(original=original, shortened=text, images=images, model=model)
+    sent = shortened + _placeholders_added(shortened, images)
+    tokens = packed.tokens - optimizer.count_text(text, model=model) + optimizer.count_text(sent, model=model)
+    return dataclasses.replace(packed, content=sent, tokens=max(tokens, 1))
+
+
+def _shortened_for(*, original: str, shortened: str, images: Sequence[MessageImage], model: str) -> str:
+    """`original` shortened again as the packer shortened it to `shortened` (head and tail around the
+    marker, `compress_text`), so that it and its images' placeholders count no more than `shortened`."""
+    room = optimizer.count_text(shortened, model=model)
+    limit = room - optimizer.count_text(_placeholders_added(shortened, images), model=model)
+    while limit > 0:
+        text = compress_text(original, limit=limit, model=model)
+        over = optimizer.count_text(text + _placeholders_added(text, images), model=model) - room
+        if over <= 0:
+            return text
+        limit -= over  # the two counted apart are a token or so short of the two together
+    return ""
 
 
 def _placeholders_added(text: str, images: Sequence[MessageImage]) -> str:
@@ -103,21 +129,29 @@ def msgs_counted_as_sent(msgs: Sequence[Msg], *, model: str) -> list[Msg]:
 
 
 def _own_id(packed: PackedMessage) -> str | None:
-    """The id of the user's message `packed` is, sent as itself, or shortened to nothing (an image alone,
-    whose placeholders are then all it is sent as); None for anything else."""
-    shortened_blank = packed.origin == "compressed" and isinstance(packed.content, str) and not packed.content.strip()
-    own = packed.role == "user" and (packed.origin in _OWN_ORIGINS or shortened_blank) and len(packed.source_ids) == 1
+    """The id of the user's message `packed` is, sent as itself or shortened to fit its share; None for
+    anything else."""
+    own = packed.role == "user" and packed.origin in (*_OWN_ORIGINS, "compressed") and len(packed.source_ids) == 1
     return packed.source_ids[0] if own and packed.source_ids[0].isdigit() else None
 
 
-def packed_images_attach(packed: Sequence[PackedMessage], *, sees: bool, model: str) -> list[PackedMessage]:
-    """`packed` with the images of the user's messages in it put in (see the module docstring)."""
+def packed_images_attach(
+    packed: Sequence[PackedMessage], *, sees: bool, model: str, loaded: Sequence[Msg],
+) -> list[PackedMessage]:
+    """`packed` with the images of the user's messages in it put in (see the module docstring);
+    `loaded`: the messages it was packed from (a shortened one is shortened again from its text)."""
     ids = [int(own) for p in packed if (own := _own_id(p)) is not None]
     found: defaultdict[str | None, list[MessageImage]] = defaultdict(list)
     rows = MessageImage.objects.filter(message_id__in=ids).order_by("id")
     for image in (rows if sees else rows.defer("data")) if ids else ():
         found[str(image.message_id)].append(image)
-    return [_with_images(p, found[own], sees=sees, model=model) if (own := _own_id(p)) in found else p for p in packed]
+    shortened = {p.source_ids[0] for p in packed if p.origin == "compressed" and _own_id(p) in found}
+    originals = {m.id: optimizer.tokens.content_text(m.content) for m in loaded if m.id in shortened}
+    return [
+        _with_images(p, found[own], sees=sees, model=model, original=originals.get(own or ""))
+        if (own := _own_id(p)) in found else p
+        for p in packed
+    ]
 
 
 def messages_with_placeholders(messages: list[Message], *, has_images: bool = True) -> list[Message]:

@@ -188,7 +188,7 @@ def context_build(
         ctx.recall_contents = source.contents
         ctx.recall_token_counts = source.token_counts
     # What goes on the wire is the shaped request; every figure (record, gauge, note) reports its tokens.
-    sent = (packed_images_attach(result.messages, sees=target.sees_images, model=target.model)
+    sent = (packed_images_attach(result.messages, sees=target.sees_images, model=target.model, loaded=ctx.msgs)
             if conversation.has_images else result.messages)
     ctx.request = shape_request(sent, model=target.model)
     if ctx.request.tokens != result.info.tokens_after:

@@ -18,9 +18,11 @@ import html
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import unescapeAll
 from markdown_it.rules_core import StateCore
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -207,21 +209,70 @@ _MD_LINE_SYNTAX = re.compile(
 # or `](` is read once, not once per bracket (a reply of 20,000 took 20 to 40 s for each search hit).
 _MD_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*(?:\([^()\n]*\)[^()\n]*)*\)")
 _MD_STRONG = re.compile(r"\*\*|__(?=\S)|(?<=\S)__")
+# A delimiter after a backslash is escaped: written, not emphasis ("\*not slanted\*").
 _MD_EMPHASIS = re.compile(
-    r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])|(?<![\w_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\w_])"
+    r"(?<![\w*\\])\*(?=\S)([^*\n]+?)(?<=[^\s\\])\*(?![\w*])"
+    r"|(?<![\w_\\])_(?=\S)([^_\n]+?)(?<=[^\s\\])_(?![\w_])"
 )
 _MD_TABLE_ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$", re.MULTILINE)
+# A fence's opening line (CommonMark's, at any indentation, as _MD_LINE_SYNTAX drops it: a list item's
+# fence is indented); its closing line is the same character, at least as many, alone on its line.
+_MD_FENCE = re.compile(r"^[ \t]*(?:(`{3,})[^`\n]*|(~{3,})[^\n]*)$", re.MULTILINE)
+_MD_BACKTICKS = re.compile(r"`+")
 
 
 def markdown_plain(text: str) -> str:
     """A reply's Markdown as the words a reader sees, for a search snippet: no `**`, `#`, list
-    markers, fences or link targets ("- **Total:** 80" is "Total: 80"); line breaks are kept, and
-    text without that syntax comes back unchanged. Not a renderer: a few regular expressions over
-    the common syntax, since a page of hits cuts many snippets and a parser costs far more."""
-    if not any(ch in text for ch in "*_`#>[|-+~.)"):
+    markers, fences or link targets ("- **Total:** 80" is "Total: 80"), character references and
+    backslash escapes read as the rendering reads them ("&amp;" is "&", "\\*" is "*"), code as written;
+    line breaks are kept, and text without that syntax comes back unchanged. Not a renderer: a few
+    regular expressions over the common syntax, since a page of hits cuts many snippets and a parser
+    costs far more."""
+    if not any(ch in text for ch in "*_`#>[|-+~.)&\\"):
         return text
+    return "".join(_plain_prose(chunk) if prose else chunk for prose, chunk in _fenced_chunks(text))
+
+
+def _fenced_chunks(text: str) -> Iterator[tuple[bool, str]]:
+    """`text` as consecutive chunks of whole lines: (True, prose with the fence lines) or (False, a
+    fenced block's code). A fence left open runs to the end, as CommonMark's does."""
+    at = after = 0  # where the prose chunk starts, and where its next opening fence is looked for
+    while (opening := _MD_FENCE.search(text, after)) is not None:
+        fence = opening.group(1) or opening.group(2)
+        body = opening.end() + 1
+        yield True, text[at:body]
+        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE).search(text, body)
+        if closing is None:
+            yield False, text[body:]
+            return
+        yield False, text[body:closing.start()]
+        at, after = closing.start(), closing.end()  # the closing line is prose's to drop
+    yield True, text[at:]
+
+
+def _plain_prose(text: str) -> str:
     text = _MD_LINE_SYNTAX.sub("", text)  # a table's separator row goes here, by its pipes
     text = _MD_TABLE_ROW.sub(lambda m: m.group().replace("|", " "), text)
     text = _MD_LINK.sub(r"\1", text)
     text = _MD_EMPHASIS.sub(lambda m: m.group(1) or m.group(2), text)
-    return _MD_STRONG.sub("", text).replace("`", "")
+    text = _MD_STRONG.sub("", text)
+    if "&" not in text and "\\" not in text:
+        return text.replace("`", "")
+    # Outside code spans only: a run of backticks opens one that the next run as long closes (without
+    # one it is written as it is); a run's next of the same length found once, from the end.
+    runs = [m.span() for m in _MD_BACKTICKS.finditer(text)]
+    closer: list[int | None] = [None] * len(runs)
+    later: dict[int, int] = {}
+    for i in range(len(runs) - 1, -1, -1):
+        length = runs[i][1] - runs[i][0]
+        closer[i], later[length] = later.get(length), i
+    out, at, i = [], 0, 0
+    while i < len(runs):
+        j = closer[i]
+        if j is None:
+            i += 1
+            continue
+        out += [unescapeAll(text[at:runs[i][0]]).replace("`", ""), text[runs[i][1]:runs[j][0]]]
+        at, i = runs[j][1], j + 1
+    out.append(unescapeAll(text[at:]).replace("`", ""))
+    return "".join(out)

@@ -10,7 +10,9 @@ import pytest
 from chatapp.chat.context_images import messages_with_placeholders, packed_images_attach
 from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.providers.services import llm_config_create
-from optimizer.types import PackedMessage
+from optimizer.tokens import count_text
+from optimizer.truncation import compress_text
+from optimizer.types import Msg, PackedMessage
 from tests.support.images import b64, png_bytes
 from tests.support.streaming import sse_events
 
@@ -99,27 +101,39 @@ def test_summaries_are_written_from_text_with_a_placeholder_per_image(api, echo_
     assert Message.objects.get(pk=rows[0].pk).content == "What is this?"  # nothing written
 
 
-@pytest.mark.parametrize("origin", ["verbatim", "compressed"])
-@pytest.mark.parametrize("sees", [True, False])
-def test_a_packed_messages_count_follows_what_its_images_are_sent_as(api, echo_config, origin, sees):
+def _question_with_an_image(api, echo_config) -> Message:
     chat = _chat_with(api, echo_config, accepts_images=True)
     _send_image(api, chat, png_bytes(1024, 1024))
-    question = Message.objects.get(conversation_id=chat["id"], role="user")
-    # as packed: stored (the image's 765 in it; its placeholder's for a model not seeing it), or counted again
-    count = {"verbatim": 800, "compressed": 40}[origin]
-    packed = PackedMessage(role="user", content="What", source_ids=(str(question.pk),), origin=origin, tokens=count)
-    [sent] = packed_images_attach([packed], sees=sees, model="gpt-4o")
-    expected = {
-        ("verbatim", True): 800,
-        # Shortened to fit its share of the budget, counted from its text alone: sent as the packer
-        # counted it, its images left out (added, they would take the request past the budget).
-        ("compressed", True): 40,
-        # Packed counted with its placeholder in place of the image's cost (msgs_counted_as_sent).
-        ("verbatim", False): 800,
-        ("compressed", False): 40,
-    }
-    assert sent.tokens == expected[origin, sees]
-    assert (sent.content == "What") is (origin == "compressed")
+    return Message.objects.get(conversation_id=chat["id"], role="user")
+
+
+@pytest.mark.parametrize("sees", [True, False])
+def test_a_whole_messages_count_follows_what_its_images_are_sent_as(api, echo_config, sees):
+    question = _question_with_an_image(api, echo_config)
+    # as packed: stored (the image's 765 in it; its placeholder's for a model not seeing it: msgs_counted_as_sent)
+    packed = PackedMessage(role="user", content="What", source_ids=(str(question.pk),), origin="verbatim", tokens=800)
+    [sent] = packed_images_attach([packed], sees=sees, model="gpt-4o", loaded=[])
+    assert sent.tokens == 800
+    assert (sent.content == "What\n\n[image: 1024x1024]") is not sees
+
+
+@pytest.mark.parametrize("sees", [True, False])
+def test_a_shortened_message_is_sent_its_placeholders_within_its_count(api, echo_config, sees):
+    """Shortened to its share and counted again from its text alone: its image's placeholder in place
+    of the image whatever the model, the text shortened that much more, so the message counts no more
+    than the packer counted it (7: a message's overhead)."""
+    question = _question_with_an_image(api, echo_config)
+    long_text = " ".join(f"line {i} of a pasted log" for i in range(300))
+    loaded = [Msg(str(question.pk), "user", long_text, False, 2_000)]
+    shortened = compress_text(long_text, limit=100, model="gpt-4o")
+    count = 7 + count_text(shortened, model="gpt-4o")
+    packed = PackedMessage(role="user", content=shortened, source_ids=(str(question.pk),), origin="compressed",
+                           tokens=count)
+    [sent] = packed_images_attach([packed], sees=sees, model="gpt-4o", loaded=loaded)
+    assert isinstance(sent.content, str)
+    assert sent.content.startswith("line 0 of a pasted log") and "tokens omitted" in sent.content
+    assert sent.content.endswith("\n\n[image: 1024x1024]")
+    assert sent.tokens == 7 + count_text(sent.content, model="gpt-4o") <= count
 
 
 def test_a_turn_in_a_chat_without_images_does_not_look_for_any(api, echo_config, fake_openai):
@@ -175,3 +189,31 @@ def test_a_model_that_does_not_see_images_judges_the_history_by_their_placeholde
     gauge = api.get(f"/api/conversations/{chat['id']}/context/").json()
     assert (gauge["window_start_id"], gauge["strategy"]) == (None, "none")
     assert gauge["tokens"] <= gauge["history_tokens"] < 400  # not the images' 1,530
+
+
+@pytest.mark.parametrize("accepts_images", [True, False])
+def test_a_question_shortened_to_fit_keeps_a_placeholder_per_image(api, echo_config, fake_openai, accepts_images):
+    """A long question with images, too long for the budget, is sent as head and tail: its images were
+    dropped with nothing said, so the model answered as if the user had sent none. Its images are
+    now their placeholders (to a model that sees images too: the image parts would not fit), within
+    the count the packer gave the shortened message: the request still fits the budget."""
+    api.patch(f"/api/configs/{echo_config['id']}/", {"context_window": 700, "max_output_tokens": 100}, format="json")
+    chat = _chat_with(api, echo_config, accepts_images=accepts_images)
+    long_text = " ".join(f"line {i} of a pasted log" for i in range(600))
+    fake_openai.reset()
+    response = api.post(
+        f"/api/conversations/{chat['id']}/messages/",
+        {"content": long_text, "images": [{"data": b64(png_bytes(640, 480))}, {"data": b64(png_bytes(64, 64))}]},
+        format="json",
+    )
+    assert sse_events(response.recorded_body)[-1][0] == "done"
+
+    user = [m for m in fake_openai.requests[-1].messages if m["role"] == "user"][-1]
+    assert isinstance(user["content"], str) and "tokens omitted" in user["content"]
+    assert user["content"].startswith("line 0 of a pasted log")
+    assert user["content"].endswith("\n\n[image: 640x480]\n[image: 64x64]")
+    record = OptimizationRecord.objects.get()
+    assert record.tokens_sent <= 600
+    question = Message.objects.get(conversation_id=chat["id"], role="user")
+    gauge = api.get(f"/api/conversations/{chat['id']}/context/").json()
+    assert gauge["shortened_message_ids"] == [question.pk] and gauge["budget"] == 600

@@ -181,7 +181,7 @@ def test_a_packed_image_alone_is_never_an_empty_message(api, echo_config, origin
     [loaded] = msgs_counted_as_sent([Msg(str(question.pk), "user", "", False, stored)], model="gpt-4o")
     count = {"verbatim": stored if sees else loaded.tokens, "compressed": 4}[origin]
     packed = PackedMessage(role="user", content="", source_ids=(str(question.pk),), origin=origin, tokens=count)
-    [sent] = packed_images_attach([packed], sees=sees, model="gpt-4o")
+    [sent] = packed_images_attach([packed], sees=sees, model="gpt-4o", loaded=[loaded])
     placeholder = optimizer.count_text("[image: 1024x1024]", model="gpt-4o")
     image = [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64(png_bytes(1024, 1024))}"}}]
     expected = {

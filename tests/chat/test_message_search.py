@@ -304,6 +304,19 @@ def test_a_replys_snippet_shows_its_markdown_as_read_and_the_users_text_as_typed
     assert str(reply_hit.snippet_html) == "<mark>Total</mark>: the characters, see the manual"
 
 
+def test_a_replys_character_references_show_as_the_reply_reads(user):
+    """A reply's `&amp;` reads "&" in the chat (Markdown decodes character references and backslash
+    escapes), and its snippet showed "&amp;" (escaped once more: `&amp;amp;`); a user's text is shown
+    as typed, and a reply's code as written."""
+    _say(_chat(user), "Tom &amp; Jerry, AT\\&T", "Tom &amp; Jerry &lt;b&gt; caf&eacute; \\*not slanted\\* `&amp; tom`")
+    user_hit, reply_hit = sorted(message_search(owner=user, query="tom").hits, key=lambda h: h.message_id)
+    assert str(user_hit.snippet_html) == "<mark>Tom</mark> &amp;amp; Jerry, AT\\&amp;T"
+    assert reply_hit.snippet_text == "Tom & Jerry <b> café *not slanted* &amp; tom"
+    assert str(reply_hit.snippet_html) == (
+        "<mark>Tom</mark> &amp; Jerry &lt;b&gt; café *not slanted* &amp;amp; <mark>tom</mark>"
+    )
+
+
 def test_snippet_is_a_window_around_the_first_match_of_a_long_message(user):
     chat = _chat(user)
     words = [f"w{i}" for i in range(5000)]

@@ -157,6 +157,11 @@ def test_tables_are_focusable_as_code_blocks_are():
     ("| a | b |\n|---|:--:|\n| 1 | 2 |", "a b 1 2"),
     ("```python\nprint(snake_case_name * 2)\n```", "print(snake_case_name * 2)"),
     ("a_b_c and 2*3*4, as written", "a_b_c and 2*3*4, as written"),
+    # Character references and backslash escapes read as the rendering shows them, code as written.
+    ("Tom &amp; Jerry &lt;b&gt; caf&eacute; &#169; &#x41; \\*not slanted\\* \\_ AT&T &bogus;",
+     "Tom & Jerry <b> café © A *not slanted* _ AT&T &bogus;"),
+    ("Run `a &amp;&amp; b \\*` and **&amp;**", "Run a &amp;&amp; b \\* and &"),
+    ("```\n&amp; \\* stays\n```\nafter &amp;", "&amp; \\* stays after &"),
 ])
 def test_markdown_plain_is_the_words_a_reader_sees(markdown, plain):
     assert " ".join(markdown_plain(markdown).split()) == plain
@@ -164,7 +169,7 @@ def test_markdown_plain_is_the_words_a_reader_sees(markdown, plain):
 
 # Inline pieces, joined by spaces into a paragraph; block pieces, each a block of its own.
 _INLINE = ["**bold**", "*slanted*", "_under_", "`code`", "[a link](https://example.org/p)", "plain words",
-           "snake_case", "x * y"]
+           "snake_case", "x * y", "caf&eacute;", "&#x41;&#66;c", "`x&amp;y`", "\\*"]
 _BLOCKS = ["# Heading", "- item\n- another", "3. step\n4. next", "> quote", "***",
            "| cell | other |\n|---|---|\n| one | two |", "```\nblock\n```"]
 _PARAGRAPH = st.lists(st.sampled_from(_INLINE), min_size=1, max_size=6).map(" ".join)
