@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import optimizer
@@ -89,21 +89,31 @@ def _placeholders_added(text: str, images: Sequence[MessageImage]) -> str:
     return f"\n\n{placeholders}" if text.strip() else placeholders
 
 
-def images_overcount(*, conversation_id: int, model: str) -> int:
+def images_overcount(*, conversation_id: int, model: str, skip: Collection[str] = ()) -> int:
     """How far the live history's stored counts exceed what a model that does not see images is sent:
     each image's cost less its placeholder's, which the running totals (Conversation.live_token_count)
     cannot tell. Each placeholder counted with the line break that puts it after text (an image alone
-    has none): never more than is saved, so the history is never read as smaller than it is sent. One
-    query, over the images only."""
+    has none): never more than is saved, so the history is never read as smaller than it is sent. An
+    estimate (the message's text and its placeholders are counted as one text when sent): the messages
+    `skip` names (ids as strings), loaded and counted as sent (msgs_overcount), are left to their exact
+    figure. One query, over the images only."""
     rows = MessageImage.objects.filter(
         message__conversation_id=conversation_id, message__role=Message.Role.USER, message__kind=Message.Kind.CHAT,
         message__status__in=Message.LIVE_STATUSES, message__superseded=False,
-    ).values_list("width", "height")
+    ).values_list("message_id", "width", "height")
     total = 0
-    for width, height in rows:
+    for message_id, width, height in rows:
+        if str(message_id) in skip:
+            continue
         placeholder = image_placeholder(MessageImage(width=width, height=height))
         total += max(image_tokens(width, height) - optimizer.count_text(f"\n\n{placeholder}", model=model), 0)
     return total
+
+
+def msgs_overcount(stored: Sequence[Msg], counted: Sequence[Msg]) -> int:
+    """How far `stored` (messages as loaded) exceeds `counted` (msgs_counted_as_sent of them): exactly
+    what their images' costs were replaced by, as the request sends them."""
+    return sum(s.tokens - (c.tokens or 0) for s, c in zip(stored, counted, strict=True) if s.tokens is not None)
 
 
 def msgs_counted_as_sent(msgs: Sequence[Msg], *, model: str) -> list[Msg]:

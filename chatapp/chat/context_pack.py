@@ -14,7 +14,12 @@ from django.db.models import Q
 
 import optimizer
 from chatapp.chat.context import ContextInput, context_budget, context_load, live_history, tail_start_id
-from chatapp.chat.context_images import images_overcount, msgs_counted_as_sent, packed_images_attach
+from chatapp.chat.context_images import (
+    images_overcount,
+    msgs_counted_as_sent,
+    msgs_overcount,
+    packed_images_attach,
+)
 from chatapp.chat.models import Conversation, Preference, UserSettings
 from chatapp.chat.prompts import PROMPT_IDS, prompt_msgs
 from chatapp.chat.recall_source import DatabaseRecallSource
@@ -148,7 +153,12 @@ def context_build(
         summarizer = False
     ctx = context_load(conversation=conversation, offline_replies=target.offline, prompts=prompts, **load)
     if placeholders:
-        ctx.msgs = msgs_counted_as_sent(ctx.msgs, model=target.model)  # placeholders, not the images' cost
+        stored = ctx.msgs
+        ctx.msgs = msgs_counted_as_sent(stored, model=target.model)  # placeholders, not the images' cost
+        # The full history as the request would send it: the loaded messages by their own recount (the
+        # estimate read 3 tokens saved on three images sent unchanged), the estimate for the others only.
+        overcount = msgs_overcount(stored, ctx.msgs) + images_overcount(
+            conversation_id=conversation.pk, model=target.model, skip={m.id for m in stored})
         ctx.history = dataclasses.replace(ctx.history, tokens=ctx.history.tokens - overcount)
     # Recall quotes old messages the window left out; when the whole history is loaded it is all
     # sent, so there is nothing to recall. The source runs no query until pack asks it to search.

@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from .prompt_models import COMMAND_PATTERN, SavedPrompt
-from .textsafe import text_storable
+from .textsafe import text_blank, text_storable
 
 MAX_PROMPTS_PER_USER = 200
 # The box's own commands: a saved prompt cannot take their names.
@@ -36,7 +36,7 @@ def _cleaned(*, command: str, title: str, content: str) -> dict[str, str]:
         title = command[:100]  # a command refused for its length is not also a title refused for it
     if len(title) > 100:
         errors["title"] = "Ensure this field has no more than 100 characters."
-    if not content.strip():
+    if text_blank(content):  # white space, or only characters that do not show (a zero-width space)
         errors["content"] = "Write the prompt's text."
     elif len(content) > settings.MAX_MESSAGE_CHARS:
         errors["content"] = f"A prompt is at most {settings.MAX_MESSAGE_CHARS:,} characters, as a message is."

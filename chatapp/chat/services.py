@@ -27,7 +27,7 @@ from optimizer.tokens import encoding_for
 
 from .models import Conversation, Preference, SummaryJob, UserSettings
 from .selectors import user_settings_get
-from .textsafe import text_storable
+from .textsafe import text_blank, text_storable
 from .token_services import api_tokens_revoke_all
 
 DEFAULT_TITLE = "New chat"
@@ -96,11 +96,14 @@ def user_settings_update(
 def _prompt_clean(value: Any, *, field: str, label: str, errors: dict[str, list[str]]) -> str:
     """A system prompt as stored: text only, made storable (NUL, lone surrogates) like every text the
     app keeps, line ends as LF (a form posts CRLF: the same prompt must hash the same from the page
-    and the API), surrounding blank space dropped (whitespace alone would still be sent)."""
+    and the API), surrounding blank space dropped (whitespace alone would still be sent), and a text of
+    nothing that shows (a zero-width space, a byte order mark, pasted alone) taken as none."""
     if not isinstance(value, str):
         errors.setdefault(field, []).append(f"{label} must be text.")
         return ""
     text = text_storable(value).replace("\r\n", "\n").replace("\r", "\n").strip()
+    if text_blank(text):
+        text = ""
     if len(text) > SYSTEM_PROMPT_MAX_CHARS:
         errors.setdefault(field, []).append(
             f"{label} must be at most {SYSTEM_PROMPT_MAX_CHARS:,} characters (this text has {len(text):,})."

@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.http import Http404
 
 import optimizer
+from chatapp.chat.textsafe import text_blank
 from chatapp.providers.models import LLMConfig
 
 from .api_keys import api_key_clean
@@ -64,7 +65,7 @@ def _int_field(value: Any, *, field: str, label: str, errors: dict[str, list[str
 
 def text_field_clean(value: Any, *, field: str, label: str, max_length: int, errors: dict[str, list[str]]) -> str:
     text = " ".join(str(value or "").split())
-    if not text:
+    if text_blank(text):  # white space, or only characters that do not show (a zero-width space pasted)
         errors.setdefault(field, []).append(f"{label} is required.")
     elif len(text) > max_length:
         errors.setdefault(field, []).append(f"{label} must be at most {max_length} characters.")

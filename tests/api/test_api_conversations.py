@@ -112,6 +112,21 @@ def test_conversation_rename_validation(api, user, make_conversation):
     assert "title" in response.json()
 
 
+@pytest.mark.parametrize("title", ["\u200b", "\ufeff \u2060", "\u200d\u200c"])
+def test_a_title_of_only_invisible_characters_is_no_title(api, user, make_conversation, title):
+    # A zero-width space pasted alone: a chat with a blank row in the sidebar, a blank header and tab.
+    conversation = make_conversation(user, title="Kept")
+    renamed = api.patch(f"/api/conversations/{conversation.pk}/", {"title": title}, format="json")
+    assert renamed.status_code == 400 and "title" in renamed.json()
+    conversation.refresh_from_db()
+    assert conversation.title == "Kept"
+    created = api.post("/api/conversations/", {"title": title}, format="json")
+    assert created.status_code == 400 and "title" in created.json()
+    # A title that shows something keeps its invisible characters (a joiner inside an emoji, say).
+    kept = api.patch(f"/api/conversations/{conversation.pk}/", {"title": f"Plan{title}B"}, format="json")
+    assert kept.status_code == 200 and kept.json()["title"] == f"Plan{title}B"
+
+
 def test_conversation_create_with_someone_elses_config_is_a_field_error(api, other_user, make_config):
     theirs = make_config(other_user)
     response = api.post("/api/conversations/", {"title": "t", "llm_config": theirs.pk}, format="json")

@@ -217,3 +217,23 @@ def test_a_question_shortened_to_fit_keeps_a_placeholder_per_image(api, echo_con
     question = Message.objects.get(conversation_id=chat["id"], role="user")
     gauge = api.get(f"/api/conversations/{chat['id']}/context/").json()
     assert gauge["shortened_message_ids"] == [question.pk] and gauge["budget"] == 600
+
+
+@pytest.mark.parametrize("content", ["What are these?", "", "Compare them:\n\n- size\n- shape"])
+def test_a_turn_that_sends_everything_saves_nothing_however_many_images(api, echo_config, content):
+    """The full history took each image off as its own placeholder after a blank line, where the message
+    is sent with its placeholders one per line and its text's last characters and the line break read
+    as one token: three images in one message, all sent unchanged to a model that does not see them,
+    read as 3 tokens saved, and the dashboards counted the turn among the optimized ones."""
+    chat = _chat_with(api, echo_config, accepts_images=False)
+    pngs = [png_bytes(1200, 800), png_bytes(300, 3000), png_bytes(64, 64)]
+    response = api.post(f"/api/conversations/{chat['id']}/messages/",
+                        {"content": content, "images": [{"data": b64(p)} for p in pngs]}, format="json")
+    assert sse_events(response.recorded_body)[-1][0] == "done"
+    api.post(f"/api/conversations/{chat['id']}/messages/", {"content": "And now?"}, format="json")
+
+    records = list(OptimizationRecord.objects.order_by("id"))
+    assert [r.strategy for r in records] == ["none", "none"]
+    assert [(r.tokens_full, r.stats["tokens_saved"]) for r in records] == [(r.tokens_sent, 0) for r in records]
+    gauge = api.get(f"/api/conversations/{chat['id']}/context/").json()
+    assert gauge["tokens"] == gauge["history_tokens"]

@@ -51,6 +51,8 @@ def test_a_prompt_made_through_the_api_is_listed_read_changed_and_deleted(user):
     ({"command": "ok", "content": ""}, "content", "Write the prompt"),
     ({"command": "compact", "content": "x"}, "command", "own command"),
     ({"command": "ok", "content": "   "}, "content", "Write the prompt"),
+    # Nothing that shows (a zero-width space pasted alone): the "/" menu would put nothing in the box.
+    ({"command": "ok", "content": "\u200b\n\ufeff"}, "content", "Write the prompt"),
     ({"command": "ok", "title": "t" * 101, "content": "x"}, "title", "100 characters"),
 ])
 def test_a_refused_prompt_says_why_beside_its_field_and_stores_nothing(user, fields, field, words):

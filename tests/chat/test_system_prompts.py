@@ -75,6 +75,17 @@ def test_a_chat_without_prompts_sends_and_records_none(user, conversation, fake_
     assert all("system_prompt" not in entry for entry in record.sent)
 
 
+def test_prompts_of_only_invisible_characters_are_no_prompts(user, conversation, fake_openai):
+    """White space alone was dropped, but a zero-width space or a byte order mark (pasted alone, and
+    blank in the settings' box) was stored and sent as a system message of its own, counted too."""
+    _set_prompts(user, conversation, instructions="\u200b", prompt="\ufeff\n\u2060 ")
+    assert (user_settings_get(user=user).custom_instructions, conversation.system_prompt) == ("", "")
+    fake_openai.reset()
+    record = _record(send(user, conversation, "Hello"))
+    assert fake_openai.completions[-1].messages == [{"role": "user", "content": "Hello"}]
+    assert record.stats["system_prompt_tokens"] == 0
+
+
 def test_the_prompts_survive_truncation_of_a_long_conversation(user, fake_openai):
     # A strict template too: the prompts, then the summary-free window, roles alternating.
     config = make_config(user, fake_openai.base_url, model="strict-echo", window=3_000, max_output=500)

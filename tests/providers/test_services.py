@@ -93,6 +93,7 @@ def test_update_window_follows_the_model_unless_overridden(user):
         # Each request's path would be added after the query (…/v1?api-version=1/chat/completions).
         ({"base_url": "https://api.example.com/v1?api-version=2024-06-01"}, "base_url", "no query"),
         ({"name": "   "}, "name", "required"),
+        ({"name": "\u200b"}, "name", "required"),  # nothing shows: a blank entry in the model menu
         ({"model": ""}, "model", "required"),
         ({"api_key": "sk bad key"}, "api_key", "spaces"),
     ],

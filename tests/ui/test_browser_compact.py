@@ -418,3 +418,20 @@ def test_compact_typed_with_a_capital_compacts_as_the_menu_and_the_server_read_i
     assert not Message.objects.filter(conversation=conversation, content__icontains="compact").exists()
     assert box.get_attribute("value") == ""
     assert console_errors(browser) == []
+
+
+def test_compact_in_a_chat_deleted_in_another_tab_says_the_chat_is_gone(asgi_server, browser, fake_openai):
+    """The chat deleted elsewhere answers the compaction 404, which the page read as the server lacking
+    the feature: "Compaction is not available on this server yet."."""
+    base = asgi_server.url
+    _, conversation = _seeded_chat(browser, base, "compact-gone", title="Gone", fake_url=fake_openai.base_url)
+    browser.get(f"{base}/c/{conversation.pk}/")
+    _wait(browser, lambda d: "/" in d.find_element(By.ID, "gauge-text").text)
+    conversation.delete()  # another tab or device
+
+    box = browser.find_element(By.ID, "composer-input")
+    box.send_keys("/compact keep the SQL")
+    box.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: "no longer exists" in d.find_element(By.ID, "toasts").text)
+    assert "not available" not in browser.find_element(By.ID, "toasts").text
+    assert box.get_attribute("value") == "/compact keep the SQL"  # given back, as any refusal
