@@ -250,6 +250,8 @@ if CACHE_URL:
     CACHES = {"default": {"BACKEND": "chatapp.redis_cache.RedisCache", "LOCATION": CACHE_URL}}
 
 # --- Auth -------------------------------------------------------------------------------------
+# Sign-up refuses a name that differs from another only by case; sign-in reads names the same way.
+AUTHENTICATION_BACKENDS = ["chatapp.chat.auth_backend.UsernameAnyCaseBackend"]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -101,3 +101,9 @@ def test_the_key_is_taken_under_the_bearer_scheme_too(user):
     client.credentials(HTTP_AUTHORIZATION="Bearer 0123456789abcdef0123456789abcdef01234567")
     refused = client.get("/api/conversations/")
     assert refused.status_code == 401 and refused.json()["detail"] == "Invalid token."
+
+
+def test_a_token_is_issued_for_the_username_in_any_case(user):
+    response = APIClient().post("/api/auth/token/", {"username": user.username.upper(), "password": PASSWORD},
+                                format="json")
+    assert response.status_code == 200 and response.json()["token"]

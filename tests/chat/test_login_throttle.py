@@ -144,3 +144,22 @@ def test_the_right_current_password_changes_it_and_clears_the_count(client, user
     client.post("/accounts/logout/")
     _login(client, "ada", "wrong again")
     assert _login(client, "ada", new).status_code == 302
+
+
+def test_a_username_signs_in_whatever_its_case_as_sign_up_reads_it(client, user, django_user_model):
+    """Sign-up refuses "Ada" when "ada" exists, so "Ada" is that account's name too: signing in as
+    "Ada" said the password was wrong. Two accounts that differ only by case (made before, or by an
+    admin) each keep their exact name, and neither is signed in by a name in another case."""
+    assert _login(client, "ADA", PASSWORD).status_code == 302
+    assert int(client.session["_auth_user_id"]) == user.pk
+    client.post("/accounts/logout/")
+    assert _login(client, "ADA", "wrong").status_code == 200
+
+    twin = django_user_model.objects.create_user(username="Ada", password="another long password 2")
+    assert _login(client, "Ada", "another long password 2").status_code == 302
+    assert int(client.session["_auth_user_id"]) == twin.pk
+    client.post("/accounts/logout/")
+    assert _login(client, "ada", PASSWORD).status_code == 302
+    client.post("/accounts/logout/")
+    assert _login(client, "aDA", PASSWORD).status_code == 200  # which of the two: none
+    assert "_auth_user_id" not in client.session
