@@ -1,6 +1,17 @@
+from typing import Any
+
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
+
+
+class _Favicon(RedirectView):
+    # Asked for by a browser on a page without <link rel=icon> (an image opened in its own tab): the
+    # pages' icon, by its name at request time (the manifest's hashed name, so not a permanent redirect).
+    def get_redirect_url(self, *args: Any, **kwargs: Any) -> str:
+        return static("img/favicon.svg")
+
 
 urlpatterns = [
     # One sign-in page, with its failed sign-in limits: the admin's own would be a way around them.
@@ -9,6 +20,7 @@ urlpatterns = [
     # (its header's "Change password") would leave a staff member's token working after the change.
     path("admin/password_change/", RedirectView.as_view(pattern_name="password_change")),
     path("admin/", admin.site.urls),
+    path("favicon.ico", _Favicon.as_view()),
     path("api/", include("chatapp.chat.api.urls")),
     path("", include("chatapp.chat.urls")),
 ]
