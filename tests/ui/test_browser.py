@@ -468,6 +468,9 @@ def test_a_regenerated_reply_streams_in_the_old_ones_place(asgi_server, browser,
     assert len(shown) == 1 and shown[0].get_attribute("data-id") != old_id
     assert not browser.find_element(By.ID, f"m-{old_id}").is_displayed()
     _wait(browser, _idle)
+    # The old one leaves the page once the stream's end is handled, which awaits the gauge's refresh
+    # (a request) after the page is idle again: wait for it, then check what is left.
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg--assistant")) == 1)
     replies = browser.find_elements(By.CSS_SELECTOR, ".msg--assistant")
     assert len(replies) == 1 and replies[0].get_attribute("data-status") == "complete"
     _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".msg--assistant .msg-branches-pos").text == "2/2")
