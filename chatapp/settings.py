@@ -251,7 +251,11 @@ if CACHE_URL:
 
 # --- Auth -------------------------------------------------------------------------------------
 # Sign-up refuses a name that differs from another only by case; sign-in reads names the same way.
-AUTHENTICATION_BACKENDS = ["chatapp.chat.auth_backend.UsernameAnyCaseBackend"]
+# ModelBackend stays for the sessions it signed in (a session names its backend): chat/auth_backend.py.
+AUTHENTICATION_BACKENDS = [
+    "chatapp.chat.auth_backend.UsernameAnyCaseBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -5,6 +5,11 @@ the account "ada" for every new user; Django's ModelBackend matched it exactly, 
 password was wrong. An exact match still comes first: accounts that differ only by case (made before
 that rule, or by an admin) each keep their own name, and a name in a third case signs in neither. The
 per-username sign-in limit already counts names case-blind (login_throttle).
+
+Django's ModelBackend stays listed after it (settings.AUTHENTICATION_BACKENDS): a session records the
+backend that signed it in, and one signed in by ModelBackend (before this backend, or by sign-up) is
+valid only while that backend is listed. This one ends a failed sign-in itself (PermissionDenied), so
+ModelBackend never hashes the password a second time.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
 
@@ -39,5 +45,7 @@ class UsernameAnyCaseBackend(ModelBackend):
         if user is None:
             # as ModelBackend: hash the password anyway, so a missing name takes as long as a wrong password
             get_user_model()().set_password(password)
-            return None
-        return user if user.check_password(password) and self.user_can_authenticate(user) else None
+            raise PermissionDenied
+        if user.check_password(password) and self.user_can_authenticate(user):
+            return user
+        raise PermissionDenied

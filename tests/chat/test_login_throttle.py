@@ -163,3 +163,10 @@ def test_a_username_signs_in_whatever_its_case_as_sign_up_reads_it(client, user,
     client.post("/accounts/logout/")
     assert _login(client, "aDA", PASSWORD).status_code == 200  # which of the two: none
     assert "_auth_user_id" not in client.session
+
+
+def test_a_session_signed_in_by_djangos_own_backend_stays_signed_in(client, user):
+    """Sessions record the backend that signed them in: those of the release before the case-blind
+    backend (and sign-up's) named Django's ModelBackend, and were signed out if it was no longer listed."""
+    client.force_login(user, backend="django.contrib.auth.backends.ModelBackend")
+    assert client.get("/api/conversations/").status_code == 200
