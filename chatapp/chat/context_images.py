@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import optimizer
@@ -89,25 +89,24 @@ def _placeholders_added(text: str, images: Sequence[MessageImage]) -> str:
     return f"\n\n{placeholders}" if text.strip() else placeholders
 
 
-def images_overcount(*, conversation_id: int, model: str, skip: Collection[str] = ()) -> int:
-    """How far the live history's stored counts exceed what a model that does not see images is sent:
-    each image's cost less its placeholder's, which the running totals (Conversation.live_token_count)
-    cannot tell. Each placeholder counted with the line break that puts it after text (an image alone
-    has none): never more than is saved, so the history is never read as smaller than it is sent. An
-    estimate (the message's text and its placeholders are counted as one text when sent): the messages
-    `skip` names (ids as strings), loaded and counted as sent (msgs_overcount), are left to their exact
-    figure. One query, over the images only."""
+def images_overcount(*, conversation_id: int, model: str) -> dict[str, int]:
+    """How far each live message's stored count (ids as strings) exceeds what a model that does not see
+    images is sent: its images' cost less their placeholders', which the running totals
+    (Conversation.live_token_count) cannot tell. Each placeholder counted with the line break that puts
+    it after text (an image alone has none): never more than is saved, so the history is never read as
+    smaller than it is sent. An estimate (the message's text and its placeholders are counted as one
+    text when sent); the caller swaps in the exact figure (msgs_overcount) for the messages it loads.
+    One query, over the images only."""
     rows = MessageImage.objects.filter(
         message__conversation_id=conversation_id, message__role=Message.Role.USER, message__kind=Message.Kind.CHAT,
         message__status__in=Message.LIVE_STATUSES, message__superseded=False,
     ).values_list("message_id", "width", "height")
-    total = 0
+    found: defaultdict[str, int] = defaultdict(int)
     for message_id, width, height in rows:
-        if str(message_id) in skip:
-            continue
         placeholder = image_placeholder(MessageImage(width=width, height=height))
-        total += max(image_tokens(width, height) - optimizer.count_text(f"\n\n{placeholder}", model=model), 0)
-    return total
+        saved = image_tokens(width, height) - optimizer.count_text(f"\n\n{placeholder}", model=model)
+        found[str(message_id)] += max(saved, 0)
+    return dict(found)
 
 
 def msgs_overcount(stored: Sequence[Msg], counted: Sequence[Msg]) -> int:

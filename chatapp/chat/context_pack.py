@@ -136,10 +136,10 @@ def context_build(
     prompts = prompt_msgs(instructions=instructions, system_prompt=conversation.system_prompt, model=target.model)
     # A model that does not see images is sent a placeholder for each: the history as it is sent.
     placeholders = conversation.has_images and not target.sees_images
-    overcount = images_overcount(conversation_id=conversation.pk, model=target.model) if placeholders else 0
+    overcounts = images_overcount(conversation_id=conversation.pk, model=target.model) if placeholders else {}
     history = live_history(conversation=conversation, offline_replies=target.offline).tokens + sum(
         m.tokens or 0 for m in prompts
-    ) - overcount
+    ) - sum(overcounts.values())
     if recall_fill is None:
         recall_fill = conversation.window_start_id is None
     load, config, summarizer = _pack_plan(
@@ -157,8 +157,9 @@ def context_build(
         ctx.msgs = msgs_counted_as_sent(stored, model=target.model)  # placeholders, not the images' cost
         # The full history as the request would send it: the loaded messages by their own recount (the
         # estimate read 3 tokens saved on three images sent unchanged), the estimate for the others only.
-        overcount = msgs_overcount(stored, ctx.msgs) + images_overcount(
-            conversation_id=conversation.pk, model=target.model, skip={m.id for m in stored})
+        loaded = {m.id for m in stored}
+        overcount = msgs_overcount(stored, ctx.msgs) + sum(
+            n for message_id, n in overcounts.items() if message_id not in loaded)
         ctx.history = dataclasses.replace(ctx.history, tokens=ctx.history.tokens - overcount)
     # Recall quotes old messages the window left out; when the whole history is loaded it is all
     # sent, so there is nothing to recall. The source runs no query until pack asks it to search.

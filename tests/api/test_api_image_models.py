@@ -155,6 +155,24 @@ def test_a_turn_in_a_chat_without_images_does_not_look_for_any(api, echo_config,
     assert [p["type"] for p in sent[-2]["content"]] == ["text", "image_url"]
 
 
+def test_a_turn_for_a_model_that_does_not_see_images_reads_the_chats_images_once(api, echo_config, fake_openai):
+    """The history's saving on images is read over the whole chat before loading, then over the messages
+    the window left out: the same rows twice on every turn of an image chat. Now once, plus the loaded
+    messages' own images (counted exactly, as they are sent)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    chat = _chat_with(api, echo_config, accepts_images=False)
+    _send_image(api, chat, png_bytes(64, 64))
+    with CaptureQueriesContext(connection) as turn:
+        api.post(f"/api/conversations/{chat['id']}/messages/", {"content": "And now?"}, format="json")
+    whole_chat = [q for q in turn.captured_queries
+                  if "chat_messageimage" in q["sql"] and '"conversation_id" =' in q["sql"]]
+    assert len(whole_chat) == 1, [q["sql"] for q in whole_chat]
+    sent = [m for m in fake_openai.requests[-1].messages if m["role"] == "user"]
+    assert sent[-2]["content"] == "What is this?\n\n[image: 64x64]"
+
+
 def test_a_model_that_does_not_see_images_is_sent_the_placeholder_where_the_image_would_not_fit(
     api, echo_config, fake_openai
 ):
