@@ -65,7 +65,8 @@ def check(msgs, budget, result):
     if result.stats["optimization_applied"]:
         assert sent <= budget
     pos = {m.id: i for i, m in enumerate(msgs)}
-    singles = [p for p in out if p.origin != "summary"]
+    # a recall block quotes old messages out of the flow, before the newest one: not a message kept in order
+    singles = [p for p in out if p.origin not in ("summary", "recall")]
     order = [pos[p.source_ids[0]] for p in singles]
     assert order == sorted(order) and len(set(order)) == len(order)  # original order, no duplicates
     kept = dict(zip(order, singles, strict=True))
@@ -171,6 +172,47 @@ def test_a_history_that_fits_the_budget_is_never_sent_larger(msgs, budget, pref)
     if stats["tokens_before"] <= budget:
         assert stats["tokens_after"] <= stats["tokens_before"]
         assert stats["tokens_after"] < stats["tokens_before"] or not stats["optimization_applied"]
+
+
+# Texts the word lists above never make: empty and blank messages, multi-byte characters whose bytes a
+# compression cut may split (emoji, a ZWJ family, CJK, a combining accent), pastes without spaces.
+ODD_TEXTS = ["", " ", "\n\t ", "\u200b", "h\u00e9llo", "a\u0301", "\U0001f600",
+             "\U0001f469\u200d\U0001f469\u200d\U0001f467",
+             "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8", "port 8443", "NOTE: keep", "x" * 40, "\U0001f680" * 25]
+IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png", "detail": "low"}}
+
+
+@st.composite
+def odd_conversations(draw):
+    def content():
+        text = "".join(draw(st.lists(st.sampled_from(ODD_TEXTS), max_size=draw(st.sampled_from([2, 8, 60])))))
+        if draw(st.integers(0, 12)) == 0:  # a multi-part message with an image, which no compression shrinks
+            return [{"type": "text", "text": text}, IMAGE]
+        return text
+
+    out = [msg("sys", "system", content())] if draw(st.booleans()) else []
+    for r in range(draw(st.integers(0, 12))):
+        out.append(msg(f"u{r}", "user", content(), pinned=draw(st.integers(0, 15)) == 0))
+        for k in range(draw(st.integers(0, 2))):
+            out.append(msg(f"r{r}.{k}", draw(st.sampled_from(["assistant", "tool"])), content()))
+    out.append(msg("q", "user", content()))
+    return out
+
+
+@settings(max_examples=200, deadline=None, phases=SHRINK_LIMITED, suppress_health_check=[HealthCheck.too_slow])
+@given(msgs=odd_conversations(), budget=st.one_of(st.integers(1, 60), st.integers(61, 600)),
+       pref=st.sampled_from(["fast", "balanced", "quality"]), inline=st.booleans(), recall=st.booleans())
+def test_odd_contents_and_tiny_budgets_keep_every_rule(msgs, budget, pref, inline, recall):
+    """Blank, multi-byte and multi-part messages at budgets down to one token: every rule holds, or the
+    must-keeps are refused with figures that show they could not fit."""
+    try:
+        result = pack(msgs, budget=budget, preference=pref, model=MODEL,
+                      summarize_now=extractive_summary if inline else None,
+                      recall_source=source_of([m for m in msgs if isinstance(m.content, str)]) if recall else None)
+    except ContextTooLargeError as exc:
+        assert exc.needed > budget and exc.budget == budget
+        return
+    check(msgs, budget, result)
 
 
 # The app's "send everything that fits" setting (automatic optimization off): the trigger is the budget.
