@@ -147,6 +147,19 @@ def test_a_chat_renamed_before_the_title_arrives_keeps_the_users_name(user, fake
     assert Conversation.objects.get(pk=conversation.pk).title == "My logs"
 
 
+def test_a_chat_deleted_while_its_title_is_written_is_left_alone(user, fake_openai, monkeypatch):
+    conversation = _first_exchange(user, fake_openai, summary_model="fake-title")
+    real_call = title_services.llm_complete
+
+    def call_while_the_chat_is_deleted(**kwargs):
+        Conversation.objects.filter(pk=conversation.pk).delete()
+        return real_call(**kwargs)
+
+    monkeypatch.setattr(title_services, "llm_complete", call_while_the_chat_is_deleted)
+    assert conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title) == "skipped"
+    assert conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title) == "skipped"
+
+
 def test_a_second_delivery_changes_nothing(user, fake_openai):
     conversation = _first_exchange(user, fake_openai, summary_model="fake-title")
     conversation_title_generate(conversation_id=conversation.pk, expected=conversation.title)
