@@ -19,7 +19,7 @@ from optimizer import (
     pack,
 )
 from optimizer.shape import bridge_tokens, shape_request
-from optimizer.tokens import encoding_for
+from optimizer.tokens import content_chars, encoding_for
 
 # shrinking these inputs is slow and the failing example is readable enough without it
 SHRINK_LIMITED = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
@@ -48,6 +48,31 @@ def conversations(draw):
         if draw(st.integers(0, 30)) == 0:
             out.append(msg(f"s{r}", "system", text(2, 20)))
     out.append(msg("q", "user", text(1, 30)))
+    return out
+
+
+# Texts the word lists above never make: empty and blank messages, multi-byte characters whose bytes a
+# compression cut may split (emoji, a ZWJ family, CJK, a combining accent), pastes without spaces.
+ODD_TEXTS = ["", " ", "\n\t ", "\u200b", "h\u00e9llo", "a\u0301", "\U0001f600",
+             "\U0001f469\u200d\U0001f469\u200d\U0001f467",
+             "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8", "port 8443", "NOTE: keep", "x" * 40, "\U0001f680" * 25]
+IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png", "detail": "low"}}
+
+
+@st.composite
+def odd_conversations(draw):
+    def content():
+        text = "".join(draw(st.lists(st.sampled_from(ODD_TEXTS), max_size=draw(st.sampled_from([2, 8, 60])))))
+        if draw(st.integers(0, 12)) == 0:  # a multi-part message with an image, which no compression shrinks
+            return [{"type": "text", "text": text}, IMAGE]
+        return text
+
+    out = [msg("sys", "system", content())] if draw(st.booleans()) else []
+    for r in range(draw(st.integers(0, 12))):
+        out.append(msg(f"u{r}", "user", content(), pinned=draw(st.integers(0, 15)) == 0))
+        for k in range(draw(st.integers(0, 2))):
+            out.append(msg(f"r{r}.{k}", draw(st.sampled_from(["assistant", "tool"])), content()))
+    out.append(msg("q", "user", content()))
     return out
 
 
@@ -111,8 +136,9 @@ def test_pack_properties(msgs, budget, pref, inline):
 
 
 @settings(max_examples=100, deadline=None, phases=SHRINK_LIMITED, suppress_health_check=[HealthCheck.too_slow])
-@given(msgs=conversations(), budget=st.integers(300, 6000), pref=st.sampled_from(["fast", "balanced", "quality"]),
-       data=st.data())
+@given(msgs=st.one_of(conversations(), odd_conversations()),
+       budget=st.one_of(st.integers(300, 6000), st.integers(1, 299)),
+       pref=st.sampled_from(["fast", "balanced", "quality"]), data=st.data())
 def test_window_state_properties(msgs, budget, pref, data):
     """With any stored window start, the result still obeys every rule, and the start only moves forward."""
     start = data.draw(st.sampled_from([m.id for m in msgs]))
@@ -127,7 +153,7 @@ def test_window_state_properties(msgs, budget, pref, data):
     first_user = next(i for i, m in enumerate(msgs) if m.role == "user")
     view = [m for i, m in enumerate(msgs)
             if i >= pos[start] or i == first_user or m.role == "system" or m.pinned]
-    totals = HistoryTotals(messages=len(msgs), chars=sum(len(m.content) for m in msgs),
+    totals = HistoryTotals(messages=len(msgs), chars=sum(content_chars(m.content) for m in msgs),
                            tokens=sum(m.tokens for m in msgs))
     partial = pack(view, budget=budget, preference=pref, model=MODEL, window_start=start, history=totals)
     assert shape(partial.messages) == shape(result.messages)
@@ -172,31 +198,6 @@ def test_a_history_that_fits_the_budget_is_never_sent_larger(msgs, budget, pref)
     if stats["tokens_before"] <= budget:
         assert stats["tokens_after"] <= stats["tokens_before"]
         assert stats["tokens_after"] < stats["tokens_before"] or not stats["optimization_applied"]
-
-
-# Texts the word lists above never make: empty and blank messages, multi-byte characters whose bytes a
-# compression cut may split (emoji, a ZWJ family, CJK, a combining accent), pastes without spaces.
-ODD_TEXTS = ["", " ", "\n\t ", "\u200b", "h\u00e9llo", "a\u0301", "\U0001f600",
-             "\U0001f469\u200d\U0001f469\u200d\U0001f467",
-             "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8", "port 8443", "NOTE: keep", "x" * 40, "\U0001f680" * 25]
-IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png", "detail": "low"}}
-
-
-@st.composite
-def odd_conversations(draw):
-    def content():
-        text = "".join(draw(st.lists(st.sampled_from(ODD_TEXTS), max_size=draw(st.sampled_from([2, 8, 60])))))
-        if draw(st.integers(0, 12)) == 0:  # a multi-part message with an image, which no compression shrinks
-            return [{"type": "text", "text": text}, IMAGE]
-        return text
-
-    out = [msg("sys", "system", content())] if draw(st.booleans()) else []
-    for r in range(draw(st.integers(0, 12))):
-        out.append(msg(f"u{r}", "user", content(), pinned=draw(st.integers(0, 15)) == 0))
-        for k in range(draw(st.integers(0, 2))):
-            out.append(msg(f"r{r}.{k}", draw(st.sampled_from(["assistant", "tool"])), content()))
-    out.append(msg("q", "user", content()))
-    return out
 
 
 @settings(max_examples=200, deadline=None, phases=SHRINK_LIMITED, suppress_health_check=[HealthCheck.too_slow])
