@@ -43,7 +43,7 @@ _ALLOWED_TAGS = {
 _ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
     "code": {"class"},
-    "div": {"class"},
+    "div": {"class", "tabindex", "role", "aria-label"},  # a display formula's box (math_markup)
     "pre": {"class", "data-lang"},
     "span": {"class"},
     "ol": {"start"},
@@ -122,11 +122,13 @@ def _sanitize(fragment: str) -> str:
         url_schemes=_URL_SCHEMES,
         link_rel="noopener noreferrer nofollow",
         # A code block or table wider than the reply scrolls sideways: focusable, the keyboard can
-        # scroll it too (only some browsers make a scrolling box focusable on their own).
+        # scroll it too (only some browsers make a scrolling box focusable on their own). A code block
+        # is named as a group, so a screen reader says what took the focus; a table says so itself.
         # A list takes the direction of its first letter (dir="auto"), so an Arabic or Hebrew list has its
         # bullets and numbers at the right, beside its items (the CSS sets its items' text alone).
-        set_tag_attribute_values={"a": {"target": "_blank"}, "pre": {"tabindex": "0"}, "table": {"tabindex": "0"},
-                                  "ul": {"dir": "auto"}, "ol": {"dir": "auto"}},
+        set_tag_attribute_values={"a": {"target": "_blank"},
+                                  "pre": {"tabindex": "0", "role": "group", "aria-label": "Code"},
+                                  "table": {"tabindex": "0"}, "ul": {"dir": "auto"}, "ol": {"dir": "auto"}},
         filter_style_properties=_STYLE_PROPERTIES,
         strip_comments=True,
     )

@@ -103,7 +103,10 @@ def test_raw_html_blocks_are_escaped_not_interpreted():
 def test_code_block_is_highlighted_with_classes_and_escaped():
     html = markdown_render('```python\ndef f():\n    return "<b>"\n```')
     # focusable: a block wider than the reply scrolls sideways from the keyboard too
-    assert '<pre class="hl" data-lang="python" tabindex="0"><code>' in html
+    pre = re.search(r"<pre [^>]*>", html).group()  # its attributes in any order
+    assert set(re.findall(r'[\w-]+="[^"]*"', pre)) == {
+        'class="hl"', 'data-lang="python"', 'tabindex="0"', 'role="group"', 'aria-label="Code"'}
+    assert pre + "<code>" in html
     assert '<span class="k">def</span>' in html
     assert "&lt;b&gt;" in html and "<b>" not in html
 
