@@ -71,3 +71,22 @@ def test_a_reply_of_wide_boxes_passes_axe(asgi_server, browser):
              if v["id"] in {"scrollable-region-focusable", "aria-prohibited-attr", "aria-allowed-role"}]
     assert found == []
 
+
+def test_a_code_block_shows_that_it_has_the_focus(asgi_server, browser):
+    """A code block sits in a box with its header that clips what overflows it (its rounded corners):
+    the focus ring, drawn around the block's outside edge, was clipped but for a line under the
+    header. The ring is drawn inside the block's edge, where the box shows it."""
+    _open_reply(browser, asgi_server.url, "code-ring")
+    block = browser.find_element(By.CSS_SELECTOR, ".msg--assistant .code-block")
+    copy = block.find_element(By.CSS_SELECTOR, ".copy-btn")
+    pre = block.find_element(By.CSS_SELECTOR, "pre")
+    browser.execute_script("arguments[0].focus()", copy)
+    ActionChains(browser).send_keys(Keys.TAB).perform()
+    _wait(browser, lambda d: d.switch_to.active_element == pre)
+    ring = browser.execute_script("""
+        const style = getComputedStyle(arguments[0]);
+        return [getComputedStyle(arguments[1]).overflow, style.outlineStyle,
+                parseFloat(style.outlineOffset) + parseFloat(style.outlineWidth), style.boxShadow];""", pre, block)
+    assert ring[:2] == ["hidden", "solid"]
+    assert ring[2] <= 0  # how far the ring reaches past the block's edge, where the box clips it
+    assert "inset" in ring[3] or ring[3] == "none"
