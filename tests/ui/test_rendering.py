@@ -244,3 +244,25 @@ def test_math_that_cannot_be_drawn_safely_is_shown_as_its_source(source):
     assert "<math" not in rendered and "<img" not in rendered
     assert not re.search(r'="javascript:', rendered)  # in the code's text, as written; never in an attribute
     assert '<code class="math-source">' in rendered
+
+
+def test_task_list_items_are_disabled_checkboxes_labelled_by_their_text():
+    """GFM task lists, as models write plans and checklists: `- [ ]` and `- [x]` were shown as the
+    brackets typed. Each is a checkbox that cannot be changed (the reply is what it is), named by its
+    item's words."""
+    html = markdown_render("- [ ] write **tests**\n- [x] read the [docs](https://example.com/)\n- no box\n")
+    inputs = re.findall(r"<input [^>]*>", html)
+    assert len(inputs) == 2
+    for tag in inputs:
+        assert 'type="checkbox"' in tag and "disabled" in tag
+    assert "checked" not in inputs[0] and "checked" in inputs[1]
+    assert re.search(r"<label><input [^>]*> write <strong>tests</strong></label>", html)
+    assert "[ ]" not in html and "[x]" not in html
+    assert "<li>no box</li>" in html
+
+
+def test_only_a_list_item_makes_a_checkbox():
+    # typed brackets elsewhere stay text; raw HTML stays escaped
+    html = markdown_render('[ ] not a list\n\n- [ ]\n- <input type="text" value="x">\n')
+    assert "<input" not in html
+    assert "[ ] not a list" in html and "&lt;input" in html
