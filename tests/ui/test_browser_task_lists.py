@@ -40,3 +40,42 @@ def test_a_task_list_is_checkboxes_named_by_their_items(asgi_server, browser):
              if v["id"] in {"label", "color-contrast"} or v["id"].startswith("aria-")]
     assert found == []
     assert console_errors(browser) == []
+
+
+CONTRAST = """
+const rgb = (c) => c.match(/[\\d.]+/g).map(Number);
+const lum = (c) => {
+  const f = (v) => { v /= 255; return v <= .03928 ? v / 12.92 : ((v + .055) / 1.055) ** 2.4; };
+  const [r, g, b] = rgb(c); return .2126 * f(r) + .7152 * f(g) + .0722 * f(b);
+};
+const ratio = (c, bg) => {
+  if (rgb(c).length > 3 && rgb(c)[3] === 0) return 1;  // transparent: the background itself
+  const [x, y] = [lum(c), lum(bg)].sort((p, q) => q - p); return (x + .05) / (y + .05);
+};
+const bg = getComputedStyle(document.body).backgroundColor;
+const [done, todo] = arguments;
+return [ratio(getComputedStyle(done).backgroundColor, bg), ratio(getComputedStyle(todo).borderTopColor, bg)];
+"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_task_lists_boxes_are_seen_and_numbers_kept(asgi_server, browser, scheme):
+    """The browser's own disabled checkboxes are pale grey: on the light theme a ticked one could hardly
+    be told from an empty one. The boxes are drawn at 3:1 against the page, as a control must be
+    (WCAG 1.4.11). An ordered list's task items keep their numbers (only bullets make way for the box)."""
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                            {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+    _sign_up(browser, asgi_server.url, f"task-boxes-{scheme}")
+    user = get_user_model().objects.get(username=f"task-boxes-{scheme}")
+    conversation = Conversation.objects.create(owner=user, title="Steps")
+    question = Message.objects.create(conversation=conversation, role="user", content="Steps, please")
+    Message.objects.create(conversation=conversation, role="assistant", parent=question,
+                           content="1. [x] first step\n2. [ ] second step\n3. a note\n")
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+
+    boxes = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant input[type=checkbox]"))
+    fill, edge = browser.execute_script(CONTRAST, *boxes)
+    assert fill >= 3 and edge >= 3
+    numbers = browser.execute_script("return [...document.querySelectorAll('.msg--assistant ol > li')]"
+                                     ".map((li) => getComputedStyle(li).listStyleType)")
+    assert numbers == ["decimal", "decimal", "decimal"]
