@@ -30,6 +30,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from chatapp.chat.autolinks import autolinks_mark
 from chatapp.chat.math_markup import MATH_ATTRIBUTES, MATH_TAGS, math_plugin
 
 CODE_CSS_CLASS = "hl"
@@ -117,6 +118,7 @@ _md = (
     .use(tasklists_plugin, label=True)
 )
 _md.core.ruler.push("images_in_links", _images_in_links_mark)
+_md.core.ruler.push("autolinks", autolinks_mark)
 _md.add_render_rule("image", _image_as_link)
 
 

@@ -266,3 +266,38 @@ def test_only_a_list_item_makes_a_checkbox():
     html = markdown_render('[ ] not a list\n\n- [ ]\n- <input type="text" value="x">\n')
     assert "<input" not in html
     assert "[ ] not a list" in html and "&lt;input" in html
+
+
+@pytest.mark.parametrize(("source", "href", "text"), [
+    ("see https://docs.python.org/3/library/re.html.", "https://docs.python.org/3/library/re.html",
+     "https://docs.python.org/3/library/re.html"),
+    ("(at https://en.wikipedia.org/wiki/Foo_(bar))", "https://en.wikipedia.org/wiki/Foo_(bar)",
+     "https://en.wikipedia.org/wiki/Foo_(bar)"),
+    ("go to www.example.com/a?b=1, then", "http://www.example.com/a?b=1", "www.example.com/a?b=1"),
+    ("**http://example.com/x**", "http://example.com/x", "http://example.com/x"),
+])
+def test_a_bare_web_address_is_a_link(source, href, text):
+    """Models write addresses bare far more often than as Markdown links: they were shown as text to
+    copy by hand. GFM's autolinks (http, https, www.) are links, as other chat apps show them."""
+    html_out = markdown_render(source)
+    assert f'<a href="{html.escape(href)}" target="_blank" rel="noopener noreferrer nofollow">{html.escape(text)}</a>' \
+        in html_out
+
+
+@pytest.mark.parametrize("source", [
+    "`https://example.com/in-code`", "```\nhttps://example.com/in-block\n```",
+    "[named](https://example.com/) stays one link", "javascript:alert(1)", "ftp://example.com/file",
+    "xhttps://example.com/ inside a word",
+])
+def test_addresses_in_code_links_or_of_other_schemes_stay_as_they_are(source):
+    html_out = markdown_render(source)
+    assert html_out.count("<a ") == (1 if source.startswith("[named]") else 0)
+
+
+def test_many_colons_and_addresses_render_as_their_twins_do():
+    # linear: a line of 40,000 "a:" (a back-scanning rule read it quadratically) is plain text
+    assert markdown_render("a:" * 20_000, cached=False) == f"<p>{'a:' * 20_000}</p>\n"
+    links = markdown_render("https://x.example/ " * 2_000, cached=False)
+    assert links.count("<a ") == 2_000
+    closing = markdown_render("https://x.example/" + ")" * 5_000, cached=False)  # each ")" weighed once
+    assert '<a href="https://x.example/" ' in closing and closing.count(")") == 5_000
