@@ -223,6 +223,15 @@ def test_math_in_any_of_the_four_notations_becomes_mathml(source, display):
     assert "\\pi" not in rendered
 
 
+def test_a_display_formula_inside_a_sentence_keeps_the_sentence_whole():
+    """`$$…$$` in the middle of a line (a formula models often set apart so) was a block inside the
+    paragraph, which HTML cannot hold: the paragraph ended before it and its last words stood outside
+    it, on a line of their own after the formula."""
+    rendered = markdown_render("Sum is $$x^2$$ here and more.")
+    assert re.fullmatch(r'<p>Sum is <span class="math inline"><math display="block">.*</math></span>'
+                        r' here and more\.</p>\n', rendered)
+
+
 @pytest.mark.parametrize("source", [
     "It costs $5 and $10 a month.",
     "Prices: $ 5 and 6 $ each.",
