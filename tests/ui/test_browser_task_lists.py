@@ -79,3 +79,22 @@ def test_a_task_lists_boxes_are_seen_and_numbers_kept(asgi_server, browser, sche
     numbers = browser.execute_script("return [...document.querySelectorAll('.msg--assistant ol > li')]"
                                      ".map((li) => getComputedStyle(li).listStyleType)")
     assert numbers == ["decimal", "decimal", "decimal"]
+
+
+def test_a_loose_task_lists_boxes_stand_where_the_bullets_would(asgi_server, browser):
+    """Items apart by blank lines hold their words in a paragraph: their boxes stood inside the text
+    column, the bullets gone, where a tight list's stand in the bullets' place."""
+    _sign_up(browser, asgi_server.url, "task-loose")
+    user = get_user_model().objects.get(username="task-loose")
+    conversation = Conversation.objects.create(owner=user, title="Loose")
+    question = Message.objects.create(conversation=conversation, role="user", content="A plan")
+    Message.objects.create(conversation=conversation, role="assistant", parent=question,
+                           content="- [x] first, said at length\n\n- [ ] second\n")
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+
+    boxes = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant input[type=checkbox]"))
+    assert browser.execute_script("return arguments[0].closest('p') !== null", boxes[0])  # a loose list
+    outside = browser.execute_script(
+        "return [...arguments].map((box) => box.getBoundingClientRect().right"
+        " <= box.closest('li').getBoundingClientRect().left + 4)", *boxes)
+    assert outside == [True, True]
