@@ -143,6 +143,21 @@ def _bracket_block(state: StateBlock, start: int, end: int, silent: bool) -> boo
     return True
 
 
+def _render_block(_renderer: Any, tokens: list[Any], idx: int, _options: Any, _env: Any) -> str:
+    """A display formula's box, which scrolls sideways when the formula is wider than the reply: a tab
+    stop, so the keyboard can scroll it (some browsers make a scrolling box focusable on their own, not
+    all), named as a group so a screen reader says what took the focus."""
+    content = mathml(tokens[idx].content, display=True)
+    return f'<div class="math block" tabindex="0" role="group" aria-label="Formula">\n{content}\n</div>\n'
+
+
+def _render_inline_display(_renderer: Any, tokens: list[Any], idx: int, _options: Any, _env: Any) -> str:
+    """`$$…$$` inside a line: drawn as a display formula, in a span. dollarmath's div cannot stand in a
+    paragraph: the page's parser ended the paragraph before it, and the sentence's last words after it
+    stood on a line of their own."""
+    return f'<span class="math inline">{mathml(tokens[idx].content, display=True)}</span>'
+
+
 def math_plugin(md: MarkdownIt) -> None:
     """Math in all four notations, rendered by `mathml`."""
 
@@ -151,6 +166,8 @@ def math_plugin(md: MarkdownIt) -> None:
 
     dollarmath_plugin(md, allow_space=False, allow_digits=False, double_inline=True, allow_labels=False,
                       renderer=render)
+    md.add_render_rule("math_block", _render_block)
+    md.add_render_rule("math_inline_double", _render_inline_display)
     md.inline.ruler.before("escape", "math_inline_brackets", _bracket_inline)
     md.block.ruler.before("fence", "math_block_brackets", _bracket_block,
                           {"alt": ["paragraph", "reference", "blockquote", "list"]})

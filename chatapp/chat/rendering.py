@@ -24,11 +24,13 @@ import nh3
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import unescapeAll
 from markdown_it.rules_core import StateCore
+from mdit_py_plugins.tasklists import tasklists_plugin
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from chatapp.chat.autolinks import autolinks_mark
 from chatapp.chat.math_markup import MATH_ATTRIBUTES, MATH_TAGS, math_plugin
 
 CODE_CSS_CLASS = "hl"
@@ -37,16 +39,19 @@ DARK_STYLE = "github-dark"
 
 _ALLOWED_TAGS = {
     "a", "b", "blockquote", "br", "code", "del", "div", "em", "h1", "h2", "h3", "h4", "h5", "h6",
-    "hr", "i", "li", "ol", "p", "pre", "s", "span", "strong", "sub", "sup", "table", "tbody",
+    "hr", "i", "input", "label", "li", "ol", "p", "pre", "s", "span", "strong", "sub", "sup", "table", "tbody",
     "td", "th", "thead", "tr", "ul", *MATH_TAGS,
 }
 _ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
     "code": {"class"},
-    "div": {"class"},
+    "div": {"class", "tabindex", "role", "aria-label"},  # a display formula's box (math_markup)
     "pre": {"class", "data-lang"},
     "span": {"class"},
-    "ol": {"start"},
+    "ol": {"start", "class"},
+    "ul": {"class"},
+    "li": {"class"},
+    "input": {"class", "checked"},  # a task list's checkbox (its type and disabled are set below)
     "th": {"style"},
     "td": {"style"},
     **{tag: set(MATH_ATTRIBUTES) for tag in MATH_TAGS},
@@ -108,8 +113,12 @@ _md = (
     .enable("table")
     .enable("strikethrough")
     .use(math_plugin)
+    # GFM task lists (`- [ ]`, `- [x]`): a checkbox that cannot be changed, in a label with its item's
+    # words, which name it for a screen reader.
+    .use(tasklists_plugin, label=True)
 )
 _md.core.ruler.push("images_in_links", _images_in_links_mark)
+_md.core.ruler.push("autolinks", autolinks_mark)
 _md.add_render_rule("image", _image_as_link)
 
 
@@ -122,11 +131,15 @@ def _sanitize(fragment: str) -> str:
         url_schemes=_URL_SCHEMES,
         link_rel="noopener noreferrer nofollow",
         # A code block or table wider than the reply scrolls sideways: focusable, the keyboard can
-        # scroll it too (only some browsers make a scrolling box focusable on their own).
+        # scroll it too (only some browsers make a scrolling box focusable on their own). A code block
+        # is named as a group, so a screen reader says what took the focus; a table says so itself.
         # A list takes the direction of its first letter (dir="auto"), so an Arabic or Hebrew list has its
         # bullets and numbers at the right, beside its items (the CSS sets its items' text alone).
-        set_tag_attribute_values={"a": {"target": "_blank"}, "pre": {"tabindex": "0"}, "table": {"tabindex": "0"},
-                                  "ul": {"dir": "auto"}, "ol": {"dir": "auto"}},
+        set_tag_attribute_values={"a": {"target": "_blank"},
+                                  "pre": {"tabindex": "0", "role": "group", "aria-label": "Code"},
+                                  "table": {"tabindex": "0"}, "ul": {"dir": "auto"}, "ol": {"dir": "auto"},
+                                  # whatever made it: never a field the reader could type in or submit
+                                  "input": {"type": "checkbox", "disabled": "disabled"}},
         filter_style_properties=_STYLE_PROPERTIES,
         strip_comments=True,
     )

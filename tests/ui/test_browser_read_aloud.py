@@ -133,3 +133,12 @@ def test_a_browser_that_cannot_speak_says_so_and_the_item_reads_read_aloud_again
     assert _item_label(browser, answer.pk) == "Read aloud"
     assert "is-speaking" not in browser.find_element(By.ID, f"m-{answer.pk}").get_attribute("class")
     assert len(browser.find_elements(By.CSS_SELECTOR, ".toast--error")) == 1
+
+
+def test_a_task_list_is_read_with_each_items_state(asgi_server, browser):
+    """A task list's boxes are seen ticked or not; read aloud, its items were only their words, as if
+    nothing were done."""
+    answer = _open_chat(browser, asgi_server.url, "speech-tasks", "Plan:\n\n- [x] read the docs\n- [ ] write tests\n")
+    browser.execute_script(RECORD_SPEECH)
+    _choose(browser, answer.pk, "read-aloud")
+    assert _spoken(browser) == ["Plan:", "Done: read the docs", "To do: write tests"]

@@ -212,7 +212,7 @@ def test_chat_page_renders_the_timeline(page, user):
     assert "<script>window.__xss" not in body
     # Model text is rendered markdown with highlighted code.
     assert "<strong>Bold</strong>" in body
-    assert '<pre class="hl" data-lang="python" tabindex="0">' in body
+    assert re.search(r'<pre (?=[^>]*class="hl")(?=[^>]*data-lang="python")(?=[^>]*tabindex="0")', body)
     # Issue 13: a regenerated reply is another version ("< 2/2 >" on the one shown), not in the timeline.
     assert "an earlier version" not in body
     assert ">2/2<" in body and 'aria-label="Previous version (1 of 2)"' in body

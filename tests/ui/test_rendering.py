@@ -103,7 +103,10 @@ def test_raw_html_blocks_are_escaped_not_interpreted():
 def test_code_block_is_highlighted_with_classes_and_escaped():
     html = markdown_render('```python\ndef f():\n    return "<b>"\n```')
     # focusable: a block wider than the reply scrolls sideways from the keyboard too
-    assert '<pre class="hl" data-lang="python" tabindex="0"><code>' in html
+    pre = re.search(r"<pre [^>]*>", html).group()  # its attributes in any order
+    assert set(re.findall(r'[\w-]+="[^"]*"', pre)) == {
+        'class="hl"', 'data-lang="python"', 'tabindex="0"', 'role="group"', 'aria-label="Code"'}
+    assert pre + "<code>" in html
     assert '<span class="k">def</span>' in html
     assert "&lt;b&gt;" in html and "<b>" not in html
 
@@ -220,6 +223,15 @@ def test_math_in_any_of_the_four_notations_becomes_mathml(source, display):
     assert "\\pi" not in rendered
 
 
+def test_a_display_formula_inside_a_sentence_keeps_the_sentence_whole():
+    """`$$…$$` in the middle of a line (a formula models often set apart so) was a block inside the
+    paragraph, which HTML cannot hold: the paragraph ended before it and its last words stood outside
+    it, on a line of their own after the formula."""
+    rendered = markdown_render("Sum is $$x^2$$ here and more.")
+    assert re.fullmatch(r'<p>Sum is <span class="math inline"><math display="block">.*</math></span>'
+                        r' here and more\.</p>\n', rendered)
+
+
 @pytest.mark.parametrize("source", [
     "It costs $5 and $10 a month.",
     "Prices: $ 5 and 6 $ each.",
@@ -241,3 +253,60 @@ def test_math_that_cannot_be_drawn_safely_is_shown_as_its_source(source):
     assert "<math" not in rendered and "<img" not in rendered
     assert not re.search(r'="javascript:', rendered)  # in the code's text, as written; never in an attribute
     assert '<code class="math-source">' in rendered
+
+
+def test_task_list_items_are_disabled_checkboxes_labelled_by_their_text():
+    """GFM task lists, as models write plans and checklists: `- [ ]` and `- [x]` were shown as the
+    brackets typed. Each is a checkbox that cannot be changed (the reply is what it is), named by its
+    item's words."""
+    html = markdown_render("- [ ] write **tests**\n- [x] read the [docs](https://example.com/)\n- no box\n")
+    inputs = re.findall(r"<input [^>]*>", html)
+    assert len(inputs) == 2
+    for tag in inputs:
+        assert 'type="checkbox"' in tag and "disabled" in tag
+    assert "checked" not in inputs[0] and "checked" in inputs[1]
+    assert re.search(r"<label><input [^>]*> write <strong>tests</strong></label>", html)
+    assert "[ ]" not in html and "[x]" not in html
+    assert "<li>no box</li>" in html
+
+
+def test_only_a_list_item_makes_a_checkbox():
+    # typed brackets elsewhere stay text; raw HTML stays escaped
+    html = markdown_render('[ ] not a list\n\n- [ ]\n- <input type="text" value="x">\n')
+    assert "<input" not in html
+    assert "[ ] not a list" in html and "&lt;input" in html
+
+
+@pytest.mark.parametrize(("source", "href", "text"), [
+    ("see https://docs.python.org/3/library/re.html.", "https://docs.python.org/3/library/re.html",
+     "https://docs.python.org/3/library/re.html"),
+    ("(at https://en.wikipedia.org/wiki/Foo_(bar))", "https://en.wikipedia.org/wiki/Foo_(bar)",
+     "https://en.wikipedia.org/wiki/Foo_(bar)"),
+    ("go to www.example.com/a?b=1, then", "http://www.example.com/a?b=1", "www.example.com/a?b=1"),
+    ("**http://example.com/x**", "http://example.com/x", "http://example.com/x"),
+])
+def test_a_bare_web_address_is_a_link(source, href, text):
+    """Models write addresses bare far more often than as Markdown links: they were shown as text to
+    copy by hand. GFM's autolinks (http, https, www.) are links, as other chat apps show them."""
+    html_out = markdown_render(source)
+    assert f'<a href="{html.escape(href)}" target="_blank" rel="noopener noreferrer nofollow">{html.escape(text)}</a>' \
+        in html_out
+
+
+@pytest.mark.parametrize("source", [
+    "`https://example.com/in-code`", "```\nhttps://example.com/in-block\n```",
+    "[named](https://example.com/) stays one link", "javascript:alert(1)", "ftp://example.com/file",
+    "xhttps://example.com/ inside a word",
+])
+def test_addresses_in_code_links_or_of_other_schemes_stay_as_they_are(source):
+    html_out = markdown_render(source)
+    assert html_out.count("<a ") == (1 if source.startswith("[named]") else 0)
+
+
+def test_many_colons_and_addresses_render_as_their_twins_do():
+    # linear: a line of 40,000 "a:" (a back-scanning rule read it quadratically) is plain text
+    assert markdown_render("a:" * 20_000, cached=False) == f"<p>{'a:' * 20_000}</p>\n"
+    links = markdown_render("https://x.example/ " * 2_000, cached=False)
+    assert links.count("<a ") == 2_000
+    closing = markdown_render("https://x.example/" + ")" * 5_000, cached=False)  # each ")" weighed once
+    assert '<a href="https://x.example/" ' in closing and closing.count(")") == 5_000

@@ -30,6 +30,8 @@ export function spokenText(article) {
   copy.querySelectorAll("button, .code-head").forEach((node) => node.remove());
   copy.querySelectorAll(".code-block, pre").forEach((node) => node.replaceWith("\nCode block.\n"));
   copy.querySelectorAll(".math, math").forEach((node) => node.replaceWith(" formula "));
+  // A task list's box is seen ticked or not: heard, its state goes before the item's words.
+  copy.querySelectorAll("input[type=checkbox]").forEach((box) => box.replaceWith(box.checked ? "Done: " : "To do: "));
   copy.querySelectorAll("td, th").forEach((cell) => cell.append(", "));
   // Blocks end a sentence: without a break the last word of one would run into the first of the next.
   copy.querySelectorAll(BLOCKS).forEach((block) => block.append("\n"));
