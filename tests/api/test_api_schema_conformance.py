@@ -1,0 +1,200 @@
+"""Every JSON answer the API gives, success or error, matches what /api/schema/ publishes for its
+path, method and status: the status is declared, and the body validates against the declared schema
+(types, nullability, enums, required fields). A generated client is only as good as this."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from django.urls import resolve
+from rest_framework.test import APIClient
+
+from chatapp.chat.folder_services import folder_create
+from chatapp.chat.import_models import ImportJob
+from chatapp.chat.models import Conversation, Message, SummaryJob
+from chatapp.chat.prompt_services import prompt_create
+from chatapp.chat.share_services import conversation_share_create
+from tests.dashboard.factories import make_record, make_summary
+from tests.support.chat import seed_messages
+
+pytestmark = pytest.mark.django_db
+
+
+def _openapi_to_jsonschema(node: Any) -> Any:
+    """OpenAPI 3.0's `nullable` as JSON Schema's null type ($refs resolved by the caller's resolver)."""
+    if isinstance(node, list):
+        return [_openapi_to_jsonschema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    converted = {key: _openapi_to_jsonschema(value) for key, value in node.items() if key != "nullable"}
+    if "properties" in converted and "additionalProperties" not in converted:
+        # A key the schema does not name is one no generated client reads: undocumented.
+        converted["additionalProperties"] = False
+    if not node.get("nullable"):
+        return converted
+    if "enum" in converted and None not in converted["enum"]:
+        converted["enum"] = [*converted["enum"], None]
+    if "type" in converted:
+        converted["type"] = [converted["type"], "null"]
+        return converted
+    return {"anyOf": [converted, {"type": "null"}]}
+
+
+@pytest.fixture
+def schema(api) -> dict:
+    response = api.get("/api/schema/", {"format": "json"})
+    assert response.status_code == 200
+    return _openapi_to_jsonschema(response.json())
+
+
+def _template(path: str) -> str:
+    """The schema's path for a request path: its URL pattern with {name} for each argument."""
+    match = resolve(path.split("?", 1)[0])
+    route = "/" + str(match.route)
+    for name in match.kwargs:
+        # drf-spectacular names a primary key `id`, the other arguments as the pattern does.
+        shown = "id" if name == "pk" else name
+        route = route.replace(f"<int:{name}>", "{" + shown + "}").replace(f"<str:{name}>", "{" + shown + "}")
+    return route
+
+
+def _problems(schema: dict, method: str, path: str, response: Any) -> list[str]:
+    template = _template(path)
+    operation = schema["paths"][template][method]
+    declared = operation["responses"]
+    status = str(response.status_code)
+    where = f"{method.upper()} {path} → {status}"
+    if status not in declared:
+        return [f"{where}: status not declared ({sorted(declared)})"]
+    content = declared[status].get("content")
+    raw = response.recorded_body if hasattr(response, "recorded_body") else response.content
+    if not raw:
+        return [] if not content else [f"{where}: empty body, schema declares one"]
+    if response["Content-Type"].split(";")[0] != "application/json":
+        return []
+    if not content or "application/json" not in content:
+        return [f"{where}: JSON body, no JSON body declared"]
+    body_schema = {**content["application/json"]["schema"], "components": schema["components"]}
+    validator = jsonschema.Draft202012Validator(body_schema)
+    return [f"{where}: {error.json_path}: {error.message}" for error in validator.iter_errors(json.loads(raw))]
+
+
+def _world(user, other_user, fake_url: str) -> dict[str, int]:
+    conversation = Conversation.objects.create(owner=user, title="Walked")
+    question_id, reply_id = seed_messages(conversation, 2)
+    Message.objects.filter(pk=reply_id).update(parent_id=question_id)
+    question, reply = Message.objects.get(pk=question_id), Message.objects.get(pk=reply_id)
+    summary = make_summary(conversation=conversation, covers=(question, reply), covered=2,
+                           content="[Conversation summary — covers messages 1-2]\n\nhello")
+    make_record(conversation=conversation, tokens_full=100, tokens_sent=50)
+    return {
+        "c": conversation.pk, "q": question.pk, "r": reply.pk, "s": summary.pk,
+        "share": conversation_share_create(owner=user, conversation=conversation).share.pk,
+        "prompt": prompt_create(owner=user, command="review", content="Review this.").pk,
+        "folder": folder_create(owner=user, name="Work").pk,
+        "job": SummaryJob.objects.create(conversation=conversation, status=SummaryJob.Status.FAILED).pk,
+        "import": ImportJob.objects.create(owner=user, filename="ada.json").pk,
+        "theirs": Conversation.objects.create(owner=other_user, title="Eve's").pk,
+    }
+
+
+def _requests(w: dict[str, int], config: int) -> list[tuple[str, str, Any]]:
+    """(method, path, JSON body or None): successes and refusals of every kind, per endpoint."""
+    c, m = f"/api/conversations/{w['c']}/", f"/api/messages/{w['q']}/"
+    return [
+        ("get", "/api/conversations/", None),
+        ("get", "/api/conversations/?archived=true&q=hello", None),
+        ("get", "/api/conversations/?limit=0", None),
+        ("post", "/api/conversations/", {"title": "New", "system_prompt": "Be brief."}),
+        ("post", "/api/conversations/", {"title": 5 * "x" * 100}),
+        ("post", "/api/conversations/", {"llm_config": 987654321}),
+        ("get", c, None),
+        ("patch", c, {"pinned": True, "folder": w["folder"]}),
+        ("patch", c, {"llm_config": config}),
+        ("patch", c, {"folder": 987654321}),
+        ("patch", c, {"nothing": 1}),
+        ("get", "/api/conversations/987654321/", None),
+        ("get", f"/api/conversations/{w['theirs']}/", None),
+        ("post", "/api/conversations/archive/", {"archived": False}),
+        ("post", "/api/conversations/archive/", {}),
+        ("get", f"{c}messages/", None),
+        ("get", f"{c}messages/?limit=1", None),
+        ("get", f"{c}messages/?before=x", None),
+        ("get", f"{c}context/", None),
+        ("get", f"{c}records/", None),
+        ("get", f"{c}records/?offset=-1", None),
+        ("get", f"{c}summary-jobs/", None),
+        ("post", f"{c}summary-jobs/{w['job']}/dismiss/", None),
+        ("get", f"{c}export/?format=json", None),
+        ("get", f"{c}export/?format=nope", None),
+        ("post", f"{c}share/", None),
+        ("get", "/api/shares/", None),
+        ("delete", f"/api/shares/{w['share']}/", None),
+        ("delete", "/api/shares/987654321/", None),
+        ("post", f"{m}pin/", {"pinned": True}),
+        ("post", f"{m}pin/", {"pinned": "sure"}),
+        ("post", f"{m}branch/", {"index": 1}),
+        ("post", f"{m}branch/", {"index": 99}),
+        ("post", f"{m}fork/", None),
+        ("post", f"/api/messages/{w['r']}/stop/", None),
+        ("patch", f"/api/summaries/{w['s']}/", {"content": "A shorter summary."}),
+        ("patch", f"/api/summaries/{w['s']}/", {"content": ""}),
+        ("get", "/api/settings/", None),
+        ("patch", "/api/settings/", {"preference": "quality"}),
+        ("patch", "/api/settings/", {"preference": "turbo"}),
+        ("patch", "/api/settings/", {"summary_config": 987654321}),
+        ("get", "/api/search/?q=hello", None),
+        ("get", "/api/search/?q=", None),
+        ("get", "/api/folders/", None),
+        ("post", "/api/folders/", {"name": "Home"}),
+        ("post", "/api/folders/", {"name": "work"}),
+        ("patch", f"/api/folders/{w['folder']}/", {"name": "Work 2"}),
+        ("get", "/api/prompts/", None),
+        ("post", "/api/prompts/", {"command": "tldr", "content": "Summarize."}),
+        ("post", "/api/prompts/", {"command": "bad command!", "content": ""}),
+        ("get", f"/api/prompts/{w['prompt']}/", None),
+        ("patch", f"/api/prompts/{w['prompt']}/", {"title": "Review"}),
+        ("get", "/api/configs/", None),
+        ("get", f"/api/configs/{config}/", None),
+        ("patch", f"/api/configs/{config}/", {"context_window": 32000}),
+        ("patch", f"/api/configs/{config}/", {"context_window": -5}),
+        ("post", f"/api/configs/{config}/default/", None),
+        ("post", f"/api/configs/{config}/test/", None),
+        ("post", "/api/configs/", {"name": "x"}),
+        ("get", "/api/configs/model-info/?model=gpt-4o-mini", None),
+        ("get", "/api/imports/", None),
+        ("get", f"/api/imports/{w['import']}/", None),
+        ("get", "/api/imports/987654321/", None),
+        ("get", "/api/dashboard/overview/", None),
+        ("get", "/api/dashboard/conversations/", None),
+        ("get", f"/api/dashboard/conversations/{w['c']}/", None),
+        ("get", f"/api/dashboard/conversations/{w['c']}/series/", None),
+        ("get", f"/api/dashboard/conversations/{w['c']}/map/", None),
+        ("get", f"/api/dashboard/conversations/{w['c']}/records/", None),
+        ("get", f"/api/dashboard/conversations/{w['c']}/summaries/", None),
+        ("get", "/api/conversations/export/", None),
+        ("delete", f"/api/prompts/{w['prompt']}/", None),
+        ("delete", f"/api/folders/{w['folder']}/", None),
+        ("delete", f"/api/summaries/{w['s']}/", None),
+        ("delete", c, None),
+    ]
+
+
+def test_every_answer_matches_the_published_schema(api, user, other_user, schema, echo_config, fake_openai):
+    world = _world(user, other_user, fake_openai.base_url)
+    problems: list[str] = []
+    for method, path, body in _requests(world, echo_config["id"]):
+        response = getattr(api, method)(path, body, format="json") if body is not None else getattr(api, method)(path)
+        assert response.status_code < 500, f"{method.upper()} {path}: {response.status_code}"
+        problems += _problems(schema, method, path, response)
+    assert problems == [], "\n".join(problems)
+
+
+def test_signed_out_answers_match_the_published_schema(schema):
+    problems = []
+    for path in ("/api/conversations/", "/api/settings/", "/api/configs/", "/api/folders/"):
+        problems += _problems(schema, "get", path, APIClient().get(path))
+    assert problems == [], "\n".join(problems)
