@@ -198,3 +198,37 @@ def test_signed_out_answers_match_the_published_schema(schema):
     for path in ("/api/conversations/", "/api/settings/", "/api/configs/", "/api/folders/"):
         problems += _problems(schema, "get", path, APIClient().get(path))
     assert problems == [], "\n".join(problems)
+
+
+def test_refusals_of_every_kind_match_the_published_schema(api, user, other_user, schema):
+    # The turn views' refusals before a stream, the token endpoint, imports, the account, and the
+    # status a body's media type earns.
+    world = _world(user, other_user, "http://127.0.0.1:9/v1")
+    c, q, r = f"/api/conversations/{world['c']}/", f"/api/messages/{world['q']}/", f"/api/messages/{world['r']}/"
+    signed_out = APIClient()
+    answers = [
+        ("post", f"{c}messages/", api.post(f"{c}messages/", {"content": ""}, format="json")),
+        ("post", f"{c}messages/", api.post(f"{c}messages/", {"content": "hi", "parent": 1}, format="json")),
+        ("post", f"{c}messages/", api.post(f"{c}messages/", "content=hi", content_type="text/plain")),
+        ("post", "/api/conversations/987654321/messages/",
+         api.post("/api/conversations/987654321/messages/", {"content": "hi"}, format="json")),
+        ("post", f"{q}edit/", api.post(f"{q}edit/", {"content": 5}, format="json")),
+        ("post", f"{r}edit/", api.post(f"{r}edit/", {"content": "not a user message"}, format="json")),
+        ("post", f"{q}regenerate/", api.post(f"{q}regenerate/")),
+        ("post", f"{r}retry/", api.post(f"{r}retry/")),
+        ("post", f"{c}compact/", api.post(f"{c}compact/")),
+        ("post", "/api/auth/token/", signed_out.post("/api/auth/token/", {"username": "ada"}, format="json")),
+        ("post", "/api/auth/token/", signed_out.post("/api/auth/token/", {"username": "ada", "password": "no"},
+                                                      format="json")),
+        ("post", "/api/imports/", api.post("/api/imports/", {}, format="multipart")),
+        ("delete", "/api/account/", api.delete("/api/account/", {"password": "wrong"}, format="json")),
+        ("delete", "/api/account/", api.delete("/api/account/", {}, format="json")),
+        ("get", "/api/search/", api.get("/api/search/", {"q": "a\x00b"})),
+        ("patch", c, api.patch(c, b'{"title": "\xff"}', content_type="application/json")),
+        ("patch", c, api.patch(c, '{"title": "a\\u0000b"}', content_type="application/json")),
+    ]
+    problems: list[str] = []
+    for method, path, response in answers:
+        assert response.status_code < 500, f"{method.upper()} {path}: {response.status_code}"
+        problems += _problems(schema, method, path, response)
+    assert problems == [], "\n".join(problems)
