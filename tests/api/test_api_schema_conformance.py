@@ -172,6 +172,7 @@ def _requests(w: dict[str, int], config: int) -> list[tuple[str, str, Any]]:
         ("get", "/api/dashboard/conversations/", None),
         ("get", f"/api/dashboard/conversations/{w['c']}/", None),
         ("get", f"/api/dashboard/conversations/{w['c']}/series/", None),
+        ("get", f"/api/dashboard/conversations/{w['c']}/series/?first=2&last=1", None),
         ("get", f"/api/dashboard/conversations/{w['c']}/map/", None),
         ("get", f"/api/dashboard/conversations/{w['c']}/records/", None),
         ("get", f"/api/dashboard/conversations/{w['c']}/summaries/", None),
