@@ -9,16 +9,19 @@ from typing import Any
 
 import jsonschema
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import resolve
 from rest_framework.test import APIClient
 
 from chatapp.chat.folder_services import folder_create
 from chatapp.chat.import_models import ImportJob
+from chatapp.chat.import_services import import_job_run
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.prompt_services import prompt_create
 from chatapp.chat.share_services import conversation_share_create
 from tests.dashboard.factories import make_record, make_summary
 from tests.support.chat import seed_messages
+from tests.support.images import b64, png_bytes
 
 pytestmark = pytest.mark.django_db
 
@@ -233,4 +236,45 @@ def test_refusals_of_every_kind_match_the_published_schema(api, user, other_user
     for method, path, response in answers:
         assert response.status_code < 500, f"{method.upper()} {path}: {response.status_code}"
         problems += _problems(schema, method, path, response)
+    assert problems == [], "\n".join(problems)
+
+
+def test_a_lived_in_accounts_answers_match_the_published_schema(api, user, schema, echo_config, fake_openai):
+    # The states a fresh seed never reaches, where a nullable or an enum is told apart: replies
+    # streamed, with images, failed, thought through, cut at the limit, edited into a branch; an import
+    # done and a branch forked into a new chat.
+    def send(chat: int, content: str, **extra: Any) -> None:
+        api.post(f"/api/conversations/{chat}/messages/", {"content": content, **extra}, format="json")
+
+    chat = api.post("/api/conversations/", {"title": "Lived in"}, format="json").json()["id"]
+    send(chat, "Look", images=[{"data": b64(png_bytes(32, 24)), "name": "map.png"}])
+    send(chat, "More")
+    first, _, second, _ = api.get(f"/api/conversations/{chat}/messages/").json()["results"]
+    api.post(f"/api/messages/{second['id']}/edit/", {"content": "Other"}, format="json")
+    for model in ("fail-500", "think-fields", "cut-stream"):
+        config = api.post("/api/configs/", {"name": model, "base_url": fake_openai.base_url, "model": model},
+                          format="json").json()["id"]
+        other = api.post("/api/conversations/", {"llm_config": config}, format="json").json()["id"]
+        send(other, "Hello")
+    exported = api.get(f"/api/conversations/{chat}/export/").recorded_body
+    job = api.post("/api/imports/", {"file": SimpleUploadedFile("x.json", exported)}, format="multipart").json()
+    import_job_run(job_id=job["id"])
+    api.post(f"/api/messages/{first['id']}/fork/")
+
+    problems: list[str] = []
+    paths = ["/api/conversations/", "/api/imports/", f"/api/imports/{job['id']}/", "/api/search/?q=hello",
+             "/api/dashboard/overview/", "/api/dashboard/conversations/", "/api/configs/", "/api/settings/"]
+    for conversation in Conversation.objects.filter(owner=user):
+        c = conversation.pk
+        paths += [f"/api/conversations/{c}/", f"/api/conversations/{c}/messages/", f"/api/conversations/{c}/context/",
+                  f"/api/conversations/{c}/records/", f"/api/conversations/{c}/summary-jobs/",
+                  f"/api/conversations/{c}/export/", f"/api/dashboard/conversations/{c}/",
+                  f"/api/dashboard/conversations/{c}/series/", f"/api/dashboard/conversations/{c}/map/",
+                  f"/api/dashboard/conversations/{c}/records/", f"/api/dashboard/conversations/{c}/summaries/"]
+        paths += [f"/api/dashboard/conversations/{c}/records/{r}/" for r in conversation.optimization_records
+                  .values_list("id", flat=True)]
+    for path in paths:
+        response = api.get(path)
+        assert response.status_code == 200, (path, response.status_code)
+        problems += _problems(schema, "get", path, response)
     assert problems == [], "\n".join(problems)
