@@ -95,6 +95,7 @@ def _owned_config_or_field_error(*, user: User, pk: int | None, field: str) -> L
 def _owned_folder_or_field_error(*, user: User, pk: int | None) -> Folder | None:
     if pk is None:
         return None
+    # The same words as conversation_folder_set's for one deleted meanwhile.
     return _named_in_body(lookup=lambda: folder_get(owner=user, pk=pk), field="folder", missing="No such folder.")
 
 
