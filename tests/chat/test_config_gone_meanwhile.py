@@ -1,6 +1,7 @@
-"""A chat switched, or started, on a model config deleted (another tab) after the request read it: a bad
-`llm_config`, as for a config not there (the API's 400, "No such model configuration."), not the
-database's refusal of a chat pointing at nothing (a 500); the chat keeps its model."""
+"""A chat switched, or started, on a model config deleted (another tab) after the request read it, or
+the settings' summary model set to one: a bad `llm_config` / `summary_config`, as for a config not there
+(the API's 400, "No such model configuration."), not the database's refusal of a row pointing at
+nothing (a 500); nothing changes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from chatapp.chat.models import Conversation
-from chatapp.chat.services import conversation_create, conversation_set_config
+from chatapp.chat.selectors import user_settings_get
+from chatapp.chat.services import conversation_create, conversation_set_config, user_settings_update
 from chatapp.providers.models import LLMConfig
 from chatapp.providers.services import llm_config_create
 
@@ -41,3 +43,15 @@ def test_a_chat_started_on_a_config_deleted_meanwhile_is_refused_as_a_missing_on
 
     assert refused.value.message_dict == {"llm_config": ["No such model configuration."]}
     assert not Conversation.objects.filter(owner=user).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_summary_model_deleted_meanwhile_is_refused_as_a_missing_one(user):
+    stale = _config(user, "Gone")
+    LLMConfig.objects.filter(pk=stale.pk).delete()
+
+    with pytest.raises(ValidationError) as refused:
+        user_settings_update(user=user, summary_config=stale, preference="quality")
+
+    assert refused.value.message_dict == {"summary_config": ["No such model configuration."]}
+    assert user_settings_get(user=user).preference != "quality"
