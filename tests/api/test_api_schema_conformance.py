@@ -22,6 +22,7 @@ from chatapp.chat.share_services import conversation_share_create
 from tests.dashboard.factories import make_record, make_summary
 from tests.support.chat import seed_messages
 from tests.support.images import b64, png_bytes
+from tests.support.streaming import sse_events
 
 pytestmark = pytest.mark.django_db
 
@@ -243,8 +244,20 @@ def test_a_lived_in_accounts_answers_match_the_published_schema(api, user, schem
     # The states a fresh seed never reaches, where a nullable or an enum is told apart: replies
     # streamed, with images, failed, thought through, cut at the limit, edited into a branch; an import
     # done and a branch forked into a new chat.
+    message_shape = jsonschema.Draft202012Validator(
+        {"$ref": "#/components/schemas/MessageOutput", "components": schema["components"]})
+    streamed: list[str] = []
+    seen: list[str] = []
+
     def send(chat: int, content: str, **extra: Any) -> None:
-        api.post(f"/api/conversations/{chat}/messages/", {"content": content, **extra}, format="json")
+        response = api.post(f"/api/conversations/{chat}/messages/", {"content": content, **extra}, format="json")
+        # The README: the events' messages have the REST API's message shape (but start's reply just opened).
+        for name, event in sse_events(response.recorded_body):
+            for key in ("user_message", "message"):
+                if isinstance(event.get(key), dict):
+                    seen.append(f"{name}.{key}")
+                    streamed.extend(f"{name}.{key}{e.json_path[1:]}: {e.message}"
+                                    for e in message_shape.iter_errors(event[key]))
 
     chat = api.post("/api/conversations/", {"title": "Lived in"}, format="json").json()["id"]
     send(chat, "Look", images=[{"data": b64(png_bytes(32, 24)), "name": "map.png"}])
@@ -261,6 +274,8 @@ def test_a_lived_in_accounts_answers_match_the_published_schema(api, user, schem
     import_job_run(job_id=job["id"])
     api.post(f"/api/messages/{first['id']}/fork/")
 
+    assert {"accepted.user_message", "done.message", "error.message"} <= set(seen)
+    assert streamed == [], "\n".join(streamed)
     problems: list[str] = []
     paths = ["/api/conversations/", "/api/imports/", f"/api/imports/{job['id']}/", "/api/search/?q=hello",
              "/api/dashboard/overview/", "/api/dashboard/conversations/", "/api/configs/", "/api/settings/"]
