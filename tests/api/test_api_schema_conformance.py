@@ -181,6 +181,8 @@ def _requests(w: dict[str, int], config: int) -> list[tuple[str, str, Any]]:
         ("get", f"/api/dashboard/conversations/{w['c']}/records/", None),
         ("get", f"/api/dashboard/conversations/{w['c']}/summaries/", None),
         ("get", "/api/conversations/export/", None),
+        ("post", "/api/configs/", {"name": "Elsewhere", "base_url": "https://llm.invalid/v1", "model": "m"}),
+        ("patch", f"/api/configs/{config}/", {"base_url": "https://llm.invalid/v1"}),  # its key cleared: said so
         ("delete", f"/api/prompts/{w['prompt']}/", None),
         ("delete", f"/api/folders/{w['folder']}/", None),
         ("delete", f"/api/summaries/{w['s']}/", None),
