@@ -272,13 +272,21 @@ def test_a_lived_in_accounts_answers_match_the_published_schema(api, user, schem
         other = api.post("/api/conversations/", {"llm_config": config}, format="json").json()["id"]
         send(other, "Hello")
     exported = api.get(f"/api/conversations/{chat}/export/").recorded_body
-    job = api.post("/api/imports/", {"file": SimpleUploadedFile("x.json", exported)}, format="multipart").json()
+    writes: list[tuple[str, str, Any]] = []
+    upload = api.post("/api/imports/", {"file": SimpleUploadedFile("x.json", exported)}, format="multipart")
+    writes.append(("post", "/api/imports/", upload))
+    job = upload.json()
     import_job_run(job_id=job["id"])
-    api.post(f"/api/messages/{first['id']}/fork/")
+    writes.append(("post", f"/api/messages/{first['id']}/fork/", api.post(f"/api/messages/{first['id']}/fork/")))
+    long_chat = Conversation.objects.create(owner=user, title="Long", llm_config_id=echo_config["id"])
+    seed_messages(long_chat, 12)
+    writes.append(("post", f"/api/conversations/{long_chat.pk}/compact/",
+                   api.post(f"/api/conversations/{long_chat.pk}/compact/")))
 
     assert {"accepted.user_message", "done.message", "error.message"} <= set(seen)
     assert streamed == [], "\n".join(streamed)
-    problems: list[str] = []
+    assert [response.status_code for _, _, response in writes] == [202, 201, 202]
+    problems: list[str] = [p for method, path, response in writes for p in _problems(schema, method, path, response)]
     paths = ["/api/conversations/", "/api/imports/", f"/api/imports/{job['id']}/", "/api/search/?q=hello",
              "/api/dashboard/overview/", "/api/dashboard/conversations/", "/api/configs/", "/api/settings/"]
     for conversation in Conversation.objects.filter(owner=user):
