@@ -207,9 +207,9 @@ def test_signed_out_answers_match_the_published_schema(schema):
     assert problems == [], "\n".join(problems)
 
 
-def test_refusals_of_every_kind_match_the_published_schema(api, user, other_user, schema):
-    # The turn views' refusals before a stream, the token endpoint, imports, the account, and the
-    # status a body's media type earns.
+def test_refusals_of_every_kind_match_the_published_schema(api, user, other_user, schema, settings):
+    # The turn views' refusals before a stream (the send limit's too), the token endpoint, imports, the
+    # account, and the status a body's media type earns.
     world = _world(user, other_user, "http://127.0.0.1:9/v1")
     c, q, r = f"/api/conversations/{world['c']}/", f"/api/messages/{world['q']}/", f"/api/messages/{world['r']}/"
     signed_out = APIClient()
@@ -235,6 +235,12 @@ def test_refusals_of_every_kind_match_the_published_schema(api, user, other_user
         ("patch", c, api.patch(c, b'{"title": "\xff"}', content_type="application/json")),
         ("patch", c, api.patch(c, '{"title": "a\\u0000b"}', content_type="application/json")),
     ]
+    settings.SEND_RATE_LIMIT_PER_MINUTE = 1  # the send limit's 429, with its retry_after
+    offline = api.post("/api/conversations/", {"offline": True}, format="json").json()["id"]
+    for _ in range(2):
+        sent = api.post(f"/api/conversations/{offline}/messages/", {"content": "hi"}, format="json")
+    answers.append(("post", f"/api/conversations/{offline}/messages/", sent))
+    assert sent.status_code == 429 and sent.json()["retry_after"] == int(sent["Retry-After"])
     problems: list[str] = []
     for method, path, response in answers:
         assert response.status_code < 500, f"{method.upper()} {path}: {response.status_code}"
