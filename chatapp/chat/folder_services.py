@@ -27,6 +27,12 @@ def _missing() -> Http404:
     return Http404("No Folder matches the given query.")
 
 
+def _not_a_folder() -> ValidationError:
+    # The folder a chat is moved into is a value of its request, not the address it went to: another
+    # user's, or one deleted meanwhile, is a bad `folder` (a 400, as a missing one), not a 404.
+    return ValidationError({"folder": ValidationError("No such folder.", code="missing")})
+
+
 def _refused(message: str, *, code: str) -> ValidationError:
     return ValidationError({"name": ValidationError(message, code=code)})
 
@@ -125,17 +131,17 @@ def folder_delete(*, folder: Folder) -> None:
 
 def conversation_folder_set(*, conversation: Conversation, folder: Folder | None) -> Conversation:
     """Put the chat in `folder` (one of its owner's), or in none. Not activity: updated_at stays, as for
-    a pin. Http404 for another user's folder (it does not exist for this chat's owner), and for a folder
-    or a chat deleted since it was read."""
+    a pin. ValidationError on `folder` for another user's folder (it does not exist for this chat's
+    owner) and for one deleted since it was read; Http404 for a chat deleted since."""
     if folder is not None and folder.owner_id != conversation.owner_id:
-        raise _missing()
+        raise _not_a_folder()
     with transaction.atomic():
         # The folder's row first, locked (PostgreSQL): deleted in another tab since the request read it,
-        # the chat would point at nothing and fail the commit (a 500); it is the 404 of a folder not there.
+        # the chat would point at nothing and fail the commit (a 500); it is a folder not there.
         if folder is not None and not Folder.objects.select_for_update().filter(pk=folder.pk).values_list(
             "pk", flat=True
         ):
-            raise _missing()
+            raise _not_a_folder()
         if not Conversation.objects.filter(pk=conversation.pk).update(folder=folder):
             raise Http404("No Conversation matches the given query.")
     conversation.folder = folder

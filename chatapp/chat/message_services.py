@@ -195,7 +195,7 @@ def client_key_validate(*, client_key: Any) -> str:
         raise ValidationError({"client_key": "The client key must be text."}, code="invalid")
     if len(client_key) > CLIENT_KEY_MAX_CHARS:
         raise ValidationError({"client_key": f"At most {CLIENT_KEY_MAX_CHARS} characters."}, code="invalid")
-    problem = text_problem(client_key)
+    problem = text_problem(client_key, what="The client key")
     if problem is not None:
         raise ValidationError({"client_key": problem}, code="invalid")
     return client_key

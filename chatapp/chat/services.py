@@ -89,7 +89,10 @@ def user_settings_update(
         user_settings.summary_config = summary_config
         changed.append("summary_config")
     if changed:
-        user_settings.save(update_fields=[*changed, "updated_at"])
+        with transaction.atomic():
+            if isinstance(summary_config, LLMConfig):
+                _config_held(config=summary_config, field="summary_config")
+            user_settings.save(update_fields=[*changed, "updated_at"])
     return user_settings
 
 
@@ -155,8 +158,20 @@ def conversation_create(
         conversation.title_is_custom = True
     else:
         conversation.title = DEFAULT_TITLE
-    conversation.save()
+    with transaction.atomic():
+        _config_held(config=config)
+        conversation.save()
     return conversation
+
+
+def _config_held(*, config: LLMConfig | None, field: str = "llm_config") -> None:
+    """Inside the write's transaction: the config's row locked (PostgreSQL), so a delete in another tab
+    waits for the write; deleted before, the row would point at nothing and fail the commit (a 500),
+    where it is a config not there."""
+    if config is not None and not LLMConfig.objects.select_for_update().filter(pk=config.pk).values_list(
+        "pk", flat=True
+    ):
+        raise ValidationError({field: ["No such model configuration."]})
 
 
 def _conversation_save(*, conversation: Conversation, fields: list[str]) -> None:
@@ -249,7 +264,9 @@ def conversation_set_config(
         conversation.token_counts_mixed = True
         fields.append("token_counts_mixed")
     # updated_at is left alone, as for a rename: the sidebar orders by activity, not by settings.
-    _conversation_save(conversation=conversation, fields=fields)
+    with transaction.atomic():
+        _config_held(config=config)
+        _conversation_save(conversation=conversation, fields=fields)
     return conversation
 
 

@@ -30,14 +30,15 @@ def text_storable(text: str) -> str:
     return text
 
 
-def text_problem(text: str) -> str | None:
-    """Why a user's text cannot be stored as sent (None when it can): it is refused, not altered."""
+def text_problem(text: str, *, what: str = "The message") -> str | None:
+    """Why a user's text cannot be stored as sent (None when it can): it is refused, not altered.
+    `what` names the text in the words: a refused idempotency key said "The message contains…"."""
     if "\x00" in text:
-        return "The message contains a NUL character (U+0000), which cannot be stored. Remove it and send again."
+        return f"{what} contains a NUL character (U+0000), which cannot be stored. Remove it and send again."
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return "The message contains an unpaired surrogate, which is not valid Unicode text. Remove it and send again."
+        return f"{what} contains an unpaired surrogate, which is not valid Unicode text. Remove it and send again."
     return None
 
 

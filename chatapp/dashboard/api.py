@@ -93,7 +93,8 @@ DashboardHeadlineApi = _figures_api(
 
 
 class DashboardSeriesApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    # FilterSerializer, as every view that checks its query names it: the schema declares its 400 by that name.
+    class FilterSerializer(serializers.Serializer):
         # A range that is not one is refused (400), as the lists refuse a bad limit: read as the default,
         # it drew other turns than were asked for. One past the last turn is cut to it (dashboard_series).
         first = serializers.IntegerField(required=False, min_value=1)
@@ -116,7 +117,7 @@ class DashboardSeriesApi(APIView):
         responses=SeriesSerializer,
     )
     def get(self, request: Request, pk: int) -> Response:
-        params = validated(self.InputSerializer, request.query_params)
+        params = validated(self.FilterSerializer, request.query_params)
         conversation = dashboard_conversation_get(user=request.user, pk=pk)
         return Response(dashboard_series(conversation=conversation, first=params.get("first"), last=params.get("last")))
 

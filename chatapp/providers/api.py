@@ -62,6 +62,22 @@ class LLMConfigOutputSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class LLMConfigSavedOutputSerializer(LLMConfigOutputSerializer):
+    """A config as a create or an edit answers it: with what the user should know of the save, when any.
+    The views add `notice` to the output's data; named here so the schema says it may come."""
+
+    # Not read_only: the schema counts a read-only field as always present.
+    notice = serializers.CharField(
+        required=False,
+        help_text="Only when there is something to say: the stored key was cleared (the address moved to "
+        "another server), or the address's host does not resolve from here.",
+    )
+
+    class Meta(LLMConfigOutputSerializer.Meta):
+        fields = [*LLMConfigOutputSerializer.Meta.fields, "notice"]
+        read_only_fields = LLMConfigOutputSerializer.Meta.fields
+
+
 class LLMConfigInputSerializer(serializers.Serializer):
     """Shape only; the rules (window > output, URL safety, unique name) live in the services."""
 
@@ -99,7 +115,7 @@ class LLMConfigListApi(APIView):
         configs = llm_config_list(owner=request.user)
         return Response(LLMConfigOutputSerializer(configs, many=True).data)
 
-    @extend_schema(request=InputSerializer, responses={201: LLMConfigOutputSerializer})
+    @extend_schema(request=InputSerializer, responses={201: LLMConfigSavedOutputSerializer})
     def post(self, request: Request) -> Response:
         config = llm_config_create(owner=request.user, **validated(self.InputSerializer, request.data))
         data = LLMConfigOutputSerializer(config).data
@@ -120,7 +136,7 @@ class LLMConfigDetailApi(APIView):
         config = llm_config_get(owner=request.user, pk=pk)
         return Response(LLMConfigOutputSerializer(config).data)
 
-    @extend_schema(request=InputSerializer(partial=True), responses=LLMConfigOutputSerializer)
+    @extend_schema(request=InputSerializer(partial=True), responses=LLMConfigSavedOutputSerializer)
     def patch(self, request: Request, pk: int) -> Response:
         config = llm_config_get(owner=request.user, pk=pk)
         fields = validated(self.InputSerializer, request.data, partial=True)

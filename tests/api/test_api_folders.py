@@ -1,6 +1,6 @@
 """Chat folders over the API: `GET|POST /api/folders/`, `PATCH|DELETE /api/folders/<id>/`, and a chat's
 folder through `PATCH /api/conversations/<id>/ {folder}` (`folder` on every conversation). Another
-user's folder or chat is a 404, also as the folder a chat of yours is moved into."""
+user's folder or chat is a 404; named as the folder a chat of yours is moved into, a 400 naming `folder`."""
 
 from __future__ import annotations
 
@@ -73,13 +73,14 @@ def test_another_users_folder_or_chat_is_a_404(api, other_api, user, other_user)
     assert other_api.patch(f"/api/folders/{mine['id']}/", {"name": "eve"}, format="json").status_code == 404
     assert other_api.delete(f"/api/folders/{mine['id']}/").status_code == 404
     assert [f["name"] for f in other_api.get("/api/folders/").json()] == ["Theirs"]
-    # My chat into their folder, their chat into my folder: neither exists for me.
+    # My chat into their folder, their chat into my folder: neither exists for me (an id in the body is
+    # a bad value of its field, tests/api/test_api_body_ids.py).
     into_theirs = api.patch(f"/api/conversations/{my_chat['id']}/", {"folder": theirs["id"]}, format="json")
-    assert into_theirs.status_code == 404
+    assert into_theirs.status_code == 400 and into_theirs.json()["folder"] == ["No such folder."]
     assert (
         api.patch(f"/api/conversations/{their_chat['id']}/", {"folder": mine["id"]}, format="json").status_code == 404
     )
-    assert api.patch(f"/api/conversations/{my_chat['id']}/", {"folder": 987654321}, format="json").status_code == 404
+    assert api.patch(f"/api/conversations/{my_chat['id']}/", {"folder": 987654321}, format="json").status_code == 400
     assert Conversation.objects.get(pk=my_chat["id"]).folder_id is None
     assert Conversation.objects.get(pk=their_chat["id"]).folder_id is None
     assert Folder.objects.get(pk=mine["id"]).name == "Mine"
@@ -89,5 +90,5 @@ def test_a_refused_folder_changes_nothing_else_in_the_same_patch(api):
     chat = api.post("/api/conversations/", {"title": "Plan"}, format="json").json()
     theirs = 987654321
     refused = api.patch(f"/api/conversations/{chat['id']}/", {"title": "New", "folder": theirs}, format="json")
-    assert refused.status_code == 404
+    assert refused.status_code == 400
     assert Conversation.objects.get(pk=chat["id"]).title == "Plan"

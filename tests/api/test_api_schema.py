@@ -177,3 +177,13 @@ def test_the_streaming_answers_name_every_event_they_send(schema):
         described = schema["paths"][path]["post"]["responses"]["200"]["description"]
         for event in ("accepted", "start", "reasoning", "delta", "done", "error"):
             assert f"`{event}`" in described, (path, event)
+
+
+def test_the_account_deletions_body_is_documented(schema):
+    # DELETE /api/account/ reads the password from its body: drf-spectacular documents no body on a
+    # DELETE, so a client generated from the schema had no way to send it (and no 413 or 415).
+    operation = schema["paths"]["/api/account/"]["delete"]
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert body["$ref"].endswith("/AccountInput")
+    assert "password" in schema["components"]["schemas"]["AccountInput"]["required"]
+    assert {"413", "415"} <= set(operation["responses"])

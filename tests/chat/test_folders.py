@@ -125,7 +125,7 @@ def test_a_chat_moves_into_one_folder_and_out_without_moving_in_the_list(user, o
     assert Conversation.objects.get(pk=chat.pk).folder is None
 
     theirs = folder_create(owner=other_user, name="Eve's")
-    with pytest.raises(Http404):
+    with pytest.raises(ValidationError):  # as a folder not there (test_api_body_ids)
         conversation_folder_set(conversation=chat, folder=theirs)
     assert Conversation.objects.get(pk=chat.pk).folder is None
 
@@ -147,14 +147,16 @@ def test_deleting_a_folder_keeps_its_chats(user):
 
 @pytest.mark.django_db(transaction=True)  # committed, as a request is: the chat's link is checked then
 def test_a_folder_deleted_meanwhile_is_not_found_by_a_move_nor_a_rename(user):
-    """Another tab deleted the folder after this request read it: a 404, as for any folder not there,
+    """Another tab deleted the folder after this request read it: as for any folder not there, a move
+    into it is a bad `folder` (the API's 400, as for a missing id in its body) and a rename of it a 404,
     not the database's refusal of a chat filed in nothing (a 500)."""
     chat = _chat(user, "Taxes")
     stale = folder_create(owner=user, name="Work")
     Folder.objects.filter(pk=stale.pk).delete()
 
-    with pytest.raises(Http404):
+    with pytest.raises(ValidationError) as refused:
         conversation_folder_set(conversation=chat, folder=stale)
+    assert refused.value.message_dict == {"folder": ["No such folder."]}
     assert Conversation.objects.get(pk=chat.pk).folder_id is None
     with pytest.raises(Http404):
         folder_rename(folder=stale, name="Home")

@@ -61,6 +61,18 @@ class ConversationExportConversation(serializers.Serializer):
     )
     preference = serializers.CharField(allow_null=True, help_text="The preference the latest turn was packed with.")
     window_start_id = serializers.IntegerField(allow_null=True)
+    folder = serializers.CharField(
+        allow_null=True, help_text="The folder's name (an import files the chat in yours of that name); null: in none."
+    )
+
+
+class ConversationExportImage(serializers.Serializer):
+    mime = serializers.CharField()
+    width = serializers.IntegerField()
+    height = serializers.IntegerField()
+    bytes = serializers.IntegerField(help_text="The file's size.")
+    name = serializers.CharField(allow_blank=True, help_text="The file's name as sent (\"\" if none).")
+    data = serializers.CharField(help_text="The file's bytes, base64.")
 
 
 class ConversationExportMessage(SummaryCoverageSerializer):
@@ -95,6 +107,7 @@ class ConversationExportMessage(SummaryCoverageSerializer):
     finish_reason = serializers.CharField(
         allow_null=True, help_text='Why the model ended a complete reply ("length": cut at its output limit).'
     )
+    images = ConversationExportImage(many=True, help_text="A user message's images, in the order sent.")
 
 
 class ConversationExportDocument(serializers.Serializer):

@@ -1,11 +1,15 @@
 """JSON API: thin views. Reads go through selectors, writes through services.
 
 Every object lookup is scoped to the requesting user by a selector that raises Http404, so another
-user's ids answer exactly like ids that do not exist. Services raise Django ValidationError; the
+user's ids answer exactly like ids that do not exist: a 404 in the address, a 400 naming the field in a
+body (_named_in_body). Services raise Django ValidationError; the
 exception handler in api/errors.py answers it as a 400 with field errors.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.contrib.auth.models import User
 from django.db.models import prefetch_related_objects
@@ -28,6 +32,7 @@ from chatapp.chat.api.serializers import (
     UserSettingsOutputSerializer,
 )
 from chatapp.chat.branch_selectors import message_sibling_places
+from chatapp.chat.folder_models import Folder
 from chatapp.chat.folder_selectors import folder_get
 from chatapp.chat.folder_services import conversation_folder_set
 from chatapp.chat.fork_services import ForkQueued, conversation_fork
@@ -60,6 +65,8 @@ from chatapp.chat.services import (
 from chatapp.providers.models import LLMConfig
 from chatapp.providers.selectors import llm_config_get
 
+_Owned = TypeVar("_Owned")
+
 _PROMPT_HELP = (
     "Sent first in every request (custom instructions, then the chat's system prompt, in one leading "
     "system message), never dropped by the optimizer, counted against the context budget; at most 20,000 "
@@ -68,14 +75,28 @@ _PROMPT_HELP = (
 )
 
 
+def _named_in_body(*, lookup: Callable[[], _Owned], field: str, missing: str) -> _Owned:
+    """An object a request body names by id, looked up among the user's own (`lookup`: Http404 for
+    another user's, as for a missing one). Either is a bad value of `field` (400 naming it), not a 404:
+    the address the request went to exists, and a client reading a 404 would take it for gone."""
+    try:
+        return lookup()
+    except Http404:
+        raise serializers.ValidationError({field: [missing]}) from None
+
+
 def _owned_config_or_field_error(*, user: User, pk: int | None, field: str) -> LLMConfig | None:
-    """A config id in a request body: someone else's is a bad value (400), not a missing page (404)."""
     if pk is None:
         return None
-    try:
-        return llm_config_get(owner=user, pk=pk)
-    except Http404:
-        raise serializers.ValidationError({field: ["No such model configuration."]}) from None
+    return _named_in_body(lookup=lambda: llm_config_get(owner=user, pk=pk), field=field,
+                          missing="No such model configuration.")
+
+
+def _owned_folder_or_field_error(*, user: User, pk: int | None) -> Folder | None:
+    if pk is None:
+        return None
+    # The same words as conversation_folder_set's for one deleted meanwhile.
+    return _named_in_body(lookup=lambda: folder_get(owner=user, pk=pk), field="folder", missing="No such folder.")
 
 
 class ConversationListApi(PaginatedApi):
@@ -170,8 +191,7 @@ class ConversationDetailApi(APIView):
         data = validated(self.InputSerializer, request.data)
         # Every check that can refuse the request runs before the first write, so a 400 changes nothing.
         config = _owned_config_or_field_error(user=request.user, pk=data.get("llm_config"), field="llm_config")
-        # Another user's folder is a 404, as their chat is: it does not exist for this user.
-        folder = folder_get(owner=request.user, pk=data["folder"]) if data.get("folder") is not None else None
+        folder = _owned_folder_or_field_error(user=request.user, pk=data.get("folder"))
         if "system_prompt" in data:
             # First: of the writes below only this one can still refuse (its length is the service's check).
             conversation = conversation_set_system_prompt(conversation=conversation, text=data["system_prompt"])
