@@ -51,6 +51,11 @@ CASES: list[tuple[str, Callable[[int], str], Callable[[int], str], Callable[[str
     ("unclosed \\( in a paragraph", lambda n: "a \\( b " * n, lambda n: "a \\{ b " * n, _render, 40_000),
     ("plain text: unclosed [", lambda n: "[a " * n, lambda n: "(a " * n, markdown_plain, 20_000),
     ("plain text: unclosed ](", lambda n: "![a](b " * n, lambda n: "(a " * n, markdown_plain, 20_000),
+    # Bare addresses become links (autolinks.py); a scan back for a scheme at every ":" made a line of
+    # "a:" quadratic in the GFM plugin. Twins: as many Markdown links; the line with "," for ":".
+    ("bare addresses", lambda n: "see https://x.example/a " * n, lambda n: "see [x](https://x.example/a) " * n,
+     _render, 12_000),
+    ("one line of a: (scheme scan)", lambda n: "a:" * n, lambda n: "a," * n, _render, 40_000),
     # Outside ASCII each word was analysed on the way to the match: 0.4 s a hit at 25,000 words of
     # Russian. Its twin is as many English words.
     ("snippet: Russian, match last", lambda n: _words("абвгдежзийклмнопрс", n),
