@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Message
+from chatapp.providers.models import LLMConfig
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _send, _sign_up_with_model, _wait
 from tests.ui.test_browser_sidebar_rename import _chat
@@ -77,4 +79,26 @@ def test_a_tab_shown_again_shows_what_another_device_said_meanwhile(browser, sam
     _wait(browser, lambda d: _shows(d, "the trams go everywhere"), timeout=15)
     assert _shows(browser, "Do we need a car?")
     assert browser.find_element(By.ID, "composer-input").get_attribute("value") == "half a thought"
+    assert console_errors(browser) == []
+
+
+def test_a_reply_streaming_in_one_tab_is_stopped_from_the_other(browser, same_chat):
+    first, second, chat = same_chat
+    LLMConfig.objects.filter(owner=chat.owner).update(model="slow-800")  # long enough to be stopped
+    browser.switch_to.window(first)
+    browser.find_element(By.ID, "composer-input").send_keys("Tell me about the trams", Keys.ENTER)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming[data-id]"))
+
+    browser.switch_to.window(second)
+    stop = browser.find_element(By.ID, "stop-btn")
+    _wait(browser, lambda d: stop.is_displayed(), timeout=15)  # the reply shown here, followed
+    stop.click()
+    reply = Message.objects.get(conversation=chat, role="assistant")
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply.pk}").get_attribute("data-status") == "stopped",
+          timeout=15)
+    assert browser.find_element(By.ID, "composer-input").get_attribute("value") == "half a thought"
+
+    browser.switch_to.window(first)
+    _wait(browser, lambda d: d.find_element(By.ID, f"m-{reply.pk}").get_attribute("data-status") == "stopped",
+          timeout=15)
     assert console_errors(browser) == []
