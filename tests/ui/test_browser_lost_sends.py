@@ -109,14 +109,21 @@ def _chat_in_a_second_tab(browser) -> tuple[str, str]:
 
 
 def _tab_left_behind(browser, fake_openai, asgi_server, username: str) -> str:
-    """A chat with one exchange open in two tabs; the first sends again, and the second, which has the
-    focus when this returns, does not know: the id of the reply streaming."""
+    """A chat with one exchange open in two windows, as on two devices; the first sends again, and the
+    second, which has the focus when this returns, does not know: the id of the reply streaming. (Two
+    tabs of one browser hear each other's turns, tab_sync.js: the first tells nothing here, and the
+    second, a window of its own, is never hidden, so never reads the chat again when shown.)"""
     _sign_up_with_model(browser, asgi_server.url, username, fake_url=fake_openai.base_url, model="slow-400",
                         name="Slow")
     browser.find_element(By.ID, "composer-input").send_keys("From tab one: first", Keys.ENTER)
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg--assistant[data-status="complete"]'))
-    one, two = _chat_in_a_second_tab(browser)
+    url, one = browser.current_url, browser.current_window_handle
+    browser.switch_to.new_window("window")
+    browser.get(url)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant[data-id]"))
+    two = browser.current_window_handle
     browser.switch_to.window(one)
+    browser.execute_script("BroadcastChannel.prototype.postMessage = () => {};")  # another device's page
     browser.find_element(By.ID, "composer-input").send_keys("From tab one: a long answer", Keys.ENTER)
     reply = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant.is-streaming[data-id]"))[0]
     reply_id = reply.get_attribute("data-id")

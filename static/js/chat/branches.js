@@ -8,7 +8,7 @@ import { foldLong } from "./fold.js";
 import { followFork } from "./fork_job.js";
 import { catchUp } from "./history.js";
 import { busyNow, runStream } from "./stream.js";
-import { api, composing, enterSends, errorText, input, messagesEl, state, toast } from "./state.js";
+import { api, composing, enterSends, errorText, input, messagesEl, state, tellTabs, toast } from "./state.js";
 import { hasNewer, newerAfter, setNewer, toNewest } from "./window.js";
 
 /** Show "‹ n/m ›" on `article` for a message shape with sibling_index / sibling_count (none when 1). */
@@ -76,6 +76,7 @@ async function switchBranch(article, step, fromKeyboard) {
   // The path below changed as a whole: the page shows the new one, this version in view.
   // Set without a hashchange, which would look for the version on this page before it reloads.
   window.history.replaceState(window.history.state, "", `${window.location.pathname}${window.location.search}#m-${res.data.id}`);
+  tellTabs({ chat: state.conversationId }); // its other tabs show the version shown here (tab_sync.js)
   window.location.reload();
 }
 

@@ -1,5 +1,5 @@
 /* The composer: sending a message (a new chat is created on the first), /compact, the model picker. */
-import { announce, buildMessage, el, icon, scrollToBottom } from "./dom.js";
+import { announce, buildMessage, el, icon, markLastReply, scrollToBottom } from "./dom.js";
 import { draftAdopt, draftKeep } from "./draft.js";
 import { foldLong } from "./fold.js";
 import { refreshGauge } from "./gauge.js";
@@ -94,6 +94,9 @@ export async function sendMessage(content, { keepDraft = false, parent = null } 
   const userEl = buildMessage("user", content);
   if (images.length) userEl.querySelector(".msg-content").after(imagesRow(images));
   const asstEl = buildMessage("assistant", "");
+  // Regenerate and Continue belong to the newest reply, which the one before no longer is (a send refused gives them back).
+  const lastReply = messagesEl.querySelector(".msg.is-last");
+  markLastReply(null);
   messagesEl.append(userEl, asstEl);
   foldLong([userEl]);
   scrollToBottom(true);
@@ -121,6 +124,7 @@ export async function sendMessage(content, { keepDraft = false, parent = null } 
       const stored = status === 409 && Boolean(data && data.repeated);
       userEl.remove();
       asstEl.remove();
+      if (lastReply?.isConnected) markLastReply(lastReply);
       if (status === 0) unanswered = { pk, sent, key };
       if (!keepDraft && !stored) { restoreText(content); restoreImages(images); }
       if (stored) toast("Your message had reached the server after all: it is shown with its reply.", "info", 6000);

@@ -37,12 +37,13 @@ async function pageReplace(below, before, newer) {
 /** The page's messages from a few back (below id `below`), brought in line with the chat's path, in id
  * order: those another tab's Regenerate, Edit or branch switch took off it go (or the old reply stayed
  * above the new one), the missing come in their place (before `tail` when none follows). Returns the
- * nodes put in; null when the path could not be read. */
-export async function pathSync(below = Infinity, tail = null) {
+ * nodes put in; null when the path could not be read, or when `stale()` says, once it is read, that
+ * the page went on meanwhile (its own send began) and no longer wants it. */
+export async function pathSync(below = Infinity, tail = null, stale = () => false) {
   const ids = shownBelow(below).map((m) => Number(m.dataset.id)).sort((a, b) => a - b);
   const since = ids.length ? ids[Math.max(0, ids.length - 20)] : 0;
   const nodes = await messagesSince(since);
-  if (!nodes) return null;
+  if (!nodes || stale()) return null;
   const onPath = nodes.filter((node) => node.id && node.dataset.id && Number(node.dataset.id) < below);
   if (since && !onPath.some((node) => Number(node.dataset.id) === since)) {
     // The message read from is off the path too: the branch was left above it (an edit or a switch far

@@ -9,7 +9,7 @@ import { markupAppend, markupShow } from "./progressive.js";
 import { parseEvent } from "./sse.js";
 import { thinkingAdd, thinkingEnd, thinkingShown } from "./thinking.js";
 import { titleFollow, titleFromStream } from "./title_follow.js";
-import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, modelInUse, sendBtn, state, stopBtn, toast } from "./state.js";
+import { api, app, busyHint, csrfToken, errorText, hint, input, messagesEl, modelInUse, sendBtn, state, stopBtn, tellTabs, toast } from "./state.js";
 
 export function setStreaming(on) {
   // The box stays open: the next message can be written while this reply streams (Enter waits for it).
@@ -81,6 +81,7 @@ export async function runStream(url, body, ctx) {
         setPlace(asstEl, data.assistant_message.place);
         asstEl.dataset.replyTo = String(userId || "");
         state.streaming.assistantId = data.assistant_message.id;
+        tellTabs({ turn: state.conversationId }); // the question stored: the chat's other tabs show it (tab_sync.js)
         // Stop was pressed before the reply had an id: send it now.
         if (state.streaming.stopRequested) stop(true);
       }
@@ -294,7 +295,5 @@ export async function stop(again = false) {
   // `start`, which sends the stop: a client gone then is one whose message the server answers all the same.
   if (current.assistantId) setTimeout(() => { if (state.streaming === current) current.controller.abort(); }, 4000);
   stopBtn.disabled = false;
-  if (hadFocus && (!document.activeElement || document.activeElement === document.body)) {
-    (stopBtn.hidden ? input : stopBtn).focus();
-  }
+  if (hadFocus && (!document.activeElement || document.activeElement === document.body)) (stopBtn.hidden ? input : stopBtn).focus();
 }
