@@ -9,6 +9,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.message_services import message_append
+from chatapp.chat.services import conversation_delete
 from chatapp.chat.models import Message
 from chatapp.providers.models import LLMConfig
 from tests.support.browser import console_errors
@@ -80,6 +81,20 @@ def test_a_tab_shown_again_shows_what_another_device_said_meanwhile(browser, sam
     assert _shows(browser, "Do we need a car?")
     assert browser.find_element(By.ID, "composer-input").get_attribute("value") == "half a thought"
     assert console_errors(browser) == []
+
+
+def test_a_tab_shown_again_says_the_chat_was_deleted_on_another_device(browser, same_chat):
+    """The read on coming back found the chat gone (a 404) and said nothing: the page went on showing it
+    as if it were kept, until a send was refused."""
+    _, second, chat = same_chat
+    browser.switch_to.window(second)
+    conversation_delete(conversation=chat)  # another device: the browser hears nothing of it
+
+    browser.switch_to.new_window("tab")
+    browser.close()
+    browser.switch_to.window(second)
+    _wait(browser, lambda d: "no longer exists" in d.find_element(By.ID, "toasts").text, timeout=15)
+    assert browser.find_element(By.ID, "composer-input").get_attribute("value") == "half a thought"
 
 
 def test_a_reply_streaming_in_one_tab_is_stopped_from_the_other(browser, same_chat):

@@ -27,12 +27,21 @@ export const hasNewer = () => Boolean(document.getElementById("load-newer"));
 
 /** A fragment of the timeline (views.chat_messages_before: `before`, `after`, `since`, or none for the
  *  newest page) as nodes, with its response; null when it could not be read. */
+let goneSaid = false;
+
 export async function fragment(query) {
   let res;
   try {
     res = await fetch(`/c/${state.conversationId}/messages/?${query}`, { credentials: "same-origin" });
   } catch (_) {
     return null;
+  }
+  if (res.status === 404 && !goneSaid) {
+    // Deleted on another device (another tab of this browser says so itself, sidebar.js): said once, here
+    // where a read finds it, not only when a send is refused.
+    goneSaid = true;
+    toast("This chat no longer exists: it was deleted (on another device?). What it shows here is no longer kept.",
+      "error", 10_000);
   }
   if (!res.ok || signedOut(res)) return null;
   const holder = document.createElement("div");
