@@ -82,6 +82,16 @@ def console_errors(driver: Any) -> list[dict]:
     return [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
 
 
+def tabs_close_but(driver: Any, keep: str) -> None:
+    """Close every tab but `keep` (a test's opened ones), and switch back to it: the session is the next
+    test's browser."""
+    for handle in driver.window_handles:
+        if handle != keep:
+            driver.switch_to.window(handle)
+            driver.close()
+    driver.switch_to.window(keep)
+
+
 @pytest.fixture
 def browser() -> Iterator[Any]:
     with headless_chromium() as driver:

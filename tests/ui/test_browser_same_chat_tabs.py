@@ -9,10 +9,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.message_services import message_append
-from chatapp.chat.services import conversation_delete
 from chatapp.chat.models import Message
+from chatapp.chat.services import conversation_delete
 from chatapp.providers.models import LLMConfig
-from tests.support.browser import console_errors
+from tests.support.browser import console_errors, tabs_close_but
 from tests.ui.test_browser import _send, _sign_up_with_model, _wait
 from tests.ui.test_browser_sidebar_rename import _chat
 
@@ -42,11 +42,7 @@ def same_chat(asgi_server, browser, fake_openai):
     box = _wait(browser, lambda d: d.find_element(By.ID, "composer-input"))
     box.send_keys("half a thought")
     yield first, second, chat
-    for handle in browser.window_handles:
-        if handle != first:
-            browser.switch_to.window(handle)
-            browser.close()
-    browser.switch_to.window(first)
+    tabs_close_but(browser, first)
 
 
 def test_a_turn_in_one_tab_shows_in_the_other_its_draft_kept(browser, same_chat):

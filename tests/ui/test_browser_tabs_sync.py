@@ -13,7 +13,7 @@ from chatapp.chat.folder_models import Folder
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation
 from chatapp.chat.search_services import conversation_index_rebuild
-from tests.support.browser import console_errors
+from tests.support.browser import console_errors, tabs_close_but
 from tests.ui.test_browser import _send, _sign_up_with_model, _wait
 from tests.ui.test_browser_focus_kept import _confirm, _press, _tab_to_delete
 from tests.ui.test_browser_folders import _folders
@@ -41,11 +41,7 @@ def two_tabs(asgi_server, browser, fake_openai):
     second = browser.current_window_handle
     _wait(browser, lambda d: _titles(d) == ["Garden plans", "Lisbon trip"])
     yield first, second, older, newer
-    for handle in browser.window_handles:
-        if handle != first:
-            browser.switch_to.window(handle)
-            browser.close()
-    browser.switch_to.window(first)
+    tabs_close_but(browser, first)
 
 
 def test_a_rename_a_pin_and_a_folder_in_one_tab_show_in_the_other(browser, two_tabs):

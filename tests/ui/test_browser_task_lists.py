@@ -15,17 +15,20 @@ from tests.ui.test_browser import _sign_up, _wait
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def _reply_boxes(browser, url: str, *, username: str, title: str, question: str, reply: str) -> list:
+    """A new user's chat whose reply is `reply`, opened: the reply's checkboxes, once drawn."""
+    _sign_up(browser, url, username)
+    conversation = Conversation.objects.create(owner=get_user_model().objects.get(username=username), title=title)
+    asked = Message.objects.create(conversation=conversation, role="user", content=question)
+    Message.objects.create(conversation=conversation, role="assistant", parent=asked, content=reply)
+    browser.get(f"{url}/c/{conversation.pk}/")
+    return _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant input[type=checkbox]"))
+
+
 def test_a_task_list_is_checkboxes_named_by_their_items(asgi_server, browser):
     source = _axe_source()
-    _sign_up(browser, asgi_server.url, "task-lists")
-    user = get_user_model().objects.get(username="task-lists")
-    conversation = Conversation.objects.create(owner=user, title="Plan")
-    question = Message.objects.create(conversation=conversation, role="user", content="A plan, please")
-    Message.objects.create(conversation=conversation, role="assistant", parent=question,
-                           content="The plan:\n\n- [x] read the **docs**\n- [ ] write the tests\n- a note\n")
-    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
-
-    boxes = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant input[type=checkbox]"))
+    boxes = _reply_boxes(browser, asgi_server.url, username="task-lists", title="Plan", question="A plan, please",
+                         reply="The plan:\n\n- [x] read the **docs**\n- [ ] write the tests\n- a note\n")
     assert [(box.accessible_name, box.is_selected(), box.is_enabled()) for box in boxes] == [
         ("read the docs", True, False), ("write the tests", False, False)]
     boxes[1].find_element(By.XPATH, "..").click()  # its words: nothing changes
@@ -65,15 +68,8 @@ def test_a_task_lists_boxes_are_seen_and_numbers_kept(asgi_server, browser, sche
     (WCAG 1.4.11). An ordered list's task items keep their numbers (only bullets make way for the box)."""
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
                             {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
-    _sign_up(browser, asgi_server.url, f"task-boxes-{scheme}")
-    user = get_user_model().objects.get(username=f"task-boxes-{scheme}")
-    conversation = Conversation.objects.create(owner=user, title="Steps")
-    question = Message.objects.create(conversation=conversation, role="user", content="Steps, please")
-    Message.objects.create(conversation=conversation, role="assistant", parent=question,
-                           content="1. [x] first step\n2. [ ] second step\n3. a note\n")
-    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
-
-    boxes = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant input[type=checkbox]"))
+    boxes = _reply_boxes(browser, asgi_server.url, username=f"task-boxes-{scheme}", title="Steps",
+                         question="Steps, please", reply="1. [x] first step\n2. [ ] second step\n3. a note\n")
     fill, edge = browser.execute_script(CONTRAST, *boxes)
     assert fill >= 3 and edge >= 3
     numbers = browser.execute_script("return [...document.querySelectorAll('.msg--assistant ol > li')]"
@@ -84,15 +80,8 @@ def test_a_task_lists_boxes_are_seen_and_numbers_kept(asgi_server, browser, sche
 def test_a_loose_task_lists_boxes_stand_where_the_bullets_would(asgi_server, browser):
     """Items apart by blank lines hold their words in a paragraph: their boxes stood inside the text
     column, the bullets gone, where a tight list's stand in the bullets' place."""
-    _sign_up(browser, asgi_server.url, "task-loose")
-    user = get_user_model().objects.get(username="task-loose")
-    conversation = Conversation.objects.create(owner=user, title="Loose")
-    question = Message.objects.create(conversation=conversation, role="user", content="A plan")
-    Message.objects.create(conversation=conversation, role="assistant", parent=question,
-                           content="- [x] first, said at length\n\n- [ ] second\n")
-    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
-
-    boxes = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant input[type=checkbox]"))
+    boxes = _reply_boxes(browser, asgi_server.url, username="task-loose", title="Loose", question="A plan",
+                         reply="- [x] first, said at length\n\n- [ ] second\n")
     assert browser.execute_script("return arguments[0].closest('p') !== null", boxes[0])  # a loose list
     outside = browser.execute_script(
         "return [...arguments].map((box) => box.getBoundingClientRect().right"
