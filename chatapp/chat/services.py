@@ -8,6 +8,7 @@ API turn them into form and field errors.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -25,6 +26,8 @@ from chatapp.providers.selectors import llm_config_default
 from chatapp.providers.services import text_field_clean
 from optimizer.tokens import encoding_for
 
+from .folder_models import Folder
+from .folder_services import conversation_folder_set
 from .models import Conversation, Preference, SummaryJob, UserSettings
 from .selectors import user_settings_get
 from .textsafe import text_blank, text_storable
@@ -232,6 +235,36 @@ def conversation_set_system_prompt(*, conversation: Conversation, text: str) -> 
         conversation.system_prompt = cleaned
         # updated_at is left alone, as for a rename: the sidebar orders by activity, not by settings.
         _conversation_save(conversation=conversation, fields=["system_prompt"])
+    return conversation
+
+
+def conversation_update(
+    *, conversation: Conversation, changes: Mapping[str, Any], llm_config: LLMConfig | None = None,
+    folder: Folder | None = None,
+) -> Conversation:
+    """A chat's settings changed as one (PATCH /api/conversations/<id>/): `changes` holds any of
+    system_prompt, title, pinned, archived, folder, llm_config and offline, the config and folder
+    already read (`llm_config`, `folder`: the caller's, owned). All or nothing: a refusal met on the
+    way (a config or folder deleted in another tab since it was read) leaves the fields before it
+    unsaved too, where they were written one by one and the 400 came after a rename had stayed."""
+    with transaction.atomic():
+        if "system_prompt" in changes:
+            conversation = conversation_set_system_prompt(conversation=conversation, text=changes["system_prompt"])
+        if "title" in changes:
+            conversation = conversation_rename(conversation=conversation, title=changes["title"])
+        if "pinned" in changes:
+            conversation = conversation_pin_set(conversation=conversation, pinned=changes["pinned"])
+        if "archived" in changes:
+            conversation = conversation_archive_set(conversation=conversation, archived=changes["archived"])
+        if "folder" in changes:
+            conversation = conversation_folder_set(conversation=conversation, folder=folder)
+        # offline=false alone leaves the demo for the default config (llm_config=null); on a chat with
+        # a model it asks for what already holds, and its config stays.
+        leaves_offline = changes.get("offline") is False and conversation.offline
+        if "llm_config" in changes or changes.get("offline") or leaves_offline:
+            conversation = conversation_set_config(
+                conversation=conversation, llm_config=llm_config, offline=changes.get("offline", False)
+            )
     return conversation
 
 

@@ -34,7 +34,6 @@ from chatapp.chat.api.serializers import (
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.folder_models import Folder
 from chatapp.chat.folder_selectors import folder_get
-from chatapp.chat.folder_services import conversation_folder_set
 from chatapp.chat.fork_services import ForkQueued, conversation_fork
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.image_services import images_prefetch
@@ -53,13 +52,9 @@ from chatapp.chat.selectors import (
 )
 from chatapp.chat.services import (
     conversation_archive_all,
-    conversation_archive_set,
     conversation_create,
     conversation_delete,
-    conversation_pin_set,
-    conversation_rename,
-    conversation_set_config,
-    conversation_set_system_prompt,
+    conversation_update,
     user_settings_update,
 )
 from chatapp.providers.models import LLMConfig
@@ -189,27 +184,10 @@ class ConversationDetailApi(APIView):
     def patch(self, request: Request, pk: int) -> Response:
         conversation = conversation_get(owner=request.user, pk=pk)
         data = validated(self.InputSerializer, request.data)
-        # Every check that can refuse the request runs before the first write, so a 400 changes nothing.
+        # The ids in the body read first: one not the user's is a 400 naming its field before any write.
         config = _owned_config_or_field_error(user=request.user, pk=data.get("llm_config"), field="llm_config")
         folder = _owned_folder_or_field_error(user=request.user, pk=data.get("folder"))
-        if "system_prompt" in data:
-            # First: of the writes below only this one can still refuse (its length is the service's check).
-            conversation = conversation_set_system_prompt(conversation=conversation, text=data["system_prompt"])
-        if "title" in data:
-            conversation = conversation_rename(conversation=conversation, title=data["title"])
-        if "pinned" in data:
-            conversation = conversation_pin_set(conversation=conversation, pinned=data["pinned"])
-        if "archived" in data:
-            conversation = conversation_archive_set(conversation=conversation, archived=data["archived"])
-        if "folder" in data:
-            conversation = conversation_folder_set(conversation=conversation, folder=folder)
-        # offline=false alone leaves the demo for the default config (llm_config=null); on a chat with
-        # a model it asks for what already holds, and its config stays.
-        leaves_offline = data.get("offline") is False and conversation.offline
-        if "llm_config" in data or data.get("offline") or leaves_offline:
-            conversation = conversation_set_config(
-                conversation=conversation, llm_config=config, offline=data.get("offline", False)
-            )
+        conversation = conversation_update(conversation=conversation, changes=data, llm_config=config, folder=folder)
         return Response(ConversationDetailOutputSerializer(conversation).data)
 
     @extend_schema(responses={204: None})
