@@ -366,7 +366,9 @@ def test_a_tab_left_behind_catching_up_with_another_tabs_edit_counts_the_path_it
     stale = _wait(browser, lambda d: gauge.text if gauge.text not in ("", "…") else None)
     assert post_stream(user, f"/api/messages/{seeded[10]}/edit/", {"content": "Edited in the other tab"}).status == 200
     one = browser.current_window_handle
-    browser.switch_to.new_window("tab")  # the chat opened now, in a second tab
+    # The chat opened now, in a window of its own, as on another device: a tab of this window would hide
+    # the first, which, shown again, reads the chat anew (tab_sync.js) and is no longer left behind.
+    browser.switch_to.new_window("window")
     browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
     fresh = _wait(browser, lambda d: d.find_element(By.ID, "gauge-text").text
                   if d.find_element(By.ID, "gauge-text").text not in ("", "…") else None)
