@@ -302,6 +302,36 @@ def test_a_very_common_term_is_looked_up_among_the_newest_messages(user, convers
     assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12)
 
 
+def test_a_long_query_reads_its_very_common_terms_together_naming_only_them(user, conversation):
+    """A pasted document is searched by dozens of terms, the rare ones read first. Its very common
+    terms are looked up together, by their names only: naming every term read before, to leave out
+    what was found, made PostgreSQL test each posting of a common term, in the whole conversation,
+    against all of them (13.6 ms against 4.0 for one lookup in a 10,000-message conversation), once
+    per common term. A message found again is skipped, so the ranking is the one a lookup at a time
+    gives."""
+    rows = [("user" if k % 2 == 0 else "assistant", f"The bike and the chain, day {k}: note{k} item{k}.")
+            for k in range(12)]
+    rows[1] = ("assistant", "Your Brompton bike folds in ten seconds, chain oiled.")
+    msgs = _append(conversation, rows)
+    ids = [str(m.pk) for m in msgs]
+    text = "Brompton bike chain " + " ".join(f"note{k} item{k}" for k in range(0, 12, 3))
+    query = build_query(text)
+    source = DatabaseRecallSource(conversation=conversation, floor_ratio=0, max_postings=3, recent=6)
+    with CaptureQueriesContext(connection) as captured:
+        got = source.search(query, limit=120, exclude_ids=frozenset())
+    lookups = [q["sql"] for q in captured if "_bike" in q["sql"] or "_chain" in q["sql"]]
+    assert len(lookups) == 1 and "_bike" in lookups[0] and "_chain" in lookups[0]
+    assert not [sql for sql in lookups if "_note" in sql or "_item" in sql or "_brompton" in sql]
+    one_at_a_time = DatabaseRecallSource(conversation=conversation, floor_ratio=0, max_postings=3, recent=6,
+                                         batch_rows=0)
+    assert got == one_at_a_time.search(query, limit=120, exclude_ids=frozenset())
+    expected = dict(_memory(conversation).search(query, limit=120, exclude_ids=frozenset()))
+    # every message a rare term found is scored whole (the common terms counted in), and the very
+    # common terms add the newest messages
+    assert {ids[1], ids[0], ids[3], ids[6], ids[9], *ids[-6:]} == set(dict(got))
+    assert all(score == pytest.approx(expected[i], rel=1e-12) for i, score in got)
+
+
 def test_a_rarer_term_is_read_whole_before_a_very_common_one(user, conversation):
     """A very common term is looked up among the newest messages only, so it is read after every
     other term: an old message with both must still be found through the rarer one."""
