@@ -136,9 +136,10 @@ class TruncateStrategy:
         room compression made may hold it), then without; if even that does not fit, report the numbers."""
         oversized = [i for i in state.layout.must_keep if state.toks[i] > state.oversize]
         if oversized and state.oversize < MIN_COMPRESSED_TOKENS:
-            # the newest message, whatever its role, is kept as they are, so its cost is theirs too
+            # the newest message, whatever its role, is kept as they are, so its cost is theirs too;
+            # and the newest round cannot be cut, so a greeting opening it is needed as well
             kept = state.layout.must_keep | {state.n - 1}
-            needed = sum(state.toks[i] for i in kept) + REPLY_PRIMING
+            needed = max(sum(state.toks[i] for i in kept) + REPLY_PRIMING, state.used)
             raise ContextTooLargeError(needed=needed, budget=state.budget, detail=MUST_KEEP_DETAIL)
         state.must_compressed.update(oversized)
         state.fixed = state.fixed_tokens()

@@ -153,6 +153,19 @@ def test_a_budget_too_small_to_compress_a_must_keep_into_raises_instead_of_sendi
     assert sent_tokens(r) <= 200
 
 
+def test_a_refusal_never_names_a_need_the_budget_could_hold():
+    # A greeting opens the one round, so it cannot be cut, and the request as shaped needs a user line
+    # before it: 42 tokens in all. The refusal counted only the must-keeps (the system note) and said
+    # "need 36 tokens but the budget is 40", a need the budget holds.
+    msgs = [msg("hello", "assistant", "8443"),
+            msg("note", "system", "the Roma 8443 tomato tomato north port port port log")]
+    for budget in range(26, 42):
+        with pytest.raises(ContextTooLargeError) as info:
+            pack(msgs, budget=budget, model=MODEL)
+        assert info.value.needed > budget == info.value.budget
+    assert sent_tokens(pack(msgs, budget=42, model=MODEL)) <= 42
+
+
 def test_oversized_system_prompt_is_compressed_only_when_nothing_else_helps():
     msgs = [msg("sys", "system", "\n".join(f"rule {i}: be nice" for i in range(600))), msg("q", "user", "hi")]
     r = pack(msgs, budget=1000, model=MODEL)
