@@ -84,7 +84,8 @@ def _encoding_name(model: str) -> tuple[str, bool]:
     import tiktoken.model
 
     try:
-        return tiktoken.model.encoding_name_for_model(_strip_provider(model)), False
+        # tiktoken's table is all lower case, and a user may type "GPT-4" (the registry is read the same way)
+        return tiktoken.model.encoding_name_for_model(_strip_provider(model).lower()), False
     except KeyError:
         return FALLBACK_ENCODING, True
 

@@ -178,3 +178,21 @@ def test_a_request_packed_for_the_0301_snapshot_is_counted_with_its_framing():
     result = optimizer.pack(msgs, budget=1500, model=model)
     sent = [{"role": p.role, "content": p.content, **({"name": p.name} if p.name else {})} for p in result.messages]
     assert count_messages(sent, model=model) == result.stats["tokens_after"] <= 1500
+
+
+@pytest.mark.parametrize(("typed", "canonical"), [
+    ("GPT-4o", "gpt-4o"), ("OpenAI/gpt-4o-mini", "gpt-4o-mini"), ("openai/GPT-4o", "gpt-4o"),
+    ("GPT-4", "gpt-4"), ("Gpt-3.5-Turbo", "gpt-3.5-turbo"), ("openrouter/openai/GPT-4-Turbo", "gpt-4-turbo"),
+    ("  O1-mini ", "o1-mini"), ("GPT-3.5-TURBO-0301", "gpt-3.5-turbo-0301"),
+])
+def test_a_model_name_in_any_case_gets_the_canonical_name_s_tokenizer(typed, canonical):
+    # tiktoken's table is lower case: "GPT-4" fell to the o200k fallback (cl100k is gpt-4's), counted
+    # every message with the wrong encoding and flagged the counts estimated; "GPT-4o" was flagged so too.
+    assert encoding_for(typed).name == encoding_for(canonical).name
+    assert is_estimated(typed) is is_estimated(canonical) is False
+    assert count_messages(COOKBOOK_MESSAGES, model=typed) == count_messages(COOKBOOK_MESSAGES, model=canonical)
+
+
+@pytest.mark.parametrize("name", ["My-Local-Llama", "Qwen2.5:7B", "GPT4ALL-J", "anthropic/Claude-3.5-Sonnet"])
+def test_a_name_tiktoken_does_not_know_stays_estimated_in_any_case(name):
+    assert is_estimated(name) and is_estimated(name.lower())
