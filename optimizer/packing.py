@@ -22,7 +22,8 @@ Design choices, and why:
   never splits a round: the newest whole rounds that fit the target, the newest round always (see
   `strategies.truncate` for why the design notes' minimum recent window yields to the target), but
   replies after the newest user message that do not fit beside the must-keeps are shrunk, then left
-  out oldest first, before any must-keep is compressed.
+  out oldest first, before any must-keep is compressed; the newest message itself (a reply, a tool
+  result) is never left out, and is made room for as the newest user message is.
 * Must-keep messages (system, pinned, first and newest user message) are sent verbatim. A single
   oversized message (above `oversize_share` of the budget) elsewhere is sent as head + tail with a
   marker; must-keeps are compressed the same way only when they would not fit otherwise, and if even

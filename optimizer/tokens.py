@@ -10,7 +10,9 @@ Why this module looks the way it does:
   we leave a ``TIKTOKEN_CACHE_DIR`` (or tiktoken's older ``DATA_GYM_CACHE_DIR``) the user set alone.
 * Chat overhead follows OpenAI's cookbook ("How to count tokens with tiktoken"): every message costs
   3 tokens of framing plus its role and content, a ``name`` costs 1 token plus its text, and the
-  reply is primed with 3 more tokens. The same formula is used by ``../shared/bench/score.py``.
+  reply is primed with 3 more tokens. The same formula is used by ``../shared/bench/score.py``. The
+  one exception the cookbook lists is gpt-3.5-turbo-0301 (`message_overhead`): 4 tokens a message, and
+  a name that stands in place of the role, -1.
 * Content in the list-of-parts form is counted part by part, by a documented rule (see
   `count_content`): an image the request carries (a data: URL) at OpenAI's documented cost for its
   size (`images.image_tokens`), one only linked at the flat low-detail figure, its size unknown.
@@ -36,6 +38,10 @@ from .types import Msg
 TOKENS_PER_MESSAGE = 3  # <|start|>{role}<|message|>{content}<|end|> framing
 TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3  # every reply is primed with <|start|>assistant<|message|>
+# gpt-3.5-turbo-0301 framed a message as <|start|>{role or name}\n{content}<|end|>\n: a token more each,
+# and a name was written instead of the role, not beside it (Azure names the same snapshot gpt-35-turbo).
+_FRAMING_0301 = (4, -1)
+_MODELS_0301 = frozenset({"gpt-3.5-turbo-0301", "gpt-35-turbo-0301"})
 IMAGE_PART_TOKENS = 85  # OpenAI's base cost of one image at "low" detail; a documented flat estimate
 FALLBACK_ENCODING = "o200k_base"
 
@@ -78,7 +84,8 @@ def _encoding_name(model: str) -> tuple[str, bool]:
     import tiktoken.model
 
     try:
-        return tiktoken.model.encoding_name_for_model(_strip_provider(model)), False
+        # tiktoken's table is all lower case, and a user may type "GPT-4" (the registry is read the same way)
+        return tiktoken.model.encoding_name_for_model(_strip_provider(model).lower()), False
     except KeyError:
         return FALLBACK_ENCODING, True
 
@@ -227,8 +234,17 @@ def content_text(content: str | list[dict[str, Any]] | None) -> str:
     return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text")
 
 
+@lru_cache(maxsize=256)
+def message_overhead(model: str) -> tuple[int, int]:
+    """(tokens a message's framing costs, tokens a name adds beside its text) for `model`."""
+    if _strip_provider(model).lower() in _MODELS_0301:
+        return _FRAMING_0301
+    return TOKENS_PER_MESSAGE, TOKENS_PER_NAME
+
+
 def count_message(msg: Msg | Mapping[str, Any], *, model: str) -> int:
-    """Full chat-format count of one message: 3 + role + content (+1 + name tokens if it has a name).
+    """Full chat-format count of one message: 3 + role + content (+1 + name tokens if it has a name;
+    4 and -1 for gpt-3.5-turbo-0301, see `message_overhead`).
 
     This is the figure callers store (``Msg.tokens``); it always counts, ignoring a stored count.
     """
@@ -236,9 +252,10 @@ def count_message(msg: Msg | Mapping[str, Any], *, model: str) -> int:
         role, content, name = msg.role, msg.content, msg.name
     else:
         role, content, name = msg.get("role", ""), msg.get("content") or "", msg.get("name")
-    total = TOKENS_PER_MESSAGE + count_text(str(role), model=model) + count_content(content, model=model)
+    per_message, per_name = message_overhead(model)
+    total = per_message + count_text(str(role), model=model) + count_content(content, model=model)
     if name:
-        total += TOKENS_PER_NAME + count_text(str(name), model=model)
+        total += per_name + count_text(str(name), model=model)
     return total
 
 

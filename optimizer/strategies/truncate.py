@@ -11,9 +11,10 @@ conversation length) yields to the target: when those rounds were allowed past i
 window (4k tokens, long messages) ended every cut above the trigger again, so the window moved on
 nearly every turn and no prompt prefix was ever reused. A passed summary that crowds out the newest
 round is dropped. Replies after the newest user message (the newest round's, e.g. regenerated ones)
-that do not fit beside the must-keeps are shrunk, then left out oldest first (`fit_replies`). If the
-must-keeps still do not fit, oversized ones are compressed too (an emergency), the summary kept if
-it fits beside them, and if even that fails `ContextTooLargeError` reports the numbers.
+that do not fit beside the must-keeps are shrunk, then left out oldest first (`fit_replies`), never the
+newest message itself. If the must-keeps and the newest message still do not fit, oversized must-keeps
+are compressed too (an emergency), the summary kept if it fits beside them, and if even that fails
+`ContextTooLargeError` reports the numbers.
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ def fit_replies(state: PackState) -> None:
 
     They share the room the rest leaves, a reply shorter than its share sent whole, the others cut to
     one limit, never below `MIN_COMPRESSED_TOKENS` (a marker alone says nothing); where even that
-    does not fit, the oldest replies are left out first, the newest (the one the user reads) last.
+    does not fit, the oldest replies are left out first. The newest message itself (a reply, a tool
+    result) is never left out: the hard rule names it beside the must-keeps, and a model asked to go
+    on from a call whose result it never saw answers something else. When it has no room even at its
+    floor, it waits for the emergency, which makes room for it as for the newest question.
     """
     newest, static = state.layout.newest_user, state.layout.static_set
     if newest < 0 or state.ws > newest:
@@ -68,12 +72,20 @@ def fit_replies(state: PackState) -> None:
         # The rest alone is over the budget: a must-keep will be compressed whatever the replies
         # cost (the emergency), so they stay as they are, compressed like any oversized message.
         return
-    while replies and sum(min(state.toks[i], MIN_COMPRESSED_TOKENS) for i in replies) > room:
+    kept = 1 if replies[-1] == state.n - 1 else 0
+    while len(replies) > kept and _floor(state, replies) > room:
         state.dropped.add(replies.pop(0))
-    if replies:
-        cap = _level([state.toks[i] for i in replies], room)
-        state.caps.update((i, cap) for i in replies)
+    if not replies or _floor(state, replies) > room:
+        state.used -= current - sum(state.eff(i) for i in replies)
+        return
+    cap = _level([state.toks[i] for i in replies], room)
+    state.caps.update((i, cap) for i in replies)
     state.used += sum(state.eff(i) for i in replies) - current
+
+
+def _floor(state: PackState, replies: list[int]) -> int:
+    """The least `replies` may cost as sent: each whole, or cut to `MIN_COMPRESSED_TOKENS`."""
+    return sum(min(state.toks[i], MIN_COMPRESSED_TOKENS) for i in replies)
 
 
 def _level(sizes: list[int], room: int) -> int:
@@ -124,7 +136,10 @@ class TruncateStrategy:
         room compression made may hold it), then without; if even that does not fit, report the numbers."""
         oversized = [i for i in state.layout.must_keep if state.toks[i] > state.oversize]
         if oversized and state.oversize < MIN_COMPRESSED_TOKENS:
-            needed = sum(state.toks[i] for i in state.layout.must_keep) + REPLY_PRIMING
+            # the newest message, whatever its role, is kept as they are, so its cost is theirs too;
+            # and the newest round cannot be cut, so a greeting opening it is needed as well
+            kept = state.layout.must_keep | {state.n - 1}
+            needed = max(sum(state.toks[i] for i in kept) + REPLY_PRIMING, state.used)
             raise ContextTooLargeError(needed=needed, budget=state.budget, detail=MUST_KEEP_DETAIL)
         state.must_compressed.update(oversized)
         state.fixed = state.fixed_tokens()
@@ -133,5 +148,8 @@ class TruncateStrategy:
             state.ws, state.used = choose_window(state, state.lo, state.fixed + state.summary_tokens)
         if not state.summary_tokens or state.used > state.budget:
             self._without_summary(state)
+        if state.used > state.budget:
+            # the room compression made goes to the replies after the newest question first
+            fit_replies(state)
         if state.used > state.budget:
             raise ContextTooLargeError(needed=state.used, budget=state.budget, detail=MUST_KEEP_DETAIL)

@@ -153,6 +153,19 @@ def test_a_budget_too_small_to_compress_a_must_keep_into_raises_instead_of_sendi
     assert sent_tokens(r) <= 200
 
 
+def test_a_refusal_never_names_a_need_the_budget_could_hold():
+    # A greeting opens the one round, so it cannot be cut, and the request as shaped needs a user line
+    # before it: 42 tokens in all. The refusal counted only the must-keeps (the system note) and said
+    # "need 36 tokens but the budget is 40", a need the budget holds.
+    msgs = [msg("hello", "assistant", "8443"),
+            msg("note", "system", "the Roma 8443 tomato tomato north port port port log")]
+    for budget in range(26, 42):
+        with pytest.raises(ContextTooLargeError) as info:
+            pack(msgs, budget=budget, model=MODEL)
+        assert info.value.needed > budget == info.value.budget
+    assert sent_tokens(pack(msgs, budget=42, model=MODEL)) <= 42
+
+
 def test_oversized_system_prompt_is_compressed_only_when_nothing_else_helps():
     msgs = [msg("sys", "system", "\n".join(f"rule {i}: be nice" for i in range(600))), msg("q", "user", "hi")]
     r = pack(msgs, budget=1000, model=MODEL)
@@ -429,13 +442,16 @@ def test_replies_after_the_newest_question_shrink_before_the_must_keeps():
         assert all(sent[i].origin == "verbatim" for i in ("sys", "u0", "q"))
         assert "r2" in sent and sent["r2"].origin == "compressed"  # the newest reply is the last to go
         assert r.window_start == "q"
-    # Room for one shortened reply beside the must-keeps: the newest; then for none.
+    # Room for one shortened reply beside the must-keeps: the newest; then for none, and the newest
+    # message is never left out (the hard rule): the oversized must-keeps make room for it, as they
+    # would for the newest question.
     r = pack(msgs, budget=300, model=MODEL)
     assert [p.source_ids[0] for p in r.messages] == ["sys", "u0", "q", "r2"]
     assert r.messages[-1].content.startswith("Reply 2: plant Roma") and {"r0", "r1"} <= set(r.removed_ids)
     r = pack(msgs, budget=260, model=MODEL)
-    assert [p.source_ids[0] for p in r.messages] == ["sys", "u0", "q"]
-    assert {"r0", "r1", "r2"} <= set(r.removed_ids) and r.info.tokens_after <= 260
+    assert [p.source_ids[0] for p in r.messages] == ["sys", "u0", "q", "r2"]
+    assert r.messages[-1].content.startswith("Reply 2: plant Roma") and r.messages[-1].origin == "compressed"
+    assert {"r0", "r1"} <= set(r.removed_ids) and "r2" not in r.removed_ids and r.info.tokens_after <= 260
 
 
 @settings(max_examples=60, deadline=None)
@@ -446,9 +462,14 @@ def test_must_keeps_that_fit_are_sent_verbatim_whatever_replies_follow_the_newes
     r = pack(msgs, budget=budget, model=MODEL)
     assert sent_tokens(r) <= budget
     sent = {p.source_ids[0]: p for p in r.messages}
-    assert all(sent[i].origin == "verbatim" for i in ("sys", "u0", "q"))
+    # The newest reply is kept like a must-keep (at its floor, a reply cut to 32 tokens): the others
+    # are verbatim whenever they fit beside it, compressed (the emergency) only when they do not.
+    must = sum(m.tokens for m in msgs if m.id in ("sys", "u0", "q")) + 3
+    if must + min(msgs[-1].tokens, 32) <= budget:
+        assert all(sent[i].origin == "verbatim" for i in ("sys", "u0", "q"))
     replies = [p.source_ids[0] for p in r.messages if p.source_ids[0].startswith("r")]
-    # what is left out of them is the oldest first; what is sent stays in order
+    # what is left out of them is the oldest first, never the newest; what is sent stays in order
+    assert replies and replies[-1] == msgs[-1].id
     assert replies == [f"r{k}" for k in range(len(reply_words) - len(replies), len(reply_words))]
     assert r.window_start in sent
 

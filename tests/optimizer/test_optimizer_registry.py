@@ -100,3 +100,23 @@ def test_a_provider_s_entry_is_found_by_its_endpoint_s_host():
     assert model_info("mistral-large-latest") is None  # Azure lists it too: no host, no guess
     assert provider_for_base_url("http://localhost:11434/v1") is None
     assert provider_for_base_url("not a url") is None
+
+
+@pytest.mark.parametrize(("typed", "canonical"), [
+    ("GPT-4o", "gpt-4o"), ("OpenAI/gpt-4o-mini", "gpt-4o-mini"), ("openai/GPT-4o", "gpt-4o"),
+    ("Anthropic/Claude-3.5-Sonnet", "anthropic/claude-3.5-sonnet"),
+    ("DeepSeek/DeepSeek-R1:FREE", "deepseek/deepseek-r1:free"),
+])
+def test_a_model_name_in_any_case_gets_the_canonical_name_s_window_and_prices(typed, canonical):
+    assert model_info(typed) == model_info(canonical) is not None
+    assert budget_for_model(typed) == budget_for_model(canonical)
+    assert cost_usd(typed, prompt_tokens=1000, completion_tokens=100) == cost_usd(
+        canonical, prompt_tokens=1000, completion_tokens=100)
+    assert model_info(typed.upper(), provider="openai") == model_info(canonical, provider="openai")
+
+
+@pytest.mark.parametrize("name", [
+    "My-Local-Llama-Q4", "GPT4ALL-J", "Meta-Llama/Llama-3.1-70B-Instruct", "ACME/Claude-3.5-Sonnet",
+])
+def test_an_unknown_name_in_any_case_matches_no_model(name):
+    assert model_info(name) is None and model_info(name.lower()) is None
