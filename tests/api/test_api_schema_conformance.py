@@ -112,6 +112,7 @@ def _requests(w: dict[str, int], config: int) -> list[tuple[str, str, Any]]:
         ("get", "/api/conversations/", None),
         ("get", "/api/conversations/?archived=true&q=hello", None),
         ("get", "/api/conversations/?limit=0", None),
+        ("get", "/api/conversations/?cursor=nope", None),
         ("post", "/api/conversations/", {"title": "New", "system_prompt": "Be brief."}),
         ("post", "/api/conversations/", {"title": 5 * "x" * 100}),
         ("post", "/api/conversations/", {"llm_config": 987654321}),
