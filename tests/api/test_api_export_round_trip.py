@@ -83,3 +83,33 @@ def test_an_exported_chat_imports_back_as_it_was(api, user, echo_config):
         document["conversation"]["preference"] = None
         document["messages"][-1]["token_count"] = None
     assert _without_ids(after) == _without_ids(before)
+
+
+def _import(api, document: dict[str, Any], name: str) -> Conversation:
+    upload = SimpleUploadedFile(name, json.dumps(document).encode(), content_type="application/json")
+    job = api.post("/api/imports/", {"file": upload}, format="multipart").json()
+    import_job_run(job_id=job["id"])
+    done = api.get(f"/api/imports/{job['id']}/").json()
+    assert done["status"] == "done", done["error"]
+    return Conversation.objects.get(pk=done["conversations"][0]["id"])
+
+
+def test_an_imported_chats_preference_is_a_new_chats_null_until_its_first_turn(api, user, echo_config):
+    """A chat has no preference of its own: every turn packs with the owner's setting, and the export's
+    `preference` says which one its latest turn used (its optimization record's). Null is "no turn here
+    yet": a chat made in the app says so too, and an import, whose file holds no records, is such a chat.
+    The file's value is not applied: the copy's turns use the importing owner's setting."""
+    assert api.patch("/api/settings/", {"preference": "quality"}, format="json").status_code == 200
+    chat = api.post("/api/conversations/", {"title": "Fresh"}, format="json").json()["id"]
+    assert _export(api, chat)["conversation"]["preference"] is None
+    _send(api, chat, "Hello")
+    exported = _export(api, chat)
+    assert exported["conversation"]["preference"] == "quality"
+
+    assert api.patch("/api/settings/", {"preference": "fast"}, format="json").status_code == 200
+    copy = _import(api, exported, "Fresh.json")
+    assert _export(api, copy.pk)["conversation"]["preference"] is None
+    _send(api, copy.pk, "Hello again")
+    assert _export(api, copy.pk)["conversation"]["preference"] == "fast"
+    # The API shows a chat no preference either way: the same fields as a chat made here.
+    assert set(api.get(f"/api/conversations/{copy.pk}/").json()) == set(api.get(f"/api/conversations/{chat}/").json())
