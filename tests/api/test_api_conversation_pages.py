@@ -109,3 +109,39 @@ def test_search_and_archived_filters_keep_their_pages(api, user, make_conversati
         page = api.get(page["next"]).json()
         seen += _ids(page)
     assert seen == [chats[0].pk, chats[2].pk, chats[4].pk]
+
+
+# --- The other lists newest first: a row made (or revoked) between two pages shifted the next one ---------
+
+
+def test_an_import_started_between_pages_repeats_no_job(api, user):
+    from chatapp.chat.import_models import ImportJob
+
+    jobs = [ImportJob.objects.create(owner=user, filename=f"f{i}.json") for i in range(4)][::-1]
+    first = api.get("/api/imports/", {"limit": 2}).json()
+    assert _ids(first) == [j.pk for j in jobs[:2]]
+    ImportJob.objects.create(owner=user, filename="new.json")  # another tab's upload
+    second = api.get(first["next"]).json()
+    assert _ids(second) == [j.pk for j in jobs[2:]] and second["next"] is None
+
+
+def test_a_link_revoked_between_pages_skips_no_other_link(api, user, make_conversation):
+    chat = make_conversation(user)
+    links = [api.post(f"/api/conversations/{chat.pk}/share/").json()["id"] for _ in range(4)][::-1]
+    first = api.get("/api/shares/", {"limit": 2}).json()
+    assert _ids(first) == links[:2]
+    assert api.delete(f"/api/shares/{links[0]}/").status_code == 204
+    assert _ids(api.get(first["next"]).json()) == links[2:]
+
+
+def test_a_summary_job_made_between_pages_repeats_no_job(api, user, make_conversation):
+    from chatapp.chat.models import SummaryJob
+
+    chat = make_conversation(user)
+    done = SummaryJob.Status.DONE
+    jobs = [SummaryJob.objects.create(conversation=chat, status=done) for _ in range(4)][::-1]
+    url = f"/api/conversations/{chat.pk}/summary-jobs/"
+    first = api.get(url, {"limit": 2}).json()
+    SummaryJob.objects.create(conversation=chat, status=done)
+    second = api.get(first["next"]).json()
+    assert _ids(second) == [j.pk for j in jobs[2:]] and "quota_remaining" in second
