@@ -65,3 +65,29 @@ def test_showing_the_oldest_summaries_from_the_keyboard_keeps_the_focus(live_ser
     _wait(browser, lambda d: d.switch_to.active_element.get_attribute("data-summary") == str(summaries[1].pk))
     assert not more.is_displayed()
     assert console_errors(browser) == []
+
+
+def test_a_summary_written_while_the_page_is_open_is_not_listed_twice(live_server, transactional_db, browser, user):
+    """"Show older summaries" asked for the next offset: a summary written meanwhile (a turn in another
+    tab) pushed the fifth one listed down to the sixth place, and it was listed again."""
+    conversation = make_conversation(owner=user, title="Summaries meanwhile")
+    chat = [make_message(conversation=conversation, role=("user", "assistant")[i % 2], content=f"message {i}")
+            for i in range(18)]
+    summaries = [make_summary(conversation=conversation, covers=(chat[0], chat[2 * k + 1]), covered=2 * k + 2,
+                              content=f"[Conversation summary - covers messages 1-{2 * k + 2}]\n\nPart {k}.")
+                 for k in range(7)]
+    make_record(conversation=conversation, tokens_full=900, tokens_sent=300, summary=summaries[-1],
+                sent=[sent_entry("summary", summaries[-1])])
+    _login(browser, live_server, user)
+    browser.get(f"{live_server.url}/c/{conversation.pk}/dashboard/")
+    _wait_ready(browser)
+    more = browser.find_element(By.ID, "summaries-more")
+    _wait(browser, lambda d: more.is_displayed())
+    make_summary(conversation=conversation, covers=(chat[0], chat[15]), covered=16, content="[Newer]\n\nPart 7.")
+    more.click()
+
+    _wait(browser, lambda d: not more.is_displayed())
+    listed = [e.get_attribute("data-summary")
+              for e in browser.find_elements(By.CSS_SELECTOR, "#summaries [data-summary]")]
+    assert listed == [str(s.pk) for s in reversed(summaries)]
+    assert console_errors(browser) == []

@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 MAX_OFFSET = 2**31 - 1
 
 
-def _whole_number(raw: str, *, name: str, least: int) -> int:
+def whole_number(raw: str, *, name: str, least: int) -> int:
     try:
         value = int(raw)
     except (TypeError, ValueError):
@@ -40,13 +40,13 @@ class CheckedLimitOffsetPagination(LimitOffsetPagination):
         raw = request.query_params.get(self.limit_query_param)
         if raw is None or raw == "":
             return self.default_limit
-        return min(_whole_number(raw, name=self.limit_query_param, least=1), self.max_limit)
+        return min(whole_number(raw, name=self.limit_query_param, least=1), self.max_limit)
 
     def get_offset(self, request: Request) -> int:
         raw = request.query_params.get(self.offset_query_param)
         if raw is None or raw == "":
             return 0
-        return min(_whole_number(raw, name=self.offset_query_param, least=0), MAX_OFFSET)
+        return min(whole_number(raw, name=self.offset_query_param, least=0), MAX_OFFSET)
 
 
 class DefaultPagination(CheckedLimitOffsetPagination):
@@ -190,7 +190,7 @@ class BeforeIdPagination(BasePagination):
         raw = request.query_params.get(self.limit_query_param)
         if raw is None or raw == "":
             return self.default_limit
-        return min(_whole_number(raw, name=self.limit_query_param, least=1), self.max_limit)
+        return min(whole_number(raw, name=self.limit_query_param, least=1), self.max_limit)
 
     def get_before(self, request: Request) -> int | None:
         raw = request.query_params.get(self.before_query_param)
