@@ -3,6 +3,7 @@ did not change exactly once (offset pages shifted under it: one chat skipped or 
 
 from __future__ import annotations
 
+import base64
 from datetime import timedelta
 
 import pytest
@@ -71,9 +72,15 @@ def test_chats_active_at_the_same_instant_are_each_listed_once(api, user, make_c
     assert seen == sorted((c.pk for c in chats), reverse=True)
 
 
+def _cursor(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
 def test_a_cursor_not_given_by_the_list_is_a_400_naming_it(api, user, make_conversation):
     make_conversation(user)
-    for bad in ("nonsense", "MTIzfGFiYw", "", "x" * 300):
+    made_up = [_cursor(t) for t in ("123|abc", "2026-12-04T15:02:14|5", "2026-12-04T15:02:14+00:00|0", "|5",
+                                    "2026-12-04T15:02:14+00:00|")]
+    for bad in ("nonsense", "", "x" * 300, *made_up):
         answer = api.get("/api/conversations/", {"cursor": bad})
         if bad == "":
             assert answer.status_code == 200  # empty: the first page, as an empty offset was

@@ -5,10 +5,12 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.pagination import BasePagination, LimitOffsetPagination
 from rest_framework.request import Request
@@ -83,9 +85,14 @@ class KeysetPagination(DefaultPagination):
         try:
             key, _, pk = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("ascii").rpartition("|")
             value = queryset.model._meta.get_field(self.key_field).to_python(key)
-            return value, int(pk)
+            row = int(pk)
         except (binascii.Error, UnicodeDecodeError, ValueError, ValidationError):
             raise self._cursor_error() from None
+        # The list writes times with their offset and ids from 1: a naive time would be read in the
+        # server's zone, a page off.
+        if row < 1 or value is None or (isinstance(value, datetime) and timezone.is_naive(value)):
+            raise self._cursor_error()
+        return value, row
 
     def _cursor_of(self, row: Any) -> str:
         key = getattr(row, self.key_field)
