@@ -75,6 +75,13 @@ class DashboardSummaryPagination(DashboardPagination):
         url = remove_query_param(self.request.build_absolute_uri(), self.offset_query_param)
         return replace_query_param(url, self.before_query_param, self.next_before)
 
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        page = super().get_paginated_response_schema(schema)
+        # DRF's own example is an offset link: this one carries `before`.
+        page["properties"]["next"] = {"type": "string", "nullable": True, "format": "uri",
+                                      "description": "The next older page (`?before=`); null on the last."}
+        return page
+
     def get_schema_operation_parameters(self, view: APIView) -> list[dict]:
         return [*super().get_schema_operation_parameters(view), {
             "name": self.before_query_param, "required": False, "in": "query", "schema": {"type": "integer"},

@@ -181,6 +181,8 @@ def _requests(w: dict[str, int], config: int) -> list[tuple[str, str, Any]]:
         ("get", f"/api/dashboard/conversations/{w['c']}/map/", None),
         ("get", f"/api/dashboard/conversations/{w['c']}/records/", None),
         ("get", f"/api/dashboard/conversations/{w['c']}/summaries/", None),
+        ("get", f"/api/dashboard/conversations/{w['c']}/summaries/?limit=1", None),
+        ("get", f"/api/dashboard/conversations/{w['c']}/summaries/?before=x", None),
         ("get", "/api/conversations/export/", None),
         ("post", "/api/configs/", {"name": "Elsewhere", "base_url": "https://llm.invalid/v1", "model": "m"}),
         ("patch", f"/api/configs/{config}/", {"base_url": "https://llm.invalid/v1"}),  # its key cleared: said so
