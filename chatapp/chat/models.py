@@ -94,8 +94,9 @@ class Conversation(models.Model):
 
     class Meta:
         indexes = [
-            # Sidebar: a user's conversations, newest first.
-            models.Index(fields=["owner", "-updated_at"], name="conv_owner_updated_idx"),
+            # Sidebar, GET /api/conversations/: last activity first, id breaking ties (conversation_list);
+            # the API's next page seeks its cursor (the last row's time and id) here, a range scan.
+            models.Index(fields=["owner", "-updated_at", "-id"], name="conv_owner_updated_id_idx"),
             # Sidebar: a user's pinned chats; Settings: the archived ones. Latest first, few rows of many.
             models.Index(fields=["owner", "-pinned_at"], condition=models.Q(pinned_at__isnull=False),
                          name="conv_owner_pinned_idx"),

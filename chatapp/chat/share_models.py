@@ -39,9 +39,11 @@ class ConversationShare(models.Model):
 
     class Meta:
         indexes = [
-            # Settings and GET /api/shares/: the owner's live links, newest first.
+            # Settings and GET /api/shares/: the owner's live links, newest first, the id breaking ties
+            # (share_list's order); the API's next page seeks its cursor (time and id) here, a range scan.
             models.Index(
-                fields=["owner", "-created_at"], condition=Q(revoked_at__isnull=True), name="share_owner_live_idx"
+                fields=["owner", "-created_at", "-id"], condition=Q(revoked_at__isnull=True),
+                name="share_owner_live_id_idx",
             ),
         ]
         constraints = [

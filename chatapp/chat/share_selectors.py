@@ -40,7 +40,7 @@ class SharePage:
 
 
 def share_list(*, owner: User) -> QuerySet[ConversationShare]:
-    """The owner's live links, newest first (index share_owner_live_idx), each with its chat (the list
+    """The owner's live links, newest first (index share_owner_live_id_idx), each with its chat (the list
     marks an archived one)."""
     return (
         ConversationShare.objects.filter(owner=owner, revoked_at__isnull=True)

@@ -11,10 +11,11 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
 from chatapp.chat.api.inputs import validated
-from chatapp.chat.api.pagination import CheckedLimitOffsetPagination
+from chatapp.chat.api.pagination import CheckedLimitOffsetPagination, whole_number
 from chatapp.chat.api.serializers import SummaryCoverageSerializer
 from chatapp.chat.models import Conversation
 from chatapp.dashboard.headline import dashboard_conversation_get, dashboard_headline
@@ -49,6 +50,43 @@ class DashboardPagination(CheckedLimitOffsetPagination):
         self.limit = self.get_limit(request)
         self.offset = self.get_offset(request)
         return self.offset, self.limit
+
+
+class DashboardSummaryPagination(DashboardPagination):
+    """The summaries, newest first: `next` carries `before` (the page's last summary's id), not an
+    offset, so a summary written while the page is open (a turn in another tab) repeats none on "Show
+    more". An `offset` still places the first page; beside `before` it is a 400."""
+
+    before_query_param = "before"
+
+    def page_bounds(self, *, request: Request) -> tuple[int, int]:
+        bounds = super().page_bounds(request=request)
+        raw = request.query_params.get(self.before_query_param) or None
+        self.before = None if raw is None else whole_number(raw, name=self.before_query_param, least=1)
+        if self.before is not None and self.offset:
+            raise serializers.ValidationError(
+                {self.offset_query_param: ["Send before or an offset, not both: `next` holds before."]})
+        self.next_before: int | None = None
+        return bounds
+
+    def get_next_link(self) -> str | None:
+        if self.next_before is None:
+            return None
+        url = remove_query_param(self.request.build_absolute_uri(), self.offset_query_param)
+        return replace_query_param(url, self.before_query_param, self.next_before)
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        page = super().get_paginated_response_schema(schema)
+        # DRF's own example is an offset link: this one carries `before`.
+        page["properties"]["next"] = {"type": "string", "nullable": True, "format": "uri",
+                                      "description": "The next older page (`?before=`); null on the last."}
+        return page
+
+    def get_schema_operation_parameters(self, view: APIView) -> list[dict]:
+        return [*super().get_schema_operation_parameters(view), {
+            "name": self.before_query_param, "required": False, "in": "query", "schema": {"type": "integer"},
+            "description": "The page of summaries just older than this summary's id (`next` carries it).",
+        }]
 
 
 PageReader = Callable[..., tuple[int, list[dict[str, Any]]]]
@@ -159,7 +197,9 @@ class DashboardRecordContextApi(APIView):
         return Response(dashboard_record_context(conversation=conversation, record_id=record_pk))
 
 
-class DashboardSummaryListApi(_ConversationPageApi):
+class DashboardSummaryListApi(APIView):
+    pagination_class = DashboardSummaryPagination
+
     class OutputSerializer(SummaryCoverageSerializer):
         id = serializers.IntegerField()
         content = serializers.CharField()
@@ -192,7 +232,12 @@ class DashboardSummaryListApi(_ConversationPageApi):
     @extend_schema(summary="A conversation's summaries, newest first, with their jobs (paginated)",
                    responses=OutputSerializer(many=True))
     def get(self, request: Request, pk: int) -> Response:
-        return self.page_response(request, pk, read=dashboard_summary_page, serializer_class=self.OutputSerializer)
+        conversation = dashboard_conversation_get(user=request.user, pk=pk)
+        paginator = DashboardSummaryPagination()
+        offset, limit = paginator.page_bounds(request=request)
+        paginator.count, rows, paginator.next_before = dashboard_summary_page(
+            conversation=conversation, offset=offset, limit=limit, before=paginator.before)
+        return paginator.get_paginated_response(self.OutputSerializer(rows, many=True).data)
 
 
 class DashboardOverviewApi(APIView):

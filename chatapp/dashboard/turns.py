@@ -4,6 +4,7 @@ the record list and the summaries card.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Any
 
 from django.db.models import Count, QuerySet
@@ -66,16 +67,23 @@ def dashboard_summary_list(*, conversation: Conversation) -> QuerySet:
     )
 
 
-def dashboard_summary_page(*, conversation: Conversation, offset: int, limit: int) -> tuple[int, list[dict]]:
-    """How many summaries the conversation holds and one page of them, newest first, decorated: the
-    ids come from the message ledger, so the page is read by primary key (no count, no scan)."""
+def dashboard_summary_page(
+    *, conversation: Conversation, offset: int, limit: int, before: int | None = None
+) -> tuple[int, list[dict], int | None]:
+    """How many summaries the conversation holds, one page of them, newest first, decorated, and the id
+    the next page is `before` (None: this is the last). `before`: only summaries older than that id, so
+    one written meanwhile shifts no later page. The ids come from the message ledger (in id order), so
+    the page is read by primary key (no count, no scan)."""
     scan = ledger_read(conversation_id=conversation.pk)
-    ids = scan.ids[::-1][offset : offset + limit]
+    older = scan.ids if before is None else scan.ids[: bisect_left(scan.ids, before)]
+    ids = older[::-1][offset : offset + limit + 1]
+    next_before = ids[limit - 1] if len(ids) > limit else None
+    ids = ids[:limit]
     rows = sorted(
         Message.objects.filter(conversation=conversation, pk__in=ids).values(*SUMMARY_LIST_FIELDS),
         key=lambda r: -r["id"],
     )
-    return len(scan.ids), dashboard_summary_details(conversation=conversation, summaries=rows, scan=scan)
+    return len(scan.ids), dashboard_summary_details(conversation=conversation, summaries=rows, scan=scan), next_before
 
 
 def dashboard_summary_details(*, conversation: Conversation, summaries: list[dict],

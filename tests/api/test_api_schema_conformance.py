@@ -112,6 +112,7 @@ def _requests(w: dict[str, int], config: int) -> list[tuple[str, str, Any]]:
         ("get", "/api/conversations/", None),
         ("get", "/api/conversations/?archived=true&q=hello", None),
         ("get", "/api/conversations/?limit=0", None),
+        ("get", "/api/conversations/?cursor=nope", None),
         ("post", "/api/conversations/", {"title": "New", "system_prompt": "Be brief."}),
         ("post", "/api/conversations/", {"title": 5 * "x" * 100}),
         ("post", "/api/conversations/", {"llm_config": 987654321}),
@@ -180,6 +181,8 @@ def _requests(w: dict[str, int], config: int) -> list[tuple[str, str, Any]]:
         ("get", f"/api/dashboard/conversations/{w['c']}/map/", None),
         ("get", f"/api/dashboard/conversations/{w['c']}/records/", None),
         ("get", f"/api/dashboard/conversations/{w['c']}/summaries/", None),
+        ("get", f"/api/dashboard/conversations/{w['c']}/summaries/?limit=1", None),
+        ("get", f"/api/dashboard/conversations/{w['c']}/summaries/?before=x", None),
         ("get", "/api/conversations/export/", None),
         ("post", "/api/configs/", {"name": "Elsewhere", "base_url": "https://llm.invalid/v1", "model": "m"}),
         ("patch", f"/api/configs/{config}/", {"base_url": "https://llm.invalid/v1"}),  # its key cleared: said so

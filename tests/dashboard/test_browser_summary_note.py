@@ -43,12 +43,12 @@ def test_an_extractive_summary_written_when_the_model_failed_says_so(live_server
     assert console_errors(browser) == []
 
 
-def test_showing_the_oldest_summaries_from_the_keyboard_keeps_the_focus(live_server, transactional_db, browser, user):
-    """"Show older summaries" hides itself once the oldest are listed: the keyboard's focus, on it,
-    fell to the page's start, far from the summaries just shown."""
-    conversation = make_conversation(owner=user, title="Many summaries")
+def _seven_summaries_shown(browser, live_server, user, *, title: str):
+    """A chat of 18 messages and 7 summaries, its dashboard open with the five newest listed: the chat's
+    messages, its summaries (oldest first) and the "Show older summaries" button, shown."""
+    conversation = make_conversation(owner=user, title=title)
     chat = [make_message(conversation=conversation, role=("user", "assistant")[i % 2], content=f"message {i}")
-            for i in range(16)]
+            for i in range(18)]
     summaries = [make_summary(conversation=conversation, covers=(chat[0], chat[2 * k + 1]), covered=2 * k + 2,
                               content=f"[Conversation summary - covers messages 1-{2 * k + 2}]\n\nPart {k}.")
                  for k in range(7)]
@@ -59,9 +59,31 @@ def test_showing_the_oldest_summaries_from_the_keyboard_keeps_the_focus(live_ser
     _wait_ready(browser)
     more = browser.find_element(By.ID, "summaries-more")
     _wait(browser, lambda d: more.is_displayed())
+    return chat, summaries, more
+
+
+def test_showing_the_oldest_summaries_from_the_keyboard_keeps_the_focus(live_server, transactional_db, browser, user):
+    """"Show older summaries" hides itself once the oldest are listed: the keyboard's focus, on it,
+    fell to the page's start, far from the summaries just shown."""
+    _, summaries, more = _seven_summaries_shown(browser, live_server, user, title="Many summaries")
     more.send_keys(Keys.ENTER)
 
     # the five newest were listed; the first of the two older ones, now listed, has the focus
     _wait(browser, lambda d: d.switch_to.active_element.get_attribute("data-summary") == str(summaries[1].pk))
     assert not more.is_displayed()
+    assert console_errors(browser) == []
+
+
+def test_a_summary_written_while_the_page_is_open_is_not_listed_twice(live_server, transactional_db, browser, user):
+    """"Show older summaries" asked for the next offset: a summary written meanwhile (a turn in another
+    tab) pushed the fifth one listed down to the sixth place, and it was listed again."""
+    chat, summaries, more = _seven_summaries_shown(browser, live_server, user, title="Summaries meanwhile")
+    make_summary(conversation=summaries[0].conversation, covers=(chat[0], chat[15]), covered=16,
+                 content="[Newer]\n\nPart 7.")
+    more.click()
+
+    _wait(browser, lambda d: not more.is_displayed())
+    listed = [e.get_attribute("data-summary")
+              for e in browser.find_elements(By.CSS_SELECTOR, "#summaries [data-summary]")]
+    assert listed == [str(s.pk) for s in reversed(summaries)]
     assert console_errors(browser) == []

@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chatapp.chat.api.inputs import validated
-from chatapp.chat.api.pagination import PaginatedApi
+from chatapp.chat.api.pagination import KeysetPagination, PaginatedApi
 from chatapp.chat.body_limit import MULTIPART_SLACK, import_too_large_words
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_selectors import import_job_conversations, import_job_get, import_job_list
@@ -139,6 +139,8 @@ class ImportJobDetailOutputSerializer(ImportJobOutputSerializer):
 
 class ImportJobListApi(PaginatedApi):
     parser_classes = [MultiPartParser]
+    # Newest first, by id (importjob_owner_idx): an upload made while a client reads on shifts no page.
+    pagination_class = KeysetPagination
 
     class InputSerializer(serializers.Serializer):
         file = serializers.FileField(

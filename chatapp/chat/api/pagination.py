@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.db.models import Q, QuerySet
+from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.pagination import BasePagination, LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.utils.urls import replace_query_param
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
 # Past any table's rows, so the page is empty; a larger offset would reach the database as an integer it
@@ -17,7 +23,7 @@ from rest_framework.views import APIView
 MAX_OFFSET = 2**31 - 1
 
 
-def _whole_number(raw: str, *, name: str, least: int) -> int:
+def whole_number(raw: str, *, name: str, least: int) -> int:
     try:
         value = int(raw)
     except (TypeError, ValueError):
@@ -36,18 +42,119 @@ class CheckedLimitOffsetPagination(LimitOffsetPagination):
         raw = request.query_params.get(self.limit_query_param)
         if raw is None or raw == "":
             return self.default_limit
-        return min(_whole_number(raw, name=self.limit_query_param, least=1), self.max_limit)
+        return min(whole_number(raw, name=self.limit_query_param, least=1), self.max_limit)
 
     def get_offset(self, request: Request) -> int:
         raw = request.query_params.get(self.offset_query_param)
         if raw is None or raw == "":
             return 0
-        return min(_whole_number(raw, name=self.offset_query_param, least=0), MAX_OFFSET)
+        return min(whole_number(raw, name=self.offset_query_param, least=0), MAX_OFFSET)
 
 
 class DefaultPagination(CheckedLimitOffsetPagination):
     default_limit = 50
     max_limit = 200
+
+
+class KeysetPagination(DefaultPagination):
+    """Pages of a list ordered by `key_field` then id, both descending, each page after the last row of
+    the one before: `next` carries that row's key as `?cursor=`. Offset pages shifted when the list
+    changed between two reads (a chat with a new message moved to the top, one deleted or made): a row
+    was shown twice or never. Keyed, a row that did not change is shown once; one that moved above the
+    cursor is at the top of the list read again. The seek is a range scan of an index on
+    (its filter's columns, key_field, id), however deep the page.
+
+    `offset` still places the first page, for clients written for offset pages (and past the end it is
+    an empty page, as it was); its `next` is a cursor. With a cursor it is a 400: the two disagree.
+    `count` is the rows the list holds at this read (one COUNT on the same index)."""
+
+    cursor_query_param = "cursor"
+    key_field = "id"
+    # A cursor is a time and an id, base64: anything longer was not given by the list.
+    MAX_CURSOR = 100
+
+    def _cursor_error(self) -> serializers.ValidationError:
+        return serializers.ValidationError({self.cursor_query_param: ["Not a cursor this list gave: follow `next`."]})
+
+    def get_cursor(self, request: Request, *, queryset: QuerySet) -> tuple[Any, int] | None:
+        raw = request.query_params.get(self.cursor_query_param)
+        if raw is None or raw == "":
+            return None
+        if len(raw) > self.MAX_CURSOR:
+            raise self._cursor_error()
+        try:
+            key, _, pk = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("ascii").rpartition("|")
+            value = queryset.model._meta.get_field(self.key_field).to_python(key)
+            row = int(pk)
+        except (binascii.Error, UnicodeDecodeError, ValueError, ValidationError):
+            raise self._cursor_error() from None
+        # The list writes times with their offset and ids from 1: a naive time would be read in the
+        # server's zone, a page off.
+        if row < 1 or value is None or (isinstance(value, datetime) and timezone.is_naive(value)):
+            raise self._cursor_error()
+        return value, row
+
+    def _cursor_of(self, row: Any) -> str:
+        key = getattr(row, self.key_field)
+        text = f"{key.isoformat() if hasattr(key, 'isoformat') else key}|{row.pk}"
+        return base64.urlsafe_b64encode(text.encode("ascii")).decode("ascii").rstrip("=")
+
+    def _after(self, value: Any, pk: int) -> Q:
+        if self.key_field == "id":
+            return Q(id__lt=pk)
+        key = self.key_field
+        # `<=` is the index range's start; the OR alone has no bound, and the scan would read the list
+        # from its top, filtering, as deep as the page is.
+        return Q(**{f"{key}__lte": value}) & (Q(**{f"{key}__lt": value}) | Q(**{key: value, "id__lt": pk}))
+
+    def paginate_queryset(self, queryset: QuerySet, request: Request, view: APIView | None = None) -> list[Any]:
+        ordering = (f"-{self.key_field}", "-id") if self.key_field != "id" else ("-id",)
+        if tuple(queryset.query.order_by) != ordering:
+            raise ImproperlyConfigured(f"{type(self).__name__} pages a list ordered by {ordering}.")
+        self.request = request
+        self.limit = self.get_limit(request)
+        self.offset = self.get_offset(request)
+        cursor = self.get_cursor(request, queryset=queryset)
+        if cursor is not None and self.offset:
+            raise serializers.ValidationError(
+                {self.offset_query_param: ["Send a cursor or an offset, not both: `next` holds the cursor."]})
+        self.count = self.get_count(queryset)
+        rows = queryset.filter(self._after(*cursor)) if cursor is not None else queryset[self.offset:]
+        # One row more than the page says whether another follows.
+        page = list(rows[: self.limit + 1])
+        self.next_cursor = self._cursor_of(page[self.limit - 1]) if len(page) > self.limit else None
+        return page[: self.limit]
+
+    def get_next_link(self) -> str | None:
+        if self.next_cursor is None:
+            return None
+        url = remove_query_param(self.request.build_absolute_uri(), self.offset_query_param)
+        return replace_query_param(url, self.cursor_query_param, self.next_cursor)
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response({"count": self.count, "next": self.get_next_link(), "results": data})
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        return {
+            "type": "object",
+            "required": ["count", "next", "results"],
+            "properties": {
+                "count": {"type": "integer", "description": "How many the list holds at this read."},
+                "next": {"type": "string", "nullable": True, "format": "uri",
+                         "description": "The next page (`?cursor=`); null on the last."},
+                "results": schema,
+            },
+        }
+
+    def get_schema_operation_parameters(self, view: APIView) -> list[dict]:
+        return [
+            {"name": self.limit_query_param, "required": False, "in": "query", "schema": {"type": "integer"},
+             "description": f"Page size (default {self.default_limit}, at most {self.max_limit})."},
+            {"name": self.cursor_query_param, "required": False, "in": "query", "schema": {"type": "string"},
+             "description": "Where the next page starts: taken from the page before's `next`."},
+            {"name": self.offset_query_param, "required": False, "in": "query", "schema": {"type": "integer"},
+             "description": "Older clients' start of the first page (rows to skip); not with `cursor`."},
+        ]
 
 
 # An APIView answering pages of a queryset with its pagination_class. A comment, not a docstring: the
@@ -90,7 +197,7 @@ class BeforeIdPagination(BasePagination):
         raw = request.query_params.get(self.limit_query_param)
         if raw is None or raw == "":
             return self.default_limit
-        return min(_whole_number(raw, name=self.limit_query_param, least=1), self.max_limit)
+        return min(whole_number(raw, name=self.limit_query_param, least=1), self.max_limit)
 
     def get_before(self, request: Request) -> int | None:
         raw = request.query_params.get(self.before_query_param)

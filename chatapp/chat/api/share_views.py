@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chatapp.chat.api.pagination import PaginatedApi
+from chatapp.chat.api.pagination import KeysetPagination, PaginatedApi
 from chatapp.chat.models import ConversationShare
 from chatapp.chat.selectors import conversation_get
 from chatapp.chat.share_selectors import share_get, share_list
@@ -65,7 +65,14 @@ class ConversationShareApi(APIView):
         return Response(ShareCreatedSerializer(issued.share, context=context).data, status=status.HTTP_201_CREATED)
 
 
+class SharePagination(KeysetPagination):
+    # share_list's order, newest first; a link revoked while a client reads on shifts no page (share_owner_live_id_idx).
+    key_field = "created_at"
+
+
 class ShareListApi(PaginatedApi):
+    pagination_class = SharePagination
+
     @extend_schema(
         operation_id="shares_list",
         summary="Your live share links, newest first",

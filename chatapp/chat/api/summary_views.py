@@ -14,7 +14,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from chatapp.chat.api.inputs import validated
-from chatapp.chat.api.pagination import DefaultPagination, PaginatedApi
+from chatapp.chat.api.pagination import KeysetPagination, PaginatedApi
 from chatapp.chat.api.serializers import MessageOutputSerializer
 from chatapp.chat.models import SummaryJob
 from chatapp.chat.selectors import conversation_get
@@ -106,8 +106,9 @@ class ConversationCompactApi(APIView):
         return Response(SummaryJobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class SummaryJobPagination(DefaultPagination):
-    """DefaultPagination, with the automatic summaries this chat may still start today beside the page."""
+class SummaryJobPagination(KeysetPagination):
+    """Newest first by id (sumjob_conv_idx), each page after the last one's, so a job the chat makes while a
+    client reads on shifts no page; the automatic summaries this chat may still start today beside it."""
 
     def get_paginated_response_schema(self, schema: dict) -> dict:
         page = super().get_paginated_response_schema(schema)

@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 
 from chatapp.chat.api.import_views import ForkJobOutputSerializer
 from chatapp.chat.api.inputs import ChangesSomething, validated
-from chatapp.chat.api.pagination import BeforeIdPagination, PaginatedApi
+from chatapp.chat.api.pagination import BeforeIdPagination, KeysetPagination, PaginatedApi
 from chatapp.chat.api.serializers import (
     ConversationDetailOutputSerializer,
     ConversationOutputSerializer,
@@ -94,7 +94,14 @@ def _owned_folder_or_field_error(*, user: User, pk: int | None) -> Folder | None
     return _named_in_body(lookup=lambda: folder_get(owner=user, pk=pk), field="folder", missing="No such folder.")
 
 
+class ConversationPagination(KeysetPagination):
+    # The list's order, last activity first (conversation_list); conv_owner_updated_id_idx serves the seek.
+    key_field = "updated_at"
+
+
 class ConversationListApi(PaginatedApi):
+    pagination_class = ConversationPagination
+
     class FilterSerializer(serializers.Serializer):
         # A CharField refuses a NUL (400): PostgreSQL cannot take one as a parameter (a 500 otherwise).
         q = serializers.CharField(required=False, default="", allow_blank=True, trim_whitespace=True,

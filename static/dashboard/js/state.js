@@ -6,4 +6,4 @@ export const chatUrl = root?.dataset.chatUrl;
 // Shared page helpers (static/js/common.js): CSRF-aware JSON fetch, error wording, the confirm dialog.
 export const { api: request, getJSON, errorText, confirmAction } = Longchat; // common.js (a classic script: its top-level const is global)
 // `ranges`: the series API's answer for a zoomed range of a long conversation (one per range button).
-export const state = { series: null, ranges: {}, map: null, turn: null, recordsOffset: null, recordsShown: 0, summariesOffset: 0 };
+export const state = { series: null, ranges: {}, map: null, turn: null, recordsOffset: null, recordsShown: 0, summariesBefore: null };

@@ -85,12 +85,15 @@ export async function summaryCall(id, method, body, status) {
 export async function loadSummaries() {
   const ul = document.getElementById("summaries");
   const btn = document.getElementById("summaries-more");
-  const data = await getJSON(`${api}summaries/?limit=5&offset=${state.summariesOffset}`);
-  if (state.summariesOffset === 0 && !data.results.length) ul.replaceChildren(h("li", { class: "dash-empty", text: "No summaries yet." }));
+  // "Show more" goes on before the last summary listed (the answer's `next`), not by an offset: one
+  // written meanwhile (a turn in another tab) shifted the offsets, and the list showed a summary twice.
+  const before = state.summariesBefore ? `&before=${state.summariesBefore}` : "";
+  const data = await getJSON(`${api}summaries/?limit=5${before}`);
+  if (!state.summariesBefore && !data.results.length) ul.replaceChildren(h("li", { class: "dash-empty", text: "No summaries yet." }));
   // The server names the summary in use: the newest live one may be on another branch (an edit or a
   // switch took what it covers off the path), and the one in use then reads as replaced by it.
   for (const sm of data.results) ul.append(summaryItem(sm, sm.in_use));
-  state.summariesOffset += data.results.length;
+  state.summariesBefore = data.next ? new URL(data.next, location.href).searchParams.get("before") : null;
   ul.dataset.count = data.count;
   const pressed = document.activeElement === btn;
   btn.hidden = !data.next;
@@ -101,6 +104,6 @@ export async function loadSummaries() {
 
 export function reloadSummaries() {
   document.getElementById("summaries").replaceChildren();
-  state.summariesOffset = 0;
+  state.summariesBefore = null;
   return loadSummaries();
 }
