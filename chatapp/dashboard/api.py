@@ -11,11 +11,10 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
 from chatapp.chat.api.inputs import validated
-from chatapp.chat.api.pagination import CheckedLimitOffsetPagination, whole_number
+from chatapp.chat.api.pagination import CheckedLimitOffsetPagination, keyed_next_link, whole_number
 from chatapp.chat.api.serializers import SummaryCoverageSerializer
 from chatapp.chat.models import Conversation
 from chatapp.dashboard.headline import dashboard_conversation_get, dashboard_headline
@@ -70,10 +69,8 @@ class DashboardSummaryPagination(DashboardPagination):
         return bounds
 
     def get_next_link(self) -> str | None:
-        if self.next_before is None:
-            return None
-        url = remove_query_param(self.request.build_absolute_uri(), self.offset_query_param)
-        return replace_query_param(url, self.before_query_param, self.next_before)
+        return keyed_next_link(self.request, offset_param=self.offset_query_param, param=self.before_query_param,
+                               value=self.next_before)
 
     def get_paginated_response_schema(self, schema: dict) -> dict:
         page = super().get_paginated_response_schema(schema)

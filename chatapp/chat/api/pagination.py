@@ -23,6 +23,15 @@ from rest_framework.views import APIView
 MAX_OFFSET = 2**31 - 1
 
 
+def keyed_next_link(request: Request, *, offset_param: str, param: str, value: Any) -> str | None:
+    """This page's address with `param` set to `value` and the offset dropped (a keyed page starts at
+    its key, whatever offset placed the first one); None on the last page."""
+    if value is None:
+        return None
+    url = remove_query_param(request.build_absolute_uri(), offset_param)
+    return replace_query_param(url, param, value)
+
+
 def whole_number(raw: str, *, name: str, least: int) -> int:
     try:
         value = int(raw)
@@ -126,10 +135,8 @@ class KeysetPagination(DefaultPagination):
         return page[: self.limit]
 
     def get_next_link(self) -> str | None:
-        if self.next_cursor is None:
-            return None
-        url = remove_query_param(self.request.build_absolute_uri(), self.offset_query_param)
-        return replace_query_param(url, self.cursor_query_param, self.next_cursor)
+        return keyed_next_link(self.request, offset_param=self.offset_query_param, param=self.cursor_query_param,
+                               value=self.next_cursor)
 
     def get_paginated_response(self, data: Any) -> Response:
         return Response({"count": self.count, "next": self.get_next_link(), "results": data})
