@@ -9,7 +9,13 @@ questions, one after another, into a 10,000-message conversation (indexed for re
 median recall block, tokens sent, packing time and the window cuts. The first blocks are the
 "fresh" state, the last ones the "settled" state; both medians are printed side by side.
 
-    .venv/bin/python bench/turn_cpu.py [--turns 300] [--block 25] [--messages 10000]
+    .venv/bin/python bench/turn_cpu.py [--turns 300] [--block 25] [--messages 10000] [--documents WORDS]
+
+`--documents WORDS`: each send is a pasted document of WORDS words instead of a question (seven
+words in ten from the conversation's vocabulary, so a few of its terms are in most messages; the
+others made-up words, unseen until an earlier document used them): the worst case of recall's
+database lookups, whose very common terms are read after all the rare ones. The pack ms column then
+shows what a long newest message costs to pack.
 
 SQLite in a temporary directory by default; DATABASE_URL for PostgreSQL (the bench deletes its user).
 Run it on two commits (a git worktree of the older one) to compare them: the figures are this
@@ -20,10 +26,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import secrets
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -46,12 +54,23 @@ def question(i: int) -> str:
     return f"Question {i}: what did we decide about the {first} and the {second} back then?"
 
 
+def documents(words: int, *, seed: int = 7) -> Iterator[str]:
+    """Pasted documents of `words` words, the same sequence for every commit measured."""
+    rng = random.Random(seed)
+    unseen = ["".join(rng.choice("bcdfghjklmnpqrstvwxz") + rng.choice("aeiou") for _ in range(rng.randint(2, 4)))
+              for _ in range(3000)]
+    while True:
+        yield " ".join(rng.choice(_WORDS) if rng.random() < 0.7 else rng.choice(unseen) for _ in range(words))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--block", type=int, default=25)
     parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--documents", type=int, default=0, help="send pasted documents of this many words")
     args = parser.parse_args()
+    pasted = documents(args.documents) if args.documents else None
 
     import httpx
 
@@ -78,13 +97,15 @@ def main() -> int:
                 sends_timed(client, conversation.pk, (f"warm-up {i}" for i in range(3)))
                 for start in range(0, args.turns, args.block):
                     before = cpu_seconds(pid)
-                    sends_timed(client, conversation.pk, (question(i) for i in range(start, start + args.block)))
+                    sends_timed(client, conversation.pk, (next(pasted) if pasted else question(i)
+                                                          for i in range(start, start + args.block)))
                     blocks.append((cpu_seconds(pid) - before) * 1000 / args.block)
             records = list(
                 OptimizationRecord.objects.filter(conversation=conversation).order_by("id")
                 .values("triggered", "recall_tokens", "tokens_sent", "pack_ms")
             )[3:]
-            print(f"\nServer CPU per turn, {args.turns} turns in a {args.messages:,}-message conversation, "
+            sent = f"pasted documents of {args.documents:,} words" if pasted else "questions"
+            print(f"\nServer CPU per turn, {args.turns} turns ({sent}) in a {args.messages:,}-message conversation, "
                   f"{connection.vendor}, one uvicorn process, model fake-echo (instant):")
             print(f"{'turns':>10} {'CPU ms/turn':>12} {'recall tokens':>14} {'tokens sent':>12} {'pack ms':>8} "
                   f"{'cuts':>5}")
