@@ -54,6 +54,8 @@ _ALLOWED_ATTRIBUTES = {
     "input": {"class", "checked"},  # a task list's checkbox (its type and disabled are set below)
     "th": {"style"},
     "td": {"style"},
+    # a reply's heading: its Markdown level, which sets its size (_headings_lower)
+    **{f"h{level}": {"class"} for level in range(3, 7)},
     **{tag: set(MATH_ATTRIBUTES) for tag in MATH_TAGS},
 }
 _URL_SCHEMES = {"http", "https", "mailto"}
@@ -102,6 +104,23 @@ def _image_as_link(_renderer, tokens, idx, _options, _env) -> str:
     return f'<a href="{html.escape(src, quote=True)}"{title_attr}>{html.escape(alt)}</a>'
 
 
+# The page's h1 is the chat's title and each message's h2 names the message (templates/chat/_message.html):
+# a reply's own headings come below them, or its `# Plan` would stand beside the chat's title in a screen
+# reader's list of headings. Deeper levels than h6 do not exist, so `####` and below share it.
+HEADING_SHIFT = 2
+
+
+def _headings_lower(state: StateCore) -> None:
+    """`#` → h3 … h6 at most, the Markdown level kept as `md-h<n>`: the CSS sizes a heading by that class,
+    so replies look as they did when `#` was an h1."""
+    for token in state.tokens:
+        if token.type in ("heading_open", "heading_close"):
+            level = int(token.tag[1])
+            if token.type == "heading_open":
+                token.attrSet("class", f"md-h{level}")
+            token.tag = f"h{min(level + HEADING_SHIFT, 6)}"
+
+
 # How deep blocks may nest (a list level takes two). Past it markdown-it drops the rest of the text without
 # a word: commonmark's 20 lost everything after a list ten levels deep, which a model writes. Each level
 # costs a few frames of the parser's recursion, far from Python's limit.
@@ -119,6 +138,7 @@ _md = (
 )
 _md.core.ruler.push("images_in_links", _images_in_links_mark)
 _md.core.ruler.push("autolinks", autolinks_mark)
+_md.core.ruler.push("headings_lower", _headings_lower)
 _md.add_render_rule("image", _image_as_link)
 
 

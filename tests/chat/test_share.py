@@ -105,6 +105,21 @@ def test_public_page_works_logged_out_rendered_and_sanitized(chat, owner):
     # unlinked, and nh3 would strip either if it got through.
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in reply[: reply.index("</article>")]
 
+def test_public_page_names_each_message_and_keeps_reply_headings_under_it(chat, owner):
+    """As in the chat: the page's h1 is the title, each message an article named by its h2 (a screen reader
+    moving by articles or headings hears whose it is), and a reply's `#` an h3 below it, not a second h1."""
+    _msg(chat, "assistant", "# Plan\n\nWalk.", model=MODEL_NAME)
+    body = Client().get(_path(conversation_share_create(owner=owner, conversation=chat))).content.decode()
+    tags = _tags(body)
+    articles = [dict(attrs) for tag, attrs in tags if tag == "article"]
+    names = {dict(attrs)["id"]: dict(attrs) for tag, attrs in tags if tag == "h2"}
+    assert len(articles) == 3
+    assert all(names[a["aria-labelledby"]]["class"] == "visually-hidden msg-name" for a in articles)
+    labels = re.findall(r'<h2 class="visually-hidden msg-name" id="[^"]+">([^<]*)</h2>', body)
+    assert labels == ["User", "Assistant", "Assistant"]  # the model is the owner's: never named here
+    assert [tag for tag, _ in tags if re.fullmatch(r"h[1-6]", tag)] == ["h1", "h2", "h2", "h2", "h3"]
+
+
 def test_public_page_keeps_search_engines_out_and_sends_no_referrer(chat, owner):
     issued = conversation_share_create(owner=owner, conversation=chat)
     response = Client().get(_path(issued))

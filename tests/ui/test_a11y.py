@@ -116,11 +116,13 @@ def test_every_page_passes_axe(live_server, transactional_db, browser, theme):
     user = get_user_model().objects.create_user(username="reader", password="A-long-enough-pass-42")
     conversation = conversation_seed_long(owner=user, messages=120, seed=5, title="Invoices and SQL")
     assert Message.objects.filter(conversation=conversation, kind=Message.Kind.SUMMARY).exists()
-    # The newest reply holds a code block and a table wider than the reply: they scroll sideways.
+    # The newest reply holds a heading (an h3 under its message's h2), and a code block and a table wider
+    # than the reply: they scroll sideways.
     wide = "x = " + " + ".join(f"value_{i}" for i in range(60))
     columns = [f"column {i}" for i in range(14)]
     for role, content in (("user", "Show me wide things"), ("assistant", (
-            f"```python\n{wide}\n```\n\n| {' | '.join(columns)} |\n|{'---|' * 14}\n| {' | '.join(columns)} |"))):
+            f"# Wide things\n\n```python\n{wide}\n```\n\n"
+            f"| {' | '.join(columns)} |\n|{'---|' * 14}\n| {' | '.join(columns)} |"))):
         Message.objects.create(conversation=conversation, role=role, content=content, token_count=100,
                                char_count=len(content))
     conversation_path_thread(conversation_id=conversation.pk)

@@ -166,6 +166,8 @@ def test_compact_command_shows_the_job_state_then_the_summary_without_a_reload(
     assert "2.4 s" in _banner(browser).text
     marker = _wait(browser, lambda d: d.find_elements(By.ID, f"m-{summary.pk}"))[0]
     assert "Summary takes over here" in marker.text
+    # built by the page, it is named as the server names one (a screen reader hears what the group is)
+    assert marker.accessible_name == "Summary takes over here covers 2 messages · fake-echo"
     assert browser.execute_script("return window.__sameDocument") is True
     _banner(browser).find_element(By.CSS_SELECTOR, '[data-action="show-summary"]').click()
     _wait(browser, lambda d: d.find_element(By.ID, f"m-{summary.pk}").get_attribute("open") is not None)

@@ -126,8 +126,8 @@ def test_hostile_fence_language_cannot_break_out_of_the_attribute():
 
 def test_common_markdown_features_render():
     html = markdown_render("# Title\n\n**bold** _it_ ~~gone~~ `x`\n\n- a\n- b\n\n| h |\n|:-:|\n| c |\n\n> quote")
-    for fragment in ("<h1>Title</h1>", "<strong>bold</strong>", "<em>it</em>", "<s>gone</s>", "<code>x</code>",
-                     "<li>a</li>", "<th style=\"text-align:center\">h</th>", "<blockquote>"):
+    for fragment in ('<h3 class="md-h1">Title</h3>', "<strong>bold</strong>", "<em>it</em>", "<s>gone</s>",
+                     "<code>x</code>", "<li>a</li>", "<th style=\"text-align:center\">h</th>", "<blockquote>"):
         assert fragment in html
 
 
@@ -310,3 +310,20 @@ def test_many_colons_and_addresses_render_as_their_twins_do():
     assert links.count("<a ") == 2_000
     closing = markdown_render("https://x.example/" + ")" * 5_000, cached=False)  # each ")" weighed once
     assert '<a href="https://x.example/" ' in closing and closing.count(")") == 5_000
+
+
+def test_reply_headings_sit_below_the_page_and_message_headings():
+    """The page's h1 is the chat's title and each message's h2 names it: a reply's `#` is an h3 (and so
+    on, h6 at most), its source level kept as a class that gives it the size it had."""
+    rendered = markdown_render("# One\n\n## Two\n\n### Three\n\n#### Four\n\n##### Five\n\n###### Six\n\nSeven\n=====")
+    assert re.findall(r'<(h\d) class="(md-h\d)">(\w+)</h\d>', rendered) == [
+        ("h3", "md-h1", "One"), ("h4", "md-h2", "Two"), ("h5", "md-h3", "Three"), ("h6", "md-h4", "Four"),
+        ("h6", "md-h5", "Five"), ("h6", "md-h6", "Six"), ("h3", "md-h1", "Seven")]
+    assert not re.search(r"<h[12]\b", rendered)
+
+
+def test_reply_heading_classes_come_only_from_the_renderer():
+    """Raw HTML stays text, so a reply cannot write a heading of its own level or class."""
+    rendered = markdown_render('<h1 class="md-h1">Mine</h1>\n\n# Real')
+    assert "&lt;h1" in rendered
+    assert rendered.count("<h3") == 1 and "<h1" not in rendered

@@ -1,7 +1,10 @@
 /* Building and marking message elements. Model text is only ever inserted as text (textContent);
  * the only HTML inserted comes from the server, already rendered and sanitized. */
 import { input, jumpBtn, messagesEl, statusEl, timeline } from "./state.js";
+import { metaRow, nameMessage, setWhen } from "./meta.js";
 import { retry } from "./stream.js";
+
+export { setModel } from "./meta.js";
 
 export const el = (tag, cls, text) => {
   const node = document.createElement(tag);
@@ -86,18 +89,6 @@ export function enhance(root) {
   });
 }
 
-export function metaRow(role) {
-  const meta = el("div", "msg-meta");
-  meta.append(el("span", "msg-author", role === "user" ? "You" : "Assistant"));
-  const pin = el("span", "badge badge--pin");
-  pin.hidden = true;
-  pin.append(icon("pin"), document.createTextNode("Pinned · always sent"));
-  meta.append(pin);
-  meta.append(el("span", "badge badge--muted badge--outside", "Not sent verbatim"));
-  meta.append(el("span", "badge badge--info badge--recalled", "Recalled for the latest message"));
-  return meta;
-}
-
 function actionButton(action, title, label, iconName) {
   const button = el("button", "icon-btn icon-btn--sm");
   button.type = "button";
@@ -169,13 +160,17 @@ export function buildMessage(role, content) {
   source.value = content || "";
   body.append(source);
   article.append(body);
+  nameMessage(article);
   return article;
 }
 
-export function setMessageId(article, id) {
+/** The id the server stored the message under, and when (`createdAt`, the API's ISO date; a reply's start
+ *  does not say it, its end does). */
+export function setMessageId(article, id, createdAt) {
   if (!id) return;
   article.dataset.id = String(id);
   article.id = `m-${id}`;
+  if (createdAt) setWhen(article, createdAt);
 }
 
 // A message's place in the context ("static", "window", "evicted"; none: never sent as itself),
@@ -210,14 +205,6 @@ export function setStatus(article, status) {
   article.querySelectorAll(".badge--warn, .badge--danger, .badge--info").forEach((b) => b.remove());
   if (status === "stopped") addBadge(article, "badge--warn", "Stopped", "Stopped: the model is sent the reply as far as it went.");
   if (status === "error") addBadge(article, "badge--danger", "Failed");
-}
-
-export function setModel(article, model) {
-  if (!model) return;
-  const meta = article.querySelector(".msg-meta");
-  let m = meta.querySelector(".msg-model");
-  if (!m) { m = el("span", "msg-model"); meta.append(m); }
-  m.textContent = model;
 }
 
 // Regenerate and Retry act on the latest exchange only (the server refuses the others), as the

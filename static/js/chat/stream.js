@@ -57,7 +57,7 @@ export async function runStream(url, body, ctx) {
     if (data.user_message && data.user_message.id) {
       userId = data.user_message.id;
       if (ctx.userEl) {
-        setMessageId(ctx.userEl, data.user_message.id);
+        setMessageId(ctx.userEl, data.user_message.id, data.user_message.created_at);
         setPlace(ctx.userEl, data.user_message.place);
         setPinned(ctx.userEl, data.user_message.pinned); // an edit of a pinned message keeps the pin
         setSiblings(ctx.userEl, data.user_message);
@@ -102,7 +102,7 @@ export async function runStream(url, body, ctx) {
       contentEl.innerHTML = m.html || ""; // server-rendered and sanitized
       thinkingShown(asstEl, m.reasoning);
       asstEl.querySelector(".msg-source").value = m.content ?? text;
-      setMessageId(asstEl, m.id);
+      setMessageId(asstEl, m.id, m.created_at);
       setStatus(asstEl, m.status || "complete");
       setModel(asstEl, m.model);
       setSiblings(asstEl, m);
@@ -122,7 +122,7 @@ export async function runStream(url, body, ctx) {
       else contentEl.textContent = text;
       thinkingShown(asstEl, m.reasoning); // stopped or failed after a block the template opened
       asstEl.querySelector(".msg-source").value = m.content ?? text;
-      setMessageId(asstEl, m.id);
+      setMessageId(asstEl, m.id, m.created_at);
       const status = m.status || "error";
       setStatus(asstEl, status);
       setModel(asstEl, m.model);

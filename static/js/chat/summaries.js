@@ -24,9 +24,13 @@ export function buildSummaryMarker(m) {
   const head = el("summary");
   const chevron = icon("chevron");
   chevron.classList.add("chevron");
-  head.append(icon("compress"),
-    el("span", "summary-marker-title", m.discarded ? "Discarded summary" : "Summary takes over here"),
-    el("span", "summary-marker-meta", summaryMeta(m)), chevron);
+  const title = el("span", "summary-marker-title", m.discarded ? "Discarded summary" : "Summary takes over here");
+  const meta = el("span", "summary-marker-meta", summaryMeta(m));
+  // named by its title and what it covers, as the template names it (a bare "group" says nothing)
+  title.id = `m-${m.id}-title`;
+  meta.id = `m-${m.id}-meta`;
+  marker.setAttribute("aria-labelledby", `${title.id} ${meta.id}`);
+  head.append(icon("compress"), title, meta, chevron);
   const body = el("div", "summary-body");
   const content = el("div", "md summary-content");
   content.innerHTML = m.html || ""; // server-rendered and sanitized
