@@ -55,8 +55,8 @@ FTS_TABLE = "chat_message_fts"  # SQLite only: chat migration 0001_squashed_0029
 RECALL_FTS_TABLE = "chat_message_rfts"  # SQLite only: recall's scoped tokens (chat migrations 0002, 0009)
 # A term in more recallable messages than MAX_POSTINGS is looked up only among the conversation's
 # newest RECENT_MESSAGES: reading all of a very common term's postings is what would make a query
-# slow on a long conversation. A message is read at most once per query, so the common terms of a
-# query return at most RECENT_MESSAGES rows together, whatever the conversation's length.
+# slow on a long conversation. The common terms of a query are looked up together, so they return
+# at most RECENT_MESSAGES rows, whatever the conversation's length.
 # See DatabaseRecallSource.
 MAX_POSTINGS = 1000
 RECENT_MESSAGES = 2000

@@ -332,6 +332,28 @@ def test_a_long_query_reads_its_very_common_terms_together_naming_only_them(user
     assert all(score == pytest.approx(expected[i], rel=1e-12) for i, score in got)
 
 
+@pytest.mark.parametrize("limit", [1, 2, 5])
+def test_very_common_terms_read_together_rank_as_memory_with_pruning(user, conversation, limit):
+    """With a small limit and recall's floor, pruning stops before the very common terms or after the
+    rare ones: the common terms' one lookup returns what the exact ranking does (a conversation no
+    longer than `recent` is searched whole, where the result is MemorySource's)."""
+    rows = [("user" if k % 2 == 0 else "assistant", f"The bike and the chain, day {k}: note{k % 4} item{k % 3}.")
+            for k in range(12)]
+    rows[1] = ("assistant", "Your Brompton bike folds in ten seconds, chain oiled.")
+    _append(conversation, rows)
+    memory = _memory(conversation)
+    for text in ("Brompton bike chain note1", "bike chain", "bike chain item2 note3", "chain"):
+        query = build_query(text)
+        expected = memory.search(query, limit=limit, exclude_ids=frozenset())
+        exact = DatabaseRecallSource(conversation=conversation, floor_ratio=0, max_postings=3, recent=12)
+        got = exact.search(query, limit=limit, exclude_ids=frozenset())
+        assert [i for i, _ in got] == [i for i, _ in expected], text
+        assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12), text
+        floored = DatabaseRecallSource(conversation=conversation, max_postings=3, recent=12)
+        head = floored.search(query, limit=limit, exclude_ids=frozenset())
+        assert head and [i for i, _ in head] == [i for i, _ in expected[: len(head)]], text
+
+
 def test_a_rarer_term_is_read_whole_before_a_very_common_one(user, conversation):
     """A very common term is looked up among the newest messages only, so it is read after every
     other term: an old message with both must still be found through the rarer one."""

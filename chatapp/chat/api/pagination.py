@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
@@ -101,6 +101,13 @@ class KeysetPagination(DefaultPagination):
         # server's zone, a page off.
         if row < 1 or value is None or (isinstance(value, datetime) and timezone.is_naive(value)):
             raise self._cursor_error()
+        if isinstance(value, datetime):
+            try:
+                # SQLite's backend stores times in UTC: a time whose offset takes it past year 1 or 9999
+                # there could never be a row's, and failed the query (a 500).
+                value.astimezone(UTC)
+            except OverflowError:
+                raise self._cursor_error() from None
         return value, row
 
     def _cursor_of(self, row: Any) -> str:
