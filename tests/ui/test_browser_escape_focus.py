@@ -127,3 +127,16 @@ def test_on_a_phone_esc_in_the_search_clears_it_first_and_then_closes_the_drawer
     search.send_keys(Keys.ESCAPE)
     _wait(browser, lambda d: "sidebar-open" not in d.find_element(By.ID, "app").get_attribute("class"))
     assert console_errors(browser) == []
+
+
+def test_on_a_phone_opening_the_drawer_moves_the_focus_into_it_at_once(asgi_server, browser):
+    # It moved 50 ms later: a tap into the search in between lost its focus to "New chat", and the
+    # Esc meant for the search closed the drawer instead.
+    _sign_up(browser, asgi_server.url, "drawer-focus-now")
+    browser.set_window_size(375, 800)
+    browser.get(asgi_server.url + "/c/new/")
+
+    focused = browser.execute_script(
+        "document.querySelector('.sidebar-toggle').click(); return document.activeElement.id;")
+
+    assert focused == "new-chat"

@@ -87,7 +87,7 @@ document.addEventListener("click", async (e) => {
     case "close-sidebar": {
       const open = action === "toggle-sidebar" && !app.classList.contains("sidebar-open");
       setSidebar(open);
-      if (open) setTimeout(() => document.getElementById("new-chat").focus(), 50);
+      if (open) document.getElementById("new-chat").focus();
       else if (window.matchMedia("(max-width: 760px)").matches) document.querySelector(".sidebar-toggle").focus();
       break;
     }
