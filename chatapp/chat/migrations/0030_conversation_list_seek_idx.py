@@ -3,16 +3,15 @@
 # then one range scan of it. The new index is made before the old one goes, so the sidebar's query
 # always has one.
 
-from django.conf import settings
 from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
 
     dependencies = [
+        # Only the table it indexes: makemigrations also named the user model and the model configs,
+        # which chat's first migration already depends on.
         ('chat', '0001_squashed_0029'),
-        ('providers', '0001_squashed_0002'),
-        migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
