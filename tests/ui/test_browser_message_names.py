@@ -27,6 +27,14 @@ def _names(driver) -> list[tuple[str, str]]:
             for a in driver.find_elements(By.CSS_SELECTOR, "#messages > article.msg")]
 
 
+def _author_read_twice(driver) -> list[str]:
+    """The meta row's author, model and time a screen reader would read after the name has said them."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#messages > article.msg .msg-meta')]"
+        ".flatMap((m) => [...m.querySelectorAll('.msg-author, .msg-model, .msg-time')])"
+        ".filter((n) => !n.closest('[aria-hidden=\"true\"]')).map((n) => n.textContent.trim())")
+
+
 def _headings(driver) -> list[tuple[str, str]]:
     """The chat column's outline as a screen reader lists it (tag, accessible name)."""
     return [tuple(pair) for pair in driver.execute_script(
@@ -62,10 +70,12 @@ def test_messages_are_named_by_author_and_time_streamed_and_reloaded(asgi_server
     # built by the page as the reply streamed
     _wait(browser, lambda d: _names(d) == expected)
     streamed_outline = _headings(browser)
+    assert _author_read_twice(browser) == []
 
     browser.refresh()
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#messages > article.msg"))
     assert _names(browser) == expected
+    assert _author_read_twice(browser) == []
     # the reply's headings under its message's: h1 the chat, h2 each message, h3 and h4 the reply's
     reloaded_outline = _headings(browser)
     assert [tag for tag, _ in reloaded_outline] == ["h1", "h2", "h2", "h3", "h4"]

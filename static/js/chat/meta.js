@@ -9,6 +9,11 @@ let labels = 0;
 
 const pad = (n) => String(n).padStart(2, "0");
 
+function hidden(node) {
+  node.setAttribute("aria-hidden", "true");
+  return node;
+}
+
 /** "Dec 4, 14:02": the template's `M j, H:i` in the server's time zone (UTC, chatapp/settings.py), so a
  *  message reads the same before and after a reload. */
 export function timeText(date) {
@@ -17,14 +22,15 @@ export function timeText(date) {
 
 export function metaRow(role) {
   const meta = el("div", "msg-meta");
-  meta.append(el("span", "msg-author", role === "user" ? "You" : "Assistant"));
+  // Author, model and time are the name's words again (nameMessage): read once, there.
+  meta.append(hidden(el("span", "msg-author", role === "user" ? "You" : "Assistant")));
   const pin = el("span", "badge badge--pin");
   pin.hidden = true;
   pin.append(icon("pin"), document.createTextNode("Pinned · always sent"));
   meta.append(pin);
   meta.append(el("span", "badge badge--muted badge--outside", "Not sent verbatim"));
   meta.append(el("span", "badge badge--info badge--recalled", "Recalled for the latest message"));
-  meta.append(el("time", "msg-time")); // setWhen: now as it is built, then when the server stored it
+  meta.append(hidden(el("time", "msg-time"))); // setWhen: now as it is built, then when the server stored it
   return meta;
 }
 
@@ -62,7 +68,7 @@ export function setModel(article, model) {
   if (!model) return;
   const meta = article.querySelector(".msg-meta");
   let m = meta.querySelector(".msg-model");
-  if (!m) { m = el("span", "msg-model"); meta.insertBefore(m, meta.querySelector(".msg-time")); }
+  if (!m) { m = hidden(el("span", "msg-model")); meta.insertBefore(m, meta.querySelector(".msg-time")); }
   m.textContent = model;
   nameAgain(article);
 }
