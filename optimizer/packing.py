@@ -26,8 +26,9 @@ Design choices, and why:
   result) is never left out, and is made room for as the newest user message is.
 * Must-keep messages (system, pinned, first and newest user message) are sent verbatim. A single
   oversized message (above `oversize_share` of the budget) elsewhere is sent as head + tail with a
-  marker; must-keeps are compressed the same way only when they would not fit otherwise, and if even
-  that fails `ContextTooLargeError` reports the numbers.
+  marker; must-keeps are compressed the same way only when they would not fit otherwise, and only as
+  far as they must (the room under the trigger), and if even that fails `ContextTooLargeError`
+  reports the numbers.
 * Summaries: a summary passed in is sent whenever it fits, whatever the strategy: the caller's
   window may already have moved past what it covers (a manual compaction does so at once), so
   leaving it out would lose that history. The strategy decides only what happens to messages

@@ -14,7 +14,8 @@ round is dropped. Replies after the newest user message (the newest round's, e.g
 that do not fit beside the must-keeps are shrunk, then left out oldest first (`fit_replies`), never the
 newest message itself. If the must-keeps and the newest message still do not fit, oversized must-keeps
 are compressed too (an emergency), the summary kept if it fits beside them, and if even that fails
-`ContextTooLargeError` reports the numbers.
+`ContextTooLargeError` reports the numbers; once the rest fits, they grow back into the room left
+under the trigger (`give_back`), so they are cut only as far as the request needs.
 """
 
 from __future__ import annotations
@@ -81,6 +82,26 @@ def fit_replies(state: PackState) -> None:
     cap = _level([state.toks[i] for i in replies], room)
     state.caps.update((i, cap) for i in replies)
     state.used += sum(state.eff(i) for i in replies) - current
+
+
+def give_back(state: PackState) -> None:
+    """Grow the must-keeps the emergency compressed into the room left under the trigger.
+
+    The emergency cuts each to the oversize line whatever the rest of the request leaves: a paste
+    three times the budget went out at a quarter of it beside half the budget unused. They share the
+    room under the trigger (the line a conversation grows to before a cut; what is above it stays
+    for recall and a summary written now, as on any request), one limit for all, a must-keep under
+    it sent whole. The window is chosen first: the rounds it holds are not given up for a paste.
+    """
+    grown = sorted(i for i in state.must_compressed if state.is_compressed(i))
+    if not grown:
+        return
+    current = sum(state.eff(i) for i in grown)
+    cap = _level([state.toks[i] for i in grown], current + min(state.budget, state.trigger - 1) - state.used)
+    if cap <= state.oversize:
+        return
+    state.caps.update((i, cap) for i in grown)
+    state.used += sum(state.eff(i) for i in grown) - current
 
 
 def _floor(state: PackState, replies: list[int]) -> int:
@@ -153,3 +174,4 @@ class TruncateStrategy:
             fit_replies(state)
         if state.used > state.budget:
             raise ContextTooLargeError(needed=state.used, budget=state.budget, detail=MUST_KEEP_DETAIL)
+        give_back(state)
