@@ -163,14 +163,16 @@ def _path(name: str, world: World, ids: dict[str, int]) -> str:
     return reverse(name, kwargs=ids) + QUERIES.get(name, lambda w: "")(world)
 
 
-def _routes(patterns: list, prefix: str = "") -> Iterator[tuple[str, str | None, bool]]:
-    """(route, URL name, whether it takes an argument) of every address the resolver knows."""
+def _routes(patterns: list, prefix: str = "", takes: bool = False) -> Iterator[tuple[str, str | None, bool]]:
+    """(route, URL name, whether it takes an argument) of every address the resolver knows: an argument
+    of an include's prefix (`conversations/<int:pk>/` before the dashboard's `series/`) counts too."""
     for entry in patterns:
         route = prefix + str(entry.pattern)
+        here = takes or bool(entry.pattern.converters) or "(?P<" in str(entry.pattern)
         if isinstance(entry, URLResolver):
-            yield from _routes(entry.url_patterns, route)
+            yield from _routes(entry.url_patterns, route, here)
         elif isinstance(entry, URLPattern):
-            yield route, entry.name, bool(entry.pattern.converters) or "(?P<" in str(entry.pattern)
+            yield route, entry.name, here
 
 
 def test_every_address_with_an_id_is_swept():
