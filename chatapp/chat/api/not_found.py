@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.common import CommonMiddleware
-from django.urls import Resolver404, resolve
+from django.urls import is_valid_path
 from django.views.defaults import page_not_found
 
 API_PREFIX = "/api/"
@@ -28,14 +28,6 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     path = request.path_info
     if not path.startswith(API_PREFIX):
         return page_not_found(request, exception)
-    if not path.endswith("/") and _resolves(path + "/"):
+    if not path.endswith("/") and is_valid_path(path + "/"):
         return JsonResponse({"detail": f"Not found. The API's addresses end with a slash: {request.path}/"}, status=404)
     return JsonResponse({"detail": "Not found."}, status=404)
-
-
-def _resolves(path: str) -> bool:
-    try:
-        resolve(path)
-    except Resolver404:
-        return False
-    return True
