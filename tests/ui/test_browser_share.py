@@ -40,6 +40,8 @@ def test_share_from_the_header_menu_then_read_the_link_logged_out(asgi_server, b
     assert browser.switch_to.active_element.get_attribute("id") == "share-link"
     assert link.startswith(f"{base}/s/") and ConversationShare.objects.filter(conversation=conversation).count() == 1
     assert "Copy it now" in dialog.text  # shown this once: Settings cannot show it again
+    # The dialog's second step: Create link and Cancel give way to Done.
+    assert not create.is_displayed() and dialog.find_element(By.CSS_SELECTOR, 'button[value="close"]').is_displayed()
     browser.save_screenshot(str(screenshot_dir / "chat-share-dialog.png"))
     copy = dialog.find_element(By.CSS_SELECTOR, '[data-action="copy-share-link"]')
     copy.click()

@@ -1,21 +1,17 @@
-/* Chat folders in the sidebar: New folder, a folder folded or open (remembered in this browser), its
- * ⋯ menu's Rename and Delete (the chats are kept: back in the main list), and the header menu's
- * "Move to folder…" for the chat shown (PATCH /api/conversations/<id>/ {folder}). The lists are the
- * server's (_conversation_list.html): each change draws them again. Self-contained: main.js only imports it. */
-import { announce, el } from "./dom.js";
-import { closeMenuOf, handleActions, refocusMenuButtonOnClose } from "./menu_actions.js";
+/* Chat folders in the sidebar: New folder, a folder folded or open (remembered in this browser), and its
+ * ⋯ menu's Rename and Delete (the chats are kept: back in the main list). The header menu's "Move to
+ * folder…" is folder_move.js's. The lists are the server's (_conversation_list.html): each change draws
+ * them again. Self-contained: main.js only imports it (folder_move.js its unfold()). */
+import { announce } from "./dom.js";
+import { closeMenuOf, handleActions } from "./menu_actions.js";
 import { refreshSidebar } from "./sidebar.js";
-import { api, confirmAction, errorText, nav, searchInput, state, toast } from "./state.js";
+import { api, confirmAction, errorText, nav, searchInput, toast } from "./state.js";
 
 const FOLDED_KEY = "longchat.foldedFolders";
 const nameDialog = document.getElementById("folder-name-dialog");
 const nameForm = document.getElementById("folder-name-form");
 const nameInput = document.getElementById("folder-name-input");
 const nameError = document.getElementById("folder-name-error");
-const moveDialog = document.getElementById("folder-move-dialog");
-const moveForm = document.getElementById("folder-move-form");
-const choices = document.getElementById("folder-choices");
-const moveItem = document.querySelector('#conv-menu [data-action="move-to-folder"]');
 
 // --- folded or open ---------------------------------------------------------------------------------
 
@@ -27,6 +23,13 @@ function folded() {
 
 function foldedSave(ids) {
   try { localStorage.setItem(FOLDED_KEY, JSON.stringify([...ids])); } catch { /* kept for this page only */ }
+}
+
+/** The folder `id` no longer remembered as folded: one deleted, or one a chat was moved into (its chat
+ *  in sight). The next refresh of the list draws it open. */
+export function unfold(id) {
+  const ids = folded();
+  if (ids.delete(String(id))) foldedSave(ids);
 }
 
 function showFolded(folder, isFolded) {
@@ -139,74 +142,15 @@ async function deleteFolder(item) {
   if (!ok) { folderById(id)?.querySelector(".folder-menu-btn")?.focus(); return; }
   const res = await api(`/api/folders/${id}/`, { method: "DELETE" });
   if (!res.ok && res.status !== 404) { toast(errorText(res.data, res.status), "error"); return; }
-  const ids = folded();
-  if (ids.delete(String(id))) foldedSave(ids);
+  unfold(id);
   await refreshSidebar();
   document.getElementById("new-folder")?.focus();
   toast("Folder deleted. Its chats are back in the list.", "info", 4000);
 }
 
-// --- Move to folder… (the chat shown) ---------------------------------------------------------------
-
-/** The folder the chat shown is in ("" for none): its sidebar row says it once the list was redrawn. */
-function currentFolder() {
-  const row = nav.querySelector(`.conv-item[data-id="${state.conversationId}"]`);
-  return row ? row.dataset.folder : moveItem?.dataset.folder || "";
-}
-
-function choice(value, label, checked) {
-  const row = el("label", "folder-choice");
-  const radio = el("input");
-  radio.type = "radio";
-  radio.name = "folder";
-  radio.value = value;
-  radio.checked = checked;
-  const text = el("span");
-  text.textContent = label; // a user's name for a folder: text, never markup
-  text.dir = "auto";
-  row.append(radio, text);
-  return row;
-}
-
-async function openMove(item) {
-  closeMenuOf(item);
-  if (!state.conversationId || !moveDialog) return;
-  const res = await api("/api/folders/");
-  if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
-  // A folder this list lacks was deleted meanwhile (another tab; or this one, the chat not in the
-  // sidebar): the chat is in none now. Left unchecked, Enter on the dialog did nothing.
-  const shown = currentFolder();
-  const current = res.data.some((f) => String(f.id) === shown) ? shown : "";
-  choices.querySelectorAll(".folder-choice").forEach((c) => c.remove());
-  choices.append(choice("", "No folder", current === ""));
-  for (const f of res.data) choices.append(choice(String(f.id), f.name, String(f.id) === current));
-  document.getElementById("folder-move-none").hidden = res.data.length > 0;
-  moveDialog.showModal();
-  (choices.querySelector("input:checked") || choices.querySelector("input")).focus();
-}
-
-moveForm?.addEventListener("submit", async (e) => {
-  e.preventDefault();
-  const picked = choices.querySelector("input:checked");
-  if (!picked) return;
-  const folder = picked.value ? Number(picked.value) : null;
-  const res = await api(`/api/conversations/${state.conversationId}/`, { method: "PATCH", body: { folder } });
-  if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
-  if (moveItem) moveItem.dataset.folder = picked.value;
-  moveDialog.close("moved");
-  // Into a folder folded here, the chat shown would have no row in sight: its folder is opened.
-  const ids = folded();
-  if (ids.delete(picked.value)) foldedSave(ids);
-  await refreshSidebar();
-  const name = picked.closest(".folder-choice").textContent;
-  toast(folder === null ? "Chat moved out of its folder." : `Chat moved to “\u2068${name}\u2069”.`, "info", 3000);
-});
-
-refocusMenuButtonOnClose(moveDialog);
-
 const ACTIONS = {
-  "new-folder": newFolder, "toggle-folder": toggleFolder, "rename-folder": renameFolder,
-  "delete-folder": deleteFolder, "move-to-folder": openMove,
+  "new-folder": newFolder, "toggle-folder": toggleFolder, "rename-folder": renameFolder, "delete-folder": deleteFolder,
+  // Cancel in either folder dialog (_folder_dialog_actions.html): this one's and folder_move.js's
   "folder-dialog-cancel": (button) => button.closest("dialog").close("cancel"),
 };
 

@@ -12,7 +12,8 @@ import { deleteConversation, inlineRename, pinConversation, renameConversation }
 import { app, composing, copyText, gaugeBtn, gaugePop, input, jobBanner, jumpBtn, messagesEl, state, timeline, titleEl, toast } from "./state.js";
 import "./attach.js"; // text files into the message box: the paperclip, a drop, a paste
 import { branchFocusRestore, forkChat } from "./branches.js"; // Edit and ‹ n/m › (versions of a message): handles its own clicks
-import "./folders.js"; // New folder, a folder's fold and menu, "Move to folder…": handles its own clicks
+import "./folders.js"; // New folder, a folder's fold and menu: handles its own clicks
+import "./folder_move.js"; // "Move to folder…" in the header menu: handles its own clicks
 import "./archive.js"; // Archive / Unarchive (sidebar row, header menu, the archived note): handles its own clicks
 import "./tab_sync.js"; // what another tab or device said in this chat, shown here too
 import "./share.js"; // "Share…" in the header menu: handles its own clicks

@@ -1,6 +1,6 @@
 /* What the header's and a folder's ⋯ menus share with the dialogs their items open (folders.js,
- * share.js): an item's menu closed, focus back on the chat menu's button when a dialog closes, and the
- * page's clicks on [data-action] elements sent to a module's own table of actions. */
+ * folder_move.js, share.js): an item's menu closed, focus back on the chat menu's button when a dialog
+ * closes, and the page's clicks on [data-action] elements sent to a module's own table of actions. */
 
 /** Hide the menu `item` stands in, its button told so (aria-expanded). */
 export function closeMenuOf(item) {

@@ -7,23 +7,22 @@ import { api, copyText, errorText, state, toast } from "./state.js";
 
 const dialog = document.getElementById("share-dialog");
 const field = document.getElementById("share-link");
-const linkRow = document.getElementById("share-link-row");
-const once = document.getElementById("share-once");
-const ask = document.getElementById("share-ask");
-const made = document.getElementById("share-made");
 
 refocusMenuButtonOnClose(dialog);
+
+/** The dialog's step: "ask" (what a link publishes, Create link) or "made" (the link, Copy, Done). The
+ *  template names each part's step (data-share-step), so that a part added to one is shown with it. */
+function showStep(step) {
+  dialog.querySelectorAll("[data-share-step]").forEach((part) => { part.hidden = part.dataset.shareStep !== step; });
+}
 
 function openDialog(item) {
   closeMenuOf(item);
   if (!state.conversationId || !dialog) return;
   field.value = "";
-  linkRow.hidden = true;
-  once.hidden = true;
-  made.hidden = true;
-  ask.hidden = false;
+  showStep("ask");
   dialog.showModal();
-  ask.querySelector('[data-action="create-share-link"]').focus();
+  dialog.querySelector('[data-action="create-share-link"]').focus();
 }
 
 async function createLink(button) {
@@ -35,10 +34,7 @@ async function createLink(button) {
     return;
   }
   field.value = res.data.url;
-  ask.hidden = true;
-  linkRow.hidden = false;
-  once.hidden = false;
-  made.hidden = false;
+  showStep("made");
   field.focus();
   field.select();
 }
