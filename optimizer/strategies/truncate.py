@@ -90,8 +90,10 @@ def give_back(state: PackState) -> None:
     The emergency cuts each to the oversize line whatever the rest of the request leaves: a paste
     three times the budget went out at a quarter of it beside half the budget unused. They share the
     room under the trigger (the line a conversation grows to before a cut; what is above it stays
-    for recall and a summary written now, as on any request), one limit for all, a must-keep under
-    it sent whole. The window is chosen first: the rounds it holds are not given up for a paste.
+    for recall, as on any request), one limit for all, a must-keep under it sent whole. The window is
+    chosen first: the rounds it holds are not given up for a paste. A summary written now (the CLI's
+    `summarize_now`) takes its room under the trigger too, so on such a request the must-keeps come
+    first and the evicted span is reported for a worker instead.
     """
     grown = sorted(i for i in state.must_compressed if state.is_compressed(i))
     if not grown:

@@ -2,7 +2,7 @@
 only as far as the budget needs. The emergency cut each one to the oversize line, a quarter of the
 budget, whatever room the rest of the request left: a log three times the budget went out at a
 quarter of it beside half the budget unused. What it may now take is the room under the trigger, the
-line a conversation grows to before a cut; the room above stays for recall and a summary written now."""
+line a conversation grows to before a cut; the room above stays for recall."""
 
 import random
 
@@ -31,7 +31,7 @@ def test_a_paste_over_the_budget_takes_the_room_the_rest_leaves():
 
     assert q.origin == "compressed" and r.info.tokens_after <= 4000
     assert q.tokens > 2 * 1000  # it was cut to 1,000 (the oversize share, 25 %) with 2,000 left free
-    # under the trigger, as any request after a cut: what is left above it is recall's and a summary's
+    # under the trigger, as any request after a cut: what is left above it is recall's
     assert r.info.tokens_after < r.info.trigger_tokens
     assert q.content.startswith("Why does the worker stop?") and "omitted" in q.content
     # the rest of the request is what it was: the window, the system prompt, the first request
