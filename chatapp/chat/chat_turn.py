@@ -1,8 +1,8 @@
 """A chat turn, top to bottom: the request path of every message sent.
 
-1. `chat_turn_start` (sync, the view; one short transaction of a few statements): validate, claim
-   the conversation (one turn at a time) and store the user's message (`turn_claim`). The client
-   hears `accepted` at once.
+1. `chat_turn_start` (sync, the view): validate, claim the conversation (one turn at a time) and
+   store the user's message (`turn_claim`): on PostgreSQL one statement for a plain send, else one
+   short transaction. The client hears `accepted` at once.
 2. `chat_turn_stream` (async, the response body): `turn_pack` (sync, one transaction): index the
    message for search and recall, pack the context once with the optimizer
    (`context_pack.context_build`), store the streaming placeholder and the optimization record
@@ -34,7 +34,7 @@ from chatapp.chat.context import context_budget, conversation_config, first_user
 from chatapp.chat.context_pack import context_build_for
 from chatapp.chat.dbconn import db_short
 from chatapp.chat.gauge import context_gauge, too_large_gauge
-from chatapp.chat.image_services import ImageUpload, images_tokens, message_images_store
+from chatapp.chat.image_services import ImageUpload, images_tokens
 from chatapp.chat.layout import message_place_get, new_message_place
 from chatapp.chat.message_services import (
     client_key_validate,
@@ -51,7 +51,7 @@ from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.summary_requests import summary_ahead_submit, summary_request_submit
 from chatapp.chat.title_services import title_due, title_pending_drop, title_pending_mark, title_request
 from chatapp.chat.too_large import too_large_words
-from chatapp.chat.turn_claim import RepeatedSend, send_claim_take, turn_claim_release
+from chatapp.chat.turn_claim import RepeatedSend, send_store, turn_claim_release
 from chatapp.chat.turn_left import gone_event
 from chatapp.chat.turn_records import context_event, record_create, record_dropped_ranges, turn_context_note
 from chatapp.chat.turn_types import ChatTurn, ReplyGoneError, TurnFailure, TurnStart, shaped_trigger
@@ -101,15 +101,8 @@ def chat_turn_start(
     if not conversation.title_is_custom and conversation.live_message_count == 0:
         title = title_from_text(text=text, image_names=[i.name for i in images])
     try:
-        # One transaction (a commit costs an fsync on PostgreSQL, and the first byte waits for it).
-        with transaction.atomic():
-            claim = send_claim_take(conversation=conversation, client_key=client_key, chars=len(text),
-                                    tokens=tokens, title=title, parent_id=parent_id)
-            user_message = row_create(
-                Message, conversation=conversation, role=Message.Role.USER, content=text, token_count=tokens,
-                char_count=len(text), parent_id=claim.parent_id, client_key=client_key,
-            )
-            stored = message_images_store(message=user_message, uploads=images)
+        claim, user_message, stored = send_store(conversation=conversation, text=text, tokens=tokens, title=title,
+                                                 client_key=client_key, parent_id=parent_id, images=images)
     except IntegrityError:
         # msg_conv_client_key_uniq: the same send, arrived again after the first one's reply ended.
         if client_key and Message.objects.filter(conversation=conversation, client_key=client_key).exists():

@@ -186,14 +186,39 @@ def row_create(model: type[M], /, **values: Any) -> M:
     db = _db()
     returning = bool(db.features.can_return_columns_from_insert)
     sql, fields = _create_plan(model, db.vendor, returning)
-    params = [f.get_db_prep_save(f.pre_save(obj, True), db) for f in fields]
+    params = _create_params(obj, fields, db)
     with db.cursor() as cursor:
         cursor.execute(sql, params)
         pk = cursor.fetchone()[0] if returning else db.ops.last_insert_id(cursor, model._meta.db_table,
                                                                           model._meta.pk.column)
+    return row_created(obj, pk=pk)
+
+
+def _create_params(obj: Model, fields: tuple[Field, ...], db: Any) -> list[Any]:
+    return [f.get_db_prep_save(f.pre_save(obj, True), db) for f in fields]
+
+
+def row_create_parts(model: type[M], /, **values: Any) -> tuple[M, list[tuple[str, Any]]]:
+    """The instance `row_create` would insert and its (quoted column, prepared value) pairs, in the
+    INSERT's order, for an insert written into a larger statement (`turn_claim.send_claim_store`);
+    the caller sets the key it gets back."""
+    obj = model(**values)
+    db = _db()
+    _, fields = _create_plan(model, db.vendor, False)
+    return obj, list(zip(_create_columns(model), _create_params(obj, fields, db), strict=True))
+
+
+@lru_cache(maxsize=64)
+def _create_columns(model: type[Model]) -> tuple[str, ...]:
+    _, fields = _create_plan(model, connection.vendor, False)
+    return tuple(_column(model, f.name) for f in fields)
+
+
+def row_created(obj: M, *, pk: int) -> M:
+    """`obj`, inserted elsewhere with key `pk`, marked as a saved row (as `row_create` leaves it)."""
     obj.pk = pk
     obj._state.adding = False
-    obj._state.db = db.alias
+    obj._state.db = _db().alias
     return obj
 
 
