@@ -165,6 +165,32 @@ def test_a_repeated_client_key_is_stored_once(user, conversation):
     assert conversation.live_message_count == 2 and not _claimed(conversation)  # nothing counted twice
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_repeated_send_outside_any_transaction_undoes_its_claim(user, conversation):
+    # As a request runs it (autocommit): on PostgreSQL the claim and the insert are one statement, and
+    # the refused insert must take the claim and the counted totals back with it.
+    first = chat_turn_start(user=user, conversation=conversation, content="once", client_key="k-2")
+    _run(first)
+    before = Conversation.objects.get(pk=conversation.pk)
+    with pytest.raises(ValidationError) as info:
+        chat_turn_start(user=user, conversation=conversation, content="once", client_key="k-2")
+    assert info.value.code == "conflict"
+    after = Conversation.objects.get(pk=conversation.pk)
+    assert after.turn_claimed_at is None
+    assert (after.live_message_count, after.live_char_count, after.live_token_count) == (
+        before.live_message_count, before.live_char_count, before.live_token_count)
+    chat_turn_start(user=user, conversation=conversation, content="and another", client_key="k-3")  # free
+
+
+def test_a_send_finding_the_claim_held_stores_nothing_of_its_own(user, conversation):
+    chat_turn_start(user=user, conversation=conversation, content="first")
+    counted = Conversation.objects.get(pk=conversation.pk).live_message_count
+    with pytest.raises(ValidationError):
+        chat_turn_start(user=user, conversation=conversation, content="second")
+    assert Conversation.objects.get(pk=conversation.pk).live_message_count == counted
+    assert list(Message.objects.filter(conversation=conversation).values_list("content", flat=True)) == ["first"]
+
+
 def test_a_packing_failure_keeps_the_message_and_frees_the_chat(user, conversation, monkeypatch):
     def broken(**kwargs):
         raise RuntimeError("the optimizer broke")
