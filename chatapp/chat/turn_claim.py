@@ -3,7 +3,8 @@ reply is stored (`Conversation.turn_claimed_at`).
 
 A send takes it with one conditional UPDATE that also counts the new message into the live totals,
 sets the title a first message gives, and returns the tail of the active path (the new message's
-parent): the message is then stored and acknowledged before the context is packed, and the packing
+parent): the message is then stored (on PostgreSQL, for a plain send, by the same statement:
+`send_claim_store`) and acknowledged before the context is packed, and the packing
 (`chat_turn.turn_pack`) runs under the claim. Only a claim that is already held goes the slow way
 (`turn_busy_check`): the row locked, then a reply still streaming or a claim younger than
 settings.STREAM_ORPHAN_SECONDS answers "conflict"; anything older was left by a turn that died.
@@ -117,9 +118,10 @@ def send_claim_store(
     tail) in one statement, on PostgreSQL; None where that cannot be (SQLite has no data-modifying
     WITH) or the claim is held: the caller then takes the transaction of `send_claim_take`.
 
-    Why: a send's claim and message were four round trips (BEGIN, the claim, the insert, COMMIT),
-    each about 0.1 ms of this process's CPU on PostgreSQL (README, "Where PostgreSQL's extra CPU
-    is"); one statement is its own transaction. Nothing is stored unless both are: a held claim
+    Why: a send's claim and message were four round trips (BEGIN, the claim, the insert, COMMIT);
+    one statement is its own transaction. The three saved come to about 0.6 % of a turn's
+    instructions (bench/turn_instructions.py; README, "Where PostgreSQL's extra CPU is"), and the
+    first byte waits for one round trip, not four. Nothing is stored unless both are: a held claim
     inserts no row, and a refused insert (a repeated client key) undoes the claim with it.
     """
     if connection.vendor != "postgresql":
