@@ -51,6 +51,19 @@ def test_a_send_is_stored_in_one_statement_or_two_and_packed_later(user, convers
     assert _found(user, "cabin") == 1  # indexed with the packing
 
 
+def test_a_send_after_a_reply_answers_it_and_is_stored_as_the_api_reads_it(user, conversation):
+    _run(chat_turn_start(user=user, conversation=conversation, content="first"))
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    start = chat_turn_start(user=user, conversation=conversation, content="second", client_key="k-9")
+
+    assert start.user_message.parent_id == reply.pk  # the path's tail, taken by the claim
+    stored = Message.objects.get(pk=start.user_message.pk)
+    for name in ("parent_id", "role", "kind", "status", "content", "token_count", "char_count", "client_key",
+                 "superseded", "pinned", "created_at"):
+        assert getattr(stored, name) == getattr(start.user_message, name), name
+    assert start.accepted["user_message"]["id"] == stored.pk
+
+
 def test_a_second_send_waits_for_the_claim_and_the_first_is_answered(user, conversation):
     first = chat_turn_start(user=user, conversation=conversation, content="first")
     with pytest.raises(ValidationError) as info:  # not packed yet: no reply exists, the claim says busy

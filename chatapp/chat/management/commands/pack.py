@@ -133,7 +133,7 @@ class _Turns:
             self.preference = r.preference
         stored: _Stored | None = None
         try:
-            with transaction.atomic():  # one commit for the turn's writes, as chat_turn_start does
+            with transaction.atomic():  # one commit for the turn's writes (a commit costs an fsync)
                 stored = _store(owner=self.owner, r=r)
                 result = self._build(stored, r)
             if r.summarizer == "extractive":
