@@ -51,7 +51,7 @@ def test_a_send_is_stored_in_one_statement_or_two_and_packed_later(user, convers
     assert _found(user, "cabin") == 1  # indexed with the packing
 
 
-def test_a_send_after_a_reply_answers_it_and_is_stored_as_the_api_reads_it(user, conversation):
+def test_a_send_after_a_reply_answers_it_and_is_stored_as_its_instance_says(user, conversation):
     _run(chat_turn_start(user=user, conversation=conversation, content="first"))
     reply = Message.objects.get(conversation=conversation, role="assistant")
     start = chat_turn_start(user=user, conversation=conversation, content="second", client_key="k-9")
