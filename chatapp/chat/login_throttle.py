@@ -9,6 +9,7 @@ way, per client address (`signup_attempt_start`). The address is the one the API
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 
 from django.contrib.auth.models import User
@@ -31,8 +32,16 @@ def _keys(*, request: HttpRequest, username: str) -> list[tuple[str, int, int]]:
     """(cache key, limit, window end) of each count this attempt falls under."""
     return [
         _key(scope="login_address", who=BaseThrottle().get_ident(request)),
-        _key(scope="login_username", who=username.strip().lower()),
+        _key(scope="login_username", who=_username_digest(username)),
     ]
+
+
+def _username_digest(username: str) -> str:
+    """The username as a key part: a digest, since Redis writes keys as UTF-8, which a name sent as JSON
+    with an unpaired surrogate cannot be (a 500 before its password was checked), and a name of any
+    length makes a key of one length."""
+    folded = username.strip().lower().encode("utf-8", "surrogatepass")
+    return hashlib.sha256(folded).hexdigest()
 
 
 def _key(*, scope: str, who: str) -> tuple[str, int, int]:

@@ -107,3 +107,18 @@ def test_a_token_is_issued_for_the_username_in_any_case(user):
     response = APIClient().post("/api/auth/token/", {"username": user.username.upper(), "password": PASSWORD},
                                 format="json")
     assert response.status_code == 200 and response.json()["token"]
+
+
+def test_a_username_utf8_cannot_encode_is_refused_not_a_500(user, settings, tmp_path):
+    # The failed sign-in counts are cache keys: Redis (and the file cache used here, in any test run)
+    # writes a key as UTF-8 bytes, which JSON's "\ud800" (an unpaired surrogate) cannot be.
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                                   "LOCATION": str(tmp_path / "cache")}}
+    client = APIClient(raise_request_exception=False)
+    body = '{"username": "ad\\ud800a", "password": "nope"}'
+    response = client.post("/api/auth/token/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert "token" not in response.json()
+    # The right password still signs in afterwards: the counts' cache is unharmed.
+    signed_in = client.post("/api/auth/token/", {"username": user.username, "password": PASSWORD}, format="json")
+    assert signed_in.status_code == 200
