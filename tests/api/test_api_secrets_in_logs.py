@@ -41,3 +41,17 @@ def test_no_secret_is_logged_whatever_the_answer(api, user, plain_key, fake_open
     logged = caplog.text + "".join(str(record.__dict__) for record in caplog.records)
     for secret in (plain_key, WRONG_PASSWORD, PASSWORD, token_key):
         assert secret not in logged
+
+
+def test_a_stream_event_passed_over_is_logged_without_the_key_it_echoes(api, plain_key, fake_openai, caplog):
+    caplog.set_level(logging.DEBUG)
+    config = api.post("/api/configs/", {"name": "noting", "base_url": fake_openai.base_url, "model": "note-key",
+                                        "api_key": plain_key}, format="json").json()
+    chat = api.post("/api/conversations/", {"llm_config": config["id"]}, format="json").json()
+    sent = api.post(f"/api/conversations/{chat['id']}/messages/", {"content": "hello"}, format="json")
+
+    assert b"event: done" in sent.recorded_body  # the notice was passed over, the reply went on
+    noted = [record.getMessage() for record in caplog.records if "not JSON" in record.getMessage()]
+    assert noted  # still logged, for whoever runs the server
+    logged = caplog.text + "".join(str(record.__dict__) for record in caplog.records)
+    assert plain_key not in logged

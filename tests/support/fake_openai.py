@@ -25,6 +25,8 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
 - `cut-stream`           streams a few chunks, then drops the connection mid-body (no finish_reason).
 - `early-end`            streams a few chunks, then ends the body cleanly without finish_reason or [DONE].
 - `stream-error`         streams a few chunks, then an in-band `data: {"error": ...}` event.
+- `note-key`             like fake-echo, after a `data:` event that is not JSON and echoes the received key (a
+                         careless proxy's plain-text notice), which the app passes over.
 - `flaky-500-then-200`   odd-numbered requests (1st, 3rd, ...) since the last reset() get a 500, the others succeed.
 - `reasoning-<name>`     like fake-echo, but (as OpenAI's reasoning models do) answers 400 to `max_tokens`
                          (wants `max_completion_tokens`) and to a temperature other than 1.
@@ -353,6 +355,7 @@ class _Handler(BaseHTTPRequestHandler):
 
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         self._start_sse()
+        self._notice(model)
         self._sse(chunk({"role": "assistant", "content": ""}))
         thinking = [{"content": None, "reasoning_content": piece} for piece in _chunks(thought)] if thought else []
         for i, delta in enumerate([*thinking, *({"content": piece} for piece in pieces)]):
@@ -368,6 +371,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._sse({**chunk({}), "choices": [], "usage": usage})
         self._sse("[DONE]")
         self._end_chunked()
+
+    def _notice(self, model: str) -> None:
+        """`note-key`'s event that is not JSON, before the reply."""
+        if model == "note-key":
+            self._sse(f"proxy note: forwarded with {self.headers.get('Authorization', '')}")
 
     def _misbehave(self, model: str) -> None:
         """How `cut-stream`, `early-end` and `stream-error` end a stream part-way."""

@@ -33,7 +33,8 @@ def _key_unreadable_error(target: LLMTarget) -> LLMError:
 _KEY_LIKE = re.compile(r"\b(sk|pk|rk|key|gsk|xai)-[A-Za-z0-9_\-]{6,}")
 
 
-def _scrub(text: str, api_key: str) -> str:
+def secret_scrub(text: str, api_key: str) -> str:
+    """`text` without the API key, anything key-like or a bearer token, and storable."""
     if api_key and len(api_key) >= 4:
         text = text.replace(api_key, "[redacted]")
     text = _KEY_LIKE.sub(lambda m: f"{m.group(1)}-[redacted]", text)
@@ -152,7 +153,7 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
 
 
 def _in_band_error(exc: openai.APIError, target: LLMTarget, *, started: bool) -> LLMError:
-    detail = _scrub(_provider_message(exc), target.api_key)[:300]
+    detail = secret_scrub(_provider_message(exc), target.api_key)[:300]
     if not started and _CONTEXT_WORDS.search(detail):
         # A refusal sent in the stream (llama.cpp): "retry in a moment" would only be refused again.
         return LLMError("bad_request", _context_hint(f"The model endpoint rejected the request: {detail}", target),
@@ -184,7 +185,7 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
     if 300 <= status < 400:
         # Never the body: it may be whatever the redirect's target would have answered.
         return _redirect_error(exc, target)
-    detail = _scrub(_provider_message(exc), target.api_key)[:300]
+    detail = secret_scrub(_provider_message(exc), target.api_key)[:300]
     if status == 429:
         return _rate_limit_error(exc, detail)
     words = {
@@ -290,7 +291,7 @@ def _redirect_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
         where = str(response.url.join(location)) if location else ""
     except (httpx.InvalidURL, ValueError):
         where = location
-    where = _scrub(where, target.api_key)[:300] or "another address (no Location given)"
+    where = secret_scrub(where, target.api_key)[:300] or "another address (no Location given)"
     return LLMError(
         "bad_request",
         f"The model endpoint at {_endpoint_name(target)} redirected the request ({exc.status_code}) to {where}. "
@@ -331,7 +332,7 @@ def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget) -> LLMErr
 def _answered_error(error: object, target: LLMTarget) -> LLMError:
     """An error object answered with 200 in place of a completion (OpenRouter does so)."""
     message = error.get("message") if isinstance(error, dict) else error
-    detail = _scrub(str(message or "no message"), target.api_key)[:300]
+    detail = secret_scrub(str(message or "no message"), target.api_key)[:300]
     return LLMError("server", f"The model endpoint reported an error: {_sentence(detail)} Retry in a moment.",
                     detail=detail)
 

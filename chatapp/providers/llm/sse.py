@@ -22,6 +22,8 @@ import httpx
 import openai
 import orjson
 
+from chatapp.providers.llm.errors import secret_scrub
+
 logger = logging.getLogger(__name__)
 
 
@@ -72,7 +74,10 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
         if event is None:
             # An empty `data:` is no event by the SSE rules; a proxy's `data: ping` carries no text.
             if payload:
-                logger.warning("model stream: passed over an event that is not JSON: %r", payload[:80])
+                # A proxy's notice may echo the request's Authorization header: logged without the key.
+                key = response.request.headers.get("authorization", "").removeprefix("Bearer ")
+                words = secret_scrub(payload.decode("utf-8", "replace"), key)
+                logger.warning("model stream: passed over an event that is not JSON: %r", words[:80])
             continue
         yield _error_checked(event, response)
 
