@@ -163,6 +163,18 @@ def test_retry_after_as_an_http_date_is_read_as_seconds():
     assert re.search(r"Wait (29|30|31) seconds and retry\.", error.user_message), error.user_message
 
 
+@pytest.mark.parametrize("digits", [400, 5_000])
+def test_a_retry_after_of_absurd_length_is_a_days_wait_not_a_crash(digits):
+    """A broken endpoint's Retry-After of hundreds of digits was an infinite float (thousands: more than
+    Python reads as an integer): the error's own making raised, and the chat's reply stayed "streaming"."""
+    error = _refused("429 Too Many Requests", "application/json", b'{"error": {"message": "Slow down"}}',
+                     extra="Retry-After: " + "9" * digits)
+
+    assert error is not None and error.kind == "rate_limit"
+    assert error.retry_after == 86_400
+    assert error.user_message.endswith("(429). Wait 86400 seconds and retry."), error.user_message
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

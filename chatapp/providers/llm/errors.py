@@ -75,17 +75,28 @@ def _endpoint_name(target: LLMTarget) -> str:
     return f"{host}:{parts.port}" if parts.port else host
 
 
+# The longest wait an endpoint is taken at its word for: a broken header's hundreds of digits were an
+# infinite float, and the error's making raised (the chat's reply stayed "streaming").
+LONGEST_WAIT_SECONDS = 86_400
+
+
+def _whole_seconds(seconds: float) -> str:
+    """A wait as whole seconds, from 1 (retry now is a second's wait, as every form's shortest) to a day."""
+    return str(max(1, math.ceil(min(seconds, LONGEST_WAIT_SECONDS))))
+
+
 def _retry_after(exc: openai.APIStatusError) -> str | None:
     value = (exc.response.headers.get("retry-after") or "").strip() if exc.response is not None else ""
     if value.isdecimal():
-        return str(max(1, int(value)))  # "0" (retry now) is a second's wait, as the other forms' shortest
+        # Past a dozen digits, more than a day (and past 4,300, more than int() reads).
+        return _whole_seconds(int(value) if len(value) <= 12 else LONGEST_WAIT_SECONDS)
     try:  # the header's other form, an HTTP date (proxies and CDNs send it)
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
         return None
-    return str(max(1, math.ceil((when - datetime.now(UTC)).total_seconds())))
+    return _whole_seconds((when - datetime.now(UTC)).total_seconds())
 
 
 def _connect_failure(exc: BaseException, target: LLMTarget, endpoint: str) -> LLMError | None:
@@ -262,7 +273,7 @@ def _wait_in_words(detail: str) -> str | None:
         at = part.end()
     if at == lead.end():
         return None
-    return str(max(1, math.ceil(seconds)))
+    return _whole_seconds(seconds)
 
 
 def _rate_limit_error(exc: openai.APIStatusError, detail: str) -> LLMError:
