@@ -15,6 +15,7 @@ from django.utils import timezone
 from chatapp.chat import selectors
 from chatapp.chat.folder_selectors import folder_conversations, folder_list
 from chatapp.chat.models import Conversation
+from chatapp.chat.search_match import search_terms
 
 # Chats the sidebar lists at first, of each folder and of the others; "Show older chats" adds as many again.
 SIDEBAR_LIMIT = 200
@@ -64,7 +65,8 @@ def conversation_groups(conversations: QuerySet[Conversation], *, limit: int) ->
 
 def sidebar_lists(*, owner: User, conversations: QuerySet[Conversation], query: str, limit: int) -> dict[str, Any]:
     """The template's `pinned_groups`, `folders`, `conversation_groups` (by date), `more_chats_limit`
-    (the `limit=` of "Show older chats", None when all are listed) and `archived_only`. Without a
+    (the `limit=` of "Show older chats", None when all are listed), `archived_only` and `titles_only`
+    (a search message text could not be searched for). Without a
     search: "Pinned" first (the latest pinned first; conv_owner_pinned_idx), whether in a folder or not,
     then each folder with its other chats (up to `limit` each), then the chats in no folder by date."""
     pinned_groups: list[dict] = []
@@ -93,4 +95,7 @@ def sidebar_lists(*, owner: User, conversations: QuerySet[Conversation], query: 
         "folders": folders,
         "more_chats_limit": min(limit + SIDEBAR_LIMIT, SIDEBAR_MAX) if more else None,
         "archived_only": _archived_only(owner=owner, query=query, listed=listed),
+        # A search with no word the index holds (stop words, one letter) matched titles alone: the list
+        # says so, or "No chats match" would read as "no message says this".
+        "titles_only": bool(query) and not search_terms(text=query),
     }

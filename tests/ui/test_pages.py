@@ -270,6 +270,23 @@ def test_sidebar_search_matches_titles_and_message_content(page, user):
     assert "No chats match" in page.get("/c/sidebar/?q=zzzz").content.decode()
 
 
+def test_a_sidebar_search_of_common_words_only_says_it_matched_titles_alone(page, user):
+    """Message search passes over stop words and one-letter words: a search made of them alone
+    matched titles only, and the list says so rather than let "No chats match" read as "no message
+    says this"."""
+    said = _conversation(user, title="Plans")
+    _message(said, "user", "will this work")
+    _conversation(user, title="Will this do")
+    note = "Titles only: every word of “will this” is too common or too short for message search."
+    body = page.get("/c/sidebar/?q=will+this").content.decode()
+    assert note in body
+    assert "Will this do" in body and "Plans" not in body
+    assert note.replace("will this", "x") in page.get("/c/sidebar/?q=x").content.decode()
+    assert "Titles only" not in page.get("/c/sidebar/?q=will+work").content.decode()
+    assert "Titles only" not in page.get("/?q=work").content.decode()
+    assert note in page.get("/?q=will+this").content.decode()
+
+
 def _turns(conv, count):
     """`count` messages, user and assistant in turn, "msg-000" on; their ids in order."""
     return [_message(conv, "user" if i % 2 == 0 else "assistant", f"msg-{i:03d}").pk for i in range(count)]

@@ -38,9 +38,11 @@ const searchStatus = document.getElementById("search-status");
 /** Say what the search typed found (the list is not read out: it is redrawn after every reply too). */
 function searchSay(query) {
   const found = nav.querySelectorAll(".conv-item").length;
-  searchStatus.textContent = !query ? ""
+  const said = !query ? ""
     : found ? `${found} chat${found === 1 ? " matches" : "s match"} “${query}”.`
       : nav.querySelector(".conv-empty")?.textContent.trim() || "";
+  const note = query ? nav.querySelector(".conv-note")?.textContent.trim() : "";
+  searchStatus.textContent = note ? `${said} ${note}` : said;
 }
 
 // A search typed whose answer a later redraw (another tab's change) superseded: that redraw says it.
