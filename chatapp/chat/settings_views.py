@@ -15,8 +15,8 @@ from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.cache import add_never_cache_headers
 from django.utils.crypto import constant_time_compare
+from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -183,6 +183,9 @@ def _new_api_token_take(request: HttpRequest, *, tokens: list[ApiToken]) -> tupl
     return token.pk, str(key)
 
 
+# Never cached, as the chat pages (views.chat_new says why); nor a new API token shown, for Back
+# to show it again once the user has moved on.
+@never_cache
 @page_csp
 @login_required
 @require_http_methods(["GET", "POST"])
@@ -199,11 +202,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     context = _settings_context(request)
     new = _new_api_token_take(request, tokens=[row["token"] for row in context["api_tokens"]])
     context["new_api_token"], context["new_api_token_id"] = (new[1], new[0]) if new else (None, None)
-    response = render(request, "chat/settings.html", context)
-    if context["new_api_token"]:
-        # Nor kept by the browser, for Back to show again once the user has moved on.
-        add_never_cache_headers(response)
-    return response
+    return render(request, "chat/settings.html", context)
 
 
 @_settings_form_post

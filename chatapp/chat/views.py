@@ -244,6 +244,9 @@ def _chat_context(request: HttpRequest, *, conversation: Conversation | None) ->
     return ctx
 
 
+# The chat pages show a user's history: never_cache keeps them out of the browser's back-forward
+# cache too, so Back after signing out (a shared computer) asks the server, which signs in first.
+@never_cache
 @page_csp
 @login_required
 @require_GET
@@ -254,6 +257,7 @@ def chat_new(request: HttpRequest) -> HttpResponse:
     return render(request, "chat/chat.html", _chat_context(request, conversation=None))
 
 
+@never_cache
 @page_csp
 @login_required
 @require_GET

@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 
 from chatapp.chat.selectors import conversation_back_url
 from chatapp.chat.views import page_csp
@@ -217,6 +218,7 @@ def _with_meters(cards: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return cards
 
 
+@never_cache  # as the chat pages (chatapp.chat.views.chat_new says why)
 @login_required
 @page_csp
 def dashboard_conversation_page(request: HttpRequest, pk: int) -> HttpResponse:
@@ -245,6 +247,7 @@ def _subtitle(*, turns: int, messages: int, first: int | None) -> str:
     return " · ".join(parts)
 
 
+@never_cache  # as the chat pages (chatapp.chat.views.chat_new says why)
 @login_required
 @page_csp
 def dashboard_overview_page(request: HttpRequest) -> HttpResponse:

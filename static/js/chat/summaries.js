@@ -93,26 +93,51 @@ export async function togglePin(article) {
   refreshGauge();
 }
 
-export async function editSummary(marker) {
-  const dialog = document.getElementById("summary-dialog");
-  const area = document.getElementById("summary-edit");
-  area.value = marker.querySelector(".summary-source").value;
-  dialog.returnValue = "";
-  dialog.showModal();
-  dialog.addEventListener("close", async () => {
-    if (dialog.returnValue !== "ok") return;
-    const res = await api(`/api/summaries/${marker.dataset.id}/`, { method: "PATCH", body: { content: area.value } });
-    if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
-    // An edit may be stored as a new summary that replaces (and discards) the one edited.
-    if (res.data && Number(res.data.id) !== Number(marker.dataset.id)) markSummaryDiscarded(marker);
-    const shown = showSummary(res.data);
-    shown.open = true;
-    // The dialog's opener was in the marker just replaced: focus goes to the marker now shown.
-    shown.querySelector("summary")?.focus();
-    toast("Summary saved: the model sees your text from the next message.");
-    refreshGauge();
-  }, { once: true });
+const editDialog = document.getElementById("summary-dialog");
+const editArea = document.getElementById("summary-edit");
+const editError = document.getElementById("summary-edit-error");
+let editing = null; // the marker whose summary the dialog holds
+
+function showEditError(text) {
+  editError.textContent = text;
+  editError.hidden = !text;
 }
+
+export function editSummary(marker) {
+  editing = marker;
+  editArea.value = marker.querySelector(".summary-source").value;
+  showEditError("");
+  editDialog.returnValue = "";
+  editDialog.showModal();
+}
+
+// Save keeps the dialog open until the server took the text, as the system prompt's does: a refusal
+// (an empty text, a newer summary that came meanwhile, a lost connection) is shown beside it and the
+// edit is not lost with the dialog; Cancel and Escape close it as usual.
+editDialog?.querySelector("form").addEventListener("submit", async (e) => {
+  if (!e.submitter || e.submitter.value !== "ok" || !editing) return;
+  e.preventDefault();
+  const marker = editing;
+  const save = e.submitter;
+  save.disabled = true;
+  const res = await api(`/api/summaries/${marker.dataset.id}/`, { method: "PATCH", body: { content: editArea.value } });
+  save.disabled = false;
+  if (!res.ok) {
+    const fieldErrors = res.data && res.data.content;
+    showEditError(Array.isArray(fieldErrors) ? fieldErrors.join(" ") : errorText(res.data, res.status));
+    editArea.focus();
+    return;
+  }
+  editDialog.close("ok");
+  // An edit may be stored as a new summary that replaces (and discards) the one edited.
+  if (res.data && Number(res.data.id) !== Number(marker.dataset.id)) markSummaryDiscarded(marker);
+  const shown = showSummary(res.data);
+  shown.open = true;
+  // The dialog's opener was in the marker just replaced: focus goes to the marker now shown.
+  shown.querySelector("summary")?.focus();
+  toast("Summary saved: the model sees your text from the next message.");
+  refreshGauge();
+});
 
 export function markSummaryDiscarded(marker) {
   marker.classList.add("is-discarded");
