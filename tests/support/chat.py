@@ -65,6 +65,19 @@ def seed_messages(conversation: Conversation, count: int, *, model: str = "fake-
     return ids
 
 
+def summarized_chat(owner, *, covered_message_count: int = 4) -> tuple[Conversation, Message]:
+    """A chat of six messages whose first four a summary covers: (the chat, the summary)."""
+    conversation = Conversation.objects.create(owner=owner, title="Summarized")
+    chat = [Message.objects.create(conversation=conversation, role=role, content=f"{role} {i}")
+            for i in range(3) for role in ("user", "assistant")]
+    summary = Message.objects.create(
+        conversation=conversation, role="system", kind="summary",
+        content="[Conversation summary — covers messages 1-4]\n\nThe first part.",
+        covers_from_id=chat[0].pk, covers_through_id=chat[3].pk, covered_message_count=covered_message_count,
+    )
+    return conversation, summary
+
+
 def parse_sse_block(block: bytes) -> tuple[str, dict]:
     name = ""
     data: list[str] = []

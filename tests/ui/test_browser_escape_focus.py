@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from chatapp.chat.models import Conversation, Message
 from tests.support.browser import console_errors
+from tests.support.chat import summarized_chat
 from tests.ui.test_browser import _idle, _sign_up, _sign_up_with_model, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -60,14 +60,7 @@ def test_on_a_phone_esc_closes_the_drawer_without_stopping_and_the_drawer_keeps_
 def test_focus_goes_to_the_summary_after_saving_or_discarding_it(asgi_server, browser):
     _sign_up(browser, asgi_server.url, "summary-keys")
     user = get_user_model().objects.get(username="summary-keys")
-    conversation = Conversation.objects.create(owner=user, title="Summarized")
-    chat = [Message.objects.create(conversation=conversation, role=role, content=f"{role} {i}")
-            for i in range(3) for role in ("user", "assistant")]
-    summary = Message.objects.create(
-        conversation=conversation, role="system", kind="summary",
-        content="[Conversation summary — covers messages 1-4]\n\nThe first part.",
-        covers_from_id=chat[0].pk, covers_through_id=chat[3].pk, covered_message_count=1204,
-    )
+    conversation, summary = summarized_chat(user, covered_message_count=1204)
     browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
     marker = browser.find_element(By.ID, f"m-{summary.pk}")
     browser.execute_script("arguments[0].open = true", marker)

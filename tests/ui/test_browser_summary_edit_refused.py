@@ -8,9 +8,9 @@ from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from chatapp.chat.models import Conversation, Message
 from chatapp.chat.summary_services import summary_discard
 from tests.support.browser import console_errors
+from tests.support.chat import summarized_chat
 from tests.ui.test_browser import _sign_up, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -24,14 +24,7 @@ def _error(driver) -> str:
 def test_a_refused_summary_edit_keeps_the_dialog_and_its_text(asgi_server, browser):
     _sign_up(browser, asgi_server.url, "summary-refused")
     user = get_user_model().objects.get(username="summary-refused")
-    conversation = Conversation.objects.create(owner=user, title="Summarized")
-    chat = [Message.objects.create(conversation=conversation, role=role, content=f"{role} {i}")
-            for i in range(3) for role in ("user", "assistant")]
-    summary = Message.objects.create(
-        conversation=conversation, role="system", kind="summary",
-        content="[Conversation summary — covers messages 1-4]\n\nThe first part.",
-        covers_from_id=chat[0].pk, covers_through_id=chat[3].pk, covered_message_count=4,
-    )
+    conversation, summary = summarized_chat(user)
     browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
     marker = browser.find_element(By.ID, f"m-{summary.pk}")
     browser.execute_script("arguments[0].open = true", marker)
