@@ -4,7 +4,7 @@ as for every object here), and the chats the sidebar lists in each."""
 from __future__ import annotations
 
 from django.contrib.auth.models import User
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, QuerySet
 from django.db.models.expressions import Window
 from django.db.models.functions import RowNumber
 from django.shortcuts import get_object_or_404
@@ -49,3 +49,16 @@ def folder_conversations(
             continue
         found.setdefault(conversation.folder_id, []).append(conversation)  # type: ignore[arg-type]
     return found, more
+
+
+def folder_archived_counts(*, owner: User, folder_ids: list[int]) -> dict[int, int]:
+    """How many archived chats each of these folders holds, keyed by folder id (none: not a key). The
+    sidebar lists no archived chat, so a folder holding only archived ones says where they are rather
+    than "No chats in this folder." (conv_folder_updated_idx: the folders' rows only)."""
+    rows = (
+        Conversation.objects.filter(owner=owner, folder_id__in=folder_ids, archived_at__isnull=False)
+        .values("folder_id")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return {row["folder_id"]: row["n"] for row in rows}

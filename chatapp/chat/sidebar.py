@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from chatapp.chat import selectors
-from chatapp.chat.folder_selectors import folder_conversations, folder_list
+from chatapp.chat.folder_selectors import folder_archived_counts, folder_conversations, folder_list
 from chatapp.chat.models import Conversation
 from chatapp.chat.search_match import search_terms
 
@@ -85,6 +85,11 @@ def sidebar_lists(*, owner: User, conversations: QuerySet[Conversation], query: 
             # when it holds nothing else (not "No chats in this folder." right after a move).
             pinned_in = Counter(c.folder_id for c in pinned if c.folder_id)
             folders = [{"folder": f, "items": in_folders.get(f.pk, []), "pinned": pinned_in[f.pk]} for f in owned]
+            # Asked only when a folder lists nothing (most page loads: no query).
+            if empty := [f["folder"].pk for f in folders if not f["items"] and not f["pinned"]]:
+                archived_in = folder_archived_counts(owner=owner, folder_ids=empty)
+                for f in folders:
+                    f["archived"] = archived_in.get(f["folder"].pk, 0)
             conversations = conversations.filter(folder__isnull=True)
     groups, more = conversation_groups(conversations, limit=limit)
     more = (more or more_in_folders) and limit < SIDEBAR_MAX

@@ -260,6 +260,31 @@ def test_a_folder_holding_only_pinned_chats_says_where_they_are(user):
     assert re.search(r'class="folder-count">2<', page)
 
 
+def test_a_folder_holding_only_archived_chats_says_where_they_are(user):
+    """Archived chats are out of every list, their folder's too: a folder holding only archived chats
+    said "No chats in this folder.", and deleting it as empty would surprise its owner."""
+    work = folder_create(owner=user, name="Work")
+    home = folder_create(owner=user, name="Home")
+    folder_create(owner=user, name="Empty")
+    for title in ("Plan", "Budget"):
+        conversation_folder_set(conversation=_chat(user, title, archived_at=timezone.now()), folder=work)
+    conversation_folder_set(conversation=_chat(user, "Old", archived_at=timezone.now()), folder=home)
+    conversation_folder_set(conversation=_chat(user, "Live"), folder=home)
+    # Another user's archived chats count for nobody here.
+    other = _chat(user.__class__.objects.create_user("other-owner"), "Theirs", archived_at=timezone.now())
+    conversation_folder_set(conversation=other, folder=folder_create(owner=other.owner, name="Empty"))
+    client = Client()
+    client.force_login(user)
+    page = client.get(reverse("chat-sidebar")).content.decode()
+    assert _folders(page) == [("Empty", []), ("Home", ["Live"]), ("Work", [])]
+    empties = re.findall(r'<li class="folder-empty">(.*?)</li>', page)
+    assert [re.sub(r"<[^>]+>", "", html.unescape(text)) for text in empties] == [
+        "No chats in this folder.",
+        "Its 2 chats are archived: Settings → Archived chats lists them.",
+    ]
+    assert f'href="{reverse("settings")}#archived-h"' in empties[1]
+
+
 @pytest.mark.parametrize("limit", [100, 0], ids=["in-request", "import-job"])
 def test_a_branch_in_new_chat_is_in_the_folder_of_its_chat(
     user, limit, monkeypatch, django_capture_on_commit_callbacks
