@@ -9,6 +9,7 @@ from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.gauge import context_gauge
 from chatapp.chat.models import Conversation
+from chatapp.chat.services import SYSTEM_PROMPT_MAX_CHARS
 from tests.support.browser import console_errors
 from tests.ui.test_browser import _menu_dialog, _send, _sign_up_with_model, _wait
 
@@ -92,6 +93,16 @@ def test_a_system_prompt_too_long_for_the_budget_is_saved_with_a_warning(asgi_se
     _menu_dialog(browser, "edit-system-prompt", "system-prompt-dialog")
     area = browser.find_element(By.ID, "system-prompt-text")
     _wait(browser, lambda d: d.switch_to.active_element == area)
+    # Over the stored limit: refused beside the text, the dialog open and the text kept.
+    refused = "x" * (SYSTEM_PROMPT_MAX_CHARS + 1)
+    browser.execute_script("arguments[0].value = arguments[1]", area, refused)
+    browser.find_element(By.ID, "system-prompt-save").click()
+    error = browser.find_element(By.ID, "system-prompt-error")
+    _wait(browser, lambda d: error.is_displayed())
+    assert f"at most {SYSTEM_PROMPT_MAX_CHARS:,} characters" in error.text
+    assert browser.find_element(By.ID, "system-prompt-dialog").get_attribute("open") is not None
+    assert area.get_attribute("value") == refused
+    assert browser.switch_to.active_element == area
     rules = "\n".join(f"Rule {i}: answer in the house style, citing handbook section {i}." for i in range(250))
     browser.execute_script("arguments[0].value = arguments[1]", area, rules)
     browser.find_element(By.ID, "system-prompt-save").click()
@@ -102,4 +113,5 @@ def test_a_system_prompt_too_long_for_the_budget_is_saved_with_a_warning(asgi_se
     assert "too long for this model's budget" in toast.text
     browser.find_element(By.ID, "gauge").click()
     assert "sent shortened" in browser.find_element(By.ID, "gauge-details").text
-    assert console_errors(browser) == []
+    # The refusal's 400 is the only failed load the browser logs.
+    assert [e for e in console_errors(browser) if "400 (Bad Request)" not in e["message"]] == []

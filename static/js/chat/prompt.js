@@ -1,4 +1,5 @@
 /* The chat header's menu: the conversation's system prompt (a dialog) and its export links. */
+import { dialogSave } from "./dialog_save.js";
 import { refreshGauge } from "./gauge.js";
 import { api, errorText, state, toast } from "./state.js";
 
@@ -31,24 +32,15 @@ export async function editSystemPrompt() {
   area.focus();
 }
 
-// Save keeps the dialog open until the server accepted the text, so a refusal (too long) is shown
-// beside it and nothing typed is lost; Cancel and Escape close it as usual.
+// Save keeps the dialog open until the server accepted the text (a refusal: too long); Cancel and
+// Escape close it as usual.
 dialog?.querySelector("form").addEventListener("submit", async (e) => {
   if (!e.submitter || e.submitter.value !== "ok") return;
   e.preventDefault();
-  const save = e.submitter;
-  save.disabled = true;
-  const res = await api(`/api/conversations/${state.conversationId}/`, {
-    method: "PATCH", body: { system_prompt: area.value },
+  const res = await dialogSave({
+    dialog, save: e.submitter, url: `/api/conversations/${state.conversationId}/`, field: "system_prompt", area, showError,
   });
-  save.disabled = false;
-  if (!res.ok) {
-    const fieldErrors = res.data && res.data.system_prompt;
-    showError(Array.isArray(fieldErrors) ? fieldErrors.join(" ") : errorText(res.data, res.status));
-    area.focus();
-    return;
-  }
-  dialog.close("ok");
+  if (!res) return;
   // The prompt is sent with every request: the gauge's figure changes with it, and says whether it fits.
   await refreshGauge();
   if (!(res.data && res.data.system_prompt)) toast("System prompt removed: it applies from your next message.");

@@ -1,4 +1,5 @@
 /* Summary markers in the timeline (show, edit, discard) and pins. */
+import { dialogSave } from "./dialog_save.js";
 import { bannerButton, el, enhance, icon, setPinned, setPlace } from "./dom.js";
 import { placeWindowMarker, refreshGauge } from "./gauge.js";
 import { catchUp } from "./history.js";
@@ -118,17 +119,11 @@ editDialog?.querySelector("form").addEventListener("submit", async (e) => {
   if (!e.submitter || e.submitter.value !== "ok" || !editing) return;
   e.preventDefault();
   const marker = editing;
-  const save = e.submitter;
-  save.disabled = true;
-  const res = await api(`/api/summaries/${marker.dataset.id}/`, { method: "PATCH", body: { content: editArea.value } });
-  save.disabled = false;
-  if (!res.ok) {
-    const fieldErrors = res.data && res.data.content;
-    showEditError(Array.isArray(fieldErrors) ? fieldErrors.join(" ") : errorText(res.data, res.status));
-    editArea.focus();
-    return;
-  }
-  editDialog.close("ok");
+  const res = await dialogSave({
+    dialog: editDialog, save: e.submitter, url: `/api/summaries/${marker.dataset.id}/`, field: "content",
+    area: editArea, showError: showEditError,
+  });
+  if (!res) return;
   // An edit may be stored as a new summary that replaces (and discards) the one edited.
   if (res.data && Number(res.data.id) !== Number(marker.dataset.id)) markSummaryDiscarded(marker);
   const shown = showSummary(res.data);
