@@ -96,7 +96,26 @@ def user_settings_update(
             if isinstance(summary_config, LLMConfig):
                 _config_held(config=summary_config, field="summary_config")
             user_settings.save(update_fields=[*changed, "updated_at"])
+            _summary_questions_withdraw(user=user, confirm_compaction=confirm_compaction, auto_optimize=auto_optimize)
     return user_settings
+
+
+def _summary_questions_withdraw(*, user: User, confirm_compaction: bool | None, auto_optimize: bool | None) -> int:
+    """Cancel `user`'s "compact now?" questions when a switch that asks them is turned off. Left waiting,
+    each went on asking for a day (until the sweep expired it) although the user had just said not to,
+    and held its chat's one active job: no automatic summary was started there meanwhile. Cancelled,
+    the next turn that needs a summary starts one as the settings now say (or none, with automatic
+    optimization off); not a "Not now" (summary_cooldown), and not counted in the quota."""
+    if confirm_compaction is False:
+        off = "Ask before compacting"
+    elif auto_optimize is False:
+        off = "Automatic optimization"
+    else:
+        return 0
+    return SummaryJob.objects.filter(
+        conversation__owner=user, status=SummaryJob.Status.AWAITING_CONFIRMATION
+    ).update(status=SummaryJob.Status.CANCELLED, error=f"Not asked any more: {off} was turned off.",
+             finished_at=timezone.now())
 
 
 def _prompt_clean(value: Any, *, field: str, label: str, errors: dict[str, list[str]]) -> str:

@@ -90,6 +90,21 @@ def _summaries_kept(*, conversation: Conversation) -> QuerySet[Message]:
     ).order_by("-id")
 
 
+def summary_edit_chain(*, summary: Message) -> set[int]:
+    """The ids of `summary`, the versions it was edited into (and theirs), and those it was edited from."""
+    chain = {summary.pk}
+    frontier = [summary.pk]
+    while frontier:  # the edits of it, and theirs; one met already ends the walk (edits that loop)
+        edits = Message.objects.filter(edited_from_id__in=frontier).values_list("id", flat=True)
+        frontier = [pk for pk in edits if pk not in chain]
+        chain.update(frontier)
+    older = summary.edited_from_id
+    while older is not None and older not in chain:  # what it was edited from
+        chain.add(older)
+        older = Message.objects.filter(pk=older).values_list("edited_from_id", flat=True).first()
+    return chain
+
+
 def summary_get(*, owner, pk: int) -> Message:
     """A summary message of one of `owner`'s conversations; anything else is a 404."""
     summary = (

@@ -44,6 +44,7 @@ from chatapp.chat.layout import static_layer_q
 from chatapp.chat.models import Conversation, Message, SummaryJob, UserSettings
 from chatapp.chat.summary_cooldown import summary_ask_silenced
 from chatapp.chat.summary_selectors import (
+    summary_edit_chain,
     summary_job_active,
     summary_jobs_to_sweep,
     summary_quota_reason,
@@ -363,22 +364,14 @@ def summary_discard(*, summary: Message) -> Message:
     refits the history to the budget (window recomputed, the previous summary where it fits, recall
     over the rest), sending at least what truncation would.
     """
-    chain = {summary.pk}
-    frontier = [summary.pk]
-    while frontier:  # the edits of it, and theirs; one met already ends the walk (edits that loop)
-        edits = Message.objects.filter(edited_from_id__in=frontier).values_list("id", flat=True)
-        frontier = [pk for pk in edits if pk not in chain]
-        chain.update(frontier)
-    older = summary.edited_from_id
-    while older is not None and older not in chain:  # what it was edited from
-        chain.add(older)
-        older = Message.objects.filter(pk=older).values_list("edited_from_id", flat=True).first()
     kept = Message.objects.filter(conversation_id=summary.conversation_id, kind=Message.Kind.SUMMARY, discarded=False)
     with transaction.atomic():
         # The conversation's row first, as summary_save and summary_edit take it: a job saving now waits
         # for this discard and sees it (SummaryChangedError) instead of reading the summary as kept and
-        # writing one that folds the discarded text in (it would also lock in the other order).
+        # writing one that folds the discarded text in (it would also lock in the other order). The
+        # chain is read under it: an edit another tab saved just before is in it, not left in use.
         _conversation_lock(conversation_id=summary.conversation_id, missing="No such summary.")
+        chain = summary_edit_chain(summary=summary)
         in_use = kept.filter(superseded=False).select_for_update().order_by("-id").values_list("id", flat=True).first()
         # Off the path too (a tab left behind by an edit or a switch elsewhere): left as it was, it came
         # back in use with its branch, though the answer to the discard had been a 200.

@@ -3,14 +3,20 @@ history instead of leaving what it covered neither sent nor summarized (issue 14
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 import optimizer
+from chatapp.chat import summary_services
 from chatapp.chat.message_services import message_append
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
-from chatapp.chat.summary_services import summary_discard
+from chatapp.chat.summary_selectors import summary_current
+from chatapp.chat.summary_services import summary_discard, summary_edit
 from tests.support.chat import make_config, post_stream, seed_messages, send
+from tests.support.worker import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -108,3 +114,40 @@ def test_a_summary_discarded_on_a_branch_not_shown_stays_discarded_when_the_bran
     assert result.names[-1] == "done", result.events
     record = OptimizationRecord.objects.get(reply_id=result.named("start")[0]["assistant_message"]["id"])
     assert record.summary_id is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_edit_saved_in_another_tab_as_the_discard_starts_is_discarded_with_it(user, monkeypatch):
+    """The DELETE read the summary's edit chain before taking the chat's row: an edit another tab saved in
+    between (a new version, the one it replaced discarded) was left out of it, so the discard answered
+    200 while the edited copy stayed in use, the window still placed after what it covered."""
+    conversation = Conversation.objects.create(owner=user, offline=True)
+    ids = seed_messages(conversation, 20, model="gpt-4o-mini")
+    summary = _summary(conversation, first=ids[1], through=ids[9], text="We chose PostgreSQL.")
+    Conversation.objects.filter(pk=conversation.pk).update(window_start_id=ids[10])
+    real_lock = summary_services._conversation_lock
+    other_tab: list[object] = []
+
+    def edit() -> None:
+        try:
+            other_tab.append(summary_edit(summary=Message.objects.get(pk=summary.pk), content="We chose GIN."))
+        except Exception as exc:  # SQLite: it waits for the discard's transaction, then finds it discarded
+            other_tab.append(exc)
+        finally:
+            connection.close()
+
+    def lock_after_the_other_tabs_edit(**kwargs) -> None:
+        monkeypatch.setattr(summary_services, "_conversation_lock", real_lock)
+        tab = threading.Thread(target=edit)
+        tab.start()
+        tab.join(timeout=5)  # PostgreSQL: committed now; SQLite: waits for this transaction
+        real_lock(**kwargs)
+
+    monkeypatch.setattr(summary_services, "_conversation_lock", lock_after_the_other_tabs_edit)
+    summary_discard(summary=summary)
+
+    wait_for(lambda: other_tab, timeout=30, what="the other tab's edit")
+    assert summary_current(conversation=conversation) is None
+    assert not Message.objects.filter(conversation=conversation, kind="summary", discarded=False).exists()
+    conversation.refresh_from_db()
+    assert conversation.window_start_id is None

@@ -95,3 +95,45 @@ def test_the_dismiss_api_keeps_the_level(asking):
     )
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert summary_job_request(conversation=asking, trigger="auto") is None
+
+
+
+def _settings_patch(owner, changes: dict) -> None:
+    client = APIClient()
+    client.force_authenticate(owner)
+    assert client.patch("/api/settings/", changes, format="json").status_code == 200
+
+
+@pytest.mark.parametrize(("switch", "named"), [("confirm_compaction", "Ask before compacting"),
+                                               ("auto_optimize", "Automatic optimization")])
+def test_turning_the_question_off_withdraws_the_ones_waiting(asking, published, switch, named):
+    """A question asked before Ask before compacting (or automatic optimization) was turned off in
+    Settings went on asking for a day, and held its chat's one active job: no summary was started there
+    meanwhile. Every one of the user's is withdrawn, saying why, and is not a "Not now"."""
+    other = Conversation.objects.create(owner=asking.owner, title="Other", offline=True, live_token_count=50_000)
+    asked = [summary_job_request(conversation=c, trigger="auto") for c in (asking, other)]
+
+    _settings_patch(asking.owner, {switch: False})
+
+    for job in asked:
+        job.refresh_from_db()
+        assert job.status == SummaryJob.Status.CANCELLED and not_now_level(reason=job.error) is None
+        assert job.error == f"Not asked any more: {named} was turned off."
+
+
+def test_once_the_question_is_off_the_next_turn_starts_the_summary(asking, published):
+    summary_job_request(conversation=asking, trigger="auto")
+
+    _settings_patch(asking.owner, {"confirm_compaction": False})
+
+    job = summary_job_request(conversation=asking, trigger="auto")
+    assert job is not None and job.status == SummaryJob.Status.PENDING
+
+
+def test_settings_saved_with_the_question_still_on_leave_it_waiting(asking, published):
+    asked = summary_job_request(conversation=asking, trigger="auto")
+
+    _settings_patch(asking.owner, {"confirm_compaction": True, "auto_optimize": True, "preference": "fast"})
+
+    asked.refresh_from_db()
+    assert asked.status == SummaryJob.Status.AWAITING_CONFIRMATION
