@@ -68,10 +68,6 @@ def summary_job_list(*, conversation: Conversation) -> QuerySet[SummaryJob]:
     return SummaryJob.objects.filter(conversation=conversation).select_related("summary").order_by("-id")
 
 
-def summary_job_latest(*, conversation: Conversation) -> SummaryJob | None:
-    return summary_job_list(conversation=conversation).first()
-
-
 def summary_current(*, conversation: Conversation) -> Message | None:
     """The summary in use: the active path's newest one not discarded (newer summaries replace older ones)."""
     return _summaries_kept(conversation=conversation).first()
