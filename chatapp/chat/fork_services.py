@@ -152,8 +152,8 @@ def _fork_job_create(*, owner: User, source: Conversation, rows: QuerySet[Messag
         # The head with its closing brace replaced by the opening of the messages array, as the export writes it.
         payload.write((json.dumps(head, ensure_ascii=False)[:-1] + ', "messages": [').encode())
         separator = "\n"
-        for row in rows_with_images(rows.iterator(chunk_size=_CHUNK_ROWS), size=_CHUNK_ROWS):
-            payload.write((separator + message_export_json(row=row)).encode())
+        for row, image_bytes in rows_with_images(rows.iterator(chunk_size=_CHUNK_ROWS), size=_CHUNK_ROWS):
+            payload.write((separator + message_export_json(row=row, image_bytes=image_bytes)).encode())
             separator = ",\n"
         payload.write(b"\n]}")
     except ImportTooLarge as exc:
