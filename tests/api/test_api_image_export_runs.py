@@ -33,7 +33,8 @@ def photos(user) -> tuple[Conversation, list[bytes]]:
         question = Message.objects.create(conversation=chat, role="user", content=f"What is in photo {n}?")
         image_models.MessageImage.objects.create(message=question, mime="image/png", width=8, height=8,
                                                  byte_count=len(data), name=f"photo {n}.png", data=data)
-        Message.objects.create(conversation=chat, role="assistant", content=f"Photo {n} shows a cat.", reply_to=question)
+        Message.objects.create(conversation=chat, role="assistant", content=f"Photo {n} shows a cat.",
+                               reply_to=question)
     return chat, files
 
 
