@@ -217,3 +217,34 @@ def test_a_branch_job_reads_its_images_bytes_a_run_at_a_time(
     (pk,) = job.conversation_ids
     copied = MessageImage.objects.filter(message__conversation_id=pk).order_by("id")
     assert [bytes(image.data) for image in copied] == list(files.values())
+
+
+def test_a_path_of_many_image_bytes_is_a_branch_job_and_past_the_import_limit_refused(
+    user, chat, monkeypatch, settings, published, django_capture_on_commit_callbacks
+):
+    """A path of few messages but many photos was written in the request, which held every image four
+    times over (bytes, base64, the export's text, the rows): no bound at all, where the job refuses an
+    export past IMPORT_MAX_BYTES. Past MAX_FORK_IMAGE_BYTES it is a job, read a run at a time."""
+    q1, _, q2, _, q3, a3 = active_path(chat)
+    photo = png_bytes(64, 64)
+    for pk in (q1, q2, q3):
+        MessageImage.objects.create(message_id=pk, mime="image/png", width=64, height=64, byte_count=len(photo),
+                                    name="photo.png", data=photo)
+    monkeypatch.setattr(fork_services, "MAX_FORK_IMAGE_BYTES", 2 * len(photo))  # the three are past it
+
+    settings.IMPORT_MAX_BYTES = 3 * len(photo)  # the images' base64 alone is past it
+    with pytest.raises(ValidationError, match="the largest branch written in the background") as refused:
+        conversation_fork(owner=user, message_id=a3)
+    assert refused.value.code == "too_large" and not ImportJob.objects.exists()
+
+    settings.IMPORT_MAX_BYTES = 10_000_000
+    queued = _queued(user, a3, django_capture_on_commit_callbacks)
+    assert queued.messages == 6 and published == [queued.job.pk]
+    assert import_job_run(job_id=queued.job.pk).status == "done"
+    queued.job.refresh_from_db()
+    (pk,) = queued.job.conversation_ids
+    assert MessageImage.objects.filter(message__conversation_id=pk).count() == 3
+
+    # At most the bound, it is written in the request as before.
+    monkeypatch.setattr(fork_services, "MAX_FORK_IMAGE_BYTES", 3 * len(photo))
+    assert isinstance(conversation_fork(owner=user, message_id=a3), Conversation)
