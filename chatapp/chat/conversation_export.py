@@ -3,31 +3,26 @@
 Both are async iterators of text chunks, so under ASGI the download streams from the event loop:
 Django's ASGI handler reads a synchronous iterator to the end, into memory, before sending a byte.
 Messages are read by keyset pages on the (conversation, id) index, `EXPORT_CHUNK_ROWS` at a time,
-each page in its own short database call that gives the connection back (dbconn.db_short): a slow
-download holds no pooled connection, and memory stays at one page whatever the history's length. A
-server-side cursor (`aiterator`) would hold one connection for the whole download instead.
+each page in its own short database call that gives the connection back (dbconn.db_short; a
+server-side cursor would hold one for the whole download): memory stays at one page whatever the
+history's length, its images read without their bytes, which the JSON reads a run at a time (image_export).
 
 What is exported is fixed when the export starts: every message up to the newest at that moment
 (a reply still streaming then is exported with status "streaming" and its text so far). A chat
 deleted before its last page was read fails the download (ExportGoneError) instead.
 
 JSON (`{"format": "longchat.conversation", "version": 1, ...}`): the conversation (title, dates, the
-model config's name and model — never its key or address — the preference its latest turn used, the
-window start, its folder's name or null) and every stored message in id order with every field
-that carries meaning: role, kind, status, content, a user message's images (`images`: image_export),
-a reasoning model's thinking (`reasoning`, null without any), dates, pinned, superseded, the message
-a reply answers, usage and cost, the error, and for summaries the ids they cover and their edit /
-discard state. Left out: `client_key` (an idempotency key of one client of this server) and
-`char_count` (the content's length). Ids are this server's: an import maps them (covers_*,
-reply_to_id, edited_from_id, window_start_id).
+config's name and model, never its key or address; the preference its latest turn used, the window
+start, its folder's name or null) and every stored message in id order with every field that carries
+meaning (role, kind, status, content, `images`, `reasoning`, dates, pinned, superseded, the message a
+reply answers, usage, cost, error, a summary's range and edit / discard state), but `client_key` (one
+client's idempotency key) and `char_count`. Ids are this server's: an import maps them.
 
-Markdown: a title (and "Folder: name" below it, for a chat in one), then each message under
-`### 12 · User — 2024-03-09 14:02 UTC`, numbered as the chat numbers them (chat messages only,
-summaries not numbered). Nothing stored is hidden except discarded summaries (an edit replaced
-them, or the user discarded them; the JSON keeps them): a replaced reply, a failed, stopped or
-unfinished one stays, marked in its heading, so the numbers match the chat's and the summaries'
-ranges. Summaries are blockquotes headed "Summary of messages n\u2013m"; a reply's thinking is a
-blockquote headed "Thinking" above its text.
+Markdown: a title (and "Folder: name" below it), then each message under `### 12 · User — 2024-03-09
+14:02 UTC`, numbered as the chat numbers them (chat messages only). Nothing stored is hidden but
+discarded summaries (the JSON keeps them): a replaced, failed, stopped or unfinished reply stays, marked
+in its heading, so the numbers match the chat's and the summaries' ranges. Summaries are blockquotes
+headed "Summary of messages n\u2013m"; a reply's thinking, a blockquote headed "Thinking" above it.
 """
 
 from __future__ import annotations
@@ -44,7 +39,7 @@ from django.utils import timezone
 from markdown_it import MarkdownIt
 
 from chatapp.chat.dbconn import db_short
-from chatapp.chat.image_export import image_values, images_markdown, page_images_add
+from chatapp.chat.image_export import image_runs, image_values, images_bytes, images_markdown, page_images_add
 from chatapp.chat.models import Conversation, Message, OptimizationRecord
 from chatapp.chat.textsafe import fence_left_open
 from chatapp.providers.models import LLMConfig
@@ -172,15 +167,16 @@ def _conversation_head(*, conversation: Conversation) -> _Head:
 
 
 def _message_page(*, conversation_id: int, after_id: int, through_id: int, limit: int) -> list[dict[str, Any]]:
-    return page_images_add(list(  # and the user messages' images: image_export
+    return page_images_add(list(  # and the user messages' images, without their bytes: image_export
         Message.objects.filter(conversation_id=conversation_id, id__gt=after_id, id__lte=through_id)
         .order_by("id")
         .values(*MESSAGE_EXPORT_FIELDS)[:limit]
-    ))
+    ), with_bytes=False)
 
 
 _read_head = db_short(_conversation_head)
 _read_page = db_short(_message_page)
+_read_image_bytes = db_short(images_bytes)
 
 
 async def _message_pages(*, conversation_id: int, through_id: int, chunk_rows: int) -> AsyncIterator[list[dict]]:
@@ -209,11 +205,12 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def message_export_values(*, row: dict[str, Any]) -> dict[str, Any]:
+def message_export_values(*, row: dict[str, Any], image_bytes: dict[int, bytes] | None = None) -> dict[str, Any]:
     """One message of our JSON export, from its MESSAGE_EXPORT_FIELDS values (also what a branch into
-    a new chat hands the import's reader: fork_services)."""
+    a new chat hands the import's reader: fork_services); `image_bytes` where its images were read without."""
     out = {key: _json_value(row[key]) for key in MESSAGE_EXPORT_FIELDS}
-    out["images"] = [image_values(image) for image in row.get("images", ())]
+    out["images"] = [image_values(image, data=None if image_bytes is None else image_bytes[image.pk])
+                     for image in row.get("images", ())]
     if row["kind"] == Message.Kind.SUMMARY and out["skipped_pin_ids"] is None:
         # Stored as null when a summary passed over no pin; a file's null says nothing (the import
         # then guesses, as for other apps' files), so the export says "none".
@@ -221,8 +218,8 @@ def message_export_values(*, row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def message_export_json(*, row: dict[str, Any]) -> str:
-    return json.dumps(message_export_values(row=row), ensure_ascii=False)
+def message_export_json(*, row: dict[str, Any], image_bytes: dict[int, bytes] | None = None) -> str:
+    return json.dumps(message_export_values(row=row, image_bytes=image_bytes), ensure_ascii=False)
 
 
 async def _json_chunks(*, conversation: Conversation, chunk_rows: int) -> AsyncIterator[str]:
@@ -239,8 +236,12 @@ async def _json_chunks(*, conversation: Conversation, chunk_rows: int) -> AsyncI
     async for page in _message_pages(
         conversation_id=conversation.pk, through_id=head.through_id, chunk_rows=chunk_rows
     ):
-        yield separator + ",\n".join(message_export_json(row=row) for row in page)
-        separator = ",\n"
+        for run in image_runs(page):  # a run's image bytes at a time (image_export), never a page's
+            found = await _read_image_bytes(rows=run) if any(row["images"] for row in run) else {}
+            if len(found) < sum(len(row["images"]) for row in run):  # deleted with the chat since the page was read
+                raise ExportGoneError(conversation.pk)
+            yield separator + ",\n".join(message_export_json(row=row, image_bytes=found) for row in run)
+            separator = ",\n"
     yield "\n]}\n"
 
 
@@ -379,7 +380,6 @@ def _quoted_block(label: str, text: str) -> str:
         return ""
     quoted = "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
     return f"> **{label}**\n>\n{quoted}\n\n"
-
 
 
 async def _markdown_chunks(*, conversation: Conversation, chunk_rows: int) -> AsyncIterator[str]:

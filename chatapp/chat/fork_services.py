@@ -22,7 +22,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, Sum
 from django.utils import timezone
 
 from chatapp.chat.conversation_export import (
@@ -33,6 +33,7 @@ from chatapp.chat.conversation_export import (
     message_export_values,
 )
 from chatapp.chat.image_export import page_images_add, rows_with_images
+from chatapp.chat.image_models import MessageImage
 from chatapp.chat.import_models import ImportJob
 from chatapp.chat.import_services import (
     ImportPayload,
@@ -53,6 +54,11 @@ BRANCH_TITLE_SUFFIX = " (branch)"
 # longer path would hold the request, and SQLite's writers, for longer than a click should: it is stored
 # as an import job of the branch (ForkQueued) and written by the import worker, as an upload is.
 MAX_FORK_MESSAGES = 5_000
+# Image bytes a path may hold to be written in the request: the request holds them all at once, four
+# times over (the bytes, their base64, the export's text, the rows written), where the job reads them a
+# run at a time (image_export) and refuses an export past IMPORT_MAX_BYTES. 120 MB of photos cost the
+# request 430 MB, and a path of photos the job refuses made the request hold gigabytes.
+MAX_FORK_IMAGE_BYTES = 32_000_000
 # Rows read per query while a long path is written into the job's payload.
 _CHUNK_ROWS = 500
 
@@ -106,7 +112,7 @@ def conversation_fork(*, owner: User, message_id: int) -> Conversation | ForkQue
         .values(*MESSAGE_EXPORT_FIELDS)
     )
     count = rows.count()
-    if count > MAX_FORK_MESSAGES:
+    if count > MAX_FORK_MESSAGES or _image_bytes(rows=rows) > MAX_FORK_IMAGE_BYTES:
         return ForkQueued(job=_fork_job_create(owner=owner, source=source, rows=rows), messages=count)
     messages = [message_export_values(row=row) for row in page_images_add(list(rows))]  # images: image_export
     document = {**_document_head(source=source), "messages": messages}
@@ -119,6 +125,12 @@ def conversation_fork(*, owner: User, message_id: int) -> Conversation | ForkQue
         raise ValidationError(f"This chat cannot be copied as it is: {exc}") from None
     fork.refresh_from_db()
     return fork
+
+
+def _image_bytes(*, rows: QuerySet[Message, dict[str, Any]]) -> int:
+    """The bytes of the images the path's messages carry (their sizes summed, none read)."""
+    held = MessageImage.objects.filter(message_id__in=rows.values("id")).aggregate(total=Sum("byte_count"))
+    return held["total"] or 0
 
 
 def _document_head(*, source: Conversation) -> dict[str, Any]:
@@ -152,8 +164,8 @@ def _fork_job_create(*, owner: User, source: Conversation, rows: QuerySet[Messag
         # The head with its closing brace replaced by the opening of the messages array, as the export writes it.
         payload.write((json.dumps(head, ensure_ascii=False)[:-1] + ', "messages": [').encode())
         separator = "\n"
-        for row in rows_with_images(rows.iterator(chunk_size=_CHUNK_ROWS), size=_CHUNK_ROWS):
-            payload.write((separator + message_export_json(row=row)).encode())
+        for row, image_bytes in rows_with_images(rows.iterator(chunk_size=_CHUNK_ROWS), size=_CHUNK_ROWS):
+            payload.write((separator + message_export_json(row=row, image_bytes=image_bytes)).encode())
             separator = ",\n"
         payload.write(b"\n]}")
     except ImportTooLarge as exc:

@@ -19,32 +19,77 @@ from chatapp.chat.image_services import ImageUpload, image_facts, images_validat
 from chatapp.chat.imports.records import ConversationError
 from chatapp.chat.models import Message
 
+# The most image bytes a JSON export, or a long branch's job, reads at once: a page's images are read
+# without their bytes, then the bytes of a run of messages at a time (image_runs). A page of 500
+# messages read with its images held every photo of it at once (hundreds of MB in one chunk, for a
+# Markdown export that prints only their names), where the exports promise a flat memory.
+IMAGE_RUN_BYTES = 8_000_000
 
-def page_images_add(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`rows` (message values in id order) each with its `images` (its files' bytes, base64 at the
-    last moment: image_values); one query for the page."""
+
+def page_images_add(rows: list[dict[str, Any]], *, with_bytes: bool = True) -> list[dict[str, Any]]:
+    """`rows` (message values in id order) each with its `images` (with their bytes, base64 at the last
+    moment: image_values; `with_bytes` False: without, read by images_bytes); one query for the page."""
     ids = [row["id"] for row in rows if row["role"] == Message.Role.USER]
     found: defaultdict[int, list[MessageImage]] = defaultdict(list)
-    for image in MessageImage.objects.filter(message_id__in=ids).order_by("id") if ids else ():
+    images = MessageImage.objects.filter(message_id__in=ids).order_by("id")
+    for image in (images if with_bytes else images.defer("data")) if ids else ():
         found[image.message_id].append(image)
     for row in rows:
         row["images"] = found.get(row["id"], [])
     return rows
 
 
-def rows_with_images(rows: Iterable[dict[str, Any]], *, size: int) -> Iterator[dict[str, Any]]:
-    """`rows` as they come, each with its `images` (page_images_add, `size` rows a query)."""
+def image_runs(rows: Sequence[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """`rows` (each with its `images`) in consecutive runs whose images hold at most IMAGE_RUN_BYTES
+    together; a message whose own images hold more is a run of its own."""
+    run: list[dict[str, Any]] = []
+    held = 0
+    for row in rows:
+        size = sum(image.byte_count for image in row["images"])
+        if run and held + size > IMAGE_RUN_BYTES:
+            yield run
+            run, held = [], 0
+        run.append(row)
+        held += size
+    if run:
+        yield run
+
+
+def images_bytes(*, rows: Iterable[dict[str, Any]]) -> dict[int, bytes]:
+    """The bytes of the images of `rows` (read without them), by image id: one query (none without
+    images). An image deleted since its page was read (with its chat) is not in it."""
+    ids = [image.pk for row in rows for image in row["images"]]
+    if not ids:
+        return {}
+    return {pk: bytes(data) for pk, data in MessageImage.objects.filter(pk__in=ids).values_list("id", "data")}
+
+
+def rows_with_images(
+    rows: Iterable[dict[str, Any]], *, size: int
+) -> Iterator[tuple[dict[str, Any], dict[int, bytes]]]:
+    """`rows` as they come, each with its `images` (`size` rows a query, without their bytes) and the
+    bytes of its run's images (image_runs: a run's at a time, never a batch's)."""
     batch: list[dict[str, Any]] = []
     for row in rows:
         batch.append(row)
         if len(batch) >= size:
-            yield from page_images_add(batch)
+            yield from _with_bytes(batch)
             batch = []
-    yield from page_images_add(batch)
+    yield from _with_bytes(batch)
 
 
-def image_values(image: MessageImage) -> dict[str, Any]:
-    return {**image_facts(image), "data": base64.b64encode(bytes(image.data)).decode("ascii")}
+def _with_bytes(batch: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[int, bytes]]]:
+    for run in image_runs(page_images_add(batch, with_bytes=False)):
+        found = images_bytes(rows=run)
+        for row in run:
+            # An image deleted meanwhile (its chat too) is left out, as a read of the batch left it out.
+            row["images"] = [image for image in row["images"] if image.pk in found]
+            yield row, found
+
+
+def image_values(image: MessageImage, *, data: bytes | None = None) -> dict[str, Any]:
+    """An image in our JSON; `data`: its bytes where it was read without them (images_bytes)."""
+    return {**image_facts(image), "data": base64.b64encode(bytes(image.data if data is None else data)).decode("ascii")}
 
 
 # What in a name would be Markdown, not text: a "]" closed the bracket, "](url)" made a link, "*" or

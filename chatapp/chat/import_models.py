@@ -37,8 +37,9 @@ class ImportJob(LeasedJob):
 
     class Kind(models.TextChoices):
         UPLOAD = "upload", "Uploaded file"
-        # Branch in new chat past MAX_FORK_MESSAGES (fork_services): the path as our export, written by the
-        # worker. Not checked against earlier imports (a branch is meant to be made again) nor recorded as one.
+        # Branch in new chat past MAX_FORK_MESSAGES or MAX_FORK_IMAGE_BYTES (fork_services): the path as our
+        # export, written by the worker. Not checked against earlier imports (a branch is meant to be made
+        # again) nor recorded as one.
         BRANCH = "branch", "Branch in new chat"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="import_jobs")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from chatapp.chat import fork_services
+from chatapp.chat import fork_services, image_export
 from chatapp.chat.fork_services import ForkQueued, conversation_fork
 from chatapp.chat.image_models import MessageImage
 from chatapp.chat.import_models import ImportedConversation, ImportJob
@@ -192,3 +194,57 @@ def test_a_branch_job_keeps_the_images(user, chat, monkeypatch, published, djang
     (pk,) = job.conversation_ids
     [copied] = MessageImage.objects.filter(message__conversation_id=pk)
     assert (copied.name, copied.width, copied.height, bytes(copied.data)) == ("a.png", 3, 2, png_bytes(3, 2))
+
+
+def test_a_branch_job_reads_its_images_bytes_a_run_at_a_time(
+    user, chat, monkeypatch, published, django_capture_on_commit_callbacks
+):
+    """The branch's export is written as the download's is: a batch of 500 messages was read with all its
+    images' bytes at once; they are read a run at a time (image_export.IMAGE_RUN_BYTES), every one kept."""
+    q1, _, q2, _, q3, a3 = active_path(chat)
+    files = {pk: png_bytes(4 + n, 2) for n, pk in enumerate((q1, q2, q3))}
+    for pk, data in files.items():
+        MessageImage.objects.create(message_id=pk, mime="image/png", width=4, height=2, byte_count=len(data),
+                                    name=f"{pk}.png", data=data)
+    monkeypatch.setattr(fork_services, "MAX_FORK_MESSAGES", 0)
+    monkeypatch.setattr(image_export, "IMAGE_RUN_BYTES", 1)  # each photo a run of its own
+    bytes_column = f'{connection.ops.quote_name(MessageImage._meta.db_table)}.{connection.ops.quote_name("data")}'
+    with CaptureQueriesContext(connection) as queries:
+        job = _queued(user, a3, django_capture_on_commit_callbacks).job
+    assert len([q for q in queries if bytes_column in q["sql"]]) == 3
+    assert import_job_run(job_id=job.pk).status == "done"
+    job.refresh_from_db()
+    (pk,) = job.conversation_ids
+    copied = MessageImage.objects.filter(message__conversation_id=pk).order_by("id")
+    assert [bytes(image.data) for image in copied] == list(files.values())
+
+
+def test_a_path_of_many_image_bytes_is_a_branch_job_and_past_the_import_limit_refused(
+    user, chat, monkeypatch, settings, published, django_capture_on_commit_callbacks
+):
+    """A path of few messages but many photos was written in the request, which held every image four
+    times over (bytes, base64, the export's text, the rows): no bound at all, where the job refuses an
+    export past IMPORT_MAX_BYTES. Past MAX_FORK_IMAGE_BYTES it is a job, read a run at a time."""
+    q1, _, q2, _, q3, a3 = active_path(chat)
+    photo = png_bytes(64, 64)
+    for pk in (q1, q2, q3):
+        MessageImage.objects.create(message_id=pk, mime="image/png", width=64, height=64, byte_count=len(photo),
+                                    name="photo.png", data=photo)
+    monkeypatch.setattr(fork_services, "MAX_FORK_IMAGE_BYTES", 2 * len(photo))  # the three are past it
+
+    settings.IMPORT_MAX_BYTES = 3 * len(photo)  # the images' base64 alone is past it
+    with pytest.raises(ValidationError, match="the largest branch written in the background") as refused:
+        conversation_fork(owner=user, message_id=a3)
+    assert refused.value.code == "too_large" and not ImportJob.objects.exists()
+
+    settings.IMPORT_MAX_BYTES = 10_000_000
+    queued = _queued(user, a3, django_capture_on_commit_callbacks)
+    assert queued.messages == 6 and published == [queued.job.pk]
+    assert import_job_run(job_id=queued.job.pk).status == "done"
+    queued.job.refresh_from_db()
+    (pk,) = queued.job.conversation_ids
+    assert MessageImage.objects.filter(message__conversation_id=pk).count() == 3
+
+    # At most the bound, it is written in the request as before.
+    monkeypatch.setattr(fork_services, "MAX_FORK_IMAGE_BYTES", 3 * len(photo))
+    assert isinstance(conversation_fork(owner=user, message_id=a3), Conversation)

@@ -263,3 +263,18 @@ def test_a_chat_imported_when_its_pictures_were_placeholders_is_not_imported_aga
     before = openwebui.conversation_parse(_with_question(_openwebui_chat("Photo"), linked), index=0)
     assert [m.content for m in before.messages][2] == "[image]"
     assert record_fingerprint(now) == record_fingerprint(before)
+
+
+@pytest.mark.parametrize("files", [5, True, 1.5])
+def test_a_user_message_whose_files_are_not_a_list_is_imported_with_its_text(owner, files):
+    """A user message's `files` that is not a list (a damaged or hand-edited file) crashed the reader
+    looking for pictures in it: the whole job failed as an internal error, the chats after it never
+    imported. It holds no pictures: the message is read by its text, as for `files` absent."""
+    odd = _with_question(_openwebui_chat("Odd files"), {"content": "Still readable?", "files": files})
+
+    job = import_now(owner, json.dumps([odd, _openwebui_chat("After it")]).encode())
+
+    assert (job.status, job.skipped) == ("done", [])
+    first, second = (Conversation.objects.get(pk=pk) for pk in job.conversation_ids)
+    assert first.messages.filter(role="user", content="Still readable?").exists()
+    assert not first.has_images and second.title == "After it"

@@ -102,8 +102,8 @@ class ImportJobOutputSerializer(serializers.ModelSerializer):
 
 
 class ForkJobOutputSerializer(ImportJobOutputSerializer):
-    """Branch in new chat past MAX_FORK_MESSAGES: the import job (kind "branch") that writes the new chat,
-    followed at GET /api/imports/<id>/ like an upload's (its `conversations` once done)."""
+    """Branch in new chat past MAX_FORK_MESSAGES (or MAX_FORK_IMAGE_BYTES): the import job (kind "branch")
+    that writes the new chat, followed at GET /api/imports/<id>/ like an upload's (its `conversations` once done)."""
 
     messages = serializers.SerializerMethodField(help_text="Messages the new chat will hold.")
 

@@ -257,9 +257,9 @@ class MessagePinApi(APIView):
 @extend_schema(
     operation_id="messages_fork",
     summary="Branch in new chat: a new chat holding the shown path up to this message",
-    description="Up to 5,000 messages the new chat is written in the request (201). A longer path is written "
-                "by the import worker: 202 and its job, to follow at GET /api/imports/<id>/ (its `conversations` "
-                "once done, else its `error` or `skipped`).",
+    description="Up to 5,000 messages and 32 MB of images the new chat is written in the request (201). A longer "
+                "path, or one of more images, is written by the import worker: 202 and its job, to follow at "
+                "GET /api/imports/<id>/ (its `conversations` once done, else its `error` or `skipped`).",
     request=None,
     responses={
         201: ConversationOutputSerializer,

@@ -142,8 +142,11 @@ def _pictures_take(record: records.MessageRecord, node: dict[str, Any]) -> None:
     become its images, checked when stored as a send's are; their "[image]" placeholders leave its
     text. The text with them stays what is stored if the pictures cannot be taken (import_writing),
     and what the chat's fingerprint is made of, as it was before pictures were read."""
+    files = node.get("files")
+    # Not a list (a damaged file): no pictures, as for none; iterating a number would crash the whole job.
     pictures = [{"data": item["url"], "name": item.get("name") if isinstance(item.get("name"), str) else ""}
-                for item in node.get("files") or [] if isinstance(item, dict) and _is_data_image(item.get("url"))]
+                for item in (files if isinstance(files, list) else ())
+                if isinstance(item, dict) and _is_data_image(item.get("url"))]
     content = node.get("content")
     for part in content if isinstance(content, list) else []:
         url = part.get("image_url") if isinstance(part, dict) else None

@@ -1,5 +1,5 @@
-/* Branch in new chat past the request's limit (fork_services.MAX_FORK_MESSAGES): the server answers 202
- * with the import job that writes the new chat in the background. A note under the message branched
+/* Branch in new chat past the request's limits (fork_services.MAX_FORK_MESSAGES, MAX_FORK_IMAGE_BYTES): the server
+ * answers 202 with the import job that writes the new chat in the background. A note under the message branched
  * from says so and follows the job (import_follow.js, as the settings page follows an upload), then
  * opens the new chat, or, when this page holds something unsent, links it; or says why it failed. */
 import { followImport } from "../import_follow.js";
