@@ -138,7 +138,7 @@ function setUp(formEl) {
     }
     const omitted = Object.entries(job.omitted || {}).filter(([, n]) => n > 0);
     if (omitted.length) {
-      const what = omitted.map(([reason, n]) => `${n} ${OMITTED_WORDS[reason] || reason.replace("_", " ")}`);
+      const what = omitted.map(([reason, n]) => `${n} ${OMITTED_WORDS[reason] || reason.replaceAll("_", " ")}`);
       parts.push(`Messages not imported: ${what.join(", ")}.`);
     }
     // Archived at their source (ChatGPT, Open WebUI, an export of ours), they came in archived: not

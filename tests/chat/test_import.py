@@ -21,7 +21,9 @@ from hypothesis import strategies as st
 
 import optimizer
 from chatapp.chat.branch_services import conversation_path_thread
+from chatapp.chat.imports import chatgpt
 from chatapp.chat.models import Conversation, Message, MessageSearch
+from chatapp.chat.rendering import markdown_render
 from chatapp.chat.search_selectors import message_search
 from chatapp.chat.selectors import conversation_list
 from tests.chat.importkit import chatgpt_conversation, export_document, file_bytes, import_now
@@ -545,6 +547,34 @@ def test_chatgpt_calls_to_hidden_tools_are_left_out_and_code_for_python_is_kept(
     ]
     assert [m.parent_id for m in rows[1:]] == [m.pk for m in rows[:-1]]
     assert job.omitted == {"tool_calls": 2, "tool_messages": 3}
+
+
+def test_chatgpt_code_that_holds_a_fence_gets_a_longer_one_and_is_found_again_by_its_earlier_fingerprint(
+    owner, monkeypatch
+):
+    """Code for python that writes Markdown holds ``` itself: inside a three-backtick block its own
+    fence closed the block, and the rest of the code was drawn as Markdown. A chat imported before the
+    longer fence (all code in three backticks) is still found when the same file comes again."""
+    code = 'readme = """\n```sh\npip install x\n```\n"""\nprint(readme)'
+    conversation = _chatgpt_line(*_tool_round("Write a README.", ("python", "code", code),
+                                              ("execution_output", "done"), "Done."))
+    file = json.dumps([conversation]).encode()
+    job = import_now(owner, file)
+    assert job.status == "done"
+    rows = _path(Conversation.objects.get(pk=job.conversation_ids[0]))
+    assert rows[1].content == f"````\n{code}\n````"
+    assert markdown_render(rows[1].content, cached=False).count("<pre") == 1  # one block, the code whole in it
+    again = import_now(owner, file)
+    assert (again.status, again.conversation_ids) == ("done", [])
+
+    # Imported as the earlier reader did (three backticks), then the same file read by this one.
+    Conversation.objects.filter(owner=owner).delete()
+    monkeypatch.setattr(chatgpt, "_code_block", lambda text: f"```\n{text}\n```")
+    assert import_now(owner, file).status == "done"
+    monkeypatch.undo()
+    again = import_now(owner, file)
+    assert (again.status, again.conversation_ids) == ("done", [])
+    assert Conversation.objects.filter(owner=owner).count() == 1
 
 
 def test_a_chatgpt_chat_imported_with_its_hidden_calls_as_replies_is_not_imported_again(owner):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
@@ -165,6 +166,13 @@ def _message(message: Any, *, what: str, omitted: Counter[str]) -> records.Messa
         created_at=records.epoch_time(message.get("create_time"), what=f"{what}'s create_time"),
         updated_at=records.epoch_time(message.get("update_time"), what=f"{what}'s update_time"),
     )
+    content = message.get("content")
+    if isinstance(content, dict) and content.get("content_type") == "code":
+        # Imports before the longer fence wrapped all code in three backticks: a chat imported then
+        # must still be found by its fingerprint, not imported again.
+        as_before = f"```\n{content.get('text')}\n```"
+        if text != as_before:
+            record.fingerprint_content = as_before
     if role == "assistant":
         _ending_read(record, metadata.get("finish_details"))
     return record
@@ -204,8 +212,16 @@ def _content_text(content: Any, *, what: str) -> str:
     text = content.get("text")
     if isinstance(text, str):
         # A code message is the model's code for a tool (ChatGPT shows it as a code block).
-        return f"```\n{text}\n```" if content.get("content_type") == "code" and text.strip() else text
+        return _code_block(text) if content.get("content_type") == "code" and text.strip() else text
     return ""  # content types with no text to show (hidden reasoning, browsing state)
+
+
+def _code_block(code: str) -> str:
+    """`code` as a Markdown code block that no run of backticks inside it closes: CommonMark closes a
+    fence on a run at least as long as its own, so code that writes Markdown (a README, a ``` block)
+    gets a longer fence, not one its own lines end (the rest then drawn as Markdown)."""
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`{3,}", code)), default=0) + 1)
+    return f"{fence}\n{code}\n{fence}"
 
 
 def _part_text(part: Any) -> str:
