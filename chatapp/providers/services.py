@@ -107,7 +107,12 @@ def llm_config_key_left_behind(*, config: LLMConfig, fields: dict[str, Any]) -> 
 def _origin(url: str) -> tuple[str, str, int | None]:
     """Scheme, host and port: where a request (and its Authorization header) goes. The scheme's own
     port written out is the same place (https://host:443 is https://host), as browsers have it."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        # A host in brackets that is no IPv6 address ("https://[zz]/v1"), or one bracket alone: an
+        # edit's URL is read here before it is validated, which then refuses it as a field error.
+        return "", "", None
     scheme = parts.scheme.lower()
     try:
         port = parts.port or {"http": 80, "https": 443}.get(scheme)

@@ -390,3 +390,19 @@ def test_a_base_url_the_settings_form_refuses_is_refused_by_the_api_too(api, use
     assert answer.status_code == 400
     assert answer.json()["base_url"] == ["Enter a valid URL, such as https://api.openai.com/v1."]
     assert not LLMConfig.objects.filter(owner=user).exists()
+
+
+@pytest.mark.parametrize("base_url", ["https://[zz]/v1", "https://[::1/v1", "https://a]b/v1"])
+@pytest.mark.parametrize("with_key", [False, True])
+def test_an_edit_to_a_base_url_with_broken_brackets_is_a_field_error(api, user, plain_key, base_url, with_key):
+    """Creating such a config answered the field error, but an edit to it answered a 500: the edit reads
+    the new URL's server (whether the key stays, whether the window follows) before validating it, and
+    Python's URL parser raises on a bracketed host that is no IPv6 address."""
+    pk = _create(api, **({"api_key": plain_key} if with_key else {})).json()["id"]
+
+    edited = api.patch(f"/api/configs/{pk}/", {"base_url": base_url}, format="json")
+
+    assert edited.status_code == 400
+    assert edited.json()["base_url"] == ["Enter a valid URL, such as https://api.openai.com/v1."]
+    config = LLMConfig.objects.get(pk=pk)
+    assert (config.base_url, config.has_api_key) == ("https://api.openai.com/v1", with_key)
