@@ -107,7 +107,10 @@ def llm_config_key_left_behind(*, config: LLMConfig, fields: dict[str, Any]) -> 
 def _origin(url: str) -> tuple[str, str, int | None]:
     """Scheme, host and port: where a request (and its Authorization header) goes. The scheme's own
     port written out is the same place (https://host:443 is https://host), as browsers have it."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # "https://[zz]/v1": an edit's URL is read before it is validated (then refused)
+        return "", "", None
     scheme = parts.scheme.lower()
     try:
         port = parts.port or {"http": 80, "https": 443}.get(scheme)
@@ -264,10 +267,8 @@ def llm_config_create(
     return config
 
 
-_UPDATABLE = frozenset(
-    {"name", "base_url", "model", "api_key", "clear_api_key", "context_window", "max_output_tokens", "temperature",
-     "is_default", "accepts_images"}
-)
+_UPDATABLE = frozenset({"name", "base_url", "model", "api_key", "clear_api_key", "context_window",
+                        "max_output_tokens", "temperature", "is_default", "accepts_images"})
 
 
 def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
@@ -347,13 +348,17 @@ def llm_config_update(*, config: LLMConfig, **fields: Any) -> LLMConfig:
 def llm_config_make_default(*, config: LLMConfig) -> LLMConfig:
     with transaction.atomic():
         _lock_owner(config.owner)
-        if not LLMConfig.objects.filter(pk=config.pk, is_default=True).exists():
+        # Read again under the lock: a config deleted meanwhile (another tab) took the default off the
+        # one that had it and then set none, and the caller's 500 left the user with no default at all.
+        current = LLMConfig.objects.filter(pk=config.pk).values_list("is_default", flat=True).first()
+        if current is None:
+            raise Http404("No such configuration.")
+        if not current:
             chats_moved(owner_id=config.owner_id, config_ids=(), followers=True,
                          before=default_model(owner_id=config.owner_id), after=config.model)
         # Unset first: the database allows one default per owner at any moment.
-        LLMConfig.objects.filter(owner_id=config.owner_id, is_default=True).exclude(pk=config.pk).update(
-            is_default=False
-        )
+        mine = LLMConfig.objects.filter(owner_id=config.owner_id)
+        mine.filter(is_default=True).exclude(pk=config.pk).update(is_default=False)
         LLMConfig.objects.filter(pk=config.pk).update(is_default=True)
     config.refresh_from_db()
     return config

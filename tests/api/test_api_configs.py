@@ -390,3 +390,46 @@ def test_a_base_url_the_settings_form_refuses_is_refused_by_the_api_too(api, use
     assert answer.status_code == 400
     assert answer.json()["base_url"] == ["Enter a valid URL, such as https://api.openai.com/v1."]
     assert not LLMConfig.objects.filter(owner=user).exists()
+
+
+@pytest.mark.parametrize("base_url", ["https://[zz]/v1", "https://[::1/v1", "https://a]b/v1"])
+@pytest.mark.parametrize("with_key", [False, True])
+def test_an_edit_to_a_base_url_with_broken_brackets_is_a_field_error(api, user, plain_key, base_url, with_key):
+    """Creating such a config answered the field error, but an edit to it answered a 500: the edit reads
+    the new URL's server (whether the key stays, whether the window follows) before validating it, and
+    Python's URL parser raises on a bracketed host that is no IPv6 address."""
+    pk = _create(api, **({"api_key": plain_key} if with_key else {})).json()["id"]
+
+    edited = api.patch(f"/api/configs/{pk}/", {"base_url": base_url}, format="json")
+
+    assert edited.status_code == 400
+    assert edited.json()["base_url"] == ["Enter a valid URL, such as https://api.openai.com/v1."]
+    config = LLMConfig.objects.get(pk=pk)
+    assert (config.base_url, config.has_api_key) == ("https://api.openai.com/v1", with_key)
+
+
+@pytest.mark.parametrize("where", ["api", "settings page"])
+def test_making_default_a_config_deleted_meanwhile_keeps_the_default(api, user, client, monkeypatch, where):
+    """Make default pressed on a config another tab deleted after this request found it: the default
+    was taken off the config that had it and given to none (the update found no row), then reading
+    the config back answered a 500, and the user's new chats went to the offline demo model."""
+    from chatapp.chat import settings_views
+    from chatapp.providers import api as config_api
+
+    kept = _create(api, name="Kept").json()
+    gone = _create(api, name="Gone").json()
+    module = config_api if where == "api" else settings_views.config_selectors
+    real = module.llm_config_get
+
+    def found_then_deleted(*, owner, pk):
+        config = real(owner=owner, pk=pk)
+        LLMConfig.objects.filter(pk=pk).delete()  # the other tab's Delete, between this read and the write
+        return config
+
+    monkeypatch.setattr(module, "llm_config_get", found_then_deleted)
+    client.force_login(user)
+    answer = (api.post(f"/api/configs/{gone['id']}/default/") if where == "api"
+              else client.post(f"/settings/configs/{gone['id']}/default/"))
+
+    assert answer.status_code == 404
+    assert list(LLMConfig.objects.filter(owner=user, is_default=True).values_list("pk", flat=True)) == [kept["id"]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
 import threading
@@ -681,3 +682,53 @@ def test_a_host_that_does_not_resolve_is_said_so():
     assert error is not None and "“ollama-later.invalid” does not resolve" in error.user_message
     ok, message = llm.llm_test_connection(target=target)
     assert ok is False and "“ollama-later.invalid” does not resolve" in message
+
+
+@contextlib.contextmanager
+def endpoint_naming_its_model(model: object) -> Iterator[str]:
+    """An endpoint that answers every chat completion with "OK" and `model` as the model that answered
+    (a vLLM names the model it serves by the path it was loaded from); yields its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            body = json.dumps({
+                "id": "c1", "object": "chat.completion", "created": 1700000000, "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
+            }).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("answered, kept", [
+    ("gpt-4o-mini-2024-07-18", True),
+    ("/srv/models/" + "deep/" * 40 + "Llama-3.1-8B-Instruct", False),  # longer than the 200 a model name is stored in
+    ("fake\x00echo", False),  # PostgreSQL stores no NUL
+    ("", False),
+    (12345, False),
+])
+def test_the_model_an_endpoint_names_is_kept_only_when_it_can_be_stored(answered, kept):
+    """The summary job stores the model the endpoint says answered: a name longer than the column, or
+    with a NUL, failed the write on PostgreSQL ("Internal error while summarizing (DataError)") after
+    the call was paid for, on every attempt."""
+    with endpoint_naming_its_model(answered) as base_url:
+        completion = llm.llm_complete(target=make_target(base_url, "my-local-llama"), messages=MESSAGES)
+
+    assert completion.text == "OK"
+    assert completion.model == (answered if kept else "my-local-llama")

@@ -324,7 +324,7 @@ def _complete_with(create: Callable[..., Any], target: LLMTarget, messages: list
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         cached_tokens=usage.cached_tokens or 0,
-        model=response.model or target.model,
+        model=Completion.answered_model(response.model, asked=target.model),
         finish_reason=_field(choice, "finish_reason"),
     )
 

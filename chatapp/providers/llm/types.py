@@ -72,6 +72,10 @@ class Finish:
 LLMEvent = Delta | Reasoning | Usage | Finish
 
 
+# The longest model name stored (LLMConfig.model, and the model of the messages and jobs a call writes).
+MODEL_NAME_MAX_CHARS = 200
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     text: str
@@ -80,6 +84,16 @@ class Completion:
     cached_tokens: int
     model: str
     finish_reason: str | None = None
+
+    @staticmethod
+    def answered_model(name: object, *, asked: str) -> str:
+        """The model an endpoint says answered (its response's `model`), as stored beside what it wrote:
+        its own name when it is one, else the name asked for. The endpoint's word is unchecked text: a
+        vLLM serving a model by a long path, or a NUL (which PostgreSQL refuses), made the summary's
+        write fail after the call was paid for, and its job with it."""
+        if isinstance(name, str) and name.strip() and len(name) <= MODEL_NAME_MAX_CHARS and name.isprintable():
+            return name
+        return asked
 
 
 ERROR_KINDS = frozenset(
