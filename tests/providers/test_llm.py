@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -386,6 +387,21 @@ METADATA_BODY = "iam-role-credentials: AKIA-SECRET-FROM-METADATA"
 
 
 @contextlib.contextmanager
+def serving(handler: type[BaseHTTPRequestHandler], *, tls: ssl.SSLContext | None = None) -> Iterator[str]:
+    """`handler` answering on a free local port (over TLS with `tls`), in a thread of its own; yields its
+    base URL (…/v1)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"{'http' if tls is None else 'https'}://127.0.0.1:{server.server_port}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
 def redirecting_endpoint(location: str) -> Iterator[str]:
     """A public-looking endpoint that answers every request with 307 to `location` (and a body that
     must never reach the user); yields its base URL."""
@@ -407,14 +423,8 @@ def redirecting_endpoint(location: str) -> Iterator[str]:
         def log_message(self, *args) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield url
 
 
 def test_redirects_are_not_followed_and_are_explained(fake):
@@ -621,7 +631,6 @@ def test_https_to_a_plain_http_server_says_to_use_http(fake):
 def self_signed_server(tmp_path) -> Iterator[str]:
     """An HTTPS server on 127.0.0.1 whose certificate nobody signed (a LAN vLLM behind its own TLS)."""
     import datetime
-    import ssl
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -639,14 +648,8 @@ def self_signed_server(tmp_path) -> Iterator[str]:
                                                          serialization.NoEncryption()))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"https://127.0.0.1:{server.server_port}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(BaseHTTPRequestHandler, tls=context) as url:
+        yield url
 
 
 def test_a_certificate_not_trusted_is_said_so(self_signed_server):
@@ -660,7 +663,6 @@ def test_a_certificate_not_trusted_is_said_so(self_signed_server):
 def test_every_model_client_verifies_with_one_trust_store_loaded_once(self_signed_server):
     """Loading the CA bundle cost 20 ms of CPU per client made: the clients of every endpoint share
     one context (the sync clients' pools too), which still refuses a certificate nobody signed."""
-    import ssl
 
     async def transports() -> list:
         for base_url in ("https://one.example/v1", "https://two.example/v1"):
@@ -706,14 +708,8 @@ def endpoint_naming_its_model(model: object) -> Iterator[str]:
         def log_message(self, *args) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield url
 
 
 @pytest.mark.parametrize("answered, kept", [
