@@ -81,7 +81,8 @@ def reply_store(
         "completion_tokens": getattr(usage, "completion_tokens", None),
         "error": error,
         # Only a complete reply keeps it: a stopped one ended by the user's hand, a failed one by the error.
-        "finish_reason": (finish_reason[:32] or None) if status == Message.Status.COMPLETE else None,
+        # The endpoint's own word: a NUL or a lone surrogate in it failed the write, losing the reply.
+        "finish_reason": (text_storable(finish_reason)[:32] or None) if status == Message.Status.COMPLETE else None,
         "updated_at": timezone.now(),
     }
     with transaction.atomic():

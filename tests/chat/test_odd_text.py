@@ -40,6 +40,8 @@ def test_a_reply_with_odd_bytes_is_stored_whole(user, fake_openai):
 
     assert reply.status == Message.Status.COMPLETE
     assert reply.content.endswith(" NUL\ufffd here, pair \U0001f600, lone \ufffd end.")
+    # the finish_reason's own NUL and lone surrogate failed the reply's write, losing all its text
+    assert reply.finish_reason == "stop\ufffd\ufffd"
     assert reply.char_count == len(reply.content) and reply.token_count > 0
     assert result.named("done")[0]["message"]["content"] == reply.content
 

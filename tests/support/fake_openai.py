@@ -33,7 +33,8 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
 - `slow-<ms>`            like fake-echo with <ms> milliseconds before each chunk (and before a JSON reply).
 - `verbatim-<ms>`        the last user message word for word (its lines, fences and all), in word-sized chunks
                          <ms> milliseconds apart: a reply of the Markdown a test chooses.
-- `odd-bytes`            like fake-echo, then NUL, a surrogate pair split across two chunks and a lone surrogate.
+- `odd-bytes`            like fake-echo, then NUL, a surrogate pair split across two chunks and a lone surrogate;
+                         its finish_reason is "stop" followed by a NUL and a lone surrogate.
 - `think-fields[-<ms>]`  a reasoning model with a reasoning parser (DeepSeek, vLLM): thinking (`thinking_text`) in
                          `reasoning_content` deltas (in the message's `reasoning_content` unstreamed), then
                          fake-echo's reply; <ms> milliseconds before each chunk.
@@ -480,6 +481,7 @@ def _reply_pieces(body: dict, model: str) -> tuple[list[str], str]:
     if model == "odd-bytes":
         # what JSON allows and storage does not: NUL, a surrogate pair split across two chunks, a lone one
         pieces += [" NUL\x00 here,", " pair \ud83d", "\ude00, lone \udc00 end."]
+        return pieces, "stop\x00\ud800"
     max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
     if isinstance(max_tokens, int) and 0 < max_tokens < len(pieces):
         return pieces[:max_tokens], "length"
