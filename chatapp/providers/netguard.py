@@ -85,6 +85,9 @@ def base_url_validate(url: str, *, allow_private: bool) -> None:
         EndpointURLValidator()(url)
     except ValidationError:
         raise ValidationError("Enter a valid URL, such as https://api.openai.com/v1.", code="invalid") from None
+    if port == 0:
+        raise ValidationError("The URL names port 0, where no server listens: give the server's port, "
+                              "or none for 80 (http) or 443 (https).", code="invalid")
     port = port or (443 if parts.scheme == "https" else 80)
     host_addresses(host, port, allow_private=allow_private)
 

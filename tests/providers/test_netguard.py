@@ -76,6 +76,8 @@ def test_numeric_host_spellings_are_resolved_not_trusted(monkeypatch):
         ("http:///v1", "no host name"),
         ("http://user:pass@example.com/v1", "credentials"),
         ("http://example.com:99999/v1", "valid URL"),
+        # No server listens on port 0: every chat with it failed to connect, after it was saved.
+        ("http://example.com:0/v1", "port 0"),
         ("https://no-such-host.invalid/v1", "could not be resolved"),
     ],
 )
