@@ -2,9 +2,12 @@
 account, and Settings' Revoke button. Thin function views, as in views.py.
 
 The public page shows the conversation's text and nothing of its owner: no username, model, config,
-settings or key, and it has no script. It carries the app's CSP (views.PAGE_CSP), keeps search engines
-out (`noindex` meta and X-Robots-Tag), sends no Referer to the sites its links lead to, and is never
-cached, so a revoked link stops answering at once (404, as an unknown token).
+settings, key, nor the names of the files its images came from, and its images are served without their
+metadata (image_metadata: a photo's GPS position, camera, author). It has no script, and its CSP
+(SHARE_CSP, stricter than the app's pages' views.PAGE_CSP) lets none run, nor any form post or
+connection start; it keeps search engines out (`noindex` meta and X-Robots-Tag), sends no Referer to
+the sites its links lead to, and is never cached, so a revoked link stops answering at once (404, as an
+unknown token).
 """
 
 from __future__ import annotations
@@ -23,15 +26,22 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from chatapp.chat.api.image_views import image_response
+from chatapp.chat.image_metadata import image_metadata_strip
 from chatapp.chat.image_services import images_prefetch
 from chatapp.chat.models import Message, MessageImage
 from chatapp.chat.query_params import query_id
 from chatapp.chat.rendering import markdown_render
 from chatapp.chat.share_selectors import share_get, share_get_public, share_image_get, share_messages
 from chatapp.chat.share_services import conversation_share_revoke
-from chatapp.chat.views import page_csp
 
 PUBLIC_HEADERS = {"X-Robots-Tag": "noindex, nofollow", "Referrer-Policy": "no-referrer"}
+# The public page's policy: its own stylesheets and images (and the inline style of its icons' sprite),
+# nothing else. No script at all: the page has none, so text that ever got past the sanitizer as markup
+# could run none either (not even one of the app's own modules, which `script-src 'self'` would allow).
+SHARE_CSP = (
+    "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'"
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,8 @@ class SharedMessage:
 def _public(response: HttpResponse) -> HttpResponse:
     for name, value in PUBLIC_HEADERS.items():
         response[name] = value
+    if response.get("Content-Type", "").startswith("text/html"):
+        response["Content-Security-Policy"] = SHARE_CSP
     return response
 
 
@@ -68,7 +80,6 @@ def _shared(message: Message) -> SharedMessage:
     )
 
 
-@page_csp
 @never_cache
 @require_GET
 def share_page(request: HttpRequest, token: str) -> HttpResponse:
@@ -103,7 +114,9 @@ def share_image(request: HttpRequest, token: str, pk: int) -> HttpResponse:
         image = share_image_get(share=share, pk=pk)
     except Http404:
         return _public(HttpResponse("Not found.", status=404, content_type="text/plain; charset=utf-8"))
-    return _public(image_response(image, cache_control="no-store"))
+    # Without its metadata: what the owner shared is the picture, not where and with what it was taken.
+    served = image_metadata_strip(bytes(image.data), image.mime)
+    return _public(image_response(image, cache_control="no-store", data=served))
 
 
 @login_required

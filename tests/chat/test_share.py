@@ -19,7 +19,7 @@ from chatapp.chat.models import Conversation, ConversationShare, Message
 from chatapp.chat.reply_stream import INTERRUPTED_WORDS
 from chatapp.chat.share_selectors import SHARE_PAGE, _ancestors, share_messages
 from chatapp.chat.share_services import IssuedShare, conversation_share_create, conversation_share_revoke
-from chatapp.chat.views import PAGE_CSP
+from chatapp.chat.share_views import SHARE_CSP
 from chatapp.providers.services import llm_config_create
 
 pytestmark = pytest.mark.django_db
@@ -127,7 +127,11 @@ def test_public_page_keeps_search_engines_out_and_sends_no_referrer(chat, owner)
     assert '<meta name="robots" content="noindex, nofollow">' in body
     assert response["X-Robots-Tag"] == "noindex, nofollow"
     assert response["Referrer-Policy"] == "no-referrer"
-    assert response["Content-Security-Policy"] == PAGE_CSP
+    # The app's pages' policy less what a page without script needs: no script runs, no form posts.
+    assert response["Content-Security-Policy"] == SHARE_CSP
+    assert "default-src 'none'" in SHARE_CSP and "script-src" not in SHARE_CSP
+    assert "form-action 'none'" in SHARE_CSP and "frame-ancestors 'none'" in SHARE_CSP
+    assert Client().get("/s/no-such-link/")["Content-Security-Policy"] == SHARE_CSP
     assert "no-store" in response["Cache-Control"]  # a revoked link must not live on in a cache
     # No script at all, and no CSRF cookie handed to anonymous readers.
     assert "<script" not in body

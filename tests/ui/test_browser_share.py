@@ -1,15 +1,22 @@
 """Share links in a real browser (issue 13): "Share…" in the chat header's menu makes a link and shows
-it with a Copy button; the link opens, logged out, as a script-free read-only page under the app's CSP."""
+it with a Copy button; the link opens, logged out, as a script-free read-only page under a CSP that lets no
+script run (share_views.SHARE_CSP)."""
 
 from __future__ import annotations
+
+import struct
+import zlib
 
 import pytest
 from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
+from chatapp.chat.image_models import MessageImage
 from chatapp.chat.models import Conversation, ConversationShare, Message
+from chatapp.chat.share_services import conversation_share_create
 from tests.support.browser import console_errors
+from tests.support.images import png_bytes
 from tests.ui.test_browser import XSS, _menu_dialog, _sign_up, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -80,3 +87,27 @@ def test_share_cancelled_publishes_nothing(asgi_server, browser):
     _wait(browser, lambda d: dialog.get_attribute("open") is None)
     _wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "conv-menu-btn")
     assert not ConversationShare.objects.filter(conversation=conversation).exists()
+
+
+def test_a_shared_image_is_drawn_without_its_metadata(asgi_server, browser):
+    """The link's image, its text and EXIF chunks left out (image_metadata), is still a picture the browser
+    draws, on a page whose CSP lets it load; and its file's name is not on the page."""
+    user = get_user_model().objects.create_user(username="browser-photographer", password="a long test password 1")
+    conversation = Conversation.objects.create(owner=user, title="Photos", has_images=True)
+    message = Message.objects.create(conversation=conversation, role="user", content="Look")
+    plain = png_bytes(6, 4)
+    text = b"tEXt" + b"Author\x00Zelda Owner"
+    author = struct.pack(">I", len(text) - 4) + text + struct.pack(">I", zlib.crc32(text))
+    data = plain[:33] + author + plain[33:]
+    MessageImage.objects.create(message=message, mime="image/png", width=6, height=4, byte_count=len(data),
+                                name="zelda-at-home.png", data=data)
+    token = conversation_share_create(owner=user, conversation=conversation).token
+
+    browser.get(f"{asgi_server.url}/s/{token}/")
+    _wait(browser, lambda d: d.execute_script("const i = document.querySelector('.msg-image img');"
+                                              "return i && i.complete && i.naturalWidth"))
+    image = browser.find_element(By.CSS_SELECTOR, ".msg-image img")
+
+    assert browser.execute_script("return arguments[0].naturalWidth", image) == 6
+    assert image.get_attribute("alt") == "Image (6x4)" and "zelda-at-home" not in browser.page_source
+    assert console_errors(browser) == []  # no CSP violation, no failed load

@@ -13,14 +13,20 @@ from chatapp.chat.image_selectors import image_get
 
 # An image's bytes never change under its id: the browser keeps it, privately (it is the owner's).
 IMAGE_CACHE_CONTROL = "private, max-age=31536000, immutable"
+# Opened on its own (the "Open full size" link), an image is a document of this site: nothing may load or
+# run in it, whatever a browser made of the bytes (as GitHub serves users' raw files).
+IMAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
 
 
-def image_response(image: MessageImage, *, cache_control: str = IMAGE_CACHE_CONTROL) -> HttpResponse:
-    """The image's bytes with the type read from them when stored (never the sender's word)."""
-    response = HttpResponse(bytes(image.data), content_type=image.mime)
+def image_response(image: MessageImage, *, cache_control: str = IMAGE_CACHE_CONTROL,
+                   data: bytes | None = None) -> HttpResponse:
+    """The image's bytes (or `data`, what is served of them) with the type read from them when stored
+    (never the sender's word)."""
+    response = HttpResponse(bytes(image.data) if data is None else data, content_type=image.mime)
     response["Cache-Control"] = cache_control
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Disposition"] = "inline"
+    response["Content-Security-Policy"] = IMAGE_CSP
     return response
 
 
