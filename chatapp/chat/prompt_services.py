@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,6 +155,18 @@ def _command_fitted(command: str) -> str:
     return command
 
 
+def _command_numbered(command: str, *, taken: Collection[str]) -> str:
+    """`command`, a file's command cut to 40 characters, numbered ("-2", "-3", …, within the 40) when
+    another prompt of the file has it: Open WebUI's commands alike in their first 40 characters
+    ("…-formal", "…-informal") are two prompts, both imported. The same file gives the same numbers, so
+    importing it again finds each prompt under the command it got."""
+    numbered, number = command, 2
+    while numbered in taken:
+        numbered = f"{command[: 39 - len(str(number))].rstrip('-_')}-{number}"
+        number += 1
+    return numbered
+
+
 def _item_named(item: dict[str, Any], number: int) -> str:
     """A refused item as a message names it: its command as the file gives it, cut at a word within 40
     characters (a file's "command" may hold a whole text), or its place in the file."""
@@ -176,6 +189,10 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
     held = set(SavedPrompt.objects.filter(owner=owner).values_list("command", flat=True))
     room = MAX_PROMPTS_PER_USER - len(held)
     added: set[str] = set()  # by this import: a command again in the file is not one the owner had
+    # The file's commands as given, and the command each cut one took (by the one it was given as): a
+    # cut command another prompt of the file has, as given or cut, is numbered (_command_numbered).
+    given_all = {_item_text(item, "command").strip().removeprefix("/").lower() for item in items}
+    cut_to: dict[str, str] = {}
     for number, item in enumerate(items, start=1):
         given = _item_text(item, "command")
         try:
@@ -185,6 +202,11 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
             why = " ".join(exc.messages)
             done.refused.append(f"{_item_named(item, number)}: {why[:1].lower()}{why[1:]}")
             continue
+        named = given.strip().removeprefix("/").lower()
+        if fields["command"] != named:
+            if named not in cut_to:
+                cut_to[named] = _command_numbered(fields["command"], taken={*given_all, *cut_to.values()})
+            fields["command"] = cut_to[named]
         if fields["command"] in added:
             done.repeated.append(fields["command"])
             continue
@@ -201,8 +223,8 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
             done.skipped.append(fields["command"])
             continue
         done.added.append(fields["command"])
-        if fields["command"] != given.strip().removeprefix("/").lower():
-            done.cut.append((given.strip().removeprefix("/").lower(), fields["command"]))
+        if fields["command"] != named:
+            done.cut.append((named, fields["command"]))
         held.add(fields["command"])
         added.add(fields["command"])
         room -= 1

@@ -268,3 +268,29 @@ def test_an_open_webui_command_longer_than_ours_is_imported_cut_to_40_characters
                     "Cut to 40 characters, the longest a command is here: "
                     "/summarize-the-meeting-notes-into-a-list-of-actions became "
                     "/summarize-the-meeting-notes-into-a-list."]
+
+
+def test_two_open_webui_commands_alike_in_their_first_40_characters_are_both_imported(client):
+    # Cut to 40 characters, the second came out as the first's command: it was not imported, said to be
+    # "given again in the file", though the file held two prompts, its text lost to the import.
+    user = _signed_in(client, "alike")
+    stem = "/translate-the-following-text-into-french"
+    file = [{"command": f"{stem}-formal", "title": "Formal", "content": "Translate (vous):"},
+            {"command": f"{stem}-informal", "title": "Informal", "content": "Translate (tu):"},
+            {"command": f"{stem}-formal", "title": "Formal again", "content": "Translate (vous), again:"}]
+
+    said = _import(client, json.dumps(file))
+
+    assert _mine(user) == [("translate-the-following-text-into-fren-2", "Informal", "Translate (tu):"),
+                           ("translate-the-following-text-into-french", "Formal", "Translate (vous):")]
+    assert said == ["Imported 2 prompts: /translate-the-following-text-into-french, "
+                    "/translate-the-following-text-into-fren-2.",
+                    "Cut to 40 characters, the longest a command is here: "
+                    "/translate-the-following-text-into-french-formal became "
+                    "/translate-the-following-text-into-french, /translate-the-following-text-into-french-informal "
+                    "became /translate-the-following-text-into-fren-2.",
+                    "Skipped 1 given again in the file (the first one imported): "
+                    "/translate-the-following-text-into-french."]
+    # The same file again adds nothing: each prompt is found under the command it was given here.
+    assert _import(client, json.dumps(file))[0].startswith("Skipped 3 whose command you already have")
+    assert len(_mine(user)) == 2
