@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from .prompt_models import COMMAND_PATTERN, SavedPrompt
-from .textsafe import text_blank, text_storable
+from .textsafe import cluster_edge, text_blank, text_storable
 
 MAX_PROMPTS_PER_USER = 200
 # The box's own commands: a saved prompt cannot take their names.
@@ -141,9 +141,9 @@ def _item_text(item: dict[str, Any], name: str) -> str:
 def _title_fitted(title: str) -> str:
     """A file's title within ours (100 characters), shortened with "…": Open WebUI keeps titles of any
     length, and its prompt is worth importing under the start of its title, where the form refuses one
-    typed too long for the user to shorten."""
+    typed too long for the user to shorten. Cut between user-perceived characters, as a chat's title."""
     title = " ".join(title.split())
-    return title if len(title) <= 100 else title[:99].rstrip() + "…"
+    return title if len(title) <= 100 else title[: cluster_edge(title, 99, forward=False)].rstrip() + "…"
 
 
 def _command_fitted(command: str) -> str:

@@ -294,3 +294,16 @@ def test_two_open_webui_commands_alike_in_their_first_40_characters_are_both_imp
     # The same file again adds nothing: each prompt is found under the command it was given here.
     assert _import(client, json.dumps(file))[0].startswith("Skipped 3 whose command you already have")
     assert len(_mine(user)) == 2
+
+
+def test_a_long_title_is_shortened_between_the_letters_a_reader_sees(client):
+    # Cut at its 99th code point, a Hindi title lost the vowel sign of its last letter ("हु" shown as "ह"):
+    # another word than the file's. The cut falls before the whole letter, as a chat's title is cut.
+    user = _signed_in(client, "hindi-title")
+    title = ("कृपया, इस लेख का सारांश तीन वाक्यों में लिखें, मुख्य बिंदुओं और निष्कर्षों को स्पष्ट रूप से बताते "
+             "हुए, सरल हिंदी में लिखिए ताकि हर पाठक इसे आसानी से समझ सके")
+
+    _import(client, json.dumps([{"command": "/summary", "title": title, "content": "Summarize:"}]))
+
+    [(_, kept, _)] = _mine(user)
+    assert kept.endswith("बताते…") and title.startswith(kept[:-1])
