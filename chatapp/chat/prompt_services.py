@@ -196,7 +196,9 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
     for number, item in enumerate(items, start=1):
         given = _item_text(item, "command")
         try:
-            fields = _cleaned(command=_command_fitted(given), title=_title_fitted(_item_text(item, "title")),
+            # Open WebUI's newer prompts (versions, tags) call the title "name".
+            title = _item_text(item, "title") or _item_text(item, "name")
+            fields = _cleaned(command=_command_fitted(given), title=_title_fitted(title),
                               content=_item_text(item, "content"))
         except ValidationError as exc:
             why = " ".join(exc.messages)

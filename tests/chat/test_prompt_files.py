@@ -307,3 +307,14 @@ def test_a_long_title_is_shortened_between_the_letters_a_reader_sees(client):
 
     [(_, kept, _)] = _mine(user)
     assert kept.endswith("बताते…") and title.startswith(kept[:-1])
+
+
+def test_a_file_of_the_newer_open_webuis_prompts_export_keeps_each_prompts_name(client):
+    # Open WebUI's newer prompts (with versions and tags) call the title "name" and keep the command
+    # without its "/": imported, each prompt showed its command where its name belonged.
+    items = [{"id": "9f1c", "command": "summarize", "name": "Summarize a text", "content": "Summarize: {{CLIPBOARD}}",
+              "tags": ["writing"], "is_active": True, "access_grants": [], "created_at": 1760000000}]
+    user = _signed_in(client, "owui-named")
+
+    assert _import(client, json.dumps(items)) == ["Imported 1 prompt: /summarize."]
+    assert _mine(user) == [("summarize", "Summarize a text", "Summarize: {{CLIPBOARD}}")]
