@@ -155,15 +155,17 @@ def _command_fitted(command: str) -> str:
     return command
 
 
-def _command_numbered(command: str, *, taken: Collection[str]) -> str:
+def _command_numbered(command: str, *, taken: Collection[str], numbers: dict[str, int]) -> str:
     """`command`, a file's command cut to 40 characters, numbered ("-2", "-3", …, within the 40) when
     another prompt of the file has it: Open WebUI's commands alike in their first 40 characters
     ("…-formal", "…-informal") are two prompts, both imported. The same file gives the same numbers, so
-    importing it again finds each prompt under the command it got."""
-    numbered, number = command, 2
+    importing it again finds each prompt under the command it got. `numbers`: the next number to try
+    for each command, so that a file of thousands alike does not count from 2 for each."""
+    numbered, number = command, numbers.get(command, 2)
     while numbered in taken:
         numbered = f"{command[: 39 - len(str(number))].rstrip('-_')}-{number}"
         number += 1
+    numbers[command] = number
     return numbered
 
 
@@ -189,10 +191,11 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
     held = set(SavedPrompt.objects.filter(owner=owner).values_list("command", flat=True))
     room = MAX_PROMPTS_PER_USER - len(held)
     added: set[str] = set()  # by this import: a command again in the file is not one the owner had
-    # The file's commands as given, and the command each cut one took (by the one it was given as): a
-    # cut command another prompt of the file has, as given or cut, is numbered (_command_numbered).
-    given_all = {_item_text(item, "command").strip().removeprefix("/").lower() for item in items}
+    # The command each cut one took (by the one it was given as), and the file's commands, as given or
+    # cut: a cut command another prompt of the file has is numbered (_command_numbered).
     cut_to: dict[str, str] = {}
+    numbers: dict[str, int] = {}
+    taken = {_item_text(item, "command").strip().removeprefix("/").lower() for item in items}
     for number, item in enumerate(items, start=1):
         given = _item_text(item, "command")
         try:
@@ -207,7 +210,8 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
         named = given.strip().removeprefix("/").lower()
         if fields["command"] != named:
             if named not in cut_to:
-                cut_to[named] = _command_numbered(fields["command"], taken={*given_all, *cut_to.values()})
+                cut_to[named] = _command_numbered(fields["command"], taken=taken, numbers=numbers)
+                taken.add(cut_to[named])
             fields["command"] = cut_to[named]
         if fields["command"] in added:
             done.repeated.append(fields["command"])
