@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from .prompt_models import COMMAND_PATTERN, SavedPrompt
-from .textsafe import text_blank, text_storable
+from .textsafe import cluster_edge, text_blank, text_storable
 
 MAX_PROMPTS_PER_USER = 200
 # The box's own commands: a saved prompt cannot take their names.
@@ -140,9 +141,9 @@ def _item_text(item: dict[str, Any], name: str) -> str:
 def _title_fitted(title: str) -> str:
     """A file's title within ours (100 characters), shortened with "…": Open WebUI keeps titles of any
     length, and its prompt is worth importing under the start of its title, where the form refuses one
-    typed too long for the user to shorten."""
+    typed too long for the user to shorten. Cut between user-perceived characters, as a chat's title."""
     title = " ".join(title.split())
-    return title if len(title) <= 100 else title[:99].rstrip() + "…"
+    return title if len(title) <= 100 else title[: cluster_edge(title, 99, forward=False)].rstrip() + "…"
 
 
 def _command_fitted(command: str) -> str:
@@ -152,6 +153,20 @@ def _command_fitted(command: str) -> str:
     if len(bare) > 40 and re.fullmatch(r"[a-z0-9][a-z0-9_-]*", bare):
         return bare[:40].rstrip("-_")
     return command
+
+
+def _command_numbered(command: str, *, taken: Collection[str], numbers: dict[str, int]) -> str:
+    """`command`, a file's command cut to 40 characters, numbered ("-2", "-3", …, within the 40) when
+    another prompt of the file has it: Open WebUI's commands alike in their first 40 characters
+    ("…-formal", "…-informal") are two prompts, both imported. The same file gives the same numbers, so
+    importing it again finds each prompt under the command it got. `numbers`: the next number to try
+    for each command, so that a file of thousands alike does not count from 2 for each."""
+    numbered, number = command, numbers.get(command, 2)
+    while numbered in taken:
+        numbered = f"{command[: 39 - len(str(number))].rstrip('-_')}-{number}"
+        number += 1
+    numbers[command] = number
+    return numbered
 
 
 def _item_named(item: dict[str, Any], number: int) -> str:
@@ -176,15 +191,28 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
     held = set(SavedPrompt.objects.filter(owner=owner).values_list("command", flat=True))
     room = MAX_PROMPTS_PER_USER - len(held)
     added: set[str] = set()  # by this import: a command again in the file is not one the owner had
+    # The command each cut one took (by the one it was given as), and the file's commands, as given or
+    # cut: a cut command another prompt of the file has is numbered (_command_numbered).
+    cut_to: dict[str, str] = {}
+    numbers: dict[str, int] = {}
+    taken = {_item_text(item, "command").strip().removeprefix("/").lower() for item in items}
     for number, item in enumerate(items, start=1):
         given = _item_text(item, "command")
         try:
-            fields = _cleaned(command=_command_fitted(given), title=_title_fitted(_item_text(item, "title")),
+            # Open WebUI's newer prompts (versions, tags) call the title "name".
+            title = _item_text(item, "title") or _item_text(item, "name")
+            fields = _cleaned(command=_command_fitted(given), title=_title_fitted(title),
                               content=_item_text(item, "content"))
         except ValidationError as exc:
             why = " ".join(exc.messages)
             done.refused.append(f"{_item_named(item, number)}: {why[:1].lower()}{why[1:]}")
             continue
+        named = given.strip().removeprefix("/").lower()
+        if fields["command"] != named:
+            if named not in cut_to:
+                cut_to[named] = _command_numbered(fields["command"], taken=taken, numbers=numbers)
+                taken.add(cut_to[named])
+            fields["command"] = cut_to[named]
         if fields["command"] in added:
             done.repeated.append(fields["command"])
             continue
@@ -201,8 +229,8 @@ def prompts_import(*, owner: User, data: bytes) -> PromptsImported:
             done.skipped.append(fields["command"])
             continue
         done.added.append(fields["command"])
-        if fields["command"] != given.strip().removeprefix("/").lower():
-            done.cut.append((given.strip().removeprefix("/").lower(), fields["command"]))
+        if fields["command"] != named:
+            done.cut.append((named, fields["command"]))
         held.add(fields["command"])
         added.add(fields["command"])
         room -= 1

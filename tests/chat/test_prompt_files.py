@@ -268,3 +268,53 @@ def test_an_open_webui_command_longer_than_ours_is_imported_cut_to_40_characters
                     "Cut to 40 characters, the longest a command is here: "
                     "/summarize-the-meeting-notes-into-a-list-of-actions became "
                     "/summarize-the-meeting-notes-into-a-list."]
+
+
+def test_two_open_webui_commands_alike_in_their_first_40_characters_are_both_imported(client):
+    # Cut to 40 characters, the second came out as the first's command: it was not imported, said to be
+    # "given again in the file", though the file held two prompts, its text lost to the import.
+    user = _signed_in(client, "alike")
+    stem = "/translate-the-following-text-into-french"
+    file = [{"command": f"{stem}-formal", "title": "Formal", "content": "Translate (vous):"},
+            {"command": f"{stem}-informal", "title": "Informal", "content": "Translate (tu):"},
+            {"command": f"{stem}-formal", "title": "Formal again", "content": "Translate (vous), again:"}]
+
+    said = _import(client, json.dumps(file))
+
+    assert _mine(user) == [("translate-the-following-text-into-fren-2", "Informal", "Translate (tu):"),
+                           ("translate-the-following-text-into-french", "Formal", "Translate (vous):")]
+    assert said == ["Imported 2 prompts: /translate-the-following-text-into-french, "
+                    "/translate-the-following-text-into-fren-2.",
+                    "Cut to 40 characters, the longest a command is here: "
+                    "/translate-the-following-text-into-french-formal became "
+                    "/translate-the-following-text-into-french, /translate-the-following-text-into-french-informal "
+                    "became /translate-the-following-text-into-fren-2.",
+                    "Skipped 1 given again in the file (the first one imported): "
+                    "/translate-the-following-text-into-french."]
+    # The same file again adds nothing: each prompt is found under the command it was given here.
+    assert _import(client, json.dumps(file))[0].startswith("Skipped 3 whose command you already have")
+    assert len(_mine(user)) == 2
+
+
+def test_a_long_title_is_shortened_between_the_letters_a_reader_sees(client):
+    # Cut at its 99th code point, a Hindi title lost the vowel sign of its last letter ("हु" shown as "ह"):
+    # another word than the file's. The cut falls before the whole letter, as a chat's title is cut.
+    user = _signed_in(client, "hindi-title")
+    title = ("कृपया, इस लेख का सारांश तीन वाक्यों में लिखें, मुख्य बिंदुओं और निष्कर्षों को स्पष्ट रूप से बताते "
+             "हुए, सरल हिंदी में लिखिए ताकि हर पाठक इसे आसानी से समझ सके")
+
+    _import(client, json.dumps([{"command": "/summary", "title": title, "content": "Summarize:"}]))
+
+    [(_, kept, _)] = _mine(user)
+    assert kept.endswith("बताते…") and title.startswith(kept[:-1])
+
+
+def test_a_file_of_the_newer_open_webuis_prompts_export_keeps_each_prompts_name(client):
+    # Open WebUI's newer prompts (with versions and tags) call the title "name" and keep the command
+    # without its "/": imported, each prompt showed its command where its name belonged.
+    items = [{"id": "9f1c", "command": "summarize", "name": "Summarize a text", "content": "Summarize: {{CLIPBOARD}}",
+              "tags": ["writing"], "is_active": True, "access_grants": [], "created_at": 1760000000}]
+    user = _signed_in(client, "owui-named")
+
+    assert _import(client, json.dumps(items)) == ["Imported 1 prompt: /summarize."]
+    assert _mine(user) == [("summarize", "Summarize a text", "Summarize: {{CLIPBOARD}}")]
