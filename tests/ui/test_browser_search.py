@@ -93,8 +93,9 @@ def test_the_chats_list_is_not_read_out_at_each_reply_and_a_search_says_what_it_
     search = browser.find_element(By.ID, "chat-search")
     search.clear()
     search.send_keys("and the")  # stop words only: message text is not searched, and the status says so
-    _wait(browser, lambda d: _status(d) == "No chats match “and the”. Titles only: every word of “and the” is "
-                                           "too common or too short for message search.")
+    _wait(browser, lambda d: _status(d) == "No chats match “and the”. Titles only: message search looks up no word "
+                                           "of “and the” (common and one-letter words, punctuation and emoji are "
+                                           "not indexed).")
     assert "conv-nav" not in browser.execute_script("return window.__heard")
     assert console_errors(browser) == []
 

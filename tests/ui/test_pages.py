@@ -277,11 +277,13 @@ def test_a_sidebar_search_of_common_words_only_says_it_matched_titles_alone(page
     said = _conversation(user, title="Plans")
     _message(said, "user", "will this work")
     _conversation(user, title="Will this do")
-    note = "Titles only: every word of “will this” is too common or too short for message search."
+    note = ("Titles only: message search looks up no word of “will this” (common and one-letter words, "
+            "punctuation and emoji are not indexed).")
     body = page.get("/c/sidebar/?q=will+this").content.decode()
     assert note in body
     assert "Will this do" in body and "Plans" not in body
     assert note.replace("will this", "x") in page.get("/c/sidebar/?q=x").content.decode()
+    assert note.replace("will this", "🎉") in page.get("/c/sidebar/?q=%F0%9F%8E%89").content.decode()
     assert "Titles only" not in page.get("/c/sidebar/?q=will+work").content.decode()
     assert "Titles only" not in page.get("/?q=work").content.decode()
     assert note in page.get("/?q=will+this").content.decode()
