@@ -25,7 +25,7 @@ from django.views.decorators.http import require_http_methods
 
 from chatapp.chat.account_services import account_delete as account_delete_service
 from chatapp.chat.forms import AccountDeleteForm, SignupForm, throttled_error
-from chatapp.chat.login_throttle import signup_attempt_start
+from chatapp.chat.login_throttle import signup_attempt_start, signup_attempt_take_back
 from chatapp.chat.views import form_page, page_csp
 
 
@@ -47,7 +47,9 @@ def signup(request: HttpRequest) -> HttpResponse:
                 user = form.save()
         except IntegrityError:
             # The same form sent twice at once (a double-click): both found the name free, and the first
-            # saved it while this one hashed its password. Said as for a name taken before (a 500 was).
+            # saved it while this one hashed its password. Said as for a name taken before (a 500 was),
+            # and not counted, as no form refused for its fields is.
+            signup_attempt_take_back(request=request)
             user_model = type(form.instance)
             form.add_error("username", form.instance.unique_error_message(user_model, ["username"]))
             return form_page(request, "registration/signup.html", form, wait=0)

@@ -87,6 +87,11 @@ def signup_attempt_start(*, request: HttpRequest) -> int:
     return _count(keys=[_key(scope="signup_address", who=BaseThrottle().get_ident(request))])
 
 
+def signup_attempt_take_back(*, request: HttpRequest) -> None:
+    """A sign-up counted that made no account after all (its name was taken meanwhile) is not counted."""
+    _take_back(keys=[_key(scope="signup_address", who=BaseThrottle().get_ident(request))[0]])
+
+
 class TooManyFailures(Exception):
     """Past a failed sign-in limit: nothing was checked; `wait` is the seconds until the next try."""
 

@@ -47,7 +47,9 @@ def test_the_limit_has_a_default_named_in_the_readme(settings):
     assert "THROTTLE_SIGNUP_ADDRESS" in readme
 
 
-def test_a_form_sent_twice_at_once_makes_one_account_and_the_second_is_told_the_name_is_taken(client, monkeypatch):
+def test_a_form_sent_twice_at_once_makes_one_account_and_the_second_is_told_the_name_is_taken(
+    client, monkeypatch, login_rates
+):
     # A double-click on Sign up: both forms are checked before either account is saved (the password is
     # hashed in between), so the second finds the name free and then meets the first's row.
     from chatapp.chat import account_pages
@@ -59,6 +61,7 @@ def test_a_form_sent_twice_at_once_makes_one_account_and_the_second_is_told_the_
         return counted(request=request)
 
     monkeypatch.setattr(account_pages, "signup_attempt_start", first_saved_meanwhile)
+    login_rates(signup="1/hour")
 
     second = _sign_up(client, "twice")
 
@@ -66,3 +69,5 @@ def test_a_form_sent_twice_at_once_makes_one_account_and_the_second_is_told_the_
     assert "A user with that username already exists." in second.content.decode()
     assert get_user_model().objects.filter(username__iexact="twice").count() == 1
     assert "_auth_user_id" not in client.session
+    monkeypatch.setattr(account_pages, "signup_attempt_start", counted)
+    assert _sign_up(client, "another").status_code == 302  # the refused form was not counted
