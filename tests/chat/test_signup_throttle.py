@@ -71,3 +71,11 @@ def test_a_form_sent_twice_at_once_makes_one_account_and_the_second_is_told_the_
     assert "_auth_user_id" not in client.session
     monkeypatch.setattr(account_pages, "signup_attempt_start", counted)
     assert _sign_up(client, "another").status_code == 302  # the refused form was not counted
+
+
+def test_the_addresses_of_one_ipv6_network_share_the_sign_up_limit(client, login_rates):
+    login_rates(signup="1/hour")
+    assert _sign_up(client, "first", address="2001:db8:1:2::1").status_code == 302
+
+    assert _sign_up(client, "second", address="2001:db8:1:2::2").status_code == 429
+    assert _sign_up(client, "second", address="2001:db8:1:3::2").status_code == 302  # another network
