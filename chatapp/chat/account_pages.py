@@ -13,6 +13,7 @@ from django.contrib.auth import login, logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import REASON_NO_CSRF_COOKIE
 from django.shortcuts import redirect, render
@@ -24,7 +25,7 @@ from django.views.decorators.http import require_http_methods
 
 from chatapp.chat.account_services import account_delete as account_delete_service
 from chatapp.chat.forms import AccountDeleteForm, SignupForm, throttled_error
-from chatapp.chat.login_throttle import signup_attempt_start
+from chatapp.chat.login_throttle import signup_attempt_start, signup_attempt_take_back
 from chatapp.chat.views import form_page, page_csp
 
 
@@ -38,12 +39,22 @@ def signup(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         # Counted once the form is valid (password rules included): a typo is not an account.
         wait = signup_attempt_start(request=request)
-        if not wait:
-            user = form.save()
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            return redirect("chat-home")
-        form.add_error(None, throttled_error(what="Too many accounts were made from this address", wait=wait))
-        return form_page(request, "registration/signup.html", form, wait=wait)
+        if wait:
+            form.add_error(None, throttled_error(what="Too many accounts were made from this address", wait=wait))
+            return form_page(request, "registration/signup.html", form, wait=wait)
+        try:
+            with transaction.atomic():
+                user = form.save()
+        except IntegrityError:
+            # The same form sent twice at once (a double-click): both found the name free, and the first
+            # saved it while this one hashed its password. Said as for a name taken before (a 500 was),
+            # and not counted, as no form refused for its fields is.
+            signup_attempt_take_back(request=request)
+            user_model = type(form.instance)
+            form.add_error("username", form.instance.unique_error_message(user_model, ["username"]))
+            return form_page(request, "registration/signup.html", form, wait=0)
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect("chat-home")
     return form_page(request, "registration/signup.html", form, wait=0)
 
 

@@ -4,12 +4,14 @@ past either limit both refuse (429) until its window ends, whatever the password
 counted before its password is checked (`login_attempt_start`), so guesses sent at once cannot all
 pass. A success clears the username's count. Accounts made on the sign-up page are counted the same
 way, per client address (`signup_attempt_start`). The address is the one the API's throttles use
-(`NUM_PROXIES`: only a trusted proxy's X-Forwarded-For entry counts)."""
+(`NUM_PROXIES`: only a trusted proxy's X-Forwarded-For entry counts); an IPv6 one counts as its /64,
+which one machine holds whole."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import time
 
 from django.contrib.auth.models import User
@@ -31,9 +33,22 @@ def _rate(scope: str) -> tuple[int, int]:
 def _keys(*, request: HttpRequest, username: str) -> list[tuple[str, int, int]]:
     """(cache key, limit, window end) of each count this attempt falls under."""
     return [
-        _key(scope="login_address", who=BaseThrottle().get_ident(request)),
+        _key(scope="login_address", who=_client(request)),
         _key(scope="login_username", who=_username_digest(username)),
     ]
+
+
+def _client(request: HttpRequest) -> str:
+    """The client's address; for IPv6, its /64: a provider hands a whole /64 to one line or server, so
+    each guess or sign-up could come from an address of its own and no address limit ever applied."""
+    address = BaseThrottle().get_ident(request)
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return address
 
 
 def _username_digest(username: str) -> str:
@@ -84,7 +99,12 @@ def signup_attempt_start(*, request: HttpRequest) -> int:
     and say how many seconds to wait when that passes the limit (0: go on; the account is not made).
     Counted before it is made, as a sign-in is, so that forms sent at once cannot all pass; a form
     refused for its fields is not counted (the caller counts only a valid one)."""
-    return _count(keys=[_key(scope="signup_address", who=BaseThrottle().get_ident(request))])
+    return _count(keys=[_key(scope="signup_address", who=_client(request))])
+
+
+def signup_attempt_take_back(*, request: HttpRequest) -> None:
+    """A sign-up counted that made no account after all (its name was taken meanwhile) is not counted."""
+    _take_back(keys=[_key(scope="signup_address", who=_client(request))[0]])
 
 
 class TooManyFailures(Exception):

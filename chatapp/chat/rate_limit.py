@@ -62,4 +62,8 @@ def _seconds_to_wait(*, limit: int, previous: int, current: int, elapsed: float)
     if previous and current + 1 <= limit:
         # The old minute's share decays linearly: wait until it has decayed enough.
         wait -= (limit - 1 - current) * 60 / previous
+    elif current + 1 > limit:
+        # This minute alone is full, and its sends weigh on the next one as it starts: wait into that
+        # minute until they have decayed enough (the end of this one was refused again).
+        wait += 60 - (limit - 1) * 60 / current
     return max(1, math.ceil(wait))

@@ -189,7 +189,7 @@ def test_send_rate_limit_counts_per_user(user, other_user, settings):
         send_rate_check(user=user)
     with pytest.raises(RateLimited) as info:
         send_rate_check(user=user)
-    assert 1 <= info.value.retry_after <= 60
+    assert 1 <= info.value.retry_after <= 120  # into the next minute, which this one's sends weigh on
     assert "3 per minute" in str(info.value)
     send_rate_check(user=other_user)  # another user's quota is untouched
 
@@ -305,3 +305,23 @@ def test_retry_claims_the_failed_reply_once(user, conversation, monkeypatch):
     assert info.value.code == "conflict"
     live = Message.objects.filter(reply_to=user_message, superseded=False)
     assert [m.status for m in live] == ["streaming"]
+
+
+@pytest.mark.parametrize(("limit", "sent_at"), [(3, 10.0), (1, 10.0), (20, 45.5)])
+def test_a_send_at_the_time_the_limit_said_to_wait_for_passes(user, settings, monkeypatch, limit, sent_at):
+    # The minute's own sends fill the limit: they still weigh on the next minute (the window slides), so
+    # the wait runs past its end. It said "wait until the minute ends", and a client that did was refused again.
+    settings.SEND_RATE_LIMIT_PER_MINUTE = limit
+    minute = 60 * 29_000_000
+    now = [minute + sent_at]
+    monkeypatch.setattr("chatapp.chat.rate_limit.time.time", lambda: now[0])
+    for _ in range(limit):
+        send_rate_check(user=user)
+    with pytest.raises(RateLimited) as info:
+        send_rate_check(user=user)
+
+    now[0] += info.value.retry_after - 1
+    with pytest.raises(RateLimited):
+        send_rate_check(user=user)
+    now[0] += 1
+    send_rate_check(user=user)

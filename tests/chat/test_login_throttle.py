@@ -170,3 +170,14 @@ def test_a_session_signed_in_by_djangos_own_backend_stays_signed_in(client, user
     backend (and sign-up's) named Django's ModelBackend, and were signed out if it was no longer listed."""
     client.force_login(user, backend="django.contrib.auth.backends.ModelBackend")
     assert client.get("/api/conversations/").status_code == 200
+
+
+def test_the_addresses_of_one_ipv6_network_share_the_address_limit(client, user, login_rates):
+    # One machine holds a whole /64 (a VPS, a home line): counted per address, each guess could come
+    # from an address of its own and the address limit never applied.
+    login_rates(address="2/hour", username="100/hour")
+    _login(client, "ada", "wrong 1", address="2001:db8:1:2::1")
+    _login(client, "bob", "wrong 2", address="2001:db8:1:2:aaaa:bbbb:cccc:dddd")
+
+    assert _login(client, "ada", PASSWORD, address="2001:db8:1:2::3").status_code == 429
+    assert _login(client, "ada", PASSWORD, address="2001:db8:1:3::1").status_code == 302  # another network

@@ -45,3 +45,37 @@ def test_the_limit_has_a_default_named_in_the_readme(settings):
     assert settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["signup_address"]
     readme = (Path(settings.BASE_DIR) / "README.md").read_text(encoding="utf-8")
     assert "THROTTLE_SIGNUP_ADDRESS" in readme
+
+
+def test_a_form_sent_twice_at_once_makes_one_account_and_the_second_is_told_the_name_is_taken(
+    client, monkeypatch, login_rates
+):
+    # A double-click on Sign up: both forms are checked before either account is saved (the password is
+    # hashed in between), so the second finds the name free and then meets the first's row.
+    from chatapp.chat import account_pages
+
+    counted = account_pages.signup_attempt_start
+
+    def first_saved_meanwhile(*, request):
+        get_user_model().objects.create_user("twice", password=PASSWORD)
+        return counted(request=request)
+
+    monkeypatch.setattr(account_pages, "signup_attempt_start", first_saved_meanwhile)
+    login_rates(signup="1/hour")
+
+    second = _sign_up(client, "twice")
+
+    assert second.status_code == 200
+    assert "A user with that username already exists." in second.content.decode()
+    assert get_user_model().objects.filter(username__iexact="twice").count() == 1
+    assert "_auth_user_id" not in client.session
+    monkeypatch.setattr(account_pages, "signup_attempt_start", counted)
+    assert _sign_up(client, "another").status_code == 302  # the refused form was not counted
+
+
+def test_the_addresses_of_one_ipv6_network_share_the_sign_up_limit(client, login_rates):
+    login_rates(signup="1/hour")
+    assert _sign_up(client, "first", address="2001:db8:1:2::1").status_code == 302
+
+    assert _sign_up(client, "second", address="2001:db8:1:2::2").status_code == 429
+    assert _sign_up(client, "second", address="2001:db8:1:3::2").status_code == 302  # another network
