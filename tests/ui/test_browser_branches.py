@@ -455,3 +455,36 @@ def test_an_edit_of_a_pinned_message_shows_the_pin_on_the_new_version(asgi_serve
     browser.refresh()
     _wait(browser, shows_the_pin)
     assert not console_errors(browser)
+
+
+def test_an_edit_below_a_summary_of_messages_not_shown_keeps_its_marker(asgi_server, browser):
+    """A long chat whose summary covers messages older than the page shows: its marker stands where it
+    was written, after the last exchange. Editing the last message leaves that summary on the path (it
+    covers none of what the edit takes off), so the page keeps showing it, as a reload does; a later one
+    covering the edited message goes with it, and the first is the one in use again."""
+    _sign_up(browser, asgi_server.url, "edit-below-summary")
+    user = get_user_model().objects.get(username="edit-below-summary")
+    conversation = Conversation.objects.create(owner=user, title="A long summarized chat", offline=True)
+    seeded = seed_messages(conversation, 200)
+    summary = Message.objects.create(
+        conversation=conversation, role="system", kind="summary",
+        content="[Conversation summary — covers messages 1-10]\n\nThe first part.",
+        covers_from_id=seeded[0], covers_through_id=seeded[9], covered_message_count=10,
+    )
+    later = Message.objects.create(
+        conversation=conversation, role="system", kind="summary",
+        content="[Conversation summary — covers messages 1-200]\n\nAll of it.",
+        covers_from_id=seeded[0], covers_through_id=seeded[-1], covered_message_count=200,
+    )
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    _wait(browser, lambda d: d.find_elements(By.ID, f"m-{summary.pk}") and d.find_elements(By.ID, f"m-{later.pk}"))
+
+    _edit_submitted(browser, str(seeded[-2]), "The last question, asked again")
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
+          == "complete" and not d.find_elements(By.ID, f"m-{seeded[-2]}"))
+
+    assert not Message.objects.get(pk=summary.pk).superseded  # still the path's summary
+    assert Message.objects.get(pk=later.pk).superseded and not browser.find_elements(By.ID, f"m-{later.pk}")
+    marker = browser.find_element(By.ID, f"m-{summary.pk}")
+    assert marker.find_element(By.CSS_SELECTOR, ".summary-marker-title").text == "Summary takes over here"
+    assert console_errors(browser) == []

@@ -43,12 +43,15 @@ export function setSiblings(article, message) {
   meta.insertBefore(nav, meta.querySelector(".msg-model, .msg-time"));
 }
 
-/** Drop `article` and everything after it: that part of the path is now another branch. */
+/** Drop `article` and everything after it: that part of the path is now another branch. A summary
+ *  shown there that covers only messages before it stays: it stays on the path (branch_hide), and its
+ *  marker stands where it was written when what it covers is above the page (a long chat). */
 function dropFrom(article) {
+  const from = Number(article.dataset.id);
   let node = article;
   while (node) {
     const next = node.nextElementSibling;
-    node.remove();
+    if (!node.matches(".summary-marker") || Number(node.dataset.coversThrough) >= from) node.remove();
     node = next;
   }
 }
