@@ -91,6 +91,9 @@ def test_no_switch_while_a_reply_streams(api, chat):
     Message.objects.create(conversation_id=chat, role="assistant", content="", status="streaming")
     conflict = api.post(f"/api/messages/{q1['id']}/branch/", {"index": 1}, format="json")
     assert conflict.status_code == 409
+    # Said of the switch asked for (the page shows these words), not of a send and its kept text.
+    assert conflict.json()["detail"] == ("A reply is still being written in this chat (in another tab or device?). "
+                                         "Wait for it or stop it, then switch versions.")
     assert api.post(f"/api/messages/{q1['id']}/edit/", {"content": "new"}, format="json").status_code == 409
 
 
