@@ -139,12 +139,13 @@ function drawJob(job, banner) {
     const reason = job.error || "unknown reason";
     text.append(stateChip("Failed"), document.createTextNode(`Summary failed: ${reason}${/[.!?]$/.test(reason) ? "" : "."} `));
     // A reason given with an extractive summary says that it was written (summary_runner): not twice.
-    if (!job.summary_id || !job.error) {
-      text.append(el("span", "job-note", job.summary_id
-        ? "An extractive summary stands in meanwhile."
-        : "The chat falls back to truncation; nothing is lost."));
+    const left = job.summary_on_active_path === false; // as for a done job: it went with the version left
+    if (!job.summary_id || !job.error || left) {
+      text.append(el("span", "job-note", left ? "Its extractive summary went with the version you left meanwhile."
+        : job.summary_id ? "An extractive summary stands in meanwhile."
+          : "The chat falls back to truncation; nothing is lost."));
     }
-    if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
+    if (job.summary_id && !left) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
   } else if (status === "cancelled" && job.id === state.watchedJobId) {
     banner.classList.add("is-muted");
     banner.append(icon("compress"));
