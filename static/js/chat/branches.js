@@ -205,6 +205,9 @@ async function submitEdit(article, content) {
   await runStream(`/api/messages/${id}/edit/`, { content, client_key: sendKey() }, {
     userEl,
     asstEl,
+    // Nothing to catch up on above it: an edit is refused unless the path up to it is the one shown, and
+    // the message it follows may be simply not read yet (it was the oldest shown).
+    caughtUp: true,
     onUserMessage(m) { setSiblings(userEl, m); },
     onRejected(msg, status) {
       // Nothing was stored: the path comes back as it was, the editor still open on the new text
