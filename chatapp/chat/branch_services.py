@@ -77,6 +77,12 @@ def branch_show(*, conversation_id: int, start_id: int) -> int:
     return _move(conversation_id=conversation_id, rows=rows, hide=False, tag=None)
 
 
+_SWITCH_BUSY_WORDS = (
+    "A reply is still being written in this chat (in another tab or device?). Wait for it or stop it, then "
+    "switch versions."
+)
+
+
 def branch_switch(*, message: Message, index: int) -> Message:
     """Make the `index`-th sibling (1-based, id order) of `message` and the branch below it the active
     path; the branch shown before is kept, and comes back as it was when switched to again.
@@ -99,7 +105,7 @@ def branch_switch(*, message: Message, index: int) -> Message:
     # send takes it over (the slow way, once).
     marked = timezone.now() - timedelta(seconds=settings.STREAM_ORPHAN_SECONDS + 1)
     with transaction.atomic():
-        turn_busy_check(conversation_id=conversation.pk)  # no switch under a running turn
+        turn_busy_check(conversation_id=conversation.pk, busy_words=_SWITCH_BUSY_WORDS)  # none under a running turn
         on_path = Message.objects.filter(pk__in=siblings, superseded=False)
         current = on_path.order_by("id").values_list("id", flat=True).first()
         if current is None:

@@ -201,10 +201,11 @@ def send_claim_take(
     return claim
 
 
-def turn_busy_check(*, conversation_id: int, client_key: str = "") -> None:
+def turn_busy_check(*, conversation_id: int, client_key: str = "", busy_words: str = BUSY_WORDS) -> None:
     """Lock the conversation's row until the transaction ends and refuse (ValidationError "conflict") a
     repeated client key, a reply still streaming there, or a turn that claimed it and has not yet
-    written its reply. A branch switch checks this; a turn start then takes the claim."""
+    written its reply (`busy_words`: what the refusal says). A branch switch checks this; a turn start
+    then takes the claim."""
     claims = list(
         Conversation.objects.select_for_update().filter(pk=conversation_id).values_list("turn_claimed_at", flat=True)
     )
@@ -222,7 +223,7 @@ def turn_busy_check(*, conversation_id: int, client_key: str = "") -> None:
     if client_key and client_key in clashes:
         raise RepeatedSend
     if clashes or (claimed_at is not None and claimed_at >= fresh and not _turn_over(conversation_id=conversation_id)):
-        raise ValidationError(BUSY_WORDS, code="conflict")
+        raise ValidationError(busy_words, code="conflict")
 
 
 def _turn_over(*, conversation_id: int) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from chatapp.chat.models import Message, OptimizationRecord
+from chatapp.chat.models import Message, OptimizationRecord, SummaryJob
 from chatapp.chat.services import user_settings_update
 from tests.support.chat import make_config
 from tests.support.streaming import sse_events
@@ -91,7 +91,32 @@ def test_no_switch_while_a_reply_streams(api, chat):
     Message.objects.create(conversation_id=chat, role="assistant", content="", status="streaming")
     conflict = api.post(f"/api/messages/{q1['id']}/branch/", {"index": 1}, format="json")
     assert conflict.status_code == 409
+    # Said of the switch asked for (the page shows these words), not of a send and its kept text.
+    assert conflict.json()["detail"] == ("A reply is still being written in this chat (in another tab or device?). "
+                                         "Wait for it or stop it, then switch versions.")
     assert api.post(f"/api/messages/{q1['id']}/edit/", {"content": "new"}, format="json").status_code == 409
+
+
+def test_a_summary_job_says_whether_its_summary_is_on_the_path_shown(api, chat):
+    """A summary whose messages an edit took off the path (meanwhile, or after) is sent on that version
+    only: its job says so, and the page then does not say the model uses it from the next message."""
+    q1, a1, q2, a2 = _timeline(api, chat)
+
+    def summary_job(through: dict) -> Message:
+        summary = Message.objects.create(conversation_id=chat, role="system", kind="summary",
+                                         content="[Conversation summary] so far", covers_from_id=q1["id"],
+                                         covers_through_id=through["id"], covered_message_count=2)
+        SummaryJob.objects.create(conversation_id=chat, status=SummaryJob.Status.DONE, summary=summary)
+        return summary
+
+    kept, left = summary_job(a1), summary_job(a2)
+    SummaryJob.objects.create(conversation_id=chat, status=SummaryJob.Status.FAILED)
+    edited = api.post(f"/api/messages/{q2['id']}/edit/", {"content": "second question, edited"}, format="json")
+    assert sse_events(edited.recorded_body)[-1][0] == "done"
+
+    jobs = api.get(f"/api/conversations/{chat}/summary-jobs/").json()["results"]
+    assert [(j["summary_id"], j["summary_on_active_path"]) for j in jobs] == [
+        (None, None), (left.pk, False), (kept.pk, True)]
 
 
 def test_other_users_messages_are_404(other_api, chat):

@@ -90,6 +90,23 @@ def test_regenerate_and_retry(api, user, echo_config, fake_openai):
     assert sse_events(retried.recorded_body)[-1][0] == "done"
 
 
+def test_regenerate_or_retry_of_a_reply_still_being_written_is_a_409(api, user, make_conversation):
+    # As the schema says of a reply still being written there (and as a send answers meanwhile): a
+    # client told 400 takes its request for a bad one and never tries again once the reply has ended.
+    conversation = make_conversation(user)
+    question = Message.objects.create(conversation=conversation, role="user", content="q")
+    reply = Message.objects.create(conversation=conversation, role="assistant", content="partial",
+                                   status="streaming", reply_to=question, parent=question)
+
+    regenerated = api.post(f"/api/messages/{reply.pk}/regenerate/")
+    retried = api.post(f"/api/messages/{question.pk}/retry/")
+
+    assert (regenerated.status_code, retried.status_code) == (409, 409)
+    assert "stop it first" in regenerated.json()["detail"] and "stop it first" in retried.json()["detail"]
+    stored = Message.objects.filter(conversation=conversation).values_list("id", "superseded")
+    assert list(stored) == [(question.pk, False), (reply.pk, False)]
+
+
 def test_stop_marks_a_streaming_reply_stopped(api, user, make_conversation):
     conversation = make_conversation(user)
     reply = Message.objects.create(conversation=conversation, role="assistant", content="partial", status="streaming")

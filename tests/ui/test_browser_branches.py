@@ -455,3 +455,64 @@ def test_an_edit_of_a_pinned_message_shows_the_pin_on_the_new_version(asgi_serve
     browser.refresh()
     _wait(browser, shows_the_pin)
     assert not console_errors(browser)
+
+
+def test_an_edit_below_a_summary_of_messages_not_shown_keeps_its_marker(asgi_server, browser):
+    """A long chat whose summary covers messages older than the page shows: its marker stands where it
+    was written, after the last exchange. Editing the last message leaves that summary on the path (it
+    covers none of what the edit takes off), so the page keeps showing it, as a reload does; a later one
+    covering the edited message goes with it, and the first is the one in use again."""
+    _sign_up(browser, asgi_server.url, "edit-below-summary")
+    user = get_user_model().objects.get(username="edit-below-summary")
+    conversation = Conversation.objects.create(owner=user, title="A long summarized chat", offline=True)
+    seeded = seed_messages(conversation, 200)
+    summary = Message.objects.create(
+        conversation=conversation, role="system", kind="summary",
+        content="[Conversation summary — covers messages 1-10]\n\nThe first part.",
+        covers_from_id=seeded[0], covers_through_id=seeded[9], covered_message_count=10,
+    )
+    later = Message.objects.create(
+        conversation=conversation, role="system", kind="summary",
+        content="[Conversation summary — covers messages 1-200]\n\nAll of it.",
+        covers_from_id=seeded[0], covers_through_id=seeded[-1], covered_message_count=200,
+    )
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    _wait(browser, lambda d: d.find_elements(By.ID, f"m-{summary.pk}") and d.find_elements(By.ID, f"m-{later.pk}"))
+
+    _edit_submitted(browser, str(seeded[-2]), "The last question, asked again")
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
+          == "complete" and not d.find_elements(By.ID, f"m-{seeded[-2]}"))
+
+    assert not Message.objects.get(pk=summary.pk).superseded  # still the path's summary
+    assert Message.objects.get(pk=later.pk).superseded and not browser.find_elements(By.ID, f"m-{later.pk}")
+    marker = browser.find_element(By.ID, f"m-{summary.pk}")
+    assert marker.find_element(By.CSS_SELECTOR, ".summary-marker-title").text == "Summary takes over here"
+    assert console_errors(browser) == []
+
+
+def test_an_edit_of_the_oldest_message_shown_keeps_the_path_above_it_unread(asgi_server, browser):
+    """The message edited is the oldest the page shows, the one it follows not read yet ("Load earlier
+    messages"): the page took that for a chat changed elsewhere, said so, and read the chat from its
+    start, putting its first hundred messages right above the new version, the hundred between unshown."""
+    _sign_up(browser, asgi_server.url, "edit-oldest-shown")
+    conversation = Conversation.objects.create(owner=get_user_model().objects.get(username="edit-oldest-shown"),
+                                               title="Read from its end", offline=True)
+    seed_messages(conversation, 250)  # the page shows the newest 100, a question first
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    oldest = _wait(browser, _user_messages)[0].get_attribute("data-id")
+    assert int(oldest) == _shown_ids(browser)[0]
+    assert browser.find_elements(By.CSS_SELECTOR, '[data-action="load-earlier"]')
+
+    _edit_submitted(browser, oldest, "The oldest question shown, asked again")
+
+    def path() -> list[int]:
+        return list(Message.objects.filter(conversation=conversation, superseded=False).order_by("id")
+                    .values_list("id", flat=True))
+
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".msg--assistant")[-1].get_attribute("data-status")
+          == "complete" and _shown_ids(d) == path()[-2:])
+    assert not [t for t in browser.find_elements(By.CSS_SELECTOR, "#toasts .toast") if "another tab" in t.text]
+    # What it follows comes with "Load earlier messages", in order, as on a page opened now.
+    _click(browser, browser.find_element(By.CSS_SELECTOR, '[data-action="load-earlier"]'))
+    _wait(browser, lambda d: _shown_ids(d) == path()[-102:])
+    assert console_errors(browser) == []

@@ -141,3 +141,45 @@ def test_a_summary_no_worker_takes_says_a_worker_is_wanted(asgi_server, browser)
     _wait(browser, lambda d: "No worker has taken it yet" in banner.text)
     assert "manage.py serve" in banner.text
     assert console_errors(browser) == []
+
+
+@pytest.mark.parametrize(("status", "said"), [
+    (SummaryJob.Status.DONE, "version you left"),
+    # The model refused, and the extractive summary written instead went with the version left.
+    (SummaryJob.Status.FAILED, "went with the version you left"),
+])
+def test_a_summary_written_for_a_version_left_meanwhile_is_not_said_to_be_used(asgi_server, browser, status, said):
+    """A message above the summary's span was edited while its job ran: the summary went with the
+    version the edit left (summary_save), and is not sent on the one shown. The banner said "the model
+    uses it from your next message" and the page put it at the chat's end, as the summary taking over."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from chatapp.chat.branch_services import branch_hide
+
+    _sign_up(browser, asgi_server.url, f"banner-left-{status}")
+    user = get_user_model().objects.get(username=f"banner-left-{status}")
+    conversation = Conversation.objects.create(owner=user, title="Edited meanwhile", offline=True)
+    ids = seed_messages(conversation, 8)
+    branch_hide(conversation_id=conversation.pk, start_id=ids[2])  # the edit, taking the old version off the path
+    summary = Message.objects.create(
+        conversation=conversation, role="system", kind="summary", model="fake-echo",
+        content="[Conversation summary — covers messages 1-4]\n\nThe old version.",
+        covers_from_id=ids[0], covers_through_id=ids[3], covered_message_count=4,
+        superseded=True, off_path_by=ids[2], extractive=status == SummaryJob.Status.FAILED,
+    )
+    now = timezone.now()
+    error = "The model endpoint rejected the API key (401). An extractive summary was written instead."
+    SummaryJob.objects.create(conversation=conversation, status=status, summary=summary,
+                              error=error if status == SummaryJob.Status.FAILED else "",
+                              started_at=now - timedelta(seconds=2), finished_at=now)
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+
+    shown = _banner_saying(browser, said)
+    assert "uses it from your next message" not in shown and "stands in" not in shown
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-action="show-summary"]')
+    # Once the page has dealt with the finished job (what it says then), no marker of that summary.
+    _wait(browser, lambda d: "summary" in d.find_element(By.ID, "stream-status").get_attribute("textContent"))
+    assert not browser.find_elements(By.ID, f"m-{summary.pk}")
+    assert console_errors(browser) == []

@@ -161,7 +161,8 @@ def _error(message: str, code: int, **extra: Any) -> Response:
 def _validation_response(exc: DjangoValidationError) -> Response:
     if isinstance(exc, TooLarge):  # the text's characters, an image's bytes
         return _error(str(exc.messages[0]), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, limit=exc.limit)
-    conflict = not hasattr(exc, "error_dict") and getattr(exc, "code", None) == "conflict"
+    # "streaming": Regenerate or Retry while the reply is still being written, a wait as a send's "conflict" is.
+    conflict = not hasattr(exc, "error_dict") and getattr(exc, "code", None) in ("conflict", "streaming")
     code = status.HTTP_409_CONFLICT if conflict else status.HTTP_400_BAD_REQUEST
     # Stored already (the same key sent again): the client's text is not to be given back as unsent.
     repeated = {"repeated": True} if isinstance(exc, RepeatedSend) else {}

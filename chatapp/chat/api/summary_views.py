@@ -34,6 +34,10 @@ class SummaryJobOutputSerializer(serializers.ModelSerializer):
     duration_ms = serializers.SerializerMethodField(help_text="From first start to finish (retries included).")
     summary_id = serializers.IntegerField(allow_null=True)
     extractive = serializers.SerializerMethodField()
+    summary_on_active_path = serializers.SerializerMethodField(
+        help_text="Whether its summary is on the path shown (null: no summary). False when the messages it "
+        "covers left the path while it was written (an edit or a version switch): it is sent on that version only."
+    )
 
     class Meta:
         model = SummaryJob
@@ -50,6 +54,7 @@ class SummaryJobOutputSerializer(serializers.ModelSerializer):
             "error",
             "summary_id",
             "extractive",
+            "summary_on_active_path",
             "model",
             "prompt_tokens",
             "completion_tokens",
@@ -68,6 +73,9 @@ class SummaryJobOutputSerializer(serializers.ModelSerializer):
 
     def get_extractive(self, job: SummaryJob) -> bool | None:
         return job.summary.extractive if job.summary_id and job.summary is not None else None
+
+    def get_summary_on_active_path(self, job: SummaryJob) -> bool | None:
+        return not job.summary.superseded if job.summary_id and job.summary is not None else None
 
 
 class ConversationCompactApi(APIView):

@@ -43,12 +43,15 @@ export function setSiblings(article, message) {
   meta.insertBefore(nav, meta.querySelector(".msg-model, .msg-time"));
 }
 
-/** Drop `article` and everything after it: that part of the path is now another branch. */
+/** Drop `article` and everything after it: that part of the path is now another branch. A summary
+ *  shown there that covers only messages before it stays: it stays on the path (branch_hide), and its
+ *  marker stands where it was written when what it covers is above the page (a long chat). */
 function dropFrom(article) {
+  const from = Number(article.dataset.id);
   let node = article;
   while (node) {
     const next = node.nextElementSibling;
-    node.remove();
+    if (!node.matches(".summary-marker") || Number(node.dataset.coversThrough) >= from) node.remove();
     node = next;
   }
 }
@@ -202,6 +205,9 @@ async function submitEdit(article, content) {
   await runStream(`/api/messages/${id}/edit/`, { content, client_key: sendKey() }, {
     userEl,
     asstEl,
+    // Nothing to catch up on above it: an edit is refused unless the path up to it is the one shown, and
+    // the message it follows may be simply not read yet (it was the oldest shown).
+    caughtUp: true,
     onUserMessage(m) { setSiblings(userEl, m); },
     onRejected(msg, status) {
       // Nothing was stored: the path comes back as it was, the editor still open on the new text

@@ -122,12 +122,16 @@ function drawJob(job, banner) {
     banner.classList.add("is-done");
     banner.append(icon("check"));
     const secs = jobDuration(job);
+    // What it covers left the path while it was written (an edit or a switch): it went with that version.
+    const used = job.summary_on_active_path === false
+      ? "for the version you left meanwhile (an edit or a version switch): the model uses it there, not here"
+      : "the model uses it from your next message";
     text.append(stateChip("Done"), document.createTextNode(
-      `Summary ready${secs !== null ? ` in ${formatSeconds(secs)}` : ""}${job.extractive ? " (extractive)" : ""} — the model uses it from your next message.`));
+      `Summary ready${secs !== null ? ` in ${formatSeconds(secs)}` : ""}${job.extractive ? " (extractive)" : ""} — ${used}.`));
     // A done job with a note: the model kept failing and the extractive summarizer wrote it. Said,
     // or a summary model that is down goes unnoticed.
     if (job.error) text.append(el("span", "job-note", job.error));
-    if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
+    if (job.summary_id && job.summary_on_active_path !== false) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
   } else if (status === "failed" && fresh) {
     banner.classList.add("is-failed");
     banner.append(icon("alert"));
@@ -135,12 +139,13 @@ function drawJob(job, banner) {
     const reason = job.error || "unknown reason";
     text.append(stateChip("Failed"), document.createTextNode(`Summary failed: ${reason}${/[.!?]$/.test(reason) ? "" : "."} `));
     // A reason given with an extractive summary says that it was written (summary_runner): not twice.
-    if (!job.summary_id || !job.error) {
-      text.append(el("span", "job-note", job.summary_id
-        ? "An extractive summary stands in meanwhile."
-        : "The chat falls back to truncation; nothing is lost."));
+    const left = job.summary_on_active_path === false; // as for a done job: it went with the version left
+    if (!job.summary_id || !job.error || left) {
+      text.append(el("span", "job-note", left ? "Its extractive summary went with the version you left meanwhile."
+        : job.summary_id ? "An extractive summary stands in meanwhile."
+          : "The chat falls back to truncation; nothing is lost."));
     }
-    if (job.summary_id) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
+    if (job.summary_id && !left) actions.append(bannerButton("Show it", "show-summary", "btn btn--sm btn--ghost"));
   } else if (status === "cancelled" && job.id === state.watchedJobId) {
     banner.classList.add("is-muted");
     banner.append(icon("compress"));
@@ -229,12 +234,13 @@ function unseenSummary(job) {
 
 /** A job this page watched has ended: show its summary and the new gauge without reloading. */
 export async function jobFinished(job) {
-  if (job.summary_id) {
+  const left = job.summary_on_active_path === false; // not on the path shown: no marker of it here
+  if (job.summary_id && !left) {
     const res = await api(`/api/summaries/${job.summary_id}/`);
     if (res.ok && res.data) showSummary(res.data);
   }
   await refreshGauge();
-  if (job.status === "done") announce("The summary is ready.");
+  if (job.status === "done") announce(left ? "The summary was written for the version you left." : "The summary is ready.");
   else if (job.status === "failed") announce(`The summary failed: ${job.error || ""}`);
 }
 
