@@ -121,12 +121,15 @@ document.addEventListener("visibilitychange", () => {
 nav.addEventListener("click", async (e) => {
   const more = e.target.closest('[data-action="more-chats"]');
   if (!more) return;
-  const shown = nav.querySelectorAll(".conv-item").length;
+  const listed = new Set([...nav.querySelectorAll(".conv-item")].map((row) => row.dataset.id));
   listLimit = Number(more.dataset.limit);
   more.disabled = true;
   await refreshSidebar();
-  // Focus goes to the first chat just listed (the button it was on is gone).
-  nav.querySelectorAll(".conv-item .conv-link")[shown]?.focus();
+  // Focus goes to the first chat just listed (the button it was on is gone), found by id: a long
+  // folder's new chats come before those in no folder. A folded folder's are not shown: then the
+  // list's last chat, where the button was.
+  const links = [...nav.querySelectorAll(".conv-item > .conv-link")].filter((link) => link.getClientRects().length);
+  (links.find((link) => !listed.has(link.closest(".conv-item").dataset.id)) || links[links.length - 1])?.focus();
 });
 
 searchInput.addEventListener("input", () => {
