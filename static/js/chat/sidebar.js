@@ -231,14 +231,18 @@ export async function deleteConversation(id, title) {
 export function removeRow(row) {
   if (!row) return;
   if (row.contains(document.activeElement)) {
-    const rows = [...nav.querySelectorAll(".conv-item")];
+    // A folded folder's chats are not shown: the focus cannot go to one.
+    const rows = [...nav.querySelectorAll(".conv-item")].filter((r) => r === row || r.getClientRects().length);
     const neighbour = rows[rows.indexOf(row) + 1] || rows[rows.indexOf(row) - 1];
     (neighbour?.querySelector(".conv-link") || document.getElementById("new-chat")).focus();
   }
   const group = row.closest(".conv-group");
+  const folder = row.closest(".folder");
   row.remove();
   // A date heading left over nothing goes too; with no chat left, the server's list says why
   // (none yet, none matching the search, or the older ones it had not listed).
   if (group && !group.querySelector(".conv-item")) group.remove();
   if (!nav.querySelector(".conv-item")) refreshSidebar();
+  // A folder's count, and what it says once it lists none, are the server's: drawn again, focus kept.
+  else if (folder) redrawHeard();
 }
