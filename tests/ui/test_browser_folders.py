@@ -7,6 +7,7 @@ folders are in the chats drawer."""
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -280,21 +281,24 @@ def _counts(browser) -> list[tuple[str, str, str]]:
 
 
 def test_deleting_a_folders_chats_from_the_keyboard_recounts_it_and_keeps_the_focus_in_sight(asgi_server, browser):
-    # The row went and the folder still said "2 chats" (then "2 chats" over nothing) until a reload; the
-    # last chat listed deleted, the focus went to the one above it, in a folded folder: to the page.
+    # The row went and the folder still said "3 chats" (its pinned one counted, listed under Pinned; then
+    # "3 chats" over nothing) until a reload; the last chat listed deleted, the focus went to the one
+    # above it, in a folded folder: to the page.
     from tests.ui.test_browser_focus_kept import _confirm, _tab_to_delete
 
     _sign_up(browser, asgi_server.url, "folders-delete")
     home = Folder.objects.create(owner=_chat("folders-delete", "Garden").owner, name="Home")
     work = Folder.objects.create(owner=home.owner, name="Work")
     Conversation.objects.filter(title="Garden").update(folder=home)
-    for title in ("Report", "Budget"):
+    for title in ("Report", "Budget", "Plan"):
         Conversation.objects.filter(pk=_chat("folders-delete", title).pk).update(folder=work)
+    Conversation.objects.filter(title="Plan").update(pinned_at=timezone.now())  # listed under Pinned
     browser.get(f"{asgi_server.url}/c/new/")
     browser.find_element(By.CSS_SELECTOR, f'.folder[data-folder-id="{home.pk}"] .folder-toggle').click()
-    assert _counts(browser) == [("Home", "1 chat", ""), ("Work", "2 chats", "")]
+    assert _counts(browser) == [("Home", "1 chat", ""), ("Work", "3 chats", "")]
 
-    for title, counts in (("Report", [("Home", "1 chat", ""), ("Work", "1 chat", "")]),
+    for title, counts in (("Plan", [("Home", "1 chat", ""), ("Work", "2 chats", "")]),
+                          ("Report", [("Home", "1 chat", ""), ("Work", "1 chat", "")]),
                           ("Budget", [("Home", "1 chat", ""), ("Work", "0 chats", "No chats in this folder.")])):
         row = browser.find_element(By.XPATH, f'//li[contains(@class, "conv-item")][.//*[text()="{title}"]]')
         _tab_to_delete(browser, row)

@@ -237,12 +237,12 @@ export function removeRow(row) {
     (neighbour?.querySelector(".conv-link") || document.getElementById("new-chat")).focus();
   }
   const group = row.closest(".conv-group");
-  const folder = row.closest(".folder");
+  const inFolder = Boolean(row.dataset.folder); // listed in it, or under Pinned: its folder counts it
   row.remove();
   // A date heading left over nothing goes too; with no chat left, the server's list says why
   // (none yet, none matching the search, or the older ones it had not listed).
   if (group && !group.querySelector(".conv-item")) group.remove();
   if (!nav.querySelector(".conv-item")) refreshSidebar();
   // A folder's count, and what it says once it lists none, are the server's: drawn again, focus kept.
-  else if (folder) redrawHeard();
+  else if (inFolder) redrawHeard();
 }
