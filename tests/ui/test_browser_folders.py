@@ -308,3 +308,25 @@ def test_deleting_a_folders_chats_from_the_keyboard_recounts_it_and_keeps_the_fo
         focused = browser.switch_to.active_element
         assert focused.tag_name != "body" and focused.is_displayed()
     assert console_errors(browser) == []
+
+
+def test_a_chat_unpinned_into_a_folded_folder_leaves_the_focus_on_that_folder(asgi_server, browser):
+    # Unpinned, the chat goes back into its folder, folded: its Pin button, where the focus was to stay,
+    # is not shown, and the focus fell to the page.
+    from tests.ui.test_browser_pin import _press_pin
+
+    _sign_up(browser, asgi_server.url, "folders-unpin")
+    plan = _chat("folders-unpin", "Plan")
+    work = Folder.objects.create(owner=plan.owner, name="Work")
+    Conversation.objects.filter(pk=plan.pk).update(folder=work, pinned_at=timezone.now())
+    _chat("folders-unpin", "Groceries")
+    browser.get(f"{asgi_server.url}/c/new/")
+    toggle = browser.find_element(By.CSS_SELECTOR, ".folder-toggle")
+    toggle.click()
+    _wait(browser, lambda d: toggle.get_attribute("aria-expanded") == "false")
+
+    _press_pin(browser, plan)
+
+    _wait(browser, lambda d: [s for s, _ in _sections(d)] == ["Today"])
+    assert browser.switch_to.active_element == browser.find_element(By.CSS_SELECTOR, ".folder-toggle")
+    assert console_errors(browser) == []

@@ -197,7 +197,9 @@ export async function pinConversation(id, pinned) {
   if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
   await refreshSidebar();
   const row = nav.querySelector(`.conv-item[data-id="${id}"]`);
-  if (hadFocus && row) focusRow(row, "pin-conversation");
+  // Unpinned into its folder, folded: the row is not shown, its folder is.
+  if (hadFocus && row && !row.getClientRects().length) row.closest(".folder")?.querySelector(".folder-toggle")?.focus();
+  else if (hadFocus && row) focusRow(row, "pin-conversation");
   announce(pinned ? "Chat pinned to the top of the list." : "Chat unpinned.");
 }
 
