@@ -7,6 +7,7 @@ folders are in the chats drawer."""
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -268,4 +269,64 @@ def test_a_folder_made_while_a_search_is_typed_is_shown(asgi_server, browser):
     assert browser.switch_to.active_element == browser.find_element(By.CSS_SELECTOR, ".folder-toggle")
     said = browser.find_element(By.ID, "stream-status").get_attribute("textContent")
     assert said == "Folder “Travel” made; the search was cleared to show it."
+    assert console_errors(browser) == []
+
+
+def _counts(browser) -> list[tuple[str, str, str]]:
+    """(name, count said, the folder's note when it lists none) of each folder in the sidebar."""
+    return [(f.find_element(By.CSS_SELECTOR, ".folder-name").text,
+             f.find_element(By.CSS_SELECTOR, ".folder-count").get_attribute("textContent"),
+             " ".join(e.text for e in f.find_elements(By.CSS_SELECTOR, ".folder-empty")))
+            for f in browser.find_elements(By.CSS_SELECTOR, "#conv-nav .folder")]
+
+
+def test_deleting_a_folders_chats_from_the_keyboard_recounts_it_and_keeps_the_focus_in_sight(asgi_server, browser):
+    # The row went and the folder still said "3 chats" (its pinned one counted, listed under Pinned; then
+    # "3 chats" over nothing) until a reload; the last chat listed deleted, the focus went to the one
+    # above it, in a folded folder: to the page.
+    from tests.ui.test_browser_focus_kept import _confirm, _tab_to_delete
+
+    _sign_up(browser, asgi_server.url, "folders-delete")
+    home = Folder.objects.create(owner=_chat("folders-delete", "Garden").owner, name="Home")
+    work = Folder.objects.create(owner=home.owner, name="Work")
+    Conversation.objects.filter(title="Garden").update(folder=home)
+    for title in ("Report", "Budget", "Plan"):
+        Conversation.objects.filter(pk=_chat("folders-delete", title).pk).update(folder=work)
+    Conversation.objects.filter(title="Plan").update(pinned_at=timezone.now())  # listed under Pinned
+    browser.get(f"{asgi_server.url}/c/new/")
+    browser.find_element(By.CSS_SELECTOR, f'.folder[data-folder-id="{home.pk}"] .folder-toggle').click()
+    assert _counts(browser) == [("Home", "1 chat", ""), ("Work", "3 chats", "")]
+
+    for title, counts in (("Plan", [("Home", "1 chat", ""), ("Work", "2 chats", "")]),
+                          ("Report", [("Home", "1 chat", ""), ("Work", "1 chat", "")]),
+                          ("Budget", [("Home", "1 chat", ""), ("Work", "0 chats", "No chats in this folder.")])):
+        row = browser.find_element(By.XPATH, f'//li[contains(@class, "conv-item")][.//*[text()="{title}"]]')
+        _tab_to_delete(browser, row)
+        ActionChains(browser).send_keys(Keys.ENTER).perform()
+        _confirm(browser, "confirm-ok").send_keys(Keys.ENTER)
+        _wait(browser, lambda d, want=counts: _counts(d) == want)
+        focused = browser.switch_to.active_element
+        assert focused.tag_name != "body" and focused.is_displayed()
+    assert console_errors(browser) == []
+
+
+def test_a_chat_unpinned_into_a_folded_folder_leaves_the_focus_on_that_folder(asgi_server, browser):
+    # Unpinned, the chat goes back into its folder, folded: its Pin button, where the focus was to stay,
+    # is not shown, and the focus fell to the page.
+    from tests.ui.test_browser_pin import _press_pin
+
+    _sign_up(browser, asgi_server.url, "folders-unpin")
+    plan = _chat("folders-unpin", "Plan")
+    work = Folder.objects.create(owner=plan.owner, name="Work")
+    Conversation.objects.filter(pk=plan.pk).update(folder=work, pinned_at=timezone.now())
+    _chat("folders-unpin", "Groceries")
+    browser.get(f"{asgi_server.url}/c/new/")
+    toggle = browser.find_element(By.CSS_SELECTOR, ".folder-toggle")
+    toggle.click()
+    _wait(browser, lambda d: toggle.get_attribute("aria-expanded") == "false")
+
+    _press_pin(browser, plan)
+
+    _wait(browser, lambda d: [s for s, _ in _sections(d)] == ["Today"])
+    assert browser.switch_to.active_element == browser.find_element(By.CSS_SELECTOR, ".folder-toggle")
     assert console_errors(browser) == []

@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from chatapp.chat.models import Conversation
 from chatapp.chat.views import SIDEBAR_LIMIT
@@ -65,3 +66,35 @@ def test_show_older_chats_in_the_browser_lists_them_and_focuses_the_first(asgi_s
     _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".conv-item")) == SIDEBAR_LIMIT + 3)
     assert browser.switch_to.active_element.text == "Chat 002"  # the first chat just listed
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-action="more-chats"]')
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_show_older_chats_focuses_the_first_chat_it_added_to_a_long_folder(asgi_server, browser, monkeypatch):
+    # A folder's chats come before those in no folder: the focus went to the chat at the place the button
+    # had counted, here one listed before the press, however many the folder gained above it.
+    from chatapp.chat import sidebar, views
+    from chatapp.chat.folder_services import conversation_folder_set, folder_create
+
+    monkeypatch.setattr(sidebar, "SIDEBAR_LIMIT", 3)
+    monkeypatch.setattr(views, "SIDEBAR_LIMIT", 3)
+    _sign_up(browser, asgi_server.url, "long-folder")
+    owner = get_user_model().objects.get(username="long-folder")
+    work = folder_create(owner=owner, name="Work")
+    now = timezone.now()
+    for i in range(5):
+        chat = Conversation.objects.create(owner=owner, title=f"Work {i}")
+        conversation_folder_set(conversation=chat, folder=work)
+        Conversation.objects.filter(pk=chat.pk).update(updated_at=now - timedelta(days=i))
+    for i in range(2):
+        chat = Conversation.objects.create(owner=owner, title=f"Loose {i}")
+        Conversation.objects.filter(pk=chat.pk).update(updated_at=now - timedelta(days=10 + i))
+    browser.get(f"{asgi_server.url}/c/new/")
+    assert [t.get_attribute("textContent") for t in browser.find_elements(By.CSS_SELECTOR, ".conv-title")] == [
+        "Work 0", "Work 1", "Work 2", "Loose 0", "Loose 1"]
+    button = browser.find_element(By.CSS_SELECTOR, '[data-action="more-chats"]')
+    browser.execute_script("arguments[0].focus()", button)
+    button.send_keys(Keys.ENTER)
+
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".conv-item")) == 7)
+    assert browser.switch_to.active_element.text == "Work 3"  # the first chat just listed

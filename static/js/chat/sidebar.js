@@ -121,12 +121,15 @@ document.addEventListener("visibilitychange", () => {
 nav.addEventListener("click", async (e) => {
   const more = e.target.closest('[data-action="more-chats"]');
   if (!more) return;
-  const shown = nav.querySelectorAll(".conv-item").length;
+  const listed = new Set([...nav.querySelectorAll(".conv-item")].map((row) => row.dataset.id));
   listLimit = Number(more.dataset.limit);
   more.disabled = true;
   await refreshSidebar();
-  // Focus goes to the first chat just listed (the button it was on is gone).
-  nav.querySelectorAll(".conv-item .conv-link")[shown]?.focus();
+  // Focus goes to the first chat just listed (the button it was on is gone), found by id: a long
+  // folder's new chats come before those in no folder. A folded folder's are not shown: then the
+  // list's last chat, where the button was.
+  const links = [...nav.querySelectorAll(".conv-item > .conv-link")].filter((link) => link.getClientRects().length);
+  (links.find((link) => !listed.has(link.closest(".conv-item").dataset.id)) || links[links.length - 1])?.focus();
 });
 
 searchInput.addEventListener("input", () => {
@@ -194,7 +197,9 @@ export async function pinConversation(id, pinned) {
   if (!res.ok) { toast(errorText(res.data, res.status), "error"); return; }
   await refreshSidebar();
   const row = nav.querySelector(`.conv-item[data-id="${id}"]`);
-  if (hadFocus && row) focusRow(row, "pin-conversation");
+  // Unpinned into its folder, folded: the row is not shown, its folder is.
+  if (hadFocus && row && !row.getClientRects().length) row.closest(".folder")?.querySelector(".folder-toggle")?.focus();
+  else if (hadFocus && row) focusRow(row, "pin-conversation");
   announce(pinned ? "Chat pinned to the top of the list." : "Chat unpinned.");
 }
 
@@ -228,14 +233,18 @@ export async function deleteConversation(id, title) {
 export function removeRow(row) {
   if (!row) return;
   if (row.contains(document.activeElement)) {
-    const rows = [...nav.querySelectorAll(".conv-item")];
+    // A folded folder's chats are not shown: the focus cannot go to one.
+    const rows = [...nav.querySelectorAll(".conv-item")].filter((r) => r === row || r.getClientRects().length);
     const neighbour = rows[rows.indexOf(row) + 1] || rows[rows.indexOf(row) - 1];
     (neighbour?.querySelector(".conv-link") || document.getElementById("new-chat")).focus();
   }
   const group = row.closest(".conv-group");
+  const inFolder = Boolean(row.dataset.folder); // listed in it, or under Pinned: its folder counts it
   row.remove();
   // A date heading left over nothing goes too; with no chat left, the server's list says why
   // (none yet, none matching the search, or the older ones it had not listed).
   if (group && !group.querySelector(".conv-item")) group.remove();
   if (!nav.querySelector(".conv-item")) refreshSidebar();
+  // A folder's count, and what it says once it lists none, are the server's: drawn again, focus kept.
+  else if (inFolder) redrawHeard();
 }
