@@ -98,3 +98,27 @@ def test_show_older_chats_focuses_the_first_chat_it_added_to_a_long_folder(asgi_
 
     _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".conv-item")) == 7)
     assert browser.switch_to.active_element.text == "Work 3"  # the first chat just listed
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_show_older_chats_offline_says_so_and_works_again_once_back(asgi_server, browser, monkeypatch):
+    # The list could not be fetched: the button stayed disabled for good, and nothing said why.
+    from chatapp.chat import sidebar, views
+
+    monkeypatch.setattr(sidebar, "SIDEBAR_LIMIT", 2)
+    monkeypatch.setattr(views, "SIDEBAR_LIMIT", 2)
+    _sign_up(browser, asgi_server.url, "older-offline")
+    _many_chats(get_user_model().objects.get(username="older-offline"), 3)
+    browser.get(f"{asgi_server.url}/c/new/")
+    button = browser.find_element(By.CSS_SELECTOR, '[data-action="more-chats"]')
+    browser.execute_script("arguments[0].scrollIntoView()", button)
+    browser.set_network_conditions(offline=True, latency=0, download_throughput=-1, upload_throughput=-1)
+    button.click()
+
+    toast = _wait(browser, lambda d: [t for t in d.find_elements(By.CSS_SELECTOR, ".toast")
+                                      if "Could not list older chats" in t.text])
+    assert toast and button.is_enabled() and len(browser.find_elements(By.CSS_SELECTOR, ".conv-item")) == 2
+    browser.delete_network_conditions()
+    button.click()
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".conv-item")) == 3)

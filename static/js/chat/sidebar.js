@@ -49,6 +49,7 @@ function searchSay(query) {
 let sayOwed = false;
 
 /** Draw the chats list again (the search typed, a new title, a chat moved up); `say`: a search typed. */
+/** Draw the list again; false when the server could not be asked or refused (the list stays as it was). */
 export async function refreshSidebar({ say = false } = {}) {
   const seq = ++searchSeq;
   if (say) sayOwed = true;
@@ -58,12 +59,14 @@ export async function refreshSidebar({ say = false } = {}) {
   const url = `${searchInput.form.dataset.sidebarUrl}?${params}`;
   try {
     const res = await fetch(url, { credentials: "same-origin" });
-    if (!res.ok || signedOut(res) || seq !== searchSeq) return;
+    if (!res.ok || signedOut(res)) return false;
+    if (seq !== searchSeq) return true; // a later call draws it
     nav.innerHTML = await res.text(); // server-rendered, autoescaped fragment
     drawnAt = Date.now();
     if (sayOwed) { sayOwed = false; searchSay(query); }
     document.dispatchEvent(new CustomEvent("longchat:sidebar-updated"));
-  } catch { /* keep the current list */ }
+    return true;
+  } catch { return false; /* keep the current list */ }
 }
 
 /** A reply ended: its chat moved to the top of the list (and may have a new title), here and in the
@@ -124,7 +127,12 @@ nav.addEventListener("click", async (e) => {
   const listed = new Set([...nav.querySelectorAll(".conv-item")].map((row) => row.dataset.id));
   listLimit = Number(more.dataset.limit);
   more.disabled = true;
-  await refreshSidebar();
+  if (!await refreshSidebar()) {
+    // Not drawn again (offline, a server error): the button stayed, disabled, and nothing said why.
+    more.disabled = false;
+    toast("Could not list older chats: the server did not answer. Try again.", "error");
+    return;
+  }
   // Focus goes to the first chat just listed (the button it was on is gone), found by id: a long
   // folder's new chats come before those in no folder. A folded folder's are not shown: then the
   // list's last chat, where the button was.
