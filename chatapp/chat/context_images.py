@@ -9,7 +9,8 @@ for a model that does not see them the loaded messages are counted with their pl
 before packing (`msgs_counted_as_sent`), or a question beside an image too large for the budget was
 shortened to its text, and the model never told of the image. A message shortened to fit its share of
 the budget is sent its placeholders, to a seeing model too, its text shortened again to make room
-for them (`_shortened_for`): without them the model was never told there were images.
+for them (`_shortened_for`): without them the model was never told there were images. A text too short to
+make room is sent whole, a few tokens past its count.
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ def _shortened_for(*, original: str, shortened: str, images: Sequence[MessageIma
         if over <= 0:
             return text
         limit -= over  # the two counted apart are a token or so short of the two together
-    return ""
+    # No shortening leaves room for them (a question shorter than its images' placeholders, the message
+    # "shortened" for its images alone): the text as the packer kept it, a few tokens past its count as
+    # an image alone's placeholders are. Dropped, the model was sent the placeholders without the question.
+    return shortened
 
 
 def _placeholders_added(text: str, images: Sequence[MessageImage]) -> str:

@@ -11,7 +11,7 @@ import pytest
 from chatapp.chat.context_images import messages_with_placeholders, packed_images_attach
 from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.providers.services import llm_config_create
-from optimizer.tokens import count_text
+from optimizer.tokens import count_messages, count_text
 from optimizer.truncation import compress_text
 from optimizer.types import Msg, PackedMessage
 from tests.support.images import b64, jpeg_header, png_bytes
@@ -278,3 +278,23 @@ def test_a_request_merging_a_jpeg_behind_large_metadata_reports_its_images_cost(
     assert OptimizationRecord.objects.order_by("id").last().tokens_sent > 2 * 765
     gauge = api.get(f"/api/conversations/{chat['id']}/context/").json()
     assert gauge["history_tokens"] > 3 * 765
+
+
+def test_a_short_question_beside_images_too_large_for_the_budget_is_sent_with_their_placeholders(
+    api, echo_config, fake_openai
+):
+    """Two images costing 2,210 tokens in a 1,300-token budget: the question is "shortened" for its images
+    alone, and its text, shorter than their placeholders, gave them no room: it was dropped, and the model
+    was sent the placeholders without the question. It is sent whole, a few tokens past its count, as an
+    image alone's placeholders are, and the figures count it as sent."""
+    api.patch(f"/api/configs/{echo_config['id']}/", {"context_window": 1_500, "max_output_tokens": 200}, format="json")
+    chat = _chat_with(api, echo_config, accepts_images=True)
+    fake_openai.reset()
+    response = api.post(f"/api/conversations/{chat['id']}/messages/",
+                        {"content": "Which layout is better?", "images": [{"data": b64(png_bytes(2048, 1024))}] * 2},
+                        format="json")
+    assert sse_events(response.recorded_body)[-1][0] == "done"
+
+    sent = fake_openai.requests[-1].messages
+    assert sent[-1]["content"] == "Which layout is better?\n\n[image: 2048x1024]\n[image: 2048x1024]"
+    assert OptimizationRecord.objects.get().tokens_sent == count_messages(sent, model="fake-echo") <= 1_300
