@@ -280,21 +280,27 @@ def test_a_request_merging_a_jpeg_behind_large_metadata_reports_its_images_cost(
     assert gauge["history_tokens"] > 3 * 765
 
 
+@pytest.mark.parametrize("question", [
+    "Which layout is better?",  # shorter than the placeholders: no room at all
+    # longer: room left for a marker alone
+    "Compare these two screenshots of our signup page and tell me which layout reads better on a small phone "
+    "screen, considering contrast, spacing, the order of the fields and the size of the buttons.",
+])
 def test_a_short_question_beside_images_too_large_for_the_budget_is_sent_with_their_placeholders(
-    api, echo_config, fake_openai
+    api, echo_config, fake_openai, question
 ):
     """Two images costing 2,210 tokens in a 1,300-token budget: the question is "shortened" for its images
-    alone, and its text, shorter than their placeholders, gave them no room: it was dropped, and the model
-    was sent the placeholders without the question. It is sent whole, a few tokens past its count, as an
-    image alone's placeholders are, and the figures count it as sent."""
+    alone, and its text, little longer than their placeholders, gave them room only as no text or a marker
+    alone ("[... 38 tokens omitted ...]"): the model was sent the placeholders without the question. It is
+    sent whole, a few tokens past its count, as an image alone's placeholders are, and the figures count it
+    as sent."""
     api.patch(f"/api/configs/{echo_config['id']}/", {"context_window": 1_500, "max_output_tokens": 200}, format="json")
     chat = _chat_with(api, echo_config, accepts_images=True)
     fake_openai.reset()
     response = api.post(f"/api/conversations/{chat['id']}/messages/",
-                        {"content": "Which layout is better?", "images": [{"data": b64(png_bytes(2048, 1024))}] * 2},
-                        format="json")
+                        {"content": question, "images": [{"data": b64(png_bytes(2048, 1024))}] * 2}, format="json")
     assert sse_events(response.recorded_body)[-1][0] == "done"
 
     sent = fake_openai.requests[-1].messages
-    assert sent[-1]["content"] == "Which layout is better?\n\n[image: 2048x1024]\n[image: 2048x1024]"
+    assert sent[-1]["content"] == f"{question}\n\n[image: 2048x1024]\n[image: 2048x1024]"
     assert OptimizationRecord.objects.get().tokens_sent == count_messages(sent, model="fake-echo") <= 1_300
