@@ -85,11 +85,12 @@ def _shortened_for(*, original: str, shortened: str, images: Sequence[MessageIma
         if over <= 0:
             return text
         limit -= over  # the two counted apart are a token or so short of the two together
-    # No shortening that keeps some of it leaves room for them (a question about as short as its images'
-    # placeholders, the message "shortened" for its images alone): the text as the packer kept it, a few
-    # tokens past its count as an image alone's placeholders are. Dropped (or a marker alone), the model
-    # was sent the placeholders without the question.
-    return shortened
+    # No shortening that keeps some of it leaves room for them. A question the packer kept whole (about
+    # as short as its images' placeholders, the message "shortened" for its images alone) is sent whole,
+    # a few tokens past its count as an image alone's placeholders are: dropped (or a marker alone), the
+    # model was sent the placeholders without the question. One the packer cut to a share this small
+    # (the rest of the request fills the budget) gives way to them, the budget kept.
+    return shortened if shortened == original else ""
 
 
 def _placeholders_added(text: str, images: Sequence[MessageImage]) -> str:
