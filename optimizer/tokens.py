@@ -209,8 +209,13 @@ def _image_part_tokens(part: Mapping[str, Any]) -> int:
         return IMAGE_PART_TOKENS
     try:
         # The first 64 KiB of the file: every header image_info reads lies there but a JPEG's behind
-        # a larger EXIF block (then the flat figure, an underestimate the provider's count corrects).
-        info = image_info(base64.b64decode(payload[:87_384], validate=True))
+        # larger metadata (an editor's XMP history may take megabytes). Such a JPEG is read whole: at the
+        # flat figure, its 765 tokens or more counted 85, and a request merging it (a recall block, a
+        # pinned question) was reported, on the gauge and in the records, far under what it sent.
+        start = base64.b64decode(payload[:87_384], validate=True)
+        info = image_info(start)
+        if info is None and start.startswith(b"\xff\xd8") and len(payload) > 87_384:
+            info = image_info(base64.b64decode(payload, validate=True))
     except (ValueError, binascii.Error):
         return IMAGE_PART_TOKENS
     return IMAGE_PART_TOKENS if info is None else image_tokens(info.width, info.height, detail=detail)

@@ -9,7 +9,8 @@ for a model that does not see them the loaded messages are counted with their pl
 before packing (`msgs_counted_as_sent`), or a question beside an image too large for the budget was
 shortened to its text, and the model never told of the image. A message shortened to fit its share of
 the budget is sent its placeholders, to a seeing model too, its text shortened again to make room
-for them (`_shortened_for`): without them the model was never told there were images.
+for them (`_shortened_for`): without them the model was never told there were images. A text too short to
+keep any of it beside them is sent whole, a few tokens past its count.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import optimizer
 from chatapp.chat.image_models import MessageImage
 from chatapp.chat.models import Message
 from optimizer.images import image_tokens
-from optimizer.truncation import compress_text
+from optimizer.truncation import SHORT_MARKER, compress_text, omitted_marker
 from optimizer.types import Msg, PackedMessage
 
 # What a message is sent as itself, whole (in the window, or pinned): its images go with it. A message
@@ -74,13 +75,22 @@ def _shortened_for(*, original: str, shortened: str, images: Sequence[MessageIma
     marker, `compress_text`), so that it and its images' placeholders count no more than `shortened`."""
     room = optimizer.count_text(shortened, model=model)
     limit = room - optimizer.count_text(_placeholders_added(shortened, images), model=model)
+    # What compress_text sends at a limit too small for any of the text: a marker alone, no question.
+    marker_alone = {"", SHORT_MARKER, omitted_marker(lines=None, tokens=optimizer.count_text(original, model=model))}
     while limit > 0:
         text = compress_text(original, limit=limit, model=model)
+        if text in marker_alone:
+            break
         over = optimizer.count_text(text + _placeholders_added(text, images), model=model) - room
         if over <= 0:
             return text
         limit -= over  # the two counted apart are a token or so short of the two together
-    return ""
+    # No shortening that keeps some of it leaves room for them. A question the packer kept whole (about
+    # as short as its images' placeholders, the message "shortened" for its images alone) is sent whole,
+    # a few tokens past its count as an image alone's placeholders are: dropped (or a marker alone), the
+    # model was sent the placeholders without the question. One the packer cut to a share this small
+    # (the rest of the request fills the budget) gives way to them, the budget kept.
+    return shortened if shortened == original else ""
 
 
 def _placeholders_added(text: str, images: Sequence[MessageImage]) -> str:

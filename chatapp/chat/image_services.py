@@ -22,6 +22,11 @@ from chatapp.chat.textsafe import text_storable
 from optimizer.images import ImageInfo, image_info, image_tokens
 
 IMAGE_TYPES_WORDS = "PNG, JPEG, WebP or GIF"
+# A header may claim any size in a file of a few bytes (a PNG's up to 4,294,967,295 a side). Pillow
+# refuses to decode past this many pixels (twice its MAX_IMAGE_PIXELS) as a decompression bomb, and so
+# does an OpenAI-compatible server that reads images with it: such an image, kept in the history, failed
+# every later turn of its chat; past 2**31 a side it was a 500 on PostgreSQL (an integer column).
+MAX_IMAGE_PIXELS = 178_956_970
 
 
 class ImageTooLarge(TooLarge):
@@ -85,6 +90,10 @@ def images_validate(*, images: Any) -> list[ImageUpload]:
         if info is None:
             shown = f"{name} is" if name else "A file is"
             raise _invalid(f"{shown} not an image this chat takes ({IMAGE_TYPES_WORDS}).")
+        if info.width * info.height > MAX_IMAGE_PIXELS:
+            shown = name or "An image"
+            raise _invalid(f"{shown} is {info.width:,} x {info.height:,} pixels; an image may have at most "
+                           f"{MAX_IMAGE_PIXELS:,} pixels.")
         uploads.append(ImageUpload(data=data, info=info, name=name))
     return uploads
 

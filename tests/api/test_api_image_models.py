@@ -4,16 +4,17 @@ that does not; and which models see them (a config's accepts_images, else the mo
 from __future__ import annotations
 
 import base64
+import struct
 
 import pytest
 
 from chatapp.chat.context_images import messages_with_placeholders, packed_images_attach
 from chatapp.chat.models import Message, OptimizationRecord
 from chatapp.providers.services import llm_config_create
-from optimizer.tokens import count_text
+from optimizer.tokens import count_messages, count_text
 from optimizer.truncation import compress_text
 from optimizer.types import Msg, PackedMessage
-from tests.support.images import b64, png_bytes
+from tests.support.images import b64, jpeg_header, png_bytes
 from tests.support.streaming import sse_events
 
 pytestmark = pytest.mark.django_db
@@ -255,3 +256,51 @@ def test_a_turn_that_sends_everything_saves_nothing_however_many_images(api, ech
     assert [(r.tokens_full, r.stats["tokens_saved"]) for r in records] == [(r.tokens_sent, 0) for r in records]
     gauge = api.get(f"/api/conversations/{chat['id']}/context/").json()
     assert gauge["tokens"] == gauge["history_tokens"]
+
+
+def test_a_request_merging_a_jpeg_behind_large_metadata_reports_its_images_cost(api, echo_config, fake_openai):
+    """Where the packer puts user messages side by side (the pinned first question beside the newest),
+    the request counts them again from what it sends: a JPEG whose metadata (an editor's XMP) ran past
+    the first 64 KiB counted 85 where it costs 765, and the record and the gauge said 428 tokens sent,
+    a 1,220-token history, for a request of two images and a history of three (over 1,500 and 2,295)."""
+    api.patch(f"/api/configs/{echo_config['id']}/", {"context_window": 3000, "max_output_tokens": 200}, format="json")
+    chat = _chat_with(api, echo_config, accepts_images=True)
+    xmp = b"\xff\xe1" + struct.pack(">H", 60_002) + b"http://ns.adobe.com/xap/1.0/\x00".ljust(60_000, b"x")
+    header = jpeg_header(1024, 1024)
+    jpeg = header[:2] + xmp * 2 + header[2:]
+    for k in range(3):
+        response = api.post(f"/api/conversations/{chat['id']}/messages/",
+                            {"content": f"q{k} " + "word " * 30, "images": [{"data": b64(jpeg)}]}, format="json")
+        assert sse_events(response.recorded_body)[-1][0] == "done"
+
+    sent = fake_openai.requests[-1].messages
+    assert sum(p["type"] == "image_url" for m in sent if isinstance(m["content"], list) for p in m["content"]) == 2
+    assert OptimizationRecord.objects.order_by("id").last().tokens_sent > 2 * 765
+    gauge = api.get(f"/api/conversations/{chat['id']}/context/").json()
+    assert gauge["history_tokens"] > 3 * 765
+
+
+@pytest.mark.parametrize("question", [
+    "Which layout is better?",  # shorter than the placeholders: no room at all
+    # longer: room left for a marker alone
+    "Compare these two screenshots of our signup page and tell me which layout reads better on a small phone "
+    "screen, considering contrast, spacing, the order of the fields and the size of the buttons.",
+])
+def test_a_short_question_beside_images_too_large_for_the_budget_is_sent_with_their_placeholders(
+    api, echo_config, fake_openai, question
+):
+    """Two images costing 2,210 tokens in a 1,300-token budget: the question is "shortened" for its images
+    alone, and its text, little longer than their placeholders, gave them room only as no text or a marker
+    alone ("[... 38 tokens omitted ...]"): the model was sent the placeholders without the question. It is
+    sent whole, a few tokens past its count, as an image alone's placeholders are, and the figures count it
+    as sent."""
+    api.patch(f"/api/configs/{echo_config['id']}/", {"context_window": 1_500, "max_output_tokens": 200}, format="json")
+    chat = _chat_with(api, echo_config, accepts_images=True)
+    fake_openai.reset()
+    response = api.post(f"/api/conversations/{chat['id']}/messages/",
+                        {"content": question, "images": [{"data": b64(png_bytes(2048, 1024))}] * 2}, format="json")
+    assert sse_events(response.recorded_body)[-1][0] == "done"
+
+    sent = fake_openai.requests[-1].messages
+    assert sent[-1]["content"] == f"{question}\n\n[image: 2048x1024]\n[image: 2048x1024]"
+    assert OptimizationRecord.objects.get().tokens_sent == count_messages(sent, model="fake-echo") <= 1_300

@@ -10,7 +10,7 @@ import pytest
 from chatapp.chat.image_models import MessageImage
 from chatapp.chat.models import Message
 from optimizer.images import image_tokens
-from tests.support.images import b64, jpeg_header, png_bytes
+from tests.support.images import b64, jpeg_header, png_bytes, png_header
 from tests.support.streaming import sse_events
 
 pytestmark = pytest.mark.django_db
@@ -89,6 +89,21 @@ def test_what_is_not_a_taken_image_is_refused_and_nothing_stored(api, chat, imag
     assert words in str(response.json())
     assert not Message.objects.filter(conversation_id=chat["id"]).exists()
     assert not MessageImage.objects.exists()
+
+
+@pytest.mark.parametrize("size", [(100_000, 100_000), (0xFFFF_FFFF, 1)])
+def test_a_header_claiming_more_pixels_than_a_decoder_takes_is_refused(api, chat, size):
+    """A few bytes may claim any size: a model's server refuses to decode such a "decompression bomb",
+    which failed every later turn of the chat, and past 2**31 a side its row was a 500 on PostgreSQL."""
+    response = _send(api, chat["id"], [{"data": b64(png_header(*size)), "name": "bomb.png"}])
+    assert response.status_code == 400
+    assert "bomb.png is" in str(response.json()) and "at most 178,956,970 pixels" in str(response.json())
+    assert not Message.objects.filter(conversation_id=chat["id"]).exists()
+
+
+def test_an_image_just_under_the_pixel_limit_is_taken(api, chat):
+    assert _send(api, chat["id"], [{"data": b64(png_header(13_378, 13_376))}]).status_code == 200
+    assert (MessageImage.objects.get().width, MessageImage.objects.get().height) == (13_378, 13_376)
 
 
 def test_an_image_over_the_limit_is_refused_with_413(api, chat, settings):

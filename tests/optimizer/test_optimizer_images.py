@@ -123,6 +123,15 @@ def test_count_content_prices_a_data_url_image_by_its_size():
     assert count_content(low, model="gpt-4o") == 85
 
 
+def test_count_content_prices_a_jpeg_whose_size_follows_megabytes_of_metadata():
+    """An editor's XMP (its document history) may run to megabytes before the frame header: the image
+    was counted at the flat 85 where it costs 765."""
+    xmp = b"\xff\xe1" + struct.pack(">H", 65_000) + b"X" * 64_998
+    data = jpeg(1024, 1024)
+    url = "data:image/jpeg;base64," + base64.b64encode(data[:2] + xmp * 3 + data[2:]).decode()
+    assert count_content([{"type": "image_url", "image_url": {"url": url}}], model="gpt-4o") == 765
+
+
 def test_count_content_keeps_the_flat_estimate_for_an_image_it_cannot_read():
     parts = [
         {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},

@@ -22,6 +22,12 @@ def png_bytes(width: int = 2, height: int = 2) -> bytes:
     )
 
 
+def png_header(width: int, height: int) -> bytes:
+    """A PNG's signature and IHDR, no pixels: a header may claim any size in a few bytes."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
+
+
 def jpeg_header(width: int, height: int) -> bytes:
     """A JPEG's start and frame header: enough for its type and size."""
     sof = b"\xff\xc0" + struct.pack(">HBHHB", 11, 8, height, width, 1) + b"\x01\x11\x00"
