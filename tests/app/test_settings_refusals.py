@@ -102,3 +102,14 @@ def test_a_blank_redis_url_is_unset_for_the_embedded_brokers_folders_too(tmp_pat
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "queued"
+
+
+def test_serve_refuses_a_port_number_past_65535(tmp_path):
+    """`serve --port 70000` ended in a traceback (OverflowError from the port probe)."""
+    environ = {**os.environ, "CHATAPP_VAR_DIR": str(tmp_path)}
+    environ.pop("DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "manage.py", "serve", "--no-worker", "--port", "70000"], cwd=ROOT,
+                          env=environ, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0 and "--port must be a port number (1-65535), got '70000'" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "chatapp.sqlite3").exists()  # nothing started
+
