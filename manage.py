@@ -9,9 +9,12 @@ def main():
     os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'chatapp.settings')
     # var/ and the secrets the environment does not give: made here, before the settings are read
     # (the settings themselves write nothing).
-    from chatapp.instance import instance_prepare
+    from chatapp.instance import InstanceError, instance_prepare
 
-    instance_prepare()
+    try:
+        instance_prepare()
+    except InstanceError as exc:
+        sys.exit(f"Error: {exc}")
     try:
         from django.core.management import execute_from_command_line
     except ImportError as exc:

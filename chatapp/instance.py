@@ -26,6 +26,10 @@ ENCRYPTION_KEY_FILE = "field_encryption_key"
 BROKER_FOLDERS = ("out", "processed", "control")
 
 
+class InstanceError(Exception):
+    """The var directory cannot be used; the message says why, for a command to print."""
+
+
 def var_dir() -> Path:
     return Path(os.environ.get("CHATAPP_VAR_DIR") or BASE_DIR / "var")
 
@@ -70,6 +74,18 @@ def instance_prepare() -> Path:
     give, each once: restarts keep sessions and stored keys readable. Safe to call from several
     processes at once. Returns the var directory."""
     var = var_dir()
+    if not var.is_absolute():  # refused before it is made in this process's working directory
+        raise InstanceError(f"CHATAPP_VAR_DIR must be an absolute path, got {str(var)!r}")
+    try:
+        _var_prepare(var)
+    except OSError as exc:  # a file there, a read-only or missing parent: said, not a traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise InstanceError(f"cannot make or write the var directory {var}: {exc.strerror or exc}{where}; "
+                            "set CHATAPP_VAR_DIR to a writable folder") from None
+    return var
+
+
+def _var_prepare(var: Path) -> None:
     # The owner's alone: it holds the SQLite database (sessions, API tokens) and the secrets.
     var.mkdir(mode=0o700, parents=True, exist_ok=True)
     found = var.stat()
@@ -83,4 +99,3 @@ def instance_prepare() -> Path:
     (var / "staticfiles").mkdir(exist_ok=True)
     _secret_write("SECRET_KEY", var / SECRET_FILE, lambda: secrets.token_urlsafe(50))
     _secret_write("FIELD_ENCRYPTION_KEY", var / ENCRYPTION_KEY_FILE, _fernet_key)
-    return var

@@ -102,3 +102,25 @@ def test_a_blank_redis_url_is_unset_for_the_embedded_brokers_folders_too(tmp_pat
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "queued"
+
+
+def test_serve_refuses_a_port_number_past_65535(tmp_path):
+    """`serve --port 70000` ended in a traceback (OverflowError from the port probe)."""
+    environ = {**os.environ, "CHATAPP_VAR_DIR": str(tmp_path)}
+    environ.pop("DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "manage.py", "serve", "--no-worker", "--port", "70000"], cwd=ROOT,
+                          env=environ, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0 and "--port must be a port number (1-65535), got '70000'" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "chatapp.sqlite3").exists()  # nothing started
+
+
+@pytest.mark.parametrize("var", ["a-file", "a-file/var", "relative/var"])
+def test_manage_on_a_var_dir_it_cannot_make_says_so(tmp_path, var):
+    """A file where var/ goes, or a path under one, ended every command in a traceback; a relative path
+    was made in the working directory before the settings refused it."""
+    (tmp_path / "a-file").write_text("")
+    environ = {**os.environ, "CHATAPP_VAR_DIR": var if var.startswith("relative") else str(tmp_path / var)}
+    done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "check"], cwd=tmp_path, env=environ,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1 and "CHATAPP_VAR_DIR" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "relative").exists()

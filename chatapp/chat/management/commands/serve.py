@@ -23,15 +23,18 @@ def _raise_keyboard_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _env_port() -> int:
-    raw = env_str("PORT", "8000")
+def _port_valid(*, raw: str, name: str) -> int:
     try:
         port = int(raw)
     except ValueError:
         port = 0
     if not 1 <= port <= 65_535:
-        raise CommandError(f"PORT must be a port number (1-65535), got {raw!r}")
+        raise CommandError(f"{name} must be a port number (1-65535), got {raw!r}")
     return port
+
+
+def _env_port() -> int:
+    return _port_valid(raw=env_str("PORT", "8000"), name="PORT")
 
 
 def _port_check(*, host: str, port: int) -> None:
@@ -61,6 +64,28 @@ def _hosts_note(*, host: str) -> str:
             "  any other gets \"Bad Request (400)\".\n")
 
 
+def _children_stop(children: list[subprocess.Popen]) -> None:
+    """SIGTERM each, and wait for it. A second Ctrl-C (or SIGTERM) while they stop is passed on as SIGINT
+    (uvicorn stops waiting for open replies, Celery stops its running tasks): it ended serve with a
+    traceback, leaving them to stop unwatched."""
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    for child in children:
+        # The grace twice (open pages' replies, then those whose page left), and some more.
+        deadline = time.monotonic() + 2 * settings.SHUTDOWN_GRACE_SECONDS + 15
+        while child.returncode is None:
+            try:
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+            except KeyboardInterrupt:
+                for other in children:
+                    if other.poll() is None:
+                        other.send_signal(signal.SIGINT)
+
+
 def worker_queues() -> str:
     """Every queue this app publishes to: summaries, imports (both configurable), Celery's default."""
     return ",".join(dict.fromkeys([settings.CELERY_SUMMARY_QUEUE, settings.CELERY_IMPORT_QUEUE, "celery"]))
@@ -78,7 +103,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, host: str, port: int | None, no_worker: bool, concurrency: int, **options) -> None:
-        port = port if port is not None else _env_port()  # checked before anything starts
+        # checked before anything starts: past 65535 the socket's bind raised a traceback
+        port = _env_port() if port is None else _port_valid(raw=str(port), name="--port")
         _port_check(host=host, port=port)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
@@ -102,6 +128,8 @@ class Command(BaseCommand):
             "--loglevel", "INFO",
         ]  # fmt: skip
         shown_host = "localhost" if host in {"127.0.0.1", "0.0.0.0"} else host  # noqa: S104
+        if ":" in shown_host and not shown_host.startswith("["):  # an IPv6 address: a URL brackets it
+            shown_host = f"[{shown_host}]"
         broker = "Redis" if settings.REDIS_URL else "embedded filesystem broker"
         database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         # A supervisor (or `timeout`) stops us with SIGTERM: treat it like Ctrl-C so the children
@@ -124,15 +152,7 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             pass
         finally:
-            for child in children:
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
-            for child in children:
-                try:
-                    # The grace twice (open pages' replies, then those whose page left), and some more.
-                    child.wait(timeout=2 * settings.SHUTDOWN_GRACE_SECONDS + 15)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-        failed = [c for c in children if c.returncode not in (0, -signal.SIGTERM, None)]
+            _children_stop(children)
+        failed = [c for c in children if c.returncode not in (0, -signal.SIGTERM, -signal.SIGINT, None)]
         if failed:
             raise CommandError(f"a process exited with code {failed[0].returncode}")
