@@ -26,6 +26,16 @@ def _many_chats(owner, count: int) -> None:
         Conversation.objects.filter(pk=pk).update(updated_at=now - timedelta(days=count - i))
 
 
+def _signed_up_with_pages_of(limit: int, *, monkeypatch, browser, url: str, username: str):
+    """A new account signed in in `browser`, its sidebar listing `limit` chats a page; the user."""
+    from chatapp.chat import sidebar, views
+
+    monkeypatch.setattr(sidebar, "SIDEBAR_LIMIT", limit)
+    monkeypatch.setattr(views, "SIDEBAR_LIMIT", limit)
+    _sign_up(browser, url, username)
+    return get_user_model().objects.get(username=username)
+
+
 def _listed(body: str) -> list[str]:
     return re.findall(r'class="conv-item[^"]*" data-id="(\d+)"', body)
 
@@ -73,13 +83,10 @@ def test_show_older_chats_in_the_browser_lists_them_and_focuses_the_first(asgi_s
 def test_show_older_chats_focuses_the_first_chat_it_added_to_a_long_folder(asgi_server, browser, monkeypatch):
     # A folder's chats come before those in no folder: the focus went to the chat at the place the button
     # had counted, here one listed before the press, however many the folder gained above it.
-    from chatapp.chat import sidebar, views
     from chatapp.chat.folder_services import conversation_folder_set, folder_create
 
-    monkeypatch.setattr(sidebar, "SIDEBAR_LIMIT", 3)
-    monkeypatch.setattr(views, "SIDEBAR_LIMIT", 3)
-    _sign_up(browser, asgi_server.url, "long-folder")
-    owner = get_user_model().objects.get(username="long-folder")
+    owner = _signed_up_with_pages_of(3, monkeypatch=monkeypatch, browser=browser, url=asgi_server.url,
+                                     username="long-folder")
     work = folder_create(owner=owner, name="Work")
     now = timezone.now()
     for i in range(5):
@@ -104,12 +111,8 @@ def test_show_older_chats_focuses_the_first_chat_it_added_to_a_long_folder(asgi_
 @pytest.mark.django_db(transaction=True)
 def test_show_older_chats_offline_says_so_and_works_again_once_back(asgi_server, browser, monkeypatch):
     # The list could not be fetched: the button stayed disabled for good, and nothing said why.
-    from chatapp.chat import sidebar, views
-
-    monkeypatch.setattr(sidebar, "SIDEBAR_LIMIT", 2)
-    monkeypatch.setattr(views, "SIDEBAR_LIMIT", 2)
-    _sign_up(browser, asgi_server.url, "older-offline")
-    _many_chats(get_user_model().objects.get(username="older-offline"), 3)
+    _many_chats(_signed_up_with_pages_of(2, monkeypatch=monkeypatch, browser=browser, url=asgi_server.url,
+                                         username="older-offline"), 3)
     browser.get(f"{asgi_server.url}/c/new/")
     button = browser.find_element(By.CSS_SELECTOR, '[data-action="more-chats"]')
     browser.execute_script("arguments[0].scrollIntoView()", button)
