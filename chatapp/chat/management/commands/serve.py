@@ -95,11 +95,13 @@ class Command(BaseCommand):
     help = "Migrate, then run the web server (uvicorn, ASGI) and a Celery worker together."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--host", default=env_str("HOST", "127.0.0.1"))
+        parser.add_argument("--host", default=env_str("HOST", "127.0.0.1"),
+                            help="address to listen on (default: HOST, else 127.0.0.1: this machine only)")
         parser.add_argument("--port", type=int, default=None, help="default: PORT, else 8000")
         parser.add_argument("--no-worker", action="store_true", help="run the web server only")
         parser.add_argument(
-            "--concurrency", type=int, default=settings.CELERY_WORKER_CONCURRENCY, help="worker processes"
+            "--concurrency", type=int, default=settings.CELERY_WORKER_CONCURRENCY,
+            help="worker processes (default: CELERY_CONCURRENCY, else 2)",
         )
 
     def handle(self, *args, host: str, port: int | None, no_worker: bool, concurrency: int, **options) -> None:
