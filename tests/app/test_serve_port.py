@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -96,7 +98,10 @@ def _lines_until(serve: subprocess.Popen, words: str) -> str:
 
 def test_serve_on_ipv6_loopback_prints_a_url_that_opens(tmp_path):
     """The banner said http://::1:PORT/, which no browser opens."""
-    port = _free_port(socket.AF_INET6, "::1")
+    try:
+        port = _free_port(socket.AF_INET6, "::1")
+    except OSError:  # a machine or container without IPv6 loopback (the README's test command runs anywhere)
+        pytest.skip("no IPv6 loopback on this machine")
     serve = _serve_start(tmp_path, "--no-worker", "--host", "::1", "--port", str(port))
     try:
         banner = _lines_until(serve, "Ctrl-C stops everything")
