@@ -29,8 +29,9 @@ Errors: malformed JSON, a request that is not an object, a field of the wrong ty
 missing/unknown role, missing content, duplicate message ids, a budget <= 0, an unknown
 preference/summarizer, or must-keep messages that cannot fit the budget -> one line on standard
 error naming the request id (or the input line when the id is unknown) and exit code 2; so does an
-input file that cannot be read or is not UTF-8. Processing stops at the first bad request; the
-results of the requests before it have already been written, and nothing of the bad one is.
+input file that cannot be read, or an input line that is not UTF-8. Processing stops at the first
+bad request; the results of the requests before it have already been written, and nothing of the
+bad one is.
 A reader that closes the output early (``| head -1``) ends the run quietly: no message, exit code 1.
 """
 
@@ -38,14 +39,17 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import io
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
 from .budget import budget_for_model
+from .cli_input import BadRequest as BadRequest
+from .cli_input import read_requests
 from .packing import pack
 from .recall import MemorySource, RecallItem
 from .selector import PREFERENCES
@@ -57,63 +61,6 @@ ROLES = ("system", "user", "assistant", "tool")
 SUMMARIZERS = ("none", "extractive")
 EXIT_BAD_INPUT = 2
 EXIT_OUTPUT_CLOSED = 1  # as Python's own documentation has a program do on EPIPE
-BOM = "\ufeff"
-
-
-class BadRequest(Exception):
-    """A request the CLI refuses; `where` names it for the error line."""
-
-    def __init__(self, where: str, problem: str) -> None:
-        super().__init__(f"{where}: {problem}")
-
-
-def read_requests(stream: IO[str]) -> Iterator[tuple[int, Any]]:
-    """Yield (line number, decoded request). A first line that is not JSON by itself is taken as the
-    start of one (pretty-printed) JSON document spanning the whole input. A byte order mark opening
-    the input is read past."""
-    first_line_no, first = 0, None
-    for no, line in enumerate(stream, 1):
-        if no == 1:
-            # Windows tools open UTF-8 text with U+FEFF ("UTF-8 with BOM"); JSON does not allow it
-            line = line.removeprefix(BOM)
-        if line.strip():
-            first_line_no, first = no, line
-            break
-    if first is None:
-        return
-    where = f"line {first_line_no}"
-    try:
-        doc = json.loads(first)
-    except json.JSONDecodeError:
-        doc = _loads(first + stream.read(), where)
-        for item in doc if isinstance(doc, list) else [doc]:
-            yield first_line_no, item
-        return
-    except (ValueError, RecursionError) as exc:
-        raise _undecodable(where, exc) from None
-    yield first_line_no, doc
-    for no, line in enumerate(stream, first_line_no + 1):
-        if not line.strip():
-            continue
-        yield no, _loads(line, f"line {no}")
-
-
-def _loads(text: str, where: str) -> Any:
-    """`json.loads`, with what it cannot decode as a BadRequest naming `where`."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadRequest(where, f"malformed JSON ({exc.msg})") from None
-    except (ValueError, RecursionError) as exc:
-        raise _undecodable(where, exc) from None
-
-
-def _undecodable(where: str, exc: ValueError | RecursionError) -> BadRequest:
-    """JSON the decoder gives up on with another error than a syntax error: nesting deeper than the
-    interpreter's stack, an integer past Python's digit limit."""
-    if isinstance(exc, RecursionError):
-        return BadRequest(where, "malformed JSON (nested too deeply)")
-    return BadRequest(where, f"malformed JSON ({str(exc).split(';')[0]})")
 
 
 def request_label(line_no: int, req: Any) -> str:
@@ -311,7 +258,7 @@ def run_pack(
     on `out` (standard output); on BadRequest write `<prog>: error: ...` on `err` (standard error) and
     return 2; when the reader of `out` has gone, stop and return 1, saying nothing. Shared by
     `python -m optimizer pack` and `manage.py pack`."""
-    out = sys.stdout if out is None else out
+    out = _strict_utf8(sys.stdout) if out is None else out
     err = sys.stderr if err is None else err
     try:
         stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
@@ -336,6 +283,14 @@ def run_pack(
         if stream is not sys.stdin:
             stream.close()
     return 0
+
+
+def _strict_utf8(out: IO[str]) -> IO[str]:
+    """Standard output as strict UTF-8: under surrogateescape (a C or UTF-8 locale) `\\udcff` in the input
+    went out as the raw byte 0xff, not UTF-8; strict, the line is written JSON-escaped (`_answer_all`)."""
+    if isinstance(out, io.TextIOWrapper):  # not a test's StringIO
+        out.reconfigure(encoding="utf-8", errors="strict")
+    return out
 
 
 def _answer_all(stream: IO[str], handle: Callable[[Any, str], dict[str, Any]], out: IO[str]) -> None:

@@ -220,7 +220,37 @@ def test_an_input_file_that_is_not_utf8_is_bad_input(tmp_path):
     proc = run(["--input", str(path)])
     assert proc.returncode == 2
     err = proc.stderr.strip()
-    assert "\n" not in err and "not UTF-8" in err
+    assert "\n" not in err and "not UTF-8" in err and "line 2" in err
+    # the line before it was answered: the input was decoded in blocks, and the bad byte failed the first line too
+    assert [json.loads(x)["id"] for x in proc.stdout.splitlines()] == ["good"]
+
+
+def packed_bytes(data: bytes) -> subprocess.CompletedProcess:
+    """`python -m optimizer pack` on standard input as bytes, under the C locale, where Python's standard
+    streams let bytes that are not UTF-8 through as lone surrogates (`surrogateescape`)."""
+    return subprocess.run([sys.executable, "-m", "optimizer", "pack"], input=data, capture_output=True, cwd=ROOT,
+                          timeout=120, check=False, env={**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": ""})
+
+
+def test_standard_input_that_is_not_utf8_is_bad_input():
+    """It was packed, its bytes written back raw (output that is not UTF-8), exit code 0."""
+    good = (json.dumps(request("good")) + "\n").encode()
+    proc = packed_bytes(good + b'{"id": "caf\xe9", "messages": [{"role": "user", "content": "h\xff"}]}\n')
+    assert proc.returncode == 2
+    err = proc.stderr.decode().strip()
+    assert "\n" not in err and "not UTF-8" in err and "line 2" in err
+    assert [json.loads(x)["id"] for x in proc.stdout.decode().splitlines()] == ["good"]
+
+
+@pytest.mark.parametrize("char", ["\udcff", "\udc80"])
+def test_a_lone_low_surrogate_escaped_in_the_input_comes_back_escaped(char):
+    """The surrogates Python's `surrogateescape` stands raw bytes for: written as the bytes they stood for,
+    the output was not UTF-8, which a strict reader refuses."""
+    req = {"id": "s", "messages": [{"id": "q", "role": "user", "content": f"half a pair: {char}"}]}
+    proc = packed_bytes((json.dumps(req) + "\n").encode())
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.decode("utf-8"))
+    assert out["messages"][0]["content"] == f"half a pair: {char}"
 
 
 def test_an_unpaired_surrogate_escaped_in_the_input_comes_back_escaped():
