@@ -65,7 +65,7 @@ from .selector import WEIGHTS
 from .shape import bridge_tokens
 from .strategies import AFTER_ASSEMBLY, PLAN, PackState, SummarizeNow
 from .strategies.base import begin
-from .tokens import REPLY_PRIMING, _encoding_name, count_message
+from .tokens import REPLY_PRIMING, count_message, is_estimated
 from .types import (
     DEFAULT_CONFIG,
     DEFAULT_COUNTERS,
@@ -142,7 +142,7 @@ def pack(
     def within(room: int) -> PackResult:
         trigger = trigger_tokens(room, config, preference=preference)
         target = target_tokens(room, config, preference=preference)
-        before = _Before(budget, _encoding_name(model)[1], trigger, target, total_tokens + REPLY_PRIMING, msg_count)
+        before = _Before(budget, is_estimated(model), trigger, target, total_tokens + REPLY_PRIMING, msg_count)
         # fast path: no window state and the whole history is under the trigger -> send it unchanged
         if not msgs or (window_start is None and before.tokens < trigger):
             return _unchanged(msgs, toks, before)

@@ -196,3 +196,27 @@ def test_a_model_name_in_any_case_gets_the_canonical_name_s_tokenizer(typed, can
 @pytest.mark.parametrize("name", ["My-Local-Llama", "Qwen2.5:7B", "GPT4ALL-J", "anthropic/Claude-3.5-Sonnet"])
 def test_a_name_tiktoken_does_not_know_stays_estimated_in_any_case(name):
     assert is_estimated(name) and is_estimated(name.lower())
+
+
+def test_a_model_whose_encoding_cannot_load_is_counted_with_the_fallback_and_flagged(monkeypatch):
+    """tiktoken names an encoding the bundled copies lack (r50k_base for "davinci", gpt2): it is counted
+    with o200k_base and `is_estimated` says so, but `pack` read the flag from tiktoken's table alone and
+    reported those counts exact."""
+    real = optimizer.tokens._load_encoding
+
+    def offline(name):
+        if name == "cl100k_base":  # stands in for an encoding with no offline copy
+            raise ValueError("no offline copy")
+        return real(name)
+
+    caches = (optimizer.tokens._resolve, optimizer.tokens._count_cached)  # what gpt-4 resolved to before
+    for cache in caches:
+        cache.cache_clear()
+    monkeypatch.setattr(optimizer.tokens, "_load_encoding", offline)
+    try:
+        assert encoding_for("gpt-4").name == "o200k_base" and is_estimated("gpt-4")
+        result = optimizer.pack([Msg(id="q", role="user", content="hello world")], budget=1000, model="gpt-4")
+        assert result.stats["estimated"] is True
+    finally:
+        for cache in caches:
+            cache.cache_clear()
