@@ -47,15 +47,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
-from .budget import budget_for_model
+from .budget import DEFAULT_CONTEXT_WINDOW, budget_for_model
 from .cli_input import BadRequest as BadRequest
 from .cli_input import read_requests
 from .packing import pack
 from .recall import MemorySource, RecallItem
+from .registry import model_info
 from .selector import PREFERENCES
 from .summaries import extractive_summary
 from .tokens import content_text
-from .types import ContextTooLargeError, Msg, PackResult
+from .types import DEFAULT_CONFIG, ContextTooLargeError, Msg, PackResult
 
 ROLES = ("system", "user", "assistant", "tool")
 SUMMARIZERS = ("none", "extractive")
@@ -180,6 +181,8 @@ def parse_request(req: Any, where: str, args: argparse.Namespace) -> PackRequest
     budget = _field(req, "budget", args.budget)
     if budget is None:
         budget = budget_for_model(model)
+        if budget <= 0:  # the error below would say "got 0" to a request that gave no budget
+            raise BadRequest(where, _no_budget_left(model))
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise BadRequest(where, f"budget must be a positive integer, got {budget!r}")
     preference = _field(req, "preference", args.preference)
@@ -196,6 +199,13 @@ def parse_request(req: Any, where: str, args: argparse.Namespace) -> PackRequest
         id=req.get("id"), model=model, budget=budget, preference=preference, summarizer=summarizer,
         window_start=None if window_start is None else str(window_start), messages=msgs,
     )
+
+
+def _no_budget_left(model: str) -> str:
+    info = model_info(model)
+    window = info.context_window if info else DEFAULT_CONTEXT_WINDOW
+    return (f"no budget given, and the context window of {model!r} ({window:,} tokens) leaves none after the "
+            f"{DEFAULT_CONFIG.reserved_output:,} reserved for the reply: give a budget")
 
 
 def _field(req: dict[str, Any], name: str, default: Any) -> Any:

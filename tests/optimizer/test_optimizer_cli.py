@@ -93,6 +93,18 @@ def test_budget_from_model_window_when_none_given():
     assert out["stats"]["budget"] == 128_000 - 2_000
 
 
+def test_a_model_window_that_leaves_no_budget_says_so():
+    """A window no larger than the reply's reserve leaves a budget of 0: the error said "budget must be
+    a positive integer, got 0" to a request that gave none."""
+    req = request("w")
+    del req["budget"]
+    proc = run(["--model", "azure_ai/cohere-embed-v3-english"], json.dumps(req))  # a 512-token window
+    assert proc.returncode == 2
+    err = proc.stderr.strip()
+    assert "\n" not in err and "'w'" in err and "got 0" not in err
+    assert "512" in err and "2,000" in err and "budget" in err
+
+
 def test_window_start_is_honoured():
     req = request("s", window_start="u25")
     req["budget"] = 100_000
