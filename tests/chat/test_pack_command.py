@@ -233,6 +233,18 @@ def test_app_specific_refusals_are_bad_input(db, tmp_path):
     assert not get_user_model().objects.filter(username__startswith=USERNAME_PREFIX).exists()
 
 
+@pytest.mark.parametrize("text", ["half a pair \ud800", "a NUL \x00 here"])
+def test_text_the_database_cannot_store_is_bad_input(db, tmp_path, text):
+    """A lone surrogate (JSON may escape one) failed the insert with a traceback, and a NUL on PostgreSQL:
+    the core CLI packs both, the app refuses them, as its message API does, with the contract's error."""
+    bad = {"id": "b", "messages": [{"id": "1", "role": "user", "content": "hi"}, {"id": "2", "role": "user",
+                                                                               "content": text}]}
+    code, out, err = run_pack(tmp_path, lines(request("good", rounds=3), bad))
+    assert code == 2 and [o["id"] for o in out] == ["good"]
+    assert err.count("\n") == 1 and err.startswith("manage.py pack: error: request 'b' (line 2): message '2': ")
+    assert not get_user_model().objects.filter(username__startswith=USERNAME_PREFIX).exists()
+
+
 def test_recall_block_quotes_old_messages_with_their_dates_and_request_ids(db, tmp_path):
     req = {"id": "r", "budget": 2000, "preference": "balanced", "messages": conversation(40, dated=True)}
     code, out, err = run_pack(tmp_path, lines(req))

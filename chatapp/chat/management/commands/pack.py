@@ -29,7 +29,8 @@ How a request becomes a chat turn, and why:
 * Output ids are the request's own: database ids are mapped back. A summary names the messages it
   covers (the CLI does the same), not the summary row. `name` is not stored by the app and is not
   echoed; `tool` messages and non-text content have no place in the app's conversations and are
-  refused as bad input.
+  refused as bad input, as is text the database cannot store (a NUL, a lone surrogate), which the
+  message API refuses too.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from chatapp.chat.selectors import user_settings_get
 from chatapp.chat.services import user_settings_update
 from chatapp.chat.summary_runner import summary_job_run
 from chatapp.chat.summary_services import summary_job_request
+from chatapp.chat.textsafe import text_problem
 from chatapp.providers.llm import LLMTarget, offline_target
 from optimizer.cli import BadRequest, PackRequest, add_pack_arguments, parse_request, result_dict, run_pack
 from optimizer.types import ContextTooLargeError, PackResult
@@ -192,6 +194,10 @@ def _check_storable(r: PackRequest, where: str) -> None:
             raise BadRequest(where, f"message {m.id!r}: role {m.role!r} has no place in the app's conversations")
         if not isinstance(m.content, str):
             raise BadRequest(where, f"message {m.id!r}: the app stores text content only")
+        # refused as the message API refuses it: a lone surrogate failed the insert with a traceback
+        problem = text_problem(m.content)
+        if problem is not None:
+            raise BadRequest(where, f"message {m.id!r}: {problem}")
 
 
 def _store(*, owner: Any, r: PackRequest) -> _Stored:
