@@ -24,6 +24,16 @@ from .registry import model_info
 from .types import DEFAULT_CONFIG, PackConfig
 
 DEFAULT_CONTEXT_WINDOW = 8192  # for a model the registry does not know
+# The largest budget taken: trigger and target are shares of it in floating point, which holds every
+# integer up to 2**53 exactly and none past about 1.8e308 (an OverflowError, not a refusal).
+MAX_BUDGET = 2**53
+
+
+def budget_problem(budget: object) -> str | None:
+    """Why `budget` is not a budget `pack` takes (None when it is one): an integer from 1 to MAX_BUDGET."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or not 0 < budget <= MAX_BUDGET:
+        return f"budget must be a positive integer up to {MAX_BUDGET:,}, got {repr(budget)[:40]}"
+    return None
 
 
 def compute_budget(*, context_window: int, max_output_tokens: int, safety_margin: int = 0) -> int:

@@ -10,10 +10,11 @@ one line at a time, so a long input is never held whole in memory. A request:
     {"id", "budget", "preference", "model", "summarizer", "window_start",
      "messages": [{"id", "role", "content", "pinned", "name", "created_at"}]}
 
-Types: budget a positive integer; model, preference and summarizer strings; window_start and a
-message's id a string or an integer; content a string or a list of part objects; pinned true or
-false; name a string; created_at an ISO 8601 date string. null is the same as a field left out; a
-value of any other type is refused, never coerced ("pinned": "false" is an error, not a pin).
+Types: budget a positive integer (at most 2**53); model, preference and summarizer strings;
+window_start and a message's id a string or an integer; content a string or a list of part objects;
+pinned true or false; name a string; created_at an ISO 8601 date string. null is the same as a field
+left out; a value of any other type is refused, never coerced ("pinned": "false" is an error, not a
+pin).
 Fields present in a request override the flags. Without a budget anywhere, the budget is the model's
 context window (litellm's registry; 8,192 if unknown) minus 2,000 reserved for the reply.
 Output: one JSON line per request, in order (NEL, U+2028 and U+2029 in strings written as JSON
@@ -26,7 +27,7 @@ covered by an extractive summary written on the spot. With ``none`` (the default
 strategy still packs by truncation and reports the span to summarize in ``stats.summary_span``.
 
 Errors: malformed JSON, a request that is not an object, a field of the wrong type (named), a
-missing/unknown role, missing content, duplicate message ids, a budget <= 0, an unknown
+missing/unknown role, missing content, duplicate message ids, a budget out of range, an unknown
 preference/summarizer, or must-keep messages that cannot fit the budget -> one line on standard
 error naming the request id (or the input line when the id is unknown) and exit code 2; so does an
 input file that cannot be read, or an input line that is not UTF-8. Processing stops at the first
@@ -47,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
-from .budget import DEFAULT_CONTEXT_WINDOW, budget_for_model
+from .budget import DEFAULT_CONTEXT_WINDOW, budget_for_model, budget_problem
 from .cli_input import BadRequest as BadRequest
 from .cli_input import read_requests
 from .packing import pack
@@ -183,8 +184,9 @@ def parse_request(req: Any, where: str, args: argparse.Namespace) -> PackRequest
         budget = budget_for_model(model)
         if budget <= 0:  # the error below would say "got 0" to a request that gave no budget
             raise BadRequest(where, _no_budget_left(model))
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-        raise BadRequest(where, f"budget must be a positive integer, got {budget!r}")
+    problem = budget_problem(budget)
+    if problem is not None:
+        raise BadRequest(where, problem)
     preference = _field(req, "preference", args.preference)
     if not isinstance(preference, str) or preference not in PREFERENCES:
         raise BadRequest(where, f"unknown preference {preference!r} (expected one of {', '.join(PREFERENCES)})")

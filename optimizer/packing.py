@@ -59,7 +59,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
-from .budget import target_tokens, trigger_tokens
+from .budget import budget_problem, target_tokens, trigger_tokens
 from .recall import RecallSource
 from .selector import WEIGHTS
 from .shape import bridge_tokens
@@ -190,8 +190,9 @@ def pack(
 
 
 def _validate(budget: int, preference: str) -> None:
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-        raise ValueError(f"budget must be a positive integer, got {budget!r}")
+    problem = budget_problem(budget)
+    if problem is not None:
+        raise ValueError(problem)
     if preference not in WEIGHTS:
         raise ValueError(f"unknown preference {preference!r} (expected one of {', '.join(WEIGHTS)})")
 

@@ -158,6 +158,8 @@ def bad(mutate):
         (json.dumps(bad(lambda r: r["messages"][5].update(content=5))), "'content' must be"),
         (json.dumps(bad(lambda r: r["messages"][5].update(content=["text"]))), "'content' part 0"),
         (json.dumps(bad(lambda r: r.update(budget="100"))), "budget must be a positive integer"),
+        # past what a float holds: the trigger's arithmetic raised OverflowError, a traceback
+        (json.dumps(bad(lambda r: r.update(budget=10**400))), "budget must be a positive integer"),
         (json.dumps(bad(lambda r: r["messages"][5].update(pinned="yes"))), "'pinned' must be true or false"),
         (json.dumps(bad(lambda r: r["messages"][5].update(pinned="false"))), "'pinned' must be true or false"),
         (json.dumps(bad(lambda r: r["messages"][5].update(pinned=1))), "'pinned' must be true or false"),

@@ -334,6 +334,8 @@ def test_bad_arguments():
         pack(conversation(2), budget=0)
     with pytest.raises(ValueError, match="preference"):
         pack(conversation(2), budget=100, preference="turbo")
+    with pytest.raises(ValueError, match="budget"):  # past what a float holds: was an OverflowError
+        pack(conversation(40), budget=10**400)
 
 
 def test_stats_keys():
