@@ -272,6 +272,9 @@ def run_pack(
     `python -m optimizer pack` and `manage.py pack`."""
     out = _strict_utf8(sys.stdout) if out is None else out
     err = sys.stderr if err is None else err
+    if args.input == "-" and sys.stdin is None:  # started with it closed (`<&-`): there is no stream
+        err.write(f"{prog}: error: cannot read standard input: it is closed\n")
+        return EXIT_BAD_INPUT
     try:
         stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
     except OSError as exc:

@@ -256,6 +256,15 @@ def test_standard_input_that_is_not_utf8_is_bad_input():
     assert [json.loads(x)["id"] for x in proc.stdout.decode().splitlines()] == ["good"]
 
 
+def test_standard_input_closed_is_bad_input():
+    """Started with its standard input closed (`<&-`, a daemon's): a traceback (sys.stdin is None)."""
+    proc = subprocess.run([sys.executable, "-m", "optimizer", "pack"], capture_output=True, cwd=ROOT, timeout=120,
+                          check=False, preexec_fn=lambda: os.close(0))  # in the child, before it runs
+    assert proc.returncode == 2 and proc.stdout == b""
+    err = proc.stderr.decode().strip()
+    assert err == "optimizer pack: error: cannot read standard input: it is closed"
+
+
 @pytest.mark.parametrize("char", ["\udcff", "\udc80"])
 def test_a_lone_low_surrogate_escaped_in_the_input_comes_back_escaped(char):
     """The surrogates Python's `surrogateescape` stands raw bytes for: written as the bytes they stood for,
