@@ -309,6 +309,7 @@ class OverviewMoneySerializer(serializers.Serializer):
     summary_cost_other_usd = _float(
         help_text="What summarizing the conversations with no saving known cost (not in the net)")
     unpriced_records = _int()
+    refused_turns = _int(help_text="Requests billed nothing: refused by the endpoint, or never sent")
 
 
 class OverviewSummariesSerializer(serializers.Serializer):
