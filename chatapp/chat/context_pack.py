@@ -199,9 +199,9 @@ def context_build(
         ctx.recall_contents = source.contents
         ctx.recall_token_counts = source.token_counts
     # What goes on the wire is the shaped request; every figure (record, gauge, note) reports its tokens.
-    sent = (packed_images_attach(result.messages, sees=target.sees_images, model=target.model, loaded=ctx.msgs)
-            if conversation.has_images else result.messages)
-    ctx.request = shape_request(sent, model=target.model)
+    ctx.attached = (packed_images_attach(result.messages, sees=target.sees_images, model=target.model,
+                                         loaded=ctx.msgs) if conversation.has_images else None)
+    ctx.request = shape_request(ctx.attached or result.messages, model=target.model)
     if ctx.request.tokens != result.info.tokens_after:
         # The whole history would go out shaped the same way (the prompts merged into one system
         # message): "full" moves with "sent", so shaping alone never reads as tokens saved.

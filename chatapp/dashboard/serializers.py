@@ -253,6 +253,8 @@ class SentEntrySerializer(serializers.Serializer):
     original_tokens = _int()
     compressed = _bool()
     content_is_sent_text = _bool()
+    images = _int(help_text="Images sent with the message to a model that sees them (their cost is in tokens); "
+                            "one that does not was sent their placeholders, in content")
     recall = RecallDetailSerializer(allow_null=True)
     system_prompt = _str(
         allow_null=True, help_text="instructions (the user's custom instructions) or conversation (the chat's system "

@@ -78,6 +78,7 @@ export async function selectTurn(turn, { say = true } = {}) {
       note(`Compressed: sent as head + tail, ${nf.format(e.tokens)} of its ${nf.format(e.original_tokens)} tokens.` +
         (e.content_is_sent_text ? " The text sent is shown." : " The original is shown."));
     }
+    if (e.images) note(`Sent with ${nf.format(e.images)} image${e.images === 1 ? "" : "s"}, counted in its ${nf.format(e.tokens)} tokens.`);
     if (e.covers) note(`Summary of messages ${num(e.covers[0])}–${num(e.covers[1])}` + (e.covers[2] ? ` (${nf.format(e.covers[2])} messages)` : "") + (e.edited ? ", as edited by you" : ""));
     if (e.replaced_by_id) note(`Edited after this request (now ${summaryName(e.replaced_by_id)}); the text below is the one sent.`);
     if (e.edited_after) note("Edited after this request: the text below is the current version, not the one sent.");
