@@ -121,6 +121,9 @@ class ContextInput:
     # (context_images.packed_images_attach), one per packed message; the record keeps what each went
     # out as. None: as packed.
     attached: list[PackedMessage] | None = None
+    # For a model that does not see images: by message id, how far a live message's stored count
+    # exceeds what it is sent as (its images' cost less their placeholders'; context_images).
+    images_overcount: dict[str, int] = field(default_factory=dict)
     # prompts_hash of the custom instructions and system prompt this request opens with.
     prompt_hash: str = ""
     # Stored counts made for a model with another tokenizer (Conversation.token_counts_mixed): estimates.

@@ -33,7 +33,9 @@ class DroppedRanges:
     `ranges` is what the record stores: the quoted messages cut out. Its tokens are the live tokens
     of `sum_ranges` less `less`: the ranges before the quotes were cut out (the same from one turn
     to the next until the window moves, so their sum is cached) less the quoted messages' stored
-    counts, which recall read; or `ranges` itself with nothing less when a count was not read.
+    counts, which recall read; or `ranges` itself with nothing less when a count was not read. For a
+    model that does not see images, `less` also takes off the images' cost (less their placeholders')
+    of the messages in `ranges`: what they would have been sent as.
     """
 
     ranges: list[list[int]]
@@ -86,11 +88,16 @@ def record_dropped_ranges(*, ctx: ContextInput, result: PackResult) -> DroppedRa
     # Quoted messages usually lie in the history below the window, described above by id bounds
     # only: cut them out, since a recall block sent them (as quotes) for this request.
     ranges = _ranges_without(merged, recalled)
+    # A model that does not see images would have been sent their placeholders: the dropped messages
+    # count so, as the full history does, not with the images' cost their stored counts hold.
+    images = sum(n for pk, n in ctx.images_overcount.items()
+                 if pk.isdigit() and any(a <= int(pk) <= b for a, b in ranges))
     inside = [pk for pk in recalled if any(first <= pk <= last for first, last in merged)]
     if not inside or any(pk not in ctx.recall_token_counts for pk in inside):
-        return DroppedRanges(ranges=ranges, sum_ranges=ranges, less=0)
+        return DroppedRanges(ranges=ranges, sum_ranges=ranges, less=images)
     # Quoted messages are recallable, so live chat messages: each one is in the sum of `merged`.
-    return DroppedRanges(ranges=ranges, sum_ranges=merged, less=sum(ctx.recall_token_counts[pk] for pk in inside))
+    return DroppedRanges(ranges=ranges, sum_ranges=merged,
+                         less=images + sum(ctx.recall_token_counts[pk] for pk in inside))
 
 
 def _ranges_without(ranges: list[list[int]], ids: set[int]) -> list[list[int]]:
