@@ -226,6 +226,8 @@ class RecordSerializer(serializers.Serializer):
 
 class RecordDetailSerializer(RecordSerializer):
     scores = serializers.DictField(child=_float(allow_null=True))
+    on_active_path = _bool(help_text="False: the turn's reply is on another branch (edited, regenerated or switched "
+                                     "away from); its tokens and cost still count in the totals.")
 
 
 class RecallQuoteSerializer(serializers.Serializer):

@@ -312,16 +312,17 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
     if record.window_start_id:
         shown.add(record.window_start_id)
     numbers = dashboard_message_numbers(conversation_id=conversation.pk, ids=shown, scan=scan)
+    # How its reply ended, and whether it is on the path shown (as the records list says both).
+    reply = (Message.objects.filter(pk=record.reply_id).values_list("status", "superseded").first()
+             if record.reply_id else None) or (None, False)
     return {
         "record": {
             "id": record.pk,
             "turn": dashboard_record_turn(conversation=conversation, record_id=record.pk),
             "created_at": record.created_at.isoformat(),
             "reply_id": record.reply_id,
-            "reply_status": (
-                Message.objects.filter(pk=record.reply_id).values_list("status", flat=True).first()
-                if record.reply_id else None
-            ),
+            "reply_status": reply[0],
+            "on_active_path": not reply[1],
             "preference": record.preference,
             "model": record.model,
             "context_window": record.context_window,

@@ -42,6 +42,8 @@ export async function selectTurn(turn, { say = true } = {}) {
   const meta = h("div", { class: "dash-turnmeta" },
     h("span", null, strategyBadge(r.strategy, r.tokens_sent < r.tokens_full), r.triggered ? " triggered" : ""),
     REPLY_ENDED[r.reply_status] ? h("span", { class: "dash-reply-ended", text: REPLY_ENDED[r.reply_status] }) : null,
+    // As the requests table marks it: the map and the usage card describe the path shown, not this turn's.
+    r.on_active_path ? null : h("span", { class: "dash-reply-ended", text: "On another branch (edited, regenerated or switched away from)" }),
     h("span", null, "Sent ", h("b", { text: nf.format(r.tokens_sent) }), " / budget " + nf.format(r.budget)),
     h("span", null, "Full history ", h("b", { text: nf.format(r.tokens_full) })),
     h("span", null, "Messages ", h("b", { text: `${nf.format(r.messages_after)} of ${nf.format(r.messages_before)}` })),
