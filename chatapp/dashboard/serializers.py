@@ -124,6 +124,8 @@ class CacheEstimateSerializer(serializers.Serializer):
     sent_usd_with_cache = _float(allow_null=True)
     provider_reported_turns = _int()
     unpriced_turns = _int(help_text="Turns whose model has no input price: left out of the two costs")
+    refused_turns = _int(help_text="Requests billed nothing (refused by the endpoint, or never sent): neither "
+                                   "reported nor estimated")
 
 
 class SeriesTotalsSerializer(serializers.Serializer):
