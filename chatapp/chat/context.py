@@ -33,6 +33,7 @@ from optimizer.types import (
     Counters,
     HistoryTotals,
     Msg,
+    PackedMessage,
     Role,
     Summary,
 )
@@ -116,6 +117,13 @@ class ContextInput:
     # Their stored token counts (DatabaseRecallSource.token_counts).
     recall_token_counts: dict[int, int] = field(default_factory=dict)
     request: ShapedRequest | None = None
+    # In a chat that holds an image: the packed messages as sent, their images put in
+    # (context_images.packed_images_attach), one per packed message; the record keeps what each went
+    # out as. None: as packed.
+    attached: list[PackedMessage] | None = None
+    # For a model that does not see images: by message id, how far a live message's stored count
+    # exceeds what it is sent as (its images' cost less their placeholders'; context_images).
+    images_overcount: dict[str, int] = field(default_factory=dict)
     # prompts_hash of the custom instructions and system prompt this request opens with.
     prompt_hash: str = ""
     # Stored counts made for a model with another tokenizer (Conversation.token_counts_mixed): estimates.

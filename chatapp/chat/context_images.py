@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import optimizer
@@ -105,7 +105,7 @@ def images_overcount(*, conversation_id: int, model: str) -> dict[str, int]:
     (Conversation.live_token_count) cannot tell. Each placeholder counted with the line break that puts
     it after text (an image alone has none): never more than is saved, so the history is never read as
     smaller than it is sent. An estimate (the message's text and its placeholders are counted as one
-    text when sent); the caller swaps in the exact figure (msgs_overcount) for the messages it loads.
+    text when sent); the caller swaps in the exact figure (overcounts_as_sent) for the messages it loads.
     One query, over the images only."""
     rows = MessageImage.objects.filter(
         message__conversation_id=conversation_id, message__role=Message.Role.USER, message__kind=Message.Kind.CHAT,
@@ -119,10 +119,17 @@ def images_overcount(*, conversation_id: int, model: str) -> dict[str, int]:
     return dict(found)
 
 
-def msgs_overcount(stored: Sequence[Msg], counted: Sequence[Msg]) -> int:
-    """How far `stored` (messages as loaded) exceeds `counted` (msgs_counted_as_sent of them): exactly
-    what their images' costs were replaced by, as the request sends them."""
-    return sum(s.tokens - (c.tokens or 0) for s, c in zip(stored, counted, strict=True) if s.tokens is not None)
+def overcounts_as_sent(
+    stored: Sequence[Msg], counted: Sequence[Msg], *, estimates: Mapping[str, int]
+) -> dict[str, int]:
+    """By message id, how far each live message's stored count exceeds what a model that does not see
+    images is sent: the loaded ones (`stored`, `counted` by msgs_counted_as_sent) exactly, the others by
+    `estimates` (images_overcount), as the full history is counted. The tokens a turn drops are counted
+    so too (turn_records.record_dropped_ranges), not with the images' cost."""
+    loaded = {s.id for s in stored}
+    exact = {s.id: s.tokens - (c.tokens or 0) for s, c in zip(stored, counted, strict=True)
+             if s.tokens is not None and s.tokens != c.tokens}
+    return {**{pk: n for pk, n in estimates.items() if pk not in loaded}, **exact}
 
 
 def msgs_counted_as_sent(msgs: Sequence[Msg], *, model: str) -> list[Msg]:

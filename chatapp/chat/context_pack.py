@@ -17,7 +17,7 @@ from chatapp.chat.context import ContextInput, context_budget, context_load, liv
 from chatapp.chat.context_images import (
     images_overcount,
     msgs_counted_as_sent,
-    msgs_overcount,
+    overcounts_as_sent,
     packed_images_attach,
 )
 from chatapp.chat.models import Conversation, Preference, UserSettings
@@ -157,10 +157,8 @@ def context_build(
         ctx.msgs = msgs_counted_as_sent(stored, model=target.model)  # placeholders, not the images' cost
         # The full history as the request would send it: the loaded messages by their own recount (the
         # estimate read 3 tokens saved on three images sent unchanged), the estimate for the others only.
-        loaded = {m.id for m in stored}
-        overcount = msgs_overcount(stored, ctx.msgs) + sum(
-            n for message_id, n in overcounts.items() if message_id not in loaded)
-        ctx.history = dataclasses.replace(ctx.history, tokens=ctx.history.tokens - overcount)
+        ctx.images_overcount = overcounts_as_sent(stored, ctx.msgs, estimates=overcounts)
+        ctx.history = dataclasses.replace(ctx.history, tokens=ctx.history.tokens - sum(ctx.images_overcount.values()))
     # Recall quotes old messages the window left out; when the whole history is loaded it is all
     # sent, so there is nothing to recall. The source runs no query until pack asks it to search.
     source = None if load.get("load_all") else DatabaseRecallSource(
@@ -199,9 +197,9 @@ def context_build(
         ctx.recall_contents = source.contents
         ctx.recall_token_counts = source.token_counts
     # What goes on the wire is the shaped request; every figure (record, gauge, note) reports its tokens.
-    sent = (packed_images_attach(result.messages, sees=target.sees_images, model=target.model, loaded=ctx.msgs)
-            if conversation.has_images else result.messages)
-    ctx.request = shape_request(sent, model=target.model)
+    ctx.attached = (packed_images_attach(result.messages, sees=target.sees_images, model=target.model,
+                                         loaded=ctx.msgs) if conversation.has_images else None)
+    ctx.request = shape_request(ctx.attached or result.messages, model=target.model)
     if ctx.request.tokens != result.info.tokens_after:
         # The whole history would go out shaped the same way (the prompts merged into one system
         # message): "full" moves with "sent", so shaping alone never reads as tokens saved.

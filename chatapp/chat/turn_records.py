@@ -33,7 +33,9 @@ class DroppedRanges:
     `ranges` is what the record stores: the quoted messages cut out. Its tokens are the live tokens
     of `sum_ranges` less `less`: the ranges before the quotes were cut out (the same from one turn
     to the next until the window moves, so their sum is cached) less the quoted messages' stored
-    counts, which recall read; or `ranges` itself with nothing less when a count was not read.
+    counts, which recall read; or `ranges` itself with nothing less when a count was not read. For a
+    model that does not see images, `less` also takes off the images' cost (less their placeholders')
+    of the messages in `ranges`: what they would have been sent as.
     """
 
     ranges: list[list[int]]
@@ -86,11 +88,16 @@ def record_dropped_ranges(*, ctx: ContextInput, result: PackResult) -> DroppedRa
     # Quoted messages usually lie in the history below the window, described above by id bounds
     # only: cut them out, since a recall block sent them (as quotes) for this request.
     ranges = _ranges_without(merged, recalled)
+    # A model that does not see images would have been sent their placeholders: the dropped messages
+    # count so, as the full history does, not with the images' cost their stored counts hold.
+    images = sum(n for pk, n in ctx.images_overcount.items()
+                 if pk.isdigit() and any(a <= int(pk) <= b for a, b in ranges))
     inside = [pk for pk in recalled if any(first <= pk <= last for first, last in merged)]
     if not inside or any(pk not in ctx.recall_token_counts for pk in inside):
-        return DroppedRanges(ranges=ranges, sum_ranges=ranges, less=0)
+        return DroppedRanges(ranges=ranges, sum_ranges=ranges, less=images)
     # Quoted messages are recallable, so live chat messages: each one is in the sum of `merged`.
-    return DroppedRanges(ranges=ranges, sum_ranges=merged, less=sum(ctx.recall_token_counts[pk] for pk in inside))
+    return DroppedRanges(ranges=ranges, sum_ranges=merged,
+                         less=images + sum(ctx.recall_token_counts[pk] for pk in inside))
 
 
 def _ranges_without(ranges: list[list[int]], ids: set[int]) -> list[list[int]]:
@@ -203,9 +210,14 @@ def _sent_entry(
     summary_message_id: int | None,
     info: PackStats | None = None,
     quoted: Mapping[int, str] | None = None,
+    wire: PackedMessage | None = None,
 ) -> dict[str, Any]:
     """One entry of a record's `sent` list: enough, with the stored messages, to rebuild exactly
     what was sent in its place.
+
+    A user's message with images (`wire`: it as sent, context_images) adds `images`, how many went
+    with it to a model that sees them, or keeps `content`, the text sent with their placeholders to
+    one that does not (and `tokens`, as counted so), which no row stores either.
 
     - verbatim / pinned: `source_ids` = [the message's id]; its stored content was sent.
     - summary: `source_ids` = [the summary message's id], also given as `summary_id` (the optimizer
@@ -222,6 +234,13 @@ def _sent_entry(
       text when a quote could not be located in it. `quoted` maps the quoted ids to their stored
       contents, `info` is the pack's statistics (the hits and terms are reported there).
     """
+    if wire is not None and wire is not packed:
+        with_images = _sent_entry(packed=packed, summary_message_id=summary_message_id, info=info, quoted=quoted)
+        if isinstance(wire.content, str):
+            with_images.update(content=wire.content, tokens=wire.tokens)
+        else:
+            with_images["images"] = sum(1 for part in wire.content if part.get("type") == "image_url")
+        return with_images
     ids = packed.source_ids
     if len(ids) == 1 and packed.origin in _OWN_TEXT and str(ids[0]).isdigit():
         # Most entries (one per message of the window, on every turn): a stored message sent as it is.
@@ -352,8 +371,8 @@ def record_create(
         tokens_sent=tokens_sent,
         estimated=info.estimated or ctx.counts_mixed,
         sent=[
-            _sent_entry(packed=m, summary_message_id=ctx.summary_message_id, info=info, quoted=quoted)
-            for m in result.messages
+            _sent_entry(packed=m, summary_message_id=ctx.summary_message_id, info=info, quoted=quoted, wire=w)
+            for m, w in zip(result.messages, ctx.attached or result.messages, strict=True)
         ],
         dropped_ranges=dropped,
         recall_tokens=recall_packed.tokens if recall_packed is not None else 0,

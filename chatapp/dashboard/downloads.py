@@ -16,7 +16,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 
 from chatapp.chat.download_names import download_filename, streamed_download
 from chatapp.chat.models import Conversation
-from chatapp.dashboard.export import ExportRow, dashboard_record_chunks, export_json_value
+from chatapp.dashboard.export import EXPORT_SCALARS, ExportRow, dashboard_record_chunks, export_json_value
 from chatapp.dashboard.headline import dashboard_conversation_get
 from chatapp.dashboard.turns import RECORD_LIST_FIELDS
 
@@ -32,7 +32,7 @@ _JSON_COLUMNS = ("scores", "sent", "dropped_ranges", "stats")
 
 
 CSV_COLUMNS: tuple[str, ...] = (
-    "turn", *RECORD_LIST_FIELDS, "tokens_saved", "on_active_path", "reply_status", *_JSON_COLUMNS,
+    "turn", *RECORD_LIST_FIELDS, "tokens_saved", "on_active_path", "reply_status", *EXPORT_SCALARS, *_JSON_COLUMNS,
 )
 
 

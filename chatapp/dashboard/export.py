@@ -19,8 +19,13 @@ from chatapp.chat.models import Conversation, OptimizationRecord
 from chatapp.dashboard.costs import as_float
 from chatapp.dashboard.turns import RECORD_LIST_FIELDS
 
+# The record's other plain columns: what the headline's figures are summed from beside the list's
+# (the tokens dropped with no summary, the provider's cached prompt tokens) and the registry provider
+# a turn was priced by, so a download reconciles with the cards.
+EXPORT_SCALARS: tuple[str, ...] = ("dropped_tokens", "provider_cached_tokens", "registry_provider")
+
 EXPORT_FIELDS: tuple[str, ...] = (
-    *RECORD_LIST_FIELDS, "scores", "sent", "dropped_ranges", "stats",
+    *RECORD_LIST_FIELDS, *EXPORT_SCALARS, "scores", "sent", "dropped_ranges", "stats",
 )
 
 

@@ -60,6 +60,7 @@ def dashboard_overview(*, user, top: int = 10) -> dict[str, Any]:
             # all the same, named beside the net rather than left out of the page.
             "summary_cost_other_usd": max(0.0, (as_float(jobs["cost"]) or 0.0) - summary_cost),
             "unpriced_records": totals["unpriced_records"],
+            "refused_turns": totals["refused_turns"],
         },
         "summaries": {"made": summaries_made, "jobs": jobs["n"]},
         "optimized_turns": totals["optimized_turns"],

@@ -82,12 +82,14 @@ def _net_saved(gross: float | None, summary: float) -> tuple[str, str, str, floa
     return part(shown_gross), part(shown_summary), _usd(net), net
 
 
-def _money_parts(*, gross_label: str, summary_label: str) -> str:
-    """The money card's detail before its notes. With no request priced (a local model: the registry
-    has no price for it) and no summary paid for, "— saved - $0 summarizing" subtracts nothing from
-    nothing: it says so in words instead."""
+def _money_parts(*, gross_label: str, summary_label: str, refused: int, unpriced: int) -> str:
+    """The money card's detail before its notes. With no request priced and billed and no summary paid
+    for, "— saved - $0 summarizing" subtracts nothing from nothing: it says so in words instead, and
+    why: no price (a local model the registry has none for: `unpriced` turns), or a priced request
+    billed nothing (refused by the endpoint, or never sent: `refused` turns)."""
     if gross_label == _usd(None) and summary_label == "$0":
-        return "No saving to count: no request was priced"
+        why = "priced and billed" if refused and unpriced else "billed" if refused else "priced"
+        return f"No saving to count: no request was {why}"
     return f"{gross_label} saved {MINUS} {summary_label} summarizing"
 
 
@@ -130,7 +132,8 @@ def _cards(h: dict[str, Any]) -> list[dict[str, Any]]:
             "label": "Money saved (net)",
             "value": net_label,
             "detail": (
-                _money_parts(gross_label=gross_label, summary_label=summary_label)
+                _money_parts(gross_label=gross_label, summary_label=summary_label, refused=money["refused_turns"],
+                             unpriced=money["unpriced_records"])
                 + (f" · {price_note}" if price_note else "")
                 + (f" · {_plural(money['unpriced_records'], 'turn')} unpriced" if money["unpriced_records"] else "")
                 # record_finish's billed=False: refused before any reply text, or never sent at all
@@ -273,7 +276,8 @@ def dashboard_overview_page(request: HttpRequest) -> HttpResponse:
                    f"{_tokens(overview['tokens']['dropped'])} dropped with no summary",
          "meter": overview["tokens"]["saved_share"], "tone": "good" if overview["tokens"]["saved"] > 0 else ""},
         {"key": "money", "label": "Money saved (net)", "value": net_label,
-         "detail": _money_parts(gross_label=gross_label, summary_label=summary_label)
+         "detail": _money_parts(gross_label=gross_label, summary_label=summary_label,
+                                refused=money["refused_turns"], unpriced=money["unpriced_records"])
                    + (f" · {other} summarizing chats with no saving known"
                       if (other := _usd(money["summary_cost_other_usd"])) != "$0" else ""),
          "tone": _saving_tone(net_shown)},  # a loss overall as on a conversation's card

@@ -124,6 +124,8 @@ class CacheEstimateSerializer(serializers.Serializer):
     sent_usd_with_cache = _float(allow_null=True)
     provider_reported_turns = _int()
     unpriced_turns = _int(help_text="Turns whose model has no input price: left out of the two costs")
+    refused_turns = _int(help_text="Requests billed nothing (refused by the endpoint, or never sent): neither "
+                                   "reported nor estimated")
 
 
 class SeriesTotalsSerializer(serializers.Serializer):
@@ -226,6 +228,8 @@ class RecordSerializer(serializers.Serializer):
 
 class RecordDetailSerializer(RecordSerializer):
     scores = serializers.DictField(child=_float(allow_null=True))
+    on_active_path = _bool(help_text="False: the turn's reply is on another branch (edited, regenerated or switched "
+                                     "away from); its tokens and cost still count in the totals.")
 
 
 class RecallQuoteSerializer(serializers.Serializer):
@@ -253,6 +257,8 @@ class SentEntrySerializer(serializers.Serializer):
     original_tokens = _int()
     compressed = _bool()
     content_is_sent_text = _bool()
+    images = _int(help_text="Images sent with the message to a model that sees them (their cost is in tokens); "
+                            "one that does not was sent their placeholders, in content")
     recall = RecallDetailSerializer(allow_null=True)
     system_prompt = _str(
         allow_null=True, help_text="instructions (the user's custom instructions) or conversation (the chat's system "
@@ -309,6 +315,7 @@ class OverviewMoneySerializer(serializers.Serializer):
     summary_cost_other_usd = _float(
         help_text="What summarizing the conversations with no saving known cost (not in the net)")
     unpriced_records = _int()
+    refused_turns = _int(help_text="Requests billed nothing: refused by the endpoint, or never sent")
 
 
 class OverviewSummariesSerializer(serializers.Serializer):

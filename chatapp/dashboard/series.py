@@ -242,4 +242,7 @@ def _cache_estimate(totals: DashboardTotals) -> dict[str, Any]:
         "sent_usd_with_cache": totals.cache_sent_usd_with_cache if priced else None,
         "provider_reported_turns": totals.cache_reported_turns,
         "unpriced_turns": totals.cache_unpriced_turns,
+        # Billed nothing, so nothing of them is estimated (totals._add_cache_estimate): the line says
+        # "reported" when every other turn's endpoint reported its cached tokens.
+        "refused_turns": totals.refused_turns,
     }

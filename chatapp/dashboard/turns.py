@@ -252,8 +252,10 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
         found = [messages[i] for i in source_ids if i in messages]
         origin = entry.get("origin", "verbatim")
         first = found[0] if found else None
-        # A compressed message's head + tail, or a system prompt (no row holds it): the record kept the text.
-        sent_text = entry.get("content") if origin == "compressed" or entry.get("system_prompt") else None
+        # A compressed message's head + tail, a system prompt, a message sent with its images'
+        # placeholders (no row holds any of these): the record kept the text.
+        kept = entry.get("content")
+        sent_text = kept if isinstance(kept, str) and origin != "recall" else None
         exact = sent_text is not None or origin != "compressed"
         recall = None
         if origin == "recall":
@@ -270,6 +272,9 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
             "content": sent_text if sent_text is not None else "\n\n".join(m["content"] for m in found),
             "original_tokens": sum(m["token_count"] for m in found),
             "compressed": origin == "compressed",
+            # Images sent beside the text (to a model that sees them; one that does not got placeholders
+            # in `content`): their cost is in `tokens`.
+            "images": int(entry.get("images") or 0),
             # Whether `content` is exactly the text sent (False: a compressed message's original is
             # shown, or a recalled message is no longer stored).
             "content_is_sent_text": exact,
@@ -307,16 +312,17 @@ def dashboard_record_context(*, conversation: Conversation, record_id: int) -> d
     if record.window_start_id:
         shown.add(record.window_start_id)
     numbers = dashboard_message_numbers(conversation_id=conversation.pk, ids=shown, scan=scan)
+    # How its reply ended, and whether it is on the path shown (as the records list says both).
+    reply = (Message.objects.filter(pk=record.reply_id).values_list("status", "superseded").first()
+             if record.reply_id else None) or (None, False)
     return {
         "record": {
             "id": record.pk,
             "turn": dashboard_record_turn(conversation=conversation, record_id=record.pk),
             "created_at": record.created_at.isoformat(),
             "reply_id": record.reply_id,
-            "reply_status": (
-                Message.objects.filter(pk=record.reply_id).values_list("status", flat=True).first()
-                if record.reply_id else None
-            ),
+            "reply_status": reply[0],
+            "on_active_path": not reply[1],
             "preference": record.preference,
             "model": record.model,
             "context_window": record.context_window,

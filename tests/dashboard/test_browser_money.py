@@ -46,3 +46,23 @@ def test_a_small_turns_cost_is_shown_not_rounded_to_zero(live_server, transactio
     meta = browser.execute_script(meta_text)
     assert "Cost $0.000023 (full $0.000045)" in meta, meta
     assert console_errors(browser) == []
+
+
+def test_a_refused_turn_does_not_make_the_reported_cache_line_partly_estimated(
+        live_server, transactional_db, browser, user):
+    """Every billed turn's endpoint reported its cached tokens; one request was refused (billed nothing,
+    so nothing of it was estimated either): the line read "partly estimated"."""
+    conversation = make_conversation(owner=user, title="Reported")
+    make_record(conversation=conversation, tokens_full=2000, tokens_sent=2000, provider=2000,
+                provider_cached_tokens=0, cost_full="0.000300", cost_sent="0.000300")
+    make_record(conversation=conversation, tokens_full=2500, tokens_sent=2500, provider=2500,
+                provider_cached_tokens=1920, cost_full="0.000231", cost_sent="0.000231")
+    make_record(conversation=conversation, tokens_full=3000, tokens_sent=3000, cost_full="0", cost_sent="0")  # refused
+    client = _login(browser, live_server, user)
+    estimate = client.get(f"/api/dashboard/conversations/{conversation.pk}/series/").json()["prompt_cache_estimate"]
+    assert (estimate["provider_reported_turns"], estimate["refused_turns"]) == (2, 1)
+    browser.get(f"{live_server.url}/c/{conversation.pk}/dashboard/")
+    _wait_ready(browser)
+    line = browser.find_element(By.CSS_SELECTOR, "[data-card=money] [data-cache-estimate]")
+    assert "reported by the endpoint)" in line.text, line.text
+    assert console_errors(browser) == []

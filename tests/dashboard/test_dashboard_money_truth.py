@@ -212,6 +212,25 @@ def test_a_chat_on_a_model_with_no_prices_says_no_request_was_priced(user, clien
     assert "No saving to count: no request was priced" in overview and "summarizing" not in overview, overview
 
 
+def test_a_chat_whose_requests_were_priced_but_not_billed_does_not_say_unpriced(user, client):
+    # Its one request refused by the endpoint (a bad key), no summary paid for: the card read "No saving
+    # to count: no request was priced" beside the model's prices it had just listed, and so did the
+    # overview. Priced, it was not billed; with a local model's turn beside it, neither.
+    c = make_conversation(owner=user, title="Refused")
+    make_record(conversation=c, tokens_full=900, tokens_sent=600, cost_full="0", cost_sent="0")  # refused
+    client.force_login(user)
+    card = _money_card(client.get(f"/c/{c.pk}/dashboard/").content.decode())
+    assert "No saving to count: no request was billed · input $0.15/M" in card, card
+    assert "1 turn not billed" in card
+    overview = _money_card(client.get("/dashboard/").content.decode())
+    assert "No saving to count: no request was billed" in overview, overview
+    make_record(conversation=c, tokens_full=900, tokens_sent=600, model="my-local-llama")
+    card = _money_card(client.get(f"/c/{c.pk}/dashboard/").content.decode())
+    assert "No saving to count: no request was priced and billed" in card, card
+    overview = _money_card(client.get("/dashboard/").content.decode())
+    assert "No saving to count: no request was priced and billed" in overview, overview
+
+
 @pytest.mark.parametrize(("model", "tokens", "cached"), [
     ("codestral/codestral-latest", 3000, 2048),  # listed at $0: the provider's cache still served 2,048 tokens
     ("gpt-4o-mini", 3, 0),  # a few tokens: $0.00000045, stored to six decimals as 0

@@ -59,7 +59,8 @@ def test_the_overview_card_follows_the_same_rule(monkeypatch, rf, user):
         "conversations": 1, "conversations_with_records": 1, "turns": 1, "optimized_turns": 1, "top": [],
         "tokens": {"full": 0, "sent": 0, "saved": 0, "saved_share": 0.0, "dropped": 0, "summarized": 0},
         "money": {"full_usd": 18.1849, "sent_usd": 0.0, "summary_cost_usd": 0.2959,
-                  "net_saved_usd": 18.1849 - 0.2959, "unpriced_records": 0, "summary_cost_other_usd": 0.0},
+                  "net_saved_usd": 18.1849 - 0.2959, "unpriced_records": 0, "refused_turns": 0,
+                  "summary_cost_other_usd": 0.0},
         "summaries": {"made": 1, "jobs": 1},
     }
     seen = _overview_page(monkeypatch, rf, user, overview)
@@ -99,7 +100,7 @@ def test_the_overview_shows_a_net_that_rounds_to_nothing_as_zero(monkeypatch, rf
         "conversations": 1, "conversations_with_records": 1, "turns": 2, "optimized_turns": 1, "top": [row],
         "tokens": {"full": 100, "sent": 90, "saved": 10, "saved_share": 0.1, "dropped": 10, "summarized": 0},
         "money": {"full_usd": 0.5 + net, "sent_usd": 0.5, "summary_cost_usd": 0.0, "net_saved_usd": net,
-                  "unpriced_records": 0, "summary_cost_other_usd": 0.0},
+                  "unpriced_records": 0, "refused_turns": 0, "summary_cost_other_usd": 0.0},
         "summaries": {"made": 0, "jobs": 0},
     }
     seen = _overview_page(monkeypatch, rf, user, overview)

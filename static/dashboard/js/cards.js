@@ -8,7 +8,9 @@ export function showCacheEstimate(est) {
   const card = document.querySelector("[data-card=money]");
   if (!card || !est || est.sent_usd_with_cache === null || !est.cached_tokens) return;
   const reported = est.provider_reported_turns || 0;
-  const source = !reported ? "est." : reported >= state.series.count ? "reported by the endpoint" : "partly estimated";
+  // A refused request (billed nothing) is neither reported nor estimated.
+  const source = !reported ? "est." : reported + (est.refused_turns || 0) >= state.series.count
+    ? "reported by the endpoint" : "partly estimated";
   card.append(h("p", { class: "dash-card-detail", "data-cache-estimate": est.cached_tokens,
     title: "Turns whose endpoint reported its cached prompt tokens use that figure; for the others, between triggers each request starts with the previous one, which the provider's prompt cache bills at the cached-input price.",
     text: `Sent ${usd(est.sent_usd)}, ≈ ${usd(est.sent_usd_with_cache)} with prompt caching (${Math.round(est.cached_share * 100)}% cached, ${source})`

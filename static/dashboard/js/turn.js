@@ -42,6 +42,8 @@ export async function selectTurn(turn, { say = true } = {}) {
   const meta = h("div", { class: "dash-turnmeta" },
     h("span", null, strategyBadge(r.strategy, r.tokens_sent < r.tokens_full), r.triggered ? " triggered" : ""),
     REPLY_ENDED[r.reply_status] ? h("span", { class: "dash-reply-ended", text: REPLY_ENDED[r.reply_status] }) : null,
+    // As the requests table marks it: the map and the usage card describe the path shown, not this turn's.
+    r.on_active_path ? null : h("span", { class: "dash-reply-ended", text: "On another branch (edited, regenerated or switched away from)" }),
     h("span", null, "Sent ", h("b", { text: nf.format(r.tokens_sent) }), " / budget " + nf.format(r.budget)),
     h("span", null, "Full history ", h("b", { text: nf.format(r.tokens_full) })),
     h("span", null, "Messages ", h("b", { text: `${nf.format(r.messages_after)} of ${nf.format(r.messages_before)}` })),
@@ -78,6 +80,7 @@ export async function selectTurn(turn, { say = true } = {}) {
       note(`Compressed: sent as head + tail, ${nf.format(e.tokens)} of its ${nf.format(e.original_tokens)} tokens.` +
         (e.content_is_sent_text ? " The text sent is shown." : " The original is shown."));
     }
+    if (e.images) note(`Sent with ${nf.format(e.images)} image${e.images === 1 ? "" : "s"}, counted in its ${nf.format(e.tokens)} tokens.`);
     if (e.covers) note(`Summary of messages ${num(e.covers[0])}–${num(e.covers[1])}` + (e.covers[2] ? ` (${nf.format(e.covers[2])} messages)` : "") + (e.edited ? ", as edited by you" : ""));
     if (e.replaced_by_id) note(`Edited after this request (now ${summaryName(e.replaced_by_id)}); the text below is the one sent.`);
     if (e.edited_after) note("Edited after this request: the text below is the current version, not the one sent.");
