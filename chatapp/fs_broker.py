@@ -16,6 +16,7 @@ Settings select this transport when no REDIS_URL is set (CELERY_BROKER_TRANSPORT
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import uuid
 from queue import Empty
@@ -29,6 +30,8 @@ from kombu.utils.json import dumps, loads
 
 # Where this transport's class is, for CELERY_BROKER_TRANSPORT (kombu resolves the dotted name).
 TRANSPORT = "chatapp.fs_broker.Transport"
+
+logger = logging.getLogger(__name__)
 
 
 class Channel(filesystem.Channel):
@@ -73,7 +76,12 @@ class Channel(filesystem.Channel):
                     os.remove(taken)
             except OSError as exc:
                 raise ChannelError(f"Cannot read {taken!r}") from exc
-            return loads(bytes_to_str(payload))
+            message = _message_or_none(payload)
+            if message is None:
+                logger.error("Passed over %r in %r (%d bytes): it holds no message", name, self.data_folder_in,
+                             len(payload))
+                continue
+            return message
         raise Empty()
 
     def _take(self, name: str) -> str | None:
@@ -118,6 +126,19 @@ class Channel(filesystem.Channel):
             super()._queue_bind(exchange, routing_key, pattern, queue)
         except FileNotFoundError as exc:  # kombu's own mkdir of the control folder, its parent gone
             raise ChannelError(f"Cannot bind {queue!r} in {str(self.control_folder)!r}") from exc
+
+
+def _message_or_none(payload: bytes) -> dict[str, Any] | None:
+    """The message a file holds, or None for one that holds none: empty (a machine that lost power after
+    the rename, before the data reached the disk), cut short (kombu's own writer, in a folder from a
+    release before this one) or not a message at all. kombu took what it could not decode for a broken
+    worker, "Unrecoverable error": the worker exited, and `serve`, its web server too, with it."""
+    try:
+        message = loads(bytes_to_str(payload))
+    except ValueError:  # not JSON, or not UTF-8
+        return None
+    properties = message.get("properties") if isinstance(message, dict) else None
+    return message if isinstance(properties, dict) and "delivery_tag" in properties else None
 
 
 def _folder_make(path: str) -> None:

@@ -172,3 +172,28 @@ def test_a_consumer_whose_folder_is_deleted_goes_on_and_takes_the_next_message(f
         message.ack()
     assert sorted(os.listdir(folder)) == ["control", "out", "processed"]
     assert os.listdir(folder / "out") == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",  # a machine that lost power after the rename, before the data reached the disk
+        b'{"body": "eyJuIjo',  # cut short (kombu's own writer, in a folder from a release before this one)
+        b"\xff\xfe not text",
+        b'["not", "a", "message"]',
+        b'{"body": "e30=", "properties": {}}',  # no delivery tag
+    ],
+)
+def test_an_unreadable_message_file_is_passed_over_and_the_next_message_taken(folder, content, caplog):
+    """kombu took a message file it could not decode for a broken worker: "Unrecoverable error", and the
+    worker exited, `serve` (its web server too) with it."""
+    name = "after-unreadable"
+    with Connection("filesystem://", transport=TRANSPORT, transport_options=_options(folder)) as conn:
+        queue = conn.SimpleQueue(name)
+        (folder / "out" / f"0_00000000-0000-0000-0000-000000000000.{name}.msg").write_bytes(content)
+        queue.put({"n": 9})
+        message = queue.get(timeout=5)
+        assert message.payload == {"n": 9}
+        message.ack()
+    assert os.listdir(folder / "out") == []
+    assert f"0_00000000-0000-0000-0000-000000000000.{name}.msg" in caplog.text

@@ -31,6 +31,9 @@ config can use a registry name such as `gpt-4o-mini` and still get answers):
 - `reasoning-<name>`     like fake-echo, but (as OpenAI's reasoning models do) answers 400 to `max_tokens`
                          (wants `max_completion_tokens`) and to a temperature other than 1.
 - `slow-<ms>`            like fake-echo with <ms> milliseconds before each chunk (and before a JSON reply).
+- `drip-<ms>`            unstreamed: fake-echo's JSON reply after <ms> milliseconds of keep-alive whitespace, a space
+                         every DRIP_EVERY seconds (as gateways keep a slow request's connection open): no read waits
+                         long enough to time out. Streamed: like fake-echo.
 - `verbatim-<ms>`        the last user message word for word (its lines, fences and all), in word-sized chunks
                          <ms> milliseconds apart: a reply of the Markdown a test chooses.
 - `odd-bytes`            like fake-echo, then NUL, a surrogate pair split across two chunks and a lone surrogate;
@@ -75,11 +78,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 HANG_SECONDS = 30.0
+DRIP_EVERY = 0.1
 CUT_AFTER_CHUNKS = 3
 # What GET /models lists; other names still work (they behave like fake-echo or as named above).
 FAKE_MODELS = ("fake-echo", "gpt-4o-mini", "flaky-500-then-200")
 _WAIT_429 = re.compile(r"fail-429-wait-(\d{1,3})")
 _SLOW = re.compile(r"^slow-(\d{1,6})$")
+_DRIP = re.compile(r"^drip-(\d{1,6})$")
 _VERBATIM = re.compile(r"^verbatim-(\d{1,6})$")
 _THINK = re.compile(r"^think-(fields|inline|unopened)(?:-(\d{1,6}))?$")
 
@@ -209,6 +214,28 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(data)
+
+    def _send_completion(self, model: str, payload: dict) -> None:
+        """An unstreamed reply: at once, or `drip-<ms>`'s after its whitespace."""
+        if (drip := _DRIP.match(model)) is None:
+            self._send_json(200, payload)
+            return
+        self._send_dripping(json.dumps(payload).encode(), seconds=int(drip.group(1)) / 1000)
+
+    def _send_dripping(self, data: bytes, *, seconds: float) -> None:
+        """`data` as a 200 JSON body, after `seconds` of whitespace sent a space at a time (chunked)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        deadline = time.monotonic() + seconds
+        try:
+            while time.monotonic() < deadline and not self.server.fake.stopping.wait(DRIP_EVERY):
+                self.wfile.write(b"1\r\n \r\n")
+                self.wfile.flush()
+            self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n0\r\n\r\n")
+        except OSError:  # the client gave up
+            self.close_connection = True
 
     def _send_error(self, status: int, message: str, type_: str, code: str | None, **headers: str) -> None:
         body: dict | list = {"error": {"message": message, "type": type_, "param": None, "code": code}}
@@ -341,8 +368,8 @@ class _Handler(BaseHTTPRequestHandler):
             if thought:
                 message["reasoning_content"] = thought
             choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
-            self._send_json(200, {"id": completion_id, "object": "chat.completion", "created": created,
-                                  "model": model, "choices": [choice], "usage": usage})
+            self._send_completion(model, {"id": completion_id, "object": "chat.completion", "created": created,
+                                          "model": model, "choices": [choice], "usage": usage})
             return
 
         def chunk(delta: dict, finish_reason: str | None = None) -> dict:

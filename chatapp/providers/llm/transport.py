@@ -9,8 +9,10 @@ import atexit
 import hashlib
 import ipaddress
 import threading
+import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import httpcore
@@ -81,7 +83,34 @@ class _GuardedTransport(httpx.HTTPTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         _address_written_check(request)
-        return super().handle_request(request)
+        started = time.monotonic()
+        response = super().handle_request(request)
+        # This client's calls take whole replies (a summary, a title, a connection test), whose timeout is
+        # the call's: the read timeout alone bounds each wait for bytes, and an endpoint that keeps a slow
+        # request alive with whitespace before its JSON held a summary's worker past its job's lease.
+        read = request.extensions.get("timeout", {}).get("read")
+        if read is not None:
+            response.stream = _DeadlineStream(response.stream, request=request, deadline=started + read)
+        return response
+
+
+class _DeadlineStream(httpx.SyncByteStream):
+    """A response body that ends with httpx's ReadTimeout (the SDK's APITimeoutError) once `deadline`
+    (time.monotonic()) has passed: at most one read timeout after it, the longest a read waits."""
+
+    def __init__(self, stream: Any, *, request: httpx.Request, deadline: float) -> None:
+        self._stream = stream
+        self._request = request
+        self._deadline = deadline
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._stream:
+            if time.monotonic() > self._deadline:
+                raise httpx.ReadTimeout("the reply took longer than its timeout", request=self._request)
+            yield chunk
+
+    def close(self) -> None:
+        self._stream.close()
 
 
 class _AsyncGuardedTransport(AiohttpTransport):
