@@ -81,6 +81,9 @@ class RecallItem:
     # the message's stored token count (chat formula), when the source has it: sizes a quote without
     # tokenizing it; the block itself is always counted exactly
     tokens: int | None = None
+    # the id of the message just before it in the conversation, when the source knows it (None: unknown,
+    # or none): a source whose positions are not consecutive (the app's ids) says so what is adjacent
+    previous: str | None = None
 
 
 Links = tuple[str | None, str | None]  # the ids of the messages just before and after one (None: none)
@@ -141,9 +144,10 @@ def render(items: Sequence[RecallItem], links: dict[str, Links] | None = None) -
     """The block's text: a header, then the quotes in time order under a line per date, a gap line
     between two quotes the conversation does not have next to each other.
 
-    Next to each other: consecutive positions, or one the other's neighbour by `links` (the source's
-    own word: an app's positions are database ids, which other conversations and hidden branches
-    interleave, so a question and its answer are not always consecutive there)."""
+    Next to each other: consecutive positions, or one the other's neighbour by `links` or by the later
+    one's `previous` (the source's own word: an app's positions are database ids, which other
+    conversations and hidden branches interleave, so a question and its answer are not always
+    consecutive there, nor the end of one quoted exchange and the start of the next)."""
     links = links or {}
     lines = [HEADER]
     last_day: str | None = None
@@ -161,8 +165,8 @@ def render(items: Sequence[RecallItem], links: dict[str, Links] | None = None) -
 
 
 def _adjacent(first: RecallItem, then: RecallItem, links: dict[str, Links]) -> bool:
-    return (then.position == first.position + 1 or links.get(first.id, (None, None))[1] == then.id
-            or links.get(then.id, (None, None))[0] == first.id)
+    return (then.position == first.position + 1 or then.previous == first.id
+            or links.get(first.id, (None, None))[1] == then.id or links.get(then.id, (None, None))[0] == first.id)
 
 
 def _unit_ids(hit_id: str, links: dict[str, Links]) -> list[str]:

@@ -375,9 +375,13 @@ class DatabaseRecallSource:
         # Whether the message has images (asked only in a chat that holds some: one index seek each).
         imaged = (f"EXISTS (SELECT 1 FROM {_IMAGE_TABLE} i WHERE i.message_id = m.id)"  # noqa: S608
                   if self.has_images else "FALSE")
+        # Each one's previous live message (a seek, as in `neighbours`): "…" marks a gap in the chat, and
+        # ids, which other chats and hidden branches interleave, cannot tell where two quoted exchanges meet.
+        previous = (f"(SELECT n.message_id FROM {_SEARCH_TABLE} n WHERE n.conversation_id = m.conversation_id "  # noqa: S608
+                    "AND n.recallable AND n.message_id < m.id ORDER BY n.message_id DESC LIMIT 1)")
         sql = (
             # the date as text: a C-speed fromisoformat per row instead of the driver's date loader
-            f"SELECT m.id, m.role, m.content, CAST(m.created_at AS TEXT), m.token_count, {imaged} "  # noqa: S608
+            f"SELECT m.id, m.role, m.content, CAST(m.created_at AS TEXT), m.token_count, {imaged}, {previous} "  # noqa: S608
             f"FROM {_MESSAGE_TABLE} m JOIN {_SEARCH_TABLE} s ON s.message_id = m.id "
             f"WHERE m.conversation_id = %s AND s.recallable AND {_id_in('m.id', wanted)}{bound}"
         )
@@ -385,9 +389,10 @@ class DatabaseRecallSource:
             cursor.execute(sql, [self.conversation_id, *_id_params(wanted), *extra])
             rows = cursor.fetchall()
         items: dict[str, RecallItem] = {}
-        for pk, role, content, created_at, tokens, has_images in rows:  # one pass over the rows
+        for pk, role, content, created_at, tokens, has_images, before in rows:  # one pass over the rows
             self.contents[pk], self.token_counts[pk], key = content, tokens, str(pk)
             # None: counted from the text quoted, as the stored count is the text's and its images'
             items[key] = RecallItem(id=key, role=role, content=content, position=pk, created_at=_aware(created_at),
-                                    tokens=None if has_images else tokens)
+                                    tokens=None if has_images else tokens,
+                                    previous=None if before is None else str(before))
         return items
