@@ -240,7 +240,8 @@ class _BlockFiller:
         self.hit_ids: list[str] = []
         self.pending: list[str] = []
         self.unit_costs: dict[str, int] = {}  # estimated cost of each exchange when first considered
-        self.used = count_system(HEADER, model=model)
+        self.used = self.header = count_system(HEADER, model=model)
+        self.parts: dict[str, list[str]] = {}  # a hit's quote when its exchange fits no block (_part)
 
     def run(self) -> _Block | None:
         """The last block that fitted, or None."""
@@ -285,9 +286,12 @@ class _BlockFiller:
             if hit_id not in self.items:  # gone since the search (deleted, superseded)
                 continue
             new = [self.items[i] for i in _unit_ids(hit_id, self.links) if i in self.items and i not in self.chosen]
+            costs = {it.id: _quote_estimate(it, self.model) for it in new}
+            if sum(costs.values()) > self.room - self.header:  # not even alone in a block: what of it fits
+                new = self._part(hit_id, new, costs, left)
             if not new:
                 continue
-            cost = sum(_quote_estimate(it, self.model) for it in new)
+            cost = sum(costs[it.id] for it in new)
             self.unit_costs.setdefault(hit_id, cost)
             if cost > left:
                 rest.append(hit_id)
@@ -299,12 +303,26 @@ class _BlockFiller:
         self.pending = rest
         return added, left
 
+    def _part(self, hit_id: str, new: list[RecallItem], costs: dict[str, int], left: int) -> list[RecallItem]:
+        """Of an exchange too large for any block (a neighbour is a pasted document, say), the hit with the
+        neighbours that fit beside it in `left`: left out whole, the message that matched was never quoted."""
+        part = [it for it in new if it.id == hit_id]
+        if (room := left - sum(costs[it.id] for it in part)) < 0:
+            return part  # too large for the room left: pending, as any exchange
+        for it in new:
+            if it.id != hit_id and costs[it.id] <= room:
+                part.append(it)
+                room -= costs[it.id]
+        # what it quotes: the part, and the messages of its exchange other hits quote already
+        self.parts[hit_id] = [*(i for i in _unit_ids(hit_id, self.links) if i in self.chosen), *(it.id for it in part)]
+        return sorted(part, key=lambda it: it.position)
+
     def _fit(self) -> str:
         """Render the block and count it; the estimate was short: drop the weakest hits until it fits."""
         content, self.used = _render_counted(self.chosen, self.model, self.links)
         while self.used > self.room and self.hit_ids:
             self.hit_ids.pop()
-            keep = {i for h in self.hit_ids for i in _unit_ids(h, self.links)}
+            keep = {i for h in self.hit_ids for i in self.parts.get(h) or _unit_ids(h, self.links)}
             self.chosen = {i: it for i, it in self.chosen.items() if i in keep}
             content, self.used = _render_counted(self.chosen, self.model, self.links)
         return content

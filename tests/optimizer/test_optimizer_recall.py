@@ -367,6 +367,20 @@ def test_a_query_of_many_terms_scores_and_ranks_as_a_short_one(docs, query_terms
     assert idx.search(query, limit=limit, exclude=exclude) == best
 
 
+def test_a_hit_whose_exchange_no_block_can_hold_is_quoted_with_the_neighbours_that_fit():
+    # The answer sits next to a pasted file far larger than the block: quoting the exchange whole is
+    # impossible at any fill, and leaving the answer out for it quoted nothing at all.
+    pasted = " ".join(f"line {k} of the pasted configuration file" for k in range(400))
+    msgs = [msg("0", "user", "Hello, a new project today."), msg("1", "assistant", "Happy to help with it."),
+            msg("2", "user", pasted), msg("3", "assistant", "The frobnicator timeout is set to 45 seconds there."),
+            msg("4", "user", "Thanks, now lunch plans."), msg("5", "assistant", "Pasta sounds good.")]
+    assert msgs[2].tokens > 1000
+    block = recall(text="What was the frobnicator timeout?", source=source_of(msgs), room=300,
+                   exclude_ids=frozenset(), model=MODEL)
+    assert block is not None and block.hit_ids == ("3",) and block.source_ids == ("3", "4")
+    assert block.tokens <= 300
+
+
 def test_an_exchange_that_matches_outranks_a_lone_match():
     """The answer whose question and follow-up match too comes first, though alone it scores lower
     than an exclamation that only repeats the name and the place."""
