@@ -217,12 +217,20 @@ def analyze(text: str) -> list[str]:
     """Index terms of `text`, in order: stop words and one-letter words out, the rest stemmed; runs of
     scripts written without spaces as pairs of characters (`_character_pairs`), never stemmed."""
     if text.isascii():  # the common case, on every turn: no run of such a script to look for
-        return [_stem(w.replace("'", "")) for w in content_words(text)]
+        return [_stem(_unquoted(w)) for w in content_words(text)]
     return _stemmed(_terms(text))
 
 
 def _stemmed(terms: Iterable[tuple[str, bool]]) -> list[str]:
-    return [term if pair else _stem(term.replace("'", "")) for term, pair in terms]
+    return [term if pair else _stem(_unquoted(term)) for term, pair in terms]
+
+
+def _unquoted(word: str) -> str:
+    """`word` as it is stemmed: a possessive's "'s" off, as the stemmer's first step takes it, then its
+    apostrophes out ("O'Brien" is "obrien"; the index's terms hold none). Taken out first, they left the
+    "s" to the stemmer, which keeps it after an "s" or a "u": "Paris's" was "pariss", never "Paris". A
+    one-letter word keeps it ("A's" is "as"): one letter is no term."""
+    return (word[:-2] if word.endswith("'s") and len(word) > 3 else word).replace("'", "")
 
 
 def document_terms(text: str) -> list[str]:
@@ -271,7 +279,7 @@ def prefix_stems(word: str) -> list[str]:
     Without a dictionary some completions are no word ("ration" + "ness" gives "ratio"): callers
     rank these stems below the typed prefix's own matches.
     """
-    word = fold(word).replace("'", "")
+    word = _unquoted(fold(word))
     if _UNSPACED.search(word):  # pairs of characters: no suffix goes on them
         return []
     own = _stem(word)

@@ -81,6 +81,9 @@ class RecallItem:
     # the message's stored token count (chat formula), when the source has it: sizes a quote without
     # tokenizing it; the block itself is always counted exactly
     tokens: int | None = None
+    # the id of the message just before it in the conversation, when the source knows it (None: unknown,
+    # or none): a source whose positions are not consecutive (the app's ids) says so what is adjacent
+    previous: str | None = None
 
 
 Links = tuple[str | None, str | None]  # the ids of the messages just before and after one (None: none)
@@ -141,9 +144,10 @@ def render(items: Sequence[RecallItem], links: dict[str, Links] | None = None) -
     """The block's text: a header, then the quotes in time order under a line per date, a gap line
     between two quotes the conversation does not have next to each other.
 
-    Next to each other: consecutive positions, or one the other's neighbour by `links` (the source's
-    own word: an app's positions are database ids, which other conversations and hidden branches
-    interleave, so a question and its answer are not always consecutive there)."""
+    Next to each other: consecutive positions, or one the other's neighbour by `links` or by the later
+    one's `previous` (the source's own word: an app's positions are database ids, which other
+    conversations and hidden branches interleave, so a question and its answer are not always
+    consecutive there, nor the end of one quoted exchange and the start of the next)."""
     links = links or {}
     lines = [HEADER]
     last_day: str | None = None
@@ -161,8 +165,8 @@ def render(items: Sequence[RecallItem], links: dict[str, Links] | None = None) -
 
 
 def _adjacent(first: RecallItem, then: RecallItem, links: dict[str, Links]) -> bool:
-    return (then.position == first.position + 1 or links.get(first.id, (None, None))[1] == then.id
-            or links.get(then.id, (None, None))[0] == first.id)
+    return (then.position == first.position + 1 or then.previous == first.id
+            or links.get(first.id, (None, None))[1] == then.id or links.get(then.id, (None, None))[0] == first.id)
 
 
 def _unit_ids(hit_id: str, links: dict[str, Links]) -> list[str]:
@@ -236,7 +240,8 @@ class _BlockFiller:
         self.hit_ids: list[str] = []
         self.pending: list[str] = []
         self.unit_costs: dict[str, int] = {}  # estimated cost of each exchange when first considered
-        self.used = count_system(HEADER, model=model)
+        self.used = self.header = count_system(HEADER, model=model)
+        self.parts: dict[str, list[str]] = {}  # a hit's quote when its exchange fits no block (_part)
 
     def run(self) -> _Block | None:
         """The last block that fitted, or None."""
@@ -281,9 +286,12 @@ class _BlockFiller:
             if hit_id not in self.items:  # gone since the search (deleted, superseded)
                 continue
             new = [self.items[i] for i in _unit_ids(hit_id, self.links) if i in self.items and i not in self.chosen]
+            costs = {it.id: _quote_estimate(it, self.model) for it in new}
+            if sum(costs.values()) > self.room - self.header:  # not even alone in a block: what of it fits
+                new = self._part(hit_id, new, costs, left)
             if not new:
                 continue
-            cost = sum(_quote_estimate(it, self.model) for it in new)
+            cost = sum(costs[it.id] for it in new)
             self.unit_costs.setdefault(hit_id, cost)
             if cost > left:
                 rest.append(hit_id)
@@ -295,12 +303,26 @@ class _BlockFiller:
         self.pending = rest
         return added, left
 
+    def _part(self, hit_id: str, new: list[RecallItem], costs: dict[str, int], left: int) -> list[RecallItem]:
+        """Of an exchange too large for any block (a neighbour is a pasted document, say), the hit with the
+        neighbours that fit beside it in `left`: left out whole, the message that matched was never quoted."""
+        part = [it for it in new if it.id == hit_id]
+        if (room := left - sum(costs[it.id] for it in part)) < 0:
+            return part  # too large for the room left: pending, as any exchange
+        for it in new:
+            if it.id != hit_id and costs[it.id] <= room:
+                part.append(it)
+                room -= costs[it.id]
+        # what it quotes: the part, and the messages of its exchange other hits quote already
+        self.parts[hit_id] = [*(i for i in _unit_ids(hit_id, self.links) if i in self.chosen), *(it.id for it in part)]
+        return sorted(part, key=lambda it: it.position)
+
     def _fit(self) -> str:
         """Render the block and count it; the estimate was short: drop the weakest hits until it fits."""
         content, self.used = _render_counted(self.chosen, self.model, self.links)
         while self.used > self.room and self.hit_ids:
             self.hit_ids.pop()
-            keep = {i for h in self.hit_ids for i in _unit_ids(h, self.links)}
+            keep = {i for h in self.hit_ids for i in self.parts.get(h) or _unit_ids(h, self.links)}
             self.chosen = {i: it for i, it in self.chosen.items() if i in keep}
             content, self.used = _render_counted(self.chosen, self.model, self.links)
         return content

@@ -44,6 +44,7 @@ from optimizer.bm25 import K1, bm25_of_term_texts, idf, strongest_terms
 from optimizer.lexical import Query
 from optimizer.recall import RELATIVE_FLOOR, Links, RecallItem
 
+from .image_models import MessageImage
 from .models import Conversation, Message, MessageSearch, RecallCorpus, RecallTerm
 from .search_services import MAX_TERM_CHARS, recall_lexeme
 
@@ -51,6 +52,7 @@ _SEARCH_TABLE = MessageSearch._meta.db_table
 _MESSAGE_TABLE = Message._meta.db_table
 _CORPUS_TABLE = RecallCorpus._meta.db_table
 _TERM_TABLE = RecallTerm._meta.db_table
+_IMAGE_TABLE = MessageImage._meta.db_table
 FTS_TABLE = "chat_message_fts"  # SQLite only: chat migration 0001_squashed_0029
 RECALL_FTS_TABLE = "chat_message_rfts"  # SQLite only: recall's scoped tokens (chat migrations 0002, 0009)
 # A term in more recallable messages than MAX_POSTINGS is looked up only among the conversation's
@@ -244,6 +246,9 @@ class DatabaseRecallSource:
         offline_replies: bool = True,
     ) -> None:
         self.conversation_id = conversation.pk
+        # A message's stored count holds its images' cost (image_services.images_tokens), but a quote
+        # is its text alone: in a chat that holds images, those messages are sized by their text.
+        self.has_images = conversation.has_images
         self.through_id = through_id
         self.offline_replies = offline_replies
         self.floor_ratio = floor_ratio
@@ -367,9 +372,16 @@ class DatabaseRecallSource:
         if not self.offline_replies:  # never quoted to a real model (see context_load)
             bound += " AND NOT (m.role = 'assistant' AND m.model = %s)"
             extra.append(OFFLINE_MODEL)
+        # Whether the message has images (asked only in a chat that holds some: one index seek each).
+        imaged = (f"EXISTS (SELECT 1 FROM {_IMAGE_TABLE} i WHERE i.message_id = m.id)"  # noqa: S608
+                  if self.has_images else "FALSE")
+        # Each one's previous live message (a seek, as in `neighbours`): "…" marks a gap in the chat, and
+        # ids, which other chats and hidden branches interleave, cannot tell where two quoted exchanges meet.
+        previous = (f"(SELECT n.message_id FROM {_SEARCH_TABLE} n WHERE n.conversation_id = m.conversation_id "  # noqa: S608
+                    "AND n.recallable AND n.message_id < m.id ORDER BY n.message_id DESC LIMIT 1)")
         sql = (
             # the date as text: a C-speed fromisoformat per row instead of the driver's date loader
-            "SELECT m.id, m.role, m.content, CAST(m.created_at AS TEXT), m.token_count "  # noqa: S608
+            f"SELECT m.id, m.role, m.content, CAST(m.created_at AS TEXT), m.token_count, {imaged}, {previous} "  # noqa: S608
             f"FROM {_MESSAGE_TABLE} m JOIN {_SEARCH_TABLE} s ON s.message_id = m.id "
             f"WHERE m.conversation_id = %s AND s.recallable AND {_id_in('m.id', wanted)}{bound}"
         )
@@ -377,8 +389,10 @@ class DatabaseRecallSource:
             cursor.execute(sql, [self.conversation_id, *_id_params(wanted), *extra])
             rows = cursor.fetchall()
         items: dict[str, RecallItem] = {}
-        for pk, role, content, created_at, tokens in rows:  # one pass over the rows
+        for pk, role, content, created_at, tokens, has_images, before in rows:  # one pass over the rows
             self.contents[pk], self.token_counts[pk], key = content, tokens, str(pk)
+            # None: counted from the text quoted, as the stored count is the text's and its images'
             items[key] = RecallItem(id=key, role=role, content=content, position=pk, created_at=_aware(created_at),
-                                    tokens=tokens)
+                                    tokens=None if has_images else tokens,
+                                    previous=None if before is None else str(before))
         return items

@@ -1,11 +1,13 @@
 """Indexing stored messages again after the analyzer changed, for the data migration that comes with
-such a change (those so far are squashed into chat 0001_squashed_0029; tests/chat/test_search_reindex.py
-replays each); `stats_move` also serves one that moves messages into or out of the recall corpus.
+such a change (those so far are squashed into chat 0001_squashed_0029, and 0032;
+tests/chat/test_search_reindex.py replays each); `stats_move` also serves one that moves messages into
+or out of the recall corpus.
 
-Only messages holding a non-ASCII character are read: ASCII text is analyzed as it always was
-(`optimizer.lexical` keeps a fast path for it), so a database of English chats reads its few other
-messages. Each changed row moves its conversation's BM25 statistics (RecallTerm, RecallCorpus) by
-the difference, which is what indexing the conversation from scratch gives.
+Only messages holding a non-ASCII character are read (`optimizer.lexical` keeps a fast path for ASCII
+text, which most analyzer changes left alone), so a database of English chats reads its few other
+messages; a change that does touch ASCII text reads the messages its `pattern` matches (POSSESSIVE).
+Each changed row moves its conversation's BM25 statistics (RecallTerm, RecallCorpus) by the
+difference, which is what indexing the conversation from scratch gives.
 
 Written against the migration's historical models (`apps`), not the app's services:
 `search_services.index_terms` is a pure function of the text, the rest is plain queryset writes.
@@ -25,6 +27,9 @@ from chatapp.chat.search_match import NON_ASCII
 from chatapp.chat.search_services import index_terms
 
 BATCH = 1000
+# An apostrophe (any the analyzer folds into "'") before an "s": the messages whose terms changed when a
+# possessive's "'s" came off before the apostrophes (chat migration 0032).
+POSSESSIVE = "['\u2019\u02bc][sS]"
 
 
 def non_ascii_messages_reindex(apps: Any, *, pattern: str = NON_ASCII) -> None:

@@ -63,3 +63,22 @@ def test_no_gap_between_question_and_a_regenerated_answer(user):
     a = message_append(conversation=mine, role="assistant", content=ANSWER)
     _say(mine, FILLER[6:])
     _assert_answer_follows_question(_block(mine), q, a)
+
+
+def test_no_gap_between_two_exchanges_that_meet_when_another_chat_wrote_in_between(user, other_user):
+    mine = Conversation.objects.create(owner=user, title="Mine", offline=True)
+    theirs = Conversation.objects.create(owner=other_user, title="Theirs", offline=True)
+    _say(mine, FILLER[:6])
+    q = message_append(conversation=mine, role="user", content=QUESTION)
+    reply = message_append(conversation=mine, role="assistant", content="Let me look that up for you.")
+    message_append(conversation=theirs, role="user", content="hello from another chat")  # ids are global
+    follow = message_append(conversation=mine, role="user", content="Take your time, no hurry.")
+    a = message_append(conversation=mine, role="assistant", content=ANSWER)
+    _say(mine, FILLER[6:])
+    block = _block(mine)
+    # Two hits (the question and the answer), each quoted with its neighbours: the reply ends the first
+    # exchange and the follow-up opens the second; they are neighbours in the conversation.
+    assert {str(m.pk) for m in (q, reply, follow, a)} <= set(block.source_ids)
+    lines = block.content.splitlines()
+    i = lines.index(f"assistant: {reply.content}")
+    assert lines[i + 1] == f"user: {follow.content}", block.content

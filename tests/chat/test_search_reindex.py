@@ -9,7 +9,8 @@ chat 0001_squashed_0029), each from the terms the analyzer gave before it:
   one term, each run also ending with its last character alone (from whole runs, and from pairs only);
 - Latin letters with a stroke or a ligature folded ("tromsø" is "tromso", "æ" is "ae");
 - the modifier letter apostrophe (U+02BC) inside its word ("мясо"), where it was a term of its own;
-- words of scripts written with combining marks whole ("रश्मि"), where they were cut at the marks.
+- words of scripts written with combining marks whole ("रश्मि"), where they were cut at the marks;
+- a possessive's "'s" off before the apostrophes ("Paris's" is "pari"), where its "s" could stay ("pariss").
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
+from chatapp.chat.search_reindex import POSSESSIVE
 from chatapp.chat.search_selectors import message_search
 from tests.support.search_index import reindexed
 
@@ -47,6 +49,11 @@ APOSTROPHE = [("user", "Це м\u02bcясо дуже смачне", "це \u02bc
 MARKED = [("user", "मेरी बहन रश्मि लिस्बन जा रही है।", "बहन रश बन रह"),
           ("assistant", "लिस्बन बहुत सुंदर शहर है।", "बन बह दर शहर"),
           ("user", "The Lisbon trip is booked", "lisbon trip book")]
+
+# Each message with the terms the analyzer gave while apostrophes came out before a possessive's "'s".
+POSSESSIVES = [("user", "We visited Paris\u2019s old museum with James's boss", "visit pariss museum jamess boss"),
+               ("assistant", "The boss's car is red", "bosss car red"),
+               ("user", "Paris in spring", "pari spring")]
 
 CASES = {
     "folded-terms": dict(
@@ -85,6 +92,12 @@ CASES = {
         df={"रश्मि": 1, "लिस्बन": 2, "रश": None, "बन": None},
         found={"रश्मि": [0], "सुंदर": [1], "lisbon": [2]},
     ),
+    "possessives": dict(
+        messages=POSSESSIVES, pattern=POSSESSIVE,
+        terms=[("visit pari museum jame boss", 5), ("boss car red", 3), ("pari spring", 2)], corpus=(3, 10),
+        df={"pari": 2, "boss": 2, "jame": 1, "pariss": None, "bosss": None},
+        found={"Paris": [2, 0], "boss": [1, 0], "James": [0]},
+    ),
 }
 
 
@@ -92,7 +105,7 @@ CASES = {
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_messages_are_indexed_again_and_the_statistics_follow(case):
     owner = get_user_model().objects.create_user(username="reindexed", password="a long test password 2")
-    _, (rows, df_after, corpus) = reindexed(owner_id=owner.pk, messages=case["messages"])
+    _, (rows, df_after, corpus) = reindexed(owner_id=owner.pk, messages=case["messages"], pattern=case.get("pattern"))
     ids = sorted(rows)
     assert [rows[pk] for pk in ids] == case["terms"]
     assert {term: df_after.get(term) for term in case["df"]} == case["df"]

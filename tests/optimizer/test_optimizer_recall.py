@@ -73,6 +73,21 @@ def test_analyze_stems_and_drops_stop_words():
     assert index_text("Don't forget the painting") == "forget paint"
 
 
+def test_a_possessive_is_its_word():
+    # The stemmer keeps an "s" after an "s" or a "u": with the apostrophe taken out first, "Paris's" was
+    # "pariss", and a question about Paris never found it; in any script, with any apostrophe typed.
+    for word, possessive in [("Paris", "Paris's"), ("James", "James\u2019s"), ("boss", "boss's"), ("gnu", "GNU's"),
+                             ("John", "John's"), ("O'Brien", "O'Brien's"), ("Jürgen", "Jürgen\u02bcs")]:
+        assert analyze(possessive) == analyze(word), word
+    assert analyze("O'Brien") == ["obrien"]
+    assert analyze("straight A's") == ["straight", "as"]  # one letter is no term
+    sources = [msg("0", "user", "We toured Paris's old museum on Sunday."), msg("1", "assistant", "Lovely."),
+               msg("2", "user", "Now the weather.")]
+    block = recall(text="What did we see in Paris?", source=source_of(sources), room=500, exclude_ids=frozenset(),
+                   model=MODEL)
+    assert block is not None and "0" in block.hit_ids
+
+
 def test_case_accents_and_compatibility_forms_are_folded():
     assert analyze("Königstraße") == analyze("KONIGSTRASSE") == ["konigstrass"]
     assert analyze("Crème BRÛLÉE at the café") == analyze("creme brulee at the cafe")
@@ -350,6 +365,20 @@ def test_a_query_of_many_terms_scores_and_ranks_as_a_short_one(docs, query_terms
             full[doc] = score
     best = sorted(full.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
     assert idx.search(query, limit=limit, exclude=exclude) == best
+
+
+def test_a_hit_whose_exchange_no_block_can_hold_is_quoted_with_the_neighbours_that_fit():
+    # The answer sits next to a pasted file far larger than the block: quoting the exchange whole is
+    # impossible at any fill, and leaving the answer out for it quoted nothing at all.
+    pasted = " ".join(f"line {k} of the pasted configuration file" for k in range(400))
+    msgs = [msg("0", "user", "Hello, a new project today."), msg("1", "assistant", "Happy to help with it."),
+            msg("2", "user", pasted), msg("3", "assistant", "The frobnicator timeout is set to 45 seconds there."),
+            msg("4", "user", "Thanks, now lunch plans."), msg("5", "assistant", "Pasta sounds good.")]
+    assert msgs[2].tokens > 1000
+    block = recall(text="What was the frobnicator timeout?", source=source_of(msgs), room=300,
+                   exclude_ids=frozenset(), model=MODEL)
+    assert block is not None and block.hit_ids == ("3",) and block.source_ids == ("3", "4")
+    assert block.tokens <= 300
 
 
 def test_an_exchange_that_matches_outranks_a_lone_match():

@@ -41,16 +41,19 @@ def search_index_state(conversation_id: int) -> tuple[dict, dict, tuple]:
     return rows, df, corpus
 
 
-def reindexed(*, owner_id: int, messages: list[tuple[str, str, str]]) -> tuple[int, tuple[dict, dict, tuple]]:
+def reindexed(
+    *, owner_id: int, messages: list[tuple[str, str, str]], pattern: str | None = None
+) -> tuple[int, tuple[dict, dict, tuple]]:
     """A conversation indexed as an older analyzer did (each message with the terms it gave), then
-    indexed again by search_reindex as a data migration would: (its id, its index as
-    `search_index_state` reads it), which must be exactly what indexing it from scratch gives."""
+    indexed again by search_reindex as a data migration would (the messages `pattern` matches, by
+    default the non-ASCII ones): (its id, its index as `search_index_state` reads it), which must be
+    exactly what indexing it from scratch gives."""
     from chatapp.chat.models import Conversation
     from chatapp.chat.search_reindex import non_ascii_messages_reindex
     from chatapp.chat.search_services import conversation_index_rebuild
 
     chat = conversation_indexed_as(owner_id=owner_id, title="indexed before", messages=messages)
-    non_ascii_messages_reindex(apps)
+    non_ascii_messages_reindex(apps, **({"pattern": pattern} if pattern else {}))
     reindexed_state = search_index_state(chat)
     conversation_index_rebuild(conversation=Conversation.objects.get(pk=chat))
     assert search_index_state(chat) == reindexed_state
