@@ -211,6 +211,13 @@ def _escape(driver) -> None:
     _wait(driver, lambda d: not d.find_elements("css selector", "dialog[open]"))
 
 
+def _refused(driver, source: str, field: str, shown: str) -> list[dict]:
+    """A wrong password typed in `field` and sent: the violations of the page refusing it (`shown` drawn)."""
+    driver.find_element("id", field).send_keys("not the password", Keys.ENTER)
+    _wait(driver, lambda d: d.find_elements("css selector", shown))
+    return _run_axe(driver, source)
+
+
 def _chat_states(driver, source: str, pages: dict, *, phone: bool) -> None:
     """The chat page's menus, dialogs and popovers, each open in turn (`pages` gets their violations)."""
     if phone:
@@ -296,9 +303,7 @@ def test_every_dialog_menu_error_and_public_page_passes_axe(live_server, transac
         pages["signup-refused"] = _run_axe(driver, source)
         driver.get(base + "/accounts/login/")
         driver.find_element("id", "id_username").send_keys("reader")
-        driver.find_element("id", "id_password").send_keys("not the password", Keys.ENTER)
-        _wait(driver, lambda d: d.find_elements("css selector", ".form-errors"))
-        pages["login-refused"] = _run_axe(driver, source)
+        pages["login-refused"] = _refused(driver, source, "id_password", ".form-errors")
         driver.get(f"{base}/s/{share.token}/")
         pages["share-page"] = _run_axe(driver, source)
         driver.get(f"{base}/s/no-such-link/")
@@ -325,9 +330,7 @@ def test_every_dialog_menu_error_and_public_page_passes_axe(live_server, transac
         pages["settings-confirm"] = _run_axe(driver, source)
         _escape(driver)
         driver.get(f"{base}/accounts/password/")
-        driver.find_element("id", "id_old_password").send_keys("not it", Keys.ENTER)
-        _wait(driver, lambda d: d.find_elements("css selector", ".field.has-error"))
-        pages["password-refused"] = _run_axe(driver, source)
+        pages["password-refused"] = _refused(driver, source, "id_old_password", ".field.has-error")
         driver.get(f"{base}/accounts/password/done/")
         pages["password-changed"] = _run_axe(driver, source)
         driver.get(f"{base}/dashboard/")

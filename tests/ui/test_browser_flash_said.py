@@ -10,31 +10,17 @@ import pytest
 from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 
-from tests.support.browser import console_errors
+from tests.support.browser import HEAR_LIVE_REGIONS, console_errors
 from tests.ui.test_a11y import _login
 from tests.ui.test_browser import _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-# Run before any page script, from the first byte of each page: records in window.__said the text each
-# change to a live region brings, with the page's loading state then ("loading": drawn with the page).
-LISTEN_FROM_THE_START = """
-window.__said = [];
-new MutationObserver((records) => {
-  for (const r of records) {
-    const node = r.target.nodeType === 1 ? r.target : r.target.parentElement;
-    const region = node && node.closest('[aria-live]:not([aria-live="off"]), [role="status"], [role="alert"]');
-    const text = [...r.addedNodes].map((n) => n.textContent).join(' ').trim();
-    if (region && text) window.__said.push([document.readyState, text]);
-  }
-}).observe(document, {subtree: true, childList: true, characterData: true});
-"""
-
 
 def test_a_saved_form_s_words_are_said_after_the_page_loads(live_server, browser):
     user = get_user_model().objects.create_user(username="listener", password="A-long-enough-pass-42")
     _login(browser, live_server.url, user)
-    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LISTEN_FROM_THE_START})
+    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": HEAR_LIVE_REGIONS})
     browser.get(f"{live_server.url}/settings/")
     browser.find_element(By.ID, "prefs-save").click()
 
