@@ -3,7 +3,8 @@ system's colours and drop shadows). Settings' switches are a drawn track and thu
 checkbox, and its preference cards mark the one chosen by a filled check: both were repainted the page's
 own colour, so a switch vanished (on and off alike) and every card showed the same check, and their focus
 (a shadow only) was not drawn at all. The dashboard's legends lost their colour swatches, the one link
-between a name and its line in the charts (which keep their colours)."""
+between a name and its line in the charts (which keep their colours), and its range of turns shown and
+turn picked, marked by a fill, were marked no more."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def test_settings_switches_and_preference_cards_show_their_state_and_focus(live_
     assert console_errors(browser) == []
 
 
-def test_the_dashboard_legends_keep_their_colours_in_forced_colours(live_server, browser):
+def test_the_dashboard_s_legends_and_choices_show_in_forced_colours(live_server, browser):
     user = get_user_model().objects.create_user(username="legend", password="A-long-enough-pass-42")
     conversation = conversation_seed_long(owner=user, messages=20, seed=3, title="Legends")
     _login(browser, live_server.url, user)
@@ -87,6 +88,11 @@ def test_the_dashboard_legends_keep_their_colours_in_forced_colours(live_server,
         assert len(swatches) >= 8
         # Each line's swatch its own colour, as the charts draw it: none repainted the page's.
         assert page not in swatches and len(set(swatches)) >= 7, swatches
+        # The range of turns shown (All turns, pressed) stands out of the others (its fill was repainted),
+        # and so does the turn picked in the requests table.
+        # (an unpressed one is transparent: the group's colour shows through it)
+        assert _colour(browser, '.dash-seg-btn[aria-pressed="true"]') != _colour(browser, ".dash-seg")
+        assert browser.execute_script(OUTLINE, "#records-table tr[aria-current]")
     finally:
         _forced_colours(browser, False)
     assert console_errors(browser) == []
