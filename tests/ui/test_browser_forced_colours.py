@@ -1,10 +1,10 @@
-"""Settings and the dashboard in forced colours (Windows' contrast themes, which repaint backgrounds in the
-system's colours and drop shadows). Settings' switches are a drawn track and thumb over an invisible
-checkbox, and its preference cards mark the one chosen by a filled check: both were repainted the page's
-own colour, so a switch vanished (on and off alike) and every card showed the same check, and their focus
-(a shadow only) was not drawn at all. The dashboard's legends lost their colour swatches, the one link
-between a name and its line in the charts (which keep their colours), and its range of turns shown and
-turn picked, marked by a fill, were marked no more."""
+"""What marks a state or the keyboard's place, in forced colours (Windows' contrast themes, which repaint
+backgrounds in the system's colours and drop shadows) and out. Settings' switches are a drawn track and
+thumb over an invisible checkbox, and its preference cards mark the one chosen by a filled check: both
+were repainted the page's own colour, so a switch vanished (on and off alike) and every card showed the
+same check, and their focus (a shadow only) was not drawn at all. The dashboard's legends lost their
+colour swatches, the one link between a name and its line in the charts (which keep their colours), and
+its range of turns shown and turn picked, marked by a fill, were marked no more."""
 
 from __future__ import annotations
 
@@ -93,6 +93,35 @@ def test_the_dashboard_s_legends_and_choices_show_in_forced_colours(live_server,
         # (an unpressed one is transparent: the group's colour shows through it)
         assert _colour(browser, '.dash-seg-btn[aria-pressed="true"]') != _colour(browser, ".dash-seg")
         assert browser.execute_script(OUTLINE, "#records-table tr[aria-current]")
+    finally:
+        _forced_colours(browser, False)
+    assert console_errors(browser) == []
+
+
+@pytest.mark.parametrize("forced", [False, True], ids=["colours", "forced-colours"])
+def test_the_slash_menu_s_chosen_option_is_outlined(live_server, browser, forced):
+    """↑ ↓ choose in the "/" menu while the focus stays in the message box: the option chosen was marked by
+    a pale fill only (1.1:1 on the menu, in both themes; nothing at all in forced colours), so which
+    prompt Enter would put in the box could hardly be seen."""
+    from chatapp.chat.prompt_services import prompt_create
+
+    user = get_user_model().objects.create_user(username=f"slash-{int(forced)}", password="A-long-enough-pass-42")
+    for command in ("review", "explain"):
+        prompt_create(owner=user, command=command, content=f"Please {command}:")
+    _login(browser, live_server.url, user)
+    browser.get(f"{live_server.url}/c/new/")
+    _forced_colours(browser, forced)
+    try:
+        box = browser.find_element(By.ID, "composer-input")
+        box.send_keys("/")
+        _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.slash-option[aria-selected="true"]'))
+        box.send_keys(Keys.ARROW_DOWN)
+        chosen = '.slash-option[aria-selected="true"]'
+        _wait(browser, lambda d: d.execute_script(OUTLINE, chosen), timeout=5)
+        colour = browser.execute_script(f"return getComputedStyle(document.querySelector('{chosen}')).outlineColor")
+        assert colour != browser.execute_script(BACKGROUND, ".slash-menu")
+        # one option marked: the others carry no outline
+        assert not browser.execute_script(OUTLINE, '.slash-option[aria-selected="false"]')
     finally:
         _forced_colours(browser, False)
     assert console_errors(browser) == []
