@@ -52,6 +52,23 @@ def throttled_error(*, what: str = "Too many failed sign-ins", wait: int) -> Val
     return ValidationError(f"{what}. Try again in {minutes} minute{'s' if minutes != 1 else ''}.", code="throttled")
 
 
+def form_errors_focused(form: forms.BaseForm) -> None:
+    """A refused form's page opens on its first wrong field (the autofocus moved there from the first
+    field, where Django's auth forms put it), so that a screen reader says the error as the page opens;
+    refused as a whole (a sign-in that failed), on its first field, described by the form's error
+    (partials/form_errors.html's #form-errors) before its own help."""
+    if not form.is_bound or not form.errors:
+        return
+    for field in form.fields.values():
+        field.widget.attrs.pop("autofocus", None)
+    wrong = next((name for name in form.fields if name in form.errors), None)
+    bound = form[wrong or next(iter(form.fields))]
+    bound.field.widget.attrs["autofocus"] = True
+    if wrong is None:
+        said = ["form-errors", *([f"{bound.auto_id}_helptext"] if bound.help_text else [])]
+        bound.field.widget.attrs["aria-describedby"] = " ".join(said)
+
+
 class LoginForm(AuthenticationForm):
     """Django's sign-in form, refused before the password is even checked past the failed sign-in
     limits (login_throttle); `wait` is then the seconds until the next try."""

@@ -28,7 +28,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from chatapp.chat import selectors, services
 from chatapp.chat.branch_selectors import message_sibling_places
 from chatapp.chat.context import first_user_message_id
-from chatapp.chat.forms import LoginForm, ThrottledPasswordChangeForm
+from chatapp.chat.forms import LoginForm, ThrottledPasswordChangeForm, form_errors_focused
 from chatapp.chat.image_models import MessageImage
 from chatapp.chat.image_services import images_prefetch
 from chatapp.chat.layout import Place, message_place_get
@@ -73,6 +73,7 @@ def page_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
 def form_page(request: HttpRequest, template: str, form: Any, *, wait: int) -> HttpResponse:
     """A page of one form; past a failed sign-in or sign-up limit (`wait` seconds, the form saying so),
     a 429 with Retry-After."""
+    form_errors_focused(form)
     response = render(request, template, {"form": form}, status=429 if wait else 200)
     if wait:
         response["Retry-After"] = str(wait)
@@ -118,6 +119,7 @@ class LoginView(auth_views.LoginView):
         return "" if url == self.request.path else url
 
     def form_invalid(self, form: LoginForm) -> HttpResponse:
+        form_errors_focused(form)
         response = super().form_invalid(form)
         if form.wait:
             response.status_code = 429

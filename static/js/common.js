@@ -161,9 +161,21 @@ const Longchat = (() => {
     return String(n);
   }
 
-  // Flash messages fade after a while.
+  // Flash messages (base.html) go into the live region once the page is up, so that they are read out,
+  // and fade after a while.
+  function flashShow() {
+    const flash = document.getElementById("flash-toasts");
+    const box = document.getElementById("toasts");
+    if (!flash || !box) return;
+    const shown = [...flash.content.children];
+    box.append(...shown);
+    flash.remove();
+    shown.forEach((el) => setTimeout(() => el.remove(), 4500));
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
-    document.querySelectorAll("#toasts .toast").forEach((el) => setTimeout(() => el.remove(), 4500));
+    // A beat after the load: a change made as the page is being taken in is missed by screen readers.
+    setTimeout(flashShow, 150);
     // A change a form post made (Settings' Archived chats: no api() call told it), told by the page it led to.
     const told = document.getElementById("tabs-told");
     if (told) tellTabs(JSON.parse(told.textContent));

@@ -47,11 +47,13 @@
   });
 
   /* A refused form comes back with its errors: focus its first wrong field (the page opens at its
-     section; the error would otherwise be said to nobody). A new API token is focused the same way. */
+     section; the error would otherwise be said to nobody), or its reason when no field was wrong ("You
+     hold 200 prompts"). A new API token is focused the same way. */
   const wrong = document.querySelector(
-    ".field.has-error input, .field.has-error textarea, .field.has-error select, .api-token-new");
+    ".field.has-error input, .field.has-error textarea, .field.has-error select, .api-token-new")
+    || document.querySelector(".form-errors");
   if (wrong) {
-    if (wrong.matches(".api-token-new")) wrong.tabIndex = -1;
+    if (!wrong.matches("input, textarea, select")) wrong.tabIndex = -1;
     // After load: going to the URL's #section focuses the page's viewport, which would undo this.
     window.addEventListener("load", () => setTimeout(() => {
       wrong.scrollIntoView({ block: "center" });

@@ -63,18 +63,34 @@ def headless_chromium(*, size: tuple[int, int] = LAPTOP, flags: tuple[str, ...] 
         shutil.rmtree(profile, ignore_errors=True)
 
 
-# Run in a page: records in `window.__heard` the live region (its id, else its class) each change of the
-# page falls in, i.e. what a screen reader would read out.
+# Run in a page (or before it loads, from Page.addScriptToEvaluateOnNewDocument): records in `window.__heard`
+# the live region (its id, else its class) each change of the page falls in, i.e. what a screen reader would
+# read out, and in `window.__said` the text each change adds, with the page's loading state then ("loading":
+# drawn with the page, which a screen reader does not read out).
 HEAR_LIVE_REGIONS = """
 window.__heard = [];
+window.__said = [];
 new MutationObserver((records) => {
   for (const r of records) {
     const node = r.target.nodeType === 1 ? r.target : r.target.parentElement;
     const region = node && node.closest('[aria-live]:not([aria-live="off"]), [role="status"], [role="alert"]');
-    if (region) window.__heard.push(region.id || region.className);
+    if (!region) continue;
+    window.__heard.push(region.id || region.className);
+    const text = [...r.addedNodes].map((n) => n.textContent).join(' ').trim();
+    if (text) window.__said.push([document.readyState, text]);
   }
-}).observe(document.body, {subtree: true, childList: true, characterData: true});
+}).observe(document, {subtree: true, childList: true, characterData: true});
 """
+
+
+def in_accessibility_tree(driver: Any, selector: str) -> bool:
+    """Whether the element `selector` (CSS) is in the page's accessibility tree (rendered, not ignored): a
+    live region must be there before its words change for a screen reader to read them out."""
+    driver.execute_cdp_cmd("Accessibility.enable", {})
+    root = driver.execute_cdp_cmd("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+    node = driver.execute_cdp_cmd("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+    tree = driver.execute_cdp_cmd("Accessibility.getPartialAXTree", {"nodeId": node, "fetchRelatives": False})
+    return not tree["nodes"][0].get("ignored", False)
 
 
 def console_errors(driver: Any) -> list[dict]:

@@ -17,7 +17,7 @@ from chatapp.chat.import_services import import_job_run
 from chatapp.chat.models import Conversation
 from chatapp.chat.tasks import import_conversations
 from tests.chat.importkit import FILES
-from tests.support.browser import console_errors
+from tests.support.browser import console_errors, in_accessibility_tree
 from tests.ui.test_browser import _sign_up, _wait
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -190,3 +190,17 @@ def test_chats_imported_show_in_the_sidebar_of_the_other_tabs(asgi_server, brows
                 browser.switch_to.window(handle)
                 browser.close()
         browser.switch_to.window(chat_tab)
+
+
+def test_import_pressed_without_a_file_is_said(asgi_server, browser):
+    # The reason was written into a live region that was not drawn until then (in the hidden box, and
+    # display: none while empty): a live region created with its words in it is not read out, so
+    # pressing Import without a file said nothing to a screen reader.
+    _sign_up(browser, asgi_server.url, "import-nofile")
+    browser.get(f"{asgi_server.url}/settings/")
+    assert in_accessibility_tree(browser, "#import-message")  # there, silent, from the start
+    browser.find_element(By.ID, "import-start").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "import-message").text == "Choose a file to import first.")
+    assert browser.find_element(By.ID, "import-progress-label").text == "Not imported"
+    assert browser.find_element(By.ID, "import-status").is_displayed()
+    assert console_errors(browser) == []

@@ -10,7 +10,7 @@ from selenium.webdriver.common.by import By
 from chatapp.chat.models import Conversation, Message, SummaryJob
 from chatapp.chat.summary_runner import summary_job_run
 from chatapp.chat.summary_services import conversation_compact
-from tests.support.browser import console_errors
+from tests.support.browser import console_errors, in_accessibility_tree
 from tests.support.chat import make_config, seed_messages
 from tests.ui.test_browser import _sign_up, _wait
 
@@ -182,4 +182,31 @@ def test_a_summary_written_for_a_version_left_meanwhile_is_not_said_to_be_used(a
     # Once the page has dealt with the finished job (what it says then), no marker of that summary.
     _wait(browser, lambda d: "summary" in d.find_element(By.ID, "stream-status").get_attribute("textContent"))
     assert not browser.find_elements(By.ID, f"m-{summary.pk}")
+    assert console_errors(browser) == []
+
+
+def test_the_banner_s_first_words_are_heard(asgi_server, browser):
+    """The banner was the live region itself, hidden until a job showed: a live region that appears with
+    its words in it is not read out, so "History is 90% of the budget — compact now?" (or a summary
+    queued in the background) came up unheard. The region is drawn, empty, from the start, the banner
+    shown inside it."""
+    _sign_up(browser, asgi_server.url, "banner-first-words")
+    user = get_user_model().objects.get(username="banner-first-words")
+    conversation = Conversation.objects.create(owner=user, title="Quiet so far")
+    Message.objects.create(conversation=conversation, role="user", content="A question.")
+    Message.objects.create(conversation=conversation, role="assistant", content="An answer.")
+    browser.get(f"{asgi_server.url}/c/{conversation.pk}/")
+    _wait(browser, lambda d: "/" in d.find_element(By.ID, "gauge-text").text)
+    assert not browser.find_element(By.ID, "job-banner").is_displayed()
+
+    browser.execute_script(
+        "const region = document.getElementById('job-banner').closest('[aria-live]:not([aria-live=\"off\"])');"
+        "region.dataset.bannerRegion = '1';")
+    assert in_accessibility_tree(browser, "[data-banner-region]")  # there, silent, before any job
+
+    SummaryJob.objects.create(conversation=conversation, status=SummaryJob.Status.RUNNING)
+    browser.refresh()
+    banner = browser.find_element(By.ID, "job-banner")
+    _wait(browser, lambda d: "Summarizing earlier messages" in banner.text)
+    assert browser.find_element(By.CSS_SELECTOR, "[aria-live]:has(> #job-banner)").get_attribute("role") == "status"
     assert console_errors(browser) == []

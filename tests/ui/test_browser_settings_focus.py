@@ -156,3 +156,27 @@ def test_testing_a_model_with_unsaved_edits_says_it_tested_the_saved_settings(as
     result = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f"#test-result-{config.pk}.is-ok"))[0]
     # it said "✓ Connected to 127.0.0.1:…" of the address being replaced, as if of the one typed
     assert "the saved settings" in result.text and "Save changes" in result.text
+
+
+def test_a_form_refused_as_a_whole_opens_with_its_reason_focused(asgi_server, browser):
+    # "You hold 200 prompts, the most there can be" is no field's error: only the wrong fields were
+    # focused, so the page opened on nothing, and its alert, there from the start, was read to no one.
+    from chatapp.chat.prompt_models import SavedPrompt
+    from chatapp.chat.prompt_services import MAX_PROMPTS_PER_USER
+
+    _sign_up(browser, asgi_server.url, "prompt-hoarder")
+    user = get_user_model().objects.get(username="prompt-hoarder")
+    SavedPrompt.objects.bulk_create(SavedPrompt(owner=user, command=f"p{n}", content="x")
+                                    for n in range(MAX_PROMPTS_PER_USER))
+    browser.get(f"{asgi_server.url}/settings/")
+    browser.execute_script("document.getElementById('add-prompt').open = true")
+    browser.find_element(By.ID, "id_prompt-new-command").send_keys("one-more")
+    browser.find_element(By.ID, "id_prompt-new-content").send_keys("Again")
+    browser.find_element(By.CSS_SELECTOR, "#add-prompt button[type=submit]").click()
+
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#add-prompt .form-errors"))
+    _wait(browser, lambda d: d.switch_to.active_element.get_attribute("role") == "alert", timeout=5)
+    focused = browser.switch_to.active_element
+    assert "the most there can be" in focused.text
+    assert browser.execute_script(
+        "const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight", focused)

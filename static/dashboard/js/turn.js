@@ -62,7 +62,7 @@ export async function selectTurn(turn, { say = true } = {}) {
   const list = h("ol", { class: "dash-sent", id: "sent-list", "data-count": data.entries.length, "data-record": r.id });
   for (const e of data.entries) {
     const body = h("div", { class: "dash-sent-body", text: e.content || (e.missing ? "(message no longer stored)" : "") });
-    const more = h("button", { type: "button", class: "dash-more", text: "Show all", hidden: (e.content || "").length < 400 ? "" : null,
+    const more = h("button", { type: "button", class: "dash-more", text: "Show all", hidden: "",
       onclick: () => { body.classList.toggle("is-open"); more.textContent = body.classList.contains("is-open") ? "Show less" : "Show all"; } });
     const ids = e.source_ids;
     const recall = e.recall;
@@ -112,6 +112,7 @@ export async function selectTurn(turn, { say = true } = {}) {
     (recalled.length ? ` Recalled (quoted, not dropped): ${recalled.slice(0, 8).map(num).join(", ")}${recalled.length > 8 ? ` and ${recalled.length - 8} more` : ""}.` : "") +
     (dropped.length ? ` Dropped: ${dropped.slice(0, 8).join(", ")}${dropped.length > 8 ? ` and ${dropped.length - 8} more ranges` : ""}.` : "") }));
   view.replaceChildren(...parts);
+  foldsOffered();
   if (say) {
     document.getElementById("turn-status").textContent =
       `Turn ${nf.format(turn)} of ${nf.format(s.count)}: ${count} sent, ${nf.format(r.tokens_sent)} tokens.`;
@@ -137,7 +138,17 @@ export function recallWhy(recall, num) {
   return h("div", null, terms, quotes);
 }
 
+/** "Show all" under each message sent whose text is cut, as drawn (7.5 lines at this width, zoom and text
+ *  spacing): offered by its length (400 characters), a list of short lines or a phone's 300 characters
+ *  lost their end with no button. */
+function foldsOffered() {
+  for (const body of document.querySelectorAll("#sent-list .dash-sent-body:not(.is-open)")) {
+    body.nextElementSibling.hidden = body.scrollHeight <= body.clientHeight + 1;
+  }
+}
+
 export function setupTurnPicker() {
+  window.addEventListener("resize", foldsOffered); // a zoom, a turned phone: the lines wrap anew
   const input = document.getElementById("turn-input");
   input.addEventListener("change", () => selectTurn(input.value.trim() ? Number(input.value) : NaN));
   document.querySelector("[data-turn=prev]").addEventListener("click", () => selectTurn((state.turn || 1) - 1));

@@ -27,12 +27,13 @@ export function updateGauge(g) {
   const ratio = g.ratio !== undefined && g.ratio !== null ? Number(g.ratio) : budget ? tokens / budget : 0;
   const pct = Math.max(0, Math.min(100, Math.round(ratio * 100)));
   document.getElementById("gauge-fill").style.width = `${Math.max(pct, tokens ? 2 : 0)}%`;
-  document.getElementById("gauge-text").textContent =
-    `${g.estimated ? "≈" : ""}${formatTokens(tokens)} / ${formatTokens(budget)}`;
+  const shown = `${g.estimated ? "≈" : ""}${formatTokens(tokens)} / ${formatTokens(budget)}`;
+  document.getElementById("gauge-text").textContent = shown;
   gaugeBtn.classList.toggle("is-warn", ratio >= 0.7 && ratio < 0.9);
   gaugeBtn.classList.toggle("is-danger", ratio >= 0.9);
+  // The name starts with the words shown, which a voice-control user says to press it.
   gaugeBtn.setAttribute("aria-label",
-    `Context: the next request uses ${tokens.toLocaleString()} of ${budget.toLocaleString()} tokens (${pct}%)`);
+    `Context ${shown}: the next request uses ${tokens.toLocaleString()} of ${budget.toLocaleString()} tokens (${pct}%)`);
   gaugeBtn.title = `Next request: ${tokens.toLocaleString()} of ${budget.toLocaleString()} tokens (${pct}%)`;
   const dl = document.getElementById("gauge-details");
   dl.replaceChildren();
