@@ -78,6 +78,19 @@ def test_a_reply_that_ends_without_an_answer_says_why_and_is_billed(body, words)
     assert _usage(events) == [llm.Usage(10, 3, None)]  # the tokens were spent: the record bills them
 
 
+def test_a_reply_the_content_filter_cut_part_way_keeps_its_text_and_says_so():
+    """Azure OpenAI's filter may end a reply mid-answer with finish_reason `content_filter`: the text until
+    then was stored as a complete reply, nothing said, its end missing without a word."""
+    events, error = _stream(sse(chunk({"content": "Step one: take the"}), chunk({}, "content_filter"),
+                                chunk(None, usage=USAGE), "[DONE]"))
+
+    assert _text(events) == "Step one: take the"
+    assert _usage(events) == [llm.Usage(10, 3, None)]  # billed: the record counts those tokens
+    assert error is not None and error.kind == "bad_request" and error.retryable
+    assert error.user_message == ("The provider's content filter stopped this reply part-way (finish_reason "
+                                  "“content_filter”): the text before it is kept. Rephrase the message, or retry.")
+
+
 def test_a_reply_cut_by_the_output_limit_keeps_its_text():
     events, error = _stream(sse(chunk({"content": "Half an ans"}), chunk({}, "length"), "[DONE]"))
 

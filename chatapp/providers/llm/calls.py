@@ -121,7 +121,7 @@ async def llm_stream(
         raise reading.unfinished_error(target, stream.response.headers.get("content-type", ""))
     for event in reading.ended():
         yield event
-    unanswered = None if reading.answered else _no_answer_error(reading.finish_reason, reading.tool, target)
+    unanswered = _no_answer_error(reading.finish_reason, reading.tool, target, answered=reading.answered)
     if unanswered is not None:  # after the usage: those tokens were spent
         raise unanswered
 

@@ -322,10 +322,17 @@ def _not_chat_completions_error(target: LLMTarget, content_type: str) -> LLMErro
     )
 
 
-def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget) -> LLMError | None:
-    """Why a reply that ended cleanly has no answer, by its finish_reason; None when the reason says
-    nothing (an empty "stop" is the model's own choice). Retryable: another try may well answer."""
-    if finish_reason == "content_filter":
+def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget, *, answered: bool) -> LLMError | None:
+    """Why a reply that ended cleanly has no answer, by its finish_reason, or (`answered`) why the answer
+    it has is not whole; None when the reason says nothing (an empty "stop" is the model's own choice,
+    "length" after some answer is marked by the chat). Retryable: another try may well answer."""
+    if answered:
+        if finish_reason != "content_filter":
+            return None
+        # Azure's filter may end a reply mid-answer: the text so far is kept, its missing end said.
+        words = ("The provider's content filter stopped this reply part-way (finish_reason “content_filter”): the "
+                 "text before it is kept. Rephrase the message, or retry.")
+    elif finish_reason == "content_filter":
         words = ("The provider's content filter stopped this reply before it had any text (finish_reason "
                  "“content_filter”). Rephrase the message, or retry.")
     elif finish_reason in ("tool_calls", "function_call"):
