@@ -303,6 +303,61 @@ def test_a_server_errors_words_are_passed_on():
                                   "(8.0 GiB) than is available (4.1 GiB). Retry in a moment.")
 
 
+def test_a_server_error_given_as_a_plain_string_is_passed_on():
+    """A server answering `{"error": "<words>"}` (Ollama's own API shape, which servers and proxies before it
+    pass on): its words were dropped, and the chat said only "an internal error (500). Retry in a moment.",
+    as in a stream's error event, where it said "An error occurred during streaming"."""
+    body = b'{"error": "model requires more system memory (8.0 GiB) than is available (4.1 GiB)"}'
+    error = _refused("500 Internal Server Error", "application/json", body)
+
+    assert error is not None and (error.kind, error.status) == ("server", 500)
+    assert error.user_message == ("The model endpoint had an internal error (500): model requires more system memory "
+                                  "(8.0 GiB) than is available (4.1 GiB). Retry in a moment.")
+
+    events, error = _stream(sse(chunk({"content": "Hal"}), {"error": "upstream went away"}))
+    assert _text(events) == "Hal" and error is not None
+    assert error.user_message == ("The model endpoint reported an error mid-reply: upstream went away. Retry in a "
+                                  "moment.")
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "words"),
+    [
+        # The upstream provider's refusal, in `metadata.raw` (a JSON text), behind "Provider returned error".
+        ("400 Bad Request", {"error": {"code": 400, "message": "Provider returned error", "metadata": {
+            "raw": json.dumps({"type": "error", "error": {"type": "invalid_request_error",
+                                                          "message": "max_tokens: 99999 > 64000"}}),
+            "provider_name": "Anthropic"}}},
+         "The model endpoint rejected the request (400): Provider returned error (Anthropic: max_tokens: 99999 > "
+         "64000)"),
+        ("502 Bad Gateway", {"error": {"code": 502, "message": "Provider returned error", "metadata": {
+            "raw": "upstream connect error", "provider_name": "Together"}}},
+         "The model endpoint had an internal error (502): Provider returned error (Together: upstream connect "
+         "error). Retry in a moment."),
+    ],
+)
+def test_openrouters_upstream_error_says_what_the_provider_behind_it_said(status, body, words):
+    """OpenRouter answers an upstream provider's failure as "Provider returned error", the provider's own
+    words in `error.metadata.raw`: the chat said only that, which tells the user nothing to do."""
+    error = _refused(status, "application/json", json.dumps(body).encode())
+
+    assert error is not None and error.user_message == words
+
+
+def test_openrouters_moderation_refusal_says_the_message_was_flagged_not_the_key():
+    """OpenRouter answers 403 to a message its moderation flags, with the reasons in `error.metadata`: the
+    chat said the API key may not use the model, sending the user to Settings for nothing."""
+    body = {"error": {"code": 403, "message": "Input was flagged by moderation", "metadata": {
+        "reasons": ["violence", "harassment"], "flagged_input": "the words", "provider_name": "OpenAI",
+        "model_slug": "openai/gpt-4o"}}}
+    error = _refused("403 Forbidden", "application/json", json.dumps(body).encode())
+
+    assert error is not None and error.kind == "bad_request" and not error.retryable
+    assert error.user_message == ("The provider's moderation refused this message (403): Input was flagged by "
+                                  "moderation (OpenAI: violence, harassment). Rephrase the message.")
+    assert "API key" not in error.user_message
+
+
 def test_a_503s_retry_after_is_the_wait_said_and_kept():
     """A server loading a model, or a gateway draining, answers 503 with Retry-After: the wait was read for
     a 429 only, so a summary's retry came back at its own backoff, and the user was told "in a moment"."""

@@ -19,6 +19,7 @@ import openai
 from chatapp.chat.textsafe import text_storable
 from chatapp.providers.llm.addresses import EndpointAddressRefused, EndpointUnresolvable
 from chatapp.providers.llm.types import LLMError, LLMTarget
+from chatapp.providers.llm.upstream import moderation_flagged, upstream_words
 
 
 def _key_unreadable_error(target: LLMTarget) -> LLMError:
@@ -48,10 +49,12 @@ def _provider_message(exc: Exception) -> str:
     if isinstance(body, list) and body:  # Google's compatible endpoint wraps its error in a list
         body = body[0]
     if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else None
-        if isinstance(message, str) and message:
-            return message
+        body = body.get("error", body)
+    if isinstance(body, str) and body.strip():
+        # `{"error": "<words>"}` (the SDK hands on the inner value), Ollama's own API shape; or a page's text.
+        return _page_text(body.strip())
+    if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"]:
+        return body["message"] + upstream_words(body.get("metadata"))
     return _page_text(getattr(exc, "message", None) or str(exc))
 
 
@@ -204,7 +207,9 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
         # No key stored (never entered, or cleared when the base URL moved to another server): none to check.
         else ("auth", f"The model endpoint wants an API key (401), and none is set for “{target.label}”: enter it "
               "in Settings."),
-        403: ("auth", f"The model endpoint refused access to “{target.model}” (403). "
+        403: ("bad_request", f"The provider's moderation refused this message (403): {_sentence(detail)} Rephrase "
+              "the message.") if moderation_flagged(exc.body)
+        else ("auth", f"The model endpoint refused access to “{target.model}” (403). "
               "Check that the API key may use this model."),
         404: _not_found_words(target),
         408: ("timeout", "The model endpoint gave up on the request (408). Retry."),
