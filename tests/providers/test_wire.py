@@ -3,10 +3,15 @@ the chat gets from each, in plain words."""
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import json
 import re
+import socket
+import struct
+import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -356,6 +361,42 @@ def test_openrouters_moderation_refusal_says_the_message_was_flagged_not_the_key
     assert error.user_message == ("The provider's moderation refused this message (403): Input was flagged by "
                                   "moderation (OpenAI: violence, harassment). Rephrase the message.")
     assert "API key" not in error.user_message
+
+
+@contextlib.contextmanager
+def _dropping_server(*, reset: bool) -> Iterator[str]:
+    """A base URL whose server reads each request and closes its connection unanswered (`reset`: with an
+    RST, as a process that crashed does, rather than a FIN)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                conn.recv(65536)
+                if reset:
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("reset", [False, True])
+def test_a_server_that_drops_the_request_unanswered_is_not_said_to_be_unreachable(reset):
+    """A server that took the connection and closed it, or reset it, before any answer (a local server
+    crashing as it loads the model, a proxy dropping the request) was told as "Could not connect … check
+    the base URL and that the server is running": the URL was right and the server had taken the call."""
+    with _dropping_server(reset=reset) as base_url:
+        events, error = run_stream(make_target(base_url, "m"), MESSAGES)
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("connection", True)
+    assert error.user_message == (f"The model endpoint at {base_url.split('/')[2]} closed the connection without "
+                                  "answering (a server that stopped or restarted, perhaps loading the model, or a "
+                                  "proxy that dropped the request). Retry in a moment.")
 
 
 def test_a_503s_retry_after_is_the_wait_said_and_kept():

@@ -37,6 +37,10 @@ def _httpx_errors(request: httpx.Request, *, reading: bool) -> Iterator[None]:
         raise httpx.UnsupportedProtocol(str(exc), request=request) from exc
     except aiohttp.ClientConnectorError as exc:
         raise httpx.ConnectError(str(exc), request=request) from exc
+    except (aiohttp.ClientOSError, aiohttp.ClientConnectionResetError) as exc:
+        # Connected, then reset before the answer came (a crashed server): httpcore's ReadError, not a
+        # failure to connect (errors.py tells the user which).
+        raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientResponseError) as exc:
         # The peer closed or broke the message (before its head, or mid-body): what h11 reports as a
         # protocol error.

@@ -149,14 +149,7 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
                         "valid JSON (a gateway's own words, or an answer garbled on the way). Retry in a moment; if it "
                         "keeps happening, check the base URL in Settings.")
     if isinstance(exc, openai.APIConnectionError):
-        if isinstance(exc.__cause__, EndpointAddressRefused):
-            return LLMError("connection", f"The model endpoint's address was refused: {exc.__cause__} "
-                            "Check the base URL in Settings.", retryable=False)
-        failure = _connect_failure(exc, target, endpoint)
-        if failure is not None:
-            return failure
-        return LLMError("connection", f"Could not connect to the model endpoint at {endpoint}. Check the base URL "
-                        "in Settings and that the server is running.")
+        return _connection_error(exc, target, endpoint)
     if isinstance(exc, openai.APIError):  # an error event inside an otherwise good stream
         return _in_band_error(exc, target, started=started)
     if isinstance(exc, httpx.TransportError):
@@ -164,6 +157,22 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
             return _stream_cut_error()
         return LLMError("connection", f"The connection to the model endpoint at {endpoint} failed. Retry in a moment.")
     return LLMError("server", "The model call failed unexpectedly. Retry in a moment.")
+
+
+def _connection_error(exc: openai.APIConnectionError, target: LLMTarget, endpoint: str) -> LLMError:
+    if isinstance(exc.__cause__, EndpointAddressRefused):
+        return LLMError("connection", f"The model endpoint's address was refused: {exc.__cause__} "
+                        "Check the base URL in Settings.", retryable=False)
+    failure = _connect_failure(exc, target, endpoint)
+    if failure is not None:
+        return failure
+    if isinstance(exc.__cause__, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        # Connected, and the connection closed or reset before any answer: the address is right.
+        return LLMError("connection", f"The model endpoint at {endpoint} closed the connection without answering "
+                        "(a server that stopped or restarted, perhaps loading the model, or a proxy that dropped "
+                        "the request). Retry in a moment.")
+    return LLMError("connection", f"Could not connect to the model endpoint at {endpoint}. Check the base URL "
+                    "in Settings and that the server is running.")
 
 
 def _in_band_error(exc: openai.APIError, target: LLMTarget, *, started: bool) -> LLMError:
