@@ -157,6 +157,16 @@ def test_only_the_first_choice_is_the_reply():
     assert error is None and _text(events) == "A1 A2"
 
 
+@pytest.mark.parametrize("odd", [b'{"choices": 5}', b'{"choices": [], "usage": {"completion_tokens": 1e400}}'])
+def test_a_chunk_of_an_odd_shape_is_passed_over_not_a_crash(odd):
+    """`choices` that is not a list, or a token count too large for an integer, raised out of the stream
+    (TypeError, OverflowError): the chat logged a crash and said only "Something went wrong"."""
+    events, error = _stream(b"data: " + odd + b"\n\n" + sse(chunk({"content": "ok"}, "stop"), "[DONE]"))
+
+    assert error is None and _text(events) == "ok"
+    assert _usage(events) in ([], [llm.Usage(0, 0, None)])
+
+
 def test_groq_usage_in_x_groq_is_billed():
     events, error = _stream(sse(chunk({"content": "a"}), chunk({}, "stop", x_groq={"id": "req_1", "usage": USAGE}),
                                 "[DONE]"))

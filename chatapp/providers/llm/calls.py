@@ -159,7 +159,8 @@ class _StreamReading:
         if isinstance(usage, dict):
             self.usage = _usage_from(usage)
         events: list[Delta | Reasoning] = []
-        for choice in chunk.get("choices") or ():
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
             # Choice 0 only: other indexes are other replies, whose deltas would interleave with it.
             if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
                 continue
@@ -265,7 +266,7 @@ def _usage_from(usage: Any) -> Usage:
 def _token_count(value: Any) -> int:
     try:
         return max(0, int(value or 0))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a count of 1e400, read as infinity
         return 0
 
 
