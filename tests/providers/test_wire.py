@@ -395,6 +395,48 @@ def _dropping_server(*, reset: bool) -> Iterator[str]:
         listener.close()
 
 
+_MB = b"x" * 2**20
+
+
+def _endless(status: str, content_type: str, first: bytes, piece: bytes = _MB) -> list[bytes | float]:
+    """A body that does not end where a reply would (80 MB here, past any bound the client keeps)."""
+    return [head(status, content_type), *[b"%X\r\n%s\r\n" % (len(p), p) for p in (first, *[piece] * 80) if p]]
+
+
+@pytest.mark.parametrize(
+    "writes",
+    [
+        _endless("200 OK", "text/event-stream", b"data: "),  # one line that never ends
+        _endless("200 OK", "text/event-stream", b"", b"data: " + _MB + b"\n"),  # one event of endless lines
+        _endless("200 OK", "application/json", b'{"choices": "'),  # a whole answer that never ends
+        _endless("500 Internal Server Error", "text/html", b"<html>"),  # an error page that never ends
+    ],
+    ids=["line", "event", "json", "error-page"],
+)
+def test_a_body_that_never_ends_is_given_up_not_kept_in_memory(writes):
+    """A server sending an endless body (a URL serving a large file, a broken proxy: one user's base URL,
+    on a server others share) was read into memory whole, until the process ran out of it."""
+    with wire_server((writes, True)) as server:
+        events, error = run_stream(make_target(server.base_url, "m"), MESSAGES)
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("server", False)
+    assert "sent more than 64 MB in one piece" in error.user_message
+
+
+def test_a_whole_answer_that_never_ends_is_given_up_by_the_summaries_client_too():
+    with wire_server((_endless("200 OK", "application/json", b'{"choices": "'), True)) as server, \
+            pytest.raises(llm.LLMError) as raised:
+        llm.llm_complete(target=make_target(server.base_url, "m"), messages=MESSAGES)
+
+    assert "sent more than 64 MB in one piece" in raised.value.user_message
+
+
+def test_an_event_of_ten_megabytes_is_still_read():
+    events, error = _stream(sse(chunk({"content": "x" * 10_000_000}), chunk({}, "stop"), "[DONE]"))
+
+    assert error is None and len(_text(events)) == 10_000_000
+
+
 @pytest.mark.parametrize("reset", [False, True])
 def test_a_server_that_drops_the_request_unanswered_is_not_said_to_be_unreachable(reset):
     """A server that took the connection and closed it, or reset it, before any answer (a local server

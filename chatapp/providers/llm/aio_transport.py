@@ -50,6 +50,23 @@ def _httpx_errors(request: httpx.Request, *, reading: bool) -> Iterator[None]:
         raise error(str(exc) or type(exc).__name__, request=request) from exc
 
 
+# The most bytes kept of a body that is not an event stream (a whole answer, an error page), and of one
+# line or event of a stream: a server sending an endless body (a file, a broken proxy) would otherwise
+# fill this process's memory. Far above any reply: MAX_REPLY_CHARS of answer and as much thinking,
+# even written as JSON escapes. A stream's whole body has no bound (a long reply is long); its text is
+# capped where it is kept (reply_stream).
+BODY_MAX_BYTES = 64 * 1024 * 1024
+
+
+class BodyTooLarge(httpx.HTTPError):
+    """A response body, or one line or event of a stream, past BODY_MAX_BYTES."""
+
+
+def body_capped(content_type: str) -> bool:
+    """Whether a body of this type is bounded whole (anything but an event stream, bounded by line)."""
+    return "event-stream" not in content_type.lower()
+
+
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """httpx's default trust store and TLS settings (certificates verify as through httpx's own
@@ -62,11 +79,16 @@ class _Body(httpx.AsyncByteStream):
     def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request, transport: AiohttpTransport) -> None:
         self.response, self.request, self.transport = response, request, transport
         self.closed = False
+        self.room = BODY_MAX_BYTES if body_capped(response.headers.get("content-type", "")) else None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         with _httpx_errors(self.request, reading=True):
             # What the socket has, as it comes: a token must not wait for the next to fill a buffer.
             async for data in self.response.content.iter_any():
+                if self.room is not None:
+                    self.room -= len(data)
+                    if self.room < 0:
+                        raise BodyTooLarge(f"a response body past {BODY_MAX_BYTES:,} bytes")
                 yield data
 
     async def aclose(self) -> None:

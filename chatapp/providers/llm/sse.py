@@ -22,6 +22,7 @@ import httpx
 import openai
 import orjson
 
+from chatapp.providers.llm.aio_transport import BODY_MAX_BYTES, BodyTooLarge
 from chatapp.providers.llm.errors import secret_scrub
 
 logger = logging.getLogger(__name__)
@@ -43,18 +44,22 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
     SDK's stream does. A whole completion answered as JSON (a server that ignored `stream: true`) is read
     as one chunk."""
     if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
-        completion = _error_checked(_json_or_none(await response.aread()), response)
+        completion = _error_checked(_json_or_none(await _body_read(response)), response)
         if isinstance(completion, dict) and isinstance(completion.get("choices"), list):
             yield _as_chunk(completion)
             yield DONE
         return  # anything else: not a chat completion, which the caller reports
     lines = sse_lines(response.aiter_bytes())
     data: list[bytes] = []
+    room = BODY_MAX_BYTES  # what the event's `data:` lines may still hold (sse_lines bounds each line)
     async for line in lines:
         if line:
             field, _, value = line.partition(b":")
             if field == b"data":
                 data.append(value[1:] if value.startswith(b" ") else value)
+                room -= len(value)
+                if room < 0:
+                    raise BodyTooLarge(f"a stream event past {BODY_MAX_BYTES:,} bytes")
             elif field == b"error":
                 # llama.cpp's server (builds before late 2025) sends a streamed error in a field of its own,
                 # then [DONE]: passed over, the reply ended empty and complete with nothing said.
@@ -65,7 +70,7 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
         if not data:
             continue
         payload = b"\n".join(data)
-        data = []
+        data, room = [], BODY_MAX_BYTES
         if payload.startswith(b"[DONE]"):
             await _drain(lines)
             yield DONE
@@ -80,6 +85,19 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
                 logger.warning("model stream: passed over an event that is not JSON: %r", words[:80])
             continue
         yield _error_checked(event, response)
+
+
+async def _body_read(response: httpx.Response) -> bytes:
+    """The body as decoded, up to BODY_MAX_BYTES: the transport bounds the bytes as they came, and a
+    compressed body may be many times larger."""
+    parts: list[bytes] = []
+    room = BODY_MAX_BYTES
+    async for part in response.aiter_bytes():
+        room -= len(part)
+        if room < 0:
+            raise BodyTooLarge(f"a response body past {BODY_MAX_BYTES:,} bytes")
+        parts.append(part)
+    return b"".join(parts)
 
 
 def _error_checked(event: Any, response: httpx.Response) -> Any:
@@ -111,13 +129,18 @@ async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     httpx's text and line layers cost the event loop more than the split; a line end is one byte
     in UTF-8, never part of a character, so each line decodes whole."""
     pending: list[bytes] = []  # the unended line's pieces, joined once it ends (a long line stays linear)
+    room = BODY_MAX_BYTES  # what the unended line may still grow by: an endless one must not fill memory
     async for chunk in chunks:
         if b"\n" not in chunk and b"\r" not in chunk and not (pending and pending[-1].endswith(b"\r")):
             pending.append(chunk)
+            room -= len(chunk)
+            if room < 0:
+                raise BodyTooLarge(f"a stream line past {BODY_MAX_BYTES:,} bytes")
             continue
         lines = (b"".join(pending) + chunk).splitlines(keepends=True)
         # The last line is not ended yet, or ends with a CR whose LF may be in the next chunk.
         pending = [lines.pop()] if lines and not lines[-1].endswith(b"\n") else []
+        room = BODY_MAX_BYTES - (len(pending[0]) if pending else 0)
         for line in lines:
             yield line.rstrip(b"\r\n")
     if pending:

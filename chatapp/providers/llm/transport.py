@@ -11,6 +11,7 @@ import ipaddress
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import httpcore
@@ -23,7 +24,13 @@ from chatapp.providers.llm.addresses import (
     PinnedResolver,
     host_addresses,
 )
-from chatapp.providers.llm.aio_transport import AiohttpTransport, tls_context
+from chatapp.providers.llm.aio_transport import (
+    BODY_MAX_BYTES,
+    AiohttpTransport,
+    BodyTooLarge,
+    body_capped,
+    tls_context,
+)
 from chatapp.providers.llm.types import NO_KEY, LLMTarget
 
 _CLIENT_CACHE_SIZE = 32
@@ -81,7 +88,28 @@ class _GuardedTransport(httpx.HTTPTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         _address_written_check(request)
-        return super().handle_request(request)
+        response = super().handle_request(request)
+        if body_capped(response.headers.get("content-type", "")):
+            response.stream = _CappedBody(response.stream)
+        return response
+
+
+class _CappedBody(httpx.SyncByteStream):
+    """A body read up to BODY_MAX_BYTES (aio_transport's bound, for the sync client's whole answers)."""
+
+    def __init__(self, stream: httpx.SyncByteStream | httpx.AsyncByteStream) -> None:
+        self.stream = stream
+        self.room = BODY_MAX_BYTES
+
+    def __iter__(self) -> Iterator[bytes]:
+        for data in self.stream:  # type: ignore[union-attr]  # the sync transport's: a sync stream
+            self.room -= len(data)
+            if self.room < 0:
+                raise BodyTooLarge(f"a response body past {BODY_MAX_BYTES:,} bytes")
+            yield data
+
+    def close(self) -> None:
+        self.stream.close()  # type: ignore[union-attr]
 
 
 class _AsyncGuardedTransport(AiohttpTransport):
