@@ -34,6 +34,7 @@ from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
 from chatapp.providers.llm.sse import DONE, sse_events
 from chatapp.providers.llm.transport import _async_client, _sync_client
 from chatapp.providers.llm.types import Completion, Delta, Finish, LLMError, LLMEvent, LLMTarget, Reasoning, Usage
+from chatapp.providers.llm.usage import _field, _usage_from
 from chatapp.providers.thinking import ThinkSplitter, content_answer, content_parts, reasoning_of, think_split
 
 if TYPE_CHECKING:
@@ -244,30 +245,6 @@ async def _stream_open(target: LLMTarget, messages: list[dict], *, timeout: floa
             attempts.failed(exc)
     attempts.raise_failure()
     raise LLMError("server", "The model call failed unexpectedly. Retry in a moment.")  # no attempt was made
-
-
-def _field(value: Any, name: str) -> Any:
-    """`name` of an SDK object or of the same thing as parsed JSON (a streamed chunk's usage)."""
-    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
-
-
-def _usage_from(usage: Any) -> Usage:
-    details = _field(usage, "prompt_tokens_details")
-    cached = _field(details, "cached_tokens") if details is not None else None
-    if cached is None:  # DeepSeek's own field for its prompt cache's hits
-        cached = _field(usage, "prompt_cache_hit_tokens")
-    return Usage(
-        prompt_tokens=_token_count(_field(usage, "prompt_tokens")),
-        completion_tokens=_token_count(_field(usage, "completion_tokens")),
-        cached_tokens=None if cached is None else _token_count(cached),
-    )
-
-
-def _token_count(value: Any) -> int:
-    try:
-        return max(0, int(value or 0))
-    except (TypeError, ValueError, OverflowError):  # OverflowError: a count of 1e400, read as infinity
-        return 0
 
 
 def llm_complete(
