@@ -11,6 +11,7 @@ import socket
 import struct
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 
 import pytest
@@ -429,6 +430,54 @@ def test_a_whole_answer_that_never_ends_is_given_up_by_the_summaries_client_too(
         llm.llm_complete(target=make_target(server.base_url, "m"), messages=MESSAGES)
 
     assert "sent more than 64 MB in one piece" in raised.value.user_message
+
+
+def _compressed(data: bytes, encoding: str) -> bytes:
+    wbits = {"gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS, "raw-deflate": -zlib.MAX_WBITS}[encoding]
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    return packer.compress(data) + packer.flush()
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+def test_a_compressed_stream_is_read(encoding):
+    body = _compressed(sse(chunk({"content": "Hello"}), chunk({"content": " there"}, "stop"), "[DONE]"), encoding)
+    name = encoding.removeprefix("raw-")
+    with wire_server(([head(extra=f"Content-Encoding: {name}"), chunked(body[:7], body[7:])], False)) as server:
+        events, error = run_stream(make_target(server.base_url, "m"), MESSAGES)
+        asked = server.requests[0].lower()
+
+    assert error is None and _text(events) == "Hello there"
+    assert b"accept-encoding: gzip, deflate\r\n" in asked  # only what is inflated in bounded pieces
+
+
+@pytest.mark.parametrize("content_type", ["text/html", "application/json"])
+def test_a_compressed_body_that_inflates_past_the_bound_is_given_up_not_kept_in_memory(content_type):
+    """300 KB of gzip stand for 300 MB of error page: httpx inflated each chunk whole and the SDK kept
+    the page, 1.3 GB of this process's memory for one request (a gigabyte per megabyte sent)."""
+    bomb = _compressed(b"<html>" + b"x" * (80 * 2**20), "gzip")
+    writes = [head("500 Internal Server Error", content_type, chunked_body=False, length=len(bomb),
+                   extra="Content-Encoding: gzip"), bomb]
+    with wire_server((writes, True)) as server:
+        events, error = run_stream(make_target(server.base_url, "m"), MESSAGES)
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("server", False)
+    assert "sent more than 64 MB in one piece" in error.user_message
+
+    with wire_server((writes, True)) as server, pytest.raises(llm.LLMError) as raised:
+        llm.llm_complete(target=make_target(server.base_url, "m"), messages=MESSAGES)
+    assert "sent more than 64 MB in one piece" in raised.value.user_message
+
+
+def test_a_body_compressed_as_not_asked_is_refused_in_words():
+    """httpx inflates zstd too, in one call whatever it stands for: only what was asked for is read."""
+    with wire_server(([head(extra="Content-Encoding: zstd"), chunked(b"(\xb5/\xfd garbage")], False)) as server:
+        events, error = run_stream(make_target(server.base_url, "m"), MESSAGES)
+        endpoint = server.base_url.split("/")[2]
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("server", False)
+    assert error.user_message == (f"The model endpoint at {endpoint} compressed its answer as "
+                                  "“zstd”, which was not asked for (only gzip, deflate is read): check the base URL in "
+                                  "Settings, or the proxy in between.")
 
 
 def test_an_event_of_ten_megabytes_is_still_read():

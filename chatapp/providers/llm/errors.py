@@ -18,7 +18,7 @@ import openai
 
 from chatapp.chat.textsafe import text_storable
 from chatapp.providers.llm.addresses import EndpointAddressRefused, EndpointUnresolvable
-from chatapp.providers.llm.aio_transport import BODY_MAX_BYTES, BodyTooLarge
+from chatapp.providers.llm.aio_transport import ACCEPT_ENCODING, BODY_MAX_BYTES, BodyEncodingRefused, BodyTooLarge
 from chatapp.providers.llm.types import LLMError, LLMTarget
 from chatapp.providers.llm.upstream import moderation_flagged, upstream_words
 
@@ -145,10 +145,9 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
         content_type = exc.response.headers.get("content-type", "") if exc.response is not None else ""
         return _not_chat_completions_error(target, content_type)
     endpoint = _endpoint_name(target)
-    if isinstance(exc, BodyTooLarge) or isinstance(exc.__cause__, BodyTooLarge):  # the sync client wraps it
-        return LLMError("server", f"The model endpoint at {endpoint} sent more than {BODY_MAX_BYTES // 2**20} MB in "
-                        "one piece (a whole answer, an error page, or one event of a stream), which no reply needs: "
-                        "check that the base URL in Settings is an OpenAI-compatible API.", retryable=False)
+    refused = _body_refused(exc if isinstance(exc, httpx.HTTPError) else exc.__cause__, endpoint)  # (sync: wrapped)
+    if refused is not None:
+        return refused
     if isinstance(exc, json.JSONDecodeError):
         return LLMError("server", f"The model endpoint at {endpoint} answered with a body labelled JSON that is not "
                         "valid JSON (a gateway's own words, or an answer garbled on the way). Retry in a moment; if it "
@@ -162,6 +161,18 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
             return _stream_cut_error()
         return LLMError("connection", f"The connection to the model endpoint at {endpoint} failed. Retry in a moment.")
     return LLMError("server", "The model call failed unexpectedly. Retry in a moment.")
+
+
+def _body_refused(exc: BaseException | None, endpoint: str) -> LLMError | None:
+    if isinstance(exc, BodyTooLarge):
+        return LLMError("server", f"The model endpoint at {endpoint} sent more than {BODY_MAX_BYTES // 2**20} MB in "
+                        "one piece (a whole answer, an error page, or one event of a stream), which no reply needs: "
+                        "check that the base URL in Settings is an OpenAI-compatible API.", retryable=False)
+    if isinstance(exc, BodyEncodingRefused):
+        return LLMError("server", f"The model endpoint at {endpoint} compressed its answer as “{str(exc)[:40]}”, "
+                        f"which was not asked for (only {ACCEPT_ENCODING} is read): check the base URL in Settings, "
+                        "or the proxy in between.", retryable=False)
+    return None
 
 
 def _connection_error(exc: openai.APIConnectionError, target: LLMTarget, endpoint: str) -> LLMError:

@@ -44,7 +44,8 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
     SDK's stream does. A whole completion answered as JSON (a server that ignored `stream: true`) is read
     as one chunk."""
     if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
-        completion = _error_checked(_json_or_none(await _body_read(response)), response)
+        # Its size bounded by the transport (aio_transport.BodyReader).
+        completion = _error_checked(_json_or_none(await response.aread()), response)
         if isinstance(completion, dict) and isinstance(completion.get("choices"), list):
             yield _as_chunk(completion)
             yield DONE
@@ -85,19 +86,6 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
                 logger.warning("model stream: passed over an event that is not JSON: %r", words[:80])
             continue
         yield _error_checked(event, response)
-
-
-async def _body_read(response: httpx.Response) -> bytes:
-    """The body as decoded, up to BODY_MAX_BYTES: the transport bounds the bytes as they came, and a
-    compressed body may be many times larger."""
-    parts: list[bytes] = []
-    room = BODY_MAX_BYTES
-    async for part in response.aiter_bytes():
-        room -= len(part)
-        if room < 0:
-            raise BodyTooLarge(f"a response body past {BODY_MAX_BYTES:,} bytes")
-        parts.append(part)
-    return b"".join(parts)
 
 
 def _error_checked(event: Any, response: httpx.Response) -> Any:

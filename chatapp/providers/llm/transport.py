@@ -24,13 +24,7 @@ from chatapp.providers.llm.addresses import (
     PinnedResolver,
     host_addresses,
 )
-from chatapp.providers.llm.aio_transport import (
-    BODY_MAX_BYTES,
-    AiohttpTransport,
-    BodyTooLarge,
-    body_capped,
-    tls_context,
-)
+from chatapp.providers.llm.aio_transport import ACCEPT_ENCODING, AiohttpTransport, BodyReader, tls_context
 from chatapp.providers.llm.types import NO_KEY, LLMTarget
 
 _CLIENT_CACHE_SIZE = 32
@@ -70,7 +64,9 @@ def _client_kwargs(target: LLMTarget, timeout: float, max_retries: int) -> dict[
         "timeout": _timeout(timeout),
         "max_retries": max_retries,
         # Never forward the server operator's OpenAI organization/project to a user's endpoint.
-        "default_headers": {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()},
+        "default_headers": {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit(),
+                            # Only what the transports inflate themselves, in bounded pieces.
+                            "Accept-Encoding": ACCEPT_ENCODING},
     }
 
 
@@ -89,24 +85,20 @@ class _GuardedTransport(httpx.HTTPTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         _address_written_check(request)
         response = super().handle_request(request)
-        if body_capped(response.headers.get("content-type", "")):
-            response.stream = _CappedBody(response.stream)
+        reader = BodyReader.for_headers(response.headers.get("content-type", ""),
+                                        response.headers.pop("content-encoding", ""))
+        if reader is not None:  # inflated and bounded as the async client's bodies (aio_transport)
+            response.stream = _ReadBody(response.stream, reader)
         return response
 
 
-class _CappedBody(httpx.SyncByteStream):
-    """A body read up to BODY_MAX_BYTES (aio_transport's bound, for the sync client's whole answers)."""
-
-    def __init__(self, stream: httpx.SyncByteStream | httpx.AsyncByteStream) -> None:
-        self.stream = stream
-        self.room = BODY_MAX_BYTES
+class _ReadBody(httpx.SyncByteStream):
+    def __init__(self, stream: httpx.SyncByteStream | httpx.AsyncByteStream, reader: BodyReader) -> None:
+        self.stream, self.reader = stream, reader
 
     def __iter__(self) -> Iterator[bytes]:
         for data in self.stream:  # type: ignore[union-attr]  # the sync transport's: a sync stream
-            self.room -= len(data)
-            if self.room < 0:
-                raise BodyTooLarge(f"a response body past {BODY_MAX_BYTES:,} bytes")
-            yield data
+            yield from self.reader.take(data)
 
     def close(self) -> None:
         self.stream.close()  # type: ignore[union-attr]
