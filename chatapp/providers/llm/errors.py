@@ -4,13 +4,10 @@ are scrubbed of the API key and anything key-like.
 
 from __future__ import annotations
 
-import email.utils
 import html
 import json
-import math
 import re
 import ssl
-from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import httpx
@@ -19,8 +16,10 @@ import openai
 from chatapp.chat.textsafe import text_storable
 from chatapp.providers.llm.addresses import EndpointAddressRefused, EndpointUnresolvable
 from chatapp.providers.llm.aio_transport import ACCEPT_ENCODING, BODY_MAX_BYTES, BodyEncodingRefused, BodyTooLarge
+from chatapp.providers.llm.transport import connect_seconds
 from chatapp.providers.llm.types import LLMError, LLMTarget
 from chatapp.providers.llm.upstream import moderation_flagged, upstream_words
+from chatapp.providers.llm.waits import _retry_after, _wait_in_words, _wait_words
 
 
 def _key_unreadable_error(target: LLMTarget) -> LLMError:
@@ -79,30 +78,6 @@ def _endpoint_name(target: LLMTarget) -> str:
     return f"{host}:{parts.port}" if parts.port else host
 
 
-# The longest wait an endpoint is taken at its word for: a broken header's hundreds of digits were an
-# infinite float, and the error's making raised (the chat's reply stayed "streaming").
-LONGEST_WAIT_SECONDS = 86_400
-
-
-def _whole_seconds(seconds: float) -> str:
-    """A wait as whole seconds, from 1 (retry now is a second's wait, as every form's shortest) to a day."""
-    return str(max(1, math.ceil(min(seconds, LONGEST_WAIT_SECONDS))))
-
-
-def _retry_after(exc: openai.APIStatusError) -> str | None:
-    value = (exc.response.headers.get("retry-after") or "").strip() if exc.response is not None else ""
-    if value.isdecimal():
-        # Past a dozen digits, more than a day (and past 4,300, more than int() reads).
-        return _whole_seconds(int(value) if len(value) <= 12 else LONGEST_WAIT_SECONDS)
-    try:  # the header's other form, an HTTP date (proxies and CDNs send it)
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return _whole_seconds((when - datetime.now(UTC)).total_seconds())
-
-
 def _connect_failure(exc: BaseException, target: LLMTarget, endpoint: str) -> LLMError | None:
     """The error for a host name that does not resolve or a failed TLS handshake among the causes of `exc`
     (aiohttp keeps them as `os_error`), else None: "check that the server is running" would send the
@@ -138,6 +113,11 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
     if isinstance(exc, LLMError):
         return exc
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        if isinstance(exc, httpx.ConnectTimeout) or isinstance(exc.__cause__, httpx.ConnectTimeout):
+            return LLMError("connection", f"Could not connect to the model endpoint at {_endpoint_name(target)} within "
+                            f"{_seconds(connect_seconds(timeout))}. Check the base URL in Settings, and that the "
+                            "server is reachable from this one (not behind a firewall, nor listening only on its own "
+                            "localhost).")
         return _timeout_error(started=started, seconds=timeout)
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc, target)
@@ -207,10 +187,14 @@ def _sentence(words: str) -> str:
     return words if words.endswith((".", "!", "?")) else f"{words}."
 
 
-def _timeout_error(*, started: bool, seconds: float) -> LLMError:
+def _seconds(seconds: float) -> str:
     # Whole seconds as integers (a large setting must not read "1e+06"), fractions as given.
     amount = f"{int(seconds):,}" if float(seconds).is_integer() else f"{seconds:g}"
-    timeout = "1 second" if seconds == 1 else f"{amount} seconds"
+    return "1 second" if seconds == 1 else f"{amount} seconds"
+
+
+def _timeout_error(*, started: bool, seconds: float) -> LLMError:
+    timeout = _seconds(seconds)
     if started:
         return LLMError("timeout", f"The model stopped sending mid-reply and nothing came for {timeout}. "
                         "Retry to get a full reply.")
@@ -283,27 +267,7 @@ def _not_found_words(target: LLMTarget) -> tuple[str, str]:
 _CONTEXT_WORDS = re.compile(r"(?i)context[ _]length|context window|context size|maximum context|prompt is too long")
 
 
-# A wait written in the words only: "Please try again in 1.2s" (OpenAI, Groq), "Please try again in 7m12s"
-# (OpenAI's per-day limits), "Please retry in 42.5s" (Google), "retry after 6 seconds" (Azure).
-_WAIT_LEAD = re.compile(r"(?i)\b(?:retry|try again)\s+(?:in|after)\s+")
-_WAIT_PART = re.compile(r"(?i)\s*(\d+(?:\.\d+)?)\s*"
-                        r"(hours?|h|milliseconds?|ms|minutes?|mins?|m|seconds?|secs?|s)(?![a-z])")
 _CREDIT_WORDS = re.compile(r"(?i)quota|billing|credit")
-
-
-def _wait_in_words(detail: str) -> str | None:
-    lead = _WAIT_LEAD.search(detail)
-    if lead is None:
-        return None
-    seconds, at = 0.0, lead.end()
-    while (part := _WAIT_PART.match(detail, at)) is not None:  # "7m12s": each unit in turn
-        unit = part.group(2).lower()
-        scale = 0.001 if unit == "ms" or unit.startswith("milli") else {"h": 3600.0, "m": 60.0}.get(unit[0], 1.0)
-        seconds += float(part.group(1)) * scale
-        at = part.end()
-    if at == lead.end():
-        return None
-    return _whole_seconds(seconds)
 
 
 def _rate_limit_error(exc: openai.APIStatusError, detail: str) -> LLMError:
@@ -318,11 +282,6 @@ def _rate_limit_error(exc: openai.APIStatusError, detail: str) -> LLMError:
     when = _wait_words(wait) if wait else "Wait a moment and retry."
     return LLMError("rate_limit", f"The model endpoint is rate-limiting requests (429). {when}",
                     status=429, detail=detail, retry_after=float(wait) if wait else None)
-
-
-def _wait_words(wait: str) -> str:
-    """A wait the endpoint named (`_retry_after`'s whole seconds), as the user is told it."""
-    return f"Wait {wait} second{'' if wait == '1' else 's'} and retry."
 
 
 def _redirect_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:

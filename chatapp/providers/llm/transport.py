@@ -45,10 +45,20 @@ _async_clients: weakref.WeakKeyDictionary[
 _closing: set[asyncio.Task] = set()
 
 
+# The longest a connection is waited for (a call's own timeout when shorter): an address no machine
+# answers at, or a firewall dropping the packets, is said so well before the model's timeout.
+CONNECT_TIMEOUT_SECONDS = 10.0
+
+
+def connect_seconds(seconds: float) -> float:
+    """How long a call given `seconds` waits for its connection (errors.py names it)."""
+    return min(seconds, CONNECT_TIMEOUT_SECONDS)
+
+
 def _timeout(seconds: float) -> httpx.Timeout:
     # The read timeout applies between chunks, so a long streamed reply is fine while a silent
     # endpoint is not.
-    return httpx.Timeout(seconds, connect=min(seconds, 10.0))
+    return httpx.Timeout(seconds, connect=connect_seconds(seconds))
 
 
 def _client_key(target: LLMTarget, timeout: float, max_retries: int) -> tuple:
