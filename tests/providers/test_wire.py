@@ -396,6 +396,21 @@ def _dropping_server(*, reset: bool) -> Iterator[str]:
         listener.close()
 
 
+@pytest.mark.parametrize("answer", [b"SSH-2.0-OpenSSH_9.6\r\n", b"-ERR unknown command\r\n",
+                                    b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 20_000 + b"\r\n\r\n"])
+def test_an_answer_that_is_not_http_is_not_said_to_be_a_dropped_request(answer):
+    """A base URL whose port is another service's (SSH, Redis) answers in its own protocol: that is no
+    request dropped by a crashing server, and no retry helps."""
+    with wire_server(([answer], True)) as server:
+        events, error = run_stream(make_target(server.base_url, "m"), MESSAGES)
+        endpoint = server.base_url.split("/")[2]
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("connection", False)
+    assert error.user_message == (f"The model endpoint at {endpoint} answered, but not with an HTTP response this "
+                                  "server reads: the base URL's port may be another service's. Check the base URL "
+                                  "in Settings.")
+
+
 _MB = b"x" * 2**20
 
 

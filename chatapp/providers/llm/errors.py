@@ -162,7 +162,13 @@ def _connection_error(exc: openai.APIConnectionError, target: LLMTarget, endpoin
     failure = _connect_failure(exc, target, endpoint)
     if failure is not None:
         return failure
-    if isinstance(exc.__cause__, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+    cause = exc.__cause__
+    if isinstance(cause, httpx.RemoteProtocolError) and "disconnected" not in str(cause).lower():
+        # Bytes that are no HTTP response (aiohttp's and h11's words for a closed connection say "disconnected").
+        return LLMError("connection", f"The model endpoint at {endpoint} answered, but not with an HTTP response this "
+                        "server reads: the base URL's port may be another service's. Check the base URL in Settings.",
+                        retryable=False)
+    if isinstance(cause, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
         # Connected, and the connection closed or reset before any answer: the address is right.
         return LLMError("connection", f"The model endpoint at {endpoint} closed the connection without answering "
                         "(a server that stopped or restarted, perhaps loading the model, or a proxy that dropped "
