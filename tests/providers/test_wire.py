@@ -48,6 +48,16 @@ def test_done_without_a_finish_reason_is_a_whole_reply():
     assert _usage(events) == [llm.Usage(10, 3, None)]
 
 
+def test_a_stream_of_done_alone_is_no_reply_and_says_so():
+    """`data: [DONE]` with no chunk before it (a server that dropped the request on its side, a proxy
+    that lost the upstream) was stored as a complete, empty reply: a blank answer, nothing said."""
+    events, error = _stream(sse("[DONE]"))
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("server", True)
+    assert error.user_message == ("The model endpoint ended the stream without sending any reply (nothing came "
+                                  "before its end, [DONE]). Retry in a moment.")
+
+
 def test_a_refusal_is_the_reply_text():
     """OpenAI streams a refusal in `delta.refusal`, `content` staying null: the chat shows it rather than
     an empty reply stored as complete."""

@@ -25,6 +25,7 @@ from chatapp.providers.llm.errors import (
     _llm_error,
     _no_answer_error,
     _not_chat_completions_error,
+    _nothing_sent_error,
     _stream_cut_error,
     base_url_bare,
 )
@@ -120,6 +121,8 @@ async def llm_stream(
         raise reading.error
     if not reading.finished:
         raise reading.unfinished_error(target, stream.response.headers.get("content-type", ""))
+    if not reading.chunks:  # [DONE] alone
+        raise _nothing_sent_error()
     for event in reading.ended():
         yield event
     unanswered = _no_answer_error(reading.finish_reason, reading.tool, target, answered=reading.answered)

@@ -350,6 +350,12 @@ def _answered_error(error: object, target: LLMTarget) -> LLMError:
                     detail=detail)
 
 
+def _nothing_sent_error() -> LLMError:
+    """A stream that ended cleanly with no chunk at all: no model's choice, a request dropped on the way."""
+    return LLMError("server", "The model endpoint ended the stream without sending any reply (nothing came before "
+                    "its end, [DONE]). Retry in a moment.")
+
+
 def _stream_cut_error() -> LLMError:
     return LLMError("stream_cut", "The reply was cut off before it finished: the connection to the model endpoint "
                     "closed mid-stream. Retry to get a full reply.")
