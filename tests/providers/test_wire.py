@@ -107,6 +107,22 @@ def test_a_reply_the_content_filter_cut_part_way_keeps_its_text_and_says_so():
                                   "“content_filter”): the text before it is kept. Rephrase the message, or retry.")
 
 
+@pytest.mark.parametrize(("first", "words"), [
+    (chunk({"content": "Half a"}), "The model endpoint ended this reply with an error (finish_reason “error”): the "
+     "text before it is kept. Retry in a moment."),
+    (chunk({"role": "assistant", "content": ""}), "The model endpoint ended this reply with an error (finish_reason "
+     "“error”) before any text. Retry in a moment."),
+])
+def test_a_reply_ended_by_finish_reason_error_says_so(first, words):
+    """OpenRouter's normalized finish_reason for a failed generation is "error": the reply was stored
+    complete (its text cut, or empty), nothing said."""
+    events, error = _stream(sse(first, chunk({}, "error"), "[DONE]"))
+
+    assert _text(events) == first["choices"][0]["delta"]["content"]
+    assert error is not None and (error.kind, error.retryable) == ("server", True)
+    assert error.user_message == words
+
+
 def test_a_reply_cut_by_the_output_limit_keeps_its_text():
     events, error = _stream(sse(chunk({"content": "Half an ans"}), chunk({}, "length"), "[DONE]"))
 

@@ -321,6 +321,10 @@ def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget, *, answer
     """Why a reply that ended cleanly has no answer, by its finish_reason, or (`answered`) why the answer
     it has is not whole; None when the reason says nothing (an empty "stop" is the model's own choice,
     "length" after some answer is marked by the chat). Retryable: another try may well answer."""
+    if finish_reason == "error":
+        # OpenRouter's normalized reason for a generation that failed: the text so far, if any, is kept.
+        return LLMError("server", "The model endpoint ended this reply with an error (finish_reason “error”)"
+                        f"{': the text before it is kept' if answered else ' before any text'}. Retry in a moment.")
     if answered:
         if finish_reason != "content_filter":
             return None
