@@ -194,6 +194,22 @@ def test_a_chunk_of_an_odd_shape_is_passed_over_not_a_crash(odd):
     assert _usage(events) in ([], [llm.Usage(0, 0, None)])
 
 
+_DEEP = b"[" * 200_000 + b"]" * 200_000
+
+
+def test_json_nested_past_the_parsers_depth_is_passed_over_not_a_crash():
+    """Arrays nested 200,000 deep: orjson refuses them, and the standard library's parser, tried next,
+    raised RecursionError out of the stream (the chat logged a crash and said "Something went wrong"),
+    and out of a whole answer's read (a summary failed as a crash, its retries skipped)."""
+    events, error = _stream(b"data: " + _DEEP + b"\n\n" + sse(chunk({"content": "ok"}, "stop"), "[DONE]"))
+    assert error is None and _text(events) == "ok"
+
+    with wire_server(([head(content_type="application/json", chunked_body=False, length=len(_DEEP)), _DEEP],
+                      False)) as server, pytest.raises(llm.LLMError) as raised:
+        llm.llm_complete(target=make_target(server.base_url, "m"), messages=MESSAGES)
+    assert "a body labelled JSON that is not valid JSON" in raised.value.user_message
+
+
 def test_groq_usage_in_x_groq_is_billed():
     events, error = _stream(sse(chunk({"content": "a"}), chunk({}, "stop", x_groq={"id": "req_1", "usage": USAGE}),
                                 "[DONE]"))

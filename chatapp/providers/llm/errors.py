@@ -128,7 +128,7 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
     refused = _body_refused(exc if isinstance(exc, httpx.HTTPError) else exc.__cause__, endpoint)  # (sync: wrapped)
     if refused is not None:
         return refused
-    if isinstance(exc, json.JSONDecodeError):
+    if isinstance(exc, json.JSONDecodeError | RecursionError):
         return LLMError("server", f"The model endpoint at {endpoint} answered with a body labelled JSON that is not "
                         "valid JSON (a gateway's own words, or an answer garbled on the way). Retry in a moment; if it "
                         "keeps happening, check the base URL in Settings.")
@@ -370,4 +370,4 @@ _CALL_ERRORS = (openai.OpenAIError, httpx.HTTPError)
 
 # A whole (not streamed) answer is parsed by the SDK, which lets a body labelled JSON that does not parse
 # out as the standard library's error: taken for a crash, it skipped a summary's retries and fallback.
-_COMPLETE_ERRORS = (*_CALL_ERRORS, json.JSONDecodeError)
+_COMPLETE_ERRORS = (*_CALL_ERRORS, json.JSONDecodeError, RecursionError)  # RecursionError: JSON nested too deep

@@ -100,7 +100,7 @@ def _error_checked(event: Any, response: httpx.Response) -> Any:
 def _json_or_none(body: bytes) -> Any:
     try:
         return _parsed(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested past what the parser recurses into
         return None
 
 
