@@ -123,6 +123,23 @@ def test_a_reply_ended_by_finish_reason_error_says_so(first, words):
     assert error.user_message == words
 
 
+def test_a_tool_call_after_some_text_keeps_the_text_and_says_the_reply_ends_there():
+    """A model (Ollama, vLLM with a tool parser) that writes a line and then calls a tool nobody offered
+    ("Let me look that up.") was stored complete: a reply that stops before its answer, nothing said. A
+    finish_reason "tool_calls" with no tool named after a whole answer stays a whole reply."""
+    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "web_search", "arguments": "{}"}}
+    events, error = _stream(sse(chunk({"content": "Let me look that up."}), chunk({"tool_calls": [call]}),
+                                chunk({}, "tool_calls"), chunk(None, usage=USAGE), "[DONE]"))
+
+    assert _text(events) == "Let me look that up." and _usage(events) == [llm.Usage(10, 3, None)]
+    assert error is not None and (error.kind, error.retryable) == ("bad_request", True)
+    assert error.user_message == ("After this text the model asked to call a tool (“web_search”), and this chat "
+                                  "offers no tools: the reply ends there. Retry, or ask it to answer in text.")
+
+    events, error = _stream(sse(chunk({"content": "The answer."}), chunk({}, "tool_calls"), "[DONE]"))
+    assert error is None and _text(events) == "The answer."
+
+
 def test_a_reply_cut_by_the_output_limit_keeps_its_text():
     events, error = _stream(sse(chunk({"content": "Half an ans"}), chunk({}, "length"), "[DONE]"))
 

@@ -325,17 +325,22 @@ def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget, *, answer
         # OpenRouter's normalized reason for a generation that failed: the text so far, if any, is kept.
         return LLMError("server", "The model endpoint ended this reply with an error (finish_reason “error”)"
                         f"{': the text before it is kept' if answered else ' before any text'}. Retry in a moment.")
+    named = f" (“{text_storable(tool)[:100]}”)" if tool else ""
     if answered:
-        if finish_reason != "content_filter":
+        # Azure's filter may end a reply mid-answer, and a model write a line before the tool call it ends
+        # on ("Let me look that up."): the text so far is kept, its missing end said.
+        if finish_reason == "content_filter":
+            words = ("The provider's content filter stopped this reply part-way (finish_reason “content_filter”): the "
+                     "text before it is kept. Rephrase the message, or retry.")
+        elif finish_reason in ("tool_calls", "function_call") and tool:
+            words = (f"After this text the model asked to call a tool{named}, and this chat offers no tools: the reply "
+                     "ends there. Retry, or ask it to answer in text.")
+        else:
             return None
-        # Azure's filter may end a reply mid-answer: the text so far is kept, its missing end said.
-        words = ("The provider's content filter stopped this reply part-way (finish_reason “content_filter”): the "
-                 "text before it is kept. Rephrase the message, or retry.")
     elif finish_reason == "content_filter":
         words = ("The provider's content filter stopped this reply before it had any text (finish_reason "
                  "“content_filter”). Rephrase the message, or retry.")
     elif finish_reason in ("tool_calls", "function_call"):
-        named = f" (“{text_storable(tool)[:100]}”)" if tool else ""
         words = (f"The model asked to call a tool{named} instead of answering, and this chat offers no tools. "
                  "Retry, or ask it to answer in text.")
     elif finish_reason == "length":
