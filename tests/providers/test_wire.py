@@ -29,6 +29,11 @@ def _stream(body: bytes, *, model: str = "m") -> tuple[list, llm.LLMError | None
         return run_stream(make_target(server.base_url, model), MESSAGES)
 
 
+def _stream_writes(writes: list[bytes | float]) -> tuple[list, llm.LLMError | None]:
+    with wire_server((writes, True)) as server:
+        return run_stream(make_target(server.base_url, "m"), MESSAGES)
+
+
 def _text(events: list) -> str:
     return "".join(e.text for e in events if isinstance(e, llm.Delta))
 
@@ -56,6 +61,25 @@ def test_a_stream_of_done_alone_is_no_reply_and_says_so():
     assert events == [] and error is not None and (error.kind, error.retryable) == ("server", True)
     assert error.user_message == ("The model endpoint ended the stream without sending any reply (nothing came "
                                   "before its end, [DONE]). Retry in a moment.")
+
+
+@pytest.mark.parametrize(("before", "words"), [
+    (b"", "The model endpoint did not answer within 1 second."),
+    (sse(chunk({"content": "Half"})), "The model stopped sending mid-reply and nothing came for 1 second."),
+])
+def test_keep_alives_alone_do_not_hold_a_reply_open_past_the_timeout(settings, before, words):
+    """A stream that sends only keep-alive comments (or `data: ping`) kept the reply open for as long as they
+    came, forever behind a broken proxy, where silence ends at LLM_TIMEOUT_SECONDS: the page showed a reply
+    being written, and one whose page had left held its chat until a Stop."""
+    settings.LLM_TIMEOUT_SECONDS = 1
+    pinging: list[bytes | float] = [b"%X\r\n%s\r\n" % (len(ping), ping)
+                                    for ping in (b": keep-alive\n\n", b"data: ping\n\n")] + [0.2]
+    started = time.monotonic()
+    events, error = _stream_writes([head(), *([chunked(before)[:-5]] if before else []), *pinging * 15])
+
+    assert _text(events) == ("Half" if before else "")
+    assert error is not None and error.kind == "timeout" and error.user_message.startswith(words)
+    assert time.monotonic() - started < 2.5  # not the three seconds the pings went on for
 
 
 def test_a_refusal_is_the_reply_text():

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -38,11 +39,12 @@ DRAIN_SECONDS = 1.0
 DONE: Any = object()
 
 
-async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
+async def sse_events(response: httpx.Response, *, quiet: float | None = None) -> AsyncIterator[Any]:
     """Each event's data as parsed JSON, until the end of the body or `[DONE]` (then DONE, last). An
     in-band error event (`{"error": ...}`, or llama.cpp's `error:` field) raises openai.APIError, as the
     SDK's stream does. A whole completion answered as JSON (a server that ignored `stream: true`) is read
-    as one chunk."""
+    as one chunk. Keep-alives alone (comments, `data: ping`) for more than `quiet` seconds raise
+    httpx.ReadTimeout, as silence does: behind a broken proxy they would come forever."""
     if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
         # Its size bounded by the transport (aio_transport.BodyReader).
         completion = _error_checked(_json_or_none(await response.aread()), response)
@@ -53,6 +55,7 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
     lines = sse_lines(response.aiter_bytes())
     data: list[bytes] = []
     room = BODY_MAX_BYTES  # what the event's `data:` lines may still hold (sse_lines bounds each line)
+    heard = time.monotonic()  # when the last event came
     async for line in lines:
         if line:
             field, _, value = line.partition(b":")
@@ -67,8 +70,11 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
                 error = _json_or_none(value.strip())
                 words = value.strip().decode("utf-8", "replace") or "An error occurred during streaming"
                 _error_checked({"error": error if isinstance(error, dict) else {"message": words}}, response)
+            else:
+                _quiet_check(heard, quiet, response)  # a comment (`: keep-alive`), or a field nobody reads
             continue
         if not data:
+            _quiet_check(heard, quiet, response)
             continue
         payload = b"\n".join(data)
         data, room = [], BODY_MAX_BYTES
@@ -84,8 +90,15 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
                 key = response.request.headers.get("authorization", "").removeprefix("Bearer ")
                 words = secret_scrub(payload.decode("utf-8", "replace"), key)
                 logger.warning("model stream: passed over an event that is not JSON: %r", words[:80])
+            _quiet_check(heard, quiet, response)
             continue
+        heard = time.monotonic()
         yield _error_checked(event, response)
+
+
+def _quiet_check(heard: float, quiet: float | None, response: httpx.Response) -> None:
+    if quiet is not None and time.monotonic() - heard > quiet:
+        raise httpx.ReadTimeout(f"keep-alives alone for {quiet:g} seconds", request=response.request)
 
 
 def _error_checked(event: Any, response: httpx.Response) -> Any:
