@@ -164,6 +164,21 @@ def test_a_tool_call_after_some_text_keeps_the_text_and_says_the_reply_ends_ther
     assert error is None and _text(events) == "The answer."
 
 
+@pytest.mark.parametrize("thinking", [chunk({"reasoning_content": "Let me think about"}),
+                                      chunk({"content": "<think>Let me think about"})])
+@pytest.mark.parametrize("finish", ["stop", None])
+def test_a_reply_that_ends_while_still_thinking_says_so(thinking, finish):
+    """A model that ends its reply inside its thinking (a `<think>` never closed, a reasoning parser's field
+    and no content) was stored as a complete reply with no answer: an empty bubble under the thinking."""
+    events, error = _stream(sse(thinking, chunk({}, finish), chunk(None, usage=USAGE), "[DONE]"))
+
+    assert _text(events) == "" and "".join(e.text for e in events if isinstance(e, llm.Reasoning))
+    assert _usage(events) == [llm.Usage(10, 3, None)]
+    assert error is not None and (error.kind, error.retryable) == ("bad_request", True)
+    assert error.user_message == ("The model ended its reply while still thinking, before any answer (its thinking "
+                                  "is kept). Retry, or ask again.")
+
+
 def test_a_reply_cut_by_the_output_limit_keeps_its_text():
     events, error = _stream(sse(chunk({"content": "Half an ans"}), chunk({}, "length"), "[DONE]"))
 

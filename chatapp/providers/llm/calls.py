@@ -126,7 +126,8 @@ async def llm_stream(
         raise _nothing_sent_error()
     for event in reading.ended():
         yield event
-    unanswered = _no_answer_error(reading.finish_reason, reading.tool, target, answered=reading.answered)
+    unanswered = _no_answer_error(reading.finish_reason, reading.tool, target, answered=reading.answered,
+                                  thought=reading.started)
     if unanswered is not None:  # after the usage: those tokens were spent
         raise unanswered
 

@@ -317,10 +317,12 @@ def _not_chat_completions_error(target: LLMTarget, content_type: str) -> LLMErro
     )
 
 
-def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget, *, answered: bool) -> LLMError | None:
+def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget, *, answered: bool,
+                     thought: bool = False) -> LLMError | None:
     """Why a reply that ended cleanly has no answer, by its finish_reason, or (`answered`) why the answer
-    it has is not whole; None when the reason says nothing (an empty "stop" is the model's own choice,
-    "length" after some answer is marked by the chat). Retryable: another try may well answer."""
+    it has is not whole; None when the reason says nothing (an empty "stop" with no thinking either is
+    the model's own choice, "length" after some answer is marked by the chat). Retryable: another try
+    may well answer."""
     if finish_reason == "error":
         # OpenRouter's normalized reason for a generation that failed: the text so far, if any, is kept.
         return LLMError("server", "The model endpoint ended this reply with an error (finish_reason “error”)"
@@ -346,6 +348,9 @@ def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget, *, answer
     elif finish_reason == "length":
         words = (f"The model reached its output limit ({target.max_output_tokens:,} tokens) before writing any "
                  "answer. Raise “Max output tokens” in Settings, or retry.")
+    elif thought:  # a `<think>` never closed, or a reasoning field and no content
+        words = ("The model ended its reply while still thinking, before any answer (its thinking is kept). Retry, "
+                 "or ask again.")
     else:
         return None
     return LLMError("bad_request", words, retryable=True)
