@@ -3,6 +3,7 @@ the chat gets from each, in plain words."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import email.utils
 import json
@@ -579,6 +580,34 @@ def test_a_compressed_body_that_inflates_past_the_bound_is_given_up_not_kept_in_
     with wire_server((writes, True)) as server, pytest.raises(llm.LLMError) as raised:
         llm.llm_complete(target=make_target(server.base_url, "m"), messages=MESSAGES)
     assert "sent more than 64 MB in one piece" in raised.value.user_message
+
+
+@pytest.mark.parametrize("writes", [
+    # an error page past the bound, and one cut mid-body: the SDK reads either outside its own handling
+    [head("500 Internal Server Error", "text/html", chunked_body=False, length=80 * 2**20), *[_MB] * 70],
+    [head("502 Bad Gateway", "text/html", chunked_body=False, length=10_000), b"<html>" * 100],
+], ids=["too-large", "cut"])
+def test_a_body_that_fails_as_it_is_read_gives_its_connection_back(writes):
+    """An error page whose read failed (too large, or cut) was never closed: the SDK reads it outside the
+    code that closes a failed response, so its connection stayed taken and its client counted it as a
+    request still running (a client dropped from the cache then never closed its session)."""
+    from chatapp.providers.llm import transport as llm_transport
+
+    async def failed_call(base_url: str) -> tuple[llm.LLMError | None, int]:
+        error = None
+        try:
+            async for _ in llm.llm_stream(target=make_target(base_url, "m"), messages=MESSAGES):
+                pass
+        except llm.LLMError as exc:
+            error = exc
+        clients = llm_transport._async_clients[asyncio.get_running_loop()].values()
+        return error, sum(transport.requests for _, transport in clients)
+
+    with wire_server((writes, True)) as server:
+        error, running = asyncio.run(failed_call(server.base_url))
+
+    assert error is not None and error.kind in ("server", "connection")
+    assert running == 0
 
 
 def test_a_body_compressed_as_not_asked_is_refused_in_words():

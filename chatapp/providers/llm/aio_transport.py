@@ -150,14 +150,19 @@ class _Body(httpx.AsyncByteStream):
                                              response.headers.get("content-encoding", ""))
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _httpx_errors(self.request, reading=True):
-            # What the socket has, as it comes: a token must not wait for the next to fill a buffer.
-            async for data in self.response.content.iter_any():
-                if self.reader is None:
-                    yield data
-                    continue
-                for piece in self.reader.take(data):
-                    yield piece
+        try:
+            with _httpx_errors(self.request, reading=True):
+                # What the socket has, as it comes: a token must not wait for the next to fill a buffer.
+                async for data in self.response.content.iter_any():
+                    if self.reader is None:
+                        yield data
+                        continue
+                    for piece in self.reader.take(data):
+                        yield piece
+        except Exception:
+            # Closed here: an error page's read is the SDK's, which closes no response whose read failed.
+            await self.aclose()
+            raise
 
     async def aclose(self) -> None:
         # A body read to its end gives its connection back to the pool; one left unread closes it.
