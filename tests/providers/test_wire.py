@@ -35,6 +35,12 @@ def _stream_writes(writes: list[bytes | float]) -> tuple[list, llm.LLMError | No
         return run_stream(make_target(server.base_url, "m"), MESSAGES)
 
 
+def _stream_named(script: tuple[list[bytes | float], bool]) -> tuple[list, llm.LLMError | None, str]:
+    """One stream against `script`: its events, its error, and the endpoint as the words name it."""
+    with wire_server(script) as server:
+        return (*run_stream(make_target(server.base_url, "m"), MESSAGES), server.base_url.split("/")[2])
+
+
 def _text(events: list) -> str:
     return "".join(e.text for e in events if isinstance(e, llm.Delta))
 
@@ -500,9 +506,7 @@ def _dropping_server(*, reset: bool) -> Iterator[str]:
 def test_an_answer_that_is_not_http_is_not_said_to_be_a_dropped_request(answer):
     """A base URL whose port is another service's (SSH, Redis) answers in its own protocol: that is no
     request dropped by a crashing server, and no retry helps."""
-    with wire_server(([answer], True)) as server:
-        events, error = run_stream(make_target(server.base_url, "m"), MESSAGES)
-        endpoint = server.base_url.split("/")[2]
+    events, error, endpoint = _stream_named(([answer], True))
 
     assert events == [] and error is not None and (error.kind, error.retryable) == ("connection", False)
     assert error.user_message == (f"The model endpoint at {endpoint} answered, but not with an HTTP response this "
@@ -612,9 +616,8 @@ def test_a_body_that_fails_as_it_is_read_gives_its_connection_back(writes):
 
 def test_a_body_compressed_as_not_asked_is_refused_in_words():
     """httpx inflates zstd too, in one call whatever it stands for: only what was asked for is read."""
-    with wire_server(([head(extra="Content-Encoding: zstd"), chunked(b"(\xb5/\xfd garbage")], False)) as server:
-        events, error = run_stream(make_target(server.base_url, "m"), MESSAGES)
-        endpoint = server.base_url.split("/")[2]
+    events, error, endpoint = _stream_named(([head(extra="Content-Encoding: zstd"), chunked(b"(\xb5/\xfd garbage")],
+                                             False))
 
     assert events == [] and error is not None and (error.kind, error.retryable) == ("server", False)
     assert error.user_message == (f"The model endpoint at {endpoint} compressed its answer as "
