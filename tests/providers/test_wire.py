@@ -74,11 +74,14 @@ def test_a_stream_of_done_alone_is_no_reply_and_says_so():
     (b"", "The model endpoint did not answer within 1 second."),
     (sse(chunk({"content": "Half"})), "The model stopped sending mid-reply and nothing came for 1 second."),
 ])
-def test_keep_alives_alone_do_not_hold_a_reply_open_past_the_timeout(settings, before, words):
+def test_keep_alives_alone_do_not_hold_a_reply_open_forever(settings, monkeypatch, before, words):
     """A stream that sends only keep-alive comments (or `data: ping`) kept the reply open for as long as they
-    came, forever behind a broken proxy, where silence ends at LLM_TIMEOUT_SECONDS: the page showed a reply
-    being written, and one whose page had left held its chat until a Stop."""
-    settings.LLM_TIMEOUT_SECONDS = 1
+    came, forever behind a broken proxy: the page showed a reply being written, and one whose page had left
+    held its chat until a Stop. They hold it for KEEPALIVES_MAX_SECONDS (here 1) at most."""
+    from chatapp.providers.llm import sse as llm_sse
+
+    settings.LLM_TIMEOUT_SECONDS = 0.5  # longer than the pings' gaps: each resets the read timeout
+    monkeypatch.setattr(llm_sse, "KEEPALIVES_MAX_SECONDS", 1.0)
     pinging: list[bytes | float] = [b"%X\r\n%s\r\n" % (len(ping), ping)
                                     for ping in (b": keep-alive\n\n", b"data: ping\n\n")] + [0.2]
     started = time.monotonic()

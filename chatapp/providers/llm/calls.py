@@ -109,8 +109,8 @@ async def llm_stream(
     reading = _StreamReading()
     try:
         try:
-            # To the body's end: the connection is kept (sse); keep-alives count as the silence they are.
-            async for chunk in sse_events(stream.response, quiet=timeout):
+            # To the body's end: the connection is kept (sse); keep-alives alone hold it open for so long.
+            async for chunk in sse_events(stream.response, timeout=timeout):
                 for event in reading.take(chunk):
                     yield event
         except _CALL_ERRORS as exc:

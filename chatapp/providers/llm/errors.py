@@ -22,6 +22,14 @@ from chatapp.providers.llm.upstream import moderation_flagged, upstream_words
 from chatapp.providers.llm.waits import _retry_after, _wait_in_words, _wait_words
 
 
+class KeepAlivesOnly(httpx.ReadTimeout):
+    """A stream that sent nothing but keep-alives for `seconds` (sse.KEEPALIVES_MAX_SECONDS)."""
+
+    def __init__(self, seconds: float, *, request: httpx.Request) -> None:
+        super().__init__(f"keep-alives alone for {seconds:g} seconds", request=request)
+        self.seconds = seconds
+
+
 def _key_unreadable_error(target: LLMTarget) -> LLMError:
     return LLMError(
         "auth",
@@ -113,12 +121,7 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
     if isinstance(exc, LLMError):
         return exc
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
-        if isinstance(exc, httpx.ConnectTimeout) or isinstance(exc.__cause__, httpx.ConnectTimeout):
-            return LLMError("connection", f"Could not connect to the model endpoint at {_endpoint_name(target)} within "
-                            f"{_seconds(connect_seconds(timeout))}. Check the base URL in Settings, and that the "
-                            "server is reachable from this one (not behind a firewall, nor listening only on its own "
-                            "localhost).")
-        return _timeout_error(started=started, seconds=timeout)
+        return _timed_out(exc, target, started=started, timeout=timeout)
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc, target)
     if isinstance(exc, openai.APIResponseValidationError):
@@ -141,6 +144,16 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
             return _stream_cut_error()
         return LLMError("connection", f"The connection to the model endpoint at {endpoint} failed. Retry in a moment.")
     return LLMError("server", "The model call failed unexpectedly. Retry in a moment.")
+
+
+def _timed_out(exc: Exception, target: LLMTarget, *, started: bool, timeout: float) -> LLMError:
+    if isinstance(exc, KeepAlivesOnly):
+        return _timeout_error(started=started, seconds=exc.seconds)
+    if isinstance(exc, httpx.ConnectTimeout) or isinstance(exc.__cause__, httpx.ConnectTimeout):
+        return LLMError("connection", f"Could not connect to the model endpoint at {_endpoint_name(target)} within "
+                        f"{_seconds(connect_seconds(timeout))}. Check the base URL in Settings, and that the server is "
+                        "reachable from this one (not behind a firewall, nor listening only on its own localhost).")
+    return _timeout_error(started=started, seconds=timeout)
 
 
 def _body_refused(exc: BaseException | None, endpoint: str) -> LLMError | None:

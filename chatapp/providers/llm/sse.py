@@ -24,7 +24,7 @@ import openai
 import orjson
 
 from chatapp.providers.llm.aio_transport import BODY_MAX_BYTES, BodyTooLarge
-from chatapp.providers.llm.errors import secret_scrub
+from chatapp.providers.llm.errors import KeepAlivesOnly, secret_scrub
 
 logger = logging.getLogger(__name__)
 
@@ -39,12 +39,18 @@ DRAIN_SECONDS = 1.0
 DONE: Any = object()
 
 
-async def sse_events(response: httpx.Response, *, quiet: float | None = None) -> AsyncIterator[Any]:
+# The longest an endpoint's keep-alives alone (comments, `data: ping`) hold a reply open, or the call's
+# timeout when longer: a gateway sends them while a model thinks in silence (OpenRouter's, for minutes
+# with the slowest reasoning models), and a broken one sends them forever.
+KEEPALIVES_MAX_SECONDS = 1800.0
+
+
+async def sse_events(response: httpx.Response, *, timeout: float | None = None) -> AsyncIterator[Any]:
     """Each event's data as parsed JSON, until the end of the body or `[DONE]` (then DONE, last). An
     in-band error event (`{"error": ...}`, or llama.cpp's `error:` field) raises openai.APIError, as the
     SDK's stream does. A whole completion answered as JSON (a server that ignored `stream: true`) is read
-    as one chunk. Keep-alives alone (comments, `data: ping`) for more than `quiet` seconds raise
-    httpx.ReadTimeout, as silence does: behind a broken proxy they would come forever."""
+    as one chunk. Keep-alives alone for KEEPALIVES_MAX_SECONDS, or `timeout` when longer, raise
+    KeepAlivesOnly."""
     if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
         # Its size bounded by the transport (aio_transport.BodyReader).
         completion = _error_checked(_json_or_none(await response.aread()), response)
@@ -56,6 +62,7 @@ async def sse_events(response: httpx.Response, *, quiet: float | None = None) ->
     data: list[bytes] = []
     room = BODY_MAX_BYTES  # what the event's `data:` lines may still hold (sse_lines bounds each line)
     heard = time.monotonic()  # when the last event came
+    quiet = None if timeout is None else max(timeout, KEEPALIVES_MAX_SECONDS)
     async for line in lines:
         if line:
             field, _, value = line.partition(b":")
@@ -98,7 +105,7 @@ async def sse_events(response: httpx.Response, *, quiet: float | None = None) ->
 
 def _quiet_check(heard: float, quiet: float | None, response: httpx.Response) -> None:
     if quiet is not None and time.monotonic() - heard > quiet:
-        raise httpx.ReadTimeout(f"keep-alives alone for {quiet:g} seconds", request=response.request)
+        raise KeepAlivesOnly(quiet, request=response.request)
 
 
 def _error_checked(event: Any, response: httpx.Response) -> Any:
