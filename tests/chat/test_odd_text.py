@@ -12,6 +12,7 @@ from chatapp.chat.models import Conversation, Message
 from chatapp.chat.services import user_settings_update
 from chatapp.chat.textsafe import text_problem, text_storable
 from tests.support.chat import make_config, post_stream, send
+from tests.support.wire import chunk, chunked, head, sse, wire_server
 
 pytestmark = pytest.mark.django_db
 
@@ -98,3 +99,20 @@ def test_an_invisible_first_line_does_not_name_the_chat(user, conversation):
     send(user, conversation, "\u200b\u2060\nWhere is the config file?")
     conversation.refresh_from_db()
     assert conversation.title == "Where is the config file?"
+
+
+@pytest.mark.parametrize("count", [3_000_000_000, 10**20])
+def test_a_usage_figure_no_column_holds_does_not_lose_the_reply(user, count):
+    """An endpoint reporting a token count past what the database's integer columns hold (a bug of its
+    own, garbage from a proxy) failed the reply's store: "integer out of range", the stream cut without
+    an error event, the reply left streaming and the chat refusing sends until the orphan sweep."""
+    body = sse(chunk({"content": "Hi there"}), chunk({}, "stop"),
+               chunk(None, usage={"prompt_tokens": count, "completion_tokens": count}), "[DONE]")
+    with wire_server(([head(), chunked(body)], False)) as server:
+        conversation = Conversation.objects.create(owner=user, llm_config=make_config(user, server.base_url, model="m"))
+        result = send(user, conversation, "Hello")
+
+    assert result.names[-1] == "done", result.events
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert (reply.status, reply.content) == ("complete", "Hi there")
+    assert (reply.prompt_tokens, reply.completion_tokens) == (0, 0)  # no figure, as one that is not a number

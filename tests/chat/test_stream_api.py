@@ -584,3 +584,28 @@ def test_a_message_has_one_shape_in_the_stream_and_the_api(user, conversation, f
     assert listed[reply_sent["id"]] == reply_sent
     # the serializer that documents the shape in the schema declares exactly these fields
     assert set(MessageOutputSerializer().fields) == set(reply_sent)
+
+
+def test_a_reply_the_content_filter_ends_part_way_is_kept_marked_and_the_chat_goes_on(user, conversation, echo_config,
+                                                                                    fake_openai):
+    """End to end: the text before the filter's end is kept and shown with the reason, Retry offered, the
+    tokens billed on the record, and the chat takes the next message."""
+    from tests.support.wire import chunk, chunked, head, sse, wire_server
+
+    usage = {"prompt_tokens": 12, "completion_tokens": 4, "total_tokens": 16}
+    body = sse(chunk({"content": "Step one: take the"}), chunk({}, "content_filter"), chunk(None, usage=usage),
+               "[DONE]")
+    with wire_server(([head(), chunked(body)], False)) as server:
+        _use_model(echo_config, "m", server.base_url)
+        result = send(user, conversation, "How do I do it?")
+
+    assert result.names[-1] == "error" and result.text == "Step one: take the"
+    error = result.named("error")[0]
+    assert error["kind"] == "bad_request" and error["retryable"] and "content filter" in error["error"]
+    reply = Message.objects.get(pk=error["message"]["id"])
+    assert (reply.status, reply.content, reply.error) == ("error", "Step one: take the", error["error"])
+    assert (reply.prompt_tokens, reply.completion_tokens) == (12, 4)
+    assert OptimizationRecord.objects.get(reply_id=reply.pk).provider_prompt_tokens == 12
+
+    _use_model(echo_config, "fake-echo", fake_openai.base_url)
+    assert send(user, conversation, "Something else, then").names[-1] == "done"

@@ -197,6 +197,42 @@ def test_connection_test_timeout_names_the_timeout_it_used(fake, settings, monke
     assert "the test request failed: The model endpoint did not answer " + words in message
 
 
+@contextlib.contextmanager
+def _unanswered_connects() -> Iterator[str]:
+    """A base URL whose connections are never accepted: the listener's queue is full, and the kernel
+    drops further handshakes (as a firewall dropping packets, or an address no machine holds)."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    queued = []
+    for _ in range(3):
+        waiting = socket.socket()
+        waiting.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            waiting.connect(listener.getsockname())
+        queued.append(waiting)
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        for waiting in queued:
+            waiting.close()
+        listener.close()
+
+
+def test_a_connection_never_made_is_said_so_with_the_connect_timeout(settings, monkeypatch):
+    """A connection that is never made gives up at the connect timeout (10 seconds at most), and was told as
+    the model's silence: "did not answer within 120 seconds … check that the endpoint is not overloaded",
+    naming the wrong figure and the wrong cause (a wrong address, a firewall, a server on its own localhost)."""
+    settings.LLM_TIMEOUT_SECONDS = 30
+    monkeypatch.setattr(llm_transport, "CONNECT_TIMEOUT_SECONDS", 0.5)
+    with _unanswered_connects() as base_url:
+        events, error = run_stream(make_target(base_url, "m"), MESSAGES)
+        endpoint = base_url.split("/")[2]
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("connection", True)
+    assert error.user_message == (f"Could not connect to the model endpoint at {endpoint} within 0.5 seconds. Check "
+                                  "the base URL in Settings, and that the server is reachable from this one (not "
+                                  "behind a firewall, nor listening only on its own localhost).")
+
+
 def test_connection_refused(fake):
     from tests.support.fake_openai import closed_port_url
 

@@ -3,10 +3,17 @@ the chat gets from each, in plain words."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import email.utils
 import json
 import re
+import socket
+import struct
+import threading
 import time
+import zlib
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,6 +28,17 @@ USAGE = {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
 def _stream(body: bytes, *, model: str = "m") -> tuple[list, llm.LLMError | None]:
     with wire_server(([head(), chunked(body)], False)) as server:
         return run_stream(make_target(server.base_url, model), MESSAGES)
+
+
+def _stream_writes(writes: list[bytes | float]) -> tuple[list, llm.LLMError | None]:
+    with wire_server((writes, True)) as server:
+        return run_stream(make_target(server.base_url, "m"), MESSAGES)
+
+
+def _stream_named(script: tuple[list[bytes | float], bool]) -> tuple[list, llm.LLMError | None, str]:
+    """One stream against `script`: its events, its error, and the endpoint as the words name it."""
+    with wire_server(script) as server:
+        return (*run_stream(make_target(server.base_url, "m"), MESSAGES), server.base_url.split("/")[2])
 
 
 def _text(events: list) -> str:
@@ -40,6 +58,38 @@ def test_done_without_a_finish_reason_is_a_whole_reply():
     assert error is None
     assert _text(events) == "Hello"
     assert _usage(events) == [llm.Usage(10, 3, None)]
+
+
+def test_a_stream_of_done_alone_is_no_reply_and_says_so():
+    """`data: [DONE]` with no chunk before it (a server that dropped the request on its side, a proxy
+    that lost the upstream) was stored as a complete, empty reply: a blank answer, nothing said."""
+    events, error = _stream(sse("[DONE]"))
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("server", True)
+    assert error.user_message == ("The model endpoint ended the stream without sending any reply (nothing came "
+                                  "before its end, [DONE]). Retry in a moment.")
+
+
+@pytest.mark.parametrize(("before", "words"), [
+    (b"", "The model endpoint did not answer within 1 second."),
+    (sse(chunk({"content": "Half"})), "The model stopped sending mid-reply and nothing came for 1 second."),
+])
+def test_keep_alives_alone_do_not_hold_a_reply_open_forever(settings, monkeypatch, before, words):
+    """A stream that sends only keep-alive comments (or `data: ping`) kept the reply open for as long as they
+    came, forever behind a broken proxy: the page showed a reply being written, and one whose page had left
+    held its chat until a Stop. They hold it for KEEPALIVES_MAX_SECONDS (here 1) at most."""
+    from chatapp.providers.llm import sse as llm_sse
+
+    settings.LLM_TIMEOUT_SECONDS = 0.5  # longer than the pings' gaps: each resets the read timeout
+    monkeypatch.setattr(llm_sse, "KEEPALIVES_MAX_SECONDS", 1.0)
+    pinging: list[bytes | float] = [b"%X\r\n%s\r\n" % (len(ping), ping)
+                                    for ping in (b": keep-alive\n\n", b"data: ping\n\n")] + [0.2]
+    started = time.monotonic()
+    events, error = _stream_writes([head(), *([chunked(before)[:-5]] if before else []), *pinging * 15])
+
+    assert _text(events) == ("Half" if before else "")
+    assert error is not None and error.kind == "timeout" and error.user_message.startswith(words)
+    assert time.monotonic() - started < 2.5  # not the three seconds the pings went on for
 
 
 def test_a_refusal_is_the_reply_text():
@@ -76,6 +126,67 @@ def test_a_reply_that_ends_without_an_answer_says_why_and_is_billed(body, words)
     assert error is not None and error.kind == "bad_request" and error.retryable
     assert words in error.user_message
     assert _usage(events) == [llm.Usage(10, 3, None)]  # the tokens were spent: the record bills them
+
+
+def test_a_reply_the_content_filter_cut_part_way_keeps_its_text_and_says_so():
+    """Azure OpenAI's filter may end a reply mid-answer with finish_reason `content_filter`: the text until
+    then was stored as a complete reply, nothing said, its end missing without a word."""
+    events, error = _stream(sse(chunk({"content": "Step one: take the"}), chunk({}, "content_filter"),
+                                chunk(None, usage=USAGE), "[DONE]"))
+
+    assert _text(events) == "Step one: take the"
+    assert _usage(events) == [llm.Usage(10, 3, None)]  # billed: the record counts those tokens
+    assert error is not None and error.kind == "bad_request" and error.retryable
+    assert error.user_message == ("The provider's content filter stopped this reply part-way (finish_reason "
+                                  "“content_filter”): the text before it is kept. Rephrase the message, or retry.")
+
+
+@pytest.mark.parametrize(("first", "words"), [
+    (chunk({"content": "Half a"}), "The model endpoint ended this reply with an error (finish_reason “error”): the "
+     "text before it is kept. Retry in a moment."),
+    (chunk({"role": "assistant", "content": ""}), "The model endpoint ended this reply with an error (finish_reason "
+     "“error”) before any text. Retry in a moment."),
+])
+def test_a_reply_ended_by_finish_reason_error_says_so(first, words):
+    """OpenRouter's normalized finish_reason for a failed generation is "error": the reply was stored
+    complete (its text cut, or empty), nothing said."""
+    events, error = _stream(sse(first, chunk({}, "error"), "[DONE]"))
+
+    assert _text(events) == first["choices"][0]["delta"]["content"]
+    assert error is not None and (error.kind, error.retryable) == ("server", True)
+    assert error.user_message == words
+
+
+def test_a_tool_call_after_some_text_keeps_the_text_and_says_the_reply_ends_there():
+    """A model (Ollama, vLLM with a tool parser) that writes a line and then calls a tool nobody offered
+    ("Let me look that up.") was stored complete: a reply that stops before its answer, nothing said. A
+    finish_reason "tool_calls" with no tool named after a whole answer stays a whole reply."""
+    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "web_search", "arguments": "{}"}}
+    events, error = _stream(sse(chunk({"content": "Let me look that up."}), chunk({"tool_calls": [call]}),
+                                chunk({}, "tool_calls"), chunk(None, usage=USAGE), "[DONE]"))
+
+    assert _text(events) == "Let me look that up." and _usage(events) == [llm.Usage(10, 3, None)]
+    assert error is not None and (error.kind, error.retryable) == ("bad_request", True)
+    assert error.user_message == ("After this text the model asked to call a tool (“web_search”), and this chat "
+                                  "offers no tools: the reply ends there. Retry, or ask it to answer in text.")
+
+    events, error = _stream(sse(chunk({"content": "The answer."}), chunk({}, "tool_calls"), "[DONE]"))
+    assert error is None and _text(events) == "The answer."
+
+
+@pytest.mark.parametrize("thinking", [chunk({"reasoning_content": "Let me think about"}),
+                                      chunk({"content": "<think>Let me think about"})])
+@pytest.mark.parametrize("finish", ["stop", None])
+def test_a_reply_that_ends_while_still_thinking_says_so(thinking, finish):
+    """A model that ends its reply inside its thinking (a `<think>` never closed, a reasoning parser's field
+    and no content) was stored as a complete reply with no answer: an empty bubble under the thinking."""
+    events, error = _stream(sse(thinking, chunk({}, finish), chunk(None, usage=USAGE), "[DONE]"))
+
+    assert _text(events) == "" and "".join(e.text for e in events if isinstance(e, llm.Reasoning))
+    assert _usage(events) == [llm.Usage(10, 3, None)]
+    assert error is not None and (error.kind, error.retryable) == ("bad_request", True)
+    assert error.user_message == ("The model ended its reply while still thinking, before any answer (its thinking "
+                                  "is kept). Retry, or ask again.")
 
 
 def test_a_reply_cut_by_the_output_limit_keeps_its_text():
@@ -137,6 +248,32 @@ def test_only_the_first_choice_is_the_reply():
                                 "[DONE]"))
 
     assert error is None and _text(events) == "A1 A2"
+
+
+@pytest.mark.parametrize("odd", [b'{"choices": 5}', b'{"choices": [], "usage": {"completion_tokens": 1e400}}'])
+def test_a_chunk_of_an_odd_shape_is_passed_over_not_a_crash(odd):
+    """`choices` that is not a list, or a token count too large for an integer, raised out of the stream
+    (TypeError, OverflowError): the chat logged a crash and said only "Something went wrong"."""
+    events, error = _stream(b"data: " + odd + b"\n\n" + sse(chunk({"content": "ok"}, "stop"), "[DONE]"))
+
+    assert error is None and _text(events) == "ok"
+    assert _usage(events) in ([], [llm.Usage(0, 0, None)])
+
+
+_DEEP = b"[" * 200_000 + b"]" * 200_000
+
+
+def test_json_nested_past_the_parsers_depth_is_passed_over_not_a_crash():
+    """Arrays nested 200,000 deep: orjson refuses them, and the standard library's parser, tried next,
+    raised RecursionError out of the stream (the chat logged a crash and said "Something went wrong"),
+    and out of a whole answer's read (a summary failed as a crash, its retries skipped)."""
+    events, error = _stream(b"data: " + _DEEP + b"\n\n" + sse(chunk({"content": "ok"}, "stop"), "[DONE]"))
+    assert error is None and _text(events) == "ok"
+
+    with wire_server(([head(content_type="application/json", chunked_body=False, length=len(_DEEP)), _DEEP],
+                      False)) as server, pytest.raises(llm.LLMError) as raised:
+        llm.llm_complete(target=make_target(server.base_url, "m"), messages=MESSAGES)
+    assert "a body labelled JSON that is not valid JSON" in raised.value.user_message
 
 
 def test_groq_usage_in_x_groq_is_billed():
@@ -288,6 +425,227 @@ def test_a_server_errors_words_are_passed_on():
     assert error is not None and (error.kind, error.status, error.retryable) == ("server", 500, True)
     assert error.user_message == ("The model endpoint had an internal error (500): model requires more system memory "
                                   "(8.0 GiB) than is available (4.1 GiB). Retry in a moment.")
+
+
+def test_a_server_error_given_as_a_plain_string_is_passed_on():
+    """A server answering `{"error": "<words>"}` (Ollama's own API shape, which servers and proxies before it
+    pass on): its words were dropped, and the chat said only "an internal error (500). Retry in a moment.",
+    as in a stream's error event, where it said "An error occurred during streaming"."""
+    body = b'{"error": "model requires more system memory (8.0 GiB) than is available (4.1 GiB)"}'
+    error = _refused("500 Internal Server Error", "application/json", body)
+
+    assert error is not None and (error.kind, error.status) == ("server", 500)
+    assert error.user_message == ("The model endpoint had an internal error (500): model requires more system memory "
+                                  "(8.0 GiB) than is available (4.1 GiB). Retry in a moment.")
+
+    events, error = _stream(sse(chunk({"content": "Hal"}), {"error": "upstream went away"}))
+    assert _text(events) == "Hal" and error is not None
+    assert error.user_message == ("The model endpoint reported an error mid-reply: upstream went away. Retry in a "
+                                  "moment.")
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "words"),
+    [
+        # The upstream provider's refusal, in `metadata.raw` (a JSON text), behind "Provider returned error".
+        ("400 Bad Request", {"error": {"code": 400, "message": "Provider returned error", "metadata": {
+            "raw": json.dumps({"type": "error", "error": {"type": "invalid_request_error",
+                                                          "message": "max_tokens: 99999 > 64000"}}),
+            "provider_name": "Anthropic"}}},
+         "The model endpoint rejected the request (400): Provider returned error (Anthropic: max_tokens: 99999 > "
+         "64000)"),
+        ("502 Bad Gateway", {"error": {"code": 502, "message": "Provider returned error", "metadata": {
+            "raw": "upstream connect error", "provider_name": "Together"}}},
+         "The model endpoint had an internal error (502): Provider returned error (Together: upstream connect "
+         "error). Retry in a moment."),
+    ],
+)
+def test_openrouters_upstream_error_says_what_the_provider_behind_it_said(status, body, words):
+    """OpenRouter answers an upstream provider's failure as "Provider returned error", the provider's own
+    words in `error.metadata.raw`: the chat said only that, which tells the user nothing to do."""
+    error = _refused(status, "application/json", json.dumps(body).encode())
+
+    assert error is not None and error.user_message == words
+
+
+def test_openrouters_moderation_refusal_says_the_message_was_flagged_not_the_key():
+    """OpenRouter answers 403 to a message its moderation flags, with the reasons in `error.metadata`: the
+    chat said the API key may not use the model, sending the user to Settings for nothing."""
+    body = {"error": {"code": 403, "message": "Input was flagged by moderation", "metadata": {
+        "reasons": ["violence", "harassment"], "flagged_input": "the words", "provider_name": "OpenAI",
+        "model_slug": "openai/gpt-4o"}}}
+    error = _refused("403 Forbidden", "application/json", json.dumps(body).encode())
+
+    assert error is not None and error.kind == "bad_request" and not error.retryable
+    assert error.user_message == ("The provider's moderation refused this message (403): Input was flagged by "
+                                  "moderation (OpenAI: violence, harassment). Rephrase the message.")
+    assert "API key" not in error.user_message
+
+
+@contextlib.contextmanager
+def _dropping_server(*, reset: bool) -> Iterator[str]:
+    """A base URL whose server reads each request and closes its connection unanswered (`reset`: with an
+    RST, as a process that crashed does, rather than a FIN)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                conn.recv(65536)
+                if reset:
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("answer", [b"SSH-2.0-OpenSSH_9.6\r\n", b"-ERR unknown command\r\n",
+                                    b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 20_000 + b"\r\n\r\n"])
+def test_an_answer_that_is_not_http_is_not_said_to_be_a_dropped_request(answer):
+    """A base URL whose port is another service's (SSH, Redis) answers in its own protocol: that is no
+    request dropped by a crashing server, and no retry helps."""
+    events, error, endpoint = _stream_named(([answer], True))
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("connection", False)
+    assert error.user_message == (f"The model endpoint at {endpoint} answered, but not with an HTTP response this "
+                                  "server reads: the base URL's port may be another service's. Check the base URL "
+                                  "in Settings.")
+
+
+_MB = b"x" * 2**20
+
+
+def _endless(status: str, content_type: str, first: bytes, piece: bytes = _MB) -> list[bytes | float]:
+    """A body that does not end where a reply would (80 MB here, past any bound the client keeps)."""
+    return [head(status, content_type), *[b"%X\r\n%s\r\n" % (len(p), p) for p in (first, *[piece] * 80) if p]]
+
+
+@pytest.mark.parametrize(
+    "writes",
+    [
+        _endless("200 OK", "text/event-stream", b"data: "),  # one line that never ends
+        _endless("200 OK", "text/event-stream", b"", b"data: " + _MB + b"\n"),  # one event of endless lines
+        _endless("200 OK", "application/json", b'{"choices": "'),  # a whole answer that never ends
+        _endless("500 Internal Server Error", "text/html", b"<html>"),  # an error page that never ends
+    ],
+    ids=["line", "event", "json", "error-page"],
+)
+def test_a_body_that_never_ends_is_given_up_not_kept_in_memory(writes):
+    """A server sending an endless body (a URL serving a large file, a broken proxy: one user's base URL,
+    on a server others share) was read into memory whole, until the process ran out of it."""
+    with wire_server((writes, True)) as server:
+        events, error = run_stream(make_target(server.base_url, "m"), MESSAGES)
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("server", False)
+    assert "sent more than 64 MB in one piece" in error.user_message
+
+
+def test_a_whole_answer_that_never_ends_is_given_up_by_the_summaries_client_too():
+    with wire_server((_endless("200 OK", "application/json", b'{"choices": "'), True)) as server, \
+            pytest.raises(llm.LLMError) as raised:
+        llm.llm_complete(target=make_target(server.base_url, "m"), messages=MESSAGES)
+
+    assert "sent more than 64 MB in one piece" in raised.value.user_message
+
+
+def _compressed(data: bytes, encoding: str) -> bytes:
+    wbits = {"gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS, "raw-deflate": -zlib.MAX_WBITS}[encoding]
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    return packer.compress(data) + packer.flush()
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+def test_a_compressed_stream_is_read(encoding):
+    body = _compressed(sse(chunk({"content": "Hello"}), chunk({"content": " there"}, "stop"), "[DONE]"), encoding)
+    name = encoding.removeprefix("raw-")
+    with wire_server(([head(extra=f"Content-Encoding: {name}"), chunked(body[:7], body[7:])], False)) as server:
+        events, error = run_stream(make_target(server.base_url, "m"), MESSAGES)
+        asked = server.requests[0].lower()
+
+    assert error is None and _text(events) == "Hello there"
+    assert b"accept-encoding: gzip, deflate\r\n" in asked  # only what is inflated in bounded pieces
+
+
+@pytest.mark.parametrize("content_type", ["text/html", "application/json"])
+def test_a_compressed_body_that_inflates_past_the_bound_is_given_up_not_kept_in_memory(content_type):
+    """300 KB of gzip stand for 300 MB of error page: httpx inflated each chunk whole and the SDK kept
+    the page, 1.3 GB of this process's memory for one request (a gigabyte per megabyte sent)."""
+    bomb = _compressed(b"<html>" + b"x" * (80 * 2**20), "gzip")
+    writes = [head("500 Internal Server Error", content_type, chunked_body=False, length=len(bomb),
+                   extra="Content-Encoding: gzip"), bomb]
+    with wire_server((writes, True)) as server:
+        events, error = run_stream(make_target(server.base_url, "m"), MESSAGES)
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("server", False)
+    assert "sent more than 64 MB in one piece" in error.user_message
+
+    with wire_server((writes, True)) as server, pytest.raises(llm.LLMError) as raised:
+        llm.llm_complete(target=make_target(server.base_url, "m"), messages=MESSAGES)
+    assert "sent more than 64 MB in one piece" in raised.value.user_message
+
+
+@pytest.mark.parametrize("writes", [
+    # an error page past the bound, and one cut mid-body: the SDK reads either outside its own handling
+    [head("500 Internal Server Error", "text/html", chunked_body=False, length=80 * 2**20), *[_MB] * 70],
+    [head("502 Bad Gateway", "text/html", chunked_body=False, length=10_000), b"<html>" * 100],
+], ids=["too-large", "cut"])
+def test_a_body_that_fails_as_it_is_read_gives_its_connection_back(writes):
+    """An error page whose read failed (too large, or cut) was never closed: the SDK reads it outside the
+    code that closes a failed response, so its connection stayed taken and its client counted it as a
+    request still running (a client dropped from the cache then never closed its session)."""
+    from chatapp.providers.llm import transport as llm_transport
+
+    async def failed_call(base_url: str) -> tuple[llm.LLMError | None, int]:
+        error = None
+        try:
+            async for _ in llm.llm_stream(target=make_target(base_url, "m"), messages=MESSAGES):
+                pass
+        except llm.LLMError as exc:
+            error = exc
+        clients = llm_transport._async_clients[asyncio.get_running_loop()].values()
+        return error, sum(transport.requests for _, transport in clients)
+
+    with wire_server((writes, True)) as server:
+        error, running = asyncio.run(failed_call(server.base_url))
+
+    assert error is not None and error.kind in ("server", "connection")
+    assert running == 0
+
+
+def test_a_body_compressed_as_not_asked_is_refused_in_words():
+    """httpx inflates zstd too, in one call whatever it stands for: only what was asked for is read."""
+    events, error, endpoint = _stream_named(([head(extra="Content-Encoding: zstd"), chunked(b"(\xb5/\xfd garbage")],
+                                             False))
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("server", False)
+    assert error.user_message == (f"The model endpoint at {endpoint} compressed its answer as "
+                                  "“zstd”, which was not asked for (only gzip, deflate is read): check the base URL in "
+                                  "Settings, or the proxy in between.")
+
+
+def test_an_event_of_ten_megabytes_is_still_read():
+    events, error = _stream(sse(chunk({"content": "x" * 10_000_000}), chunk({}, "stop"), "[DONE]"))
+
+    assert error is None and len(_text(events)) == 10_000_000
+
+
+@pytest.mark.parametrize("reset", [False, True])
+def test_a_server_that_drops_the_request_unanswered_is_not_said_to_be_unreachable(reset):
+    """A server that took the connection and closed it, or reset it, before any answer (a local server
+    crashing as it loads the model, a proxy dropping the request) was told as "Could not connect … check
+    the base URL and that the server is running": the URL was right and the server had taken the call."""
+    with _dropping_server(reset=reset) as base_url:
+        events, error = run_stream(make_target(base_url, "m"), MESSAGES)
+
+    assert events == [] and error is not None and (error.kind, error.retryable) == ("connection", True)
+    assert error.user_message == (f"The model endpoint at {base_url.split('/')[2]} closed the connection without "
+                                  "answering (a server that stopped or restarted, perhaps loading the model, or a "
+                                  "proxy that dropped the request). Retry in a moment.")
 
 
 def test_a_503s_retry_after_is_the_wait_said_and_kept():

@@ -13,8 +13,10 @@ guard checked (cached a few seconds per host), never to a second lookup's answer
 after the save-time check reaches nothing (`addresses`).
 
 Modules: `types` (what callers get), `calls` (stream, complete, test connection, targets), `errors`,
-`quirks`, `transport` (the clients), `addresses` (where their connections may go), `key_check` (a
-key checked where the model list is open to anyone), `offline` (the demo model and its target). A
+`upstream` (a gateway's words of the provider behind it), `waits` (the wait a 429 or 503 names),
+`usage` (a provider's usage figures as stored), `quirks`, `transport` (the clients),
+`addresses` (where their connections may go), `key_check` (a key checked where the model list is open
+to anyone), `offline` (the demo model and its target). A
 reasoning model's thinking is told apart by `chatapp.providers.thinking` (pure Python, which the import
 readers use too).
 """

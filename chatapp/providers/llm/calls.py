@@ -25,6 +25,7 @@ from chatapp.providers.llm.errors import (
     _llm_error,
     _no_answer_error,
     _not_chat_completions_error,
+    _nothing_sent_error,
     _stream_cut_error,
     base_url_bare,
 )
@@ -34,6 +35,7 @@ from chatapp.providers.llm.quirks import _QuirkAttempts, _request_params
 from chatapp.providers.llm.sse import DONE, sse_events
 from chatapp.providers.llm.transport import _async_client, _sync_client
 from chatapp.providers.llm.types import Completion, Delta, Finish, LLMError, LLMEvent, LLMTarget, Reasoning, Usage
+from chatapp.providers.llm.usage import _field, _usage_from
 from chatapp.providers.thinking import ThinkSplitter, content_answer, content_parts, reasoning_of, think_split
 
 if TYPE_CHECKING:
@@ -107,7 +109,8 @@ async def llm_stream(
     reading = _StreamReading()
     try:
         try:
-            async for chunk in sse_events(stream.response):  # to the body's end: the connection is kept (sse)
+            # To the body's end: the connection is kept (sse); keep-alives alone hold it open for so long.
+            async for chunk in sse_events(stream.response, timeout=timeout):
                 for event in reading.take(chunk):
                     yield event
         except _CALL_ERRORS as exc:
@@ -119,9 +122,12 @@ async def llm_stream(
         raise reading.error
     if not reading.finished:
         raise reading.unfinished_error(target, stream.response.headers.get("content-type", ""))
+    if not reading.chunks:  # [DONE] alone
+        raise _nothing_sent_error()
     for event in reading.ended():
         yield event
-    unanswered = None if reading.answered else _no_answer_error(reading.finish_reason, reading.tool, target)
+    unanswered = _no_answer_error(reading.finish_reason, reading.tool, target, answered=reading.answered,
+                                  thought=reading.started)
     if unanswered is not None:  # after the usage: those tokens were spent
         raise unanswered
 
@@ -159,7 +165,8 @@ class _StreamReading:
         if isinstance(usage, dict):
             self.usage = _usage_from(usage)
         events: list[Delta | Reasoning] = []
-        for choice in chunk.get("choices") or ():
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
             # Choice 0 only: other indexes are other replies, whose deltas would interleave with it.
             if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
                 continue
@@ -243,30 +250,6 @@ async def _stream_open(target: LLMTarget, messages: list[dict], *, timeout: floa
             attempts.failed(exc)
     attempts.raise_failure()
     raise LLMError("server", "The model call failed unexpectedly. Retry in a moment.")  # no attempt was made
-
-
-def _field(value: Any, name: str) -> Any:
-    """`name` of an SDK object or of the same thing as parsed JSON (a streamed chunk's usage)."""
-    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
-
-
-def _usage_from(usage: Any) -> Usage:
-    details = _field(usage, "prompt_tokens_details")
-    cached = _field(details, "cached_tokens") if details is not None else None
-    if cached is None:  # DeepSeek's own field for its prompt cache's hits
-        cached = _field(usage, "prompt_cache_hit_tokens")
-    return Usage(
-        prompt_tokens=_token_count(_field(usage, "prompt_tokens")),
-        completion_tokens=_token_count(_field(usage, "completion_tokens")),
-        cached_tokens=None if cached is None else _token_count(cached),
-    )
-
-
-def _token_count(value: Any) -> int:
-    try:
-        return max(0, int(value or 0))
-    except (TypeError, ValueError):
-        return 0
 
 
 def llm_complete(

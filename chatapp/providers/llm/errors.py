@@ -4,13 +4,10 @@ are scrubbed of the API key and anything key-like.
 
 from __future__ import annotations
 
-import email.utils
 import html
 import json
-import math
 import re
 import ssl
-from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import httpx
@@ -18,7 +15,19 @@ import openai
 
 from chatapp.chat.textsafe import text_storable
 from chatapp.providers.llm.addresses import EndpointAddressRefused, EndpointUnresolvable
+from chatapp.providers.llm.aio_transport import ACCEPT_ENCODING, BODY_MAX_BYTES, BodyEncodingRefused, BodyTooLarge
+from chatapp.providers.llm.transport import connect_seconds
 from chatapp.providers.llm.types import LLMError, LLMTarget
+from chatapp.providers.llm.upstream import moderation_flagged, upstream_words
+from chatapp.providers.llm.waits import _retry_after, _wait_in_words, _wait_words
+
+
+class KeepAlivesOnly(httpx.ReadTimeout):
+    """A stream that sent nothing but keep-alives for `seconds` (sse.KEEPALIVES_MAX_SECONDS)."""
+
+    def __init__(self, seconds: float, *, request: httpx.Request) -> None:
+        super().__init__(f"keep-alives alone for {seconds:g} seconds", request=request)
+        self.seconds = seconds
 
 
 def _key_unreadable_error(target: LLMTarget) -> LLMError:
@@ -48,10 +57,12 @@ def _provider_message(exc: Exception) -> str:
     if isinstance(body, list) and body:  # Google's compatible endpoint wraps its error in a list
         body = body[0]
     if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else None
-        if isinstance(message, str) and message:
-            return message
+        body = body.get("error", body)
+    if isinstance(body, str) and body.strip():
+        # `{"error": "<words>"}` (the SDK hands on the inner value), Ollama's own API shape; or a page's text.
+        return _page_text(body.strip())
+    if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"]:
+        return body["message"] + upstream_words(body.get("metadata"))
     return _page_text(getattr(exc, "message", None) or str(exc))
 
 
@@ -73,30 +84,6 @@ def _endpoint_name(target: LLMTarget) -> str:
     if ":" in host:  # an IPv6 address: bracketed, or its port reads as one more group ("::1:8000")
         host = f"[{host}]"
     return f"{host}:{parts.port}" if parts.port else host
-
-
-# The longest wait an endpoint is taken at its word for: a broken header's hundreds of digits were an
-# infinite float, and the error's making raised (the chat's reply stayed "streaming").
-LONGEST_WAIT_SECONDS = 86_400
-
-
-def _whole_seconds(seconds: float) -> str:
-    """A wait as whole seconds, from 1 (retry now is a second's wait, as every form's shortest) to a day."""
-    return str(max(1, math.ceil(min(seconds, LONGEST_WAIT_SECONDS))))
-
-
-def _retry_after(exc: openai.APIStatusError) -> str | None:
-    value = (exc.response.headers.get("retry-after") or "").strip() if exc.response is not None else ""
-    if value.isdecimal():
-        # Past a dozen digits, more than a day (and past 4,300, more than int() reads).
-        return _whole_seconds(int(value) if len(value) <= 12 else LONGEST_WAIT_SECONDS)
-    try:  # the header's other form, an HTTP date (proxies and CDNs send it)
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return _whole_seconds((when - datetime.now(UTC)).total_seconds())
 
 
 def _connect_failure(exc: BaseException, target: LLMTarget, endpoint: str) -> LLMError | None:
@@ -134,26 +121,22 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
     if isinstance(exc, LLMError):
         return exc
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
-        return _timeout_error(started=started, seconds=timeout)
+        return _timed_out(exc, target, started=started, timeout=timeout)
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc, target)
     if isinstance(exc, openai.APIResponseValidationError):
         content_type = exc.response.headers.get("content-type", "") if exc.response is not None else ""
         return _not_chat_completions_error(target, content_type)
     endpoint = _endpoint_name(target)
-    if isinstance(exc, json.JSONDecodeError):
+    refused = _body_refused(exc if isinstance(exc, httpx.HTTPError) else exc.__cause__, endpoint)  # (sync: wrapped)
+    if refused is not None:
+        return refused
+    if isinstance(exc, json.JSONDecodeError | RecursionError):
         return LLMError("server", f"The model endpoint at {endpoint} answered with a body labelled JSON that is not "
                         "valid JSON (a gateway's own words, or an answer garbled on the way). Retry in a moment; if it "
                         "keeps happening, check the base URL in Settings.")
     if isinstance(exc, openai.APIConnectionError):
-        if isinstance(exc.__cause__, EndpointAddressRefused):
-            return LLMError("connection", f"The model endpoint's address was refused: {exc.__cause__} "
-                            "Check the base URL in Settings.", retryable=False)
-        failure = _connect_failure(exc, target, endpoint)
-        if failure is not None:
-            return failure
-        return LLMError("connection", f"Could not connect to the model endpoint at {endpoint}. Check the base URL "
-                        "in Settings and that the server is running.")
+        return _connection_error(exc, target, endpoint)
     if isinstance(exc, openai.APIError):  # an error event inside an otherwise good stream
         return _in_band_error(exc, target, started=started)
     if isinstance(exc, httpx.TransportError):
@@ -161,6 +144,50 @@ def _llm_error(exc: BaseException, target: LLMTarget, *, started: bool, timeout:
             return _stream_cut_error()
         return LLMError("connection", f"The connection to the model endpoint at {endpoint} failed. Retry in a moment.")
     return LLMError("server", "The model call failed unexpectedly. Retry in a moment.")
+
+
+def _timed_out(exc: Exception, target: LLMTarget, *, started: bool, timeout: float) -> LLMError:
+    if isinstance(exc, KeepAlivesOnly):
+        return _timeout_error(started=started, seconds=exc.seconds)
+    if isinstance(exc, httpx.ConnectTimeout) or isinstance(exc.__cause__, httpx.ConnectTimeout):
+        return LLMError("connection", f"Could not connect to the model endpoint at {_endpoint_name(target)} within "
+                        f"{_seconds(connect_seconds(timeout))}. Check the base URL in Settings, and that the server is "
+                        "reachable from this one (not behind a firewall, nor listening only on its own localhost).")
+    return _timeout_error(started=started, seconds=timeout)
+
+
+def _body_refused(exc: BaseException | None, endpoint: str) -> LLMError | None:
+    if isinstance(exc, BodyTooLarge):
+        return LLMError("server", f"The model endpoint at {endpoint} sent more than {BODY_MAX_BYTES // 2**20} MB in "
+                        "one piece (a whole answer, an error page, or one event of a stream), which no reply needs: "
+                        "check that the base URL in Settings is an OpenAI-compatible API.", retryable=False)
+    if isinstance(exc, BodyEncodingRefused):
+        return LLMError("server", f"The model endpoint at {endpoint} compressed its answer as “{str(exc)[:40]}”, "
+                        f"which was not asked for (only {ACCEPT_ENCODING} is read): check the base URL in Settings, "
+                        "or the proxy in between.", retryable=False)
+    return None
+
+
+def _connection_error(exc: openai.APIConnectionError, target: LLMTarget, endpoint: str) -> LLMError:
+    if isinstance(exc.__cause__, EndpointAddressRefused):
+        return LLMError("connection", f"The model endpoint's address was refused: {exc.__cause__} "
+                        "Check the base URL in Settings.", retryable=False)
+    failure = _connect_failure(exc, target, endpoint)
+    if failure is not None:
+        return failure
+    cause = exc.__cause__
+    if isinstance(cause, httpx.RemoteProtocolError) and "disconnected" not in str(cause).lower():
+        # Bytes that are no HTTP response (aiohttp's and h11's words for a closed connection say "disconnected").
+        return LLMError("connection", f"The model endpoint at {endpoint} answered, but not with an HTTP response this "
+                        "server reads: the base URL's port may be another service's. Check the base URL in Settings.",
+                        retryable=False)
+    if isinstance(cause, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        # Connected, and the connection closed or reset before any answer: the address is right.
+        return LLMError("connection", f"The model endpoint at {endpoint} closed the connection without answering "
+                        "(a server that stopped or restarted, perhaps loading the model, or a proxy that dropped "
+                        "the request). Retry in a moment.")
+    return LLMError("connection", f"Could not connect to the model endpoint at {endpoint}. Check the base URL "
+                    "in Settings and that the server is running.")
 
 
 def _in_band_error(exc: openai.APIError, target: LLMTarget, *, started: bool) -> LLMError:
@@ -179,10 +206,14 @@ def _sentence(words: str) -> str:
     return words if words.endswith((".", "!", "?")) else f"{words}."
 
 
-def _timeout_error(*, started: bool, seconds: float) -> LLMError:
+def _seconds(seconds: float) -> str:
     # Whole seconds as integers (a large setting must not read "1e+06"), fractions as given.
     amount = f"{int(seconds):,}" if float(seconds).is_integer() else f"{seconds:g}"
-    timeout = "1 second" if seconds == 1 else f"{amount} seconds"
+    return "1 second" if seconds == 1 else f"{amount} seconds"
+
+
+def _timeout_error(*, started: bool, seconds: float) -> LLMError:
+    timeout = _seconds(seconds)
     if started:
         return LLMError("timeout", f"The model stopped sending mid-reply and nothing came for {timeout}. "
                         "Retry to get a full reply.")
@@ -204,7 +235,9 @@ def _status_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
         # No key stored (never entered, or cleared when the base URL moved to another server): none to check.
         else ("auth", f"The model endpoint wants an API key (401), and none is set for “{target.label}”: enter it "
               "in Settings."),
-        403: ("auth", f"The model endpoint refused access to “{target.model}” (403). "
+        403: ("bad_request", f"The provider's moderation refused this message (403): {_sentence(detail)} Rephrase "
+              "the message.") if moderation_flagged(exc.body)
+        else ("auth", f"The model endpoint refused access to “{target.model}” (403). "
               "Check that the API key may use this model."),
         404: _not_found_words(target),
         408: ("timeout", "The model endpoint gave up on the request (408). Retry."),
@@ -253,27 +286,7 @@ def _not_found_words(target: LLMTarget) -> tuple[str, str]:
 _CONTEXT_WORDS = re.compile(r"(?i)context[ _]length|context window|context size|maximum context|prompt is too long")
 
 
-# A wait written in the words only: "Please try again in 1.2s" (OpenAI, Groq), "Please try again in 7m12s"
-# (OpenAI's per-day limits), "Please retry in 42.5s" (Google), "retry after 6 seconds" (Azure).
-_WAIT_LEAD = re.compile(r"(?i)\b(?:retry|try again)\s+(?:in|after)\s+")
-_WAIT_PART = re.compile(r"(?i)\s*(\d+(?:\.\d+)?)\s*"
-                        r"(hours?|h|milliseconds?|ms|minutes?|mins?|m|seconds?|secs?|s)(?![a-z])")
 _CREDIT_WORDS = re.compile(r"(?i)quota|billing|credit")
-
-
-def _wait_in_words(detail: str) -> str | None:
-    lead = _WAIT_LEAD.search(detail)
-    if lead is None:
-        return None
-    seconds, at = 0.0, lead.end()
-    while (part := _WAIT_PART.match(detail, at)) is not None:  # "7m12s": each unit in turn
-        unit = part.group(2).lower()
-        scale = 0.001 if unit == "ms" or unit.startswith("milli") else {"h": 3600.0, "m": 60.0}.get(unit[0], 1.0)
-        seconds += float(part.group(1)) * scale
-        at = part.end()
-    if at == lead.end():
-        return None
-    return _whole_seconds(seconds)
 
 
 def _rate_limit_error(exc: openai.APIStatusError, detail: str) -> LLMError:
@@ -288,11 +301,6 @@ def _rate_limit_error(exc: openai.APIStatusError, detail: str) -> LLMError:
     when = _wait_words(wait) if wait else "Wait a moment and retry."
     return LLMError("rate_limit", f"The model endpoint is rate-limiting requests (429). {when}",
                     status=429, detail=detail, retry_after=float(wait) if wait else None)
-
-
-def _wait_words(wait: str) -> str:
-    """A wait the endpoint named (`_retry_after`'s whole seconds), as the user is told it."""
-    return f"Wait {wait} second{'' if wait == '1' else 's'} and retry."
 
 
 def _redirect_error(exc: openai.APIStatusError, target: LLMTarget) -> LLMError:
@@ -322,19 +330,40 @@ def _not_chat_completions_error(target: LLMTarget, content_type: str) -> LLMErro
     )
 
 
-def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget) -> LLMError | None:
-    """Why a reply that ended cleanly has no answer, by its finish_reason; None when the reason says
-    nothing (an empty "stop" is the model's own choice). Retryable: another try may well answer."""
-    if finish_reason == "content_filter":
+def _no_answer_error(finish_reason: str, tool: str, target: LLMTarget, *, answered: bool,
+                     thought: bool = False) -> LLMError | None:
+    """Why a reply that ended cleanly has no answer, by its finish_reason, or (`answered`) why the answer
+    it has is not whole; None when the reason says nothing (an empty "stop" with no thinking either is
+    the model's own choice, "length" after some answer is marked by the chat). Retryable: another try
+    may well answer."""
+    if finish_reason == "error":
+        # OpenRouter's normalized reason for a generation that failed: the text so far, if any, is kept.
+        return LLMError("server", "The model endpoint ended this reply with an error (finish_reason “error”)"
+                        f"{': the text before it is kept' if answered else ' before any text'}. Retry in a moment.")
+    named = f" (“{text_storable(tool)[:100]}”)" if tool else ""
+    if answered:
+        # Azure's filter may end a reply mid-answer, and a model write a line before the tool call it ends
+        # on ("Let me look that up."): the text so far is kept, its missing end said.
+        if finish_reason == "content_filter":
+            words = ("The provider's content filter stopped this reply part-way (finish_reason “content_filter”): the "
+                     "text before it is kept. Rephrase the message, or retry.")
+        elif finish_reason in ("tool_calls", "function_call") and tool:
+            words = (f"After this text the model asked to call a tool{named}, and this chat offers no tools: the reply "
+                     "ends there. Retry, or ask it to answer in text.")
+        else:
+            return None
+    elif finish_reason == "content_filter":
         words = ("The provider's content filter stopped this reply before it had any text (finish_reason "
                  "“content_filter”). Rephrase the message, or retry.")
     elif finish_reason in ("tool_calls", "function_call"):
-        named = f" (“{text_storable(tool)[:100]}”)" if tool else ""
         words = (f"The model asked to call a tool{named} instead of answering, and this chat offers no tools. "
                  "Retry, or ask it to answer in text.")
     elif finish_reason == "length":
         words = (f"The model reached its output limit ({target.max_output_tokens:,} tokens) before writing any "
                  "answer. Raise “Max output tokens” in Settings, or retry.")
+    elif thought:  # a `<think>` never closed, or a reasoning field and no content
+        words = ("The model ended its reply while still thinking, before any answer (its thinking is kept). Retry, "
+                 "or ask again.")
     else:
         return None
     return LLMError("bad_request", words, retryable=True)
@@ -348,6 +377,12 @@ def _answered_error(error: object, target: LLMTarget) -> LLMError:
                     detail=detail)
 
 
+def _nothing_sent_error() -> LLMError:
+    """A stream that ended cleanly with no chunk at all: no model's choice, a request dropped on the way."""
+    return LLMError("server", "The model endpoint ended the stream without sending any reply (nothing came before "
+                    "its end, [DONE]). Retry in a moment.")
+
+
 def _stream_cut_error() -> LLMError:
     return LLMError("stream_cut", "The reply was cut off before it finished: the connection to the model endpoint "
                     "closed mid-stream. Retry to get a full reply.")
@@ -358,4 +393,4 @@ _CALL_ERRORS = (openai.OpenAIError, httpx.HTTPError)
 
 # A whole (not streamed) answer is parsed by the SDK, which lets a body labelled JSON that does not parse
 # out as the standard library's error: taken for a crash, it skipped a summary's retries and fallback.
-_COMPLETE_ERRORS = (*_CALL_ERRORS, json.JSONDecodeError)
+_COMPLETE_ERRORS = (*_CALL_ERRORS, json.JSONDecodeError, RecursionError)  # RecursionError: JSON nested too deep

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,7 +23,8 @@ import httpx
 import openai
 import orjson
 
-from chatapp.providers.llm.errors import secret_scrub
+from chatapp.providers.llm.aio_transport import BODY_MAX_BYTES, BodyTooLarge
+from chatapp.providers.llm.errors import KeepAlivesOnly, secret_scrub
 
 logger = logging.getLogger(__name__)
 
@@ -37,12 +39,20 @@ DRAIN_SECONDS = 1.0
 DONE: Any = object()
 
 
-async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
+# The longest an endpoint's keep-alives alone (comments, `data: ping`) hold a reply open, or the call's
+# timeout when longer: a gateway sends them while a model thinks in silence (OpenRouter's, for minutes
+# with the slowest reasoning models), and a broken one sends them forever.
+KEEPALIVES_MAX_SECONDS = 1800.0
+
+
+async def sse_events(response: httpx.Response, *, timeout: float | None = None) -> AsyncIterator[Any]:
     """Each event's data as parsed JSON, until the end of the body or `[DONE]` (then DONE, last). An
     in-band error event (`{"error": ...}`, or llama.cpp's `error:` field) raises openai.APIError, as the
     SDK's stream does. A whole completion answered as JSON (a server that ignored `stream: true`) is read
-    as one chunk."""
+    as one chunk. Keep-alives alone for KEEPALIVES_MAX_SECONDS, or `timeout` when longer, raise
+    KeepAlivesOnly."""
     if response.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
+        # Its size bounded by the transport (aio_transport.BodyReader).
         completion = _error_checked(_json_or_none(await response.aread()), response)
         if isinstance(completion, dict) and isinstance(completion.get("choices"), list):
             yield _as_chunk(completion)
@@ -50,22 +60,31 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
         return  # anything else: not a chat completion, which the caller reports
     lines = sse_lines(response.aiter_bytes())
     data: list[bytes] = []
+    room = BODY_MAX_BYTES  # what the event's `data:` lines may still hold (sse_lines bounds each line)
+    heard = time.monotonic()  # when the last event came
+    quiet = None if timeout is None else max(timeout, KEEPALIVES_MAX_SECONDS)
     async for line in lines:
         if line:
             field, _, value = line.partition(b":")
             if field == b"data":
                 data.append(value[1:] if value.startswith(b" ") else value)
+                room -= len(value)
+                if room < 0:
+                    raise BodyTooLarge(f"a stream event past {BODY_MAX_BYTES:,} bytes")
             elif field == b"error":
                 # llama.cpp's server (builds before late 2025) sends a streamed error in a field of its own,
                 # then [DONE]: passed over, the reply ended empty and complete with nothing said.
                 error = _json_or_none(value.strip())
                 words = value.strip().decode("utf-8", "replace") or "An error occurred during streaming"
                 _error_checked({"error": error if isinstance(error, dict) else {"message": words}}, response)
+            else:
+                _quiet_check(heard, quiet, response)  # a comment (`: keep-alive`), or a field nobody reads
             continue
         if not data:
+            _quiet_check(heard, quiet, response)
             continue
         payload = b"\n".join(data)
-        data = []
+        data, room = [], BODY_MAX_BYTES
         if payload.startswith(b"[DONE]"):
             await _drain(lines)
             yield DONE
@@ -78,8 +97,15 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[Any]:
                 key = response.request.headers.get("authorization", "").removeprefix("Bearer ")
                 words = secret_scrub(payload.decode("utf-8", "replace"), key)
                 logger.warning("model stream: passed over an event that is not JSON: %r", words[:80])
+            _quiet_check(heard, quiet, response)
             continue
+        heard = time.monotonic()
         yield _error_checked(event, response)
+
+
+def _quiet_check(heard: float, quiet: float | None, response: httpx.Response) -> None:
+    if quiet is not None and time.monotonic() - heard > quiet:
+        raise KeepAlivesOnly(quiet, request=response.request)
 
 
 def _error_checked(event: Any, response: httpx.Response) -> Any:
@@ -94,7 +120,7 @@ def _error_checked(event: Any, response: httpx.Response) -> Any:
 def _json_or_none(body: bytes) -> Any:
     try:
         return _parsed(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested past what the parser recurses into
         return None
 
 
@@ -111,13 +137,18 @@ async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     httpx's text and line layers cost the event loop more than the split; a line end is one byte
     in UTF-8, never part of a character, so each line decodes whole."""
     pending: list[bytes] = []  # the unended line's pieces, joined once it ends (a long line stays linear)
+    room = BODY_MAX_BYTES  # what the unended line may still grow by: an endless one must not fill memory
     async for chunk in chunks:
         if b"\n" not in chunk and b"\r" not in chunk and not (pending and pending[-1].endswith(b"\r")):
             pending.append(chunk)
+            room -= len(chunk)
+            if room < 0:
+                raise BodyTooLarge(f"a stream line past {BODY_MAX_BYTES:,} bytes")
             continue
         lines = (b"".join(pending) + chunk).splitlines(keepends=True)
         # The last line is not ended yet, or ends with a CR whose LF may be in the next chunk.
         pending = [lines.pop()] if lines and not lines[-1].endswith(b"\n") else []
+        room = BODY_MAX_BYTES - (len(pending[0]) if pending else 0)
         for line in lines:
             yield line.rstrip(b"\r\n")
     if pending:

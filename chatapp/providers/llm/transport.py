@@ -25,7 +25,7 @@ from chatapp.providers.llm.addresses import (
     PinnedResolver,
     host_addresses,
 )
-from chatapp.providers.llm.aio_transport import AiohttpTransport, tls_context
+from chatapp.providers.llm.aio_transport import ACCEPT_ENCODING, AiohttpTransport, BodyReader, tls_context
 from chatapp.providers.llm.types import NO_KEY, LLMTarget
 
 _CLIENT_CACHE_SIZE = 32
@@ -46,10 +46,20 @@ _async_clients: weakref.WeakKeyDictionary[
 _closing: set[asyncio.Task] = set()
 
 
+# The longest a connection is waited for (a call's own timeout when shorter): an address no machine
+# answers at, or a firewall dropping the packets, is said so well before the model's timeout.
+CONNECT_TIMEOUT_SECONDS = 10.0
+
+
+def connect_seconds(seconds: float) -> float:
+    """How long a call given `seconds` waits for its connection (errors.py names it)."""
+    return min(seconds, CONNECT_TIMEOUT_SECONDS)
+
+
 def _timeout(seconds: float) -> httpx.Timeout:
     # The read timeout applies between chunks, so a long streamed reply is fine while a silent
     # endpoint is not.
-    return httpx.Timeout(seconds, connect=min(seconds, 10.0))
+    return httpx.Timeout(seconds, connect=connect_seconds(seconds))
 
 
 def _client_key(target: LLMTarget, timeout: float, max_retries: int) -> tuple:
@@ -65,7 +75,9 @@ def _client_kwargs(target: LLMTarget, timeout: float, max_retries: int) -> dict[
         "timeout": _timeout(timeout),
         "max_retries": max_retries,
         # Never forward the server operator's OpenAI organization/project to a user's endpoint.
-        "default_headers": {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()},
+        "default_headers": {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit(),
+                            # Only what the transports inflate themselves, in bounded pieces.
+                            "Accept-Encoding": ACCEPT_ENCODING},
     }
 
 
@@ -91,6 +103,10 @@ class _GuardedTransport(httpx.HTTPTransport):
         read = request.extensions.get("timeout", {}).get("read")
         if read is not None:
             response.stream = _DeadlineStream(response.stream, request=request, deadline=started + read)
+        reader = BodyReader.for_headers(response.headers.get("content-type", ""),
+                                        response.headers.pop("content-encoding", ""))
+        if reader is not None:  # inflated and bounded as the async client's bodies (aio_transport)
+            response.stream = _ReadBody(response.stream, reader)
         return response
 
 
@@ -111,6 +127,18 @@ class _DeadlineStream(httpx.SyncByteStream):
 
     def close(self) -> None:
         self._stream.close()
+
+
+class _ReadBody(httpx.SyncByteStream):
+    def __init__(self, stream: httpx.SyncByteStream | httpx.AsyncByteStream, reader: BodyReader) -> None:
+        self.stream, self.reader = stream, reader
+
+    def __iter__(self) -> Iterator[bytes]:
+        for data in self.stream:  # type: ignore[union-attr]  # the sync transport's: a sync stream
+            yield from self.reader.take(data)
+
+    def close(self) -> None:
+        self.stream.close()  # type: ignore[union-attr]
 
 
 class _AsyncGuardedTransport(AiohttpTransport):
