@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import importlib.util
 import json
 import os
@@ -69,6 +70,20 @@ def ensure_offline_cache() -> None:
         os.environ["TIKTOKEN_CACHE_DIR"] = path
 
 
+def _downloads(name: str) -> bool:
+    """Whether tiktoken would go to the network for encoding `name`: the cache is the bundled one (not a
+    directory the user chose and filled) and holds no file of it. The wheel ships o200k_base, cl100k_base
+    and p50k_base; tiktoken fetches any other (r50k_base, gpt2: legacy names' encodings) with no timeout,
+    so the first count of a process hung on a network that drops what it does not allow."""
+    ensure_offline_cache()
+    bundled = _bundled_cache_dir()
+    if bundled is None or os.environ.get("TIKTOKEN_CACHE_DIR") != bundled:
+        return False
+    # tiktoken's cache names a file by the sha1 of its URL (openai_public's encodings/<name>.tiktoken).
+    url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+    return not os.path.exists(os.path.join(bundled, hashlib.sha1(url.encode(), usedforsecurity=False).hexdigest()))
+
+
 def _strip_provider(model: str) -> str:
     name = model.strip()
     lowered = name.lower()
@@ -101,6 +116,8 @@ def _load_encoding(name: str) -> Any:
 @lru_cache(maxsize=256)
 def _resolve(model: str) -> tuple[Any, bool]:
     name, estimated = _encoding_name(model)
+    if name != FALLBACK_ENCODING and _downloads(name):
+        return _load_encoding(FALLBACK_ENCODING), True
     try:
         return _load_encoding(name), estimated
     except Exception:  # an encoding we have no offline copy of (e.g. o200k_harmony): fall back, flagged

@@ -220,3 +220,33 @@ def test_a_model_whose_encoding_cannot_load_is_counted_with_the_fallback_and_fla
     finally:
         for cache in caches:
             cache.cache_clear()
+
+
+@pytest.mark.parametrize("model", ["davinci", "gpt2", "text-davinci-001"])
+def test_a_legacy_models_encoding_the_wheel_lacks_is_not_fetched_from_the_network(monkeypatch, model):
+    """r50k_base and gpt2 are not among the bundled copies: tiktoken fetched them with no timeout, so the
+    first count of a process hung where the network drops what it does not allow. Counted with the
+    fallback, flagged, without a download attempt."""
+    import tiktoken.load
+
+    fetched = []
+
+    def no_network(blobpath):
+        fetched.append(blobpath)  # raising here alone would not do: a failed load falls back too
+        raise ConnectionError("offline")
+
+    monkeypatch.setattr(tiktoken.load, "read_file", no_network)
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
+    caches = (optimizer.tokens._resolve, optimizer.tokens._count_cached, optimizer.tokens._load_encoding)
+    for cache in caches:
+        cache.cache_clear()
+    try:
+        assert encoding_for(model).name == "o200k_base" and is_estimated(model)
+        assert count_messages([{"role": "user", "content": "hello"}], model=model) > 0
+        # What the wheel ships still loads as itself (p50k_base: text-davinci-003).
+        assert encoding_for("text-davinci-003").name == "p50k_base" and not is_estimated("text-davinci-003")
+        assert fetched == []
+    finally:
+        for cache in caches:
+            cache.cache_clear()
