@@ -66,7 +66,10 @@ def test_an_image_dropped_for_a_model_that_does_not_see_images_counts_as_its_pla
     picture = {"content": "Look at this picture please.", "images": [{"data": b64(png_bytes(1024, 1024))}]}
     assert post_stream(user, url, picture).events[-1][0] == "done"
     for turn in range(8):
-        text = f"Turn {turn}: " + " ".join(WORDS[(turn + k) % len(WORDS)] for k in range(110))
+        # Words of this turn's own (no term shared with another message): recall quotes nothing, so a
+        # turn's tokens not sent are all dropped ones.
+        ending = ["ka", "lo", "mu", "ne", "po", "ri", "su", "ta"][turn]
+        text = " ".join(WORDS[(turn + k) % len(WORDS)] + ending for k in range(110))
         assert post_stream(user, url, {"content": text}).events[-1][0] == "done"
     image_message = conversation.messages.filter(role="user").order_by("id")[1]
     records = list(OptimizationRecord.objects.filter(conversation=conversation).order_by("id"))
